@@ -1,0 +1,167 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Metric is the similarity an index ranks by.
+type Metric int
+
+const (
+	// Cosine ranks by cosine similarity (higher is better). Vectors and
+	// queries are normalised on the host, so a zero vector is rejected.
+	Cosine Metric = iota
+	// Dot ranks by the inner product (higher is better).
+	Dot
+	// L2 ranks by squared Euclidean distance (lower is better); Hit.Score
+	// is the squared distance.
+	L2
+)
+
+func (m Metric) String() string {
+	switch m {
+	case Cosine:
+		return "cosine"
+	case Dot:
+		return "dot"
+	case L2:
+		return "l2"
+	}
+	return fmt.Sprintf("Metric(%d)", int(m))
+}
+
+// ParseMetric accepts "cosine", "dot" or "l2" (any case).
+func ParseMetric(s string) (Metric, error) {
+	switch strings.ToLower(s) {
+	case "cosine", "cos":
+		return Cosine, nil
+	case "dot", "ip", "inner":
+		return Dot, nil
+	case "l2", "euclidean":
+		return L2, nil
+	}
+	return 0, fmt.Errorf("%w: unknown metric %q (want cosine, dot or l2)", ErrInvalidConfig, s)
+}
+
+// HigherIsBetter reports whether a larger score ranks first.
+func (m Metric) HigherIsBetter() bool { return m != L2 }
+
+// Device chooses where an index computes.
+type Device int
+
+const (
+	// Auto probes the GPU adapters once per process and uses the best
+	// discrete or integrated one that works; a software (CPU-type) adapter
+	// or any failure selects the pure-Go fallback, with the reason in Info.
+	Auto Device = iota
+	// GPU requires a working adapter of any type, software ones included,
+	// and fails with the probe's reason instead of falling back.
+	GPU
+	// CPU uses the pure-Go fallback and never touches wgpu.
+	CPU
+)
+
+func (d Device) String() string {
+	switch d {
+	case Auto:
+		return "auto"
+	case GPU:
+		return "gpu"
+	case CPU:
+		return "cpu"
+	}
+	return fmt.Sprintf("Device(%d)", int(d))
+}
+
+// ParseDevice accepts "auto", "gpu" or "cpu" (any case).
+func ParseDevice(s string) (Device, error) {
+	switch strings.ToLower(s) {
+	case "auto", "":
+		return Auto, nil
+	case "gpu":
+		return GPU, nil
+	case "cpu":
+		return CPU, nil
+	}
+	return 0, fmt.Errorf("%w: unknown device %q (want auto, gpu or cpu)", ErrInvalidConfig, s)
+}
+
+// Power is the adapter power preference.
+type Power int
+
+const (
+	// HighPerformance prefers a discrete GPU: on a hybrid laptop, the
+	// NVIDIA card rather than the integrated one.
+	HighPerformance Power = iota
+	// LowPower prefers an integrated GPU.
+	LowPower
+)
+
+// AdapterSelect narrows which adapters the GPU path may use.
+type AdapterSelect struct {
+	Power Power
+	// Name, when set, keeps only adapters whose name, vendor or driver
+	// description contains it (case-insensitive).
+	Name string
+	// Backend, when set, keeps only adapters of that graphics API:
+	// "vulkan", "metal", "dx12" or "gl".
+	Backend string
+}
+
+func (s AdapterSelect) validate() error {
+	switch strings.ToLower(s.Backend) {
+	case "", "vulkan", "metal", "dx12", "gl":
+	default:
+		return fmt.Errorf("%w: unknown backend %q (want vulkan, metal, dx12 or gl)", ErrInvalidConfig, s.Backend)
+	}
+	if s.Power != HighPerformance && s.Power != LowPower {
+		return fmt.Errorf("%w: unknown power preference %d", ErrInvalidConfig, s.Power)
+	}
+	return nil
+}
+
+// Config describes an index. The zero value of every field but Dim is a
+// sensible default.
+type Config struct {
+	Dim     int    // vector dimension, at least 1
+	Metric  Metric // Cosine by default
+	Device  Device // Auto by default
+	Adapter AdapterSelect
+	// Workers is the number of goroutines the fallback uses; 0 means
+	// GOMAXPROCS.
+	Workers int
+	// ProbeTimeout bounds the GPU probe (device creation, shader
+	// compilation, one test dispatch); 0 means 30 s.
+	ProbeTimeout time.Duration
+	// MaxChunkRows, when non-zero, caps the rows in one device buffer
+	// below what the adapter's limits allow. It exists so tests can cross
+	// chunk boundaries with small data.
+	MaxChunkRows int
+	// MaxRows, when non-zero, caps how many vectors the index accepts;
+	// Add fails with ErrTooLarge beyond it, before allocating.
+	MaxRows int
+}
+
+const defaultProbeTimeout = 30 * time.Second
+
+func (c Config) validate() error {
+	if c.Dim <= 0 {
+		return fmt.Errorf("%w: Dim must be at least 1, got %d", ErrInvalidConfig, c.Dim)
+	}
+	switch c.Metric {
+	case Cosine, Dot, L2:
+	default:
+		return fmt.Errorf("%w: unknown metric %d", ErrInvalidConfig, c.Metric)
+	}
+	switch c.Device {
+	case Auto, GPU, CPU:
+	default:
+		return fmt.Errorf("%w: unknown device %d", ErrInvalidConfig, c.Device)
+	}
+	if c.Workers < 0 || c.MaxChunkRows < 0 || c.MaxRows < 0 || c.ProbeTimeout < 0 {
+		return fmt.Errorf("%w: Workers, MaxChunkRows, MaxRows and ProbeTimeout must not be negative", ErrInvalidConfig)
+	}
+	return c.Adapter.validate()
+}

@@ -1,0 +1,18 @@
+// Package engine is umbra's public library: an exact similarity index over
+// embedding vectors, searched by WGSL compute shaders through wgpu on any
+// Vulkan, Metal, DX12 or GL adapter, or by a pure-Go fallback that returns the
+// same answers.
+//
+// An Index owns one contiguous slab of vectors (package host). On the GPU
+// path the slab is uploaded once, at Add, and stays resident on the device: a
+// search moves only the query in and the scores out. Importing this package
+// starts nothing; the GPU is touched only by New with Device Auto or GPU, and
+// Auto probes each adapter at most once per process, proving it works by
+// compiling and running the real search shader before trusting it. Any GPU
+// failure becomes an error value or, under Auto, a fallback to the CPU path
+// with the reason in Info; a panic from the GPU binding never crosses this
+// package's API.
+//
+// Builds without cgo, or with the nogpu tag, contain only the fallback:
+// Auto resolves to it and Device GPU returns ErrNoGPUSupport.
+package engine

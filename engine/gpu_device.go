@@ -1,0 +1,437 @@
+//go:build cgo && !nogpu
+
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/oliverbestmann/webgpu/wgpu"
+
+	"github.com/umbravec/umbra/host"
+	"github.com/umbravec/umbra/shaders"
+)
+
+const gpuBuilt = true
+
+// gpuCall runs f and turns a panic from the binding into an error, so no
+// wgpu validation failure crosses the engine's API.
+func gpuCall(what string, f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %s: %v", ErrGPU, what, r)
+			flushErrorPool()
+		}
+	}()
+	if err = f(); err != nil {
+		flushErrorPool()
+		var wrapped error = err
+		if !errors.Is(err, ErrGPU) {
+			wrapped = fmt.Errorf("%w: %s: %v", ErrGPU, what, err)
+		}
+		return wrapped
+	}
+	return nil
+}
+
+// flushErrorPool empties the binding's pool of error-capture objects. The
+// binding does not clear a captured error when it recycles the object, so
+// after one failed Try* call a later successful call could report the old
+// error. A sync.Pool drops its contents over two garbage collections; this
+// runs only after a failure.
+func flushErrorPool() {
+	runtime.GC()
+	runtime.GC()
+}
+
+// process-wide wgpu state: one instance, the adapters per backend mask, and
+// the probe verdict per adapter, each computed once.
+var (
+	instMu    sync.Mutex
+	inst      *wgpu.Instance
+	adapters  = map[wgpu.InstanceBackend][]*wgpu.Adapter{}
+	verdicts  = map[string]*verdict{}
+	verdictMu sync.Mutex
+)
+
+// verdict is the cached probe result for one adapter.
+type verdict struct {
+	done   chan struct{}
+	dev    *gpuDevice
+	report AdapterReport
+}
+
+func backendMask(name string) wgpu.InstanceBackend {
+	switch strings.ToLower(name) {
+	case "vulkan":
+		return 1
+	case "gl":
+		return 2
+	case "metal":
+		return 4
+	case "dx12":
+		return 8
+	}
+	return wgpu.InstanceBackendAll
+}
+
+func apiName(b wgpu.BackendType) string {
+	switch b {
+	case wgpu.BackendTypeVulkan:
+		return "vulkan"
+	case wgpu.BackendTypeMetal:
+		return "metal"
+	case wgpu.BackendTypeD3D12:
+		return "dx12"
+	case wgpu.BackendTypeD3D11:
+		return "dx11"
+	case wgpu.BackendTypeOpenGL, wgpu.BackendTypeOpenGLES:
+		return "gl"
+	}
+	return strings.ToLower(b.String())
+}
+
+func typeName(t wgpu.AdapterType) string {
+	switch t {
+	case wgpu.AdapterTypeDiscreteGPU:
+		return "discrete"
+	case wgpu.AdapterTypeIntegratedGPU:
+		return "integrated"
+	case wgpu.AdapterTypeCPU:
+		return "cpu"
+	}
+	return "unknown"
+}
+
+func describeAdapter(a *wgpu.Adapter) AdapterInfo {
+	i := a.GetInfo()
+	return AdapterInfo{
+		Name:     i.Device,
+		Vendor:   i.Vendor,
+		VendorID: i.VendorId,
+		DeviceID: i.DeviceId,
+		API:      apiName(i.BackendType),
+		Type:     typeName(i.AdapterType),
+		Driver:   i.Description,
+	}
+}
+
+func (a AdapterInfo) key() string {
+	return fmt.Sprintf("%s|%s|%x|%x|%s", a.API, a.Name, a.VendorID, a.DeviceID, a.Driver)
+}
+
+// listAdapters returns the adapters of the backends in mask, enumerated once
+// per process.
+func listAdapters(mask wgpu.InstanceBackend) (list []*wgpu.Adapter, err error) {
+	instMu.Lock()
+	defer instMu.Unlock()
+	if l, ok := adapters[mask]; ok {
+		return l, nil
+	}
+	err = gpuCall("enumerate adapters", func() error {
+		if inst == nil {
+			inst = wgpu.CreateInstance(nil)
+		}
+		list = inst.EnumerateAdapters(&wgpu.InstanceEnumerateAdapterOptons{Backends: mask})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	adapters[mask] = list
+	return list, nil
+}
+
+// gpuDevice is one wgpu device with its queue, shared by every index on that
+// adapter. Its mutex serialises all wgpu calls on the device: error scopes
+// are per device, so concurrent Try* calls could see each other's errors.
+type gpuDevice struct {
+	mu        sync.Mutex
+	adapter   *wgpu.Adapter
+	device    *wgpu.Device
+	queue     *wgpu.Queue
+	info      AdapterInfo
+	lim       DeviceLimits
+	pipelines map[shaders.ScoresLayout]*wgpu.ComputePipeline
+}
+
+func limitsOf(l wgpu.Limits) DeviceLimits {
+	return DeviceLimits{
+		MaxStorageBindingBytes: l.MaxStorageBufferBindingSize,
+		MaxBufferBytes:         l.MaxBufferSize,
+		MaxWorkgroupsPerDim:    l.MaxComputeWorkgroupsPerDimension,
+		MaxInvocations:         l.MaxComputeInvocationsPerWorkgroup,
+	}
+}
+
+// openDevice creates a device on a with the adapter's own limits: the
+// defaults would cap maxBufferSize at 256 MiB. (Device.GetLimits is not
+// called: in this binding it can abort the process.)
+func openDevice(a *wgpu.Adapter) (*gpuDevice, error) {
+	d := &gpuDevice{adapter: a, info: describeAdapter(a), pipelines: map[shaders.ScoresLayout]*wgpu.ComputePipeline{}}
+	err := gpuCall("request device", func() error {
+		lim := a.GetLimits()
+		d.lim = limitsOf(lim)
+		dev, err := a.RequestDevice(&wgpu.DeviceDescriptor{Label: "umbra", RequiredLimits: &lim})
+		if err != nil {
+			return err
+		}
+		d.device = dev
+		d.queue = dev.GetQueue()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// pipeline returns the compiled scores pipeline for layout l, compiling it
+// on first use. The caller holds d.mu.
+func (d *gpuDevice) pipeline(l shaders.ScoresLayout) (*wgpu.ComputePipeline, error) {
+	if p, ok := d.pipelines[l]; ok {
+		return p, nil
+	}
+	src, err := shaders.Scores(l)
+	if err != nil {
+		return nil, err
+	}
+	var p *wgpu.ComputePipeline
+	err = gpuCall("compile scores shader", func() error {
+		mod, err := d.device.TryCreateShaderModule(&wgpu.ShaderModuleDescriptor{
+			Label:      "scores.wgsl",
+			WGSLSource: &wgpu.ShaderSourceWGSL{Code: src},
+		})
+		if err != nil {
+			return err
+		}
+		defer mod.Release()
+		p, err = d.device.TryCreateComputePipeline(&wgpu.ComputePipelineDescriptor{
+			Label:   "scores",
+			Compute: wgpu.ProgrammableStageDescriptor{Module: mod, EntryPoint: "main"},
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.pipelines[l] = p
+	return p, nil
+}
+
+// selfTest runs the real scores shader on a small input through the same
+// code path an index uses and checks every score against float64. It is
+// what makes the probe prove the GPU works rather than that it exists.
+func (d *gpuDevice) selfTest() error {
+	const dim, rows = 7, 300 // rows span more than one workgroup
+	slab := host.NewSlab(dim)
+	vs := make([][]float32, rows)
+	for i := range vs {
+		vs[i] = make([]float32, dim)
+		for j := range vs[i] {
+			vs[i][j] = float32(math.Sin(float64(i*dim+j+1))) * 0.5
+		}
+	}
+	slab.Append(vs, false)
+	q := host.Padded([]float32{0.3, -0.1, 0.7, 0.2, -0.5, 0.9, 0.4}, slab.Stride)
+	g, err := newGPUIndex(d, slab.Stride, shaders.MetricDot, 128)
+	if err != nil {
+		return err
+	}
+	defer g.release()
+	if err := g.upload(slab, 0); err != nil {
+		return err
+	}
+	got, err := g.scores(context.Background(), q, rows)
+	if err != nil {
+		return err
+	}
+	for i := 0; i < rows; i++ {
+		var want float64
+		for j, x := range slab.Row(i) {
+			want += float64(x) * float64(q[j])
+		}
+		if math.Abs(float64(got[i])-want) > 1e-4 {
+			return fmt.Errorf("%w: test dispatch gave score %g for row %d, want %g", ErrGPU, got[i], i, want)
+		}
+	}
+	return nil
+}
+
+// probeAdapter opens a device on a and self-tests it, at most once per
+// process per adapter; later calls wait for and reuse the first verdict. A
+// probe that outlives timeout is reported as failed (the goroutine is left
+// to finish on its own: a wgpu call cannot be interrupted).
+func probeAdapter(ctx context.Context, a *wgpu.Adapter, info AdapterInfo, timeout time.Duration) (*gpuDevice, AdapterReport) {
+	verdictMu.Lock()
+	v, ok := verdicts[info.key()]
+	if !ok {
+		v = &verdict{done: make(chan struct{})}
+		verdicts[info.key()] = v
+		go func() {
+			defer close(v.done)
+			start := time.Now()
+			r := AdapterReport{Adapter: info}
+			var dev *gpuDevice
+			err := gpuCall("probe", func() error {
+				r.Limits = limitsOf(a.GetLimits())
+				for _, f := range a.GetFeatures() {
+					r.Features = append(r.Features, f.String())
+				}
+				var err error
+				if dev, err = openDevice(a); err != nil {
+					return err
+				}
+				return dev.selfTest()
+			})
+			r.Elapsed = time.Since(start)
+			if err != nil {
+				r.Error = err.Error()
+			} else {
+				r.Works = true
+				r.Eligible = !info.Software()
+				v.dev = dev
+			}
+			v.report = r
+		}()
+	}
+	verdictMu.Unlock()
+
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-v.done:
+		return v.dev, v.report
+	case <-timer.C:
+		return nil, AdapterReport{Adapter: info, Error: fmt.Sprintf("probe did not finish within %v", timeout)}
+	case <-ctx.Done():
+		return nil, AdapterReport{Adapter: info, Error: "probe cancelled: " + ctx.Err().Error()}
+	}
+}
+
+// candidates lists the adapters matching sel, best first.
+func candidates(sel AdapterSelect) ([]*wgpu.Adapter, []AdapterInfo, error) {
+	list, err := listAdapters(backendMask(sel.Backend))
+	if err != nil {
+		return nil, nil, err
+	}
+	var keep []*wgpu.Adapter
+	var infos []AdapterInfo
+	for _, a := range list {
+		var info AdapterInfo
+		if err := gpuCall("adapter info", func() error { info = describeAdapter(a); return nil }); err != nil {
+			continue
+		}
+		if sel.matches(info) {
+			keep = append(keep, a)
+			infos = append(infos, info)
+		}
+	}
+	order := rankAdapters(infos, sel.Power)
+	outA := make([]*wgpu.Adapter, len(order))
+	outI := make([]AdapterInfo, len(order))
+	for i, j := range order {
+		outA[i], outI[i] = keep[j], infos[j]
+	}
+	return outA, outI, nil
+}
+
+// Probe probes every adapter matching sel (each at most once per process)
+// and says which one Device Auto would use. It never panics; with no GPU
+// stack at all it returns an empty Adapters list and a hint.
+func Probe(ctx context.Context, sel AdapterSelect) ProbeReport {
+	rep := ProbeReport{Auto: -1}
+	if err := sel.validate(); err != nil {
+		rep.Reason, rep.Hint = err.Error(), hintNoMatch
+		return rep
+	}
+	as, infos, err := candidates(sel)
+	if err != nil {
+		rep.Reason, rep.Hint = err.Error(), hintNoAdapter
+		return rep
+	}
+	for i, a := range as {
+		_, r := probeAdapter(ctx, a, infos[i], defaultProbeTimeout)
+		rep.Adapters = append(rep.Adapters, r)
+		if rep.Auto < 0 && r.Eligible {
+			rep.Auto = i
+		}
+	}
+	if rep.Auto < 0 {
+		rep.Reason, rep.Hint = fallbackReason(sel, rep.Adapters, false)
+	}
+	return rep
+}
+
+// fallbackReason explains, from the probe reports, why no adapter was
+// chosen.
+func fallbackReason(sel AdapterSelect, reports []AdapterReport, allowSoftware bool) (string, string) {
+	if len(reports) == 0 {
+		if sel.Name != "" || sel.Backend != "" {
+			all, _, _ := candidates(AdapterSelect{})
+			if len(all) > 0 {
+				return fmt.Sprintf("no adapter matches %s", sel.describe()), hintNoMatch
+			}
+		}
+		return "no GPU adapter found (no Vulkan, Metal, DX12 or GL driver answered)", hintNoAdapter
+	}
+	var failed, soft []string
+	for _, r := range reports {
+		name := fmt.Sprintf("%s (%s, %s)", r.Adapter.Name, r.Adapter.API, r.Adapter.Type)
+		switch {
+		case !r.Works:
+			failed = append(failed, name+": "+r.Error)
+		case r.Adapter.Software() && !allowSoftware:
+			soft = append(soft, name)
+		}
+	}
+	if len(failed) > 0 && len(soft) == 0 {
+		return "every adapter failed its probe: " + strings.Join(failed, "; "), hintProbeFailed
+	}
+	if len(failed) > 0 {
+		return "only software adapters work (" + strings.Join(soft, ", ") + "); failed: " + strings.Join(failed, "; "), hintSoftwareOnly
+	}
+	return "only software adapters found: " + strings.Join(soft, ", "), hintSoftwareOnly
+}
+
+// openGPU finds the best working adapter for cfg and returns an index's
+// device side on it. allowSoftware admits CPU-type adapters (Device GPU).
+func openGPU(ctx context.Context, cfg Config, allowSoftware bool) (gpuIndex, string, string, error) {
+	timeout := cfg.ProbeTimeout
+	if timeout == 0 {
+		timeout = defaultProbeTimeout
+	}
+	as, infos, err := candidates(cfg.Adapter)
+	if err != nil {
+		return nil, err.Error(), hintNoAdapter, err
+	}
+	var reports []AdapterReport
+	for i, a := range as {
+		if infos[i].Software() && !allowSoftware {
+			reports = append(reports, AdapterReport{Adapter: infos[i], Works: true})
+			continue
+		}
+		dev, r := probeAdapter(ctx, a, infos[i], timeout)
+		reports = append(reports, r)
+		if dev == nil {
+			continue
+		}
+		metric := uint32(shaders.MetricDot)
+		if cfg.Metric == L2 {
+			metric = shaders.MetricL2
+		}
+		g, err := newGPUIndex(dev, host.StrideFor(cfg.Dim), metric, cfg.MaxChunkRows)
+		if err != nil {
+			return nil, err.Error(), hintProbeFailed, err
+		}
+		return g, "", "", nil
+	}
+	reason, hint := fallbackReason(cfg.Adapter, reports, allowSoftware)
+	return nil, reason, hint, fmt.Errorf("%w: %s", ErrNoAdapter, reason)
+}

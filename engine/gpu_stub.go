@@ -1,0 +1,22 @@
+//go:build !cgo || nogpu
+
+package engine
+
+import (
+	"context"
+	"fmt"
+)
+
+const gpuBuilt = false
+
+// openGPU in a build without the wgpu backend always fails: Auto falls back
+// to the CPU and Device GPU returns ErrNoGPUSupport.
+func openGPU(ctx context.Context, cfg Config, allowSoftware bool) (gpuIndex, string, string, error) {
+	return nil, "built without GPU support (no cgo, or the nogpu tag)", hintNoCgo,
+		fmt.Errorf("%w: this binary has no wgpu backend (built with CGO_ENABLED=0 or -tags nogpu)", ErrNoGPUSupport)
+}
+
+// Probe in a build without the wgpu backend reports no adapters.
+func Probe(ctx context.Context, sel AdapterSelect) ProbeReport {
+	return ProbeReport{Auto: -1, Reason: "built without GPU support (no cgo, or the nogpu tag)", Hint: hintNoCgo}
+}

@@ -1,0 +1,327 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+
+	"github.com/umbravec/umbra/fallback"
+	"github.com/umbravec/umbra/host"
+)
+
+// Hit is one search result: the ID Add assigned to the vector, and its
+// score (cosine similarity, inner product, or squared L2 distance).
+type Hit struct {
+	ID    uint64
+	Score float32
+}
+
+// Index is an exact similarity index. All methods are safe for concurrent
+// use: searches run in parallel with each other; Add waits for running
+// searches and blocks new ones while it appends.
+type Index struct {
+	cfg Config
+
+	mu     sync.RWMutex
+	slab   *host.Slab
+	closed bool
+
+	// gpu is nil on the CPU path. gpuDown is set when a GPU failure under
+	// Device Auto moved searches to the fallback for good; reason says why.
+	gpu     gpuIndex
+	gpuDown atomic.Bool
+	whyMu   sync.Mutex
+	reason  string
+	hint    string
+}
+
+// New creates an empty index. With Device Auto it probes the GPU (once per
+// process per adapter) and falls back to the CPU on any failure, recording
+// why in Info; with Device GPU a failure is returned instead.
+func New(cfg Config) (ix *Index, err error) {
+	return NewContext(context.Background(), cfg)
+}
+
+// NewContext is New with a context that bounds the GPU probe.
+func NewContext(ctx context.Context, cfg Config) (ix *Index, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			ix, err = nil, fmt.Errorf("%w: %v", ErrGPU, r)
+		}
+	}()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	ix = &Index{cfg: cfg, slab: host.NewSlab(cfg.Dim)}
+	if cfg.Device == CPU {
+		return ix, nil
+	}
+	g, reason, hint, err := openGPU(ctx, cfg, cfg.Device == GPU)
+	if err != nil {
+		if cfg.Device == GPU {
+			return nil, err
+		}
+		ix.reason, ix.hint = reason, hint
+		return ix, nil
+	}
+	ix.gpu = g
+	return ix, nil
+}
+
+// Dim returns the vector dimension.
+func (ix *Index) Dim() int { return ix.cfg.Dim }
+
+// Metric returns the index's metric.
+func (ix *Index) Metric() Metric { return ix.cfg.Metric }
+
+// Len returns the number of stored vectors.
+func (ix *Index) Len() int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.slab.Rows
+}
+
+// Add stores vectors and returns their IDs, which are consecutive from
+// Len(). It is atomic: on any error nothing is stored. Every vector must have
+// Dim finite components and, under Cosine, a non-zero norm.
+func (ix *Index) Add(vectors [][]float32) (ids []uint64, err error) {
+	defer ix.recoverInto(&err)
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if ix.closed {
+		return nil, ErrClosed
+	}
+	for i, v := range vectors {
+		if err := ix.checkVector(v, fmt.Sprintf("vector %d", i)); err != nil {
+			return nil, err
+		}
+	}
+	old := ix.slab.Rows
+	total := old + len(vectors)
+	if ix.cfg.MaxRows > 0 && total > ix.cfg.MaxRows {
+		return nil, fmt.Errorf("%w: adding %d vectors to %d would exceed MaxRows %d", ErrTooLarge, len(vectors), old, ix.cfg.MaxRows)
+	}
+	if err := host.CheckSize(total, ix.slab.Stride); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrTooLarge, err)
+	}
+	if len(vectors) == 0 {
+		return []uint64{}, nil
+	}
+	ix.slab.Append(vectors, ix.cfg.Metric == Cosine)
+	if ix.onGPU() {
+		if err := ix.gpu.upload(ix.slab, old); err != nil {
+			if ix.cfg.Device == GPU {
+				ix.slab.Truncate(old)
+				return nil, err
+			}
+			ix.demote(err)
+		}
+	}
+	ids = make([]uint64, len(vectors))
+	for i := range ids {
+		ids[i] = uint64(old + i)
+	}
+	return ids, nil
+}
+
+// checkVector validates one vector of input: its length, finiteness and,
+// under Cosine, a non-zero norm. what names it in the error ("vector 3",
+// "query").
+func (ix *Index) checkVector(v []float32, what string) error {
+	if len(v) != ix.cfg.Dim {
+		return fmt.Errorf("%w: %s has %d components, index dimension is %d", ErrDimMismatch, what, len(v), ix.cfg.Dim)
+	}
+	zero := true
+	for j, x := range v {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return fmt.Errorf("%w: %s, component %d is %v", ErrNonFinite, what, j, x)
+		}
+		if x != 0 {
+			zero = false
+		}
+	}
+	if zero && ix.cfg.Metric == Cosine {
+		return fmt.Errorf("%w: %s has norm 0, which has no direction", ErrZeroVector, what)
+	}
+	if ix.cfg.Metric == Cosine {
+		// A norm that overflows or underflows float32 after scaling
+		// would turn into Inf or 0 in the stored row.
+		if n := host.Norm(v); n > math.MaxFloat32 || n < 1e-30 {
+			return fmt.Errorf("%w: %s has norm %g, outside what float32 can normalise", ErrNonFinite, what, n)
+		}
+	}
+	return nil
+}
+
+// Search returns the k stored vectors most similar to query, best first;
+// equal scores are ordered by lower ID. k larger than Len returns every
+// vector; an empty index returns no hits.
+func (ix *Index) Search(ctx context.Context, query []float32, k int) (hits []Hit, err error) {
+	defer ix.recoverInto(&err)
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	q, err := ix.prepare(ctx, query, k, "query")
+	if err != nil {
+		return nil, err
+	}
+	return ix.search(ctx, q, k)
+}
+
+// SearchBatch runs Search for every query. All queries are validated before
+// any is searched.
+func (ix *Index) SearchBatch(ctx context.Context, queries [][]float32, k int) (all [][]Hit, err error) {
+	defer ix.recoverInto(&err)
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	qs := make([][]float32, len(queries))
+	for i, query := range queries {
+		if qs[i], err = ix.prepare(ctx, query, k, fmt.Sprintf("query %d", i)); err != nil {
+			return nil, err
+		}
+	}
+	all = make([][]Hit, len(qs))
+	if !ix.onGPU() && ix.slab.Rows > 0 {
+		res, err := fallback.SearchBatch(ctx, ix.view(), qs, k, ix.fallbackMetric(), ix.cfg.Workers)
+		if err != nil {
+			return nil, err
+		}
+		for i, r := range res {
+			all[i] = toHits(r)
+		}
+		return all, nil
+	}
+	for i, q := range qs {
+		if all[i], err = ix.search(ctx, q, k); err != nil {
+			return nil, err
+		}
+	}
+	return all, nil
+}
+
+// prepare validates a query and returns it normalised (for Cosine) and
+// padded to the slab stride. The caller holds ix.mu.
+func (ix *Index) prepare(ctx context.Context, query []float32, k int, what string) ([]float32, error) {
+	if ix.closed {
+		return nil, ErrClosed
+	}
+	if k <= 0 {
+		return nil, fmt.Errorf("%w: got k=%d", ErrInvalidK, k)
+	}
+	if err := ix.checkVector(query, what); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if ix.cfg.Metric == Cosine {
+		return host.Normalized(query, ix.slab.Stride), nil
+	}
+	return host.Padded(query, ix.slab.Stride), nil
+}
+
+// search runs one prepared query. The caller holds ix.mu.
+func (ix *Index) search(ctx context.Context, q []float32, k int) ([]Hit, error) {
+	if ix.slab.Rows == 0 {
+		return []Hit{}, nil
+	}
+	if ix.onGPU() {
+		scores, err := ix.gpu.scores(ctx, q, ix.slab.Rows)
+		if err == nil {
+			return toHits(fallback.SelectTopK(scores, k, ix.fallbackMetric())), nil
+		}
+		if ctx.Err() != nil || ix.cfg.Device == GPU {
+			return nil, err
+		}
+		ix.demote(err)
+	}
+	res, err := fallback.Search(ctx, ix.view(), q, k, ix.fallbackMetric(), ix.cfg.Workers)
+	if err != nil {
+		return nil, err
+	}
+	return toHits(res), nil
+}
+
+func (ix *Index) onGPU() bool { return ix.gpu != nil && !ix.gpuDown.Load() }
+
+// demote moves an Auto index to the fallback after a GPU failure. The slab
+// is kept on the host, so nothing is lost.
+func (ix *Index) demote(err error) {
+	ix.whyMu.Lock()
+	defer ix.whyMu.Unlock()
+	if ix.gpuDown.CompareAndSwap(false, true) {
+		ix.reason = "GPU failed after start-up, searches moved to the CPU: " + err.Error()
+		ix.hint = hintProbeFailed
+	}
+}
+
+func (ix *Index) view() fallback.Slab {
+	s := ix.slab
+	return fallback.Slab{Data: s.Data, Rows: s.Rows, Dim: s.Dim, Stride: s.Stride}
+}
+
+func (ix *Index) fallbackMetric() fallback.Metric {
+	if ix.cfg.Metric == L2 {
+		return fallback.L2
+	}
+	return fallback.Dot
+}
+
+func toHits(r []fallback.Hit) []Hit {
+	hits := make([]Hit, len(r))
+	for i, h := range r {
+		hits[i] = Hit{ID: uint64(h.Row), Score: h.Score}
+	}
+	return hits
+}
+
+// Info reports the backend, the adapter and, for a fallback, why.
+func (ix *Index) Info() Info {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	info := Info{
+		Backend:   BackendCPU,
+		Metric:    ix.cfg.Metric,
+		Dim:       ix.cfg.Dim,
+		Rows:      ix.slab.Rows,
+		CPUKernel: fallback.Kernel(),
+	}
+	if ix.gpu != nil {
+		info.Adapter = ix.gpu.adapter()
+		info.Limits = ix.gpu.limits()
+		info.ChunkRows = ix.gpu.chunkRows()
+		info.Chunks = (ix.slab.Rows + info.ChunkRows - 1) / info.ChunkRows
+		if ix.onGPU() {
+			info.Backend = BackendGPU
+		}
+	}
+	ix.whyMu.Lock()
+	info.Reason, info.Hint = ix.reason, ix.hint
+	ix.whyMu.Unlock()
+	return info
+}
+
+// Close releases the index's device buffers. Later calls return ErrClosed;
+// closing twice is harmless.
+func (ix *Index) Close() error {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if ix.closed {
+		return nil
+	}
+	ix.closed = true
+	if ix.gpu != nil {
+		ix.gpu.release()
+	}
+	ix.slab = host.NewSlab(ix.cfg.Dim)
+	return nil
+}
+
+// recoverInto turns a panic below the API into an ErrGPU error: the binding
+// panics on some failures, and no panic may reach the caller.
+func (ix *Index) recoverInto(err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("%w: %v", ErrGPU, r)
+	}
+}

@@ -1,0 +1,73 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/umbravec/umbra/host"
+)
+
+// Backend names the path that serves an index's searches.
+type Backend string
+
+const (
+	BackendGPU Backend = "gpu" // WGSL shaders through wgpu
+	BackendCPU Backend = "cpu" // the pure-Go fallback
+)
+
+// AdapterInfo describes one wgpu adapter.
+type AdapterInfo struct {
+	Name     string // device name, e.g. "NVIDIA GeForce RTX 3050 Laptop GPU"
+	Vendor   string // vendor as the driver reports it
+	VendorID uint32
+	DeviceID uint32
+	API      string // "vulkan", "metal", "dx12", "gl"
+	Type     string // "discrete", "integrated", "cpu" or "unknown"
+	Driver   string // driver description
+}
+
+// Software reports whether the adapter runs on the CPU (lavapipe, llvmpipe,
+// WARP, SwiftShader).
+func (a AdapterInfo) Software() bool { return a.Type == "cpu" }
+
+// DeviceLimits are the adapter limits the index was planned against.
+type DeviceLimits struct {
+	MaxStorageBindingBytes uint64
+	MaxBufferBytes         uint64
+	MaxWorkgroupsPerDim    uint32
+	MaxInvocations         uint32
+}
+
+// Info says how an index computes and, when it fell back to the CPU, why and
+// how to fix it.
+type Info struct {
+	Backend   Backend
+	Metric    Metric
+	Dim       int
+	Rows      int
+	Adapter   AdapterInfo // zero when Backend is BackendCPU
+	Limits    DeviceLimits
+	Chunks    int    // device buffers the slab occupies
+	ChunkRows int    // rows per device buffer
+	CPUKernel string // the fallback's dot-product kernel, e.g. "avx2+fma"
+	// Reason says why the fallback serves searches under Device Auto
+	// (empty when the GPU does, or when Device CPU was asked for).
+	Reason string
+	// Hint says what a user can do about Reason.
+	Hint string
+}
+
+// gpuIndex is the device side of one index: the resident chunks of its slab
+// and the buffers a search uses. The wgpu build implements it; other builds
+// never create one.
+type gpuIndex interface {
+	// upload makes rows [from, s.Rows) of s resident. On error the rows
+	// already resident stay valid and searchable.
+	upload(s *host.Slab, from int) error
+	// scores returns one score per resident row (the first rows rows) for
+	// the padded query q.
+	scores(ctx context.Context, q []float32, rows int) ([]float32, error)
+	adapter() AdapterInfo
+	limits() DeviceLimits
+	chunkRows() int
+	release()
+}

@@ -1,0 +1,114 @@
+package engine
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// AdapterReport is what the probe found out about one adapter.
+type AdapterReport struct {
+	Adapter  AdapterInfo
+	Limits   DeviceLimits
+	Features []string
+	// Works is true when a device was created on the adapter and the real
+	// search shader compiled, ran on a small input and gave the right
+	// answer.
+	Works bool
+	// Error says why Works is false.
+	Error string
+	// Eligible is true when Auto may choose the adapter: it works and it is
+	// not a software (CPU-type) adapter.
+	Eligible bool
+	Elapsed  time.Duration
+}
+
+// ProbeReport is the result of probing every adapter that matches a
+// selection.
+type ProbeReport struct {
+	Adapters []AdapterReport
+	// Auto is the index in Adapters of the adapter Device Auto would use,
+	// or -1 when Auto would use the fallback.
+	Auto int
+	// Reason and Hint say why Auto would fall back and what to do (empty
+	// when Auto is not -1).
+	Reason string
+	Hint   string
+}
+
+// rankAdapters orders adapter descriptions best first for the power
+// preference: device type first, then native APIs before GL.
+func rankAdapters(infos []AdapterInfo, p Power) []int {
+	typeRank := func(t string) int {
+		order := map[string]int{"discrete": 0, "integrated": 1, "unknown": 2, "cpu": 3}
+		if p == LowPower {
+			order = map[string]int{"integrated": 0, "discrete": 1, "unknown": 2, "cpu": 3}
+		}
+		if r, ok := order[t]; ok {
+			return r
+		}
+		return 2
+	}
+	apiRank := func(a string) int {
+		if a == "gl" {
+			return 1
+		}
+		return 0
+	}
+	idx := make([]int, len(infos))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(x, y int) bool {
+		a, b := infos[idx[x]], infos[idx[y]]
+		if ta, tb := typeRank(a.Type), typeRank(b.Type); ta != tb {
+			return ta < tb
+		}
+		return apiRank(a.API) < apiRank(b.API)
+	})
+	return idx
+}
+
+// matches reports whether adapter a passes the selection's name and backend
+// filters.
+func (s AdapterSelect) matches(a AdapterInfo) bool {
+	if s.Backend != "" && !strings.EqualFold(s.Backend, a.API) {
+		return false
+	}
+	if s.Name != "" {
+		n := strings.ToLower(s.Name)
+		hay := strings.ToLower(a.Name + "\x00" + a.Vendor + "\x00" + a.Driver)
+		if !strings.Contains(hay, n) {
+			return false
+		}
+	}
+	return true
+}
+
+func (s AdapterSelect) describe() string {
+	var parts []string
+	if s.Backend != "" {
+		parts = append(parts, "backend "+s.Backend)
+	}
+	if s.Name != "" {
+		parts = append(parts, fmt.Sprintf("name containing %q", s.Name))
+	}
+	if len(parts) == 0 {
+		return "any adapter"
+	}
+	return strings.Join(parts, " and ")
+}
+
+// Fix hints for the usual reasons the GPU path is not used.
+const (
+	hintNoAdapter = "no GPU adapter was found: install your GPU vendor's driver with its Vulkan ICD " +
+		"(NVIDIA: the proprietary driver; AMD/Intel on Linux: apt-get install mesa-vulkan-drivers) and the Vulkan loader " +
+		"(apt-get install libvulkan1); `vulkaninfo --summary` should list the GPU. Run `umbra probe` for details."
+	hintSoftwareOnly = "only software adapters (which run on the CPU) were found, and the pure-Go path is faster on them: " +
+		"install your GPU's driver so a hardware adapter appears, or set Device: GPU to use the software adapter anyway."
+	hintProbeFailed = "the adapter was found but failed its test dispatch: update the GPU driver, or pick another adapter " +
+		"with Config.Adapter (Name or Backend). Run `umbra probe` to see every adapter's result."
+	hintNoMatch = "no adapter matches the selection: loosen Config.Adapter (Name, Backend) or run `umbra probe` to list adapters."
+	hintNoCgo   = "this binary was built without cgo or with the nogpu tag; rebuild with CGO_ENABLED=1 and a C compiler to use the GPU."
+)

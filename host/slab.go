@@ -1,0 +1,126 @@
+package host
+
+import (
+	"math"
+)
+
+// StrideFor returns the row stride, in float32 elements, used for vectors of
+// dimension dim: dim rounded up to a multiple of 4, so every row starts on a
+// 16-byte boundary and a shader can read it as vec4<f32> without a tail case.
+// The padding elements are always zero, so they never change a dot product or
+// an L2 distance.
+func StrideFor(dim int) int {
+	return (dim + 3) &^ 3
+}
+
+// Slab holds all stored vectors in one contiguous []float32: row i occupies
+// Data[i*Stride : i*Stride+Dim], followed by Stride-Dim zeros. It is the one
+// layout every backend reads; nothing else keeps per-vector allocations.
+//
+// A Slab is not safe for concurrent mutation; the engine serialises Append
+// and Truncate against readers.
+type Slab struct {
+	Dim    int
+	Stride int
+	Rows   int
+	Data   []float32 // len(Data) == Rows*Stride; cap may be larger
+}
+
+// NewSlab returns an empty slab for vectors of dimension dim (dim >= 1).
+func NewSlab(dim int) *Slab {
+	return &Slab{Dim: dim, Stride: StrideFor(dim)}
+}
+
+// Row returns row i without its padding. The slice aliases the slab.
+func (s *Slab) Row(i int) []float32 {
+	off := i * s.Stride
+	return s.Data[off : off+s.Dim : off+s.Dim]
+}
+
+// PaddedRow returns row i including its zero padding (Stride elements).
+func (s *Slab) PaddedRow(i int) []float32 {
+	off := i * s.Stride
+	return s.Data[off : off+s.Stride : off+s.Stride]
+}
+
+// Bytes is the size of the packed rows in bytes.
+func (s *Slab) Bytes() uint64 { return uint64(s.Rows) * uint64(s.Stride) * 4 }
+
+// Append packs vectors (each of length Dim, already validated) after the
+// existing rows. With normalize set every row is scaled to unit L2 norm, the
+// norm being computed in float64 so the stored row is as close to unit length
+// as float32 allows. Growth is amortised: the backing array at least doubles.
+func (s *Slab) Append(vectors [][]float32, normalize bool) {
+	need := (s.Rows + len(vectors)) * s.Stride
+	if need > cap(s.Data) {
+		c := 2 * cap(s.Data)
+		if c < need {
+			c = need
+		}
+		grown := make([]float32, len(s.Data), c)
+		copy(grown, s.Data)
+		s.Data = grown
+	}
+	base := len(s.Data)
+	s.Data = s.Data[:need]
+	for i, v := range vectors {
+		dst := s.Data[base+i*s.Stride : base+(i+1)*s.Stride]
+		if normalize {
+			inv := 1 / Norm(v)
+			for j, x := range v {
+				dst[j] = float32(float64(x) * inv)
+			}
+		} else {
+			copy(dst, v)
+		}
+		clear(dst[s.Dim:])
+	}
+	s.Rows += len(vectors)
+}
+
+// AppendFlat packs rows given as one row-major []float32 of n*Dim values, as
+// read from a file. It is Append without the per-row slice headers.
+func (s *Slab) AppendFlat(data []float32, normalize bool) {
+	n := len(data) / s.Dim
+	rows := make([][]float32, n)
+	for i := range rows {
+		rows[i] = data[i*s.Dim : (i+1)*s.Dim]
+	}
+	s.Append(rows, normalize)
+}
+
+// Truncate drops every row from index rows on. The engine uses it to undo an
+// Append whose device upload failed, so an Add is all or nothing.
+func (s *Slab) Truncate(rows int) {
+	if rows < s.Rows {
+		s.Rows = rows
+		s.Data = s.Data[:rows*s.Stride]
+	}
+}
+
+// Norm returns the Euclidean norm of v, accumulated in float64.
+func Norm(v []float32) float64 {
+	var sum float64
+	for _, x := range v {
+		sum += float64(x) * float64(x)
+	}
+	return math.Sqrt(sum)
+}
+
+// Normalized returns v scaled to unit norm, padded with zeros to length n
+// (n >= len(v)). It is how a query is prepared for cosine search.
+func Normalized(v []float32, n int) []float32 {
+	out := make([]float32, n)
+	inv := 1 / Norm(v)
+	for i, x := range v {
+		out[i] = float32(float64(x) * inv)
+	}
+	return out
+}
+
+// Padded returns a copy of v padded with zeros to length n (n >= len(v)).
+func Padded(v []float32, n int) []float32 {
+	out := make([]float32, n)
+	copy(out, v)
+	return out
+}

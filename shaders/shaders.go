@@ -1,0 +1,71 @@
+package shaders
+
+import (
+	_ "embed"
+	"fmt"
+	"strings"
+	"text/template"
+)
+
+//go:embed scores.wgsl
+var scoresSource string
+
+var scoresTemplate = template.Must(template.New("scores.wgsl").Option("missingkey=error").Parse(scoresSource))
+
+// Metric codes understood by the shaders.
+const (
+	MetricDot = 0 // dot product; cosine is dot over normalised vectors
+	MetricL2  = 1 // squared Euclidean distance
+)
+
+// ScoresLayout is the shape of one compiled scores shader: how many vec4 a
+// row holds, how many invocations share a row, and how many rows one
+// workgroup scores.
+type ScoresLayout struct {
+	Dim4   uint32 // stride / 4
+	Team   uint32 // invocations per row, a power of two
+	Rows   uint32 // rows per workgroup
+	Metric uint32 // MetricDot or MetricL2
+}
+
+// Workgroup is the number of invocations in one workgroup.
+func (l ScoresLayout) Workgroup() uint32 { return l.Team * l.Rows }
+
+// PlanScores picks the layout for rows of stride float32 elements on a
+// device that allows maxInvocations invocations per workgroup. A team is as
+// wide as the row has vec4 words, up to 64, so short rows do not leave lanes
+// idle; a workgroup holds 256 invocations (fewer where the device caps it).
+func PlanScores(stride int, metric uint32, maxInvocations uint32) (ScoresLayout, error) {
+	if stride <= 0 || stride%4 != 0 {
+		return ScoresLayout{}, fmt.Errorf("shaders: stride %d is not a positive multiple of 4", stride)
+	}
+	if metric != MetricDot && metric != MetricL2 {
+		return ScoresLayout{}, fmt.Errorf("shaders: unknown metric code %d", metric)
+	}
+	wg := uint32(256)
+	if maxInvocations != 0 && maxInvocations < wg {
+		wg = maxInvocations
+	}
+	dim4 := uint32(stride / 4)
+	team := uint32(1)
+	for team < dim4 && team < 64 && team*2 <= wg {
+		team *= 2
+	}
+	return ScoresLayout{Dim4: dim4, Team: team, Rows: wg / team, Metric: metric}, nil
+}
+
+// Scores returns the WGSL source of the scores shader for layout l.
+func Scores(l ScoresLayout) (string, error) {
+	if l.Team == 0 || l.Team&(l.Team-1) != 0 || l.Rows == 0 || l.Dim4 == 0 {
+		return "", fmt.Errorf("shaders: invalid scores layout %+v", l)
+	}
+	var b strings.Builder
+	err := scoresTemplate.Execute(&b, struct {
+		ScoresLayout
+		Workgroup uint32
+	}{l, l.Workgroup()})
+	if err != nil {
+		return "", fmt.Errorf("shaders: %w", err)
+	}
+	return b.String(), nil
+}
