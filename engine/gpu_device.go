@@ -245,7 +245,7 @@ func (d *gpuDevice) selfTest() error {
 		return err
 	}
 	defer g.release()
-	if err := g.upload(slab, 0); err != nil {
+	if err := g.upload(context.Background(), slab, 0); err != nil {
 		return err
 	}
 	got, err := g.scores(context.Background(), q, rows)

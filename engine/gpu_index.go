@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"time"
 
 	"github.com/oliverbestmann/webgpu/wgpu"
 
@@ -74,12 +75,12 @@ func newGPUIndex(dev *gpuDevice, stride int, metric uint32, maxChunkRows int) (*
 	return g, nil
 }
 
-func (g *wgpuIndex) adapter() AdapterInfo  { return g.dev.info }
-func (g *wgpuIndex) limits() DeviceLimits  { return g.dev.lim }
-func (g *wgpuIndex) chunkRows() int        { return g.plan.RowsPerChunk }
-func (g *wgpuIndex) rowBytes() uint64      { return uint64(g.plan.Stride) * 4 }
-func (g *wgpuIndex) device() *wgpu.Device  { return g.dev.device }
-func (g *wgpuIndex) queueOf() *wgpu.Queue  { return g.dev.queue }
+func (g *wgpuIndex) adapter() AdapterInfo { return g.dev.info }
+func (g *wgpuIndex) limits() DeviceLimits { return g.dev.lim }
+func (g *wgpuIndex) chunkRows() int       { return g.plan.RowsPerChunk }
+func (g *wgpuIndex) rowBytes() uint64     { return uint64(g.plan.Stride) * 4 }
+func (g *wgpuIndex) device() *wgpu.Device { return g.dev.device }
+func (g *wgpuIndex) queueOf() *wgpu.Queue { return g.dev.queue }
 
 // grow gives chunk c room for need rows. A grown chunk gets new buffers; the
 // rows already resident are copied device to device, never re-sent from the
@@ -165,7 +166,7 @@ func (g *wgpuIndex) grow(c, need int) error {
 }
 
 // upload makes rows [from, s.Rows) resident, sending only those rows.
-func (g *wgpuIndex) upload(s *host.Slab, from int) error {
+func (g *wgpuIndex) upload(ctx context.Context, s *host.Slab, from int) error {
 	g.dev.mu.Lock()
 	defer g.dev.mu.Unlock()
 	if from >= s.Rows {
@@ -205,6 +206,9 @@ func (g *wgpuIndex) upload(s *host.Slab, from int) error {
 	for _, d := range commit {
 		g.chunks[d.c].rows = d.rows
 	}
+	if t := traceFrom(ctx); t != nil {
+		t.UploadBytes += int64(s.Rows-from) * int64(g.rowBytes())
+	}
 	return nil
 }
 
@@ -233,6 +237,26 @@ func (g *wgpuIndex) scores(ctx context.Context, q []float32, rows int) ([]float3
 		return out, nil
 	}
 	dev, queue := g.device(), g.queueOf()
+	t := traceFrom(ctx)
+	start := time.Now()
+	// wait submits what is queued and blocks until the device is idle; a
+	// traced search calls it between stages so each stage is timed alone.
+	wait := func(enc **wgpu.CommandEncoder) error {
+		if *enc != nil {
+			cmd, err := (*enc).TryFinish(nil)
+			(*enc).Release()
+			*enc = nil
+			if err != nil {
+				return err
+			}
+			queue.Submit(cmd)
+			cmd.Release()
+		} else {
+			queue.Submit()
+		}
+		dev.Poll(true, nil)
+		return nil
+	}
 	err := gpuCall("search", func() error {
 		if rows > g.stageN {
 			if g.staging != nil {
@@ -262,11 +286,18 @@ func (g *wgpuIndex) scores(ctx context.Context, q []float32, rows int) ([]float3
 				return err
 			}
 		}
+		if t != nil {
+			if err := wait(new(*wgpu.CommandEncoder)); err != nil {
+				return err
+			}
+			start = stage(t, &t.Upload, start)
+			t.UploadBytes += int64(len(q)) * 4
+		}
 		enc, err := dev.TryCreateCommandEncoder(nil)
 		if err != nil {
 			return err
 		}
-		defer enc.Release()
+		defer func() { enc.Release() }()
 		pass := enc.BeginComputePass(nil)
 		pass.SetPipeline(g.pipe)
 		for _, ch := range g.chunks {
@@ -281,6 +312,16 @@ func (g *wgpuIndex) scores(ctx context.Context, q []float32, rows int) ([]float3
 		pass.Release()
 		if err != nil {
 			return err
+		}
+		if t != nil {
+			if err := wait(&enc); err != nil {
+				return err
+			}
+			start = stage(t, &t.Kernel, start)
+			t.KernelClock = "wall"
+			if enc, err = dev.TryCreateCommandEncoder(nil); err != nil {
+				return err
+			}
 		}
 		for c, ch := range g.chunks {
 			if ch.rows == 0 {
@@ -297,7 +338,14 @@ func (g *wgpuIndex) scores(ctx context.Context, q []float32, rows int) ([]float3
 		}
 		queue.Submit(cmd)
 		cmd.Release()
-		return g.readback(out)
+		if err := g.readback(out); err != nil {
+			return err
+		}
+		if t != nil {
+			stage(t, &t.Readback, start)
+			t.ReadbackBytes += int64(rows) * 4
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/host"
@@ -86,40 +87,74 @@ func (ix *Index) Len() int {
 // Add stores vectors and returns their IDs, which are consecutive from
 // Len(). It is atomic: on any error nothing is stored. Every vector must have
 // Dim finite components and, under Cosine, a non-zero norm.
-func (ix *Index) Add(vectors [][]float32) (ids []uint64, err error) {
+func (ix *Index) Add(vectors [][]float32) ([]uint64, error) {
+	return ix.AddContext(context.Background(), vectors)
+}
+
+// AddContext is Add with a context, which carries a Trace (see WithTrace).
+func (ix *Index) AddContext(ctx context.Context, vectors [][]float32) (ids []uint64, err error) {
 	defer ix.recoverInto(&err)
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
-	if ix.closed {
-		return nil, ErrClosed
-	}
+	start := time.Now()
 	for i, v := range vectors {
 		if err := ix.checkVector(v, fmt.Sprintf("vector %d", i)); err != nil {
 			return nil, err
 		}
 	}
+	return ix.add(ctx, start, len(vectors), func(s *host.Slab) { s.Append(vectors, ix.cfg.Metric == Cosine) })
+}
+
+// AddFlat stores rows given as one row-major slice of n×Dim values, as read
+// from a .npy or .fvecs file, without building a slice per row. It is atomic
+// like Add; an error names the offending row and column.
+func (ix *Index) AddFlat(ctx context.Context, data []float32) (ids []uint64, err error) {
+	defer ix.recoverInto(&err)
+	start := time.Now()
+	dim := ix.cfg.Dim
+	if len(data)%dim != 0 {
+		return nil, fmt.Errorf("%w: %d values is not a whole number of rows of dimension %d", ErrDimMismatch, len(data), dim)
+	}
+	n := len(data) / dim
+	for i := 0; i < n; i++ {
+		if err := ix.checkVector(data[i*dim:(i+1)*dim], fmt.Sprintf("vector %d", i)); err != nil {
+			return nil, err
+		}
+	}
+	return ix.add(ctx, start, n, func(s *host.Slab) { s.AppendFlat(data, ix.cfg.Metric == Cosine) })
+}
+
+// add appends n validated vectors with pack and uploads them, undoing the
+// append if Device GPU cannot upload them.
+func (ix *Index) add(ctx context.Context, start time.Time, n int, pack func(*host.Slab)) ([]uint64, error) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if ix.closed {
+		return nil, ErrClosed
+	}
 	old := ix.slab.Rows
-	total := old + len(vectors)
+	total := old + n
 	if ix.cfg.MaxRows > 0 && total > ix.cfg.MaxRows {
-		return nil, fmt.Errorf("%w: adding %d vectors to %d would exceed MaxRows %d", ErrTooLarge, len(vectors), old, ix.cfg.MaxRows)
+		return nil, fmt.Errorf("%w: adding %d vectors to %d would exceed MaxRows %d", ErrTooLarge, n, old, ix.cfg.MaxRows)
 	}
 	if err := host.CheckSize(total, ix.slab.Stride); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrTooLarge, err)
 	}
-	if len(vectors) == 0 {
+	if n == 0 {
 		return []uint64{}, nil
 	}
-	ix.slab.Append(vectors, ix.cfg.Metric == Cosine)
+	t := traceFrom(ctx)
+	pack(ix.slab)
+	start = stage(t, &t.sink().Marshal, start)
 	if ix.onGPU() {
-		if err := ix.gpu.upload(ix.slab, old); err != nil {
+		if err := ix.gpu.upload(ctx, ix.slab, old); err != nil {
 			if ix.cfg.Device == GPU {
 				ix.slab.Truncate(old)
 				return nil, err
 			}
 			ix.demote(err)
 		}
+		stage(t, &t.sink().Upload, start)
 	}
-	ids = make([]uint64, len(vectors))
+	ids := make([]uint64, n)
 	for i := range ids {
 		ids[i] = uint64(old + i)
 	}
@@ -226,19 +261,28 @@ func (ix *Index) search(ctx context.Context, q []float32, k int) ([]Hit, error) 
 	if ix.slab.Rows == 0 {
 		return []Hit{}, nil
 	}
+	t := traceFrom(ctx)
 	if ix.onGPU() {
 		scores, err := ix.gpu.scores(ctx, q, ix.slab.Rows)
 		if err == nil {
-			return toHits(fallback.SelectTopK(scores, k, ix.fallbackMetric())), nil
+			start := time.Now()
+			hits := toHits(fallback.SelectTopK(scores, k, ix.fallbackMetric()))
+			stage(t, &t.sink().Select, start)
+			return hits, nil
 		}
 		if ctx.Err() != nil || ix.cfg.Device == GPU {
 			return nil, err
 		}
 		ix.demote(err)
 	}
+	start := time.Now()
 	res, err := fallback.Search(ctx, ix.view(), q, k, ix.fallbackMetric(), ix.cfg.Workers)
 	if err != nil {
 		return nil, err
+	}
+	stage(t, &t.sink().Kernel, start)
+	if t != nil {
+		t.KernelClock = "cpu"
 	}
 	return toHits(res), nil
 }

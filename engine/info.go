@@ -62,7 +62,7 @@ type Info struct {
 type gpuIndex interface {
 	// upload makes rows [from, s.Rows) of s resident. On error the rows
 	// already resident stay valid and searchable.
-	upload(s *host.Slab, from int) error
+	upload(ctx context.Context, s *host.Slab, from int) error
 	// scores returns one score per resident row (the first rows rows) for
 	// the padded query q.
 	scores(ctx context.Context, q []float32, rows int) ([]float32, error)

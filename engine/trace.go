@@ -1,0 +1,56 @@
+package engine
+
+import (
+	"context"
+	"time"
+)
+
+// Trace collects where the time of Add and Search calls went, stage by
+// stage, the way net/http/httptrace does for requests: attach one to a
+// context with WithTrace and pass that context to AddContext, AddFlat or
+// Search. Stages a path does not have stay zero. Durations add up over the
+// calls that used the context. Tracing makes the GPU path wait after each
+// stage, so a traced search is slightly slower than an untraced one.
+type Trace struct {
+	Marshal  time.Duration // host: validate and pack vectors into the slab
+	Upload   time.Duration // host to device: slab rows (Add) or the query (Search)
+	Kernel   time.Duration // the scoring dispatch (GPU) or the scan (CPU), submit to done
+	Readback time.Duration // device to host: copy and map the results
+	Select   time.Duration // host: top-k selection over read-back scores
+
+	UploadBytes   int64
+	ReadbackBytes int64
+	// KernelClock says how Kernel was timed: "wall" (submit and wait on
+	// the host clock) or "cpu".
+	KernelClock string
+}
+
+type traceKey struct{}
+
+// WithTrace returns a context that makes engine calls record into t.
+func WithTrace(ctx context.Context, t *Trace) context.Context {
+	return context.WithValue(ctx, traceKey{}, t)
+}
+
+func traceFrom(ctx context.Context) *Trace {
+	t, _ := ctx.Value(traceKey{}).(*Trace)
+	return t
+}
+
+// stage adds the time since start to *d when tracing and returns now.
+func stage(t *Trace, d *time.Duration, start time.Time) time.Time {
+	now := time.Now()
+	if t != nil {
+		*d += now.Sub(start)
+	}
+	return now
+}
+
+// sink returns t, or a scratch Trace when t is nil, so call sites can
+// take the address of a field without a nil check.
+func (t *Trace) sink() *Trace {
+	if t == nil {
+		return &Trace{}
+	}
+	return t
+}
