@@ -1,0 +1,79 @@
+package fallback_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/umbravec/umbra/fallback"
+)
+
+// Three 3-dimensional rows packed with a stride of 4 (the padding is zero).
+var exampleSlab = fallback.Slab{
+	Data: []float32{
+		1, 0, 0, 0,
+		0, 1, 0, 0,
+		0.6, 0.8, 0, 0,
+	},
+	Rows: 3, Dim: 3, Stride: 4,
+}
+
+func ExampleSearch() {
+	hits, err := fallback.Search(context.Background(), exampleSlab, []float32{0, 1, 0}, 2, fallback.Dot, 0)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, h := range hits {
+		fmt.Printf("row %d score %.2f\n", h.Row, h.Score)
+	}
+	// Output:
+	// row 1 score 1.00
+	// row 2 score 0.80
+}
+
+func ExampleSearchBatch() {
+	qs := [][]float32{{1, 0, 0}, {0, 1, 0}}
+	all, err := fallback.SearchBatch(context.Background(), exampleSlab, qs, 1, fallback.L2, 0)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for j, hits := range all {
+		fmt.Printf("query %d: row %d distance %.2f\n", j, hits[0].Row, hits[0].Score)
+	}
+	// Output:
+	// query 0: row 0 distance 0.00
+	// query 1: row 1 distance 0.00
+}
+
+func ExampleScores() {
+	dst := make([]float32, exampleSlab.Rows)
+	err := fallback.Scores(context.Background(), dst, exampleSlab, []float32{1, 1, 0}, fallback.Dot, 1)
+	fmt.Printf("%.2f %v\n", dst, err)
+	// Output:
+	// [1.00 1.00 1.40] <nil>
+}
+
+func ExampleSelectTopK() {
+	// Scores as read back from a GPU; equal scores rank by lower index.
+	scores := []float32{0.5, 0.9, 0.1, 0.9}
+	fmt.Println(fallback.SelectTopK(scores, 3, fallback.Dot))
+	// Output:
+	// [{1 0.9} {3 0.9} {0 0.5}]
+}
+
+func ExampleMergeTopK() {
+	// Best-first answers of two chunks whose rows are already global.
+	a := []fallback.Hit{{Row: 0, Score: 0.2}, {Row: 2, Score: 1.5}}
+	b := []fallback.Hit{{Row: 7, Score: 0.2}, {Row: 5, Score: 3}}
+	fmt.Println(fallback.MergeTopK([][]fallback.Hit{a, b}, 3, fallback.L2))
+	// Output:
+	// [{0 0.2} {7 0.2} {2 1.5}]
+}
+
+func ExampleKernel() {
+	name := fallback.Kernel()
+	fmt.Println(name != "")
+	// Output:
+	// true
+}

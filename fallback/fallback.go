@@ -1,0 +1,104 @@
+package fallback
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Metric selects the score a kernel computes and which end of it is best.
+type Metric int
+
+const (
+	// Dot scores a row by dot(row, q); larger is better. Cosine similarity
+	// is Dot over rows and a query the caller has already normalised.
+	Dot Metric = iota
+	// L2 scores a row by the squared Euclidean distance sum((row-q)^2);
+	// smaller is better.
+	L2
+)
+
+// String names the metric for logs and errors.
+func (m Metric) String() string {
+	switch m {
+	case Dot:
+		return "dot"
+	case L2:
+		return "l2"
+	}
+	return fmt.Sprintf("Metric(%d)", int(m))
+}
+
+// Hit is one result: Row is the row index in the slab (or in the scores
+// slice given to SelectTopK), Score is the metric's value for that row.
+type Hit struct {
+	Row   int
+	Score float32
+}
+
+// Slab is a read-only view of packed rows: row i is
+// Data[i*Stride : i*Stride+Dim]. Stride >= Dim; the padding Data[i*Stride+Dim :
+// (i+1)*Stride] is zero, which lets kernels run over whole strides. The last
+// row may omit its padding.
+type Slab struct {
+	Data   []float32
+	Rows   int
+	Dim    int
+	Stride int
+}
+
+var (
+	// ErrSlabShape reports a slab whose Rows, Dim, Stride and len(Data)
+	// do not describe each other.
+	ErrSlabShape = errors.New("fallback: slab shape does not match its data")
+	// ErrQueryLen reports a query whose length is neither Dim nor Stride.
+	ErrQueryLen = errors.New("fallback: query length is neither Dim nor Stride")
+	// ErrMetric reports a Metric value this package does not know.
+	ErrMetric = errors.New("fallback: unknown metric")
+	// ErrScoresLen reports a destination shorter than the slab's rows.
+	ErrScoresLen = errors.New("fallback: scores destination shorter than Rows")
+	// ErrInternal reports a panic caught inside the package, so that a bug
+	// here fails one call instead of the host process.
+	ErrInternal = errors.New("fallback: internal error")
+)
+
+func (m Metric) check() error {
+	if m != Dot && m != L2 {
+		return fmt.Errorf("%w: %d", ErrMetric, int(m))
+	}
+	return nil
+}
+
+// check refuses shapes that would make indexing go out of range; it is not
+// input validation (the engine does that).
+func (s Slab) check() error {
+	if s.Rows < 0 || s.Dim < 0 || s.Stride < s.Dim {
+		return fmt.Errorf("%w: rows %d, dim %d, stride %d", ErrSlabShape, s.Rows, s.Dim, s.Stride)
+	}
+	if s.Rows == 0 {
+		return nil
+	}
+	// (Rows-1)*Stride+Dim <= len(Data), written to avoid overflow.
+	if s.Stride > 0 && s.Rows-1 > (len(s.Data)-s.Dim)/s.Stride || len(s.Data) < s.Dim {
+		return fmt.Errorf("%w: %d rows of stride %d (dim %d) need more than %d floats",
+			ErrSlabShape, s.Rows, s.Stride, s.Dim, len(s.Data))
+	}
+	return nil
+}
+
+// query returns q as a Stride-long vector, copying only when q lacks the
+// padding, so every kernel can run over whole strides.
+func (s Slab) query(q []float32) ([]float32, error) {
+	switch len(q) {
+	case s.Stride:
+		return q, nil
+	case s.Dim:
+		p := make([]float32, s.Stride)
+		copy(p, q)
+		return p, nil
+	}
+	return nil, fmt.Errorf("%w: len %d, dim %d, stride %d", ErrQueryLen, len(q), s.Dim, s.Stride)
+}
+
+// Kernel names the scoring kernels chosen at init: "avx512", "avx2+fma" or
+// "generic".
+func Kernel() string { return active.name }

@@ -1,0 +1,138 @@
+package fallback
+
+// The kernels below score whole strides: every row slice and query handed
+// to them is Stride long (padding is zero, so it adds nothing to either
+// metric). A metric's rows and tile kernels must compute each (row, query)
+// pair in the same order, so that Search, SearchBatch and Scores return
+// bit-identical scores and duplicate rows tie exactly.
+
+// rowsKernel writes dst[i] = score(q, rows[i*stride:(i+1)*stride]) for every
+// i < len(dst); len(q) == stride and len(rows) >= len(dst)*stride.
+type rowsKernel func(dst, q, rows []float32, stride int)
+
+// tileKernel writes dst[j*nr+i] = score(qs[j*stride:(j+1)*stride],
+// rows[i*stride:(i+1)*stride]) for j < nq, i < nr.
+type tileKernel func(dst, qs []float32, nq int, rows []float32, nr, stride int)
+
+type kernelSet struct {
+	name     string
+	dotRows  rowsKernel
+	l2Rows   rowsKernel
+	dotTile  tileKernel
+	l2Tile   tileKernel
+	tileRows int // row multiple the tile kernel prefers
+}
+
+var genericKernels = kernelSet{
+	name:     "generic",
+	dotRows:  dotRowsGo,
+	l2Rows:   l2RowsGo,
+	dotTile:  dotTileGo,
+	l2Tile:   l2TileGo,
+	tileRows: 1,
+}
+
+// active is chosen once at init (see dot_amd64.go / dot_generic.go) and only
+// read afterwards.
+var active = genericKernels
+
+func (ks *kernelSet) rows(m Metric) rowsKernel {
+	if m == L2 {
+		return ks.l2Rows
+	}
+	return ks.dotRows
+}
+
+func (ks *kernelSet) tile(m Metric) tileKernel {
+	if m == L2 {
+		return ks.l2Tile
+	}
+	return ks.dotTile
+}
+
+// dotGo keeps eight independent sums so the loop is bound by loads rather
+// than by the latency of one long chain of additions.
+func dotGo(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3, s4, s5, s6, s7 float32
+	i := 0
+	for ; i+8 <= len(a); i += 8 {
+		x := a[i : i+8 : i+8]
+		y := b[i : i+8 : i+8]
+		s0 += x[0] * y[0]
+		s1 += x[1] * y[1]
+		s2 += x[2] * y[2]
+		s3 += x[3] * y[3]
+		s4 += x[4] * y[4]
+		s5 += x[5] * y[5]
+		s6 += x[6] * y[6]
+		s7 += x[7] * y[7]
+	}
+	for ; i < len(a); i++ {
+		s0 += a[i] * b[i]
+	}
+	return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+}
+
+func l2Go(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3, s4, s5, s6, s7 float32
+	i := 0
+	for ; i+8 <= len(a); i += 8 {
+		x := a[i : i+8 : i+8]
+		y := b[i : i+8 : i+8]
+		d0 := x[0] - y[0]
+		d1 := x[1] - y[1]
+		d2 := x[2] - y[2]
+		d3 := x[3] - y[3]
+		d4 := x[4] - y[4]
+		d5 := x[5] - y[5]
+		d6 := x[6] - y[6]
+		d7 := x[7] - y[7]
+		s0 += d0 * d0
+		s1 += d1 * d1
+		s2 += d2 * d2
+		s3 += d3 * d3
+		s4 += d4 * d4
+		s5 += d5 * d5
+		s6 += d6 * d6
+		s7 += d7 * d7
+	}
+	for ; i < len(a); i++ {
+		d := a[i] - b[i]
+		s0 += d * d
+	}
+	return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+}
+
+func dotRowsGo(dst, q, rows []float32, stride int) {
+	for i := range dst {
+		dst[i] = dotGo(q, rows[i*stride:i*stride+len(q)])
+	}
+}
+
+func l2RowsGo(dst, q, rows []float32, stride int) {
+	for i := range dst {
+		dst[i] = l2Go(q, rows[i*stride:i*stride+len(q)])
+	}
+}
+
+// The tile kernels walk rows outermost: a row stays in L1 while every query
+// of the block (from L2) meets it.
+func dotTileGo(dst, qs []float32, nq int, rows []float32, nr, stride int) {
+	for i := 0; i < nr; i++ {
+		row := rows[i*stride : (i+1)*stride]
+		for j := 0; j < nq; j++ {
+			dst[j*nr+i] = dotGo(qs[j*stride:(j+1)*stride], row)
+		}
+	}
+}
+
+func l2TileGo(dst, qs []float32, nq int, rows []float32, nr, stride int) {
+	for i := 0; i < nr; i++ {
+		row := rows[i*stride : (i+1)*stride]
+		for j := 0; j < nq; j++ {
+			dst[j*nr+i] = l2Go(qs[j*stride:(j+1)*stride], row)
+		}
+	}
+}

@@ -1,0 +1,208 @@
+package fallback
+
+import (
+	"context"
+	"fmt"
+)
+
+// Cache budgets: a block of rows for one query streams through L1/L2; a
+// batch tile of rows plus a block of queries should sit in a 1 MiB L2 with
+// room to spare, so each row is fetched from memory once per query block.
+const (
+	blockBytes     = 64 << 10
+	tileBytes      = 256 << 10
+	queryTileBytes = 256 << 10
+)
+
+// plan splits a slab into blocks of rows whose strides are all present in
+// memory. A slab may omit the last row's padding; that row gets a padded
+// copy of its own and a block of its own, so kernels never read past Data.
+type plan struct {
+	data      []float32
+	stride    int
+	nFull     int       // rows whose whole stride lies in data
+	tail      []float32 // padded copy of row nFull, or nil
+	blockRows int
+	nblocks   int
+}
+
+func newPlan(s Slab, blockRows int) plan {
+	p := plan{data: s.Data, stride: s.Stride, nFull: s.Rows, blockRows: blockRows}
+	if s.Stride > 0 && s.Rows > len(s.Data)/s.Stride {
+		p.nFull = s.Rows - 1
+		p.tail = make([]float32, s.Stride)
+		copy(p.tail, s.Data[p.nFull*s.Stride:p.nFull*s.Stride+s.Dim])
+	}
+	p.nblocks = (p.nFull + blockRows - 1) / blockRows
+	if p.tail != nil {
+		p.nblocks++
+	}
+	return p
+}
+
+// block returns the first row of block b, its packed strides and its
+// number of rows.
+func (p *plan) block(b int) (lo int, rows []float32, n int) {
+	lo = b * p.blockRows
+	if lo >= p.nFull {
+		return p.nFull, p.tail, 1
+	}
+	n = min(p.blockRows, p.nFull-lo)
+	return lo, p.data[lo*p.stride : (lo+n)*p.stride], n
+}
+
+// rowsFor returns how many rows of the given stride fit in budget bytes,
+// rounded down to a multiple of unit and at least unit.
+func rowsFor(budget, stride, unit int) int {
+	n := budget / (4 * max(stride, 1))
+	return max(unit, n/unit*unit)
+}
+
+// guard turns a panic on the calling goroutine into ErrInternal.
+func guard(err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("%w: %v", ErrInternal, r)
+	}
+}
+
+// Search returns the k best rows of s for q, best first, equal scores
+// broken by the lower row; k >= s.Rows returns every row. len(q) is Dim or
+// Stride (with zero padding). workers <= 0 means GOMAXPROCS. ctx is checked
+// between blocks of rows; on cancellation Search returns ctx.Err().
+func Search(ctx context.Context, s Slab, q []float32, k int, m Metric, workers int) (hits []Hit, err error) {
+	defer guard(&err)
+	if err := m.check(); err != nil {
+		return nil, err
+	}
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	qq, err := s.query(q)
+	if err != nil {
+		return nil, err
+	}
+	if s.Rows == 0 || k <= 0 {
+		return []Hit{}, nil
+	}
+	ks := active
+	kern := ks.rows(m)
+	p := newPlan(s, rowsFor(blockBytes, s.Stride, 8))
+	w := workerCount(workers, p.nblocks, s.Rows*s.Stride)
+	tops := make([]topK, w)
+	bufs := make([][]float32, w)
+	for i := range tops {
+		tops[i] = newTopK(k, s.Rows/w+p.blockRows)
+		bufs[i] = make([]float32, p.blockRows)
+	}
+	err = parallel(ctx, w, p.nblocks, func(wk, b int) {
+		lo, rows, n := p.block(b)
+		buf := bufs[wk][:n]
+		kern(buf, qq, rows, p.stride)
+		toKeys(m, buf)
+		tops[wk].offerKeys(buf, lo)
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i := 1; i < w; i++ {
+		tops[0].merge(&tops[i])
+	}
+	return tops[0].result(m), nil
+}
+
+// Scores writes the score of every row of s for q into dst[:s.Rows].
+func Scores(ctx context.Context, dst []float32, s Slab, q []float32, m Metric, workers int) (err error) {
+	defer guard(&err)
+	if err := m.check(); err != nil {
+		return err
+	}
+	if err := s.check(); err != nil {
+		return err
+	}
+	qq, err := s.query(q)
+	if err != nil {
+		return err
+	}
+	if len(dst) < s.Rows {
+		return fmt.Errorf("%w: %d < %d", ErrScoresLen, len(dst), s.Rows)
+	}
+	if s.Rows == 0 {
+		return nil
+	}
+	kern := active.rows(m)
+	p := newPlan(s, rowsFor(blockBytes, s.Stride, 8))
+	w := workerCount(workers, p.nblocks, s.Rows*s.Stride)
+	return parallel(ctx, w, p.nblocks, func(_, b int) {
+		lo, rows, n := p.block(b)
+		kern(dst[lo:lo+n], qq, rows, p.stride)
+	})
+}
+
+// SearchBatch is Search for many queries at once. It walks the slab in
+// tiles of rows that fit in L2 and scores a whole block of queries against
+// each tile before moving on, so a row is read from memory once per query
+// block rather than once per query.
+func SearchBatch(ctx context.Context, s Slab, qs [][]float32, k int, m Metric, workers int) (out [][]Hit, err error) {
+	defer guard(&err)
+	if err := m.check(); err != nil {
+		return nil, err
+	}
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	nq := len(qs)
+	stride := s.Stride
+	packed := make([]float32, nq*stride)
+	for j, q := range qs {
+		if len(q) != s.Dim && len(q) != stride {
+			return nil, fmt.Errorf("query %d: %w: len %d, dim %d, stride %d", j, ErrQueryLen, len(q), s.Dim, stride)
+		}
+		copy(packed[j*stride:(j+1)*stride], q)
+	}
+	out = make([][]Hit, nq)
+	if s.Rows == 0 || k <= 0 || nq == 0 {
+		for j := range out {
+			out[j] = []Hit{}
+		}
+		return out, nil
+	}
+	ks := active
+	kern := ks.tile(m)
+	p := newPlan(s, rowsFor(tileBytes, stride, max(8, ks.tileRows)))
+	qb := min(nq, rowsFor(queryTileBytes, stride, 8))
+	nqb := (nq + qb - 1) / qb
+	items := nqb * p.nblocks
+	w := workerCount(workers, items, s.Rows*stride*nq)
+	tops := make([][]topK, w)
+	bufs := make([][]float32, w)
+	for i := range tops {
+		tops[i] = make([]topK, nq)
+		for j := range tops[i] {
+			tops[i][j] = newTopK(k, s.Rows/w+p.blockRows)
+		}
+		bufs[i] = make([]float32, qb*p.blockRows)
+	}
+	// Items run query block by query block, so the workers share one block
+	// of queries in cache while they sweep the slab.
+	err = parallel(ctx, w, items, func(wk, it int) {
+		q0 := it / p.nblocks * qb
+		nqi := min(qb, nq-q0)
+		lo, rows, n := p.block(it % p.nblocks)
+		buf := bufs[wk][:nqi*n]
+		kern(buf, packed[q0*stride:(q0+nqi)*stride], nqi, rows, n, stride)
+		toKeys(m, buf)
+		for j := range nqi {
+			tops[wk][q0+j].offerKeys(buf[j*n:(j+1)*n], lo)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	for j := range out {
+		for i := 1; i < w; i++ {
+			tops[0][j].merge(&tops[i][j])
+		}
+		out[j] = tops[0][j].result(m)
+	}
+	return out, nil
+}

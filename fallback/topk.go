@@ -1,0 +1,169 @@
+package fallback
+
+import "slices"
+
+// Selection works on keys, not scores: a key is the score for Dot and its
+// negation for L2, so "larger key is better" everywhere and the hot loops
+// carry no metric branch. Negation is exact, so ties survive it.
+
+func toKeys(m Metric, v []float32) {
+	if m == L2 {
+		for i := range v {
+			v[i] = -v[i]
+		}
+	}
+}
+
+func key(m Metric, score float32) float32 {
+	if m == L2 {
+		return -score
+	}
+	return score
+}
+
+// worse orders hits by key, then by row: a hit is worse than another with a
+// larger key, or with the same key and a lower row.
+func worse(a, b Hit) bool {
+	return a.Score < b.Score || a.Score == b.Score && a.Row > b.Row
+}
+
+// topK keeps the k best keys seen. Until k hits arrive it only appends;
+// when it fills it becomes a min-heap with the worst kept hit at h[0], so
+// a rejected candidate costs one comparison.
+type topK struct {
+	k    int
+	heap bool
+	h    []Hit
+}
+
+func newTopK(k, expect int) topK {
+	// Preallocation is capped: a batch holds one of these per query per
+	// worker, and a huge k need not cost memory until hits arrive.
+	return topK{k: k, h: make([]Hit, 0, max(0, min(k, expect, 4096)))}
+}
+
+func (t *topK) offer(row int, k float32) {
+	if !t.heap {
+		t.h = append(t.h, Hit{Row: row, Score: k})
+		if len(t.h) == t.k {
+			t.heapify()
+		}
+		return
+	}
+	w := t.h[0]
+	if k < w.Score || k == w.Score && row > w.Row {
+		return
+	}
+	t.h[0] = Hit{Row: row, Score: k}
+	t.down(0)
+}
+
+// offerKeys offers keys[i] for row base+i.
+func (t *topK) offerKeys(keys []float32, base int) {
+	i := 0
+	for ; i < len(keys) && !t.heap; i++ {
+		t.offer(base+i, keys[i])
+	}
+	if i == len(keys) {
+		return
+	}
+	w := t.h[0]
+	for ; i < len(keys); i++ {
+		k := keys[i]
+		if k < w.Score || k == w.Score && base+i > w.Row {
+			continue
+		}
+		t.h[0] = Hit{Row: base + i, Score: k}
+		t.down(0)
+		w = t.h[0]
+	}
+}
+
+func (t *topK) heapify() {
+	t.heap = true
+	for i := len(t.h)/2 - 1; i >= 0; i-- {
+		t.down(i)
+	}
+}
+
+func (t *topK) down(i int) {
+	h := t.h
+	n := len(h)
+	x := h[i]
+	for {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if r := c + 1; r < n && worse(h[r], h[c]) {
+			c = r
+		}
+		if !worse(h[c], x) {
+			break
+		}
+		h[i] = h[c]
+		i = c
+	}
+	h[i] = x
+}
+
+// merge offers every hit of o (already keys) to t.
+func (t *topK) merge(o *topK) {
+	for _, h := range o.h {
+		t.offer(h.Row, h.Score)
+	}
+}
+
+// result returns the kept hits best first, with keys turned back into
+// scores. t is unusable afterwards.
+func (t *topK) result(m Metric) []Hit {
+	h := t.h
+	slices.SortFunc(h, func(a, b Hit) int {
+		switch {
+		case worse(b, a):
+			return -1
+		case worse(a, b):
+			return 1
+		}
+		return 0
+	})
+	for i := range h {
+		h[i].Score = key(m, h[i].Score)
+	}
+	t.h = nil
+	return h
+}
+
+// SelectTopK picks the k best of scores (Row is the index in scores), best
+// first, equal scores broken by the lower index. k <= 0 or an unknown
+// metric yields an empty result.
+func SelectTopK(scores []float32, k int, m Metric) []Hit {
+	if k <= 0 || m.check() != nil {
+		return []Hit{}
+	}
+	t := newTopK(k, len(scores))
+	for i, s := range scores {
+		t.offer(i, key(m, s))
+	}
+	return t.result(m)
+}
+
+// MergeTopK merges best-first lists into the k best, best first, equal
+// scores broken by the lower Row. It does not rely on the lists being
+// sorted, only on their rows being distinct.
+func MergeTopK(lists [][]Hit, k int, m Metric) []Hit {
+	if k <= 0 || m.check() != nil {
+		return []Hit{}
+	}
+	n := 0
+	for _, l := range lists {
+		n += len(l)
+	}
+	t := newTopK(k, n)
+	for _, l := range lists {
+		for _, h := range l {
+			t.offer(h.Row, key(m, h.Score))
+		}
+	}
+	return t.result(m)
+}

@@ -1,0 +1,101 @@
+package fallback
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// sortedHits is the obvious selection: sort everything, keep k.
+func sortedHits(scores []float32, k int, m Metric) []Hit {
+	all := make([]Hit, len(scores))
+	for i, s := range scores {
+		all[i] = Hit{Row: i, Score: s}
+	}
+	slices.SortStableFunc(all, func(a, b Hit) int {
+		if a.Score == b.Score {
+			return 0
+		}
+		if (a.Score > b.Score) == (m == Dot) {
+			return -1
+		}
+		return 1
+	})
+	return all[:min(k, len(all))]
+}
+
+// fewScores draws from a handful of values so that ties are common.
+func fewScores(r *rand.Rand, n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(r.IntN(7)) - 3
+	}
+	return v
+}
+
+func TestSelectTopK(t *testing.T) {
+	r := newRand(t)
+	for _, m := range []Metric{Dot, L2} {
+		for _, n := range []int{0, 1, 2, 9, 100, 1001} {
+			for _, ties := range []bool{false, true} {
+				scores := randVec(r, n)
+				if ties {
+					scores = fewScores(r, n)
+				}
+				for _, k := range []int{1, 2, 5, n - 1, n, n + 3} {
+					if k < 1 {
+						continue
+					}
+					name := fmt.Sprintf("%v/n%d/k%d/ties=%v", m, n, k, ties)
+					sameHits(t, SelectTopK(scores, k, m), sortedHits(scores, k, m), "%s", name)
+				}
+			}
+		}
+	}
+}
+
+func TestSelectTopKNothing(t *testing.T) {
+	for _, got := range [][]Hit{
+		SelectTopK([]float32{1, 2}, 0, Dot),
+		SelectTopK([]float32{1, 2}, -1, L2),
+		SelectTopK([]float32{1, 2}, 1, Metric(9)),
+		SelectTopK(nil, 3, Dot),
+		MergeTopK(nil, 3, Dot),
+		MergeTopK([][]Hit{{{1, 2}}}, 0, Dot),
+	} {
+		if got == nil || len(got) != 0 {
+			t.Errorf("got %#v, want an empty non-nil slice", got)
+		}
+	}
+}
+
+// Merging the top-k of disjoint chunks must equal the top-k of the whole,
+// which is how the GPU path and the workers combine partial answers.
+func TestMergeTopK(t *testing.T) {
+	r := newRand(t)
+	for _, m := range []Metric{Dot, L2} {
+		for _, ties := range []bool{false, true} {
+			n := 1 + r.IntN(3000)
+			scores := randVec(r, n)
+			if ties {
+				scores = fewScores(r, n)
+			}
+			for _, k := range []int{1, 3, 17, n, n + 2} {
+				var lists [][]Hit
+				for lo := 0; lo < n; {
+					hi := min(n, lo+1+r.IntN(400))
+					part := SelectTopK(scores[lo:hi], k, m)
+					for i := range part {
+						part[i].Row += lo
+					}
+					lists = append(lists, part)
+					lo = hi
+				}
+				r.Shuffle(len(lists), func(i, j int) { lists[i], lists[j] = lists[j], lists[i] })
+				name := fmt.Sprintf("%v/n%d/k%d/ties=%v/lists%d", m, n, k, ties, len(lists))
+				sameHits(t, MergeTopK(lists, k, m), sortedHits(scores, k, m), "%s", name)
+			}
+		}
+	}
+}
