@@ -20,3 +20,6 @@ func openGPU(ctx context.Context, cfg Config, allowSoftware bool) (gpuIndex, str
 func Probe(ctx context.Context, sel AdapterSelect) ProbeReport {
 	return ProbeReport{Auto: -1, Reason: "built without GPU support (no cgo, or the nogpu tag)", Hint: hintNoCgo}
 }
+
+// GPUSupport reports whether this binary contains the wgpu backend.
+func GPUSupport() bool { return gpuBuilt }

@@ -1,0 +1,66 @@
+//go:build cgo && !nogpu
+
+package engine
+
+import (
+	"fmt"
+
+	"github.com/oliverbestmann/webgpu/wgpu"
+
+	"github.com/umbravec/umbra/host"
+	"github.com/umbravec/umbra/shaders"
+)
+
+// NewOnDevice creates an index whose GPU side lives on a device the caller
+// already owns, for example one that also draws to a window, so search
+// results never leave the device they are drawn on. cfg.Device and
+// cfg.Adapter are ignored. The device is self-tested like a probed one. The
+// caller keeps ownership of adapter and device and must not release them
+// before the index is closed, nor use the device from another goroutine
+// while the index is in use (wgpu error scopes are per device).
+//
+// This function exists only in builds with the wgpu backend (cgo, no nogpu
+// tag).
+func NewOnDevice(cfg Config, adapter *wgpu.Adapter, device *wgpu.Device) (ix *Index, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			ix, err = nil, fmt.Errorf("%w: %v", ErrGPU, r)
+		}
+	}()
+	cfg.Device = GPU
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if adapter == nil || device == nil {
+		return nil, fmt.Errorf("%w: NewOnDevice needs a non-nil adapter and device", ErrInvalidConfig)
+	}
+	d := &gpuDevice{adapter: adapter, device: device, pipelines: map[shaders.ScoresLayout]*wgpu.ComputePipeline{}}
+	err = gpuCall("adopt device", func() error {
+		d.info = describeAdapter(adapter)
+		// The device's limits are not read (Device.GetLimits can abort
+		// the process in this binding): assume only WebGPU's defaults,
+		// which every device has.
+		def := wgpu.DefaultLimits()
+		d.lim = limitsOf(def)
+		d.queue = device.GetQueue()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := d.selfTest(); err != nil {
+		return nil, err
+	}
+	metric := uint32(shaders.MetricDot)
+	if cfg.Metric == L2 {
+		metric = shaders.MetricL2
+	}
+	g, err := newGPUIndex(d, host.StrideFor(cfg.Dim), metric, cfg.MaxChunkRows)
+	if err != nil {
+		return nil, err
+	}
+	return &Index{cfg: cfg, slab: host.NewSlab(cfg.Dim), gpu: g}, nil
+}
+
+// GPUSupport reports whether this binary contains the wgpu backend.
+func GPUSupport() bool { return gpuBuilt }
