@@ -15,13 +15,14 @@ import (
 // already owns, for example one that also draws to a window, so search
 // results never leave the device they are drawn on. cfg.Device and
 // cfg.Adapter are ignored. The device is self-tested like a probed one. The
-// caller keeps ownership of adapter and device and must not release them
+// limits are the RequiredLimits the device was created with (nil: WebGPU's
+// defaults). The caller keeps ownership of adapter and device and must not release them
 // before the index is closed, nor use the device from another goroutine
 // while the index is in use (wgpu error scopes are per device).
 //
 // This function exists only in builds with the wgpu backend (cgo, no nogpu
 // tag).
-func NewOnDevice(cfg Config, adapter *wgpu.Adapter, device *wgpu.Device) (ix *Index, err error) {
+func NewOnDevice(cfg Config, adapter *wgpu.Adapter, device *wgpu.Device, limits *wgpu.Limits) (ix *Index, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			ix, err = nil, fmt.Errorf("%w: %v", ErrGPU, r)
@@ -37,11 +38,14 @@ func NewOnDevice(cfg Config, adapter *wgpu.Adapter, device *wgpu.Device) (ix *In
 	d := &gpuDevice{adapter: adapter, device: device, pipelines: map[shaders.ScoresLayout]*wgpu.ComputePipeline{}}
 	err = gpuCall("adopt device", func() error {
 		d.info = describeAdapter(adapter)
-		// The device's limits are not read (Device.GetLimits can abort
-		// the process in this binding): assume only WebGPU's defaults,
-		// which every device has.
-		def := wgpu.DefaultLimits()
-		d.lim = limitsOf(def)
+		// The device's limits are not read back (Device.GetLimits can
+		// abort the process in this binding): the caller says which it
+		// requested, or only WebGPU's defaults are assumed.
+		if limits != nil {
+			d.lim = limitsOf(*limits)
+		} else {
+			d.lim = limitsOf(wgpu.DefaultLimits())
+		}
 		d.queue = device.GetQueue()
 		return nil
 	})
