@@ -56,7 +56,9 @@ func newDataset(r *rand.Rand, n, dim int, kind valueKind) dataset {
 	return d
 }
 
-func TestScoresMatchFloat64(t *testing.T) {
+func TestScoresMatchFloat64(t *testing.T) { forEachKernel(t, testScoresMatchFloat64) }
+
+func testScoresMatchFloat64(t *testing.T) {
 	r := newRand(t)
 	ctx := context.Background()
 	for _, dim := range dims {
@@ -87,7 +89,9 @@ func TestScoresMatchFloat64(t *testing.T) {
 	}
 }
 
-func TestSearchMatchesReference(t *testing.T) {
+func TestSearchMatchesReference(t *testing.T) { forEachKernel(t, testSearchMatchesReference) }
+
+func testSearchMatchesReference(t *testing.T) {
 	r := newRand(t)
 	ctx := context.Background()
 	for _, dim := range dims {
@@ -125,7 +129,9 @@ func TestSearchMatchesReference(t *testing.T) {
 
 // Every path must give bit-identical hits: Search with any worker count,
 // SearchBatch, and SelectTopK over Scores.
-func TestPathsAgree(t *testing.T) {
+func TestPathsAgree(t *testing.T) { forEachKernel(t, testPathsAgree) }
+
+func testPathsAgree(t *testing.T) {
 	r := newRand(t)
 	ctx := context.Background()
 	for _, dim := range dims {
@@ -164,7 +170,9 @@ func TestPathsAgree(t *testing.T) {
 	}
 }
 
-func TestDuplicateRowsTieByRow(t *testing.T) {
+func TestDuplicateRowsTieByRow(t *testing.T) { forEachKernel(t, testDuplicateRowsTieByRow) }
+
+func testDuplicateRowsTieByRow(t *testing.T) {
 	r := newRand(t)
 	for _, m := range []Metric{Dot, L2} {
 		dim := 1 + r.IntN(200)
@@ -226,7 +234,7 @@ func TestShapeErrors(t *testing.T) {
 	}{
 		{"data too short", Slab{Data: make([]float32, 7), Rows: 2, Dim: 3, Stride: 4}, q, Dot, nil},
 		{"last row cut", Slab{Data: make([]float32, 6), Rows: 2, Dim: 3, Stride: 4}, q, Dot, ErrSlabShape},
-		{"rows far too many", Slab{Data: make([]float32, 8), Rows: 1 << 60, Dim: 3, Stride: 4}, q, Dot, ErrSlabShape},
+		{"rows far too many", Slab{Data: make([]float32, 8), Rows: math.MaxInt / 2, Dim: 3, Stride: 4}, q, Dot, ErrSlabShape},
 		{"stride below dim", Slab{Data: make([]float32, 8), Rows: 2, Dim: 4, Stride: 3}, q, Dot, ErrSlabShape},
 		{"negative rows", Slab{Rows: -1, Dim: 3, Stride: 4}, q, Dot, ErrSlabShape},
 		{"query length", Slab{Data: make([]float32, 8), Rows: 2, Dim: 3, Stride: 4}, q[:2], Dot, ErrQueryLen},

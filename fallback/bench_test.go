@@ -1,0 +1,121 @@
+package fallback
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"testing"
+)
+
+// The seed's workload: 50,000 rows of 768 floats (153.6 MB), one query or
+// a batch of 64, k = 10. ReadPass is the floor: one vector read pass over
+// the same slab on the same goroutines, doing nothing with the data. Quote
+// Search/ReadPass and SearchBatch/(64*Search) ratios, not absolute times.
+const (
+	benchRows  = 50_000
+	benchDim   = 768
+	benchK     = 10
+	benchBatch = 64
+)
+
+var benchData = sync.OnceValue(func() Slab {
+	r := rand.New(rand.NewPCG(1, 2))
+	data := make([]float32, benchRows*benchDim)
+	for i := range data {
+		data[i] = 2*r.Float32() - 1
+	}
+	return Slab{Data: data, Rows: benchRows, Dim: benchDim, Stride: benchDim}
+})
+
+func benchQueries(n int) [][]float32 {
+	r := rand.New(rand.NewPCG(3, 4))
+	qs := make([][]float32, n)
+	for i := range qs {
+		qs[i] = randVec(r, benchDim)
+	}
+	return qs
+}
+
+var sink float32
+
+func BenchmarkReadPass(b *testing.B) {
+	s := benchData()
+	p := newPlan(s, rowsFor(blockBytes, s.Stride, 8))
+	w := workerCount(0, p.nblocks, len(s.Data))
+	sums := make([]float32, w)
+	b.SetBytes(int64(len(s.Data) * 4))
+	b.ReportMetric(float64(w), "goroutines")
+	for b.Loop() {
+		err := parallel(context.Background(), w, p.nblocks, func(wk, blk int) {
+			_, rows, _ := p.block(blk)
+			sums[wk] += readPass(rows)
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	sink = sums[0]
+}
+
+func benchKernels(b *testing.B, f func(b *testing.B)) {
+	for _, ks := range kernelSets() {
+		b.Run(ks.name, func(b *testing.B) {
+			saved := active
+			active = ks
+			defer func() { active = saved }()
+			f(b)
+		})
+	}
+}
+
+func BenchmarkSearch(b *testing.B) {
+	s := benchData()
+	q := benchQueries(1)[0]
+	for _, m := range []Metric{Dot, L2} {
+		b.Run(m.String(), func(b *testing.B) {
+			benchKernels(b, func(b *testing.B) {
+				b.SetBytes(int64(len(s.Data) * 4))
+				for b.Loop() {
+					if _, err := Search(context.Background(), s, q, benchK, m, 0); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+	}
+}
+
+func BenchmarkScores(b *testing.B) {
+	s := benchData()
+	q := benchQueries(1)[0]
+	dst := make([]float32, s.Rows)
+	benchKernels(b, func(b *testing.B) {
+		b.SetBytes(int64(len(s.Data) * 4))
+		for b.Loop() {
+			if err := Scores(context.Background(), dst, s, q, Dot, 0); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// SetBytes counts the slab once per batch, so MB/s well above ReadPass's
+// means rows are being reused from cache across the queries of a block.
+func BenchmarkSearchBatch(b *testing.B) {
+	s := benchData()
+	qs := benchQueries(benchBatch)
+	for _, m := range []Metric{Dot, L2} {
+		b.Run(m.String(), func(b *testing.B) {
+			benchKernels(b, func(b *testing.B) {
+				b.SetBytes(int64(len(s.Data) * 4))
+				for b.Loop() {
+					if _, err := SearchBatch(context.Background(), s, qs, benchK, m, 0); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/benchBatch, "ns/query")
+			})
+		})
+	}
+}
+

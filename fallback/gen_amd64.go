@@ -1,0 +1,332 @@
+//go:build ignore
+
+// gen_amd64.go writes dot_amd64.s: go run gen_amd64.go
+//
+// The kernels are generated rather than written by hand because every one
+// of them must compute a (row, query) pair in exactly the same order, so
+// that the single-query, batch and scores paths return bit-identical
+// scores. Each pair owns one vector accumulator of W lanes; chunk c of the
+// stride is fused into it (FMA); a final partial chunk is loaded under a
+// mask (masked-off lanes read as zero, add nothing and cannot fault); the
+// lanes are then reduced by one fixed tree. Independence comes from pairs,
+// not from splitting a pair: four rows per group in every kernel, times the
+// queries of a batch tile.
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"log"
+	"os"
+)
+
+type isa struct {
+	name  string // suffix of the Go names
+	w     int    // lanes
+	shift int    // log2(w)
+	v     string // register prefix
+	bytes int
+}
+
+var (
+	avx2   = isa{"AVX2", 8, 3, "Y", 32}
+	avx512 = isa{"AVX512", 16, 4, "Z", 64}
+)
+
+var out bytes.Buffer
+
+func emit(format string, args ...any) { fmt.Fprintf(&out, format+"\n", args...) }
+func ins(format string, args ...any)  { emit("\t"+format, args...) }
+
+func reg(i isa, n int) string { return fmt.Sprintf("%s%d", i.v, n) }
+
+// maskedLoad loads the final partial chunk at src, zero elsewhere.
+func maskedLoad(i isa, src, dst string) {
+	if i.w == 16 {
+		ins("VMOVUPS.Z %s, K1, %s", src, dst)
+	} else {
+		ins("VMASKMOVPS %s, Y12, %s", src, dst)
+	}
+}
+
+// setupMask prepares the tail mask for n in CX (clobbers AX, CX).
+func setupMask(i isa) {
+	ins("ANDQ $%d, CX", i.w-1)
+	if i.w == 16 {
+		ins("MOVL $1, AX")
+		ins("SHLL CX, AX")
+		ins("DECL AX")
+		ins("KMOVW AX, K1")
+	} else {
+		ins("NEGQ CX")
+		ins("LEAQ tailMask<>+32(SB), AX")
+		ins("VMOVDQU (AX)(CX*4), Y12")
+	}
+}
+
+// reduce4 sums the lanes of accumulators a..a+3 into the low four floats
+// of X<a>, in that order. Every kernel uses this tree.
+func reduce4(i isa, a int, tmp string) {
+	if i.w == 16 {
+		for k := a; k < a+4; k++ {
+			ins("VEXTRACTF64X4 $1, Z%d, %s", k, tmp)
+			ins("VADDPS %s, Y%d, Y%d", tmp, k, k)
+		}
+	}
+	ins("VHADDPS Y%d, Y%d, Y%d", a+1, a, a)
+	ins("VHADDPS Y%d, Y%d, Y%d", a+3, a+2, a+2)
+	ins("VHADDPS Y%d, Y%d, Y%d", a+2, a, a)
+	ins("VEXTRACTF128 $1, Y%d, X%d", a, a+1)
+	ins("VADDPS X%d, X%d, X%d", a+1, a, a)
+}
+
+var rowPtr = []string{"DX", "BX", "R13", "R14"}
+
+// rowsKernel: func name(dst, q, rows *float32, stride, n, groups int)
+// dst[4g+r] = score(q, row 4g+r) for g < groups; stride and n in floats.
+func rowsKernel(i isa, l2 bool) {
+	metric := "dot"
+	if l2 {
+		metric = "l2"
+	}
+	name := fmt.Sprintf("%sRows%s", metric, i.name)
+	q, row, diff := reg(i, 16), reg(i, 17), reg(i, 18)
+	if i.w == 8 {
+		q, row, diff = "Y8", "Y9", "Y10"
+	}
+	tmp := "Y21"
+	if i.w == 8 {
+		tmp = ""
+	}
+	emit("")
+	emit("// func %s(dst, q, rows *float32, stride, n, groups int)", name)
+	emit("TEXT ·%s(SB), NOSPLIT, $0-48", name)
+	ins("MOVQ dst+0(FP), DI")
+	ins("MOVQ q+8(FP), SI")
+	ins("MOVQ rows+16(FP), DX")
+	ins("MOVQ stride+24(FP), R8")
+	ins("SHLQ $2, R8")
+	ins("LEAQ (R8)(R8*2), R9")
+	ins("MOVQ n+32(FP), CX")
+	ins("MOVQ CX, R12")
+	ins("SHRQ $%d, R12", i.shift)
+	ins("MOVQ CX, R11")
+	ins("ANDQ $%d, R11", i.w-1)
+	setupMask(i)
+	ins("MOVQ groups+40(FP), R10")
+	emit("group_%s:", name)
+	ins("LEAQ (DX)(R8*1), BX")
+	ins("LEAQ (DX)(R8*2), R13")
+	ins("LEAQ (DX)(R9*1), R14")
+	for r := 0; r < 4; r++ {
+		ins("VXORPS %s, %s, %s", reg(i, r), reg(i, r), reg(i, r))
+	}
+	ins("XORQ AX, AX")
+	ins("MOVQ R12, CX")
+	ins("TESTQ CX, CX")
+	ins("JZ tail_%s", name)
+	emit("chunk_%s:", name)
+	ins("VMOVUPS (SI)(AX*1), %s", q)
+	for r := 0; r < 4; r++ {
+		src := fmt.Sprintf("(%s)(AX*1)", rowPtr[r])
+		if l2 {
+			ins("VSUBPS %s, %s, %s", src, q, diff)
+			ins("VFMADD231PS %s, %s, %s", diff, diff, reg(i, r))
+		} else {
+			ins("VFMADD231PS %s, %s, %s", src, q, reg(i, r))
+		}
+	}
+	ins("ADDQ $%d, AX", i.bytes)
+	ins("DECQ CX")
+	ins("JNZ chunk_%s", name)
+	emit("tail_%s:", name)
+	ins("TESTQ R11, R11")
+	ins("JZ reduce_%s", name)
+	maskedLoad(i, "(SI)(AX*1)", q)
+	for r := 0; r < 4; r++ {
+		maskedLoad(i, fmt.Sprintf("(%s)(AX*1)", rowPtr[r]), row)
+		if l2 {
+			ins("VSUBPS %s, %s, %s", row, q, diff)
+			ins("VFMADD231PS %s, %s, %s", diff, diff, reg(i, r))
+		} else {
+			ins("VFMADD231PS %s, %s, %s", row, q, reg(i, r))
+		}
+	}
+	emit("reduce_%s:", name)
+	reduce4(i, 0, tmp)
+	ins("VMOVUPS X0, (DI)")
+	ins("ADDQ $16, DI")
+	ins("LEAQ (DX)(R8*4), DX")
+	ins("DECQ R10")
+	ins("JNZ group_%s", name)
+	ins("VZEROUPPER")
+	ins("RET")
+}
+
+var qPtr = []string{"SI", "R9", "R10", "R11"}
+
+// tileKernel: func name(dst *float32, ldd int, qs *float32, qstride int,
+// rows *float32, rstride, n, groups int)
+// dst[j*ldd+4g+r] = score(query j, row 4g+r) for j < nq, g < groups.
+// Accumulator of (query j, row r) is register 4j+r.
+func tileKernel(i isa, l2 bool, nq int) {
+	metric := "dot"
+	if l2 {
+		metric = "l2"
+	}
+	name := fmt.Sprintf("%sTile%dx4%s", metric, nq, i.name)
+	var qr []string
+	var row, diff, tmp string
+	if i.w == 16 {
+		for j := 0; j < nq; j++ {
+			qr = append(qr, reg(i, 16+j))
+		}
+		row, diff, tmp = "Z24", "Z25", "Y26"
+	} else {
+		for j := 0; j < nq; j++ {
+			qr = append(qr, reg(i, 4*nq+j))
+		}
+		row, diff = reg(i, 4*nq+nq), reg(i, 4*nq+nq+1)
+		if 4*nq+nq+1 >= 12 {
+			log.Fatalf("%s: Y12 holds the tail mask", name)
+		}
+	}
+	emit("")
+	emit("// func %s(dst *float32, ldd int, qs *float32, qstride int, rows *float32, rstride, n, groups int)", name)
+	emit("TEXT ·%s(SB), NOSPLIT, $8-64", name)
+	ins("MOVQ dst+0(FP), DI")
+	ins("MOVQ qs+16(FP), SI")
+	ins("MOVQ qstride+24(FP), CX")
+	ins("SHLQ $2, CX")
+	for j := 1; j < nq; j++ {
+		ins("LEAQ (%s)(CX*1), %s", qPtr[j-1], qPtr[j])
+	}
+	ins("MOVQ rows+32(FP), DX")
+	ins("MOVQ rstride+40(FP), R8")
+	ins("SHLQ $2, R8")
+	ins("MOVQ n+48(FP), CX")
+	ins("MOVQ CX, R12")
+	ins("SHRQ $%d, R12", i.shift)
+	setupMask(i)
+	ins("MOVQ groups+56(FP), CX")
+	ins("MOVQ CX, left-8(SP)")
+	emit("group_%s:", name)
+	ins("LEAQ (DX)(R8*1), BX")
+	ins("LEAQ (DX)(R8*2), R13")
+	ins("LEAQ (BX)(R8*2), R14")
+	for a := 0; a < 4*nq; a++ {
+		ins("VXORPS %s, %s, %s", reg(i, a), reg(i, a), reg(i, a))
+	}
+	ins("XORQ AX, AX")
+	ins("MOVQ R12, CX")
+	ins("TESTQ CX, CX")
+	ins("JZ tail_%s", name)
+	body := func(load func(src, dst string)) {
+		for j := 0; j < nq; j++ {
+			load(fmt.Sprintf("(%s)(AX*1)", qPtr[j]), qr[j])
+		}
+		for r := 0; r < 4; r++ {
+			load(fmt.Sprintf("(%s)(AX*1)", rowPtr[r]), row)
+			for j := 0; j < nq; j++ {
+				acc := reg(i, 4*j+r)
+				if l2 {
+					ins("VSUBPS %s, %s, %s", qr[j], row, diff)
+					ins("VFMADD231PS %s, %s, %s", diff, diff, acc)
+				} else {
+					ins("VFMADD231PS %s, %s, %s", row, qr[j], acc)
+				}
+			}
+		}
+	}
+	emit("chunk_%s:", name)
+	body(func(src, dst string) { ins("VMOVUPS %s, %s", src, dst) })
+	ins("ADDQ $%d, AX", i.bytes)
+	ins("DECQ CX")
+	ins("JNZ chunk_%s", name)
+	emit("tail_%s:", name)
+	ins("MOVQ n+48(FP), CX")
+	ins("ANDQ $%d, CX", i.w-1)
+	ins("JZ reduce_%s", name)
+	body(func(src, dst string) { maskedLoad(i, src, dst) })
+	emit("reduce_%s:", name)
+	ins("MOVQ ldd+8(FP), CX")
+	ins("SHLQ $2, CX")
+	ins("LEAQ (CX)(CX*2), AX")
+	dsts := []string{"(DI)", "(DI)(CX*1)", "(DI)(CX*2)", "(DI)(AX*1)"}
+	for j := 0; j < nq; j++ {
+		reduce4(i, 4*j, tmp)
+		ins("VMOVUPS X%d, %s", 4*j, dsts[j])
+	}
+	ins("ADDQ $16, DI")
+	ins("LEAQ (DX)(R8*4), DX")
+	ins("DECQ left-8(SP)")
+	ins("JNZ group_%s", name)
+	ins("VZEROUPPER")
+	ins("RET")
+}
+
+// sumAVX2: func(x *float32, n int) float32, n a multiple of 32. It exists
+// to measure the floor: one vector read pass over memory, nothing else.
+func sumKernel() {
+	emit("")
+	emit("// func sumAVX2(x *float32, n int) float32")
+	emit("TEXT ·sumAVX2(SB), NOSPLIT, $0-20")
+	ins("MOVQ x+0(FP), SI")
+	ins("MOVQ n+8(FP), CX")
+	ins("SHRQ $5, CX")
+	for r := 0; r < 4; r++ {
+		ins("VXORPS Y%d, Y%d, Y%d", r, r, r)
+	}
+	ins("TESTQ CX, CX")
+	ins("JZ done_sumAVX2")
+	emit("loop_sumAVX2:")
+	for r := 0; r < 4; r++ {
+		ins("VADDPS %d(SI), Y%d, Y%d", 32*r, r, r)
+	}
+	ins("ADDQ $128, SI")
+	ins("DECQ CX")
+	ins("JNZ loop_sumAVX2")
+	emit("done_sumAVX2:")
+	ins("VADDPS Y1, Y0, Y0")
+	ins("VADDPS Y3, Y2, Y2")
+	ins("VADDPS Y2, Y0, Y0")
+	ins("VEXTRACTF128 $1, Y0, X1")
+	ins("VADDPS X1, X0, X0")
+	ins("VHADDPS X0, X0, X0")
+	ins("VHADDPS X0, X0, X0")
+	ins("VZEROUPPER")
+	ins("MOVSS X0, ret+16(FP)")
+	ins("RET")
+}
+
+func main() {
+	emit("// Code generated by gen_amd64.go; DO NOT EDIT.")
+	emit("")
+	emit("//go:build amd64 && !purego")
+	emit("")
+	emit(`#include "textflag.h"`)
+	emit("")
+	emit("// Eight all-ones lanes then eight zero lanes: loading 8 lanes from")
+	emit("// tailMask+32-4*rem gives rem leading ones, the AVX2 tail mask.")
+	for k := 0; k < 16; k++ {
+		v := "$0xffffffff"
+		if k >= 8 {
+			v = "$0"
+		}
+		emit("DATA tailMask<>+%d(SB)/4, %s", 4*k, v)
+	}
+	emit("GLOBL tailMask<>(SB), RODATA|NOPTR, $64")
+	for _, i := range []isa{avx2, avx512} {
+		for _, l2 := range []bool{false, true} {
+			rowsKernel(i, l2)
+		}
+	}
+	for _, l2 := range []bool{false, true} {
+		tileKernel(avx2, l2, 2)
+		tileKernel(avx512, l2, 4)
+	}
+	sumKernel()
+	if err := os.WriteFile("dot_amd64.s", out.Bytes(), 0o644); err != nil {
+		log.Fatal(err)
+	}
+}

@@ -1,0 +1,105 @@
+package fallback
+
+import (
+	"fmt"
+	"math"
+	"testing"
+)
+
+// kernelSets is every kernel set this machine runs, generic last.
+func kernelSets() []kernelSet { return append(asmKernels(), genericKernels) }
+
+// forEachKernel runs f once per kernel set with that set active.
+func forEachKernel(t *testing.T, f func(t *testing.T)) {
+	for _, ks := range kernelSets() {
+		t.Run(ks.name, func(t *testing.T) {
+			saved := active
+			active = ks
+			defer func() { active = saved }()
+			f(t)
+		})
+	}
+}
+
+// Assembly and Go sum in different orders, so they agree to rounding; the
+// lengths cover every tail a vector width can leave.
+func TestAsmKernelsMatchGeneric(t *testing.T) {
+	sets := asmKernels()
+	if len(sets) == 0 {
+		t.Skip("no assembly kernels on this machine")
+	}
+	r := newRand(t)
+	for _, ks := range sets {
+		for _, m := range []Metric{Dot, L2} {
+			for n := 1; n <= 70; n++ {
+				testKernelAgainstGeneric(t, r, ks, m, n, n+r.IntN(3))
+			}
+			for _, n := range []int{127, 128, 129, 767, 768, 1536, 1537} {
+				testKernelAgainstGeneric(t, r, ks, m, n, n+r.IntN(9))
+			}
+		}
+	}
+}
+
+func testKernelAgainstGeneric(t *testing.T, r interface {
+	IntN(int) int
+	Float32() float32
+}, ks kernelSet, m Metric, n, stride int) {
+	t.Helper()
+	nr := 1 + r.IntN(11)
+	nq := 1 + r.IntN(9)
+	rows := make([]float32, nr*stride)
+	for i := range nr {
+		for d := range n {
+			rows[i*stride+d] = 2*r.Float32() - 1
+		}
+	}
+	qs := make([]float32, nq*n)
+	for i := range qs {
+		qs[i] = 2*r.Float32() - 1
+	}
+	// The kernels see n-long queries over rows of the given stride; that
+	// is how odd lengths reach them without padding.
+	got := make([]float32, nr)
+	want := make([]float32, nr)
+	tile := make([]float32, nq*nr)
+	name := fmt.Sprintf("%s/%v/n%d/stride%d/rows%d/queries%d", ks.name, m, n, stride, nr, nq)
+	for j := range nq {
+		q := qs[j*n : (j+1)*n]
+		ks.rows(m)(got, q, rows, stride)
+		genericKernels.rows(m)(want, q, rows, stride)
+		for i := range nr {
+			ref, mag := ref64(m, rows[i*stride:i*stride+n], q)
+			if d := math.Abs(float64(got[i]) - ref); d > scoreTol(ref, mag) {
+				t.Fatalf("%s: query %d row %d: asm %g, float64 %g (generic %g)", name, j, i, got[i], ref, want[i])
+			}
+		}
+	}
+	if n != stride {
+		return // tile kernels take queries of the rows' stride
+	}
+	ks.tile(m)(tile, qs, nq, rows, nr, stride)
+	for j := range nq {
+		ks.rows(m)(got, qs[j*n:(j+1)*n], rows, stride)
+		for i := range nr {
+			if tile[j*nr+i] != got[i] {
+				t.Fatalf("%s: query %d row %d: tile %g, rows %g: pairs must be scored in one order",
+					name, j, i, tile[j*nr+i], got[i])
+			}
+		}
+	}
+}
+
+func TestReadPass(t *testing.T) {
+	r := newRand(t)
+	for _, n := range []int{0, 1, 31, 32, 33, 1000, 4099} {
+		x := randVec(r, n)
+		var want float64
+		for _, v := range x {
+			want += float64(v)
+		}
+		if got := readPass(x); math.Abs(float64(got)-want) > 1e-4*math.Max(1, float64(n)) {
+			t.Errorf("n %d: readPass %g, float64 %g", n, got, want)
+		}
+	}
+}
