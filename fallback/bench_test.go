@@ -118,4 +118,3 @@ func BenchmarkSearchBatch(b *testing.B) {
 		})
 	}
 }
-
