@@ -373,6 +373,9 @@ func Probe(ctx context.Context, sel AdapterSelect) ProbeReport {
 // chosen.
 func fallbackReason(sel AdapterSelect, reports []AdapterReport, allowSoftware bool) (string, string) {
 	if len(reports) == 0 {
+		if sel.Backend != "" && sel.Name == "" {
+			return fmt.Sprintf("no %s adapter found (no %s driver answered)", sel.Backend, sel.Backend), hintNoAdapter
+		}
 		if sel.Name != "" || sel.Backend != "" {
 			all, _, _ := candidates(AdapterSelect{})
 			if len(all) > 0 {

@@ -1,0 +1,151 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/engine"
+)
+
+func TestConfigErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		cfg  engine.Config
+		msg  string
+	}{
+		{"zero dim", engine.Config{Dim: 0}, "Dim must be at least 1, got 0"},
+		{"negative dim", engine.Config{Dim: -3}, "got -3"},
+		{"unknown metric", engine.Config{Dim: 4, Metric: 9}, "unknown metric"},
+		{"unknown device", engine.Config{Dim: 4, Device: 7}, "unknown device"},
+		{"unknown backend", engine.Config{Dim: 4, Adapter: engine.AdapterSelect{Backend: "glide"}}, `unknown backend "glide"`},
+		{"negative workers", engine.Config{Dim: 4, Workers: -1}, "must not be negative"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ix, err := engine.New(c.cfg)
+			require.Error(t, err)
+			assert.Nil(t, ix)
+			assert.ErrorIs(t, err, engine.ErrInvalidConfig)
+			assert.Contains(t, err.Error(), c.msg)
+		})
+	}
+}
+
+// TestBadInputLeavesIndexUnchanged feeds each kind of bad input to every
+// backend and checks the sentinel, the message, and that the stored vectors
+// and their search results are exactly as before.
+func TestBadInputLeavesIndexUnchanged(t *testing.T) {
+	r := newRand(t)
+	const dim = 6
+	good := randomVectors(r, 50, dim)
+	q := randomVectors(r, 1, dim)[0]
+	nan := float32(math.NaN())
+	inf := float32(math.Inf(1))
+	withAt := func(row, col int, x float32) [][]float32 {
+		vs := randomVectors(r, 4, dim)
+		vs[row][col] = x
+		return vs
+	}
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			ix := open(t, b, engine.Config{Dim: dim, MaxRows: 60})
+			_, err := ix.Add(good)
+			require.NoError(t, err)
+			before, err := ix.Search(context.Background(), q, 10)
+			require.NoError(t, err)
+
+			adds := []struct {
+				name string
+				vs   [][]float32
+				is   error
+				msg  string
+			}{
+				{"short vector", [][]float32{good[0], {1, 2}}, engine.ErrDimMismatch, "vector 1 has 2 components, index dimension is 6"},
+				{"long vector", [][]float32{make([]float32, 7)}, engine.ErrDimMismatch, "vector 0 has 7 components"},
+				{"NaN", withAt(2, 3, nan), engine.ErrNonFinite, "vector 2, component 3 is NaN"},
+				{"+Inf", withAt(3, 0, inf), engine.ErrNonFinite, "vector 3, component 0 is +Inf"},
+				{"-Inf", withAt(0, 5, -inf), engine.ErrNonFinite, "vector 0, component 5 is -Inf"},
+				{"zero vector", [][]float32{good[1], make([]float32, dim)}, engine.ErrZeroVector, "vector 1 has norm 0"},
+				{"past MaxRows", randomVectors(r, 11, dim), engine.ErrTooLarge, "would exceed MaxRows 60"},
+			}
+			for _, a := range adds {
+				ids, err := ix.Add(a.vs)
+				require.Error(t, err, a.name)
+				assert.Nil(t, ids, a.name)
+				assert.ErrorIs(t, err, a.is, a.name)
+				assert.Contains(t, err.Error(), a.msg, a.name)
+				assert.Equal(t, len(good), ix.Len(), "%s changed Len", a.name)
+			}
+			_, err = ix.AddFlat(context.Background(), make([]float32, dim+1))
+			assert.ErrorIs(t, err, engine.ErrDimMismatch)
+
+			searches := []struct {
+				name string
+				q    []float32
+				k    int
+				is   error
+				msg  string
+			}{
+				{"k zero", q, 0, engine.ErrInvalidK, "got k=0"},
+				{"k negative", q, -2, engine.ErrInvalidK, "got k=-2"},
+				{"short query", q[:3], 5, engine.ErrDimMismatch, "query has 3 components"},
+				{"NaN query", []float32{1, 2, nan, 4, 5, 6}, 5, engine.ErrNonFinite, "query, component 2 is NaN"},
+				{"zero query", make([]float32, dim), 5, engine.ErrZeroVector, "query has norm 0"},
+			}
+			for _, s := range searches {
+				hits, err := ix.Search(context.Background(), s.q, s.k)
+				require.Error(t, err, s.name)
+				assert.Nil(t, hits)
+				assert.ErrorIs(t, err, s.is, s.name)
+				assert.Contains(t, err.Error(), s.msg, s.name)
+			}
+			_, err = ix.SearchBatch(context.Background(), [][]float32{q, q[:2]}, 3)
+			assert.ErrorIs(t, err, engine.ErrDimMismatch)
+			assert.Contains(t, err.Error(), "query 1 has 2 components")
+
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			_, err = ix.Search(ctx, q, 3)
+			assert.ErrorIs(t, err, context.Canceled)
+
+			after, err := ix.Search(context.Background(), q, 10)
+			require.NoError(t, err)
+			assert.Equal(t, before, after, "bad input changed search results")
+
+			require.NoError(t, ix.Close())
+			require.NoError(t, ix.Close(), "closing twice is harmless")
+			_, err = ix.Search(context.Background(), q, 3)
+			assert.ErrorIs(t, err, engine.ErrClosed)
+			_, err = ix.Add(good[:1])
+			assert.ErrorIs(t, err, engine.ErrClosed)
+		})
+	}
+}
+
+// TestZeroVectorAllowedForDotAndL2: only cosine needs a direction.
+func TestZeroVectorAllowedForDotAndL2(t *testing.T) {
+	for _, m := range []engine.Metric{engine.Dot, engine.L2} {
+		ix, err := engine.New(engine.Config{Dim: 3, Metric: m, Device: engine.CPU})
+		require.NoError(t, err)
+		_, err = ix.Add([][]float32{{0, 0, 0}, {1, 2, 3}})
+		require.NoError(t, err, m.String())
+		hits, err := ix.Search(context.Background(), []float32{0, 0, 0}, 2)
+		require.NoError(t, err, m.String())
+		assert.Len(t, hits, 2)
+	}
+}
+
+func TestSentinelsAreDistinct(t *testing.T) {
+	all := []error{engine.ErrInvalidConfig, engine.ErrDimMismatch, engine.ErrNonFinite, engine.ErrZeroVector,
+		engine.ErrInvalidK, engine.ErrTooLarge, engine.ErrClosed, engine.ErrNoAdapter, engine.ErrNoGPUSupport, engine.ErrGPU}
+	for i, a := range all {
+		for j, b := range all {
+			assert.Equal(t, i == j, errors.Is(a, b), "%v vs %v", a, b)
+		}
+	}
+}

@@ -1,0 +1,135 @@
+//go:build cgo && !nogpu
+
+package engine
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/oliverbestmann/webgpu/wgpu"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/host"
+	"github.com/umbravec/umbra/shaders"
+)
+
+// softwareDevice returns the probed device of the first working adapter of
+// any type, skipping (or failing under UMBRA_REQUIRE_GPU=1) when none works.
+func softwareDevice(t *testing.T) *gpuDevice {
+	t.Helper()
+	as, infos, err := candidates(AdapterSelect{})
+	require.NoError(t, err)
+	for i, a := range as {
+		if dev, _ := probeAdapter(context.Background(), a, infos[i], defaultProbeTimeout); dev != nil {
+			return dev
+		}
+	}
+	if os.Getenv("UMBRA_REQUIRE_GPU") == "1" {
+		t.Fatal("UMBRA_REQUIRE_GPU=1 but no adapter works")
+	}
+	t.Skip("no working adapter")
+	return nil
+}
+
+// The binding recycles error-capture objects without clearing them: after a
+// failed Try* call, a later good call could report the old error. gpuCall
+// flushes the pool after a failure; this is the test that it works.
+func TestErrorPoolFlushedAfterFailure(t *testing.T) {
+	d := softwareDevice(t)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i := 0; i < 3; i++ {
+		err := gpuCall("oversized buffer", func() error {
+			_, err := d.device.TryCreateBuffer(&wgpu.BufferDescriptor{
+				Size:  d.lim.MaxBufferBytes + 1<<20,
+				Usage: wgpu.BufferUsageStorage,
+			})
+			return err
+		})
+		require.Error(t, err, "a buffer over maxBufferSize must fail")
+		assert.ErrorIs(t, err, ErrGPU)
+		err = gpuCall("small buffer", func() error {
+			b, err := d.device.TryCreateBuffer(&wgpu.BufferDescriptor{Size: 64, Usage: wgpu.BufferUsageStorage})
+			b.Release()
+			return err
+		})
+		require.NoError(t, err, "a good call after a failed one must not report the old error")
+	}
+}
+
+func TestGPUCallRecoversPanics(t *testing.T) {
+	err := gpuCall("boom", func() error { panic("validation failed") })
+	require.Error(t, err)
+	assert.ErrorIs(t, err, ErrGPU)
+	assert.Contains(t, err.Error(), "boom: validation failed")
+	wrapped := gpuCall("wrap", func() error { return errors.New("inner") })
+	assert.ErrorIs(t, wrapped, ErrGPU)
+}
+
+// The device is created with the adapter's own limits, so a buffer larger
+// than WebGPU's default 256 MiB maxBufferSize can be created when the
+// adapter allows it.
+func TestDeviceHasAdapterLimits(t *testing.T) {
+	d := softwareDevice(t)
+	const size = 300 << 20
+	if d.lim.MaxBufferBytes < size {
+		t.Skipf("adapter maxBufferSize is %d", d.lim.MaxBufferBytes)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	err := gpuCall("300 MiB buffer", func() error {
+		b, err := d.device.TryCreateBuffer(&wgpu.BufferDescriptor{Size: size, Usage: wgpu.BufferUsageStorage})
+		b.Release()
+		return err
+	})
+	require.NoError(t, err)
+}
+
+// TestTwoDimensionalGrid caps workgroups per dimension far below the
+// device's limit so one chunk needs a 2-D grid with a ragged last row.
+func TestTwoDimensionalGrid(t *testing.T) {
+	d := softwareDevice(t)
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 1))
+	capped := &gpuDevice{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim,
+		pipelines: map[shaders.ScoresLayout]*wgpu.ComputePipeline{}}
+	capped.lim.MaxWorkgroupsPerDim = 7
+	const dim, rows = 64, 3001
+	slab := host.NewSlab(dim)
+	vs := make([][]float32, rows)
+	for i := range vs {
+		vs[i] = make([]float32, dim)
+		for j := range vs[i] {
+			vs[i][j] = r.Float32()*2 - 1
+		}
+	}
+	slab.Append(vs, false)
+	g, err := newGPUIndex(capped, slab.Stride, shaders.MetricL2, 0)
+	require.NoError(t, err)
+	defer g.release()
+	x, y := g.grid(rows)
+	require.Equal(t, uint32(7), x)
+	require.Greater(t, y, uint32(1))
+	require.NoError(t, g.upload(context.Background(), slab, 0))
+	q := make([]float32, slab.Stride)
+	for j := 0; j < dim; j++ {
+		q[j] = r.Float32()*2 - 1
+	}
+	got, err := g.scores(context.Background(), q, rows)
+	require.NoError(t, err)
+	for i := 0; i < rows; i++ {
+		var want float64
+		for j, v := range slab.Row(i) {
+			d := float64(v) - float64(q[j])
+			want += d * d
+		}
+		require.InDelta(t, want, float64(got[i]), 1e-5*math.Max(1, want), "row %d", i)
+	}
+}

@@ -1,0 +1,199 @@
+package engine_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/engine"
+)
+
+// newRand returns a generator seeded from the clock (or UMBRA_SEED) and logs
+// the seed so a failure can be replayed.
+func newRand(t testing.TB) *rand.Rand {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("UMBRA_SEED"); s != "" {
+		var err error
+		seed, err = parseUint(s)
+		require.NoError(t, err)
+	}
+	t.Logf("seed %d (replay with UMBRA_SEED=%d)", seed, seed)
+	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+}
+
+func parseUint(s string) (uint64, error) {
+	var v uint64
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return 0, os.ErrInvalid
+		}
+		v = v*10 + uint64(c-'0')
+	}
+	return v, nil
+}
+
+// randomVectors returns n vectors with components uniform in [-1, 1); a
+// zero vector is vanishingly unlikely but is redrawn anyway.
+func randomVectors(r *rand.Rand, n, dim int) [][]float32 {
+	out := make([][]float32, n)
+	for i := range out {
+		for {
+			v := make([]float32, dim)
+			nz := false
+			for j := range v {
+				v[j] = r.Float32()*2 - 1
+				nz = nz || v[j] != 0
+			}
+			if nz {
+				out[i] = v
+				break
+			}
+		}
+	}
+	return out
+}
+
+// refScore is the float64 reference for one pair under m.
+func refScore(m engine.Metric, v, q []float32) float64 {
+	var dot, vv, qq, l2 float64
+	for i := range v {
+		a, b := float64(v[i]), float64(q[i])
+		dot += a * b
+		vv += a * a
+		qq += b * b
+		l2 += (a - b) * (a - b)
+	}
+	switch m {
+	case engine.Cosine:
+		return dot / math.Sqrt(vv*qq)
+	case engine.Dot:
+		return dot
+	}
+	return l2
+}
+
+// tolerance is the allowed difference between a float32 score and its
+// float64 reference: 1e-5 absolute for cosine (scores lie in [-1, 1]), and
+// 1e-5 relative to the score's magnitude (at least 1e-5) for dot and L2,
+// whose float32 sums carry error proportional to their size.
+func tolerance(m engine.Metric, ref float64) float64 {
+	if m == engine.Cosine {
+		return 1e-5
+	}
+	return 1e-5 * math.Max(1, math.Abs(ref))
+}
+
+type ranked struct {
+	id    uint64
+	score float64
+}
+
+// reference returns every row ranked by the float64 reference, best first,
+// ties by lower ID.
+func reference(m engine.Metric, data [][]float32, q []float32) []ranked {
+	out := make([]ranked, len(data))
+	for i, v := range data {
+		out[i] = ranked{uint64(i), refScore(m, v, q)}
+	}
+	sort.SliceStable(out, func(a, b int) bool {
+		if out[a].score != out[b].score {
+			if m.HigherIsBetter() {
+				return out[a].score > out[b].score
+			}
+			return out[a].score < out[b].score
+		}
+		return out[a].id < out[b].id
+	})
+	return out
+}
+
+// checkHits asserts hits is a correct exact top-k of data for q: the right
+// length, distinct IDs, each score within tolerance of its reference, best
+// first, and every hit at least as good as the true k-th best up to the
+// tolerance (so only near-ties may differ from the reference order).
+func checkHits(t *testing.T, m engine.Metric, data [][]float32, q []float32, k int, hits []engine.Hit) {
+	t.Helper()
+	ref := reference(m, data, q)
+	want := min(k, len(data))
+	require.Len(t, hits, want, "number of hits")
+	if want == 0 {
+		return
+	}
+	kth := ref[want-1].score
+	seen := map[uint64]bool{}
+	for i, h := range hits {
+		require.Less(t, h.ID, uint64(len(data)), "hit %d has an ID past the data", i)
+		require.False(t, seen[h.ID], "hit %d repeats ID %d", i, h.ID)
+		seen[h.ID] = true
+		exact := refScore(m, data[h.ID], q)
+		tol := tolerance(m, exact)
+		require.InDelta(t, exact, float64(h.Score), tol, "hit %d (ID %d) score", i, h.ID)
+		if m.HigherIsBetter() {
+			require.GreaterOrEqual(t, exact, kth-2*tol, "hit %d (ID %d) is not in the true top %d", i, h.ID, k)
+		} else {
+			require.LessOrEqual(t, exact, kth+2*tol, "hit %d (ID %d) is not in the true top %d", i, h.ID, k)
+		}
+		if i > 0 {
+			p := hits[i-1]
+			if m.HigherIsBetter() {
+				require.True(t, p.Score > h.Score || (p.Score == h.Score && p.ID < h.ID), "hits %d and %d out of order: %v then %v", i-1, i, p, h)
+			} else {
+				require.True(t, p.Score < h.Score || (p.Score == h.Score && p.ID < h.ID), "hits %d and %d out of order: %v then %v", i-1, i, p, h)
+			}
+		}
+	}
+	// Away from near-ties the IDs must be exactly the reference's.
+	for i := 0; i < want; i++ {
+		tol := tolerance(m, ref[i].score)
+		clearAbove := i == 0 || math.Abs(ref[i-1].score-ref[i].score) > 2*tol
+		clearBelow := i+1 >= len(ref) || math.Abs(ref[i+1].score-ref[i].score) > 2*tol
+		if clearAbove && clearBelow {
+			require.Equal(t, ref[i].id, hits[i].ID, "rank %d", i)
+		}
+	}
+}
+
+// requireGPU reports whether UMBRA_REQUIRE_GPU=1 turns a missing adapter
+// into a failure rather than a skip.
+func requireGPU() bool { return os.Getenv("UMBRA_REQUIRE_GPU") == "1" }
+
+// backend is one way to run an index in the cross-backend tests.
+type backend struct {
+	name    string
+	device  engine.Device
+	adapter engine.AdapterSelect
+}
+
+var backends = []backend{
+	{"cpu", engine.CPU, engine.AdapterSelect{}},
+	{"vulkan", engine.GPU, engine.AdapterSelect{Backend: "vulkan"}},
+	{"gl", engine.GPU, engine.AdapterSelect{Backend: "gl"}},
+}
+
+// open creates an index on b, skipping (or, with UMBRA_REQUIRE_GPU=1,
+// failing) when b is a GPU backend with no working adapter.
+func open(t *testing.T, b backend, cfg engine.Config) *engine.Index {
+	t.Helper()
+	cfg.Device, cfg.Adapter = b.device, b.adapter
+	ix, err := engine.New(cfg)
+	if err != nil && b.device == engine.GPU {
+		if requireGPU() {
+			t.Fatalf("UMBRA_REQUIRE_GPU=1 but no %s adapter works: %v", b.name, err)
+		}
+		t.Skipf("no %s adapter: %v", b.name, err)
+	}
+	require.NoError(t, err)
+	t.Cleanup(func() { ix.Close() })
+	if b.device == engine.GPU {
+		info := ix.Info()
+		require.Equal(t, engine.BackendGPU, info.Backend)
+		require.Equal(t, b.adapter.Backend, info.Adapter.API)
+	}
+	return ix
+}

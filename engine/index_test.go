@@ -1,0 +1,237 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/engine"
+)
+
+var metrics = []engine.Metric{engine.Cosine, engine.Dot, engine.L2}
+
+// TestSearchMatchesReference checks every backend against a float64
+// reference across dimensions (1 and 3 exercise the vec4 padding), a row
+// count that is not a multiple of any workgroup size, and a chunk cap that
+// splits the slab over several device buffers.
+func TestSearchMatchesReference(t *testing.T) {
+	r := newRand(t)
+	dims := []int{1, 3, 127, 768, 1536}
+	const n = 1037
+	for _, dim := range dims {
+		data := randomVectors(r, n, dim)
+		queries := randomVectors(r, 3, dim)
+		queries = append(queries, data[17]) // a stored vector is its own best match
+		for _, b := range backends {
+			for _, m := range metrics {
+				t.Run(fmt.Sprintf("%s/%s/dim%d", b.name, m, dim), func(t *testing.T) {
+					ix := open(t, b, engine.Config{Dim: dim, Metric: m, MaxChunkRows: 400})
+					ids, err := ix.Add(data)
+					require.NoError(t, err)
+					require.Len(t, ids, n)
+					assert.Equal(t, uint64(0), ids[0])
+					assert.Equal(t, uint64(n-1), ids[n-1])
+					if b.device == engine.GPU {
+						assert.Equal(t, 3, ix.Info().Chunks, "1037 rows at 400 per chunk")
+					}
+					for qi, q := range queries {
+						for _, k := range []int{1, 10, 100} {
+							hits, err := ix.Search(context.Background(), q, k)
+							require.NoError(t, err, "query %d k %d", qi, k)
+							checkHits(t, m, data, q, k, hits)
+						}
+					}
+					if m != engine.L2 {
+						hits, err := ix.Search(context.Background(), data[17], 1)
+						require.NoError(t, err)
+						if m == engine.Cosine {
+							// In one dimension every vector of the same
+							// sign ties at 1, so check the score.
+							assert.InDelta(t, 1, hits[0].Score, 1e-6, "a stored vector has cosine 1 with itself")
+						}
+					} else {
+						hits, err := ix.Search(context.Background(), data[17], 1)
+						require.NoError(t, err)
+						assert.Equal(t, uint64(17), hits[0].ID)
+						assert.InDelta(t, 0, hits[0].Score, 1e-6)
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestBackendsAgree checks that the GPU backends and the fallback return the
+// same IDs and scores for the same data, at several k including k > Len.
+func TestBackendsAgree(t *testing.T) {
+	r := newRand(t)
+	const dim, n = 96, 2500
+	data := randomVectors(r, n, dim)
+	queries := randomVectors(r, 8, dim)
+	for _, m := range metrics {
+		var results [][][]engine.Hit
+		var names []string
+		for _, b := range backends {
+			ok := t.Run(fmt.Sprintf("%s/%s", b.name, m), func(t *testing.T) {
+				ix := open(t, b, engine.Config{Dim: dim, Metric: m, MaxChunkRows: 1000})
+				_, err := ix.Add(data)
+				require.NoError(t, err)
+				var res [][]engine.Hit
+				for _, k := range []int{1, 7, 64, n + 5} {
+					all, err := ix.SearchBatch(context.Background(), queries, k)
+					require.NoError(t, err)
+					res = append(res, all...)
+				}
+				results = append(results, res)
+				names = append(names, b.name)
+			})
+			if !ok {
+				return
+			}
+		}
+		for i := 1; i < len(results); i++ {
+			for qi := range results[0] {
+				a, b := results[0][qi], results[i][qi]
+				require.Equal(t, len(a), len(b))
+				for j := range a {
+					tol := tolerance(m, float64(a[j].Score))
+					assert.InDelta(t, a[j].Score, b[j].Score, tol, "%s vs %s, %s, list %d rank %d", names[0], names[i], m, qi, j)
+					if a[j].ID != b[j].ID {
+						// Only a near-tie may swap IDs.
+						assert.InDelta(t, a[j].Score, b[j].Score, tol, "%s vs %s, %s: rank %d IDs %d vs %d", names[0], names[i], m, j, a[j].ID, b[j].ID)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestIncrementalAdd adds in uneven batches that end inside, exactly on and
+// across chunk boundaries, checking after each batch that everything stored
+// so far is searchable and nothing earlier moved.
+func TestIncrementalAdd(t *testing.T) {
+	r := newRand(t)
+	const dim = 20
+	sizes := []int{1, 49, 50, 1, 99, 300, 7}
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			ix := open(t, b, engine.Config{Dim: dim, Metric: engine.Dot, MaxChunkRows: 100})
+			var data [][]float32
+			for _, s := range sizes {
+				batch := randomVectors(r, s, dim)
+				ids, err := ix.Add(batch)
+				require.NoError(t, err)
+				require.Equal(t, uint64(len(data)), ids[0])
+				data = append(data, batch...)
+				require.Equal(t, len(data), ix.Len())
+				q := randomVectors(r, 1, dim)[0]
+				hits, err := ix.Search(context.Background(), q, len(data))
+				require.NoError(t, err)
+				checkHits(t, engine.Dot, data, q, len(data), hits)
+			}
+		})
+	}
+}
+
+func TestEmptyIndexAndLargeK(t *testing.T) {
+	r := newRand(t)
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			ix := open(t, b, engine.Config{Dim: 5})
+			hits, err := ix.Search(context.Background(), []float32{1, 2, 3, 4, 5}, 3)
+			require.NoError(t, err)
+			assert.Empty(t, hits)
+			ids, err := ix.Add(nil)
+			require.NoError(t, err)
+			assert.Empty(t, ids)
+			data := randomVectors(r, 4, 5)
+			_, err = ix.Add(data)
+			require.NoError(t, err)
+			hits, err = ix.Search(context.Background(), data[2], 1000)
+			require.NoError(t, err)
+			checkHits(t, engine.Cosine, data, data[2], 1000, hits)
+			assert.Len(t, hits, 4, "k > Len returns every vector")
+		})
+	}
+}
+
+// TestTiesBreakByLowerID stores identical vectors, whose scores are equal
+// on every backend, and expects them in ID order.
+func TestTiesBreakByLowerID(t *testing.T) {
+	r := newRand(t)
+	v := randomVectors(r, 1, 33)[0]
+	other := randomVectors(r, 1, 33)[0]
+	data := [][]float32{other, v, v, other, v, v}
+	for _, b := range backends {
+		for _, m := range metrics {
+			t.Run(fmt.Sprintf("%s/%s", b.name, m), func(t *testing.T) {
+				ix := open(t, b, engine.Config{Dim: 33, Metric: m})
+				_, err := ix.Add(data)
+				require.NoError(t, err)
+				hits, err := ix.Search(context.Background(), v, 4)
+				require.NoError(t, err)
+				ids := []uint64{hits[0].ID, hits[1].ID, hits[2].ID, hits[3].ID}
+				assert.Equal(t, []uint64{1, 2, 4, 5}, ids)
+			})
+		}
+	}
+}
+
+// TestConcurrentSearchAndAdd runs searches on several goroutines while
+// another goroutine adds; run with -race. Every result must be a valid
+// top-k of some prefix of the data that was stored when it ran.
+func TestConcurrentSearchAndAdd(t *testing.T) {
+	r := newRand(t)
+	const dim = 16
+	data := randomVectors(r, 600, dim)
+	queries := randomVectors(r, 4, dim)
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			ix := open(t, b, engine.Config{Dim: dim, Metric: engine.L2, MaxChunkRows: 128})
+			_, err := ix.Add(data[:100])
+			require.NoError(t, err)
+			var wg sync.WaitGroup
+			errs := make(chan error, 64)
+			for g := 0; g < 4; g++ {
+				wg.Add(1)
+				go func(g int) {
+					defer wg.Done()
+					for i := 0; i < 15; i++ {
+						hits, err := ix.Search(context.Background(), queries[g], 5)
+						if err != nil {
+							errs <- err
+							return
+						}
+						if len(hits) != 5 {
+							errs <- fmt.Errorf("got %d hits", len(hits))
+							return
+						}
+						for j := 1; j < len(hits); j++ {
+							if hits[j].Score < hits[j-1].Score {
+								errs <- fmt.Errorf("hits out of order: %v", hits)
+								return
+							}
+						}
+					}
+				}(g)
+			}
+			for lo := 100; lo < len(data); lo += 50 {
+				_, err := ix.Add(data[lo : lo+50])
+				require.NoError(t, err)
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+			require.Equal(t, len(data), ix.Len())
+			hits, err := ix.Search(context.Background(), queries[0], 10)
+			require.NoError(t, err)
+			checkHits(t, engine.L2, data, queries[0], 10, hits)
+		})
+	}
+}

@@ -1,0 +1,59 @@
+package engine_test
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/engine"
+)
+
+// TestSeedWorkload runs the seed's headline shape, 50,000 × 768, on every
+// backend without a chunk cap: at 153.6 MB it exceeds the 128 MiB storage
+// binding of lavapipe and many GPUs, so the real limit splits it. Set
+// UMBRA_LARGE_N (e.g. 1000000) to run a larger N where memory allows.
+func TestSeedWorkload(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: skipping the 50,000 × 768 workload")
+	}
+	n := 50000
+	if s := os.Getenv("UMBRA_LARGE_N"); s != "" {
+		var err error
+		n, err = strconv.Atoi(s)
+		require.NoError(t, err)
+	}
+	const dim = 768
+	r := newRand(t)
+	flat := make([]float32, n*dim)
+	for i := range flat {
+		flat[i] = r.Float32()*2 - 1
+	}
+	rows := make([][]float32, n)
+	for i := range rows {
+		rows[i] = flat[i*dim : (i+1)*dim]
+	}
+	queries := randomVectors(r, 2, dim)
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			ix := open(t, b, engine.Config{Dim: dim})
+			ids, err := ix.AddFlat(context.Background(), flat)
+			require.NoError(t, err)
+			require.Len(t, ids, n)
+			if b.device == engine.GPU {
+				info := ix.Info()
+				t.Logf("%s: %d chunks of %d rows, binding limit %d bytes", info.Adapter.Name, info.Chunks, info.ChunkRows, info.Limits.MaxStorageBindingBytes)
+				if uint64(n)*dim*4 > info.Limits.MaxStorageBindingBytes {
+					require.Greater(t, info.Chunks, 1)
+				}
+			}
+			for _, q := range queries {
+				hits, err := ix.Search(context.Background(), q, 10)
+				require.NoError(t, err)
+				checkHits(t, engine.Cosine, rows, q, 10, hits)
+			}
+		})
+	}
+}
