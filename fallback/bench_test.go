@@ -2,6 +2,7 @@ package fallback
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -116,5 +117,39 @@ func BenchmarkSearchBatch(b *testing.B) {
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/benchBatch, "ns/query")
 			})
 		})
+	}
+}
+
+// BenchmarkKernels measures the kernels alone on a tile of rows that sits
+// in L2, where they are bound by arithmetic rather than by memory: the
+// ceiling that Search and SearchBatch on a large slab are compared with.
+func BenchmarkKernels(b *testing.B) {
+	const stride, nr, nq = 768, 80, 64
+	rows := make([]float32, nr*stride)
+	qs := make([]float32, nq*stride)
+	for i := range rows {
+		rows[i] = float32(i%7) * 0.1
+	}
+	for i := range qs {
+		qs[i] = float32(i%5) * 0.1
+	}
+	dst := make([]float32, nq*nr)
+	for _, ks := range kernelSets() {
+		for _, m := range []Metric{Dot, L2} {
+			b.Run(fmt.Sprintf("rows/%v/%s", m, ks.name), func(b *testing.B) {
+				k := ks.rows(m)
+				for b.Loop() {
+					k(dst[:nr], qs[:stride], rows, stride)
+				}
+				b.ReportMetric(float64(nr*stride)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFMA/s")
+			})
+			b.Run(fmt.Sprintf("tile/%v/%s", m, ks.name), func(b *testing.B) {
+				k := ks.tile(m)
+				for b.Loop() {
+					k(dst, qs, nq, rows, nr, stride)
+				}
+				b.ReportMetric(float64(nq*nr*stride)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFMA/s")
+			})
+		}
 	}
 }

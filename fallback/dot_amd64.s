@@ -318,15 +318,17 @@ reduce_l2RowsAVX512:
 	VZEROUPPER
 	RET
 
-// func dotTile2x4AVX2(dst *float32, ldd int, qs *float32, qstride int, rows *float32, rstride, n, groups int)
-TEXT ·dotTile2x4AVX2(SB), NOSPLIT, $8-64
+// func dotPanel2x4AVX2(dst *float32, ldd int, qs *float32, qstride int, rows *float32, rstride, n, groups int, pf *float32, pfLines int)
+TEXT ·dotPanel2x4AVX2(SB), NOSPLIT, $16-80
 	MOVQ dst+0(FP), DI
 	MOVQ qs+16(FP), SI
-	MOVQ qstride+24(FP), CX
-	SHLQ $2, CX
-	LEAQ (SI)(CX*1), R9
 	MOVQ rows+32(FP), DX
-	MOVQ rstride+40(FP), R8
+	MOVQ rstride+40(FP), CX
+	SHLQ $2, CX
+	LEAQ (DX)(CX*1), BX
+	LEAQ (BX)(CX*1), R13
+	LEAQ (R13)(CX*1), R14
+	MOVQ qstride+24(FP), R8
 	SHLQ $2, R8
 	MOVQ n+48(FP), CX
 	MOVQ CX, R12
@@ -337,10 +339,21 @@ TEXT ·dotTile2x4AVX2(SB), NOSPLIT, $8-64
 	VMOVDQU (AX)(CX*4), Y12
 	MOVQ groups+56(FP), CX
 	MOVQ CX, left-8(SP)
-group_dotTile2x4AVX2:
-	LEAQ (DX)(R8*1), BX
-	LEAQ (DX)(R8*2), R13
-	LEAQ (BX)(R8*2), R14
+	MOVQ pf+64(FP), CX
+	MOVQ CX, pf-16(SP)
+group_dotPanel2x4AVX2:
+	MOVQ pfLines+72(FP), CX
+	TESTQ CX, CX
+	JZ nopf_dotPanel2x4AVX2
+	MOVQ pf-16(SP), AX
+pf_dotPanel2x4AVX2:
+	PREFETCHT0 (AX)
+	ADDQ $64, AX
+	DECQ CX
+	JNZ pf_dotPanel2x4AVX2
+	MOVQ AX, pf-16(SP)
+nopf_dotPanel2x4AVX2:
+	LEAQ (SI)(R8*1), R9
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
@@ -352,8 +365,8 @@ group_dotTile2x4AVX2:
 	XORQ AX, AX
 	MOVQ R12, CX
 	TESTQ CX, CX
-	JZ tail_dotTile2x4AVX2
-chunk_dotTile2x4AVX2:
+	JZ tail_dotPanel2x4AVX2
+chunk_dotPanel2x4AVX2:
 	VMOVUPS (SI)(AX*1), Y8
 	VMOVUPS (R9)(AX*1), Y9
 	VMOVUPS (DX)(AX*1), Y10
@@ -370,11 +383,11 @@ chunk_dotTile2x4AVX2:
 	VFMADD231PS Y10, Y9, Y7
 	ADDQ $32, AX
 	DECQ CX
-	JNZ chunk_dotTile2x4AVX2
-tail_dotTile2x4AVX2:
+	JNZ chunk_dotPanel2x4AVX2
+tail_dotPanel2x4AVX2:
 	MOVQ n+48(FP), CX
 	ANDQ $7, CX
-	JZ reduce_dotTile2x4AVX2
+	JZ reduce_dotPanel2x4AVX2
 	VMASKMOVPS (SI)(AX*1), Y12, Y8
 	VMASKMOVPS (R9)(AX*1), Y12, Y9
 	VMASKMOVPS (DX)(AX*1), Y12, Y10
@@ -389,7 +402,7 @@ tail_dotTile2x4AVX2:
 	VMASKMOVPS (R14)(AX*1), Y12, Y10
 	VFMADD231PS Y10, Y8, Y3
 	VFMADD231PS Y10, Y9, Y7
-reduce_dotTile2x4AVX2:
+reduce_dotPanel2x4AVX2:
 	MOVQ ldd+8(FP), CX
 	SHLQ $2, CX
 	LEAQ (CX)(CX*2), AX
@@ -405,24 +418,24 @@ reduce_dotTile2x4AVX2:
 	VEXTRACTF128 $1, Y4, X5
 	VADDPS X5, X4, X4
 	VMOVUPS X4, (DI)(CX*1)
-	ADDQ $16, DI
-	LEAQ (DX)(R8*4), DX
+	LEAQ (DI)(CX*2), DI
+	LEAQ (SI)(R8*2), SI
 	DECQ left-8(SP)
-	JNZ group_dotTile2x4AVX2
+	JNZ group_dotPanel2x4AVX2
 	VZEROUPPER
 	RET
 
-// func dotTile4x4AVX512(dst *float32, ldd int, qs *float32, qstride int, rows *float32, rstride, n, groups int)
-TEXT ·dotTile4x4AVX512(SB), NOSPLIT, $8-64
+// func dotPanel4x4AVX512(dst *float32, ldd int, qs *float32, qstride int, rows *float32, rstride, n, groups int, pf *float32, pfLines int)
+TEXT ·dotPanel4x4AVX512(SB), NOSPLIT, $16-80
 	MOVQ dst+0(FP), DI
 	MOVQ qs+16(FP), SI
-	MOVQ qstride+24(FP), CX
-	SHLQ $2, CX
-	LEAQ (SI)(CX*1), R9
-	LEAQ (R9)(CX*1), R10
-	LEAQ (R10)(CX*1), R11
 	MOVQ rows+32(FP), DX
-	MOVQ rstride+40(FP), R8
+	MOVQ rstride+40(FP), CX
+	SHLQ $2, CX
+	LEAQ (DX)(CX*1), BX
+	LEAQ (BX)(CX*1), R13
+	LEAQ (R13)(CX*1), R14
+	MOVQ qstride+24(FP), R8
 	SHLQ $2, R8
 	MOVQ n+48(FP), CX
 	MOVQ CX, R12
@@ -434,10 +447,23 @@ TEXT ·dotTile4x4AVX512(SB), NOSPLIT, $8-64
 	KMOVW AX, K1
 	MOVQ groups+56(FP), CX
 	MOVQ CX, left-8(SP)
-group_dotTile4x4AVX512:
-	LEAQ (DX)(R8*1), BX
-	LEAQ (DX)(R8*2), R13
-	LEAQ (BX)(R8*2), R14
+	MOVQ pf+64(FP), CX
+	MOVQ CX, pf-16(SP)
+group_dotPanel4x4AVX512:
+	MOVQ pfLines+72(FP), CX
+	TESTQ CX, CX
+	JZ nopf_dotPanel4x4AVX512
+	MOVQ pf-16(SP), AX
+pf_dotPanel4x4AVX512:
+	PREFETCHT0 (AX)
+	ADDQ $64, AX
+	DECQ CX
+	JNZ pf_dotPanel4x4AVX512
+	MOVQ AX, pf-16(SP)
+nopf_dotPanel4x4AVX512:
+	LEAQ (SI)(R8*1), R9
+	LEAQ (R9)(R8*1), R10
+	LEAQ (R10)(R8*1), R11
 	VXORPS Z0, Z0, Z0
 	VXORPS Z1, Z1, Z1
 	VXORPS Z2, Z2, Z2
@@ -457,8 +483,8 @@ group_dotTile4x4AVX512:
 	XORQ AX, AX
 	MOVQ R12, CX
 	TESTQ CX, CX
-	JZ tail_dotTile4x4AVX512
-chunk_dotTile4x4AVX512:
+	JZ tail_dotPanel4x4AVX512
+chunk_dotPanel4x4AVX512:
 	VMOVUPS (SI)(AX*1), Z16
 	VMOVUPS (R9)(AX*1), Z17
 	VMOVUPS (R10)(AX*1), Z18
@@ -485,11 +511,11 @@ chunk_dotTile4x4AVX512:
 	VFMADD231PS Z24, Z19, Z15
 	ADDQ $64, AX
 	DECQ CX
-	JNZ chunk_dotTile4x4AVX512
-tail_dotTile4x4AVX512:
+	JNZ chunk_dotPanel4x4AVX512
+tail_dotPanel4x4AVX512:
 	MOVQ n+48(FP), CX
 	ANDQ $15, CX
-	JZ reduce_dotTile4x4AVX512
+	JZ reduce_dotPanel4x4AVX512
 	VMOVUPS.Z (SI)(AX*1), K1, Z16
 	VMOVUPS.Z (R9)(AX*1), K1, Z17
 	VMOVUPS.Z (R10)(AX*1), K1, Z18
@@ -514,7 +540,7 @@ tail_dotTile4x4AVX512:
 	VFMADD231PS Z24, Z17, Z7
 	VFMADD231PS Z24, Z18, Z11
 	VFMADD231PS Z24, Z19, Z15
-reduce_dotTile4x4AVX512:
+reduce_dotPanel4x4AVX512:
 	MOVQ ldd+8(FP), CX
 	SHLQ $2, CX
 	LEAQ (CX)(CX*2), AX
@@ -574,22 +600,24 @@ reduce_dotTile4x4AVX512:
 	VEXTRACTF128 $1, Y12, X13
 	VADDPS X13, X12, X12
 	VMOVUPS X12, (DI)(AX*1)
-	ADDQ $16, DI
-	LEAQ (DX)(R8*4), DX
+	LEAQ (DI)(CX*4), DI
+	LEAQ (SI)(R8*4), SI
 	DECQ left-8(SP)
-	JNZ group_dotTile4x4AVX512
+	JNZ group_dotPanel4x4AVX512
 	VZEROUPPER
 	RET
 
-// func l2Tile2x4AVX2(dst *float32, ldd int, qs *float32, qstride int, rows *float32, rstride, n, groups int)
-TEXT ·l2Tile2x4AVX2(SB), NOSPLIT, $8-64
+// func l2Panel2x4AVX2(dst *float32, ldd int, qs *float32, qstride int, rows *float32, rstride, n, groups int, pf *float32, pfLines int)
+TEXT ·l2Panel2x4AVX2(SB), NOSPLIT, $16-80
 	MOVQ dst+0(FP), DI
 	MOVQ qs+16(FP), SI
-	MOVQ qstride+24(FP), CX
-	SHLQ $2, CX
-	LEAQ (SI)(CX*1), R9
 	MOVQ rows+32(FP), DX
-	MOVQ rstride+40(FP), R8
+	MOVQ rstride+40(FP), CX
+	SHLQ $2, CX
+	LEAQ (DX)(CX*1), BX
+	LEAQ (BX)(CX*1), R13
+	LEAQ (R13)(CX*1), R14
+	MOVQ qstride+24(FP), R8
 	SHLQ $2, R8
 	MOVQ n+48(FP), CX
 	MOVQ CX, R12
@@ -600,10 +628,21 @@ TEXT ·l2Tile2x4AVX2(SB), NOSPLIT, $8-64
 	VMOVDQU (AX)(CX*4), Y12
 	MOVQ groups+56(FP), CX
 	MOVQ CX, left-8(SP)
-group_l2Tile2x4AVX2:
-	LEAQ (DX)(R8*1), BX
-	LEAQ (DX)(R8*2), R13
-	LEAQ (BX)(R8*2), R14
+	MOVQ pf+64(FP), CX
+	MOVQ CX, pf-16(SP)
+group_l2Panel2x4AVX2:
+	MOVQ pfLines+72(FP), CX
+	TESTQ CX, CX
+	JZ nopf_l2Panel2x4AVX2
+	MOVQ pf-16(SP), AX
+pf_l2Panel2x4AVX2:
+	PREFETCHT0 (AX)
+	ADDQ $64, AX
+	DECQ CX
+	JNZ pf_l2Panel2x4AVX2
+	MOVQ AX, pf-16(SP)
+nopf_l2Panel2x4AVX2:
+	LEAQ (SI)(R8*1), R9
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
@@ -615,8 +654,8 @@ group_l2Tile2x4AVX2:
 	XORQ AX, AX
 	MOVQ R12, CX
 	TESTQ CX, CX
-	JZ tail_l2Tile2x4AVX2
-chunk_l2Tile2x4AVX2:
+	JZ tail_l2Panel2x4AVX2
+chunk_l2Panel2x4AVX2:
 	VMOVUPS (SI)(AX*1), Y8
 	VMOVUPS (R9)(AX*1), Y9
 	VMOVUPS (DX)(AX*1), Y10
@@ -641,11 +680,11 @@ chunk_l2Tile2x4AVX2:
 	VFMADD231PS Y11, Y11, Y7
 	ADDQ $32, AX
 	DECQ CX
-	JNZ chunk_l2Tile2x4AVX2
-tail_l2Tile2x4AVX2:
+	JNZ chunk_l2Panel2x4AVX2
+tail_l2Panel2x4AVX2:
 	MOVQ n+48(FP), CX
 	ANDQ $7, CX
-	JZ reduce_l2Tile2x4AVX2
+	JZ reduce_l2Panel2x4AVX2
 	VMASKMOVPS (SI)(AX*1), Y12, Y8
 	VMASKMOVPS (R9)(AX*1), Y12, Y9
 	VMASKMOVPS (DX)(AX*1), Y12, Y10
@@ -668,7 +707,7 @@ tail_l2Tile2x4AVX2:
 	VFMADD231PS Y11, Y11, Y3
 	VSUBPS Y9, Y10, Y11
 	VFMADD231PS Y11, Y11, Y7
-reduce_l2Tile2x4AVX2:
+reduce_l2Panel2x4AVX2:
 	MOVQ ldd+8(FP), CX
 	SHLQ $2, CX
 	LEAQ (CX)(CX*2), AX
@@ -684,24 +723,24 @@ reduce_l2Tile2x4AVX2:
 	VEXTRACTF128 $1, Y4, X5
 	VADDPS X5, X4, X4
 	VMOVUPS X4, (DI)(CX*1)
-	ADDQ $16, DI
-	LEAQ (DX)(R8*4), DX
+	LEAQ (DI)(CX*2), DI
+	LEAQ (SI)(R8*2), SI
 	DECQ left-8(SP)
-	JNZ group_l2Tile2x4AVX2
+	JNZ group_l2Panel2x4AVX2
 	VZEROUPPER
 	RET
 
-// func l2Tile4x4AVX512(dst *float32, ldd int, qs *float32, qstride int, rows *float32, rstride, n, groups int)
-TEXT ·l2Tile4x4AVX512(SB), NOSPLIT, $8-64
+// func l2Panel4x4AVX512(dst *float32, ldd int, qs *float32, qstride int, rows *float32, rstride, n, groups int, pf *float32, pfLines int)
+TEXT ·l2Panel4x4AVX512(SB), NOSPLIT, $16-80
 	MOVQ dst+0(FP), DI
 	MOVQ qs+16(FP), SI
-	MOVQ qstride+24(FP), CX
-	SHLQ $2, CX
-	LEAQ (SI)(CX*1), R9
-	LEAQ (R9)(CX*1), R10
-	LEAQ (R10)(CX*1), R11
 	MOVQ rows+32(FP), DX
-	MOVQ rstride+40(FP), R8
+	MOVQ rstride+40(FP), CX
+	SHLQ $2, CX
+	LEAQ (DX)(CX*1), BX
+	LEAQ (BX)(CX*1), R13
+	LEAQ (R13)(CX*1), R14
+	MOVQ qstride+24(FP), R8
 	SHLQ $2, R8
 	MOVQ n+48(FP), CX
 	MOVQ CX, R12
@@ -713,10 +752,23 @@ TEXT ·l2Tile4x4AVX512(SB), NOSPLIT, $8-64
 	KMOVW AX, K1
 	MOVQ groups+56(FP), CX
 	MOVQ CX, left-8(SP)
-group_l2Tile4x4AVX512:
-	LEAQ (DX)(R8*1), BX
-	LEAQ (DX)(R8*2), R13
-	LEAQ (BX)(R8*2), R14
+	MOVQ pf+64(FP), CX
+	MOVQ CX, pf-16(SP)
+group_l2Panel4x4AVX512:
+	MOVQ pfLines+72(FP), CX
+	TESTQ CX, CX
+	JZ nopf_l2Panel4x4AVX512
+	MOVQ pf-16(SP), AX
+pf_l2Panel4x4AVX512:
+	PREFETCHT0 (AX)
+	ADDQ $64, AX
+	DECQ CX
+	JNZ pf_l2Panel4x4AVX512
+	MOVQ AX, pf-16(SP)
+nopf_l2Panel4x4AVX512:
+	LEAQ (SI)(R8*1), R9
+	LEAQ (R9)(R8*1), R10
+	LEAQ (R10)(R8*1), R11
 	VXORPS Z0, Z0, Z0
 	VXORPS Z1, Z1, Z1
 	VXORPS Z2, Z2, Z2
@@ -736,8 +788,8 @@ group_l2Tile4x4AVX512:
 	XORQ AX, AX
 	MOVQ R12, CX
 	TESTQ CX, CX
-	JZ tail_l2Tile4x4AVX512
-chunk_l2Tile4x4AVX512:
+	JZ tail_l2Panel4x4AVX512
+chunk_l2Panel4x4AVX512:
 	VMOVUPS (SI)(AX*1), Z16
 	VMOVUPS (R9)(AX*1), Z17
 	VMOVUPS (R10)(AX*1), Z18
@@ -780,11 +832,11 @@ chunk_l2Tile4x4AVX512:
 	VFMADD231PS Z25, Z25, Z15
 	ADDQ $64, AX
 	DECQ CX
-	JNZ chunk_l2Tile4x4AVX512
-tail_l2Tile4x4AVX512:
+	JNZ chunk_l2Panel4x4AVX512
+tail_l2Panel4x4AVX512:
 	MOVQ n+48(FP), CX
 	ANDQ $15, CX
-	JZ reduce_l2Tile4x4AVX512
+	JZ reduce_l2Panel4x4AVX512
 	VMOVUPS.Z (SI)(AX*1), K1, Z16
 	VMOVUPS.Z (R9)(AX*1), K1, Z17
 	VMOVUPS.Z (R10)(AX*1), K1, Z18
@@ -825,7 +877,7 @@ tail_l2Tile4x4AVX512:
 	VFMADD231PS Z25, Z25, Z11
 	VSUBPS Z19, Z24, Z25
 	VFMADD231PS Z25, Z25, Z15
-reduce_l2Tile4x4AVX512:
+reduce_l2Panel4x4AVX512:
 	MOVQ ldd+8(FP), CX
 	SHLQ $2, CX
 	LEAQ (CX)(CX*2), AX
@@ -885,10 +937,10 @@ reduce_l2Tile4x4AVX512:
 	VEXTRACTF128 $1, Y12, X13
 	VADDPS X13, X12, X12
 	VMOVUPS X12, (DI)(AX*1)
-	ADDQ $16, DI
-	LEAQ (DX)(R8*4), DX
+	LEAQ (DI)(CX*4), DI
+	LEAQ (SI)(R8*4), SI
 	DECQ left-8(SP)
-	JNZ group_l2Tile4x4AVX512
+	JNZ group_l2Panel4x4AVX512
 	VZEROUPPER
 	RET
 

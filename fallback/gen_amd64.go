@@ -10,7 +10,7 @@
 // mask (masked-off lanes read as zero, add nothing and cannot fault); the
 // lanes are then reduced by one fixed tree. Independence comes from pairs,
 // not from splitting a pair: four rows per group in every kernel, times the
-// queries of a batch tile.
+// queries of a batch panel.
 package main
 
 import (
@@ -165,16 +165,23 @@ func rowsKernel(i isa, l2 bool) {
 
 var qPtr = []string{"SI", "R9", "R10", "R11"}
 
-// tileKernel: func name(dst *float32, ldd int, qs *float32, qstride int,
-// rows *float32, rstride, n, groups int)
-// dst[j*ldd+4g+r] = score(query j, row 4g+r) for j < nq, g < groups.
-// Accumulator of (query j, row r) is register 4j+r.
-func tileKernel(i isa, l2 bool, nq int) {
+// panelKernel: func name(dst *float32, ldd int, qs *float32, qstride int,
+// rows *float32, rstride, n, groups int, pf *float32, pfLines int)
+// dst[j*ldd+r] = score(query j, row r) for r < 4, j < nq*groups.
+//
+// A panel holds four rows (they stay in L1) and walks groups of nq queries
+// (streamed from L2), so a row is fetched from memory once per batch of
+// queries. Memory would idle while the rows are reused, so each group
+// also prefetches pfLines cache lines from pf onward: the caller points pf
+// at the next four rows.
+//
+// Accumulator of (query j of the group, row r) is register 4j+r.
+func panelKernel(i isa, l2 bool, nq int) {
 	metric := "dot"
 	if l2 {
 		metric = "l2"
 	}
-	name := fmt.Sprintf("%sTile%dx4%s", metric, nq, i.name)
+	name := fmt.Sprintf("%sPanel%dx4%s", metric, nq, i.name)
 	var qr []string
 	var row, diff, tmp string
 	if i.w == 16 {
@@ -192,17 +199,17 @@ func tileKernel(i isa, l2 bool, nq int) {
 		}
 	}
 	emit("")
-	emit("// func %s(dst *float32, ldd int, qs *float32, qstride int, rows *float32, rstride, n, groups int)", name)
-	emit("TEXT ·%s(SB), NOSPLIT, $8-64", name)
+	emit("// func %s(dst *float32, ldd int, qs *float32, qstride int, rows *float32, rstride, n, groups int, pf *float32, pfLines int)", name)
+	emit("TEXT ·%s(SB), NOSPLIT, $16-80", name)
 	ins("MOVQ dst+0(FP), DI")
 	ins("MOVQ qs+16(FP), SI")
-	ins("MOVQ qstride+24(FP), CX")
-	ins("SHLQ $2, CX")
-	for j := 1; j < nq; j++ {
-		ins("LEAQ (%s)(CX*1), %s", qPtr[j-1], qPtr[j])
-	}
 	ins("MOVQ rows+32(FP), DX")
-	ins("MOVQ rstride+40(FP), R8")
+	ins("MOVQ rstride+40(FP), CX")
+	ins("SHLQ $2, CX")
+	for r := 1; r < 4; r++ {
+		ins("LEAQ (%s)(CX*1), %s", rowPtr[r-1], rowPtr[r])
+	}
+	ins("MOVQ qstride+24(FP), R8")
 	ins("SHLQ $2, R8")
 	ins("MOVQ n+48(FP), CX")
 	ins("MOVQ CX, R12")
@@ -210,10 +217,23 @@ func tileKernel(i isa, l2 bool, nq int) {
 	setupMask(i)
 	ins("MOVQ groups+56(FP), CX")
 	ins("MOVQ CX, left-8(SP)")
+	ins("MOVQ pf+64(FP), CX")
+	ins("MOVQ CX, pf-16(SP)")
 	emit("group_%s:", name)
-	ins("LEAQ (DX)(R8*1), BX")
-	ins("LEAQ (DX)(R8*2), R13")
-	ins("LEAQ (BX)(R8*2), R14")
+	ins("MOVQ pfLines+72(FP), CX")
+	ins("TESTQ CX, CX")
+	ins("JZ nopf_%s", name)
+	ins("MOVQ pf-16(SP), AX")
+	emit("pf_%s:", name)
+	ins("PREFETCHT0 (AX)")
+	ins("ADDQ $64, AX")
+	ins("DECQ CX")
+	ins("JNZ pf_%s", name)
+	ins("MOVQ AX, pf-16(SP)")
+	emit("nopf_%s:", name)
+	for j := 1; j < nq; j++ {
+		ins("LEAQ (%s)(R8*1), %s", qPtr[j-1], qPtr[j])
+	}
 	for a := 0; a < 4*nq; a++ {
 		ins("VXORPS %s, %s, %s", reg(i, a), reg(i, a), reg(i, a))
 	}
@@ -257,8 +277,8 @@ func tileKernel(i isa, l2 bool, nq int) {
 		reduce4(i, 4*j, tmp)
 		ins("VMOVUPS X%d, %s", 4*j, dsts[j])
 	}
-	ins("ADDQ $16, DI")
-	ins("LEAQ (DX)(R8*4), DX")
+	ins("LEAQ (DI)(CX*%d), DI", nq)
+	ins("LEAQ (SI)(R8*%d), SI", nq)
 	ins("DECQ left-8(SP)")
 	ins("JNZ group_%s", name)
 	ins("VZEROUPPER")
@@ -322,8 +342,8 @@ func main() {
 		}
 	}
 	for _, l2 := range []bool{false, true} {
-		tileKernel(avx2, l2, 2)
-		tileKernel(avx512, l2, 4)
+		panelKernel(avx2, l2, 2)
+		panelKernel(avx512, l2, 4)
 	}
 	sumKernel()
 	if err := os.WriteFile("dot_amd64.s", out.Bytes(), 0o644); err != nil {

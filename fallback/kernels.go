@@ -15,21 +15,19 @@ type rowsKernel func(dst, q, rows []float32, stride int)
 type tileKernel func(dst, qs []float32, nq int, rows []float32, nr, stride int)
 
 type kernelSet struct {
-	name     string
-	dotRows  rowsKernel
-	l2Rows   rowsKernel
-	dotTile  tileKernel
-	l2Tile   tileKernel
-	tileRows int // row multiple the tile kernel prefers
+	name    string
+	dotRows rowsKernel
+	l2Rows  rowsKernel
+	dotTile tileKernel
+	l2Tile  tileKernel
 }
 
 var genericKernels = kernelSet{
-	name:     "generic",
-	dotRows:  dotRowsGo,
-	l2Rows:   l2RowsGo,
-	dotTile:  dotTileGo,
-	l2Tile:   l2TileGo,
-	tileRows: 1,
+	name:    "generic",
+	dotRows: dotRowsGo,
+	l2Rows:  l2RowsGo,
+	dotTile: dotTileGo,
+	l2Tile:  l2TileGo,
 }
 
 // active is chosen once at init (see dot_amd64.go / dot_generic.go) and only
@@ -118,7 +116,7 @@ func l2RowsGo(dst, q, rows []float32, stride int) {
 }
 
 // The tile kernels walk rows outermost: a row stays in L1 while every query
-// of the block (from L2) meets it.
+// of the block (from L2) meets it, as in the assembly panels.
 func dotTileGo(dst, qs []float32, nq int, rows []float32, nr, stride int) {
 	for i := 0; i < nr; i++ {
 		row := rows[i*stride : (i+1)*stride]

@@ -5,13 +5,16 @@ import (
 	"fmt"
 )
 
-// Cache budgets: a block of rows for one query streams through L1/L2; a
-// batch tile of rows plus a block of queries should sit in a 1 MiB L2 with
-// room to spare, so each row is fetched from memory once per query block.
+// Cache budgets. A block of rows for one query only streams through, so it
+// is sized for cheap cancellation checks and load balance. A batch walks
+// tiles of rows; the kernels keep four rows in L1 while the whole block of
+// queries streams past them from L2, so the query block must leave L2 room
+// (384 KiB of a typical 1-2 MiB) and each row is read from memory once per
+// query block.
 const (
-	blockBytes     = 64 << 10
-	tileBytes      = 256 << 10
-	queryTileBytes = 256 << 10
+	blockBytes      = 64 << 10
+	tileBytes       = 256 << 10
+	queryBlockBytes = 384 << 10
 )
 
 // plan splits a slab into blocks of rows whose strides are all present in
@@ -138,10 +141,10 @@ func Scores(ctx context.Context, dst []float32, s Slab, q []float32, m Metric, w
 	})
 }
 
-// SearchBatch is Search for many queries at once. It walks the slab in
-// tiles of rows that fit in L2 and scores a whole block of queries against
-// each tile before moving on, so a row is read from memory once per query
-// block rather than once per query.
+// SearchBatch is Search for many queries at once, with the same results.
+// It scores a whole block of queries against each few rows before moving
+// on, so a row is read from memory once per query block rather than once
+// per query.
 func SearchBatch(ctx context.Context, s Slab, qs [][]float32, k int, m Metric, workers int) (out [][]Hit, err error) {
 	defer guard(&err)
 	if err := m.check(); err != nil {
@@ -168,8 +171,8 @@ func SearchBatch(ctx context.Context, s Slab, qs [][]float32, k int, m Metric, w
 	}
 	ks := active
 	kern := ks.tile(m)
-	p := newPlan(s, rowsFor(tileBytes, stride, max(8, ks.tileRows)))
-	qb := min(nq, rowsFor(queryTileBytes, stride, 8))
+	p := newPlan(s, rowsFor(tileBytes, stride, 8))
+	qb := min(nq, rowsFor(queryBlockBytes, stride, 8))
 	nqb := (nq + qb - 1) / qb
 	items := nqb * p.nblocks
 	w := workerCount(workers, items, s.Rows*stride*nq)
