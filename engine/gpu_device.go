@@ -14,6 +14,7 @@ import (
 
 	"github.com/oliverbestmann/webgpu/wgpu"
 
+	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/host"
 	"github.com/umbravec/umbra/shaders"
 )
@@ -158,7 +159,7 @@ type gpuDevice struct {
 	queue     *wgpu.Queue
 	info      AdapterInfo
 	lim       DeviceLimits
-	pipelines map[shaders.ScoresLayout]*wgpu.ComputePipeline
+	pipelines pipelineCache
 }
 
 func limitsOf(l wgpu.Limits) DeviceLimits {
@@ -167,6 +168,7 @@ func limitsOf(l wgpu.Limits) DeviceLimits {
 		MaxBufferBytes:         l.MaxBufferSize,
 		MaxWorkgroupsPerDim:    l.MaxComputeWorkgroupsPerDimension,
 		MaxInvocations:         l.MaxComputeInvocationsPerWorkgroup,
+		MaxWorkgroupBytes:      l.MaxComputeWorkgroupStorageSize,
 	}
 }
 
@@ -174,7 +176,7 @@ func limitsOf(l wgpu.Limits) DeviceLimits {
 // defaults would cap maxBufferSize at 256 MiB. (Device.GetLimits is not
 // called: in this binding it can abort the process.)
 func openDevice(a *wgpu.Adapter) (*gpuDevice, error) {
-	d := &gpuDevice{adapter: a, info: describeAdapter(a), pipelines: map[shaders.ScoresLayout]*wgpu.ComputePipeline{}}
+	d := &gpuDevice{adapter: a, info: describeAdapter(a)}
 	err := gpuCall("request device", func() error {
 		lim := a.GetLimits()
 		d.lim = limitsOf(lim)
@@ -192,44 +194,12 @@ func openDevice(a *wgpu.Adapter) (*gpuDevice, error) {
 	return d, nil
 }
 
-// pipeline returns the compiled scores pipeline for layout l, compiling it
-// on first use. The caller holds d.mu.
-func (d *gpuDevice) pipeline(l shaders.ScoresLayout) (*wgpu.ComputePipeline, error) {
-	if p, ok := d.pipelines[l]; ok {
-		return p, nil
-	}
-	src, err := shaders.Scores(l)
-	if err != nil {
-		return nil, err
-	}
-	var p *wgpu.ComputePipeline
-	err = gpuCall("compile scores shader", func() error {
-		mod, err := d.device.TryCreateShaderModule(&wgpu.ShaderModuleDescriptor{
-			Label:      "scores.wgsl",
-			WGSLSource: &wgpu.ShaderSourceWGSL{Code: src},
-		})
-		if err != nil {
-			return err
-		}
-		defer mod.Release()
-		p, err = d.device.TryCreateComputePipeline(&wgpu.ComputePipelineDescriptor{
-			Label:   "scores",
-			Compute: wgpu.ProgrammableStageDescriptor{Module: mod, EntryPoint: "main"},
-		})
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	d.pipelines[l] = p
-	return p, nil
-}
-
-// selfTest runs the real scores shader on a small input through the same
-// code path an index uses and checks every score against float64. It is
-// what makes the probe prove the GPU works rather than that it exists.
+// selfTest runs the real shaders on a small input through the same code
+// path an index uses, checks every score against float64 and the device's
+// top-k against a host sort. It is what makes the probe prove the GPU works
+// rather than that it exists.
 func (d *gpuDevice) selfTest() error {
-	const dim, rows = 7, 300 // rows span more than one workgroup
+	const dim, rows, k = 7, 300, 5 // rows span more than one workgroup
 	slab := host.NewSlab(dim)
 	vs := make([][]float32, rows)
 	for i := range vs {
@@ -252,13 +222,28 @@ func (d *gpuDevice) selfTest() error {
 	if err != nil {
 		return err
 	}
+	want := make([]float32, rows)
 	for i := 0; i < rows; i++ {
-		var want float64
+		var w float64
 		for j, x := range slab.Row(i) {
-			want += float64(x) * float64(q[j])
+			w += float64(x) * float64(q[j])
 		}
-		if math.Abs(float64(got[i])-want) > 1e-4 {
-			return fmt.Errorf("%w: test dispatch gave score %g for row %d, want %g", ErrGPU, got[i], i, want)
+		if math.Abs(float64(got[i])-w) > 1e-4 {
+			return fmt.Errorf("%w: test dispatch gave score %g for row %d, want %g", ErrGPU, got[i], i, w)
+		}
+		want[i] = got[i]
+	}
+	hits, err := g.search(context.Background(), [][]float32{q}, k, rows)
+	if err != nil {
+		return err
+	}
+	ref := fallback.SelectTopK(want, k, fallback.Dot)
+	if len(hits) != 1 || len(hits[0]) != k {
+		return fmt.Errorf("%w: test top-k returned %d lists", ErrGPU, len(hits))
+	}
+	for i, h := range hits[0] {
+		if h.Row != ref[i].Row {
+			return fmt.Errorf("%w: test top-k rank %d is row %d, want %d", ErrGPU, i, h.Row, ref[i].Row)
 		}
 	}
 	return nil
@@ -364,7 +349,16 @@ func Probe(ctx context.Context, sel AdapterSelect) ProbeReport {
 		}
 	}
 	if rep.Auto < 0 {
-		rep.Reason, rep.Hint = fallbackReason(sel, rep.Adapters, false)
+		// Auto never probes a software adapter, so explain the choice
+		// the way Auto would.
+		view := make([]AdapterReport, len(rep.Adapters))
+		for i, r := range rep.Adapters {
+			view[i] = r
+			if r.Adapter.Software() {
+				view[i].Works, view[i].Error = true, ""
+			}
+		}
+		rep.Reason, rep.Hint = fallbackReason(sel, view, false)
 	}
 	return rep
 }

@@ -35,7 +35,7 @@ func NewOnDevice(cfg Config, adapter *wgpu.Adapter, device *wgpu.Device, limits 
 	if adapter == nil || device == nil {
 		return nil, fmt.Errorf("%w: NewOnDevice needs a non-nil adapter and device", ErrInvalidConfig)
 	}
-	d := &gpuDevice{adapter: adapter, device: device, pipelines: map[shaders.ScoresLayout]*wgpu.ComputePipeline{}}
+	d := &gpuDevice{adapter: adapter, device: device}
 	err = gpuCall("adopt device", func() error {
 		d.info = describeAdapter(adapter)
 		// The device's limits are not read back (Device.GetLimits can

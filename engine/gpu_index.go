@@ -6,39 +6,78 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
+	"sort"
 	"time"
 
 	"github.com/oliverbestmann/webgpu/wgpu"
 
+	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/host"
 	"github.com/umbravec/umbra/shaders"
 )
 
-// writePiece bounds one queue write so the driver's staging copy of a large
-// upload stays small.
-const writePiece = 16 << 20
+const (
+	// writePiece bounds one queue write so the driver's staging copy of a
+	// large upload stays small.
+	writePiece = 16 << 20
+	// batchQT is how many queries a batch scores per pass over the slab.
+	batchQT = 8
+	// paramsBytes is the size of scores.wgsl's Params uniform.
+	paramsBytes = 32
+)
 
 // gpuChunk is one resident run of rows: a storage buffer of at most
-// plan.RowsPerChunk rows, the scores it produces and its bind group.
+// plan.RowsPerChunk rows, its dispatch parameters and its bind group.
 type gpuChunk struct {
 	capRows int
 	rows    int // rows resident and valid
 	data    *wgpu.Buffer
-	scores  *wgpu.Buffer
 	params  *wgpu.Buffer
-	bind    *wgpu.BindGroup
+	bind    *wgpu.BindGroup // nil when a buffer it names was replaced
 }
 
-// wgpuIndex is the device side of one Index.
+// growBuffer is a device buffer that is replaced by a larger one when a
+// request outgrows it; its contents are scratch, never carried over.
+type growBuffer struct {
+	buf   *wgpu.Buffer
+	size  uint64
+	label string
+	usage wgpu.BufferUsage
+}
+
+// ensure makes the buffer at least size bytes and reports whether it was
+// replaced (so bind groups naming it must be rebuilt).
+func (b *growBuffer) ensure(dev *wgpu.Device, size uint64) (bool, error) {
+	if size <= b.size && b.buf != nil {
+		return false, nil
+	}
+	size = max(size, 2*b.size, 256)
+	nb, err := dev.TryCreateBuffer(&wgpu.BufferDescriptor{Label: b.label, Size: size, Usage: b.usage})
+	if err != nil {
+		return false, err
+	}
+	b.buf.Release()
+	b.buf, b.size = nb, size
+	return true, nil
+}
+
+// wgpuIndex is the device side of one Index: the resident chunks, and the
+// scratch buffers a search writes (queries, scores, select state, hits) and
+// reads back.
 type wgpuIndex struct {
 	dev     *gpuDevice
-	layout  shaders.ScoresLayout
-	pipe    *wgpu.ComputePipeline
+	metric  uint32
+	single  shaders.ScoresLayout // one query per pass
+	batch   shaders.ScoresLayout // batchQT queries per pass
 	plan    host.ChunkPlan
 	chunks  []*gpuChunk
-	query   *wgpu.Buffer
-	staging *wgpu.Buffer
-	stageN  int // rows the staging buffer holds
+	query   growBuffer
+	scoresB growBuffer
+	state   growBuffer
+	hits    growBuffer
+	staging growBuffer
+	selBind *wgpu.BindGroup
 }
 
 func newGPUIndex(dev *gpuDevice, stride int, metric uint32, maxChunkRows int) (*wgpuIndex, error) {
@@ -51,25 +90,31 @@ func newGPUIndex(dev *gpuDevice, stride int, metric uint32, maxChunkRows int) (*
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrTooLarge, err)
 	}
-	layout, err := shaders.PlanScores(stride, metric, dev.lim.MaxInvocations)
+	single, err := shaders.PlanScores(stride, metric, dev.lim.MaxInvocations, 1, dev.lim.MaxWorkgroupBytes)
 	if err != nil {
 		return nil, err
 	}
-	g := &wgpuIndex{dev: dev, layout: layout, plan: plan}
+	batch, err := shaders.PlanScores(stride, metric, dev.lim.MaxInvocations, batchQT, dev.lim.MaxWorkgroupBytes)
+	if err != nil {
+		return nil, err
+	}
+	g := &wgpuIndex{
+		dev: dev, metric: metric, single: single, batch: batch, plan: plan,
+		query:   growBuffer{label: "umbra queries", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopyDst},
+		scoresB: growBuffer{label: "umbra scores", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc},
+		state:   growBuffer{label: "umbra select state", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopyDst},
+		hits:    growBuffer{label: "umbra hits", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc},
+		staging: growBuffer{label: "umbra readback", usage: wgpu.BufferUsageMapRead | wgpu.BufferUsageCopyDst},
+	}
 	dev.mu.Lock()
 	defer dev.mu.Unlock()
-	if g.pipe, err = dev.pipeline(layout); err != nil {
-		return nil, err
+	// Compile everything now so a broken shader fails New, not a search.
+	for _, l := range []shaders.ScoresLayout{single, batch} {
+		if _, err := dev.scoresPipeline(l); err != nil {
+			return nil, err
+		}
 	}
-	err = gpuCall("create query buffer", func() error {
-		g.query, err = dev.device.TryCreateBuffer(&wgpu.BufferDescriptor{
-			Label: "umbra query",
-			Size:  uint64(stride) * 4,
-			Usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopyDst,
-		})
-		return err
-	})
-	if err != nil {
+	if _, err := dev.selectPipeline(metric); err != nil {
 		return nil, err
 	}
 	return g, nil
@@ -80,11 +125,12 @@ func (g *wgpuIndex) limits() DeviceLimits { return g.dev.lim }
 func (g *wgpuIndex) chunkRows() int       { return g.plan.RowsPerChunk }
 func (g *wgpuIndex) rowBytes() uint64     { return uint64(g.plan.Stride) * 4 }
 func (g *wgpuIndex) device() *wgpu.Device { return g.dev.device }
-func (g *wgpuIndex) queueOf() *wgpu.Queue { return g.dev.queue }
+func (g *wgpuIndex) queue() *wgpu.Queue   { return g.dev.queue }
 
-// grow gives chunk c room for need rows. A grown chunk gets new buffers; the
-// rows already resident are copied device to device, never re-sent from the
-// host. Capacity doubles so a run of small Adds costs amortised O(1) copies.
+// grow gives chunk c room for need rows. A grown chunk gets a new buffer;
+// the rows already resident are copied device to device, never re-sent from
+// the host. Capacity doubles so a run of small Adds costs amortised O(1)
+// copies.
 func (g *wgpuIndex) grow(c, need int) error {
 	for len(g.chunks) <= c {
 		g.chunks = append(g.chunks, &gpuChunk{})
@@ -93,8 +139,7 @@ func (g *wgpuIndex) grow(c, need int) error {
 	if need <= ch.capRows {
 		return nil
 	}
-	capRows := max(need, 2*ch.capRows, 256)
-	capRows = min(capRows, g.plan.RowsPerChunk)
+	capRows := min(max(need, 2*ch.capRows, 256), g.plan.RowsPerChunk)
 	dev := g.device()
 	return gpuCall("grow device buffers", func() error {
 		data, err := dev.TryCreateBuffer(&wgpu.BufferDescriptor{
@@ -105,62 +150,38 @@ func (g *wgpuIndex) grow(c, need int) error {
 		if err != nil {
 			return err
 		}
-		scores, err := dev.TryCreateBuffer(&wgpu.BufferDescriptor{
-			Label: fmt.Sprintf("umbra scores %d", c),
-			Size:  uint64(capRows) * 4,
-			Usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc,
-		})
-		if err != nil {
-			data.Release()
-			return err
-		}
-		params := ch.params
-		if params == nil {
-			if params, err = dev.TryCreateBuffer(&wgpu.BufferDescriptor{
+		if ch.params == nil {
+			if ch.params, err = dev.TryCreateBuffer(&wgpu.BufferDescriptor{
 				Label: fmt.Sprintf("umbra params %d", c),
-				Size:  16,
+				Size:  paramsBytes,
 				Usage: wgpu.BufferUsageUniform | wgpu.BufferUsageCopyDst,
 			}); err != nil {
 				data.Release()
-				scores.Release()
 				return err
 			}
-		}
-		bind, err := dev.TryCreateBindGroup(&wgpu.BindGroupDescriptor{
-			Label:  fmt.Sprintf("umbra bind %d", c),
-			Layout: g.pipe.GetBindGroupLayout(0),
-			Entries: []wgpu.BindGroupEntry{
-				{Binding: 0, Buffer: data, Size: wgpu.WholeSize},
-				{Binding: 1, Buffer: g.query, Size: wgpu.WholeSize},
-				{Binding: 2, Buffer: scores, Size: wgpu.WholeSize},
-				{Binding: 3, Buffer: params, Size: wgpu.WholeSize},
-			},
-		})
-		if err != nil {
-			data.Release()
-			scores.Release()
-			return err
 		}
 		if ch.rows > 0 {
 			enc, err := dev.TryCreateCommandEncoder(nil)
 			if err != nil {
+				data.Release()
 				return err
 			}
 			defer enc.Release()
 			if err := enc.TryCopyBufferToBuffer(ch.data, 0, data, 0, uint64(ch.rows)*g.rowBytes()); err != nil {
+				data.Release()
 				return err
 			}
 			cmd, err := enc.TryFinish(nil)
 			if err != nil {
+				data.Release()
 				return err
 			}
-			g.queueOf().Submit(cmd)
+			g.queue().Submit(cmd)
 			cmd.Release()
 		}
 		ch.data.Release()
-		ch.scores.Release()
 		ch.bind.Release()
-		ch.data, ch.scores, ch.params, ch.bind, ch.capRows = data, scores, params, bind, capRows
+		ch.data, ch.bind, ch.capRows = data, nil, capRows
 		return nil
 	})
 }
@@ -172,6 +193,11 @@ func (g *wgpuIndex) upload(ctx context.Context, s *host.Slab, from int) error {
 	if from >= s.Rows {
 		return nil
 	}
+	// The select shader sees every query's scores in one binding.
+	if uint64(s.Rows)*4 > g.dev.lim.MaxStorageBindingBytes || s.Rows >= math.MaxUint32 {
+		return fmt.Errorf("%w: %d rows need a %d-byte scores binding, the device allows %d",
+			ErrTooLarge, s.Rows, uint64(s.Rows)*4, g.dev.lim.MaxStorageBindingBytes)
+	}
 	first, last := from/g.plan.RowsPerChunk, (s.Rows-1)/g.plan.RowsPerChunk
 	type done struct{ c, rows int }
 	var commit []done
@@ -181,16 +207,16 @@ func (g *wgpuIndex) upload(ctx context.Context, s *host.Slab, from int) error {
 			return err
 		}
 		lo := max(from, start)
-		bytes := s.Data[lo*s.Stride : (start+n)*s.Stride]
+		rest := s.Data[lo*s.Stride : (start+n)*s.Stride]
 		off := uint64(lo-start) * g.rowBytes()
 		err := gpuCall("upload rows", func() error {
-			for len(bytes) > 0 {
-				piece := bytes[:min(len(bytes), writePiece/4)]
-				if err := g.queueOf().TryWriteBuffer(g.chunks[c].data, off, wgpu.ToBytes(piece)); err != nil {
+			for len(rest) > 0 {
+				piece := rest[:min(len(rest), writePiece/4)]
+				if err := g.queue().TryWriteBuffer(g.chunks[c].data, off, wgpu.ToBytes(piece)); err != nil {
 					return err
 				}
 				off += uint64(len(piece)) * 4
-				bytes = bytes[len(piece):]
+				rest = rest[len(piece):]
 			}
 			return nil
 		})
@@ -200,7 +226,7 @@ func (g *wgpuIndex) upload(ctx context.Context, s *host.Slab, from int) error {
 		commit = append(commit, done{c, n})
 	}
 	// Wait for the writes so a failure surfaces here, not in a search.
-	if err := gpuCall("finish upload", func() error { g.queueOf().Submit(); g.device().Poll(true, nil); return nil }); err != nil {
+	if err := gpuCall("finish upload", func() error { g.queue().Submit(); g.device().Poll(true, nil); return nil }); err != nil {
 		return err
 	}
 	for _, d := range commit {
@@ -213,39 +239,130 @@ func (g *wgpuIndex) upload(ctx context.Context, s *host.Slab, from int) error {
 }
 
 // grid returns the 2-D dispatch for a chunk of rows rows.
-func (g *wgpuIndex) grid(rows int) (x, y uint32) {
-	groups := (uint64(rows) + uint64(g.layout.Rows) - 1) / uint64(g.layout.Rows)
+func (g *wgpuIndex) grid(rows int, l shaders.ScoresLayout) (x, y uint32) {
+	groups := (uint64(rows) + uint64(l.Rows) - 1) / uint64(l.Rows)
 	maxX := uint64(g.dev.lim.MaxWorkgroupsPerDim)
 	if maxX == 0 {
 		maxX = 65535
 	}
-	gx := min(groups, maxX)
+	gx := min(max(groups, 1), maxX)
 	gy := (groups + gx - 1) / gx
 	return uint32(gx), uint32(gy)
 }
 
-// scores writes the query, scores every resident chunk in one submission,
-// copies the scores into one staging buffer and reads it back.
-func (g *wgpuIndex) scores(ctx context.Context, q []float32, rows int) ([]float32, error) {
+// selectGroups is the x extent of the select shader's hist and compact
+// dispatches: enough workgroups to keep a GPU busy, each striding over
+// several rows.
+func selectGroups(rows int) uint32 {
+	return uint32(min(max((rows+1023)/1024, 1), 1024))
+}
+
+// prepare sizes the scratch buffers for nq queries over rows rows with k
+// hits each, rebuilding the bind groups that named a replaced buffer.
+func (g *wgpuIndex) prepare(nq, rows, k int) error {
+	dev := g.device()
+	rebind := false
+	for _, r := range []struct {
+		b    *growBuffer
+		size uint64
+	}{
+		{&g.query, uint64(nq) * g.rowBytes()},
+		{&g.scoresB, uint64(nq) * uint64(rows) * 4},
+	} {
+		replaced, err := r.b.ensure(dev, r.size)
+		if err != nil {
+			return err
+		}
+		rebind = rebind || replaced
+	}
+	selRebind := rebind
+	for _, r := range []struct {
+		b    *growBuffer
+		size uint64
+	}{
+		{&g.state, uint64(nq) * shaders.StateBytes},
+		{&g.hits, uint64(nq) * uint64(k) * 8},
+	} {
+		replaced, err := r.b.ensure(dev, r.size)
+		if err != nil {
+			return err
+		}
+		selRebind = selRebind || replaced
+	}
+	if g.selBind == nil || selRebind {
+		bg, err := dev.TryCreateBindGroup(&wgpu.BindGroupDescriptor{
+			Label:  "umbra select",
+			Layout: g.dev.pipelines.selectBGL,
+			Entries: []wgpu.BindGroupEntry{
+				{Binding: 0, Buffer: g.scoresB.buf, Size: wgpu.WholeSize},
+				{Binding: 1, Buffer: g.state.buf, Size: wgpu.WholeSize},
+				{Binding: 2, Buffer: g.hits.buf, Size: wgpu.WholeSize},
+			},
+		})
+		if err != nil {
+			return err
+		}
+		g.selBind.Release()
+		g.selBind = bg
+	}
+	for c, ch := range g.chunks {
+		if ch.bind != nil && !rebind {
+			continue
+		}
+		bg, err := dev.TryCreateBindGroup(&wgpu.BindGroupDescriptor{
+			Label:  fmt.Sprintf("umbra scores %d", c),
+			Layout: g.dev.pipelines.scoresBGL,
+			Entries: []wgpu.BindGroupEntry{
+				{Binding: 0, Buffer: ch.data, Size: wgpu.WholeSize},
+				{Binding: 1, Buffer: g.query.buf, Size: wgpu.WholeSize},
+				{Binding: 2, Buffer: g.scoresB.buf, Size: wgpu.WholeSize},
+				{Binding: 3, Buffer: ch.params, Size: wgpu.WholeSize},
+			},
+		})
+		if err != nil {
+			return err
+		}
+		ch.bind.Release()
+		ch.bind = bg
+	}
+	return nil
+}
+
+// batchLimit is how many queries one submission may hold for rows rows:
+// all their scores must fit one storage binding, and the query index is a
+// grid dimension.
+func (g *wgpuIndex) batchLimit(rows int) int {
+	perQuery := uint64(max(rows, 1)) * 4
+	n := g.dev.lim.MaxStorageBindingBytes / perQuery
+	maxDim := uint64(g.dev.lim.MaxWorkgroupsPerDim)
+	if maxDim == 0 {
+		maxDim = 65535
+	}
+	return int(max(min(n, maxDim, 1024), 1))
+}
+
+// run scores qs against the first rows rows in one submission. With k > 0 it
+// then selects each query's top k on the device and reads back only those;
+// with k == 0 it reads back every score of the single query instead.
+func (g *wgpuIndex) run(ctx context.Context, qs [][]float32, k, rows int) (hits [][]fallback.Hit, all []float32, err error) {
 	g.dev.mu.Lock()
 	defer g.dev.mu.Unlock()
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	out := make([]float32, rows)
-	if rows == 0 {
-		return out, nil
+	nq := len(qs)
+	layout := g.single
+	if nq > 1 {
+		layout = g.batch
 	}
-	dev, queue := g.device(), g.queueOf()
+	dev, queue := g.device(), g.queue()
 	t := traceFrom(ctx)
 	start := time.Now()
-	// wait submits what is queued and blocks until the device is idle; a
+	// flush submits what is queued and blocks until the device is idle; a
 	// traced search calls it between stages so each stage is timed alone.
-	wait := func(enc **wgpu.CommandEncoder) error {
-		if *enc != nil {
-			cmd, err := (*enc).TryFinish(nil)
-			(*enc).Release()
-			*enc = nil
+	flush := func(enc *wgpu.CommandEncoder) error {
+		if enc != nil {
+			cmd, err := enc.TryFinish(nil)
 			if err != nil {
 				return err
 			}
@@ -257,56 +374,75 @@ func (g *wgpuIndex) scores(ctx context.Context, q []float32, rows int) ([]float3
 		dev.Poll(true, nil)
 		return nil
 	}
-	err := gpuCall("search", func() error {
-		if rows > g.stageN {
-			if g.staging != nil {
-				g.staging.Release()
-				g.staging, g.stageN = nil, 0
-			}
-			n := max(rows, 2*g.stageN)
-			st, err := dev.TryCreateBuffer(&wgpu.BufferDescriptor{
-				Label: "umbra readback",
-				Size:  uint64(n) * 4,
-				Usage: wgpu.BufferUsageMapRead | wgpu.BufferUsageCopyDst,
-			})
-			if err != nil {
-				return err
-			}
-			g.staging, g.stageN = st, n
-		}
-		if err := queue.TryWriteBuffer(g.query, 0, wgpu.ToBytes(q)); err != nil {
+	err = gpuCall("search", func() error {
+		if err := g.prepare(nq, rows, max(k, 1)); err != nil {
 			return err
 		}
-		var params [16]byte
-		for _, ch := range g.chunks {
-			x, _ := g.grid(ch.rows)
-			binary.LittleEndian.PutUint32(params[0:], uint32(ch.rows))
-			binary.LittleEndian.PutUint32(params[4:], x)
+		flat := make([]float32, 0, nq*g.plan.Stride)
+		for _, q := range qs {
+			flat = append(flat, q...)
+		}
+		if err := queue.TryWriteBuffer(g.query.buf, 0, wgpu.ToBytes(flat)); err != nil {
+			return err
+		}
+		var params [paramsBytes]byte
+		for c, ch := range g.chunks {
+			x, _ := g.grid(ch.rows, layout)
+			for i, v := range []uint32{uint32(ch.rows), x, uint32(c * g.plan.RowsPerChunk), uint32(rows), uint32(nq)} {
+				binary.LittleEndian.PutUint32(params[4*i:], v)
+			}
 			if err := queue.TryWriteBuffer(ch.params, 0, params[:]); err != nil {
 				return err
 			}
 		}
+		if k > 0 {
+			state := make([]byte, nq*shaders.StateBytes)
+			for i := 0; i < nq; i++ {
+				s := state[i*shaders.StateBytes:]
+				binary.LittleEndian.PutUint32(s[8:], uint32(k))     // remaining
+				binary.LittleEndian.PutUint32(s[20:], uint32(rows)) // n
+				binary.LittleEndian.PutUint32(s[24:], uint32(k))    // k
+			}
+			if err := queue.TryWriteBuffer(g.state.buf, 0, state); err != nil {
+				return err
+			}
+		}
 		if t != nil {
-			if err := wait(new(*wgpu.CommandEncoder)); err != nil {
+			if err := flush(nil); err != nil {
 				return err
 			}
 			start = stage(t, &t.Upload, start)
-			t.UploadBytes += int64(len(q)) * 4
+			t.UploadBytes += int64(len(flat)) * 4
 		}
+
 		enc, err := dev.TryCreateCommandEncoder(nil)
 		if err != nil {
 			return err
 		}
 		defer func() { enc.Release() }()
 		pass := enc.BeginComputePass(nil)
-		pass.SetPipeline(g.pipe)
+		pass.SetPipeline(g.dev.pipelines.scores[layout])
+		tiles := uint32((nq + int(layout.QT) - 1) / int(layout.QT))
 		for _, ch := range g.chunks {
 			if ch.rows == 0 {
 				continue
 			}
-			x, y := g.grid(ch.rows)
+			x, y := g.grid(ch.rows, layout)
 			pass.SetBindGroup(0, ch.bind, nil)
-			pass.DispatchWorkgroups(x, y, 1)
+			pass.DispatchWorkgroups(x, y, tiles)
+		}
+		if k > 0 {
+			sp := g.dev.pipelines.selects[g.metric]
+			gx := selectGroups(rows)
+			pass.SetBindGroup(0, g.selBind, nil)
+			for p := 0; p < 8; p++ {
+				pass.SetPipeline(sp.hist)
+				pass.DispatchWorkgroups(gx, uint32(nq), 1)
+				pass.SetPipeline(sp.scan)
+				pass.DispatchWorkgroups(uint32(nq), 1, 1)
+			}
+			pass.SetPipeline(sp.compact)
+			pass.DispatchWorkgroups(gx, uint32(nq), 1)
 		}
 		err = pass.TryEnd()
 		pass.Release()
@@ -314,58 +450,123 @@ func (g *wgpuIndex) scores(ctx context.Context, q []float32, rows int) ([]float3
 			return err
 		}
 		if t != nil {
-			if err := wait(&enc); err != nil {
+			if err := flush(enc); err != nil {
 				return err
 			}
+			enc.Release()
 			start = stage(t, &t.Kernel, start)
 			t.KernelClock = "wall"
 			if enc, err = dev.TryCreateCommandEncoder(nil); err != nil {
 				return err
 			}
 		}
-		for c, ch := range g.chunks {
-			if ch.rows == 0 {
-				continue
-			}
-			start := uint64(c*g.plan.RowsPerChunk) * 4
-			if err := enc.TryCopyBufferToBuffer(ch.scores, 0, g.staging, start, uint64(ch.rows)*4); err != nil {
-				return err
-			}
+
+		src, size := g.hits.buf, uint64(nq)*uint64(k)*8
+		if k == 0 {
+			src, size = g.scoresB.buf, uint64(rows)*4
 		}
-		cmd, err := enc.TryFinish(nil)
+		if _, err := g.staging.ensure(dev, size); err != nil {
+			return err
+		}
+		if err := enc.TryCopyBufferToBuffer(src, 0, g.staging.buf, 0, size); err != nil {
+			return err
+		}
+		if err := flush(enc); err != nil {
+			return err
+		}
+		raw, err := g.readback(size)
 		if err != nil {
 			return err
 		}
-		queue.Submit(cmd)
-		cmd.Release()
-		if err := g.readback(out); err != nil {
-			return err
-		}
 		if t != nil {
-			stage(t, &t.Readback, start)
-			t.ReadbackBytes += int64(rows) * 4
+			start = stage(t, &t.Readback, start)
+			t.ReadbackBytes += int64(size)
+		}
+		if k == 0 {
+			all = wgpu.FromBytes[float32](raw)
+			return nil
+		}
+		hits = g.decode(raw, nq, k)
+		if t != nil {
+			stage(t, &t.Select, start)
 		}
 		return nil
 	})
 	if err != nil {
+		return nil, nil, err
+	}
+	return hits, all, nil
+}
+
+// decode turns the read-back (score bits, row) pairs into best-first lists.
+// The device returns each query's k hits unordered; sorting k of them is the
+// host's only selection work.
+func (g *wgpuIndex) decode(raw []byte, nq, k int) [][]fallback.Hit {
+	higher := g.metric == shaders.MetricDot
+	out := make([][]fallback.Hit, nq)
+	for q := range out {
+		hs := make([]fallback.Hit, k)
+		for i := range hs {
+			off := (q*k + i) * 8
+			hs[i] = fallback.Hit{
+				Score: math.Float32frombits(binary.LittleEndian.Uint32(raw[off:])),
+				Row:   int(binary.LittleEndian.Uint32(raw[off+4:])),
+			}
+		}
+		sort.Slice(hs, func(a, b int) bool {
+			if hs[a].Score != hs[b].Score {
+				return (hs[a].Score > hs[b].Score) == higher
+			}
+			return hs[a].Row < hs[b].Row
+		})
+		out[q] = hs
+	}
+	return out
+}
+
+// readback maps the first size bytes of the staging buffer and returns a
+// copy of them.
+func (g *wgpuIndex) readback(size uint64) ([]byte, error) {
+	status := wgpu.MapAsyncStatus(0)
+	if err := g.staging.buf.TryMapAsync(wgpu.MapModeRead, 0, size, func(s wgpu.MapAsyncStatus) { status = s }); err != nil {
 		return nil, err
+	}
+	g.device().Poll(true, nil)
+	if status != wgpu.MapAsyncStatusSuccess {
+		return nil, fmt.Errorf("%w: mapping the readback buffer failed: %v", ErrGPU, status)
+	}
+	out := make([]byte, size)
+	copy(out, g.staging.buf.GetMappedRange(0, uint(size)))
+	return out, g.staging.buf.TryUnmap()
+}
+
+// search selects each query's top k on the device, in as few submissions as
+// the scores binding allows.
+func (g *wgpuIndex) search(ctx context.Context, qs [][]float32, k, rows int) ([][]fallback.Hit, error) {
+	if rows == 0 {
+		return make([][]fallback.Hit, len(qs)), nil
+	}
+	k = min(k, rows)
+	out := make([][]fallback.Hit, 0, len(qs))
+	step := g.batchLimit(rows)
+	for lo := 0; lo < len(qs); lo += step {
+		hits, _, err := g.run(ctx, qs[lo:min(lo+step, len(qs))], k, rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, hits...)
 	}
 	return out, nil
 }
 
-// readback maps the staging buffer, copies len(out) scores and unmaps it.
-func (g *wgpuIndex) readback(out []float32) error {
-	size := uint64(len(out)) * 4
-	status := wgpu.MapAsyncStatus(0)
-	if err := g.staging.TryMapAsync(wgpu.MapModeRead, 0, size, func(s wgpu.MapAsyncStatus) { status = s }); err != nil {
-		return err
+// scores returns every row's score for q: benchmarks compare all of them
+// with a float64 reference.
+func (g *wgpuIndex) scores(ctx context.Context, q []float32, rows int) ([]float32, error) {
+	if rows == 0 {
+		return []float32{}, nil
 	}
-	g.device().Poll(true, nil)
-	if status != wgpu.MapAsyncStatusSuccess {
-		return fmt.Errorf("%w: mapping the readback buffer failed: %v", ErrGPU, status)
-	}
-	copy(out, wgpu.FromBytes[float32](g.staging.GetMappedRange(0, uint(size))))
-	return g.staging.TryUnmap()
+	_, all, err := g.run(ctx, [][]float32{q}, 0, rows)
+	return all, err
 }
 
 func (g *wgpuIndex) release() {
@@ -375,12 +576,14 @@ func (g *wgpuIndex) release() {
 		for _, ch := range g.chunks {
 			ch.bind.Release()
 			ch.data.Release()
-			ch.scores.Release()
 			ch.params.Release()
 		}
 		g.chunks = nil
-		g.query.Release()
-		g.staging.Release()
+		g.selBind.Release()
+		for _, b := range []*growBuffer{&g.query, &g.scoresB, &g.state, &g.hits, &g.staging} {
+			b.buf.Release()
+			b.buf, b.size = nil, 0
+		}
 		return nil
 	})
 }

@@ -98,8 +98,7 @@ func TestTwoDimensionalGrid(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, 1))
-	capped := &gpuDevice{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim,
-		pipelines: map[shaders.ScoresLayout]*wgpu.ComputePipeline{}}
+	capped := &gpuDevice{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim}
 	capped.lim.MaxWorkgroupsPerDim = 7
 	const dim, rows = 64, 3001
 	slab := host.NewSlab(dim)
@@ -114,7 +113,7 @@ func TestTwoDimensionalGrid(t *testing.T) {
 	g, err := newGPUIndex(capped, slab.Stride, shaders.MetricL2, 0)
 	require.NoError(t, err)
 	defer g.release()
-	x, y := g.grid(rows)
+	x, y := g.grid(rows, g.single)
 	require.Equal(t, uint32(7), x)
 	require.Greater(t, y, uint32(1))
 	require.NoError(t, g.upload(context.Background(), slab, 0))

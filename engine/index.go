@@ -216,23 +216,7 @@ func (ix *Index) SearchBatch(ctx context.Context, queries [][]float32, k int) (a
 			return nil, err
 		}
 	}
-	all = make([][]Hit, len(qs))
-	if !ix.onGPU() && ix.slab.Rows > 0 {
-		res, err := fallback.SearchBatch(ctx, ix.view(), qs, k, ix.fallbackMetric(), ix.cfg.Workers)
-		if err != nil {
-			return nil, err
-		}
-		for i, r := range res {
-			all[i] = toHits(r)
-		}
-		return all, nil
-	}
-	for i, q := range qs {
-		if all[i], err = ix.search(ctx, q, k); err != nil {
-			return nil, err
-		}
-	}
-	return all, nil
+	return ix.searchMany(ctx, qs, k)
 }
 
 // prepare validates a query and returns it normalised (for Cosine) and
@@ -258,25 +242,49 @@ func (ix *Index) prepare(ctx context.Context, query []float32, k int, what strin
 
 // search runs one prepared query. The caller holds ix.mu.
 func (ix *Index) search(ctx context.Context, q []float32, k int) ([]Hit, error) {
-	if ix.slab.Rows == 0 {
-		return []Hit{}, nil
+	all, err := ix.searchMany(ctx, [][]float32{q}, k)
+	if err != nil {
+		return nil, err
 	}
-	t := traceFrom(ctx)
+	return all[0], nil
+}
+
+// searchMany runs prepared queries on the GPU (top-k selected on the
+// device) or on the fallback (rows read once per block of queries). Under
+// Device Auto a GPU failure moves this and later searches to the fallback.
+// The caller holds ix.mu.
+func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int) ([][]Hit, error) {
+	all := make([][]Hit, len(qs))
+	if ix.slab.Rows == 0 {
+		for i := range all {
+			all[i] = []Hit{}
+		}
+		return all, nil
+	}
 	if ix.onGPU() {
-		scores, err := ix.gpu.scores(ctx, q, ix.slab.Rows)
+		res, err := ix.gpu.search(ctx, qs, k, ix.slab.Rows)
 		if err == nil {
-			start := time.Now()
-			hits := toHits(fallback.SelectTopK(scores, k, ix.fallbackMetric()))
-			stage(t, &t.sink().Select, start)
-			return hits, nil
+			for i, r := range res {
+				all[i] = toHits(r)
+			}
+			return all, nil
 		}
 		if ctx.Err() != nil || ix.cfg.Device == GPU {
 			return nil, err
 		}
 		ix.demote(err)
 	}
+	t := traceFrom(ctx)
 	start := time.Now()
-	res, err := fallback.Search(ctx, ix.view(), q, k, ix.fallbackMetric(), ix.cfg.Workers)
+	var res [][]fallback.Hit
+	var err error
+	if len(qs) == 1 {
+		var one []fallback.Hit
+		one, err = fallback.Search(ctx, ix.view(), qs[0], k, ix.fallbackMetric(), ix.cfg.Workers)
+		res = [][]fallback.Hit{one}
+	} else {
+		res, err = fallback.SearchBatch(ctx, ix.view(), qs, k, ix.fallbackMetric(), ix.cfg.Workers)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -284,7 +292,10 @@ func (ix *Index) search(ctx context.Context, q []float32, k int) ([]Hit, error) 
 	if t != nil {
 		t.KernelClock = "cpu"
 	}
-	return toHits(res), nil
+	for i, r := range res {
+		all[i] = toHits(r)
+	}
+	return all, nil
 }
 
 func (ix *Index) onGPU() bool { return ix.gpu != nil && !ix.gpuDown.Load() }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 
+	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/host"
 )
 
@@ -35,6 +36,7 @@ type DeviceLimits struct {
 	MaxBufferBytes         uint64
 	MaxWorkgroupsPerDim    uint32
 	MaxInvocations         uint32
+	MaxWorkgroupBytes      uint32
 }
 
 // Info says how an index computes and, when it fell back to the CPU, why and
@@ -66,6 +68,9 @@ type gpuIndex interface {
 	// scores returns one score per resident row (the first rows rows) for
 	// the padded query q.
 	scores(ctx context.Context, q []float32, rows int) ([]float32, error)
+	// search returns, for each padded query, its best min(k, rows) rows,
+	// best first, ties by lower row, selected on the device.
+	search(ctx context.Context, qs [][]float32, k, rows int) ([][]fallback.Hit, error)
 	adapter() AdapterInfo
 	limits() DeviceLimits
 	chunkRows() int

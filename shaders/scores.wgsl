@@ -1,31 +1,41 @@
-// scores.wgsl: one similarity score per stored row against one query.
+// scores.wgsl: similarity scores of every stored row against a tile of
+// queries, written where the select shader finds them.
 //
 // Bindings (group 0):
 //   0  rows    array<vec4<f32>>  storage, read        one chunk of the slab, DIM4 vec4 per row
-//   1  query   array<vec4<f32>>  storage, read        the query, DIM4 vec4 (zero padded)
-//   2  scores  array<f32>        storage, read_write  one score per row of the chunk
-//   3  params  Params            uniform              rows in the chunk, workgroups per grid row
+//   1  query   array<vec4<f32>>  storage, read        nq queries, DIM4 vec4 each (zero padded)
+//   2  scores  array<f32>        storage, read_write  score of query j for global row r at j*n_total + r
+//   3  params  Params            uniform              this chunk's rows and place, grid width
 //
 // A team of TEAM invocations shares one row: lane i reads vec4 number i,
 // i+TEAM, ..., so consecutive lanes read consecutive 16-byte words and the
-// loads coalesce. ROWS teams make one workgroup. The team's partial sums are
-// reduced in workgroup memory. The grid is 2-D because one dimension holds at
-// most 65,535 workgroups on many adapters; params.groups_x is its width.
+// loads coalesce. ROWS teams make one workgroup. Each loaded vec4 of a row is
+// used for QT queries before the next is read, so a batch reads the slab
+// once per QT queries rather than once per query. The team's partial sums
+// are reduced in workgroup memory. The grid is 2-D over rows because one
+// dimension holds at most 65,535 workgroups on many adapters (params.groups_x
+// is its width); the z dimension walks the tiles of QT queries.
 //
 // METRIC 0 is the dot product (cosine over rows and query normalised on the
 // host); METRIC 1 is the squared Euclidean distance. Padding is zero in both
-// rows and query, so it adds nothing to either.
+// rows and queries, so it adds nothing to either.
 
 const DIM4: u32 = {{.Dim4}}u;
 const TEAM: u32 = {{.Team}}u;
 const ROWS: u32 = {{.Rows}}u;
+const QT: u32 = {{.QT}}u;
+const WG: u32 = {{.Workgroup}}u;
 const METRIC: u32 = {{.Metric}}u;
 
 struct Params {
-    rows: u32,
-    groups_x: u32,
+    rows: u32,     // rows in this chunk
+    groups_x: u32, // grid width in workgroups
+    base: u32,     // global index of the chunk's first row
+    n_total: u32,  // rows in the whole index: the stride between queries' scores
+    nq: u32,       // queries in this submission
     _pad0: u32,
     _pad1: u32,
+    _pad2: u32,
 }
 
 @group(0) @binding(0) var<storage, read> rows: array<vec4<f32>>;
@@ -33,39 +43,51 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> scores: array<f32>;
 @group(0) @binding(3) var<uniform> params: Params;
 
-var<workgroup> partial: array<f32, {{.Workgroup}}>;
+var<workgroup> partial: array<f32, {{.Partial}}>;
 
 @compute @workgroup_size({{.Workgroup}})
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     let group = wg.y * params.groups_x + wg.x;
     let lane = li % TEAM;
     let row = group * ROWS + li / TEAM;
+    let q0 = wg.z * QT;
 
-    var acc = vec4<f32>(0.0);
+    var acc: array<vec4<f32>, QT>;
     if (row < params.rows) {
         let base = row * DIM4;
         for (var i = lane; i < DIM4; i += TEAM) {
             let x = rows[base + i];
-            let q = query[i];
-            if (METRIC == 0u) {
-                acc = fma(x, q, acc);
-            } else {
-                let d = x - q;
-                acc = fma(d, d, acc);
+            for (var j = 0u; j < QT; j++) {
+                let q = query[min(q0 + j, params.nq - 1u) * DIM4 + i];
+                if (METRIC == 0u) {
+                    acc[j] = fma(x, q, acc[j]);
+                } else {
+                    let d = x - q;
+                    acc[j] = fma(d, d, acc[j]);
+                }
             }
         }
     }
-    partial[li] = (acc.x + acc.y) + (acc.z + acc.w);
+    for (var j = 0u; j < QT; j++) {
+        let a = acc[j];
+        partial[j * WG + li] = (a.x + a.y) + (a.z + a.w);
+    }
     workgroupBarrier();
 
     for (var s = TEAM / 2u; s > 0u; s = s / 2u) {
         if (lane < s) {
-            partial[li] = partial[li] + partial[li + s];
+            for (var j = 0u; j < QT; j++) {
+                partial[j * WG + li] = partial[j * WG + li] + partial[j * WG + li + s];
+            }
         }
         workgroupBarrier();
     }
 
     if (lane == 0u && row < params.rows) {
-        scores[row] = partial[li];
+        for (var j = 0u; j < QT; j++) {
+            if (q0 + j < params.nq) {
+                scores[(q0 + j) * params.n_total + params.base + row] = partial[j * WG + li];
+            }
+        }
     }
 }

@@ -10,7 +10,20 @@ import (
 //go:embed scores.wgsl
 var scoresSource string
 
-var scoresTemplate = template.Must(template.New("scores.wgsl").Option("missingkey=error").Parse(scoresSource))
+//go:embed select.wgsl
+var selectSource string
+
+var (
+	scoresTemplate = template.Must(template.New("scores.wgsl").Option("missingkey=error").Parse(scoresSource))
+	selectTemplate = template.Must(template.New("select.wgsl").Option("missingkey=error").Parse(selectSource))
+)
+
+// SelectWorkgroup is the invocation count of the select shader's hist and
+// compact entry points; StateBytes is the size of one query's select state.
+const (
+	SelectWorkgroup = 256
+	StateBytes      = 8*4 + 256*4
+)
 
 // Metric codes understood by the shaders.
 const (
@@ -25,6 +38,7 @@ type ScoresLayout struct {
 	Dim4   uint32 // stride / 4
 	Team   uint32 // invocations per row, a power of two
 	Rows   uint32 // rows per workgroup
+	QT     uint32 // queries scored per pass over a row
 	Metric uint32 // MetricDot or MetricL2
 }
 
@@ -35,7 +49,11 @@ func (l ScoresLayout) Workgroup() uint32 { return l.Team * l.Rows }
 // device that allows maxInvocations invocations per workgroup. A team is as
 // wide as the row has vec4 words, up to 64, so short rows do not leave lanes
 // idle; a workgroup holds 256 invocations (fewer where the device caps it).
-func PlanScores(stride int, metric uint32, maxInvocations uint32) (ScoresLayout, error) {
+//
+// qt is the number of queries scored per pass over the slab (1 for single
+// searches; more for batches, bounded by the workgroup memory the partial
+// sums need: qt × 256 × 4 bytes must fit in maxWorkgroupBytes).
+func PlanScores(stride int, metric uint32, maxInvocations uint32, qt uint32, maxWorkgroupBytes uint32) (ScoresLayout, error) {
 	if stride <= 0 || stride%4 != 0 {
 		return ScoresLayout{}, fmt.Errorf("shaders: stride %d is not a positive multiple of 4", stride)
 	}
@@ -51,20 +69,43 @@ func PlanScores(stride int, metric uint32, maxInvocations uint32) (ScoresLayout,
 	for team < dim4 && team < 64 && team*2 <= wg {
 		team *= 2
 	}
-	return ScoresLayout{Dim4: dim4, Team: team, Rows: wg / team, Metric: metric}, nil
+	if qt == 0 {
+		qt = 1
+	}
+	if maxWorkgroupBytes == 0 {
+		maxWorkgroupBytes = 16384
+	}
+	for qt > 1 && qt*wg*4 > maxWorkgroupBytes {
+		qt /= 2
+	}
+	return ScoresLayout{Dim4: dim4, Team: team, Rows: wg / team, QT: qt, Metric: metric}, nil
 }
 
 // Scores returns the WGSL source of the scores shader for layout l.
 func Scores(l ScoresLayout) (string, error) {
-	if l.Team == 0 || l.Team&(l.Team-1) != 0 || l.Rows == 0 || l.Dim4 == 0 {
+	if l.Team == 0 || l.Team&(l.Team-1) != 0 || l.Rows == 0 || l.Dim4 == 0 || l.QT == 0 {
 		return "", fmt.Errorf("shaders: invalid scores layout %+v", l)
 	}
 	var b strings.Builder
 	err := scoresTemplate.Execute(&b, struct {
 		ScoresLayout
 		Workgroup uint32
-	}{l, l.Workgroup()})
+		Partial   uint32
+	}{l, l.Workgroup(), l.QT * l.Workgroup()})
 	if err != nil {
+		return "", fmt.Errorf("shaders: %w", err)
+	}
+	return b.String(), nil
+}
+
+// Select returns the WGSL source of the top-k select shader (entry points
+// hist, scan and compact) for metric.
+func Select(metric uint32) (string, error) {
+	if metric != MetricDot && metric != MetricL2 {
+		return "", fmt.Errorf("shaders: unknown metric code %d", metric)
+	}
+	var b strings.Builder
+	if err := selectTemplate.Execute(&b, struct{ Metric uint32 }{metric}); err != nil {
 		return "", fmt.Errorf("shaders: %w", err)
 	}
 	return b.String(), nil

@@ -1,0 +1,143 @@
+//go:build cgo && !nogpu
+
+package engine
+
+import (
+	"github.com/oliverbestmann/webgpu/wgpu"
+
+	"github.com/umbravec/umbra/shaders"
+)
+
+// pipelineCache holds a device's compiled pipelines and their explicit bind
+// group layouts. Layouts are explicit, not derived from each pipeline, so one
+// bind group serves every scores variant (WebGPU's derived layouts are never
+// compatible between pipelines).
+type pipelineCache struct {
+	scoresBGL *wgpu.BindGroupLayout
+	selectBGL *wgpu.BindGroupLayout
+	scores    map[shaders.ScoresLayout]*wgpu.ComputePipeline
+	selects   map[uint32]*selectPipes
+}
+
+// selectPipes are the three entry points of select.wgsl for one metric.
+type selectPipes struct {
+	hist, scan, compact *wgpu.ComputePipeline
+}
+
+func storageEntry(binding uint32, readOnly bool) wgpu.BindGroupLayoutEntry {
+	t := wgpu.BufferBindingTypeStorage
+	if readOnly {
+		t = wgpu.BufferBindingTypeReadOnlyStorage
+	}
+	return wgpu.BindGroupLayoutEntry{Binding: binding, Visibility: wgpu.ShaderStageCompute, Buffer: wgpu.BufferBindingLayout{Type: t}}
+}
+
+// layouts creates the two bind group layouts once. The caller holds d.mu.
+func (d *gpuDevice) layouts() error {
+	if d.pipelines.scoresBGL != nil {
+		return nil
+	}
+	return gpuCall("create bind group layouts", func() error {
+		s, err := d.device.TryCreateBindGroupLayout(&wgpu.BindGroupLayoutDescriptor{
+			Label: "umbra scores",
+			Entries: []wgpu.BindGroupLayoutEntry{
+				storageEntry(0, true), storageEntry(1, true), storageEntry(2, false),
+				{Binding: 3, Visibility: wgpu.ShaderStageCompute, Buffer: wgpu.BufferBindingLayout{Type: wgpu.BufferBindingTypeUniform}},
+			},
+		})
+		if err != nil {
+			return err
+		}
+		sel, err := d.device.TryCreateBindGroupLayout(&wgpu.BindGroupLayoutDescriptor{
+			Label:   "umbra select",
+			Entries: []wgpu.BindGroupLayoutEntry{storageEntry(0, true), storageEntry(1, false), storageEntry(2, false)},
+		})
+		if err != nil {
+			s.Release()
+			return err
+		}
+		d.pipelines.scoresBGL, d.pipelines.selectBGL = s, sel
+		d.pipelines.scores = map[shaders.ScoresLayout]*wgpu.ComputePipeline{}
+		d.pipelines.selects = map[uint32]*selectPipes{}
+		return nil
+	})
+}
+
+// compile builds one pipeline per entry point of src with layout bgl.
+func (d *gpuDevice) compile(label, src string, bgl *wgpu.BindGroupLayout, entries ...string) ([]*wgpu.ComputePipeline, error) {
+	var out []*wgpu.ComputePipeline
+	err := gpuCall("compile "+label, func() error {
+		mod, err := d.device.TryCreateShaderModule(&wgpu.ShaderModuleDescriptor{
+			Label:      label,
+			WGSLSource: &wgpu.ShaderSourceWGSL{Code: src},
+		})
+		if err != nil {
+			return err
+		}
+		defer mod.Release()
+		pl, err := d.device.TryCreatePipelineLayout(&wgpu.PipelineLayoutDescriptor{
+			Label:            label,
+			BindGroupLayouts: []*wgpu.BindGroupLayout{bgl},
+		})
+		if err != nil {
+			return err
+		}
+		defer pl.Release()
+		for _, e := range entries {
+			p, err := d.device.TryCreateComputePipeline(&wgpu.ComputePipelineDescriptor{
+				Label:   label + ":" + e,
+				Layout:  pl,
+				Compute: wgpu.ProgrammableStageDescriptor{Module: mod, EntryPoint: e},
+			})
+			if err != nil {
+				return err
+			}
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// scoresPipeline returns the scores pipeline for l, compiling it on first
+// use. The caller holds d.mu.
+func (d *gpuDevice) scoresPipeline(l shaders.ScoresLayout) (*wgpu.ComputePipeline, error) {
+	if err := d.layouts(); err != nil {
+		return nil, err
+	}
+	if p, ok := d.pipelines.scores[l]; ok {
+		return p, nil
+	}
+	src, err := shaders.Scores(l)
+	if err != nil {
+		return nil, err
+	}
+	ps, err := d.compile("scores.wgsl", src, d.pipelines.scoresBGL, "main")
+	if err != nil {
+		return nil, err
+	}
+	d.pipelines.scores[l] = ps[0]
+	return ps[0], nil
+}
+
+// selectPipeline returns the select pipelines for metric, compiling them on
+// first use. The caller holds d.mu.
+func (d *gpuDevice) selectPipeline(metric uint32) (*selectPipes, error) {
+	if err := d.layouts(); err != nil {
+		return nil, err
+	}
+	if p, ok := d.pipelines.selects[metric]; ok {
+		return p, nil
+	}
+	src, err := shaders.Select(metric)
+	if err != nil {
+		return nil, err
+	}
+	ps, err := d.compile("select.wgsl", src, d.pipelines.selectBGL, "hist", "scan", "compact")
+	if err != nil {
+		return nil, err
+	}
+	sp := &selectPipes{hist: ps[0], scan: ps[1], compact: ps[2]}
+	d.pipelines.selects[metric] = sp
+	return sp, nil
+}

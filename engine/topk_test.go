@@ -1,0 +1,79 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/engine"
+)
+
+// TestDeviceTopK compares the GPU's on-device selection with the fallback
+// for k from 1 to 1,000 and N from 1 to past a chunk boundary, single and
+// batched, on data with many exact ties (duplicated rows), where the only
+// correct order is by lower ID.
+func TestDeviceTopK(t *testing.T) {
+	r := newRand(t)
+	const dim = 24
+	for _, n := range []int{1, 2, 999, 2100} {
+		base := randomVectors(r, max(n/3, 1), dim)
+		data := make([][]float32, n)
+		for i := range data {
+			data[i] = base[r.IntN(len(base))] // about three copies of each row
+		}
+		queries := append(randomVectors(r, 5, dim), data[0])
+		for _, m := range metrics {
+			cpu := open(t, backends[0], engine.Config{Dim: dim, Metric: m})
+			_, err := cpu.Add(data)
+			require.NoError(t, err)
+			for _, b := range backends[1:] {
+				t.Run(fmt.Sprintf("%s/%s/n%d", b.name, m, n), func(t *testing.T) {
+					ix := open(t, b, engine.Config{Dim: dim, Metric: m, MaxChunkRows: 1000})
+					_, err := ix.Add(data)
+					require.NoError(t, err)
+					for _, k := range []int{1, 2, 10, 100, 1000} {
+						want, err := cpu.SearchBatch(context.Background(), queries, k)
+						require.NoError(t, err)
+						got, err := ix.SearchBatch(context.Background(), queries, k)
+						require.NoError(t, err)
+						one, err := ix.Search(context.Background(), queries[2], k)
+						require.NoError(t, err)
+						require.Equal(t, got[2], one, "batched and single search differ, k=%d", k)
+						for qi := range queries {
+							requireSameHits(t, m, want[qi], got[qi], fmt.Sprintf("k=%d query %d", k, qi))
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// requireSameHits asserts two best-first lists agree: same length, scores
+// within tolerance, and the same IDs except where neighbouring scores are
+// within tolerance of each other (float32 rounding may order a near-tie
+// either way). Duplicated rows score identically within one backend, so
+// both backends list them by lower ID.
+func requireSameHits(t *testing.T, m engine.Metric, want, got []engine.Hit, what string) {
+	t.Helper()
+	require.Equal(t, len(want), len(got), what)
+	for i := range want {
+		tol := tolerance(m, float64(want[i].Score))
+		require.InDelta(t, want[i].Score, got[i].Score, tol, "%s rank %d", what, i)
+		if want[i].ID == got[i].ID {
+			continue
+		}
+		nearTie := (i > 0 && abs32(want[i-1].Score-want[i].Score) <= float32(2*tol)) ||
+			(i+1 < len(want) && abs32(want[i+1].Score-want[i].Score) <= float32(2*tol))
+		require.True(t, nearTie, "%s rank %d: ID %d, want %d (score %v vs %v)", what, i, got[i].ID, want[i].ID, got[i].Score, want[i].Score)
+	}
+}
+
+func abs32(x float32) float32 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}

@@ -1,0 +1,159 @@
+// select.wgsl: exact top-k of each query's scores on the device, so only k
+// (score, row) pairs per query are read back, whatever the number of rows.
+//
+// Bindings (group 0):
+//   0  scores  array<f32>           storage, read        query j's score for row r at j*n + r
+//   1  state   array<State>         storage, read_write  one radix-select state per query
+//   2  out     array<vec2<u32>>     storage, read_write  query j's hits at j*k ..: (score bits, row)
+//
+// Each row gets a 64-bit key, high word the score mapped to an unsigned
+// integer that sorts like the score (best highest; L2 flips it), low word
+// the complement of the row index, so equal scores rank lower rows first and
+// no two keys are equal. The k-th largest key is found by radix select, one
+// byte per pass from the top: `hist` counts the rows whose key matches the
+// bytes chosen so far, by their next byte; `scan` (one invocation per query)
+// walks the 256 counts from the top to the bin that holds the k-th key and
+// appends that byte. After eight passes the threshold is exact, and
+// `compact` writes the k rows whose keys are at least the threshold, in no
+// particular order; the host sorts those k.
+//
+// Dispatch: hist and compact as (G, queries, 1) workgroups of 256 striding
+// over the rows; scan as (queries, 1, 1). The host resets every State
+// (prefix 0, round 0, remaining = k, count 0, histogram 0) before the first
+// pass.
+
+const METRIC: u32 = {{.Metric}}u;
+
+struct State {
+    phi: u32,        // chosen high-word bits
+    plo: u32,        // chosen low-word bits
+    remaining: u32,  // keys still to take inside the chosen prefix
+    round: u32,      // bytes chosen so far, 0..8
+    count: atomic<u32>,
+    n: u32,          // rows
+    k: u32,          // hits wanted, at most n
+    _pad: u32,
+    hist: array<atomic<u32>, 256>,
+}
+
+@group(0) @binding(0) var<storage, read> scores: array<f32>;
+@group(0) @binding(1) var<storage, read_write> state: array<State>;
+@group(0) @binding(2) var<storage, read_write> out: array<vec2<u32>>;
+
+var<workgroup> local_hist: array<atomic<u32>, 256>;
+
+fn order_key(s: f32) -> u32 {
+    let b = bitcast<u32>(s);
+    var k: u32;
+    if ((b & 0x80000000u) != 0u) {
+        k = ~b;
+    } else {
+        k = b | 0x80000000u;
+    }
+    if (METRIC == 1u) {
+        k = ~k;
+    }
+    return k;
+}
+
+// matches reports whether key (hi, lo) agrees with the prefix on the bytes
+// chosen in the first `round` passes.
+fn matches(hi: u32, lo: u32, phi: u32, plo: u32, round: u32) -> bool {
+    if (round == 0u) {
+        return true;
+    }
+    if (round < 4u) {
+        let sh = 32u - 8u * round;
+        return (hi >> sh) == (phi >> sh);
+    }
+    if (hi != phi) {
+        return false;
+    }
+    if (round == 4u) {
+        return true;
+    }
+    let sh = 64u - 8u * round;
+    return (lo >> sh) == (plo >> sh);
+}
+
+fn digit(hi: u32, lo: u32, round: u32) -> u32 {
+    if (round < 4u) {
+        return (hi >> (24u - 8u * round)) & 255u;
+    }
+    return (lo >> (56u - 8u * round)) & 255u;
+}
+
+@compute @workgroup_size(256)
+fn hist(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) li: u32) {
+    atomicStore(&local_hist[li], 0u);
+    workgroupBarrier();
+    let qi = wg.y;
+    let n = state[qi].n;
+    let round = state[qi].round;
+    let phi = state[qi].phi;
+    let plo = state[qi].plo;
+    let base = qi * n;
+    let stride = nwg.x * 256u;
+    for (var i = wg.x * 256u + li; i < n; i += stride) {
+        let hi = order_key(scores[base + i]);
+        let lo = ~i;
+        if (matches(hi, lo, phi, plo, round)) {
+            atomicAdd(&local_hist[digit(hi, lo, round)], 1u);
+        }
+    }
+    workgroupBarrier();
+    let c = atomicLoad(&local_hist[li]);
+    if (c != 0u) {
+        atomicAdd(&state[qi].hist[li], c);
+    }
+}
+
+@compute @workgroup_size(1)
+fn scan(@builtin(workgroup_id) wg: vec3<u32>) {
+    let qi = wg.x;
+    var need = state[qi].remaining;
+    var b = 255u;
+    loop {
+        let c = atomicLoad(&state[qi].hist[b]);
+        if (c >= need || b == 0u) {
+            break;
+        }
+        need -= c;
+        b -= 1u;
+    }
+    let round = state[qi].round;
+    if (round < 4u) {
+        state[qi].phi |= b << (24u - 8u * round);
+    } else {
+        state[qi].plo |= b << (56u - 8u * round);
+    }
+    state[qi].remaining = need;
+    state[qi].round = round + 1u;
+    for (var i = 0u; i < 256u; i++) {
+        atomicStore(&state[qi].hist[i], 0u);
+    }
+}
+
+@compute @workgroup_size(256)
+fn compact(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+           @builtin(local_invocation_index) li: u32) {
+    let qi = wg.y;
+    let n = state[qi].n;
+    let k = state[qi].k;
+    let phi = state[qi].phi;
+    let plo = state[qi].plo;
+    let base = qi * n;
+    let stride = nwg.x * 256u;
+    for (var i = wg.x * 256u + li; i < n; i += stride) {
+        let s = scores[base + i];
+        let hi = order_key(s);
+        let lo = ~i;
+        if (hi > phi || (hi == phi && lo >= plo)) {
+            let slot = atomicAdd(&state[qi].count, 1u);
+            if (slot < k) {
+                out[qi * k + slot] = vec2<u32>(bitcast<u32>(s), i);
+            }
+        }
+    }
+}
