@@ -1,0 +1,358 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/host"
+)
+
+// The tests drive the built binary, as a user would: TestMain builds it
+// once into a temporary directory.
+var (
+	binDir   string
+	umbraBin string
+
+	nogpuOnce sync.Once
+	nogpuBin  string
+	nogpuErr  error
+
+	// childEnv is the environment of every run. Mesa's EGL prints
+	// "XDG_RUNTIME_DIR is invalid" on stderr when the variable is unset,
+	// which would be noise around the one-line errors under test.
+	childEnv []string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(testMain(m))
+}
+
+func testMain(m *testing.M) int {
+	var err error
+	binDir, err = os.MkdirTemp("", "umbra-cli-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(binDir)
+	childEnv = os.Environ()
+	if os.Getenv("XDG_RUNTIME_DIR") == "" {
+		rt := filepath.Join(binDir, "runtime")
+		if err := os.Mkdir(rt, 0o700); err == nil {
+			childEnv = append(childEnv, "XDG_RUNTIME_DIR="+rt)
+		}
+	}
+	umbraBin = filepath.Join(binDir, "umbra"+exeSuffix())
+	if out, err := goBuild(umbraBin, nil); err != nil {
+		fmt.Fprintf(os.Stderr, "building umbra: %v\n%s", err, out)
+		return 1
+	}
+	return m.Run()
+}
+
+func exeSuffix() string {
+	if runtime.GOOS == "windows" {
+		return ".exe"
+	}
+	return ""
+}
+
+// goBuild builds this package into out with extra environment.
+func goBuild(out string, extraEnv []string) ([]byte, error) {
+	cmd := exec.Command("go", "build", "-o", out, ".")
+	cmd.Env = append(os.Environ(), extraEnv...)
+	return cmd.CombinedOutput()
+}
+
+// nogpuBinary builds umbra without cgo (so without the wgpu backend) once.
+func nogpuBinary(t *testing.T) string {
+	t.Helper()
+	nogpuOnce.Do(func() {
+		nogpuBin = filepath.Join(binDir, "umbra-nogpu"+exeSuffix())
+		var out []byte
+		out, nogpuErr = goBuild(nogpuBin, []string{"CGO_ENABLED=0"})
+		if nogpuErr != nil {
+			nogpuErr = fmt.Errorf("%v\n%s", nogpuErr, out)
+		}
+	})
+	require.NoError(t, nogpuErr, "building umbra with CGO_ENABLED=0")
+	return nogpuBin
+}
+
+// result is what one run of the binary produced.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("exit %d\n--- stdout\n%s--- stderr\n%s", r.code, r.stdout, r.stderr)
+}
+
+func umbra(t *testing.T, args ...string) result {
+	t.Helper()
+	return runBinary(t, umbraBin, args...)
+}
+
+func runBinary(t *testing.T, bin string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = childEnv
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	r := result{stdout: stdout.String(), stderr: stderr.String()}
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		r.code = exit.ExitCode()
+	default:
+		t.Fatalf("running umbra %s: %v", strings.Join(args, " "), err)
+	}
+	return r
+}
+
+// requireErrorLine checks that a failed run explained itself in exactly one
+// line on stderr starting with "umbra: ", and returns that line. Lines a
+// graphics driver prints on its own are not ours to judge.
+func requireErrorLine(t *testing.T, r result) string {
+	t.Helper()
+	var ours []string
+	for _, l := range strings.Split(strings.TrimRight(r.stderr, "\n"), "\n") {
+		if strings.HasPrefix(l, "umbra") {
+			ours = append(ours, l)
+		}
+	}
+	require.Len(t, ours, 1, "want one error line on stderr\n%s", r)
+	require.True(t, strings.HasPrefix(ours[0], "umbra: "), "error line %q", ours[0])
+	require.True(t, strings.HasSuffix(r.stderr, ours[0]+"\n"), "the error line comes last\n%s", r)
+	return ours[0]
+}
+
+// newRand returns a generator from a logged seed; UMBRA_TEST_SEED replays one.
+func newRand(t *testing.T) *rand.Rand {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("UMBRA_TEST_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		require.NoError(t, err, "UMBRA_TEST_SEED")
+		seed = v
+	}
+	t.Logf("seed %d (replay with UMBRA_TEST_SEED=%d)", seed, seed)
+	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+}
+
+func randomMatrix(rng *rand.Rand, rows, dim int) *host.Matrix {
+	m := &host.Matrix{Rows: rows, Dim: dim, Data: make([]float32, rows*dim)}
+	for i := range m.Data {
+		m.Data[i] = float32(rng.NormFloat64())
+	}
+	return m
+}
+
+// writeMatrix writes m to dir/name (format by extension, dtype "<f4" or
+// "<f2" for .npy) and returns the path.
+func writeMatrix(t *testing.T, dir, name string, m *host.Matrix, dtype string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	require.NoError(t, host.WriteMatrixFile(p, m, dtype))
+	return p
+}
+
+// npyBytes builds an .npy file by hand, for headers the writer refuses to
+// produce.
+func npyBytes(descr, shape string, payload []byte) []byte {
+	header := fmt.Sprintf("{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr, shape)
+	pad := (64 - (10+len(header)+1)%64) % 64
+	header += strings.Repeat(" ", pad) + "\n"
+	b := []byte("\x93NUMPY\x01\x00")
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(header)))
+	b = append(b, header...)
+	return append(b, payload...)
+}
+
+func float32Bytes(xs []float32) []byte {
+	b := make([]byte, 0, 4*len(xs))
+	for _, x := range xs {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
+	}
+	return b
+}
+
+func writeFile(t *testing.T, dir, name string, b []byte) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	require.NoError(t, os.WriteFile(p, b, 0o644))
+	return p
+}
+
+func TestUsageErrorsExitTwo(t *testing.T) {
+	dir := t.TempDir()
+	rng := newRand(t)
+	data := writeMatrix(t, dir, "data.npy", randomMatrix(rng, 10, 4), "")
+	queries := writeMatrix(t, dir, "q.npy", randomMatrix(rng, 2, 4), "")
+	base := []string{"search", "--data", data, "--queries", queries}
+	tests := []struct {
+		name string
+		args []string
+		want string // in the error line
+	}{
+		{"no command", nil, ""},
+		{"unknown command", []string{"frob"}, `unknown command "frob"`},
+		{"flag before command", []string{"--bogus"}, "flags go after the command"},
+		{"unknown flag", []string{"search", "--bogus"}, "flag provided but not defined: --bogus"},
+		{"missing --data", []string{"search", "--queries", queries, "--k", "3"}, "missing required flag --data"},
+		{"missing --queries", []string{"search", "--data", data, "--k", "3"}, "missing required flag --queries"},
+		{"missing --k", base, "missing required flag --k"},
+		{"k zero", append(base, "--k", "0"), "--k must be at least 1"},
+		{"k negative", append(base, "--k=-2"), "--k must be at least 1"},
+		{"k not a number", append(base, "--k", "ten"), `invalid value "ten" for flag --k`},
+		{"k without value", append(base, "--k"), "flag needs an argument: --k"},
+		{"bad metric", append(base, "--k", "3", "--metric", "hamming"), "want cosine, dot or l2"},
+		{"bad device", append(base, "--k", "3", "--device", "tpu"), "want auto, gpu or cpu"},
+		{"bad backend", append(base, "--k", "3", "--backend", "cuda"), "want vulkan, metal, dx12 or gl"},
+		{"bad power", append(base, "--k", "3", "--power", "max"), "want high or low"},
+		{"search extra argument", append(base, "--k", "3", "extra"), `unexpected argument "extra"`},
+		{"convert one argument", []string{"convert", data}, "want IN and OUT, got 1"},
+		{"convert three arguments", []string{"convert", data, "a.npy", "b.npy"}, "want IN and OUT, got 3"},
+		{"convert unknown extension", []string{"convert", data, filepath.Join(dir, "out.csv")}, "want a .npy or .fvecs extension"},
+		{"convert f16 to fvecs", []string{"convert", data, filepath.Join(dir, "out.fvecs"), "--dtype", "f16"}, ".fvecs holds float32 only"},
+		{"convert bad dtype", []string{"convert", "--dtype", "f64", data, filepath.Join(dir, "out.npy")}, "want f32 or f16"},
+		{"probe argument", []string{"probe", "all"}, `unexpected argument "all"`},
+		{"probe bad backend", []string{"probe", "--backend", "cuda"}, "want vulkan, metal, dx12 or gl"},
+		{"version argument", []string{"version", "now"}, `unexpected argument "now"`},
+		{"help unknown command", []string{"help", "frob"}, `unknown command "frob"`},
+		{"help two commands", []string{"help", "probe", "search"}, "at most one command"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := umbra(t, tc.args...)
+			require.Equal(t, exitUsage, r.code, "%s", r)
+			assert.Empty(t, r.stdout)
+			if tc.args == nil {
+				assert.Contains(t, r.stderr, "Usage:", "no command prints the usage")
+				return
+			}
+			line := requireErrorLine(t, r)
+			assert.Contains(t, line, tc.want)
+		})
+	}
+	// Nothing was written by the refused conversions.
+	for _, name := range []string{"out.csv", "out.fvecs", "out.npy", "a.npy"} {
+		assert.NoFileExists(t, filepath.Join(dir, name))
+	}
+}
+
+func TestHelpPrintsUsageAndExample(t *testing.T) {
+	calls := [][]string{{"--help"}, {"-h"}, {"help"}}
+	for _, c := range commands {
+		calls = append(calls, []string{"help", c.name}, []string{c.name, "--help"}, []string{c.name, "-h"})
+	}
+	for _, args := range calls {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			r := umbra(t, args...)
+			require.Equal(t, exitOK, r.code, "%s", r)
+			assert.Empty(t, r.stderr)
+			assert.Contains(t, r.stdout, "Usage:")
+			assert.Regexp(t, `Examples?:\n  umbra `, r.stdout)
+		})
+	}
+}
+
+// TestHelpNamesEveryFlag keeps the hand-written help in step with the flags
+// each command really declares.
+func TestHelpNamesEveryFlag(t *testing.T) {
+	for _, c := range commands {
+		var help bytes.Buffer
+		writeUsage(&help, c)
+		fs := newFlagSet(c)
+		c.setup(fs)
+		fs.VisitAll(func(f *flag.Flag) {
+			assert.Contains(t, help.String(), "--"+f.Name+" ", "umbra help %s", c.name)
+			assert.Contains(t, c.synopsis, "--"+f.Name, "synopsis of %s", c.name)
+		})
+	}
+}
+
+func TestVersion(t *testing.T) {
+	r := umbra(t, "version")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.Contains(t, r.stdout, runtime.Version())
+	if gpuSupport {
+		assert.Contains(t, r.stdout, "gpu         yes")
+	}
+
+	r = umbra(t, "version", "--json")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	var v versionJSON
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &v), r.stdout)
+	assert.Equal(t, runtime.Version(), v.Go)
+	assert.Equal(t, gpuSupport, v.GPUSupport)
+	assert.NotEmpty(t, v.Version)
+	assert.NotEmpty(t, v.CPUKernel)
+
+	r = umbra(t, "--version")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	assert.Contains(t, r.stdout, "umbra ")
+}
+
+func TestNoGPUBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a second binary")
+	}
+	bin := nogpuBinary(t)
+
+	r := runBinary(t, bin, "version", "--json")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	var v versionJSON
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &v))
+	assert.False(t, v.GPUSupport)
+
+	r = runBinary(t, bin, "probe", "--json")
+	require.Equal(t, exitFailure, r.code, "%s", r)
+	requireErrorLine(t, r)
+	var p probeJSON
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &p), r.stdout)
+	assert.False(t, p.GPUSupport)
+	assert.Empty(t, p.Adapters)
+	assert.Nil(t, p.Auto)
+	require.Len(t, p.Findings, 1)
+	assert.Equal(t, causeNoGPUSupport, p.Findings[0].Cause)
+
+	dir := t.TempDir()
+	rng := newRand(t)
+	data := writeMatrix(t, dir, "data.npy", randomMatrix(rng, 20, 5), "")
+	queries := writeMatrix(t, dir, "q.npy", randomMatrix(rng, 2, 5), "")
+	r = runBinary(t, bin, "search", "--data", data, "--queries", queries, "--k", "2", "--device", "gpu")
+	require.Equal(t, exitFailure, r.code, "%s", r)
+	assert.Contains(t, requireErrorLine(t, r), "without GPU support")
+
+	r = runBinary(t, bin, "search", "--data", data, "--queries", queries, "--k", "2", "--json")
+	require.Equal(t, exitOK, r.code, "%s", r)
+	var s searchJSON
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &s))
+	assert.Equal(t, "cpu", s.Backend)
+	assert.Contains(t, s.Reason, "without GPU support")
+}

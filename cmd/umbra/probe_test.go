@@ -1,0 +1,204 @@
+package main
+
+import (
+	"encoding/json"
+	"path"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/engine"
+)
+
+func TestProbeJSON(t *testing.T) {
+	r := umbra(t, "probe", "--json")
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &doc), "%s", r)
+	for _, key := range []string{"gpu_support", "selection", "adapters", "auto", "why", "hint", "findings", "cpu_kernel"} {
+		assert.Contains(t, doc, key)
+	}
+	var p probeJSON
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &p))
+	assert.Equal(t, gpuSupport, p.GPUSupport)
+	for i, a := range p.Adapters {
+		t.Logf("adapter %d: %s (%s, %s) works=%v eligible=%v %s", i, a.Name, a.Backend, a.Type, a.Works, a.AutoEligible, a.Error)
+		assert.NotEmpty(t, a.Backend)
+		assert.Contains(t, []string{"discrete", "integrated", "cpu", "unknown"}, a.Type)
+		assert.NotNil(t, a.Features)
+		name := strings.ToLower(a.Name + " " + a.Driver)
+		if strings.Contains(name, "llvmpipe") || strings.Contains(name, "lavapipe") || strings.Contains(name, "swiftshader") {
+			assert.Equal(t, "cpu", a.Type, "%s is a software adapter", a.Name)
+			assert.True(t, a.Software)
+			assert.False(t, a.AutoEligible, "Auto never chooses a software adapter")
+		}
+		if a.Works {
+			assert.NotZero(t, a.Limits.MaxStorageBindingBytes, a.Name)
+			assert.Empty(t, a.Error)
+		} else {
+			assert.NotEmpty(t, a.Error)
+		}
+	}
+	eligible := slices.IndexFunc(p.Adapters, func(a probedAdapterJSON) bool { return a.AutoEligible })
+	if eligible < 0 {
+		require.Equal(t, exitFailure, r.code, "no adapter Auto would use: exit 1\n%s", r)
+		assert.Nil(t, p.Auto)
+		assert.Nil(t, doc["auto"])
+		assert.NotEmpty(t, p.Why)
+		require.NotEmpty(t, p.Findings)
+		line := requireErrorLine(t, r)
+		assert.Contains(t, line, "no adapter that --device auto would use")
+		soft := slices.ContainsFunc(p.Adapters, func(a probedAdapterJSON) bool { return a.Works && a.Software })
+		if soft {
+			assert.True(t, slices.ContainsFunc(p.Findings, func(f finding) bool { return f.Cause == causeSoftwareOnly }), "%+v", p.Findings)
+		}
+	} else {
+		require.Equal(t, exitOK, r.code, "%s", r)
+		require.NotNil(t, p.Auto)
+		assert.Equal(t, eligible, *p.Auto, "Auto takes the first eligible adapter in rank order")
+		assert.Empty(t, p.Findings)
+	}
+
+	// The text report says the same.
+	text := umbra(t, "probe")
+	assert.Equal(t, r.code, text.code, "%s", text)
+	assert.Contains(t, text.stdout, "Auto would use: ")
+	for _, a := range p.Adapters {
+		assert.Contains(t, text.stdout, a.Name)
+	}
+	if p.Auto == nil {
+		assert.Contains(t, text.stdout, "Likely causes")
+		for _, f := range p.Findings {
+			assert.Contains(t, text.stdout, "["+f.Cause+"]")
+		}
+	}
+}
+
+func TestProbeSelectionMatchingNothing(t *testing.T) {
+	if !gpuSupport {
+		t.Skip("built without the wgpu backend")
+	}
+	r := umbra(t, "probe", "--json", "--adapter", "no adapter is called this")
+	require.Equal(t, exitFailure, r.code, "%s", r)
+	var p probeJSON
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &p))
+	assert.Empty(t, p.Adapters)
+	assert.Equal(t, "no adapter is called this", p.Selection.Adapter)
+	require.NotEmpty(t, p.Findings)
+	assert.Equal(t, causeNoMatch, p.Findings[0].Cause)
+
+	// search --device gpu names the same failure; --device auto falls back.
+	rng := newRand(t)
+	dir := t.TempDir()
+	data := writeMatrix(t, dir, "d.npy", randomMatrix(rng, 10, 3), "")
+	r = umbra(t, "search", "--data", data, "--queries", data, "--k", "1", "--device", "gpu", "--adapter", "no adapter is called this")
+	require.Equal(t, exitFailure, r.code, "%s", r)
+	assert.Contains(t, requireErrorLine(t, r), "umbra probe")
+	s := decodeSearch(t, umbra(t, "search", "--data", data, "--queries", data, "--k", "1", "--adapter", "no adapter is called this", "--json"))
+	assert.Equal(t, "cpu", s.Backend)
+	assert.NotEmpty(t, s.Reason)
+	for i, res := range s.Results {
+		assert.Equal(t, uint64(i), res.Hits[0].ID, "each row is its own nearest under cosine")
+	}
+	if runtime.GOOS == "linux" {
+		r = umbra(t, "probe", "--backend", "metal")
+		require.Equal(t, exitFailure, r.code, "%s", r)
+		assert.Contains(t, r.stdout, "["+causeNoMatch+"]")
+	}
+}
+
+// fakeSystem is a machine described by its files and environment.
+type fakeSystem struct {
+	os    string
+	env   map[string]string
+	files []string
+	open  map[string]bool
+}
+
+func (f fakeSystem) goos() string             { return f.os }
+func (f fakeSystem) getenv(key string) string { return f.env[key] }
+func (f fakeSystem) glob(pattern string) []string {
+	var out []string
+	for _, p := range f.files {
+		if ok, _ := path.Match(pattern, p); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+func (f fakeSystem) openable(p string) bool { return f.open[p] }
+
+func causes(fs []finding) []string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, f.Cause)
+	}
+	return out
+}
+
+func TestDiagnose(t *testing.T) {
+	lavapipe := engine.AdapterReport{
+		Adapter: engine.AdapterInfo{Name: "llvmpipe (LLVM 15.0.6, 256 bits)", API: "vulkan", Type: "cpu"},
+		Limits:  engine.DeviceLimits{MaxStorageBindingBytes: 128 << 20, MaxBufferBytes: 2 << 30, MaxWorkgroupsPerDim: 65535, MaxInvocations: 1024},
+		Works:   true,
+	}
+	broken := engine.AdapterReport{
+		Adapter: engine.AdapterInfo{Name: "NVIDIA GeForce RTX 3050", API: "vulkan", Type: "discrete"},
+		Limits:  engine.DeviceLimits{MaxStorageBindingBytes: 64 << 20, MaxBufferBytes: 2 << 30, MaxWorkgroupsPerDim: 65535, MaxInvocations: 1024},
+		Error:   "umbra: GPU failure: compile scores shader: boom",
+	}
+	machine := fakeSystem{os: "linux", env: map[string]string{"HOME": "/home/u"}, files: []string{
+		"/usr/lib/x86_64-linux-gnu/libvulkan.so.1",
+		"/usr/share/vulkan/icd.d/lvp_icd.x86_64.json",
+		"/usr/share/vulkan/icd.d/radeon_icd.x86_64.json",
+		"/dev/dri/renderD128",
+	}, open: map[string]bool{"/dev/dri/renderD128": true}}
+	without := func(s fakeSystem, drop ...string) fakeSystem {
+		s.files = slices.DeleteFunc(slices.Clone(s.files), func(f string) bool {
+			return slices.ContainsFunc(drop, func(d string) bool { return strings.Contains(f, d) })
+		})
+		return s
+	}
+	tests := []struct {
+		name string
+		rep  engine.ProbeReport
+		sel  engine.AdapterSelect
+		sys  fakeSystem
+		gpu  bool
+		want []string
+		in   string // in some finding's detail
+	}{
+		{"built without gpu", engine.ProbeReport{Reason: "built without GPU support"}, engine.AdapterSelect{}, machine, false,
+			[]string{causeNoGPUSupport}, "built without"},
+		{"bare container", engine.ProbeReport{Reason: "no GPU adapter found"}, engine.AdapterSelect{}, fakeSystem{os: "linux"}, true,
+			[]string{causeNoLoader, causeNoDriver, causeNoDevice}, "libvulkan.so.1"},
+		{"only lavapipe installed, no GPU", engine.ProbeReport{Adapters: []engine.AdapterReport{lavapipe}}, engine.AdapterSelect{},
+			without(machine, "radeon", "renderD"), true, []string{causeNoDriver, causeNoDevice, causeSoftwareOnly}, "lvp_icd"},
+		{"GPU node not openable", engine.ProbeReport{Adapters: []engine.AdapterReport{lavapipe}}, engine.AdapterSelect{},
+			fakeSystem{os: "linux", files: machine.files}, true, []string{causeDevicePerm, causeSoftwareOnly}, "renderD128"},
+		{"driver override", engine.ProbeReport{Adapters: []engine.AdapterReport{lavapipe}}, engine.AdapterSelect{},
+			fakeSystem{os: "linux", env: map[string]string{"VK_ICD_FILENAMES": "/opt/x.json"}, files: machine.files, open: machine.open}, true,
+			[]string{causeNoDriver, causeSoftwareOnly}, "VK_ICD_FILENAMES=/opt/x.json"},
+		{"hardware adapter failed", engine.ProbeReport{Adapters: []engine.AdapterReport{broken, lavapipe}}, engine.AdapterSelect{},
+			without(machine, "libvulkan", "icd.d"), true, []string{causeSoftwareOnly, causeProbeFailed, causeLimitsTooSmall}, "64 MiB < 128 MiB"},
+		{"selection matches nothing", engine.ProbeReport{Reason: "no adapter matches backend dx12"}, engine.AdapterSelect{Backend: "dx12"},
+			machine, true, []string{causeNoMatch}, "dx12"},
+		{"other OS: report only", engine.ProbeReport{Reason: "no GPU adapter found", Hint: "install a driver"}, engine.AdapterSelect{},
+			fakeSystem{os: "windows"}, true, []string{causeNoAdapter}, "no GPU adapter found"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := diagnoseBuild(tc.rep, tc.sel, tc.sys, tc.gpu)
+			assert.Equal(t, tc.want, causes(got))
+			found := false
+			for _, f := range got {
+				assert.NotEmpty(t, f.Hint, f.Cause)
+				found = found || strings.Contains(f.Detail, tc.in)
+			}
+			assert.True(t, found, "no finding mentions %q: %+v", tc.in, got)
+		})
+	}
+}

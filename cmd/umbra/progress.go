@@ -1,0 +1,112 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+)
+
+// progress draws a one-line status on stderr for steps that run longer than
+// a second, and only when stderr is a terminal: pipes, logs and tests see
+// nothing. A step's line shows its elapsed time, then, once the step ends,
+// how long it took.
+type progress struct {
+	w       io.Writer
+	enabled bool
+	delay   time.Duration // how long a step runs before its line appears
+	every   time.Duration // how often the line is redrawn
+
+	mu    sync.Mutex
+	drawn bool // a status line is on screen and not yet ended
+}
+
+func newProgress(w io.Writer, enabled bool) *progress {
+	return &progress{w: w, enabled: enabled, delay: time.Second, every: 200 * time.Millisecond}
+}
+
+// stderrIsTerminal reports whether stderr is a character device other than
+// a dumb terminal. The standard library has no isatty; a character device is
+// a terminal in every case that matters here (/dev/null only swallows the
+// line).
+func stderrIsTerminal() bool {
+	if os.Getenv("TERM") == "dumb" {
+		return false
+	}
+	fi, err := os.Stderr.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// step starts showing label and returns the function that ends the step.
+func (p *progress) step(label string) (done func()) {
+	if p == nil || !p.enabled {
+		return func() {}
+	}
+	start := time.Now()
+	stop := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		wait := time.NewTimer(p.delay)
+		defer wait.Stop()
+		select {
+		case <-stop:
+			return
+		case <-wait.C:
+		}
+		tick := time.NewTicker(p.every)
+		defer tick.Stop()
+		for {
+			p.draw(fmt.Sprintf("%s… %s", label, seconds(time.Since(start))), false)
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(stop)
+			<-finished
+			if p.isDrawn() {
+				p.draw(fmt.Sprintf("%s: done in %s", label, seconds(time.Since(start))), true)
+			}
+		})
+	}
+}
+
+func seconds(d time.Duration) string { return fmt.Sprintf("%.1fs", d.Seconds()) }
+
+// draw replaces the status line with s; final ends the line.
+func (p *progress) draw(s string, final bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fmt.Fprintf(p.w, "\r\x1b[K%s", s)
+	p.drawn = !final
+	if final {
+		fmt.Fprintln(p.w)
+	}
+}
+
+func (p *progress) isDrawn() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.drawn
+}
+
+// clear erases an unfinished status line, so that an error message starts
+// at the beginning of a clean line.
+func (p *progress) clear() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.drawn {
+		fmt.Fprint(p.w, "\r\x1b[K")
+		p.drawn = false
+	}
+}

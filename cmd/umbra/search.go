@@ -1,0 +1,255 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/host"
+)
+
+var searchCommand = &command{
+	name:     "search",
+	summary:  "find the k most similar rows of a data file for each query",
+	synopsis: "search --data FILE --queries FILE --k K [--metric cosine|dot|l2] [--device auto|gpu|cpu] [--backend B] [--adapter NAME] [--power high|low] [--json]",
+	help: `
+For every row of --queries, find the K rows of --data most similar to it.
+The search is exact: every row is scored. IDs are row numbers of --data,
+counting from 0; results are best first, equal scores by lower ID.
+
+Files are .npy (2-D, float32 or float16, little-endian, C order) or .fvecs,
+chosen by extension. Both must have the same dimension. A row with NaN or
+infinite values, or under cosine a zero row, is an error that names it.
+
+Flags:
+  --data FILE      the vectors to search (required)
+  --queries FILE   the query vectors (required)
+  --k K            results per query, at least 1 (required); K above the
+                   number of rows returns every row
+  --metric M       cosine (default), dot (inner product), or l2 (squared
+                   Euclidean distance; lower is better, and it is the score)
+  --device D       auto (default): a hardware GPU that passes the probe,
+                   else the CPU, without failing; gpu: any adapter that
+                   passes the probe, software ones included, or fail;
+                   cpu: the pure-Go path only
+  --backend B      with auto or gpu: only adapters of this graphics API:
+                   vulkan, metal, dx12 or gl
+  --adapter NAME   with auto or gpu: only adapters whose name, vendor or
+                   driver contains NAME (see 'umbra probe')
+  --power P        high (default; discrete GPUs first) or low (integrated first)
+  --json           print JSON (schema: cmd/umbra/README.md)
+
+Output: comment lines starting with '#' name the backend, adapter and
+inputs; then a table with one line per hit: query, rank, id, score.`,
+	example: `
+umbra search --data docs.npy --queries questions.npy --k 5
+umbra search --data base.fvecs --queries query.fvecs --k 100 --metric l2 --device gpu --json`,
+	setup: func(fs *flag.FlagSet) func(context.Context, *env, []string) error {
+		var o searchOptions
+		fs.StringVar(&o.data, "data", "", "data file")
+		fs.StringVar(&o.queries, "queries", "", "query file")
+		fs.IntVar(&o.k, "k", 0, "results per query")
+		o.metric = newChoice("cosine", "cosine", "dot", "l2")
+		o.device = newChoice("auto", "auto", "gpu", "cpu")
+		fs.Var(o.metric, "metric", "metric")
+		fs.Var(o.device, "device", "device")
+		o.sel.declare(fs)
+		fs.BoolVar(&o.json, "json", false, "print JSON")
+		return func(ctx context.Context, e *env, args []string) error {
+			if len(args) > 0 {
+				return usagef("unexpected argument %q", args[0])
+			}
+			for _, name := range []string{"data", "queries", "k"} {
+				if !isSet(fs, name) {
+					return usagef("missing required flag --%s", name)
+				}
+			}
+			if o.k < 1 {
+				return usagef("--k must be at least 1, got %d", o.k)
+			}
+			return search(ctx, e, &o)
+		}
+	},
+}
+
+type searchOptions struct {
+	data, queries  string
+	k              int
+	metric, device *choice
+	sel            selectFlags
+	json           bool
+}
+
+// searchJSON is what search --json prints; README.md documents it.
+type searchJSON struct {
+	Backend   string       `json:"backend"` // "gpu" or "cpu"
+	Adapter   *adapterJSON `json:"adapter"` // null unless backend is "gpu"
+	CPUKernel string       `json:"cpu_kernel"`
+	Reason    string       `json:"reason"` // why --device auto fell back to the CPU
+	Hint      string       `json:"hint"`
+	Metric    string       `json:"metric"`
+	K         int          `json:"k"`
+	Dim       int          `json:"dim"`
+	Rows      int          `json:"rows"`
+	Data      string       `json:"data"`
+	Queries   string       `json:"queries"`
+	Results   []resultJSON `json:"results"`
+}
+
+type resultJSON struct {
+	Hits []hitJSON `json:"hits"`
+}
+
+type hitJSON struct {
+	ID    uint64 `json:"id"`
+	Score score  `json:"score"`
+}
+
+// score is a float32 printed with the fewest digits that read back to the
+// same float32. JSON has no infinities (a dot product or squared distance
+// can overflow float32), so those print as the strings "+Inf" and "-Inf".
+type score float32
+
+func (s score) text() string {
+	f := float64(s)
+	switch {
+	case math.IsInf(f, 1):
+		return "+Inf"
+	case math.IsInf(f, -1):
+		return "-Inf"
+	case math.IsNaN(f):
+		return "NaN"
+	}
+	return strconv.FormatFloat(f, 'g', -1, 32)
+}
+
+func (s score) MarshalJSON() ([]byte, error) {
+	f := float64(s)
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return []byte(`"` + s.text() + `"`), nil
+	}
+	return []byte(s.text()), nil
+}
+
+func search(ctx context.Context, e *env, o *searchOptions) error {
+	metric, err := engine.ParseMetric(o.metric.value)
+	if err != nil {
+		return usagef("%s", cause(err))
+	}
+	device, err := engine.ParseDevice(o.device.value)
+	if err != nil {
+		return usagef("%s", cause(err))
+	}
+	data, err := loadMatrix(e, "--data", o.data)
+	if err != nil {
+		return err
+	}
+	queries, err := loadMatrix(e, "--queries", o.queries)
+	if err != nil {
+		return err
+	}
+	if queries.Dim != data.Dim {
+		return fmt.Errorf("dimension mismatch: --queries %s has dimension %d, --data %s has dimension %d",
+			o.queries, queries.Dim, o.data, data.Dim)
+	}
+
+	cfg := engine.Config{Dim: data.Dim, Metric: metric, Device: device, Adapter: o.sel.adapterSelect()}
+	done := e.progress.step(fmt.Sprintf("indexing %d rows", data.Rows))
+	ix, err := engine.NewContext(ctx, cfg)
+	if err != nil {
+		done()
+		return fmt.Errorf("--device %s: %s (run 'umbra probe' to see every adapter)", device, cause(err))
+	}
+	defer ix.Close()
+	_, err = ix.AddFlat(ctx, data.Data)
+	done()
+	if err != nil {
+		return fmt.Errorf("--data %s: %s", o.data, cause(err))
+	}
+	rows := data.Rows
+	data = nil // the index holds its own copy
+
+	qs := make([][]float32, queries.Rows)
+	for i := range qs {
+		qs[i] = queries.Row(i)
+	}
+	done = e.progress.step(fmt.Sprintf("searching %d queries in %d rows", len(qs), rows))
+	all, err := ix.SearchBatch(ctx, qs, o.k)
+	done()
+	if err != nil {
+		if errors.Is(err, engine.ErrNonFinite) || errors.Is(err, engine.ErrZeroVector) || errors.Is(err, engine.ErrDimMismatch) {
+			return fmt.Errorf("--queries %s: %s", o.queries, cause(err))
+		}
+		return fmt.Errorf("search: %s", cause(err))
+	}
+
+	info := ix.Info()
+	out := searchJSON{
+		Backend:   string(info.Backend),
+		CPUKernel: info.CPUKernel,
+		Reason:    oneLine(info.Reason),
+		Hint:      info.Hint,
+		Metric:    metric.String(),
+		K:         o.k,
+		Dim:       info.Dim,
+		Rows:      info.Rows,
+		Data:      o.data,
+		Queries:   o.queries,
+		Results:   make([]resultJSON, len(all)),
+	}
+	if info.Backend == engine.BackendGPU {
+		a := adapterOf(info.Adapter)
+		out.Adapter = &a
+	}
+	for i, hits := range all {
+		r := resultJSON{Hits: make([]hitJSON, len(hits))}
+		for j, h := range hits {
+			r.Hits[j] = hitJSON{ID: h.ID, Score: score(h.Score)}
+		}
+		out.Results[i] = r
+	}
+	if o.json {
+		// One line: results can run to many thousands of hits.
+		return json.NewEncoder(e.stdout).Encode(out)
+	}
+	return writeSearchText(e.stdout, out)
+}
+
+// loadMatrix reads a data file, naming the flag it came from in errors.
+func loadMatrix(e *env, flagName, path string) (*host.Matrix, error) {
+	done := e.progress.step("loading " + path)
+	m, err := host.ReadMatrixFile(path)
+	done()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s", flagName, cause(err))
+	}
+	return m, nil
+}
+
+func writeSearchText(w io.Writer, r searchJSON) error {
+	switch {
+	case r.Adapter != nil:
+		fmt.Fprintf(w, "# backend gpu: %s (%s, %s), driver %s\n", r.Adapter.Name, r.Adapter.Backend, r.Adapter.Type, r.Adapter.Driver)
+	case r.Reason != "":
+		fmt.Fprintf(w, "# backend cpu (%s); GPU not used: %s (see 'umbra probe')\n", r.CPUKernel, r.Reason)
+	default:
+		fmt.Fprintf(w, "# backend cpu (%s)\n", r.CPUKernel)
+	}
+	fmt.Fprintf(w, "# metric %s, k %d; data %s: %d rows of dimension %d; queries %s: %d rows\n",
+		r.Metric, r.K, r.Data, r.Rows, r.Dim, r.Queries, len(r.Results))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "query\trank\tid\tscore")
+	for q, res := range r.Results {
+		for rank, h := range res.Hits {
+			fmt.Fprintf(tw, "%d\t%d\t%d\t%s\n", q, rank+1, h.ID, h.Score.text())
+		}
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+)
+
+var versionCommand = &command{
+	name:     "version",
+	summary:  "print the version, the Go version and whether GPU support is built in",
+	synopsis: "version [--json]",
+	help: `
+Print umbra's module version (and VCS revision when the build recorded one),
+the Go toolchain and platform it was built with, whether the wgpu GPU backend
+is compiled in (it needs cgo; the nogpu build tag leaves it out) and the CPU
+path's scoring kernel.
+
+Flags:
+  --json   print the same as JSON: {"version", "revision", "modified", "go",
+           "os", "arch", "gpu_support", "cpu_kernel"}`,
+	example: `umbra version`,
+	setup: func(fs *flag.FlagSet) func(context.Context, *env, []string) error {
+		asJSON := fs.Bool("json", false, "print JSON")
+		return func(ctx context.Context, e *env, args []string) error {
+			if len(args) > 0 {
+				return usagef("unexpected argument %q", args[0])
+			}
+			v := buildVersion()
+			if *asJSON {
+				return writeJSON(e.stdout, v)
+			}
+			fmt.Fprintf(e.stdout, "umbra %s\n", v.Version)
+			if v.Revision != "" {
+				mod := ""
+				if v.Modified {
+					mod = " (modified)"
+				}
+				fmt.Fprintf(e.stdout, "  revision    %s%s\n", v.Revision, mod)
+			}
+			fmt.Fprintf(e.stdout, "  go          %s %s/%s\n", v.Go, v.OS, v.Arch)
+			if v.GPUSupport {
+				fmt.Fprintln(e.stdout, "  gpu         yes (wgpu backend built in; 'umbra probe' tests the adapters)")
+			} else {
+				fmt.Fprintln(e.stdout, "  gpu         no (built without cgo or with the nogpu tag): searches run on the CPU")
+			}
+			fmt.Fprintf(e.stdout, "  cpu kernel  %s\n", v.CPUKernel)
+			return nil
+		}
+	},
+}
+
+type versionJSON struct {
+	Version    string `json:"version"`
+	Revision   string `json:"revision"`
+	Modified   bool   `json:"modified"`
+	Go         string `json:"go"`
+	OS         string `json:"os"`
+	Arch       string `json:"arch"`
+	GPUSupport bool   `json:"gpu_support"`
+	CPUKernel  string `json:"cpu_kernel"`
+}
+
+func buildVersion() versionJSON {
+	v := versionJSON{Version: "(unknown)", Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
+		GPUSupport: gpuSupport, CPUKernel: cpuKernel()}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return v
+	}
+	// "(devel)" for a build inside the module; a tag or pseudo-version
+	// for go install module@version.
+	if bi.Main.Version != "" {
+		v.Version = bi.Main.Version
+	}
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			v.Revision = s.Value
+		case "vcs.modified":
+			v.Modified = s.Value == "true"
+		}
+	}
+	return v
+}
