@@ -1,0 +1,96 @@
+package bench
+
+import (
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/engine"
+)
+
+// Three 2-D rows, worked by hand for q = (1, 0).
+var refRows = []float32{
+	3, 4,
+	1, 0,
+	0, 2,
+}
+
+func TestReferenceScores(t *testing.T) {
+	q := []float32{1, 0}
+	cases := []struct {
+		m    engine.Metric
+		want []float64
+		top  []int
+		mag  float64 // largest sum of absolute terms
+	}{
+		{engine.Cosine, []float64{0.6, 1, 0}, []int{1, 0, 2}, 1},
+		{engine.Dot, []float64{3, 1, 0}, []int{0, 1, 2}, 3},
+		{engine.L2, []float64{20, 0, 5}, []int{1, 2, 0}, 26}, // 9+16+1
+	}
+	for _, c := range cases {
+		t.Run(c.m.String(), func(t *testing.T) {
+			ref := NewReference(refRows, 2, q, c.m)
+			assert.InDeltaSlice(t, c.want, ref.Scores, 1e-15)
+			assert.Equal(t, c.top, ref.TopK(3))
+			assert.Equal(t, c.top[:2], ref.TopK(2))
+			assert.InDelta(t, 8*math.Sqrt(2)*0x1p-24*c.mag, ref.Threshold, 1e-18)
+		})
+	}
+}
+
+func TestReferenceTiesByID(t *testing.T) {
+	ref := NewReference([]float32{1, 0, 2, 0, 1, 0}, 2, []float32{1, 0}, engine.Cosine)
+	assert.Equal(t, []int{0, 1, 2}, ref.TopK(3), "equal cosines rank by lower ID")
+}
+
+func TestMaxAbsDiff(t *testing.T) {
+	ref := &Reference{Metric: engine.Dot, Scores: []float64{3, 1, 0}, Threshold: 1e-6}
+	d, err := ref.MaxAbsDiff([]engine.Hit{{ID: 0, Score: 3}, {ID: 2, Score: 0.25}, {ID: 1, Score: 1}})
+	require.NoError(t, err)
+	assert.Equal(t, 0.25, d)
+
+	_, err = ref.MaxAbsDiff([]engine.Hit{{ID: 0, Score: 3}, {ID: 0, Score: 3}, {ID: 1, Score: 1}})
+	assert.ErrorContains(t, err, "twice")
+	_, err = ref.MaxAbsDiff([]engine.Hit{{ID: 0, Score: 3}})
+	assert.ErrorContains(t, err, "returned 1 hits for 3 rows")
+
+	d, err = ref.MaxAbsDiff([]engine.Hit{{ID: 0, Score: float32(math.NaN())}, {ID: 1, Score: 1}, {ID: 2}})
+	require.NoError(t, err)
+	assert.True(t, math.IsInf(d, 1), "a NaN score is the worst difference")
+}
+
+func TestCompareTopK(t *testing.T) {
+	// Rows 1 and 2 are a near-tie (within the threshold); row 3 is not.
+	ref := &Reference{Metric: engine.Dot, Scores: []float64{0.9, 0.5, 0.5 - 1e-7, 0.1}, Threshold: 1e-6}
+	hits := func(ids ...uint64) []engine.Hit {
+		h := make([]engine.Hit, len(ids))
+		for i, id := range ids {
+			h[i] = engine.Hit{ID: id}
+		}
+		return h
+	}
+	cases := []struct {
+		name  string
+		hits  []engine.Hit
+		k     int
+		exact bool
+		match bool
+		rank  int
+	}{
+		{"exact", hits(0, 1, 2), 3, true, true, -1},
+		{"near-tie swapped", hits(0, 2, 1), 3, false, true, 1},
+		{"wrong row", hits(0, 1, 3), 3, false, false, 2},
+		{"duplicate", hits(0, 1, 1), 3, false, false, 2},
+		{"too few", hits(0, 1), 3, false, false, 2},
+		{"too many", hits(0, 1, 2), 2, false, false, 2},
+		{"out of range", hits(0, 9), 2, false, false, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := ref.CompareTopK(c.hits, c.k)
+			assert.Equal(t, TopKResult{Exact: c.exact, Match: c.match, Rank: c.rank}, r)
+		})
+	}
+}
