@@ -11,6 +11,10 @@
 // are also the ranking step of the GPU path, so both backends order results
 // the same way: best first, equal float32 scores broken by the lower row.
 //
+// [ReadPass] reads a slab once with the same loads and goroutines as Search
+// and nothing else: the memory-bandwidth floor that benchmarks compare
+// Search with.
+//
 // The package compiles with CGO_ENABLED=0 and imports nothing from umbra.
 // Callers (the engine) validate user input; this package only refuses
 // shapes that would otherwise make it index out of range.

@@ -1,6 +1,7 @@
 package fallback
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"testing"
@@ -102,4 +103,25 @@ func TestReadPass(t *testing.T) {
 			t.Errorf("n %d: readPass %g, float64 %g", n, got, want)
 		}
 	}
+	// The exported pass sums every float of the slab, padding included.
+	for _, rows := range []int{0, 1, 7, 3001} {
+		d := newDataset(r, rows, 13, raw)
+		s := newSlab(d.rows, 13, 16, r.IntN(2) == 0)
+		var want float64
+		for _, v := range s.Data {
+			want += float64(v)
+		}
+		got, err := ReadPass(context.Background(), s, 1+r.IntN(3))
+		noErr(t, err)
+		if math.Abs(float64(got)-want) > 1e-4*math.Max(1, float64(len(s.Data))) {
+			t.Errorf("rows %d: ReadPass %g, float64 %g", rows, got, want)
+		}
+	}
+	_, err := ReadPass(context.Background(), Slab{Data: make([]float32, 3), Rows: 2, Dim: 2, Stride: 2}, 0)
+	isErr(t, err, ErrSlabShape)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	d := newDataset(r, 3000, 64, raw)
+	_, err = ReadPass(ctx, newSlab(d.rows, 64, 64, false), 2)
+	isErr(t, err, context.Canceled)
 }

@@ -175,7 +175,11 @@ func SearchBatch(ctx context.Context, s Slab, qs [][]float32, k int, m Metric, w
 	qb := min(nq, rowsFor(queryBlockBytes, stride, 8))
 	nqb := (nq + qb - 1) / qb
 	items := nqb * p.nblocks
-	w := workerCount(workers, items, s.Rows*stride*nq)
+	work := s.Rows * stride
+	if work < parallelFloats {
+		work *= nq // only small products; a big one could overflow
+	}
+	w := workerCount(workers, items, work)
 	tops := make([][]topK, w)
 	bufs := make([][]float32, w)
 	for i := range tops {
