@@ -160,6 +160,10 @@ type gpuDevice struct {
 	info      AdapterInfo
 	lim       DeviceLimits
 	pipelines pipelineCache
+	readPipe  *wgpu.ComputePipeline // read.wgsl, compiled on first ReadFloor
+	routeOnce sync.Once
+	routing   *Routing // measured on first Auto use
+	routeErr  error
 }
 
 func limitsOf(l wgpu.Limits) DeviceLimits {

@@ -22,7 +22,7 @@ const (
 	// large upload stays small.
 	writePiece = 16 << 20
 	// batchQT is how many queries a batch scores per pass over the slab.
-	batchQT = 8
+	batchQT = batchQueriesPerPass
 	// paramsBytes is the size of scores.wgsl's Params uniform.
 	paramsBytes = 32
 )

@@ -132,3 +132,19 @@ func TestTwoDimensionalGrid(t *testing.T) {
 		require.InDelta(t, want, float64(got[i]), 1e-5*math.Max(1, want), "row %d", i)
 	}
 }
+
+// TestCalibrate measures a device the way Auto does and checks the numbers
+// are usable (their size depends on the machine, so only their sign is
+// asserted).
+func TestCalibrate(t *testing.T) {
+	d := softwareDevice(t)
+	r, err := d.calibrate()
+	require.NoError(t, err)
+	t.Logf("%s: %s", d.info.Name, r)
+	assert.Positive(t, r.GPULatency)
+	assert.Positive(t, r.GPUBytesPerSec)
+	assert.Positive(t, r.CPUBytesPerSec)
+	again, err := d.calibrate()
+	require.NoError(t, err)
+	assert.Same(t, r, again, "calibration runs once per device")
+}

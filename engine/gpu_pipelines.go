@@ -75,14 +75,18 @@ func (d *gpuDevice) compile(label, src string, bgl *wgpu.BindGroupLayout, entrie
 			return err
 		}
 		defer mod.Release()
-		pl, err := d.device.TryCreatePipelineLayout(&wgpu.PipelineLayoutDescriptor{
-			Label:            label,
-			BindGroupLayouts: []*wgpu.BindGroupLayout{bgl},
-		})
-		if err != nil {
-			return err
+		// A nil bgl asks for the layout derived from the shader.
+		var pl *wgpu.PipelineLayout
+		if bgl != nil {
+			pl, err = d.device.TryCreatePipelineLayout(&wgpu.PipelineLayoutDescriptor{
+				Label:            label,
+				BindGroupLayouts: []*wgpu.BindGroupLayout{bgl},
+			})
+			if err != nil {
+				return err
+			}
+			defer pl.Release()
 		}
-		defer pl.Release()
 		for _, e := range entries {
 			p, err := d.device.TryCreateComputePipeline(&wgpu.ComputePipelineDescriptor{
 				Label:   label + ":" + e,

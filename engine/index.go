@@ -32,6 +32,7 @@ type Index struct {
 	// gpu is nil on the CPU path. gpuDown is set when a GPU failure under
 	// Device Auto moved searches to the fallback for good; reason says why.
 	gpu     gpuIndex
+	route   *Routing // non-nil under Auto on a GPU
 	gpuDown atomic.Bool
 	whyMu   sync.Mutex
 	reason  string
@@ -68,6 +69,15 @@ func NewContext(ctx context.Context, cfg Config) (ix *Index, err error) {
 		return ix, nil
 	}
 	ix.gpu = g
+	if cfg.Device == Auto {
+		r, err := g.routing()
+		if err != nil {
+			g.release()
+			ix.gpu, ix.reason, ix.hint = nil, "GPU calibration failed: "+err.Error(), hintProbeFailed
+			return ix, nil
+		}
+		ix.route = r
+	}
 	return ix, nil
 }
 
@@ -261,7 +271,7 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int) ([][]Hit
 		}
 		return all, nil
 	}
-	if ix.onGPU() {
+	if ix.onGPU() && (ix.route == nil || ix.route.PreferGPU(int64(ix.slab.Bytes()), len(qs))) {
 		res, err := ix.gpu.search(ctx, qs, k, ix.slab.Rows)
 		if err == nil {
 			for i, r := range res {
@@ -296,6 +306,10 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int) ([][]Hit
 		all[i] = toHits(r)
 	}
 	return all, nil
+}
+
+func (ix *Index) gpuFloor(ctx context.Context) (time.Duration, int64, error) {
+	return ix.gpu.floor(ctx)
 }
 
 func (ix *Index) onGPU() bool { return ix.gpu != nil && !ix.gpuDown.Load() }
@@ -349,6 +363,10 @@ func (ix *Index) Info() Info {
 		info.Chunks = (ix.slab.Rows + info.ChunkRows - 1) / info.ChunkRows
 		if ix.onGPU() {
 			info.Backend = BackendGPU
+		}
+		if ix.route != nil {
+			info.Routing = ix.route
+			info.Route = ix.route.String()
 		}
 	}
 	ix.whyMu.Lock()

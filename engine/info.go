@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"time"
 
 	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/host"
@@ -56,7 +57,16 @@ type Info struct {
 	Reason string
 	// Hint says what a user can do about Reason.
 	Hint string
+	// Routing is set under Device Auto on a GPU: what was measured to send
+	// each search to the faster path for its shape. Route says it in
+	// words.
+	Routing *Routing
+	Route   string
 }
+
+// batchQueriesPerPass is how many queries the GPU scores per pass over the
+// slab in a batch.
+const batchQueriesPerPass = 8
 
 // gpuIndex is the device side of one index: the resident chunks of its slab
 // and the buffers a search uses. The wgpu build implements it; other builds
@@ -71,6 +81,10 @@ type gpuIndex interface {
 	// search returns, for each padded query, its best min(k, rows) rows,
 	// best first, ties by lower row, selected on the device.
 	search(ctx context.Context, qs [][]float32, k, rows int) ([][]fallback.Hit, error)
+	// floor times one read pass over the resident slab.
+	floor(ctx context.Context) (time.Duration, int64, error)
+	// routing returns the device's calibration for Auto's per-call choice.
+	routing() (*Routing, error)
 	adapter() AdapterInfo
 	limits() DeviceLimits
 	chunkRows() int

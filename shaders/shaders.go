@@ -13,6 +13,16 @@ var scoresSource string
 //go:embed select.wgsl
 var selectSource string
 
+// Read is the WGSL source of the bandwidth-floor shader (read.wgsl): it
+// has no constants to fill in.
+//
+//go:embed read.wgsl
+var Read string
+
+// ReadGroups is the number of workgroups a read.wgsl dispatch uses: enough
+// to saturate a large GPU's memory system, each striding over the chunk.
+const ReadGroups = 4096
+
 var (
 	scoresTemplate = template.Must(template.New("scores.wgsl").Option("missingkey=error").Parse(scoresSource))
 	selectTemplate = template.Must(template.New("select.wgsl").Option("missingkey=error").Parse(selectSource))

@@ -1,7 +1,0 @@
-//go:build !cgo || nogpu
-
-package main
-
-// gpuSupport mirrors the engine's build constraint for its wgpu backend
-// (engine/gpu_stub.go), which the engine does not export yet.
-const gpuSupport = false

@@ -1,0 +1,115 @@
+//go:build cgo && !nogpu
+
+package engine
+
+import (
+	"context"
+	"encoding/binary"
+	"math"
+	"time"
+
+	"github.com/oliverbestmann/webgpu/wgpu"
+
+	"github.com/umbravec/umbra/shaders"
+)
+
+// readFloor times one pass of read.wgsl over every resident chunk: the
+// device's memory-bandwidth floor for a scan of this slab. A first pass
+// warms the pipeline and caches; the second is timed on the wall clock from
+// submit to done.
+func (g *wgpuIndex) readFloor(ctx context.Context) (time.Duration, int64, error) {
+	g.dev.mu.Lock()
+	defer g.dev.mu.Unlock()
+	var took time.Duration
+	var bytes int64
+	err := gpuCall("read floor", func() error {
+		if g.dev.readPipe == nil {
+			ps, err := g.dev.compile("read.wgsl", shaders.Read, nil, "main")
+			if err != nil {
+				return err
+			}
+			g.dev.readPipe = ps[0]
+		}
+		dev := g.device()
+		bgl := g.dev.readPipe.GetBindGroupLayout(0)
+		defer bgl.Release()
+		sums, err := dev.TryCreateBuffer(&wgpu.BufferDescriptor{Label: "umbra floor sums", Size: shaders.ReadGroups * 16, Usage: wgpu.BufferUsageStorage})
+		if err != nil {
+			return err
+		}
+		defer sums.Release()
+		var binds []*wgpu.BindGroup
+		defer func() {
+			for _, b := range binds {
+				b.Release()
+			}
+		}()
+		for _, ch := range g.chunks {
+			if ch.rows == 0 {
+				continue
+			}
+			words := uint64(ch.rows) * g.rowBytes() / 16
+			params, err := dev.TryCreateBuffer(&wgpu.BufferDescriptor{Label: "umbra floor params", Size: 16, Usage: wgpu.BufferUsageUniform | wgpu.BufferUsageCopyDst})
+			if err != nil {
+				return err
+			}
+			defer params.Release()
+			var p [16]byte
+			binary.LittleEndian.PutUint32(p[0:], uint32(words))
+			binary.LittleEndian.PutUint32(p[4:], math.Float32bits(-1))
+			if err := g.queue().TryWriteBuffer(params, 0, p[:]); err != nil {
+				return err
+			}
+			bg, err := dev.TryCreateBindGroup(&wgpu.BindGroupDescriptor{
+				Label:  "umbra floor",
+				Layout: bgl,
+				Entries: []wgpu.BindGroupEntry{
+					{Binding: 0, Buffer: ch.data, Size: wgpu.WholeSize},
+					{Binding: 1, Buffer: sums, Size: wgpu.WholeSize},
+					{Binding: 2, Buffer: params, Size: wgpu.WholeSize},
+				},
+			})
+			if err != nil {
+				return err
+			}
+			binds = append(binds, bg)
+			bytes += int64(words) * 16
+		}
+		pass := func() error {
+			enc, err := dev.TryCreateCommandEncoder(nil)
+			if err != nil {
+				return err
+			}
+			defer enc.Release()
+			cp := enc.BeginComputePass(nil)
+			cp.SetPipeline(g.dev.readPipe)
+			for _, b := range binds {
+				cp.SetBindGroup(0, b, nil)
+				cp.DispatchWorkgroups(shaders.ReadGroups, 1, 1)
+			}
+			err = cp.TryEnd()
+			cp.Release()
+			if err != nil {
+				return err
+			}
+			cmd, err := enc.TryFinish(nil)
+			if err != nil {
+				return err
+			}
+			g.queue().Submit(cmd)
+			cmd.Release()
+			dev.Poll(true, nil)
+			return nil
+		}
+		if err := pass(); err != nil {
+			return err
+		}
+		start := time.Now()
+		if err := pass(); err != nil {
+			return err
+		}
+		took = time.Since(start)
+		return nil
+	})
+	return took, bytes, err
+}

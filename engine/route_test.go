@@ -1,0 +1,53 @@
+package engine_test
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/engine"
+)
+
+func TestRoutingChoosesByShape(t *testing.T) {
+	// A GPU with 0.2 ms of latency and 500 GB/s against a CPU at 20 GB/s:
+	// one query breaks even at 0.2e-3 / (1/20e9 - 1/500e9) ≈ 4.17 MB.
+	r := engine.Routing{GPULatency: 200 * time.Microsecond, GPUBytesPerSec: 500e9, CPUBytesPerSec: 20e9}
+	assert.InDelta(t, 4.1667e6, float64(r.CrossoverBytes()), 1e3)
+	assert.False(t, r.PreferGPU(1e6, 1), "1 MB: the dispatch latency dominates")
+	assert.True(t, r.PreferGPU(10e6, 1), "10 MB: the GPU's bandwidth wins")
+	assert.True(t, r.PreferGPU(1e6, 64), "64 queries over 1 MB: the CPU needs 16 passes")
+	assert.Contains(t, r.String(), "above 4.2 MB")
+
+	slow := engine.Routing{GPULatency: time.Millisecond, GPUBytesPerSec: 10e9, CPUBytesPerSec: 20e9}
+	assert.Equal(t, int64(math.MaxInt64), slow.CrossoverBytes())
+	assert.False(t, slow.PreferGPU(1e9, 1), "a GPU slower than the CPU never wins one query")
+	assert.Contains(t, slow.String(), "never")
+
+	assert.True(t, engine.Routing{}.PreferGPU(1, 1), "without measurements the GPU keeps the call")
+}
+
+func TestReadFloor(t *testing.T) {
+	r := newRand(t)
+	data := randomVectors(r, 3000, 100)
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			ix := open(t, b, engine.Config{Dim: 100, MaxChunkRows: 1000})
+			_, err := ix.Add(data)
+			require.NoError(t, err)
+			f, err := ix.ReadFloor(context.Background())
+			require.NoError(t, err)
+			assert.Equal(t, int64(3000*100*4), f.Bytes)
+			assert.Positive(t, f.Time)
+			assert.Positive(t, f.BytesPerSecond())
+			want := engine.BackendCPU
+			if b.device == engine.GPU {
+				want = engine.BackendGPU
+			}
+			assert.Equal(t, want, f.Backend)
+		})
+	}
+}
