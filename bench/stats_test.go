@@ -31,8 +31,7 @@ func TestMedian(t *testing.T) {
 }
 
 func TestSummarize(t *testing.T) {
-	// The seed's list tier: 15 groups between 21.2 and 26.3 around a
-	// median of 25.3 would give jitter (26.3-21.2)/25.3.
+	// Sorted: 9 10 11 12 15; jitter (15-9)/11.
 	s := Summarize([]float64{10, 12, 11, 15, 9})
 	assert.Equal(t, Summary{Median: 11, Min: 9, Max: 15, Jitter: 6.0 / 11, N: 5}, s)
 

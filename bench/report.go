@@ -1,0 +1,364 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// Report is everything a run measured, with the context needed to read
+// it. Its JSON form is documented in SCHEMA.md.
+type Report struct {
+	UmbraVersion string  `json:"umbra_version"`
+	GoVersion    string  `json:"go_version"`
+	OS           string  `json:"os"`
+	Arch         string  `json:"arch"`
+	CPU          CPUInfo `json:"cpu"`
+	Date         string  `json:"date"` // RFC 3339, UTC
+
+	N       int    `json:"n"`
+	Dim     int    `json:"dim"`
+	K       int    `json:"k"`
+	Metric  string `json:"metric"`
+	Repeat  int    `json:"repeat"`
+	Runs    int    `json:"runs"`
+	Warmup  int    `json:"warmup"`
+	Queries int    `json:"queries"`
+	// Data and QueriesFrom say where the vectors came from: a file path,
+	// or "random" with Seed.
+	Data        string  `json:"data"`
+	QueriesFrom string  `json:"queries_from"`
+	Seed        *uint64 `json:"seed,omitempty"`
+
+	Device string `json:"device"` // as asked: auto, gpu or cpu
+	// Adapter is the one the GPU tiers ran on; null when none did, and
+	// GPUReason (with GPUHint) says why.
+	Adapter   *Adapter `json:"adapter"`
+	GPUReason string   `json:"gpu_reason,omitempty"`
+	GPUHint   string   `json:"gpu_hint,omitempty"`
+	Limits    *Limits  `json:"limits,omitempty"`
+	Chunks    int      `json:"chunks,omitempty"`     // device buffers holding the N rows
+	ChunkRows int      `json:"chunk_rows,omitempty"` // rows per device buffer
+	// KernelClock says how the kernel tier was timed: "wall" (submit to
+	// done on the host clock); "gpu" once the engine reads timestamps.
+	KernelClock string `json:"kernel_clock,omitempty"`
+
+	// Threshold is the largest |score − float64 reference| accepted.
+	Threshold float64      `json:"threshold"`
+	Tiers     []TierResult `json:"tiers"`
+	Breakdown *Breakdown   `json:"breakdown,omitempty"`
+	Pass      bool         `json:"pass"`
+	Verdict   string       `json:"verdict"`
+}
+
+// Adapter describes the GPU adapter the GPU tiers used.
+type Adapter struct {
+	Name   string `json:"name"`
+	Vendor string `json:"vendor"`
+	API    string `json:"api"`  // vulkan, metal, dx12, gl
+	Type   string `json:"type"` // discrete, integrated, cpu, unknown
+	Driver string `json:"driver"`
+}
+
+// Limits are the device limits the slab was split against.
+type Limits struct {
+	MaxStorageBindingBytes uint64 `json:"max_storage_binding_bytes"`
+	MaxBufferBytes         uint64 `json:"max_buffer_bytes"`
+	MaxWorkgroupsPerDim    uint32 `json:"max_workgroups_per_dim"`
+	MaxInvocations         uint32 `json:"max_invocations_per_workgroup"`
+}
+
+// Range is the median and extremes of per-group speed-ups.
+type Range struct {
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+}
+
+// TierResult is one tier's timings and consistency check. Timing fields
+// are absent for a tier that was skipped or failed.
+type TierResult struct {
+	Name    string `json:"name"`
+	Premise string `json:"premise"`
+	// Skipped is true when the machine cannot run the tier (no usable
+	// adapter, --device cpu); SkipReason says why, in the engine's words.
+	Skipped    bool   `json:"skipped,omitempty"`
+	SkipReason string `json:"skip_reason,omitempty"`
+	// Error is set when the tier could run but failed.
+	Error string `json:"error,omitempty"`
+
+	MedianMS *float64  `json:"median_ms,omitempty"`
+	MinMS    *float64  `json:"min_ms,omitempty"`
+	MaxMS    *float64  `json:"max_ms,omitempty"`
+	Jitter   *float64  `json:"jitter,omitempty"`
+	GroupsMS []float64 `json:"groups_ms,omitempty"` // one per group: the minimum of its repeats
+	// SpeedupVsFallback is fallback time / tier time, group by group.
+	// Absent for the fallback itself and when the fallback did not run.
+	SpeedupVsFallback *Range `json:"speedup_vs_fallback,omitempty"`
+
+	MaxAbsDiff *float64 `json:"max_abs_diff,omitempty"`
+	TopKMatch  *bool    `json:"topk_match,omitempty"`
+	TopKExact  *bool    `json:"topk_exact,omitempty"`
+	Pass       *bool    `json:"pass,omitempty"`
+	// CheckDetail says why Pass is false.
+	CheckDetail string `json:"check_detail,omitempty"`
+}
+
+// Ran reports whether the tier has timings.
+func (t *TierResult) Ran() bool { return t.MedianMS != nil }
+
+// Breakdown is where the time of one tier's end-to-end call goes, stage by
+// stage, from engine.Trace: each stage's median over Reps traced calls.
+type Breakdown struct {
+	Tier    string `json:"tier"`
+	Backend string `json:"backend"` // gpu or cpu
+	Reps    int    `json:"reps"`
+
+	MarshalMS  float64 `json:"marshal_ms"`  // host: validate, normalise and pack rows into the slab
+	UploadMS   float64 `json:"upload_ms"`   // host to device: the rows (Add) and the query (Search)
+	KernelMS   float64 `json:"kernel_ms"`   // the scoring dispatch (GPU) or scan (CPU)
+	ReadbackMS float64 `json:"readback_ms"` // device to host: the N scores
+	SelectMS   float64 `json:"select_ms"`   // host: top-k over the read-back scores
+	OtherMS    float64 `json:"other_ms"`    // the rest: index creation, Close, query preparation
+	TotalMS    float64 `json:"total_ms"`    // median end to end of a traced call
+	// Percent is each stage's median as a percentage of TotalMS.
+	Percent       map[string]float64 `json:"percent"`
+	UploadBytes   int64              `json:"upload_bytes"`
+	ReadbackBytes int64              `json:"readback_bytes"`
+	KernelClock   string             `json:"kernel_clock"`
+}
+
+// stages lists the breakdown's stages with their medians, in path order.
+func (b *Breakdown) stages() []struct {
+	Name string
+	MS   float64
+} {
+	return []struct {
+		Name string
+		MS   float64
+	}{
+		{"marshal", b.MarshalMS}, {"upload", b.UploadMS}, {"kernel", b.KernelMS},
+		{"readback", b.ReadbackMS}, {"select", b.SelectMS}, {"other", b.OtherMS},
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// finite returns a pointer to x, or nil when x cannot be written as JSON.
+func finite(x float64) *float64 {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return nil
+	}
+	return &x
+}
+
+// WriteText writes the report as a table for people: context, the tiers
+// with their premises, the breakdown, the consistency check and the
+// verdict.
+func (r *Report) WriteText(out io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "umbra bench %s · %s %s/%s · %s\n", r.UmbraVersion, r.GoVersion, r.OS, r.Arch, r.Date)
+	kern := r.CPU.FallbackKernel
+	if kern == "" {
+		kern = "?"
+	}
+	fmt.Fprintf(&b, "cpu      %s · %d logical cores, GOMAXPROCS %d · fallback kernel %s\n", r.CPU.Model, r.CPU.Cores, r.CPU.GOMAXPROCS, kern)
+	if a := r.Adapter; a != nil {
+		fmt.Fprintf(&b, "adapter  %s · vendor %s · %s, type %s · driver %s\n", a.Name, orDash(a.Vendor), a.API, a.Type, orDash(a.Driver))
+		if l := r.Limits; l != nil {
+			fmt.Fprintf(&b, "limits   storage binding %s, buffer %s, %d workgroups per dim · %d chunk(s) of up to %d rows\n",
+				bytesHuman(l.MaxStorageBindingBytes), bytesHuman(l.MaxBufferBytes), l.MaxWorkgroupsPerDim, r.Chunks, r.ChunkRows)
+		}
+		if a.Type == "cpu" {
+			b.WriteString("         (a software adapter running on the CPU: its figures check correctness, not GPU speed)\n")
+		}
+	} else {
+		fmt.Fprintf(&b, "adapter  none used (--device %s): %s\n", r.Device, orDash(r.GPUReason))
+		if r.GPUHint != "" {
+			fmt.Fprintf(&b, "         fix: %s\n", r.GPUHint)
+		}
+		if r.Device == "auto" {
+			b.WriteString("         (--device gpu runs the GPU tiers on any working adapter, software ones included)\n")
+		}
+	}
+	data := r.Data
+	if r.Seed != nil && data == "random" {
+		data = fmt.Sprintf("random uniform [-1,1), seed %d", *r.Seed)
+	}
+	fmt.Fprintf(&b, "data     %d × %d (%s) · %d quer%s (%s) · %s · k=%d\n",
+		r.N, r.Dim, data, r.Queries, plural(r.Queries, "y", "ies"), r.QueriesFrom, r.Metric, r.K)
+	fmt.Fprintf(&b, "method   %d groups × %d repeats, each group's minimum kept; median, range, jitter=(max−min)/median over groups;\n"+
+		"         tiers interleaved inside each group, speed-up = fallback/tier paired per group; %d warm-up call(s) per tier\n\n",
+		r.Runs, r.Repeat, r.Warmup)
+
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "tier      \tmedian ms\tmin ms\tmax ms\tjitter\tvs fallback (range)\tmax_abs_diff\ttop-k\tcheck\t")
+	for i := range r.Tiers {
+		t := &r.Tiers[i]
+		switch {
+		case t.Skipped:
+			fmt.Fprintf(tw, "%s\t—\t—\t—\t—\t—\t—\t—\tskipped\t\n", fmt.Sprintf("%-10s", t.Name))
+			continue
+		case !t.Ran() && t.Error != "":
+			fmt.Fprintf(tw, "%s\t—\t—\t—\t—\t—\t%s\t%s\tERROR\t\n", fmt.Sprintf("%-10s", t.Name), diffText(t), topkText(t, r.K))
+			continue
+		}
+		sp := "—"
+		if s := t.SpeedupVsFallback; s != nil {
+			sp = fmt.Sprintf("%s× (%s–%s)", ratio(s.Median), ratio(s.Min), ratio(s.Max))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.1f%%\t%s\t%s\t%s\t%s\t\n", fmt.Sprintf("%-10s", t.Name), ms(*t.MedianMS), ms(*t.MinMS), ms(*t.MaxMS),
+			100**t.Jitter, sp, diffText(t), topkText(t, r.K), checkText(t))
+	}
+	tw.Flush()
+
+	b.WriteString("\npremises\n")
+	for _, t := range r.Tiers {
+		fmt.Fprintf(&b, "  %-10s  %s\n", t.Name, t.Premise)
+	}
+	// Tiers skipped for the same reason share one line.
+	var skipped []string
+	for i, t := range r.Tiers {
+		if t.Skipped {
+			skipped = append(skipped, t.Name)
+			if i+1 < len(r.Tiers) && r.Tiers[i+1].Skipped && r.Tiers[i+1].SkipReason == t.SkipReason {
+				continue
+			}
+			fmt.Fprintf(&b, "  %s skipped: %s\n", strings.Join(skipped, ", "), t.SkipReason)
+			skipped = skipped[:0]
+		}
+	}
+	for _, t := range r.Tiers {
+		switch {
+		case t.Skipped:
+		case t.Error != "":
+			fmt.Fprintf(&b, "  %-10s  error: %s\n", t.Name, t.Error)
+		case t.CheckDetail != "":
+			fmt.Fprintf(&b, "  %-10s  FAIL: %s\n", t.Name, t.CheckDetail)
+		}
+	}
+
+	if bd := r.Breakdown; bd != nil {
+		fmt.Fprintf(&b, "\nbreakdown of the %s path on the %s, medians of %d traced calls (tracing waits after each stage)\n",
+			bd.Tier, backendWord(bd.Backend), bd.Reps)
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "  stage\tms\tshare\t")
+		for _, s := range bd.stages() {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t\n", s.Name, ms(s.MS), pct(bd.Percent[s.Name]))
+		}
+		fmt.Fprintf(tw, "  end to end\t%s\t100%%\t\n", ms(bd.TotalMS))
+		tw.Flush()
+		fmt.Fprintf(&b, "  moved: %s up, %s back per call; kernel clock: %s\n",
+			bytesHuman(uint64(bd.UploadBytes)), bytesHuman(uint64(bd.ReadbackBytes)), orDash(bd.KernelClock))
+	}
+
+	fmt.Fprintf(&b, "\nconsistency: |score − float64 reference| over all %d scores of query 0 (threshold %.3g), "+
+		"top-%d IDs vs the reference (near-ties within the threshold may swap)\n", r.N, r.Threshold, r.K)
+	fmt.Fprintf(&b, "verdict: %s\n", r.Verdict)
+	_, err := io.WriteString(out, b.String())
+	return err
+}
+
+func backendWord(b string) string {
+	if b == "gpu" {
+		return "GPU"
+	}
+	return "CPU (no GPU in this run)"
+}
+
+func diffText(t *TierResult) string {
+	if t.MaxAbsDiff == nil {
+		return "—"
+	}
+	return fmt.Sprintf("%.2e", *t.MaxAbsDiff)
+}
+
+func topkText(t *TierResult, k int) string {
+	switch {
+	case t.TopKMatch == nil:
+		return "—"
+	case *t.TopKExact:
+		return "same"
+	case *t.TopKMatch:
+		return "ties"
+	}
+	return "differs"
+}
+
+func checkText(t *TierResult) string {
+	if t.Pass == nil {
+		return "—"
+	}
+	if *t.Pass {
+		return "PASS"
+	}
+	return "FAIL"
+}
+
+// ms prints a duration in milliseconds with three significant digits or
+// more.
+func ms(x float64) string {
+	switch {
+	case x >= 100:
+		return fmt.Sprintf("%.1f", x)
+	case x >= 1:
+		return fmt.Sprintf("%.2f", x)
+	case x >= 0.01:
+		return fmt.Sprintf("%.3f", x)
+	}
+	return fmt.Sprintf("%.2g", x)
+}
+
+// ratio prints a speed-up with at least two significant digits: a tier
+// slower than the fallback shows as 0.045, not 0.05 or 0.00.
+func ratio(x float64) string {
+	switch {
+	case x >= 100:
+		return fmt.Sprintf("%.0f", x)
+	case x >= 10:
+		return fmt.Sprintf("%.1f", x)
+	case x >= 1:
+		return fmt.Sprintf("%.2f", x)
+	}
+	return strconv.FormatFloat(x, 'g', 2, 64)
+}
+
+// pct prints a share of the end-to-end time; small shares keep two
+// significant digits instead of rounding to 0.0%.
+func pct(x float64) string {
+	if x >= 0.1 || x == 0 {
+		return fmt.Sprintf("%.1f%%", x)
+	}
+	return strconv.FormatFloat(x, 'g', 2, 64) + "%"
+}
+
+func bytesHuman(n uint64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

@@ -1,0 +1,565 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/umbravec/umbra/engine"
+)
+
+// Options say what a run measures and how.
+type Options struct {
+	K      int // results per search, 1..N
+	Repeat int // timed calls per group; the group keeps the minimum
+	Runs   int // independent groups
+	Warmup int // untimed calls per tier before the first group
+	Tiers  []Tier
+
+	Metric  engine.Metric
+	Device  engine.Device // Auto: GPU tiers run on a hardware adapter only; GPU: any adapter; CPU: none
+	Adapter engine.AdapterSelect
+	Workers int // fallback goroutines; 0 is GOMAXPROCS
+	// MaxChunkRows caps the rows per device buffer (0: the adapter's
+	// limits decide); tests use it to cross chunk boundaries.
+	MaxChunkRows int
+
+	Breakdown bool
+	Reps      int // traced calls the breakdown takes medians over
+
+	// Progress, when set, receives a short line for each step that may
+	// take more than a moment.
+	Progress func(msg string)
+}
+
+func (o *Options) validate(w *Workload) error {
+	switch {
+	case w.Dim < 1 || len(w.Data) == 0 || len(w.Data)%w.Dim != 0:
+		return fmt.Errorf("workload has %d values of dimension %d", len(w.Data), w.Dim)
+	case len(w.Queries) == 0:
+		return errors.New("workload has no queries")
+	case o.K < 1 || o.K > w.N():
+		return fmt.Errorf("k=%d out of range 1..%d", o.K, w.N())
+	case o.Repeat < 1 || o.Runs < 1 || o.Warmup < 0:
+		return fmt.Errorf("repeat %d and runs %d must be at least 1, warmup %d at least 0", o.Repeat, o.Runs, o.Warmup)
+	case o.Breakdown && o.Reps < 1:
+		return fmt.Errorf("reps %d must be at least 1", o.Reps)
+	case len(o.Tiers) == 0:
+		return errors.New("no tiers")
+	}
+	for _, q := range w.Queries {
+		if len(q) != w.Dim {
+			return fmt.Errorf("a query has %d components, the data %d", len(q), w.Dim)
+		}
+	}
+	return nil
+}
+
+// harness is the state of one run.
+type harness struct {
+	w   *Workload
+	opt Options
+	rep *Report
+
+	gpu     *engine.Config // pinned to the adapter the run uses; nil when no GPU
+	cpuIx   *engine.Index  // the fallback's resident index
+	gpuIx   *engine.Index  // the kernel and resident tiers' index
+	runners map[Tier]runner
+	result  map[Tier]*TierResult
+	ref     *Reference
+}
+
+func (h *harness) progress(format string, args ...any) {
+	if h.opt.Progress != nil {
+		h.opt.Progress(fmt.Sprintf(format, args...))
+	}
+}
+
+// Run measures the tiers in opt over w and returns the report. An error
+// means the options or the workload were unusable; a tier that cannot run
+// or fails is recorded in the report, whose Pass is then false for a
+// failure and unaffected by a skip.
+func Run(ctx context.Context, w *Workload, opt Options) (*Report, error) {
+	if err := opt.validate(w); err != nil {
+		return nil, err
+	}
+	h := &harness{w: w, opt: opt, runners: map[Tier]runner{}, result: map[Tier]*TierResult{}}
+	h.rep = &Report{
+		UmbraVersion: Version,
+		GoVersion:    runtime.Version(),
+		OS:           runtime.GOOS,
+		Arch:         runtime.GOARCH,
+		CPU:          hostCPU(),
+		Date:         time.Now().UTC().Format(time.RFC3339),
+		N:            w.N(),
+		Dim:          w.Dim,
+		K:            opt.K,
+		Metric:       opt.Metric.String(),
+		Repeat:       opt.Repeat,
+		Runs:         opt.Runs,
+		Warmup:       opt.Warmup,
+		Queries:      len(w.Queries),
+		Device:       opt.Device.String(),
+	}
+	for _, t := range opt.Tiers {
+		h.result[t] = &TierResult{Name: string(t), Premise: t.Premise()}
+	}
+	defer h.close()
+
+	h.progress("computing the float64 reference")
+	h.ref = NewReference(w.Data, w.Dim, w.Queries[0], opt.Metric)
+	h.rep.Threshold = h.ref.Threshold
+
+	if err := h.open(ctx); err != nil {
+		return nil, err
+	}
+	h.check(ctx)
+	if err := h.time(ctx); err != nil {
+		return nil, err
+	}
+	if opt.Breakdown {
+		if err := h.breakdown(ctx); err != nil {
+			return nil, err
+		}
+	}
+	for _, t := range opt.Tiers {
+		h.rep.Tiers = append(h.rep.Tiers, *h.result[t])
+	}
+	h.rep.Pass, h.rep.Verdict = verdict(h.rep)
+	return h.rep, nil
+}
+
+func (h *harness) close() {
+	for _, r := range h.runners {
+		r.close()
+	}
+	if h.cpuIx != nil {
+		h.cpuIx.Close()
+	}
+	if h.gpuIx != nil {
+		h.gpuIx.Close()
+	}
+}
+
+// config is the index configuration for device d with the run's metric.
+func (h *harness) config(d engine.Device) engine.Config {
+	return engine.Config{Dim: h.w.Dim, Metric: h.opt.Metric, Device: d, Adapter: h.opt.Adapter,
+		Workers: h.opt.Workers, MaxChunkRows: h.opt.MaxChunkRows}
+}
+
+// openGPU decides whether the GPU tiers can run, as the engine decides for
+// the requested device, and pins every later GPU index to the adapter
+// chosen, so that no tier can silently land on another adapter or on the
+// CPU.
+func (h *harness) openGPU(ctx context.Context) {
+	if h.opt.Device == engine.CPU {
+		h.rep.GPUReason = "--device cpu: the GPU path is not used"
+		return
+	}
+	h.progress("probing GPU adapters")
+	ix, err := engine.NewContext(ctx, h.config(h.opt.Device))
+	if err != nil {
+		h.rep.GPUReason = err.Error()
+		return
+	}
+	info := ix.Info()
+	ix.Close()
+	if info.Backend != engine.BackendGPU {
+		h.rep.GPUReason, h.rep.GPUHint = info.Reason, info.Hint
+		if h.rep.GPUReason == "" {
+			h.rep.GPUReason = "the engine chose the CPU path"
+		}
+		return
+	}
+	cfg := h.config(engine.GPU)
+	cfg.Adapter.Name, cfg.Adapter.Backend = info.Adapter.Name, info.Adapter.API
+	h.gpu = &cfg
+	a := info.Adapter
+	h.rep.Adapter = &Adapter{Name: a.Name, Vendor: a.Vendor, API: a.API, Type: a.Type, Driver: a.Driver}
+	l := info.Limits
+	h.rep.Limits = &Limits{MaxStorageBindingBytes: l.MaxStorageBindingBytes, MaxBufferBytes: l.MaxBufferBytes,
+		MaxWorkgroupsPerDim: l.MaxWorkgroupsPerDim, MaxInvocations: l.MaxInvocations}
+}
+
+// open builds the resident indexes and the runners of the requested tiers.
+func (h *harness) open(ctx context.Context) error {
+	needGPU := h.opt.Breakdown || slices.ContainsFunc(h.opt.Tiers, Tier.GPU)
+	if needGPU {
+		h.openGPU(ctx)
+	}
+	// The fallback's index also serves the breakdown of the resident
+	// path when there is no GPU.
+	if slices.Contains(h.opt.Tiers, TierFallback) || (h.opt.Breakdown && h.gpu == nil) {
+		h.progress("packing %d×%d into the fallback's slab", h.w.N(), h.w.Dim)
+		ix, err := engine.NewContext(ctx, h.config(engine.CPU))
+		if err != nil {
+			return err
+		}
+		h.cpuIx = ix
+		h.rep.CPU.FallbackKernel = ix.Info().CPUKernel
+		if _, err := ix.AddFlat(ctx, h.w.Data); err != nil {
+			return fmt.Errorf("loading the data: %w", err)
+		}
+	} else {
+		// The kernel name is known without data.
+		if ix, err := engine.New(h.config(engine.CPU)); err == nil {
+			h.rep.CPU.FallbackKernel = ix.Info().CPUKernel
+			ix.Close()
+		}
+	}
+	if r := h.result[TierFallback]; r != nil {
+		h.runners[TierFallback] = &residentRunner{ix: h.cpuIx}
+	}
+
+	for _, t := range h.opt.Tiers {
+		if !t.GPU() {
+			continue
+		}
+		res := h.result[t]
+		if h.gpu == nil {
+			res.Skipped, res.SkipReason = true, h.rep.GPUReason
+			continue
+		}
+		switch t {
+		case TierKernel, TierResident:
+			if h.gpuIx == nil {
+				if err := h.openResident(ctx); err != nil {
+					res.Error = err.Error()
+					continue
+				}
+			}
+			h.runners[t] = &residentRunner{ix: h.gpuIx, kernelOnly: t == TierKernel}
+		case TierContiguous, TierList:
+			h.runners[t] = &rebuildRunner{cfg: *h.gpu, w: h.w, flat: t == TierContiguous}
+		}
+	}
+	if h.gpu != nil && h.rep.Chunks == 0 {
+		// Plan the chunks of N rows as the tiers' indexes do.
+		ix, err := engine.NewContext(ctx, *h.gpu)
+		if err == nil {
+			info := ix.Info()
+			ix.Close()
+			h.rep.ChunkRows = info.ChunkRows
+			h.rep.Chunks = (h.w.N() + info.ChunkRows - 1) / info.ChunkRows
+		}
+	}
+	return nil
+}
+
+// openResident uploads the data once for the kernel and resident tiers.
+func (h *harness) openResident(ctx context.Context) error {
+	h.progress("uploading %d×%d to the device", h.w.N(), h.w.Dim)
+	ix, err := engine.NewContext(ctx, *h.gpu)
+	if err != nil {
+		return err
+	}
+	if _, err := ix.AddFlat(ctx, h.w.Data); err != nil {
+		ix.Close()
+		return fmt.Errorf("uploading the data: %w", err)
+	}
+	h.gpuIx = ix
+	info := ix.Info()
+	h.rep.Chunks, h.rep.ChunkRows = info.Chunks, info.ChunkRows
+	return nil
+}
+
+// active returns the tiers that have a runner and no error, in report
+// order.
+func (h *harness) active() []Tier {
+	var ts []Tier
+	for _, t := range h.opt.Tiers {
+		if h.runners[t] != nil && h.result[t].Error == "" {
+			ts = append(ts, t)
+		}
+	}
+	return ts
+}
+
+// check compares every tier's answers for query 0 with the float64
+// reference: its scores of all N rows and its top-k.
+func (h *harness) check(ctx context.Context) {
+	q := h.w.Queries[0]
+	for _, t := range h.active() {
+		h.progress("checking %s against the float64 reference", t)
+		res := h.result[t]
+		top, all, err := h.runners[t].check(ctx, q, h.opt.K)
+		if err == nil {
+			var d float64
+			if d, err = h.ref.MaxAbsDiff(all); err == nil {
+				res.MaxAbsDiff = ptr(d)
+				if !finiteOK(d) {
+					res.MaxAbsDiff = nil
+				}
+				tk := h.ref.CompareTopK(top, h.opt.K)
+				res.TopKMatch, res.TopKExact = ptr(tk.Match), ptr(tk.Exact)
+				res.Pass = ptr(d <= h.ref.Threshold && tk.Match)
+				switch {
+				case d > h.ref.Threshold:
+					res.CheckDetail = fmt.Sprintf("max_abs_diff %.3g > threshold %.3g", d, h.ref.Threshold)
+				case !tk.Match:
+					res.CheckDetail = fmt.Sprintf("top-%d differs from the float64 reference from rank %d on", h.opt.K, tk.Rank)
+				}
+			}
+		}
+		if err != nil {
+			res.Error = "consistency check: " + err.Error()
+			res.Pass = ptr(false)
+		}
+	}
+}
+
+func finiteOK(x float64) bool { return finite(x) != nil }
+
+// time runs the warm-up and the groups. Inside a group every repeat calls
+// every tier once on the same query, the tiers' order rotating from call
+// to call, so drift of the machine touches every tier alike.
+func (h *harness) time(ctx context.Context) error {
+	tiers := h.active()
+	if len(tiers) == 0 {
+		return nil
+	}
+	fail := func(t Tier, err error) {
+		h.result[t].Error = err.Error()
+		h.result[t].Pass = ptr(false)
+	}
+	k := h.opt.K
+	// One traced call per GPU tier says what it moves; the premise states
+	// it, so a reader sees the traffic behind each figure.
+	for _, t := range tiers {
+		if t == TierKernel || !t.GPU() {
+			continue
+		}
+		var tr engine.Trace
+		if _, _, err := h.runners[t].call(engine.WithTrace(ctx, &tr), h.w.Queries[0], k); err != nil {
+			fail(t, err)
+			continue
+		}
+		h.result[t].Premise += fmt.Sprintf(" [measured: %s up, %s back per call]",
+			bytesHuman(uint64(tr.UploadBytes)), bytesHuman(uint64(tr.ReadbackBytes)))
+	}
+	for i := 0; i < h.opt.Warmup; i++ {
+		for _, t := range tiers {
+			if h.result[t].Error != "" {
+				continue
+			}
+			h.progress("warm-up %d/%d: %s", i+1, h.opt.Warmup, t)
+			if _, _, err := h.runners[t].call(ctx, h.w.Queries[i%len(h.w.Queries)], k); err != nil {
+				fail(t, err)
+			}
+		}
+	}
+	groups := map[Tier][]float64{}
+	slot := 0
+	for g := 0; g < h.opt.Runs; g++ {
+		h.progress("group %d/%d", g+1, h.opt.Runs)
+		reps := map[Tier][]float64{}
+		for r := 0; r < h.opt.Repeat; r++ {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			q := h.w.Queries[slot%len(h.w.Queries)]
+			for i := range tiers {
+				t := tiers[(i+slot)%len(tiers)]
+				if h.result[t].Error != "" {
+					continue
+				}
+				d, _, err := h.runners[t].call(ctx, q, k)
+				if err != nil {
+					fail(t, err)
+					continue
+				}
+				reps[t] = append(reps[t], float64(d)/float64(time.Millisecond))
+			}
+			slot++
+		}
+		for _, t := range tiers {
+			if h.result[t].Error == "" {
+				groups[t] = append(groups[t], GroupMin(reps[t]))
+			}
+		}
+	}
+	for _, t := range tiers {
+		res := h.result[t]
+		if res.Error != "" || len(groups[t]) != h.opt.Runs {
+			continue
+		}
+		s := Summarize(groups[t])
+		res.GroupsMS = groups[t]
+		res.MedianMS, res.MinMS, res.MaxMS, res.Jitter = finite(s.Median), finite(s.Min), finite(s.Max), finite(s.Jitter)
+		if rr, ok := h.runners[t].(*residentRunner); ok && rr.kernelOnly {
+			h.rep.KernelClock = rr.clock
+			if rr.clock != "wall" {
+				res.Premise += fmt.Sprintf(" [kernel clock: %s]", orDash(rr.clock))
+			}
+		}
+	}
+	base, ok := groups[TierFallback]
+	if !ok || h.result[TierFallback].Error != "" {
+		return nil
+	}
+	for _, t := range tiers {
+		res := h.result[t]
+		if t == TierFallback || !res.Ran() {
+			continue
+		}
+		s := Summarize(PairedRatios(base, groups[t]))
+		if finiteOK(s.Median) && finiteOK(s.Min) && finiteOK(s.Max) {
+			res.SpeedupVsFallback = &Range{Median: s.Median, Min: s.Min, Max: s.Max}
+		}
+	}
+	// A GPU index under Auto could have moved to the CPU after a failure;
+	// its figures would then not be the GPU's.
+	if h.gpuIx != nil && h.gpuIx.Info().Backend != engine.BackendGPU {
+		for _, t := range []Tier{TierKernel, TierResident} {
+			if res := h.result[t]; res != nil {
+				res.Error = "the index left the GPU during the run: " + h.gpuIx.Info().Reason
+			}
+		}
+	}
+	return nil
+}
+
+// breakdownTier is the path the breakdown traces: the most expensive
+// requested tier, as the seed broke down its default path.
+func (h *harness) breakdownTier() Tier {
+	for _, t := range []Tier{TierList, TierContiguous, TierResident, TierKernel, TierFallback} {
+		if slices.Contains(h.opt.Tiers, t) {
+			return t
+		}
+	}
+	return TierList
+}
+
+// breakdown traces Reps calls of one tier's path and takes each stage's
+// median. Without a GPU the same path runs on the CPU backend.
+func (h *harness) breakdown(ctx context.Context) error {
+	t := h.breakdownTier()
+	bd := &Breakdown{Tier: string(t), Backend: "gpu", Reps: h.opt.Reps}
+	cfg := h.gpu
+	if cfg == nil || !t.GPU() {
+		bd.Backend = "cpu"
+		c := h.config(engine.CPU)
+		cfg = &c
+	}
+	var r runner
+	switch t {
+	case TierList, TierContiguous:
+		r = &rebuildRunner{cfg: *cfg, w: h.w, flat: t == TierContiguous}
+	default:
+		ix := h.gpuIx
+		if bd.Backend == "cpu" {
+			ix = h.cpuIx
+		}
+		if ix == nil {
+			return fmt.Errorf("breakdown of %s: no index", t)
+		}
+		r = &residentRunner{ix: ix}
+	}
+	var marshal, upload, kernel, readback, sel, total []float64
+	msOf := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	for i := -1; i < h.opt.Reps; i++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var tr engine.Trace
+		q := h.w.Queries[max(i, 0)%len(h.w.Queries)]
+		if i < 0 {
+			h.progress("breakdown: warm-up")
+		} else {
+			h.progress("breakdown: traced call %d/%d of the %s path", i+1, h.opt.Reps, t)
+		}
+		d, _, err := r.call(engine.WithTrace(ctx, &tr), q, h.opt.K)
+		if err != nil {
+			return fmt.Errorf("breakdown of %s: %w", t, err)
+		}
+		if i < 0 {
+			continue // warm-up
+		}
+		marshal = append(marshal, msOf(tr.Marshal))
+		upload = append(upload, msOf(tr.Upload))
+		kernel = append(kernel, msOf(tr.Kernel))
+		readback = append(readback, msOf(tr.Readback))
+		sel = append(sel, msOf(tr.Select))
+		total = append(total, msOf(d))
+		bd.UploadBytes, bd.ReadbackBytes, bd.KernelClock = tr.UploadBytes, tr.ReadbackBytes, tr.KernelClock
+	}
+	bd.MarshalMS, bd.UploadMS, bd.KernelMS = Median(marshal), Median(upload), Median(kernel)
+	bd.ReadbackMS, bd.SelectMS, bd.TotalMS = Median(readback), Median(sel), Median(total)
+	// Other is what the stage medians leave of the median total, so that
+	// the rows of the table add up to the end-to-end figure.
+	bd.OtherMS = max(0, bd.TotalMS-bd.MarshalMS-bd.UploadMS-bd.KernelMS-bd.ReadbackMS-bd.SelectMS)
+	bd.Percent = map[string]float64{}
+	for _, s := range bd.stages() {
+		bd.Percent[s.Name] = 100 * s.MS / bd.TotalMS
+	}
+	h.rep.Breakdown = bd
+	return nil
+}
+
+// verdict sums a report up in one line.
+func verdict(r *Report) (bool, string) {
+	var failed []string
+	var ran []*TierResult
+	byName := map[string]*TierResult{}
+	for i := range r.Tiers {
+		t := &r.Tiers[i]
+		byName[t.Name] = t
+		switch {
+		case t.Error != "":
+			failed = append(failed, t.Name+": "+t.Error)
+		case t.Pass != nil && !*t.Pass:
+			failed = append(failed, t.Name+": "+t.CheckDetail)
+		case t.Ran():
+			ran = append(ran, t)
+		}
+	}
+	if len(failed) > 0 {
+		return false, "FAIL · " + strings.Join(failed, " · ")
+	}
+	if len(ran) == 0 {
+		return true, "nothing ran · " + orDash(r.GPUReason)
+	}
+	parts := []string{fmt.Sprintf("PASS · %d tier(s) agree with the float64 reference over %d×%d", len(ran), r.N, r.Dim)}
+	fb := byName[string(TierFallback)]
+	if fb != nil && fb.Ran() {
+		parts = append(parts, fmt.Sprintf("fallback %s ms per search", ms(*fb.MedianMS)))
+	}
+	for _, name := range []Tier{TierResident, TierKernel, TierContiguous, TierList} {
+		t := byName[string(name)]
+		if t == nil || !t.Ran() {
+			continue
+		}
+		if s := t.SpeedupVsFallback; s != nil {
+			parts = append(parts, fmt.Sprintf("%s speed-up vs fallback %s× (%s–%s×)", name, ratio(s.Median), ratio(s.Min), ratio(s.Max)))
+		} else {
+			parts = append(parts, fmt.Sprintf("%s %s ms", name, ms(*t.MedianMS)))
+		}
+		break
+	}
+	if r.Adapter != nil {
+		where := "on " + r.Adapter.Name
+		if r.Adapter.Type == "cpu" {
+			where += " (software adapter: correctness, not speed)"
+		}
+		parts = append(parts, where)
+	} else if r.GPUReason != "" {
+		parts = append(parts, "GPU tiers skipped: "+firstClause(r.GPUReason))
+	}
+	if bd := r.Breakdown; bd != nil {
+		parts = append(parts, fmt.Sprintf("%s path: marshal %.0f%%, upload %.0f%%, kernel %.0f%% of end to end",
+			bd.Tier, bd.Percent["marshal"], bd.Percent["upload"], bd.Percent["kernel"]))
+	}
+	return true, strings.Join(parts, " · ")
+}
+
+// firstClause shortens a reason to its first sentence.
+func firstClause(s string) string {
+	if i := strings.IndexAny(s, ";\n"); i > 0 {
+		return s[:i]
+	}
+	return s
+}

@@ -1,0 +1,84 @@
+package bench
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/umbravec/umbra/engine"
+)
+
+// Workload is the data a run searches, held in the two layouts the tiers
+// start from: one contiguous row-major slice, and one allocation per row.
+type Workload struct {
+	Dim  int
+	Data []float32 // N×Dim values, row-major
+	// Rows holds the same values as Data, each row in its own heap
+	// allocation, allocated in shuffled order so that neighbours in the
+	// list are not neighbours in memory: the layout a store of records
+	// ends up with, and the one the seed's default path started from.
+	Rows    [][]float32
+	Queries [][]float32
+}
+
+// N returns the number of stored vectors.
+func (w *Workload) N() int { return len(w.Data) / w.Dim }
+
+// NewWorkload builds a workload over data (n×dim, row-major; it is kept,
+// not copied) and copies every row into its own allocation for the list
+// tier. seed orders those allocations.
+func NewWorkload(data []float32, dim int, queries [][]float32, seed uint64) *Workload {
+	w := &Workload{Dim: dim, Data: data, Queries: queries}
+	n := w.N()
+	w.Rows = make([][]float32, n)
+	perm := rand.New(rand.NewPCG(seed, 0x5ca77e7ed)).Perm(n)
+	for _, i := range perm {
+		w.Rows[i] = append([]float32(nil), data[i*dim:(i+1)*dim]...)
+	}
+	return w
+}
+
+// RandomMatrix returns rows×dim values drawn uniformly from [−1, 1) by a
+// PCG generator seeded with seed, so a run can be repeated exactly.
+func RandomMatrix(rows, dim int, seed, stream uint64) []float32 {
+	r := rand.New(rand.NewPCG(seed, stream))
+	out := make([]float32, rows*dim)
+	for i := range out {
+		out[i] = 2*r.Float32() - 1
+	}
+	return out
+}
+
+// RandomWorkload returns n random vectors and nq random queries of
+// dimension dim, all drawn from seed.
+func RandomWorkload(n, dim, nq int, seed uint64) *Workload {
+	data := RandomMatrix(n, dim, seed, 1)
+	flat := RandomMatrix(nq, dim, seed, 2)
+	qs := make([][]float32, nq)
+	for i := range qs {
+		qs[i] = flat[i*dim : (i+1)*dim : (i+1)*dim]
+	}
+	return NewWorkload(data, dim, qs, seed)
+}
+
+// CheckValues reports the first value of data (rows of dim) that the
+// engine would refuse: NaN or ±Inf, or under Cosine an all-zero row. what
+// names the data in the error ("data", "queries").
+func CheckValues(data []float32, dim int, m engine.Metric, what string) error {
+	for i := 0; i*dim < len(data); i++ {
+		row := data[i*dim : (i+1)*dim]
+		zero := true
+		for j, x := range row {
+			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+				return fmt.Errorf("%s row %d, column %d is %v", what, i, j, x)
+			}
+			if x != 0 {
+				zero = false
+			}
+		}
+		if zero && m == engine.Cosine {
+			return fmt.Errorf("%s row %d is all zeros, which has no cosine", what, i)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,323 @@
+// Command bench measures umbra's search tiers the way the seed measured
+// its GPU branch, and better: groups of repeats keeping the minimum, many
+// independent groups, median, range and jitter, speed-ups paired inside
+// each group, every tier checked against a float64 reference in the same
+// run, and the premise of every figure printed beside it.
+//
+//	go run ./cmd/bench                                 # 50,000×768, k=10, every tier the machine can run
+//	go run ./cmd/bench --device gpu --runs 5           # force the GPU tiers, software adapters included
+//	go run ./cmd/bench --tiers list --breakdown        # where the time of the per-call path goes
+//	go run ./cmd/bench --json - --plot bench.png       # JSON on stdout (schema: bench/SCHEMA.md), a PNG
+//	go run ./cmd/bench --data base.fvecs --queries q.npy
+//
+// Exit status: 0 when every tier that ran agrees with the reference, 1 on a
+// consistency failure or a tier error, 2 for bad flags or input files.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/umbravec/umbra/bench"
+	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/host"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Limits on the flags. maxValues bounds n×dim: the run holds the data
+// several times over (the input, the per-row copy, each index's slab).
+const (
+	maxDim    = 1 << 16
+	maxValues = 1 << 31
+	maxGroups = 10000
+)
+
+// usageError is bad input from the user: exit status 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+type flags struct {
+	n, dim, k, nq           int
+	repeat, runs, warmup    int
+	reps, workers, maxChunk int
+	tiers, device, adapter  string
+	backend, power, metric  string
+	seed                    uint64
+	jsonOut, plotOut        string
+	breakdown               bool
+	data, queries           string
+	set                     map[string]bool
+}
+
+func parse(args []string, stderr io.Writer) (*flags, error) {
+	f := &flags{set: map[string]bool{}}
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&f.n, "n", 50000, "stored vectors (random data), or the first n rows of --data")
+	fs.IntVar(&f.dim, "dim", 768, "vector dimension (random data)")
+	fs.IntVar(&f.k, "k", 10, "results per search")
+	fs.IntVar(&f.nq, "nq", 8, "random queries, used in turn (ignored with --queries)")
+	fs.IntVar(&f.repeat, "repeat", 3, "timed calls per group; a group keeps its minimum")
+	fs.IntVar(&f.runs, "runs", 15, "independent groups; median, range and jitter are over groups")
+	fs.IntVar(&f.warmup, "warmup", 1, "untimed calls per tier before the first group")
+	fs.StringVar(&f.tiers, "tiers", "all", "comma list of tiers: fallback, kernel, resident, contiguous, list (or all)")
+	fs.StringVar(&f.device, "device", "auto", "auto (GPU tiers on a hardware adapter only), gpu (any adapter, software ones too) or cpu")
+	fs.StringVar(&f.adapter, "adapter", "", "use only adapters whose name, vendor or driver contains this")
+	fs.StringVar(&f.backend, "backend", "", "use only adapters of this API: vulkan, metal, dx12 or gl")
+	fs.StringVar(&f.power, "power", "high", "adapter power preference: high or low")
+	fs.StringVar(&f.metric, "metric", "cosine", "cosine, dot or l2")
+	fs.Uint64Var(&f.seed, "seed", 0, "seed of the random data and queries (default: from the clock, printed)")
+	fs.StringVar(&f.jsonOut, "json", "", "write the report as JSON to `FILE` (- for stdout; the table then goes to stderr)")
+	fs.StringVar(&f.plotOut, "plot", "", "draw group times and the breakdown to `FILE.png`")
+	fs.BoolVar(&f.breakdown, "breakdown", false, "trace the most expensive tier's path stage by stage (marshal, upload, kernel, readback)")
+	fs.IntVar(&f.reps, "reps", 12, "traced calls the breakdown takes medians over")
+	fs.StringVar(&f.data, "data", "", "stored vectors from `FILE` (.npy float32 2-D, or .fvecs) instead of random data")
+	fs.StringVar(&f.queries, "queries", "", "queries from `FILE` (.npy float32 2-D, or .fvecs)")
+	fs.IntVar(&f.workers, "workers", 0, "goroutines of the fallback (0: GOMAXPROCS)")
+	fs.IntVar(&f.maxChunk, "max-chunk-rows", 0, "cap rows per device buffer (0: the adapter's limits decide)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return nil, usagef("unexpected argument %q (flags only; see -h)", fs.Arg(0))
+	}
+	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
+	return f, nil
+}
+
+func inRange(name string, v, lo, hi int) error {
+	if v < lo || v > hi {
+		return usagef("--%s %d out of range: want %d..%d", name, v, lo, hi)
+	}
+	return nil
+}
+
+// options turns flags into run options, checking every range.
+func (f *flags) options() (bench.Options, error) {
+	var o bench.Options
+	var err error
+	if o.Tiers, err = bench.ParseTiers(f.tiers); err != nil {
+		return o, usagef("--tiers: %v", err)
+	}
+	if o.Metric, err = engine.ParseMetric(f.metric); err != nil {
+		return o, usagef("--metric: unknown metric %q (want cosine, dot or l2)", f.metric)
+	}
+	if o.Device, err = engine.ParseDevice(f.device); err != nil {
+		return o, usagef("--device: unknown device %q (want auto, gpu or cpu)", f.device)
+	}
+	switch strings.ToLower(f.backend) {
+	case "", "vulkan", "metal", "dx12", "gl":
+	default:
+		return o, usagef("--backend: unknown backend %q (want vulkan, metal, dx12 or gl)", f.backend)
+	}
+	switch strings.ToLower(f.power) {
+	case "high":
+		o.Adapter.Power = engine.HighPerformance
+	case "low":
+		o.Adapter.Power = engine.LowPower
+	default:
+		return o, usagef("--power: unknown preference %q (want high or low)", f.power)
+	}
+	o.Adapter.Name, o.Adapter.Backend = f.adapter, strings.ToLower(f.backend)
+	for _, c := range []struct {
+		name      string
+		v, lo, hi int
+	}{
+		{"repeat", f.repeat, 1, maxGroups},
+		{"runs", f.runs, 1, maxGroups},
+		{"warmup", f.warmup, 0, maxGroups},
+		{"reps", f.reps, 1, maxGroups},
+		{"nq", f.nq, 1, 1 << 20},
+		{"workers", f.workers, 0, 1 << 12},
+		{"max-chunk-rows", f.maxChunk, 0, 1 << 31},
+	} {
+		if err := inRange(c.name, c.v, c.lo, c.hi); err != nil {
+			return o, err
+		}
+	}
+	o.K, o.Repeat, o.Runs, o.Warmup = f.k, f.repeat, f.runs, f.warmup
+	o.Breakdown, o.Reps, o.Workers, o.MaxChunkRows = f.breakdown, f.reps, f.workers, f.maxChunk
+	if f.jsonOut == "" && f.set["json"] {
+		return o, usagef("--json needs a file name, or - for stdout")
+	}
+	if f.plotOut != "" && !strings.HasSuffix(strings.ToLower(f.plotOut), ".png") {
+		return o, usagef("--plot %q: the file name must end in .png", f.plotOut)
+	}
+	return o, nil
+}
+
+// readMatrix reads a data file for flag name, as a usage error on failure.
+func readMatrix(name, path string) (*host.Matrix, error) {
+	m, err := host.ReadMatrixFile(path)
+	if err != nil {
+		return nil, usagef("--%s: %v", name, err)
+	}
+	if m.Rows < 1 {
+		return nil, usagef("--%s %q holds no vectors", name, path)
+	}
+	return m, nil
+}
+
+// workload loads or generates the vectors and queries. It returns the
+// report's description of each source.
+func (f *flags) workload(metric engine.Metric, progress func(string)) (w *bench.Workload, data, queries string, seed *uint64, err error) {
+	var dm, qm *host.Matrix
+	if f.data != "" {
+		if dm, err = readMatrix("data", f.data); err != nil {
+			return
+		}
+		if f.set["dim"] && f.dim != dm.Dim {
+			err = usagef("dim mismatch: --dim %d but --data %q has dimension %d", f.dim, f.data, dm.Dim)
+			return
+		}
+	}
+	if f.queries != "" {
+		if qm, err = readMatrix("queries", f.queries); err != nil {
+			return
+		}
+	}
+	dim := f.dim
+	switch {
+	case dm != nil:
+		dim = dm.Dim
+	case qm != nil && !f.set["dim"]:
+		dim = qm.Dim
+	}
+	if qm != nil && qm.Dim != dim {
+		what := fmt.Sprintf("--dim %d", dim)
+		if dm != nil {
+			what = fmt.Sprintf("--data %q has dimension %d", f.data, dim)
+		}
+		err = usagef("dim mismatch: --queries %q has dimension %d but %s", f.queries, qm.Dim, what)
+		return
+	}
+	if err = inRange("dim", dim, 1, maxDim); err != nil {
+		return
+	}
+	n := f.n
+	if dm != nil && !f.set["n"] {
+		n = dm.Rows
+	}
+	if dm != nil && n > dm.Rows {
+		err = usagef("--n %d out of range: --data %q holds %d vectors", n, f.data, dm.Rows)
+		return
+	}
+	if err = inRange("n", n, 1, maxValues/dim); err != nil {
+		return
+	}
+	if err = inRange("k", f.k, 1, n); err != nil {
+		return
+	}
+	s := f.seed
+	if !f.set["seed"] {
+		s = uint64(time.Now().UnixNano())
+	}
+	var flat []float32
+	if dm != nil {
+		flat, data = dm.Data[:n*dim], f.data
+	} else {
+		progress(fmt.Sprintf("generating %d×%d random vectors (seed %d)", n, dim, s))
+		flat, data, seed = bench.RandomMatrix(n, dim, s, 1), "random", &s
+	}
+	if err = bench.CheckValues(flat, dim, metric, "--data"); err != nil && dm != nil {
+		err = usagef("%v", err)
+		return
+	}
+	err = nil
+	var qs [][]float32
+	if qm != nil {
+		if err = bench.CheckValues(qm.Data, dim, metric, "--queries"); err != nil {
+			err = usagef("%v", err)
+			return
+		}
+		qs, queries = make([][]float32, qm.Rows), f.queries
+		for i := range qs {
+			qs[i] = qm.Row(i)
+		}
+	} else {
+		qf := bench.RandomMatrix(f.nq, dim, s, 2)
+		qs, queries, seed = make([][]float32, f.nq), "random", &s
+		for i := range qs {
+			qs[i] = qf[i*dim : (i+1)*dim : (i+1)*dim]
+		}
+	}
+	progress("copying every row into its own allocation for the list tier")
+	return bench.NewWorkload(flat, dim, qs, s), data, queries, seed, nil
+}
+
+// run is the command without the process around it, so tests can call it.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	f, err := parse(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 2
+	}
+	opt, err := f.options()
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 2
+	}
+	progress := newProgress(stderr)
+	defer progress.done()
+	opt.Progress = progress.show
+	w, data, queries, seed, err := f.workload(opt.Metric, progress.show)
+	if err != nil {
+		progress.done()
+		fmt.Fprintln(stderr, "bench:", err)
+		return 2
+	}
+	rep, err := bench.Run(ctx, w, opt)
+	progress.done()
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 1
+	}
+	rep.Data, rep.QueriesFrom, rep.Seed = data, queries, seed
+
+	text := stdout
+	if f.jsonOut == "-" {
+		text = stderr
+	}
+	if err := rep.WriteText(text); err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 1
+	}
+	if f.jsonOut != "" {
+		if err := writeJSON(f.jsonOut, stdout, rep); err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+			return 1
+		}
+	}
+	if f.plotOut != "" {
+		if err := bench.WritePlot(f.plotOut, rep); err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+			return 1
+		}
+	}
+	if !rep.Pass {
+		return 1
+	}
+	return 0
+}

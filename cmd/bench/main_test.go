@@ -1,0 +1,276 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/bench"
+	"github.com/umbravec/umbra/host"
+)
+
+// runBench runs the command in-process and returns its exit status and
+// output.
+func runBench(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// ownLines drops lines that the GPU drivers print on stderr by themselves
+// (Mesa's EGL complains about XDG_RUNTIME_DIR in containers).
+func ownLines(stderr string) []string {
+	var keep []string
+	for _, l := range strings.Split(strings.TrimSpace(stderr), "\n") {
+		if l != "" && !strings.Contains(l, "XDG_RUNTIME_DIR") {
+			keep = append(keep, l)
+		}
+	}
+	return keep
+}
+
+func writeMatrix(t *testing.T, name string, rows, dim int, seed uint64) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	require.NoError(t, host.WriteMatrixFile(path, &host.Matrix{Rows: rows, Dim: dim, Data: bench.RandomMatrix(rows, dim, seed, 7)}, ""))
+	return path
+}
+
+func writeBytes(t *testing.T, name string, b []byte) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(path, b, 0o644))
+	return path
+}
+
+// npyBytes is a .npy v1 file with the given header dictionary and payload.
+func npyBytes(dict string, payload []byte) []byte {
+	h := dict
+	for (10+len(h)+1)%64 != 0 {
+		h += " "
+	}
+	h += "\n"
+	b := append([]byte("\x93NUMPY\x01\x00"), byte(len(h)), byte(len(h)>>8))
+	return append(append(b, h...), payload...)
+}
+
+func TestBadInput(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	data64 := writeMatrix(t, "data.npy", 30, 64, seed)
+	q32 := writeMatrix(t, "q.fvecs", 3, 32, seed)
+	nan := &host.Matrix{Rows: 2, Dim: 2, Data: []float32{1, 2, float32(0) / float32(len(data64)-len(data64)), 3}}
+	nanPath := filepath.Join(t.TempDir(), "nan.npy")
+	require.NoError(t, host.WriteMatrixFile(nanPath, nan, ""))
+	zero := writeMatrix(t, "zero.npy", 1, 4, seed)
+	zm, err := host.ReadMatrixFile(zero)
+	require.NoError(t, err)
+	clear(zm.Data)
+	require.NoError(t, host.WriteMatrixFile(zero, zm, ""))
+
+	cases := []struct {
+		name string
+		args []string
+		want string // in the one line of error
+	}{
+		{"unknown tier", []string{"--tiers", "fallback,warp"}, `unknown tier "warp"`},
+		{"no tier", []string{"--tiers", ","}, "no tier"},
+		{"n zero", []string{"--n", "0"}, "--n 0 out of range"},
+		{"n too large", []string{"--n", "100000000", "--dim", "768"}, "--n 100000000 out of range"},
+		{"dim negative", []string{"--dim", "-1"}, "--dim -1 out of range"},
+		{"dim too large", []string{"--dim", "70000"}, "--dim 70000 out of range"},
+		{"k zero", []string{"--n", "100", "--k", "0"}, "--k 0 out of range: want 1..100"},
+		{"k above n", []string{"--n", "100", "--k", "101"}, "--k 101 out of range: want 1..100"},
+		{"runs zero", []string{"--runs", "0"}, "--runs 0 out of range"},
+		{"repeat zero", []string{"--repeat", "0"}, "--repeat 0 out of range"},
+		{"reps zero", []string{"--reps", "0"}, "--reps 0 out of range"},
+		{"metric", []string{"--metric", "hamming"}, `unknown metric "hamming"`},
+		{"device", []string{"--device", "tpu"}, `unknown device "tpu"`},
+		{"backend", []string{"--backend", "cuda"}, `unknown backend "cuda"`},
+		{"plot extension", []string{"--plot", "out.svg"}, "must end in .png"},
+		{"not a flag", []string{"fast"}, `unexpected argument "fast"`},
+		{"undefined flag", []string{"--turbo"}, "flag provided but not defined: -turbo"},
+		{"bad number", []string{"--n", "many"}, `invalid value "many" for flag -n`},
+		{"missing file", []string{"--data", filepath.Join(t.TempDir(), "none.npy")}, "no such file"},
+		{"unknown extension", []string{"--data", writeBytes(t, "data.csv", []byte("1,2\n"))}, `unknown file extension ".csv"`},
+		{"wrong dtype", []string{"--data", writeBytes(t, "i4.npy",
+			npyBytes("{'descr': '<i4', 'fortran_order': False, 'shape': (2, 2), }", make([]byte, 16)))}, "<i4"},
+		{"not 2-D", []string{"--data", writeBytes(t, "3d.npy",
+			npyBytes("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2, 2), }", make([]byte, 32)))}, "2-D"},
+		{"truncated npy", []string{"--data", writeBytes(t, "short.npy",
+			npyBytes("{'descr': '<f4', 'fortran_order': False, 'shape': (4, 2), }", make([]byte, 20)))}, "malformed data file"},
+		{"truncated fvecs", []string{"--queries", writeBytes(t, "short.fvecs", []byte{4, 0, 0, 0, 0, 0, 128, 63})}, "malformed data file"},
+		{"empty data", []string{"--data", writeBytes(t, "empty.npy",
+			npyBytes("{'descr': '<f4', 'fortran_order': False, 'shape': (0, 3), }", nil))}, "holds no vectors"},
+		{"dim mismatch data and queries", []string{"--data", data64, "--queries", q32}, "dim mismatch: --queries"},
+		{"dim mismatch flag and data", []string{"--data", data64, "--dim", "32"}, "dim mismatch: --dim 32"},
+		{"dim mismatch flag and queries", []string{"--queries", q32, "--dim", "16"}, "dim mismatch: --queries"},
+		{"n above data rows", []string{"--data", data64, "--n", "31"}, "holds 30 vectors"},
+		{"non-finite data", []string{"--data", nanPath, "--k", "1"}, "is NaN"},
+		{"zero query under cosine", []string{"--queries", zero}, "all zeros"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, stdout, stderr := runBench(t, append([]string{"--device", "cpu", "--runs", "1", "--repeat", "1"}, c.args...)...)
+			assert.Equal(t, 2, code, stderr)
+			assert.Empty(t, stdout)
+			lines := ownLines(stderr)
+			// The flag package prints usage after its own errors; ours is
+			// the last line.
+			require.NotEmpty(t, lines)
+			last := lines[len(lines)-1]
+			assert.True(t, strings.HasPrefix(last, "bench: "), last)
+			assert.Contains(t, last, c.want)
+			if !strings.Contains(c.want, "flag") {
+				assert.Len(t, lines, 1, "one line of error")
+			}
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	code, stdout, stderr := runBench(t, "-h")
+	assert.Equal(t, 0, code)
+	assert.Empty(t, stdout)
+	assert.Contains(t, stderr, "-breakdown")
+}
+
+// tierJSON is the documented shape of one tier (bench/SCHEMA.md).
+type tierJSON struct {
+	Name              *string                              `json:"name"`
+	Premise           *string                              `json:"premise"`
+	MedianMS          *float64                             `json:"median_ms"`
+	MinMS             *float64                             `json:"min_ms"`
+	MaxMS             *float64                             `json:"max_ms"`
+	Jitter            *float64                             `json:"jitter"`
+	GroupsMS          []float64                            `json:"groups_ms"`
+	SpeedupVsFallback *struct{ Median, Min, Max *float64 } `json:"speedup_vs_fallback"`
+	MaxAbsDiff        *float64                             `json:"max_abs_diff"`
+	TopKMatch         *bool                                `json:"topk_match"`
+	Skipped           bool                                 `json:"skipped"`
+	SkipReason        string                               `json:"skip_reason"`
+	Pass              *bool                                `json:"pass"`
+}
+
+type reportJSON struct {
+	N, Dim, K, Repeat, Runs *int
+	Adapter                 *struct{ Name, Vendor, API, Type, Driver string }
+	GPUReason               string `json:"gpu_reason"`
+	Seed                    *uint64
+	Tiers                   []tierJSON
+	Breakdown               *struct {
+		Tier       string
+		MarshalMS  *float64 `json:"marshal_ms"`
+		UploadMS   *float64 `json:"upload_ms"`
+		KernelMS   *float64 `json:"kernel_ms"`
+		ReadbackMS *float64 `json:"readback_ms"`
+		TotalMS    *float64 `json:"total_ms"`
+		Percent    map[string]float64
+	}
+	Pass    bool
+	Verdict string
+}
+
+func decode(t *testing.T, stdout string) reportJSON {
+	t.Helper()
+	var r reportJSON
+	dec := json.NewDecoder(strings.NewReader(stdout))
+	require.NoError(t, dec.Decode(&r), "stdout must be exactly one JSON object")
+	assert.False(t, dec.More(), "nothing after the JSON object")
+	require.NotNil(t, r.N)
+	return r
+}
+
+func TestJSONOnStdoutCPU(t *testing.T) {
+	code, stdout, stderr := runBench(t, "--n", "2000", "--dim", "64", "--runs", "3", "--repeat", "1",
+		"--device", "cpu", "--seed", "42", "--json", "-", "--breakdown", "--reps", "2")
+	require.Equal(t, 0, code, stderr)
+	r := decode(t, stdout)
+	assert.Equal(t, 2000, *r.N)
+	assert.Equal(t, 64, *r.Dim)
+	assert.Equal(t, 10, *r.K)
+	assert.Equal(t, 1, *r.Repeat)
+	assert.Equal(t, 3, *r.Runs)
+	assert.Equal(t, uint64(42), *r.Seed)
+	assert.Nil(t, r.Adapter)
+	assert.Contains(t, r.GPUReason, "--device cpu")
+	require.Len(t, r.Tiers, 5)
+	fb := r.Tiers[0]
+	assert.Equal(t, "fallback", *fb.Name)
+	for _, f := range []*float64{fb.MedianMS, fb.MinMS, fb.MaxMS, fb.Jitter, fb.MaxAbsDiff} {
+		assert.NotNil(t, f)
+	}
+	assert.Len(t, fb.GroupsMS, 3)
+	assert.Nil(t, fb.SpeedupVsFallback, "absent for the fallback itself")
+	assert.True(t, *fb.TopKMatch)
+	for _, tr := range r.Tiers[1:] {
+		assert.True(t, tr.Skipped, *tr.Name)
+		assert.NotEmpty(t, tr.SkipReason)
+		assert.Nil(t, tr.MedianMS)
+	}
+	require.NotNil(t, r.Breakdown)
+	for _, f := range []*float64{r.Breakdown.MarshalMS, r.Breakdown.UploadMS, r.Breakdown.KernelMS, r.Breakdown.ReadbackMS, r.Breakdown.TotalMS} {
+		assert.NotNil(t, f)
+	}
+	assert.True(t, r.Pass)
+	assert.Contains(t, stderr, "verdict: PASS", "the table goes to stderr when stdout carries JSON")
+}
+
+// TestGPUTiers runs every tier through the command on the software
+// adapter, with the slab split into several device buffers, and writes the
+// JSON and PNG to files.
+func TestGPUTiers(t *testing.T) {
+	dir := t.TempDir()
+	jsonPath, pngPath := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.png")
+	code, stdout, stderr := runBench(t, "--n", "2000", "--dim", "64", "--runs", "3", "--repeat", "1",
+		"--device", "gpu", "--max-chunk-rows", "700", "--breakdown", "--reps", "2", "--json", jsonPath, "--plot", pngPath)
+	b, err := os.ReadFile(jsonPath)
+	require.NoError(t, err, stderr)
+	r := decode(t, string(b))
+	if r.Adapter == nil {
+		t.Skip("no usable GPU adapter: " + r.GPUReason)
+	}
+	require.Equal(t, 0, code, stdout+stderr)
+	for _, tr := range r.Tiers {
+		assert.False(t, tr.Skipped, *tr.Name)
+		require.NotNil(t, tr.Pass, *tr.Name)
+		assert.True(t, *tr.Pass, *tr.Name)
+		if *tr.Name != "fallback" {
+			require.NotNil(t, tr.SpeedupVsFallback, *tr.Name)
+		}
+	}
+	assert.Equal(t, "list", r.Breakdown.Tier)
+	assert.Contains(t, stdout, "3 chunk(s) of up to 700 rows")
+	png, err := os.ReadFile(pngPath)
+	require.NoError(t, err)
+	assert.True(t, bytes.HasPrefix(png, []byte("\x89PNG")))
+}
+
+// TestDataFiles reads vectors from .fvecs and queries from .npy.
+func TestDataFiles(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	data := writeMatrix(t, "base.fvecs", 300, 24, seed)
+	queries := writeMatrix(t, "q.npy", 4, 24, seed+1)
+	code, stdout, stderr := runBench(t, "--data", data, "--queries", queries, "--k", "5", "--runs", "2", "--repeat", "1",
+		"--device", "cpu", "--metric", "dot", "--json", "-")
+	require.Equal(t, 0, code, stderr)
+	r := decode(t, stdout)
+	assert.Equal(t, 300, *r.N)
+	assert.Equal(t, 24, *r.Dim)
+	assert.Nil(t, r.Seed, "no random data, no seed")
+	assert.True(t, r.Pass)
+
+	code, stdout, stderr = runBench(t, "--data", data, "--n", "120", "--runs", "1", "--repeat", "1", "--device", "cpu", "--json", "-")
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, 120, *decode(t, stdout).N, "--n takes the first rows of --data")
+}
