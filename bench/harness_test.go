@@ -53,7 +53,7 @@ func TestWorkloadLayouts(t *testing.T) {
 	w := RandomWorkload(50, 7, 3, testSeed(t))
 	require.Equal(t, 50, w.N())
 	require.Len(t, w.Queries, 3)
-	for i, row := range w.Rows {
+	for i, row := range w.Rows() {
 		assert.Equal(t, w.Data[i*7:(i+1)*7], row)
 		assert.NotSame(t, &w.Data[i*7], &row[0], "rows are copies, not views")
 	}

@@ -155,6 +155,23 @@ func (r *Reference) MaxAbsDiff(all []engine.Hit) (float64, error) {
 	return worst, nil
 }
 
+// HitsDiff returns the largest |hit score − reference score| over hits
+// (+Inf for an ID out of range or a NaN score).
+func (r *Reference) HitsDiff(hits []engine.Hit) float64 {
+	var worst float64
+	for _, h := range hits {
+		if h.ID >= uint64(len(r.Scores)) {
+			return math.Inf(1)
+		}
+		d := math.Abs(float64(h.Score) - r.Scores[h.ID])
+		if math.IsNaN(d) {
+			return math.Inf(1)
+		}
+		worst = max(worst, d)
+	}
+	return worst
+}
+
 // TopKResult says how a path's top-k compares with the reference's.
 type TopKResult struct {
 	// Exact is true when the IDs are the reference's, in order.

@@ -61,6 +61,14 @@ func TestMaxAbsDiff(t *testing.T) {
 	assert.True(t, math.IsInf(d, 1), "a NaN score is the worst difference")
 }
 
+func TestHitsDiff(t *testing.T) {
+	ref := &Reference{Metric: engine.Dot, Scores: []float64{3, 1, 0}}
+	assert.Equal(t, 0.5, ref.HitsDiff([]engine.Hit{{ID: 1, Score: 1.5}, {ID: 0, Score: 3}}))
+	assert.Equal(t, 0.0, ref.HitsDiff(nil))
+	assert.True(t, math.IsInf(ref.HitsDiff([]engine.Hit{{ID: 3}}), 1))
+	assert.True(t, math.IsInf(ref.HitsDiff([]engine.Hit{{ID: 0, Score: float32(math.NaN())}}), 1))
+}
+
 func TestCompareTopK(t *testing.T) {
 	// Rows 1 and 2 are a near-tie (within the threshold); row 3 is not.
 	ref := &Reference{Metric: engine.Dot, Scores: []float64{0.9, 0.5, 0.5 - 1e-7, 0.1}, Threshold: 1e-6}

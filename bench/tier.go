@@ -45,8 +45,9 @@ func (t Tier) Premise() string {
 	case TierFallback:
 		return "pure Go on the packed slab, resident in host memory: normalise the query, scan all rows, top-k (CPU)"
 	case TierKernel:
-		return "data resident on the device; the scoring dispatch alone, wall clock from submit to done " +
-			"(no GPU timestamp queries); no query upload, no readback, no top-k: a limit, not an everyday figure"
+		return "data resident on the device; the compute pass alone (engine Trace.Kernel: scoring, and top-k where the " +
+			"engine selects on the device), wall clock from submit to done, no GPU timestamp queries; " +
+			"no query upload, no readback: a limit, not an everyday figure"
 	case TierResident:
 		return "the engine's Search on a GPU index: data uploaded once at Add; per call the query goes up, " +
 			"every row is scored on the device, the results come back, top-k out"
@@ -163,7 +164,7 @@ func (r *rebuildRunner) once(ctx context.Context, search func(*engine.Index) err
 	if r.flat {
 		_, err = ix.AddFlat(ctx, r.w.Data)
 	} else {
-		_, err = ix.AddContext(ctx, r.w.Rows)
+		_, err = ix.AddContext(ctx, r.w.Rows())
 	}
 	if err != nil {
 		return err

@@ -4,38 +4,46 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync"
 
 	"github.com/umbravec/umbra/engine"
 )
 
-// Workload is the data a run searches, held in the two layouts the tiers
-// start from: one contiguous row-major slice, and one allocation per row.
+// Workload is the data a run searches, in the two layouts the tiers start
+// from: one contiguous row-major slice, and one allocation per row.
 type Workload struct {
-	Dim  int
-	Data []float32 // N×Dim values, row-major
-	// Rows holds the same values as Data, each row in its own heap
-	// allocation, allocated in shuffled order so that neighbours in the
-	// list are not neighbours in memory: the layout a store of records
-	// ends up with, and the one the seed's default path started from.
-	Rows    [][]float32
+	Dim     int
+	Data    []float32 // N×Dim values, row-major
 	Queries [][]float32
+
+	seed     uint64
+	rowsOnce sync.Once
+	rows     [][]float32
 }
 
 // N returns the number of stored vectors.
 func (w *Workload) N() int { return len(w.Data) / w.Dim }
 
 // NewWorkload builds a workload over data (n×dim, row-major; it is kept,
-// not copied) and copies every row into its own allocation for the list
-// tier. seed orders those allocations.
+// not copied). seed orders the per-row allocations Rows makes.
 func NewWorkload(data []float32, dim int, queries [][]float32, seed uint64) *Workload {
-	w := &Workload{Dim: dim, Data: data, Queries: queries}
-	n := w.N()
-	w.Rows = make([][]float32, n)
-	perm := rand.New(rand.NewPCG(seed, 0x5ca77e7ed)).Perm(n)
-	for _, i := range perm {
-		w.Rows[i] = append([]float32(nil), data[i*dim:(i+1)*dim]...)
-	}
-	return w
+	return &Workload{Dim: dim, Data: data, Queries: queries, seed: seed}
+}
+
+// Rows returns the same values as Data with each row in its own heap
+// allocation, made in shuffled order so that neighbours in the list are not
+// neighbours in memory: the layout a store of records ends up with, and the
+// one the seed's default path started from. The copy is made on first use
+// (only the list tier needs it) and kept.
+func (w *Workload) Rows() [][]float32 {
+	w.rowsOnce.Do(func() {
+		n, dim := w.N(), w.Dim
+		w.rows = make([][]float32, n)
+		for _, i := range rand.New(rand.NewPCG(w.seed, 0x5ca77e7ed)).Perm(n) {
+			w.rows[i] = append([]float32(nil), w.Data[i*dim:(i+1)*dim]...)
+		}
+	})
+	return w.rows
 }
 
 // RandomMatrix returns rows×dim values drawn uniformly from [−1, 1) by a

@@ -260,7 +260,6 @@ func (f *flags) workload(metric engine.Metric, progress func(string)) (w *bench.
 			qs[i] = qf[i*dim : (i+1)*dim : (i+1)*dim]
 		}
 	}
-	progress("copying every row into its own allocation for the list tier")
 	return bench.NewWorkload(flat, dim, qs, s), data, queries, seed, nil
 }
 

@@ -255,6 +255,26 @@ func TestGPUTiers(t *testing.T) {
 	assert.True(t, bytes.HasPrefix(png, []byte("\x89PNG")))
 }
 
+// TestNoMatchingAdapter asks for an API this platform's adapters do not
+// have: the GPU tiers are skipped with the engine's reason, and the run
+// still passes on the fallback.
+func TestNoMatchingAdapter(t *testing.T) {
+	code, stdout, stderr := runBench(t, "--n", "500", "--dim", "16", "--runs", "1", "--repeat", "1",
+		"--device", "gpu", "--backend", "metal", "--adapter", "no-such-adapter", "--tiers", "fallback,resident,list", "--json", "-")
+	require.Equal(t, 0, code, stderr)
+	r := decode(t, stdout)
+	assert.Nil(t, r.Adapter)
+	assert.NotEmpty(t, r.GPUReason)
+	require.Len(t, r.Tiers, 3)
+	assert.NotNil(t, r.Tiers[0].MedianMS)
+	for _, tr := range r.Tiers[1:] {
+		assert.True(t, tr.Skipped, *tr.Name)
+		assert.Equal(t, r.GPUReason, tr.SkipReason)
+	}
+	assert.True(t, r.Pass)
+	assert.Contains(t, stderr, "resident, list skipped: ")
+}
+
 // TestDataFiles reads vectors from .fvecs and queries from .npy.
 func TestDataFiles(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
