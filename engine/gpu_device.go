@@ -161,6 +161,9 @@ type gpuDevice struct {
 	lim       DeviceLimits
 	pipelines pipelineCache
 	readPipe  *wgpu.ComputePipeline // read.wgsl, compiled on first ReadFloor
+	// subgroups is set when the device has wgpu's native subgroup feature
+	// and the shuffle-reduction variant of scores.wgsl passed the self-test.
+	subgroups bool
 	routeOnce sync.Once
 	routing   *Routing // measured on first Auto use
 	routeErr  error
@@ -184,7 +187,12 @@ func openDevice(a *wgpu.Adapter) (*gpuDevice, error) {
 	err := gpuCall("request device", func() error {
 		lim := a.GetLimits()
 		d.lim = limitsOf(lim)
-		dev, err := a.RequestDevice(&wgpu.DeviceDescriptor{Label: "umbra", RequiredLimits: &lim})
+		var features []wgpu.FeatureName
+		if a.HasFeature(nativeFeatureSubgroup) {
+			features = append(features, nativeFeatureSubgroup)
+			d.subgroups = true
+		}
+		dev, err := a.RequestDevice(&wgpu.DeviceDescriptor{Label: "umbra", RequiredLimits: &lim, RequiredFeatures: features})
 		if err != nil {
 			return err
 		}
@@ -196,6 +204,24 @@ func openDevice(a *wgpu.Adapter) (*gpuDevice, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// nativeFeatureSubgroup is wgpu-native's WGPUNativeFeature_Subgroup, which
+// this binding does not name: it enables the subgroup built-ins without an
+// `enable` directive in the shader.
+const nativeFeatureSubgroup wgpu.FeatureName = 0x00030021
+
+// verify self-tests the device, first with the subgroup variant where the
+// device offers it, and falls back to the workgroup-memory reduction if that
+// variant fails to compile or to give the right answer.
+func (d *gpuDevice) verify() error {
+	if d.subgroups {
+		if err := d.selfTest(); err == nil {
+			return nil
+		}
+		d.subgroups = false
+	}
+	return d.selfTest()
 }
 
 // selfTest runs the real shaders on a small input through the same code
@@ -277,7 +303,7 @@ func probeAdapter(ctx context.Context, a *wgpu.Adapter, info AdapterInfo, timeou
 				if dev, err = openDevice(a); err != nil {
 					return err
 				}
-				return dev.selfTest()
+				return dev.verify()
 			})
 			r.Elapsed = time.Since(start)
 			if err != nil {

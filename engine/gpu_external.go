@@ -47,12 +47,13 @@ func NewOnDevice(cfg Config, adapter *wgpu.Adapter, device *wgpu.Device, limits 
 			d.lim = limitsOf(wgpu.DefaultLimits())
 		}
 		d.queue = device.GetQueue()
+		d.subgroups = device.HasFeature(nativeFeatureSubgroup)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	if err := d.selfTest(); err != nil {
+	if err := d.verify(); err != nil {
 		return nil, err
 	}
 	metric := uint32(shaders.MetricDot)

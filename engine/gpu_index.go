@@ -98,6 +98,7 @@ func newGPUIndex(dev *gpuDevice, stride int, metric uint32, maxChunkRows int) (*
 	if err != nil {
 		return nil, err
 	}
+	single.Subgroups, batch.Subgroups = dev.subgroups, dev.subgroups
 	g := &wgpuIndex{
 		dev: dev, metric: metric, single: single, batch: batch, plan: plan,
 		query:   growBuffer{label: "umbra queries", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopyDst},
@@ -121,7 +122,11 @@ func newGPUIndex(dev *gpuDevice, stride int, metric uint32, maxChunkRows int) (*
 }
 
 func (g *wgpuIndex) adapter() AdapterInfo { return g.dev.info }
-func (g *wgpuIndex) limits() DeviceLimits { return g.dev.lim }
+func (g *wgpuIndex) limits() DeviceLimits {
+	l := g.dev.lim
+	l.Subgroups = g.dev.subgroups
+	return l
+}
 func (g *wgpuIndex) chunkRows() int       { return g.plan.RowsPerChunk }
 func (g *wgpuIndex) rowBytes() uint64     { return uint64(g.plan.Stride) * 4 }
 func (g *wgpuIndex) device() *wgpu.Device { return g.dev.device }

@@ -148,3 +148,50 @@ func TestCalibrate(t *testing.T) {
 	require.NoError(t, err)
 	assert.Same(t, r, again, "calibration runs once per device")
 }
+
+// TestReductionVariantsAgree scores the same rows with the subgroup-shuffle
+// reduction and the workgroup-memory tree on one device, for team widths
+// below, at and above common subgroup sizes.
+func TestReductionVariantsAgree(t *testing.T) {
+	d := softwareDevice(t)
+	if !d.subgroups {
+		t.Skipf("%s (%s) has no subgroup feature; the tree variant is covered by every other test", d.info.Name, d.info.API)
+	}
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 3))
+	tree := &gpuDevice{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim}
+	for _, dim := range []int{3, 30, 130, 768} {
+		slab := host.NewSlab(dim)
+		vs := make([][]float32, 777)
+		for i := range vs {
+			vs[i] = make([]float32, dim)
+			for j := range vs[i] {
+				vs[i][j] = r.Float32()*2 - 1
+			}
+		}
+		slab.Append(vs, false)
+		q := make([]float32, slab.Stride)
+		for j := 0; j < dim; j++ {
+			q[j] = r.Float32()*2 - 1
+		}
+		var got [2][]float32
+		for i, dev := range []*gpuDevice{d, tree} {
+			g, err := newGPUIndex(dev, slab.Stride, shaders.MetricDot, 0)
+			require.NoError(t, err)
+			require.Equal(t, i == 0, g.single.Subgroups)
+			require.NoError(t, g.upload(context.Background(), slab, 0))
+			got[i], err = g.scores(context.Background(), q, slab.Rows)
+			require.NoError(t, err)
+			g.release()
+		}
+		for i := range got[0] {
+			var want float64
+			for j, v := range slab.Row(i) {
+				want += float64(v) * float64(q[j])
+			}
+			require.InDelta(t, want, float64(got[0][i]), 1e-5*math.Max(1, math.Abs(want)), "dim %d row %d, subgroups", dim, i)
+			require.InDelta(t, want, float64(got[1][i]), 1e-5*math.Max(1, math.Abs(want)), "dim %d row %d, tree", dim, i)
+		}
+	}
+}

@@ -38,6 +38,8 @@ type DeviceLimits struct {
 	MaxWorkgroupsPerDim    uint32
 	MaxInvocations         uint32
 	MaxWorkgroupBytes      uint32
+	// Subgroups is true when scores are reduced with subgroup shuffles.
+	Subgroups bool
 }
 
 // Info says how an index computes and, when it fell back to the CPU, why and

@@ -12,7 +12,9 @@
 // loads coalesce. ROWS teams make one workgroup. Each loaded vec4 of a row is
 // used for QT queries before the next is read, so a batch reads the slab
 // once per QT queries rather than once per query. The team's partial sums
-// are reduced in workgroup memory. The grid is 2-D over rows because one
+// are reduced with subgroup shuffles where the device has the subgroup
+// feature (the variant is chosen at device creation), otherwise by a tree in
+// workgroup memory. The grid is 2-D over rows because one
 // dimension holds at most 65,535 workgroups on many adapters (params.groups_x
 // is its width); the z dimension walks the tiles of QT queries.
 //
@@ -46,7 +48,8 @@ struct Params {
 var<workgroup> partial: array<f32, {{.Partial}}>;
 
 @compute @workgroup_size({{.Workgroup}})
-fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32{{if .Subgroups}},
+        @builtin(subgroup_size) sg_size: u32{{end}}) {
     let group = wg.y * params.groups_x + wg.x;
     let lane = li % TEAM;
     let row = group * ROWS + li / TEAM;
@@ -68,6 +71,38 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             }
         }
     }
+{{if .Subgroups}}
+    // Subgroup variant: lanes of a team that share a subgroup add up with
+    // shuffles (no barrier); only when a team spans several subgroups do
+    // their sums meet in workgroup memory, after one barrier. A team and a
+    // subgroup are both powers of two and teams start at multiples of TEAM,
+    // so the width w lanes never mix two rows.
+    let w = min(TEAM, sg_size);
+    for (var j = 0u; j < QT; j++) {
+        let a = acc[j];
+        var v = (a.x + a.y) + (a.z + a.w);
+        for (var m = w / 2u; m > 0u; m = m / 2u) {
+            v += subgroupShuffleXor(v, m);
+        }
+        if (lane % w == 0u) {
+            partial[j * WG + li / w] = v;
+        }
+    }
+    workgroupBarrier();
+    if (lane == 0u) {
+        let parts = TEAM / w;
+        let first = li / w;
+        for (var j = 0u; j < QT; j++) {
+            var total = 0.0;
+            for (var p = 0u; p < parts; p++) {
+                total += partial[j * WG + first + p];
+            }
+            if (row < params.rows && q0 + j < params.nq) {
+                scores[(q0 + j) * params.n_total + params.base + row] = total;
+            }
+        }
+    }
+{{else}}
     for (var j = 0u; j < QT; j++) {
         let a = acc[j];
         partial[j * WG + li] = (a.x + a.y) + (a.z + a.w);
@@ -83,6 +118,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         workgroupBarrier();
     }
 
+
     if (lane == 0u && row < params.rows) {
         for (var j = 0u; j < QT; j++) {
             if (q0 + j < params.nq) {
@@ -90,4 +126,5 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             }
         }
     }
+{{end}}
 }

@@ -50,6 +50,9 @@ type ScoresLayout struct {
 	Rows   uint32 // rows per workgroup
 	QT     uint32 // queries scored per pass over a row
 	Metric uint32 // MetricDot or MetricL2
+	// Subgroups selects the reduction by subgroup shuffles; it needs the
+	// device's native subgroup feature.
+	Subgroups bool
 }
 
 // Workgroup is the number of invocations in one workgroup.
