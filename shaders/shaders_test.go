@@ -1,0 +1,67 @@
+package shaders
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestPlanScores(t *testing.T) {
+	cases := []struct {
+		stride         int
+		team, rows, qt uint32
+	}{
+		{4, 1, 256, 8},   // dim 1..4: one vec4 per row, a lane per row
+		{128, 32, 8, 8},  // dim 127
+		{768, 64, 4, 8},  // dim 768
+		{1536, 64, 4, 8}, // dim 1536
+		{20, 8, 32, 8},   // 5 vec4 round up to a team of 8
+	}
+	for _, c := range cases {
+		l, err := PlanScores(c.stride, MetricDot, 1024, 8, 32768)
+		require.NoError(t, err)
+		assert.Equal(t, c.team, l.Team, "stride %d", c.stride)
+		assert.Equal(t, c.rows, l.Rows, "stride %d", c.stride)
+		assert.Equal(t, c.qt, l.QT, "stride %d", c.stride)
+		assert.Equal(t, uint32(256), l.Workgroup())
+	}
+	// WebGPU's default 16 KiB of workgroup memory holds the partial sums of
+	// 16 queries × 256 invocations × 4 bytes, so a request for 32 halves.
+	l, err := PlanScores(768, MetricL2, 256, 32, 16384)
+	require.NoError(t, err)
+	assert.Equal(t, uint32(16), l.QT)
+	l, err = PlanScores(768, MetricDot, 128, 1, 0)
+	require.NoError(t, err)
+	assert.Equal(t, uint32(128), l.Workgroup(), "a device capped at 128 invocations")
+
+	_, err = PlanScores(6, MetricDot, 256, 1, 0)
+	assert.ErrorContains(t, err, "not a positive multiple of 4")
+	_, err = PlanScores(8, 7, 256, 1, 0)
+	assert.ErrorContains(t, err, "unknown metric")
+}
+
+func TestSourcesHaveNoHoles(t *testing.T) {
+	for _, sg := range []bool{false, true} {
+		l, err := PlanScores(768, MetricL2, 256, 8, 16384)
+		require.NoError(t, err)
+		l.Subgroups = sg
+		src, err := Scores(l)
+		require.NoError(t, err)
+		assert.NotContains(t, src, "{{")
+		assert.Contains(t, src, "const DIM4: u32 = 192u;")
+		assert.Contains(t, src, "const METRIC: u32 = 1u;")
+		assert.Equal(t, sg, strings.Contains(src, "subgroupShuffleXor"))
+	}
+	src, err := Select(MetricDot)
+	require.NoError(t, err)
+	assert.NotContains(t, src, "{{")
+	for _, entry := range []string{"fn hist(", "fn scan(", "fn compact("} {
+		assert.Contains(t, src, entry)
+	}
+	_, err = Scores(ScoresLayout{Dim4: 4, Team: 3, Rows: 1, QT: 1})
+	assert.Error(t, err, "a team must be a power of two")
+	_, err = Select(5)
+	assert.Error(t, err)
+}
