@@ -82,7 +82,7 @@ func TestRunCPU(t *testing.T) {
 			assert.True(t, *fb.TopKMatch)
 			for _, tr := range rep.Tiers[1:] {
 				assert.True(t, tr.Skipped, tr.Name)
-				assert.Contains(t, tr.SkipReason, "--device cpu")
+				assert.Equal(t, "not used with --device cpu", tr.SkipReason)
 			}
 			assert.Nil(t, rep.Adapter)
 			bd := rep.Breakdown

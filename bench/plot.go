@@ -238,7 +238,7 @@ func breakdownPlot(b *Breakdown) (*plot.Plot, error) {
 		thumb, _ := plotter.NewBarChart(plotter.Values{1}, vg.Points(10))
 		thumb.Color = palette[i%len(palette)]
 		thumb.LineStyle.Width = 0
-		p.Legend.Add(fmt.Sprintf("%-8s %8s ms %6s", s.Name, ms(s.MS), pct(b.Percent[s.Name])), thumb)
+		p.Legend.Add(fmt.Sprintf("%-8s %8s ms %7s", s.Name, ms(s.MS), pct(b.Percent[s.Name])), thumb)
 	}
 	p.Legend.Top = true
 	p.Legend.Left = false

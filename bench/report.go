@@ -176,7 +176,7 @@ func (r *Report) WriteText(out io.Writer) error {
 			b.WriteString("         (a software adapter running on the CPU: its figures check correctness, not GPU speed)\n")
 		}
 	} else {
-		fmt.Fprintf(&b, "adapter  none used (--device %s): %s\n", r.Device, orDash(r.GPUReason))
+		fmt.Fprintf(&b, "adapter  none used: %s\n", orDash(r.GPUReason))
 		if r.GPUHint != "" {
 			fmt.Fprintf(&b, "         fix: %s\n", r.GPUHint)
 		}

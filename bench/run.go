@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"strings"
@@ -31,6 +32,10 @@ type Options struct {
 	Breakdown bool
 	Reps      int // traced calls the breakdown takes medians over
 
+	// Threshold, when positive, replaces the computed consistency
+	// threshold (see Reference.Threshold).
+	Threshold float64
+
 	// Progress, when set, receives a short line for each step that may
 	// take more than a moment.
 	Progress func(msg string)
@@ -46,6 +51,8 @@ func (o *Options) validate(w *Workload) error {
 		return fmt.Errorf("k=%d out of range 1..%d", o.K, w.N())
 	case o.Repeat < 1 || o.Runs < 1 || o.Warmup < 0:
 		return fmt.Errorf("repeat %d and runs %d must be at least 1, warmup %d at least 0", o.Repeat, o.Runs, o.Warmup)
+	case o.Threshold < 0 || math.IsNaN(o.Threshold) || math.IsInf(o.Threshold, 0):
+		return fmt.Errorf("threshold %g must be a finite number, 0 for the computed one", o.Threshold)
 	case o.Breakdown && o.Reps < 1:
 		return fmt.Errorf("reps %d must be at least 1", o.Reps)
 	case len(o.Tiers) == 0:
@@ -112,6 +119,9 @@ func Run(ctx context.Context, w *Workload, opt Options) (*Report, error) {
 
 	h.progress("computing the float64 reference")
 	h.ref = NewReference(w.Data, w.Dim, w.Queries[0], opt.Metric)
+	if opt.Threshold > 0 {
+		h.ref.Threshold = opt.Threshold
+	}
 	h.rep.Threshold = h.ref.Threshold
 
 	if err := h.open(ctx); err != nil {
@@ -157,7 +167,7 @@ func (h *harness) config(d engine.Device) engine.Config {
 // CPU.
 func (h *harness) openGPU(ctx context.Context) {
 	if h.opt.Device == engine.CPU {
-		h.rep.GPUReason = "--device cpu: the GPU path is not used"
+		h.rep.GPUReason = "not used with --device cpu"
 		return
 	}
 	h.progress("probing GPU adapters")

@@ -20,6 +20,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"strings"
@@ -59,6 +60,7 @@ type flags struct {
 	tiers, device, adapter  string
 	backend, power, metric  string
 	seed                    uint64
+	threshold               float64
 	jsonOut, plotOut        string
 	breakdown               bool
 	data, queries           string
@@ -91,6 +93,7 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.queries, "queries", "", "queries from `FILE` (.npy float32 2-D, or .fvecs)")
 	fs.IntVar(&f.workers, "workers", 0, "goroutines of the fallback (0: GOMAXPROCS)")
 	fs.IntVar(&f.maxChunk, "max-chunk-rows", 0, "cap rows per device buffer (0: the adapter's limits decide)")
+	fs.Float64Var(&f.threshold, "threshold", 0, "consistency threshold on |score − float64 reference| (0: 8·√dim·2⁻²⁴·scale, see bench/SCHEMA.md)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -154,7 +157,10 @@ func (f *flags) options() (bench.Options, error) {
 			return o, err
 		}
 	}
-	o.K, o.Repeat, o.Runs, o.Warmup = f.k, f.repeat, f.runs, f.warmup
+	if f.threshold < 0 || math.IsNaN(f.threshold) || math.IsInf(f.threshold, 0) {
+		return o, usagef("--threshold %g out of range: want a finite value ≥ 0 (0: computed)", f.threshold)
+	}
+	o.K, o.Repeat, o.Runs, o.Warmup, o.Threshold = f.k, f.repeat, f.runs, f.warmup, f.threshold
 	o.Breakdown, o.Reps, o.Workers, o.MaxChunkRows = f.breakdown, f.reps, f.workers, f.maxChunk
 	if f.jsonOut == "" && f.set["json"] {
 		return o, usagef("--json needs a file name, or - for stdout")

@@ -96,6 +96,8 @@ func TestBadInput(t *testing.T) {
 		{"metric", []string{"--metric", "hamming"}, `unknown metric "hamming"`},
 		{"device", []string{"--device", "tpu"}, `unknown device "tpu"`},
 		{"backend", []string{"--backend", "cuda"}, `unknown backend "cuda"`},
+		{"threshold negative", []string{"--threshold", "-1"}, "--threshold -1 out of range"},
+		{"threshold NaN", []string{"--threshold", "NaN"}, "--threshold NaN out of range"},
 		{"plot extension", []string{"--plot", "out.svg"}, "must end in .png"},
 		{"not a flag", []string{"fast"}, `unexpected argument "fast"`},
 		{"undefined flag", []string{"--turbo"}, "flag provided but not defined: -turbo"},
@@ -253,6 +255,20 @@ func TestGPUTiers(t *testing.T) {
 	png, err := os.ReadFile(pngPath)
 	require.NoError(t, err)
 	assert.True(t, bytes.HasPrefix(png, []byte("\x89PNG")))
+}
+
+// TestFailExitsOne makes the check impossible to pass: the report says
+// FAIL with the reason and the exit status is 1, the JSON still written.
+func TestFailExitsOne(t *testing.T) {
+	code, stdout, stderr := runBench(t, "--n", "500", "--dim", "16", "--runs", "2", "--repeat", "1",
+		"--device", "cpu", "--threshold", "1e-300", "--json", "-")
+	assert.Equal(t, 1, code, stderr)
+	r := decode(t, stdout)
+	assert.False(t, r.Pass)
+	assert.False(t, *r.Tiers[0].Pass)
+	assert.NotNil(t, r.Tiers[0].MedianMS, "a failing tier is still timed")
+	assert.Contains(t, r.Verdict, "FAIL · fallback: max_abs_diff")
+	assert.Contains(t, stderr, "FAIL")
 }
 
 // TestNoMatchingAdapter asks for an API this platform's adapters do not
