@@ -117,7 +117,7 @@ type Breakdown struct {
 	Backend string `json:"backend"` // gpu or cpu
 	Reps    int    `json:"reps"`
 
-	MarshalMS  float64 `json:"marshal_ms"`  // host: validate, normalise and pack rows into the slab
+	MarshalMS  float64 `json:"marshal_ms"`  // host: validate and pack rows into the slab (normalised under cosine)
 	UploadMS   float64 `json:"upload_ms"`   // host to device: the rows (Add) and the query (Search)
 	KernelMS   float64 `json:"kernel_ms"`   // the scoring dispatch (GPU) or scan (CPU)
 	ReadbackMS float64 `json:"readback_ms"` // device to host: the N scores

@@ -43,7 +43,7 @@ func (t Tier) GPU() bool { return t != TierFallback }
 func (t Tier) Premise() string {
 	switch t {
 	case TierFallback:
-		return "pure Go on the packed slab, resident in host memory: normalise the query, scan all rows, top-k (CPU)"
+		return "pure Go on the packed slab, resident in host memory: prepare the query, scan all rows, top-k (CPU)"
 	case TierKernel:
 		return "data resident on the device; the compute pass alone (engine Trace.Kernel: scoring, and top-k where the " +
 			"engine selects on the device), wall clock from submit to done, no GPU timestamp queries; " +
@@ -52,7 +52,7 @@ func (t Tier) Premise() string {
 		return "the engine's Search on a GPU index: data uploaded once at Add; per call the query goes up, " +
 			"every row is scored on the device, the results come back, top-k out"
 	case TierContiguous:
-		return "every call from one contiguous []float32: new index, AddFlat (normalise and pack N rows, upload them all), " +
+		return "every call from one contiguous []float32: new index, AddFlat (validate and pack N rows, upload them all), " +
 			"Search, Close; the device and the compiled shader are cached per process"
 	case TierList:
 		return "every call from [][]float32, one heap allocation per row: new index, Add (marshal the scattered rows " +
