@@ -70,7 +70,9 @@ type flags struct {
 func parse(args []string, stderr io.Writer) (*flags, error) {
 	f := &flags{set: map[string]bool{}}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	// The flag package would print its error and the whole usage; a bad
+	// flag gets one line like any other bad input, and -h the usage.
+	fs.SetOutput(io.Discard)
 	fs.IntVar(&f.n, "n", 50000, "stored vectors (random data), or the first n rows of --data")
 	fs.IntVar(&f.dim, "dim", 768, "vector dimension (random data)")
 	fs.IntVar(&f.k, "k", 10, "results per search")
@@ -96,6 +98,9 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	fs.Float64Var(&f.threshold, "threshold", 0, "consistency threshold on |score − float64 reference| (0: 8·√dim·2⁻²⁴·scale, see bench/SCHEMA.md)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stderr, "usage: bench [flags]   (JSON schema: bench/SCHEMA.md)")
+			fs.SetOutput(stderr)
+			fs.PrintDefaults()
 			return nil, err
 		}
 		return nil, usageError{err.Error()}
