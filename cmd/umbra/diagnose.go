@@ -76,7 +76,7 @@ const (
 // manifests, device nodes), since an adapter that never appeared left no
 // error to report.
 func diagnose(rep engine.ProbeReport, sel engine.AdapterSelect, sys system) []finding {
-	return diagnoseBuild(rep, sel, sys, gpuSupport)
+	return diagnoseBuild(rep, sel, sys, engine.GPUSupport())
 }
 
 func diagnoseBuild(rep engine.ProbeReport, sel engine.AdapterSelect, sys system, gpu bool) []finding {

@@ -114,7 +114,8 @@ func run(ctx context.Context, e *env, args []string) int {
 		if errors.As(err, &ue) {
 			return fail(e, usagef("%s: %s (see 'umbra help %s')", c.name, ue.msg, c.name))
 		}
-		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		if ctx.Err() != nil {
+			// Whatever failed, it failed because of the signal.
 			return fail(e, errors.New("interrupted"))
 		}
 		return fail(e, err)

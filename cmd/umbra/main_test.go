@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
 )
 
@@ -300,7 +301,7 @@ func TestVersion(t *testing.T) {
 	r := umbra(t, "version")
 	require.Equal(t, exitOK, r.code, "%s", r)
 	assert.Contains(t, r.stdout, runtime.Version())
-	if gpuSupport {
+	if engine.GPUSupport() {
 		assert.Contains(t, r.stdout, "gpu         yes")
 	}
 
@@ -309,7 +310,7 @@ func TestVersion(t *testing.T) {
 	var v versionJSON
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &v), r.stdout)
 	assert.Equal(t, runtime.Version(), v.Go)
-	assert.Equal(t, gpuSupport, v.GPUSupport)
+	assert.Equal(t, engine.GPUSupport(), v.GPUSupport)
 	assert.NotEmpty(t, v.Version)
 	assert.NotEmpty(t, v.CPUKernel)
 

@@ -157,7 +157,7 @@ func probeReport(rep engine.ProbeReport, sel engine.AdapterSelect, sys system) p
 		power = "low"
 	}
 	out := probeJSON{
-		GPUSupport: gpuSupport,
+		GPUSupport: engine.GPUSupport(),
 		Selection:  selectionJSON{Backend: sel.Backend, Adapter: sel.Name, Power: power},
 		Adapters:   []probedAdapterJSON{},
 		Why:        rep.Reason,

@@ -23,7 +23,7 @@ func TestProbeJSON(t *testing.T) {
 	}
 	var p probeJSON
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &p))
-	assert.Equal(t, gpuSupport, p.GPUSupport)
+	assert.Equal(t, engine.GPUSupport(), p.GPUSupport)
 	for i, a := range p.Adapters {
 		t.Logf("adapter %d: %s (%s, %s) works=%v eligible=%v %s", i, a.Name, a.Backend, a.Type, a.Works, a.AutoEligible, a.Error)
 		assert.NotEmpty(t, a.Backend)
@@ -78,7 +78,7 @@ func TestProbeJSON(t *testing.T) {
 }
 
 func TestProbeSelectionMatchingNothing(t *testing.T) {
-	if !gpuSupport {
+	if !engine.GPUSupport() {
 		t.Skip("built without the wgpu backend")
 	}
 	r := umbra(t, "probe", "--json", "--adapter", "no adapter is called this")

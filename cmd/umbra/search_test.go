@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
 )
 
@@ -362,7 +363,7 @@ func TestSearchRejectsBadInput(t *testing.T) {
 // software adapter the machine has (lavapipe on Vulkan, llvmpipe on GL) and
 // checks it agrees with the CPU path.
 func TestSearchOnSoftwareAdapters(t *testing.T) {
-	if !gpuSupport {
+	if !engine.GPUSupport() {
 		t.Skip("built without the wgpu backend")
 	}
 	rng := newRand(t)

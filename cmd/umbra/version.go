@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+
+	"github.com/umbravec/umbra/engine"
 )
 
 var versionCommand = &command{
@@ -65,7 +67,7 @@ type versionJSON struct {
 
 func buildVersion() versionJSON {
 	v := versionJSON{Version: "(unknown)", Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
-		GPUSupport: gpuSupport, CPUKernel: cpuKernel()}
+		GPUSupport: engine.GPUSupport(), CPUKernel: cpuKernel()}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return v
