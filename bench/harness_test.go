@@ -172,6 +172,13 @@ func TestVerdict(t *testing.T) {
 	assert.False(t, ok)
 	assert.Equal(t, "FAIL · resident: max_abs_diff 0.1 > threshold 1e-05", v)
 
+	r.Adapter, r.GPUReason = nil, "no adapter; try a driver"
+	r.Tiers = []TierResult{{Name: "list", Skipped: true, SkipReason: r.GPUReason}}
+	ok, v = verdict(r)
+	assert.True(t, ok)
+	assert.Equal(t, "no tier ran · no adapter · list path on the gpu: marshal 82%, upload 16%, kernel 2% of end to end", v)
+
+	r = sampleReport()
 	r.Tiers[1].Error = "device lost"
 	ok, v = verdict(r)
 	assert.False(t, ok)

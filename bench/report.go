@@ -242,8 +242,12 @@ func (r *Report) WriteText(out io.Writer) error {
 	}
 
 	if bd := r.Breakdown; bd != nil {
-		fmt.Fprintf(&b, "\nbreakdown of the %s path on the %s, medians of %d traced calls (tracing waits after each stage)\n",
-			bd.Tier, backendWord(bd.Backend), bd.Reps)
+		wait := ""
+		if bd.Backend == "gpu" {
+			wait = " (tracing waits for the device after each stage)"
+		}
+		fmt.Fprintf(&b, "\nbreakdown of the %s path on the %s, medians of %d traced calls%s\n",
+			bd.Tier, backendWord(bd.Backend), bd.Reps, wait)
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "  stage\tms\tshare\t")
 		for _, s := range bd.stages() {

@@ -538,7 +538,12 @@ func verdict(r *Report) (bool, string) {
 		return false, "FAIL · " + strings.Join(failed, " · ")
 	}
 	if len(ran) == 0 {
-		return true, "nothing ran · " + orDash(r.GPUReason)
+		v := "no tier ran · " + orDash(firstClause(r.GPUReason))
+		if bd := r.Breakdown; bd != nil {
+			v += fmt.Sprintf(" · %s path on the %s: marshal %.0f%%, upload %.0f%%, kernel %.0f%% of end to end",
+				bd.Tier, bd.Backend, bd.Percent["marshal"], bd.Percent["upload"], bd.Percent["kernel"])
+		}
+		return true, v
 	}
 	parts := []string{fmt.Sprintf("PASS · %d tier(s) agree with the float64 reference over %d×%d", len(ran), r.N, r.Dim)}
 	fb := byName[string(TierFallback)]
