@@ -106,7 +106,16 @@ type result struct {
 }
 
 func (r result) String() string {
-	return fmt.Sprintf("exit %d\n--- stdout\n%s--- stderr\n%s", r.code, r.stdout, r.stderr)
+	return fmt.Sprintf("exit %d\n--- stdout\n%s--- stderr\n%s", r.code, tail(r.stdout), tail(r.stderr))
+}
+
+// tail keeps failure messages readable when a crash dumps every goroutine.
+func tail(s string) string {
+	const max = 4000
+	if len(s) <= max {
+		return s
+	}
+	return fmt.Sprintf("[%d bytes cut]...%s", len(s)-max, s[len(s)-max:])
 }
 
 func umbra(t *testing.T, args ...string) result {

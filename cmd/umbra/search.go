@@ -89,8 +89,9 @@ type searchOptions struct {
 
 // searchJSON is what search --json prints; README.md documents it.
 type searchJSON struct {
-	Backend   string       `json:"backend"` // "gpu" or "cpu"
-	Adapter   *adapterJSON `json:"adapter"` // null unless backend is "gpu"
+	Backend   string       `json:"backend"` // "gpu" or "cpu": what served these searches
+	Adapter   *adapterJSON `json:"adapter"` // the GPU the index holds, or null
+	Route     string       `json:"route"`   // under --device auto with a GPU: how searches are routed
 	CPUKernel string       `json:"cpu_kernel"`
 	Reason    string       `json:"reason"` // why --device auto fell back to the CPU
 	Hint      string       `json:"hint"`
@@ -192,7 +193,8 @@ func search(ctx context.Context, e *env, o *searchOptions) error {
 
 	info := ix.Info()
 	out := searchJSON{
-		Backend:   string(info.Backend),
+		Backend:   string(servedBy(info, len(qs))),
+		Route:     info.Route,
 		CPUKernel: info.CPUKernel,
 		Reason:    oneLine(info.Reason),
 		Hint:      info.Hint,
@@ -222,6 +224,22 @@ func search(ctx context.Context, e *env, o *searchOptions) error {
 	return writeSearchText(e.stdout, out)
 }
 
+// servedBy says which path served a batch of nq queries. Under Device Auto
+// an index holding a GPU routes each call to the path expected to finish
+// first, so Info.Backend alone does not say; this repeats the engine's
+// decision from Info.Routing for the slab it holds (rows × padded stride of
+// float32), until the engine reports the path per call.
+func servedBy(info engine.Info, nq int) engine.Backend {
+	if info.Backend != engine.BackendGPU || info.Routing == nil || nq == 0 {
+		return info.Backend
+	}
+	bytes := int64(info.Rows) * int64(host.StrideFor(info.Dim)) * 4
+	if info.Routing.PreferGPU(bytes, nq) {
+		return engine.BackendGPU
+	}
+	return engine.BackendCPU
+}
+
 // loadMatrix reads a data file, naming the flag it came from in errors.
 func loadMatrix(e *env, flagName, path string) (*host.Matrix, error) {
 	done := e.progress.step("loading " + path)
@@ -235,8 +253,10 @@ func loadMatrix(e *env, flagName, path string) (*host.Matrix, error) {
 
 func writeSearchText(w io.Writer, r searchJSON) error {
 	switch {
-	case r.Adapter != nil:
+	case r.Adapter != nil && r.Backend == string(engine.BackendGPU):
 		fmt.Fprintf(w, "# backend gpu: %s (%s, %s), driver %s\n", r.Adapter.Name, r.Adapter.Backend, r.Adapter.Type, r.Adapter.Driver)
+	case r.Adapter != nil:
+		fmt.Fprintf(w, "# backend cpu (%s), faster than %s (%s) for this size: %s\n", r.CPUKernel, r.Adapter.Name, r.Adapter.Backend, r.Route)
 	case r.Reason != "":
 		fmt.Fprintf(w, "# backend cpu (%s); GPU not used: %s (see 'umbra probe')\n", r.CPUKernel, r.Reason)
 	default:
