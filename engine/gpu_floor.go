@@ -22,7 +22,7 @@ func (g *wgpuIndex) readFloor(ctx context.Context) (time.Duration, int64, error)
 	defer g.dev.mu.Unlock()
 	var took time.Duration
 	var bytes int64
-	err := gpuCall("read floor", func() error {
+	err := scoped(g.device(), "read floor", func() error {
 		if g.dev.readPipe == nil {
 			ps, err := g.dev.compile("read.wgsl", shaders.Read, nil, "main")
 			if err != nil {

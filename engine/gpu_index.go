@@ -146,7 +146,7 @@ func (g *wgpuIndex) grow(c, need int) error {
 	}
 	capRows := min(max(need, 2*ch.capRows, 256), g.plan.RowsPerChunk)
 	dev := g.device()
-	return gpuCall("grow device buffers", func() error {
+	return scoped(dev, "grow device buffers", func() error {
 		data, err := dev.TryCreateBuffer(&wgpu.BufferDescriptor{
 			Label: fmt.Sprintf("umbra rows %d", c),
 			Size:  uint64(capRows) * g.rowBytes(),
@@ -214,7 +214,7 @@ func (g *wgpuIndex) upload(ctx context.Context, s *host.Slab, from int) error {
 		lo := max(from, start)
 		rest := s.Data[lo*s.Stride : (start+n)*s.Stride]
 		off := uint64(lo-start) * g.rowBytes()
-		err := gpuCall("upload rows", func() error {
+		err := scoped(g.device(), "upload rows", func() error {
 			for len(rest) > 0 {
 				piece := rest[:min(len(rest), writePiece/4)]
 				if err := g.queue().TryWriteBuffer(g.chunks[c].data, off, wgpu.ToBytes(piece)); err != nil {
@@ -231,7 +231,7 @@ func (g *wgpuIndex) upload(ctx context.Context, s *host.Slab, from int) error {
 		commit = append(commit, done{c, n})
 	}
 	// Wait for the writes so a failure surfaces here, not in a search.
-	if err := gpuCall("finish upload", func() error { g.queue().Submit(); g.device().Poll(true, nil); return nil }); err != nil {
+	if err := scoped(g.device(), "finish upload", func() error { g.queue().Submit(); g.device().Poll(true, nil); return nil }); err != nil {
 		return err
 	}
 	for _, d := range commit {
@@ -379,7 +379,7 @@ func (g *wgpuIndex) run(ctx context.Context, qs [][]float32, k, rows int) (hits 
 		dev.Poll(true, nil)
 		return nil
 	}
-	err = gpuCall("search", func() error {
+	err = scoped(dev, "search", func() error {
 		if err := g.prepare(nq, rows, max(k, 1)); err != nil {
 			return err
 		}

@@ -195,3 +195,22 @@ func TestReductionVariantsAgree(t *testing.T) {
 		}
 	}
 }
+
+// TestScopedCatchesWhatTheBindingMisses provokes a validation error outside
+// any scope of the binding's; only scoped's own error scopes can catch it
+// (unscoped, wgpu-native would abort the process). It proves the C
+// declarations in gpu_scope.go match the library's.
+func TestScopedCatchesWhatTheBindingMisses(t *testing.T) {
+	d := softwareDevice(t)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	err := scoped(d.device, "oversized buffer", func() error {
+		provokeValidationError(d.device, d.lim.MaxBufferBytes+4096)
+		return nil
+	})
+	require.Error(t, err)
+	assert.ErrorIs(t, err, ErrGPU)
+	assert.Contains(t, err.Error(), "oversized buffer: validation:")
+	assert.Contains(t, err.Error(), "greater than the maximum buffer size")
+	require.NoError(t, scoped(d.device, "nothing", func() error { return nil }), "a clean scope reports no error")
+}
