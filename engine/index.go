@@ -265,6 +265,7 @@ func (ix *Index) search(ctx context.Context, q []float32, k int) ([]Hit, error) 
 // The caller holds ix.mu.
 func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int) ([][]Hit, error) {
 	all := make([][]Hit, len(qs))
+	t := traceFrom(ctx)
 	if ix.slab.Rows == 0 {
 		for i := range all {
 			all[i] = []Hit{}
@@ -274,6 +275,9 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int) ([][]Hit
 	if ix.onGPU() && (ix.route == nil || ix.route.PreferGPU(int64(ix.slab.Bytes()), len(qs))) {
 		res, err := ix.gpu.search(ctx, qs, k, ix.slab.Rows)
 		if err == nil {
+			if t != nil {
+				t.Backend = BackendGPU
+			}
 			for i, r := range res {
 				all[i] = toHits(r)
 			}
@@ -284,7 +288,6 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int) ([][]Hit
 		}
 		ix.demote(err)
 	}
-	t := traceFrom(ctx)
 	start := time.Now()
 	var res [][]fallback.Hit
 	var err error
@@ -300,7 +303,7 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int) ([][]Hit
 	}
 	stage(t, &t.sink().Kernel, start)
 	if t != nil {
-		t.KernelClock = "cpu"
+		t.KernelClock, t.Backend = "cpu", BackendCPU
 	}
 	for i, r := range res {
 		all[i] = toHits(r)

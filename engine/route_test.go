@@ -51,3 +51,28 @@ func TestReadFloor(t *testing.T) {
 		})
 	}
 }
+
+// TestTraceRecordsBackend: a traced search says which path served it, as
+// Auto routing may send a GPU index's search to the CPU.
+func TestTraceRecordsBackend(t *testing.T) {
+	r := newRand(t)
+	data := randomVectors(r, 50, 8)
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			ix := open(t, b, engine.Config{Dim: 8})
+			_, err := ix.Add(data)
+			require.NoError(t, err)
+			var tr engine.Trace
+			_, err = ix.Search(engine.WithTrace(context.Background(), &tr), data[0], 3)
+			require.NoError(t, err)
+			want := engine.BackendCPU
+			if b.device == engine.GPU {
+				want = engine.BackendGPU
+				assert.Equal(t, int64(3*8), tr.ReadbackBytes, "the device returns k (score, row) pairs")
+				assert.Equal(t, "wall", tr.KernelClock)
+			}
+			assert.Equal(t, want, tr.Backend)
+			assert.Positive(t, tr.Kernel)
+		})
+	}
+}

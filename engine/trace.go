@@ -23,6 +23,9 @@ type Trace struct {
 	// KernelClock says how Kernel was timed: "wall" (submit and wait on
 	// the host clock) or "cpu".
 	KernelClock string
+	// Backend is the path that served the last traced search: under Device
+	// Auto a GPU index may route a small search to the CPU.
+	Backend Backend
 }
 
 type traceKey struct{}

@@ -182,7 +182,8 @@ func search(ctx context.Context, e *env, o *searchOptions) error {
 		qs[i] = queries.Row(i)
 	}
 	done = e.progress.step(fmt.Sprintf("searching %d queries in %d rows", len(qs), rows))
-	all, err := ix.SearchBatch(ctx, qs, o.k)
+	var tr engine.Trace
+	all, err := ix.SearchBatch(engine.WithTrace(ctx, &tr), qs, o.k)
 	done()
 	if err != nil {
 		if errors.Is(err, engine.ErrNonFinite) || errors.Is(err, engine.ErrZeroVector) || errors.Is(err, engine.ErrDimMismatch) {
@@ -193,7 +194,7 @@ func search(ctx context.Context, e *env, o *searchOptions) error {
 
 	info := ix.Info()
 	out := searchJSON{
-		Backend:   string(servedBy(info, len(qs))),
+		Backend:   string(servedBy(info, tr)),
 		Route:     info.Route,
 		CPUKernel: info.CPUKernel,
 		Reason:    oneLine(info.Reason),
@@ -224,20 +225,14 @@ func search(ctx context.Context, e *env, o *searchOptions) error {
 	return writeSearchText(e.stdout, out)
 }
 
-// servedBy says which path served a batch of nq queries. Under Device Auto
-// an index holding a GPU routes each call to the path expected to finish
-// first, so Info.Backend alone does not say; this repeats the engine's
-// decision from Info.Routing for the slab it holds (rows × padded stride of
-// float32), until the engine reports the path per call.
-func servedBy(info engine.Info, nq int) engine.Backend {
-	if info.Backend != engine.BackendGPU || info.Routing == nil || nq == 0 {
-		return info.Backend
+// servedBy says which path served the search: under Device Auto an index
+// holding a GPU routes each call to the path expected to finish first, so
+// Info.Backend alone does not say; the trace records it.
+func servedBy(info engine.Info, tr engine.Trace) engine.Backend {
+	if tr.Backend != "" {
+		return tr.Backend
 	}
-	bytes := int64(info.Rows) * int64(host.StrideFor(info.Dim)) * 4
-	if info.Routing.PreferGPU(bytes, nq) {
-		return engine.BackendGPU
-	}
-	return engine.BackendCPU
+	return info.Backend
 }
 
 // loadMatrix reads a data file, naming the flag it came from in errors.

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -409,17 +408,11 @@ func TestSearchOnSoftwareAdapters(t *testing.T) {
 	}
 }
 
-func TestServedByFollowsAutoRouting(t *testing.T) {
-	// A GPU with 1 ms of latency and 100 GB/s against a CPU at 10 GB/s: one
-	// query wins on the GPU above about 11 MB of vectors.
-	route := &engine.Routing{GPULatency: time.Millisecond, GPUBytesPerSec: 100e9, CPUBytesPerSec: 10e9}
-	gpu := engine.Info{Backend: engine.BackendGPU, Dim: 768, Routing: route}
-	small, large := gpu, gpu
-	small.Rows, large.Rows = 1000, 100000 // 3 MB and 307 MB
-	assert.Equal(t, engine.BackendCPU, servedBy(small, 1))
-	assert.Equal(t, engine.BackendGPU, servedBy(large, 1))
-	noRoute := large
-	noRoute.Routing = nil // --device gpu: never routed
-	assert.Equal(t, engine.BackendGPU, servedBy(noRoute, 1))
-	assert.Equal(t, engine.BackendCPU, servedBy(engine.Info{Backend: engine.BackendCPU}, 1))
+func TestServedByFollowsTheTrace(t *testing.T) {
+	// Under Auto routing a GPU index may serve a small search on the CPU:
+	// the engine's trace says which path ran; Info is the fallback.
+	gpu := engine.Info{Backend: engine.BackendGPU}
+	assert.Equal(t, engine.BackendCPU, servedBy(gpu, engine.Trace{Backend: engine.BackendCPU}))
+	assert.Equal(t, engine.BackendGPU, servedBy(gpu, engine.Trace{Backend: engine.BackendGPU}))
+	assert.Equal(t, engine.BackendGPU, servedBy(gpu, engine.Trace{}), "an untraced call (empty index) falls back to Info")
 }
