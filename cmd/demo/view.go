@@ -91,9 +91,11 @@ func newQueryPath(pos []float32, v view, stops int, seed int64) queryPath {
 		var pick [2]float32
 		for try := 0; try < 32; try++ {
 			i := rng.IntN(n)
+			best := density(i)
 			for k := 0; k < 4; k++ {
-				if j := rng.IntN(n); density(j) > density(i) {
-					i = j
+				j := rng.IntN(n)
+				if d := density(j); d > best {
+					i, best = j, d
 				}
 			}
 			pick = [2]float32{pos[2*i], pos[2*i+1]}
