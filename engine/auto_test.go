@@ -96,7 +96,7 @@ func TestNoVulkanDriver(t *testing.T) {
 	assert.Equal(t, engine.BackendCPU, res.Info.Backend)
 	assert.NotEmpty(t, res.Info.Reason)
 	assert.NotEmpty(t, res.Info.Hint)
-	assert.True(t, res.IsNoAd, "Device GPU on Vulkan without a driver: %s", res.GPUErr)
+	assert.True(t, res.IsNoAd, "Device GPU on Vulkan without a driver must be an AdapterError wrapping ErrNoAdapter, with a hint: %s", res.GPUErr)
 }
 
 func noDriverChild() {
@@ -105,7 +105,8 @@ func noDriverChild() {
 		panic(err)
 	}
 	_, gerr := engine.New(engine.Config{Dim: 8, Device: engine.GPU, Adapter: engine.AdapterSelect{Backend: "vulkan"}})
-	res := map[string]any{"Info": ix.Info(), "IsNoAd": errors.Is(gerr, engine.ErrNoAdapter)}
+	var ae *engine.AdapterError
+	res := map[string]any{"Info": ix.Info(), "IsNoAd": errors.Is(gerr, engine.ErrNoAdapter) && errors.As(gerr, &ae) && ae.Hint != ""}
 	if gerr != nil {
 		res["GPUErr"] = gerr.Error()
 	}

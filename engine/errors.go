@@ -17,3 +17,18 @@ var (
 	ErrNoGPUSupport  = errors.New("umbra: built without GPU support")
 	ErrGPU           = errors.New("umbra: GPU failure")
 )
+
+// AdapterError is what New returns under Device GPU when no adapter can be
+// used: the probe's reason and a hint for fixing it, the same two strings
+// Info reports after a fallback under Auto. It unwraps to ErrNoAdapter or
+// ErrNoGPUSupport.
+type AdapterError struct {
+	Reason string
+	Hint   string
+	kind   error
+}
+
+func (e *AdapterError) Error() string { return e.kind.Error() + ": " + e.Reason }
+
+// Unwrap returns the sentinel: ErrNoAdapter or ErrNoGPUSupport.
+func (e *AdapterError) Unwrap() error { return e.kind }

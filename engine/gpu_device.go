@@ -436,7 +436,7 @@ func openGPU(ctx context.Context, cfg Config, allowSoftware bool) (gpuIndex, str
 	}
 	as, infos, err := candidates(cfg.Adapter)
 	if err != nil {
-		return nil, err.Error(), hintNoAdapter, err
+		return nil, err.Error(), hintNoAdapter, &AdapterError{Reason: err.Error(), Hint: hintNoAdapter, kind: ErrNoAdapter}
 	}
 	var reports []AdapterReport
 	for i, a := range as {
@@ -460,5 +460,5 @@ func openGPU(ctx context.Context, cfg Config, allowSoftware bool) (gpuIndex, str
 		return g, "", "", nil
 	}
 	reason, hint := fallbackReason(cfg.Adapter, reports, allowSoftware)
-	return nil, reason, hint, fmt.Errorf("%w: %s", ErrNoAdapter, reason)
+	return nil, reason, hint, &AdapterError{Reason: reason, Hint: hint, kind: ErrNoAdapter}
 }

@@ -4,7 +4,6 @@ package engine
 
 import (
 	"context"
-	"fmt"
 )
 
 const gpuBuilt = false
@@ -12,8 +11,8 @@ const gpuBuilt = false
 // openGPU in a build without the wgpu backend always fails: Auto falls back
 // to the CPU and Device GPU returns ErrNoGPUSupport.
 func openGPU(ctx context.Context, cfg Config, allowSoftware bool) (gpuIndex, string, string, error) {
-	return nil, "built without GPU support (no cgo, or the nogpu tag)", hintNoCgo,
-		fmt.Errorf("%w: this binary has no wgpu backend (built with CGO_ENABLED=0 or -tags nogpu)", ErrNoGPUSupport)
+	const reason = "built without GPU support (no cgo, or the nogpu tag)"
+	return nil, reason, hintNoCgo, &AdapterError{Reason: reason, Hint: hintNoCgo, kind: ErrNoGPUSupport}
 }
 
 // Probe in a build without the wgpu backend reports no adapters.

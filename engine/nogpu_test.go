@@ -19,6 +19,9 @@ func TestNoGPUBuild(t *testing.T) {
 	_, err := engine.New(engine.Config{Dim: 4, Device: engine.GPU})
 	require.ErrorIs(t, err, engine.ErrNoGPUSupport)
 	assert.Contains(t, err.Error(), "built without GPU support")
+	var ae *engine.AdapterError
+	require.ErrorAs(t, err, &ae)
+	assert.NotEmpty(t, ae.Hint)
 
 	ix, err := engine.New(engine.Config{Dim: 4})
 	require.NoError(t, err)
