@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/host"
 )
 
 // The GPU tests run on each backend with an adapter here: lavapipe
@@ -70,6 +71,26 @@ func TestOffscreenPNG(t *testing.T) {
 			assert.NoError(t, checkPicture(s))
 		})
 	}
+}
+
+// TestOffscreenDataFile draws a user's file: rows read with
+// host.ReadMatrixFile, the first --n of them.
+func TestOffscreenDataFile(t *testing.T) {
+	seed := testSeed(t)
+	openTestSession(t, "vulkan").release()
+	m := syntheticSet(2500, 32, seed)
+	dir := t.TempDir()
+	data := filepath.Join(dir, "vectors.npy")
+	require.NoError(t, host.WriteMatrixFile(data, &host.Matrix{Rows: m.rows, Dim: m.dim, Data: m.data}, "<f2"))
+	path := filepath.Join(dir, "data.png")
+	var out, errb bytes.Buffer
+	code := run([]string{"--png", path, "--frames", "2", "--data", data, "--n", "2000", "--k", "5",
+		"--width", "300", "--height", "200", "--backend", "vulkan"}, &out, &errb)
+	require.Equal(t, 0, code, "stderr: %s", errb.String())
+	assert.Contains(t, out.String(), "2000 × 32")
+	s, err := checkFile(path)
+	t.Logf("picture: %s", s)
+	assert.NoError(t, err)
 }
 
 // smallScene builds a scene for a synthetic set on backend.

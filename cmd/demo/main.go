@@ -55,8 +55,8 @@ Usage:
   demo --check FILE...                check screenshots: not blank, top-k ring colour present (for CI)
 
 The points are N vectors laid out in 2-D by their top two principal
-components (power iteration on the GPU). Each frame a query is formed from the
-vectors under the cursor (or under a scripted path when the cursor is away or
+components (power iteration on the GPU). Each frame the query is the vector of
+the point under the cursor (or under a scripted tour when the cursor is away or
 there is no window), every point is coloured by its cosine similarity to it,
 and the k nearest, found by an umbra index on the same device, are ringed.
 
