@@ -117,7 +117,8 @@ func runWindow(o options, stdout, stderr io.Writer) error {
 	start := time.Now()
 	var frames, titleFrames int
 	var lastTitle time.Time
-	var doneAt time.Time // when the counted frames finished (for --hold)
+	var doneAt time.Time     // when the counted frames finished (for --hold)
+	var firstFrame time.Time // when the first frame was presented (for the frame rate)
 	for !win.ShouldClose() {
 		glfw.PollEvents()
 		if w.resized {
@@ -141,6 +142,9 @@ func runWindow(o options, stdout, stderr io.Writer) error {
 		}
 		frames++
 		titleFrames++
+		if frames == 1 {
+			firstFrame = time.Now()
+		}
 		if o.resizeTo[0] > 0 && frames == max(o.frames/2, 1) {
 			win.SetSize(o.resizeTo[0], o.resizeTo[1])
 		}
@@ -160,7 +164,7 @@ func runWindow(o options, stdout, stderr io.Writer) error {
 					return err
 				}
 			}
-			fmt.Fprintf(stdout, "window %d×%d · %s\n", fbw, fbh, d.summary())
+			fmt.Fprintf(stdout, "window %d×%d · %s · %.1f fps\n", fbw, fbh, d.summary(), float64(frames-1)/time.Since(firstFrame).Seconds())
 			doneAt = time.Now()
 		}
 		if o.frames > 0 && frames >= o.frames && time.Since(doneAt) >= o.hold {
