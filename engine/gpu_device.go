@@ -164,9 +164,12 @@ type gpuDevice struct {
 	// subgroups is set when the device has wgpu's native subgroup feature
 	// and the shuffle-reduction variant of scores.wgsl passed the self-test.
 	subgroups bool
-	routeOnce sync.Once
-	routing   *Routing // measured on first Auto use
-	routeErr  error
+	// timestamps is set when the device can write timestamps inside a
+	// compute pass.
+	timestamps bool
+	routeOnce  sync.Once
+	routing    *Routing // measured on first Auto use
+	routeErr   error
 }
 
 func limitsOf(l wgpu.Limits) DeviceLimits {
@@ -192,6 +195,10 @@ func openDevice(a *wgpu.Adapter) (*gpuDevice, error) {
 			features = append(features, nativeFeatureSubgroup)
 			d.subgroups = true
 		}
+		if a.HasFeature(wgpu.FeatureNameTimestampQuery) && a.HasFeature(nativeFeatureTimestampInsidePasses) {
+			features = append(features, wgpu.FeatureNameTimestampQuery, nativeFeatureTimestampInsidePasses)
+			d.timestamps = true
+		}
 		dev, err := a.RequestDevice(&wgpu.DeviceDescriptor{Label: "umbra", RequiredLimits: &lim, RequiredFeatures: features})
 		if err != nil {
 			return err
@@ -210,6 +217,12 @@ func openDevice(a *wgpu.Adapter) (*gpuDevice, error) {
 // this binding does not name: it enables the subgroup built-ins without an
 // `enable` directive in the shader.
 const nativeFeatureSubgroup wgpu.FeatureName = 0x00030021
+
+// nativeFeatureTimestampInsidePasses is WGPUNativeFeature_
+// TimestampQueryInsidePasses: timestamps written between dispatches of one
+// compute pass, which is how a traced search times its kernels on the GPU's
+// own clock.
+const nativeFeatureTimestampInsidePasses wgpu.FeatureName = 0x00030025
 
 // verify self-tests the device, first with the subgroup variant where the
 // device offers it, and falls back to the workgroup-memory reduction if that

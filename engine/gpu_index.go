@@ -78,6 +78,10 @@ type wgpuIndex struct {
 	hits    growBuffer
 	staging growBuffer
 	selBind *wgpu.BindGroup
+	// stamps and resolved time a traced search's kernels on the GPU clock
+	// where the device allows timestamps inside passes.
+	stamps   *wgpu.QuerySet
+	resolved *wgpu.Buffer
 }
 
 func newGPUIndex(dev *gpuDevice, stride int, metric uint32, maxChunkRows int) (*wgpuIndex, error) {
@@ -125,6 +129,7 @@ func (g *wgpuIndex) adapter() AdapterInfo { return g.dev.info }
 func (g *wgpuIndex) limits() DeviceLimits {
 	l := g.dev.lim
 	l.Subgroups = g.dev.subgroups
+	l.Timestamps = g.dev.timestamps
 	return l
 }
 func (g *wgpuIndex) chunkRows() int       { return g.plan.RowsPerChunk }
@@ -412,12 +417,14 @@ func (g *wgpuIndex) run(ctx context.Context, qs [][]float32, k, rows int) (hits 
 				return err
 			}
 		}
+		timed := false
 		if t != nil {
 			if err := flush(nil); err != nil {
 				return err
 			}
 			start = stage(t, &t.Upload, start)
 			t.UploadBytes += int64(len(flat)) * 4
+			timed = g.dev.timestamps && g.ensureStamps() == nil
 		}
 
 		enc, err := dev.TryCreateCommandEncoder(nil)
@@ -426,6 +433,9 @@ func (g *wgpuIndex) run(ctx context.Context, qs [][]float32, k, rows int) (hits 
 		}
 		defer func() { enc.Release() }()
 		pass := enc.BeginComputePass(nil)
+		if timed {
+			writeTimestamp(pass, g.stamps, 0)
+		}
 		pass.SetPipeline(g.dev.pipelines.scores[layout])
 		tiles := uint32((nq + int(layout.QT) - 1) / int(layout.QT))
 		for _, ch := range g.chunks {
@@ -449,18 +459,33 @@ func (g *wgpuIndex) run(ctx context.Context, qs [][]float32, k, rows int) (hits 
 			pass.SetPipeline(sp.compact)
 			pass.DispatchWorkgroups(gx, uint32(nq), 1)
 		}
+		if timed {
+			writeTimestamp(pass, g.stamps, 1)
+		}
 		err = pass.TryEnd()
 		pass.Release()
 		if err != nil {
 			return err
+		}
+		if timed {
+			if err := enc.TryResolveQuerySet(g.stamps, 0, 2, g.resolved, 0); err != nil {
+				return err
+			}
 		}
 		if t != nil {
 			if err := flush(enc); err != nil {
 				return err
 			}
 			enc.Release()
+			wall := time.Since(start)
 			start = stage(t, &t.Kernel, start)
 			t.KernelClock = "wall"
+			if timed {
+				if d, err := g.readStamps(); err == nil && d > 0 && d <= wall {
+					t.Kernel += d - wall
+					t.KernelClock = "gpu"
+				}
+			}
 			if enc, err = dev.TryCreateCommandEncoder(nil); err != nil {
 				return err
 			}
@@ -529,6 +554,61 @@ func (g *wgpuIndex) decode(raw []byte, nq, k int) [][]fallback.Hit {
 	return out
 }
 
+// ensureStamps creates the two-entry timestamp query set and the buffer it
+// resolves into. The caller holds the device mutex.
+func (g *wgpuIndex) ensureStamps() error {
+	if g.stamps != nil {
+		return nil
+	}
+	dev := g.device()
+	qs, err := dev.TryCreateQuerySet(&wgpu.QuerySetDescriptor{Label: "umbra kernel time", Type: wgpu.QueryTypeTimestamp, Count: 2})
+	if err != nil {
+		return err
+	}
+	buf, err := dev.TryCreateBuffer(&wgpu.BufferDescriptor{
+		Label: "umbra kernel time",
+		Size:  16,
+		Usage: wgpu.BufferUsageQueryResolve | wgpu.BufferUsageCopySrc,
+	})
+	if err != nil {
+		qs.Release()
+		return err
+	}
+	g.stamps, g.resolved = qs, buf
+	return nil
+}
+
+// readStamps reads the two resolved timestamps back through the staging
+// buffer and returns the time between them on the GPU's clock.
+func (g *wgpuIndex) readStamps() (time.Duration, error) {
+	if _, err := g.staging.ensure(g.device(), 16); err != nil {
+		return 0, err
+	}
+	enc, err := g.device().TryCreateCommandEncoder(nil)
+	if err != nil {
+		return 0, err
+	}
+	defer enc.Release()
+	if err := enc.TryCopyBufferToBuffer(g.resolved, 0, g.staging.buf, 0, 16); err != nil {
+		return 0, err
+	}
+	cmd, err := enc.TryFinish(nil)
+	if err != nil {
+		return 0, err
+	}
+	g.queue().Submit(cmd)
+	cmd.Release()
+	raw, err := g.readback(16)
+	if err != nil {
+		return 0, err
+	}
+	t0, t1 := binary.LittleEndian.Uint64(raw), binary.LittleEndian.Uint64(raw[8:])
+	if t1 < t0 {
+		return 0, fmt.Errorf("%w: timestamps went backwards", ErrGPU)
+	}
+	return time.Duration(float64(t1-t0) * timestampPeriod(g.queue())), nil
+}
+
 // readback maps the first size bytes of the staging buffer and returns a
 // copy of them.
 func (g *wgpuIndex) readback(size uint64) ([]byte, error) {
@@ -585,6 +665,8 @@ func (g *wgpuIndex) release() {
 		}
 		g.chunks = nil
 		g.selBind.Release()
+		g.stamps.Release()
+		g.resolved.Release()
 		for _, b := range []*growBuffer{&g.query, &g.scoresB, &g.state, &g.hits, &g.staging} {
 			b.buf.Release()
 			b.buf, b.size = nil, 0

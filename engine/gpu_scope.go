@@ -36,6 +36,15 @@ typedef struct {
 extern umbra_buffer wgpuDeviceCreateBuffer(umbra_device device, const umbra_buffer_descriptor *descriptor);
 extern void wgpuBufferRelease(umbra_buffer buffer);
 
+// Timestamps inside a compute pass (wgpu's native feature
+// TimestampQueryInsidePasses) and the queue's tick length: the binding
+// wraps neither.
+typedef struct WGPUComputePassEncoderImpl *umbra_pass;
+typedef struct WGPUQuerySetImpl *umbra_query_set;
+typedef struct WGPUQueueImpl *umbra_queue;
+extern void wgpuComputePassEncoderWriteTimestamp(umbra_pass pass, umbra_query_set set, uint32_t index);
+extern float wgpuQueueGetTimestampPeriod(umbra_queue queue);
+
 // umbra_oversized_buffer asks for a storage buffer of size bytes with no
 // scope of the binding's around it: the test of this file's scopes.
 static void umbra_oversized_buffer(umbra_device d, uint64_t size) {
@@ -148,4 +157,15 @@ func scoped(d *wgpu.Device, what string, f func() error) error {
 // catch. Tests use it to prove scoped's declarations match wgpu-native's.
 func provokeValidationError(d *wgpu.Device, size uint64) {
 	C.umbra_oversized_buffer(rawDevice(d), C.uint64_t(size))
+}
+
+// writeTimestamp records the GPU clock into query index of set, at this
+// point of the pass.
+func writeTimestamp(p *wgpu.ComputePassEncoder, set *wgpu.QuerySet, index uint32) {
+	C.wgpuComputePassEncoderWriteTimestamp(*(*C.umbra_pass)(unsafe.Pointer(p)), *(*C.umbra_query_set)(unsafe.Pointer(set)), C.uint32_t(index))
+}
+
+// timestampPeriod is the length of one GPU timestamp tick in nanoseconds.
+func timestampPeriod(q *wgpu.Queue) float64 {
+	return float64(C.wgpuQueueGetTimestampPeriod(*(*C.umbra_queue)(unsafe.Pointer(q))))
 }

@@ -40,6 +40,9 @@ type DeviceLimits struct {
 	MaxWorkgroupBytes      uint32
 	// Subgroups is true when scores are reduced with subgroup shuffles.
 	Subgroups bool
+	// Timestamps is true when a traced search times its kernels with GPU
+	// timestamps (Trace.KernelClock "gpu") rather than the wall clock.
+	Timestamps bool
 }
 
 // Info says how an index computes and, when it fell back to the CPU, why and

@@ -14,14 +14,16 @@ import (
 type Trace struct {
 	Marshal  time.Duration // host: validate and pack vectors into the slab
 	Upload   time.Duration // host to device: slab rows (Add) or the query (Search)
-	Kernel   time.Duration // the scoring dispatch (GPU) or the scan (CPU), submit to done
+	Kernel   time.Duration // the scoring and top-k dispatches (GPU) or the scan (CPU)
 	Readback time.Duration // device to host: copy and map the results
 	Select   time.Duration // host: top-k selection over read-back scores
 
 	UploadBytes   int64
 	ReadbackBytes int64
-	// KernelClock says how Kernel was timed: "wall" (submit and wait on
-	// the host clock) or "cpu".
+	// KernelClock says how Kernel was timed: "gpu" (timestamps written by
+	// the device before the first and after the last dispatch, where it
+	// supports timestamps inside compute passes), "wall" (submit and wait
+	// on the host clock) or "cpu" (the fallback's scan).
 	KernelClock string
 	// Backend is the path that served the last traced search: under Device
 	// Auto a GPU index may route a small search to the CPU.
