@@ -44,7 +44,7 @@ func NewOnDevice(cfg Config, adapter *wgpu.Adapter, device *wgpu.Device, limits 
 		if limits != nil {
 			d.lim = limitsOf(*limits)
 		} else {
-			d.lim = limitsOf(wgpu.DefaultLimits())
+			d.lim = webgpuDefaultLimits
 		}
 		d.queue = device.GetQueue()
 		d.subgroups = device.HasFeature(nativeFeatureSubgroup)
@@ -65,6 +65,17 @@ func NewOnDevice(cfg Config, adapter *wgpu.Adapter, device *wgpu.Device, limits 
 		return nil, err
 	}
 	return &Index{cfg: cfg, slab: host.NewSlab(cfg.Dim), gpu: g}, nil
+}
+
+// webgpuDefaultLimits are the limits the WebGPU specification guarantees on
+// every device created without RequiredLimits. (The binding's
+// DefaultLimits returns "undefined" markers, not these values.)
+var webgpuDefaultLimits = DeviceLimits{
+	MaxStorageBindingBytes: 128 << 20,
+	MaxBufferBytes:         256 << 20,
+	MaxWorkgroupsPerDim:    65535,
+	MaxInvocations:         256,
+	MaxWorkgroupBytes:      16384,
 }
 
 // GPUSupport reports whether this binary contains the wgpu backend.

@@ -214,3 +214,16 @@ func TestScopedCatchesWhatTheBindingMisses(t *testing.T) {
 	assert.Contains(t, err.Error(), "greater than the maximum buffer size")
 	require.NoError(t, scoped(d.device, "nothing", func() error { return nil }), "a clean scope reports no error")
 }
+
+// TestNewOnDeviceDefaultLimits: with nil limits an index on a caller's
+// device plans with WebGPU's guaranteed defaults, so a slab larger than the
+// 128 MiB default binding is split into chunks.
+func TestNewOnDeviceDefaultLimits(t *testing.T) {
+	d := softwareDevice(t)
+	ix, err := NewOnDevice(Config{Dim: 384}, d.adapter, d.device, nil)
+	require.NoError(t, err)
+	defer ix.Close()
+	info := ix.Info()
+	assert.Equal(t, uint64(128<<20), info.Limits.MaxStorageBindingBytes)
+	assert.Equal(t, (128<<20)/(384*4), info.ChunkRows)
+}
