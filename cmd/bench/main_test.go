@@ -233,6 +233,9 @@ func TestGPUTiers(t *testing.T) {
 	require.NoError(t, err, stderr)
 	r := decode(t, string(b))
 	if r.Adapter == nil {
+		if os.Getenv("UMBRA_REQUIRE_GPU") == "1" {
+			t.Fatal("UMBRA_REQUIRE_GPU=1 but no usable GPU adapter: " + r.GPUReason)
+		}
 		t.Skip("no usable GPU adapter: " + r.GPUReason)
 	}
 	require.Equal(t, 0, code, stdout+stderr)

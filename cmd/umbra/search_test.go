@@ -380,6 +380,9 @@ func TestSearchOnSoftwareAdapters(t *testing.T) {
 				works = works || a.Works
 			}
 			if !works {
+				if os.Getenv("UMBRA_REQUIRE_GPU") == "1" {
+					t.Fatalf("UMBRA_REQUIRE_GPU=1 but no working %s adapter: %s", backend, p.Why)
+				}
 				t.Skipf("no working %s adapter here: %s", backend, p.Why)
 			}
 			for _, metric := range []string{"cosine", "dot", "l2"} {
