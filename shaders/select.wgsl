@@ -11,14 +11,14 @@
 // the complement of the row index, so equal scores rank lower rows first and
 // no two keys are equal. The k-th largest key is found by radix select, one
 // byte per pass from the top: `hist` counts the rows whose key matches the
-// bytes chosen so far, by their next byte; `scan` (one invocation per query)
-// walks the 256 counts from the top to the bin that holds the k-th key and
-// appends that byte. After eight passes the threshold is exact, and
+// bytes chosen so far, by their next byte; `scan` (one workgroup per query)
+// sums the 256 counts from the top to find the bin that holds the k-th key
+// and appends that byte. After eight passes the threshold is exact, and
 // `compact` writes the k rows whose keys are at least the threshold, in no
 // particular order; the host sorts those k.
 //
 // Dispatch: hist and compact as (G, queries, 1) workgroups of 256 striding
-// over the rows; scan as (queries, 1, 1). The host resets every State
+// over the rows; scan as (queries, 1, 1) workgroups of 256. The host resets every State
 // (prefix 0, round 0, remaining = k, count 0, histogram 0) before the first
 // pass.
 
@@ -109,29 +109,44 @@ fn hist(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
     }
 }
 
-@compute @workgroup_size(1)
-fn scan(@builtin(workgroup_id) wg: vec3<u32>) {
+// scan: one workgroup per query, one invocation per bin. The counts are
+// summed from the top bin down in workgroup memory (log2(256) steps), so
+// the bin holding the k-th key is found without a serial walk over global
+// memory; the invocation whose bin it is appends the byte.
+var<workgroup> above: array<u32, 256>;
+
+@compute @workgroup_size(256)
+fn scan(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     let qi = wg.x;
-    var need = state[qi].remaining;
-    var b = 255u;
-    loop {
-        let c = atomicLoad(&state[qi].hist[b]);
-        if (c >= need || b == 0u) {
-            break;
-        }
-        need -= c;
-        b -= 1u;
-    }
+    let need = state[qi].remaining;
     let round = state[qi].round;
-    if (round < 4u) {
-        state[qi].phi |= b << (24u - 8u * round);
-    } else {
-        state[qi].plo |= b << (56u - 8u * round);
+    let c = atomicLoad(&state[qi].hist[li]);
+    atomicStore(&state[qi].hist[li], 0u);
+    above[li] = c;
+    // Every invocation has read remaining and round before the one that
+    // finds the bin overwrites them.
+    storageBarrier();
+    workgroupBarrier();
+    // Inclusive suffix sums: above[b] becomes the count of bins b..255.
+    for (var off = 1u; off < 256u; off = off * 2u) {
+        var v = above[li];
+        if (li + off < 256u) {
+            v += above[li + off];
+        }
+        workgroupBarrier();
+        above[li] = v;
+        workgroupBarrier();
     }
-    state[qi].remaining = need;
-    state[qi].round = round + 1u;
-    for (var i = 0u; i < 256u; i++) {
-        atomicStore(&state[qi].hist[i], 0u);
+    let incl = above[li];
+    let excl = incl - c;
+    if (c > 0u && excl < need && need <= incl) {
+        if (round < 4u) {
+            state[qi].phi |= li << (24u - 8u * round);
+        } else {
+            state[qi].plo |= li << (56u - 8u * round);
+        }
+        state[qi].remaining = need - excl;
+        state[qi].round = round + 1u;
     }
 }
 
