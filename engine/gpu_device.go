@@ -423,7 +423,7 @@ func fallbackReason(sel AdapterSelect, reports []AdapterReport, allowSoftware bo
 	}
 	var failed, soft []string
 	for _, r := range reports {
-		name := fmt.Sprintf("%s (%s, %s)", r.Adapter.Name, r.Adapter.API, r.Adapter.Type)
+		name := r.Adapter.String()
 		switch {
 		case !r.Works:
 			failed = append(failed, name+": "+r.Error)

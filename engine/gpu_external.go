@@ -80,3 +80,36 @@ var webgpuDefaultLimits = DeviceLimits{
 
 // GPUSupport reports whether this binary contains the wgpu backend.
 func GPUSupport() bool { return gpuBuilt }
+
+// DescribeAdapter returns what umbra reports about a wgpu adapter (name,
+// vendor, API, type, driver), for callers that choose their own adapter
+// before NewOnDevice.
+func DescribeAdapter(a *wgpu.Adapter) (info AdapterInfo, err error) {
+	err = gpuCall("describe adapter", func() error { info = describeAdapter(a); return nil })
+	return info, err
+}
+
+// InstanceBackends returns the wgpu instance backend flags for a backend
+// name as AdapterSelect.Backend takes it ("" for all). The binding names
+// only the all-backends value.
+func InstanceBackends(name string) wgpu.InstanceBackend { return backendMask(name) }
+
+// RankAdapters returns the indices of the adapters in infos that pass sel's
+// name and backend filters, best first for sel.Power: the order in which
+// Auto and Probe try them.
+func RankAdapters(infos []AdapterInfo, sel AdapterSelect) []int {
+	var keep []AdapterInfo
+	var at []int
+	for i, a := range infos {
+		if sel.matches(a) {
+			keep = append(keep, a)
+			at = append(at, i)
+		}
+	}
+	order := rankAdapters(keep, sel.Power)
+	out := make([]int, len(order))
+	for i, j := range order {
+		out[i] = at[j]
+	}
+	return out
+}

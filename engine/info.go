@@ -27,6 +27,10 @@ type AdapterInfo struct {
 	Driver   string // driver description
 }
 
+// String names the adapter with its API and type, e.g.
+// "NVIDIA GeForce RTX 3050 Laptop GPU (vulkan, discrete)".
+func (a AdapterInfo) String() string { return a.Name + " (" + a.API + ", " + a.Type + ")" }
+
 // Software reports whether the adapter runs on the CPU (lavapipe, llvmpipe,
 // WARP, SwiftShader).
 func (a AdapterInfo) Software() bool { return a.Type == "cpu" }

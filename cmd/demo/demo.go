@@ -54,14 +54,14 @@ func newDemo(o options, inst *wgpu.Instance, surface *wgpu.Surface, width, heigh
 	if d.s, err = openSession(inst, o, surface); err != nil {
 		return d, err
 	}
-	d.logf("adapter: %s, driver %s", describe(d.s.info), d.s.info.Description)
+	d.logf("adapter: %s, driver %s", d.s.info.String(), d.s.info.Driver)
 	if err = checkSceneSize(d.s, d.set); err != nil {
 		return d, err
 	}
 
 	start = time.Now()
 	if d.ix, err = engine.NewOnDevice(engine.Config{Dim: d.set.dim, Metric: engine.Cosine}, d.s.adapter, d.s.device, &d.s.limits); err != nil {
-		return d, fmt.Errorf("umbra index on %s: %w", describe(d.s.info), err)
+		return d, fmt.Errorf("umbra index on %s: %w", d.s.info.String(), err)
 	}
 	if _, err = d.ix.AddFlat(context.Background(), d.set.data); err != nil {
 		return d, fmt.Errorf("adding the vectors to the index: %w", err)
@@ -153,7 +153,7 @@ func (d *demo) close() {
 func (d *demo) summary() string {
 	med, least := d.searchStats(0)
 	return fmt.Sprintf("%s · %d × %d · k=%d · %d frames · search median %.2f ms (min %.2f) · layout %d steps in %v",
-		describe(d.s.info), d.set.rows, d.set.dim, d.o.k, len(d.searches), ms(med), ms(least), d.o.iters, d.layout.Round(time.Millisecond))
+		d.s.info.String(), d.set.rows, d.set.dim, d.o.k, len(d.searches), ms(med), ms(least), d.o.iters, d.layout.Round(time.Millisecond))
 }
 
 func ms(t time.Duration) float64 { return float64(t) / float64(time.Millisecond) }

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"cmp"
 	_ "embed"
 	"encoding/binary"
 	"fmt"
@@ -12,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/oliverbestmann/webgpu/wgpu"
+
+	"github.com/umbravec/umbra/engine"
 )
 
 // guard runs f and turns a panic from the binding into an error: the
@@ -37,76 +38,15 @@ type session struct {
 	device   *wgpu.Device
 	queue    *wgpu.Queue
 	limits   wgpu.Limits // what the device was created with (Device.GetLimits can abort)
-	info     wgpu.AdapterInfo
-}
-
-// backendMask turns --backend into the instance's backend flags (the
-// binding names only All; these are wgpu-native's values).
-func backendMask(name string) wgpu.InstanceBackend {
-	switch strings.ToLower(name) {
-	case "vulkan":
-		return 1
-	case "gl":
-		return 2
-	case "metal":
-		return 4
-	case "dx12":
-		return 8
-	}
-	return wgpu.InstanceBackendAll
+	info     engine.AdapterInfo
 }
 
 func newInstance(backend string) (inst *wgpu.Instance, err error) {
 	err = guard("create wgpu instance", func() error {
-		inst = wgpu.CreateInstance(&wgpu.InstanceDescriptor{Backends: backendMask(backend)})
+		inst = wgpu.CreateInstance(&wgpu.InstanceDescriptor{Backends: engine.InstanceBackends(backend)})
 		return nil
 	})
 	return inst, err
-}
-
-func apiName(b wgpu.BackendType) string {
-	switch b {
-	case wgpu.BackendTypeVulkan:
-		return "vulkan"
-	case wgpu.BackendTypeMetal:
-		return "metal"
-	case wgpu.BackendTypeD3D12:
-		return "dx12"
-	case wgpu.BackendTypeOpenGL, wgpu.BackendTypeOpenGLES:
-		return "gl"
-	}
-	return strings.ToLower(b.String())
-}
-
-func typeName(t wgpu.AdapterType) string {
-	switch t {
-	case wgpu.AdapterTypeDiscreteGPU:
-		return "discrete"
-	case wgpu.AdapterTypeIntegratedGPU:
-		return "integrated"
-	case wgpu.AdapterTypeCPU:
-		return "cpu"
-	}
-	return "unknown"
-}
-
-func describe(i wgpu.AdapterInfo) string {
-	return fmt.Sprintf("%s (%s, %s)", i.Device, apiName(i.BackendType), typeName(i.AdapterType))
-}
-
-// adapterRank orders adapters for the high-performance preference: a
-// discrete GPU first, then integrated, unknown, software; native APIs before
-// GL within a type.
-func adapterRank(i wgpu.AdapterInfo) int {
-	r := map[wgpu.AdapterType]int{wgpu.AdapterTypeDiscreteGPU: 0, wgpu.AdapterTypeIntegratedGPU: 1, wgpu.AdapterTypeCPU: 3}[i.AdapterType]
-	if i.AdapterType != wgpu.AdapterTypeDiscreteGPU && i.AdapterType != wgpu.AdapterTypeIntegratedGPU && i.AdapterType != wgpu.AdapterTypeCPU {
-		r = 2
-	}
-	r *= 2
-	if apiName(i.BackendType) == "gl" {
-		r++
-	}
-	return r
 }
 
 // openSession picks the best adapter matching o (and able to present to
@@ -115,30 +55,27 @@ func adapterRank(i wgpu.AdapterInfo) int {
 func openSession(inst *wgpu.Instance, o options, surface *wgpu.Surface) (*session, error) {
 	s := &session{instance: inst}
 	err := guard("choose adapter", func() error {
-		list := inst.EnumerateAdapters(&wgpu.InstanceEnumerateAdapterOptons{Backends: backendMask(o.backend)})
-		type cand struct {
-			a    *wgpu.Adapter
-			info wgpu.AdapterInfo
-		}
+		list := inst.EnumerateAdapters(&wgpu.InstanceEnumerateAdapterOptons{Backends: engine.InstanceBackends(o.backend)})
 		var found []string
-		var keep []cand
+		var keep []*wgpu.Adapter
+		var infos []engine.AdapterInfo
 		glCannotPresent := false
 		for _, a := range list {
-			info := a.GetInfo()
-			found = append(found, describe(info))
-			if o.adapter != "" {
-				hay := strings.ToLower(info.Device + "\x00" + info.Vendor + "\x00" + info.Description)
-				if !strings.Contains(hay, strings.ToLower(o.adapter)) {
-					continue
-				}
-			}
-			if surface != nil && len(surface.GetCapabilities(a).Formats) == 0 {
-				glCannotPresent = glCannotPresent || apiName(info.BackendType) == "gl"
+			info, err := engine.DescribeAdapter(a)
+			if err != nil {
 				continue
 			}
-			keep = append(keep, cand{a, info})
+			found = append(found, info.String())
+			if surface != nil && len(surface.GetCapabilities(a).Formats) == 0 {
+				glCannotPresent = glCannotPresent || info.API == "gl"
+				continue
+			}
+			keep = append(keep, a)
+			infos = append(infos, info)
 		}
-		if len(keep) == 0 {
+		// The same filter and order as the engine's Auto and probe.
+		order := engine.RankAdapters(infos, engine.AdapterSelect{Name: o.adapter})
+		if len(order) == 0 {
 			what := "no adapter"
 			if o.backend != "" {
 				what += " on backend " + o.backend
@@ -161,8 +98,7 @@ func openSession(inst *wgpu.Instance, o options, surface *wgpu.Surface) (*sessio
 			}
 			return fmt.Errorf("%s; found: %s%s", what, strings.Join(found, ", "), hint)
 		}
-		slices.SortStableFunc(keep, func(x, y cand) int { return cmp.Compare(adapterRank(x.info), adapterRank(y.info)) })
-		s.adapter, s.info = keep[0].a, keep[0].info
+		s.adapter, s.info = keep[order[0]], infos[order[0]]
 		return nil
 	})
 	if err != nil {

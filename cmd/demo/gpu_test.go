@@ -40,7 +40,7 @@ func openTestSession(t *testing.T, backend string) *session {
 		t.Skipf("no %s adapter: %v", backend, err)
 	}
 	t.Cleanup(s.release)
-	t.Logf("adapter %s", describe(s.info))
+	t.Logf("adapter %s", s.info.String())
 	return s
 }
 

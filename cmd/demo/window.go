@@ -151,7 +151,7 @@ func runWindow(o options, stdout, stderr io.Writer) error {
 		if since := time.Since(lastTitle); since > 500*time.Millisecond {
 			med, _ := d.searchStats(titleFrames)
 			win.SetTitle(fmt.Sprintf("umbra demo · %s · N=%d dim=%d k=%d · search %.2f ms · %.0f fps",
-				describe(d.s.info), d.set.rows, d.set.dim, o.k, ms(med), float64(titleFrames)/since.Seconds()))
+				d.s.info.String(), d.set.rows, d.set.dim, o.k, ms(med), float64(titleFrames)/since.Seconds()))
 			lastTitle, titleFrames = time.Now(), 0
 		}
 		if o.frames > 0 && frames == o.frames {
@@ -187,7 +187,7 @@ func (w *window) configure(d *demo, width, height int) error {
 		if w.blit == nil {
 			caps := w.surface.GetCapabilities(d.s.adapter)
 			if len(caps.Formats) == 0 || len(caps.AlphaModes) == 0 {
-				return fmt.Errorf("%s cannot present to this window", describe(d.s.info))
+				return fmt.Errorf("%s cannot present to this window", d.s.info.String())
 			}
 			// Prefer a plain 8-bit format: the frame's bytes then go to the
 			// screen unchanged. An sRGB surface gets a decoding blit.
