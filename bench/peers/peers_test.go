@@ -1,0 +1,143 @@
+package peers
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/engine"
+)
+
+func testRand(t *testing.T) *rand.Rand {
+	s := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", s)
+	return rand.New(rand.NewPCG(s, 1))
+}
+
+func randomRows(r *rand.Rand, n, dim int) []float32 {
+	out := make([]float32, n*dim)
+	for i := range out {
+		out[i] = 2*r.Float32() - 1
+	}
+	return out
+}
+
+// umbraTop is the engine's exact answer on the CPU path.
+func umbraTop(t *testing.T, data []float32, dim int, m engine.Metric, qs [][]float32, k int) [][]engine.Hit {
+	t.Helper()
+	ix, err := engine.New(engine.Config{Dim: dim, Metric: m, Device: engine.CPU})
+	require.NoError(t, err)
+	defer ix.Close()
+	_, err = ix.AddFlat(context.Background(), data)
+	require.NoError(t, err)
+	all, err := ix.SearchBatch(context.Background(), qs, k)
+	require.NoError(t, err)
+	return all
+}
+
+// assertSameTop checks IDs rank by rank, allowing a swap only between rows
+// whose scores agree within tol, and scores within tol.
+func assertSameTop(t *testing.T, want, got []engine.Hit, tol float64) {
+	t.Helper()
+	require.Len(t, got, len(want))
+	for i := range want {
+		assert.InDelta(t, want[i].Score, got[i].Score, tol, "rank %d", i)
+		if want[i].ID != got[i].ID {
+			assert.InDelta(t, want[i].Score, got[i].Score, tol, "rank %d: IDs %d and %d differ beyond a near-tie", i, want[i].ID, got[i].ID)
+		}
+	}
+}
+
+func queries(r *rand.Rand, n, dim int) [][]float32 {
+	qs := make([][]float32, n)
+	for i := range qs {
+		qs[i] = randomRows(r, 1, dim)
+	}
+	return qs
+}
+
+func TestChromemAgreesWithUmbra(t *testing.T) {
+	r := testRand(t)
+	const n, dim, k = 700, 24, 9
+	data := randomRows(r, n, dim)
+	orig := slices.Clone(data)
+	qs := queries(r, 3, dim)
+	col, err := NewChromem(context.Background(), data, dim)
+	require.NoError(t, err)
+	assert.Equal(t, orig, data, "chromem-go must not change the caller's rows")
+	want := umbraTop(t, data, dim, engine.Cosine, qs, k)
+	got, err := col.SearchBatch(context.Background(), qs, k)
+	require.NoError(t, err)
+	for i := range qs {
+		assertSameTop(t, want[i], got[i], 1e-5)
+	}
+	_, err = col.Search(context.Background(), qs[0], n+1)
+	assert.ErrorContains(t, err, "chromem-go")
+	_, err = NewChromem(context.Background(), data[:dim+1], dim)
+	assert.Error(t, err)
+	assert.NotEmpty(t, ChromemVersion())
+}
+
+func TestFindFAISSMissing(t *testing.T) {
+	_, err := FindFAISS(context.Background(), []string{filepath.Join(t.TempDir(), "no-python")})
+	assert.ErrorContains(t, err, "not found")
+}
+
+// needFAISS skips a test where no Python imports faiss: FAISS is an
+// optional peer and CI does not install it.
+func needFAISS(t *testing.T) string {
+	t.Helper()
+	py, err := FindFAISS(context.Background(), nil)
+	if err != nil {
+		t.Skipf("FAISS is not importable (%v); install it with: %s", err, FAISSInstall)
+	}
+	return py
+}
+
+func TestFAISSAgreesWithUmbra(t *testing.T) {
+	py := needFAISS(t)
+	r := testRand(t)
+	const n, dim, k = 900, 20, 7
+	data := randomRows(r, n, dim)
+	qs := queries(r, 3, dim)
+	batch := queries(r, 5, dim)
+	for _, m := range []engine.Metric{engine.Cosine, engine.Dot, engine.L2} {
+		t.Run(m.String(), func(t *testing.T) {
+			res, err := RunFAISS(context.Background(), FAISSRun{Python: py, Metric: m, K: k, Repeat: 2, Runs: 3, Warmup: 1,
+				BatchRepeat: 1, BatchRuns: 2}, data, dim, qs, batch)
+			require.NoError(t, err)
+			assert.NotEmpty(t, res.Version)
+			assert.Greater(t, res.Threads, 0)
+			assert.Equal(t, map[bool]string{true: "IndexFlatL2", false: "IndexFlatIP"}[m == engine.L2], res.Index)
+			assert.Len(t, res.GroupsMS, 3)
+			assert.Len(t, res.BatchGroupsMS, 2)
+			for _, g := range append(slices.Clone(res.GroupsMS), res.BatchGroupsMS...) {
+				assert.True(t, g > 0 && !math.IsInf(g, 0), "group time %v", g)
+			}
+			tol := 1e-5
+			if m != engine.Cosine {
+				tol = 1e-4 // unnormalised scores up to ~dim
+			}
+			assertSameTop(t, umbraTop(t, data, dim, m, qs[:1], k)[0], res.Top, tol)
+			want := umbraTop(t, data, dim, m, batch, k)
+			require.Len(t, res.BatchTop, len(batch))
+			for i := range batch {
+				assertSameTop(t, want[i], res.BatchTop[i], tol)
+			}
+		})
+	}
+	res, err := RunFAISS(context.Background(), FAISSRun{Python: py, Metric: engine.Cosine, K: k, Repeat: 1, Runs: 1},
+		data, dim, qs, nil)
+	require.NoError(t, err, "no batch")
+	assert.Empty(t, res.BatchGroupsMS)
+	_, err = RunFAISS(context.Background(), FAISSRun{Python: py, Metric: engine.Cosine, K: n + 1, Repeat: 1, Runs: 1},
+		data, dim, qs, nil)
+	assert.ErrorContains(t, err, "out of range", "FAISS pads k > n with -1")
+}
