@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra/bench/peers"
 	"github.com/umbravec/umbra/engine"
 )
 
@@ -80,6 +81,20 @@ func TestRunCPU(t *testing.T) {
 			assert.Nil(t, fb.SpeedupVsFallback)
 			assert.LessOrEqual(t, *fb.MaxAbsDiff, rep.Threshold)
 			assert.True(t, *fb.TopKMatch)
+			require.NotNil(t, rep.Floors)
+			require.NotNil(t, rep.Floors.CPU)
+			assert.Nil(t, rep.Floors.GPU, "no GPU tier ran")
+			fl := rep.Floors.CPU
+			require.True(t, fl.Ran(), fl.Error)
+			assert.Len(t, fl.GroupsMS, 3)
+			assert.GreaterOrEqual(t, fl.Bytes, int64(1500*48*4))
+			assert.InDelta(t, float64(fl.Bytes)/(*fl.MedianMS*1e6), *fl.GBPerS, 1e-9)
+			require.NotNil(t, fb.XFloor)
+			assert.Equal(t, *fl.MedianMS, *fb.FloorMS)
+			assert.InDelta(t, *fb.MedianMS / *fl.MedianMS, *fb.XFloor, 1e-9)
+			assert.InDelta(t, float64(fl.Bytes)/(*fb.MedianMS*1e6), *fb.GBPerS, 1e-9)
+			assert.Empty(t, rep.Peers, "no peers unless asked")
+			assert.Nil(t, rep.Batch)
 			for _, tr := range rep.Tiers[1:] {
 				assert.True(t, tr.Skipped, tr.Name)
 				assert.Equal(t, "not used with --device cpu", tr.SkipReason)
@@ -119,9 +134,16 @@ func TestRunGPU(t *testing.T) {
 	// GPU timestamps where the adapter writes them inside passes (lavapipe
 	// and llvmpipe do), else the wall clock.
 	assert.Contains(t, []string{"gpu", "wall"}, rep.KernelClock)
+	require.NotNil(t, rep.Floors)
+	for _, fl := range []*FloorResult{rep.Floors.CPU, rep.Floors.GPU} {
+		require.NotNil(t, fl)
+		assert.True(t, fl.Ran(), "%s floor: %s", fl.Backend, fl.Error)
+	}
 	for _, tr := range rep.Tiers {
 		require.True(t, tr.Ran(), "%s: %s", tr.Name, tr.Error)
 		assert.True(t, *tr.Pass, tr.Name)
+		assert.NotNil(t, tr.XFloor, tr.Name)
+		assert.NotNil(t, tr.GBPerS, tr.Name)
 		if tr.Name != "fallback" {
 			require.NotNil(t, tr.SpeedupVsFallback, tr.Name)
 			s := tr.SpeedupVsFallback
@@ -134,6 +156,83 @@ func TestRunGPU(t *testing.T) {
 	assert.GreaterOrEqual(t, bd.UploadBytes, int64(1500*40*4), "the list path uploads every row")
 	assert.Greater(t, bd.ReadbackBytes, int64(0))
 	assert.Contains(t, rep.Tiers[2].Premise, "back per call]")
+}
+
+// TestRunPeers runs chromem-go and, where Python imports it, FAISS beside
+// the fallback, with a batch.
+func TestRunPeers(t *testing.T) {
+	w := RandomWorkload(900, 32, 3, testSeed(t))
+	w.Batch = RandomRows(5, 32, 7, 3)
+	rep, err := Run(context.Background(), w, Options{K: 6, Repeat: 2, Runs: 3, Warmup: 1, Tiers: []Tier{TierFallback},
+		Device: engine.CPU, Peers: true, Batch: 5, BatchRepeat: 1, BatchRuns: 2})
+	require.NoError(t, err)
+	assert.True(t, rep.Pass, rep.Verdict)
+	require.NotNil(t, rep.Batch)
+	assert.Equal(t, 5, rep.Batch.Queries)
+	require.Len(t, rep.Batch.Tiers, 1)
+	bt := rep.Batch.Tiers[0]
+	assert.Equal(t, "fallback", bt.Name)
+	require.True(t, bt.Ran(), bt.Error)
+	assert.Len(t, bt.GroupsMS, 2)
+	assert.True(t, *bt.Pass)
+	assert.InDelta(t, *bt.MedianMS/5, *bt.PerQueryMS, 1e-12)
+
+	require.Len(t, rep.Peers, 2)
+	c := rep.Peers[0]
+	assert.Equal(t, "chromem-go", c.Name)
+	assert.Equal(t, "v0.7.0", c.Version)
+	require.True(t, c.Ran(), c.Error)
+	assert.Len(t, c.GroupsMS, 3)
+	assert.Len(t, c.BatchGroupsMS, 2)
+	assert.True(t, *c.TopKMatch)
+	assert.True(t, *c.BatchTopKMatch)
+	assert.True(t, *c.Pass)
+	fb := rep.Tiers[0]
+	assert.InDelta(t, *c.MedianMS / *fb.MedianMS, *c.RatioVsUmbra, 1e-9)
+	assert.InDelta(t, *c.BatchMedianMS / *bt.MedianMS, *c.BatchRatioVsUmbra, 1e-9)
+	assert.Nil(t, c.RatioVsResident, "no resident tier ran")
+	assert.Contains(t, rep.Verdict, "chromem-go")
+
+	f := rep.Peers[1]
+	assert.Equal(t, "faiss", f.Name)
+	if f.Skipped {
+		t.Logf("FAISS skipped (%s); install it with: %s", f.SkipReason, f.Install)
+		assert.Equal(t, peers.FAISSInstall, f.Install)
+		return
+	}
+	require.True(t, f.Ran(), f.Error)
+	assert.Equal(t, "IndexFlatIP", f.Index)
+	assert.Greater(t, f.Threads, 0)
+	assert.True(t, *f.Pass, f.CheckDetail)
+	assert.NotNil(t, f.RatioVsUmbra)
+	assert.NotNil(t, f.BatchRatioVsUmbra)
+	var b bytes.Buffer
+	require.NoError(t, rep.WriteText(&b))
+	assert.Contains(t, b.String(), "faiss "+f.Version+" IndexFlatIP")
+}
+
+// TestRunPeersSkips: chromem-go under another metric, FAISS without a
+// Python that has it, and the fallback tier that peers need.
+func TestRunPeersSkips(t *testing.T) {
+	w := RandomWorkload(300, 16, 2, testSeed(t))
+	rep, err := Run(context.Background(), w, Options{K: 3, Repeat: 1, Runs: 2, Tiers: []Tier{TierFallback}, Metric: engine.Dot,
+		Device: engine.CPU, Peers: true, Batch: 4, BatchRepeat: 1, BatchRuns: 1,
+		Pythons: []string{filepath.Join(t.TempDir(), "python3")}})
+	require.NoError(t, err)
+	assert.True(t, rep.Pass, "skipped peers do not fail a run: %s", rep.Verdict)
+	require.Len(t, rep.Peers, 2)
+	assert.True(t, rep.Peers[0].Skipped)
+	assert.Contains(t, rep.Peers[0].SkipReason, "cosine similarity only")
+	assert.True(t, rep.Peers[1].Skipped)
+	assert.Contains(t, rep.Peers[1].SkipReason, "not found")
+	assert.Equal(t, peers.FAISSInstall, rep.Peers[1].Install)
+	assert.Equal(t, "the run's 2 queries, repeated in turn", rep.Batch.QueriesFrom)
+	var b bytes.Buffer
+	require.NoError(t, rep.WriteText(&b))
+	assert.Contains(t, b.String(), "install: "+peers.FAISSInstall)
+
+	_, err = Run(context.Background(), w, Options{K: 3, Repeat: 1, Runs: 1, Tiers: []Tier{TierResident}, Device: engine.CPU, Peers: true})
+	assert.ErrorContains(t, err, "fallback tier")
 }
 
 func TestRunRejects(t *testing.T) {
@@ -214,6 +313,59 @@ func TestWritePlot(t *testing.T) {
 	r.Tiers = nil
 	require.NoError(t, WritePlot(path, r), "with nothing run")
 	assert.ErrorContains(t, WritePlot(filepath.Join(dir, "bench.svg"), r), ".png")
+}
+
+// withPeers adds floors, Auto's route, a batch and two peers to a sample
+// report.
+func withPeers(r *Report) *Report {
+	pass := true
+	f := func(x float64) *float64 { return &x }
+	r.Route = "one query goes to the GPU above 3.1 MB of vectors (GPU: 0.120 ms latency, 300.0 GB/s; CPU: 20.0 GB/s)"
+	r.Floors = &Floors{
+		CPU: &FloorResult{Backend: "cpu", Premise: cpuFloorPremise, Bytes: 153600000,
+			Timing: Timing{MedianMS: f(7), MinMS: f(6.9), MaxMS: f(7.4), Jitter: f(0.5 / 7)}, GBPerS: f(21.9)},
+		GPU: &FloorResult{Backend: "gpu", Premise: gpuFloorPremise, Bytes: 153600000,
+			Timing: Timing{MedianMS: f(0.5), MinMS: f(0.5), MaxMS: f(0.6), Jitter: f(0.2)}, GBPerS: f(307)},
+	}
+	r.Tiers[0].FloorMS, r.Tiers[0].XFloor, r.Tiers[0].GBPerS = f(7), f(2), f(11)
+	r.Tiers[1].FloorMS, r.Tiers[1].XFloor, r.Tiers[1].GBPerS = f(0.5), f(1.4), f(219)
+	r.Batch = &BatchResult{Queries: 64, QueriesFrom: "random, seed 1", Repeat: 2, Runs: 5, Tiers: []BatchTier{
+		{Name: "fallback", Premise: fallbackBatchPremise, Timing: Timing{MedianMS: f(160), MinMS: f(150), MaxMS: f(170)}, Pass: &pass},
+	}}
+	r.Peers = []PeerResult{
+		{Name: "chromem-go", Version: "v0.7.0", Premise: "in process", Timing: Timing{MedianMS: f(84), MinMS: f(80), MaxMS: f(90), Jitter: f(0.1)},
+			RatioVsUmbra: f(6), BatchMedianMS: f(5400), BatchMinMS: f(5300), BatchMaxMS: f(5500), BatchRatioVsUmbra: f(33.75),
+			MaxAbsDiff: f(1e-7), TopKMatch: &pass, TopKExact: &pass, BatchTopKMatch: &pass, Pass: &pass},
+		{Name: "faiss", Skipped: true, SkipReason: "no Python here imports faiss and numpy", Install: "apt-get install python3-faiss"},
+	}
+	r.Pass, r.Verdict = verdict(r)
+	return r
+}
+
+func TestWriteTextPeers(t *testing.T) {
+	r := withPeers(sampleReport())
+	assert.True(t, r.Pass, r.Verdict)
+	assert.Contains(t, r.Verdict, "fallback 14.00 ms per search (2.00× the CPU read floor)")
+	assert.Contains(t, r.Verdict, "peer time / fallback time: one query chromem-go 6.00×; 64 queries chromem-go 33.8×")
+	var b bytes.Buffer
+	require.NoError(t, r.WriteText(&b))
+	out := b.String()
+	for _, want := range []string{"route    Auto's calibration: one query goes to the GPU above 3.1 MB",
+		"× floor", "2.00×", "cpu floor", "gpu floor", "21.9", "307.0", "(146.5 MiB per pass)",
+		"batch: 64 queries (random, seed 1), 5 groups × 2 repeats", "chromem-go v0.7.0", "6.00×", "33.8×",
+		"faiss skipped: no Python here imports faiss", "install: apt-get install python3-faiss"} {
+		assert.Contains(t, out, want)
+	}
+
+	fail := false
+	r.Peers[0].Pass, r.Peers[0].CheckDetail = &fail, "top-10 differs from the float64 reference from rank 3 on"
+	ok, v := verdict(r)
+	assert.False(t, ok, "a peer that disagrees voids the comparison")
+	assert.Contains(t, v, "peer chromem-go: top-10 differs")
+	r.Peers[0].Pass = &fail
+	r.Batch.Tiers[0].Pass, r.Batch.Tiers[0].CheckDetail = &fail, "batch query 3: top-10 differs"
+	_, v = verdict(r)
+	assert.Contains(t, v, "batch fallback: batch query 3")
 }
 
 func TestLogTicks(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode/utf8"
 )
 
 // Report is everything a run measured, with the context needed to read
@@ -45,13 +46,25 @@ type Report struct {
 	// KernelClock says how the kernel tier was timed: "wall" (submit to
 	// done on the host clock); "gpu" once the engine reads timestamps.
 	KernelClock string `json:"kernel_clock,omitempty"`
+	// Route is Auto's per-process calibration in words (engine
+	// Info.Route): when one query goes to the GPU rather than the CPU.
+	// Absent unless the engine calibrated one (Device Auto on a hardware
+	// adapter).
+	Route string `json:"route,omitempty"`
+	// Floors are the plain read passes over the resident slab, on each
+	// device a tier ran on, timed in the same groups as the tiers.
+	Floors *Floors `json:"floors,omitempty"`
 
 	// Threshold is the largest |score − float64 reference| accepted.
 	Threshold float64      `json:"threshold"`
 	Tiers     []TierResult `json:"tiers"`
 	Breakdown *Breakdown   `json:"breakdown,omitempty"`
-	Pass      bool         `json:"pass"`
-	Verdict   string       `json:"verdict"`
+	// Batch and Peers are set with --peers: umbra's SearchBatch, and the
+	// other libraries run on the same data and queries.
+	Batch   *BatchResult `json:"batch,omitempty"`
+	Peers   []PeerResult `json:"peers,omitempty"`
+	Pass    bool         `json:"pass"`
+	Verdict string       `json:"verdict"`
 }
 
 // Adapter describes the GPU adapter the GPU tiers used.
@@ -98,6 +111,13 @@ type TierResult struct {
 	// SpeedupVsFallback is fallback time / tier time, group by group.
 	// Absent for the fallback itself and when the fallback did not run.
 	SpeedupVsFallback *Range `json:"speedup_vs_fallback,omitempty"`
+	// FloorMS is the median read floor of the device the tier ran on
+	// (the CPU's for the fallback, the GPU's for the others); XFloor is
+	// the tier's median as a multiple of it, and GBPerS the slab bytes
+	// over the tier's median. Absent when that floor was not measured.
+	FloorMS *float64 `json:"floor_ms,omitempty"`
+	XFloor  *float64 `json:"x_floor,omitempty"`
+	GBPerS  *float64 `json:"gb_per_s,omitempty"`
 
 	MaxAbsDiff *float64 `json:"max_abs_diff,omitempty"`
 	TopKMatch  *bool    `json:"topk_match,omitempty"`
@@ -184,6 +204,9 @@ func (r *Report) WriteText(out io.Writer) error {
 			b.WriteString("         (--device gpu runs the GPU tiers on any working adapter, software ones included)\n")
 		}
 	}
+	if r.Route != "" {
+		fmt.Fprintf(&b, "route    Auto's calibration: %s (the GPU tiers below are pinned to the GPU)\n", r.Route)
+	}
 	data := r.Data
 	if r.Seed != nil && data == "random" {
 		data = fmt.Sprintf("random uniform [-1,1), seed %d", *r.Seed)
@@ -195,29 +218,47 @@ func (r *Report) WriteText(out io.Writer) error {
 		r.Runs, r.Repeat, r.Warmup)
 
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "tier      \tmedian ms\tmin ms\tmax ms\tjitter\tvs fallback (range)\tmax_abs_diff\ttop-k\tcheck\t")
+	fmt.Fprintln(tw, "tier      \tmedian ms\tmin ms\tmax ms\tjitter\t× floor\tGB/s\tvs fallback (range)\tmax_abs_diff\ttop-k\tcheck\t")
 	for i := range r.Tiers {
 		t := &r.Tiers[i]
 		switch {
 		case t.Skipped:
-			fmt.Fprintf(tw, "%s\t—\t—\t—\t—\t—\t—\t—\tskipped\t\n", fmt.Sprintf("%-10s", t.Name))
+			fmt.Fprintf(tw, "%s\t—\t—\t—\t—\t—\t—\t—\t—\t—\tskipped\t\n", fmt.Sprintf("%-10s", t.Name))
 			continue
 		case !t.Ran() && t.Error != "":
-			fmt.Fprintf(tw, "%s\t—\t—\t—\t—\t—\t%s\t%s\tERROR\t\n", fmt.Sprintf("%-10s", t.Name), diffText(t), topkText(t, r.K))
+			fmt.Fprintf(tw, "%s\t—\t—\t—\t—\t—\t—\t—\t%s\t%s\tERROR\t\n", fmt.Sprintf("%-10s", t.Name), diffText(t), topkText(t, r.K))
 			continue
 		}
 		sp := "—"
 		if s := t.SpeedupVsFallback; s != nil {
 			sp = fmt.Sprintf("%s× (%s–%s)", ratio(s.Median), ratio(s.Min), ratio(s.Max))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.1f%%\t%s\t%s\t%s\t%s\t\n", fmt.Sprintf("%-10s", t.Name), ms(*t.MedianMS), ms(*t.MinMS), ms(*t.MaxMS),
-			100**t.Jitter, sp, diffText(t), topkText(t, r.K), checkText(t))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.1f%%\t%s\t%s\t%s\t%s\t%s\t%s\t\n", fmt.Sprintf("%-10s", t.Name), ms(*t.MedianMS), ms(*t.MinMS), ms(*t.MaxMS),
+			100**t.Jitter, xText(t.XFloor), gbText(t.GBPerS), sp, diffText(t), topkText(t, r.K), checkText(t))
+	}
+	for _, f := range r.floorList() {
+		name := fmt.Sprintf("%-10s", f.Backend+" floor")
+		if !f.Ran() {
+			fmt.Fprintf(tw, "%s\t—\t—\t—\t—\t—\t—\t—\t—\t—\tERROR\t\n", name)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.1f%%\t1\t%s\t—\t—\t—\t—\t\n", name, ms(*f.MedianMS), ms(*f.MinMS), ms(*f.MaxMS),
+			100**f.Jitter, gbText(f.GBPerS))
 	}
 	tw.Flush()
 
 	b.WriteString("\npremises\n")
 	for _, t := range r.Tiers {
 		fmt.Fprintf(&b, "  %-10s  %s\n", t.Name, t.Premise)
+	}
+	for _, f := range r.floorList() {
+		fmt.Fprintf(&b, "  %-10s  %s (%s per pass)\n", f.Backend+" floor", f.Premise, bytesHuman(uint64(f.Bytes)))
+	}
+	if len(r.floorList()) > 0 {
+		b.WriteString("  × floor = tier median / the median read floor of the device it ran on; GB/s = slab bytes / tier median\n")
+		if r.KernelClock == "gpu" && r.Floors.GPU != nil {
+			b.WriteString("  (the kernel tier is timed by GPU timestamps, the GPU floor on the wall clock: its × floor mixes the two clocks)\n")
+		}
 	}
 	// Tiers skipped for the same reason share one line.
 	var skipped []string
@@ -240,6 +281,12 @@ func (r *Report) WriteText(out io.Writer) error {
 			fmt.Fprintf(&b, "  %-10s  FAIL: %s\n", t.Name, t.CheckDetail)
 		}
 	}
+	for _, f := range r.floorList() {
+		if f.Error != "" {
+			fmt.Fprintf(&b, "  %-10s  error: %s\n", f.Backend+" floor", f.Error)
+		}
+	}
+	r.writePeers(&b)
 
 	if bd := r.Breakdown; bd != nil {
 		wait := ""
@@ -264,6 +311,202 @@ func (r *Report) WriteText(out io.Writer) error {
 	fmt.Fprintf(&b, "verdict: %s\n", r.Verdict)
 	_, err := io.WriteString(out, b.String())
 	return err
+}
+
+// floorList returns the floors measured, CPU first.
+func (r *Report) floorList() []*FloorResult {
+	var out []*FloorResult
+	if r.Floors != nil {
+		for _, f := range []*FloorResult{r.Floors.CPU, r.Floors.GPU} {
+			if f != nil {
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
+
+// writePeers writes the peers table: umbra's own rows first, then each
+// peer, one query and the batch side by side, with premises and skips.
+func (r *Report) writePeers(b *strings.Builder) {
+	if len(r.Peers) == 0 && r.Batch == nil {
+		return
+	}
+	var fb, res *TierResult
+	for i := range r.Tiers {
+		switch Tier(r.Tiers[i].Name) {
+		case TierFallback:
+			fb = &r.Tiers[i]
+		case TierResident:
+			res = &r.Tiers[i]
+		}
+	}
+	batchOf := map[string]*BatchTier{}
+	nb := 0
+	if r.Batch != nil {
+		nb = r.Batch.Queries
+		for i := range r.Batch.Tiers {
+			batchOf[r.Batch.Tiers[i].Name] = &r.Batch.Tiers[i]
+		}
+	}
+	fmt.Fprintf(b, "\npeers on the same data and queries · ÷ = median / umbra's median (above 1: umbra is faster)\n")
+	if r.Batch != nil {
+		fmt.Fprintf(b, "  batch: %d queries (%s), %d groups × %d repeats, interleaved; FAISS timed in its own process after umbra's groups\n",
+			nb, orDash(r.Batch.QueriesFrom), r.Batch.Runs, r.Batch.Repeat)
+	}
+	names := map[*PeerResult]string{}
+	width := len("umbra fallback")
+	for i := range r.Peers {
+		p := &r.Peers[i]
+		name := p.Name
+		if p.Version != "" {
+			name += " " + p.Version
+		}
+		if p.Name == "faiss" {
+			name += " " + p.Index
+			if p.Threads > 0 {
+				name += fmt.Sprintf(" (%d thr)", p.Threads)
+			}
+		}
+		names[p] = name
+		width = max(width, utf8.RuneCountInString(name))
+	}
+	pad := func(s string) string { return "  " + s + strings.Repeat(" ", width-utf8.RuneCountInString(s)) }
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%s\t1 query ms\trange\tjitter\t÷ fallback\t÷ resident\t%d queries ms\trange\t÷ fallback\t÷ resident\tmax_abs_diff\ttop-k\tcheck\t\n", pad(""), nb)
+	rng := func(lo, hi *float64) string {
+		if lo == nil || hi == nil {
+			return "—"
+		}
+		return ms(*lo) + "–" + ms(*hi)
+	}
+	val := func(x *float64) string {
+		if x == nil {
+			return "—"
+		}
+		return ms(*x)
+	}
+	jit := func(x *float64) string {
+		if x == nil {
+			return "—"
+		}
+		return fmt.Sprintf("%.1f%%", 100**x)
+	}
+	umbraRow := func(t *TierResult, name string) {
+		if t == nil || !t.Ran() {
+			return
+		}
+		bt := batchOf[t.Name]
+		var bm, blo, bhi, bfb *float64
+		check := checkText(t)
+		if bt != nil {
+			bm, blo, bhi = bt.MedianMS, bt.MinMS, bt.MaxMS
+			if bt.Pass != nil && !*bt.Pass {
+				check = "FAIL"
+			}
+		}
+		vsFb, bVsFb := "—", "—"
+		if name != "umbra fallback" {
+			vsFb = xText(ratioOf(t.MedianMS, fb.MedianMS))
+			if b := batchOf[string(TierFallback)]; b != nil {
+				bfb = b.MedianMS
+			}
+			bVsFb = xText(ratioOf(bm, bfb))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t—\t%s\t%s\t%s\t—\t%s\t%s\t%s\t\n", pad(name), ms(*t.MedianMS), rng(t.MinMS, t.MaxMS),
+			jit(t.Jitter), vsFb, val(bm), rng(blo, bhi), bVsFb, diffText(t), topkText(t, r.K), check)
+	}
+	if fb != nil {
+		umbraRow(fb, "umbra fallback")
+	}
+	if fb != nil && fb.Ran() {
+		umbraRow(res, "umbra resident")
+	}
+	for i := range r.Peers {
+		p := &r.Peers[i]
+		name := pad(names[p])
+		switch {
+		case p.Skipped:
+			fmt.Fprintf(tw, "%s\t—\t—\t—\t—\t—\t—\t—\t—\t—\t—\t—\tskipped\t\n", name)
+			continue
+		case !p.Ran() && p.Error != "":
+			fmt.Fprintf(tw, "%s\t—\t—\t—\t—\t—\t—\t—\t—\t—\t—\t—\tERROR\t\n", name)
+			continue
+		}
+		diff, topk, check := "—", "—", "—"
+		if p.MaxAbsDiff != nil {
+			diff = fmt.Sprintf("%.2e", *p.MaxAbsDiff)
+		}
+		if p.TopKMatch != nil {
+			topk = "differs"
+			if *p.TopKMatch && (p.BatchTopKMatch == nil || *p.BatchTopKMatch) {
+				topk = "ties"
+				if *p.TopKExact {
+					topk = "same"
+				}
+			}
+		}
+		if p.Pass != nil {
+			check = map[bool]string{true: "PASS", false: "FAIL"}[*p.Pass]
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", name, val(p.MedianMS), rng(p.MinMS, p.MaxMS),
+			jit(p.Jitter), xText(p.RatioVsUmbra), xText(p.RatioVsResident), val(p.BatchMedianMS), rng(p.BatchMinMS, p.BatchMaxMS),
+			xText(p.BatchRatioVsUmbra), xText(p.BatchRatioVsResident), diff, topk, check)
+	}
+	tw.Flush()
+	if r.Batch != nil {
+		for _, t := range r.Batch.Tiers {
+			fmt.Fprintf(b, "  umbra %-9s batch: %s\n", t.Name, t.Premise)
+		}
+	}
+	for _, p := range r.Peers {
+		switch {
+		case p.Skipped:
+			fmt.Fprintf(b, "  %s skipped: %s\n", p.Name, p.SkipReason)
+			if p.Install != "" {
+				fmt.Fprintf(b, "    install: %s\n", p.Install)
+			}
+			continue
+		}
+		fmt.Fprintf(b, "  %s: %s\n", p.Name, p.Premise)
+		if p.BatchPremise != "" && r.Batch != nil {
+			fmt.Fprintf(b, "  %s batch: %s\n", p.Name, p.BatchPremise)
+		}
+		switch {
+		case p.Error != "":
+			fmt.Fprintf(b, "  %s error: %s\n", p.Name, p.Error)
+		case p.CheckDetail != "":
+			fmt.Fprintf(b, "  %s FAIL: %s\n", p.Name, p.CheckDetail)
+		}
+	}
+	if r.Batch != nil {
+		for _, t := range r.Batch.Tiers {
+			switch {
+			case t.Error != "":
+				fmt.Fprintf(b, "  umbra %s batch error: %s\n", t.Name, t.Error)
+			case t.CheckDetail != "":
+				fmt.Fprintf(b, "  umbra %s batch FAIL: %s\n", t.Name, t.CheckDetail)
+			}
+		}
+	}
+}
+
+// xText prints a multiple (of a floor, of umbra's time).
+func xText(x *float64) string {
+	if x == nil {
+		return "—"
+	}
+	return ratio(*x) + "×"
+}
+
+func gbText(x *float64) string {
+	if x == nil {
+		return "—"
+	}
+	if *x >= 10 {
+		return fmt.Sprintf("%.1f", *x)
+	}
+	return fmt.Sprintf("%.2f", *x)
 }
 
 func backendWord(b string) string {

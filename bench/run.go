@@ -32,6 +32,18 @@ type Options struct {
 	Breakdown bool
 	Reps      int // traced calls the breakdown takes medians over
 
+	// Peers runs chromem-go and FAISS on the same data and queries, and
+	// times umbra's SearchBatch, chromem-go and FAISS on a batch of Batch
+	// queries (none when 0) in groups of BatchRepeat calls, BatchRuns
+	// groups. Peers needs the fallback tier: ratios are to it.
+	Peers       bool
+	Batch       int
+	BatchRepeat int
+	BatchRuns   int
+	// Pythons are the interpreters tried for FAISS
+	// (peers.DefaultPythons when empty).
+	Pythons []string
+
 	// Threshold, when positive, replaces the computed consistency
 	// threshold (see Reference.Threshold).
 	Threshold float64
@@ -57,6 +69,12 @@ func (o *Options) validate(w *Workload) error {
 		return fmt.Errorf("reps %d must be at least 1", o.Reps)
 	case len(o.Tiers) == 0:
 		return errors.New("no tiers")
+	case o.Peers && !slices.Contains(o.Tiers, TierFallback):
+		return errors.New("peers are compared with the fallback tier: include it in the tiers")
+	case o.Peers && o.Batch < 0:
+		return fmt.Errorf("batch %d must be at least 0", o.Batch)
+	case o.Peers && o.Batch > 0 && (o.BatchRepeat < 1 || o.BatchRuns < 1):
+		return fmt.Errorf("batch repeat %d and batch runs %d must be at least 1", o.BatchRepeat, o.BatchRuns)
 	}
 	for _, q := range w.Queries {
 		if len(q) != w.Dim {
@@ -78,6 +96,8 @@ type harness struct {
 	runners map[Tier]runner
 	result  map[Tier]*TierResult
 	ref     *Reference
+
+	peers peerState
 }
 
 func (h *harness) progress(format string, args ...any) {
@@ -128,9 +148,18 @@ func Run(ctx context.Context, w *Workload, opt Options) (*Report, error) {
 		return nil, err
 	}
 	h.check(ctx)
+	if opt.Peers {
+		h.openPeers(ctx)
+	}
 	if err := h.time(ctx); err != nil {
 		return nil, err
 	}
+	if opt.Peers {
+		if err := h.runPeers(ctx); err != nil {
+			return nil, err
+		}
+	}
+	h.efficiency()
 	if opt.Breakdown {
 		if err := h.breakdown(ctx); err != nil {
 			return nil, err
@@ -139,6 +168,7 @@ func Run(ctx context.Context, w *Workload, opt Options) (*Report, error) {
 	for _, t := range opt.Tiers {
 		h.rep.Tiers = append(h.rep.Tiers, *h.result[t])
 	}
+	h.rep.Peers = h.peers.results()
 	h.rep.Pass, h.rep.Verdict = verdict(h.rep)
 	return h.rep, nil
 }
@@ -178,6 +208,9 @@ func (h *harness) openGPU(ctx context.Context) {
 	}
 	info := ix.Info()
 	ix.Close()
+	// Under Auto on a hardware adapter the engine calibrated both paths;
+	// the GPU tiers below are pinned to the GPU whatever it decided.
+	h.rep.Route = info.Route
 	if info.Backend != engine.BackendGPU {
 		h.rep.GPUReason, h.rep.GPUHint = info.Reason, info.Hint
 		if h.rep.GPUReason == "" {
@@ -331,9 +364,79 @@ func (h *harness) check(ctx context.Context) {
 
 func finiteOK(x float64) bool { return finite(x) != nil }
 
-// time runs the warm-up and the groups. Inside a group every repeat calls
-// every tier once on the same query, the tiers' order rotating from call
-// to call, so drift of the machine touches every tier alike.
+// timed is one thing the groups time: a tier, a floor or a peer.
+type timed struct {
+	name string
+	// call runs it once for the query of slot and returns the time it is
+	// charged.
+	call func(ctx context.Context, slot int) (time.Duration, error)
+	fail func(err error)
+	// done receives the group values when every group was timed.
+	done   func(groups []float64)
+	failed bool
+	groups []float64
+}
+
+// query is the query of a slot: the run's queries in turn.
+func (h *harness) query(slot int) []float32 { return h.w.Queries[slot%len(h.w.Queries)] }
+
+// rotate runs warmup untimed calls of every item, then runs groups of
+// repeat calls each. Inside a group every repeat calls every item once,
+// the order rotating from call to call, so drift of the machine touches
+// every item alike. An item that fails stops being called; the others go
+// on.
+func (h *harness) rotate(ctx context.Context, what string, items []*timed, repeat, runs, warmup int) error {
+	call := func(it *timed, slot int) (time.Duration, bool) {
+		d, err := it.call(ctx, slot)
+		if err != nil {
+			it.failed = true
+			it.fail(err)
+			return 0, false
+		}
+		return d, true
+	}
+	for i := 0; i < warmup; i++ {
+		for _, it := range items {
+			if !it.failed {
+				h.progress("%swarm-up %d/%d: %s", what, i+1, warmup, it.name)
+				call(it, i)
+			}
+		}
+	}
+	slot := 0
+	for g := 0; g < runs; g++ {
+		h.progress("%sgroup %d/%d", what, g+1, runs)
+		reps := make([][]float64, len(items))
+		for r := 0; r < repeat; r++ {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			for i := range items {
+				j := (i + slot) % len(items)
+				if it := items[j]; !it.failed {
+					if d, ok := call(it, slot); ok {
+						reps[j] = append(reps[j], float64(d)/float64(time.Millisecond))
+					}
+				}
+			}
+			slot++
+		}
+		for j, it := range items {
+			if !it.failed {
+				it.groups = append(it.groups, GroupMin(reps[j]))
+			}
+		}
+	}
+	for _, it := range items {
+		if !it.failed && len(it.groups) == runs && it.done != nil {
+			it.done(it.groups)
+		}
+	}
+	return nil
+}
+
+// time runs the warm-up and the groups of the tiers, with the read floors
+// of their devices and the in-process peers interleaved among them.
 func (h *harness) time(ctx context.Context) error {
 	tiers := h.active()
 	if len(tiers) == 0 {
@@ -358,59 +461,50 @@ func (h *harness) time(ctx context.Context) error {
 		h.result[t].Premise += fmt.Sprintf(" [measured: %s up, %s back per call]",
 			bytesHuman(uint64(tr.UploadBytes)), bytesHuman(uint64(tr.ReadbackBytes)))
 	}
-	for i := 0; i < h.opt.Warmup; i++ {
-		for _, t := range tiers {
-			if h.result[t].Error != "" {
-				continue
-			}
-			h.progress("warm-up %d/%d: %s", i+1, h.opt.Warmup, t)
-			if _, _, err := h.runners[t].call(ctx, h.w.Queries[i%len(h.w.Queries)], k); err != nil {
-				fail(t, err)
-			}
-		}
-	}
 	groups := map[Tier][]float64{}
-	slot := 0
-	for g := 0; g < h.opt.Runs; g++ {
-		h.progress("group %d/%d", g+1, h.opt.Runs)
-		reps := map[Tier][]float64{}
-		for r := 0; r < h.opt.Repeat; r++ {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			q := h.w.Queries[slot%len(h.w.Queries)]
-			for i := range tiers {
-				t := tiers[(i+slot)%len(tiers)]
-				if h.result[t].Error != "" {
-					continue
-				}
-				d, _, err := h.runners[t].call(ctx, q, k)
-				if err != nil {
-					fail(t, err)
-					continue
-				}
-				reps[t] = append(reps[t], float64(d)/float64(time.Millisecond))
-			}
-			slot++
+	var items []*timed
+	for _, t := range tiers {
+		if h.result[t].Error != "" {
+			continue
 		}
-		for _, t := range tiers {
-			if h.result[t].Error == "" {
-				groups[t] = append(groups[t], GroupMin(reps[t]))
-			}
-		}
+		r := h.runners[t]
+		items = append(items, &timed{
+			name: string(t),
+			call: func(ctx context.Context, slot int) (time.Duration, error) {
+				d, _, err := r.call(ctx, h.query(slot), k)
+				return d, err
+			},
+			fail: func(err error) { fail(t, err) },
+			done: func(g []float64) { groups[t] = g },
+		})
+	}
+	items = append(items, h.floorItems(ctx, tiers)...)
+	items = append(items, h.peerItems()...)
+	if err := h.rotate(ctx, "", items, h.opt.Repeat, h.opt.Runs, h.opt.Warmup); err != nil {
+		return err
 	}
 	for _, t := range tiers {
 		res := h.result[t]
-		if res.Error != "" || len(groups[t]) != h.opt.Runs {
+		g, ok := groups[t]
+		if res.Error != "" || !ok {
 			continue
 		}
-		s := Summarize(groups[t])
-		res.GroupsMS = groups[t]
+		s := Summarize(g)
+		res.GroupsMS = g
 		res.MedianMS, res.MinMS, res.MaxMS, res.Jitter = finite(s.Median), finite(s.Min), finite(s.Max), finite(s.Jitter)
 		if rr, ok := h.runners[t].(*residentRunner); ok && rr.kernelOnly {
 			h.rep.KernelClock = rr.clock
 			if rr.clock != "wall" {
 				res.Premise += fmt.Sprintf(" [kernel clock: %s]", orDash(rr.clock))
+			}
+		}
+	}
+	// A GPU index under Auto could have moved to the CPU after a failure;
+	// its figures would then not be the GPU's.
+	if h.gpuIx != nil && h.gpuIx.Info().Backend != engine.BackendGPU {
+		for _, t := range []Tier{TierKernel, TierResident} {
+			if res := h.result[t]; res != nil {
+				res.Error = "the index left the GPU during the run: " + h.gpuIx.Info().Reason
 			}
 		}
 	}
@@ -426,15 +520,6 @@ func (h *harness) time(ctx context.Context) error {
 		s := Summarize(PairedRatios(base, groups[t]))
 		if finiteOK(s.Median) && finiteOK(s.Min) && finiteOK(s.Max) {
 			res.SpeedupVsFallback = &Range{Median: s.Median, Min: s.Min, Max: s.Max}
-		}
-	}
-	// A GPU index under Auto could have moved to the CPU after a failure;
-	// its figures would then not be the GPU's.
-	if h.gpuIx != nil && h.gpuIx.Info().Backend != engine.BackendGPU {
-		for _, t := range []Tier{TierKernel, TierResident} {
-			if res := h.result[t]; res != nil {
-				res.Error = "the index left the GPU during the run: " + h.gpuIx.Info().Reason
-			}
 		}
 	}
 	return nil
@@ -534,6 +619,24 @@ func verdict(r *Report) (bool, string) {
 			ran = append(ran, t)
 		}
 	}
+	if b := r.Batch; b != nil {
+		for _, t := range b.Tiers {
+			switch {
+			case t.Error != "":
+				failed = append(failed, "batch "+t.Name+": "+t.Error)
+			case t.Pass != nil && !*t.Pass:
+				failed = append(failed, "batch "+t.Name+": "+t.CheckDetail)
+			}
+		}
+	}
+	for _, p := range r.Peers {
+		switch {
+		case p.Error != "":
+			failed = append(failed, "peer "+p.Name+": "+p.Error)
+		case p.Pass != nil && !*p.Pass:
+			failed = append(failed, "peer "+p.Name+": "+p.CheckDetail)
+		}
+	}
 	if len(failed) > 0 {
 		return false, "FAIL · " + strings.Join(failed, " · ")
 	}
@@ -548,7 +651,11 @@ func verdict(r *Report) (bool, string) {
 	parts := []string{fmt.Sprintf("PASS · %d tier(s) agree with the float64 reference over %d×%d", len(ran), r.N, r.Dim)}
 	fb := byName[string(TierFallback)]
 	if fb != nil && fb.Ran() {
-		parts = append(parts, fmt.Sprintf("fallback %s ms per search", ms(*fb.MedianMS)))
+		s := fmt.Sprintf("fallback %s ms per search", ms(*fb.MedianMS))
+		if fb.XFloor != nil {
+			s += fmt.Sprintf(" (%s× the CPU read floor)", ratio(*fb.XFloor))
+		}
+		parts = append(parts, s)
 	}
 	for _, name := range []Tier{TierResident, TierKernel, TierContiguous, TierList} {
 		t := byName[string(name)]
@@ -561,6 +668,9 @@ func verdict(r *Report) (bool, string) {
 			parts = append(parts, fmt.Sprintf("%s %s ms", name, ms(*t.MedianMS)))
 		}
 		break
+	}
+	if s := peersVerdict(r); s != "" {
+		parts = append(parts, s)
 	}
 	if r.Adapter != nil {
 		where := "on " + r.Adapter.Name
@@ -576,6 +686,34 @@ func verdict(r *Report) (bool, string) {
 			bd.Tier, bd.Percent["marshal"], bd.Percent["upload"], bd.Percent["kernel"]))
 	}
 	return true, strings.Join(parts, " · ")
+}
+
+// peersVerdict says how much slower (or faster) than the fallback each
+// peer that ran was, with one query and with the batch.
+func peersVerdict(r *Report) string {
+	var one, batch []string
+	for _, p := range r.Peers {
+		if p.RatioVsUmbra != nil {
+			one = append(one, fmt.Sprintf("%s %s×", p.Name, ratio(*p.RatioVsUmbra)))
+		}
+		if p.BatchRatioVsUmbra != nil {
+			batch = append(batch, fmt.Sprintf("%s %s×", p.Name, ratio(*p.BatchRatioVsUmbra)))
+		}
+	}
+	if len(one) == 0 && len(batch) == 0 {
+		return ""
+	}
+	s := "peer time / fallback time:"
+	if len(one) > 0 {
+		s += " one query " + strings.Join(one, ", ")
+	}
+	if len(batch) > 0 && r.Batch != nil {
+		if len(one) > 0 {
+			s += ";"
+		}
+		s += fmt.Sprintf(" %d queries %s", r.Batch.Queries, strings.Join(batch, ", "))
+	}
+	return s
 }
 
 // firstClause shortens a reason to its first sentence.

@@ -45,8 +45,9 @@ func (t Tier) Premise() string {
 	case TierFallback:
 		return "pure Go on the packed slab, resident in host memory: prepare the query, scan all rows, top-k (CPU)"
 	case TierKernel:
-		return "data resident on the device; the compute pass alone (engine Trace.Kernel: scoring, and top-k where the " +
-			"engine selects on the device), wall clock from submit to done, no GPU timestamp queries; " +
+		return "data resident on the device; the compute passes alone (engine Trace.Kernel: scoring, and top-k where the " +
+			"engine selects on the device), timed by GPU timestamps where the device writes them inside passes, " +
+			"else on the wall clock from submit to done (kernel_clock says which); " +
 			"no query upload, no readback: a limit, not an everyday figure"
 	case TierResident:
 		return "the engine's Search on a GPU index: data uploaded once at Add; per call the query goes up, " +

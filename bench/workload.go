@@ -15,6 +15,11 @@ type Workload struct {
 	Dim     int
 	Data    []float32 // N×Dim values, row-major
 	Queries [][]float32
+	// Batch holds the queries of the batch comparison (--peers); when it
+	// is shorter than the batch asked for, BatchQueries repeats Queries.
+	Batch [][]float32
+	// BatchFrom says where Batch came from, for the report.
+	BatchFrom string
 
 	seed     uint64
 	rowsOnce sync.Once
@@ -46,6 +51,19 @@ func (w *Workload) Rows() [][]float32 {
 	return w.rows
 }
 
+// BatchQueries returns n queries for one batch call: Batch when it holds
+// n, else Queries repeated in turn.
+func (w *Workload) BatchQueries(n int) [][]float32 {
+	if len(w.Batch) >= n {
+		return w.Batch[:n:n]
+	}
+	qs := make([][]float32, n)
+	for i := range qs {
+		qs[i] = w.Queries[i%len(w.Queries)]
+	}
+	return qs
+}
+
 // RandomMatrix returns rows×dim values drawn uniformly from [−1, 1) by a
 // PCG generator seeded with seed, so a run can be repeated exactly.
 func RandomMatrix(rows, dim int, seed, stream uint64) []float32 {
@@ -57,16 +75,21 @@ func RandomMatrix(rows, dim int, seed, stream uint64) []float32 {
 	return out
 }
 
+// RandomRows is RandomMatrix as one slice per row (views of one
+// allocation, each capped at its end).
+func RandomRows(rows, dim int, seed, stream uint64) [][]float32 {
+	flat := RandomMatrix(rows, dim, seed, stream)
+	out := make([][]float32, rows)
+	for i := range out {
+		out[i] = flat[i*dim : (i+1)*dim : (i+1)*dim]
+	}
+	return out
+}
+
 // RandomWorkload returns n random vectors and nq random queries of
 // dimension dim, all drawn from seed.
 func RandomWorkload(n, dim, nq int, seed uint64) *Workload {
-	data := RandomMatrix(n, dim, seed, 1)
-	flat := RandomMatrix(nq, dim, seed, 2)
-	qs := make([][]float32, nq)
-	for i := range qs {
-		qs[i] = flat[i*dim : (i+1)*dim : (i+1)*dim]
-	}
-	return NewWorkload(data, dim, qs, seed)
+	return NewWorkload(RandomMatrix(n, dim, seed, 1), dim, RandomRows(nq, dim, seed, 2), seed)
 }
 
 // CheckValues reports the first value of data (rows of dim) that the

@@ -8,6 +8,7 @@
 //	go run ./cmd/bench --device gpu --runs 5           # force the GPU tiers, software adapters included
 //	go run ./cmd/bench --tiers list --breakdown        # where the time of the per-call path goes
 //	go run ./cmd/bench --json - --plot bench.png       # JSON on stdout (schema: bench/SCHEMA.md), a PNG
+//	go run ./cmd/bench --peers --device cpu            # chromem-go and FAISS on the same data, one query and 64
 //	go run ./cmd/bench --data base.fvecs --queries q.npy
 //
 // Exit status: 0 when every tier that ran agrees with the reference, 1 on a
@@ -23,10 +24,12 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/umbravec/umbra/bench"
+	"github.com/umbravec/umbra/bench/peers"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
 )
@@ -64,6 +67,10 @@ type flags struct {
 	jsonOut, plotOut        string
 	breakdown               bool
 	data, queries           string
+	peers                   bool
+	batch, batchRepeat      int
+	batchRuns               int
+	python                  string
 	set                     map[string]bool
 }
 
@@ -93,6 +100,11 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	fs.IntVar(&f.reps, "reps", 12, "traced calls the breakdown takes medians over")
 	fs.StringVar(&f.data, "data", "", "stored vectors from `FILE` (.npy float32 2-D, or .fvecs) instead of random data")
 	fs.StringVar(&f.queries, "queries", "", "queries from `FILE` (.npy float32 2-D, or .fvecs)")
+	fs.BoolVar(&f.peers, "peers", false, "also run chromem-go and, where Python imports faiss, FAISS IndexFlatIP on the same data and queries, one query and --batch queries ("+peers.FAISSInstall+")")
+	fs.IntVar(&f.batch, "batch", 64, "queries in the batch comparison of --peers (0: none)")
+	fs.IntVar(&f.batchRepeat, "batch-repeat", 2, "timed batch calls per group (--peers)")
+	fs.IntVar(&f.batchRuns, "batch-runs", 5, "independent groups of batch calls (--peers)")
+	fs.StringVar(&f.python, "python", "", "`PYTHON` interpreter for FAISS (default: "+strings.Join(peers.DefaultPythons, ", then ")+")")
 	fs.IntVar(&f.workers, "workers", 0, "goroutines of the fallback (0: GOMAXPROCS)")
 	fs.IntVar(&f.maxChunk, "max-chunk-rows", 0, "cap rows per device buffer (0: the adapter's limits decide)")
 	fs.Float64Var(&f.threshold, "threshold", 0, "consistency threshold on |score − float64 reference| (0: 8·√dim·2⁻²⁴·scale, see bench/SCHEMA.md)")
@@ -157,6 +169,9 @@ func (f *flags) options() (bench.Options, error) {
 		{"nq", f.nq, 1, 1 << 20},
 		{"workers", f.workers, 0, 1 << 12},
 		{"max-chunk-rows", f.maxChunk, 0, 1 << 31},
+		{"batch", f.batch, 0, 1 << 16},
+		{"batch-repeat", f.batchRepeat, 1, maxGroups},
+		{"batch-runs", f.batchRuns, 1, maxGroups},
 	} {
 		if err := inRange(c.name, c.v, c.lo, c.hi); err != nil {
 			return o, err
@@ -167,6 +182,18 @@ func (f *flags) options() (bench.Options, error) {
 	}
 	o.K, o.Repeat, o.Runs, o.Warmup, o.Threshold = f.k, f.repeat, f.runs, f.warmup, f.threshold
 	o.Breakdown, o.Reps, o.Workers, o.MaxChunkRows = f.breakdown, f.reps, f.workers, f.maxChunk
+	o.Peers, o.Batch, o.BatchRepeat, o.BatchRuns = f.peers, f.batch, f.batchRepeat, f.batchRuns
+	if f.python != "" {
+		o.Pythons = []string{f.python}
+	}
+	if o.Peers && !slices.Contains(o.Tiers, bench.TierFallback) {
+		return o, usagef("--peers compares with the fallback tier: add fallback to --tiers")
+	}
+	for _, name := range []string{"batch", "batch-repeat", "batch-runs", "python"} {
+		if f.set[name] && !f.peers {
+			return o, usagef("--%s applies to --peers only", name)
+		}
+	}
 	if f.jsonOut == "" && f.set["json"] {
 		return o, usagef("--json needs a file name, or - for stdout")
 	}
@@ -265,13 +292,23 @@ func (f *flags) workload(metric engine.Metric, progress func(string)) (w *bench.
 			qs[i] = qm.Row(i)
 		}
 	} else {
-		qf := bench.RandomMatrix(f.nq, dim, s, 2)
-		qs, queries, seed = make([][]float32, f.nq), "random", &s
-		for i := range qs {
-			qs[i] = qf[i*dim : (i+1)*dim : (i+1)*dim]
+		qs, queries, seed = bench.RandomRows(f.nq, dim, s, 2), "random", &s
+	}
+	w = bench.NewWorkload(flat, dim, qs, s)
+	if f.peers && f.batch > 0 {
+		if qm != nil {
+			// The file's rows, repeated in turn when it holds fewer.
+			w.Batch = w.BatchQueries(f.batch)
+			w.BatchFrom = fmt.Sprintf("%s, first %d rows", f.queries, min(f.batch, qm.Rows))
+			if qm.Rows < f.batch {
+				w.BatchFrom = fmt.Sprintf("%s, its %d rows repeated in turn", f.queries, qm.Rows)
+			}
+		} else {
+			w.Batch, w.BatchFrom = bench.RandomRows(f.batch, dim, s, 3), fmt.Sprintf("random, seed %d", s)
+			seed = &s
 		}
 	}
-	return bench.NewWorkload(flat, dim, qs, s), data, queries, seed, nil
+	return w, data, queries, seed, nil
 }
 
 // run is the command without the process around it, so tests can call it.

@@ -119,6 +119,11 @@ func TestBadInput(t *testing.T) {
 		{"n above data rows", []string{"--data", data64, "--n", "31"}, "holds 30 vectors"},
 		{"non-finite data", []string{"--data", nanPath, "--k", "1"}, "is NaN"},
 		{"zero query under cosine", []string{"--queries", zero}, "all zeros"},
+		{"batch without peers", []string{"--batch", "8"}, "--batch applies to --peers only"},
+		{"python without peers", []string{"--python", "python3"}, "--python applies to --peers only"},
+		{"peers without fallback", []string{"--peers", "--tiers", "resident"}, "--peers compares with the fallback tier"},
+		{"batch negative", []string{"--peers", "--batch", "-1"}, "--batch -1 out of range"},
+		{"batch runs zero", []string{"--peers", "--batch-runs", "0"}, "--batch-runs 0 out of range"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -155,6 +160,49 @@ type tierJSON struct {
 	Skipped           bool                                 `json:"skipped"`
 	SkipReason        string                               `json:"skip_reason"`
 	Pass              *bool                                `json:"pass"`
+	FloorMS           *float64                             `json:"floor_ms"`
+	XFloor            *float64                             `json:"x_floor"`
+	GBPerS            *float64                             `json:"gb_per_s"`
+}
+
+// floorJSON, peerJSON and batchJSON are the documented shapes of floors,
+// peers and the batch.
+type floorJSON struct {
+	Backend  string
+	Bytes    *int64
+	MedianMS *float64  `json:"median_ms"`
+	GroupsMS []float64 `json:"groups_ms"`
+	GBPerS   *float64  `json:"gb_per_s"`
+}
+
+type peerJSON struct {
+	Name              string
+	Version           string
+	Skipped           bool
+	SkipReason        string `json:"skip_reason"`
+	Install           string
+	MedianMS          *float64 `json:"median_ms"`
+	MinMS             *float64 `json:"min_ms"`
+	MaxMS             *float64 `json:"max_ms"`
+	RatioVsUmbra      *float64 `json:"ratio_vs_umbra"`
+	BatchMedianMS     *float64 `json:"batch_median_ms"`
+	BatchRatioVsUmbra *float64 `json:"batch_ratio_vs_umbra"`
+	TopKMatch         *bool    `json:"topk_match"`
+	BatchTopKMatch    *bool    `json:"batch_topk_match"`
+	Pass              *bool
+}
+
+type batchJSON struct {
+	Queries     int
+	QueriesFrom string `json:"queries_from"`
+	Repeat      int
+	Runs        int
+	Tiers       []struct {
+		Name       string
+		MedianMS   *float64 `json:"median_ms"`
+		PerQueryMS *float64 `json:"per_query_ms"`
+		TopKMatch  *bool    `json:"topk_match"`
+	}
 }
 
 type reportJSON struct {
@@ -172,6 +220,9 @@ type reportJSON struct {
 		TotalMS    *float64 `json:"total_ms"`
 		Percent    map[string]float64
 	}
+	Floors  *struct{ CPU, GPU *floorJSON }
+	Batch   *batchJSON
+	Peers   []peerJSON
 	Pass    bool
 	Verdict string
 }
@@ -219,6 +270,54 @@ func TestJSONOnStdoutCPU(t *testing.T) {
 	}
 	assert.True(t, r.Pass)
 	assert.Contains(t, stderr, "verdict: PASS", "the table goes to stderr when stdout carries JSON")
+}
+
+// TestPeersJSON runs the fallback with its floor and the peers, and reads
+// back the documented fields.
+func TestPeersJSON(t *testing.T) {
+	code, stdout, stderr := runBench(t, "--n", "600", "--dim", "32", "--runs", "2", "--repeat", "1",
+		"--device", "cpu", "--seed", "7", "--peers", "--batch", "4", "--batch-runs", "2", "--batch-repeat", "1", "--json", "-")
+	require.Equal(t, 0, code, stderr)
+	r := decode(t, stdout)
+	fb := r.Tiers[0]
+	require.NotNil(t, r.Floors)
+	require.NotNil(t, r.Floors.CPU)
+	assert.Nil(t, r.Floors.GPU)
+	fl := r.Floors.CPU
+	assert.Equal(t, "cpu", fl.Backend)
+	assert.Equal(t, int64(600*32*4), *fl.Bytes)
+	assert.Len(t, fl.GroupsMS, 2)
+	require.NotNil(t, fl.GBPerS)
+	assert.Equal(t, *fl.MedianMS, *fb.FloorMS)
+	assert.InDelta(t, *fb.MedianMS / *fl.MedianMS, *fb.XFloor, 1e-9)
+	assert.NotNil(t, fb.GBPerS)
+
+	require.NotNil(t, r.Batch)
+	assert.Equal(t, 4, r.Batch.Queries)
+	assert.Equal(t, "random, seed 7", r.Batch.QueriesFrom)
+	assert.Equal(t, 2, r.Batch.Runs)
+	require.Len(t, r.Batch.Tiers, 1)
+	assert.NotNil(t, r.Batch.Tiers[0].PerQueryMS)
+	assert.True(t, *r.Batch.Tiers[0].TopKMatch)
+
+	require.Len(t, r.Peers, 2)
+	c := r.Peers[0]
+	assert.Equal(t, "chromem-go", c.Name)
+	for _, x := range []*float64{c.MedianMS, c.MinMS, c.MaxMS, c.RatioVsUmbra, c.BatchMedianMS, c.BatchRatioVsUmbra} {
+		assert.NotNil(t, x)
+	}
+	assert.True(t, *c.TopKMatch && *c.BatchTopKMatch && *c.Pass)
+	f := r.Peers[1]
+	assert.Equal(t, "faiss", f.Name)
+	if f.Skipped {
+		assert.Contains(t, f.Install, "python3-faiss")
+		t.Logf("FAISS skipped: %s (install: %s)", f.SkipReason, f.Install)
+	} else {
+		assert.NotEmpty(t, f.Version)
+		assert.NotNil(t, f.RatioVsUmbra)
+		assert.True(t, *f.Pass)
+	}
+	assert.Contains(t, stderr, "peers on the same data and queries")
 }
 
 // TestGPUTiers runs every tier through the command on the software
