@@ -1,10 +1,15 @@
 package bench
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestMedian(t *testing.T) {
@@ -69,4 +74,38 @@ func TestPairedRatios(t *testing.T) {
 
 	assert.True(t, math.IsInf(PairedRatios([]float64{1}, []float64{0})[0], 1))
 	assert.Panics(t, func() { PairedRatios([]float64{1, 2}, []float64{1}) })
+}
+
+// TestRotate: every item is called once per repeat in rotating order, an
+// item that fails stops being called and gets no groups, the others go on.
+func TestRotate(t *testing.T) {
+	h := &harness{}
+	var order []string
+	var failed error
+	mk := func(name string, d time.Duration, failAt int) *timed {
+		calls := 0
+		it := &timed{name: name}
+		it.call = func(_ context.Context, slot int) (time.Duration, error) {
+			calls++
+			order = append(order, fmt.Sprintf("%s%d", name, slot))
+			if calls == failAt {
+				return 0, errors.New("boom")
+			}
+			return d + time.Duration(slot)*time.Millisecond, nil
+		}
+		it.fail = func(err error) { failed = err }
+		it.done = func(g []float64) { it.groups = g }
+		return it
+	}
+	a, b := mk("a", time.Millisecond, 0), mk("b", 2*time.Millisecond, 4)
+	require.NoError(t, h.rotate(context.Background(), "", []*timed{a, b}, 2, 2, 1))
+	assert.Equal(t, []string{"a0", "b0", "a0", "b0", "b1", "a1", "a2", "b2", "a3"}, order, "warm-up, then rotating order")
+	assert.Equal(t, []float64{1, 3}, a.groups, "each group keeps its minimum")
+	assert.True(t, b.failed)
+	assert.EqualError(t, failed, "boom")
+	assert.Len(t, b.groups, 1, "a failed item is not completed")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	assert.ErrorIs(t, h.rotate(ctx, "", []*timed{mk("c", time.Millisecond, 0)}, 1, 1, 0), context.Canceled)
 }
