@@ -36,7 +36,10 @@ func dotPanel4x4AVX512(dst *float32, ldd int, qs *float32, qstride int, rows *fl
 func l2Panel4x4AVX512(dst *float32, ldd int, qs *float32, qstride int, rows *float32, rstride, n, groups int, pf *float32, pfLines int)
 
 //go:noescape
-func sumAVX2(x *float32, n int) float32
+func sumRowsAVX2(dst, q, rows *float32, stride, n, groups int)
+
+//go:noescape
+func sumRowsAVX512(dst, q, rows *float32, stride, n, groups int)
 
 type rowsAsm func(dst, q, rows *float32, stride, n, groups int)
 
@@ -61,6 +64,7 @@ func asmKernels() []kernelSet {
 			name:    "avx512",
 			dotRows: wrapRows(dotRowsAVX512),
 			l2Rows:  wrapRows(l2RowsAVX512),
+			sumRows: wrapRows(sumRowsAVX512),
 			dotTile: wrapPanel(dotPanel4x4AVX512, dotRowsAVX512, 4),
 			l2Tile:  wrapPanel(l2Panel4x4AVX512, l2RowsAVX512, 4),
 		})
@@ -70,6 +74,7 @@ func asmKernels() []kernelSet {
 			name:    "avx2+fma",
 			dotRows: wrapRows(dotRowsAVX2),
 			l2Rows:  wrapRows(l2RowsAVX2),
+			sumRows: wrapRows(sumRowsAVX2),
 			dotTile: wrapPanel(dotPanel2x4AVX2, dotRowsAVX2, 2),
 			l2Tile:  wrapPanel(l2Panel2x4AVX2, l2RowsAVX2, 2),
 		})
@@ -143,17 +148,4 @@ func wrapRows(k rowsAsm) rowsKernel {
 			dst[i] = four[0]
 		}
 	}
-}
-
-// readPass sums x with plain vector loads: the benchmarks' floor.
-func readPass(x []float32) float32 {
-	n := len(x) &^ 31
-	var s float32
-	if hasAVX2 && n > 0 {
-		s = sumAVX2(&x[0], n)
-	}
-	for _, v := range x[n:] {
-		s += v
-	}
-	return s
 }

@@ -20,6 +20,10 @@ type kernelSet struct {
 	l2Rows  rowsKernel
 	dotTile tileKernel
 	l2Tile  tileKernel
+	// sumRows is the floor's kernel: the rows kernel's walk and loads with
+	// no query and no multiply (dst[i] = sum of row i); q only gives the
+	// length.
+	sumRows rowsKernel
 }
 
 var genericKernels = kernelSet{
@@ -28,6 +32,7 @@ var genericKernels = kernelSet{
 	l2Rows:  l2RowsGo,
 	dotTile: dotTileGo,
 	l2Tile:  l2TileGo,
+	sumRows: sumRowsGo,
 }
 
 // active is chosen once at init (see dot_amd64.go / dot_generic.go) and only
@@ -112,6 +117,24 @@ func dotRowsGo(dst, q, rows []float32, stride int) {
 func l2RowsGo(dst, q, rows []float32, stride int) {
 	for i := range dst {
 		dst[i] = l2Go(q, rows[i*stride:i*stride+len(q)])
+	}
+}
+
+func sumRowsGo(dst, q, rows []float32, stride int) {
+	for i := range dst {
+		row := rows[i*stride : i*stride+len(q)]
+		var s0, s1, s2, s3 float32
+		j := 0
+		for ; j+4 <= len(row); j += 4 {
+			s0 += row[j]
+			s1 += row[j+1]
+			s2 += row[j+2]
+			s3 += row[j+3]
+		}
+		for ; j < len(row); j++ {
+			s0 += row[j]
+		}
+		dst[i] = (s0 + s1) + (s2 + s3)
 	}
 }
 

@@ -93,14 +93,24 @@ func testKernelAgainstGeneric(t *testing.T, r interface {
 
 func TestReadPass(t *testing.T) {
 	r := newRand(t)
-	for _, n := range []int{0, 1, 31, 32, 33, 1000, 4099} {
-		x := randVec(r, n)
-		var want float64
-		for _, v := range x {
-			want += float64(v)
-		}
-		if got := readPass(x); math.Abs(float64(got)-want) > 1e-4*math.Max(1, float64(n)) {
-			t.Errorf("n %d: readPass %g, float64 %g", n, got, want)
+	// Every kernel set's sum kernel against float64, rows in groups of
+	// four and leftovers, lengths around the vector widths.
+	for _, ks := range kernelSets() {
+		for _, n := range []int{1, 7, 8, 16, 31, 32, 33, 100} {
+			const nr = 6
+			stride := n + r.IntN(3)
+			rows := randVec(r, nr*stride)
+			dst := make([]float32, nr)
+			ks.sumRows(dst, make([]float32, n), rows, stride)
+			for i := range dst {
+				var want float64
+				for _, v := range rows[i*stride : i*stride+n] {
+					want += float64(v)
+				}
+				if math.Abs(float64(dst[i])-want) > 1e-5*math.Max(1, float64(n)) {
+					t.Errorf("%s n %d row %d: sum %g, float64 %g", ks.name, n, i, dst[i], want)
+				}
+			}
 		}
 	}
 	// The exported pass sums every float of the slab, padding included.
