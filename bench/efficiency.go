@@ -40,16 +40,19 @@ type FloorResult struct {
 	Backend string `json:"backend"` // cpu or gpu
 	Premise string `json:"premise"`
 	Bytes   int64  `json:"bytes"` // the slab read per pass (rows × padded stride × 4)
-	Error   string `json:"error,omitempty"`
+	// Clock is how a pass was timed: "gpu" (device timestamps around the
+	// dispatches), "wall" (submit to done) or "cpu".
+	Clock string `json:"clock,omitempty"`
+	Error string `json:"error,omitempty"`
 	Timing
 	GBPerS *float64 `json:"gb_per_s,omitempty"` // Bytes over the median
 }
 
 const (
-	cpuFloorPremise = "engine ReadFloor on the fallback's index: one read of every slab row with the fallback's vector " +
-		"loads, blocks and goroutines, no arithmetic beyond a running sum"
+	cpuFloorPremise = "engine ReadFloor on the fallback's index: one read of every slab row with the search's kernel " +
+		"shape (four rows in step, the widest vector loads), blocks and goroutines, no query and no arithmetic beyond a running sum"
 	gpuFloorPremise = "engine ReadFloor on the resident GPU index: read.wgsl over every resident chunk (a warm-up pass, " +
-		"then one pass timed on the wall clock from submit to done)"
+		"then one pass timed by GPU timestamps where the device has them, else on the wall clock from submit to done)"
 )
 
 // gbPerS is bytes read in ms milliseconds, in GB/s (10⁹ bytes).
@@ -81,7 +84,7 @@ func (h *harness) floorItems(ctx context.Context, tiers []Tier) []*timed {
 				if err == nil && fl.Backend != want {
 					err = fmt.Errorf("the floor ran on the %s, not the %s", fl.Backend, want)
 				}
-				f.Bytes = fl.Bytes
+				f.Bytes, f.Clock = fl.Bytes, fl.Clock
 				return fl.Time, err
 			},
 			fail: func(err error) { f.Error = err.Error() },

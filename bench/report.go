@@ -43,8 +43,9 @@ type Report struct {
 	Limits    *Limits  `json:"limits,omitempty"`
 	Chunks    int      `json:"chunks,omitempty"`     // device buffers holding the N rows
 	ChunkRows int      `json:"chunk_rows,omitempty"` // rows per device buffer
-	// KernelClock says how the kernel tier was timed: "wall" (submit to
-	// done on the host clock); "gpu" once the engine reads timestamps.
+	// KernelClock says how the kernel tier was timed: "gpu" (device
+	// timestamps around the dispatches) or "wall" (submit to done on the
+	// host clock).
 	KernelClock string `json:"kernel_clock,omitempty"`
 	// Route is Auto's per-process calibration in words (engine
 	// Info.Route): when one query goes to the GPU rather than the CPU.
@@ -139,9 +140,9 @@ type Breakdown struct {
 
 	MarshalMS  float64 `json:"marshal_ms"`  // host: validate and pack rows into the slab (normalised under cosine)
 	UploadMS   float64 `json:"upload_ms"`   // host to device: the rows (Add) and the query (Search)
-	KernelMS   float64 `json:"kernel_ms"`   // the scoring dispatch (GPU) or scan (CPU)
-	ReadbackMS float64 `json:"readback_ms"` // device to host: the N scores
-	SelectMS   float64 `json:"select_ms"`   // host: top-k over the read-back scores
+	KernelMS   float64 `json:"kernel_ms"`   // the scoring and top-k dispatches (GPU) or the scan (CPU)
+	ReadbackMS float64 `json:"readback_ms"` // device to host: k (score, row) pairs per query, selected on the device
+	SelectMS   float64 `json:"select_ms"`   // host: sorting the k hits read back
 	OtherMS    float64 `json:"other_ms"`    // the rest: index creation, Close, query preparation
 	TotalMS    float64 `json:"total_ms"`    // median end to end of a traced call
 	// Percent is each stage's median as a percentage of TotalMS.
@@ -256,8 +257,8 @@ func (r *Report) WriteText(out io.Writer) error {
 	}
 	if len(r.floorList()) > 0 {
 		b.WriteString("  × floor = tier median / the median read floor of the device it ran on; GB/s = slab bytes / tier median\n")
-		if r.KernelClock == "gpu" && r.Floors.GPU != nil {
-			b.WriteString("  (the kernel tier is timed by GPU timestamps, the GPU floor on the wall clock: its × floor mixes the two clocks)\n")
+		if f := r.Floors.GPU; f != nil && r.KernelClock != "" && f.Clock != "" && f.Clock != r.KernelClock {
+			fmt.Fprintf(&b, "  (the kernel tier is timed on the %s clock, the GPU floor on the %s clock: its × floor mixes the two)\n", r.KernelClock, f.Clock)
 		}
 	}
 	// Tiers skipped for the same reason share one line.

@@ -114,6 +114,6 @@ func (d *gpuDevice) calibrate() (*Routing, error) {
 
 func (g *wgpuIndex) routing() (*Routing, error) { return g.dev.calibrate() }
 
-func (g *wgpuIndex) floor(ctx context.Context) (time.Duration, int64, error) {
+func (g *wgpuIndex) floor(ctx context.Context) (time.Duration, int64, string, error) {
 	return g.readFloor(ctx)
 }

@@ -15,13 +15,15 @@ import (
 
 // readFloor times one pass of read.wgsl over every resident chunk: the
 // device's memory-bandwidth floor for a scan of this slab. A first pass
-// warms the pipeline and caches; the second is timed on the wall clock from
-// submit to done.
-func (g *wgpuIndex) readFloor(ctx context.Context) (time.Duration, int64, error) {
+// warms the pipeline and caches; the second is timed with GPU timestamps
+// around its dispatches where the device has them (clock "gpu", as a traced
+// search's kernels are), else on the wall clock from submit to done.
+func (g *wgpuIndex) readFloor(ctx context.Context) (time.Duration, int64, string, error) {
 	g.dev.mu.Lock()
 	defer g.dev.mu.Unlock()
 	var took time.Duration
 	var bytes int64
+	clock := "wall"
 	err := scoped(g.device(), "read floor", func() error {
 		if g.dev.readPipe == nil {
 			ps, err := g.dev.compile("read.wgsl", shaders.Read, nil, "main")
@@ -75,22 +77,34 @@ func (g *wgpuIndex) readFloor(ctx context.Context) (time.Duration, int64, error)
 			binds = append(binds, bg)
 			bytes += int64(words) * 16
 		}
-		pass := func() error {
+		timed := g.dev.timestamps && g.ensureStamps() == nil
+		pass := func(stamp bool) error {
 			enc, err := dev.TryCreateCommandEncoder(nil)
 			if err != nil {
 				return err
 			}
 			defer enc.Release()
 			cp := enc.BeginComputePass(nil)
+			if stamp {
+				writeTimestamp(cp, g.stamps, 0)
+			}
 			cp.SetPipeline(g.dev.readPipe)
 			for _, b := range binds {
 				cp.SetBindGroup(0, b, nil)
 				cp.DispatchWorkgroups(shaders.ReadGroups, 1, 1)
 			}
+			if stamp {
+				writeTimestamp(cp, g.stamps, 1)
+			}
 			err = cp.TryEnd()
 			cp.Release()
 			if err != nil {
 				return err
+			}
+			if stamp {
+				if err := enc.TryResolveQuerySet(g.stamps, 0, 2, g.resolved, 0); err != nil {
+					return err
+				}
 			}
 			cmd, err := enc.TryFinish(nil)
 			if err != nil {
@@ -101,15 +115,20 @@ func (g *wgpuIndex) readFloor(ctx context.Context) (time.Duration, int64, error)
 			dev.Poll(true, nil)
 			return nil
 		}
-		if err := pass(); err != nil {
+		if err := pass(false); err != nil {
 			return err
 		}
 		start := time.Now()
-		if err := pass(); err != nil {
+		if err := pass(timed); err != nil {
 			return err
 		}
 		took = time.Since(start)
+		if timed {
+			if d, err := g.readStamps(); err == nil && d > 0 && d <= took {
+				took, clock = d, "gpu"
+			}
+		}
 		return nil
 	})
-	return took, bytes, err
+	return took, bytes, clock, err
 }

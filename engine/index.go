@@ -311,7 +311,7 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int) ([][]Hit
 	return all, nil
 }
 
-func (ix *Index) gpuFloor(ctx context.Context) (time.Duration, int64, error) {
+func (ix *Index) gpuFloor(ctx context.Context) (time.Duration, int64, string, error) {
 	return ix.gpu.floor(ctx)
 }
 

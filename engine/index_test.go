@@ -235,3 +235,58 @@ func TestConcurrentSearchAndAdd(t *testing.T) {
 		})
 	}
 }
+
+// TestIndexesShareADevice searches two indexes of different dimensions and
+// metrics on the same adapter from several goroutines at once (run with
+// -race): the device's calls are serialised, and neither index sees the
+// other's queries or scores.
+func TestIndexesShareADevice(t *testing.T) {
+	r := newRand(t)
+	a := randomVectors(r, 700, 40)
+	b := randomVectors(r, 300, 130)
+	for _, be := range backends[1:] {
+		t.Run(be.name, func(t *testing.T) {
+			ixA := open(t, be, engine.Config{Dim: 40, Metric: engine.Dot, MaxChunkRows: 256})
+			ixB := open(t, be, engine.Config{Dim: 130, Metric: engine.L2})
+			_, err := ixA.Add(a)
+			require.NoError(t, err)
+			_, err = ixB.Add(b)
+			require.NoError(t, err)
+			qa, qb := randomVectors(r, 1, 40)[0], randomVectors(r, 1, 130)[0]
+			wantA, err := ixA.Search(context.Background(), qa, 9)
+			require.NoError(t, err)
+			wantB, err := ixB.Search(context.Background(), qb, 9)
+			require.NoError(t, err)
+			checkHits(t, engine.Dot, a, qa, 9, wantA)
+			checkHits(t, engine.L2, b, qb, 9, wantB)
+			var wg sync.WaitGroup
+			errs := make(chan error, 8)
+			for g := 0; g < 4; g++ {
+				wg.Add(1)
+				go func(g int) {
+					defer wg.Done()
+					ix, q, want := ixA, qa, wantA
+					if g%2 == 1 {
+						ix, q, want = ixB, qb, wantB
+					}
+					for i := 0; i < 10; i++ {
+						got, err := ix.Search(context.Background(), q, 9)
+						if err != nil {
+							errs <- err
+							return
+						}
+						if fmt.Sprint(got) != fmt.Sprint(want) {
+							errs <- fmt.Errorf("goroutine %d: %v, want %v", g, got, want)
+							return
+						}
+					}
+				}(g)
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+		})
+	}
+}

@@ -91,7 +91,7 @@ type gpuIndex interface {
 	// best first, ties by lower row, selected on the device.
 	search(ctx context.Context, qs [][]float32, k, rows int) ([][]fallback.Hit, error)
 	// floor times one read pass over the resident slab.
-	floor(ctx context.Context) (time.Duration, int64, error)
+	floor(ctx context.Context) (time.Duration, int64, string, error)
 	// routing returns the device's calibration for Auto's per-call choice.
 	routing() (*Routing, error)
 	adapter() AdapterInfo

@@ -16,6 +16,9 @@ type Floor struct {
 	Backend Backend
 	Bytes   int64
 	Time    time.Duration
+	// Clock says how Time was taken, as Trace.KernelClock does: "gpu"
+	// (device timestamps around the dispatches), "wall" or "cpu".
+	Clock string
 }
 
 // BytesPerSecond is the achieved read bandwidth.
@@ -36,14 +39,14 @@ func (ix *Index) ReadFloor(ctx context.Context) (f Floor, err error) {
 		return Floor{}, ErrClosed
 	}
 	if ix.onGPU() {
-		d, b, err := ix.gpuFloor(ctx)
-		return Floor{Backend: BackendGPU, Bytes: b, Time: d}, err
+		d, b, clock, err := ix.gpuFloor(ctx)
+		return Floor{Backend: BackendGPU, Bytes: b, Time: d, Clock: clock}, err
 	}
 	start := time.Now()
 	if _, err := fallback.ReadPass(ctx, ix.view(), ix.cfg.Workers); err != nil {
 		return Floor{}, err
 	}
-	return Floor{Backend: BackendCPU, Bytes: int64(ix.slab.Bytes()), Time: time.Since(start)}, nil
+	return Floor{Backend: BackendCPU, Bytes: int64(ix.slab.Bytes()), Time: time.Since(start), Clock: "cpu"}, nil
 }
 
 // Routing is what Auto measured once per process to send each search to

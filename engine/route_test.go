@@ -43,11 +43,15 @@ func TestReadFloor(t *testing.T) {
 			assert.Equal(t, int64(3000*100*4), f.Bytes)
 			assert.Positive(t, f.Time)
 			assert.Positive(t, f.BytesPerSecond())
-			want := engine.BackendCPU
+			want, clock := engine.BackendCPU, "cpu"
 			if b.device == engine.GPU {
-				want = engine.BackendGPU
+				want, clock = engine.BackendGPU, "wall"
+				if ix.Info().Limits.Timestamps {
+					clock = "gpu"
+				}
 			}
 			assert.Equal(t, want, f.Backend)
+			assert.Equal(t, clock, f.Clock)
 		})
 	}
 }
