@@ -351,6 +351,73 @@ func (g *wgpuIndex) batchLimit(rows int) int {
 	return int(max(min(n, maxDim, 1024), 1))
 }
 
+// writeInputs queues the writes a search needs before its dispatches: the
+// queries, each chunk's parameters and, when selecting on the device, every
+// query's select state reset to k. It returns the bytes of queries written.
+func (g *wgpuIndex) writeInputs(qs [][]float32, k, rows int, layout shaders.ScoresLayout) (int64, error) {
+	queue, nq := g.queue(), len(qs)
+	flat := make([]float32, 0, nq*g.plan.Stride)
+	for _, q := range qs {
+		flat = append(flat, q...)
+	}
+	if err := queue.TryWriteBuffer(g.query.buf, 0, wgpu.ToBytes(flat)); err != nil {
+		return 0, err
+	}
+	var params [paramsBytes]byte
+	for c, ch := range g.chunks {
+		x, _ := g.grid(ch.rows, layout)
+		for i, v := range []uint32{uint32(ch.rows), x, uint32(c * g.plan.RowsPerChunk), uint32(rows), uint32(nq)} {
+			binary.LittleEndian.PutUint32(params[4*i:], v)
+		}
+		if err := queue.TryWriteBuffer(ch.params, 0, params[:]); err != nil {
+			return 0, err
+		}
+	}
+	if k > 0 {
+		state := make([]byte, nq*shaders.StateBytes)
+		for i := 0; i < nq; i++ {
+			s := state[i*shaders.StateBytes:]
+			binary.LittleEndian.PutUint32(s[8:], uint32(k))     // remaining
+			binary.LittleEndian.PutUint32(s[20:], uint32(rows)) // n
+			binary.LittleEndian.PutUint32(s[24:], uint32(k))    // k
+		}
+		if err := queue.TryWriteBuffer(g.state.buf, 0, state); err != nil {
+			return 0, err
+		}
+	}
+	return int64(len(flat)) * 4, nil
+}
+
+// encodeSearch records a search's dispatches into pass: the scores of every
+// chunk for every tile of queries, then, with k > 0, the eight radix-select
+// rounds (hist, scan) and the compaction of the k hits.
+func (g *wgpuIndex) encodeSearch(pass *wgpu.ComputePassEncoder, layout shaders.ScoresLayout, nq, k, rows int) {
+	pass.SetPipeline(g.dev.pipelines.scores[layout])
+	tiles := uint32((nq + int(layout.QT) - 1) / int(layout.QT))
+	for _, ch := range g.chunks {
+		if ch.rows == 0 {
+			continue
+		}
+		x, y := g.grid(ch.rows, layout)
+		pass.SetBindGroup(0, ch.bind, nil)
+		pass.DispatchWorkgroups(x, y, tiles)
+	}
+	if k == 0 {
+		return
+	}
+	sp := g.dev.pipelines.selects[g.metric]
+	gx := selectGroups(rows)
+	pass.SetBindGroup(0, g.selBind, nil)
+	for round := 0; round < 8; round++ {
+		pass.SetPipeline(sp.hist)
+		pass.DispatchWorkgroups(gx, uint32(nq), 1)
+		pass.SetPipeline(sp.scan)
+		pass.DispatchWorkgroups(uint32(nq), 1, 1)
+	}
+	pass.SetPipeline(sp.compact)
+	pass.DispatchWorkgroups(gx, uint32(nq), 1)
+}
+
 // run scores qs against the first rows rows in one submission. With k > 0 it
 // then selects each query's top k on the device and reads back only those;
 // with k == 0 it reads back every score of the single query instead.
@@ -388,34 +455,9 @@ func (g *wgpuIndex) run(ctx context.Context, qs [][]float32, k, rows int) (hits 
 		if err := g.prepare(nq, rows, max(k, 1)); err != nil {
 			return err
 		}
-		flat := make([]float32, 0, nq*g.plan.Stride)
-		for _, q := range qs {
-			flat = append(flat, q...)
-		}
-		if err := queue.TryWriteBuffer(g.query.buf, 0, wgpu.ToBytes(flat)); err != nil {
+		upBytes, err := g.writeInputs(qs, k, rows, layout)
+		if err != nil {
 			return err
-		}
-		var params [paramsBytes]byte
-		for c, ch := range g.chunks {
-			x, _ := g.grid(ch.rows, layout)
-			for i, v := range []uint32{uint32(ch.rows), x, uint32(c * g.plan.RowsPerChunk), uint32(rows), uint32(nq)} {
-				binary.LittleEndian.PutUint32(params[4*i:], v)
-			}
-			if err := queue.TryWriteBuffer(ch.params, 0, params[:]); err != nil {
-				return err
-			}
-		}
-		if k > 0 {
-			state := make([]byte, nq*shaders.StateBytes)
-			for i := 0; i < nq; i++ {
-				s := state[i*shaders.StateBytes:]
-				binary.LittleEndian.PutUint32(s[8:], uint32(k))     // remaining
-				binary.LittleEndian.PutUint32(s[20:], uint32(rows)) // n
-				binary.LittleEndian.PutUint32(s[24:], uint32(k))    // k
-			}
-			if err := queue.TryWriteBuffer(g.state.buf, 0, state); err != nil {
-				return err
-			}
 		}
 		timed := false
 		if t != nil {
@@ -423,7 +465,7 @@ func (g *wgpuIndex) run(ctx context.Context, qs [][]float32, k, rows int) (hits 
 				return err
 			}
 			start = stage(t, &t.Upload, start)
-			t.UploadBytes += int64(len(flat)) * 4
+			t.UploadBytes += upBytes
 			timed = g.dev.timestamps && g.ensureStamps() == nil
 		}
 
@@ -436,29 +478,7 @@ func (g *wgpuIndex) run(ctx context.Context, qs [][]float32, k, rows int) (hits 
 		if timed {
 			writeTimestamp(pass, g.stamps, 0)
 		}
-		pass.SetPipeline(g.dev.pipelines.scores[layout])
-		tiles := uint32((nq + int(layout.QT) - 1) / int(layout.QT))
-		for _, ch := range g.chunks {
-			if ch.rows == 0 {
-				continue
-			}
-			x, y := g.grid(ch.rows, layout)
-			pass.SetBindGroup(0, ch.bind, nil)
-			pass.DispatchWorkgroups(x, y, tiles)
-		}
-		if k > 0 {
-			sp := g.dev.pipelines.selects[g.metric]
-			gx := selectGroups(rows)
-			pass.SetBindGroup(0, g.selBind, nil)
-			for p := 0; p < 8; p++ {
-				pass.SetPipeline(sp.hist)
-				pass.DispatchWorkgroups(gx, uint32(nq), 1)
-				pass.SetPipeline(sp.scan)
-				pass.DispatchWorkgroups(uint32(nq), 1, 1)
-			}
-			pass.SetPipeline(sp.compact)
-			pass.DispatchWorkgroups(gx, uint32(nq), 1)
-		}
+		g.encodeSearch(pass, layout, nq, k, rows)
 		if timed {
 			writeTimestamp(pass, g.stamps, 1)
 		}
