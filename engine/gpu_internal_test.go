@@ -242,3 +242,54 @@ func TestRankAdapters(t *testing.T) {
 	assert.Empty(t, RankAdapters(infos, AdapterSelect{Backend: "metal"}))
 	assert.Equal(t, "llvmpipe (vulkan, cpu)", infos[0].String())
 }
+
+// TestTooLargeForTheDevice shrinks a device's storage binding limit so a
+// few thousand rows exceed what one query's scores may occupy: under
+// Device GPU the Add fails with ErrTooLarge before allocating and nothing
+// is stored; under Auto the index moves to the CPU and keeps every vector.
+func TestTooLargeForTheDevice(t *testing.T) {
+	d := softwareDevice(t)
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 5))
+	lim := d.adapter.GetLimits()
+	lim.MaxStorageBufferBindingSize = 4096 // 1,024 scores; 256 rows of dim 4 per chunk
+	vecs := func(n int) [][]float32 {
+		vs := make([][]float32, n)
+		for i := range vs {
+			vs[i] = []float32{r.Float32() + 0.1, r.Float32(), r.Float32(), r.Float32()}
+		}
+		return vs
+	}
+	first, more := vecs(1000), vecs(100)
+
+	ix, err := NewOnDevice(Config{Dim: 4}, d.adapter, d.device, &lim)
+	require.NoError(t, err)
+	defer ix.Close()
+	_, err = ix.Add(first)
+	require.NoError(t, err)
+	_, err = ix.Add(more)
+	require.ErrorIs(t, err, ErrTooLarge)
+	assert.Contains(t, err.Error(), "1100 rows need a 4400-byte scores binding, the device allows 4096")
+	assert.Equal(t, 1000, ix.Len())
+	hits, err := ix.Search(context.Background(), first[3], 1)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(3), hits[0].ID)
+
+	auto, err := NewOnDevice(Config{Dim: 4}, d.adapter, d.device, &lim)
+	require.NoError(t, err)
+	defer auto.Close()
+	auto.cfg.Device = Auto // as if Auto had chosen this device
+	_, err = auto.Add(first)
+	require.NoError(t, err)
+	_, err = auto.Add(more)
+	require.NoError(t, err, "under Auto the fallback takes what the device cannot hold")
+	assert.Equal(t, 1100, auto.Len())
+	info := auto.Info()
+	assert.Equal(t, BackendCPU, info.Backend)
+	assert.Contains(t, info.Reason, "outgrew what the GPU can hold")
+	assert.NotEmpty(t, info.Hint)
+	hits, err = auto.Search(context.Background(), more[7], 1)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1007), hits[0].ID)
+}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -323,8 +324,13 @@ func (ix *Index) demote(err error) {
 	ix.whyMu.Lock()
 	defer ix.whyMu.Unlock()
 	if ix.gpuDown.CompareAndSwap(false, true) {
-		ix.reason = "GPU failed after start-up, searches moved to the CPU: " + err.Error()
-		ix.hint = hintProbeFailed
+		if errors.Is(err, ErrTooLarge) {
+			ix.reason = "the index outgrew what the GPU can hold, searches moved to the CPU: " + err.Error()
+			ix.hint = hintTooLarge
+		} else {
+			ix.reason = "GPU failed after start-up, searches moved to the CPU: " + err.Error()
+			ix.hint = hintProbeFailed
+		}
 	}
 }
 

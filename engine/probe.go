@@ -109,6 +109,8 @@ const (
 		"install your GPU's driver so a hardware adapter appears, or set Device: GPU to use the software adapter anyway."
 	hintProbeFailed = "the adapter was found but failed its test dispatch: update the GPU driver, or pick another adapter " +
 		"with Config.Adapter (Name or Backend). Run `umbra probe` to see every adapter's result."
+	hintTooLarge = "split the vectors over several indexes, or use a GPU whose maxStorageBufferBindingSize is larger " +
+		"(`umbra probe` lists it); the CPU path has no such limit."
 	hintNoMatch = "no adapter matches the selection: loosen Config.Adapter (Name, Backend) or run `umbra probe` to list adapters."
 	hintNoCgo   = "this binary was built without cgo or with the nogpu tag; rebuild with CGO_ENABLED=1 and a C compiler to use the GPU."
 )
