@@ -44,15 +44,21 @@ type growBuffer struct {
 	size  uint64
 	label string
 	usage wgpu.BufferUsage
+	// limit caps growth: a buffer bound whole must stay within the
+	// device's storage binding size, a staging buffer within its buffer
+	// size. A request above it is the caller's to avoid.
+	limit uint64
 }
 
 // ensure makes the buffer at least size bytes and reports whether it was
-// replaced (so bind groups naming it must be rebuilt).
+// replaced (so bind groups naming it must be rebuilt). Growth doubles, so a
+// run of growing requests costs amortised O(1) reallocations, but never
+// past the limit.
 func (b *growBuffer) ensure(dev *wgpu.Device, size uint64) (bool, error) {
 	if size <= b.size && b.buf != nil {
 		return false, nil
 	}
-	size = max(size, 2*b.size, 256)
+	size = max(size, min(max(2*b.size, 256), b.limit))
 	nb, err := dev.TryCreateBuffer(&wgpu.BufferDescriptor{Label: b.label, Size: size, Usage: b.usage})
 	if err != nil {
 		return false, err
@@ -103,13 +109,14 @@ func newGPUIndex(dev *gpuDevice, stride int, metric uint32, maxChunkRows int) (*
 		return nil, err
 	}
 	single.Subgroups, batch.Subgroups = dev.subgroups, dev.subgroups
+	bind := min(dev.lim.MaxStorageBindingBytes, dev.lim.MaxBufferBytes)
 	g := &wgpuIndex{
 		dev: dev, metric: metric, single: single, batch: batch, plan: plan,
-		query:   growBuffer{label: "umbra queries", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopyDst},
-		scoresB: growBuffer{label: "umbra scores", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc},
-		state:   growBuffer{label: "umbra select state", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopyDst},
-		hits:    growBuffer{label: "umbra hits", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc},
-		staging: growBuffer{label: "umbra readback", usage: wgpu.BufferUsageMapRead | wgpu.BufferUsageCopyDst},
+		query:   growBuffer{label: "umbra queries", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopyDst, limit: bind},
+		scoresB: growBuffer{label: "umbra scores", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc, limit: bind},
+		state:   growBuffer{label: "umbra select state", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopyDst, limit: bind},
+		hits:    growBuffer{label: "umbra hits", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc, limit: bind},
+		staging: growBuffer{label: "umbra readback", usage: wgpu.BufferUsageMapRead | wgpu.BufferUsageCopyDst, limit: dev.lim.MaxBufferBytes},
 	}
 	dev.mu.Lock()
 	defer dev.mu.Unlock()
@@ -209,6 +216,7 @@ func (g *wgpuIndex) upload(ctx context.Context, s *host.Slab, from int) error {
 			ErrTooLarge, s.Rows, uint64(s.Rows)*4, g.dev.lim.MaxStorageBindingBytes)
 	}
 	first, last := from/g.plan.RowsPerChunk, (s.Rows-1)/g.plan.RowsPerChunk
+	report, total := progressFrom(ctx), s.Rows-from
 	type done struct{ c, rows int }
 	var commit []done
 	for c := first; c <= last; c++ {
@@ -227,6 +235,7 @@ func (g *wgpuIndex) upload(ctx context.Context, s *host.Slab, from int) error {
 				}
 				off += uint64(len(piece)) * 4
 				rest = rest[len(piece):]
+				report("upload", start+int(off/g.rowBytes())-from, total)
 			}
 			return nil
 		})

@@ -293,3 +293,57 @@ func TestTooLargeForTheDevice(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1007), hits[0].ID)
 }
+
+// TestScratchGrowthStaysWithinTheBinding: scratch buffers double as batches
+// grow, but never past the storage binding limit, which the whole buffer is
+// bound under. A small batch, then one at the per-submission limit, then
+// one that must be split, all give the fallback's answers.
+func TestScratchGrowthStaysWithinTheBinding(t *testing.T) {
+	d := softwareDevice(t)
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 9))
+	lim := d.adapter.GetLimits()
+	lim.MaxStorageBufferBindingSize = 64 << 10 // 1,000 rows: 16 queries' scores per submission
+	// A device that really has the small limit, so a binding past it is a
+	// validation error and not just a broken promise.
+	var small *wgpu.Device
+	require.NoError(t, gpuCall("small device", func() error {
+		var err error
+		small, err = d.adapter.RequestDevice(&wgpu.DeviceDescriptor{Label: "umbra small binding", RequiredLimits: &lim})
+		return err
+	}))
+	defer small.Release()
+	gpu, err := NewOnDevice(Config{Dim: 8, Metric: Dot}, d.adapter, small, &lim)
+	require.NoError(t, err)
+	defer gpu.Close()
+	cpu, err := New(Config{Dim: 8, Metric: Dot, Device: CPU})
+	require.NoError(t, err)
+	vecs := func(n int) [][]float32 {
+		vs := make([][]float32, n)
+		for i := range vs {
+			vs[i] = make([]float32, 8)
+			for j := range vs[i] {
+				vs[i][j] = r.Float32()*2 - 1
+			}
+		}
+		return vs
+	}
+	data := vecs(1000)
+	_, err = gpu.Add(data)
+	require.NoError(t, err)
+	_, err = cpu.Add(data)
+	require.NoError(t, err)
+	for _, nq := range []int{3, 10, 16, 40} {
+		qs := vecs(nq)
+		got, err := gpu.SearchBatch(context.Background(), qs, 5)
+		require.NoError(t, err, "%d queries", nq)
+		want, err := cpu.SearchBatch(context.Background(), qs, 5)
+		require.NoError(t, err)
+		for i := range want {
+			for j := range want[i] {
+				assert.Equal(t, want[i][j].ID, got[i][j].ID, "%d queries: query %d rank %d", nq, i, j)
+			}
+		}
+	}
+}

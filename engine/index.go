@@ -106,11 +106,16 @@ func (ix *Index) Add(vectors [][]float32) ([]uint64, error) {
 func (ix *Index) AddContext(ctx context.Context, vectors [][]float32) (ids []uint64, err error) {
 	defer ix.recoverInto(&err)
 	start := time.Now()
+	report := progressFrom(ctx)
 	for i, v := range vectors {
 		if err := ix.checkVector(v, fmt.Sprintf("vector %d", i)); err != nil {
 			return nil, err
 		}
+		if (i+1)%progressRows == 0 {
+			report("validate", i+1, len(vectors))
+		}
 	}
+	report("validate", len(vectors), len(vectors))
 	return ix.add(ctx, start, len(vectors), func(s *host.Slab) { s.Append(vectors, ix.cfg.Metric == Cosine) })
 }
 
@@ -125,11 +130,16 @@ func (ix *Index) AddFlat(ctx context.Context, data []float32) (ids []uint64, err
 		return nil, fmt.Errorf("%w: %d values is not a whole number of rows of dimension %d", ErrDimMismatch, len(data), dim)
 	}
 	n := len(data) / dim
+	report := progressFrom(ctx)
 	for i := 0; i < n; i++ {
 		if err := ix.checkVector(data[i*dim:(i+1)*dim], fmt.Sprintf("vector %d", i)); err != nil {
 			return nil, err
 		}
+		if (i+1)%progressRows == 0 {
+			report("validate", i+1, n)
+		}
 	}
+	report("validate", n, n)
 	return ix.add(ctx, start, n, func(s *host.Slab) { s.AppendFlat(data, ix.cfg.Metric == Cosine) })
 }
 
@@ -273,6 +283,11 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int) ([][]Hit
 		}
 		return all, nil
 	}
+	if len(qs) > progressQueries {
+		if p, ok := ctx.Value(progressKey{}).(Progress); ok && p != nil {
+			return ix.searchInPieces(ctx, qs, k)
+		}
+	}
 	if ix.onGPU() && (ix.route == nil || ix.route.PreferGPU(int64(ix.slab.Bytes()), len(qs))) {
 		res, err := ix.gpu.search(ctx, qs, k, ix.slab.Rows)
 		if err == nil {
@@ -314,6 +329,25 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int) ([][]Hit
 
 func (ix *Index) gpuFloor(ctx context.Context) (time.Duration, int64, string, error) {
 	return ix.gpu.floor(ctx)
+}
+
+// searchInPieces runs a large batch progressQueries at a time so a
+// Progress can be told how far it has got. Each piece still reads a row once
+// per tile of queries, so the split costs one pass over the slab per piece.
+// The caller holds ix.mu.
+func (ix *Index) searchInPieces(ctx context.Context, qs [][]float32, k int) ([][]Hit, error) {
+	report := progressFrom(ctx)
+	quiet := context.WithValue(ctx, progressKey{}, Progress(nil))
+	all := make([][]Hit, 0, len(qs))
+	for lo := 0; lo < len(qs); lo += progressQueries {
+		part, err := ix.searchMany(quiet, qs[lo:min(lo+progressQueries, len(qs))], k)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, part...)
+		report("search", len(all), len(qs))
+	}
+	return all, nil
 }
 
 func (ix *Index) onGPU() bool { return ix.gpu != nil && !ix.gpuDown.Load() }

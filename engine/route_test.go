@@ -84,3 +84,40 @@ func TestTraceRecordsBackend(t *testing.T) {
 		})
 	}
 }
+
+// TestProgress: long calls report validate, upload and search progress that
+// ends at the total, on every backend.
+func TestProgress(t *testing.T) {
+	r := newRand(t)
+	data := randomVectors(r, 70000, 4)
+	queries := randomVectors(r, 300, 4)
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			ix := open(t, b, engine.Config{Dim: 4, Metric: engine.Dot})
+			last := map[string][2]int{}
+			calls := map[string]int{}
+			ctx := engine.WithProgress(context.Background(), func(stage string, done, total int) {
+				prev := last[stage]
+				assert.GreaterOrEqual(t, done, prev[0], "%s went backwards", stage)
+				assert.LessOrEqual(t, done, total, stage)
+				last[stage] = [2]int{done, total}
+				calls[stage]++
+			})
+			_, err := ix.AddContext(ctx, data)
+			require.NoError(t, err)
+			all, err := ix.SearchBatch(ctx, queries, 3)
+			require.NoError(t, err)
+			require.Len(t, all, len(queries))
+			assert.Equal(t, [2]int{70000, 70000}, last["validate"])
+			assert.GreaterOrEqual(t, calls["validate"], 2, "70,000 rows report more than once")
+			assert.Equal(t, [2]int{300, 300}, last["search"])
+			assert.Equal(t, 2, calls["search"], "300 queries in pieces of 256")
+			if b.device == engine.GPU {
+				assert.Equal(t, [2]int{70000, 70000}, last["upload"])
+			}
+			want, err := ix.SearchBatch(context.Background(), queries, 3)
+			require.NoError(t, err)
+			assert.Equal(t, want, all, "progress does not change results")
+		})
+	}
+}
