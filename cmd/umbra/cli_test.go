@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"flag"
 	"strings"
 	"testing"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/engine"
 )
 
 func TestParseArgsAllowsFlagsAnywhere(t *testing.T) {
@@ -70,6 +73,23 @@ func TestProgress(t *testing.T) {
 		assert.Contains(t, out, "\r\x1b[Kloading x.npy… ")
 		assert.True(t, strings.HasSuffix(out, "loading x.npy: done in 0.0s\n"), "%q", out)
 		assert.Equal(t, 1, strings.Count(out, "\n"))
+	})
+	t.Run("an engine step shows the engine's progress", func(t *testing.T) {
+		var b bytes.Buffer
+		p := newProgress(&b, true)
+		p.delay, p.every = time.Millisecond, time.Millisecond
+		ctx, done := p.engineStep(context.Background(), "indexing 70000 rows")
+		ix, err := engine.New(engine.Config{Dim: 2, Device: engine.CPU})
+		require.NoError(t, err)
+		flat := make([]float32, 2*70000)
+		for i := range flat {
+			flat[i] = float32(i%7) + 1
+		}
+		_, err = ix.AddFlat(ctx, flat)
+		require.NoError(t, err)
+		time.Sleep(30 * time.Millisecond)
+		done()
+		assert.Contains(t, b.String(), "indexing 70000 rows… validate 100% (70000/70000), ")
 	})
 	t.Run("clear before an error", func(t *testing.T) {
 		var b bytes.Buffer

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/umbravec/umbra/engine"
 )
 
 // progress draws a one-line status on stderr for steps that run longer than
@@ -40,6 +44,32 @@ func stderrIsTerminal() bool {
 
 // step starts showing label and returns the function that ends the step.
 func (p *progress) step(label string) (done func()) {
+	return p.stepWith(label, nil)
+}
+
+// engineStep is step for an engine call that reports its own progress: the
+// returned context carries an engine.Progress, and the line shows the
+// stage and how much of it is done beside the elapsed time.
+func (p *progress) engineStep(ctx context.Context, label string) (context.Context, func()) {
+	var at atomic.Pointer[string]
+	report := func(stage string, done, total int) {
+		s := fmt.Sprintf("%s %d/%d", stage, done, total)
+		if total > 0 {
+			s = fmt.Sprintf("%s %d%% (%d/%d)", stage, 100*done/total, done, total)
+		}
+		at.Store(&s)
+	}
+	status := func() string {
+		if s := at.Load(); s != nil {
+			return *s
+		}
+		return ""
+	}
+	return engine.WithProgress(ctx, report), p.stepWith(label, status)
+}
+
+// stepWith is step with a status shown after the label while it runs.
+func (p *progress) stepWith(label string, status func() string) (done func()) {
 	if p == nil || !p.enabled {
 		return func() {}
 	}
@@ -58,7 +88,13 @@ func (p *progress) step(label string) (done func()) {
 		tick := time.NewTicker(p.every)
 		defer tick.Stop()
 		for {
-			p.draw(fmt.Sprintf("%s… %s", label, seconds(time.Since(start))), false)
+			line := fmt.Sprintf("%s… %s", label, seconds(time.Since(start)))
+			if status != nil {
+				if st := status(); st != "" {
+					line = fmt.Sprintf("%s… %s, %s", label, st, seconds(time.Since(start)))
+				}
+			}
+			p.draw(line, false)
 			select {
 			case <-stop:
 				return

@@ -162,14 +162,14 @@ func search(ctx context.Context, e *env, o *searchOptions) error {
 	}
 
 	cfg := engine.Config{Dim: data.Dim, Metric: metric, Device: device, Adapter: o.sel.adapterSelect()}
-	done := e.progress.step(fmt.Sprintf("indexing %d rows", data.Rows))
+	addCtx, done := e.progress.engineStep(ctx, fmt.Sprintf("indexing %d rows", data.Rows))
 	ix, err := engine.NewContext(ctx, cfg)
 	if err != nil {
 		done()
 		return fmt.Errorf("--device %s: %s (run 'umbra probe' to see every adapter)", device, cause(err))
 	}
 	defer ix.Close()
-	_, err = ix.AddFlat(ctx, data.Data)
+	_, err = ix.AddFlat(addCtx, data.Data)
 	done()
 	if err != nil {
 		return fmt.Errorf("--data %s: %s", o.data, cause(err))
@@ -181,9 +181,9 @@ func search(ctx context.Context, e *env, o *searchOptions) error {
 	for i := range qs {
 		qs[i] = queries.Row(i)
 	}
-	done = e.progress.step(fmt.Sprintf("searching %d queries in %d rows", len(qs), rows))
+	searchCtx, done := e.progress.engineStep(ctx, fmt.Sprintf("searching %d queries in %d rows", len(qs), rows))
 	var tr engine.Trace
-	all, err := ix.SearchBatch(engine.WithTrace(ctx, &tr), qs, o.k)
+	all, err := ix.SearchBatch(engine.WithTrace(searchCtx, &tr), qs, o.k)
 	done()
 	if err != nil {
 		if errors.Is(err, engine.ErrNonFinite) || errors.Is(err, engine.ErrZeroVector) || errors.Is(err, engine.ErrDimMismatch) {
