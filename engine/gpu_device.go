@@ -213,6 +213,26 @@ func openDevice(a *wgpu.Adapter) (*gpuDevice, error) {
 	return d, nil
 }
 
+// submit finishes enc (nil submits only the queued writes) and submits it;
+// with wait it blocks until the device is idle. The caller holds d.mu and
+// still releases enc.
+func (d *gpuDevice) submit(enc *wgpu.CommandEncoder, wait bool) error {
+	if enc != nil {
+		cmd, err := enc.TryFinish(nil)
+		if err != nil {
+			return err
+		}
+		d.queue.Submit(cmd)
+		cmd.Release()
+	} else {
+		d.queue.Submit()
+	}
+	if wait {
+		d.device.Poll(true, nil)
+	}
+	return nil
+}
+
 // nativeFeatureSubgroup is wgpu-native's WGPUNativeFeature_Subgroup, which
 // this binding does not name: it enables the subgroup built-ins without an
 // `enable` directive in the shader.

@@ -106,14 +106,7 @@ func (g *wgpuIndex) readFloor(ctx context.Context) (time.Duration, int64, string
 					return err
 				}
 			}
-			cmd, err := enc.TryFinish(nil)
-			if err != nil {
-				return err
-			}
-			g.queue().Submit(cmd)
-			cmd.Release()
-			dev.Poll(true, nil)
-			return nil
+			return g.dev.submit(enc, true)
 		}
 		if err := pass(false); err != nil {
 			return err

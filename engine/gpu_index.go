@@ -188,13 +188,10 @@ func (g *wgpuIndex) grow(c, need int) error {
 				data.Release()
 				return err
 			}
-			cmd, err := enc.TryFinish(nil)
-			if err != nil {
+			if err := g.dev.submit(enc, false); err != nil {
 				data.Release()
 				return err
 			}
-			g.queue().Submit(cmd)
-			cmd.Release()
 		}
 		ch.data.Release()
 		ch.bind.Release()
@@ -441,25 +438,12 @@ func (g *wgpuIndex) run(ctx context.Context, qs [][]float32, k, rows int) (hits 
 	if nq > 1 {
 		layout = g.batch
 	}
-	dev, queue := g.device(), g.queue()
+	dev := g.device()
 	t := traceFrom(ctx)
 	start := time.Now()
 	// flush submits what is queued and blocks until the device is idle; a
 	// traced search calls it between stages so each stage is timed alone.
-	flush := func(enc *wgpu.CommandEncoder) error {
-		if enc != nil {
-			cmd, err := enc.TryFinish(nil)
-			if err != nil {
-				return err
-			}
-			queue.Submit(cmd)
-			cmd.Release()
-		} else {
-			queue.Submit()
-		}
-		dev.Poll(true, nil)
-		return nil
-	}
+	flush := func(enc *wgpu.CommandEncoder) error { return g.dev.submit(enc, true) }
 	err = scoped(dev, "search", func() error {
 		if err := g.prepare(nq, rows, max(k, 1)); err != nil {
 			return err
@@ -621,12 +605,9 @@ func (g *wgpuIndex) readStamps() (time.Duration, error) {
 	if err := enc.TryCopyBufferToBuffer(g.resolved, 0, g.staging.buf, 0, 16); err != nil {
 		return 0, err
 	}
-	cmd, err := enc.TryFinish(nil)
-	if err != nil {
+	if err := g.dev.submit(enc, false); err != nil {
 		return 0, err
 	}
-	g.queue().Submit(cmd)
-	cmd.Release()
 	raw, err := g.readback(16)
 	if err != nil {
 		return 0, err
