@@ -167,9 +167,12 @@ type gpuDevice struct {
 	// timestamps is set when the device can write timestamps inside a
 	// compute pass.
 	timestamps bool
-	routeOnce  sync.Once
-	routing    *Routing // measured on first Auto use
-	routeErr   error
+	// team is the widest team (invocations per row) scores.wgsl uses on
+	// this device, measured by tuneTeam; 0 until then (64).
+	team      uint32
+	routeOnce sync.Once
+	routing   *Routing // measured on first Auto use
+	routeErr  error
 }
 
 func limitsOf(l wgpu.Limits) DeviceLimits {
@@ -250,11 +253,16 @@ const nativeFeatureTimestampInsidePasses wgpu.FeatureName = 0x00030025
 func (d *gpuDevice) verify() error {
 	if d.subgroups {
 		if err := d.selfTest(); err == nil {
+			d.tuneTeam()
 			return nil
 		}
 		d.subgroups = false
 	}
-	return d.selfTest()
+	if err := d.selfTest(); err != nil {
+		return err
+	}
+	d.tuneTeam()
+	return nil
 }
 
 // selfTest runs the real shaders on a small input through the same code

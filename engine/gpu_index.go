@@ -100,11 +100,12 @@ func newGPUIndex(dev *gpuDevice, stride int, metric uint32, maxChunkRows int) (*
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrTooLarge, err)
 	}
-	single, err := shaders.PlanScores(stride, metric, dev.lim.MaxInvocations, 1, dev.lim.MaxWorkgroupBytes)
+	target := shaders.Target{MaxInvocations: dev.lim.MaxInvocations, MaxWorkgroupBytes: dev.lim.MaxWorkgroupBytes, MaxTeam: dev.team}
+	single, err := shaders.PlanScores(stride, metric, 1, target)
 	if err != nil {
 		return nil, err
 	}
-	batch, err := shaders.PlanScores(stride, metric, dev.lim.MaxInvocations, batchQT, dev.lim.MaxWorkgroupBytes)
+	batch, err := shaders.PlanScores(stride, metric, batchQT, target)
 	if err != nil {
 		return nil, err
 	}
@@ -137,6 +138,7 @@ func (g *wgpuIndex) limits() DeviceLimits {
 	l := g.dev.lim
 	l.Subgroups = g.dev.subgroups
 	l.Timestamps = g.dev.timestamps
+	l.Team = g.single.Team
 	return l
 }
 func (g *wgpuIndex) chunkRows() int       { return g.plan.RowsPerChunk }

@@ -347,3 +347,20 @@ func TestScratchGrowthStaysWithinTheBinding(t *testing.T) {
 		}
 	}
 }
+
+// TestTuneTeam: the probe measured a team width for the device, and an
+// index plans with it (capped by the row's vec4 count).
+func TestTuneTeam(t *testing.T) {
+	d := softwareDevice(t)
+	assert.Contains(t, teamCandidates, d.team, "the probe tuned the team width")
+	g, err := newGPUIndex(d, 768, shaders.MetricDot, 0)
+	require.NoError(t, err)
+	defer g.release()
+	assert.Equal(t, d.team, g.single.Team)
+	assert.Equal(t, d.team, g.limits().Team)
+	short, err := newGPUIndex(d, 8, shaders.MetricDot, 0)
+	require.NoError(t, err)
+	defer short.release()
+	assert.Equal(t, uint32(2), short.single.Team, "two vec4 per row: a team of two")
+	t.Logf("%s (%s): team %d", d.info.Name, d.info.API, d.team)
+}

@@ -47,6 +47,10 @@ type DeviceLimits struct {
 	// Timestamps is true when a traced search times its kernels with GPU
 	// timestamps (Trace.KernelClock "gpu") rather than the wall clock.
 	Timestamps bool
+	// Team is how many invocations share one row in scores.wgsl: the
+	// fastest width the probe measured on this device, capped by the row's
+	// vec4 count.
+	Team uint32
 }
 
 // Info says how an index computes and, when it fell back to the CPU, why and

@@ -58,15 +58,23 @@ type ScoresLayout struct {
 // Workgroup is the number of invocations in one workgroup.
 func (l ScoresLayout) Workgroup() uint32 { return l.Team * l.Rows }
 
-// PlanScores picks the layout for rows of stride float32 elements on a
-// device that allows maxInvocations invocations per workgroup. A team is as
-// wide as the row has vec4 words, up to 64, so short rows do not leave lanes
-// idle; a workgroup holds 256 invocations (fewer where the device caps it).
-//
-// qt is the number of queries scored per pass over the slab (1 for single
-// searches; more for batches, bounded by the workgroup memory the partial
-// sums need: qt × 256 × 4 bytes must fit in maxWorkgroupBytes).
-func PlanScores(stride int, metric uint32, maxInvocations uint32, qt uint32, maxWorkgroupBytes uint32) (ScoresLayout, error) {
+// Target is what a layout must fit on one device: its workgroup limits and
+// the widest team (invocations per row) worth using there, which the engine
+// measures once per device; 0 means the default of 64.
+type Target struct {
+	MaxInvocations    uint32
+	MaxWorkgroupBytes uint32
+	MaxTeam           uint32
+}
+
+// PlanScores picks the layout for rows of stride float32 elements on
+// device t. A team is as wide as the row has vec4 words, up to t.MaxTeam,
+// so short rows do not leave lanes idle; a workgroup holds 256 invocations
+// (fewer where the device caps it). qt is the number of queries scored per
+// pass over the slab (1 for single searches; more for batches, bounded by
+// the workgroup memory the partial sums need: qt × 256 × 4 bytes must fit
+// in t.MaxWorkgroupBytes).
+func PlanScores(stride int, metric uint32, qt uint32, t Target) (ScoresLayout, error) {
 	if stride <= 0 || stride%4 != 0 {
 		return ScoresLayout{}, fmt.Errorf("shaders: stride %d is not a positive multiple of 4", stride)
 	}
@@ -74,21 +82,26 @@ func PlanScores(stride int, metric uint32, maxInvocations uint32, qt uint32, max
 		return ScoresLayout{}, fmt.Errorf("shaders: unknown metric code %d", metric)
 	}
 	wg := uint32(256)
-	if maxInvocations != 0 && maxInvocations < wg {
-		wg = maxInvocations
+	if t.MaxInvocations != 0 && t.MaxInvocations < wg {
+		wg = t.MaxInvocations
+	}
+	maxTeam := t.MaxTeam
+	if maxTeam == 0 {
+		maxTeam = 64
 	}
 	dim4 := uint32(stride / 4)
 	team := uint32(1)
-	for team < dim4 && team < 64 && team*2 <= wg {
+	for team < dim4 && team < maxTeam && team*2 <= wg {
 		team *= 2
 	}
 	if qt == 0 {
 		qt = 1
 	}
-	if maxWorkgroupBytes == 0 {
-		maxWorkgroupBytes = 16384
+	maxBytes := t.MaxWorkgroupBytes
+	if maxBytes == 0 {
+		maxBytes = 16384
 	}
-	for qt > 1 && qt*wg*4 > maxWorkgroupBytes {
+	for qt > 1 && qt*wg*4 > maxBytes {
 		qt /= 2
 	}
 	return ScoresLayout{Dim4: dim4, Team: team, Rows: wg / team, QT: qt, Metric: metric}, nil

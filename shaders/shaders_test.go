@@ -20,7 +20,7 @@ func TestPlanScores(t *testing.T) {
 		{20, 8, 32, 8},   // 5 vec4 round up to a team of 8
 	}
 	for _, c := range cases {
-		l, err := PlanScores(c.stride, MetricDot, 1024, 8, 32768)
+		l, err := PlanScores(c.stride, MetricDot, 8, Target{MaxInvocations: 1024, MaxWorkgroupBytes: 32768})
 		require.NoError(t, err)
 		assert.Equal(t, c.team, l.Team, "stride %d", c.stride)
 		assert.Equal(t, c.rows, l.Rows, "stride %d", c.stride)
@@ -29,22 +29,27 @@ func TestPlanScores(t *testing.T) {
 	}
 	// WebGPU's default 16 KiB of workgroup memory holds the partial sums of
 	// 16 queries × 256 invocations × 4 bytes, so a request for 32 halves.
-	l, err := PlanScores(768, MetricL2, 256, 32, 16384)
+	l, err := PlanScores(768, MetricL2, 32, Target{MaxInvocations: 256, MaxWorkgroupBytes: 16384})
 	require.NoError(t, err)
 	assert.Equal(t, uint32(16), l.QT)
-	l, err = PlanScores(768, MetricDot, 128, 1, 0)
+	l, err = PlanScores(768, MetricDot, 1, Target{MaxInvocations: 128})
 	require.NoError(t, err)
 	assert.Equal(t, uint32(128), l.Workgroup(), "a device capped at 128 invocations")
 
-	_, err = PlanScores(6, MetricDot, 256, 1, 0)
+	l, err = PlanScores(768, MetricDot, 1, Target{MaxTeam: 8})
+	require.NoError(t, err)
+	assert.Equal(t, uint32(8), l.Team, "a device tuned to teams of 8")
+	assert.Equal(t, uint32(32), l.Rows)
+
+	_, err = PlanScores(6, MetricDot, 1, Target{})
 	assert.ErrorContains(t, err, "not a positive multiple of 4")
-	_, err = PlanScores(8, 7, 256, 1, 0)
+	_, err = PlanScores(8, 7, 1, Target{})
 	assert.ErrorContains(t, err, "unknown metric")
 }
 
 func TestSourcesHaveNoHoles(t *testing.T) {
 	for _, sg := range []bool{false, true} {
-		l, err := PlanScores(768, MetricL2, 256, 8, 16384)
+		l, err := PlanScores(768, MetricL2, 8, Target{MaxInvocations: 256, MaxWorkgroupBytes: 16384})
 		require.NoError(t, err)
 		l.Subgroups = sg
 		src, err := Scores(l)

@@ -1,0 +1,75 @@
+//go:build cgo && !nogpu
+
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/umbravec/umbra/host"
+	"github.com/umbravec/umbra/shaders"
+)
+
+// teamCandidates are the team widths tuneTeam times. Which is fastest
+// depends on the device: a team as wide as its subgroup lets a row's sum
+// close with shuffles alone (32 on NVIDIA, 8 on lavapipe), while wide
+// teams leave each invocation only a few loads of a 768-float row.
+var teamCandidates = []uint32{8, 16, 32, 64}
+
+// tuneRows × tuneDim float32 (12 MiB) is the slab the teams are timed on:
+// rows of the common embedding width, enough of them that the scan, not
+// the dispatch, dominates.
+const (
+	tuneRows = 4096
+	tuneDim  = 768
+)
+
+// tuneTeam times one single-query scoring pass for each candidate team on
+// a calibration slab and keeps the fastest, once per device, as part of
+// the probe. It uses GPU timestamps where the device has them. Any failure
+// leaves the default (64): tuning can make a device faster, never unusable.
+func (d *gpuDevice) tuneTeam() {
+	s := host.NewSlab(tuneDim)
+	flat := make([]float32, tuneRows*tuneDim)
+	for i := range flat {
+		flat[i] = float32(i%251)/251 - 0.5
+	}
+	s.AppendFlat(flat, false)
+	q := [][]float32{s.PaddedRow(0)}
+	best, bestTime := uint32(0), time.Duration(0)
+	for _, team := range teamCandidates {
+		d.team = team
+		took, err := d.timeScores(s, q)
+		if err != nil {
+			continue
+		}
+		if best == 0 || took < bestTime {
+			best, bestTime = team, took
+		}
+	}
+	d.team = best
+}
+
+// timeScores returns the best of three traced scoring passes (after a
+// warm-up) over s on an index planned with the device's current team.
+func (d *gpuDevice) timeScores(s *host.Slab, q [][]float32) (time.Duration, error) {
+	g, err := newGPUIndex(d, s.Stride, shaders.MetricDot, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer g.release()
+	if err := g.upload(context.Background(), s, 0); err != nil {
+		return 0, err
+	}
+	var best time.Duration
+	for i := 0; i < 4; i++ {
+		var tr Trace
+		if _, _, err := g.run(WithTrace(context.Background(), &tr), q, 0, s.Rows); err != nil {
+			return 0, err
+		}
+		if i > 0 && (best == 0 || tr.Kernel < best) {
+			best = tr.Kernel
+		}
+	}
+	return best, nil
+}
