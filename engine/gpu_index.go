@@ -115,7 +115,7 @@ func newGPUIndex(dev *gpuDevice, stride int, metric uint32, maxChunkRows int) (*
 		dev: dev, metric: metric, single: single, batch: batch, plan: plan,
 		query:   growBuffer{label: "umbra queries", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopyDst, limit: bind},
 		scoresB: growBuffer{label: "umbra scores", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc, limit: bind},
-		state:   growBuffer{label: "umbra select state", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopyDst, limit: bind},
+		state:   growBuffer{label: "umbra select state", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopyDst | wgpu.BufferUsageCopySrc, limit: bind},
 		hits:    growBuffer{label: "umbra hits", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc, limit: bind},
 		staging: growBuffer{label: "umbra readback", usage: wgpu.BufferUsageMapRead | wgpu.BufferUsageCopyDst, limit: dev.lim.MaxBufferBytes},
 	}

@@ -4,6 +4,7 @@ package engine
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -363,4 +364,79 @@ func TestTuneTeam(t *testing.T) {
 	defer short.release()
 	assert.Equal(t, uint32(2), short.single.Team, "two vec4 per row: a team of two")
 	t.Logf("%s (%s): team %d", d.info.Name, d.info.API, d.team)
+}
+
+// TestSelectSettlesEarly reads the select state back after a search: on
+// distinct random scores the threshold settles in fewer than eight rounds
+// (later rounds return at once), while rows that all tie need the row-index
+// rounds, and still come back by lower ID.
+func TestSelectSettlesEarly(t *testing.T) {
+	d := softwareDevice(t)
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 11))
+	rounds := func(g *wgpuIndex) uint32 {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		var raw []byte
+		require.NoError(t, scoped(d.device, "read state", func() error {
+			enc, err := d.device.TryCreateCommandEncoder(nil)
+			if err != nil {
+				return err
+			}
+			defer enc.Release()
+			if _, err := g.staging.ensure(d.device, 32); err != nil {
+				return err
+			}
+			if err := enc.TryCopyBufferToBuffer(g.state.buf, 0, g.staging.buf, 0, 32); err != nil {
+				return err
+			}
+			if err := d.submit(enc, true); err != nil {
+				return err
+			}
+			raw, err = g.readback(32)
+			return err
+		}))
+		return binary.LittleEndian.Uint32(raw[28:])
+	}
+	for _, tc := range []struct {
+		name  string
+		tied  bool
+		check func(uint32)
+	}{
+		{"distinct", false, func(n uint32) { assert.Less(t, n, uint32(8), "random scores settle early") }},
+		{"all tied", true, func(n uint32) { assert.GreaterOrEqual(t, n, uint32(5), "ties need the row-index bytes") }},
+	} {
+		s := host.NewSlab(16)
+		vs := make([][]float32, 3000)
+		one := make([]float32, 16)
+		for j := range one {
+			one[j] = r.Float32()*2 - 1
+		}
+		for i := range vs {
+			vs[i] = one
+			if !tc.tied {
+				vs[i] = make([]float32, 16)
+				for j := range vs[i] {
+					vs[i][j] = r.Float32()*2 - 1
+				}
+			}
+		}
+		s.Append(vs, false)
+		g, err := newGPUIndex(d, s.Stride, shaders.MetricDot, 0)
+		require.NoError(t, err)
+		require.NoError(t, g.upload(context.Background(), s, 0))
+		hits, err := g.search(context.Background(), [][]float32{s.PaddedRow(5)}, 10, s.Rows)
+		require.NoError(t, err)
+		require.Len(t, hits[0], 10)
+		if tc.tied {
+			for i, h := range hits[0] {
+				assert.Equal(t, i, h.Row, "tied rows come back by lower row")
+			}
+		}
+		n := rounds(g)
+		t.Logf("%s: threshold settled after %d rounds", tc.name, n)
+		tc.check(n)
+		g.release()
+	}
 }

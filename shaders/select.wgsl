@@ -32,7 +32,7 @@ struct State {
     count: atomic<u32>,
     n: u32,          // rows
     k: u32,          // hits wanted, at most n
-    _pad: u32,
+    rounds: u32,     // rounds that chose a byte before the threshold settled
     hist: array<atomic<u32>, 256>,
 }
 
@@ -83,14 +83,23 @@ fn digit(hi: u32, lo: u32, round: u32) -> u32 {
     return (lo >> (56u - 8u * round)) & 255u;
 }
 
+// The round a workgroup works on, read once and shared so that the whole
+// workgroup returns together once a query's threshold is settled.
+var<workgroup> shared_round: u32;
+
 @compute @workgroup_size(256)
 fn hist(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32) {
     atomicStore(&local_hist[li], 0u);
-    workgroupBarrier();
     let qi = wg.y;
+    if (li == 0u) {
+        shared_round = state[qi].round;
+    }
+    let round = workgroupUniformLoad(&shared_round);
+    if (round >= 8u) {
+        return;
+    }
     let n = state[qi].n;
-    let round = state[qi].round;
     let phi = state[qi].phi;
     let plo = state[qi].plo;
     let base = qi * n;
@@ -118,8 +127,14 @@ var<workgroup> above: array<u32, 256>;
 @compute @workgroup_size(256)
 fn scan(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     let qi = wg.x;
+    if (li == 0u) {
+        shared_round = state[qi].round;
+    }
+    let round = workgroupUniformLoad(&shared_round);
+    if (round >= 8u) {
+        return;
+    }
     let need = state[qi].remaining;
-    let round = state[qi].round;
     let c = atomicLoad(&state[qi].hist[li]);
     atomicStore(&state[qi].hist[li], 0u);
     above[li] = c;
@@ -146,7 +161,15 @@ fn scan(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             state[qi].plo |= li << (56u - 8u * round);
         }
         state[qi].remaining = need - excl;
-        state[qi].round = round + 1u;
+        state[qi].rounds = round + 1u;
+        // When the bin holds exactly the keys still needed, every key from
+        // the prefix up is in: the unchosen bytes stay zero, so compact
+        // takes the whole bin, and the remaining rounds have nothing to do.
+        if (c == need - excl) {
+            state[qi].round = 8u;
+        } else {
+            state[qi].round = round + 1u;
+        }
     }
 }
 
