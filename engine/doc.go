@@ -5,10 +5,11 @@
 //
 // An Index owns one contiguous slab of vectors (package host). On the GPU
 // path the slab is uploaded once, at Add, and stays resident on the device: a
-// search moves only the query in and the scores out. Importing this package
-// starts nothing; the GPU is touched only by New with Device Auto or GPU, and
-// Auto probes each adapter at most once per process, proving it works by
-// compiling and running the real search shaders before trusting it. Any GPU
+// search moves only the query in and its top k out, selected on the device.
+// Importing this package starts nothing; the GPU is touched only by New with
+// Device Auto or GPU, and Auto probes each adapter at most once per process,
+// proving it works by compiling and running the real search shaders before
+// trusting it. Any GPU
 // failure becomes an error value or, under Auto, a fallback to the CPU path
 // with the reason in Info; a panic from the GPU binding never crosses this
 // package's API.
