@@ -9,10 +9,9 @@
 // Importing this package starts nothing; the GPU is touched only by New with
 // Device Auto or GPU, and Auto probes each adapter at most once per process,
 // proving it works by compiling and running the real search shaders before
-// trusting it. Any GPU
-// failure becomes an error value or, under Auto, a fallback to the CPU path
-// with the reason in Info; a panic from the GPU binding never crosses this
-// package's API.
+// trusting it. Any GPU failure becomes an error value or, under Auto, a
+// fallback to the CPU path with the reason in Info; a panic from the GPU
+// binding never crosses this package's API.
 //
 // Builds without cgo, or with the nogpu tag, contain only the fallback:
 // Auto resolves to it and Device GPU returns ErrNoGPUSupport.
