@@ -149,3 +149,30 @@ func TestSentinelsAreDistinct(t *testing.T) {
 		}
 	}
 }
+
+// TestExtremeMagnitudesNormalise: under cosine, vectors at float32's
+// extremes (huge, tiny, subnormal) are accepted and rank like their
+// directions, because normalisation runs in float64.
+func TestExtremeMagnitudesNormalise(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			ix := open(t, b, engine.Config{Dim: 2})
+			_, err := ix.Add([][]float32{
+				{3e38, 3e38},     // 45°, norm beyond float32
+				{1e-44, 0},       // 0°, subnormal
+				{0, 2e-39},       // 90°, subnormal
+				{-1e-30, -1e-30}, // 225°
+			})
+			require.NoError(t, err)
+			hits, err := ix.Search(context.Background(), []float32{1, 1}, 4)
+			require.NoError(t, err)
+			ids := []uint64{hits[0].ID, hits[1].ID, hits[2].ID, hits[3].ID}
+			assert.Equal(t, uint64(0), ids[0])
+			assert.InDelta(t, 1, hits[0].Score, 1e-6)
+			assert.ElementsMatch(t, []uint64{1, 2}, ids[1:3], "0° and 90° tie at cos 45°")
+			assert.InDelta(t, math.Sqrt2/2, hits[1].Score, 1e-6)
+			assert.Equal(t, uint64(3), ids[3])
+			assert.InDelta(t, -1, hits[3].Score, 1e-6)
+		})
+	}
+}
