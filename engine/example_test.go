@@ -69,3 +69,73 @@ func ExampleWithTrace() {
 	fmt.Println(tr.KernelClock)
 	// Output: cpu
 }
+
+// SearchBatch answers many queries in one call; on the CPU each block of
+// stored rows is read once per block of queries, on the GPU once per tile.
+// Under L2 the score is the squared distance, lowest first; rows 1 and 2 tie
+// for the second query, and the lower ID wins.
+func ExampleIndex_SearchBatch() {
+	ix, _ := engine.New(engine.Config{Dim: 2, Metric: engine.L2, Device: engine.CPU})
+	defer ix.Close()
+	_, _ = ix.Add([][]float32{{0, 0}, {1, 0}, {0, 1}, {5, 5}})
+	all, err := ix.SearchBatch(context.Background(), [][]float32{{0.9, 0}, {4, 4}}, 2)
+	if err != nil {
+		panic(err)
+	}
+	for i, hits := range all {
+		fmt.Printf("query %d: id %d (%.2f), id %d (%.2f)\n", i, hits[0].ID, hits[0].Score, hits[1].ID, hits[1].Score)
+	}
+	// Output:
+	// query 0: id 1 (0.01), id 0 (0.81)
+	// query 1: id 3 (2.00), id 1 (25.00)
+}
+
+// AddFlat takes rows as one row-major slice, as read from a .npy or .fvecs
+// file, without a slice per row.
+func ExampleIndex_AddFlat() {
+	ix, _ := engine.New(engine.Config{Dim: 3, Metric: engine.Dot, Device: engine.CPU})
+	defer ix.Close()
+	ids, err := ix.AddFlat(context.Background(), []float32{
+		1, 0, 0,
+		0, 2, 0,
+	})
+	fmt.Println(ids, err, ix.Len())
+	// Output: [0 1] <nil> 2
+}
+
+// WithProgress reports how far a long Add or SearchBatch has got.
+func ExampleWithProgress() {
+	ix, _ := engine.New(engine.Config{Dim: 1, Metric: engine.Dot, Device: engine.CPU})
+	defer ix.Close()
+	ctx := engine.WithProgress(context.Background(), func(stage string, done, total int) {
+		fmt.Printf("%s %d/%d\n", stage, done, total)
+	})
+	_, _ = ix.AddContext(ctx, [][]float32{{1}, {2}, {3}})
+	// Output: validate 3/3
+}
+
+// Probe lists every adapter with its verdict and says which one Auto would
+// use; `umbra probe` prints the same report.
+func ExampleProbe() {
+	rep := engine.Probe(context.Background(), engine.AdapterSelect{})
+	for i, a := range rep.Adapters {
+		fmt.Printf("%d %s works=%v eligible=%v %s\n", i, a.Adapter, a.Works, a.Eligible, a.Error)
+	}
+	if rep.Auto < 0 {
+		fmt.Println("Auto uses the CPU:", rep.Reason, "—", rep.Hint)
+	}
+}
+
+// ParseMetric and ParseDevice read the names a command line uses.
+func ExampleParseMetric() {
+	m, err := engine.ParseMetric("L2")
+	fmt.Println(m, m.HigherIsBetter(), err)
+	d, err := engine.ParseDevice("gpu")
+	fmt.Println(d, err)
+	_, err = engine.ParseMetric("manhattan")
+	fmt.Println(err)
+	// Output:
+	// l2 false <nil>
+	// gpu <nil>
+	// umbra: invalid config: unknown metric "manhattan" (want cosine, dot or l2)
+}
