@@ -7,6 +7,7 @@ require (
 	github.com/oliverbestmann/webgpu v1.33.4
 	github.com/philippgille/chromem-go v0.7.0
 	github.com/stretchr/testify v1.11.1
+	golang.org/x/sys v0.50.0
 	gonum.org/v1/plot v0.17.0
 )
 
@@ -25,7 +26,6 @@ require (
 	github.com/oliverbestmann/webgpu/libs-windows v0.0.0-20260509160807-0bc32b12c7bc // indirect
 	github.com/pmezard/go-difflib v1.0.0 // indirect
 	golang.org/x/image v0.30.0 // indirect
-	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.28.0 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
