@@ -169,7 +169,10 @@ type gpuDevice struct {
 	timestamps bool
 	// team is the widest team (invocations per row) scores.wgsl uses on
 	// this device, measured by tuneTeam; 0 until then (64).
-	team      uint32
+	team uint32
+	// staged is set when batches score faster with their queries staged
+	// in workgroup memory, also measured by tuneTeam.
+	staged    bool
 	routeOnce sync.Once
 	routing   *Routing // measured on first Auto use
 	routeErr  error

@@ -100,7 +100,8 @@ func newGPUIndex(dev *gpuDevice, stride int, metric uint32, maxChunkRows int) (*
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrTooLarge, err)
 	}
-	target := shaders.Target{MaxInvocations: dev.lim.MaxInvocations, MaxWorkgroupBytes: dev.lim.MaxWorkgroupBytes, MaxTeam: dev.team}
+	target := shaders.Target{MaxInvocations: dev.lim.MaxInvocations, MaxWorkgroupBytes: dev.lim.MaxWorkgroupBytes,
+		MaxTeam: dev.team, StageQueries: dev.staged}
 	single, err := shaders.PlanScores(stride, metric, 1, target)
 	if err != nil {
 		return nil, err
@@ -139,6 +140,7 @@ func (g *wgpuIndex) limits() DeviceLimits {
 	l.Subgroups = g.dev.subgroups
 	l.Timestamps = g.dev.timestamps
 	l.Team = g.single.Team
+	l.StagedQueries = g.batch.Slice > 0
 	return l
 }
 func (g *wgpuIndex) chunkRows() int       { return g.plan.RowsPerChunk }

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/host"
 	"github.com/umbravec/umbra/shaders"
 )
@@ -438,5 +439,54 @@ func TestSelectSettlesEarly(t *testing.T) {
 		t.Logf("%s: threshold settled after %d rounds", tc.name, n)
 		tc.check(n)
 		g.release()
+	}
+}
+
+// TestStagedQueriesAgree runs batches with the queries staged in workgroup
+// memory and read through the cache (whichever the probe chose, the other
+// is forced here), across dimensions that leave a partial last slice and a
+// partial last tile of queries, and checks both against the fallback.
+func TestStagedQueriesAgree(t *testing.T) {
+	d := softwareDevice(t)
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d; the probe chose staged=%v on %s (%s)", seed, d.staged, d.info.Name, d.info.API)
+	r := rand.New(rand.NewPCG(seed, 13))
+	for _, dim := range []int{3, 130, 768} {
+		slab := host.NewSlab(dim)
+		vs := make([][]float32, 1300)
+		for i := range vs {
+			vs[i] = make([]float32, dim)
+			for j := range vs[i] {
+				vs[i][j] = r.Float32()*2 - 1
+			}
+		}
+		slab.Append(vs, false)
+		qs := make([][]float32, 11)
+		for i := range qs {
+			qs[i] = make([]float32, slab.Stride)
+			for j := 0; j < dim; j++ {
+				qs[i][j] = r.Float32()*2 - 1
+			}
+		}
+		view := fallback.Slab{Data: slab.Data, Rows: slab.Rows, Dim: slab.Dim, Stride: slab.Stride}
+		want, err := fallback.SearchBatch(context.Background(), view, qs, 7, fallback.L2, 0)
+		require.NoError(t, err)
+		for _, staged := range []bool{false, true} {
+			dev := &gpuDevice{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim,
+				subgroups: d.subgroups, team: d.team, staged: staged}
+			g, err := newGPUIndex(dev, slab.Stride, shaders.MetricL2, 500)
+			require.NoError(t, err)
+			require.Equal(t, staged && g.batch.Slice > 0, g.batch.Slice > 0)
+			require.NoError(t, g.upload(context.Background(), slab, 0))
+			got, err := g.search(context.Background(), qs, 7, slab.Rows)
+			require.NoError(t, err)
+			for i := range want {
+				for j := range want[i] {
+					assert.Equal(t, want[i][j].Row, got[i][j].Row, "dim %d staged %v query %d rank %d", dim, staged, i, j)
+					assert.InDelta(t, want[i][j].Score, got[i][j].Score, 1e-5*math.Max(1, float64(want[i][j].Score)))
+				}
+			}
+			g.release()
+		}
 	}
 }

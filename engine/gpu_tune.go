@@ -25,8 +25,9 @@ const (
 )
 
 // tuneTeam times one single-query scoring pass for each candidate team on
-// a calibration slab and keeps the fastest, once per device, as part of
-// the probe. It uses GPU timestamps where the device has them. Any failure
+// a calibration slab and keeps the fastest, then times a batch with and
+// without its queries staged in workgroup memory, once per device, as part
+// of the probe. It uses GPU timestamps where the device has them. Any failure
 // leaves the default (64): tuning can make a device faster, never unusable.
 func (d *gpuDevice) tuneTeam() {
 	s := host.NewSlab(tuneDim)
@@ -48,10 +49,27 @@ func (d *gpuDevice) tuneTeam() {
 		}
 	}
 	d.team = best
+
+	// Batches: queries staged in workgroup memory, or read through the
+	// cache by every team. Which wins depends on the device's workgroup
+	// memory and barrier cost; keep the staging only if it is faster.
+	batch := make([][]float32, batchQT)
+	for i := range batch {
+		batch[i] = s.PaddedRow(i)
+	}
+	direct, err := d.timeScores(s, batch)
+	if err != nil {
+		return
+	}
+	d.staged = true
+	if staged, err := d.timeScores(s, batch); err != nil || staged >= direct {
+		d.staged = false
+	}
 }
 
-// timeScores returns the best of three traced scoring passes (after a
-// warm-up) over s on an index planned with the device's current team.
+// timeScores returns the best of three traced scoring passes of the
+// queries q (after a warm-up) over s on an index planned with the device's
+// current team and staging.
 func (d *gpuDevice) timeScores(s *host.Slab, q [][]float32) (time.Duration, error) {
 	g, err := newGPUIndex(d, s.Stride, shaders.MetricDot, 0)
 	if err != nil {

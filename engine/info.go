@@ -51,6 +51,9 @@ type DeviceLimits struct {
 	// fastest width the probe measured on this device, capped by the row's
 	// vec4 count.
 	Team uint32
+	// StagedQueries is true when batches stage their queries in workgroup
+	// memory on this device (measured faster by the probe).
+	StagedQueries bool
 }
 
 // Info says how an index computes and, when it fell back to the CPU, why and

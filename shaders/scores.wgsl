@@ -11,7 +11,9 @@
 // i+TEAM, ..., so consecutive lanes read consecutive 16-byte words and the
 // loads coalesce. ROWS teams make one workgroup. Each loaded vec4 of a row is
 // used for QT queries before the next is read, so a batch reads the slab
-// once per QT queries rather than once per query. The team's partial sums
+// once per QT queries rather than once per query; a batch layout stages
+// the tile's queries in workgroup memory, a slice of the dimension at a
+// time. The team's partial sums
 // are reduced with subgroup shuffles where the device has the subgroup
 // feature (the variant is chosen at device creation), otherwise by a tree in
 // workgroup memory. The grid is 2-D over rows because one
@@ -46,6 +48,10 @@ struct Params {
 @group(0) @binding(3) var<uniform> params: Params;
 
 var<workgroup> partial: array<f32, {{.Partial}}>;
+{{if .Slice}}
+const SLICE: u32 = {{.Slice}}u;
+var<workgroup> qtile: array<vec4<f32>, {{.QTile}}>;
+{{end}}
 
 @compute @workgroup_size({{.Workgroup}})
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32{{if .Subgroups}},
@@ -56,6 +62,40 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let q0 = wg.z * QT;
 
     var acc: array<vec4<f32>, QT>;
+{{if .Slice}}
+    // Batch variant: the tile's queries are staged in workgroup memory SLICE
+    // vec4 at a time, loaded once per workgroup instead of once per team,
+    // and every row vec4 loaded from the slab meets all QT of them there.
+    for (var s0 = 0u; s0 < DIM4; s0 += SLICE) {
+        for (var t = li; t < QT * SLICE; t += WG) {
+            let j = t / SLICE;
+            let i = s0 + t % SLICE;
+            var v = vec4<f32>(0.0);
+            if (i < DIM4) {
+                v = query[min(q0 + j, params.nq - 1u) * DIM4 + i];
+            }
+            qtile[t] = v;
+        }
+        workgroupBarrier();
+        if (row < params.rows) {
+            let base = row * DIM4 + s0;
+            let end = min(SLICE, DIM4 - s0);
+            for (var i = lane; i < end; i += TEAM) {
+                let x = rows[base + i];
+                for (var j = 0u; j < QT; j++) {
+                    let q = qtile[j * SLICE + i];
+                    if (METRIC == 0u) {
+                        acc[j] = fma(x, q, acc[j]);
+                    } else {
+                        let d = x - q;
+                        acc[j] = fma(d, d, acc[j]);
+                    }
+                }
+            }
+        }
+        workgroupBarrier();
+    }
+{{else}}
     if (row < params.rows) {
         let base = row * DIM4;
         for (var i = lane; i < DIM4; i += TEAM) {
@@ -71,6 +111,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             }
         }
     }
+{{end}}
 {{if .Subgroups}}
     // Subgroup variant: lanes of a team that share a subgroup add up with
     // shuffles (no barrier); only when a team spans several subgroups do

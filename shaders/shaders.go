@@ -53,6 +53,9 @@ type ScoresLayout struct {
 	// Subgroups selects the reduction by subgroup shuffles; it needs the
 	// device's native subgroup feature.
 	Subgroups bool
+	// Slice, when non-zero, stages the QT queries in workgroup memory
+	// Slice vec4 at a time (batch layouts only).
+	Slice uint32
 }
 
 // Workgroup is the number of invocations in one workgroup.
@@ -65,6 +68,9 @@ type Target struct {
 	MaxInvocations    uint32
 	MaxWorkgroupBytes uint32
 	MaxTeam           uint32
+	// StageQueries gives batch layouts (qt > 1) a slice of the queries in
+	// workgroup memory; the engine measures per device whether it pays.
+	StageQueries bool
 }
 
 // PlanScores picks the layout for rows of stride float32 elements on
@@ -104,7 +110,20 @@ func PlanScores(stride int, metric uint32, qt uint32, t Target) (ScoresLayout, e
 	for qt > 1 && qt*wg*4 > maxBytes {
 		qt /= 2
 	}
-	return ScoresLayout{Dim4: dim4, Team: team, Rows: wg / team, QT: qt, Metric: metric}, nil
+	l := ScoresLayout{Dim4: dim4, Team: team, Rows: wg / team, QT: qt, Metric: metric}
+	if qt > 1 && t.StageQueries {
+		// The query slice gets the workgroup memory the partial sums
+		// leave, as a power of two no wider than the row.
+		left := (maxBytes - qt*wg*4) / (qt * 16)
+		slice := uint32(1)
+		for slice*2 <= left && slice < dim4 {
+			slice *= 2
+		}
+		if slice >= 4 {
+			l.Slice = slice
+		}
+	}
+	return l, nil
 }
 
 // Scores returns the WGSL source of the scores shader for layout l.
@@ -117,7 +136,8 @@ func Scores(l ScoresLayout) (string, error) {
 		ScoresLayout
 		Workgroup uint32
 		Partial   uint32
-	}{l, l.Workgroup(), l.QT * l.Workgroup()})
+		QTile     uint32
+	}{l, l.Workgroup(), l.QT * l.Workgroup(), l.QT * l.Slice})
 	if err != nil {
 		return "", fmt.Errorf("shaders: %w", err)
 	}

@@ -41,6 +41,16 @@ func TestPlanScores(t *testing.T) {
 	assert.Equal(t, uint32(8), l.Team, "a device tuned to teams of 8")
 	assert.Equal(t, uint32(32), l.Rows)
 
+	staged, err := PlanScores(768, MetricDot, 8, Target{MaxInvocations: 256, MaxWorkgroupBytes: 16384, StageQueries: true})
+	require.NoError(t, err)
+	assert.Equal(t, uint32(64), staged.Slice, "8 KiB left after the partial sums: 64 vec4 of 8 queries")
+	src, err := Scores(staged)
+	require.NoError(t, err)
+	assert.Contains(t, src, "var<workgroup> qtile: array<vec4<f32>, 512>;")
+	single, err := PlanScores(768, MetricDot, 1, Target{StageQueries: true})
+	require.NoError(t, err)
+	assert.Zero(t, single.Slice, "one query is never staged")
+
 	_, err = PlanScores(6, MetricDot, 1, Target{})
 	assert.ErrorContains(t, err, "not a positive multiple of 4")
 	_, err = PlanScores(8, 7, 1, Target{})
