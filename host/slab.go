@@ -51,42 +51,49 @@ func (s *Slab) Bytes() uint64 { return uint64(s.Rows) * uint64(s.Stride) * 4 }
 // norm being computed in float64 so the stored row is as close to unit length
 // as float32 allows. Growth is amortised: the backing array at least doubles.
 func (s *Slab) Append(vectors [][]float32, normalize bool) {
-	need := (s.Rows + len(vectors)) * s.Stride
+	dst := s.grow(len(vectors))
+	for i, v := range vectors {
+		s.pack(dst[i*s.Stride:(i+1)*s.Stride], v, normalize)
+	}
+}
+
+// AppendFlat packs rows given as one row-major []float32 of n*Dim values, as
+// read from a file: Append without a slice header per row.
+func (s *Slab) AppendFlat(data []float32, normalize bool) {
+	n := len(data) / s.Dim
+	dst := s.grow(n)
+	for i := 0; i < n; i++ {
+		s.pack(dst[i*s.Stride:(i+1)*s.Stride], data[i*s.Dim:(i+1)*s.Dim], normalize)
+	}
+}
+
+// grow extends Data by n rows (capacity at least doubling) and returns the
+// new rows' storage.
+func (s *Slab) grow(n int) []float32 {
+	need := (s.Rows + n) * s.Stride
 	if need > cap(s.Data) {
-		c := 2 * cap(s.Data)
-		if c < need {
-			c = need
-		}
-		grown := make([]float32, len(s.Data), c)
+		grown := make([]float32, len(s.Data), max(need, 2*cap(s.Data)))
 		copy(grown, s.Data)
 		s.Data = grown
 	}
 	base := len(s.Data)
 	s.Data = s.Data[:need]
-	for i, v := range vectors {
-		dst := s.Data[base+i*s.Stride : base+(i+1)*s.Stride]
-		if normalize {
-			inv := 1 / Norm(v)
-			for j, x := range v {
-				dst[j] = float32(float64(x) * inv)
-			}
-		} else {
-			copy(dst, v)
-		}
-		clear(dst[s.Dim:])
-	}
-	s.Rows += len(vectors)
+	s.Rows += n
+	return s.Data[base:need]
 }
 
-// AppendFlat packs rows given as one row-major []float32 of n*Dim values, as
-// read from a file. It is Append without the per-row slice headers.
-func (s *Slab) AppendFlat(data []float32, normalize bool) {
-	n := len(data) / s.Dim
-	rows := make([][]float32, n)
-	for i := range rows {
-		rows[i] = data[i*s.Dim : (i+1)*s.Dim]
+// pack writes v into one row's storage dst (Stride long), normalised if
+// asked, and zeroes the padding.
+func (s *Slab) pack(dst, v []float32, normalize bool) {
+	if normalize {
+		inv := 1 / Norm(v)
+		for j, x := range v {
+			dst[j] = float32(float64(x) * inv)
+		}
+	} else {
+		copy(dst, v)
 	}
-	s.Append(rows, normalize)
+	clear(dst[s.Dim:])
 }
 
 // Truncate drops every row from index rows on. The engine uses it to undo an
