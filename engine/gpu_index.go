@@ -461,7 +461,7 @@ func (g *wgpuIndex) run(ctx context.Context, qs [][]float32, k, rows int) (hits 
 			if err := flush(nil); err != nil {
 				return err
 			}
-			start = stage(t, &t.Upload, start)
+			start = lap(&t.Upload, start)
 			t.UploadBytes += upBytes
 			timed = g.dev.timestamps && g.ensureStamps() == nil
 		}
@@ -495,7 +495,7 @@ func (g *wgpuIndex) run(ctx context.Context, qs [][]float32, k, rows int) (hits 
 			}
 			enc.Release()
 			wall := time.Since(start)
-			start = stage(t, &t.Kernel, start)
+			start = lap(&t.Kernel, start)
 			t.KernelClock = "wall"
 			if timed {
 				if d, err := g.readStamps(); err == nil && d > 0 && d <= wall {
@@ -526,7 +526,7 @@ func (g *wgpuIndex) run(ctx context.Context, qs [][]float32, k, rows int) (hits 
 			return err
 		}
 		if t != nil {
-			start = stage(t, &t.Readback, start)
+			start = lap(&t.Readback, start)
 			t.ReadbackBytes += int64(size)
 		}
 		if k == 0 {
@@ -535,7 +535,7 @@ func (g *wgpuIndex) run(ctx context.Context, qs [][]float32, k, rows int) (hits 
 		}
 		hits = g.decode(raw, nq, k)
 		if t != nil {
-			stage(t, &t.Select, start)
+			lap(&t.Select, start)
 		}
 		return nil
 	})

@@ -165,7 +165,9 @@ func (ix *Index) add(ctx context.Context, start time.Time, n int, pack func(*hos
 	}
 	t := traceFrom(ctx)
 	pack(ix.slab)
-	start = stage(t, &t.sink().Marshal, start)
+	if t != nil {
+		start = lap(&t.Marshal, start)
+	}
 	if ix.onGPU() {
 		if err := ix.gpu.upload(ctx, ix.slab, old); err != nil {
 			if ix.cfg.Device == GPU {
@@ -174,7 +176,9 @@ func (ix *Index) add(ctx context.Context, start time.Time, n int, pack func(*hos
 			}
 			ix.demote(err)
 		}
-		stage(t, &t.sink().Upload, start)
+		if t != nil {
+			lap(&t.Upload, start)
+		}
 	}
 	ids := make([]uint64, n)
 	for i := range ids {
@@ -327,8 +331,8 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int) ([][]Hit
 	if err != nil {
 		return nil, err
 	}
-	stage(t, &t.sink().Kernel, start)
 	if t != nil {
+		lap(&t.Kernel, start)
 		t.KernelClock, t.Backend = "cpu", BackendCPU
 	}
 	for i, r := range res {

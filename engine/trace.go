@@ -42,20 +42,10 @@ func traceFrom(ctx context.Context) *Trace {
 	return t
 }
 
-// stage adds the time since start to *d when tracing and returns now.
-func stage(t *Trace, d *time.Duration, start time.Time) time.Time {
+// lap adds the time since start to the stage total *d and returns now, the
+// next stage's start. Callers hold a non-nil Trace.
+func lap(d *time.Duration, start time.Time) time.Time {
 	now := time.Now()
-	if t != nil {
-		*d += now.Sub(start)
-	}
+	*d += now.Sub(start)
 	return now
-}
-
-// sink returns t, or a scratch Trace when t is nil, so call sites can
-// take the address of a field without a nil check.
-func (t *Trace) sink() *Trace {
-	if t == nil {
-		return &Trace{}
-	}
-	return t
 }
