@@ -37,18 +37,21 @@ type ProbeReport struct {
 	Hint   string
 }
 
+// typeOrder ranks adapter types, best first, for each power preference.
+var typeOrder = map[Power]map[string]int{
+	HighPerformance: {"discrete": 0, "integrated": 1, "unknown": 2, "cpu": 3},
+	LowPower:        {"integrated": 0, "discrete": 1, "unknown": 2, "cpu": 3},
+}
+
 // rankAdapters orders adapter descriptions best first for the power
 // preference: device type first, then native APIs before GL.
 func rankAdapters(infos []AdapterInfo, p Power) []int {
+	order := typeOrder[p]
 	typeRank := func(t string) int {
-		order := map[string]int{"discrete": 0, "integrated": 1, "unknown": 2, "cpu": 3}
-		if p == LowPower {
-			order = map[string]int{"integrated": 0, "discrete": 1, "unknown": 2, "cpu": 3}
-		}
 		if r, ok := order[t]; ok {
 			return r
 		}
-		return 2
+		return order["unknown"]
 	}
 	apiRank := func(a string) int {
 		if a == "gl" {
