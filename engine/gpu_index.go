@@ -261,11 +261,7 @@ func (g *wgpuIndex) upload(ctx context.Context, s *host.Slab, from int) error {
 // grid returns the 2-D dispatch for a chunk of rows rows.
 func (g *wgpuIndex) grid(rows int, l shaders.ScoresLayout) (x, y uint32) {
 	groups := (uint64(rows) + uint64(l.Rows) - 1) / uint64(l.Rows)
-	maxX := uint64(g.dev.lim.MaxWorkgroupsPerDim)
-	if maxX == 0 {
-		maxX = 65535
-	}
-	gx := min(max(groups, 1), maxX)
+	gx := min(max(groups, 1), g.maxGroups())
 	gy := (groups + gx - 1) / gx
 	return uint32(gx), uint32(gy)
 }
@@ -354,11 +350,16 @@ func (g *wgpuIndex) prepare(nq, rows, k int) error {
 func (g *wgpuIndex) batchLimit(rows int) int {
 	perQuery := uint64(max(rows, 1)) * 4
 	n := g.dev.lim.MaxStorageBindingBytes / perQuery
-	maxDim := uint64(g.dev.lim.MaxWorkgroupsPerDim)
-	if maxDim == 0 {
-		maxDim = 65535
+	return int(max(min(n, g.maxGroups(), 1024), 1))
+}
+
+// maxGroups is the device's workgroups per grid dimension, WebGPU's
+// guaranteed 65,535 where a limit was not reported.
+func (g *wgpuIndex) maxGroups() uint64 {
+	if n := g.dev.lim.MaxWorkgroupsPerDim; n != 0 {
+		return uint64(n)
 	}
-	return int(max(min(n, maxDim, 1024), 1))
+	return 65535
 }
 
 // writeInputs queues the writes a search needs before its dispatches: the
