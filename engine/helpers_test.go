@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"sort"
+	"strconv"
 	"testing"
 	"time"
 
@@ -20,22 +21,11 @@ func newRand(t testing.TB) *rand.Rand {
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("UMBRA_SEED"); s != "" {
 		var err error
-		seed, err = parseUint(s)
+		seed, err = strconv.ParseUint(s, 10, 64)
 		require.NoError(t, err)
 	}
 	t.Logf("seed %d (replay with UMBRA_SEED=%d)", seed, seed)
 	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-}
-
-func parseUint(s string) (uint64, error) {
-	var v uint64
-	for _, c := range s {
-		if c < '0' || c > '9' {
-			return 0, os.ErrInvalid
-		}
-		v = v*10 + uint64(c-'0')
-	}
-	return v, nil
 }
 
 // randomVectors returns n vectors with components uniform in [-1, 1); a
