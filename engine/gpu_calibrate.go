@@ -21,9 +21,13 @@ const (
 	calibrationDim  = 1024
 )
 
-var calibrationSlab = sync.OnceValue(func() *host.Slab {
-	s := host.NewSlab(calibrationDim)
-	flat := make([]float32, calibrationRows*calibrationDim)
+var calibrationSlab = sync.OnceValue(func() *host.Slab { return syntheticSlab(calibrationRows, calibrationDim) })
+
+// syntheticSlab returns rows × dim values in [-1, 1) from a fixed xorshift
+// sequence: data to time a device on, where only the size matters.
+func syntheticSlab(rows, dim int) *host.Slab {
+	s := host.NewSlab(dim)
+	flat := make([]float32, rows*dim)
 	x := uint32(2463534242)
 	for i := range flat {
 		x ^= x << 13
@@ -33,7 +37,7 @@ var calibrationSlab = sync.OnceValue(func() *host.Slab {
 	}
 	s.AppendFlat(flat, false)
 	return s
-})
+}
 
 // medianOf runs f n times and returns the median duration.
 func medianOf(n int, f func() error) (time.Duration, error) {

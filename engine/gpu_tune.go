@@ -30,12 +30,7 @@ const (
 // of the probe. It uses GPU timestamps where the device has them. Any failure
 // leaves the default (64): tuning can make a device faster, never unusable.
 func (d *gpuDevice) tuneTeam() {
-	s := host.NewSlab(tuneDim)
-	flat := make([]float32, tuneRows*tuneDim)
-	for i := range flat {
-		flat[i] = float32(i%251)/251 - 0.5
-	}
-	s.AppendFlat(flat, false)
+	s := syntheticSlab(tuneRows, tuneDim)
 	q := [][]float32{s.PaddedRow(0)}
 	best, bestTime := uint32(0), time.Duration(0)
 	for _, team := range teamCandidates {
