@@ -91,9 +91,6 @@ type gpuIndex interface {
 	// upload makes rows [from, s.Rows) of s resident. On error the rows
 	// already resident stay valid and searchable.
 	upload(ctx context.Context, s *host.Slab, from int) error
-	// scores returns one score per resident row (the first rows rows) for
-	// the padded query q.
-	scores(ctx context.Context, q []float32, rows int) ([]float32, error)
 	// search returns, for each padded query, its best min(k, rows) rows,
 	// best first, ties by lower row, selected on the device.
 	search(ctx context.Context, qs [][]float32, k, rows int) ([][]fallback.Hit, error)
