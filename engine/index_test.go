@@ -95,16 +95,7 @@ func TestBackendsAgree(t *testing.T) {
 		}
 		for i := 1; i < len(results); i++ {
 			for qi := range results[0] {
-				a, b := results[0][qi], results[i][qi]
-				require.Equal(t, len(a), len(b))
-				for j := range a {
-					tol := tolerance(m, float64(a[j].Score))
-					assert.InDelta(t, a[j].Score, b[j].Score, tol, "%s vs %s, %s, list %d rank %d", names[0], names[i], m, qi, j)
-					if a[j].ID != b[j].ID {
-						// Only a near-tie may swap IDs.
-						assert.InDelta(t, a[j].Score, b[j].Score, tol, "%s vs %s, %s: rank %d IDs %d vs %d", names[0], names[i], m, j, a[j].ID, b[j].ID)
-					}
-				}
+				requireSameHits(t, m, results[0][qi], results[i][qi], fmt.Sprintf("%s vs %s, %s, list %d", names[0], names[i], m, qi))
 			}
 		}
 	}
