@@ -387,12 +387,10 @@ func candidates(sel AdapterSelect) ([]*wgpu.Adapter, []AdapterInfo, error) {
 		if err := gpuCall("adapter info", func() error { info = describeAdapter(a); return nil }); err != nil {
 			continue
 		}
-		if sel.matches(info) {
-			keep = append(keep, a)
-			infos = append(infos, info)
-		}
+		keep = append(keep, a)
+		infos = append(infos, info)
 	}
-	order := rankAdapters(infos, sel.Power)
+	order := RankAdapters(infos, sel)
 	outA := make([]*wgpu.Adapter, len(order))
 	outI := make([]AdapterInfo, len(order))
 	for i, j := range order {

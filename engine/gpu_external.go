@@ -93,23 +93,3 @@ func DescribeAdapter(a *wgpu.Adapter) (info AdapterInfo, err error) {
 // name as AdapterSelect.Backend takes it ("" for all). The binding names
 // only the all-backends value.
 func InstanceBackends(name string) wgpu.InstanceBackend { return backendMask(name) }
-
-// RankAdapters returns the indices of the adapters in infos that pass sel's
-// name and backend filters, best first for sel.Power: the order in which
-// Auto and Probe try them.
-func RankAdapters(infos []AdapterInfo, sel AdapterSelect) []int {
-	var keep []AdapterInfo
-	var at []int
-	for i, a := range infos {
-		if sel.matches(a) {
-			keep = append(keep, a)
-			at = append(at, i)
-		}
-	}
-	order := rankAdapters(keep, sel.Power)
-	out := make([]int, len(order))
-	for i, j := range order {
-		out[i] = at[j]
-	}
-	return out
-}

@@ -73,6 +73,26 @@ func rankAdapters(infos []AdapterInfo, p Power) []int {
 	return idx
 }
 
+// RankAdapters returns the indices of the adapters in infos that pass sel's
+// name and backend filters, best first for sel.Power: the order in which
+// Auto and Probe try them.
+func RankAdapters(infos []AdapterInfo, sel AdapterSelect) []int {
+	var keep []AdapterInfo
+	var at []int
+	for i, a := range infos {
+		if sel.matches(a) {
+			keep = append(keep, a)
+			at = append(at, i)
+		}
+	}
+	order := rankAdapters(keep, sel.Power)
+	out := make([]int, len(order))
+	for i, j := range order {
+		out[i] = at[j]
+	}
+	return out
+}
+
 // matches reports whether adapter a passes the selection's name and backend
 // filters.
 func (s AdapterSelect) matches(a AdapterInfo) bool {
