@@ -367,9 +367,12 @@ func (g *wgpuIndex) maxGroups() uint64 {
 // query's select state reset to k. It returns the bytes of queries written.
 func (g *wgpuIndex) writeInputs(qs [][]float32, k, rows int, layout shaders.ScoresLayout) (int64, error) {
 	queue, nq := g.queue(), len(qs)
-	flat := make([]float32, 0, nq*g.plan.Stride)
-	for _, q := range qs {
-		flat = append(flat, q...)
+	flat := qs[0] // a single query is written as it is, without a copy
+	if nq > 1 {
+		flat = make([]float32, 0, nq*g.plan.Stride)
+		for _, q := range qs {
+			flat = append(flat, q...)
+		}
 	}
 	if err := queue.TryWriteBuffer(g.query.buf, 0, wgpu.ToBytes(flat)); err != nil {
 		return 0, err
