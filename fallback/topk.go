@@ -22,9 +22,27 @@ func key(m Metric, score float32) float32 {
 }
 
 // worse orders hits by key, then by row: a hit is worse than another with a
-// larger key, or with the same key and a lower row.
+// larger key, or with the same key and a lower row. It is a total order
+// even for non-finite keys, the same one the GPU's select shader uses: -0
+// and +0 are one key, and NaN (a dot product of huge finite vectors can
+// overflow to +Inf + -Inf) is worse than every number, NaNs ranked by row.
 func worse(a, b Hit) bool {
-	return a.Score < b.Score || a.Score == b.Score && a.Row > b.Row
+	if a.Score < b.Score {
+		return true
+	}
+	if a.Score > b.Score {
+		return false
+	}
+	if an, bn := a.Score != a.Score, b.Score != b.Score; an != bn {
+		return an
+	}
+	return a.Row > b.Row
+}
+
+// Worse reports whether hit a ranks after hit b under m: the ordering rule
+// every path of the engine returns its hits in.
+func Worse(a, b Hit, m Metric) bool {
+	return worse(Hit{Row: a.Row, Score: key(m, a.Score)}, Hit{Row: b.Row, Score: key(m, b.Score)})
 }
 
 // topK keeps the k best keys seen. Until k hits arrive it only appends;
@@ -50,8 +68,7 @@ func (t *topK) offer(row int, k float32) {
 		}
 		return
 	}
-	w := t.h[0]
-	if k < w.Score || k == w.Score && row > w.Row {
+	if worse(Hit{Row: row, Score: k}, t.h[0]) {
 		return
 	}
 	t.h[0] = Hit{Row: row, Score: k}
@@ -70,7 +87,7 @@ func (t *topK) offerKeys(keys []float32, base int) {
 	w := t.h[0]
 	for ; i < len(keys); i++ {
 		k := keys[i]
-		if k < w.Score || k == w.Score && base+i > w.Row {
+		if k < w.Score || worse(Hit{Row: base + i, Score: k}, w) {
 			continue
 		}
 		t.h[0] = Hit{Row: base + i, Score: k}

@@ -42,8 +42,18 @@ struct State {
 
 var<workgroup> local_hist: array<atomic<u32>, 256>;
 
+// order_key is the one ordering rule of every path (the fallback's
+// comparisons agree with it): best scores get the largest keys, -0 and +0
+// are one value, and NaN (a dot product of huge finite vectors can
+// overflow to +Inf + -Inf) is worse than every number under both metrics.
 fn order_key(s: f32) -> u32 {
-    let b = bitcast<u32>(s);
+    var b = bitcast<u32>(s);
+    if ((b & 0x7fffffffu) > 0x7f800000u) {
+        return 0u;
+    }
+    if (b == 0x80000000u) {
+        b = 0u;
+    }
     var k: u32;
     if ((b & 0x80000000u) != 0u) {
         k = ~b;
