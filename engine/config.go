@@ -146,9 +146,15 @@ type Config struct {
 
 const defaultProbeTimeout = 30 * time.Second
 
+// MaxDim is the largest vector dimension an index accepts: 16,777,216
+// components, 64 MiB a vector, far past any embedding model, and small
+// enough that every size computed from it (a row, a batch of queries, a
+// device binding) stays exact in 64-bit arithmetic.
+const MaxDim = 1 << 24
+
 func (c Config) validate() error {
-	if c.Dim <= 0 {
-		return fmt.Errorf("%w: Dim must be at least 1, got %d", ErrInvalidConfig, c.Dim)
+	if c.Dim <= 0 || c.Dim > MaxDim {
+		return fmt.Errorf("%w: Dim must be between 1 and %d, got %d", ErrInvalidConfig, MaxDim, c.Dim)
 	}
 	switch c.Metric {
 	case Cosine, Dot, L2:

@@ -18,8 +18,13 @@ func TestConfigErrors(t *testing.T) {
 		cfg  engine.Config
 		msg  string
 	}{
-		{"zero dim", engine.Config{Dim: 0}, "Dim must be at least 1, got 0"},
+		{"zero dim", engine.Config{Dim: 0}, "Dim must be between 1 and 16777216, got 0"},
 		{"negative dim", engine.Config{Dim: -3}, "got -3"},
+		// Past MaxDim every size derived from Dim could overflow (a 2^62
+		// dimension once made a row 0 bytes on the GPU path).
+		{"dim past MaxDim", engine.Config{Dim: engine.MaxDim + 1}, "got 16777217"},
+		{"dim 2^62 on the GPU", engine.Config{Dim: 1 << 62, Device: engine.GPU}, "got 4611686018427387904"},
+		{"dim MaxInt on the CPU", engine.Config{Dim: math.MaxInt, Device: engine.CPU}, "Dim must be between 1 and"},
 		{"unknown metric", engine.Config{Dim: 4, Metric: 9}, "unknown metric"},
 		{"unknown device", engine.Config{Dim: 4, Device: 7}, "unknown device"},
 		{"unknown backend", engine.Config{Dim: 4, Adapter: engine.AdapterSelect{Backend: "glide"}}, `unknown backend "glide"`},

@@ -3,11 +3,13 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -172,10 +174,13 @@ type gpuDevice struct {
 	team uint32
 	// staged is set when batches score faster with their queries staged
 	// in workgroup memory, also measured by tuneTeam.
-	staged    bool
-	routeOnce sync.Once
-	routing   *Routing // measured on first Auto use
-	routeErr  error
+	staged bool
+	// editScores, set by tests only, rewrites scores.wgsl before it is
+	// compiled (to reach a branch no software adapter takes).
+	editScores func(string) string
+	routeOnce  sync.Once
+	routing    *Routing // measured on first Auto use
+	routeErr   error
 }
 
 func limitsOf(l wgpu.Limits) DeviceLimits {
@@ -250,74 +255,152 @@ const nativeFeatureSubgroup wgpu.FeatureName = 0x00030021
 // own clock.
 const nativeFeatureTimestampInsidePasses wgpu.FeatureName = 0x00030025
 
-// verify self-tests the device, first with the subgroup variant where the
-// device offers it, and falls back to the workgroup-memory reduction if that
-// variant fails to compile or to give the right answer.
+// verify self-tests every scoring variant the device may use and tunes
+// among those that pass: first with the subgroup reduction where the device
+// offers it, then, if no variant of that passes, with the workgroup-memory
+// tree. A variant is never timed, let alone used, before it has given the
+// right answers.
 func (d *gpuDevice) verify() error {
+	reductions := []bool{false}
 	if d.subgroups {
-		if err := d.selfTest(); err == nil {
-			d.tuneTeam()
+		reductions = []bool{true, false}
+	}
+	var firstErr error
+	for _, sub := range reductions {
+		d.subgroups = sub
+		var passed []variant
+		for _, v := range tuneVariants() {
+			d.team, d.staged = v.team, v.staged
+			if err := d.selfTest(); err != nil {
+				firstErr = cmp.Or(firstErr, err)
+				continue
+			}
+			passed = append(passed, v)
+		}
+		if len(passed) > 0 {
+			d.tune(passed)
 			return nil
 		}
-		d.subgroups = false
 	}
-	if err := d.selfTest(); err != nil {
-		return err
+	return firstErr
+}
+
+// selfTestDims are the dimensions the self-test checks: a short row (a team
+// of 2 lanes, one vec4 each) and the common embedding width, where a row
+// is split into parts over every team width the tuning may choose.
+var selfTestDims = []int{7, 768}
+
+// selfTest checks the device's current variant (team, reduction, staged
+// batches) through the same code an index uses, for every metric, single
+// queries and batches, top-k selected on the device and on the host: every
+// score against float64, every ranking against a float64 ranking. It is
+// what makes the probe prove the GPU works rather than that it exists.
+func (d *gpuDevice) selfTest() error {
+	for _, dim := range selfTestDims {
+		for _, metric := range []uint32{shaders.MetricDot, shaders.MetricL2} {
+			if err := d.checkVariant(dim, metric); err != nil {
+				return fmt.Errorf("self-test at dimension %d, metric %d, team %d, subgroups %v, staged %v: %w",
+					dim, metric, d.team, d.subgroups, d.staged, err)
+			}
+		}
 	}
-	d.tuneTeam()
 	return nil
 }
 
-// selfTest runs the real shaders on a small input through the same code
-// path an index uses, checks every score against float64 and the device's
-// top-k against a host sort. It is what makes the probe prove the GPU works
-// rather than that it exists.
-func (d *gpuDevice) selfTest() error {
-	const dim, rows, k = 7, 300, 5 // rows span more than one workgroup
+func (d *gpuDevice) checkVariant(dim int, metric uint32) error {
+	// 300 rows span several workgroups and, at 128 rows a chunk, three
+	// chunks; 8 queries fill one batch tile.
+	const rows, k, nq = 300, 5, batchQT
+	data := syntheticSlab(rows+nq, dim)
 	slab := host.NewSlab(dim)
-	vs := make([][]float32, rows)
-	for i := range vs {
-		vs[i] = make([]float32, dim)
-		for j := range vs[i] {
-			vs[i][j] = float32(math.Sin(float64(i*dim+j+1))) * 0.5
-		}
+	flat := make([]float32, 0, rows*dim)
+	for i := 0; i < rows; i++ {
+		flat = append(flat, data.Row(i)...)
 	}
-	slab.Append(vs, false)
-	q := host.Padded([]float32{0.3, -0.1, 0.7, 0.2, -0.5, 0.9, 0.4}, slab.Stride)
-	g, err := newGPUIndex(d, slab.Stride, shaders.MetricDot, 128)
+	slab.AppendFlat(flat, false)
+	qs := make([][]float32, nq)
+	for i := range qs {
+		qs[i] = data.PaddedRow(rows + i)
+	}
+	g, err := newGPUIndex(d, slab.Stride, metric, 128)
 	if err != nil {
 		return err
 	}
 	defer g.release()
-	if err := g.upload(context.Background(), slab, 0); err != nil {
+	ctx := context.Background()
+	if err := g.upload(ctx, slab, 0); err != nil {
 		return err
 	}
-	got, err := g.scores(context.Background(), q, rows)
+	exact := func(q []float32, row int) float64 {
+		var s float64
+		for j, x := range slab.Row(row) {
+			if metric == shaders.MetricL2 {
+				s += (float64(x) - float64(q[j])) * (float64(x) - float64(q[j]))
+			} else {
+				s += float64(x) * float64(q[j])
+			}
+		}
+		return s
+	}
+	tol := func(w float64) float64 { return 1e-4 * math.Max(1, math.Abs(w)) }
+	got, err := g.scores(ctx, qs[0], rows)
 	if err != nil {
 		return err
 	}
-	want := make([]float32, rows)
-	for i := 0; i < rows; i++ {
-		var w float64
-		for j, x := range slab.Row(i) {
-			w += float64(x) * float64(q[j])
+	for i, s := range got {
+		if w := exact(qs[0], i); math.Abs(float64(s)-w) > tol(w) {
+			return fmt.Errorf("%w: test dispatch gave score %g for row %d, want %g", ErrGPU, s, i, w)
 		}
-		if math.Abs(float64(got[i])-w) > 1e-4 {
-			return fmt.Errorf("%w: test dispatch gave score %g for row %d, want %g", ErrGPU, got[i], i, w)
+	}
+	// Top k selected on the device (one query, then a batch), and every row
+	// ranked on the host from read-back scores (k = rows).
+	for _, c := range []struct {
+		qs [][]float32
+		k  int
+	}{{qs[:1], k}, {qs, k}, {qs[:2], rows}} {
+		hits, err := g.search(ctx, c.qs, c.k, rows)
+		if err != nil {
+			return err
 		}
-		want[i] = got[i]
+		if len(hits) != len(c.qs) {
+			return fmt.Errorf("%w: test search returned %d lists for %d queries", ErrGPU, len(hits), len(c.qs))
+		}
+		for qi, q := range c.qs {
+			ranked := make([]float64, rows)
+			for i := range ranked {
+				ranked[i] = exact(q, i)
+			}
+			slices.Sort(ranked)
+			if metric != shaders.MetricL2 {
+				slices.Reverse(ranked)
+			}
+			if err := checkRanking(hits[qi], c.k, ranked, func(row int) float64 { return exact(q, row) }, tol); err != nil {
+				return fmt.Errorf("%w: test top-%d of query %d of %d: %v", ErrGPU, c.k, qi, len(c.qs), err)
+			}
+		}
 	}
-	hits, err := g.search(context.Background(), [][]float32{q}, k, rows)
-	if err != nil {
-		return err
+	return nil
+}
+
+// checkRanking checks that hits are k distinct rows whose exact scores are,
+// rank by rank, the k best of ranked (the exact scores best first), each
+// reported within tolerance: a correct answer up to near-ties.
+func checkRanking(hits []fallback.Hit, k int, ranked []float64, exact func(int) float64, tol func(float64) float64) error {
+	if len(hits) != k {
+		return fmt.Errorf("%d hits, want %d", len(hits), k)
 	}
-	ref := fallback.SelectTopK(want, k, fallback.Dot)
-	if len(hits) != 1 || len(hits[0]) != k {
-		return fmt.Errorf("%w: test top-k returned %d lists", ErrGPU, len(hits))
-	}
-	for i, h := range hits[0] {
-		if h.Row != ref[i].Row {
-			return fmt.Errorf("%w: test top-k rank %d is row %d, want %d", ErrGPU, i, h.Row, ref[i].Row)
+	seen := make(map[int]bool, k)
+	for i, h := range hits {
+		if h.Row < 0 || h.Row >= len(ranked) || seen[h.Row] {
+			return fmt.Errorf("rank %d: row %d is out of range or repeated", i, h.Row)
+		}
+		seen[h.Row] = true
+		w := exact(h.Row)
+		if math.Abs(float64(h.Score)-w) > tol(w) {
+			return fmt.Errorf("rank %d: row %d scored %g, want %g", i, h.Row, h.Score, w)
+		}
+		if math.Abs(w-ranked[i]) > 2*tol(w) {
+			return fmt.Errorf("rank %d: row %d has score %g, the rank's exact score is %g", i, h.Row, w, ranked[i])
 		}
 	}
 	return nil
@@ -487,6 +570,9 @@ func openGPU(ctx context.Context, cfg Config, allowSoftware bool) (gpuIndex, str
 			continue
 		}
 		dev, r := probeAdapter(ctx, a, infos[i], timeout)
+		if err := ctx.Err(); err != nil {
+			return nil, "", "", fmt.Errorf("umbra: probing %s: %w", infos[i], err)
+		}
 		reports = append(reports, r)
 		if dev == nil {
 			continue

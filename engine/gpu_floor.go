@@ -4,8 +4,6 @@ package engine
 
 import (
 	"context"
-	"encoding/binary"
-	"math"
 	"time"
 
 	"github.com/oliverbestmann/webgpu/wgpu"
@@ -51,15 +49,12 @@ func (g *wgpuIndex) readFloor(ctx context.Context) (time.Duration, int64, string
 				continue
 			}
 			words := uint64(ch.rows) * g.rowBytes() / 16
-			params, err := dev.TryCreateBuffer(&wgpu.BufferDescriptor{Label: "umbra floor params", Size: 16, Usage: wgpu.BufferUsageUniform | wgpu.BufferUsageCopyDst})
+			params, err := dev.TryCreateBuffer(&wgpu.BufferDescriptor{Label: "umbra floor params", Size: shaders.ReadParamsBytes, Usage: wgpu.BufferUsageUniform | wgpu.BufferUsageCopyDst})
 			if err != nil {
 				return err
 			}
 			defer params.Release()
-			var p [16]byte
-			binary.LittleEndian.PutUint32(p[0:], uint32(words))
-			binary.LittleEndian.PutUint32(p[4:], math.Float32bits(-1))
-			if err := g.queue().TryWriteBuffer(params, 0, p[:]); err != nil {
+			if err := g.queue().TryWriteBuffer(params, 0, shaders.ReadParams(uint32(words))); err != nil {
 				return err
 			}
 			bg, err := dev.TryCreateBindGroup(&wgpu.BindGroupDescriptor{

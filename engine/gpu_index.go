@@ -23,8 +23,6 @@ const (
 	writePiece = 16 << 20
 	// batchQT is how many queries a batch scores per pass over the slab.
 	batchQT = batchQueriesPerPass
-	// paramsBytes is the size of scores.wgsl's Params uniform.
-	paramsBytes = 32
 )
 
 // gpuChunk is one resident run of rows: a storage buffer of at most
@@ -58,6 +56,11 @@ func (b *growBuffer) ensure(dev *wgpu.Device, size uint64) (bool, error) {
 	if size <= b.size && b.buf != nil {
 		return false, nil
 	}
+	if size > b.limit {
+		// The submission was sized wrong: say so rather than let the
+		// device reject a binding it cannot hold.
+		return false, fmt.Errorf("%w: %s needs %d bytes, the device allows %d in one binding", ErrTooLarge, b.label, size, b.limit)
+	}
 	size = max(size, min(max(2*b.size, 256), b.limit))
 	nb, err := dev.TryCreateBuffer(&wgpu.BufferDescriptor{Label: b.label, Size: size, Usage: b.usage})
 	if err != nil {
@@ -88,6 +91,22 @@ type wgpuIndex struct {
 	// where the device allows timestamps inside passes.
 	stamps   *wgpu.QuerySet
 	resolved *wgpu.Buffer
+	// bind is the most bytes one storage binding may hold on this device.
+	bind uint64
+	// fault, when set (by tests only), is asked before every wgpu call
+	// that can fail and may fail it, so tests reach every failure path.
+	fault func(step string) error
+}
+
+// step gives an injected fault at the named step, if a test asked for one.
+func (g *wgpuIndex) step(name string) error {
+	if g.fault == nil {
+		return nil
+	}
+	if err := g.fault(name); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrGPU, name, err)
+	}
+	return nil
 }
 
 func newGPUIndex(dev *gpuDevice, stride int, metric uint32, maxChunkRows int) (*wgpuIndex, error) {
@@ -113,7 +132,7 @@ func newGPUIndex(dev *gpuDevice, stride int, metric uint32, maxChunkRows int) (*
 	single.Subgroups, batch.Subgroups = dev.subgroups, dev.subgroups
 	bind := min(dev.lim.MaxStorageBindingBytes, dev.lim.MaxBufferBytes)
 	g := &wgpuIndex{
-		dev: dev, metric: metric, single: single, batch: batch, plan: plan,
+		dev: dev, metric: metric, single: single, batch: batch, plan: plan, bind: bind,
 		query:   growBuffer{label: "umbra queries", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopyDst, limit: bind},
 		scoresB: growBuffer{label: "umbra scores", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc, limit: bind},
 		state:   growBuffer{label: "umbra select state", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopyDst | wgpu.BufferUsageCopySrc, limit: bind},
@@ -151,7 +170,8 @@ func (g *wgpuIndex) queue() *wgpu.Queue   { return g.dev.queue }
 // grow gives chunk c room for need rows. A grown chunk gets a new buffer;
 // the rows already resident are copied device to device, never re-sent from
 // the host. Capacity doubles so a run of small Adds costs amortised O(1)
-// copies.
+// copies. The chunk changes only once every step has succeeded: on error it
+// is exactly as it was.
 func (g *wgpuIndex) grow(c, need int) error {
 	for len(g.chunks) <= c {
 		g.chunks = append(g.chunks, &gpuChunk{})
@@ -163,6 +183,9 @@ func (g *wgpuIndex) grow(c, need int) error {
 	capRows := min(max(need, 2*ch.capRows, 256), g.plan.RowsPerChunk)
 	dev := g.device()
 	return scoped(dev, "grow device buffers", func() error {
+		if err := g.step("create rows buffer"); err != nil {
+			return err
+		}
 		data, err := dev.TryCreateBuffer(&wgpu.BufferDescriptor{
 			Label: fmt.Sprintf("umbra rows %d", c),
 			Size:  uint64(capRows) * g.rowBytes(),
@@ -171,40 +194,54 @@ func (g *wgpuIndex) grow(c, need int) error {
 		if err != nil {
 			return err
 		}
-		if ch.params == nil {
-			if ch.params, err = dev.TryCreateBuffer(&wgpu.BufferDescriptor{
+		params := ch.params
+		if params == nil {
+			if err := g.step("create params buffer"); err != nil {
+				data.Release()
+				return err
+			}
+			if params, err = dev.TryCreateBuffer(&wgpu.BufferDescriptor{
 				Label: fmt.Sprintf("umbra params %d", c),
-				Size:  paramsBytes,
+				Size:  shaders.ParamsBytes,
 				Usage: wgpu.BufferUsageUniform | wgpu.BufferUsageCopyDst,
 			}); err != nil {
 				data.Release()
 				return err
 			}
 		}
+		fail := func(err error) error {
+			data.Release()
+			if params != ch.params {
+				params.Release()
+			}
+			return err
+		}
 		if ch.rows > 0 {
 			enc, err := dev.TryCreateCommandEncoder(nil)
 			if err != nil {
-				data.Release()
-				return err
+				return fail(err)
 			}
 			defer enc.Release()
+			if err := g.step("copy rows"); err != nil {
+				return fail(err)
+			}
 			if err := enc.TryCopyBufferToBuffer(ch.data, 0, data, 0, uint64(ch.rows)*g.rowBytes()); err != nil {
-				data.Release()
-				return err
+				return fail(err)
 			}
 			if err := g.dev.submit(enc, false); err != nil {
-				data.Release()
-				return err
+				return fail(err)
 			}
 		}
 		ch.data.Release()
 		ch.bind.Release()
-		ch.data, ch.bind, ch.capRows = data, nil, capRows
+		ch.data, ch.params, ch.bind, ch.capRows = data, params, nil, capRows
 		return nil
 	})
 }
 
-// upload makes rows [from, s.Rows) resident, sending only those rows.
+// upload makes rows [from, s.Rows) resident, sending only those rows. On
+// error the rows resident before stay valid and searchable, and nothing
+// past them counts as resident.
 func (g *wgpuIndex) upload(ctx context.Context, s *host.Slab, from int) error {
 	g.dev.mu.Lock()
 	defer g.dev.mu.Unlock()
@@ -212,9 +249,9 @@ func (g *wgpuIndex) upload(ctx context.Context, s *host.Slab, from int) error {
 		return nil
 	}
 	// The select shader sees every query's scores in one binding.
-	if uint64(s.Rows)*4 > g.dev.lim.MaxStorageBindingBytes || s.Rows >= math.MaxUint32 {
+	if uint64(s.Rows)*4 > g.bind || s.Rows >= math.MaxUint32 {
 		return fmt.Errorf("%w: %d rows need a %d-byte scores binding, the device allows %d",
-			ErrTooLarge, s.Rows, uint64(s.Rows)*4, g.dev.lim.MaxStorageBindingBytes)
+			ErrTooLarge, s.Rows, uint64(s.Rows)*4, g.bind)
 	}
 	first, last := from/g.plan.RowsPerChunk, (s.Rows-1)/g.plan.RowsPerChunk
 	report, total := progressFrom(ctx), s.Rows-from
@@ -231,6 +268,9 @@ func (g *wgpuIndex) upload(ctx context.Context, s *host.Slab, from int) error {
 		err := scoped(g.device(), "upload rows", func() error {
 			for len(rest) > 0 {
 				piece := rest[:min(len(rest), writePiece/4)]
+				if err := g.step("write rows"); err != nil {
+					return err
+				}
 				if err := g.queue().TryWriteBuffer(g.chunks[c].data, off, wgpu.ToBytes(piece)); err != nil {
 					return err
 				}
@@ -246,7 +286,13 @@ func (g *wgpuIndex) upload(ctx context.Context, s *host.Slab, from int) error {
 		commit = append(commit, done{c, n})
 	}
 	// Wait for the writes so a failure surfaces here, not in a search.
-	if err := scoped(g.device(), "finish upload", func() error { g.queue().Submit(); g.device().Poll(true, nil); return nil }); err != nil {
+	err := scoped(g.device(), "finish upload", func() error {
+		if err := g.step("finish upload"); err != nil {
+			return err
+		}
+		return g.dev.submit(nil, true)
+	})
+	if err != nil {
 		return err
 	}
 	for _, d := range commit {
@@ -273,39 +319,54 @@ func selectGroups(rows int) uint32 {
 	return uint32(min(max((rows+1023)/1024, 1), 1024))
 }
 
-// prepare sizes the scratch buffers for nq queries over rows rows with k
-// hits each, rebuilding the bind groups that named a replaced buffer.
-func (g *wgpuIndex) prepare(nq, rows, k int) error {
+// resident lists the chunks that hold rows, in order. A chunk whose first
+// growth failed has no buffer and is skipped everywhere.
+func (g *wgpuIndex) resident() []*gpuChunk {
+	out := make([]*gpuChunk, 0, len(g.chunks))
+	for _, ch := range g.chunks {
+		if ch.rows > 0 {
+			out = append(out, ch)
+		}
+	}
+	return out
+}
+
+// prepare sizes the scratch buffers for one submission and rebuilds the bind
+// groups that named a replaced buffer. The caller resets the scratch state
+// if it fails, so a half-done prepare is never used.
+func (g *wgpuIndex) prepare(sub submission) error {
 	dev := g.device()
-	rebind := false
+	nq := uint64(sub.nq)
+	ensure := func(b *growBuffer, size uint64) (bool, error) {
+		if err := g.step("create " + b.label); err != nil {
+			return false, err
+		}
+		return b.ensure(dev, size)
+	}
+	rebind, selRebind := false, false
 	for _, r := range []struct {
 		b    *growBuffer
 		size uint64
+		sel  bool // named by the select bind group only
 	}{
-		{&g.query, uint64(nq) * g.rowBytes()},
-		{&g.scoresB, uint64(nq) * uint64(rows) * 4},
+		{&g.query, nq * g.rowBytes(), false},
+		{&g.scoresB, nq * uint64(sub.rows) * 4, false},
+		{&g.state, nq * shaders.StateBytes, true},
+		{&g.hits, nq * uint64(sub.hitsPerQuery()) * shaders.HitBytes, true},
 	} {
-		replaced, err := r.b.ensure(dev, r.size)
+		replaced, err := ensure(r.b, r.size)
 		if err != nil {
 			return err
 		}
-		rebind = rebind || replaced
-	}
-	selRebind := rebind
-	for _, r := range []struct {
-		b    *growBuffer
-		size uint64
-	}{
-		{&g.state, uint64(nq) * shaders.StateBytes},
-		{&g.hits, uint64(nq) * uint64(k) * 8},
-	} {
-		replaced, err := r.b.ensure(dev, r.size)
-		if err != nil {
-			return err
+		if !r.sel {
+			rebind = rebind || replaced
 		}
 		selRebind = selRebind || replaced
 	}
 	if g.selBind == nil || selRebind {
+		if err := g.step("bind select"); err != nil {
+			return err
+		}
 		bg, err := dev.TryCreateBindGroup(&wgpu.BindGroupDescriptor{
 			Label:  "umbra select",
 			Layout: g.dev.pipelines.selectBGL,
@@ -322,8 +383,11 @@ func (g *wgpuIndex) prepare(nq, rows, k int) error {
 		g.selBind = bg
 	}
 	for c, ch := range g.chunks {
-		if ch.bind != nil && !rebind {
+		if ch.rows == 0 || ch.bind != nil && !rebind {
 			continue
+		}
+		if err := g.step("bind scores"); err != nil {
+			return err
 		}
 		bg, err := dev.TryCreateBindGroup(&wgpu.BindGroupDescriptor{
 			Label:  fmt.Sprintf("umbra scores %d", c),
@@ -344,12 +408,66 @@ func (g *wgpuIndex) prepare(nq, rows, k int) error {
 	return nil
 }
 
-// batchLimit is how many queries one submission may hold for rows rows:
-// all their scores must fit one storage binding, and the query index is a
-// grid dimension.
-func (g *wgpuIndex) batchLimit(rows int) int {
-	perQuery := uint64(max(rows, 1)) * 4
-	n := g.dev.lim.MaxStorageBindingBytes / perQuery
+// resetScratch drops every scratch buffer and bind group after a failed
+// search, so the next one rebuilds them from nothing instead of trusting
+// state a failure may have left half changed (a buffer replaced but the
+// bind group naming it not, a readback buffer left mapped). The resident
+// rows are untouched. The caller holds the device mutex.
+func (g *wgpuIndex) resetScratch() {
+	_ = gpuCall("reset scratch", func() error {
+		for _, ch := range g.chunks {
+			ch.bind.Release()
+			ch.bind = nil
+		}
+		g.selBind.Release()
+		g.selBind = nil
+		for _, b := range []*growBuffer{&g.query, &g.scoresB, &g.state, &g.hits, &g.staging} {
+			b.buf.Release()
+			b.buf, b.size = nil, 0
+		}
+		return nil
+	})
+}
+
+// submission is one pass of a search: nq queries over the first rows rows.
+// With deviceSelect the device selects each query's k best and only those
+// are read back; otherwise every score is read back (k == 0 returns them
+// as they are, k > 0 selects on the host, which is cheaper once k is half
+// the rows: reading 4 bytes a row costs no more than 8 bytes a hit).
+type submission struct {
+	nq, k, rows  int
+	deviceSelect bool
+}
+
+// hitsPerQuery is the room each query needs in the hits buffer: k when the
+// device selects, else one (the select bind group still names the buffer).
+func (s submission) hitsPerQuery() int {
+	if s.deviceSelect {
+		return s.k
+	}
+	return 1
+}
+
+func (s submission) readbackBytes() uint64 {
+	if s.deviceSelect {
+		return uint64(s.nq) * uint64(s.k) * shaders.HitBytes
+	}
+	return uint64(s.nq) * uint64(s.rows) * 4
+}
+
+// batchLimit is how many queries one submission of this shape may hold:
+// each of its scratch buffers must fit one storage binding, the readback
+// one buffer, and the query index is a grid dimension. It is at least 1
+// for any index upload accepted (one query's scores fit a binding) and any
+// valid dimension (one query fits a binding, as one row did).
+func (g *wgpuIndex) batchLimit(sub submission) int {
+	perQuery := max(uint64(sub.rows)*4, g.rowBytes(), shaders.StateBytes)
+	if sub.deviceSelect {
+		perQuery = max(perQuery, uint64(sub.k)*shaders.HitBytes)
+	}
+	n := g.bind / perQuery
+	sub.nq = 1
+	n = min(n, g.dev.lim.MaxBufferBytes/max(sub.readbackBytes(), 1))
 	return int(max(min(n, g.maxGroups(), 1024), 1))
 }
 
@@ -365,7 +483,7 @@ func (g *wgpuIndex) maxGroups() uint64 {
 // writeInputs queues the writes a search needs before its dispatches: the
 // queries, each chunk's parameters and, when selecting on the device, every
 // query's select state reset to k. It returns the bytes of queries written.
-func (g *wgpuIndex) writeInputs(qs [][]float32, k, rows int, layout shaders.ScoresLayout) (int64, error) {
+func (g *wgpuIndex) writeInputs(qs [][]float32, sub submission, layout shaders.ScoresLayout) (int64, error) {
 	queue, nq := g.queue(), len(qs)
 	flat := qs[0] // a single query is written as it is, without a copy
 	if nq > 1 {
@@ -374,28 +492,31 @@ func (g *wgpuIndex) writeInputs(qs [][]float32, k, rows int, layout shaders.Scor
 			flat = append(flat, q...)
 		}
 	}
+	if err := g.step("write queries"); err != nil {
+		return 0, err
+	}
 	if err := queue.TryWriteBuffer(g.query.buf, 0, wgpu.ToBytes(flat)); err != nil {
 		return 0, err
 	}
-	var params [paramsBytes]byte
 	for c, ch := range g.chunks {
-		x, _ := g.grid(ch.rows, layout)
-		for i, v := range []uint32{uint32(ch.rows), x, uint32(c * g.plan.RowsPerChunk), uint32(rows), uint32(nq)} {
-			binary.LittleEndian.PutUint32(params[4*i:], v)
+		if ch.rows == 0 {
+			continue
 		}
-		if err := queue.TryWriteBuffer(ch.params, 0, params[:]); err != nil {
+		x, _ := g.grid(ch.rows, layout)
+		params := shaders.Params{Rows: uint32(ch.rows), GroupsX: x, Base: uint32(c * g.plan.RowsPerChunk),
+			Total: uint32(sub.rows), Queries: uint32(nq)}.Encode()
+		if err := g.step("write params"); err != nil {
+			return 0, err
+		}
+		if err := queue.TryWriteBuffer(ch.params, 0, params); err != nil {
 			return 0, err
 		}
 	}
-	if k > 0 {
-		state := make([]byte, nq*shaders.StateBytes)
-		for i := 0; i < nq; i++ {
-			s := state[i*shaders.StateBytes:]
-			binary.LittleEndian.PutUint32(s[8:], uint32(k))     // remaining
-			binary.LittleEndian.PutUint32(s[20:], uint32(rows)) // n
-			binary.LittleEndian.PutUint32(s[24:], uint32(k))    // k
+	if sub.deviceSelect {
+		if err := g.step("write select state"); err != nil {
+			return 0, err
 		}
-		if err := queue.TryWriteBuffer(g.state.buf, 0, state); err != nil {
+		if err := queue.TryWriteBuffer(g.state.buf, 0, shaders.SelectState(nq, sub.rows, sub.k)); err != nil {
 			return 0, err
 		}
 	}
@@ -403,47 +524,45 @@ func (g *wgpuIndex) writeInputs(qs [][]float32, k, rows int, layout shaders.Scor
 }
 
 // encodeSearch records a search's dispatches into pass: the scores of every
-// chunk for every tile of queries, then, with k > 0, the eight radix-select
-// rounds (hist, scan) and the compaction of the k hits.
-func (g *wgpuIndex) encodeSearch(pass *wgpu.ComputePassEncoder, layout shaders.ScoresLayout, nq, k, rows int) {
+// chunk for every tile of queries, then, when selecting on the device, the
+// eight radix-select rounds (hist, scan) and the compaction of the k hits.
+func (g *wgpuIndex) encodeSearch(pass *wgpu.ComputePassEncoder, layout shaders.ScoresLayout, sub submission) {
 	pass.SetPipeline(g.dev.pipelines.scores[layout])
-	tiles := uint32((nq + int(layout.QT) - 1) / int(layout.QT))
-	for _, ch := range g.chunks {
-		if ch.rows == 0 {
-			continue
-		}
+	tiles := uint32((sub.nq + int(layout.QT) - 1) / int(layout.QT))
+	for _, ch := range g.resident() {
 		x, y := g.grid(ch.rows, layout)
 		pass.SetBindGroup(0, ch.bind, nil)
 		pass.DispatchWorkgroups(x, y, tiles)
 	}
-	if k == 0 {
+	if !sub.deviceSelect {
 		return
 	}
 	sp := g.dev.pipelines.selects[g.metric]
-	gx := selectGroups(rows)
+	gx := selectGroups(sub.rows)
 	pass.SetBindGroup(0, g.selBind, nil)
 	for round := 0; round < 8; round++ {
 		pass.SetPipeline(sp.hist)
-		pass.DispatchWorkgroups(gx, uint32(nq), 1)
+		pass.DispatchWorkgroups(gx, uint32(sub.nq), 1)
 		pass.SetPipeline(sp.scan)
-		pass.DispatchWorkgroups(uint32(nq), 1, 1)
+		pass.DispatchWorkgroups(uint32(sub.nq), 1, 1)
 	}
 	pass.SetPipeline(sp.compact)
-	pass.DispatchWorkgroups(gx, uint32(nq), 1)
+	pass.DispatchWorkgroups(gx, uint32(sub.nq), 1)
 }
 
-// run scores qs against the first rows rows in one submission. With k > 0 it
-// then selects each query's top k on the device and reads back only those;
-// with k == 0 it reads back every score of the single query instead.
-func (g *wgpuIndex) run(ctx context.Context, qs [][]float32, k, rows int) (hits [][]fallback.Hit, all []float32, err error) {
+// run scores qs against the first sub.rows rows in one submission and reads
+// back either each query's k best (selected on the device) or every score
+// (then, for k > 0, selected on the host). Any failure resets the scratch
+// state, so the next call starts clean.
+func (g *wgpuIndex) run(ctx context.Context, qs [][]float32, sub submission) (hits [][]fallback.Hit, all []float32, err error) {
 	g.dev.mu.Lock()
 	defer g.dev.mu.Unlock()
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
-	nq := len(qs)
+	sub.nq = len(qs)
 	layout := g.single
-	if nq > 1 {
+	if sub.nq > 1 {
 		layout = g.batch
 	}
 	dev := g.device()
@@ -451,12 +570,18 @@ func (g *wgpuIndex) run(ctx context.Context, qs [][]float32, k, rows int) (hits 
 	start := time.Now()
 	// flush submits what is queued and blocks until the device is idle; a
 	// traced search calls it between stages so each stage is timed alone.
-	flush := func(enc *wgpu.CommandEncoder) error { return g.dev.submit(enc, true) }
-	err = scoped(dev, "search", func() error {
-		if err := g.prepare(nq, rows, max(k, 1)); err != nil {
+	flush := func(enc *wgpu.CommandEncoder) error {
+		if err := g.step("submit"); err != nil {
 			return err
 		}
-		upBytes, err := g.writeInputs(qs, k, rows, layout)
+		return g.dev.submit(enc, true)
+	}
+	var raw []byte
+	err = scoped(dev, "search", func() error {
+		if err := g.prepare(sub); err != nil {
+			return err
+		}
+		upBytes, err := g.writeInputs(qs, sub, layout)
 		if err != nil {
 			return err
 		}
@@ -470,6 +595,9 @@ func (g *wgpuIndex) run(ctx context.Context, qs [][]float32, k, rows int) (hits 
 			timed = g.dev.timestamps && g.ensureStamps() == nil
 		}
 
+		if err := g.step("encode"); err != nil {
+			return err
+		}
 		enc, err := dev.TryCreateCommandEncoder(nil)
 		if err != nil {
 			return err
@@ -479,7 +607,7 @@ func (g *wgpuIndex) run(ctx context.Context, qs [][]float32, k, rows int) (hits 
 		if timed {
 			writeTimestamp(pass, g.stamps, 0)
 		}
-		g.encodeSearch(pass, layout, nq, k, rows)
+		g.encodeSearch(pass, layout, sub)
 		if timed {
 			writeTimestamp(pass, g.stamps, 1)
 		}
@@ -502,7 +630,11 @@ func (g *wgpuIndex) run(ctx context.Context, qs [][]float32, k, rows int) (hits 
 			start = lap(&t.Kernel, start)
 			t.KernelClock = "wall"
 			if timed {
-				if d, err := g.readStamps(); err == nil && d > 0 && d <= wall {
+				d, err := g.readStamps()
+				if err != nil {
+					return err
+				}
+				if d > 0 && d <= wall {
 					t.Kernel += d - wall
 					t.KernelClock = "gpu"
 				}
@@ -512,11 +644,17 @@ func (g *wgpuIndex) run(ctx context.Context, qs [][]float32, k, rows int) (hits 
 			}
 		}
 
-		src, size := g.hits.buf, uint64(nq)*uint64(k)*8
-		if k == 0 {
-			src, size = g.scoresB.buf, uint64(rows)*4
+		src, size := g.hits.buf, sub.readbackBytes()
+		if !sub.deviceSelect {
+			src = g.scoresB.buf
+		}
+		if err := g.step("create " + g.staging.label); err != nil {
+			return err
 		}
 		if _, err := g.staging.ensure(dev, size); err != nil {
+			return err
+		}
+		if err := g.step("copy to readback"); err != nil {
 			return err
 		}
 		if err := enc.TryCopyBufferToBuffer(src, 0, g.staging.buf, 0, size); err != nil {
@@ -525,7 +663,7 @@ func (g *wgpuIndex) run(ctx context.Context, qs [][]float32, k, rows int) (hits 
 		if err := flush(enc); err != nil {
 			return err
 		}
-		raw, err := g.readback(size)
+		raw, err = g.readback(size)
 		if err != nil {
 			return err
 		}
@@ -533,43 +671,50 @@ func (g *wgpuIndex) run(ctx context.Context, qs [][]float32, k, rows int) (hits 
 			start = lap(&t.Readback, start)
 			t.ReadbackBytes += int64(size)
 		}
-		if k == 0 {
-			all = wgpu.FromBytes[float32](raw)
-			return nil
-		}
-		hits = g.decode(raw, nq, k)
-		if t != nil {
-			lap(&t.Select, start)
-		}
 		return nil
 	})
 	if err != nil {
+		g.resetScratch()
 		return nil, nil, err
 	}
-	return hits, all, nil
+	switch {
+	case sub.deviceSelect:
+		hits = g.decode(raw, sub.nq, sub.k)
+	case sub.k == 0:
+		return nil, wgpu.FromBytes[float32](raw), nil
+	default:
+		scores := wgpu.FromBytes[float32](raw)
+		hits = make([][]fallback.Hit, sub.nq)
+		for q := range hits {
+			hits[q] = fallback.SelectTopK(scores[q*sub.rows:(q+1)*sub.rows], sub.k, g.fallbackMetric())
+		}
+	}
+	if t != nil {
+		lap(&t.Select, start)
+	}
+	return hits, nil, nil
 }
 
-// decode turns the read-back (score bits, row) pairs into best-first lists.
-// The device returns each query's k hits unordered; sorting k of them is the
-// host's only selection work.
+func (g *wgpuIndex) fallbackMetric() fallback.Metric {
+	if g.metric == shaders.MetricL2 {
+		return fallback.L2
+	}
+	return fallback.Dot
+}
+
+// decode turns the read-back (score bits, row) pairs into best-first lists,
+// in the ordering every path shares. The device returns each query's k hits
+// unordered; sorting k of them is the host's only selection work.
 func (g *wgpuIndex) decode(raw []byte, nq, k int) [][]fallback.Hit {
-	higher := g.metric == shaders.MetricDot
+	m := g.fallbackMetric()
 	out := make([][]fallback.Hit, nq)
 	for q := range out {
 		hs := make([]fallback.Hit, k)
 		for i := range hs {
-			off := (q*k + i) * 8
-			hs[i] = fallback.Hit{
-				Score: math.Float32frombits(binary.LittleEndian.Uint32(raw[off:])),
-				Row:   int(binary.LittleEndian.Uint32(raw[off+4:])),
-			}
+			score, row := shaders.DecodeHit(raw[(q*k+i)*shaders.HitBytes:])
+			hs[i] = fallback.Hit{Score: score, Row: int(row)}
 		}
-		sort.Slice(hs, func(a, b int) bool {
-			if hs[a].Score != hs[b].Score {
-				return (hs[a].Score > hs[b].Score) == higher
-			}
-			return hs[a].Row < hs[b].Row
-		})
+		sort.Slice(hs, func(a, b int) bool { return fallback.Worse(hs[b], hs[a], m) })
 		out[q] = hs
 	}
 	return out
@@ -630,6 +775,9 @@ func (g *wgpuIndex) readStamps() (time.Duration, error) {
 // readback maps the first size bytes of the staging buffer and returns a
 // copy of them.
 func (g *wgpuIndex) readback(size uint64) ([]byte, error) {
+	if err := g.step("map readback"); err != nil {
+		return nil, err
+	}
 	status := wgpu.MapAsyncStatus(0)
 	if err := g.staging.buf.TryMapAsync(wgpu.MapModeRead, 0, size, func(s wgpu.MapAsyncStatus) { status = s }); err != nil {
 		return nil, err
@@ -643,17 +791,20 @@ func (g *wgpuIndex) readback(size uint64) ([]byte, error) {
 	return out, g.staging.buf.TryUnmap()
 }
 
-// search selects each query's top k on the device, in as few submissions as
-// the scores binding allows.
+// search returns each query's top k, in as few submissions as the device's
+// bindings allow. The device selects the k best where that reads back
+// less than every score; from k = rows/2 on, every score is read back and
+// the host selects, so no k up to the index's size is too large.
 func (g *wgpuIndex) search(ctx context.Context, qs [][]float32, k, rows int) ([][]fallback.Hit, error) {
 	if rows == 0 {
 		return make([][]fallback.Hit, len(qs)), nil
 	}
 	k = min(k, rows)
+	sub := submission{k: k, rows: rows, deviceSelect: 2*k < rows}
 	out := make([][]fallback.Hit, 0, len(qs))
-	step := g.batchLimit(rows)
+	step := g.batchLimit(sub)
 	for lo := 0; lo < len(qs); lo += step {
-		hits, _, err := g.run(ctx, qs[lo:min(lo+step, len(qs))], k, rows)
+		hits, _, err := g.run(ctx, qs[lo:min(lo+step, len(qs))], sub)
 		if err != nil {
 			return nil, err
 		}
@@ -662,33 +813,28 @@ func (g *wgpuIndex) search(ctx context.Context, qs [][]float32, k, rows int) ([]
 	return out, nil
 }
 
-// scores returns every row's score for q: benchmarks compare all of them
-// with a float64 reference.
+// scores returns every row's score for q, unranked: the device's self-test
+// checks each against float64.
 func (g *wgpuIndex) scores(ctx context.Context, q []float32, rows int) ([]float32, error) {
 	if rows == 0 {
 		return []float32{}, nil
 	}
-	_, all, err := g.run(ctx, [][]float32{q}, 0, rows)
+	_, all, err := g.run(ctx, [][]float32{q}, submission{rows: rows})
 	return all, err
 }
 
 func (g *wgpuIndex) release() {
 	g.dev.mu.Lock()
 	defer g.dev.mu.Unlock()
+	g.resetScratch()
 	_ = gpuCall("release", func() error {
 		for _, ch := range g.chunks {
-			ch.bind.Release()
 			ch.data.Release()
 			ch.params.Release()
 		}
 		g.chunks = nil
-		g.selBind.Release()
 		g.stamps.Release()
 		g.resolved.Release()
-		for _, b := range []*growBuffer{&g.query, &g.scoresB, &g.state, &g.hits, &g.staging} {
-			b.buf.Release()
-			b.buf, b.size = nil, 0
-		}
 		return nil
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -163,6 +164,14 @@ func TestReductionVariantsAgree(t *testing.T) {
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, 3))
 	tree := &gpuDevice{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim}
+	// The subgroup variant on a device whose subgroup layout it does not
+	// trust: every workgroup must take its own tree reduction instead.
+	distrust := &gpuDevice{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim, subgroups: true,
+		editScores: func(src string) string {
+			const check = "var ok = w > 0u"
+			require.Contains(t, src, check)
+			return strings.Replace(src, check, "var ok = false && w > 0u", 1)
+		}}
 	for _, dim := range []int{3, 30, 130, 768} {
 		slab := host.NewSlab(dim)
 		vs := make([][]float32, 777)
@@ -177,11 +186,11 @@ func TestReductionVariantsAgree(t *testing.T) {
 		for j := 0; j < dim; j++ {
 			q[j] = r.Float32()*2 - 1
 		}
-		var got [2][]float32
-		for i, dev := range []*gpuDevice{d, tree} {
+		var got [3][]float32
+		for i, dev := range []*gpuDevice{d, tree, distrust} {
 			g, err := newGPUIndex(dev, slab.Stride, shaders.MetricDot, 0)
 			require.NoError(t, err)
-			require.Equal(t, i == 0, g.single.Subgroups)
+			require.Equal(t, i != 1, g.single.Subgroups)
 			require.NoError(t, g.upload(context.Background(), slab, 0))
 			got[i], err = g.scores(context.Background(), q, slab.Rows)
 			require.NoError(t, err)
@@ -194,6 +203,7 @@ func TestReductionVariantsAgree(t *testing.T) {
 			}
 			require.InDelta(t, want, float64(got[0][i]), 1e-5*math.Max(1, math.Abs(want)), "dim %d row %d, subgroups", dim, i)
 			require.InDelta(t, want, float64(got[1][i]), 1e-5*math.Max(1, math.Abs(want)), "dim %d row %d, tree", dim, i)
+			require.InDelta(t, want, float64(got[2][i]), 1e-5*math.Max(1, math.Abs(want)), "dim %d row %d, subgroups distrusted", dim, i)
 		}
 	}
 }

@@ -116,6 +116,9 @@ func (d *gpuDevice) scoresPipeline(l shaders.ScoresLayout) (*wgpu.ComputePipelin
 	if err != nil {
 		return nil, err
 	}
+	if d.editScores != nil {
+		src = d.editScores(src)
+	}
 	ps, err := d.compile("scores.wgsl", src, d.pipelines.scoresBGL, "main")
 	if err != nil {
 		return nil, err

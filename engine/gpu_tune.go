@@ -4,13 +4,14 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/umbravec/umbra/host"
 	"github.com/umbravec/umbra/shaders"
 )
 
-// teamCandidates are the team widths tuneTeam times. Which is fastest
+// teamCandidates are the team widths tune times. Which is fastest
 // depends on the device: a team as wide as its subgroup lets a row's sum
 // close with shuffles alone (32 on NVIDIA, 8 on lavapipe), while wide
 // teams leave each invocation only a few loads of a 768-float row.
@@ -24,17 +25,39 @@ const (
 	tuneDim  = 768
 )
 
-// tuneTeam times one single-query scoring pass for each candidate team on
-// a calibration slab and keeps the fastest, then times a batch with and
-// without its queries staged in workgroup memory, once per device, as part
-// of the probe. It uses GPU timestamps where the device has them. Any failure
-// leaves the default (64): tuning can make a device faster, never unusable.
-func (d *gpuDevice) tuneTeam() {
+// variant is one scoring configuration the tuning may choose between: a
+// team width and whether batches stage their queries.
+type variant struct {
+	team   uint32
+	staged bool
+}
+
+// tuneVariants lists every variant tune may choose; verify self-tests each
+// before tune may time it.
+func tuneVariants() []variant {
+	var out []variant
+	for _, team := range teamCandidates {
+		out = append(out, variant{team, false}, variant{team, true})
+	}
+	return out
+}
+
+// tune times one single-query scoring pass for each team among the
+// variants that passed the self-test and keeps the fastest, then times a
+// batch with and without its queries staged in workgroup memory, once per
+// device, as part of the probe. It uses GPU timestamps where the device has
+// them. A failed timing skips that variant: tuning can make a device
+// faster, never unusable, and never picks a variant that failed its test.
+func (d *gpuDevice) tune(passed []variant) {
+	ok := func(v variant) bool { return slices.Contains(passed, v) }
 	s := syntheticSlab(tuneRows, tuneDim)
 	q := [][]float32{s.PaddedRow(0)}
 	best, bestTime := uint32(0), time.Duration(0)
 	for _, team := range teamCandidates {
-		d.team = team
+		if !ok(variant{team, false}) && !ok(variant{team, true}) {
+			continue
+		}
+		d.team, d.staged = team, false
 		took, err := d.timeScores(s, q)
 		if err != nil {
 			continue
@@ -43,21 +66,32 @@ func (d *gpuDevice) tuneTeam() {
 			best, bestTime = team, took
 		}
 	}
+	if best == 0 {
+		// Nothing could be timed: the first variant that passed.
+		d.team, d.staged = passed[0].team, passed[0].staged
+		return
+	}
 	d.team = best
 
 	// Batches: queries staged in workgroup memory, or read through the
 	// cache by every team. Which wins depends on the device's workgroup
 	// memory and barrier cost; keep the staging only if it is faster.
+	direct, staged := ok(variant{best, false}), ok(variant{best, true})
+	d.staged = staged && !direct
+	if !direct || !staged {
+		return
+	}
 	batch := make([][]float32, batchQT)
 	for i := range batch {
 		batch[i] = s.PaddedRow(i)
 	}
-	direct, err := d.timeScores(s, batch)
+	d.staged = false
+	directTime, err := d.timeScores(s, batch)
 	if err != nil {
 		return
 	}
 	d.staged = true
-	if staged, err := d.timeScores(s, batch); err != nil || staged >= direct {
+	if stagedTime, err := d.timeScores(s, batch); err != nil || stagedTime >= directTime {
 		d.staged = false
 	}
 }
@@ -77,7 +111,7 @@ func (d *gpuDevice) timeScores(s *host.Slab, q [][]float32) (time.Duration, erro
 	var best time.Duration
 	for i := 0; i < 4; i++ {
 		var tr Trace
-		if _, _, err := g.run(WithTrace(context.Background(), &tr), q, 0, s.Rows); err != nil {
+		if _, _, err := g.run(WithTrace(context.Background(), &tr), q, submission{rows: s.Rows}); err != nil {
 			return 0, err
 		}
 		if i > 0 && (best == 0 || tr.Kernel < best) {

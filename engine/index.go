@@ -58,13 +58,20 @@ func NewContext(ctx context.Context, cfg Config) (ix *Index, err error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	// A cancelled context is an answer of its own, whatever the device and
+	// whether or not a probe verdict is already cached.
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("umbra: creating the index: %w", err)
+	}
 	ix = &Index{cfg: cfg, slab: host.NewSlab(cfg.Dim)}
 	if cfg.Device == CPU {
 		return ix, nil
 	}
 	g, reason, hint, err := openGPU(ctx, cfg, cfg.Device == GPU)
 	if err != nil {
-		if cfg.Device == GPU {
+		// A probe cut short by ctx says nothing about the GPU: return
+		// that rather than fall back with a misleading reason.
+		if cfg.Device == GPU || ctx.Err() != nil {
 			return nil, err
 		}
 		ix.reason, ix.hint = reason, hint
@@ -316,7 +323,12 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int) ([][]Hit
 		if ctx.Err() != nil || ix.cfg.Device == GPU {
 			return nil, err
 		}
-		ix.demote(err)
+		// A request the device cannot take in one piece says nothing
+		// about the device: this call is answered on the CPU, later ones
+		// still go to the GPU. Any other failure moves the index off it.
+		if !errors.Is(err, ErrTooLarge) {
+			ix.demote(err)
+		}
 	}
 	start := time.Now()
 	var res [][]fallback.Hit

@@ -32,16 +32,19 @@ type ChunkPlan struct {
 // with the given limits. It fails with ErrTooLarge when not even one row fits
 // in a binding.
 func PlanChunks(stride int, lim Limits) (ChunkPlan, error) {
-	rowBytes := uint64(stride) * 4
 	maxBytes := lim.MaxStorageBindingBytes
 	if lim.MaxBufferBytes != 0 && lim.MaxBufferBytes < maxBytes {
 		maxBytes = lim.MaxBufferBytes
 	}
-	rows := maxBytes / rowBytes
-	if rows == 0 {
-		return ChunkPlan{}, fmt.Errorf("%w: one row of %d bytes exceeds the device's largest storage binding (%d bytes)",
-			ErrTooLarge, rowBytes, maxBytes)
+	if stride <= 0 {
+		return ChunkPlan{}, fmt.Errorf("%w: stride %d is not positive", ErrTooLarge, stride)
 	}
+	// Compared by division, so no stride can overflow the product.
+	if uint64(stride) > maxBytes/4 {
+		return ChunkPlan{}, fmt.Errorf("%w: one row of %d float32 values exceeds the device's largest storage binding (%d bytes)",
+			ErrTooLarge, stride, maxBytes)
+	}
+	rows := maxBytes / (uint64(stride) * 4)
 	// Row indices inside a chunk are u32 in the shaders.
 	if rows > 1<<31 {
 		rows = 1 << 31

@@ -104,7 +104,14 @@ func TestPlanChunks(t *testing.T) {
 
 	_, err = PlanChunks(1<<20, Limits{MaxStorageBindingBytes: 1 << 20})
 	require.ErrorIs(t, err, ErrTooLarge)
-	assert.Contains(t, err.Error(), "one row of 4194304 bytes")
+	assert.Contains(t, err.Error(), "one row of 1048576 float32 values exceeds")
+
+	// A stride whose byte size overflows 64 bits is refused, not planned
+	// as a zero-byte row.
+	for _, stride := range []int{1 << 62, math.MaxInt, 0, -4} {
+		_, err = PlanChunks(stride, lavapipe)
+		require.ErrorIs(t, err, ErrTooLarge, "stride %d", stride)
+	}
 }
 
 func TestCheckSize(t *testing.T) {

@@ -48,6 +48,10 @@ struct Params {
 @group(0) @binding(3) var<uniform> params: Params;
 
 var<workgroup> partial: array<f32, {{.Partial}}>;
+{{if .Subgroups}}
+// Set by any invocation that finds the subgroup layout unusable for shuffles.
+var<workgroup> layout_bad: u32;
+{{end}}
 {{if .Slice}}
 const SLICE: u32 = {{.Slice}}u;
 var<workgroup> qtile: array<vec4<f32>, {{.QTile}}>;
@@ -115,35 +119,50 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
 {{if .Subgroups}}
     // Subgroup variant: lanes of a team that share a subgroup add up with
     // shuffles (no barrier); only when a team spans several subgroups do
-    // their sums meet in workgroup memory, after one barrier. A team and a
-    // subgroup are both powers of two and teams start at multiples of TEAM,
-    // so the width w lanes never mix two rows.
+    // their sums meet in workgroup memory, after one barrier. Neither WGSL
+    // nor Vulkan promises how invocations map to subgroups, so the shuffles
+    // are trusted only after each invocation has checked, by shuffling its
+    // own index, that its xor partners are exactly the invocations li ^ m
+    // of the same aligned run of w lanes (so a sum never mixes two rows and
+    // never misses a lane). If any invocation of the workgroup finds
+    // otherwise, the whole workgroup takes the tree below instead.
     let w = min(TEAM, sg_size);
-    for (var j = 0u; j < QT; j++) {
-        let a = acc[j];
-        var v = (a.x + a.y) + (a.z + a.w);
-        for (var m = w / 2u; m > 0u; m = m / 2u) {
-            v += subgroupShuffleXor(v, m);
-        }
-        if (lane % w == 0u) {
-            partial[j * WG + li / w] = v;
-        }
+    var ok = w > 0u && (w & (w - 1u)) == 0u;
+    for (var m = 1u; m < w; m = m * 2u) {
+        ok = ok && subgroupShuffleXor(li, m) == (li ^ m);
     }
-    workgroupBarrier();
-    if (lane == 0u) {
-        let parts = TEAM / w;
-        let first = li / w;
+    if (!ok) {
+        layout_bad = 1u;
+    }
+    let use_tree = workgroupUniformLoad(&layout_bad);
+    if (use_tree == 0u) {
         for (var j = 0u; j < QT; j++) {
-            var total = 0.0;
-            for (var p = 0u; p < parts; p++) {
-                total += partial[j * WG + first + p];
+            let a = acc[j];
+            var v = (a.x + a.y) + (a.z + a.w);
+            for (var m = w / 2u; m > 0u; m = m / 2u) {
+                v += subgroupShuffleXor(v, m);
             }
-            if (row < params.rows && q0 + j < params.nq) {
-                scores[(q0 + j) * params.n_total + params.base + row] = total;
+            if (lane % w == 0u) {
+                partial[j * WG + li / w] = v;
             }
         }
+        workgroupBarrier();
+        if (lane == 0u) {
+            let parts = TEAM / w;
+            let first = li / w;
+            for (var j = 0u; j < QT; j++) {
+                var total = 0.0;
+                for (var p = 0u; p < parts; p++) {
+                    total += partial[j * WG + first + p];
+                }
+                if (row < params.rows && q0 + j < params.nq) {
+                    scores[(q0 + j) * params.n_total + params.base + row] = total;
+                }
+            }
+        }
+        return;
     }
-{{else}}
+{{end}}
     for (var j = 0u; j < QT; j++) {
         let a = acc[j];
         partial[j * WG + li] = (a.x + a.y) + (a.z + a.w);
@@ -167,5 +186,4 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             }
         }
     }
-{{end}}
 }

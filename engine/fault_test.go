@@ -1,0 +1,137 @@
+//go:build cgo && !nogpu
+
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/engine"
+)
+
+var errInjected = errors.New("injected fault")
+
+// TestEveryGPUFailureThenExactSearches fails, one at a time, every wgpu call
+// that an Add, a single search, a batch, a search for every row (selected
+// on the host) and a traced search go through, on each software adapter
+// and metric. The failing call must return ErrGPU (an Add then stores
+// nothing), and afterwards the same index must answer every ordinary
+// search exactly as the fallback does: a failure may never leave state
+// behind that makes a later answer wrong.
+func TestEveryGPUFailureThenExactSearches(t *testing.T) {
+	r := newRand(t)
+	const dim = 20
+	base := randomVectors(r, 600, dim)
+	more := randomVectors(r, 300, dim) // grows chunk 0 (a device copy) and opens chunk 1
+	queries := randomVectors(r, 11, dim)
+	ctx := context.Background()
+
+	for _, b := range backends[1:] {
+		for _, m := range metrics {
+			// pair is a GPU index and a CPU index that hold the same rows.
+			type pair struct{ gpu, cpu *engine.Index }
+			fresh := func(t *testing.T) pair {
+				p := pair{
+					gpu: open(t, b, engine.Config{Dim: dim, Metric: m, MaxChunkRows: 768}),
+					cpu: open(t, backends[0], engine.Config{Dim: dim, Metric: m}),
+				}
+				for _, ix := range []*engine.Index{p.gpu, p.cpu} {
+					_, err := ix.Add(base)
+					require.NoError(t, err)
+				}
+				return p
+			}
+			// ops are the calls a fault is injected into; each returns the
+			// GPU's error, and keeps the CPU index in step on success.
+			ops := func(p pair) []error {
+				var errs []error
+				before := p.gpu.Len()
+				_, err := p.gpu.Add(more)
+				if err == nil {
+					_, cerr := p.cpu.Add(more)
+					require.NoError(t, cerr)
+				} else {
+					require.Equal(t, before, p.gpu.Len(), "a failed Add stored rows")
+				}
+				errs = append(errs, err)
+				_, err = p.gpu.Search(ctx, queries[0], 5)
+				errs = append(errs, err)
+				_, err = p.gpu.SearchBatch(ctx, queries, 9)
+				errs = append(errs, err)
+				_, err = p.gpu.Search(ctx, queries[1], p.gpu.Len())
+				errs = append(errs, err)
+				var tr engine.Trace
+				_, err = p.gpu.Search(engine.WithTrace(ctx, &tr), queries[2], 3)
+				return append(errs, err)
+			}
+			check := func(t *testing.T, p pair, what string) {
+				require.Equal(t, p.cpu.Len(), p.gpu.Len(), what)
+				for _, k := range []int{1, 10, p.cpu.Len()} {
+					want, err := p.cpu.SearchBatch(ctx, queries, k)
+					require.NoError(t, err)
+					got, err := p.gpu.SearchBatch(ctx, queries, k)
+					require.NoError(t, err, "%s: the search after the failure", what)
+					for qi := range want {
+						requireSameHits(t, m, want[qi], got[qi], fmt.Sprintf("%s: k=%d query %d", what, k, qi))
+					}
+					one, err := p.gpu.Search(ctx, queries[3], k)
+					require.NoError(t, err)
+					requireSameHits(t, m, want[3], one, fmt.Sprintf("%s: single search k=%d", what, k))
+				}
+			}
+
+			t.Run(fmt.Sprintf("%s/%s", b.name, m), func(t *testing.T) {
+				// Record the steps the calls take when nothing fails.
+				p := fresh(t)
+				var steps []string
+				engine.SetGPUFault(p.gpu, func(s string) error { steps = append(steps, s); return nil })
+				for _, err := range ops(p) {
+					require.NoError(t, err)
+				}
+				engine.SetGPUFault(p.gpu, nil)
+				check(t, p, "no fault")
+				require.Greater(t, len(steps), 20, "the calls went through the device")
+
+				seen := map[string]int{}
+				for _, step := range steps {
+					seen[step]++
+					nth := seen[step]
+					what := fmt.Sprintf("fault at %q #%d", step, nth)
+					p := fresh(t)
+					count, fired := 0, false
+					engine.SetGPUFault(p.gpu, func(s string) error {
+						if s != step {
+							return nil
+						}
+						count++
+						if count == nth {
+							fired = true
+							return errInjected
+						}
+						return nil
+					})
+					failed := 0
+					for _, err := range ops(p) {
+						if err != nil {
+							require.ErrorIs(t, err, engine.ErrGPU, what)
+							failed++
+						}
+					}
+					engine.SetGPUFault(p.gpu, nil)
+					require.True(t, fired, "%s: the step was not reached", what)
+					require.Equal(t, 1, failed, "%s: one call fails, no other", what)
+					require.Equal(t, engine.BackendGPU, p.gpu.Info().Backend, what)
+					check(t, p, what)
+					// Twice: a failure must not be waiting for the second call.
+					check(t, p, what+", again")
+					require.NoError(t, p.gpu.Close())
+				}
+				t.Logf("%d steps failed one at a time, each followed by exact searches", len(steps))
+			})
+		}
+	}
+}

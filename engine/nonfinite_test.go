@@ -1,0 +1,95 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/engine"
+)
+
+// TestNonFiniteScoresRankTheSameEverywhere: finite inputs can still score
+// ±Inf or NaN under Dot (2e38 × 2e38 overflows; +Inf + -Inf is NaN) and
+// +Inf under L2. Every path ranks them by one rule: +Inf above every number
+// under Dot (below under L2), NaN below everything under both, ties by lower
+// ID — on the device's select, the host's select of read-back scores, and
+// the fallback alike.
+func TestNonFiniteScoresRankTheSameEverywhere(t *testing.T) {
+	const big = 2e38
+	q := []float32{big, big, 1, 1}
+	data := [][]float32{
+		{0, 0, 0.5, 0.25},  // 0: 0.75
+		{big, -big, 0, 0},  // 1: +Inf + -Inf = NaN
+		{big, big, 0, 0},   // 2: +Inf
+		{-big, -big, 0, 0}, // 3: -Inf
+		{big, -big, 0, 0},  // 4: NaN
+		{0, 0, -1, 0.5},    // 5: -0.5
+		{0, 0, 2, 1},       // 6: 3
+		{-big, big, 0, 0},  // 7: NaN
+		{0, 0, 0.25, 0.5},  // 8: 0.75, ties with 0
+		{0, 0, 0, -3},      // 9: -3
+	}
+	nan := float32(math.NaN())
+	inf := float32(math.Inf(1))
+	dot := []engine.Hit{{2, inf}, {6, 3}, {0, 0.75}, {8, 0.75}, {5, -0.5}, {9, -3}, {3, -inf}, {1, nan}, {4, nan}, {7, nan}}
+	// Under L2 the far rows are +Inf away, the worst numbers; none is NaN.
+	lq := []float32{0, 0, 1, 1}
+	ldata := [][]float32{{0, 0, 1, 1}, {big, big, 0, 0}, {0, 0, 2, 1}, {-big, 0, 0, 0}, {0, 0, 1, 0}}
+	l2 := []engine.Hit{{0, 0}, {2, 1}, {4, 1}, {1, inf}, {3, inf}}
+
+	for _, b := range backends {
+		for _, c := range []struct {
+			m    engine.Metric
+			data [][]float32
+			q    []float32
+			want []engine.Hit
+		}{{engine.Dot, data, q, dot}, {engine.L2, ldata, lq, l2}} {
+			t.Run(fmt.Sprintf("%s/%s", b.name, c.m), func(t *testing.T) {
+				ix := open(t, b, engine.Config{Dim: 4, Metric: c.m})
+				_, err := ix.Add(c.data)
+				require.NoError(t, err)
+				// Small k selects on the device; k past half the rows
+				// selects on the host from every read-back score.
+				for k := 1; k <= len(c.want); k++ {
+					got, err := ix.Search(context.Background(), c.q, k)
+					require.NoError(t, err)
+					require.Len(t, got, k)
+					for i, h := range got {
+						w := c.want[i]
+						require.Equal(t, w.ID, h.ID, "k=%d rank %d: got %v, want %v", k, i, got, c.want[:k])
+						if math.IsNaN(float64(w.Score)) {
+							require.True(t, math.IsNaN(float64(h.Score)), "k=%d rank %d: score %v, want NaN", k, i, h.Score)
+						} else {
+							require.Equal(t, w.Score, h.Score, "k=%d rank %d", k, i)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestNewWithCancelledContext: a cancelled context is an error wrapping
+// context.Canceled every time, under every device, whether or not a probe
+// verdict is already cached — never a random mix of success and a
+// misleading "no adapter" fallback.
+func TestNewWithCancelledContext(t *testing.T) {
+	// Warm the probe cache first, as a long-running program would have.
+	if ix, err := engine.New(engine.Config{Dim: 4, Device: engine.GPU}); err == nil {
+		ix.Close()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, d := range []engine.Device{engine.Auto, engine.GPU, engine.CPU} {
+		for i := 0; i < 40; i++ {
+			ix, err := engine.NewContext(ctx, engine.Config{Dim: 4, Device: d})
+			require.Nil(t, ix)
+			require.True(t, errors.Is(err, context.Canceled), "device %s, try %d: %v", d, i, err)
+			require.False(t, errors.Is(err, engine.ErrNoAdapter), "device %s: %v", d, err)
+		}
+	}
+}

@@ -1,0 +1,66 @@
+package shaders
+
+import (
+	"encoding/binary"
+	"math"
+)
+
+// The binary layouts the shaders read and write, owned here so that no
+// byte offset is written anywhere else.
+
+// ParamsBytes is the size of scores.wgsl's Params uniform.
+const ParamsBytes = 32
+
+// Params is scores.wgsl's per-chunk uniform.
+type Params struct {
+	Rows    uint32 // rows in this chunk
+	GroupsX uint32 // grid width in workgroups
+	Base    uint32 // global index of the chunk's first row
+	Total   uint32 // rows in the whole index: the stride between queries' scores
+	Queries uint32 // queries in this submission
+}
+
+// Encode returns p as the uniform's bytes.
+func (p Params) Encode() []byte {
+	b := make([]byte, ParamsBytes)
+	for i, v := range []uint32{p.Rows, p.GroupsX, p.Base, p.Total, p.Queries} {
+		binary.LittleEndian.PutUint32(b[4*i:], v)
+	}
+	return b
+}
+
+// HitBytes is the size of one hit select.wgsl writes: the score's bits,
+// then the row.
+const HitBytes = 8
+
+// DecodeHit reads one hit written by select.wgsl.
+func DecodeHit(b []byte) (score float32, row uint32) {
+	return math.Float32frombits(binary.LittleEndian.Uint32(b)), binary.LittleEndian.Uint32(b[4:])
+}
+
+// SelectState returns the initial select.wgsl State of nq queries, each
+// selecting k of rows scores: prefix 0, round 0, remaining k, count 0, an
+// empty histogram.
+func SelectState(nq, rows, k int) []byte {
+	b := make([]byte, nq*StateBytes)
+	for i := 0; i < nq; i++ {
+		s := b[i*StateBytes:]
+		binary.LittleEndian.PutUint32(s[8:], uint32(k))     // remaining
+		binary.LittleEndian.PutUint32(s[20:], uint32(rows)) // n
+		binary.LittleEndian.PutUint32(s[24:], uint32(k))    // k
+	}
+	return b
+}
+
+// ReadParamsBytes is the size of read.wgsl's Params uniform.
+const ReadParamsBytes = 16
+
+// ReadParams returns read.wgsl's uniform for a chunk of words vec4 words;
+// its magic is a value no sum of squares takes, so the shader never
+// writes but no compiler can prove it.
+func ReadParams(words uint32) []byte {
+	b := make([]byte, ReadParamsBytes)
+	binary.LittleEndian.PutUint32(b[0:], words)
+	binary.LittleEndian.PutUint32(b[4:], math.Float32bits(-1))
+	return b
+}
