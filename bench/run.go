@@ -605,37 +605,34 @@ func (h *harness) breakdown(ctx context.Context) error {
 // verdict sums a report up in one line.
 func verdict(r *Report) (bool, string) {
 	var failed []string
+	// fails records a result that errored or disagreed with the reference.
+	fails := func(label, errText string, pass *bool, detail string) bool {
+		switch {
+		case errText != "":
+			failed = append(failed, label+": "+errText)
+		case pass != nil && !*pass:
+			failed = append(failed, label+": "+detail)
+		default:
+			return false
+		}
+		return true
+	}
 	var ran []*TierResult
 	byName := map[string]*TierResult{}
 	for i := range r.Tiers {
 		t := &r.Tiers[i]
 		byName[t.Name] = t
-		switch {
-		case t.Error != "":
-			failed = append(failed, t.Name+": "+t.Error)
-		case t.Pass != nil && !*t.Pass:
-			failed = append(failed, t.Name+": "+t.CheckDetail)
-		case t.Ran():
+		if !fails(t.Name, t.Error, t.Pass, t.CheckDetail) && t.Ran() {
 			ran = append(ran, t)
 		}
 	}
 	if b := r.Batch; b != nil {
 		for _, t := range b.Tiers {
-			switch {
-			case t.Error != "":
-				failed = append(failed, "batch "+t.Name+": "+t.Error)
-			case t.Pass != nil && !*t.Pass:
-				failed = append(failed, "batch "+t.Name+": "+t.CheckDetail)
-			}
+			fails("batch "+t.Name, t.Error, t.Pass, t.CheckDetail)
 		}
 	}
 	for _, p := range r.Peers {
-		switch {
-		case p.Error != "":
-			failed = append(failed, "peer "+p.Name+": "+p.Error)
-		case p.Pass != nil && !*p.Pass:
-			failed = append(failed, "peer "+p.Name+": "+p.CheckDetail)
-		}
+		fails("peer "+p.Name, p.Error, p.Pass, p.CheckDetail)
 	}
 	if len(failed) > 0 {
 		return false, "FAIL · " + strings.Join(failed, " · ")
