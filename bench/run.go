@@ -555,7 +555,7 @@ func (h *harness) time(ctx context.Context) error {
 }
 
 // breakdownTier is the path the breakdown traces: the most expensive
-// requested tier, as the seed broke down its default path.
+// requested tier, whose host-side stages have the most to show.
 func (h *harness) breakdownTier() Tier {
 	for _, t := range []Tier{TierList, TierContiguous, TierResident, TierKernel, TierFallback} {
 		if slices.Contains(h.opt.Tiers, t) {

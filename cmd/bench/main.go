@@ -1,8 +1,8 @@
-// Command bench measures umbra's search tiers the way the seed measured
-// its GPU branch, and better: groups of repeats keeping the minimum, many
-// independent groups, median, range and jitter, speed-ups paired inside
-// each group, every tier checked against a float64 reference in the same
-// run, and the premise of every figure printed beside it.
+// Command bench measures umbra's search tiers: groups of repeats keeping
+// the minimum, many independent groups, median, range and jitter,
+// speed-ups paired inside each group, every tier checked against a float64
+// reference in the same run, and the premise of every figure printed
+// beside it.
 //
 //	go run ./cmd/bench                                 # 50,000×768, k=10, every tier the machine can run
 //	go run ./cmd/bench --device gpu --runs 5           # force the GPU tiers, software adapters included
