@@ -9,7 +9,7 @@ import (
 )
 
 // Timing is a sample of group values, each the minimum of one group's
-// repeats, summed up the seed's way. Every field is absent when nothing was
+// repeats, summed up as a Summary is. Every field is absent when nothing was
 // timed.
 type Timing struct {
 	MedianMS *float64  `json:"median_ms,omitempty"`

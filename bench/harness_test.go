@@ -41,13 +41,51 @@ func TestParseTiers(t *testing.T) {
 	}
 }
 
-func TestCheckValues(t *testing.T) {
-	assert.NoError(t, CheckValues([]float32{1, 0, 0, 2}, 2, engine.Cosine, "data"))
-	assert.EqualError(t, CheckValues([]float32{1, 0, 0, float32(math.Inf(-1))}, 2, engine.Dot, "data"),
-		"data row 1, column 1 is -Inf")
-	assert.EqualError(t, CheckValues([]float32{1, 0, 0, 0}, 2, engine.Cosine, "--queries"),
-		"--queries row 1 is all zeros, which has no cosine")
-	assert.NoError(t, CheckValues([]float32{1, 0, 0, 0}, 2, engine.L2, "data"), "a zero row is fine under L2")
+// RandomWorkload returns n random vectors and nq random queries of
+// dimension dim, all drawn from seed.
+func RandomWorkload(n, dim, nq int, seed uint64) *Workload {
+	return NewWorkload(RandomMatrix(n, dim, seed, 1), dim, RandomRows(nq, dim, seed, 2), seed)
+}
+
+// TestRunRefusesInput: Run hands the workload to the engine first, so a
+// vector the engine refuses stops the run with the engine's reason and
+// says whether it was in the data or the queries.
+func TestRunRefusesInput(t *testing.T) {
+	seed := testSeed(t)
+	opt := func(m engine.Metric) Options {
+		return Options{K: 1, Repeat: 1, Runs: 1, Tiers: []Tier{TierFallback}, Device: engine.CPU, Metric: m}
+	}
+	cases := []struct {
+		name   string
+		metric engine.Metric
+		spoil  func(w *Workload)
+		what   string
+		want   error
+	}{
+		{"NaN in the data", engine.Dot, func(w *Workload) { w.Data[len(w.Data)-3] = float32(math.NaN()) }, "data", engine.ErrNonFinite},
+		{"-Inf in a query", engine.L2, func(w *Workload) { w.Queries[1][2] = float32(math.Inf(-1)) }, "queries", engine.ErrNonFinite},
+		{"zero row under cosine", engine.Cosine, func(w *Workload) { clear(w.Data[5*w.Dim : 6*w.Dim]) }, "data", engine.ErrZeroVector},
+		{"zero query under cosine", engine.Cosine, func(w *Workload) { clear(w.Queries[0]) }, "queries", engine.ErrZeroVector},
+		{"short query", engine.Dot, func(w *Workload) { w.Queries[1] = w.Queries[1][:3] }, "queries", engine.ErrDimMismatch},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := RandomWorkload(40, 6, 2, seed)
+			c.spoil(w)
+			_, err := Run(context.Background(), w, opt(c.metric))
+			require.ErrorIs(t, err, c.want)
+			var in *InputError
+			require.ErrorAs(t, err, &in)
+			assert.Equal(t, c.what, in.What)
+		})
+	}
+
+	w := RandomWorkload(40, 6, 2, seed)
+	clear(w.Data[:6])
+	clear(w.Queries[0])
+	rep, err := Run(context.Background(), w, opt(engine.L2))
+	require.NoError(t, err, "zero vectors are fine under L2")
+	assert.True(t, rep.Pass, rep.Verdict)
 }
 
 func TestWorkloadLayouts(t *testing.T) {

@@ -76,13 +76,20 @@ func (o *Options) validate(w *Workload) error {
 	case o.Peers && o.Batch > 0 && (o.BatchRepeat < 1 || o.BatchRuns < 1):
 		return fmt.Errorf("batch repeat %d and batch runs %d must be at least 1", o.BatchRepeat, o.BatchRuns)
 	}
-	for _, q := range w.Queries {
-		if len(q) != w.Dim {
-			return fmt.Errorf("a query has %d components, the data %d", len(q), w.Dim)
-		}
-	}
 	return nil
 }
+
+// InputError reports a vector of the workload that the engine refuses, in
+// the engine's words: What is "data" or "queries"; Err wraps the engine's
+// sentinel (ErrNonFinite, ErrZeroVector, ErrDimMismatch).
+type InputError struct {
+	What string
+	Err  error
+}
+
+func (e *InputError) Error() string { return "the " + e.What + ": " + e.Err.Error() }
+
+func (e *InputError) Unwrap() error { return e.Err }
 
 // harness is the state of one run.
 type harness struct {
@@ -137,6 +144,9 @@ func Run(ctx context.Context, w *Workload, opt Options) (*Report, error) {
 	}
 	defer h.close()
 
+	if err := h.admit(ctx); err != nil {
+		return nil, err
+	}
 	h.progress("computing the float64 reference")
 	h.ref = NewReference(w.Data, w.Dim, w.Queries[0], opt.Metric)
 	if opt.Threshold > 0 {
@@ -228,6 +238,39 @@ func (h *harness) openGPU(ctx context.Context) {
 		MaxWorkgroupsPerDim: l.MaxWorkgroupsPerDim, MaxInvocations: l.MaxInvocations}
 }
 
+// admit gives the workload to the engine on the CPU before anything uses
+// it: SearchBatch on the still empty index checks every query and AddFlat
+// every vector, by the engine's own rules, so a run never times data the
+// library would refuse and the rules live in one place. The index is the
+// fallback tier's.
+func (h *harness) admit(ctx context.Context) error {
+	ix, err := engine.NewContext(ctx, h.config(engine.CPU))
+	if err != nil {
+		return err
+	}
+	h.cpuIx = ix
+	h.rep.CPU.FallbackKernel = ix.Info().CPUKernel
+	if _, err := ix.SearchBatch(ctx, h.w.Queries, 1); err != nil {
+		return refused("queries", err)
+	}
+	h.progress("packing %d×%d into the fallback's slab", h.w.N(), h.w.Dim)
+	if _, err := ix.AddFlat(ctx, h.w.Data); err != nil {
+		return refused("data", err)
+	}
+	return nil
+}
+
+// refused wraps err in an InputError when the engine refused a vector of
+// what, and returns any other error (cancellation, too many rows) as is.
+func refused(what string, err error) error {
+	for _, e := range []error{engine.ErrNonFinite, engine.ErrZeroVector, engine.ErrDimMismatch} {
+		if errors.Is(err, e) {
+			return &InputError{What: what, Err: err}
+		}
+	}
+	return fmt.Errorf("loading the %s: %w", what, err)
+}
+
 // open builds the resident indexes and the runners of the requested tiers.
 func (h *harness) open(ctx context.Context) error {
 	needGPU := h.opt.Breakdown || slices.ContainsFunc(h.opt.Tiers, Tier.GPU)
@@ -235,24 +278,10 @@ func (h *harness) open(ctx context.Context) error {
 		h.openGPU(ctx)
 	}
 	// The fallback's index also serves the breakdown of the resident
-	// path when there is no GPU.
-	if slices.Contains(h.opt.Tiers, TierFallback) || (h.opt.Breakdown && h.gpu == nil) {
-		h.progress("packing %d×%d into the fallback's slab", h.w.N(), h.w.Dim)
-		ix, err := engine.NewContext(ctx, h.config(engine.CPU))
-		if err != nil {
-			return err
-		}
-		h.cpuIx = ix
-		h.rep.CPU.FallbackKernel = ix.Info().CPUKernel
-		if _, err := ix.AddFlat(ctx, h.w.Data); err != nil {
-			return fmt.Errorf("loading the data: %w", err)
-		}
-	} else {
-		// The kernel name is known without data.
-		if ix, err := engine.New(h.config(engine.CPU)); err == nil {
-			h.rep.CPU.FallbackKernel = ix.Info().CPUKernel
-			ix.Close()
-		}
+	// path when there is no GPU; otherwise it only admitted the data.
+	if !slices.Contains(h.opt.Tiers, TierFallback) && !(h.opt.Breakdown && h.gpu == nil) {
+		h.cpuIx.Close()
+		h.cpuIx = nil
 	}
 	if r := h.result[TierFallback]; r != nil {
 		h.runners[TierFallback] = &residentRunner{ix: h.cpuIx}
@@ -526,7 +555,7 @@ func (h *harness) time(ctx context.Context) error {
 }
 
 // breakdownTier is the path the breakdown traces: the most expensive
-// requested tier, as the seed broke down its default path.
+// requested tier, whose host-side stages have the most to show.
 func (h *harness) breakdownTier() Tier {
 	for _, t := range []Tier{TierList, TierContiguous, TierResident, TierKernel, TierFallback} {
 		if slices.Contains(h.opt.Tiers, t) {
@@ -605,37 +634,34 @@ func (h *harness) breakdown(ctx context.Context) error {
 // verdict sums a report up in one line.
 func verdict(r *Report) (bool, string) {
 	var failed []string
+	// fails records a result that errored or disagreed with the reference.
+	fails := func(label, errText string, pass *bool, detail string) bool {
+		switch {
+		case errText != "":
+			failed = append(failed, label+": "+errText)
+		case pass != nil && !*pass:
+			failed = append(failed, label+": "+detail)
+		default:
+			return false
+		}
+		return true
+	}
 	var ran []*TierResult
 	byName := map[string]*TierResult{}
 	for i := range r.Tiers {
 		t := &r.Tiers[i]
 		byName[t.Name] = t
-		switch {
-		case t.Error != "":
-			failed = append(failed, t.Name+": "+t.Error)
-		case t.Pass != nil && !*t.Pass:
-			failed = append(failed, t.Name+": "+t.CheckDetail)
-		case t.Ran():
+		if !fails(t.Name, t.Error, t.Pass, t.CheckDetail) && t.Ran() {
 			ran = append(ran, t)
 		}
 	}
 	if b := r.Batch; b != nil {
 		for _, t := range b.Tiers {
-			switch {
-			case t.Error != "":
-				failed = append(failed, "batch "+t.Name+": "+t.Error)
-			case t.Pass != nil && !*t.Pass:
-				failed = append(failed, "batch "+t.Name+": "+t.CheckDetail)
-			}
+			fails("batch "+t.Name, t.Error, t.Pass, t.CheckDetail)
 		}
 	}
 	for _, p := range r.Peers {
-		switch {
-		case p.Error != "":
-			failed = append(failed, "peer "+p.Name+": "+p.Error)
-		case p.Pass != nil && !*p.Pass:
-			failed = append(failed, "peer "+p.Name+": "+p.CheckDetail)
-		}
+		fails("peer "+p.Name, p.Error, p.Pass, p.CheckDetail)
 	}
 	if len(failed) > 0 {
 		return false, "FAIL · " + strings.Join(failed, " · ")

@@ -5,8 +5,8 @@ import (
 	"slices"
 )
 
-// Summary describes a sample of timings (or ratios) the way the seed
-// reported them: the median, the range, and the jitter (max−min)/median.
+// Summary describes a sample of timings (or ratios) by its median, its
+// range, and its jitter (max−min)/median.
 type Summary struct {
 	Median float64
 	Min    float64
@@ -31,8 +31,8 @@ func Median(xs []float64) float64 {
 	return (s[m-1] + s[m]) / 2
 }
 
-// Jitter returns (max−min)/median of xs, the seed's measure of how far
-// apart independent groups fall relative to their typical value. It is NaN
+// Jitter returns (max−min)/median of xs: how far apart independent groups
+// fall relative to their typical value. It is NaN
 // for no values and 0 when the median is 0 and every value equal.
 func Jitter(xs []float64) float64 {
 	s := Summarize(xs)

@@ -18,16 +18,17 @@ const (
 	// TierFallback is the pure-Go path on a slab resident in host memory.
 	TierFallback Tier = "fallback"
 	// TierKernel is the scoring dispatch alone, data resident on the
-	// device: the seed's "theoretical limit".
+	// device: what a search costs with nothing around the kernel.
 	TierKernel Tier = "kernel"
 	// TierResident is the engine's Search on a GPU index whose data was
 	// uploaded once.
 	TierResident Tier = "resident"
 	// TierContiguous builds a GPU index from a contiguous slice, searches
-	// and closes it, every call: the seed's tier 2.
+	// and closes it, every call: what a caller pays who keeps no index.
 	TierContiguous Tier = "contiguous"
 	// TierList builds a GPU index from one slice per row, searches and
-	// closes it, every call: the seed's tier 3 and default path.
+	// closes it, every call: the per-call path from the layout an
+	// application that gathers vectors from its records usually has.
 	TierList Tier = "list"
 )
 

@@ -1,12 +1,8 @@
 package bench
 
 import (
-	"fmt"
-	"math"
 	"math/rand/v2"
 	"sync"
-
-	"github.com/umbravec/umbra/engine"
 )
 
 // Workload is the data a run searches, in the two layouts the tiers start
@@ -38,7 +34,8 @@ func NewWorkload(data []float32, dim int, queries [][]float32, seed uint64) *Wor
 // Rows returns the same values as Data with each row in its own heap
 // allocation, made in shuffled order so that neighbours in the list are not
 // neighbours in memory: the layout a store of records ends up with, and the
-// one the seed's default path started from. The copy is made on first use
+// one an application that gathers vectors from its records hands to a
+// library (the list tier starts from it). The copy is made on first use
 // (only the list tier needs it) and kept.
 func (w *Workload) Rows() [][]float32 {
 	w.rowsOnce.Do(func() {
@@ -84,32 +81,4 @@ func RandomRows(rows, dim int, seed, stream uint64) [][]float32 {
 		out[i] = flat[i*dim : (i+1)*dim : (i+1)*dim]
 	}
 	return out
-}
-
-// RandomWorkload returns n random vectors and nq random queries of
-// dimension dim, all drawn from seed.
-func RandomWorkload(n, dim, nq int, seed uint64) *Workload {
-	return NewWorkload(RandomMatrix(n, dim, seed, 1), dim, RandomRows(nq, dim, seed, 2), seed)
-}
-
-// CheckValues reports the first value of data (rows of dim) that the
-// engine would refuse: NaN or ±Inf, or under Cosine an all-zero row. what
-// names the data in the error ("data", "queries").
-func CheckValues(data []float32, dim int, m engine.Metric, what string) error {
-	for i := 0; i*dim < len(data); i++ {
-		row := data[i*dim : (i+1)*dim]
-		zero := true
-		for j, x := range row {
-			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-				return fmt.Errorf("%s row %d, column %d is %v", what, i, j, x)
-			}
-			if x != 0 {
-				zero = false
-			}
-		}
-		if zero && m == engine.Cosine {
-			return fmt.Errorf("%s row %d is all zeros, which has no cosine", what, i)
-		}
-	}
-	return nil
 }

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -103,38 +104,51 @@ func reference(m engine.Metric, data [][]float32, q []float32) []ranked {
 	return out
 }
 
-// checkHits asserts hits is a correct exact top-k of data for q: the right
-// length, distinct IDs, each score within tolerance of its reference, best
-// first, and every hit at least as good as the true k-th best up to the
-// tolerance (so only near-ties may differ from the reference order).
+// checkHits asserts hits is a correct exact top-k of data for q (see
+// topKError).
 func checkHits(t *testing.T, m engine.Metric, data [][]float32, q []float32, k int, hits []engine.Hit) {
 	t.Helper()
+	require.NoError(t, topKError(m, data, q, k, hits))
+}
+
+// topKError says how hits fails to be a correct exact top-k of data for q,
+// or returns nil: the right length, distinct IDs, each score within
+// tolerance of its reference, best first, and every hit at least as good as
+// the true k-th best up to the tolerance (so only near-ties may differ from
+// the reference order). It returns instead of failing so that goroutines
+// can use it.
+func topKError(m engine.Metric, data [][]float32, q []float32, k int, hits []engine.Hit) error {
 	ref := reference(m, data, q)
 	want := min(k, len(data))
-	require.Len(t, hits, want, "number of hits")
-	if want == 0 {
-		return
+	if len(hits) != want {
+		return fmt.Errorf("%d hits, want %d", len(hits), want)
 	}
+	if want == 0 {
+		return nil
+	}
+	better := func(a, b float64) bool { return a > b == m.HigherIsBetter() && a != b }
 	kth := ref[want-1].score
 	seen := map[uint64]bool{}
 	for i, h := range hits {
-		require.Less(t, h.ID, uint64(len(data)), "hit %d has an ID past the data", i)
-		require.False(t, seen[h.ID], "hit %d repeats ID %d", i, h.ID)
+		if h.ID >= uint64(len(data)) {
+			return fmt.Errorf("hit %d has ID %d, past the %d rows", i, h.ID, len(data))
+		}
+		if seen[h.ID] {
+			return fmt.Errorf("hit %d repeats ID %d", i, h.ID)
+		}
 		seen[h.ID] = true
 		exact := refScore(m, data[h.ID], q)
 		tol := tolerance(m, exact)
-		require.InDelta(t, exact, float64(h.Score), tol, "hit %d (ID %d) score", i, h.ID)
-		if m.HigherIsBetter() {
-			require.GreaterOrEqual(t, exact, kth-2*tol, "hit %d (ID %d) is not in the true top %d", i, h.ID, k)
-		} else {
-			require.LessOrEqual(t, exact, kth+2*tol, "hit %d (ID %d) is not in the true top %d", i, h.ID, k)
+		if math.Abs(exact-float64(h.Score)) > tol {
+			return fmt.Errorf("hit %d (ID %d) scores %g, float64 %g", i, h.ID, h.Score, exact)
+		}
+		if math.Abs(exact-kth) > 2*tol && better(kth, exact) {
+			return fmt.Errorf("hit %d (ID %d, %g) is not in the true top %d (k-th %g)", i, h.ID, exact, k, kth)
 		}
 		if i > 0 {
 			p := hits[i-1]
-			if m.HigherIsBetter() {
-				require.True(t, p.Score > h.Score || (p.Score == h.Score && p.ID < h.ID), "hits %d and %d out of order: %v then %v", i-1, i, p, h)
-			} else {
-				require.True(t, p.Score < h.Score || (p.Score == h.Score && p.ID < h.ID), "hits %d and %d out of order: %v then %v", i-1, i, p, h)
+			if !(better(float64(p.Score), float64(h.Score)) || p.Score == h.Score && p.ID < h.ID) {
+				return fmt.Errorf("hits %d and %d out of order: %v then %v", i-1, i, p, h)
 			}
 		}
 	}
@@ -143,10 +157,11 @@ func checkHits(t *testing.T, m engine.Metric, data [][]float32, q []float32, k i
 		tol := tolerance(m, ref[i].score)
 		clearAbove := i == 0 || math.Abs(ref[i-1].score-ref[i].score) > 2*tol
 		clearBelow := i+1 >= len(ref) || math.Abs(ref[i+1].score-ref[i].score) > 2*tol
-		if clearAbove && clearBelow {
-			require.Equal(t, ref[i].id, hits[i].ID, "rank %d", i)
+		if clearAbove && clearBelow && ref[i].id != hits[i].ID {
+			return fmt.Errorf("rank %d is ID %d, float64 reference says %d", i, hits[i].ID, ref[i].id)
 		}
 	}
+	return nil
 }
 
 // requireGPU reports whether UMBRA_REQUIRE_GPU=1 turns a missing adapter

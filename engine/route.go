@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/umbravec/umbra/fallback"
@@ -52,20 +54,24 @@ func (ix *Index) ReadFloor(ctx context.Context) (f Floor, err error) {
 // Routing is what Auto measured once per process to send each search to
 // the faster path for its shape: a GPU search costs a fixed dispatch and
 // readback latency plus the slab at the GPU's scan rate, per tile of
-// queries; the fallback costs the slab at the CPU's scan rate per block of
-// queries. Small indexes (or a slow link to a GPU) go to the CPU.
+// queries; the fallback costs one read of the slab, which also scores the
+// first query, plus the arithmetic of every further query (see CPUTime).
+// Small indexes (or a slow link to a GPU) go to the CPU.
 type Routing struct {
 	GPULatency     time.Duration // a search of a one-row index, end to end
 	GPUBytesPerSec float64       // scan rate of a real search, latency removed
-	CPUBytesPerSec float64       // scan rate of the fallback's search
+	CPUBytesPerSec float64       // scan rate of the fallback's one-query search
+	// CPUQueryBytesPerSec is what each further query of a batch costs on
+	// the fallback, as slab bytes per second: its kernels score a block of
+	// queries against rows already in cache, so past the first query a
+	// batch is bound by arithmetic, not by memory. Zero means not measured
+	// yet: CPUTime then measures it once per process (a few milliseconds).
+	CPUQueryBytesPerSec float64
 }
 
-// cpuBatchQueries and gpuBatchQueries are how many queries one pass over
-// the slab serves on each path.
-const (
-	cpuBatchQueries = 4
-	gpuBatchQueries = batchQueriesPerPass
-)
+// gpuBatchQueries is how many queries one pass over the slab serves on the
+// GPU.
+const gpuBatchQueries = batchQueriesPerPass
 
 // PreferGPU reports whether a search of nq queries over bytes of slab is
 // expected to finish sooner on the GPU.
@@ -73,12 +79,75 @@ func (r Routing) PreferGPU(bytes int64, nq int) bool {
 	if r.GPUBytesPerSec <= 0 || r.CPUBytesPerSec <= 0 {
 		return true
 	}
-	passesG := float64((nq + gpuBatchQueries - 1) / gpuBatchQueries)
-	passesC := float64((nq + cpuBatchQueries - 1) / cpuBatchQueries)
-	gpu := r.GPULatency.Seconds() + passesG*float64(bytes)/r.GPUBytesPerSec
-	cpu := passesC * float64(bytes) / r.CPUBytesPerSec
-	return gpu < cpu
+	return r.GPUTime(bytes, nq) < r.CPUTime(bytes, nq)
 }
+
+// GPUTime is the model's time for nq queries over bytes of slab on the
+// GPU: the latency plus one scan per tile of queries.
+func (r Routing) GPUTime(bytes int64, nq int) time.Duration {
+	passes := float64((max(nq, 1) + gpuBatchQueries - 1) / gpuBatchQueries)
+	return seconds(r.GPULatency.Seconds() + passes*float64(bytes)/r.GPUBytesPerSec)
+}
+
+// CPUTime is the model's time for nq queries over bytes of slab on the
+// fallback: one read of the slab, which scores the first query, plus each
+// further query's arithmetic. The fallback reads a row once per block of
+// fallback.QueryBlock queries (128 at dimension 768), so a batch larger
+// than a block reads the slab again per block; the model leaves those
+// reads out because it is not told the row stride, and at a block of 128
+// they are under a tenth of the time (see BenchmarkRoutingModel).
+func (r Routing) CPUTime(bytes int64, nq int) time.Duration {
+	perQuery := r.CPUQueryBytesPerSec
+	if perQuery <= 0 && nq > 1 {
+		perQuery, _ = cpuQueryRate()
+	}
+	t := float64(bytes) / r.CPUBytesPerSec
+	if nq > 1 && perQuery > 0 {
+		t += float64(nq-1) * float64(bytes) / perQuery
+	}
+	return seconds(t)
+}
+
+func seconds(s float64) time.Duration {
+	if s >= math.MaxInt64/1e9 {
+		return math.MaxInt64
+	}
+	return time.Duration(s * 1e9)
+}
+
+// cpuQueryRate measures CPUQueryBytesPerSec once per process: a batch of a
+// whole query block over a slab small enough to stay in cache, so the time
+// is the kernels' arithmetic. 0 (every query priced as a full read) when
+// the fallback fails.
+var cpuQueryRate = sync.OnceValues(func() (float64, error) {
+	const rows, dim = 1024, 768
+	nq := fallback.QueryBlock(dim)
+	data := make([]float32, (rows+nq)*dim)
+	x := uint32(2463534242)
+	for i := range data {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		data[i] = float32(x)/float32(1<<32)*2 - 1
+	}
+	s := fallback.Slab{Data: data[:rows*dim], Rows: rows, Dim: dim, Stride: dim}
+	qs := make([][]float32, nq)
+	for j := range qs {
+		qs[j] = data[(rows+j)*dim : (rows+j+1)*dim]
+	}
+	times := make([]time.Duration, 7)
+	for i := -1; i < len(times); i++ { // i = -1 warms the cache
+		start := time.Now()
+		if _, err := fallback.SearchBatch(context.Background(), s, qs, 10, fallback.Dot, 0); err != nil {
+			return 0, err
+		}
+		if i >= 0 {
+			times[i] = time.Since(start)
+		}
+	}
+	slices.Sort(times)
+	return float64(nq) * float64(rows*dim*4) / times[len(times)/2].Seconds(), nil
+})
 
 // CrossoverBytes is the slab size above which one query goes to the GPU
 // (math.MaxInt64 when the GPU never wins).
@@ -95,6 +164,10 @@ func (r Routing) String() string {
 	if c := r.CrossoverBytes(); c != math.MaxInt64 {
 		cross = fmt.Sprintf("above %.1f MB of vectors", float64(c)/1e6)
 	}
-	return fmt.Sprintf("one query goes to the GPU %s (GPU: %.3f ms latency, %.1f GB/s; CPU: %.1f GB/s)",
+	s := fmt.Sprintf("one query goes to the GPU %s (GPU: %.3f ms latency, %.1f GB/s; CPU: %.1f GB/s",
 		cross, r.GPULatency.Seconds()*1e3, r.GPUBytesPerSec/1e9, r.CPUBytesPerSec/1e9)
+	if r.CPUQueryBytesPerSec > 0 {
+		s += fmt.Sprintf(", %.0f GB/s per further query of a batch", r.CPUQueryBytesPerSec/1e9)
+	}
+	return s + ")"
 }

@@ -2,7 +2,9 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -13,21 +15,84 @@ import (
 )
 
 func TestRoutingChoosesByShape(t *testing.T) {
-	// A GPU with 0.2 ms of latency and 500 GB/s against a CPU at 20 GB/s:
-	// one query breaks even at 0.2e-3 / (1/20e9 - 1/500e9) ≈ 4.17 MB.
-	r := engine.Routing{GPULatency: 200 * time.Microsecond, GPUBytesPerSec: 500e9, CPUBytesPerSec: 20e9}
+	// A GPU with 0.2 ms of latency and 500 GB/s against a CPU at 20 GB/s
+	// for one query and 400 GB/s for each further query of a batch: one
+	// query breaks even at 0.2e-3 / (1/20e9 - 1/500e9) ≈ 4.17 MB.
+	r := engine.Routing{GPULatency: 200 * time.Microsecond, GPUBytesPerSec: 500e9, CPUBytesPerSec: 20e9, CPUQueryBytesPerSec: 400e9}
 	assert.InDelta(t, 4.1667e6, float64(r.CrossoverBytes()), 1e3)
 	assert.False(t, r.PreferGPU(1e6, 1), "1 MB: the dispatch latency dominates")
 	assert.True(t, r.PreferGPU(10e6, 1), "10 MB: the GPU's bandwidth wins")
-	assert.True(t, r.PreferGPU(1e6, 64), "64 queries over 1 MB: the CPU needs 16 passes")
 	assert.Contains(t, r.String(), "above 4.2 MB")
+	assert.Contains(t, r.String(), "400 GB/s per further query")
 
-	slow := engine.Routing{GPULatency: time.Millisecond, GPUBytesPerSec: 10e9, CPUBytesPerSec: 20e9}
+	// The fallback reads 1 MB once for a whole batch of 64 and pays
+	// arithmetic per query: 50 µs + 63 × 2.5 µs = 207.5 µs, against the
+	// GPU's 200 µs + 8 passes × 2 µs = 216 µs. Counting a read per four
+	// queries (800 µs) would have sent this batch to the GPU.
+	assert.Equal(t, 50*time.Microsecond, r.CPUTime(1e6, 1))
+	assert.InDelta(t, 207.5e3, float64(r.CPUTime(1e6, 64)), 1)
+	assert.InDelta(t, 216e3, float64(r.GPUTime(1e6, 64)), 1)
+	assert.False(t, r.PreferGPU(1e6, 64), "64 queries over 1 MB: one read and cheap arithmetic on the CPU")
+	assert.True(t, r.PreferGPU(10e6, 64), "64 queries over 10 MB: 2.08 ms on the CPU, 0.36 ms on the GPU")
+
+	slow := engine.Routing{GPULatency: time.Millisecond, GPUBytesPerSec: 10e9, CPUBytesPerSec: 20e9, CPUQueryBytesPerSec: 400e9}
 	assert.Equal(t, int64(math.MaxInt64), slow.CrossoverBytes())
 	assert.False(t, slow.PreferGPU(1e9, 1), "a GPU slower than the CPU never wins one query")
 	assert.Contains(t, slow.String(), "never")
 
 	assert.True(t, engine.Routing{}.PreferGPU(1, 1), "without measurements the GPU keeps the call")
+	assert.Equal(t, time.Duration(math.MaxInt64), engine.Routing{GPULatency: time.Millisecond}.GPUTime(1, 1),
+		"an unmeasured GPU costs forever, without overflow")
+}
+
+// TestRoutingMeasuresBatchArithmetic: without a measured per-query rate the
+// model measures the fallback's once per process and prices every further
+// query of a batch at it.
+func TestRoutingMeasuresBatchArithmetic(t *testing.T) {
+	r := engine.Routing{CPUBytesPerSec: 20e9}
+	one, two, batch := r.CPUTime(1e8, 1), r.CPUTime(1e8, 2), r.CPUTime(1e8, 64)
+	assert.Equal(t, 5*time.Millisecond, one, "one query is one read")
+	require.Greater(t, two, one, "a second query costs its arithmetic")
+	assert.InDelta(t, float64(63*(two-one)), float64(batch-one), 63, "every further query costs the same")
+	assert.Equal(t, batch, r.CPUTime(1e8, 64), "measured once, not per call")
+}
+
+// BenchmarkRoutingModel compares the routing model's CPU time with the
+// fallback's measured time at 50,000×768 for batches of 1, 8 and 64
+// queries. The model is given the single-query scan rate measured here, as
+// Auto's calibration measures it, and measures its per-query arithmetic
+// rate itself; model-ms next to ns/op shows how far the two agree.
+func BenchmarkRoutingModel(b *testing.B) {
+	const n, dim = 50_000, 768
+	r := newRand(b)
+	ix, err := engine.New(engine.Config{Dim: dim, Metric: engine.Dot, Device: engine.CPU})
+	require.NoError(b, err)
+	b.Cleanup(func() { ix.Close() })
+	_, err = ix.Add(randomVectors(r, n, dim))
+	require.NoError(b, err)
+	queries := randomVectors(r, 64, dim)
+	ctx := context.Background()
+	bytes := int64(n * dim * 4)
+
+	times := make([]time.Duration, 9)
+	for i := range times {
+		start := time.Now()
+		_, err := ix.Search(ctx, queries[0], 10)
+		require.NoError(b, err)
+		times[i] = time.Since(start)
+	}
+	slices.Sort(times)
+	model := engine.Routing{CPUBytesPerSec: float64(bytes) / times[len(times)/2].Seconds()}
+	for _, nq := range []int{1, 8, 64} {
+		b.Run(fmt.Sprintf("queries=%d", nq), func(b *testing.B) {
+			for b.Loop() {
+				_, err := ix.SearchBatch(ctx, queries[:nq], 10)
+				require.NoError(b, err)
+			}
+			b.ReportMetric(float64(model.CPUTime(bytes, nq))/1e6, "model-ms")
+			b.ReportMetric(model.CPUBytesPerSec/1e9, "read-GB/s")
+		})
+	}
 }
 
 func TestReadFloor(t *testing.T) {

@@ -8,8 +8,9 @@ import (
 	"testing"
 )
 
-// The seed's workload: 50,000 rows of 768 floats (153.6 MB), one query or
-// a batch of 64, k = 10. ReadPass is the floor: one vector read pass over
+// The reference workload of umbra's benchmarks: 50,000 rows of 768 floats
+// (153.6 MB, a typical sentence-embedding size), one query or a batch of
+// 64, k = 10. ReadPass is the floor: one vector read pass over
 // the same slab on the same goroutines, doing nothing with the data. Quote
 // Search/ReadPass and SearchBatch/(64*Search) ratios, not absolute times.
 const (
@@ -77,20 +78,6 @@ func BenchmarkSearch(b *testing.B) {
 			})
 		})
 	}
-}
-
-func BenchmarkScores(b *testing.B) {
-	s := benchData()
-	q := benchQueries(1)[0]
-	dst := make([]float32, s.Rows)
-	benchKernels(b, func(b *testing.B) {
-		b.SetBytes(int64(len(s.Data) * 4))
-		for b.Loop() {
-			if err := Scores(context.Background(), dst, s, q, Dot, 0); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
 }
 
 // SetBytes counts the slab once per batch, so MB/s well above ReadPass's

@@ -1,15 +1,15 @@
 // Package fallback is umbra's pure-Go CPU backend: exact dot-product and
 // squared-L2 scoring of one or many queries against a packed [Slab] of rows,
-// and the bounded top-k selection and merging that turn scores into ranked
-// [Hit]s.
+// and the bounded top-k selection that turns scores into ranked [Hit]s.
 //
 // It owns the CPU kernels (portable Go everywhere, AVX2+FMA and AVX-512
 // assembly on amd64 chosen once at init by CPU feature detection; the purego
 // build tag forces the portable ones), the parallel split of a slab across
 // goroutines, and the query/row tiling of batch search that lets each row be
-// read from memory once per block of queries. [SelectTopK] and [MergeTopK]
-// are also the ranking step of the GPU path, so both backends order results
-// the same way: best first, equal float32 scores broken by the lower row.
+// read from memory once per block of queries ([QueryBlock] queries). Results
+// are ordered best first, equal float32 scores broken by the lower row.
+// [SelectTopK] ranks a slice of scores the same way; the engine uses it as
+// the reference when it checks a GPU's answers.
 //
 // [ReadPass] reads a slab once with the same loads and goroutines as Search
 // and nothing else: the memory-bandwidth floor that benchmarks compare

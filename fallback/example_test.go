@@ -46,29 +46,12 @@ func ExampleSearchBatch() {
 	// query 1: row 1 distance 0.00
 }
 
-func ExampleScores() {
-	dst := make([]float32, exampleSlab.Rows)
-	err := fallback.Scores(context.Background(), dst, exampleSlab, []float32{1, 1, 0}, fallback.Dot, 1)
-	fmt.Printf("%.2f %v\n", dst, err)
-	// Output:
-	// [1.00 1.00 1.40] <nil>
-}
-
 func ExampleSelectTopK() {
 	// Scores as read back from a GPU; equal scores rank by lower index.
 	scores := []float32{0.5, 0.9, 0.1, 0.9}
 	fmt.Println(fallback.SelectTopK(scores, 3, fallback.Dot))
 	// Output:
 	// [{1 0.9} {3 0.9} {0 0.5}]
-}
-
-func ExampleMergeTopK() {
-	// Best-first answers of two chunks whose rows are already global.
-	a := []fallback.Hit{{Row: 0, Score: 0.2}, {Row: 2, Score: 1.5}}
-	b := []fallback.Hit{{Row: 7, Score: 0.2}, {Row: 5, Score: 3}}
-	fmt.Println(fallback.MergeTopK([][]fallback.Hit{a, b}, 3, fallback.L2))
-	// Output:
-	// [{0 0.2} {7 0.2} {2 1.5}]
 }
 
 func ExampleKernel() {
@@ -85,4 +68,12 @@ func ExampleReadPass() {
 	fmt.Printf("%.1f %v\n", sum, err)
 	// Output:
 	// 3.4 <nil>
+}
+
+func ExampleQueryBlock() {
+	// A batch of 300 queries of dimension 768 reads the slab three times.
+	qb := fallback.QueryBlock(768)
+	fmt.Println(qb, (300+qb-1)/qb)
+	// Output:
+	// 128 3
 }

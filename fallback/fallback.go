@@ -54,8 +54,6 @@ var (
 	ErrQueryLen = errors.New("fallback: query length is neither Dim nor Stride")
 	// ErrMetric reports a Metric value this package does not know.
 	ErrMetric = errors.New("fallback: unknown metric")
-	// ErrScoresLen reports a destination shorter than the slab's rows.
-	ErrScoresLen = errors.New("fallback: scores destination shorter than Rows")
 	// ErrInternal reports a panic caught inside the package, so that a bug
 	// here fails one call instead of the host process.
 	ErrInternal = errors.New("fallback: internal error")

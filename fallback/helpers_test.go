@@ -1,6 +1,7 @@
 package fallback
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -199,4 +200,32 @@ func sameHits(t testing.TB, got, want []Hit, format string, args ...any) {
 	if !slices.Equal(got, want) {
 		t.Errorf("%s: hits differ\n got %v\nwant %v", fmt.Sprintf(format, args...), got, want)
 	}
+}
+
+// scoreRows writes the score of every row of s for q into dst[:s.Rows] with
+// Search's kernels, blocks and goroutines, so tests can check the rows
+// kernel against float64 row by row and Search's selection against
+// SelectTopK over all scores.
+func scoreRows(ctx context.Context, dst []float32, s Slab, q []float32, m Metric, workers int) (err error) {
+	defer guard(&err)
+	if err := m.check(); err != nil {
+		return err
+	}
+	if err := s.check(); err != nil {
+		return err
+	}
+	qq, err := s.query(q)
+	if err != nil {
+		return err
+	}
+	if s.Rows == 0 {
+		return nil
+	}
+	kern := active.rows(m)
+	p := newPlan(s, rowsFor(blockBytes, s.Stride, 8))
+	w := workerCount(workers, p.nblocks, s.Rows*s.Stride)
+	return parallel(ctx, w, p.nblocks, func(_, b int) {
+		lo, rows, n := p.block(b)
+		kern(dst[lo:lo+n], qq, rows, p.stride)
+	})
 }

@@ -3,7 +3,7 @@ package fallback
 // The kernels below score whole strides: every row slice and query handed
 // to them is Stride long (padding is zero, so it adds nothing to either
 // metric). A metric's rows and tile kernels must compute each (row, query)
-// pair in the same order, so that Search, SearchBatch and Scores return
+// pair in the same order, so that Search and SearchBatch return
 // bit-identical scores and duplicate rows tie exactly.
 
 // rowsKernel writes dst[i] = score(q, rows[i*stride:(i+1)*stride]) for every

@@ -113,33 +113,10 @@ func Search(ctx context.Context, s Slab, q []float32, k int, m Metric, workers i
 	return tops[0].result(m), nil
 }
 
-// Scores writes the score of every row of s for q into dst[:s.Rows].
-func Scores(ctx context.Context, dst []float32, s Slab, q []float32, m Metric, workers int) (err error) {
-	defer guard(&err)
-	if err := m.check(); err != nil {
-		return err
-	}
-	if err := s.check(); err != nil {
-		return err
-	}
-	qq, err := s.query(q)
-	if err != nil {
-		return err
-	}
-	if len(dst) < s.Rows {
-		return fmt.Errorf("%w: %d < %d", ErrScoresLen, len(dst), s.Rows)
-	}
-	if s.Rows == 0 {
-		return nil
-	}
-	kern := active.rows(m)
-	p := newPlan(s, rowsFor(blockBytes, s.Stride, 8))
-	w := workerCount(workers, p.nblocks, s.Rows*s.Stride)
-	return parallel(ctx, w, p.nblocks, func(_, b int) {
-		lo, rows, n := p.block(b)
-		kern(dst[lo:lo+n], qq, rows, p.stride)
-	})
-}
+// QueryBlock is how many queries SearchBatch scores together at a row
+// stride of stride floats: each row is read from memory once per block of
+// this many queries (128 at stride 768, 96 at 1024, never fewer than 8).
+func QueryBlock(stride int) int { return rowsFor(queryBlockBytes, stride, 8) }
 
 // SearchBatch is Search for many queries at once, with the same results.
 // It scores a whole block of queries against each few rows before moving
@@ -172,7 +149,7 @@ func SearchBatch(ctx context.Context, s Slab, qs [][]float32, k int, m Metric, w
 	ks := active
 	kern := ks.tile(m)
 	p := newPlan(s, rowsFor(tileBytes, stride, 8))
-	qb := min(nq, rowsFor(queryBlockBytes, stride, 8))
+	qb := min(nq, QueryBlock(stride))
 	nqb := (nq + qb - 1) / qb
 	items := nqb * p.nblocks
 	work := s.Rows * stride

@@ -73,7 +73,7 @@ func testScoresMatchFloat64(t *testing.T) {
 							s := newSlab(d.rows, dim, stride, short)
 							dst := make([]float32, n)
 							for _, w := range []int{1, 3} {
-								noErr(t, Scores(ctx, dst, s, d.q, m, w))
+								noErr(t, scoreRows(ctx, dst, s, d.q, m, w))
 								for i, row := range d.rows {
 									want, mag := ref64(m, row, d.q)
 									if math.Abs(float64(dst[i])-want) > scoreTol(want, mag) {
@@ -128,7 +128,7 @@ func testSearchMatchesReference(t *testing.T) {
 }
 
 // Every path must give bit-identical hits: Search with any worker count,
-// SearchBatch, and SelectTopK over Scores.
+// SearchBatch, and SelectTopK over every row's score.
 func TestPathsAgree(t *testing.T) { forEachKernel(t, testPathsAgree) }
 
 func testPathsAgree(t *testing.T) {
@@ -161,8 +161,8 @@ func testPathsAgree(t *testing.T) {
 						one, err := Search(ctx, s, q, k, m, 1+r.IntN(4))
 						noErr(t, err)
 						sameHits(t, one, batch[j], "query %d: Search and SearchBatch", j)
-						noErr(t, Scores(ctx, scores, s, q, m, 2))
-						sameHits(t, one, SelectTopK(scores, k, m), "query %d: Search and SelectTopK(Scores)", j)
+						noErr(t, scoreRows(ctx, scores, s, q, m, 2))
+						sameHits(t, one, SelectTopK(scores, k, m), "query %d: Search and SelectTopK(scoreRows)", j)
 					}
 				})
 			}
@@ -213,8 +213,6 @@ func TestEmptyAndDegenerate(t *testing.T) {
 		t.Fatalf("no queries: got %v", batch)
 	}
 
-	noErr(t, Scores(ctx, nil, s, make([]float32, 4), Dot, 0))
-
 	// Zero dimensions: every row scores zero and order falls back to row.
 	zero := Slab{Rows: 3}
 	hits, err = Search(ctx, zero, nil, 5, L2, 0)
@@ -246,12 +244,10 @@ func TestShapeErrors(t *testing.T) {
 			isErr(t, err, c.want)
 			_, err = SearchBatch(ctx, c.s, [][]float32{q, c.q}, 2, c.m, 0)
 			isErr(t, err, c.want)
-			err = Scores(ctx, make([]float32, 2), c.s, c.q, c.m, 0)
+			err = scoreRows(ctx, make([]float32, 2), c.s, c.q, c.m, 0)
 			isErr(t, err, c.want)
 		})
 	}
-	s := Slab{Data: make([]float32, 8), Rows: 2, Dim: 4, Stride: 4}
-	isErr(t, Scores(ctx, make([]float32, 1), s, make([]float32, 4), Dot, 0), ErrScoresLen)
 }
 
 func TestCancelled(t *testing.T) {
@@ -264,7 +260,7 @@ func TestCancelled(t *testing.T) {
 	isErr(t, err, context.Canceled)
 	_, err = SearchBatch(ctx, s, [][]float32{d.q}, 5, Dot, 2)
 	isErr(t, err, context.Canceled)
-	err = Scores(ctx, make([]float32, 3000), s, d.q, L2, 2)
+	err = scoreRows(ctx, make([]float32, 3000), s, d.q, L2, 2)
 	isErr(t, err, context.Canceled)
 }
 

@@ -164,23 +164,3 @@ func SelectTopK(scores []float32, k int, m Metric) []Hit {
 	}
 	return t.result(m)
 }
-
-// MergeTopK merges best-first lists into the k best, best first, equal
-// scores broken by the lower Row. It does not rely on the lists being
-// sorted, only on their rows being distinct.
-func MergeTopK(lists [][]Hit, k int, m Metric) []Hit {
-	if k <= 0 || m.check() != nil {
-		return []Hit{}
-	}
-	n := 0
-	for _, l := range lists {
-		n += len(l)
-	}
-	t := newTopK(k, n)
-	for _, l := range lists {
-		for _, h := range l {
-			t.offer(h.Row, key(m, h.Score))
-		}
-	}
-	return t.result(m)
-}

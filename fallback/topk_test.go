@@ -61,8 +61,6 @@ func TestSelectTopKNothing(t *testing.T) {
 		SelectTopK([]float32{1, 2}, -1, L2),
 		SelectTopK([]float32{1, 2}, 1, Metric(9)),
 		SelectTopK(nil, 3, Dot),
-		MergeTopK(nil, 3, Dot),
-		MergeTopK([][]Hit{{{1, 2}}}, 0, Dot),
 	} {
 		if got == nil || len(got) != 0 {
 			t.Errorf("got %#v, want an empty non-nil slice", got)
@@ -71,7 +69,7 @@ func TestSelectTopKNothing(t *testing.T) {
 }
 
 // Merging the top-k of disjoint chunks must equal the top-k of the whole,
-// which is how the GPU path and the workers combine partial answers.
+// which is how Search and SearchBatch combine their workers' answers.
 func TestMergeTopK(t *testing.T) {
 	r := newRand(t)
 	for _, m := range []Metric{Dot, L2} {
@@ -82,19 +80,22 @@ func TestMergeTopK(t *testing.T) {
 				scores = fewScores(r, n)
 			}
 			for _, k := range []int{1, 3, 17, n, n + 2} {
-				var lists [][]Hit
+				var parts []topK
 				for lo := 0; lo < n; {
 					hi := min(n, lo+1+r.IntN(400))
-					part := SelectTopK(scores[lo:hi], k, m)
-					for i := range part {
-						part[i].Row += lo
-					}
-					lists = append(lists, part)
+					part := newTopK(k, hi-lo)
+					keys := slices.Clone(scores[lo:hi])
+					toKeys(m, keys)
+					part.offerKeys(keys, lo)
+					parts = append(parts, part)
 					lo = hi
 				}
-				r.Shuffle(len(lists), func(i, j int) { lists[i], lists[j] = lists[j], lists[i] })
-				name := fmt.Sprintf("%v/n%d/k%d/ties=%v/lists%d", m, n, k, ties, len(lists))
-				sameHits(t, MergeTopK(lists, k, m), sortedHits(scores, k, m), "%s", name)
+				r.Shuffle(len(parts), func(i, j int) { parts[i], parts[j] = parts[j], parts[i] })
+				for i := 1; i < len(parts); i++ {
+					parts[0].merge(&parts[i])
+				}
+				name := fmt.Sprintf("%v/n%d/k%d/ties=%v/parts%d", m, n, k, ties, len(parts))
+				sameHits(t, parts[0].result(m), sortedHits(scores, k, m), "%s", name)
 			}
 		}
 	}
