@@ -30,7 +30,7 @@ func benchRunner(b *testing.B, t Tier) runner {
 	w := benchData()
 	ctx := context.Background()
 	if t == TierFallback {
-		ix, err := engine.New(benchConfig(engine.CPU))
+		ix, err := engine.New(context.Background(), benchConfig(engine.CPU))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -39,7 +39,7 @@ func benchRunner(b *testing.B, t Tier) runner {
 		}
 		return &residentRunner{ix: ix, owned: true}
 	}
-	ix, err := engine.New(benchConfig(engine.GPU))
+	ix, err := engine.New(context.Background(), benchConfig(engine.GPU))
 	if err != nil {
 		b.Skip("no usable GPU adapter: ", err)
 	}

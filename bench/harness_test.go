@@ -158,7 +158,7 @@ func TestRunCPU(t *testing.T) {
 func TestRunGPU(t *testing.T) {
 	w := RandomWorkload(1500, 40, 2, testSeed(t))
 	rep, err := Run(context.Background(), w, Options{K: 7, Repeat: 1, Runs: 2, Tiers: AllTiers,
-		Device: engine.GPU, MaxChunkRows: 512, Breakdown: true, Reps: 2})
+		Device: engine.GPU, Breakdown: true, Reps: 2})
 	require.NoError(t, err)
 	if rep.Adapter == nil {
 		if os.Getenv("UMBRA_REQUIRE_GPU") == "1" {
@@ -167,8 +167,9 @@ func TestRunGPU(t *testing.T) {
 		t.Skip("no usable GPU adapter: " + rep.GPUReason)
 	}
 	assert.True(t, rep.Pass, rep.Verdict)
-	assert.Equal(t, 3, rep.Chunks)
-	assert.Equal(t, 512, rep.ChunkRows)
+	// 1,500 rows of 40 floats fit one device buffer of any adapter.
+	assert.Equal(t, 1, rep.Chunks)
+	assert.GreaterOrEqual(t, rep.ChunkRows, 1500)
 	// GPU timestamps where the adapter writes them inside passes (lavapipe
 	// and llvmpipe do), else the wall clock.
 	assert.Contains(t, []string{"gpu", "wall"}, rep.KernelClock)

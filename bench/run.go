@@ -25,9 +25,6 @@ type Options struct {
 	Device  engine.Device // Auto: GPU tiers run on a hardware adapter only; GPU: any adapter; CPU: none
 	Adapter engine.AdapterSelect
 	Workers int // fallback goroutines; 0 is GOMAXPROCS
-	// MaxChunkRows caps the rows per device buffer (0: the adapter's
-	// limits decide); tests use it to cross chunk boundaries.
-	MaxChunkRows int
 
 	Breakdown bool
 	Reps      int // traced calls the breakdown takes medians over
@@ -198,7 +195,7 @@ func (h *harness) close() {
 // config is the index configuration for device d with the run's metric.
 func (h *harness) config(d engine.Device) engine.Config {
 	return engine.Config{Dim: h.w.Dim, Metric: h.opt.Metric, Device: d, Adapter: h.opt.Adapter,
-		Workers: h.opt.Workers, MaxChunkRows: h.opt.MaxChunkRows}
+		Workers: h.opt.Workers}
 }
 
 // openGPU decides whether the GPU tiers can run, as the engine decides for
@@ -211,7 +208,7 @@ func (h *harness) openGPU(ctx context.Context) {
 		return
 	}
 	h.progress("probing GPU adapters")
-	ix, err := engine.NewContext(ctx, h.config(h.opt.Device))
+	ix, err := engine.New(ctx, h.config(h.opt.Device))
 	if err != nil {
 		h.rep.GPUReason = err.Error()
 		return
@@ -220,7 +217,9 @@ func (h *harness) openGPU(ctx context.Context) {
 	ix.Close()
 	// Under Auto on a hardware adapter the engine calibrated both paths;
 	// the GPU tiers below are pinned to the GPU whatever it decided.
-	h.rep.Route = info.Route
+	if info.Routing != nil {
+		h.rep.Route = info.Routing.String()
+	}
 	if info.Backend != engine.BackendGPU {
 		h.rep.GPUReason, h.rep.GPUHint = info.Reason, info.Hint
 		if h.rep.GPUReason == "" {
@@ -244,7 +243,7 @@ func (h *harness) openGPU(ctx context.Context) {
 // library would refuse and the rules live in one place. The index is the
 // fallback tier's.
 func (h *harness) admit(ctx context.Context) error {
-	ix, err := engine.NewContext(ctx, h.config(engine.CPU))
+	ix, err := engine.New(ctx, h.config(engine.CPU))
 	if err != nil {
 		return err
 	}
@@ -315,7 +314,7 @@ func (h *harness) open(ctx context.Context) error {
 	}
 	if h.gpu != nil && h.rep.Chunks == 0 {
 		// Plan the chunks of N rows as the tiers' indexes do.
-		ix, err := engine.NewContext(ctx, *h.gpu)
+		ix, err := engine.New(ctx, *h.gpu)
 		if err == nil {
 			info := ix.Info()
 			ix.Close()
@@ -329,7 +328,7 @@ func (h *harness) open(ctx context.Context) error {
 // openResident uploads the data once for the kernel and resident tiers.
 func (h *harness) openResident(ctx context.Context) error {
 	h.progress("uploading %d×%d to the device", h.w.N(), h.w.Dim)
-	ix, err := engine.NewContext(ctx, *h.gpu)
+	ix, err := engine.New(ctx, *h.gpu)
 	if err != nil {
 		return err
 	}

@@ -158,7 +158,7 @@ type rebuildRunner struct {
 
 // once builds an index, runs search on it and closes it.
 func (r *rebuildRunner) once(ctx context.Context, search func(*engine.Index) error) error {
-	ix, err := engine.NewContext(ctx, r.cfg)
+	ix, err := engine.New(ctx, r.cfg)
 	if err != nil {
 		return err
 	}
@@ -166,7 +166,7 @@ func (r *rebuildRunner) once(ctx context.Context, search func(*engine.Index) err
 	if r.flat {
 		_, err = ix.AddFlat(ctx, r.w.Data)
 	} else {
-		_, err = ix.AddContext(ctx, r.w.Rows())
+		_, err = ix.Add(ctx, r.w.Rows())
 	}
 	if err != nil {
 		return err

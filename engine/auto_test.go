@@ -32,7 +32,7 @@ func TestAutoMatchesProbe(t *testing.T) {
 	if requireGPU() {
 		require.NotEmpty(t, rep.Adapters, "UMBRA_REQUIRE_GPU=1 but the probe found no adapter")
 	}
-	ix, err := engine.New(engine.Config{Dim: 8})
+	ix, err := engine.New(context.Background(), engine.Config{Dim: 8})
 	require.NoError(t, err)
 	defer ix.Close()
 	info := ix.Info()
@@ -47,14 +47,14 @@ func TestAutoMatchesProbe(t *testing.T) {
 		assert.Equal(t, rep.Reason, info.Reason)
 	}
 	// A second index reuses the cached verdict and agrees.
-	ix2, err := engine.New(engine.Config{Dim: 8})
+	ix2, err := engine.New(context.Background(), engine.Config{Dim: 8})
 	require.NoError(t, err)
 	defer ix2.Close()
 	assert.Equal(t, info.Backend, ix2.Info().Backend)
 }
 
 func TestCPUNeverProbes(t *testing.T) {
-	ix, err := engine.New(engine.Config{Dim: 4, Device: engine.CPU})
+	ix, err := engine.New(context.Background(), engine.Config{Dim: 4, Device: engine.CPU})
 	require.NoError(t, err)
 	info := ix.Info()
 	assert.Equal(t, engine.BackendCPU, info.Backend)
@@ -100,11 +100,11 @@ func TestNoVulkanDriver(t *testing.T) {
 }
 
 func noDriverChild() {
-	ix, err := engine.New(engine.Config{Dim: 8})
+	ix, err := engine.New(context.Background(), engine.Config{Dim: 8})
 	if err != nil {
 		panic(err)
 	}
-	_, gerr := engine.New(engine.Config{Dim: 8, Device: engine.GPU, Adapter: engine.AdapterSelect{Backend: "vulkan"}})
+	_, gerr := engine.New(context.Background(), engine.Config{Dim: 8, Device: engine.GPU, Adapter: engine.AdapterSelect{Backend: "vulkan"}})
 	var ae *engine.AdapterError
 	res := map[string]any{"Info": ix.Info(), "IsNoAd": errors.Is(gerr, engine.ErrNoAdapter) && errors.As(gerr, &ae) && ae.Hint != ""}
 	if gerr != nil {

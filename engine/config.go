@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/umbravec/umbra/fallback"
+	"github.com/umbravec/umbra/shaders"
 )
 
 // Metric is the similarity an index ranks by.
@@ -43,6 +46,23 @@ func ParseMetric(s string) (Metric, error) {
 		return L2, nil
 	}
 	return 0, fmt.Errorf("%w: unknown metric %q (want cosine, dot or l2)", ErrInvalidConfig, s)
+}
+
+// shaderCode and fallbackCode are the metric as the shaders and the
+// fallback know it: cosine is the dot product of vectors normalised on the
+// host.
+func (m Metric) shaderCode() uint32 {
+	if m == L2 {
+		return shaders.MetricL2
+	}
+	return shaders.MetricDot
+}
+
+func (m Metric) fallbackCode() fallback.Metric {
+	if m == L2 {
+		return fallback.L2
+	}
+	return fallback.Dot
 }
 
 // HigherIsBetter reports whether a larger score ranks first.
@@ -135,10 +155,6 @@ type Config struct {
 	// ProbeTimeout bounds the GPU probe (device creation, shader
 	// compilation, one test dispatch); 0 means 30 s.
 	ProbeTimeout time.Duration
-	// MaxChunkRows, when non-zero, caps the rows in one device buffer
-	// below what the adapter's limits allow. It exists so tests can cross
-	// chunk boundaries with small data.
-	MaxChunkRows int
 	// MaxRows, when non-zero, caps how many vectors the index accepts;
 	// Add fails with ErrTooLarge beyond it, before allocating.
 	MaxRows int
@@ -166,8 +182,8 @@ func (c Config) validate() error {
 	default:
 		return fmt.Errorf("%w: unknown device %d", ErrInvalidConfig, c.Device)
 	}
-	if c.Workers < 0 || c.MaxChunkRows < 0 || c.MaxRows < 0 || c.ProbeTimeout < 0 {
-		return fmt.Errorf("%w: Workers, MaxChunkRows, MaxRows and ProbeTimeout must not be negative", ErrInvalidConfig)
+	if c.Workers < 0 || c.MaxRows < 0 || c.ProbeTimeout < 0 {
+		return fmt.Errorf("%w: Workers, MaxRows and ProbeTimeout must not be negative", ErrInvalidConfig)
 	}
 	return c.Adapter.validate()
 }

@@ -32,7 +32,7 @@ func TestConfigErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			ix, err := engine.New(c.cfg)
+			ix, err := engine.New(context.Background(), c.cfg)
 			require.Error(t, err)
 			assert.Nil(t, ix)
 			assert.ErrorIs(t, err, engine.ErrInvalidConfig)
@@ -59,7 +59,7 @@ func TestBadInputLeavesIndexUnchanged(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			ix := open(t, b, engine.Config{Dim: dim, MaxRows: 60})
-			_, err := ix.Add(good)
+			_, err := ix.Add(context.Background(), good)
 			require.NoError(t, err)
 			before, err := ix.Search(context.Background(), q, 10)
 			require.NoError(t, err)
@@ -79,7 +79,7 @@ func TestBadInputLeavesIndexUnchanged(t *testing.T) {
 				{"past MaxRows", randomVectors(r, 11, dim), engine.ErrTooLarge, "would exceed MaxRows 60"},
 			}
 			for _, a := range adds {
-				ids, err := ix.Add(a.vs)
+				ids, err := ix.Add(context.Background(), a.vs)
 				require.Error(t, err, a.name)
 				assert.Nil(t, ids, a.name)
 				assert.ErrorIs(t, err, a.is, a.name)
@@ -126,7 +126,7 @@ func TestBadInputLeavesIndexUnchanged(t *testing.T) {
 			require.NoError(t, ix.Close(), "closing twice is harmless")
 			_, err = ix.Search(context.Background(), q, 3)
 			assert.ErrorIs(t, err, engine.ErrClosed)
-			_, err = ix.Add(good[:1])
+			_, err = ix.Add(context.Background(), good[:1])
 			assert.ErrorIs(t, err, engine.ErrClosed)
 		})
 	}
@@ -135,9 +135,9 @@ func TestBadInputLeavesIndexUnchanged(t *testing.T) {
 // TestZeroVectorAllowedForDotAndL2: only cosine needs a direction.
 func TestZeroVectorAllowedForDotAndL2(t *testing.T) {
 	for _, m := range []engine.Metric{engine.Dot, engine.L2} {
-		ix, err := engine.New(engine.Config{Dim: 3, Metric: m, Device: engine.CPU})
+		ix, err := engine.New(context.Background(), engine.Config{Dim: 3, Metric: m, Device: engine.CPU})
 		require.NoError(t, err)
-		_, err = ix.Add([][]float32{{0, 0, 0}, {1, 2, 3}})
+		_, err = ix.Add(context.Background(), [][]float32{{0, 0, 0}, {1, 2, 3}})
 		require.NoError(t, err, m.String())
 		hits, err := ix.Search(context.Background(), []float32{0, 0, 0}, 2)
 		require.NoError(t, err, m.String())
@@ -162,7 +162,7 @@ func TestExtremeMagnitudesNormalise(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			ix := open(t, b, engine.Config{Dim: 2})
-			_, err := ix.Add([][]float32{
+			_, err := ix.Add(context.Background(), [][]float32{
 				{3e38, 3e38},     // 45°, norm beyond float32
 				{1e-44, 0},       // 0°, subnormal
 				{0, 2e-39},       // 90°, subnormal

@@ -11,13 +11,13 @@ import (
 // Device Auto (the default) would use a GPU when one works; CPU keeps this
 // example's output the same on every machine.
 func Example() {
-	ix, err := engine.New(engine.Config{Dim: 3, Device: engine.CPU})
+	ix, err := engine.New(context.Background(), engine.Config{Dim: 3, Device: engine.CPU})
 	if err != nil {
 		panic(err)
 	}
 	defer ix.Close()
 
-	ids, err := ix.Add([][]float32{
+	ids, err := ix.Add(context.Background(), [][]float32{
 		{1, 0, 0},
 		{0, 1, 0},
 		{0.9, 0.1, 0},
@@ -42,28 +42,28 @@ func Example() {
 
 // Info says which backend serves an index and, after a fallback, why.
 func ExampleIndex_Info() {
-	ix, err := engine.New(engine.Config{Dim: 768, Device: engine.CPU})
+	ix, err := engine.New(context.Background(), engine.Config{Dim: 768, Device: engine.CPU})
 	if err != nil {
 		panic(err)
 	}
 	defer ix.Close()
 	info := ix.Info()
-	fmt.Println(info.Backend, info.Metric, info.Dim)
+	fmt.Println(info.Backend, ix.Metric(), ix.Dim())
 	// Output: cpu cosine 768
 }
 
 // Errors name the problem and wrap a sentinel usable with errors.Is.
 func ExampleIndex_Add_errors() {
-	ix, _ := engine.New(engine.Config{Dim: 2, Device: engine.CPU})
-	_, err := ix.Add([][]float32{{1, 2}, {3}})
+	ix, _ := engine.New(context.Background(), engine.Config{Dim: 2, Device: engine.CPU})
+	_, err := ix.Add(context.Background(), [][]float32{{1, 2}, {3}})
 	fmt.Println(err)
 	// Output: umbra: dimension mismatch: vector 1 has 1 components, index dimension is 2
 }
 
 // WithTrace records where a search spent its time.
 func ExampleWithTrace() {
-	ix, _ := engine.New(engine.Config{Dim: 2, Device: engine.CPU})
-	_, _ = ix.Add([][]float32{{1, 2}, {3, 4}})
+	ix, _ := engine.New(context.Background(), engine.Config{Dim: 2, Device: engine.CPU})
+	_, _ = ix.Add(context.Background(), [][]float32{{1, 2}, {3, 4}})
 	var tr engine.Trace
 	_, _ = ix.Search(engine.WithTrace(context.Background(), &tr), []float32{1, 1}, 1)
 	fmt.Println(tr.KernelClock)
@@ -75,9 +75,9 @@ func ExampleWithTrace() {
 // Under L2 the score is the squared distance, lowest first; rows 1 and 2 tie
 // for the second query, and the lower ID wins.
 func ExampleIndex_SearchBatch() {
-	ix, _ := engine.New(engine.Config{Dim: 2, Metric: engine.L2, Device: engine.CPU})
+	ix, _ := engine.New(context.Background(), engine.Config{Dim: 2, Metric: engine.L2, Device: engine.CPU})
 	defer ix.Close()
-	_, _ = ix.Add([][]float32{{0, 0}, {1, 0}, {0, 1}, {5, 5}})
+	_, _ = ix.Add(context.Background(), [][]float32{{0, 0}, {1, 0}, {0, 1}, {5, 5}})
 	all, err := ix.SearchBatch(context.Background(), [][]float32{{0.9, 0}, {4, 4}}, 2)
 	if err != nil {
 		panic(err)
@@ -93,7 +93,7 @@ func ExampleIndex_SearchBatch() {
 // AddFlat takes rows as one row-major slice, as read from a .npy or .fvecs
 // file, without a slice per row.
 func ExampleIndex_AddFlat() {
-	ix, _ := engine.New(engine.Config{Dim: 3, Metric: engine.Dot, Device: engine.CPU})
+	ix, _ := engine.New(context.Background(), engine.Config{Dim: 3, Metric: engine.Dot, Device: engine.CPU})
 	defer ix.Close()
 	ids, err := ix.AddFlat(context.Background(), []float32{
 		1, 0, 0,
@@ -105,12 +105,12 @@ func ExampleIndex_AddFlat() {
 
 // WithProgress reports how far a long Add or SearchBatch has got.
 func ExampleWithProgress() {
-	ix, _ := engine.New(engine.Config{Dim: 1, Metric: engine.Dot, Device: engine.CPU})
+	ix, _ := engine.New(context.Background(), engine.Config{Dim: 1, Metric: engine.Dot, Device: engine.CPU})
 	defer ix.Close()
 	ctx := engine.WithProgress(context.Background(), func(stage string, done, total int) {
 		fmt.Printf("%s %d/%d\n", stage, done, total)
 	})
-	_, _ = ix.AddContext(ctx, [][]float32{{1}, {2}, {3}})
+	_, _ = ix.Add(ctx, [][]float32{{1}, {2}, {3}})
 	// Output: validate 3/3
 }
 

@@ -36,11 +36,11 @@ func TestEveryGPUFailureThenExactSearches(t *testing.T) {
 			type pair struct{ gpu, cpu *engine.Index }
 			fresh := func(t *testing.T) pair {
 				p := pair{
-					gpu: open(t, b, engine.Config{Dim: dim, Metric: m, MaxChunkRows: 768}),
+					gpu: open(t, b, engine.Config{Dim: dim, Metric: m}, 768),
 					cpu: open(t, backends[0], engine.Config{Dim: dim, Metric: m}),
 				}
 				for _, ix := range []*engine.Index{p.gpu, p.cpu} {
-					_, err := ix.Add(base)
+					_, err := ix.Add(context.Background(), base)
 					require.NoError(t, err)
 				}
 				return p
@@ -50,9 +50,9 @@ func TestEveryGPUFailureThenExactSearches(t *testing.T) {
 			ops := func(p pair) []error {
 				var errs []error
 				before := p.gpu.Len()
-				_, err := p.gpu.Add(more)
+				_, err := p.gpu.Add(context.Background(), more)
 				if err == nil {
-					_, cerr := p.cpu.Add(more)
+					_, cerr := p.cpu.Add(context.Background(), more)
 					require.NoError(t, cerr)
 				} else {
 					require.Equal(t, before, p.gpu.Len(), "a failed Add stored rows")

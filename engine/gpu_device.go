@@ -473,7 +473,7 @@ func candidates(sel AdapterSelect) ([]*wgpu.Adapter, []AdapterInfo, error) {
 		keep = append(keep, a)
 		infos = append(infos, info)
 	}
-	order := RankAdapters(infos, sel)
+	order := rankAdapters(infos, sel)
 	outA := make([]*wgpu.Adapter, len(order))
 	outI := make([]AdapterInfo, len(order))
 	for i, j := range order {
@@ -482,10 +482,8 @@ func candidates(sel AdapterSelect) ([]*wgpu.Adapter, []AdapterInfo, error) {
 	return outA, outI, nil
 }
 
-// Probe probes every adapter matching sel (each at most once per process)
-// and says which one Device Auto would use. It never panics; with no GPU
-// stack at all it returns an empty Adapters list and a hint.
-func Probe(ctx context.Context, sel AdapterSelect) ProbeReport {
+// probe is Probe in builds with the wgpu backend.
+func probe(ctx context.Context, sel AdapterSelect) ProbeReport {
 	rep := ProbeReport{Auto: -1}
 	if err := sel.validate(); err != nil {
 		rep.Reason, rep.Hint = err.Error(), hintNoMatch
@@ -554,7 +552,7 @@ func fallbackReason(sel AdapterSelect, reports []AdapterReport, allowSoftware bo
 
 // openGPU finds the best working adapter for cfg and returns an index's
 // device side on it. allowSoftware admits CPU-type adapters (Device GPU).
-func openGPU(ctx context.Context, cfg Config, allowSoftware bool) (gpuIndex, string, string, error) {
+func openGPU(ctx context.Context, cfg Config, opt options, allowSoftware bool) (gpuIndex, string, string, error) {
 	timeout := cfg.ProbeTimeout
 	if timeout == 0 {
 		timeout = defaultProbeTimeout
@@ -577,11 +575,7 @@ func openGPU(ctx context.Context, cfg Config, allowSoftware bool) (gpuIndex, str
 		if dev == nil {
 			continue
 		}
-		metric := uint32(shaders.MetricDot)
-		if cfg.Metric == L2 {
-			metric = shaders.MetricL2
-		}
-		g, err := newGPUIndex(dev, host.StrideFor(cfg.Dim), metric, cfg.MaxChunkRows)
+		g, err := newGPUIndex(dev, host.StrideFor(cfg.Dim), cfg.Metric.shaderCode(), opt.maxChunkRows)
 		if err != nil {
 			return nil, err.Error(), hintProbeFailed, err
 		}

@@ -3,26 +3,28 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/oliverbestmann/webgpu/wgpu"
 
+	"github.com/umbravec/umbra/engine/internal/link"
 	"github.com/umbravec/umbra/host"
-	"github.com/umbravec/umbra/shaders"
 )
 
-// NewOnDevice creates an index whose GPU side lives on a device the caller
-// already owns, for example one that also draws to a window, so search
-// results never leave the device they are drawn on. cfg.Device and
-// cfg.Adapter are ignored. The device is self-tested like a probed one. The
-// limits are the RequiredLimits the device was created with (nil: WebGPU's
-// defaults). The caller keeps ownership of adapter and device and must not release them
-// before the index is closed, nor use the device from another goroutine
-// while the index is in use (wgpu error scopes are per device).
-//
-// This function exists only in builds with the wgpu backend (cgo, no nogpu
-// tag).
-func NewOnDevice(cfg Config, adapter *wgpu.Adapter, device *wgpu.Device, limits *wgpu.Limits) (ix *Index, err error) {
+func init() {
+	link.NewOnDevice = newOnDevice
+	link.DescribeAdapter = func(a *wgpu.Adapter) (info AdapterInfo, err error) {
+		err = gpuCall("describe adapter", func() error { info = describeAdapter(a); return nil })
+		return info, err
+	}
+	link.InstanceBackends = backendMask
+	link.RankAdapters = rankAdapters
+}
+
+// newOnDevice is ondevice.New: an index whose GPU side lives on a device
+// the caller owns (see its documentation).
+func newOnDevice(ctx context.Context, cfg Config, adapter *wgpu.Adapter, device *wgpu.Device, limits *wgpu.Limits) (ix *Index, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			ix, err = nil, fmt.Errorf("%w: %v", ErrGPU, r)
@@ -32,8 +34,11 @@ func NewOnDevice(cfg Config, adapter *wgpu.Adapter, device *wgpu.Device, limits 
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("umbra: creating the index: %w", err)
+	}
 	if adapter == nil || device == nil {
-		return nil, fmt.Errorf("%w: NewOnDevice needs a non-nil adapter and device", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: NewOnDevice ondevice.New needs a non-nil adapter and device", ErrInvalidConfig)
 	}
 	d := &gpuDevice{adapter: adapter, device: device}
 	err = gpuCall("adopt device", func() error {
@@ -56,11 +61,7 @@ func NewOnDevice(cfg Config, adapter *wgpu.Adapter, device *wgpu.Device, limits 
 	if err := d.verify(); err != nil {
 		return nil, err
 	}
-	metric := uint32(shaders.MetricDot)
-	if cfg.Metric == L2 {
-		metric = shaders.MetricL2
-	}
-	g, err := newGPUIndex(d, host.StrideFor(cfg.Dim), metric, cfg.MaxChunkRows)
+	g, err := newGPUIndex(d, host.StrideFor(cfg.Dim), cfg.Metric.shaderCode(), 0)
 	if err != nil {
 		return nil, err
 	}
@@ -77,19 +78,3 @@ var webgpuDefaultLimits = DeviceLimits{
 	MaxInvocations:         256,
 	MaxWorkgroupBytes:      16384,
 }
-
-// GPUSupport reports whether this binary contains the wgpu backend.
-func GPUSupport() bool { return gpuBuilt }
-
-// DescribeAdapter returns what umbra reports about a wgpu adapter (name,
-// vendor, API, type, driver), for callers that choose their own adapter
-// before NewOnDevice.
-func DescribeAdapter(a *wgpu.Adapter) (info AdapterInfo, err error) {
-	err = gpuCall("describe adapter", func() error { info = describeAdapter(a); return nil })
-	return info, err
-}
-
-// InstanceBackends returns the wgpu instance backend flags for a backend
-// name as AdapterSelect.Backend takes it ("" for all). The binding names
-// only the all-backends value.
-func InstanceBackends(name string) wgpu.InstanceBackend { return backendMask(name) }

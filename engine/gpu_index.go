@@ -695,11 +695,13 @@ func (g *wgpuIndex) run(ctx context.Context, qs [][]float32, sub submission) (hi
 	return hits, nil, nil
 }
 
+// fallbackMetric is the fallback's name for the metric the shaders run:
+// the host's selection must rank as the device's does.
 func (g *wgpuIndex) fallbackMetric() fallback.Metric {
 	if g.metric == shaders.MetricL2 {
-		return fallback.L2
+		return L2.fallbackCode()
 	}
-	return fallback.Dot
+	return Dot.fallbackCode()
 }
 
 // decode turns the read-back (score bits, row) pairs into best-first lists,

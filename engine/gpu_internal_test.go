@@ -232,7 +232,7 @@ func TestScopedCatchesWhatTheBindingMisses(t *testing.T) {
 // 128 MiB default binding is split into chunks.
 func TestNewOnDeviceDefaultLimits(t *testing.T) {
 	d := softwareDevice(t)
-	ix, err := NewOnDevice(Config{Dim: 384}, d.adapter, d.device, nil)
+	ix, err := newOnDevice(context.Background(), Config{Dim: 384}, d.adapter, d.device, nil)
 	require.NoError(t, err)
 	defer ix.Close()
 	info := ix.Info()
@@ -260,12 +260,12 @@ func TestTooLargeForTheDevice(t *testing.T) {
 	}
 	first, more := vecs(1000), vecs(100)
 
-	ix, err := NewOnDevice(Config{Dim: 4}, d.adapter, d.device, &lim)
+	ix, err := newOnDevice(context.Background(), Config{Dim: 4}, d.adapter, d.device, &lim)
 	require.NoError(t, err)
 	defer ix.Close()
-	_, err = ix.Add(first)
+	_, err = ix.Add(context.Background(), first)
 	require.NoError(t, err)
-	_, err = ix.Add(more)
+	_, err = ix.Add(context.Background(), more)
 	require.ErrorIs(t, err, ErrTooLarge)
 	assert.Contains(t, err.Error(), "1100 rows need a 4400-byte scores binding, the device allows 4096")
 	assert.Equal(t, 1000, ix.Len())
@@ -273,13 +273,13 @@ func TestTooLargeForTheDevice(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint64(3), hits[0].ID)
 
-	auto, err := NewOnDevice(Config{Dim: 4}, d.adapter, d.device, &lim)
+	auto, err := newOnDevice(context.Background(), Config{Dim: 4}, d.adapter, d.device, &lim)
 	require.NoError(t, err)
 	defer auto.Close()
 	auto.cfg.Device = Auto // as if Auto had chosen this device
-	_, err = auto.Add(first)
+	_, err = auto.Add(context.Background(), first)
 	require.NoError(t, err)
-	_, err = auto.Add(more)
+	_, err = auto.Add(context.Background(), more)
 	require.NoError(t, err, "under Auto the fallback takes what the device cannot hold")
 	assert.Equal(t, 1100, auto.Len())
 	info := auto.Info()
@@ -311,10 +311,10 @@ func TestScratchGrowthStaysWithinTheBinding(t *testing.T) {
 		return err
 	}))
 	defer small.Release()
-	gpu, err := NewOnDevice(Config{Dim: 8, Metric: Dot}, d.adapter, small, &lim)
+	gpu, err := newOnDevice(context.Background(), Config{Dim: 8, Metric: Dot}, d.adapter, small, &lim)
 	require.NoError(t, err)
 	defer gpu.Close()
-	cpu, err := New(Config{Dim: 8, Metric: Dot, Device: CPU})
+	cpu, err := New(context.Background(), Config{Dim: 8, Metric: Dot, Device: CPU})
 	require.NoError(t, err)
 	vecs := func(n int) [][]float32 {
 		vs := make([][]float32, n)
@@ -327,9 +327,9 @@ func TestScratchGrowthStaysWithinTheBinding(t *testing.T) {
 		return vs
 	}
 	data := vecs(1000)
-	_, err = gpu.Add(data)
+	_, err = gpu.Add(context.Background(), data)
 	require.NoError(t, err)
-	_, err = cpu.Add(data)
+	_, err = cpu.Add(context.Background(), data)
 	require.NoError(t, err)
 	for _, nq := range []int{3, 10, 16, 40} {
 		qs := vecs(nq)

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -183,10 +184,16 @@ var backends = []backend{
 
 // open creates an index on b, skipping (or, with UMBRA_REQUIRE_GPU=1,
 // failing) when b is a GPU backend with no working adapter.
-func open(t *testing.T, b backend, cfg engine.Config) *engine.Index {
+// A chunkRows argument caps the rows in one device buffer, to cross chunk
+// boundaries with small data.
+func open(t *testing.T, b backend, cfg engine.Config, chunkRows ...int) *engine.Index {
 	t.Helper()
 	cfg.Device, cfg.Adapter = b.device, b.adapter
-	ix, err := engine.New(cfg)
+	var rows int
+	if len(chunkRows) > 0 {
+		rows = chunkRows[0]
+	}
+	ix, err := engine.NewWithChunkRows(context.Background(), cfg, rows)
 	if err != nil && b.device == engine.GPU {
 		if requireGPU() {
 			t.Fatalf("UMBRA_REQUIRE_GPU=1 but no %s adapter works: %v", b.name, err)

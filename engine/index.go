@@ -43,13 +43,21 @@ type Index struct {
 
 // New creates an empty index. With Device Auto it probes the GPU (once per
 // process per adapter) and falls back to the CPU on any failure, recording
-// why in Info; with Device GPU a failure is returned instead.
-func New(cfg Config) (ix *Index, err error) {
-	return NewContext(context.Background(), cfg)
+// why in Info; with Device GPU a failure is returned instead. ctx bounds the
+// probe; a cancelled ctx is an error, never a fallback.
+func New(ctx context.Context, cfg Config) (*Index, error) {
+	return newIndex(ctx, cfg, options{})
 }
 
-// NewContext is New with a context that bounds the GPU probe.
-func NewContext(ctx context.Context, cfg Config) (ix *Index, err error) {
+// options are what tests may set beyond Config (see export_test.go).
+type options struct {
+	// maxChunkRows, when non-zero, caps the rows in one device buffer below
+	// what the adapter's limits allow, so tests cross chunk boundaries
+	// with small data.
+	maxChunkRows int
+}
+
+func newIndex(ctx context.Context, cfg Config, opt options) (ix *Index, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			ix, err = nil, fmt.Errorf("%w: %v", ErrGPU, r)
@@ -67,7 +75,7 @@ func NewContext(ctx context.Context, cfg Config) (ix *Index, err error) {
 	if cfg.Device == CPU {
 		return ix, nil
 	}
-	g, reason, hint, err := openGPU(ctx, cfg, cfg.Device == GPU)
+	g, reason, hint, err := openGPU(ctx, cfg, opt, cfg.Device == GPU)
 	if err != nil {
 		// A probe cut short by ctx says nothing about the GPU: return
 		// that rather than fall back with a misleading reason.
@@ -105,13 +113,9 @@ func (ix *Index) Len() int {
 
 // Add stores vectors and returns their IDs, which are consecutive from
 // Len(). It is atomic: on any error nothing is stored. Every vector must have
-// Dim finite components and, under Cosine, a non-zero norm.
-func (ix *Index) Add(vectors [][]float32) ([]uint64, error) {
-	return ix.AddContext(context.Background(), vectors)
-}
-
-// AddContext is Add with a context, which carries a Trace (see WithTrace).
-func (ix *Index) AddContext(ctx context.Context, vectors [][]float32) (ids []uint64, err error) {
+// Dim finite components and, under Cosine, a non-zero norm. ctx may carry a
+// Trace (see WithTrace) and a Progress (see WithProgress).
+func (ix *Index) Add(ctx context.Context, vectors [][]float32) (ids []uint64, err error) {
 	defer ix.recoverInto(&err)
 	start := time.Now()
 	report := progressFrom(ctx)
@@ -309,7 +313,7 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int) ([][]Hit
 			return ix.searchInPieces(ctx, qs, k)
 		}
 	}
-	if ix.onGPU() && (ix.route == nil || ix.route.PreferGPU(int64(ix.slab.Bytes()), len(qs))) {
+	if ix.onGPU() && (ix.route == nil || ix.route.preferGPU(int64(ix.slab.Bytes()), len(qs))) {
 		res, err := ix.gpu.search(ctx, qs, k, ix.slab.Rows)
 		if err == nil {
 			if t != nil {
@@ -399,12 +403,7 @@ func (ix *Index) view() fallback.Slab {
 	return fallback.Slab{Data: s.Data, Rows: s.Rows, Dim: s.Dim, Stride: s.Stride}
 }
 
-func (ix *Index) fallbackMetric() fallback.Metric {
-	if ix.cfg.Metric == L2 {
-		return fallback.L2
-	}
-	return fallback.Dot
-}
+func (ix *Index) fallbackMetric() fallback.Metric { return ix.cfg.Metric.fallbackCode() }
 
 func toHits(r []fallback.Hit) []Hit {
 	hits := make([]Hit, len(r))
@@ -420,9 +419,6 @@ func (ix *Index) Info() Info {
 	defer ix.mu.RUnlock()
 	info := Info{
 		Backend:   BackendCPU,
-		Metric:    ix.cfg.Metric,
-		Dim:       ix.cfg.Dim,
-		Rows:      ix.slab.Rows,
 		CPUKernel: fallback.Kernel(),
 	}
 	if ix.gpu != nil {
@@ -435,7 +431,6 @@ func (ix *Index) Info() Info {
 		}
 		if ix.route != nil {
 			info.Routing = ix.route
-			info.Route = ix.route.String()
 		}
 	}
 	ix.whyMu.Lock()

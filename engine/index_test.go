@@ -29,8 +29,8 @@ func TestSearchMatchesReference(t *testing.T) {
 		for _, b := range backends {
 			for _, m := range metrics {
 				t.Run(fmt.Sprintf("%s/%s/dim%d", b.name, m, dim), func(t *testing.T) {
-					ix := open(t, b, engine.Config{Dim: dim, Metric: m, MaxChunkRows: 400})
-					ids, err := ix.Add(data)
+					ix := open(t, b, engine.Config{Dim: dim, Metric: m}, 400)
+					ids, err := ix.Add(context.Background(), data)
 					require.NoError(t, err)
 					require.Len(t, ids, n)
 					assert.Equal(t, uint64(0), ids[0])
@@ -87,8 +87,8 @@ func TestBackendsAgree(t *testing.T) {
 		var names []string
 		for _, b := range backends {
 			ok := t.Run(fmt.Sprintf("%s/%s", b.name, m), func(t *testing.T) {
-				ix := open(t, b, engine.Config{Dim: dim, Metric: m, MaxChunkRows: 1000})
-				_, err := ix.Add(data)
+				ix := open(t, b, engine.Config{Dim: dim, Metric: m}, 1000)
+				_, err := ix.Add(context.Background(), data)
 				require.NoError(t, err)
 				var res [][]engine.Hit
 				for _, k := range []int{1, 7, 64, n + 5} {
@@ -120,11 +120,11 @@ func TestIncrementalAdd(t *testing.T) {
 	sizes := []int{1, 49, 50, 1, 99, 300, 7}
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
-			ix := open(t, b, engine.Config{Dim: dim, Metric: engine.Dot, MaxChunkRows: 100})
+			ix := open(t, b, engine.Config{Dim: dim, Metric: engine.Dot}, 100)
 			var data [][]float32
 			for _, s := range sizes {
 				batch := randomVectors(r, s, dim)
-				ids, err := ix.Add(batch)
+				ids, err := ix.Add(context.Background(), batch)
 				require.NoError(t, err)
 				require.Equal(t, uint64(len(data)), ids[0])
 				data = append(data, batch...)
@@ -146,11 +146,11 @@ func TestEmptyIndexAndLargeK(t *testing.T) {
 			hits, err := ix.Search(context.Background(), []float32{1, 2, 3, 4, 5}, 3)
 			require.NoError(t, err)
 			assert.Empty(t, hits)
-			ids, err := ix.Add(nil)
+			ids, err := ix.Add(context.Background(), nil)
 			require.NoError(t, err)
 			assert.Empty(t, ids)
 			data := randomVectors(r, 4, 5)
-			_, err = ix.Add(data)
+			_, err = ix.Add(context.Background(), data)
 			require.NoError(t, err)
 			hits, err = ix.Search(context.Background(), data[2], 1000)
 			require.NoError(t, err)
@@ -171,7 +171,7 @@ func TestTiesBreakByLowerID(t *testing.T) {
 		for _, m := range metrics {
 			t.Run(fmt.Sprintf("%s/%s", b.name, m), func(t *testing.T) {
 				ix := open(t, b, engine.Config{Dim: 33, Metric: m})
-				_, err := ix.Add(data)
+				_, err := ix.Add(context.Background(), data)
 				require.NoError(t, err)
 				hits, err := ix.Search(context.Background(), v, 4)
 				require.NoError(t, err)
@@ -204,8 +204,8 @@ func TestConcurrentSearchAndAdd(t *testing.T) {
 	}
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
-			ix := open(t, b, engine.Config{Dim: dim, Metric: engine.L2, MaxChunkRows: 128})
-			_, err := ix.Add(data[:first])
+			ix := open(t, b, engine.Config{Dim: dim, Metric: engine.L2}, 128)
+			_, err := ix.Add(context.Background(), data[:first])
 			require.NoError(t, err)
 			var wg sync.WaitGroup
 			errs := make(chan error, 64)
@@ -227,7 +227,7 @@ func TestConcurrentSearchAndAdd(t *testing.T) {
 				}(g)
 			}
 			for lo := first; lo < len(data); lo += step {
-				_, err := ix.Add(data[lo : lo+step])
+				_, err := ix.Add(context.Background(), data[lo:lo+step])
 				require.NoError(t, err)
 			}
 			wg.Wait()
@@ -255,11 +255,11 @@ func TestIndexesShareADevice(t *testing.T) {
 	b := randomVectors(r, 300, 130)
 	for _, be := range backends[1:] {
 		t.Run(be.name, func(t *testing.T) {
-			ixA := open(t, be, engine.Config{Dim: 40, Metric: engine.Dot, MaxChunkRows: 256})
+			ixA := open(t, be, engine.Config{Dim: 40, Metric: engine.Dot}, 256)
 			ixB := open(t, be, engine.Config{Dim: 130, Metric: engine.L2})
-			_, err := ixA.Add(a)
+			_, err := ixA.Add(context.Background(), a)
 			require.NoError(t, err)
-			_, err = ixB.Add(b)
+			_, err = ixB.Add(context.Background(), b)
 			require.NoError(t, err)
 			qa, qb := randomVectors(r, 1, 40)[0], randomVectors(r, 1, 130)[0]
 			wantA, err := ixA.Search(context.Background(), qa, 9)

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/umbravec/umbra/fallback"
@@ -59,11 +61,11 @@ type DeviceLimits struct {
 // Info says how an index computes and, when it fell back to the CPU, why and
 // how to fix it.
 type Info struct {
-	Backend   Backend
-	Metric    Metric
-	Dim       int
-	Rows      int
-	Adapter   AdapterInfo // zero when Backend is BackendCPU
+	Backend Backend
+	// Adapter and Limits describe the GPU the index was created on; they
+	// stay set after a GPU failure moved it to the CPU (Backend cpu,
+	// Reason says why), and are zero when it never had one.
+	Adapter   AdapterInfo
 	Limits    DeviceLimits
 	Chunks    int    // device buffers the slab occupies
 	ChunkRows int    // rows per device buffer
@@ -74,10 +76,35 @@ type Info struct {
 	// Hint says what a user can do about Reason.
 	Hint string
 	// Routing is set under Device Auto on a GPU: what was measured to send
-	// each search to the faster path for its shape. Route says it in
-	// words.
+	// each search to the faster path for its shape (its String says it in
+	// words).
 	Routing *Routing
-	Route   string
+}
+
+// String says in a line or two where searches run, on what, and why.
+func (i Info) String() string {
+	var b strings.Builder
+	if i.Adapter.Name == "" {
+		fmt.Fprintf(&b, "cpu (pure Go, %s kernel)", i.CPUKernel)
+	} else {
+		fmt.Fprintf(&b, "%s on %s, %s", i.Backend, i.Adapter, i.Adapter.Driver)
+		if i.Chunks > 0 {
+			fmt.Fprintf(&b, "; %d device buffer(s) of up to %d rows", i.Chunks, i.ChunkRows)
+		}
+		if i.Backend == BackendCPU {
+			fmt.Fprintf(&b, "; searches on the pure-Go path (%s kernel)", i.CPUKernel)
+		}
+	}
+	if i.Reason != "" {
+		fmt.Fprintf(&b, "\nwhy: %s", i.Reason)
+	}
+	if i.Hint != "" {
+		fmt.Fprintf(&b, "\nfix: %s", i.Hint)
+	}
+	if i.Routing != nil {
+		fmt.Fprintf(&b, "\nrouting: %s", i.Routing)
+	}
+	return b.String()
 }
 
 // batchQueriesPerPass is how many queries the GPU scores per pass over the

@@ -68,14 +68,14 @@ func TestRequestsSplitToFitTheDevice(t *testing.T) {
 		{"queries past the binding", 4096, 10, 10, []int{3, 10}, L2, 3},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			gpu, err := NewOnDevice(Config{Dim: c.dim, Metric: c.metric}, d.adapter, small, lim)
+			gpu, err := newOnDevice(context.Background(), Config{Dim: c.dim, Metric: c.metric}, d.adapter, small, lim)
 			require.NoError(t, err)
 			defer gpu.Close()
-			cpu, err := New(Config{Dim: c.dim, Metric: c.metric, Device: CPU})
+			cpu, err := New(context.Background(), Config{Dim: c.dim, Metric: c.metric, Device: CPU})
 			require.NoError(t, err)
 			data := vecs(c.rows, c.dim)
 			for _, ix := range []*Index{gpu, cpu} {
-				_, err := ix.Add(data)
+				_, err := ix.Add(context.Background(), data)
 				require.NoError(t, err)
 			}
 			qs := vecs(c.nq, c.dim)
@@ -149,18 +149,18 @@ func TestAutoAnswersTheFailedCall(t *testing.T) {
 		data[i] = []float32{r.Float32() - 0.5, r.Float32() - 0.5, r.Float32() - 0.5}
 	}
 	q := []float32{0.3, -0.2, 0.9}
-	cpu, err := New(Config{Dim: 3, Device: CPU})
+	cpu, err := New(context.Background(), Config{Dim: 3, Device: CPU})
 	require.NoError(t, err)
-	_, err = cpu.Add(data)
+	_, err = cpu.Add(context.Background(), data)
 	require.NoError(t, err)
 	want, err := cpu.Search(context.Background(), q, 7)
 	require.NoError(t, err)
 
 	for _, step := range []string{"bind scores", "submit", "map readback"} {
-		auto, err := NewOnDevice(Config{Dim: 3}, d.adapter, d.device, nil)
+		auto, err := newOnDevice(context.Background(), Config{Dim: 3}, d.adapter, d.device, nil)
 		require.NoError(t, err)
 		auto.cfg.Device = Auto // as if Auto had chosen this device
-		_, err = auto.Add(data)
+		_, err = auto.Add(context.Background(), data)
 		require.NoError(t, err)
 		SetGPUFault(auto, func(s string) error {
 			if s == step {

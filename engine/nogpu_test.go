@@ -16,20 +16,20 @@ import (
 // reason, Device GPU fails clearly, and searching works.
 func TestNoGPUBuild(t *testing.T) {
 	assert.False(t, engine.GPUSupport())
-	_, err := engine.New(engine.Config{Dim: 4, Device: engine.GPU})
+	_, err := engine.New(context.Background(), engine.Config{Dim: 4, Device: engine.GPU})
 	require.ErrorIs(t, err, engine.ErrNoGPUSupport)
 	assert.Contains(t, err.Error(), "built without GPU support")
 	var ae *engine.AdapterError
 	require.ErrorAs(t, err, &ae)
 	assert.NotEmpty(t, ae.Hint)
 
-	ix, err := engine.New(engine.Config{Dim: 4})
+	ix, err := engine.New(context.Background(), engine.Config{Dim: 4})
 	require.NoError(t, err)
 	info := ix.Info()
 	assert.Equal(t, engine.BackendCPU, info.Backend)
 	assert.Contains(t, info.Reason, "built without GPU support")
 	assert.NotEmpty(t, info.Hint)
-	_, err = ix.Add([][]float32{{1, 0, 0, 0}, {0, 1, 0, 0}})
+	_, err = ix.Add(context.Background(), [][]float32{{1, 0, 0, 0}, {0, 1, 0, 0}})
 	require.NoError(t, err)
 	hits, err := ix.Search(context.Background(), []float32{0, 2, 0, 0}, 1)
 	require.NoError(t, err)

@@ -50,7 +50,7 @@ func TestNonFiniteScoresRankTheSameEverywhere(t *testing.T) {
 		}{{engine.Dot, data, q, dot}, {engine.L2, ldata, lq, l2}} {
 			t.Run(fmt.Sprintf("%s/%s", b.name, c.m), func(t *testing.T) {
 				ix := open(t, b, engine.Config{Dim: 4, Metric: c.m})
-				_, err := ix.Add(c.data)
+				_, err := ix.Add(context.Background(), c.data)
 				require.NoError(t, err)
 				// Small k selects on the device; k past half the rows
 				// selects on the host from every read-back score.
@@ -79,14 +79,14 @@ func TestNonFiniteScoresRankTheSameEverywhere(t *testing.T) {
 // misleading "no adapter" fallback.
 func TestNewWithCancelledContext(t *testing.T) {
 	// Warm the probe cache first, as a long-running program would have.
-	if ix, err := engine.New(engine.Config{Dim: 4, Device: engine.GPU}); err == nil {
+	if ix, err := engine.New(context.Background(), engine.Config{Dim: 4, Device: engine.GPU}); err == nil {
 		ix.Close()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	for _, d := range []engine.Device{engine.Auto, engine.GPU, engine.CPU} {
 		for i := 0; i < 40; i++ {
-			ix, err := engine.NewContext(ctx, engine.Config{Dim: 4, Device: d})
+			ix, err := engine.New(ctx, engine.Config{Dim: 4, Device: d})
 			require.Nil(t, ix)
 			require.True(t, errors.Is(err, context.Canceled), "device %s, try %d: %v", d, i, err)
 			require.False(t, errors.Is(err, engine.ErrNoAdapter), "device %s: %v", d, err)

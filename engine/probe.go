@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -45,7 +46,7 @@ var typeOrder = map[Power]map[string]int{
 
 // rankAdapters orders adapter descriptions best first for the power
 // preference: device type first, then native APIs before GL.
-func rankAdapters(infos []AdapterInfo, p Power) []int {
+func rankByPower(infos []AdapterInfo, p Power) []int {
 	order := typeOrder[p]
 	typeRank := func(t string) int {
 		if r, ok := order[t]; ok {
@@ -73,10 +74,10 @@ func rankAdapters(infos []AdapterInfo, p Power) []int {
 	return idx
 }
 
-// RankAdapters returns the indices of the adapters in infos that pass sel's
+// rankAdapters returns the indices of the adapters in infos that pass sel's
 // name and backend filters, best first for sel.Power: the order in which
 // Auto and Probe try them.
-func RankAdapters(infos []AdapterInfo, sel AdapterSelect) []int {
+func rankAdapters(infos []AdapterInfo, sel AdapterSelect) []int {
 	var keep []AdapterInfo
 	var at []int
 	for i, a := range infos {
@@ -85,7 +86,7 @@ func RankAdapters(infos []AdapterInfo, sel AdapterSelect) []int {
 			at = append(at, i)
 		}
 	}
-	order := rankAdapters(keep, sel.Power)
+	order := rankByPower(keep, sel.Power)
 	out := make([]int, len(order))
 	for i, j := range order {
 		out[i] = at[j]
@@ -137,3 +138,13 @@ const (
 	hintNoMatch = "no adapter matches the selection: loosen Config.Adapter (Name, Backend) or run `umbra probe` to list adapters."
 	hintNoCgo   = "this binary was built without cgo or with the nogpu tag; rebuild with CGO_ENABLED=1 and a C compiler to use the GPU."
 )
+
+// Probe probes every adapter matching sel (each at most once per process)
+// and says which one Device Auto would use. It never panics; with no GPU
+// stack at all, or in a build without the wgpu backend, it returns an empty
+// Adapters list and a reason with a hint.
+func Probe(ctx context.Context, sel AdapterSelect) ProbeReport { return probe(ctx, sel) }
+
+// GPUSupport reports whether this binary contains the wgpu backend (built
+// with cgo and without the nogpu tag).
+func GPUSupport() bool { return gpuBuilt }

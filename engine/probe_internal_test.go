@@ -13,10 +13,10 @@ func TestRankAdapters(t *testing.T) {
 		{Name: "NVIDIA GeForce RTX 3050 Laptop GPU", API: "vulkan", Type: "discrete"},
 		{Name: "Intel(R) UHD Graphics", API: "vulkan", Type: "integrated"},
 	}
-	assert.Equal(t, []int{2, 3, 1, 0}, RankAdapters(infos, AdapterSelect{}), "high performance: discrete first, native APIs before GL")
-	assert.Equal(t, []int{3, 1, 2, 0}, RankAdapters(infos, AdapterSelect{Power: LowPower}))
-	assert.Equal(t, []int{3, 1}, RankAdapters(infos, AdapterSelect{Name: "intel"}))
-	assert.Equal(t, []int{1}, RankAdapters(infos, AdapterSelect{Name: "intel", Backend: "gl"}))
-	assert.Empty(t, RankAdapters(infos, AdapterSelect{Backend: "metal"}))
+	assert.Equal(t, []int{2, 3, 1, 0}, rankAdapters(infos, AdapterSelect{}), "high performance: discrete first, native APIs before GL")
+	assert.Equal(t, []int{3, 1, 2, 0}, rankAdapters(infos, AdapterSelect{Power: LowPower}))
+	assert.Equal(t, []int{3, 1}, rankAdapters(infos, AdapterSelect{Name: "intel"}))
+	assert.Equal(t, []int{1}, rankAdapters(infos, AdapterSelect{Name: "intel", Backend: "gl"}))
+	assert.Empty(t, rankAdapters(infos, AdapterSelect{Backend: "metal"}))
 	assert.Equal(t, "llvmpipe (vulkan, cpu)", infos[0].String())
 }

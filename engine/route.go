@@ -55,7 +55,7 @@ func (ix *Index) ReadFloor(ctx context.Context) (f Floor, err error) {
 // the faster path for its shape: a GPU search costs a fixed dispatch and
 // readback latency plus the slab at the GPU's scan rate, per tile of
 // queries; the fallback costs one read of the slab, which also scores the
-// first query, plus the arithmetic of every further query (see CPUTime).
+// first query, plus the arithmetic of every further query (see cpuTime).
 // Small indexes (or a slow link to a GPU) go to the CPU.
 type Routing struct {
 	GPULatency     time.Duration // a search of a one-row index, end to end
@@ -65,7 +65,7 @@ type Routing struct {
 	// the fallback, as slab bytes per second: its kernels score a block of
 	// queries against rows already in cache, so past the first query a
 	// batch is bound by arithmetic, not by memory. Zero means not measured
-	// yet: CPUTime then measures it once per process (a few milliseconds).
+	// yet: cpuTime then measures it once per process (a few milliseconds).
 	CPUQueryBytesPerSec float64
 }
 
@@ -73,30 +73,30 @@ type Routing struct {
 // GPU.
 const gpuBatchQueries = batchQueriesPerPass
 
-// PreferGPU reports whether a search of nq queries over bytes of slab is
+// preferGPU reports whether a search of nq queries over bytes of slab is
 // expected to finish sooner on the GPU.
-func (r Routing) PreferGPU(bytes int64, nq int) bool {
+func (r Routing) preferGPU(bytes int64, nq int) bool {
 	if r.GPUBytesPerSec <= 0 || r.CPUBytesPerSec <= 0 {
 		return true
 	}
-	return r.GPUTime(bytes, nq) < r.CPUTime(bytes, nq)
+	return r.gpuTime(bytes, nq) < r.cpuTime(bytes, nq)
 }
 
-// GPUTime is the model's time for nq queries over bytes of slab on the
+// gpuTime is the model's time for nq queries over bytes of slab on the
 // GPU: the latency plus one scan per tile of queries.
-func (r Routing) GPUTime(bytes int64, nq int) time.Duration {
+func (r Routing) gpuTime(bytes int64, nq int) time.Duration {
 	passes := float64((max(nq, 1) + gpuBatchQueries - 1) / gpuBatchQueries)
 	return seconds(r.GPULatency.Seconds() + passes*float64(bytes)/r.GPUBytesPerSec)
 }
 
-// CPUTime is the model's time for nq queries over bytes of slab on the
+// cpuTime is the model's time for nq queries over bytes of slab on the
 // fallback: one read of the slab, which scores the first query, plus each
 // further query's arithmetic. The fallback reads a row once per block of
 // fallback.QueryBlock queries (128 at dimension 768), so a batch larger
 // than a block reads the slab again per block; the model leaves those
 // reads out because it is not told the row stride, and at a block of 128
 // they are under a tenth of the time (see BenchmarkRoutingModel).
-func (r Routing) CPUTime(bytes int64, nq int) time.Duration {
+func (r Routing) cpuTime(bytes int64, nq int) time.Duration {
 	perQuery := r.CPUQueryBytesPerSec
 	if perQuery <= 0 && nq > 1 {
 		perQuery, _ = cpuQueryRate()
@@ -149,9 +149,9 @@ var cpuQueryRate = sync.OnceValues(func() (float64, error) {
 	return float64(nq) * float64(rows*dim*4) / times[len(times)/2].Seconds(), nil
 })
 
-// CrossoverBytes is the slab size above which one query goes to the GPU
+// crossoverBytes is the slab size above which one query goes to the GPU
 // (math.MaxInt64 when the GPU never wins).
-func (r Routing) CrossoverBytes() int64 {
+func (r Routing) crossoverBytes() int64 {
 	perByte := 1/r.CPUBytesPerSec - 1/r.GPUBytesPerSec
 	if perByte <= 0 {
 		return math.MaxInt64
@@ -161,7 +161,7 @@ func (r Routing) CrossoverBytes() int64 {
 
 func (r Routing) String() string {
 	cross := "never"
-	if c := r.CrossoverBytes(); c != math.MaxInt64 {
+	if c := r.crossoverBytes(); c != math.MaxInt64 {
 		cross = fmt.Sprintf("above %.1f MB of vectors", float64(c)/1e6)
 	}
 	s := fmt.Sprintf("one query goes to the GPU %s (GPU: %.3f ms latency, %.1f GB/s; CPU: %.1f GB/s",

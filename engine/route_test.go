@@ -19,9 +19,9 @@ func TestRoutingChoosesByShape(t *testing.T) {
 	// for one query and 400 GB/s for each further query of a batch: one
 	// query breaks even at 0.2e-3 / (1/20e9 - 1/500e9) ≈ 4.17 MB.
 	r := engine.Routing{GPULatency: 200 * time.Microsecond, GPUBytesPerSec: 500e9, CPUBytesPerSec: 20e9, CPUQueryBytesPerSec: 400e9}
-	assert.InDelta(t, 4.1667e6, float64(r.CrossoverBytes()), 1e3)
-	assert.False(t, r.PreferGPU(1e6, 1), "1 MB: the dispatch latency dominates")
-	assert.True(t, r.PreferGPU(10e6, 1), "10 MB: the GPU's bandwidth wins")
+	assert.InDelta(t, 4.1667e6, float64(engine.CrossoverBytes(r)), 1e3)
+	assert.False(t, engine.PreferGPU(r, 1e6, 1), "1 MB: the dispatch latency dominates")
+	assert.True(t, engine.PreferGPU(r, 10e6, 1), "10 MB: the GPU's bandwidth wins")
 	assert.Contains(t, r.String(), "above 4.2 MB")
 	assert.Contains(t, r.String(), "400 GB/s per further query")
 
@@ -29,19 +29,19 @@ func TestRoutingChoosesByShape(t *testing.T) {
 	// arithmetic per query: 50 µs + 63 × 2.5 µs = 207.5 µs, against the
 	// GPU's 200 µs + 8 passes × 2 µs = 216 µs. Counting a read per four
 	// queries (800 µs) would have sent this batch to the GPU.
-	assert.Equal(t, 50*time.Microsecond, r.CPUTime(1e6, 1))
-	assert.InDelta(t, 207.5e3, float64(r.CPUTime(1e6, 64)), 1)
-	assert.InDelta(t, 216e3, float64(r.GPUTime(1e6, 64)), 1)
-	assert.False(t, r.PreferGPU(1e6, 64), "64 queries over 1 MB: one read and cheap arithmetic on the CPU")
-	assert.True(t, r.PreferGPU(10e6, 64), "64 queries over 10 MB: 2.08 ms on the CPU, 0.36 ms on the GPU")
+	assert.Equal(t, 50*time.Microsecond, engine.CPUTime(r, 1e6, 1))
+	assert.InDelta(t, 207.5e3, float64(engine.CPUTime(r, 1e6, 64)), 1)
+	assert.InDelta(t, 216e3, float64(engine.GPUTime(r, 1e6, 64)), 1)
+	assert.False(t, engine.PreferGPU(r, 1e6, 64), "64 queries over 1 MB: one read and cheap arithmetic on the CPU")
+	assert.True(t, engine.PreferGPU(r, 10e6, 64), "64 queries over 10 MB: 2.08 ms on the CPU, 0.36 ms on the GPU")
 
 	slow := engine.Routing{GPULatency: time.Millisecond, GPUBytesPerSec: 10e9, CPUBytesPerSec: 20e9, CPUQueryBytesPerSec: 400e9}
-	assert.Equal(t, int64(math.MaxInt64), slow.CrossoverBytes())
-	assert.False(t, slow.PreferGPU(1e9, 1), "a GPU slower than the CPU never wins one query")
+	assert.Equal(t, int64(math.MaxInt64), engine.CrossoverBytes(slow))
+	assert.False(t, engine.PreferGPU(slow, 1e9, 1), "a GPU slower than the CPU never wins one query")
 	assert.Contains(t, slow.String(), "never")
 
-	assert.True(t, engine.Routing{}.PreferGPU(1, 1), "without measurements the GPU keeps the call")
-	assert.Equal(t, time.Duration(math.MaxInt64), engine.Routing{GPULatency: time.Millisecond}.GPUTime(1, 1),
+	assert.True(t, engine.PreferGPU(engine.Routing{}, 1, 1), "without measurements the GPU keeps the call")
+	assert.Equal(t, time.Duration(math.MaxInt64), engine.GPUTime(engine.Routing{GPULatency: time.Millisecond}, 1, 1),
 		"an unmeasured GPU costs forever, without overflow")
 }
 
@@ -50,11 +50,11 @@ func TestRoutingChoosesByShape(t *testing.T) {
 // query of a batch at it.
 func TestRoutingMeasuresBatchArithmetic(t *testing.T) {
 	r := engine.Routing{CPUBytesPerSec: 20e9}
-	one, two, batch := r.CPUTime(1e8, 1), r.CPUTime(1e8, 2), r.CPUTime(1e8, 64)
+	one, two, batch := engine.CPUTime(r, 1e8, 1), engine.CPUTime(r, 1e8, 2), engine.CPUTime(r, 1e8, 64)
 	assert.Equal(t, 5*time.Millisecond, one, "one query is one read")
 	require.Greater(t, two, one, "a second query costs its arithmetic")
 	assert.InDelta(t, float64(63*(two-one)), float64(batch-one), 63, "every further query costs the same")
-	assert.Equal(t, batch, r.CPUTime(1e8, 64), "measured once, not per call")
+	assert.Equal(t, batch, engine.CPUTime(r, 1e8, 64), "measured once, not per call")
 }
 
 // BenchmarkRoutingModel compares the routing model's CPU time with the
@@ -65,10 +65,10 @@ func TestRoutingMeasuresBatchArithmetic(t *testing.T) {
 func BenchmarkRoutingModel(b *testing.B) {
 	const n, dim = 50_000, 768
 	r := newRand(b)
-	ix, err := engine.New(engine.Config{Dim: dim, Metric: engine.Dot, Device: engine.CPU})
+	ix, err := engine.New(context.Background(), engine.Config{Dim: dim, Metric: engine.Dot, Device: engine.CPU})
 	require.NoError(b, err)
 	b.Cleanup(func() { ix.Close() })
-	_, err = ix.Add(randomVectors(r, n, dim))
+	_, err = ix.Add(context.Background(), randomVectors(r, n, dim))
 	require.NoError(b, err)
 	queries := randomVectors(r, 64, dim)
 	ctx := context.Background()
@@ -89,7 +89,7 @@ func BenchmarkRoutingModel(b *testing.B) {
 				_, err := ix.SearchBatch(ctx, queries[:nq], 10)
 				require.NoError(b, err)
 			}
-			b.ReportMetric(float64(model.CPUTime(bytes, nq))/1e6, "model-ms")
+			b.ReportMetric(float64(engine.CPUTime(model, bytes, nq))/1e6, "model-ms")
 			b.ReportMetric(model.CPUBytesPerSec/1e9, "read-GB/s")
 		})
 	}
@@ -100,8 +100,8 @@ func TestReadFloor(t *testing.T) {
 	data := randomVectors(r, 3000, 100)
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
-			ix := open(t, b, engine.Config{Dim: 100, MaxChunkRows: 1000})
-			_, err := ix.Add(data)
+			ix := open(t, b, engine.Config{Dim: 100}, 1000)
+			_, err := ix.Add(context.Background(), data)
 			require.NoError(t, err)
 			f, err := ix.ReadFloor(context.Background())
 			require.NoError(t, err)
@@ -129,7 +129,7 @@ func TestTraceRecordsBackend(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			ix := open(t, b, engine.Config{Dim: 8})
-			_, err := ix.Add(data)
+			_, err := ix.Add(context.Background(), data)
 			require.NoError(t, err)
 			var tr engine.Trace
 			_, err = ix.Search(engine.WithTrace(context.Background(), &tr), data[0], 3)
@@ -168,7 +168,7 @@ func TestProgress(t *testing.T) {
 				last[stage] = [2]int{done, total}
 				calls[stage]++
 			})
-			_, err := ix.AddContext(ctx, data)
+			_, err := ix.Add(ctx, data)
 			require.NoError(t, err)
 			all, err := ix.SearchBatch(ctx, queries, 3)
 			require.NoError(t, err)

@@ -32,7 +32,7 @@ func randomRows(r *rand.Rand, n, dim int) []float32 {
 // umbraTop is the engine's exact answer on the CPU path.
 func umbraTop(t *testing.T, data []float32, dim int, m engine.Metric, qs [][]float32, k int) [][]engine.Hit {
 	t.Helper()
-	ix, err := engine.New(engine.Config{Dim: dim, Metric: m, Device: engine.CPU})
+	ix, err := engine.New(context.Background(), engine.Config{Dim: dim, Metric: m, Device: engine.CPU})
 	require.NoError(t, err)
 	defer ix.Close()
 	_, err = ix.AddFlat(context.Background(), data)

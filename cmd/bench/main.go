@@ -57,21 +57,21 @@ func (e usageError) Error() string { return e.msg }
 func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
 
 type flags struct {
-	n, dim, k, nq           int
-	repeat, runs, warmup    int
-	reps, workers, maxChunk int
-	tiers, device, adapter  string
-	backend, power, metric  string
-	seed                    uint64
-	threshold               float64
-	jsonOut, plotOut        string
-	breakdown               bool
-	data, queries           string
-	peers                   bool
-	batch, batchRepeat      int
-	batchRuns               int
-	python                  string
-	set                     map[string]bool
+	n, dim, k, nq          int
+	repeat, runs, warmup   int
+	reps, workers          int
+	tiers, device, adapter string
+	backend, power, metric string
+	seed                   uint64
+	threshold              float64
+	jsonOut, plotOut       string
+	breakdown              bool
+	data, queries          string
+	peers                  bool
+	batch, batchRepeat     int
+	batchRuns              int
+	python                 string
+	set                    map[string]bool
 }
 
 func parse(args []string, stderr io.Writer) (*flags, error) {
@@ -106,7 +106,6 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	fs.IntVar(&f.batchRuns, "batch-runs", 5, "independent groups of batch calls (--peers)")
 	fs.StringVar(&f.python, "python", "", "`PYTHON` interpreter for FAISS (default: "+strings.Join(peers.DefaultPythons, ", then ")+")")
 	fs.IntVar(&f.workers, "workers", 0, "goroutines of the fallback (0: GOMAXPROCS)")
-	fs.IntVar(&f.maxChunk, "max-chunk-rows", 0, "cap rows per device buffer (0: the adapter's limits decide)")
 	fs.Float64Var(&f.threshold, "threshold", 0, "consistency threshold on |score − float64 reference| (0: 8·√dim·2⁻²⁴·scale, see bench/SCHEMA.md)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -168,7 +167,6 @@ func (f *flags) options() (bench.Options, error) {
 		{"reps", f.reps, 1, maxGroups},
 		{"nq", f.nq, 1, 1 << 20},
 		{"workers", f.workers, 0, 1 << 12},
-		{"max-chunk-rows", f.maxChunk, 0, 1 << 31},
 		{"batch", f.batch, 0, 1 << 16},
 		{"batch-repeat", f.batchRepeat, 1, maxGroups},
 		{"batch-runs", f.batchRuns, 1, maxGroups},
@@ -181,7 +179,7 @@ func (f *flags) options() (bench.Options, error) {
 		return o, usagef("--threshold %g out of range: want a finite value ≥ 0 (0: computed)", f.threshold)
 	}
 	o.K, o.Repeat, o.Runs, o.Warmup, o.Threshold = f.k, f.repeat, f.runs, f.warmup, f.threshold
-	o.Breakdown, o.Reps, o.Workers, o.MaxChunkRows = f.breakdown, f.reps, f.workers, f.maxChunk
+	o.Breakdown, o.Reps, o.Workers = f.breakdown, f.reps, f.workers
 	o.Peers, o.Batch, o.BatchRepeat, o.BatchRuns = f.peers, f.batch, f.batchRepeat, f.batchRuns
 	if f.python != "" {
 		o.Pythons = []string{f.python}

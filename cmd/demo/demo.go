@@ -12,6 +12,7 @@ import (
 	"github.com/oliverbestmann/webgpu/wgpu"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/engine/ondevice"
 )
 
 // demo is what both modes share: the vectors, the device, the umbra index
@@ -60,7 +61,7 @@ func newDemo(o options, inst *wgpu.Instance, surface *wgpu.Surface, width, heigh
 	}
 
 	start = time.Now()
-	if d.ix, err = engine.NewOnDevice(engine.Config{Dim: d.set.dim, Metric: engine.Cosine}, d.s.adapter, d.s.device, &d.s.limits); err != nil {
+	if d.ix, err = ondevice.New(context.Background(), engine.Config{Dim: d.set.dim, Metric: engine.Cosine}, d.s.adapter, d.s.device, &d.s.limits); err != nil {
 		return d, fmt.Errorf("umbra index on %s: %w", d.s.info.String(), err)
 	}
 	if _, err = d.ix.AddFlat(context.Background(), d.set.data); err != nil {

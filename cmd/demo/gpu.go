@@ -13,6 +13,7 @@ import (
 	"github.com/oliverbestmann/webgpu/wgpu"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/engine/ondevice"
 )
 
 // guard runs f and turns a panic from the binding into an error: the
@@ -43,7 +44,7 @@ type session struct {
 
 func newInstance(backend string) (inst *wgpu.Instance, err error) {
 	err = guard("create wgpu instance", func() error {
-		inst = wgpu.CreateInstance(&wgpu.InstanceDescriptor{Backends: engine.InstanceBackends(backend)})
+		inst = wgpu.CreateInstance(&wgpu.InstanceDescriptor{Backends: ondevice.Backends(backend)})
 		return nil
 	})
 	return inst, err
@@ -55,13 +56,13 @@ func newInstance(backend string) (inst *wgpu.Instance, err error) {
 func openSession(inst *wgpu.Instance, o options, surface *wgpu.Surface) (*session, error) {
 	s := &session{instance: inst}
 	err := guard("choose adapter", func() error {
-		list := inst.EnumerateAdapters(&wgpu.InstanceEnumerateAdapterOptons{Backends: engine.InstanceBackends(o.backend)})
+		list := inst.EnumerateAdapters(&wgpu.InstanceEnumerateAdapterOptons{Backends: ondevice.Backends(o.backend)})
 		var found []string
 		var keep []*wgpu.Adapter
 		var infos []engine.AdapterInfo
 		glCannotPresent := false
 		for _, a := range list {
-			info, err := engine.DescribeAdapter(a)
+			info, err := ondevice.DescribeAdapter(a)
 			if err != nil {
 				continue
 			}
@@ -74,7 +75,7 @@ func openSession(inst *wgpu.Instance, o options, surface *wgpu.Surface) (*sessio
 			infos = append(infos, info)
 		}
 		// The same filter and order as the engine's Auto and probe.
-		order := engine.RankAdapters(infos, engine.AdapterSelect{Name: o.adapter})
+		order := ondevice.Rank(infos, engine.AdapterSelect{Name: o.adapter})
 		if len(order) == 0 {
 			what := "no adapter"
 			if o.backend != "" {

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/engine/ondevice"
 	"github.com/umbravec/umbra/host"
 )
 
@@ -146,7 +147,7 @@ func TestSimilarityMatchesIndex(t *testing.T) {
 			const n, dim, k = 3000, 40, 12
 			s, sc, set := smallScene(t, b, n, dim, seed)
 			limits := s.limits
-			ix, err := engine.NewOnDevice(engine.Config{Dim: dim}, s.adapter, s.device, &limits)
+			ix, err := ondevice.New(context.Background(), engine.Config{Dim: dim}, s.adapter, s.device, &limits)
 			require.NoError(t, err)
 			defer ix.Close()
 			_, err = ix.AddFlat(context.Background(), set.data)

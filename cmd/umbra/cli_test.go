@@ -79,7 +79,7 @@ func TestProgress(t *testing.T) {
 		p := newProgress(&b, true)
 		p.delay, p.every = time.Millisecond, time.Millisecond
 		ctx, done := p.engineStep(context.Background(), "indexing 70000 rows")
-		ix, err := engine.New(engine.Config{Dim: 2, Device: engine.CPU})
+		ix, err := engine.New(context.Background(), engine.Config{Dim: 2, Device: engine.CPU})
 		require.NoError(t, err)
 		flat := make([]float32, 2*70000)
 		for i := range flat {

@@ -203,7 +203,7 @@ func preferenceOrder(p engine.Power) string {
 
 // cpuKernel names the fallback's scoring kernel, as an index reports it.
 func cpuKernel() string {
-	ix, err := engine.New(engine.Config{Dim: 1, Device: engine.CPU})
+	ix, err := engine.New(context.Background(), engine.Config{Dim: 1, Device: engine.CPU})
 	if err != nil {
 		return ""
 	}

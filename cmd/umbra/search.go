@@ -163,7 +163,7 @@ func search(ctx context.Context, e *env, o *searchOptions) error {
 
 	cfg := engine.Config{Dim: data.Dim, Metric: metric, Device: device, Adapter: o.sel.adapterSelect()}
 	addCtx, done := e.progress.engineStep(ctx, fmt.Sprintf("indexing %d rows", data.Rows))
-	ix, err := engine.NewContext(ctx, cfg)
+	ix, err := engine.New(ctx, cfg)
 	if err != nil {
 		done()
 		return fmt.Errorf("--device %s: %s (run 'umbra probe' to see every adapter)", device, cause(err))
@@ -195,14 +195,14 @@ func search(ctx context.Context, e *env, o *searchOptions) error {
 	info := ix.Info()
 	out := searchJSON{
 		Backend:   string(servedBy(info, tr)),
-		Route:     info.Route,
+		Route:     routeOf(info),
 		CPUKernel: info.CPUKernel,
 		Reason:    oneLine(info.Reason),
 		Hint:      info.Hint,
 		Metric:    metric.String(),
 		K:         o.k,
-		Dim:       info.Dim,
-		Rows:      info.Rows,
+		Dim:       ix.Dim(),
+		Rows:      ix.Len(),
 		Data:      o.data,
 		Queries:   o.queries,
 		Results:   make([]resultJSON, len(all)),
@@ -267,4 +267,13 @@ func writeSearchText(w io.Writer, r searchJSON) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// routeOf says in words how Auto routes searches, or nothing when it does
+// not route (CPU, or Device GPU).
+func routeOf(info engine.Info) string {
+	if info.Routing == nil {
+		return ""
+	}
+	return info.Routing.String()
 }

@@ -1,0 +1,9 @@
+// Package ondevice builds umbra indexes on a wgpu device the caller already
+// owns — for example one that also draws to a window — for programs that
+// use the wgpu binding (github.com/oliverbestmann/webgpu) themselves.
+//
+// Its functions take and return wgpu types, so they exist only in builds
+// with the wgpu backend (cgo, without the nogpu tag); package engine's own
+// API is the same in every build and names no wgpu type. Everything else —
+// adding, searching, Info, Close — is the engine's.
+package ondevice
