@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"flag"
 	"strings"
 	"testing"
 	"time"
@@ -14,28 +13,38 @@ import (
 	"github.com/umbravec/umbra/engine"
 )
 
-func TestParseArgsAllowsFlagsAnywhere(t *testing.T) {
+func TestFlagsGoAnywhere(t *testing.T) {
 	tests := []struct {
-		args    []string
-		wantPos []string
-		wantD   string
-		wantJ   bool
+		args        []string
+		wantIn      string
+		wantOut     string
+		wantDtype   choice
+		wantErrPart string // "" when the line parses
 	}{
-		{[]string{"in.npy", "out.npy", "--dtype", "f16"}, []string{"in.npy", "out.npy"}, "f16", false},
-		{[]string{"--dtype=f16", "in.npy", "--json", "out.npy"}, []string{"in.npy", "out.npy"}, "f16", true},
-		{[]string{"in.npy", "--", "--dtype", "out.npy"}, []string{"in.npy", "--dtype", "out.npy"}, "f32", false},
-		{[]string{"--dtype", "--", "x"}, []string{"x"}, "--", false},
-		{nil, nil, "f32", false},
+		{[]string{"in.npy", "out.npy", "--dtype", "f16"}, "in.npy", "out.npy", "f16", ""},
+		{[]string{"--dtype=F16", "in.npy", "out.npy"}, "in.npy", "out.npy", "f16", ""},
+		{[]string{"in.npy", "-dtype", "f16", "out.npy"}, "in.npy", "out.npy", "f16", ""},
+		{[]string{"-dtype=f16", "in.npy", "out.npy"}, "in.npy", "out.npy", "f16", ""},
+		{[]string{"--", "-in.npy", "--dtype.npy"}, "-in.npy", "--dtype.npy", "f32", ""},
+		{[]string{"in.npy", "--", "--dtype", "out.npy"}, "", "", "", "got 3 arguments"},
+		{[]string{"--dtype", "--", "in.npy", "out.npy"}, "", "", "", "--dtype: needs a value"},
+		{[]string{"in.npy", "out.npy", "--dtype"}, "", "", "", "--dtype: needs a value"},
+		{nil, "", "", "", "got 0 arguments"},
 	}
 	for _, tc := range tests {
-		fs := flag.NewFlagSet("t", flag.ContinueOnError)
-		d := fs.String("dtype", "f32", "")
-		j := fs.Bool("json", false, "")
-		pos, err := parseArgs(fs, tc.args)
+		var stdout bytes.Buffer
+		kctx, helped, err := parse(&env{stdout: &stdout}, convertCommand, tc.args)
+		assert.False(t, helped, "%q", tc.args)
+		if tc.wantErrPart != "" {
+			assert.ErrorContains(t, err, tc.wantErrPart, "%q", tc.args)
+			continue
+		}
 		require.NoError(t, err, "%q", tc.args)
-		assert.Equal(t, tc.wantPos, pos, "%q", tc.args)
-		assert.Equal(t, tc.wantD, *d, "%q", tc.args)
-		assert.Equal(t, tc.wantJ, *j, "%q", tc.args)
+		c, ok := kctx.Selected().Target.Addr().Interface().(*convertCmd)
+		require.True(t, ok)
+		assert.Equal(t, tc.wantIn, c.In, "%q", tc.args)
+		assert.Equal(t, tc.wantOut, c.Out, "%q", tc.args)
+		assert.Equal(t, tc.wantDtype, c.Dtype, "%q", tc.args)
 	}
 }
 

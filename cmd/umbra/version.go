@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"flag"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -24,34 +22,36 @@ Flags:
   --json   print the same as JSON: {"version", "revision", "modified", "go",
            "os", "arch", "gpu_support", "cpu_kernel"}`,
 	example: `umbra version`,
-	setup: func(fs *flag.FlagSet) func(context.Context, *env, []string) error {
-		asJSON := fs.Bool("json", false, "print JSON")
-		return func(ctx context.Context, e *env, args []string) error {
-			if len(args) > 0 {
-				return usagef("unexpected argument %q", args[0])
-			}
-			v := buildVersion()
-			if *asJSON {
-				return writeJSON(e.stdout, v)
-			}
-			fmt.Fprintf(e.stdout, "umbra %s\n", v.Version)
-			if v.Revision != "" {
-				mod := ""
-				if v.Modified {
-					mod = " (modified)"
-				}
-				fmt.Fprintf(e.stdout, "  revision    %s%s\n", v.Revision, mod)
-			}
-			fmt.Fprintf(e.stdout, "  go          %s %s/%s\n", v.Go, v.OS, v.Arch)
-			if v.GPUSupport {
-				fmt.Fprintln(e.stdout, "  gpu         yes (wgpu backend built in; 'umbra probe' tests the adapters)")
-			} else {
-				fmt.Fprintln(e.stdout, "  gpu         no (built without cgo or with the nogpu tag): searches run on the CPU")
-			}
-			fmt.Fprintf(e.stdout, "  cpu kernel  %s\n", v.CPUKernel)
-			return nil
+}
+
+type versionCmd struct {
+	JSON bool     `name:"json"`
+	Args []string `arg:"" optional:"" hidden:""`
+}
+
+func (c *versionCmd) Validate() error { return noArguments(c.Args) }
+
+func (c *versionCmd) Run(e *env) error {
+	v := buildVersion()
+	if c.JSON {
+		return writeJSON(e.stdout, v)
+	}
+	fmt.Fprintf(e.stdout, "umbra %s\n", v.Version)
+	if v.Revision != "" {
+		mod := ""
+		if v.Modified {
+			mod = " (modified)"
 		}
-	},
+		fmt.Fprintf(e.stdout, "  revision    %s%s\n", v.Revision, mod)
+	}
+	fmt.Fprintf(e.stdout, "  go          %s %s/%s\n", v.Go, v.OS, v.Arch)
+	if v.GPUSupport {
+		fmt.Fprintln(e.stdout, "  gpu         yes (wgpu backend built in; 'umbra probe' tests the adapters)")
+	} else {
+		fmt.Fprintln(e.stdout, "  gpu         no (built without cgo or with the nogpu tag): searches run on the CPU")
+	}
+	fmt.Fprintf(e.stdout, "  cpu kernel  %s\n", v.CPUKernel)
+	return nil
 }
 
 type versionJSON struct {
