@@ -134,6 +134,9 @@ type probeJSON struct {
 }
 
 func probeReport(rep engine.ProbeReport, sel engine.AdapterSelect, sys system) probeJSON {
+	// The engine words its advice for Go callers; this report is read by
+	// people at a command line.
+	rep.Reason, rep.Hint = cliWording(rep.Reason), cliWording(rep.Hint)
 	power := "high"
 	if sel.Power == engine.LowPower {
 		power = "low"

@@ -163,6 +163,10 @@ func (o *searchCmd) Run(ctx context.Context, e *env) error {
 	ix, err := engine.NewContext(ctx, cfg)
 	if err != nil {
 		done()
+		var ae *engine.AdapterError
+		if errors.As(err, &ae) && ae.Hint != "" {
+			return fmt.Errorf("--device %s: %s; %s", device, cliWording(cause(err)), cliWording(oneLine(ae.Hint)))
+		}
 		return fmt.Errorf("--device %s: %s (run 'umbra probe' to see every adapter)", device, cause(err))
 	}
 	defer ix.Close()
@@ -194,8 +198,8 @@ func (o *searchCmd) Run(ctx context.Context, e *env) error {
 		Backend:   string(servedBy(info, tr)),
 		Route:     info.Route,
 		CPUKernel: info.CPUKernel,
-		Reason:    oneLine(info.Reason),
-		Hint:      info.Hint,
+		Reason:    cliWording(oneLine(info.Reason)),
+		Hint:      cliWording(info.Hint),
 		Metric:    metric.String(),
 		K:         int(o.K),
 		Dim:       info.Dim,
