@@ -59,6 +59,9 @@ func (c *convertCmd) Validate() error {
 
 func (c *convertCmd) Run(e *env) error {
 	in, out := c.In, c.Out
+	if err := notDir("OUT", out); err != nil {
+		return err
+	}
 	m, err := loadMatrix(e, "IN", in)
 	if err != nil {
 		return err

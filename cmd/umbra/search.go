@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -27,8 +28,9 @@ The search is exact: every row is scored. IDs are row numbers of --data,
 counting from 0; results are best first, equal scores by lower ID.
 
 Files are .npy (2-D, float32 or float16, little-endian, C order) or .fvecs,
-chosen by extension. Both must have the same dimension. A row with NaN or
-infinite values, or under cosine a zero row, is an error that names it.
+chosen by extension. Both must have the same dimension and at least one
+row. A row with NaN or infinite values, or under cosine a zero row, is an
+error that names it.
 
 Flags:
   --data FILE      the vectors to search (required)
@@ -149,9 +151,15 @@ func (o *searchCmd) Run(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
+	if data.Rows == 0 {
+		return fmt.Errorf("--data %s holds no vectors (0 rows): nothing to search", o.Data)
+	}
 	queries, err := loadMatrix(e, "--queries", o.Queries)
 	if err != nil {
 		return err
+	}
+	if queries.Rows == 0 {
+		return fmt.Errorf("--queries %s holds no vectors (0 rows): nothing to search for", o.Queries)
 	}
 	if queries.Dim != data.Dim {
 		return fmt.Errorf("dimension mismatch: --queries %s has dimension %d, --data %s has dimension %d",
@@ -238,6 +246,9 @@ func servedBy(info engine.Info, tr engine.Trace) engine.Backend {
 
 // loadMatrix reads a data file, naming the flag it came from in errors.
 func loadMatrix(e *env, flagName, path string) (*host.Matrix, error) {
+	if err := notDir(flagName, path); err != nil {
+		return nil, err
+	}
 	done := e.progress.step("loading " + path)
 	m, err := host.ReadMatrixFile(path)
 	done()
@@ -245,6 +256,15 @@ func loadMatrix(e *env, flagName, path string) (*host.Matrix, error) {
 		return nil, fmt.Errorf("%s: %s", flagName, cause(err))
 	}
 	return m, nil
+}
+
+// notDir refuses a directory where a vector file belongs, before the
+// reader judges it by its extension or fails twice over reading it.
+func notDir(flagName, path string) error {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("%s %s is a directory: want a .npy or .fvecs file", flagName, path)
+	}
+	return nil
 }
 
 func writeSearchText(w io.Writer, r searchJSON) error {
