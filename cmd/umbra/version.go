@@ -3,9 +3,9 @@ package main
 import (
 	"fmt"
 	"runtime"
-	"runtime/debug"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/version"
 )
 
 var versionCommand = &command{
@@ -13,7 +13,8 @@ var versionCommand = &command{
 	summary:  "print the version, the Go version and whether GPU support is built in",
 	synopsis: "version [--json]",
 	help: `
-Print umbra's module version (and VCS revision when the build recorded one),
+Print umbra's module version (` + version.Fallback + ` for a build from a
+checkout without one; VCS revision when the build recorded one),
 the Go toolchain and platform it was built with, whether the wgpu GPU backend
 is compiled in (it needs cgo; the nogpu build tag leaves it out) and the CPU
 path's scoring kernel.
@@ -66,24 +67,8 @@ type versionJSON struct {
 }
 
 func buildVersion() versionJSON {
-	v := versionJSON{Version: "(unknown)", Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
+	b := version.Get()
+	return versionJSON{Version: b.Version, Revision: b.Revision, Modified: b.Modified,
+		Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
 		GPUSupport: engine.GPUSupport(), CPUKernel: cpuKernel()}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return v
-	}
-	// "(devel)" for a build inside the module; a tag or pseudo-version
-	// for go install module@version.
-	if bi.Main.Version != "" {
-		v.Version = bi.Main.Version
-	}
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			v.Revision = s.Value
-		case "vcs.modified":
-			v.Modified = s.Value == "true"
-		}
-	}
-	return v
 }
