@@ -7,6 +7,7 @@ import (
 	"io"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/alecthomas/kong"
@@ -128,7 +129,9 @@ func flagValue(ctx *kong.DecodeContext) (string, error) {
 	if t.IsEOL() {
 		return "", errors.New("needs a value")
 	}
-	if !t.IsValue() {
+	if _, err := strconv.ParseFloat(t.String(), 64); !t.IsValue() && err != nil {
+		// A negative number is a value (--k -2); anything else with a
+		// leading dash is the next flag.
 		return "", fmt.Errorf("needs a value, got the flag %s", t)
 	}
 	ctx.Scan.Pop()
@@ -171,8 +174,8 @@ func (n *count) Decode(ctx *kong.DecodeContext) error {
 	if err != nil {
 		return err
 	}
-	var v int
-	if _, err := fmt.Sscan(s, &v); err != nil || fmt.Sprint(v) != strings.TrimPrefix(s, "+") {
+	v, err := strconv.Atoi(s)
+	if err != nil {
 		return fmt.Errorf("invalid value %q: want a whole number", s)
 	}
 	*n = count(v)
