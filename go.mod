@@ -3,11 +3,13 @@ module github.com/umbravec/umbra
 go 1.26.0
 
 require (
+	github.com/alecthomas/kong v1.17.0
 	github.com/go-gl/glfw/v3.4/glfw v0.1.0-pre.1.0.20260406072232-3ac4aa2bb164
 	github.com/oliverbestmann/webgpu v1.33.4
 	github.com/philippgille/chromem-go v0.7.0
 	github.com/stretchr/testify v1.11.1
 	golang.org/x/sys v0.50.0
+	golang.org/x/term v0.48.0
 	gonum.org/v1/plot v0.17.0
 )
 

@@ -5,10 +5,12 @@ import (
 	"os"
 	"runtime"
 	"strings"
+
+	"github.com/umbravec/umbra/internal/version"
 )
 
-// Version is the umbra version a report names.
-const Version = "0.1.0-dev"
+// Version is the umbra version a report names: the same as umbra version's.
+var Version = version.String()
 
 // CPUInfo describes the host processor a run measured.
 type CPUInfo struct {

@@ -3,8 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"flag"
-	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,28 +13,38 @@ import (
 	"github.com/umbravec/umbra/engine"
 )
 
-func TestParseArgsAllowsFlagsAnywhere(t *testing.T) {
+func TestFlagsGoAnywhere(t *testing.T) {
 	tests := []struct {
-		args    []string
-		wantPos []string
-		wantD   string
-		wantJ   bool
+		args        []string
+		wantIn      string
+		wantOut     string
+		wantDtype   choice
+		wantErrPart string // "" when the line parses
 	}{
-		{[]string{"in.npy", "out.npy", "--dtype", "f16"}, []string{"in.npy", "out.npy"}, "f16", false},
-		{[]string{"--dtype=f16", "in.npy", "--json", "out.npy"}, []string{"in.npy", "out.npy"}, "f16", true},
-		{[]string{"in.npy", "--", "--dtype", "out.npy"}, []string{"in.npy", "--dtype", "out.npy"}, "f32", false},
-		{[]string{"--dtype", "--", "x"}, []string{"x"}, "--", false},
-		{nil, nil, "f32", false},
+		{[]string{"in.npy", "out.npy", "--dtype", "f16"}, "in.npy", "out.npy", "f16", ""},
+		{[]string{"--dtype=F16", "in.npy", "out.npy"}, "in.npy", "out.npy", "f16", ""},
+		{[]string{"in.npy", "-dtype", "f16", "out.npy"}, "in.npy", "out.npy", "f16", ""},
+		{[]string{"-dtype=f16", "in.npy", "out.npy"}, "in.npy", "out.npy", "f16", ""},
+		{[]string{"--", "-in.npy", "--dtype.npy"}, "-in.npy", "--dtype.npy", "f32", ""},
+		{[]string{"in.npy", "--", "--dtype", "out.npy"}, "", "", "", "got 3 arguments"},
+		{[]string{"--dtype", "--", "in.npy", "out.npy"}, "", "", "", "--dtype: needs a value"},
+		{[]string{"in.npy", "out.npy", "--dtype"}, "", "", "", "--dtype: needs a value"},
+		{nil, "", "", "", "got 0 arguments"},
 	}
 	for _, tc := range tests {
-		fs := flag.NewFlagSet("t", flag.ContinueOnError)
-		d := fs.String("dtype", "f32", "")
-		j := fs.Bool("json", false, "")
-		pos, err := parseArgs(fs, tc.args)
+		var stdout bytes.Buffer
+		kctx, helped, err := parse(&env{stdout: &stdout}, convertCommand, tc.args)
+		assert.False(t, helped, "%q", tc.args)
+		if tc.wantErrPart != "" {
+			assert.ErrorContains(t, err, tc.wantErrPart, "%q", tc.args)
+			continue
+		}
 		require.NoError(t, err, "%q", tc.args)
-		assert.Equal(t, tc.wantPos, pos, "%q", tc.args)
-		assert.Equal(t, tc.wantD, *d, "%q", tc.args)
-		assert.Equal(t, tc.wantJ, *j, "%q", tc.args)
+		c, ok := kctx.Selected().Target.Addr().Interface().(*convertCmd)
+		require.True(t, ok)
+		assert.Equal(t, tc.wantIn, c.In, "%q", tc.args)
+		assert.Equal(t, tc.wantOut, c.Out, "%q", tc.args)
+		assert.Equal(t, tc.wantDtype, c.Dtype, "%q", tc.args)
 	}
 }
 
@@ -45,51 +54,105 @@ func TestOneLine(t *testing.T) {
 	assert.Equal(t, "a; b c", oneLine("a\nb  c\n"))
 }
 
+// fakeClock is a progress clock the test moves in lockstep with the
+// drawing goroutine: now reads the time it was set to, and a wait ends only
+// when the test calls tick.
+type fakeClock struct {
+	mu      sync.Mutex
+	t       time.Time
+	ticks   chan time.Time
+	waiting chan struct{} // one token each time the goroutine starts a wait
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
+		ticks: make(chan time.Time), waiting: make(chan struct{}, 1)}
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) after(time.Duration) <-chan time.Time {
+	c.waiting <- struct{}{}
+	return c.ticks
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// settle returns once the goroutine has drawn what it was told to and is
+// waiting again, so that moving the clock cannot change that line.
+func (c *fakeClock) settle() { <-c.waiting }
+
+// tick lets d pass and ends the goroutine's current wait.
+func (c *fakeClock) tick(d time.Duration) {
+	c.settle()
+	c.advance(d)
+	c.ticks <- c.now()
+}
+
+// withClock returns a progress on w drawing on c's time.
+func withClock(w *bytes.Buffer, enabled bool, c *fakeClock) *progress {
+	p := newProgress(w, enabled)
+	p.now, p.after = c.now, c.after
+	return p
+}
+
 func TestProgress(t *testing.T) {
 	t.Run("off when stderr is not a terminal", func(t *testing.T) {
 		var b bytes.Buffer
-		p := newProgress(&b, false)
-		p.delay, p.every = 0, time.Millisecond
+		clock := newFakeClock()
+		p := withClock(&b, false, clock)
 		done := p.step("loading x.npy")
-		time.Sleep(20 * time.Millisecond)
+		clock.advance(5 * time.Second)
 		done()
 		assert.Empty(t, b.String())
 	})
 	t.Run("quick steps draw nothing", func(t *testing.T) {
 		var b bytes.Buffer
-		p := newProgress(&b, true)
-		p.step("loading x.npy")()
+		clock := newFakeClock()
+		p := withClock(&b, true, clock)
+		done := p.step("loading x.npy")
+		clock.advance(300 * time.Millisecond) // done before the delay ends
+		done()
 		assert.Empty(t, b.String())
 	})
 	t.Run("slow steps show elapsed time, then the total", func(t *testing.T) {
 		var b bytes.Buffer
-		p := newProgress(&b, true)
-		p.delay, p.every = time.Millisecond, time.Millisecond
+		clock := newFakeClock()
+		p := withClock(&b, true, clock)
 		done := p.step("loading x.npy")
-		time.Sleep(30 * time.Millisecond)
+		clock.tick(1200 * time.Millisecond) // the delay ends: the line appears
+		clock.tick(1300 * time.Millisecond) // a redraw
+		clock.settle()
+		clock.advance(100 * time.Millisecond)
 		done()
 		done() // a second call is harmless
-		out := b.String()
-		assert.Contains(t, out, "\r\x1b[Kloading x.npy… ")
-		assert.True(t, strings.HasSuffix(out, "loading x.npy: done in 0.0s\n"), "%q", out)
-		assert.Equal(t, 1, strings.Count(out, "\n"))
+		assert.Equal(t, "\r\x1b[Kloading x.npy… 1.2s\r\x1b[Kloading x.npy… 2.5s\r\x1b[Kloading x.npy: done in 2.6s\n", b.String())
 	})
 	t.Run("an engine step shows the engine's progress", func(t *testing.T) {
 		var b bytes.Buffer
-		p := newProgress(&b, true)
-		p.delay, p.every = time.Millisecond, time.Millisecond
+		clock := newFakeClock()
+		p := withClock(&b, true, clock)
 		ctx, done := p.engineStep(context.Background(), "indexing 70000 rows")
 		ix, err := engine.New(context.Background(), engine.Config{Dim: 2, Device: engine.CPU})
 		require.NoError(t, err)
+		defer ix.Close()
 		flat := make([]float32, 2*70000)
 		for i := range flat {
 			flat[i] = float32(i%7) + 1
 		}
 		_, err = ix.AddFlat(ctx, flat)
 		require.NoError(t, err)
-		time.Sleep(30 * time.Millisecond)
+		clock.tick(3 * time.Second)
 		done()
-		assert.Contains(t, b.String(), "indexing 70000 rows… validate 100% (70000/70000), ")
+		assert.Equal(t, "\r\x1b[Kindexing 70000 rows… validate 100% (70000/70000), 3.0s\r\x1b[Kindexing 70000 rows: done in 3.0s\n", b.String())
 	})
 	t.Run("clear before an error", func(t *testing.T) {
 		var b bytes.Buffer

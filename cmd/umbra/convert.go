@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"flag"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -28,48 +26,69 @@ Flags:
 	example: `
 umbra convert sift_base.fvecs sift_base.npy
 umbra convert embeddings.npy embeddings-f16.npy --dtype f16`,
-	setup: func(fs *flag.FlagSet) func(context.Context, *env, []string) error {
-		dtype := newChoice("f32", "f32", "f16")
-		fs.Var(dtype, "dtype", "element type")
-		return func(ctx context.Context, e *env, args []string) error {
-			if len(args) != 2 {
-				return usagef("want IN and OUT, got %d arguments", len(args))
-			}
-			in, out := args[0], args[1]
-			for _, p := range args {
-				if err := checkExt(p); err != nil {
-					return err
-				}
-			}
-			isFvecs := strings.EqualFold(filepath.Ext(out), ".fvecs")
-			if dtype.value == "f16" && isFvecs {
-				return usagef("--dtype f16: .fvecs holds float32 only (write an .npy to get float16)")
-			}
-			m, err := loadMatrix(e, "IN", in)
-			if err != nil {
-				return err
-			}
-			npyDtype := "<f4"
-			if dtype.value == "f16" {
-				npyDtype = "<f2"
-				if err := checkFloat16Range(m); err != nil {
-					return fmt.Errorf("%s: %v", in, err)
-				}
-			}
-			done := e.progress.step("writing " + out)
-			err = host.WriteMatrixFile(out, m, npyDtype)
-			done()
-			if err != nil {
-				return fmt.Errorf("OUT: %s", cause(err))
-			}
-			kind := "float32"
-			if dtype.value == "f16" {
-				kind = "float16"
-			}
-			fmt.Fprintf(e.stdout, "wrote %s: %d rows of dimension %d, %s\n", out, m.Rows, m.Dim, kind)
-			return nil
+}
+
+type convertCmd struct {
+	Dtype choice `name:"dtype" choices:"f32,f16" default:"f32" placeholder:"T"`
+	In    string `arg:"" optional:"" name:"in"`
+	Out   string `arg:"" optional:"" name:"out"`
+	// Extra catches a third argument, to say how many were given.
+	Extra []string `arg:"" optional:"" hidden:""`
+}
+
+func (c *convertCmd) Validate() error {
+	n := len(c.Extra)
+	for _, a := range []string{c.In, c.Out} {
+		if a != "" {
+			n++
 		}
-	},
+	}
+	if n != 2 {
+		return usagef("want IN and OUT, got %s", plural(n, "argument"))
+	}
+	for _, p := range []string{c.In, c.Out} {
+		if err := checkExt(p); err != nil {
+			return err
+		}
+	}
+	if c.Dtype == "f16" && strings.EqualFold(filepath.Ext(c.Out), ".fvecs") {
+		return usagef("--dtype f16: .fvecs holds float32 only (write an .npy to get float16)")
+	}
+	return nil
+}
+
+func (c *convertCmd) Run(e *env) error {
+	in, out := c.In, c.Out
+	if err := notDir("OUT", out); err != nil {
+		return err
+	}
+	m, err := loadMatrix(e, "IN", in)
+	if err != nil {
+		return err
+	}
+	npyDtype, kind := "<f4", "float32"
+	if c.Dtype == "f16" {
+		npyDtype, kind = "<f2", "float16"
+		if err := checkFloat16Range(m); err != nil {
+			return fmt.Errorf("%s: %v", in, err)
+		}
+	}
+	done := e.progress.step("writing " + out)
+	err = host.WriteMatrixFile(out, m, npyDtype)
+	done()
+	if err != nil {
+		return fmt.Errorf("OUT: %s", cause(err))
+	}
+	fmt.Fprintf(e.stdout, "wrote %s: %d rows of dimension %d, %s\n", out, m.Rows, m.Dim, kind)
+	return nil
+}
+
+// plural says "1 argument", "3 arguments".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func checkExt(path string) error {

@@ -6,8 +6,9 @@
 //	umbra convert IN OUT [--dtype f32|f16]
 //	umbra version
 //
-// Each command owns one flag.FlagSet; flags may come before or after
-// positional arguments. Exit status is 0 on success, 1 on failure and 2 on a
+// The command line is parsed by kong (cli.go): each command is a struct
+// whose fields are its flags and arguments, and flags may come before or
+// after positional arguments. Exit status is 0 on success, 1 on failure and 2 on a
 // usage error; an error is one line on stderr starting with "umbra: ".
 // Commands that work on stored index files (build, info, search --store) are
 // meant to join the command table in main.go; nothing here assumes they don't

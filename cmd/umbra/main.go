@@ -3,14 +3,14 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/alecthomas/kong"
 )
 
 // Exit statuses.
@@ -20,27 +20,19 @@ const (
 	exitUsage   = 2
 )
 
-// command is one subcommand. setup declares the command's flags on fs and
-// returns the function that runs it with the positional arguments; keeping
-// declaration apart from running lets help and tests see every flag.
+// command documents one subcommand: its flags and arguments are the
+// fields of its struct in grammar (cli.go), its help is written here.
 type command struct {
 	name     string
 	summary  string // one line for the command list
 	synopsis string // after "umbra "
 	help     string // what it does, its flags and arguments
 	example  string
-	setup    func(fs *flag.FlagSet) func(ctx context.Context, e *env, args []string) error
 }
 
-// commands is the command table, in the order help lists them. Store-file
-// commands (build, info) join here; search's --store joins search's flags.
-// (Filled in init: help looks commands up, which a package-level
-// initialiser could not refer to.)
-var commands []*command
-
-func init() {
-	commands = []*command{probeCommand, searchCommand, convertCommand, versionCommand, helpCommand}
-}
+// commands is the command table, in the order help lists them; grammar
+// has a field for each. Store-file commands (build, info) join both.
+var commands = []*command{probeCommand, searchCommand, convertCommand, versionCommand, helpCommand}
 
 func lookup(name string) *command {
 	for _, c := range commands {
@@ -99,34 +91,28 @@ func run(ctx context.Context, e *env, args []string) int {
 		}
 		return fail(e, usagef("unknown command %q (see 'umbra help')", name))
 	}
-	fs := newFlagSet(c)
-	runFn := c.setup(fs)
-	pos, err := parseArgs(fs, args[1:])
-	if errors.Is(err, flag.ErrHelp) {
-		writeUsage(e.stdout, c)
+	kctx, helped, err := parse(e, c, args[1:])
+	if helped {
 		return exitOK
 	}
-	if err != nil {
-		return fail(e, usagef("%s: %s (see 'umbra help %s')", c.name, flagMessage(err), c.name))
+	if err == nil {
+		err = runCommand(ctx, e, kctx)
 	}
-	if err := runFn(ctx, e, pos); err != nil {
+	if err != nil {
 		var ue *usageError
-		if errors.As(err, &ue) {
+		var pe *kong.ParseError
+		switch {
+		case errors.As(err, &ue):
 			return fail(e, usagef("%s: %s (see 'umbra help %s')", c.name, ue.msg, c.name))
-		}
-		if ctx.Err() != nil {
+		case errors.As(err, &pe):
+			return fail(e, usagef("%s: %s (see 'umbra help %s')", c.name, cause(pe.Unwrap()), c.name))
+		case ctx.Err() != nil:
 			// Whatever failed, it failed because of the signal.
 			return fail(e, errors.New("interrupted"))
 		}
 		return fail(e, err)
 	}
 	return exitOK
-}
-
-func newFlagSet(c *command) *flag.FlagSet {
-	fs := flag.NewFlagSet("umbra "+c.name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // errors are reported by fail, help by writeUsage
-	return fs
 }
 
 // fail prints err as one line on stderr and returns its exit status.
@@ -155,97 +141,6 @@ func oneLine(msg string) string {
 
 // cause returns err's message for embedding after context of our own.
 func cause(err error) string { return oneLine(err.Error()) }
-
-// parseArgs parses flags anywhere among args, so that both
-// "convert in.npy out.npy --dtype f16" and "convert --dtype f16 in.npy out.npy"
-// work. Everything after "--" is positional.
-func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		consumed := args[:len(args)-len(rest)]
-		if len(consumed) > 0 && consumed[len(consumed)-1] == "--" && !takesValue(fs, consumed) {
-			return append(pos, rest...), nil
-		}
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
-}
-
-// takesValue reports whether the final "--" in consumed was the value of
-// the flag before it ("--adapter --") rather than the end of flags.
-func takesValue(fs *flag.FlagSet, consumed []string) bool {
-	if len(consumed) < 2 {
-		return false
-	}
-	prev := strings.TrimLeft(consumed[len(consumed)-2], "-")
-	if strings.Contains(prev, "=") {
-		return false
-	}
-	f := fs.Lookup(prev)
-	if f == nil {
-		return false
-	}
-	b, ok := f.Value.(interface{ IsBoolFlag() bool })
-	return !ok || !b.IsBoolFlag()
-}
-
-// flagMessage rewrites the flag package's errors to name flags the way the
-// help text does (--k, not -k).
-func flagMessage(err error) string {
-	return strings.NewReplacer("flag -", "flag --", ": -", ": --", "for -", "for --").Replace(err.Error())
-}
-
-// choice is a string flag restricted to a few values (case-insensitive).
-type choice struct {
-	value   string
-	allowed []string
-}
-
-func newChoice(def string, allowed ...string) *choice { return &choice{value: def, allowed: allowed} }
-
-func (c *choice) String() string {
-	if c == nil {
-		return ""
-	}
-	return c.value
-}
-
-func (c *choice) Set(s string) error {
-	s = strings.ToLower(s)
-	if !slices.Contains(c.allowed, s) {
-		return fmt.Errorf("want %s", orList(c.allowed))
-	}
-	c.value = s
-	return nil
-}
-
-func orList(xs []string) string {
-	switch len(xs) {
-	case 0:
-		return ""
-	case 1:
-		return xs[0]
-	}
-	return strings.Join(xs[:len(xs)-1], ", ") + " or " + xs[len(xs)-1]
-}
-
-// isSet reports whether the command line set flag name.
-func isSet(fs *flag.FlagSet, name string) bool {
-	set := false
-	fs.Visit(func(f *flag.Flag) {
-		if f.Name == name {
-			set = true
-		}
-	})
-	return set
-}
 
 func writeMainUsage(w io.Writer) {
 	fmt.Fprint(w, `umbra - exact similarity search on the GPU (wgpu: Vulkan, Metal, DX12, GL) or the CPU
@@ -292,21 +187,24 @@ var helpCommand = &command{
 	synopsis: "help [command]",
 	help:     "Print the list of commands, or the usage, flags and an example of one command.",
 	example:  "umbra help search",
-	setup: func(fs *flag.FlagSet) func(context.Context, *env, []string) error {
-		return func(ctx context.Context, e *env, args []string) error {
-			switch len(args) {
-			case 0:
-				writeMainUsage(e.stdout)
-				return nil
-			case 1:
-				c := lookup(args[0])
-				if c == nil {
-					return usagef("unknown command %q", args[0])
-				}
-				writeUsage(e.stdout, c)
-				return nil
-			}
-			return usagef("want at most one command name, got %d arguments", len(args))
+}
+
+type helpCmd struct {
+	Commands []string `arg:"" optional:"" name:"command"`
+}
+
+func (h *helpCmd) Run(e *env) error {
+	switch len(h.Commands) {
+	case 0:
+		writeMainUsage(e.stdout)
+		return nil
+	case 1:
+		c := lookup(h.Commands[0])
+		if c == nil {
+			return usagef("unknown command %q", h.Commands[0])
 		}
-	},
+		writeUsage(e.stdout, c)
+		return nil
+	}
+	return usagef("want at most one command name, got %d arguments", len(h.Commands))
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -20,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alecthomas/kong"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -232,20 +232,25 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"no command", nil, ""},
 		{"unknown command", []string{"frob"}, `unknown command "frob"`},
 		{"flag before command", []string{"--bogus"}, "flags go after the command"},
-		{"unknown flag", []string{"search", "--bogus"}, "flag provided but not defined: --bogus"},
+		{"unknown flag", []string{"search", "--bogus"}, "unknown flag --bogus"},
 		{"missing --data", []string{"search", "--queries", queries, "--k", "3"}, "missing required flag --data"},
 		{"missing --queries", []string{"search", "--data", data, "--k", "3"}, "missing required flag --queries"},
 		{"missing --k", base, "missing required flag --k"},
 		{"k zero", append(base, "--k", "0"), "--k must be at least 1"},
 		{"k negative", append(base, "--k=-2"), "--k must be at least 1"},
-		{"k not a number", append(base, "--k", "ten"), `invalid value "ten" for flag --k`},
-		{"k without value", append(base, "--k"), "flag needs an argument: --k"},
+		{"k negative, spaced", append(base, "--k", "-2"), "--k must be at least 1, got -2"},
+		{"misspelt flag", append(base, "--k", "3", "--metrc", "l2"), `unknown flag --metrc, did you mean "--metric"?`},
+		{"value missing before the next flag", []string{"search", "--data", "--queries", queries, "--k", "3"}, "--data: needs a value, got the flag --queries"},
+		{"k not a number", append(base, "--k", "ten"), `--k: invalid value "ten"`},
+		{"k without value", append(base, "--k"), "--k: needs a value"},
 		{"bad metric", append(base, "--k", "3", "--metric", "hamming"), "want cosine, dot or l2"},
 		{"bad device", append(base, "--k", "3", "--device", "tpu"), "want auto, gpu or cpu"},
 		{"bad backend", append(base, "--k", "3", "--backend", "cuda"), "want vulkan, metal, dx12 or gl"},
 		{"bad power", append(base, "--k", "3", "--power", "max"), "want high or low"},
 		{"search extra argument", append(base, "--k", "3", "extra"), `unexpected argument "extra"`},
-		{"convert one argument", []string{"convert", data}, "want IN and OUT, got 1"},
+		{"search positional", []string{"search", data, queries, "5"}, "umbra search --data " + data + " --queries " + queries + " --k 5"},
+		{"convert one argument", []string{"convert", data}, "want IN and OUT, got 1 argument ("},
+		{"convert no argument", []string{"convert"}, "want IN and OUT, got 0 arguments"},
 		{"convert three arguments", []string{"convert", data, "a.npy", "b.npy"}, "want IN and OUT, got 3"},
 		{"convert unknown extension", []string{"convert", data, filepath.Join(dir, "out.csv")}, "want a .npy or .fvecs extension"},
 		{"convert f16 to fvecs", []string{"convert", data, filepath.Join(dir, "out.fvecs"), "--dtype", "f16"}, ".fvecs holds float32 only"},
@@ -291,18 +296,35 @@ func TestHelpPrintsUsageAndExample(t *testing.T) {
 	}
 }
 
-// TestHelpNamesEveryFlag keeps the hand-written help in step with the flags
-// each command really declares.
+// TestHelpNamesEveryFlag keeps the hand-written help in step with the
+// grammar kong reads: every command has help, and the help names every
+// flag and argument the command really declares.
 func TestHelpNamesEveryFlag(t *testing.T) {
+	parser, err := kong.New(&grammar{})
+	require.NoError(t, err)
+	var inGrammar []string
+	for _, n := range parser.Model.Node.Children {
+		inGrammar = append(inGrammar, n.Name)
+	}
+	var inTable []string
+	for _, c := range commands {
+		inTable = append(inTable, c.name)
+	}
+	require.Equal(t, inTable, inGrammar, "the command table and the grammar list the same commands")
 	for _, c := range commands {
 		var help bytes.Buffer
 		writeUsage(&help, c)
-		fs := newFlagSet(c)
-		c.setup(fs)
-		fs.VisitAll(func(f *flag.Flag) {
+		node := commandNode(parser.Model.Node, c.name)
+		require.NotNil(t, node, c.name)
+		for _, f := range node.Flags {
 			assert.Contains(t, help.String(), "--"+f.Name+" ", "umbra help %s", c.name)
 			assert.Contains(t, c.synopsis, "--"+f.Name, "synopsis of %s", c.name)
-		})
+		}
+		for _, a := range node.Positional {
+			if !a.Tag.Hidden {
+				assert.Contains(t, strings.ToLower(c.synopsis), a.Name, "synopsis of %s", c.name)
+			}
+		}
 	}
 }
 
@@ -320,7 +342,7 @@ func TestVersion(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &v), r.stdout)
 	assert.Equal(t, runtime.Version(), v.Go)
 	assert.Equal(t, engine.GPUSupport(), v.GPUSupport)
-	assert.NotEmpty(t, v.Version)
+	assert.Regexp(t, `^v\d`, v.Version, "a module version or the fallback, never (devel)")
 	assert.NotEmpty(t, v.CPUKernel)
 
 	r = umbra(t, "--version")

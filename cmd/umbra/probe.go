@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -29,66 +28,49 @@ When Auto would use none (nothing works, or only software adapters such as
 lavapipe or llvmpipe do), the report lists the likely causes with a fix for
 each, and the exit status is 1.
 
-Flags:
-  --backend B      only adapters of this graphics API: vulkan, metal, dx12 or gl
-  --adapter NAME   only adapters whose name, vendor or driver contains NAME
-  --power P        high (default; discrete GPUs rank first) or low (integrated first)
+Flags:` + selectionHelp + `
   --json           print the report as JSON (schema: cmd/umbra/README.md)`,
 	example: `
 umbra probe
 umbra probe --backend vulkan --json | jq '.adapters[] | {name, type, works}'`,
-	setup: func(fs *flag.FlagSet) func(context.Context, *env, []string) error {
-		var sel selectFlags
-		sel.declare(fs)
-		asJSON := fs.Bool("json", false, "print JSON")
-		return func(ctx context.Context, e *env, args []string) error {
-			if len(args) > 0 {
-				return usagef("unexpected argument %q", args[0])
-			}
-			as := sel.adapterSelect()
-			done := e.progress.step("probing adapters")
-			rep := engine.Probe(ctx, as)
-			done()
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			out := probeReport(rep, as, runningSystem{})
-			if *asJSON {
-				if err := writeJSON(e.stdout, out); err != nil {
-					return err
-				}
-			} else {
-				writeProbeText(e.stdout, out)
-			}
-			if out.Auto == nil {
-				return errors.New("no adapter that --device auto would use: " + out.Why)
-			}
-			return nil
-		}
-	},
 }
 
-// selectFlags are the adapter-selection flags probe and search share.
-type selectFlags struct {
-	backend *choice
-	name    string
-	power   *choice
+type probeCmd struct {
+	Selection selectionFlags `embed:""`
+	JSON      bool           `name:"json"`
+	Args      []string       `arg:"" optional:"" hidden:""`
 }
 
-func (s *selectFlags) declare(fs *flag.FlagSet) {
-	s.backend = newChoice("", "vulkan", "metal", "dx12", "gl")
-	s.power = newChoice("high", "high", "low")
-	fs.Var(s.backend, "backend", "graphics API")
-	fs.StringVar(&s.name, "adapter", "", "adapter name substring")
-	fs.Var(s.power, "power", "power preference")
-}
+func (p *probeCmd) Validate() error { return noArguments(p.Args) }
 
-func (s *selectFlags) adapterSelect() engine.AdapterSelect {
-	as := engine.AdapterSelect{Backend: s.backend.value, Name: s.name, Power: engine.HighPerformance}
-	if s.power.value == "low" {
-		as.Power = engine.LowPower
+func (p *probeCmd) Run(ctx context.Context, e *env) error {
+	as := p.Selection.adapterSelect()
+	done := e.progress.step("probing adapters")
+	rep := engine.Probe(ctx, as)
+	done()
+	if err := ctx.Err(); err != nil {
+		return err
 	}
-	return as
+	out := probeReport(rep, as, runningSystem{})
+	if p.JSON {
+		if err := writeJSON(e.stdout, out); err != nil {
+			return err
+		}
+	} else {
+		writeProbeText(e.stdout, out)
+	}
+	if out.Auto == nil {
+		return errors.New("no adapter that --device auto would use: " + out.Why)
+	}
+	return nil
+}
+
+// noArguments refuses positional arguments to a command that takes none.
+func noArguments(args []string) error {
+	if len(args) > 0 {
+		return usagef("unexpected argument %q", args[0])
+	}
+	return nil
 }
 
 // adapterJSON describes one adapter in probe and search output.
@@ -152,6 +134,9 @@ type probeJSON struct {
 }
 
 func probeReport(rep engine.ProbeReport, sel engine.AdapterSelect, sys system) probeJSON {
+	// The engine words its advice for Go callers; this report is read by
+	// people at a command line.
+	rep.Reason, rep.Hint = cliWording(rep.Reason), cliWording(rep.Hint)
 	power := "high"
 	if sel.Power == engine.LowPower {
 		power = "low"

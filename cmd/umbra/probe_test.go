@@ -89,6 +89,12 @@ func TestProbeSelectionMatchingNothing(t *testing.T) {
 	assert.Equal(t, "no adapter is called this", p.Selection.Adapter)
 	require.NotEmpty(t, p.Findings)
 	assert.Equal(t, causeNoMatch, p.Findings[0].Cause)
+	// The engine's advice, said in flags.
+	assert.Contains(t, p.Hint, "--adapter")
+	assert.NotRegexp(t, libraryWording, p.Hint)
+	for _, f := range p.Findings {
+		assert.NotRegexp(t, libraryWording, f.Hint, f.Cause)
+	}
 
 	// search --device gpu names the same failure; --device auto falls back.
 	rng := newRand(t)
@@ -96,10 +102,15 @@ func TestProbeSelectionMatchingNothing(t *testing.T) {
 	data := writeMatrix(t, dir, "d.npy", randomMatrix(rng, 10, 3), "")
 	r = umbra(t, "search", "--data", data, "--queries", data, "--k", "1", "--device", "gpu", "--adapter", "no adapter is called this")
 	require.Equal(t, exitFailure, r.code, "%s", r)
-	assert.Contains(t, requireErrorLine(t, r), "umbra probe")
+	line := requireErrorLine(t, r)
+	assert.Contains(t, line, "umbra probe")
+	assert.Contains(t, line, "--adapter", "the hint says which flag to loosen")
+	assert.NotRegexp(t, libraryWording, line)
 	s := decodeSearch(t, umbra(t, "search", "--data", data, "--queries", data, "--k", "1", "--adapter", "no adapter is called this", "--json"))
 	assert.Equal(t, "cpu", s.Backend)
 	assert.NotEmpty(t, s.Reason)
+	assert.Contains(t, s.Hint, "--adapter")
+	assert.NotRegexp(t, libraryWording, s.Hint)
 	for i, res := range s.Results {
 		assert.Equal(t, uint64(i), res.Hits[0].ID, "each row is its own nearest under cosine")
 	}

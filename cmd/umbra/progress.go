@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/term"
+
 	"github.com/umbravec/umbra/engine"
 )
 
@@ -21,25 +23,24 @@ type progress struct {
 	enabled bool
 	delay   time.Duration // how long a step runs before its line appears
 	every   time.Duration // how often the line is redrawn
+	// now and after are the clock: time.Now and time.After, or a test's
+	// own, so that what is drawn does not depend on how busy the machine is.
+	now   func() time.Time
+	after func(time.Duration) <-chan time.Time
 
 	mu    sync.Mutex
 	drawn bool // a status line is on screen and not yet ended
 }
 
 func newProgress(w io.Writer, enabled bool) *progress {
-	return &progress{w: w, enabled: enabled, delay: time.Second, every: 200 * time.Millisecond}
+	return &progress{w: w, enabled: enabled, delay: time.Second, every: 200 * time.Millisecond,
+		now: time.Now, after: time.After}
 }
 
-// stderrIsTerminal reports whether stderr is a character device other than
-// a dumb terminal. The standard library has no isatty; a character device is
-// a terminal in every case that matters here (/dev/null only swallows the
-// line).
+// stderrIsTerminal reports whether stderr is a terminal that understands
+// the escape sequence that redraws the line (a dumb one does not).
 func stderrIsTerminal() bool {
-	if os.Getenv("TERM") == "dumb" {
-		return false
-	}
-	fi, err := os.Stderr.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return os.Getenv("TERM") != "dumb" && term.IsTerminal(int(os.Stderr.Fd()))
 }
 
 // step starts showing label and returns the function that ends the step.
@@ -73,32 +74,29 @@ func (p *progress) stepWith(label string, status func() string) (done func()) {
 	if p == nil || !p.enabled {
 		return func() {}
 	}
-	start := time.Now()
+	start := p.now()
 	stop := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
-		wait := time.NewTimer(p.delay)
-		defer wait.Stop()
 		select {
 		case <-stop:
 			return
-		case <-wait.C:
+		case <-p.after(p.delay):
 		}
-		tick := time.NewTicker(p.every)
-		defer tick.Stop()
 		for {
-			line := fmt.Sprintf("%s… %s", label, seconds(time.Since(start)))
+			elapsed := seconds(p.now().Sub(start))
+			line := fmt.Sprintf("%s… %s", label, elapsed)
 			if status != nil {
 				if st := status(); st != "" {
-					line = fmt.Sprintf("%s… %s, %s", label, st, seconds(time.Since(start)))
+					line = fmt.Sprintf("%s… %s, %s", label, st, elapsed)
 				}
 			}
 			p.draw(line, false)
 			select {
 			case <-stop:
 				return
-			case <-tick.C:
+			case <-p.after(p.every):
 			}
 		}
 	}()
@@ -108,7 +106,7 @@ func (p *progress) stepWith(label string, status func() string) (done func()) {
 			close(stop)
 			<-finished
 			if p.isDrawn() {
-				p.draw(fmt.Sprintf("%s: done in %s", label, seconds(time.Since(start))), true)
+				p.draw(fmt.Sprintf("%s: done in %s", label, seconds(p.now().Sub(start))), true)
 			}
 		})
 	}

@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strconv"
+	"strings"
 	"text/tabwriter"
+
+	"github.com/alecthomas/kong"
 
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
@@ -25,8 +28,9 @@ The search is exact: every row is scored. IDs are row numbers of --data,
 counting from 0; results are best first, equal scores by lower ID.
 
 Files are .npy (2-D, float32 or float16, little-endian, C order) or .fvecs,
-chosen by extension. Both must have the same dimension. A row with NaN or
-infinite values, or under cosine a zero row, is an error that names it.
+chosen by extension. Both must have the same dimension and at least one
+row. A row with NaN or infinite values, or under cosine a zero row, is an
+error that names it.
 
 Flags:
   --data FILE      the vectors to search (required)
@@ -38,12 +42,8 @@ Flags:
   --device D       auto (default): a hardware GPU that passes the probe,
                    else the CPU, without failing; gpu: any adapter that
                    passes the probe, software ones included, or fail;
-                   cpu: the pure-Go path only
-  --backend B      with auto or gpu: only adapters of this graphics API:
-                   vulkan, metal, dx12 or gl
-  --adapter NAME   with auto or gpu: only adapters whose name, vendor or
-                   driver contains NAME (see 'umbra probe')
-  --power P        high (default; discrete GPUs first) or low (integrated first)
+                   cpu: the pure-Go path only` + selectionHelp + `
+                   (--backend, --adapter and --power apply to auto and gpu)
   --json           print JSON (schema: cmd/umbra/README.md)
 
 Output: comment lines starting with '#' name the backend, adapter and
@@ -51,40 +51,38 @@ inputs; then a table with one line per hit: query, rank, id, score.`,
 	example: `
 umbra search --data docs.npy --queries questions.npy --k 5
 umbra search --data base.fvecs --queries query.fvecs --k 100 --metric l2 --device gpu --json`,
-	setup: func(fs *flag.FlagSet) func(context.Context, *env, []string) error {
-		var o searchOptions
-		fs.StringVar(&o.data, "data", "", "data file")
-		fs.StringVar(&o.queries, "queries", "", "query file")
-		fs.IntVar(&o.k, "k", 0, "results per query")
-		o.metric = newChoice("cosine", "cosine", "dot", "l2")
-		o.device = newChoice("auto", "auto", "gpu", "cpu")
-		fs.Var(o.metric, "metric", "metric")
-		fs.Var(o.device, "device", "device")
-		o.sel.declare(fs)
-		fs.BoolVar(&o.json, "json", false, "print JSON")
-		return func(ctx context.Context, e *env, args []string) error {
-			if len(args) > 0 {
-				return usagef("unexpected argument %q", args[0])
-			}
-			for _, name := range []string{"data", "queries", "k"} {
-				if !isSet(fs, name) {
-					return usagef("missing required flag --%s", name)
-				}
-			}
-			if o.k < 1 {
-				return usagef("--k must be at least 1, got %d", o.k)
-			}
-			return search(ctx, e, &o)
-		}
-	},
 }
 
-type searchOptions struct {
-	data, queries  string
-	k              int
-	metric, device *choice
-	sel            selectFlags
-	json           bool
+type searchCmd struct {
+	Data      string         `name:"data" placeholder:"FILE"`
+	Queries   string         `name:"queries" placeholder:"FILE"`
+	K         count          `name:"k" placeholder:"K"`
+	Metric    choice         `name:"metric" choices:"cosine,dot,l2" default:"cosine" placeholder:"M"`
+	Device    choice         `name:"device" choices:"auto,gpu,cpu" default:"auto" placeholder:"D"`
+	Selection selectionFlags `embed:""`
+	JSON      bool           `name:"json"`
+	// Args catches positional arguments, to point at the flags.
+	Args []string `arg:"" optional:"" hidden:""`
+}
+
+func (s *searchCmd) Validate(kctx *kong.Context) error {
+	switch len(s.Args) {
+	case 0:
+	case 3:
+		return usagef("unexpected arguments %s: search takes its inputs as flags: umbra search --data %s --queries %s --k %s",
+			strings.Join(s.Args, " "), s.Args[0], s.Args[1], s.Args[2])
+	default:
+		return usagef("unexpected argument %q: search takes its inputs as flags: --data FILE --queries FILE --k K", s.Args[0])
+	}
+	for _, name := range []string{"data", "queries", "k"} {
+		if !given(kctx, name) {
+			return usagef("missing required flag --%s", name)
+		}
+	}
+	if s.K < 1 {
+		return usagef("--k must be at least 1, got %d", s.K)
+	}
+	return nil
 }
 
 // searchJSON is what search --json prints; README.md documents it.
@@ -139,40 +137,51 @@ func (s score) MarshalJSON() ([]byte, error) {
 	return []byte(s.text()), nil
 }
 
-func search(ctx context.Context, e *env, o *searchOptions) error {
-	metric, err := engine.ParseMetric(o.metric.value)
+func (o *searchCmd) Run(ctx context.Context, e *env) error {
+	// The choices the grammar allows are the engine's names: these cannot fail.
+	metric, err := engine.ParseMetric(string(o.Metric))
 	if err != nil {
 		return usagef("%s", cause(err))
 	}
-	device, err := engine.ParseDevice(o.device.value)
+	device, err := engine.ParseDevice(string(o.Device))
 	if err != nil {
 		return usagef("%s", cause(err))
 	}
-	data, err := loadMatrix(e, "--data", o.data)
+	data, err := loadMatrix(e, "--data", o.Data)
 	if err != nil {
 		return err
 	}
-	queries, err := loadMatrix(e, "--queries", o.queries)
+	if data.Rows == 0 {
+		return fmt.Errorf("--data %s holds no vectors (0 rows): nothing to search", o.Data)
+	}
+	queries, err := loadMatrix(e, "--queries", o.Queries)
 	if err != nil {
 		return err
+	}
+	if queries.Rows == 0 {
+		return fmt.Errorf("--queries %s holds no vectors (0 rows): nothing to search for", o.Queries)
 	}
 	if queries.Dim != data.Dim {
 		return fmt.Errorf("dimension mismatch: --queries %s has dimension %d, --data %s has dimension %d",
-			o.queries, queries.Dim, o.data, data.Dim)
+			o.Queries, queries.Dim, o.Data, data.Dim)
 	}
 
-	cfg := engine.Config{Dim: data.Dim, Metric: metric, Device: device, Adapter: o.sel.adapterSelect()}
+	cfg := engine.Config{Dim: data.Dim, Metric: metric, Device: device, Adapter: o.Selection.adapterSelect()}
 	addCtx, done := e.progress.engineStep(ctx, fmt.Sprintf("indexing %d rows", data.Rows))
 	ix, err := engine.New(ctx, cfg)
 	if err != nil {
 		done()
+		var ae *engine.AdapterError
+		if errors.As(err, &ae) && ae.Hint != "" {
+			return fmt.Errorf("--device %s: %s; %s", device, cliWording(cause(err)), cliWording(oneLine(ae.Hint)))
+		}
 		return fmt.Errorf("--device %s: %s (run 'umbra probe' to see every adapter)", device, cause(err))
 	}
 	defer ix.Close()
 	_, err = ix.AddFlat(addCtx, data.Data)
 	done()
 	if err != nil {
-		return fmt.Errorf("--data %s: %s", o.data, cause(err))
+		return fmt.Errorf("--data %s: %s", o.Data, cause(err))
 	}
 	rows := data.Rows
 	data = nil // the index holds its own copy
@@ -183,11 +192,11 @@ func search(ctx context.Context, e *env, o *searchOptions) error {
 	}
 	searchCtx, done := e.progress.engineStep(ctx, fmt.Sprintf("searching %d queries in %d rows", len(qs), rows))
 	var tr engine.Trace
-	all, err := ix.SearchBatch(engine.WithTrace(searchCtx, &tr), qs, o.k)
+	all, err := ix.SearchBatch(engine.WithTrace(searchCtx, &tr), qs, int(o.K))
 	done()
 	if err != nil {
 		if errors.Is(err, engine.ErrNonFinite) || errors.Is(err, engine.ErrZeroVector) || errors.Is(err, engine.ErrDimMismatch) {
-			return fmt.Errorf("--queries %s: %s", o.queries, cause(err))
+			return fmt.Errorf("--queries %s: %s", o.Queries, cause(err))
 		}
 		return fmt.Errorf("search: %s", cause(err))
 	}
@@ -197,14 +206,14 @@ func search(ctx context.Context, e *env, o *searchOptions) error {
 		Backend:   string(servedBy(info, tr)),
 		Route:     routeOf(info),
 		CPUKernel: info.CPUKernel,
-		Reason:    oneLine(info.Reason),
-		Hint:      info.Hint,
+		Reason:    cliWording(oneLine(info.Reason)),
+		Hint:      cliWording(info.Hint),
 		Metric:    metric.String(),
-		K:         o.k,
+		K:         int(o.K),
 		Dim:       ix.Dim(),
 		Rows:      ix.Len(),
-		Data:      o.data,
-		Queries:   o.queries,
+		Data:      o.Data,
+		Queries:   o.Queries,
 		Results:   make([]resultJSON, len(all)),
 	}
 	if info.Backend == engine.BackendGPU {
@@ -218,7 +227,7 @@ func search(ctx context.Context, e *env, o *searchOptions) error {
 		}
 		out.Results[i] = r
 	}
-	if o.json {
+	if o.JSON {
 		// One line: results can run to many thousands of hits.
 		return json.NewEncoder(e.stdout).Encode(out)
 	}
@@ -237,6 +246,9 @@ func servedBy(info engine.Info, tr engine.Trace) engine.Backend {
 
 // loadMatrix reads a data file, naming the flag it came from in errors.
 func loadMatrix(e *env, flagName, path string) (*host.Matrix, error) {
+	if err := notDir(flagName, path); err != nil {
+		return nil, err
+	}
 	done := e.progress.step("loading " + path)
 	m, err := host.ReadMatrixFile(path)
 	done()
@@ -244,6 +256,15 @@ func loadMatrix(e *env, flagName, path string) (*host.Matrix, error) {
 		return nil, fmt.Errorf("%s: %s", flagName, cause(err))
 	}
 	return m, nil
+}
+
+// notDir refuses a directory where a vector file belongs, before the
+// reader judges it by its extension or fails twice over reading it.
+func notDir(flagName, path string) error {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("%s %s is a directory: want a .npy or .fvecs file", flagName, path)
+	}
+	return nil
 }
 
 func writeSearchText(w io.Writer, r searchJSON) error {

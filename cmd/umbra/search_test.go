@@ -268,19 +268,26 @@ func TestSearchTiesAndSmallInputs(t *testing.T) {
 		s := decodeSearch(t, umbra(t, "search", "--data", data, "--queries", queries, "--k", "1000", "--device", "cpu", "--json"))
 		assert.Len(t, s.Results[0].Hits, 30)
 	})
-	t.Run("no queries", func(t *testing.T) {
+	t.Run("an empty file is an error naming it", func(t *testing.T) {
 		empty := writeMatrix(t, dir, "empty.npy", &host.Matrix{Rows: 0, Dim: 9}, "")
-		r := umbra(t, "search", "--data", data, "--queries", empty, "--k", "2", "--json")
-		s := decodeSearch(t, r)
-		assert.NotNil(t, s.Results)
-		assert.Empty(t, s.Results)
-		assert.Contains(t, r.stdout, `"results":[]`)
-	})
-	t.Run("no data rows", func(t *testing.T) {
-		empty := writeMatrix(t, dir, "nodata.npy", &host.Matrix{Rows: 0, Dim: 9}, "")
-		s := decodeSearch(t, umbra(t, "search", "--data", empty, "--queries", queries, "--k", "2", "--device", "cpu", "--json"))
-		require.Len(t, s.Results, 1)
-		assert.Empty(t, s.Results[0].Hits)
+		emptyFvecs := writeFile(t, dir, "empty.fvecs", nil)
+		tests := []struct {
+			data, queries string
+			flag, file    string // named in the error
+		}{
+			{data, empty, "--queries", empty},
+			{empty, queries, "--data", empty},
+			{emptyFvecs, queries, "--data", emptyFvecs},
+		}
+		for _, tc := range tests {
+			r := umbra(t, "search", "--data", tc.data, "--queries", tc.queries, "--k", "2", "--device", "cpu", "--json")
+			require.Equal(t, exitFailure, r.code, "%s", r)
+			assert.Empty(t, r.stdout)
+			line := requireErrorLine(t, r)
+			assert.Contains(t, line, tc.flag)
+			assert.Contains(t, line, tc.file)
+			assert.Contains(t, line, "no vectors")
+		}
 	})
 	t.Run("flags in any order and with =", func(t *testing.T) {
 		s := decodeSearch(t, umbra(t, "search", "--json", "-k=2", "--queries="+queries, "-data", data, "--device=CPU"))
@@ -328,6 +335,9 @@ func TestSearchRejectsBadInput(t *testing.T) {
 		{"3-D array", writeFile(t, dir, "cube.npy", npyBytes("<f4", "(2, 10, 6)", float32Bytes(good.Data))), goodQ, "", []string{"--data", "cube.npy"}},
 		{"truncated fvecs", writeFile(t, dir, "trunc.fvecs", fvecs[:len(fvecs)-3]), goodQ, "", []string{"--data", "trunc.fvecs", "truncated"}},
 		{"unknown extension", writeFile(t, dir, "data.csv", []byte("1,2,3\n")), goodQ, "", []string{"--data", "data.csv", "extension"}},
+		{"directory", mkdir(t, dir, "vectors"), goodQ, "", []string{"--data", "vectors is a directory", "want a .npy or .fvecs file"}},
+		{"directory named like a file", mkdir(t, dir, "dir.npy"), goodQ, "", []string{"--data", "dir.npy is a directory"}},
+		{"directory as queries", goodData, mkdir(t, dir, "qdir.fvecs"), "", []string{"--queries", "qdir.fvecs is a directory"}},
 		{"malformed queries", goodData, writeFile(t, dir, "q8.npy", npyBytes("<f8", "(1, 3)", float32Bytes(good.Data[:6]))), "", []string{"--queries", "q8.npy"}},
 		{"dimension mismatch", goodData, writeMatrix(t, dir, "q5.npy", randomMatrix(rng, 2, 5), ""), "", []string{"dimension mismatch", "q5.npy", "dimension 5", "good.npy", "dimension 6"}},
 		{"NaN in data", withValue("nan.npy", 5, 2, float32(math.NaN())), goodQ, "", []string{"--data", "nan.npy", "vector 5", "component 2", "NaN"}},
@@ -350,6 +360,9 @@ func TestSearchRejectsBadInput(t *testing.T) {
 			}
 			assert.NotContains(t, line, "umbra: umbra:")
 			assert.NotContains(t, line, "host: ")
+			for _, p := range []string{tc.data, tc.queries} {
+				assert.LessOrEqual(t, strings.Count(line, filepath.Base(p)), 2, "the message says it once: %s", line)
+			}
 		})
 	}
 
@@ -357,6 +370,13 @@ func TestSearchRejectsBadInput(t *testing.T) {
 		r := umbra(t, "search", "--data", zeroRow("zero-dot.npy", 7), "--queries", goodQ, "--k", "3", "--metric", "dot", "--device", "cpu")
 		require.Equal(t, exitOK, r.code, "%s", r)
 	})
+}
+
+func mkdir(t *testing.T, dir, name string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	require.NoError(t, os.Mkdir(p, 0o755))
+	return p
 }
 
 // TestSearchOnSoftwareAdapters forces the real shader path onto each

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"context"
-	"flag"
 	"fmt"
 	"runtime"
-	"runtime/debug"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/version"
 )
 
 var versionCommand = &command{
@@ -15,7 +13,8 @@ var versionCommand = &command{
 	summary:  "print the version, the Go version and whether GPU support is built in",
 	synopsis: "version [--json]",
 	help: `
-Print umbra's module version (and VCS revision when the build recorded one),
+Print umbra's module version (` + version.Fallback + ` for a build from a
+checkout without one; VCS revision when the build recorded one),
 the Go toolchain and platform it was built with, whether the wgpu GPU backend
 is compiled in (it needs cgo; the nogpu build tag leaves it out) and the CPU
 path's scoring kernel.
@@ -24,34 +23,36 @@ Flags:
   --json   print the same as JSON: {"version", "revision", "modified", "go",
            "os", "arch", "gpu_support", "cpu_kernel"}`,
 	example: `umbra version`,
-	setup: func(fs *flag.FlagSet) func(context.Context, *env, []string) error {
-		asJSON := fs.Bool("json", false, "print JSON")
-		return func(ctx context.Context, e *env, args []string) error {
-			if len(args) > 0 {
-				return usagef("unexpected argument %q", args[0])
-			}
-			v := buildVersion()
-			if *asJSON {
-				return writeJSON(e.stdout, v)
-			}
-			fmt.Fprintf(e.stdout, "umbra %s\n", v.Version)
-			if v.Revision != "" {
-				mod := ""
-				if v.Modified {
-					mod = " (modified)"
-				}
-				fmt.Fprintf(e.stdout, "  revision    %s%s\n", v.Revision, mod)
-			}
-			fmt.Fprintf(e.stdout, "  go          %s %s/%s\n", v.Go, v.OS, v.Arch)
-			if v.GPUSupport {
-				fmt.Fprintln(e.stdout, "  gpu         yes (wgpu backend built in; 'umbra probe' tests the adapters)")
-			} else {
-				fmt.Fprintln(e.stdout, "  gpu         no (built without cgo or with the nogpu tag): searches run on the CPU")
-			}
-			fmt.Fprintf(e.stdout, "  cpu kernel  %s\n", v.CPUKernel)
-			return nil
+}
+
+type versionCmd struct {
+	JSON bool     `name:"json"`
+	Args []string `arg:"" optional:"" hidden:""`
+}
+
+func (c *versionCmd) Validate() error { return noArguments(c.Args) }
+
+func (c *versionCmd) Run(e *env) error {
+	v := buildVersion()
+	if c.JSON {
+		return writeJSON(e.stdout, v)
+	}
+	fmt.Fprintf(e.stdout, "umbra %s\n", v.Version)
+	if v.Revision != "" {
+		mod := ""
+		if v.Modified {
+			mod = " (modified)"
 		}
-	},
+		fmt.Fprintf(e.stdout, "  revision    %s%s\n", v.Revision, mod)
+	}
+	fmt.Fprintf(e.stdout, "  go          %s %s/%s\n", v.Go, v.OS, v.Arch)
+	if v.GPUSupport {
+		fmt.Fprintln(e.stdout, "  gpu         yes (wgpu backend built in; 'umbra probe' tests the adapters)")
+	} else {
+		fmt.Fprintln(e.stdout, "  gpu         no (built without cgo or with the nogpu tag): searches run on the CPU")
+	}
+	fmt.Fprintf(e.stdout, "  cpu kernel  %s\n", v.CPUKernel)
+	return nil
 }
 
 type versionJSON struct {
@@ -66,24 +67,8 @@ type versionJSON struct {
 }
 
 func buildVersion() versionJSON {
-	v := versionJSON{Version: "(unknown)", Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
+	b := version.Get()
+	return versionJSON{Version: b.Version, Revision: b.Revision, Modified: b.Modified,
+		Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
 		GPUSupport: engine.GPUSupport(), CPUKernel: cpuKernel()}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return v
-	}
-	// "(devel)" for a build inside the module; a tag or pseudo-version
-	// for go install module@version.
-	if bi.Main.Version != "" {
-		v.Version = bi.Main.Version
-	}
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			v.Revision = s.Value
-		case "vcs.modified":
-			v.Modified = s.Value == "true"
-		}
-	}
-	return v
 }
