@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/umbravec/umbra/fallback"
-	"github.com/umbravec/umbra/host"
+	"github.com/umbravec/umbra/internal/packed"
 	"github.com/umbravec/umbra/shaders"
 )
 
@@ -21,12 +21,12 @@ const (
 	calibrationDim  = 1024
 )
 
-var calibrationSlab = sync.OnceValue(func() *host.Slab { return syntheticSlab(calibrationRows, calibrationDim) })
+var calibrationSlab = sync.OnceValue(func() *packed.Slab { return syntheticSlab(calibrationRows, calibrationDim) })
 
 // syntheticSlab returns rows × dim values in [-1, 1) from a fixed xorshift
 // sequence: data to time a device on, where only the size matters.
-func syntheticSlab(rows, dim int) *host.Slab {
-	s := host.NewSlab(dim)
+func syntheticSlab(rows, dim int) *packed.Slab {
+	s := packed.NewSlab(dim)
 	flat := make([]float32, rows*dim)
 	x := uint32(2463534242)
 	for i := range flat {
@@ -80,10 +80,10 @@ func (d *gpuDevice) calibrate() (*Routing, error) {
 			}
 			ctx := context.Background()
 			s := calibrationSlab()
-			tiny := host.NewSlab(calibrationDim)
+			tiny := packed.NewSlab(calibrationDim)
 			tiny.Append([][]float32{s.Row(0)}, false)
 			for _, c := range []struct {
-				slab *host.Slab
+				slab *packed.Slab
 				out  *time.Duration
 			}{{tiny, &r.GPULatency}, {s, new(time.Duration)}} {
 				g, err := newGPUIndex(d, c.slab.Stride, shaders.MetricDot, 0)

@@ -17,7 +17,7 @@ import (
 	"github.com/oliverbestmann/webgpu/wgpu"
 
 	"github.com/umbravec/umbra/fallback"
-	"github.com/umbravec/umbra/host"
+	"github.com/umbravec/umbra/internal/packed"
 	"github.com/umbravec/umbra/shaders"
 )
 
@@ -312,7 +312,7 @@ func (d *gpuDevice) checkVariant(dim int, metric uint32) error {
 	// chunks; 8 queries fill one batch tile.
 	const rows, k, nq = 300, 5, batchQT
 	data := syntheticSlab(rows+nq, dim)
-	slab := host.NewSlab(dim)
+	slab := packed.NewSlab(dim)
 	flat := make([]float32, 0, rows*dim)
 	for i := 0; i < rows; i++ {
 		flat = append(flat, data.Row(i)...)
@@ -575,7 +575,7 @@ func openGPU(ctx context.Context, cfg Config, opt options, allowSoftware bool) (
 		if dev == nil {
 			continue
 		}
-		g, err := newGPUIndex(dev, host.StrideFor(cfg.Dim), cfg.Metric.shaderCode(), opt.maxChunkRows)
+		g, err := newGPUIndex(dev, packed.StrideFor(cfg.Dim), cfg.Metric.shaderCode(), opt.maxChunkRows)
 		if err != nil {
 			return nil, err.Error(), hintProbeFailed, err
 		}

@@ -9,7 +9,7 @@ import (
 	"github.com/oliverbestmann/webgpu/wgpu"
 
 	"github.com/umbravec/umbra/engine/internal/link"
-	"github.com/umbravec/umbra/host"
+	"github.com/umbravec/umbra/internal/packed"
 )
 
 func init() {
@@ -61,11 +61,11 @@ func newOnDevice(ctx context.Context, cfg Config, adapter *wgpu.Adapter, device 
 	if err := d.verify(); err != nil {
 		return nil, err
 	}
-	g, err := newGPUIndex(d, host.StrideFor(cfg.Dim), cfg.Metric.shaderCode(), 0)
+	g, err := newGPUIndex(d, packed.StrideFor(cfg.Dim), cfg.Metric.shaderCode(), 0)
 	if err != nil {
 		return nil, err
 	}
-	return &Index{cfg: cfg, slab: host.NewSlab(cfg.Dim), gpu: g}, nil
+	return &Index{cfg: cfg, slab: packed.NewSlab(cfg.Dim), gpu: g}, nil
 }
 
 // webgpuDefaultLimits are the limits the WebGPU specification guarantees on

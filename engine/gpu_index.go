@@ -13,7 +13,7 @@ import (
 	"github.com/oliverbestmann/webgpu/wgpu"
 
 	"github.com/umbravec/umbra/fallback"
-	"github.com/umbravec/umbra/host"
+	"github.com/umbravec/umbra/internal/packed"
 	"github.com/umbravec/umbra/shaders"
 )
 
@@ -79,7 +79,7 @@ type wgpuIndex struct {
 	metric  uint32
 	single  shaders.ScoresLayout // one query per pass
 	batch   shaders.ScoresLayout // batchQT queries per pass
-	plan    host.ChunkPlan
+	plan    packed.ChunkPlan
 	chunks  []*gpuChunk
 	query   growBuffer
 	scoresB growBuffer
@@ -110,7 +110,7 @@ func (g *wgpuIndex) step(name string) error {
 }
 
 func newGPUIndex(dev *gpuDevice, stride int, metric uint32, maxChunkRows int) (*wgpuIndex, error) {
-	plan, err := host.PlanChunks(stride, host.Limits{
+	plan, err := packed.PlanChunks(stride, packed.Limits{
 		MaxStorageBindingBytes: dev.lim.MaxStorageBindingBytes,
 		MaxBufferBytes:         dev.lim.MaxBufferBytes,
 		MaxWorkgroupsPerDim:    dev.lim.MaxWorkgroupsPerDim,
@@ -242,7 +242,7 @@ func (g *wgpuIndex) grow(c, need int) error {
 // upload makes rows [from, s.Rows) resident, sending only those rows. On
 // error the rows resident before stay valid and searchable, and nothing
 // past them counts as resident.
-func (g *wgpuIndex) upload(ctx context.Context, s *host.Slab, from int) error {
+func (g *wgpuIndex) upload(ctx context.Context, s *packed.Slab, from int) error {
 	g.dev.mu.Lock()
 	defer g.dev.mu.Unlock()
 	if from >= s.Rows {

@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/fallback"
-	"github.com/umbravec/umbra/host"
+	"github.com/umbravec/umbra/internal/packed"
 	"github.com/umbravec/umbra/shaders"
 )
 
@@ -104,7 +104,7 @@ func TestTwoDimensionalGrid(t *testing.T) {
 	capped := &gpuDevice{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim}
 	capped.lim.MaxWorkgroupsPerDim = 7
 	const dim, rows = 64, 3001
-	slab := host.NewSlab(dim)
+	slab := packed.NewSlab(dim)
 	vs := make([][]float32, rows)
 	for i := range vs {
 		vs[i] = make([]float32, dim)
@@ -173,7 +173,7 @@ func TestReductionVariantsAgree(t *testing.T) {
 			return strings.Replace(src, check, "var ok = false && w > 0u", 1)
 		}}
 	for _, dim := range []int{3, 30, 130, 768} {
-		slab := host.NewSlab(dim)
+		slab := packed.NewSlab(dim)
 		vs := make([][]float32, 777)
 		for i := range vs {
 			vs[i] = make([]float32, dim)
@@ -403,7 +403,7 @@ func TestSelectSettlesEarly(t *testing.T) {
 		{"distinct", false, func(n uint32) { assert.Less(t, n, uint32(8), "random scores settle early") }},
 		{"all tied", true, func(n uint32) { assert.GreaterOrEqual(t, n, uint32(5), "ties need the row-index bytes") }},
 	} {
-		s := host.NewSlab(16)
+		s := packed.NewSlab(16)
 		vs := make([][]float32, 3000)
 		one := make([]float32, 16)
 		for j := range one {
@@ -447,7 +447,7 @@ func TestStagedQueriesAgree(t *testing.T) {
 	t.Logf("seed %d; the probe chose staged=%v on %s (%s)", seed, d.staged, d.info.Name, d.info.API)
 	r := rand.New(rand.NewPCG(seed, 13))
 	for _, dim := range []int{3, 130, 768} {
-		slab := host.NewSlab(dim)
+		slab := packed.NewSlab(dim)
 		vs := make([][]float32, 1300)
 		for i := range vs {
 			vs[i] = make([]float32, dim)

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/umbravec/umbra/host"
+	"github.com/umbravec/umbra/internal/packed"
 	"github.com/umbravec/umbra/shaders"
 )
 
@@ -99,7 +99,7 @@ func (d *gpuDevice) tune(passed []variant) {
 // timeScores returns the best of three traced scoring passes of the
 // queries q (after a warm-up) over s on an index planned with the device's
 // current team and staging.
-func (d *gpuDevice) timeScores(s *host.Slab, q [][]float32) (time.Duration, error) {
+func (d *gpuDevice) timeScores(s *packed.Slab, q [][]float32) (time.Duration, error) {
 	g, err := newGPUIndex(d, s.Stride, shaders.MetricDot, 0)
 	if err != nil {
 		return 0, err

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/umbravec/umbra/fallback"
-	"github.com/umbravec/umbra/host"
+	"github.com/umbravec/umbra/internal/packed"
 )
 
 // Hit is one search result: the ID Add assigned to the vector, and its
@@ -28,7 +28,7 @@ type Index struct {
 	cfg Config
 
 	mu     sync.RWMutex
-	slab   *host.Slab
+	slab   *packed.Slab
 	closed bool
 
 	// gpu is nil on the CPU path. gpuDown is set when a GPU failure under
@@ -71,7 +71,7 @@ func newIndex(ctx context.Context, cfg Config, opt options) (ix *Index, err erro
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("umbra: creating the index: %w", err)
 	}
-	ix = &Index{cfg: cfg, slab: host.NewSlab(cfg.Dim)}
+	ix = &Index{cfg: cfg, slab: packed.NewSlab(cfg.Dim)}
 	if cfg.Device == CPU {
 		return ix, nil
 	}
@@ -128,7 +128,7 @@ func (ix *Index) Add(ctx context.Context, vectors [][]float32) (ids []uint64, er
 		}
 	}
 	report("validate", len(vectors), len(vectors))
-	return ix.add(ctx, start, len(vectors), func(s *host.Slab) { s.Append(vectors, ix.cfg.Metric == Cosine) })
+	return ix.add(ctx, start, len(vectors), func(s *packed.Slab) { s.Append(vectors, ix.cfg.Metric == Cosine) })
 }
 
 // AddFlat stores rows given as one row-major slice of n×Dim values, as read
@@ -152,12 +152,12 @@ func (ix *Index) AddFlat(ctx context.Context, data []float32) (ids []uint64, err
 		}
 	}
 	report("validate", n, n)
-	return ix.add(ctx, start, n, func(s *host.Slab) { s.AppendFlat(data, ix.cfg.Metric == Cosine) })
+	return ix.add(ctx, start, n, func(s *packed.Slab) { s.AppendFlat(data, ix.cfg.Metric == Cosine) })
 }
 
 // add appends n validated vectors with pack and uploads them, undoing the
 // append if Device GPU cannot upload them.
-func (ix *Index) add(ctx context.Context, start time.Time, n int, pack func(*host.Slab)) ([]uint64, error) {
+func (ix *Index) add(ctx context.Context, start time.Time, n int, pack func(*packed.Slab)) ([]uint64, error) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	if ix.closed {
@@ -168,7 +168,7 @@ func (ix *Index) add(ctx context.Context, start time.Time, n int, pack func(*hos
 	if ix.cfg.MaxRows > 0 && total > ix.cfg.MaxRows {
 		return nil, fmt.Errorf("%w: adding %d vectors to %d would exceed MaxRows %d", ErrTooLarge, n, old, ix.cfg.MaxRows)
 	}
-	if err := host.CheckSize(total, ix.slab.Stride); err != nil {
+	if err := packed.CheckSize(total, ix.slab.Stride); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrTooLarge, err)
 	}
 	if n == 0 {
@@ -281,9 +281,9 @@ func (ix *Index) prepare(ctx context.Context, query []float32, k int, what input
 		return nil, err
 	}
 	if ix.cfg.Metric == Cosine {
-		return host.Normalized(query, ix.slab.Stride), nil
+		return packed.Normalized(query, ix.slab.Stride), nil
 	}
-	return host.Padded(query, ix.slab.Stride), nil
+	return packed.Padded(query, ix.slab.Stride), nil
 }
 
 // search runs one prepared query. The caller holds ix.mu.
@@ -451,7 +451,7 @@ func (ix *Index) Close() error {
 	if ix.gpu != nil {
 		ix.gpu.release()
 	}
-	ix.slab = host.NewSlab(ix.cfg.Dim)
+	ix.slab = packed.NewSlab(ix.cfg.Dim)
 	return nil
 }
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/umbravec/umbra/fallback"
-	"github.com/umbravec/umbra/host"
+	"github.com/umbravec/umbra/internal/packed"
 )
 
 // Backend names the path that serves an index's searches.
@@ -117,7 +117,7 @@ const batchQueriesPerPass = 8
 type gpuIndex interface {
 	// upload makes rows [from, s.Rows) of s resident. On error the rows
 	// already resident stay valid and searchable.
-	upload(ctx context.Context, s *host.Slab, from int) error
+	upload(ctx context.Context, s *packed.Slab, from int) error
 	// search returns, for each padded query, its best min(k, rows) rows,
 	// best first, ties by lower row, selected on the device.
 	search(ctx context.Context, qs [][]float32, k, rows int) ([][]fallback.Hit, error)

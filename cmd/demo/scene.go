@@ -10,7 +10,7 @@ import (
 
 	"github.com/oliverbestmann/webgpu/wgpu"
 
-	"github.com/umbravec/umbra/host"
+	"github.com/umbravec/umbra/internal/packed"
 )
 
 // targetFormat is the scene's render target. Colours are written to it as
@@ -65,7 +65,7 @@ type scene struct {
 
 // newScene uploads set and builds the pipelines for a width×height target.
 func newScene(s *session, set *memorySet, width, height, maxRings int) (*scene, error) {
-	sc := &scene{s: s, set: set, stride: host.StrideFor(set.dim), maxRings: maxRings}
+	sc := &scene{s: s, set: set, stride: packed.StrideFor(set.dim), maxRings: maxRings}
 	sc.dim4 = sc.stride / 4
 	rowBytes := uint64(set.rows) * uint64(sc.stride) * 4
 	if err := checkSceneSize(s, set); err != nil {
@@ -76,7 +76,7 @@ func newScene(s *session, set *memorySet, width, height, maxRings int) (*scene, 
 	sc.blockRows = max(128, (set.rows+511)/512)
 	sc.blocks = (set.rows + sc.blockRows - 1) / sc.blockRows
 	err := guard("create demo buffers", func() error {
-		slab := host.NewSlab(set.dim)
+		slab := packed.NewSlab(set.dim)
 		slab.AppendFlat(set.data, false)
 		const st = wgpu.BufferUsageStorage
 		var err error
@@ -132,7 +132,7 @@ func newScene(s *session, set *memorySet, width, height, maxRings int) (*scene, 
 // checkSceneSize says whether the scene's copy of the rows fits in one
 // storage binding of the device (the demo's shaders bind it whole).
 func checkSceneSize(s *session, set *memorySet) error {
-	stride := uint64(host.StrideFor(set.dim)) * 4
+	stride := uint64(packed.StrideFor(set.dim)) * 4
 	lim := min(s.limits.MaxStorageBufferBindingSize, s.limits.MaxBufferSize)
 	if need := uint64(set.rows) * stride; need > lim {
 		return fmt.Errorf("%d rows of dimension %d take %d MiB, more than one buffer binding of this device holds (%d MiB); use --n %d or fewer",
