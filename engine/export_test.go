@@ -16,3 +16,12 @@ func PreferGPU(r Routing, bytes int64, nq int) bool        { return r.preferGPU(
 func GPUTime(r Routing, bytes int64, nq int) time.Duration { return r.gpuTime(bytes, nq) }
 func CPUTime(r Routing, bytes int64, nq int) time.Duration { return r.cpuTime(bytes, nq) }
 func CrossoverBytes(r Routing) int64                       { return r.crossoverBytes() }
+
+// SetGPUFault makes every wgpu call of ix's device side that can fail ask f
+// first, by the name of its step; a non-nil error from f fails that call as
+// if the device had. nil removes the hook. ix must have a GPU side.
+func SetGPUFault(ix *Index, f func(step string) error) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.dev.SetFault(f)
+}

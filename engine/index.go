@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/umbravec/umbra/fallback"
+	"github.com/umbravec/umbra/internal/gpu"
 	"github.com/umbravec/umbra/internal/packed"
 )
 
@@ -22,8 +23,9 @@ type Hit struct {
 }
 
 // Index is an exact similarity index. All methods are safe for concurrent
-// use: searches run in parallel with each other; Add waits for running
-// searches and blocks new ones while it appends.
+// use: on the CPU path searches run in parallel with each other, on a GPU
+// they take turns on the device; Add waits for running searches and blocks
+// new ones while it appends.
 type Index struct {
 	cfg Config
 
@@ -33,7 +35,7 @@ type Index struct {
 
 	// gpu is nil on the CPU path. gpuDown is set when a GPU failure under
 	// Device Auto moved searches to the fallback for good; reason says why.
-	gpu     gpuIndex
+	dev     *gpu.Index
 	route   *Routing // non-nil under Auto on a GPU
 	gpuDown atomic.Bool
 	whyMu   sync.Mutex
@@ -85,12 +87,12 @@ func newIndex(ctx context.Context, cfg Config, opt options) (ix *Index, err erro
 		ix.reason, ix.hint = reason, hint
 		return ix, nil
 	}
-	ix.gpu = g
+	ix.dev = g
 	if cfg.Device == Auto {
-		r, err := g.routing()
+		r, err := routingFor(g)
 		if err != nil {
-			g.release()
-			ix.gpu, ix.reason, ix.hint = nil, "GPU calibration failed: "+err.Error(), hintProbeFailed
+			g.Release()
+			ix.dev, ix.reason, ix.hint = nil, "GPU calibration failed: "+err.Error(), hintProbeFailed
 			return ix, nil
 		}
 		ix.route = r
@@ -180,7 +182,14 @@ func (ix *Index) add(ctx context.Context, start time.Time, n int, pack func(*pac
 		start = lap(&t.Marshal, start)
 	}
 	if ix.onGPU() {
-		if err := ix.gpu.upload(ctx, ix.slab, old); err != nil {
+		var st *gpu.Stages
+		if t != nil {
+			st = &gpu.Stages{}
+		}
+		report := progressFrom(ctx)
+		err := ix.dev.Upload(ctx, ix.slab, old, st, func(done, total int) { report("upload", done, total) })
+		t.add(st)
+		if err = gpuError(err); err != nil {
 			if ix.cfg.Device == GPU {
 				ix.slab.Truncate(old)
 				return nil, err
@@ -314,7 +323,13 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int) ([][]Hit
 		}
 	}
 	if ix.onGPU() && (ix.route == nil || ix.route.preferGPU(int64(ix.slab.Bytes()), len(qs))) {
-		res, err := ix.gpu.search(ctx, qs, k, ix.slab.Rows)
+		var st *gpu.Stages
+		if t != nil {
+			st = &gpu.Stages{}
+		}
+		res, err := ix.dev.Search(ctx, qs, k, ix.slab.Rows, st)
+		t.add(st)
+		err = gpuError(err)
 		if err == nil {
 			if t != nil {
 				t.Backend = BackendGPU
@@ -357,10 +372,6 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int) ([][]Hit
 	return all, nil
 }
 
-func (ix *Index) gpuFloor(ctx context.Context) (time.Duration, int64, string, error) {
-	return ix.gpu.floor(ctx)
-}
-
 // searchInPieces runs a large batch progressQueries at a time so a
 // Progress can be told how far it has got. Each piece still reads a row once
 // per tile of queries, so the split costs one pass over the slab per piece.
@@ -380,7 +391,7 @@ func (ix *Index) searchInPieces(ctx context.Context, qs [][]float32, k int) ([][
 	return all, nil
 }
 
-func (ix *Index) onGPU() bool { return ix.gpu != nil && !ix.gpuDown.Load() }
+func (ix *Index) onGPU() bool { return ix.dev != nil && !ix.gpuDown.Load() }
 
 // demote moves an Auto index to the fallback after a GPU failure. The slab
 // is kept on the host, so nothing is lost.
@@ -421,10 +432,10 @@ func (ix *Index) Info() Info {
 		Backend:   BackendCPU,
 		CPUKernel: fallback.Kernel(),
 	}
-	if ix.gpu != nil {
-		info.Adapter = ix.gpu.adapter()
-		info.Limits = ix.gpu.limits()
-		info.ChunkRows = ix.gpu.chunkRows()
+	if ix.dev != nil {
+		info.Adapter = AdapterInfo(ix.dev.Adapter())
+		info.Limits = DeviceLimits(ix.dev.Limits())
+		info.ChunkRows = ix.dev.ChunkRows()
 		info.Chunks = (ix.slab.Rows + info.ChunkRows - 1) / info.ChunkRows
 		if ix.onGPU() {
 			info.Backend = BackendGPU
@@ -448,8 +459,8 @@ func (ix *Index) Close() error {
 		return nil
 	}
 	ix.closed = true
-	if ix.gpu != nil {
-		ix.gpu.release()
+	if ix.dev != nil {
+		ix.dev.Release()
 	}
 	ix.slab = packed.NewSlab(ix.cfg.Dim)
 	return nil

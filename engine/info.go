@@ -1,13 +1,8 @@
 package engine
 
 import (
-	"context"
 	"fmt"
 	"strings"
-	"time"
-
-	"github.com/umbravec/umbra/fallback"
-	"github.com/umbravec/umbra/internal/packed"
 )
 
 // Backend names the path that serves an index's searches.
@@ -105,28 +100,4 @@ func (i Info) String() string {
 		fmt.Fprintf(&b, "\nrouting: %s", i.Routing)
 	}
 	return b.String()
-}
-
-// batchQueriesPerPass is how many queries the GPU scores per pass over the
-// slab in a batch.
-const batchQueriesPerPass = 8
-
-// gpuIndex is the device side of one index: the resident chunks of its slab
-// and the buffers a search uses. The wgpu build implements it; other builds
-// never create one.
-type gpuIndex interface {
-	// upload makes rows [from, s.Rows) of s resident. On error the rows
-	// already resident stay valid and searchable.
-	upload(ctx context.Context, s *packed.Slab, from int) error
-	// search returns, for each padded query, its best min(k, rows) rows,
-	// best first, ties by lower row, selected on the device.
-	search(ctx context.Context, qs [][]float32, k, rows int) ([][]fallback.Hit, error)
-	// floor times one read pass over the resident slab.
-	floor(ctx context.Context) (time.Duration, int64, string, error)
-	// routing returns the device's calibration for Auto's per-call choice.
-	routing() (*Routing, error)
-	adapter() AdapterInfo
-	limits() DeviceLimits
-	chunkRows() int
-	release()
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/umbravec/umbra/engine"
 )
 
-// TestSeedWorkload runs the seed's headline shape, 50,000 × 768, on every
+// TestSeedWorkload runs the headline shape, 50,000 × 768 (the Python engine's benchmark), on every
 // backend without a chunk cap: at 153.6 MB it exceeds the 128 MiB storage
 // binding of lavapipe and many GPUs, so the real limit splits it. Set
 // UMBRA_LARGE_N (e.g. 1000000) to run a larger N where memory allows.

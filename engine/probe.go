@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/umbravec/umbra/internal/gpu"
 )
 
 // AdapterReport is what the probe found out about one adapter.
@@ -147,4 +149,4 @@ func Probe(ctx context.Context, sel AdapterSelect) ProbeReport { return probe(ct
 
 // GPUSupport reports whether this binary contains the wgpu backend (built
 // with cgo and without the nogpu tag).
-func GPUSupport() bool { return gpuBuilt }
+func GPUSupport() bool { return gpu.Built }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/umbravec/umbra/fallback"
+	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/packed"
 )
 
 // Floor is one timed plain read of an index's resident slab on the backend
@@ -41,7 +43,8 @@ func (ix *Index) ReadFloor(ctx context.Context) (f Floor, err error) {
 		return Floor{}, ErrClosed
 	}
 	if ix.onGPU() {
-		d, b, clock, err := ix.gpuFloor(ctx)
+		d, b, clock, err := ix.dev.Floor(ctx)
+		err = gpuError(err)
 		return Floor{Backend: BackendGPU, Bytes: b, Time: d, Clock: clock}, err
 	}
 	start := time.Now()
@@ -71,7 +74,7 @@ type Routing struct {
 
 // gpuBatchQueries is how many queries one pass over the slab serves on the
 // GPU.
-const gpuBatchQueries = batchQueriesPerPass
+const gpuBatchQueries = gpu.BatchQueries
 
 // preferGPU reports whether a search of nq queries over bytes of slab is
 // expected to finish sooner on the GPU.
@@ -122,14 +125,7 @@ func seconds(s float64) time.Duration {
 var cpuQueryRate = sync.OnceValues(func() (float64, error) {
 	const rows, dim = 1024, 768
 	nq := fallback.QueryBlock(dim)
-	data := make([]float32, (rows+nq)*dim)
-	x := uint32(2463534242)
-	for i := range data {
-		x ^= x << 13
-		x ^= x >> 17
-		x ^= x << 5
-		data[i] = float32(x)/float32(1<<32)*2 - 1
-	}
+	data := packed.Synthetic(rows+nq, dim).Data
 	s := fallback.Slab{Data: data[:rows*dim], Rows: rows, Dim: dim, Stride: dim}
 	qs := make([][]float32, nq)
 	for j := range qs {
@@ -170,4 +166,35 @@ func (r Routing) String() string {
 		s += fmt.Sprintf(", %.0f GB/s per further query of a batch", r.CPUQueryBytesPerSec/1e9)
 	}
 	return s + ")"
+}
+
+// cpuRate is the fallback's one-query scan rate on the calibration slab,
+// measured once per process.
+var cpuRate = sync.OnceValues(func() (float64, error) {
+	s := gpu.CalibrationSlab()
+	view := fallback.Slab{Data: s.Data, Rows: s.Rows, Dim: s.Dim, Stride: s.Stride}
+	q := s.PaddedRow(1)
+	d, err := gpu.MedianOf(5, func() error {
+		_, err := fallback.Search(context.Background(), view, q, 10, fallback.Dot, 0)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return float64(s.Bytes()) / d.Seconds(), nil
+})
+
+// routingFor measures what Auto routes by: the device's latency and scan
+// rate (once per device) beside the fallback's rates (once per process).
+func routingFor(g *gpu.Index) (*Routing, error) {
+	latency, gpuRate, err := g.Calibrate()
+	if err != nil {
+		return nil, gpuError(err)
+	}
+	cpu, err := cpuRate()
+	if err != nil {
+		return nil, err
+	}
+	perQuery, _ := cpuQueryRate() // 0 (price every query as a read) if it failed
+	return &Routing{GPULatency: latency, GPUBytesPerSec: gpuRate, CPUBytesPerSec: cpu, CPUQueryBytesPerSec: perQuery}, nil
 }

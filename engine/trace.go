@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"time"
+
+	"github.com/umbravec/umbra/internal/gpu"
 )
 
 // Trace collects where the time of Add and Search calls went, stage by
@@ -48,4 +50,20 @@ func lap(d *time.Duration, start time.Time) time.Time {
 	now := time.Now()
 	*d += now.Sub(start)
 	return now
+}
+
+// add adds the device stages st recorded into t; either may be nil.
+func (t *Trace) add(st *gpu.Stages) {
+	if t == nil || st == nil {
+		return
+	}
+	t.Upload += st.Upload
+	t.Kernel += st.Kernel
+	t.Readback += st.Readback
+	t.Select += st.Select
+	t.UploadBytes += st.UploadBytes
+	t.ReadbackBytes += st.ReadbackBytes
+	if st.KernelClock != "" {
+		t.KernelClock = st.KernelClock
+	}
 }

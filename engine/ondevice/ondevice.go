@@ -4,11 +4,13 @@ package ondevice
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/oliverbestmann/webgpu/wgpu"
 
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/engine/internal/link"
+	"github.com/umbravec/umbra/internal/gpu"
 )
 
 // New creates an index whose GPU side lives on device, a device the caller
@@ -20,22 +22,31 @@ import (
 // closed, nor use the device from another goroutine while the index is in
 // use (wgpu error scopes are per device).
 func New(ctx context.Context, cfg engine.Config, adapter *wgpu.Adapter, device *wgpu.Device, limits *wgpu.Limits) (*engine.Index, error) {
-	return link.NewOnDevice.(func(context.Context, engine.Config, *wgpu.Adapter, *wgpu.Device, *wgpu.Limits) (*engine.Index, error))(ctx, cfg, adapter, device, limits)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	d, err := gpu.Adopt(adapter, device, limits)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", engine.ErrGPU, err)
+	}
+	return link.NewOnDevice.(func(context.Context, engine.Config, *gpu.Device) (*engine.Index, error))(ctx, cfg, d)
 }
 
 // DescribeAdapter returns what umbra reports about a wgpu adapter (name,
 // vendor, API, type, driver), for callers that choose their own adapter
 // before New.
 func DescribeAdapter(a *wgpu.Adapter) (engine.AdapterInfo, error) {
-	return link.DescribeAdapter.(func(*wgpu.Adapter) (engine.AdapterInfo, error))(a)
+	info, err := gpu.DescribeAdapter(a)
+	if err != nil {
+		return engine.AdapterInfo{}, fmt.Errorf("%w: %w", engine.ErrGPU, err)
+	}
+	return engine.AdapterInfo(info), nil
 }
 
 // Backends returns the wgpu instance backend flags for a backend name as
 // engine.AdapterSelect.Backend takes it ("vulkan", "metal", "dx12", "gl";
 // "" for all). The binding names only the all-backends value.
-func Backends(name string) wgpu.InstanceBackend {
-	return link.InstanceBackends.(func(string) wgpu.InstanceBackend)(name)
-}
+func Backends(name string) wgpu.InstanceBackend { return gpu.BackendMask(name) }
 
 // Rank returns the indices of the adapters in infos that pass sel's name
 // and backend filters, best first for sel.Power: the order in which the
@@ -43,3 +54,7 @@ func Backends(name string) wgpu.InstanceBackend {
 func Rank(infos []engine.AdapterInfo, sel engine.AdapterSelect) []int {
 	return link.RankAdapters.(func([]engine.AdapterInfo, engine.AdapterSelect) []int)(infos, sel)
 }
+
+// DefaultLimits are the limits WebGPU guarantees on a device requested
+// without RequiredLimits: what New assumes when given nil limits.
+func DefaultLimits() wgpu.Limits { return gpu.WebGPUDefaults() }

@@ -131,3 +131,20 @@ func Padded(v []float32, n int) []float32 {
 	copy(out, v)
 	return out
 }
+
+// Synthetic returns a slab of rows × dim values in [-1, 1) from a fixed
+// xorshift sequence: data to time or self-test a device on, the same in
+// every process.
+func Synthetic(rows, dim int) *Slab {
+	s := NewSlab(dim)
+	flat := make([]float32, rows*dim)
+	x := uint32(2463534242)
+	for i := range flat {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		flat[i] = float32(x)/float32(1<<32)*2 - 1
+	}
+	s.AppendFlat(flat, false)
+	return s
+}

@@ -84,7 +84,7 @@ func TestPlanChunks(t *testing.T) {
 	p, err := PlanChunks(768, lavapipe)
 	require.NoError(t, err)
 	assert.Equal(t, (128<<20)/(768*4), p.RowsPerChunk)
-	assert.Equal(t, 2, p.Chunks(50000), "the seed's 153.6 MB needs two bindings")
+	assert.Equal(t, 2, p.Chunks(50000), "50,000 × 768 (153.6 MB) needs two bindings")
 	start, n := p.Span(1, 50000)
 	assert.Equal(t, p.RowsPerChunk, start)
 	assert.Equal(t, 50000-p.RowsPerChunk, n)

@@ -1,9 +1,11 @@
 //go:build cgo && !nogpu
 
-package engine
+package gpu
 
 import (
 	"context"
+	"encoding/binary"
+	"fmt"
 	"time"
 
 	"github.com/oliverbestmann/webgpu/wgpu"
@@ -11,12 +13,16 @@ import (
 	"github.com/umbravec/umbra/shaders"
 )
 
-// readFloor times one pass of read.wgsl over every resident chunk: the
-// device's memory-bandwidth floor for a scan of this slab. A first pass
-// warms the pipeline and caches; the second is timed with GPU timestamps
-// around its dispatches where the device has them (clock "gpu", as a traced
-// search's kernels are), else on the wall clock from submit to done.
-func (g *wgpuIndex) readFloor(ctx context.Context) (time.Duration, int64, string, error) {
+// Floor times one pass of read.wgsl over every resident chunk: the
+// device's memory-bandwidth floor for a scan of this slab, as the time, the
+// bytes read and the clock. A first pass warms the pipeline and caches; the
+// second is timed with GPU timestamps around its dispatches where the
+// device has them (clock "gpu", as a traced search's kernels are), else on
+// the wall clock from submit to done ("wall").
+func (g *Index) Floor(ctx context.Context) (time.Duration, int64, string, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, 0, "", err
+	}
 	g.dev.mu.Lock()
 	defer g.dev.mu.Unlock()
 	var took time.Duration
@@ -119,4 +125,56 @@ func (g *wgpuIndex) readFloor(ctx context.Context) (time.Duration, int64, string
 		return nil
 	})
 	return took, bytes, clock, err
+}
+
+// ensureStamps creates the two-entry timestamp query set and the buffer it
+// resolves into. The caller holds the device mutex.
+func (g *Index) ensureStamps() error {
+	if g.stamps != nil {
+		return nil
+	}
+	dev := g.device()
+	qs, err := dev.TryCreateQuerySet(&wgpu.QuerySetDescriptor{Label: "umbra kernel time", Type: wgpu.QueryTypeTimestamp, Count: 2})
+	if err != nil {
+		return err
+	}
+	buf, err := dev.TryCreateBuffer(&wgpu.BufferDescriptor{
+		Label: "umbra kernel time",
+		Size:  16,
+		Usage: wgpu.BufferUsageQueryResolve | wgpu.BufferUsageCopySrc,
+	})
+	if err != nil {
+		qs.Release()
+		return err
+	}
+	g.stamps, g.resolved = qs, buf
+	return nil
+}
+
+// readStamps reads the two resolved timestamps back through the staging
+// buffer and returns the time between them on the GPU's clock.
+func (g *Index) readStamps() (time.Duration, error) {
+	if _, err := g.staging.ensure(g.device(), 16); err != nil {
+		return 0, err
+	}
+	enc, err := g.device().TryCreateCommandEncoder(nil)
+	if err != nil {
+		return 0, err
+	}
+	defer enc.Release()
+	if err := enc.TryCopyBufferToBuffer(g.resolved, 0, g.staging.buf, 0, 16); err != nil {
+		return 0, err
+	}
+	if err := g.dev.submit(enc, false); err != nil {
+		return 0, err
+	}
+	raw, err := g.readback(16)
+	if err != nil {
+		return 0, err
+	}
+	t0, t1 := binary.LittleEndian.Uint64(raw), binary.LittleEndian.Uint64(raw[8:])
+	if t1 < t0 {
+		return 0, fmt.Errorf("%w: timestamps went backwards", ErrFailed)
+	}
+	return time.Duration(float64(t1-t0) * timestampPeriod(g.queue())), nil
 }

@@ -1,39 +1,17 @@
 //go:build cgo && !nogpu
 
-package engine
+package gpu
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
-	"math"
 	"sort"
 	"time"
 
 	"github.com/oliverbestmann/webgpu/wgpu"
-
 	"github.com/umbravec/umbra/fallback"
-	"github.com/umbravec/umbra/internal/packed"
 	"github.com/umbravec/umbra/shaders"
 )
-
-const (
-	// writePiece bounds one queue write so the driver's staging copy of a
-	// large upload stays small.
-	writePiece = 16 << 20
-	// batchQT is how many queries a batch scores per pass over the slab.
-	batchQT = batchQueriesPerPass
-)
-
-// gpuChunk is one resident run of rows: a storage buffer of at most
-// plan.RowsPerChunk rows, its dispatch parameters and its bind group.
-type gpuChunk struct {
-	capRows int
-	rows    int // rows resident and valid
-	data    *wgpu.Buffer
-	params  *wgpu.Buffer
-	bind    *wgpu.BindGroup // nil when a buffer it names was replaced
-}
 
 // growBuffer is a device buffer that is replaced by a larger one when a
 // request outgrows it; its contents are scratch, never carried over.
@@ -71,241 +49,8 @@ func (b *growBuffer) ensure(dev *wgpu.Device, size uint64) (bool, error) {
 	return true, nil
 }
 
-// wgpuIndex is the device side of one Index: the resident chunks, and the
-// scratch buffers a search writes (queries, scores, select state, hits) and
-// reads back.
-type wgpuIndex struct {
-	dev     *gpuDevice
-	metric  uint32
-	single  shaders.ScoresLayout // one query per pass
-	batch   shaders.ScoresLayout // batchQT queries per pass
-	plan    packed.ChunkPlan
-	chunks  []*gpuChunk
-	query   growBuffer
-	scoresB growBuffer
-	state   growBuffer
-	hits    growBuffer
-	staging growBuffer
-	selBind *wgpu.BindGroup
-	// stamps and resolved time a traced search's kernels on the GPU clock
-	// where the device allows timestamps inside passes.
-	stamps   *wgpu.QuerySet
-	resolved *wgpu.Buffer
-	// bind is the most bytes one storage binding may hold on this device.
-	bind uint64
-	// fault, when set (by tests only), is asked before every wgpu call
-	// that can fail and may fail it, so tests reach every failure path.
-	fault func(step string) error
-}
-
-// step gives an injected fault at the named step, if a test asked for one.
-func (g *wgpuIndex) step(name string) error {
-	if g.fault == nil {
-		return nil
-	}
-	if err := g.fault(name); err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrGPU, name, err)
-	}
-	return nil
-}
-
-func newGPUIndex(dev *gpuDevice, stride int, metric uint32, maxChunkRows int) (*wgpuIndex, error) {
-	plan, err := packed.PlanChunks(stride, packed.Limits{
-		MaxStorageBindingBytes: dev.lim.MaxStorageBindingBytes,
-		MaxBufferBytes:         dev.lim.MaxBufferBytes,
-		MaxWorkgroupsPerDim:    dev.lim.MaxWorkgroupsPerDim,
-		MaxChunkRows:           maxChunkRows,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrTooLarge, err)
-	}
-	target := shaders.Target{MaxInvocations: dev.lim.MaxInvocations, MaxWorkgroupBytes: dev.lim.MaxWorkgroupBytes,
-		MaxTeam: dev.team, StageQueries: dev.staged}
-	single, err := shaders.PlanScores(stride, metric, 1, target)
-	if err != nil {
-		return nil, err
-	}
-	batch, err := shaders.PlanScores(stride, metric, batchQT, target)
-	if err != nil {
-		return nil, err
-	}
-	single.Subgroups, batch.Subgroups = dev.subgroups, dev.subgroups
-	bind := min(dev.lim.MaxStorageBindingBytes, dev.lim.MaxBufferBytes)
-	g := &wgpuIndex{
-		dev: dev, metric: metric, single: single, batch: batch, plan: plan, bind: bind,
-		query:   growBuffer{label: "umbra queries", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopyDst, limit: bind},
-		scoresB: growBuffer{label: "umbra scores", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc, limit: bind},
-		state:   growBuffer{label: "umbra select state", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopyDst | wgpu.BufferUsageCopySrc, limit: bind},
-		hits:    growBuffer{label: "umbra hits", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc, limit: bind},
-		staging: growBuffer{label: "umbra readback", usage: wgpu.BufferUsageMapRead | wgpu.BufferUsageCopyDst, limit: dev.lim.MaxBufferBytes},
-	}
-	dev.mu.Lock()
-	defer dev.mu.Unlock()
-	// Compile everything now so a broken shader fails New, not a search.
-	for _, l := range []shaders.ScoresLayout{single, batch} {
-		if _, err := dev.scoresPipeline(l); err != nil {
-			return nil, err
-		}
-	}
-	if _, err := dev.selectPipeline(metric); err != nil {
-		return nil, err
-	}
-	return g, nil
-}
-
-func (g *wgpuIndex) adapter() AdapterInfo { return g.dev.info }
-func (g *wgpuIndex) limits() DeviceLimits {
-	l := g.dev.lim
-	l.Subgroups = g.dev.subgroups
-	l.Timestamps = g.dev.timestamps
-	l.Team = g.single.Team
-	l.StagedQueries = g.batch.Slice > 0
-	return l
-}
-func (g *wgpuIndex) chunkRows() int       { return g.plan.RowsPerChunk }
-func (g *wgpuIndex) rowBytes() uint64     { return uint64(g.plan.Stride) * 4 }
-func (g *wgpuIndex) device() *wgpu.Device { return g.dev.device }
-func (g *wgpuIndex) queue() *wgpu.Queue   { return g.dev.queue }
-
-// grow gives chunk c room for need rows. A grown chunk gets a new buffer;
-// the rows already resident are copied device to device, never re-sent from
-// the host. Capacity doubles so a run of small Adds costs amortised O(1)
-// copies. The chunk changes only once every step has succeeded: on error it
-// is exactly as it was.
-func (g *wgpuIndex) grow(c, need int) error {
-	for len(g.chunks) <= c {
-		g.chunks = append(g.chunks, &gpuChunk{})
-	}
-	ch := g.chunks[c]
-	if need <= ch.capRows {
-		return nil
-	}
-	capRows := min(max(need, 2*ch.capRows, 256), g.plan.RowsPerChunk)
-	dev := g.device()
-	return scoped(dev, "grow device buffers", func() error {
-		if err := g.step("create rows buffer"); err != nil {
-			return err
-		}
-		data, err := dev.TryCreateBuffer(&wgpu.BufferDescriptor{
-			Label: fmt.Sprintf("umbra rows %d", c),
-			Size:  uint64(capRows) * g.rowBytes(),
-			Usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopyDst | wgpu.BufferUsageCopySrc,
-		})
-		if err != nil {
-			return err
-		}
-		params := ch.params
-		if params == nil {
-			if err := g.step("create params buffer"); err != nil {
-				data.Release()
-				return err
-			}
-			if params, err = dev.TryCreateBuffer(&wgpu.BufferDescriptor{
-				Label: fmt.Sprintf("umbra params %d", c),
-				Size:  shaders.ParamsBytes,
-				Usage: wgpu.BufferUsageUniform | wgpu.BufferUsageCopyDst,
-			}); err != nil {
-				data.Release()
-				return err
-			}
-		}
-		fail := func(err error) error {
-			data.Release()
-			if params != ch.params {
-				params.Release()
-			}
-			return err
-		}
-		if ch.rows > 0 {
-			enc, err := dev.TryCreateCommandEncoder(nil)
-			if err != nil {
-				return fail(err)
-			}
-			defer enc.Release()
-			if err := g.step("copy rows"); err != nil {
-				return fail(err)
-			}
-			if err := enc.TryCopyBufferToBuffer(ch.data, 0, data, 0, uint64(ch.rows)*g.rowBytes()); err != nil {
-				return fail(err)
-			}
-			if err := g.dev.submit(enc, false); err != nil {
-				return fail(err)
-			}
-		}
-		ch.data.Release()
-		ch.bind.Release()
-		ch.data, ch.params, ch.bind, ch.capRows = data, params, nil, capRows
-		return nil
-	})
-}
-
-// upload makes rows [from, s.Rows) resident, sending only those rows. On
-// error the rows resident before stay valid and searchable, and nothing
-// past them counts as resident.
-func (g *wgpuIndex) upload(ctx context.Context, s *packed.Slab, from int) error {
-	g.dev.mu.Lock()
-	defer g.dev.mu.Unlock()
-	if from >= s.Rows {
-		return nil
-	}
-	// The select shader sees every query's scores in one binding.
-	if uint64(s.Rows)*4 > g.bind || s.Rows >= math.MaxUint32 {
-		return fmt.Errorf("%w: %d rows need a %d-byte scores binding, the device allows %d",
-			ErrTooLarge, s.Rows, uint64(s.Rows)*4, g.bind)
-	}
-	first, last := from/g.plan.RowsPerChunk, (s.Rows-1)/g.plan.RowsPerChunk
-	report, total := progressFrom(ctx), s.Rows-from
-	type done struct{ c, rows int }
-	var commit []done
-	for c := first; c <= last; c++ {
-		start, n := g.plan.Span(c, s.Rows)
-		if err := g.grow(c, n); err != nil {
-			return err
-		}
-		lo := max(from, start)
-		rest := s.Data[lo*s.Stride : (start+n)*s.Stride]
-		off := uint64(lo-start) * g.rowBytes()
-		err := scoped(g.device(), "upload rows", func() error {
-			for len(rest) > 0 {
-				piece := rest[:min(len(rest), writePiece/4)]
-				if err := g.step("write rows"); err != nil {
-					return err
-				}
-				if err := g.queue().TryWriteBuffer(g.chunks[c].data, off, wgpu.ToBytes(piece)); err != nil {
-					return err
-				}
-				off += uint64(len(piece)) * 4
-				rest = rest[len(piece):]
-				report("upload", start+int(off/g.rowBytes())-from, total)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		commit = append(commit, done{c, n})
-	}
-	// Wait for the writes so a failure surfaces here, not in a search.
-	err := scoped(g.device(), "finish upload", func() error {
-		if err := g.step("finish upload"); err != nil {
-			return err
-		}
-		return g.dev.submit(nil, true)
-	})
-	if err != nil {
-		return err
-	}
-	for _, d := range commit {
-		g.chunks[d.c].rows = d.rows
-	}
-	if t := traceFrom(ctx); t != nil {
-		t.UploadBytes += int64(s.Rows-from) * int64(g.rowBytes())
-	}
-	return nil
-}
-
 // grid returns the 2-D dispatch for a chunk of rows rows.
-func (g *wgpuIndex) grid(rows int, l shaders.ScoresLayout) (x, y uint32) {
+func (g *Index) grid(rows int, l shaders.ScoresLayout) (x, y uint32) {
 	groups := (uint64(rows) + uint64(l.Rows) - 1) / uint64(l.Rows)
 	gx := min(max(groups, 1), g.maxGroups())
 	gy := (groups + gx - 1) / gx
@@ -321,7 +66,7 @@ func selectGroups(rows int) uint32 {
 
 // resident lists the chunks that hold rows, in order. A chunk whose first
 // growth failed has no buffer and is skipped everywhere.
-func (g *wgpuIndex) resident() []*gpuChunk {
+func (g *Index) resident() []*gpuChunk {
 	out := make([]*gpuChunk, 0, len(g.chunks))
 	for _, ch := range g.chunks {
 		if ch.rows > 0 {
@@ -334,7 +79,7 @@ func (g *wgpuIndex) resident() []*gpuChunk {
 // prepare sizes the scratch buffers for one submission and rebuilds the bind
 // groups that named a replaced buffer. The caller resets the scratch state
 // if it fails, so a half-done prepare is never used.
-func (g *wgpuIndex) prepare(sub submission) error {
+func (g *Index) prepare(sub submission) error {
 	dev := g.device()
 	nq := uint64(sub.nq)
 	ensure := func(b *growBuffer, size uint64) (bool, error) {
@@ -413,7 +158,7 @@ func (g *wgpuIndex) prepare(sub submission) error {
 // state a failure may have left half changed (a buffer replaced but the
 // bind group naming it not, a readback buffer left mapped). The resident
 // rows are untouched. The caller holds the device mutex.
-func (g *wgpuIndex) resetScratch() {
+func (g *Index) resetScratch() {
 	_ = gpuCall("reset scratch", func() error {
 		for _, ch := range g.chunks {
 			ch.bind.Release()
@@ -460,7 +205,7 @@ func (s submission) readbackBytes() uint64 {
 // one buffer, and the query index is a grid dimension. It is at least 1
 // for any index upload accepted (one query's scores fit a binding) and any
 // valid dimension (one query fits a binding, as one row did).
-func (g *wgpuIndex) batchLimit(sub submission) int {
+func (g *Index) batchLimit(sub submission) int {
 	perQuery := max(uint64(sub.rows)*4, g.rowBytes(), shaders.StateBytes)
 	if sub.deviceSelect {
 		perQuery = max(perQuery, uint64(sub.k)*shaders.HitBytes)
@@ -473,7 +218,7 @@ func (g *wgpuIndex) batchLimit(sub submission) int {
 
 // maxGroups is the device's workgroups per grid dimension, WebGPU's
 // guaranteed 65,535 where a limit was not reported.
-func (g *wgpuIndex) maxGroups() uint64 {
+func (g *Index) maxGroups() uint64 {
 	if n := g.dev.lim.MaxWorkgroupsPerDim; n != 0 {
 		return uint64(n)
 	}
@@ -483,7 +228,7 @@ func (g *wgpuIndex) maxGroups() uint64 {
 // writeInputs queues the writes a search needs before its dispatches: the
 // queries, each chunk's parameters and, when selecting on the device, every
 // query's select state reset to k. It returns the bytes of queries written.
-func (g *wgpuIndex) writeInputs(qs [][]float32, sub submission, layout shaders.ScoresLayout) (int64, error) {
+func (g *Index) writeInputs(qs [][]float32, sub submission, layout shaders.ScoresLayout) (int64, error) {
 	queue, nq := g.queue(), len(qs)
 	flat := qs[0] // a single query is written as it is, without a copy
 	if nq > 1 {
@@ -526,7 +271,7 @@ func (g *wgpuIndex) writeInputs(qs [][]float32, sub submission, layout shaders.S
 // encodeSearch records a search's dispatches into pass: the scores of every
 // chunk for every tile of queries, then, when selecting on the device, the
 // eight radix-select rounds (hist, scan) and the compaction of the k hits.
-func (g *wgpuIndex) encodeSearch(pass *wgpu.ComputePassEncoder, layout shaders.ScoresLayout, sub submission) {
+func (g *Index) encodeSearch(pass *wgpu.ComputePassEncoder, layout shaders.ScoresLayout, sub submission) {
 	pass.SetPipeline(g.dev.pipelines.scores[layout])
 	tiles := uint32((sub.nq + int(layout.QT) - 1) / int(layout.QT))
 	for _, ch := range g.resident() {
@@ -554,7 +299,7 @@ func (g *wgpuIndex) encodeSearch(pass *wgpu.ComputePassEncoder, layout shaders.S
 // back either each query's k best (selected on the device) or every score
 // (then, for k > 0, selected on the host). Any failure resets the scratch
 // state, so the next call starts clean.
-func (g *wgpuIndex) run(ctx context.Context, qs [][]float32, sub submission) (hits [][]fallback.Hit, all []float32, err error) {
+func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *Stages) (hits [][]fallback.Hit, all []float32, err error) {
 	g.dev.mu.Lock()
 	defer g.dev.mu.Unlock()
 	if err := ctx.Err(); err != nil {
@@ -566,7 +311,6 @@ func (g *wgpuIndex) run(ctx context.Context, qs [][]float32, sub submission) (hi
 		layout = g.batch
 	}
 	dev := g.device()
-	t := traceFrom(ctx)
 	start := time.Now()
 	// flush submits what is queued and blocks until the device is idle; a
 	// traced search calls it between stages so each stage is timed alone.
@@ -697,17 +441,17 @@ func (g *wgpuIndex) run(ctx context.Context, qs [][]float32, sub submission) (hi
 
 // fallbackMetric is the fallback's name for the metric the shaders run:
 // the host's selection must rank as the device's does.
-func (g *wgpuIndex) fallbackMetric() fallback.Metric {
+func (g *Index) fallbackMetric() fallback.Metric {
 	if g.metric == shaders.MetricL2 {
-		return L2.fallbackCode()
+		return fallback.L2
 	}
-	return Dot.fallbackCode()
+	return fallback.Dot
 }
 
 // decode turns the read-back (score bits, row) pairs into best-first lists,
 // in the ordering every path shares. The device returns each query's k hits
 // unordered; sorting k of them is the host's only selection work.
-func (g *wgpuIndex) decode(raw []byte, nq, k int) [][]fallback.Hit {
+func (g *Index) decode(raw []byte, nq, k int) [][]fallback.Hit {
 	m := g.fallbackMetric()
 	out := make([][]fallback.Hit, nq)
 	for q := range out {
@@ -722,61 +466,9 @@ func (g *wgpuIndex) decode(raw []byte, nq, k int) [][]fallback.Hit {
 	return out
 }
 
-// ensureStamps creates the two-entry timestamp query set and the buffer it
-// resolves into. The caller holds the device mutex.
-func (g *wgpuIndex) ensureStamps() error {
-	if g.stamps != nil {
-		return nil
-	}
-	dev := g.device()
-	qs, err := dev.TryCreateQuerySet(&wgpu.QuerySetDescriptor{Label: "umbra kernel time", Type: wgpu.QueryTypeTimestamp, Count: 2})
-	if err != nil {
-		return err
-	}
-	buf, err := dev.TryCreateBuffer(&wgpu.BufferDescriptor{
-		Label: "umbra kernel time",
-		Size:  16,
-		Usage: wgpu.BufferUsageQueryResolve | wgpu.BufferUsageCopySrc,
-	})
-	if err != nil {
-		qs.Release()
-		return err
-	}
-	g.stamps, g.resolved = qs, buf
-	return nil
-}
-
-// readStamps reads the two resolved timestamps back through the staging
-// buffer and returns the time between them on the GPU's clock.
-func (g *wgpuIndex) readStamps() (time.Duration, error) {
-	if _, err := g.staging.ensure(g.device(), 16); err != nil {
-		return 0, err
-	}
-	enc, err := g.device().TryCreateCommandEncoder(nil)
-	if err != nil {
-		return 0, err
-	}
-	defer enc.Release()
-	if err := enc.TryCopyBufferToBuffer(g.resolved, 0, g.staging.buf, 0, 16); err != nil {
-		return 0, err
-	}
-	if err := g.dev.submit(enc, false); err != nil {
-		return 0, err
-	}
-	raw, err := g.readback(16)
-	if err != nil {
-		return 0, err
-	}
-	t0, t1 := binary.LittleEndian.Uint64(raw), binary.LittleEndian.Uint64(raw[8:])
-	if t1 < t0 {
-		return 0, fmt.Errorf("%w: timestamps went backwards", ErrGPU)
-	}
-	return time.Duration(float64(t1-t0) * timestampPeriod(g.queue())), nil
-}
-
 // readback maps the first size bytes of the staging buffer and returns a
 // copy of them.
-func (g *wgpuIndex) readback(size uint64) ([]byte, error) {
+func (g *Index) readback(size uint64) ([]byte, error) {
 	if err := g.step("map readback"); err != nil {
 		return nil, err
 	}
@@ -786,18 +478,19 @@ func (g *wgpuIndex) readback(size uint64) ([]byte, error) {
 	}
 	g.device().Poll(true, nil)
 	if status != wgpu.MapAsyncStatusSuccess {
-		return nil, fmt.Errorf("%w: mapping the readback buffer failed: %v", ErrGPU, status)
+		return nil, fmt.Errorf("%w: mapping the readback buffer failed: %v", ErrFailed, status)
 	}
 	out := make([]byte, size)
 	copy(out, g.staging.buf.GetMappedRange(0, uint(size)))
 	return out, g.staging.buf.TryUnmap()
 }
 
-// search returns each query's top k, in as few submissions as the device's
-// bindings allow. The device selects the k best where that reads back
+// Search returns each query's top k (k at most rows, the rows resident),
+// best first, in as few submissions as the device's bindings allow; st
+// (may be nil) records where the time went. The device selects the k best where that reads back
 // less than every score; from k = rows/2 on, every score is read back and
 // the host selects, so no k up to the index's size is too large.
-func (g *wgpuIndex) search(ctx context.Context, qs [][]float32, k, rows int) ([][]fallback.Hit, error) {
+func (g *Index) Search(ctx context.Context, qs [][]float32, k, rows int, st *Stages) ([][]fallback.Hit, error) {
 	if rows == 0 {
 		return make([][]fallback.Hit, len(qs)), nil
 	}
@@ -806,7 +499,7 @@ func (g *wgpuIndex) search(ctx context.Context, qs [][]float32, k, rows int) ([]
 	out := make([][]fallback.Hit, 0, len(qs))
 	step := g.batchLimit(sub)
 	for lo := 0; lo < len(qs); lo += step {
-		hits, _, err := g.run(ctx, qs[lo:min(lo+step, len(qs))], sub)
+		hits, _, err := g.run(ctx, qs[lo:min(lo+step, len(qs))], sub, st)
 		if err != nil {
 			return nil, err
 		}
@@ -817,26 +510,10 @@ func (g *wgpuIndex) search(ctx context.Context, qs [][]float32, k, rows int) ([]
 
 // scores returns every row's score for q, unranked: the device's self-test
 // checks each against float64.
-func (g *wgpuIndex) scores(ctx context.Context, q []float32, rows int) ([]float32, error) {
+func (g *Index) scores(ctx context.Context, q []float32, rows int) ([]float32, error) {
 	if rows == 0 {
 		return []float32{}, nil
 	}
-	_, all, err := g.run(ctx, [][]float32{q}, submission{rows: rows})
+	_, all, err := g.run(ctx, [][]float32{q}, submission{rows: rows}, nil)
 	return all, err
-}
-
-func (g *wgpuIndex) release() {
-	g.dev.mu.Lock()
-	defer g.dev.mu.Unlock()
-	g.resetScratch()
-	_ = gpuCall("release", func() error {
-		for _, ch := range g.chunks {
-			ch.data.Release()
-			ch.params.Release()
-		}
-		g.chunks = nil
-		g.stamps.Release()
-		g.resolved.Release()
-		return nil
-	})
 }

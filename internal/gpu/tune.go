@@ -1,6 +1,6 @@
 //go:build cgo && !nogpu
 
-package engine
+package gpu
 
 import (
 	"context"
@@ -48,9 +48,9 @@ func tuneVariants() []variant {
 // device, as part of the probe. It uses GPU timestamps where the device has
 // them. A failed timing skips that variant: tuning can make a device
 // faster, never unusable, and never picks a variant that failed its test.
-func (d *gpuDevice) tune(passed []variant) {
+func (d *Device) tune(passed []variant) {
 	ok := func(v variant) bool { return slices.Contains(passed, v) }
-	s := syntheticSlab(tuneRows, tuneDim)
+	s := packed.Synthetic(tuneRows, tuneDim)
 	q := [][]float32{s.PaddedRow(0)}
 	best, bestTime := uint32(0), time.Duration(0)
 	for _, team := range teamCandidates {
@@ -99,23 +99,23 @@ func (d *gpuDevice) tune(passed []variant) {
 // timeScores returns the best of three traced scoring passes of the
 // queries q (after a warm-up) over s on an index planned with the device's
 // current team and staging.
-func (d *gpuDevice) timeScores(s *packed.Slab, q [][]float32) (time.Duration, error) {
-	g, err := newGPUIndex(d, s.Stride, shaders.MetricDot, 0)
+func (d *Device) timeScores(s *packed.Slab, q [][]float32) (time.Duration, error) {
+	g, err := newIndex(d, s.Stride, shaders.MetricDot, 0)
 	if err != nil {
 		return 0, err
 	}
-	defer g.release()
-	if err := g.upload(context.Background(), s, 0); err != nil {
+	defer g.Release()
+	if err := g.Upload(context.Background(), s, 0, nil, nil); err != nil {
 		return 0, err
 	}
 	var best time.Duration
 	for i := 0; i < 4; i++ {
-		var tr Trace
-		if _, _, err := g.run(WithTrace(context.Background(), &tr), q, submission{rows: s.Rows}); err != nil {
+		var st Stages
+		if _, _, err := g.run(context.Background(), q, submission{rows: s.Rows}, &st); err != nil {
 			return 0, err
 		}
-		if i > 0 && (best == 0 || tr.Kernel < best) {
-			best = tr.Kernel
+		if i > 0 && (best == 0 || st.Kernel < best) {
+			best = st.Kernel
 		}
 	}
 	return best, nil

@@ -1,6 +1,6 @@
 //go:build cgo && !nogpu
 
-package engine
+package gpu
 
 /*
 #include <stdint.h>
@@ -128,11 +128,11 @@ func rawDevice(d *wgpu.Device) C.umbra_device {
 // of the device. Errors the binding does not capture itself — an allocation
 // beyond the device's memory, a failed submit — would otherwise reach
 // wgpu-native's default handler, which aborts the process; here they
-// become an ErrGPU value. The caller holds the device's mutex.
+// become an ErrFailed value. The caller holds the device's mutex.
 func scoped(d *wgpu.Device, what string, f func() error) error {
 	raw := rawDevice(d)
 	if raw == nil {
-		return fmt.Errorf("%w: %s: device is released", ErrGPU, what)
+		return fmt.Errorf("%w: %s: device is released", ErrFailed, what)
 	}
 	C.umbra_push(raw)
 	err := gpuCall(what, f)
@@ -147,7 +147,7 @@ func scoped(d *wgpu.Device, what string, f func() error) error {
 		if kind == "" {
 			kind = fmt.Sprintf("error type %d", uint32(r._type))
 		}
-		return fmt.Errorf("%w: %s: %s: %s", ErrGPU, what, kind, C.GoString(&r.message[0]))
+		return fmt.Errorf("%w: %s: %s: %s", ErrFailed, what, kind, C.GoString(&r.message[0]))
 	}
 	return nil
 }

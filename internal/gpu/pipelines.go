@@ -1,6 +1,6 @@
 //go:build cgo && !nogpu
 
-package engine
+package gpu
 
 import (
 	"github.com/oliverbestmann/webgpu/wgpu"
@@ -33,7 +33,7 @@ func storageEntry(binding uint32, readOnly bool) wgpu.BindGroupLayoutEntry {
 }
 
 // layouts creates the two bind group layouts once. The caller holds d.mu.
-func (d *gpuDevice) layouts() error {
+func (d *Device) layouts() error {
 	if d.pipelines.scoresBGL != nil {
 		return nil
 	}
@@ -64,7 +64,7 @@ func (d *gpuDevice) layouts() error {
 }
 
 // compile builds one pipeline per entry point of src with layout bgl.
-func (d *gpuDevice) compile(label, src string, bgl *wgpu.BindGroupLayout, entries ...string) ([]*wgpu.ComputePipeline, error) {
+func (d *Device) compile(label, src string, bgl *wgpu.BindGroupLayout, entries ...string) ([]*wgpu.ComputePipeline, error) {
 	var out []*wgpu.ComputePipeline
 	err := gpuCall("compile "+label, func() error {
 		mod, err := d.device.TryCreateShaderModule(&wgpu.ShaderModuleDescriptor{
@@ -105,7 +105,7 @@ func (d *gpuDevice) compile(label, src string, bgl *wgpu.BindGroupLayout, entrie
 
 // scoresPipeline returns the scores pipeline for l, compiling it on first
 // use. The caller holds d.mu.
-func (d *gpuDevice) scoresPipeline(l shaders.ScoresLayout) (*wgpu.ComputePipeline, error) {
+func (d *Device) scoresPipeline(l shaders.ScoresLayout) (*wgpu.ComputePipeline, error) {
 	if err := d.layouts(); err != nil {
 		return nil, err
 	}
@@ -129,7 +129,7 @@ func (d *gpuDevice) scoresPipeline(l shaders.ScoresLayout) (*wgpu.ComputePipelin
 
 // selectPipeline returns the select pipelines for metric, compiling them on
 // first use. The caller holds d.mu.
-func (d *gpuDevice) selectPipeline(metric uint32) (*selectPipes, error) {
+func (d *Device) selectPipeline(metric uint32) (*selectPipes, error) {
 	if err := d.layouts(); err != nil {
 		return nil, err
 	}

@@ -1,11 +1,12 @@
 //go:build cgo && !nogpu
 
-package engine
+package gpu
 
 import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -24,20 +25,25 @@ import (
 
 // softwareDevice returns the probed device of the first working adapter of
 // any type, skipping (or failing under UMBRA_REQUIRE_GPU=1) when none works.
-func softwareDevice(t *testing.T) *gpuDevice {
+func softwareDevice(t *testing.T) *Device {
 	t.Helper()
-	as, infos, err := candidates(AdapterSelect{})
-	require.NoError(t, err)
-	for i, a := range as {
-		if dev, _ := probeAdapter(context.Background(), a, infos[i], defaultProbeTimeout); dev != nil {
-			return dev
-		}
+	_, d := WorkingAdapter(t)
+	return d
+}
+
+// WorkingAdapter is FirstWorking for a test: it skips (or, under
+// UMBRA_REQUIRE_GPU=1, fails) when no adapter works.
+func WorkingAdapter(t testing.TB) (*Adapter, *Device) {
+	t.Helper()
+	a, d := FirstWorking()
+	if d != nil {
+		return a, d
 	}
 	if os.Getenv("UMBRA_REQUIRE_GPU") == "1" {
 		t.Fatal("UMBRA_REQUIRE_GPU=1 but no adapter works")
 	}
 	t.Skip("no working adapter")
-	return nil
+	return nil, nil
 }
 
 // The binding recycles error-capture objects without clearing them: after a
@@ -56,7 +62,7 @@ func TestErrorPoolFlushedAfterFailure(t *testing.T) {
 			return err
 		})
 		require.Error(t, err, "a buffer over maxBufferSize must fail")
-		assert.ErrorIs(t, err, ErrGPU)
+		assert.ErrorIs(t, err, ErrFailed)
 		err = gpuCall("small buffer", func() error {
 			b, err := d.device.TryCreateBuffer(&wgpu.BufferDescriptor{Size: 64, Usage: wgpu.BufferUsageStorage})
 			b.Release()
@@ -69,10 +75,10 @@ func TestErrorPoolFlushedAfterFailure(t *testing.T) {
 func TestGPUCallRecoversPanics(t *testing.T) {
 	err := gpuCall("boom", func() error { panic("validation failed") })
 	require.Error(t, err)
-	assert.ErrorIs(t, err, ErrGPU)
+	assert.ErrorIs(t, err, ErrFailed)
 	assert.Contains(t, err.Error(), "boom: validation failed")
 	wrapped := gpuCall("wrap", func() error { return errors.New("inner") })
-	assert.ErrorIs(t, wrapped, ErrGPU)
+	assert.ErrorIs(t, wrapped, ErrFailed)
 }
 
 // The device is created with the adapter's own limits, so a buffer larger
@@ -101,7 +107,7 @@ func TestTwoDimensionalGrid(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, 1))
-	capped := &gpuDevice{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim}
+	capped := &Device{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim}
 	capped.lim.MaxWorkgroupsPerDim = 7
 	const dim, rows = 64, 3001
 	slab := packed.NewSlab(dim)
@@ -113,13 +119,13 @@ func TestTwoDimensionalGrid(t *testing.T) {
 		}
 	}
 	slab.Append(vs, false)
-	g, err := newGPUIndex(capped, slab.Stride, shaders.MetricL2, 0)
+	g, err := newIndex(capped, slab.Stride, shaders.MetricL2, 0)
 	require.NoError(t, err)
-	defer g.release()
+	defer g.Release()
 	x, y := g.grid(rows, g.single)
 	require.Equal(t, uint32(7), x)
 	require.Greater(t, y, uint32(1))
-	require.NoError(t, g.upload(context.Background(), slab, 0))
+	require.NoError(t, g.Upload(context.Background(), slab, 0, nil, nil))
 	q := make([]float32, slab.Stride)
 	for j := 0; j < dim; j++ {
 		q[j] = r.Float32()*2 - 1
@@ -141,15 +147,15 @@ func TestTwoDimensionalGrid(t *testing.T) {
 // asserted).
 func TestCalibrate(t *testing.T) {
 	d := softwareDevice(t)
-	r, err := d.calibrate()
+	latency, rate, err := d.Calibrate()
 	require.NoError(t, err)
-	t.Logf("%s: %s", d.info.Name, r)
-	assert.Positive(t, r.GPULatency)
-	assert.Positive(t, r.GPUBytesPerSec)
-	assert.Positive(t, r.CPUBytesPerSec)
-	again, err := d.calibrate()
+	t.Logf("%s: latency %v, %.2f GB/s", d.info.Name, latency, rate/1e9)
+	assert.Positive(t, latency)
+	assert.Positive(t, rate)
+	l2, r2, err := d.Calibrate()
 	require.NoError(t, err)
-	assert.Same(t, r, again, "calibration runs once per device")
+	assert.Equal(t, latency, l2, "calibration runs once per device")
+	assert.Equal(t, rate, r2)
 }
 
 // TestReductionVariantsAgree scores the same rows with the subgroup-shuffle
@@ -163,10 +169,10 @@ func TestReductionVariantsAgree(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, 3))
-	tree := &gpuDevice{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim}
+	tree := &Device{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim}
 	// The subgroup variant on a device whose subgroup layout it does not
 	// trust: every workgroup must take its own tree reduction instead.
-	distrust := &gpuDevice{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim, subgroups: true,
+	distrust := &Device{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim, subgroups: true,
 		editScores: func(src string) string {
 			const check = "var ok = w > 0u"
 			require.Contains(t, src, check)
@@ -187,14 +193,14 @@ func TestReductionVariantsAgree(t *testing.T) {
 			q[j] = r.Float32()*2 - 1
 		}
 		var got [3][]float32
-		for i, dev := range []*gpuDevice{d, tree, distrust} {
-			g, err := newGPUIndex(dev, slab.Stride, shaders.MetricDot, 0)
+		for i, dev := range []*Device{d, tree, distrust} {
+			g, err := newIndex(dev, slab.Stride, shaders.MetricDot, 0)
 			require.NoError(t, err)
 			require.Equal(t, i != 1, g.single.Subgroups)
-			require.NoError(t, g.upload(context.Background(), slab, 0))
+			require.NoError(t, g.Upload(context.Background(), slab, 0, nil, nil))
 			got[i], err = g.scores(context.Background(), q, slab.Rows)
 			require.NoError(t, err)
-			g.release()
+			g.Release()
 		}
 		for i := range got[0] {
 			var want float64
@@ -221,128 +227,24 @@ func TestScopedCatchesWhatTheBindingMisses(t *testing.T) {
 		return nil
 	})
 	require.Error(t, err)
-	assert.ErrorIs(t, err, ErrGPU)
+	assert.ErrorIs(t, err, ErrFailed)
 	assert.Contains(t, err.Error(), "oversized buffer: validation:")
 	assert.Contains(t, err.Error(), "greater than the maximum buffer size")
 	require.NoError(t, scoped(d.device, "nothing", func() error { return nil }), "a clean scope reports no error")
 }
 
-// TestNewOnDeviceDefaultLimits: with nil limits an index on a caller's
+// TestAdoptDefaultLimits: with nil limits an index on a caller's
 // device plans with WebGPU's guaranteed defaults, so a slab larger than the
 // 128 MiB default binding is split into chunks.
-func TestNewOnDeviceDefaultLimits(t *testing.T) {
+func TestAdoptDefaultLimits(t *testing.T) {
 	d := softwareDevice(t)
-	ix, err := newOnDevice(context.Background(), Config{Dim: 384}, d.adapter, d.device, nil)
+	adopted, err := Adopt(d.adapter, d.device, nil)
 	require.NoError(t, err)
-	defer ix.Close()
-	info := ix.Info()
-	assert.Equal(t, uint64(128<<20), info.Limits.MaxStorageBindingBytes)
-	assert.Equal(t, (128<<20)/(384*4), info.ChunkRows)
-}
-
-// TestTooLargeForTheDevice shrinks a device's storage binding limit so a
-// few thousand rows exceed what one query's scores may occupy: under
-// Device GPU the Add fails with ErrTooLarge before allocating and nothing
-// is stored; under Auto the index moves to the CPU and keeps every vector.
-func TestTooLargeForTheDevice(t *testing.T) {
-	d := softwareDevice(t)
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, 5))
-	lim := d.adapter.GetLimits()
-	lim.MaxStorageBufferBindingSize = 4096 // 1,024 scores; 256 rows of dim 4 per chunk
-	vecs := func(n int) [][]float32 {
-		vs := make([][]float32, n)
-		for i := range vs {
-			vs[i] = []float32{r.Float32() + 0.1, r.Float32(), r.Float32(), r.Float32()}
-		}
-		return vs
-	}
-	first, more := vecs(1000), vecs(100)
-
-	ix, err := newOnDevice(context.Background(), Config{Dim: 4}, d.adapter, d.device, &lim)
+	g, err := adopted.NewIndex(384, shaders.MetricDot, 0)
 	require.NoError(t, err)
-	defer ix.Close()
-	_, err = ix.Add(context.Background(), first)
-	require.NoError(t, err)
-	_, err = ix.Add(context.Background(), more)
-	require.ErrorIs(t, err, ErrTooLarge)
-	assert.Contains(t, err.Error(), "1100 rows need a 4400-byte scores binding, the device allows 4096")
-	assert.Equal(t, 1000, ix.Len())
-	hits, err := ix.Search(context.Background(), first[3], 1)
-	require.NoError(t, err)
-	assert.Equal(t, uint64(3), hits[0].ID)
-
-	auto, err := newOnDevice(context.Background(), Config{Dim: 4}, d.adapter, d.device, &lim)
-	require.NoError(t, err)
-	defer auto.Close()
-	auto.cfg.Device = Auto // as if Auto had chosen this device
-	_, err = auto.Add(context.Background(), first)
-	require.NoError(t, err)
-	_, err = auto.Add(context.Background(), more)
-	require.NoError(t, err, "under Auto the fallback takes what the device cannot hold")
-	assert.Equal(t, 1100, auto.Len())
-	info := auto.Info()
-	assert.Equal(t, BackendCPU, info.Backend)
-	assert.Contains(t, info.Reason, "outgrew what the GPU can hold")
-	assert.NotEmpty(t, info.Hint)
-	hits, err = auto.Search(context.Background(), more[7], 1)
-	require.NoError(t, err)
-	assert.Equal(t, uint64(1007), hits[0].ID)
-}
-
-// TestScratchGrowthStaysWithinTheBinding: scratch buffers double as batches
-// grow, but never past the storage binding limit, which the whole buffer is
-// bound under. A small batch, then one at the per-submission limit, then
-// one that must be split, all give the fallback's answers.
-func TestScratchGrowthStaysWithinTheBinding(t *testing.T) {
-	d := softwareDevice(t)
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, 9))
-	lim := d.adapter.GetLimits()
-	lim.MaxStorageBufferBindingSize = 64 << 10 // 1,000 rows: 16 queries' scores per submission
-	// A device that really has the small limit, so a binding past it is a
-	// validation error and not just a broken promise.
-	var small *wgpu.Device
-	require.NoError(t, gpuCall("small device", func() error {
-		var err error
-		small, err = d.adapter.RequestDevice(&wgpu.DeviceDescriptor{Label: "umbra small binding", RequiredLimits: &lim})
-		return err
-	}))
-	defer small.Release()
-	gpu, err := newOnDevice(context.Background(), Config{Dim: 8, Metric: Dot}, d.adapter, small, &lim)
-	require.NoError(t, err)
-	defer gpu.Close()
-	cpu, err := New(context.Background(), Config{Dim: 8, Metric: Dot, Device: CPU})
-	require.NoError(t, err)
-	vecs := func(n int) [][]float32 {
-		vs := make([][]float32, n)
-		for i := range vs {
-			vs[i] = make([]float32, 8)
-			for j := range vs[i] {
-				vs[i][j] = r.Float32()*2 - 1
-			}
-		}
-		return vs
-	}
-	data := vecs(1000)
-	_, err = gpu.Add(context.Background(), data)
-	require.NoError(t, err)
-	_, err = cpu.Add(context.Background(), data)
-	require.NoError(t, err)
-	for _, nq := range []int{3, 10, 16, 40} {
-		qs := vecs(nq)
-		got, err := gpu.SearchBatch(context.Background(), qs, 5)
-		require.NoError(t, err, "%d queries", nq)
-		want, err := cpu.SearchBatch(context.Background(), qs, 5)
-		require.NoError(t, err)
-		for i := range want {
-			for j := range want[i] {
-				assert.Equal(t, want[i][j].ID, got[i][j].ID, "%d queries: query %d rank %d", nq, i, j)
-			}
-		}
-	}
+	defer g.Release()
+	assert.Equal(t, uint64(128<<20), g.Limits().MaxStorageBindingBytes)
+	assert.Equal(t, (128<<20)/(384*4), g.ChunkRows())
 }
 
 // TestTuneTeam: the probe measured a team width for the device, and an
@@ -350,14 +252,14 @@ func TestScratchGrowthStaysWithinTheBinding(t *testing.T) {
 func TestTuneTeam(t *testing.T) {
 	d := softwareDevice(t)
 	assert.Contains(t, teamCandidates, d.team, "the probe tuned the team width")
-	g, err := newGPUIndex(d, 768, shaders.MetricDot, 0)
+	g, err := newIndex(d, 768, shaders.MetricDot, 0)
 	require.NoError(t, err)
-	defer g.release()
+	defer g.Release()
 	assert.Equal(t, d.team, g.single.Team)
-	assert.Equal(t, d.team, g.limits().Team)
-	short, err := newGPUIndex(d, 8, shaders.MetricDot, 0)
+	assert.Equal(t, d.team, g.Limits().Team)
+	short, err := newIndex(d, 8, shaders.MetricDot, 0)
 	require.NoError(t, err)
-	defer short.release()
+	defer short.Release()
 	assert.Equal(t, uint32(2), short.single.Team, "two vec4 per row: a team of two")
 	t.Logf("%s (%s): team %d", d.info.Name, d.info.API, d.team)
 }
@@ -371,7 +273,7 @@ func TestSelectSettlesEarly(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, 11))
-	rounds := func(g *wgpuIndex) uint32 {
+	rounds := func(g *Index) uint32 {
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		var raw []byte
@@ -419,10 +321,10 @@ func TestSelectSettlesEarly(t *testing.T) {
 			}
 		}
 		s.Append(vs, false)
-		g, err := newGPUIndex(d, s.Stride, shaders.MetricDot, 0)
+		g, err := newIndex(d, s.Stride, shaders.MetricDot, 0)
 		require.NoError(t, err)
-		require.NoError(t, g.upload(context.Background(), s, 0))
-		hits, err := g.search(context.Background(), [][]float32{s.PaddedRow(5)}, 10, s.Rows)
+		require.NoError(t, g.Upload(context.Background(), s, 0, nil, nil))
+		hits, err := g.Search(context.Background(), [][]float32{s.PaddedRow(5)}, 10, s.Rows, nil)
 		require.NoError(t, err)
 		require.Len(t, hits[0], 10)
 		if tc.tied {
@@ -433,7 +335,7 @@ func TestSelectSettlesEarly(t *testing.T) {
 		n := rounds(g)
 		t.Logf("%s: threshold settled after %d rounds", tc.name, n)
 		tc.check(n)
-		g.release()
+		g.Release()
 	}
 }
 
@@ -467,13 +369,13 @@ func TestStagedQueriesAgree(t *testing.T) {
 		want, err := fallback.SearchBatch(context.Background(), view, qs, 7, fallback.L2, 0)
 		require.NoError(t, err)
 		for _, staged := range []bool{false, true} {
-			dev := &gpuDevice{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim,
+			dev := &Device{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim,
 				subgroups: d.subgroups, team: d.team, staged: staged}
-			g, err := newGPUIndex(dev, slab.Stride, shaders.MetricL2, 500)
+			g, err := newIndex(dev, slab.Stride, shaders.MetricL2, 500)
 			require.NoError(t, err)
 			require.Equal(t, staged && g.batch.Slice > 0, g.batch.Slice > 0)
-			require.NoError(t, g.upload(context.Background(), slab, 0))
-			got, err := g.search(context.Background(), qs, 7, slab.Rows)
+			require.NoError(t, g.Upload(context.Background(), slab, 0, nil, nil))
+			got, err := g.Search(context.Background(), qs, 7, slab.Rows, nil)
 			require.NoError(t, err)
 			for i := range want {
 				for j := range want[i] {
@@ -481,7 +383,50 @@ func TestStagedQueriesAgree(t *testing.T) {
 					assert.InDelta(t, want[i][j].Score, got[i][j].Score, 1e-5*math.Max(1, float64(want[i][j].Score)))
 				}
 			}
-			g.release()
+			g.Release()
 		}
+	}
+}
+
+// TestBatchLimitCoversEveryBuffer: whatever the request, one submission's
+// scratch buffers each fit the device's binding and its readback the
+// device's buffer size, and at least one query always fits.
+func TestBatchLimitCoversEveryBuffer(t *testing.T) {
+	d := softwareDevice(t)
+	for _, c := range []struct{ stride, rows, k int }{
+		{4, 1, 1}, {4, 20000, 20000}, {4, 20000, 9999}, {768, 50000, 10},
+		{65536, 100, 5}, {4, 1 << 25, 1<<24 + 1}, {4, 1 << 25, 1 << 20},
+	} {
+		t.Run(fmt.Sprintf("stride%d/rows%d/k%d", c.stride, c.rows, c.k), func(t *testing.T) {
+			g, err := newIndex(d, c.stride, 0, 0)
+			require.NoError(t, err)
+			defer g.Release()
+			sub := submission{k: c.k, rows: c.rows, deviceSelect: 2*c.k < c.rows}
+			n := g.batchLimit(sub)
+			require.GreaterOrEqual(t, n, 1)
+			sub.nq = n
+			nq := uint64(n)
+			require.LessOrEqual(t, nq*uint64(c.rows)*4, g.bind, "scores")
+			require.LessOrEqual(t, nq*uint64(c.stride)*4, g.bind, "queries")
+			require.LessOrEqual(t, nq*uint64(sub.hitsPerQuery())*8, g.bind, "hits")
+			require.LessOrEqual(t, sub.readbackBytes(), g.dev.lim.MaxBufferBytes, "readback")
+		})
+	}
+}
+
+// TestSplitsOnASmallBinding: on a device whose bindings really are 64 KiB,
+// the requests that once failed there need several submissions: 40 queries
+// with k = 1,000 of 1,000 rows, and 10 queries of 4,096 floats.
+func TestSplitsOnASmallBinding(t *testing.T) {
+	a, _ := WorkingAdapter(t)
+	d, release, err := a.OpenLimited(64 << 10)
+	require.NoError(t, err)
+	defer release()
+	for _, c := range []struct{ stride, rows, k, nq int }{{8, 1000, 1000, 40}, {4096, 10, 3, 10}} {
+		g, err := d.NewIndex(c.stride, 0, 0)
+		require.NoError(t, err)
+		n := g.batchLimit(submission{k: c.k, rows: c.rows, deviceSelect: 2*c.k < c.rows})
+		assert.Less(t, n, c.nq, "stride %d, %d rows, k %d: one submission would not fit", c.stride, c.rows, c.k)
+		g.Release()
 	}
 }

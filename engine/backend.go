@@ -1,0 +1,191 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/umbravec/umbra/engine/internal/link"
+	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/packed"
+)
+
+// This file is the engine's policy over the wgpu backend (internal/gpu):
+// which adapters to try and in what order, when to fall back and with what
+// reason, and how the backend's neutral types and errors become the
+// engine's. It has no build tags: in a build without the backend, gpu's
+// entry points report gpu.ErrNotBuilt.
+
+func init() {
+	link.NewOnDevice = newOnDevice
+	link.RankAdapters = rankAdapters
+}
+
+// gpuError turns a backend error into the engine's: ErrTooLarge for a
+// device limit, ErrGPU for any other device failure; context errors pass
+// through.
+func gpuError(err error) error {
+	switch {
+	case err == nil, errors.Is(err, ErrGPU), errors.Is(err, ErrTooLarge),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	case errors.Is(err, gpu.ErrTooLarge):
+		return fmt.Errorf("%w: %w", ErrTooLarge, err)
+	}
+	return fmt.Errorf("%w: %w", ErrGPU, err)
+}
+
+// candidates lists the adapters matching sel, best first.
+func candidates(sel AdapterSelect) ([]*gpu.Adapter, error) {
+	list, err := gpu.Adapters(strings.ToLower(sel.Backend))
+	if err != nil {
+		return nil, err
+	}
+	infos := make([]AdapterInfo, len(list))
+	for i, a := range list {
+		infos[i] = AdapterInfo(a.Info)
+	}
+	order := rankAdapters(infos, sel)
+	out := make([]*gpu.Adapter, len(order))
+	for i, j := range order {
+		out[i] = list[j]
+	}
+	return out, nil
+}
+
+// report converts the backend's probe report for adapter a.
+func report(a *gpu.Adapter, r gpu.Report) AdapterReport {
+	info := AdapterInfo(a.Info)
+	return AdapterReport{Adapter: info, Limits: DeviceLimits(r.Limits), Features: r.Features, Works: r.Works,
+		Error: r.Error, Eligible: r.Works && !info.Software(), Elapsed: r.Elapsed}
+}
+
+func probe(ctx context.Context, sel AdapterSelect) ProbeReport {
+	rep := ProbeReport{Auto: -1}
+	if !gpu.Built {
+		rep.Reason, rep.Hint = reasonNoCgo, hintNoCgo
+		return rep
+	}
+	if err := sel.validate(); err != nil {
+		rep.Reason, rep.Hint = err.Error(), hintNoMatch
+		return rep
+	}
+	as, err := candidates(sel)
+	if err != nil {
+		rep.Reason, rep.Hint = err.Error(), hintNoAdapter
+		return rep
+	}
+	for i, a := range as {
+		_, r := a.Probe(ctx, defaultProbeTimeout)
+		rep.Adapters = append(rep.Adapters, report(a, r))
+		if rep.Auto < 0 && rep.Adapters[i].Eligible {
+			rep.Auto = i
+		}
+	}
+	if rep.Auto < 0 {
+		// Auto never probes a software adapter, so explain the choice
+		// the way Auto would.
+		view := make([]AdapterReport, len(rep.Adapters))
+		for i, r := range rep.Adapters {
+			view[i] = r
+			if r.Adapter.Software() {
+				view[i].Works, view[i].Error = true, ""
+			}
+		}
+		rep.Reason, rep.Hint = fallbackReason(sel, view, false)
+	}
+	return rep
+}
+
+const reasonNoCgo = "built without GPU support (no cgo, or the nogpu tag)"
+
+// fallbackReason explains, from the probe reports, why no adapter was
+// chosen.
+func fallbackReason(sel AdapterSelect, reports []AdapterReport, allowSoftware bool) (string, string) {
+	if len(reports) == 0 {
+		if sel.Backend != "" && sel.Name == "" {
+			return fmt.Sprintf("no %s adapter found (no %s driver answered)", sel.Backend, sel.Backend), hintNoAdapter
+		}
+		if sel.Name != "" || sel.Backend != "" {
+			if all, _ := candidates(AdapterSelect{}); len(all) > 0 {
+				return fmt.Sprintf("no adapter matches %s", sel.describe()), hintNoMatch
+			}
+		}
+		return "no GPU adapter found (no Vulkan, Metal, DX12 or GL driver answered)", hintNoAdapter
+	}
+	var failed, soft []string
+	for _, r := range reports {
+		name := r.Adapter.String()
+		switch {
+		case !r.Works:
+			failed = append(failed, name+": "+r.Error)
+		case r.Adapter.Software() && !allowSoftware:
+			soft = append(soft, name)
+		}
+	}
+	if len(failed) > 0 && len(soft) == 0 {
+		return "every adapter failed its probe: " + strings.Join(failed, "; "), hintProbeFailed
+	}
+	if len(failed) > 0 {
+		return "only software adapters work (" + strings.Join(soft, ", ") + "); failed: " + strings.Join(failed, "; "), hintSoftwareOnly
+	}
+	return "only software adapters found: " + strings.Join(soft, ", "), hintSoftwareOnly
+}
+
+// openGPU finds the best working adapter for cfg and returns an index's
+// device side on it. allowSoftware admits CPU-type adapters (Device GPU).
+func openGPU(ctx context.Context, cfg Config, opt options, allowSoftware bool) (*gpu.Index, string, string, error) {
+	if !gpu.Built {
+		return nil, reasonNoCgo, hintNoCgo, &AdapterError{Reason: reasonNoCgo, Hint: hintNoCgo, kind: ErrNoGPUSupport}
+	}
+	timeout := cfg.ProbeTimeout
+	if timeout == 0 {
+		timeout = defaultProbeTimeout
+	}
+	as, err := candidates(cfg.Adapter)
+	if err != nil {
+		return nil, err.Error(), hintNoAdapter, &AdapterError{Reason: err.Error(), Hint: hintNoAdapter, kind: ErrNoAdapter}
+	}
+	var reports []AdapterReport
+	for _, a := range as {
+		info := AdapterInfo(a.Info)
+		if info.Software() && !allowSoftware {
+			reports = append(reports, AdapterReport{Adapter: info, Works: true})
+			continue
+		}
+		dev, r := a.Probe(ctx, timeout)
+		if err := ctx.Err(); err != nil {
+			return nil, "", "", fmt.Errorf("umbra: probing %s: %w", info, err)
+		}
+		reports = append(reports, report(a, r))
+		if dev == nil {
+			continue
+		}
+		g, err := dev.NewIndex(packed.StrideFor(cfg.Dim), cfg.Metric.shaderCode(), opt.maxChunkRows)
+		if err != nil {
+			err = gpuError(err)
+			return nil, err.Error(), hintProbeFailed, err
+		}
+		return g, "", "", nil
+	}
+	reason, hint := fallbackReason(cfg.Adapter, reports, allowSoftware)
+	return nil, reason, hint, &AdapterError{Reason: reason, Hint: hint, kind: ErrNoAdapter}
+}
+
+// newOnDevice is ondevice.New after the device was adopted: an index whose
+// GPU side lives on a device the caller owns.
+func newOnDevice(ctx context.Context, cfg Config, d *gpu.Device) (*Index, error) {
+	cfg.Device = GPU
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("umbra: creating the index: %w", err)
+	}
+	g, err := d.NewIndex(packed.StrideFor(cfg.Dim), cfg.Metric.shaderCode(), 0)
+	if err != nil {
+		return nil, gpuError(err)
+	}
+	return &Index{cfg: cfg, slab: packed.NewSlab(cfg.Dim), dev: g}, nil
+}

@@ -1,0 +1,261 @@
+//go:build cgo && !nogpu
+
+package engine
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/umbravec/umbra/internal/gpu"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// smallDevice returns a device of the first working adapter whose storage
+// bindings really are at most binding bytes, so a binding past it is a
+// validation error on the device.
+func smallDevice(t *testing.T, binding uint64) *gpu.Device {
+	t.Helper()
+	a, _ := workingAdapter(t)
+	d, release, err := a.OpenLimited(binding)
+	require.NoError(t, err)
+	t.Cleanup(release)
+	return d
+}
+
+// workingDevice returns the probed device of the first working adapter.
+func workingDevice(t *testing.T) *gpu.Device {
+	t.Helper()
+	_, d := workingAdapter(t)
+	return d
+}
+
+// workingAdapter is gpu.FirstWorking, skipping (or failing under
+// UMBRA_REQUIRE_GPU=1) when no adapter works.
+func workingAdapter(t *testing.T) (*gpu.Adapter, *gpu.Device) {
+	t.Helper()
+	a, d := gpu.FirstWorking()
+	if d == nil {
+		if os.Getenv("UMBRA_REQUIRE_GPU") == "1" {
+			t.Fatal("UMBRA_REQUIRE_GPU=1 but no adapter works")
+		}
+		t.Skip("no working adapter")
+	}
+	return a, d
+}
+
+// TestRequestsSplitToFitTheDevice: the three requests that once failed on
+// the device and left its index answering zeros — a batch whose hits
+// outgrow a binding (k close to the row count), a batch whose queries
+// outgrow one (a long dimension), and k larger than half the rows — now
+// succeed with the fallback's answers, split into as many submissions as
+// the device's bindings need, and the index answers exactly afterwards.
+func TestRequestsSplitToFitTheDevice(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 17))
+	vecs := func(n, dim int) [][]float32 {
+		vs := make([][]float32, n)
+		for i := range vs {
+			vs[i] = make([]float32, dim)
+			for j := range vs[i] {
+				vs[i][j] = r.Float32()*2 - 1
+			}
+		}
+		return vs
+	}
+	small := smallDevice(t, 64<<10)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name          string
+		dim, rows, nq int
+		ks            []int
+		metric        Metric
+	}{
+		// 64 KiB holds 16 queries' scores of 1,000 rows, but k = 1,000
+		// hits of 8 bytes for 16 queries would need 128,000 bytes.
+		{"hits past the binding", 8, 1000, 40, []int{1000, 999, 501, 499, 7}, Dot},
+		// 10 queries of 4,096 floats are 160 KiB of queries.
+		{"queries past the binding", 4096, 10, 10, []int{3, 10}, L2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			gx, err := newOnDevice(context.Background(), Config{Dim: c.dim, Metric: c.metric}, small)
+			require.NoError(t, err)
+			defer gx.Close()
+			cpu, err := New(context.Background(), Config{Dim: c.dim, Metric: c.metric, Device: CPU})
+			require.NoError(t, err)
+			data := vecs(c.rows, c.dim)
+			for _, ix := range []*Index{gx, cpu} {
+				_, err := ix.Add(context.Background(), data)
+				require.NoError(t, err)
+			}
+			qs := vecs(c.nq, c.dim)
+			compare := func(k int, what string) {
+				want, err := cpu.SearchBatch(ctx, qs, k)
+				require.NoError(t, err)
+				got, err := gx.SearchBatch(ctx, qs, k)
+				require.NoError(t, err, "%s: k=%d", what, k)
+				require.Len(t, got, len(want))
+				for i := range want {
+					require.Len(t, got[i], len(want[i]))
+					for j, w := range want[i] {
+						tol := 1e-5 * max(1, math.Abs(float64(w.Score)))
+						require.InDelta(t, w.Score, got[i][j].Score, tol, "%s: k=%d query %d rank %d", what, k, i, j)
+						nearTie := j > 0 && math.Abs(float64(want[i][j-1].Score-w.Score)) <= 2*tol ||
+							j+1 < len(want[i]) && math.Abs(float64(want[i][j+1].Score-w.Score)) <= 2*tol
+						if !nearTie {
+							require.Equal(t, w.ID, got[i][j].ID, "%s: k=%d query %d rank %d", what, k, i, j)
+						}
+					}
+				}
+			}
+			for _, k := range c.ks {
+				compare(k, "split")
+			}
+			compare(5, "afterwards")
+			require.Equal(t, BackendGPU, gx.Info().Backend)
+		})
+	}
+}
+
+// TestAutoAnswersTheFailedCall: under Auto a search whose GPU work fails is
+// still answered, exactly, by the fallback from the host copy, and Info says
+// why the index left the GPU.
+func TestAutoAnswersTheFailedCall(t *testing.T) {
+	d := workingDevice(t)
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 23))
+	data := make([][]float32, 500)
+	for i := range data {
+		data[i] = []float32{r.Float32() - 0.5, r.Float32() - 0.5, r.Float32() - 0.5}
+	}
+	q := []float32{0.3, -0.2, 0.9}
+	cpu, err := New(context.Background(), Config{Dim: 3, Device: CPU})
+	require.NoError(t, err)
+	_, err = cpu.Add(context.Background(), data)
+	require.NoError(t, err)
+	want, err := cpu.Search(context.Background(), q, 7)
+	require.NoError(t, err)
+
+	for _, step := range []string{"bind scores", "submit", "map readback"} {
+		auto, err := newOnDevice(context.Background(), Config{Dim: 3}, d)
+		require.NoError(t, err)
+		auto.cfg.Device = Auto // as if Auto had chosen this device
+		_, err = auto.Add(context.Background(), data)
+		require.NoError(t, err)
+		auto.dev.SetFault(func(s string) error {
+			if s == step {
+				return errInjected
+			}
+			return nil
+		})
+		got, err := auto.Search(context.Background(), q, 7)
+		require.NoError(t, err, step)
+		require.Equal(t, want, got, "%s: the failed call is answered by the fallback", step)
+		info := auto.Info()
+		require.Equal(t, BackendCPU, info.Backend, step)
+		require.Contains(t, info.Reason, step)
+		require.NoError(t, auto.Close())
+	}
+}
+
+var errInjected = errors.New("injected fault")
+
+// TestTooLargeForTheDevice shrinks a device's storage binding limit so a
+// few thousand rows exceed what one query's scores may occupy: under
+// Device GPU the Add fails with ErrTooLarge before allocating and nothing
+// is stored; under Auto the index moves to the CPU and keeps every vector.
+func TestTooLargeForTheDevice(t *testing.T) {
+	d := smallDevice(t, 4096) // 1,024 scores; 256 rows of dim 4 per chunk
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 5))
+	vecs := func(n int) [][]float32 {
+		vs := make([][]float32, n)
+		for i := range vs {
+			vs[i] = []float32{r.Float32() + 0.1, r.Float32(), r.Float32(), r.Float32()}
+		}
+		return vs
+	}
+	first, more := vecs(1000), vecs(100)
+
+	ix, err := newOnDevice(context.Background(), Config{Dim: 4}, d)
+	require.NoError(t, err)
+	defer ix.Close()
+	_, err = ix.Add(context.Background(), first)
+	require.NoError(t, err)
+	_, err = ix.Add(context.Background(), more)
+	require.ErrorIs(t, err, ErrTooLarge)
+	assert.Contains(t, err.Error(), "1100 rows need a 4400-byte scores binding, the device allows 4096")
+	assert.Equal(t, 1000, ix.Len())
+	hits, err := ix.Search(context.Background(), first[3], 1)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(3), hits[0].ID)
+
+	auto, err := newOnDevice(context.Background(), Config{Dim: 4}, d)
+	require.NoError(t, err)
+	defer auto.Close()
+	auto.cfg.Device = Auto // as if Auto had chosen this device
+	_, err = auto.Add(context.Background(), first)
+	require.NoError(t, err)
+	_, err = auto.Add(context.Background(), more)
+	require.NoError(t, err, "under Auto the fallback takes what the device cannot hold")
+	assert.Equal(t, 1100, auto.Len())
+	info := auto.Info()
+	assert.Equal(t, BackendCPU, info.Backend)
+	assert.Contains(t, info.Reason, "outgrew what the GPU can hold")
+	assert.NotEmpty(t, info.Hint)
+	hits, err = auto.Search(context.Background(), more[7], 1)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1007), hits[0].ID)
+}
+
+// TestScratchGrowthStaysWithinTheBinding: scratch buffers double as batches
+// grow, but never past the storage binding limit, which the whole buffer is
+// bound under. A small batch, then one at the per-submission limit, then
+// one that must be split, all give the fallback's answers.
+func TestScratchGrowthStaysWithinTheBinding(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 9))
+	small := smallDevice(t, 64<<10) // 1,000 rows: 16 queries' scores per submission
+	gx, err := newOnDevice(context.Background(), Config{Dim: 8, Metric: Dot}, small)
+	require.NoError(t, err)
+	defer gx.Close()
+	cpu, err := New(context.Background(), Config{Dim: 8, Metric: Dot, Device: CPU})
+	require.NoError(t, err)
+	vecs := func(n int) [][]float32 {
+		vs := make([][]float32, n)
+		for i := range vs {
+			vs[i] = make([]float32, 8)
+			for j := range vs[i] {
+				vs[i][j] = r.Float32()*2 - 1
+			}
+		}
+		return vs
+	}
+	data := vecs(1000)
+	_, err = gx.Add(context.Background(), data)
+	require.NoError(t, err)
+	_, err = cpu.Add(context.Background(), data)
+	require.NoError(t, err)
+	for _, nq := range []int{3, 10, 16, 40} {
+		qs := vecs(nq)
+		got, err := gx.SearchBatch(context.Background(), qs, 5)
+		require.NoError(t, err, "%d queries", nq)
+		want, err := cpu.SearchBatch(context.Background(), qs, 5)
+		require.NoError(t, err)
+		for i := range want {
+			for j := range want[i] {
+				assert.Equal(t, want[i][j].ID, got[i][j].ID, "%d queries: query %d rank %d", nq, i, j)
+			}
+		}
+	}
+}

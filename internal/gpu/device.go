@@ -1,0 +1,368 @@
+//go:build cgo && !nogpu
+
+package gpu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/oliverbestmann/webgpu/wgpu"
+)
+
+// Built reports whether this binary has the wgpu backend.
+const Built = true
+
+// gpuCall runs f and turns a panic from the binding into an error, so no
+// wgpu validation failure crosses the engine's API.
+func gpuCall(what string, f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %s: %v", ErrFailed, what, r)
+			flushErrorPool()
+		}
+	}()
+	if err = f(); err != nil {
+		flushErrorPool()
+		var wrapped error = err
+		if !errors.Is(err, ErrFailed) {
+			wrapped = fmt.Errorf("%w: %s: %v", ErrFailed, what, err)
+		}
+		return wrapped
+	}
+	return nil
+}
+
+// flushErrorPool empties the binding's pool of error-capture objects. The
+// binding does not clear a captured error when it recycles the object, so
+// after one failed Try* call a later successful call could report the old
+// error. A sync.Pool drops its contents over two garbage collections; this
+// runs only after a failure.
+func flushErrorPool() {
+	runtime.GC()
+	runtime.GC()
+}
+
+// process-wide wgpu state: one instance, the adapters per backend mask, and
+// the probe verdict per adapter, each computed once.
+var (
+	instMu    sync.Mutex
+	inst      *wgpu.Instance
+	adapters  = map[wgpu.InstanceBackend][]*wgpu.Adapter{}
+	verdicts  = map[string]*verdict{}
+	verdictMu sync.Mutex
+)
+
+// verdict is the cached probe result for one adapter.
+type verdict struct {
+	done   chan struct{}
+	dev    *Device
+	report Report
+}
+
+// BackendMask returns the wgpu instance backend flags for a backend name ("" for
+// all). The binding names only the all-backends value.
+func BackendMask(name string) wgpu.InstanceBackend {
+	switch strings.ToLower(name) {
+	case "vulkan":
+		return 1
+	case "gl":
+		return 2
+	case "metal":
+		return 4
+	case "dx12":
+		return 8
+	}
+	return wgpu.InstanceBackendAll
+}
+
+func apiName(b wgpu.BackendType) string {
+	switch b {
+	case wgpu.BackendTypeVulkan:
+		return "vulkan"
+	case wgpu.BackendTypeMetal:
+		return "metal"
+	case wgpu.BackendTypeD3D12:
+		return "dx12"
+	case wgpu.BackendTypeD3D11:
+		return "dx11"
+	case wgpu.BackendTypeOpenGL, wgpu.BackendTypeOpenGLES:
+		return "gl"
+	}
+	return strings.ToLower(b.String())
+}
+
+func typeName(t wgpu.AdapterType) string {
+	switch t {
+	case wgpu.AdapterTypeDiscreteGPU:
+		return "discrete"
+	case wgpu.AdapterTypeIntegratedGPU:
+		return "integrated"
+	case wgpu.AdapterTypeCPU:
+		return "cpu"
+	}
+	return "unknown"
+}
+
+func describeAdapter(a *wgpu.Adapter) AdapterInfo {
+	i := a.GetInfo()
+	return AdapterInfo{
+		Name:     i.Device,
+		Vendor:   i.Vendor,
+		VendorID: i.VendorId,
+		DeviceID: i.DeviceId,
+		API:      apiName(i.BackendType),
+		Type:     typeName(i.AdapterType),
+		Driver:   i.Description,
+	}
+}
+
+// listAdapters returns the adapters of the backends in mask, enumerated once
+// per process.
+func listAdapters(mask wgpu.InstanceBackend) (list []*wgpu.Adapter, err error) {
+	instMu.Lock()
+	defer instMu.Unlock()
+	if l, ok := adapters[mask]; ok {
+		return l, nil
+	}
+	err = gpuCall("enumerate adapters", func() error {
+		defer quietWayland()()
+		if inst == nil {
+			inst = wgpu.CreateInstance(nil)
+		}
+		list = inst.EnumerateAdapters(&wgpu.InstanceEnumerateAdapterOptons{Backends: mask})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	adapters[mask] = list
+	return list, nil
+}
+
+// Device is one wgpu device with its queue, shared by every index on that
+// adapter. Its mutex serialises all wgpu calls on the device: error scopes
+// are per device, so concurrent Try* calls could see each other's errors.
+type Device struct {
+	mu        sync.Mutex
+	adapter   *wgpu.Adapter
+	device    *wgpu.Device
+	queue     *wgpu.Queue
+	info      AdapterInfo
+	lim       Limits
+	pipelines pipelineCache
+	readPipe  *wgpu.ComputePipeline // read.wgsl, compiled on first ReadFloor
+	// subgroups is set when the device has wgpu's native subgroup feature
+	// and the shuffle-reduction variant of scores.wgsl passed the self-test.
+	subgroups bool
+	// timestamps is set when the device can write timestamps inside a
+	// compute pass.
+	timestamps bool
+	// team is the widest team (invocations per row) scores.wgsl uses on
+	// this device, measured by tuneTeam; 0 until then (64).
+	team uint32
+	// staged is set when batches score faster with their queries staged
+	// in workgroup memory, also measured by tuneTeam.
+	staged bool
+	// editScores, set by tests only, rewrites scores.wgsl before it is
+	// compiled (to reach a branch no software adapter takes).
+	editScores func(string) string
+	// Calibrate's measurements, taken on first use.
+	routeOnce   sync.Once
+	latency     time.Duration
+	bytesPerSec float64
+	routeErr    error
+}
+
+func limitsOf(l wgpu.Limits) Limits {
+	return Limits{
+		MaxStorageBindingBytes: l.MaxStorageBufferBindingSize,
+		MaxBufferBytes:         l.MaxBufferSize,
+		MaxWorkgroupsPerDim:    l.MaxComputeWorkgroupsPerDimension,
+		MaxInvocations:         l.MaxComputeInvocationsPerWorkgroup,
+		MaxWorkgroupBytes:      l.MaxComputeWorkgroupStorageSize,
+	}
+}
+
+// openDevice creates a device on a with the adapter's own limits: the
+// defaults would cap maxBufferSize at 256 MiB. (Device.GetLimits is not
+// called: in this binding it can abort the process.)
+func openDevice(a *wgpu.Adapter) (*Device, error) {
+	d := &Device{adapter: a, info: describeAdapter(a)}
+	err := gpuCall("request device", func() error {
+		lim := a.GetLimits()
+		d.lim = limitsOf(lim)
+		var features []wgpu.FeatureName
+		if a.HasFeature(nativeFeatureSubgroup) {
+			features = append(features, nativeFeatureSubgroup)
+			d.subgroups = true
+		}
+		if a.HasFeature(wgpu.FeatureNameTimestampQuery) && a.HasFeature(nativeFeatureTimestampInsidePasses) {
+			features = append(features, wgpu.FeatureNameTimestampQuery, nativeFeatureTimestampInsidePasses)
+			d.timestamps = true
+		}
+		dev, err := a.RequestDevice(&wgpu.DeviceDescriptor{Label: "umbra", RequiredLimits: &lim, RequiredFeatures: features})
+		if err != nil {
+			return err
+		}
+		d.device = dev
+		d.queue = dev.GetQueue()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// submit finishes enc (nil submits only the queued writes) and submits it;
+// with wait it blocks until the device is idle. The caller holds d.mu and
+// still releases enc.
+func (d *Device) submit(enc *wgpu.CommandEncoder, wait bool) error {
+	if enc != nil {
+		cmd, err := enc.TryFinish(nil)
+		if err != nil {
+			return err
+		}
+		d.queue.Submit(cmd)
+		cmd.Release()
+	} else {
+		d.queue.Submit()
+	}
+	if wait {
+		d.device.Poll(true, nil)
+	}
+	return nil
+}
+
+// nativeFeatureSubgroup is wgpu-native's WGPUNativeFeature_Subgroup, which
+// this binding does not name: it enables the subgroup built-ins without an
+// `enable` directive in the shader.
+const nativeFeatureSubgroup wgpu.FeatureName = 0x00030021
+
+// nativeFeatureTimestampInsidePasses is WGPUNativeFeature_
+// TimestampQueryInsidePasses: timestamps written between dispatches of one
+// compute pass, which is how a traced search times its kernels on the GPU's
+// own clock.
+const nativeFeatureTimestampInsidePasses wgpu.FeatureName = 0x00030025
+
+// Adapter is one adapter the instance enumerated.
+type Adapter struct {
+	a    *wgpu.Adapter
+	Info AdapterInfo
+}
+
+// Adapters lists the adapters of backend ("vulkan", "metal", "dx12", "gl";
+// "" for all), enumerated once per process per backend.
+func Adapters(backend string) ([]*Adapter, error) {
+	list, err := listAdapters(BackendMask(backend))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Adapter, 0, len(list))
+	for _, a := range list {
+		var info AdapterInfo
+		if err := gpuCall("adapter info", func() error { info = describeAdapter(a); return nil }); err != nil {
+			continue
+		}
+		out = append(out, &Adapter{a: a, Info: info})
+	}
+	return out, nil
+}
+
+// Probe opens a device on the adapter and self-tests it, at most once per
+// process per adapter; later calls wait for and reuse the first verdict. A
+// probe that outlives timeout, or whose ctx ends first, is reported as
+// failed (the goroutine is left to finish on its own: a wgpu call cannot be
+// interrupted).
+func (ad *Adapter) Probe(ctx context.Context, timeout time.Duration) (*Device, Report) {
+	a := ad.a
+	verdictMu.Lock()
+	v, ok := verdicts[ad.Info.Key()]
+	if !ok {
+		v = &verdict{done: make(chan struct{})}
+		verdicts[ad.Info.Key()] = v
+		go func() {
+			defer close(v.done)
+			start := time.Now()
+			var r Report
+			var dev *Device
+			err := gpuCall("probe", func() error {
+				r.Limits = limitsOf(a.GetLimits())
+				for _, f := range a.GetFeatures() {
+					r.Features = append(r.Features, f.String())
+				}
+				var err error
+				if dev, err = openDevice(a); err != nil {
+					return err
+				}
+				return dev.verify()
+			})
+			r.Elapsed = time.Since(start)
+			if err != nil {
+				r.Error = err.Error()
+			} else {
+				r.Works = true
+				v.dev = dev
+			}
+			v.report = r
+		}()
+	}
+	verdictMu.Unlock()
+
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-v.done:
+		return v.dev, v.report
+	case <-timer.C:
+		return nil, Report{Error: fmt.Sprintf("probe did not finish within %v", timeout)}
+	case <-ctx.Done():
+		return nil, Report{Error: "probe cancelled: " + ctx.Err().Error()}
+	}
+}
+
+// FirstWorking returns the first adapter of any type, Vulkan first (the
+// faster of the software adapters), whose probe works, with its device; nil
+// when none does. Tests use it to run the real shaders anywhere.
+func FirstWorking() (*Adapter, *Device) {
+	for _, backend := range []string{"vulkan", ""} {
+		as, err := Adapters(backend)
+		if err != nil {
+			return nil, nil
+		}
+		for _, a := range as {
+			if dev, _ := a.Probe(context.Background(), 30*time.Second); dev != nil {
+				return a, dev
+			}
+		}
+	}
+	return nil, nil
+}
+
+// quietWayland keeps libwayland quiet while wgpu's GL backend looks for a
+// display: without XDG_RUNTIME_DIR it prints "error: XDG_RUNTIME_DIR is
+// invalid or not set" on stderr for every probe, on machines that have no
+// Wayland session at all, which looks like a failure. With the variable
+// pointing at an empty private directory it finds no display and says
+// nothing; the returned function restores the environment. A process that
+// sets XDG_RUNTIME_DIR itself is left alone.
+func quietWayland() (restore func()) {
+	if _, set := os.LookupEnv("XDG_RUNTIME_DIR"); set {
+		return func() {}
+	}
+	dir, err := os.MkdirTemp("", "umbra-xdg-")
+	if err != nil {
+		return func() {}
+	}
+	os.Setenv("XDG_RUNTIME_DIR", dir)
+	return func() {
+		os.Unsetenv("XDG_RUNTIME_DIR")
+		os.Remove(dir)
+	}
+}

@@ -1,0 +1,315 @@
+//go:build cgo && !nogpu
+
+package gpu
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/oliverbestmann/webgpu/wgpu"
+
+	"github.com/umbravec/umbra/internal/packed"
+	"github.com/umbravec/umbra/shaders"
+)
+
+const (
+	// writePiece bounds one queue write so the driver's staging copy of a
+	// large upload stays small.
+	writePiece = 16 << 20
+	// batchQT is how many queries a batch scores per pass over the slab.
+	batchQT = BatchQueries
+)
+
+// gpuChunk is one resident run of rows: a storage buffer of at most
+// plan.RowsPerChunk rows, its dispatch parameters and its bind group.
+type gpuChunk struct {
+	capRows int
+	rows    int // rows resident and valid
+	data    *wgpu.Buffer
+	params  *wgpu.Buffer
+	bind    *wgpu.BindGroup // nil when a buffer it names was replaced
+}
+
+// Index is the device side of one Index: the resident chunks, and the
+// scratch buffers a search writes (queries, scores, select state, hits) and
+// reads back.
+type Index struct {
+	dev     *Device
+	metric  uint32
+	single  shaders.ScoresLayout // one query per pass
+	batch   shaders.ScoresLayout // batchQT queries per pass
+	plan    packed.ChunkPlan
+	chunks  []*gpuChunk
+	query   growBuffer
+	scoresB growBuffer
+	state   growBuffer
+	hits    growBuffer
+	staging growBuffer
+	selBind *wgpu.BindGroup
+	// stamps and resolved time a traced search's kernels on the GPU clock
+	// where the device allows timestamps inside passes.
+	stamps   *wgpu.QuerySet
+	resolved *wgpu.Buffer
+	// bind is the most bytes one storage binding may hold on this device.
+	bind uint64
+	// fault, when set (by tests only), is asked before every wgpu call
+	// that can fail and may fail it, so tests reach every failure path.
+	fault func(step string) error
+}
+
+// SetFault makes every wgpu call of the index that can fail ask f first, by
+// the name of its step; an error from f fails that call as if the device
+// had. nil removes it. Tests use it to reach every failure path.
+func (g *Index) SetFault(f func(step string) error) {
+	g.dev.mu.Lock()
+	defer g.dev.mu.Unlock()
+	g.fault = f
+}
+
+// step gives an injected fault at the named step, if a test asked for one.
+func (g *Index) step(name string) error {
+	if g.fault == nil {
+		return nil
+	}
+	if err := g.fault(name); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrFailed, name, err)
+	}
+	return nil
+}
+
+// NewIndex returns an empty index on the device for rows of stride
+// float32 values (a multiple of 4), metric a shaders code. maxChunkRows,
+// when non-zero, caps the rows in one device buffer (tests use it to cross
+// chunk boundaries with small data).
+func (d *Device) NewIndex(stride int, metric uint32, maxChunkRows int) (*Index, error) {
+	return newIndex(d, stride, metric, maxChunkRows)
+}
+
+func newIndex(dev *Device, stride int, metric uint32, maxChunkRows int) (*Index, error) {
+	plan, err := packed.PlanChunks(stride, packed.Limits{
+		MaxStorageBindingBytes: dev.lim.MaxStorageBindingBytes,
+		MaxBufferBytes:         dev.lim.MaxBufferBytes,
+		MaxWorkgroupsPerDim:    dev.lim.MaxWorkgroupsPerDim,
+		MaxChunkRows:           maxChunkRows,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrTooLarge, err)
+	}
+	target := shaders.Target{MaxInvocations: dev.lim.MaxInvocations, MaxWorkgroupBytes: dev.lim.MaxWorkgroupBytes,
+		MaxTeam: dev.team, StageQueries: dev.staged}
+	single, err := shaders.PlanScores(stride, metric, 1, target)
+	if err != nil {
+		return nil, err
+	}
+	batch, err := shaders.PlanScores(stride, metric, batchQT, target)
+	if err != nil {
+		return nil, err
+	}
+	single.Subgroups, batch.Subgroups = dev.subgroups, dev.subgroups
+	bind := min(dev.lim.MaxStorageBindingBytes, dev.lim.MaxBufferBytes)
+	g := &Index{
+		dev: dev, metric: metric, single: single, batch: batch, plan: plan, bind: bind,
+		query:   growBuffer{label: "umbra queries", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopyDst, limit: bind},
+		scoresB: growBuffer{label: "umbra scores", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc, limit: bind},
+		state:   growBuffer{label: "umbra select state", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopyDst | wgpu.BufferUsageCopySrc, limit: bind},
+		hits:    growBuffer{label: "umbra hits", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc, limit: bind},
+		staging: growBuffer{label: "umbra readback", usage: wgpu.BufferUsageMapRead | wgpu.BufferUsageCopyDst, limit: dev.lim.MaxBufferBytes},
+	}
+	dev.mu.Lock()
+	defer dev.mu.Unlock()
+	// Compile everything now so a broken shader fails New, not a search.
+	for _, l := range []shaders.ScoresLayout{single, batch} {
+		if _, err := dev.scoresPipeline(l); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := dev.selectPipeline(metric); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// Adapter describes the device's adapter.
+func (g *Index) Adapter() AdapterInfo { return g.dev.info }
+
+// Limits are the limits the index was planned against, with the variant
+// the probe chose.
+func (g *Index) Limits() Limits {
+	l := g.dev.lim
+	l.Subgroups = g.dev.subgroups
+	l.Timestamps = g.dev.timestamps
+	l.Team = g.single.Team
+	l.StagedQueries = g.batch.Slice > 0
+	return l
+}
+
+// ChunkRows is the most rows one device buffer holds.
+func (g *Index) ChunkRows() int       { return g.plan.RowsPerChunk }
+func (g *Index) rowBytes() uint64     { return uint64(g.plan.Stride) * 4 }
+func (g *Index) device() *wgpu.Device { return g.dev.device }
+func (g *Index) queue() *wgpu.Queue   { return g.dev.queue }
+
+// grow gives chunk c room for need rows. A grown chunk gets a new buffer;
+// the rows already resident are copied device to device, never re-sent from
+// the host. Capacity doubles so a run of small Adds costs amortised O(1)
+// copies. The chunk changes only once every step has succeeded: on error it
+// is exactly as it was.
+func (g *Index) grow(c, need int) error {
+	for len(g.chunks) <= c {
+		g.chunks = append(g.chunks, &gpuChunk{})
+	}
+	ch := g.chunks[c]
+	if need <= ch.capRows {
+		return nil
+	}
+	capRows := min(max(need, 2*ch.capRows, 256), g.plan.RowsPerChunk)
+	dev := g.device()
+	return scoped(dev, "grow device buffers", func() error {
+		if err := g.step("create rows buffer"); err != nil {
+			return err
+		}
+		data, err := dev.TryCreateBuffer(&wgpu.BufferDescriptor{
+			Label: fmt.Sprintf("umbra rows %d", c),
+			Size:  uint64(capRows) * g.rowBytes(),
+			Usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopyDst | wgpu.BufferUsageCopySrc,
+		})
+		if err != nil {
+			return err
+		}
+		params := ch.params
+		if params == nil {
+			if err := g.step("create params buffer"); err != nil {
+				data.Release()
+				return err
+			}
+			if params, err = dev.TryCreateBuffer(&wgpu.BufferDescriptor{
+				Label: fmt.Sprintf("umbra params %d", c),
+				Size:  shaders.ParamsBytes,
+				Usage: wgpu.BufferUsageUniform | wgpu.BufferUsageCopyDst,
+			}); err != nil {
+				data.Release()
+				return err
+			}
+		}
+		fail := func(err error) error {
+			data.Release()
+			if params != ch.params {
+				params.Release()
+			}
+			return err
+		}
+		if ch.rows > 0 {
+			enc, err := dev.TryCreateCommandEncoder(nil)
+			if err != nil {
+				return fail(err)
+			}
+			defer enc.Release()
+			if err := g.step("copy rows"); err != nil {
+				return fail(err)
+			}
+			if err := enc.TryCopyBufferToBuffer(ch.data, 0, data, 0, uint64(ch.rows)*g.rowBytes()); err != nil {
+				return fail(err)
+			}
+			if err := g.dev.submit(enc, false); err != nil {
+				return fail(err)
+			}
+		}
+		ch.data.Release()
+		ch.bind.Release()
+		ch.data, ch.params, ch.bind, ch.capRows = data, params, nil, capRows
+		return nil
+	})
+}
+
+// Upload makes rows [from, s.Rows) resident, sending only those rows. On
+// error the rows resident before stay valid and searchable, and nothing
+// past them counts as resident. st (may be nil) records the bytes sent;
+// progress (may be nil) hears how many rows are sent.
+func (g *Index) Upload(ctx context.Context, s *packed.Slab, from int, st *Stages, progress func(done, total int)) error {
+	g.dev.mu.Lock()
+	defer g.dev.mu.Unlock()
+	if from >= s.Rows {
+		return nil
+	}
+	// The select shader sees every query's scores in one binding.
+	if uint64(s.Rows)*4 > g.bind || s.Rows >= math.MaxUint32 {
+		return fmt.Errorf("%w: %d rows need a %d-byte scores binding, the device allows %d",
+			ErrTooLarge, s.Rows, uint64(s.Rows)*4, g.bind)
+	}
+	first, last := from/g.plan.RowsPerChunk, (s.Rows-1)/g.plan.RowsPerChunk
+	total := s.Rows - from
+	report := func(done int) {
+		if progress != nil {
+			progress(done, total)
+		}
+	}
+	type done struct{ c, rows int }
+	var commit []done
+	for c := first; c <= last; c++ {
+		start, n := g.plan.Span(c, s.Rows)
+		if err := g.grow(c, n); err != nil {
+			return err
+		}
+		lo := max(from, start)
+		rest := s.Data[lo*s.Stride : (start+n)*s.Stride]
+		off := uint64(lo-start) * g.rowBytes()
+		err := scoped(g.device(), "upload rows", func() error {
+			for len(rest) > 0 {
+				piece := rest[:min(len(rest), writePiece/4)]
+				if err := g.step("write rows"); err != nil {
+					return err
+				}
+				if err := g.queue().TryWriteBuffer(g.chunks[c].data, off, wgpu.ToBytes(piece)); err != nil {
+					return err
+				}
+				off += uint64(len(piece)) * 4
+				rest = rest[len(piece):]
+				report(start + int(off/g.rowBytes()) - from)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		commit = append(commit, done{c, n})
+	}
+	// Wait for the writes so a failure surfaces here, not in a search.
+	err := scoped(g.device(), "finish upload", func() error {
+		if err := g.step("finish upload"); err != nil {
+			return err
+		}
+		return g.dev.submit(nil, true)
+	})
+	if err != nil {
+		return err
+	}
+	for _, d := range commit {
+		g.chunks[d.c].rows = d.rows
+	}
+	if st != nil {
+		st.UploadBytes += int64(s.Rows-from) * int64(g.rowBytes())
+	}
+	return nil
+}
+
+// Release frees the index's device buffers; the device stays.
+func (g *Index) Release() {
+	g.dev.mu.Lock()
+	defer g.dev.mu.Unlock()
+	g.resetScratch()
+	_ = gpuCall("release", func() error {
+		for _, ch := range g.chunks {
+			ch.data.Release()
+			ch.params.Release()
+		}
+		g.chunks = nil
+		g.stamps.Release()
+		g.resolved.Release()
+		return nil
+	})
+}
+
+// Calibrate is the device's Calibrate (see there).
+func (g *Index) Calibrate() (time.Duration, float64, error) { return g.dev.Calibrate() }

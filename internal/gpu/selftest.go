@@ -1,0 +1,166 @@
+//go:build cgo && !nogpu
+
+package gpu
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/umbravec/umbra/fallback"
+	"github.com/umbravec/umbra/internal/packed"
+	"github.com/umbravec/umbra/shaders"
+)
+
+// verify self-tests every scoring variant the device may use and tunes
+// among those that pass: first with the subgroup reduction where the device
+// offers it, then, if no variant of that passes, with the workgroup-memory
+// tree. A variant is never timed, let alone used, before it has given the
+// right answers.
+func (d *Device) verify() error {
+	reductions := []bool{false}
+	if d.subgroups {
+		reductions = []bool{true, false}
+	}
+	var firstErr error
+	for _, sub := range reductions {
+		d.subgroups = sub
+		var passed []variant
+		for _, v := range tuneVariants() {
+			d.team, d.staged = v.team, v.staged
+			if err := d.selfTest(); err != nil {
+				firstErr = cmp.Or(firstErr, err)
+				continue
+			}
+			passed = append(passed, v)
+		}
+		if len(passed) > 0 {
+			d.tune(passed)
+			return nil
+		}
+	}
+	return firstErr
+}
+
+// selfTestDims are the dimensions the self-test checks: a short row (a team
+// of 2 lanes, one vec4 each) and the common embedding width, where a row
+// is split into parts over every team width the tuning may choose.
+var selfTestDims = []int{7, 768}
+
+// selfTest checks the device's current variant (team, reduction, staged
+// batches) through the same code an index uses, for every metric, single
+// queries and batches, top-k selected on the device and on the host: every
+// score against float64, every ranking against a float64 ranking. It is
+// what makes the probe prove the GPU works rather than that it exists.
+func (d *Device) selfTest() error {
+	for _, dim := range selfTestDims {
+		for _, metric := range []uint32{shaders.MetricDot, shaders.MetricL2} {
+			if err := d.checkVariant(dim, metric); err != nil {
+				return fmt.Errorf("self-test at dimension %d, metric %d, team %d, subgroups %v, staged %v: %w",
+					dim, metric, d.team, d.subgroups, d.staged, err)
+			}
+		}
+	}
+	return nil
+}
+
+func (d *Device) checkVariant(dim int, metric uint32) error {
+	// 300 rows span several workgroups and, at 128 rows a chunk, three
+	// chunks; 8 queries fill one batch tile.
+	const rows, k, nq = 300, 5, batchQT
+	data := packed.Synthetic(rows+nq, dim)
+	slab := packed.NewSlab(dim)
+	flat := make([]float32, 0, rows*dim)
+	for i := 0; i < rows; i++ {
+		flat = append(flat, data.Row(i)...)
+	}
+	slab.AppendFlat(flat, false)
+	qs := make([][]float32, nq)
+	for i := range qs {
+		qs[i] = data.PaddedRow(rows + i)
+	}
+	g, err := newIndex(d, slab.Stride, metric, 128)
+	if err != nil {
+		return err
+	}
+	defer g.Release()
+	ctx := context.Background()
+	if err := g.Upload(ctx, slab, 0, nil, nil); err != nil {
+		return err
+	}
+	exact := func(q []float32, row int) float64 {
+		var s float64
+		for j, x := range slab.Row(row) {
+			if metric == shaders.MetricL2 {
+				s += (float64(x) - float64(q[j])) * (float64(x) - float64(q[j]))
+			} else {
+				s += float64(x) * float64(q[j])
+			}
+		}
+		return s
+	}
+	tol := func(w float64) float64 { return 1e-4 * math.Max(1, math.Abs(w)) }
+	got, err := g.scores(ctx, qs[0], rows)
+	if err != nil {
+		return err
+	}
+	for i, s := range got {
+		if w := exact(qs[0], i); math.Abs(float64(s)-w) > tol(w) {
+			return fmt.Errorf("%w: test dispatch gave score %g for row %d, want %g", ErrFailed, s, i, w)
+		}
+	}
+	// Top k selected on the device (one query, then a batch), and every row
+	// ranked on the host from read-back scores (k = rows).
+	for _, c := range []struct {
+		qs [][]float32
+		k  int
+	}{{qs[:1], k}, {qs, k}, {qs[:2], rows}} {
+		hits, err := g.Search(ctx, c.qs, c.k, rows, nil)
+		if err != nil {
+			return err
+		}
+		if len(hits) != len(c.qs) {
+			return fmt.Errorf("%w: test search returned %d lists for %d queries", ErrFailed, len(hits), len(c.qs))
+		}
+		for qi, q := range c.qs {
+			ranked := make([]float64, rows)
+			for i := range ranked {
+				ranked[i] = exact(q, i)
+			}
+			slices.Sort(ranked)
+			if metric != shaders.MetricL2 {
+				slices.Reverse(ranked)
+			}
+			if err := checkRanking(hits[qi], c.k, ranked, func(row int) float64 { return exact(q, row) }, tol); err != nil {
+				return fmt.Errorf("%w: test top-%d of query %d of %d: %v", ErrFailed, c.k, qi, len(c.qs), err)
+			}
+		}
+	}
+	return nil
+}
+
+// checkRanking checks that hits are k distinct rows whose exact scores are,
+// rank by rank, the k best of ranked (the exact scores best first), each
+// reported within tolerance: a correct answer up to near-ties.
+func checkRanking(hits []fallback.Hit, k int, ranked []float64, exact func(int) float64, tol func(float64) float64) error {
+	if len(hits) != k {
+		return fmt.Errorf("%d hits, want %d", len(hits), k)
+	}
+	seen := make(map[int]bool, k)
+	for i, h := range hits {
+		if h.Row < 0 || h.Row >= len(ranked) || seen[h.Row] {
+			return fmt.Errorf("rank %d: row %d is out of range or repeated", i, h.Row)
+		}
+		seen[h.Row] = true
+		w := exact(h.Row)
+		if math.Abs(float64(h.Score)-w) > tol(w) {
+			return fmt.Errorf("rank %d: row %d scored %g, want %g", i, h.Row, h.Score, w)
+		}
+		if math.Abs(w-ranked[i]) > 2*tol(w) {
+			return fmt.Errorf("rank %d: row %d has score %g, the rank's exact score is %g", i, h.Row, w, ranked[i])
+		}
+	}
+	return nil
+}

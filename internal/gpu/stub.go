@@ -1,0 +1,59 @@
+//go:build !cgo || nogpu
+
+package gpu
+
+import (
+	"context"
+	"time"
+
+	"github.com/umbravec/umbra/fallback"
+	"github.com/umbravec/umbra/internal/packed"
+)
+
+// Built reports whether this binary has the wgpu backend.
+const Built = false
+
+// Adapter is one adapter the instance enumerated; this build has none.
+type Adapter struct{ Info AdapterInfo }
+
+// Adapters reports that this build has no wgpu backend.
+func Adapters(backend string) ([]*Adapter, error) { return nil, ErrNotBuilt }
+
+// Probe reports that this build has no wgpu backend.
+func (ad *Adapter) Probe(ctx context.Context, timeout time.Duration) (*Device, Report) {
+	return nil, Report{Error: ErrNotBuilt.Error()}
+}
+
+// Device is a wgpu device; this build never has one.
+type Device struct{}
+
+// NewIndex reports that this build has no wgpu backend.
+func (d *Device) NewIndex(stride int, metric uint32, maxChunkRows int) (*Index, error) {
+	return nil, ErrNotBuilt
+}
+
+// Calibrate reports that this build has no wgpu backend.
+func (d *Device) Calibrate() (time.Duration, float64, error) { return 0, 0, ErrNotBuilt }
+
+// Index is an index's device side; this build never has one.
+type Index struct{}
+
+func (g *Index) Upload(ctx context.Context, s *packed.Slab, from int, st *Stages, progress func(done, total int)) error {
+	return ErrNotBuilt
+}
+
+func (g *Index) Search(ctx context.Context, qs [][]float32, k, rows int, st *Stages) ([][]fallback.Hit, error) {
+	return nil, ErrNotBuilt
+}
+
+func (g *Index) Floor(ctx context.Context) (time.Duration, int64, string, error) {
+	return 0, 0, "", ErrNotBuilt
+}
+
+func (g *Index) Adapter() AdapterInfo               { return AdapterInfo{} }
+func (g *Index) Limits() Limits                     { return Limits{} }
+func (g *Index) ChunkRows() int                     { return 0 }
+func (g *Index) Release()                           {}
+func (g *Index) SetFault(f func(step string) error) {}
+
+func (g *Index) Calibrate() (time.Duration, float64, error) { return 0, 0, ErrNotBuilt }
