@@ -126,16 +126,12 @@ func openSession(inst *wgpu.Instance, o options, surface *wgpu.Surface) (*sessio
 }
 
 // webGPUDefaults returns the WebGPU default limits that a device requested
-// without RequiredLimits has, for the fields the index and the scene plan
-// with. (wgpu.DefaultLimits holds "undefined" markers, not values.)
+// without RequiredLimits has: the engine's table, plus the texture size the
+// scene plans with.
 func webGPUDefaults() wgpu.Limits {
-	return wgpu.Limits{
-		MaxStorageBufferBindingSize:       128 << 20,
-		MaxBufferSize:                     256 << 20,
-		MaxComputeWorkgroupsPerDimension:  65535,
-		MaxComputeInvocationsPerWorkgroup: 256,
-		MaxTextureDimension2D:             8192,
-	}
+	l := ondevice.DefaultLimits()
+	l.MaxTextureDimension2D = 8192
+	return l
 }
 
 func (s *session) release() {
