@@ -16,6 +16,15 @@ var (
 	ErrNoAdapter     = errors.New("umbra: no usable GPU adapter")
 	ErrNoGPUSupport  = errors.New("umbra: built without GPU support")
 	ErrGPU           = errors.New("umbra: GPU failure")
+	// ErrDuplicateID: one call gives the same ID for two vectors.
+	ErrDuplicateID = errors.New("umbra: duplicate ID")
+	// ErrIDExists: AddWithIDs of an ID that is already stored (Upsert
+	// replaces one).
+	ErrIDExists = errors.New("umbra: ID already stored")
+	// ErrNotFound: Delete or Get of an ID that is not stored.
+	ErrNotFound = errors.New("umbra: ID not found")
+	// ErrIDCount: a call gives a different number of IDs than vectors.
+	ErrIDCount = errors.New("umbra: IDs and vectors differ in number")
 )
 
 // AdapterError is what New returns under Device GPU when no adapter can be

@@ -66,6 +66,19 @@ func TestEveryGPUFailureThenExactSearches(t *testing.T) {
 				errs = append(errs, err)
 				var tr engine.Trace
 				_, err = p.gpu.Search(engine.WithTrace(ctx, &tr), queries[2], 3)
+				errs = append(errs, err)
+				// An upsert that replaces two rows in place and adds one,
+				// then a delete, a filtered search and a range search.
+				ids, vs := []uint64{3, 17, 1 << 40}, queries[4:7]
+				if err = p.gpu.Upsert(ctx, ids, vs); err == nil {
+					require.NoError(t, p.cpu.Upsert(ctx, ids, vs))
+				}
+				errs = append(errs, err)
+				require.NoError(t, p.gpu.Delete(ctx, 5))
+				require.NoError(t, p.cpu.Delete(ctx, 5))
+				_, err = p.gpu.Search(ctx, queries[7], 4, engine.AllowFunc(func(id uint64) bool { return id%3 == 0 }))
+				errs = append(errs, err)
+				_, err = p.gpu.SearchRange(ctx, queries[8], 0.5)
 				return append(errs, err)
 			}
 			check := func(t *testing.T, p pair, what string) {
@@ -81,6 +94,12 @@ func TestEveryGPUFailureThenExactSearches(t *testing.T) {
 					one, err := p.gpu.Search(ctx, queries[3], k)
 					require.NoError(t, err)
 					requireSameHits(t, m, want[3], one, fmt.Sprintf("%s: single search k=%d", what, k))
+					even := engine.AllowFunc(func(id uint64) bool { return id%2 == 0 })
+					wantEven, err := p.cpu.Search(ctx, queries[3], k, even)
+					require.NoError(t, err)
+					gotEven, err := p.gpu.Search(ctx, queries[3], k, even)
+					require.NoError(t, err)
+					requireSameHits(t, m, wantEven, gotEven, fmt.Sprintf("%s: filtered k=%d", what, k))
 				}
 			}
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -29,9 +30,17 @@ type Hit struct {
 type Index struct {
 	cfg Config
 
+	// wmu serialises writers (adds, upserts, deletes, compaction, Close),
+	// so a writer that prepares outside mu sees no other change; mu guards
+	// what searches read.
+	wmu    sync.Mutex
 	mu     sync.RWMutex
 	slab   *packed.Slab
+	rid    rowIDs
 	closed bool
+	// stale is set when a failed device write may have left the resident
+	// rows different from the slab; the next GPU call uploads them anew.
+	stale bool
 
 	// gpu is nil on the CPU path. gpuDown is set when a GPU failure under
 	// Device Auto moved searches to the fallback for good; reason says why.
@@ -73,7 +82,7 @@ func newIndex(ctx context.Context, cfg Config, opt options) (ix *Index, err erro
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("umbra: creating the index: %w", err)
 	}
-	ix = &Index{cfg: cfg, slab: packed.NewSlab(cfg.Dim)}
+	ix = &Index{cfg: cfg, slab: packed.NewSlab(cfg.Dim), rid: newRowIDs()}
 	if cfg.Device == CPU {
 		return ix, nil
 	}
@@ -106,18 +115,34 @@ func (ix *Index) Dim() int { return ix.cfg.Dim }
 // Metric returns the index's metric.
 func (ix *Index) Metric() Metric { return ix.cfg.Metric }
 
-// Len returns the number of stored vectors.
+// Len returns the number of stored vectors (deleted ones not counted).
 func (ix *Index) Len() int {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	return ix.slab.Rows
+	return ix.rid.live()
 }
 
-// Add stores vectors and returns their IDs, which are consecutive from
-// Len(). It is atomic: on any error nothing is stored. Every vector must have
-// Dim finite components and, under Cosine, a non-zero norm. ctx may carry a
-// Trace (see WithTrace) and a Progress (see WithProgress).
+// Add stores vectors under IDs the index assigns: consecutive, each larger
+// than every ID stored before. It is atomic: on any error nothing is
+// stored. Every vector must have Dim finite components and, under Cosine, a
+// non-zero norm. ctx may carry a Trace (see WithTrace) and a Progress (see
+// WithProgress).
 func (ix *Index) Add(ctx context.Context, vectors [][]float32) (ids []uint64, err error) {
+	return ix.addVectors(ctx, nil, vectors)
+}
+
+// AddWithIDs stores vectors under the caller's IDs, one per vector. An ID
+// repeated in the call (ErrDuplicateID) or already stored (ErrIDExists)
+// fails the whole call, with nothing stored; Upsert replaces instead.
+func (ix *Index) AddWithIDs(ctx context.Context, ids []uint64, vectors [][]float32) error {
+	if len(ids) != len(vectors) {
+		return fmt.Errorf("%w: %d IDs for %d vectors", ErrIDCount, len(ids), len(vectors))
+	}
+	_, err := ix.addVectors(ctx, ids, vectors)
+	return err
+}
+
+func (ix *Index) addVectors(ctx context.Context, ids []uint64, vectors [][]float32) (_ []uint64, err error) {
 	defer ix.recoverInto(&err)
 	start := time.Now()
 	report := progressFrom(ctx)
@@ -130,7 +155,7 @@ func (ix *Index) Add(ctx context.Context, vectors [][]float32) (ids []uint64, er
 		}
 	}
 	report("validate", len(vectors), len(vectors))
-	return ix.add(ctx, start, len(vectors), func(s *packed.Slab) { s.Append(vectors, ix.cfg.Metric == Cosine) })
+	return ix.add(ctx, start, ids, len(vectors), func(s *packed.Slab) { s.Append(vectors, ix.cfg.Metric == Cosine) })
 }
 
 // AddFlat stores rows given as one row-major slice of n×Dim values, as read
@@ -154,16 +179,31 @@ func (ix *Index) AddFlat(ctx context.Context, data []float32) (ids []uint64, err
 		}
 	}
 	report("validate", n, n)
-	return ix.add(ctx, start, n, func(s *packed.Slab) { s.AppendFlat(data, ix.cfg.Metric == Cosine) })
+	return ix.add(ctx, start, nil, n, func(s *packed.Slab) { s.AppendFlat(data, ix.cfg.Metric == Cosine) })
 }
 
-// add appends n validated vectors with pack and uploads them, undoing the
-// append if Device GPU cannot upload them.
-func (ix *Index) add(ctx context.Context, start time.Time, n int, pack func(*packed.Slab)) ([]uint64, error) {
+// add appends n validated vectors with pack under ids (nil: assigned) and
+// uploads them, undoing the append if Device GPU cannot upload them.
+func (ix *Index) add(ctx context.Context, start time.Time, ids []uint64, n int, pack func(*packed.Slab)) ([]uint64, error) {
+	ix.wmu.Lock()
+	defer ix.wmu.Unlock()
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	if ix.closed {
 		return nil, ErrClosed
+	}
+	return ix.addLocked(ctx, start, ids, n, pack)
+}
+
+// addLocked is add with both locks held.
+func (ix *Index) addLocked(ctx context.Context, start time.Time, ids []uint64, n int, pack func(*packed.Slab)) ([]uint64, error) {
+	if ids == nil {
+		var err error
+		if ids, err = ix.rid.assign(n); err != nil {
+			return nil, err
+		}
+	} else if err := ix.rid.checkNew(ids, false); err != nil {
+		return nil, err
 	}
 	old := ix.slab.Rows
 	total := old + n
@@ -187,9 +227,9 @@ func (ix *Index) add(ctx context.Context, start time.Time, n int, pack func(*pac
 			st = &gpu.Stages{}
 		}
 		report := progressFrom(ctx)
-		err := ix.dev.Upload(ctx, ix.slab, old, st, func(done, total int) { report("upload", done, total) })
+		err := ix.upload(ctx, old, st, func(done, total int) { report("upload", done, total) })
 		t.add(st)
-		if err = gpuError(err); err != nil {
+		if err != nil {
 			if ix.cfg.Device == GPU {
 				ix.slab.Truncate(old)
 				return nil, err
@@ -200,11 +240,22 @@ func (ix *Index) add(ctx context.Context, start time.Time, n int, pack func(*pac
 			lap(&t.Upload, start)
 		}
 	}
-	ids := make([]uint64, n)
-	for i := range ids {
-		ids[i] = uint64(old + i)
-	}
+	ix.rid.appendIDs(ids)
 	return ids, nil
+}
+
+// upload makes the slab's rows from row from on resident, or every row
+// when a failed device write left them stale. The caller holds ix.mu.
+func (ix *Index) upload(ctx context.Context, from int, st *gpu.Stages, progress func(done, total int)) error {
+	if ix.stale {
+		ix.dev.Truncate(0)
+		from = 0
+	}
+	if err := gpuError(ix.dev.Upload(ctx, ix.slab, from, st, progress)); err != nil {
+		return err
+	}
+	ix.stale = false
+	return nil
 }
 
 // input names one vector of a call's input in an error: "vector 3",
@@ -247,41 +298,45 @@ func (ix *Index) checkVector(v []float32, what input) error {
 
 // Search returns the k stored vectors most similar to query, best first;
 // equal scores are ordered by lower ID. k larger than Len returns every
-// vector; an empty index returns no hits.
-func (ix *Index) Search(ctx context.Context, query []float32, k int) (hits []Hit, err error) {
-	defer ix.recoverInto(&err)
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	q, err := ix.prepare(ctx, query, k, input{"query", -1})
+// vector (there is no other cap on k); an empty index returns no hits.
+// Allow and AllowFunc restrict it to a subset, exactly.
+func (ix *Index) Search(ctx context.Context, query []float32, k int, opts ...SearchOption) (hits []Hit, err error) {
+	all, err := ix.SearchBatch(ctx, [][]float32{query}, k, opts...)
 	if err != nil {
 		return nil, err
 	}
-	return ix.search(ctx, q, k)
+	return all[0], nil
 }
 
 // SearchBatch runs Search for every query. All queries are validated before
 // any is searched.
-func (ix *Index) SearchBatch(ctx context.Context, queries [][]float32, k int) (all [][]Hit, err error) {
+func (ix *Index) SearchBatch(ctx context.Context, queries [][]float32, k int, opts ...SearchOption) (all [][]Hit, err error) {
 	defer ix.recoverInto(&err)
+	o := collect(opts)
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
+	if k <= 0 {
+		return nil, fmt.Errorf("%w: got k=%d", ErrInvalidK, k)
+	}
 	qs := make([][]float32, len(queries))
 	for i, query := range queries {
-		if qs[i], err = ix.prepare(ctx, query, k, input{"query", i}); err != nil {
+		what := input{"query", i}
+		if len(queries) == 1 {
+			what.index = -1
+		}
+		if qs[i], err = ix.prepare(ctx, query, what); err != nil {
 			return nil, err
 		}
 	}
-	return ix.searchMany(ctx, qs, k)
+	mask, _ := ix.rid.mask(&o)
+	return ix.searchMany(ctx, qs, k, mask)
 }
 
 // prepare validates a query and returns it normalised (for Cosine) and
 // padded to the slab stride. The caller holds ix.mu.
-func (ix *Index) prepare(ctx context.Context, query []float32, k int, what input) ([]float32, error) {
+func (ix *Index) prepare(ctx context.Context, query []float32, what input) ([]float32, error) {
 	if ix.closed {
 		return nil, ErrClosed
-	}
-	if k <= 0 {
-		return nil, fmt.Errorf("%w: got k=%d", ErrInvalidK, k)
 	}
 	if err := ix.checkVector(query, what); err != nil {
 		return nil, err
@@ -295,20 +350,12 @@ func (ix *Index) prepare(ctx context.Context, query []float32, k int, what input
 	return packed.Padded(query, ix.slab.Stride), nil
 }
 
-// search runs one prepared query. The caller holds ix.mu.
-func (ix *Index) search(ctx context.Context, q []float32, k int) ([]Hit, error) {
-	all, err := ix.searchMany(ctx, [][]float32{q}, k)
-	if err != nil {
-		return nil, err
-	}
-	return all[0], nil
-}
-
 // searchMany runs prepared queries on the GPU (top-k selected on the
 // device) or on the fallback (rows read once per block of queries). Under
 // Device Auto a GPU failure moves this and later searches to the fallback.
-// The caller holds ix.mu.
-func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int) ([][]Hit, error) {
+// mask (nil: every row) says which rows may be returned. The caller holds
+// ix.mu.
+func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int, mask []uint64) ([][]Hit, error) {
 	all := make([][]Hit, len(qs))
 	t := traceFrom(ctx)
 	if ix.slab.Rows == 0 {
@@ -319,15 +366,18 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int) ([][]Hit
 	}
 	if len(qs) > progressQueries {
 		if p, ok := ctx.Value(progressKey{}).(Progress); ok && p != nil {
-			return ix.searchInPieces(ctx, qs, k)
+			return ix.searchInPieces(ctx, qs, k, mask)
 		}
+	}
+	if ix.onGPU() && ix.stale && ix.cfg.Device == GPU {
+		return nil, fmt.Errorf("%w: the resident rows are stale after a failed device write; the next write uploads them again", ErrGPU)
 	}
 	if ix.onGPU() && (ix.route == nil || ix.route.preferGPU(int64(ix.slab.Bytes()), len(qs))) {
 		var st *gpu.Stages
 		if t != nil {
 			st = &gpu.Stages{}
 		}
-		res, err := ix.dev.Search(ctx, qs, k, ix.slab.Rows, st)
+		res, err := ix.dev.Search(ctx, qs, k, ix.slab.Rows, mask, st)
 		t.add(st)
 		err = gpuError(err)
 		if err == nil {
@@ -335,7 +385,7 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int) ([][]Hit
 				t.Backend = BackendGPU
 			}
 			for i, r := range res {
-				all[i] = toHits(r)
+				all[i] = ix.toHits(r)
 			}
 			return all, nil
 		}
@@ -350,14 +400,16 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int) ([][]Hit
 		}
 	}
 	start := time.Now()
+	view := ix.view()
+	view.Allow = mask
 	var res [][]fallback.Hit
 	var err error
 	if len(qs) == 1 {
 		var one []fallback.Hit
-		one, err = fallback.Search(ctx, ix.view(), qs[0], k, ix.fallbackMetric(), ix.cfg.Workers)
+		one, err = fallback.Search(ctx, view, qs[0], k, ix.fallbackMetric(), ix.cfg.Workers)
 		res = [][]fallback.Hit{one}
 	} else {
-		res, err = fallback.SearchBatch(ctx, ix.view(), qs, k, ix.fallbackMetric(), ix.cfg.Workers)
+		res, err = fallback.SearchBatch(ctx, view, qs, k, ix.fallbackMetric(), ix.cfg.Workers)
 	}
 	if err != nil {
 		return nil, err
@@ -367,7 +419,7 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int) ([][]Hit
 		t.KernelClock, t.Backend = "cpu", BackendCPU
 	}
 	for i, r := range res {
-		all[i] = toHits(r)
+		all[i] = ix.toHits(r)
 	}
 	return all, nil
 }
@@ -376,12 +428,12 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int) ([][]Hit
 // Progress can be told how far it has got. Each piece still reads a row once
 // per tile of queries, so the split costs one pass over the slab per piece.
 // The caller holds ix.mu.
-func (ix *Index) searchInPieces(ctx context.Context, qs [][]float32, k int) ([][]Hit, error) {
+func (ix *Index) searchInPieces(ctx context.Context, qs [][]float32, k int, mask []uint64) ([][]Hit, error) {
 	report := progressFrom(ctx)
 	quiet := context.WithValue(ctx, progressKey{}, Progress(nil))
 	all := make([][]Hit, 0, len(qs))
 	for lo := 0; lo < len(qs); lo += progressQueries {
-		part, err := ix.searchMany(quiet, qs[lo:min(lo+progressQueries, len(qs))], k)
+		part, err := ix.searchMany(quiet, qs[lo:min(lo+progressQueries, len(qs))], k, mask)
 		if err != nil {
 			return nil, err
 		}
@@ -416,10 +468,11 @@ func (ix *Index) view() fallback.Slab {
 
 func (ix *Index) fallbackMetric() fallback.Metric { return ix.cfg.Metric.fallbackCode() }
 
-func toHits(r []fallback.Hit) []Hit {
+// toHits turns rows into the caller's IDs. The caller holds ix.mu.
+func (ix *Index) toHits(r []fallback.Hit) []Hit {
 	hits := make([]Hit, len(r))
 	for i, h := range r {
-		hits[i] = Hit{ID: uint64(h.Row), Score: h.Score}
+		hits[i] = Hit{ID: ix.rid.ids[h.Row], Score: h.Score}
 	}
 	return hits
 }
@@ -453,6 +506,8 @@ func (ix *Index) Info() Info {
 // Close releases the index's device buffers. Later calls return ErrClosed;
 // closing twice is harmless.
 func (ix *Index) Close() error {
+	ix.wmu.Lock()
+	defer ix.wmu.Unlock()
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	if ix.closed {
@@ -462,7 +517,7 @@ func (ix *Index) Close() error {
 	if ix.dev != nil {
 		ix.dev.Release()
 	}
-	ix.slab = packed.NewSlab(ix.cfg.Dim)
+	ix.slab, ix.rid = packed.NewSlab(ix.cfg.Dim), newRowIDs()
 	return nil
 }
 
@@ -472,4 +527,79 @@ func (ix *Index) recoverInto(err *error) {
 	if r := recover(); r != nil {
 		*err = fmt.Errorf("%w: %v", ErrGPU, r)
 	}
+}
+
+// SearchRange returns every stored vector whose score for query is within
+// threshold — at least threshold under Cosine and Dot, at most threshold
+// (a squared distance) under L2 — best first, equal scores by lower ID.
+// There is no cap on how many unless MaxHits gives one; Allow and
+// AllowFunc restrict it to a subset.
+func (ix *Index) SearchRange(ctx context.Context, query []float32, threshold float32, opts ...SearchOption) (hits []Hit, err error) {
+	defer ix.recoverInto(&err)
+	o := collect(opts)
+	if math.IsNaN(float64(threshold)) {
+		return nil, fmt.Errorf("%w: the threshold is NaN", ErrNonFinite)
+	}
+	if o.maxHits < 0 {
+		return nil, fmt.Errorf("%w: MaxHits(%d)", ErrInvalidK, o.maxHits)
+	}
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	q, err := ix.prepare(ctx, query, input{"query", -1})
+	if err != nil {
+		return nil, err
+	}
+	mask, allowed := ix.rid.mask(&o)
+	if ix.slab.Rows == 0 || allowed == 0 {
+		return []Hit{}, nil
+	}
+	var found []fallback.Hit
+	if ix.onGPU() && !ix.stale {
+		// The device scores every row; the host keeps those within the
+		// threshold (4 bytes a row come back, as for a k = Len search).
+		var scores []float32
+		scores, err = ix.dev.Scores(ctx, q, ix.slab.Rows)
+		if err = gpuError(err); err == nil {
+			found = withinThreshold(scores, threshold, ix.fallbackMetric(), mask)
+		} else if ctx.Err() != nil || ix.cfg.Device == GPU {
+			return nil, err
+		} else if !errors.Is(err, ErrTooLarge) {
+			ix.demote(err)
+		}
+	}
+	if found == nil {
+		view := ix.view()
+		view.Allow = mask
+		if found, err = fallback.Range(ctx, view, q, threshold, ix.fallbackMetric(), ix.cfg.Workers); err != nil {
+			return nil, err
+		}
+	}
+	if o.maxHits > 0 && len(found) > o.maxHits {
+		found = found[:o.maxHits]
+	}
+	return ix.toHits(found), nil
+}
+
+// withinThreshold keeps the rows mask admits whose score is within
+// threshold, best first in the shared order.
+func withinThreshold(scores []float32, threshold float32, m fallback.Metric, mask []uint64) []fallback.Hit {
+	out := []fallback.Hit{}
+	for r, s := range scores {
+		if mask != nil && mask[r>>6]&(1<<(uint(r)&63)) == 0 {
+			continue
+		}
+		if (m == fallback.Dot && s >= threshold) || (m == fallback.L2 && s <= threshold) {
+			out = append(out, fallback.Hit{Row: r, Score: s})
+		}
+	}
+	slices.SortFunc(out, func(a, b fallback.Hit) int {
+		switch {
+		case fallback.Worse(b, a, m):
+			return -1
+		case fallback.Worse(a, b, m):
+			return 1
+		}
+		return 0
+	})
+	return out
 }

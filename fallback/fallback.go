@@ -44,6 +44,15 @@ type Slab struct {
 	Rows   int
 	Dim    int
 	Stride int
+	// Allow, when not nil, is a bitmap over rows (bit r of word r/64):
+	// only rows whose bit is set may be returned, the others are skipped
+	// inside the scan. It must hold at least Rows bits.
+	Allow []uint64
+}
+
+// allowed reports whether row r may be returned.
+func (s Slab) allowed(r int) bool {
+	return s.Allow == nil || s.Allow[r>>6]&(1<<(uint(r)&63)) != 0
 }
 
 var (
@@ -71,6 +80,9 @@ func (m Metric) check() error {
 func (s Slab) check() error {
 	if s.Rows < 0 || s.Dim < 0 || s.Stride < s.Dim {
 		return fmt.Errorf("%w: rows %d, dim %d, stride %d", ErrSlabShape, s.Rows, s.Dim, s.Stride)
+	}
+	if s.Allow != nil && len(s.Allow)*64 < s.Rows {
+		return fmt.Errorf("%w: an allow bitmap of %d words for %d rows", ErrSlabShape, len(s.Allow), s.Rows)
 	}
 	if s.Rows == 0 {
 		return nil

@@ -102,7 +102,7 @@ func Search(ctx context.Context, s Slab, q []float32, k int, m Metric, workers i
 		buf := bufs[wk][:n]
 		kern(buf, qq, rows, p.stride)
 		toKeys(m, buf)
-		tops[wk].offerKeys(buf, lo)
+		tops[wk].offerAllowed(buf, lo, s.Allow)
 	})
 	if err != nil {
 		return nil, err
@@ -176,7 +176,7 @@ func SearchBatch(ctx context.Context, s Slab, qs [][]float32, k int, m Metric, w
 		kern(buf, packed[q0*stride:(q0+nqi)*stride], nqi, rows, n, stride)
 		toKeys(m, buf)
 		for j := range nqi {
-			tops[wk][q0+j].offerKeys(buf[j*n:(j+1)*n], lo)
+			tops[wk][q0+j].offerAllowed(buf[j*n:(j+1)*n], lo, s.Allow)
 		}
 	})
 	if err != nil {
@@ -189,4 +189,54 @@ func SearchBatch(ctx context.Context, s Slab, qs [][]float32, k int, m Metric, w
 		out[j] = tops[0][j].result(m)
 	}
 	return out, nil
+}
+
+// Range returns every row of s whose score for q is within threshold —
+// at least threshold under Dot, at most threshold under L2 — best first,
+// equal scores broken by the lower row; rows Allow excludes are skipped. A
+// NaN score is never within any threshold. There is no cap on how many.
+func Range(ctx context.Context, s Slab, q []float32, threshold float32, m Metric, workers int) (hits []Hit, err error) {
+	defer guard(&err)
+	if err := m.check(); err != nil {
+		return nil, err
+	}
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	qq, err := s.query(q)
+	if err != nil {
+		return nil, err
+	}
+	if s.Rows == 0 {
+		return []Hit{}, nil
+	}
+	kern := active.rows(m)
+	p := newPlan(s, rowsFor(blockBytes, s.Stride, 8))
+	w := workerCount(workers, p.nblocks, s.Rows*s.Stride)
+	found := make([][]Hit, w)
+	bufs := make([][]float32, w)
+	for i := range bufs {
+		bufs[i] = make([]float32, p.blockRows)
+	}
+	limit := key(m, threshold)
+	err = parallel(ctx, w, p.nblocks, func(wk, b int) {
+		lo, rows, n := p.block(b)
+		buf := bufs[wk][:n]
+		kern(buf, qq, rows, p.stride)
+		toKeys(m, buf)
+		for i, k := range buf {
+			if k >= limit && s.allowed(lo+i) { // false for NaN
+				found[wk] = append(found[wk], Hit{Row: lo + i, Score: k})
+			}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	hits = []Hit{}
+	for _, f := range found {
+		hits = append(hits, f...)
+	}
+	t := topK{k: len(hits), heap: true, h: hits}
+	return t.result(m), nil
 }

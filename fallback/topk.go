@@ -75,6 +75,20 @@ func (t *topK) offer(row int, k float32) {
 	t.down(0)
 }
 
+// offerAllowed offers keys[i] for row base+i where allow (a row bitmap, nil
+// for every row) has the row's bit set.
+func (t *topK) offerAllowed(keys []float32, base int, allow []uint64) {
+	if allow == nil {
+		t.offerKeys(keys, base)
+		return
+	}
+	for i, k := range keys {
+		if r := base + i; allow[r>>6]&(1<<(uint(r)&63)) != 0 {
+			t.offer(r, k)
+		}
+	}
+}
+
 // offerKeys offers keys[i] for row base+i.
 func (t *topK) offerKeys(keys []float32, base int) {
 	i := 0

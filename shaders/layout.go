@@ -39,15 +39,19 @@ func DecodeHit(b []byte) (score float32, row uint32) {
 }
 
 // SelectState returns the initial select.wgsl State of nq queries, each
-// selecting k of rows scores: prefix 0, round 0, remaining k, count 0, an
-// empty histogram.
-func SelectState(nq, rows, k int) []byte {
+// selecting k of rows scores (k at most the rows the allow bitmap admits
+// when masked): prefix 0, round 0, remaining k, count 0, an empty
+// histogram.
+func SelectState(nq, rows, k int, masked bool) []byte {
 	b := make([]byte, nq*StateBytes)
 	for i := 0; i < nq; i++ {
 		s := b[i*StateBytes:]
 		binary.LittleEndian.PutUint32(s[8:], uint32(k))     // remaining
 		binary.LittleEndian.PutUint32(s[20:], uint32(rows)) // n
 		binary.LittleEndian.PutUint32(s[24:], uint32(k))    // k
+		if masked {
+			binary.LittleEndian.PutUint32(s[32:], 1) // masked
+		}
 	}
 	return b
 }

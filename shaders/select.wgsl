@@ -5,6 +5,9 @@
 //   0  scores  array<f32>           storage, read        query j's score for row r at j*n + r
 //   1  state   array<State>         storage, read_write  one radix-select state per query
 //   2  out     array<vec2<u32>>     storage, read_write  query j's hits at j*k ..: (score bits, row)
+//   3  allow   array<u32>           storage, read        bitmap over rows (bit r of word r/32): with
+//                                                        State.masked set, only rows whose bit is set
+//                                                        take part (deleted and filtered-out rows skipped)
 //
 // Each row gets a 64-bit key, high word the score mapped to an unsigned
 // integer that sorts like the score (best highest; L2 flips it), low word
@@ -33,12 +36,19 @@ struct State {
     n: u32,          // rows
     k: u32,          // hits wanted, at most n
     rounds: u32,     // rounds that chose a byte before the threshold settled
+    masked: u32,     // 1: rows outside the allow bitmap are skipped; k is at most the rows allowed
     hist: array<atomic<u32>, 256>,
 }
 
 @group(0) @binding(0) var<storage, read> scores: array<f32>;
 @group(0) @binding(1) var<storage, read_write> state: array<State>;
 @group(0) @binding(2) var<storage, read_write> out: array<vec2<u32>>;
+@group(0) @binding(3) var<storage, read> allow: array<u32>;
+
+// skipped reports whether row i is outside a masked query's allow bitmap.
+fn skipped(masked: u32, i: u32) -> bool {
+    return masked != 0u && (allow[i >> 5u] & (1u << (i & 31u))) == 0u;
+}
 
 var<workgroup> local_hist: array<atomic<u32>, 256>;
 
@@ -112,9 +122,13 @@ fn hist(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
     let n = state[qi].n;
     let phi = state[qi].phi;
     let plo = state[qi].plo;
+    let masked = state[qi].masked;
     let base = qi * n;
     let stride = nwg.x * 256u;
     for (var i = wg.x * 256u + li; i < n; i += stride) {
+        if (skipped(masked, i)) {
+            continue;
+        }
         let hi = order_key(scores[base + i]);
         let lo = ~i;
         if (matches(hi, lo, phi, plo, round)) {
@@ -191,9 +205,13 @@ fn compact(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: v
     let k = state[qi].k;
     let phi = state[qi].phi;
     let plo = state[qi].plo;
+    let masked = state[qi].masked;
     let base = qi * n;
     let stride = nwg.x * 256u;
     for (var i = wg.x * 256u + li; i < n; i += stride) {
+        if (skipped(masked, i)) {
+            continue;
+        }
         let s = scores[base + i];
         let hi = order_key(s);
         let lo = ~i;

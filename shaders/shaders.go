@@ -32,7 +32,7 @@ var (
 // compact entry points; StateBytes is the size of one query's select state.
 const (
 	SelectWorkgroup = 256
-	StateBytes      = 8*4 + 256*4
+	StateBytes      = 9*4 + 256*4
 )
 
 // Metric codes understood by the shaders.

@@ -33,11 +33,11 @@ func (d *Device) Calibrate() (latency time.Duration, bytesPerSec float64, err er
 					return err
 				}
 				q := [][]float32{c.slab.PaddedRow(0)}
-				if _, err := g.Search(ctx, q, 10, c.slab.Rows, nil); err != nil {
+				if _, err := g.Search(ctx, q, 10, c.slab.Rows, nil, nil); err != nil {
 					return err
 				}
 				if *c.out, err = MedianOf(5, func() error {
-					_, err := g.Search(ctx, q, 10, c.slab.Rows, nil)
+					_, err := g.Search(ctx, q, 10, c.slab.Rows, nil, nil)
 					return err
 				}); err != nil {
 					return err

@@ -324,7 +324,7 @@ func TestSelectSettlesEarly(t *testing.T) {
 		g, err := newIndex(d, s.Stride, shaders.MetricDot, 0)
 		require.NoError(t, err)
 		require.NoError(t, g.Upload(context.Background(), s, 0, nil, nil))
-		hits, err := g.Search(context.Background(), [][]float32{s.PaddedRow(5)}, 10, s.Rows, nil)
+		hits, err := g.Search(context.Background(), [][]float32{s.PaddedRow(5)}, 10, s.Rows, nil, nil)
 		require.NoError(t, err)
 		require.Len(t, hits[0], 10)
 		if tc.tied {
@@ -375,7 +375,7 @@ func TestStagedQueriesAgree(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, staged && g.batch.Slice > 0, g.batch.Slice > 0)
 			require.NoError(t, g.Upload(context.Background(), slab, 0, nil, nil))
-			got, err := g.Search(context.Background(), qs, 7, slab.Rows, nil)
+			got, err := g.Search(context.Background(), qs, 7, slab.Rows, nil, nil)
 			require.NoError(t, err)
 			for i := range want {
 				for j := range want[i] {

@@ -46,6 +46,7 @@ type Index struct {
 	scoresB growBuffer
 	state   growBuffer
 	hits    growBuffer
+	allow   growBuffer // the rows a masked search may return
 	staging growBuffer
 	selBind *wgpu.BindGroup
 	// stamps and resolved time a traced search's kernels on the GPU clock
@@ -54,6 +55,8 @@ type Index struct {
 	resolved *wgpu.Buffer
 	// bind is the most bytes one storage binding may hold on this device.
 	bind uint64
+	// maxChunkRows is the cap the index was created with (0: none).
+	maxChunkRows int
 	// fault, when set (by tests only), is asked before every wgpu call
 	// that can fail and may fail it, so tests reach every failure path.
 	fault func(step string) error
@@ -110,11 +113,12 @@ func newIndex(dev *Device, stride int, metric uint32, maxChunkRows int) (*Index,
 	single.Subgroups, batch.Subgroups = dev.subgroups, dev.subgroups
 	bind := min(dev.lim.MaxStorageBindingBytes, dev.lim.MaxBufferBytes)
 	g := &Index{
-		dev: dev, metric: metric, single: single, batch: batch, plan: plan, bind: bind,
+		dev: dev, metric: metric, single: single, batch: batch, plan: plan, bind: bind, maxChunkRows: maxChunkRows,
 		query:   growBuffer{label: "umbra queries", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopyDst, limit: bind},
 		scoresB: growBuffer{label: "umbra scores", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc, limit: bind},
 		state:   growBuffer{label: "umbra select state", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopyDst | wgpu.BufferUsageCopySrc, limit: bind},
 		hits:    growBuffer{label: "umbra hits", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc, limit: bind},
+		allow:   growBuffer{label: "umbra allow", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopyDst, limit: bind},
 		staging: growBuffer{label: "umbra readback", usage: wgpu.BufferUsageMapRead | wgpu.BufferUsageCopyDst, limit: dev.lim.MaxBufferBytes},
 	}
 	dev.mu.Lock()
@@ -313,3 +317,52 @@ func (g *Index) Release() {
 
 // Calibrate is the device's Calibrate (see there).
 func (g *Index) Calibrate() (time.Duration, float64, error) { return g.dev.Calibrate() }
+
+// Truncate forgets every resident row from row rows on (the buffers stay):
+// an append the engine undid, or, with 0, rows a failed write may have
+// left wrong, to be uploaded again from the slab.
+func (g *Index) Truncate(rows int) {
+	g.dev.mu.Lock()
+	defer g.dev.mu.Unlock()
+	for c, ch := range g.chunks {
+		start := c * g.plan.RowsPerChunk
+		ch.rows = min(ch.rows, max(rows-start, 0))
+	}
+}
+
+// Rewrite writes the given resident rows again from s, after the engine
+// replaced them in the slab (an upsert): one row's bytes each, no chunk
+// moves. On error some of those rows may hold old or partial values; the
+// caller must not trust them until they are written again.
+func (g *Index) Rewrite(ctx context.Context, s *packed.Slab, rows []int) error {
+	g.dev.mu.Lock()
+	defer g.dev.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return scoped(g.device(), "rewrite rows", func() error {
+		for _, r := range rows {
+			c := r / g.plan.RowsPerChunk
+			if c >= len(g.chunks) || r-c*g.plan.RowsPerChunk >= g.chunks[c].rows {
+				return fmt.Errorf("%w: row %d is not resident", ErrFailed, r)
+			}
+			if err := g.step("write rows"); err != nil {
+				return err
+			}
+			off := uint64(r-c*g.plan.RowsPerChunk) * g.rowBytes()
+			if err := g.queue().TryWriteBuffer(g.chunks[c].data, off, wgpu.ToBytes(s.PaddedRow(r))); err != nil {
+				return err
+			}
+		}
+		if err := g.step("finish upload"); err != nil {
+			return err
+		}
+		return g.dev.submit(nil, true)
+	})
+}
+
+// Sibling returns a new, empty index on the same device with the same
+// layout: compaction uploads into it while searches still use this one.
+func (g *Index) Sibling() (*Index, error) {
+	return g.dev.NewIndex(g.plan.Stride, g.metric, g.maxChunkRows)
+}

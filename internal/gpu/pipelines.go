@@ -50,7 +50,7 @@ func (d *Device) layouts() error {
 		}
 		sel, err := d.device.TryCreateBindGroupLayout(&wgpu.BindGroupLayoutDescriptor{
 			Label:   "umbra select",
-			Entries: []wgpu.BindGroupLayoutEntry{storageEntry(0, true), storageEntry(1, false), storageEntry(2, false)},
+			Entries: []wgpu.BindGroupLayoutEntry{storageEntry(0, true), storageEntry(1, false), storageEntry(2, false), storageEntry(3, true)},
 		})
 		if err != nil {
 			s.Release()

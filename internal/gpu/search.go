@@ -5,6 +5,7 @@ package gpu
 import (
 	"context"
 	"fmt"
+	"math/bits"
 	"sort"
 	"time"
 
@@ -98,6 +99,7 @@ func (g *Index) prepare(sub submission) error {
 		{&g.scoresB, nq * uint64(sub.rows) * 4, false},
 		{&g.state, nq * shaders.StateBytes, true},
 		{&g.hits, nq * uint64(sub.hitsPerQuery()) * shaders.HitBytes, true},
+		{&g.allow, max(uint64(len(sub.mask))*8, 16), true},
 	} {
 		replaced, err := ensure(r.b, r.size)
 		if err != nil {
@@ -119,6 +121,7 @@ func (g *Index) prepare(sub submission) error {
 				{Binding: 0, Buffer: g.scoresB.buf, Size: wgpu.WholeSize},
 				{Binding: 1, Buffer: g.state.buf, Size: wgpu.WholeSize},
 				{Binding: 2, Buffer: g.hits.buf, Size: wgpu.WholeSize},
+				{Binding: 3, Buffer: g.allow.buf, Size: wgpu.WholeSize},
 			},
 		})
 		if err != nil {
@@ -166,7 +169,7 @@ func (g *Index) resetScratch() {
 		}
 		g.selBind.Release()
 		g.selBind = nil
-		for _, b := range []*growBuffer{&g.query, &g.scoresB, &g.state, &g.hits, &g.staging} {
+		for _, b := range []*growBuffer{&g.query, &g.scoresB, &g.state, &g.hits, &g.allow, &g.staging} {
 			b.buf.Release()
 			b.buf, b.size = nil, 0
 		}
@@ -182,6 +185,9 @@ func (g *Index) resetScratch() {
 type submission struct {
 	nq, k, rows  int
 	deviceSelect bool
+	// mask, when not nil, is a bitmap over rows (bit r of word r/64): only
+	// those rows may be returned; k is then at most how many it holds.
+	mask []uint64
 }
 
 // hitsPerQuery is the room each query needs in the hits buffer: k when the
@@ -261,8 +267,16 @@ func (g *Index) writeInputs(qs [][]float32, sub submission, layout shaders.Score
 		if err := g.step("write select state"); err != nil {
 			return 0, err
 		}
-		if err := queue.TryWriteBuffer(g.state.buf, 0, shaders.SelectState(nq, sub.rows, sub.k)); err != nil {
+		if err := queue.TryWriteBuffer(g.state.buf, 0, shaders.SelectState(nq, sub.rows, sub.k, sub.mask != nil)); err != nil {
 			return 0, err
+		}
+		if sub.mask != nil {
+			if err := g.step("write allow"); err != nil {
+				return 0, err
+			}
+			if err := queue.TryWriteBuffer(g.allow.buf, 0, wgpu.ToBytes(sub.mask)); err != nil {
+				return 0, err
+			}
 		}
 	}
 	return int64(len(flat)) * 4, nil
@@ -430,7 +444,7 @@ func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *Stag
 		scores := wgpu.FromBytes[float32](raw)
 		hits = make([][]fallback.Hit, sub.nq)
 		for q := range hits {
-			hits[q] = fallback.SelectTopK(scores[q*sub.rows:(q+1)*sub.rows], sub.k, g.fallbackMetric())
+			hits[q] = selectAllowed(scores[q*sub.rows:(q+1)*sub.rows], sub.k, g.fallbackMetric(), sub.mask)
 		}
 	}
 	if t != nil {
@@ -490,12 +504,31 @@ func (g *Index) readback(size uint64) ([]byte, error) {
 // (may be nil) records where the time went. The device selects the k best where that reads back
 // less than every score; from k = rows/2 on, every score is read back and
 // the host selects, so no k up to the index's size is too large.
-func (g *Index) Search(ctx context.Context, qs [][]float32, k, rows int, st *Stages) ([][]fallback.Hit, error) {
-	if rows == 0 {
-		return make([][]fallback.Hit, len(qs)), nil
+//
+// mask, when not nil, is a bitmap over rows (bit r of word r/64, at least
+// rows bits): only rows whose bit is set take part, inside the device's
+// selection (deleted rows, and rows a filter leaves out); k is capped at
+// how many it holds.
+func (g *Index) Search(ctx context.Context, qs [][]float32, k, rows int, mask []uint64, st *Stages) ([][]fallback.Hit, error) {
+	allowed := rows
+	if mask != nil {
+		if len(mask)*64 < rows {
+			return nil, fmt.Errorf("%w: an allow bitmap of %d words for %d rows", ErrFailed, len(mask), rows)
+		}
+		allowed = 0
+		for _, w := range mask[:(rows+63)/64] {
+			allowed += bits.OnesCount64(w)
+		}
 	}
-	k = min(k, rows)
-	sub := submission{k: k, rows: rows, deviceSelect: 2*k < rows}
+	if rows == 0 || allowed == 0 {
+		out := make([][]fallback.Hit, len(qs))
+		for i := range out {
+			out[i] = []fallback.Hit{}
+		}
+		return out, nil
+	}
+	k = min(k, allowed)
+	sub := submission{k: k, rows: rows, deviceSelect: 2*k < rows, mask: mask}
 	out := make([][]fallback.Hit, 0, len(qs))
 	step := g.batchLimit(sub)
 	for lo := 0; lo < len(qs); lo += step {
@@ -516,4 +549,31 @@ func (g *Index) scores(ctx context.Context, q []float32, rows int) ([]float32, e
 	}
 	_, all, err := g.run(ctx, [][]float32{q}, submission{rows: rows}, nil)
 	return all, err
+}
+
+// selectAllowed picks the k best of scores among the rows mask admits (all
+// of them when mask is nil), ranked by the shared order.
+func selectAllowed(scores []float32, k int, m fallback.Metric, mask []uint64) []fallback.Hit {
+	if mask == nil {
+		return fallback.SelectTopK(scores, k, m)
+	}
+	var rows []int
+	var kept []float32
+	for r, s := range scores {
+		if mask[r>>6]&(1<<(uint(r)&63)) != 0 {
+			rows = append(rows, r)
+			kept = append(kept, s)
+		}
+	}
+	hits := fallback.SelectTopK(kept, k, m)
+	for i := range hits {
+		hits[i].Row = rows[hits[i].Row]
+	}
+	return hits
+}
+
+// Scores returns every resident row's score for one padded query, read
+// back whole (4 bytes a row): what a range search filters on the host.
+func (g *Index) Scores(ctx context.Context, q []float32, rows int) ([]float32, error) {
+	return g.scores(ctx, q, rows)
 }

@@ -112,12 +112,21 @@ func (d *Device) checkVariant(dim int, metric uint32) error {
 		}
 	}
 	// Top k selected on the device (one query, then a batch), and every row
-	// ranked on the host from read-back scores (k = rows).
+	// ranked on the host from read-back scores (k = rows); then the same
+	// with an allow bitmap admitting every third row.
+	third := make([]uint64, (rows+63)/64)
+	for r := 0; r < rows; r += 3 {
+		third[r>>6] |= 1 << (uint(r) & 63)
+	}
+	admitted := (rows + 2) / 3
 	for _, c := range []struct {
-		qs [][]float32
-		k  int
-	}{{qs[:1], k}, {qs, k}, {qs[:2], rows}} {
-		hits, err := g.Search(ctx, c.qs, c.k, rows, nil)
+		qs   [][]float32
+		k    int
+		mask []uint64
+		want int
+	}{{qs[:1], k, nil, k}, {qs, k, nil, k}, {qs[:2], rows, nil, rows},
+		{qs, k, third, k}, {qs[:2], rows, third, admitted}} {
+		hits, err := g.Search(ctx, c.qs, c.k, rows, c.mask, nil)
 		if err != nil {
 			return err
 		}
@@ -125,16 +134,23 @@ func (d *Device) checkVariant(dim int, metric uint32) error {
 			return fmt.Errorf("%w: test search returned %d lists for %d queries", ErrFailed, len(hits), len(c.qs))
 		}
 		for qi, q := range c.qs {
-			ranked := make([]float64, rows)
-			for i := range ranked {
-				ranked[i] = exact(q, i)
+			var ranked []float64
+			for i := 0; i < rows; i++ {
+				if c.mask == nil || i%3 == 0 {
+					ranked = append(ranked, exact(q, i))
+				}
 			}
 			slices.Sort(ranked)
 			if metric != shaders.MetricL2 {
 				slices.Reverse(ranked)
 			}
-			if err := checkRanking(hits[qi], c.k, ranked, func(row int) float64 { return exact(q, row) }, tol); err != nil {
-				return fmt.Errorf("%w: test top-%d of query %d of %d: %v", ErrFailed, c.k, qi, len(c.qs), err)
+			for _, h := range hits[qi] {
+				if c.mask != nil && h.Row%3 != 0 {
+					return fmt.Errorf("%w: test search with an allow bitmap returned row %d, which it excludes", ErrFailed, h.Row)
+				}
+			}
+			if err := checkRanking(hits[qi], c.want, ranked, func(row int) float64 { return exact(q, row) }, tol); err != nil {
+				return fmt.Errorf("%w: test top-%d of query %d of %d (masked %v): %v", ErrFailed, c.k, qi, len(c.qs), c.mask != nil, err)
 			}
 		}
 	}
@@ -150,7 +166,7 @@ func checkRanking(hits []fallback.Hit, k int, ranked []float64, exact func(int) 
 	}
 	seen := make(map[int]bool, k)
 	for i, h := range hits {
-		if h.Row < 0 || h.Row >= len(ranked) || seen[h.Row] {
+		if h.Row < 0 || seen[h.Row] {
 			return fmt.Errorf("rank %d: row %d is out of range or repeated", i, h.Row)
 		}
 		seen[h.Row] = true

@@ -42,7 +42,7 @@ func (g *Index) Upload(ctx context.Context, s *packed.Slab, from int, st *Stages
 	return ErrNotBuilt
 }
 
-func (g *Index) Search(ctx context.Context, qs [][]float32, k, rows int, st *Stages) ([][]fallback.Hit, error) {
+func (g *Index) Search(ctx context.Context, qs [][]float32, k, rows int, mask []uint64, st *Stages) ([][]fallback.Hit, error) {
 	return nil, ErrNotBuilt
 }
 
@@ -57,3 +57,13 @@ func (g *Index) Release()                           {}
 func (g *Index) SetFault(f func(step string) error) {}
 
 func (g *Index) Calibrate() (time.Duration, float64, error) { return 0, 0, ErrNotBuilt }
+
+func (g *Index) Truncate(rows int) {}
+
+func (g *Index) Rewrite(ctx context.Context, s *packed.Slab, rows []int) error { return ErrNotBuilt }
+
+func (g *Index) Sibling() (*Index, error) { return nil, ErrNotBuilt }
+
+func (g *Index) Scores(ctx context.Context, q []float32, rows int) ([]float32, error) {
+	return nil, ErrNotBuilt
+}

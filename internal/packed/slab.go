@@ -148,3 +148,9 @@ func Synthetic(rows, dim int) *Slab {
 	s.AppendFlat(flat, false)
 	return s
 }
+
+// Set replaces row i with v (Dim long, already validated), normalised if
+// asked.
+func (s *Slab) Set(i int, v []float32, normalize bool) {
+	s.pack(s.Data[i*s.Stride:(i+1)*s.Stride], v, normalize)
+}

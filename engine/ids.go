@@ -1,0 +1,146 @@
+package engine
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+)
+
+// rowIDs maps the slab's rows to the caller's IDs. Rows are never reordered
+// except by compaction; a deleted row stays in the slab, marked dead, until
+// then, so a delete costs a bit and no data moves (on the GPU neither).
+type rowIDs struct {
+	ids    []uint64       // row → ID
+	rowOf  map[uint64]int // ID of a live row → row
+	dead   []uint64       // bitmap over rows: deleted, not yet compacted
+	nDead  int
+	nextID uint64 // the next ID Add assigns: past every ID ever stored
+}
+
+func newRowIDs() rowIDs { return rowIDs{rowOf: map[uint64]int{}} }
+
+func (m *rowIDs) live() int { return len(m.ids) - m.nDead }
+
+func (m *rowIDs) isDead(row int) bool { return m.dead != nil && m.dead[row>>6]&(1<<(uint(row)&63)) != 0 }
+
+// assign returns n fresh IDs from nextID on, or an error when they would
+// run past the largest uint64.
+func (m *rowIDs) assign(n int) ([]uint64, error) {
+	if uint64(n) > math.MaxUint64-m.nextID {
+		return nil, fmt.Errorf("%w: no %d IDs are left after %d", ErrTooLarge, n, m.nextID)
+	}
+	ids := make([]uint64, n)
+	for i := range ids {
+		ids[i] = m.nextID + uint64(i)
+	}
+	return ids, nil
+}
+
+// checkNew refuses IDs repeated inside one call and, unless upsert, IDs that
+// are already stored; it changes nothing.
+func (m *rowIDs) checkNew(ids []uint64, upsert bool) error {
+	seen := make(map[uint64]int, len(ids))
+	for i, id := range ids {
+		if j, ok := seen[id]; ok {
+			return fmt.Errorf("%w: ID %d is given for vectors %d and %d", ErrDuplicateID, id, j, i)
+		}
+		seen[id] = i
+		if _, ok := m.rowOf[id]; ok && !upsert {
+			return fmt.Errorf("%w: ID %d (vector %d); use Upsert to replace it", ErrIDExists, id, i)
+		}
+	}
+	return nil
+}
+
+// appendIDs records ids for the rows appended after the existing ones.
+func (m *rowIDs) appendIDs(ids []uint64) {
+	base := len(m.ids)
+	m.ids = append(m.ids, ids...)
+	for i, id := range ids {
+		m.rowOf[id] = base + i
+		if id >= m.nextID {
+			// Past the largest ID nothing is left to assign; assign
+			// refuses from then on.
+			m.nextID = max(id, id+1)
+		}
+	}
+	if m.dead != nil {
+		m.growDead()
+	}
+}
+
+// truncate forgets the rows from row n on (an append being undone).
+func (m *rowIDs) truncate(n int) {
+	for _, id := range m.ids[n:] {
+		delete(m.rowOf, id)
+	}
+	m.ids = m.ids[:n]
+}
+
+func (m *rowIDs) growDead() {
+	if need := (len(m.ids) + 63) / 64; len(m.dead) < need {
+		m.dead = append(m.dead, make([]uint64, need-len(m.dead))...)
+	}
+}
+
+// kill marks the row of each ID dead.
+func (m *rowIDs) kill(ids []uint64) {
+	m.growDead()
+	for _, id := range ids {
+		row := m.rowOf[id]
+		delete(m.rowOf, id)
+		m.dead[row>>6] |= 1 << (uint(row) & 63)
+		m.nDead++
+	}
+}
+
+// liveIDs returns the stored IDs in ascending order.
+func (m *rowIDs) liveIDs() []uint64 {
+	out := make([]uint64, 0, m.live())
+	for id := range m.rowOf {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// mask returns the bitmap of rows a search may return — live, and allowed
+// by o's filter — and how many there are; nil when every row may be
+// returned.
+func (m *rowIDs) mask(o *searchOptions) ([]uint64, int) {
+	if m.nDead == 0 && !o.filtered() {
+		return nil, len(m.ids)
+	}
+	words := (len(m.ids) + 63) / 64
+	out := make([]uint64, words)
+	switch {
+	case o.allowIDs != nil:
+		for _, id := range o.allowIDs {
+			if row, ok := m.rowOf[id]; ok {
+				out[row>>6] |= 1 << (uint(row) & 63)
+			}
+		}
+	case o.allowFn != nil:
+		for row, id := range m.ids {
+			if !m.isDead(row) && o.allowFn(id) {
+				out[row>>6] |= 1 << (uint(row) & 63)
+			}
+		}
+	default:
+		for i := range out {
+			out[i] = ^uint64(0)
+			if m.dead != nil {
+				out[i] &^= m.dead[i]
+			}
+		}
+		if tail := len(m.ids) & 63; tail != 0 {
+			out[words-1] &= 1<<uint(tail) - 1
+		}
+	}
+	n := 0
+	for _, w := range out {
+		n += bits.OnesCount64(w)
+	}
+	return out, n
+}

@@ -1,0 +1,46 @@
+package engine
+
+// SearchOption narrows or bounds a search.
+type SearchOption func(*searchOptions)
+
+type searchOptions struct {
+	allowIDs []uint64
+	allowFn  func(id uint64) bool
+	maxHits  int
+}
+
+func (o *searchOptions) filtered() bool { return o.allowIDs != nil || o.allowFn != nil }
+
+func collect(opts []SearchOption) searchOptions {
+	var o searchOptions
+	for _, f := range opts {
+		if f != nil {
+			f(&o)
+		}
+	}
+	return o
+}
+
+// Allow restricts a search to the stored vectors with these IDs: the
+// result is the true top k among them, however few they are (the filter is
+// applied inside the scan, not after it). IDs that are not stored are
+// ignored. A later Allow or AllowFunc replaces an earlier one.
+func Allow(ids ...uint64) SearchOption {
+	if ids == nil {
+		ids = []uint64{}
+	}
+	return func(o *searchOptions) { o.allowIDs, o.allowFn = ids, nil }
+}
+
+// AllowFunc restricts a search to the stored vectors whose ID keep accepts:
+// the caller's own predicate (this user, this conversation, this tag),
+// evaluated once per stored vector per call, before the scan.
+func AllowFunc(keep func(id uint64) bool) SearchOption {
+	return func(o *searchOptions) { o.allowFn, o.allowIDs = keep, nil }
+}
+
+// MaxHits caps how many hits SearchRange returns (the best ones); 0 means
+// no cap.
+func MaxHits(n int) SearchOption {
+	return func(o *searchOptions) { o.maxHits = n }
+}

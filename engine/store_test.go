@@ -1,0 +1,240 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/engine"
+)
+
+// model is the plain reference an index is checked against: a map from ID
+// to vector, searched by brute force in float64.
+type model struct {
+	m    engine.Metric
+	vecs map[uint64][]float32
+}
+
+func (md *model) ranked(q []float32, keep func(uint64) bool) []ranked {
+	var out []ranked
+	for id, v := range md.vecs {
+		if keep == nil || keep(id) {
+			out = append(out, ranked{id, refScore(md.m, v, q)})
+		}
+	}
+	slices.SortFunc(out, func(a, b ranked) int {
+		if a.score != b.score {
+			if (a.score > b.score) == md.m.HigherIsBetter() {
+				return -1
+			}
+			return 1
+		}
+		if a.id < b.id {
+			return -1
+		}
+		return 1
+	})
+	return out
+}
+
+// checkAgainst asserts hits are the model's top k (up to near-ties): the
+// right count, distinct stored IDs admitted by keep, scores within
+// tolerance, and each rank's exact score that of the model's same rank.
+func (md *model) checkAgainst(t *testing.T, q []float32, k int, keep func(uint64) bool, hits []engine.Hit, what string) {
+	t.Helper()
+	ref := md.ranked(q, keep)
+	require.Len(t, hits, min(k, len(ref)), what)
+	seen := map[uint64]bool{}
+	for i, h := range hits {
+		v, ok := md.vecs[h.ID]
+		require.True(t, ok, "%s: hit %d has ID %d, which is not stored", what, i, h.ID)
+		require.True(t, keep == nil || keep(h.ID), "%s: hit %d (ID %d) is filtered out", what, i, h.ID)
+		require.False(t, seen[h.ID], "%s: ID %d twice", what, h.ID)
+		seen[h.ID] = true
+		exact := refScore(md.m, v, q)
+		tol := tolerance(md.m, exact)
+		require.InDelta(t, exact, float64(h.Score), tol, "%s: rank %d score", what, i)
+		require.InDelta(t, ref[i].score, exact, 2*tol, "%s: rank %d is ID %d, the model has ID %d there", what, i, h.ID, ref[i].id)
+	}
+}
+
+// TestStoreOperationsMatchAModel runs random sequences of AddWithIDs, Add,
+// Upsert, Delete, Compact, filtered and range searches on every backend,
+// and after every step compares Len, IDs, Get and the searches with the
+// plain model. Each bad call (a repeated ID, an existing ID, an unknown ID)
+// must fail with its sentinel and change nothing.
+func TestStoreOperationsMatchAModel(t *testing.T) {
+	r := newRand(t)
+	const dim = 12
+	ctx := context.Background()
+	for _, b := range backends {
+		for _, m := range metrics {
+			t.Run(fmt.Sprintf("%s/%s", b.name, m), func(t *testing.T) {
+				ix := open(t, b, engine.Config{Dim: dim, Metric: m}, 64)
+				md := &model{m: m, vecs: map[uint64][]float32{}}
+				stored := func() []uint64 {
+					ids := make([]uint64, 0, len(md.vecs))
+					for id := range md.vecs {
+						ids = append(ids, id)
+					}
+					slices.Sort(ids)
+					return ids
+				}
+				pick := func() uint64 {
+					ids := stored()
+					return ids[r.IntN(len(ids))]
+				}
+				for step := 0; step < 60; step++ {
+					what := fmt.Sprintf("step %d", step)
+					switch op := r.IntN(10); {
+					case op < 3 || len(md.vecs) < 5: // add under the caller's IDs
+						n := 1 + r.IntN(40)
+						ids := make([]uint64, n)
+						for i := range ids {
+							ids[i] = r.Uint64N(1 << 20)
+							for md.vecs[ids[i]] != nil || slices.Contains(ids[:i], ids[i]) {
+								ids[i] = r.Uint64N(1 << 20)
+							}
+						}
+						vs := randomVectors(r, n, dim)
+						require.NoError(t, ix.AddWithIDs(ctx, ids, vs), what)
+						for i, id := range ids {
+							md.vecs[id] = vs[i]
+						}
+					case op == 3: // auto IDs: past every stored ID
+						vs := randomVectors(r, 1+r.IntN(10), dim)
+						ids, err := ix.Add(ctx, vs)
+						require.NoError(t, err, what)
+						for i, id := range ids {
+							require.Nil(t, md.vecs[id], "%s: Add assigned ID %d, which is stored", what, id)
+							md.vecs[id] = vs[i]
+						}
+					case op == 4: // upsert: some stored, some new
+						ids := []uint64{pick(), pick() ^ 1<<30, pick()}
+						if ids[0] == ids[2] {
+							ids = ids[:2]
+						}
+						vs := randomVectors(r, len(ids), dim)
+						require.NoError(t, ix.Upsert(ctx, ids, vs), what)
+						for i, id := range ids {
+							md.vecs[id] = vs[i]
+						}
+					case op < 7: // delete a few
+						n := min(1+r.IntN(8), len(md.vecs)-1)
+						ids := stored()
+						r.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+						require.NoError(t, ix.Delete(ctx, ids[:n]...), what)
+						for _, id := range ids[:n] {
+							delete(md.vecs, id)
+						}
+					case op == 7:
+						require.NoError(t, ix.Compact(ctx), what)
+					default: // every bad call fails with its sentinel, changing nothing
+						id := pick()
+						v := randomVectors(r, 2, dim)
+						require.ErrorIs(t, ix.AddWithIDs(ctx, []uint64{id + 1<<40, id + 1<<40}, v), engine.ErrDuplicateID, what)
+						require.ErrorIs(t, ix.AddWithIDs(ctx, []uint64{1<<41 + 7, id}, v), engine.ErrIDExists, what)
+						require.ErrorIs(t, ix.Delete(ctx, id, 1<<42), engine.ErrNotFound, what)
+						require.ErrorIs(t, ix.Delete(ctx, id, id), engine.ErrDuplicateID, what)
+						require.ErrorIs(t, ix.Upsert(ctx, []uint64{id, id}, v), engine.ErrDuplicateID, what)
+						require.ErrorIs(t, ix.Upsert(ctx, []uint64{id}, v), engine.ErrIDCount, what)
+						_, err := ix.Get(1 << 42)
+						require.ErrorIs(t, err, engine.ErrNotFound, what)
+					}
+					// After every step: contents, then searches.
+					require.Equal(t, len(md.vecs), ix.Len(), what)
+					require.Equal(t, stored(), ix.IDs(), what)
+					id := pick()
+					got, err := ix.Get(id)
+					require.NoError(t, err, what)
+					want := md.vecs[id]
+					if m == engine.Cosine {
+						want = unit(want)
+					}
+					require.InDeltaSlice(t, want, got, 1e-6, "%s: Get(%d)", what, id)
+
+					q := randomVectors(r, 1, dim)[0]
+					for _, k := range []int{1, 7, len(md.vecs)} {
+						hits, err := ix.Search(ctx, q, k)
+						require.NoError(t, err, what)
+						md.checkAgainst(t, q, k, nil, hits, fmt.Sprintf("%s: k=%d", what, k))
+					}
+					// A filter that admits about one ID in ten, by predicate
+					// and by list.
+					keep := func(id uint64) bool { return id%10 == 3 }
+					hits, err := ix.Search(ctx, q, 5, engine.AllowFunc(keep))
+					require.NoError(t, err, what)
+					md.checkAgainst(t, q, 5, keep, hits, what+": AllowFunc")
+					var list []uint64
+					for _, id := range stored() {
+						if keep(id) {
+							list = append(list, id)
+						}
+					}
+					list = append(list, 1<<43) // not stored: ignored
+					batch, err := ix.SearchBatch(ctx, [][]float32{q, q}, 5, engine.Allow(list...))
+					require.NoError(t, err, what)
+					md.checkAgainst(t, q, 5, keep, batch[1], what+": Allow")
+					// Range: at the score of the model's 6th best, everything
+					// within it and nothing else (away from near-ties).
+					ref := md.ranked(q, nil)
+					if len(ref) > 8 {
+						th := (ref[5].score + ref[6].score) / 2
+						if math.Abs(ref[5].score-ref[6].score) > 4*tolerance(m, th) {
+							within, err := ix.SearchRange(ctx, q, float32(th))
+							require.NoError(t, err, what)
+							md.checkAgainst(t, q, 6, nil, within, what+": range")
+							capped, err := ix.SearchRange(ctx, q, float32(th), engine.MaxHits(2))
+							require.NoError(t, err, what)
+							require.Equal(t, within[:2], capped, what)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+func unit(v []float32) []float32 {
+	var n float64
+	for _, x := range v {
+		n += float64(x) * float64(x)
+	}
+	out := make([]float32, len(v))
+	for i, x := range v {
+		out[i] = float32(float64(x) / math.Sqrt(n))
+	}
+	return out
+}
+
+// TestSearchWithinOneRowInAThousand: a filter admitting a handful of rows
+// out of thousands still returns the true top k among them, never fewer
+// than are admitted, on every backend.
+func TestSearchWithinOneRowInAThousand(t *testing.T) {
+	r := newRand(t)
+	const n, dim = 5000, 16
+	data := randomVectors(r, n, dim)
+	allow := []uint64{7, 1234, 4999, 2500, 3}
+	q := randomVectors(r, 1, dim)[0]
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			ix := open(t, b, engine.Config{Dim: dim, Metric: engine.Dot})
+			_, err := ix.Add(context.Background(), data)
+			require.NoError(t, err)
+			md := &model{m: engine.Dot, vecs: map[uint64][]float32{}}
+			for i, v := range data {
+				md.vecs[uint64(i)] = v
+			}
+			keep := func(id uint64) bool { return slices.Contains(allow, id) }
+			for _, k := range []int{1, 3, 5, 10} {
+				hits, err := ix.Search(context.Background(), q, k, engine.Allow(allow...))
+				require.NoError(t, err)
+				md.checkAgainst(t, q, k, keep, hits, fmt.Sprintf("k=%d", k))
+			}
+		})
+	}
+}

@@ -1,0 +1,241 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/umbravec/umbra/internal/packed"
+)
+
+// Upsert stores each vector under its ID, replacing the vector of an ID
+// that is already stored (in place: on a GPU only that row is written) and
+// adding the others. It is atomic: on any error nothing is changed. An ID
+// repeated in the call is ErrDuplicateID.
+func (ix *Index) Upsert(ctx context.Context, ids []uint64, vectors [][]float32) (err error) {
+	defer ix.recoverInto(&err)
+	if len(ids) != len(vectors) {
+		return fmt.Errorf("%w: %d IDs for %d vectors", ErrIDCount, len(ids), len(vectors))
+	}
+	for i, v := range vectors {
+		if err := ix.checkVector(v, input{"vector", i}); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	ix.wmu.Lock()
+	defer ix.wmu.Unlock()
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if ix.closed {
+		return ErrClosed
+	}
+	if err := ix.rid.checkNew(ids, true); err != nil {
+		return err
+	}
+	var rows []int
+	var newIDs []uint64
+	var newVecs [][]float32
+	for i, id := range ids {
+		if row, ok := ix.rid.rowOf[id]; ok {
+			rows = append(rows, row)
+		} else {
+			newIDs, newVecs = append(newIDs, id), append(newVecs, vectors[i])
+		}
+	}
+	// Replace in place, keeping the old rows to undo with.
+	cosine := ix.cfg.Metric == Cosine
+	old := make([][]float32, len(rows))
+	j := 0
+	for i, id := range ids {
+		row, ok := ix.rid.rowOf[id]
+		if !ok {
+			continue
+		}
+		old[j] = append([]float32(nil), ix.slab.Row(row)...)
+		ix.slab.Set(row, vectors[i], cosine)
+		j++
+	}
+	// undo restores the replaced rows on the host and, if a device write
+	// failed, uploads every row again so the device matches; if even that
+	// fails the rows stay marked stale and GPU searches report it.
+	undo := func() {
+		for j, row := range rows {
+			ix.slab.Set(row, old[j], false)
+		}
+		if ix.stale && ix.onGPU() {
+			_ = ix.upload(ctx, 0, nil, nil)
+		}
+	}
+	if len(rows) > 0 && ix.onGPU() {
+		if err := ix.rewrite(ctx, rows); err != nil {
+			undo()
+			if ix.cfg.Device == GPU {
+				return err
+			}
+			ix.demote(err)
+		}
+	}
+	if len(newIDs) > 0 {
+		if _, err := ix.addLocked(ctx, start, newIDs, len(newVecs), func(s *packed.Slab) { s.Append(newVecs, cosine) }); err != nil {
+			undo()
+			if len(rows) > 0 && ix.onGPU() && !ix.stale {
+				_ = ix.rewrite(ctx, rows) // the old rows back on the device
+				if ix.stale {
+					_ = ix.upload(ctx, 0, nil, nil)
+				}
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// rewrite writes replaced rows to the device; on failure the resident rows
+// are marked stale so no search trusts them until they are uploaded again.
+// The caller holds ix.mu.
+func (ix *Index) rewrite(ctx context.Context, rows []int) error {
+	if ix.stale {
+		return ix.upload(ctx, 0, nil, nil)
+	}
+	if err := gpuError(ix.dev.Rewrite(ctx, ix.slab, rows)); err != nil {
+		ix.stale = true
+		return err
+	}
+	return nil
+}
+
+// Delete removes the vectors with these IDs. An ID that is not stored
+// (ErrNotFound) or repeated (ErrDuplicateID) fails the whole call with
+// nothing removed. A delete marks rows dead — no data moves, on the GPU
+// neither; Compact reclaims their space, and runs by itself once dead rows
+// make up a quarter of the index.
+func (ix *Index) Delete(ctx context.Context, ids ...uint64) (err error) {
+	defer ix.recoverInto(&err)
+	ix.wmu.Lock()
+	defer ix.wmu.Unlock()
+	if err := func() error {
+		ix.mu.Lock()
+		defer ix.mu.Unlock()
+		if ix.closed {
+			return ErrClosed
+		}
+		seen := make(map[uint64]bool, len(ids))
+		for i, id := range ids {
+			if seen[id] {
+				return fmt.Errorf("%w: ID %d is given twice", ErrDuplicateID, id)
+			}
+			seen[id] = true
+			if _, ok := ix.rid.rowOf[id]; !ok {
+				return fmt.Errorf("%w: ID %d (argument %d)", ErrNotFound, id, i)
+			}
+		}
+		ix.rid.kill(ids)
+		return nil
+	}(); err != nil {
+		return err
+	}
+	if ix.rid.nDead >= compactMinDead && ix.rid.nDead*4 >= len(ix.rid.ids) {
+		return ix.compactLocked(ctx)
+	}
+	return nil
+}
+
+// compactMinDead is the fewest dead rows automatic compaction bothers with.
+const compactMinDead = 1024
+
+// Get returns a copy of the vector stored under id (under Cosine, the unit
+// vector the index stores), or ErrNotFound.
+func (ix *Index) Get(id uint64) ([]float32, error) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if ix.closed {
+		return nil, ErrClosed
+	}
+	row, ok := ix.rid.rowOf[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: ID %d", ErrNotFound, id)
+	}
+	return append([]float32(nil), ix.slab.Row(row)...), nil
+}
+
+// Has reports whether a vector is stored under id.
+func (ix *Index) Has(id uint64) bool {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	_, ok := ix.rid.rowOf[id]
+	return ok
+}
+
+// IDs returns every stored ID in ascending order.
+func (ix *Index) IDs() []uint64 {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.rid.liveIDs()
+}
+
+// Compact drops deleted rows for good, so they cost neither memory nor
+// scan time. The compacted rows are built, and on a GPU uploaded, while
+// searches go on against the old ones; they wait only for the swap.
+func (ix *Index) Compact(ctx context.Context) (err error) {
+	defer ix.recoverInto(&err)
+	ix.wmu.Lock()
+	defer ix.wmu.Unlock()
+	return ix.compactLocked(ctx)
+}
+
+// compactLocked is Compact with wmu held (writers excluded, searches not).
+func (ix *Index) compactLocked(ctx context.Context) error {
+	ix.mu.RLock()
+	if ix.closed {
+		ix.mu.RUnlock()
+		return ErrClosed
+	}
+	if ix.rid.nDead == 0 {
+		ix.mu.RUnlock()
+		return nil
+	}
+	slab := packed.NewSlab(ix.cfg.Dim)
+	flat := make([]float32, 0, ix.rid.live()*ix.cfg.Dim)
+	keep := make([]uint64, 0, ix.rid.live())
+	for row, id := range ix.rid.ids {
+		if !ix.rid.isDead(row) {
+			flat = append(flat, ix.slab.Row(row)...)
+			keep = append(keep, id)
+		}
+	}
+	dev, onGPU := ix.dev, ix.onGPU()
+	ix.mu.RUnlock()
+	slab.AppendFlat(flat, false)
+	rid := newRowIDs()
+	rid.nextID = ix.rid.nextID
+	rid.appendIDs(keep)
+
+	var fresh = dev
+	if onGPU {
+		var err error
+		if fresh, err = dev.Sibling(); err == nil {
+			err = fresh.Upload(ctx, slab, 0, nil, nil)
+			if err != nil {
+				fresh.Release()
+			}
+		}
+		if err = gpuError(err); err != nil {
+			if ix.cfg.Device == GPU {
+				return err
+			}
+			ix.demote(err)
+			fresh = dev
+		}
+	}
+	ix.mu.Lock()
+	ix.slab, ix.rid = slab, rid
+	if fresh != dev {
+		ix.dev, ix.stale = fresh, false
+	}
+	ix.mu.Unlock()
+	if fresh != dev {
+		dev.Release()
+	}
+	return nil
+}
