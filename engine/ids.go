@@ -22,7 +22,9 @@ func newRowIDs() rowIDs { return rowIDs{rowOf: map[uint64]int{}} }
 
 func (m *rowIDs) live() int { return len(m.ids) - m.nDead }
 
-func (m *rowIDs) isDead(row int) bool { return m.dead != nil && m.dead[row>>6]&(1<<(uint(row)&63)) != 0 }
+func (m *rowIDs) isDead(row int) bool {
+	return m.dead != nil && m.dead[row>>6]&(1<<(uint(row)&63)) != 0
+}
 
 // assign returns n fresh IDs from nextID on, or an error when they would
 // run past the largest uint64.
