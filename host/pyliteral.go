@@ -181,15 +181,24 @@ func (p *pyParser) integer() (any, error) {
 	n, err := strconv.ParseInt(lit, 10, 64)
 	if err != nil {
 		if errors.Is(err, strconv.ErrRange) {
-			return nil, fmt.Errorf("integer %s out of range", lit)
+			return nil, fmt.Errorf("integer %s out of range", clipText(lit))
 		}
-		return nil, fmt.Errorf("bad number %q at offset %d", lit, start)
+		return nil, fmt.Errorf("bad number %s at offset %d", clip(lit), start)
 	}
 	return n, nil
 }
 
-// pyRepr prints a parsed value back as Python would, for error messages.
+// pyRepr prints a parsed value back as Python would, for error messages, cut
+// to about clipBytes: a header may hold a megabyte of nonsense.
 func pyRepr(v any) string {
+	s := pyReprFull(v)
+	if len(s) > clipBytes {
+		return fmt.Sprintf("%s... (%d bytes)", s[:clipBytes], len(s))
+	}
+	return s
+}
+
+func pyReprFull(v any) string {
 	switch x := v.(type) {
 	case string:
 		return "'" + x + "'"
@@ -230,4 +239,12 @@ func pyRepr(v any) string {
 		return "{" + strings.Join(parts, ", ") + "}"
 	}
 	return fmt.Sprint(v)
+}
+
+// clipText cuts s to about clipBytes for a message, unquoted.
+func clipText(s string) string {
+	if len(s) > clipBytes {
+		return fmt.Sprintf("%s... (%d bytes)", s[:clipBytes], len(s))
+	}
+	return s
 }

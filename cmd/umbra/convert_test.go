@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"math"
 	"os"
 	"path/filepath"
@@ -15,7 +16,7 @@ import (
 
 func readMatrix(t *testing.T, path string) *host.Matrix {
 	t.Helper()
-	m, err := host.ReadMatrixFile(path)
+	m, err := host.ReadMatrixFile(context.Background(), path)
 	require.NoError(t, err)
 	return m
 }
