@@ -60,10 +60,7 @@ func WriteFileAtomic(path string, perm fs.FileMode, write func(io.Writer) error)
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return err
 	}
-	dir, base := filepath.Split(target)
-	if dir == "" {
-		dir = "."
-	}
+	dir, base := filepath.Dir(target), filepath.Base(target)
 	createPerm := perm.Perm()
 	if exists {
 		createPerm = 0o600 // until the chmod below: never wider than the file it replaces
