@@ -34,8 +34,9 @@ type readOptions struct {
 
 // MaxStreamBytes caps how many bytes a reader takes from a source whose size
 // it cannot learn in advance before it fails with ErrTooLarge; n <= 0 keeps
-// DefaultMaxStreamBytes. Regular files and in-memory readers are checked
-// against their real size and not capped.
+// DefaultMaxStreamBytes. The result takes about as many bytes as were read,
+// four times as many for .bvecs (each byte becomes a float32). Regular files
+// and in-memory readers are checked against their real size and not capped.
 func MaxStreamBytes(n int64) Option {
 	return func(o *readOptions) {
 		if n > 0 {
@@ -202,6 +203,9 @@ func (g *growing[T]) commit(k int) {
 
 // result returns every committed value in one slice.
 func (g *growing[T]) result() []T {
+	if g.cur == nil {
+		return []T{}
+	}
 	if len(g.done) == 0 {
 		if cap(g.cur) > 2*len(g.cur)+chunkMin {
 			return slices.Clone(g.cur)
