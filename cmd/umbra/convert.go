@@ -17,9 +17,11 @@ var convertCommand = &command{
 	synopsis: "convert IN OUT [--dtype f32|f16]",
 	help: `
 Read the matrix in IN and write it to OUT, each in the format its extension
-names: .npy (2-D, float32 or float16) or .fvecs (float32). Values are copied
-as they are, NaN and infinities included. OUT is replaced atomically, so IN
-and OUT may be the same file.
+names: .npy (2-D, float32 or float16) or .fvecs (float32); IN may also be
+.bvecs (uint8). Values are copied as they are, NaN and infinities included.
+OUT is replaced atomically (a temporary file beside it, fsynced, renamed),
+so IN and OUT may be the same file; an existing OUT keeps its permissions
+and a symlink OUT is written through.
 
 Flags:
   --dtype T   the element type of an .npy OUT: f32 (default) or f16; .fvecs
