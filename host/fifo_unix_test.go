@@ -46,8 +46,9 @@ func TestFIFOLyingHeaders(t *testing.T) {
 	for i := range payload {
 		payload[i] = byte(rng.Uint32())
 	}
+	// A dim under the cap (2 GiB of values) over 8 MiB: costs what arrived.
 	path := filepath.Join(dir, "lie.fvecs")
-	done := fifoWith(t, path, append(binary.LittleEndian.AppendUint32(nil, math.MaxInt32), payload...))
+	done := fifoWith(t, path, append(binary.LittleEndian.AppendUint32(nil, 1<<29), payload...))
 	var err error
 	alloc := allocatedDuring(func() { _, err = ReadMatrixFile(t.Context(), path) })
 	require.NoError(t, <-done)
@@ -56,6 +57,15 @@ func TestFIFOLyingHeaders(t *testing.T) {
 	assert.Contains(t, err.Error(), "vector 0 truncated")
 	assert.Contains(t, err.Error(), "got 8388608")
 	assert.Less(t, alloc, uint64(2*sent+(8<<20)), "allocated %d bytes for %d that arrived", alloc, sent)
+
+	// A dim over the cap (8 GiB of values): refused before reading on.
+	path = filepath.Join(dir, "huge.fvecs")
+	done = fifoWith(t, path, append(binary.LittleEndian.AppendUint32(nil, math.MaxInt32), payload[:4096]...))
+	alloc = allocatedDuring(func() { _, err = ReadMatrixFile(t.Context(), path) })
+	<-done // the writer may see EPIPE: the reader stopped early, as it should
+	require.Error(t, err)
+	assert.ErrorIs(t, err, ErrTooLarge)
+	assert.Less(t, alloc, uint64(8<<20))
 
 	path = filepath.Join(dir, "lie.npy")
 	done = fifoWith(t, path, append(numpyNPYBytes(1, "<f4", []int64{1 << 40, 1 << 10}), payload[:4096]...))

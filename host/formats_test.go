@@ -132,6 +132,23 @@ func TestVecsMalformed(t *testing.T) {
 	}
 }
 
+// TestNPYReadAsFvecs: the npy magic read as a dim is a large number; the
+// message must say so whichever way the bytes come.
+func TestNPYReadAsFvecs(t *testing.T) {
+	file := append(numpyNPYBytes(1, "<f4", []int64{4, 3}), le32(fixtureValues(12))...)
+	for kind, r := range readers(file) {
+		_, err := ReadFvecs(t.Context(), r)
+		require.Error(t, err, kind)
+		if kind == "sized" {
+			assert.ErrorIs(t, err, ErrFormat)
+			assert.Contains(t, err.Error(), "vector 0 truncated")
+		} else {
+			assert.ErrorIs(t, err, ErrTooLarge, kind)
+			assert.Contains(t, err.Error(), "is this fvecs data?", kind)
+		}
+	}
+}
+
 func ivecsErr(r io.Reader) error { _, err := ReadIvecs(context.Background(), r); return err }
 func bvecsErr(r io.Reader) error { _, err := ReadBvecs(context.Background(), r); return err }
 

@@ -124,6 +124,12 @@ func readVecs[T any](s *source, kind string, elem int, decode func([]T, []byte))
 		return 0, 0, nil, formatErrorf(name, "vector 0: dim %d must be positive", d0)
 	}
 	record := 4 + int64(elem)*d0 // no overflow: d0 < 2^31
+	if s.size < 0 && record-4 > s.limit-s.off {
+		// Refused before a byte of it is read: a stream can only say it is
+		// truncated at its end, and getting there could cost the whole cap.
+		return 0, 0, nil, s.tooLarge(fmt.Sprintf("vector 0: dim %d claims %d bytes of values (is this %s data?)",
+			d0, record-4, kind))
+	}
 	exact := int64(0)
 	if left := s.left(); left >= 0 {
 		exact = (left + 4) / record * d0 // what the bytes there can fill, no more
