@@ -2,6 +2,7 @@ package host
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"flag"
@@ -131,7 +132,7 @@ func TestMatrixFileRoundTrip(t *testing.T) {
 			require.NoError(t, err)
 			assert.True(t, strings.HasPrefix(string(raw), tc.wantHeader), "file starts %q", raw[:min(len(raw), 10)])
 
-			got, err := ReadMatrixFile(path)
+			got, err := ReadMatrixFile(context.Background(), path)
 			require.NoError(t, err)
 			assert.Equal(t, tc.rows, got.Rows)
 			assert.Equal(t, tc.dim, got.Dim)
@@ -164,13 +165,13 @@ func TestWriteMatrixFileReplacesAtomically(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), path)
 	assert.Contains(t, err.Error(), "7 values")
-	got, err := ReadMatrixFile(path)
+	got, err := ReadMatrixFile(context.Background(), path)
 	require.NoError(t, err)
 	assertSameBits(t, first.Data, got.Data)
 
 	second := randomMatrix(rng, 2, 8)
 	require.NoError(t, WriteMatrixFile(path, second, "<f4"))
-	got, err = ReadMatrixFile(path)
+	got, err = ReadMatrixFile(context.Background(), path)
 	require.NoError(t, err)
 	assertSameBits(t, second.Data, got.Data)
 	entries, err := os.ReadDir(dir)
@@ -188,7 +189,8 @@ func TestWriteMatrixFileErrors(t *testing.T) {
 		dtype string
 		want  []string
 	}{
-		{"unknown extension", "x.bin", good, "", []string{`".bin"`, ".npy or .fvecs"}},
+		{"unknown extension", "x.bin", good, "", []string{`".bin"`, ".npy, .fvecs"}},
+		{"bvecs", "x.bvecs", good, "", []string{".bvecs is not supported"}},
 		{"no extension", "matrix", good, "", []string{"no file extension"}},
 		{"npy f8", "x.npy", good, "<f8", []string{`"<f8"`, `"<f4"`, `"<f2"`}},
 		{"fvecs f2", "x.fvecs", good, "<f2", []string{"float32 only", `"<f2"`}},
@@ -242,7 +244,7 @@ func TestReadMatrixFileErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), tc.file)
 			require.NoError(t, os.WriteFile(path, tc.content, 0o644))
-			got, err := ReadMatrixFile(path)
+			got, err := ReadMatrixFile(context.Background(), path)
 			require.Error(t, err)
 			assert.Nil(t, got)
 			assert.Equal(t, tc.isFormat, errorIsFormat(err), "errors.Is(err, ErrFormat) for %v", err)
@@ -254,7 +256,7 @@ func TestReadMatrixFileErrors(t *testing.T) {
 	}
 
 	t.Run("missing file", func(t *testing.T) {
-		_, err := ReadMatrixFile(filepath.Join(t.TempDir(), "none.npy"))
+		_, err := ReadMatrixFile(context.Background(), filepath.Join(t.TempDir(), "none.npy"))
 		require.Error(t, err)
 		assert.ErrorIs(t, err, fs.ErrNotExist)
 		assert.NotErrorIs(t, err, ErrFormat)
@@ -273,7 +275,7 @@ func TestReadMatrixFileSizeCheck(t *testing.T) {
 
 	for _, path := range []string{npyPath, fvecsPath} {
 		var err error
-		alloc := allocatedDuring(func() { _, err = ReadMatrixFile(path) })
+		alloc := allocatedDuring(func() { _, err = ReadMatrixFile(context.Background(), path) })
 		require.Error(t, err)
 		assert.ErrorIs(t, err, ErrFormat)
 		assert.Contains(t, err.Error(), "truncated")
@@ -418,7 +420,7 @@ func TestMatrixFixtures(t *testing.T) {
 			require.NoError(t, err, "regenerate with -update-matrix-fixtures")
 			assert.Equal(t, fx.build(), raw, "fixture differs from its generator")
 
-			got, err := ReadMatrixFile(path)
+			got, err := ReadMatrixFile(context.Background(), path)
 			if fx.want == nil {
 				require.Error(t, err)
 				assert.ErrorIs(t, err, ErrFormat)
@@ -452,7 +454,7 @@ func ExampleWriteMatrixFile() {
 	if err := WriteMatrixFile(path, m, "<f2"); err != nil {
 		panic(err)
 	}
-	back, err := ReadMatrixFile(path)
+	back, err := ReadMatrixFile(context.Background(), path)
 	if err != nil {
 		panic(err)
 	}
@@ -461,7 +463,7 @@ func ExampleWriteMatrixFile() {
 }
 
 func ExampleReadMatrixFile() {
-	_, err := ReadMatrixFile("testdata/bad_1d_3.npy")
+	_, err := ReadMatrixFile(context.Background(), "testdata/bad_1d_3.npy")
 	fmt.Println(err)
 	fmt.Println(errors.Is(err, ErrFormat))
 	// Output:
@@ -474,7 +476,7 @@ func ExampleReadMatrixFile() {
 func TestReadersNameOpenFiles(t *testing.T) {
 	for _, tc := range []struct {
 		file string
-		read func(io.Reader) (*Matrix, error)
+		read func(context.Context, io.Reader, ...Option) (*Matrix, error)
 		want string
 	}{
 		{"bad_1d_3.npy", ReadNPY, "shape (3,) is 1-D"},
@@ -486,7 +488,7 @@ func TestReadersNameOpenFiles(t *testing.T) {
 			f, err := os.Open(path)
 			require.NoError(t, err)
 			defer f.Close()
-			_, err = tc.read(f)
+			_, err = tc.read(context.Background(), f)
 			require.Error(t, err)
 			assert.True(t, errorIsFormat(err), "%v", err)
 			assert.Contains(t, err.Error(), strconv.Quote(path))

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -20,6 +21,8 @@ const (
 	npyMagic     = "\x93NUMPY"
 	npyFloat32   = "<f4"
 	npyFloat16   = "<f2"
+	npyInt64     = "<i8"
+	npyUint64    = "<u8"
 	npyAlign     = 64 // numpy aligns the payload start to 64 bytes
 	npyGrowPad   = 21 // numpy's GROWTH_AXIS_MAX_DIGITS: room to rewrite the shape in place
 	npyMaxHeader = 1 << 20
@@ -34,114 +37,226 @@ const (
 //
 // Every malformed or unsupported input (magic, version, dtype, Fortran order,
 // shape other than 2-D, a zero dim, a truncated payload, an unparsable header)
-// returns an error wrapping ErrFormat. When r is an *os.File, *bytes.Reader,
-// *strings.Reader or *bytes.Buffer, the header's size is checked against the
-// bytes left before anything is allocated; other readers are read in bounded
-// chunks, so a header that lies about a huge shape fails with a truncation
-// error instead of a huge allocation.
-func ReadNPY(r io.Reader) (*Matrix, error) {
-	return readNPY(r, sourceName(r, "npy stream"), remainingBytes(r))
+// returns an error wrapping ErrFormat. When r is an *os.File (regular),
+// *bytes.Reader, *strings.Reader, *bytes.Buffer or *io.SectionReader, the
+// header's size is checked against the bytes left before anything is
+// allocated; from any other reader memory grows only as bytes arrive, and a
+// claim beyond the stream cap fails with ErrTooLarge. ctx is checked between
+// pieces of at most 1 MiB; its error is returned as it is, wrapped.
+func ReadNPY(ctx context.Context, r io.Reader, opts ...Option) (*Matrix, error) {
+	s := newSource(ctx, r, sourceName(r, "npy stream"), remainingBytes(r), opts)
+	return readNPY(s)
+}
+
+// ReadIDs reads a 1-D, little-endian .npy array of dtype '<i8' (int64) or
+// '<u8' (uint64) as IDs, one per element. A negative int64 is an error
+// naming its index. Sizes, errors and ctx are treated as by ReadNPY.
+func ReadIDs(ctx context.Context, r io.Reader, opts ...Option) ([]uint64, error) {
+	s := newSource(ctx, r, sourceName(r, "npy stream"), remainingBytes(r), opts)
+	return readNPYIDs(s)
 }
 
 // npyHeader is the part of a .npy header that matters here.
 type npyHeader struct {
-	dtype     string
-	elemSize  int
-	rows, dim int64
-	shape     string // as Python would print it, for messages
+	descr      string  // as stored, e.g. "<f4"; "" when not a string
+	descrShown string  // descr as Python would print it, for messages
+	shape      []int64 // every dimension non-negative
+	repr       string  // the shape as Python would print it, for messages
+	dtype      string  // readable name of descr, set by the caller's check
+	elem       int     // bytes per element, set by the caller's check
 }
 
-// readNPY reads one array from r; name labels errors, and avail is how many
-// bytes r holds (-1 when unknown).
-func readNPY(r io.Reader, name string, avail int64) (*Matrix, error) {
+// readNPY reads one float32 or float16 matrix from s.
+func readNPY(s *source) (*Matrix, error) {
+	h, err := readNPYHeader(s)
+	if err != nil {
+		return nil, err
+	}
+	switch h.descr {
+	case npyFloat32:
+		h.dtype, h.elem = "float32", 4
+	case npyFloat16:
+		h.dtype, h.elem = "float16", 2
+	default:
+		return nil, formatErrorf(s.name, "dtype %s is not supported: need little-endian float32 ('<f4') or float16 ('<f2')", h.descrShown)
+	}
+	if len(h.shape) != 2 {
+		return nil, formatErrorf(s.name, "shape %s is %d-D: need a 2-D array (rows, dim)", h.repr, len(h.shape))
+	}
+	rows, dim := h.shape[0], h.shape[1]
+	if dim == 0 {
+		return nil, formatErrorf(s.name, "shape %s has zero dim", h.repr)
+	}
+	if h.elem == 2 {
+		data, err := readNPYPayload(s, h, func(dst []float32, b []byte) {
+			for i := range dst {
+				dst[i] = Float16ToFloat32(binary.LittleEndian.Uint16(b[2*i:]))
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &Matrix{Rows: int(rows), Dim: int(dim), Data: data}, nil
+	}
+	data, err := readNPYPayload(s, h, decodeFloat32s)
+	if err != nil {
+		return nil, err
+	}
+	return &Matrix{Rows: int(rows), Dim: int(dim), Data: data}, nil
+}
+
+// readNPYIDs reads one int64 or uint64 vector of IDs from s.
+func readNPYIDs(s *source) ([]uint64, error) {
+	h, err := readNPYHeader(s)
+	if err != nil {
+		return nil, err
+	}
+	switch h.descr {
+	case npyInt64:
+		h.dtype, h.elem = "int64", 8
+	case npyUint64:
+		h.dtype, h.elem = "uint64", 8
+	default:
+		return nil, formatErrorf(s.name, "dtype %s is not supported for IDs: need little-endian int64 ('<i8') or uint64 ('<u8')", h.descrShown)
+	}
+	if len(h.shape) != 1 {
+		return nil, formatErrorf(s.name, "shape %s is %d-D: IDs need a 1-D array (n,)", h.repr, len(h.shape))
+	}
+	ids, err := readNPYPayload(s, h, func(dst []uint64, b []byte) {
+		for i := range dst {
+			dst[i] = binary.LittleEndian.Uint64(b[8*i:])
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if h.descr == npyInt64 {
+		for i, id := range ids {
+			if int64(id) < 0 {
+				return nil, formatErrorf(s.name, "ID %d is %d: IDs must be non-negative", i, int64(id))
+			}
+		}
+	}
+	return ids, nil
+}
+
+// readNPYPayload reads the n elements h describes, after checking their size
+// against what s holds (or its cap) and before allocating for them.
+func readNPYPayload[T any](s *source, h npyHeader, decode func([]T, []byte)) ([]T, error) {
+	payload, ok := npyPayloadSize(h)
+	if !ok {
+		return nil, formatErrorf(s.name, "shape %s of %s is too large for memory", h.repr, h.dtype)
+	}
+	n := payload / int64(h.elem)
+	what := fmt.Sprintf("shape %s of %s", h.repr, h.dtype)
+	if err := s.claim(payload, what, func(have int64) error {
+		return formatErrorf(s.name, "payload truncated: %s needs %d bytes, only %d there", what, payload, have)
+	}); err != nil {
+		return nil, err
+	}
+	exact := int64(0)
+	if s.size >= 0 {
+		exact = n
+	}
+	g := newGrowing[T](exact)
+	got, err := readValues(s, g, n, h.elem, decode)
+	if err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, formatErrorf(s.name, "payload truncated: %s needs %d bytes, got %d", what, payload, got)
+		}
+		return nil, s.ioError(err)
+	}
+	return g.result(), nil
+}
+
+// readNPYHeader reads the magic, version and header dict, checks the dict
+// the way numpy does, and returns what it says; the dtype and shape are left
+// to the caller to judge.
+func readNPYHeader(s *source) (npyHeader, error) {
+	name := s.name
+	if err := s.checkpoint(); err != nil {
+		return npyHeader{}, s.ioError(err)
+	}
 	var pre [8]byte
-	n, err := io.ReadFull(r, pre[:])
+	n, err := s.readFull(pre[:])
 	if err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil, formatErrorf(name, "too short for an npy file: %d bytes, the magic and version need 8", n)
+			return npyHeader{}, formatErrorf(name, "too short for an npy file: %d bytes, the magic and version need 8", n)
 		}
-		return nil, fmt.Errorf("host: read %s: %w", name, err)
+		return npyHeader{}, s.ioError(err)
 	}
 	if string(pre[:6]) != npyMagic {
-		return nil, formatErrorf(name, "bad magic %q: not an npy file (want %q)", pre[:6], npyMagic)
+		return npyHeader{}, formatErrorf(name, "bad magic %q: not an npy file (want %q)", pre[:6], npyMagic)
 	}
 	major, minor := pre[6], pre[7]
 	if minor != 0 || major < 1 || major > 3 {
-		return nil, formatErrorf(name, "unsupported npy format version %d.%d: want 1.0, 2.0 or 3.0", major, minor)
+		return npyHeader{}, formatErrorf(name, "unsupported npy format version %d.%d: want 1.0, 2.0 or 3.0", major, minor)
 	}
 	lenSize := 4 // 2.0 and 3.0: uint32
 	if major == 1 {
 		lenSize = 2
 	}
 	var lenField [4]byte
-	if _, err := io.ReadFull(r, lenField[:lenSize]); err != nil {
+	if _, err := s.readFull(lenField[:lenSize]); err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil, formatErrorf(name, "npy header length field truncated")
+			return npyHeader{}, formatErrorf(name, "npy header length field truncated")
 		}
-		return nil, fmt.Errorf("host: read %s: %w", name, err)
+		return npyHeader{}, s.ioError(err)
 	}
 	hlen := int64(binary.LittleEndian.Uint32(lenField[:])) // zero-padded when 2 bytes
-	prefix := int64(8 + lenSize)
 	if hlen > npyMaxHeader {
-		return nil, formatErrorf(name, "npy header length %d exceeds the %d-byte limit", hlen, npyMaxHeader)
+		return npyHeader{}, formatErrorf(name, "npy header length %d exceeds the %d-byte limit", hlen, npyMaxHeader)
 	}
-	if avail >= 0 && prefix+hlen > avail {
-		return nil, formatErrorf(name, "npy header truncated: header length %d needs %d bytes, only %d there",
-			hlen, prefix+hlen, avail)
+	if err := s.claim(hlen, "the npy header", func(have int64) error {
+		return formatErrorf(name, "npy header truncated: header length %d needs %d bytes, only %d there",
+			hlen, s.off+hlen, s.off+have)
+	}); err != nil {
+		return npyHeader{}, err
 	}
-	raw := make([]byte, hlen)
-	if k, err := io.ReadFull(r, raw); err != nil {
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil, formatErrorf(name, "npy header truncated: want %d bytes, got %d", hlen, k)
-		}
-		return nil, fmt.Errorf("host: read %s: %w", name, err)
+	exact := int64(0)
+	if s.size >= 0 {
+		exact = hlen
 	}
-	h, err := parseNPYHeader(string(raw))
-	if err != nil {
-		return nil, formatErrorf(name, "%v", err)
-	}
-
-	elems, payload, ok := npyPayloadSize(h)
-	if !ok {
-		return nil, formatErrorf(name, "shape %s of %s is too large for memory", h.shape, h.dtype)
-	}
-	if avail >= 0 && avail-prefix-hlen < payload {
-		return nil, formatErrorf(name, "payload truncated: shape %s of %s needs %d bytes, only %d there",
-			h.shape, h.dtype, payload, avail-prefix-hlen)
-	}
-	capacity := elems
-	if avail < 0 {
-		capacity = min(elems, matrixReadChunk/int64(h.elemSize))
-	}
-	buf := make([]byte, min(payload, matrixReadChunk)+int64(h.elemSize))
-	data, got, err := readFloat32s(r, make([]float32, 0, capacity), elems, h.elemSize, buf)
+	g := newGrowing[byte](exact)
+	k, err := readValues(s, g, hlen, 1, func(dst, b []byte) { copy(dst, b) })
 	if err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil, formatErrorf(name, "payload truncated: shape %s of %s needs %d bytes, got %d",
-				h.shape, h.dtype, payload, got)
+			return npyHeader{}, formatErrorf(name, "npy header truncated: want %d bytes, got %d", hlen, k)
 		}
-		return nil, fmt.Errorf("host: read %s: %w", name, err)
+		return npyHeader{}, s.ioError(err)
 	}
-	return &Matrix{Rows: int(h.rows), Dim: int(h.dim), Data: data}, nil
+	h, err := parseNPYHeader(string(g.result()))
+	if err != nil {
+		return npyHeader{}, formatErrorf(name, "%v", err)
+	}
+	return h, nil
 }
 
-// npyPayloadSize returns the element and byte counts of h's payload, with
-// ok false when either overflows (int on this platform, or int64).
-func npyPayloadSize(h npyHeader) (elems, payload int64, ok bool) {
-	hi, lo := bits.Mul64(uint64(h.rows), uint64(h.dim))
-	if hi != 0 || lo > math.MaxInt64/uint64(h.elemSize) || lo > uint64(math.MaxInt) {
-		return 0, 0, false
+// npyPayloadSize returns the byte count of h's payload, with ok false when
+// it or the element count overflows (int on this platform, or int64).
+func npyPayloadSize(h npyHeader) (payload int64, ok bool) {
+	elems := uint64(1)
+	for _, d := range h.shape {
+		hi, lo := bits.Mul64(elems, uint64(d))
+		if hi != 0 {
+			return 0, false
+		}
+		elems = lo
 	}
-	return int64(lo), int64(lo) * int64(h.elemSize), true
+	if elems > math.MaxInt64/uint64(h.elem) || elems > uint64(math.MaxInt) {
+		return 0, false
+	}
+	return int64(elems) * int64(h.elem), true
 }
 
 // parseNPYHeader checks the header dict the way numpy does (exactly the keys
-// descr, fortran_order and shape) and accepts only what a Matrix can hold.
+// descr, fortran_order and shape, C order, a tuple of non-negative integers
+// for shape) and returns it.
 func parseNPYHeader(s string) (npyHeader, error) {
 	p := &pyParser{s: s}
 	v, err := p.parse()
 	if err != nil {
-		return npyHeader{}, fmt.Errorf("cannot parse npy header %q: %v", strings.TrimRight(s, " \n"), err)
+		return npyHeader{}, fmt.Errorf("cannot parse npy header %s: %v", clip(strings.TrimRight(s, " \n")), err)
 	}
 	d, ok := v.(pyDict)
 	if !ok {
@@ -163,18 +278,13 @@ func parseNPYHeader(s string) (npyHeader, error) {
 	}
 	if len(extra) > 0 {
 		sort.Strings(extra)
-		return npyHeader{}, fmt.Errorf("npy header has unexpected key %s (want only descr, fortran_order, shape)", strings.Join(extra, ", "))
+		return npyHeader{}, fmt.Errorf("npy header has unexpected key %s (want only descr, fortran_order, shape)",
+			clipList(extra))
 	}
 
 	var h npyHeader
-	switch descr, _ := d["descr"].(string); descr {
-	case npyFloat32:
-		h.dtype, h.elemSize = "float32", 4
-	case npyFloat16:
-		h.dtype, h.elemSize = "float16", 2
-	default:
-		return npyHeader{}, fmt.Errorf("dtype %s is not supported: need little-endian float32 ('<f4') or float16 ('<f2')", pyRepr(d["descr"]))
-	}
+	h.descr, _ = d["descr"].(string) // "" when not a string: never supported
+	h.descrShown = pyRepr(d["descr"])
 	switch fo := d["fortran_order"]; fo {
 	case false:
 	case true:
@@ -183,23 +293,27 @@ func parseNPYHeader(s string) (npyHeader, error) {
 		return npyHeader{}, fmt.Errorf("fortran_order is %s, not True or False", pyRepr(fo))
 	}
 	shape, ok := d["shape"].(pyTuple)
-	h.shape = pyRepr(d["shape"])
+	h.repr = pyRepr(d["shape"])
 	if !ok {
-		return npyHeader{}, fmt.Errorf("shape %s is not a tuple", h.shape)
+		return npyHeader{}, fmt.Errorf("shape %s is not a tuple", h.repr)
 	}
 	for _, x := range shape {
-		if n, ok := x.(int64); !ok || n < 0 {
-			return npyHeader{}, fmt.Errorf("shape %s: every dimension must be a non-negative integer", h.shape)
+		n, ok := x.(int64)
+		if !ok || n < 0 {
+			return npyHeader{}, fmt.Errorf("shape %s: every dimension must be a non-negative integer", h.repr)
 		}
-	}
-	if len(shape) != 2 {
-		return npyHeader{}, fmt.Errorf("shape %s is %d-D: need a 2-D array (rows, dim)", h.shape, len(shape))
-	}
-	h.rows, h.dim = shape[0].(int64), shape[1].(int64)
-	if h.dim == 0 {
-		return npyHeader{}, fmt.Errorf("shape %s has zero dim", h.shape)
+		h.shape = append(h.shape, n)
 	}
 	return h, nil
+}
+
+// clipList joins names for a message, at most clipBytes of them.
+func clipList(names []string) string {
+	s := strings.Join(names, ", ")
+	if len(s) > clipBytes {
+		return fmt.Sprintf("%s... (%d keys)", s[:clipBytes], len(names))
+	}
+	return s
 }
 
 // WriteNPY writes m as a version 1.0 .npy array of dtype "<f4" (float32) or
@@ -259,299 +373,4 @@ func npyHeaderBytes(dtype string, rows, dim int) string {
 	b.WriteString(strings.Repeat(" ", pad))
 	b.WriteByte('\n')
 	return b.String()
-}
-
-// Float16Bits returns the IEEE 754 binary16 encoding of f, rounded to the
-// nearest representable value with ties to even; magnitudes that round past
-// 65504 become ±Inf, values below half the smallest subnormal (2^-25) become
-// ±0, and a NaN stays a NaN (its top payload bits kept). The GPU path uses the
-// same encoding for f16 slabs.
-func Float16Bits(f float32) uint16 {
-	b := math.Float32bits(f)
-	sign := uint16(b>>16) & 0x8000
-	exp := int32(b>>23) & 0xff
-	man := b & 0x7fffff
-	if exp == 0xff {
-		if man == 0 {
-			return sign | 0x7c00
-		}
-		m := uint16(man >> 13)
-		if m == 0 {
-			m = 0x200 // the payload lived in the dropped bits: keep it a (quiet) NaN
-		}
-		return sign | 0x7c00 | m
-	}
-	e := exp - 127 + 15 // rebias
-	if e >= 0x1f {
-		return sign | 0x7c00
-	}
-	if e <= 0 {
-		// Subnormal (or zero) in binary16: the unit is 2^-24.
-		if e < -10 {
-			return sign
-		}
-		m := man | 0x800000
-		shift := uint32(14 - e)
-		h := m >> shift
-		rem := m & (1<<shift - 1)
-		half := uint32(1) << (shift - 1)
-		if rem > half || (rem == half && h&1 == 1) {
-			h++ // may carry into the smallest normal, which is the right answer
-		}
-		return sign | uint16(h)
-	}
-	h := uint32(e)<<10 | man>>13
-	rem := man & 0x1fff
-	if rem > 0x1000 || (rem == 0x1000 && h&1 == 1) {
-		h++ // a carry into the exponent is correct, up to and including Inf
-	}
-	return sign | uint16(h)
-}
-
-// Float16ToFloat32 widens the IEEE 754 binary16 value h to float32 exactly
-// (every binary16 value, subnormals included, is a float32); NaN payloads are
-// kept, so Float16Bits(Float16ToFloat32(h)) == h for every h.
-func Float16ToFloat32(h uint16) float32 {
-	sign := uint32(h&0x8000) << 16
-	exp := uint32(h>>10) & 0x1f
-	man := uint32(h & 0x3ff)
-	switch exp {
-	case 0x1f:
-		return math.Float32frombits(sign | 0x7f800000 | man<<13)
-	case 0:
-		if man == 0 {
-			return math.Float32frombits(sign)
-		}
-		e := uint32(127 - 15 + 1)
-		for man&0x400 == 0 {
-			man <<= 1
-			e--
-		}
-		return math.Float32frombits(sign | e<<23 | (man&0x3ff)<<13)
-	}
-	return math.Float32frombits(sign | (exp+127-15)<<23 | man<<13)
-}
-
-// pyParser reads the small subset of Python literals that npy headers use:
-// dicts, tuples, lists, strings, integers (with Python 2's L suffix), True,
-// False and None.
-type pyParser struct {
-	s     string
-	pos   int
-	depth int
-}
-
-type (
-	pyDict  map[string]any
-	pyTuple []any
-	pyList  []any
-	pyNone  struct{}
-)
-
-func (p *pyParser) parse() (any, error) {
-	v, err := p.value()
-	if err != nil {
-		return nil, err
-	}
-	p.space()
-	if p.pos != len(p.s) {
-		return nil, fmt.Errorf("unexpected %q after the literal at offset %d", p.rest(), p.pos)
-	}
-	return v, nil
-}
-
-func (p *pyParser) space() {
-	for p.pos < len(p.s) && strings.IndexByte(" \t\r\n", p.s[p.pos]) >= 0 {
-		p.pos++
-	}
-}
-
-func (p *pyParser) rest() string {
-	r := p.s[p.pos:]
-	if len(r) > 16 {
-		r = r[:16] + "..."
-	}
-	return r
-}
-
-func (p *pyParser) value() (any, error) {
-	p.space()
-	if p.pos >= len(p.s) {
-		return nil, errors.New("unexpected end of header")
-	}
-	switch c := p.s[p.pos]; {
-	case c == '{' || c == '(' || c == '[':
-		return p.container(c)
-	case c == '\'' || c == '"':
-		return p.str()
-	case c == '-' || c == '+' || ('0' <= c && c <= '9'):
-		return p.integer()
-	}
-	for word, v := range map[string]any{"True": true, "False": false, "None": pyNone{}} {
-		if strings.HasPrefix(p.s[p.pos:], word) {
-			p.pos += len(word)
-			return v, nil
-		}
-	}
-	return nil, fmt.Errorf("unexpected %q at offset %d", p.rest(), p.pos)
-}
-
-func (p *pyParser) container(open byte) (any, error) {
-	if p.depth++; p.depth > npyMaxDepth {
-		return nil, fmt.Errorf("literal nested deeper than %d", npyMaxDepth)
-	}
-	defer func() { p.depth-- }()
-	closer := map[byte]byte{'{': '}', '(': ')', '[': ']'}[open]
-	p.pos++
-	var items []any
-	dict := pyDict{}
-	commas := 0
-	for {
-		p.space()
-		if p.pos < len(p.s) && p.s[p.pos] == closer {
-			p.pos++
-			break
-		}
-		if p.pos >= len(p.s) {
-			return nil, fmt.Errorf("unexpected end of header: %q not closed", open)
-		}
-		if len(items)+len(dict) > commas {
-			return nil, fmt.Errorf("expected ',' or %q at offset %d, found %q", closer, p.pos, p.rest())
-		}
-		if open == '{' {
-			k, err := p.value()
-			if err != nil {
-				return nil, err
-			}
-			key, ok := k.(string)
-			if !ok {
-				return nil, fmt.Errorf("dict key %s is not a string", pyRepr(k))
-			}
-			p.space()
-			if p.pos >= len(p.s) || p.s[p.pos] != ':' {
-				return nil, fmt.Errorf("expected ':' after key %s at offset %d", pyRepr(key), p.pos)
-			}
-			p.pos++
-			v, err := p.value()
-			if err != nil {
-				return nil, err
-			}
-			if _, dup := dict[key]; dup {
-				return nil, fmt.Errorf("duplicate key %s", pyRepr(key))
-			}
-			dict[key] = v
-		} else {
-			v, err := p.value()
-			if err != nil {
-				return nil, err
-			}
-			items = append(items, v)
-		}
-		p.space()
-		if p.pos < len(p.s) && p.s[p.pos] == ',' {
-			p.pos++
-			commas++
-		}
-	}
-	switch open {
-	case '{':
-		return dict, nil
-	case '[':
-		return pyList(items), nil
-	}
-	if len(items) == 1 && commas == 0 {
-		return items[0], nil // (x) is just x in Python, not a tuple
-	}
-	return pyTuple(items), nil
-}
-
-func (p *pyParser) str() (any, error) {
-	q := p.s[p.pos]
-	start := p.pos
-	p.pos++
-	var b strings.Builder
-	for p.pos < len(p.s) {
-		c := p.s[p.pos]
-		p.pos++
-		switch c {
-		case q:
-			return b.String(), nil
-		case '\\':
-			if p.pos < len(p.s) {
-				b.WriteByte(p.s[p.pos])
-				p.pos++
-			}
-		case '\n':
-			return nil, fmt.Errorf("unterminated string at offset %d", start)
-		default:
-			b.WriteByte(c)
-		}
-	}
-	return nil, fmt.Errorf("unterminated string at offset %d", start)
-}
-
-func (p *pyParser) integer() (any, error) {
-	start := p.pos
-	if c := p.s[p.pos]; c == '-' || c == '+' {
-		p.pos++
-	}
-	for p.pos < len(p.s) && '0' <= p.s[p.pos] && p.s[p.pos] <= '9' {
-		p.pos++
-	}
-	lit := p.s[start:p.pos]
-	if p.pos < len(p.s) && (p.s[p.pos] == 'L' || p.s[p.pos] == 'l') {
-		p.pos++ // Python 2 long, as old numpy wrote shapes
-	}
-	n, err := strconv.ParseInt(lit, 10, 64)
-	if err != nil {
-		if errors.Is(err, strconv.ErrRange) {
-			return nil, fmt.Errorf("integer %s out of range", lit)
-		}
-		return nil, fmt.Errorf("bad number %q at offset %d", lit, start)
-	}
-	return n, nil
-}
-
-// pyRepr prints a parsed value back as Python would, for error messages.
-func pyRepr(v any) string {
-	switch x := v.(type) {
-	case string:
-		return "'" + x + "'"
-	case bool:
-		if x {
-			return "True"
-		}
-		return "False"
-	case pyNone:
-		return "None"
-	case int64:
-		return strconv.FormatInt(x, 10)
-	case pyTuple:
-		parts := make([]string, len(x))
-		for i, e := range x {
-			parts[i] = pyRepr(e)
-		}
-		if len(x) == 1 {
-			return "(" + parts[0] + ",)"
-		}
-		return "(" + strings.Join(parts, ", ") + ")"
-	case pyList:
-		parts := make([]string, len(x))
-		for i, e := range x {
-			parts[i] = pyRepr(e)
-		}
-		return "[" + strings.Join(parts, ", ") + "]"
-	case pyDict:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		parts := make([]string, len(keys))
-		for i, k := range keys {
-			parts[i] = pyRepr(k) + ": " + pyRepr(x[k])
-		}
-		return "{" + strings.Join(parts, ", ") + "}"
-	}
-	return fmt.Sprint(v)
 }

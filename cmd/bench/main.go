@@ -202,8 +202,8 @@ func (f *flags) options() (bench.Options, error) {
 }
 
 // readMatrix reads a data file for flag name, as a usage error on failure.
-func readMatrix(name, path string) (*host.Matrix, error) {
-	m, err := host.ReadMatrixFile(path)
+func readMatrix(ctx context.Context, name, path string) (*host.Matrix, error) {
+	m, err := host.ReadMatrixFile(ctx, path)
 	if err != nil {
 		return nil, usagef("--%s: %v", name, err)
 	}
@@ -215,10 +215,10 @@ func readMatrix(name, path string) (*host.Matrix, error) {
 
 // workload loads or generates the vectors and queries. It returns the
 // report's description of each source.
-func (f *flags) workload(progress func(string)) (w *bench.Workload, data, queries string, seed *uint64, err error) {
+func (f *flags) workload(ctx context.Context, progress func(string)) (w *bench.Workload, data, queries string, seed *uint64, err error) {
 	var dm, qm *host.Matrix
 	if f.data != "" {
-		if dm, err = readMatrix("data", f.data); err != nil {
+		if dm, err = readMatrix(ctx, "data", f.data); err != nil {
 			return
 		}
 		if f.set["dim"] && f.dim != dm.Dim {
@@ -227,7 +227,7 @@ func (f *flags) workload(progress func(string)) (w *bench.Workload, data, querie
 		}
 	}
 	if f.queries != "" {
-		if qm, err = readMatrix("queries", f.queries); err != nil {
+		if qm, err = readMatrix(ctx, "queries", f.queries); err != nil {
 			return
 		}
 	}
@@ -318,7 +318,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	progress := newProgress(stderr)
 	defer progress.done()
 	opt.Progress = progress.show
-	w, data, queries, seed, err := f.workload(progress.show)
+	w, data, queries, seed, err := f.workload(ctx, progress.show)
 	if err != nil {
 		progress.done()
 		fmt.Fprintln(stderr, "bench:", err)

@@ -72,7 +72,7 @@ func TestBadInput(t *testing.T) {
 	nanPath := filepath.Join(t.TempDir(), "nan.npy")
 	require.NoError(t, host.WriteMatrixFile(nanPath, nan, ""))
 	zero := writeMatrix(t, "zero.npy", 1, 4, seed)
-	zm, err := host.ReadMatrixFile(zero)
+	zm, err := host.ReadMatrixFile(context.Background(), zero)
 	require.NoError(t, err)
 	clear(zm.Data)
 	require.NoError(t, host.WriteMatrixFile(zero, zm, ""))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -130,7 +131,7 @@ func syntheticSet(n, dim int, seed int64) *memorySet {
 // loadSet reads a .npy or .fvecs file, keeps its first n rows (n 0: all)
 // and normalises them. A zero or non-finite row is an error naming it.
 func loadSet(path string, n int) (*memorySet, error) {
-	mat, err := host.ReadMatrixFile(path)
+	mat, err := host.ReadMatrixFile(context.Background(), path)
 	if err != nil {
 		return nil, err
 	}

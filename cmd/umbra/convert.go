@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/umbravec/umbra/host"
@@ -15,9 +17,11 @@ var convertCommand = &command{
 	synopsis: "convert IN OUT [--dtype f32|f16]",
 	help: `
 Read the matrix in IN and write it to OUT, each in the format its extension
-names: .npy (2-D, float32 or float16) or .fvecs (float32). Values are copied
-as they are, NaN and infinities included. OUT is replaced atomically, so IN
-and OUT may be the same file.
+names: .npy (2-D, float32 or float16) or .fvecs (float32); IN may also be
+.bvecs (uint8). Values are copied as they are, NaN and infinities included.
+OUT is replaced atomically (a temporary file beside it, fsynced, renamed),
+so IN and OUT may be the same file; an existing OUT keeps its permissions
+and a symlink OUT is written through.
 
 Flags:
   --dtype T   the element type of an .npy OUT: f32 (default) or f16; .fvecs
@@ -46,10 +50,11 @@ func (c *convertCmd) Validate() error {
 	if n != 2 {
 		return usagef("want IN and OUT, got %s", plural(n, "argument"))
 	}
-	for _, p := range []string{c.In, c.Out} {
-		if err := checkExt(p); err != nil {
-			return err
-		}
+	if err := checkExt(c.In, ".npy", ".fvecs", ".bvecs"); err != nil {
+		return err
+	}
+	if err := checkExt(c.Out, ".npy", ".fvecs"); err != nil {
+		return err
 	}
 	if c.Dtype == "f16" && strings.EqualFold(filepath.Ext(c.Out), ".fvecs") {
 		return usagef("--dtype f16: .fvecs holds float32 only (write an .npy to get float16)")
@@ -57,12 +62,12 @@ func (c *convertCmd) Validate() error {
 	return nil
 }
 
-func (c *convertCmd) Run(e *env) error {
+func (c *convertCmd) Run(ctx context.Context, e *env) error {
 	in, out := c.In, c.Out
 	if err := notDir("OUT", out); err != nil {
 		return err
 	}
-	m, err := loadMatrix(e, "IN", in)
+	m, err := loadMatrix(ctx, e, "IN", in)
 	if err != nil {
 		return err
 	}
@@ -91,12 +96,13 @@ func plural(n int, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
-func checkExt(path string) error {
-	switch strings.ToLower(filepath.Ext(path)) {
-	case ".npy", ".fvecs":
+// checkExt refuses a file whose extension is not one of exts.
+func checkExt(path string, exts ...string) error {
+	if slices.Contains(exts, strings.ToLower(filepath.Ext(path))) {
 		return nil
 	}
-	return usagef("%s: unknown file type: want a .npy or .fvecs extension", path)
+	return usagef("%s: unknown file type: want a %s or %s extension", path,
+		strings.Join(exts[:len(exts)-1], ", "), exts[len(exts)-1])
 }
 
 // checkFloat16Range refuses a finite value that float16 would turn into an

@@ -2,9 +2,12 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/binary"
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -15,7 +18,7 @@ import (
 
 func readMatrix(t *testing.T, path string) *host.Matrix {
 	t.Helper()
-	m, err := host.ReadMatrixFile(path)
+	m, err := host.ReadMatrixFile(context.Background(), path)
 	require.NoError(t, err)
 	return m
 }
@@ -116,4 +119,51 @@ func TestConvertFailures(t *testing.T) {
 	r = umbra(t, "convert", big, filepath.Join(dir, "no-such-dir", "out.npy"))
 	require.Equal(t, exitFailure, r.code, "%s", r)
 	assert.Contains(t, requireErrorLine(t, r), "no-such-dir")
+}
+
+// TestConvertOutput: bvecs comes in; OUT keeps a 0600 mode, a symlink OUT
+// keeps being a link to the new data, and no temporary file is left.
+func TestConvertOutput(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("Unix modes and symlinks")
+	}
+	rng := newRand(t)
+	dir := t.TempDir()
+	const rows, dim = 9, 6
+	var bvecs []byte
+	want := make([]float32, 0, rows*dim)
+	for range rows {
+		bvecs = binary.LittleEndian.AppendUint32(bvecs, dim)
+		for range dim {
+			v := uint8(rng.Uint32())
+			bvecs = append(bvecs, v)
+			want = append(want, float32(v))
+		}
+	}
+	in := writeFile(t, dir, "in.bvecs", bvecs)
+
+	secret := filepath.Join(dir, "secret.npy")
+	require.NoError(t, os.WriteFile(secret, []byte("old"), 0o600))
+	link := filepath.Join(dir, "link.fvecs")
+	require.NoError(t, os.Symlink("real.fvecs", link))
+
+	convert(t, in, secret)
+	fi, err := os.Stat(secret)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	assert.Equal(t, want, readMatrix(t, secret).Data)
+
+	convert(t, in, link)
+	fi, err = os.Lstat(link)
+	require.NoError(t, err)
+	assert.NotZero(t, fi.Mode()&os.ModeSymlink, "OUT's symlink was replaced")
+	assert.Equal(t, want, readMatrix(t, filepath.Join(dir, "real.fvecs")).Data)
+
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	assert.ElementsMatch(t, []string{"in.bvecs", "secret.npy", "link.fvecs", "real.fvecs"}, names)
 }

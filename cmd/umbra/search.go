@@ -147,14 +147,14 @@ func (o *searchCmd) Run(ctx context.Context, e *env) error {
 	if err != nil {
 		return usagef("%s", cause(err))
 	}
-	data, err := loadMatrix(e, "--data", o.Data)
+	data, err := loadMatrix(ctx, e, "--data", o.Data)
 	if err != nil {
 		return err
 	}
 	if data.Rows == 0 {
 		return fmt.Errorf("--data %s holds no vectors (0 rows): nothing to search", o.Data)
 	}
-	queries, err := loadMatrix(e, "--queries", o.Queries)
+	queries, err := loadMatrix(ctx, e, "--queries", o.Queries)
 	if err != nil {
 		return err
 	}
@@ -245,12 +245,12 @@ func servedBy(info engine.Info, tr engine.Trace) engine.Backend {
 }
 
 // loadMatrix reads a data file, naming the flag it came from in errors.
-func loadMatrix(e *env, flagName, path string) (*host.Matrix, error) {
+func loadMatrix(ctx context.Context, e *env, flagName, path string) (*host.Matrix, error) {
 	if err := notDir(flagName, path); err != nil {
 		return nil, err
 	}
 	done := e.progress.step("loading " + path)
-	m, err := host.ReadMatrixFile(path)
+	m, err := host.ReadMatrixFile(ctx, path)
 	done()
 	if err != nil {
 		return nil, fmt.Errorf("%s: %s", flagName, cause(err))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"math"
 	"os"
@@ -171,9 +172,9 @@ func TestSearchMatchesFloat64Reference(t *testing.T) {
 			dataPath := writeMatrix(t, dir, tc.dataFile, randomMatrix(rng, rows, dim), tc.dataType)
 			qPath := writeMatrix(t, dir, tc.qFile, randomMatrix(rng, nq, dim), tc.qDtype)
 			// The reference uses the values as stored (float16 rounding included).
-			data, err := host.ReadMatrixFile(dataPath)
+			data, err := host.ReadMatrixFile(context.Background(), dataPath)
 			require.NoError(t, err)
-			queries, err := host.ReadMatrixFile(qPath)
+			queries, err := host.ReadMatrixFile(context.Background(), qPath)
 			require.NoError(t, err)
 
 			args := []string{"search", "--data", dataPath, "--queries", qPath, "--k", strconv.Itoa(k), "--device", "cpu"}

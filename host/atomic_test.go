@@ -1,0 +1,300 @@
+package host
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// writeBytes is a write callback that emits b.
+func writeBytes(b []byte) func(io.Writer) error {
+	return func(w io.Writer) error { _, err := w.Write(b); return err }
+}
+
+// assertOnly checks that dir holds exactly the named entries: no temporary
+// file was left behind.
+func assertOnly(t *testing.T, dir string, names ...string) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var got []string
+	for _, e := range entries {
+		got = append(got, e.Name())
+	}
+	assert.ElementsMatch(t, names, got, "directory %s", dir)
+}
+
+func randomBytes(t *testing.T, n int) []byte {
+	rng := newMatrixRand(t)
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	return b
+}
+
+func TestWriteFileAtomicPermissions(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("Unix permission bits")
+	}
+	content := randomBytes(t, 3000)
+	dir := t.TempDir()
+
+	t.Run("existing 0600 stays 0600", func(t *testing.T) {
+		path := filepath.Join(dir, "secret.npy")
+		require.NoError(t, os.WriteFile(path, []byte("old"), 0o600))
+		require.NoError(t, os.Chmod(path, 0o600))
+		require.NoError(t, WriteFileAtomic(path, 0o644, writeBytes(content)))
+		fi, err := os.Stat(path)
+		require.NoError(t, err)
+		assert.Equal(t, fs.FileMode(0o600), fi.Mode().Perm())
+		got, err := os.ReadFile(path)
+		require.NoError(t, err)
+		assert.Equal(t, content, got)
+	})
+	t.Run("existing 0664 stays 0664 whatever the umask", func(t *testing.T) {
+		path := filepath.Join(dir, "shared.npy")
+		require.NoError(t, os.WriteFile(path, []byte("old"), 0o600))
+		require.NoError(t, os.Chmod(path, 0o664)) // chmod ignores the umask
+		require.NoError(t, WriteFileAtomic(path, 0o600, writeBytes(content)))
+		fi, err := os.Stat(path)
+		require.NoError(t, err)
+		assert.Equal(t, fs.FileMode(0o664), fi.Mode().Perm())
+	})
+	t.Run("new file gets perm less the umask", func(t *testing.T) {
+		// What the kernel makes of 0644 under this process's umask, learnt
+		// the same way a plain create would.
+		probe := filepath.Join(t.TempDir(), "probe")
+		f, err := os.OpenFile(probe, os.O_CREATE|os.O_WRONLY, 0o644)
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+		want, err := os.Stat(probe)
+		require.NoError(t, err)
+
+		path := filepath.Join(dir, "new.fvecs")
+		require.NoError(t, WriteFileAtomic(path, 0o644, writeBytes(content)))
+		fi, err := os.Stat(path)
+		require.NoError(t, err)
+		assert.Equal(t, want.Mode().Perm(), fi.Mode().Perm())
+	})
+	assertOnly(t, dir, "secret.npy", "shared.npy", "new.fvecs")
+}
+
+// TestWriteFileAtomicOrder: the data is fsynced before the rename and the
+// directory after it; anything else can lose the file in a crash.
+func TestWriteFileAtomicOrder(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "v.npy")
+	var steps []string
+	hook(t, &syncFile, func(f *os.File) error {
+		steps = append(steps, "sync file "+filepath.Base(f.Name()))
+		return f.Sync()
+	})
+	hook(t, &renameFile, func(from, to string) error {
+		steps = append(steps, "rename "+filepath.Base(from)+" -> "+filepath.Base(to))
+		return os.Rename(from, to)
+	})
+	hook(t, &syncDir, func(d string) error {
+		steps = append(steps, "sync dir "+d)
+		return syncDirectory(d)
+	})
+	require.NoError(t, WriteFileAtomic(path, 0o644, writeBytes(randomBytes(t, 100))))
+	require.Len(t, steps, 3, "%q", steps)
+	tmp := strings.TrimPrefix(steps[0], "sync file ")
+	assert.True(t, strings.HasPrefix(tmp, ".v.npy.") && strings.HasSuffix(tmp, TempSuffix), "temporary name %q", tmp)
+	assert.Equal(t, "rename "+tmp+" -> v.npy", steps[1])
+	assert.Equal(t, "sync dir "+dir, steps[2])
+}
+
+func hook[T any](t *testing.T, v *T, f T) {
+	old := *v
+	*v = f
+	t.Cleanup(func() { *v = old })
+}
+
+// TestWriteFileAtomicFailures: whichever step fails, the old content stays
+// and no temporary file is left.
+func TestWriteFileAtomicFailures(t *testing.T) {
+	errBoom := errors.New("boom")
+	old := randomBytes(t, 500)
+	cases := []struct {
+		name  string
+		setup func(t *testing.T)
+		write func(io.Writer) error
+	}{
+		{"write fails", nil, func(w io.Writer) error {
+			_, _ = w.Write([]byte("partial"))
+			return errBoom
+		}},
+		{"sync fails", func(t *testing.T) {
+			hook(t, &syncFile, func(*os.File) error { return errBoom })
+		}, writeBytes([]byte("new"))},
+		{"rename fails", func(t *testing.T) {
+			hook(t, &renameFile, func(string, string) error { return errBoom })
+		}, writeBytes([]byte("new"))},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "v.npy")
+			require.NoError(t, os.WriteFile(path, old, 0o644))
+			if tc.setup != nil {
+				tc.setup(t)
+			}
+			err := WriteFileAtomic(path, 0o644, tc.write)
+			assert.ErrorIs(t, err, errBoom)
+			got, rerr := os.ReadFile(path)
+			require.NoError(t, rerr)
+			assert.Equal(t, old, got)
+			assertOnly(t, dir, "v.npy")
+		})
+	}
+	t.Run("write panics", func(t *testing.T) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "v.npy")
+		assert.Panics(t, func() {
+			_ = WriteFileAtomic(path, 0o644, func(io.Writer) error { panic("boom") })
+		})
+		assertOnly(t, dir)
+	})
+	t.Run("directory sync fails after the rename", func(t *testing.T) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "v.npy")
+		hook(t, &syncDir, func(string) error { return errBoom })
+		err := WriteFileAtomic(path, 0o644, writeBytes([]byte("new")))
+		assert.ErrorIs(t, err, errBoom)
+		assert.Contains(t, err.Error(), "after renaming")
+		assertOnly(t, dir, "v.npy") // in place, but its durability is not promised
+	})
+	t.Run("not a regular file", func(t *testing.T) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "d.npy")
+		require.NoError(t, os.Mkdir(path, 0o755))
+		err := WriteFileAtomic(path, 0o644, writeBytes([]byte("new")))
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "not a regular file")
+		assertOnly(t, dir, "d.npy")
+	})
+}
+
+func TestWriteFileAtomicSymlink(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("symlinks need privileges on Windows")
+	}
+	content := randomBytes(t, 700)
+	t.Run("relative link in another directory", func(t *testing.T) {
+		root := t.TempDir()
+		require.NoError(t, os.Mkdir(filepath.Join(root, "data"), 0o755))
+		require.NoError(t, os.Mkdir(filepath.Join(root, "links"), 0o755))
+		target := filepath.Join(root, "data", "real.npy")
+		require.NoError(t, os.WriteFile(target, []byte("old"), 0o600))
+		link := filepath.Join(root, "links", "v.npy")
+		require.NoError(t, os.Symlink("../data/real.npy", link))
+
+		require.NoError(t, WriteFileAtomic(link, 0o644, writeBytes(content)))
+		fi, err := os.Lstat(link)
+		require.NoError(t, err)
+		assert.NotZero(t, fi.Mode()&fs.ModeSymlink, "the link was replaced by a regular file")
+		got, err := os.ReadFile(target)
+		require.NoError(t, err)
+		assert.Equal(t, content, got)
+		fi, err = os.Stat(target)
+		require.NoError(t, err)
+		assert.Equal(t, fs.FileMode(0o600), fi.Mode().Perm())
+		assertOnly(t, filepath.Join(root, "links"), "v.npy")
+		assertOnly(t, filepath.Join(root, "data"), "real.npy")
+	})
+	t.Run("chain of links", func(t *testing.T) {
+		dir := t.TempDir()
+		target := filepath.Join(dir, "real.npy")
+		require.NoError(t, os.WriteFile(target, []byte("old"), 0o644))
+		require.NoError(t, os.Symlink(target, filepath.Join(dir, "b.npy")))
+		require.NoError(t, os.Symlink("b.npy", filepath.Join(dir, "a.npy")))
+		require.NoError(t, WriteFileAtomic(filepath.Join(dir, "a.npy"), 0o644, writeBytes(content)))
+		got, err := os.ReadFile(target)
+		require.NoError(t, err)
+		assert.Equal(t, content, got)
+		for _, l := range []string{"a.npy", "b.npy"} {
+			fi, err := os.Lstat(filepath.Join(dir, l))
+			require.NoError(t, err)
+			assert.NotZero(t, fi.Mode()&fs.ModeSymlink, l)
+		}
+	})
+	t.Run("dangling link creates its target", func(t *testing.T) {
+		dir := t.TempDir()
+		link := filepath.Join(dir, "v.npy")
+		require.NoError(t, os.Symlink("made.npy", link))
+		require.NoError(t, WriteFileAtomic(link, 0o644, writeBytes(content)))
+		got, err := os.ReadFile(filepath.Join(dir, "made.npy"))
+		require.NoError(t, err)
+		assert.Equal(t, content, got)
+	})
+	t.Run("loop", func(t *testing.T) {
+		dir := t.TempDir()
+		require.NoError(t, os.Symlink("b.npy", filepath.Join(dir, "a.npy")))
+		require.NoError(t, os.Symlink("a.npy", filepath.Join(dir, "b.npy")))
+		err := WriteFileAtomic(filepath.Join(dir, "a.npy"), 0o644, writeBytes(content))
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "too many levels of symbolic links")
+	})
+}
+
+// TestLeftoverTempIsNotOutput: what a writer killed mid-way leaves behind is
+// recognisable and no reader takes it for a vector file.
+func TestLeftoverTempIsNotOutput(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "v.npy")
+	var tmp string
+	err := WriteFileAtomic(path, 0o644, func(w io.Writer) error {
+		entries, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		require.Len(t, entries, 1)
+		tmp = filepath.Join(dir, entries[0].Name())
+		return errors.New("killed")
+	})
+	require.Error(t, err)
+	base := filepath.Base(tmp)
+	assert.True(t, strings.HasPrefix(base, ".v.npy.") && strings.HasSuffix(base, TempSuffix), "temporary name %q", base)
+
+	// Play the killed process: the same name, with the whole payload in it.
+	rng := newMatrixRand(t)
+	m := randomMatrix(rng, 3, 4)
+	f, err := os.Create(tmp)
+	require.NoError(t, err)
+	require.NoError(t, WriteNPY(f, m, "<f4"))
+	require.NoError(t, f.Close())
+	_, err = ReadMatrixFile(t.Context(), tmp)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, ErrFormat)
+	assert.Contains(t, err.Error(), "unknown file extension")
+	_, err = ReadIDsFile(t.Context(), tmp)
+	assert.ErrorIs(t, err, ErrFormat)
+}
+
+func ExampleWriteFileAtomic() {
+	dir, err := os.MkdirTemp("", "umbra-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "notes.txt")
+	err = WriteFileAtomic(path, 0o644, func(w io.Writer) error {
+		_, err := io.WriteString(w, "all or nothing\n")
+		return err
+	})
+	if err != nil {
+		panic(err)
+	}
+	b, _ := os.ReadFile(path)
+	fmt.Print(string(b))
+	// Output: all or nothing
+}

@@ -1,0 +1,201 @@
+package host
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+)
+
+// The TEXMEX formats (the SIFT/GIST/BIGANN benchmark sets): each vector is
+// an int32 little-endian dim d followed by d components, float32 in .fvecs,
+// uint8 in .bvecs, int32 in .ivecs, all little-endian. There is no file
+// header, so a file with no vectors carries no dim either.
+
+// ReadFvecs reads .fvecs records from r until EOF. All vectors must share one
+// dim, which must be positive; an empty stream is an error ("no vectors")
+// because it has no dim to report. Values are kept as stored.
+//
+// Every malformed input (truncated record, dim <= 0, a dim differing from
+// vector 0's, empty stream) returns an error wrapping ErrFormat that names
+// the vector index and its byte offset. Memory grows only as records
+// actually arrive (or, for a regular *os.File or in-memory reader, is bounded
+// by the bytes left), so a lying dim field cannot force a huge allocation; a
+// source of unknown size that needs more than the stream cap fails with
+// ErrTooLarge. ctx is checked between pieces of at most 1 MiB.
+func ReadFvecs(ctx context.Context, r io.Reader, opts ...Option) (*Matrix, error) {
+	return readFvecs(vecsSource(ctx, r, "fvecs", opts))
+}
+
+func readFvecs(s *source) (*Matrix, error) {
+	rows, dim, data, err := readVecs(s, "fvecs", 4, decodeFloat32s)
+	if err != nil {
+		return nil, err
+	}
+	return &Matrix{Rows: rows, Dim: dim, Data: data}, nil
+}
+
+// ReadBvecs reads .bvecs records (uint8 components) from r until EOF, each
+// component widened to float32 exactly (0 to 255). Errors, sizes and ctx are
+// treated as by ReadFvecs.
+func ReadBvecs(ctx context.Context, r io.Reader, opts ...Option) (*Matrix, error) {
+	return readBvecs(vecsSource(ctx, r, "bvecs", opts))
+}
+
+func readBvecs(s *source) (*Matrix, error) {
+	rows, dim, data, err := readVecs(s, "bvecs", 1, func(dst []float32, b []byte) {
+		for i := range dst {
+			dst[i] = float32(b[i])
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Matrix{Rows: rows, Dim: dim, Data: data}, nil
+}
+
+// ReadIvecs reads .ivecs records (int32 components) from r until EOF: most
+// often ground-truth lists, one row of neighbour IDs per query. Errors, sizes
+// and ctx are treated as by ReadFvecs.
+func ReadIvecs(ctx context.Context, r io.Reader, opts ...Option) (*IntMatrix, error) {
+	return readIvecs(vecsSource(ctx, r, "ivecs", opts))
+}
+
+func readIvecs(s *source) (*IntMatrix, error) {
+	rows, dim, data, err := readVecs(s, "ivecs", 4, decodeInt32s)
+	if err != nil {
+		return nil, err
+	}
+	return &IntMatrix{Rows: rows, Dim: dim, Data: data}, nil
+}
+
+func vecsSource(ctx context.Context, r io.Reader, kind string, opts []Option) *source {
+	name := sourceName(r, kind+" stream")
+	size := remainingBytes(r)
+	if _, ok := r.(io.ByteReader); !ok {
+		r = bufio.NewReaderSize(r, 64<<10) // records are small: avoid a read call per field
+	}
+	return newSource(ctx, r, name, size, opts)
+}
+
+func decodeFloat32s(dst []float32, b []byte) {
+	for i := range dst {
+		dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+}
+
+func decodeInt32s(dst []int32, b []byte) {
+	for i := range dst {
+		dst[i] = int32(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+}
+
+// readVecs reads records of elem-byte components from s until EOF; kind
+// ("fvecs", ...) labels messages.
+func readVecs[T any](s *source, kind string, elem int, decode func([]T, []byte)) (rows, dim int, data []T, err error) {
+	name := s.name
+	var field [4]byte
+	// readDim returns the dim field of vector i, or ok false at a clean EOF.
+	readDim := func(i int) (d int64, at int64, ok bool, err error) {
+		at = s.off
+		n, err := s.readFull(field[:])
+		switch {
+		case err == nil:
+			return int64(int32(binary.LittleEndian.Uint32(field[:]))), at, true, nil
+		case errors.Is(err, io.EOF) && n == 0:
+			return 0, at, false, nil
+		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+			return 0, at, false, formatErrorf(name, "vector %d truncated: dim field has %d of 4 bytes, at byte %d", i, n, at)
+		}
+		return 0, at, false, s.ioError(err)
+	}
+
+	d0, _, ok, err := readDim(0)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	if !ok {
+		return 0, 0, nil, formatErrorf(name, "no vectors: the %s data is empty", kind)
+	}
+	if d0 <= 0 {
+		return 0, 0, nil, formatErrorf(name, "vector 0: dim %d must be positive", d0)
+	}
+	record := 4 + int64(elem)*d0 // no overflow: d0 < 2^31
+	if s.size < 0 && record-4 > s.limit-s.off {
+		// Refused before a byte of it is read: a stream can only say it is
+		// truncated at its end, and getting there could cost the whole cap.
+		return 0, 0, nil, s.tooLarge(fmt.Sprintf("vector 0: dim %d claims %d bytes of values (is this %s data?)",
+			d0, record-4, kind))
+	}
+	exact := int64(0)
+	if left := s.left(); left >= 0 {
+		exact = (left + 4) / record * d0 // what the bytes there can fill, no more
+	}
+	g := newGrowing[T](exact)
+	for i := 0; ; i++ {
+		at := int64(0)
+		if i > 0 {
+			if err := s.checkpoint(); err != nil {
+				return 0, 0, nil, s.ioError(err)
+			}
+			var d int64
+			d, at, ok, err = readDim(i)
+			if err != nil {
+				return 0, 0, nil, err
+			}
+			if !ok {
+				return i, int(d0), g.result(), nil
+			}
+			if d <= 0 {
+				return 0, 0, nil, formatErrorf(name, "vector %d: dim %d must be positive, at byte %d", i, d, at)
+			}
+			if d != d0 {
+				return 0, 0, nil, formatErrorf(name, "vector %d has dim %d, but vector 0 has dim %d; at byte %d", i, d, d0, at)
+			}
+		}
+		got, err := readValues(s, g, d0, elem, decode)
+		if err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				return 0, 0, nil, formatErrorf(name, "vector %d truncated: dim %d needs %d bytes of values, got %d; at byte %d",
+					i, d0, record-4, got, at)
+			}
+			return 0, 0, nil, s.ioError(err)
+		}
+	}
+}
+
+// WriteFvecs writes every row of m as one .fvecs record. It refuses a matrix
+// with no rows, since the result could not be read back (no dim to report),
+// and a dim that does not fit the format's int32 field.
+func WriteFvecs(w io.Writer, m *Matrix) error {
+	if err := m.validate(); err != nil {
+		return fmt.Errorf("host: write fvecs: %w", err)
+	}
+	if m.Rows == 0 {
+		return errors.New("host: write fvecs: matrix has no rows, and an empty fvecs file cannot say its dim")
+	}
+	if m.Dim > math.MaxInt32 {
+		return fmt.Errorf("host: write fvecs: dim %d does not fit the int32 dim field", m.Dim)
+	}
+	const chunk = 64 << 10 // bytes per write, give or take a row
+	buf := make([]byte, 0, min(chunk, m.Rows*(4+4*m.Dim))+4)
+	for i := 0; i < m.Rows; i++ {
+		buf = binary.LittleEndian.AppendUint32(buf, uint32(m.Dim))
+		for _, f := range m.Row(i) {
+			buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(f))
+			if len(buf) >= chunk {
+				if _, err := w.Write(buf); err != nil {
+					return fmt.Errorf("host: write fvecs: %w", err)
+				}
+				buf = buf[:0]
+			}
+		}
+	}
+	if _, err := w.Write(buf); err != nil {
+		return fmt.Errorf("host: write fvecs: %w", err)
+	}
+	return nil
+}
