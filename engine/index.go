@@ -37,6 +37,7 @@ type Index struct {
 	mu     sync.RWMutex
 	slab   *packed.Slab
 	rid    rowIDs
+	keys   keyMap
 	closed bool
 	// stale is set when a failed device write may have left the resident
 	// rows different from the slab; the next GPU call uploads them anew.
@@ -517,7 +518,7 @@ func (ix *Index) Close() error {
 	if ix.dev != nil {
 		ix.dev.Release()
 	}
-	ix.slab, ix.rid = packed.NewSlab(ix.cfg.Dim), newRowIDs()
+	ix.slab, ix.rid, ix.keys = packed.NewSlab(ix.cfg.Dim), newRowIDs(), keyMap{}
 	return nil
 }
 

@@ -238,3 +238,57 @@ func TestSearchWithinOneRowInAThousand(t *testing.T) {
 		})
 	}
 }
+
+// TestStringKeys: vectors stored under string keys get IDs that hits name
+// and KeyOf maps back; UpsertKeys replaces in place, DeleteKeys removes,
+// and a repeated, stored or unknown key fails with nothing changed.
+func TestStringKeys(t *testing.T) {
+	r := newRand(t)
+	ctx := context.Background()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			ix := open(t, b, engine.Config{Dim: 8, Metric: engine.Dot})
+			keys := []string{"notes/a.md", "550e8400-e29b-41d4-a716-446655440000", "", "ü"}
+			vs := randomVectors(r, len(keys), 8)
+			ids, err := ix.AddKeys(ctx, keys, vs)
+			require.NoError(t, err)
+			for i, key := range keys {
+				id, ok := ix.Lookup(key)
+				require.True(t, ok, key)
+				require.Equal(t, ids[i], id)
+				back, ok := ix.KeyOf(id)
+				require.True(t, ok)
+				require.Equal(t, key, back)
+			}
+			hits, err := ix.Search(ctx, vs[1], 1)
+			require.NoError(t, err)
+			key, _ := ix.KeyOf(hits[0].ID)
+			require.Equal(t, keys[1], key)
+
+			_, err = ix.AddKeys(ctx, []string{"x", "x"}, randomVectors(r, 2, 8))
+			require.ErrorIs(t, err, engine.ErrDuplicateID)
+			_, err = ix.AddKeys(ctx, []string{"y", keys[0]}, randomVectors(r, 2, 8))
+			require.ErrorIs(t, err, engine.ErrIDExists)
+			require.ErrorIs(t, ix.DeleteKeys(ctx, keys[0], "nope"), engine.ErrNotFound)
+			require.Equal(t, len(keys), ix.Len(), "failed calls changed nothing")
+			_, ok := ix.Lookup("y")
+			require.False(t, ok)
+
+			nv := randomVectors(r, 2, 8)
+			up, err := ix.UpsertKeys(ctx, []string{keys[2], "new"}, nv)
+			require.NoError(t, err)
+			require.Equal(t, ids[2], up[0], "a stored key keeps its ID")
+			got, err := ix.Get(up[0])
+			require.NoError(t, err)
+			require.Equal(t, nv[0], got)
+			require.Equal(t, len(keys)+1, ix.Len())
+
+			require.NoError(t, ix.DeleteKeys(ctx, keys[0], "new"))
+			_, ok = ix.Lookup(keys[0])
+			require.False(t, ok)
+			_, ok = ix.KeyOf(ids[0])
+			require.False(t, ok)
+			require.Equal(t, len(keys)-1, ix.Len())
+		})
+	}
+}

@@ -17,14 +17,19 @@ func (ix *Index) Upsert(ctx context.Context, ids []uint64, vectors [][]float32) 
 	if len(ids) != len(vectors) {
 		return fmt.Errorf("%w: %d IDs for %d vectors", ErrIDCount, len(ids), len(vectors))
 	}
+	ix.wmu.Lock()
+	defer ix.wmu.Unlock()
+	return ix.upsertLocked(ctx, ids, vectors)
+}
+
+// upsertLocked is Upsert with wmu held.
+func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]float32) error {
 	for i, v := range vectors {
 		if err := ix.checkVector(v, input{"vector", i}); err != nil {
 			return err
 		}
 	}
 	start := time.Now()
-	ix.wmu.Lock()
-	defer ix.wmu.Unlock()
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	if ix.closed {
@@ -131,6 +136,9 @@ func (ix *Index) Delete(ctx context.Context, ids ...uint64) (err error) {
 			}
 		}
 		ix.rid.kill(ids)
+		for _, id := range ids {
+			ix.keys.dropID(id)
+		}
 		return nil
 	}(); err != nil {
 		return err

@@ -1,0 +1,129 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+)
+
+// String keys, for applications whose own IDs are strings (UUIDs, paths):
+// each key names one stored vector through the uint64 ID the index
+// assigns it, and Save and Open keep the mapping with the vectors.
+
+// keyMap maps keys to IDs and back. The caller holds the index's locks.
+type keyMap struct {
+	id  map[string]uint64
+	key map[uint64]string
+}
+
+func (k *keyMap) init() {
+	if k.id == nil {
+		k.id, k.key = map[string]uint64{}, map[uint64]string{}
+	}
+}
+
+func (k *keyMap) set(key string, id uint64) {
+	k.init()
+	k.id[key], k.key[id] = id, key
+}
+
+func (k *keyMap) dropID(id uint64) {
+	if key, ok := k.key[id]; ok {
+		delete(k.key, id)
+		delete(k.id, key)
+	}
+}
+
+// AddKeys stores vectors under string keys, assigning each a new ID, and
+// returns the IDs (hits name them; KeyOf maps back). A key repeated in the
+// call is ErrDuplicateID, a stored key ErrIDExists; nothing is stored then.
+func (ix *Index) AddKeys(ctx context.Context, keys []string, vectors [][]float32) ([]uint64, error) {
+	return ix.keyed(ctx, keys, vectors, false)
+}
+
+// UpsertKeys is Upsert by key: a stored key's vector is replaced in place,
+// the others are added under new IDs. It returns each key's ID.
+func (ix *Index) UpsertKeys(ctx context.Context, keys []string, vectors [][]float32) ([]uint64, error) {
+	return ix.keyed(ctx, keys, vectors, true)
+}
+
+func (ix *Index) keyed(ctx context.Context, keys []string, vectors [][]float32, upsert bool) (ids []uint64, err error) {
+	defer ix.recoverInto(&err)
+	if len(keys) != len(vectors) {
+		return nil, fmt.Errorf("%w: %d keys for %d vectors", ErrIDCount, len(keys), len(vectors))
+	}
+	seen := make(map[string]int, len(keys))
+	for i, key := range keys {
+		if j, ok := seen[key]; ok {
+			return nil, fmt.Errorf("%w: key %q is given for vectors %d and %d", ErrDuplicateID, key, j, i)
+		}
+		seen[key] = i
+	}
+	// IDs are decided under the writers' lock, so no other writer can take
+	// one between here and the write itself.
+	ix.wmu.Lock()
+	defer ix.wmu.Unlock()
+	ix.mu.RLock()
+	ids = make([]uint64, len(keys))
+	var fresh []int
+	for i, key := range keys {
+		if id, ok := ix.keys.id[key]; ok {
+			if !upsert {
+				ix.mu.RUnlock()
+				return nil, fmt.Errorf("%w: key %q (vector %d); use UpsertKeys to replace it", ErrIDExists, key, i)
+			}
+			ids[i] = id
+		} else {
+			fresh = append(fresh, i)
+		}
+	}
+	next, err := ix.rid.assign(len(fresh))
+	ix.mu.RUnlock()
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range fresh {
+		ids[i] = next[j]
+	}
+	if err := ix.upsertLocked(ctx, ids, vectors); err != nil {
+		return nil, err
+	}
+	ix.mu.Lock()
+	for i, key := range keys {
+		ix.keys.set(key, ids[i])
+	}
+	ix.mu.Unlock()
+	return ids, nil
+}
+
+// DeleteKeys deletes the vectors stored under these keys; an unknown or
+// repeated key fails the whole call (ErrNotFound, ErrDuplicateID).
+func (ix *Index) DeleteKeys(ctx context.Context, keys ...string) error {
+	ix.mu.RLock()
+	ids := make([]uint64, len(keys))
+	for i, key := range keys {
+		id, ok := ix.keys.id[key]
+		if !ok {
+			ix.mu.RUnlock()
+			return fmt.Errorf("%w: key %q", ErrNotFound, key)
+		}
+		ids[i] = id
+	}
+	ix.mu.RUnlock()
+	return ix.Delete(ctx, ids...)
+}
+
+// Lookup returns the ID stored under key.
+func (ix *Index) Lookup(key string) (uint64, bool) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	id, ok := ix.keys.id[key]
+	return id, ok
+}
+
+// KeyOf returns the key of the vector stored under id, if it has one.
+func (ix *Index) KeyOf(id uint64) (string, bool) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	key, ok := ix.keys.key[id]
+	return key, ok
+}
