@@ -302,7 +302,7 @@ func (ix *Index) checkVector(v []float32, what input) error {
 // vector (there is no other cap on k); an empty index returns no hits.
 // Allow and AllowFunc restrict it to a subset, exactly.
 func (ix *Index) Search(ctx context.Context, query []float32, k int, opts ...SearchOption) (hits []Hit, err error) {
-	all, err := ix.SearchBatch(ctx, [][]float32{query}, k, opts...)
+	all, err := ix.searchBatch(ctx, [][]float32{query}, k, true, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -312,6 +312,12 @@ func (ix *Index) Search(ctx context.Context, query []float32, k int, opts ...Sea
 // SearchBatch runs Search for every query. All queries are validated before
 // any is searched.
 func (ix *Index) SearchBatch(ctx context.Context, queries [][]float32, k int, opts ...SearchOption) (all [][]Hit, err error) {
+	return ix.searchBatch(ctx, queries, k, false, opts)
+}
+
+// searchBatch is SearchBatch; single names the query "query" in errors,
+// as Search's only one.
+func (ix *Index) searchBatch(ctx context.Context, queries [][]float32, k int, single bool, opts []SearchOption) (all [][]Hit, err error) {
 	defer ix.recoverInto(&err)
 	o := collect(opts)
 	ix.mu.RLock()
@@ -322,7 +328,7 @@ func (ix *Index) SearchBatch(ctx context.Context, queries [][]float32, k int, op
 	qs := make([][]float32, len(queries))
 	for i, query := range queries {
 		what := input{"query", i}
-		if len(queries) == 1 {
+		if single {
 			what.index = -1
 		}
 		if qs[i], err = ix.prepare(ctx, query, what); err != nil {
