@@ -187,5 +187,7 @@ func newOnDevice(ctx context.Context, cfg Config, d *gpu.Device) (*Index, error)
 	if err != nil {
 		return nil, gpuError(err)
 	}
-	return &Index{cfg: cfg, slab: packed.NewSlab(cfg.Dim), dev: g}, nil
+	ix := emptyIndex(cfg)
+	ix.dev = g
+	return ix, nil
 }

@@ -61,6 +61,11 @@ func New(ctx context.Context, cfg Config) (*Index, error) {
 	return newIndex(ctx, cfg, options{})
 }
 
+// emptyIndex is an index holding nothing, with no device side yet.
+func emptyIndex(cfg Config) *Index {
+	return &Index{cfg: cfg, slab: packed.NewSlab(cfg.Dim), rid: newRowIDs()}
+}
+
 // options are what tests may set beyond Config (see export_test.go).
 type options struct {
 	// maxChunkRows, when non-zero, caps the rows in one device buffer below
@@ -83,7 +88,7 @@ func newIndex(ctx context.Context, cfg Config, opt options) (ix *Index, err erro
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("umbra: creating the index: %w", err)
 	}
-	ix = &Index{cfg: cfg, slab: packed.NewSlab(cfg.Dim), rid: newRowIDs()}
+	ix = emptyIndex(cfg)
 	if cfg.Device == CPU {
 		return ix, nil
 	}
