@@ -1,0 +1,122 @@
+package storefile
+
+import (
+	"bufio"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// tempInfix marks the temporary files an atomic write leaves behind when it
+// is killed: ".<name>.tmp-<random hex>" next to the file it would replace.
+// Readers never open them; RemoveTemps deletes them.
+const tempInfix = ".tmp-"
+
+func tempPrefix(path string) string {
+	return "." + filepath.Base(path) + tempInfix
+}
+
+// writeAtomic replaces path with the bytes write produces, so that after a
+// crash path holds either its old contents or all of the new ones: write a
+// temporary file in the same directory, fsync it, rename it over path, fsync
+// the directory so the rename itself is durable. The temporary file is
+// removed on every error path before the rename. A new file gets mode 0644
+// (less the umask); an existing file keeps its permission bits.
+func writeAtomic(path string, write func(w *bufio.Writer) error) (err error) {
+	dir := filepath.Dir(path)
+	mode := fs.FileMode(0o644)
+	keepMode := false
+	if st, err := os.Stat(path); err == nil {
+		mode, keepMode = st.Mode().Perm(), true
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("storefile: replace %s: %w", path, err)
+	}
+
+	var f *os.File
+	var tmp string
+	for range 16 {
+		var rnd [8]byte
+		_, _ = rand.Read(rnd[:])
+		tmp = filepath.Join(dir, tempPrefix(path)+hex.EncodeToString(rnd[:]))
+		f, err = os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+		if !errors.Is(err, fs.ErrExist) {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("storefile: replace %s: create temporary file: %w", path, err)
+	}
+	renamed := false
+	defer func() {
+		if f != nil {
+			_ = f.Close()
+		}
+		if !renamed {
+			_ = os.Remove(tmp)
+		}
+	}()
+
+	if keepMode {
+		// OpenFile applied the umask; the old file's bits win.
+		if err := f.Chmod(mode); err != nil {
+			return fmt.Errorf("storefile: replace %s: %w", path, err)
+		}
+	}
+	w := bufio.NewWriterSize(f, 1<<16)
+	if err := write(w); err != nil {
+		return err
+	}
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("storefile: replace %s: write: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("storefile: replace %s: fsync: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		f = nil
+		return fmt.Errorf("storefile: replace %s: close: %w", path, err)
+	}
+	f = nil
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("storefile: replace %s: rename: %w", path, err)
+	}
+	renamed = true
+	if err := syncDir(dir); err != nil {
+		// The new file is in place but its name may not survive a power
+		// loss; the caller must not treat the write as durable.
+		return fmt.Errorf("storefile: replace %s: fsync directory: %w", path, err)
+	}
+	return nil
+}
+
+// RemoveTemps deletes the temporary files that a crash in the middle of
+// WriteBase, Checkpoint or OpenLog left next to the store at path (base and
+// log). Call it only while holding the store's Lock: a temporary file of a
+// write in progress looks the same.
+func RemoveTemps(path string) error {
+	dir := filepath.Dir(path)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("storefile: remove temporary files of %s: %w", path, err)
+	}
+	prefixes := []string{tempPrefix(path), tempPrefix(path + logSuffix)}
+	var errs []error
+	for _, e := range entries {
+		for _, p := range prefixes {
+			if strings.HasPrefix(e.Name(), p) && !e.IsDir() {
+				if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					errs = append(errs, err)
+				}
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("storefile: remove temporary files of %s: %w", path, errors.Join(errs...))
+	}
+	return nil
+}

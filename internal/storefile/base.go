@@ -1,0 +1,501 @@
+package storefile
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math"
+	"math/bits"
+	"os"
+	"slices"
+	"unsafe"
+)
+
+// Base file layout constants; FORMAT.md is the prose version.
+const (
+	baseMagic     = "UMBRASTR"
+	baseVersion   = 1
+	baseHeaderLen = 156  // bytes covered by the header CRC, plus the CRC
+	rowsOffset    = 4096 // the rows section starts page-aligned, for mmap
+	numSections   = 4
+
+	// PrecisionFloat32 is the only storage precision this version writes
+	// and reads: rows are IEEE-754 binary32, little-endian. Other codes are
+	// reserved for compressed layouts and rejected with ErrUnsupported.
+	PrecisionFloat32 uint8 = 0
+)
+
+// Section kinds, in the order they appear in the table and in the file.
+const (
+	sectRows       = 1
+	sectIDs        = 2
+	sectTombstones = 3
+	sectKeys       = 4
+)
+
+var sectionNames = [...]string{sectRows: "rows", sectIDs: "ids", sectTombstones: "tombstones", sectKeys: "keys"}
+
+// Snapshot is one checkpoint of an index, everything the engine needs to
+// rebuild it: the packed rows exactly as the device buffer holds them, the
+// caller's ID of each row, which rows are deleted but not yet compacted, and
+// the string keys that name IDs.
+type Snapshot struct {
+	Dim    int // meaningful float32 values per row, at least 1
+	Stride int // float32 values per row in Rows: a multiple of 4, at least Dim
+
+	// Metric is the engine's code for the distance; stored, never
+	// interpreted. Precision must be PrecisionFloat32.
+	Metric, Precision uint8
+
+	NextID uint64 // the next automatically assigned ID
+
+	IDs  []uint64  // IDs[i] is the caller's ID of row i
+	Rows []float32 // len(IDs)*Stride values, row i at [i*Stride, (i+1)*Stride)
+
+	// Deleted is a bitmap over rows: bit i%64 of Deleted[i/64] set means
+	// row i is deleted. nil means no row is; otherwise it has exactly
+	// (len(IDs)+63)/64 words and no bit at or beyond len(IDs) is set.
+	// ReadBase always returns the full-length form (nil for 0 rows).
+	Deleted []uint64
+
+	// Keys maps an ID to its string key. Nothing requires the ID to be in
+	// IDs or the strings to be distinct; that is the engine's rule to keep.
+	// ReadBase returns nil when there are none.
+	Keys map[uint64]string
+}
+
+// Len returns the row count.
+func (s *Snapshot) Len() int { return len(s.IDs) }
+
+// IsDeleted reports whether row i is marked deleted.
+func (s *Snapshot) IsDeleted(i int) bool {
+	w := i / 64
+	return w < len(s.Deleted) && s.Deleted[w]&(1<<(i%64)) != 0
+}
+
+func (s *Snapshot) validate() error {
+	n := len(s.IDs)
+	switch {
+	case s.Dim < 1 || s.Dim > math.MaxUint32:
+		return fmt.Errorf("%w: snapshot dim %d is not in [1, 2^32)", ErrInvalid, s.Dim)
+	case s.Stride < s.Dim || s.Stride%4 != 0 || s.Stride > math.MaxUint32:
+		return fmt.Errorf("%w: snapshot stride %d must be a multiple of 4, at least dim %d", ErrInvalid, s.Stride, s.Dim)
+	case s.Precision != PrecisionFloat32:
+		return fmt.Errorf("%w: storage precision %d (only %d, float32, is implemented)", ErrUnsupported, s.Precision, PrecisionFloat32)
+	}
+	if hi, lo := bits.Mul64(uint64(n), uint64(s.Stride)); hi != 0 || lo != uint64(len(s.Rows)) {
+		return fmt.Errorf("%w: snapshot has %d rows values, want %d IDs × stride %d", ErrInvalid, len(s.Rows), n, s.Stride)
+	}
+	if s.Deleted != nil {
+		if len(s.Deleted) != (n+63)/64 {
+			return fmt.Errorf("%w: snapshot tombstone bitmap has %d words, want %d for %d rows", ErrInvalid, len(s.Deleted), (n+63)/64, n)
+		}
+		if n%64 != 0 && s.Deleted[len(s.Deleted)-1]>>(n%64) != 0 {
+			return fmt.Errorf("%w: snapshot tombstone bitmap marks rows at or beyond row count %d", ErrInvalid, n)
+		}
+	}
+	for id, k := range s.Keys {
+		if uint64(len(k)) > math.MaxUint32 {
+			return fmt.Errorf("%w: key of ID %d is %d bytes, over 2^32-1", ErrInvalid, id, len(k))
+		}
+	}
+	return nil
+}
+
+// sectionEntry is one row of the header's section table.
+type sectionEntry struct {
+	kind   uint32
+	crc    uint32
+	offset uint64
+	length uint64
+}
+
+// newGeneration returns a random, non-zero generation: two bases of one
+// store never share one, so a log names the base it extends without a
+// counter that would have to be read back first.
+func newGeneration() uint64 {
+	for {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		if g := binary.LittleEndian.Uint64(b[:]); g != 0 {
+			return g
+		}
+	}
+}
+
+// WriteBase atomically replaces the base file at path with s and returns
+// the new base's generation. After a crash, path holds either the previous
+// file or all of the new one. It does not touch the log: use Checkpoint to
+// fold a log into a new base.
+func WriteBase(path string, s *Snapshot) (generation uint64, err error) {
+	if err := s.validate(); err != nil {
+		return 0, err
+	}
+	gen := newGeneration()
+	err = writeAtomic(path, func(w *bufio.Writer) error {
+		if err := encodeBase(w, s, gen); err != nil {
+			return fmt.Errorf("storefile: write base %s: %w", path, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return gen, nil
+}
+
+// encodeBase writes a validated snapshot as a base file of the given
+// generation. Checksums are computed in a first pass over s, so the rows go
+// to w straight from s.Rows.
+func encodeBase(w io.Writer, s *Snapshot, gen uint64) error {
+	n := uint64(len(s.IDs))
+	keys := encodeKeys(s.Keys)
+	tombs := s.Deleted
+	if tombs == nil {
+		tombs = make([]uint64, (n+63)/64)
+	}
+	rowsLen := uint64(len(s.Rows)) * 4
+	table := [numSections]sectionEntry{
+		{kind: sectRows, offset: rowsOffset, length: rowsLen, crc: crcFloats(s.Rows)},
+		{kind: sectIDs, offset: rowsOffset + rowsLen, length: n * 8, crc: crcU64s(s.IDs)},
+		{kind: sectTombstones, offset: rowsOffset + rowsLen + n*8, length: uint64(len(tombs)) * 8, crc: crcU64s(tombs)},
+		{kind: sectKeys, length: uint64(len(keys)), crc: crc32.Checksum(keys, castagnoli)},
+	}
+	table[3].offset = table[2].offset + table[2].length
+	hdr := encodeBaseHeader(s, n, gen, &table)
+
+	var werr error
+	put := func(b []byte) {
+		if werr == nil {
+			_, werr = w.Write(b)
+		}
+	}
+	put(hdr)
+	put(make([]byte, rowsOffset-len(hdr)))
+	if littleEndianHost {
+		put(floatBytes(s.Rows))
+	} else {
+		for c := range slices.Chunk(s.Rows, 1<<14) {
+			put(appendFloatsLE(nil, c))
+		}
+	}
+	for _, u := range [][]uint64{s.IDs, tombs} {
+		for c := range slices.Chunk(u, 1<<13) {
+			put(appendU64sLE(nil, c))
+		}
+	}
+	put(keys)
+	return werr
+}
+
+func encodeBaseHeader(s *Snapshot, n, gen uint64, table *[numSections]sectionEntry) []byte {
+	h := make([]byte, 0, baseHeaderLen)
+	h = append(h, baseMagic...)
+	h = binary.LittleEndian.AppendUint32(h, baseVersion)
+	h = binary.LittleEndian.AppendUint32(h, baseHeaderLen)
+	h = binary.LittleEndian.AppendUint32(h, uint32(s.Dim))
+	h = binary.LittleEndian.AppendUint32(h, uint32(s.Stride))
+	h = append(h, s.Metric, s.Precision, 0, 0)
+	h = binary.LittleEndian.AppendUint32(h, numSections)
+	h = binary.LittleEndian.AppendUint64(h, n)
+	h = binary.LittleEndian.AppendUint64(h, s.NextID)
+	h = binary.LittleEndian.AppendUint64(h, gen)
+	for _, e := range table {
+		h = binary.LittleEndian.AppendUint32(h, e.kind)
+		h = binary.LittleEndian.AppendUint32(h, e.crc)
+		h = binary.LittleEndian.AppendUint64(h, e.offset)
+		h = binary.LittleEndian.AppendUint64(h, e.length)
+	}
+	return binary.LittleEndian.AppendUint32(h, crc32.Checksum(h, castagnoli))
+}
+
+// encodeKeys lays keys out sorted by ID, so one snapshot always encodes to
+// the same bytes and a reader can reject duplicates by order alone.
+func encodeKeys(keys map[uint64]string) []byte {
+	ids := make([]uint64, 0, len(keys))
+	size := 0
+	for id, k := range keys {
+		ids = append(ids, id)
+		size += 12 + len(k)
+	}
+	slices.SortFunc(ids, cmp.Compare)
+	b := make([]byte, 0, size)
+	for _, id := range ids {
+		b = binary.LittleEndian.AppendUint64(b, id)
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(keys[id])))
+		b = append(b, keys[id]...)
+	}
+	return b
+}
+
+func appendU64sLE(dst []byte, us []uint64) []byte {
+	if littleEndianHost {
+		return append(dst, u64Bytes(us)...)
+	}
+	for _, u := range us {
+		dst = binary.LittleEndian.AppendUint64(dst, u)
+	}
+	return dst
+}
+
+func u64Bytes(us []uint64) []byte {
+	if len(us) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&us[0])), len(us)*8)
+}
+
+func fixU64sFromLE(us []uint64) {
+	if littleEndianHost {
+		return
+	}
+	b := u64Bytes(us)
+	for i := range us {
+		us[i] = binary.LittleEndian.Uint64(b[8*i:])
+	}
+}
+
+func crcFloats(fs []float32) uint32 {
+	if littleEndianHost {
+		return crc32.Checksum(floatBytes(fs), castagnoli)
+	}
+	var c uint32
+	for ch := range slices.Chunk(fs, 1<<14) {
+		c = crc32.Update(c, castagnoli, appendFloatsLE(nil, ch))
+	}
+	return c
+}
+
+func crcU64s(us []uint64) uint32 {
+	if littleEndianHost {
+		return crc32.Checksum(u64Bytes(us), castagnoli)
+	}
+	var c uint32
+	for ch := range slices.Chunk(us, 1<<13) {
+		c = crc32.Update(c, castagnoli, appendU64sLE(nil, ch))
+	}
+	return c
+}
+
+// ReadBase reads and verifies the base file at path. Every size in the
+// header is checked against the file's real size before anything is
+// allocated, and every section's checksum is verified; damage is reported
+// as a *FormatError naming the section. The rows are read straight into the
+// returned slice, never through a second buffer.
+func ReadBase(path string) (*Snapshot, uint64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, 0, fmt.Errorf("storefile: read base: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, 0, fmt.Errorf("storefile: read base: %w", err)
+	}
+	return readBase(f, st.Size(), path)
+}
+
+// baseHeader is the decoded, validated fixed header of a base file.
+type baseHeader struct {
+	dim, stride       uint32
+	metric, precision uint8
+	count, nextID     uint64
+	generation        uint64
+	table             [numSections]sectionEntry
+}
+
+// readBaseHeader reads and validates the header, the padding and the
+// section table against size. It allocates only the first page.
+func readBaseHeader(r io.ReaderAt, size int64, name string) (*baseHeader, error) {
+	bad := func(sentinel error, format string, args ...any) error {
+		return formatErr(name, "header", 0, sentinel, format, args...)
+	}
+	first := make([]byte, min(size, rowsOffset))
+	if _, err := r.ReadAt(first, 0); err != nil && !(errors.Is(err, io.EOF) && len(first) > 0) {
+		return nil, bad(ErrTruncated, "reading header: %v", err)
+	}
+	if m := min(len(first), len(baseMagic)); !bytes.Equal(first[:m], []byte(baseMagic)[:m]) {
+		return nil, bad(ErrMagic, "file starts with %q, want %q", first[:m], baseMagic)
+	}
+	if len(first) < 12 {
+		return nil, bad(ErrTruncated, "file is %d bytes, shorter than the %d-byte header", size, baseHeaderLen)
+	}
+	le := binary.LittleEndian
+	if v := le.Uint32(first[8:]); v != baseVersion {
+		return nil, bad(ErrVersion, "format version %d, this reader knows %d", v, baseVersion)
+	}
+	if len(first) < baseHeaderLen {
+		return nil, bad(ErrTruncated, "file is %d bytes, shorter than the %d-byte header", size, baseHeaderLen)
+	}
+	if got, want := crc32.Checksum(first[:baseHeaderLen-4], castagnoli), le.Uint32(first[baseHeaderLen-4:]); got != want {
+		return nil, bad(ErrCorrupt, "header CRC-32C is %08x, stored %08x", got, want)
+	}
+	h := &baseHeader{
+		dim: le.Uint32(first[16:]), stride: le.Uint32(first[20:]),
+		metric: first[24], precision: first[25],
+		count: le.Uint64(first[32:]), nextID: le.Uint64(first[40:]), generation: le.Uint64(first[48:]),
+	}
+	switch {
+	case le.Uint32(first[12:]) != baseHeaderLen:
+		return nil, bad(ErrCorrupt, "header length field %d, want %d", le.Uint32(first[12:]), baseHeaderLen)
+	case h.dim == 0 || h.stride < h.dim || h.stride%4 != 0:
+		return nil, bad(ErrCorrupt, "dim %d / stride %d: stride must be a multiple of 4, at least dim ≥ 1", h.dim, h.stride)
+	case first[26] != 0 || first[27] != 0:
+		return nil, bad(ErrCorrupt, "reserved bytes are %d %d, want 0", first[26], first[27])
+	case le.Uint32(first[28:]) != numSections:
+		return nil, bad(ErrCorrupt, "%d sections, want %d", le.Uint32(first[28:]), numSections)
+	case h.generation == 0:
+		return nil, bad(ErrCorrupt, "generation 0 is never written")
+	case h.precision != PrecisionFloat32:
+		return nil, bad(ErrUnsupported, "storage precision %d, this reader knows only %d (float32)", h.precision, PrecisionFloat32)
+	}
+
+	// The section table must be exactly the layout a writer produces, with
+	// sizes derived from count and stride, and every section must lie in
+	// the file: only then may its length decide an allocation.
+	rowsLen, ok := mulNoOverflow(h.count, uint64(h.stride), 4)
+	idsLen, ok2 := mulNoOverflow(h.count, 8, 1)
+	tombLen := (h.count/64 + boolU64(h.count%64 != 0)) * 8
+	want := [numSections]struct{ off, length uint64 }{
+		{rowsOffset, rowsLen}, {rowsOffset + rowsLen, idsLen}, {rowsOffset + rowsLen + idsLen, tombLen}, {rowsOffset + rowsLen + idsLen + tombLen, 0},
+	}
+	if size < rowsOffset {
+		return nil, formatErr(name, "header padding", int64(len(first)), ErrTruncated, "file is %d bytes, the rows section starts at byte %d", size, rowsOffset)
+	}
+	if i := bytes.IndexFunc(first[baseHeaderLen:], func(r rune) bool { return r != 0 }); i >= 0 {
+		return nil, formatErr(name, "header padding", int64(baseHeaderLen+i), ErrCorrupt, "non-zero byte in the padding before the rows section")
+	}
+	fileSize := uint64(size)
+	for i := range h.table {
+		o := 56 + 24*i
+		e := sectionEntry{kind: le.Uint32(first[o:]), crc: le.Uint32(first[o+4:]), offset: le.Uint64(first[o+8:]), length: le.Uint64(first[o+16:])}
+		h.table[i] = e
+		sect := sectionNames[i+1]
+		if e.kind != uint32(i+1) {
+			return nil, formatErr(name, "section table", int64(o), ErrCorrupt, "entry %d has kind %d, want %d (%s)", i, e.kind, i+1, sect)
+		}
+		if !ok || !ok2 || want[i].off > fileSize || want[i].length > fileSize-want[i].off {
+			return nil, formatErr(name, sect, int64(min(want[i].off, fileSize)), ErrTruncated,
+				"header declares %d rows of stride %d, which need more than the file's %d bytes", h.count, h.stride, size)
+		}
+		if i == sectKeys-1 {
+			want[i].length = e.length // the only free size; must end the file
+			if e.offset == want[i].off && (e.length > fileSize-e.offset) {
+				return nil, formatErr(name, sect, int64(e.offset), ErrTruncated, "%d bytes declared, %d left in the file", e.length, fileSize-e.offset)
+			}
+		}
+		if e.offset != want[i].off || e.length != want[i].length {
+			return nil, formatErr(name, "section table", int64(o), ErrCorrupt, "%s section at %d+%d, layout requires %d+%d", sect, e.offset, e.length, want[i].off, want[i].length)
+		}
+	}
+	if end := h.table[numSections-1].offset + h.table[numSections-1].length; end != fileSize {
+		return nil, formatErr(name, "end of file", int64(end), ErrCorrupt, "%d bytes after the last section", fileSize-end)
+	}
+	const maxInt = uint64(math.MaxInt)
+	if rowsLen/4 > maxInt || h.count > maxInt {
+		return nil, formatErr(name, "rows", rowsOffset, ErrUnsupported, "%d rows of stride %d do not fit in this process's address space", h.count, h.stride)
+	}
+	return h, nil
+}
+
+func boolU64(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// mulNoOverflow returns a*b*c and whether it fits in 63 bits (a file
+// offset).
+func mulNoOverflow(a, b, c uint64) (uint64, bool) {
+	hi, lo := bits.Mul64(a, b)
+	if hi != 0 {
+		return 0, false
+	}
+	hi, lo = bits.Mul64(lo, c)
+	return lo, hi == 0 && lo <= math.MaxInt64
+}
+
+func readBase(r io.ReaderAt, size int64, name string) (*Snapshot, uint64, error) {
+	h, err := readBaseHeader(r, size, name)
+	if err != nil {
+		return nil, 0, err
+	}
+	n := int(h.count)
+	s := &Snapshot{Dim: int(h.dim), Stride: int(h.stride), Metric: h.metric, Precision: h.precision, NextID: h.nextID}
+
+	// readSection fills dst (a view of the destination's own memory) with
+	// the section's bytes and checks its CRC.
+	readSection := func(i int, dst []byte) error {
+		e := h.table[i]
+		sect := sectionNames[i+1]
+		if _, err := r.ReadAt(dst, int64(e.offset)); err != nil && !(errors.Is(err, io.EOF) && len(dst) == 0) {
+			// The size was checked; the file shrank while being read.
+			return formatErr(name, sect, int64(e.offset), ErrTruncated, "reading %d bytes: %v", len(dst), err)
+		}
+		if got := crc32.Checksum(dst, castagnoli); got != e.crc {
+			return formatErr(name, sect, int64(e.offset), ErrCorrupt, "CRC-32C is %08x, section table says %08x", got, e.crc)
+		}
+		return nil
+	}
+
+	s.Rows = make([]float32, n*s.Stride)
+	if err := readSection(0, floatBytes(s.Rows)); err != nil {
+		return nil, 0, err
+	}
+	fixFloatsFromLE(s.Rows)
+	s.IDs = make([]uint64, n)
+	if err := readSection(1, u64Bytes(s.IDs)); err != nil {
+		return nil, 0, err
+	}
+	fixU64sFromLE(s.IDs)
+	if words := (n + 63) / 64; words > 0 {
+		s.Deleted = make([]uint64, words)
+		if err := readSection(2, u64Bytes(s.Deleted)); err != nil {
+			return nil, 0, err
+		}
+		fixU64sFromLE(s.Deleted)
+		if n%64 != 0 && s.Deleted[words-1]>>(n%64) != 0 {
+			return nil, 0, formatErr(name, "tombstones", int64(h.table[2].offset), ErrCorrupt, "bits set beyond row count %d", n)
+		}
+	}
+	keys := make([]byte, h.table[3].length)
+	if err := readSection(3, keys); err != nil {
+		return nil, 0, err
+	}
+	if s.Keys, err = decodeKeys(keys, name, int64(h.table[3].offset)); err != nil {
+		return nil, 0, err
+	}
+	return s, h.generation, nil
+}
+
+func decodeKeys(b []byte, name string, off int64) (map[uint64]string, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	keys := make(map[uint64]string)
+	var prev uint64
+	for pos := 0; pos < len(b); {
+		if len(b)-pos < 12 {
+			return nil, formatErr(name, "keys", off+int64(pos), ErrCorrupt, "%d bytes left, an entry needs at least 12", len(b)-pos)
+		}
+		id := binary.LittleEndian.Uint64(b[pos:])
+		l := uint64(binary.LittleEndian.Uint32(b[pos+8:]))
+		if l > uint64(len(b)-pos-12) {
+			return nil, formatErr(name, "keys", off+int64(pos), ErrCorrupt, "key of ID %d claims %d bytes, %d left", id, l, len(b)-pos-12)
+		}
+		if pos > 0 && id <= prev {
+			return nil, formatErr(name, "keys", off+int64(pos), ErrCorrupt, "ID %d follows ID %d; entries must be in increasing ID order", id, prev)
+		}
+		keys[id] = string(b[pos+12 : pos+12+int(l)])
+		prev = id
+		pos += 12 + int(l)
+	}
+	return keys, nil
+}

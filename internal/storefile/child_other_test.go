@@ -1,0 +1,5 @@
+//go:build !unix
+
+package storefile
+
+func runChild(string) int { return 2 }

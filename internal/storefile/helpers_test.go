@@ -1,0 +1,174 @@
+package storefile
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// newRand returns a generator from a logged seed; UMBRA_SEED replays one.
+func newRand(t testing.TB) *rand.Rand {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("UMBRA_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		require.NoError(t, err, "UMBRA_SEED")
+		seed = v
+	}
+	t.Logf("seed %d (rerun with UMBRA_SEED=%d)", seed, seed)
+	return rand.New(rand.NewPCG(seed, 0x5eed))
+}
+
+// randFloats returns n values with arbitrary bit patterns (NaNs, infinities,
+// subnormals included): the format must keep bits, not values.
+func randFloats(r *rand.Rand, n int) []float32 {
+	fs := make([]float32, n)
+	for i := range fs {
+		if r.IntN(4) == 0 {
+			fs[i] = math.Float32frombits(r.Uint32())
+		} else {
+			fs[i] = float32(r.NormFloat64())
+		}
+	}
+	return fs
+}
+
+func randKey(r *rand.Rand) string {
+	b := make([]byte, r.IntN(20))
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return string(b)
+}
+
+func randSnapshot(r *rand.Rand) *Snapshot {
+	dim := 1 + r.IntN(40)
+	stride := (dim + 3) &^ 3
+	if r.IntN(3) == 0 {
+		stride += 4 * r.IntN(3)
+	}
+	var n int
+	switch r.IntN(5) {
+	case 0:
+		n = 0
+	case 1:
+		n = 63 + r.IntN(3) // around a bitmap word boundary
+	default:
+		n = r.IntN(300)
+	}
+	s := &Snapshot{
+		Dim: dim, Stride: stride, Metric: uint8(r.Uint32()), NextID: r.Uint64(),
+		IDs: make([]uint64, n), Rows: randFloats(r, n*stride),
+	}
+	for i := range s.IDs {
+		s.IDs[i] = r.Uint64()
+	}
+	if n > 0 && r.IntN(2) == 0 {
+		s.Deleted = make([]uint64, (n+63)/64)
+		for i := range n {
+			if r.IntN(4) == 0 {
+				s.Deleted[i/64] |= 1 << (i % 64)
+			}
+		}
+	}
+	if r.IntN(2) == 0 {
+		s.Keys = map[uint64]string{}
+		for range r.IntN(30) {
+			s.Keys[r.Uint64()>>r.IntN(64)] = randKey(r)
+		}
+	}
+	return s
+}
+
+// requireSameSnapshot compares two snapshots bit for bit, treating a nil
+// bitmap like an all-zero one and a nil key map like an empty one.
+func requireSameSnapshot(t testing.TB, want, got *Snapshot, msg ...any) {
+	t.Helper()
+	require.Equal(t, want.Dim, got.Dim, msg...)
+	require.Equal(t, want.Stride, got.Stride, msg...)
+	require.Equal(t, want.Metric, got.Metric, msg...)
+	require.Equal(t, want.Precision, got.Precision, msg...)
+	require.Equal(t, want.NextID, got.NextID, msg...)
+	require.Equal(t, len(want.IDs), len(got.IDs), msg...)
+	if len(want.IDs) > 0 {
+		require.Equal(t, want.IDs, got.IDs, msg...)
+	}
+	require.True(t, bytes.Equal(floatBytes(want.Rows), floatBytes(got.Rows)), msg...)
+	for i := range want.IDs {
+		require.Equal(t, want.IsDeleted(i), got.IsDeleted(i), "row %d deleted %v", i, msg)
+	}
+	require.Len(t, got.Deleted, (len(got.IDs)+63)/64, msg...)
+	require.Equal(t, len(want.Keys), len(got.Keys), msg...)
+	for id, k := range want.Keys {
+		require.Equal(t, k, got.Keys[id], "key of %d %v", id, msg)
+	}
+}
+
+func randRecord(r *rand.Rand, dim int) Record {
+	n := 1 + r.IntN(4)
+	rec := Record{Op: Op(1 + r.IntN(4)), IDs: make([]uint64, n)}
+	for i := range rec.IDs {
+		rec.IDs[i] = r.Uint64() >> r.IntN(64)
+	}
+	switch rec.Op {
+	case OpAdd, OpUpsert:
+		rec.Rows = randFloats(r, n*dim)
+	case OpSetKey:
+		rec.Keys = make([]string, n)
+		for i := range rec.Keys {
+			rec.Keys[i] = randKey(r)
+		}
+	}
+	return rec
+}
+
+func requireSameRecord(t testing.TB, want, got Record, msg ...any) {
+	t.Helper()
+	require.Equal(t, want.Op, got.Op, msg...)
+	require.Equal(t, want.IDs, got.IDs, msg...)
+	require.True(t, bytes.Equal(floatBytes(want.Rows), floatBytes(got.Rows)), "rows %v", msg)
+	require.Equal(t, len(want.Keys), len(got.Keys), msg...)
+	for i := range want.Keys {
+		require.Equal(t, want.Keys[i], got.Keys[i], msg...)
+	}
+}
+
+// encodeLog builds a log in memory as a Log under SyncEveryCall would
+// write it: each frame says everything before it was synced.
+func encodeLog(dim int, gen uint64, recs []Record) []byte {
+	b := encodeLogHeader(dim, gen)
+	for i := range recs {
+		b = appendFrame(b, &recs[i], int64(len(b)))
+	}
+	return b
+}
+
+// encodeBaseBytes is WriteBase into memory.
+func encodeBaseBytes(t testing.TB, s *Snapshot, gen uint64) []byte {
+	t.Helper()
+	require.NoError(t, s.validate())
+	var buf bytes.Buffer
+	require.NoError(t, encodeBase(&buf, s, gen))
+	return buf.Bytes()
+}
+
+// requireFormatError checks that err is a *FormatError naming a section and
+// wrapping want.
+func requireFormatError(t testing.TB, err error, want error, msg string, args ...any) *FormatError {
+	t.Helper()
+	ctx := fmt.Sprintf(msg, args...)
+	require.Error(t, err, ctx)
+	var fe *FormatError
+	require.ErrorAs(t, err, &fe, ctx)
+	require.NotEmpty(t, fe.Section, ctx)
+	if want != nil {
+		require.ErrorIs(t, err, want, ctx)
+	}
+	return fe
+}

@@ -1,0 +1,272 @@
+package storefile
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"math"
+	"os"
+	"slices"
+	"sync"
+	"time"
+)
+
+const (
+	logSuffix  = ".log"
+	lockSuffix = ".lock"
+
+	logMagic     = "UMBRALOG"
+	logVersion   = 1
+	logHeaderLen = 32
+	frameLen     = 20 // length u32, synced u64, header CRC u32, payload CRC u32
+)
+
+// SyncPolicy says when Append's data reaches stable storage. The zero
+// value is SyncEveryCall.
+type SyncPolicy struct {
+	interval time.Duration
+}
+
+// SyncEveryCall fsyncs the log inside every Append: when Append returns
+// nil the record survives a power loss. Costs one fsync per call.
+var SyncEveryCall = SyncPolicy{}
+
+// SyncInterval acknowledges an Append once the record is written to the
+// operating system and fsyncs at most d later (a timer armed by the first
+// unsynced Append). A process crash loses nothing acknowledged (the kernel
+// has the bytes); a power loss or kernel crash may lose the records
+// acknowledged in the last d, never more, and never corrupts the store:
+// replay stops at the first record that did not survive. d <= 0 means
+// SyncEveryCall.
+func SyncInterval(d time.Duration) SyncPolicy {
+	if d < 0 {
+		d = 0
+	}
+	return SyncPolicy{interval: d}
+}
+
+func (p SyncPolicy) String() string {
+	if p.interval == 0 {
+		return "every call"
+	}
+	return "every " + p.interval.String()
+}
+
+// Log appends records to a store's log file. Its methods are safe for
+// concurrent use. A Log must be closed; the caller should hold the store's
+// Lock for as long as it is open.
+type Log struct {
+	path   string
+	dim    int
+	gen    uint64
+	policy SyncPolicy
+
+	mu     sync.Mutex
+	f      *os.File
+	off    int64 // end of the last record written
+	synced int64 // bytes known durable: fsync completed after they were written
+	timer  *time.Timer
+	err    error // sticky: once set, the Log refuses appends
+	buf    []byte
+}
+
+// OpenLog opens the log at path for appending records of dimension dim
+// after the base of the given generation, creating it (atomically, with its
+// header) when it does not exist. A log of another generation is stale (a
+// checkpoint wrote a newer base and crashed before resetting the log): its
+// records are all in the base, and it is replaced by an empty one. A torn
+// tail (see ReplayLog) is truncated away before the first append; a
+// corrupt log is an error, and nothing is changed.
+//
+// Replay the log with ReplayLog before opening it: OpenLog does not hand
+// records out.
+func OpenLog(path string, dim int, generation uint64, policy SyncPolicy) (*Log, error) {
+	if dim < 1 || dim > math.MaxUint32 || generation == 0 {
+		return nil, fmt.Errorf("%w: open log %s: dim %d, generation %d", ErrInvalid, path, dim, generation)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := createLog(path, dim, generation); err != nil {
+			return nil, err
+		}
+		f, err = os.OpenFile(path, os.O_RDWR, 0)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("storefile: open log: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("storefile: open log: %w", err)
+	}
+	res, err := scanLog(f, st.Size(), path, dim, generation, nil)
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	if res.stale {
+		_ = f.Close()
+		if err := createLog(path, dim, generation); err != nil {
+			return nil, err
+		}
+		return OpenLog(path, dim, generation, policy)
+	}
+	if res.torn {
+		// Cut what a crash left half-written, durably, so new records
+		// follow the last good one instead of garbage.
+		if err := f.Truncate(res.end); err != nil {
+			_ = f.Close()
+			return nil, fmt.Errorf("storefile: open log %s: truncate torn tail at %d: %w", path, res.end, err)
+		}
+		if err := f.Sync(); err != nil {
+			_ = f.Close()
+			return nil, fmt.Errorf("storefile: open log %s: fsync after truncate: %w", path, err)
+		}
+	}
+	return &Log{path: path, dim: dim, gen: generation, policy: policy, f: f, off: res.end, synced: res.end}, nil
+}
+
+// createLog atomically replaces path with an empty log for generation.
+func createLog(path string, dim int, generation uint64) error {
+	return writeAtomic(path, func(w *bufio.Writer) error {
+		_, err := w.Write(encodeLogHeader(dim, generation))
+		return err
+	})
+}
+
+func encodeLogHeader(dim int, generation uint64) []byte {
+	h := make([]byte, 0, logHeaderLen)
+	h = append(h, logMagic...)
+	h = binary.LittleEndian.AppendUint32(h, logVersion)
+	h = binary.LittleEndian.AppendUint32(h, uint32(dim))
+	h = binary.LittleEndian.AppendUint64(h, generation)
+	h = binary.LittleEndian.AppendUint32(h, 0)
+	return binary.LittleEndian.AppendUint32(h, crc32.Checksum(h, castagnoli))
+}
+
+// Generation returns the base generation this log extends.
+func (l *Log) Generation() uint64 { return l.gen }
+
+// Size returns the log's length in bytes, header included: a measure of
+// how much a checkpoint would fold in.
+func (l *Log) Size() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.off
+}
+
+// Append writes rec as one record. Under SyncEveryCall it returns after the
+// record is durable; under SyncInterval after it is written to the
+// operating system. A failed write or fsync makes the Log refuse every
+// later Append (ErrClosed): the file's tail is then unknown, and a retried
+// fsync can report success for pages the kernel already dropped. Reopen
+// the log to continue; replay shows what survived.
+func (l *Log) Append(rec Record) error {
+	if err := rec.validate(l.dim); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return l.err
+	}
+	b := appendFrame(l.buf[:0], &rec, l.synced)
+	if cap(b) <= 1<<20 {
+		l.buf = b[:0]
+	} else {
+		l.buf = nil // one huge record should not pin its buffer
+	}
+
+	if _, err := l.f.WriteAt(b, l.off); err != nil {
+		// Take back what may have been written; a reader would treat it
+		// as a torn tail anyway, as nothing valid follows it.
+		_ = l.f.Truncate(l.off)
+		l.err = fmt.Errorf("%w: %s: write failed: %v", ErrClosed, l.path, err)
+		return l.err
+	}
+	l.off += int64(len(b))
+	if l.policy.interval == 0 {
+		return l.syncLocked()
+	}
+	if l.timer == nil {
+		l.timer = time.AfterFunc(l.policy.interval, l.timerSync)
+	}
+	return nil
+}
+
+func (l *Log) timerSync() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.timer = nil
+	if l.err == nil {
+		_ = l.syncLocked() // sticky in l.err; the next Append reports it
+	}
+}
+
+func (l *Log) syncLocked() error {
+	if l.synced == l.off {
+		return nil
+	}
+	if err := l.f.Sync(); err != nil {
+		l.err = fmt.Errorf("%w: %s: fsync failed, records since byte %d may be lost: %v", ErrClosed, l.path, l.synced, err)
+		return l.err
+	}
+	l.synced = l.off
+	return nil
+}
+
+// Sync makes every record appended so far durable, whatever the policy.
+func (l *Log) Sync() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return l.err
+	}
+	return l.syncLocked()
+}
+
+// Close syncs and closes the log. Closing twice returns nil.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return nil
+	}
+	if l.timer != nil {
+		l.timer.Stop()
+		l.timer = nil
+	}
+	var err error
+	if l.err == nil {
+		err = l.syncLocked()
+	} else {
+		err = l.err
+	}
+	if cerr := l.f.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("storefile: close log %s: %w", l.path, cerr)
+	}
+	l.f = nil
+	if l.err == nil {
+		l.err = fmt.Errorf("%w: %s", ErrClosed, l.path)
+	}
+	return err
+}
+
+// appendFrame appends rec, validated, as one frame: payload length,
+// the offset synced up to when it was written, a CRC-32C of those 12
+// bytes, a CRC-32C of the payload, then the payload.
+func appendFrame(dst []byte, rec *Record, synced int64) []byte {
+	start := len(dst)
+	dst = slices.Grow(dst, frameLen+int(rec.payloadSize()))
+	dst = dst[:start+frameLen]
+	dst = rec.appendPayload(dst)
+	b := dst[start:]
+	binary.LittleEndian.PutUint32(b[0:], uint32(len(b)-frameLen))
+	binary.LittleEndian.PutUint64(b[4:], uint64(synced))
+	binary.LittleEndian.PutUint32(b[12:], crc32.Checksum(b[:12], castagnoli))
+	binary.LittleEndian.PutUint32(b[16:], crc32.Checksum(b[frameLen:], castagnoli))
+	return dst
+}

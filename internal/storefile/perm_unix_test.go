@@ -1,0 +1,64 @@
+//go:build unix
+
+package storefile
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestWriteBaseKeepsPermissionsAndCleansUp(t *testing.T) {
+	r := newRand(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, "p")
+
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	_, err := WriteBase(path, randSnapshot(r))
+	require.NoError(t, err)
+	st, err := os.Stat(path)
+	require.NoError(t, err)
+	assert.Equal(t, fs.FileMode(0o644), st.Mode().Perm(), "new base: 0644 less umask")
+
+	require.NoError(t, os.Chmod(path, 0o600))
+	_, err = WriteBase(path, randSnapshot(r))
+	require.NoError(t, err)
+	st, err = os.Stat(path)
+	require.NoError(t, err)
+	assert.Equal(t, fs.FileMode(0o600), st.Mode().Perm(), "replaced base keeps its mode")
+
+	// A failure after the temporary file exists (rename onto a directory)
+	// removes it again.
+	sub := filepath.Join(dir, "isdir")
+	require.NoError(t, os.Mkdir(sub, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(sub, "x"), nil, 0o644))
+	_, err = WriteBase(sub, randSnapshot(r))
+	require.Error(t, err)
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	for _, e := range entries {
+		assert.False(t, strings.Contains(e.Name(), tempInfix), "temporary file %s left behind", e.Name())
+	}
+
+	// RemoveTemps clears what a killed writer leaves.
+	stray := filepath.Join(dir, tempPrefix(path)+"0123")
+	strayLog := filepath.Join(dir, tempPrefix(path+".log")+"4567")
+	other := filepath.Join(dir, ".q.tmp-1")
+	for _, p := range []string{stray, strayLog, other} {
+		require.NoError(t, os.WriteFile(p, []byte("half"), 0o644))
+	}
+	require.NoError(t, RemoveTemps(path))
+	for _, p := range []string{stray, strayLog} {
+		_, err := os.Stat(p)
+		assert.ErrorIs(t, err, fs.ErrNotExist, p)
+	}
+	_, err = os.Stat(other)
+	assert.NoError(t, err, "another store's files are not touched")
+}
