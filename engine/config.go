@@ -155,6 +155,13 @@ type Config struct {
 	// ProbeTimeout bounds the GPU probe (device creation, shader
 	// compilation, one test dispatch); 0 means 30 s.
 	ProbeTimeout time.Duration
+	// LogSync is how a store opened with Open makes its log durable: 0
+	// fsyncs it inside every write call, so an acknowledged write survives
+	// a power loss; a positive duration acknowledges a write once the
+	// operating system has it and fsyncs within that time, so a power loss
+	// (not a process crash) can lose the writes of the last LogSync, and
+	// never corrupts the store.
+	LogSync time.Duration
 	// MaxRows, when non-zero, caps how many vectors the index accepts;
 	// Add fails with ErrTooLarge beyond it, before allocating.
 	MaxRows int

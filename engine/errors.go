@@ -23,6 +23,12 @@ var (
 	ErrIDExists = errors.New("umbra: ID already stored")
 	// ErrNotFound: Delete or Get of an ID that is not stored.
 	ErrNotFound = errors.New("umbra: ID not found")
+	// ErrLocked: the store is open for writing elsewhere, in this process
+	// or another.
+	ErrLocked = errors.New("umbra: store is locked")
+	// ErrBadStore: a store file is damaged, truncated, or not a store
+	// file; the error names the file and the section.
+	ErrBadStore = errors.New("umbra: bad store file")
 	// ErrIDCount: a call gives a different number of IDs than vectors.
 	ErrIDCount = errors.New("umbra: IDs and vectors differ in number")
 )

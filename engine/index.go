@@ -14,6 +14,7 @@ import (
 	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/internal/gpu"
 	"github.com/umbravec/umbra/internal/packed"
+	"github.com/umbravec/umbra/internal/storefile"
 )
 
 // Hit is one search result: the ID Add assigned to the vector, and its
@@ -38,6 +39,7 @@ type Index struct {
 	slab   *packed.Slab
 	rid    rowIDs
 	keys   keyMap
+	store  *store // nil unless the index was opened from a store
 	closed bool
 	// stale is set when a failed device write may have left the resident
 	// rows different from the slab; the next GPU call uploads them anew.
@@ -198,11 +200,13 @@ func (ix *Index) add(ctx context.Context, start time.Time, ids []uint64, n int, 
 	if ix.closed {
 		return nil, ErrClosed
 	}
-	return ix.addLocked(ctx, start, ids, n, pack)
+	return ix.addLocked(ctx, start, ids, n, pack, true)
 }
 
 // addLocked is add with both locks held.
-func (ix *Index) addLocked(ctx context.Context, start time.Time, ids []uint64, n int, pack func(*packed.Slab)) ([]uint64, error) {
+// With log set the rows are written to the store's log too (Upsert logs
+// its whole call itself).
+func (ix *Index) addLocked(ctx context.Context, start time.Time, ids []uint64, n int, pack func(*packed.Slab), log bool) ([]uint64, error) {
 	if ids == nil {
 		var err error
 		if ids, err = ix.rid.assign(n); err != nil {
@@ -247,6 +251,16 @@ func (ix *Index) addLocked(ctx context.Context, start time.Time, ids []uint64, n
 		}
 	}
 	ix.rid.appendIDs(ids)
+	if log {
+		if err := ix.logged(storefile.Record{Op: storefile.OpAdd, IDs: ids, Rows: ix.storedRows(ids)}); err != nil {
+			ix.slab.Truncate(old)
+			ix.rid.truncate(old)
+			if ix.dev != nil {
+				ix.dev.Truncate(old)
+			}
+			return nil, err
+		}
+	}
 	return ids, nil
 }
 
@@ -526,11 +540,12 @@ func (ix *Index) Close() error {
 		return nil
 	}
 	ix.closed = true
+	err := ix.closeStore()
 	if ix.dev != nil {
 		ix.dev.Release()
 	}
 	ix.slab, ix.rid, ix.keys = packed.NewSlab(ix.cfg.Dim), newRowIDs(), keyMap{}
-	return nil
+	return err
 }
 
 // recoverInto turns a panic below the API into an ErrGPU error: the binding

@@ -84,7 +84,7 @@ func (ix *Index) keyed(ctx context.Context, keys []string, vectors [][]float32, 
 	for j, i := range fresh {
 		ids[i] = next[j]
 	}
-	if err := ix.upsertLocked(ctx, ids, vectors); err != nil {
+	if err := ix.upsertLocked(ctx, ids, vectors, keys, false); err != nil {
 		return nil, err
 	}
 	ix.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/umbravec/umbra/internal/packed"
+	"github.com/umbravec/umbra/internal/storefile"
 )
 
 // Upsert stores each vector under its ID, replacing the vector of an ID
@@ -19,11 +20,22 @@ func (ix *Index) Upsert(ctx context.Context, ids []uint64, vectors [][]float32) 
 	}
 	ix.wmu.Lock()
 	defer ix.wmu.Unlock()
-	return ix.upsertLocked(ctx, ids, vectors)
+	return ix.upsertLocked(ctx, ids, vectors, nil, false)
 }
 
-// upsertLocked is Upsert with wmu held.
-func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]float32) error {
+// upsertStored is Upsert of rows exactly as the index stores them (a
+// replayed log), not normalised again.
+func (ix *Index) upsertStored(ctx context.Context, ids []uint64, rows [][]float32) error {
+	ix.wmu.Lock()
+	defer ix.wmu.Unlock()
+	return ix.upsertLocked(ctx, ids, rows, nil, true)
+}
+
+// upsertLocked is Upsert with wmu held. keys, when not nil, name the IDs
+// and are logged in the same record; raw stores rows without normalising.
+// It logs one record for the whole call and undoes everything if any step
+// fails, so a call is applied (and logged) whole or not at all.
+func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]float32, keys []string, raw bool) error {
 	for i, v := range vectors {
 		if err := ix.checkVector(v, input{"vector", i}); err != nil {
 			return err
@@ -38,62 +50,80 @@ func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]flo
 	if err := ix.rid.checkNew(ids, true); err != nil {
 		return err
 	}
+	normalize := ix.cfg.Metric == Cosine && !raw
 	var rows []int
 	var newIDs []uint64
 	var newVecs [][]float32
+	var old [][]float32
 	for i, id := range ids {
 		if row, ok := ix.rid.rowOf[id]; ok {
 			rows = append(rows, row)
+			old = append(old, append([]float32(nil), ix.slab.Row(row)...))
+			ix.slab.Set(row, vectors[i], normalize) // in place; old keeps what to undo
 		} else {
 			newIDs, newVecs = append(newIDs, id), append(newVecs, vectors[i])
 		}
 	}
-	// Replace in place, keeping the old rows to undo with.
-	cosine := ix.cfg.Metric == Cosine
-	old := make([][]float32, len(rows))
-	j := 0
-	for i, id := range ids {
-		row, ok := ix.rid.rowOf[id]
-		if !ok {
-			continue
-		}
-		old[j] = append([]float32(nil), ix.slab.Row(row)...)
-		ix.slab.Set(row, vectors[i], cosine)
-		j++
-	}
-	// undo restores the replaced rows on the host and, if a device write
-	// failed, uploads every row again so the device matches; if even that
-	// fails the rows stay marked stale and GPU searches report it.
+	oldRows := ix.slab.Rows
+	// undo restores the replaced rows and drops the appended ones, on the
+	// host and on the device; if a device write fails on the way, every
+	// row is uploaded again, and if even that fails the rows stay marked
+	// stale and GPU searches say so.
 	undo := func() {
 		for j, row := range rows {
 			ix.slab.Set(row, old[j], false)
 		}
-		if ix.stale && ix.onGPU() {
+		if ix.slab.Rows > oldRows {
+			ix.slab.Truncate(oldRows)
+			ix.rid.truncate(oldRows)
+			if ix.dev != nil {
+				ix.dev.Truncate(oldRows)
+			}
+		}
+		if ix.onGPU() && len(rows) > 0 && !ix.stale {
+			_ = ix.rewrite(ctx, rows)
+		}
+		if ix.onGPU() && ix.stale {
 			_ = ix.upload(ctx, 0, nil, nil)
 		}
 	}
 	if len(rows) > 0 && ix.onGPU() {
 		if err := ix.rewrite(ctx, rows); err != nil {
-			undo()
 			if ix.cfg.Device == GPU {
+				undo()
 				return err
 			}
-			ix.demote(err)
+			ix.demote(err) // the host rows hold the upsert; the CPU serves
 		}
 	}
 	if len(newIDs) > 0 {
-		if _, err := ix.addLocked(ctx, start, newIDs, len(newVecs), func(s *packed.Slab) { s.Append(newVecs, cosine) }); err != nil {
+		if _, err := ix.addLocked(ctx, start, newIDs, len(newVecs), func(s *packed.Slab) { s.Append(newVecs, normalize) }, false); err != nil {
 			undo()
-			if len(rows) > 0 && ix.onGPU() && !ix.stale {
-				_ = ix.rewrite(ctx, rows) // the old rows back on the device
-				if ix.stale {
-					_ = ix.upload(ctx, 0, nil, nil)
-				}
-			}
 			return err
 		}
 	}
+	op := storefile.OpUpsert
+	if keys != nil {
+		op = storefile.OpUpsertKeys
+	}
+	if err := ix.logged(storefile.Record{Op: op, IDs: ids, Rows: ix.storedRows(ids), Keys: keys}); err != nil {
+		undo()
+		return err
+	}
 	return nil
+}
+
+// storedRows returns the rows of ids as the slab holds them, without
+// padding, one after another: what the log records. The caller holds mu.
+func (ix *Index) storedRows(ids []uint64) []float32 {
+	if ix.store == nil {
+		return nil
+	}
+	out := make([]float32, 0, len(ids)*ix.cfg.Dim)
+	for _, id := range ids {
+		out = append(out, ix.slab.Row(ix.rid.rowOf[id])...)
+	}
+	return out
 }
 
 // rewrite writes replaced rows to the device; on failure the resident rows
@@ -125,6 +155,9 @@ func (ix *Index) Delete(ctx context.Context, ids ...uint64) (err error) {
 		if ix.closed {
 			return ErrClosed
 		}
+		if len(ids) == 0 {
+			return nil
+		}
 		seen := make(map[uint64]bool, len(ids))
 		for i, id := range ids {
 			if seen[id] {
@@ -134,6 +167,9 @@ func (ix *Index) Delete(ctx context.Context, ids ...uint64) (err error) {
 			if _, ok := ix.rid.rowOf[id]; !ok {
 				return fmt.Errorf("%w: ID %d (argument %d)", ErrNotFound, id, i)
 			}
+		}
+		if err := ix.logged(storefile.Record{Op: storefile.OpDelete, IDs: ids}); err != nil {
+			return err
 		}
 		ix.rid.kill(ids)
 		for _, id := range ids {

@@ -16,6 +16,9 @@ const (
 	OpUpsert Op = 2 // rows that replace (or create) the rows of IDs
 	OpDelete Op = 3 // IDs removed
 	OpSetKey Op = 4 // string keys naming IDs
+	// OpUpsertKeys is OpUpsert whose IDs are also named by string keys, in
+	// one record, so a keyed write is replayed whole or not at all.
+	OpUpsertKeys Op = 5
 )
 
 func (o Op) String() string {
@@ -28,6 +31,8 @@ func (o Op) String() string {
 		return "delete"
 	case OpSetKey:
 		return "set-key"
+	case OpUpsertKeys:
+		return "upsert-keys"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
@@ -59,6 +64,11 @@ func (r *Record) validate(dim int) error {
 	case OpDelete:
 		if len(r.Rows) != 0 || len(r.Keys) != 0 {
 			return fmt.Errorf("%w: delete record carries rows or keys", ErrInvalid)
+		}
+	case OpUpsertKeys:
+		if uint64(len(r.Rows)) != uint64(len(r.IDs))*uint64(dim) || len(r.Keys) != len(r.IDs) {
+			return fmt.Errorf("%w: upsert-keys record with %d IDs needs %d row values (dim %d) and %d keys, has %d values and %d keys",
+				ErrInvalid, len(r.IDs), len(r.IDs)*dim, dim, len(r.IDs), len(r.Rows), len(r.Keys))
 		}
 	case OpSetKey:
 		if len(r.Keys) != len(r.IDs) || len(r.Rows) != 0 {
@@ -116,19 +126,24 @@ func decodePayload(p []byte, dim int) (Record, error) {
 	fixU64sFromLE(r.IDs)
 	p = p[8*n:]
 	switch r.Op {
-	case OpAdd, OpUpsert:
-		if want, ok := mulNoOverflow(n, uint64(dim), 4); !ok || uint64(len(p)) != want {
-			return Record{}, fmt.Errorf("%v of %d IDs at dim %d needs %d×%d×4 row bytes, has %d", r.Op, n, dim, n, dim, len(p))
-		}
-		r.Rows = make([]float32, int(n)*dim)
-		copy(floatBytes(r.Rows), p)
-		fixFloatsFromLE(r.Rows)
-		return r, nil
 	case OpDelete:
 		if len(p) != 0 {
 			return Record{}, fmt.Errorf("delete record has %d bytes after its IDs", len(p))
 		}
 		return r, nil
+	case OpAdd, OpUpsert, OpUpsertKeys:
+		want, ok := mulNoOverflow(n, uint64(dim), 4)
+		if !ok || uint64(len(p)) < want || r.Op != OpUpsertKeys && uint64(len(p)) != want {
+			return Record{}, fmt.Errorf("%v of %d IDs at dim %d needs %d×%d×4 row bytes, has %d", r.Op, n, dim, n, dim, len(p))
+		}
+		r.Rows = make([]float32, int(n)*dim)
+		copy(floatBytes(r.Rows), p)
+		fixFloatsFromLE(r.Rows)
+		if r.Op != OpUpsertKeys {
+			return r, nil
+		}
+		p = p[want:]
+		fallthrough
 	case OpSetKey:
 		r.Keys = make([]string, n)
 		for i := range r.Keys {
@@ -143,7 +158,7 @@ func decodePayload(p []byte, dim int) (Record, error) {
 			p = p[4+l:]
 		}
 		if len(p) != 0 {
-			return Record{}, fmt.Errorf("set-key record has %d bytes after its keys", len(p))
+			return Record{}, fmt.Errorf("%v record has %d bytes after its keys", r.Op, len(p))
 		}
 		return r, nil
 	}

@@ -1,0 +1,301 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"github.com/umbravec/umbra/internal/packed"
+	"github.com/umbravec/umbra/internal/storefile"
+)
+
+// A store is an index kept in files: a base file at its path (the rows as
+// the device buffer holds them, IDs, tombstones and keys, each section with
+// a CRC-32C), a log beside it (path+".log") that every acknowledged change
+// reaches before the call returns, and a lock (path+".lock") that keeps a
+// second writer out. internal/storefile/FORMAT.md specifies the bytes.
+
+// store is an open store's files. The caller of its methods holds wmu.
+type store struct {
+	path   string
+	gen    uint64
+	log    *storefile.Log
+	policy storefile.SyncPolicy
+	unlock func() error
+}
+
+// Open opens the store at path, or creates an empty one there from cfg
+// when no file exists, and returns its index: every later Add, Upsert,
+// Delete and key change is written to the store's log before the call
+// returns (fsynced per call, or within Config.LogSync), Checkpoint folds the
+// log into the base file, and Close releases the store. An existing store
+// gives Dim and Metric (a non-zero cfg.Dim must match); its log is replayed
+// up to its last complete record. A second Open of the same store, in this
+// process or another, fails with ErrLocked; a damaged file with ErrBadStore
+// naming the section.
+func Open(ctx context.Context, path string, cfg Config) (ix *Index, err error) {
+	unlock, err := storefile.Lock(path)
+	if err != nil {
+		if errors.Is(err, storefile.ErrLocked) {
+			return nil, fmt.Errorf("%w: %v", ErrLocked, err)
+		}
+		return nil, fmt.Errorf("umbra: open %s: %w", path, err)
+	}
+	defer func() {
+		if err != nil {
+			unlock()
+		}
+	}()
+	snap, gen, err := storefile.ReadBase(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if ix, err = New(ctx, cfg); err != nil {
+			return nil, err
+		}
+		if gen, err = storefile.Checkpoint(path, ix.snapshot()); err != nil {
+			ix.Close()
+			return nil, fmt.Errorf("umbra: create store %s: %w", path, err)
+		}
+	case err != nil:
+		return nil, storeError(path, err)
+	default:
+		if cfg.Dim != 0 && cfg.Dim != snap.Dim {
+			return nil, fmt.Errorf("%w: the store %s holds dimension %d, Config.Dim is %d", ErrInvalidConfig, path, snap.Dim, cfg.Dim)
+		}
+		cfg.Dim, cfg.Metric = snap.Dim, Metric(snap.Metric)
+		if err := cfg.validate(); err != nil {
+			return nil, fmt.Errorf("%w (store %s)", err, path)
+		}
+		if snap.Stride != packed.StrideFor(snap.Dim) {
+			return nil, fmt.Errorf("%w: %s: rows of stride %d for dimension %d", ErrBadStore, path, snap.Stride, snap.Dim)
+		}
+		if ix, err = New(ctx, cfg); err != nil {
+			return nil, err
+		}
+		if err := ix.load(ctx, snap); err != nil {
+			ix.Close()
+			return nil, err
+		}
+		_, _, err = storefile.ReplayLog(storefile.LogPath(path), snap.Dim, gen, func(r storefile.Record) error {
+			return ix.replay(ctx, r)
+		})
+		if err != nil {
+			ix.Close()
+			return nil, storeError(storefile.LogPath(path), err)
+		}
+	}
+	policy := storefile.SyncEveryCall
+	if cfg.LogSync > 0 {
+		policy = storefile.SyncInterval(cfg.LogSync)
+	}
+	log, err := storefile.OpenLog(storefile.LogPath(path), ix.cfg.Dim, gen, policy)
+	if err != nil {
+		ix.Close()
+		return nil, storeError(storefile.LogPath(path), err)
+	}
+	ix.store = &store{path: path, gen: gen, log: log, policy: policy, unlock: unlock}
+	return ix, nil
+}
+
+// storeError wraps a file-layer error: damage is ErrBadStore.
+func storeError(path string, err error) error {
+	for _, bad := range []error{storefile.ErrMagic, storefile.ErrVersion, storefile.ErrTruncated, storefile.ErrCorrupt, storefile.ErrUnsupported} {
+		if errors.Is(err, bad) {
+			return fmt.Errorf("%w: %s: %v", ErrBadStore, path, err)
+		}
+	}
+	return fmt.Errorf("umbra: store %s: %w", path, err)
+}
+
+// snapshot describes the index for a base file. The caller holds wmu (or
+// the index is not yet shared); the rows are the slab's own, not a copy.
+func (ix *Index) snapshot() *storefile.Snapshot {
+	s := &storefile.Snapshot{
+		Dim: ix.cfg.Dim, Stride: ix.slab.Stride, Metric: uint8(ix.cfg.Metric),
+		NextID: ix.rid.nextID, IDs: ix.rid.ids, Rows: ix.slab.Data[:ix.slab.Rows*ix.slab.Stride],
+	}
+	if ix.rid.nDead > 0 {
+		s.Deleted = ix.rid.dead[:(len(ix.rid.ids)+63)/64]
+	}
+	if len(ix.keys.key) > 0 {
+		s.Keys = ix.keys.key
+	}
+	return s
+}
+
+// load fills a new, empty index from a base file's snapshot.
+func (ix *Index) load(ctx context.Context, s *storefile.Snapshot) error {
+	ix.wmu.Lock()
+	defer ix.wmu.Unlock()
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.slab.Data, ix.slab.Rows = s.Rows, len(s.IDs)
+	ix.rid.appendIDs(s.IDs)
+	ix.rid.nextID = max(ix.rid.nextID, s.NextID)
+	for row := range s.IDs {
+		if s.IsDeleted(row) {
+			ix.rid.kill([]uint64{s.IDs[row]})
+		}
+	}
+	for id, key := range s.Keys {
+		if _, ok := ix.rid.rowOf[id]; ok {
+			ix.keys.set(key, id)
+		}
+	}
+	if ix.onGPU() && ix.slab.Rows > 0 {
+		if err := ix.upload(ctx, 0, nil, progressUpload(ctx)); err != nil {
+			if ix.cfg.Device == GPU {
+				return err
+			}
+			ix.demote(err)
+		}
+	}
+	return nil
+}
+
+func progressUpload(ctx context.Context) func(done, total int) {
+	report := progressFrom(ctx)
+	return func(done, total int) { report("upload", done, total) }
+}
+
+// replay applies one logged change while a store opens.
+func (ix *Index) replay(ctx context.Context, r storefile.Record) error {
+	dim := ix.cfg.Dim
+	rows := func() [][]float32 {
+		vs := make([][]float32, len(r.IDs))
+		for i := range vs {
+			vs[i] = r.Rows[i*dim : (i+1)*dim]
+		}
+		return vs
+	}
+	var err error
+	switch r.Op {
+	case storefile.OpAdd, storefile.OpUpsert, storefile.OpUpsertKeys:
+		// Rows were logged as stored (normalised under cosine already).
+		if err = ix.upsertStored(ctx, r.IDs, rows()); err == nil && r.Op == storefile.OpUpsertKeys {
+			ix.mu.Lock()
+			for i, id := range r.IDs {
+				ix.keys.set(r.Keys[i], id)
+			}
+			ix.mu.Unlock()
+		}
+	case storefile.OpDelete:
+		err = ix.Delete(ctx, r.IDs...)
+	case storefile.OpSetKey:
+		ix.mu.Lock()
+		for i, id := range r.IDs {
+			if _, ok := ix.rid.rowOf[id]; ok {
+				ix.keys.set(r.Keys[i], id)
+			}
+		}
+		ix.mu.Unlock()
+	default:
+		err = fmt.Errorf("unknown operation %v", r.Op)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: replaying a logged %v of %d IDs: %v", ErrBadStore, r.Op, len(r.IDs), err)
+	}
+	return nil
+}
+
+// logged writes rec to the store's log, if the index has one. The caller
+// holds wmu; when it fails the caller undoes the change it logs.
+func (ix *Index) logged(rec storefile.Record) error {
+	if ix.store == nil {
+		return nil
+	}
+	if err := ix.store.log.Append(rec); err != nil {
+		return fmt.Errorf("umbra: writing the store's log: %w", err)
+	}
+	return nil
+}
+
+// Checkpoint folds the store's log into a new base file, so the next Open
+// reads one file and replays nothing. A crash at any point leaves the old
+// or the new state, whole. It is a no-op for an index without a store.
+func (ix *Index) Checkpoint(ctx context.Context) error {
+	ix.wmu.Lock()
+	defer ix.wmu.Unlock()
+	if ix.store == nil {
+		return nil
+	}
+	return ix.checkpointLocked()
+}
+
+func (ix *Index) checkpointLocked() error {
+	st := ix.store
+	if err := st.log.Close(); err != nil {
+		return fmt.Errorf("umbra: checkpoint %s: %w", st.path, err)
+	}
+	ix.mu.RLock()
+	gen, err := storefile.Checkpoint(st.path, ix.snapshot())
+	ix.mu.RUnlock()
+	if err == nil {
+		st.gen = gen
+	}
+	// Reopen whichever log is current (the old one if the base write
+	// failed), so the store keeps accepting writes either way.
+	log, oerr := storefile.OpenLog(storefile.LogPath(st.path), ix.cfg.Dim, st.gen, st.policy)
+	if oerr != nil {
+		return fmt.Errorf("umbra: checkpoint %s: reopening the log: %w", st.path, oerr)
+	}
+	st.log = log
+	if err != nil {
+		return fmt.Errorf("umbra: checkpoint %s: %w", st.path, err)
+	}
+	return nil
+}
+
+// Save writes the index to path as a store's base file, atomically (a
+// temporary file, fsync, rename, fsync of the directory): Open(path) then
+// gives the same vectors, IDs and keys. Saving an open store to its own
+// path is Checkpoint.
+func (ix *Index) Save(ctx context.Context, path string) error {
+	ix.wmu.Lock()
+	defer ix.wmu.Unlock()
+	if ix.store != nil && ix.store.path == path {
+		return ix.checkpointLocked()
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	// Another process's open store at path keeps its lock: refuse to
+	// write under it.
+	unlock, err := storefile.Lock(path)
+	if err != nil {
+		if errors.Is(err, storefile.ErrLocked) {
+			return fmt.Errorf("%w: %v", ErrLocked, err)
+		}
+		return fmt.Errorf("umbra: save %s: %w", path, err)
+	}
+	defer unlock()
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if ix.closed {
+		return ErrClosed
+	}
+	if _, err := storefile.WriteBase(path, ix.snapshot()); err != nil {
+		return fmt.Errorf("umbra: save %s: %w", path, err)
+	}
+	// A log left beside path by an older store there belongs to another
+	// generation; Open ignores it, and removing it keeps that obvious.
+	if err := os.Remove(storefile.LogPath(path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("umbra: save %s: %w", path, err)
+	}
+	return nil
+}
+
+// closeStore syncs and closes the log and releases the lock.
+func (ix *Index) closeStore() error {
+	if ix.store == nil {
+		return nil
+	}
+	err := ix.store.log.Close()
+	if uerr := ix.store.unlock(); err == nil {
+		err = uerr
+	}
+	ix.store = nil
+	return err
+}
