@@ -204,9 +204,12 @@ func unit(v []float32) []float32 {
 	for _, x := range v {
 		n += float64(x) * float64(x)
 	}
+	// The same arithmetic as the engine's normalisation, so stored rows
+	// compare exactly.
+	inv := 1 / math.Sqrt(n)
 	out := make([]float32, len(v))
 	for i, x := range v {
-		out[i] = float32(float64(x) / math.Sqrt(n))
+		out[i] = float32(float64(x) * inv)
 	}
 	return out
 }

@@ -1,0 +1,196 @@
+//go:build unix
+
+package engine_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/engine"
+)
+
+const crashDim = 16
+
+// crashOp is operation i of the sequence seed names, given the IDs stored
+// so far (ascending); it depends on nothing else, so the parent can replay
+// the child's sequence. kind: "add", "upsert", "delete" or "checkpoint".
+func crashOp(seed uint64, i int, stored []uint64, next uint64) (kind string, ids []uint64, vs [][]float32) {
+	r := rand.New(rand.NewPCG(seed, uint64(i)))
+	switch k := r.IntN(20); {
+	case k < 9 || len(stored) < 4:
+		n := 1 + r.IntN(20)
+		for j := 0; j < n; j++ {
+			ids = append(ids, next+uint64(j))
+		}
+		return "add", ids, randomVectors(r, n, crashDim)
+	case k < 14:
+		ids = []uint64{stored[r.IntN(len(stored))], next}
+		return "upsert", ids, randomVectors(r, 2, crashDim)
+	case k < 19:
+		return "delete", []uint64{stored[r.IntN(len(stored))]}, nil
+	}
+	return "checkpoint", nil, nil
+}
+
+// crashModel applies n operations of the sequence to a model.
+func crashModel(seed uint64, n int) map[uint64][]float32 {
+	md := map[uint64][]float32{}
+	next := uint64(0)
+	for i := 0; i < n; i++ {
+		stored := make([]uint64, 0, len(md))
+		for id := range md {
+			stored = append(stored, id)
+		}
+		slices.Sort(stored)
+		kind, ids, vs := crashOp(seed, i, stored, next)
+		switch kind {
+		case "add", "upsert":
+			for j, id := range ids {
+				md[id] = unit(vs[j])
+				next = max(next, id+1)
+			}
+		case "delete":
+			delete(md, ids[0])
+		}
+	}
+	return md
+}
+
+// TestCrashChild is the child of TestKilledWriterLosesNothingAcknowledged:
+// it runs the operation sequence against a store, printing each operation's
+// number once the call has returned, until it is killed.
+func TestCrashChild(t *testing.T) {
+	spec := os.Getenv("UMBRA_CRASH_CHILD")
+	if spec == "" {
+		t.Skip("run by TestKilledWriterLosesNothingAcknowledged")
+	}
+	path, seedText, _ := strings.Cut(spec, ",")
+	seed, err := strconv.ParseUint(seedText, 10, 64)
+	require.NoError(t, err)
+	ctx := context.Background()
+	ix, err := engine.Open(ctx, path, engine.Config{Dim: crashDim, Device: engine.CPU})
+	require.NoError(t, err)
+	out := bufio.NewWriter(os.Stdout)
+	md := map[uint64]bool{}
+	next := uint64(0)
+	for i := 0; ; i++ {
+		stored := make([]uint64, 0, len(md))
+		for id := range md {
+			stored = append(stored, id)
+		}
+		slices.Sort(stored)
+		kind, ids, vs := crashOp(seed, i, stored, next)
+		switch kind {
+		case "add":
+			err = ix.AddWithIDs(ctx, ids, vs)
+		case "upsert":
+			err = ix.Upsert(ctx, ids, vs)
+		case "delete":
+			err = ix.Delete(ctx, ids...)
+		case "checkpoint":
+			err = ix.Checkpoint(ctx)
+		}
+		require.NoError(t, err, "operation %d (%s)", i, kind)
+		for _, id := range ids {
+			if kind == "delete" {
+				delete(md, id)
+			} else {
+				md[id] = true
+				next = max(next, id+1)
+			}
+		}
+		fmt.Fprintf(out, "ack %d\n", i)
+		out.Flush()
+	}
+}
+
+// TestKilledWriterLosesNothingAcknowledged kills (SIGKILL) a process that
+// writes to a store at random moments — while adding, upserting, deleting
+// and checkpointing — and reopens the store each time: it must open
+// cleanly and hold exactly the first n operations, where n is the number
+// the child acknowledged or one more (the call in flight may have become
+// durable before it could say so), never anything in between.
+func TestKilledWriterLosesNothingAcknowledged(t *testing.T) {
+	if os.Getenv("UMBRA_CRASH_CHILD") != "" {
+		t.Skip("the child runs TestCrashChild only")
+	}
+	r := newRand(t)
+	ctx := context.Background()
+	for round := 0; round < 6; round++ {
+		seed := r.Uint64()
+		path := filepath.Join(t.TempDir(), "crash.umbra")
+		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
+		cmd.Env = append(os.Environ(), fmt.Sprintf("UMBRA_CRASH_CHILD=%s,%d", path, seed))
+		stdout, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		require.NoError(t, cmd.Start())
+		acked := -1
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				if n, ok := strings.CutPrefix(sc.Text(), "ack "); ok {
+					acked, _ = strconv.Atoi(n)
+				}
+			}
+		}()
+		time.Sleep(time.Duration(150+r.IntN(600)) * time.Millisecond)
+		require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+		_ = cmd.Wait()
+		<-done
+		n := acked + 1 // operations acknowledged
+		ix, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU})
+		if n == 0 && err != nil {
+			continue // killed before the store was even created
+		}
+		require.NoError(t, err, "round %d: reopening after the kill (%d acknowledged)", round, n)
+		match := -1
+		for _, cand := range []int{n, n + 1} {
+			md := crashModel(seed, cand)
+			if len(md) != ix.Len() {
+				continue
+			}
+			same := true
+			for id, v := range md {
+				got, err := ix.Get(id)
+				if err != nil || !floatsEqual(got, v) {
+					same = false
+					break
+				}
+			}
+			if same {
+				match = cand
+				break
+			}
+		}
+		require.NoError(t, ix.Close())
+		require.GreaterOrEqual(t, match, 0, "round %d (seed %d): the reopened store is neither the first %d operations nor the first %d", round, seed, n, n+1)
+		t.Logf("round %d: killed after %d acknowledged operations; reopened with the first %d", round, n, match)
+	}
+}
+
+func floatsEqual(a, b []float32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
