@@ -112,14 +112,14 @@ func requireSameSnapshot(t testing.TB, want, got *Snapshot, msg ...any) {
 
 func randRecord(r *rand.Rand, dim int) Record {
 	n := 1 + r.IntN(4)
-	rec := Record{Op: Op(1 + r.IntN(4)), IDs: make([]uint64, n)}
+	rec := Record{Op: Op(1 + r.IntN(5)), IDs: make([]uint64, n)}
 	for i := range rec.IDs {
 		rec.IDs[i] = r.Uint64() >> r.IntN(64)
 	}
-	switch rec.Op {
-	case OpAdd, OpUpsert:
+	if rec.Op == OpAdd || rec.Op == OpUpsert || rec.Op == OpUpsertKeys {
 		rec.Rows = randFloats(r, n*dim)
-	case OpSetKey:
+	}
+	if rec.Op == OpSetKey || rec.Op == OpUpsertKeys {
 		rec.Keys = make([]string, n)
 		for i := range rec.Keys {
 			rec.Keys[i] = randKey(r)
