@@ -20,6 +20,7 @@ import (
 func init() {
 	link.NewOnDevice = newOnDevice
 	link.RankAdapters = rankAdapters
+	link.Device = func(ix *Index) *gpu.Index { return ix.dev }
 }
 
 // gpuError turns a backend error into the engine's: ErrTooLarge for a
