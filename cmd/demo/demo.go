@@ -72,6 +72,7 @@ func newDemo(o options, inst *wgpu.Instance, surface *wgpu.Surface, width, heigh
 	if d.sc, err = newScene(d.s, d.set, d.ix, width, height, max(o.k, 1)); err != nil {
 		return d, err
 	}
+	d.logf("scene: drawing from the index's %d resident chunk(s)", len(d.sc.chunks))
 	start = time.Now()
 	if _, err = fitProjection(d.sc, d.set.rows, d.set.dim, o.iters, o.seed); err != nil {
 		return d, fmt.Errorf("2-D layout: %w", err)
