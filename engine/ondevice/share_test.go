@@ -133,6 +133,53 @@ func TestResidentAndScoreInto(t *testing.T) {
 	assert.InDelta(t, 1, scores[0], 1e-5, "row 0 is the query's direction")
 }
 
+// TestRowIDsMapScores: with caller IDs and a deleted vector, RowIDs says
+// which ID each scored row holds and that the deleted one is no longer
+// live; the live rows' scores are the ones Search reports for their IDs.
+func TestRowIDsMapScores(t *testing.T) {
+	adapter, dev := ownDevice(t)
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 22))
+	const dim = 8
+	ix, err := ondevice.New(context.Background(), engine.Config{Dim: dim, Metric: engine.Dot}, adapter, dev, nil)
+	require.NoError(t, err)
+	defer ix.Close()
+	ids := []uint64{70, 3, 999, 12, 45}
+	vs := make([][]float32, len(ids))
+	for i := range vs {
+		vs[i] = make([]float32, dim)
+		for j := range vs[i] {
+			vs[i][j] = r.Float32()*2 - 1
+		}
+	}
+	require.NoError(t, ix.AddWithIDs(context.Background(), ids, vs))
+	require.NoError(t, ix.Delete(context.Background(), 999))
+
+	rowIDs, live, err := ondevice.RowIDs(ix)
+	require.NoError(t, err)
+	assert.Equal(t, ids, rowIDs, "rows keep the order they were added in")
+	assert.Equal(t, []bool{true, true, false, true, true}, live)
+
+	q := vs[1]
+	s, err := ondevice.ScoreInto(context.Background(), ix, q)
+	require.NoError(t, err)
+	require.Equal(t, len(ids), s.Rows, "the deleted row is still resident")
+	scores := wgpu.FromBytes[float32](readBack(t, dev, s.Buffer, uint64(s.Rows)*4))
+	hits, err := ix.Search(context.Background(), q, len(ids))
+	require.NoError(t, err)
+	require.Len(t, hits, len(ids)-1)
+	byID := map[uint64]float32{}
+	for _, h := range hits {
+		byID[h.ID] = h.Score
+	}
+	for row, id := range rowIDs {
+		if live[row] {
+			assert.Equal(t, byID[id], scores[row], "row %d, ID %d", row, id)
+		}
+	}
+}
+
 // TestShareErrors: the query is checked as Search checks it, and indexes
 // without a caller's device, or closed, are refused by name.
 func TestShareErrors(t *testing.T) {
@@ -152,6 +199,8 @@ func TestShareErrors(t *testing.T) {
 	_, err = ondevice.ScoreInto(ctx, ix, []float32{1, 2, 3})
 	assert.ErrorIs(t, err, engine.ErrClosed)
 	_, err = ondevice.Resident(ix)
+	assert.ErrorIs(t, err, engine.ErrClosed)
+	_, _, err = ondevice.RowIDs(ix)
 	assert.ErrorIs(t, err, engine.ErrClosed)
 
 	cpu, err := engine.New(ctx, engine.Config{Dim: 3, Device: engine.CPU})

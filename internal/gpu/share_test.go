@@ -125,7 +125,7 @@ func TestScoreIntoMatchesSearch(t *testing.T) {
 
 			// A search with another query writes its own scratch, not
 			// the shared scores.
-			_, err = g.Search(context.Background(), [][]float32{randomSlab(r, 1, dim).PaddedRow(0)}, 5, rows, nil)
+			_, err = g.Search(context.Background(), [][]float32{randomSlab(r, 1, dim).PaddedRow(0)}, 5, rows, nil, nil)
 			require.NoError(t, err)
 			assert.Equal(t, device, wgpu.FromBytes[float32](readDevice(t, d, got.Buffer, rows*4)), "a search changed the shared scores")
 
