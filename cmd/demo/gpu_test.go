@@ -240,7 +240,7 @@ func TestColouringUsesIndexScores(t *testing.T) {
 }
 
 // TestSceneRefusesAnotherIndex: a scene drawn from an index must find the
-// set's rows there, all of them, at the set's stride.
+// set's rows there, all of them, live, row r under ID r.
 func TestSceneRefusesAnotherIndex(t *testing.T) {
 	seed := testSeed(t)
 	s := openTestSession(t, "vulkan")
@@ -253,6 +253,11 @@ func TestSceneRefusesAnotherIndex(t *testing.T) {
 	require.NoError(t, err)
 	_, err = newScene(s, set, ix, 64, 64, 4)
 	assert.ErrorContains(t, err, "the index holds 400 rows on the device, the demo draws 500")
+	_, err = ix.AddFlat(context.Background(), set.data[400*16:])
+	require.NoError(t, err)
+	require.NoError(t, ix.Delete(context.Background(), 7))
+	_, err = newScene(s, set, ix, 64, 64, 4)
+	assert.ErrorContains(t, err, "row 7 holds ID 7 (live: false)")
 	require.NoError(t, ix.Close())
 	_, err = newScene(s, set, ix, 64, 64, 4)
 	assert.ErrorIs(t, err, engine.ErrClosed)

@@ -93,6 +93,17 @@ func newScene(s *session, set *memorySet, ix *engine.Index, width, height, maxRi
 	if err := sc.planChunks(chunks); err != nil {
 		return nil, err
 	}
+	// The rings are drawn at the hits' IDs, so row r must hold ID r: the
+	// index was filled by AddFlat alone and nothing was deleted.
+	ids, live, err := ondevice.RowIDs(ix)
+	if err != nil {
+		return nil, fmt.Errorf("the index's rows: %w", err)
+	}
+	for r, id := range ids {
+		if id != uint64(r) || !live[r] {
+			return nil, fmt.Errorf("the index's row %d holds ID %d (live: %v); the demo draws row r as ID r", r, id, live[r])
+		}
+	}
 	err = guard("create demo buffers", func() error {
 		const st = wgpu.BufferUsageStorage
 		var err error
