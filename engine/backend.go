@@ -20,6 +20,7 @@ import (
 func init() {
 	link.NewOnDevice = newOnDevice
 	link.RankAdapters = rankAdapters
+	link.WithDevice = withDevice
 }
 
 // gpuError turns a backend error into the engine's: ErrTooLarge for a
@@ -190,4 +191,22 @@ func newOnDevice(ctx context.Context, cfg Config, d *gpu.Device) (*Index, error)
 	ix := emptyIndex(cfg)
 	ix.dev = g
 	return ix, nil
+}
+
+// withDevice runs f on ix's device side, for engine/ondevice's Resident,
+// ScoreInto and RowIDs, holding ix's rows still meanwhile: searches may run,
+// writers, compaction and Close wait. ids[r] is the ID of resident row r
+// and dead(r) whether it was deleted (it stays resident until compaction).
+func withDevice(ix *Index, f func(g *gpu.Index, ids []uint64, dead func(row int) bool) error) error {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	switch {
+	case ix.closed:
+		return ErrClosed
+	case !ix.onGPU():
+		return link.ErrNoDevice
+	case ix.stale:
+		return fmt.Errorf("%w: the resident rows are stale after a failed device write; the next write uploads them again", ErrGPU)
+	}
+	return f(ix.dev, ix.rid.ids, ix.rid.isDead)
 }

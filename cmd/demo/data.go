@@ -10,8 +10,10 @@ import (
 )
 
 // memorySet is what the demo draws and searches: rows unit vectors of
-// dimension dim, row-major in data. The index normalises on its own; the
-// demo's shaders need unit rows too (a dot product is then the cosine).
+// dimension dim, row-major in data. The index stores them normalised (as
+// it does any row under cosine) and the demo's shaders read them there;
+// queries are rows of the set, and the tests' float64 references use the
+// set as it is.
 type memorySet struct {
 	rows, dim int
 	data      []float32

@@ -69,9 +69,10 @@ func newDemo(o options, inst *wgpu.Instance, surface *wgpu.Surface, width, heigh
 	}
 	d.logf("index: %d rows resident on the device (%v)", d.ix.Len(), time.Since(start).Round(time.Millisecond))
 
-	if d.sc, err = newScene(d.s, d.set, width, height, max(o.k, 1)); err != nil {
+	if d.sc, err = newScene(d.s, d.set, d.ix, width, height, max(o.k, 1)); err != nil {
 		return d, err
 	}
+	d.logf("scene: drawing from the index's %d resident chunk(s)", len(d.sc.chunks))
 	start = time.Now()
 	if _, err = fitProjection(d.sc, d.set.rows, d.set.dim, o.iters, o.seed); err != nil {
 		return d, fmt.Errorf("2-D layout: %w", err)
@@ -101,7 +102,8 @@ func (d *demo) relayout(width, height int) error {
 }
 
 // step forms the query at layout point (x, y), searches the index for its
-// k nearest and records the frame's drawing into enc.
+// k nearest, has the index score every row for the colouring (left on the
+// device) and records the frame's drawing into enc.
 func (d *demo) step(enc *wgpu.CommandEncoder, x, y float32) error {
 	copy(d.q, d.set.row(nearestRow(d.sc.pos, x, y)))
 	// Wait for the previous frame so the search is timed on its own.
@@ -114,13 +116,17 @@ func (d *demo) step(enc *wgpu.CommandEncoder, x, y float32) error {
 		return fmt.Errorf("search: %w", err)
 	}
 	d.searches = append(d.searches, time.Since(start))
+	scores, err := ondevice.ScoreInto(context.Background(), d.ix, d.q)
+	if err != nil {
+		return fmt.Errorf("scoring every row: %w", err)
+	}
 	rings := make([]int, len(hits))
 	for i, h := range hits {
 		rings[i] = int(h.ID)
 	}
 	px, py := d.view.toPixel(x, y)
 	return guard("record frame", func() error {
-		return d.sc.encode(enc, frameInput{query: d.q, rings: rings, view: d.view, cursor: [2]float32{px, py}})
+		return d.sc.encode(enc, frameInput{scores: scores, rings: rings, view: d.view, cursor: [2]float32{px, py}})
 	})
 }
 
@@ -139,12 +145,13 @@ func (d *demo) searchStats(n int) (median, least time.Duration) {
 	return s[len(s)/2], s[0]
 }
 
+// close releases the scene before the index whose buffers it binds.
 func (d *demo) close() {
-	if d.ix != nil {
-		d.ix.Close()
-	}
 	if d.sc != nil {
 		d.sc.release()
+	}
+	if d.ix != nil {
+		d.ix.Close()
 	}
 	if d.s != nil {
 		d.s.release()

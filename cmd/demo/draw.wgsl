@@ -6,7 +6,8 @@
 //
 // Vertex buffers:
 //   vs_point  slot 0: layout position (float32x2, per instance)
-//             slot 1: similarity score (float32, per instance)
+//             slot 1: similarity score (float32, per instance): the index's own,
+//                     from ondevice.ScoreInto
 //   vs_ring   slot 0: layout position of a top-k hit (float32x2, per instance)
 //   vs_marker: none
 //
@@ -21,7 +22,7 @@ struct Frame {
     ring_radius: f32,     // pixels
     _pad: f32,
     cursor: vec2<f32>,    // pixel position of the query
-    lo_key: i32,          // lowest score this frame, as an order key (see similarity.wgsl)
+    lo_key: i32,          // lowest score this frame, as an order key (see bounds.wgsl)
     hi_key: i32,          // highest score this frame
 }
 

@@ -146,8 +146,8 @@ func (s *session) release() {
 //go:embed project.wgsl
 var projectWGSL string
 
-//go:embed similarity.wgsl
-var similarityWGSL string
+//go:embed bounds.wgsl
+var boundsWGSL string
 
 //go:embed draw.wgsl
 var drawWGSL string

@@ -94,127 +94,189 @@ func TestOffscreenDataFile(t *testing.T) {
 	assert.NoError(t, err)
 }
 
-// smallScene builds a scene for a synthetic set on backend.
-func smallScene(t *testing.T, backend string, n, dim int, seed int64) (*session, *scene, *memorySet) {
+// smallScene builds an umbra index on a device of backend and a scene
+// over its rows, for a synthetic set. binding, when not 0, is the storage
+// binding size the index is told to plan with, so that small sets span
+// several chunks.
+func smallScene(t *testing.T, backend string, n, dim int, seed int64, binding uint64) (*session, *scene, *memorySet, *engine.Index) {
 	t.Helper()
 	s := openTestSession(t, backend)
 	set := syntheticSet(n, dim, seed)
-	sc, err := newScene(s, set, 64, 64, 16)
+	limits := s.limits
+	if binding > 0 {
+		limits.MaxStorageBufferBindingSize = binding
+	}
+	ix, err := ondevice.New(context.Background(), engine.Config{Dim: dim, Metric: engine.Cosine}, s.adapter, s.device, &limits)
 	require.NoError(t, err)
-	t.Cleanup(sc.release)
-	return s, sc, set
+	t.Cleanup(func() { ix.Close() })
+	_, err = ix.AddFlat(context.Background(), set.data)
+	require.NoError(t, err)
+	sc, err := newScene(s, set, ix, 64, 64, 16)
+	require.NoError(t, err)
+	t.Cleanup(sc.release) // runs before the index closes
+	if binding > 0 {
+		require.Greater(t, len(sc.chunks), 1, "a %d-byte binding splits %d rows of dimension %d", binding, n, dim)
+	}
+	t.Logf("%d rows in %d chunks of the index", n, len(sc.chunks))
+	return s, sc, set, ix
 }
 
-// TestProjectionOnGPUMatchesCPU runs the projection's passes on the GPU and
-// in float64 on the CPU from the same start and compares the layouts.
+// chunkings are the index layouts the scene tests draw from: the rows in
+// one chunk, and in several.
+var chunkings = []struct {
+	name    string
+	binding uint64
+}{{"one chunk", 0}, {"chunks", 64 << 10}}
+
+// TestProjectionOnGPUMatchesCPU runs the projection's passes on the GPU,
+// over the index's resident chunks, and in float64 on the CPU from the
+// same start and compares the layouts.
 func TestProjectionOnGPUMatchesCPU(t *testing.T) {
 	seed := testSeed(t)
 	for _, b := range testBackends {
-		t.Run(b, func(t *testing.T) {
-			// 2,500 rows of dimension 50: partial blocks, a padded last
-			// word, and more rows than one weighted-sum block.
-			const n, dim, iters = 2500, 50, 12
-			_, sc, set := smallScene(t, b, n, dim, seed)
-			gpu, err := fitProjection(sc, n, dim, iters, seed)
-			require.NoError(t, err)
-			require.NoError(t, sc.readPositions())
+		for _, ch := range chunkings {
+			t.Run(b+"/"+ch.name, func(t *testing.T) {
+				// 2,500 rows of dimension 50: partial blocks, a padded last
+				// word, and more rows than one weighted-sum block.
+				const n, dim, iters = 2500, 50, 12
+				_, sc, set, _ := smallScene(t, b, n, dim, seed, ch.binding)
+				gpu, err := fitProjection(sc, n, dim, iters, seed)
+				require.NoError(t, err)
+				require.NoError(t, sc.readPositions())
 
-			ref := newCPUProjector(set)
-			cpu, err := fitProjection(ref, n, dim, iters, seed)
-			require.NoError(t, err)
+				ref := newCPUProjector(set)
+				cpu, err := fitProjection(ref, n, dim, iters, seed)
+				require.NoError(t, err)
 
-			for a := 0; a < 2; a++ {
-				assert.InDelta(t, 1, math.Abs(dot64(gpu.basis[a], cpu.basis[a])), 1e-4, "axis %d", a)
-			}
-			var spread, worst float64
-			for i, want := range ref.pos {
-				spread = max(spread, math.Abs(want))
-				worst = max(worst, math.Abs(float64(sc.pos[i])-want))
-			}
-			t.Logf("largest |position| %.4g, largest GPU−CPU difference %.3g", spread, worst)
-			assert.Less(t, worst, 1e-3*spread, "GPU layout departs from the float64 reference")
-		})
+				for a := 0; a < 2; a++ {
+					assert.InDelta(t, 1, math.Abs(dot64(gpu.basis[a], cpu.basis[a])), 1e-4, "axis %d", a)
+				}
+				var spread, worst float64
+				for i, want := range ref.pos {
+					spread = max(spread, math.Abs(want))
+					worst = max(worst, math.Abs(float64(sc.pos[i])-want))
+				}
+				t.Logf("largest |position| %.4g, largest GPU−CPU difference %.3g", spread, worst)
+				assert.Less(t, worst, 1e-3*spread, "GPU layout departs from the float64 reference")
+			})
+		}
 	}
 }
 
-// TestSimilarityMatchesIndex checks the colouring pass against the umbra
-// index on the same device: the scores it draws agree with the index's, its
-// best rows are the index's top k, and its range is the scores' range.
-func TestSimilarityMatchesIndex(t *testing.T) {
+// TestColouringUsesIndexScores checks what a frame is coloured by: the
+// index's ScoreInto buffer holds every row's cosine (against float64) and
+// exactly the scores the index's hits report, its best rows are the
+// index's top k, and the bounds pass finds its range.
+func TestColouringUsesIndexScores(t *testing.T) {
 	seed := testSeed(t)
 	for _, b := range testBackends {
-		t.Run(b, func(t *testing.T) {
-			const n, dim, k = 3000, 40, 12
-			s, sc, set := smallScene(t, b, n, dim, seed)
-			limits := s.limits
-			ix, err := ondevice.New(context.Background(), engine.Config{Dim: dim}, s.adapter, s.device, &limits)
-			require.NoError(t, err)
-			defer ix.Close()
-			_, err = ix.AddFlat(context.Background(), set.data)
-			require.NoError(t, err)
-			_, err = fitProjection(sc, n, dim, 4, seed)
-			require.NoError(t, err)
-			require.NoError(t, sc.readPositions())
+		for _, ch := range chunkings {
+			t.Run(b+"/"+ch.name, func(t *testing.T) {
+				const n, dim, k = 3000, 40, 12
+				s, sc, set, ix := smallScene(t, b, n, dim, seed, ch.binding)
+				_, err := fitProjection(sc, n, dim, 4, seed)
+				require.NoError(t, err)
+				require.NoError(t, sc.readPositions())
 
-			q := set.row(int(seed % n))
-			hits, err := ix.Search(context.Background(), q, k)
-			require.NoError(t, err)
-			rings := make([]int, len(hits))
-			for i, h := range hits {
-				rings[i] = int(h.ID)
-			}
-			err = guard("frame", func() error {
-				enc, err := s.device.TryCreateCommandEncoder(nil)
-				if err != nil {
-					return err
+				q := set.row(int(seed % n))
+				hits, err := ix.Search(context.Background(), q, k)
+				require.NoError(t, err)
+				rings := make([]int, len(hits))
+				for i, h := range hits {
+					rings[i] = int(h.ID)
 				}
-				defer enc.Release()
-				v := fitView(sc.pos, sc.width, sc.height)
-				if err := sc.encode(enc, frameInput{query: q, rings: rings, view: v}); err != nil {
-					return err
+				drawn, err := ondevice.ScoreInto(context.Background(), ix, q)
+				require.NoError(t, err)
+				err = guard("frame", func() error {
+					enc, err := s.device.TryCreateCommandEncoder(nil)
+					if err != nil {
+						return err
+					}
+					defer enc.Release()
+					v := fitView(sc.pos, sc.width, sc.height)
+					if err := sc.encode(enc, frameInput{scores: drawn, rings: rings, view: v}); err != nil {
+						return err
+					}
+					return s.submit(enc)
+				})
+				require.NoError(t, err)
+				raw, err := s.readBuffer(drawn.Buffer, n*4)
+				require.NoError(t, err)
+				scores := wgpu.FromBytes[float32](raw)
+				for i := 0; i < n; i++ {
+					want := dot64f(set.row(i), q)
+					require.InDelta(t, want, scores[i], 1e-5, "row %d against float64", i)
 				}
-				return s.submit(enc)
+				for _, h := range hits {
+					assert.Equal(t, h.Score, scores[h.ID], "row %d: drawn score vs the index's hit", h.ID)
+				}
+				order := make([]int, n)
+				for i := range order {
+					order[i] = i
+				}
+				slices.SortStableFunc(order, func(a, b int) int {
+					switch {
+					case scores[a] > scores[b]:
+						return -1
+					case scores[a] < scores[b]:
+						return 1
+					}
+					return a - b
+				})
+				// The k-th score separates the top k unless a tie straddles it.
+				if scores[order[k-1]]-scores[order[k]] > 1e-5 {
+					assert.ElementsMatch(t, rings, order[:k], "top k of the drawn scores vs the index")
+				}
+				// The range the bounds pass found, decoded as draw.wgsl does.
+				raw, err = s.readBuffer(sc.frame, frameBytes)
+				require.NoError(t, err)
+				lo := fromOrderKey(int32(leU32(raw[boundsAt:])))
+				hi := fromOrderKey(int32(leU32(raw[boundsAt+4:])))
+				assert.Equal(t, slices.Min(scores), lo)
+				assert.Equal(t, slices.Max(scores), hi)
 			})
-			require.NoError(t, err)
-			raw, err := s.readBuffer(sc.scores, n*4)
-			require.NoError(t, err)
-			scores := wgpu.FromBytes[float32](raw)
-			for _, h := range hits {
-				assert.InDelta(t, h.Score, scores[h.ID], 1e-5, "row %d", h.ID)
-			}
-			order := make([]int, n)
-			for i := range order {
-				order[i] = i
-			}
-			slices.SortStableFunc(order, func(a, b int) int {
-				switch {
-				case scores[a] > scores[b]:
-					return -1
-				case scores[a] < scores[b]:
-					return 1
-				}
-				return a - b
-			})
-			// The k-th score separates the top k unless a tie straddles it.
-			if scores[order[k-1]]-scores[order[k]] > 1e-5 {
-				assert.ElementsMatch(t, rings, order[:k], "top k of the drawn scores vs the index")
-			}
-			// The range the shader found, decoded as draw.wgsl does.
-			raw, err = s.readBuffer(sc.frame, frameBytes)
-			require.NoError(t, err)
-			lo := fromOrderKey(int32(leU32(raw[boundsAt:])))
-			hi := fromOrderKey(int32(leU32(raw[boundsAt+4:])))
-			assert.Equal(t, slices.Min(scores), lo)
-			assert.Equal(t, slices.Max(scores), hi)
-		})
+		}
 	}
+}
+
+// TestSceneRefusesAnotherIndex: a scene drawn from an index must find the
+// set's rows there, all of them, live, row r under ID r.
+func TestSceneRefusesAnotherIndex(t *testing.T) {
+	seed := testSeed(t)
+	s := openTestSession(t, "vulkan")
+	set := syntheticSet(500, 16, seed)
+	limits := s.limits
+	ix, err := ondevice.New(context.Background(), engine.Config{Dim: 16}, s.adapter, s.device, &limits)
+	require.NoError(t, err)
+	defer ix.Close()
+	_, err = ix.AddFlat(context.Background(), set.data[:400*16])
+	require.NoError(t, err)
+	_, err = newScene(s, set, ix, 64, 64, 4)
+	assert.ErrorContains(t, err, "the index holds 400 rows on the device, the demo draws 500")
+	_, err = ix.AddFlat(context.Background(), set.data[400*16:])
+	require.NoError(t, err)
+	require.NoError(t, ix.Delete(context.Background(), 7))
+	_, err = newScene(s, set, ix, 64, 64, 4)
+	assert.ErrorContains(t, err, "row 7 holds ID 7 (live: false)")
+	require.NoError(t, ix.Close())
+	_, err = newScene(s, set, ix, 64, 64, 4)
+	assert.ErrorIs(t, err, engine.ErrClosed)
+}
+
+// dot64f is the dot product of two float32 vectors in float64.
+func dot64f(a, b []float32) float64 {
+	var s float64
+	for i := range a {
+		s += float64(a[i]) * float64(b[i])
+	}
+	return s
 }
 
 func leU32(b []byte) uint32 {
 	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
 }
 
-// fromOrderKey inverts order_key of similarity.wgsl.
+// fromOrderKey inverts order_key of bounds.wgsl.
 func fromOrderKey(k int32) float32 {
 	if k < 0 {
 		k ^= 0x7fffffff

@@ -1,28 +1,36 @@
 // project.wgsl: the two data passes of the demo's 2-D layout (subspace
 // iteration for the top two principal components; see projection.go).
+// The rows are the umbra index's own resident chunks (ondevice.Resident);
+// each pass is dispatched once per chunk, with that chunk's params.
 //
 // Bindings, group 0:
-//   0  rows     storage, read        array<vec4<f32>>  rows × dim4 words: unit vectors, zero padded
+//   0  rows     storage, read        array<vec4<f32>>  one chunk: rows × dim4 words, unit vectors, zero padded
 //   1  basis    storage, read        array<vec4<f32>>  2 × dim4 words: axis 0 then axis 1
-//   2  pos      storage, read_write  array<vec2<f32>>  one layout position per row
-//   3  partial  storage, read_write  array<vec4<f32>>  blocks × dim4 × 2 words of partial sums
+//   2  pos      storage, read_write  array<vec2<f32>>  one layout position per row of the whole set
+//   3  partial  storage, read_write  array<vec4<f32>>  blocks × dim4 × 2 words of partial sums, all chunks
 //   4  params   uniform              Params
 //
-// project:     one invocation per row: pos[i] = (x_i·b0, x_i·b1) − offset.
-//              Dispatch (gridX, gridY) workgroups of 64 covering the rows.
-// weighted:    invocation (j, b) sums x_i[j] · w_i over the rows of block b
-//              (w_i = (1, 0) when mode is 0, pos[i] otherwise) and writes
-//              partial[(b·dim4 + j)·2 + axis]. Dispatch (⌈dim4/64⌉, blocks)
-//              workgroups of 64; the host adds the blocks.
+// project:     one invocation per row of the chunk:
+//              pos[base + i] = (x_i·b0, x_i·b1) − offset.
+//              Dispatch (gridX, gridY) workgroups of 64 covering the chunk.
+// weighted:    invocation (j, b) sums x_i[j] · w_i over the rows of the
+//              chunk's block b (w_i = (1, 0) when mode is 0, pos[base + i]
+//              otherwise) and writes partial[((block_base + b)·dim4 + j)·2
+//              + axis]. Dispatch (⌈dim4/64⌉, the chunk's blocks) workgroups
+//              of 64; the host adds the blocks of every chunk.
 
 struct Params {
-    rows: u32,
+    rows: u32,       // rows in this chunk
     dim4: u32,
     mode: u32,       // weighted: 0 sums rows, 1 sums rows weighted by pos
     grid_x: u32,     // project: workgroups along x
     offset: vec2<f32>,
     block_rows: u32, // weighted: rows per block
-    _pad: u32,
+    base: u32,       // the chunk's first row in the whole set
+    block_base: u32, // weighted: the chunk's first block
+    _pad0: u32,
+    _pad1: u32,
+    _pad2: u32,
 }
 
 @group(0) @binding(0) var<storage, read> rows: array<vec4<f32>>;
@@ -46,7 +54,7 @@ fn project(@builtin(global_invocation_id) gid: vec3<u32>) {
         b += x * basis[params.dim4 + j];
     }
     let one = vec4<f32>(1.0);
-    pos[i] = vec2<f32>(dot(a, one), dot(b, one)) - params.offset;
+    pos[params.base + i] = vec2<f32>(dot(a, one), dot(b, one)) - params.offset;
 }
 
 @compute @workgroup_size(64)
@@ -66,12 +74,12 @@ fn weighted(@builtin(global_invocation_id) gid: vec3<u32>) {
         let x = rows[r * params.dim4 + j];
         var w = vec2<f32>(1.0, 0.0);
         if (params.mode == 1u) {
-            w = pos[r];
+            w = pos[params.base + r];
         }
         a += x * w.x;
         b += x * w.y;
     }
-    let o = (block * params.dim4 + j) * 2u;
+    let o = ((params.block_base + block) * params.dim4 + j) * 2u;
     partial[o] = a;
     partial[o + 1u] = b;
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/oliverbestmann/webgpu/wgpu"
 
+	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/engine/ondevice"
 	"github.com/umbravec/umbra/internal/packed"
 )
 
@@ -22,37 +24,34 @@ const (
 	boundsAt     = 40 // offset of lo_key, hi_key in Frame
 )
 
-// scene owns the demo's device resources: its own resident copy of the rows
-// (the projection and the colouring read them; the index keeps another),
-// the layout positions, the scores, the pipelines and the render target.
+// scene owns the demo's device resources: the layout positions, the
+// pipelines and the render target, and bind groups over the umbra index's
+// resident rows (the projection reads them there; the demo keeps no copy)
+// and over the index's per-frame scores (ondevice.ScoreInto).
 type scene struct {
 	s           *session
 	set         *memorySet
 	stride      int
 	dim4        int
 	maxRings    int
-	blocks      int
+	blocks      int // weighted-sum blocks of all chunks
 	blockRows   int
 	width       int
 	height      int
 	pos         []float32 // layout positions read back after the projection, 2 per row
-	rows        *wgpu.Buffer
+	chunks      []sceneChunk
 	basis       *wgpu.Buffer
 	posBuf      *wgpu.Buffer
 	partial     *wgpu.Buffer
-	projParams  *wgpu.Buffer
-	query       *wgpu.Buffer
-	scores      *wgpu.Buffer
 	bounds      *wgpu.Buffer
-	simParams   *wgpu.Buffer
+	boundParams *wgpu.Buffer
 	frame       *wgpu.Buffer
 	rings       *wgpu.Buffer
 	projectPipe *wgpu.ComputePipeline
 	weightPipe  *wgpu.ComputePipeline
-	simPipe     *wgpu.ComputePipeline
-	projectBind *wgpu.BindGroup
-	weightBind  *wgpu.BindGroup
-	simBind     *wgpu.BindGroup
+	boundPipe   *wgpu.ComputePipeline
+	boundBind   *wgpu.BindGroup
+	boundFor    *wgpu.Buffer // the scores buffer boundBind names
 	pointPipe   *wgpu.RenderPipeline
 	ringPipe    *wgpu.RenderPipeline
 	markerPipe  *wgpu.RenderPipeline
@@ -63,21 +62,49 @@ type scene struct {
 	depthView   *wgpu.TextureView
 }
 
-// newScene uploads set and builds the pipelines for a width×height target.
-func newScene(s *session, set *memorySet, width, height, maxRings int) (*scene, error) {
+// sceneChunk is the projection's view of one resident chunk of the index:
+// its rows, where they start in the set and in the weighted-sum blocks,
+// and the chunk's own params and bind groups.
+type sceneChunk struct {
+	ondevice.Chunk
+	firstBlock  int
+	blocks      int
+	params      *wgpu.Buffer
+	projectBind *wgpu.BindGroup
+	weightBind  *wgpu.BindGroup
+}
+
+// projParamsBytes is the Params uniform of project.wgsl.
+const projParamsBytes = 48
+
+// newScene builds the pipelines for a width×height target over the rows
+// of set as ix holds them on s's device. ix must not be added to while the
+// scene lives: the scene binds its buffers.
+func newScene(s *session, set *memorySet, ix *engine.Index, width, height, maxRings int) (*scene, error) {
 	sc := &scene{s: s, set: set, stride: packed.StrideFor(set.dim), maxRings: maxRings}
 	sc.dim4 = sc.stride / 4
-	rowBytes := uint64(set.rows) * uint64(sc.stride) * 4
 	if err := checkSceneSize(s, set); err != nil {
 		return nil, err
 	}
-	// Blocks of rows for the weighted-sum pass: enough to fill a GPU, few
-	// enough that reading back their partial sums stays small.
-	sc.blockRows = max(128, (set.rows+511)/512)
-	sc.blocks = (set.rows + sc.blockRows - 1) / sc.blockRows
-	err := guard("create demo buffers", func() error {
-		slab := packed.NewSlab(set.dim)
-		slab.AppendFlat(set.data, false)
+	chunks, err := ondevice.Resident(ix)
+	if err != nil {
+		return nil, fmt.Errorf("the index's resident rows: %w", err)
+	}
+	if err := sc.planChunks(chunks); err != nil {
+		return nil, err
+	}
+	// The rings are drawn at the hits' IDs, so row r must hold ID r: the
+	// index was filled by AddFlat alone and nothing was deleted.
+	ids, live, err := ondevice.RowIDs(ix)
+	if err != nil {
+		return nil, fmt.Errorf("the index's rows: %w", err)
+	}
+	for r, id := range ids {
+		if id != uint64(r) || !live[r] {
+			return nil, fmt.Errorf("the index's row %d holds ID %d (live: %v); the demo draws row r as ID r", r, id, live[r])
+		}
+	}
+	err = guard("create demo buffers", func() error {
 		const st = wgpu.BufferUsageStorage
 		var err error
 		mk := func(dst **wgpu.Buffer, label string, size uint64, usage wgpu.BufferUsage) {
@@ -85,30 +112,17 @@ func newScene(s *session, set *memorySet, width, height, maxRings int) (*scene, 
 				*dst, err = s.buffer(label, size, usage)
 			}
 		}
-		mk(&sc.rows, "demo rows", rowBytes, st|wgpu.BufferUsageCopyDst)
 		mk(&sc.basis, "demo basis", uint64(2*sc.stride)*4, st|wgpu.BufferUsageCopyDst)
 		mk(&sc.posBuf, "demo positions", uint64(set.rows)*8, st|wgpu.BufferUsageVertex|wgpu.BufferUsageCopySrc)
 		mk(&sc.partial, "demo partial sums", uint64(sc.blocks*sc.dim4)*32, st|wgpu.BufferUsageCopySrc)
-		mk(&sc.projParams, "demo projection params", 32, wgpu.BufferUsageUniform|wgpu.BufferUsageCopyDst)
-		mk(&sc.query, "demo query", uint64(sc.stride)*4, st|wgpu.BufferUsageCopyDst)
-		mk(&sc.scores, "demo scores", uint64(set.rows)*4, st|wgpu.BufferUsageVertex|wgpu.BufferUsageCopySrc)
 		mk(&sc.bounds, "demo score bounds", 8, st|wgpu.BufferUsageCopySrc|wgpu.BufferUsageCopyDst)
-		mk(&sc.simParams, "demo similarity params", 16, wgpu.BufferUsageUniform|wgpu.BufferUsageCopyDst)
+		mk(&sc.boundParams, "demo bounds params", 16, wgpu.BufferUsageUniform|wgpu.BufferUsageCopyDst)
 		mk(&sc.frame, "demo frame", frameBytes, wgpu.BufferUsageUniform|wgpu.BufferUsageCopyDst|wgpu.BufferUsageCopySrc)
 		mk(&sc.rings, "demo rings", uint64(maxRings)*8, wgpu.BufferUsageVertex|wgpu.BufferUsageCopyDst)
-		if err != nil {
-			return err
+		for i := range sc.chunks {
+			mk(&sc.chunks[i].params, fmt.Sprintf("demo projection params %d", i), projParamsBytes, wgpu.BufferUsageUniform|wgpu.BufferUsageCopyDst)
 		}
-		data := slab.Data[:set.rows*sc.stride]
-		for len(data) > 0 { // bounded pieces keep the driver's staging copy small
-			piece := data[:min(len(data), 4<<20)]
-			off := uint64(len(slab.Data[:set.rows*sc.stride])-len(data)) * 4
-			if err := s.queue.TryWriteBuffer(sc.rows, off, wgpu.ToBytes(piece)); err != nil {
-				return err
-			}
-			data = data[len(piece):]
-		}
-		return nil
+		return err
 	})
 	if err != nil {
 		sc.release()
@@ -129,14 +143,37 @@ func newScene(s *session, set *memorySet, width, height, maxRings int) (*scene, 
 	return sc, nil
 }
 
-// checkSceneSize says whether the scene's copy of the rows fits in one
-// storage binding of the device (the demo's shaders bind it whole).
+// planChunks checks that the index's chunks hold exactly the set's rows,
+// in order, at the demo's stride, and places each chunk's weighted-sum
+// blocks: blocks never straddle chunks.
+func (sc *scene) planChunks(chunks []ondevice.Chunk) error {
+	// Blocks of rows for the weighted-sum pass: enough to fill a GPU, few
+	// enough that reading back their partial sums stays small.
+	sc.blockRows = max(128, (sc.set.rows+511)/512)
+	next := 0
+	for i, c := range chunks {
+		if c.First != next || c.Stride != sc.stride {
+			return fmt.Errorf("the index's chunk %d holds rows from %d at stride %d; the demo expects row %d at stride %d", i, c.First, c.Stride, next, sc.stride)
+		}
+		blocks := (c.Rows + sc.blockRows - 1) / sc.blockRows
+		sc.chunks = append(sc.chunks, sceneChunk{Chunk: c, firstBlock: sc.blocks, blocks: blocks})
+		sc.blocks += blocks
+		next += c.Rows
+	}
+	if next != sc.set.rows {
+		return fmt.Errorf("the index holds %d rows on the device, the demo draws %d", next, sc.set.rows)
+	}
+	return nil
+}
+
+// checkSceneSize says whether the scene's own buffers fit the device: the
+// layout positions are bound whole (the rows stay in the index's chunks,
+// which have no such cap).
 func checkSceneSize(s *session, set *memorySet) error {
-	stride := uint64(packed.StrideFor(set.dim)) * 4
 	lim := min(s.limits.MaxStorageBufferBindingSize, s.limits.MaxBufferSize)
-	if need := uint64(set.rows) * stride; need > lim {
-		return fmt.Errorf("%d rows of dimension %d take %d MiB, more than one buffer binding of this device holds (%d MiB); use --n %d or fewer",
-			set.rows, set.dim, need>>20, lim>>20, lim/stride)
+	if need := uint64(set.rows) * 8; need > lim {
+		return fmt.Errorf("the layout positions of %d rows take %d MiB, more than one buffer binding of this device holds (%d MiB); use --n %d or fewer",
+			set.rows, need>>20, lim>>20, lim/8)
 	}
 	return nil
 }
@@ -148,11 +185,11 @@ func (sc *scene) buildCompute() error {
 		return err
 	}
 	defer proj.Release()
-	sim, err := sc.s.module("similarity.wgsl", similarityWGSL)
+	bnd, err := sc.s.module("bounds.wgsl", boundsWGSL)
 	if err != nil {
 		return err
 	}
-	defer sim.Release()
+	defer bnd.Release()
 	pipe := func(m *wgpu.ShaderModule, entry string) (*wgpu.ComputePipeline, error) {
 		return d.TryCreateComputePipeline(&wgpu.ComputePipelineDescriptor{Label: entry, Compute: wgpu.ProgrammableStageDescriptor{Module: m, EntryPoint: entry}})
 	}
@@ -162,23 +199,46 @@ func (sc *scene) buildCompute() error {
 	if sc.weightPipe, err = pipe(proj, "weighted"); err != nil {
 		return err
 	}
-	if sc.simPipe, err = pipe(sim, "main"); err != nil {
+	if sc.boundPipe, err = pipe(bnd, "main"); err != nil {
 		return err
 	}
 	whole := func(b uint32, buf *wgpu.Buffer) wgpu.BindGroupEntry {
 		return wgpu.BindGroupEntry{Binding: b, Buffer: buf, Size: wgpu.WholeSize}
 	}
-	if sc.projectBind, err = d.TryCreateBindGroup(&wgpu.BindGroupDescriptor{Label: "project", Layout: sc.projectPipe.GetBindGroupLayout(0),
-		Entries: []wgpu.BindGroupEntry{whole(0, sc.rows), whole(1, sc.basis), whole(2, sc.posBuf), whole(4, sc.projParams)}}); err != nil {
+	for i := range sc.chunks {
+		c := &sc.chunks[i]
+		if c.projectBind, err = d.TryCreateBindGroup(&wgpu.BindGroupDescriptor{Label: "project", Layout: sc.projectPipe.GetBindGroupLayout(0),
+			Entries: []wgpu.BindGroupEntry{whole(0, c.Buffer), whole(1, sc.basis), whole(2, sc.posBuf), whole(4, c.params)}}); err != nil {
+			return err
+		}
+		if c.weightBind, err = d.TryCreateBindGroup(&wgpu.BindGroupDescriptor{Label: "weighted", Layout: sc.weightPipe.GetBindGroupLayout(0),
+			Entries: []wgpu.BindGroupEntry{whole(0, c.Buffer), whole(2, sc.posBuf), whole(3, sc.partial), whole(4, c.params)}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bindScores points the bounds pass at the index's scores buffer, once
+// per buffer: ScoreInto keeps one until the index grows.
+func (sc *scene) bindScores(scores *wgpu.Buffer) error {
+	if sc.boundBind != nil && sc.boundFor == scores {
+		return nil
+	}
+	bg, err := sc.s.device.TryCreateBindGroup(&wgpu.BindGroupDescriptor{Label: "bounds", Layout: sc.boundPipe.GetBindGroupLayout(0),
+		Entries: []wgpu.BindGroupEntry{
+			{Binding: 0, Buffer: scores, Size: wgpu.WholeSize},
+			{Binding: 1, Buffer: sc.bounds, Size: wgpu.WholeSize},
+			{Binding: 2, Buffer: sc.boundParams, Size: wgpu.WholeSize},
+		}})
+	if err != nil {
 		return err
 	}
-	if sc.weightBind, err = d.TryCreateBindGroup(&wgpu.BindGroupDescriptor{Label: "weighted", Layout: sc.weightPipe.GetBindGroupLayout(0),
-		Entries: []wgpu.BindGroupEntry{whole(0, sc.rows), whole(2, sc.posBuf), whole(3, sc.partial), whole(4, sc.projParams)}}); err != nil {
-		return err
+	if sc.boundBind != nil {
+		sc.boundBind.Release()
 	}
-	sc.simBind, err = d.TryCreateBindGroup(&wgpu.BindGroupDescriptor{Label: "similarity", Layout: sc.simPipe.GetBindGroupLayout(0),
-		Entries: []wgpu.BindGroupEntry{whole(0, sc.rows), whole(1, sc.query), whole(2, sc.scores), whole(3, sc.bounds), whole(4, sc.simParams)}})
-	return err
+	sc.boundBind, sc.boundFor = bg, scores
+	return nil
 }
 
 func (sc *scene) buildRender() error {
@@ -272,6 +332,7 @@ func (sc *scene) resize(width, height int) error {
 }
 
 // project and weightedSum make the scene the projector of fitProjection.
+// Each runs its pass once per chunk of the index, in one submission.
 func (sc *scene) project(basis [2][]float64, offset [2]float64) error {
 	return guard("projection pass", func() error {
 		b := make([]float32, 2*sc.stride)
@@ -283,11 +344,16 @@ func (sc *scene) project(basis [2][]float64, offset [2]float64) error {
 		if err := sc.s.queue.TryWriteBuffer(sc.basis, 0, wgpu.ToBytes(b)); err != nil {
 			return err
 		}
-		gx, gy := grid((sc.set.rows+63)/64, sc.s.limits.MaxComputeWorkgroupsPerDimension)
-		if err := sc.writeProjParams(0, gx, offset); err != nil {
-			return err
+		var runs []dispatchRun
+		for i := range sc.chunks {
+			c := &sc.chunks[i]
+			gx, gy := grid((c.Rows+63)/64, sc.s.limits.MaxComputeWorkgroupsPerDimension)
+			if err := sc.writeProjParams(c, 0, gx, offset); err != nil {
+				return err
+			}
+			runs = append(runs, dispatchRun{c.projectBind, gx, gy})
 		}
-		return sc.dispatch(sc.projectPipe, sc.projectBind, gx, gy)
+		return sc.dispatch(sc.projectPipe, runs)
 	})
 }
 
@@ -297,10 +363,15 @@ func (sc *scene) weightedSum(ones bool) (out [2][]float64, err error) {
 		if ones {
 			mode = 0
 		}
-		if err := sc.writeProjParams(mode, 0, [2]float64{}); err != nil {
-			return err
+		var runs []dispatchRun
+		for i := range sc.chunks {
+			c := &sc.chunks[i]
+			if err := sc.writeProjParams(c, mode, 0, [2]float64{}); err != nil {
+				return err
+			}
+			runs = append(runs, dispatchRun{c.weightBind, uint32((sc.dim4 + 63) / 64), uint32(c.blocks)})
 		}
-		if err := sc.dispatch(sc.weightPipe, sc.weightBind, uint32((sc.dim4+63)/64), uint32(sc.blocks)); err != nil {
+		if err := sc.dispatch(sc.weightPipe, runs); err != nil {
 			return err
 		}
 		raw, err := sc.s.readBuffer(sc.partial, uint64(sc.blocks*sc.dim4)*32)
@@ -325,19 +396,27 @@ func (sc *scene) weightedSum(ones bool) (out [2][]float64, err error) {
 	return out, err
 }
 
-func (sc *scene) writeProjParams(mode, gridX uint32, offset [2]float64) error {
-	var p [32]byte
-	putU32(p[:], 0, uint32(sc.set.rows))
+func (sc *scene) writeProjParams(c *sceneChunk, mode, gridX uint32, offset [2]float64) error {
+	var p [projParamsBytes]byte
+	putU32(p[:], 0, uint32(c.Rows))
 	putU32(p[:], 4, uint32(sc.dim4))
 	putU32(p[:], 8, mode)
 	putU32(p[:], 12, gridX)
 	putF32(p[:], 16, float32(offset[0]))
 	putF32(p[:], 20, float32(offset[1]))
 	putU32(p[:], 24, uint32(sc.blockRows))
-	return sc.s.queue.TryWriteBuffer(sc.projParams, 0, p[:])
+	putU32(p[:], 28, uint32(c.First))
+	putU32(p[:], 32, uint32(c.firstBlock))
+	return sc.s.queue.TryWriteBuffer(c.params, 0, p[:])
 }
 
-func (sc *scene) dispatch(p *wgpu.ComputePipeline, b *wgpu.BindGroup, x, y uint32) error {
+// dispatchRun is one dispatch of a pass: its bind group and grid.
+type dispatchRun struct {
+	bind *wgpu.BindGroup
+	x, y uint32
+}
+
+func (sc *scene) dispatch(p *wgpu.ComputePipeline, runs []dispatchRun) error {
 	enc, err := sc.s.device.TryCreateCommandEncoder(nil)
 	if err != nil {
 		return err
@@ -345,8 +424,10 @@ func (sc *scene) dispatch(p *wgpu.ComputePipeline, b *wgpu.BindGroup, x, y uint3
 	defer enc.Release()
 	pass := enc.BeginComputePass(nil)
 	pass.SetPipeline(p)
-	pass.SetBindGroup(0, b, nil)
-	pass.DispatchWorkgroups(x, y, 1)
+	for _, r := range runs {
+		pass.SetBindGroup(0, r.bind, nil)
+		pass.DispatchWorkgroups(r.x, r.y, 1)
+	}
 	err = pass.TryEnd()
 	pass.Release()
 	if err != nil {
@@ -375,19 +456,21 @@ func (sc *scene) readPositions() error {
 
 // frameInput is what one frame draws.
 type frameInput struct {
-	query  []float32  // unit query, dim components
-	rings  []int      // rows to ring: the index's top k
-	view   view       // layout → pixels
-	cursor [2]float32 // pixel position of the query marker
+	scores ondevice.Scores // every row's score for the query: the index's ScoreInto
+	rings  []int           // rows to ring: the index's top k
+	view   view            // layout → pixels
+	cursor [2]float32      // pixel position of the query marker
 }
 
-// encode records one frame into enc: the similarity pass, then the points,
-// rings and marker into the render target. Queue writes for the frame are
-// made here too, so they land before the encoder is submitted.
+// encode records one frame into enc: the range of the frame's scores, then
+// the points (coloured by those scores), rings and marker into the render
+// target. Queue writes for the frame are made here too, so they land
+// before the encoder is submitted.
 func (sc *scene) encode(enc *wgpu.CommandEncoder, in frameInput) error {
-	q := make([]float32, sc.stride)
-	copy(q, in.query)
-	if err := sc.s.queue.TryWriteBuffer(sc.query, 0, wgpu.ToBytes(q)); err != nil {
+	if in.scores.Buffer == nil || in.scores.Rows != sc.set.rows {
+		return fmt.Errorf("the frame has scores for %d rows, the scene draws %d", in.scores.Rows, sc.set.rows)
+	}
+	if err := sc.bindScores(in.scores.Buffer); err != nil {
 		return err
 	}
 	var bounds [8]byte
@@ -398,11 +481,10 @@ func (sc *scene) encode(enc *wgpu.CommandEncoder, in frameInput) error {
 	}
 	groups := (sc.set.rows + 63) / 64
 	gx, gy := grid(groups, sc.s.limits.MaxComputeWorkgroupsPerDimension)
-	var sp [16]byte
-	putU32(sp[:], 0, uint32(sc.set.rows))
-	putU32(sp[:], 4, uint32(sc.dim4))
-	putU32(sp[:], 8, gx)
-	if err := sc.s.queue.TryWriteBuffer(sc.simParams, 0, sp[:]); err != nil {
+	var bp [16]byte
+	putU32(bp[:], 0, uint32(sc.set.rows))
+	putU32(bp[:], 4, gx)
+	if err := sc.s.queue.TryWriteBuffer(sc.boundParams, 0, bp[:]); err != nil {
 		return err
 	}
 	var f [frameBytes]byte
@@ -431,8 +513,8 @@ func (sc *scene) encode(enc *wgpu.CommandEncoder, in frameInput) error {
 	}
 
 	pass := enc.BeginComputePass(nil)
-	pass.SetPipeline(sc.simPipe)
-	pass.SetBindGroup(0, sc.simBind, nil)
+	pass.SetPipeline(sc.boundPipe)
+	pass.SetBindGroup(0, sc.boundBind, nil)
 	pass.DispatchWorkgroups(gx, gy, 1)
 	err := pass.TryEnd()
 	pass.Release()
@@ -452,7 +534,7 @@ func (sc *scene) encode(enc *wgpu.CommandEncoder, in frameInput) error {
 	rp.SetBindGroup(0, sc.drawBind, nil)
 	rp.SetPipeline(sc.pointPipe)
 	rp.SetVertexBuffer(0, sc.posBuf, 0, wgpu.WholeSize)
-	rp.SetVertexBuffer(1, sc.scores, 0, wgpu.WholeSize)
+	rp.SetVertexBuffer(1, in.scores.Buffer, 0, wgpu.WholeSize)
 	rp.Draw(6, uint32(sc.set.rows), 0, 0)
 	if len(rings) > 0 {
 		rp.SetPipeline(sc.ringPipe)
@@ -527,16 +609,23 @@ func (sc *scene) releaseTarget() {
 	})
 }
 
-// release frees the scene's device objects. The session stays open.
+// release frees the scene's device objects. The session stays open, and
+// so do the index's buffers the scene bound.
 func (sc *scene) release() {
 	sc.releaseTarget()
 	_ = guard("release scene", func() error {
-		for _, b := range []*wgpu.BindGroup{sc.projectBind, sc.weightBind, sc.simBind, sc.drawBind} {
+		binds := []*wgpu.BindGroup{sc.boundBind, sc.drawBind}
+		bufs := []*wgpu.Buffer{sc.basis, sc.posBuf, sc.partial, sc.bounds, sc.boundParams, sc.frame, sc.rings}
+		for _, c := range sc.chunks {
+			binds = append(binds, c.projectBind, c.weightBind)
+			bufs = append(bufs, c.params)
+		}
+		for _, b := range binds {
 			if b != nil {
 				b.Release()
 			}
 		}
-		for _, p := range []*wgpu.ComputePipeline{sc.projectPipe, sc.weightPipe, sc.simPipe} {
+		for _, p := range []*wgpu.ComputePipeline{sc.projectPipe, sc.weightPipe, sc.boundPipe} {
 			if p != nil {
 				p.Release()
 			}
@@ -546,11 +635,12 @@ func (sc *scene) release() {
 				p.Release()
 			}
 		}
-		for _, b := range []*wgpu.Buffer{sc.rows, sc.basis, sc.posBuf, sc.partial, sc.projParams, sc.query, sc.scores, sc.bounds, sc.simParams, sc.frame, sc.rings} {
+		for _, b := range bufs {
 			if b != nil {
 				b.Release()
 			}
 		}
+		sc.chunks = nil
 		return nil
 	})
 }

@@ -4,6 +4,9 @@
 //
 // Its functions take and return wgpu types, so they exist only in builds
 // with the wgpu backend (cgo, without the nogpu tag); package engine's own
-// API is the same in every build and names no wgpu type. Everything else —
+// API is the same in every build and names no wgpu type. Resident, RowIDs
+// and ScoreInto let the device's owner use what such an index keeps there
+// — its rows, and every row's score for a query — in its own passes,
+// without a second copy or a second scoring shader. Everything else —
 // adding, searching, Info, Close — is the engine's.
 package ondevice

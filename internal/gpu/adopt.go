@@ -16,7 +16,7 @@ func Adopt(adapter *wgpu.Adapter, device *wgpu.Device, limits *wgpu.Limits) (*De
 	if adapter == nil || device == nil {
 		return nil, fmt.Errorf("%w: a device of the caller's needs a non-nil adapter and device", ErrFailed)
 	}
-	d := &Device{adapter: adapter, device: device}
+	d := &Device{adapter: adapter, device: device, owned: true}
 	err := gpuCall("adopt device", func() error {
 		d.info = describeAdapter(adapter)
 		// The device's limits are not read back (Device.GetLimits can

@@ -157,6 +157,9 @@ type Device struct {
 	lim       Limits
 	pipelines pipelineCache
 	readPipe  *wgpu.ComputePipeline // read.wgsl, compiled on first ReadFloor
+	// owned is set when the caller created the device (Adopt), so it may
+	// use an index's buffers on it (share.go).
+	owned bool
 	// subgroups is set when the device has wgpu's native subgroup feature
 	// and the shuffle-reduction variant of scores.wgsl passed the self-test.
 	subgroups bool

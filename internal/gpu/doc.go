@@ -14,5 +14,7 @@
 // error scopes and timestamps the binding lacks), index.go (resident
 // chunks and uploads), search.go (one search: buffers, submission,
 // readback, selection), timing.go (GPU timestamps and the read floor), calibrate.go (Auto's
-// routing measurements), adopt.go (a device the caller owns).
+// routing measurements), adopt.go (a device the caller owns), share.go
+// (that caller's use of an index's rows and scores: cgo builds only, as
+// its only user, engine/ondevice, is).
 package gpu

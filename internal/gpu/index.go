@@ -60,6 +60,8 @@ type Index struct {
 	// fault, when set (by tests only), is asked before every wgpu call
 	// that can fail and may fail it, so tests reach every failure path.
 	fault func(step string) error
+	// shared is what ScoreInto keeps for the device's owner (share.go).
+	shared sharedScores
 }
 
 // SetFault makes every wgpu call of the index that can fail ask f first, by
@@ -303,6 +305,7 @@ func (g *Index) Release() {
 	g.dev.mu.Lock()
 	defer g.dev.mu.Unlock()
 	g.resetScratch()
+	g.releaseShared()
 	_ = gpuCall("release", func() error {
 		for _, ch := range g.chunks {
 			ch.data.Release()
