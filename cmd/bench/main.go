@@ -68,6 +68,7 @@ type flags struct {
 	breakdown              bool
 	data, queries          string
 	peers                  bool
+	store                  bool
 	batch, batchRepeat     int
 	batchRuns              int
 	python                 string
@@ -100,6 +101,7 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	fs.IntVar(&f.reps, "reps", 12, "traced calls the breakdown takes medians over")
 	fs.StringVar(&f.data, "data", "", "stored vectors from `FILE` (.npy float32 2-D, or .fvecs) instead of random data")
 	fs.StringVar(&f.queries, "queries", "", "queries from `FILE` (.npy float32 2-D, or .fvecs)")
+	fs.BoolVar(&f.store, "store", false, "measure the store instead of the search tiers: ingest, Save, Open, a logged Add per fsync policy, and filtered searches, each beside its baseline (uses --n, --dim, --runs, --repeat, --seed, --device)")
 	fs.BoolVar(&f.peers, "peers", false, "also run chromem-go and, where Python imports faiss, FAISS IndexFlatIP on the same data and queries, one query and --batch queries ("+peers.FAISSInstall+")")
 	fs.IntVar(&f.batch, "batch", 64, "queries in the batch comparison of --peers (0: none)")
 	fs.IntVar(&f.batchRepeat, "batch-repeat", 2, "timed batch calls per group (--peers)")
@@ -315,6 +317,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "bench:", err)
 		return 2
 	}
+	if f.store {
+		return runStore(ctx, f, opt, stdout, stderr)
+	}
 	progress := newProgress(stderr)
 	defer progress.done()
 	opt.Progress = progress.show
@@ -361,5 +366,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !rep.Pass {
 		return 1
 	}
+	return 0
+}
+
+// runStore is --store: the store measurements on random data.
+func runStore(ctx context.Context, f *flags, opt bench.Options, stdout, stderr io.Writer) int {
+	if f.data != "" || f.peers || f.jsonOut != "" || f.plotOut != "" {
+		fmt.Fprintln(stderr, "bench: --store runs on random data and prints a table: drop --data, --peers, --json and --plot")
+		return 2
+	}
+	if err := inRange("n", f.n, 1, maxValues/max(f.dim, 1)); err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 2
+	}
+	seed := f.seed
+	if !f.set["seed"] {
+		seed = uint64(time.Now().UnixNano())
+	}
+	fmt.Fprintf(stdout, "umbra bench --store · seed %d\n", seed)
+	rep, err := bench.RunStore(ctx, bench.StoreOptions{N: f.n, Dim: f.dim, Runs: opt.Runs, Repeat: opt.Repeat,
+		Device: opt.Device, Adapter: opt.Adapter, Seed: seed})
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 1
+	}
+	rep.Write(stdout)
 	return 0
 }

@@ -1,0 +1,268 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/umbravec/umbra/engine"
+)
+
+// StoreOptions sizes the store measurements.
+type StoreOptions struct {
+	N, Dim  int
+	Runs    int // independent groups; each keeps its fastest of Repeat
+	Repeat  int
+	Device  engine.Device // for the filtered searches; the rest is host work
+	Adapter engine.AdapterSelect
+	Seed    uint64
+	Dir     string // where the store files go ("" for a temporary directory)
+}
+
+// StoreRow is one measured operation beside its baseline, both medians of
+// Runs groups (each the fastest of Repeat), measured interleaved.
+type StoreRow struct {
+	Name, Baseline string
+	Ms, BaseMs     float64
+	Ratio          float64 // Ms / BaseMs
+	PeakMiB        float64 // the process's peak resident memory during the operation (Linux), 0 if unknown
+	Note           string
+}
+
+// StoreReport is the store measurements of one run.
+type StoreReport struct {
+	N, Dim int
+	Rows   []StoreRow
+}
+
+// RunStore measures what the store costs against what the same bytes cost
+// without it: ingest against a plain copy, Save against a plain write, Open
+// against a plain read, one logged Add per fsync policy against one Add in
+// memory, and filtered searches against the unfiltered one.
+func RunStore(ctx context.Context, o StoreOptions) (*StoreReport, error) {
+	o.Runs, o.Repeat = max(o.Runs, 1), max(o.Repeat, 1)
+	dir := o.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "umbra-store-bench-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	r := rand.New(rand.NewPCG(o.Seed, 11))
+	flat := make([]float32, o.N*o.Dim)
+	for i := range flat {
+		flat[i] = r.Float32()*2 - 1
+	}
+	rep := &StoreReport{N: o.N, Dim: o.Dim}
+	bytes := len(flat) * 4
+	cpu := engine.Config{Dim: o.Dim, Device: engine.CPU}
+
+	// measure runs op and base interleaved, groups × repeats, and returns
+	// their medians of group minima in milliseconds and op's peak memory.
+	measure := func(op, base func() error) (float64, float64, float64, error) {
+		var opG, baseG []float64
+		peak := 0.0
+		for g := 0; g < o.Runs; g++ {
+			var a, b []float64
+			for i := 0; i < o.Repeat; i++ {
+				if base != nil {
+					t, err := timeMs(base)
+					if err != nil {
+						return 0, 0, 0, err
+					}
+					b = append(b, t)
+				}
+				resetPeak()
+				t, err := timeMs(op)
+				if err != nil {
+					return 0, 0, 0, err
+				}
+				peak = max(peak, peakMiB())
+				a = append(a, t)
+			}
+			opG = append(opG, GroupMin(a))
+			if base != nil {
+				baseG = append(baseG, GroupMin(b))
+			}
+		}
+		return Median(opG), Median(baseG), peak, nil
+	}
+	add := func(name, base string, op, baseOp func() error, note string) error {
+		ms, bms, peak, err := measure(op, baseOp)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		row := StoreRow{Name: name, Baseline: base, Ms: ms, BaseMs: bms, PeakMiB: peak, Note: note}
+		if bms > 0 {
+			row.Ratio = ms / bms
+		}
+		rep.Rows = append(rep.Rows, row)
+		return nil
+	}
+	plainCopy := func() error { c := make([]float32, len(flat)); copy(c, flat); runtime.KeepAlive(c); return nil }
+	vectors := make([][]float32, o.N)
+	for i := range vectors {
+		vectors[i] = flat[i*o.Dim : (i+1)*o.Dim]
+	}
+	ingest := func(f func(ix *engine.Index) error) func() error {
+		return func() error {
+			ix, err := engine.New(ctx, cpu)
+			if err != nil {
+				return err
+			}
+			defer ix.Close()
+			return f(ix)
+		}
+	}
+	if err := add("AddFlat", "copy", ingest(func(ix *engine.Index) error { _, err := ix.AddFlat(ctx, flat); return err }), plainCopy,
+		fmt.Sprintf("%s of vectors", mib(bytes))); err != nil {
+		return nil, err
+	}
+	if err := add("Add ([][]float32)", "copy", ingest(func(ix *engine.Index) error { _, err := ix.Add(ctx, vectors); return err }), plainCopy, ""); err != nil {
+		return nil, err
+	}
+
+	ix, err := engine.New(ctx, cpu)
+	if err != nil {
+		return nil, err
+	}
+	defer ix.Close()
+	if _, err := ix.AddFlat(ctx, flat); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, "bench.umbra")
+	plain := filepath.Join(dir, "plain.bin")
+	raw := make([]byte, bytes)
+	plainWrite := func() error {
+		f, err := os.Create(plain)
+		if err != nil {
+			return err
+		}
+		if _, err := f.Write(raw); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}
+	if err := add("Save", "write+fsync", func() error { return ix.Save(ctx, path) }, plainWrite, "atomic: temp file, fsync, rename, fsync dir"); err != nil {
+		return nil, err
+	}
+	st, _ := os.Stat(path)
+	plainRead := func() error { b, err := os.ReadFile(path); runtime.KeepAlive(b); return err }
+	if err := add("Open", "read file", func() error {
+		s, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU})
+		if err != nil {
+			return err
+		}
+		return s.Close()
+	}, plainRead, fmt.Sprintf("%s store file, read and CRC-checked", mib(int(st.Size())))); err != nil {
+		return nil, err
+	}
+
+	// One logged Add: fsync per call, fsync within a second, in memory.
+	one := [][]float32{vectors[0]}
+	for _, c := range []struct {
+		name string
+		sync time.Duration
+	}{{"Add 1 vector, log fsync per call", 0}, {"Add 1 vector, log fsync within 1s", time.Second}} {
+		spath := filepath.Join(dir, fmt.Sprintf("log%d.umbra", c.sync))
+		s, err := engine.Open(ctx, spath, engine.Config{Dim: o.Dim, Device: engine.CPU, LogSync: c.sync})
+		if err != nil {
+			return nil, err
+		}
+		mem, err := engine.New(ctx, cpu)
+		if err != nil {
+			s.Close()
+			return nil, err
+		}
+		err = add(c.name, "in memory", func() error { _, err := s.Add(ctx, one); return err },
+			func() error { _, err := mem.Add(ctx, one); return err }, "")
+		s.Close()
+		mem.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	// Filtered searches against the unfiltered one, on the chosen device.
+	sx, err := engine.New(ctx, engine.Config{Dim: o.Dim, Device: o.Device, Adapter: o.Adapter})
+	if err != nil {
+		return nil, err
+	}
+	defer sx.Close()
+	if _, err := sx.AddFlat(ctx, flat); err != nil {
+		return nil, err
+	}
+	q := vectors[o.N/2]
+	where := string(sx.Info().Backend)
+	for _, frac := range []float64{1, 0.1, 0.01, 0.0001} {
+		allow := make([]uint64, 0, int(float64(o.N)*frac)+1)
+		for i := 0; i < o.N; i++ {
+			if r.Float64() < frac {
+				allow = append(allow, uint64(i))
+			}
+		}
+		name := fmt.Sprintf("Search k=10, %s of rows allowed", strconv.FormatFloat(frac*100, 'g', -1, 64)+"%")
+		if err := add(name, "unfiltered", func() error { _, err := sx.Search(ctx, q, 10, engine.Allow(allow...)); return err },
+			func() error { _, err := sx.Search(ctx, q, 10); return err }, fmt.Sprintf("%d rows allowed, on %s", len(allow), where)); err != nil {
+			return nil, err
+		}
+	}
+	return rep, nil
+}
+
+func timeMs(f func() error) (float64, error) {
+	start := time.Now()
+	err := f()
+	return float64(time.Since(start).Microseconds()) / 1e3, err
+}
+
+func mib(b int) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
+
+// resetPeak restarts the kernel's count of peak resident memory (Linux).
+func resetPeak() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
+
+// peakMiB is the peak resident memory since resetPeak (Linux; 0 elsewhere).
+func peakMiB() float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+// Write prints the report as a table.
+func (r *StoreReport) Write(w io.Writer) {
+	fmt.Fprintf(w, "store: %d × %d float32; medians of groups, each group's fastest repeat; baseline measured interleaved\n\n", r.N, r.Dim)
+	fmt.Fprintf(w, "  %-42s %10s  %-12s %10s  %8s  %9s  %s\n", "operation", "ms", "baseline", "ms", "÷ base", "peak MiB", "")
+	for _, row := range r.Rows {
+		ratio := "—"
+		if row.Ratio > 0 {
+			ratio = fmt.Sprintf("%.2f×", row.Ratio)
+		}
+		peak := "—"
+		if row.PeakMiB > 0 {
+			peak = fmt.Sprintf("%.0f", row.PeakMiB)
+		}
+		fmt.Fprintf(w, "  %-42s %10.3f  %-12s %10.3f  %8s  %9s  %s\n", row.Name, row.Ms, row.Baseline, row.BaseMs, ratio, peak, row.Note)
+	}
+}
