@@ -1,18 +1,26 @@
 // Package engine is umbra's public library: an exact similarity index over
 // embedding vectors, searched by WGSL compute shaders through wgpu on any
-// Vulkan, Metal, DX12 or GL adapter, or by a pure-Go fallback that returns the
-// same answers.
+// Vulkan, Metal, DX12 or GL adapter, or by a pure-Go fallback that returns
+// the same answers.
 //
-// An Index owns one contiguous slab of vectors (package host). On the GPU
-// path the slab is uploaded once, at Add, and stays resident on the device: a
-// search moves only the query in and its top k out, selected on the device.
-// Importing this package starts nothing; the GPU is touched only by New with
-// Device Auto or GPU, and Auto probes each adapter at most once per process,
-// proving it works by compiling and running the real search shaders before
-// trusting it. Any GPU failure becomes an error value or, under Auto, a
-// fallback to the CPU path with the reason in Info; a panic from the GPU
+// An Index owns one contiguous slab of vectors. On the GPU path the slab is
+// uploaded once, at Add, and stays resident on the device: a search moves
+// only the query in and its top k out, selected on the device. Vectors are
+// stored under the caller's IDs (or string keys), replaced with Upsert,
+// removed with Delete, and searched within a subset (Allow, AllowFunc) or
+// a score threshold (SearchRange), exactly, on both paths. Open keeps an
+// index in a store file whose log makes every acknowledged write survive a
+// crash.
+//
+// Importing this package starts nothing; the GPU is touched only by New
+// or Open with Device Auto or GPU, and Auto probes each adapter at most
+// once per process, proving it works by compiling and running the real
+// search shaders before trusting it. Every search returns the exact answer
+// or an error: a GPU failure becomes an error value or, under Auto, a
+// fallback to the CPU path with the reason in Info, and a panic from the GPU
 // binding never crosses this package's API.
 //
-// Builds without cgo, or with the nogpu tag, contain only the fallback:
-// Auto resolves to it and Device GPU returns ErrNoGPUSupport.
+// The API is the same in every build. Builds without cgo, or with the
+// nogpu tag, contain only the fallback: Auto resolves to it and Device GPU
+// returns ErrNoGPUSupport.
 package engine
