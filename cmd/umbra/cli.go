@@ -22,6 +22,10 @@ import (
 // declared here.
 type grammar struct {
 	Probe   probeCmd   `cmd:"" name:"probe"`
+	Build   buildCmd   `cmd:"" name:"build"`
+	Add     addCmd     `cmd:"" name:"add"`
+	Delete  deleteCmd  `cmd:"" name:"delete"`
+	Info    infoCmd    `cmd:"" name:"info"`
 	Search  searchCmd  `cmd:"" name:"search"`
 	Convert convertCmd `cmd:"" name:"convert"`
 	Version versionCmd `cmd:"" name:"version"`

@@ -31,8 +31,8 @@ type command struct {
 }
 
 // commands is the command table, in the order help lists them; grammar
-// has a field for each. Store-file commands (build, info) join both.
-var commands = []*command{probeCommand, searchCommand, convertCommand, versionCommand, helpCommand}
+// has a field for each.
+var commands = []*command{probeCommand, buildCommand, addCommand, deleteCommand, infoCommand, searchCommand, convertCommand, versionCommand, helpCommand}
 
 func lookup(name string) *command {
 	for _, c := range commands {

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/umbravec/umbra/engine"
+)
+
+var addCommand = &command{
+	name:     "add",
+	summary:  "add vectors to a store, or replace them with --upsert",
+	synopsis: "add STORE --data FILE [--ids FILE] [--upsert]",
+	help: `
+Add the vectors of --data to STORE. The change is written to the store's
+log (STORE.log) and fsynced before add exits: it survives a crash whole,
+or is not there at all. While add runs it holds the store's lock; another
+process that has the store open makes add fail, and the other way round.
+
+Without --ids the store assigns new IDs, each larger than any it has
+assigned before, and add prints the range. With --ids every ID must be new
+(an ID already stored fails the whole add: use --upsert to replace it).
+
+Flags:
+  --data FILE   the vectors (required): .npy (float32, float16), .fvecs or
+                .bvecs, of the store's dimension
+  --ids FILE    one ID per vector, in the same order: text with one decimal
+                ID per line, or a 1-D int64/uint64 .npy
+  --upsert      replace the vectors of IDs already stored, add the others
+                (needs --ids)`,
+	example: `
+umbra add docs.umbra --data new-docs.npy
+umbra add docs.umbra --data edited.npy --ids edited-ids.txt --upsert`,
+}
+
+type addCmd struct {
+	Store  string   `arg:"" optional:"" name:"store"`
+	Data   string   `name:"data" placeholder:"FILE"`
+	IDs    string   `name:"ids" placeholder:"FILE"`
+	Upsert bool     `name:"upsert"`
+	Extra  []string `arg:"" optional:"" hidden:""`
+}
+
+func (c *addCmd) Validate() error {
+	switch {
+	case c.Store == "":
+		return usagef("missing STORE: umbra add STORE --data FILE")
+	case len(c.Extra) > 0:
+		return usagef("unexpected argument %q", c.Extra[0])
+	case c.Data == "":
+		return usagef("missing required flag --data")
+	case c.Upsert && c.IDs == "":
+		return usagef("--upsert needs --ids: it replaces vectors by ID")
+	}
+	return nil
+}
+
+func (c *addCmd) Run(ctx context.Context, e *env) (err error) {
+	data, err := loadMatrix(ctx, e, "--data", c.Data)
+	if err != nil {
+		return err
+	}
+	if data.Rows == 0 {
+		return fmt.Errorf("--data %s holds no vectors (0 rows): nothing to add", c.Data)
+	}
+	var ids []uint64
+	if c.IDs != "" {
+		if ids, err = readIDs(ctx, e, "--ids", c.IDs); err != nil {
+			return err
+		}
+		if err := checkIDCount("--ids", c.IDs, len(ids), "--data", c.Data, data.Rows); err != nil {
+			return err
+		}
+	}
+	ix, err := openStore(ctx, e, c.Store, engine.Config{Device: engine.CPU})
+	if err != nil {
+		return err
+	}
+	defer closeStore(c.Store, ix, &err)
+	if data.Dim != ix.Dim() {
+		return fmt.Errorf("dimension mismatch: --data %s has dimension %d, store %s holds dimension %d",
+			c.Data, data.Dim, c.Store, ix.Dim())
+	}
+	if ids != nil && !c.Upsert {
+		if err := storedAlready(ix, c.Store, "--ids", c.IDs, ids); err != nil {
+			return err
+		}
+	}
+
+	replaced := 0
+	if c.Upsert {
+		for _, id := range ids {
+			if ix.Has(id) {
+				replaced++
+			}
+		}
+	}
+	addCtx, done := e.progress.engineStep(ctx, fmt.Sprintf("adding %d rows", data.Rows))
+	var assigned []uint64
+	switch {
+	case c.Upsert:
+		err = ix.Upsert(addCtx, ids, rowsOf(data))
+	case ids != nil:
+		err = ix.AddWithIDs(addCtx, ids, rowsOf(data))
+	default:
+		assigned, err = ix.AddFlat(addCtx, data.Data)
+	}
+	done()
+	if err != nil {
+		return addError(c, err)
+	}
+	switch {
+	case c.Upsert:
+		fmt.Fprintf(e.stdout, "upserted %d vectors into %s (%d replaced, %d added); it holds %d\n",
+			len(ids), c.Store, replaced, len(ids)-replaced, ix.Len())
+	case ids != nil:
+		fmt.Fprintf(e.stdout, "added %d vectors to %s; it holds %d\n", len(ids), c.Store, ix.Len())
+	default:
+		fmt.Fprintf(e.stdout, "added %d vectors to %s as IDs %d to %d; it holds %d\n",
+			len(assigned), c.Store, assigned[0], assigned[len(assigned)-1], ix.Len())
+	}
+	return nil
+}
+
+// addError words a refused add: the engine's checks of IDs name --ids,
+// its checks of values (NaN, zero rows under cosine) name --data.
+func addError(c *addCmd, err error) error {
+	switch {
+	case errors.Is(err, engine.ErrDuplicateID), errors.Is(err, engine.ErrIDExists),
+		errors.Is(err, engine.ErrLocked), errors.Is(err, engine.ErrBadStore):
+		return writeError(c.Store, "--ids "+c.IDs, err)
+	case errors.Is(err, engine.ErrNonFinite), errors.Is(err, engine.ErrZeroVector),
+		errors.Is(err, engine.ErrDimMismatch), errors.Is(err, engine.ErrTooLarge):
+		return fmt.Errorf("--data %s: %s", c.Data, cause(err))
+	}
+	return fmt.Errorf("store %s: %s", c.Store, cause(err))
+}
+
+var deleteCommand = &command{
+	name:     "delete",
+	summary:  "delete vectors from a store by ID",
+	synopsis: "delete STORE --ids 1,2,3 | --ids-file FILE",
+	help: `
+Delete the vectors with the given IDs from STORE, all or none: an ID that
+is not stored, or one given twice, fails the whole delete. The change is
+written to the store's log and fsynced before delete exits.
+
+Flags (exactly one of):
+  --ids LIST        IDs separated by commas: --ids 4,17,230
+  --ids-file FILE   an ID file: text with one decimal ID per line, or a
+                    1-D int64/uint64 .npy`,
+	example: `
+umbra delete docs.umbra --ids 4,17,230
+umbra delete docs.umbra --ids-file stale.txt`,
+}
+
+type deleteCmd struct {
+	Store   string   `arg:"" optional:"" name:"store"`
+	IDs     string   `name:"ids" placeholder:"LIST"`
+	IDsFile string   `name:"ids-file" placeholder:"FILE"`
+	Extra   []string `arg:"" optional:"" hidden:""`
+}
+
+func (c *deleteCmd) Validate() error {
+	switch {
+	case c.Store == "":
+		return usagef("missing STORE: umbra delete STORE --ids 1,2,3")
+	case len(c.Extra) > 0:
+		return usagef("unexpected argument %q", c.Extra[0])
+	case c.IDs == "" && c.IDsFile == "":
+		return usagef("missing the IDs to delete: give --ids 1,2,3 or --ids-file FILE")
+	case c.IDs != "" && c.IDsFile != "":
+		return usagef("--ids and --ids-file exclude each other: give one")
+	}
+	if c.IDs != "" {
+		if _, err := parseIDList(c.IDs); err != nil {
+			return usagef("%s", err)
+		}
+	}
+	return nil
+}
+
+// parseIDList reads --ids 1,2,3.
+func parseIDList(s string) ([]uint64, error) {
+	parts := strings.Split(s, ",")
+	ids := make([]uint64, 0, len(parts))
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		id, err := strconv.ParseUint(p, 10, 64)
+		if err != nil {
+			if p == "" {
+				return nil, fmt.Errorf("--ids: entry %d is empty: want IDs separated by commas, like --ids 4,17,230", i+1)
+			}
+			return nil, fmt.Errorf("--ids: entry %d: %s", i+1, strings.Replace(badID(p), " per line (or a 1-D int64/uint64 .npy)", "", 1))
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+func (c *deleteCmd) Run(ctx context.Context, e *env) (err error) {
+	var ids []uint64
+	flag := "--ids"
+	if c.IDsFile != "" {
+		flag = "--ids-file " + c.IDsFile
+		if ids, err = readIDs(ctx, e, "--ids-file", c.IDsFile); err != nil {
+			return err
+		}
+		if len(ids) == 0 {
+			return fmt.Errorf("--ids-file %s holds no IDs: nothing to delete", c.IDsFile)
+		}
+	} else if ids, err = parseIDList(c.IDs); err != nil {
+		return usagef("%s", err)
+	}
+	ix, err := openStore(ctx, e, c.Store, engine.Config{Device: engine.CPU})
+	if err != nil {
+		return err
+	}
+	defer closeStore(c.Store, ix, &err)
+	var missing []uint64
+	for _, id := range ids {
+		if !ix.Has(id) {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%s: %s not stored in %s; nothing was deleted", flag, someIDs(missing), c.Store)
+	}
+	if err := ix.Delete(ctx, ids...); err != nil {
+		return writeError(c.Store, flag, err)
+	}
+	fmt.Fprintf(e.stdout, "deleted %d vectors from %s; it holds %d\n", len(ids), c.Store, ix.Len())
+	return nil
+}

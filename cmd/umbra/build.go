@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+
+	"github.com/umbravec/umbra/engine"
+)
+
+var buildCommand = &command{
+	name:     "build",
+	summary:  "write a store from a vector file, with optional IDs or keys",
+	synopsis: "build --data FILE [--ids FILE | --keys FILE] [--metric cosine|dot|l2] --out STORE",
+	help: `
+Read the vectors of --data and write them as a store at --out: the base
+file that 'umbra add', 'delete', 'info', 'export' and 'search --store' use
+(they keep their changes in STORE.log beside it, and lock STORE.lock while
+they run). The store is written atomically (a temporary file, fsynced,
+renamed): an existing store at --out is replaced whole, or not at all, and
+its old log is removed. Building refuses while another process has the
+store open, and refuses to overwrite a file that is not a store.
+
+Without --ids or --keys the vectors get IDs 0, 1, 2, … in file order.
+
+Flags:
+  --data FILE    the vectors (required): .npy (float32, float16), .fvecs or
+                 .bvecs
+  --ids FILE     one ID per vector, in the same order: text with one
+                 decimal ID per line, or a 1-D int64/uint64 .npy
+  --keys FILE    one string key per vector (text, one per line); the store
+                 assigns the IDs and remembers the keys. Not with --ids
+  --metric M     cosine (default), dot or l2: what the store ranks by. Under
+                 cosine the store keeps each vector scaled to unit length
+  --out STORE    the store to write (required)`,
+	example: `
+umbra build --data docs.npy --out docs.umbra
+umbra build --data docs.npy --ids doc-ids.txt --metric dot --out docs.umbra`,
+}
+
+type buildCmd struct {
+	Data   string   `name:"data" placeholder:"FILE"`
+	IDs    string   `name:"ids" placeholder:"FILE"`
+	Keys   string   `name:"keys" placeholder:"FILE"`
+	Metric choice   `name:"metric" choices:"cosine,dot,l2" default:"cosine" placeholder:"M"`
+	Out    string   `name:"out" placeholder:"STORE"`
+	Args   []string `arg:"" optional:"" hidden:""`
+}
+
+func (b *buildCmd) Validate() error {
+	if err := noArguments(b.Args); err != nil {
+		return err
+	}
+	switch {
+	case b.Data == "":
+		return usagef("missing required flag --data")
+	case b.Out == "":
+		return usagef("missing required flag --out")
+	case b.IDs != "" && b.Keys != "":
+		return usagef("--ids and --keys exclude each other: with --keys the store assigns the IDs")
+	}
+	return nil
+}
+
+func (b *buildCmd) Run(ctx context.Context, e *env) (err error) {
+	metric, err := engine.ParseMetric(string(b.Metric))
+	if err != nil {
+		return usagef("%s", cause(err))
+	}
+	if err := replaceable(b.Out); err != nil {
+		return err
+	}
+	data, err := loadMatrix(ctx, e, "--data", b.Data)
+	if err != nil {
+		return err
+	}
+	if data.Rows == 0 {
+		return fmt.Errorf("--data %s holds no vectors (0 rows): nothing to build", b.Data)
+	}
+	var ids []uint64
+	var keys []string
+	switch {
+	case b.IDs != "":
+		if ids, err = readIDs(ctx, e, "--ids", b.IDs); err != nil {
+			return err
+		}
+		if err := checkIDCount("--ids", b.IDs, len(ids), "--data", b.Data, data.Rows); err != nil {
+			return err
+		}
+	case b.Keys != "":
+		if keys, err = readKeys(ctx, "--keys", b.Keys); err != nil {
+			return err
+		}
+		if len(keys) != data.Rows {
+			return fmt.Errorf("--keys %s holds %s, --data %s holds %s: want one key per vector",
+				b.Keys, plural(len(keys), "key"), b.Data, plural(data.Rows, "vector"))
+		}
+	}
+
+	ix, err := engine.New(ctx, engine.Config{Dim: data.Dim, Metric: metric, Device: engine.CPU})
+	if err != nil {
+		return fmt.Errorf("--data %s: %s", b.Data, cause(err))
+	}
+	defer ix.Close()
+	addCtx, done := e.progress.engineStep(ctx, fmt.Sprintf("indexing %d rows", data.Rows))
+	switch {
+	case ids != nil:
+		err = ix.AddWithIDs(addCtx, ids, rowsOf(data))
+		if errors.Is(err, engine.ErrDuplicateID) {
+			err = fmt.Errorf("--ids %s: %s", b.IDs, cause(err))
+		}
+	case keys != nil:
+		_, err = ix.AddKeys(addCtx, keys, rowsOf(data))
+		if errors.Is(err, engine.ErrDuplicateID) {
+			err = fmt.Errorf("--keys %s: %s", b.Keys, cause(err))
+		}
+	default:
+		_, err = ix.AddFlat(addCtx, data.Data)
+	}
+	done()
+	if err != nil {
+		if errors.Is(err, engine.ErrDuplicateID) {
+			return err
+		}
+		return fmt.Errorf("--data %s: %s", b.Data, cause(err))
+	}
+	rows, dim := data.Rows, data.Dim
+	data = nil // the index holds its own copy
+
+	done = e.progress.step("writing " + b.Out)
+	err = ix.Save(ctx, b.Out)
+	done()
+	if err != nil {
+		return storeError(b.Out, err)
+	}
+	fmt.Fprintf(e.stdout, "wrote %s: %d vectors of dimension %d, %s\n", b.Out, rows, dim, metric)
+	return nil
+}
+
+// replaceable refuses an --out that build must not overwrite: a directory,
+// or an existing file that is not a store.
+func replaceable(path string) error {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("--out %s: %s", path, cause(err))
+	case fi.IsDir():
+		return fmt.Errorf("--out %s is a directory: want a store file", path)
+	case fi.Size() == 0:
+		return nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("--out %s: %s", path, cause(err))
+	}
+	defer f.Close()
+	head := make([]byte, len(storeMagic))
+	if _, err := io.ReadFull(f, head); err != nil || string(head) != storeMagic {
+		return fmt.Errorf("--out %s exists and is not an umbra store: not replacing it (remove it first, or choose another --out)", path)
+	}
+	return nil
+}
