@@ -27,6 +27,7 @@ type grammar struct {
 	Delete  deleteCmd  `cmd:"" name:"delete"`
 	Info    infoCmd    `cmd:"" name:"info"`
 	Search  searchCmd  `cmd:"" name:"search"`
+	Export  exportCmd  `cmd:"" name:"export"`
 	Convert convertCmd `cmd:"" name:"convert"`
 	Version versionCmd `cmd:"" name:"version"`
 	Help    helpCmd    `cmd:"" name:"help"`
@@ -191,6 +192,17 @@ func given(kctx *kong.Context, name string) bool {
 	for _, f := range kctx.Flags() {
 		if f.Name == name {
 			return f.Set
+		}
+	}
+	return false
+}
+
+// onLine reports whether the command line itself gave the flag name; given
+// also counts a default kong applied.
+func onLine(kctx *kong.Context, name string) bool {
+	for _, p := range kctx.Path {
+		if p.Flag != nil && p.Flag.Name == name {
+			return true
 		}
 	}
 	return false

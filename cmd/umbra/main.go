@@ -32,7 +32,7 @@ type command struct {
 
 // commands is the command table, in the order help lists them; grammar
 // has a field for each.
-var commands = []*command{probeCommand, buildCommand, addCommand, deleteCommand, infoCommand, searchCommand, convertCommand, versionCommand, helpCommand}
+var commands = []*command{probeCommand, buildCommand, addCommand, deleteCommand, infoCommand, searchCommand, exportCommand, convertCommand, versionCommand, helpCommand}
 
 func lookup(name string) *command {
 	for _, c := range commands {
@@ -160,6 +160,9 @@ Flags may be written -flag or --flag, and --flag=value or --flag value.
 Examples:
   umbra probe
   umbra search --data vectors.npy --queries queries.npy --k 10
+  umbra build --data vectors.npy --out vectors.umbra
+  umbra add vectors.umbra --data more.npy
+  umbra search --store vectors.umbra --queries queries.npy --k 10
   umbra convert base.fvecs base.npy --dtype f16
 
 Exit status: 0 success, 1 failure, 2 usage error.

@@ -20,25 +20,41 @@ import (
 
 var searchCommand = &command{
 	name:     "search",
-	summary:  "find the k most similar rows of a data file for each query",
-	synopsis: "search --data FILE --queries FILE --k K [--metric cosine|dot|l2] [--device auto|gpu|cpu] [--backend B] [--adapter NAME] [--power high|low] [--json]",
+	summary:  "find the k most similar vectors of a data file or a store for each query",
+	synopsis: "search (--data FILE | --store STORE) --queries FILE [--k K] [--allow FILE] [--min-score T | --max-distance T] [--metric cosine|dot|l2] [--device auto|gpu|cpu] [--backend B] [--adapter NAME] [--power high|low] [--json]",
 	help: `
-For every row of --queries, find the K rows of --data most similar to it.
-The search is exact: every row is scored. IDs are row numbers of --data,
-counting from 0; results are best first, equal scores by lower ID.
+For every row of --queries, find the K vectors of --data, or of the store
+--store, most similar to it. The search is exact: every vector is scored.
+IDs are row numbers of --data, counting from 0, or the store's IDs;
+results are best first, equal scores by lower ID.
 
 Files are .npy (2-D, float32 or float16, little-endian, C order) or .fvecs,
 chosen by extension. Both must have the same dimension and at least one
 row. A row with NaN or infinite values, or under cosine a zero row, is an
 error that names it.
 
+Searching a store opens it, which takes its lock (STORE.lock): while
+another process has the store open for writing (umbra add or delete, or a
+program using the engine), search fails and says so, and the other way
+round. Search never changes the store.
+
 Flags:
-  --data FILE      the vectors to search (required)
+  --data FILE      the vectors to search
+  --store STORE    a store written by 'umbra build' (exactly one of --data
+                   and --store); its metric applies
   --queries FILE   the query vectors (required)
-  --k K            results per query, at least 1 (required); K above the
-                   number of rows returns every row
+  --k K            results per query, at least 1 (required without a
+                   threshold); K above the number of vectors returns all.
+                   With a threshold, K caps the hits per query
+  --allow FILE     search only the vectors with these IDs: an ID file (text,
+                   one decimal ID per line, or a 1-D int64/uint64 .npy);
+                   IDs that are not there are ignored
+  --min-score T    (cosine, dot) every vector scoring at least T
+  --max-distance T (l2) every vector within squared distance T
   --metric M       cosine (default), dot (inner product), or l2 (squared
-                   Euclidean distance; lower is better, and it is the score)
+                   Euclidean distance; lower is better, and it is the score).
+                   With --store, the store's metric; a different one is an
+                   error
   --device D       auto (default): a hardware GPU that passes the probe,
                    else the CPU, without failing; gpu: any adapter that
                    passes the probe, software ones included, or fail;
@@ -50,19 +66,26 @@ Output: comment lines starting with '#' name the backend, adapter and
 inputs; then a table with one line per hit: query, rank, id, score.`,
 	example: `
 umbra search --data docs.npy --queries questions.npy --k 5
-umbra search --data base.fvecs --queries query.fvecs --k 100 --metric l2 --device gpu --json`,
+umbra search --data base.fvecs --queries query.fvecs --k 100 --metric l2 --device gpu --json
+umbra search --store docs.umbra --queries questions.npy --min-score 0.8 --k 20 --allow mine.txt`,
 }
 
 type searchCmd struct {
-	Data      string         `name:"data" placeholder:"FILE"`
-	Queries   string         `name:"queries" placeholder:"FILE"`
-	K         count          `name:"k" placeholder:"K"`
-	Metric    choice         `name:"metric" choices:"cosine,dot,l2" default:"cosine" placeholder:"M"`
-	Device    choice         `name:"device" choices:"auto,gpu,cpu" default:"auto" placeholder:"D"`
-	Selection selectionFlags `embed:""`
-	JSON      bool           `name:"json"`
+	Data        string         `name:"data" placeholder:"FILE"`
+	Store       string         `name:"store" placeholder:"STORE"`
+	Queries     string         `name:"queries" placeholder:"FILE"`
+	K           count          `name:"k" placeholder:"K"`
+	Allow       string         `name:"allow" placeholder:"FILE"`
+	MinScore    *limit         `name:"min-score" placeholder:"T"`
+	MaxDistance *limit         `name:"max-distance" placeholder:"T"`
+	Metric      choice         `name:"metric" choices:"cosine,dot,l2" default:"cosine" placeholder:"M"`
+	Device      choice         `name:"device" choices:"auto,gpu,cpu" default:"auto" placeholder:"D"`
+	Selection   selectionFlags `embed:""`
+	JSON        bool           `name:"json"`
 	// Args catches positional arguments, to point at the flags.
 	Args []string `arg:"" optional:"" hidden:""`
+
+	metricGiven bool // --metric was on the command line
 }
 
 func (s *searchCmd) Validate(kctx *kong.Context) error {
@@ -74,32 +97,71 @@ func (s *searchCmd) Validate(kctx *kong.Context) error {
 	default:
 		return usagef("unexpected argument %q: search takes its inputs as flags: --data FILE --queries FILE --k K", s.Args[0])
 	}
-	for _, name := range []string{"data", "queries", "k"} {
-		if !given(kctx, name) {
-			return usagef("missing required flag --%s", name)
-		}
+	switch dataGiven, storeGiven := given(kctx, "data"), given(kctx, "store"); {
+	case !dataGiven && !storeGiven:
+		return usagef("missing required flag --data (or --store)")
+	case dataGiven && storeGiven:
+		return usagef("--data and --store exclude each other: search a vector file or a store")
 	}
-	if s.K < 1 {
+	if !given(kctx, "queries") {
+		return usagef("missing required flag --queries")
+	}
+	_, ranged := s.threshold()
+	if s.MinScore != nil && s.MaxDistance != nil {
+		return usagef("--min-score and --max-distance exclude each other: --min-score is for cosine and dot, --max-distance for l2")
+	}
+	switch {
+	case given(kctx, "k") && s.K < 1:
 		return usagef("--k must be at least 1, got %d", s.K)
+	case !given(kctx, "k") && !ranged:
+		return usagef("missing required flag --k (or a threshold: --min-score, --max-distance)")
 	}
+	s.metricGiven = onLine(kctx, "metric")
+	if s.Store == "" {
+		metric, err := engine.ParseMetric(string(s.Metric))
+		if err != nil {
+			return usagef("%s", cause(err))
+		}
+		return s.checkThreshold(metric, "--metric is")
+	}
+	return nil
+}
+
+// limit is a --min-score or --max-distance value: a finite number.
+type limit float64
+
+func (l *limit) Decode(ctx *kong.DecodeContext) error {
+	s, err := flagValue(ctx)
+	if err != nil {
+		return err
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsInf(v, 0) || math.IsNaN(v) || math.Abs(v) > math.MaxFloat32 {
+		return fmt.Errorf("invalid value %q: want a finite number", s)
+	}
+	*l = limit(v)
 	return nil
 }
 
 // searchJSON is what search --json prints; README.md documents it.
 type searchJSON struct {
-	Backend   string       `json:"backend"` // "gpu" or "cpu": what served these searches
-	Adapter   *adapterJSON `json:"adapter"` // the GPU the index holds, or null
-	Route     string       `json:"route"`   // under --device auto with a GPU: how searches are routed
-	CPUKernel string       `json:"cpu_kernel"`
-	Reason    string       `json:"reason"` // why --device auto fell back to the CPU
-	Hint      string       `json:"hint"`
-	Metric    string       `json:"metric"`
-	K         int          `json:"k"`
-	Dim       int          `json:"dim"`
-	Rows      int          `json:"rows"`
-	Data      string       `json:"data"`
-	Queries   string       `json:"queries"`
-	Results   []resultJSON `json:"results"`
+	Backend     string       `json:"backend"` // "gpu" or "cpu": what served these searches
+	Adapter     *adapterJSON `json:"adapter"` // the GPU the index holds, or null
+	Route       string       `json:"route"`   // under --device auto with a GPU: how searches are routed
+	CPUKernel   string       `json:"cpu_kernel"`
+	Reason      string       `json:"reason"` // why --device auto fell back to the CPU
+	Hint        string       `json:"hint"`
+	Metric      string       `json:"metric"`
+	K           int          `json:"k"`
+	Dim         int          `json:"dim"`
+	Rows        int          `json:"rows"`
+	Data        string       `json:"data"`  // --data as given, "" with --store
+	Store       string       `json:"store"` // --store as given, "" with --data
+	Queries     string       `json:"queries"`
+	Allow       string       `json:"allow"`     // --allow as given, or ""
+	MinScore    *float64     `json:"min_score"` // the threshold, or null
+	MaxDistance *float64     `json:"max_distance"`
+	Results     []resultJSON `json:"results"`
 }
 
 type resultJSON struct {
@@ -137,7 +199,7 @@ func (s score) MarshalJSON() ([]byte, error) {
 	return []byte(s.text()), nil
 }
 
-func (o *searchCmd) Run(ctx context.Context, e *env) error {
+func (o *searchCmd) Run(ctx context.Context, e *env) (err error) {
 	// The choices the grammar allows are the engine's names: these cannot fail.
 	metric, err := engine.ParseMetric(string(o.Metric))
 	if err != nil {
@@ -147,12 +209,30 @@ func (o *searchCmd) Run(ctx context.Context, e *env) error {
 	if err != nil {
 		return usagef("%s", cause(err))
 	}
-	data, err := loadMatrix(ctx, e, "--data", o.Data)
-	if err != nil {
-		return err
+	var ix *engine.Index
+	if o.Store != "" {
+		ix, err = o.openStore(ctx, e, device)
+		if err != nil {
+			return err
+		}
+		defer closeStore(o.Store, ix, &err)
+		metric = ix.Metric()
 	}
-	if data.Rows == 0 {
-		return fmt.Errorf("--data %s holds no vectors (0 rows): nothing to search", o.Data)
+	var allow []uint64
+	if o.Allow != "" {
+		if allow, err = readIDs(ctx, e, "--allow", o.Allow); err != nil {
+			return err
+		}
+	}
+	var data *host.Matrix
+	if ix == nil {
+		data, err = loadMatrix(ctx, e, "--data", o.Data)
+		if err != nil {
+			return err
+		}
+		if data.Rows == 0 {
+			return fmt.Errorf("--data %s holds no vectors (0 rows): nothing to search", o.Data)
+		}
 	}
 	queries, err := loadMatrix(ctx, e, "--queries", o.Queries)
 	if err != nil {
@@ -161,38 +241,50 @@ func (o *searchCmd) Run(ctx context.Context, e *env) error {
 	if queries.Rows == 0 {
 		return fmt.Errorf("--queries %s holds no vectors (0 rows): nothing to search for", o.Queries)
 	}
-	if queries.Dim != data.Dim {
-		return fmt.Errorf("dimension mismatch: --queries %s has dimension %d, --data %s has dimension %d",
-			o.Queries, queries.Dim, o.Data, data.Dim)
+	if ix != nil && queries.Dim != ix.Dim() {
+		return fmt.Errorf("dimension mismatch: --queries %s has dimension %d, store %s holds dimension %d",
+			o.Queries, queries.Dim, o.Store, ix.Dim())
 	}
-
-	cfg := engine.Config{Dim: data.Dim, Metric: metric, Device: device, Adapter: o.Selection.adapterSelect()}
-	addCtx, done := e.progress.engineStep(ctx, fmt.Sprintf("indexing %d rows", data.Rows))
-	ix, err := engine.New(ctx, cfg)
-	if err != nil {
-		done()
-		var ae *engine.AdapterError
-		if errors.As(err, &ae) && ae.Hint != "" {
-			return fmt.Errorf("--device %s: %s; %s", device, cliWording(cause(err)), cliWording(oneLine(ae.Hint)))
+	if ix == nil {
+		if queries.Dim != data.Dim {
+			return fmt.Errorf("dimension mismatch: --queries %s has dimension %d, --data %s has dimension %d",
+				o.Queries, queries.Dim, o.Data, data.Dim)
 		}
-		return fmt.Errorf("--device %s: %s (run 'umbra probe' to see every adapter)", device, cause(err))
+		ix, err = o.indexData(ctx, e, data, metric, device)
+		if err != nil {
+			return err
+		}
+		defer ix.Close()
+		data = nil // the index holds its own copy
 	}
-	defer ix.Close()
-	_, err = ix.AddFlat(addCtx, data.Data)
-	done()
-	if err != nil {
-		return fmt.Errorf("--data %s: %s", o.Data, cause(err))
-	}
-	rows := data.Rows
-	data = nil // the index holds its own copy
+	rows := ix.Len()
 
 	qs := make([][]float32, queries.Rows)
 	for i := range qs {
 		qs[i] = queries.Row(i)
 	}
+	var opts []engine.SearchOption
+	if allow != nil {
+		opts = append(opts, engine.Allow(allow...))
+	}
+	threshold, ranged := o.threshold()
 	searchCtx, done := e.progress.engineStep(ctx, fmt.Sprintf("searching %d queries in %d rows", len(qs), rows))
 	var tr engine.Trace
-	all, err := ix.SearchBatch(engine.WithTrace(searchCtx, &tr), qs, int(o.K))
+	var all [][]engine.Hit
+	if ranged {
+		if o.K > 0 {
+			opts = append(opts, engine.MaxHits(int(o.K)))
+		}
+		all = make([][]engine.Hit, len(qs))
+		for i, q := range qs {
+			if all[i], err = ix.SearchRange(engine.WithTrace(searchCtx, &tr), q, float32(threshold), opts...); err != nil {
+				err = fmt.Errorf("query %d: %w", i, err)
+				break
+			}
+		}
+	} else {
+		all, err = ix.SearchBatch(engine.WithTrace(searchCtx, &tr), qs, int(o.K), opts...)
+	}
 	done()
 	if err != nil {
 		if errors.Is(err, engine.ErrNonFinite) || errors.Is(err, engine.ErrZeroVector) || errors.Is(err, engine.ErrDimMismatch) {
@@ -211,10 +303,17 @@ func (o *searchCmd) Run(ctx context.Context, e *env) error {
 		Metric:    metric.String(),
 		K:         int(o.K),
 		Dim:       ix.Dim(),
-		Rows:      ix.Len(),
+		Rows:      rows,
 		Data:      o.Data,
+		Store:     o.Store,
 		Queries:   o.Queries,
+		Allow:     o.Allow,
 		Results:   make([]resultJSON, len(all)),
+	}
+	if given := float64(threshold); ranged && metric.HigherIsBetter() {
+		out.MinScore = &given
+	} else if ranged {
+		out.MaxDistance = &given
 	}
 	if info.Backend == engine.BackendGPU {
 		a := adapterOf(info.Adapter)
@@ -232,6 +331,76 @@ func (o *searchCmd) Run(ctx context.Context, e *env) error {
 		return json.NewEncoder(e.stdout).Encode(out)
 	}
 	return writeSearchText(e.stdout, out)
+}
+
+// threshold returns --min-score or --max-distance, and whether one was given.
+func (o *searchCmd) threshold() (float64, bool) {
+	switch {
+	case o.MinScore != nil:
+		return float64(*o.MinScore), true
+	case o.MaxDistance != nil:
+		return float64(*o.MaxDistance), true
+	}
+	return 0, false
+}
+
+// checkThreshold refuses the threshold flag that does not fit metric: a
+// similarity has a floor, a distance a ceiling.
+func (o *searchCmd) checkThreshold(metric engine.Metric, from string) error {
+	switch {
+	case o.MinScore != nil && !metric.HigherIsBetter():
+		return usagef("--min-score is for cosine and dot, and %s %s (a distance, lower is better): use --max-distance", from, metric)
+	case o.MaxDistance != nil && metric.HigherIsBetter():
+		return usagef("--max-distance is for l2, and %s %s (a similarity, higher is better): use --min-score", from, metric)
+	}
+	return nil
+}
+
+// openStore opens --store on device and checks the flags that depend on
+// its metric.
+func (o *searchCmd) openStore(ctx context.Context, e *env, device engine.Device) (*engine.Index, error) {
+	ix, err := openStore(ctx, e, o.Store, engine.Config{Device: device, Adapter: o.Selection.adapterSelect()})
+	if err != nil {
+		if isDeviceError(err) {
+			return nil, deviceError(device, err)
+		}
+		return nil, err
+	}
+	metric := ix.Metric()
+	if o.metricGiven && string(o.Metric) != metric.String() {
+		ix.Close()
+		return nil, usagef("--metric %s: store %s ranks by %s, which it was built with (leave --metric out)", o.Metric, o.Store, metric)
+	}
+	if err := o.checkThreshold(metric, "store "+o.Store+" ranks by"); err != nil {
+		ix.Close()
+		return nil, err
+	}
+	return ix, nil
+}
+
+// indexData builds an index of --data's rows, IDs their row numbers.
+func (o *searchCmd) indexData(ctx context.Context, e *env, data *host.Matrix, metric engine.Metric, device engine.Device) (*engine.Index, error) {
+	cfg := engine.Config{Dim: data.Dim, Metric: metric, Device: device, Adapter: o.Selection.adapterSelect()}
+	addCtx, done := e.progress.engineStep(ctx, fmt.Sprintf("indexing %d rows", data.Rows))
+	defer done()
+	ix, err := engine.New(ctx, cfg)
+	if err != nil {
+		return nil, deviceError(device, err)
+	}
+	if _, err = ix.AddFlat(addCtx, data.Data); err != nil {
+		ix.Close()
+		return nil, fmt.Errorf("--data %s: %s", o.Data, cause(err))
+	}
+	return ix, nil
+}
+
+// deviceError words a failure to get the device --device asked for.
+func deviceError(device engine.Device, err error) error {
+	var ae *engine.AdapterError
+	if errors.As(err, &ae) && ae.Hint != "" {
+		return fmt.Errorf("--device %s: %s; %s", device, cliWording(cause(err)), cliWording(oneLine(ae.Hint)))
+	}
+	return fmt.Errorf("--device %s: %s (run 'umbra probe' to see every adapter)", device, cause(err))
 }
 
 // servedBy says which path served the search: under Device Auto an index
@@ -278,8 +447,25 @@ func writeSearchText(w io.Writer, r searchJSON) error {
 	default:
 		fmt.Fprintf(w, "# backend cpu (%s)\n", r.CPUKernel)
 	}
-	fmt.Fprintf(w, "# metric %s, k %d; data %s: %d rows of dimension %d; queries %s: %d rows\n",
-		r.Metric, r.K, r.Data, r.Rows, r.Dim, r.Queries, len(r.Results))
+	bound := fmt.Sprintf("k %d", r.K)
+	switch {
+	case r.MinScore != nil:
+		bound = "min score " + strconv.FormatFloat(*r.MinScore, 'g', -1, 64)
+	case r.MaxDistance != nil:
+		bound = "max distance " + strconv.FormatFloat(*r.MaxDistance, 'g', -1, 64)
+	}
+	if (r.MinScore != nil || r.MaxDistance != nil) && r.K > 0 {
+		bound += fmt.Sprintf(", at most %d hits", r.K)
+	}
+	source := fmt.Sprintf("data %s: %d rows", r.Data, r.Rows)
+	if r.Store != "" {
+		source = fmt.Sprintf("store %s: %d vectors", r.Store, r.Rows)
+	}
+	if r.Allow != "" {
+		source += ", only IDs in " + r.Allow
+	}
+	fmt.Fprintf(w, "# metric %s, %s; %s of dimension %d; queries %s: %d rows\n",
+		r.Metric, bound, source, r.Dim, r.Queries, len(r.Results))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "query\trank\tid\tscore")
 	for q, res := range r.Results {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
@@ -44,9 +45,19 @@ func openStore(ctx context.Context, e *env, path string, cfg engine.Config) (*en
 	ix, err := engine.Open(ctx, path, cfg)
 	done()
 	if err != nil {
+		if isDeviceError(err) {
+			return nil, err // the caller names its --device
+		}
 		return nil, storeError(path, err)
 	}
 	return ix, nil
+}
+
+// isDeviceError reports whether err is about the GPU rather than the store.
+func isDeviceError(err error) bool {
+	var ae *engine.AdapterError
+	return errors.As(err, &ae) || errors.Is(err, engine.ErrNoAdapter) ||
+		errors.Is(err, engine.ErrNoGPUSupport) || errors.Is(err, engine.ErrGPU)
 }
 
 // storeError words an error the engine returned for the store at path.
@@ -55,7 +66,12 @@ func storeError(path string, err error) error {
 	case errors.Is(err, engine.ErrLocked):
 		return fmt.Errorf("store %s is locked: another process has it open for writing (it holds %s.lock); try again when that process has finished", path, path)
 	case errors.Is(err, engine.ErrBadStore):
-		return fmt.Errorf("store %s is damaged or not a store: %s", path, cause(err))
+		// The engine names the store, then the file layer names it again.
+		msg := strings.TrimPrefix(cause(err), "bad store file: ")
+		for strings.HasPrefix(msg, path+": ") {
+			msg = strings.TrimPrefix(msg, path+": ")
+		}
+		return fmt.Errorf("store %s is damaged or not a store: %s", path, strings.ReplaceAll(msg, "storefile: ", ""))
 	}
 	return fmt.Errorf("store %s: %s", path, cause(err))
 }
@@ -111,6 +127,9 @@ func readIDs(ctx context.Context, e *env, flag, path string) ([]uint64, error) {
 
 // badID says why s is not an ID.
 func badID(s string) string {
+	if !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool { return r < ' ' && r != '\t' }) {
+		return "binary data, not text: an ID file is text with one decimal ID per line, or a 1-D int64/uint64 .npy"
+	}
 	if len(s) > 40 {
 		s = s[:40] + "…"
 	}
