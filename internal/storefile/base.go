@@ -82,9 +82,9 @@ func (s *Snapshot) IsDeleted(i int) bool {
 func (s *Snapshot) validate() error {
 	n := len(s.IDs)
 	switch {
-	case s.Dim < 1 || s.Dim > math.MaxUint32:
+	case s.Dim < 1 || uint64(s.Dim) > math.MaxUint32:
 		return fmt.Errorf("%w: snapshot dim %d is not in [1, 2^32)", ErrInvalid, s.Dim)
-	case s.Stride < s.Dim || s.Stride%4 != 0 || s.Stride > math.MaxUint32:
+	case s.Stride < s.Dim || s.Stride%4 != 0 || uint64(s.Stride) > math.MaxUint32:
 		return fmt.Errorf("%w: snapshot stride %d must be a multiple of 4, at least dim %d", ErrInvalid, s.Stride, s.Dim)
 	case s.Precision != PrecisionFloat32:
 		return fmt.Errorf("%w: storage precision %d (only %d, float32, is implemented)", ErrUnsupported, s.Precision, PrecisionFloat32)
@@ -397,9 +397,13 @@ func readBaseHeader(r io.ReaderAt, size int64, name string) (*baseHeader, error)
 	if end := h.table[numSections-1].offset + h.table[numSections-1].length; end != fileSize {
 		return nil, formatErr(name, "end of file", int64(end), ErrCorrupt, "%d bytes after the last section", fileSize-end)
 	}
-	const maxInt = uint64(math.MaxInt)
-	if rowsLen/4 > maxInt || h.count > maxInt {
-		return nil, formatErr(name, "rows", rowsOffset, ErrUnsupported, "%d rows of stride %d do not fit in this process's address space", h.count, h.stride)
+	// Only a 32-bit process can hold a file whose sections it cannot
+	// address; say so instead of overflowing an int.
+	for i, e := range h.table {
+		if e.offset+e.length > math.MaxInt {
+			return nil, formatErr(name, sectionNames[i+1], int64(e.offset), ErrUnsupported,
+				"section ends at byte %d, beyond this process's address space", e.offset+e.length)
+		}
 	}
 	return h, nil
 }
