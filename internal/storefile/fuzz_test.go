@@ -47,7 +47,8 @@ func baseSeeds(t testing.TB) [][]byte {
 func logSeeds() [][]byte {
 	r := rand.New(rand.NewPCG(3, 4))
 	recs := []Record{randRecord(r, fuzzDim), randRecord(r, fuzzDim), randRecord(r, fuzzDim),
-		{Op: OpSetKey, IDs: []uint64{5}, Keys: []string{"five"}}, {Op: OpDelete, IDs: []uint64{5, 6}}}
+		{Op: OpSetKey, IDs: []uint64{5}, Keys: []string{"five"}}, {Op: OpDelete, IDs: []uint64{5, 6}},
+		{Op: OpUpsertKeys, IDs: []uint64{8, 9}, Rows: randFloats(r, 2*fuzzDim), Keys: []string{"eight", ""}}}
 	valid := encodeLog(fuzzDim, fuzzGen, recs)
 	torn := valid[:len(valid)-3]
 	corrupt := bytes.Clone(valid)
