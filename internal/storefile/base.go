@@ -82,9 +82,9 @@ func (s *Snapshot) IsDeleted(i int) bool {
 func (s *Snapshot) validate() error {
 	n := len(s.IDs)
 	switch {
-	case s.Dim < 1 || s.Dim > math.MaxUint32:
+	case s.Dim < 1 || uint64(s.Dim) > math.MaxUint32:
 		return fmt.Errorf("%w: snapshot dim %d is not in [1, 2^32)", ErrInvalid, s.Dim)
-	case s.Stride < s.Dim || s.Stride%4 != 0 || s.Stride > math.MaxUint32:
+	case s.Stride < s.Dim || s.Stride%4 != 0 || uint64(s.Stride) > math.MaxUint32:
 		return fmt.Errorf("%w: snapshot stride %d must be a multiple of 4, at least dim %d", ErrInvalid, s.Stride, s.Dim)
 	case s.Precision != PrecisionFloat32:
 		return fmt.Errorf("%w: storage precision %d (only %d, float32, is implemented)", ErrUnsupported, s.Precision, PrecisionFloat32)
@@ -397,9 +397,13 @@ func readBaseHeader(r io.ReaderAt, size int64, name string) (*baseHeader, error)
 	if end := h.table[numSections-1].offset + h.table[numSections-1].length; end != fileSize {
 		return nil, formatErr(name, "end of file", int64(end), ErrCorrupt, "%d bytes after the last section", fileSize-end)
 	}
-	const maxInt = uint64(math.MaxInt)
-	if rowsLen/4 > maxInt || h.count > maxInt {
-		return nil, formatErr(name, "rows", rowsOffset, ErrUnsupported, "%d rows of stride %d do not fit in this process's address space", h.count, h.stride)
+	// Only a 32-bit process can hold a file whose sections it cannot
+	// address; say so instead of overflowing an int.
+	for i, e := range h.table {
+		if e.offset+e.length > math.MaxInt {
+			return nil, formatErr(name, sectionNames[i+1], int64(e.offset), ErrUnsupported,
+				"section ends at byte %d, beyond this process's address space", e.offset+e.length)
+		}
 	}
 	return h, nil
 }
@@ -427,52 +431,67 @@ func readBase(r io.ReaderAt, size int64, name string) (*Snapshot, uint64, error)
 	if err != nil {
 		return nil, 0, err
 	}
+	rows := make([]float32, int(h.count)*int(h.stride))
+	if err := readSection(r, h, name, 0, floatBytes(rows)); err != nil {
+		return nil, 0, err
+	}
+	fixFloatsFromLE(rows)
+	s, err := readBaseRest(r, h, name, rows)
+	if err != nil {
+		return nil, 0, err
+	}
+	return s, h.generation, nil
+}
+
+// readSection fills dst (a view of the destination's own memory, so
+// nothing is copied twice) with section i's bytes and checks its CRC.
+func readSection(r io.ReaderAt, h *baseHeader, name string, i int, dst []byte) error {
+	e := h.table[i]
+	sect := sectionNames[i+1]
+	if _, err := r.ReadAt(dst, int64(e.offset)); err != nil && !(errors.Is(err, io.EOF) && len(dst) == 0) {
+		// The size was checked; the file shrank while being read.
+		return formatErr(name, sect, int64(e.offset), ErrTruncated, "reading %d bytes: %v", len(dst), err)
+	}
+	return checkSection(h, name, i, dst)
+}
+
+func checkSection(h *baseHeader, name string, i int, b []byte) error {
+	e := h.table[i]
+	if got := crc32.Checksum(b, castagnoli); got != e.crc {
+		return formatErr(name, sectionNames[i+1], int64(e.offset), ErrCorrupt, "CRC-32C is %08x, section table says %08x", got, e.crc)
+	}
+	return nil
+}
+
+// readBaseRest reads the sections after the rows into a snapshot around
+// rows, which the caller has read (or mapped) and verified.
+func readBaseRest(r io.ReaderAt, h *baseHeader, name string, rows []float32) (*Snapshot, error) {
 	n := int(h.count)
-	s := &Snapshot{Dim: int(h.dim), Stride: int(h.stride), Metric: h.metric, Precision: h.precision, NextID: h.nextID}
-
-	// readSection fills dst (a view of the destination's own memory) with
-	// the section's bytes and checks its CRC.
-	readSection := func(i int, dst []byte) error {
-		e := h.table[i]
-		sect := sectionNames[i+1]
-		if _, err := r.ReadAt(dst, int64(e.offset)); err != nil && !(errors.Is(err, io.EOF) && len(dst) == 0) {
-			// The size was checked; the file shrank while being read.
-			return formatErr(name, sect, int64(e.offset), ErrTruncated, "reading %d bytes: %v", len(dst), err)
-		}
-		if got := crc32.Checksum(dst, castagnoli); got != e.crc {
-			return formatErr(name, sect, int64(e.offset), ErrCorrupt, "CRC-32C is %08x, section table says %08x", got, e.crc)
-		}
-		return nil
-	}
-
-	s.Rows = make([]float32, n*s.Stride)
-	if err := readSection(0, floatBytes(s.Rows)); err != nil {
-		return nil, 0, err
-	}
-	fixFloatsFromLE(s.Rows)
+	s := &Snapshot{Dim: int(h.dim), Stride: int(h.stride), Metric: h.metric, Precision: h.precision, NextID: h.nextID, Rows: rows}
 	s.IDs = make([]uint64, n)
-	if err := readSection(1, u64Bytes(s.IDs)); err != nil {
-		return nil, 0, err
+	if err := readSection(r, h, name, 1, u64Bytes(s.IDs)); err != nil {
+		return nil, err
 	}
 	fixU64sFromLE(s.IDs)
 	if words := (n + 63) / 64; words > 0 {
 		s.Deleted = make([]uint64, words)
-		if err := readSection(2, u64Bytes(s.Deleted)); err != nil {
-			return nil, 0, err
+		if err := readSection(r, h, name, 2, u64Bytes(s.Deleted)); err != nil {
+			return nil, err
 		}
 		fixU64sFromLE(s.Deleted)
 		if n%64 != 0 && s.Deleted[words-1]>>(n%64) != 0 {
-			return nil, 0, formatErr(name, "tombstones", int64(h.table[2].offset), ErrCorrupt, "bits set beyond row count %d", n)
+			return nil, formatErr(name, "tombstones", int64(h.table[2].offset), ErrCorrupt, "bits set beyond row count %d", n)
 		}
 	}
 	keys := make([]byte, h.table[3].length)
-	if err := readSection(3, keys); err != nil {
-		return nil, 0, err
+	if err := readSection(r, h, name, 3, keys); err != nil {
+		return nil, err
 	}
+	var err error
 	if s.Keys, err = decodeKeys(keys, name, int64(h.table[3].offset)); err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	return s, h.generation, nil
+	return s, nil
 }
 
 func decodeKeys(b []byte, name string, off int64) (map[uint64]string, error) {

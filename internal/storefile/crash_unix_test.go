@@ -53,8 +53,10 @@ func opRecord(seed uint64, i int, m *model) Record {
 			rec.IDs = append(rec.IDs, m.next+uint64(j))
 		}
 		return rec
-	case k < 7:
+	case k < 6:
 		return Record{Op: OpUpsert, IDs: []uint64{id}, Rows: randFloats(r, crashDim)}
+	case k < 7:
+		return Record{Op: OpUpsertKeys, IDs: []uint64{id}, Rows: randFloats(r, crashDim), Keys: []string{fmt.Sprintf("op%d", i)}}
 	case k < 9:
 		return Record{Op: OpDelete, IDs: []uint64{id}}
 	default:
@@ -65,10 +67,13 @@ func opRecord(seed uint64, i int, m *model) Record {
 func (m *model) apply(rec Record) {
 	for j, id := range rec.IDs {
 		switch rec.Op {
-		case OpAdd, OpUpsert:
+		case OpAdd, OpUpsert, OpUpsertKeys:
 			m.rows[id] = rec.Rows[j*crashDim : (j+1)*crashDim]
 			delete(m.deleted, id)
 			m.next = max(m.next, id+1)
+			if rec.Op == OpUpsertKeys {
+				m.keys[id] = rec.Keys[j]
+			}
 		case OpDelete:
 			if _, ok := m.rows[id]; ok {
 				m.deleted[id] = true

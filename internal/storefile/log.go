@@ -84,7 +84,7 @@ type Log struct {
 // Replay the log with ReplayLog before opening it: OpenLog does not hand
 // records out.
 func OpenLog(path string, dim int, generation uint64, policy SyncPolicy) (*Log, error) {
-	if dim < 1 || dim > math.MaxUint32 || generation == 0 {
+	if dim < 1 || uint64(dim) > math.MaxUint32 || generation == 0 {
 		return nil, fmt.Errorf("%w: open log %s: dim %d, generation %d", ErrInvalid, path, dim, generation)
 	}
 	f, err := os.OpenFile(path, os.O_RDWR, 0)

@@ -37,10 +37,10 @@ func (o Op) String() string {
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
 
-// Record is one logged change. IDs is never empty. Rows is set for OpAdd and
-// OpUpsert only: len(IDs)*dim values, row i at [i*dim, (i+1)*dim), without
-// the stride padding of a base file. Keys is set for OpSetKey only: Keys[i]
-// names IDs[i].
+// Record is one logged change. IDs is never empty. Rows is set for OpAdd,
+// OpUpsert and OpUpsertKeys only: len(IDs)*dim values, row i at
+// [i*dim, (i+1)*dim), without the stride padding of a base file. Keys is set
+// for OpSetKey and OpUpsertKeys only: Keys[i] names IDs[i].
 type Record struct {
 	Op   Op
 	IDs  []uint64

@@ -31,7 +31,7 @@ import (
 //
 // An error from fn stops the replay and is returned as is.
 func ReplayLog(path string, dim int, generation uint64, fn func(Record) error) (records int, tornTail bool, err error) {
-	if dim < 1 || dim > math.MaxUint32 {
+	if dim < 1 || uint64(dim) > math.MaxUint32 {
 		return 0, false, fmt.Errorf("%w: replay log %s: dim %d", ErrInvalid, path, dim)
 	}
 	f, err := os.Open(path)
