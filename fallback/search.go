@@ -74,43 +74,61 @@ func guard(err *error) {
 // between blocks of rows; on cancellation Search returns ctx.Err().
 func Search(ctx context.Context, s Slab, q []float32, k int, m Metric, workers int) (hits []Hit, err error) {
 	defer guard(&err)
-	if err := m.check(); err != nil {
-		return nil, err
-	}
-	if err := s.check(); err != nil {
-		return nil, err
-	}
-	qq, err := s.query(q)
+	qq, err := checked(s, q, m)
 	if err != nil {
 		return nil, err
 	}
 	if s.Rows == 0 || k <= 0 {
 		return []Hit{}, nil
 	}
-	ks := active
-	kern := ks.rows(m)
+	var tops []topK
+	err = scanKeys(ctx, s, qq, m, workers, func(w, expect int) {
+		tops = make([]topK, w)
+		for i := range tops {
+			tops[i] = newTopK(k, expect)
+		}
+	}, func(wk, lo int, keys []float32) { tops[wk].offerAllowed(keys, lo, s.Allow) })
+	if err != nil {
+		return nil, err
+	}
+	for i := 1; i < len(tops); i++ {
+		tops[0].merge(&tops[i])
+	}
+	return tops[0].result(m), nil
+}
+
+// checked validates the metric, the slab and the query, and returns the
+// query as a Stride-long vector.
+func checked(s Slab, q []float32, m Metric) ([]float32, error) {
+	if err := m.check(); err != nil {
+		return nil, err
+	}
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	return s.query(q)
+}
+
+// scanKeys scores every row of s for the Stride-long query qq, a block of
+// rows at a time on parallel workers, and hands each block's keys (larger
+// is better) to use with the worker's number and the block's first row.
+// setup runs first with the number of workers and the rows each can expect.
+func scanKeys(ctx context.Context, s Slab, qq []float32, m Metric, workers int, setup func(w, expect int), use func(wk, lo int, keys []float32)) error {
+	kern := active.rows(m)
 	p := newPlan(s, rowsFor(blockBytes, s.Stride, 8))
 	w := workerCount(workers, p.nblocks, s.Rows*s.Stride)
-	tops := make([]topK, w)
 	bufs := make([][]float32, w)
-	for i := range tops {
-		tops[i] = newTopK(k, s.Rows/w+p.blockRows)
+	for i := range bufs {
 		bufs[i] = make([]float32, p.blockRows)
 	}
-	err = parallel(ctx, w, p.nblocks, func(wk, b int) {
+	setup(w, s.Rows/w+p.blockRows)
+	return parallel(ctx, w, p.nblocks, func(wk, b int) {
 		lo, rows, n := p.block(b)
 		buf := bufs[wk][:n]
 		kern(buf, qq, rows, p.stride)
 		toKeys(m, buf)
-		tops[wk].offerAllowed(buf, lo, s.Allow)
+		use(wk, lo, buf)
 	})
-	if err != nil {
-		return nil, err
-	}
-	for i := 1; i < w; i++ {
-		tops[0].merge(&tops[i])
-	}
-	return tops[0].result(m), nil
 }
 
 // QueryBlock is how many queries SearchBatch scores together at a row
@@ -197,34 +215,17 @@ func SearchBatch(ctx context.Context, s Slab, qs [][]float32, k int, m Metric, w
 // NaN score is never within any threshold. There is no cap on how many.
 func Range(ctx context.Context, s Slab, q []float32, threshold float32, m Metric, workers int) (hits []Hit, err error) {
 	defer guard(&err)
-	if err := m.check(); err != nil {
-		return nil, err
-	}
-	if err := s.check(); err != nil {
-		return nil, err
-	}
-	qq, err := s.query(q)
+	qq, err := checked(s, q, m)
 	if err != nil {
 		return nil, err
 	}
 	if s.Rows == 0 {
 		return []Hit{}, nil
 	}
-	kern := active.rows(m)
-	p := newPlan(s, rowsFor(blockBytes, s.Stride, 8))
-	w := workerCount(workers, p.nblocks, s.Rows*s.Stride)
-	found := make([][]Hit, w)
-	bufs := make([][]float32, w)
-	for i := range bufs {
-		bufs[i] = make([]float32, p.blockRows)
-	}
+	var found [][]Hit
 	limit := key(m, threshold)
-	err = parallel(ctx, w, p.nblocks, func(wk, b int) {
-		lo, rows, n := p.block(b)
-		buf := bufs[wk][:n]
-		kern(buf, qq, rows, p.stride)
-		toKeys(m, buf)
-		for i, k := range buf {
+	err = scanKeys(ctx, s, qq, m, workers, func(w, _ int) { found = make([][]Hit, w) }, func(wk, lo int, keys []float32) {
+		for i, k := range keys {
 			if k >= limit && s.allowed(lo+i) { // false for NaN
 				found[wk] = append(found[wk], Hit{Row: lo + i, Score: k})
 			}

@@ -137,16 +137,7 @@ func (g *Index) prepare(sub submission) error {
 		if err := g.step("bind scores"); err != nil {
 			return err
 		}
-		bg, err := dev.TryCreateBindGroup(&wgpu.BindGroupDescriptor{
-			Label:  fmt.Sprintf("umbra scores %d", c),
-			Layout: g.dev.pipelines.scoresBGL,
-			Entries: []wgpu.BindGroupEntry{
-				{Binding: 0, Buffer: ch.data, Size: wgpu.WholeSize},
-				{Binding: 1, Buffer: g.query.buf, Size: wgpu.WholeSize},
-				{Binding: 2, Buffer: g.scoresB.buf, Size: wgpu.WholeSize},
-				{Binding: 3, Buffer: ch.params, Size: wgpu.WholeSize},
-			},
-		})
+		bg, err := g.scoresBindGroup(fmt.Sprintf("umbra scores %d", c), ch, g.query.buf, g.scoresB.buf)
 		if err != nil {
 			return err
 		}
@@ -154,6 +145,21 @@ func (g *Index) prepare(sub submission) error {
 		ch.bind = bg
 	}
 	return nil
+}
+
+// scoresBindGroup binds chunk ch's rows and parameters with a query buffer
+// and the scores buffer scores.wgsl writes, in its binding order.
+func (g *Index) scoresBindGroup(label string, ch *gpuChunk, query, scores *wgpu.Buffer) (*wgpu.BindGroup, error) {
+	return g.device().TryCreateBindGroup(&wgpu.BindGroupDescriptor{
+		Label:  label,
+		Layout: g.dev.pipelines.scoresBGL,
+		Entries: []wgpu.BindGroupEntry{
+			{Binding: 0, Buffer: ch.data, Size: wgpu.WholeSize},
+			{Binding: 1, Buffer: query, Size: wgpu.WholeSize},
+			{Binding: 2, Buffer: scores, Size: wgpu.WholeSize},
+			{Binding: 3, Buffer: ch.params, Size: wgpu.WholeSize},
+		},
+	})
 }
 
 // resetScratch drops every scratch buffer and bind group after a failed

@@ -151,16 +151,7 @@ func (g *Index) ScoreInto(ctx context.Context, q []float32) (Scores, error) {
 			if err := g.step("bind shared scores"); err != nil {
 				return err
 			}
-			bg, err := dev.TryCreateBindGroup(&wgpu.BindGroupDescriptor{
-				Label:  fmt.Sprintf("umbra shared scores %d", c),
-				Layout: g.dev.pipelines.scoresBGL,
-				Entries: []wgpu.BindGroupEntry{
-					{Binding: 0, Buffer: ch.data, Size: wgpu.WholeSize},
-					{Binding: 1, Buffer: sh.query.buf, Size: wgpu.WholeSize},
-					{Binding: 2, Buffer: sh.scores.buf, Size: wgpu.WholeSize},
-					{Binding: 3, Buffer: ch.params, Size: wgpu.WholeSize},
-				},
-			})
+			bg, err := g.scoresBindGroup(fmt.Sprintf("umbra shared scores %d", c), ch, sh.query.buf, sh.scores.buf)
 			if err != nil {
 				return err
 			}
