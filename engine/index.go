@@ -160,6 +160,9 @@ func (ix *Index) addVectors(ctx context.Context, ids []uint64, vectors [][]float
 		}
 		if (i+1)%progressRows == 0 {
 			report("validate", i+1, len(vectors))
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
 		}
 	}
 	report("validate", len(vectors), len(vectors))
@@ -184,6 +187,9 @@ func (ix *Index) AddFlat(ctx context.Context, data []float32) (ids []uint64, err
 		}
 		if (i+1)%progressRows == 0 {
 			report("validate", i+1, n)
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
 		}
 	}
 	report("validate", n, n)
@@ -240,8 +246,14 @@ func (ix *Index) addLocked(ctx context.Context, start time.Time, ids []uint64, n
 		err := ix.upload(ctx, old, st, func(done, total int) { report("upload", done, total) })
 		t.add(st)
 		if err != nil {
-			if ix.cfg.Device == GPU {
+			// A cancelled call and, under Device GPU, a failed upload
+			// store nothing; under Auto the CPU takes the rows.
+			if ctx.Err() != nil || ix.cfg.Device == GPU {
 				ix.slab.Truncate(old)
+				ix.dev.Truncate(old)
+				if cerr := ctx.Err(); cerr != nil {
+					return nil, cerr
+				}
 				return nil, err
 			}
 			ix.demote(err)
@@ -543,6 +555,7 @@ func (ix *Index) Close() error {
 	err := ix.closeStore()
 	if ix.dev != nil {
 		ix.dev.Release()
+		ix.dev = nil // Info then says cpu: nothing is on a device any more
 	}
 	ix.slab, ix.rid, ix.keys = packed.NewSlab(ix.cfg.Dim), newRowIDs(), keyMap{}
 	return err

@@ -295,3 +295,49 @@ func TestStringKeys(t *testing.T) {
 		})
 	}
 }
+
+// TestCancelledAddStoresNothing: an Add whose context is cancelled while it
+// validates or uploads returns the context's error and stores nothing; the
+// index then takes the same rows normally. Info after Close names no device.
+func TestCancelledAddStoresNothing(t *testing.T) {
+	r := newRand(t)
+	const dim = 8
+	flat := make([]float32, 300_000*dim)
+	for i := range flat {
+		flat[i] = r.Float32() - 0.5
+	}
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			ix := open(t, b, engine.Config{Dim: dim, Metric: engine.Dot})
+			_, err := ix.AddFlat(context.Background(), flat[:10*dim])
+			require.NoError(t, err)
+			for _, stage := range []string{"validate", "upload"} {
+				ctx, cancel := context.WithCancel(context.Background())
+				ctx = engine.WithProgress(ctx, func(s string, done, total int) {
+					if s == stage {
+						cancel()
+					}
+				})
+				_, err := ix.AddFlat(ctx, flat)
+				cancel()
+				if stage == "upload" && b.device == engine.CPU {
+					require.NoError(t, err, "the CPU path has no upload to cancel")
+					require.NoError(t, ix.Delete(context.Background(), ix.IDs()[10:]...))
+					require.NoError(t, ix.Compact(context.Background()))
+					continue
+				}
+				require.ErrorIs(t, err, context.Canceled, stage)
+				require.Equal(t, 10, ix.Len(), "%s: a cancelled Add stored rows", stage)
+			}
+			ids, err := ix.AddFlat(context.Background(), flat[:50*dim])
+			require.NoError(t, err)
+			require.Len(t, ids, 50)
+			hits, err := ix.Search(context.Background(), flat[20*dim:21*dim], 60)
+			require.NoError(t, err)
+			require.Len(t, hits, 60)
+			require.NoError(t, ix.Close())
+			info := ix.Info()
+			require.Equal(t, engine.BackendCPU, info.Backend, "after Close")
+		})
+	}
+}

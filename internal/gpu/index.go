@@ -263,6 +263,9 @@ func (g *Index) Upload(ctx context.Context, s *packed.Slab, from int, st *Stages
 		off := uint64(lo-start) * g.rowBytes()
 		err := scoped(g.device(), "upload rows", func() error {
 			for len(rest) > 0 {
+				if err := ctx.Err(); err != nil {
+					return err // nothing past the resident rows counts yet
+				}
 				piece := rest[:min(len(rest), writePiece/4)]
 				if err := g.step("write rows"); err != nil {
 					return err
@@ -290,6 +293,9 @@ func (g *Index) Upload(ctx context.Context, s *packed.Slab, from int, st *Stages
 	})
 	if err != nil {
 		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err // cancelled before the rows counted as resident
 	}
 	for _, d := range commit {
 		g.chunks[d.c].rows = d.rows
