@@ -63,6 +63,9 @@ func TestStoreSurvivesReopen(t *testing.T) {
 				up := randomVectors(r, 3, dim)
 				both(func(ix *engine.Index) error { return ix.Upsert(ctx, ids, up) })
 				both(func(ix *engine.Index) error { return ix.Delete(ctx, 3, 9, 1<<33) })
+				// An ID deleted and added again: a dead row and a live one share it.
+				again9 := randomVectors(r, 1, dim)
+				both(func(ix *engine.Index) error { return ix.AddWithIDs(ctx, []uint64{9}, again9) })
 				keys := randomVectors(r, 2, dim)
 				both(func(ix *engine.Index) error { _, err := ix.AddKeys(ctx, []string{"a", "b"}, keys); return err })
 				// A failed call is not logged.

@@ -132,13 +132,25 @@ func (ix *Index) load(ctx context.Context, s *storefile.Snapshot) error {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	ix.slab.Data, ix.slab.Rows = s.Rows, len(s.IDs)
-	ix.rid.appendIDs(s.IDs)
-	ix.rid.nextID = max(ix.rid.nextID, s.NextID)
-	for row := range s.IDs {
+	// A deleted row may share its ID with a live one added after the
+	// delete: only live rows enter the ID map, and two live rows with one
+	// ID are damage.
+	rid := &ix.rid
+	rid.ids = append(rid.ids, s.IDs...)
+	rid.growDead()
+	for row, id := range s.IDs {
 		if s.IsDeleted(row) {
-			ix.rid.kill([]uint64{s.IDs[row]})
+			rid.dead[row>>6] |= 1 << (uint(row) & 63)
+			rid.nDead++
+			continue
 		}
+		if other, ok := rid.rowOf[id]; ok {
+			return fmt.Errorf("%w: rows %d and %d are both live under ID %d", ErrBadStore, other, row, id)
+		}
+		rid.rowOf[id] = row
+		rid.nextID = max(rid.nextID, id+1, id)
 	}
+	rid.nextID = max(rid.nextID, s.NextID)
 	for id, key := range s.Keys {
 		if _, ok := ix.rid.rowOf[id]; ok {
 			ix.keys.set(key, id)
