@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -50,12 +51,7 @@ func crashModel(seed uint64, n int) map[uint64][]float32 {
 	md := map[uint64][]float32{}
 	next := uint64(0)
 	for i := 0; i < n; i++ {
-		stored := make([]uint64, 0, len(md))
-		for id := range md {
-			stored = append(stored, id)
-		}
-		slices.Sort(stored)
-		kind, ids, vs := crashOp(seed, i, stored, next)
+		kind, ids, vs := crashOp(seed, i, slices.Sorted(maps.Keys(md)), next)
 		switch kind {
 		case "add", "upsert":
 			for j, id := range ids {
@@ -87,12 +83,7 @@ func TestCrashChild(t *testing.T) {
 	md := map[uint64]bool{}
 	next := uint64(0)
 	for i := 0; ; i++ {
-		stored := make([]uint64, 0, len(md))
-		for id := range md {
-			stored = append(stored, id)
-		}
-		slices.Sort(stored)
-		kind, ids, vs := crashOp(seed, i, stored, next)
+		kind, ids, vs := crashOp(seed, i, slices.Sorted(maps.Keys(md)), next)
 		switch kind {
 		case "add":
 			err = ix.AddWithIDs(ctx, ids, vs)
