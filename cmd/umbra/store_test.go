@@ -256,18 +256,23 @@ func TestStoreLifecycle(t *testing.T) {
 			}
 			for i := range nq {
 				ranked, _ := reference(all, queries.Row(i), metric)
-				var want []uint64
+				want := []uint64{}
+				nearBound := false
 				for _, h := range ranked {
 					inside := h.score >= bound
 					if metric == "l2" {
 						inside = h.score <= bound
 					}
-					if math.Abs(h.score-bound) <= h.tol {
-						t.Skipf("query %d: a score within rounding of the threshold; rerun", i)
-					}
+					nearBound = nearBound || math.Abs(h.score-bound) <= h.tol
 					if inside {
 						want = append(want, rowIDs[h.id])
 					}
+				}
+				if nearBound {
+					// Rounding may put that row on either side; the set is
+					// checked for the other queries.
+					t.Logf("query %d: a score within rounding of the threshold, set not compared", i)
+					continue
 				}
 				got := make([]uint64, len(s.Results[i].Hits))
 				for j, h := range s.Results[i].Hits {
