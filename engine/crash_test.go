@@ -65,20 +65,32 @@ func crashModel(seed uint64, n int) map[uint64][]float32 {
 	return md
 }
 
-// TestCrashChild is the child of TestKilledWriterLosesNothingAcknowledged:
-// it runs the operation sequence against a store, printing each operation's
-// number once the call has returned, until it is killed.
-func TestCrashChild(t *testing.T) {
-	spec := os.Getenv("UMBRA_CRASH_CHILD")
-	if spec == "" {
-		t.Skip("run by TestKilledWriterLosesNothingAcknowledged")
+// TestMain runs the crash test's child instead of the tests when
+// UMBRA_CRASH_CHILD names a store and a seed.
+func TestMain(m *testing.M) {
+	if spec := os.Getenv("UMBRA_CRASH_CHILD"); spec != "" {
+		if err := crashChild(spec); err != nil {
+			fmt.Fprintln(os.Stderr, "crash child:", err)
+			os.Exit(2)
+		}
+		os.Exit(0)
 	}
+	os.Exit(m.Run())
+}
+
+// crashChild runs the operation sequence against a store, printing each
+// operation's number once the call has returned, until it is killed.
+func crashChild(spec string) error {
 	path, seedText, _ := strings.Cut(spec, ",")
 	seed, err := strconv.ParseUint(seedText, 10, 64)
-	require.NoError(t, err)
+	if err != nil {
+		return err
+	}
 	ctx := context.Background()
 	ix, err := engine.Open(ctx, path, engine.Config{Dim: crashDim, Device: engine.CPU})
-	require.NoError(t, err)
+	if err != nil {
+		return err
+	}
 	out := bufio.NewWriter(os.Stdout)
 	md := map[uint64]bool{}
 	next := uint64(0)
@@ -94,7 +106,9 @@ func TestCrashChild(t *testing.T) {
 		case "checkpoint":
 			err = ix.Checkpoint(ctx)
 		}
-		require.NoError(t, err, "operation %d (%s)", i, kind)
+		if err != nil {
+			return fmt.Errorf("operation %d (%s): %w", i, kind, err)
+		}
 		for _, id := range ids {
 			if kind == "delete" {
 				delete(md, id)
@@ -115,15 +129,12 @@ func TestCrashChild(t *testing.T) {
 // the child acknowledged or one more (the call in flight may have become
 // durable before it could say so), never anything in between.
 func TestKilledWriterLosesNothingAcknowledged(t *testing.T) {
-	if os.Getenv("UMBRA_CRASH_CHILD") != "" {
-		t.Skip("the child runs TestCrashChild only")
-	}
 	r := newRand(t)
 	ctx := context.Background()
 	for round := 0; round < 6; round++ {
 		seed := r.Uint64()
 		path := filepath.Join(t.TempDir(), "crash.umbra")
-		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
+		cmd := exec.Command(os.Args[0])
 		cmd.Env = append(os.Environ(), fmt.Sprintf("UMBRA_CRASH_CHILD=%s,%d", path, seed))
 		stdout, err := cmd.StdoutPipe()
 		require.NoError(t, err)
