@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -600,7 +599,7 @@ func (ix *Index) SearchRange(ctx context.Context, query []float32, threshold flo
 		var scores []float32
 		scores, err = ix.dev.Scores(ctx, q, ix.slab.Rows)
 		if err = gpuError(err); err == nil {
-			found = withinThreshold(scores, threshold, ix.fallbackMetric(), mask)
+			found = fallback.Within(scores, threshold, ix.fallbackMetric(), mask)
 		} else if ctx.Err() != nil || ix.cfg.Device == GPU {
 			return nil, err
 		} else if !errors.Is(err, ErrTooLarge) {
@@ -618,28 +617,4 @@ func (ix *Index) SearchRange(ctx context.Context, query []float32, threshold flo
 		found = found[:o.maxHits]
 	}
 	return ix.toHits(found), nil
-}
-
-// withinThreshold keeps the rows mask admits whose score is within
-// threshold, best first in the shared order.
-func withinThreshold(scores []float32, threshold float32, m fallback.Metric, mask []uint64) []fallback.Hit {
-	out := []fallback.Hit{}
-	for r, s := range scores {
-		if mask != nil && mask[r>>6]&(1<<(uint(r)&63)) == 0 {
-			continue
-		}
-		if (m == fallback.Dot && s >= threshold) || (m == fallback.L2 && s <= threshold) {
-			out = append(out, fallback.Hit{Row: r, Score: s})
-		}
-	}
-	slices.SortFunc(out, func(a, b fallback.Hit) int {
-		switch {
-		case fallback.Worse(b, a, m):
-			return -1
-		case fallback.Worse(a, b, m):
-			return 1
-		}
-		return 0
-	})
-	return out
 }

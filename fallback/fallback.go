@@ -50,11 +50,6 @@ type Slab struct {
 	Allow []uint64
 }
 
-// allowed reports whether row r may be returned.
-func (s Slab) allowed(r int) bool {
-	return s.Allow == nil || s.Allow[r>>6]&(1<<(uint(r)&63)) != 0
-}
-
 var (
 	// ErrSlabShape reports a slab whose Rows, Dim, Stride and len(Data)
 	// do not describe each other.

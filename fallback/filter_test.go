@@ -48,7 +48,7 @@ func TestAllowAndRange(t *testing.T) {
 				// The reference: every allowed row, ranked by the shared rule.
 				var ref []Hit
 				for i, sc := range scores {
-					if s.allowed(i) {
+					if allows(s.Allow, i) {
 						ref = append(ref, Hit{Row: i, Score: sc})
 					}
 				}

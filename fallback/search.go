@@ -226,7 +226,7 @@ func Range(ctx context.Context, s Slab, q []float32, threshold float32, m Metric
 	limit := key(m, threshold)
 	err = scanKeys(ctx, s, qq, m, workers, func(w, _ int) { found = make([][]Hit, w) }, func(wk, lo int, keys []float32) {
 		for i, k := range keys {
-			if k >= limit && s.allowed(lo+i) { // false for NaN
+			if k >= limit && allows(s.Allow, lo+i) { // false for NaN
 				found[wk] = append(found[wk], Hit{Row: lo + i, Score: k})
 			}
 		}
@@ -238,6 +238,5 @@ func Range(ctx context.Context, s Slab, q []float32, threshold float32, m Metric
 	for _, f := range found {
 		hits = append(hits, f...)
 	}
-	t := topK{k: len(hits), heap: true, h: hits}
-	return t.result(m), nil
+	return rankAll(hits, m), nil
 }

@@ -75,6 +75,11 @@ func (t *topK) offer(row int, k float32) {
 	t.down(0)
 }
 
+// allows reports whether the row bitmap allow (nil: every row) admits row r.
+func allows(allow []uint64, r int) bool {
+	return allow == nil || allow[r>>6]&(1<<(uint(r)&63)) != 0
+}
+
 // offerAllowed offers keys[i] for row base+i where allow (a row bitmap, nil
 // for every row) has the row's bit set.
 func (t *topK) offerAllowed(keys []float32, base int, allow []uint64) {
@@ -83,8 +88,8 @@ func (t *topK) offerAllowed(keys []float32, base int, allow []uint64) {
 		return
 	}
 	for i, k := range keys {
-		if r := base + i; allow[r>>6]&(1<<(uint(r)&63)) != 0 {
-			t.offer(r, k)
+		if allows(allow, base+i) {
+			t.offer(base+i, k)
 		}
 	}
 }
@@ -169,12 +174,42 @@ func (t *topK) result(m Metric) []Hit {
 // first, equal scores broken by the lower index. k <= 0 or an unknown
 // metric yields an empty result.
 func SelectTopK(scores []float32, k int, m Metric) []Hit {
+	return SelectAllowed(scores, k, m, nil)
+}
+
+// SelectAllowed is SelectTopK over the rows the bitmap allow admits (bit r
+// of word r/64; nil admits every row): a GPU search's host selection of
+// read-back scores.
+func SelectAllowed(scores []float32, k int, m Metric, allow []uint64) []Hit {
 	if k <= 0 || m.check() != nil {
 		return []Hit{}
 	}
 	t := newTopK(k, len(scores))
 	for i, s := range scores {
-		t.offer(i, key(m, s))
+		if allows(allow, i) {
+			t.offer(i, key(m, s))
+		}
 	}
+	return t.result(m)
+}
+
+// Within returns the rows allow admits whose score is within threshold
+// (Range's rule: at least it under Dot, at most it under L2, never NaN),
+// best first: a GPU range search's host side over read-back scores.
+func Within(scores []float32, threshold float32, m Metric, allow []uint64) []Hit {
+	limit := key(m, threshold)
+	hits := []Hit{}
+	for i, s := range scores {
+		if k := key(m, s); k >= limit && allows(allow, i) {
+			hits = append(hits, Hit{Row: i, Score: k})
+		}
+	}
+	return rankAll(hits, m)
+}
+
+// rankAll orders hits holding keys best first and turns the keys back into
+// scores.
+func rankAll(hits []Hit, m Metric) []Hit {
+	t := topK{k: len(hits), heap: true, h: hits}
 	return t.result(m)
 }

@@ -450,7 +450,7 @@ func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *Stag
 		scores := wgpu.FromBytes[float32](raw)
 		hits = make([][]fallback.Hit, sub.nq)
 		for q := range hits {
-			hits[q] = selectAllowed(scores[q*sub.rows:(q+1)*sub.rows], sub.k, g.fallbackMetric(), sub.mask)
+			hits[q] = fallback.SelectAllowed(scores[q*sub.rows:(q+1)*sub.rows], sub.k, g.fallbackMetric(), sub.mask)
 		}
 	}
 	if t != nil {
@@ -555,27 +555,6 @@ func (g *Index) scores(ctx context.Context, q []float32, rows int) ([]float32, e
 	}
 	_, all, err := g.run(ctx, [][]float32{q}, submission{rows: rows}, nil)
 	return all, err
-}
-
-// selectAllowed picks the k best of scores among the rows mask admits (all
-// of them when mask is nil), ranked by the shared order.
-func selectAllowed(scores []float32, k int, m fallback.Metric, mask []uint64) []fallback.Hit {
-	if mask == nil {
-		return fallback.SelectTopK(scores, k, m)
-	}
-	var rows []int
-	var kept []float32
-	for r, s := range scores {
-		if mask[r>>6]&(1<<(uint(r)&63)) != 0 {
-			rows = append(rows, r)
-			kept = append(kept, s)
-		}
-	}
-	hits := fallback.SelectTopK(kept, k, m)
-	for i := range hits {
-		hits[i].Row = rows[hits[i].Row]
-	}
-	return hits
 }
 
 // Scores returns every resident row's score for one padded query, read
