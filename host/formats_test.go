@@ -121,12 +121,7 @@ func TestVecsMalformed(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			for kind, r := range readers(tc.file) {
-				err := tc.read(r)
-				require.Error(t, err, kind)
-				assert.True(t, errorIsFormat(err), "%s: %v", kind, err)
-				for _, w := range tc.want {
-					assert.Contains(t, err.Error(), w, kind)
-				}
+				requireFormatError(t, kind, tc.read(r), tc.want...)
 			}
 		})
 	}
@@ -243,12 +238,8 @@ func TestReadIDsMalformed(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			for kind, r := range readers(tc.file) {
 				got, err := ReadIDs(t.Context(), r)
-				require.Error(t, err, kind)
 				assert.Nil(t, got)
-				assert.True(t, errorIsFormat(err), "%s: %v", kind, err)
-				for _, w := range tc.want {
-					assert.Contains(t, err.Error(), w, kind)
-				}
+				requireFormatError(t, kind, err, tc.want...)
 			}
 		})
 	}

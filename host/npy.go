@@ -87,18 +87,15 @@ func readNPY(s *source) (*Matrix, error) {
 	if dim == 0 {
 		return nil, formatErrorf(s.name, "shape %s has zero dim", h.repr)
 	}
+	decode := decodeFloat32s
 	if h.elem == 2 {
-		data, err := readNPYPayload(s, h, func(dst []float32, b []byte) {
+		decode = func(dst []float32, b []byte) {
 			for i := range dst {
 				dst[i] = Float16ToFloat32(binary.LittleEndian.Uint16(b[2*i:]))
 			}
-		})
-		if err != nil {
-			return nil, err
 		}
-		return &Matrix{Rows: int(rows), Dim: int(dim), Data: data}, nil
 	}
-	data, err := readNPYPayload(s, h, decodeFloat32s)
+	data, err := readNPYPayload(s, h, decode)
 	if err != nil {
 		return nil, err
 	}

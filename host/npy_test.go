@@ -223,13 +223,8 @@ func TestNPYMalformed(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			for kind, r := range readers(tc.file) {
 				got, err := ReadNPY(context.Background(), r)
-				require.Error(t, err, kind)
 				assert.Nil(t, got)
-				assert.True(t, errorIsFormat(err), "%s: %v does not wrap ErrFormat", kind, err)
-				assert.Contains(t, err.Error(), "npy stream", kind)
-				for _, w := range tc.want {
-					assert.Contains(t, err.Error(), w, kind)
-				}
+				requireFormatError(t, kind, err, append([]string{"npy stream"}, tc.want...)...)
 			}
 		})
 	}
@@ -237,6 +232,18 @@ func TestNPYMalformed(t *testing.T) {
 
 // TestNPYLyingHeader: a header promising 4 TB with a few bytes behind it
 // must fail without allocating for the promise, on every kind of reader: as
+
+// requireFormatError asserts err is a format error, as read through reader
+// kind, whose message holds every one of want.
+func requireFormatError(t *testing.T, kind string, err error, want ...string) {
+	t.Helper()
+	require.Error(t, err, kind)
+	assert.True(t, errorIsFormat(err), "%s: %v does not wrap ErrFormat", kind, err)
+	for _, w := range want {
+		assert.Contains(t, err.Error(), w, kind)
+	}
+}
+
 // truncated where the size is known, as over the stream cap where it is not.
 func TestNPYLyingHeader(t *testing.T) {
 	file := append(numpyNPYBytes(2, "<f4", []int64{1 << 30, 1 << 10}), make([]byte, 4000)...)
