@@ -61,16 +61,16 @@ func (m *rowIDs) appendIDs(ids []uint64) {
 	m.ids = append(m.ids, ids...)
 	for i, id := range ids {
 		m.rowOf[id] = base + i
-		if id >= m.nextID {
-			// Past the largest ID nothing is left to assign; assign
-			// refuses from then on.
-			m.nextID = max(id, id+1)
-		}
+		m.bump(id)
 	}
 	if m.dead != nil {
 		m.growDead()
 	}
 }
+
+// bump keeps nextID past id. Past the largest ID nothing is left to
+// assign (id+1 wraps to 0, so nextID stays at id), and assign refuses.
+func (m *rowIDs) bump(id uint64) { m.nextID = max(m.nextID, id, id+1) }
 
 // truncate forgets the rows from row n on (an append being undone).
 func (m *rowIDs) truncate(n int) {

@@ -87,12 +87,20 @@ func (ix *Index) keyed(ctx context.Context, keys []string, vectors [][]float32, 
 	if err := ix.upsertLocked(ctx, ids, vectors, keys, false); err != nil {
 		return nil, err
 	}
-	ix.mu.Lock()
-	for i, key := range keys {
-		ix.keys.set(key, ids[i])
-	}
-	ix.mu.Unlock()
+	ix.nameIDs(keys, ids)
 	return ids, nil
+}
+
+// nameIDs records keys[i] as the key of ids[i], for the IDs that are
+// stored.
+func (ix *Index) nameIDs(keys []string, ids []uint64) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	for i, id := range ids {
+		if _, ok := ix.rid.rowOf[id]; ok {
+			ix.keys.set(keys[i], id)
+		}
+	}
 }
 
 // DeleteKeys deletes the vectors stored under these keys; an unknown or

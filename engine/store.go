@@ -148,7 +148,7 @@ func (ix *Index) load(ctx context.Context, s *storefile.Snapshot) error {
 			return fmt.Errorf("%w: rows %d and %d are both live under ID %d", ErrBadStore, other, row, id)
 		}
 		rid.rowOf[id] = row
-		rid.nextID = max(rid.nextID, id+1, id)
+		rid.bump(id)
 	}
 	rid.nextID = max(rid.nextID, s.NextID)
 	for id, key := range s.Keys {
@@ -187,22 +187,12 @@ func (ix *Index) replay(ctx context.Context, r storefile.Record) error {
 	case storefile.OpAdd, storefile.OpUpsert, storefile.OpUpsertKeys:
 		// Rows were logged as stored (normalised under cosine already).
 		if err = ix.upsertStored(ctx, r.IDs, rows()); err == nil && r.Op == storefile.OpUpsertKeys {
-			ix.mu.Lock()
-			for i, id := range r.IDs {
-				ix.keys.set(r.Keys[i], id)
-			}
-			ix.mu.Unlock()
+			ix.nameIDs(r.Keys, r.IDs)
 		}
 	case storefile.OpDelete:
 		err = ix.Delete(ctx, r.IDs...)
 	case storefile.OpSetKey:
-		ix.mu.Lock()
-		for i, id := range r.IDs {
-			if _, ok := ix.rid.rowOf[id]; ok {
-				ix.keys.set(r.Keys[i], id)
-			}
-		}
-		ix.mu.Unlock()
+		ix.nameIDs(r.Keys, r.IDs)
 	default:
 		err = fmt.Errorf("unknown operation %v", r.Op)
 	}
