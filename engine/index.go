@@ -406,8 +406,8 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int, mask []u
 			return ix.searchInPieces(ctx, qs, k, mask)
 		}
 	}
-	if ix.onGPU() && ix.stale && ix.cfg.Device == GPU {
-		return nil, fmt.Errorf("%w: the resident rows are stale after a failed device write; the next write uploads them again", ErrGPU)
+	if err := ix.checkStale(); err != nil {
+		return nil, err
 	}
 	if ix.onGPU() && (ix.route == nil || ix.route.preferGPU(int64(ix.slab.Bytes()), len(qs))) {
 		var st *gpu.Stages
@@ -426,14 +426,8 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int, mask []u
 			}
 			return all, nil
 		}
-		if ctx.Err() != nil || ix.cfg.Device == GPU {
+		if err := ix.afterGPUFailure(ctx, err); err != nil {
 			return nil, err
-		}
-		// A request the device cannot take in one piece says nothing
-		// about the device: this call is answered on the CPU, later ones
-		// still go to the GPU. Any other failure moves the index off it.
-		if !errors.Is(err, ErrTooLarge) {
-			ix.demote(err)
 		}
 	}
 	start := time.Now()
@@ -481,6 +475,31 @@ func (ix *Index) searchInPieces(ctx context.Context, qs [][]float32, k int, mask
 }
 
 func (ix *Index) onGPU() bool { return ix.dev != nil && !ix.gpuDown.Load() }
+
+// checkStale refuses a GPU search under Device GPU while a failed device
+// write has left the resident rows unlike the slab. (Under Auto such a
+// failure has already moved the index to the CPU.) The caller holds ix.mu.
+func (ix *Index) checkStale() error {
+	if ix.onGPU() && ix.stale && ix.cfg.Device == GPU {
+		return fmt.Errorf("%w: the resident rows are stale after a failed device write; the next write uploads them again", ErrGPU)
+	}
+	return nil
+}
+
+// afterGPUFailure decides what a failed GPU search means: the error to
+// return (the context ended, or Device GPU), or nil to answer this call on
+// the CPU. A request the device cannot take in one piece says nothing about
+// the device, so later calls still go to the GPU; any other failure moves
+// the index off it.
+func (ix *Index) afterGPUFailure(ctx context.Context, err error) error {
+	if ctx.Err() != nil || ix.cfg.Device == GPU {
+		return err
+	}
+	if !errors.Is(err, ErrTooLarge) {
+		ix.demote(err)
+	}
+	return nil
+}
 
 // demote moves an Auto index to the fallback after a GPU failure. The slab
 // is kept on the host, so nothing is lost.
@@ -593,6 +612,9 @@ func (ix *Index) SearchRange(ctx context.Context, query []float32, threshold flo
 		return []Hit{}, nil
 	}
 	var found []fallback.Hit
+	if err := ix.checkStale(); err != nil {
+		return nil, err
+	}
 	if ix.onGPU() && !ix.stale {
 		// The device scores every row; the host keeps those within the
 		// threshold (4 bytes a row come back, as for a k = Len search).
@@ -600,10 +622,8 @@ func (ix *Index) SearchRange(ctx context.Context, query []float32, threshold flo
 		scores, err = ix.dev.Scores(ctx, q, ix.slab.Rows)
 		if err = gpuError(err); err == nil {
 			found = fallback.Within(scores, threshold, ix.fallbackMetric(), mask)
-		} else if ctx.Err() != nil || ix.cfg.Device == GPU {
+		} else if err := ix.afterGPUFailure(ctx, err); err != nil {
 			return nil, err
-		} else if !errors.Is(err, ErrTooLarge) {
-			ix.demote(err)
 		}
 	}
 	if found == nil {
