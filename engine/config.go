@@ -165,7 +165,28 @@ type Config struct {
 	// MaxRows, when non-zero, caps how many vectors the index accepts;
 	// Add fails with ErrTooLarge beyond it, before allocating.
 	MaxRows int
+	// MaxHostBytes and MaxDeviceBytes, when non-zero, cap the bytes the
+	// packed rows may take in host memory (every row is kept there) and
+	// in device memory. An Add or Upsert that would pass either fails with
+	// ErrTooLarge before it allocates, and nothing is stored: running out
+	// of memory is then an error value, not the process's end.
+	MaxHostBytes   int64
+	MaxDeviceBytes int64
+	// BatchQueries is the most concurrent single searches one device pass
+	// (or, on the CPU, one read of the rows) answers together: searches
+	// that arrive while another is running are coalesced, each caller
+	// getting exactly its own answer. 0 means DefaultBatchQueries; 1 turns
+	// coalescing off.
+	BatchQueries int
+	// BatchWait is how long a batch that is not yet full waits for more
+	// searches, once searches are queueing (a search that finds the index
+	// idle never waits). 0 means no wait: the batch is whatever queued
+	// while the previous one ran.
+	BatchWait time.Duration
 }
+
+// DefaultBatchQueries is Config.BatchQueries' default.
+const DefaultBatchQueries = 64
 
 const defaultProbeTimeout = 30 * time.Second
 
@@ -189,8 +210,9 @@ func (c Config) validate() error {
 	default:
 		return fmt.Errorf("%w: unknown device %d", ErrInvalidConfig, c.Device)
 	}
-	if c.Workers < 0 || c.MaxRows < 0 || c.ProbeTimeout < 0 {
-		return fmt.Errorf("%w: Workers, MaxRows and ProbeTimeout must not be negative", ErrInvalidConfig)
+	if c.Workers < 0 || c.MaxRows < 0 || c.ProbeTimeout < 0 || c.MaxHostBytes < 0 || c.MaxDeviceBytes < 0 ||
+		c.BatchQueries < 0 || c.BatchWait < 0 {
+		return fmt.Errorf("%w: Workers, MaxRows, ProbeTimeout, MaxHostBytes, MaxDeviceBytes, BatchQueries and BatchWait must not be negative", ErrInvalidConfig)
 	}
 	return c.Adapter.validate()
 }

@@ -25,3 +25,12 @@ func SetGPUFault(ix *Index, f func(step string) error) {
 	defer ix.mu.Unlock()
 	ix.dev.SetFault(f)
 }
+
+// SetBeforePublish makes every Add of ix call f after its rows are staged
+// (packed and, on a GPU, uploaded) and before they are published, with the
+// writer lock held and the search lock not.
+func SetBeforePublish(ix *Index, f func()) {
+	ix.wmu.Lock()
+	defer ix.wmu.Unlock()
+	ix.beforePublish = f
+}

@@ -52,6 +52,10 @@ type Index struct {
 	whyMu   sync.Mutex
 	reason  string
 	hint    string
+
+	// beforePublish, when set (by tests only), runs in a write just before
+	// its staged rows are published, with wmu held and ix.mu not.
+	beforePublish func()
 }
 
 // New creates an empty index. With Device Auto it probes the GPU (once per
@@ -195,23 +199,50 @@ func (ix *Index) AddFlat(ctx context.Context, data []float32) (ids []uint64, err
 	return ix.add(ctx, start, nil, n, func(s *packed.Slab) { s.AppendFlat(data, ix.cfg.Metric == Cosine) })
 }
 
-// add appends n validated vectors with pack under ids (nil: assigned) and
-// uploads them, undoing the append if Device GPU cannot upload them.
+// add appends n validated vectors with pack under ids (nil: assigned). The
+// rows are packed and, on a GPU, uploaded beside the published ones while
+// searches go on; searches wait only for the swap that publishes them.
 func (ix *Index) add(ctx context.Context, start time.Time, ids []uint64, n int, pack func(*packed.Slab)) ([]uint64, error) {
 	ix.wmu.Lock()
 	defer ix.wmu.Unlock()
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
 	if ix.closed {
 		return nil, ErrClosed
 	}
-	return ix.addLocked(ctx, start, ids, n, pack, true)
+	p, err := ix.stageAppend(ctx, start, ids, n, pack)
+	if err != nil {
+		return nil, err
+	}
+	if err := ix.logged(storefile.Record{Op: storefile.OpAdd, IDs: p.ids, Rows: ix.appendedRows(p)}); err != nil {
+		return nil, err
+	}
+	if ix.beforePublish != nil {
+		ix.beforePublish()
+	}
+	ix.mu.Lock()
+	ix.publish(p)
+	ix.mu.Unlock()
+	return p.ids, nil
 }
 
-// addLocked is add with both locks held.
-// With log set the rows are written to the store's log too (Upsert logs
-// its whole call itself).
-func (ix *Index) addLocked(ctx context.Context, start time.Time, ids []uint64, n int, pack func(*packed.Slab), log bool) ([]uint64, error) {
+// appended is an append staged beside the published rows: slab is the
+// published rows (shared, or copied when their storage had no room) plus
+// the new ones, and staged their device copy, written but not yet
+// resident. Nothing of it is visible until publish.
+type appended struct {
+	ids    []uint64
+	old    int // rows published when it was staged
+	slab   packed.Slab
+	staged *gpu.Staged // nil off the GPU
+	fresh  bool        // the upload rewrote every row (they were stale)
+}
+
+// stageAppend packs n validated rows with pack under ids (nil: assigned)
+// after the published ones and, on a GPU, writes them to the device, all
+// without taking ix.mu: a search reads only rows below the published count,
+// in the slab and on the device. The caller holds wmu. On error nothing
+// changed; under Auto a failed upload moves the index to the CPU and the
+// append goes on there.
+func (ix *Index) stageAppend(ctx context.Context, start time.Time, ids []uint64, n int, pack func(*packed.Slab)) (*appended, error) {
 	if ids == nil {
 		var err error
 		if ids, err = ix.rid.assign(n); err != nil {
@@ -228,13 +259,20 @@ func (ix *Index) addLocked(ctx context.Context, start time.Time, ids []uint64, n
 	if err := packed.CheckSize(total, ix.slab.Stride); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrTooLarge, err)
 	}
+	if err := ix.checkBudget(n); err != nil {
+		return nil, err
+	}
+	p := &appended{ids: ids, old: old, slab: *ix.slab}
 	if n == 0 {
-		return []uint64{}, nil
+		return p, nil
 	}
 	t := traceFrom(ctx)
-	pack(ix.slab)
+	pack(&p.slab)
 	if t != nil {
 		start = lap(&t.Marshal, start)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	if ix.onGPU() {
 		var st *gpu.Stages
@@ -242,37 +280,74 @@ func (ix *Index) addLocked(ctx context.Context, start time.Time, ids []uint64, n
 			st = &gpu.Stages{}
 		}
 		report := progressFrom(ctx)
-		err := ix.upload(ctx, old, st, func(done, total int) { report("upload", done, total) })
+		from := old
+		if ix.stale {
+			// A failed device write left the resident rows unlike the
+			// slab: send them all again (GPU searches refuse meanwhile).
+			ix.dev.Truncate(0)
+			from, p.fresh = 0, true
+		}
+		staged, err := ix.dev.Stage(ctx, &p.slab, from, st, func(done, total int) { report("upload", done, total) })
 		t.add(st)
-		if err != nil {
+		if err = gpuError(err); err != nil {
 			// A cancelled call and, under Device GPU, a failed upload
 			// store nothing; under Auto the CPU takes the rows.
-			if ctx.Err() != nil || ix.cfg.Device == GPU {
-				ix.slab.Truncate(old)
-				ix.dev.Truncate(old)
-				if cerr := ctx.Err(); cerr != nil {
-					return nil, cerr
-				}
+			if cerr := ctx.Err(); cerr != nil {
+				return nil, cerr
+			}
+			if ix.cfg.Device == GPU {
 				return nil, err
 			}
 			ix.demote(err)
 		}
+		p.staged = staged
 		if t != nil {
 			lap(&t.Upload, start)
 		}
 	}
-	ix.rid.appendIDs(ids)
-	if log {
-		if err := ix.logged(storefile.Record{Op: storefile.OpAdd, IDs: ids, Rows: ix.storedRows(ids)}); err != nil {
-			ix.slab.Truncate(old)
-			ix.rid.truncate(old)
-			if ix.dev != nil {
-				ix.dev.Truncate(old)
-			}
-			return nil, err
+	return p, nil
+}
+
+// publish makes a staged append visible: the swap every search waits for.
+// The caller holds wmu and ix.mu.
+func (ix *Index) publish(p *appended) {
+	if p.slab.Rows == p.old {
+		return
+	}
+	*ix.slab = p.slab
+	if p.staged != nil && ix.dev != nil {
+		ix.dev.Publish(p.staged)
+		if p.fresh {
+			ix.stale = false
 		}
 	}
-	return ids, nil
+	ix.rid.appendIDs(p.ids)
+}
+
+// unpublish undoes publish (a later step of the same write failed). The
+// caller holds wmu and ix.mu.
+func (ix *Index) unpublish(p *appended) {
+	if p.slab.Rows == p.old {
+		return
+	}
+	ix.slab.Truncate(p.old)
+	ix.rid.truncate(p.old)
+	if ix.dev != nil {
+		ix.dev.Truncate(p.old)
+	}
+}
+
+// appendedRows returns a staged append's rows as stored, without padding,
+// one after another: what the log records (nil without a store).
+func (ix *Index) appendedRows(p *appended) []float32 {
+	if ix.store == nil {
+		return nil
+	}
+	out := make([]float32, 0, len(p.ids)*ix.cfg.Dim)
+	for r := p.old; r < p.slab.Rows; r++ {
+		out = append(out, p.slab.Row(r)...)
+	}
+	return out
 }
 
 // upload makes the slab's rows from row from on resident, or every row
@@ -637,4 +712,24 @@ func (ix *Index) SearchRange(ctx context.Context, query []float32, threshold flo
 		found = found[:o.maxHits]
 	}
 	return ix.toHits(found), nil
+}
+
+// checkBudget refuses an append of n rows that would take the packed rows
+// past MaxHostBytes, or, on a GPU, past MaxDeviceBytes. The caller holds
+// wmu.
+func (ix *Index) checkBudget(n int) error {
+	bytes := int64(ix.slab.Rows+n) * int64(ix.slab.Stride) * 4
+	if max := ix.cfg.MaxHostBytes; max > 0 && bytes > max {
+		return fmt.Errorf("%w: %d vectors would take %d bytes of host memory, over MaxHostBytes %d",
+			ErrTooLarge, ix.slab.Rows+n, bytes, max)
+	}
+	if max := ix.cfg.MaxDeviceBytes; max > 0 && ix.onGPU() && bytes > max {
+		err := fmt.Errorf("%w: %d vectors would take %d bytes of device memory, over MaxDeviceBytes %d",
+			ErrTooLarge, ix.slab.Rows+n, bytes, max)
+		if ix.cfg.Device == GPU {
+			return err
+		}
+		ix.demote(err) // under Auto the CPU holds them, as when the device is full
+	}
+	return nil
 }

@@ -42,8 +42,6 @@ func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]flo
 		}
 	}
 	start := time.Now()
-	ix.mu.Lock()
-	defer ix.mu.Unlock()
 	if ix.closed {
 		return ErrClosed
 	}
@@ -51,20 +49,38 @@ func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]flo
 		return err
 	}
 	normalize := ix.cfg.Metric == Cosine && !raw
-	var rows []int
 	var newIDs []uint64
 	var newVecs [][]float32
-	var old [][]float32
 	for i, id := range ids {
-		if row, ok := ix.rid.rowOf[id]; ok {
-			rows = append(rows, row)
-			old = append(old, append([]float32(nil), ix.slab.Row(row)...))
-			ix.slab.Set(row, vectors[i], normalize) // in place; old keeps what to undo
-		} else {
+		if _, ok := ix.rid.rowOf[id]; !ok {
 			newIDs, newVecs = append(newIDs, id), append(newVecs, vectors[i])
 		}
 	}
-	oldRows := ix.slab.Rows
+	// The new IDs' rows are packed and uploaded beside the published ones,
+	// outside ix.mu; the replaced rows change in place under it.
+	var p *appended
+	if len(newIDs) > 0 {
+		var err error
+		if p, err = ix.stageAppend(ctx, start, newIDs, len(newVecs), func(s *packed.Slab) { s.Append(newVecs, normalize) }); err != nil {
+			return err
+		}
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	// Publish first: the appended slab may be a copy of the rows, and the
+	// replaced rows must change in the slab searches will read.
+	if p != nil {
+		ix.publish(p)
+	}
+	var rows []int
+	var old [][]float32
+	for i, id := range ids {
+		if row, ok := ix.rid.rowOf[id]; ok && (p == nil || row < p.old) {
+			rows = append(rows, row)
+			old = append(old, append([]float32(nil), ix.slab.Row(row)...))
+			ix.slab.Set(row, vectors[i], normalize) // in place; old keeps what to undo
+		}
+	}
 	// undo restores the replaced rows and drops the appended ones, on the
 	// host and on the device; if a device write fails on the way, every
 	// row is uploaded again, and if even that fails the rows stay marked
@@ -73,12 +89,8 @@ func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]flo
 		for j, row := range rows {
 			ix.slab.Set(row, old[j], false)
 		}
-		if ix.slab.Rows > oldRows {
-			ix.slab.Truncate(oldRows)
-			ix.rid.truncate(oldRows)
-			if ix.dev != nil {
-				ix.dev.Truncate(oldRows)
-			}
+		if p != nil {
+			ix.unpublish(p)
 		}
 		if ix.onGPU() && len(rows) > 0 && !ix.stale {
 			_ = ix.rewrite(ctx, rows)
@@ -94,12 +106,6 @@ func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]flo
 				return err
 			}
 			ix.demote(err) // the host rows hold the upsert; the CPU serves
-		}
-	}
-	if len(newIDs) > 0 {
-		if _, err := ix.addLocked(ctx, start, newIDs, len(newVecs), func(s *packed.Slab) { s.Append(newVecs, normalize) }, false); err != nil {
-			undo()
-			return err
 		}
 	}
 	op := storefile.OpUpsert

@@ -234,14 +234,39 @@ func (g *Index) grow(c, need int) error {
 // past them counts as resident. st (may be nil) records the bytes sent;
 // progress (may be nil) hears how many rows are sent.
 func (g *Index) Upload(ctx context.Context, s *packed.Slab, from int, st *Stages, progress func(done, total int)) error {
-	g.dev.mu.Lock()
-	defer g.dev.mu.Unlock()
+	staged, err := g.Stage(ctx, s, from, st, progress)
+	if err != nil {
+		return err
+	}
+	g.Publish(staged)
+	return nil
+}
+
+// Staged is an upload whose rows are on the device but not yet resident:
+// searches do not see them until Publish.
+type Staged struct {
+	g      *Index
+	chunks []stagedChunk
+}
+
+type stagedChunk struct{ c, rows int }
+
+// Stage writes rows [from, s.Rows) to the device without making them
+// resident, taking the device only one piece of the upload at a time, so
+// searches keep running on the resident rows meanwhile. Rows past the
+// resident ones are never read by a search, so writing them cannot disturb
+// one; a chunk that must grow is copied to its new buffer and swapped
+// within one hold of the device. On error nothing past the resident rows
+// counts as resident. The caller serialises Stage, Publish, Truncate and
+// Rewrite (the engine's writer lock).
+func (g *Index) Stage(ctx context.Context, s *packed.Slab, from int, st *Stages, progress func(done, total int)) (*Staged, error) {
+	staged := &Staged{g: g}
 	if from >= s.Rows {
-		return nil
+		return staged, nil
 	}
 	// The select shader sees every query's scores in one binding.
 	if uint64(s.Rows)*4 > g.bind || s.Rows >= math.MaxUint32 {
-		return fmt.Errorf("%w: %d rows need a %d-byte scores binding, the device allows %d",
+		return nil, fmt.Errorf("%w: %d rows need a %d-byte scores binding, the device allows %d",
 			ErrTooLarge, s.Rows, uint64(s.Rows)*4, g.bind)
 	}
 	first, last := from/g.plan.RowsPerChunk, (s.Rows-1)/g.plan.RowsPerChunk
@@ -251,59 +276,74 @@ func (g *Index) Upload(ctx context.Context, s *packed.Slab, from int, st *Stages
 			progress(done, total)
 		}
 	}
-	type done struct{ c, rows int }
-	var commit []done
+	// held runs f holding the device, inside an error scope.
+	held := func(what string, f func() error) error {
+		g.dev.mu.Lock()
+		defer g.dev.mu.Unlock()
+		return scoped(g.device(), what, f)
+	}
 	for c := first; c <= last; c++ {
 		start, n := g.plan.Span(c, s.Rows)
-		if err := g.grow(c, n); err != nil {
-			return err
+		if err := func() error {
+			g.dev.mu.Lock()
+			defer g.dev.mu.Unlock()
+			return g.grow(c, n)
+		}(); err != nil {
+			return nil, err
 		}
 		lo := max(from, start)
 		rest := s.Data[lo*s.Stride : (start+n)*s.Stride]
 		off := uint64(lo-start) * g.rowBytes()
-		err := scoped(g.device(), "upload rows", func() error {
-			for len(rest) > 0 {
-				if err := ctx.Err(); err != nil {
-					return err // nothing past the resident rows counts yet
-				}
-				piece := rest[:min(len(rest), writePiece/4)]
+		for len(rest) > 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err // nothing past the resident rows counts yet
+			}
+			piece := rest[:min(len(rest), writePiece/4)]
+			err := held("upload rows", func() error {
 				if err := g.step("write rows"); err != nil {
 					return err
 				}
-				if err := g.queue().TryWriteBuffer(g.chunks[c].data, off, wgpu.ToBytes(piece)); err != nil {
-					return err
-				}
-				off += uint64(len(piece)) * 4
-				rest = rest[len(piece):]
-				report(start + int(off/g.rowBytes()) - from)
+				return g.queue().TryWriteBuffer(g.chunks[c].data, off, wgpu.ToBytes(piece))
+			})
+			if err != nil {
+				return nil, err
 			}
-			return nil
-		})
-		if err != nil {
-			return err
+			off += uint64(len(piece)) * 4
+			rest = rest[len(piece):]
+			report(start + int(off/g.rowBytes()) - from)
 		}
-		commit = append(commit, done{c, n})
+		staged.chunks = append(staged.chunks, stagedChunk{c, n})
 	}
 	// Wait for the writes so a failure surfaces here, not in a search.
-	err := scoped(g.device(), "finish upload", func() error {
+	err := held("finish upload", func() error {
 		if err := g.step("finish upload"); err != nil {
 			return err
 		}
 		return g.dev.submit(nil, true)
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
-		return err // cancelled before the rows counted as resident
-	}
-	for _, d := range commit {
-		g.chunks[d.c].rows = d.rows
+		return nil, err // cancelled before the rows counted as resident
 	}
 	if st != nil {
 		st.UploadBytes += int64(s.Rows-from) * int64(g.rowBytes())
 	}
-	return nil
+	return staged, nil
+}
+
+// Publish makes a staged upload's rows resident: searches from now on read
+// them. It cannot fail.
+func (g *Index) Publish(s *Staged) {
+	if s == nil || len(s.chunks) == 0 {
+		return
+	}
+	g.dev.mu.Lock()
+	defer g.dev.mu.Unlock()
+	for _, d := range s.chunks {
+		g.chunks[d.c].rows = d.rows
+	}
 }
 
 // Release frees the index's device buffers; the device stays.

@@ -42,6 +42,15 @@ func (g *Index) Upload(ctx context.Context, s *packed.Slab, from int, st *Stages
 	return ErrNotBuilt
 }
 
+// Staged is an upload not yet resident; this build never has one.
+type Staged struct{}
+
+func (g *Index) Stage(ctx context.Context, s *packed.Slab, from int, st *Stages, progress func(done, total int)) (*Staged, error) {
+	return nil, ErrNotBuilt
+}
+
+func (g *Index) Publish(s *Staged) {}
+
 func (g *Index) Search(ctx context.Context, qs [][]float32, k, rows int, mask []uint64, st *Stages) ([][]fallback.Hit, error) {
 	return nil, ErrNotBuilt
 }
