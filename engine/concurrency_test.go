@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -64,6 +65,89 @@ func TestSearchesRunWhileAnAddIsStaged(t *testing.T) {
 				require.NoError(t, err)
 				checkHits(t, engine.L2, both, q, 25, hits)
 			}
+		})
+	}
+}
+
+// TestConcurrentSearchesAreCoalesced holds the first search while others
+// queue, then checks they ran as one batch and each caller got exactly its
+// own answer: the same as a lone search on an index with coalescing off.
+// Queued callers whose context ends leave at once with their own error.
+func TestConcurrentSearchesAreCoalesced(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			r := newRand(t)
+			const dim, n, callers = 40, 900, 24
+			data := randomVectors(r, n, dim)
+			ix := open(t, b, engine.Config{Dim: dim, Metric: engine.Dot}, 400)
+			solo := open(t, b, engine.Config{Dim: dim, Metric: engine.Dot, BatchQueries: 1}, 400)
+			for _, x := range []*engine.Index{ix, solo} {
+				_, err := x.Add(context.Background(), data)
+				require.NoError(t, err)
+			}
+			require.NoError(t, ix.Delete(context.Background(), 3, 500)) // tombstones ride along
+
+			hold, sizes := make(chan struct{}), make(chan int, 64)
+			engine.SetBeforeBatch(ix, func(size int) {
+				sizes <- size
+				if size == 1 {
+					<-hold // only the first run is a batch of one
+				}
+			})
+			ctx := context.Background()
+			first := make(chan error, 1)
+			go func() {
+				_, err := ix.Search(ctx, data[0], 5)
+				first <- err
+			}()
+			require.Equal(t, 1, <-sizes)
+
+			qs := randomVectors(r, callers, dim)
+			type answer struct {
+				hits []engine.Hit
+				err  error
+			}
+			answers := make([]chan answer, callers)
+			cancelled := map[int]context.CancelFunc{}
+			for i := range qs {
+				answers[i] = make(chan answer, 1)
+				cctx := ctx
+				if i%8 == 7 { // these callers give up while queued
+					var cancel context.CancelFunc
+					cctx, cancel = context.WithCancel(ctx)
+					cancelled[i] = cancel
+				}
+				go func() {
+					hits, err := ix.Search(cctx, qs[i], 7)
+					answers[i] <- answer{hits, err}
+				}()
+			}
+			require.Eventually(t, func() bool { return engine.QueuedSearches(ix) == callers },
+				30*time.Second, time.Millisecond, "every caller queues behind the held search")
+			for i, cancel := range cancelled {
+				cancel()
+				a := <-answers[i]
+				require.ErrorIs(t, a.err, context.Canceled, "caller %d", i)
+			}
+			close(hold)
+			require.NoError(t, <-first)
+			for i := range qs {
+				if cancelled[i] != nil {
+					continue
+				}
+				a := <-answers[i]
+				require.NoError(t, a.err, "caller %d", i)
+				want, err := solo.Search(ctx, qs[i], 7, engine.AllowFunc(func(id uint64) bool { return id != 3 && id != 500 }))
+				require.NoError(t, err)
+				if b.device == engine.CPU {
+					require.Equal(t, want, a.hits, "caller %d: the fallback's batch and single paths agree bit for bit", i)
+				}
+				requireSameHits(t, engine.Dot, want, a.hits, "caller "+strconv.Itoa(i))
+			}
+			require.Equal(t, callers-len(cancelled), <-sizes, "the queued callers ran as one batch")
+			batches, queries := engine.BatchStats(ix)
+			require.Equal(t, int64(2), batches)
+			require.Equal(t, int64(1+callers-len(cancelled)), queries)
 		})
 	}
 }

@@ -34,3 +34,29 @@ func SetBeforePublish(ix *Index, f func()) {
 	defer ix.wmu.Unlock()
 	ix.beforePublish = f
 }
+
+// SetBeforeBatch makes every coalesced batch of ix call f with its size
+// before it runs. Set it before searches start.
+func SetBeforeBatch(ix *Index, f func(n int)) { ix.batch.before = f }
+
+// QueuedSearches is how many searches wait in ix's queue.
+func QueuedSearches(ix *Index) int {
+	ix.batch.mu.Lock()
+	defer ix.batch.mu.Unlock()
+	return len(ix.batch.queue)
+}
+
+// BatchStats returns how many coalesced batches ix ran and how many
+// queries they answered.
+func BatchStats(ix *Index) (batches, queries int64) {
+	return ix.batch.batches.Load(), ix.batch.queries.Load()
+}
+
+// NewSoftwareAuto is New under Device Auto that accepts a software adapter
+// and sends every search it can to the GPU, so tests reach Auto's failure
+// and recovery paths on lavapipe: recovery first waits after, and fault, when
+// set, may fail an attempt.
+func NewSoftwareAuto(ctx context.Context, cfg Config, chunkRows int, after time.Duration, fault func(attempt int) error) (*Index, error) {
+	cfg.Device = Auto
+	return newIndex(ctx, cfg, options{maxChunkRows: chunkRows, softwareAuto: true, recoverAfter: after, recoverFault: fault})
+}

@@ -53,6 +53,19 @@ type Index struct {
 	reason  string
 	hint    string
 
+	// batch queues concurrent single searches into batches (batch.go).
+	batch coalescer
+
+	// life ends at Close, stopping a GPU recovery in the background
+	// (recover.go); recovering is set while one runs, recoveries counts
+	// the times the GPU came back, and lastFailure says what failed last.
+	life        context.Context
+	endLife     context.CancelFunc
+	recovering  atomic.Bool
+	recoveries  atomic.Int64
+	lastFailure string // guarded by whyMu
+	opt         options
+
 	// beforePublish, when set (by tests only), runs in a write just before
 	// its staged rows are published, with wmu held and ix.mu not.
 	beforePublish func()
@@ -68,7 +81,9 @@ func New(ctx context.Context, cfg Config) (*Index, error) {
 
 // emptyIndex is an index holding nothing, with no device side yet.
 func emptyIndex(cfg Config) *Index {
-	return &Index{cfg: cfg, slab: packed.NewSlab(cfg.Dim), rid: newRowIDs()}
+	ix := &Index{cfg: cfg, slab: packed.NewSlab(cfg.Dim), rid: newRowIDs()}
+	ix.life, ix.endLife = context.WithCancel(context.Background())
+	return ix
 }
 
 // options are what tests may set beyond Config (see export_test.go).
@@ -77,6 +92,14 @@ type options struct {
 	// what the adapter's limits allow, so tests cross chunk boundaries
 	// with small data.
 	maxChunkRows int
+	// softwareAuto lets Device Auto take a software adapter, and sends
+	// every search it can to the GPU (no routing), so tests reach Auto's
+	// failure and recovery paths on lavapipe.
+	softwareAuto bool
+	// recoverAfter is the first wait before a GPU recovery attempt (0:
+	// recoverFirst); recoverFault, when set, may fail an attempt.
+	recoverAfter time.Duration
+	recoverFault func(attempt int) error
 }
 
 func newIndex(ctx context.Context, cfg Config, opt options) (ix *Index, err error) {
@@ -94,10 +117,11 @@ func newIndex(ctx context.Context, cfg Config, opt options) (ix *Index, err erro
 		return nil, fmt.Errorf("umbra: creating the index: %w", err)
 	}
 	ix = emptyIndex(cfg)
+	ix.opt = opt
 	if cfg.Device == CPU {
 		return ix, nil
 	}
-	g, reason, hint, err := openGPU(ctx, cfg, opt, cfg.Device == GPU)
+	g, reason, hint, err := openGPU(ctx, cfg, opt, cfg.Device == GPU || opt.softwareAuto)
 	if err != nil {
 		// A probe cut short by ctx says nothing about the GPU: return
 		// that rather than fall back with a misleading reason.
@@ -108,7 +132,7 @@ func newIndex(ctx context.Context, cfg Config, opt options) (ix *Index, err erro
 		return ix, nil
 	}
 	ix.dev = g
-	if cfg.Device == Auto {
+	if cfg.Device == Auto && !opt.softwareAuto {
 		r, err := routingFor(g)
 		if err != nil {
 			g.Release()
@@ -405,8 +429,13 @@ func (ix *Index) checkVector(v []float32, what input) error {
 // Search returns the k stored vectors most similar to query, best first;
 // equal scores are ordered by lower ID. k larger than Len returns every
 // vector (there is no other cap on k); an empty index returns no hits.
-// Allow and AllowFunc restrict it to a subset, exactly.
+// Allow and AllowFunc restrict it to a subset, exactly. Searches from many
+// goroutines at once are coalesced into batches (see Config.BatchQueries);
+// each still gets exactly its own answer, and its ctx cancels only it.
 func (ix *Index) Search(ctx context.Context, query []float32, k int, opts ...SearchOption) (hits []Hit, err error) {
+	if o := collect(opts); ix.coalesce(ctx, &o) {
+		return ix.searchCoalesced(ctx, query, k)
+	}
 	all, err := ix.searchBatch(ctx, [][]float32{query}, k, true, opts)
 	if err != nil {
 		return nil, err
@@ -582,12 +611,17 @@ func (ix *Index) demote(err error) {
 	ix.whyMu.Lock()
 	defer ix.whyMu.Unlock()
 	if ix.gpuDown.CompareAndSwap(false, true) {
+		ix.lastFailure = err.Error()
 		if errors.Is(err, ErrTooLarge) {
 			ix.reason = "the index outgrew what the GPU can hold, searches moved to the CPU: " + err.Error()
 			ix.hint = hintTooLarge
-		} else {
-			ix.reason = "GPU failed after start-up, searches moved to the CPU: " + err.Error()
-			ix.hint = hintProbeFailed
+			return
+		}
+		ix.reason = "GPU failed after start-up, searches moved to the CPU: " + err.Error()
+		ix.hint = hintProbeFailed
+		if ix.dev != nil && ix.recovering.CompareAndSwap(false, true) {
+			ix.reason += "; recovering in the background"
+			go ix.recoverGPU(err)
 		}
 	}
 }
@@ -629,8 +663,9 @@ func (ix *Index) Info() Info {
 		}
 	}
 	ix.whyMu.Lock()
-	info.Reason, info.Hint = ix.reason, ix.hint
+	info.Reason, info.Hint, info.LastFailure = ix.reason, ix.hint, ix.lastFailure
 	ix.whyMu.Unlock()
+	info.Recoveries = int(ix.recoveries.Load())
 	return info
 }
 
@@ -645,6 +680,7 @@ func (ix *Index) Close() error {
 		return nil
 	}
 	ix.closed = true
+	ix.endLife()
 	err := ix.closeStore()
 	if ix.dev != nil {
 		ix.dev.Release()

@@ -70,6 +70,12 @@ type Info struct {
 	Reason string
 	// Hint says what a user can do about Reason.
 	Hint string
+	// Recoveries counts the times a failed GPU came back under Device
+	// Auto (the device passed its self-test again, or a new one was
+	// opened, and every row was uploaded again); LastFailure is the GPU
+	// failure that moved searches to the CPU last, kept after a recovery.
+	Recoveries  int
+	LastFailure string
 	// Routing is set under Device Auto on a GPU: what was measured to send
 	// each search to the faster path for its shape (its String says it in
 	// words).

@@ -51,6 +51,10 @@ func (g *Index) Stage(ctx context.Context, s *packed.Slab, from int, st *Stages,
 
 func (g *Index) Publish(s *Staged) {}
 
+func (g *Index) Renew(ctx context.Context, timeout time.Duration) (*Index, error) {
+	return nil, ErrNotBuilt
+}
+
 func (g *Index) Search(ctx context.Context, qs [][]float32, k, rows int, mask []uint64, st *Stages) ([][]fallback.Hit, error) {
 	return nil, ErrNotBuilt
 }

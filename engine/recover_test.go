@@ -1,0 +1,128 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/engine"
+)
+
+// TestGPUComesBack fails the device under Device Auto: the failing search
+// and every search after it get the exact answer from the fallback, writes
+// go on meanwhile, Info says why, and after two failed recovery attempts
+// the third brings the GPU back with every row uploaded again, so searches
+// run on the device once more and still agree with the fallback.
+func TestGPUComesBack(t *testing.T) {
+	for _, b := range backends[1:] {
+		t.Run(b.name, func(t *testing.T) {
+			r := newRand(t)
+			const dim = 20
+			var attempts atomic.Int32
+			cfg := engine.Config{Dim: dim, Metric: engine.L2, Adapter: b.adapter}
+			ix, err := engine.NewSoftwareAuto(context.Background(), cfg, 256, 20*time.Millisecond, func(n int) error {
+				attempts.Store(int32(n))
+				if n < 3 {
+					return errors.New("the device is still gone")
+				}
+				return nil
+			})
+			if err != nil || ix.Info().Backend != engine.BackendGPU {
+				if requireGPU() {
+					t.Fatalf("UMBRA_REQUIRE_GPU=1 but no %s adapter works: %v", b.name, err)
+				}
+				t.Skipf("no %s adapter: %v", b.name, err)
+			}
+			t.Cleanup(func() { ix.Close() })
+			ref := open(t, backends[0], engine.Config{Dim: dim, Metric: engine.L2})
+			ctx := context.Background()
+			data := randomVectors(r, 700, dim)
+			for _, x := range []*engine.Index{ix, ref} {
+				_, err := x.Add(ctx, data)
+				require.NoError(t, err)
+			}
+			qs := randomVectors(r, 6, dim)
+			same := func(what string) {
+				t.Helper()
+				for i, q := range qs {
+					want, err := ref.Search(ctx, q, 9)
+					require.NoError(t, err)
+					got, err := ix.Search(ctx, q, 9)
+					require.NoError(t, err, "%s: query %d", what, i)
+					requireSameHits(t, engine.L2, want, got, what)
+				}
+			}
+			same("before the fault")
+
+			engine.SetGPUFault(ix, func(step string) error { return errDeviceGone })
+			var tr engine.Trace
+			got, err := ix.Search(engine.WithTrace(ctx, &tr), qs[0], 9)
+			require.NoError(t, err, "the search the device failed is answered on the CPU")
+			want, err := ref.Search(ctx, qs[0], 9)
+			require.NoError(t, err)
+			requireSameHits(t, engine.L2, want, got, "the failed search")
+			require.Equal(t, engine.BackendCPU, tr.Backend)
+			info := ix.Info()
+			require.Equal(t, engine.BackendCPU, info.Backend)
+			require.Contains(t, info.Reason, "GPU failed")
+			require.Contains(t, info.LastFailure, errDeviceGone.Error())
+
+			// Writes while the GPU is down reach the rows recovery uploads.
+			more := randomVectors(r, 300, dim)
+			for _, x := range []*engine.Index{ix, ref} {
+				_, err := x.Add(ctx, more)
+				require.NoError(t, err)
+				require.NoError(t, x.Delete(ctx, 5, 650, 900))
+			}
+			same("while the GPU is down")
+
+			require.Eventually(t, func() bool { return ix.Info().Backend == engine.BackendGPU },
+				60*time.Second, 5*time.Millisecond, "the GPU comes back")
+			info = ix.Info()
+			require.Equal(t, 1, info.Recoveries)
+			require.Empty(t, info.Reason)
+			require.Contains(t, info.LastFailure, errDeviceGone.Error())
+			require.Equal(t, int32(3), attempts.Load(), "two failed attempts, then the one that worked")
+			same("after the recovery")
+			tr = engine.Trace{}
+			_, err = ix.Search(engine.WithTrace(ctx, &tr), qs[1], 9)
+			require.NoError(t, err)
+			require.Equal(t, engine.BackendGPU, tr.Backend, "searches run on the device again")
+		})
+	}
+}
+
+// TestCloseStopsRecovery closes an index whose GPU is down and never comes
+// back: Close returns, and the recovery in the background stops.
+func TestCloseStopsRecovery(t *testing.T) {
+	b := backends[1]
+	var attempts atomic.Int32
+	cfg := engine.Config{Dim: 8, Adapter: b.adapter}
+	ix, err := engine.NewSoftwareAuto(context.Background(), cfg, 0, time.Millisecond, func(n int) error {
+		attempts.Store(int32(n))
+		return errors.New("gone for good")
+	})
+	if err != nil || ix.Info().Backend != engine.BackendGPU {
+		if requireGPU() {
+			t.Fatalf("UMBRA_REQUIRE_GPU=1 but no %s adapter works: %v", b.name, err)
+		}
+		t.Skipf("no %s adapter: %v", b.name, err)
+	}
+	_, err = ix.Add(context.Background(), [][]float32{{1, 2, 3, 4, 5, 6, 7, 8}})
+	require.NoError(t, err)
+	engine.SetGPUFault(ix, func(string) error { return errDeviceGone })
+	_, err = ix.Search(context.Background(), []float32{1, 0, 0, 0, 0, 0, 0, 0}, 1)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return attempts.Load() >= 2 }, 30*time.Second, time.Millisecond)
+	require.NoError(t, ix.Close())
+	stopped := attempts.Load()
+	time.Sleep(100 * time.Millisecond) // several backoffs' worth at the first waits
+	require.LessOrEqual(t, attempts.Load(), stopped+1, "at most the attempt already under way finishes")
+	require.Equal(t, engine.BackendCPU, ix.Info().Backend)
+}
+
+var errDeviceGone = errors.New("device lost (injected)")

@@ -1,0 +1,64 @@
+//go:build cgo && !nogpu
+
+package gpu
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Renew returns a new, empty index laid out like g on a device that passes
+// the self-test again: g's own device when it still does (a failure that
+// was the call's, not the device's), or else a device opened anew on the
+// same adapter, whose probe then runs again (the verdict cached for the
+// lost device is dropped). It is how an index comes back after its device
+// failed; g itself is left as it is. A device the caller owns (Adopt) is
+// never replaced.
+func (g *Index) Renew(ctx context.Context, timeout time.Duration) (*Index, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := g.recheck(ctx, timeout); err == nil {
+		return g.dev.NewIndex(g.plan.Stride, g.metric, g.maxChunkRows)
+	} else if g.dev.owned {
+		return nil, fmt.Errorf("%w: the caller's device fails its self-test: %v", ErrFailed, err)
+	}
+	key := g.dev.info.Key()
+	verdictMu.Lock()
+	if v, ok := verdicts[key]; ok {
+		select {
+		case <-v.done:
+			if v.dev == g.dev || v.dev == nil {
+				delete(verdicts, key)
+			}
+		default: // a probe is running: wait for its verdict below
+		}
+	}
+	verdictMu.Unlock()
+	ad := &Adapter{a: g.dev.adapter, Info: g.dev.info}
+	dev, r := ad.Probe(ctx, timeout)
+	if dev == nil {
+		return nil, fmt.Errorf("%w: %s", ErrFailed, r.Error)
+	}
+	return dev.NewIndex(g.plan.Stride, g.metric, g.maxChunkRows)
+}
+
+// recheck runs the device's self-test with its current variant, as the
+// probe did, within timeout: a device that hangs counts as failed (its
+// goroutine is left to finish on its own; a wgpu call cannot be
+// interrupted).
+func (g *Index) recheck(ctx context.Context, timeout time.Duration) error {
+	done := make(chan error, 1)
+	go func() { done <- gpuCall("self-test", g.dev.selfTest) }()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-timer.C:
+		return fmt.Errorf("%w: the self-test did not finish within %v", ErrFailed, timeout)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
