@@ -1,0 +1,405 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/engine"
+)
+
+// TestStressMixedLoad runs 64 goroutines against one index for a bounded
+// time: 8 writers (AddWithIDs, Upsert, Delete, now and then Compact, some
+// with contexts cancelled at random points) each owning its own IDs, and 56
+// searchers (single, batch, filtered, range). A stable set of rows is never
+// written, so every answer can be checked while writes race with it:
+//   - a search filtered to stable rows equals the answer computed alone;
+//   - in an unfiltered search the stable hits are exactly the best stable
+//     rows, in order (the rows written meanwhile may sit between them), and
+//     every hit's score is that of a vector its ID held at some point;
+//   - a range search returns every stable row within the threshold.
+//
+// On the GPU backends the index runs under Device Auto on the software
+// adapter, and a fault injector fails a random wgpu call every few
+// milliseconds: each failed call must still be answered exactly (from the
+// fallback), and the GPU comes back in the background, again and again.
+// Afterwards the index holds exactly what the writers' models say, and its
+// searches equal a fresh index built from them. UMBRA_STRESS sets the time
+// per backend (default 1.5s).
+func TestStressMixedLoad(t *testing.T) {
+	run := 1500 * time.Millisecond
+	if s := os.Getenv("UMBRA_STRESS"); s != "" {
+		d, err := time.ParseDuration(s)
+		require.NoError(t, err, "UMBRA_STRESS")
+		run = d
+	}
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { stress(t, b, run) })
+	}
+}
+
+const (
+	stressDim      = 16
+	stressStable   = 600
+	stressWriters  = 8
+	stressSearch   = 56
+	stressK        = 12
+	stressIDsPerW  = 1 << 20
+	stressVolatile = 1 << 30 // first volatile ID
+)
+
+func stress(t *testing.T, b backend, run time.Duration) {
+	r := newRand(t)
+	seed := r.Uint64()
+	ctx := context.Background()
+	cfg := engine.Config{Dim: stressDim, Metric: engine.Dot}
+	var ix *engine.Index
+	faults := b.device == engine.GPU
+	if faults {
+		cfg.Adapter = b.adapter
+		var err error
+		ix, err = engine.NewSoftwareAuto(ctx, cfg, 512, 5*time.Millisecond, nil)
+		if err != nil || ix.Info().Backend != engine.BackendGPU {
+			if requireGPU() {
+				t.Fatalf("UMBRA_REQUIRE_GPU=1 but no %s adapter works: %v", b.name, err)
+			}
+			t.Skipf("no %s adapter: %v", b.name, err)
+		}
+		t.Cleanup(func() { ix.Close() })
+	} else {
+		ix = open(t, b, cfg)
+	}
+	ref := open(t, backends[0], engine.Config{Dim: stressDim, Metric: engine.Dot})
+
+	// The stable rows, and each query's answers over them alone.
+	stable := randomVectors(r, stressStable, stressDim)
+	stableIDs := make([]uint64, stressStable)
+	for i := range stableIDs {
+		stableIDs[i] = uint64(i) * 3 // not consecutive, not row numbers
+	}
+	require.NoError(t, ix.AddWithIDs(ctx, stableIDs, stable))
+	require.NoError(t, ref.AddWithIDs(ctx, stableIDs, stable))
+	queries := randomVectors(r, 32, stressDim)
+	allowSome := stableIDs[:stressStable:stressStable]
+	allowSome = slices.Clone(allowSome[: stressStable/3 : stressStable/3])
+	type expected struct {
+		top, filtered []engine.Hit // best stable rows; best among allowSome
+		threshold     float32
+		inRange       []engine.Hit
+	}
+	want := make([]expected, len(queries))
+	for i, q := range queries {
+		top, err := ref.Search(ctx, q, stressStable)
+		require.NoError(t, err)
+		filtered, err := ref.Search(ctx, q, stressK, engine.Allow(allowSome...))
+		require.NoError(t, err)
+		// A threshold between two ranks far enough apart that float32
+		// rounding on any path keeps them on their own sides.
+		j := 40
+		for math.Abs(float64(top[j].Score-top[j+1].Score)) <= 4*tolerance(engine.Dot, float64(top[j].Score)) {
+			j++
+		}
+		th := (top[j].Score + top[j+1].Score) / 2
+		inRange, err := ref.SearchRange(ctx, q, th)
+		require.NoError(t, err)
+		want[i] = expected{top: top, filtered: filtered, threshold: th, inRange: inRange}
+	}
+	// versions holds every vector each ID ever had, for the score check.
+	var versions sync.Map // uint64 → [][]float32 (append-only, guarded by vmu)
+	var vmu sync.Mutex
+	addVersion := func(id uint64, v []float32) {
+		vmu.Lock()
+		defer vmu.Unlock()
+		old, _ := versions.Load(id)
+		list, _ := old.([][]float32)
+		versions.Store(id, append(slices.Clip(list), v))
+	}
+	for i, id := range stableIDs {
+		addVersion(id, stable[i])
+	}
+	isStable := func(id uint64) bool { return id < stressVolatile }
+	// scoreOK: the score is q·v for a vector id held at some point.
+	scoreOK := func(id uint64, q []float32, score float32) bool {
+		got, ok := versions.Load(id)
+		if !ok {
+			return false
+		}
+		for _, v := range got.([][]float32) {
+			exact := refScore(engine.Dot, v, q)
+			if math.Abs(exact-float64(score)) <= tolerance(engine.Dot, exact) {
+				return true
+			}
+		}
+		return false
+	}
+
+	var failures atomic.Int64
+	var firstMu sync.Mutex
+	var first []string
+	fail := func(format string, args ...any) {
+		failures.Add(1)
+		firstMu.Lock()
+		if len(first) < 8 {
+			first = append(first, fmt.Sprintf(format, args...))
+		}
+		firstMu.Unlock()
+	}
+	// sameTop checks got against the stable answer want, allowing near-ties
+	// to swap (the GPU's float32 sums may order them either way).
+	sameTop := func(want, got []engine.Hit) error {
+		if len(want) != len(got) {
+			return fmt.Errorf("%d hits, want %d", len(got), len(want))
+		}
+		for i := range want {
+			tol := tolerance(engine.Dot, float64(want[i].Score))
+			if math.Abs(float64(want[i].Score-got[i].Score)) > tol {
+				return fmt.Errorf("rank %d scores %v, want %v", i, got[i].Score, want[i].Score)
+			}
+			if want[i].ID != got[i].ID && !nearTie(want, i, tol) {
+				return fmt.Errorf("rank %d is ID %d, want %d", i, got[i].ID, want[i].ID)
+			}
+		}
+		return nil
+	}
+	// checkUnfiltered: the stable hits are the best stable rows in order.
+	checkUnfiltered := func(qi int, hits []engine.Hit) error {
+		var stableHits []engine.Hit
+		for i, h := range hits {
+			if !scoreOK(h.ID, queries[qi], h.Score) {
+				return fmt.Errorf("hit %d: ID %d scores %v, which no vector it held gives", i, h.ID, h.Score)
+			}
+			if i > 0 && hits[i-1].Score < h.Score {
+				return fmt.Errorf("hits %d and %d out of order", i-1, i)
+			}
+			if isStable(h.ID) {
+				stableHits = append(stableHits, h)
+			}
+		}
+		return sameTop(want[qi].top[:len(stableHits)], stableHits)
+	}
+
+	deadline := time.Now().Add(run)
+	var wg sync.WaitGroup
+	models := make([]map[uint64][]float32, stressWriters)
+	var writes, cancels, searches atomic.Int64
+	for w := 0; w < stressWriters; w++ {
+		models[w] = map[uint64][]float32{}
+		wr := rand.New(rand.NewPCG(seed, uint64(w)))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			model, next := models[w], uint64(stressVolatile+w*stressIDsPerW)
+			for time.Now().Before(deadline) {
+				octx, cancel := context.WithCancel(ctx)
+				if wr.IntN(6) == 0 { // cancelled at a random point of the call
+					time.AfterFunc(time.Duration(wr.IntN(300))*time.Microsecond, cancel)
+				}
+				var err error
+				var apply func()
+				switch op := wr.IntN(10); {
+				case op < 4 || len(model) == 0:
+					n := 1 + wr.IntN(40)
+					ids, vs := make([]uint64, n), randomVectors(wr, n, stressDim)
+					for i := range ids {
+						ids[i] = next + uint64(i)
+					}
+					for i, id := range ids {
+						addVersion(id, vs[i]) // before any search can see it
+					}
+					err = ix.AddWithIDs(octx, ids, vs)
+					apply = func() {
+						next += uint64(n)
+						for i, id := range ids {
+							model[id] = vs[i]
+						}
+					}
+				case op < 7:
+					ids := pickIDs(wr, model, 1+wr.IntN(8))
+					if wr.IntN(3) == 0 {
+						ids = append(ids, next)
+					}
+					vs := randomVectors(wr, len(ids), stressDim)
+					for i, id := range ids {
+						addVersion(id, vs[i])
+					}
+					err = ix.Upsert(octx, ids, vs)
+					apply = func() {
+						for i, id := range ids {
+							model[id] = vs[i]
+							if id == next {
+								next++
+							}
+						}
+					}
+				case op < 9:
+					ids := pickIDs(wr, model, 1+wr.IntN(8))
+					err = ix.Delete(octx, ids...)
+					apply = func() {
+						for _, id := range ids {
+							delete(model, id)
+						}
+					}
+				default:
+					err = ix.Compact(octx)
+					apply = func() {}
+				}
+				cancel()
+				switch {
+				case err == nil:
+					apply()
+					writes.Add(1)
+				case errors.Is(err, context.Canceled):
+					cancels.Add(1)
+				default:
+					fail("writer %d: %v", w, err)
+				}
+			}
+		}()
+	}
+	for s := 0; s < stressSearch; s++ {
+		sr := rand.New(rand.NewPCG(seed, uint64(1000+s)))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				qi := sr.IntN(len(queries))
+				q := queries[qi]
+				switch kind := s % 4; kind {
+				case 0, 1: // single searches: the ones coalesced
+					hits, err := ix.Search(ctx, q, stressK)
+					if err != nil {
+						fail("search: %v", err)
+					} else if err := checkUnfiltered(qi, hits); err != nil {
+						fail("search query %d: %v", qi, err)
+					}
+				case 2:
+					if sr.IntN(2) == 0 {
+						hits, err := ix.Search(ctx, q, stressK, engine.Allow(allowSome...))
+						if err != nil {
+							fail("filtered search: %v", err)
+						} else if err := sameTop(want[qi].filtered, hits); err != nil {
+							fail("filtered search query %d: %v", qi, err)
+						}
+						continue
+					}
+					hits, err := ix.SearchRange(ctx, q, want[qi].threshold)
+					if err != nil {
+						fail("range search: %v", err)
+						continue
+					}
+					var got []engine.Hit
+					for _, h := range hits {
+						if isStable(h.ID) {
+							got = append(got, h)
+						}
+					}
+					if err := sameTop(want[qi].inRange, got); err != nil {
+						fail("range search query %d: %v", qi, err)
+					}
+				case 3:
+					qis := []int{qi, sr.IntN(len(queries)), sr.IntN(len(queries))}
+					qs := [][]float32{queries[qis[0]], queries[qis[1]], queries[qis[2]]}
+					all, err := ix.SearchBatch(ctx, qs, stressK)
+					if err != nil {
+						fail("batch search: %v", err)
+						continue
+					}
+					for i, hits := range all {
+						if err := checkUnfiltered(qis[i], hits); err != nil {
+							fail("batch search query %d: %v", qis[i], err)
+						}
+					}
+				}
+				searches.Add(1)
+			}
+		}()
+	}
+	var injected atomic.Int64
+	if faults {
+		fr := rand.New(rand.NewPCG(seed, 99))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				// Fail the n-th wgpu call from now, whatever stage it is.
+				n := int64(1 + fr.IntN(30))
+				var calls atomic.Int64
+				engine.SetGPUFault(ix, func(step string) error {
+					if calls.Add(1) == n {
+						injected.Add(1)
+						return fmt.Errorf("injected fault at %q", step)
+					}
+					return nil
+				})
+				time.Sleep(time.Duration(5+fr.IntN(20)) * time.Millisecond)
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("%s: %d searches, %d writes, %d writes cancelled, %d GPU faults injected, %d recoveries; backend now %s",
+		b.name, searches.Load(), writes.Load(), cancels.Load(), injected.Load(), ix.Info().Recoveries, ix.Info().Backend)
+	require.Zero(t, failures.Load(), "wrong answers or errors under load, first ones: %v", first)
+	require.Positive(t, searches.Load())
+	require.Positive(t, writes.Load())
+
+	// The index holds exactly what the models say.
+	all := map[uint64][]float32{}
+	for i, id := range stableIDs {
+		all[id] = stable[i]
+	}
+	for _, m := range models {
+		for id, v := range m {
+			all[id] = v
+		}
+	}
+	require.Equal(t, len(all), ix.Len())
+	ids := ix.IDs()
+	require.Len(t, ids, len(all))
+	fresh := open(t, backends[0], engine.Config{Dim: stressDim, Metric: engine.Dot})
+	vs := make([][]float32, len(ids))
+	for i, id := range ids {
+		v, err := ix.Get(id)
+		require.NoError(t, err)
+		require.Equal(t, all[id], v, "ID %d", id)
+		vs[i] = v
+	}
+	require.NoError(t, fresh.AddWithIDs(ctx, ids, vs))
+	for i, q := range queries {
+		want, err := fresh.Search(ctx, q, stressK)
+		require.NoError(t, err)
+		got, err := ix.Search(ctx, q, stressK)
+		require.NoError(t, err)
+		requireSameHits(t, engine.Dot, want, got, fmt.Sprintf("query %d after the load", i))
+	}
+}
+
+// nearTie reports whether want[i]'s score is within 2·tol of a neighbour's,
+// so float32 rounding may order them either way.
+func nearTie(want []engine.Hit, i int, tol float64) bool {
+	return (i > 0 && math.Abs(float64(want[i-1].Score-want[i].Score)) <= 2*tol) ||
+		(i+1 < len(want) && math.Abs(float64(want[i+1].Score-want[i].Score)) <= 2*tol)
+}
+
+// pickIDs returns up to n distinct IDs of model, at random.
+func pickIDs(r *rand.Rand, model map[uint64][]float32, n int) []uint64 {
+	var out []uint64
+	for id := range model {
+		if len(out) == n {
+			break
+		}
+		if r.IntN(2) == 0 || len(model) <= n {
+			out = append(out, id)
+		}
+	}
+	return out
+}
