@@ -10,6 +10,8 @@
 //	go run ./cmd/bench --json - --plot bench.png       # JSON on stdout (schema: bench/SCHEMA.md), a PNG
 //	go run ./cmd/bench --peers --device cpu            # chromem-go and FAISS on the same data, one query and 64
 //	go run ./cmd/bench --data base.fvecs --queries q.npy
+//	go run ./cmd/bench --concurrency 1,8,64,256 --peers  # many callers at once, coalescing on and off
+//	go run ./cmd/bench --soak 60s                      # mixed load, every answer checked, memory sampled
 //
 // Exit status: 0 when every tier that ran agrees with the reference, 1 on a
 // consistency failure or a tier error, 2 for bad flags or input files.
@@ -72,6 +74,8 @@ type flags struct {
 	batch, batchRepeat     int
 	batchRuns              int
 	python                 string
+	concurrency            string
+	duration, soak         time.Duration
 	set                    map[string]bool
 }
 
@@ -107,6 +111,9 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	fs.IntVar(&f.batchRepeat, "batch-repeat", 2, "timed batch calls per group (--peers)")
 	fs.IntVar(&f.batchRuns, "batch-runs", 5, "independent groups of batch calls (--peers)")
 	fs.StringVar(&f.python, "python", "", "`PYTHON` interpreter for FAISS (default: "+strings.Join(peers.DefaultPythons, ", then ")+")")
+	fs.StringVar(&f.concurrency, "concurrency", "", "measure single searches from this comma list of concurrent callers (e.g. 1,8,64,256), coalescing on and off, the GPU too with --device gpu, the peers with --peers; uses --n, --dim, --k, --metric, --duration")
+	fs.DurationVar(&f.duration, "duration", 2*time.Second, "time per cell of --concurrency")
+	fs.DurationVar(&f.soak, "soak", 0, "run mixed searches and writes for this long (e.g. 60s), every answer checked, memory sampled; exit 1 on any error or wrong answer (uses --n, --dim, --k, --device)")
 	fs.IntVar(&f.workers, "workers", 0, "goroutines of the fallback (0: GOMAXPROCS)")
 	fs.Float64Var(&f.threshold, "threshold", 0, "consistency threshold on |score − float64 reference| (0: 8·√dim·2⁻²⁴·scale, see bench/SCHEMA.md)")
 	if err := fs.Parse(args); err != nil {
@@ -319,6 +326,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if f.store {
 		return runStore(ctx, f, opt, stdout, stderr)
+	}
+	if f.concurrency != "" {
+		return runConcurrency(ctx, f, opt, stdout, stderr)
+	}
+	if f.soak != 0 {
+		return runSoak(ctx, f, opt, stdout, stderr)
 	}
 	progress := newProgress(stderr)
 	defer progress.done()

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/umbravec/umbra/bench"
+)
+
+// parseLevels reads --concurrency's comma list of caller counts.
+func parseLevels(s string) ([]int, error) {
+	var out []int
+	for _, part := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(part))
+		if err != nil || n < 1 || n > 1<<14 {
+			return nil, usagef("--concurrency: %q is not a caller count between 1 and %d", part, 1<<14)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// runConcurrency is --concurrency: single searches from many callers, with
+// coalescing on and off, beside the peers.
+func runConcurrency(ctx context.Context, f *flags, opt bench.Options, stdout, stderr io.Writer) int {
+	levels, err := parseLevels(f.concurrency)
+	if err == nil {
+		err = inRange("n", f.n, 1, maxValues/max(f.dim, 1))
+	}
+	if err == nil && (f.data != "" || f.jsonOut != "" || f.plotOut != "" || f.soak != 0) {
+		err = usagef("--concurrency runs on random data and prints a table: drop --data, --json, --plot and --soak")
+	}
+	if err == nil && (f.duration <= 0 || f.duration > time.Hour) {
+		err = usagef("--duration %v out of range: want more than 0 and at most 1h", f.duration)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 2
+	}
+	seed := f.seed
+	if !f.set["seed"] {
+		seed = uint64(time.Now().UnixNano())
+	}
+	progress := newProgress(stderr)
+	defer progress.done()
+	fmt.Fprintf(stdout, "umbra bench --concurrency %s · seed %d\n", f.concurrency, seed)
+	rep, err := bench.RunConcurrency(ctx, bench.ConcurrencyOptions{N: f.n, Dim: f.dim, K: f.k, Metric: opt.Metric,
+		Levels: levels, Duration: f.duration, Device: opt.Device, Adapter: opt.Adapter, Seed: seed,
+		Peers: f.peers, Pythons: opt.Pythons, Progress: progress.show})
+	progress.done()
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 1
+	}
+	rep.Write(stdout)
+	if rep.Failed() {
+		return 1
+	}
+	return 0
+}
+
+// runSoak is --soak: mixed searches and writes for a while, every answer
+// checked, memory sampled.
+func runSoak(ctx context.Context, f *flags, opt bench.Options, stdout, stderr io.Writer) int {
+	err := inRange("n", f.n, 1, maxValues/max(f.dim, 1))
+	if err == nil && (f.data != "" || f.jsonOut != "" || f.plotOut != "" || f.peers) {
+		err = usagef("--soak runs on random data and prints a table: drop --data, --json, --plot and --peers")
+	}
+	if err == nil && (f.soak < 0 || f.soak > 24*time.Hour) {
+		err = usagef("--soak %v out of range: want at most 24h", f.soak)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 2
+	}
+	seed := f.seed
+	if !f.set["seed"] {
+		seed = uint64(time.Now().UnixNano())
+	}
+	progress := newProgress(stderr)
+	defer progress.done()
+	fmt.Fprintf(stdout, "umbra bench --soak %v · seed %d\n", f.soak, seed)
+	rep, err := bench.RunSoak(ctx, bench.SoakOptions{N: f.n, Dim: f.dim, K: f.k, Duration: f.soak, Device: opt.Device,
+		Adapter: opt.Adapter, Seed: seed, Searchers: 32, Writers: 4, Progress: progress.show})
+	progress.done()
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 1
+	}
+	rep.Write(stdout)
+	if rep.Failed() {
+		return 1
+	}
+	return 0
+}
