@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -24,9 +25,13 @@ type ConcurrencyOptions struct {
 	Device    engine.Device // CPU: the fallback only; GPU: the fallback and the GPU, software adapters too; Auto: the GPU if a hardware one works
 	Adapter   engine.AdapterSelect
 	Seed      uint64
-	Peers     bool     // chromem-go from the same number of goroutines, FAISS from as many threads
-	Pythons   []string // interpreters to look for FAISS in
-	Progress  func(string)
+	// BatchQueries and BatchWait configure coalescing in the "on" rows
+	// (0: the engine's defaults).
+	BatchQueries int
+	BatchWait    time.Duration
+	Peers        bool     // chromem-go from the same number of goroutines, FAISS from as many threads
+	Pythons      []string // interpreters to look for FAISS in
+	Progress     func(string)
 }
 
 // ConcurrencyRow is one cell: Callers goroutines (or threads) each calling
@@ -50,8 +55,10 @@ type ConcurrencyReport struct {
 	Metric    string
 	Duration  time.Duration
 	Adapter   string
-	Rows      []ConcurrencyRow
-	Skipped   []string
+	// Coalescing is the "on" rows' configuration, in words.
+	Coalescing string
+	Rows       []ConcurrencyRow
+	Skipped    []string
 }
 
 // RunConcurrency measures queries per second and latency percentiles of
@@ -65,7 +72,8 @@ func RunConcurrency(ctx context.Context, o ConcurrencyOptions) (*ConcurrencyRepo
 			o.Progress(s)
 		}
 	}
-	rep := &ConcurrencyReport{N: o.N, Dim: o.Dim, K: o.K, Metric: o.Metric.String(), Duration: o.Duration}
+	rep := &ConcurrencyReport{N: o.N, Dim: o.Dim, K: o.K, Metric: o.Metric.String(), Duration: o.Duration,
+		Coalescing: fmt.Sprintf("at most %d queries a batch, wait %v", cmp.Or(o.BatchQueries, engine.DefaultBatchQueries), o.BatchWait)}
 	data := RandomMatrix(o.N, o.Dim, o.Seed, 1)
 	queries := RandomRows(256, o.Dim, o.Seed, 2)
 
@@ -95,7 +103,8 @@ func RunConcurrency(ctx context.Context, o ConcurrencyOptions) (*ConcurrencyRepo
 	}
 	for _, tg := range targets {
 		for _, batching := range []string{"on", "off"} {
-			cfg := engine.Config{Dim: o.Dim, Metric: o.Metric, Device: tg.device, Adapter: o.Adapter}
+			cfg := engine.Config{Dim: o.Dim, Metric: o.Metric, Device: tg.device, Adapter: o.Adapter,
+				BatchQueries: o.BatchQueries, BatchWait: o.BatchWait}
 			if batching == "off" {
 				cfg.BatchQueries = 1
 			}
@@ -257,6 +266,7 @@ func sameAnswer(want, got []engine.Hit, tol float64) bool {
 func (r *ConcurrencyReport) Write(w io.Writer) {
 	fmt.Fprintf(w, "concurrent single searches: %d × %d %s, k=%d, %v per cell; each caller loops Search(one query)\n",
 		r.N, r.Dim, r.Metric, r.K, r.Duration)
+	fmt.Fprintf(w, "coalescing on: %s\n", r.Coalescing)
 	if r.Adapter != "" {
 		fmt.Fprintf(w, "gpu: %s\n", r.Adapter)
 	}

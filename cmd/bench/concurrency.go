@@ -34,6 +34,9 @@ func runConcurrency(ctx context.Context, f *flags, opt bench.Options, stdout, st
 	if err == nil && (f.data != "" || f.jsonOut != "" || f.plotOut != "" || f.soak != 0) {
 		err = usagef("--concurrency runs on random data and prints a table: drop --data, --json, --plot and --soak")
 	}
+	if err == nil && (f.coalesceMax < 0 || f.coalesceMax > 1<<16 || f.coalesceWait < 0 || f.coalesceWait > time.Second) {
+		err = usagef("--coalesce-max %d / --coalesce-wait %v out of range: want 0..65536 and 0..1s", f.coalesceMax, f.coalesceWait)
+	}
 	if err == nil && (f.duration <= 0 || f.duration > time.Hour) {
 		err = usagef("--duration %v out of range: want more than 0 and at most 1h", f.duration)
 	}
@@ -49,7 +52,7 @@ func runConcurrency(ctx context.Context, f *flags, opt bench.Options, stdout, st
 	defer progress.done()
 	fmt.Fprintf(stdout, "umbra bench --concurrency %s · seed %d\n", f.concurrency, seed)
 	rep, err := bench.RunConcurrency(ctx, bench.ConcurrencyOptions{N: f.n, Dim: f.dim, K: f.k, Metric: opt.Metric,
-		Levels: levels, Duration: f.duration, Device: opt.Device, Adapter: opt.Adapter, Seed: seed,
+		Levels: levels, Duration: f.duration, BatchQueries: f.coalesceMax, BatchWait: f.coalesceWait, Device: opt.Device, Adapter: opt.Adapter, Seed: seed,
 		Peers: f.peers, Pythons: opt.Pythons, Progress: progress.show})
 	progress.done()
 	if err != nil {

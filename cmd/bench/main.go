@@ -76,6 +76,8 @@ type flags struct {
 	python                 string
 	concurrency            string
 	duration, soak         time.Duration
+	coalesceMax            int
+	coalesceWait           time.Duration
 	set                    map[string]bool
 }
 
@@ -113,6 +115,8 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.python, "python", "", "`PYTHON` interpreter for FAISS (default: "+strings.Join(peers.DefaultPythons, ", then ")+")")
 	fs.StringVar(&f.concurrency, "concurrency", "", "measure single searches from this comma list of concurrent callers (e.g. 1,8,64,256), coalescing on and off, the GPU too with --device gpu, the peers with --peers; uses --n, --dim, --k, --metric, --duration")
 	fs.DurationVar(&f.duration, "duration", 2*time.Second, "time per cell of --concurrency")
+	fs.IntVar(&f.coalesceMax, "coalesce-max", 0, "Config.BatchQueries of --concurrency's coalescing-on rows (0: the default)")
+	fs.DurationVar(&f.coalesceWait, "coalesce-wait", 0, "Config.BatchWait of --concurrency's coalescing-on rows")
 	fs.DurationVar(&f.soak, "soak", 0, "run mixed searches and writes for this long (e.g. 60s), every answer checked, memory sampled; exit 1 on any error or wrong answer (uses --n, --dim, --k, --device)")
 	fs.IntVar(&f.workers, "workers", 0, "goroutines of the fallback (0: GOMAXPROCS)")
 	fs.Float64Var(&f.threshold, "threshold", 0, "consistency threshold on |score − float64 reference| (0: 8·√dim·2⁻²⁴·scale, see bench/SCHEMA.md)")
