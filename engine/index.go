@@ -518,7 +518,7 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int, mask []u
 		if t != nil {
 			st = &gpu.Stages{}
 		}
-		res, err := ix.dev.Search(ctx, qs, k, ix.slab.Rows, mask, st)
+		res, err := ix.gpuSearch(ctx, qs, k, mask, st)
 		t.add(st)
 		err = gpuError(err)
 		if err == nil {
@@ -768,4 +768,40 @@ func (ix *Index) checkBudget(n int) error {
 		ix.demote(err) // under Auto the CPU holds them, as when the device is full
 	}
 	return nil
+}
+
+// gpuPiece bounds how long one device submission of a batch runs: a
+// submitted pass cannot be interrupted, so a batch is sent in pieces,
+// starting at gpuFirstPiece queries and doubling while a piece takes less
+// than half of gpuPiece, and ctx is checked between them. A cancelled batch
+// returns within about one piece; on a fast GPU the pieces soon hold the
+// whole batch.
+const (
+	gpuPiece      = 50 * time.Millisecond
+	gpuFirstPiece = 8
+)
+
+// gpuSearch is the device's Search of prepared queries, in pieces (see
+// gpuPiece). The caller holds ix.mu.
+func (ix *Index) gpuSearch(ctx context.Context, qs [][]float32, k int, mask []uint64, st *gpu.Stages) ([][]fallback.Hit, error) {
+	if len(qs) <= gpuFirstPiece {
+		return ix.dev.Search(ctx, qs, k, ix.slab.Rows, mask, st)
+	}
+	out := make([][]fallback.Hit, 0, len(qs))
+	for lo, n := 0, gpuFirstPiece; lo < len(qs); {
+		hi := min(lo+n, len(qs))
+		start := time.Now()
+		part, err := ix.dev.Search(ctx, qs[lo:hi], k, ix.slab.Rows, mask, st)
+		if err != nil {
+			return nil, err
+		}
+		out, lo = append(out, part...), hi
+		if err := ctx.Err(); err != nil && lo < len(qs) {
+			return nil, err
+		}
+		if time.Since(start) < gpuPiece/2 {
+			n *= 2
+		}
+	}
+	return out, nil
 }
