@@ -49,6 +49,11 @@ func (g *Index) Renew(ctx context.Context, timeout time.Duration) (*Index, error
 // goroutine is left to finish on its own; a wgpu call cannot be
 // interrupted).
 func (g *Index) recheck(ctx context.Context, timeout time.Duration) error {
+	if recheckFault != nil {
+		if err := recheckFault(g.dev); err != nil {
+			return err
+		}
+	}
 	done := make(chan error, 1)
 	go func() { done <- gpuCall("self-test", g.dev.selfTest) }()
 	timer := time.NewTimer(timeout)
@@ -62,3 +67,7 @@ func (g *Index) recheck(ctx context.Context, timeout time.Duration) error {
 		return ctx.Err()
 	}
 }
+
+// recheckFault, when set (by tests only), may fail a device's self-test
+// in Renew, as a lost device would.
+var recheckFault func(*Device) error
