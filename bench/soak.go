@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -252,19 +249,7 @@ loop:
 }
 
 // rssMiB is the process's resident memory now (Linux; 0 elsewhere).
-func rssMiB() float64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
-			return kb / 1024
-		}
-	}
-	return 0
-}
+func rssMiB() float64 { return procStatusMiB("VmRSS:") }
 
 // Failed reports an error or a wrong answer.
 func (r *SoakReport) Failed() bool { return r.Errors > 0 || r.Wrong > 0 }

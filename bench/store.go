@@ -236,13 +236,17 @@ func mib(b int) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 func resetPeak() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
 
 // peakMiB is the peak resident memory since resetPeak (Linux; 0 elsewhere).
-func peakMiB() float64 {
+func peakMiB() float64 { return procStatusMiB("VmHWM:") }
+
+// procStatusMiB reads a kB field of /proc/self/status in MiB (Linux; 0
+// elsewhere).
+func procStatusMiB(field string) float64 {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(line, field); ok {
 			kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
 			return kb / 1024
 		}

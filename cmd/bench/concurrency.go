@@ -40,8 +40,28 @@ func runConcurrency(ctx context.Context, f *flags, opt bench.Options, stdout, st
 	if err == nil && (f.duration <= 0 || f.duration > time.Hour) {
 		err = usagef("--duration %v out of range: want more than 0 and at most 1h", f.duration)
 	}
-	if err != nil {
-		fmt.Fprintln(stderr, "bench:", err)
+	return runChecked(ctx, f, stdout, stderr, err, "--concurrency "+f.concurrency,
+		func(seed uint64, progress func(string)) (checkedReport, error) {
+			return bench.RunConcurrency(ctx, bench.ConcurrencyOptions{N: f.n, Dim: f.dim, K: f.k, Metric: opt.Metric,
+				Levels: levels, Duration: f.duration, BatchQueries: f.coalesceMax, BatchWait: f.coalesceWait,
+				Device: opt.Device, Adapter: opt.Adapter, Seed: seed, Peers: f.peers, Pythons: opt.Pythons, Progress: progress})
+		})
+}
+
+// checkedReport is a measurement that also checks answers: it prints a
+// table and says whether anything failed.
+type checkedReport interface {
+	Write(io.Writer)
+	Failed() bool
+}
+
+// runChecked runs a checked measurement after its flags were checked
+// (usage, when not nil, is exit 2): the seed, the progress line, the table,
+// and exit 1 when it failed.
+func runChecked(ctx context.Context, f *flags, stdout, stderr io.Writer, usage error, title string,
+	run func(seed uint64, progress func(string)) (checkedReport, error)) int {
+	if usage != nil {
+		fmt.Fprintln(stderr, "bench:", usage)
 		return 2
 	}
 	seed := f.seed
@@ -50,10 +70,8 @@ func runConcurrency(ctx context.Context, f *flags, opt bench.Options, stdout, st
 	}
 	progress := newProgress(stderr)
 	defer progress.done()
-	fmt.Fprintf(stdout, "umbra bench --concurrency %s · seed %d\n", f.concurrency, seed)
-	rep, err := bench.RunConcurrency(ctx, bench.ConcurrencyOptions{N: f.n, Dim: f.dim, K: f.k, Metric: opt.Metric,
-		Levels: levels, Duration: f.duration, BatchQueries: f.coalesceMax, BatchWait: f.coalesceWait, Device: opt.Device, Adapter: opt.Adapter, Seed: seed,
-		Peers: f.peers, Pythons: opt.Pythons, Progress: progress.show})
+	fmt.Fprintf(stdout, "umbra bench %s · seed %d\n", title, seed)
+	rep, err := run(seed, progress.show)
 	progress.done()
 	if err != nil {
 		fmt.Fprintln(stderr, "bench:", err)
@@ -76,27 +94,9 @@ func runSoak(ctx context.Context, f *flags, opt bench.Options, stdout, stderr io
 	if err == nil && (f.soak < 0 || f.soak > 24*time.Hour) {
 		err = usagef("--soak %v out of range: want at most 24h", f.soak)
 	}
-	if err != nil {
-		fmt.Fprintln(stderr, "bench:", err)
-		return 2
-	}
-	seed := f.seed
-	if !f.set["seed"] {
-		seed = uint64(time.Now().UnixNano())
-	}
-	progress := newProgress(stderr)
-	defer progress.done()
-	fmt.Fprintf(stdout, "umbra bench --soak %v · seed %d\n", f.soak, seed)
-	rep, err := bench.RunSoak(ctx, bench.SoakOptions{N: f.n, Dim: f.dim, K: f.k, Duration: f.soak, Device: opt.Device,
-		Adapter: opt.Adapter, Seed: seed, Searchers: 32, Writers: 4, Progress: progress.show})
-	progress.done()
-	if err != nil {
-		fmt.Fprintln(stderr, "bench:", err)
-		return 1
-	}
-	rep.Write(stdout)
-	if rep.Failed() {
-		return 1
-	}
-	return 0
+	return runChecked(ctx, f, stdout, stderr, err, fmt.Sprintf("--soak %v", f.soak),
+		func(seed uint64, progress func(string)) (checkedReport, error) {
+			return bench.RunSoak(ctx, bench.SoakOptions{N: f.n, Dim: f.dim, K: f.k, Duration: f.soak, Device: opt.Device,
+				Adapter: opt.Adapter, Seed: seed, Searchers: 32, Writers: 4, Progress: progress})
+		})
 }
