@@ -151,3 +151,76 @@ func TestConcurrentSearchesAreCoalesced(t *testing.T) {
 		})
 	}
 }
+
+// TestMemoryBudgets: an Add past MaxHostBytes, or under Device GPU past
+// MaxDeviceBytes, is ErrTooLarge with nothing stored; under Auto the device
+// budget moves searches to the CPU, which answers exactly; negative budgets
+// are configuration errors.
+func TestMemoryBudgets(t *testing.T) {
+	r := newRand(t)
+	ctx := context.Background()
+	const dim = 10 // stride 12: 48 bytes a row
+	rowBytes := int64(48)
+	data := randomVectors(r, 100, dim)
+
+	for _, b := range backends {
+		t.Run(b.name+"/host", func(t *testing.T) {
+			ix := open(t, b, engine.Config{Dim: dim, Metric: engine.L2, MaxHostBytes: 150 * rowBytes})
+			_, err := ix.Add(ctx, data)
+			require.NoError(t, err)
+			_, err = ix.Add(ctx, data)
+			require.ErrorIs(t, err, engine.ErrTooLarge)
+			require.ErrorContains(t, err, "MaxHostBytes")
+			require.Equal(t, 100, ix.Len(), "nothing of the refused Add is stored")
+			require.NoError(t, ix.Upsert(ctx, []uint64{1000, 1001}, data[:2]), "an Upsert within the budget")
+			require.NoError(t, ix.Upsert(ctx, []uint64{5, 2000}, data[:2]), "one replaced, one added")
+			_, err = ix.Add(ctx, data[:47]) // 103 + 47 = 150 rows
+			require.NoError(t, err, "up to the budget exactly")
+			_, err = ix.Add(ctx, data[:1])
+			require.ErrorIs(t, err, engine.ErrTooLarge)
+			before, err := ix.Get(5)
+			require.NoError(t, err)
+			err = ix.Upsert(ctx, []uint64{5, 3000}, data[40:42])
+			require.ErrorIs(t, err, engine.ErrTooLarge, "an Upsert that adds past the budget")
+			after, err := ix.Get(5)
+			require.NoError(t, err)
+			require.Equal(t, before, after, "its replaced row is unchanged")
+			require.Equal(t, 150, ix.Len())
+		})
+	}
+	for _, b := range backends[1:] {
+		t.Run(b.name+"/device", func(t *testing.T) {
+			ix := open(t, b, engine.Config{Dim: dim, Metric: engine.L2, MaxDeviceBytes: 150 * rowBytes})
+			_, err := ix.Add(ctx, data)
+			require.NoError(t, err)
+			_, err = ix.Add(ctx, data)
+			require.ErrorIs(t, err, engine.ErrTooLarge)
+			require.ErrorContains(t, err, "MaxDeviceBytes")
+			require.Equal(t, 100, ix.Len())
+			require.Equal(t, engine.BackendGPU, ix.Info().Backend)
+
+			auto, err := engine.NewSoftwareAuto(ctx, engine.Config{Dim: dim, Metric: engine.L2, Adapter: b.adapter,
+				MaxDeviceBytes: 150 * rowBytes}, 0, time.Hour, nil)
+			require.NoError(t, err)
+			defer auto.Close()
+			require.Equal(t, engine.BackendGPU, auto.Info().Backend)
+			for range 2 {
+				_, err = auto.Add(ctx, data)
+				require.NoError(t, err, "under Auto the rows past the device budget go to the CPU")
+			}
+			info := auto.Info()
+			require.Equal(t, engine.BackendCPU, info.Backend)
+			require.Contains(t, info.Reason, "MaxDeviceBytes")
+			both := append(append([][]float32{}, data...), data...)
+			for _, q := range randomVectors(r, 3, dim) {
+				hits, err := auto.Search(ctx, q, 7)
+				require.NoError(t, err)
+				checkHits(t, engine.L2, both, q, 7, hits)
+			}
+		})
+	}
+	for _, cfg := range []engine.Config{{Dim: 4, MaxHostBytes: -1}, {Dim: 4, MaxDeviceBytes: -1}, {Dim: 4, BatchQueries: -1}, {Dim: 4, BatchWait: -1}} {
+		_, err := engine.New(ctx, cfg)
+		require.ErrorIs(t, err, engine.ErrInvalidConfig, "%+v", cfg)
+	}
+}
