@@ -134,9 +134,31 @@ func fallbackReason(sel AdapterSelect, reports []AdapterReport, allowSoftware bo
 	return "only software adapters found: " + strings.Join(soft, ", "), hintSoftwareOnly
 }
 
+// openDevice opens an index's device side for cfg: in this process, or
+// under Isolate in a child process.
+func openDevice(ctx context.Context, cfg Config, opt options) (device, string, string, error) {
+	allowSoftware := cfg.Device == GPU || opt.softwareAuto
+	if !cfg.Isolate {
+		return openGPU(ctx, cfg, opt, allowSoftware)
+	}
+	if !gpu.Built {
+		return nil, reasonNoCgo, hintNoCgo, &AdapterError{Reason: reasonNoCgo, Hint: hintNoCgo, kind: ErrNoGPUSupport}
+	}
+	c, err := startChild(ctx, childHello{Dim: cfg.Dim, Metric: int(cfg.Metric), Adapter: cfg.Adapter, AllowSoftware: allowSoftware,
+		MaxChunkRows: opt.maxChunkRows, ProbeTimeout: cfg.ProbeTimeout})
+	if err != nil {
+		var ae *AdapterError
+		if errors.As(err, &ae) {
+			return nil, ae.Reason, ae.Hint, err
+		}
+		return nil, err.Error(), hintProbeFailed, err
+	}
+	return c, "", "", nil
+}
+
 // openGPU finds the best working adapter for cfg and returns an index's
 // device side on it. allowSoftware admits CPU-type adapters (Device GPU).
-func openGPU(ctx context.Context, cfg Config, opt options, allowSoftware bool) (*gpu.Index, string, string, error) {
+func openGPU(ctx context.Context, cfg Config, opt options, allowSoftware bool) (device, string, string, error) {
 	if !gpu.Built {
 		return nil, reasonNoCgo, hintNoCgo, &AdapterError{Reason: reasonNoCgo, Hint: hintNoCgo, kind: ErrNoGPUSupport}
 	}
@@ -168,7 +190,7 @@ func openGPU(ctx context.Context, cfg Config, opt options, allowSoftware bool) (
 			err = gpuError(err)
 			return nil, err.Error(), hintProbeFailed, err
 		}
-		return g, "", "", nil
+		return local{g}, "", "", nil
 	}
 	reason, hint := fallbackReason(cfg.Adapter, reports, allowSoftware)
 	return nil, reason, hint, &AdapterError{Reason: reason, Hint: hint, kind: ErrNoAdapter}
@@ -189,7 +211,7 @@ func newOnDevice(ctx context.Context, cfg Config, d *gpu.Device) (*Index, error)
 		return nil, gpuError(err)
 	}
 	ix := emptyIndex(cfg)
-	ix.dev = g
+	ix.dev = local{g}
 	return ix, nil
 }
 
@@ -208,5 +230,9 @@ func withDevice(ix *Index, f func(g *gpu.Index, ids []uint64, dead func(row int)
 	case ix.stale:
 		return fmt.Errorf("%w: the resident rows are stale after a failed device write; the next write uploads them again", ErrGPU)
 	}
-	return f(ix.dev, ix.rid.ids, ix.rid.isDead)
+	l, ok := ix.dev.(local)
+	if !ok {
+		return link.ErrNoDevice // an isolated index's device is in another process
+	}
+	return f(l.Index, ix.rid.ids, ix.rid.isDead)
 }

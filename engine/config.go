@@ -183,6 +183,14 @@ type Config struct {
 	// idle never waits). 0 means no wait: the batch is whatever queued
 	// while the previous one ran.
 	BatchWait time.Duration
+	// Isolate runs the index's GPU work in a child process (this program
+	// run again; see engine's package documentation): a failure inside
+	// the GPU driver or wgpu-native that would end a process ends only
+	// the child. The call that meets it returns ErrGPU, which under Auto
+	// is answered by the fallback, and the index starts a new child in
+	// the background. It costs a second host copy of the rows (in the
+	// child) and a pipe crossing per call.
+	Isolate bool
 }
 
 // DefaultBatchQueries is Config.BatchQueries' default, chosen by

@@ -60,3 +60,14 @@ func NewSoftwareAuto(ctx context.Context, cfg Config, chunkRows int, after time.
 	cfg.Device = Auto
 	return newIndex(ctx, cfg, options{maxChunkRows: chunkRows, softwareAuto: true, recoverAfter: after, recoverFault: fault})
 }
+
+// GPUChildPID is the process ID of an isolated index's GPU child, 0 when
+// it has none.
+func GPUChildPID(ix *Index) int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if c, ok := ix.dev.(*childDevice); ok {
+		return c.pid()
+	}
+	return 0
+}

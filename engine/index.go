@@ -46,7 +46,7 @@ type Index struct {
 
 	// gpu is nil on the CPU path. gpuDown is set when a GPU failure under
 	// Device Auto moved searches to the fallback for good; reason says why.
-	dev     *gpu.Index
+	dev     device
 	route   *Routing // non-nil under Auto on a GPU
 	gpuDown atomic.Bool
 	whyMu   sync.Mutex
@@ -121,7 +121,7 @@ func newIndex(ctx context.Context, cfg Config, opt options) (ix *Index, err erro
 	if cfg.Device == CPU {
 		return ix, nil
 	}
-	g, reason, hint, err := openGPU(ctx, cfg, opt, cfg.Device == GPU || opt.softwareAuto)
+	g, reason, hint, err := openDevice(ctx, cfg, opt)
 	if err != nil {
 		// A probe cut short by ctx says nothing about the GPU: return
 		// that rather than fall back with a misleading reason.
@@ -256,8 +256,8 @@ type appended struct {
 	ids    []uint64
 	old    int // rows published when it was staged
 	slab   packed.Slab
-	staged *gpu.Staged // nil off the GPU
-	fresh  bool        // the upload rewrote every row (they were stale)
+	staged func() // publishes the device copy; nil off the GPU
+	fresh  bool   // the upload rewrote every row (they were stale)
 }
 
 // stageAppend packs n validated rows with pack under ids (nil: assigned)
@@ -340,7 +340,7 @@ func (ix *Index) publish(p *appended) {
 	}
 	*ix.slab = p.slab
 	if p.staged != nil && ix.dev != nil {
-		ix.dev.Publish(p.staged)
+		p.staged()
 		if p.fresh {
 			ix.stale = false
 		}

@@ -186,7 +186,7 @@ var cpuRate = sync.OnceValues(func() (float64, error) {
 
 // routingFor measures what Auto routes by: the device's latency and scan
 // rate (once per device) beside the fallback's rates (once per process).
-func routingFor(g *gpu.Index) (*Routing, error) {
+func routingFor(g device) (*Routing, error) {
 	latency, gpuRate, err := g.Calibrate()
 	if err != nil {
 		return nil, gpuError(err)

@@ -1,0 +1,62 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/umbravec/umbra/fallback"
+	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/packed"
+)
+
+// device is an index's device side: the wgpu backend in this process
+// (local), or in a child process whose crash cannot end this one
+// (isolate.go). Every method is the backend's (internal/gpu) of the same
+// name, except that Stage returns the call that publishes what it staged.
+type device interface {
+	Adapter() gpu.AdapterInfo
+	Limits() gpu.Limits
+	ChunkRows() int
+	Stage(ctx context.Context, s *packed.Slab, from int, st *gpu.Stages, progress func(done, total int)) (publish func(), err error)
+	Upload(ctx context.Context, s *packed.Slab, from int, st *gpu.Stages, progress func(done, total int)) error
+	Truncate(rows int)
+	Rewrite(ctx context.Context, s *packed.Slab, rows []int) error
+	Search(ctx context.Context, qs [][]float32, k, rows int, mask []uint64, st *gpu.Stages) ([][]fallback.Hit, error)
+	Scores(ctx context.Context, q []float32, rows int) ([]float32, error)
+	Floor(ctx context.Context) (time.Duration, int64, string, error)
+	Calibrate() (time.Duration, float64, error)
+	// Sibling is a new, empty device side like this one (compaction
+	// uploads into it); Renew is one on a device that passes the
+	// self-test again (recovery).
+	Sibling() (device, error)
+	Renew(ctx context.Context, timeout time.Duration) (device, error)
+	SetFault(f func(step string) error)
+	Release()
+}
+
+// local is the wgpu backend in this process.
+type local struct{ *gpu.Index }
+
+func (l local) Stage(ctx context.Context, s *packed.Slab, from int, st *gpu.Stages, progress func(done, total int)) (func(), error) {
+	staged, err := l.Index.Stage(ctx, s, from, st, progress)
+	if err != nil {
+		return nil, err
+	}
+	return func() { l.Index.Publish(staged) }, nil
+}
+
+func (l local) Sibling() (device, error) {
+	g, err := l.Index.Sibling()
+	if err != nil {
+		return nil, err
+	}
+	return local{g}, nil
+}
+
+func (l local) Renew(ctx context.Context, timeout time.Duration) (device, error) {
+	g, err := l.Index.Renew(ctx, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return local{g}, nil
+}

@@ -1,0 +1,455 @@
+package engine
+
+import (
+	"bufio"
+	"context"
+	"encoding/gob"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/umbravec/umbra/fallback"
+	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/packed"
+)
+
+// GPU work in a child process (Config.Isolate).
+//
+// Some failures of wgpu-native end the process that meets them — a submit
+// on a device that was lost, the binding's device-lost handler — and no
+// error scope or recover can catch them. With Config.Isolate the index's
+// device side lives in a child process: this program run again, which
+// serves the device over its standard input and output (the engine package
+// does that from its init function when it finds childEnv set, before the
+// program's main runs). The parent keeps every row on the host, as always;
+// the child keeps a copy of the packed rows it uploads and answers
+// searches. If the child dies, the call that met it fails with ErrGPU,
+// which under Device Auto is answered by the fallback, and recovery starts
+// a new child and uploads every row again.
+//
+// The price: the child holds a second host copy of the rows, every upload
+// and search crosses a pipe, and while the child uploads it answers
+// nothing else (in this process an upload and searches interleave).
+
+// childEnv marks the process as a GPU child.
+const childEnv = "UMBRA_GPU_CHILD"
+
+func init() {
+	if os.Getenv(childEnv) == "1" {
+		os.Exit(serveChild(os.NewFile(3, "requests"), os.NewFile(4, "replies")))
+	}
+}
+
+// childHello is the parent's first message: what index to make.
+type childHello struct {
+	Dim, Metric   int
+	Adapter       AdapterSelect
+	AllowSoftware bool
+	MaxChunkRows  int
+	ProbeTimeout  time.Duration
+}
+
+// childRequest is one call; Op names it.
+type childRequest struct {
+	Op       string // stage, publish, upload, truncate, rewrite, search, scores, floor, calibrate
+	From     int
+	Total    int
+	Rows     []byte // packed float32 rows, little-endian: stage/upload from From, rewrite RowIdx
+	RowIdx   []int
+	Queries  []byte // nq padded queries
+	NQ, K, N int
+	Mask     []uint64
+	Token    int
+}
+
+type childReply struct {
+	Err       string
+	TooLarge  bool
+	Adapter   gpu.AdapterInfo
+	Limits    gpu.Limits
+	ChunkRows int
+	Token     int
+	Hits      [][]fallback.Hit
+	Scores    []float32
+	Dur       time.Duration
+	Bytes     int64
+	Clock     string
+	Rate      float64
+}
+
+// childDevice is the parent's end of a child's device side.
+type childDevice struct {
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	enc    *gob.Encoder
+	dec    *gob.Decoder
+	out    *bufio.Writer
+	broken error
+	hello  childHello
+	info   childReply
+	stride int
+	fault  func(step string) error
+	exited chan struct{}
+}
+
+// startChild runs this program again as a GPU child and opens its index.
+func startChild(ctx context.Context, h childHello) (*childDevice, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("%w: starting the GPU child process: %v", ErrGPU, err)
+	}
+	// The requests and replies travel on their own pipes (the child's
+	// file descriptors 3 and 4), so nothing the program prints before the
+	// engine's init function runs can mix with them.
+	reqR, reqW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrGPU, err)
+	}
+	repR, repW, err := os.Pipe()
+	if err != nil {
+		reqR.Close()
+		reqW.Close()
+		return nil, fmt.Errorf("%w: %v", ErrGPU, err)
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), childEnv+"=1")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.ExtraFiles = []*os.File{reqR, repW}
+	err = cmd.Start()
+	reqR.Close() // the child's ends
+	repW.Close()
+	if err != nil {
+		reqW.Close()
+		repR.Close()
+		return nil, fmt.Errorf("%w: starting the GPU child process: %v", ErrGPU, err)
+	}
+	stdin, stdout := reqW, repR
+	out := bufio.NewWriterSize(stdin, 1<<20)
+	c := &childDevice{cmd: cmd, enc: gob.NewEncoder(out), dec: gob.NewDecoder(bufio.NewReaderSize(stdout, 1<<20)),
+		out: out, hello: h, stride: packed.StrideFor(h.Dim), exited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		stdin.Close()
+		stdout.Close()
+		close(c.exited)
+	}()
+	// The child may take as long as a probe; a cancelled ctx ends it.
+	stop := context.AfterFunc(ctx, func() { _ = cmd.Process.Kill() })
+	defer stop()
+	c.mu.Lock()
+	err = c.enc.Encode(h)
+	if err == nil {
+		err = c.out.Flush()
+	}
+	if err == nil {
+		err = c.dec.Decode(&c.info)
+	}
+	c.mu.Unlock()
+	if err != nil {
+		c.kill()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("%w: the GPU child process did not start: %v", ErrGPU, err)
+	}
+	if c.info.Err != "" {
+		c.kill()
+		return nil, &AdapterError{Reason: c.info.Err, Hint: hintProbeFailed, kind: ErrNoAdapter}
+	}
+	return c, nil
+}
+
+func (c *childDevice) kill() {
+	_ = c.cmd.Process.Kill()
+	<-c.exited
+}
+
+// call sends one request and waits for its reply. A child that died, or a
+// reply that cannot be read, breaks the device for good: every later call
+// fails at once.
+func (c *childDevice) call(req childRequest) (childReply, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.broken != nil {
+		return childReply{}, c.broken
+	}
+	if c.fault != nil {
+		if err := c.fault(req.Op); err != nil {
+			return childReply{}, err
+		}
+	}
+	var rep childReply
+	err := c.enc.Encode(req)
+	if err == nil {
+		err = c.out.Flush()
+	}
+	if err == nil {
+		err = c.dec.Decode(&rep)
+	}
+	if err != nil {
+		c.broken = fmt.Errorf("%w: the GPU child process is gone: %v", ErrGPU, err)
+		go c.kill()
+		return childReply{}, c.broken
+	}
+	if rep.Err != "" {
+		if rep.TooLarge {
+			return rep, fmt.Errorf("%w: %s", ErrTooLarge, rep.Err)
+		}
+		return rep, fmt.Errorf("%w: %s", ErrGPU, rep.Err)
+	}
+	return rep, nil
+}
+
+// bytesOf views float32s as their little-endian bytes (every platform the
+// binding supports is little-endian).
+func bytesOf(f []float32) []byte {
+	if len(f) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&f[0])), len(f)*4)
+}
+
+func floatsOf(b []byte) []float32 {
+	if len(b) < 4 {
+		return nil
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), len(b)/4)
+}
+
+func (c *childDevice) Adapter() gpu.AdapterInfo { return c.info.Adapter }
+func (c *childDevice) Limits() gpu.Limits       { return c.info.Limits }
+func (c *childDevice) ChunkRows() int           { return c.info.ChunkRows }
+
+func (c *childDevice) rows(s *packed.Slab, from int) []byte {
+	return bytesOf(s.Data[from*s.Stride : s.Rows*s.Stride])
+}
+
+func (c *childDevice) Stage(ctx context.Context, s *packed.Slab, from int, st *gpu.Stages, progress func(done, total int)) (func(), error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rep, err := c.call(childRequest{Op: "stage", From: from, Total: s.Rows, Rows: c.rows(s, from)})
+	if err != nil {
+		return nil, err
+	}
+	if progress != nil {
+		progress(s.Rows-from, s.Rows-from)
+	}
+	return func() { _, _ = c.call(childRequest{Op: "publish", Token: rep.Token}) }, nil
+}
+
+func (c *childDevice) Upload(ctx context.Context, s *packed.Slab, from int, st *gpu.Stages, progress func(done, total int)) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	_, err := c.call(childRequest{Op: "upload", From: from, Total: s.Rows, Rows: c.rows(s, from)})
+	return err
+}
+
+func (c *childDevice) Truncate(rows int) { _, _ = c.call(childRequest{Op: "truncate", N: rows}) }
+
+func (c *childDevice) Rewrite(ctx context.Context, s *packed.Slab, rows []int) error {
+	data := make([]float32, 0, len(rows)*s.Stride)
+	for _, r := range rows {
+		data = append(data, s.PaddedRow(r)...)
+	}
+	_, err := c.call(childRequest{Op: "rewrite", RowIdx: rows, Rows: bytesOf(data)})
+	return err
+}
+
+func (c *childDevice) Search(ctx context.Context, qs [][]float32, k, rows int, mask []uint64, st *gpu.Stages) ([][]fallback.Hit, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	flat := make([]float32, 0, len(qs)*c.stride)
+	for _, q := range qs {
+		flat = append(flat, q...)
+	}
+	rep, err := c.call(childRequest{Op: "search", Queries: bytesOf(flat), NQ: len(qs), K: k, N: rows, Mask: mask})
+	if err != nil {
+		return nil, err
+	}
+	if len(rep.Hits) != len(qs) {
+		return nil, fmt.Errorf("%w: the GPU child answered %d queries of %d", ErrGPU, len(rep.Hits), len(qs))
+	}
+	for i := range rep.Hits {
+		if rep.Hits[i] == nil {
+			rep.Hits[i] = []fallback.Hit{} // gob sends an empty slice as nil
+		}
+	}
+	return rep.Hits, nil
+}
+
+func (c *childDevice) Scores(ctx context.Context, q []float32, rows int) ([]float32, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rep, err := c.call(childRequest{Op: "scores", Queries: bytesOf(q), NQ: 1, N: rows})
+	if err != nil {
+		return nil, err
+	}
+	if len(rep.Scores) != rows {
+		return nil, fmt.Errorf("%w: the GPU child returned %d scores for %d rows", ErrGPU, len(rep.Scores), rows)
+	}
+	return rep.Scores, nil
+}
+
+func (c *childDevice) Floor(ctx context.Context) (time.Duration, int64, string, error) {
+	rep, err := c.call(childRequest{Op: "floor"})
+	return rep.Dur, rep.Bytes, rep.Clock, err
+}
+
+func (c *childDevice) Calibrate() (time.Duration, float64, error) {
+	rep, err := c.call(childRequest{Op: "calibrate"})
+	return rep.Dur, rep.Rate, err
+}
+
+// Sibling and Renew start a new child: a fresh process is the only device
+// side that cannot have been hurt by what happened to this one.
+func (c *childDevice) Sibling() (device, error) {
+	return startChild(context.Background(), c.hello)
+}
+
+func (c *childDevice) Renew(ctx context.Context, timeout time.Duration) (device, error) {
+	h := c.hello
+	h.ProbeTimeout = timeout
+	return startChild(ctx, h)
+}
+
+func (c *childDevice) SetFault(f func(step string) error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.fault = f
+}
+
+// Release ends the child.
+func (c *childDevice) Release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.broken == nil {
+		c.broken = fmt.Errorf("%w: the GPU child process was released", ErrGPU)
+	}
+	_ = c.cmd.Process.Kill()
+}
+
+// pid is the child's process ID (tests kill it).
+func (c *childDevice) pid() int { return c.cmd.Process.Pid }
+
+// serveChild is the child's side: it opens the index the parent's hello
+// asks for and answers requests until its input ends. It returns the exit
+// status.
+func serveChild(in io.Reader, out io.Writer) int {
+	dec := gob.NewDecoder(bufio.NewReaderSize(in, 1<<20))
+	w := bufio.NewWriterSize(out, 1<<20)
+	enc := gob.NewEncoder(w)
+	reply := func(r childReply) bool {
+		return enc.Encode(r) == nil && w.Flush() == nil
+	}
+	var h childHello
+	if err := dec.Decode(&h); err != nil {
+		return 2
+	}
+	cfg := Config{Dim: h.Dim, Metric: Metric(h.Metric), Device: GPU, Adapter: h.Adapter, ProbeTimeout: h.ProbeTimeout}
+	dev, reason, _, err := openGPU(context.Background(), cfg, options{maxChunkRows: h.MaxChunkRows}, h.AllowSoftware)
+	if err != nil {
+		if reason == "" {
+			reason = err.Error()
+		}
+		reply(childReply{Err: reason})
+		return 1
+	}
+	g := dev.(local)
+	if !reply(childReply{Adapter: g.Adapter(), Limits: g.Limits(), ChunkRows: g.ChunkRows()}) {
+		return 2
+	}
+	// mirror is the packed rows as the parent last sent them; staged are
+	// uploads waiting for their publish.
+	mirror := packed.NewSlab(h.Dim)
+	staged := map[int]func(){}
+	token := 0
+	ctx := context.Background()
+	fail := func(err error) childReply {
+		return childReply{Err: err.Error(), TooLarge: errors.Is(err, gpu.ErrTooLarge) || errors.Is(err, ErrTooLarge)}
+	}
+	take := func(from, total int, rows []byte) {
+		mirror.Data = append(mirror.Data[:from*mirror.Stride], floatsOf(rows)...)
+		mirror.Rows = total
+	}
+	for {
+		var req childRequest
+		if err := dec.Decode(&req); err != nil {
+			return 0 // the parent closed our input, or went away
+		}
+		var r childReply
+		switch req.Op {
+		case "stage":
+			take(req.From, req.Total, req.Rows)
+			publish, err := g.Stage(ctx, mirror, req.From, nil, nil)
+			if err != nil {
+				r = fail(err)
+				break
+			}
+			token++
+			staged[token], r.Token = publish, token
+		case "publish":
+			if p := staged[req.Token]; p != nil {
+				p()
+			}
+			clear(staged)
+		case "upload":
+			take(req.From, req.Total, req.Rows)
+			if err := g.Upload(ctx, mirror, req.From, nil, nil); err != nil {
+				r = fail(err)
+			}
+		case "truncate":
+			g.Truncate(req.N)
+		case "rewrite":
+			src := floatsOf(req.Rows)
+			for i, row := range req.RowIdx {
+				copy(mirror.PaddedRow(row), src[i*mirror.Stride:(i+1)*mirror.Stride])
+			}
+			if err := g.Rewrite(ctx, mirror, req.RowIdx); err != nil {
+				r = fail(err)
+			}
+		case "search":
+			flat := floatsOf(req.Queries)
+			qs := make([][]float32, req.NQ)
+			for i := range qs {
+				qs[i] = flat[i*mirror.Stride : (i+1)*mirror.Stride]
+			}
+			hits, err := g.Search(ctx, qs, req.K, req.N, req.Mask, nil)
+			if err != nil {
+				r = fail(err)
+			}
+			r.Hits = hits
+		case "scores":
+			scores, err := g.Scores(ctx, floatsOf(req.Queries), req.N)
+			if err != nil {
+				r = fail(err)
+			}
+			r.Scores = scores
+		case "floor":
+			d, b, clock, err := g.Floor(ctx)
+			if err != nil {
+				r = fail(err)
+			}
+			r.Dur, r.Bytes, r.Clock = d, b, clock
+		case "calibrate":
+			d, rate, err := g.Calibrate()
+			if err != nil {
+				r = fail(err)
+			}
+			r.Dur, r.Rate = d, rate
+		default:
+			r.Err = "unknown request " + req.Op
+		}
+		if !reply(r) {
+			return 0
+		}
+	}
+}
