@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -223,4 +224,82 @@ func TestMemoryBudgets(t *testing.T) {
 		_, err := engine.New(ctx, cfg)
 		require.ErrorIs(t, err, engine.ErrInvalidConfig, "%+v", cfg)
 	}
+}
+
+// TestOverflowMergesExactly keeps the rows past a small device budget on
+// the CPU (Config.Overflow): searches of every kind — k from 1 to Len
+// across the split, filtered, range, batches — equal the fallback's, and
+// stay so through upserts on both sides, deletes and compaction.
+func TestOverflowMergesExactly(t *testing.T) {
+	for _, b := range backends[1:] {
+		t.Run(b.name, func(t *testing.T) {
+			r := newRand(t)
+			const dim = 10 // 48 bytes a row
+			ctx := context.Background()
+			cfg := engine.Config{Dim: dim, Metric: engine.L2, MaxDeviceBytes: 300 * 48, Overflow: true}
+			ix := open(t, b, cfg, 100) // the device holds 256 rows in 3 chunks
+			ref := open(t, backends[0], engine.Config{Dim: dim, Metric: engine.L2})
+			data := randomVectors(r, 700, dim)
+			for _, x := range []*engine.Index{ix, ref} {
+				_, err := x.Add(ctx, data[:200])
+				require.NoError(t, err)
+				_, err = x.Add(ctx, data[200:])
+				require.NoError(t, err)
+			}
+			info := ix.Info()
+			require.Equal(t, engine.BackendGPU, info.Backend)
+			require.Equal(t, 256, info.DeviceRows)
+			qs := randomVectors(r, 3, dim)
+			allow := []uint64{1, 5, 255, 256, 257, 300, 699, 4000}
+			same := func(what string) {
+				t.Helper()
+				for _, k := range []int{1, 7, 255, 256, 257, 699, 700} {
+					want, err := ref.SearchBatch(ctx, qs, k)
+					require.NoError(t, err)
+					got, err := ix.SearchBatch(ctx, qs, k)
+					require.NoError(t, err)
+					for i := range qs {
+						requireSameHits(t, engine.L2, want[i], got[i], fmt.Sprintf("%s: k=%d query %d", what, k, i))
+					}
+				}
+				for i, q := range qs {
+					want, err := ref.Search(ctx, q, 5, engine.Allow(allow...))
+					require.NoError(t, err)
+					got, err := ix.Search(ctx, q, 5, engine.Allow(allow...))
+					require.NoError(t, err)
+					requireSameHits(t, engine.L2, want, got, fmt.Sprintf("%s: filtered query %d", what, i))
+					ranked, err := ref.Search(ctx, q, 1000)
+					require.NoError(t, err)
+					j := 300
+					for ranked[j+1].Score-ranked[j].Score < 1e-3 {
+						j++
+					}
+					th := (ranked[j].Score + ranked[j+1].Score) / 2
+					gotR, err := ix.SearchRange(ctx, q, th)
+					require.NoError(t, err)
+					requireSameHits(t, engine.L2, ranked[:j+1], gotR, fmt.Sprintf("%s: range query %d", what, i))
+				}
+			}
+			same("after adds")
+			var tr engine.Trace
+			_, err := ix.Search(engine.WithTrace(ctx, &tr), qs[0], 3)
+			require.NoError(t, err)
+			require.Equal(t, engine.BackendGPU, tr.Backend, "the device takes part")
+			up := randomVectors(r, 3, dim)
+			for _, x := range []*engine.Index{ix, ref} {
+				require.NoError(t, x.Upsert(ctx, []uint64{3, 600, 9000}, up)) // a device row, a CPU row, a new one
+				require.NoError(t, x.Delete(ctx, 4, 10, 500))
+			}
+			same("after upserts and deletes")
+			for _, x := range []*engine.Index{ix, ref} {
+				require.NoError(t, x.Compact(ctx))
+			}
+			require.Equal(t, 256, ix.Info().DeviceRows)
+			same("after compaction")
+		})
+	}
+	_, err := engine.New(context.Background(), engine.Config{Dim: 10, Overflow: true})
+	require.ErrorIs(t, err, engine.ErrInvalidConfig, "Overflow without MaxDeviceBytes")
+	_, err = engine.New(context.Background(), engine.Config{Dim: 10, Overflow: true, MaxDeviceBytes: 63 * 48})
+	require.ErrorIs(t, err, engine.ErrInvalidConfig, "a budget under 64 rows")
 }

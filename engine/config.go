@@ -183,6 +183,13 @@ type Config struct {
 	// idle never waits). 0 means no wait: the batch is whatever queued
 	// while the previous one ran.
 	BatchWait time.Duration
+	// Overflow, with MaxDeviceBytes, keeps the rows past the device's
+	// budget on the CPU instead of refusing them (Device GPU) or moving
+	// every search to the CPU (Auto): the device holds the first
+	// MaxDeviceBytes of rows (a multiple of 64 rows, at least 64), the
+	// fallback the rest, a search runs both at once and merges them
+	// exactly.
+	Overflow bool
 	// Isolate runs the index's GPU work in a child process (this program
 	// run again; see engine's package documentation): a failure inside
 	// the GPU driver or wgpu-native that would end a process ends only

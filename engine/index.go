@@ -66,6 +66,10 @@ type Index struct {
 	lastFailure string // guarded by whyMu
 	opt         options
 
+	// devCap, when not 0, is how many rows the device may hold: the rest
+	// stay on the CPU (Config.Overflow, overflow.go).
+	devCap int
+
 	// beforePublish, when set (by tests only), runs in a write just before
 	// its staged rows are published, with wmu held and ix.mu not.
 	beforePublish func()
@@ -118,6 +122,9 @@ func newIndex(ctx context.Context, cfg Config, opt options) (ix *Index, err erro
 	}
 	ix = emptyIndex(cfg)
 	ix.opt = opt
+	if ix.devCap, err = overflowCap(cfg); err != nil {
+		return nil, err
+	}
 	if cfg.Device == CPU {
 		return ix, nil
 	}
@@ -311,7 +318,7 @@ func (ix *Index) stageAppend(ctx context.Context, start time.Time, ids []uint64,
 			ix.dev.Truncate(0)
 			from, p.fresh = 0, true
 		}
-		staged, err := ix.dev.Stage(ctx, &p.slab, from, st, func(done, total int) { report("upload", done, total) })
+		staged, err := ix.dev.Stage(ctx, ix.deviceView(&p.slab), from, st, func(done, total int) { report("upload", done, total) })
 		t.add(st)
 		if err = gpuError(err); err != nil {
 			// A cancelled call and, under Device GPU, a failed upload
@@ -381,7 +388,7 @@ func (ix *Index) upload(ctx context.Context, from int, st *gpu.Stages, progress 
 		ix.dev.Truncate(0)
 		from = 0
 	}
-	if err := gpuError(ix.dev.Upload(ctx, ix.slab, from, st, progress)); err != nil {
+	if err := gpuError(ix.dev.Upload(ctx, ix.deviceView(ix.slab), from, st, progress)); err != nil {
 		return err
 	}
 	ix.stale = false
@@ -518,7 +525,13 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int, mask []u
 		if t != nil {
 			st = &gpu.Stages{}
 		}
-		res, err := ix.gpuSearch(ctx, qs, k, mask, st)
+		var res [][]fallback.Hit
+		var err error
+		if ix.overflowing() {
+			res, err = ix.searchSplit(ctx, qs, k, mask, st)
+		} else {
+			res, err = ix.gpuSearch(ctx, qs, k, ix.slab.Rows, mask, st)
+		}
 		t.add(st)
 		err = gpuError(err)
 		if err == nil {
@@ -654,7 +667,8 @@ func (ix *Index) Info() Info {
 		info.Adapter = AdapterInfo(ix.dev.Adapter())
 		info.Limits = DeviceLimits(ix.dev.Limits())
 		info.ChunkRows = ix.dev.ChunkRows()
-		info.Chunks = (ix.slab.Rows + info.ChunkRows - 1) / info.ChunkRows
+		info.DeviceRows = ix.deviceRows(ix.slab.Rows)
+		info.Chunks = (info.DeviceRows + info.ChunkRows - 1) / info.ChunkRows
 		if ix.onGPU() {
 			info.Backend = BackendGPU
 		}
@@ -729,12 +743,12 @@ func (ix *Index) SearchRange(ctx context.Context, query []float32, threshold flo
 	if ix.onGPU() && !ix.stale {
 		// The device scores every row; the host keeps those within the
 		// threshold (4 bytes a row come back, as for a k = Len search).
-		var scores []float32
-		scores, err = ix.dev.Scores(ctx, q, ix.slab.Rows)
-		if err = gpuError(err); err == nil {
-			found = fallback.Within(scores, threshold, ix.fallbackMetric(), mask)
-		} else if err := ix.afterGPUFailure(ctx, err); err != nil {
-			return nil, err
+		found, err = ix.rangeSplit(ctx, q, threshold, mask)
+		if err = gpuError(err); err != nil {
+			found = nil
+			if err := ix.afterGPUFailure(ctx, err); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if found == nil {
@@ -759,7 +773,7 @@ func (ix *Index) checkBudget(n int) error {
 		return fmt.Errorf("%w: %d vectors would take %d bytes of host memory, over MaxHostBytes %d",
 			ErrTooLarge, ix.slab.Rows+n, bytes, max)
 	}
-	if max := ix.cfg.MaxDeviceBytes; max > 0 && ix.onGPU() && bytes > max {
+	if max := ix.cfg.MaxDeviceBytes; max > 0 && ix.onGPU() && bytes > max && ix.devCap == 0 {
 		err := fmt.Errorf("%w: %d vectors would take %d bytes of device memory, over MaxDeviceBytes %d",
 			ErrTooLarge, ix.slab.Rows+n, bytes, max)
 		if ix.cfg.Device == GPU {
@@ -783,15 +797,15 @@ const (
 
 // gpuSearch is the device's Search of prepared queries, in pieces (see
 // gpuPiece). The caller holds ix.mu.
-func (ix *Index) gpuSearch(ctx context.Context, qs [][]float32, k int, mask []uint64, st *gpu.Stages) ([][]fallback.Hit, error) {
+func (ix *Index) gpuSearch(ctx context.Context, qs [][]float32, k, rows int, mask []uint64, st *gpu.Stages) ([][]fallback.Hit, error) {
 	if len(qs) <= gpuFirstPiece {
-		return ix.dev.Search(ctx, qs, k, ix.slab.Rows, mask, st)
+		return ix.dev.Search(ctx, qs, k, rows, mask, st)
 	}
 	out := make([][]fallback.Hit, 0, len(qs))
 	for lo, n := 0, gpuFirstPiece; lo < len(qs); {
 		hi := min(lo+n, len(qs))
 		start := time.Now()
-		part, err := ix.dev.Search(ctx, qs[lo:hi], k, ix.slab.Rows, mask, st)
+		part, err := ix.dev.Search(ctx, qs[lo:hi], k, rows, mask, st)
 		if err != nil {
 			return nil, err
 		}

@@ -60,11 +60,14 @@ type Info struct {
 	// Adapter and Limits describe the GPU the index was created on; they
 	// stay set after a GPU failure moved it to the CPU (Backend cpu,
 	// Reason says why), and are zero when it never had one.
-	Adapter   AdapterInfo
-	Limits    DeviceLimits
-	Chunks    int    // device buffers the slab occupies
-	ChunkRows int    // rows per device buffer
-	CPUKernel string // the fallback's dot-product kernel, e.g. "avx2+fma"
+	Adapter AdapterInfo
+	Limits  DeviceLimits
+	Chunks  int // device buffers the slab occupies
+	// DeviceRows is how many rows the device holds: all of them, unless
+	// Config.Overflow keeps the rows past MaxDeviceBytes on the CPU.
+	DeviceRows int
+	ChunkRows  int    // rows per device buffer
+	CPUKernel  string // the fallback's dot-product kernel, e.g. "avx2+fma"
 	// Reason says why the fallback serves searches under Device Auto
 	// (empty when the GPU does, or when Device CPU was asked for).
 	Reason string

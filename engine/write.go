@@ -139,7 +139,20 @@ func (ix *Index) rewrite(ctx context.Context, rows []int) error {
 	if ix.stale {
 		return ix.upload(ctx, 0, nil, nil)
 	}
-	if err := gpuError(ix.dev.Rewrite(ctx, ix.slab, rows)); err != nil {
+	// Rows past the device's (Config.Overflow) live on the CPU only.
+	onDevice := rows
+	if ix.devCap > 0 {
+		onDevice = nil
+		for _, r := range rows {
+			if r < ix.devCap {
+				onDevice = append(onDevice, r)
+			}
+		}
+	}
+	if len(onDevice) == 0 {
+		return nil
+	}
+	if err := gpuError(ix.dev.Rewrite(ctx, ix.slab, onDevice)); err != nil {
 		ix.stale = true
 		return err
 	}
@@ -265,7 +278,7 @@ func (ix *Index) compactLocked(ctx context.Context) error {
 	if onGPU {
 		var err error
 		if fresh, err = dev.Sibling(); err == nil {
-			err = fresh.Upload(ctx, slab, 0, nil, nil)
+			err = fresh.Upload(ctx, ix.deviceView(slab), 0, nil, nil)
 			if err != nil {
 				fresh.Release()
 			}

@@ -1,0 +1,150 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/umbravec/umbra/fallback"
+	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/packed"
+)
+
+// Overflow: with Config.Overflow and MaxDeviceBytes, the device holds the
+// first devCap rows and the fallback the rest. A search runs both parts at
+// once — the device over its rows, the CPU over the others, each with its
+// slice of the allow bitmap — and merges them exactly: the best k of both
+// by the one ordering every path shares (score, then lower row), which is
+// the top k of all rows. A range search takes every row within the
+// threshold from both. devCap is a multiple of 64, so the bitmap splits on
+// a word boundary.
+
+// overflowCap returns the rows the device may hold under cfg, or 0 for no
+// cap; an Overflow budget below 64 rows is a configuration error.
+func overflowCap(cfg Config) (int, error) {
+	if !cfg.Overflow {
+		return 0, nil
+	}
+	if cfg.MaxDeviceBytes <= 0 {
+		return 0, fmt.Errorf("%w: Overflow needs MaxDeviceBytes, the device's share", ErrInvalidConfig)
+	}
+	rowBytes := int64(packed.StrideFor(cfg.Dim)) * 4
+	rows := cfg.MaxDeviceBytes / rowBytes &^ 63
+	if rows < 64 {
+		return 0, fmt.Errorf("%w: MaxDeviceBytes %d holds fewer than 64 rows of %d bytes; Overflow needs at least %d",
+			ErrInvalidConfig, cfg.MaxDeviceBytes, rowBytes, 64*rowBytes)
+	}
+	return int(min(rows, int64(^uint(0)>>1))), nil
+}
+
+// deviceRows is how many of rows rows the device holds.
+func (ix *Index) deviceRows(rows int) int {
+	if ix.devCap > 0 {
+		return min(rows, ix.devCap)
+	}
+	return rows
+}
+
+// deviceView is s cut to the rows the device holds.
+func (ix *Index) deviceView(s *packed.Slab) *packed.Slab {
+	n := ix.deviceRows(s.Rows)
+	if n == s.Rows {
+		return s
+	}
+	return &packed.Slab{Dim: s.Dim, Stride: s.Stride, Rows: n, Data: s.Data[:n*s.Stride]}
+}
+
+// overflowing reports whether some rows live on the CPU only. The caller
+// holds ix.mu.
+func (ix *Index) overflowing() bool { return ix.devCap > 0 && ix.slab.Rows > ix.devCap }
+
+// hostPart is the fallback's view of the rows past the device's, with
+// their part of mask (nil: every row); a hit's row in it plus devCap is its
+// row in the slab.
+func (ix *Index) hostPart(mask []uint64) fallback.Slab {
+	v := ix.view()
+	d := ix.devCap
+	v.Data, v.Rows = v.Data[d*v.Stride:], v.Rows-d
+	if mask != nil {
+		v.Allow = mask[d/64:]
+	}
+	return v
+}
+
+// searchSplit searches the device's rows and the CPU's at once and merges
+// the answers. A device error is returned as it is (the caller decides
+// what it means). The caller holds ix.mu.
+func (ix *Index) searchSplit(ctx context.Context, qs [][]float32, k int, mask []uint64, st *gpu.Stages) ([][]fallback.Hit, error) {
+	var dev [][]fallback.Hit
+	var derr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer ix.recoverInto(&derr)
+		dev, derr = ix.gpuSearch(ctx, qs, k, ix.devCap, mask, st)
+	}()
+	view := ix.hostPart(mask)
+	host, herr := fallback.SearchBatch(ctx, view, qs, k, ix.fallbackMetric(), ix.cfg.Workers)
+	<-done
+	if derr != nil {
+		return nil, derr
+	}
+	if herr != nil {
+		return nil, herr
+	}
+	out := make([][]fallback.Hit, len(qs))
+	for i := range qs {
+		out[i] = ix.merge(dev[i], host[i], k)
+	}
+	return out, nil
+}
+
+// merge returns the best k of a (device rows) and b (rows past them,
+// numbered from devCap), each ranked best first.
+func (ix *Index) merge(a, b []fallback.Hit, k int) []fallback.Hit {
+	m := ix.fallbackMetric()
+	out := make([]fallback.Hit, 0, min(k, len(a)+len(b)))
+	i, j := 0, 0
+	for len(out) < k && (i < len(a) || j < len(b)) {
+		var h fallback.Hit
+		if j < len(b) {
+			h = b[j]
+			h.Row += ix.devCap
+		}
+		if i < len(a) && (j >= len(b) || fallback.Worse(h, a[i], m)) {
+			out, i = append(out, a[i]), i+1
+		} else {
+			out, j = append(out, h), j+1
+		}
+	}
+	return out
+}
+
+// rangeSplit is SearchRange's device part from the read-back scores and
+// the CPU's over the rest, merged. The caller holds ix.mu.
+func (ix *Index) rangeSplit(ctx context.Context, q []float32, threshold float32, mask []uint64) ([]fallback.Hit, error) {
+	scores, err := ix.dev.Scores(ctx, q, ix.deviceRows(ix.slab.Rows))
+	if err != nil {
+		return nil, err
+	}
+	found := fallback.Within(scores, threshold, ix.fallbackMetric(), mask)
+	if !ix.overflowing() {
+		return found, nil
+	}
+	rest, err := fallback.Range(ctx, ix.hostPart(mask), q, threshold, ix.fallbackMetric(), ix.cfg.Workers)
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range rest {
+		h.Row += ix.devCap
+		found = append(found, h)
+	}
+	m := ix.fallbackMetric()
+	slices.SortFunc(found, func(a, b fallback.Hit) int {
+		if fallback.Worse(b, a, m) {
+			return -1
+		}
+		return 1
+	})
+	return found, nil
+}
