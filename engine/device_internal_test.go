@@ -144,7 +144,7 @@ func TestAutoAnswersTheFailedCall(t *testing.T) {
 	want, err := cpu.Search(context.Background(), q, 7)
 	require.NoError(t, err)
 
-	for _, step := range []string{"bind scores", "submit", "map readback"} {
+	for _, step := range []string{"write queries", "submit", "map readback"} {
 		auto, err := newOnDevice(context.Background(), Config{Dim: 3}, d)
 		require.NoError(t, err)
 		auto.cfg.Device = Auto // as if Auto had chosen this device

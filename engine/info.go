@@ -51,6 +51,11 @@ type DeviceLimits struct {
 	// StagedQueries is true when batches stage their queries in workgroup
 	// memory on this device (measured faster by the probe).
 	StagedQueries bool
+	// FusedK and FusedBatchK are the largest k a single search and a batch
+	// select in the fused scan-and-select pass (one submission, a scan per
+	// chunk and a merge); larger k takes the radix select. 0 when the
+	// device did not pass the fused self-test.
+	FusedK, FusedBatchK uint32
 }
 
 // Info says how an index computes and, when it fell back to the CPU, why and

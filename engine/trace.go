@@ -22,6 +22,18 @@ type Trace struct {
 
 	UploadBytes   int64
 	ReadbackBytes int64
+	// What the GPU path issued, counted where its wgpu calls are made
+	// (zero on the CPU path): compute dispatches, queue submissions, buffer
+	// maps (each a round trip that waits for the device), bytes written to
+	// the device (queries, parameters, rows at Add) and bytes read back.
+	// A traced search issues exactly what an untraced one does. A search
+	// whose k is within DeviceLimits.FusedK issues one scan dispatch per
+	// device chunk plus one merge, one submission and one map.
+	Dispatches, Submissions, Maps int64
+	BytesUp, BytesDown            int64
+	// SelectPath is how the last traced GPU search selected: "fused",
+	// "radix", "host" (every score read back) or "scores".
+	SelectPath string
 	// KernelClock says how Kernel was timed: "gpu" (timestamps written by
 	// the device before the first and after the last dispatch, where it
 	// supports timestamps inside compute passes), "wall" (submit and wait
@@ -63,7 +75,15 @@ func (t *Trace) add(st *gpu.Stages) {
 	t.Select += st.Select
 	t.UploadBytes += st.UploadBytes
 	t.ReadbackBytes += st.ReadbackBytes
+	t.Dispatches += st.Dispatches
+	t.Submissions += st.Submissions
+	t.Maps += st.Maps
+	t.BytesUp += st.BytesUp
+	t.BytesDown += st.BytesDown
 	if st.KernelClock != "" {
 		t.KernelClock = st.KernelClock
+	}
+	if st.Path != "" {
+		t.SelectPath = st.Path
 	}
 }

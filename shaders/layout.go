@@ -8,22 +8,28 @@ import (
 // The binary layouts the shaders read and write, owned here so that no
 // byte offset is written anywhere else.
 
-// ParamsBytes is the size of scores.wgsl's Params uniform.
-const ParamsBytes = 32
+// ParamsBytes is the size of the per-chunk Params uniform: scores.wgsl
+// reads its first 32 bytes, topk.wgsl's scan all 48.
+const ParamsBytes = 48
 
-// Params is scores.wgsl's per-chunk uniform.
+// Params is scores.wgsl's and topk.wgsl's per-chunk uniform.
 type Params struct {
 	Rows    uint32 // rows in this chunk
 	GroupsX uint32 // grid width in workgroups
 	Base    uint32 // global index of the chunk's first row
 	Total   uint32 // rows in the whole index: the stride between queries' scores
 	Queries uint32 // queries in this submission
+	// The fused scan's (topk.wgsl) fields.
+	K        uint32 // hits per query
+	Masked   uint32 // 1: only rows set in the allow bitmap take part
+	ListBase uint32 // the chunk's first candidate list
+	Lists    uint32 // candidate lists per query over every chunk
 }
 
 // Encode returns p as the uniform's bytes.
 func (p Params) Encode() []byte {
 	b := make([]byte, ParamsBytes)
-	for i, v := range []uint32{p.Rows, p.GroupsX, p.Base, p.Total, p.Queries} {
+	for i, v := range []uint32{p.Rows, p.GroupsX, p.Base, p.Total, p.Queries, p.K, p.Masked, p.ListBase, p.Lists} {
 		binary.LittleEndian.PutUint32(b[4*i:], v)
 	}
 	return b
@@ -53,6 +59,18 @@ func SelectState(nq, rows, k int, masked bool) []byte {
 			binary.LittleEndian.PutUint32(s[32:], 1) // masked
 		}
 	}
+	return b
+}
+
+// MergeParamsBytes is the size of topk.wgsl's MergeParams uniform.
+const MergeParamsBytes = 16
+
+// MergeParams returns topk.wgsl's merge uniform: k hits per query from
+// lists candidate lists of k each.
+func MergeParams(k, lists int) []byte {
+	b := make([]byte, MergeParamsBytes)
+	binary.LittleEndian.PutUint32(b[0:], uint32(k))
+	binary.LittleEndian.PutUint32(b[4:], uint32(lists))
 	return b
 }
 

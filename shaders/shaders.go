@@ -156,3 +156,124 @@ func Select(metric uint32) (string, error) {
 	}
 	return b.String(), nil
 }
+
+//go:embed topk.wgsl
+var topkSource string
+
+var topkTemplate = template.Must(template.New("topk.wgsl").Option("missingkey=error").Parse(topkSource))
+
+// FusedMaxK is the largest k the fused scan-and-select (topk.wgsl) takes;
+// larger k goes to the radix select. 256 keeps a single query's candidate
+// slots (the next power of two above k plus one step of rows: 512 slots of
+// 8 bytes, 4 KiB) and the merge's (512 slots, 4 KiB) well inside WebGPU's
+// guaranteed 16 KiB of workgroup memory, and bounds the candidates the
+// merge reads (lists × k) to what one workgroup per query merges in a few
+// dozen steps. Batches need QT times the slots, so on a device with less
+// workgroup memory their limit is lower (TopKPlan).
+const FusedMaxK = 256
+
+// MergeWorkgroup is the invocation count of topk.wgsl's merge, and
+// MergeCap its candidate slots: room for FusedMaxK kept and one step of
+// MergeWorkgroup offered.
+const (
+	MergeWorkgroup = 256
+	MergeCap       = 512
+)
+
+// TopKLayout is one compiled fused scan: the scores layout it scores rows
+// with (its team and rows per workgroup, QT queries per pass; the tree
+// reduction, no staged queries), RM rows per team per step (one reduction
+// tree, and its barriers, serves RM rows) and Cap candidate slots per
+// query.
+type TopKLayout struct {
+	Scores ScoresLayout
+	RM     uint32
+	Cap    uint32
+}
+
+// Step is the rows one step of the fused scan scores: at most that many
+// candidates per query enter the slots between two checks.
+func (l TopKLayout) Step() uint32 { return l.Scores.Rows * l.RM }
+
+// WorkgroupBytes is the workgroup memory the fused scan needs.
+func (l TopKLayout) WorkgroupBytes() uint32 {
+	qt := l.Scores.QT
+	return l.RM*qt*l.Scores.Workgroup()*4 + qt*l.Cap*8 + qt*12 + 4
+}
+
+// MaxK is the largest k the layout keeps: a step offers at most Step
+// candidates per query on top of the k kept, never past Cap.
+func (l TopKLayout) MaxK() int {
+	return int(min(l.Cap-l.Step(), FusedMaxK))
+}
+
+// fusedRM is how many rows a team scores per step: 4 for one query (its
+// partial sums stay at 4 KiB), 1 for a batch tile (QT accumulators already).
+func fusedRM(qt uint32) uint32 {
+	if qt > 1 {
+		return 1
+	}
+	return 4
+}
+
+func nextPow2(x uint32) uint32 {
+	p := uint32(1)
+	for p < x {
+		p *= 2
+	}
+	return p
+}
+
+// TopKPlans returns the fused layouts worth compiling for scores layout l
+// on a device with maxBytes of workgroup memory (0: WebGPU's 16 KiB),
+// smallest first: a small one for small k (a cheap sort per cut) and one
+// for k up to FusedMaxK, or the largest that fits. None when not even the
+// small one fits (the radix select then serves every k).
+func TopKPlans(l ScoresLayout, maxBytes uint32) []TopKLayout {
+	if maxBytes == 0 {
+		maxBytes = 16384
+	}
+	rm := fusedRM(l.QT)
+	small := TopKLayout{Scores: l, RM: rm, Cap: max(64, nextPow2(l.Rows*rm+32))}
+	if small.WorkgroupBytes() > maxBytes {
+		return nil
+	}
+	big := TopKLayout{Scores: l, RM: rm, Cap: nextPow2(l.Rows*rm + FusedMaxK)}
+	for big.Cap > small.Cap && big.WorkgroupBytes() > maxBytes {
+		big.Cap /= 2
+	}
+	if big.Cap == small.Cap {
+		return []TopKLayout{small}
+	}
+	return []TopKLayout{small, big}
+}
+
+// TopK returns the WGSL source of the fused scan (entry point scan) for l.
+func TopK(l TopKLayout) (string, error) {
+	s := l.Scores
+	if s.Team == 0 || s.Team&(s.Team-1) != 0 || s.Rows == 0 || s.Dim4 == 0 || s.QT == 0 || l.RM == 0 ||
+		l.Cap&(l.Cap-1) != 0 || l.Cap <= l.Step() {
+		return "", fmt.Errorf("shaders: invalid top-k layout %+v", l)
+	}
+	return execTopK(map[string]any{"Merge": false, "Metric": s.Metric, "QT": s.QT, "Workgroup": s.Workgroup(),
+		"Cap": l.Cap, "Keep": s.QT * l.Cap, "Dim4": s.Dim4, "Team": s.Team, "Rows": s.Rows, "RM": l.RM,
+		"Acc": s.QT * l.RM, "Partial": l.RM * s.QT * s.Workgroup()})
+}
+
+// MergeTopK returns the WGSL source of the fused path's merge (entry point
+// merge) for metric.
+func MergeTopK(metric uint32) (string, error) {
+	if metric != MetricDot && metric != MetricL2 {
+		return "", fmt.Errorf("shaders: unknown metric code %d", metric)
+	}
+	return execTopK(map[string]any{"Merge": true, "Metric": metric, "QT": 1, "Workgroup": MergeWorkgroup,
+		"Cap": MergeCap, "Keep": MergeCap})
+}
+
+func execTopK(data map[string]any) (string, error) {
+	var b strings.Builder
+	if err := topkTemplate.Execute(&b, data); err != nil {
+		return "", fmt.Errorf("shaders: %w", err)
+	}
+	return b.String(), nil
+}

@@ -166,6 +166,11 @@ type Device struct {
 	// timestamps is set when the device can write timestamps inside a
 	// compute pass.
 	timestamps bool
+	// fused is set once the fused scan-and-select (topk.wgsl) has passed
+	// the self-test on this device with its chosen variant; fusedErr says
+	// why not when it failed (searches then take the radix select).
+	fused    bool
+	fusedErr error
 	// team is the widest team (invocations per row) scores.wgsl uses on
 	// this device, measured by tuneTeam; 0 until then (64).
 	team uint32

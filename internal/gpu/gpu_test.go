@@ -270,6 +270,7 @@ func TestTuneTeam(t *testing.T) {
 // rounds, and still come back by lower ID.
 func TestSelectSettlesEarly(t *testing.T) {
 	d := softwareDevice(t)
+	defer SetSelectPath(SetSelectPath(SelectRadix)) // the radix select's state is read here
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, 11))
@@ -292,7 +293,7 @@ func TestSelectSettlesEarly(t *testing.T) {
 			if err := d.submit(enc, true); err != nil {
 				return err
 			}
-			raw, err = g.readback(32)
+			raw, err = g.readback(32, nil)
 			return err
 		}))
 		return binary.LittleEndian.Uint32(raw[28:])

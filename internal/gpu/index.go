@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/oliverbestmann/webgpu/wgpu"
@@ -30,6 +31,7 @@ type gpuChunk struct {
 	data    *wgpu.Buffer
 	params  *wgpu.Buffer
 	bind    *wgpu.BindGroup // nil when a buffer it names was replaced
+	fbind   *wgpu.BindGroup // the fused scan's; nil likewise
 }
 
 // Index is the device side of one Index: the resident chunks, and the
@@ -49,6 +51,20 @@ type Index struct {
 	allow   growBuffer // the rows a masked search may return
 	staging growBuffer
 	selBind *wgpu.BindGroup
+	// The fused path's: its plans (smallest first, empty when the device
+	// has not passed the fused self-test), the per-workgroup candidate
+	// lists, the merge's parameters and bind group.
+	topkSingle, topkBatch []shaders.TopKLayout
+	cands                 growBuffer
+	mparams               growBuffer
+	mergeBind             *wgpu.BindGroup
+	// selfTest: the index belongs to a self-test, which checks the fused
+	// path whatever SetSelectPath says.
+	selfTest bool
+	// fusedGroups, when not 0, caps the fused scan's workgroups per chunk
+	// (self-tests and tests: few workgroups make each one loop over many
+	// steps of rows and cut its lists many times).
+	fusedGroups int
 	// stamps and resolved time a traced search's kernels on the GPU clock
 	// where the device allows timestamps inside passes.
 	stamps   *wgpu.QuerySet
@@ -122,6 +138,12 @@ func newIndex(dev *Device, stride int, metric uint32, maxChunkRows int) (*Index,
 		hits:    growBuffer{label: "umbra hits", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc, limit: bind},
 		allow:   growBuffer{label: "umbra allow", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopyDst, limit: bind},
 		staging: growBuffer{label: "umbra readback", usage: wgpu.BufferUsageMapRead | wgpu.BufferUsageCopyDst, limit: dev.lim.MaxBufferBytes},
+		cands:   growBuffer{label: "umbra candidates", usage: wgpu.BufferUsageStorage, limit: bind},
+		mparams: growBuffer{label: "umbra merge params", usage: wgpu.BufferUsageUniform | wgpu.BufferUsageCopyDst, limit: bind},
+	}
+	if dev.fused {
+		g.topkSingle = shaders.TopKPlans(single, dev.lim.MaxWorkgroupBytes)
+		g.topkBatch = shaders.TopKPlans(batch, dev.lim.MaxWorkgroupBytes)
 	}
 	dev.mu.Lock()
 	defer dev.mu.Unlock()
@@ -133,6 +155,16 @@ func newIndex(dev *Device, stride int, metric uint32, maxChunkRows int) (*Index,
 	}
 	if _, err := dev.selectPipeline(metric); err != nil {
 		return nil, err
+	}
+	for _, l := range append(slices.Clone(g.topkSingle), g.topkBatch...) {
+		if _, err := dev.fusedPipeline(l); err != nil {
+			return nil, err
+		}
+	}
+	if dev.fused {
+		if _, err := dev.mergePipeline(metric); err != nil {
+			return nil, err
+		}
 	}
 	return g, nil
 }
@@ -148,7 +180,16 @@ func (g *Index) Limits() Limits {
 	l.Timestamps = g.dev.timestamps
 	l.Team = g.single.Team
 	l.StagedQueries = g.batch.Slice > 0
+	l.FusedK, l.FusedBatchK = maxK(g.topkSingle), maxK(g.topkBatch)
 	return l
+}
+
+// maxK is the largest k the plans take (0 without plans).
+func maxK(plans []shaders.TopKLayout) uint32 {
+	if len(plans) == 0 {
+		return 0
+	}
+	return uint32(plans[len(plans)-1].MaxK())
 }
 
 // ChunkRows is the most rows one device buffer holds.
@@ -162,7 +203,7 @@ func (g *Index) queue() *wgpu.Queue   { return g.dev.queue }
 // the host. Capacity doubles so a run of small Adds costs amortised O(1)
 // copies. The chunk changes only once every step has succeeded: on error it
 // is exactly as it was.
-func (g *Index) grow(c, need int) error {
+func (g *Index) grow(c, need int, tally *Stages) error {
 	for len(g.chunks) <= c {
 		g.chunks = append(g.chunks, &gpuChunk{})
 	}
@@ -218,13 +259,14 @@ func (g *Index) grow(c, need int) error {
 			if err := enc.TryCopyBufferToBuffer(ch.data, 0, data, 0, uint64(ch.rows)*g.rowBytes()); err != nil {
 				return fail(err)
 			}
-			if err := g.dev.submit(enc, false); err != nil {
+			if err := g.submit(tally, enc, false); err != nil {
 				return fail(err)
 			}
 		}
 		ch.data.Release()
 		ch.bind.Release()
-		ch.data, ch.params, ch.bind, ch.capRows = data, params, nil, capRows
+		ch.fbind.Release()
+		ch.data, ch.params, ch.bind, ch.fbind, ch.capRows = data, params, nil, nil, capRows
 		return nil
 	})
 }
@@ -282,12 +324,13 @@ func (g *Index) Stage(ctx context.Context, s *packed.Slab, from int, st *Stages,
 		defer g.dev.mu.Unlock()
 		return scoped(g.device(), what, f)
 	}
+	var tally Stages // what the upload issued, added to st once it succeeds
 	for c := first; c <= last; c++ {
 		start, n := g.plan.Span(c, s.Rows)
 		if err := func() error {
 			g.dev.mu.Lock()
 			defer g.dev.mu.Unlock()
-			return g.grow(c, n)
+			return g.grow(c, n, &tally)
 		}(); err != nil {
 			return nil, err
 		}
@@ -308,6 +351,7 @@ func (g *Index) Stage(ctx context.Context, s *packed.Slab, from int, st *Stages,
 			if err != nil {
 				return nil, err
 			}
+			tally.BytesUp += int64(len(piece)) * 4
 			off += uint64(len(piece)) * 4
 			rest = rest[len(piece):]
 			report(start + int(off/g.rowBytes()) - from)
@@ -319,7 +363,7 @@ func (g *Index) Stage(ctx context.Context, s *packed.Slab, from int, st *Stages,
 		if err := g.step("finish upload"); err != nil {
 			return err
 		}
-		return g.dev.submit(nil, true)
+		return g.submit(&tally, nil, true)
 	})
 	if err != nil {
 		return nil, err
@@ -329,6 +373,7 @@ func (g *Index) Stage(ctx context.Context, s *packed.Slab, from int, st *Stages,
 	}
 	if st != nil {
 		st.UploadBytes += int64(s.Rows-from) * int64(g.rowBytes())
+		st.Add(&tally)
 	}
 	return staged, nil
 }

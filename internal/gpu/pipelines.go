@@ -15,8 +15,12 @@ import (
 type pipelineCache struct {
 	scoresBGL *wgpu.BindGroupLayout
 	selectBGL *wgpu.BindGroupLayout
+	fusedBGL  *wgpu.BindGroupLayout // topk.wgsl's scan
+	mergeBGL  *wgpu.BindGroupLayout // topk.wgsl's merge
 	scores    map[shaders.ScoresLayout]*wgpu.ComputePipeline
 	selects   map[uint32]*selectPipes
+	fused     map[shaders.TopKLayout]*wgpu.ComputePipeline
+	merges    map[uint32]*wgpu.ComputePipeline
 }
 
 // selectPipes are the three entry points of select.wgsl for one metric.
@@ -56,9 +60,38 @@ func (d *Device) layouts() error {
 			s.Release()
 			return err
 		}
+		fused, err := d.device.TryCreateBindGroupLayout(&wgpu.BindGroupLayoutDescriptor{
+			Label: "umbra fused scan",
+			Entries: []wgpu.BindGroupLayoutEntry{
+				storageEntry(0, true), storageEntry(1, true), storageEntry(2, false),
+				{Binding: 3, Visibility: wgpu.ShaderStageCompute, Buffer: wgpu.BufferBindingLayout{Type: wgpu.BufferBindingTypeUniform}},
+				storageEntry(4, true),
+			},
+		})
+		if err != nil {
+			s.Release()
+			sel.Release()
+			return err
+		}
+		merge, err := d.device.TryCreateBindGroupLayout(&wgpu.BindGroupLayoutDescriptor{
+			Label: "umbra merge",
+			Entries: []wgpu.BindGroupLayoutEntry{
+				storageEntry(0, true), storageEntry(1, false),
+				{Binding: 2, Visibility: wgpu.ShaderStageCompute, Buffer: wgpu.BufferBindingLayout{Type: wgpu.BufferBindingTypeUniform}},
+			},
+		})
+		if err != nil {
+			s.Release()
+			sel.Release()
+			fused.Release()
+			return err
+		}
 		d.pipelines.scoresBGL, d.pipelines.selectBGL = s, sel
+		d.pipelines.fusedBGL, d.pipelines.mergeBGL = fused, merge
 		d.pipelines.scores = map[shaders.ScoresLayout]*wgpu.ComputePipeline{}
 		d.pipelines.selects = map[uint32]*selectPipes{}
+		d.pipelines.fused = map[shaders.TopKLayout]*wgpu.ComputePipeline{}
+		d.pipelines.merges = map[uint32]*wgpu.ComputePipeline{}
 		return nil
 	})
 }
@@ -147,4 +180,46 @@ func (d *Device) selectPipeline(metric uint32) (*selectPipes, error) {
 	sp := &selectPipes{hist: ps[0], scan: ps[1], compact: ps[2]}
 	d.pipelines.selects[metric] = sp
 	return sp, nil
+}
+
+// fusedPipeline returns the fused scan pipeline for l, compiling it on
+// first use. The caller holds d.mu.
+func (d *Device) fusedPipeline(l shaders.TopKLayout) (*wgpu.ComputePipeline, error) {
+	if err := d.layouts(); err != nil {
+		return nil, err
+	}
+	if p, ok := d.pipelines.fused[l]; ok {
+		return p, nil
+	}
+	src, err := shaders.TopK(l)
+	if err != nil {
+		return nil, err
+	}
+	ps, err := d.compile("topk.wgsl", src, d.pipelines.fusedBGL, "scan")
+	if err != nil {
+		return nil, err
+	}
+	d.pipelines.fused[l] = ps[0]
+	return ps[0], nil
+}
+
+// mergePipeline returns the fused path's merge pipeline for metric,
+// compiling it on first use. The caller holds d.mu.
+func (d *Device) mergePipeline(metric uint32) (*wgpu.ComputePipeline, error) {
+	if err := d.layouts(); err != nil {
+		return nil, err
+	}
+	if p, ok := d.pipelines.merges[metric]; ok {
+		return p, nil
+	}
+	src, err := shaders.MergeTopK(metric)
+	if err != nil {
+		return nil, err
+	}
+	ps, err := d.compile("topk.wgsl merge", src, d.pipelines.mergeBGL, "merge")
+	if err != nil {
+		return nil, err
+	}
+	d.pipelines.merges[metric] = ps[0]
+	return ps[0], nil
 }

@@ -4,9 +4,10 @@ package gpu
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math/bits"
-	"sort"
+	"slices"
 	"time"
 
 	"github.com/oliverbestmann/webgpu/wgpu"
@@ -77,40 +78,43 @@ func (g *Index) resident() []*gpuChunk {
 	return out
 }
 
-// prepare sizes the scratch buffers for one submission and rebuilds the bind
-// groups that named a replaced buffer. The caller resets the scratch state
+// prepare sizes the scratch buffers for one submission and builds the bind
+// groups it needs. Replacing any buffer drops every bind group (a replaced
+// buffer may be named by the other path's groups too); the groups are
+// rebuilt here as a path needs them. The caller resets the scratch state
 // if it fails, so a half-done prepare is never used.
 func (g *Index) prepare(sub submission) error {
 	dev := g.device()
 	nq := uint64(sub.nq)
-	ensure := func(b *growBuffer, size uint64) (bool, error) {
-		if err := g.step("create " + b.label); err != nil {
-			return false, err
-		}
-		return b.ensure(dev, size)
-	}
-	rebind, selRebind := false, false
-	for _, r := range []struct {
+	type need struct {
 		b    *growBuffer
 		size uint64
-		sel  bool // named by the select bind group only
-	}{
-		{&g.query, nq * g.rowBytes(), false},
-		{&g.scoresB, nq * uint64(sub.rows) * 4, false},
-		{&g.state, nq * shaders.StateBytes, true},
-		{&g.hits, nq * uint64(sub.hitsPerQuery()) * shaders.HitBytes, true},
-		{&g.allow, max(uint64(len(sub.mask))*8, 16), true},
-	} {
-		replaced, err := ensure(r.b, r.size)
+	}
+	allow := need{&g.allow, max(uint64(len(sub.mask))*8, 16)}
+	var needs []need
+	if sub.fused {
+		needs = []need{{&g.query, nq * g.rowBytes()}, {&g.cands, nq * uint64(sub.lists) * uint64(sub.k) * shaders.HitBytes},
+			{&g.hits, nq * uint64(sub.k) * shaders.HitBytes}, {&g.mparams, shaders.MergeParamsBytes}, allow}
+	} else {
+		needs = []need{{&g.query, nq * g.rowBytes()}, {&g.scoresB, nq * uint64(sub.rows) * 4},
+			{&g.state, nq * shaders.StateBytes}, {&g.hits, nq * uint64(sub.hitsPerQuery()) * shaders.HitBytes}, allow}
+	}
+	for _, r := range needs {
+		if err := g.step("create " + r.b.label); err != nil {
+			return err
+		}
+		replaced, err := r.b.ensure(dev, r.size)
 		if err != nil {
 			return err
 		}
-		if !r.sel {
-			rebind = rebind || replaced
+		if replaced {
+			g.dropBinds()
 		}
-		selRebind = selRebind || replaced
 	}
-	if g.selBind == nil || selRebind {
+	if sub.fused {
+		return g.bindFused()
+	}
+	if g.selBind == nil {
 		if err := g.step("bind select"); err != nil {
 			return err
 		}
@@ -127,11 +131,10 @@ func (g *Index) prepare(sub submission) error {
 		if err != nil {
 			return err
 		}
-		g.selBind.Release()
 		g.selBind = bg
 	}
 	for c, ch := range g.chunks {
-		if ch.rows == 0 || ch.bind != nil && !rebind {
+		if ch.rows == 0 || ch.bind != nil {
 			continue
 		}
 		if err := g.step("bind scores"); err != nil {
@@ -141,10 +144,70 @@ func (g *Index) prepare(sub submission) error {
 		if err != nil {
 			return err
 		}
-		ch.bind.Release()
 		ch.bind = bg
 	}
 	return nil
+}
+
+// bindFused builds the fused path's bind groups that are missing: each
+// resident chunk's scan group and the merge group.
+func (g *Index) bindFused() error {
+	dev := g.device()
+	if g.mergeBind == nil {
+		if err := g.step("bind merge"); err != nil {
+			return err
+		}
+		bg, err := dev.TryCreateBindGroup(&wgpu.BindGroupDescriptor{
+			Label:  "umbra merge",
+			Layout: g.dev.pipelines.mergeBGL,
+			Entries: []wgpu.BindGroupEntry{
+				{Binding: 0, Buffer: g.cands.buf, Size: wgpu.WholeSize},
+				{Binding: 1, Buffer: g.hits.buf, Size: wgpu.WholeSize},
+				{Binding: 2, Buffer: g.mparams.buf, Size: wgpu.WholeSize},
+			},
+		})
+		if err != nil {
+			return err
+		}
+		g.mergeBind = bg
+	}
+	for c, ch := range g.chunks {
+		if ch.rows == 0 || ch.fbind != nil {
+			continue
+		}
+		if err := g.step("bind fused scan"); err != nil {
+			return err
+		}
+		bg, err := dev.TryCreateBindGroup(&wgpu.BindGroupDescriptor{
+			Label:  fmt.Sprintf("umbra fused scan %d", c),
+			Layout: g.dev.pipelines.fusedBGL,
+			Entries: []wgpu.BindGroupEntry{
+				{Binding: 0, Buffer: ch.data, Size: wgpu.WholeSize},
+				{Binding: 1, Buffer: g.query.buf, Size: wgpu.WholeSize},
+				{Binding: 2, Buffer: g.cands.buf, Size: wgpu.WholeSize},
+				{Binding: 3, Buffer: ch.params, Size: wgpu.WholeSize},
+				{Binding: 4, Buffer: g.allow.buf, Size: wgpu.WholeSize},
+			},
+		})
+		if err != nil {
+			return err
+		}
+		ch.fbind = bg
+	}
+	return nil
+}
+
+// dropBinds releases every scratch bind group; the next prepare rebuilds
+// those its path needs.
+func (g *Index) dropBinds() {
+	for _, ch := range g.chunks {
+		ch.bind.Release()
+		ch.fbind.Release()
+		ch.bind, ch.fbind = nil, nil
+	}
+	g.selBind.Release()
+	g.mergeBind.Release()
+	g.selBind, g.mergeBind = nil, nil
 }
 
 // scoresBindGroup binds chunk ch's rows and parameters with a query buffer
@@ -169,13 +232,8 @@ func (g *Index) scoresBindGroup(label string, ch *gpuChunk, query, scores *wgpu.
 // rows are untouched. The caller holds the device mutex.
 func (g *Index) resetScratch() {
 	_ = gpuCall("reset scratch", func() error {
-		for _, ch := range g.chunks {
-			ch.bind.Release()
-			ch.bind = nil
-		}
-		g.selBind.Release()
-		g.selBind = nil
-		for _, b := range []*growBuffer{&g.query, &g.scoresB, &g.state, &g.hits, &g.allow, &g.staging} {
+		g.dropBinds()
+		for _, b := range []*growBuffer{&g.query, &g.scoresB, &g.state, &g.hits, &g.allow, &g.staging, &g.cands, &g.mparams} {
 			b.buf.Release()
 			b.buf, b.size = nil, 0
 		}
@@ -191,6 +249,12 @@ func (g *Index) resetScratch() {
 type submission struct {
 	nq, k, rows  int
 	deviceSelect bool
+	// fused, with deviceSelect, scans and selects in one pass per chunk
+	// (topk.wgsl) with plan; lists is the candidate lists per query that
+	// pass leaves the merge (groups workgroups per resident chunk).
+	fused         bool
+	plan          shaders.TopKLayout
+	groups, lists int
 	// mask, when not nil, is a bitmap over rows (bit r of word r/64): only
 	// those rows may be returned; k is then at most how many it holds.
 	mask []uint64
@@ -203,6 +267,19 @@ func (s submission) hitsPerQuery() int {
 		return s.k
 	}
 	return 1
+}
+
+// path names the submission's selection for Stages.Path.
+func (s submission) path() string {
+	switch {
+	case s.fused:
+		return "fused"
+	case s.deviceSelect:
+		return "radix"
+	case s.k > 0:
+		return "host"
+	}
+	return "scores"
 }
 
 func (s submission) readbackBytes() uint64 {
@@ -219,6 +296,10 @@ func (s submission) readbackBytes() uint64 {
 // valid dimension (one query fits a binding, as one row did).
 func (g *Index) batchLimit(sub submission) int {
 	perQuery := max(uint64(sub.rows)*4, g.rowBytes(), shaders.StateBytes)
+	if sub.fused {
+		// No scores buffer: the candidate lists instead.
+		perQuery = max(g.rowBytes(), uint64(sub.lists)*uint64(sub.k)*shaders.HitBytes)
+	}
 	if sub.deviceSelect {
 		perQuery = max(perQuery, uint64(sub.k)*shaders.HitBytes)
 	}
@@ -239,9 +320,11 @@ func (g *Index) maxGroups() uint64 {
 
 // writeInputs queues the writes a search needs before its dispatches: the
 // queries, each chunk's parameters and, when selecting on the device, every
-// query's select state reset to k. It returns the bytes of queries written.
-func (g *Index) writeInputs(qs [][]float32, sub submission, layout shaders.ScoresLayout) (int64, error) {
-	queue, nq := g.queue(), len(qs)
+// query's select state reset to k (radix) or the merge's parameters
+// (fused), and the allow bitmap. c counts the bytes; it returns the bytes
+// of queries written.
+func (g *Index) writeInputs(qs [][]float32, sub submission, layout shaders.ScoresLayout, c *Stages) (int64, error) {
+	nq := len(qs)
 	flat := qs[0] // a single query is written as it is, without a copy
 	if nq > 1 {
 		flat = make([]float32, 0, nq*g.plan.Stride)
@@ -249,55 +332,157 @@ func (g *Index) writeInputs(qs [][]float32, sub submission, layout shaders.Score
 			flat = append(flat, q...)
 		}
 	}
-	if err := g.step("write queries"); err != nil {
+	if err := g.write(c, "write queries", g.query.buf, wgpu.ToBytes(flat)); err != nil {
 		return 0, err
 	}
-	if err := queue.TryWriteBuffer(g.query.buf, 0, wgpu.ToBytes(flat)); err != nil {
-		return 0, err
+	masked := uint32(0)
+	if sub.mask != nil {
+		masked = 1
 	}
-	for c, ch := range g.chunks {
+	list := 0
+	for i, ch := range g.chunks {
 		if ch.rows == 0 {
 			continue
 		}
 		x, _ := g.grid(ch.rows, layout)
-		params := shaders.Params{Rows: uint32(ch.rows), GroupsX: x, Base: uint32(c * g.plan.RowsPerChunk),
-			Total: uint32(sub.rows), Queries: uint32(nq)}.Encode()
-		if err := g.step("write params"); err != nil {
-			return 0, err
+		p := shaders.Params{Rows: uint32(ch.rows), GroupsX: x, Base: uint32(i * g.plan.RowsPerChunk),
+			Total: uint32(sub.rows), Queries: uint32(nq)}
+		if sub.fused {
+			p.K, p.Masked, p.ListBase, p.Lists = uint32(sub.k), masked, uint32(list), uint32(sub.lists)
+			list += sub.groups
 		}
-		if err := queue.TryWriteBuffer(ch.params, 0, params); err != nil {
+		if err := g.write(c, "write params", ch.params, p.Encode()); err != nil {
 			return 0, err
 		}
 	}
-	if sub.deviceSelect {
-		if err := g.step("write select state"); err != nil {
+	switch {
+	case sub.fused:
+		if err := g.write(c, "write merge params", g.mparams.buf, shaders.MergeParams(sub.k, sub.lists)); err != nil {
 			return 0, err
 		}
-		if err := queue.TryWriteBuffer(g.state.buf, 0, shaders.SelectState(nq, sub.rows, sub.k, sub.mask != nil)); err != nil {
+	case sub.deviceSelect:
+		if err := g.write(c, "write select state", g.state.buf, shaders.SelectState(nq, sub.rows, sub.k, sub.mask != nil)); err != nil {
 			return 0, err
 		}
-		if sub.mask != nil {
-			if err := g.step("write allow"); err != nil {
-				return 0, err
-			}
-			if err := queue.TryWriteBuffer(g.allow.buf, 0, wgpu.ToBytes(sub.mask)); err != nil {
-				return 0, err
-			}
+	}
+	if sub.deviceSelect && sub.mask != nil {
+		if err := g.write(c, "write allow", g.allow.buf, wgpu.ToBytes(sub.mask)); err != nil {
+			return 0, err
 		}
 	}
 	return int64(len(flat)) * 4, nil
 }
 
-// encodeSearch records a search's dispatches into pass: the scores of every
-// chunk for every tile of queries, then, when selecting on the device, the
-// eight radix-select rounds (hist, scan) and the compaction of the k hits.
-func (g *Index) encodeSearch(pass *wgpu.ComputePassEncoder, layout shaders.ScoresLayout, sub submission) {
+// write queues b into buf at offset 0 and counts its bytes into c: every
+// byte a search sends goes through here.
+func (g *Index) write(c *Stages, step string, buf *wgpu.Buffer, b []byte) error {
+	if err := g.step(step); err != nil {
+		return err
+	}
+	if err := g.queue().TryWriteBuffer(buf, 0, b); err != nil {
+		return err
+	}
+	c.BytesUp += int64(len(b))
+	return nil
+}
+
+// dispatch records one dispatch and counts it into c.
+func dispatch(pass *wgpu.ComputePassEncoder, c *Stages, x, y, z uint32) {
+	pass.DispatchWorkgroups(x, y, z)
+	c.Dispatches++
+}
+
+// submit submits enc (see Device.submit) and counts the submission into c.
+func (g *Index) submit(c *Stages, enc *wgpu.CommandEncoder, wait bool) error {
+	if err := g.dev.submit(enc, wait); err != nil {
+		return err
+	}
+	c.Submissions++
+	return nil
+}
+
+// fusedPlan returns the plan a device selection of k for nq queries
+// takes, if it takes the fused path: the device passed the fused
+// self-test, the process did not force the radix select (a self-test
+// ignores that setting), and a plan's limit covers k.
+func (g *Index) fusedPlan(k, nq int) (shaders.TopKLayout, bool) {
+	if !g.dev.fused || CurrentSelectPath() == SelectRadix && !g.selfTest {
+		return shaders.TopKLayout{}, false
+	}
+	plans := g.topkSingle
+	if nq > 1 {
+		plans = g.topkBatch
+	}
+	for _, p := range plans {
+		if k <= p.MaxK() {
+			return p, true
+		}
+	}
+	return shaders.TopKLayout{}, false
+}
+
+// planSelect decides, once the number of queries is known, whether a
+// device selection takes the fused path: the device passed its self-test,
+// no caller forced the radix select, and k is within a compiled plan's
+// limit for this many queries. The fused scan then runs groups workgroups
+// per resident chunk: enough to fill a large GPU (512) for small k, fewer
+// as k grows so the merge reads at most about 8,192 candidates per query
+// (at least 16 lists, and no more than the chunk has steps of rows; 32 at
+// most on a software adapter).
+func (g *Index) planSelect(sub *submission) {
+	sub.fused = false
+	if !sub.deviceSelect {
+		return
+	}
+	p, ok := g.fusedPlan(sub.k, sub.nq)
+	if !ok {
+		return
+	}
+	sub.fused, sub.plan = true, p
+	most, chunks := 0, 0
+	for _, ch := range g.resident() {
+		most = max(most, ch.rows)
+		chunks++
+	}
+	steps := (most + int(sub.plan.Step()) - 1) / int(sub.plan.Step())
+	limit := 512
+	if g.dev.info.Software() {
+		// A CPU adapter runs a few workgroups at a time and emulates each
+		// barrier invocation by invocation: fewer, longer workgroups cut
+		// their lists less often for the same rows.
+		limit = 32
+	}
+	sub.groups = max(min(steps, max(16, min(limit, 8192/sub.k))), 1)
+	if g.fusedGroups > 0 {
+		sub.groups = min(sub.groups, g.fusedGroups)
+	}
+	sub.lists = sub.groups * chunks
+}
+
+// encodeSearch records a search's dispatches into pass: fused, one scan
+// per chunk and the merge; otherwise the scores of every chunk for every
+// tile of queries, then, when selecting on the device, the eight
+// radix-select rounds (hist, scan) and the compaction of the k hits. c
+// counts the dispatches.
+func (g *Index) encodeSearch(pass *wgpu.ComputePassEncoder, layout shaders.ScoresLayout, sub submission, c *Stages) {
+	if sub.fused {
+		pass.SetPipeline(g.dev.pipelines.fused[sub.plan])
+		tiles := uint32((sub.nq + int(sub.plan.Scores.QT) - 1) / int(sub.plan.Scores.QT))
+		for _, ch := range g.resident() {
+			pass.SetBindGroup(0, ch.fbind, nil)
+			dispatch(pass, c, uint32(sub.groups), 1, tiles)
+		}
+		pass.SetPipeline(g.dev.pipelines.merges[g.metric])
+		pass.SetBindGroup(0, g.mergeBind, nil)
+		dispatch(pass, c, uint32(sub.nq), 1, 1)
+		return
+	}
 	pass.SetPipeline(g.dev.pipelines.scores[layout])
 	tiles := uint32((sub.nq + int(layout.QT) - 1) / int(layout.QT))
 	for _, ch := range g.resident() {
 		x, y := g.grid(ch.rows, layout)
 		pass.SetBindGroup(0, ch.bind, nil)
-		pass.DispatchWorkgroups(x, y, tiles)
+		dispatch(pass, c, x, y, tiles)
 	}
 	if !sub.deviceSelect {
 		return
@@ -307,18 +492,23 @@ func (g *Index) encodeSearch(pass *wgpu.ComputePassEncoder, layout shaders.Score
 	pass.SetBindGroup(0, g.selBind, nil)
 	for round := 0; round < 8; round++ {
 		pass.SetPipeline(sp.hist)
-		pass.DispatchWorkgroups(gx, uint32(sub.nq), 1)
+		dispatch(pass, c, gx, uint32(sub.nq), 1)
 		pass.SetPipeline(sp.scan)
-		pass.DispatchWorkgroups(uint32(sub.nq), 1, 1)
+		dispatch(pass, c, uint32(sub.nq), 1, 1)
 	}
 	pass.SetPipeline(sp.compact)
-	pass.DispatchWorkgroups(gx, uint32(sub.nq), 1)
+	dispatch(pass, c, gx, uint32(sub.nq), 1)
 }
 
-// run scores qs against the first sub.rows rows in one submission and reads
-// back either each query's k best (selected on the device) or every score
-// (then, for k > 0, selected on the host). Any failure resets the scratch
-// state, so the next call starts clean.
+// run scores qs against the first sub.rows rows in one submission and one
+// map, and reads back either each query's k best (selected on the device)
+// or every score (then, for k > 0, selected on the host). A traced call (t
+// not nil) issues exactly what an untraced one does, so its counts are the
+// search's: Upload times the queued writes, Kernel the submission until
+// the device is idle (the GPU's own clock for the dispatches where it has
+// timestamps, the rest of that wait then counting as Readback), Readback
+// the map and copy. Any failure resets the scratch state, so the next call
+// starts clean.
 func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *Stages) (hits [][]fallback.Hit, all []float32, err error) {
 	g.dev.mu.Lock()
 	defer g.dev.mu.Unlock()
@@ -330,35 +520,26 @@ func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *Stag
 	if sub.nq > 1 {
 		layout = g.batch
 	}
+	g.planSelect(&sub)
+	c := Stages{Path: sub.path()}
 	dev := g.device()
 	start := time.Now()
-	// flush submits what is queued and blocks until the device is idle; a
-	// traced search calls it between stages so each stage is timed alone.
-	flush := func(enc *wgpu.CommandEncoder) error {
-		if err := g.step("submit"); err != nil {
-			return err
-		}
-		return g.dev.submit(enc, true)
-	}
 	var raw []byte
+	size := sub.readbackBytes()
+	stampAt, timed := uint64(0), false
 	err = scoped(dev, "search", func() error {
 		if err := g.prepare(sub); err != nil {
 			return err
 		}
-		upBytes, err := g.writeInputs(qs, sub, layout)
+		upBytes, err := g.writeInputs(qs, sub, layout, &c)
 		if err != nil {
 			return err
 		}
-		timed := false
 		if t != nil {
-			if err := flush(nil); err != nil {
-				return err
-			}
-			start = lap(&t.Upload, start)
-			t.UploadBytes += upBytes
+			start = lap(&c.Upload, start)
+			c.UploadBytes += upBytes
 			timed = g.dev.timestamps && g.ensureStamps() == nil
 		}
-
 		if err := g.step("encode"); err != nil {
 			return err
 		}
@@ -366,12 +547,12 @@ func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *Stag
 		if err != nil {
 			return err
 		}
-		defer func() { enc.Release() }()
+		defer enc.Release()
 		pass := enc.BeginComputePass(nil)
 		if timed {
 			writeTimestamp(pass, g.stamps, 0)
 		}
-		g.encodeSearch(pass, layout, sub)
+		g.encodeSearch(pass, layout, sub, &c)
 		if timed {
 			writeTimestamp(pass, g.stamps, 1)
 		}
@@ -380,42 +561,20 @@ func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *Stag
 		if err != nil {
 			return err
 		}
-		if timed {
-			if err := enc.TryResolveQuerySet(g.stamps, 0, 2, g.resolved, 0); err != nil {
-				return err
-			}
-		}
-		if t != nil {
-			if err := flush(enc); err != nil {
-				return err
-			}
-			enc.Release()
-			wall := time.Since(start)
-			start = lap(&t.Kernel, start)
-			t.KernelClock = "wall"
-			if timed {
-				d, err := g.readStamps()
-				if err != nil {
-					return err
-				}
-				if d > 0 && d <= wall {
-					t.Kernel += d - wall
-					t.KernelClock = "gpu"
-				}
-			}
-			if enc, err = dev.TryCreateCommandEncoder(nil); err != nil {
-				return err
-			}
-		}
-
-		src, size := g.hits.buf, sub.readbackBytes()
+		src := g.hits.buf
 		if !sub.deviceSelect {
 			src = g.scoresB.buf
+		}
+		total := size
+		if timed {
+			// The two timestamps ride in the same staging buffer and map.
+			stampAt = (size + 7) &^ 7
+			total = stampAt + 16
 		}
 		if err := g.step("create " + g.staging.label); err != nil {
 			return err
 		}
-		if _, err := g.staging.ensure(dev, size); err != nil {
+		if _, err := g.staging.ensure(dev, total); err != nil {
 			return err
 		}
 		if err := g.step("copy to readback"); err != nil {
@@ -424,16 +583,31 @@ func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *Stag
 		if err := enc.TryCopyBufferToBuffer(src, 0, g.staging.buf, 0, size); err != nil {
 			return err
 		}
-		if err := flush(enc); err != nil {
+		if timed {
+			if err := enc.TryResolveQuerySet(g.stamps, 0, 2, g.resolved, 0); err != nil {
+				return err
+			}
+			if err := enc.TryCopyBufferToBuffer(g.resolved, 0, g.staging.buf, stampAt, 16); err != nil {
+				return err
+			}
+		}
+		if err := g.step("submit"); err != nil {
 			return err
 		}
-		raw, err = g.readback(size)
+		if err := g.submit(&c, enc, true); err != nil {
+			return err
+		}
+		if t != nil {
+			start = lap(&c.Kernel, start)
+			c.KernelClock = "wall"
+		}
+		raw, err = g.readback(total, &c)
 		if err != nil {
 			return err
 		}
 		if t != nil {
-			start = lap(&t.Readback, start)
-			t.ReadbackBytes += int64(size)
+			start = lap(&c.Readback, start)
+			c.ReadbackBytes += int64(size)
 		}
 		return nil
 	})
@@ -441,10 +615,19 @@ func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *Stag
 		g.resetScratch()
 		return nil, nil, err
 	}
+	if timed {
+		t0, t1 := binary.LittleEndian.Uint64(raw[stampAt:]), binary.LittleEndian.Uint64(raw[stampAt+8:])
+		if d := time.Duration(float64(t1-t0) * timestampPeriod(g.queue())); t1 >= t0 && d > 0 && d <= c.Kernel {
+			c.Readback += c.Kernel - d
+			c.Kernel, c.KernelClock = d, "gpu"
+		}
+	}
+	raw = raw[:size]
 	switch {
 	case sub.deviceSelect:
-		hits = g.decode(raw, sub.nq, sub.k)
+		hits = g.decode(raw, sub.nq, sub.k, !sub.fused)
 	case sub.k == 0:
+		t.Add(&c)
 		return nil, wgpu.FromBytes[float32](raw), nil
 	default:
 		scores := wgpu.FromBytes[float32](raw)
@@ -454,8 +637,9 @@ func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *Stag
 		}
 	}
 	if t != nil {
-		lap(&t.Select, start)
+		lap(&c.Select, start)
 	}
+	t.Add(&c)
 	return hits, nil, nil
 }
 
@@ -469,9 +653,10 @@ func (g *Index) fallbackMetric() fallback.Metric {
 }
 
 // decode turns the read-back (score bits, row) pairs into best-first lists,
-// in the ordering every path shares. The device returns each query's k hits
-// unordered; sorting k of them is the host's only selection work.
-func (g *Index) decode(raw []byte, nq, k int) [][]fallback.Hit {
+// in the ordering every path shares. The radix select returns each query's
+// k hits unordered (sort: sorting k of them is the host's only selection
+// work); the fused path returns them sorted.
+func (g *Index) decode(raw []byte, nq, k int, sort bool) [][]fallback.Hit {
 	m := g.fallbackMetric()
 	out := make([][]fallback.Hit, nq)
 	for q := range out {
@@ -480,15 +665,22 @@ func (g *Index) decode(raw []byte, nq, k int) [][]fallback.Hit {
 			score, row := shaders.DecodeHit(raw[(q*k+i)*shaders.HitBytes:])
 			hs[i] = fallback.Hit{Score: score, Row: int(row)}
 		}
-		sort.Slice(hs, func(a, b int) bool { return fallback.Worse(hs[b], hs[a], m) })
+		if sort {
+			slices.SortFunc(hs, func(a, b fallback.Hit) int {
+				if fallback.Worse(b, a, m) {
+					return -1
+				}
+				return 1
+			})
+		}
 		out[q] = hs
 	}
 	return out
 }
 
 // readback maps the first size bytes of the staging buffer and returns a
-// copy of them.
-func (g *Index) readback(size uint64) ([]byte, error) {
+// copy of them; c (may be nil) counts the map and the bytes.
+func (g *Index) readback(size uint64, c *Stages) ([]byte, error) {
 	if err := g.step("map readback"); err != nil {
 		return nil, err
 	}
@@ -502,6 +694,10 @@ func (g *Index) readback(size uint64) ([]byte, error) {
 	}
 	out := make([]byte, size)
 	copy(out, g.staging.buf.GetMappedRange(0, uint(size)))
+	if c != nil {
+		c.Maps++
+		c.BytesDown += int64(size)
+	}
 	return out, g.staging.buf.TryUnmap()
 }
 

@@ -38,10 +38,51 @@ func (d *Device) verify() error {
 		}
 		if len(passed) > 0 {
 			d.tune(passed)
+			d.verifyFused()
 			return nil
 		}
 	}
 	return firstErr
+}
+
+// verifyFused self-tests the fused scan-and-select (topk.wgsl) with the
+// variant tune chose, and enables it only if every check passes; a device
+// whose fused path fails keeps the radix select for every k (fusedErr says
+// why). It runs after tune, whose timings use no selection.
+func (d *Device) verifyFused() {
+	d.fused, d.fusedErr = true, nil
+	for _, dim := range selfTestDims {
+		for _, metric := range []uint32{shaders.MetricDot, shaders.MetricL2} {
+			if err := d.checkFused(dim, metric); err != nil {
+				d.fused = false
+				d.fusedErr = fmt.Errorf("fused self-test at dimension %d, metric %d, team %d: %w", dim, metric, d.team, err)
+				return
+			}
+		}
+	}
+}
+
+// checkFused runs the ranking checks through the fused path, with k at
+// each plan's limit and small, single queries and batches, masked and not,
+// over more than twice the largest k in rows so the device selects.
+func (d *Device) checkFused(dim int, metric uint32) error {
+	g, err := newIndex(d, (dim+3)&^3, metric, 128)
+	if err != nil {
+		return err
+	}
+	ks := []int{1, 5}
+	for _, p := range append(slices.Clone(g.topkSingle), g.topkBatch...) {
+		ks = append(ks, p.MaxK())
+	}
+	g.Release()
+	// Each chunk's rows are scanned by as many workgroups as fit (each
+	// takes one step of rows), and by two, each looping over many steps
+	// and cutting its lists as they fill.
+	rows := 2*slices.Max(ks) + 90
+	if err := d.checkSearches(dim, metric, rows, ks, 0); err != nil {
+		return err
+	}
+	return d.checkSearches(dim, metric, rows, ks, 2)
 }
 
 // selfTestDims are the dimensions the self-test checks: a short row (a team
@@ -69,7 +110,18 @@ func (d *Device) selfTest() error {
 func (d *Device) checkVariant(dim int, metric uint32) error {
 	// 300 rows span several workgroups and, at 128 rows a chunk, three
 	// chunks; 8 queries fill one batch tile.
-	const rows, k, nq = 300, 5, batchQT
+	return d.checkSearches(dim, metric, 300, []int{5}, -1)
+}
+
+// checkSearches checks scores and rankings on rows synthetic rows of dim,
+// selecting each k of ks on the device and every row on the host, with and
+// without an allow bitmap. fusedGroups < 0 checks the radix select (the
+// fused path is not enabled yet); otherwise the fused path, which must be
+// the one taken, with at most fusedGroups workgroups per chunk (0: as
+// many as it plans).
+func (d *Device) checkSearches(dim int, metric uint32, rows int, ks []int, fusedGroups int) error {
+	fused := fusedGroups >= 0
+	const nq = batchQT
 	data := packed.Synthetic(rows+nq, dim)
 	slab := packed.NewSlab(dim)
 	flat := make([]float32, 0, rows*dim)
@@ -86,6 +138,7 @@ func (d *Device) checkVariant(dim int, metric uint32) error {
 		return err
 	}
 	defer g.Release()
+	g.selfTest, g.fusedGroups = true, max(fusedGroups, 0)
 	ctx := context.Background()
 	if err := g.Upload(ctx, slab, 0, nil, nil); err != nil {
 		return err
@@ -119,16 +172,28 @@ func (d *Device) checkVariant(dim int, metric uint32) error {
 		third[r>>6] |= 1 << (uint(r) & 63)
 	}
 	admitted := (rows + 2) / 3
-	for _, c := range []struct {
+	type search struct {
 		qs   [][]float32
 		k    int
 		mask []uint64
 		want int
-	}{{qs[:1], k, nil, k}, {qs, k, nil, k}, {qs[:2], rows, nil, rows},
-		{qs, k, third, k}, {qs[:2], rows, third, admitted}} {
-		hits, err := g.Search(ctx, c.qs, c.k, rows, c.mask, nil)
+	}
+	var cases []search
+	for _, k := range ks {
+		cases = append(cases, search{qs[:1], k, nil, k}, search{qs, k, nil, k},
+			search{qs[:1], k, third, min(k, admitted)}, search{qs, k, third, min(k, admitted)})
+	}
+	if !fused {
+		cases = append(cases, search{qs[:2], rows, nil, rows}, search{qs[:2], rows, third, admitted})
+	}
+	for _, c := range cases {
+		var st Stages
+		hits, err := g.Search(ctx, c.qs, c.k, rows, c.mask, &st)
 		if err != nil {
 			return err
+		}
+		if _, ok := g.fusedPlan(c.k, len(c.qs)); fused && ok && 2*c.want < rows && st.Path != "fused" {
+			return fmt.Errorf("%w: test top-%d of %d queries took the %s path, not the fused one", ErrFailed, c.k, len(c.qs), st.Path)
 		}
 		if len(hits) != len(c.qs) {
 			return fmt.Errorf("%w: test search returned %d lists for %d queries", ErrFailed, len(hits), len(c.qs))

@@ -168,7 +168,7 @@ func (g *Index) readStamps() (time.Duration, error) {
 	if err := g.dev.submit(enc, false); err != nil {
 		return 0, err
 	}
-	raw, err := g.readback(16)
+	raw, err := g.readback(16, nil)
 	if err != nil {
 		return 0, err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/umbravec/umbra/internal/packed"
@@ -57,6 +58,10 @@ type Limits struct {
 	Timestamps             bool
 	Team                   uint32
 	StagedQueries          bool
+	// FusedK and FusedBatchK are the largest k the fused scan-and-select
+	// takes for one query and for a batch (0: the device did not pass its
+	// fused self-test, or its workgroup memory holds no plan).
+	FusedK, FusedBatchK uint32
 }
 
 // Report is what probing one adapter found.
@@ -68,13 +73,69 @@ type Report struct {
 	Error    string
 }
 
-// Stages accumulates where one traced call spent its time on the device;
-// engine adds it into its Trace.
+// Stages accumulates where one traced call spent its time on the device,
+// and what it issued; engine adds it into its Trace.
 type Stages struct {
 	Upload, Kernel, Readback, Select time.Duration
 	KernelClock                      string
 	UploadBytes, ReadbackBytes       int64
+	// What the calls issued, counted where the wgpu calls are made:
+	// compute dispatches, queue submissions, buffer maps (each a round
+	// trip that waits for the device), bytes written to the device by
+	// queue writes, and bytes read back through maps.
+	Dispatches, Submissions, Maps int64
+	BytesUp, BytesDown            int64
+	// Path is the selection the last search used: "fused" (scan and
+	// select in one pass, topk.wgsl), "radix" (scores, then select.wgsl),
+	// "host" (every score read back, selected on the host) or "scores".
+	Path string
 }
+
+// Add adds o's durations and counts into s.
+func (s *Stages) Add(o *Stages) {
+	if s == nil || o == nil {
+		return
+	}
+	s.Upload += o.Upload
+	s.Kernel += o.Kernel
+	s.Readback += o.Readback
+	s.Select += o.Select
+	s.UploadBytes += o.UploadBytes
+	s.ReadbackBytes += o.ReadbackBytes
+	s.Dispatches += o.Dispatches
+	s.Submissions += o.Submissions
+	s.Maps += o.Maps
+	s.BytesUp += o.BytesUp
+	s.BytesDown += o.BytesDown
+	if o.KernelClock != "" {
+		s.KernelClock = o.KernelClock
+	}
+	if o.Path != "" {
+		s.Path = o.Path
+	}
+}
+
+// SelectPath chooses how a search that selects on the device does it.
+type SelectPath int32
+
+const (
+	// SelectAuto: fused where the device's self-test passed it and k is
+	// within the fused limit, radix otherwise.
+	SelectAuto SelectPath = iota
+	// SelectRadix: always the scores pass and the radix select (the path
+	// before the fused one; for comparisons).
+	SelectRadix
+)
+
+var selectPath atomic.Int32
+
+// SetSelectPath sets, for the whole process, which selection searches on
+// the device take; cmd/bench uses it to time the radix path beside the
+// fused one. It returns the previous setting.
+func SetSelectPath(p SelectPath) SelectPath { return SelectPath(selectPath.Swap(int32(p))) }
+
+// CurrentSelectPath is the process's setting (SelectAuto unless changed).
+func CurrentSelectPath() SelectPath { return SelectPath(selectPath.Load()) }
 
 // lap adds the time since start to *d and returns now.
 func lap(d *time.Duration, start time.Time) time.Time {

@@ -1,0 +1,100 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/engine"
+)
+
+// TestFusedTopK compares the GPU's selection with the fallback for k from
+// 1 to Len (across the fused path's limits, where larger k takes the radix
+// select and from Len/2 the host's), N from 1 to past a chunk, single and
+// batched, with duplicated rows (exact ties, ordered by lower ID) and with
+// an allow filter, on every GPU backend.
+func TestFusedTopK(t *testing.T) {
+	r := newRand(t)
+	const dim = 20
+	for _, n := range []int{1, 7, 520, 1300} {
+		base := randomVectors(r, max(n/3, 1), dim)
+		data := make([][]float32, n)
+		for i := range data {
+			data[i] = base[r.IntN(len(base))]
+		}
+		queries := append(randomVectors(r, 9, dim), data[n-1])
+		keep := func(id uint64) bool { return id%5 != 2 }
+		for _, m := range metrics {
+			cpu := open(t, backends[0], engine.Config{Dim: dim, Metric: m})
+			_, err := cpu.Add(context.Background(), data)
+			require.NoError(t, err)
+			for _, b := range backends[1:] {
+				t.Run(fmt.Sprintf("%s/%s/n%d", b.name, m, n), func(t *testing.T) {
+					ix := open(t, b, engine.Config{Dim: dim, Metric: m}, 500)
+					_, err := ix.Add(context.Background(), data)
+					require.NoError(t, err)
+					for _, k := range []int{1, 3, 10, 59, 60, 61, 124, 125, 255, 256, 257, n / 2, n} {
+						if k < 1 || k > n {
+							continue
+						}
+						for _, opts := range [][]engine.SearchOption{nil, {engine.AllowFunc(keep)}} {
+							what := fmt.Sprintf("k=%d filtered=%v", k, opts != nil)
+							want, err := cpu.SearchBatch(context.Background(), queries, k, opts...)
+							require.NoError(t, err)
+							var tr engine.Trace
+							got, err := ix.SearchBatch(engine.WithTrace(context.Background(), &tr), queries, k, opts...)
+							require.NoError(t, err)
+							one, err := ix.Search(context.Background(), queries[3], k, opts...)
+							require.NoError(t, err)
+							require.Equal(t, got[3], one, "batched and single search differ, %s", what)
+							for qi := range queries {
+								requireSameHits(t, m, want[qi], got[qi], fmt.Sprintf("%s query %d (%s path)", what, qi, tr.SelectPath))
+							}
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestFusedTraceCounts: a traced search within the fused limit issues one
+// scan per device chunk and one merge, in one submission and one map, and
+// reads back only its k hits; Trace reports it.
+func TestFusedTraceCounts(t *testing.T) {
+	r := newRand(t)
+	const dim, n, k = 32, 2000, 10
+	data := randomVectors(r, n, dim)
+	for _, b := range backends[1:] {
+		t.Run(b.name, func(t *testing.T) {
+			for _, chunk := range []int{0, 1000} {
+				ix := open(t, b, engine.Config{Dim: dim, Metric: engine.Dot}, chunk)
+				_, err := ix.Add(context.Background(), data)
+				require.NoError(t, err)
+				if ix.Info().Limits.FusedK < k {
+					t.Fatalf("the adapter's fused limit %d is below k = %d", ix.Info().Limits.FusedK, k)
+				}
+				chunks := int64(1)
+				if chunk > 0 {
+					chunks = n / int64(chunk)
+				}
+				for _, nq := range []int{1, 8} {
+					var tr engine.Trace
+					_, err := ix.SearchBatch(engine.WithTrace(context.Background(), &tr), data[:nq], k)
+					require.NoError(t, err)
+					what := fmt.Sprintf("%d chunk(s), %d queries", chunks, nq)
+					require.Equal(t, "fused", tr.SelectPath, what)
+					require.Equal(t, chunks+1, tr.Dispatches, what)
+					require.Equal(t, int64(1), tr.Submissions, what)
+					require.Equal(t, int64(1), tr.Maps, what)
+					require.GreaterOrEqual(t, tr.BytesDown, int64(nq*k*8), what)
+					require.Less(t, tr.BytesDown, int64(nq*k*8+64), what+": the hits (and two timestamps), no scores")
+					require.Greater(t, tr.BytesUp, int64(nq*dim*4), what)
+				}
+				require.NoError(t, ix.Close())
+			}
+		})
+	}
+}

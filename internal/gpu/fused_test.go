@@ -1,0 +1,178 @@
+//go:build cgo && !nogpu
+
+package gpu
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/fallback"
+	"github.com/umbravec/umbra/internal/packed"
+	"github.com/umbravec/umbra/shaders"
+)
+
+// TestFusedProbed: the probe self-tested the fused path on the software
+// adapter and enabled it, with a limit for single queries.
+func TestFusedProbed(t *testing.T) {
+	d := softwareDevice(t)
+	require.NoError(t, d.fusedErr)
+	require.True(t, d.fused, "the fused path passed its self-test")
+	g, err := d.NewIndex(768, shaders.MetricDot, 0)
+	require.NoError(t, err)
+	defer g.Release()
+	l := g.Limits()
+	t.Logf("fused limit: k <= %d single, k <= %d batch (workgroup memory %d bytes)", l.FusedK, l.FusedBatchK, l.MaxWorkgroupBytes)
+	require.Equal(t, uint32(shaders.FusedMaxK), l.FusedK)
+	require.NotZero(t, l.FusedBatchK)
+}
+
+// fusedSlab is n rows of dim with about a third of them duplicates (exact
+// ties, which only the row index orders) and a few rows equal to the
+// first query's negation, plus nq queries.
+func fusedSlab(r *rand.Rand, n, dim, nq int) (*packed.Slab, [][]float32) {
+	s := packed.NewSlab(dim)
+	vs := make([][]float32, n)
+	for i := range vs {
+		if i > 2 && r.IntN(3) == 0 {
+			vs[i] = vs[r.IntN(i)]
+			continue
+		}
+		vs[i] = make([]float32, dim)
+		for j := range vs[i] {
+			vs[i][j] = r.Float32()*2 - 1
+		}
+	}
+	s.Append(vs, false)
+	qs := make([][]float32, nq)
+	for i := range qs {
+		q := make([]float32, s.Stride)
+		if i == 0 {
+			copy(q, vs[0])
+		} else {
+			for j := 0; j < dim; j++ {
+				q[j] = r.Float32()*2 - 1
+			}
+		}
+		qs[i] = q
+	}
+	return s, qs
+}
+
+// TestFusedAndRadixMatchTheFallback compares the fused path and the radix
+// path with the fallback's selection over the very same scores: k from 1
+// to past the fused limit, N from 1 to past a chunk, single queries and
+// batches, exact ties, masked: the lists must be identical, rows and
+// order (ties by lower row).
+func TestFusedAndRadixMatchTheFallback(t *testing.T) {
+	d := softwareDevice(t)
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 29))
+	const dim, chunk = 24, 700 // 1500 rows: three chunks
+	for _, n := range []int{1, 3, 150, 1500} {
+		s, qs := fusedSlab(r, n, dim, 10)
+		for _, metric := range []uint32{shaders.MetricDot, shaders.MetricL2} {
+			g, err := d.NewIndex(s.Stride, metric, chunk)
+			require.NoError(t, err)
+			require.NoError(t, g.Upload(context.Background(), s, 0, nil, nil))
+			mask := make([]uint64, (n+63)/64)
+			for i := 0; i < n; i++ {
+				if r.IntN(4) != 0 {
+					mask[i/64] |= 1 << (i % 64)
+				}
+			}
+			ks := []int{1, 2, 10, 60, 61, 255, 256, 257, 600, n}
+			// Every query's scores, read back once: the fallback selects
+			// from them for each k and mask.
+			all := make([][]float32, len(qs))
+			for qi, q := range qs {
+				all[qi], err = g.Scores(context.Background(), q, n)
+				require.NoError(t, err)
+			}
+			for _, path := range []SelectPath{SelectAuto, SelectRadix} {
+				prev := SetSelectPath(path)
+				// The fused scan with as many workgroups as it plans, and
+				// with one or three a chunk, each looping over many steps.
+				g.fusedGroups = []int{0, 1, 3}[r.IntN(3)]
+				for _, k := range ks {
+					if k > n {
+						continue
+					}
+					for _, m := range [][]uint64{nil, mask} {
+						for _, batch := range [][][]float32{qs[:1], qs} {
+							what := fmt.Sprintf("n=%d metric=%d path=%d groups=%d k=%d masked=%v nq=%d", n, metric, path, g.fusedGroups, k, m != nil, len(batch))
+							var st Stages
+							got, err := g.Search(context.Background(), batch, k, n, m, &st)
+							require.NoError(t, err, what)
+							if path == SelectRadix {
+								require.NotEqual(t, "fused", st.Path, what)
+							}
+							for qi := range batch {
+								want := fallback.SelectAllowed(all[qi], k, g.fallbackMetric(), m)
+								require.Equal(t, want, got[qi], "%s query %d (took %s)", what, qi, st.Path)
+							}
+						}
+					}
+				}
+				SetSelectPath(prev)
+			}
+			g.Release()
+		}
+	}
+}
+
+// TestFusedCounts asserts what one search issues, counted where the wgpu
+// calls are made: the fused path's one scan per chunk plus the merge, one
+// submission, one map, and no score buffer read back; the radix path's 17
+// select dispatches after the scores.
+func TestFusedCounts(t *testing.T) {
+	d := softwareDevice(t)
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 31))
+	const n, dim = 3000, 64
+	s, qs := fusedSlab(r, n, dim, 8)
+	stamps := int64(0) // a traced search maps its two timestamps with the hits
+	if d.timestamps {
+		stamps = 16
+	}
+	for _, chunk := range []int{0, 1000} {
+		g, err := d.NewIndex(s.Stride, shaders.MetricDot, chunk)
+		require.NoError(t, err)
+		require.NoError(t, g.Upload(context.Background(), s, 0, nil, nil))
+		chunks := int64((n + g.ChunkRows() - 1) / g.ChunkRows())
+		for _, batch := range [][][]float32{qs[:1], qs} {
+			nq := int64(len(batch))
+			var st Stages
+			_, err := g.Search(context.Background(), batch, 10, n, nil, &st)
+			require.NoError(t, err)
+			what := fmt.Sprintf("%d chunk(s), %d queries", chunks, nq)
+			require.Equal(t, "fused", st.Path, what)
+			require.Equal(t, chunks+1, st.Dispatches, what)
+			require.Equal(t, int64(1), st.Submissions, what)
+			require.Equal(t, int64(1), st.Maps, what)
+			require.Equal(t, nq*10*shaders.HitBytes+stamps, st.BytesDown, what)
+			require.Equal(t, nq*int64(s.Stride)*4+chunks*shaders.ParamsBytes+shaders.MergeParamsBytes, st.BytesUp, what)
+			if chunks == 1 {
+				require.LessOrEqual(t, st.Dispatches, int64(3), what)
+			}
+
+			prev := SetSelectPath(SelectRadix)
+			st = Stages{}
+			_, err = g.Search(context.Background(), batch, 10, n, nil, &st)
+			SetSelectPath(prev)
+			require.NoError(t, err)
+			require.Equal(t, "radix", st.Path, what)
+			require.Equal(t, chunks+17, st.Dispatches, what)
+			require.Equal(t, int64(1), st.Submissions, what)
+			require.Equal(t, int64(1), st.Maps, what)
+			require.Equal(t, nq*10*shaders.HitBytes+stamps, st.BytesDown, what)
+		}
+		g.Release()
+	}
+}
