@@ -255,9 +255,13 @@ func TopK(l TopKLayout) (string, error) {
 		l.Cap&(l.Cap-1) != 0 || l.Cap <= l.Step() {
 		return "", fmt.Errorf("shaders: invalid top-k layout %+v", l)
 	}
+	ms := make([]uint32, l.RM) // the rows of a step, unrolled in the source
+	for m := range ms {
+		ms[m] = uint32(m)
+	}
 	return execTopK(map[string]any{"Merge": false, "Metric": s.Metric, "QT": s.QT, "Workgroup": s.Workgroup(),
 		"Cap": l.Cap, "Keep": s.QT * l.Cap, "Dim4": s.Dim4, "Team": s.Team, "Rows": s.Rows, "RM": l.RM,
-		"Acc": s.QT * l.RM, "Partial": l.RM * s.QT * s.Workgroup()})
+		"Ms": ms, "Partial": l.RM * s.QT * s.Workgroup()})
 }
 
 // MergeTopK returns the WGSL source of the fused path's merge (entry point

@@ -237,34 +237,45 @@ fn scan(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
     init_lists(li);
     let steps = (params.rows + STEP - 1u) / STEP;
     for (var g = wg.x; g < steps; g += nwg.x) {
-        // Zeroed explicitly every step: a declaration without initializer
-        // inside a loop is not re-zeroed on every pass by every compiler
-        // (naga hoists it to the function's entry).
-        var acc: array<vec4<f32>, {{.Acc}}>;
-        for (var a = 0u; a < QT * RM; a++) {
-            acc[a] = vec4<f32>(0.0);
+        // One accumulator array per row of the step, unrolled here so no
+        // array is indexed by a row number the compiler cannot see (which
+        // would put it in memory); each query vec4 loaded serves every
+        // row. Zeroed explicitly every step: a declaration without
+        // initializer inside a loop is not re-zeroed on every pass by every
+        // compiler (naga hoists it to the function's entry). Rows past the
+        // chunk read its last row and are skipped when offered.
+{{- range .Ms}}
+        var acc{{.}}: array<vec4<f32>, QT>;
+        let base{{.}} = min((g * RM + {{.}}u) * ROWS + r, params.rows - 1u) * DIM4;
+{{- end}}
+        for (var j = 0u; j < QT; j++) {
+{{- range .Ms}}
+            acc{{.}}[j] = vec4<f32>(0.0);
+{{- end}}
         }
-        for (var m = 0u; m < RM; m++) {
-            let row = (g * RM + m) * ROWS + r;
-            if (row < params.rows) {
-                let base = row * DIM4;
-                for (var i = lane; i < DIM4; i += TEAM) {
-                    let x = rows[base + i];
-                    for (var j = 0u; j < QT; j++) {
-                        let q = query[min(q0 + j, params.nq - 1u) * DIM4 + i];
-                        if (METRIC == 0u) {
-                            acc[m * QT + j] = fma(x, q, acc[m * QT + j]);
-                        } else {
-                            let d = x - q;
-                            acc[m * QT + j] = fma(d, d, acc[m * QT + j]);
-                        }
-                    }
+        for (var i = lane; i < DIM4; i += TEAM) {
+{{- range .Ms}}
+            let x{{.}} = rows[base{{.}} + i];
+{{- end}}
+            for (var j = 0u; j < QT; j++) {
+                let q = query[min(q0 + j, params.nq - 1u) * DIM4 + i];
+                if (METRIC == 0u) {
+{{- range .Ms}}
+                    acc{{.}}[j] = fma(x{{.}}, q, acc{{.}}[j]);
+{{- end}}
+                } else {
+{{- range .Ms}}
+                    let d{{.}} = x{{.}} - q;
+                    acc{{.}}[j] = fma(d{{.}}, d{{.}}, acc{{.}}[j]);
+{{- end}}
                 }
             }
         }
-        for (var a = 0u; a < QT * RM; a++) {
-            let v = acc[a];
-            partial[a * WG + li] = (v.x + v.y) + (v.z + v.w);
+        for (var j = 0u; j < QT; j++) {
+{{- range .Ms}}
+            let v{{.}} = acc{{.}}[j];
+            partial[({{.}}u * QT + j) * WG + li] = (v{{.}}.x + v{{.}}.y) + (v{{.}}.z + v{{.}}.w);
+{{- end}}
         }
         workgroupBarrier();
         for (var s = TEAM / 2u; s > 0u; s = s / 2u) {
