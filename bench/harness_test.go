@@ -158,7 +158,7 @@ func TestRunCPU(t *testing.T) {
 func TestRunGPU(t *testing.T) {
 	w := RandomWorkload(1500, 40, 2, testSeed(t))
 	rep, err := Run(context.Background(), w, Options{K: 7, Repeat: 1, Runs: 2, Tiers: AllTiers,
-		Device: engine.GPU, Breakdown: true, Reps: 2})
+		Device: engine.GPU, Breakdown: true, Reps: 2, Paths: []int{1, 3}})
 	require.NoError(t, err)
 	if rep.Adapter == nil {
 		if os.Getenv("UMBRA_REQUIRE_GPU") == "1" {
@@ -195,6 +195,28 @@ func TestRunGPU(t *testing.T) {
 	assert.GreaterOrEqual(t, bd.UploadBytes, int64(1500*40*4), "the list path uploads every row")
 	assert.Greater(t, bd.ReadbackBytes, int64(0))
 	assert.Contains(t, rep.Tiers[2].Premise, "back per call]")
+	// One search within the fused limit: a scan for the one chunk, the
+	// merge, one submission, one map, and 7 hits of 8 bytes back (16 more
+	// for the timestamps where the adapter writes them).
+	assert.Equal(t, "fused", bd.SelectPath)
+	assert.Equal(t, int64(2), bd.Dispatches)
+	assert.Equal(t, int64(1), bd.Submissions)
+	assert.Equal(t, int64(1), bd.Maps)
+	assert.Contains(t, []int64{56, 72}, bd.BytesDown)
+	assert.Greater(t, bd.BytesUp, int64(40*4))
+	// --paths: each batch size on the fused path and on the radix select.
+	require.Len(t, rep.Paths, 4)
+	for i, p := range rep.Paths {
+		require.Empty(t, p.Error)
+		assert.Equal(t, []int{1, 1, 3, 3}[i], p.Queries)
+		assert.Equal(t, []string{"auto", "radix"}[i%2], p.Path)
+		assert.Equal(t, []string{"fused", "radix"}[i%2], p.SelectPath, "k = 7 is within the fused limit; radix when forced")
+		assert.Equal(t, []int64{2, 18}[i%2], p.Dispatches, "one chunk: scan and merge, or scores and 17 select dispatches")
+		assert.Equal(t, int64(1), p.Submissions)
+		assert.Equal(t, int64(1), p.Maps)
+		assert.Greater(t, p.MedianMS, 0.0)
+		assert.InDelta(t, p.MedianMS/float64(p.Queries), p.PerQueryMS, 1e-9)
+	}
 }
 
 // TestRunPeers runs chromem-go and, where Python imports it, FAISS beside

@@ -62,8 +62,11 @@ type Report struct {
 	Breakdown *Breakdown   `json:"breakdown,omitempty"`
 	// Batch and Peers are set with --peers: umbra's SearchBatch, and the
 	// other libraries run on the same data and queries.
-	Batch   *BatchResult `json:"batch,omitempty"`
-	Peers   []PeerResult `json:"peers,omitempty"`
+	Batch *BatchResult `json:"batch,omitempty"`
+	Peers []PeerResult `json:"peers,omitempty"`
+	// Paths are set with --paths: each batch size on the fused and the
+	// radix selection of the resident GPU index, side by side.
+	Paths   []PathResult `json:"paths,omitempty"`
 	Pass    bool         `json:"pass"`
 	Verdict string       `json:"verdict"`
 }
@@ -150,6 +153,36 @@ type Breakdown struct {
 	UploadBytes   int64              `json:"upload_bytes"`
 	ReadbackBytes int64              `json:"readback_bytes"`
 	KernelClock   string             `json:"kernel_clock"`
+	// What one search issues: from a traced Search of k on the resident
+	// index (GPU only; zero on the CPU), counted where the wgpu calls are
+	// made. See Counts.
+	Counts
+}
+
+// Counts are what one GPU search issued (engine.Trace's counts).
+type Counts struct {
+	Dispatches  int64 `json:"dispatches"`
+	Submissions int64 `json:"submissions"`
+	Maps        int64 `json:"maps"`
+	BytesUp     int64 `json:"bytes_up"`
+	BytesDown   int64 `json:"bytes_down"`
+	// SelectPath is how the search selected: fused, radix, host or scores
+	// (empty on the CPU).
+	SelectPath string `json:"select_path,omitempty"`
+}
+
+// PathResult is one batch size on one selection path of the GPU (with
+// --paths): the fused scan-and-select beside the radix select it replaces
+// for small k.
+type PathResult struct {
+	Queries int    `json:"queries"`
+	Path    string `json:"path"` // auto (the engine's choice) or radix (forced); SelectPath says which ran
+	// MedianMS is the median wall time of one SearchBatch call over the
+	// Reps untimed-trace calls; PerQueryMS that over Queries.
+	MedianMS   float64 `json:"median_ms"`
+	PerQueryMS float64 `json:"per_query_ms"`
+	Counts
+	Error string `json:"error,omitempty"`
 }
 
 // stages lists the breakdown's stages with their medians, in path order.
@@ -305,6 +338,24 @@ func (r *Report) WriteText(out io.Writer) error {
 		tw.Flush()
 		fmt.Fprintf(&b, "  moved: %s up, %s back per call; kernel clock: %s\n",
 			bytesHuman(uint64(bd.UploadBytes)), bytesHuman(uint64(bd.ReadbackBytes)), orDash(bd.KernelClock))
+		if bd.Backend == "gpu" {
+			fmt.Fprintf(&b, "  one search issues: %d dispatches, %d submission(s), %d map(s), %d B up, %d B down (%s select)\n",
+				bd.Dispatches, bd.Submissions, bd.Maps, bd.BytesUp, bd.BytesDown, orDash(bd.SelectPath))
+		}
+	}
+	if len(r.Paths) > 0 {
+		fmt.Fprintf(&b, "\nselection paths on the GPU, k=%d: the engine's choice (auto) and the radix select forced, medians of untraced calls alternating between them\n", r.K)
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "  queries\tpath\tselect\tms/call\tms/query\tdispatches\tsubmissions\tmaps\tbytes up\tbytes down\t")
+		for _, p := range r.Paths {
+			if p.Error != "" {
+				fmt.Fprintf(tw, "  %d\t%s\terror: %s\t\t\t\t\t\t\t\t\n", p.Queries, p.Path, p.Error)
+				continue
+			}
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t\n", p.Queries, p.Path, orDash(p.SelectPath), ms(p.MedianMS), ms(p.PerQueryMS),
+				p.Dispatches, p.Submissions, p.Maps, p.BytesUp, p.BytesDown)
+		}
+		tw.Flush()
 	}
 
 	fmt.Fprintf(&b, "\nconsistency: |score − float64 reference| over all %d scores of query 0 (threshold %.3g), "+

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/gpu"
 )
 
 // Options say what a run measures and how.
@@ -28,6 +29,12 @@ type Options struct {
 
 	Breakdown bool
 	Reps      int // traced calls the breakdown takes medians over
+
+	// Paths, when not empty, times SearchBatch of each of these many
+	// queries on the resident GPU index, Reps calls each, on the fused
+	// selection and with the radix select forced, and records what each
+	// issued (Report.Paths).
+	Paths []int
 
 	// Peers runs chromem-go and FAISS on the same data and queries, and
 	// times umbra's SearchBatch, chromem-go and FAISS on a batch of Batch
@@ -62,7 +69,7 @@ func (o *Options) validate(w *Workload) error {
 		return fmt.Errorf("repeat %d and runs %d must be at least 1, warmup %d at least 0", o.Repeat, o.Runs, o.Warmup)
 	case o.Threshold < 0 || math.IsNaN(o.Threshold) || math.IsInf(o.Threshold, 0):
 		return fmt.Errorf("threshold %g must be a finite number, 0 for the computed one", o.Threshold)
-	case o.Breakdown && o.Reps < 1:
+	case (o.Breakdown || len(o.Paths) > 0) && o.Reps < 1:
 		return fmt.Errorf("reps %d must be at least 1", o.Reps)
 	case len(o.Tiers) == 0:
 		return errors.New("no tiers")
@@ -169,6 +176,11 @@ func Run(ctx context.Context, w *Workload, opt Options) (*Report, error) {
 	h.efficiency()
 	if opt.Breakdown {
 		if err := h.breakdown(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if len(opt.Paths) > 0 {
+		if err := h.paths(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -617,6 +629,15 @@ func (h *harness) breakdown(ctx context.Context) error {
 		total = append(total, msOf(d))
 		bd.UploadBytes, bd.ReadbackBytes, bd.KernelClock = tr.UploadBytes, tr.ReadbackBytes, tr.KernelClock
 	}
+	if bd.Backend == "gpu" && h.gpuIx != nil {
+		// What one search issues, on the resident index whatever tier was
+		// traced (a rebuilding tier's trace holds its Add too).
+		var tr engine.Trace
+		if _, err := h.gpuIx.Search(engine.WithTrace(ctx, &tr), h.w.Queries[0], h.opt.K); err != nil {
+			return fmt.Errorf("breakdown counts: %w", err)
+		}
+		bd.Counts = countsOf(&tr)
+	}
 	bd.MarshalMS, bd.UploadMS, bd.KernelMS = Median(marshal), Median(upload), Median(kernel)
 	bd.ReadbackMS, bd.SelectMS, bd.TotalMS = Median(readback), Median(sel), Median(total)
 	// Other is what the stage medians leave of the median total, so that
@@ -747,4 +768,69 @@ func firstClause(s string) string {
 		return s[:i]
 	}
 	return s
+}
+
+// paths times each batch size of Options.Paths on the resident GPU index
+// with the engine's own selection ("auto": fused for k within its limit)
+// and with the radix select forced, in one run: after one traced call per
+// path (its counts, and a warm-up), the timed calls alternate between the
+// paths, so both see the same machine state (this machine is shared).
+func (h *harness) paths(ctx context.Context) error {
+	if h.gpuIx == nil {
+		return nil // no GPU: nothing to compare
+	}
+	defer gpu.SetSelectPath(gpu.SetSelectPath(gpu.SelectAuto))
+	paths := []struct {
+		name string
+		sel  gpu.SelectPath
+	}{{"auto", gpu.SelectAuto}, {"radix", gpu.SelectRadix}}
+	for _, nq := range h.opt.Paths {
+		qs := make([][]float32, nq)
+		for i := range qs {
+			qs[i] = h.w.Queries[i%len(h.w.Queries)]
+		}
+		rs := make([]PathResult, len(paths))
+		times := make([][]float64, len(paths))
+		for p, path := range paths {
+			rs[p] = PathResult{Queries: nq, Path: path.name}
+			gpu.SetSelectPath(path.sel)
+			var tr engine.Trace
+			if _, err := h.gpuIx.SearchBatch(engine.WithTrace(ctx, &tr), qs, h.opt.K); err != nil {
+				rs[p].Error = err.Error()
+				continue
+			}
+			rs[p].Counts = countsOf(&tr)
+		}
+		for i := 0; i < h.opt.Reps; i++ {
+			h.progress("paths: %d quer%s, call %d/%d on each path", nq, plural(nq, "y", "ies"), i+1, h.opt.Reps)
+			for p, path := range paths {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				if rs[p].Error != "" {
+					continue
+				}
+				gpu.SetSelectPath(path.sel)
+				start := time.Now()
+				if _, err := h.gpuIx.SearchBatch(ctx, qs, h.opt.K); err != nil {
+					rs[p].Error = err.Error()
+					continue
+				}
+				times[p] = append(times[p], float64(time.Since(start))/float64(time.Millisecond))
+			}
+		}
+		for p := range rs {
+			if rs[p].Error == "" {
+				rs[p].MedianMS = Median(times[p])
+				rs[p].PerQueryMS = rs[p].MedianMS / float64(nq)
+			}
+		}
+		h.rep.Paths = append(h.rep.Paths, rs...)
+	}
+	return nil
+}
+
+func countsOf(tr *engine.Trace) Counts {
+	return Counts{Dispatches: tr.Dispatches, Submissions: tr.Submissions, Maps: tr.Maps,
+		BytesUp: tr.BytesUp, BytesDown: tr.BytesDown, SelectPath: tr.SelectPath}
 }

@@ -27,6 +27,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -44,10 +45,12 @@ func main() {
 }
 
 // Limits on the flags. maxValues bounds n×dim: the run holds the data
-// several times over (the input, the per-row copy, each index's slab).
+// several times over (the input, the per-row copy, each index's slab); 2³²
+// admits the device check's 4,000,000 × 768 (12.3 GB a copy), for
+// machines with the memory.
 const (
 	maxDim    = 1 << 16
-	maxValues = 1 << 31
+	maxValues = 1 << 32
 	maxGroups = 10000
 )
 
@@ -78,6 +81,7 @@ type flags struct {
 	duration, soak         time.Duration
 	coalesceMax            int
 	coalesceWait           time.Duration
+	paths                  string
 	set                    map[string]bool
 }
 
@@ -104,7 +108,8 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.jsonOut, "json", "", "write the report as JSON to `FILE` (- for stdout; the table then goes to stderr)")
 	fs.StringVar(&f.plotOut, "plot", "", "draw group times and the breakdown to `FILE.png`")
 	fs.BoolVar(&f.breakdown, "breakdown", false, "trace the most expensive tier's path stage by stage (marshal, upload, kernel, readback)")
-	fs.IntVar(&f.reps, "reps", 12, "traced calls the breakdown takes medians over")
+	fs.IntVar(&f.reps, "reps", 12, "traced calls the breakdown takes medians over (and calls per batch size of --paths)")
+	fs.StringVar(&f.paths, "paths", "", "comma list of batch sizes (e.g. 1,8,64): time SearchBatch on the resident GPU index with the fused selection and with the radix select forced, side by side, with what each issues")
 	fs.StringVar(&f.data, "data", "", "stored vectors from `FILE` (.npy float32 2-D, or .fvecs) instead of random data")
 	fs.StringVar(&f.queries, "queries", "", "queries from `FILE` (.npy float32 2-D, or .fvecs)")
 	fs.BoolVar(&f.store, "store", false, "measure the store instead of the search tiers: ingest, Save, Open, a logged Add per fsync policy, and filtered searches, each beside its baseline (uses --n, --dim, --runs, --repeat, --seed, --device)")
@@ -196,6 +201,15 @@ func (f *flags) options() (bench.Options, error) {
 	o.Peers, o.Batch, o.BatchRepeat, o.BatchRuns = f.peers, f.batch, f.batchRepeat, f.batchRuns
 	if f.python != "" {
 		o.Pythons = []string{f.python}
+	}
+	if f.paths != "" {
+		for _, part := range strings.Split(f.paths, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(part))
+			if err != nil || n < 1 || n > 1<<16 {
+				return o, usagef("--paths: %q is not a batch size in 1..65536", part)
+			}
+			o.Paths = append(o.Paths, n)
+		}
 	}
 	if o.Peers && !slices.Contains(o.Tiers, bench.TierFallback) {
 		return o, usagef("--peers compares with the fallback tier: add fallback to --tiers")

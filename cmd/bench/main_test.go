@@ -93,6 +93,8 @@ func TestBadInput(t *testing.T) {
 		{"runs zero", []string{"--runs", "0"}, "--runs 0 out of range"},
 		{"repeat zero", []string{"--repeat", "0"}, "--repeat 0 out of range"},
 		{"reps zero", []string{"--reps", "0"}, "--reps 0 out of range"},
+		{"paths zero", []string{"--paths", "1,0"}, `--paths: "0" is not a batch size`},
+		{"paths word", []string{"--paths", "8,x"}, `--paths: "x" is not a batch size`},
 		{"metric", []string{"--metric", "hamming"}, `unknown metric "hamming"`},
 		{"device", []string{"--device", "tpu"}, `unknown device "tpu"`},
 		{"backend", []string{"--backend", "cuda"}, `unknown backend "cuda"`},
