@@ -594,7 +594,10 @@ func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *Stag
 		if err := g.step("submit"); err != nil {
 			return err
 		}
-		if err := g.submit(&c, enc, true); err != nil {
+		// Untraced, the map below is the one wait: it returns once the
+		// submission is done. Traced, the device is waited for here so
+		// Kernel ends when the work does.
+		if err := g.submit(&c, enc, t != nil); err != nil {
 			return err
 		}
 		if t != nil {
