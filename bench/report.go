@@ -325,7 +325,7 @@ func (r *Report) WriteText(out io.Writer) error {
 	if bd := r.Breakdown; bd != nil {
 		wait := ""
 		if bd.Backend == "gpu" {
-			wait = " (tracing waits for the device after each stage)"
+			wait = " (tracing waits for the device once more, to end the kernel stage)"
 		}
 		fmt.Fprintf(&b, "\nbreakdown of the %s path on the %s, medians of %d traced calls%s\n",
 			bd.Tier, backendWord(bd.Backend), bd.Reps, wait)

@@ -11,11 +11,15 @@ import (
 // stage, the way net/http/httptrace does for requests: attach one to a
 // context with WithTrace and pass that context to AddContext, AddFlat or
 // Search. Stages a path does not have stay zero. Durations add up over the
-// calls that used the context. Tracing makes the GPU path wait after each
-// stage, so a traced search is slightly slower than an untraced one.
+// calls that used the context. A traced GPU search issues exactly what an
+// untraced one does (one submission and one map per search); it only waits
+// for the device once more, after the submission, so that Kernel ends when
+// the work does: Upload is the queued writes, Kernel the submission until
+// the device is idle (the GPU's clock for the dispatches where it writes
+// timestamps, the rest then counted as Readback), Readback the map.
 type Trace struct {
 	Marshal  time.Duration // host: validate and pack vectors into the slab
-	Upload   time.Duration // host to device: slab rows (Add) or the query (Search)
+	Upload   time.Duration // host to device: slab rows (Add) or the query (Search, queued writes)
 	Kernel   time.Duration // the scoring and top-k dispatches (GPU) or the scan (CPU)
 	Readback time.Duration // device to host: copy and map the results
 	Select   time.Duration // host: top-k selection over read-back scores
