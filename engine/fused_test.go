@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/gpu"
 )
 
 // TestFusedTopK compares the GPU's selection with the fallback for k from
@@ -97,4 +98,14 @@ func TestFusedTraceCounts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNonFiniteOnTheRadixSelect runs the NaN, ±Inf and −0 ordering test
+// with the radix select forced, so the path that serves k past the fused
+// limit keeps the one order too (with the default, small k takes the
+// fused path). No engine test runs in parallel, so the process-wide
+// setting reaches only this one.
+func TestNonFiniteOnTheRadixSelect(t *testing.T) {
+	defer gpu.SetSelectPath(gpu.SetSelectPath(gpu.SelectRadix))
+	TestNonFiniteScoresRankTheSameEverywhere(t)
 }

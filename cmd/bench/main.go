@@ -12,6 +12,7 @@
 //	go run ./cmd/bench --data base.fvecs --queries q.npy
 //	go run ./cmd/bench --concurrency 1,8,64,256 --peers  # many callers at once, coalescing on and off
 //	go run ./cmd/bench --soak 60s                      # mixed load, every answer checked, memory sampled
+//	go run ./cmd/bench --device gpu --tiers resident --paths 1,8,64   # fused vs radix selection, with what each issues
 //
 // Exit status: 0 when every tier that ran agrees with the reference, 1 on a
 // consistency failure or a tier error, 2 for bad flags or input files.
