@@ -162,6 +162,40 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
         return;
     }
+    if (w > 0u && (w & (w - 1u)) == 0u) {
+        // The layout does not hold here: add the very pairs the shuffles
+        // would, in the same order — within each run of w lanes first
+        // (stride w/2 down to 1, the xor partners), then the runs' sums in
+        // turn — so a workgroup that takes this path writes the same bits
+        // as one that shuffles, and a row's score never depends on which
+        // path its workgroup took.
+        for (var j = 0u; j < QT; j++) {
+            let a = acc[j];
+            partial[j * WG + li] = (a.x + a.y) + (a.z + a.w);
+        }
+        workgroupBarrier();
+        for (var s = w / 2u; s > 0u; s = s / 2u) {
+            if (lane % w < s) {
+                for (var j = 0u; j < QT; j++) {
+                    partial[j * WG + li] = partial[j * WG + li] + partial[j * WG + li + s];
+                }
+            }
+            workgroupBarrier();
+        }
+        if (lane == 0u) {
+            let parts = TEAM / w;
+            for (var j = 0u; j < QT; j++) {
+                var total = 0.0;
+                for (var p = 0u; p < parts; p++) {
+                    total += partial[j * WG + li + p * w];
+                }
+                if (row < params.rows && q0 + j < params.nq) {
+                    scores[(q0 + j) * params.n_total + params.base + row] = total;
+                }
+            }
+        }
+        return;
+    }
 {{end}}
     for (var j = 0u; j < QT; j++) {
         let a = acc[j];

@@ -160,7 +160,8 @@ func TestCalibrate(t *testing.T) {
 
 // TestReductionVariantsAgree scores the same rows with the subgroup-shuffle
 // reduction and the workgroup-memory tree on one device, for team widths
-// below, at and above common subgroup sizes.
+// below, at and above common subgroup sizes; the subgroup variant's own
+// fallback path must give the shuffles' bits exactly.
 func TestReductionVariantsAgree(t *testing.T) {
 	d := softwareDevice(t)
 	if !d.subgroups {
@@ -173,6 +174,7 @@ func TestReductionVariantsAgree(t *testing.T) {
 	// The subgroup variant on a device whose subgroup layout it does not
 	// trust: every workgroup must take its own tree reduction instead.
 	distrust := &Device{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim, subgroups: true,
+		team: d.team, staged: d.staged, // the same variant as d's but for the layout check
 		editScores: func(src string) string {
 			const check = "var ok = w > 0u"
 			require.Contains(t, src, check)
@@ -210,6 +212,24 @@ func TestReductionVariantsAgree(t *testing.T) {
 			require.InDelta(t, want, float64(got[0][i]), 1e-5*math.Max(1, math.Abs(want)), "dim %d row %d, subgroups", dim, i)
 			require.InDelta(t, want, float64(got[1][i]), 1e-5*math.Max(1, math.Abs(want)), "dim %d row %d, tree", dim, i)
 			require.InDelta(t, want, float64(got[2][i]), 1e-5*math.Max(1, math.Abs(want)), "dim %d row %d, subgroups distrusted", dim, i)
+		}
+		// A workgroup that distrusts the layout adds the shuffles' pairs in
+		// their order: a score never depends on which path its workgroup
+		// took (which may differ from one dispatch to the next), for teams
+		// at and above the subgroup size.
+		for _, team := range []uint32{8, 16, 32, 64} {
+			var bits [2][]float32
+			for i, edit := range []func(string) string{nil, distrust.editScores} {
+				dev := &Device{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim,
+					subgroups: true, team: team, editScores: edit}
+				g, err := newIndex(dev, slab.Stride, shaders.MetricDot, 0)
+				require.NoError(t, err)
+				require.NoError(t, g.Upload(context.Background(), slab, 0, nil, nil))
+				bits[i], err = g.scores(context.Background(), q, slab.Rows)
+				require.NoError(t, err)
+				g.Release()
+			}
+			require.Equal(t, bits[0], bits[1], "dim %d team %d: the subgroup variant's two paths give the same bits", dim, team)
 		}
 	}
 }
