@@ -49,51 +49,15 @@ func (s *Slab) Bytes() uint64 { return uint64(s.Rows) * uint64(s.Stride) * 4 }
 // Append packs vectors (each of length Dim, already validated) after the
 // existing rows. With normalize set every row is scaled to unit L2 norm, the
 // norm being computed in float64 so the stored row is as close to unit length
-// as float32 allows. Growth is amortised: the backing array at least doubles.
+// as float32 allows. Storage grows once, to what the call needs (Reserve).
 func (s *Slab) Append(vectors [][]float32, normalize bool) {
-	dst := s.grow(len(vectors))
-	for i, v := range vectors {
-		s.pack(dst[i*s.Stride:(i+1)*s.Stride], v, normalize)
-	}
+	_ = s.AppendRows(vectors, Mode{Normalize: normalize})
 }
 
 // AppendFlat packs rows given as one row-major []float32 of n*Dim values, as
 // read from a file: Append without a slice header per row.
 func (s *Slab) AppendFlat(data []float32, normalize bool) {
-	n := len(data) / s.Dim
-	dst := s.grow(n)
-	for i := 0; i < n; i++ {
-		s.pack(dst[i*s.Stride:(i+1)*s.Stride], data[i*s.Dim:(i+1)*s.Dim], normalize)
-	}
-}
-
-// grow extends Data by n rows (capacity at least doubling) and returns the
-// new rows' storage.
-func (s *Slab) grow(n int) []float32 {
-	need := (s.Rows + n) * s.Stride
-	if need > cap(s.Data) {
-		grown := make([]float32, len(s.Data), max(need, 2*cap(s.Data)))
-		copy(grown, s.Data)
-		s.Data = grown
-	}
-	base := len(s.Data)
-	s.Data = s.Data[:need]
-	s.Rows += n
-	return s.Data[base:need]
-}
-
-// pack writes v into one row's storage dst (Stride long), normalised if
-// asked, and zeroes the padding.
-func (s *Slab) pack(dst, v []float32, normalize bool) {
-	if normalize {
-		inv := 1 / Norm(v)
-		for j, x := range v {
-			dst[j] = float32(float64(x) * inv)
-		}
-	} else {
-		copy(dst, v)
-	}
-	clear(dst[s.Dim:])
+	_ = s.AppendFlatRows(data, Mode{Normalize: normalize})
 }
 
 // Truncate drops every row from index rows on. The engine uses it to undo an
@@ -152,5 +116,5 @@ func Synthetic(rows, dim int) *Slab {
 // Set replaces row i with v (Dim long, already validated), normalised if
 // asked.
 func (s *Slab) Set(i int, v []float32, normalize bool) {
-	s.pack(s.Data[i*s.Stride:(i+1)*s.Stride], v, normalize)
+	_ = s.PackRows(s.Data[i*s.Stride:(i+1)*s.Stride], 1, func(int) []float32 { return v }, Mode{Normalize: normalize})
 }

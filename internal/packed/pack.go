@@ -1,0 +1,353 @@
+package packed
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+)
+
+// Mode says how rows are packed and what a row must be to be accepted.
+type Mode struct {
+	// Normalize scales every row to unit L2 norm (cosine). The norm is
+	// summed in float64 in component order, so a packed row is bit for bit
+	// what Norm and a float64 scale give.
+	Normalize bool
+	// Check refuses a row of the wrong length or with a NaN or ±Inf
+	// component; with RejectZero also a row whose components are all zero
+	// (it has no direction under cosine).
+	Check, RejectZero bool
+}
+
+// BadRow is why a checked append refused a row. Row counts from the first
+// row of the call; nothing of the call is stored.
+type BadRow struct {
+	Row      int
+	Len      int     // the row's length, when it is not Dim (WrongLen)
+	WrongLen bool    // the row has Len components, not Dim
+	Col      int     // the first non-finite component (NonFinite)
+	Value    float32 // its value
+	Zero     bool    // every component is zero and RejectZero is set
+}
+
+func (b *BadRow) Error() string {
+	switch {
+	case b.WrongLen:
+		return fmt.Sprintf("row %d has %d components", b.Row, b.Len)
+	case b.Zero:
+		return fmt.Sprintf("row %d has norm 0", b.Row)
+	}
+	return fmt.Sprintf("row %d, component %d is %v", b.Row, b.Col, b.Value)
+}
+
+// growHeadroom bounds the spare rows Reserve adds past what a call needs:
+// at most a quarter of what is stored, and never more than this many bytes
+// (one chunk), so many small appends stay amortised while a large one
+// allocates only what it fills.
+const growHeadroom = 64 << 20
+
+// Reserve makes room for n more rows without changing Rows: after it,
+// appending up to n rows allocates nothing. A slab that must grow is
+// reallocated once, to exactly what is needed plus bounded headroom (none
+// for an empty slab), never doubled.
+func (s *Slab) Reserve(n int) {
+	need := (s.Rows + n) * s.Stride
+	if need <= cap(s.Data) {
+		return
+	}
+	extra := min(len(s.Data)/4, growHeadroom/4)
+	extra -= extra % s.Stride
+	grown := make([]float32, len(s.Data), need+extra)
+	copy(grown, s.Data)
+	s.Data = grown
+}
+
+// Spare returns the storage of the n rows after the last one, reserving it
+// first: rows packed there (PackRows) are not part of the slab until Commit.
+func (s *Slab) Spare(n int) []float32 {
+	s.Reserve(n)
+	base := len(s.Data)
+	return s.Data[base : base+n*s.Stride : base+n*s.Stride]
+}
+
+// Commit makes the n rows packed into Spare(n) part of the slab.
+func (s *Slab) Commit(n int) {
+	s.Data = s.Data[:len(s.Data)+n*s.Stride]
+	s.Rows += n
+}
+
+// AppendRows packs vectors after the existing rows as m says. With m.Check
+// the first bad row stops it with a *BadRow and the slab is left exactly
+// as it was (rows written past Rows are not part of it). Each row is read
+// once for its norm and checks and once more, from cache, to be written.
+func (s *Slab) AppendRows(vectors [][]float32, m Mode) error {
+	s.Reserve(len(vectors))
+	base := len(s.Data)
+	tail := s.Data[base : base+len(vectors)*s.Stride]
+	if err := s.packRows(tail, len(vectors), func(i int) []float32 { return vectors[i] }, m); err != nil {
+		return err
+	}
+	s.Data = s.Data[:base+len(tail)]
+	s.Rows += len(vectors)
+	return nil
+}
+
+// AppendFlatRows is AppendRows of n = len(data)/Dim rows given one after
+// another in data, as read from a file. len(data) must be a multiple of Dim.
+func (s *Slab) AppendFlatRows(data []float32, m Mode) error {
+	d := s.Dim
+	n := len(data) / d
+	s.Reserve(n)
+	base := len(s.Data)
+	tail := s.Data[base : base+n*s.Stride]
+	if err := s.packRows(tail, n, func(i int) []float32 { return data[i*d : (i+1)*d : (i+1)*d] }, m); err != nil {
+		return err
+	}
+	s.Data = s.Data[:base+len(tail)]
+	s.Rows += n
+	return nil
+}
+
+// CanAdopt reports whether Adopt can take n rows' storage as the slab's
+// own: the slab is empty and its rows need no padding.
+func (s *Slab) CanAdopt() bool { return s.Rows == 0 && s.Stride == s.Dim }
+
+// Adopt makes data (whole rows, packed in place by PackRows: dst and
+// source the same slice) the slab's storage, when CanAdopt. Nothing is
+// copied; the caller gives data up.
+func (s *Slab) Adopt(data []float32) {
+	n := len(data) / s.Stride
+	s.Data, s.Rows = data[:n*s.Stride:n*s.Stride], n
+}
+
+// PackRows packs n rows, row(i) for i < n, into dst (n*Stride values) as m
+// says, without touching the slab's rows: Upsert packs replaced rows aside
+// first so a bad one changes nothing.
+//
+// Packing in place — row(i) the very storage of row i in dst, which needs
+// Stride == Dim — is allowed: each value is read before it is written.
+func (s *Slab) PackRows(dst []float32, n int, row func(i int) []float32, m Mode) error {
+	return s.packRows(dst[:n*s.Stride], n, row, m)
+}
+
+// SetRows packs row(j) into the slab's row rows[j], in place, as m says
+// (checks included, but a refused row leaves earlier rows written: call
+// CheckRows first when that matters). Rows are packed a group at a time
+// through a small buffer, so the norms overlap as in PackRows.
+func (s *Slab) SetRows(rows []int, row func(j int) []float32, m Mode) error {
+	buf := make([]float32, group*s.Stride)
+	for lo := 0; lo < len(rows); lo += group {
+		k := min(group, len(rows)-lo)
+		if err := s.packRows(buf[:k*s.Stride], k, func(g int) []float32 { return row(lo + g) }, m); err != nil {
+			err.(*BadRow).Row += lo
+			return err
+		}
+		for g := 0; g < k; g++ {
+			copy(s.PaddedRow(rows[lo+g]), buf[g*s.Stride:(g+1)*s.Stride])
+		}
+	}
+	return nil
+}
+
+// CheckRows checks n rows, row(i) for i < n, as PackRows with m would,
+// writing nothing: a write that must not start before every row is known
+// good checks first, then packs with the checks off.
+func (s *Slab) CheckRows(n int, row func(i int) []float32, m Mode) error {
+	if !m.Check {
+		return nil
+	}
+	d := s.Dim
+	var src [group][]float32
+	for lo := 0; lo < n; lo += group {
+		k := min(group, n-lo)
+		for g := 0; g < k; g++ {
+			if src[g] = row(lo + g); len(src[g]) != d {
+				return &BadRow{Row: lo + g, WrongLen: true, Len: len(src[g])}
+			}
+		}
+		var sum [group]float64
+		if k == group {
+			sum = sums4(src[0], src[1], src[2], src[3])
+		} else {
+			for g := 0; g < k; g++ {
+				sum[g] = sumSquares(src[g])
+			}
+		}
+		for g := 0; g < k; g++ {
+			if err := checkSum(sum[g], src[g], g, m); err != nil {
+				err.(*BadRow).Row += lo
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// group is how many rows are packed together: their norms are summed in
+// one loop, so the four sequential float64 sums (each must be summed in
+// order to stay bit-identical) overlap instead of each waiting on its
+// own add latency.
+const group = 4
+
+func (s *Slab) packRows(dst []float32, n int, row func(i int) []float32, m Mode) error {
+	d, st := s.Dim, s.Stride
+	var src [group][]float32
+	for lo := 0; lo < n; lo += group {
+		k := min(group, n-lo)
+		for g := 0; g < k; g++ {
+			src[g] = row(lo + g)
+			if m.Check && len(src[g]) != d {
+				return &BadRow{Row: lo + g, WrongLen: true, Len: len(src[g])}
+			}
+		}
+		out := dst[lo*st : (lo+k)*st]
+		var err error
+		if m.Normalize {
+			err = packNormalized(out, src[:k], d, st, m)
+		} else {
+			err = packPlain(out, src[:k], d, st, m)
+		}
+		if err != nil {
+			err.(*BadRow).Row += lo
+			return err
+		}
+	}
+	return nil
+}
+
+// packNormalized packs up to group rows scaled to unit norm. A sum of
+// squares taken in float64 is finite exactly when every component is (a
+// float32 squared is below 1.2e77, and a row has fewer than 2^24 of them)
+// and zero exactly when every component is (the smallest float32 squared
+// is a normal float64), so the norm is the only check needed on the way.
+func packNormalized(out []float32, src [][]float32, d, st int, m Mode) error {
+	var sum [group]float64
+	if len(src) == group {
+		sum = sums4(src[0][:d], src[1][:d], src[2][:d], src[3][:d])
+	} else {
+		for g, v := range src {
+			sum[g] = sumSquares(v[:d])
+		}
+	}
+	for g, v := range src {
+		if err := checkSum(sum[g], v, g, m); err != nil {
+			return err
+		}
+	}
+	for g, v := range src {
+		scale(out[g*st:(g+1)*st], v[:d], 1/math.Sqrt(sum[g]))
+	}
+	return nil
+}
+
+// sums4 is sumSquares of four rows of one length at once: four sums, each
+// in component order, whose adds overlap.
+func sums4(a, b, c, e []float32) [group]float64 {
+	b, c, e = b[:len(a)], c[:len(a)], e[:len(a)]
+	var s0, s1, s2, s3 float64
+	for j := range a {
+		x0, x1, x2, x3 := float64(a[j]), float64(b[j]), float64(c[j]), float64(e[j])
+		s0 += x0 * x0
+		s1 += x1 * x1
+		s2 += x2 * x2
+		s3 += x3 * x3
+	}
+	return [group]float64{s0, s1, s2, s3}
+}
+
+// checkSum turns a row's sum of squares into its refusal, if any.
+func checkSum(sum float64, v []float32, g int, m Mode) error {
+	if !m.Check {
+		return nil
+	}
+	if math.IsInf(sum, 0) || math.IsNaN(sum) {
+		return nonFinite(v, g)
+	}
+	if sum == 0 && m.RejectZero {
+		return &BadRow{Row: g, Zero: true}
+	}
+	return nil
+}
+
+// sumSquares is Norm before its square root, in the same order.
+func sumSquares(v []float32) float64 {
+	var sum float64
+	for _, x := range v {
+		sum += float64(x) * float64(x)
+	}
+	return sum
+}
+
+// scale writes v*inv (each product taken in float64 and rounded once to
+// float32, as Normalized does) into row, then zeroes row's padding. row is
+// exactly one padded row.
+func scale(row, v []float32, inv float64) {
+	scaleValues(row[:len(v)], v, inv)
+	clear(row[len(v):])
+}
+
+// scaleGo is the portable scale loop, and what the assembly must match.
+func scaleGo(dst, v []float32, inv float64) {
+	dst = dst[:len(v)]
+	for j, x := range v {
+		dst[j] = float32(float64(x) * inv)
+	}
+}
+
+// packPlain packs up to group rows as they are: a copy, then the checks
+// over the copy while it is in cache.
+func packPlain(out []float32, src [][]float32, d, st int, m Mode) error {
+	for g, v := range src {
+		row := out[g*st : (g+1)*st]
+		copy(row, v[:d])
+		clear(row[d:])
+		if !m.Check {
+			continue
+		}
+		bad, zero := scanBits(row[:d])
+		if bad {
+			return nonFinite(v, g)
+		}
+		if zero && m.RejectZero {
+			return &BadRow{Row: g, Zero: true}
+		}
+	}
+	return nil
+}
+
+// scanBits reports whether v holds a NaN or ±Inf and whether every value
+// is ±0, from the bits, two values per 64-bit word: an exponent field of
+// all ones plus one carries into the sign bit's place, and only then.
+func scanBits(v []float32) (nonFinite, zero bool) {
+	const (
+		exp   = 0x7f8000007f800000
+		one   = 0x0080000000800000
+		sign  = 0x8000000080000000
+		magn  = 0x7fffffff7fffffff
+		exp32 = 0x7f800000
+	)
+	var carry, any uint64
+	if len(v) >= 2 && uintptr(unsafe.Pointer(&v[0]))%8 == 0 {
+		words := unsafe.Slice((*uint64)(unsafe.Pointer(&v[0])), len(v)/2)
+		for _, w := range words {
+			carry |= (w & exp) + one
+			any |= w & magn
+		}
+		v = v[len(words)*2:]
+	}
+	for _, x := range v {
+		b := uint64(math.Float32bits(x))
+		carry |= (b & exp32) + 0x00800000
+		any |= b & 0x7fffffff
+	}
+	return carry&sign != 0, any == 0
+}
+
+// nonFinite names the first NaN or ±Inf component of v, row g.
+func nonFinite(v []float32, g int) error {
+	for j, x := range v {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return &BadRow{Row: g, Col: j, Value: x}
+		}
+	}
+	panic("packed: a row reported non-finite holds no NaN or Inf")
+}

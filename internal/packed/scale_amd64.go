@@ -1,0 +1,23 @@
+//go:build amd64 && !purego
+
+package packed
+
+import "golang.org/x/sys/cpu"
+
+// scaleAVX2 is scaleGo eight values at a time (scale_amd64.s).
+//
+//go:noescape
+func scaleAVX2(dst, src *float32, n int, inv float64)
+
+var haveAVX2 = cpu.X86.HasAVX2
+
+// scaleValues writes float32(float64(v[j])*inv) to dst[j] (len(dst) ==
+// len(v)), bit for bit as scaleGo does.
+func scaleValues(dst, v []float32, inv float64) {
+	if haveAVX2 && len(v) > 0 {
+		_ = dst[len(v)-1]
+		scaleAVX2(&dst[0], &v[0], len(v), inv)
+		return
+	}
+	scaleGo(dst, v, inv)
+}
