@@ -29,6 +29,8 @@ var (
 	// ErrBadStore: a store file is damaged, truncated, or not a store
 	// file; the error names the file and the section.
 	ErrBadStore = errors.New("umbra: bad store file")
+	// ErrReadOnly: a write to an index opened with OpenReadOnly.
+	ErrReadOnly = errors.New("umbra: store is open read-only")
 	// ErrIDCount: a call gives a different number of IDs than vectors.
 	ErrIDCount = errors.New("umbra: IDs and vectors differ in number")
 )

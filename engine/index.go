@@ -33,13 +33,16 @@ type Index struct {
 	// wmu serialises writers (adds, upserts, deletes, compaction, Close),
 	// so a writer that prepares outside mu sees no other change; mu guards
 	// what searches read.
-	wmu    sync.Mutex
-	mu     sync.RWMutex
-	slab   *packed.Slab
-	rid    rowIDs
-	keys   keyMap
-	store  *store // nil unless the index was opened from a store
-	closed bool
+	wmu   sync.Mutex
+	mu    sync.RWMutex
+	slab  *packed.Slab
+	rid   rowIDs
+	keys  keyMap
+	store *store // nil unless the index was opened from a store
+	// readOnly is the store's path for an index from OpenReadOnly, which
+	// refuses writes; set before the index is shared, never changed.
+	readOnly string
+	closed   bool
 	// stale is set when a failed device write may have left the resident
 	// rows different from the slab; the next GPU call uploads them anew.
 	stale bool
@@ -187,20 +190,7 @@ func (ix *Index) AddWithIDs(ctx context.Context, ids []uint64, vectors [][]float
 func (ix *Index) addVectors(ctx context.Context, ids []uint64, vectors [][]float32) (_ []uint64, err error) {
 	defer ix.recoverInto(&err)
 	start := time.Now()
-	report := progressFrom(ctx)
-	for i, v := range vectors {
-		if err := ix.checkVector(v, input{"vector", i}); err != nil {
-			return nil, err
-		}
-		if (i+1)%progressRows == 0 {
-			report("validate", i+1, len(vectors))
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-		}
-	}
-	report("validate", len(vectors), len(vectors))
-	return ix.add(ctx, start, ids, len(vectors), func(s *packed.Slab) { s.Append(vectors, ix.cfg.Metric == Cosine) })
+	return ix.add(ctx, start, ids, len(vectors), ix.packer(ctx, len(vectors), false, func(i int) []float32 { return vectors[i] }))
 }
 
 // AddFlat stores rows given as one row-major slice of n×Dim values, as read
@@ -214,26 +204,106 @@ func (ix *Index) AddFlat(ctx context.Context, data []float32) (ids []uint64, err
 		return nil, fmt.Errorf("%w: %d values is not a whole number of rows of dimension %d", ErrDimMismatch, len(data), dim)
 	}
 	n := len(data) / dim
-	report := progressFrom(ctx)
-	for i := 0; i < n; i++ {
-		if err := ix.checkVector(data[i*dim:(i+1)*dim], input{"vector", i}); err != nil {
-			return nil, err
-		}
-		if (i+1)%progressRows == 0 {
-			report("validate", i+1, n)
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-		}
-	}
-	report("validate", n, n)
-	return ix.add(ctx, start, nil, n, func(s *packed.Slab) { s.AppendFlat(data, ix.cfg.Metric == Cosine) })
+	return ix.add(ctx, start, nil, n, ix.packer(ctx, n, false, func(i int) []float32 { return data[i*dim : (i+1)*dim : (i+1)*dim] }))
 }
 
-// add appends n validated vectors with pack under ids (nil: assigned). The
-// rows are packed and, on a GPU, uploaded beside the published ones while
-// searches go on; searches wait only for the swap that publishes them.
-func (ix *Index) add(ctx context.Context, start time.Time, ids []uint64, n int, pack func(*packed.Slab)) ([]uint64, error) {
+// AdoptFlat is AddFlat for a caller that is done with data: when the
+// index is empty and Dim is a multiple of 4 (so rows need no padding), the
+// rows are checked and normalised in place and data itself becomes the
+// index's storage — no copy, no second allocation of the vectors' size.
+// Otherwise it is AddFlat. Either way the caller must not use data after
+// the call, whatever its outcome: on an error the index is unchanged but
+// data may have been partly normalised. It is how umbra build ingests a
+// file it has just read.
+func (ix *Index) AdoptFlat(ctx context.Context, data []float32) (ids []uint64, err error) {
+	defer ix.recoverInto(&err)
+	start := time.Now()
+	dim := ix.cfg.Dim
+	if len(data)%dim != 0 {
+		return nil, fmt.Errorf("%w: %d values is not a whole number of rows of dimension %d", ErrDimMismatch, len(data), dim)
+	}
+	n := len(data) / dim
+	row := func(i int) []float32 { return data[i*dim : (i+1)*dim : (i+1)*dim] }
+	copying := ix.packer(ctx, n, false, row)
+	return ix.add(ctx, start, nil, n, func(s *packed.Slab) error {
+		if !s.CanAdopt() {
+			return copying(s)
+		}
+		if err := ix.packPieces(ctx, s, data, n, false, row); err != nil {
+			return err
+		}
+		s.Adopt(data)
+		return nil
+	})
+}
+
+// packMode is how the index packs and checks a caller's rows; raw rows
+// (replayed from a log) are stored as they are, already normalised.
+func (ix *Index) packMode(raw bool) packed.Mode {
+	cos := ix.cfg.Metric == Cosine
+	return packed.Mode{Normalize: cos && !raw, Check: true, RejectZero: cos}
+}
+
+// packer returns the pack step of an add of n rows, row(i) the i-th: in
+// one pass per row it checks the row (length, finiteness, a zero norm under
+// Cosine), takes its norm and writes it packed, normalised and padded into
+// the slab's spare rows, progressRows at a time between which it reports
+// "validate" progress and honours ctx. Only when every row is packed are
+// they committed: on any error the slab is as it was.
+func (ix *Index) packer(ctx context.Context, n int, raw bool, row func(i int) []float32) func(*packed.Slab) error {
+	return func(s *packed.Slab) error {
+		if err := ix.packPieces(ctx, s, s.Spare(n), n, raw, row); err != nil {
+			return err
+		}
+		s.Commit(n)
+		return nil
+	}
+}
+
+// packPieces packs n rows into dst with s's layout, progressRows at a
+// time, reporting "validate" progress and honouring ctx between pieces.
+func (ix *Index) packPieces(ctx context.Context, s *packed.Slab, dst []float32, n int, raw bool, row func(i int) []float32) error {
+	report := progressFrom(ctx)
+	mode := ix.packMode(raw)
+	for lo := 0; lo < n; lo += progressRows {
+		hi := min(lo+progressRows, n)
+		err := s.PackRows(dst[lo*s.Stride:], hi-lo, func(i int) []float32 { return row(lo + i) }, mode)
+		if err != nil {
+			return ix.badRow(err, lo, input{"vector", 0})
+		}
+		report("validate", hi, n)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// badRow words a row the packer refused, as checkVector does; lo is the
+// index of the packed piece's first row in the call.
+func (ix *Index) badRow(err error, lo int, what input) error {
+	var b *packed.BadRow
+	if !errors.As(err, &b) {
+		return err
+	}
+	what.index = lo + b.Row
+	switch {
+	case b.WrongLen:
+		return fmt.Errorf("%w: %s has %d components, index dimension is %d", ErrDimMismatch, what, b.Len, ix.cfg.Dim)
+	case b.Zero:
+		return fmt.Errorf("%w: %s has norm 0, which has no direction", ErrZeroVector, what)
+	}
+	return fmt.Errorf("%w: %s, component %d is %v", ErrNonFinite, what, b.Col, b.Value)
+}
+
+// add checks and packs (pack) n vectors and appends them under ids (nil:
+// assigned). The rows are packed and, on a GPU, uploaded beside the
+// published ones while searches go on; searches wait only for the swap
+// that publishes them.
+func (ix *Index) add(ctx context.Context, start time.Time, ids []uint64, n int, pack func(*packed.Slab) error) ([]uint64, error) {
+	if err := ix.writable(); err != nil {
+		return nil, err
+	}
 	ix.wmu.Lock()
 	defer ix.wmu.Unlock()
 	if ix.closed {
@@ -267,21 +337,13 @@ type appended struct {
 	fresh  bool   // the upload rewrote every row (they were stale)
 }
 
-// stageAppend packs n validated rows with pack under ids (nil: assigned)
+// stageAppend checks and packs n rows with pack under ids (nil: assigned)
 // after the published ones and, on a GPU, writes them to the device, all
 // without taking ix.mu: a search reads only rows below the published count,
 // in the slab and on the device. The caller holds wmu. On error nothing
 // changed; under Auto a failed upload moves the index to the CPU and the
 // append goes on there.
-func (ix *Index) stageAppend(ctx context.Context, start time.Time, ids []uint64, n int, pack func(*packed.Slab)) (*appended, error) {
-	if ids == nil {
-		var err error
-		if ids, err = ix.rid.assign(n); err != nil {
-			return nil, err
-		}
-	} else if err := ix.rid.checkNew(ids, false); err != nil {
-		return nil, err
-	}
+func (ix *Index) stageAppend(ctx context.Context, start time.Time, ids []uint64, n int, pack func(*packed.Slab) error) (*appended, error) {
 	old := ix.slab.Rows
 	total := old + n
 	if ix.cfg.MaxRows > 0 && total > ix.cfg.MaxRows {
@@ -293,12 +355,27 @@ func (ix *Index) stageAppend(ctx context.Context, start time.Time, ids []uint64,
 	if err := ix.checkBudget(n); err != nil {
 		return nil, err
 	}
-	p := &appended{ids: ids, old: old, slab: *ix.slab}
+	// pack checks the rows as it packs them into the spare rows past the
+	// published ones (or a larger copy of the slab): a bad row fails the
+	// call before any ID is looked at, as a bad vector always has, and
+	// leaves nothing a search reads.
+	p := &appended{old: old, slab: *ix.slab}
+	t := traceFrom(ctx)
+	if err := pack(&p.slab); err != nil {
+		return nil, err
+	}
+	if ids == nil {
+		var err error
+		if ids, err = ix.rid.assign(n); err != nil {
+			return nil, err
+		}
+	} else if err := ix.rid.checkNew(ids, false); err != nil {
+		return nil, err
+	}
+	p.ids = ids
 	if n == 0 {
 		return p, nil
 	}
-	t := traceFrom(ctx)
-	pack(&p.slab)
 	if t != nil {
 		start = lap(&t.Marshal, start)
 	}
@@ -373,6 +450,10 @@ func (ix *Index) unpublish(p *appended) {
 func (ix *Index) appendedRows(p *appended) []float32 {
 	if ix.store == nil {
 		return nil
+	}
+	if s := &p.slab; s.Stride == s.Dim {
+		// Unpadded rows one after another are the record already.
+		return s.Data[p.old*s.Stride : s.Rows*s.Stride : s.Rows*s.Stride]
 	}
 	out := make([]float32, 0, len(p.ids)*ix.cfg.Dim)
 	for r := p.old; r < p.slab.Rows; r++ {

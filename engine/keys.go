@@ -48,6 +48,9 @@ func (ix *Index) UpsertKeys(ctx context.Context, keys []string, vectors [][]floa
 
 func (ix *Index) keyed(ctx context.Context, keys []string, vectors [][]float32, upsert bool) (ids []uint64, err error) {
 	defer ix.recoverInto(&err)
+	if err := ix.writable(); err != nil {
+		return nil, err
+	}
 	if len(keys) != len(vectors) {
 		return nil, fmt.Errorf("%w: %d keys for %d vectors", ErrIDCount, len(keys), len(vectors))
 	}

@@ -48,43 +48,9 @@ func Open(ctx context.Context, path string, cfg Config) (ix *Index, err error) {
 			unlock()
 		}
 	}()
-	snap, gen, err := storefile.ReadBase(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		if ix, err = New(ctx, cfg); err != nil {
-			return nil, err
-		}
-		if gen, err = storefile.Checkpoint(path, ix.snapshot()); err != nil {
-			ix.Close()
-			return nil, fmt.Errorf("umbra: create store %s: %w", path, err)
-		}
-	case err != nil:
-		return nil, storeError(path, err)
-	default:
-		if cfg.Dim != 0 && cfg.Dim != snap.Dim {
-			return nil, fmt.Errorf("%w: the store %s holds dimension %d, Config.Dim is %d", ErrInvalidConfig, path, snap.Dim, cfg.Dim)
-		}
-		cfg.Dim, cfg.Metric = snap.Dim, Metric(snap.Metric)
-		if err := cfg.validate(); err != nil {
-			return nil, fmt.Errorf("%w (store %s)", err, path)
-		}
-		if snap.Stride != packed.StrideFor(snap.Dim) {
-			return nil, fmt.Errorf("%w: %s: rows of stride %d for dimension %d", ErrBadStore, path, snap.Stride, snap.Dim)
-		}
-		if ix, err = New(ctx, cfg); err != nil {
-			return nil, err
-		}
-		if err := ix.load(ctx, snap); err != nil {
-			ix.Close()
-			return nil, err
-		}
-		_, _, err = storefile.ReplayLog(storefile.LogPath(path), snap.Dim, gen, func(r storefile.Record) error {
-			return ix.replay(ctx, r)
-		})
-		if err != nil {
-			ix.Close()
-			return nil, storeError(storefile.LogPath(path), err)
-		}
+	ix, gen, err := loadStore(ctx, path, cfg, true)
+	if err != nil {
+		return nil, err
 	}
 	policy := storefile.SyncEveryCall
 	if cfg.LogSync > 0 {
@@ -97,6 +63,99 @@ func Open(ctx context.Context, path string, cfg Config) (ix *Index, err error) {
 	}
 	ix.store = &store{path: path, gen: gen, log: log, policy: policy, unlock: unlock}
 	return ix, nil
+}
+
+// loadStore reads the store at path into a new index: the base file, then
+// its log up to the last complete record. With create set a missing store
+// is created empty from cfg (the caller holds the lock).
+func loadStore(ctx context.Context, path string, cfg Config, create bool) (ix *Index, gen uint64, err error) {
+	snap, gen, err := storefile.ReadBase(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && create:
+		if ix, err = New(ctx, cfg); err != nil {
+			return nil, 0, err
+		}
+		if gen, err = storefile.Checkpoint(path, ix.snapshot()); err != nil {
+			ix.Close()
+			return nil, 0, fmt.Errorf("umbra: create store %s: %w", path, err)
+		}
+		return ix, gen, nil
+	case err != nil:
+		return nil, 0, storeError(path, err)
+	}
+	if cfg.Dim != 0 && cfg.Dim != snap.Dim {
+		return nil, 0, fmt.Errorf("%w: the store %s holds dimension %d, Config.Dim is %d", ErrInvalidConfig, path, snap.Dim, cfg.Dim)
+	}
+	cfg.Dim, cfg.Metric = snap.Dim, Metric(snap.Metric)
+	if err := cfg.validate(); err != nil {
+		return nil, 0, fmt.Errorf("%w (store %s)", err, path)
+	}
+	if snap.Stride != packed.StrideFor(snap.Dim) {
+		return nil, 0, fmt.Errorf("%w: %s: rows of stride %d for dimension %d", ErrBadStore, path, snap.Stride, snap.Dim)
+	}
+	if ix, err = New(ctx, cfg); err != nil {
+		return nil, 0, err
+	}
+	if err := ix.load(ctx, snap); err != nil {
+		ix.Close()
+		return nil, 0, err
+	}
+	_, _, err = storefile.ReplayLog(storefile.LogPath(path), snap.Dim, gen, func(r storefile.Record) error {
+		return ix.replay(ctx, r)
+	})
+	if err != nil {
+		ix.Close()
+		return nil, 0, storeError(storefile.LogPath(path), err)
+	}
+	return ix, gen, nil
+}
+
+// OpenReadOnly opens the existing store at path for searching only. It
+// takes no lock, so it works while another process has the store open for
+// writing (Open there), and it never changes the store's files: a torn
+// tail of the log is read past, not cut off. Every write — Add, Upsert,
+// Delete, the key calls, Compact, Checkpoint, a Save to path — returns
+// ErrReadOnly.
+//
+// The index holds the store as it was while OpenReadOnly read it: the base
+// file, and every log record that was complete by the time the replay
+// reached it (a record a writer is appending is either whole or left out,
+// never half applied). It does not follow later writes; open again to see
+// them. If a writer checkpoints while the store is being read (a new base
+// replaces the one read, and the log restarts), the read starts over, up
+// to a few times, so the result is never the old base without the log
+// that had extended it; a store checkpointed faster than it can be read
+// is ErrLocked.
+func OpenReadOnly(ctx context.Context, path string, cfg Config) (*Index, error) {
+	const tries = 5
+	for range tries {
+		ix, gen, err := loadStore(ctx, path, cfg, false)
+		if err != nil {
+			return nil, err
+		}
+		now, err := storefile.BaseGeneration(path)
+		if err == nil && now == gen {
+			ix.readOnly = path
+			return ix, nil
+		}
+		ix.Close()
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, storeError(path, err)
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("%w: %s was checkpointed %d times while it was being read", ErrLocked, path, tries)
+}
+
+// writable refuses a write to a read-only index. readOnly is set before the
+// index is returned and never changes, so no lock is needed.
+func (ix *Index) writable() error {
+	if ix.readOnly != "" {
+		return fmt.Errorf("%w: %s was opened with OpenReadOnly; Open it to write", ErrReadOnly, ix.readOnly)
+	}
+	return nil
 }
 
 // storeError wraps a file-layer error: damage is ErrBadStore.
@@ -218,6 +277,9 @@ func (ix *Index) logged(rec storefile.Record) error {
 // reads one file and replays nothing. A crash at any point leaves the old
 // or the new state, whole. It is a no-op for an index without a store.
 func (ix *Index) Checkpoint(ctx context.Context) error {
+	if err := ix.writable(); err != nil {
+		return err
+	}
 	ix.wmu.Lock()
 	defer ix.wmu.Unlock()
 	if ix.store == nil {
@@ -255,6 +317,9 @@ func (ix *Index) checkpointLocked() error {
 // gives the same vectors, IDs and keys. Saving an open store to its own
 // path is Checkpoint.
 func (ix *Index) Save(ctx context.Context, path string) error {
+	if ix.readOnly == path {
+		return ix.writable()
+	}
 	ix.wmu.Lock()
 	defer ix.wmu.Unlock()
 	if ix.store != nil && ix.store.path == path {

@@ -18,6 +18,9 @@ func (ix *Index) Upsert(ctx context.Context, ids []uint64, vectors [][]float32) 
 	if len(ids) != len(vectors) {
 		return fmt.Errorf("%w: %d IDs for %d vectors", ErrIDCount, len(ids), len(vectors))
 	}
+	if err := ix.writable(); err != nil {
+		return err
+	}
 	ix.wmu.Lock()
 	defer ix.wmu.Unlock()
 	return ix.upsertLocked(ctx, ids, vectors, nil, false)
@@ -35,34 +38,48 @@ func (ix *Index) upsertStored(ctx context.Context, ids []uint64, rows [][]float3
 // and are logged in the same record; raw stores rows without normalising.
 // It logs one record for the whole call and undoes everything if any step
 // fails, so a call is applied (and logged) whole or not at all.
+//
+// Every row is checked before anything a search reads changes: the new
+// IDs' rows are checked and packed beside the published ones by
+// stageAppend (outside ix.mu), and the replaced rows are checked and
+// packed aside, then swapped into place under ix.mu (the aside buffer then
+// holds what to undo). When anything is refused, the call's vectors are
+// checked again in order so the error names the first bad one, as it
+// always has.
 func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]float32, keys []string, raw bool) error {
-	for i, v := range vectors {
-		if err := ix.checkVector(v, input{"vector", i}); err != nil {
-			return err
-		}
-	}
 	start := time.Now()
 	if ix.closed {
 		return ErrClosed
 	}
 	if err := ix.rid.checkNew(ids, true); err != nil {
-		return err
+		return ix.firstBad(vectors, err)
 	}
-	normalize := ix.cfg.Metric == Cosine && !raw
+	// Writers are excluded (wmu), so the ID map holds still while read.
+	var rows, replaced, added []int // slab rows replaced; their and the new vectors' indices in the call
 	var newIDs []uint64
-	var newVecs [][]float32
 	for i, id := range ids {
-		if _, ok := ix.rid.rowOf[id]; !ok {
-			newIDs, newVecs = append(newIDs, id), append(newVecs, vectors[i])
+		if row, ok := ix.rid.rowOf[id]; ok {
+			rows, replaced = append(rows, row), append(replaced, i)
+		} else {
+			newIDs, added = append(newIDs, id), append(added, i)
 		}
 	}
-	// The new IDs' rows are packed and uploaded beside the published ones,
-	// outside ix.mu; the replaced rows change in place under it.
+	mode := ix.packMode(raw)
+	newRow := func(j int) []float32 { return vectors[added[j]] }
+	oldRow := func(j int) []float32 { return vectors[replaced[j]] }
+	if ix.store == nil && ix.dev == nil {
+		return ix.upsertInMemory(ctx, start, newIDs, rows, newRow, oldRow, vectors, raw)
+	}
+	stride := ix.slab.Stride
+	aside := make([]float32, len(rows)*stride)
+	if err := ix.slab.PackRows(aside, len(rows), oldRow, mode); err != nil {
+		return ix.firstBad(vectors, err)
+	}
 	var p *appended
 	if len(newIDs) > 0 {
 		var err error
-		if p, err = ix.stageAppend(ctx, start, newIDs, len(newVecs), func(s *packed.Slab) { s.Append(newVecs, normalize) }); err != nil {
-			return err
+		if p, err = ix.stageAppend(ctx, start, newIDs, len(added), ix.packer(ctx, len(added), raw, newRow)); err != nil {
+			return ix.firstBad(vectors, err)
 		}
 	}
 	ix.mu.Lock()
@@ -72,23 +89,24 @@ func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]flo
 	if p != nil {
 		ix.publish(p)
 	}
-	var rows []int
-	var old [][]float32
-	for i, id := range ids {
-		if row, ok := ix.rid.rowOf[id]; ok && (p == nil || row < p.old) {
-			rows = append(rows, row)
-			old = append(old, append([]float32(nil), ix.slab.Row(row)...))
-			ix.slab.Set(row, vectors[i], normalize) // in place; old keeps what to undo
+	// swapRows exchanges the replaced rows with aside: the new rows go
+	// in, the old ones (what undo restores) come out.
+	tmp := make([]float32, stride)
+	swapRows := func() {
+		for j, row := range rows {
+			a, b := aside[j*stride:(j+1)*stride], ix.slab.PaddedRow(row)
+			copy(tmp, b)
+			copy(b, a)
+			copy(a, tmp)
 		}
 	}
+	swapRows()
 	// undo restores the replaced rows and drops the appended ones, on the
 	// host and on the device; if a device write fails on the way, every
 	// row is uploaded again, and if even that fails the rows stay marked
 	// stale and GPU searches say so.
 	undo := func() {
-		for j, row := range rows {
-			ix.slab.Set(row, old[j], false)
-		}
+		swapRows()
 		if p != nil {
 			ix.unpublish(p)
 		}
@@ -119,11 +137,66 @@ func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]flo
 	return nil
 }
 
+// upsertInMemory is upsertLocked for an index with neither a store nor a
+// device, where nothing can fail once the rows are checked: the replaced
+// rows are checked first (nothing written), the new ones staged (all or
+// nothing), and only then, under ix.mu, are the new rows published and the
+// replaced rows packed straight into their places — no copy of the old
+// rows is kept to undo.
+func (ix *Index) upsertInMemory(ctx context.Context, start time.Time, newIDs []uint64, rows []int, newRow, oldRow func(j int) []float32, vectors [][]float32, raw bool) error {
+	mode := ix.packMode(raw)
+	if err := ix.slab.CheckRows(len(rows), oldRow, mode); err != nil {
+		return ix.firstBad(vectors, err)
+	}
+	var p *appended
+	if len(newIDs) > 0 {
+		var err error
+		if p, err = ix.stageAppend(ctx, start, newIDs, len(newIDs), ix.packer(ctx, len(newIDs), raw, newRow)); err != nil {
+			return ix.firstBad(vectors, err)
+		}
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if p != nil {
+		ix.publish(p)
+	}
+	mode.Check = false // checked above
+	return ix.slab.SetRows(rows, oldRow, mode)
+}
+
+// firstBad returns the error of the first of vectors that checkVector
+// refuses, or err when it refuses none: a refused call names its first bad
+// vector whichever step noticed.
+func (ix *Index) firstBad(vectors [][]float32, err error) error {
+	for i, v := range vectors {
+		if verr := ix.checkVector(v, input{"vector", i}); verr != nil {
+			return verr
+		}
+	}
+	return err
+}
+
 // storedRows returns the rows of ids as the slab holds them, without
 // padding, one after another: what the log records. The caller holds mu.
 func (ix *Index) storedRows(ids []uint64) []float32 {
 	if ix.store == nil {
 		return nil
+	}
+	// Rows stored one after another without padding (the appended rows
+	// of an Add, when Dim is a multiple of 4) are what the log records
+	// already: hand them over without a copy.
+	if s := ix.slab; s.Stride == s.Dim && len(ids) > 0 {
+		first := ix.rid.rowOf[ids[0]]
+		consecutive := true
+		for i, id := range ids {
+			if ix.rid.rowOf[id] != first+i {
+				consecutive = false
+				break
+			}
+		}
+		if consecutive {
+			return s.Data[first*s.Stride : (first+len(ids))*s.Stride : (first+len(ids))*s.Stride]
+		}
 	}
 	out := make([]float32, 0, len(ids)*ix.cfg.Dim)
 	for _, id := range ids {
@@ -166,6 +239,9 @@ func (ix *Index) rewrite(ctx context.Context, rows []int) error {
 // make up a quarter of the index.
 func (ix *Index) Delete(ctx context.Context, ids ...uint64) (err error) {
 	defer ix.recoverInto(&err)
+	if err := ix.writable(); err != nil {
+		return err
+	}
 	ix.wmu.Lock()
 	defer ix.wmu.Unlock()
 	if err := func() error {
@@ -242,6 +318,9 @@ func (ix *Index) IDs() []uint64 {
 // searches go on against the old ones; they wait only for the swap.
 func (ix *Index) Compact(ctx context.Context) (err error) {
 	defer ix.recoverInto(&err)
+	if err := ix.writable(); err != nil {
+		return err
+	}
 	ix.wmu.Lock()
 	defer ix.wmu.Unlock()
 	return ix.compactLocked(ctx)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -13,7 +14,7 @@ import (
 var addCommand = &command{
 	name:     "add",
 	summary:  "add vectors to a store, or replace them with --upsert",
-	synopsis: "add STORE --data FILE [--ids FILE] [--upsert]",
+	synopsis: "add STORE --data FILE [--ids FILE | --keys FILE] [--upsert]",
 	help: `
 Add the vectors of --data to STORE. The change is written to the store's
 log (STORE.log) and fsynced before add exits: it survives a crash whole,
@@ -23,23 +24,30 @@ process that has the store open makes add fail, and the other way round.
 Without --ids the store assigns new IDs, each larger than any it has
 assigned before, and add prints the range. With --ids every ID must be new
 (an ID already stored fails the whole add: use --upsert to replace it).
+With --keys each vector is named by a string key instead: new keys get new
+IDs and the store remembers the keys (a key already stored fails the whole
+add unless --upsert, which replaces that key's vector).
 
 Flags:
   --data FILE   the vectors (required): .npy (float32, float16), .fvecs or
                 .bvecs, of the store's dimension
   --ids FILE    one ID per vector, in the same order: text with one decimal
                 ID per line, or a 1-D int64/uint64 .npy
-  --upsert      replace the vectors of IDs already stored, add the others
-                (needs --ids)`,
+  --keys FILE   one string key per vector, in the same order: text, one
+                key per line (not with --ids)
+  --upsert      replace the vectors of IDs (or keys) already stored, add
+                the others (needs --ids or --keys)`,
 	example: `
 umbra add docs.umbra --data new-docs.npy
-umbra add docs.umbra --data edited.npy --ids edited-ids.txt --upsert`,
+umbra add docs.umbra --data edited.npy --ids edited-ids.txt --upsert
+umbra add notes.umbra --data notes.npy --keys paths.txt --upsert`,
 }
 
 type addCmd struct {
 	Store  string   `arg:"" optional:"" name:"store"`
 	Data   string   `name:"data" placeholder:"FILE"`
 	IDs    string   `name:"ids" placeholder:"FILE"`
+	Keys   string   `name:"keys" placeholder:"FILE"`
 	Upsert bool     `name:"upsert"`
 	Extra  []string `arg:"" optional:"" hidden:""`
 }
@@ -52,8 +60,10 @@ func (c *addCmd) Validate() error {
 		return usagef("unexpected argument %q", c.Extra[0])
 	case c.Data == "":
 		return usagef("missing required flag --data")
-	case c.Upsert && c.IDs == "":
-		return usagef("--upsert needs --ids: it replaces vectors by ID")
+	case c.IDs != "" && c.Keys != "":
+		return usagef("--ids and --keys exclude each other: with --keys the store assigns the IDs")
+	case c.Upsert && c.IDs == "" && c.Keys == "":
+		return usagef("--upsert needs --ids or --keys: it replaces vectors by ID or key")
 	}
 	return nil
 }
@@ -73,6 +83,16 @@ func (c *addCmd) Run(ctx context.Context, e *env) (err error) {
 		}
 		if err := checkIDCount("--ids", c.IDs, len(ids), "--data", c.Data, data.Rows); err != nil {
 			return err
+		}
+	}
+	var keys []string
+	if c.Keys != "" {
+		if keys, err = readKeys(ctx, "--keys", c.Keys); err != nil {
+			return err
+		}
+		if len(keys) != data.Rows {
+			return fmt.Errorf("--keys %s holds %s, --data %s holds %s: want one key per vector",
+				c.Keys, plural(len(keys), "key"), c.Data, plural(data.Rows, "vector"))
 		}
 	}
 	ix, err := openStore(ctx, e, c.Store, engine.Config{Device: engine.CPU})
@@ -97,22 +117,41 @@ func (c *addCmd) Run(ctx context.Context, e *env) (err error) {
 				replaced++
 			}
 		}
+		for _, key := range keys {
+			if _, ok := ix.Lookup(key); ok {
+				replaced++
+			}
+		}
+	} else if keys != nil {
+		if err := keysStoredAlready(ix, c.Store, c.Keys, keys); err != nil {
+			return err
+		}
 	}
 	addCtx, done := e.progress.engineStep(ctx, fmt.Sprintf("adding %d rows", data.Rows))
 	var assigned []uint64
 	switch {
+	case keys != nil && c.Upsert:
+		assigned, err = ix.UpsertKeys(addCtx, keys, rowsOf(data))
+	case keys != nil:
+		assigned, err = ix.AddKeys(addCtx, keys, rowsOf(data))
 	case c.Upsert:
 		err = ix.Upsert(addCtx, ids, rowsOf(data))
 	case ids != nil:
 		err = ix.AddWithIDs(addCtx, ids, rowsOf(data))
 	default:
-		assigned, err = ix.AddFlat(addCtx, data.Data)
+		assigned, err = ix.AdoptFlat(addCtx, data.Data) // data is not used again
 	}
 	done()
 	if err != nil {
 		return addError(c, err)
 	}
 	switch {
+	case keys != nil && c.Upsert:
+		fmt.Fprintf(e.stdout, "upserted %d keyed vectors into %s (%d replaced, %d added); it holds %d\n",
+			len(keys), c.Store, replaced, len(keys)-replaced, ix.Len())
+	case keys != nil:
+		fmt.Fprintf(e.stdout, "added %d keyed vectors to %s as IDs %s; it holds %d\n",
+			len(keys), c.Store, idSpan(assigned), ix.Len())
 	case c.Upsert:
 		fmt.Fprintf(e.stdout, "upserted %d vectors into %s (%d replaced, %d added); it holds %d\n",
 			len(ids), c.Store, replaced, len(ids)-replaced, ix.Len())
@@ -125,9 +164,43 @@ func (c *addCmd) Run(ctx context.Context, e *env) (err error) {
 	return nil
 }
 
-// addError words a refused add: the engine's checks of IDs name --ids,
-// its checks of values (NaN, zero rows under cosine) name --data.
+// idSpan words the IDs the store assigned to new keys (consecutive):
+// "4 to 9".
+func idSpan(ids []uint64) string {
+	return fmt.Sprintf("%d to %d", slices.Min(ids), slices.Max(ids))
+}
+
+// keysStoredAlready refuses an add (not an upsert) of keys the store
+// already holds, naming a few.
+func keysStoredAlready(ix *engine.Index, store, file string, keys []string) error {
+	var dup []string
+	for _, k := range keys {
+		if _, ok := ix.Lookup(k); ok {
+			dup = append(dup, strconv.Quote(k))
+		}
+	}
+	if len(dup) == 0 {
+		return nil
+	}
+	what := "key " + dup[0] + " is"
+	if len(dup) > 1 {
+		what = fmt.Sprintf("%d keys (%s", len(dup), strings.Join(dup[:min(3, len(dup))], ", "))
+		if len(dup) > 3 {
+			what += ", …"
+		}
+		what += ") are"
+	}
+	return fmt.Errorf("--keys %s: %s already stored in %s; nothing was added (use --upsert to replace stored vectors)",
+		file, what, store)
+}
+
+// addError words a refused add: the engine's checks of IDs name --ids
+// (or --keys), its checks of values (NaN, zero rows under cosine) name
+// --data.
 func addError(c *addCmd, err error) error {
+	if c.Keys != "" && (errors.Is(err, engine.ErrDuplicateID) || errors.Is(err, engine.ErrIDExists)) {
+		return fmt.Errorf("--keys %s: %s", c.Keys, cause(err))
+	}
 	switch {
 	case errors.Is(err, engine.ErrDuplicateID), errors.Is(err, engine.ErrIDExists),
 		errors.Is(err, engine.ErrLocked), errors.Is(err, engine.ErrBadStore):

@@ -118,7 +118,9 @@ func (b *buildCmd) Run(ctx context.Context, e *env) (err error) {
 			err = fmt.Errorf("--keys %s: %s", b.Keys, cause(err))
 		}
 	default:
-		_, err = ix.AddFlat(addCtx, data.Data)
+		// The file's rows, read for this index alone, become its
+		// storage where they can: no second copy of the vectors.
+		_, err = ix.AdoptFlat(addCtx, data.Data)
 	}
 	done()
 	if err != nil {
@@ -128,7 +130,7 @@ func (b *buildCmd) Run(ctx context.Context, e *env) (err error) {
 		return fmt.Errorf("--data %s: %s", b.Data, cause(err))
 	}
 	rows, dim := data.Rows, data.Dim
-	data = nil // the index holds its own copy
+	data = nil // the index holds the rows (its own copy, or data's storage)
 
 	done = e.progress.step("writing " + b.Out)
 	err = ix.Save(ctx, b.Out)

@@ -67,7 +67,7 @@ func (c *exportCmd) Run(ctx context.Context, e *env) (err error) {
 			return err
 		}
 	}
-	ix, err := openStore(ctx, e, c.Store, engine.Config{Device: engine.CPU})
+	ix, err := openStoreReadOnly(ctx, e, c.Store, engine.Config{Device: engine.CPU})
 	if err != nil {
 		return err
 	}

@@ -18,8 +18,9 @@ var infoCommand = &command{
 	help: `
 Open STORE (replaying its log) and print its dimension, metric, how many
 vectors it holds, its lowest and highest ID, how many vectors have a key,
-and the sizes of its base file and of its log (STORE.log). It fails while
-another process has the store open for writing.
+and the sizes of its base file and of its log (STORE.log). It opens the
+store read-only, without its lock: while another process writes the store,
+info shows what that process had acknowledged when info read it.
 
 Flags:
   --json   print the same as JSON (schema: cmd/umbra/README.md)`,
@@ -55,7 +56,7 @@ type infoJSON struct {
 }
 
 func (c *infoCmd) Run(ctx context.Context, e *env) (err error) {
-	ix, err := openStore(ctx, e, c.Store, engine.Config{Device: engine.CPU})
+	ix, err := openStoreReadOnly(ctx, e, c.Store, engine.Config{Device: engine.CPU})
 	if err != nil {
 		return err
 	}

@@ -33,10 +33,11 @@ chosen by extension. Both must have the same dimension and at least one
 row. A row with NaN or infinite values, or under cosine a zero row, is an
 error that names it.
 
-Searching a store opens it, which takes its lock (STORE.lock): while
-another process has the store open for writing (umbra add or delete, or a
-program using the engine), search fails and says so, and the other way
-round. Search never changes the store.
+Searching a store opens it read-only, without its lock (STORE.lock): while
+another process writes the store (umbra add or delete, or a program using
+the engine), search sees every change that process had acknowledged when
+search read the store, and none made later. Search never changes the
+store.
 
 Flags:
   --data FILE      the vectors to search
@@ -359,7 +360,7 @@ func (o *searchCmd) checkThreshold(metric engine.Metric, from string) error {
 // openStore opens --store on device and checks the flags that depend on
 // its metric.
 func (o *searchCmd) openStore(ctx context.Context, e *env, device engine.Device) (*engine.Index, error) {
-	ix, err := openStore(ctx, e, o.Store, engine.Config{Device: device, Adapter: o.Selection.adapterSelect()})
+	ix, err := openStoreReadOnly(ctx, e, o.Store, engine.Config{Device: device, Adapter: o.Selection.adapterSelect()})
 	if err != nil {
 		if isDeviceError(err) {
 			return nil, deviceError(device, err)

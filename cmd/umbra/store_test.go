@@ -493,8 +493,11 @@ func TestStoreErrors(t *testing.T) {
 	assert.Equal(t, n, info.Count, "the refused writes changed nothing")
 }
 
-// TestLockedStore holds a store open in this process, as a writer would,
-// and checks that every command says the store is locked, naming the lock.
+// TestLockedStore holds a store open in this process, as a writer would:
+// the commands that write (build, add, delete) say the store is locked,
+// naming the lock, and change nothing; the ones that only read (info,
+// search, export) open it read-only and see what the writer has
+// acknowledged, including a write made after it opened the store.
 func TestLockedStore(t *testing.T) {
 	rng := newRand(t)
 	dir := t.TempDir()
@@ -505,13 +508,13 @@ func TestLockedStore(t *testing.T) {
 
 	ix, err := engine.Open(context.Background(), store, engine.Config{Device: engine.CPU})
 	require.NoError(t, err)
+	extra := randomMatrix(rng, 3, 4)
+	added, err := ix.AddFlat(context.Background(), extra.Data)
+	require.NoError(t, err)
 	for _, args := range [][]string{
 		{"build", "--data", data, "--out", store},
 		{"add", store, "--data", data},
 		{"delete", store, "--ids", "1"},
-		{"info", store},
-		{"search", "--store", store, "--queries", queries, "--k", "2", "--device", "cpu"},
-		{"export", store, "--out", filepath.Join(dir, "e.npy")},
 	} {
 		t.Run(args[0], func(t *testing.T) {
 			r := umbra(t, args...)
@@ -521,8 +524,80 @@ func TestLockedStore(t *testing.T) {
 			assert.Contains(t, line, store+".lock")
 		})
 	}
+	info := decodeInfo(t, umbra(t, "info", store, "--json"))
+	assert.Equal(t, 23, info.Count, "info beside the writer sees its add")
+	assert.Equal(t, added[2], *info.MaxID)
+	s := decodeSearch(t, umbra(t, "search", "--store", store, "--queries", queries, "--k", "23", "--device", "cpu", "--json"))
+	require.Len(t, s.Results, 2)
+	assert.Len(t, s.Results[0].Hits, 23, "search beside the writer sees every acknowledged vector")
+	out := filepath.Join(dir, "e.npy")
+	ok(t, umbra(t, "export", store, "--out", out))
+	m, err := host.ReadMatrixFile(context.Background(), out)
+	require.NoError(t, err)
+	assert.Equal(t, 23, m.Rows)
 	require.NoError(t, ix.Close())
-	assert.Equal(t, 20, decodeInfo(t, umbra(t, "info", store, "--json")).Count)
+	assert.Equal(t, 23, decodeInfo(t, umbra(t, "info", store, "--json")).Count)
+}
+
+// TestAddWithKeys: add --keys names new vectors by key (IDs assigned past
+// the stored ones), refuses a stored key without --upsert changing
+// nothing, and with --upsert replaces a stored key's vector in place and
+// adds the new keys.
+func TestAddWithKeys(t *testing.T) {
+	rng := newRand(t)
+	dir := t.TempDir()
+	const dim = 5
+	store := filepath.Join(dir, "k.umbra")
+	ok(t, umbra(t, "build", "--data", writeMatrix(t, dir, "a.npy", randomMatrix(rng, 10, dim), ""), "--out", store))
+	keys := func(name string, ks ...string) string {
+		return writeFile(t, dir, name, []byte(strings.Join(ks, "\n")+"\n"))
+	}
+	first := randomMatrix(rng, 3, dim)
+	r := ok(t, umbra(t, "add", store, "--data", writeMatrix(t, dir, "b.npy", first, ""), "--keys", keys("b.txt", "a/x.md", "a/y.md", "b/z.md")))
+	assert.Contains(t, r.stdout, "added 3 keyed vectors")
+	assert.Contains(t, r.stdout, "as IDs 10 to 12")
+
+	// A stored key without --upsert: refused, nothing written.
+	r = umbra(t, "add", store, "--data", writeMatrix(t, dir, "c.npy", randomMatrix(rng, 2, dim), ""), "--keys", keys("c.txt", "new.md", "a/y.md"))
+	require.Equal(t, exitFailure, r.code, "%s", r)
+	line := requireErrorLine(t, r)
+	assert.Contains(t, line, `key "a/y.md" is already stored`)
+	assert.Contains(t, line, "--upsert")
+	assert.Equal(t, 13, decodeInfo(t, umbra(t, "info", store, "--json")).Count)
+	// A key count that is not the vector count.
+	r = umbra(t, "add", store, "--data", writeMatrix(t, dir, "d.npy", randomMatrix(rng, 2, dim), ""), "--keys", keys("d.txt", "only-one"))
+	require.Equal(t, exitFailure, r.code, "%s", r)
+	assert.Contains(t, requireErrorLine(t, r), "holds 1 key")
+	r = umbra(t, "add", store, "--data", writeMatrix(t, dir, "e.npy", randomMatrix(rng, 1, dim), ""), "--keys", keys("e.txt", "z"), "--ids", writeIDsText(t, dir, "e-ids.txt", []uint64{99}))
+	require.Equal(t, exitUsage, r.code, "%s", r)
+
+	up := randomMatrix(rng, 2, dim)
+	r = ok(t, umbra(t, "add", store, "--data", writeMatrix(t, dir, "f.npy", up, ""), "--keys", keys("f.txt", "a/y.md", "c/w.md"), "--upsert"))
+	assert.Contains(t, r.stdout, "1 replaced, 1 added")
+	ix, err := engine.OpenReadOnly(context.Background(), store, engine.Config{Device: engine.CPU})
+	require.NoError(t, err)
+	defer ix.Close()
+	assert.Equal(t, 14, ix.Len())
+	id, found := ix.Lookup("a/y.md")
+	require.True(t, found)
+	assert.Equal(t, uint64(11), id, "an upsert by key keeps the key's ID")
+	got, err := ix.Get(id)
+	require.NoError(t, err)
+	want := up.Row(0)
+	var n float64
+	for _, x := range want {
+		n += float64(x) * float64(x)
+	}
+	n = math.Sqrt(n)
+	for j := range want {
+		assert.InDelta(t, float64(want[j])/n, got[j], 1e-6, "the replaced vector (cosine: unit)")
+	}
+	_, found = ix.Lookup("c/w.md")
+	assert.True(t, found)
+	for _, k := range []string{"a/x.md", "b/z.md"} {
+		_, found := ix.Lookup(k)
+		assert.True(t, found, k)
+	}
 }
 
 func mustRead(t *testing.T, path string) []byte {

@@ -301,6 +301,27 @@ func ReadBase(path string) (*Snapshot, uint64, error) {
 	return readBase(f, st.Size(), path)
 }
 
+// BaseGeneration returns the generation of the base file at path, from its
+// header alone (checked as ReadBase checks it; the sections are not read).
+// A reader compares it with what ReadBase returned to learn whether a
+// checkpoint replaced the file meanwhile.
+func BaseGeneration(path string) (uint64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, fmt.Errorf("storefile: read base: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("storefile: read base: %w", err)
+	}
+	h, err := readBaseHeader(f, st.Size(), path)
+	if err != nil {
+		return 0, err
+	}
+	return h.generation, nil
+}
+
 // baseHeader is the decoded, validated fixed header of a base file.
 type baseHeader struct {
 	dim, stride       uint32

@@ -1,0 +1,133 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/engine"
+)
+
+// TestRefusedWritesNameTheFirstBadVector: Add, AddFlat and Upsert (mixing
+// replaced and new IDs) check rows while packing them; whichever row is
+// bad — among the replaced or the new ones, in a group of four or in the
+// tail, past the first progress piece — the error names the first bad
+// vector and component, and the index keeps exactly what it held.
+func TestRefusedWritesNameTheFirstBadVector(t *testing.T) {
+	r := newRand(t)
+	ctx := context.Background()
+	const dim = 9
+	for _, m := range metrics {
+		t.Run(m.String(), func(t *testing.T) {
+			ix := open(t, backends[0], engine.Config{Dim: dim, Metric: m})
+			stored := randomVectors(r, 30, dim)
+			ids, err := ix.Add(ctx, stored)
+			require.NoError(t, err)
+			snapshot := func() map[uint64][]float32 {
+				out := map[uint64][]float32{}
+				for _, id := range ix.IDs() {
+					v, err := ix.Get(id)
+					require.NoError(t, err)
+					out[id] = v
+				}
+				return out
+			}
+			before := snapshot()
+			nan, inf := float32(math.NaN()), float32(math.Inf(-1))
+			for trial := range 12 {
+				n := 2 + r.IntN(9)
+				if trial == 0 {
+					n = 70_000 // past one progress piece (1<<16 rows)
+				}
+				vs := randomVectors(r, n, dim)
+				bad, col := r.IntN(n), r.IntN(dim)
+				if trial == 0 {
+					bad = 1<<16 + r.IntN(n-1<<16) // in the second piece
+				}
+				val := []float32{nan, inf}[r.IntN(2)]
+				vs[bad][col] = val
+				if later := bad + 1 + r.IntN(n-bad); later < n {
+					vs[later][0] = nan // a later bad vector is not the one named
+				}
+				want := fmt.Sprintf("vector %d, component %d is %v", bad, col, val)
+				_, err := ix.Add(ctx, vs)
+				require.ErrorIs(t, err, engine.ErrNonFinite)
+				require.Contains(t, err.Error(), want, "Add")
+				flat := make([]float32, 0, n*dim)
+				for _, v := range vs {
+					flat = append(flat, v...)
+				}
+				_, err = ix.AddFlat(ctx, flat)
+				require.ErrorIs(t, err, engine.ErrNonFinite)
+				require.Contains(t, err.Error(), want, "AddFlat")
+				// Upsert: each vector replaces a stored ID or adds a new one.
+				up := make([]uint64, n)
+				for i := range up {
+					if r.IntN(2) == 0 && i < len(ids) {
+						up[i] = ids[i]
+					} else {
+						up[i] = uint64(1_000_000 + i)
+					}
+				}
+				err = ix.Upsert(ctx, up, vs)
+				require.ErrorIs(t, err, engine.ErrNonFinite)
+				require.Contains(t, err.Error(), want, "Upsert")
+				require.Equal(t, before, snapshot(), "trial %d: a refused write changed the index", trial)
+			}
+			if m == engine.Cosine {
+				vs := randomVectors(r, 6, dim)
+				vs[4] = make([]float32, dim)
+				err := ix.Upsert(ctx, []uint64{ids[0], 5000, ids[1], 5001, 5002, ids[2]}, vs)
+				require.ErrorIs(t, err, engine.ErrZeroVector)
+				require.Contains(t, err.Error(), "vector 4 has norm 0")
+				require.Equal(t, before, snapshot())
+			}
+			// A good upsert of the same shape then goes through.
+			vs := randomVectors(r, 3, dim)
+			require.NoError(t, ix.Upsert(ctx, []uint64{ids[3], 7000, ids[4]}, vs))
+			require.Equal(t, len(stored)+1, ix.Len())
+		})
+	}
+}
+
+// TestAdoptFlatStoresWhatAddFlatStores: AdoptFlat into an empty index
+// (data becomes the storage) and into one holding rows (a copy) stores
+// exactly what AddFlat stores, and a bad row is named with nothing stored.
+func TestAdoptFlatStoresWhatAddFlatStores(t *testing.T) {
+	r := newRand(t)
+	ctx := context.Background()
+	for _, dim := range []int{8, 10} { // 10: padded rows, never adopted
+		for _, m := range metrics {
+			vs := randomVectors(r, 50, dim)
+			flat := func() []float32 {
+				var f []float32
+				for _, v := range vs {
+					f = append(f, v...)
+				}
+				return f
+			}
+			want := open(t, backends[0], engine.Config{Dim: dim, Metric: m})
+			_, err := want.AddFlat(ctx, flat())
+			require.NoError(t, err)
+			_, err = want.AddFlat(ctx, flat()[:10*dim])
+			require.NoError(t, err)
+
+			got := open(t, backends[0], engine.Config{Dim: dim, Metric: m})
+			bad := flat()
+			bad[37*dim+dim/2] = float32(math.NaN())
+			_, err = got.AdoptFlat(ctx, bad)
+			require.ErrorIs(t, err, engine.ErrNonFinite)
+			require.Contains(t, err.Error(), fmt.Sprintf("vector 37, component %d is NaN", dim/2))
+			require.Zero(t, got.Len())
+			ids, err := got.AdoptFlat(ctx, flat())
+			require.NoError(t, err)
+			require.Len(t, ids, 50)
+			_, err = got.AdoptFlat(ctx, flat()[:10*dim]) // not empty: copied
+			require.NoError(t, err)
+			sameContents(t, want, got, fmt.Sprintf("dim %d %s", dim, m))
+		}
+	}
+}
