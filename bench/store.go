@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/host"
 )
 
 // StoreOptions sizes the store measurements.
@@ -33,7 +34,11 @@ type StoreRow struct {
 	Ms, BaseMs     float64
 	Ratio          float64 // Ms / BaseMs
 	PeakMiB        float64 // the process's peak resident memory during the operation (Linux), 0 if unknown
-	Note           string
+	// BeforeMiB and BasePeakMiB, measured in fresh processes (RunIngest):
+	// the resident memory when the operation began, and the baseline's
+	// peak. 0 when not measured.
+	BeforeMiB, BasePeakMiB float64
+	Note                   string
 }
 
 // StoreReport is the store measurements of one run.
@@ -131,12 +136,39 @@ func RunStore(ctx context.Context, o StoreOptions) (*StoreReport, error) {
 		return nil, err
 	}
 
+	ids := make([]uint64, o.N)
+	for i := range ids {
+		ids[i] = uint64(i)
+	}
+	if err := add("Upsert, every ID new", "copy", ingest(func(ix *engine.Index) error { return ix.Upsert(ctx, ids, vectors) }), plainCopy, ""); err != nil {
+		return nil, err
+	}
 	ix, err := engine.New(ctx, cpu)
 	if err != nil {
 		return nil, err
 	}
 	defer ix.Close()
 	if _, err := ix.AddFlat(ctx, flat); err != nil {
+		return nil, err
+	}
+	if err := add("Upsert, replacing every row", "copy", func() error { return ix.Upsert(ctx, ids, vectors) }, plainCopy,
+		"in place; the replaced rows are kept aside to undo"); err != nil {
+		return nil, err
+	}
+	npy := filepath.Join(dir, "data.npy")
+	if err := host.WriteMatrixFile(npy, &host.Matrix{Rows: o.N, Dim: o.Dim, Data: flat}, ""); err != nil {
+		return nil, err
+	}
+	importNPY := ingest(func(ix *engine.Index) error {
+		m, err := host.ReadMatrixFile(ctx, npy)
+		if err != nil {
+			return err
+		}
+		_, err = ix.AdoptFlat(ctx, m.Data)
+		return err
+	})
+	readNPY := func() error { b, err := os.ReadFile(npy); runtime.KeepAlive(b); return err }
+	if err := add("import .npy (read + AdoptFlat)", "read file", importNPY, readNPY, "what umbra build does before it saves"); err != nil {
 		return nil, err
 	}
 	path := filepath.Join(dir, "bench.umbra")
@@ -257,7 +289,23 @@ func procStatusMiB(field string) float64 {
 // Write prints the report as a table.
 func (r *StoreReport) Write(w io.Writer) {
 	fmt.Fprintf(w, "store: %d × %d float32; medians of groups, each group's fastest repeat; baseline measured interleaved\n\n", r.N, r.Dim)
-	fmt.Fprintf(w, "  %-42s %10s  %-12s %10s  %8s  %9s  %s\n", "operation", "ms", "baseline", "ms", "÷ base", "peak MiB", "")
+	r.writeRows(w)
+}
+
+// WriteIngest prints RunIngest's report as a table.
+func (r *StoreReport) WriteIngest(w io.Writer) {
+	fmt.Fprintf(w, "ingest: %d × %d float32 (%s); each call in a fresh process, medians over processes; baseline alternated\n", r.N, r.Dim, mib(r.N*r.Dim*4))
+	fmt.Fprintf(w, "peak = the process's peak resident memory during the call; before = resident when it began (the input, when loaded)\n\n")
+	r.writeRows(w)
+}
+
+func (r *StoreReport) writeRows(w io.Writer) {
+	ingest := len(r.Rows) > 0 && r.Rows[0].BasePeakMiB > 0
+	fmt.Fprintf(w, "  %-42s %10s  %-12s %10s  %8s  %9s", "operation", "ms", "baseline", "ms", "÷ base", "peak MiB")
+	if ingest {
+		fmt.Fprintf(w, "  %10s  %9s", "before MiB", "base peak")
+	}
+	fmt.Fprintln(w)
 	for _, row := range r.Rows {
 		ratio := "—"
 		if row.Ratio > 0 {
@@ -267,6 +315,10 @@ func (r *StoreReport) Write(w io.Writer) {
 		if row.PeakMiB > 0 {
 			peak = fmt.Sprintf("%.0f", row.PeakMiB)
 		}
-		fmt.Fprintf(w, "  %-42s %10.3f  %-12s %10.3f  %8s  %9s  %s\n", row.Name, row.Ms, row.Baseline, row.BaseMs, ratio, peak, row.Note)
+		fmt.Fprintf(w, "  %-42s %10.3f  %-12s %10.3f  %8s  %9s", row.Name, row.Ms, row.Baseline, row.BaseMs, ratio, peak)
+		if ingest {
+			fmt.Fprintf(w, "  %10.0f  %9.0f", row.BeforeMiB, row.BasePeakMiB)
+		}
+		fmt.Fprintf(w, "  %s\n", row.Note)
 	}
 }

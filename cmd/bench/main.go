@@ -39,6 +39,16 @@ import (
 )
 
 func main() {
+	if spec := os.Getenv(bench.IngestChildEnv); spec != "" {
+		// One measured call of --ingest, in a process of its own.
+		out, err := bench.IngestChild(context.Background(), spec)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: ingest child:", err)
+			os.Exit(1)
+		}
+		os.Stdout.Write(append(out, '\n'))
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -74,7 +84,7 @@ type flags struct {
 	breakdown              bool
 	data, queries          string
 	peers                  bool
-	store                  bool
+	store, ingest          bool
 	batch, batchRepeat     int
 	batchRuns              int
 	python                 string
@@ -114,6 +124,7 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.data, "data", "", "stored vectors from `FILE` (.npy float32 2-D, or .fvecs) instead of random data")
 	fs.StringVar(&f.queries, "queries", "", "queries from `FILE` (.npy float32 2-D, or .fvecs)")
 	fs.BoolVar(&f.store, "store", false, "measure the store instead of the search tiers: ingest, Save, Open, a logged Add per fsync policy, and filtered searches, each beside its baseline (uses --n, --dim, --runs, --repeat, --seed, --device)")
+	fs.BoolVar(&f.ingest, "ingest", false, "measure ingest (AddFlat, Add, Upsert, import of a .npy) and Open against a plain copy or read of the same bytes, each call in a fresh process with its peak memory (uses --n, --dim, --runs: processes per operation)")
 	fs.BoolVar(&f.peers, "peers", false, "also run chromem-go and, where Python imports faiss, FAISS IndexFlatIP on the same data and queries, one query and --batch queries ("+peers.FAISSInstall+")")
 	fs.IntVar(&f.batch, "batch", 64, "queries in the batch comparison of --peers (0: none)")
 	fs.IntVar(&f.batchRepeat, "batch-repeat", 2, "timed batch calls per group (--peers)")
@@ -352,6 +363,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if f.soak != 0 {
 		return runSoak(ctx, f, opt, stdout, stderr)
 	}
+	if f.ingest {
+		return runIngest(ctx, f, opt, stdout, stderr)
+	}
 	progress := newProgress(stderr)
 	defer progress.done()
 	opt.Progress = progress.show
@@ -398,6 +412,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if !rep.Pass {
 		return 1
 	}
+	return 0
+}
+
+// runIngest is --ingest: ingest and Open in child processes.
+func runIngest(ctx context.Context, f *flags, opt bench.Options, stdout, stderr io.Writer) int {
+	if f.data != "" || f.peers || f.store || f.jsonOut != "" || f.plotOut != "" {
+		fmt.Fprintln(stderr, "bench: --ingest runs on generated data and prints a table: drop --data, --peers, --store, --json and --plot")
+		return 2
+	}
+	if err := inRange("n", f.n, 1, maxValues/max(f.dim, 1)); err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 2
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, "umbra bench --ingest")
+	rep, err := bench.RunIngest(ctx, bench.IngestOptions{N: f.n, Dim: f.dim, Runs: opt.Runs, Exe: exe})
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 1
+	}
+	rep.WriteIngest(stdout)
 	return 0
 }
 
