@@ -44,7 +44,7 @@ var ingestOps = []struct{ name, op, base, baseName, note string }{
 	{"AddFlat", "addflat", "copy", "copy", "rows in memory → a new index"},
 	{"Add ([][]float32)", "add", "copy", "copy", ""},
 	{"Upsert, every ID new", "upsert-new", "copy", "copy", ""},
-	{"Upsert, replacing every row", "upsert-replace", "copy", "copy", "in place; the replaced rows are kept aside to undo"},
+	{"Upsert, replacing every row", "upsert-replace", "copy", "copy", "in place, checked first (with a store or a device the old rows are kept aside to undo)"},
 	{"import .npy (read + AdoptFlat)", "import", "read-npy", "read file", "what umbra build does before it saves"},
 	{"Open", "open", "read-store", "read file", "read, CRC-checked, IDs mapped"},
 }

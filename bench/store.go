@@ -152,7 +152,7 @@ func RunStore(ctx context.Context, o StoreOptions) (*StoreReport, error) {
 		return nil, err
 	}
 	if err := add("Upsert, replacing every row", "copy", func() error { return ix.Upsert(ctx, ids, vectors) }, plainCopy,
-		"in place; the replaced rows are kept aside to undo"); err != nil {
+		"in place, checked first (with a store or a device the old rows are kept aside to undo)"); err != nil {
 		return nil, err
 	}
 	npy := filepath.Join(dir, "data.npy")
