@@ -144,8 +144,8 @@ func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]flo
 // replaced rows packed straight into their places — no copy of the old
 // rows is kept to undo.
 func (ix *Index) upsertInMemory(ctx context.Context, start time.Time, newIDs []uint64, rows []int, newRow, oldRow func(j int) []float32, vectors [][]float32, raw bool) error {
-	mode := ix.packMode(raw)
-	if err := ix.slab.CheckRows(len(rows), oldRow, mode); err != nil {
+	inv, err := ix.slab.CheckRows(len(rows), oldRow, ix.packMode(raw))
+	if err != nil {
 		return ix.firstBad(vectors, err)
 	}
 	var p *appended
@@ -160,8 +160,8 @@ func (ix *Index) upsertInMemory(ctx context.Context, start time.Time, newIDs []u
 	if p != nil {
 		ix.publish(p)
 	}
-	mode.Check = false // checked above
-	return ix.slab.SetRows(rows, oldRow, mode)
+	ix.slab.SetRowsScaled(rows, oldRow, inv) // checked above; cannot fail
+	return nil
 }
 
 // firstBad returns the error of the first of vectors that checkVector

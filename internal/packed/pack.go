@@ -129,39 +129,26 @@ func (s *Slab) PackRows(dst []float32, n int, row func(i int) []float32, m Mode)
 	return s.packRows(dst[:n*s.Stride], n, row, m)
 }
 
-// SetRows packs row(j) into the slab's row rows[j], in place, as m says
-// (checks included, but a refused row leaves earlier rows written: call
-// CheckRows first when that matters). Rows are packed a group at a time
-// through a small buffer, so the norms overlap as in PackRows.
-func (s *Slab) SetRows(rows []int, row func(j int) []float32, m Mode) error {
-	buf := make([]float32, group*s.Stride)
-	for lo := 0; lo < len(rows); lo += group {
-		k := min(group, len(rows)-lo)
-		if err := s.packRows(buf[:k*s.Stride], k, func(g int) []float32 { return row(lo + g) }, m); err != nil {
-			err.(*BadRow).Row += lo
-			return err
-		}
-		for g := 0; g < k; g++ {
-			copy(s.PaddedRow(rows[lo+g]), buf[g*s.Stride:(g+1)*s.Stride])
-		}
-	}
-	return nil
-}
-
 // CheckRows checks n rows, row(i) for i < n, as PackRows with m would,
-// writing nothing: a write that must not start before every row is known
-// good checks first, then packs with the checks off.
-func (s *Slab) CheckRows(n int, row func(i int) []float32, m Mode) error {
-	if !m.Check {
-		return nil
+// writing nothing, and returns each row's scale under m.Normalize (1/norm,
+// the very factor PackRows would use; nil otherwise): a write that must not
+// start before every row is known good checks first, then writes with
+// SetRowsScaled.
+func (s *Slab) CheckRows(n int, row func(i int) []float32, m Mode) ([]float64, error) {
+	if !m.Check && !m.Normalize {
+		return nil, nil
 	}
 	d := s.Dim
+	var inv []float64
+	if m.Normalize {
+		inv = make([]float64, n)
+	}
 	var src [group][]float32
 	for lo := 0; lo < n; lo += group {
 		k := min(group, n-lo)
 		for g := 0; g < k; g++ {
 			if src[g] = row(lo + g); len(src[g]) != d {
-				return &BadRow{Row: lo + g, WrongLen: true, Len: len(src[g])}
+				return nil, &BadRow{Row: lo + g, WrongLen: true, Len: len(src[g])}
 			}
 		}
 		var sum [group]float64
@@ -175,11 +162,29 @@ func (s *Slab) CheckRows(n int, row func(i int) []float32, m Mode) error {
 		for g := 0; g < k; g++ {
 			if err := checkSum(sum[g], src[g], g, m); err != nil {
 				err.(*BadRow).Row += lo
-				return err
+				return nil, err
+			}
+			if inv != nil {
+				inv[lo+g] = 1 / math.Sqrt(sum[g])
 			}
 		}
 	}
-	return nil
+	return inv, nil
+}
+
+// SetRowsScaled writes row(j) into the slab's row rows[j], in place,
+// scaled by inv[j] as CheckRows returned it (nil: as it is), and zeroes
+// the padding: PackRows for rows already checked, bit for bit.
+func (s *Slab) SetRowsScaled(rows []int, row func(j int) []float32, inv []float64) {
+	for j, r := range rows {
+		dst, v := s.PaddedRow(r), row(j)[:s.Dim]
+		if inv != nil {
+			scale(dst, v, inv[j])
+		} else {
+			copy(dst, v)
+			clear(dst[s.Dim:])
+		}
+	}
 }
 
 // group is how many rows are packed together: their norms are summed in

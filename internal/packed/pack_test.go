@@ -104,7 +104,7 @@ func TestPackingIsBitIdenticalToScalar(t *testing.T) {
 			oldPack(want.PaddedRow(i), v, dim, norm)
 			got.Set(i, v, norm)
 			requireBits(t, want.Data, got.Data, "dim %d normalize %v: Set", dim, norm)
-			// SetRows: several rows at once, out of order, in place.
+			// CheckRows, then SetRowsScaled: several rows, out of order, in place.
 			var at []int
 			var vs [][]float32
 			for range 1 + r.IntN(9) {
@@ -116,8 +116,10 @@ func TestPackingIsBitIdenticalToScalar(t *testing.T) {
 				oldPack(want.PaddedRow(i), v, dim, norm)
 				at, vs = append(at, i), append(vs, v)
 			}
-			require.NoError(t, got.SetRows(at, func(j int) []float32 { return vs[j] }, Mode{Normalize: norm}))
-			requireBits(t, want.Data, got.Data, "dim %d normalize %v: SetRows", dim, norm)
+			inv, err := got.CheckRows(len(vs), func(j int) []float32 { return vs[j] }, Mode{Normalize: norm, Check: true})
+			require.NoError(t, err)
+			got.SetRowsScaled(at, func(j int) []float32 { return vs[j] }, inv)
+			requireBits(t, want.Data, got.Data, "dim %d normalize %v: CheckRows, SetRowsScaled", dim, norm)
 			aside := make([]float32, len(rows)*want.Stride)
 			require.NoError(t, want.PackRows(aside, len(rows), func(i int) []float32 { return rows[i] }, Mode{Normalize: norm, Check: true}))
 			requireBits(t, gotChecked.Data, aside, "dim %d normalize %v: PackRows", dim, norm)
@@ -161,7 +163,10 @@ func TestCheckedAppendRefusesBadRows(t *testing.T) {
 				}
 				m := Mode{Normalize: norm, Check: true, RejectZero: true}
 				for name, err := range map[string]error{
-					"CheckRows":  s.CheckRows(len(vs), func(i int) []float32 { return vs[i] }, m),
+					"CheckRows": func() error {
+						_, err := s.CheckRows(len(vs), func(i int) []float32 { return vs[i] }, m)
+						return err
+					}(),
 					"AppendRows": s.AppendRows(vs, m),
 					"AppendFlatRows": s.AppendFlatRows(func() []float32 {
 						var f []float32
