@@ -224,3 +224,32 @@ func TestLyingHeaderAllocatesNothingLarge(t *testing.T) {
 		require.Less(t, perRun, uint64(16<<10), "a lying header must not drive allocation")
 	}
 }
+
+// TestBaseGeneration: the generation read from the header alone is the one
+// WriteBase returned and ReadBase reports, changes with every write, and a
+// damaged header is a format error, as for ReadBase.
+func TestBaseGeneration(t *testing.T) {
+	r := newRand(t)
+	path := filepath.Join(t.TempDir(), "g")
+	var prev uint64
+	for range 3 {
+		gen, err := WriteBase(path, randSnapshot(r))
+		require.NoError(t, err)
+		got, err := BaseGeneration(path)
+		require.NoError(t, err)
+		require.Equal(t, gen, got)
+		_, read, err := ReadBase(path)
+		require.NoError(t, err)
+		require.Equal(t, gen, read)
+		require.NotEqual(t, prev, got, "a new base keeps the old generation")
+		prev = got
+	}
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	b[49] ^= 1 // inside the generation field, under the header CRC
+	require.NoError(t, os.WriteFile(path, b, 0o644))
+	_, err = BaseGeneration(path)
+	requireFormatError(t, err, ErrCorrupt, "flipped generation")
+	_, err = BaseGeneration(filepath.Join(t.TempDir(), "none"))
+	require.ErrorIs(t, err, os.ErrNotExist)
+}
