@@ -71,3 +71,8 @@ func GPUChildPID(ix *Index) int {
 	}
 	return 0
 }
+
+// SetAfterReadOnlyLoad makes OpenReadOnly call f after it has read a store
+// and before it checks that the base file is still the one it read (nil
+// removes the hook): a test checkpoints there to make it start over.
+func SetAfterReadOnlyLoad(f func()) { afterReadOnlyLoad = f }

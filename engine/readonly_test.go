@@ -117,3 +117,39 @@ func w2(t *testing.T, path string) *engine.Index {
 	t.Cleanup(func() { ix.Close() })
 	return ix
 }
+
+// TestOpenReadOnlyStartsOverAfterACheckpoint: a writer that adds and
+// checkpoints while a reader is reading the store (the log the reader
+// replayed is folded into a new base and reset) makes the reader start
+// over, so it holds the new state, never the old base without its log.
+func TestOpenReadOnlyStartsOverAfterACheckpoint(t *testing.T) {
+	r := newRand(t)
+	ctx := context.Background()
+	const dim = 8
+	path := filepath.Join(t.TempDir(), "cp.umbra")
+	w, err := engine.Open(ctx, path, engine.Config{Dim: dim, Device: engine.CPU})
+	require.NoError(t, err)
+	defer w.Close()
+	_, err = w.Add(ctx, randomVectors(r, 20, dim))
+	require.NoError(t, err)
+	require.NoError(t, w.Checkpoint(ctx))
+	_, err = w.Add(ctx, randomVectors(r, 5, dim)) // in the log only
+	require.NoError(t, err)
+
+	loads := 0
+	engine.SetAfterReadOnlyLoad(func() {
+		loads++
+		if loads == 1 {
+			_, err := w.Add(ctx, randomVectors(r, 3, dim))
+			require.NoError(t, err)
+			require.NoError(t, w.Checkpoint(ctx))
+		}
+	})
+	defer engine.SetAfterReadOnlyLoad(nil)
+	ro, err := engine.OpenReadOnly(ctx, path, engine.Config{Device: engine.CPU})
+	require.NoError(t, err)
+	defer ro.Close()
+	require.Equal(t, 2, loads, "the reader did not start over after the checkpoint")
+	sameContents(t, w, ro, "after a checkpoint under the reader")
+	require.Equal(t, 28, ro.Len())
+}

@@ -133,6 +133,9 @@ func OpenReadOnly(ctx context.Context, path string, cfg Config) (*Index, error) 
 		if err != nil {
 			return nil, err
 		}
+		if afterReadOnlyLoad != nil {
+			afterReadOnlyLoad()
+		}
 		now, err := storefile.BaseGeneration(path)
 		if err == nil && now == gen {
 			ix.readOnly = path
@@ -148,6 +151,10 @@ func OpenReadOnly(ctx context.Context, path string, cfg Config) (*Index, error) 
 	}
 	return nil, fmt.Errorf("%w: %s was checkpointed %d times while it was being read", ErrLocked, path, tries)
 }
+
+// afterReadOnlyLoad, when set (by a test), runs between OpenReadOnly's read
+// of a store and its check that no checkpoint replaced the base meanwhile.
+var afterReadOnlyLoad func()
 
 // writable refuses a write to a read-only index. readOnly is set before the
 // index is returned and never changes, so no lock is needed.
