@@ -1,0 +1,5 @@
+//go:build amd64 && !purego
+
+package fallback
+
+func asmQuantKernels() []quantKernelSet { return nil }

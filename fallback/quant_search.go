@@ -1,0 +1,378 @@
+package fallback
+
+import (
+	"context"
+	"fmt"
+	"slices"
+)
+
+// QuantStats is what a search over compressed rows cost.
+type QuantStats struct {
+	Queries int
+	// Rescored counts the float32 rows scored again, over all queries;
+	// MaxRescored is the most for one query.
+	Rescored    int64
+	MaxRescored int
+	// BytesRead is the compressed bytes scanned (once per block of
+	// queries) plus the float32 bytes of the rescored rows.
+	BytesRead int64
+}
+
+// Add accumulates o into s.
+func (s *QuantStats) Add(o QuantStats) {
+	s.Queries += o.Queries
+	s.Rescored += o.Rescored
+	s.MaxRescored = max(s.MaxRescored, o.MaxRescored)
+	s.BytesRead += o.BytesRead
+}
+
+// candidate is a row whose upper bound may reach the k-th best lower bound.
+type candidate struct {
+	row int
+	hi  float32
+}
+
+// quantBlockBytes sizes a block of compressed rows: it streams through
+// once per block of queries, like the float32 scan's blocks.
+const quantBlockBytes = 64 << 10
+
+func (c *Compressed) check(s Slab) error {
+	if c == nil {
+		return fmt.Errorf("%w: no compressed rows", ErrPrecision)
+	}
+	if c.Rows != s.Rows || c.Dim != s.Dim || c.Stride != CodeStride(c.Prec, c.Dim) {
+		return fmt.Errorf("%w: compressed %d rows of dimension %d for a slab of %d rows of dimension %d",
+			ErrSlabShape, c.Rows, c.Dim, s.Rows, s.Dim)
+	}
+	if len(c.Scale) < c.Rows || len(c.Err) < c.Rows || len(c.Norm) < c.Rows || len(c.HatSq) < c.Rows {
+		return fmt.Errorf("%w: compressed per-row values missing", ErrSlabShape)
+	}
+	switch c.Prec {
+	case Int8:
+		if len(c.U8) < c.Rows*c.Stride {
+			return fmt.Errorf("%w: compressed codes missing", ErrSlabShape)
+		}
+	case F16:
+		if len(c.F16) < c.Rows*c.Stride {
+			return fmt.Errorf("%w: compressed codes missing", ErrSlabShape)
+		}
+	default:
+		return fmt.Errorf("%w: %v", ErrPrecision, c.Prec)
+	}
+	return nil
+}
+
+// ExactSearchBatch returns, for every query, exactly what SearchBatch over
+// the float32 slab s returns (the same rows, ties and float32 scores): it
+// scans the compressed rows c (c holds s's rows), then rescores in float32
+// only the rows the bounds cannot rule out (see quant_bounds.go). With
+// approximate set it skips the rescore and returns the k best estimates,
+// whose scores are the compressed estimates (not float32 scores) and whose
+// rows may differ from the exact answer. s.Allow filters as in Search.
+func ExactSearchBatch(ctx context.Context, s Slab, c *Compressed, qs [][]float32, k int, m Metric, workers int, approximate bool) (out [][]Hit, st QuantStats, err error) {
+	defer guard(&err)
+	if err := m.check(); err != nil {
+		return nil, st, err
+	}
+	if err := s.check(); err != nil {
+		return nil, st, err
+	}
+	if err := c.check(s); err != nil {
+		return nil, st, err
+	}
+	nq := len(qs)
+	qqs := make([]*quantQuery, nq)
+	for j, q := range qs {
+		qp, err := s.query(q)
+		if err != nil {
+			return nil, st, fmt.Errorf("query %d: %w", j, err)
+		}
+		qqs[j] = newQuantQuery(c, qp, m)
+	}
+	out = make([][]Hit, nq)
+	st.Queries = nq
+	if s.Rows == 0 || k <= 0 || nq == 0 {
+		for j := range out {
+			out[j] = []Hit{}
+		}
+		return out, st, nil
+	}
+	per := c.Stride
+	if c.Prec == F16 {
+		per *= 2
+	}
+	blockRows := max(8, quantBlockBytes/max(per, 1)/4*4)
+	nblocks := (s.Rows + blockRows - 1) / blockRows
+	qb := min(nq, QueryBlock(s.Stride))
+	nqb := (nq + qb - 1) / qb
+	items := nqb * nblocks
+	work := s.Rows * c.Stride
+	if work < parallelFloats {
+		work *= nq
+	}
+	w := workerCount(workers, items, work)
+	tops := make([][]topK, w)
+	cands := make([][][]candidate, w)
+	for i := range tops {
+		tops[i] = make([]topK, nq)
+		cands[i] = make([][]candidate, nq)
+		for j := range tops[i] {
+			tops[i][j] = newTopK(k, s.Rows/w+blockRows)
+		}
+	}
+	ks := activeQuant
+	err = parallel(ctx, w, items, func(wk, it int) {
+		q0 := it / nblocks * qb
+		nqi := min(qb, nq-q0)
+		lo := it % nblocks * blockRows
+		n := min(blockRows, s.Rows-lo)
+		raw := make([]float64, n)
+		if c.Prec == Int8 {
+			buf := make([]int32, n)
+			rows := c.U8[lo*c.Stride : (lo+n)*c.Stride]
+			if nqi == 1 {
+				ks.i8Rows(buf, qqs[q0].q8, rows, c.Stride)
+			}
+			var tile []int32
+			var packedQ []int8
+			if nqi > 1 {
+				tile = make([]int32, nqi*n)
+				packedQ = make([]int8, nqi*c.Stride)
+				for j := range nqi {
+					copy(packedQ[j*c.Stride:], qqs[q0+j].q8)
+				}
+				ks.i8Tile(tile, packedQ, nqi, rows, n, c.Stride)
+			}
+			for j := range nqi {
+				src := buf
+				if tile != nil {
+					src = tile[j*n : (j+1)*n]
+				}
+				for i, v := range src {
+					raw[i] = float64(v)
+				}
+				scanBlock(qqs[q0+j], c, raw, lo, s.Allow, &tops[wk][q0+j], &cands[wk][q0+j], approximate)
+			}
+			return
+		}
+		buf := make([]float32, n)
+		rows := c.F16[lo*c.Stride : (lo+n)*c.Stride]
+		for j := range nqi {
+			ks.f16Rows(buf, qqs[q0+j].qf, rows, c.Stride)
+			for i, v := range buf {
+				raw[i] = float64(v)
+			}
+			scanBlock(qqs[q0+j], c, raw, lo, s.Allow, &tops[wk][q0+j], &cands[wk][q0+j], approximate)
+		}
+	})
+	if err != nil {
+		return nil, st, err
+	}
+	st.BytesRead = int64(nqb) * c.Bytes()
+	for j := range out {
+		for i := 1; i < w; i++ {
+			tops[0][j].merge(&tops[i][j])
+		}
+	}
+	if approximate {
+		for j := range out {
+			out[j] = tops[0][j].result(m)
+		}
+		return out, st, nil
+	}
+	// τ per query, and the rows to rescore: every candidate whose upper
+	// bound reaches τ, in row order.
+	todo := make([][]int, nq)
+	for j := range out {
+		t := &tops[0][j]
+		tau := -inf32
+		if len(t.h) >= k {
+			tau = t.h[0].Score
+		}
+		var rows []int
+		for i := range w {
+			for _, cd := range cands[i][j] {
+				if cd.hi >= tau {
+					rows = append(rows, cd.row)
+				}
+			}
+		}
+		slices.Sort(rows)
+		todo[j] = rows
+		st.Rescored += int64(len(rows))
+		st.MaxRescored = max(st.MaxRescored, len(rows))
+	}
+	st.BytesRead += st.Rescored * int64(s.Stride) * 4
+	out, err = rescore(ctx, s, qqs, todo, k, m, workers)
+	return out, st, err
+}
+
+// scanBlock turns one block's raw sums for one query into key bounds:
+// offers each allowed row's lower bound (or, approximate, its estimate) to
+// t, and keeps as candidates the rows whose upper bound reaches t's worst
+// kept lower bound so far (the final k-th best can only be higher).
+func scanBlock(qq *quantQuery, c *Compressed, raw []float64, base int, allow []uint64, t *topK, cands *[]candidate, approximate bool) {
+	for i, r := range raw {
+		row := base + i
+		if !allows(allow, row) {
+			continue
+		}
+		lo, hi, est := qq.keyBounds(c, row, r)
+		if approximate {
+			t.offer(row, est)
+			continue
+		}
+		t.offer(row, lo)
+		if !t.heap || hi >= t.h[0].Score {
+			*cands = append(*cands, candidate{row, hi})
+		}
+	}
+}
+
+// rescore scores rows todo[j] for query j with the float32 rows kernel —
+// the one Search uses, so the scores are the same bits — and selects the
+// k best of them.
+func rescore(ctx context.Context, s Slab, qqs []*quantQuery, todo [][]int, k int, m Metric, workers int) ([][]Hit, error) {
+	const chunk = 4096
+	type item struct{ q, from int }
+	var items []item
+	total := 0
+	for j, rows := range todo {
+		for from := 0; from < len(rows); from += chunk {
+			items = append(items, item{j, from})
+		}
+		total += len(rows)
+	}
+	w := workerCount(workers, len(items), total*s.Stride)
+	tops := make([][]topK, w)
+	for i := range tops {
+		tops[i] = make([]topK, len(qqs))
+		for j := range tops[i] {
+			tops[i][j] = newTopK(k, min(len(todo[j]), chunk))
+		}
+	}
+	kern := active.rows(m)
+	var tail []float32
+	if s.Stride > 0 && s.Rows > len(s.Data)/s.Stride {
+		tail = make([]float32, s.Stride)
+		last := s.Rows - 1
+		copy(tail, s.Data[last*s.Stride:last*s.Stride+s.Dim])
+	}
+	err := parallel(ctx, w, len(items), func(wk, it int) {
+		qi := items[it]
+		rows := todo[qi.q][qi.from:min(qi.from+chunk, len(todo[qi.q]))]
+		q := qqs[qi.q].q
+		buf := make([]float32, 64)
+		t := &tops[wk][qi.q]
+		for a := 0; a < len(rows); {
+			// A run of consecutive rows is one kernel call.
+			b := a + 1
+			for b < len(rows) && rows[b] == rows[b-1]+1 && b-a < len(buf) {
+				b++
+			}
+			r0, n := rows[a], b-a
+			if tail != nil && r0+n == s.Rows {
+				if n > 1 {
+					kern(buf[:n-1], q, s.Data[r0*s.Stride:(r0+n-1)*s.Stride], s.Stride)
+				}
+				kern(buf[n-1:n], q, tail, s.Stride)
+			} else {
+				kern(buf[:n], q, s.Data[r0*s.Stride:(r0+n)*s.Stride], s.Stride)
+			}
+			toKeys(m, buf[:n])
+			for i := range n {
+				t.offer(r0+i, buf[i])
+			}
+			a = b
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]Hit, len(qqs))
+	for j := range out {
+		for i := 1; i < w; i++ {
+			tops[0][j].merge(&tops[i][j])
+		}
+		out[j] = tops[0][j].result(m)
+	}
+	return out, nil
+}
+
+// ExactRange is Range over compressed rows: every row whose float32 score
+// is within threshold, with its float32 score, as Range returns them. Rows
+// whose upper bound cannot reach the threshold are skipped; the others are
+// rescored (the result needs their float32 scores).
+func ExactRange(ctx context.Context, s Slab, c *Compressed, q []float32, threshold float32, m Metric, workers int) (hits []Hit, st QuantStats, err error) {
+	defer guard(&err)
+	qp, err := checked(s, q, m)
+	if err != nil {
+		return nil, st, err
+	}
+	if err := c.check(s); err != nil {
+		return nil, st, err
+	}
+	st.Queries = 1
+	if s.Rows == 0 {
+		return []Hit{}, st, nil
+	}
+	qq := newQuantQuery(c, qp, m)
+	limit := key(m, threshold)
+	per := c.Stride
+	if c.Prec == F16 {
+		per *= 2
+	}
+	blockRows := max(8, quantBlockBytes/max(per, 1)/4*4)
+	nblocks := (s.Rows + blockRows - 1) / blockRows
+	w := workerCount(workers, nblocks, s.Rows*c.Stride)
+	found := make([][]int, w)
+	ks := activeQuant
+	err = parallel(ctx, w, nblocks, func(wk, b int) {
+		lo := b * blockRows
+		n := min(blockRows, s.Rows-lo)
+		raw := make([]float64, n)
+		if c.Prec == Int8 {
+			buf := make([]int32, n)
+			ks.i8Rows(buf, qq.q8, c.U8[lo*c.Stride:(lo+n)*c.Stride], c.Stride)
+			for i, v := range buf {
+				raw[i] = float64(v)
+			}
+		} else {
+			buf := make([]float32, n)
+			ks.f16Rows(buf, qq.qf, c.F16[lo*c.Stride:(lo+n)*c.Stride], c.Stride)
+			for i, v := range buf {
+				raw[i] = float64(v)
+			}
+		}
+		for i, r := range raw {
+			if !allows(s.Allow, lo+i) {
+				continue
+			}
+			if _, hi, _ := qq.keyBounds(c, lo+i, r); hi >= limit {
+				found[wk] = append(found[wk], lo+i)
+			}
+		}
+	})
+	if err != nil {
+		return nil, st, err
+	}
+	var rows []int
+	for _, f := range found {
+		rows = append(rows, f...)
+	}
+	slices.Sort(rows)
+	st.Rescored, st.MaxRescored = int64(len(rows)), len(rows)
+	st.BytesRead = c.Bytes() + int64(len(rows))*int64(s.Stride)*4
+	// Rescore them all (k = every candidate), then keep those within.
+	res, err := rescore(ctx, s, []*quantQuery{qq}, [][]int{rows}, len(rows), m, workers)
+	if err != nil {
+		return nil, st, err
+	}
+	hits = []Hit{}
+	for _, h := range res[0] {
+		if key(m, h.Score) >= limit {
+			hits = append(hits, h)
+		}
+	}
+	return hits, st, nil
+}
