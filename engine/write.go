@@ -79,6 +79,7 @@ func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]flo
 			rows = append(rows, row)
 			old = append(old, append([]float32(nil), ix.slab.Row(row)...))
 			ix.slab.Set(row, vectors[i], normalize) // in place; old keeps what to undo
+			ix.quant.set(ix.slab, row)
 		}
 	}
 	// undo restores the replaced rows and drops the appended ones, on the
@@ -88,6 +89,7 @@ func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]flo
 	undo := func() {
 		for j, row := range rows {
 			ix.slab.Set(row, old[j], false)
+			ix.quant.set(ix.slab, row)
 		}
 		if p != nil {
 			ix.unpublish(p)
@@ -270,6 +272,7 @@ func (ix *Index) compactLocked(ctx context.Context) error {
 	dev, onGPU := ix.dev, ix.onGPU()
 	ix.mu.RUnlock()
 	slab.AppendFlat(flat, false)
+	quant := ix.quant.forSlab(slab)
 	rid := newRowIDs()
 	rid.nextID = ix.rid.nextID
 	rid.appendIDs(keep)
@@ -292,7 +295,7 @@ func (ix *Index) compactLocked(ctx context.Context) error {
 		}
 	}
 	ix.mu.Lock()
-	ix.slab, ix.rid = slab, rid
+	ix.slab, ix.rid, ix.quant = slab, rid, quant
 	if fresh != dev {
 		ix.dev, ix.stale = fresh, false
 	}

@@ -113,6 +113,16 @@ func (c *Compressed) Bytes() int64 {
 	return per * int64(c.Rows)
 }
 
+// CompressedBytes is the memory rows compressed rows of dimension dim take
+// under p: the codes and four float32 values a row.
+func CompressedBytes(p Precision, dim, rows int) int64 {
+	per := int64(CodeStride(p, dim)) + 16
+	if p == F16 {
+		per = int64(CodeStride(p, dim))*2 + 16
+	}
+	return per * int64(rows)
+}
+
 // Append compresses rows (each at least Dim long; only the first Dim
 // components are read) after the existing ones.
 func (c *Compressed) Append(rows [][]float32) {
