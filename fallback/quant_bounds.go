@@ -143,3 +143,22 @@ func (qq *quantQuery) keyBounds(c *Compressed, i int, raw float64) (lo, hi, est 
 	b := (qq.qn*e+half+qq.g32*qq.qn*xn+qq.abs32)*qq.wide + 0x1p-40*qq.qn*hn
 	return down32(dot - b), up32(dot + b), float32(dot)
 }
+
+// dotUpper is keyBounds' upper bound under Dot before its rounding to
+// float32 (the same formula, so a valid bound on the row's score), or +Inf
+// where keyBounds gives the row no bound.
+func (qq *quantQuery) dotUpper(c *Compressed, i int, raw float64) float64 {
+	xn, e := float64(c.Norm[i]), float64(c.Err[i])
+	hn := xn + e
+	scale := float64(c.Scale[i])
+	var dot, half float64
+	if qq.prec == Int8 {
+		dot, half = qq.sq*scale*(raw-float64(qq.off)), qq.eq*hn
+	} else {
+		dot, half = scale*raw, qq.g16*qq.qn*hn+qq.abs16*scale
+	}
+	if !(qq.qn*hn < 0x1p100) || dot-dot != 0 {
+		return math.Inf(1)
+	}
+	return dot + (qq.qn*e+half+qq.g32*qq.qn*xn+qq.abs32)*qq.wide + 0x1p-40*qq.qn*hn
+}

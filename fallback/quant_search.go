@@ -89,6 +89,15 @@ func ExactSearchBatch(ctx context.Context, s Slab, c *Compressed, qs [][]float32
 		}
 		qqs[j] = newQuantQuery(c, qp, m)
 	}
+	// The int8 panel reads the queries' codes from one packed slice.
+	var packedQ []int8
+	if c.Prec == Int8 {
+		packedQ = make([]int8, nq*c.Stride)
+		for j, qq := range qqs {
+			copy(packedQ[j*c.Stride:], qq.q8)
+			qq.q8 = packedQ[j*c.Stride : (j+1)*c.Stride]
+		}
+	}
 	out = make([][]Hit, nq)
 	st.Queries = nq
 	if s.Rows == 0 || k <= 0 || nq == 0 {
@@ -113,7 +122,23 @@ func ExactSearchBatch(ctx context.Context, s Slab, c *Compressed, qs [][]float32
 	w := workerCount(workers, items, work)
 	tops := make([][]topK, w)
 	cands := make([][][]candidate, w)
+	type scratch struct {
+		raw  []float64
+		i32  []int32
+		f32  []float32
+		tile []int32
+	}
+	scr := make([]scratch, w)
 	for i := range tops {
+		scr[i] = scratch{raw: make([]float64, blockRows)}
+		if c.Prec == Int8 {
+			scr[i].i32 = make([]int32, blockRows)
+			if qb > 1 {
+				scr[i].tile = make([]int32, qb*blockRows)
+			}
+		} else {
+			scr[i].f32 = make([]float32, blockRows)
+		}
 		tops[i] = make([]topK, nq)
 		cands[i] = make([][]candidate, nq)
 		for j := range tops[i] {
@@ -126,22 +151,18 @@ func ExactSearchBatch(ctx context.Context, s Slab, c *Compressed, qs [][]float32
 		nqi := min(qb, nq-q0)
 		lo := it % nblocks * blockRows
 		n := min(blockRows, s.Rows-lo)
-		raw := make([]float64, n)
+		sc := &scr[wk]
+		raw := sc.raw[:n]
 		if c.Prec == Int8 {
-			buf := make([]int32, n)
+			buf := sc.i32[:n]
 			rows := c.U8[lo*c.Stride : (lo+n)*c.Stride]
 			if nqi == 1 {
 				ks.i8Rows(buf, qqs[q0].q8, rows, c.Stride)
 			}
 			var tile []int32
-			var packedQ []int8
 			if nqi > 1 {
-				tile = make([]int32, nqi*n)
-				packedQ = make([]int8, nqi*c.Stride)
-				for j := range nqi {
-					copy(packedQ[j*c.Stride:], qqs[q0+j].q8)
-				}
-				ks.i8Tile(tile, packedQ, nqi, rows, n, c.Stride)
+				tile = sc.tile[:nqi*n]
+				ks.i8Tile(tile, packedQ[q0*c.Stride:(q0+nqi)*c.Stride], nqi, rows, n, c.Stride)
 			}
 			for j := range nqi {
 				src := buf
@@ -155,7 +176,7 @@ func ExactSearchBatch(ctx context.Context, s Slab, c *Compressed, qs [][]float32
 			}
 			return
 		}
-		buf := make([]float32, n)
+		buf := sc.f32[:n]
 		rows := c.F16[lo*c.Stride : (lo+n)*c.Stride]
 		for j := range nqi {
 			ks.f16Rows(buf, qqs[q0+j].qf, rows, c.Stride)
@@ -211,10 +232,18 @@ func ExactSearchBatch(ctx context.Context, s Slab, c *Compressed, qs [][]float32
 // offers each allowed row's lower bound (or, approximate, its estimate) to
 // t, and keeps as candidates the rows whose upper bound reaches t's worst
 // kept lower bound so far (the final k-th best can only be higher).
+//
+// Most rows of a large scan cannot reach the k-th best: once t is full, a
+// row whose upper bound is below t's worst kept bound is dropped after a
+// few multiplications (dotUpper), without rounding or heap work.
 func scanBlock(qq *quantQuery, c *Compressed, raw []float64, base int, allow []uint64, t *topK, cands *[]candidate, approximate bool) {
+	fast := !approximate && qq.metric == Dot
 	for i, r := range raw {
 		row := base + i
 		if !allows(allow, row) {
+			continue
+		}
+		if fast && t.heap && qq.dotUpper(c, row, r) < float64(t.h[0].Score) {
 			continue
 		}
 		lo, hi, est := qq.keyBounds(c, row, r)
