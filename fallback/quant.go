@@ -90,6 +90,9 @@ type Compressed struct {
 	Err   []float32
 	Norm  []float32
 	HatSq []float32
+	// MaxHat ≥ Norm[i]+Err[i] for every row ever stored: with the query's
+	// norm it tells a scan whether any row's bound could overflow.
+	MaxHat float64
 }
 
 // NewCompressed returns an empty compressed slab for rows of dimension dim.
@@ -237,6 +240,7 @@ func (c *Compressed) set(i int, x []float32) {
 	c.Err[i] = up32(math.Sqrt(err2) * (1 + 0x1p-30))
 	c.Norm[i] = up32(math.Sqrt(norm2) * (1 + 0x1p-30))
 	c.HatSq[i] = float32(hat2)
+	c.MaxHat = max(c.MaxHat, float64(c.Norm[i])+float64(c.Err[i]))
 }
 
 func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }

@@ -3,6 +3,7 @@ package fallback
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 )
 
@@ -160,6 +161,7 @@ func ExactSearchBatch(ctx context.Context, s Slab, c *Compressed, qs [][]float32
 				ks.i8Rows(buf, qqs[q0].q8, rows, c.Stride)
 			}
 			var tile []int32
+			var amax, hmax float64
 			if nqi > 1 {
 				tile = sc.tile[:nqi*n]
 				ks.i8Tile(tile, packedQ[q0*c.Stride:(q0+nqi)*c.Stride], nqi, rows, n, c.Stride)
@@ -168,6 +170,13 @@ func ExactSearchBatch(ctx context.Context, s Slab, c *Compressed, qs [][]float32
 				src := buf
 				if tile != nil {
 					src = tile[j*n : (j+1)*n]
+				}
+				if !approximate && m == Dot {
+					if j == 0 {
+						amax, hmax = blockMaxima(c, lo, n, qqs[q0].g32)
+					}
+					scanI8Dot(qqs[q0+j], c, src, lo, s.Allow, &tops[wk][q0+j], &cands[wk][q0+j], amax, hmax)
+					continue
 				}
 				for i, v := range src {
 					raw[i] = float64(v)
@@ -256,6 +265,77 @@ func scanBlock(qq *quantQuery, c *Compressed, raw []float64, base int, allow []u
 			*cands = append(*cands, candidate{row, hi})
 		}
 	}
+}
+
+// scanI8Dot is scanBlock for int8 rows under Dot, on the kernel's int32
+// sums, built for a batch, where it runs for every (query, row) pair. Two
+// filters before scanBlock's path:
+//
+//  1. With the block's largest query-independent bound terms (amax ≥
+//     e + γ·‖x‖ + 2^-40·‖x̂‖ and hmax ≥ ‖x̂‖, both widened) every row's
+//     half-width is at most bmax, so a row whose s_x·Σc_q c_x is below
+//     θ = (τ − bmax)/s_q, less a 2^-40 margin for the float64 rounding
+//     of these few steps, has its upper bound below τ: one conversion,
+//     one multiplication and one comparison.
+//  2. The row's own upper bound (dotUpper's formula, inline).
+func scanI8Dot(qq *quantQuery, c *Compressed, raw []int32, base int, allow []uint64, t *topK, cands *[]candidate, amax, hmax float64) {
+	n := len(raw)
+	scale, errs, norms := c.Scale[base:base+n], c.Err[base:base+n], c.Norm[base:base+n]
+	sq, off, qn, eq := qq.sq, int32(qq.off), qq.qn, qq.eq
+	gq, abs, wide, tiny := qq.g32*qq.qn, qq.abs32, qq.wide, 0x1p-40*qq.qn
+	// No row can overflow when the largest cannot; else every row takes
+	// the checked path.
+	safe := qn*c.MaxHat < 0x1p100 && sq > 0
+	bmax := qn*amax + eq*hmax + abs*wide
+	tau, theta := math.Inf(-1), math.Inf(-1)
+	setTau := func() {
+		tau = float64(t.h[0].Score)
+		theta = (tau - bmax) / sq
+		theta -= math.Abs(theta) * 0x1p-40
+	}
+	if t.heap && safe {
+		setTau()
+	}
+	for i, r := range raw {
+		if safe {
+			u := float64(r - off) // exact: |Σ c_q c_x| < 2^31
+			if float64(scale[i])*u < theta {
+				continue
+			}
+			xn, e := float64(norms[i]), float64(errs[i])
+			hn := xn + e
+			hi := sq*float64(scale[i])*u + (qn*e+eq*hn+gq*xn+abs)*wide + tiny*hn
+			if hi < tau {
+				continue
+			}
+		}
+		row := base + i
+		if allow != nil && !allows(allow, row) {
+			continue
+		}
+		lo, hi, _ := qq.keyBounds(c, row, float64(r))
+		t.offer(row, lo)
+		if !t.heap || hi >= t.h[0].Score {
+			*cands = append(*cands, candidate{row, hi})
+		}
+		if t.heap && safe {
+			setTau()
+		}
+	}
+}
+
+// blockMaxima returns, over rows [lo, lo+n), the largest
+// (e + γ·‖x‖)·wide + 2^-40·‖x̂‖ and ‖x̂‖·wide (‖x̂‖ ≤ ‖x‖ + e): the query-
+// independent factors of every row's half-width under Dot.
+func blockMaxima(c *Compressed, lo, n int, g32 float64) (amax, hmax float64) {
+	wide := 1 + 0x1p-20
+	for i := lo; i < lo+n; i++ {
+		xn, e := float64(c.Norm[i]), float64(c.Err[i])
+		hn := xn + e
+		amax = max(amax, (e+g32*xn)*wide+0x1p-40*hn)
+		hmax = max(hmax, hn*wide)
+	}
+	return amax, hmax
 }
 
 // rescore scores rows todo[j] for query j with the float32 rows kernel —

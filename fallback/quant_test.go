@@ -451,3 +451,40 @@ func sameBits(t testing.TB, got, want []Hit, format string, args ...any) {
 		t.Errorf("%s: hits differ\n got %v\nwant %v", fmt.Sprintf(format, args...), got, want)
 	}
 }
+
+// Adversarial queries: the query points along a row's own quantisation
+// residual, so that row's compressed estimate falls short of its float32
+// score by the whole Cauchy–Schwarz term ‖q‖·ε — the case a bound that is
+// too tight (or a filter that trusts the estimate) gets wrong.
+func TestExactSearchResidualQueries(t *testing.T) {
+	r := newRand(t)
+	ctx := context.Background()
+	dim := 64
+	rows := makeRows(r, clusterRows, 300, dim)
+	s := newSlab(rows, dim, dim, false)
+	for _, p := range []Precision{F16, Int8} {
+		c := compress(t, p, s)
+		for trial := range 20 {
+			target := r.IntN(len(rows))
+			q := make([]float32, dim)
+			for j := range dim {
+				var hat float64
+				if p == Int8 {
+					hat = float64(int(c.U8[target*c.Stride+j])-128) * float64(c.Scale[target])
+				} else {
+					hat = float64(f16toF32(c.F16[target*c.Stride+j])) * float64(c.Scale[target])
+				}
+				q[j] = float32(float64(rows[target][j]) - hat)
+			}
+			for _, m := range []Metric{Dot, L2} {
+				for _, k := range []int{1, 5} {
+					want, err := Search(ctx, s, q, k, m, 1)
+					noErr(t, err)
+					got, _, err := ExactSearchBatch(ctx, s, c, [][]float32{q, q}, k, m, 2, false)
+					noErr(t, err)
+					sameBits(t, got[0], want, "%v/%v trial %d target %d k %d", p, m, trial, target, k)
+				}
+			}
+		}
+	}
+}
