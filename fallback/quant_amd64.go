@@ -20,6 +20,9 @@ func i8Panel4x4VNNI(dst *int32, ldd int, qs *int8, qstride int, rows *uint8, rst
 //go:noescape
 func f16RowsAVX512(dst, q *float32, rows *uint16, stride, n, groups int)
 
+//go:noescape
+func f16Panel4x4AVX512(dst *float32, ldd int, qs *float32, qstride int, rows *uint16, rstride, n, groups int)
+
 var (
 	hasVNNI      = hasAVX512 && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VNNI
 	hasF16AVX512 = hasAVX512 // VCVTPH2PS on zmm is AVX-512F
@@ -36,6 +39,7 @@ func asmQuantKernels() []quantKernelSet {
 			i8Rows:  wrapI8Rows,
 			i8Tile:  wrapI8Tile,
 			f16Rows: wrapF16Rows,
+			f16Tile: wrapF16Tile,
 		}}
 	case hasF16AVX512:
 		return []quantKernelSet{{
@@ -43,6 +47,7 @@ func asmQuantKernels() []quantKernelSet {
 			i8Rows:  i8RowsGo,
 			i8Tile:  i8TileGo,
 			f16Rows: wrapF16Rows,
+			f16Tile: wrapF16Tile,
 		}}
 	}
 	return nil
@@ -117,5 +122,33 @@ func wrapF16Rows(dst, q []float32, rows []uint16, stride int) {
 	for i := nr &^ 3; i < nr; i++ {
 		f16RowsAVX512(&four[0], &q[0], &rows[i*stride], 0, n, 1)
 		dst[i] = four[0]
+	}
+}
+
+func wrapF16Tile(dst, qs []float32, nq int, rows []uint16, nr, stride int) {
+	if nr == 0 || nq == 0 {
+		return
+	}
+	if stride == 0 || stride%16 != 0 {
+		f16TileGo(dst, qs, nq, rows, nr, stride)
+		return
+	}
+	_ = rows[nr*stride-1]
+	_ = qs[nq*stride-1]
+	_ = dst[nq*nr-1]
+	gq := nq / 4
+	full := nr &^ 3
+	if gq > 0 {
+		for i := 0; i < full; i += 4 {
+			f16Panel4x4AVX512(&dst[i], nr, &qs[0], stride, &rows[i*stride], stride, stride, gq)
+		}
+	}
+	for j := range nq {
+		q := qs[j*stride : (j+1)*stride]
+		if j >= gq*4 {
+			wrapF16Rows(dst[j*nr:(j+1)*nr], q, rows, stride)
+		} else if full < nr {
+			wrapF16Rows(dst[j*nr+full:(j+1)*nr], q, rows[full*stride:], stride)
+		}
 	}
 }

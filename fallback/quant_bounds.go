@@ -162,3 +162,19 @@ func (qq *quantQuery) dotUpper(c *Compressed, i int, raw float64) float64 {
 	}
 	return dot + (qq.qn*e+half+qq.g32*qq.qn*xn+qq.abs32)*qq.wide + 0x1p-40*qq.qn*hn
 }
+
+// estKey is the Approximate mode's key for row i: the compressed estimate
+// of the score (of q·x̂, or of ‖q − x̂‖² under L2), with no bound.
+func (qq *quantQuery) estKey(c *Compressed, i int, raw float64) float32 {
+	scale := float64(c.Scale[i])
+	var dot float64
+	if qq.prec == Int8 {
+		dot = qq.sq * scale * (raw - float64(qq.off))
+	} else {
+		dot = scale * raw
+	}
+	if qq.metric == L2 {
+		return -float32(max(0, qq.qn2-2*dot+float64(c.HatSq[i])))
+	}
+	return float32(dot)
+}

@@ -18,11 +18,16 @@ type i8TileKernel func(dst []int32, qs []int8, nq int, rows []uint8, nr, stride 
 // f16RowsKernel writes dst[i] = Σ_j q[j]·half(rows[i*stride+j]) in float32.
 type f16RowsKernel func(dst, q []float32, rows []uint16, stride int)
 
+// f16TileKernel is f16RowsKernel for nq queries of stride floats each:
+// dst[j*nr+i].
+type f16TileKernel func(dst, qs []float32, nq int, rows []uint16, nr, stride int)
+
 type quantKernelSet struct {
 	name    string
 	i8Rows  i8RowsKernel
 	i8Tile  i8TileKernel
 	f16Rows f16RowsKernel
+	f16Tile f16TileKernel
 }
 
 var genericQuantKernels = quantKernelSet{
@@ -30,6 +35,7 @@ var genericQuantKernels = quantKernelSet{
 	i8Rows:  i8RowsGo,
 	i8Tile:  i8TileGo,
 	f16Rows: f16RowsGo,
+	f16Tile: f16TileGo,
 }
 
 // activeQuant is chosen once at init (quant_amd64.go) and only read
@@ -102,5 +108,11 @@ func f16RowsGo(dst, q []float32, rows []uint16, stride int) {
 			s0 += q[j] * t[row[j]]
 		}
 		dst[i] = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+	}
+}
+
+func f16TileGo(dst, qs []float32, nq int, rows []uint16, nr, stride int) {
+	for j := 0; j < nq; j++ {
+		f16RowsGo(dst[j*nr:(j+1)*nr], qs[j*stride:(j+1)*stride], rows[:nr*stride], stride)
 	}
 }

@@ -90,13 +90,20 @@ func ExactSearchBatch(ctx context.Context, s Slab, c *Compressed, qs [][]float32
 		}
 		qqs[j] = newQuantQuery(c, qp, m)
 	}
-	// The int8 panel reads the queries' codes from one packed slice.
+	// The panels read the queries from one packed slice.
 	var packedQ []int8
+	var packedF []float32
 	if c.Prec == Int8 {
 		packedQ = make([]int8, nq*c.Stride)
 		for j, qq := range qqs {
 			copy(packedQ[j*c.Stride:], qq.q8)
 			qq.q8 = packedQ[j*c.Stride : (j+1)*c.Stride]
+		}
+	} else {
+		packedF = make([]float32, nq*c.Stride)
+		for j, qq := range qqs {
+			copy(packedF[j*c.Stride:], qq.qf)
+			qq.qf = packedF[j*c.Stride : (j+1)*c.Stride]
 		}
 	}
 	out = make([][]Hit, nq)
@@ -138,7 +145,7 @@ func ExactSearchBatch(ctx context.Context, s Slab, c *Compressed, qs [][]float32
 				scr[i].tile = make([]int32, qb*blockRows)
 			}
 		} else {
-			scr[i].f32 = make([]float32, blockRows)
+			scr[i].f32 = make([]float32, qb*blockRows)
 		}
 		tops[i] = make([]topK, nq)
 		cands[i] = make([][]candidate, nq)
@@ -185,11 +192,15 @@ func ExactSearchBatch(ctx context.Context, s Slab, c *Compressed, qs [][]float32
 			}
 			return
 		}
-		buf := sc.f32[:n]
 		rows := c.F16[lo*c.Stride : (lo+n)*c.Stride]
+		tile := sc.f32[:nqi*n]
+		if nqi == 1 {
+			ks.f16Rows(tile, qqs[q0].qf, rows, c.Stride)
+		} else {
+			ks.f16Tile(tile, packedF[q0*c.Stride:(q0+nqi)*c.Stride], nqi, rows, n, c.Stride)
+		}
 		for j := range nqi {
-			ks.f16Rows(buf, qqs[q0+j].qf, rows, c.Stride)
-			for i, v := range buf {
+			for i, v := range tile[j*n : (j+1)*n] {
 				raw[i] = float64(v)
 			}
 			scanBlock(qqs[q0+j], c, raw, lo, s.Allow, &tops[wk][q0+j], &cands[wk][q0+j], approximate)
@@ -252,14 +263,14 @@ func scanBlock(qq *quantQuery, c *Compressed, raw []float64, base int, allow []u
 		if !allows(allow, row) {
 			continue
 		}
+		if approximate {
+			t.offer(row, qq.estKey(c, row, r))
+			continue
+		}
 		if fast && t.heap && qq.dotUpper(c, row, r) < float64(t.h[0].Score) {
 			continue
 		}
-		lo, hi, est := qq.keyBounds(c, row, r)
-		if approximate {
-			t.offer(row, est)
-			continue
-		}
+		lo, hi, _ := qq.keyBounds(c, row, r)
 		t.offer(row, lo)
 		if !t.heap || hi >= t.h[0].Score {
 			*cands = append(*cands, candidate{row, hi})

@@ -364,12 +364,21 @@ func TestQuantKernelsMatchGeneric(t *testing.T) {
 					}
 					continue
 				}
-				for _, qq := range qs {
+				packedF := make([]float32, nq*c.Stride)
+				for j, qq := range qs {
+					copy(packedF[j*c.Stride:], qq.qf)
+				}
+				tile := make([]float32, nq*nr)
+				ks.f16Tile(tile, packedF, nq, c.F16, nr, c.Stride)
+				for j, qq := range qs {
 					got := make([]float32, nr)
 					want := make([]float32, nr)
 					ks.f16Rows(got, qq.qf, c.F16, c.Stride)
 					f16RowsGo(want, qq.qf, c.F16, c.Stride)
 					for i := range nr {
+						if tile[j*nr+i] != got[i] {
+							t.Fatalf("%s query %d row %d: tile %g, rows %g (one order of sums)", name, j, i, tile[j*nr+i], got[i])
+						}
 						var mag float64
 						for j := range c.Stride {
 							mag += math.Abs(float64(qq.qf[j]) * float64(f16toF32(c.F16[i*c.Stride+j])))
