@@ -46,3 +46,32 @@ func itoa(n int) string {
 	}
 	return itoa(n/10) + string(rune('0'+n%10))
 }
+
+// Compression is the extra cost an Add pays under a compressed precision:
+// per row, compared with BenchmarkCopyRows (a plain copy of the same
+// float32 rows).
+func BenchmarkCompress(b *testing.B) {
+	s := benchData()
+	const rows = 5000
+	part := Slab{Data: s.Data[:rows*s.Stride], Rows: rows, Dim: s.Dim, Stride: s.Stride}
+	for _, p := range []Precision{F16, Int8} {
+		b.Run(p.String(), func(b *testing.B) {
+			b.SetBytes(int64(rows * s.Dim * 4))
+			for b.Loop() {
+				c, _ := NewCompressed(p, s.Dim)
+				c.AppendSlab(part, 0)
+			}
+		})
+	}
+}
+
+func BenchmarkCopyRows(b *testing.B) {
+	s := benchData()
+	const rows = 5000
+	b.SetBytes(int64(rows * s.Dim * 4))
+	for b.Loop() {
+		dst := make([]float32, rows*s.Stride)
+		copy(dst, s.Data[:rows*s.Stride])
+		sink += dst[0]
+	}
+}
