@@ -237,3 +237,38 @@ func TestPrecisionConfig(t *testing.T) {
 	require.True(t, strings.Contains(info.String(), "int8"), info.String())
 	require.NotEmpty(t, info.QuantKernel)
 }
+
+// Concurrent searches of a compressed index are coalesced into batches
+// like any others, and each still gets the float32 index's exact answer.
+func TestPrecisionCoalescedSearches(t *testing.T) {
+	r := newRand(t)
+	ctx := context.Background()
+	dim := 32
+	vs := randomVectors(r, 2000, dim)
+	f32, err := engine.New(ctx, engine.Config{Dim: dim, Device: engine.CPU, BatchQueries: 1})
+	require.NoError(t, err)
+	defer f32.Close()
+	ix, err := engine.New(ctx, engine.Config{Dim: dim, Device: engine.CPU, Precision: engine.Int8})
+	require.NoError(t, err)
+	defer ix.Close()
+	_, err = f32.Add(ctx, vs)
+	require.NoError(t, err)
+	_, err = ix.Add(ctx, vs)
+	require.NoError(t, err)
+	qs := randomVectors(r, 16, dim)
+	want, err := f32.SearchBatch(ctx, qs, 7)
+	require.NoError(t, err)
+	errs := make(chan error, len(qs))
+	for j := range qs {
+		go func() {
+			got, err := ix.Search(ctx, qs[j], 7)
+			if err == nil && fmt.Sprint(got) != fmt.Sprint(want[j]) {
+				err = fmt.Errorf("query %d: %v, want %v", j, got, want[j])
+			}
+			errs <- err
+		}()
+	}
+	for range qs {
+		require.NoError(t, <-errs)
+	}
+}
