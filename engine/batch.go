@@ -69,7 +69,7 @@ func (ix *Index) batchLimit() int {
 // traced or reporting progress (those describe one call), or when
 // coalescing is off.
 func (ix *Index) coalesce(ctx context.Context, o *searchOptions) bool {
-	if ix.batchLimit() <= 1 || o.filtered() {
+	if ix.batchLimit() <= 1 || o.filtered() || o.approximate {
 		return false
 	}
 	if traceFrom(ctx) != nil {

@@ -198,6 +198,11 @@ type Config struct {
 	// the background. It costs a second host copy of the rows (in the
 	// child) and a pipe crossing per call.
 	Isolate bool
+	// Precision is how the copy of the vectors that searches scan is
+	// held: F32 (the default), F16 or Int8. Answers are the exact float32
+	// ones at every precision (see Precision). A store keeps its own: Open
+	// takes the store's precision, not this field's.
+	Precision Precision
 }
 
 // DefaultBatchQueries is Config.BatchQueries' default, chosen by
@@ -232,6 +237,9 @@ func (c Config) validate() error {
 	if c.Workers < 0 || c.MaxRows < 0 || c.ProbeTimeout < 0 || c.MaxHostBytes < 0 || c.MaxDeviceBytes < 0 ||
 		c.BatchQueries < 0 || c.BatchWait < 0 {
 		return fmt.Errorf("%w: Workers, MaxRows, ProbeTimeout, MaxHostBytes, MaxDeviceBytes, BatchQueries and BatchWait must not be negative", ErrInvalidConfig)
+	}
+	if err := c.validatePrecision(); err != nil {
+		return err
 	}
 	return c.Adapter.validate()
 }

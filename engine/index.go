@@ -38,7 +38,8 @@ type Index struct {
 	slab  *packed.Slab
 	rid   rowIDs
 	keys  keyMap
-	store *store // nil unless the index was opened from a store
+	quant quantRows // the compressed copy of slab; empty under F32 (precision.go)
+	store *store    // nil unless the index was opened from a store
 	// readOnly is the store's path for an index from OpenReadOnly, which
 	// refuses writes; set before the index is shared, never changed.
 	readOnly string
@@ -88,7 +89,7 @@ func New(ctx context.Context, cfg Config) (*Index, error) {
 
 // emptyIndex is an index holding nothing, with no device side yet.
 func emptyIndex(cfg Config) *Index {
-	ix := &Index{cfg: cfg, slab: packed.NewSlab(cfg.Dim), rid: newRowIDs()}
+	ix := &Index{cfg: cfg, slab: packed.NewSlab(cfg.Dim), rid: newRowIDs(), quant: newQuantRows(cfg)}
 	ix.life, ix.endLife = context.WithCancel(context.Background())
 	return ix
 }
@@ -129,6 +130,10 @@ func newIndex(ctx context.Context, cfg Config, opt options) (ix *Index, err erro
 		return nil, err
 	}
 	if cfg.Device == CPU {
+		return ix, nil
+	}
+	if cfg.Precision != F32 {
+		ix.reason, ix.hint = cpuOnlyReason(cfg.Precision), hintPrecision
 		return ix, nil
 	}
 	g, reason, hint, err := openDevice(ctx, cfg, opt)
@@ -333,8 +338,9 @@ type appended struct {
 	ids    []uint64
 	old    int // rows published when it was staged
 	slab   packed.Slab
-	staged func() // publishes the device copy; nil off the GPU
-	fresh  bool   // the upload rewrote every row (they were stale)
+	quant  quantStage // the compressed rows of slab (precision.go)
+	staged func()     // publishes the device copy; nil off the GPU
+	fresh  bool       // the upload rewrote every row (they were stale)
 }
 
 // stageAppend checks and packs n rows with pack under ids (nil: assigned)
@@ -376,6 +382,7 @@ func (ix *Index) stageAppend(ctx context.Context, start time.Time, ids []uint64,
 	if n == 0 {
 		return p, nil
 	}
+	p.quant = ix.quant.stage(&p.slab, old)
 	if t != nil {
 		start = lap(&t.Marshal, start)
 	}
@@ -423,6 +430,7 @@ func (ix *Index) publish(p *appended) {
 		return
 	}
 	*ix.slab = p.slab
+	ix.quant.publish(p.quant)
 	if p.staged != nil && ix.dev != nil {
 		p.staged()
 		if p.fresh {
@@ -439,6 +447,7 @@ func (ix *Index) unpublish(p *appended) {
 		return
 	}
 	ix.slab.Truncate(p.old)
+	ix.quant.sync(ix.slab)
 	ix.rid.truncate(p.old)
 	if ix.dev != nil {
 		ix.dev.Truncate(p.old)
@@ -558,6 +567,9 @@ func (ix *Index) searchBatch(ctx context.Context, queries [][]float32, k int, si
 		}
 	}
 	mask, _ := ix.rid.mask(&o)
+	if ix.quant.c != nil {
+		return ix.searchQuant(ctx, qs, k, mask, o.approximate)
+	}
 	return ix.searchMany(ctx, qs, k, mask)
 }
 
@@ -585,6 +597,9 @@ func (ix *Index) prepare(ctx context.Context, query []float32, what input) ([]fl
 // mask (nil: every row) says which rows may be returned. The caller holds
 // ix.mu.
 func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int, mask []uint64) ([][]Hit, error) {
+	if ix.quant.c != nil {
+		return ix.searchQuant(ctx, qs, k, mask, false)
+	}
 	all := make([][]Hit, len(qs))
 	t := traceFrom(ctx)
 	if ix.slab.Rows == 0 {
@@ -646,6 +661,7 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int, mask []u
 	if t != nil {
 		lap(&t.Kernel, start)
 		t.KernelClock, t.Backend = "cpu", BackendCPU
+		t.addScan(len(qs), ix.slab)
 	}
 	for i, r := range res {
 		all[i] = ix.toHits(r)
@@ -743,6 +759,10 @@ func (ix *Index) Info() Info {
 	info := Info{
 		Backend:   BackendCPU,
 		CPUKernel: fallback.Kernel(),
+		Precision: ix.cfg.Precision,
+	}
+	if ix.quant.c != nil {
+		info.QuantKernel = fallback.QuantKernel()
 	}
 	if ix.dev != nil {
 		info.Adapter = AdapterInfo(ix.dev.Adapter())
@@ -782,6 +802,7 @@ func (ix *Index) Close() error {
 		ix.dev = nil // Info then says cpu: nothing is on a device any more
 	}
 	ix.slab, ix.rid, ix.keys = packed.NewSlab(ix.cfg.Dim), newRowIDs(), keyMap{}
+	ix.quant = newQuantRows(ix.cfg)
 	return err
 }
 
@@ -821,7 +842,12 @@ func (ix *Index) SearchRange(ctx context.Context, query []float32, threshold flo
 	if err := ix.checkStale(); err != nil {
 		return nil, err
 	}
-	if ix.onGPU() && !ix.stale {
+	if ix.quant.c != nil {
+		if found, err = ix.rangeQuant(ctx, q, threshold, mask); err != nil {
+			return nil, err
+		}
+	}
+	if found == nil && ix.onGPU() && !ix.stale {
 		// The device scores every row; the host keeps those within the
 		// threshold (4 bytes a row come back, as for a k = Len search).
 		found, err = ix.rangeSplit(ctx, q, threshold, mask)
@@ -849,7 +875,7 @@ func (ix *Index) SearchRange(ctx context.Context, query []float32, threshold flo
 // past MaxHostBytes, or, on a GPU, past MaxDeviceBytes. The caller holds
 // wmu.
 func (ix *Index) checkBudget(n int) error {
-	bytes := int64(ix.slab.Rows+n) * int64(ix.slab.Stride) * 4
+	bytes := int64(ix.slab.Rows+n)*int64(ix.slab.Stride)*4 + ix.quant.bytesFor(ix.slab.Rows+n)
 	if max := ix.cfg.MaxHostBytes; max > 0 && bytes > max {
 		return fmt.Errorf("%w: %d vectors would take %d bytes of host memory, over MaxHostBytes %d",
 			ErrTooLarge, ix.slab.Rows+n, bytes, max)

@@ -73,6 +73,10 @@ type Info struct {
 	DeviceRows int
 	ChunkRows  int    // rows per device buffer
 	CPUKernel  string // the fallback's dot-product kernel, e.g. "avx2+fma"
+	// Precision is the index's storage precision; QuantKernel names the
+	// fallback's kernel for compressed rows (empty under F32).
+	Precision   Precision
+	QuantKernel string
 	// Reason says why the fallback serves searches under Device Auto
 	// (empty when the GPU does, or when Device CPU was asked for).
 	Reason string
@@ -103,6 +107,9 @@ func (i Info) String() string {
 		if i.Backend == BackendCPU {
 			fmt.Fprintf(&b, "; searches on the pure-Go path (%s kernel)", i.CPUKernel)
 		}
+	}
+	if i.Precision != F32 {
+		fmt.Fprintf(&b, "; precision %v (%s kernel), exact float32 answers", i.Precision, i.QuantKernel)
 	}
 	if i.Reason != "" {
 		fmt.Fprintf(&b, "\nwhy: %s", i.Reason)

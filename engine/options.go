@@ -7,6 +7,9 @@ type searchOptions struct {
 	allowIDs []uint64
 	allowFn  func(id uint64) bool
 	maxHits  int
+	// approximate skips the float32 rescore of a compressed index
+	// (precision.go).
+	approximate bool
 }
 
 func (o *searchOptions) filtered() bool { return o.allowIDs != nil || o.allowFn != nil }

@@ -86,7 +86,7 @@ func loadStore(ctx context.Context, path string, cfg Config, create bool) (ix *I
 	if cfg.Dim != 0 && cfg.Dim != snap.Dim {
 		return nil, 0, fmt.Errorf("%w: the store %s holds dimension %d, Config.Dim is %d", ErrInvalidConfig, path, snap.Dim, cfg.Dim)
 	}
-	cfg.Dim, cfg.Metric = snap.Dim, Metric(snap.Metric)
+	cfg.Dim, cfg.Metric, cfg.Precision = snap.Dim, Metric(snap.Metric), Precision(snap.Precision)
 	if err := cfg.validate(); err != nil {
 		return nil, 0, fmt.Errorf("%w (store %s)", err, path)
 	}
@@ -179,7 +179,7 @@ func storeError(path string, err error) error {
 // the index is not yet shared); the rows are the slab's own, not a copy.
 func (ix *Index) snapshot() *storefile.Snapshot {
 	s := &storefile.Snapshot{
-		Dim: ix.cfg.Dim, Stride: ix.slab.Stride, Metric: uint8(ix.cfg.Metric),
+		Dim: ix.cfg.Dim, Stride: ix.slab.Stride, Metric: uint8(ix.cfg.Metric), Precision: uint8(ix.cfg.Precision),
 		NextID: ix.rid.nextID, IDs: ix.rid.ids, Rows: ix.slab.Data[:ix.slab.Rows*ix.slab.Stride],
 	}
 	if ix.rid.nDead > 0 {
@@ -198,6 +198,7 @@ func (ix *Index) load(ctx context.Context, s *storefile.Snapshot) error {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	ix.slab.Data, ix.slab.Rows = s.Rows, len(s.IDs)
+	ix.quant.sync(ix.slab)
 	// A deleted row may share its ID with a live one added after the
 	// delete: only live rows enter the ID map, and two live rows with one
 	// ID are damage.

@@ -46,6 +46,16 @@ type Trace struct {
 	// Backend is the path that served the last traced search: under Device
 	// Auto a GPU index may route a small search to the CPU.
 	Backend Backend
+
+	// The scan's cost, on the CPU path: Searches counts the queries traced;
+	// under a compressed precision Rescored is how many rows were scored
+	// again in float32 over those queries (Rescored/Searches the mean),
+	// MaxRescored the most for one query, and BytesRead the compressed
+	// bytes scanned plus the float32 bytes rescored.
+	Searches    int
+	Rescored    int64
+	MaxRescored int
+	BytesRead   int64
 }
 
 type traceKey struct{}

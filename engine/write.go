@@ -90,7 +90,8 @@ func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]flo
 		ix.publish(p)
 	}
 	// swapRows exchanges the replaced rows with aside: the new rows go
-	// in, the old ones (what undo restores) come out.
+	// in, the old ones (what undo restores) come out; their compressed
+	// copies follow.
 	tmp := make([]float32, stride)
 	swapRows := func() {
 		for j, row := range rows {
@@ -98,6 +99,7 @@ func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]flo
 			copy(tmp, b)
 			copy(b, a)
 			copy(a, tmp)
+			ix.quant.set(ix.slab, row)
 		}
 	}
 	swapRows()
@@ -161,6 +163,9 @@ func (ix *Index) upsertInMemory(ctx context.Context, start time.Time, newIDs []u
 		ix.publish(p)
 	}
 	ix.slab.SetRowsScaled(rows, oldRow, inv) // checked above; cannot fail
+	for _, row := range rows {
+		ix.quant.set(ix.slab, row)
+	}
 	return nil
 }
 
@@ -349,6 +354,7 @@ func (ix *Index) compactLocked(ctx context.Context) error {
 	dev, onGPU := ix.dev, ix.onGPU()
 	ix.mu.RUnlock()
 	slab.AppendFlat(flat, false)
+	quant := ix.quant.forSlab(slab)
 	rid := newRowIDs()
 	rid.nextID = ix.rid.nextID
 	rid.appendIDs(keep)
@@ -371,7 +377,7 @@ func (ix *Index) compactLocked(ctx context.Context) error {
 		}
 	}
 	ix.mu.Lock()
-	ix.slab, ix.rid = slab, rid
+	ix.slab, ix.rid, ix.quant = slab, rid, quant
 	if fresh != dev {
 		ix.dev, ix.stale = fresh, false
 	}

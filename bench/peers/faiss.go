@@ -97,6 +97,10 @@ type FAISSRun struct {
 	// Batch rows.
 	BatchRepeat int
 	BatchRuns   int
+	// Index is "" or "flat" (IndexFlatIP, IndexFlatL2 under l2: exact),
+	// "sq_fp16" or "sq_8bit" (IndexScalarQuantizer, trained on the data
+	// outside timing: approximate).
+	Index string
 }
 
 // FAISSResult is what the script measured and answered.
@@ -179,6 +183,9 @@ func RunFAISS(ctx context.Context, r FAISSRun, data []float32, dim int, queries,
 	args := []string{script, "--data", dataPath, "--queries", qPath, "--metric", r.Metric.String(),
 		"--k", strconv.Itoa(r.K), "--repeat", strconv.Itoa(r.Repeat), "--runs", strconv.Itoa(r.Runs),
 		"--warmup", strconv.Itoa(r.Warmup)}
+	if r.Index != "" {
+		args = append(args, "--index", r.Index)
+	}
 	if len(batch) > 0 {
 		bPath, err := write("batch.npy", rowsMatrix(batch, dim))
 		if err != nil {

@@ -31,6 +31,8 @@ def main():
     p.add_argument("--queries", required=True, help="queries, .npy float32 (nq, dim)")
     p.add_argument("--batch", help="queries of the batch call, .npy float32 (nb, dim)")
     p.add_argument("--metric", choices=["cosine", "dot", "l2"], default="cosine")
+    p.add_argument("--index", choices=["flat", "sq_fp16", "sq_8bit"], default="flat",
+                   help="flat: IndexFlatIP/L2 (exact); sq_*: IndexScalarQuantizer, trained on the data (approximate)")
     p.add_argument("--k", type=int, default=10)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--runs", type=int, default=15)
@@ -53,7 +55,13 @@ def main():
     x = load(a.data)
     if cosine:
         faiss.normalize_L2(x)
-    index = faiss.IndexFlatL2(x.shape[1]) if a.metric == "l2" else faiss.IndexFlatIP(x.shape[1])
+    if a.index == "flat":
+        index = faiss.IndexFlatL2(x.shape[1]) if a.metric == "l2" else faiss.IndexFlatIP(x.shape[1])
+    else:
+        qt = faiss.ScalarQuantizer.QT_fp16 if a.index == "sq_fp16" else faiss.ScalarQuantizer.QT_8bit
+        mt = faiss.METRIC_L2 if a.metric == "l2" else faiss.METRIC_INNER_PRODUCT
+        index = faiss.IndexScalarQuantizer(x.shape[1], qt, mt)
+        index.train(x)
     index.add(x)
     del x  # the index holds its own copy
 
@@ -91,7 +99,7 @@ def main():
         "numpy_version": np.__version__,
         "python_version": sys.version.split()[0],
         "omp_threads": faiss.omp_get_max_threads(),
-        "index": type(index).__name__,
+        "index": type(index).__name__ + ("" if a.index == "flat" else " " + a.index[3:]),
         "normalized": cosine,
         "n": index.ntotal,
         "dim": index.d,

@@ -13,6 +13,7 @@
 //	go run ./cmd/bench --concurrency 1,8,64,256 --peers  # many callers at once, coalescing on and off
 //	go run ./cmd/bench --soak 60s                      # mixed load, every answer checked, memory sampled
 //	go run ./cmd/bench --device gpu --tiers resident --paths 1,8,64   # fused vs radix selection, with what each issues
+//	go run ./cmd/bench --precision f32,f16,int8 --peers # compressed rows, exact answers, beside FAISS
 //
 // Exit status: 0 when every tier that ran agrees with the reference, 1 on a
 // consistency failure or a tier error, 2 for bad flags or input files.
@@ -93,6 +94,8 @@ type flags struct {
 	coalesceMax            int
 	coalesceWait           time.Duration
 	paths                  string
+	precision              string
+	clustered              bool
 	set                    map[string]bool
 }
 
@@ -135,6 +138,8 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	fs.IntVar(&f.coalesceMax, "coalesce-max", 0, "Config.BatchQueries of --concurrency's coalescing-on rows (0: the default)")
 	fs.DurationVar(&f.coalesceWait, "coalesce-wait", 0, "Config.BatchWait of --concurrency's coalescing-on rows")
 	fs.DurationVar(&f.soak, "soak", 0, "run mixed searches and writes for this long (e.g. 60s), every answer checked, memory sampled; exit 1 on any error or wrong answer (uses --n, --dim, --k, --device)")
+	fs.StringVar(&f.precision, "precision", "", "measure storage precisions instead of the search tiers: a comma `LIST` of f32, f16, int8 (f32 first: the others are checked against it), each on the CPU path with rows rescored, bytes read, the Approximate mode's recall and a --batch call; with --peers FAISS IndexFlat and IndexScalarQuantizer fp16/8bit beside them (uses --n, --dim, --k, --metric, --nq, --runs, --repeat, --batch, --batch-runs, --seed, --workers)")
+	fs.BoolVar(&f.clustered, "clustered", false, "with --precision: clustered data (1,000 Gaussian centres) instead of uniform random")
 	fs.IntVar(&f.workers, "workers", 0, "goroutines of the fallback (0: GOMAXPROCS)")
 	fs.Float64Var(&f.threshold, "threshold", 0, "consistency threshold on |score − float64 reference| (0: 8·√dim·2⁻²⁴·scale, see bench/SCHEMA.md)")
 	if err := fs.Parse(args); err != nil {
@@ -227,7 +232,7 @@ func (f *flags) options() (bench.Options, error) {
 		return o, usagef("--peers compares with the fallback tier: add fallback to --tiers")
 	}
 	for _, name := range []string{"batch", "batch-repeat", "batch-runs", "python"} {
-		if f.set[name] && !f.peers {
+		if f.set[name] && !f.peers && f.precision == "" {
 			return o, usagef("--%s applies to --peers only", name)
 		}
 	}
@@ -366,6 +371,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if f.ingest {
 		return runIngest(ctx, f, opt, stdout, stderr)
 	}
+	if f.precision != "" {
+		return runPrecision(ctx, f, opt, stdout, stderr)
+	}
 	progress := newProgress(stderr)
 	defer progress.done()
 	opt.Progress = progress.show
@@ -462,5 +470,55 @@ func runStore(ctx context.Context, f *flags, opt bench.Options, stdout, stderr i
 		return 1
 	}
 	rep.Write(stdout)
+	return 0
+}
+
+// runPrecision is --precision: the storage precisions on random data.
+func runPrecision(ctx context.Context, f *flags, opt bench.Options, stdout, stderr io.Writer) int {
+	if f.data != "" || f.queries != "" || f.jsonOut != "" || f.plotOut != "" {
+		fmt.Fprintln(stderr, "bench: --precision runs on generated data and prints a table: drop --data, --queries, --json and --plot")
+		return 2
+	}
+	var precs []engine.Precision
+	for _, s := range strings.Split(f.precision, ",") {
+		p, err := engine.ParsePrecision(strings.TrimSpace(s))
+		if err != nil || strings.TrimSpace(s) == "" {
+			fmt.Fprintf(stderr, "bench: --precision: unknown precision %q (want f32, f16 or int8)\n", s)
+			return 2
+		}
+		precs = append(precs, p)
+	}
+	if err := inRange("dim", f.dim, 1, maxDim); err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 2
+	}
+	if err := inRange("n", f.n, 1, maxValues/f.dim); err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 2
+	}
+	if err := inRange("k", f.k, 1, f.n); err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 2
+	}
+	seed := f.seed
+	if !f.set["seed"] {
+		seed = uint64(time.Now().UnixNano())
+	}
+	progress := newProgress(stderr)
+	rep, err := bench.RunPrecision(ctx, bench.PrecisionOptions{N: f.n, Dim: f.dim, K: f.k, Queries: f.nq, Batch: f.batch,
+		Precisions: precs, Metric: opt.Metric, Runs: opt.Runs, Repeat: opt.Repeat, BatchRuns: opt.BatchRuns,
+		Seed: seed, Clustered: f.clustered, Workers: opt.Workers, Peers: f.peers, Pythons: opt.Pythons, Progress: progress.show})
+	progress.done()
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 1
+	}
+	rep.Write(stdout)
+	for _, r := range rep.Rows {
+		if strings.HasPrefix(r.Name, "umbra") && !r.Exact {
+			fmt.Fprintf(stderr, "bench: %s did not return the float32 answer\n", r.Name)
+			return 1
+		}
+	}
 	return 0
 }

@@ -408,3 +408,25 @@ func TestDataFiles(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	assert.Equal(t, 120, *decode(t, stdout).N, "--n takes the first rows of --data")
 }
+
+// --precision measures the three precisions on small data, checks every
+// compressed answer against the float32 one, and prints the cost columns.
+func TestPrecisionTable(t *testing.T) {
+	for _, extra := range [][]string{nil, {"--clustered", "--metric", "l2"}} {
+		args := append([]string{"--precision", "f32,f16,int8", "--n", "600", "--dim", "40", "--runs", "2", "--repeat", "1",
+			"--batch", "5", "--batch-runs", "1", "--seed", "3"}, extra...)
+		code, out, stderr := runBench(t, args...)
+		require.Equal(t, 0, code, "stderr: %s", stderr)
+		for _, want := range []string{"umbra f32", "umbra f16 exact", "umbra int8 exact", "rescored/search", "× f32 floor"} {
+			assert.Contains(t, out, want)
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(line, "| umbra") {
+				assert.True(t, strings.HasSuffix(line, "| yes |"), "not exact: %s", line)
+			}
+		}
+	}
+	code, _, stderr := runBench(t, "--precision", "f32,int4")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "int4")
+}

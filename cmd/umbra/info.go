@@ -47,6 +47,7 @@ type infoJSON struct {
 	Path      string  `json:"path"`
 	Dim       int     `json:"dim"`
 	Metric    string  `json:"metric"`
+	Precision string  `json:"precision"`
 	Count     int     `json:"count"`
 	MinID     *uint64 `json:"min_id"` // null for an empty store
 	MaxID     *uint64 `json:"max_id"`
@@ -60,7 +61,7 @@ func (c *infoCmd) Run(ctx context.Context, e *env) (err error) {
 	if err != nil {
 		return err
 	}
-	out := infoJSON{Path: c.Store, Dim: ix.Dim(), Metric: ix.Metric().String(), Count: ix.Len()}
+	out := infoJSON{Path: c.Store, Dim: ix.Dim(), Metric: ix.Metric().String(), Precision: ix.Info().Precision.String(), Count: ix.Len()}
 	ids := ix.IDs()
 	if len(ids) > 0 {
 		lo, hi := ids[0], ids[len(ids)-1]
@@ -88,6 +89,7 @@ func (c *infoCmd) Run(ctx context.Context, e *env) (err error) {
 	fmt.Fprintf(tw, "store\t%s\n", out.Path)
 	fmt.Fprintf(tw, "dim\t%d\n", out.Dim)
 	fmt.Fprintf(tw, "metric\t%s\n", out.Metric)
+	fmt.Fprintf(tw, "precision\t%s\n", out.Precision)
 	fmt.Fprintf(tw, "count\t%d\n", out.Count)
 	if out.MinID != nil {
 		fmt.Fprintf(tw, "ids\t%d to %d\n", *out.MinID, *out.MaxID)

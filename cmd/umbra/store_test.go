@@ -391,6 +391,31 @@ func TestBuildReplacesAStore(t *testing.T) {
 	assert.Equal(t, "dot", after.Metric)
 	assert.Less(t, after.LogBytes, before.LogBytes, "the old log is gone")
 	assert.Equal(t, uint64(8), *after.MaxID)
+	assert.Equal(t, "f32", after.Precision)
+}
+
+// A compressed store keeps its precision, and searching it gives the
+// float32 store's answers exactly.
+func TestBuildPrecision(t *testing.T) {
+	rng := newRand(t)
+	dir := t.TempDir()
+	data := writeMatrix(t, dir, "a.npy", randomMatrix(rng, 300, 24), "")
+	queries := writeMatrix(t, dir, "q.npy", randomMatrix(rng, 3, 24), "")
+	f32 := filepath.Join(dir, "f32.umbra")
+	ok(t, umbra(t, "build", "--data", data, "--out", f32))
+	want := decodeSearch(t, umbra(t, "search", "--store", f32, "--queries", queries, "--k", "7", "--device", "cpu", "--json"))
+	for _, p := range []string{"f16", "int8"} {
+		store := filepath.Join(dir, p+".umbra")
+		r := ok(t, umbra(t, "build", "--data", data, "--precision", p, "--out", store))
+		assert.Contains(t, r.stdout, "precision "+p)
+		info := decodeInfo(t, umbra(t, "info", store, "--json"))
+		assert.Equal(t, p, info.Precision)
+		assert.Contains(t, umbra(t, "info", store).stdout, p)
+		got := decodeSearch(t, umbra(t, "search", "--store", store, "--queries", queries, "--k", "7", "--device", "cpu", "--json"))
+		assert.Equal(t, want.Results, got.Results, p)
+	}
+	r := umbra(t, "build", "--data", data, "--precision", "int4", "--out", filepath.Join(dir, "x.umbra"))
+	assert.Equal(t, exitUsage, r.code, "%s", r)
 }
 
 func TestStoreErrors(t *testing.T) {

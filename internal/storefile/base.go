@@ -25,10 +25,14 @@ const (
 	rowsOffset    = 4096 // the rows section starts page-aligned, for mmap
 	numSections   = 4
 
-	// PrecisionFloat32 is the only storage precision this version writes
-	// and reads: rows are IEEE-754 binary32, little-endian. Other codes are
-	// reserved for compressed layouts and rejected with ErrUnsupported.
+	// Storage precisions: the precision an index's searches scan. The rows
+	// section holds IEEE-754 binary32 rows, little-endian, under every
+	// precision; a compressed precision's copy is derived from them when
+	// the store opens. Codes past PrecisionInt8 are reserved and rejected
+	// with ErrUnsupported (as readers before these codes reject 1 and 2).
 	PrecisionFloat32 uint8 = 0
+	PrecisionFloat16 uint8 = 1
+	PrecisionInt8    uint8 = 2
 )
 
 // Section kinds, in the order they appear in the table and in the file.
@@ -50,7 +54,7 @@ type Snapshot struct {
 	Stride int // float32 values per row in Rows: a multiple of 4, at least Dim
 
 	// Metric is the engine's code for the distance; stored, never
-	// interpreted. Precision must be PrecisionFloat32.
+	// interpreted. Precision is one of the Precision codes above.
 	Metric, Precision uint8
 
 	NextID uint64 // the next automatically assigned ID
@@ -86,8 +90,8 @@ func (s *Snapshot) validate() error {
 		return fmt.Errorf("%w: snapshot dim %d is not in [1, 2^32)", ErrInvalid, s.Dim)
 	case s.Stride < s.Dim || s.Stride%4 != 0 || uint64(s.Stride) > math.MaxUint32:
 		return fmt.Errorf("%w: snapshot stride %d must be a multiple of 4, at least dim %d", ErrInvalid, s.Stride, s.Dim)
-	case s.Precision != PrecisionFloat32:
-		return fmt.Errorf("%w: storage precision %d (only %d, float32, is implemented)", ErrUnsupported, s.Precision, PrecisionFloat32)
+	case s.Precision > PrecisionInt8:
+		return fmt.Errorf("%w: storage precision %d (this build knows 0 float32, 1 float16, 2 int8)", ErrUnsupported, s.Precision)
 	}
 	if hi, lo := bits.Mul64(uint64(n), uint64(s.Stride)); hi != 0 || lo != uint64(len(s.Rows)) {
 		return fmt.Errorf("%w: snapshot has %d rows values, want %d IDs × stride %d", ErrInvalid, len(s.Rows), n, s.Stride)
@@ -373,8 +377,8 @@ func readBaseHeader(r io.ReaderAt, size int64, name string) (*baseHeader, error)
 		return nil, bad(ErrCorrupt, "%d sections, want %d", le.Uint32(first[28:]), numSections)
 	case h.generation == 0:
 		return nil, bad(ErrCorrupt, "generation 0 is never written")
-	case h.precision != PrecisionFloat32:
-		return nil, bad(ErrUnsupported, "storage precision %d, this reader knows only %d (float32)", h.precision, PrecisionFloat32)
+	case h.precision > PrecisionInt8:
+		return nil, bad(ErrUnsupported, "storage precision %d, this reader knows 0 (float32), 1 (float16) and 2 (int8)", h.precision)
 	}
 
 	// The section table must be exactly the layout a writer produces, with

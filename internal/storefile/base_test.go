@@ -63,7 +63,7 @@ func TestWriteBaseRejectsInvalidSnapshots(t *testing.T) {
 		assert.ErrorIs(t, err, ErrInvalid, name)
 	}
 	s := ok()
-	s.Precision = 1
+	s.Precision = 3
 	_, err := WriteBase(path, s)
 	assert.ErrorIs(t, err, ErrUnsupported)
 	_, err = os.Stat(path)
@@ -158,7 +158,7 @@ func TestReadBaseHeaderChecks(t *testing.T) {
 		{"wrong magic", func(b []byte) { copy(b, "SQLite f") }, ErrMagic, "header"},
 		{"log given as base", func(b []byte) { copy(b, logMagic) }, ErrMagic, "header"},
 		{"future version", func(b []byte) { binary.LittleEndian.PutUint32(b[8:], 2); reseal(b) }, ErrVersion, "header"},
-		{"float16 precision", func(b []byte) { b[25] = 1; reseal(b) }, ErrUnsupported, "header"},
+		{"unknown precision", func(b []byte) { b[25] = 3; reseal(b) }, ErrUnsupported, "header"},
 		{"zero dim", func(b []byte) { binary.LittleEndian.PutUint32(b[16:], 0); reseal(b) }, ErrCorrupt, "header"},
 		{"odd stride", func(b []byte) { binary.LittleEndian.PutUint32(b[20:], 5); reseal(b) }, ErrCorrupt, "header"},
 		{"more rows than bytes", func(b []byte) { binary.LittleEndian.PutUint64(b[32:], 1000); reseal(b) }, ErrTruncated, "rows"},

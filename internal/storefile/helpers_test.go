@@ -63,7 +63,7 @@ func randSnapshot(r *rand.Rand) *Snapshot {
 		n = r.IntN(300)
 	}
 	s := &Snapshot{
-		Dim: dim, Stride: stride, Metric: uint8(r.Uint32()), NextID: r.Uint64(),
+		Dim: dim, Stride: stride, Metric: uint8(r.Uint32()), Precision: uint8(r.IntN(3)), NextID: r.Uint64(),
 		IDs: make([]uint64, n), Rows: randFloats(r, n*stride),
 	}
 	for i := range s.IDs {

@@ -1,0 +1,349 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/umbravec/umbra/bench/peers"
+	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/fallback"
+)
+
+// PrecisionOptions configures RunPrecision: the storage precisions
+// compared on the CPU path, on one data set, with FAISS beside them.
+type PrecisionOptions struct {
+	N, Dim, K  int
+	Queries    int // distinct single queries, used in turn
+	Batch      int // queries in the batch call (0: no batch)
+	Precisions []engine.Precision
+	Metric     engine.Metric
+	Runs       int // groups; each keeps the minimum of Repeat calls
+	Repeat     int
+	BatchRuns  int
+	Seed       uint64
+	Clustered  bool // rows around 1,000 centres instead of uniform
+	Workers    int
+	Peers      bool
+	Pythons    []string
+	Progress   func(string)
+}
+
+// PrecisionRow is one precision's (or one FAISS index's) figures.
+type PrecisionRow struct {
+	Name string
+	// SearchMS is the median over groups of one search's time; FloorX the
+	// median over groups of that time divided by the float32 read floor
+	// measured in the same group (ReadPass over the float32 rows).
+	SearchMS, FloorX float64
+	// Rows rescored per search (mean and worst over the traced queries)
+	// and bytes read per search.
+	RescoredMean float64
+	RescoredMax  int
+	BytesRead    float64
+	// ApproxMS and ApproxRecall: the Approximate mode's median time and its
+	// recall@k against the float32 answer over the batch queries (FAISS's
+	// scalar quantisers are approximate too: their recall is here).
+	ApproxMS, ApproxRecall float64
+	// BatchMS is the median time of one call with Batch queries.
+	BatchMS float64
+	// Exact says whether every answer checked equalled the float32 one
+	// (IDs and score bits; IDs only for FAISS IndexFlat, whose float32 sums
+	// round differently).
+	Exact bool
+	Note  string
+}
+
+// PrecisionReport is RunPrecision's result.
+type PrecisionReport struct {
+	Opt     PrecisionOptions
+	FloorMS float64
+	Kernel  string // the fallback's float32 and compressed kernels
+	Rows    []PrecisionRow
+}
+
+// clusteredMatrix returns rows around 1,000 random unit centres with
+// Gaussian noise of a third of the centres' scale per component: data whose
+// neighbours sit close together, as embeddings do.
+func clusteredMatrix(n, dim int, seed, stream uint64) []float32 {
+	r := rand.New(rand.NewPCG(seed, stream))
+	centres := make([]float32, 1000*dim)
+	for i := range centres {
+		centres[i] = float32(r.NormFloat64())
+	}
+	out := make([]float32, n*dim)
+	for i := range n {
+		c := centres[r.IntN(1000)*dim:]
+		for j := range dim {
+			out[i*dim+j] = c[j] + float32(r.NormFloat64()/3)
+		}
+	}
+	return out
+}
+
+// RunPrecision measures each precision in turn (one index at a time, so
+// 1,000,000×768 fits in memory): single searches in groups paired with the
+// float32 read floor, a batch call, the rows rescored and bytes read (from
+// Trace), and the Approximate mode's recall; every exact answer is checked
+// against the float32 index's, bit for bit. Then FAISS IndexFlatIP and
+// IndexScalarQuantizer fp16/8bit on the same data, when --peers asks.
+func RunPrecision(ctx context.Context, o PrecisionOptions) (*PrecisionReport, error) {
+	say := o.Progress
+	if say == nil {
+		say = func(string) {}
+	}
+	say(fmt.Sprintf("generating %d×%d vectors (seed %d)", o.N, o.Dim, o.Seed))
+	var data []float32
+	var qs, batch [][]float32
+	if o.Clustered {
+		data = clusteredMatrix(o.N, o.Dim, o.Seed, 1)
+		// Queries near stored rows, as a real query is near its answers.
+		q := clusteredMatrix(o.Queries+o.Batch, o.Dim, o.Seed, 1) // the same centres
+		noise := RandomMatrix(o.Queries+o.Batch, o.Dim, o.Seed, 2)
+		for i := range q {
+			q[i] += noise[i] / 10
+		}
+		for i := range o.Queries + o.Batch {
+			row := q[i*o.Dim : (i+1)*o.Dim : (i+1)*o.Dim]
+			if i < o.Queries {
+				qs = append(qs, row)
+			} else {
+				batch = append(batch, row)
+			}
+		}
+	} else {
+		data = RandomMatrix(o.N, o.Dim, o.Seed, 1)
+		qs = RandomRows(o.Queries, o.Dim, o.Seed, 2)
+		batch = RandomRows(o.Batch, o.Dim, o.Seed, 3)
+	}
+	floorSlab := fallback.Slab{Data: data, Rows: o.N, Dim: o.Dim, Stride: o.Dim}
+	if o.Dim%4 != 0 {
+		floorSlab.Stride = o.Dim // ReadPass reads the same bytes either way
+	}
+	rep := &PrecisionReport{Opt: o, Kernel: fallback.Kernel() + ", " + fallback.QuantKernel()}
+	// recallBase is the float32 answer to the batch (or the single
+	// queries): what exactness and recall are measured against.
+	probe := batch
+	if len(probe) == 0 {
+		probe = qs
+	}
+	var want [][]engine.Hit
+	timeIt := func(f func() error) (float64, error) {
+		t0 := time.Now()
+		err := f()
+		return float64(time.Since(t0).Nanoseconds()) / 1e6, err
+	}
+	var floors []float64
+	for _, p := range o.Precisions {
+		say(fmt.Sprintf("%v: building the index", p))
+		ix, err := engine.New(ctx, engine.Config{Dim: o.Dim, Metric: o.Metric, Device: engine.CPU, Precision: p, Workers: o.Workers})
+		if err != nil {
+			return nil, err
+		}
+		if _, err := ix.AddFlat(ctx, data); err != nil {
+			ix.Close()
+			return nil, err
+		}
+		row := PrecisionRow{Name: "umbra " + p.String() + " exact", Exact: true}
+		var times, ratios, approx []float64
+		slot := 0
+		say(fmt.Sprintf("%v: %d groups of %d searches", p, o.Runs, o.Repeat))
+		for g := 0; g < o.Runs; g++ {
+			floor, search, ap := math.Inf(1), math.Inf(1), math.Inf(1)
+			for range o.Repeat {
+				ms, err := timeIt(func() error { _, err := fallback.ReadPass(ctx, floorSlab, o.Workers); return err })
+				if err != nil {
+					ix.Close()
+					return nil, err
+				}
+				floor = min(floor, ms)
+				q := qs[slot%len(qs)]
+				slot++
+				ms, err = timeIt(func() error { _, err := ix.Search(ctx, q, o.K); return err })
+				if err != nil {
+					ix.Close()
+					return nil, err
+				}
+				search = min(search, ms)
+				if p != engine.F32 {
+					ms, err = timeIt(func() error { _, err := ix.Search(ctx, q, o.K, engine.Approximate()); return err })
+					if err != nil {
+						ix.Close()
+						return nil, err
+					}
+					ap = min(ap, ms)
+				}
+			}
+			floors = append(floors, floor)
+			times = append(times, search)
+			ratios = append(ratios, search/floor)
+			approx = append(approx, ap)
+		}
+		row.SearchMS, row.FloorX = Median(times), Median(ratios)
+		if p != engine.F32 {
+			row.ApproxMS = Median(approx)
+		}
+		// Cost and exactness over the probe queries, one search each.
+		var tr engine.Trace
+		got := make([][]engine.Hit, len(probe))
+		for j, q := range probe {
+			if got[j], err = ix.Search(engine.WithTrace(ctx, &tr), q, o.K); err != nil {
+				ix.Close()
+				return nil, err
+			}
+		}
+		row.RescoredMean = float64(tr.Rescored) / float64(max(1, tr.Searches))
+		row.RescoredMax = tr.MaxRescored
+		row.BytesRead = float64(tr.BytesRead) / float64(max(1, tr.Searches))
+		if p == engine.F32 {
+			want = got
+			row.Name = "umbra f32"
+		} else if want != nil {
+			row.Exact = sameAnswers(want, got, true)
+			ap, err := ix.SearchBatch(ctx, probe, o.K, engine.Approximate())
+			if err != nil {
+				ix.Close()
+				return nil, err
+			}
+			row.ApproxRecall = recall(want, ap)
+		}
+		if len(batch) > 0 {
+			say(fmt.Sprintf("%v: %d batch calls of %d queries", p, o.BatchRuns, len(batch)))
+			var bt []float64
+			for range o.BatchRuns {
+				var res [][]engine.Hit
+				ms, err := timeIt(func() error { var err error; res, err = ix.SearchBatch(ctx, batch, o.K); return err })
+				if err != nil {
+					ix.Close()
+					return nil, err
+				}
+				bt = append(bt, ms)
+				if want != nil && !sameAnswers(want, res, true) {
+					row.Exact = false
+				}
+			}
+			row.BatchMS = Median(bt)
+		}
+		if want == nil {
+			row.Note = "no float32 answer to check against (put f32 first)"
+		}
+		rep.Rows = append(rep.Rows, row)
+		ix.Close()
+	}
+	rep.FloorMS = Median(floors)
+	if o.Peers {
+		py, err := peers.FindFAISS(ctx, o.Pythons)
+		if err != nil {
+			rep.Rows = append(rep.Rows, PrecisionRow{Name: "FAISS", Note: "not run: " + err.Error()})
+			return rep, nil
+		}
+		for _, idx := range []string{"flat", "sq_fp16", "sq_8bit"} {
+			say("FAISS " + idx)
+			res, err := peers.RunFAISS(ctx, peers.FAISSRun{Python: py, Metric: o.Metric, K: o.K, Repeat: o.Repeat,
+				Runs: o.Runs, Warmup: 1, BatchRepeat: 1, BatchRuns: o.BatchRuns, Index: idx}, data, o.Dim, qs, probe)
+			if err != nil {
+				rep.Rows = append(rep.Rows, PrecisionRow{Name: "FAISS " + idx, Note: "failed: " + err.Error()})
+				continue
+			}
+			row := PrecisionRow{Name: "FAISS " + res.Index, SearchMS: Median(res.GroupsMS),
+				FloorX: Median(res.GroupsMS) / rep.FloorMS, BatchMS: Median(res.BatchGroupsMS),
+				Note: fmt.Sprintf("faiss %s, %d OpenMP threads; floor ratio against the median floor", res.Version, res.Threads)}
+			if want != nil {
+				row.Exact = sameAnswers(want, res.BatchTop, false)
+				row.ApproxRecall = recall(want, res.BatchTop)
+			}
+			rep.Rows = append(rep.Rows, row)
+		}
+	}
+	return rep, nil
+}
+
+// sameAnswers reports whether got equals want query by query: IDs, and
+// with bits set the score bits too.
+func sameAnswers(want, got [][]engine.Hit, bits bool) bool {
+	if len(want) != len(got) {
+		return false
+	}
+	for j := range want {
+		if len(want[j]) != len(got[j]) {
+			return false
+		}
+		for i := range want[j] {
+			if want[j][i].ID != got[j][i].ID || bits && math.Float32bits(want[j][i].Score) != math.Float32bits(got[j][i].Score) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// recall is the mean fraction of want's IDs that got holds, per query.
+func recall(want, got [][]engine.Hit) float64 {
+	if len(want) == 0 || len(want) != len(got) {
+		return math.NaN()
+	}
+	var sum float64
+	for j := range want {
+		in := map[uint64]bool{}
+		for _, h := range want[j] {
+			in[h.ID] = true
+		}
+		n := 0
+		for _, h := range got[j] {
+			if in[h.ID] {
+				n++
+			}
+		}
+		sum += float64(n) / float64(max(1, len(want[j])))
+	}
+	return sum / float64(len(want))
+}
+
+// Write prints the report as a Markdown table with its premises.
+func (r *PrecisionReport) Write(w io.Writer) {
+	o := r.Opt
+	data := "uniform random in [-1, 1)"
+	if o.Clustered {
+		data = "clustered (1,000 Gaussian centres)"
+	}
+	fmt.Fprintf(w, "umbra bench --precision · %d×%d %s, %v, k=%d, seed %d, CPU path (%s)\n", o.N, o.Dim, data, o.Metric, o.K, o.Seed, r.Kernel)
+	fmt.Fprintf(w, "float32 read floor (ReadPass, median of groups): %.2f ms; single searches: %d groups × %d, each group's minimum, median over groups; batch: %d queries, median of %d calls\n\n",
+		r.FloorMS, o.Runs, o.Repeat, o.Batch, o.BatchRuns)
+	fmt.Fprintln(w, "| index | ms/search | × f32 floor | rescored/search (mean, max) | MB read/search | approx ms | recall@k | batch ms | exact |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---|")
+	for _, row := range r.Rows {
+		if row.Note != "" && row.SearchMS == 0 {
+			fmt.Fprintf(w, "| %s | %s |  |  |  |  |  |  |  |\n", row.Name, row.Note)
+			continue
+		}
+		resc, mb, apms, rec := "", "", "", ""
+		if row.BytesRead > 0 {
+			resc = fmt.Sprintf("%.1f, %d", row.RescoredMean, row.RescoredMax)
+			mb = fmt.Sprintf("%.1f", row.BytesRead/1e6)
+		}
+		if row.ApproxMS > 0 {
+			apms = fmt.Sprintf("%.2f", row.ApproxMS)
+		}
+		if row.ApproxRecall > 0 && !math.IsNaN(row.ApproxRecall) {
+			rec = fmt.Sprintf("%.3f", row.ApproxRecall)
+		}
+		exact := "yes"
+		if !row.Exact {
+			exact = "no"
+		}
+		batch := ""
+		if row.BatchMS > 0 {
+			batch = fmt.Sprintf("%.1f", row.BatchMS)
+		}
+		fmt.Fprintf(w, "| %s | %.2f | %.2f | %s | %s | %s | %s | %s | %s |\n", row.Name, row.SearchMS, row.FloorX, resc, mb, apms, rec, batch, exact)
+	}
+	for _, row := range r.Rows {
+		if row.Note != "" && row.SearchMS != 0 {
+			fmt.Fprintf(w, "\n%s: %s", row.Name, row.Note)
+		}
+	}
+	fmt.Fprintln(w)
+}

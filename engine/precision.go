@@ -1,0 +1,243 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/umbravec/umbra/fallback"
+	"github.com/umbravec/umbra/internal/packed"
+)
+
+// Precision is how an index holds the copy of its vectors that a search
+// scans. Whatever the precision, searches return the exact float32 answer:
+// the float32 rows stay on the host, the scan of the compressed copy
+// bounds every row's float32 score, and only the rows whose bound can reach
+// the k-th best are scored again in float32 (see the README's "Compressed
+// rows, exact answers"). A compressed precision reads 2× (F16) or about 4×
+// (Int8) fewer bytes per scan and keeps both copies in memory.
+type Precision uint8
+
+const (
+	// F32 scans the float32 rows themselves (the default).
+	F32 Precision = iota
+	// F16 scans IEEE half floats of each row scaled by a power of two.
+	F16
+	// Int8 scans each row as signed bytes with one scale per row
+	// (symmetric: code = round(x·127/max|x|)).
+	Int8
+)
+
+func (p Precision) String() string {
+	switch p {
+	case F32:
+		return "f32"
+	case F16:
+		return "f16"
+	case Int8:
+		return "int8"
+	}
+	return fmt.Sprintf("Precision(%d)", int(p))
+}
+
+// ParsePrecision accepts "f32", "f16" or "int8" (any case; "float32",
+// "float16", "fp16", "i8" too).
+func ParsePrecision(s string) (Precision, error) {
+	switch strings.ToLower(s) {
+	case "f32", "float32", "fp32", "":
+		return F32, nil
+	case "f16", "float16", "fp16", "half":
+		return F16, nil
+	case "int8", "i8":
+		return Int8, nil
+	}
+	return 0, fmt.Errorf("%w: unknown precision %q (want f32, f16 or int8)", ErrInvalidConfig, s)
+}
+
+func (p Precision) fallbackCode() fallback.Precision {
+	switch p {
+	case F16:
+		return fallback.F16
+	case Int8:
+		return fallback.Int8
+	}
+	return fallback.F32
+}
+
+// validate checks a Config's precision against its dimension and device.
+func (c Config) validatePrecision() error {
+	switch c.Precision {
+	case F32:
+		return nil
+	case F16, Int8:
+	default:
+		return fmt.Errorf("%w: unknown precision %d", ErrInvalidConfig, c.Precision)
+	}
+	if c.Dim > fallback.MaxQuantDim {
+		return fmt.Errorf("%w: precision %v takes dimensions up to %d, got %d", ErrInvalidConfig, c.Precision, fallback.MaxQuantDim, c.Dim)
+	}
+	if c.Device == GPU {
+		return fmt.Errorf("%w: precision %v is searched on the CPU path only (the GPU kernels for compressed rows are not built yet); use Device Auto or CPU", ErrInvalidConfig, c.Precision)
+	}
+	return nil
+}
+
+// cpuOnlyReason is why an index of a compressed precision does not use a
+// GPU under Device Auto.
+func cpuOnlyReason(p Precision) string {
+	return fmt.Sprintf("precision %v is searched on the CPU path: the GPU kernels for compressed rows are not built yet", p)
+}
+
+const hintPrecision = "use Precision F32 to search on the GPU; the compressed precisions read 2-4x fewer bytes on the CPU and return the same exact answers."
+
+// quantRows is an index's compressed copy of its slab (nil under F32),
+// kept row for row in step with it by the hooks below. The caller of each
+// holds ix.mu for writing.
+type quantRows struct {
+	c *fallback.Compressed
+}
+
+func newQuantRows(cfg Config) quantRows {
+	if cfg.Precision == F32 {
+		return quantRows{}
+	}
+	c, err := fallback.NewCompressed(cfg.Precision.fallbackCode(), cfg.Dim)
+	if err != nil {
+		panic(err) // validate has refused such a Config
+	}
+	return quantRows{c: c}
+}
+
+// sync compresses the slab rows the compressed copy lacks.
+func (q *quantRows) sync(s *packed.Slab) {
+	if q.c == nil {
+		return
+	}
+	if q.c.Rows > s.Rows {
+		q.c.Truncate(s.Rows)
+	}
+	if q.c.Rows < s.Rows {
+		q.c.AppendSlab(fallback.Slab{Data: s.Data, Rows: s.Rows, Dim: s.Dim, Stride: s.Stride}, q.c.Rows)
+	}
+}
+
+// quantStage is a compressed append staged beside the published rows
+// (see appended in index.go): a copy of the compressed slab's header whose
+// storage is shared up to the published rows, with the new rows after
+// them (or a new array when there was no room). Searches read only the
+// published rows, so staging needs no lock.
+type quantStage struct {
+	c  fallback.Compressed
+	ok bool
+}
+
+// stage compresses the rows of s from row old on beside the published
+// compressed rows.
+func (q *quantRows) stage(s *packed.Slab, old int) quantStage {
+	if q.c == nil {
+		return quantStage{}
+	}
+	c := *q.c
+	c.Truncate(old)
+	c.AppendSlab(fallback.Slab{Data: s.Data, Rows: s.Rows, Dim: s.Dim, Stride: s.Stride}, old)
+	return quantStage{c: c, ok: true}
+}
+
+// publish makes a staged append visible; the caller holds ix.mu.
+func (q *quantRows) publish(st quantStage) {
+	if q.c != nil && st.ok {
+		*q.c = st.c
+	}
+}
+
+// bytesFor is what the compressed copy of rows rows takes in memory.
+func (q *quantRows) bytesFor(rows int) int64 {
+	if q.c == nil {
+		return 0
+	}
+	return fallback.CompressedBytes(q.c.Prec, q.c.Dim, rows)
+}
+
+// set compresses slab row i again after it was replaced.
+func (q *quantRows) set(s *packed.Slab, i int) {
+	if q.c != nil && i < q.c.Rows {
+		q.c.Set(i, s.Row(i))
+	}
+}
+
+// forSlab returns a compressed copy of a whole new slab (compaction builds
+// one beside the live index).
+func (q *quantRows) forSlab(s *packed.Slab) quantRows {
+	if q.c == nil {
+		return quantRows{}
+	}
+	c, _ := fallback.NewCompressed(q.c.Prec, s.Dim)
+	c.AppendSlab(fallback.Slab{Data: s.Data, Rows: s.Rows, Dim: s.Dim, Stride: s.Stride}, 0)
+	return quantRows{c: c}
+}
+
+// Approximate makes a search over a compressed index skip the float32
+// rescore: the hits are the k best compressed estimates and their scores
+// are those estimates, faster by the rescore's share but no longer
+// guaranteed to be the exact answer (cmd/bench reports the recall). It
+// changes nothing under Precision F32 or in SearchRange, which stay exact.
+func Approximate() SearchOption {
+	return func(o *searchOptions) { o.approximate = true }
+}
+
+// searchQuant is searchMany for an index of a compressed precision: the
+// compressed rows are scanned and the candidates rescored in float32 on
+// the host. The caller holds ix.mu.
+func (ix *Index) searchQuant(ctx context.Context, qs [][]float32, k int, mask []uint64, approximate bool) ([][]Hit, error) {
+	t := traceFrom(ctx)
+	start := time.Now()
+	view := ix.view()
+	view.Allow = mask
+	res, st, err := fallback.ExactSearchBatch(ctx, view, ix.quant.c, qs, k, ix.fallbackMetric(), ix.cfg.Workers, approximate)
+	if err != nil {
+		return nil, err
+	}
+	t.addQuant(st, start)
+	all := make([][]Hit, len(res))
+	for i, r := range res {
+		all[i] = ix.toHits(r)
+	}
+	return all, nil
+}
+
+// rangeQuant is SearchRange's scan for an index of a compressed precision.
+// The caller holds ix.mu.
+func (ix *Index) rangeQuant(ctx context.Context, q []float32, threshold float32, mask []uint64) ([]fallback.Hit, error) {
+	t := traceFrom(ctx)
+	start := time.Now()
+	view := ix.view()
+	view.Allow = mask
+	found, st, err := fallback.ExactRange(ctx, view, ix.quant.c, q, threshold, ix.fallbackMetric(), ix.cfg.Workers)
+	if err != nil {
+		return nil, err
+	}
+	t.addQuant(st, start)
+	return found, nil
+}
+
+// addQuant records a compressed search's scan in t (nil: nothing).
+func (t *Trace) addQuant(st fallback.QuantStats, start time.Time) {
+	if t == nil {
+		return
+	}
+	lap(&t.Kernel, start)
+	t.KernelClock, t.Backend = "cpu", BackendCPU
+	t.Searches += st.Queries
+	t.Rescored += st.Rescored
+	t.MaxRescored = max(t.MaxRescored, st.MaxRescored)
+	t.BytesRead += st.BytesRead
+}
+
+// addScan records a float32 scan of s for nq queries in t: the slab is read
+// once per block of queries.
+func (t *Trace) addScan(nq int, s *packed.Slab) {
+	qb := fallback.QueryBlock(s.Stride)
+	t.Searches += nq
+	t.BytesRead += int64(s.Bytes()) * int64((nq+qb-1)/qb)
+}

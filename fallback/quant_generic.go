@@ -1,0 +1,7 @@
+//go:build !amd64 || purego
+
+package fallback
+
+// Without assembly the portable compressed kernels are the only choice.
+
+func asmQuantKernels() []quantKernelSet { return nil }
