@@ -20,6 +20,21 @@
 // fallback to the CPU path with the reason in Info, and a panic from the GPU
 // binding never crosses this package's API.
 //
+// Many goroutines may call an Index at once: single searches that arrive
+// while one runs are answered together in one pass (Config.BatchQueries),
+// a write waits for searches only for the swap that publishes it, and
+// under Auto a failed GPU is retried in the background until it passes its
+// self-test again (Info.Recoveries).
+//
+// Config.Isolate runs the GPU work in a child process, so that a failure
+// wgpu-native treats as fatal ends the child, not the caller. The child is
+// the running program started again with UMBRA_GPU_CHILD=1 in its
+// environment; this package's init function then serves the device on
+// file descriptors 3 and 4 and exits, before the program's main runs. The
+// init functions of the packages initialised before this one do run in the
+// child, so they should not have side effects a second process must not
+// repeat.
+//
 // The API is the same in every build. Builds without cgo, or with the
 // nogpu tag, contain only the fallback: Auto resolves to it and Device GPU
 // returns ErrNoGPUSupport.
