@@ -29,17 +29,9 @@ const (
 	Int8
 )
 
-func (p Precision) String() string {
-	switch p {
-	case F32:
-		return "f32"
-	case F16:
-		return "f16"
-	case Int8:
-		return "int8"
-	}
-	return fmt.Sprintf("Precision(%d)", int(p))
-}
+// String is the fallback's name for the same precision ("f32", "f16",
+// "int8"): the two types number their precisions alike.
+func (p Precision) String() string { return fallback.Precision(p).String() }
 
 // ParsePrecision accepts "f32", "f16" or "int8" (any case; "float32",
 // "float16", "fp16", "i8" too).
