@@ -53,6 +53,18 @@ type shards struct {
 	splitAt int
 	// metric ranks the merge.
 	metric fallback.Metric
+	// pending are new device sides a Stage filled with a new split and
+	// whose publish was not called (a later step of the write failed):
+	// the next Stage, or Release, frees them.
+	pending []shardPart
+}
+
+// dropPending frees the device sides of a split that was never published.
+func (sh *shards) dropPending() {
+	for _, p := range sh.pending {
+		p.dev.Release()
+	}
+	sh.pending = nil
 }
 
 // openShards opens one device side per entry of cfg.Shards, as openGPU
@@ -195,6 +207,7 @@ func (sh *shards) ChunkRows() int {
 // since the last split, onto new device sides with a new split (falling
 // back to the last shard if that fails for any reason but ctx).
 func (sh *shards) Stage(ctx context.Context, s *packed.Slab, from int, st *gpu.Stages, progress func(done, total int)) (func(), error) {
+	sh.dropPending()
 	if from >= s.Rows {
 		return func() {}, nil
 	}
@@ -210,6 +223,7 @@ func (sh *shards) Stage(ctx context.Context, s *packed.Slab, from int, st *gpu.S
 		if err == nil {
 			var publish func()
 			if publish, err = sh.stageSplit(ctx, fresh, s, st, progress); err == nil {
+				sh.pending = fresh
 				return publish, nil
 			}
 			for _, p := range fresh {
@@ -223,11 +237,7 @@ func (sh *shards) Stage(ctx context.Context, s *packed.Slab, from int, st *gpu.S
 			return nil, err
 		}
 	}
-	publish, err := sh.parts[last].dev.Stage(ctx, view(s, lo, s.Rows), from-lo, st, func(done, total int) {
-		if progress != nil {
-			progress(done, total)
-		}
-	})
+	publish, err := sh.parts[last].dev.Stage(ctx, view(s, lo, s.Rows), from-lo, st, progress)
 	if err != nil {
 		return nil, fmt.Errorf("shard %d (%s): %w", last, sh.parts[last].dev.Adapter(), err)
 	}
@@ -277,6 +287,7 @@ func (sh *shards) stageSplit(ctx context.Context, parts []shardPart, s *packed.S
 		}
 		sh.parts, sh.splitAt = parts, s.Rows
 		if &old[0] != &parts[0] {
+			sh.pending = nil
 			for _, p := range old {
 				p.dev.Release()
 			}
@@ -468,6 +479,7 @@ func (sh *shards) SetFault(f func(step string) error) {
 }
 
 func (sh *shards) Release() {
+	sh.dropPending()
 	for _, p := range sh.parts {
 		p.dev.Release()
 	}

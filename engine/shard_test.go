@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
@@ -341,13 +342,69 @@ func TestShardsRefused(t *testing.T) {
 		_, err := engine.New(context.Background(), cfg)
 		require.ErrorIs(t, err, engine.ErrInvalidConfig, "%+v", cfg)
 	}
-	missing := []engine.AdapterSelect{{Backend: "vulkan"}, {Name: "no such adapter anywhere"}}
+	missing := []engine.AdapterSelect{{Name: "no such adapter anywhere"}, {Backend: "vulkan"}}
 	_, err := engine.New(context.Background(), engine.Config{Dim: 8, Shards: missing, Device: engine.GPU})
 	require.Error(t, err)
-	require.Contains(t, err.Error(), "shard 1")
+	require.Contains(t, err.Error(), "shard 0")
 	ix, err := engine.New(context.Background(), engine.Config{Dim: 8, Shards: missing})
 	require.NoError(t, err)
 	defer ix.Close()
 	require.Equal(t, engine.BackendCPU, ix.Info().Backend)
 	require.Contains(t, ix.Info().Reason, "shard")
+}
+
+// TestShardsSearchWhileAdding searches from several goroutines while
+// another adds (run with -race); the adds redo the split as the rows
+// double, on new device sides published in one swap. Every answer must be
+// the exact top k of one of the prefixes stored at some moment.
+func TestShardsSearchWhileAdding(t *testing.T) {
+	r := newRand(t)
+	const dim, first, step, k = 16, 100, 50, 5
+	data := randomVectors(r, 700, dim)
+	queries := randomVectors(r, 4, dim)
+	matchesAPrefix := func(q []float32, hits []engine.Hit) bool {
+		for n := first; n <= len(data); n += step {
+			if topKError(engine.L2, data[:n], q, k, hits) == nil {
+				return true
+			}
+		}
+		return false
+	}
+	ix := openSharded(t, shardSets[0], engine.Config{Dim: dim, Metric: engine.L2}, 128, false)
+	_, err := ix.Add(context.Background(), data[:first])
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for g := range queries {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 15; i++ {
+				hits, err := ix.Search(context.Background(), queries[g], k)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if !matchesAPrefix(queries[g], hits) {
+					errs <- fmt.Errorf("goroutine %d search %d: %v is the top %d of no stored prefix", g, i, hits, k)
+					return
+				}
+			}
+		}()
+	}
+	for lo := first; lo < len(data); lo += step {
+		_, err := ix.Add(context.Background(), data[lo:lo+step])
+		require.NoError(t, err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	requireSplit(t, ix, len(data))
+	for _, q := range queries {
+		hits, err := ix.Search(context.Background(), q, k)
+		require.NoError(t, err)
+		checkHits(t, engine.L2, data, q, k, hits)
+	}
 }
