@@ -122,7 +122,7 @@ func (i Info) String() string {
 				if n > 0 {
 					b.WriteString(",")
 				}
-				fmt.Fprintf(&b, " %s rows %d..%d", s.Adapter, s.Start, s.Start+s.Rows)
+				fmt.Fprintf(&b, " %s holds %d rows from row %d", s.Adapter, s.Rows, s.Start)
 			}
 		}
 		if i.Backend == BackendCPU {

@@ -172,6 +172,13 @@ func TestShardsTiesExact(t *testing.T) {
 				require.NoError(t, err)
 				require.Equal(t, want, got, "k=%d", k)
 			}
+			// One search asks each shard once: a submission and a map
+			// each, counted together.
+			var tr engine.Trace
+			_, err := ix.Search(engine.WithTrace(context.Background(), &tr), queries[0], 5)
+			require.NoError(t, err)
+			require.Equal(t, int64(2), tr.Submissions)
+			require.Equal(t, int64(2), tr.Maps)
 		})
 	}
 }
@@ -291,8 +298,19 @@ func TestShardFault(t *testing.T) {
 		require.ErrorIs(t, err, engine.ErrGPU)
 		require.Equal(t, 800, ix.Len(), "a failed Add stores nothing")
 		engine.SetShardFault(ix, 1, nil)
+		// An Upsert the first shard fails is undone; the device rows may
+		// be stale, so searches refuse until the next write uploads every
+		// row again (with a new split).
+		engine.SetShardFault(ix, 0, func(string) error { return errDeviceGone })
+		err = ix.Upsert(ctx, []uint64{3}, [][]float32{data[5]})
+		require.ErrorIs(t, err, engine.ErrGPU)
+		engine.SetShardFault(ix, 0, nil)
+		if _, err := ix.SearchBatch(ctx, qs, 20); err != nil {
+			require.ErrorIs(t, err, engine.ErrGPU, "a stale device refuses, never answers")
+		}
 		_, err = ix.Add(ctx, data[800:])
 		require.NoError(t, err)
+		requireSplit(t, ix, len(data))
 		same(ix, "after the faults")
 	})
 	t.Run("auto", func(t *testing.T) {
