@@ -211,7 +211,7 @@ func TestRunGPU(t *testing.T) {
 		assert.Equal(t, []int{1, 1, 3, 3}[i], p.Queries)
 		assert.Equal(t, []string{"auto", "radix"}[i%2], p.Path)
 		assert.Equal(t, []string{"fused", "radix"}[i%2], p.SelectPath, "k = 7 is within the fused limit; radix when forced")
-		assert.Equal(t, []int64{2, 18}[i%2], p.Dispatches, "one chunk: scan and merge, or scores and 17 select dispatches")
+		assert.Equal(t, []int64{2, 19}[i%2], p.Dispatches, "one chunk: scan and merge, or scores and 18 select dispatches (16 rounds, compact, sort)")
 		assert.Equal(t, int64(1), p.Submissions)
 		assert.Equal(t, int64(1), p.Maps)
 		assert.Greater(t, p.MedianMS, 0.0)

@@ -138,6 +138,9 @@ func fallbackReason(sel AdapterSelect, reports []AdapterReport, allowSoftware bo
 // under Isolate in a child process.
 func openDevice(ctx context.Context, cfg Config, opt options) (device, string, string, error) {
 	allowSoftware := cfg.Device == GPU || opt.softwareAuto
+	if len(cfg.Shards) > 0 {
+		return openShards(ctx, cfg, opt, allowSoftware)
+	}
 	if !cfg.Isolate {
 		return openGPU(ctx, cfg, opt, allowSoftware)
 	}
@@ -202,6 +205,9 @@ func newOnDevice(ctx context.Context, cfg Config, d *gpu.Device) (*Index, error)
 	cfg.Device = GPU
 	if err := cfg.validate(); err != nil {
 		return nil, err
+	}
+	if len(cfg.Shards) > 0 {
+		return nil, fmt.Errorf("%w: an index on the caller's device cannot have Shards", ErrInvalidConfig)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("umbra: creating the index: %w", err)

@@ -203,6 +203,19 @@ type Config struct {
 	// ones at every precision (see Precision). A store keeps its own: Open
 	// takes the store's precision, not this field's.
 	Precision Precision
+	// Shards, when set, spreads the rows over several adapters instead of
+	// the one Adapter picks: each entry picks one adapter as Adapter would
+	// (the best working one that matches; Device GPU admits software
+	// ones), a device side is opened on each, and each holds a contiguous
+	// segment of the rows, sized by the adapter's measured scan rate. A
+	// search runs on every shard at once and merges their answers exactly
+	// (ties by lower ID, as everywhere); any shard failing fails the GPU
+	// call as a whole (under Auto the fallback answers, and recovery
+	// rebuilds every shard). Two entries may pick the same adapter (two
+	// device sides on it: a test of the split, no faster). Shards cannot
+	// be combined with Adapter, Overflow, Isolate, a Precision other than
+	// F32 or Device CPU. Info.Shards says where the rows are.
+	Shards []AdapterSelect
 }
 
 // DefaultBatchQueries is Config.BatchQueries' default, chosen by
@@ -241,5 +254,37 @@ func (c Config) validate() error {
 	if err := c.validatePrecision(); err != nil {
 		return err
 	}
+	if err := c.validateShards(); err != nil {
+		return err
+	}
 	return c.Adapter.validate()
+}
+
+// validateShards refuses Shards with what they do not support.
+func (c Config) validateShards() error {
+	if len(c.Shards) == 0 {
+		return nil
+	}
+	var with string
+	switch {
+	case c.Device == CPU:
+		with = "Device CPU"
+	case c.Adapter != (AdapterSelect{}):
+		with = "Adapter (name each shard's adapter in Shards)"
+	case c.Overflow:
+		with = "Overflow"
+	case c.Isolate:
+		with = "Isolate"
+	case c.Precision != F32:
+		with = "precision " + c.Precision.String()
+	}
+	if with != "" {
+		return fmt.Errorf("%w: Shards cannot be combined with %s", ErrInvalidConfig, with)
+	}
+	for i, s := range c.Shards {
+		if err := s.validate(); err != nil {
+			return fmt.Errorf("shard %d: %w", i, err)
+		}
+	}
+	return nil
 }

@@ -26,6 +26,10 @@
 // under Auto a failed GPU is retried in the background until it passes its
 // self-test again (Info.Recoveries).
 //
+// Config.Shards spreads the slab over several adapters, each holding a
+// contiguous segment of the rows; a search runs on all of them at once and
+// merges their answers exactly, and a failing shard fails the call whole.
+//
 // Config.Isolate runs the GPU work in a child process, so that a failure
 // wgpu-native treats as fatal ends the child, not the caller. The child is
 // the running program started again with UMBRA_GPU_CHILD=1 in its

@@ -76,3 +76,20 @@ func GPUChildPID(ix *Index) int {
 // and before it checks that the base file is still the one it read (nil
 // removes the hook): a test checkpoints there to make it start over.
 func SetAfterReadOnlyLoad(f func()) { afterReadOnlyLoad = f }
+
+// NewSharded is New with Config.Shards given equal shares of the rows (not
+// shares by measured scan rate, which vary run to run), at most chunkRows
+// rows in one device buffer; softwareAuto as NewSoftwareAuto's (recovery
+// first waits 20 ms).
+func NewSharded(ctx context.Context, cfg Config, chunkRows int, softwareAuto bool) (*Index, error) {
+	return newIndex(ctx, cfg, options{maxChunkRows: chunkRows, equalShards: true, softwareAuto: softwareAuto,
+		recoverAfter: 20 * time.Millisecond})
+}
+
+// SetShardFault is SetGPUFault for shard i of an index with Config.Shards
+// only.
+func SetShardFault(ix *Index, i int, f func(step string) error) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.dev.(*shards).parts[i].dev.SetFault(f)
+}

@@ -108,6 +108,9 @@ type options struct {
 	// recoverFirst); recoverFault, when set, may fail an attempt.
 	recoverAfter time.Duration
 	recoverFault func(attempt int) error
+	// equalShards gives every shard of Config.Shards an equal share of
+	// the rows rather than one sized by its measured scan rate.
+	equalShards bool
 }
 
 func newIndex(ctx context.Context, cfg Config, opt options) (ix *Index, err error) {
@@ -770,6 +773,13 @@ func (ix *Index) Info() Info {
 		info.ChunkRows = ix.dev.ChunkRows()
 		info.DeviceRows = ix.deviceRows(ix.slab.Rows)
 		info.Chunks = (info.DeviceRows + info.ChunkRows - 1) / info.ChunkRows
+		if sh, ok := ix.dev.(*shards); ok {
+			info.Shards, info.Chunks = sh.info(info.DeviceRows), 0
+			for i, s := range info.Shards {
+				c := sh.parts[i].dev.ChunkRows()
+				info.Chunks += (s.Rows + c - 1) / c
+			}
+		}
 		if ix.onGPU() {
 			info.Backend = BackendGPU
 		}

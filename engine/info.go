@@ -92,6 +92,18 @@ type Info struct {
 	// each search to the faster path for its shape (its String says it in
 	// words).
 	Routing *Routing
+	// Shards, under Config.Shards, says where the rows are: each shard's
+	// adapter and the rows it holds (Adapter and Limits are then the first
+	// shard's, Chunks and DeviceRows those of all together).
+	Shards []ShardInfo
+}
+
+// ShardInfo is one shard of an index with Config.Shards: its adapter and
+// the contiguous rows [Start, Start+Rows) it holds.
+type ShardInfo struct {
+	Adapter AdapterInfo
+	Start   int
+	Rows    int
 }
 
 // String says in a line or two where searches run, on what, and why.
@@ -103,6 +115,15 @@ func (i Info) String() string {
 		fmt.Fprintf(&b, "%s on %s, %s", i.Backend, i.Adapter, i.Adapter.Driver)
 		if i.Chunks > 0 {
 			fmt.Fprintf(&b, "; %d device buffer(s) of up to %d rows", i.Chunks, i.ChunkRows)
+		}
+		if len(i.Shards) > 0 {
+			fmt.Fprintf(&b, "; %d shards:", len(i.Shards))
+			for n, s := range i.Shards {
+				if n > 0 {
+					b.WriteString(",")
+				}
+				fmt.Fprintf(&b, " %s holds %d rows from row %d", s.Adapter, s.Rows, s.Start)
+			}
 		}
 		if i.Backend == BackendCPU {
 			fmt.Fprintf(&b, "; searches on the pure-Go path (%s kernel)", i.CPUKernel)

@@ -102,22 +102,7 @@ func (ix *Index) searchSplit(ctx context.Context, qs [][]float32, k int, mask []
 // merge returns the best k of a (device rows) and b (rows past them,
 // numbered from devCap), each ranked best first.
 func (ix *Index) merge(a, b []fallback.Hit, k int) []fallback.Hit {
-	m := ix.fallbackMetric()
-	out := make([]fallback.Hit, 0, min(k, len(a)+len(b)))
-	i, j := 0, 0
-	for len(out) < k && (i < len(a) || j < len(b)) {
-		var h fallback.Hit
-		if j < len(b) {
-			h = b[j]
-			h.Row += ix.devCap
-		}
-		if i < len(a) && (j >= len(b) || fallback.Worse(h, a[i], m)) {
-			out, i = append(out, a[i]), i+1
-		} else {
-			out, j = append(out, h), j+1
-		}
-	}
-	return out
+	return mergeHits(a, b, ix.devCap, k, ix.fallbackMetric())
 }
 
 // rangeSplit is SearchRange's device part from the read-back scores and

@@ -39,6 +39,12 @@ func (p Params) Encode() []byte {
 // then the row.
 const HitBytes = 8
 
+// SortLimit is the largest k whose hits select.wgsl's sort orders on the
+// device after the radix select (one workgroup per query, a bitonic
+// network over the next power of two, 105 steps at 16,384); the host sorts
+// the hits of a larger k.
+const SortLimit = 1 << 14
+
 // DecodeHit reads one hit written by select.wgsl.
 func DecodeHit(b []byte) (score float32, row uint32) {
 	return math.Float32frombits(binary.LittleEndian.Uint32(b)), binary.LittleEndian.Uint32(b[4:])

@@ -18,10 +18,12 @@
 // sums the 256 counts from the top to find the bin that holds the k-th key
 // and appends that byte. After eight passes the threshold is exact, and
 // `compact` writes the k rows whose keys are at least the threshold, in no
-// particular order; the host sorts those k.
+// particular order. For k up to SORT_LIMIT, `sort` (one workgroup per
+// query) then orders each query's k hits best first in place, so the host
+// sorts nothing; past it the host sorts them.
 //
 // Dispatch: hist and compact as (G, queries, 1) workgroups of 256 striding
-// over the rows; scan as (queries, 1, 1) workgroups of 256. The host resets every State
+// over the rows; scan and sort as (queries, 1, 1) workgroups of 256. The host resets every State
 // (prefix 0, round 0, remaining = k, count 0, histogram 0) before the first
 // pass.
 
@@ -220,6 +222,69 @@ fn compact(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: v
             if (slot < k) {
                 out[qi * k + slot] = vec2<u32>(bitcast<u32>(s), i);
             }
+        }
+    }
+}
+
+// sort: one workgroup per query orders its k hits best first in place, by
+// the same 64-bit key as the select (order_key of the score, then the
+// complement of the row), so ties stay by lower row. It is a bitonic
+// network over the next power of two p >= k written with "flip" stages
+// (every comparator puts the better key at the lower index), so the
+// virtual slots k..p-1 count as worse than every hit and any comparator
+// that touches one is skipped. A storage barrier orders the workgroup's
+// writes between steps. The host dispatches it only for k <= SORT_LIMIT.
+var<workgroup> shared_k: u32;
+
+fn hit_better(a: vec2<u32>, b: vec2<u32>) -> bool {
+    let ka = order_key(bitcast<f32>(a.x));
+    let kb = order_key(bitcast<f32>(b.x));
+    if (ka != kb) {
+        return ka > kb;
+    }
+    return a.y < b.y;
+}
+
+fn compare_swap(base: u32, i: u32, j: u32, k: u32) {
+    if (j >= k) {
+        return;
+    }
+    let a = out[base + i];
+    let b = out[base + j];
+    if (hit_better(b, a)) {
+        out[base + i] = b;
+        out[base + j] = a;
+    }
+}
+
+@compute @workgroup_size(256)
+fn sort(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
+    let qi = wg.x;
+    if (li == 0u) {
+        shared_k = state[qi].k;
+    }
+    let k = workgroupUniformLoad(&shared_k);
+    let base = qi * k;
+    var p = 1u;
+    while (p < k) {
+        p = p << 1u;
+    }
+    let half = p >> 1u;
+    for (var size = 2u; size <= p; size = size << 1u) {
+        // Flip: pair o of each block of size with its mirror image.
+        let hs = size >> 1u;
+        for (var t = li; t < half; t += 256u) {
+            let b = t / hs;
+            let o = t % hs;
+            compare_swap(base, b * size + o, b * size + size - 1u - o, k);
+        }
+        storageBarrier();
+        for (var s = hs >> 1u; s > 0u; s = s >> 1u) {
+            for (var t = li; t < half; t += 256u) {
+                let i = (t / s) * 2u * s + t % s;
+                compare_swap(base, i, i + s, k);
+            }
+            storageBarrier();
         }
     }
 }

@@ -96,6 +96,7 @@ type flags struct {
 	paths                  string
 	precision              string
 	clustered              bool
+	shards                 string
 	set                    map[string]bool
 }
 
@@ -140,6 +141,7 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	fs.DurationVar(&f.soak, "soak", 0, "run mixed searches and writes for this long (e.g. 60s), every answer checked, memory sampled; exit 1 on any error or wrong answer (uses --n, --dim, --k, --device)")
 	fs.StringVar(&f.precision, "precision", "", "measure storage precisions instead of the search tiers: a comma `LIST` of f32, f16, int8 (f32 first: the others are checked against it), each on the CPU path with rows rescored, bytes read, the Approximate mode's recall and a --batch call; with --peers FAISS IndexFlat and IndexScalarQuantizer fp16/8bit beside them (uses --n, --dim, --k, --metric, --nq, --runs, --repeat, --batch, --batch-runs, --seed, --workers)")
 	fs.BoolVar(&f.clustered, "clustered", false, "with --precision: clustered data (1,000 Gaussian centres) instead of uniform random")
+	fs.StringVar(&f.shards, "shards", "", "compare each adapter of this comma `LIST` alone with all of them sharding one index (Config.Shards), Device GPU: an entry is a backend (vulkan, metal, dx12, gl), a name fragment, or backend:name; times SearchBatch for the batch sizes of --paths (default 1,8,64); uses --n, --dim, --k, --metric, --runs, --repeat, --seed")
 	fs.IntVar(&f.workers, "workers", 0, "goroutines of the fallback (0: GOMAXPROCS)")
 	fs.Float64Var(&f.threshold, "threshold", 0, "consistency threshold on |score − float64 reference| (0: 8·√dim·2⁻²⁴·scale, see bench/SCHEMA.md)")
 	if err := fs.Parse(args); err != nil {
@@ -374,6 +376,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if f.precision != "" {
 		return runPrecision(ctx, f, opt, stdout, stderr)
 	}
+	if f.shards != "" {
+		return runShards(ctx, f, opt, stdout, stderr)
+	}
 	progress := newProgress(stderr)
 	defer progress.done()
 	opt.Progress = progress.show
@@ -517,6 +522,86 @@ func runPrecision(ctx context.Context, f *flags, opt bench.Options, stdout, stde
 	for _, r := range rep.Rows {
 		if strings.HasPrefix(r.Name, "umbra") && !r.Exact {
 			fmt.Fprintf(stderr, "bench: %s did not return the float32 answer\n", r.Name)
+			return 1
+		}
+	}
+	return 0
+}
+
+// parseShards reads --shards: each entry a backend, a name fragment, or
+// backend:name.
+func parseShards(list string) ([]engine.AdapterSelect, error) {
+	var out []engine.AdapterSelect
+	for _, part := range strings.Split(list, ",") {
+		part = strings.TrimSpace(part)
+		backend, name, both := strings.Cut(part, ":")
+		var sel engine.AdapterSelect
+		switch b := strings.ToLower(backend); {
+		case part == "":
+			return nil, usagef("--shards: an empty entry in %q", list)
+		case both:
+			sel = engine.AdapterSelect{Backend: b, Name: name}
+		case b == "vulkan" || b == "metal" || b == "dx12" || b == "gl":
+			sel = engine.AdapterSelect{Backend: b}
+		default:
+			sel = engine.AdapterSelect{Name: part}
+		}
+		switch sel.Backend {
+		case "", "vulkan", "metal", "dx12", "gl":
+		default:
+			return nil, usagef("--shards: unknown backend %q (want vulkan, metal, dx12 or gl)", sel.Backend)
+		}
+		out = append(out, sel)
+	}
+	if len(out) < 2 {
+		return nil, usagef("--shards: name at least two adapters, got %q", list)
+	}
+	return out, nil
+}
+
+// runShards is --shards: each adapter alone beside all of them sharding.
+func runShards(ctx context.Context, f *flags, opt bench.Options, stdout, stderr io.Writer) int {
+	if f.data != "" || f.queries != "" || f.peers || f.jsonOut != "" || f.plotOut != "" {
+		fmt.Fprintln(stderr, "bench: --shards runs on random data and prints a table: drop --data, --queries, --peers, --json and --plot")
+		return 2
+	}
+	sel, err := parseShards(f.shards)
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 2
+	}
+	if err := inRange("dim", f.dim, 1, maxDim); err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 2
+	}
+	if err := inRange("n", f.n, 1, maxValues/f.dim); err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 2
+	}
+	if err := inRange("k", f.k, 1, f.n); err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 2
+	}
+	batches := opt.Paths
+	if len(batches) == 0 {
+		batches = []int{1, 8, 64}
+	}
+	seed := f.seed
+	if !f.set["seed"] {
+		seed = uint64(time.Now().UnixNano())
+	}
+	progress := newProgress(stderr)
+	rep, err := bench.RunShards(ctx, bench.ShardOptions{N: f.n, Dim: f.dim, K: f.k, Batches: batches, Shards: sel,
+		Metric: opt.Metric, Runs: opt.Runs, Repeat: opt.Repeat, Seed: seed, Progress: progress.show})
+	progress.done()
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 1
+	}
+	rep.Write(stdout)
+	for _, r := range rep.Rows {
+		if !r.SameIDs {
+			fmt.Fprintf(stderr, "bench: %s did not return the fallback's IDs\n", r.Name)
 			return 1
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/bench"
+	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
 )
 
@@ -429,4 +430,26 @@ func TestPrecisionTable(t *testing.T) {
 	code, _, stderr := runBench(t, "--precision", "f32,int4")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, stderr, "int4")
+}
+
+// TestShardsFlag: --shards reads backends, names and backend:name, refuses
+// fewer than two entries and unknown backends, and on the software
+// adapters runs a small comparison whose every index returns the
+// fallback's IDs (with UMBRA_REQUIRE_GPU=1 a missing adapter fails).
+func TestShardsFlag(t *testing.T) {
+	sel, err := parseShards("vulkan, GL,llvmpipe,vulkan:llvm")
+	require.NoError(t, err)
+	require.Equal(t, []engine.AdapterSelect{{Backend: "vulkan"}, {Backend: "gl"}, {Name: "llvmpipe"}, {Backend: "vulkan", Name: "llvm"}}, sel)
+	for _, bad := range []string{"vulkan", "vulkan,,gl", "glide:x,vulkan"} {
+		code, _, stderr := runBench(t, "--shards", bad)
+		assert.Equal(t, 2, code, bad)
+		assert.Contains(t, stderr, "--shards", bad)
+	}
+	code, out, stderr := runBench(t, "--shards", "vulkan,gl", "--n", "300", "--dim", "16", "--runs", "1", "--repeat", "1", "--paths", "1,4")
+	if code != 0 && os.Getenv("UMBRA_REQUIRE_GPU") != "1" && (!engine.GPUSupport() || strings.Contains(stderr, "adapter")) {
+		t.Skipf("no software adapters: %s", stderr)
+	}
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "| sharded vulkan+gl |")
+	require.Equal(t, 3, strings.Count(out, "| yes |"), out)
 }

@@ -168,10 +168,53 @@ func TestFusedCounts(t *testing.T) {
 			SetSelectPath(prev)
 			require.NoError(t, err)
 			require.Equal(t, "radix", st.Path, what)
-			require.Equal(t, chunks+17, st.Dispatches, what)
+			require.Equal(t, chunks+18, st.Dispatches, what, "scores per chunk, 16 select rounds, compact and sort")
 			require.Equal(t, int64(1), st.Submissions, what)
 			require.Equal(t, int64(1), st.Maps, what)
 			require.Equal(t, nq*10*shaders.HitBytes+stamps, st.BytesDown, what)
+		}
+		g.Release()
+	}
+}
+
+// TestRadixSortLimit: the radix select's hits come back sorted by the
+// device's sort pass up to shaders.SortLimit and by the host past it,
+// identical either way to the fallback's selection over the same scores
+// (rows and order, ties by lower row), masked or not; the sort pass is one
+// more dispatch.
+func TestRadixSortLimit(t *testing.T) {
+	d := softwareDevice(t)
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 37))
+	const n, dim = 2*shaders.SortLimit + 3000, 4
+	s, qs := fusedSlab(r, n, dim, 2)
+	for _, metric := range []uint32{shaders.MetricDot, shaders.MetricL2} {
+		g, err := d.NewIndex(s.Stride, metric, 0)
+		require.NoError(t, err)
+		require.NoError(t, g.Upload(context.Background(), s, 0, nil, nil))
+		chunks := int64((n + g.ChunkRows() - 1) / g.ChunkRows())
+		mask := make([]uint64, (n+63)/64)
+		for i := range mask {
+			mask[i] = r.Uint64() | 1<<63 // at least the limit's rows stay allowed
+		}
+		all, err := g.Scores(context.Background(), qs[0], n)
+		require.NoError(t, err)
+		for _, k := range []int{shaders.FusedMaxK + 1, shaders.SortLimit - 1, shaders.SortLimit, shaders.SortLimit + 1} {
+			for _, m := range [][]uint64{nil, mask} {
+				what := fmt.Sprintf("metric=%d k=%d masked=%v", metric, k, m != nil)
+				var st Stages
+				got, err := g.Search(context.Background(), qs[:1], k, n, m, &st)
+				require.NoError(t, err, what)
+				require.Equal(t, "radix", st.Path, what)
+				want := fallback.SelectAllowed(all, k, g.fallbackMetric(), m)
+				require.Equal(t, want, got[0], what)
+				sorted := int64(1)
+				if k > shaders.SortLimit {
+					sorted = 0
+				}
+				require.Equal(t, chunks+17+sorted, st.Dispatches, what)
+			}
 		}
 		g.Release()
 	}

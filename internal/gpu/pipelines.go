@@ -23,9 +23,9 @@ type pipelineCache struct {
 	merges    map[uint32]*wgpu.ComputePipeline
 }
 
-// selectPipes are the three entry points of select.wgsl for one metric.
+// selectPipes are the entry points of select.wgsl for one metric.
 type selectPipes struct {
-	hist, scan, compact *wgpu.ComputePipeline
+	hist, scan, compact, sort *wgpu.ComputePipeline
 }
 
 func storageEntry(binding uint32, readOnly bool) wgpu.BindGroupLayoutEntry {
@@ -173,11 +173,11 @@ func (d *Device) selectPipeline(metric uint32) (*selectPipes, error) {
 	if err != nil {
 		return nil, err
 	}
-	ps, err := d.compile("select.wgsl", src, d.pipelines.selectBGL, "hist", "scan", "compact")
+	ps, err := d.compile("select.wgsl", src, d.pipelines.selectBGL, "hist", "scan", "compact", "sort")
 	if err != nil {
 		return nil, err
 	}
-	sp := &selectPipes{hist: ps[0], scan: ps[1], compact: ps[2]}
+	sp := &selectPipes{hist: ps[0], scan: ps[1], compact: ps[2], sort: ps[3]}
 	d.pipelines.selects[metric] = sp
 	return sp, nil
 }

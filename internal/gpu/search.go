@@ -269,6 +269,13 @@ func (s submission) hitsPerQuery() int {
 	return 1
 }
 
+// deviceSorted reports whether the device returns the hits sorted: the
+// fused path always, the radix select for k up to shaders.SortLimit (its
+// sort pass); the host sorts the rest.
+func (s submission) deviceSorted() bool {
+	return s.deviceSelect && (s.fused || s.k <= shaders.SortLimit)
+}
+
 // path names the submission's selection for Stages.Path.
 func (s submission) path() string {
 	switch {
@@ -498,6 +505,10 @@ func (g *Index) encodeSearch(pass *wgpu.ComputePassEncoder, layout shaders.Score
 	}
 	pass.SetPipeline(sp.compact)
 	dispatch(pass, c, gx, uint32(sub.nq), 1)
+	if sub.deviceSorted() {
+		pass.SetPipeline(sp.sort)
+		dispatch(pass, c, uint32(sub.nq), 1, 1)
+	}
 }
 
 // run scores qs against the first sub.rows rows in one submission and one
@@ -628,7 +639,7 @@ func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *Stag
 	raw = raw[:size]
 	switch {
 	case sub.deviceSelect:
-		hits = g.decode(raw, sub.nq, sub.k, !sub.fused)
+		hits = g.decode(raw, sub.nq, sub.k, !sub.fused && !sub.deviceSorted())
 	case sub.k == 0:
 		t.Add(&c)
 		return nil, wgpu.FromBytes[float32](raw), nil
@@ -656,9 +667,10 @@ func (g *Index) fallbackMetric() fallback.Metric {
 }
 
 // decode turns the read-back (score bits, row) pairs into best-first lists,
-// in the ordering every path shares. The radix select returns each query's
-// k hits unordered (sort: sorting k of them is the host's only selection
-// work); the fused path returns them sorted.
+// in the ordering every path shares. The fused path and, up to
+// shaders.SortLimit, the radix select return them sorted; a larger k's
+// hits come unordered (sort: sorting them is the host's only selection
+// work).
 func (g *Index) decode(raw []byte, nq, k int, sort bool) [][]fallback.Hit {
 	m := g.fallbackMetric()
 	out := make([][]fallback.Hit, nq)
