@@ -76,3 +76,12 @@ func GPUChildPID(ix *Index) int {
 // and before it checks that the base file is still the one it read (nil
 // removes the hook): a test checkpoints there to make it start over.
 func SetAfterReadOnlyLoad(f func()) { afterReadOnlyLoad = f }
+
+// Mapped reports whether ix's rows are read from a mapping of its store's
+// base file.
+func Mapped(ix *Index) bool { return ix.mapped != nil && ix.mapped.live.Load() }
+
+// SkipMappedStat makes ix trust its mapped file without checking its size
+// and time, so a truncation reaches the rows and faults. Set it before
+// the index is used.
+func SkipMappedStat(ix *Index) { ix.mapped.noStat = true }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -40,6 +41,9 @@ type Index struct {
 	keys  keyMap
 	quant quantRows // the compressed copy of slab; empty under F32 (precision.go)
 	store *store    // nil unless the index was opened from a store
+	// mapped is the store's mapped base when the slab's rows were mapped
+	// from it (CPU path, mapped.go); set before the index is shared.
+	mapped *mapping
 	// readOnly is the store's path for an index from OpenReadOnly, which
 	// refuses writes; set before the index is shared, never changed.
 	readOnly string
@@ -193,7 +197,7 @@ func (ix *Index) AddWithIDs(ctx context.Context, ids []uint64, vectors [][]float
 }
 
 func (ix *Index) addVectors(ctx context.Context, ids []uint64, vectors [][]float32) (_ []uint64, err error) {
-	defer ix.recoverInto(&err)
+	defer ix.recoverInto(&err, ix.watchFaults())
 	start := time.Now()
 	return ix.add(ctx, start, ids, len(vectors), ix.packer(ctx, len(vectors), false, func(i int) []float32 { return vectors[i] }))
 }
@@ -202,7 +206,7 @@ func (ix *Index) addVectors(ctx context.Context, ids []uint64, vectors [][]float
 // from a .npy or .fvecs file, without building a slice per row. It is atomic
 // like Add; an error names the offending row and column.
 func (ix *Index) AddFlat(ctx context.Context, data []float32) (ids []uint64, err error) {
-	defer ix.recoverInto(&err)
+	defer ix.recoverInto(&err, ix.watchFaults())
 	start := time.Now()
 	dim := ix.cfg.Dim
 	if len(data)%dim != 0 {
@@ -221,7 +225,7 @@ func (ix *Index) AddFlat(ctx context.Context, data []float32) (ids []uint64, err
 // data may have been partly normalised. It is how umbra build ingests a
 // file it has just read.
 func (ix *Index) AdoptFlat(ctx context.Context, data []float32) (ids []uint64, err error) {
-	defer ix.recoverInto(&err)
+	defer ix.recoverInto(&err, ix.watchFaults())
 	start := time.Now()
 	dim := ix.cfg.Dim
 	if len(data)%dim != 0 {
@@ -430,6 +434,7 @@ func (ix *Index) publish(p *appended) {
 		return
 	}
 	*ix.slab = p.slab
+	ix.mapped.drop(ix.slab)
 	ix.quant.publish(p.quant)
 	if p.staged != nil && ix.dev != nil {
 		p.staged()
@@ -549,7 +554,7 @@ func (ix *Index) SearchBatch(ctx context.Context, queries [][]float32, k int, op
 // searchBatch is SearchBatch; single names the query "query" in errors,
 // as Search's only one.
 func (ix *Index) searchBatch(ctx context.Context, queries [][]float32, k int, single bool, opts []SearchOption) (all [][]Hit, err error) {
-	defer ix.recoverInto(&err)
+	defer ix.recoverInto(&err, ix.watchFaults())
 	o := collect(opts)
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
@@ -566,11 +571,16 @@ func (ix *Index) searchBatch(ctx context.Context, queries [][]float32, k int, si
 			return nil, err
 		}
 	}
+	if err := ix.mapped.check(); err != nil {
+		return nil, err
+	}
 	mask, _ := ix.rid.mask(&o)
 	if ix.quant.c != nil {
-		return ix.searchQuant(ctx, qs, k, mask, o.approximate)
+		all, err = ix.searchQuant(ctx, qs, k, mask, o.approximate)
+	} else {
+		all, err = ix.searchMany(ctx, qs, k, mask)
 	}
-	return ix.searchMany(ctx, qs, k, mask)
+	return ix.mappedAnswer(all, err)
 }
 
 // prepare validates a query and returns it normalised (for Cosine) and
@@ -797,6 +807,7 @@ func (ix *Index) Close() error {
 	ix.closed = true
 	ix.endLife()
 	err := ix.closeStore()
+	ix.mapped.close()
 	if ix.dev != nil {
 		ix.dev.Release()
 		ix.dev = nil // Info then says cpu: nothing is on a device any more
@@ -807,10 +818,24 @@ func (ix *Index) Close() error {
 }
 
 // recoverInto turns a panic below the API into an ErrGPU error: the binding
-// panics on some failures, and no panic may reach the caller.
-func (ix *Index) recoverInto(err *error) {
+// panics on some failures, and no panic may reach the caller. A fault in a
+// mapped store's rows, recovered here or by the fallback's workers, is
+// ErrStoreChanged instead (mapped.go). It restores what watchFaults set.
+func (ix *Index) recoverInto(err *error, w faultWatch) {
+	if w.set {
+		debug.SetPanicOnFault(w.prev)
+	}
 	if r := recover(); r != nil {
+		if ferr := ix.mapped.faultErr(r); ferr != nil {
+			*err = ferr
+			return
+		}
 		*err = fmt.Errorf("%w: %v", ErrGPU, r)
+	}
+	if *err != nil {
+		if ferr := ix.mapped.faultErr(*err); ferr != nil {
+			*err = ferr
+		}
 	}
 }
 
@@ -820,7 +845,7 @@ func (ix *Index) recoverInto(err *error) {
 // There is no cap on how many unless MaxHits gives one; Allow and
 // AllowFunc restrict it to a subset.
 func (ix *Index) SearchRange(ctx context.Context, query []float32, threshold float32, opts ...SearchOption) (hits []Hit, err error) {
-	defer ix.recoverInto(&err)
+	defer ix.recoverInto(&err, ix.watchFaults())
 	o := collect(opts)
 	if math.IsNaN(float64(threshold)) {
 		return nil, fmt.Errorf("%w: the threshold is NaN", ErrNonFinite)
@@ -832,6 +857,9 @@ func (ix *Index) SearchRange(ctx context.Context, query []float32, threshold flo
 	defer ix.mu.RUnlock()
 	q, err := ix.prepare(ctx, query, input{"query", -1})
 	if err != nil {
+		return nil, err
+	}
+	if err := ix.mapped.check(); err != nil {
 		return nil, err
 	}
 	mask, allowed := ix.rid.mask(&o)
@@ -867,6 +895,9 @@ func (ix *Index) SearchRange(ctx context.Context, query []float32, threshold flo
 	}
 	if o.maxHits > 0 && len(found) > o.maxHits {
 		found = found[:o.maxHits]
+	}
+	if err := ix.mapped.check(); err != nil {
+		return nil, err
 	}
 	return ix.toHits(found), nil
 }

@@ -53,7 +53,7 @@ func (ix *Index) recoverGPU(cause error) {
 
 // tryRecover is one recovery attempt.
 func (ix *Index) tryRecover(attempt int) (err error) {
-	defer ix.recoverInto(&err)
+	defer ix.recoverInto(&err, ix.watchFaults())
 	if f := ix.opt.recoverFault; f != nil {
 		if err := f(attempt); err != nil {
 			return err
