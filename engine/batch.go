@@ -236,5 +236,5 @@ func (ix *Index) searchPrepared(ctx context.Context, qs [][]float32, k int) (all
 		return nil, err
 	}
 	mask, _ := ix.rid.mask(&searchOptions{})
-	return ix.mappedAnswer(ix.searchMany(ctx, qs, k, mask))
+	return ix.mappedAnswer(ix.searchMany(ctx, qs, k, mask, false))
 }

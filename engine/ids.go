@@ -86,15 +86,29 @@ func (m *rowIDs) growDead() {
 	}
 }
 
-// kill marks the row of each ID dead.
-func (m *rowIDs) kill(ids []uint64) {
+// deadRows lists the dead rows, in order.
+func (m *rowIDs) deadRows() []int {
+	var out []int
+	for i, w := range m.dead {
+		for ; w != 0; w &= w - 1 {
+			out = append(out, i*64+bits.TrailingZeros64(w))
+		}
+	}
+	return out
+}
+
+// kill marks the row of each ID dead and returns those rows.
+func (m *rowIDs) kill(ids []uint64) []int {
 	m.growDead()
+	rows := make([]int, 0, len(ids))
 	for _, id := range ids {
 		row := m.rowOf[id]
+		rows = append(rows, row)
 		delete(m.rowOf, id)
 		m.dead[row>>6] |= 1 << (uint(row) & 63)
 		m.nDead++
 	}
+	return rows
 }
 
 // liveIDs returns the stored IDs in ascending order.

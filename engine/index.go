@@ -403,7 +403,8 @@ func (ix *Index) stageAppend(ctx context.Context, start time.Time, ids []uint64,
 		if ix.stale {
 			// A failed device write left the resident rows unlike the
 			// slab: send them all again (GPU searches refuse meanwhile).
-			ix.dev.Truncate(0)
+			ix.dev.Truncate(0) // rows and tombstones
+			ix.dev.MarkDead(ix.rid.deadRows())
 			from, p.fresh = 0, true
 		}
 		staged, err := ix.dev.Stage(ctx, ix.deviceView(&p.slab), from, st, func(done, total int) { report("upload", done, total) })
@@ -480,7 +481,8 @@ func (ix *Index) appendedRows(p *appended) []float32 {
 // when a failed device write left them stale. The caller holds ix.mu.
 func (ix *Index) upload(ctx context.Context, from int, st *gpu.Stages, progress func(done, total int)) error {
 	if ix.stale {
-		ix.dev.Truncate(0)
+		ix.dev.Truncate(0) // rows and tombstones
+		ix.dev.MarkDead(ix.rid.deadRows())
 		from = 0
 	}
 	if err := gpuError(ix.dev.Upload(ctx, ix.deviceView(ix.slab), from, st, progress)); err != nil {
@@ -578,7 +580,7 @@ func (ix *Index) searchBatch(ctx context.Context, queries [][]float32, k int, si
 	if ix.quant.c != nil {
 		all, err = ix.searchQuant(ctx, qs, k, mask, o.approximate)
 	} else {
-		all, err = ix.searchMany(ctx, qs, k, mask)
+		all, err = ix.searchMany(ctx, qs, k, mask, o.filtered())
 	}
 	return ix.mappedAnswer(all, err)
 }
@@ -606,7 +608,11 @@ func (ix *Index) prepare(ctx context.Context, query []float32, what input) ([]fl
 // Device Auto a GPU failure moves this and later searches to the fallback.
 // mask (nil: every row) says which rows may be returned. The caller holds
 // ix.mu.
-func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int, mask []uint64) ([][]Hit, error) {
+//
+// filtered says mask holds a caller's filter; without one, a GPU search
+// leaves out deleted rows by the device's resident tombstones and sends no
+// bitmap.
+func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int, mask []uint64, filtered bool) ([][]Hit, error) {
 	if ix.quant.c != nil {
 		return ix.searchQuant(ctx, qs, k, mask, false)
 	}
@@ -620,7 +626,7 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int, mask []u
 	}
 	if len(qs) > progressQueries {
 		if p, ok := ctx.Value(progressKey{}).(Progress); ok && p != nil {
-			return ix.searchInPieces(ctx, qs, k, mask)
+			return ix.searchInPieces(ctx, qs, k, mask, filtered)
 		}
 	}
 	if err := ix.checkStale(); err != nil {
@@ -636,7 +642,11 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int, mask []u
 		if ix.overflowing() {
 			res, err = ix.searchSplit(ctx, qs, k, mask, st)
 		} else {
-			res, err = ix.gpuSearch(ctx, qs, k, ix.slab.Rows, mask, st)
+			devMask := mask
+			if !filtered {
+				devMask = nil // the device's tombstones leave out deleted rows
+			}
+			res, err = ix.gpuSearch(ctx, qs, k, ix.slab.Rows, devMask, st)
 		}
 		t.add(st)
 		err = gpuError(err)
@@ -683,12 +693,12 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int, mask []u
 // Progress can be told how far it has got. Each piece still reads a row once
 // per tile of queries, so the split costs one pass over the slab per piece.
 // The caller holds ix.mu.
-func (ix *Index) searchInPieces(ctx context.Context, qs [][]float32, k int, mask []uint64) ([][]Hit, error) {
+func (ix *Index) searchInPieces(ctx context.Context, qs [][]float32, k int, mask []uint64, filtered bool) ([][]Hit, error) {
 	report := progressFrom(ctx)
 	quiet := context.WithValue(ctx, progressKey{}, Progress(nil))
 	all := make([][]Hit, 0, len(qs))
 	for lo := 0; lo < len(qs); lo += progressQueries {
-		part, err := ix.searchMany(quiet, qs[lo:min(lo+progressQueries, len(qs))], k, mask)
+		part, err := ix.searchMany(quiet, qs[lo:min(lo+progressQueries, len(qs))], k, mask, filtered)
 		if err != nil {
 			return nil, err
 		}

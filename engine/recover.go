@@ -78,6 +78,7 @@ func (ix *Index) tryRecover(attempt int) (err error) {
 		g.Release()
 		return err
 	}
+	g.MarkDead(ix.rid.deadRows()) // a renewed device may hold none
 	ix.mu.Lock()
 	ix.dev, ix.stale = g, false
 	ix.gpuDown.Store(false)

@@ -267,6 +267,9 @@ func (ix *Index) load(ctx context.Context, s *storefile.Snapshot) error {
 			ix.demote(err)
 		}
 	}
+	if ix.dev != nil && rid.nDead > 0 {
+		ix.dev.MarkDead(rid.deadRows())
+	}
 	return nil
 }
 

@@ -271,7 +271,13 @@ func (ix *Index) Delete(ctx context.Context, ids ...uint64) (err error) {
 		if err := ix.logged(storefile.Record{Op: storefile.OpDelete, IDs: ids}); err != nil {
 			return err
 		}
-		ix.rid.kill(ids)
+		rows := ix.rid.kill(ids)
+		if ix.dev != nil {
+			// The device's resident tombstones follow: just the words
+			// these rows change. (A failed write is redone by the next
+			// search, which fails rather than miss it.)
+			ix.dev.MarkDead(rows)
+		}
 		for _, id := range ids {
 			ix.keys.dropID(id)
 		}
