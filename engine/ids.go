@@ -42,6 +42,23 @@ func (m *rowIDs) assign(n int) ([]uint64, error) {
 // checkNew refuses IDs repeated inside one call and, unless upsert, IDs that
 // are already stored; it changes nothing.
 func (m *rowIDs) checkNew(ids []uint64, upsert bool) error {
+	// IDs given in increasing order (as a bulk load usually gives them)
+	// repeat none, and an empty index holds none: no map is built then.
+	increasing := true
+	for i := 1; i < len(ids) && increasing; i++ {
+		increasing = ids[i-1] < ids[i]
+	}
+	if increasing {
+		if len(m.rowOf) == 0 || upsert {
+			return nil
+		}
+		for i, id := range ids {
+			if _, ok := m.rowOf[id]; ok {
+				return fmt.Errorf("%w: ID %d (vector %d); use Upsert to replace it", ErrIDExists, id, i)
+			}
+		}
+		return nil
+	}
 	seen := make(map[uint64]int, len(ids))
 	for i, id := range ids {
 		if j, ok := seen[id]; ok {
@@ -57,6 +74,11 @@ func (m *rowIDs) checkNew(ids []uint64, upsert bool) error {
 
 // appendIDs records ids for the rows appended after the existing ones.
 func (m *rowIDs) appendIDs(ids []uint64) {
+	if len(m.rowOf) == 0 && len(ids) > 64 {
+		// A first bulk load sizes the map once instead of growing it
+		// through every doubling.
+		m.rowOf = make(map[uint64]int, len(ids))
+	}
 	base := len(m.ids)
 	m.ids = append(m.ids, ids...)
 	for i, id := range ids {

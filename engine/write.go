@@ -57,11 +57,21 @@ func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]flo
 	// Writers are excluded (wmu), so the ID map holds still while read.
 	var rows, replaced, added []int // slab rows replaced; their and the new vectors' indices in the call
 	var newIDs []uint64
-	for i, id := range ids {
-		if row, ok := ix.rid.rowOf[id]; ok {
-			rows, replaced = append(rows, row), append(replaced, i)
-		} else {
-			newIDs, added = append(newIDs, id), append(added, i)
+	if len(ix.rid.rowOf) == 0 {
+		// Nothing stored: every ID is new, and the call's own slices
+		// serve (no lookups, no copies).
+		newIDs = ids
+		added = make([]int, len(ids))
+		for i := range added {
+			added[i] = i
+		}
+	} else {
+		for i, id := range ids {
+			if row, ok := ix.rid.rowOf[id]; ok {
+				rows, replaced = append(rows, row), append(replaced, i)
+			} else {
+				newIDs, added = append(newIDs, id), append(added, i)
+			}
 		}
 	}
 	mode := ix.packMode(raw)
