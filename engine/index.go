@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -271,17 +272,67 @@ func (ix *Index) packer(ctx context.Context, n int, raw bool, row func(i int) []
 
 // packPieces packs n rows into dst with s's layout, progressRows at a
 // time, reporting "validate" progress and honouring ctx between pieces.
+// Each piece is split between Config.Workers goroutines (packParallel).
 func (ix *Index) packPieces(ctx context.Context, s *packed.Slab, dst []float32, n int, raw bool, row func(i int) []float32) error {
 	report := progressFrom(ctx)
 	mode := ix.packMode(raw)
+	workers := ix.cfg.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
 	for lo := 0; lo < n; lo += progressRows {
 		hi := min(lo+progressRows, n)
-		err := s.PackRows(dst[lo*s.Stride:], hi-lo, func(i int) []float32 { return row(lo + i) }, mode)
+		err := packParallel(s, dst[lo*s.Stride:], hi-lo, func(i int) []float32 { return row(lo + i) }, mode, workers)
 		if err != nil {
 			return ix.badRow(err, lo, input{"vector", 0})
 		}
 		report("validate", hi, n)
 		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// packWorkerBytes is the least a packing goroutine is given: below it,
+// starting one costs more than it saves.
+const packWorkerBytes = 1 << 20
+
+// packParallel is s.PackRows split into consecutive parts, one per
+// worker: a row's packing depends on that row alone, so the bytes stored
+// are the same. When rows are refused, the error is the first part's that
+// refused one, so it names the first bad row of the call, as a single
+// pass would. A panic in a part (a caller's row function) is an error.
+func packParallel(s *packed.Slab, dst []float32, n int, row func(i int) []float32, m packed.Mode, workers int) error {
+	w := min(workers, n*s.Stride*4/packWorkerBytes)
+	if w <= 1 {
+		return s.PackRows(dst, n, row, m)
+	}
+	per := (n + w - 1) / w
+	errs := make([]error, w)
+	var wg sync.WaitGroup
+	for i := range w {
+		a, b := i*per, min((i+1)*per, n)
+		if a >= b {
+			break
+		}
+		wg.Go(func() {
+			defer func() {
+				if r := recover(); r != nil {
+					errs[i] = fmt.Errorf("%w: packing rows %d to %d: %v", ErrGPU, a, b, r)
+				}
+			}()
+			err := s.PackRows(dst[a*s.Stride:], b-a, func(j int) []float32 { return row(a + j) }, m)
+			var bad *packed.BadRow
+			if errors.As(err, &bad) {
+				bad.Row += a
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
 			return err
 		}
 	}
