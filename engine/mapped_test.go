@@ -3,8 +3,10 @@ package engine_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -230,4 +232,49 @@ func TestMappedStoreChangedUnderneath(t *testing.T) {
 			}
 		}
 	}
+}
+
+// sigbusChild opens the store at path mapped, with the size and time
+// check off, truncates the file under it and searches: the search must
+// fault into ErrStoreChanged, which it prints; a crash exits otherwise.
+func sigbusChild(path string) error {
+	ctx := context.Background()
+	ix, err := engine.OpenReadOnly(ctx, path, engine.Config{Device: engine.CPU, Workers: 2})
+	if err != nil {
+		return err
+	}
+	defer ix.Close()
+	if !engine.Mapped(ix) {
+		return fmt.Errorf("the store was not mapped")
+	}
+	engine.SkipMappedStat(ix)
+	q := make([]float32, ix.Dim())
+	q[0] = 1
+	if _, err := ix.Search(ctx, q, 3); err != nil {
+		return err
+	}
+	if err := os.Truncate(path, 4096); err != nil {
+		return err
+	}
+	_, err = ix.Search(ctx, q, 3)
+	if !errors.Is(err, engine.ErrStoreChanged) {
+		return fmt.Errorf("search after the truncation: %v, want ErrStoreChanged", err)
+	}
+	fmt.Println("refused:", err)
+	return nil
+}
+
+// TestMappedFaultInAChildProcess: a process whose mapped store is
+// truncated under a search keeps running and gets ErrStoreChanged — run
+// in a child, so that were the fault ever fatal again it would fail this
+// test, not end the test binary.
+func TestMappedFaultInAChildProcess(t *testing.T) {
+	path, _ := mappedStore(t, 3000, engine.Dot, engine.F32)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "UMBRA_SIGBUS_CHILD="+path)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "the child: %s", out)
+	require.Contains(t, string(out), "refused:")
+	require.Contains(t, string(out), "faulted", "the truncation reached the rows and faulted")
+	t.Logf("child: %s", bytes.TrimSpace(out))
 }
