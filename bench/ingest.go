@@ -46,7 +46,7 @@ var ingestOps = []struct{ name, op, base, baseName, note string }{
 	{"Upsert, every ID new", "upsert-new", "copy", "copy", ""},
 	{"Upsert, replacing every row", "upsert-replace", "copy", "copy", "in place, checked first (with a store or a device the old rows are kept aside to undo)"},
 	{"import .npy (read + AdoptFlat)", "import", "read-npy", "read file", "what umbra build does before it saves"},
-	{"Open", "open", "read-store", "read file", "read, CRC-checked, IDs mapped"},
+	{"Open", "open", "read-store", "read file", "rows mapped and CRC-checked, IDs read"},
 }
 
 // RunIngest measures ingest and Open against a plain copy or read of the

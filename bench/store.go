@@ -200,7 +200,20 @@ func RunStore(ctx context.Context, o StoreOptions) (*StoreReport, error) {
 			return err
 		}
 		return s.Close()
-	}, plainRead, fmt.Sprintf("%s store file, read and CRC-checked", mib(int(st.Size())))); err != nil {
+	}, plainRead, fmt.Sprintf("%s store file, rows mapped and CRC-checked, IDs read", mib(int(st.Size())))); err != nil {
+		return nil, err
+	}
+	if err := add("Open, then 1 search (k=10)", "read file", func() error {
+		s, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU})
+		if err != nil {
+			return err
+		}
+		if _, err := s.Search(ctx, vectors[0], 10); err != nil {
+			s.Close()
+			return err
+		}
+		return s.Close()
+	}, plainRead, "searchable: the first search reads the mapped rows"); err != nil {
 		return nil, err
 	}
 

@@ -226,12 +226,15 @@ func (ix *Index) runBatch(batch []*request) {
 // searchPrepared searches prepared queries (unfiltered) under the read
 // lock; a panic below becomes an error.
 func (ix *Index) searchPrepared(ctx context.Context, qs [][]float32, k int) (all [][]Hit, err error) {
-	defer ix.recoverInto(&err)
+	defer ix.recoverInto(&err, ix.watchFaults())
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	if ix.closed {
 		return nil, ErrClosed
 	}
+	if err := ix.mapped.check(); err != nil {
+		return nil, err
+	}
 	mask, _ := ix.rid.mask(&searchOptions{})
-	return ix.searchMany(ctx, qs, k, mask)
+	return ix.mappedAnswer(ix.searchMany(ctx, qs, k, mask, false))
 }

@@ -149,7 +149,8 @@ type Config struct {
 	Metric  Metric // Cosine by default
 	Device  Device // Auto by default
 	Adapter AdapterSelect
-	// Workers is the number of goroutines the fallback uses; 0 means
+	// Workers is the number of goroutines the fallback searches with and
+	// an Add, AddFlat or Upsert of many rows packs them with; 0 means
 	// GOMAXPROCS.
 	Workers int
 	// ProbeTimeout bounds the GPU probe (device creation, shader

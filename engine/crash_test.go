@@ -66,8 +66,16 @@ func crashModel(seed uint64, n int) map[uint64][]float32 {
 }
 
 // TestMain runs the crash test's child instead of the tests when
-// UMBRA_CRASH_CHILD names a store and a seed.
+// UMBRA_CRASH_CHILD names a store and a seed, and the mapped store's
+// fault child when UMBRA_SIGBUS_CHILD names a store.
 func TestMain(m *testing.M) {
+	if path := os.Getenv("UMBRA_SIGBUS_CHILD"); path != "" {
+		if err := sigbusChild(path); err != nil {
+			fmt.Fprintln(os.Stderr, "sigbus child:", err)
+			os.Exit(2)
+		}
+		os.Exit(0)
+	}
 	if spec := os.Getenv("UMBRA_CRASH_CHILD"); spec != "" {
 		if err := crashChild(spec); err != nil {
 			fmt.Fprintln(os.Stderr, "crash child:", err)

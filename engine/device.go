@@ -21,6 +21,9 @@ type device interface {
 	Upload(ctx context.Context, s *packed.Slab, from int, st *gpu.Stages, progress func(done, total int)) error
 	Truncate(rows int)
 	Rewrite(ctx context.Context, s *packed.Slab, rows []int) error
+	// MarkDead marks deleted rows in the tombstones resident on the
+	// device, which a search without a mask skips.
+	MarkDead(rows []int)
 	Search(ctx context.Context, qs [][]float32, k, rows int, mask []uint64, st *gpu.Stages) ([][]fallback.Hit, error)
 	Scores(ctx context.Context, q []float32, rows int) ([]float32, error)
 	Floor(ctx context.Context) (time.Duration, int64, string, error)

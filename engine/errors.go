@@ -31,6 +31,10 @@ var (
 	ErrBadStore = errors.New("umbra: bad store file")
 	// ErrReadOnly: a write to an index opened with OpenReadOnly.
 	ErrReadOnly = errors.New("umbra: store is open read-only")
+	// ErrStoreChanged: the base file a store's rows are mapped from was
+	// truncated or rewritten in place by someone else; the index refuses
+	// every call from then on. Reopen the store.
+	ErrStoreChanged = errors.New("umbra: store file changed underneath")
 	// ErrIDCount: a call gives a different number of IDs than vectors.
 	ErrIDCount = errors.New("umbra: IDs and vectors differ in number")
 )

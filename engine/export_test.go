@@ -93,3 +93,12 @@ func SetShardFault(ix *Index, i int, f func(step string) error) {
 	defer ix.mu.Unlock()
 	ix.dev.(*shards).parts[i].dev.SetFault(f)
 }
+
+// Mapped reports whether ix's rows are read from a mapping of its store's
+// base file.
+func Mapped(ix *Index) bool { return ix.mapped != nil && ix.mapped.live.Load() }
+
+// SkipMappedStat makes ix trust its mapped file without checking its size
+// and time, so a truncation reaches the rows and faults. Set it before
+// the index is used.
+func SkipMappedStat(ix *Index) { ix.mapped.noStat = true }

@@ -42,6 +42,23 @@ func (m *rowIDs) assign(n int) ([]uint64, error) {
 // checkNew refuses IDs repeated inside one call and, unless upsert, IDs that
 // are already stored; it changes nothing.
 func (m *rowIDs) checkNew(ids []uint64, upsert bool) error {
+	// IDs given in increasing order (as a bulk load usually gives them)
+	// repeat none, and an empty index holds none: no map is built then.
+	increasing := true
+	for i := 1; i < len(ids) && increasing; i++ {
+		increasing = ids[i-1] < ids[i]
+	}
+	if increasing {
+		if len(m.rowOf) == 0 || upsert {
+			return nil
+		}
+		for i, id := range ids {
+			if _, ok := m.rowOf[id]; ok {
+				return fmt.Errorf("%w: ID %d (vector %d); use Upsert to replace it", ErrIDExists, id, i)
+			}
+		}
+		return nil
+	}
 	seen := make(map[uint64]int, len(ids))
 	for i, id := range ids {
 		if j, ok := seen[id]; ok {
@@ -57,6 +74,11 @@ func (m *rowIDs) checkNew(ids []uint64, upsert bool) error {
 
 // appendIDs records ids for the rows appended after the existing ones.
 func (m *rowIDs) appendIDs(ids []uint64) {
+	if len(m.rowOf) == 0 && len(ids) > 64 {
+		// A first bulk load sizes the map once instead of growing it
+		// through every doubling.
+		m.rowOf = make(map[uint64]int, len(ids))
+	}
 	base := len(m.ids)
 	m.ids = append(m.ids, ids...)
 	for i, id := range ids {
@@ -86,15 +108,29 @@ func (m *rowIDs) growDead() {
 	}
 }
 
-// kill marks the row of each ID dead.
-func (m *rowIDs) kill(ids []uint64) {
+// deadRows lists the dead rows, in order.
+func (m *rowIDs) deadRows() []int {
+	var out []int
+	for i, w := range m.dead {
+		for ; w != 0; w &= w - 1 {
+			out = append(out, i*64+bits.TrailingZeros64(w))
+		}
+	}
+	return out
+}
+
+// kill marks the row of each ID dead and returns those rows.
+func (m *rowIDs) kill(ids []uint64) []int {
 	m.growDead()
+	rows := make([]int, 0, len(ids))
 	for _, id := range ids {
 		row := m.rowOf[id]
+		rows = append(rows, row)
 		delete(m.rowOf, id)
 		m.dead[row>>6] |= 1 << (uint(row) & 63)
 		m.nDead++
 	}
+	return rows
 }
 
 // liveIDs returns the stored IDs in ascending order.

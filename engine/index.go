@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -40,6 +42,9 @@ type Index struct {
 	keys  keyMap
 	quant quantRows // the compressed copy of slab; empty under F32 (precision.go)
 	store *store    // nil unless the index was opened from a store
+	// mapped is the store's mapped base when the slab's rows were mapped
+	// from it (CPU path, mapped.go); set before the index is shared.
+	mapped *mapping
 	// readOnly is the store's path for an index from OpenReadOnly, which
 	// refuses writes; set before the index is shared, never changed.
 	readOnly string
@@ -196,7 +201,7 @@ func (ix *Index) AddWithIDs(ctx context.Context, ids []uint64, vectors [][]float
 }
 
 func (ix *Index) addVectors(ctx context.Context, ids []uint64, vectors [][]float32) (_ []uint64, err error) {
-	defer ix.recoverInto(&err)
+	defer ix.recoverInto(&err, ix.watchFaults())
 	start := time.Now()
 	return ix.add(ctx, start, ids, len(vectors), ix.packer(ctx, len(vectors), false, func(i int) []float32 { return vectors[i] }))
 }
@@ -205,7 +210,7 @@ func (ix *Index) addVectors(ctx context.Context, ids []uint64, vectors [][]float
 // from a .npy or .fvecs file, without building a slice per row. It is atomic
 // like Add; an error names the offending row and column.
 func (ix *Index) AddFlat(ctx context.Context, data []float32) (ids []uint64, err error) {
-	defer ix.recoverInto(&err)
+	defer ix.recoverInto(&err, ix.watchFaults())
 	start := time.Now()
 	dim := ix.cfg.Dim
 	if len(data)%dim != 0 {
@@ -224,7 +229,7 @@ func (ix *Index) AddFlat(ctx context.Context, data []float32) (ids []uint64, err
 // data may have been partly normalised. It is how umbra build ingests a
 // file it has just read.
 func (ix *Index) AdoptFlat(ctx context.Context, data []float32) (ids []uint64, err error) {
-	defer ix.recoverInto(&err)
+	defer ix.recoverInto(&err, ix.watchFaults())
 	start := time.Now()
 	dim := ix.cfg.Dim
 	if len(data)%dim != 0 {
@@ -270,17 +275,67 @@ func (ix *Index) packer(ctx context.Context, n int, raw bool, row func(i int) []
 
 // packPieces packs n rows into dst with s's layout, progressRows at a
 // time, reporting "validate" progress and honouring ctx between pieces.
+// Each piece is split between Config.Workers goroutines (packParallel).
 func (ix *Index) packPieces(ctx context.Context, s *packed.Slab, dst []float32, n int, raw bool, row func(i int) []float32) error {
 	report := progressFrom(ctx)
 	mode := ix.packMode(raw)
+	workers := ix.cfg.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
 	for lo := 0; lo < n; lo += progressRows {
 		hi := min(lo+progressRows, n)
-		err := s.PackRows(dst[lo*s.Stride:], hi-lo, func(i int) []float32 { return row(lo + i) }, mode)
+		err := packParallel(s, dst[lo*s.Stride:], hi-lo, func(i int) []float32 { return row(lo + i) }, mode, workers)
 		if err != nil {
 			return ix.badRow(err, lo, input{"vector", 0})
 		}
 		report("validate", hi, n)
 		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// packWorkerBytes is the least a packing goroutine is given: below it,
+// starting one costs more than it saves.
+const packWorkerBytes = 1 << 20
+
+// packParallel is s.PackRows split into consecutive parts, one per
+// worker: a row's packing depends on that row alone, so the bytes stored
+// are the same. When rows are refused, the error is the first part's that
+// refused one, so it names the first bad row of the call, as a single
+// pass would. A panic in a part (a caller's row function) is an error.
+func packParallel(s *packed.Slab, dst []float32, n int, row func(i int) []float32, m packed.Mode, workers int) error {
+	w := min(workers, n*s.Stride*4/packWorkerBytes)
+	if w <= 1 {
+		return s.PackRows(dst, n, row, m)
+	}
+	per := (n + w - 1) / w
+	errs := make([]error, w)
+	var wg sync.WaitGroup
+	for i := range w {
+		a, b := i*per, min((i+1)*per, n)
+		if a >= b {
+			break
+		}
+		wg.Go(func() {
+			defer func() {
+				if r := recover(); r != nil {
+					errs[i] = fmt.Errorf("%w: packing rows %d to %d: %v", ErrGPU, a, b, r)
+				}
+			}()
+			err := s.PackRows(dst[a*s.Stride:], b-a, func(j int) []float32 { return row(a + j) }, m)
+			var bad *packed.BadRow
+			if errors.As(err, &bad) {
+				bad.Row += a
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
 			return err
 		}
 	}
@@ -402,7 +457,8 @@ func (ix *Index) stageAppend(ctx context.Context, start time.Time, ids []uint64,
 		if ix.stale {
 			// A failed device write left the resident rows unlike the
 			// slab: send them all again (GPU searches refuse meanwhile).
-			ix.dev.Truncate(0)
+			ix.dev.Truncate(0) // rows and tombstones
+			ix.dev.MarkDead(ix.rid.deadRows())
 			from, p.fresh = 0, true
 		}
 		staged, err := ix.dev.Stage(ctx, ix.deviceView(&p.slab), from, st, func(done, total int) { report("upload", done, total) })
@@ -433,6 +489,7 @@ func (ix *Index) publish(p *appended) {
 		return
 	}
 	*ix.slab = p.slab
+	ix.mapped.drop(ix.slab)
 	ix.quant.publish(p.quant)
 	if p.staged != nil && ix.dev != nil {
 		p.staged()
@@ -478,7 +535,8 @@ func (ix *Index) appendedRows(p *appended) []float32 {
 // when a failed device write left them stale. The caller holds ix.mu.
 func (ix *Index) upload(ctx context.Context, from int, st *gpu.Stages, progress func(done, total int)) error {
 	if ix.stale {
-		ix.dev.Truncate(0)
+		ix.dev.Truncate(0) // rows and tombstones
+		ix.dev.MarkDead(ix.rid.deadRows())
 		from = 0
 	}
 	if err := gpuError(ix.dev.Upload(ctx, ix.deviceView(ix.slab), from, st, progress)); err != nil {
@@ -552,7 +610,7 @@ func (ix *Index) SearchBatch(ctx context.Context, queries [][]float32, k int, op
 // searchBatch is SearchBatch; single names the query "query" in errors,
 // as Search's only one.
 func (ix *Index) searchBatch(ctx context.Context, queries [][]float32, k int, single bool, opts []SearchOption) (all [][]Hit, err error) {
-	defer ix.recoverInto(&err)
+	defer ix.recoverInto(&err, ix.watchFaults())
 	o := collect(opts)
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
@@ -569,11 +627,16 @@ func (ix *Index) searchBatch(ctx context.Context, queries [][]float32, k int, si
 			return nil, err
 		}
 	}
+	if err := ix.mapped.check(); err != nil {
+		return nil, err
+	}
 	mask, _ := ix.rid.mask(&o)
 	if ix.quant.c != nil {
-		return ix.searchQuant(ctx, qs, k, mask, o.approximate)
+		all, err = ix.searchQuant(ctx, qs, k, mask, o.approximate)
+	} else {
+		all, err = ix.searchMany(ctx, qs, k, mask, o.filtered())
 	}
-	return ix.searchMany(ctx, qs, k, mask)
+	return ix.mappedAnswer(all, err)
 }
 
 // prepare validates a query and returns it normalised (for Cosine) and
@@ -599,7 +662,11 @@ func (ix *Index) prepare(ctx context.Context, query []float32, what input) ([]fl
 // Device Auto a GPU failure moves this and later searches to the fallback.
 // mask (nil: every row) says which rows may be returned. The caller holds
 // ix.mu.
-func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int, mask []uint64) ([][]Hit, error) {
+//
+// filtered says mask holds a caller's filter; without one, a GPU search
+// leaves out deleted rows by the device's resident tombstones and sends no
+// bitmap.
+func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int, mask []uint64, filtered bool) ([][]Hit, error) {
 	if ix.quant.c != nil {
 		return ix.searchQuant(ctx, qs, k, mask, false)
 	}
@@ -613,7 +680,7 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int, mask []u
 	}
 	if len(qs) > progressQueries {
 		if p, ok := ctx.Value(progressKey{}).(Progress); ok && p != nil {
-			return ix.searchInPieces(ctx, qs, k, mask)
+			return ix.searchInPieces(ctx, qs, k, mask, filtered)
 		}
 	}
 	if err := ix.checkStale(); err != nil {
@@ -629,7 +696,11 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int, mask []u
 		if ix.overflowing() {
 			res, err = ix.searchSplit(ctx, qs, k, mask, st)
 		} else {
-			res, err = ix.gpuSearch(ctx, qs, k, ix.slab.Rows, mask, st)
+			devMask := mask
+			if !filtered {
+				devMask = nil // the device's tombstones leave out deleted rows
+			}
+			res, err = ix.gpuSearch(ctx, qs, k, ix.slab.Rows, devMask, st)
 		}
 		t.add(st)
 		err = gpuError(err)
@@ -676,12 +747,12 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int, mask []u
 // Progress can be told how far it has got. Each piece still reads a row once
 // per tile of queries, so the split costs one pass over the slab per piece.
 // The caller holds ix.mu.
-func (ix *Index) searchInPieces(ctx context.Context, qs [][]float32, k int, mask []uint64) ([][]Hit, error) {
+func (ix *Index) searchInPieces(ctx context.Context, qs [][]float32, k int, mask []uint64, filtered bool) ([][]Hit, error) {
 	report := progressFrom(ctx)
 	quiet := context.WithValue(ctx, progressKey{}, Progress(nil))
 	all := make([][]Hit, 0, len(qs))
 	for lo := 0; lo < len(qs); lo += progressQueries {
-		part, err := ix.searchMany(quiet, qs[lo:min(lo+progressQueries, len(qs))], k, mask)
+		part, err := ix.searchMany(quiet, qs[lo:min(lo+progressQueries, len(qs))], k, mask, filtered)
 		if err != nil {
 			return nil, err
 		}
@@ -807,6 +878,7 @@ func (ix *Index) Close() error {
 	ix.closed = true
 	ix.endLife()
 	err := ix.closeStore()
+	ix.mapped.close()
 	if ix.dev != nil {
 		ix.dev.Release()
 		ix.dev = nil // Info then says cpu: nothing is on a device any more
@@ -817,10 +889,24 @@ func (ix *Index) Close() error {
 }
 
 // recoverInto turns a panic below the API into an ErrGPU error: the binding
-// panics on some failures, and no panic may reach the caller.
-func (ix *Index) recoverInto(err *error) {
+// panics on some failures, and no panic may reach the caller. A fault in a
+// mapped store's rows, recovered here or by the fallback's workers, is
+// ErrStoreChanged instead (mapped.go). It restores what watchFaults set.
+func (ix *Index) recoverInto(err *error, w faultWatch) {
+	if w.set {
+		debug.SetPanicOnFault(w.prev)
+	}
 	if r := recover(); r != nil {
+		if ferr := ix.mapped.faultErr(r); ferr != nil {
+			*err = ferr
+			return
+		}
 		*err = fmt.Errorf("%w: %v", ErrGPU, r)
+	}
+	if *err != nil {
+		if ferr := ix.mapped.faultErr(*err); ferr != nil {
+			*err = ferr
+		}
 	}
 }
 
@@ -830,7 +916,7 @@ func (ix *Index) recoverInto(err *error) {
 // There is no cap on how many unless MaxHits gives one; Allow and
 // AllowFunc restrict it to a subset.
 func (ix *Index) SearchRange(ctx context.Context, query []float32, threshold float32, opts ...SearchOption) (hits []Hit, err error) {
-	defer ix.recoverInto(&err)
+	defer ix.recoverInto(&err, ix.watchFaults())
 	o := collect(opts)
 	if math.IsNaN(float64(threshold)) {
 		return nil, fmt.Errorf("%w: the threshold is NaN", ErrNonFinite)
@@ -842,6 +928,9 @@ func (ix *Index) SearchRange(ctx context.Context, query []float32, threshold flo
 	defer ix.mu.RUnlock()
 	q, err := ix.prepare(ctx, query, input{"query", -1})
 	if err != nil {
+		return nil, err
+	}
+	if err := ix.mapped.check(); err != nil {
 		return nil, err
 	}
 	mask, allowed := ix.rid.mask(&o)
@@ -877,6 +966,9 @@ func (ix *Index) SearchRange(ctx context.Context, query []float32, threshold flo
 	}
 	if o.maxHits > 0 && len(found) > o.maxHits {
 		found = found[:o.maxHits]
+	}
+	if err := ix.mapped.check(); err != nil {
+		return nil, err
 	}
 	return ix.toHits(found), nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -129,5 +130,47 @@ func TestAdoptFlatStoresWhatAddFlatStores(t *testing.T) {
 			require.NoError(t, err)
 			sameContents(t, want, got, fmt.Sprintf("dim %d %s", dim, m))
 		}
+	}
+}
+
+// TestParallelPackingMatchesOnePass: rows packed by several goroutines
+// are stored bit for bit as one goroutine stores them, and when several
+// parts hold bad rows the error names the first bad row of the call, with
+// nothing stored.
+func TestParallelPackingMatchesOnePass(t *testing.T) {
+	r := newRand(t)
+	ctx := context.Background()
+	const dim, n = 33, 40_000
+	flat := make([]float32, n*dim)
+	for i := range flat {
+		flat[i] = r.Float32()*2 - 1
+	}
+	for _, m := range metrics {
+		one := open(t, backends[0], engine.Config{Dim: dim, Metric: m, Workers: 1})
+		many := open(t, backends[0], engine.Config{Dim: dim, Metric: m, Workers: 7})
+		_, err := one.AddFlat(ctx, flat)
+		require.NoError(t, err)
+		_, err = many.AddFlat(ctx, flat)
+		require.NoError(t, err)
+		for _, id := range []uint64{0, 1, n / 7, n/2 + 3, n - 1} {
+			a, err := one.Get(id)
+			require.NoError(t, err)
+			b, err := many.Get(id)
+			require.NoError(t, err)
+			for j := range a {
+				require.Equal(t, math.Float32bits(a[j]), math.Float32bits(b[j]), "%s: ID %d component %d", m, id, j)
+			}
+		}
+		// Bad rows in the last, a middle and (the one to name) an early part.
+		bad := slices.Clone(flat)
+		first := n/7 - 5
+		for _, at := range []int{n - 2, n / 2, first} {
+			bad[at*dim+4] = float32(math.NaN())
+		}
+		fresh := open(t, backends[0], engine.Config{Dim: dim, Metric: m, Workers: 7})
+		_, err = fresh.AddFlat(ctx, bad)
+		require.ErrorIs(t, err, engine.ErrNonFinite)
+		require.ErrorContains(t, err, fmt.Sprintf("vector %d, component 4", first))
+		require.Equal(t, 0, fresh.Len())
 	}
 }

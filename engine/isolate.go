@@ -253,6 +253,9 @@ func (c *childDevice) Upload(ctx context.Context, s *packed.Slab, from int, st *
 
 func (c *childDevice) Truncate(rows int) { _, _ = c.call(childRequest{Op: "truncate", N: rows}) }
 
+// MarkDead's failure (the child gone) surfaces at the next call.
+func (c *childDevice) MarkDead(rows []int) { _, _ = c.call(childRequest{Op: "dead", RowIdx: rows}) }
+
 func (c *childDevice) Rewrite(ctx context.Context, s *packed.Slab, rows []int) error {
 	data := make([]float32, 0, len(rows)*s.Stride)
 	for _, r := range rows {
@@ -408,6 +411,8 @@ func serveChild(in io.Reader, out io.Writer) int {
 			}
 		case "truncate":
 			g.Truncate(req.N)
+		case "dead":
+			g.MarkDead(req.RowIdx)
 		case "rewrite":
 			src := floatsOf(req.Rows)
 			for i, row := range req.RowIdx {

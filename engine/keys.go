@@ -47,7 +47,7 @@ func (ix *Index) UpsertKeys(ctx context.Context, keys []string, vectors [][]floa
 }
 
 func (ix *Index) keyed(ctx context.Context, keys []string, vectors [][]float32, upsert bool) (ids []uint64, err error) {
-	defer ix.recoverInto(&err)
+	defer ix.recoverInto(&err, ix.watchFaults())
 	if err := ix.writable(); err != nil {
 		return nil, err
 	}

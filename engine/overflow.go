@@ -80,7 +80,7 @@ func (ix *Index) searchSplit(ctx context.Context, qs [][]float32, k int, mask []
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		defer ix.recoverInto(&derr)
+		defer ix.recoverInto(&derr, ix.watchFaults())
 		dev, derr = ix.gpuSearch(ctx, qs, k, ix.devCap, mask, st)
 	}()
 	view := ix.hostPart(mask)

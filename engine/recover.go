@@ -53,7 +53,7 @@ func (ix *Index) recoverGPU(cause error) {
 
 // tryRecover is one recovery attempt.
 func (ix *Index) tryRecover(attempt int) (err error) {
-	defer ix.recoverInto(&err)
+	defer ix.recoverInto(&err, ix.watchFaults())
 	if f := ix.opt.recoverFault; f != nil {
 		if err := f(attempt); err != nil {
 			return err
@@ -78,6 +78,7 @@ func (ix *Index) tryRecover(attempt int) (err error) {
 		g.Release()
 		return err
 	}
+	g.MarkDead(ix.rid.deadRows()) // a renewed device may hold none
 	ix.mu.Lock()
 	ix.dev, ix.stale = g, false
 	ix.gpuDown.Store(false)

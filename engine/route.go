@@ -36,7 +36,7 @@ func (f Floor) BytesPerSecond() float64 {
 // ReadFloor times one read pass over the stored vectors: read.wgsl over the
 // resident chunks on the GPU, or the fallback's vector read on the CPU.
 func (ix *Index) ReadFloor(ctx context.Context) (f Floor, err error) {
-	defer ix.recoverInto(&err)
+	defer ix.recoverInto(&err, ix.watchFaults())
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	if ix.closed {

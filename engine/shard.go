@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"math/bits"
 	"sync"
 	"time"
 
@@ -57,6 +59,9 @@ type shards struct {
 	// whose publish was not called (a later step of the write failed):
 	// the next Stage, or Release, frees them.
 	pending []shardPart
+	// dead is the tombstone bitmap over global rows (MarkDead): a new
+	// split hands each shard the part in its range.
+	dead []uint64
 }
 
 // dropPending frees the device sides of a split that was never published.
@@ -265,6 +270,13 @@ func (sh *shards) stageSplit(ctx context.Context, parts []shardPart, s *packed.S
 		progress(sum, s.Rows)
 	}
 	sts := sh.stages(st)
+	if len(parts) > 0 && len(sh.parts) > 0 && &parts[0] == &sh.parts[0] {
+		// The shards restage every row: drop tombstones they hold at
+		// the old split's rows (publish gives them the new split's).
+		for _, p := range parts {
+			p.dev.Truncate(0)
+		}
+	}
 	staging := &shards{parts: parts}
 	err := staging.each(func(i int, p shardPart) error {
 		hi := s.Rows
@@ -286,6 +298,11 @@ func (sh *shards) stageSplit(ctx context.Context, parts []shardPart, s *packed.S
 			parts[i].start = starts[i]
 		}
 		sh.parts, sh.splitAt = parts, s.Rows
+		for i, p := range parts {
+			if local := sh.deadIn(p.start, sh.end(i, math.MaxInt)); len(local) > 0 {
+				p.dev.MarkDead(local)
+			}
+		}
 		if &old[0] != &parts[0] {
 			sh.pending = nil
 			for _, p := range old {
@@ -326,8 +343,44 @@ func (sh *shards) Truncate(rows int) {
 		p.dev.Truncate(max(rows-p.start, 0))
 	}
 	if rows == 0 {
-		sh.splitAt = 0
+		sh.splitAt, sh.dead = 0, nil
 	}
+}
+
+// MarkDead records the rows' tombstones and marks each on the shard that
+// holds it.
+func (sh *shards) MarkDead(rows []int) {
+	for _, r := range rows {
+		if w := r >> 6; w >= len(sh.dead) {
+			sh.dead = append(sh.dead, make([]uint64, w+1-len(sh.dead))...)
+		}
+		sh.dead[r>>6] |= 1 << (uint(r) & 63)
+	}
+	for i, p := range sh.parts {
+		hi := sh.end(i, math.MaxInt)
+		var local []int
+		for _, r := range rows {
+			if r >= p.start && r < hi {
+				local = append(local, r-p.start)
+			}
+		}
+		if len(local) > 0 {
+			p.dev.MarkDead(local)
+		}
+	}
+}
+
+// deadIn is the tombstoned rows in [lo, hi), numbered from lo.
+func (sh *shards) deadIn(lo, hi int) []int {
+	var out []int
+	for w := lo >> 6; w < len(sh.dead) && w<<6 < hi; w++ {
+		for b := sh.dead[w]; b != 0; b &= b - 1 {
+			if r := w<<6 + bits.TrailingZeros64(b); r >= lo && r < hi {
+				out = append(out, r-lo)
+			}
+		}
+	}
+	return out
 }
 
 // Rewrite writes each row again on the shard that holds it.

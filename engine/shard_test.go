@@ -246,6 +246,17 @@ func TestShardsThroughWrites(t *testing.T) {
 				require.NoError(t, x.Delete(ctx, 4, 10, uint64(first+2), 1100))
 			}
 			same("after upserts and deletes")
+			// Enough new rows to double them: a new split, whose shards
+			// must carry the tombstones at their new local rows.
+			before := ix.Info().Shards[1].Start
+			more := randomVectors(r, 1300, dim)
+			for _, x := range []*engine.Index{ix, ref} {
+				_, err := x.Add(ctx, more)
+				require.NoError(t, err)
+			}
+			require.NotEqual(t, before, ix.Info().Shards[1].Start, "the adds did not re-split")
+			first = ix.Info().Shards[1].Start
+			same("after deletes and a re-split")
 			for _, x := range []*engine.Index{ix, ref} {
 				require.NoError(t, x.Compact(ctx))
 			}

@@ -67,9 +67,10 @@ func Open(ctx context.Context, path string, cfg Config) (ix *Index, err error) {
 
 // loadStore reads the store at path into a new index: the base file, then
 // its log up to the last complete record. With create set a missing store
-// is created empty from cfg (the caller holds the lock).
+// is created empty from cfg (the caller holds the lock). An index on the
+// CPU path maps the base's rows instead of reading them (mapped.go).
 func loadStore(ctx context.Context, path string, cfg Config, create bool) (ix *Index, gen uint64, err error) {
-	snap, gen, err := storefile.ReadBase(path)
+	head, err := storefile.PeekBase(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && create:
 		if ix, err = New(ctx, cfg); err != nil {
@@ -83,31 +84,61 @@ func loadStore(ctx context.Context, path string, cfg Config, create bool) (ix *I
 	case err != nil:
 		return nil, 0, storeError(path, err)
 	}
-	if cfg.Dim != 0 && cfg.Dim != snap.Dim {
-		return nil, 0, fmt.Errorf("%w: the store %s holds dimension %d, Config.Dim is %d", ErrInvalidConfig, path, snap.Dim, cfg.Dim)
+	if cfg.Dim != 0 && cfg.Dim != head.Dim {
+		return nil, 0, fmt.Errorf("%w: the store %s holds dimension %d, Config.Dim is %d", ErrInvalidConfig, path, head.Dim, cfg.Dim)
 	}
-	cfg.Dim, cfg.Metric, cfg.Precision = snap.Dim, Metric(snap.Metric), Precision(snap.Precision)
+	cfg.Dim, cfg.Metric, cfg.Precision = head.Dim, Metric(head.Metric), Precision(head.Precision)
 	if err := cfg.validate(); err != nil {
 		return nil, 0, fmt.Errorf("%w (store %s)", err, path)
 	}
-	if snap.Stride != packed.StrideFor(snap.Dim) {
-		return nil, 0, fmt.Errorf("%w: %s: rows of stride %d for dimension %d", ErrBadStore, path, snap.Stride, snap.Dim)
+	if head.Stride != packed.StrideFor(head.Dim) {
+		return nil, 0, fmt.Errorf("%w: %s: rows of stride %d for dimension %d", ErrBadStore, path, head.Stride, head.Dim)
 	}
 	if ix, err = New(ctx, cfg); err != nil {
 		return nil, 0, err
 	}
-	if err := ix.load(ctx, snap); err != nil {
+	if err := ix.loadFrom(ctx, path, &gen); err != nil {
 		ix.Close()
 		return nil, 0, err
 	}
-	_, _, err = storefile.ReplayLog(storefile.LogPath(path), snap.Dim, gen, func(r storefile.Record) error {
+	return ix, gen, nil
+}
+
+// loadFrom fills the new index ix from the store at path, mapping the
+// base's rows on the CPU path and reading them otherwise, and sets *gen to
+// the base's generation. A fault in the mapping while the rows are read
+// (the file truncated meanwhile) is an error, not a crash.
+func (ix *Index) loadFrom(ctx context.Context, path string, gen *uint64) (err error) {
+	var snap *storefile.Snapshot
+	if ix.dev == nil {
+		m, err := storefile.MapBase(path)
+		if err != nil {
+			return storeError(path, err)
+		}
+		snap, *gen = m.Snapshot, m.Generation
+		if m.Mapped() {
+			ix.mapped = &mapping{base: m, path: path}
+			ix.mapped.live.Store(true)
+		}
+	} else if snap, *gen, err = storefile.ReadBase(path); err != nil {
+		return storeError(path, err)
+	}
+	defer ix.recoverInto(&err, ix.watchFaults())
+	// The header was read apart from the rest: a store replaced meanwhile
+	// by one of another shape is refused rather than read wrongly.
+	if snap.Dim != ix.cfg.Dim || Metric(snap.Metric) != ix.cfg.Metric || Precision(snap.Precision) != ix.cfg.Precision {
+		return fmt.Errorf("%w: %s was replaced by a store of another dimension, metric or precision while it was opened", ErrBadStore, path)
+	}
+	if err := ix.load(ctx, snap); err != nil {
+		return err
+	}
+	_, _, err = storefile.ReplayLog(storefile.LogPath(path), snap.Dim, *gen, func(r storefile.Record) error {
 		return ix.replay(ctx, r)
 	})
 	if err != nil {
-		ix.Close()
-		return nil, 0, storeError(storefile.LogPath(path), err)
+		return storeError(storefile.LogPath(path), err)
 	}
-	return ix, gen, nil
+	return ix.mapped.check()
 }
 
 // OpenReadOnly opens the existing store at path for searching only. It
@@ -162,7 +193,7 @@ func (ix *Index) writable() error {
 	if ix.readOnly != "" {
 		return fmt.Errorf("%w: %s was opened with OpenReadOnly; Open it to write", ErrReadOnly, ix.readOnly)
 	}
-	return nil
+	return ix.mapped.check()
 }
 
 // storeError wraps a file-layer error: damage is ErrBadStore.
@@ -187,6 +218,11 @@ func (ix *Index) snapshot() *storefile.Snapshot {
 	}
 	if len(ix.keys.key) > 0 {
 		s.Keys = ix.keys.key
+	}
+	if ix.mapped != nil && ix.mapped.live.Load() {
+		// The rows come from the mapping: a file changed under it while
+		// they were copied must not become the new base.
+		s.Verify = ix.mapped.check
 	}
 	return s
 }
@@ -230,6 +266,9 @@ func (ix *Index) load(ctx context.Context, s *storefile.Snapshot) error {
 			}
 			ix.demote(err)
 		}
+	}
+	if ix.dev != nil && rid.nDead > 0 {
+		ix.dev.MarkDead(rid.deadRows())
 	}
 	return nil
 }
@@ -284,7 +323,8 @@ func (ix *Index) logged(rec storefile.Record) error {
 // Checkpoint folds the store's log into a new base file, so the next Open
 // reads one file and replays nothing. A crash at any point leaves the old
 // or the new state, whole. It is a no-op for an index without a store.
-func (ix *Index) Checkpoint(ctx context.Context) error {
+func (ix *Index) Checkpoint(ctx context.Context) (err error) {
+	defer ix.recoverInto(&err, ix.watchFaults())
 	if err := ix.writable(); err != nil {
 		return err
 	}
@@ -301,9 +341,20 @@ func (ix *Index) checkpointLocked() error {
 	if err := st.log.Close(); err != nil {
 		return fmt.Errorf("umbra: checkpoint %s: %w", st.path, err)
 	}
-	ix.mu.RLock()
-	gen, err := storefile.Checkpoint(st.path, ix.snapshot())
-	ix.mu.RUnlock()
+	gen, err := func() (gen uint64, err error) {
+		ix.mu.RLock()
+		defer ix.mu.RUnlock()
+		// A fault in mapped rows (recoverInto's in Checkpoint would
+		// leave the log closed) is an error here, so the log reopens.
+		defer func() {
+			if r := recover(); r != nil {
+				if err = ix.mapped.faultErr(r); err == nil {
+					err = fmt.Errorf("%w: %v", ErrGPU, r)
+				}
+			}
+		}()
+		return storefile.Checkpoint(st.path, ix.snapshot())
+	}()
 	if err == nil {
 		st.gen = gen
 	}
@@ -324,9 +375,13 @@ func (ix *Index) checkpointLocked() error {
 // temporary file, fsync, rename, fsync of the directory): Open(path) then
 // gives the same vectors, IDs and keys. Saving an open store to its own
 // path is Checkpoint.
-func (ix *Index) Save(ctx context.Context, path string) error {
+func (ix *Index) Save(ctx context.Context, path string) (err error) {
+	defer ix.recoverInto(&err, ix.watchFaults())
 	if ix.readOnly == path {
 		return ix.writable()
+	}
+	if err := ix.mapped.check(); err != nil {
+		return err
 	}
 	ix.wmu.Lock()
 	defer ix.wmu.Unlock()

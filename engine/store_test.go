@@ -138,6 +138,8 @@ func TestStoreOperationsMatchAModel(t *testing.T) {
 						v := randomVectors(r, 2, dim)
 						require.ErrorIs(t, ix.AddWithIDs(ctx, []uint64{id + 1<<40, id + 1<<40}, v), engine.ErrDuplicateID, what)
 						require.ErrorIs(t, ix.AddWithIDs(ctx, []uint64{1<<41 + 7, id}, v), engine.ErrIDExists, what)
+						// In increasing order (checked without a map) too.
+						require.ErrorIs(t, ix.AddWithIDs(ctx, []uint64{id, 1<<41 + 7}, v), engine.ErrIDExists, what)
 						require.ErrorIs(t, ix.Delete(ctx, id, 1<<42), engine.ErrNotFound, what)
 						require.ErrorIs(t, ix.Delete(ctx, id, id), engine.ErrDuplicateID, what)
 						require.ErrorIs(t, ix.Upsert(ctx, []uint64{id, id}, v), engine.ErrDuplicateID, what)

@@ -14,7 +14,7 @@ import (
 // adding the others. It is atomic: on any error nothing is changed. An ID
 // repeated in the call is ErrDuplicateID.
 func (ix *Index) Upsert(ctx context.Context, ids []uint64, vectors [][]float32) (err error) {
-	defer ix.recoverInto(&err)
+	defer ix.recoverInto(&err, ix.watchFaults())
 	if len(ids) != len(vectors) {
 		return fmt.Errorf("%w: %d IDs for %d vectors", ErrIDCount, len(ids), len(vectors))
 	}
@@ -57,11 +57,21 @@ func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]flo
 	// Writers are excluded (wmu), so the ID map holds still while read.
 	var rows, replaced, added []int // slab rows replaced; their and the new vectors' indices in the call
 	var newIDs []uint64
-	for i, id := range ids {
-		if row, ok := ix.rid.rowOf[id]; ok {
-			rows, replaced = append(rows, row), append(replaced, i)
-		} else {
-			newIDs, added = append(newIDs, id), append(added, i)
+	if len(ix.rid.rowOf) == 0 {
+		// Nothing stored: every ID is new, and the call's own slices
+		// serve (no lookups, no copies).
+		newIDs = ids
+		added = make([]int, len(ids))
+		for i := range added {
+			added[i] = i
+		}
+	} else {
+		for i, id := range ids {
+			if row, ok := ix.rid.rowOf[id]; ok {
+				rows, replaced = append(rows, row), append(replaced, i)
+			} else {
+				newIDs, added = append(newIDs, id), append(added, i)
+			}
 		}
 	}
 	mode := ix.packMode(raw)
@@ -243,7 +253,7 @@ func (ix *Index) rewrite(ctx context.Context, rows []int) error {
 // neither; Compact reclaims their space, and runs by itself once dead rows
 // make up a quarter of the index.
 func (ix *Index) Delete(ctx context.Context, ids ...uint64) (err error) {
-	defer ix.recoverInto(&err)
+	defer ix.recoverInto(&err, ix.watchFaults())
 	if err := ix.writable(); err != nil {
 		return err
 	}
@@ -271,7 +281,13 @@ func (ix *Index) Delete(ctx context.Context, ids ...uint64) (err error) {
 		if err := ix.logged(storefile.Record{Op: storefile.OpDelete, IDs: ids}); err != nil {
 			return err
 		}
-		ix.rid.kill(ids)
+		rows := ix.rid.kill(ids)
+		if ix.dev != nil {
+			// The device's resident tombstones follow: just the words
+			// these rows change. (A failed write is redone by the next
+			// search, which fails rather than miss it.)
+			ix.dev.MarkDead(rows)
+		}
 		for _, id := range ids {
 			ix.keys.dropID(id)
 		}
@@ -290,17 +306,25 @@ const compactMinDead = 1024
 
 // Get returns a copy of the vector stored under id (under Cosine, the unit
 // vector the index stores), or ErrNotFound.
-func (ix *Index) Get(id uint64) ([]float32, error) {
+func (ix *Index) Get(id uint64) (v []float32, err error) {
+	defer ix.recoverInto(&err, ix.watchFaults())
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	if ix.closed {
 		return nil, ErrClosed
 	}
+	if err := ix.mapped.check(); err != nil {
+		return nil, err
+	}
 	row, ok := ix.rid.rowOf[id]
 	if !ok {
 		return nil, fmt.Errorf("%w: ID %d", ErrNotFound, id)
 	}
-	return append([]float32(nil), ix.slab.Row(row)...), nil
+	v = append([]float32(nil), ix.slab.Row(row)...)
+	if err := ix.mapped.check(); err != nil {
+		return nil, err
+	}
+	return v, nil
 }
 
 // Has reports whether a vector is stored under id.
@@ -322,7 +346,7 @@ func (ix *Index) IDs() []uint64 {
 // scan time. The compacted rows are built, and on a GPU uploaded, while
 // searches go on against the old ones; they wait only for the swap.
 func (ix *Index) Compact(ctx context.Context) (err error) {
-	defer ix.recoverInto(&err)
+	defer ix.recoverInto(&err, ix.watchFaults())
 	if err := ix.writable(); err != nil {
 		return err
 	}
@@ -333,26 +357,37 @@ func (ix *Index) Compact(ctx context.Context) (err error) {
 
 // compactLocked is Compact with wmu held (writers excluded, searches not).
 func (ix *Index) compactLocked(ctx context.Context) error {
-	ix.mu.RLock()
-	if ix.closed {
-		ix.mu.RUnlock()
-		return ErrClosed
-	}
-	if ix.rid.nDead == 0 {
-		ix.mu.RUnlock()
+	// The live rows are gathered under the read lock, released however
+	// the gathering ends (a fault in mapped rows panics out of it).
+	var (
+		flat, keep  = []float32(nil), []uint64(nil)
+		dev         device
+		onGPU, none bool
+	)
+	if err := func() error {
+		ix.mu.RLock()
+		defer ix.mu.RUnlock()
+		if ix.closed {
+			return ErrClosed
+		}
+		if ix.rid.nDead == 0 {
+			none = true
+			return nil
+		}
+		flat = make([]float32, 0, ix.rid.live()*ix.cfg.Dim)
+		keep = make([]uint64, 0, ix.rid.live())
+		for row, id := range ix.rid.ids {
+			if !ix.rid.isDead(row) {
+				flat = append(flat, ix.slab.Row(row)...)
+				keep = append(keep, id)
+			}
+		}
+		dev, onGPU = ix.dev, ix.onGPU()
 		return nil
+	}(); err != nil || none {
+		return err
 	}
 	slab := packed.NewSlab(ix.cfg.Dim)
-	flat := make([]float32, 0, ix.rid.live()*ix.cfg.Dim)
-	keep := make([]uint64, 0, ix.rid.live())
-	for row, id := range ix.rid.ids {
-		if !ix.rid.isDead(row) {
-			flat = append(flat, ix.slab.Row(row)...)
-			keep = append(keep, id)
-		}
-	}
-	dev, onGPU := ix.dev, ix.onGPU()
-	ix.mu.RUnlock()
 	slab.AppendFlat(flat, false)
 	quant := ix.quant.forSlab(slab)
 	rid := newRowIDs()
@@ -378,6 +413,7 @@ func (ix *Index) compactLocked(ctx context.Context) error {
 	}
 	ix.mu.Lock()
 	ix.slab, ix.rid, ix.quant = slab, rid, quant
+	ix.mapped.drop(ix.slab)
 	if fresh != dev {
 		ix.dev, ix.stale = fresh, false
 	}

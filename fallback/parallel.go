@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 )
@@ -26,8 +27,17 @@ func workerCount(workers, items, floats int) int {
 // one at a time in increasing order, so a fast worker takes more and memory
 // is streamed roughly front to back. It stops handing out items once ctx is
 // done and returns ctx.Err() if any item was skipped. A panic in work
-// becomes ErrInternal instead of killing the process.
+// becomes ErrInternal instead of killing the process (wrapping the panic's
+// value when it is an error).
+//
+// The workers inherit the caller's debug.SetPanicOnFault: a caller reading
+// rows from a memory-mapped file sets it, so that a page the file no
+// longer backs (it was truncated underneath) faults into a panic, which
+// becomes an error wrapping the runtime.Error (with its Addr method)
+// rather than a crash in whichever worker touched the page.
 func parallel(ctx context.Context, w, n int, work func(worker, item int)) error {
+	onFault := debug.SetPanicOnFault(false)
+	debug.SetPanicOnFault(onFault)
 	done := ctx.Done()
 	var (
 		next    atomic.Int64
@@ -39,7 +49,13 @@ func parallel(ctx context.Context, w, n int, work func(worker, item int)) error 
 	run := func(worker int) {
 		defer func() {
 			if r := recover(); r != nil {
-				once.Do(func() { perr = fmt.Errorf("%w: %v", ErrInternal, r) })
+				once.Do(func() {
+					if e, ok := r.(error); ok {
+						perr = fmt.Errorf("%w: %w", ErrInternal, e)
+					} else {
+						perr = fmt.Errorf("%w: %v", ErrInternal, r)
+					}
+				})
 				stop.Store(true)
 			}
 		}()
@@ -65,7 +81,12 @@ func parallel(ctx context.Context, w, n int, work func(worker, item int)) error 
 	} else {
 		var wg sync.WaitGroup
 		for i := 1; i < w; i++ {
-			wg.Go(func() { run(i) })
+			wg.Go(func() {
+				if onFault {
+					debug.SetPanicOnFault(true)
+				}
+				run(i)
+			})
 		}
 		run(0)
 		wg.Wait()

@@ -61,9 +61,15 @@ func rowsFor(budget, stride, unit int) int {
 	return max(unit, n/unit*unit)
 }
 
-// guard turns a panic on the calling goroutine into ErrInternal.
+// guard turns a panic on the calling goroutine into ErrInternal, wrapping
+// the panic's value when it is an error (a fault in mapped rows, see
+// parallel).
 func guard(err *error) {
 	if r := recover(); r != nil {
+		if e, ok := r.(error); ok {
+			*err = fmt.Errorf("%w: %w", ErrInternal, e)
+			return
+		}
 		*err = fmt.Errorf("%w: %v", ErrInternal, r)
 	}
 }

@@ -87,7 +87,7 @@ func readNPY(s *source) (*Matrix, error) {
 	if dim == 0 {
 		return nil, formatErrorf(s.name, "shape %s has zero dim", h.repr)
 	}
-	decode := decodeFloat32s
+	decode := rawFloat32s
 	if h.elem == 2 {
 		decode = func(dst []float32, b []byte) {
 			for i := range dst {

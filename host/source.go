@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"unsafe"
 )
 
 // ErrTooLarge is wrapped by the error a reader returns when a source whose
@@ -223,6 +224,10 @@ func (g *growing[T]) result() []T {
 // readValues decodes n values of elem bytes each from s into g, a piece at
 // a time, checking the context between pieces. On a short source it returns
 // the bytes it did get with io.ErrUnexpectedEOF.
+//
+// decode nil means the file's bytes are the values' own in memory (little-
+// endian float32 on a little-endian host): they are read straight into the
+// destination, with no piece buffer between.
 func readValues[T any](s *source, g *growing[T], n int64, elem int, decode func(dst []T, b []byte)) (int64, error) {
 	var got int64
 	for n > 0 {
@@ -230,10 +235,17 @@ func readValues[T any](s *source, g *growing[T], n int64, elem int, decode func(
 			return got, err
 		}
 		dst := g.space(int(min(n, int64(pieceBytes/elem))))
-		b := s.piece(len(dst) * elem)
+		var b []byte
+		if decode == nil {
+			b = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(dst))), len(dst)*elem)
+		} else {
+			b = s.piece(len(dst) * elem)
+		}
 		k, err := s.readFull(b)
 		whole := k / elem
-		decode(dst[:whole], b[:whole*elem])
+		if decode != nil {
+			decode(dst[:whole], b[:whole*elem])
+		}
 		g.commit(whole)
 		got += int64(k)
 		if err != nil {

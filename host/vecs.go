@@ -81,6 +81,15 @@ func vecsSource(ctx context.Context, r io.Reader, kind string, opts []Option) *s
 	return newSource(ctx, r, name, size, opts)
 }
 
+// rawFloat32s is decodeFloat32s where the file's bytes can be the
+// values' own: nil (read in place, see readValues) on a little-endian host.
+var rawFloat32s = func() func([]float32, []byte) {
+	if binary.NativeEndian.Uint16([]byte{1, 0}) == 1 {
+		return nil
+	}
+	return decodeFloat32s
+}()
+
 func decodeFloat32s(dst []float32, b []byte) {
 	for i := range dst {
 		dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))

@@ -21,7 +21,7 @@ type Params struct {
 	Queries uint32 // queries in this submission
 	// The fused scan's (topk.wgsl) fields.
 	K        uint32 // hits per query
-	Masked   uint32 // 1: only rows set in the allow bitmap take part
+	Masked   uint32 // bit 0: only rows set in the allow bitmap take part; >> 1: where the resident tombstones start (MaskedWith)
 	ListBase uint32 // the chunk's first candidate list
 	Lists    uint32 // candidate lists per query over every chunk
 }
@@ -50,20 +50,30 @@ func DecodeHit(b []byte) (score float32, row uint32) {
 	return math.Float32frombits(binary.LittleEndian.Uint32(b)), binary.LittleEndian.Uint32(b[4:])
 }
 
+// MaskedWith is the masked word of topk.wgsl's Params and select.wgsl's
+// State: bit 0 set when a per-search allow bitmap starts at word 0 of the
+// allow binding, and deadAt (a u32 word index, not 0; 0: none) where the
+// resident tombstone bitmap starts in the same binding, shifted up one.
+func MaskedWith(allow bool, deadAt uint32) uint32 {
+	m := deadAt << 1
+	if allow {
+		m |= 1
+	}
+	return m
+}
+
 // SelectState returns the initial select.wgsl State of nq queries, each
-// selecting k of rows scores (k at most the rows the allow bitmap admits
-// when masked): prefix 0, round 0, remaining k, count 0, an empty
-// histogram.
-func SelectState(nq, rows, k int, masked bool) []byte {
+// selecting k of rows scores (k at most the rows the allow bitmap and the
+// tombstones admit): prefix 0, round 0, remaining k, count 0, an empty
+// histogram; masked is MaskedWith's word.
+func SelectState(nq, rows, k int, masked uint32) []byte {
 	b := make([]byte, nq*StateBytes)
 	for i := 0; i < nq; i++ {
 		s := b[i*StateBytes:]
 		binary.LittleEndian.PutUint32(s[8:], uint32(k))     // remaining
 		binary.LittleEndian.PutUint32(s[20:], uint32(rows)) // n
 		binary.LittleEndian.PutUint32(s[24:], uint32(k))    // k
-		if masked {
-			binary.LittleEndian.PutUint32(s[32:], 1) // masked
-		}
+		binary.LittleEndian.PutUint32(s[32:], masked)
 	}
 	return b
 }

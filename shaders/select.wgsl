@@ -6,8 +6,11 @@
 //   1  state   array<State>         storage, read_write  one radix-select state per query
 //   2  out     array<vec2<u32>>     storage, read_write  query j's hits at j*k ..: (score bits, row)
 //   3  allow   array<u32>           storage, read        bitmap over rows (bit r of word r/32): with
-//                                                        State.masked set, only rows whose bit is set
-//                                                        take part (deleted and filtered-out rows skipped)
+//                                                        bit 0 of State.masked set, only rows whose bit is
+//                                                        set take part (deleted and filtered-out rows
+//                                                        skipped); masked >> 1, when not 0, is the word
+//                                                        where the resident tombstones start (a set bit:
+//                                                        the row is deleted and skipped)
 //
 // Each row gets a 64-bit key, high word the score mapped to an unsigned
 // integer that sorts like the score (best highest; L2 flips it), low word
@@ -38,7 +41,7 @@ struct State {
     n: u32,          // rows
     k: u32,          // hits wanted, at most n
     rounds: u32,     // rounds that chose a byte before the threshold settled
-    masked: u32,     // 1: rows outside the allow bitmap are skipped; k is at most the rows allowed
+    masked: u32,     // bit 0: rows outside the allow bitmap are skipped; >> 1: the tombstones' first word (0: none); k is at most the rows left
     hist: array<atomic<u32>, 256>,
 }
 
@@ -47,9 +50,13 @@ struct State {
 @group(0) @binding(2) var<storage, read_write> out: array<vec2<u32>>;
 @group(0) @binding(3) var<storage, read> allow: array<u32>;
 
-// skipped reports whether row i is outside a masked query's allow bitmap.
+// skipped reports whether row i is outside a masked query's allow bitmap
+// or marked in the resident tombstones.
 fn skipped(masked: u32, i: u32) -> bool {
-    return masked != 0u && (allow[i >> 5u] & (1u << (i & 31u))) == 0u;
+    let bit = 1u << (i & 31u);
+    let dead_at = masked >> 1u;
+    return ((masked & 1u) != 0u && (allow[i >> 5u] & bit) == 0u) ||
+        (dead_at != 0u && (allow[dead_at + (i >> 5u)] & bit) != 0u);
 }
 
 var<workgroup> local_hist: array<atomic<u32>, 256>;

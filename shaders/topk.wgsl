@@ -29,7 +29,9 @@
 //   1  query   array<vec4<f32>>  storage, read        nq queries, DIM4 vec4 each
 //   2  cands   array<vec2<u32>>  storage, read_write  list (list_base + workgroup x) of query q at (q*lists + list)*k ..
 //   3  params  Params            uniform
-//   4  allow   array<u32>        storage, read        bitmap over global rows, used when params.masked is 1
+//   4  allow   array<u32>        storage, read        bitmap over global rows, used when bit 0 of params.masked
+//                                                     is set; masked >> 1, when not 0, is the word where the
+//                                                     resident tombstones start (a set bit: row deleted)
 // Dispatch: (G, 1, tiles of QT queries); workgroup x strides over the
 // chunk's steps of STEP rows. A team of TEAM invocations shares a row and
 // sums its part by a tree in workgroup memory, as scores.wgsl's tree does;
@@ -211,7 +213,7 @@ struct Params {
     n_total: u32,   // unused here
     nq: u32,        // queries in this submission
     k: u32,         // hits per query
-    masked: u32,    // 1: only rows set in allow take part
+    masked: u32,    // bit 0: only rows set in allow take part; >> 1: the tombstones' first word (0: none)
     list_base: u32, // this chunk's first list
     lists: u32,     // candidate lists per query, over every chunk
     _pad0: u32,
@@ -290,8 +292,11 @@ fn scan(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
             for (var m = 0u; m < RM; m++) {
                 let row = (g * RM + m) * ROWS + r;
                 let global = params.base + row;
+                let bit = 1u << (global & 31u);
+                let dead_at = params.masked >> 1u;
                 let skip = row >= params.rows ||
-                    (params.masked != 0u && (allow[global >> 5u] & (1u << (global & 31u))) == 0u);
+                    ((params.masked & 1u) != 0u && (allow[global >> 5u] & bit) == 0u) ||
+                    (dead_at != 0u && (allow[dead_at + (global >> 5u)] & bit) != 0u);
                 if (!skip) {
                     for (var j = 0u; j < QT; j++) {
                         if (q0 + j < params.nq) {

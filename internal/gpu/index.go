@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"time"
 
@@ -48,9 +49,19 @@ type Index struct {
 	scoresB growBuffer
 	state   growBuffer
 	hits    growBuffer
-	allow   growBuffer // the rows a masked search may return
-	staging growBuffer
-	selBind *wgpu.BindGroup
+	allow   growBuffer // the rows a masked search may return, then the tombstones
+	// dead is the tombstone bitmap over resident rows (bit r of word
+	// r/64): rows deleted but still resident, which no search returns. It
+	// lives in the allow buffer from u32 word deadAt on, past any allow
+	// bitmap a filtered search writes at word 0; the first deadValid of
+	// its words are known to be there (0 after the buffer was replaced or
+	// a write of it failed), the rest are written by the next search that
+	// needs them.
+	dead      []uint64
+	deadAt    uint64
+	deadValid int
+	staging   growBuffer
+	selBind   *wgpu.BindGroup
 	// The fused path's: its plans (smallest first, empty when the device
 	// has not passed the fused self-test), the per-workgroup candidate
 	// lists, the merge's parameters and bind group.
@@ -414,10 +425,14 @@ func (g *Index) Calibrate() (time.Duration, float64, error) { return g.dev.Calib
 
 // Truncate forgets every resident row from row rows on (the buffers stay):
 // an append the engine undid, or, with 0, rows a failed write may have
-// left wrong, to be uploaded again from the slab.
+// left wrong, to be uploaded again from the slab; with 0 the tombstones go
+// too (MarkDead them again).
 func (g *Index) Truncate(rows int) {
 	g.dev.mu.Lock()
 	defer g.dev.mu.Unlock()
+	if rows == 0 {
+		g.dead, g.deadValid = nil, 0
+	}
 	for c, ch := range g.chunks {
 		start := c * g.plan.RowsPerChunk
 		ch.rows = min(ch.rows, max(rows-start, 0))
@@ -459,4 +474,89 @@ func (g *Index) Rewrite(ctx context.Context, s *packed.Slab, rows []int) error {
 // layout: compaction uploads into it while searches still use this one.
 func (g *Index) Sibling() (*Index, error) {
 	return g.dev.NewIndex(g.plan.Stride, g.metric, g.maxChunkRows)
+}
+
+// MarkDead marks resident rows deleted, so no later search returns them:
+// it sets their tombstone bits and writes just the words that changed to
+// the device (a search that runs before they are resident writes them
+// itself). A failed write leaves those words to be written again by the
+// next search, which fails rather than read a stale tombstone. A row
+// stays marked until the index is replaced (compaction uploads to a
+// Sibling); Truncate and uploads keep the marks, since rows keep their
+// positions.
+func (g *Index) MarkDead(rows []int) {
+	g.dev.mu.Lock()
+	defer g.dev.mu.Unlock()
+	var changed []int
+	for _, r := range rows {
+		w := r >> 6
+		if w >= len(g.dead) {
+			g.dead = append(g.dead, make([]uint64, w+1-len(g.dead))...)
+		}
+		if b := uint64(1) << (uint(r) & 63); g.dead[w]&b == 0 {
+			g.dead[w] |= b
+			changed = append(changed, w)
+		}
+	}
+	if len(changed) == 0 {
+		return
+	}
+	slices.Sort(changed)
+	changed = slices.Compact(changed)
+	if g.allow.buf == nil || changed[0] >= g.deadValid {
+		return
+	}
+	err := scoped(g.device(), "write tombstones", func() error {
+		for i := 0; i < len(changed) && changed[i] < g.deadValid; {
+			j := i
+			for j+1 < len(changed) && changed[j+1] == changed[j]+1 && changed[j+1] < g.deadValid {
+				j++
+			}
+			if err := g.step("write tombstones"); err != nil {
+				return err
+			}
+			a, b := changed[i], changed[j]+1
+			if err := g.queue().TryWriteBuffer(g.allow.buf, (g.deadAt+2*uint64(a))*4, wgpu.ToBytes(g.dead[a:b])); err != nil {
+				return err
+			}
+			i = j + 1
+		}
+		return nil
+	})
+	if err != nil {
+		g.deadValid = min(g.deadValid, changed[0])
+	}
+}
+
+// deadIn returns how many of the first rows rows are marked deleted. The
+// caller holds the device mutex.
+func (g *Index) deadIn(rows int) int {
+	n := 0
+	full := rows >> 6
+	for i, w := range g.dead {
+		switch {
+		case i < full:
+			n += bits.OnesCount64(w)
+		case i == full && rows&63 != 0:
+			n += bits.OnesCount64(w & (1<<(uint(rows)&63) - 1))
+		}
+	}
+	return n
+}
+
+// liveMask returns the allow bitmap of the first rows rows that are not
+// marked deleted: what the host's selection reads when the device does not
+// select. The caller holds the device mutex.
+func (g *Index) liveMask(rows int) []uint64 {
+	out := make([]uint64, (rows+63)/64)
+	for i := range out {
+		out[i] = ^uint64(0)
+		if i < len(g.dead) {
+			out[i] &^= g.dead[i]
+		}
+	}
+	if rows&63 != 0 {
+		out[len(out)-1] &= 1<<(uint(rows)&63) - 1
+	}
+	return out
 }

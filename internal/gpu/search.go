@@ -90,7 +90,23 @@ func (g *Index) prepare(sub submission) error {
 		b    *growBuffer
 		size uint64
 	}
-	allow := need{&g.allow, max(uint64(len(sub.mask))*8, 16)}
+	allowBytes := max(uint64(len(sub.mask))*8, 16)
+	if sub.tombs {
+		// The tombstones sit past the room for an allow bitmap of every
+		// resident row, so a filtered search does not overwrite them;
+		// when that room grows they move and are written again.
+		room := uint64(2)
+		for room < 2*uint64((sub.rows+63)/64) {
+			room *= 2
+		}
+		if room > g.deadAt {
+			g.deadAt, g.deadValid = room, 0
+		}
+		allowBytes = (g.deadAt + 2*uint64((sub.rows+63)/64)) * 4
+	} else if 2*uint64(len(sub.mask)) > g.deadAt {
+		g.deadValid = 0 // this allow bitmap runs into the tombstones
+	}
+	allow := need{&g.allow, allowBytes}
 	var needs []need
 	if sub.fused {
 		needs = []need{{&g.query, nq * g.rowBytes()}, {&g.cands, nq * uint64(sub.lists) * uint64(sub.k) * shaders.HitBytes},
@@ -109,6 +125,9 @@ func (g *Index) prepare(sub submission) error {
 		}
 		if replaced {
 			g.dropBinds()
+			if r.b == &g.allow {
+				g.deadValid = 0 // a new buffer holds no tombstones
+			}
 		}
 	}
 	if sub.fused {
@@ -237,6 +256,7 @@ func (g *Index) resetScratch() {
 			b.buf.Release()
 			b.buf, b.size = nil, 0
 		}
+		g.deadValid = 0
 		return nil
 	})
 }
@@ -258,6 +278,9 @@ type submission struct {
 	// mask, when not nil, is a bitmap over rows (bit r of word r/64): only
 	// those rows may be returned; k is then at most how many it holds.
 	mask []uint64
+	// tombs: the device's selection skips the rows marked in the resident
+	// tombstones (Index.dead); k is at most the rows left.
+	tombs bool
 }
 
 // hitsPerQuery is the room each query needs in the hits buffer: k when the
@@ -342,9 +365,25 @@ func (g *Index) writeInputs(qs [][]float32, sub submission, layout shaders.Score
 	if err := g.write(c, "write queries", g.query.buf, wgpu.ToBytes(flat)); err != nil {
 		return 0, err
 	}
-	masked := uint32(0)
-	if sub.mask != nil {
-		masked = 1
+	if sub.tombs {
+		// Tombstone words the device lacks (rows added or marked since
+		// they were last written, or all of them after the buffer was
+		// replaced) go up before the search reads them.
+		words := (sub.rows + 63) / 64
+		if g.deadValid < words {
+			b := make([]uint64, words-g.deadValid)
+			if g.deadValid < len(g.dead) {
+				copy(b, g.dead[g.deadValid:min(words, len(g.dead))])
+			}
+			if err := g.writeAt(c, "write tombstones", g.allow.buf, (g.deadAt+2*uint64(g.deadValid))*4, wgpu.ToBytes(b)); err != nil {
+				return 0, err
+			}
+			g.deadValid = words
+		}
+	}
+	masked := shaders.MaskedWith(sub.mask != nil, 0)
+	if sub.tombs {
+		masked = shaders.MaskedWith(sub.mask != nil, uint32(g.deadAt))
 	}
 	list := 0
 	for i, ch := range g.chunks {
@@ -368,7 +407,7 @@ func (g *Index) writeInputs(qs [][]float32, sub submission, layout shaders.Score
 			return 0, err
 		}
 	case sub.deviceSelect:
-		if err := g.write(c, "write select state", g.state.buf, shaders.SelectState(nq, sub.rows, sub.k, sub.mask != nil)); err != nil {
+		if err := g.write(c, "write select state", g.state.buf, shaders.SelectState(nq, sub.rows, sub.k, masked)); err != nil {
 			return 0, err
 		}
 	}
@@ -381,12 +420,17 @@ func (g *Index) writeInputs(qs [][]float32, sub submission, layout shaders.Score
 }
 
 // write queues b into buf at offset 0 and counts its bytes into c: every
-// byte a search sends goes through here.
+// byte a search sends goes through here (or writeAt).
 func (g *Index) write(c *Stages, step string, buf *wgpu.Buffer, b []byte) error {
+	return g.writeAt(c, step, buf, 0, b)
+}
+
+// writeAt is write at byte offset off.
+func (g *Index) writeAt(c *Stages, step string, buf *wgpu.Buffer, off uint64, b []byte) error {
 	if err := g.step(step); err != nil {
 		return err
 	}
-	if err := g.queue().TryWriteBuffer(buf, 0, b); err != nil {
+	if err := g.queue().TryWriteBuffer(buf, off, b); err != nil {
 		return err
 	}
 	c.BytesUp += int64(len(b))
@@ -724,10 +768,13 @@ func (g *Index) readback(size uint64, c *Stages) ([]byte, error) {
 //
 // mask, when not nil, is a bitmap over rows (bit r of word r/64, at least
 // rows bits): only rows whose bit is set take part, inside the device's
-// selection (deleted rows, and rows a filter leaves out); k is capped at
-// how many it holds.
+// selection (rows a filter leaves out; the caller clears deleted rows in
+// it too); k is capped at how many it holds. With mask nil the rows marked
+// by MarkDead are skipped instead, from the tombstones resident on the
+// device: no bitmap goes up with the search.
 func (g *Index) Search(ctx context.Context, qs [][]float32, k, rows int, mask []uint64, st *Stages) ([][]fallback.Hit, error) {
 	allowed := rows
+	tombs := false
 	if mask != nil {
 		if len(mask)*64 < rows {
 			return nil, fmt.Errorf("%w: an allow bitmap of %d words for %d rows", ErrFailed, len(mask), rows)
@@ -736,6 +783,12 @@ func (g *Index) Search(ctx context.Context, qs [][]float32, k, rows int, mask []
 		for _, w := range mask[:(rows+63)/64] {
 			allowed += bits.OnesCount64(w)
 		}
+	} else {
+		g.dev.mu.Lock()
+		if dead := g.deadIn(rows); dead > 0 {
+			allowed, tombs = rows-dead, true
+		}
+		g.dev.mu.Unlock()
 	}
 	if rows == 0 || allowed == 0 {
 		out := make([][]fallback.Hit, len(qs))
@@ -745,7 +798,14 @@ func (g *Index) Search(ctx context.Context, qs [][]float32, k, rows int, mask []
 		return out, nil
 	}
 	k = min(k, allowed)
-	sub := submission{k: k, rows: rows, deviceSelect: 2*k < rows, mask: mask}
+	sub := submission{k: k, rows: rows, deviceSelect: 2*k < rows, mask: mask, tombs: tombs}
+	if tombs && !sub.deviceSelect {
+		// The host selects from every score: it reads the tombstones
+		// itself, and nothing goes up.
+		g.dev.mu.Lock()
+		sub.mask, sub.tombs = g.liveMask(rows), false
+		g.dev.mu.Unlock()
+	}
 	out := make([][]fallback.Hit, 0, len(qs))
 	step := g.batchLimit(sub)
 	for lo := 0; lo < len(qs); lo += step {

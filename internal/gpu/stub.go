@@ -73,6 +73,8 @@ func (g *Index) Calibrate() (time.Duration, float64, error) { return 0, 0, ErrNo
 
 func (g *Index) Truncate(rows int) {}
 
+func (g *Index) MarkDead(rows []int) {}
+
 func (g *Index) Rewrite(ctx context.Context, s *packed.Slab, rows []int) error { return ErrNotBuilt }
 
 func (g *Index) Sibling() (*Index, error) { return nil, ErrNotBuilt }

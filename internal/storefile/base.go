@@ -72,6 +72,12 @@ type Snapshot struct {
 	// IDs or the strings to be distinct; that is the engine's rule to keep.
 	// ReadBase returns nil when there are none.
 	Keys map[uint64]string
+
+	// Verify, when set, is called by a writer after the rows have gone to
+	// the new file and before the file is committed; an error abandons the
+	// write. An index whose rows alias a mapping uses it to make sure the
+	// mapped file did not change while its rows were being copied.
+	Verify func() error
 }
 
 // Len returns the row count.
@@ -188,6 +194,9 @@ func encodeBase(w io.Writer, s *Snapshot, gen uint64) error {
 		for c := range slices.Chunk(s.Rows, 1<<14) {
 			put(appendFloatsLE(nil, c))
 		}
+	}
+	if werr == nil && s.Verify != nil {
+		werr = s.Verify()
 	}
 	for _, u := range [][]uint64{s.IDs, tombs} {
 		for c := range slices.Chunk(u, 1<<13) {
@@ -310,20 +319,37 @@ func ReadBase(path string) (*Snapshot, uint64, error) {
 // A reader compares it with what ReadBase returned to learn whether a
 // checkpoint replaced the file meanwhile.
 func BaseGeneration(path string) (uint64, error) {
+	h, err := PeekBase(path)
+	return h.Generation, err
+}
+
+// BaseHeader is what a base file's header declares.
+type BaseHeader struct {
+	Dim, Stride       int
+	Metric, Precision uint8
+	Count, NextID     uint64
+	Generation        uint64
+}
+
+// PeekBase reads and checks the header of the base file at path (as
+// ReadBase checks it, sizes against the file's; the sections are not
+// read): enough to decide how to open the rest.
+func PeekBase(path string) (BaseHeader, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return 0, fmt.Errorf("storefile: read base: %w", err)
+		return BaseHeader{}, fmt.Errorf("storefile: read base: %w", err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return 0, fmt.Errorf("storefile: read base: %w", err)
+		return BaseHeader{}, fmt.Errorf("storefile: read base: %w", err)
 	}
 	h, err := readBaseHeader(f, st.Size(), path)
 	if err != nil {
-		return 0, err
+		return BaseHeader{}, err
 	}
-	return h.generation, nil
+	return BaseHeader{Dim: int(h.dim), Stride: int(h.stride), Metric: h.metric, Precision: h.precision,
+		Count: h.count, NextID: h.nextID, Generation: h.generation}, nil
 }
 
 // baseHeader is the decoded, validated fixed header of a base file.
@@ -482,7 +508,11 @@ func readSection(r io.ReaderAt, h *baseHeader, name string, i int, dst []byte) e
 
 func checkSection(h *baseHeader, name string, i int, b []byte) error {
 	e := h.table[i]
-	if got := crc32.Checksum(b, castagnoli); got != e.crc {
+	got, err := checksum(b) // on every core for a large section
+	if err != nil {
+		return formatErr(name, sectionNames[i+1], int64(e.offset), ErrTruncated, "the mapped file shrank while it was checked: %v", err)
+	}
+	if got != e.crc {
 		return formatErr(name, sectionNames[i+1], int64(e.offset), ErrCorrupt, "CRC-32C is %08x, section table says %08x", got, e.crc)
 	}
 	return nil

@@ -1,24 +1,76 @@
 package storefile
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"time"
 )
 
-// MappedBase is a base file whose rows are read straight from a read-only
+// ErrChanged: the file under a MappedBase was truncated, rewritten or
+// otherwise modified in place after it was mapped, so the mapped rows can
+// no longer be trusted.
+var ErrChanged = errors.New("storefile: mapped file changed underneath")
+
+// MappedBase is a base file whose rows are read straight from a private
 // memory mapping of the file rather than copied into the heap: the CPU
-// path's way to open an index larger than it wants to hold twice. Its
-// Snapshot is complete and verified (every CRC checked, which touches every
-// page once); Rows aliases the mapping, so writing to it faults, and it is
-// valid only until Close.
+// path's way to open an index without reading it into memory. Its Snapshot
+// is complete and verified (every CRC checked, which touches every page
+// once).
 //
-// The mapping keeps the file's contents even after a Checkpoint renames a
-// new base over the path. Nothing in this package truncates a base in
-// place; a process that did would make reads of the mapping fault.
+// The mapping is private and copy-on-write (MAP_PRIVATE, readable and
+// writable): writing to Rows copies the page written to into the process's
+// own memory and never reaches the file, so the caller may change rows in
+// place while the file stays exactly as written. Rows is valid only until
+// Close.
+//
+// The mapping keeps the file's contents after a Checkpoint renames a new
+// base over the path (the old file lives on, unlinked, until Close).
+// Nothing in this package truncates or writes a base in place; another
+// process that did would make the rows wrong (a rewrite) or make reading
+// them fault (a truncation: SIGBUS, which Go turns into a crash unless the
+// reading goroutine has set debug.SetPanicOnFault). Changed detects the
+// first, Contains recognises the second's fault address.
 type MappedBase struct {
 	*Snapshot
 	Generation uint64
-	unmap      func() error
+
+	file  *os.File // kept open for Changed; nil when not mapped
+	size  int64
+	mtime time.Time
+	start uintptr // the mapping's address range [start, end)
+	end   uintptr
+	unmap func() error
+}
+
+// Mapped reports whether Rows aliases a mapping (false where MapBase read
+// the rows instead).
+func (m *MappedBase) Mapped() bool { return m.unmap != nil }
+
+// Contains reports whether addr lies in the mapping: a fault there means
+// the file shrank under it.
+func (m *MappedBase) Contains(addr uintptr) bool {
+	return m.unmap != nil && addr >= m.start && addr < m.end
+}
+
+// Changed returns an error wrapping ErrChanged when the mapped file's size
+// or modification time differs from when it was mapped: someone truncated,
+// extended or wrote it in place. (A checkpoint's rename over the path does
+// not change the mapped file.) It is one fstat, cheap enough to call after
+// every read of the rows. It returns nil for an unmapped base.
+func (m *MappedBase) Changed() error {
+	if m.file == nil {
+		return nil
+	}
+	st, err := m.file.Stat()
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrChanged, m.file.Name(), err)
+	}
+	if st.Size() != m.size || !st.ModTime().Equal(m.mtime) {
+		return fmt.Errorf("%w: %s was %d bytes modified at %s when mapped, is now %d bytes modified at %s",
+			ErrChanged, m.file.Name(), m.size, m.mtime.Format(time.RFC3339Nano), st.Size(), st.ModTime().Format(time.RFC3339Nano))
+	}
+	return nil
 }
 
 // Close releases the mapping. Rows must not be used afterwards.
@@ -27,21 +79,31 @@ func (m *MappedBase) Close() error {
 	if m.unmap != nil {
 		err = m.unmap()
 	}
-	m.unmap, m.Rows = nil, nil
+	if m.file != nil {
+		if cerr := m.file.Close(); err == nil {
+			err = cerr
+		}
+	}
+	m.unmap, m.file, m.Rows = nil, nil, nil
 	return err
 }
 
 // MapBase opens the base file at path like ReadBase, but maps its rows
-// section instead of reading it. Where mapping is unavailable (systems
-// without mmap, big-endian hosts where the file's byte order is not the
-// memory's) or pointless (no rows), it reads the rows as ReadBase does and
-// Close is a no-op.
-func MapBase(path string) (*MappedBase, error) {
+// section instead of reading it, and verifies the rows' CRC over the
+// mapping. Where mapping is unavailable (systems without mmap, big-endian
+// hosts where the file's byte order is not the memory's) or pointless (no
+// rows), it reads the rows as ReadBase does and Close is a no-op.
+func MapBase(path string) (_ *MappedBase, err error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("storefile: map base: %w", err)
 	}
-	defer f.Close()
+	keep := false
+	defer func() {
+		if !keep {
+			f.Close()
+		}
+	}()
 	st, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("storefile: map base: %w", err)
@@ -57,7 +119,7 @@ func MapBase(path string) (*MappedBase, error) {
 		}
 		return &MappedBase{Snapshot: s, Generation: gen}, nil
 	}
-	rows, unmap, err := mapRows(f, h, path)
+	rows, start, end, unmap, err := mapRows(f, h, path)
 	if err != nil {
 		return nil, err
 	}
@@ -66,5 +128,7 @@ func MapBase(path string) (*MappedBase, error) {
 		_ = unmap()
 		return nil, err
 	}
-	return &MappedBase{Snapshot: s, Generation: h.generation, unmap: unmap}, nil
+	keep = true
+	return &MappedBase{Snapshot: s, Generation: h.generation, file: f, size: st.Size(), mtime: st.ModTime(),
+		start: start, end: end, unmap: unmap}, nil
 }

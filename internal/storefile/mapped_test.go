@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -42,5 +44,56 @@ func TestMapBaseChecksRows(t *testing.T) {
 		require.NoError(t, os.WriteFile(path, b, 0o644))
 		_, err := MapBase(path)
 		requireFormatError(t, err, nil, "flip at %d", pos)
+	}
+}
+
+// TestMapBaseCopyOnWrite: writing to mapped rows changes the process's
+// view only, never the file; a checkpoint's rename over the path leaves
+// the mapping and Changed alone; a truncation or a rewrite in place is
+// what Changed reports.
+func TestMapBaseCopyOnWrite(t *testing.T) {
+	r := newRand(t)
+	path := filepath.Join(t.TempDir(), "m")
+	s := randSnapshot(r)
+	for len(s.IDs) == 0 {
+		s = randSnapshot(r)
+	}
+	_, err := WriteBase(path, s)
+	require.NoError(t, err)
+	before, err := os.ReadFile(path)
+	require.NoError(t, err)
+	m, err := MapBase(path)
+	require.NoError(t, err)
+	defer m.Close()
+	require.True(t, m.Mapped())
+	require.True(t, m.Contains(uintptr(unsafe.Pointer(&m.Rows[0]))))
+	require.False(t, m.Contains(uintptr(unsafe.Pointer(&s.Rows[0]))))
+	for i := range m.Rows {
+		m.Rows[i] = float32(i)
+	}
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(before, after), "a write to the mapping reached the file")
+	require.NoError(t, m.Changed())
+
+	_, err = WriteBase(path, randSnapshot(r)) // renamed over the path
+	require.NoError(t, err)
+	require.NoError(t, m.Changed(), "a rename over the path does not change the mapped file")
+
+	m2, err := MapBase(path)
+	require.NoError(t, err)
+	defer m2.Close()
+	if m2.Mapped() {
+		old := time.Now().Add(-time.Hour)
+		require.NoError(t, os.Chtimes(path, old, old))
+		m3, err := MapBase(path)
+		require.NoError(t, err)
+		defer m3.Close()
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(path, b, 0o644)) // same bytes, written in place
+		require.ErrorIs(t, m3.Changed(), ErrChanged)
+		require.NoError(t, os.Truncate(path, rowsOffset))
+		require.ErrorIs(t, m2.Changed(), ErrChanged)
 	}
 }
