@@ -210,6 +210,17 @@ func ExactSearchBatch(ctx context.Context, s Slab, c *Compressed, qs [][]float32
 		return nil, st, err
 	}
 	st.BytesRead = int64(nqb) * c.Bytes()
+	out, err = finishQuant(ctx, s, qqs, tops, cands, k, m, workers, approximate, &st)
+	return out, st, err
+}
+
+// finishQuant ends a scan of compressed rows: it merges the workers' top
+// lists, and then returns them (approximate) or rescores every candidate
+// whose upper bound reaches the k-th best lower bound τ in float32 and
+// returns the k best of those. st gains the rescore's counts.
+func finishQuant(ctx context.Context, s Slab, qqs []*quantQuery, tops [][]topK, cands [][][]candidate, k int, m Metric, workers int, approximate bool, st *QuantStats) ([][]Hit, error) {
+	nq, w := len(qqs), len(tops)
+	out := make([][]Hit, nq)
 	for j := range out {
 		for i := 1; i < w; i++ {
 			tops[0][j].merge(&tops[i][j])
@@ -219,7 +230,7 @@ func ExactSearchBatch(ctx context.Context, s Slab, c *Compressed, qs [][]float32
 		for j := range out {
 			out[j] = tops[0][j].result(m)
 		}
-		return out, st, nil
+		return out, nil
 	}
 	// τ per query, and the rows to rescore: every candidate whose upper
 	// bound reaches τ, in row order.
@@ -244,8 +255,7 @@ func ExactSearchBatch(ctx context.Context, s Slab, c *Compressed, qs [][]float32
 		st.MaxRescored = max(st.MaxRescored, len(rows))
 	}
 	st.BytesRead += st.Rescored * int64(s.Stride) * 4
-	out, err = rescore(ctx, s, qqs, todo, k, m, workers)
-	return out, st, err
+	return rescore(ctx, s, qqs, todo, k, m, workers)
 }
 
 // scanBlock turns one block's raw sums for one query into key bounds:
