@@ -38,8 +38,8 @@ type gpuChunk struct {
 // scratch buffers a search writes (queries, scores, select state, hits) and
 // reads back.
 type Index struct {
-	dev     *Device
-	metric  uint32
+	dev    *Device
+	metric uint32
 	// prec is shaders.PrecF32, or the compressed codes the rows hold
 	// (NewCompressedIndex): then only Sums searches them.
 	prec    uint32
@@ -218,12 +218,12 @@ func maxK(plans []shaders.TopKLayout) uint32 {
 }
 
 // ChunkRows is the most rows one device buffer holds.
-func (g *Index) ChunkRows() int       { return g.plan.RowsPerChunk }
-func (g *Index) rowBytes() uint64     { return uint64(g.plan.Stride) * 4 }
+func (g *Index) ChunkRows() int   { return g.plan.RowsPerChunk }
+func (g *Index) rowBytes() uint64 { return uint64(g.plan.Stride) * 4 }
 
 // queryBytes is the size of one query in the query binding: a row's, or
 // twice that for float16 codes (the query stays float32).
-func (g *Index) queryBytes() uint64 { return uint64(g.single.QueryVec4()) * 16 }
+func (g *Index) queryBytes() uint64   { return uint64(g.single.QueryVec4()) * 16 }
 func (g *Index) device() *wgpu.Device { return g.dev.device }
 func (g *Index) queue() *wgpu.Queue   { return g.dev.queue }
 
