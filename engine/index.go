@@ -132,7 +132,7 @@ func newIndex(ctx context.Context, cfg Config, opt options) (ix *Index, err erro
 	if cfg.Device == CPU {
 		return ix, nil
 	}
-	if cfg.Precision != F32 {
+	if cfg.Precision != F32 && cfg.Isolate {
 		ix.reason, ix.hint = cpuOnlyReason(cfg.Precision), hintPrecision
 		return ix, nil
 	}
@@ -402,7 +402,7 @@ func (ix *Index) stageAppend(ctx context.Context, start time.Time, ids []uint64,
 			ix.dev.Truncate(0)
 			from, p.fresh = 0, true
 		}
-		staged, err := ix.dev.Stage(ctx, ix.deviceView(&p.slab), from, st, func(done, total int) { report("upload", done, total) })
+		staged, err := ix.dev.Stage(ctx, ix.deviceView(&p.slab, p.quant.codes()), from, st, func(done, total int) { report("upload", done, total) })
 		t.add(st)
 		if err = gpuError(err); err != nil {
 			// A cancelled call and, under Device GPU, a failed upload
@@ -478,7 +478,7 @@ func (ix *Index) upload(ctx context.Context, from int, st *gpu.Stages, progress 
 		ix.dev.Truncate(0)
 		from = 0
 	}
-	if err := gpuError(ix.dev.Upload(ctx, ix.deviceView(ix.slab), from, st, progress)); err != nil {
+	if err := gpuError(ix.dev.Upload(ctx, ix.deviceView(ix.slab, ix.quant.c), from, st, progress)); err != nil {
 		return err
 	}
 	ix.stale = false

@@ -299,6 +299,12 @@ func (c *childDevice) Scores(ctx context.Context, q []float32, rows int) ([]floa
 	return rep.Scores, nil
 }
 
+// Sums is refused: an isolated index holds float32 rows only (a
+// compressed precision with Isolate is searched on the CPU).
+func (c *childDevice) Sums(ctx context.Context, qs [][]float32, rows int, st *gpu.Stages) ([]float32, int, error) {
+	return nil, 0, fmt.Errorf("%w: the GPU child holds float32 rows only", ErrGPU)
+}
+
 func (c *childDevice) Floor(ctx context.Context) (time.Duration, int64, string, error) {
 	rep, err := c.call(childRequest{Op: "floor"})
 	return rep.Dur, rep.Bytes, rep.Clock, err
