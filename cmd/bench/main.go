@@ -138,7 +138,7 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	fs.IntVar(&f.coalesceMax, "coalesce-max", 0, "Config.BatchQueries of --concurrency's coalescing-on rows (0: the default)")
 	fs.DurationVar(&f.coalesceWait, "coalesce-wait", 0, "Config.BatchWait of --concurrency's coalescing-on rows")
 	fs.DurationVar(&f.soak, "soak", 0, "run mixed searches and writes for this long (e.g. 60s), every answer checked, memory sampled; exit 1 on any error or wrong answer (uses --n, --dim, --k, --device)")
-	fs.StringVar(&f.precision, "precision", "", "measure storage precisions instead of the search tiers: a comma `LIST` of f32, f16, int8 (f32 first: the others are checked against it), each on the CPU path with rows rescored, bytes read, the Approximate mode's recall and a --batch call; with --peers FAISS IndexFlat and IndexScalarQuantizer fp16/8bit beside them (uses --n, --dim, --k, --metric, --nq, --runs, --repeat, --batch, --batch-runs, --seed, --workers)")
+	fs.StringVar(&f.precision, "precision", "", "measure storage precisions instead of the search tiers: a comma `LIST` of f32, f16, int8 (f32 first: the others are checked against it), each on the CPU path (or with --device gpu on a GPU, software adapters included) with rows rescored, bytes read, the Approximate mode's recall and a --batch call; with --peers FAISS IndexFlat and IndexScalarQuantizer fp16/8bit beside them (uses --n, --dim, --k, --metric, --nq, --runs, --repeat, --batch, --batch-runs, --seed, --workers)")
 	fs.BoolVar(&f.clustered, "clustered", false, "with --precision: clustered data (1,000 Gaussian centres) instead of uniform random")
 	fs.IntVar(&f.workers, "workers", 0, "goroutines of the fallback (0: GOMAXPROCS)")
 	fs.Float64Var(&f.threshold, "threshold", 0, "consistency threshold on |score − float64 reference| (0: 8·√dim·2⁻²⁴·scale, see bench/SCHEMA.md)")
@@ -505,7 +505,11 @@ func runPrecision(ctx context.Context, f *flags, opt bench.Options, stdout, stde
 		seed = uint64(time.Now().UnixNano())
 	}
 	progress := newProgress(stderr)
-	rep, err := bench.RunPrecision(ctx, bench.PrecisionOptions{N: f.n, Dim: f.dim, K: f.k, Queries: f.nq, Batch: f.batch,
+	device := engine.CPU
+	if opt.Device == engine.GPU {
+		device = engine.GPU
+	}
+	rep, err := bench.RunPrecision(ctx, bench.PrecisionOptions{Device: device, Adapter: opt.Adapter, N: f.n, Dim: f.dim, K: f.k, Queries: f.nq, Batch: f.batch,
 		Precisions: precs, Metric: opt.Metric, Runs: opt.Runs, Repeat: opt.Repeat, BatchRuns: opt.BatchRuns,
 		Seed: seed, Clustered: f.clustered, Workers: opt.Workers, Peers: f.peers, Pythons: opt.Pythons, Progress: progress.show})
 	progress.done()
