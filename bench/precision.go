@@ -20,8 +20,8 @@ import (
 type PrecisionOptions struct {
 	// Device GPU measures every precision on a GPU (software adapters
 	// included; Adapter picks one); any other value the CPU path.
-	Device  engine.Device
-	Adapter engine.AdapterSelect
+	Device     engine.Device
+	Adapter    engine.AdapterSelect
 	N, Dim, K  int
 	Queries    int // distinct single queries, used in turn
 	Batch      int // queries in the batch call (0: no batch)
