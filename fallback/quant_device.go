@@ -129,6 +129,22 @@ func (d DeviceSums) sums(qq *quantQuery, c *Compressed, j, lo int, raw []float64
 	}
 }
 
+// sums32 is sums for Int8 rows as the CPU kernel's int32 sums (the
+// offset of 128 included: below 65,536 × 127 × 255 < 2^31).
+func (d DeviceSums) sums32(qq *quantQuery, c *Compressed, j, lo int, dst []int32) {
+	n := len(dst)
+	dev := max(0, min(n, d.Rows-lo))
+	src := d.Sums[j*d.Rows:]
+	off := int32(qq.off)
+	for i := range dev {
+		dst[i] = int32(math.Float32bits(src[lo+i])) + off
+	}
+	if dev < n {
+		from := lo + dev
+		activeQuant.i8Rows(dst[dev:], qq.q8, c.U8[from*c.Stride:(from+n-dev)*c.Stride], c.Stride)
+	}
+}
+
 // ExactSearchSums is ExactSearchBatch with the compressed scan's sums
 // taken from a device (d) for the rows it holds: the same bounds, the same
 // rescore in float32 on the host, hence the same answer. scans is how many
@@ -180,10 +196,34 @@ func ExactSearchSums(ctx context.Context, s Slab, c *Compressed, qs [][]float32,
 			tops[i][j] = newTopK(k, s.Rows/w+blockRows)
 		}
 	}
+	// Int8 under Dot takes the CPU batch's filter on the integer sums
+	// (scanI8Dot), with each block's bound maxima computed once.
+	i8dot := c.Prec == Int8 && m == Dot && !approximate
+	var amax, hmax []float64
+	var i32s [][]int32
+	if i8dot {
+		amax, hmax = make([]float64, nblocks), make([]float64, nblocks)
+		for b := range nblocks {
+			lo := b * blockRows
+			amax[b], hmax[b] = blockMaxima(c, lo, min(blockRows, s.Rows-lo), qqs[0].g32)
+		}
+		i32s = make([][]int32, w)
+		for i := range i32s {
+			i32s[i] = make([]int32, blockRows)
+		}
+	}
 	err = parallel(ctx, w, items, func(wk, it int) {
 		j := it / nblocks
-		lo := it % nblocks * blockRows
-		raw := raws[wk][:min(blockRows, s.Rows-lo)]
+		b := it % nblocks
+		lo := b * blockRows
+		n := min(blockRows, s.Rows-lo)
+		if i8dot {
+			buf := i32s[wk][:n]
+			d.sums32(qqs[j], c, j, lo, buf)
+			scanI8Dot(qqs[j], c, buf, lo, s.Allow, &tops[wk][j], &cands[wk][j], amax[b], hmax[b])
+			return
+		}
+		raw := raws[wk][:n]
 		d.sums(qqs[j], c, j, lo, raw)
 		scanBlock(qqs[j], c, raw, lo, s.Allow, &tops[wk][j], &cands[wk][j], approximate)
 	})
