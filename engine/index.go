@@ -880,9 +880,15 @@ func (ix *Index) checkBudget(n int) error {
 		return fmt.Errorf("%w: %d vectors would take %d bytes of host memory, over MaxHostBytes %d",
 			ErrTooLarge, ix.slab.Rows+n, bytes, max)
 	}
-	if max := ix.cfg.MaxDeviceBytes; max > 0 && ix.onGPU() && bytes > max && ix.devCap == 0 {
+	// The device holds the float32 rows, or a compressed precision's codes
+	// alone.
+	devBytes := int64(ix.slab.Rows+n) * int64(ix.slab.Stride) * 4
+	if ix.quant.c != nil {
+		devBytes = int64(ix.slab.Rows+n) * int64(ix.cfg.Precision.codeWords(ix.cfg.Dim)) * 4
+	}
+	if max := ix.cfg.MaxDeviceBytes; max > 0 && ix.onGPU() && devBytes > max && ix.devCap == 0 {
 		err := fmt.Errorf("%w: %d vectors would take %d bytes of device memory, over MaxDeviceBytes %d",
-			ErrTooLarge, ix.slab.Rows+n, bytes, max)
+			ErrTooLarge, ix.slab.Rows+n, devBytes, max)
 		if ix.cfg.Device == GPU {
 			return err
 		}

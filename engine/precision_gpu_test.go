@@ -254,3 +254,19 @@ func TestPrecisionGPUApproximate(t *testing.T) {
 		}
 	}
 }
+
+// MaxDeviceBytes counts what the device holds: a compressed index's codes
+// (64 bytes a 40-d int8 row), not its float32 rows (160 bytes).
+func TestPrecisionGPUDeviceBudget(t *testing.T) {
+	r := newRand(t)
+	ctx := context.Background()
+	for _, b := range backends[1:] {
+		ix := open(t, b, engine.Config{Dim: 40, Precision: engine.Int8, MaxDeviceBytes: 64 * 100})
+		_, err := ix.Add(ctx, randomVectors(r, 100, 40))
+		require.NoError(t, err, "%s: 100 rows of codes fit", b.name)
+		_, err = ix.Add(ctx, randomVectors(r, 1, 40))
+		require.ErrorIs(t, err, engine.ErrTooLarge, b.name)
+		require.Equal(t, 100, ix.Len())
+		require.Equal(t, engine.BackendGPU, ix.Info().Backend)
+	}
+}
