@@ -144,7 +144,7 @@ func openDevice(ctx context.Context, cfg Config, opt options) (device, string, s
 	if !gpu.Built {
 		return nil, reasonNoCgo, hintNoCgo, &AdapterError{Reason: reasonNoCgo, Hint: hintNoCgo, kind: ErrNoGPUSupport}
 	}
-	c, err := startChild(ctx, childHello{Dim: cfg.Dim, Metric: int(cfg.Metric), Adapter: cfg.Adapter, AllowSoftware: allowSoftware,
+	c, err := startChild(ctx, childHello{Dim: cfg.Dim, Metric: int(cfg.Metric), Precision: cfg.Precision, Adapter: cfg.Adapter, AllowSoftware: allowSoftware,
 		MaxChunkRows: opt.maxChunkRows, ProbeTimeout: cfg.ProbeTimeout})
 	if err != nil {
 		var ae *AdapterError

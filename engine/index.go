@@ -132,10 +132,6 @@ func newIndex(ctx context.Context, cfg Config, opt options) (ix *Index, err erro
 	if cfg.Device == CPU {
 		return ix, nil
 	}
-	if cfg.Precision != F32 && cfg.Isolate {
-		ix.reason, ix.hint = cpuOnlyReason(cfg.Precision), hintPrecision
-		return ix, nil
-	}
 	g, reason, hint, err := openDevice(ctx, cfg, opt)
 	if err != nil {
 		// A probe cut short by ctx says nothing about the GPU: return

@@ -73,19 +73,8 @@ func (c Config) validatePrecision() error {
 	if c.Dim > fallback.MaxQuantDim {
 		return fmt.Errorf("%w: precision %v takes dimensions up to %d, got %d", ErrInvalidConfig, c.Precision, fallback.MaxQuantDim, c.Dim)
 	}
-	if c.Device == GPU && c.Isolate {
-		return fmt.Errorf("%w: precision %v is not searched in an isolated GPU process, which holds float32 rows only; use Isolate with Precision F32, or turn Isolate off", ErrInvalidConfig, c.Precision)
-	}
 	return nil
 }
-
-// cpuOnlyReason is why an index of a compressed precision does not use a
-// GPU under Device Auto: Isolate's child process holds float32 rows only.
-func cpuOnlyReason(p Precision) string {
-	return fmt.Sprintf("precision %v with Isolate is searched on the CPU path: the isolated GPU process holds float32 rows only", p)
-}
-
-const hintPrecision = "turn Isolate off to search a compressed index on the GPU, or use Precision F32 with Isolate; on the CPU the answers are the same."
 
 // codeWords is how many 4-byte words one compressed row of dimension dim
 // takes on a device under p.
