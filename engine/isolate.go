@@ -82,10 +82,10 @@ type childReply struct {
 	// sums are int32 bit patterns.
 	Sums  []byte
 	Scans int
-	Dur       time.Duration
-	Bytes     int64
-	Clock     string
-	Rate      float64
+	Dur   time.Duration
+	Bytes int64
+	Clock string
+	Rate  float64
 }
 
 // childDevice is the parent's end of a child's device side.
