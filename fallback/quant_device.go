@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"unsafe"
 )
 
@@ -145,6 +146,19 @@ func (d DeviceSums) sums32(qq *quantQuery, c *Compressed, j, lo int, dst []int32
 	}
 }
 
+// sumsF16 is sums for F16 rows as float32 sums.
+func (d DeviceSums) sumsF16(qq *quantQuery, c *Compressed, j, lo int, dst []float32) {
+	n := len(dst)
+	dev := max(0, min(n, d.Rows-lo))
+	if dev > 0 {
+		copy(dst[:dev], d.Sums[j*d.Rows+lo:])
+	}
+	if dev < n {
+		from := lo + dev
+		activeQuant.f16Rows(dst[dev:], qq.qf, c.F16[from*c.Stride:(from+n-dev)*c.Stride], c.Stride)
+	}
+}
+
 // ExactSearchSums is ExactSearchBatch with the compressed scan's sums
 // taken from a device (d) for the rows it holds: the same bounds, the same
 // rescore in float32 on the host, hence the same answer. scans is how many
@@ -196,20 +210,25 @@ func ExactSearchSums(ctx context.Context, s Slab, c *Compressed, qs [][]float32,
 			tops[i][j] = newTopK(k, s.Rows/w+blockRows)
 		}
 	}
-	// Int8 under Dot takes the CPU batch's filter on the integer sums
-	// (scanI8Dot), with each block's bound maxima computed once.
-	i8dot := c.Prec == Int8 && m == Dot && !approximate
-	var amax, hmax []float64
+	// Under Dot the CPU batch's filters run on the sums (scanI8Dot on
+	// int8's integers, scanF16Dot on float16's float32 sums), with each
+	// block's bound maxima computed once.
+	filter := m == Dot && !approximate && (c.Prec == Int8 || f16Filter)
+	i8dot := filter && c.Prec == Int8
+	var amax, hmax, smax []float64
 	var i32s [][]int32
-	if i8dot {
-		amax, hmax = make([]float64, nblocks), make([]float64, nblocks)
+	var f32s [][]float32
+	if filter {
+		amax, hmax, smax = make([]float64, nblocks), make([]float64, nblocks), make([]float64, nblocks)
 		for b := range nblocks {
 			lo := b * blockRows
-			amax[b], hmax[b] = blockMaxima(c, lo, min(blockRows, s.Rows-lo), qqs[0].g32)
+			n := min(blockRows, s.Rows-lo)
+			amax[b], hmax[b] = blockMaxima(c, lo, n, qqs[0].g32)
+			smax[b] = float64(slices.Max(c.Scale[lo : lo+n]))
 		}
-		i32s = make([][]int32, w)
+		i32s, f32s = make([][]int32, w), make([][]float32, w)
 		for i := range i32s {
-			i32s[i] = make([]int32, blockRows)
+			i32s[i], f32s[i] = make([]int32, blockRows), make([]float32, blockRows)
 		}
 	}
 	err = parallel(ctx, w, items, func(wk, it int) {
@@ -221,6 +240,12 @@ func ExactSearchSums(ctx context.Context, s Slab, c *Compressed, qs [][]float32,
 			buf := i32s[wk][:n]
 			d.sums32(qqs[j], c, j, lo, buf)
 			scanI8Dot(qqs[j], c, buf, lo, s.Allow, &tops[wk][j], &cands[wk][j], amax[b], hmax[b])
+			return
+		}
+		if filter {
+			buf := f32s[wk][:n]
+			d.sumsF16(qqs[j], c, j, lo, buf)
+			scanF16Dot(qqs[j], c, buf, lo, s.Allow, &tops[wk][j], &cands[wk][j], amax[b], hmax[b], smax[b])
 			return
 		}
 		raw := raws[wk][:n]
