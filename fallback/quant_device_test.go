@@ -55,6 +55,9 @@ func TestExactSearchSums(t *testing.T) {
 		dim := 1 + r.IntN(150)
 		stride := (dim + 3) &^ 3
 		n := 1 + r.IntN(5000)
+		if trial%8 == 0 {
+			n = 4097 + r.IntN(2000)
+		}
 		rows := makeRows(r, kind, n, dim)
 		s := newSlab(rows, dim, stride, r.IntN(2) == 0)
 		c := compress(t, p, s)
@@ -74,6 +77,9 @@ func TestExactSearchSums(t *testing.T) {
 		devRows := n
 		if r.IntN(3) == 0 {
 			devRows = r.IntN(n + 1)
+		}
+		if trial%8 == 0 && n > 4096 {
+			devRows = r.IntN(4096) // blocks wholly past the device's rows
 		}
 		d := simulatedSums(c, qs, devRows)
 		name := fmt.Sprintf("trial %d %v/%v/%v n %d dim %d device rows %d", trial, kind, p, m, n, dim, devRows)
