@@ -76,3 +76,11 @@ func GPUChildPID(ix *Index) int {
 // and before it checks that the base file is still the one it read (nil
 // removes the hook): a test checkpoints there to make it start over.
 func SetAfterReadOnlyLoad(f func()) { afterReadOnlyLoad = f }
+
+// SetSumsPiece sets the bytes of device sums a compressed GPU search holds
+// at once (pieces of a batch) and returns the call that restores it.
+func SetSumsPiece(n int) (restore func()) {
+	old := sumsPieceBytes
+	sumsPieceBytes = n
+	return func() { sumsPieceBytes = old }
+}

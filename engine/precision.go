@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -211,22 +212,13 @@ func (ix *Index) searchQuant(ctx context.Context, qs [][]float32, k int, mask []
 		return nil, err
 	}
 	if ix.slab.Rows > 0 && ix.onGPU() && (ix.route == nil || ix.route.preferGPU(ix.quant.c.Bytes(), len(qs))) {
-		sums, scans, err := ix.deviceSums(ctx, qs)
+		all, err := ix.searchQuantGPU(ctx, qs, k, mask, approximate)
 		if err == nil {
-			start := time.Now()
-			view := ix.view()
-			view.Allow = mask
-			d := fallback.DeviceSums{Sums: sums, Rows: ix.deviceRows(ix.slab.Rows)}
-			res, st, err := fallback.ExactSearchSums(ctx, view, ix.quant.c, qs, d, scans, k, ix.fallbackMetric(), ix.cfg.Workers, approximate)
-			if err != nil {
-				return nil, err
-			}
-			t.addQuantGPU(st, start)
-			all := make([][]Hit, len(res))
-			for i, r := range res {
-				all[i] = ix.toHits(r)
-			}
 			return all, nil
+		}
+		var host hostError
+		if errors.As(err, &host) {
+			return nil, host.err
 		}
 		if err := ix.afterGPUFailure(ctx, err); err != nil {
 			return nil, err
@@ -243,6 +235,47 @@ func (ix *Index) searchQuant(ctx context.Context, qs [][]float32, k int, mask []
 	all := make([][]Hit, len(res))
 	for i, r := range res {
 		all[i] = ix.toHits(r)
+	}
+	return all, nil
+}
+
+// sumsPieceBytes bounds the device sums a compressed GPU search holds at
+// once: a batch is searched sumsPieceBytes/(4·rows) queries at a time (at
+// least one), so a large batch over many rows never holds 4 bytes per row
+// for every query.
+var sumsPieceBytes = 64 << 20
+
+// hostError marks an error of the host's share of a GPU search (not the
+// device's), which must not move the index off the GPU.
+type hostError struct{ err error }
+
+func (e hostError) Error() string { return e.err.Error() }
+
+// searchQuantGPU is searchQuant on the device's sums, a piece of the batch
+// at a time (sumsPieceBytes). The caller holds ix.mu.
+func (ix *Index) searchQuantGPU(ctx context.Context, qs [][]float32, k int, mask []uint64, approximate bool) ([][]Hit, error) {
+	t := traceFrom(ctx)
+	rows := ix.deviceRows(ix.slab.Rows)
+	piece := max(1, sumsPieceBytes/(4*max(rows, 1)))
+	view := ix.view()
+	view.Allow = mask
+	all := make([][]Hit, 0, len(qs))
+	for lo := 0; lo < len(qs); lo += piece {
+		part := qs[lo:min(lo+piece, len(qs))]
+		sums, scans, err := ix.deviceSums(ctx, part)
+		if err != nil {
+			return nil, err
+		}
+		start := time.Now()
+		d := fallback.DeviceSums{Sums: sums, Rows: rows}
+		res, st, err := fallback.ExactSearchSums(ctx, view, ix.quant.c, part, d, scans, k, ix.fallbackMetric(), ix.cfg.Workers, approximate)
+		if err != nil {
+			return nil, hostError{err}
+		}
+		t.addQuantGPU(st, start)
+		for _, r := range res {
+			all = append(all, ix.toHits(r))
+		}
 	}
 	return all, nil
 }

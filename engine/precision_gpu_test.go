@@ -270,3 +270,35 @@ func TestPrecisionGPUDeviceBudget(t *testing.T) {
 		require.Equal(t, engine.BackendGPU, ix.Info().Backend)
 	}
 }
+
+// A batch is searched a piece at a time when its device sums would be
+// large; the answers are the same, and the trace counts every query.
+func TestPrecisionGPUBatchPieces(t *testing.T) {
+	r := newRand(t)
+	ctx := context.Background()
+	defer engine.SetSumsPiece(3 * 4 * 700)() // 3 queries of 700 rows a piece
+	for _, b := range backends[1:] {
+		for _, prec := range []engine.Precision{engine.F16, engine.Int8} {
+			f32, err := engine.New(ctx, engine.Config{Dim: 24, Device: engine.CPU})
+			require.NoError(t, err)
+			cmp := open(t, b, engine.Config{Dim: 24, Precision: prec})
+			vs := randomVectors(r, 700, 24)
+			data := map[uint64][]float32{}
+			for _, ix := range []*engine.Index{f32, cmp} {
+				ids, err := ix.Add(ctx, vs)
+				require.NoError(t, err)
+				for i, id := range ids {
+					data[id] = vs[i]
+				}
+			}
+			qs := randomVectors(r, 10, 24)
+			compareTwins(t, true, engine.Cosine, f32, cmp, data, qs, []int{1, 9}, fmt.Sprintf("%s %v in pieces", b.name, prec))
+			var tr engine.Trace
+			_, err = cmp.SearchBatch(engine.WithTrace(ctx, &tr), qs, 5)
+			require.NoError(t, err)
+			require.Equal(t, len(qs), tr.Searches)
+			require.GreaterOrEqual(t, tr.Submissions, int64(4), "10 queries in pieces of 3")
+			require.NoError(t, f32.Close())
+		}
+	}
+}
