@@ -302,3 +302,48 @@ func TestPrecisionGPUBatchPieces(t *testing.T) {
 		}
 	}
 }
+
+// Magnitudes from 1e-35 to 1e35 (rows), queries scaled by 1e-30, 1 and
+// 1e30: device sums that underflow, overflow to ±Inf or turn NaN must
+// leave the answer the float32 search's (such rows are always rescored).
+func TestPrecisionGPUExtremes(t *testing.T) {
+	r := newRand(t)
+	ctx := context.Background()
+	const dim = 40
+	vs := randomVectors(r, 150, dim)
+	for _, v := range vs {
+		s := float32(math.Pow(10, float64(r.IntN(70)-35)))
+		for j := range v {
+			v[j] *= s
+		}
+	}
+	for _, b := range backends[1:] {
+		for _, prec := range []engine.Precision{engine.F16, engine.Int8} {
+			for _, m := range []engine.Metric{engine.Dot, engine.L2} {
+				f32, err := engine.New(ctx, engine.Config{Dim: dim, Metric: m, Device: engine.CPU})
+				require.NoError(t, err)
+				cmp := open(t, b, engine.Config{Dim: dim, Metric: m, Precision: prec})
+				for _, ix := range []*engine.Index{f32, cmp} {
+					_, err := ix.Add(ctx, vs)
+					require.NoError(t, err)
+				}
+				for _, scale := range []float32{1e-30, 1, 1e30} {
+					q := randomVectors(r, 1, dim)[0]
+					for j := range q {
+						q[j] *= scale
+					}
+					for _, k := range []int{1, 10, len(vs)} {
+						want, err := f32.Search(ctx, q, k)
+						require.NoError(t, err)
+						var tr engine.Trace
+						got, err := cmp.Search(engine.WithTrace(ctx, &tr), q, k)
+						require.NoError(t, err)
+						require.Equal(t, engine.BackendGPU, tr.Backend)
+						sameHitBits(t, want, got, "%s %v %v query scale %g k %d", b.name, prec, m, scale, k)
+					}
+				}
+				require.NoError(t, f32.Close())
+			}
+		}
+	}
+}
