@@ -101,6 +101,14 @@ func TestCompressedSums(t *testing.T) {
 						}
 						dq[j] = fallback.DeviceQuery(c, qs[j])
 					}
+					// Search and Scores would misread sums as scores:
+					// they refuse.
+					_, err = g.Search(context.Background(), dq, 1, n, nil, nil)
+					require.ErrorIs(t, err, ErrFailed)
+					_, err = g.Scores(context.Background(), dq[0], n)
+					require.ErrorIs(t, err, ErrFailed)
+					_, _, err = g.Sums(context.Background(), [][]float32{make([]float32, 3)}, n, nil)
+					require.ErrorIs(t, err, ErrFailed, "a query of the wrong length")
 					sums, scans, err := g.Sums(context.Background(), dq, n, nil)
 					require.NoError(t, err)
 					require.Len(t, sums, nq*n)

@@ -801,5 +801,8 @@ func (g *Index) scores(ctx context.Context, q []float32, rows int) ([]float32, e
 // Scores returns every resident row's score for one padded query, read
 // back whole (4 bytes a row): what a range search filters on the host.
 func (g *Index) Scores(ctx context.Context, q []float32, rows int) ([]float32, error) {
+	if g.prec != shaders.PrecF32 {
+		return nil, fmt.Errorf("%w: an index of compressed rows is searched through Sums", ErrFailed)
+	}
 	return g.scores(ctx, q, rows)
 }
