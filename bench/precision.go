@@ -36,6 +36,19 @@ type PrecisionOptions struct {
 	Peers      bool
 	Pythons    []string
 	Progress   func(string)
+	// Breakdown prints each precision's search stage by stage (medians
+	// over the traced queries).
+	Breakdown bool
+}
+
+// PrecisionStages is one precision's search stage by stage: medians over
+// the traced queries, in milliseconds, from Trace.
+type PrecisionStages struct {
+	Upload, Kernel, Readback, Host float64
+	KernelClock                    string
+	// Rescored and MBRead: median rows rescored and MB read per query;
+	// KBBack the KB read back from a device.
+	Rescored, MBRead, KBBack float64
 }
 
 // PrecisionRow is one precision's (or one FAISS index's) figures.
@@ -60,6 +73,8 @@ type PrecisionRow struct {
 	// queries): the device's scan, and the host's share (bounding the
 	// device's sums and the float32 rescore, or selecting).
 	KernelMS, HostMS float64
+	// Stages is the breakdown (Breakdown).
+	Stages PrecisionStages
 	// Exact says whether every answer checked equalled the float32 one
 	// of the CPU path (IDs and score bits; IDs only for FAISS IndexFlat
 	// and umbra f32 on a GPU, whose float32 sums round differently).
@@ -224,12 +239,26 @@ func RunPrecision(ctx context.Context, o PrecisionOptions) (*PrecisionReport, er
 		// Cost and exactness over the probe queries, one search each.
 		var tr engine.Trace
 		got := make([][]engine.Hit, len(probe))
+		var up, kern, back, host, resc, mb, kb []float64
 		for j, q := range probe {
-			if got[j], err = ix.Search(engine.WithTrace(ctx, &tr), q, o.K); err != nil {
+			var one engine.Trace
+			if got[j], err = ix.Search(engine.WithTrace(ctx, &one), q, o.K); err != nil {
 				ix.Close()
 				return nil, err
 			}
+			ms := func(d time.Duration) float64 { return d.Seconds() * 1e3 }
+			up, kern, back, host = append(up, ms(one.Upload)), append(kern, ms(one.Kernel)), append(back, ms(one.Readback)), append(host, ms(one.Select))
+			resc, mb, kb = append(resc, float64(one.Rescored)), append(mb, float64(one.BytesRead)/1e6), append(kb, float64(one.ReadbackBytes)/1e3)
+			row.Stages.KernelClock = one.KernelClock
+			tr.Searches += one.Searches
+			tr.Rescored += one.Rescored
+			tr.MaxRescored = max(tr.MaxRescored, one.MaxRescored)
+			tr.BytesRead += one.BytesRead
+			tr.Kernel += one.Kernel
+			tr.Select += one.Select
 		}
+		row.Stages.Upload, row.Stages.Kernel, row.Stages.Readback, row.Stages.Host = Median(up), Median(kern), Median(back), Median(host)
+		row.Stages.Rescored, row.Stages.MBRead, row.Stages.KBBack = Median(resc), Median(mb), Median(kb)
 		row.RescoredMean = float64(tr.Rescored) / float64(max(1, tr.Searches))
 		row.RescoredMax = tr.MaxRescored
 		row.BytesRead = float64(tr.BytesRead) / float64(max(1, tr.Searches))
@@ -389,6 +418,18 @@ func (r *PrecisionReport) Write(w io.Writer) {
 	for _, row := range r.Rows {
 		if row.Note != "" && row.SearchMS != 0 {
 			fmt.Fprintf(w, "\n%s: %s", row.Name, row.Note)
+		}
+	}
+	if o.Breakdown {
+		fmt.Fprintf(w, "\n\nbreakdown: one search stage by stage (Trace, medians over the %d checked queries); host is the selection, or for a compressed precision the bounds and the float32 rescore (on the CPU path the scan's kernel does both)\n", max(o.Batch, o.Queries))
+		fmt.Fprintln(w, "\n| index | upload ms | kernel ms | readback ms | host ms | kernel clock | rescored | MB read | KB back |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---|---:|---:|---:|")
+		for _, row := range r.Rows {
+			if !strings.HasPrefix(row.Name, "umbra") {
+				continue
+			}
+			st := row.Stages
+			fmt.Fprintf(w, "| %s | %.3f | %.3f | %.3f | %.3f | %s | %.0f | %.1f | %.1f |\n", row.Name, st.Upload, st.Kernel, st.Readback, st.Host, st.KernelClock, st.Rescored, st.MBRead, st.KBBack)
 		}
 	}
 	if o.Device == engine.GPU {

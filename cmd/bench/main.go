@@ -121,7 +121,7 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	fs.Uint64Var(&f.seed, "seed", 0, "seed of the random data and queries (default: from the clock, printed)")
 	fs.StringVar(&f.jsonOut, "json", "", "write the report as JSON to `FILE` (- for stdout; the table then goes to stderr)")
 	fs.StringVar(&f.plotOut, "plot", "", "draw group times and the breakdown to `FILE.png`")
-	fs.BoolVar(&f.breakdown, "breakdown", false, "trace the most expensive tier's path stage by stage (marshal, upload, kernel, readback)")
+	fs.BoolVar(&f.breakdown, "breakdown", false, "trace the most expensive tier's path stage by stage (marshal, upload, kernel, readback); with --precision, each precision's search stage by stage with rows rescored, MB read and KB read back")
 	fs.IntVar(&f.reps, "reps", 12, "traced calls the breakdown takes medians over (and calls per batch size of --paths)")
 	fs.StringVar(&f.paths, "paths", "", "comma list of batch sizes (e.g. 1,8,64): time SearchBatch on the resident GPU index with the fused selection and with the radix select forced, side by side, with what each issues")
 	fs.StringVar(&f.data, "data", "", "stored vectors from `FILE` (.npy float32 2-D, or .fvecs) instead of random data")
@@ -511,7 +511,8 @@ func runPrecision(ctx context.Context, f *flags, opt bench.Options, stdout, stde
 	}
 	rep, err := bench.RunPrecision(ctx, bench.PrecisionOptions{Device: device, Adapter: opt.Adapter, N: f.n, Dim: f.dim, K: f.k, Queries: f.nq, Batch: f.batch,
 		Precisions: precs, Metric: opt.Metric, Runs: opt.Runs, Repeat: opt.Repeat, BatchRuns: opt.BatchRuns,
-		Seed: seed, Clustered: f.clustered, Workers: opt.Workers, Peers: f.peers, Pythons: opt.Pythons, Progress: progress.show})
+		Seed: seed, Clustered: f.clustered, Workers: opt.Workers, Peers: f.peers, Pythons: opt.Pythons, Progress: progress.show,
+		Breakdown: f.breakdown})
 	progress.done()
 	if err != nil {
 		fmt.Fprintln(stderr, "bench:", err)

@@ -436,12 +436,12 @@ func TestPrecisionTable(t *testing.T) {
 // the table says where a GPU search's time goes.
 func TestPrecisionTableGPU(t *testing.T) {
 	code, out, stderr := runBench(t, "--precision", "f32,f16,int8", "--device", "gpu", "--n", "700", "--dim", "40",
-		"--runs", "2", "--repeat", "1", "--batch", "9", "--batch-runs", "1", "--seed", "5")
+		"--runs", "2", "--repeat", "1", "--batch", "9", "--batch-runs", "1", "--seed", "5", "--breakdown")
 	if code == 1 && (strings.Contains(stderr, "adapter") || strings.Contains(stderr, "GPU support")) && os.Getenv("UMBRA_REQUIRE_GPU") != "1" {
 		t.Skip("no usable GPU adapter: " + stderr)
 	}
 	require.Equal(t, 0, code, "stderr: %s", stderr)
-	for _, want := range []string{"umbra f32", "umbra f16 exact", "umbra int8 exact", "GPU ", "device "} {
+	for _, want := range []string{"umbra f32", "umbra f16 exact", "umbra int8 exact", "GPU ", "device ", "breakdown:", "| readback ms |"} {
 		assert.Contains(t, out, want)
 	}
 	for _, line := range strings.Split(out, "\n") {
