@@ -14,6 +14,7 @@
 //	go run ./cmd/bench --soak 60s                      # mixed load, every answer checked, memory sampled
 //	go run ./cmd/bench --device gpu --tiers resident --paths 1,8,64   # fused vs radix selection, with what each issues
 //	go run ./cmd/bench --precision f32,f16,int8 --peers # compressed rows, exact answers, beside FAISS
+//	go run ./cmd/bench --precision f32,f16,int8 --device gpu --breakdown  # the same on a GPU, stage by stage
 //
 // Exit status: 0 when every tier that ran agrees with the reference, 1 on a
 // consistency failure or a tier error, 2 for bad flags or input files.
