@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/umbravec/umbra/bench/peers"
@@ -14,8 +15,13 @@ import (
 )
 
 // PrecisionOptions configures RunPrecision: the storage precisions
-// compared on the CPU path, on one data set, with FAISS beside them.
+// compared on the CPU path or on a GPU, on one data set, with FAISS beside
+// them.
 type PrecisionOptions struct {
+	// Device GPU measures every precision on a GPU (software adapters
+	// included; Adapter picks one); any other value the CPU path.
+	Device     engine.Device
+	Adapter    engine.AdapterSelect
 	N, Dim, K  int
 	Queries    int // distinct single queries, used in turn
 	Batch      int // queries in the batch call (0: no batch)
@@ -30,6 +36,19 @@ type PrecisionOptions struct {
 	Peers      bool
 	Pythons    []string
 	Progress   func(string)
+	// Breakdown prints each precision's search stage by stage (medians
+	// over the traced queries).
+	Breakdown bool
+}
+
+// PrecisionStages is one precision's search stage by stage: medians over
+// the traced queries, in milliseconds, from Trace.
+type PrecisionStages struct {
+	Upload, Kernel, Readback, Host float64
+	KernelClock                    string
+	// Rescored and MBRead: median rows rescored and MB read per query;
+	// KBBack the KB read back from a device.
+	Rescored, MBRead, KBBack float64
 }
 
 // PrecisionRow is one precision's (or one FAISS index's) figures.
@@ -50,9 +69,15 @@ type PrecisionRow struct {
 	ApproxMS, ApproxRecall float64
 	// BatchMS is the median time of one call with Batch queries.
 	BatchMS float64
+	// KernelMS and HostMS split a GPU search (Trace, mean over the traced
+	// queries): the device's scan, and the host's share (bounding the
+	// device's sums and the float32 rescore, or selecting).
+	KernelMS, HostMS float64
+	// Stages is the breakdown (Breakdown).
+	Stages PrecisionStages
 	// Exact says whether every answer checked equalled the float32 one
-	// (IDs and score bits; IDs only for FAISS IndexFlat, whose float32 sums
-	// round differently).
+	// of the CPU path (IDs and score bits; IDs only for FAISS IndexFlat
+	// and umbra f32 on a GPU, whose float32 sums round differently).
 	Exact bool
 	Note  string
 }
@@ -62,6 +87,7 @@ type PrecisionReport struct {
 	Opt     PrecisionOptions
 	FloorMS float64
 	Kernel  string // the fallback's float32 and compressed kernels
+	Adapter string // the GPU's, under Device GPU
 	Rows    []PrecisionRow
 }
 
@@ -136,12 +162,36 @@ func RunPrecision(ctx context.Context, o PrecisionOptions) (*PrecisionReport, er
 		err := f()
 		return float64(time.Since(t0).Nanoseconds()) / 1e6, err
 	}
+	onGPU := o.Device == engine.GPU
+	device := engine.CPU
+	if onGPU {
+		device = engine.GPU
+		// The answers every GPU row is checked against: the CPU path's
+		// float32 search (a GPU's float32 sums round otherwise).
+		say("f32 on the CPU: the answers to check against")
+		ref, err := engine.New(ctx, engine.Config{Dim: o.Dim, Metric: o.Metric, Device: engine.CPU, Workers: o.Workers})
+		if err != nil {
+			return nil, err
+		}
+		if _, err := ref.AddFlat(ctx, data); err != nil {
+			ref.Close()
+			return nil, err
+		}
+		want, err = ref.SearchBatch(ctx, probe, o.K)
+		ref.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
 	var floors []float64
 	for _, p := range o.Precisions {
 		say(fmt.Sprintf("%v: building the index", p))
-		ix, err := engine.New(ctx, engine.Config{Dim: o.Dim, Metric: o.Metric, Device: engine.CPU, Precision: p, Workers: o.Workers})
+		ix, err := engine.New(ctx, engine.Config{Dim: o.Dim, Metric: o.Metric, Device: device, Adapter: o.Adapter, Precision: p, Workers: o.Workers})
 		if err != nil {
 			return nil, err
+		}
+		if onGPU {
+			rep.Adapter = ix.Info().Adapter.String()
 		}
 		if _, err := ix.AddFlat(ctx, data); err != nil {
 			ix.Close()
@@ -189,16 +239,37 @@ func RunPrecision(ctx context.Context, o PrecisionOptions) (*PrecisionReport, er
 		// Cost and exactness over the probe queries, one search each.
 		var tr engine.Trace
 		got := make([][]engine.Hit, len(probe))
+		var up, kern, back, host, resc, mb, kb []float64
 		for j, q := range probe {
-			if got[j], err = ix.Search(engine.WithTrace(ctx, &tr), q, o.K); err != nil {
+			var one engine.Trace
+			if got[j], err = ix.Search(engine.WithTrace(ctx, &one), q, o.K); err != nil {
 				ix.Close()
 				return nil, err
 			}
+			ms := func(d time.Duration) float64 { return d.Seconds() * 1e3 }
+			up, kern, back, host = append(up, ms(one.Upload)), append(kern, ms(one.Kernel)), append(back, ms(one.Readback)), append(host, ms(one.Select))
+			resc, mb, kb = append(resc, float64(one.Rescored)), append(mb, float64(one.BytesRead)/1e6), append(kb, float64(one.ReadbackBytes)/1e3)
+			row.Stages.KernelClock = one.KernelClock
+			tr.Searches += one.Searches
+			tr.Rescored += one.Rescored
+			tr.MaxRescored = max(tr.MaxRescored, one.MaxRescored)
+			tr.BytesRead += one.BytesRead
+			tr.Kernel += one.Kernel
+			tr.Select += one.Select
 		}
+		row.Stages.Upload, row.Stages.Kernel, row.Stages.Readback, row.Stages.Host = Median(up), Median(kern), Median(back), Median(host)
+		row.Stages.Rescored, row.Stages.MBRead, row.Stages.KBBack = Median(resc), Median(mb), Median(kb)
 		row.RescoredMean = float64(tr.Rescored) / float64(max(1, tr.Searches))
 		row.RescoredMax = tr.MaxRescored
 		row.BytesRead = float64(tr.BytesRead) / float64(max(1, tr.Searches))
-		if p == engine.F32 {
+		if onGPU {
+			n := float64(max(1, len(probe)))
+			row.KernelMS, row.HostMS = tr.Kernel.Seconds()*1e3/n, tr.Select.Seconds()*1e3/n
+		}
+		if p == engine.F32 && onGPU {
+			row.Name = "umbra f32"
+			row.Exact = want != nil && sameAnswers(want, got, false)
+		} else if p == engine.F32 {
 			want = got
 			row.Name = "umbra f32"
 		} else if want != nil {
@@ -221,7 +292,7 @@ func RunPrecision(ctx context.Context, o PrecisionOptions) (*PrecisionReport, er
 					return nil, err
 				}
 				bt = append(bt, ms)
-				if want != nil && !sameAnswers(want, res, true) {
+				if want != nil && !sameAnswers(want, res, !(onGPU && p == engine.F32)) {
 					row.Exact = false
 				}
 			}
@@ -309,7 +380,11 @@ func (r *PrecisionReport) Write(w io.Writer) {
 	if o.Clustered {
 		data = "clustered (1,000 Gaussian centres)"
 	}
-	fmt.Fprintf(w, "umbra bench --precision · %d×%d %s, %v, k=%d, seed %d, CPU path (%s)\n", o.N, o.Dim, data, o.Metric, o.K, o.Seed, r.Kernel)
+	path := "CPU path (" + r.Kernel + ")"
+	if o.Device == engine.GPU {
+		path = "GPU " + r.Adapter + "; the float32 floor and the answers checked against are the CPU path's (" + r.Kernel + ")"
+	}
+	fmt.Fprintf(w, "umbra bench --precision · %d×%d %s, %v, k=%d, seed %d, %s\n", o.N, o.Dim, data, o.Metric, o.K, o.Seed, path)
 	fmt.Fprintf(w, "float32 read floor (ReadPass, median of groups): %.2f ms; single searches: %d groups × %d, each group's minimum, median over groups; batch: %d queries, median of %d calls\n\n",
 		r.FloorMS, o.Runs, o.Repeat, o.Batch, o.BatchRuns)
 	fmt.Fprintln(w, "| index | ms/search | × f32 floor | rescored/search (mean, max) | MB read/search | approx ms | recall@k | batch ms | exact |")
@@ -343,6 +418,26 @@ func (r *PrecisionReport) Write(w io.Writer) {
 	for _, row := range r.Rows {
 		if row.Note != "" && row.SearchMS != 0 {
 			fmt.Fprintf(w, "\n%s: %s", row.Name, row.Note)
+		}
+	}
+	if o.Breakdown {
+		fmt.Fprintf(w, "\n\nbreakdown: one search stage by stage (Trace, medians over the %d checked queries); host is the selection, or for a compressed precision the bounds and the float32 rescore (on the CPU path the scan's kernel does both)\n", max(o.Batch, o.Queries))
+		fmt.Fprintln(w, "\n| index | upload ms | kernel ms | readback ms | host ms | kernel clock | rescored | MB read | KB back |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---|---:|---:|---:|")
+		for _, row := range r.Rows {
+			if !strings.HasPrefix(row.Name, "umbra") {
+				continue
+			}
+			st := row.Stages
+			fmt.Fprintf(w, "| %s | %.3f | %.3f | %.3f | %.3f | %s | %.0f | %.1f | %.1f |\n", row.Name, st.Upload, st.Kernel, st.Readback, st.Host, st.KernelClock, st.Rescored, st.MBRead, st.KBBack)
+		}
+	}
+	if o.Device == engine.GPU {
+		fmt.Fprintln(w, "\n\nwhere a GPU search's time goes (Trace, mean over the checked queries): the device's scan and the host's share (bounds and float32 rescore, or selection)")
+		for _, row := range r.Rows {
+			if strings.HasPrefix(row.Name, "umbra") {
+				fmt.Fprintf(w, "\n%s: device %.2f ms, host %.2f ms", row.Name, row.KernelMS, row.HostMS)
+			}
 		}
 	}
 	fmt.Fprintln(w)

@@ -147,7 +147,7 @@ func openDevice(ctx context.Context, cfg Config, opt options) (device, string, s
 	if !gpu.Built {
 		return nil, reasonNoCgo, hintNoCgo, &AdapterError{Reason: reasonNoCgo, Hint: hintNoCgo, kind: ErrNoGPUSupport}
 	}
-	c, err := startChild(ctx, childHello{Dim: cfg.Dim, Metric: int(cfg.Metric), Adapter: cfg.Adapter, AllowSoftware: allowSoftware,
+	c, err := startChild(ctx, childHello{Dim: cfg.Dim, Metric: int(cfg.Metric), Precision: cfg.Precision, Adapter: cfg.Adapter, AllowSoftware: allowSoftware,
 		MaxChunkRows: opt.maxChunkRows, ProbeTimeout: cfg.ProbeTimeout})
 	if err != nil {
 		var ae *AdapterError
@@ -188,7 +188,7 @@ func openGPU(ctx context.Context, cfg Config, opt options, allowSoftware bool) (
 		if dev == nil {
 			continue
 		}
-		g, err := dev.NewIndex(packed.StrideFor(cfg.Dim), cfg.Metric.shaderCode(), opt.maxChunkRows)
+		g, err := newDeviceIndex(dev, cfg, opt.maxChunkRows)
 		if err != nil {
 			err = gpuError(err)
 			return nil, err.Error(), hintProbeFailed, err
@@ -197,6 +197,15 @@ func openGPU(ctx context.Context, cfg Config, opt options, allowSoftware bool) (
 	}
 	reason, hint := fallbackReason(cfg.Adapter, reports, allowSoftware)
 	return nil, reason, hint, &AdapterError{Reason: reason, Hint: hint, kind: ErrNoAdapter}
+}
+
+// newDeviceIndex returns an index's device side on d for cfg: float32
+// rows, or the codes of a compressed precision (precision.go).
+func newDeviceIndex(d *gpu.Device, cfg Config, maxChunkRows int) (*gpu.Index, error) {
+	if cfg.Precision == F32 {
+		return d.NewIndex(packed.StrideFor(cfg.Dim), cfg.Metric.shaderCode(), maxChunkRows)
+	}
+	return d.NewCompressedIndex(cfg.Precision.codeWords(cfg.Dim), cfg.Precision.shaderCode(), cfg.Metric.shaderCode(), maxChunkRows)
 }
 
 // newOnDevice is ondevice.New after the device was adopted: an index whose
@@ -212,7 +221,10 @@ func newOnDevice(ctx context.Context, cfg Config, d *gpu.Device) (*Index, error)
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("umbra: creating the index: %w", err)
 	}
-	g, err := d.NewIndex(packed.StrideFor(cfg.Dim), cfg.Metric.shaderCode(), 0)
+	if cfg.Precision != F32 {
+		return nil, fmt.Errorf("%w: an index on a caller's device shares float32 rows; precision %v is not one", ErrInvalidConfig, cfg.Precision)
+	}
+	g, err := newDeviceIndex(d, cfg, 0)
 	if err != nil {
 		return nil, gpuError(err)
 	}

@@ -168,7 +168,9 @@ type Config struct {
 	MaxRows int
 	// MaxHostBytes and MaxDeviceBytes, when non-zero, cap the bytes the
 	// packed rows may take in host memory (every row is kept there) and
-	// in device memory. An Add or Upsert that would pass either fails with
+	// in device memory (under a compressed precision the device holds only
+	// the codes: Dim rounded up to 64 bytes a row for Int8, to 32 halves
+	// for F16). An Add or Upsert that would pass either fails with
 	// ErrTooLarge before it allocates, and nothing is stored: running out
 	// of memory is then an error value, not the process's end.
 	MaxHostBytes   int64

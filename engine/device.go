@@ -26,6 +26,9 @@ type device interface {
 	MarkDead(rows []int)
 	Search(ctx context.Context, qs [][]float32, k, rows int, mask []uint64, st *gpu.Stages) ([][]fallback.Hit, error)
 	Scores(ctx context.Context, q []float32, rows int) ([]float32, error)
+	// Sums is the compressed rows' raw sums (a compressed precision's
+	// device side only).
+	Sums(ctx context.Context, qs [][]float32, rows int, st *gpu.Stages) ([]float32, int, error)
 	Floor(ctx context.Context) (time.Duration, int64, string, error)
 	Calibrate() (time.Duration, float64, error)
 	// Sibling is a new, empty device side like this one (compaction

@@ -102,3 +102,11 @@ func Mapped(ix *Index) bool { return ix.mapped != nil && ix.mapped.live.Load() }
 // and time, so a truncation reaches the rows and faults. Set it before
 // the index is used.
 func SkipMappedStat(ix *Index) { ix.mapped.noStat = true }
+
+// SetSumsPiece sets the bytes of device sums a compressed GPU search holds
+// at once (pieces of a batch) and returns the call that restores it.
+func SetSumsPiece(n int) (restore func()) {
+	old := sumsPieceBytes
+	sumsPieceBytes = n
+	return func() { sumsPieceBytes = old }
+}

@@ -33,14 +33,24 @@ func TestEveryGPUFailureThenExactSearches(t *testing.T) {
 	// Every step is failed on each adapter; the metrics are spread over
 	// the adapters (the state handling under test does not depend on the
 	// metric, and each sweep costs a fresh index per step).
-	sweeps := map[string][]engine.Metric{"vulkan": {engine.Cosine, engine.L2}, "gl": {engine.Dot}}
+	// The compressed precisions' device path (codes on the device, sums
+	// read back, bounds and rescore on the host) is swept too.
+	type sweep struct {
+		m engine.Metric
+		p engine.Precision
+	}
+	sweeps := map[string][]sweep{
+		"vulkan": {{engine.Cosine, engine.F32}, {engine.L2, engine.F32}, {engine.Dot, engine.Int8}},
+		"gl":     {{engine.Dot, engine.F32}, {engine.L2, engine.F16}},
+	}
 	for _, b := range backends[1:] {
-		for _, m := range sweeps[b.name] {
+		for _, sw := range sweeps[b.name] {
+			m := sw.m
 			// pair is a GPU index and a CPU index that hold the same rows.
 			type pair struct{ gpu, cpu *engine.Index }
 			fresh := func(t *testing.T) pair {
 				p := pair{
-					gpu: open(t, b, engine.Config{Dim: dim, Metric: m}, 768),
+					gpu: open(t, b, engine.Config{Dim: dim, Metric: m, Precision: sw.p}, 768),
 					cpu: open(t, backends[0], engine.Config{Dim: dim, Metric: m}),
 				}
 				for _, ix := range []*engine.Index{p.gpu, p.cpu} {
@@ -107,7 +117,7 @@ func TestEveryGPUFailureThenExactSearches(t *testing.T) {
 				}
 			}
 
-			t.Run(fmt.Sprintf("%s/%s", b.name, m), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/%s/%s", b.name, m, sw.p), func(t *testing.T) {
 				// Record the steps the calls take when nothing fails.
 				p := fresh(t)
 				var steps []string

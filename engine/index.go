@@ -140,10 +140,6 @@ func newIndex(ctx context.Context, cfg Config, opt options) (ix *Index, err erro
 	if cfg.Device == CPU {
 		return ix, nil
 	}
-	if cfg.Precision != F32 {
-		ix.reason, ix.hint = cpuOnlyReason(cfg.Precision), hintPrecision
-		return ix, nil
-	}
 	g, reason, hint, err := openDevice(ctx, cfg, opt)
 	if err != nil {
 		// A probe cut short by ctx says nothing about the GPU: return
@@ -461,7 +457,7 @@ func (ix *Index) stageAppend(ctx context.Context, start time.Time, ids []uint64,
 			ix.dev.MarkDead(ix.rid.deadRows())
 			from, p.fresh = 0, true
 		}
-		staged, err := ix.dev.Stage(ctx, ix.deviceView(&p.slab), from, st, func(done, total int) { report("upload", done, total) })
+		staged, err := ix.dev.Stage(ctx, ix.deviceView(&p.slab, p.quant.codes()), from, st, func(done, total int) { report("upload", done, total) })
 		t.add(st)
 		if err = gpuError(err); err != nil {
 			// A cancelled call and, under Device GPU, a failed upload
@@ -539,7 +535,7 @@ func (ix *Index) upload(ctx context.Context, from int, st *gpu.Stages, progress 
 		ix.dev.MarkDead(ix.rid.deadRows())
 		from = 0
 	}
-	if err := gpuError(ix.dev.Upload(ctx, ix.deviceView(ix.slab), from, st, progress)); err != nil {
+	if err := gpuError(ix.dev.Upload(ctx, ix.deviceView(ix.slab, ix.quant.c), from, st, progress)); err != nil {
 		return err
 	}
 	ix.stale = false
@@ -982,9 +978,15 @@ func (ix *Index) checkBudget(n int) error {
 		return fmt.Errorf("%w: %d vectors would take %d bytes of host memory, over MaxHostBytes %d",
 			ErrTooLarge, ix.slab.Rows+n, bytes, max)
 	}
-	if max := ix.cfg.MaxDeviceBytes; max > 0 && ix.onGPU() && bytes > max && ix.devCap == 0 {
+	// The device holds the float32 rows, or a compressed precision's codes
+	// alone.
+	devBytes := int64(ix.slab.Rows+n) * int64(ix.slab.Stride) * 4
+	if ix.quant.c != nil {
+		devBytes = int64(ix.slab.Rows+n) * int64(ix.cfg.Precision.codeWords(ix.cfg.Dim)) * 4
+	}
+	if max := ix.cfg.MaxDeviceBytes; max > 0 && ix.onGPU() && devBytes > max && ix.devCap == 0 {
 		err := fmt.Errorf("%w: %d vectors would take %d bytes of device memory, over MaxDeviceBytes %d",
-			ErrTooLarge, ix.slab.Rows+n, bytes, max)
+			ErrTooLarge, ix.slab.Rows+n, devBytes, max)
 		if ix.cfg.Device == GPU {
 			return err
 		}

@@ -48,6 +48,7 @@ func init() {
 // childHello is the parent's first message: what index to make.
 type childHello struct {
 	Dim, Metric   int
+	Precision     Precision // a compressed precision's child holds its codes
 	Adapter       AdapterSelect
 	AllowSoftware bool
 	MaxChunkRows  int
@@ -56,12 +57,12 @@ type childHello struct {
 
 // childRequest is one call; Op names it.
 type childRequest struct {
-	Op       string // stage, publish, upload, truncate, rewrite, search, scores, floor, calibrate
+	Op       string // stage, publish, upload, truncate, rewrite, search, scores, sums, floor, calibrate
 	From     int
 	Total    int
-	Rows     []byte // packed float32 rows, little-endian: stage/upload from From, rewrite RowIdx
+	Rows     []byte // packed float32 rows (or codes), little-endian: stage/upload from From, rewrite RowIdx
 	RowIdx   []int
-	Queries  []byte // nq padded queries
+	Queries  []byte // nq padded queries (sums: the words the device reads)
 	NQ, K, N int
 	Mask     []uint64
 	Token    int
@@ -76,10 +77,15 @@ type childReply struct {
 	Token     int
 	Hits      [][]fallback.Hit
 	Scores    []float32
-	Dur       time.Duration
-	Bytes     int64
-	Clock     string
-	Rate      float64
+	// Sums are a compressed index's raw sums as bytes: gob would carry
+	// float32s through float64, which may change a NaN's bits, and int8
+	// sums are int32 bit patterns.
+	Sums  []byte
+	Scans int
+	Dur   time.Duration
+	Bytes int64
+	Clock string
+	Rate  float64
 }
 
 // childDevice is the parent's end of a child's device side.
@@ -131,7 +137,7 @@ func startChild(ctx context.Context, h childHello) (*childDevice, error) {
 	stdin, stdout := reqW, repR
 	out := bufio.NewWriterSize(stdin, 1<<20)
 	c := &childDevice{cmd: cmd, enc: gob.NewEncoder(out), dec: gob.NewDecoder(bufio.NewReaderSize(stdout, 1<<20)),
-		out: out, hello: h, stride: packed.StrideFor(h.Dim), exited: make(chan struct{})}
+		out: out, hello: h, stride: childStride(h), exited: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
 		stdin.Close()
@@ -162,6 +168,15 @@ func startChild(ctx context.Context, h childHello) (*childDevice, error) {
 		return nil, &AdapterError{Reason: c.info.Err, Hint: hintProbeFailed, kind: ErrNoAdapter}
 	}
 	return c, nil
+}
+
+// childStride is the float32 elements (or code words) of one row the child
+// holds.
+func childStride(h childHello) int {
+	if h.Precision != F32 {
+		return h.Precision.codeWords(h.Dim)
+	}
+	return packed.StrideFor(h.Dim)
 }
 
 func (c *childDevice) kill() {
@@ -302,6 +317,27 @@ func (c *childDevice) Scores(ctx context.Context, q []float32, rows int) ([]floa
 	return rep.Scores, nil
 }
 
+func (c *childDevice) Sums(ctx context.Context, qs [][]float32, rows int, st *gpu.Stages) ([]float32, int, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, 0, err
+	}
+	var flat []float32
+	for _, q := range qs {
+		flat = append(flat, q...)
+	}
+	rep, err := c.call(childRequest{Op: "sums", Queries: bytesOf(flat), NQ: len(qs), N: rows})
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(rep.Sums) != 4*len(qs)*rows {
+		return nil, 0, fmt.Errorf("%w: the GPU child returned %d bytes of sums for %d queries over %d rows", ErrGPU, len(rep.Sums), len(qs), rows)
+	}
+	// A copy, aligned for float32 whatever gob's buffer was.
+	sums := make([]float32, len(qs)*rows)
+	copy(bytesOf(sums), rep.Sums)
+	return sums, rep.Scans, nil
+}
+
 func (c *childDevice) Floor(ctx context.Context) (time.Duration, int64, string, error) {
 	rep, err := c.call(childRequest{Op: "floor"})
 	return rep.Dur, rep.Bytes, rep.Clock, err
@@ -357,7 +393,7 @@ func serveChild(in io.Reader, out io.Writer) int {
 	if err := dec.Decode(&h); err != nil {
 		return 2
 	}
-	cfg := Config{Dim: h.Dim, Metric: Metric(h.Metric), Device: GPU, Adapter: h.Adapter, ProbeTimeout: h.ProbeTimeout}
+	cfg := Config{Dim: h.Dim, Metric: Metric(h.Metric), Device: GPU, Adapter: h.Adapter, ProbeTimeout: h.ProbeTimeout, Precision: h.Precision}
 	dev, reason, _, err := openGPU(context.Background(), cfg, options{maxChunkRows: h.MaxChunkRows}, h.AllowSoftware)
 	if err != nil {
 		if reason == "" {
@@ -373,6 +409,10 @@ func serveChild(in io.Reader, out io.Writer) int {
 	// mirror is the packed rows as the parent last sent them; staged are
 	// uploads waiting for their publish.
 	mirror := packed.NewSlab(h.Dim)
+	if h.Precision != F32 {
+		w := childStride(h)
+		mirror = &packed.Slab{Dim: w, Stride: w}
+	}
 	staged := map[int]func(){}
 	token := 0
 	ctx := context.Background()
@@ -438,6 +478,18 @@ func serveChild(in io.Reader, out io.Writer) int {
 				r = fail(err)
 			}
 			r.Scores = scores
+		case "sums":
+			flat := floatsOf(req.Queries)
+			qs := make([][]float32, req.NQ)
+			per := len(flat) / max(req.NQ, 1)
+			for i := range qs {
+				qs[i] = flat[i*per : (i+1)*per]
+			}
+			sums, scans, err := g.Sums(ctx, qs, req.N, nil)
+			if err != nil {
+				r = fail(err)
+			}
+			r.Sums, r.Scans = bytesOf(sums), scans
 		case "floor":
 			d, b, clock, err := g.Floor(ctx)
 			if err != nil {

@@ -34,83 +34,89 @@ func openIsolated(t *testing.T, b backend, cfg engine.Config) *engine.Index {
 // goes on, the next search is exact (from the fallback), and a new child
 // takes over, with every row uploaded again, writes made meanwhile
 // included.
+//
+// A compressed index's child holds the codes and returns their sums; the
+// answers must be the same.
 func TestIsolatedGPUCrashLeavesTheCallerStanding(t *testing.T) {
+	precs := map[string][]engine.Precision{"vulkan": {engine.F32, engine.Int8}, "gl": {engine.F32, engine.F16}}
 	for _, b := range backends[1:] {
-		t.Run(b.name, func(t *testing.T) {
-			r := newRand(t)
-			const dim = 14
-			ctx := context.Background()
-			ix := openIsolated(t, b, engine.Config{Dim: dim, Metric: engine.Dot})
-			ref := open(t, backends[0], engine.Config{Dim: dim, Metric: engine.Dot})
-			data := randomVectors(r, 600, dim)
-			for _, x := range []*engine.Index{ix, ref} {
-				_, err := x.Add(ctx, data)
-				require.NoError(t, err)
-				require.NoError(t, x.Upsert(ctx, []uint64{3, 5000}, data[10:12]))
-				require.NoError(t, x.Delete(ctx, 7, 8))
-			}
-			qs := randomVectors(r, 4, dim)
-			same := func(what string) {
-				t.Helper()
-				for i, q := range qs {
-					want, err := ref.Search(ctx, q, 11)
+		for _, prec := range precs[b.name] {
+			t.Run(b.name+"/"+prec.String(), func(t *testing.T) {
+				r := newRand(t)
+				const dim = 14
+				ctx := context.Background()
+				ix := openIsolated(t, b, engine.Config{Dim: dim, Metric: engine.Dot, Precision: prec})
+				ref := open(t, backends[0], engine.Config{Dim: dim, Metric: engine.Dot})
+				data := randomVectors(r, 600, dim)
+				for _, x := range []*engine.Index{ix, ref} {
+					_, err := x.Add(ctx, data)
 					require.NoError(t, err)
-					got, err := ix.Search(ctx, q, 11)
-					require.NoError(t, err, "%s: query %d", what, i)
-					requireSameHits(t, engine.Dot, want, got, what)
-					want, err = ref.Search(ctx, q, 5, engine.Allow(1, 2, 3, 4, 5000, 9, 599))
-					require.NoError(t, err)
-					got, err = ix.Search(ctx, q, 5, engine.Allow(1, 2, 3, 4, 5000, 9, 599))
-					require.NoError(t, err)
-					requireSameHits(t, engine.Dot, want, got, what+", filtered")
-					// A threshold midway across a clear gap in the ranking.
-					ranked, err := ref.Search(ctx, q, 1000)
-					require.NoError(t, err)
-					j := 20
-					for ranked[j].Score-ranked[j+1].Score < 1e-3 {
-						j++
+					require.NoError(t, x.Upsert(ctx, []uint64{3, 5000}, data[10:12]))
+					require.NoError(t, x.Delete(ctx, 7, 8))
+				}
+				qs := randomVectors(r, 4, dim)
+				same := func(what string) {
+					t.Helper()
+					for i, q := range qs {
+						want, err := ref.Search(ctx, q, 11)
+						require.NoError(t, err)
+						got, err := ix.Search(ctx, q, 11)
+						require.NoError(t, err, "%s: query %d", what, i)
+						requireSameHits(t, engine.Dot, want, got, what)
+						want, err = ref.Search(ctx, q, 5, engine.Allow(1, 2, 3, 4, 5000, 9, 599))
+						require.NoError(t, err)
+						got, err = ix.Search(ctx, q, 5, engine.Allow(1, 2, 3, 4, 5000, 9, 599))
+						require.NoError(t, err)
+						requireSameHits(t, engine.Dot, want, got, what+", filtered")
+						// A threshold midway across a clear gap in the ranking.
+						ranked, err := ref.Search(ctx, q, 1000)
+						require.NoError(t, err)
+						j := 20
+						for ranked[j].Score-ranked[j+1].Score < 1e-3 {
+							j++
+						}
+						th := (ranked[j].Score + ranked[j+1].Score) / 2
+						gotR, err := ix.SearchRange(ctx, q, th)
+						require.NoError(t, err)
+						requireSameHits(t, engine.Dot, ranked[:j+1], gotR, what+", range")
 					}
-					th := (ranked[j].Score + ranked[j+1].Score) / 2
-					gotR, err := ix.SearchRange(ctx, q, th)
+					all, err := ix.SearchBatch(ctx, qs, 600)
 					require.NoError(t, err)
-					requireSameHits(t, engine.Dot, ranked[:j+1], gotR, what+", range")
+					want, err := ref.SearchBatch(ctx, qs, 600)
+					require.NoError(t, err)
+					for i := range all {
+						requireSameHits(t, engine.Dot, want[i], all[i], what+", batch k=Len")
+					}
 				}
-				all, err := ix.SearchBatch(ctx, qs, 600)
+				var tr engine.Trace
+				_, err := ix.Search(engine.WithTrace(ctx, &tr), qs[0], 3)
 				require.NoError(t, err)
-				want, err := ref.SearchBatch(ctx, qs, 600)
+				require.Equal(t, engine.BackendGPU, tr.Backend)
+				same("in the child")
+
+				pid := engine.GPUChildPID(ix)
+				require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+				got, err := ix.Search(ctx, qs[1], 11)
+				require.NoError(t, err, "the search that meets the dead child is answered on the CPU")
+				want, err := ref.Search(ctx, qs[1], 11)
 				require.NoError(t, err)
-				for i := range all {
-					requireSameHits(t, engine.Dot, want[i], all[i], what+", batch k=Len")
+				requireSameHits(t, engine.Dot, want, got, "after the kill")
+				require.Contains(t, ix.Info().LastFailure, "child process")
+
+				more := randomVectors(r, 50, dim)
+				for _, x := range []*engine.Index{ix, ref} {
+					_, err := x.Add(ctx, more)
+					require.NoError(t, err)
 				}
-			}
-			var tr engine.Trace
-			_, err := ix.Search(engine.WithTrace(ctx, &tr), qs[0], 3)
-			require.NoError(t, err)
-			require.Equal(t, engine.BackendGPU, tr.Backend)
-			same("in the child")
-
-			pid := engine.GPUChildPID(ix)
-			require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
-			got, err := ix.Search(ctx, qs[1], 11)
-			require.NoError(t, err, "the search that meets the dead child is answered on the CPU")
-			want, err := ref.Search(ctx, qs[1], 11)
-			require.NoError(t, err)
-			requireSameHits(t, engine.Dot, want, got, "after the kill")
-			require.Contains(t, ix.Info().LastFailure, "child process")
-
-			more := randomVectors(r, 50, dim)
-			for _, x := range []*engine.Index{ix, ref} {
-				_, err := x.Add(ctx, more)
+				require.Eventually(t, func() bool { return ix.Info().Backend == engine.BackendGPU },
+					60*time.Second, 5*time.Millisecond, "a new child takes over")
+				require.NotEqual(t, pid, engine.GPUChildPID(ix))
+				same("in the new child")
+				tr = engine.Trace{}
+				_, err = ix.Search(engine.WithTrace(ctx, &tr), qs[0], 3)
 				require.NoError(t, err)
-			}
-			require.Eventually(t, func() bool { return ix.Info().Backend == engine.BackendGPU },
-				60*time.Second, 5*time.Millisecond, "a new child takes over")
-			require.NotEqual(t, pid, engine.GPUChildPID(ix))
-			same("in the new child")
-			tr = engine.Trace{}
-			_, err = ix.Search(engine.WithTrace(ctx, &tr), qs[0], 3)
-			require.NoError(t, err)
-			require.Equal(t, engine.BackendGPU, tr.Backend)
-		})
+				require.Equal(t, engine.BackendGPU, tr.Backend)
+			})
+		}
 	}
 }

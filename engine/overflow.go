@@ -29,6 +29,11 @@ func overflowCap(cfg Config) (int, error) {
 		return 0, fmt.Errorf("%w: Overflow needs MaxDeviceBytes, the device's share", ErrInvalidConfig)
 	}
 	rowBytes := int64(packed.StrideFor(cfg.Dim)) * 4
+	if cfg.Precision != F32 {
+		// The device holds the codes alone; the float32 rows stay on the
+		// host.
+		rowBytes = int64(cfg.Precision.codeWords(cfg.Dim)) * 4
+	}
 	rows := cfg.MaxDeviceBytes / rowBytes &^ 63
 	if rows < 64 {
 		return 0, fmt.Errorf("%w: MaxDeviceBytes %d holds fewer than 64 rows of %d bytes; Overflow needs at least %d",
@@ -45,8 +50,14 @@ func (ix *Index) deviceRows(rows int) int {
 	return rows
 }
 
-// deviceView is s cut to the rows the device holds.
-func (ix *Index) deviceView(s *packed.Slab) *packed.Slab {
+// deviceView is what the device holds of s, cut to the rows it holds: s
+// itself, or, for a compressed precision, the codes c of s's rows (as
+// words carried in float32 elements).
+func (ix *Index) deviceView(s *packed.Slab, c *fallback.Compressed) *packed.Slab {
+	if c != nil {
+		w := c.WordsPerRow()
+		s = &packed.Slab{Dim: w, Stride: w, Rows: c.Rows, Data: c.Words()}
+	}
 	n := ix.deviceRows(s.Rows)
 	if n == s.Rows {
 		return s

@@ -2,12 +2,15 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/umbravec/umbra/fallback"
+	"github.com/umbravec/umbra/internal/gpu"
 	"github.com/umbravec/umbra/internal/packed"
+	"github.com/umbravec/umbra/shaders"
 )
 
 // Precision is how an index holds the copy of its vectors that a search
@@ -16,7 +19,9 @@ import (
 // bounds every row's float32 score, and only the rows whose bound can reach
 // the k-th best are scored again in float32 (see the README's "Compressed
 // rows, exact answers"). A compressed precision reads 2× (F16) or about 4×
-// (Int8) fewer bytes per scan and keeps both copies in memory.
+// (Int8) fewer bytes per scan and keeps both copies in host memory; on a
+// GPU the device holds only the compressed copy, scans it there, and the
+// host bounds and rescores.
 type Precision uint8
 
 const (
@@ -69,19 +74,29 @@ func (c Config) validatePrecision() error {
 	if c.Dim > fallback.MaxQuantDim {
 		return fmt.Errorf("%w: precision %v takes dimensions up to %d, got %d", ErrInvalidConfig, c.Precision, fallback.MaxQuantDim, c.Dim)
 	}
-	if c.Device == GPU {
-		return fmt.Errorf("%w: precision %v is searched on the CPU path only (the GPU kernels for compressed rows are not built yet); use Device Auto or CPU", ErrInvalidConfig, c.Precision)
-	}
 	return nil
 }
 
-// cpuOnlyReason is why an index of a compressed precision does not use a
-// GPU under Device Auto.
-func cpuOnlyReason(p Precision) string {
-	return fmt.Sprintf("precision %v is searched on the CPU path: the GPU kernels for compressed rows are not built yet", p)
+// codeWords is how many 4-byte words one compressed row of dimension dim
+// takes on a device under p.
+func (p Precision) codeWords(dim int) int {
+	s := fallback.CodeStride(p.fallbackCode(), dim)
+	if p == Int8 {
+		return s / 4
+	}
+	return s / 2
 }
 
-const hintPrecision = "use Precision F32 to search on the GPU; the compressed precisions read 2-4x fewer bytes on the CPU and return the same exact answers."
+// shaderCode is p as the shaders know it.
+func (p Precision) shaderCode() uint32 {
+	switch p {
+	case F16:
+		return shaders.PrecF16
+	case Int8:
+		return shaders.PrecInt8
+	}
+	return shaders.PrecF32
+}
 
 // quantRows is an index's compressed copy of its slab (nil under F32),
 // kept row for row in step with it by the hooks below. The caller of each
@@ -136,6 +151,14 @@ func (q *quantRows) stage(s *packed.Slab, old int) quantStage {
 	return quantStage{c: c, ok: true}
 }
 
+// codes is the staged compressed rows (nil under F32).
+func (st *quantStage) codes() *fallback.Compressed {
+	if !st.ok {
+		return nil
+	}
+	return &st.c
+}
+
 // publish makes a staged append visible; the caller holds ix.mu.
 func (q *quantRows) publish(st quantStage) {
 	if q.c != nil && st.ok {
@@ -179,10 +202,28 @@ func Approximate() SearchOption {
 }
 
 // searchQuant is searchMany for an index of a compressed precision: the
-// compressed rows are scanned and the candidates rescored in float32 on
-// the host. The caller holds ix.mu.
+// compressed rows are scanned (on the GPU, or by the CPU kernels) and the
+// candidates rescored in float32 on the host. Under Device Auto a GPU
+// failure moves this and later searches to the CPU. The caller holds
+// ix.mu.
 func (ix *Index) searchQuant(ctx context.Context, qs [][]float32, k int, mask []uint64, approximate bool) ([][]Hit, error) {
 	t := traceFrom(ctx)
+	if err := ix.checkStale(); err != nil {
+		return nil, err
+	}
+	if ix.slab.Rows > 0 && ix.onGPU() && (ix.route == nil || ix.route.preferGPU(ix.quant.c.Bytes(), len(qs))) {
+		all, err := ix.searchQuantGPU(ctx, qs, k, mask, approximate)
+		if err == nil {
+			return all, nil
+		}
+		var host hostError
+		if errors.As(err, &host) {
+			return nil, host.err
+		}
+		if err := ix.afterGPUFailure(ctx, err); err != nil {
+			return nil, err
+		}
+	}
 	start := time.Now()
 	view := ix.view()
 	view.Allow = mask
@@ -198,13 +239,89 @@ func (ix *Index) searchQuant(ctx context.Context, qs [][]float32, k int, mask []
 	return all, nil
 }
 
-// rangeQuant is SearchRange's scan for an index of a compressed precision.
-// The caller holds ix.mu.
-func (ix *Index) rangeQuant(ctx context.Context, q []float32, threshold float32, mask []uint64) ([]fallback.Hit, error) {
+// sumsPieceBytes bounds the device sums a compressed GPU search holds at
+// once: a batch is searched sumsPieceBytes/(4·rows) queries at a time (at
+// least one), so a large batch over many rows never holds 4 bytes per row
+// for every query.
+var sumsPieceBytes = 64 << 20
+
+// hostError marks an error of the host's share of a GPU search (not the
+// device's), which must not move the index off the GPU.
+type hostError struct{ err error }
+
+func (e hostError) Error() string { return e.err.Error() }
+
+// searchQuantGPU is searchQuant on the device's sums, a piece of the batch
+// at a time (sumsPieceBytes). The caller holds ix.mu.
+func (ix *Index) searchQuantGPU(ctx context.Context, qs [][]float32, k int, mask []uint64, approximate bool) ([][]Hit, error) {
 	t := traceFrom(ctx)
-	start := time.Now()
+	rows := ix.deviceRows(ix.slab.Rows)
+	piece := max(1, sumsPieceBytes/(4*max(rows, 1)))
 	view := ix.view()
 	view.Allow = mask
+	all := make([][]Hit, 0, len(qs))
+	for lo := 0; lo < len(qs); lo += piece {
+		part := qs[lo:min(lo+piece, len(qs))]
+		sums, scans, err := ix.deviceSums(ctx, part)
+		if err != nil {
+			return nil, err
+		}
+		start := time.Now()
+		d := fallback.DeviceSums{Sums: sums, Rows: rows}
+		res, st, err := fallback.ExactSearchSums(ctx, view, ix.quant.c, part, d, scans, k, ix.fallbackMetric(), ix.cfg.Workers, approximate)
+		if err != nil {
+			return nil, hostError{err}
+		}
+		t.addQuantGPU(st, start)
+		for _, r := range res {
+			all = append(all, ix.toHits(r))
+		}
+	}
+	return all, nil
+}
+
+// deviceSums returns the device's raw sums of its compressed rows for the
+// prepared queries qs, and how many passes over the codes that took. The
+// caller holds ix.mu.
+func (ix *Index) deviceSums(ctx context.Context, qs [][]float32) ([]float32, int, error) {
+	t := traceFrom(ctx)
+	dq := make([][]float32, len(qs))
+	for j, q := range qs {
+		dq[j] = fallback.DeviceQuery(ix.quant.c, q)
+	}
+	var st *gpu.Stages
+	if t != nil {
+		st = &gpu.Stages{}
+	}
+	sums, scans, err := ix.dev.Sums(ctx, dq, ix.deviceRows(ix.slab.Rows), st)
+	t.add(st)
+	return sums, scans, gpuError(err)
+}
+
+// rangeQuant is SearchRange's scan for an index of a compressed precision,
+// on the GPU's sums where it can (a GPU failure under Auto moves it to the
+// CPU as searchQuant does). The caller holds ix.mu.
+func (ix *Index) rangeQuant(ctx context.Context, q []float32, threshold float32, mask []uint64) ([]fallback.Hit, error) {
+	t := traceFrom(ctx)
+	view := ix.view()
+	view.Allow = mask
+	if ix.onGPU() && !ix.stale {
+		sums, _, err := ix.deviceSums(ctx, [][]float32{q})
+		if err == nil {
+			start := time.Now()
+			d := fallback.DeviceSums{Sums: sums, Rows: ix.deviceRows(ix.slab.Rows)}
+			found, st, err := fallback.ExactRangeSums(ctx, view, ix.quant.c, q, d, threshold, ix.fallbackMetric(), ix.cfg.Workers)
+			if err != nil {
+				return nil, err
+			}
+			t.addQuantGPU(st, start)
+			return found, nil
+		}
+		if err := ix.afterGPUFailure(ctx, err); err != nil {
+			return nil, err
+		}
+	}
+	start := time.Now()
 	found, st, err := fallback.ExactRange(ctx, view, ix.quant.c, q, threshold, ix.fallbackMetric(), ix.cfg.Workers)
 	if err != nil {
 		return nil, err
@@ -220,6 +337,21 @@ func (t *Trace) addQuant(st fallback.QuantStats, start time.Time) {
 	}
 	lap(&t.Kernel, start)
 	t.KernelClock, t.Backend = "cpu", BackendCPU
+	t.Searches += st.Queries
+	t.Rescored += st.Rescored
+	t.MaxRescored = max(t.MaxRescored, st.MaxRescored)
+	t.BytesRead += st.BytesRead
+}
+
+// addQuantGPU records in t (nil: nothing) the host's share of a
+// compressed search on the GPU: bounding the device's sums and the float32
+// rescore (as Select), and the scan's cost.
+func (t *Trace) addQuantGPU(st fallback.QuantStats, start time.Time) {
+	if t == nil {
+		return
+	}
+	lap(&t.Select, start)
+	t.Backend = BackendGPU
 	t.Searches += st.Queries
 	t.Rescored += st.Rescored
 	t.MaxRescored = max(t.MaxRescored, st.MaxRescored)

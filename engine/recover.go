@@ -74,7 +74,7 @@ func (ix *Index) tryRecover(attempt int) (err error) {
 		return gpuError(err)
 	}
 	// Writers wait (wmu); searches read ix.slab meanwhile, on the CPU.
-	if err := gpuError(g.Upload(ix.life, ix.deviceView(ix.slab), 0, nil, nil)); err != nil {
+	if err := gpuError(g.Upload(ix.life, ix.deviceView(ix.slab, ix.quant.c), 0, nil, nil)); err != nil {
 		g.Release()
 		return err
 	}

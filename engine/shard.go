@@ -567,3 +567,9 @@ func mergeHits(a, b []fallback.Hit, off, k int, m fallback.Metric) []fallback.Hi
 	}
 	return out
 }
+
+// Sums refuses: Config.Shards holds float32 rows only (validateShards
+// refuses a compressed precision), so no shard holds codes to sum.
+func (sh *shards) Sums(ctx context.Context, qs [][]float32, rows int, st *gpu.Stages) ([]float32, int, error) {
+	return nil, 0, fmt.Errorf("%w: sharded indexes hold float32 rows; compressed sums are not sharded", gpu.ErrFailed)
+}

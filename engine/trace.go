@@ -47,11 +47,14 @@ type Trace struct {
 	// Auto a GPU index may route a small search to the CPU.
 	Backend Backend
 
-	// The scan's cost, on the CPU path: Searches counts the queries traced;
-	// under a compressed precision Rescored is how many rows were scored
-	// again in float32 over those queries (Rescored/Searches the mean),
-	// MaxRescored the most for one query, and BytesRead the compressed
-	// bytes scanned plus the float32 bytes rescored.
+	// The scan's cost: Searches counts the queries traced (on the CPU
+	// path, and on the GPU under a compressed precision); under a
+	// compressed precision Rescored is how many rows were scored again in
+	// float32 over those queries (Rescored/Searches the mean), MaxRescored
+	// the most for one query, and BytesRead the compressed bytes scanned
+	// (by the device, once per tile of queries, on the GPU) plus the
+	// float32 bytes rescored. On the GPU, Select holds the host's bounding
+	// of the device's sums and the rescore.
 	Searches    int
 	Rescored    int64
 	MaxRescored int

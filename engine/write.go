@@ -240,7 +240,7 @@ func (ix *Index) rewrite(ctx context.Context, rows []int) error {
 	if len(onDevice) == 0 {
 		return nil
 	}
-	if err := gpuError(ix.dev.Rewrite(ctx, ix.slab, onDevice)); err != nil {
+	if err := gpuError(ix.dev.Rewrite(ctx, ix.deviceView(ix.slab, ix.quant.c), onDevice)); err != nil {
 		ix.stale = true
 		return err
 	}
@@ -398,7 +398,7 @@ func (ix *Index) compactLocked(ctx context.Context) error {
 	if onGPU {
 		var err error
 		if fresh, err = dev.Sibling(); err == nil {
-			err = fresh.Upload(ctx, ix.deviceView(slab), 0, nil, nil)
+			err = fresh.Upload(ctx, ix.deviceView(slab, quant.c), 0, nil, nil)
 			if err != nil {
 				fresh.Release()
 			}

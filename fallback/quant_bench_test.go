@@ -19,12 +19,17 @@ func BenchmarkExactSearch(b *testing.B) {
 		c.AppendSlab(s, 0)
 		for _, nq := range []int{1, benchBatch} {
 			qs := benchQueries(nq)
-			for _, approx := range []bool{false, true} {
-				name := p.String() + "/exact"
-				if approx {
-					name = p.String() + "/approx"
+			for _, mode := range []string{"exact", "approx", "nofilter"} {
+				approx := mode == "approx"
+				if mode == "nofilter" && p != F16 {
+					continue
 				}
+				name := p.String() + "/" + mode
 				b.Run(name+"/q"+itoa(nq), func(b *testing.B) {
+					// nofilter: float16 without scanF16Dot's block filter,
+					// for the comparison in one run.
+					f16Filter = mode != "nofilter"
+					defer func() { f16Filter = true }()
 					var st QuantStats
 					for b.Loop() {
 						_, s1, err := ExactSearchBatch(context.Background(), s, c, qs, benchK, Dot, 0, approx)

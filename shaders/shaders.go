@@ -13,6 +13,9 @@ var scoresSource string
 //go:embed select.wgsl
 var selectSource string
 
+//go:embed quant.wgsl
+var quantSource string
+
 // Read is the WGSL source of the bandwidth-floor shader (read.wgsl): it
 // has no constants to fill in.
 //
@@ -26,6 +29,7 @@ const ReadGroups = 4096
 var (
 	scoresTemplate = template.Must(template.New("scores.wgsl").Option("missingkey=error").Parse(scoresSource))
 	selectTemplate = template.Must(template.New("select.wgsl").Option("missingkey=error").Parse(selectSource))
+	quantTemplate  = template.Must(template.New("quant.wgsl").Option("missingkey=error").Parse(quantSource))
 )
 
 // SelectWorkgroup is the invocation count of the select shader's hist and
@@ -56,6 +60,29 @@ type ScoresLayout struct {
 	// Slice, when non-zero, stages the QT queries in workgroup memory
 	// Slice vec4 at a time (batch layouts only).
 	Slice uint32
+	// Prec, when not PrecF32, makes the layout quant.wgsl's: rows of
+	// compressed codes, Dim4 vec4<u32> words each, summed against the
+	// query without a metric (the tree reduction; no subgroups, no
+	// staged queries).
+	Prec uint32
+}
+
+// Precision codes of a scores layout: the float32 rows of scores.wgsl, or
+// the compressed rows of quant.wgsl.
+const (
+	PrecF32  = 0
+	PrecF16  = 1 // two IEEE halves per u32
+	PrecInt8 = 2 // four int8 codes per u32, each stored offset by 128
+)
+
+// QueryVec4 is how many 16-byte words one query takes in the query
+// binding of layout l: a float32 query of a float16 row is twice as long
+// as the row's codes.
+func (l ScoresLayout) QueryVec4() uint32 {
+	if l.Prec == PrecF16 {
+		return 2 * l.Dim4
+	}
+	return l.Dim4
 }
 
 // Workgroup is the number of invocations in one workgroup.
@@ -132,6 +159,20 @@ func Scores(l ScoresLayout) (string, error) {
 		return "", fmt.Errorf("shaders: invalid scores layout %+v", l)
 	}
 	var b strings.Builder
+	if l.Prec != PrecF32 {
+		if l.Prec != PrecF16 && l.Prec != PrecInt8 || l.Subgroups || l.Slice != 0 {
+			return "", fmt.Errorf("shaders: invalid compressed scores layout %+v", l)
+		}
+		err := quantTemplate.Execute(&b, struct {
+			ScoresLayout
+			Workgroup uint32
+			Partial   uint32
+		}{l, l.Workgroup(), l.QT * l.Workgroup()})
+		if err != nil {
+			return "", fmt.Errorf("shaders: %w", err)
+		}
+		return b.String(), nil
+	}
 	err := scoresTemplate.Execute(&b, struct {
 		ScoresLayout
 		Workgroup uint32

@@ -14,6 +14,7 @@
 //	go run ./cmd/bench --soak 60s                      # mixed load, every answer checked, memory sampled
 //	go run ./cmd/bench --device gpu --tiers resident --paths 1,8,64   # fused vs radix selection, with what each issues
 //	go run ./cmd/bench --precision f32,f16,int8 --peers # compressed rows, exact answers, beside FAISS
+//	go run ./cmd/bench --precision f32,f16,int8 --device gpu --breakdown  # the same on a GPU, stage by stage
 //
 // Exit status: 0 when every tier that ran agrees with the reference, 1 on a
 // consistency failure or a tier error, 2 for bad flags or input files.
@@ -122,7 +123,7 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	fs.Uint64Var(&f.seed, "seed", 0, "seed of the random data and queries (default: from the clock, printed)")
 	fs.StringVar(&f.jsonOut, "json", "", "write the report as JSON to `FILE` (- for stdout; the table then goes to stderr)")
 	fs.StringVar(&f.plotOut, "plot", "", "draw group times and the breakdown to `FILE.png`")
-	fs.BoolVar(&f.breakdown, "breakdown", false, "trace the most expensive tier's path stage by stage (marshal, upload, kernel, readback)")
+	fs.BoolVar(&f.breakdown, "breakdown", false, "trace the most expensive tier's path stage by stage (marshal, upload, kernel, readback); with --precision, each precision's search stage by stage with rows rescored, MB read and KB read back")
 	fs.IntVar(&f.reps, "reps", 12, "traced calls the breakdown takes medians over (and calls per batch size of --paths)")
 	fs.StringVar(&f.paths, "paths", "", "comma list of batch sizes (e.g. 1,8,64): time SearchBatch on the resident GPU index with the fused selection and with the radix select forced, side by side, with what each issues")
 	fs.StringVar(&f.data, "data", "", "stored vectors from `FILE` (.npy float32 2-D, or .fvecs) instead of random data")
@@ -139,7 +140,7 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	fs.IntVar(&f.coalesceMax, "coalesce-max", 0, "Config.BatchQueries of --concurrency's coalescing-on rows (0: the default)")
 	fs.DurationVar(&f.coalesceWait, "coalesce-wait", 0, "Config.BatchWait of --concurrency's coalescing-on rows")
 	fs.DurationVar(&f.soak, "soak", 0, "run mixed searches and writes for this long (e.g. 60s), every answer checked, memory sampled; exit 1 on any error or wrong answer (uses --n, --dim, --k, --device)")
-	fs.StringVar(&f.precision, "precision", "", "measure storage precisions instead of the search tiers: a comma `LIST` of f32, f16, int8 (f32 first: the others are checked against it), each on the CPU path with rows rescored, bytes read, the Approximate mode's recall and a --batch call; with --peers FAISS IndexFlat and IndexScalarQuantizer fp16/8bit beside them (uses --n, --dim, --k, --metric, --nq, --runs, --repeat, --batch, --batch-runs, --seed, --workers)")
+	fs.StringVar(&f.precision, "precision", "", "measure storage precisions instead of the search tiers: a comma `LIST` of f32, f16, int8 (f32 first: the others are checked against it), each on the CPU path (or with --device gpu on a GPU, software adapters included) with rows rescored, bytes read, the Approximate mode's recall and a --batch call; with --peers FAISS IndexFlat and IndexScalarQuantizer fp16/8bit beside them (uses --n, --dim, --k, --metric, --nq, --runs, --repeat, --batch, --batch-runs, --seed, --workers)")
 	fs.BoolVar(&f.clustered, "clustered", false, "with --precision: clustered data (1,000 Gaussian centres) instead of uniform random")
 	fs.StringVar(&f.shards, "shards", "", "compare each adapter of this comma `LIST` alone with all of them sharding one index (Config.Shards), Device GPU: an entry is a backend (vulkan, metal, dx12, gl), a name fragment, or backend:name; times SearchBatch for the batch sizes of --paths (default 1,8,64); uses --n, --dim, --k, --metric, --runs, --repeat, --seed")
 	fs.IntVar(&f.workers, "workers", 0, "goroutines of the fallback (0: GOMAXPROCS)")
@@ -510,9 +511,14 @@ func runPrecision(ctx context.Context, f *flags, opt bench.Options, stdout, stde
 		seed = uint64(time.Now().UnixNano())
 	}
 	progress := newProgress(stderr)
-	rep, err := bench.RunPrecision(ctx, bench.PrecisionOptions{N: f.n, Dim: f.dim, K: f.k, Queries: f.nq, Batch: f.batch,
+	device := engine.CPU
+	if opt.Device == engine.GPU {
+		device = engine.GPU
+	}
+	rep, err := bench.RunPrecision(ctx, bench.PrecisionOptions{Device: device, Adapter: opt.Adapter, N: f.n, Dim: f.dim, K: f.k, Queries: f.nq, Batch: f.batch,
 		Precisions: precs, Metric: opt.Metric, Runs: opt.Runs, Repeat: opt.Repeat, BatchRuns: opt.BatchRuns,
-		Seed: seed, Clustered: f.clustered, Workers: opt.Workers, Peers: f.peers, Pythons: opt.Pythons, Progress: progress.show})
+		Seed: seed, Clustered: f.clustered, Workers: opt.Workers, Peers: f.peers, Pythons: opt.Pythons, Progress: progress.show,
+		Breakdown: f.breakdown})
 	progress.done()
 	if err != nil {
 		fmt.Fprintln(stderr, "bench:", err)

@@ -453,3 +453,24 @@ func TestShardsFlag(t *testing.T) {
 	require.Contains(t, out, "| sharded vulkan+gl |")
 	require.Equal(t, 3, strings.Count(out, "| yes |"), out)
 }
+
+// --precision --device gpu measures the precisions on a software adapter:
+// every compressed answer is the CPU path's float32 one, bit for bit, and
+// the table says where a GPU search's time goes.
+func TestPrecisionTableGPU(t *testing.T) {
+	code, out, stderr := runBench(t, "--precision", "f32,f16,int8", "--device", "gpu", "--n", "700", "--dim", "40",
+		"--runs", "2", "--repeat", "1", "--batch", "9", "--batch-runs", "1", "--seed", "5", "--breakdown")
+	if code == 1 && (strings.Contains(stderr, "adapter") || strings.Contains(stderr, "GPU support")) && os.Getenv("UMBRA_REQUIRE_GPU") != "1" {
+		t.Skip("no usable GPU adapter: " + stderr)
+	}
+	require.Equal(t, 0, code, "stderr: %s", stderr)
+	for _, want := range []string{"umbra f32", "umbra f16 exact", "umbra int8 exact", "GPU ", "device ", "breakdown:", "| readback ms |"} {
+		assert.Contains(t, out, want)
+	}
+	table, _, _ := strings.Cut(out, "breakdown:") // the breakdown's rows have no exact column
+	for _, line := range strings.Split(table, "\n") {
+		if strings.HasPrefix(line, "| umbra") {
+			assert.True(t, strings.HasSuffix(line, "| yes |"), "not exact: %s", line)
+		}
+	}
+}

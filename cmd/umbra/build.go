@@ -39,8 +39,8 @@ Flags:
                  searches scan. f16 and int8 read 2x and about 4x fewer
                  bytes and still return the exact float32 answers (the
                  store keeps the float32 vectors; rows the compressed scan
-                 cannot rule out are scored again in float32). They search
-                 on the CPU path only
+                 cannot rule out are scored again in float32). On a GPU
+                 the device holds only the compressed copy
   --out STORE    the store to write (required)`,
 	example: `
 umbra build --data docs.npy --out docs.umbra

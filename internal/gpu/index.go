@@ -39,8 +39,11 @@ type gpuChunk struct {
 // scratch buffers a search writes (queries, scores, select state, hits) and
 // reads back.
 type Index struct {
-	dev     *Device
-	metric  uint32
+	dev    *Device
+	metric uint32
+	// prec is shaders.PrecF32, or the compressed codes the rows hold
+	// (NewCompressedIndex): then only Sums searches them.
+	prec    uint32
 	single  shaders.ScoresLayout // one query per pass
 	batch   shaders.ScoresLayout // batchQT queries per pass
 	plan    packed.ChunkPlan
@@ -119,7 +122,23 @@ func (d *Device) NewIndex(stride int, metric uint32, maxChunkRows int) (*Index, 
 	return newIndex(d, stride, metric, maxChunkRows)
 }
 
+// NewCompressedIndex returns an empty index on the device for rows of
+// compressed codes (prec shaders.PrecF16 or PrecInt8), words uint32 words
+// a row (a multiple of 4): the codes of a fallback.Compressed, uploaded as
+// a packed.Slab whose float32 elements carry the words' bits. Its Sums
+// returns every row's raw sum against each query; Search refuses.
+func (d *Device) NewCompressedIndex(words int, prec, metric uint32, maxChunkRows int) (*Index, error) {
+	if prec != shaders.PrecF16 && prec != shaders.PrecInt8 {
+		return nil, fmt.Errorf("%w: unknown precision code %d", ErrFailed, prec)
+	}
+	return newIndexPrec(d, words, metric, prec, maxChunkRows)
+}
+
 func newIndex(dev *Device, stride int, metric uint32, maxChunkRows int) (*Index, error) {
+	return newIndexPrec(dev, stride, metric, shaders.PrecF32, maxChunkRows)
+}
+
+func newIndexPrec(dev *Device, stride int, metric, prec uint32, maxChunkRows int) (*Index, error) {
 	plan, err := packed.PlanChunks(stride, packed.Limits{
 		MaxStorageBindingBytes: dev.lim.MaxStorageBindingBytes,
 		MaxBufferBytes:         dev.lim.MaxBufferBytes,
@@ -140,9 +159,15 @@ func newIndex(dev *Device, stride int, metric uint32, maxChunkRows int) (*Index,
 		return nil, err
 	}
 	single.Subgroups, batch.Subgroups = dev.subgroups, dev.subgroups
+	if prec != shaders.PrecF32 {
+		// quant.wgsl reduces by its tree and reads its queries from
+		// storage; it has no fused top-k.
+		single.Prec, batch.Prec = prec, prec
+		single.Subgroups, batch.Subgroups, batch.Slice = false, false, 0
+	}
 	bind := min(dev.lim.MaxStorageBindingBytes, dev.lim.MaxBufferBytes)
 	g := &Index{
-		dev: dev, metric: metric, single: single, batch: batch, plan: plan, bind: bind, maxChunkRows: maxChunkRows,
+		dev: dev, metric: metric, prec: prec, single: single, batch: batch, plan: plan, bind: bind, maxChunkRows: maxChunkRows,
 		query:   growBuffer{label: "umbra queries", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopyDst, limit: bind},
 		scoresB: growBuffer{label: "umbra scores", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc, limit: bind},
 		state:   growBuffer{label: "umbra select state", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopyDst | wgpu.BufferUsageCopySrc, limit: bind},
@@ -152,7 +177,7 @@ func newIndex(dev *Device, stride int, metric uint32, maxChunkRows int) (*Index,
 		cands:   growBuffer{label: "umbra candidates", usage: wgpu.BufferUsageStorage, limit: bind},
 		mparams: growBuffer{label: "umbra merge params", usage: wgpu.BufferUsageUniform | wgpu.BufferUsageCopyDst, limit: bind},
 	}
-	if dev.fused {
+	if dev.fused && prec == shaders.PrecF32 {
 		g.topkSingle = shaders.TopKPlans(single, dev.lim.MaxWorkgroupBytes)
 		g.topkBatch = shaders.TopKPlans(batch, dev.lim.MaxWorkgroupBytes)
 	}
@@ -172,7 +197,7 @@ func newIndex(dev *Device, stride int, metric uint32, maxChunkRows int) (*Index,
 			return nil, err
 		}
 	}
-	if dev.fused {
+	if dev.fused && prec == shaders.PrecF32 {
 		if _, err := dev.mergePipeline(metric); err != nil {
 			return nil, err
 		}
@@ -204,8 +229,12 @@ func maxK(plans []shaders.TopKLayout) uint32 {
 }
 
 // ChunkRows is the most rows one device buffer holds.
-func (g *Index) ChunkRows() int       { return g.plan.RowsPerChunk }
-func (g *Index) rowBytes() uint64     { return uint64(g.plan.Stride) * 4 }
+func (g *Index) ChunkRows() int   { return g.plan.RowsPerChunk }
+func (g *Index) rowBytes() uint64 { return uint64(g.plan.Stride) * 4 }
+
+// queryBytes is the size of one query in the query binding: a row's, or
+// twice that for float16 codes (the query stays float32).
+func (g *Index) queryBytes() uint64   { return uint64(g.single.QueryVec4()) * 16 }
 func (g *Index) device() *wgpu.Device { return g.dev.device }
 func (g *Index) queue() *wgpu.Queue   { return g.dev.queue }
 
@@ -473,7 +502,12 @@ func (g *Index) Rewrite(ctx context.Context, s *packed.Slab, rows []int) error {
 // Sibling returns a new, empty index on the same device with the same
 // layout: compaction uploads into it while searches still use this one.
 func (g *Index) Sibling() (*Index, error) {
-	return g.dev.NewIndex(g.plan.Stride, g.metric, g.maxChunkRows)
+	return g.dev.newLike(g)
+}
+
+// newLike returns a new, empty index on d laid out like g.
+func (d *Device) newLike(g *Index) (*Index, error) {
+	return newIndexPrec(d, g.plan.Stride, g.metric, g.prec, g.maxChunkRows)
 }
 
 // MarkDead marks resident rows deleted, so no later search returns them:

@@ -20,7 +20,7 @@ func (g *Index) Renew(ctx context.Context, timeout time.Duration) (*Index, error
 		return nil, err
 	}
 	if err := g.recheck(ctx, timeout); err == nil {
-		return g.dev.NewIndex(g.plan.Stride, g.metric, g.maxChunkRows)
+		return g.dev.newLike(g)
 	} else if g.dev.owned {
 		return nil, fmt.Errorf("%w: the caller's device fails its self-test: %v", ErrFailed, err)
 	}
@@ -41,7 +41,7 @@ func (g *Index) Renew(ctx context.Context, timeout time.Duration) (*Index, error
 	if dev == nil {
 		return nil, fmt.Errorf("%w: %s", ErrFailed, r.Error)
 	}
-	return dev.NewIndex(g.plan.Stride, g.metric, g.maxChunkRows)
+	return dev.newLike(g)
 }
 
 // recheck runs the device's self-test with its current variant, as the

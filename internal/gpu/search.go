@@ -109,10 +109,10 @@ func (g *Index) prepare(sub submission) error {
 	allow := need{&g.allow, allowBytes}
 	var needs []need
 	if sub.fused {
-		needs = []need{{&g.query, nq * g.rowBytes()}, {&g.cands, nq * uint64(sub.lists) * uint64(sub.k) * shaders.HitBytes},
+		needs = []need{{&g.query, nq * g.queryBytes()}, {&g.cands, nq * uint64(sub.lists) * uint64(sub.k) * shaders.HitBytes},
 			{&g.hits, nq * uint64(sub.k) * shaders.HitBytes}, {&g.mparams, shaders.MergeParamsBytes}, allow}
 	} else {
-		needs = []need{{&g.query, nq * g.rowBytes()}, {&g.scoresB, nq * uint64(sub.rows) * 4},
+		needs = []need{{&g.query, nq * g.queryBytes()}, {&g.scoresB, nq * uint64(sub.rows) * 4},
 			{&g.state, nq * shaders.StateBytes}, {&g.hits, nq * uint64(sub.hitsPerQuery()) * shaders.HitBytes}, allow}
 	}
 	for _, r := range needs {
@@ -325,10 +325,10 @@ func (s submission) readbackBytes() uint64 {
 // for any index upload accepted (one query's scores fit a binding) and any
 // valid dimension (one query fits a binding, as one row did).
 func (g *Index) batchLimit(sub submission) int {
-	perQuery := max(uint64(sub.rows)*4, g.rowBytes(), shaders.StateBytes)
+	perQuery := max(uint64(sub.rows)*4, g.queryBytes(), shaders.StateBytes)
 	if sub.fused {
 		// No scores buffer: the candidate lists instead.
-		perQuery = max(g.rowBytes(), uint64(sub.lists)*uint64(sub.k)*shaders.HitBytes)
+		perQuery = max(g.queryBytes(), uint64(sub.lists)*uint64(sub.k)*shaders.HitBytes)
 	}
 	if sub.deviceSelect {
 		perQuery = max(perQuery, uint64(sub.k)*shaders.HitBytes)
@@ -790,6 +790,9 @@ func (g *Index) Search(ctx context.Context, qs [][]float32, k, rows int, mask []
 		}
 		g.dev.mu.Unlock()
 	}
+	if g.prec != shaders.PrecF32 {
+		return nil, fmt.Errorf("%w: an index of compressed rows is searched through Sums", ErrFailed)
+	}
 	if rows == 0 || allowed == 0 {
 		out := make([][]fallback.Hit, len(qs))
 		for i := range out {
@@ -818,6 +821,45 @@ func (g *Index) Search(ctx context.Context, qs [][]float32, k, rows int, mask []
 	return out, nil
 }
 
+// Sums returns, for an index of compressed rows (NewCompressedIndex), every
+// one of the first rows rows' raw sum against each query, query j's at
+// j*rows: a float32 (float16 codes) or an int32 (int8 codes, without the
+// fallback's offset of 128) by its bits. Each query is given as the
+// words the shader reads (fallback.DeviceQuery), as float32 elements; st
+// (may be nil) records where the time went. scans is how many passes over
+// the codes it took (one per tile of queries).
+func (g *Index) Sums(ctx context.Context, qs [][]float32, rows int, st *Stages) (sums []float32, scans int, err error) {
+	if g.prec == shaders.PrecF32 {
+		return nil, 0, fmt.Errorf("%w: Sums needs an index of compressed rows", ErrFailed)
+	}
+	want := int(g.queryBytes() / 4)
+	for j, q := range qs {
+		if len(q) != want {
+			return nil, 0, fmt.Errorf("%w: query %d has %d words, the rows take %d", ErrFailed, j, len(q), want)
+		}
+	}
+	out := make([]float32, 0, len(qs)*rows)
+	if rows == 0 {
+		return out, 0, nil
+	}
+	sub := submission{rows: rows}
+	step := g.batchLimit(sub)
+	for lo := 0; lo < len(qs); lo += step {
+		part := qs[lo:min(lo+step, len(qs))]
+		_, all, err := g.run(ctx, part, sub, st)
+		if err != nil {
+			return nil, 0, err
+		}
+		out = append(out, all...)
+		qt := int(g.single.QT)
+		if len(part) > 1 {
+			qt = int(g.batch.QT)
+		}
+		scans += (len(part) + qt - 1) / qt
+	}
+	return out, scans, nil
+}
+
 // scores returns every row's score for q, unranked: the device's self-test
 // checks each against float64.
 func (g *Index) scores(ctx context.Context, q []float32, rows int) ([]float32, error) {
@@ -831,5 +873,8 @@ func (g *Index) scores(ctx context.Context, q []float32, rows int) ([]float32, e
 // Scores returns every resident row's score for one padded query, read
 // back whole (4 bytes a row): what a range search filters on the host.
 func (g *Index) Scores(ctx context.Context, q []float32, rows int) ([]float32, error) {
+	if g.prec != shaders.PrecF32 {
+		return nil, fmt.Errorf("%w: an index of compressed rows is searched through Sums", ErrFailed)
+	}
 	return g.scores(ctx, q, rows)
 }

@@ -32,6 +32,11 @@ func (d *Device) NewIndex(stride int, metric uint32, maxChunkRows int) (*Index, 
 	return nil, ErrNotBuilt
 }
 
+// NewCompressedIndex reports that this build has no wgpu backend.
+func (d *Device) NewCompressedIndex(words int, prec, metric uint32, maxChunkRows int) (*Index, error) {
+	return nil, ErrNotBuilt
+}
+
 // Calibrate reports that this build has no wgpu backend.
 func (d *Device) Calibrate() (time.Duration, float64, error) { return 0, 0, ErrNotBuilt }
 
@@ -57,6 +62,10 @@ func (g *Index) Renew(ctx context.Context, timeout time.Duration) (*Index, error
 
 func (g *Index) Search(ctx context.Context, qs [][]float32, k, rows int, mask []uint64, st *Stages) ([][]fallback.Hit, error) {
 	return nil, ErrNotBuilt
+}
+
+func (g *Index) Sums(ctx context.Context, qs [][]float32, rows int, st *Stages) ([]float32, int, error) {
+	return nil, 0, ErrNotBuilt
 }
 
 func (g *Index) Floor(ctx context.Context) (time.Duration, int64, string, error) {

@@ -1,0 +1,349 @@
+//go:build cgo && !nogpu
+
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/engine"
+)
+
+// compareTwins runs single, batched, filtered and range searches on a
+// compressed index and its float32 twin (the CPU path) and requires the
+// same IDs and score bits everywhere, and, under Cosine, the float64
+// reference's top k up to near-ties. It returns the most rows one query
+// rescored for a k of at most 100.
+func compareTwins(t *testing.T, gpu bool, m engine.Metric, f32, cmp *engine.Index, data map[uint64][]float32, qs [][]float32, ks []int, what string) int {
+	t.Helper()
+	ctx := context.Background()
+	most := 0
+	ids := f32.IDs()
+	rows := make([][]float32, 0, len(ids))
+	for _, id := range ids {
+		rows = append(rows, data[id])
+	}
+	odd := engine.AllowFunc(func(id uint64) bool { return id%3 != 1 })
+	for _, k := range ks {
+		for _, opts := range [][]engine.SearchOption{nil, {odd}} {
+			want, err := f32.SearchBatch(ctx, qs, k, opts...)
+			require.NoError(t, err)
+			var tr engine.Trace
+			got, err := cmp.SearchBatch(engine.WithTrace(ctx, &tr), qs, k, opts...)
+			require.NoError(t, err)
+			if gpu && len(ids) > 0 {
+				require.Equal(t, engine.BackendGPU, tr.Backend, "%s: searched on the device", what)
+			}
+			if k <= 100 {
+				most = max(most, tr.MaxRescored)
+			}
+			for j := range qs {
+				sameHitBits(t, want[j], got[j], "%s: k %d filtered %v query %d", what, k, opts != nil, j)
+			}
+			one, err := cmp.Search(ctx, qs[0], k, opts...)
+			require.NoError(t, err)
+			sameHitBits(t, want[0], one, "%s: single k %d filtered %v", what, k, opts != nil)
+			if opts == nil && m == engine.Cosine {
+				// The float64 reference, by ID = position among live rows
+				// (under Cosine: with norms over six orders of magnitude a
+				// dot or L2 score's float32 error is relative to the
+				// norms, not to the score the reference's tolerance
+				// scales with).
+				pos := map[uint64]uint64{}
+				for i, id := range ids {
+					pos[id] = uint64(i)
+				}
+				hs := make([]engine.Hit, len(one))
+				for i, h := range one {
+					hs[i] = engine.Hit{ID: pos[h.ID], Score: h.Score}
+				}
+				require.NoError(t, topKError(m, rows, qs[0], k, hs), "%s: k %d against float64", what, k)
+			}
+		}
+	}
+	if len(ids) > 0 {
+		all, err := f32.Search(ctx, qs[0], len(ids))
+		require.NoError(t, err)
+		for _, at := range []int{0, len(all) / 3, len(all) - 1} {
+			th := all[at].Score
+			want, err := f32.SearchRange(ctx, qs[0], th)
+			require.NoError(t, err)
+			got, err := cmp.SearchRange(ctx, qs[0], th)
+			require.NoError(t, err)
+			sameHitBits(t, want, got, "%s: range %g", what, th)
+			want, err = f32.SearchRange(ctx, qs[0], th, odd)
+			require.NoError(t, err)
+			got, err = cmp.SearchRange(ctx, qs[0], th, odd)
+			require.NoError(t, err)
+			sameHitBits(t, want, got, "%s: filtered range %g", what, th)
+		}
+	}
+	return most
+}
+
+// The data sets that make a compressed scan's bounds work hardest, on
+// each software adapter: a tight cluster where hundreds of rows lie within
+// the quantisation error of the k-th score (queried at its centre and on
+// a row), exact duplicates, near-ties built one float32 step apart, and
+// norms over six orders of magnitude; k = 1 to Len, filtered, range,
+// batches across the device's query tiles and chunks, then deletes and
+// compaction. Every answer must be the float32 search's, bit for bit.
+func TestPrecisionGPUAdversarial(t *testing.T) {
+	r := newRand(t)
+	ctx := context.Background()
+	for _, b := range backends[1:] {
+		for _, prec := range []engine.Precision{engine.F16, engine.Int8} {
+			for _, m := range []engine.Metric{engine.Dot, engine.L2, engine.Cosine} {
+				t.Run(fmt.Sprintf("%s/%v/%v", b.name, prec, m), func(t *testing.T) {
+					dim := 16 + r.IntN(80)
+					center := randomVectors(r, 1, dim)[0]
+					var vs [][]float32
+					// A cluster of 1500 rows 1e-4 around the centre.
+					vs = append(vs, precisionVectors(r, 2, 1500, dim, center)...)
+					for _, v := range vs[:1500] {
+						for j := range v {
+							v[j] = center[j] + (v[j]-center[j])*0.1
+						}
+					}
+					// Duplicates, and near-ties one float32 step apart.
+					vs = append(vs, precisionVectors(r, 3, 300, dim, center)...)
+					for range 100 {
+						v := append([]float32(nil), vs[r.IntN(len(vs))]...)
+						j := r.IntN(dim)
+						v[j] = math.Nextafter32(v[j], float32(math.Inf(1)))
+						vs = append(vs, v)
+					}
+					// Norms from 1e-3 to 1e3.
+					vs = append(vs, precisionVectors(r, 1, 600, dim, center)...)
+					r.Shuffle(len(vs), func(i, j int) { vs[i], vs[j] = vs[j], vs[i] })
+
+					f32, err := engine.New(ctx, engine.Config{Dim: dim, Metric: m, Device: engine.CPU})
+					require.NoError(t, err)
+					defer f32.Close()
+					cmp := open(t, b, engine.Config{Dim: dim, Metric: m, Precision: prec}, 1024)
+					data := map[uint64][]float32{}
+					for _, ix := range []*engine.Index{f32, cmp} {
+						ids, err := ix.Add(ctx, vs)
+						require.NoError(t, err)
+						for i, id := range ids {
+							data[id] = vs[i]
+						}
+					}
+					qs := [][]float32{center, vs[r.IntN(len(vs))]}
+					qs = append(qs, precisionVectors(r, 2, 4, dim, center)...)
+					qs = append(qs, precisionVectors(r, 1, 5, dim, center)...)
+					qs = append(qs, randomVectors(r, 10, dim)...) // 21: three tiles of 8
+					n := f32.Len()
+					most := compareTwins(t, true, m, f32, cmp, data, qs, []int{1, 10, 100, n}, "full")
+					t.Logf("%d rows, at most %d rescored for one query at k ≤ 100", n, most)
+					if m != engine.Cosine {
+						require.Greater(t, most, 100, "the cluster puts many rows within the bound")
+					}
+					ids := f32.IDs()
+					del := ids[:n/3]
+					for _, ix := range []*engine.Index{f32, cmp} {
+						require.NoError(t, ix.Delete(ctx, del...))
+					}
+					compareTwins(t, true, m, f32, cmp, data, qs[:9], []int{1, 7, f32.Len()}, "after deletes")
+					for _, ix := range []*engine.Index{f32, cmp} {
+						require.NoError(t, ix.Compact(ctx))
+					}
+					compareTwins(t, true, m, f32, cmp, data, qs[:3], []int{1, 50}, "after compaction")
+				})
+			}
+		}
+	}
+}
+
+// With Overflow the device holds the codes of the first rows and the CPU
+// sums the rest; the answer is still the float32 search's.
+func TestPrecisionGPUOverflow(t *testing.T) {
+	r := newRand(t)
+	ctx := context.Background()
+	for _, b := range backends[1:] {
+		for _, prec := range []engine.Precision{engine.F16, engine.Int8} {
+			t.Run(fmt.Sprintf("%s/%v", b.name, prec), func(t *testing.T) {
+				const dim = 40
+				vs := randomVectors(r, 1000, dim)
+				f32, err := engine.New(ctx, engine.Config{Dim: dim, Metric: engine.L2, Device: engine.CPU})
+				require.NoError(t, err)
+				defer f32.Close()
+				// 256 rows of codes on the device (int8: 64 bytes a row,
+				// f16: 128).
+				words := int64(64)
+				if prec == engine.F16 {
+					words = 128
+				}
+				cmp := open(t, b, engine.Config{Dim: dim, Metric: engine.L2, Precision: prec, Overflow: true, MaxDeviceBytes: 256 * words})
+				data := map[uint64][]float32{}
+				for _, ix := range []*engine.Index{f32, cmp} {
+					ids, err := ix.Add(ctx, vs)
+					require.NoError(t, err)
+					for i, id := range ids {
+						data[id] = vs[i]
+					}
+				}
+				require.Equal(t, 256, cmp.Info().DeviceRows)
+				qs := randomVectors(r, 9, dim)
+				compareTwins(t, true, engine.L2, f32, cmp, data, qs, []int{1, 20, 1000}, "overflow")
+			})
+		}
+	}
+}
+
+// A random property test: small random shapes, data kinds, metrics,
+// precisions and k, on each software adapter; no difference from the
+// float32 search may ever appear.
+func TestPrecisionGPUProperty(t *testing.T) {
+	r := newRand(t)
+	ctx := context.Background()
+	for _, b := range backends[1:] {
+		t.Run(b.name, func(t *testing.T) {
+			for it := range 12 {
+				dim := 1 + r.IntN(130)
+				n := 1 + r.IntN(700)
+				m := []engine.Metric{engine.Dot, engine.L2, engine.Cosine}[r.IntN(3)]
+				prec := []engine.Precision{engine.F16, engine.Int8}[r.IntN(2)]
+				kind := r.IntN(4)
+				center := randomVectors(r, 1, dim)[0]
+				vs := precisionVectors(r, kind, n, dim, center)
+				f32, err := engine.New(ctx, engine.Config{Dim: dim, Metric: m, Device: engine.CPU})
+				require.NoError(t, err)
+				cmp := open(t, b, engine.Config{Dim: dim, Metric: m, Precision: prec}, 64*(1+r.IntN(4)))
+				data := map[uint64][]float32{}
+				for _, ix := range []*engine.Index{f32, cmp} {
+					ids, err := ix.Add(ctx, vs)
+					require.NoError(t, err)
+					for i, id := range ids {
+						data[id] = vs[i]
+					}
+				}
+				qs := precisionVectors(r, kind, 1+r.IntN(10), dim, center)
+				qs[0] = vs[r.IntN(n)]
+				what := fmt.Sprintf("iteration %d: %d×%d %v %v kind %d", it, n, dim, m, prec, kind)
+				compareTwins(t, true, m, f32, cmp, data, qs, []int{1, 1 + r.IntN(n), n}, what)
+				require.NoError(t, f32.Close())
+				require.NoError(t, cmp.Close())
+			}
+		})
+	}
+}
+
+// A compressed search on the GPU with Approximate skips the rescore as on
+// the CPU: k hits, none rescored.
+func TestPrecisionGPUApproximate(t *testing.T) {
+	r := newRand(t)
+	ctx := context.Background()
+	for _, b := range backends[1:] {
+		for _, prec := range []engine.Precision{engine.F16, engine.Int8} {
+			cmp := open(t, b, engine.Config{Dim: 32, Precision: prec})
+			vs := randomVectors(r, 500, 32)
+			_, err := cmp.Add(ctx, vs)
+			require.NoError(t, err)
+			var tr engine.Trace
+			got, err := cmp.Search(engine.WithTrace(ctx, &tr), vs[0], 10, engine.Approximate())
+			require.NoError(t, err)
+			require.Len(t, got, 10)
+			require.Zero(t, tr.Rescored)
+			require.Equal(t, engine.BackendGPU, tr.Backend)
+			require.Equal(t, uint64(0), got[0].ID, "%s %v: the row itself comes first", b.name, prec)
+		}
+	}
+}
+
+// MaxDeviceBytes counts what the device holds: a compressed index's codes
+// (64 bytes a 40-d int8 row), not its float32 rows (160 bytes).
+func TestPrecisionGPUDeviceBudget(t *testing.T) {
+	r := newRand(t)
+	ctx := context.Background()
+	for _, b := range backends[1:] {
+		ix := open(t, b, engine.Config{Dim: 40, Precision: engine.Int8, MaxDeviceBytes: 64 * 100})
+		_, err := ix.Add(ctx, randomVectors(r, 100, 40))
+		require.NoError(t, err, "%s: 100 rows of codes fit", b.name)
+		_, err = ix.Add(ctx, randomVectors(r, 1, 40))
+		require.ErrorIs(t, err, engine.ErrTooLarge, b.name)
+		require.Equal(t, 100, ix.Len())
+		require.Equal(t, engine.BackendGPU, ix.Info().Backend)
+	}
+}
+
+// A batch is searched a piece at a time when its device sums would be
+// large; the answers are the same, and the trace counts every query.
+func TestPrecisionGPUBatchPieces(t *testing.T) {
+	r := newRand(t)
+	ctx := context.Background()
+	defer engine.SetSumsPiece(3 * 4 * 700)() // 3 queries of 700 rows a piece
+	for _, b := range backends[1:] {
+		for _, prec := range []engine.Precision{engine.F16, engine.Int8} {
+			f32, err := engine.New(ctx, engine.Config{Dim: 24, Device: engine.CPU})
+			require.NoError(t, err)
+			cmp := open(t, b, engine.Config{Dim: 24, Precision: prec})
+			vs := randomVectors(r, 700, 24)
+			data := map[uint64][]float32{}
+			for _, ix := range []*engine.Index{f32, cmp} {
+				ids, err := ix.Add(ctx, vs)
+				require.NoError(t, err)
+				for i, id := range ids {
+					data[id] = vs[i]
+				}
+			}
+			qs := randomVectors(r, 10, 24)
+			compareTwins(t, true, engine.Cosine, f32, cmp, data, qs, []int{1, 9}, fmt.Sprintf("%s %v in pieces", b.name, prec))
+			var tr engine.Trace
+			_, err = cmp.SearchBatch(engine.WithTrace(ctx, &tr), qs, 5)
+			require.NoError(t, err)
+			require.Equal(t, len(qs), tr.Searches)
+			require.GreaterOrEqual(t, tr.Submissions, int64(4), "10 queries in pieces of 3")
+			require.NoError(t, f32.Close())
+		}
+	}
+}
+
+// Magnitudes from 1e-35 to 1e35 (rows), queries scaled by 1e-30, 1 and
+// 1e30: device sums that underflow, overflow to ±Inf or turn NaN must
+// leave the answer the float32 search's (such rows are always rescored).
+func TestPrecisionGPUExtremes(t *testing.T) {
+	r := newRand(t)
+	ctx := context.Background()
+	const dim = 40
+	vs := randomVectors(r, 150, dim)
+	for _, v := range vs {
+		s := float32(math.Pow(10, float64(r.IntN(70)-35)))
+		for j := range v {
+			v[j] *= s
+		}
+	}
+	for _, b := range backends[1:] {
+		for _, prec := range []engine.Precision{engine.F16, engine.Int8} {
+			for _, m := range []engine.Metric{engine.Dot, engine.L2} {
+				f32, err := engine.New(ctx, engine.Config{Dim: dim, Metric: m, Device: engine.CPU})
+				require.NoError(t, err)
+				cmp := open(t, b, engine.Config{Dim: dim, Metric: m, Precision: prec})
+				for _, ix := range []*engine.Index{f32, cmp} {
+					_, err := ix.Add(ctx, vs)
+					require.NoError(t, err)
+				}
+				for _, scale := range []float32{1e-30, 1, 1e30} {
+					q := randomVectors(r, 1, dim)[0]
+					for j := range q {
+						q[j] *= scale
+					}
+					for _, k := range []int{1, 10, len(vs)} {
+						want, err := f32.Search(ctx, q, k)
+						require.NoError(t, err)
+						var tr engine.Trace
+						got, err := cmp.Search(engine.WithTrace(ctx, &tr), q, k)
+						require.NoError(t, err)
+						require.Equal(t, engine.BackendGPU, tr.Backend)
+						sameHitBits(t, want, got, "%s %v %v query scale %g k %d", b.name, prec, m, scale, k)
+					}
+				}
+				require.NoError(t, f32.Close())
+			}
+		}
+	}
+}
