@@ -286,26 +286,7 @@ func ExactRangeSums(ctx context.Context, s Slab, c *Compressed, q []float32, d D
 	limit := key(m, threshold)
 	raw := make([]float64, s.Rows)
 	d.sums(qq, c, 0, 0, raw)
-	var rows []int
-	for i, r := range raw {
-		if !allows(s.Allow, i) {
-			continue
-		}
-		if _, hi, _ := qq.keyBounds(c, i, r); hi >= limit {
-			rows = append(rows, i)
-		}
-	}
-	st.Rescored, st.MaxRescored = int64(len(rows)), len(rows)
-	st.BytesRead = c.Bytes() + int64(len(rows))*int64(s.Stride)*4
-	res, err := rescore(ctx, s, []*quantQuery{qq}, [][]int{rows}, len(rows), m, workers)
-	if err != nil {
-		return nil, st, err
-	}
-	hits = []Hit{}
-	for _, h := range res[0] {
-		if key(m, h.Score) >= limit {
-			hits = append(hits, h)
-		}
-	}
-	return hits, st, nil
+	rows := rangeCandidates(qq, c, raw, 0, s.Allow, limit, nil)
+	hits, err = rescoreWithin(ctx, s, c, qq, rows, limit, m, workers, &st)
+	return hits, st, err
 }

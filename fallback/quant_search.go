@@ -537,14 +537,7 @@ func ExactRange(ctx context.Context, s Slab, c *Compressed, q []float32, thresho
 				raw[i] = float64(v)
 			}
 		}
-		for i, r := range raw {
-			if !allows(s.Allow, lo+i) {
-				continue
-			}
-			if _, hi, _ := qq.keyBounds(c, lo+i, r); hi >= limit {
-				found[wk] = append(found[wk], lo+i)
-			}
-		}
+		found[wk] = rangeCandidates(qq, c, raw, lo, s.Allow, limit, found[wk])
 	})
 	if err != nil {
 		return nil, st, err
@@ -554,18 +547,41 @@ func ExactRange(ctx context.Context, s Slab, c *Compressed, q []float32, thresho
 		rows = append(rows, f...)
 	}
 	slices.Sort(rows)
+	hits, err = rescoreWithin(ctx, s, c, qq, rows, limit, m, workers, &st)
+	return hits, st, err
+}
+
+// rangeCandidates appends to dst the allowed rows base+i whose upper bound
+// on raw sum raw[i] can reach limit (a key): a range search's rows to
+// rescore.
+func rangeCandidates(qq *quantQuery, c *Compressed, raw []float64, base int, allow []uint64, limit float32, dst []int) []int {
+	for i, r := range raw {
+		if !allows(allow, base+i) {
+			continue
+		}
+		if _, hi, _ := qq.keyBounds(c, base+i, r); hi >= limit {
+			dst = append(dst, base+i)
+		}
+	}
+	return dst
+}
+
+// rescoreWithin rescores a range search's candidate rows (in order) in
+// float32 and keeps those whose key reaches limit, counting the rescore
+// in st.
+func rescoreWithin(ctx context.Context, s Slab, c *Compressed, qq *quantQuery, rows []int, limit float32, m Metric, workers int, st *QuantStats) ([]Hit, error) {
 	st.Rescored, st.MaxRescored = int64(len(rows)), len(rows)
 	st.BytesRead = c.Bytes() + int64(len(rows))*int64(s.Stride)*4
 	// Rescore them all (k = every candidate), then keep those within.
 	res, err := rescore(ctx, s, []*quantQuery{qq}, [][]int{rows}, len(rows), m, workers)
 	if err != nil {
-		return nil, st, err
+		return nil, err
 	}
-	hits = []Hit{}
+	hits := []Hit{}
 	for _, h := range res[0] {
 		if key(m, h.Score) >= limit {
 			hits = append(hits, h)
 		}
 	}
-	return hits, st, nil
+	return hits, nil
 }
