@@ -64,10 +64,7 @@ func runChecked(ctx context.Context, f *flags, stdout, stderr io.Writer, usage e
 		fmt.Fprintln(stderr, "bench:", usage)
 		return 2
 	}
-	seed := f.seed
-	if !f.set["seed"] {
-		seed = uint64(time.Now().UnixNano())
-	}
+	seed := f.runSeed()
 	progress := newProgress(stderr)
 	defer progress.done()
 	fmt.Fprintf(stdout, "umbra bench %s · seed %d\n", title, seed)

@@ -161,6 +161,34 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	return f, nil
 }
 
+// runSeed is --seed, or a seed from the clock when it was not given.
+func (f *flags) runSeed() uint64 {
+	if f.set["seed"] {
+		return f.seed
+	}
+	return uint64(time.Now().UnixNano())
+}
+
+// generatedSize checks --dim, --n and --k for a run on generated data.
+func (f *flags) generatedSize() error {
+	if err := inRange("dim", f.dim, 1, maxDim); err != nil {
+		return err
+	}
+	if err := inRange("n", f.n, 1, maxValues/f.dim); err != nil {
+		return err
+	}
+	return inRange("k", f.k, 1, f.n)
+}
+
+// knownBackend says whether b (lower case) names a graphics API, or none.
+func knownBackend(b string) bool {
+	switch b {
+	case "", "vulkan", "metal", "dx12", "gl":
+		return true
+	}
+	return false
+}
+
 func inRange(name string, v, lo, hi int) error {
 	if v < lo || v > hi {
 		return usagef("--%s %d out of range: want %d..%d", name, v, lo, hi)
@@ -181,9 +209,7 @@ func (f *flags) options() (bench.Options, error) {
 	if o.Device, err = engine.ParseDevice(f.device); err != nil {
 		return o, usagef("--device: unknown device %q (want auto, gpu or cpu)", f.device)
 	}
-	switch strings.ToLower(f.backend) {
-	case "", "vulkan", "metal", "dx12", "gl":
-	default:
+	if !knownBackend(strings.ToLower(f.backend)) {
 		return o, usagef("--backend: unknown backend %q (want vulkan, metal, dx12 or gl)", f.backend)
 	}
 	switch strings.ToLower(f.power) {
@@ -310,10 +336,7 @@ func (f *flags) workload(ctx context.Context, progress func(string)) (w *bench.W
 	if err = inRange("k", f.k, 1, n); err != nil {
 		return
 	}
-	s := f.seed
-	if !f.set["seed"] {
-		s = uint64(time.Now().UnixNano())
-	}
+	s := f.runSeed()
 	var flat []float32
 	if dm != nil {
 		flat, data = dm.Data[:n*dim], f.data
@@ -464,10 +487,7 @@ func runStore(ctx context.Context, f *flags, opt bench.Options, stdout, stderr i
 		fmt.Fprintln(stderr, "bench:", err)
 		return 2
 	}
-	seed := f.seed
-	if !f.set["seed"] {
-		seed = uint64(time.Now().UnixNano())
-	}
+	seed := f.runSeed()
 	fmt.Fprintf(stdout, "umbra bench --store · seed %d\n", seed)
 	rep, err := bench.RunStore(ctx, bench.StoreOptions{N: f.n, Dim: f.dim, Runs: opt.Runs, Repeat: opt.Repeat,
 		Device: opt.Device, Adapter: opt.Adapter, Seed: seed})
@@ -494,22 +514,11 @@ func runPrecision(ctx context.Context, f *flags, opt bench.Options, stdout, stde
 		}
 		precs = append(precs, p)
 	}
-	if err := inRange("dim", f.dim, 1, maxDim); err != nil {
+	if err := f.generatedSize(); err != nil {
 		fmt.Fprintln(stderr, "bench:", err)
 		return 2
 	}
-	if err := inRange("n", f.n, 1, maxValues/f.dim); err != nil {
-		fmt.Fprintln(stderr, "bench:", err)
-		return 2
-	}
-	if err := inRange("k", f.k, 1, f.n); err != nil {
-		fmt.Fprintln(stderr, "bench:", err)
-		return 2
-	}
-	seed := f.seed
-	if !f.set["seed"] {
-		seed = uint64(time.Now().UnixNano())
-	}
+	seed := f.runSeed()
 	progress := newProgress(stderr)
 	device := engine.CPU
 	if opt.Device == engine.GPU {
@@ -547,14 +556,12 @@ func parseShards(list string) ([]engine.AdapterSelect, error) {
 			return nil, usagef("--shards: an empty entry in %q", list)
 		case both:
 			sel = engine.AdapterSelect{Backend: b, Name: name}
-		case b == "vulkan" || b == "metal" || b == "dx12" || b == "gl":
+		case b != "" && knownBackend(b):
 			sel = engine.AdapterSelect{Backend: b}
 		default:
 			sel = engine.AdapterSelect{Name: part}
 		}
-		switch sel.Backend {
-		case "", "vulkan", "metal", "dx12", "gl":
-		default:
+		if !knownBackend(sel.Backend) {
 			return nil, usagef("--shards: unknown backend %q (want vulkan, metal, dx12 or gl)", sel.Backend)
 		}
 		out = append(out, sel)
@@ -576,15 +583,7 @@ func runShards(ctx context.Context, f *flags, opt bench.Options, stdout, stderr 
 		fmt.Fprintln(stderr, "bench:", err)
 		return 2
 	}
-	if err := inRange("dim", f.dim, 1, maxDim); err != nil {
-		fmt.Fprintln(stderr, "bench:", err)
-		return 2
-	}
-	if err := inRange("n", f.n, 1, maxValues/f.dim); err != nil {
-		fmt.Fprintln(stderr, "bench:", err)
-		return 2
-	}
-	if err := inRange("k", f.k, 1, f.n); err != nil {
+	if err := f.generatedSize(); err != nil {
 		fmt.Fprintln(stderr, "bench:", err)
 		return 2
 	}
@@ -592,10 +591,7 @@ func runShards(ctx context.Context, f *flags, opt bench.Options, stdout, stderr 
 	if len(batches) == 0 {
 		batches = []int{1, 8, 64}
 	}
-	seed := f.seed
-	if !f.set["seed"] {
-		seed = uint64(time.Now().UnixNano())
-	}
+	seed := f.runSeed()
 	progress := newProgress(stderr)
 	rep, err := bench.RunShards(ctx, bench.ShardOptions{N: f.n, Dim: f.dim, K: f.k, Batches: batches, Shards: sel,
 		Metric: opt.Metric, Runs: opt.Runs, Repeat: opt.Repeat, Seed: seed, Progress: progress.show})
