@@ -289,11 +289,7 @@ func scanBlock(qq *quantQuery, c *Compressed, raw []float64, base int, allow []u
 		if fast && t.heap && qq.dotUpper(c, row, r) < float64(t.h[0].Score) {
 			continue
 		}
-		lo, hi, _ := qq.keyBounds(c, row, r)
-		t.offer(row, lo)
-		if !t.heap || hi >= t.h[0].Score {
-			*cands = append(*cands, candidate{row, hi})
-		}
+		offerBounded(qq, c, row, r, t, cands)
 	}
 }
 
@@ -343,14 +339,21 @@ func scanI8Dot(qq *quantQuery, c *Compressed, raw []int32, base int, allow []uin
 		if allow != nil && !allows(allow, row) {
 			continue
 		}
-		lo, hi, _ := qq.keyBounds(c, row, float64(r))
-		t.offer(row, lo)
-		if !t.heap || hi >= t.h[0].Score {
-			*cands = append(*cands, candidate{row, hi})
-		}
+		offerBounded(qq, c, row, float64(r), t, cands)
 		if t.heap && safe {
 			setTau()
 		}
+	}
+}
+
+// offerBounded offers row, whose raw sum is r, to t by its lower bound and
+// keeps it as a candidate while its upper bound can still reach t's k-th
+// best lower bound.
+func offerBounded(qq *quantQuery, c *Compressed, row int, r float64, t *topK, cands *[]candidate) {
+	lo, hi, _ := qq.keyBounds(c, row, r)
+	t.offer(row, lo)
+	if !t.heap || hi >= t.h[0].Score {
+		*cands = append(*cands, candidate{row, hi})
 	}
 }
 
@@ -397,11 +400,7 @@ func scanF16Dot(qq *quantQuery, c *Compressed, raw []float32, base int, allow []
 		if allow != nil && !allows(allow, row) {
 			continue
 		}
-		lo, hi, _ := qq.keyBounds(c, row, float64(r))
-		t.offer(row, lo)
-		if !t.heap || hi >= t.h[0].Score {
-			*cands = append(*cands, candidate{row, hi})
-		}
+		offerBounded(qq, c, row, float64(r), t, cands)
 		if t.heap && safe {
 			setTau()
 		}
