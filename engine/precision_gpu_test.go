@@ -13,6 +13,32 @@ import (
 	"github.com/umbravec/umbra/engine"
 )
 
+// cpuTwin is a float32 index on the CPU path, closed with the test: the
+// reference a compressed index is compared with.
+func cpuTwin(t *testing.T, cfg engine.Config) *engine.Index {
+	t.Helper()
+	cfg.Device = engine.CPU
+	ix, err := engine.New(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { ix.Close() })
+	return ix
+}
+
+// addTwins adds vs to every index (the same IDs in each) and returns the
+// vectors by ID, compareTwins' reference.
+func addTwins(t *testing.T, vs [][]float32, ixs ...*engine.Index) map[uint64][]float32 {
+	t.Helper()
+	data := map[uint64][]float32{}
+	for _, ix := range ixs {
+		ids, err := ix.Add(context.Background(), vs)
+		require.NoError(t, err)
+		for i, id := range ids {
+			data[id] = vs[i]
+		}
+	}
+	return data
+}
+
 // compareTwins runs single, batched, filtered and range searches on a
 // compressed index and its float32 twin (the CPU path) and requires the
 // same IDs and score bits everywhere, and, under Cosine, the float64
@@ -121,18 +147,9 @@ func TestPrecisionGPUAdversarial(t *testing.T) {
 					vs = append(vs, precisionVectors(r, 1, 600, dim, center)...)
 					r.Shuffle(len(vs), func(i, j int) { vs[i], vs[j] = vs[j], vs[i] })
 
-					f32, err := engine.New(ctx, engine.Config{Dim: dim, Metric: m, Device: engine.CPU})
-					require.NoError(t, err)
-					defer f32.Close()
+					f32 := cpuTwin(t, engine.Config{Dim: dim, Metric: m})
 					cmp := open(t, b, engine.Config{Dim: dim, Metric: m, Precision: prec}, 1024)
-					data := map[uint64][]float32{}
-					for _, ix := range []*engine.Index{f32, cmp} {
-						ids, err := ix.Add(ctx, vs)
-						require.NoError(t, err)
-						for i, id := range ids {
-							data[id] = vs[i]
-						}
-					}
+					data := addTwins(t, vs, f32, cmp)
 					qs := [][]float32{center, vs[r.IntN(len(vs))]}
 					qs = append(qs, precisionVectors(r, 2, 4, dim, center)...)
 					qs = append(qs, precisionVectors(r, 1, 5, dim, center)...)
@@ -163,15 +180,12 @@ func TestPrecisionGPUAdversarial(t *testing.T) {
 // sums the rest; the answer is still the float32 search's.
 func TestPrecisionGPUOverflow(t *testing.T) {
 	r := newRand(t)
-	ctx := context.Background()
 	for _, b := range backends[1:] {
 		for _, prec := range []engine.Precision{engine.F16, engine.Int8} {
 			t.Run(fmt.Sprintf("%s/%v", b.name, prec), func(t *testing.T) {
 				const dim = 40
 				vs := randomVectors(r, 1000, dim)
-				f32, err := engine.New(ctx, engine.Config{Dim: dim, Metric: engine.L2, Device: engine.CPU})
-				require.NoError(t, err)
-				defer f32.Close()
+				f32 := cpuTwin(t, engine.Config{Dim: dim, Metric: engine.L2})
 				// 256 rows of codes on the device (int8: 64 bytes a row,
 				// f16: 128).
 				words := int64(64)
@@ -179,14 +193,7 @@ func TestPrecisionGPUOverflow(t *testing.T) {
 					words = 128
 				}
 				cmp := open(t, b, engine.Config{Dim: dim, Metric: engine.L2, Precision: prec, Overflow: true, MaxDeviceBytes: 256 * words})
-				data := map[uint64][]float32{}
-				for _, ix := range []*engine.Index{f32, cmp} {
-					ids, err := ix.Add(ctx, vs)
-					require.NoError(t, err)
-					for i, id := range ids {
-						data[id] = vs[i]
-					}
-				}
+				data := addTwins(t, vs, f32, cmp)
 				require.Equal(t, 256, cmp.Info().DeviceRows)
 				qs := randomVectors(r, 9, dim)
 				compareTwins(t, true, engine.L2, f32, cmp, data, qs, []int{1, 20, 1000}, "overflow")
@@ -200,7 +207,6 @@ func TestPrecisionGPUOverflow(t *testing.T) {
 // float32 search may ever appear.
 func TestPrecisionGPUProperty(t *testing.T) {
 	r := newRand(t)
-	ctx := context.Background()
 	for _, b := range backends[1:] {
 		t.Run(b.name, func(t *testing.T) {
 			for it := range 12 {
@@ -211,17 +217,9 @@ func TestPrecisionGPUProperty(t *testing.T) {
 				kind := r.IntN(4)
 				center := randomVectors(r, 1, dim)[0]
 				vs := precisionVectors(r, kind, n, dim, center)
-				f32, err := engine.New(ctx, engine.Config{Dim: dim, Metric: m, Device: engine.CPU})
-				require.NoError(t, err)
+				f32 := cpuTwin(t, engine.Config{Dim: dim, Metric: m})
 				cmp := open(t, b, engine.Config{Dim: dim, Metric: m, Precision: prec}, 64*(1+r.IntN(4)))
-				data := map[uint64][]float32{}
-				for _, ix := range []*engine.Index{f32, cmp} {
-					ids, err := ix.Add(ctx, vs)
-					require.NoError(t, err)
-					for i, id := range ids {
-						data[id] = vs[i]
-					}
-				}
+				data := addTwins(t, vs, f32, cmp)
 				qs := precisionVectors(r, kind, 1+r.IntN(10), dim, center)
 				qs[0] = vs[r.IntN(n)]
 				what := fmt.Sprintf("iteration %d: %d×%d %v %v kind %d", it, n, dim, m, prec, kind)
@@ -279,22 +277,14 @@ func TestPrecisionGPUBatchPieces(t *testing.T) {
 	defer engine.SetSumsPiece(3 * 4 * 700)() // 3 queries of 700 rows a piece
 	for _, b := range backends[1:] {
 		for _, prec := range []engine.Precision{engine.F16, engine.Int8} {
-			f32, err := engine.New(ctx, engine.Config{Dim: 24, Device: engine.CPU})
-			require.NoError(t, err)
+			f32 := cpuTwin(t, engine.Config{Dim: 24})
 			cmp := open(t, b, engine.Config{Dim: 24, Precision: prec})
 			vs := randomVectors(r, 700, 24)
-			data := map[uint64][]float32{}
-			for _, ix := range []*engine.Index{f32, cmp} {
-				ids, err := ix.Add(ctx, vs)
-				require.NoError(t, err)
-				for i, id := range ids {
-					data[id] = vs[i]
-				}
-			}
+			data := addTwins(t, vs, f32, cmp)
 			qs := randomVectors(r, 10, 24)
 			compareTwins(t, true, engine.Cosine, f32, cmp, data, qs, []int{1, 9}, fmt.Sprintf("%s %v in pieces", b.name, prec))
 			var tr engine.Trace
-			_, err = cmp.SearchBatch(engine.WithTrace(ctx, &tr), qs, 5)
+			_, err := cmp.SearchBatch(engine.WithTrace(ctx, &tr), qs, 5)
 			require.NoError(t, err)
 			require.Equal(t, len(qs), tr.Searches)
 			require.GreaterOrEqual(t, tr.Submissions, int64(4), "10 queries in pieces of 3")
@@ -320,8 +310,7 @@ func TestPrecisionGPUExtremes(t *testing.T) {
 	for _, b := range backends[1:] {
 		for _, prec := range []engine.Precision{engine.F16, engine.Int8} {
 			for _, m := range []engine.Metric{engine.Dot, engine.L2} {
-				f32, err := engine.New(ctx, engine.Config{Dim: dim, Metric: m, Device: engine.CPU})
-				require.NoError(t, err)
+				f32 := cpuTwin(t, engine.Config{Dim: dim, Metric: m})
 				cmp := open(t, b, engine.Config{Dim: dim, Metric: m, Precision: prec})
 				for _, ix := range []*engine.Index{f32, cmp} {
 					_, err := ix.Add(ctx, vs)
