@@ -36,26 +36,38 @@ func TestFusedTopK(t *testing.T) {
 					ix := open(t, b, engine.Config{Dim: dim, Metric: m}, 500)
 					_, err := ix.Add(context.Background(), data)
 					require.NoError(t, err)
-					for _, k := range []int{1, 3, 10, 59, 60, 61, 124, 125, 255, 256, 257, n / 2, n} {
-						if k < 1 || k > n {
-							continue
-						}
-						for _, opts := range [][]engine.SearchOption{nil, {engine.AllowFunc(keep)}} {
-							what := fmt.Sprintf("k=%d filtered=%v", k, opts != nil)
-							want, err := cpu.SearchBatch(context.Background(), queries, k, opts...)
-							require.NoError(t, err)
-							var tr engine.Trace
-							got, err := ix.SearchBatch(engine.WithTrace(context.Background(), &tr), queries, k, opts...)
-							require.NoError(t, err)
-							one, err := ix.Search(context.Background(), queries[3], k, opts...)
-							require.NoError(t, err)
-							require.Equal(t, got[3], one, "batched and single search differ, %s", what)
-							for qi := range queries {
-								requireSameHits(t, m, want[qi], got[qi], fmt.Sprintf("%s query %d (%s path)", what, qi, tr.SelectPath))
-							}
-						}
-					}
+					requireSearchesMatch(t, m, cpu, ix, queries, []int{1, 3, 10, 59, 60, 61, 124, 125, 255, 256, 257, n / 2, n}, keep, nil)
 				})
+			}
+		}
+	}
+}
+
+// requireSearchesMatch requires ix's batched, single and filtered (keep)
+// searches to return cpu's hits for every k in ks within 1..Len; check,
+// when set, is called with each batch's trace.
+func requireSearchesMatch(t *testing.T, m engine.Metric, cpu, ix *engine.Index, queries [][]float32, ks []int, keep func(uint64) bool, check func(tr engine.Trace, what string)) {
+	t.Helper()
+	ctx := context.Background()
+	for _, k := range ks {
+		if k < 1 || k > ix.Len() {
+			continue
+		}
+		for _, opts := range [][]engine.SearchOption{nil, {engine.AllowFunc(keep)}} {
+			what := fmt.Sprintf("k=%d filtered=%v", k, opts != nil)
+			want, err := cpu.SearchBatch(ctx, queries, k, opts...)
+			require.NoError(t, err)
+			var tr engine.Trace
+			got, err := ix.SearchBatch(engine.WithTrace(ctx, &tr), queries, k, opts...)
+			require.NoError(t, err)
+			if check != nil {
+				check(tr, what)
+			}
+			one, err := ix.Search(ctx, queries[3], k, opts...)
+			require.NoError(t, err)
+			require.Equal(t, got[3], one, "batched and single search differ, %s", what)
+			for qi := range queries {
+				requireSameHits(t, m, want[qi], got[qi], fmt.Sprintf("%s query %d (%s path)", what, qi, tr.SelectPath))
 			}
 		}
 	}

@@ -102,26 +102,8 @@ func TestShardsMatchFallback(t *testing.T) {
 					_, err = ix.Add(context.Background(), data)
 					require.NoError(t, err)
 					requireSplit(t, ix, n)
-					for _, k := range []int{1, 3, 10, 63, 64, 65, 256, 257, n / 2, n - 1, n} {
-						if k < 1 || k > n {
-							continue
-						}
-						for _, opts := range [][]engine.SearchOption{nil, {engine.AllowFunc(keep)}} {
-							what := fmt.Sprintf("k=%d filtered=%v", k, opts != nil)
-							want, err := cpu.SearchBatch(context.Background(), queries, k, opts...)
-							require.NoError(t, err)
-							var tr engine.Trace
-							got, err := ix.SearchBatch(engine.WithTrace(context.Background(), &tr), queries, k, opts...)
-							require.NoError(t, err)
-							require.Equal(t, engine.BackendGPU, tr.Backend, what)
-							one, err := ix.Search(context.Background(), queries[3], k, opts...)
-							require.NoError(t, err)
-							require.Equal(t, got[3], one, "batched and single search differ, %s", what)
-							for qi := range queries {
-								requireSameHits(t, m, want[qi], got[qi], fmt.Sprintf("%s query %d", what, qi))
-							}
-						}
-					}
+					requireSearchesMatch(t, m, cpu, ix, queries, []int{1, 3, 10, 63, 64, 65, 256, 257, n / 2, n - 1, n}, keep,
+						func(tr engine.Trace, what string) { require.Equal(t, engine.BackendGPU, tr.Backend, what) })
 				})
 			}
 		}
