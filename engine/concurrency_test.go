@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -253,32 +252,7 @@ func TestOverflowMergesExactly(t *testing.T) {
 			allow := []uint64{1, 5, 255, 256, 257, 300, 699, 4000}
 			same := func(what string) {
 				t.Helper()
-				for _, k := range []int{1, 7, 255, 256, 257, 699, 700} {
-					want, err := ref.SearchBatch(ctx, qs, k)
-					require.NoError(t, err)
-					got, err := ix.SearchBatch(ctx, qs, k)
-					require.NoError(t, err)
-					for i := range qs {
-						requireSameHits(t, engine.L2, want[i], got[i], fmt.Sprintf("%s: k=%d query %d", what, k, i))
-					}
-				}
-				for i, q := range qs {
-					want, err := ref.Search(ctx, q, 5, engine.Allow(allow...))
-					require.NoError(t, err)
-					got, err := ix.Search(ctx, q, 5, engine.Allow(allow...))
-					require.NoError(t, err)
-					requireSameHits(t, engine.L2, want, got, fmt.Sprintf("%s: filtered query %d", what, i))
-					ranked, err := ref.Search(ctx, q, 1000)
-					require.NoError(t, err)
-					j := 300
-					for ranked[j+1].Score-ranked[j].Score < 1e-3 {
-						j++
-					}
-					th := (ranked[j].Score + ranked[j+1].Score) / 2
-					gotR, err := ix.SearchRange(ctx, q, th)
-					require.NoError(t, err)
-					requireSameHits(t, engine.L2, ranked[:j+1], gotR, fmt.Sprintf("%s: range query %d", what, i))
-				}
+				requireSameAnswers(t, engine.L2, ref, ix, qs, []int{1, 7, 255, 256, 257, 699, 700}, allow, 300, what)
 			}
 			same("after adds")
 			var tr engine.Trace

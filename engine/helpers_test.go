@@ -209,3 +209,38 @@ func open(t *testing.T, b backend, cfg engine.Config, chunkRows ...int) *engine.
 	}
 	return ix
 }
+
+// requireSameAnswers requires ix to answer as ref does: batches for each k
+// in ks, a search for 5 within allow, and a range search whose threshold
+// falls between two ranks from rangeAt on (where the scores part by at
+// least 1e-3, so rounding cannot move a row across it).
+func requireSameAnswers(t *testing.T, m engine.Metric, ref, ix *engine.Index, qs [][]float32, ks []int, allow []uint64, rangeAt int, what string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, k := range ks {
+		want, err := ref.SearchBatch(ctx, qs, k)
+		require.NoError(t, err)
+		got, err := ix.SearchBatch(ctx, qs, k)
+		require.NoError(t, err)
+		for i := range qs {
+			requireSameHits(t, m, want[i], got[i], fmt.Sprintf("%s: k=%d query %d", what, k, i))
+		}
+	}
+	for i, q := range qs {
+		want, err := ref.Search(ctx, q, 5, engine.Allow(allow...))
+		require.NoError(t, err)
+		got, err := ix.Search(ctx, q, 5, engine.Allow(allow...))
+		require.NoError(t, err)
+		requireSameHits(t, m, want, got, fmt.Sprintf("%s: filtered query %d", what, i))
+		ranked, err := ref.Search(ctx, q, ref.Len())
+		require.NoError(t, err)
+		j := rangeAt
+		for ranked[j+1].Score-ranked[j].Score < 1e-3 {
+			j++
+		}
+		th := (ranked[j].Score + ranked[j+1].Score) / 2
+		gotR, err := ix.SearchRange(ctx, q, th)
+		require.NoError(t, err)
+		requireSameHits(t, m, ranked[:j+1], gotR, fmt.Sprintf("%s: range query %d", what, i))
+	}
+}

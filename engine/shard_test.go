@@ -191,33 +191,8 @@ func TestShardsThroughWrites(t *testing.T) {
 			same := func(what string) {
 				t.Helper()
 				n := ix.Len()
-				for _, k := range []int{1, 7, first - 1, first, first + 1, 600, n - 1, n} {
-					want, err := ref.SearchBatch(ctx, qs, k)
-					require.NoError(t, err)
-					got, err := ix.SearchBatch(ctx, qs, k)
-					require.NoError(t, err)
-					for i := range qs {
-						requireSameHits(t, engine.L2, want[i], got[i], fmt.Sprintf("%s: k=%d query %d", what, k, i))
-					}
-				}
 				allow := []uint64{1, 5, uint64(first - 1), uint64(first), uint64(first + 1), 1199, 4000}
-				for i, q := range qs {
-					want, err := ref.Search(ctx, q, 5, engine.Allow(allow...))
-					require.NoError(t, err)
-					got, err := ix.Search(ctx, q, 5, engine.Allow(allow...))
-					require.NoError(t, err)
-					requireSameHits(t, engine.L2, want, got, fmt.Sprintf("%s: filtered query %d", what, i))
-					ranked, err := ref.Search(ctx, q, n)
-					require.NoError(t, err)
-					j := n / 2
-					for ranked[j+1].Score-ranked[j].Score < 1e-3 {
-						j++
-					}
-					th := (ranked[j].Score + ranked[j+1].Score) / 2
-					gotR, err := ix.SearchRange(ctx, q, th)
-					require.NoError(t, err)
-					requireSameHits(t, engine.L2, ranked[:j+1], gotR, fmt.Sprintf("%s: range query %d", what, i))
-				}
+				requireSameAnswers(t, engine.L2, ref, ix, qs, []int{1, 7, first - 1, first, first + 1, 600, n - 1, n}, allow, n/2, what)
 			}
 			same("after adds")
 			up := randomVectors(r, 4, dim)
