@@ -62,7 +62,7 @@ func (ix *Index) deviceView(s *packed.Slab, c *fallback.Compressed) *packed.Slab
 	if n == s.Rows {
 		return s
 	}
-	return &packed.Slab{Dim: s.Dim, Stride: s.Stride, Rows: n, Data: s.Data[:n*s.Stride]}
+	return s.Part(0, n)
 }
 
 // overflowing reports whether some rows live on the CPU only. The caller

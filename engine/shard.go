@@ -133,11 +133,6 @@ func (sh *shards) end(i, rows int) int {
 	return rows
 }
 
-// view is s's rows [lo, hi) as a slab of their own.
-func view(s *packed.Slab, lo, hi int) *packed.Slab {
-	return &packed.Slab{Dim: s.Dim, Stride: s.Stride, Rows: hi - lo, Data: s.Data[lo*s.Stride : hi*s.Stride]}
-}
-
 // each runs f for every shard at once and returns the first error in
 // shard order, naming the shard. A panic in f is an ErrGPU error.
 func (sh *shards) each(f func(i int, p shardPart) error) error {
@@ -242,7 +237,7 @@ func (sh *shards) Stage(ctx context.Context, s *packed.Slab, from int, st *gpu.S
 			return nil, err
 		}
 	}
-	publish, err := sh.parts[last].dev.Stage(ctx, view(s, lo, s.Rows), from-lo, st, progress)
+	publish, err := sh.parts[last].dev.Stage(ctx, s.Part(lo, s.Rows), from-lo, st, progress)
 	if err != nil {
 		return nil, fmt.Errorf("shard %d (%s): %w", last, sh.parts[last].dev.Adapter(), err)
 	}
@@ -284,7 +279,7 @@ func (sh *shards) stageSplit(ctx context.Context, parts []shardPart, s *packed.S
 			hi = starts[i+1]
 		}
 		var err error
-		publishes[i], err = p.dev.Stage(ctx, view(s, starts[i], hi), 0, sts[i], func(d, _ int) { report(i, d) })
+		publishes[i], err = p.dev.Stage(ctx, s.Part(starts[i], hi), 0, sts[i], func(d, _ int) { report(i, d) })
 		return err
 	})
 	if err != nil {
@@ -397,7 +392,7 @@ func (sh *shards) Rewrite(ctx context.Context, s *packed.Slab, rows []int) error
 		if len(local[i]) == 0 {
 			return nil
 		}
-		return p.dev.Rewrite(ctx, view(s, p.start, sh.end(i, s.Rows)), local[i])
+		return p.dev.Rewrite(ctx, s.Part(p.start, sh.end(i, s.Rows)), local[i])
 	})
 }
 

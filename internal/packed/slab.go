@@ -43,6 +43,11 @@ func (s *Slab) PaddedRow(i int) []float32 {
 	return s.Data[off : off+s.Stride : off+s.Stride]
 }
 
+// Part is rows [lo, hi) as a slab of their own, aliasing s.
+func (s *Slab) Part(lo, hi int) *Slab {
+	return &Slab{Dim: s.Dim, Stride: s.Stride, Rows: hi - lo, Data: s.Data[lo*s.Stride : hi*s.Stride]}
+}
+
 // Bytes is the size of the packed rows in bytes.
 func (s *Slab) Bytes() uint64 { return uint64(s.Rows) * uint64(s.Stride) * 4 }
 
