@@ -62,7 +62,7 @@ func crcCombine(crcA, crcB uint32, len2 int64) uint32 {
 		return crcA
 	}
 	var even, odd [32]uint32
-	odd[0] = 0x82f63b78 // Castagnoli, reflected
+	odd[0] = crc32.Castagnoli // reflected, as hash/crc32 holds it
 	row := uint32(1)
 	for n := 1; n < 32; n++ {
 		odd[n] = row
