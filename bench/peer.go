@@ -365,6 +365,9 @@ func (h *harness) runFAISS(ctx context.Context) {
 	}
 	f.Version, f.Threads, f.Index = res.Version, res.Threads, res.Index
 	f.Premise = peers.FAISSPremise(res.Index, res.Threads, h.opt.Metric)
+	if blas := peers.DescribeBLAS(res.BLAS); blas != "" {
+		f.Premise += "; " + blas
+	}
 	f.Timing = timingOf(res.GroupsMS)
 	f.oneCheck = h.compare([]*Reference{h.ref}, [][]engine.Hit{res.Top})
 	if len(h.peers.batch) > 0 {

@@ -319,9 +319,13 @@ func RunPrecision(ctx context.Context, o PrecisionOptions) (*PrecisionReport, er
 				rep.Rows = append(rep.Rows, PrecisionRow{Name: "FAISS " + idx, Note: "failed: " + err.Error()})
 				continue
 			}
+			note := fmt.Sprintf("faiss %s, %d OpenMP threads", res.Version, res.Threads)
+			if blas := peers.DescribeBLAS(res.BLAS); blas != "" {
+				note += ", " + blas
+			}
 			row := PrecisionRow{Name: "FAISS " + res.Index, SearchMS: Median(res.GroupsMS),
 				FloorX: Median(res.GroupsMS) / rep.FloorMS, BatchMS: Median(res.BatchGroupsMS),
-				Note: fmt.Sprintf("faiss %s, %d OpenMP threads; floor ratio against the median floor", res.Version, res.Threads)}
+				Note: note + "; floor ratio against the median floor"}
 			if want != nil {
 				row.Exact = sameAnswers(want, res.BatchTop, false)
 				row.ApproxRecall = recall(want, res.BatchTop)

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -101,6 +102,15 @@ func needFAISS(t *testing.T) string {
 	return py
 }
 
+func TestDescribeBLAS(t *testing.T) {
+	assert.Empty(t, DescribeBLAS(nil))
+	assert.Equal(t, "BLAS /usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3",
+		DescribeBLAS([]string{"/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3"}))
+	ref := DescribeBLAS([]string{"/usr/lib/x86_64-linux-gnu/blas/libblas.so.3"})
+	assert.Contains(t, ref, "reference BLAS")
+	assert.Contains(t, ref, "libopenblas0-pthread", "names what to install")
+}
+
 func TestFAISSAgreesWithUmbra(t *testing.T) {
 	py := needFAISS(t)
 	r := testRand(t)
@@ -115,6 +125,9 @@ func TestFAISSAgreesWithUmbra(t *testing.T) {
 			require.NoError(t, err)
 			assert.NotEmpty(t, res.Version)
 			assert.Greater(t, res.Threads, 0)
+			if runtime.GOOS == "linux" {
+				assert.NotEmpty(t, res.BLAS, "the BLAS FAISS loaded, from /proc/self/maps")
+			}
 			assert.Equal(t, map[bool]string{true: "IndexFlatL2", false: "IndexFlatIP"}[m == engine.L2], res.Index)
 			assert.Len(t, res.GroupsMS, 3)
 			assert.Len(t, res.BatchGroupsMS, 2)
