@@ -3,7 +3,6 @@ package packed
 import (
 	"fmt"
 	"math"
-	"unsafe"
 )
 
 // Mode says how rows are packed and what a row must be to be accepted.
@@ -143,30 +142,18 @@ func (s *Slab) CheckRows(n int, row func(i int) []float32, m Mode) ([]float64, e
 	if m.Normalize {
 		inv = make([]float64, n)
 	}
-	var src [group][]float32
-	for lo := 0; lo < n; lo += group {
-		k := min(group, n-lo)
-		for g := 0; g < k; g++ {
-			if src[g] = row(lo + g); len(src[g]) != d {
-				return nil, &BadRow{Row: lo + g, WrongLen: true, Len: len(src[g])}
-			}
+	for i := range n {
+		v := row(i)
+		if len(v) != d {
+			return nil, &BadRow{Row: i, WrongLen: true, Len: len(v)}
 		}
-		var sum [group]float64
-		if k == group {
-			sum = sums4(src[0], src[1], src[2], src[3])
-		} else {
-			for g := 0; g < k; g++ {
-				sum[g] = sumSquares(src[g])
-			}
+		sum := sumSquares(v)
+		if err := checkSum(sum, v, 0, m); err != nil {
+			err.(*BadRow).Row += i
+			return nil, err
 		}
-		for g := 0; g < k; g++ {
-			if err := checkSum(sum[g], src[g], g, m); err != nil {
-				err.(*BadRow).Row += lo
-				return nil, err
-			}
-			if inv != nil {
-				inv[lo+g] = 1 / math.Sqrt(sum[g])
-			}
+		if inv != nil {
+			inv[i] = 1 / math.Sqrt(sum)
 		}
 	}
 	return inv, nil
@@ -187,76 +174,38 @@ func (s *Slab) SetRowsScaled(rows []int, row func(j int) []float32, inv []float6
 	}
 }
 
-// group is how many rows are packed together: their norms are summed in
-// one loop, so the four sequential float64 sums (each must be summed in
-// order to stay bit-identical) overlap instead of each waiting on its
-// own add latency.
-const group = 4
-
 func (s *Slab) packRows(dst []float32, n int, row func(i int) []float32, m Mode) error {
 	d, st := s.Dim, s.Stride
-	var src [group][]float32
-	for lo := 0; lo < n; lo += group {
-		k := min(group, n-lo)
-		for g := 0; g < k; g++ {
-			src[g] = row(lo + g)
-			if m.Check && len(src[g]) != d {
-				return &BadRow{Row: lo + g, WrongLen: true, Len: len(src[g])}
-			}
+	for i := range n {
+		v := row(i)
+		if m.Check && len(v) != d {
+			return &BadRow{Row: i, WrongLen: true, Len: len(v)}
 		}
-		out := dst[lo*st : (lo+k)*st]
+		out := dst[i*st : (i+1)*st]
 		var err error
 		if m.Normalize {
-			err = packNormalized(out, src[:k], d, st, m)
+			err = packNormalized(out, v[:d], m)
 		} else {
-			err = packPlain(out, src[:k], d, st, m)
+			err = packPlain(out, v[:d], m)
 		}
 		if err != nil {
-			err.(*BadRow).Row += lo
+			err.(*BadRow).Row += i
 			return err
 		}
 	}
 	return nil
 }
 
-// packNormalized packs up to group rows scaled to unit norm. A sum of
-// squares taken in float64 is finite exactly when every component is (a
-// float32 squared is below 1.2e77, and a row has fewer than 2^24 of them)
-// and zero exactly when every component is (the smallest float32 squared
-// is a normal float64), so the norm is the only check needed on the way.
-func packNormalized(out []float32, src [][]float32, d, st int, m Mode) error {
-	var sum [group]float64
-	if len(src) == group {
-		sum = sums4(src[0][:d], src[1][:d], src[2][:d], src[3][:d])
-	} else {
-		for g, v := range src {
-			sum[g] = sumSquares(v[:d])
-		}
+// packNormalized packs one row scaled to unit norm. Its sum of squares is
+// the only check needed on the way (see sumSquares); the row is read once
+// for it and once more, from cache, to be written.
+func packNormalized(out, v []float32, m Mode) error {
+	sum := sumSquares(v)
+	if err := checkSum(sum, v, 0, m); err != nil {
+		return err
 	}
-	for g, v := range src {
-		if err := checkSum(sum[g], v, g, m); err != nil {
-			return err
-		}
-	}
-	for g, v := range src {
-		scale(out[g*st:(g+1)*st], v[:d], 1/math.Sqrt(sum[g]))
-	}
+	scale(out, v, 1/math.Sqrt(sum))
 	return nil
-}
-
-// sums4 is sumSquares of four rows of one length at once: four sums, each
-// in component order, whose adds overlap.
-func sums4(a, b, c, e []float32) [group]float64 {
-	b, c, e = b[:len(a)], c[:len(a)], e[:len(a)]
-	var s0, s1, s2, s3 float64
-	for j := range a {
-		x0, x1, x2, x3 := float64(a[j]), float64(b[j]), float64(c[j]), float64(e[j])
-		s0 += x0 * x0
-		s1 += x1 * x1
-		s2 += x2 * x2
-		s3 += x3 * x3
-	}
-	return [group]float64{s0, s1, s2, s3}
 }
 
 // checkSum turns a row's sum of squares into its refusal, if any.
@@ -271,15 +220,6 @@ func checkSum(sum float64, v []float32, g int, m Mode) error {
 		return &BadRow{Row: g, Zero: true}
 	}
 	return nil
-}
-
-// sumSquares is Norm before its square root, in the same order.
-func sumSquares(v []float32) float64 {
-	var sum float64
-	for _, x := range v {
-		sum += float64(x) * float64(x)
-	}
-	return sum
 }
 
 // scale writes v*inv (each product taken in float64 and rounded once to
@@ -298,53 +238,18 @@ func scaleGo(dst, v []float32, inv float64) {
 	}
 }
 
-// packPlain packs up to group rows as they are: a copy, then the checks
-// over the copy while it is in cache.
-func packPlain(out []float32, src [][]float32, d, st int, m Mode) error {
-	for g, v := range src {
-		row := out[g*st : (g+1)*st]
-		copy(row, v[:d])
-		clear(row[d:])
-		if !m.Check {
-			continue
-		}
-		bad, zero := scanBits(row[:d])
-		if bad {
-			return nonFinite(v, g)
-		}
-		if zero && m.RejectZero {
-			return &BadRow{Row: g, Zero: true}
+// packPlain packs one row as it is, checked first by its sum of squares
+// (see sumSquares), which the vector unit takes faster than a scan of the
+// bits; the copy then reads the row from cache.
+func packPlain(out, v []float32, m Mode) error {
+	if m.Check {
+		if err := checkSum(sumSquares(v), v, 0, m); err != nil {
+			return err
 		}
 	}
+	copy(out, v)
+	clear(out[len(v):])
 	return nil
-}
-
-// scanBits reports whether v holds a NaN or ±Inf and whether every value
-// is ±0, from the bits, two values per 64-bit word: an exponent field of
-// all ones plus one carries into the sign bit's place, and only then.
-func scanBits(v []float32) (nonFinite, zero bool) {
-	const (
-		exp   = 0x7f8000007f800000
-		one   = 0x0080000000800000
-		sign  = 0x8000000080000000
-		magn  = 0x7fffffff7fffffff
-		exp32 = 0x7f800000
-	)
-	var carry, any uint64
-	if len(v) >= 2 && uintptr(unsafe.Pointer(&v[0]))%8 == 0 {
-		words := unsafe.Slice((*uint64)(unsafe.Pointer(&v[0])), len(v)/2)
-		for _, w := range words {
-			carry |= (w & exp) + one
-			any |= w & magn
-		}
-		v = v[len(words)*2:]
-	}
-	for _, x := range v {
-		b := uint64(math.Float32bits(x))
-		carry |= (b & exp32) + 0x00800000
-		any |= b & 0x7fffffff
-	}
-	return carry&sign != 0, any == 0
 }
 
 // nonFinite names the first NaN or ±Inf component of v, row g.

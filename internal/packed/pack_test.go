@@ -2,6 +2,7 @@ package packed
 
 import (
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -224,31 +225,69 @@ func TestReserveGrowsOnce(t *testing.T) {
 	}
 }
 
-// TestGroupedSumsAreSequential: a row's norm is summed in component order
-// whether it is packed alone or in a group of four, bit for bit — an
-// ulp of difference in the sum seldom shows in a float32 row, so the sums
-// themselves are compared — and the square root of that sum is Norm.
-func TestGroupedSumsAreSequential(t *testing.T) {
+// TestSumLanesKernelMatchesGo: the assembly sum of squares (where the CPU
+// has it) leaves exactly the partial sums the Go loop leaves — an ulp of
+// difference in a sum seldom shows in a float32 row, so the sums
+// themselves are compared — over every magnitude float32 has, terms of
+// very different sizes (where any other order of adds rounds
+// differently), and partial sums that do not start at zero.
+func TestSumLanesKernelMatchesGo(t *testing.T) {
 	r := slabRand(t)
-	for range 200 {
-		dim := 1 + r.IntN(1000)
-		var v [group][]float32
-		for g := range v {
-			v[g] = randRow(r, dim)
-			if r.IntN(2) == 0 {
-				// Terms of very different sizes, where any other order
-				// of adds rounds differently.
-				for j := range v[g] {
-					v[g][j] = float32(math.Ldexp(r.Float64()+0.5, -r.IntN(40)))
-				}
+	t.Logf("assembly kernel in use: %v", haveAVX2)
+	for range 300 {
+		v := randRow(r, lanes*(1+r.IntN(40)))
+		if r.IntN(2) == 0 {
+			for j := range v {
+				v[j] = float32(math.Ldexp(r.Float64()+0.5, -r.IntN(40)))
 			}
 		}
-		got := sums4(v[0], v[1], v[2], v[3])
-		for g := range v {
-			want := sumSquares(v[g])
-			require.Equal(t, math.Float64bits(want), math.Float64bits(got[g]), "dim %d row %d", dim, g)
-			require.Equal(t, Norm(v[g]), math.Sqrt(want))
+		var want, got [lanes]float64
+		for l := range want {
+			if r.IntN(3) == 0 {
+				want[l] = math.Ldexp(r.Float64(), r.IntN(60)-30)
+			}
 		}
+		got = want
+		sumLanesGo(&want, v)
+		sumLanes(&got, v)
+		for l := range want {
+			require.Equal(t, math.Float64bits(want[l]), math.Float64bits(got[l]), "len %d lane %d", len(v), l)
+		}
+	}
+}
+
+// TestSumSquares: a row's sum of squares is the exact sum to within the
+// rounding of its additions, zero exactly when every component is ±0,
+// +Inf or NaN exactly when a component is not finite, and its square root
+// is Norm — for every length, so every tail past the last 32 components.
+func TestSumSquares(t *testing.T) {
+	r := slabRand(t)
+	for dim := 1; dim <= 200; dim++ {
+		v := randRow(r, dim)
+		exact := new(big.Float).SetPrec(2000)
+		for _, x := range v {
+			sq := new(big.Float).SetPrec(2000).SetFloat64(float64(x))
+			exact.Add(exact, sq.Mul(sq, sq))
+		}
+		want, _ := exact.Float64()
+		got := sumSquares(v)
+		require.InEpsilon(t, want, got, float64(dim)*0x1p-52, "dim %d", dim)
+		require.Equal(t, Norm(v), math.Sqrt(got))
+
+		z := make([]float32, dim)
+		z[r.IntN(dim)] = float32(math.Copysign(0, -1))
+		require.Equal(t, uint64(0), math.Float64bits(sumSquares(z)), "dim %d: a row of zeros sums to +0", dim)
+		z[r.IntN(dim)] = math.SmallestNonzeroFloat32
+		require.Greater(t, sumSquares(z), 0.0, "dim %d: the smallest subnormal squared is not lost", dim)
+
+		bad := slices.Clone(v)
+		bad[r.IntN(dim)] = float32(math.Inf(1 - 2*r.IntN(2)))
+		require.True(t, math.IsInf(sumSquares(bad), 1), "dim %d: ±Inf", dim)
+		bad[r.IntN(dim)] = float32(math.NaN())
+		require.True(t, math.IsNaN(sumSquares(bad)) || math.IsInf(sumSquares(bad), 1), "dim %d: NaN", dim)
+		bad = slices.Clone(v)
+		bad[r.IntN(dim)] = float32(math.NaN())
+		require.True(t, math.IsNaN(sumSquares(bad)), "dim %d: NaN alone", dim)
 	}
 }
 

@@ -9,7 +9,23 @@ import "golang.org/x/sys/cpu"
 //go:noescape
 func scaleAVX2(dst, src *float32, n int, inv float64)
 
+// sumLanesAVX2 is sumLanesGo over n values, n a multiple of lanes
+// (norm_amd64.s).
+//
+//go:noescape
+func sumLanesAVX2(acc *[lanes]float64, v *float32, n int)
+
 var haveAVX2 = cpu.X86.HasAVX2
+
+// sumLanes adds the squares of v (a multiple of lanes long) into acc as
+// sumLanesGo does, bit for bit.
+func sumLanes(acc *[lanes]float64, v []float32) {
+	if haveAVX2 && len(v) > 0 {
+		sumLanesAVX2(acc, &v[0], len(v)&^(lanes-1))
+		return
+	}
+	sumLanesGo(acc, v)
+}
 
 // scaleValues writes float32(float64(v[j])*inv) to dst[j] (len(dst) ==
 // len(v)), bit for bit as scaleGo does.

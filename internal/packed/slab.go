@@ -74,13 +74,11 @@ func (s *Slab) Truncate(rows int) {
 	}
 }
 
-// Norm returns the Euclidean norm of v, accumulated in float64.
+// Norm returns the Euclidean norm of v, its squares summed in float64 in
+// the order a packed row's are (sumSquares), so a query and a stored row
+// equal to it are scaled alike.
 func Norm(v []float32) float64 {
-	var sum float64
-	for _, x := range v {
-		sum += float64(x) * float64(x)
-	}
-	return math.Sqrt(sum)
+	return math.Sqrt(sumSquares(v))
 }
 
 // Normalized returns v scaled to unit norm, padded with zeros to length n
