@@ -95,5 +95,61 @@ func TestMapBaseCopyOnWrite(t *testing.T) {
 		require.ErrorIs(t, m3.Changed(), ErrChanged)
 		require.NoError(t, os.Truncate(path, rowsOffset))
 		require.ErrorIs(t, m2.Changed(), ErrChanged)
+
+		// Rows written in place with the size and the modification time
+		// put back: only the status-change time shows it. Wait for the
+		// file system's clock to move past the file's last change first
+		// (its granularity is the kernel's tick), so the rewrite's stamp
+		// can differ at all. A chmod moves that time too, but leaves the
+		// rows as they were: not a change.
+		_, err = WriteBase(path, s)
+		require.NoError(t, err)
+		m4, err := MapBase(path)
+		require.NoError(t, err)
+		defer m4.Close()
+		fi, err := os.Stat(path)
+		require.NoError(t, err)
+		waitForClockPast(t, path)
+		require.NoError(t, os.Chmod(path, 0o600))
+		require.NoError(t, m4.Changed(), "a chmod leaves the rows as they were")
+		require.NoError(t, m4.Changed())
+
+		b, err = os.ReadFile(path)
+		require.NoError(t, err)
+		b[rowsOffset] ^= 0x40 // one bit of the first row
+		waitForClockPast(t, path)
+		require.NoError(t, os.WriteFile(path, b, 0o644))
+		require.NoError(t, os.Chtimes(path, fi.ModTime(), fi.ModTime()))
+		fi2, err := os.Stat(path)
+		require.NoError(t, err)
+		require.Equal(t, fi.Size(), fi2.Size())
+		require.True(t, fi.ModTime().Equal(fi2.ModTime()), "the rewrite put the modification time back")
+		err = m4.Changed()
+		require.ErrorIs(t, err, ErrChanged, "a rewrite with size and modification time restored")
+		require.ErrorContains(t, err, "CRC-32C")
 	}
+}
+
+// waitForClockPast returns once a file written now gets a status-change
+// time later than path's (within a few seconds, or the test fails).
+func waitForClockPast(t *testing.T, path string) {
+	t.Helper()
+	ctime := func(p string) time.Time {
+		f, err := os.Open(p)
+		require.NoError(t, err)
+		defer f.Close()
+		st, err := changeStamp(f)
+		require.NoError(t, err)
+		return time.Unix(st[0], st[1])
+	}
+	ref := ctime(path)
+	probe := filepath.Join(filepath.Dir(path), "clock-probe")
+	for range 1000 {
+		require.NoError(t, os.WriteFile(probe, nil, 0o644))
+		if ctime(probe).After(ref) {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("the file system's clock did not move in 5 s")
 }

@@ -42,3 +42,17 @@ func mapRows(f *os.File, h *baseHeader, name string) (_ []float32, _, _ uintptr,
 	rows := unsafe.Slice((*float32)(unsafe.Pointer(&data[e.offset])), e.length/4)
 	return rows, start, start + uintptr(len(data)), unmap, nil
 }
+
+// changeStamp is f's status-change time (st_ctim) in seconds and
+// nanoseconds, and its link count. Every write and every change of the
+// file's times sets the first to the current time, and no system call sets
+// it to another, so a rewrite that restores the file's size and
+// modification time still moves it. Unlinking the file (a checkpoint's
+// rename over its path) moves it too, and changes the link count.
+func changeStamp(f *os.File) ([3]int64, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return [3]int64{}, err
+	}
+	return [3]int64{int64(st.Ctim.Sec), int64(st.Ctim.Nsec), int64(st.Nlink)}, nil
+}
