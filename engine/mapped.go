@@ -28,8 +28,8 @@ import (
 // has set debug.SetPanicOnFault. Every call that reads rows sets it while
 // it runs, as do the fallback's workers (they inherit it from the caller),
 // and recovers the fault into ErrStoreChanged; one that rewrites the file
-// in place changes its size or modification time, which every read of the
-// rows checks (one fstat) before it answers. Either way the index then
+// in place changes its size, modification time or status-change time,
+// which every read of the rows checks (an fstat) before it answers. Either way the index then
 // refuses every later call with that error: reopen the store.
 
 // mapping is an index's mapped base. The pointer is set before the index
