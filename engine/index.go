@@ -372,8 +372,12 @@ func (ix *Index) add(ctx context.Context, start time.Time, ids []uint64, n int, 
 	if err != nil {
 		return nil, err
 	}
+	t, mark := traceFrom(ctx), time.Now()
 	if err := ix.logged(storefile.Record{Op: storefile.OpAdd, IDs: p.ids, Rows: ix.appendedRows(p)}); err != nil {
 		return nil, err
+	}
+	if ix.store != nil {
+		t.lapWrite(stageLog, &mark)
 	}
 	if ix.beforePublish != nil {
 		ix.beforePublish()
@@ -381,6 +385,10 @@ func (ix *Index) add(ctx context.Context, start time.Time, ids []uint64, n int, 
 	ix.mu.Lock()
 	ix.publish(p)
 	ix.mu.Unlock()
+	t.lapWrite(stagePublish, &mark)
+	if t != nil {
+		t.Rows += int64(n)
+	}
 	return p.ids, nil
 }
 
@@ -424,6 +432,7 @@ func (ix *Index) stageAppend(ctx context.Context, start time.Time, ids []uint64,
 	if err := pack(&p.slab); err != nil {
 		return nil, err
 	}
+	t.lapWrite(stagePack, &start)
 	if ids == nil {
 		var err error
 		if ids, err = ix.rid.assign(n); err != nil {
@@ -433,12 +442,13 @@ func (ix *Index) stageAppend(ctx context.Context, start time.Time, ids []uint64,
 		return nil, err
 	}
 	p.ids = ids
+	t.lapWrite(stageAssign, &start)
 	if n == 0 {
 		return p, nil
 	}
 	p.quant = ix.quant.stage(&p.slab, old)
-	if t != nil {
-		start = lap(&t.Marshal, start)
+	if ix.cfg.Precision != F32 {
+		t.lapWrite(stageCompress, &start)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -7,10 +7,10 @@ import (
 	"github.com/umbravec/umbra/internal/gpu"
 )
 
-// Trace collects where the time of Add and Search calls went, stage by
+// Trace collects where the time of writes and searches went, stage by
 // stage, the way net/http/httptrace does for requests: attach one to a
-// context with WithTrace and pass that context to AddContext, AddFlat or
-// Search. Stages a path does not have stay zero. Durations add up over the
+// context with WithTrace and pass that context to Add, AddFlat, AdoptFlat,
+// Upsert, Search or SearchBatch. Stages a path does not have stay zero. Durations add up over the
 // calls that used the context. A traced GPU search issues exactly what an
 // untraced one does (one submission and one map per search); it only waits
 // for the device once more, after the submission, so that Kernel ends when
@@ -59,6 +59,55 @@ type Trace struct {
 	Rescored    int64
 	MaxRescored int
 	BytesRead   int64
+
+	// The stages of a write (Add, AddFlat, AdoptFlat, Upsert): Pack, Assign
+	// and Compress make up its Marshal, Upload follows them on a GPU, then
+	// Log and Publish. Pack checks, normalises and writes the rows into the
+	// slab, from the call's start (the first touch of newly allocated
+	// memory is in it, as it would be in a plain copy); Assign assigns or
+	// checks the IDs; Compress is the compressed copy of the new rows
+	// (F16, Int8); Log writes the store's log record and syncs it as
+	// Config.SyncEvery says; Publish is the swap that makes the rows
+	// visible. Rows counts the vectors the traced writes stored.
+	Pack, Assign, Compress, Log, Publish time.Duration
+	Rows                                 int64
+}
+
+// writeStage names one of a Trace's write stages.
+type writeStage int
+
+const (
+	stagePack writeStage = iota
+	stageAssign
+	stageCompress
+	stageLog
+	stagePublish
+)
+
+// lapWrite adds the time since *mark to stage s (and to Marshal for the
+// stages that make it up) and moves *mark to now; nothing when t is nil.
+func (t *Trace) lapWrite(s writeStage, mark *time.Time) {
+	if t == nil {
+		return
+	}
+	now := time.Now()
+	d := now.Sub(*mark)
+	*mark = now
+	switch s {
+	case stagePack:
+		t.Pack += d
+	case stageAssign:
+		t.Assign += d
+	case stageCompress:
+		t.Compress += d
+	case stageLog:
+		t.Log += d
+		return
+	case stagePublish:
+		t.Publish += d
+		return
+	}
+	t.Marshal += d
 }
 
 type traceKey struct{}

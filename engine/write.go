@@ -77,6 +77,11 @@ func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]flo
 	mode := ix.packMode(raw)
 	newRow := func(j int) []float32 { return vectors[added[j]] }
 	oldRow := func(j int) []float32 { return vectors[replaced[j]] }
+	t := traceFrom(ctx)
+	t.lapWrite(stageAssign, &start)
+	if t != nil {
+		t.Rows += int64(len(ids))
+	}
 	if ix.store == nil && ix.dev == nil {
 		return ix.upsertInMemory(ctx, start, newIDs, rows, newRow, oldRow, vectors, raw)
 	}
@@ -85,6 +90,7 @@ func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]flo
 	if err := ix.slab.PackRows(aside, len(rows), oldRow, mode); err != nil {
 		return ix.firstBad(vectors, err)
 	}
+	t.lapWrite(stagePack, &start)
 	var p *appended
 	if len(newIDs) > 0 {
 		var err error
@@ -92,6 +98,7 @@ func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]flo
 			return ix.firstBad(vectors, err)
 		}
 	}
+	mark := time.Now()
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	// Publish first: the appended slab may be a copy of the rows, and the
@@ -113,6 +120,7 @@ func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]flo
 		}
 	}
 	swapRows()
+	t.lapWrite(stagePublish, &mark)
 	// undo restores the replaced rows and drops the appended ones, on the
 	// host and on the device; if a device write fails on the way, every
 	// row is uploaded again, and if even that fails the rows stay marked
@@ -137,6 +145,9 @@ func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]flo
 			}
 			ix.demote(err) // the host rows hold the upsert; the CPU serves
 		}
+		if t != nil {
+			mark = lap(&t.Upload, mark)
+		}
 	}
 	op := storefile.OpUpsert
 	if keys != nil {
@@ -145,6 +156,9 @@ func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]flo
 	if err := ix.logged(storefile.Record{Op: op, IDs: ids, Rows: ix.storedRows(ids), Keys: keys}); err != nil {
 		undo()
 		return err
+	}
+	if ix.store != nil {
+		t.lapWrite(stageLog, &mark)
 	}
 	return nil
 }
@@ -160,6 +174,8 @@ func (ix *Index) upsertInMemory(ctx context.Context, start time.Time, newIDs []u
 	if err != nil {
 		return ix.firstBad(vectors, err)
 	}
+	t := traceFrom(ctx)
+	t.lapWrite(stagePack, &start)
 	var p *appended
 	if len(newIDs) > 0 {
 		var err error
@@ -167,6 +183,7 @@ func (ix *Index) upsertInMemory(ctx context.Context, start time.Time, newIDs []u
 			return ix.firstBad(vectors, err)
 		}
 	}
+	mark := time.Now()
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	if p != nil {
@@ -176,6 +193,7 @@ func (ix *Index) upsertInMemory(ctx context.Context, start time.Time, newIDs []u
 	for _, row := range rows {
 		ix.quant.set(ix.slab, row)
 	}
+	t.lapWrite(stagePublish, &mark)
 	return nil
 }
 

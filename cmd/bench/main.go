@@ -128,7 +128,7 @@ func parse(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.paths, "paths", "", "comma list of batch sizes (e.g. 1,8,64): time SearchBatch on the resident GPU index with the fused selection and with the radix select forced, side by side, with what each issues")
 	fs.StringVar(&f.data, "data", "", "stored vectors from `FILE` (.npy float32 2-D, or .fvecs) instead of random data")
 	fs.StringVar(&f.queries, "queries", "", "queries from `FILE` (.npy float32 2-D, or .fvecs)")
-	fs.BoolVar(&f.store, "store", false, "measure the store instead of the search tiers: ingest, Save, Open, a logged Add per fsync policy, and filtered searches, each beside its baseline (uses --n, --dim, --runs, --repeat, --seed, --device)")
+	fs.BoolVar(&f.store, "store", false, "measure the store instead of the search tiers: ingest, Save, Open, a logged Add per fsync policy, and filtered searches, each beside its baseline; with --breakdown also each write's stages (pack, IDs, compress, upload, log, publish) (uses --n, --dim, --runs, --repeat, --seed, --device)")
 	fs.BoolVar(&f.ingest, "ingest", false, "measure ingest (AddFlat, Add, Upsert, import of a .npy) and Open against a plain copy or read of the same bytes, each call in a fresh process with its peak memory (uses --n, --dim, --runs: processes per operation)")
 	fs.BoolVar(&f.peers, "peers", false, "also run chromem-go and, where Python imports faiss, FAISS IndexFlatIP on the same data and queries, one query and --batch queries ("+peers.FAISSInstall+")")
 	fs.IntVar(&f.batch, "batch", 64, "queries in the batch comparison of --peers (0: none)")
@@ -496,6 +496,15 @@ func runStore(ctx context.Context, f *flags, opt bench.Options, stdout, stderr i
 		return 1
 	}
 	rep.Write(stdout)
+	if f.breakdown {
+		stages, err := bench.RunIngestStages(ctx, bench.StoreOptions{N: f.n, Dim: f.dim, Runs: opt.Runs, Repeat: opt.Repeat,
+			Device: opt.Device, Adapter: opt.Adapter, Seed: seed})
+		if err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+			return 1
+		}
+		stages.Write(stdout)
+	}
 	return 0
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -430,6 +431,33 @@ func TestPrecisionTable(t *testing.T) {
 	code, _, stderr := runBench(t, "--precision", "f32,int4")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, stderr, "int4")
+}
+
+// TestStoreBreakdown: --store prints every measured operation beside its
+// baseline, and with --breakdown a stage table for each traced write whose
+// stages are the engine's (a log only where there is a store).
+func TestStoreBreakdown(t *testing.T) {
+	code, out, stderr := runBench(t, "--store", "--breakdown", "--n", "300", "--dim", "16", "--runs", "1", "--repeat", "1",
+		"--device", "cpu", "--seed", "5")
+	require.Equal(t, 0, code, "stderr: %s", stderr)
+	for _, want := range []string{"AddFlat", "import .npy", "Save", "Open", "log fsync per call", "0.01% of rows allowed", "ingest stages (--breakdown)"} {
+		assert.Contains(t, out, want)
+	}
+	stages := out[strings.Index(out, "ingest stages"):]
+	for _, op := range []string{"AddFlat ", "Add ([][]float32)", "Upsert, every ID new", "Upsert, replacing every row", "AddFlat to a store, log fsync per call"} {
+		i := strings.Index(stages, "  "+op)
+		require.GreaterOrEqual(t, i, 0, "stage row %q in\n%s", op, stages)
+		f := strings.Fields(stages[i+len(op)+2 : i+strings.Index(stages[i:], "\n")])
+		require.Len(t, f, 9, "backend and eight figures: %q", f)
+		assert.Equal(t, "cpu", f[0])
+		logMS, err := strconv.ParseFloat(f[6], 64)
+		require.NoError(t, err)
+		if strings.Contains(op, "store") {
+			assert.Positive(t, logMS, "%s: its log stage", op)
+		} else {
+			assert.Zero(t, logMS, "%s: no store, no log", op)
+		}
+	}
 }
 
 // TestShardsFlag: --shards reads backends, names and backend:name, refuses

@@ -1,0 +1,152 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/umbravec/umbra/engine"
+)
+
+// IngestStage is where one write's time went, medians over traced calls
+// (engine.Trace's write stages), beside a plain copy of the same bytes.
+type IngestStage struct {
+	Name                                   string
+	TotalMS                                float64 // the whole call
+	PackMS, AssignMS, CompressMS, UploadMS float64
+	LogMS, PublishMS                       float64
+	CopyMS                                 float64 // a plain copy of the call's bytes into fresh memory
+	Backend                                string
+	Calls                                  int
+}
+
+// IngestStages is RunIngestStages's report.
+type IngestStages struct {
+	N, Dim int
+	Rows   []IngestStage
+}
+
+// RunIngestStages traces the writes cmd/bench --store measures — AddFlat,
+// Add, Upsert of new rows, Upsert replacing every row, and AddFlat to a
+// store whose log syncs every call — Runs × Repeat calls each on a fresh
+// index (Device CPU, or the GPU with o.Device GPU), each beside a plain
+// copy, and reports each stage's median.
+func RunIngestStages(ctx context.Context, o StoreOptions) (*IngestStages, error) {
+	calls := max(o.Runs, 1) * max(o.Repeat, 1)
+	dir := o.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "umbra-stages-bench-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	r := rand.New(rand.NewPCG(o.Seed, 13))
+	flat := make([]float32, o.N*o.Dim)
+	for i := range flat {
+		flat[i] = r.Float32()*2 - 1
+	}
+	vectors := make([][]float32, o.N)
+	ids := make([]uint64, o.N)
+	for i := range vectors {
+		vectors[i], ids[i] = flat[i*o.Dim:(i+1)*o.Dim], uint64(i)
+	}
+	cfg := engine.Config{Dim: o.Dim, Device: engine.CPU}
+	if o.Device == engine.GPU {
+		cfg.Device, cfg.Adapter = engine.GPU, o.Adapter
+	}
+	plainCopy := func() float64 {
+		start := time.Now()
+		c := make([]float32, len(flat))
+		copy(c, flat)
+		runtime.KeepAlive(c)
+		return durMS(time.Since(start))
+	}
+	store := filepath.Join(dir, "stages.umbra")
+	ops := []struct {
+		name  string
+		setup func() (*engine.Index, error)
+		call  func(context.Context, *engine.Index) error
+	}{
+		{"AddFlat", nil, func(ctx context.Context, ix *engine.Index) error { _, err := ix.AddFlat(ctx, flat); return err }},
+		{"Add ([][]float32)", nil, func(ctx context.Context, ix *engine.Index) error { _, err := ix.Add(ctx, vectors); return err }},
+		{"Upsert, every ID new", nil, func(ctx context.Context, ix *engine.Index) error { return ix.Upsert(ctx, ids, vectors) }},
+		{"Upsert, replacing every row", func() (*engine.Index, error) {
+			ix, err := engine.New(ctx, cfg)
+			if err == nil {
+				_, err = ix.AddFlat(ctx, flat)
+			}
+			return ix, err
+		}, func(ctx context.Context, ix *engine.Index) error { return ix.Upsert(ctx, ids, vectors) }},
+		{"AddFlat to a store, log fsync per call", func() (*engine.Index, error) {
+			empty, err := engine.New(ctx, cfg)
+			if err != nil {
+				return nil, err
+			}
+			err = empty.Save(ctx, store)
+			empty.Close()
+			if err != nil {
+				return nil, err
+			}
+			return engine.Open(ctx, store, engine.Config{Device: cfg.Device, Adapter: cfg.Adapter})
+		}, func(ctx context.Context, ix *engine.Index) error { _, err := ix.AddFlat(ctx, flat); return err }},
+	}
+	rep := &IngestStages{N: o.N, Dim: o.Dim}
+	for _, op := range ops {
+		var total, pack, assign, compress, upload, logged, publish, copies []float64
+		backend := ""
+		for range calls {
+			copies = append(copies, plainCopy())
+			var ix *engine.Index
+			var err error
+			if op.setup != nil {
+				ix, err = op.setup()
+			} else {
+				ix, err = engine.New(ctx, cfg)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", op.name, err)
+			}
+			var tr engine.Trace
+			start := time.Now()
+			err = op.call(engine.WithTrace(ctx, &tr), ix)
+			took := time.Since(start)
+			backend = string(ix.Info().Backend)
+			ix.Close()
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", op.name, err)
+			}
+			total = append(total, durMS(took))
+			pack, assign, compress = append(pack, durMS(tr.Pack)), append(assign, durMS(tr.Assign)), append(compress, durMS(tr.Compress))
+			upload, logged, publish = append(upload, durMS(tr.Upload)), append(logged, durMS(tr.Log)), append(publish, durMS(tr.Publish))
+		}
+		rep.Rows = append(rep.Rows, IngestStage{Name: op.name, TotalMS: Median(total), PackMS: Median(pack), AssignMS: Median(assign),
+			CompressMS: Median(compress), UploadMS: Median(upload), LogMS: Median(logged), PublishMS: Median(publish),
+			CopyMS: Median(copies), Backend: backend, Calls: calls})
+	}
+	return rep, nil
+}
+
+// durMS is d in milliseconds.
+func durMS(d time.Duration) float64 { return float64(d.Microseconds()) / 1e3 }
+
+// Write prints the stages as a table.
+func (r *IngestStages) Write(w io.Writer) {
+	if len(r.Rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\ningest stages (--breakdown): %d × %d float32, medians of %d traced calls each on a fresh index, a plain copy of the same bytes before each\n",
+		r.N, r.Dim, r.Rows[0].Calls)
+	fmt.Fprintln(w, "pack = check, normalise and write the rows (first touch of new memory included); assign = IDs; log = the store's log record and its fsync; publish = the swap")
+	fmt.Fprintf(w, "\n  %-40s %-8s %9s %9s %9s %9s %9s %9s %9s %9s\n", "operation", "backend", "total ms", "pack", "assign", "compress", "upload", "log", "publish", "copy ms")
+	for _, s := range r.Rows {
+		fmt.Fprintf(w, "  %-40s %-8s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f\n", s.Name, s.Backend, s.TotalMS, s.PackMS, s.AssignMS,
+			s.CompressMS, s.UploadMS, s.LogMS, s.PublishMS, s.CopyMS)
+	}
+}

@@ -1,0 +1,87 @@
+package engine_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/engine"
+)
+
+// TestWriteTrace: a traced write records its stages — Pack, Assign and
+// Compress making up Marshal exactly, Upload on a GPU, Log with a store,
+// Publish — and the rows it stored, for Add, AddFlat and Upsert (new and
+// replaced rows), with and without a store and a compressed precision.
+func TestWriteTrace(t *testing.T) {
+	r := newRand(t)
+	const dim, n = 24, 300
+	flat := make([]float32, n*dim)
+	for i := range flat {
+		flat[i] = r.Float32()*2 - 1
+	}
+	vectors := make([][]float32, n)
+	for i := range vectors {
+		vectors[i] = flat[i*dim : (i+1)*dim]
+	}
+	for _, b := range backends {
+		for _, prec := range []engine.Precision{engine.F32, engine.Int8} {
+			t.Run(b.name+"/"+prec.String(), func(t *testing.T) {
+				ctx := context.Background()
+				ix := open(t, b, engine.Config{Dim: dim, Precision: prec})
+				stages := func(tr *engine.Trace, rows int, what string) {
+					t.Helper()
+					require.Equal(t, int64(rows), tr.Rows, what)
+					require.Positive(t, tr.Pack, what)
+					require.Equal(t, tr.Pack+tr.Assign+tr.Compress, tr.Marshal, "%s: Marshal is its stages", what)
+					require.Positive(t, tr.Publish, what)
+					if prec != engine.F32 {
+						require.Positive(t, tr.Compress, what)
+					} else {
+						require.Zero(t, tr.Compress, what)
+					}
+					if b.device == engine.GPU {
+						require.Positive(t, tr.Upload, what)
+					} else {
+						require.Zero(t, tr.Upload, what)
+					}
+				}
+				var tr engine.Trace
+				_, err := ix.AddFlat(engine.WithTrace(ctx, &tr), flat[:100*dim])
+				require.NoError(t, err)
+				stages(&tr, 100, "AddFlat")
+				require.Zero(t, tr.Log, "no store, no log")
+
+				tr = engine.Trace{}
+				_, err = ix.Add(engine.WithTrace(ctx, &tr), vectors[100:200])
+				require.NoError(t, err)
+				stages(&tr, 100, "Add")
+
+				path := filepath.Join(t.TempDir(), "s.umbra")
+				require.NoError(t, ix.Save(ctx, path))
+				require.NoError(t, ix.Close())
+				st, err := engine.Open(ctx, path, engine.Config{Device: b.device, Adapter: b.adapter})
+				require.NoError(t, err)
+				defer st.Close()
+
+				// Upsert: 50 stored IDs replaced, 100 new.
+				ids := make([]uint64, 150)
+				for i := range ids {
+					ids[i] = uint64(150 + i)
+				}
+				tr = engine.Trace{}
+				require.NoError(t, st.Upsert(engine.WithTrace(ctx, &tr), ids, vectors[150:300]))
+				stages(&tr, 150, "Upsert")
+				require.Positive(t, tr.Log, "Upsert with a store")
+
+				tr = engine.Trace{}
+				_, err = st.AddFlat(engine.WithTrace(ctx, &tr), flat[:dim])
+				require.NoError(t, err)
+				stages(&tr, 1, "AddFlat with a store")
+				require.Positive(t, tr.Log, "AddFlat with a store")
+				require.Equal(t, 301, st.Len())
+			})
+		}
+	}
+}
