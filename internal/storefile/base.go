@@ -496,14 +496,22 @@ func readBase(r io.ReaderAt, size int64, name string) (*Snapshot, uint64, error)
 
 // readSection fills dst (a view of the destination's own memory, so
 // nothing is copied twice) with section i's bytes and checks its CRC.
+//
+// The bytes are checksummed as they arrive (readChecked), a piece at a
+// time while it is still in cache, rather than in a second pass over
+// memory.
 func readSection(r io.ReaderAt, h *baseHeader, name string, i int, dst []byte) error {
 	e := h.table[i]
 	sect := sectionNames[i+1]
-	if _, err := r.ReadAt(dst, int64(e.offset)); err != nil && !(errors.Is(err, io.EOF) && len(dst) == 0) {
+	got, err := readChecked(r, int64(e.offset), dst)
+	if err != nil {
 		// The size was checked; the file shrank while being read.
 		return formatErr(name, sect, int64(e.offset), ErrTruncated, "reading %d bytes: %v", len(dst), err)
 	}
-	return checkSection(h, name, i, dst)
+	if got != e.crc {
+		return formatErr(name, sect, int64(e.offset), ErrCorrupt, "CRC-32C is %08x, section table says %08x", got, e.crc)
+	}
+	return nil
 }
 
 func checkSection(h *baseHeader, name string, i int, b []byte) error {

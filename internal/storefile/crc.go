@@ -3,6 +3,7 @@ package storefile
 import (
 	"fmt"
 	"hash/crc32"
+	"io"
 	"runtime"
 	"runtime/debug"
 	"sync"
@@ -44,6 +45,55 @@ func checksum(b []byte) (uint32, error) {
 			return 0, errs[i]
 		}
 		lo, hi := i*per, min((i+1)*per, len(b))
+		if i == 0 {
+			c = crcs[0]
+		} else {
+			c = crcCombine(c, crcs[i], int64(hi-lo))
+		}
+	}
+	return c, nil
+}
+
+// readPiece is how much of a section readChecked reads before it
+// checksums it: small enough to be still in cache when the CRC reads it.
+const readPiece = 1 << 20
+
+// readChecked fills dst with the bytes of r at off and returns their
+// CRC-32C: for a large dst, consecutive parts on all cores at once (ReadAt
+// is safe to call concurrently), each read a piece at a time and each
+// piece checksummed while it is in cache; the parts' CRCs are combined
+// into the whole's (crcCombine). A short read is an error.
+func readChecked(r io.ReaderAt, off int64, dst []byte) (uint32, error) {
+	part := func(b []byte, at int64) (uint32, error) {
+		var c uint32
+		for lo := 0; lo < len(b); lo += readPiece {
+			p := b[lo:min(lo+readPiece, len(b))]
+			if n, err := r.ReadAt(p, at+int64(lo)); err != nil && !(err == io.EOF && n == len(p)) {
+				return 0, err
+			}
+			c = crc32.Update(c, castagnoli, p)
+		}
+		return c, nil
+	}
+	w := min(runtime.GOMAXPROCS(0), len(dst)/crcPiece)
+	if w <= 1 {
+		return part(dst, off)
+	}
+	per := (len(dst) + w - 1) / w
+	crcs := make([]uint32, w)
+	errs := make([]error, w)
+	var wg sync.WaitGroup
+	for i := range w {
+		lo, hi := i*per, min((i+1)*per, len(dst))
+		wg.Go(func() { crcs[i], errs[i] = part(dst[lo:hi], off+int64(lo)) })
+	}
+	wg.Wait()
+	var c uint32
+	for i := range w {
+		if errs[i] != nil {
+			return 0, errs[i]
+		}
+		lo, hi := i*per, min((i+1)*per, len(dst))
 		if i == 0 {
 			c = crcs[0]
 		} else {

@@ -1,7 +1,9 @@
 package storefile
 
 import (
+	"bytes"
 	"hash/crc32"
+	"io"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -26,4 +28,26 @@ func TestCRCCombine(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, crc32.Checksum(b[:n], castagnoli), got, "%d bytes", n)
 	}
+}
+
+// TestReadChecked: reading a section while checksumming it gives its bytes
+// and the CRC-32C of the whole, in one part or several (more than two
+// crcPieces); a source that ends early is an error, not a short section.
+func TestReadChecked(t *testing.T) {
+	r := newRand(t)
+	src := make([]byte, 2*crcPiece+readPiece+777)
+	for i := range src {
+		src[i] = byte(r.Uint32())
+	}
+	for _, size := range []int{0, 1, readPiece - 1, readPiece + 1, crcPiece + 3, len(src) - 100} {
+		off := r.IntN(len(src) - size + 1)
+		dst := make([]byte, size)
+		got, err := readChecked(bytes.NewReader(src), int64(off), dst)
+		require.NoError(t, err, "size %d", size)
+		require.Equal(t, src[off:off+size], dst, "size %d", size)
+		require.Equal(t, crc32.Checksum(src[off:off+size], castagnoli), got, "size %d", size)
+	}
+	dst := make([]byte, len(src))
+	_, err := readChecked(bytes.NewReader(src[:len(src)-1]), 0, dst)
+	require.ErrorIs(t, err, io.EOF)
 }
