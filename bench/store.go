@@ -216,6 +216,36 @@ func RunStore(ctx context.Context, o StoreOptions) (*StoreReport, error) {
 	}, plainRead, "searchable: the first search reads the mapped rows"); err != nil {
 		return nil, err
 	}
+	if o.Device == engine.GPU {
+		// A GPU index reads its rows (C code must not read a mapping that
+		// could fault) and uploads them; making the device (adapter,
+		// pipelines, the self-tests) costs the same with or without a
+		// store, so the baseline makes one and reads the file.
+		gpuCfg := engine.Config{Device: engine.GPU, Adapter: o.Adapter}
+		var where string
+		if err := add("Open on the GPU", "New + read", func() error {
+			s, err := engine.Open(ctx, path, gpuCfg)
+			if err != nil {
+				return err
+			}
+			where = string(s.Info().Backend)
+			return s.Close()
+		}, func() error {
+			cfg := gpuCfg
+			cfg.Dim = o.Dim
+			e, err := engine.New(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			if err := e.Close(); err != nil {
+				return err
+			}
+			return plainRead()
+		}, "rows read, CRC-checked and uploaded"); err != nil {
+			return nil, err
+		}
+		rep.Rows[len(rep.Rows)-1].Note += ", on " + where
+	}
 
 	// One logged Add: fsync per call, fsync within a second, in memory.
 	one := [][]float32{vectors[0]}
