@@ -275,10 +275,7 @@ func (ix *Index) packer(ctx context.Context, n int, raw bool, row func(i int) []
 func (ix *Index) packPieces(ctx context.Context, s *packed.Slab, dst []float32, n int, raw bool, row func(i int) []float32) error {
 	report := progressFrom(ctx)
 	mode := ix.packMode(raw)
-	workers := ix.cfg.Workers
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
+	workers := ix.packWorkers()
 	for lo := 0; lo < n; lo += progressRows {
 		hi := min(lo+progressRows, n)
 		err := packParallel(s, dst[lo*s.Stride:], hi-lo, func(i int) []float32 { return row(lo + i) }, mode, workers)
@@ -297,16 +294,38 @@ func (ix *Index) packPieces(ctx context.Context, s *packed.Slab, dst []float32, 
 // starting one costs more than it saves.
 const packWorkerBytes = 1 << 20
 
-// packParallel is s.PackRows split into consecutive parts, one per
-// worker: a row's packing depends on that row alone, so the bytes stored
-// are the same. When rows are refused, the error is the first part's that
-// refused one, so it names the first bad row of the call, as a single
-// pass would. A panic in a part (a caller's row function) is an error.
-func packParallel(s *packed.Slab, dst []float32, n int, row func(i int) []float32, m packed.Mode, workers int) error {
-	w := min(workers, n*s.Stride*4/packWorkerBytes)
-	if w <= 1 {
-		return s.PackRows(dst, n, row, m)
+// packWorkers is how many goroutines pack and check rows:
+// Config.Workers, or every core.
+func (ix *Index) packWorkers() int {
+	if ix.cfg.Workers > 0 {
+		return ix.cfg.Workers
 	}
+	return runtime.GOMAXPROCS(0)
+}
+
+// packParallel is s.PackRows split into consecutive parts (splitRows).
+func packParallel(s *packed.Slab, dst []float32, n int, row func(i int) []float32, m packed.Mode, workers int) error {
+	return splitRows(n, s.Stride, workers, func(a, b int) error {
+		return s.PackRows(dst[a*s.Stride:], b-a, func(j int) []float32 { return row(a + j) }, m)
+	})
+}
+
+// splitRows runs part over consecutive parts [a, b) of n rows of stride
+// values, one part per worker, as many workers as there are
+// packWorkerBytes of rows (the calling goroutine alone below that), and
+// returns the first failed part's error, a *packed.BadRow counting from
+// the call's first row. A row's work depends on that row alone, so the
+// parts' results are what one pass would give. The workers take the
+// caller's debug.SetPanicOnFault (a mapped slab's rows may fault), and a
+// panic in one becomes an error wrapping its value, so a fault keeps its
+// address for the caller's recoverInto.
+func splitRows(n, stride, workers int, part func(a, b int) error) error {
+	w := min(workers, n*stride*4/packWorkerBytes)
+	if w <= 1 {
+		return part(0, n)
+	}
+	onFault := debug.SetPanicOnFault(false)
+	debug.SetPanicOnFault(onFault)
 	per := (n + w - 1) / w
 	errs := make([]error, w)
 	var wg sync.WaitGroup
@@ -316,12 +335,19 @@ func packParallel(s *packed.Slab, dst []float32, n int, row func(i int) []float3
 			break
 		}
 		wg.Go(func() {
+			if onFault {
+				debug.SetPanicOnFault(true)
+			}
 			defer func() {
 				if r := recover(); r != nil {
-					errs[i] = fmt.Errorf("%w: packing rows %d to %d: %v", ErrGPU, a, b, r)
+					if e, ok := r.(error); ok {
+						errs[i] = fmt.Errorf("%w: rows %d to %d: %w", ErrGPU, a, b, e)
+					} else {
+						errs[i] = fmt.Errorf("%w: rows %d to %d: %v", ErrGPU, a, b, r)
+					}
 				}
 			}()
-			err := s.PackRows(dst[a*s.Stride:], b-a, func(j int) []float32 { return row(a + j) }, m)
+			err := part(a, b)
 			var bad *packed.BadRow
 			if errors.As(err, &bad) {
 				bad.Row += a

@@ -172,5 +172,38 @@ func TestParallelPackingMatchesOnePass(t *testing.T) {
 		require.ErrorIs(t, err, engine.ErrNonFinite)
 		require.ErrorContains(t, err, fmt.Sprintf("vector %d, component 4", first))
 		require.Equal(t, 0, fresh.Len())
+
+		// Upsert replacing every row, checked and written in place in
+		// parts: the same bytes as one pass, and a refused call names its
+		// first bad vector and changes nothing.
+		ids := make([]uint64, n)
+		again := make([][]float32, n)
+		for i := range ids {
+			ids[i] = uint64(n - 1 - i) // every row replaced, in reverse
+			again[i] = flat[((i+1)%n)*dim : ((i+1)%n+1)*dim]
+		}
+		require.NoError(t, one.Upsert(ctx, ids, again))
+		require.NoError(t, many.Upsert(ctx, ids, again))
+		for _, id := range []uint64{0, 1, n / 7, n/2 + 3, n - 1} {
+			a, err := one.Get(id)
+			require.NoError(t, err)
+			b, err := many.Get(id)
+			require.NoError(t, err)
+			for j := range a {
+				require.Equal(t, math.Float32bits(a[j]), math.Float32bits(b[j]), "%s: upserted ID %d component %d", m, id, j)
+			}
+		}
+		before, err := many.Get(n / 2)
+		require.NoError(t, err)
+		badRows := slices.Clone(again)
+		for _, at := range []int{n - 2, n / 2, first} {
+			badRows[at] = bad[at*dim : (at+1)*dim]
+		}
+		err = many.Upsert(ctx, ids, badRows)
+		require.ErrorIs(t, err, engine.ErrNonFinite)
+		require.ErrorContains(t, err, fmt.Sprintf("vector %d, component 4", first))
+		after, err := many.Get(n / 2)
+		require.NoError(t, err)
+		require.Equal(t, before, after, "a refused Upsert changed a row")
 	}
 }

@@ -170,7 +170,20 @@ func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]flo
 // replaced rows packed straight into their places — no copy of the old
 // rows is kept to undo.
 func (ix *Index) upsertInMemory(ctx context.Context, start time.Time, newIDs []uint64, rows []int, newRow, oldRow func(j int) []float32, vectors [][]float32, raw bool) error {
-	inv, err := ix.slab.CheckRows(len(rows), oldRow, ix.packMode(raw))
+	// The replaced rows are checked, then written in place under ix.mu
+	// (searches wait for it), each on every core.
+	mode, stride, workers := ix.packMode(raw), ix.slab.Stride, ix.packWorkers()
+	var inv []float64
+	if mode.Normalize {
+		inv = make([]float64, len(rows))
+	}
+	err := splitRows(len(rows), stride, workers, func(a, b int) error {
+		part, err := ix.slab.CheckRows(b-a, func(j int) []float32 { return oldRow(a + j) }, mode)
+		if inv != nil {
+			copy(inv[a:b], part)
+		}
+		return err
+	})
 	if err != nil {
 		return ix.firstBad(vectors, err)
 	}
@@ -189,7 +202,17 @@ func (ix *Index) upsertInMemory(ctx context.Context, start time.Time, newIDs []u
 	if p != nil {
 		ix.publish(p)
 	}
-	ix.slab.SetRowsScaled(rows, oldRow, inv) // checked above; cannot fail
+	// Checked above: only a fault of a mapped row can fail it.
+	if err := splitRows(len(rows), stride, workers, func(a, b int) error {
+		var part []float64
+		if inv != nil {
+			part = inv[a:b]
+		}
+		ix.slab.SetRowsScaled(rows[a:b], func(j int) []float32 { return oldRow(a + j) }, part)
+		return nil
+	}); err != nil {
+		return err
+	}
 	for _, row := range rows {
 		ix.quant.set(ix.slab, row)
 	}
