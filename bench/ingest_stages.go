@@ -38,20 +38,12 @@ type IngestStages struct {
 // copy, and reports each stage's median.
 func RunIngestStages(ctx context.Context, o StoreOptions) (*IngestStages, error) {
 	calls := max(o.Runs, 1) * max(o.Repeat, 1)
-	dir := o.Dir
-	if dir == "" {
-		d, err := os.MkdirTemp("", "umbra-stages-bench-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(d)
-		dir = d
+	dir, cleanup, err := o.workDir("umbra-stages-bench-")
+	if err != nil {
+		return nil, err
 	}
-	r := rand.New(rand.NewPCG(o.Seed, 13))
-	flat := make([]float32, o.N*o.Dim)
-	for i := range flat {
-		flat[i] = r.Float32()*2 - 1
-	}
+	defer cleanup()
+	flat := randomFlat(rand.New(rand.NewPCG(o.Seed, 13)), o.N*o.Dim)
 	vectors := make([][]float32, o.N)
 	ids := make([]uint64, o.N)
 	for i := range vectors {
@@ -131,6 +123,27 @@ func RunIngestStages(ctx context.Context, o StoreOptions) (*IngestStages, error)
 			CopyMS: Median(copies), Backend: backend, Calls: calls})
 	}
 	return rep, nil
+}
+
+// workDir is o.Dir, or a new temporary directory that cleanup removes.
+func (o StoreOptions) workDir(prefix string) (dir string, cleanup func(), err error) {
+	if o.Dir != "" {
+		return o.Dir, func() {}, nil
+	}
+	d, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", nil, err
+	}
+	return d, func() { os.RemoveAll(d) }, nil
+}
+
+// randomFlat is n values uniform in [-1, 1) from r.
+func randomFlat(r *rand.Rand, n int) []float32 {
+	flat := make([]float32, n)
+	for i := range flat {
+		flat[i] = r.Float32()*2 - 1
+	}
+	return flat
 }
 
 // durMS is d in milliseconds.

@@ -53,20 +53,13 @@ type StoreReport struct {
 // memory, and filtered searches against the unfiltered one.
 func RunStore(ctx context.Context, o StoreOptions) (*StoreReport, error) {
 	o.Runs, o.Repeat = max(o.Runs, 1), max(o.Repeat, 1)
-	dir := o.Dir
-	if dir == "" {
-		d, err := os.MkdirTemp("", "umbra-store-bench-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(d)
-		dir = d
+	dir, cleanup, err := o.workDir("umbra-store-bench-")
+	if err != nil {
+		return nil, err
 	}
+	defer cleanup()
 	r := rand.New(rand.NewPCG(o.Seed, 11))
-	flat := make([]float32, o.N*o.Dim)
-	for i := range flat {
-		flat[i] = r.Float32()*2 - 1
-	}
+	flat := randomFlat(r, o.N*o.Dim)
 	rep := &StoreReport{N: o.N, Dim: o.Dim}
 	bytes := len(flat) * 4
 	cpu := engine.Config{Dim: o.Dim, Device: engine.CPU}

@@ -152,15 +152,19 @@ func TestParallelPackingMatchesOnePass(t *testing.T) {
 		require.NoError(t, err)
 		_, err = many.AddFlat(ctx, flat)
 		require.NoError(t, err)
-		for _, id := range []uint64{0, 1, n / 7, n/2 + 3, n - 1} {
-			a, err := one.Get(id)
-			require.NoError(t, err)
-			b, err := many.Get(id)
-			require.NoError(t, err)
-			for j := range a {
-				require.Equal(t, math.Float32bits(a[j]), math.Float32bits(b[j]), "%s: ID %d component %d", m, id, j)
+		sameRows := func(what string) {
+			t.Helper()
+			for _, id := range []uint64{0, 1, n / 7, n/2 + 3, n - 1} {
+				a, err := one.Get(id)
+				require.NoError(t, err)
+				b, err := many.Get(id)
+				require.NoError(t, err)
+				for j := range a {
+					require.Equal(t, math.Float32bits(a[j]), math.Float32bits(b[j]), "%s %s: ID %d component %d", m, what, id, j)
+				}
 			}
 		}
+		sameRows("AddFlat")
 		// Bad rows in the last, a middle and (the one to name) an early part.
 		bad := slices.Clone(flat)
 		first := n/7 - 5
@@ -184,15 +188,7 @@ func TestParallelPackingMatchesOnePass(t *testing.T) {
 		}
 		require.NoError(t, one.Upsert(ctx, ids, again))
 		require.NoError(t, many.Upsert(ctx, ids, again))
-		for _, id := range []uint64{0, 1, n / 7, n/2 + 3, n - 1} {
-			a, err := one.Get(id)
-			require.NoError(t, err)
-			b, err := many.Get(id)
-			require.NoError(t, err)
-			for j := range a {
-				require.Equal(t, math.Float32bits(a[j]), math.Float32bits(b[j]), "%s: upserted ID %d component %d", m, id, j)
-			}
-		}
+		sameRows("Upsert")
 		before, err := many.Get(n / 2)
 		require.NoError(t, err)
 		badRows := slices.Clone(again)

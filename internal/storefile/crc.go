@@ -13,45 +13,19 @@ import (
 // it, starting one costs more than it saves.
 const crcPiece = 8 << 20
 
-// checksum is crc32.Checksum(b, castagnoli) over all cores for a large b:
-// consecutive pieces checksummed at once, their CRCs combined into the
-// whole's (crcCombine), the same value. b may be a mapping: a piece whose
-// pages fault (the file shrank) is an error, not a crash.
+// checksum is crc32.Checksum(b, castagnoli) over all cores for a large b
+// (crcParts). b may be a mapping: a piece whose pages fault (the file
+// shrank) is an error, not a crash.
 func checksum(b []byte) (uint32, error) {
-	w := min(runtime.GOMAXPROCS(0), len(b)/crcPiece)
-	if w <= 1 {
-		return crc32.Checksum(b, castagnoli), nil
-	}
-	per := (len(b) + w - 1) / w
-	crcs := make([]uint32, w)
-	errs := make([]error, w)
-	var wg sync.WaitGroup
-	for i := range w {
-		lo, hi := i*per, min((i+1)*per, len(b))
-		wg.Go(func() {
-			debug.SetPanicOnFault(true)
-			defer func() {
-				if r := recover(); r != nil {
-					errs[i] = fmt.Errorf("reading bytes %d to %d: %v", lo, hi, r)
-				}
-			}()
-			crcs[i] = crc32.Checksum(b[lo:hi], castagnoli)
-		})
-	}
-	wg.Wait()
-	var c uint32
-	for i := range w {
-		if errs[i] != nil {
-			return 0, errs[i]
-		}
-		lo, hi := i*per, min((i+1)*per, len(b))
-		if i == 0 {
-			c = crcs[0]
-		} else {
-			c = crcCombine(c, crcs[i], int64(hi-lo))
-		}
-	}
-	return c, nil
+	return crcParts(len(b), func(lo, hi int) (c uint32, err error) {
+		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("reading bytes %d to %d: %v", lo, hi, r)
+			}
+		}()
+		return crc32.Checksum(b[lo:hi], castagnoli), nil
+	})
 }
 
 // readPiece is how much of a section readChecked reads before it
@@ -59,33 +33,40 @@ func checksum(b []byte) (uint32, error) {
 const readPiece = 1 << 20
 
 // readChecked fills dst with the bytes of r at off and returns their
-// CRC-32C: for a large dst, consecutive parts on all cores at once (ReadAt
-// is safe to call concurrently), each read a piece at a time and each
-// piece checksummed while it is in cache; the parts' CRCs are combined
-// into the whole's (crcCombine). A short read is an error.
+// CRC-32C, on all cores for a large dst (crcParts; ReadAt is safe to call
+// concurrently), each part read a piece at a time and each piece
+// checksummed while it is in cache. A short read is an error.
 func readChecked(r io.ReaderAt, off int64, dst []byte) (uint32, error) {
-	part := func(b []byte, at int64) (uint32, error) {
+	return crcParts(len(dst), func(lo, hi int) (uint32, error) {
 		var c uint32
-		for lo := 0; lo < len(b); lo += readPiece {
-			p := b[lo:min(lo+readPiece, len(b))]
-			if n, err := r.ReadAt(p, at+int64(lo)); err != nil && !(err == io.EOF && n == len(p)) {
+		for at := lo; at < hi; at += readPiece {
+			p := dst[at:min(at+readPiece, hi)]
+			if n, err := r.ReadAt(p, off+int64(at)); err != nil && !(err == io.EOF && n == len(p)) {
 				return 0, err
 			}
 			c = crc32.Update(c, castagnoli, p)
 		}
 		return c, nil
-	}
-	w := min(runtime.GOMAXPROCS(0), len(dst)/crcPiece)
+	})
+}
+
+// crcParts returns the CRC-32C of n bytes from part, which returns the CRC
+// of bytes [lo, hi): for n of at least two crcPieces, consecutive parts on
+// up to every core at once, their CRCs combined into the whole's
+// (crcCombine), the same value; otherwise one part on the calling
+// goroutine. The first part's error, if any, is returned.
+func crcParts(n int, part func(lo, hi int) (uint32, error)) (uint32, error) {
+	w := min(runtime.GOMAXPROCS(0), n/crcPiece)
 	if w <= 1 {
-		return part(dst, off)
+		return part(0, n)
 	}
-	per := (len(dst) + w - 1) / w
+	per := (n + w - 1) / w
 	crcs := make([]uint32, w)
 	errs := make([]error, w)
 	var wg sync.WaitGroup
 	for i := range w {
-		lo, hi := i*per, min((i+1)*per, len(dst))
-		wg.Go(func() { crcs[i], errs[i] = part(dst[lo:hi], off+int64(lo)) })
+		lo, hi := i*per, min((i+1)*per, n)
+		wg.Go(func() { crcs[i], errs[i] = part(lo, hi) })
 	}
 	wg.Wait()
 	var c uint32
@@ -93,7 +74,7 @@ func readChecked(r io.ReaderAt, off int64, dst []byte) (uint32, error) {
 		if errs[i] != nil {
 			return 0, errs[i]
 		}
-		lo, hi := i*per, min((i+1)*per, len(dst))
+		lo, hi := i*per, min((i+1)*per, n)
 		if i == 0 {
 			c = crcs[0]
 		} else {
