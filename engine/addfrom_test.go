@@ -515,3 +515,29 @@ func TestAddFromGPU(t *testing.T) {
 		}
 	}
 }
+
+// TestAddFromCompressed: under F16 and Int8 the compressed copy is built
+// from the streamed rows as from AddFlat's: the same answers.
+func TestAddFromCompressed(t *testing.T) {
+	r := newRand(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	const dim = 20
+	n := 5000 + r.IntN(5000)
+	m := randomMatrix(r, n, dim)
+	path := filepath.Join(dir, "c.fvecs")
+	require.NoError(t, host.WriteMatrixFile(path, m, ""))
+	for _, prec := range []engine.Precision{engine.F16, engine.Int8} {
+		cfg := engine.Config{Dim: dim, Precision: prec, Metric: engine.Dot}
+		ref := open(t, backends[0], cfg)
+		_, err := ref.AddFlat(ctx, m.Data)
+		require.NoError(t, err)
+		got := open(t, backends[0], cfg)
+		src, err := host.OpenMatrixFile(ctx, path)
+		require.NoError(t, err)
+		_, err = got.AddFrom(ctx, src)
+		require.NoError(t, err)
+		require.NoError(t, src.Close())
+		requireSameIndex(t, ref, got, randomVectors(r, 5, dim), prec.String())
+	}
+}
