@@ -45,7 +45,8 @@ var ingestOps = []struct{ name, op, base, baseName, note string }{
 	{"Add ([][]float32)", "add", "copy", "copy", ""},
 	{"Upsert, every ID new", "upsert-new", "copy", "copy", ""},
 	{"Upsert, replacing every row", "upsert-replace", "copy", "copy", "in place, checked first (with a store or a device the old rows are kept aside to undo)"},
-	{"import .npy (read + AdoptFlat)", "import", "read-npy", "read file", "what umbra build does before it saves"},
+	{"import .npy (streamed: AddFrom)", "import", "read-npy", "read file", "what umbra build does before it saves"},
+	{"import .npy (read + AdoptFlat)", "import-read", "read-npy", "read file", "the whole file read first, then packed in place"},
 	{"Open", "open", "read-store", "read file", "rows mapped and CRC-checked, IDs read"},
 }
 
@@ -199,6 +200,21 @@ func IngestChild(ctx context.Context, spec string) ([]byte, error) {
 	case "upsert-new", "upsert-replace":
 		call = func() error { return target.Upsert(ctx, ids, vectors) }
 	case "import":
+		call = func() error {
+			src, err := host.OpenMatrixFile(ctx, dataPath)
+			if err != nil {
+				return err
+			}
+			defer src.Close()
+			ix, err := engine.New(ctx, engine.Config{Dim: src.Dim(), Device: engine.CPU})
+			if err != nil {
+				return err
+			}
+			defer ix.Close()
+			_, err = ix.AddFrom(ctx, src)
+			return err
+		}
+	case "import-read":
 		call = func() error {
 			m, err := host.ReadMatrixFile(ctx, dataPath)
 			if err != nil {

@@ -160,8 +160,20 @@ func RunStore(ctx context.Context, o StoreOptions) (*StoreReport, error) {
 		_, err = ix.AdoptFlat(ctx, m.Data)
 		return err
 	})
+	streamNPY := ingest(func(ix *engine.Index) error {
+		src, err := host.OpenMatrixFile(ctx, npy)
+		if err != nil {
+			return err
+		}
+		defer src.Close()
+		_, err = ix.AddFrom(ctx, src)
+		return err
+	})
 	readNPY := func() error { b, err := os.ReadFile(npy); runtime.KeepAlive(b); return err }
-	if err := add("import .npy (read + AdoptFlat)", "read file", importNPY, readNPY, "what umbra build does before it saves"); err != nil {
+	if err := add("import .npy (streamed: AddFrom)", "read file", streamNPY, readNPY, "what umbra build does before it saves"); err != nil {
+		return nil, err
+	}
+	if err := add("import .npy (read + AdoptFlat)", "read file", importNPY, readNPY, "the whole file read first, then packed in place"); err != nil {
 		return nil, err
 	}
 	path := filepath.Join(dir, "bench.umbra")

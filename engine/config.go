@@ -150,8 +150,8 @@ type Config struct {
 	Device  Device // Auto by default
 	Adapter AdapterSelect
 	// Workers is the number of goroutines the fallback searches with and
-	// an Add, AddFlat or Upsert of many rows packs them with; 0 means
-	// GOMAXPROCS.
+	// an Add, AddFlat or Upsert of many rows packs them with (AddFrom:
+	// one reads while the others pack); 0 means GOMAXPROCS.
 	Workers int
 	// ProbeTimeout bounds the GPU probe (device creation, shader
 	// compilation, one test dispatch); 0 means 30 s.

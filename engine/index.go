@@ -413,7 +413,7 @@ func (ix *Index) add(ctx context.Context, start time.Time, ids []uint64, n int, 
 	ix.mu.Unlock()
 	t.lapWrite(stagePublish, &mark)
 	if t != nil {
-		t.Rows += int64(n)
+		t.Rows += int64(len(p.ids))
 	}
 	return p.ids, nil
 }
@@ -432,22 +432,18 @@ type appended struct {
 }
 
 // stageAppend checks and packs n rows with pack under ids (nil: assigned)
-// after the published ones and, on a GPU, writes them to the device, all
+// after the published ones (n < 0: as many as pack commits, which checks
+// them against the limits itself, see checkAppend) and, on a GPU, writes them to the device, all
 // without taking ix.mu: a search reads only rows below the published count,
 // in the slab and on the device. The caller holds wmu. On error nothing
 // changed; under Auto a failed upload moves the index to the CPU and the
 // append goes on there.
 func (ix *Index) stageAppend(ctx context.Context, start time.Time, ids []uint64, n int, pack func(*packed.Slab) error) (*appended, error) {
 	old := ix.slab.Rows
-	total := old + n
-	if ix.cfg.MaxRows > 0 && total > ix.cfg.MaxRows {
-		return nil, fmt.Errorf("%w: adding %d vectors to %d would exceed MaxRows %d", ErrTooLarge, n, old, ix.cfg.MaxRows)
-	}
-	if err := packed.CheckSize(total, ix.slab.Stride); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrTooLarge, err)
-	}
-	if err := ix.checkBudget(n); err != nil {
-		return nil, err
+	if n >= 0 {
+		if err := ix.checkAppend(n); err != nil {
+			return nil, err
+		}
 	}
 	// pack checks the rows as it packs them into the spare rows past the
 	// published ones (or a larger copy of the slab): a bad row fails the
@@ -459,6 +455,7 @@ func (ix *Index) stageAppend(ctx context.Context, start time.Time, ids []uint64,
 		return nil, err
 	}
 	t.lapWrite(stagePack, &start)
+	n = p.slab.Rows - old // what pack committed: n, or, when n < 0, what arrived
 	if ids == nil {
 		var err error
 		if ids, err = ix.rid.assign(n); err != nil {
@@ -512,6 +509,20 @@ func (ix *Index) stageAppend(ctx context.Context, start time.Time, ids []uint64,
 		}
 	}
 	return p, nil
+}
+
+// checkAppend refuses an append of n rows past the published ones that
+// would exceed MaxRows, the largest slab, or the memory budgets. The
+// caller holds wmu.
+func (ix *Index) checkAppend(n int) error {
+	old := ix.slab.Rows
+	if ix.cfg.MaxRows > 0 && old+n > ix.cfg.MaxRows {
+		return fmt.Errorf("%w: adding %d vectors to %d would exceed MaxRows %d", ErrTooLarge, n, old, ix.cfg.MaxRows)
+	}
+	if err := packed.CheckSize(old+n, ix.slab.Stride); err != nil {
+		return fmt.Errorf("%w: %v", ErrTooLarge, err)
+	}
+	return ix.checkBudget(n)
 }
 
 // publish makes a staged append visible: the swap every search waits for.

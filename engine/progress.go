@@ -2,9 +2,10 @@ package engine
 
 import "context"
 
-// Progress is told how far a long Add, AddFlat or SearchBatch has got:
-// stage is "validate" or "upload" (done and total count vectors) or
-// "search" (they count queries). It is called on the calling goroutine,
+// Progress is told how far a long Add, AddFlat, AddFrom or SearchBatch has
+// got: stage is "validate" or "upload" (done and total count vectors; total
+// is -1 while AddFrom's source does not know its row count) or "search"
+// (they count queries). It is called on the calling goroutine,
 // between pieces of work, and must return quickly. Attach one with
 // WithProgress; a CLI draws it as a progress line.
 type Progress func(stage string, done, total int)

@@ -3,6 +3,8 @@
 package host
 
 import (
+	"bytes"
+	"context"
 	"encoding/binary"
 	"math"
 	"os"
@@ -84,4 +86,32 @@ func TestFIFOLyingHeaders(t *testing.T) {
 	require.NoError(t, <-done)
 	require.NoError(t, err)
 	assertSameBits(t, m.Data, got.Data)
+}
+
+// TestMatrixReaderFIFO: through a FIFO the row count is not known (-1),
+// and the rows still arrive whole and checked to the end.
+func TestMatrixReaderFIFO(t *testing.T) {
+	rng := newMatrixRand(t)
+	dir := t.TempDir()
+	m := randomMatrix(rng, 300, 9)
+	var npy bytes.Buffer
+	require.NoError(t, WriteNPY(&npy, m, "<f2"))
+	want, err := ReadNPY(context.Background(), bytes.NewReader(npy.Bytes()))
+	require.NoError(t, err)
+	for name, b := range map[string][]byte{"p.npy": npy.Bytes(), "p.fvecs": fvecsBytes(9, m.Data)} {
+		path := filepath.Join(dir, name)
+		done := fifoWith(t, path, b)
+		r, err := OpenMatrixFile(context.Background(), path)
+		require.NoError(t, err)
+		require.Equal(t, -1, r.Rows())
+		got, err := readRowsInPieces(t, r, 17)
+		require.NoError(t, err)
+		require.NoError(t, <-done)
+		if name == "p.npy" {
+			assertSameBits(t, want.Data, got)
+		} else {
+			assertSameBits(t, m.Data, got)
+		}
+		require.NoError(t, r.Close())
+	}
 }

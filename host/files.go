@@ -3,6 +3,7 @@ package host
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -63,7 +64,45 @@ func openSource(ctx context.Context, path string, opts []Option) (*source, func(
 // ReadIvecs or ReadIDsFile. An unknown extension wraps ErrFormat; every error
 // names the path. ctx is checked between pieces of at most 1 MiB, so a
 // cancelled load stops promptly and returns ctx's error, wrapped.
+//
+// It is OpenMatrixFile read to the end into one Matrix.
 func ReadMatrixFile(ctx context.Context, path string, opts ...Option) (*Matrix, error) {
+	r, err := OpenMatrixFile(ctx, path, opts...)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	data, err := readAll[float32](r.vals, r.known)
+	if err != nil {
+		return nil, err
+	}
+	return &Matrix{Rows: len(data) / r.dim, Dim: r.dim, Data: data}, nil
+}
+
+// MatrixReader reads the rows of a .npy, .fvecs or .bvecs file a piece at
+// a time, as float32, for a caller that stores them as they come instead of
+// holding the whole file first (engine.Index.AddFrom). It checks what
+// ReadMatrixFile checks, with the same errors: the header when it is
+// opened, every row as it is read, and, at the end, that nothing follows
+// the data. It is not safe for concurrent use.
+type MatrixReader struct {
+	name  string
+	dim   int
+	rows  int   // -1 when unknown
+	known int64 // values to allocate for at once, -1 when unknown
+	vals  valueReader[float32]
+	close func() error
+	err   error // the first error ReadRows returned, returned again
+}
+
+// OpenMatrixFile opens path (.npy of float32 or float16, .fvecs or .bvecs,
+// by extension as ReadMatrixFile) and reads its header: for .npy the
+// dtype, shape and, on a regular file, that the file holds the payload the
+// shape claims; for .fvecs and .bvecs vector 0's dim field. Any problem is
+// an error naming the path, as from ReadMatrixFile. ctx is checked between
+// pieces of at most 1 MiB for as long as the reader is used. Close it when
+// done.
+func OpenMatrixFile(ctx context.Context, path string, opts ...Option) (*MatrixReader, error) {
 	format, err := formatOf(path)
 	if err != nil {
 		return nil, err
@@ -76,22 +115,85 @@ func ReadMatrixFile(ctx context.Context, path string, opts ...Option) (*Matrix, 
 	if err != nil {
 		return nil, err
 	}
-	defer closeFile()
-	var m *Matrix
+	r := &MatrixReader{name: s.name, rows: -1, known: -1, close: closeFile}
 	switch format {
 	case formatNPY:
-		if m, err = readNPY(s); err == nil {
-			err = noTrailingData(s, "npy payload")
+		var v *npyValues[float32]
+		if v, err = openNPYMatrix(s); err == nil {
+			v.trailing = true
+			r.vals, r.dim, r.known = v, v.dim, v.known()
+			if r.known >= 0 {
+				r.rows = v.rows
+			}
 		}
-	case formatFvecs:
-		m, err = readFvecs(s)
-	case formatBvecs:
-		m, err = readBvecs(s)
+	case formatFvecs, formatBvecs:
+		var v *vecsValues[float32]
+		if format == formatFvecs {
+			v, err = openVecs(s, "fvecs", 4, rawFloat32s)
+		} else {
+			v, err = openVecs(s, "bvecs", 1, func(dst []float32, b []byte) {
+				for i := range dst {
+					dst[i] = float32(b[i])
+				}
+			})
+		}
+		if err == nil {
+			r.vals, r.dim, r.known = v, int(v.dim), v.known()
+			r.rows = int(v.rows())
+		}
 	}
 	if err != nil {
+		closeFile()
 		return nil, err
 	}
-	return m, nil
+	return r, nil
+}
+
+// Dim is the dimension of every row.
+func (r *MatrixReader) Dim() int { return r.dim }
+
+// Rows is how many rows the file holds when its size is known (a regular
+// file: the shape of an .npy, checked against the size; for .fvecs and
+// .bvecs what the size allows, a short last record being an error when it
+// is read), and -1 when it is not (a FIFO, a pipe): then the rows are
+// known only once ReadRows returns io.EOF.
+func (r *MatrixReader) Rows() int { return r.rows }
+
+// ReadRows reads the next rows into dst, as many whole rows as fit
+// (len(dst)/Dim, which must be at least one), and returns how many it
+// read: fewer only at the end of the file. Once every row is read, and
+// nothing is found after them, it returns 0 and io.EOF. Any other error
+// names the file (and the vector, for .fvecs and .bvecs) and is returned
+// again by every later call; dst's contents are then undefined.
+//
+// An empty dst reads no row but asks whether one remains: 0 and io.EOF at
+// the end (after the checks there), 0 and nil when more follows.
+func (r *MatrixReader) ReadRows(dst []float32) (int, error) {
+	if r.err != nil {
+		return 0, r.err
+	}
+	if r.vals == nil {
+		return 0, fmt.Errorf("host: read %s: reader is closed", r.name)
+	}
+	k := len(dst) / r.dim
+	if k == 0 && len(dst) > 0 {
+		return 0, fmt.Errorf("host: read %s: ReadRows needs room for one row of %d values, has %d", r.name, r.dim, len(dst))
+	}
+	n, err := r.vals.read(dst[:k*r.dim])
+	if err != nil && (!errors.Is(err, io.EOF) || n == 0) {
+		r.err = err
+		return 0, err
+	}
+	return n / r.dim, nil
+}
+
+// Close closes the file. Reading after Close is an error.
+func (r *MatrixReader) Close() error {
+	if r.vals == nil {
+		return nil
+	}
+	r.vals = nil
+	return r.close()
 }
 
 // ReadIDsFile reads IDs from path: a 1-D .npy of int64 or uint64 (see

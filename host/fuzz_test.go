@@ -7,6 +7,8 @@ import (
 	"errors"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"testing"
 	"testing/iotest"
 )
@@ -176,6 +178,70 @@ func FuzzReadIDs(f *testing.F) {
 			if got := binary.LittleEndian.Uint64(tail[8*i:]); got != id {
 				t.Fatalf("ID %d is %d, stored %d", i, id, got)
 			}
+		}
+	})
+}
+
+// FuzzMatrixReader: whatever a file holds, OpenMatrixFile then ReadRows,
+// in pieces of any size, gives exactly what ReadMatrixFile gives (the same
+// rows bit for bit, or the same error), knows the row count of a regular
+// file, and allocates no more than the file's length allows.
+func FuzzMatrixReader(f *testing.F) {
+	f.Add(byte(0), byte(1), append(numpyNPYBytes(1, "<f4", []int64{2, 3}), le32(fixtureValues(6))...))
+	f.Add(byte(0), byte(2), append(numpyNPYBytes(3, "<f2", []int64{3, 4}), le16(fixtureValues(12))...))
+	f.Add(byte(1), byte(0), fvecsBytes(3, fixtureValues(9)))
+	f.Add(byte(2), byte(3), vecsRecords(4, []uint8{0, 1, 128, 255, 7, 7, 7, 7}, appendU8))
+	f.Fuzz(func(t *testing.T, kind, per byte, b []byte) {
+		path := filepath.Join(t.TempDir(), "x"+[]string{".npy", ".fvecs", ".bvecs"}[kind%3])
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		want, wantErr := ReadMatrixFile(ctx, path)
+		var got []float32
+		var err error
+		rows := -2
+		alloc := allocatedDuring(func() {
+			var r *MatrixReader
+			if r, err = OpenMatrixFile(ctx, path); err != nil {
+				return
+			}
+			defer r.Close()
+			rows = r.Rows()
+			dst := make([]float32, min(r.Dim()*(1+int(per)%8), 1<<16))
+			if len(dst) < r.Dim() && rows != 0 {
+				dst = make([]float32, r.Dim()) // dims past 64Ki: one row's room, backed by a row
+			}
+			if rows == 0 {
+				dst = nil // ask whether a row remains, with no room for one
+			}
+			for {
+				var k int
+				k, err = r.ReadRows(dst)
+				got = append(got, dst[:k*r.Dim()]...)
+				if errors.Is(err, io.EOF) {
+					err = nil
+					return
+				}
+				if err != nil {
+					return
+				}
+				if k == 0 {
+					err = errors.New("ReadRows gave no row and no error")
+					return
+				}
+			}
+		})
+		if alloc > fuzzAllocBound(len(b))+4*uint64(len(b)) {
+			t.Fatalf("reading %d bytes in rows allocated %d", len(b), alloc)
+		}
+		switch {
+		case (wantErr == nil) != (err == nil):
+			t.Fatalf("ReadMatrixFile and the reader disagree: %v vs %v", wantErr, err)
+		case err != nil && err.Error() != wantErr.Error():
+			t.Fatalf("different errors: %v vs %v", wantErr, err)
+		case err == nil && (rows != want.Rows || !sameMatrix(want, &Matrix{Rows: rows, Dim: want.Dim, Data: got})):
+			t.Fatalf("reader gave %d rows (%d values), ReadMatrixFile %d", rows, len(got), want.Rows)
 		}
 	})
 }

@@ -68,6 +68,21 @@ type npyHeader struct {
 
 // readNPY reads one float32 or float16 matrix from s.
 func readNPY(s *source) (*Matrix, error) {
+	v, err := openNPYMatrix(s)
+	if err != nil {
+		return nil, err
+	}
+	data, err := readAll(v, v.known())
+	if err != nil {
+		return nil, err
+	}
+	return &Matrix{Rows: v.rows, Dim: v.dim, Data: data}, nil
+}
+
+// openNPYMatrix reads and checks the header of a float32 or float16 matrix
+// and returns the reader of its payload, whose size it has checked against
+// what s holds (or its cap).
+func openNPYMatrix(s *source) (*npyValues[float32], error) {
 	h, err := readNPYHeader(s)
 	if err != nil {
 		return nil, err
@@ -95,11 +110,12 @@ func readNPY(s *source) (*Matrix, error) {
 			}
 		}
 	}
-	data, err := readNPYPayload(s, h, decode)
+	v, err := openNPYPayload(s, h, decode)
 	if err != nil {
 		return nil, err
 	}
-	return &Matrix{Rows: int(rows), Dim: int(dim), Data: data}, nil
+	v.rows, v.dim = int(rows), int(dim)
+	return v, nil
 }
 
 // readNPYIDs reads one int64 or uint64 vector of IDs from s.
@@ -140,30 +156,75 @@ func readNPYIDs(s *source) ([]uint64, error) {
 // readNPYPayload reads the n elements h describes, after checking their size
 // against what s holds (or its cap) and before allocating for them.
 func readNPYPayload[T any](s *source, h npyHeader, decode func([]T, []byte)) ([]T, error) {
+	v, err := openNPYPayload(s, h, decode)
+	if err != nil {
+		return nil, err
+	}
+	return readAll(v, v.known())
+}
+
+// npyValues reads an npy payload a piece at a time.
+type npyValues[T any] struct {
+	s         *source
+	elem      int
+	decode    func([]T, []byte)
+	what      string // "shape (5, 7) of float32", for messages
+	total     int64  // values in the payload
+	done      int64  // values read
+	got       int64  // payload bytes read
+	rows, dim int    // of a matrix; unset for IDs
+	// trailing makes the end of the payload also the end of the file:
+	// bytes after it are an error (files, not streams of arrays).
+	trailing bool
+	ended    bool
+}
+
+// openNPYPayload checks that the payload h describes fits what s holds (or
+// its cap), before anything is allocated for it.
+func openNPYPayload[T any](s *source, h npyHeader, decode func([]T, []byte)) (*npyValues[T], error) {
 	payload, ok := npyPayloadSize(h)
 	if !ok {
 		return nil, formatErrorf(s.name, "shape %s of %s is too large for memory", h.repr, h.dtype)
 	}
-	n := payload / int64(h.elem)
 	what := fmt.Sprintf("shape %s of %s", h.repr, h.dtype)
 	if err := s.claim(payload, what, func(have int64) error {
 		return formatErrorf(s.name, "payload truncated: %s needs %d bytes, only %d there", what, payload, have)
 	}); err != nil {
 		return nil, err
 	}
-	exact := int64(0)
-	if s.size >= 0 {
-		exact = n
+	return &npyValues[T]{s: s, elem: h.elem, decode: decode, what: what, total: payload / int64(h.elem)}, nil
+}
+
+// known is how many values to allocate for at once: all of them when the
+// source's size vouches for them, else -1 (memory follows the bytes).
+func (v *npyValues[T]) known() int64 {
+	if v.s.size >= 0 {
+		return v.total
 	}
-	g := newGrowing[T](exact)
-	got, err := readValues(s, g, n, h.elem, decode)
+	return -1
+}
+
+func (v *npyValues[T]) read(dst []T) (int, error) {
+	if v.done == v.total {
+		if !v.ended && v.trailing {
+			if err := noTrailingData(v.s, "npy payload"); err != nil {
+				return 0, err
+			}
+		}
+		v.ended = true
+		return 0, io.EOF
+	}
+	k := int(min(int64(len(dst)), v.total-v.done))
+	got, err := readSlice(v.s, dst[:k], v.elem, v.decode)
+	v.got += got
+	v.done += got / int64(v.elem)
 	if err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil, formatErrorf(s.name, "payload truncated: %s needs %d bytes, got %d", what, payload, got)
+			return 0, formatErrorf(v.s.name, "payload truncated: %s needs %d bytes, got %d", v.what, v.total*int64(v.elem), v.got)
 		}
-		return nil, s.ioError(err)
+		return 0, v.s.ioError(err)
 	}
-	return g.result(), nil
+	return k, nil
 }
 
 // readNPYHeader reads the magic, version and header dict, checks the dict

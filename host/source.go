@@ -224,29 +224,47 @@ func (g *growing[T]) result() []T {
 // readValues decodes n values of elem bytes each from s into g, a piece at
 // a time, checking the context between pieces. On a short source it returns
 // the bytes it did get with io.ErrUnexpectedEOF.
-//
-// decode nil means the file's bytes are the values' own in memory (little-
-// endian float32 on a little-endian host): they are read straight into the
-// destination, with no piece buffer between.
 func readValues[T any](s *source, g *growing[T], n int64, elem int, decode func(dst []T, b []byte)) (int64, error) {
 	var got int64
 	for n > 0 {
+		dst := g.space(int(min(n, int64(pieceBytes/elem))))
+		k, err := readSlice(s, dst, elem, decode)
+		g.commit(int(k / int64(elem)))
+		got += k
+		if err != nil {
+			return got, err
+		}
+		n -= int64(len(dst))
+	}
+	return got, nil
+}
+
+// readSlice fills dst with values of elem bytes each from s, a piece of at
+// most pieceBytes at a time, checking the context between pieces. It
+// returns the bytes read; on a short source, with io.ErrUnexpectedEOF.
+//
+// decode nil means the file's bytes are the values' own in memory (little-
+// endian float32 on a little-endian host): they are read straight into dst,
+// with no piece buffer between.
+func readSlice[T any](s *source, dst []T, elem int, decode func(dst []T, b []byte)) (int64, error) {
+	var got int64
+	per := max(pieceBytes/elem, 1)
+	for len(dst) > 0 {
 		if err := s.checkpoint(); err != nil {
 			return got, err
 		}
-		dst := g.space(int(min(n, int64(pieceBytes/elem))))
+		part := dst[:min(len(dst), per)]
 		var b []byte
 		if decode == nil {
-			b = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(dst))), len(dst)*elem)
+			b = unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(part))), len(part)*elem)
 		} else {
-			b = s.piece(len(dst) * elem)
+			b = s.piece(len(part) * elem)
 		}
 		k, err := s.readFull(b)
 		whole := k / elem
 		if decode != nil {
-			decode(dst[:whole], b[:whole*elem])
+			decode(part[:whole], b[:whole*elem])
 		}
-		g.commit(whole)
 		got += int64(k)
 		if err != nil {
 			if errors.Is(err, io.EOF) {
@@ -254,9 +272,68 @@ func readValues[T any](s *source, g *growing[T], n int64, elem int, decode func(
 			}
 			return got, err
 		}
-		n -= int64(len(dst))
+		dst = dst[len(part):]
 	}
 	return got, nil
+}
+
+// valueReader yields a matrix's values in file order, as many as dst holds
+// per call (crossing rows), until it returns io.EOF at the clean end of the
+// data: with some values when the end came within the call, or none.
+type valueReader[T any] interface {
+	read(dst []T) (int, error)
+}
+
+// readAll reads every value of r: into one allocation of exactly known
+// values when the count is known from a checked size (known >= 0), or in
+// chunks that follow the bytes that arrive when it is not.
+func readAll[T any](r valueReader[T], known int64) ([]T, error) {
+	if known >= 0 {
+		data := make([]T, known)
+		got, extra := 0, 0
+		var spill []T
+		for {
+			dst, full := data[got:], got == len(data)
+			if full {
+				// Full: what follows must be the end, or its error (a
+				// short last record, trailing bytes), which may come
+				// only after the values of a short record are read.
+				if spill == nil {
+					spill = make([]T, 4<<10)
+				}
+				dst = spill
+			}
+			k, err := r.read(dst)
+			if full {
+				extra += k
+			} else {
+				got += k
+			}
+			if errors.Is(err, io.EOF) {
+				if extra > 0 {
+					// Impossible for a source whose size was checked,
+					// but never a silent truncation.
+					return nil, errors.New("host: reader holds more values than its size allows")
+				}
+				return data[:got], nil
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+	}
+	g := newGrowing[T](0)
+	for {
+		dst := g.space(chunkMax)
+		k, err := r.read(dst)
+		g.commit(k)
+		if errors.Is(err, io.EOF) {
+			return g.result(), nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }
 
 // sourceName names r in error messages: a path for an *os.File (or anything

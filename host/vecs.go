@@ -31,7 +31,7 @@ func ReadFvecs(ctx context.Context, r io.Reader, opts ...Option) (*Matrix, error
 }
 
 func readFvecs(s *source) (*Matrix, error) {
-	rows, dim, data, err := readVecs(s, "fvecs", 4, decodeFloat32s)
+	rows, dim, data, err := readVecs(s, "fvecs", 4, rawFloat32s)
 	if err != nil {
 		return nil, err
 	}
@@ -105,73 +105,144 @@ func decodeInt32s(dst []int32, b []byte) {
 // readVecs reads records of elem-byte components from s until EOF; kind
 // ("fvecs", ...) labels messages.
 func readVecs[T any](s *source, kind string, elem int, decode func([]T, []byte)) (rows, dim int, data []T, err error) {
-	name := s.name
-	var field [4]byte
-	// readDim returns the dim field of vector i, or ok false at a clean EOF.
-	readDim := func(i int) (d int64, at int64, ok bool, err error) {
-		at = s.off
-		n, err := s.readFull(field[:])
-		switch {
-		case err == nil:
-			return int64(int32(binary.LittleEndian.Uint32(field[:]))), at, true, nil
-		case errors.Is(err, io.EOF) && n == 0:
-			return 0, at, false, nil
-		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-			return 0, at, false, formatErrorf(name, "vector %d truncated: dim field has %d of 4 bytes, at byte %d", i, n, at)
-		}
-		return 0, at, false, s.ioError(err)
-	}
-
-	d0, _, ok, err := readDim(0)
+	v, err := openVecs(s, kind, elem, decode)
 	if err != nil {
 		return 0, 0, nil, err
 	}
+	if data, err = readAll(v, v.known()); err != nil {
+		return 0, 0, nil, err
+	}
+	return v.row, int(v.dim), data, nil
+}
+
+// vecsValues reads the records of a .fvecs, .bvecs or .ivecs source a
+// piece at a time, checking each record's dim field against vector 0's.
+type vecsValues[T any] struct {
+	s      *source
+	kind   string
+	elem   int
+	decode func([]T, []byte)
+	dim    int64 // vector 0's
+	record int64 // bytes of one record, dim field included
+	row    int   // the vector being read, or the next one
+	inRow  bool  // row's dim field is read
+	col    int64 // values of row read
+	at     int64 // byte offset of row's dim field
+	ended  bool
+	field  [4]byte
+}
+
+// openVecs reads and checks vector 0's dim field: an empty source, a dim
+// that is not positive, or (on a stream) one whose values would pass the
+// cap is an error before any value is read.
+func openVecs[T any](s *source, kind string, elem int, decode func([]T, []byte)) (*vecsValues[T], error) {
+	v := &vecsValues[T]{s: s, kind: kind, elem: elem, decode: decode}
+	d0, ok, err := v.readDim()
+	if err != nil {
+		return nil, err
+	}
 	if !ok {
-		return 0, 0, nil, formatErrorf(name, "no vectors: the %s data is empty", kind)
+		return nil, formatErrorf(s.name, "no vectors: the %s data is empty", kind)
 	}
 	if d0 <= 0 {
-		return 0, 0, nil, formatErrorf(name, "vector 0: dim %d must be positive", d0)
+		return nil, formatErrorf(s.name, "vector 0: dim %d must be positive", d0)
 	}
-	record := 4 + int64(elem)*d0 // no overflow: d0 < 2^31
-	if s.size < 0 && record-4 > s.limit-s.off {
+	v.dim, v.record, v.inRow = d0, 4+int64(elem)*d0, true // no overflow: d0 < 2^31
+	if s.size < 0 && v.record-4 > s.limit-s.off {
 		// Refused before a byte of it is read: a stream can only say it is
 		// truncated at its end, and getting there could cost the whole cap.
-		return 0, 0, nil, s.tooLarge(fmt.Sprintf("vector 0: dim %d claims %d bytes of values (is this %s data?)",
-			d0, record-4, kind))
+		return nil, s.tooLarge(fmt.Sprintf("vector 0: dim %d claims %d bytes of values (is this %s data?)",
+			d0, v.record-4, kind))
 	}
-	exact := int64(0)
-	if left := s.left(); left >= 0 {
-		exact = (left + 4) / record * d0 // what the bytes there can fill, no more
+	if s.size >= 0 && v.record > s.size {
+		// Not one whole record: say so now, before a caller sizes
+		// anything by a dim the file cannot hold.
+		return nil, formatErrorf(s.name, "vector 0 truncated: dim %d needs %d bytes of values, got %d; at byte 0",
+			d0, v.record-4, s.size-4)
 	}
-	g := newGrowing[T](exact)
-	for i := 0; ; i++ {
-		at := int64(0)
-		if i > 0 {
-			if err := s.checkpoint(); err != nil {
-				return 0, 0, nil, s.ioError(err)
+	return v, nil
+}
+
+// rows is how many whole records the source's size allows (bytes past
+// them are an error when they are read), or -1 when the size is unknown.
+func (v *vecsValues[T]) rows() int64 {
+	if v.s.size < 0 {
+		return -1
+	}
+	return v.s.size / v.record
+}
+
+// known is how many values to allocate for at once: what the bytes there
+// can fill, or -1 when the size is unknown.
+func (v *vecsValues[T]) known() int64 {
+	if r := v.rows(); r >= 0 {
+		return r * v.dim
+	}
+	return -1
+}
+
+// readDim reads the dim field of vector v.row, with ok false at a clean EOF.
+func (v *vecsValues[T]) readDim() (d int64, ok bool, err error) {
+	s := v.s
+	v.at = s.off
+	n, err := s.readFull(v.field[:])
+	switch {
+	case err == nil:
+		return int64(int32(binary.LittleEndian.Uint32(v.field[:]))), true, nil
+	case errors.Is(err, io.EOF) && n == 0:
+		return 0, false, nil
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		return 0, false, formatErrorf(s.name, "vector %d truncated: dim field has %d of 4 bytes, at byte %d", v.row, n, v.at)
+	}
+	return 0, false, s.ioError(err)
+}
+
+func (v *vecsValues[T]) read(dst []T) (int, error) {
+	s := v.s
+	n := 0
+	for {
+		if v.ended {
+			return n, io.EOF
+		}
+		if !v.inRow {
+			if n == len(dst) && n > 0 {
+				return n, nil
 			}
-			var d int64
-			d, at, ok, err = readDim(i)
+			if err := s.checkpoint(); err != nil {
+				return n, s.ioError(err)
+			}
+			d, ok, err := v.readDim()
 			if err != nil {
-				return 0, 0, nil, err
+				return n, err
 			}
 			if !ok {
-				return i, int(d0), g.result(), nil
+				v.ended = true
+				continue
 			}
 			if d <= 0 {
-				return 0, 0, nil, formatErrorf(name, "vector %d: dim %d must be positive, at byte %d", i, d, at)
+				return n, formatErrorf(s.name, "vector %d: dim %d must be positive, at byte %d", v.row, d, v.at)
 			}
-			if d != d0 {
-				return 0, 0, nil, formatErrorf(name, "vector %d has dim %d, but vector 0 has dim %d; at byte %d", i, d, d0, at)
+			if d != v.dim {
+				return n, formatErrorf(s.name, "vector %d has dim %d, but vector 0 has dim %d; at byte %d", v.row, d, v.dim, v.at)
 			}
+			v.inRow, v.col = true, 0
 		}
-		got, err := readValues(s, g, d0, elem, decode)
+		if n == len(dst) {
+			return n, nil
+		}
+		k := int(min(int64(len(dst)-n), v.dim-v.col))
+		got, err := readSlice(s, dst[n:n+k], v.elem, v.decode)
 		if err != nil {
 			if errors.Is(err, io.ErrUnexpectedEOF) {
-				return 0, 0, nil, formatErrorf(name, "vector %d truncated: dim %d needs %d bytes of values, got %d; at byte %d",
-					i, d0, record-4, got, at)
+				return n, formatErrorf(s.name, "vector %d truncated: dim %d needs %d bytes of values, got %d; at byte %d",
+					v.row, v.dim, v.record-4, v.col*int64(v.elem)+got, v.at)
 			}
-			return 0, 0, nil, s.ioError(err)
+			return n, s.ioError(err)
+		}
+		n += k
+		if v.col += int64(k); v.col == v.dim {
+			v.inRow = false
+			v.row++
 		}
 	}
 }

@@ -69,6 +69,9 @@ func (c *addCmd) Validate() error {
 }
 
 func (c *addCmd) Run(ctx context.Context, e *env) (err error) {
+	if c.IDs == "" && c.Keys == "" {
+		return c.stream(ctx, e)
+	}
 	data, err := loadMatrix(ctx, e, "--data", c.Data)
 	if err != nil {
 		return err
@@ -136,10 +139,8 @@ func (c *addCmd) Run(ctx context.Context, e *env) (err error) {
 		assigned, err = ix.AddKeys(addCtx, keys, rowsOf(data))
 	case c.Upsert:
 		err = ix.Upsert(addCtx, ids, rowsOf(data))
-	case ids != nil:
-		err = ix.AddWithIDs(addCtx, ids, rowsOf(data))
 	default:
-		assigned, err = ix.AdoptFlat(addCtx, data.Data) // data is not used again
+		err = ix.AddWithIDs(addCtx, ids, rowsOf(data))
 	}
 	done()
 	if err != nil {
@@ -155,12 +156,48 @@ func (c *addCmd) Run(ctx context.Context, e *env) (err error) {
 	case c.Upsert:
 		fmt.Fprintf(e.stdout, "upserted %d vectors into %s (%d replaced, %d added); it holds %d\n",
 			len(ids), c.Store, replaced, len(ids)-replaced, ix.Len())
-	case ids != nil:
-		fmt.Fprintf(e.stdout, "added %d vectors to %s; it holds %d\n", len(ids), c.Store, ix.Len())
 	default:
-		fmt.Fprintf(e.stdout, "added %d vectors to %s as IDs %d to %d; it holds %d\n",
-			len(assigned), c.Store, assigned[0], assigned[len(assigned)-1], ix.Len())
+		fmt.Fprintf(e.stdout, "added %d vectors to %s; it holds %d\n", len(ids), c.Store, ix.Len())
 	}
+	return nil
+}
+
+// stream is an add without IDs or keys: --data is read a piece at a time
+// straight into the store's index (AddFrom), never held whole besides it.
+// The file's header is checked before the store is opened; a bad row, or
+// a file that turns out malformed, leaves the store as it was.
+func (c *addCmd) stream(ctx context.Context, e *env) (err error) {
+	src, err := openRows(ctx, "--data", c.Data)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	if src.Rows() == 0 {
+		return fmt.Errorf("--data %s holds no vectors (0 rows): nothing to add", c.Data)
+	}
+	ix, err := openStore(ctx, e, c.Store, engine.Config{Device: engine.CPU})
+	if err != nil {
+		return err
+	}
+	defer closeStore(c.Store, ix, &err)
+	if src.Dim() != ix.Dim() {
+		return fmt.Errorf("dimension mismatch: --data %s has dimension %d, store %s holds dimension %d",
+			c.Data, src.Dim(), c.Store, ix.Dim())
+	}
+	addCtx, done := e.progress.engineStep(ctx, "adding "+src.label())
+	assigned, err := ix.AddFrom(addCtx, src)
+	done()
+	if err != nil {
+		if serr := src.sourceError(err); serr != nil {
+			return serr
+		}
+		return addError(c, err)
+	}
+	if len(assigned) == 0 {
+		return fmt.Errorf("--data %s holds no vectors (0 rows): nothing to add", c.Data)
+	}
+	fmt.Fprintf(e.stdout, "added %d vectors to %s as IDs %d to %d; it holds %d\n",
+		len(assigned), c.Store, assigned[0], assigned[len(assigned)-1], ix.Len())
 	return nil
 }
 

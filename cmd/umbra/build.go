@@ -85,66 +85,19 @@ func (b *buildCmd) Run(ctx context.Context, e *env) (err error) {
 	if err := replaceable(b.Out); err != nil {
 		return err
 	}
-	data, err := loadMatrix(ctx, e, "--data", b.Data)
+	var ix *engine.Index
+	var rows, dim int
+	if b.IDs == "" && b.Keys == "" {
+		ix, rows, dim, err = b.stream(ctx, e, metric, prec)
+	} else {
+		ix, rows, dim, err = b.load(ctx, e, metric, prec)
+	}
 	if err != nil {
 		return err
 	}
-	if data.Rows == 0 {
-		return fmt.Errorf("--data %s holds no vectors (0 rows): nothing to build", b.Data)
-	}
-	var ids []uint64
-	var keys []string
-	switch {
-	case b.IDs != "":
-		if ids, err = readIDs(ctx, e, "--ids", b.IDs); err != nil {
-			return err
-		}
-		if err := checkIDCount("--ids", b.IDs, len(ids), "--data", b.Data, data.Rows); err != nil {
-			return err
-		}
-	case b.Keys != "":
-		if keys, err = readKeys(ctx, "--keys", b.Keys); err != nil {
-			return err
-		}
-		if len(keys) != data.Rows {
-			return fmt.Errorf("--keys %s holds %s, --data %s holds %s: want one key per vector",
-				b.Keys, plural(len(keys), "key"), b.Data, plural(data.Rows, "vector"))
-		}
-	}
-
-	ix, err := engine.New(ctx, engine.Config{Dim: data.Dim, Metric: metric, Device: engine.CPU, Precision: prec})
-	if err != nil {
-		return fmt.Errorf("--data %s: %s", b.Data, cause(err))
-	}
 	defer ix.Close()
-	addCtx, done := e.progress.engineStep(ctx, fmt.Sprintf("indexing %d rows", data.Rows))
-	switch {
-	case ids != nil:
-		err = ix.AddWithIDs(addCtx, ids, rowsOf(data))
-		if errors.Is(err, engine.ErrDuplicateID) {
-			err = fmt.Errorf("--ids %s: %s", b.IDs, cause(err))
-		}
-	case keys != nil:
-		_, err = ix.AddKeys(addCtx, keys, rowsOf(data))
-		if errors.Is(err, engine.ErrDuplicateID) {
-			err = fmt.Errorf("--keys %s: %s", b.Keys, cause(err))
-		}
-	default:
-		// The file's rows, read for this index alone, become its
-		// storage where they can: no second copy of the vectors.
-		_, err = ix.AdoptFlat(addCtx, data.Data)
-	}
-	done()
-	if err != nil {
-		if errors.Is(err, engine.ErrDuplicateID) {
-			return err
-		}
-		return fmt.Errorf("--data %s: %s", b.Data, cause(err))
-	}
-	rows, dim := data.Rows, data.Dim
-	data = nil // the index holds the rows (its own copy, or data's storage)
 
-	done = e.progress.step("writing " + b.Out)
+	done := e.progress.step("writing " + b.Out)
 	err = ix.Save(ctx, b.Out)
 	done()
 	if err != nil {
@@ -152,6 +105,96 @@ func (b *buildCmd) Run(ctx context.Context, e *env) (err error) {
 	}
 	fmt.Fprintf(e.stdout, "wrote %s: %d vectors of dimension %d, %s, precision %s\n", b.Out, rows, dim, metric, prec)
 	return nil
+}
+
+// stream builds the index from --data read a piece at a time straight into
+// it: the file is never held whole besides the index's rows.
+func (b *buildCmd) stream(ctx context.Context, e *env, metric engine.Metric, prec engine.Precision) (_ *engine.Index, rows, dim int, err error) {
+	src, err := openRows(ctx, "--data", b.Data)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	defer src.Close()
+	if src.Rows() == 0 {
+		return nil, 0, 0, fmt.Errorf("--data %s holds no vectors (0 rows): nothing to build", b.Data)
+	}
+	ix, err := engine.New(ctx, engine.Config{Dim: src.Dim(), Metric: metric, Device: engine.CPU, Precision: prec})
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("--data %s: %s", b.Data, cause(err))
+	}
+	addCtx, done := e.progress.engineStep(ctx, "indexing "+src.label())
+	ids, err := ix.AddFrom(addCtx, src)
+	done()
+	if err == nil && len(ids) == 0 {
+		err = fmt.Errorf("--data %s holds no vectors (0 rows): nothing to build", b.Data)
+	} else if err != nil {
+		if serr := src.sourceError(err); serr != nil {
+			err = serr
+		} else {
+			err = fmt.Errorf("--data %s: %s", b.Data, cause(err))
+		}
+	}
+	if err != nil {
+		ix.Close()
+		return nil, 0, 0, err
+	}
+	return ix, len(ids), src.Dim(), nil
+}
+
+// load builds the index from --data read whole, with --ids or --keys.
+func (b *buildCmd) load(ctx context.Context, e *env, metric engine.Metric, prec engine.Precision) (_ *engine.Index, rows, dim int, err error) {
+	data, err := loadMatrix(ctx, e, "--data", b.Data)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	if data.Rows == 0 {
+		return nil, 0, 0, fmt.Errorf("--data %s holds no vectors (0 rows): nothing to build", b.Data)
+	}
+	var ids []uint64
+	var keys []string
+	switch {
+	case b.IDs != "":
+		if ids, err = readIDs(ctx, e, "--ids", b.IDs); err != nil {
+			return nil, 0, 0, err
+		}
+		if err := checkIDCount("--ids", b.IDs, len(ids), "--data", b.Data, data.Rows); err != nil {
+			return nil, 0, 0, err
+		}
+	case b.Keys != "":
+		if keys, err = readKeys(ctx, "--keys", b.Keys); err != nil {
+			return nil, 0, 0, err
+		}
+		if len(keys) != data.Rows {
+			return nil, 0, 0, fmt.Errorf("--keys %s holds %s, --data %s holds %s: want one key per vector",
+				b.Keys, plural(len(keys), "key"), b.Data, plural(data.Rows, "vector"))
+		}
+	}
+
+	ix, err := engine.New(ctx, engine.Config{Dim: data.Dim, Metric: metric, Device: engine.CPU, Precision: prec})
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("--data %s: %s", b.Data, cause(err))
+	}
+	addCtx, done := e.progress.engineStep(ctx, fmt.Sprintf("indexing %d rows", data.Rows))
+	if ids != nil {
+		err = ix.AddWithIDs(addCtx, ids, rowsOf(data))
+		if errors.Is(err, engine.ErrDuplicateID) {
+			err = fmt.Errorf("--ids %s: %s", b.IDs, cause(err))
+		}
+	} else {
+		_, err = ix.AddKeys(addCtx, keys, rowsOf(data))
+		if errors.Is(err, engine.ErrDuplicateID) {
+			err = fmt.Errorf("--keys %s: %s", b.Keys, cause(err))
+		}
+	}
+	done()
+	if err != nil {
+		ix.Close()
+		if errors.Is(err, engine.ErrDuplicateID) {
+			return nil, 0, 0, err
+		}
+		return nil, 0, 0, fmt.Errorf("--data %s: %s", b.Data, cause(err))
+	}
+	return ix, data.Rows, data.Dim, nil
 }
 
 // replaceable refuses an --out that build must not overwrite: a directory,

@@ -55,7 +55,10 @@ func (p *progress) engineStep(ctx context.Context, label string) (context.Contex
 	var at atomic.Pointer[string]
 	report := func(stage string, done, total int) {
 		s := fmt.Sprintf("%s %d/%d", stage, done, total)
-		if total > 0 {
+		switch {
+		case total < 0: // not known before the end
+			s = fmt.Sprintf("%s %d", stage, done)
+		case total > 0:
 			s = fmt.Sprintf("%s %d%% (%d/%d)", stage, 100*done/total, done, total)
 		}
 		at.Store(&s)

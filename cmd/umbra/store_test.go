@@ -448,6 +448,14 @@ func TestStoreErrors(t *testing.T) {
 	raw := mustRead(t, store)
 	writeFile(t, dir, "damaged.umbra", raw[:len(raw)/2])
 	out := func(name string) string { return filepath.Join(dir, name) }
+	// Files the streamed import meets mid-way: a bad row, a short last
+	// record, bytes past the payload.
+	nanRows := randomMatrix(rng, 40, dim)
+	nanRows.Data[17*dim+2] = float32(math.NaN())
+	zeroRows := randomMatrix(rng, 40, dim)
+	clear(zeroRows.Data[33*dim : 34*dim])
+	goodNPY := mustRead(t, data)
+	goodFvecs := mustRead(t, writeMatrix(t, dir, "good.fvecs", randomMatrix(rng, n, dim), ""))
 
 	tests := []struct {
 		name string
@@ -475,6 +483,12 @@ func TestStoreErrors(t *testing.T) {
 		{"add id count", []string{"add", store, "--data", data, "--ids", writeIDsText(t, dir, "one.txt", []uint64{5})}, exitFailure, []string{"--ids", "1 ID,", "30 vectors"}},
 		{"add duplicate ids", []string{"add", store, "--data", data, "--ids", writeIDsText(t, dir, "dup2.txt", dup2)}, exitFailure, []string{"--ids", "dup2.txt", "duplicate ID", "2003"}},
 		{"add to a damaged store", []string{"add", damaged, "--data", data}, exitFailure, []string{"damaged.umbra is damaged", "truncated"}},
+		{"add a NaN row", []string{"add", store, "--data", writeMatrix(t, dir, "nan.npy", nanRows, "")}, exitFailure, []string{"--data", "nan.npy", "vector 17, component 2 is NaN"}},
+		{"add a zero row", []string{"add", store, "--data", writeMatrix(t, dir, "zero.fvecs", zeroRows, "")}, exitFailure, []string{"--data", "zero.fvecs", "vector 33 has norm 0"}},
+		{"add trailing bytes", []string{"add", store, "--data", writeFile(t, dir, "trail.npy", append(slices.Clone(goodNPY), 1, 2))}, exitFailure, []string{"--data", "trail.npy", "2 bytes of trailing data"}},
+		{"add short record", []string{"add", store, "--data", writeFile(t, dir, "short.fvecs", goodFvecs[:len(goodFvecs)-5])}, exitFailure, []string{"--data", "short.fvecs", "vector 29 truncated"}},
+		{"build truncated npy", []string{"build", "--data", writeFile(t, dir, "cut.npy", goodNPY[:len(goodNPY)-9]), "--out", out("x.umbra")}, exitFailure, []string{"--data", "cut.npy", "payload truncated"}},
+		{"build a NaN row", []string{"build", "--data", filepath.Join(dir, "nan.npy"), "--out", out("x.umbra")}, exitFailure, []string{"--data", "nan.npy", "vector 17, component 2 is NaN"}},
 		{"delete unknown ids", []string{"delete", store, "--ids", "1000,77,78"}, exitFailure, []string{"--ids", "2 IDs (77, 78) are not stored", "nothing was deleted"}},
 		{"delete both", []string{"delete", store, "--ids", "1", "--ids-file", idsPath}, exitUsage, []string{"--ids and --ids-file"}},
 		{"delete neither", []string{"delete", store}, exitUsage, []string{"--ids 1,2,3 or --ids-file"}},

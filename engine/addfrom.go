@@ -1,0 +1,281 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime"
+	"time"
+
+	"github.com/umbravec/umbra/internal/packed"
+)
+
+// RowSource gives rows a piece at a time, as a vector file being read
+// does (host.MatrixReader is one): AddFrom stores them as they come,
+// without a copy of them all first.
+type RowSource interface {
+	// Dim is every row's number of components.
+	Dim() int
+	// Rows is how many rows the source holds, or -1 when it cannot tell
+	// before its end (a pipe).
+	Rows() int
+	// ReadRows fills dst with the next whole rows, len(dst)/Dim of them
+	// (at least one), and returns how many it read: fewer only at the end.
+	// After the last row it returns 0 and io.EOF. Given an empty dst it
+	// reads no row: 0 and io.EOF at the end, 0 and nil when rows remain.
+	ReadRows(dst []float32) (int, error)
+}
+
+// ErrSource is wrapped, beside the source's own error, by AddFrom's error
+// when its RowSource failed to give a row (a malformed or truncated file,
+// a failed read) or gave other rows than it announced.
+var ErrSource = errors.New("umbra: reading rows failed")
+
+// streamPieceBytes is how many bytes of rows each packing goroutine of
+// AddFrom is given per piece: read, then packed while they are still in
+// cache.
+const streamPieceBytes = packWorkerBytes
+
+// streamHeadroom bounds the spare rows AddFrom allocates past what has
+// arrived when its source cannot say how many rows it holds, as the
+// slab's own growth does: a quarter of the rows so far, at most this many
+// bytes.
+const streamHeadroom = 64 << 20
+
+// AddFrom stores the rows src gives under IDs the index assigns, as
+// AddFlat does, reading them a piece at a time straight into the index's
+// storage (through one reused piece when rows need padding) and checking
+// and packing each piece while it is in cache, on Config.Workers
+// goroutines, one of which reads the next piece meanwhile. No copy of all
+// the rows is held besides the index's own: when src knows its row count
+// the storage is sized once; when it does not (Rows is -1) it grows as
+// rows arrive, by at most a quarter (and 64 MiB) past them.
+//
+// It is atomic like AddFlat: unless every row is read and valid, nothing
+// is stored or logged. A bad row is named as AddFlat names it (its index
+// in the source and column); a failed read wraps ErrSource and the
+// source's error; a cancelled ctx, checked between pieces, returns its
+// error. A source that gives fewer or more rows than its Rows said is an
+// error wrapping ErrSource. Progress reports "validate" per piece, with a
+// total of -1 when the count is not known. With a store attached, the
+// rows are logged as AddFlat logs them.
+func (ix *Index) AddFrom(ctx context.Context, src RowSource) (ids []uint64, err error) {
+	defer ix.recoverInto(&err, ix.watchFaults())
+	start := time.Now()
+	if src == nil {
+		return nil, fmt.Errorf("%w: AddFrom of a nil RowSource", ErrSource)
+	}
+	if d := src.Dim(); d != ix.cfg.Dim {
+		return nil, fmt.Errorf("%w: source rows have %d components, index dimension is %d", ErrDimMismatch, d, ix.cfg.Dim)
+	}
+	n := src.Rows()
+	if n < -1 {
+		return nil, fmt.Errorf("%w: source says it holds %d rows", ErrSource, n)
+	}
+	return ix.add(ctx, start, nil, n, func(s *packed.Slab) error {
+		st := &stream{ix: ix, ctx: ctx, src: src, s: s, n: n}
+		return st.run()
+	})
+}
+
+// stream is one AddFrom's pack step: it reads pieces of src into the
+// spare storage of s (a staged copy of the published slab, see
+// stageAppend), packs each, and commits them all at the end.
+type stream struct {
+	ix  *Index
+	ctx context.Context
+	src RowSource
+	s   *packed.Slab
+	n   int // rows src announced, -1 unknown
+
+	got    int // rows read into the spare storage
+	packed int // rows of them packed
+	// pending is the piece being packed on another goroutine, if any.
+	pending *piece
+	bufs    [2][]float32 // where pieces are read when rows need padding
+}
+
+type piece struct {
+	lo, rows int
+	done     chan error
+}
+
+func (st *stream) run() (err error) {
+	ix, s := st.ix, st.s
+	dim, stride := s.Dim, s.Stride
+	workers := ix.cfg.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	// With more than one worker, one reads the next piece while the others
+	// pack the last.
+	packers := max(1, workers-1)
+	async := workers > 1
+	pieceRows := max(1, packers*streamPieceBytes/(stride*4))
+	if st.n >= 0 {
+		s.Reserve(st.n) // once, to exactly what is needed past the rows
+		pieceRows = max(1, min(pieceRows, st.n))
+	}
+	report := progressFrom(st.ctx)
+	mode := ix.packMode(false)
+	defer func() {
+		// Never return while a packer still writes, whatever happened.
+		if st.pending != nil {
+			<-st.pending.done
+			st.pending = nil
+		}
+	}()
+	wait := func() error {
+		p := st.pending
+		if p == nil {
+			return nil
+		}
+		st.pending = nil
+		if err := <-p.done; err != nil {
+			return ix.badRow(err, p.lo, input{"vector", 0})
+		}
+		st.packed += p.rows
+		report("validate", st.packed, st.n)
+		return nil
+	}
+	for k := 0; ; k++ {
+		if err := st.ctx.Err(); err != nil {
+			return err
+		}
+		want := pieceRows
+		if st.n >= 0 {
+			want = min(pieceRows, st.n-st.got)
+			if want == 0 {
+				break
+			}
+		} else if err := st.grow(want, wait); err != nil {
+			return err
+		}
+		base := len(s.Data) + st.got*stride
+		region := s.Data[base : base+want*stride : base+want*stride]
+		into := region
+		if stride != dim {
+			b := &st.bufs[k%2]
+			if *b == nil {
+				*b = make([]float32, pieceRows*dim)
+			}
+			into = (*b)[:want*dim]
+		}
+		rows, rerr := readRows(st.src, into, dim)
+		if rerr != nil && !errors.Is(rerr, io.EOF) {
+			// A bad row before the failure is the earlier problem.
+			if err := wait(); err != nil {
+				return err
+			}
+			return fmt.Errorf("%w: after %d rows: %w", ErrSource, st.got+rows, rerr)
+		}
+		if err := wait(); err != nil {
+			return err
+		}
+		if rows > 0 {
+			if st.n < 0 {
+				if err := ix.checkAppend(st.got + rows); err != nil {
+					return err
+				}
+			}
+			p := &piece{lo: st.got, rows: rows, done: make(chan error, 1)}
+			from := into
+			row := func(i int) []float32 { return from[i*dim : (i+1)*dim : (i+1)*dim] }
+			pack := func() {
+				defer func() {
+					if r := recover(); r != nil {
+						p.done <- fmt.Errorf("%w: packing rows %d to %d: %v", ErrGPU, p.lo, p.lo+rows, r)
+					}
+				}()
+				p.done <- packParallel(s, region, rows, row, mode, packers)
+			}
+			st.pending = p
+			st.got += rows
+			if async {
+				go pack()
+			} else {
+				pack()
+			}
+		}
+		if errors.Is(rerr, io.EOF) {
+			break
+		}
+	}
+	if err := wait(); err != nil {
+		return err
+	}
+	if st.n >= 0 {
+		if st.got < st.n {
+			return fmt.Errorf("%w: the source ended after %d of the %d rows it announced", ErrSource, st.got, st.n)
+		}
+		// Every announced row is in: the source must now be at its end
+		// (which is where a file's trailing bytes are found). Room for a
+		// row is asked for only when rows came (a dim no row backs could
+		// be anything); with none, an empty dst asks whether one remains.
+		var probe []float32
+		if st.n > 0 {
+			probe = make([]float32, dim)
+		}
+		k, err := st.src.ReadRows(probe)
+		switch {
+		case k > 0:
+			return fmt.Errorf("%w: the source holds more than the %d rows it announced", ErrSource, st.n)
+		case err == nil:
+			return fmt.Errorf("%w: the source gave no row and no error after its %d rows", ErrSource, st.n)
+		case !errors.Is(err, io.EOF):
+			return fmt.Errorf("%w: after %d rows: %w", ErrSource, st.got, err)
+		}
+	}
+	if err := st.ctx.Err(); err != nil {
+		return err
+	}
+	s.Commit(st.got)
+	return nil
+}
+
+// grow makes room for want more rows past the got ones read (not yet
+// committed) when the source did not say how many it holds: once the
+// packer is done with the old storage, the rows so far move to storage
+// with headroom, as Slab.Reserve grows, keeping the uncommitted ones.
+func (st *stream) grow(want int, wait func() error) error {
+	s := st.s
+	used := len(s.Data) + st.got*s.Stride
+	need := used + want*s.Stride
+	if need <= cap(s.Data) {
+		return nil
+	}
+	// The limits are checked as each piece arrives (the last may hold
+	// fewer rows than want).
+	if err := wait(); err != nil {
+		return err
+	}
+	extra := min(used/4, streamHeadroom/4)
+	extra -= extra % s.Stride
+	grown := make([]float32, len(s.Data), need+extra)
+	copy(grown[:used], s.Data[:used])
+	s.Data = grown
+	return nil
+}
+
+// readRows fills dst with whole rows of dim from src, calling ReadRows
+// until dst is full or src ends, and returns the rows read: io.EOF with
+// them when src ended.
+func readRows(src RowSource, dst []float32, dim int) (int, error) {
+	rows := 0
+	for rows*dim < len(dst) {
+		room := (len(dst) - rows*dim) / dim
+		k, err := src.ReadRows(dst[rows*dim:])
+		if k < 0 || k > room {
+			return rows, fmt.Errorf("ReadRows of room for %d rows returned %d", room, k)
+		}
+		rows += k
+		if err != nil {
+			return rows, err
+		}
+		if k == 0 {
+			return rows, errors.New("ReadRows returned no row and no error")
+		}
+	}
+	return rows, nil
+}
