@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/host"
 )
 
 // IngestStage is where one write's time went, medians over traced calls
@@ -32,7 +33,7 @@ type IngestStages struct {
 }
 
 // RunIngestStages traces the writes cmd/bench --store measures — AddFlat,
-// Add, Upsert of new rows, Upsert replacing every row, and AddFlat to a
+// Add, a streamed .npy import, Upsert of new rows, Upsert replacing every row, and AddFlat to a
 // store whose log syncs every call — Runs × Repeat calls each on a fresh
 // index (Device CPU, or the GPU with o.Device GPU), each beside a plain
 // copy, and reports each stage's median.
@@ -61,6 +62,10 @@ func RunIngestStages(ctx context.Context, o StoreOptions) (*IngestStages, error)
 		return durMS(time.Since(start))
 	}
 	store := filepath.Join(dir, "stages.umbra")
+	npy := filepath.Join(dir, "stages.npy")
+	if err := host.WriteMatrixFile(npy, &host.Matrix{Rows: o.N, Dim: o.Dim, Data: flat}, ""); err != nil {
+		return nil, err
+	}
 	ops := []struct {
 		name  string
 		setup func() (*engine.Index, error)
@@ -68,6 +73,15 @@ func RunIngestStages(ctx context.Context, o StoreOptions) (*IngestStages, error)
 	}{
 		{"AddFlat", nil, func(ctx context.Context, ix *engine.Index) error { _, err := ix.AddFlat(ctx, flat); return err }},
 		{"Add ([][]float32)", nil, func(ctx context.Context, ix *engine.Index) error { _, err := ix.Add(ctx, vectors); return err }},
+		{"import .npy (streamed: AddFrom)", nil, func(ctx context.Context, ix *engine.Index) error {
+			src, err := host.OpenMatrixFile(ctx, npy)
+			if err != nil {
+				return err
+			}
+			defer src.Close()
+			_, err = ix.AddFrom(ctx, src)
+			return err
+		}},
 		{"Upsert, every ID new", nil, func(ctx context.Context, ix *engine.Index) error { return ix.Upsert(ctx, ids, vectors) }},
 		{"Upsert, replacing every row", func() (*engine.Index, error) {
 			ix, err := engine.New(ctx, cfg)
@@ -156,7 +170,7 @@ func (r *IngestStages) Write(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\ningest stages (--breakdown): %d × %d float32, medians of %d traced calls each on a fresh index, a plain copy of the same bytes before each\n",
 		r.N, r.Dim, r.Rows[0].Calls)
-	fmt.Fprintln(w, "pack = check, normalise and write the rows (first touch of new memory included); assign = IDs; log = the store's log record and its fsync; publish = the swap")
+	fmt.Fprintln(w, "pack = check, normalise and write the rows (first touch of new memory included; for an import, reading the file too); assign = IDs; log = the store's log record and its fsync; publish = the swap")
 	fmt.Fprintf(w, "\n  %-40s %-8s %9s %9s %9s %9s %9s %9s %9s %9s\n", "operation", "backend", "total ms", "pack", "assign", "compress", "upload", "log", "publish", "copy ms")
 	for _, s := range r.Rows {
 		fmt.Fprintf(w, "  %-40s %-8s %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f\n", s.Name, s.Backend, s.TotalMS, s.PackMS, s.AssignMS,

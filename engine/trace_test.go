@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/host"
 )
 
 // TestWriteTrace: a traced write records its stages — Pack, Assign and
@@ -58,6 +59,17 @@ func TestWriteTrace(t *testing.T) {
 				require.NoError(t, err)
 				stages(&tr, 100, "Add")
 
+				// A streamed import: reading the source is part of Pack.
+				npy := filepath.Join(t.TempDir(), "rows.npy")
+				require.NoError(t, host.WriteMatrixFile(npy, &host.Matrix{Rows: 50, Dim: dim, Data: flat[200*dim : 250*dim]}, ""))
+				src, err := host.OpenMatrixFile(ctx, npy)
+				require.NoError(t, err)
+				tr = engine.Trace{}
+				_, err = ix.AddFrom(engine.WithTrace(ctx, &tr), src)
+				require.NoError(t, err)
+				require.NoError(t, src.Close())
+				stages(&tr, 50, "AddFrom")
+
 				path := filepath.Join(t.TempDir(), "s.umbra")
 				require.NoError(t, ix.Save(ctx, path))
 				require.NoError(t, ix.Close())
@@ -65,7 +77,7 @@ func TestWriteTrace(t *testing.T) {
 				require.NoError(t, err)
 				defer st.Close()
 
-				// Upsert: 50 stored IDs replaced, 100 new.
+				// Upsert: 100 stored IDs replaced, 50 new.
 				ids := make([]uint64, 150)
 				for i := range ids {
 					ids[i] = uint64(150 + i)

@@ -444,7 +444,7 @@ func TestStoreBreakdown(t *testing.T) {
 		assert.Contains(t, out, want)
 	}
 	stages := out[strings.Index(out, "ingest stages"):]
-	for _, op := range []string{"AddFlat ", "Add ([][]float32)", "Upsert, every ID new", "Upsert, replacing every row", "AddFlat to a store, log fsync per call"} {
+	for _, op := range []string{"AddFlat ", "Add ([][]float32)", "import .npy (streamed: AddFrom)", "Upsert, every ID new", "Upsert, replacing every row", "AddFlat to a store, log fsync per call"} {
 		i := strings.Index(stages, "  "+op)
 		require.GreaterOrEqual(t, i, 0, "stage row %q in\n%s", op, stages)
 		f := strings.Fields(stages[i+len(op)+2 : i+strings.Index(stages[i:], "\n")])
