@@ -62,7 +62,33 @@ const streamHeadroom = 64 << 20
 // rows are logged as AddFlat logs them.
 func (ix *Index) AddFrom(ctx context.Context, src RowSource) (ids []uint64, err error) {
 	defer ix.recoverInto(&err, ix.watchFaults())
+	return ix.addFrom(ctx, time.Now(), nil, src)
+}
+
+// AddFromWithIDs is AddFrom under the caller's IDs, one per row the source
+// gives, in order, as AddWithIDs takes them. An ID repeated in the call
+// (ErrDuplicateID) or already stored (ErrIDExists) fails the call before
+// any row is read; a source whose row count differs from len(ids)
+// (ErrIDCount) fails it before reading when the source knows its count,
+// else once its rows are read. Either way nothing is stored.
+func (ix *Index) AddFromWithIDs(ctx context.Context, ids []uint64, src RowSource) (err error) {
+	defer ix.recoverInto(&err, ix.watchFaults())
 	start := time.Now()
+	if ids == nil {
+		ids = []uint64{}
+	}
+	if src != nil && src.Rows() >= 0 && src.Rows() != len(ids) {
+		return fmt.Errorf("%w: %d IDs for the source's %d rows", ErrIDCount, len(ids), src.Rows())
+	}
+	if err := ix.checkNewIDs(ids); err != nil {
+		return err
+	}
+	_, err = ix.addFrom(ctx, start, ids, src)
+	return err
+}
+
+// addFrom is AddFrom under ids (nil: assigned).
+func (ix *Index) addFrom(ctx context.Context, start time.Time, ids []uint64, src RowSource) ([]uint64, error) {
 	if src == nil {
 		return nil, fmt.Errorf("%w: AddFrom of a nil RowSource", ErrSource)
 	}
@@ -73,7 +99,7 @@ func (ix *Index) AddFrom(ctx context.Context, src RowSource) (ids []uint64, err 
 	if n < -1 {
 		return nil, fmt.Errorf("%w: source says it holds %d rows", ErrSource, n)
 	}
-	return ix.add(ctx, start, nil, n, func(s *packed.Slab) error {
+	return ix.add(ctx, start, ids, n, func(s *packed.Slab) error {
 		st := &stream{ix: ix, ctx: ctx, src: src, s: s, n: n}
 		return st.run()
 	})
@@ -278,4 +304,12 @@ func readRows(src RowSource, dst []float32, dim int) (int, error) {
 		}
 	}
 	return rows, nil
+}
+
+// checkNewIDs refuses ids as an Add would (repeated, or stored already)
+// before anything is read; the add checks them again under its lock.
+func (ix *Index) checkNewIDs(ids []uint64) error {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.rid.checkNew(ids, false)
 }

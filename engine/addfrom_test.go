@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -540,4 +541,86 @@ func TestAddFromCompressed(t *testing.T) {
 		require.NoError(t, src.Close())
 		requireSameIndex(t, ref, got, randomVectors(r, 5, dim), prec.String())
 	}
+}
+
+// TestAddFromWithIDs: a file streamed in under the caller's IDs leaves the
+// index as AddWithIDs of the same rows does, with the source's row count
+// told or hidden; repeated, stored or miscounted IDs fail the call with
+// its sentinel and store nothing, and with a store the refused call logs
+// nothing either.
+func TestAddFromWithIDs(t *testing.T) {
+	r := newRand(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	const dim = 13
+	n := 3_000 + r.IntN(3_000)
+	m := randomMatrix(r, n, dim)
+	data := filepath.Join(dir, "d.npy")
+	require.NoError(t, host.WriteMatrixFile(data, m, ""))
+	ids := make([]uint64, n)
+	for i := range ids {
+		ids[i] = uint64(i)*7 + 1_000_000 // increasing
+	}
+	shuffled := slices.Clone(ids)
+	r.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+	rows := make([][]float32, n)
+	for i := range rows {
+		rows[i] = m.Row(i)
+	}
+	qs := randomVectors(r, 3, dim)
+	open := func(t *testing.T) engine.RowSource {
+		src, err := host.OpenMatrixFile(ctx, data)
+		require.NoError(t, err)
+		t.Cleanup(func() { src.Close() })
+		return src
+	}
+	for _, hide := range []bool{false, true} {
+		for _, given := range [][]uint64{ids, shuffled} {
+			want, err := engine.New(ctx, engine.Config{Dim: dim, Device: engine.CPU})
+			require.NoError(t, err)
+			require.NoError(t, want.AddWithIDs(ctx, given, rows))
+			got, err := engine.New(ctx, engine.Config{Dim: dim, Device: engine.CPU})
+			require.NoError(t, err)
+			require.NoError(t, got.AddFromWithIDs(ctx, given, shyRows{RowSource: open(t), hide: hide}))
+			requireSameIndex(t, want, got, qs, fmt.Sprintf("hidden count %v", hide))
+
+			// Stored already, repeated, too few, too many: refused, the
+			// index unchanged.
+			fresh := make([]uint64, n)
+			for i := range fresh {
+				fresh[i] = uint64(i) + 1
+			}
+			dup := slices.Clone(fresh)
+			dup[n-1] = dup[0]
+			for _, bad := range []struct {
+				ids  []uint64
+				want error
+			}{
+				{given, engine.ErrIDExists},
+				{dup, engine.ErrDuplicateID},
+				{fresh[:n-1], engine.ErrIDCount},
+				{append(slices.Clone(fresh), 1<<40), engine.ErrIDCount},
+			} {
+				err := got.AddFromWithIDs(ctx, bad.ids, shyRows{RowSource: open(t), hide: hide})
+				require.ErrorIs(t, err, bad.want, "hidden count %v", hide)
+				requireSameIndex(t, want, got, qs, fmt.Sprintf("after a refused call (%v)", bad.want))
+			}
+			require.NoError(t, want.Close())
+			require.NoError(t, got.Close())
+		}
+	}
+
+	// With a store: the refused call logs nothing, the good one is there
+	// after reopening.
+	path := filepath.Join(dir, "s.umbra")
+	st, err := engine.Open(ctx, path, engine.Config{Dim: dim, Device: engine.CPU})
+	require.NoError(t, err)
+	require.ErrorIs(t, st.AddFromWithIDs(ctx, ids[:n-1], shyRows{RowSource: open(t), hide: true}), engine.ErrIDCount)
+	require.Zero(t, st.Len())
+	require.NoError(t, st.AddFromWithIDs(ctx, ids, open(t)))
+	require.NoError(t, st.Close())
+	back, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU})
+	require.NoError(t, err)
+	defer back.Close()
+	require.Equal(t, ids, back.IDs())
 }

@@ -456,6 +456,9 @@ func (ix *Index) stageAppend(ctx context.Context, start time.Time, ids []uint64,
 	}
 	t.lapWrite(stagePack, &start)
 	n = p.slab.Rows - old // what pack committed: n, or, when n < 0, what arrived
+	if ids != nil && len(ids) != n {
+		return nil, fmt.Errorf("%w: %d IDs for %d vectors", ErrIDCount, len(ids), n)
+	}
 	if ids == nil {
 		var err error
 		if ids, err = ix.rid.assign(n); err != nil {

@@ -69,7 +69,7 @@ func (c *addCmd) Validate() error {
 }
 
 func (c *addCmd) Run(ctx context.Context, e *env) (err error) {
-	if c.IDs == "" && c.Keys == "" {
+	if c.Keys == "" && !c.Upsert {
 		return c.stream(ctx, e)
 	}
 	data, err := loadMatrix(ctx, e, "--data", c.Data)
@@ -162,10 +162,11 @@ func (c *addCmd) Run(ctx context.Context, e *env) (err error) {
 	return nil
 }
 
-// stream is an add without IDs or keys: --data is read a piece at a time
-// straight into the store's index (AddFrom), never held whole besides it.
-// The file's header is checked before the store is opened; a bad row, or
-// a file that turns out malformed, leaves the store as it was.
+// stream is an add without keys or --upsert: --data is read a piece at a
+// time straight into the store's index (AddFrom, AddFromWithIDs under
+// --ids, which are read whole first: 8 bytes a row), never held whole
+// besides it. The file's header is checked before the store is opened; a
+// bad row, or a file that turns out malformed, leaves the store as it was.
 func (c *addCmd) stream(ctx context.Context, e *env) (err error) {
 	src, err := openRows(ctx, "--data", c.Data)
 	if err != nil {
@@ -174,6 +175,17 @@ func (c *addCmd) stream(ctx context.Context, e *env) (err error) {
 	defer src.Close()
 	if src.Rows() == 0 {
 		return fmt.Errorf("--data %s holds no vectors (0 rows): nothing to add", c.Data)
+	}
+	var ids []uint64
+	if c.IDs != "" {
+		if ids, err = readIDs(ctx, e, "--ids", c.IDs); err != nil {
+			return err
+		}
+		if src.Rows() >= 0 {
+			if err := checkIDCount("--ids", c.IDs, len(ids), "--data", c.Data, src.Rows()); err != nil {
+				return err
+			}
+		}
 	}
 	ix, err := openStore(ctx, e, c.Store, engine.Config{Device: engine.CPU})
 	if err != nil {
@@ -184,8 +196,18 @@ func (c *addCmd) stream(ctx context.Context, e *env) (err error) {
 		return fmt.Errorf("dimension mismatch: --data %s has dimension %d, store %s holds dimension %d",
 			c.Data, src.Dim(), c.Store, ix.Dim())
 	}
+	if ids != nil {
+		if err := storedAlready(ix, c.Store, "--ids", c.IDs, ids); err != nil {
+			return err
+		}
+	}
 	addCtx, done := e.progress.engineStep(ctx, "adding "+src.label())
-	assigned, err := ix.AddFrom(addCtx, src)
+	assigned := ids
+	if ids != nil {
+		err = ix.AddFromWithIDs(addCtx, ids, src)
+	} else {
+		assigned, err = ix.AddFrom(addCtx, src)
+	}
 	done()
 	if err != nil {
 		if serr := src.sourceError(err); serr != nil {
@@ -195,6 +217,10 @@ func (c *addCmd) stream(ctx context.Context, e *env) (err error) {
 	}
 	if len(assigned) == 0 {
 		return fmt.Errorf("--data %s holds no vectors (0 rows): nothing to add", c.Data)
+	}
+	if ids != nil {
+		fmt.Fprintf(e.stdout, "added %d vectors to %s; it holds %d\n", len(ids), c.Store, ix.Len())
+		return nil
 	}
 	fmt.Fprintf(e.stdout, "added %d vectors to %s as IDs %d to %d; it holds %d\n",
 		len(assigned), c.Store, assigned[0], assigned[len(assigned)-1], ix.Len())
@@ -239,6 +265,8 @@ func addError(c *addCmd, err error) error {
 		return fmt.Errorf("--keys %s: %s", c.Keys, cause(err))
 	}
 	switch {
+	case errors.Is(err, engine.ErrIDCount):
+		return fmt.Errorf("--ids %s: %s", c.IDs, cause(err))
 	case errors.Is(err, engine.ErrDuplicateID), errors.Is(err, engine.ErrIDExists),
 		errors.Is(err, engine.ErrLocked), errors.Is(err, engine.ErrBadStore):
 		return writeError(c.Store, "--ids "+c.IDs, err)

@@ -87,7 +87,7 @@ func (b *buildCmd) Run(ctx context.Context, e *env) (err error) {
 	}
 	var ix *engine.Index
 	var rows, dim int
-	if b.IDs == "" && b.Keys == "" {
+	if b.Keys == "" {
 		ix, rows, dim, err = b.stream(ctx, e, metric, prec)
 	} else {
 		ix, rows, dim, err = b.load(ctx, e, metric, prec)
@@ -108,7 +108,8 @@ func (b *buildCmd) Run(ctx context.Context, e *env) (err error) {
 }
 
 // stream builds the index from --data read a piece at a time straight into
-// it: the file is never held whole besides the index's rows.
+// it, under --ids when given (read whole first: 8 bytes a row): the file
+// is never held whole besides the index's rows.
 func (b *buildCmd) stream(ctx context.Context, e *env, metric engine.Metric, prec engine.Precision) (_ *engine.Index, rows, dim int, err error) {
 	src, err := openRows(ctx, "--data", b.Data)
 	if err != nil {
@@ -118,18 +119,38 @@ func (b *buildCmd) stream(ctx context.Context, e *env, metric engine.Metric, pre
 	if src.Rows() == 0 {
 		return nil, 0, 0, fmt.Errorf("--data %s holds no vectors (0 rows): nothing to build", b.Data)
 	}
+	var given []uint64
+	if b.IDs != "" {
+		if given, err = readIDs(ctx, e, "--ids", b.IDs); err != nil {
+			return nil, 0, 0, err
+		}
+		if src.Rows() >= 0 {
+			if err := checkIDCount("--ids", b.IDs, len(given), "--data", b.Data, src.Rows()); err != nil {
+				return nil, 0, 0, err
+			}
+		}
+	}
 	ix, err := engine.New(ctx, engine.Config{Dim: src.Dim(), Metric: metric, Device: engine.CPU, Precision: prec})
 	if err != nil {
 		return nil, 0, 0, fmt.Errorf("--data %s: %s", b.Data, cause(err))
 	}
 	addCtx, done := e.progress.engineStep(ctx, "indexing "+src.label())
-	ids, err := ix.AddFrom(addCtx, src)
+	var ids []uint64
+	if given != nil {
+		if err = ix.AddFromWithIDs(addCtx, given, src); err == nil {
+			ids = given
+		}
+	} else {
+		ids, err = ix.AddFrom(addCtx, src)
+	}
 	done()
 	if err == nil && len(ids) == 0 {
 		err = fmt.Errorf("--data %s holds no vectors (0 rows): nothing to build", b.Data)
 	} else if err != nil {
 		if serr := src.sourceError(err); serr != nil {
 			err = serr
+		} else if errors.Is(err, engine.ErrDuplicateID) || errors.Is(err, engine.ErrIDCount) {
+			err = fmt.Errorf("--ids %s: %s", b.IDs, cause(err))
 		} else {
 			err = fmt.Errorf("--data %s: %s", b.Data, cause(err))
 		}
@@ -141,7 +162,7 @@ func (b *buildCmd) stream(ctx context.Context, e *env, metric engine.Metric, pre
 	return ix, len(ids), src.Dim(), nil
 }
 
-// load builds the index from --data read whole, with --ids or --keys.
+// load builds the index from --data read whole, with --keys.
 func (b *buildCmd) load(ctx context.Context, e *env, metric engine.Metric, prec engine.Precision) (_ *engine.Index, rows, dim int, err error) {
 	data, err := loadMatrix(ctx, e, "--data", b.Data)
 	if err != nil {

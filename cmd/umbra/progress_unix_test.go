@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -97,4 +98,80 @@ func TestBuildShowsProgress(t *testing.T) {
 	require.NoError(t, err)
 	defer ix.Close()
 	assert.Equal(t, rows, ix.Len())
+}
+
+// TestStreamWithIDs: build and add with --ids stream --data (AddFromWithIDs),
+// from a file or a FIFO whose row count is not known: the store holds the
+// caller's IDs; an ID count that does not match the rows, known up front
+// or only at the end of a pipe, and IDs already stored fail naming --ids,
+// and leave no store (build) or the store as it was (add).
+func TestStreamWithIDs(t *testing.T) {
+	rng := newRand(t)
+	dir := t.TempDir()
+	const rows, dim = 900, 12
+	m := randomMatrix(rng, rows, dim)
+	data := writeMatrix(t, dir, "rows.npy", m, "<f4")
+	ids := make([]uint64, rows)
+	for i := range ids {
+		ids[i] = uint64(5000 + 3*i)
+	}
+	rng.Shuffle(rows, func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+	idFile := writeIDsText(t, dir, "ids.txt", ids)
+	short := writeIDsText(t, dir, "short.txt", ids[:rows-1])
+
+	// A FIFO fed the same file: its row count is known only at its end.
+	fifo := func(name string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, syscall.Mkfifo(p, 0o600))
+		b, err := os.ReadFile(data)
+		require.NoError(t, err)
+		go func() {
+			f, err := os.OpenFile(p, os.O_WRONLY, 0)
+			if err == nil {
+				f.Write(b)
+				f.Close()
+			}
+		}()
+		return p
+	}
+
+	store := filepath.Join(dir, "s.umbra")
+	r := umbra(t, "build", "--data", data, "--ids", short, "--out", store)
+	require.NotZero(t, r.code, "%s", r)
+	require.Contains(t, r.stderr, "--ids "+short, "%s", r)
+	require.NoFileExists(t, store)
+	r = umbra(t, "build", "--data", fifo("pipe1.npy"), "--ids", short, "--out", store)
+	require.NotZero(t, r.code, "%s", r)
+	require.Contains(t, r.stderr, "--ids "+short, "%s", r)
+	require.NoFileExists(t, store)
+
+	r = umbra(t, "build", "--data", fifo("pipe2.npy"), "--ids", idFile, "--out", store)
+	require.Zero(t, r.code, "%s", r)
+	r = umbra(t, "info", store, "--json")
+	require.Zero(t, r.code, "%s", r)
+	require.Contains(t, r.stdout, fmt.Sprintf(`"count": %d`, rows))
+	require.Contains(t, r.stdout, `"min_id": 5000`)
+	require.Contains(t, r.stdout, fmt.Sprintf(`"max_id": %d`, 5000+3*(rows-1)))
+
+	// The same rows under the same IDs again: refused, the store as it was.
+	before, err := os.ReadFile(store)
+	require.NoError(t, err)
+	r = umbra(t, "add", store, "--data", data, "--ids", idFile)
+	require.NotZero(t, r.code, "%s", r)
+	require.Contains(t, r.stderr, "--ids "+idFile, "%s", r)
+	after, err := os.ReadFile(store)
+	require.NoError(t, err)
+	require.Equal(t, before, after)
+
+	next := make([]uint64, rows)
+	for i := range next {
+		next[i] = uint64(1 + i)
+	}
+	r = umbra(t, "add", store, "--data", fifo("pipe3.npy"), "--ids", writeIDsText(t, dir, "next.txt", next))
+	require.Zero(t, r.code, "%s", r)
+	require.Contains(t, r.stdout, fmt.Sprintf("added %d vectors", rows))
+	r = umbra(t, "info", store, "--json")
+	require.Zero(t, r.code, "%s", r)
+	require.Contains(t, r.stdout, fmt.Sprintf(`"count": %d`, 2*rows))
+	require.Contains(t, r.stdout, `"min_id": 1`)
 }
