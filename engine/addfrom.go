@@ -87,18 +87,76 @@ func (ix *Index) AddFromWithIDs(ctx context.Context, ids []uint64, src RowSource
 	return err
 }
 
-// addFrom is AddFrom under ids (nil: assigned).
-func (ix *Index) addFrom(ctx context.Context, start time.Time, ids []uint64, src RowSource) ([]uint64, error) {
-	if src == nil {
-		return nil, fmt.Errorf("%w: AddFrom of a nil RowSource", ErrSource)
+// AddFromWithKeys is AddFrom under string keys, one per row the source
+// gives, in order, each row given a new ID as AddKeys does; it returns
+// the IDs. A key repeated in the call (ErrDuplicateID) or already stored
+// (ErrIDExists) fails the call before any row is read; a source whose row
+// count differs from len(keys) (ErrIDCount) fails it before reading when
+// the source knows its count, else once its rows are read. Either way
+// nothing is stored. The keys are logged with the rows.
+func (ix *Index) AddFromWithKeys(ctx context.Context, keys []string, src RowSource) (ids []uint64, err error) {
+	defer ix.recoverInto(&err, ix.watchFaults())
+	start := time.Now()
+	if keys == nil {
+		keys = []string{}
 	}
-	if d := src.Dim(); d != ix.cfg.Dim {
-		return nil, fmt.Errorf("%w: source rows have %d components, index dimension is %d", ErrDimMismatch, d, ix.cfg.Dim)
+	if src != nil && src.Rows() >= 0 && src.Rows() != len(keys) {
+		return nil, fmt.Errorf("%w: %d keys for the source's %d rows", ErrIDCount, len(keys), src.Rows())
+	}
+	seen := make(map[string]int, len(keys))
+	for i, key := range keys {
+		if j, ok := seen[key]; ok {
+			return nil, fmt.Errorf("%w: key %q is given for vectors %d and %d", ErrDuplicateID, key, j, i)
+		}
+		seen[key] = i
+	}
+	if err := ix.writable(); err != nil {
+		return nil, err
+	}
+	ix.wmu.Lock()
+	defer ix.wmu.Unlock()
+	if ix.closed {
+		return nil, ErrClosed
+	}
+	ix.mu.RLock()
+	for i, key := range keys {
+		if _, ok := ix.keys.id[key]; ok {
+			ix.mu.RUnlock()
+			return nil, fmt.Errorf("%w: key %q (vector %d); use UpsertKeys to replace it", ErrIDExists, key, i)
+		}
+	}
+	ix.mu.RUnlock()
+	if err := ix.sourceFits(src); err != nil {
+		return nil, err
 	}
 	n := src.Rows()
-	if n < -1 {
-		return nil, fmt.Errorf("%w: source says it holds %d rows", ErrSource, n)
+	return ix.addLocked(ctx, start, nil, keys, n, func(s *packed.Slab) error {
+		st := &stream{ix: ix, ctx: ctx, src: src, s: s, n: n}
+		return st.run()
+	})
+}
+
+// sourceFits refuses a source AddFrom cannot read: nil, rows of another
+// dimension, a negative row count other than -1 (unknown).
+func (ix *Index) sourceFits(src RowSource) error {
+	if src == nil {
+		return fmt.Errorf("%w: AddFrom of a nil RowSource", ErrSource)
 	}
+	if d := src.Dim(); d != ix.cfg.Dim {
+		return fmt.Errorf("%w: source rows have %d components, index dimension is %d", ErrDimMismatch, d, ix.cfg.Dim)
+	}
+	if n := src.Rows(); n < -1 {
+		return fmt.Errorf("%w: source says it holds %d rows", ErrSource, n)
+	}
+	return nil
+}
+
+// addFrom is AddFrom under ids (nil: assigned).
+func (ix *Index) addFrom(ctx context.Context, start time.Time, ids []uint64, src RowSource) ([]uint64, error) {
+	if err := ix.sourceFits(src); err != nil {
+		return nil, err
+	}
+	n := src.Rows()
 	return ix.add(ctx, start, ids, n, func(s *packed.Slab) error {
 		st := &stream{ix: ix, ctx: ctx, src: src, s: s, n: n}
 		return st.run()

@@ -624,3 +624,96 @@ func TestAddFromWithIDs(t *testing.T) {
 	defer back.Close()
 	require.Equal(t, ids, back.IDs())
 }
+
+// TestAddFromWithKeys: a file streamed in under string keys leaves the
+// index as AddKeys of the same rows does (IDs, rows, keys), with the
+// source's row count told or hidden; repeated, stored or miscounted keys
+// fail the call with its sentinel and store nothing; with a store the keys
+// come back after reopening, from the log and after a checkpoint.
+func TestAddFromWithKeys(t *testing.T) {
+	r := newRand(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	const dim = 9
+	n := 2_000 + r.IntN(2_000)
+	m := randomMatrix(r, n, dim)
+	data := filepath.Join(dir, "d.npy")
+	require.NoError(t, host.WriteMatrixFile(data, m, ""))
+	keys := make([]string, n)
+	rows := make([][]float32, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("doc-%x-%d", r.Uint32(), i)
+		rows[i] = m.Row(i)
+	}
+	qs := randomVectors(r, 3, dim)
+	open := func(t *testing.T) engine.RowSource {
+		src, err := host.OpenMatrixFile(ctx, data)
+		require.NoError(t, err)
+		t.Cleanup(func() { src.Close() })
+		return src
+	}
+	for _, hide := range []bool{false, true} {
+		want, err := engine.New(ctx, engine.Config{Dim: dim, Device: engine.CPU})
+		require.NoError(t, err)
+		wantIDs, err := want.AddKeys(ctx, keys, rows)
+		require.NoError(t, err)
+		got, err := engine.New(ctx, engine.Config{Dim: dim, Device: engine.CPU})
+		require.NoError(t, err)
+		gotIDs, err := got.AddFromWithKeys(ctx, keys, shyRows{RowSource: open(t), hide: hide})
+		require.NoError(t, err)
+		require.Equal(t, wantIDs, gotIDs)
+		requireSameIndex(t, want, got, qs, fmt.Sprintf("hidden count %v", hide))
+		for _, i := range []int{0, n / 2, n - 1} {
+			id, ok := got.Lookup(keys[i])
+			require.True(t, ok, keys[i])
+			require.Equal(t, gotIDs[i], id)
+		}
+
+		fresh := make([]string, n)
+		for i := range fresh {
+			fresh[i] = fmt.Sprintf("other-%d", i)
+		}
+		dup := slices.Clone(fresh)
+		dup[n-1] = dup[0]
+		for _, bad := range []struct {
+			keys []string
+			want error
+		}{
+			{keys, engine.ErrIDExists},
+			{dup, engine.ErrDuplicateID},
+			{fresh[:n-1], engine.ErrIDCount},
+			{append(slices.Clone(fresh), "one-more"), engine.ErrIDCount},
+		} {
+			_, err := got.AddFromWithKeys(ctx, bad.keys, shyRows{RowSource: open(t), hide: hide})
+			require.ErrorIs(t, err, bad.want, "hidden count %v", hide)
+			requireSameIndex(t, want, got, qs, fmt.Sprintf("after a refused call (%v)", bad.want))
+			_, ok := got.Lookup(fresh[0])
+			require.False(t, ok, "a refused call named a row")
+		}
+		require.NoError(t, want.Close())
+		require.NoError(t, got.Close())
+	}
+
+	path := filepath.Join(dir, "s.umbra")
+	st, err := engine.Open(ctx, path, engine.Config{Dim: dim, Device: engine.CPU})
+	require.NoError(t, err)
+	_, err = st.AddFromWithKeys(ctx, keys[:n-1], shyRows{RowSource: open(t), hide: true})
+	require.ErrorIs(t, err, engine.ErrIDCount)
+	ids, err := st.AddFromWithKeys(ctx, keys, open(t))
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	for _, checkpoint := range []bool{false, true} {
+		back, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU})
+		require.NoError(t, err)
+		require.Equal(t, n, back.Len())
+		for _, i := range []int{0, n / 3, n - 1} {
+			id, ok := back.Lookup(keys[i])
+			require.True(t, ok, "checkpointed %v: %s", checkpoint, keys[i])
+			require.Equal(t, ids[i], id)
+		}
+		if !checkpoint {
+			require.NoError(t, back.Checkpoint(ctx))
+		}
+		require.NoError(t, back.Close())
+	}
+}

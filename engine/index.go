@@ -394,12 +394,26 @@ func (ix *Index) add(ctx context.Context, start time.Time, ids []uint64, n int, 
 	if ix.closed {
 		return nil, ErrClosed
 	}
+	return ix.addLocked(ctx, start, ids, nil, n, pack)
+}
+
+// addLocked is add with wmu held; keys, when not nil, name the new rows
+// (one each, checked new by the caller) and are logged with them.
+func (ix *Index) addLocked(ctx context.Context, start time.Time, ids []uint64, keys []string, n int, pack func(*packed.Slab) error) ([]uint64, error) {
 	p, err := ix.stageAppend(ctx, start, ids, n, pack)
 	if err != nil {
 		return nil, err
 	}
+	rec := storefile.Record{Op: storefile.OpAdd, IDs: p.ids}
+	if keys != nil {
+		if len(keys) != len(p.ids) {
+			return nil, fmt.Errorf("%w: %d keys for %d vectors", ErrIDCount, len(keys), len(p.ids))
+		}
+		rec.Op, rec.Keys = storefile.OpUpsertKeys, keys
+	}
+	rec.Rows = ix.appendedRows(p)
 	t, mark := traceFrom(ctx), time.Now()
-	if err := ix.logged(storefile.Record{Op: storefile.OpAdd, IDs: p.ids, Rows: ix.appendedRows(p)}); err != nil {
+	if err := ix.logged(rec); err != nil {
 		return nil, err
 	}
 	if ix.store != nil {
@@ -411,6 +425,9 @@ func (ix *Index) add(ctx context.Context, start time.Time, ids []uint64, n int, 
 	ix.mu.Lock()
 	ix.publish(p)
 	ix.mu.Unlock()
+	if keys != nil {
+		ix.nameIDs(keys, p.ids)
+	}
 	t.lapWrite(stagePublish, &mark)
 	if t != nil {
 		t.Rows += int64(len(p.ids))

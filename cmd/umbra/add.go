@@ -69,7 +69,7 @@ func (c *addCmd) Validate() error {
 }
 
 func (c *addCmd) Run(ctx context.Context, e *env) (err error) {
-	if c.Keys == "" && !c.Upsert {
+	if !c.Upsert {
 		return c.stream(ctx, e)
 	}
 	data, err := loadMatrix(ctx, e, "--data", c.Data)
@@ -107,65 +107,43 @@ func (c *addCmd) Run(ctx context.Context, e *env) (err error) {
 		return fmt.Errorf("dimension mismatch: --data %s has dimension %d, store %s holds dimension %d",
 			c.Data, data.Dim, c.Store, ix.Dim())
 	}
-	if ids != nil && !c.Upsert {
-		if err := storedAlready(ix, c.Store, "--ids", c.IDs, ids); err != nil {
-			return err
+	// --upsert: the whole file is read first (an upsert keeps the rows it
+	// replaces aside to undo, and pairs each row with its ID or key).
+	replaced := 0
+	for _, id := range ids {
+		if ix.Has(id) {
+			replaced++
 		}
 	}
-
-	replaced := 0
-	if c.Upsert {
-		for _, id := range ids {
-			if ix.Has(id) {
-				replaced++
-			}
-		}
-		for _, key := range keys {
-			if _, ok := ix.Lookup(key); ok {
-				replaced++
-			}
-		}
-	} else if keys != nil {
-		if err := keysStoredAlready(ix, c.Store, c.Keys, keys); err != nil {
-			return err
+	for _, key := range keys {
+		if _, ok := ix.Lookup(key); ok {
+			replaced++
 		}
 	}
 	addCtx, done := e.progress.engineStep(ctx, fmt.Sprintf("adding %d rows", data.Rows))
-	var assigned []uint64
-	switch {
-	case keys != nil && c.Upsert:
-		assigned, err = ix.UpsertKeys(addCtx, keys, rowsOf(data))
-	case keys != nil:
-		assigned, err = ix.AddKeys(addCtx, keys, rowsOf(data))
-	case c.Upsert:
+	if keys != nil {
+		_, err = ix.UpsertKeys(addCtx, keys, rowsOf(data))
+	} else {
 		err = ix.Upsert(addCtx, ids, rowsOf(data))
-	default:
-		err = ix.AddWithIDs(addCtx, ids, rowsOf(data))
 	}
 	done()
 	if err != nil {
 		return addError(c, err)
 	}
-	switch {
-	case keys != nil && c.Upsert:
+	if keys != nil {
 		fmt.Fprintf(e.stdout, "upserted %d keyed vectors into %s (%d replaced, %d added); it holds %d\n",
 			len(keys), c.Store, replaced, len(keys)-replaced, ix.Len())
-	case keys != nil:
-		fmt.Fprintf(e.stdout, "added %d keyed vectors to %s as IDs %s; it holds %d\n",
-			len(keys), c.Store, idSpan(assigned), ix.Len())
-	case c.Upsert:
+	} else {
 		fmt.Fprintf(e.stdout, "upserted %d vectors into %s (%d replaced, %d added); it holds %d\n",
 			len(ids), c.Store, replaced, len(ids)-replaced, ix.Len())
-	default:
-		fmt.Fprintf(e.stdout, "added %d vectors to %s; it holds %d\n", len(ids), c.Store, ix.Len())
 	}
 	return nil
 }
 
-// stream is an add without keys or --upsert: --data is read a piece at a
-// time straight into the store's index (AddFrom, AddFromWithIDs under
-// --ids, which are read whole first: 8 bytes a row), never held whole
-// besides it. The file's header is checked before the store is opened; a
+// stream is an add without --upsert: --data is read a piece at a time
+// straight into the store's index (AddFrom; AddFromWithIDs or
+// AddFromWithKeys under --ids or --keys, which are read whole first),
+// never held whole besides it. The file's header is checked before the store is opened; a
 // bad row, or a file that turns out malformed, leaves the store as it was.
 func (c *addCmd) stream(ctx context.Context, e *env) (err error) {
 	src, err := openRows(ctx, "--data", c.Data)
@@ -177,7 +155,9 @@ func (c *addCmd) stream(ctx context.Context, e *env) (err error) {
 		return fmt.Errorf("--data %s holds no vectors (0 rows): nothing to add", c.Data)
 	}
 	var ids []uint64
-	if c.IDs != "" {
+	var keys []string
+	switch {
+	case c.IDs != "":
 		if ids, err = readIDs(ctx, e, "--ids", c.IDs); err != nil {
 			return err
 		}
@@ -185,6 +165,14 @@ func (c *addCmd) stream(ctx context.Context, e *env) (err error) {
 			if err := checkIDCount("--ids", c.IDs, len(ids), "--data", c.Data, src.Rows()); err != nil {
 				return err
 			}
+		}
+	case c.Keys != "":
+		if keys, err = readKeys(ctx, "--keys", c.Keys); err != nil {
+			return err
+		}
+		if src.Rows() >= 0 && len(keys) != src.Rows() {
+			return fmt.Errorf("--keys %s holds %s, --data %s holds %s: want one key per vector",
+				c.Keys, plural(len(keys), "key"), c.Data, plural(src.Rows(), "vector"))
 		}
 	}
 	ix, err := openStore(ctx, e, c.Store, engine.Config{Device: engine.CPU})
@@ -201,11 +189,19 @@ func (c *addCmd) stream(ctx context.Context, e *env) (err error) {
 			return err
 		}
 	}
+	if keys != nil {
+		if err := keysStoredAlready(ix, c.Store, c.Keys, keys); err != nil {
+			return err
+		}
+	}
 	addCtx, done := e.progress.engineStep(ctx, "adding "+src.label())
 	assigned := ids
-	if ids != nil {
+	switch {
+	case ids != nil:
 		err = ix.AddFromWithIDs(addCtx, ids, src)
-	} else {
+	case keys != nil:
+		assigned, err = ix.AddFromWithKeys(addCtx, keys, src)
+	default:
 		assigned, err = ix.AddFrom(addCtx, src)
 	}
 	done()
@@ -218,8 +214,13 @@ func (c *addCmd) stream(ctx context.Context, e *env) (err error) {
 	if len(assigned) == 0 {
 		return fmt.Errorf("--data %s holds no vectors (0 rows): nothing to add", c.Data)
 	}
-	if ids != nil {
+	switch {
+	case ids != nil:
 		fmt.Fprintf(e.stdout, "added %d vectors to %s; it holds %d\n", len(ids), c.Store, ix.Len())
+		return nil
+	case keys != nil:
+		fmt.Fprintf(e.stdout, "added %d keyed vectors to %s as IDs %s; it holds %d\n",
+			len(keys), c.Store, idSpan(assigned), ix.Len())
 		return nil
 	}
 	fmt.Fprintf(e.stdout, "added %d vectors to %s as IDs %d to %d; it holds %d\n",

@@ -87,11 +87,7 @@ func (b *buildCmd) Run(ctx context.Context, e *env) (err error) {
 	}
 	var ix *engine.Index
 	var rows, dim int
-	if b.Keys == "" {
-		ix, rows, dim, err = b.stream(ctx, e, metric, prec)
-	} else {
-		ix, rows, dim, err = b.load(ctx, e, metric, prec)
-	}
+	ix, rows, dim, err = b.stream(ctx, e, metric, prec)
 	if err != nil {
 		return err
 	}
@@ -120,7 +116,9 @@ func (b *buildCmd) stream(ctx context.Context, e *env, metric engine.Metric, pre
 		return nil, 0, 0, fmt.Errorf("--data %s holds no vectors (0 rows): nothing to build", b.Data)
 	}
 	var given []uint64
-	if b.IDs != "" {
+	var keys []string
+	switch {
+	case b.IDs != "":
 		if given, err = readIDs(ctx, e, "--ids", b.IDs); err != nil {
 			return nil, 0, 0, err
 		}
@@ -129,6 +127,14 @@ func (b *buildCmd) stream(ctx context.Context, e *env, metric engine.Metric, pre
 				return nil, 0, 0, err
 			}
 		}
+	case b.Keys != "":
+		if keys, err = readKeys(ctx, "--keys", b.Keys); err != nil {
+			return nil, 0, 0, err
+		}
+		if src.Rows() >= 0 && len(keys) != src.Rows() {
+			return nil, 0, 0, fmt.Errorf("--keys %s holds %s, --data %s holds %s: want one key per vector",
+				b.Keys, plural(len(keys), "key"), b.Data, plural(src.Rows(), "vector"))
+		}
 	}
 	ix, err := engine.New(ctx, engine.Config{Dim: src.Dim(), Metric: metric, Device: engine.CPU, Precision: prec})
 	if err != nil {
@@ -136,11 +142,14 @@ func (b *buildCmd) stream(ctx context.Context, e *env, metric engine.Metric, pre
 	}
 	addCtx, done := e.progress.engineStep(ctx, "indexing "+src.label())
 	var ids []uint64
-	if given != nil {
+	switch {
+	case given != nil:
 		if err = ix.AddFromWithIDs(addCtx, given, src); err == nil {
 			ids = given
 		}
-	} else {
+	case keys != nil:
+		ids, err = ix.AddFromWithKeys(addCtx, keys, src)
+	default:
 		ids, err = ix.AddFrom(addCtx, src)
 	}
 	done()
@@ -149,6 +158,8 @@ func (b *buildCmd) stream(ctx context.Context, e *env, metric engine.Metric, pre
 	} else if err != nil {
 		if serr := src.sourceError(err); serr != nil {
 			err = serr
+		} else if keys != nil && (errors.Is(err, engine.ErrDuplicateID) || errors.Is(err, engine.ErrIDCount)) {
+			err = fmt.Errorf("--keys %s: %s", b.Keys, cause(err))
 		} else if errors.Is(err, engine.ErrDuplicateID) || errors.Is(err, engine.ErrIDCount) {
 			err = fmt.Errorf("--ids %s: %s", b.IDs, cause(err))
 		} else {
@@ -160,62 +171,6 @@ func (b *buildCmd) stream(ctx context.Context, e *env, metric engine.Metric, pre
 		return nil, 0, 0, err
 	}
 	return ix, len(ids), src.Dim(), nil
-}
-
-// load builds the index from --data read whole, with --keys.
-func (b *buildCmd) load(ctx context.Context, e *env, metric engine.Metric, prec engine.Precision) (_ *engine.Index, rows, dim int, err error) {
-	data, err := loadMatrix(ctx, e, "--data", b.Data)
-	if err != nil {
-		return nil, 0, 0, err
-	}
-	if data.Rows == 0 {
-		return nil, 0, 0, fmt.Errorf("--data %s holds no vectors (0 rows): nothing to build", b.Data)
-	}
-	var ids []uint64
-	var keys []string
-	switch {
-	case b.IDs != "":
-		if ids, err = readIDs(ctx, e, "--ids", b.IDs); err != nil {
-			return nil, 0, 0, err
-		}
-		if err := checkIDCount("--ids", b.IDs, len(ids), "--data", b.Data, data.Rows); err != nil {
-			return nil, 0, 0, err
-		}
-	case b.Keys != "":
-		if keys, err = readKeys(ctx, "--keys", b.Keys); err != nil {
-			return nil, 0, 0, err
-		}
-		if len(keys) != data.Rows {
-			return nil, 0, 0, fmt.Errorf("--keys %s holds %s, --data %s holds %s: want one key per vector",
-				b.Keys, plural(len(keys), "key"), b.Data, plural(data.Rows, "vector"))
-		}
-	}
-
-	ix, err := engine.New(ctx, engine.Config{Dim: data.Dim, Metric: metric, Device: engine.CPU, Precision: prec})
-	if err != nil {
-		return nil, 0, 0, fmt.Errorf("--data %s: %s", b.Data, cause(err))
-	}
-	addCtx, done := e.progress.engineStep(ctx, fmt.Sprintf("indexing %d rows", data.Rows))
-	if ids != nil {
-		err = ix.AddWithIDs(addCtx, ids, rowsOf(data))
-		if errors.Is(err, engine.ErrDuplicateID) {
-			err = fmt.Errorf("--ids %s: %s", b.IDs, cause(err))
-		}
-	} else {
-		_, err = ix.AddKeys(addCtx, keys, rowsOf(data))
-		if errors.Is(err, engine.ErrDuplicateID) {
-			err = fmt.Errorf("--keys %s: %s", b.Keys, cause(err))
-		}
-	}
-	done()
-	if err != nil {
-		ix.Close()
-		if errors.Is(err, engine.ErrDuplicateID) {
-			return nil, 0, 0, err
-		}
-		return nil, 0, 0, fmt.Errorf("--data %s: %s", b.Data, cause(err))
-	}
-	return ix, data.Rows, data.Dim, nil
 }
 
 // replaceable refuses an --out that build must not overwrite: a directory,

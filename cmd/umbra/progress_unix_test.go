@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -174,4 +175,24 @@ func TestStreamWithIDs(t *testing.T) {
 	require.Zero(t, r.code, "%s", r)
 	require.Contains(t, r.stdout, fmt.Sprintf(`"count": %d`, 2*rows))
 	require.Contains(t, r.stdout, `"min_id": 1`)
+
+	// --keys streams the same way (AddFromWithKeys).
+	var keys strings.Builder
+	for i := range rows {
+		fmt.Fprintf(&keys, "doc-%d\n", i)
+	}
+	keyFile := writeFile(t, dir, "keys.txt", []byte(keys.String()))
+	keyed := filepath.Join(dir, "k.umbra")
+	r = umbra(t, "build", "--data", fifo("pipe4.npy"), "--keys", keyFile, "--out", keyed)
+	require.Zero(t, r.code, "%s", r)
+	r = umbra(t, "info", keyed, "--json")
+	require.Zero(t, r.code, "%s", r)
+	require.Contains(t, r.stdout, fmt.Sprintf(`"keys": %d`, rows))
+	r = umbra(t, "add", keyed, "--data", fifo("pipe5.npy"), "--keys", keyFile)
+	require.NotZero(t, r.code, "%s", r)
+	require.Contains(t, r.stderr, "--keys "+keyFile, "%s", r)
+	r = umbra(t, "build", "--data", fifo("pipe6.npy"), "--keys", writeFile(t, dir, "few.txt", []byte("a\nb\n")), "--out", filepath.Join(dir, "few.umbra"))
+	require.NotZero(t, r.code, "%s", r)
+	require.Contains(t, r.stderr, "--keys", "%s", r)
+	require.NoFileExists(t, filepath.Join(dir, "few.umbra"))
 }
