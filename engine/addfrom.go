@@ -110,14 +110,10 @@ func (ix *Index) AddFromWithKeys(ctx context.Context, keys []string, src RowSour
 		}
 		seen[key] = i
 	}
-	if err := ix.writable(); err != nil {
+	if err := ix.lockWriter(); err != nil {
 		return nil, err
 	}
-	ix.wmu.Lock()
 	defer ix.wmu.Unlock()
-	if ix.closed {
-		return nil, ErrClosed
-	}
 	ix.mu.RLock()
 	for i, key := range keys {
 		if _, ok := ix.keys.id[key]; ok {

@@ -551,29 +551,15 @@ func TestAddFromCompressed(t *testing.T) {
 func TestAddFromWithIDs(t *testing.T) {
 	r := newRand(t)
 	ctx := context.Background()
-	dir := t.TempDir()
 	const dim = 13
 	n := 3_000 + r.IntN(3_000)
-	m := randomMatrix(r, n, dim)
-	data := filepath.Join(dir, "d.npy")
-	require.NoError(t, host.WriteMatrixFile(data, m, ""))
+	dir, rows, qs, open := streamFixture(t, r, n, dim)
 	ids := make([]uint64, n)
 	for i := range ids {
 		ids[i] = uint64(i)*7 + 1_000_000 // increasing
 	}
 	shuffled := slices.Clone(ids)
 	r.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
-	rows := make([][]float32, n)
-	for i := range rows {
-		rows[i] = m.Row(i)
-	}
-	qs := randomVectors(r, 3, dim)
-	open := func(t *testing.T) engine.RowSource {
-		src, err := host.OpenMatrixFile(ctx, data)
-		require.NoError(t, err)
-		t.Cleanup(func() { src.Close() })
-		return src
-	}
 	for _, hide := range []bool{false, true} {
 		for _, given := range [][]uint64{ids, shuffled} {
 			want, err := engine.New(ctx, engine.Config{Dim: dim, Device: engine.CPU})
@@ -633,24 +619,12 @@ func TestAddFromWithIDs(t *testing.T) {
 func TestAddFromWithKeys(t *testing.T) {
 	r := newRand(t)
 	ctx := context.Background()
-	dir := t.TempDir()
 	const dim = 9
 	n := 2_000 + r.IntN(2_000)
-	m := randomMatrix(r, n, dim)
-	data := filepath.Join(dir, "d.npy")
-	require.NoError(t, host.WriteMatrixFile(data, m, ""))
+	dir, rows, qs, open := streamFixture(t, r, n, dim)
 	keys := make([]string, n)
-	rows := make([][]float32, n)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("doc-%x-%d", r.Uint32(), i)
-		rows[i] = m.Row(i)
-	}
-	qs := randomVectors(r, 3, dim)
-	open := func(t *testing.T) engine.RowSource {
-		src, err := host.OpenMatrixFile(ctx, data)
-		require.NoError(t, err)
-		t.Cleanup(func() { src.Close() })
-		return src
 	}
 	for _, hide := range []bool{false, true} {
 		want, err := engine.New(ctx, engine.Config{Dim: dim, Device: engine.CPU})
@@ -716,4 +690,26 @@ func TestAddFromWithKeys(t *testing.T) {
 		}
 		require.NoError(t, back.Close())
 	}
+}
+
+// streamFixture writes n random rows of dim to a .npy in a temporary
+// directory and returns the directory, the rows, three queries, and a
+// function that opens the file as a RowSource closed when t ends.
+func streamFixture(t *testing.T, r *rand.Rand, n, dim int) (string, [][]float32, [][]float32, func(*testing.T) engine.RowSource) {
+	t.Helper()
+	dir := t.TempDir()
+	m := randomMatrix(r, n, dim)
+	data := filepath.Join(dir, "d.npy")
+	require.NoError(t, host.WriteMatrixFile(data, m, ""))
+	rows := make([][]float32, n)
+	for i := range rows {
+		rows[i] = m.Row(i)
+	}
+	open := func(t *testing.T) engine.RowSource {
+		src, err := host.OpenMatrixFile(context.Background(), data)
+		require.NoError(t, err)
+		t.Cleanup(func() { src.Close() })
+		return src
+	}
+	return dir, rows, randomVectors(r, 3, dim), open
 }

@@ -386,15 +386,25 @@ func (ix *Index) badRow(err error, lo int, what input) error {
 // published ones while searches go on; searches wait only for the swap
 // that publishes them.
 func (ix *Index) add(ctx context.Context, start time.Time, ids []uint64, n int, pack func(*packed.Slab) error) ([]uint64, error) {
-	if err := ix.writable(); err != nil {
+	if err := ix.lockWriter(); err != nil {
 		return nil, err
 	}
-	ix.wmu.Lock()
 	defer ix.wmu.Unlock()
-	if ix.closed {
-		return nil, ErrClosed
-	}
 	return ix.addLocked(ctx, start, ids, nil, n, pack)
+}
+
+// lockWriter takes the writers' lock (wmu) for a write, refusing a
+// read-only or closed index; the caller unlocks wmu.
+func (ix *Index) lockWriter() error {
+	if err := ix.writable(); err != nil {
+		return err
+	}
+	ix.wmu.Lock()
+	if ix.closed {
+		ix.wmu.Unlock()
+		return ErrClosed
+	}
+	return nil
 }
 
 // addLocked is add with wmu held; keys, when not nil, name the new rows
