@@ -8,8 +8,8 @@ import (
 // Mode says how rows are packed and what a row must be to be accepted.
 type Mode struct {
 	// Normalize scales every row to unit L2 norm (cosine). The norm is
-	// summed in float64 in component order, so a packed row is bit for bit
-	// what Norm and a float64 scale give.
+	// summed in float64 in sumSquares's order, so a packed row is bit for
+	// bit what Norm and a float64 scale give.
 	Normalize bool
 	// Check refuses a row of the wrong length or with a NaN or ±Inf
 	// component; with RejectZero also a row whose components are all zero
