@@ -10,8 +10,9 @@ import (
 // Trace collects where the time of writes and searches went, stage by
 // stage, the way net/http/httptrace does for requests: attach one to a
 // context with WithTrace and pass that context to Add, AddFlat, AdoptFlat,
-// Upsert, Search or SearchBatch. Stages a path does not have stay zero. Durations add up over the
-// calls that used the context. A traced GPU search issues exactly what an
+// AddFrom (and its WithIDs and WithKeys forms), Upsert, Search or
+// SearchBatch. Stages a path does not have stay zero. Durations add up
+// over the calls that used the context. A traced GPU search issues exactly what an
 // untraced one does (one submission and one map per search); it only waits
 // for the device once more, after the submission, so that Kernel ends when
 // the work does: Upload is the queued writes, Kernel the submission until
