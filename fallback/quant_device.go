@@ -165,27 +165,16 @@ func (d DeviceSums) sumsF16(qq *quantQuery, c *Compressed, j, lo int, dst []floa
 // times the device read the codes (for st.BytesRead).
 func ExactSearchSums(ctx context.Context, s Slab, c *Compressed, qs [][]float32, d DeviceSums, scans, k int, m Metric, workers int, approximate bool) (out [][]Hit, st QuantStats, err error) {
 	defer guard(&err)
-	if err := m.check(); err != nil {
-		return nil, st, err
-	}
-	if err := s.check(); err != nil {
-		return nil, st, err
-	}
-	if err := c.check(s); err != nil {
+	qqs, err := quantQueries(s, c, qs, m)
+	if err != nil {
 		return nil, st, err
 	}
 	nq := len(qs)
 	if err := d.check(s, nq); err != nil {
 		return nil, st, err
 	}
-	qqs := make([]*quantQuery, nq)
-	for j, q := range qs {
-		qp, err := s.query(q)
-		if err != nil {
-			return nil, st, fmt.Errorf("query %d: %w", j, err)
-		}
-		qqs[j] = newQuantQuery(c, qp, m)
-		qqs[j].forDevice(c)
+	for _, qq := range qqs {
+		qq.forDevice(c)
 	}
 	st.Queries = nq
 	if s.Rows == 0 || k <= 0 || nq == 0 {

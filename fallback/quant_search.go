@@ -63,6 +63,29 @@ func (c *Compressed) check(s Slab) error {
 	return nil
 }
 
+// quantQueries checks a compressed batch search's metric, slab and
+// compressed rows, and prepares each query against c.
+func quantQueries(s Slab, c *Compressed, qs [][]float32, m Metric) ([]*quantQuery, error) {
+	if err := m.check(); err != nil {
+		return nil, err
+	}
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if err := c.check(s); err != nil {
+		return nil, err
+	}
+	qqs := make([]*quantQuery, len(qs))
+	for j, q := range qs {
+		qp, err := s.query(q)
+		if err != nil {
+			return nil, fmt.Errorf("query %d: %w", j, err)
+		}
+		qqs[j] = newQuantQuery(c, qp, m)
+	}
+	return qqs, nil
+}
+
 // ExactSearchBatch returns, for every query, exactly what SearchBatch over
 // the float32 slab s returns (the same rows, ties and float32 scores): it
 // scans the compressed rows c (c holds s's rows), then rescores in float32
@@ -72,24 +95,11 @@ func (c *Compressed) check(s Slab) error {
 // rows may differ from the exact answer. s.Allow filters as in Search.
 func ExactSearchBatch(ctx context.Context, s Slab, c *Compressed, qs [][]float32, k int, m Metric, workers int, approximate bool) (out [][]Hit, st QuantStats, err error) {
 	defer guard(&err)
-	if err := m.check(); err != nil {
-		return nil, st, err
-	}
-	if err := s.check(); err != nil {
-		return nil, st, err
-	}
-	if err := c.check(s); err != nil {
+	qqs, err := quantQueries(s, c, qs, m)
+	if err != nil {
 		return nil, st, err
 	}
 	nq := len(qs)
-	qqs := make([]*quantQuery, nq)
-	for j, q := range qs {
-		qp, err := s.query(q)
-		if err != nil {
-			return nil, st, fmt.Errorf("query %d: %w", j, err)
-		}
-		qqs[j] = newQuantQuery(c, qp, m)
-	}
 	// The panels read the queries from one packed slice.
 	var packedQ []int8
 	var packedF []float32
