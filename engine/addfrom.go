@@ -62,7 +62,7 @@ const streamHeadroom = 64 << 20
 // rows are logged as AddFlat logs them.
 func (ix *Index) AddFrom(ctx context.Context, src RowSource) (ids []uint64, err error) {
 	defer ix.recoverInto(&err, ix.watchFaults())
-	return ix.addFrom(ctx, time.Now(), nil, src)
+	return ix.addFrom(ctx, time.Now(), src, nil, nil)
 }
 
 // AddFromWithIDs is AddFrom under the caller's IDs, one per row the source
@@ -80,10 +80,7 @@ func (ix *Index) AddFromWithIDs(ctx context.Context, ids []uint64, src RowSource
 	if src != nil && src.Rows() >= 0 && src.Rows() != len(ids) {
 		return fmt.Errorf("%w: %d IDs for the source's %d rows", ErrIDCount, len(ids), src.Rows())
 	}
-	if err := ix.checkNewIDs(ids); err != nil {
-		return err
-	}
-	_, err = ix.addFrom(ctx, start, ids, src)
+	_, err = ix.addFrom(ctx, start, src, ids, nil)
 	return err
 }
 
@@ -110,26 +107,7 @@ func (ix *Index) AddFromWithKeys(ctx context.Context, keys []string, src RowSour
 		}
 		seen[key] = i
 	}
-	if err := ix.lockWriter(); err != nil {
-		return nil, err
-	}
-	defer ix.wmu.Unlock()
-	ix.mu.RLock()
-	for i, key := range keys {
-		if _, ok := ix.keys.id[key]; ok {
-			ix.mu.RUnlock()
-			return nil, fmt.Errorf("%w: key %q (vector %d); use UpsertKeys to replace it", ErrIDExists, key, i)
-		}
-	}
-	ix.mu.RUnlock()
-	if err := ix.sourceFits(src); err != nil {
-		return nil, err
-	}
-	n := src.Rows()
-	return ix.addLocked(ctx, start, nil, keys, n, func(s *packed.Slab) error {
-		st := &stream{ix: ix, ctx: ctx, src: src, s: s, n: n}
-		return st.run()
-	})
+	return ix.addFrom(ctx, start, src, nil, keys)
 }
 
 // sourceFits refuses a source AddFrom cannot read: nil, rows of another
@@ -147,13 +125,30 @@ func (ix *Index) sourceFits(src RowSource) error {
 	return nil
 }
 
-// addFrom is AddFrom under ids (nil: assigned).
-func (ix *Index) addFrom(ctx context.Context, start time.Time, ids []uint64, src RowSource) ([]uint64, error) {
+// addFrom is AddFrom under ids (nil: assigned) or keys (nil: none). With
+// the writers' lock held, the IDs or keys are checked new once, before any
+// row is read, so the add does not look them up again.
+func (ix *Index) addFrom(ctx context.Context, start time.Time, src RowSource, ids []uint64, keys []string) ([]uint64, error) {
 	if err := ix.sourceFits(src); err != nil {
 		return nil, err
 	}
+	if err := ix.lockWriter(); err != nil {
+		return nil, err
+	}
+	defer ix.wmu.Unlock()
+	// Writers are excluded (wmu), so the ID and key maps hold still.
+	if ids != nil {
+		if err := ix.rid.checkNew(ids, false); err != nil {
+			return nil, err
+		}
+	}
+	for i, key := range keys {
+		if _, ok := ix.keys.id[key]; ok {
+			return nil, fmt.Errorf("%w: key %q (vector %d); use UpsertKeys to replace it", ErrIDExists, key, i)
+		}
+	}
 	n := src.Rows()
-	return ix.add(ctx, start, ids, n, func(s *packed.Slab) error {
+	return ix.addLocked(ctx, start, ids, true, keys, n, func(s *packed.Slab) error {
 		st := &stream{ix: ix, ctx: ctx, src: src, s: s, n: n}
 		return st.run()
 	})
@@ -358,12 +353,4 @@ func readRows(src RowSource, dst []float32, dim int) (int, error) {
 		}
 	}
 	return rows, nil
-}
-
-// checkNewIDs refuses ids as an Add would (repeated, or stored already)
-// before anything is read; the add checks them again under its lock.
-func (ix *Index) checkNewIDs(ids []uint64) error {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	return ix.rid.checkNew(ids, false)
 }

@@ -390,7 +390,7 @@ func (ix *Index) add(ctx context.Context, start time.Time, ids []uint64, n int, 
 		return nil, err
 	}
 	defer ix.wmu.Unlock()
-	return ix.addLocked(ctx, start, ids, nil, n, pack)
+	return ix.addLocked(ctx, start, ids, false, nil, n, pack)
 }
 
 // lockWriter takes the writers' lock (wmu) for a write, refusing a
@@ -407,10 +407,11 @@ func (ix *Index) lockWriter() error {
 	return nil
 }
 
-// addLocked is add with wmu held; keys, when not nil, name the new rows
+// addLocked is add with wmu held; idsChecked says the caller has checked
+// ids new already (stageAppend). keys, when not nil, name the new rows
 // (one each, checked new by the caller) and are logged with them.
-func (ix *Index) addLocked(ctx context.Context, start time.Time, ids []uint64, keys []string, n int, pack func(*packed.Slab) error) ([]uint64, error) {
-	p, err := ix.stageAppend(ctx, start, ids, n, pack)
+func (ix *Index) addLocked(ctx context.Context, start time.Time, ids []uint64, idsChecked bool, keys []string, n int, pack func(*packed.Slab) error) ([]uint64, error) {
+	p, err := ix.stageAppend(ctx, start, ids, idsChecked, n, pack)
 	if err != nil {
 		return nil, err
 	}
@@ -458,14 +459,15 @@ type appended struct {
 	fresh  bool       // the upload rewrote every row (they were stale)
 }
 
-// stageAppend checks and packs n rows with pack under ids (nil: assigned)
-// after the published ones (n < 0: as many as pack commits, which checks
-// them against the limits itself, see checkAppend) and, on a GPU, writes them to the device, all
-// without taking ix.mu: a search reads only rows below the published count,
-// in the slab and on the device. The caller holds wmu. On error nothing
-// changed; under Auto a failed upload moves the index to the CPU and the
-// append goes on there.
-func (ix *Index) stageAppend(ctx context.Context, start time.Time, ids []uint64, n int, pack func(*packed.Slab) error) (*appended, error) {
+// stageAppend checks and packs n rows with pack under ids (nil: assigned;
+// checked new after the rows, unless idsChecked says the caller did) after
+// the published ones (n < 0: as many as pack commits, which checks them
+// against the limits itself, see checkAppend) and, on a GPU, writes them
+// to the device, all without taking ix.mu: a search reads only rows below
+// the published count, in the slab and on the device. The caller holds
+// wmu. On error nothing changed; under Auto a failed upload moves the
+// index to the CPU and the append goes on there.
+func (ix *Index) stageAppend(ctx context.Context, start time.Time, ids []uint64, idsChecked bool, n int, pack func(*packed.Slab) error) (*appended, error) {
 	old := ix.slab.Rows
 	if n >= 0 {
 		if err := ix.checkAppend(n); err != nil {
@@ -491,8 +493,10 @@ func (ix *Index) stageAppend(ctx context.Context, start time.Time, ids []uint64,
 		if ids, err = ix.rid.assign(n); err != nil {
 			return nil, err
 		}
-	} else if err := ix.rid.checkNew(ids, false); err != nil {
-		return nil, err
+	} else if !idsChecked {
+		if err := ix.rid.checkNew(ids, false); err != nil {
+			return nil, err
+		}
 	}
 	p.ids = ids
 	t.lapWrite(stageAssign, &start)
