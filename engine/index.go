@@ -394,7 +394,8 @@ func (ix *Index) add(ctx context.Context, start time.Time, ids []uint64, n int, 
 }
 
 // lockWriter takes the writers' lock (wmu) for a write, refusing a
-// read-only or closed index; the caller unlocks wmu.
+// read-only or closed index, and repairs a store whose log broke (or says
+// why it cannot); the caller unlocks wmu. Every write goes through it.
 func (ix *Index) lockWriter() error {
 	if err := ix.writable(); err != nil {
 		return err
@@ -403,6 +404,10 @@ func (ix *Index) lockWriter() error {
 	if ix.closed {
 		ix.wmu.Unlock()
 		return ErrClosed
+	}
+	if err := ix.repairStore(); err != nil {
+		ix.wmu.Unlock()
+		return err
 	}
 	return nil
 }
@@ -947,6 +952,12 @@ func (ix *Index) Info() Info {
 func (ix *Index) Close() error {
 	ix.wmu.Lock()
 	defer ix.wmu.Unlock()
+	var repairErr error
+	if !ix.closed {
+		// A store whose log broke is repaired if it can be, so the files
+		// left behind open to what the index holds.
+		repairErr = ix.repairStore()
+	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	if ix.closed {
@@ -954,7 +965,7 @@ func (ix *Index) Close() error {
 	}
 	ix.closed = true
 	ix.endLife()
-	err := ix.closeStore()
+	err := ix.closeStore(repairErr)
 	ix.mapped.close()
 	if ix.dev != nil {
 		ix.dev.Release()

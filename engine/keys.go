@@ -63,7 +63,9 @@ func (ix *Index) keyed(ctx context.Context, keys []string, vectors [][]float32, 
 	}
 	// IDs are decided under the writers' lock, so no other writer can take
 	// one between here and the write itself.
-	ix.wmu.Lock()
+	if err := ix.lockWriter(); err != nil {
+		return nil, err
+	}
 	defer ix.wmu.Unlock()
 	ix.mu.RLock()
 	ids = make([]uint64, len(keys))
@@ -107,20 +109,34 @@ func (ix *Index) nameIDs(keys []string, ids []uint64) {
 }
 
 // DeleteKeys deletes the vectors stored under these keys; an unknown or
-// repeated key fails the whole call (ErrNotFound, ErrDuplicateID).
-func (ix *Index) DeleteKeys(ctx context.Context, keys ...string) error {
+// repeated key fails the whole call (ErrNotFound, ErrDuplicateID). The keys
+// are looked up under the writers' lock, so the call deletes what they name
+// at one instant: a concurrent write that deletes a key's vector and stores
+// another under its ID is ordered wholly before or after it.
+func (ix *Index) DeleteKeys(ctx context.Context, keys ...string) (err error) {
+	defer ix.recoverInto(&err, ix.watchFaults())
+	if err := ix.lockWriter(); err != nil {
+		return err
+	}
+	defer ix.wmu.Unlock()
 	ix.mu.RLock()
 	ids := make([]uint64, len(keys))
+	seen := make(map[string]int, len(keys))
 	for i, key := range keys {
+		if j, ok := seen[key]; ok {
+			ix.mu.RUnlock()
+			return fmt.Errorf("%w: key %q is given for arguments %d and %d", ErrDuplicateID, key, j, i)
+		}
+		seen[key] = i
 		id, ok := ix.keys.id[key]
 		if !ok {
 			ix.mu.RUnlock()
-			return fmt.Errorf("%w: key %q", ErrNotFound, key)
+			return fmt.Errorf("%w: key %q (argument %d)", ErrNotFound, key, i)
 		}
 		ids[i] = id
 	}
 	ix.mu.RUnlock()
-	return ix.Delete(ctx, ids...)
+	return ix.deleteLocked(ctx, ids)
 }
 
 // Lookup returns the ID stored under key.

@@ -18,12 +18,27 @@ import (
 // second writer out. internal/storefile/FORMAT.md specifies the bytes.
 
 // store is an open store's files. The caller of its methods holds wmu.
+//
+// Every write is appended to log, which extends the base of generation
+// gen. When the log cannot take a record (a failed write or fsync, or a
+// checkpoint that could not create the next log), broken says why, and no
+// write is acknowledged until repair succeeds: a later write, Checkpoint or
+// Close repairs it first, so once space returns writes go on. The index
+// holds exactly the acknowledged changes (a failed write undoes its own),
+// which is what a repair makes durable.
 type store struct {
-	path   string
+	path   string // the real file: symbolic links resolved at Open
 	gen    uint64
 	log    *storefile.Log
 	policy storefile.SyncPolicy
 	unlock func() error
+
+	broken error
+	// baseHolds says the base of generation gen, durably in place, holds
+	// the index as it is (a checkpoint wrote it and only the log's reset
+	// failed), so a repair need only start an empty log; otherwise it
+	// writes a new base from the index.
+	baseHolds bool
 }
 
 // Open opens the store at path, or creates an empty one there from cfg
@@ -36,6 +51,16 @@ type store struct {
 // process or another, fails with ErrLocked; a damaged file with ErrBadStore
 // naming the section.
 func Open(ctx context.Context, path string, cfg Config) (ix *Index, err error) {
+	// The log, the lock and every temporary file live beside the real
+	// file, so a store opened through a symbolic link is the same store.
+	if path, err = storefile.Resolve(path); err != nil {
+		return nil, fmt.Errorf("umbra: open: %w", err)
+	}
+	// A file that is not a store is refused before its lock is made, so
+	// a failed Open leaves nothing behind.
+	if _, err := storefile.PeekBase(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, storeError(path, err)
+	}
 	unlock, err := storefile.Lock(path)
 	if err != nil {
 		if errors.Is(err, storefile.ErrLocked) {
@@ -158,6 +183,10 @@ func (ix *Index) loadFrom(ctx context.Context, path string, gen *uint64) (err er
 // that had extended it; a store checkpointed faster than it can be read
 // is ErrLocked.
 func OpenReadOnly(ctx context.Context, path string, cfg Config) (*Index, error) {
+	path, err := storefile.Resolve(path)
+	if err != nil {
+		return nil, fmt.Errorf("umbra: open: %w", err)
+	}
 	const tries = 5
 	for range tries {
 		ix, gen, err := loadStore(ctx, path, cfg, false)
@@ -311,11 +340,50 @@ func (ix *Index) replay(ctx context.Context, r storefile.Record) error {
 // logged writes rec to the store's log, if the index has one. The caller
 // holds wmu; when it fails the caller undoes the change it logs.
 func (ix *Index) logged(rec storefile.Record) error {
-	if ix.store == nil {
+	st := ix.store
+	if st == nil || len(rec.IDs) == 0 {
+		// A call that changes nothing (no vectors) has nothing to log, on
+		// a store as in memory.
 		return nil
 	}
-	if err := ix.store.log.Append(rec); err != nil {
+	if st.broken != nil {
+		return st.refusal()
+	}
+	if err := st.log.Append(rec); err != nil {
+		if errors.Is(err, storefile.ErrClosed) {
+			// The log's tail is unknown now: nothing more is appended
+			// to it, and the next write repairs the store first.
+			st.broken, st.baseHolds = err, false
+		}
 		return fmt.Errorf("umbra: writing the store's log: %w", err)
+	}
+	return nil
+}
+
+// refusal is the error of a write that a broken store cannot take.
+func (st *store) refusal() error {
+	return fmt.Errorf("umbra: store %s takes no writes until its log is repaired (the next write, Checkpoint or Close tries again): %w", st.path, st.broken)
+}
+
+// repairStore makes a broken store take writes again, if it can: an empty
+// log beside a base that holds the index, or else a checkpoint of the
+// index, which holds every acknowledged change. The caller holds wmu, not
+// mu. A store that is not broken is left alone.
+func (ix *Index) repairStore() error {
+	st := ix.store
+	if st == nil || st.broken == nil {
+		return nil
+	}
+	if st.baseHolds {
+		log, err := storefile.OpenLog(storefile.LogPath(st.path), ix.cfg.Dim, st.gen, st.policy)
+		if err != nil {
+			return fmt.Errorf("umbra: store %s: starting its log again: %w (it broke on: %v)", st.path, err, st.broken)
+		}
+		st.log, st.broken, st.baseHolds = log, nil, false
+		return nil
+	}
+	if err := ix.checkpointLocked(); err != nil {
+		return fmt.Errorf("umbra: store %s: rewriting it to repair its log: %w", st.path, err)
 	}
 	return nil
 }
@@ -336,10 +404,27 @@ func (ix *Index) Checkpoint(ctx context.Context) (err error) {
 	return ix.checkpointLocked()
 }
 
+// checkpointLocked writes the index as a new base and starts an empty log
+// after it. Whichever step fails, the store is left in one state that the
+// next write, Checkpoint and Open agree on:
+//   - the new base not in place (the old base is read back to be sure): the
+//     old log goes on, if it was closed cleanly;
+//   - the new base durably in place but no new log: the old log is stale
+//     (Open ignores it), so nothing may be appended to it; the store is
+//     broken until an empty log of the new generation is made;
+//   - anything else (the rename may not be durable, the old log's fsync
+//     failed): broken until a checkpoint succeeds.
+//
+// A broken store refuses writes rather than acknowledge one that a reopen
+// would not find.
 func (ix *Index) checkpointLocked() error {
 	st := ix.store
-	if err := st.log.Close(); err != nil {
-		return fmt.Errorf("umbra: checkpoint %s: %w", st.path, err)
+	// The old log's close fsyncs it. If that fails its tail is unknown, but
+	// the checkpoint still goes on: the new base holds every acknowledged
+	// change.
+	closeErr := st.log.Close()
+	if closeErr != nil && st.broken == nil {
+		st.broken, st.baseHolds = closeErr, false
 	}
 	gen, err := func() (gen uint64, err error) {
 		ix.mu.RLock()
@@ -355,20 +440,38 @@ func (ix *Index) checkpointLocked() error {
 		}()
 		return storefile.Checkpoint(st.path, ix.snapshot())
 	}()
-	if err == nil {
+	switch {
+	case err == nil:
 		st.gen = gen
-	}
-	// Reopen whichever log is current (the old one if the base write
-	// failed), so the store keeps accepting writes either way.
-	log, oerr := storefile.OpenLog(storefile.LogPath(st.path), ix.cfg.Dim, st.gen, st.policy)
-	if oerr != nil {
-		return fmt.Errorf("umbra: checkpoint %s: reopening the log: %w", st.path, oerr)
-	}
-	st.log = log
-	if err != nil {
+		log, oerr := storefile.OpenLog(storefile.LogPath(st.path), ix.cfg.Dim, gen, st.policy)
+		if oerr != nil {
+			st.broken, st.baseHolds = oerr, true
+			return fmt.Errorf("umbra: checkpoint %s: base written, opening its log: %w", st.path, oerr)
+		}
+		st.log, st.broken, st.baseHolds = log, nil, false
+		return nil
+	case gen != 0:
+		// The base is durably in place; the log was not reset.
+		st.gen, st.broken, st.baseHolds = gen, err, true
 		return fmt.Errorf("umbra: checkpoint %s: %w", st.path, err)
 	}
-	return nil
+	if now, perr := storefile.BaseGeneration(st.path); perr != nil || now != st.gen {
+		// The rename happened but is not known durable, or the base
+		// cannot be read back: only a whole checkpoint settles it.
+		st.broken, st.baseHolds = err, false
+		return fmt.Errorf("umbra: checkpoint %s: %w", st.path, err)
+	}
+	if st.broken == nil {
+		// The old base is in place and its log was closed cleanly:
+		// writes go on in it.
+		log, oerr := storefile.OpenLog(storefile.LogPath(st.path), ix.cfg.Dim, st.gen, st.policy)
+		if oerr != nil {
+			st.broken = oerr
+		} else {
+			st.log = log
+		}
+	}
+	return fmt.Errorf("umbra: checkpoint %s: %w", st.path, err)
 }
 
 // Save writes the index to path as a store's base file, atomically (a
@@ -377,6 +480,11 @@ func (ix *Index) checkpointLocked() error {
 // path is Checkpoint.
 func (ix *Index) Save(ctx context.Context, path string) (err error) {
 	defer ix.recoverInto(&err, ix.watchFaults())
+	// Saved through a symbolic link, the real file is replaced (and its
+	// lock taken), not the link.
+	if path, err = storefile.Resolve(path); err != nil {
+		return fmt.Errorf("umbra: save: %w", err)
+	}
 	if ix.readOnly == path {
 		return ix.writable()
 	}
@@ -417,12 +525,16 @@ func (ix *Index) Save(ctx context.Context, path string) (err error) {
 	return nil
 }
 
-// closeStore syncs and closes the log and releases the lock.
-func (ix *Index) closeStore() error {
+// closeStore syncs and closes the log and releases the lock. repairErr is
+// why a broken store could not be repaired before (Close tries).
+func (ix *Index) closeStore(repairErr error) error {
 	if ix.store == nil {
 		return nil
 	}
-	err := ix.store.log.Close()
+	err := repairErr
+	if cerr := ix.store.log.Close(); err == nil && ix.store.broken == nil {
+		err = cerr
+	}
 	if uerr := ix.store.unlock(); err == nil {
 		err = uerr
 	}

@@ -18,10 +18,9 @@ func (ix *Index) Upsert(ctx context.Context, ids []uint64, vectors [][]float32) 
 	if len(ids) != len(vectors) {
 		return fmt.Errorf("%w: %d IDs for %d vectors", ErrIDCount, len(ids), len(vectors))
 	}
-	if err := ix.writable(); err != nil {
+	if err := ix.lockWriter(); err != nil {
 		return err
 	}
-	ix.wmu.Lock()
 	defer ix.wmu.Unlock()
 	return ix.upsertLocked(ctx, ids, vectors, nil, false)
 }
@@ -296,11 +295,15 @@ func (ix *Index) rewrite(ctx context.Context, rows []int) error {
 // make up a quarter of the index.
 func (ix *Index) Delete(ctx context.Context, ids ...uint64) (err error) {
 	defer ix.recoverInto(&err, ix.watchFaults())
-	if err := ix.writable(); err != nil {
+	if err := ix.lockWriter(); err != nil {
 		return err
 	}
-	ix.wmu.Lock()
 	defer ix.wmu.Unlock()
+	return ix.deleteLocked(ctx, ids)
+}
+
+// deleteLocked is Delete with wmu held.
+func (ix *Index) deleteLocked(ctx context.Context, ids []uint64) error {
 	if err := func() error {
 		ix.mu.Lock()
 		defer ix.mu.Unlock()
@@ -389,10 +392,9 @@ func (ix *Index) IDs() []uint64 {
 // searches go on against the old ones; they wait only for the swap.
 func (ix *Index) Compact(ctx context.Context) (err error) {
 	defer ix.recoverInto(&err, ix.watchFaults())
-	if err := ix.writable(); err != nil {
+	if err := ix.lockWriter(); err != nil {
 		return err
 	}
-	ix.wmu.Lock()
 	defer ix.wmu.Unlock()
 	return ix.compactLocked(ctx)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"text/tabwriter"
 
 	"github.com/umbravec/umbra/engine"
@@ -79,7 +80,12 @@ func (c *infoCmd) Run(ctx context.Context, e *env) (err error) {
 	if out.BaseBytes, err = fileSize(c.Store); err != nil {
 		return err
 	}
-	if out.LogBytes, err = fileSize(c.Store + ".log"); err != nil {
+	// The log lies beside the real file when the store is a link to it.
+	real, err := filepath.EvalSymlinks(c.Store)
+	if err != nil {
+		return err
+	}
+	if out.LogBytes, err = fileSize(real + ".log"); err != nil {
 		return err
 	}
 	if c.JSON {

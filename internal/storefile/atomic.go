@@ -10,7 +10,34 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 )
+
+// The steps of an atomic replacement, as a fault injected by a test names
+// them (InjectFault).
+const (
+	StepCreate  = "create"   // the temporary file
+	StepWrite   = "write"    // its contents
+	StepSync    = "fsync"    // its fsync
+	StepClose   = "close"    // its close
+	StepRename  = "rename"   // the rename over the target
+	StepSyncDir = "fsyncdir" // the directory's fsync after the rename
+)
+
+var injected atomic.Pointer[func(step, path string) error]
+
+// InjectFault makes every later atomic replacement (a base write, a
+// checkpoint, a log reset) call fail before each step, with the step's
+// name and the path being replaced; a non-nil error fails that step as if
+// the system call had. nil removes it. For tests of the layers above, which
+// must leave a store whole whichever step fails; nothing else sets it.
+func InjectFault(fail func(step, path string) error) {
+	if fail == nil {
+		injected.Store(nil)
+		return
+	}
+	injected.Store(&fail)
+}
 
 // tempInfix marks the temporary files an atomic write leaves behind when it
 // is killed: ".<name>.tmp-<random hex>" next to the file it would replace.
@@ -29,6 +56,15 @@ func tempPrefix(path string) string {
 // (less the umask); an existing file keeps its permission bits.
 func writeAtomic(path string, write func(w *bufio.Writer) error) (err error) {
 	dir := filepath.Dir(path)
+	// do runs one step, unless a test's injected fault fails it first.
+	do := func(step string, call func() error) error {
+		if f := injected.Load(); f != nil {
+			if err := (*f)(step, path); err != nil {
+				return err
+			}
+		}
+		return call()
+	}
 	mode := fs.FileMode(0o644)
 	keepMode := false
 	if st, err := os.Stat(path); err == nil {
@@ -43,7 +79,10 @@ func writeAtomic(path string, write func(w *bufio.Writer) error) (err error) {
 		var rnd [8]byte
 		_, _ = rand.Read(rnd[:])
 		tmp = filepath.Join(dir, tempPrefix(path)+hex.EncodeToString(rnd[:]))
-		f, err = os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+		err = do(StepCreate, func() (err error) {
+			f, err = os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+			return err
+		})
 		if !errors.Is(err, fs.ErrExist) {
 			break
 		}
@@ -71,22 +110,23 @@ func writeAtomic(path string, write func(w *bufio.Writer) error) (err error) {
 	if err := write(w); err != nil {
 		return err
 	}
-	if err := w.Flush(); err != nil {
+	if err := do(StepWrite, w.Flush); err != nil {
 		return fmt.Errorf("storefile: replace %s: write: %w", path, err)
 	}
-	if err := f.Sync(); err != nil {
+	if err := do(StepSync, f.Sync); err != nil {
 		return fmt.Errorf("storefile: replace %s: fsync: %w", path, err)
 	}
-	if err := f.Close(); err != nil {
+	if err := do(StepClose, f.Close); err != nil {
+		_ = f.Close() // after an injected fault; a real failed close has released it
 		f = nil
 		return fmt.Errorf("storefile: replace %s: close: %w", path, err)
 	}
 	f = nil
-	if err := os.Rename(tmp, path); err != nil {
+	if err := do(StepRename, func() error { return os.Rename(tmp, path) }); err != nil {
 		return fmt.Errorf("storefile: replace %s: rename: %w", path, err)
 	}
 	renamed = true
-	if err := syncDir(dir); err != nil {
+	if err := do(StepSyncDir, func() error { return syncDir(dir) }); err != nil {
 		// The new file is in place but its name may not survive a power
 		// loss; the caller must not treat the write as durable.
 		return fmt.Errorf("storefile: replace %s: fsync directory: %w", path, err)
@@ -119,4 +159,29 @@ func RemoveTemps(path string) error {
 		return fmt.Errorf("storefile: remove temporary files of %s: %w", path, errors.Join(errs...))
 	}
 	return nil
+}
+
+// Resolve returns the real path of the store at path, every symbolic link
+// in it resolved, the last component's too, so that its log, its lock and
+// the temporary files of its atomic writes are made beside the real base
+// file, and a checkpoint replaces that file rather than the link. A path
+// that does not exist yet resolves through its directory; a link that
+// points at nothing is an error, not a place to create a store.
+func Resolve(path string) (string, error) {
+	real, err := filepath.EvalSymlinks(path)
+	if err == nil {
+		return real, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("storefile: resolve %s: %w", path, err)
+	}
+	if fi, lerr := os.Lstat(path); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		target, _ := os.Readlink(path)
+		return "", fmt.Errorf("storefile: %s is a symbolic link to %s, which does not exist: %w", path, target, fs.ErrNotExist)
+	}
+	dir, err := filepath.EvalSymlinks(filepath.Dir(path))
+	if err != nil {
+		return "", fmt.Errorf("storefile: resolve %s: %w", path, err)
+	}
+	return filepath.Join(dir, filepath.Base(path)), nil
 }
