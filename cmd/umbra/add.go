@@ -81,8 +81,8 @@ func (c *addCmd) Run(ctx context.Context, e *env) (err error) {
 	}
 	var ids []uint64
 	if c.IDs != "" {
-		if ids, err = readIDs(ctx, e, "--ids", c.IDs); err != nil {
-			return err
+		if ids, err = readIDsUpTo(ctx, e, "--ids", c.IDs, data.Rows); err != nil {
+			return moreIDs(err, "--data", c.Data, data.Rows)
 		}
 		if err := checkIDCount("--ids", c.IDs, len(ids), "--data", c.Data, data.Rows); err != nil {
 			return err
@@ -158,8 +158,8 @@ func (c *addCmd) stream(ctx context.Context, e *env) (err error) {
 	var keys []string
 	switch {
 	case c.IDs != "":
-		if ids, err = readIDs(ctx, e, "--ids", c.IDs); err != nil {
-			return err
+		if ids, err = readIDsUpTo(ctx, e, "--ids", c.IDs, src.Rows()); err != nil {
+			return moreIDs(err, "--data", c.Data, src.Rows())
 		}
 		if src.Rows() >= 0 {
 			if err := checkIDCount("--ids", c.IDs, len(ids), "--data", c.Data, src.Rows()); err != nil {

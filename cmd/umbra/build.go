@@ -119,8 +119,8 @@ func (b *buildCmd) stream(ctx context.Context, e *env, metric engine.Metric, pre
 	var keys []string
 	switch {
 	case b.IDs != "":
-		if given, err = readIDs(ctx, e, "--ids", b.IDs); err != nil {
-			return nil, 0, 0, err
+		if given, err = readIDsUpTo(ctx, e, "--ids", b.IDs, src.Rows()); err != nil {
+			return nil, 0, 0, moreIDs(err, "--data", b.Data, src.Rows())
 		}
 		if src.Rows() >= 0 {
 			if err := checkIDCount("--ids", b.IDs, len(given), "--data", b.Data, src.Rows()); err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -59,11 +60,14 @@ func (c *exportCmd) Validate() error {
 }
 
 func (c *exportCmd) Run(ctx context.Context, e *env) (err error) {
-	if err := notDir("--out", c.Out); err != nil {
-		return err
-	}
-	if c.IDsOut != "" {
-		if err := notDir("--ids-out", c.IDsOut); err != nil {
+	for _, f := range [][2]string{{"--out", c.Out}, {"--ids-out", c.IDsOut}} {
+		if f[1] == "" {
+			continue
+		}
+		if err := notDir(f[0], f[1]); err != nil {
+			return err
+		}
+		if err := notStoreFile(f[0], f[1], c.Store); err != nil {
 			return err
 		}
 	}
@@ -125,6 +129,25 @@ func writeIDsNPY(w io.Writer, ids []uint64) error {
 		}
 		if _, err := w.Write(buf); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// notStoreFile refuses an output path that is the store's own base file,
+// log or lock (through any link): export replaces its outputs, and must
+// never replace the store it reads.
+func notStoreFile(flag, out, store string) error {
+	outFI, err := os.Stat(out)
+	if err != nil {
+		return nil // not there yet: it cannot be one of the store's files
+	}
+	for _, f := range []string{store, store + ".log", store + ".lock"} {
+		if real, err := filepath.EvalSymlinks(store); err == nil && f != store {
+			f = real + strings.TrimPrefix(f, store)
+		}
+		if fi, err := os.Stat(f); err == nil && os.SameFile(fi, outFI) {
+			return fmt.Errorf("%s %s is the store's own file %s: export would overwrite what it reads; name another file", flag, out, f)
 		}
 	}
 	return nil

@@ -265,7 +265,9 @@ func (o *searchCmd) Run(ctx context.Context, e *env) (err error) {
 		qs[i] = queries.Row(i)
 	}
 	var opts []engine.SearchOption
-	if allow != nil {
+	if o.Allow != "" {
+		// An allow file with no IDs admits nothing: the filter narrows to
+		// no hits, it never falls away.
 		opts = append(opts, engine.Allow(allow...))
 	}
 	threshold, ranged := o.threshold()

@@ -100,6 +100,18 @@ func closeStore(path string, ix *engine.Index, err *error) {
 // an .ivecs of one component, through host; anything else as text, one
 // decimal ID per line (blank lines and surrounding spaces ignored).
 func readIDs(ctx context.Context, e *env, flag, path string) ([]uint64, error) {
+	return readIDsUpTo(ctx, e, flag, path, -1)
+}
+
+// errMoreIDs: a text ID file holds more IDs than the vectors they pair
+// with, found before the rest of it is read.
+var errMoreIDs = errors.New("more IDs than vectors")
+
+// readIDsUpTo is readIDs of a file whose IDs pair with most vectors (most
+// < 0: not known): a text file is read no further than one ID past most,
+// so a wrong file given by mistake is refused without being read whole.
+// The error then wraps errMoreIDs.
+func readIDsUpTo(ctx context.Context, e *env, flag, path string, most int) ([]uint64, error) {
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		return nil, fmt.Errorf("%s %s is a directory: want an ID file (text, one ID per line, or a 1-D int64/uint64 .npy)", flag, path)
 	}
@@ -118,7 +130,7 @@ func readIDs(ctx context.Context, e *env, flag, path string) ([]uint64, error) {
 		return nil, fmt.Errorf("%s: %s", flag, cause(err))
 	}
 	defer f.Close()
-	var ids []uint64
+	ids := []uint64{}
 	err = eachLine(ctx, f, func(n int, line string) error {
 		s := strings.TrimSpace(line)
 		if s == "" {
@@ -128,6 +140,9 @@ func readIDs(ctx context.Context, e *env, flag, path string) ([]uint64, error) {
 		if err != nil {
 			return fmt.Errorf("%s %s, line %d: %s", flag, path, n, badID(s))
 		}
+		if most >= 0 && len(ids) == most {
+			return fmt.Errorf("%w: %s %s holds more than %s (line %d is one more)", errMoreIDs, flag, path, plural(most, "ID"), n)
+		}
 		ids = append(ids, id)
 		return nil
 	})
@@ -135,6 +150,16 @@ func readIDs(ctx context.Context, e *env, flag, path string) ([]uint64, error) {
 		return nil, err
 	}
 	return ids, nil
+}
+
+// moreIDs words readIDsUpTo's errMoreIDs against the vectors the IDs pair
+// with; other errors pass unchanged.
+func moreIDs(err error, dataFlag, dataPath string, rows int) error {
+	if errors.Is(err, errMoreIDs) {
+		why := strings.TrimPrefix(cause(err), errMoreIDs.Error()+": ")
+		return fmt.Errorf("%s; %s %s holds %s: want one ID per vector", why, dataFlag, dataPath, plural(rows, "vector"))
+	}
+	return err
 }
 
 // badID says why s is not an ID.
