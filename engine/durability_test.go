@@ -76,11 +76,17 @@ func (m storeModel) writeOnce(t *testing.T, r *rand.Rand, ix *engine.Index, next
 
 // newModelStore opens a Dot store (vectors kept as given, so the model
 // compares exactly) at a fresh path, adds n rows and checkpoints.
-func newModelStore(t *testing.T, r *rand.Rand, dir string, n, dim int, device engine.Device) (*engine.Index, storeModel, uint64, string) {
+func newModelStore(t *testing.T, r *rand.Rand, dir string, n, dim int, b backend) (*engine.Index, storeModel, uint64, string) {
 	t.Helper()
 	ctx := context.Background()
 	path := filepath.Join(dir, "s.umbra")
-	ix, err := engine.Open(ctx, path, engine.Config{Dim: dim, Metric: engine.Dot, Device: device})
+	ix, err := engine.Open(ctx, path, engine.Config{Dim: dim, Metric: engine.Dot, Device: b.device, Adapter: b.adapter})
+	if err != nil && b.device == engine.GPU {
+		if requireGPU() {
+			t.Fatalf("UMBRA_REQUIRE_GPU=1 but no %s adapter works: %v", b.name, err)
+		}
+		t.Skipf("no %s adapter: %v", b.name, err)
+	}
 	require.NoError(t, err)
 	m := storeModel{}
 	ids := make([]uint64, n)
@@ -124,48 +130,50 @@ var atomicSteps = []string{storefile.StepCreate, storefile.StepWrite, storefile.
 func TestCheckpointFailingAtEveryStep(t *testing.T) {
 	r := newRand(t)
 	const dim = 8
-	for _, target := range []string{"base", "log"} {
-		for _, step := range atomicSteps {
-			for _, lasting := range []bool{false, true} {
-				name := fmt.Sprintf("%s/%s/lasting=%v", target, step, lasting)
-				t.Run(name, func(t *testing.T) {
-					ctx := context.Background()
-					ix, m, next, path := newModelStore(t, r, t.TempDir(), 20, dim, engine.CPU)
-					m.writeOnce(t, r, ix, &next, dim)
-					suffix := ""
-					if target == "log" {
-						suffix = ".log"
-					}
-					fault := errors.New("injected: no space left on device")
-					var armed sync.Mutex
-					storefile.InjectFault(func(s, p string) error {
-						armed.Lock()
-						defer armed.Unlock()
-						if s == step && strings.HasSuffix(p, ".umbra"+suffix) {
-							return fault
+	for _, b := range backends[:2] { // the CPU, whose base is mapped, and lavapipe
+		for _, target := range []string{"base", "log"} {
+			for _, step := range atomicSteps {
+				for _, lasting := range []bool{false, true} {
+					name := fmt.Sprintf("%s/%s/%s/lasting=%v", b.name, target, step, lasting)
+					t.Run(name, func(t *testing.T) {
+						ctx := context.Background()
+						ix, m, next, path := newModelStore(t, r, t.TempDir(), 20, dim, b)
+						m.writeOnce(t, r, ix, &next, dim)
+						suffix := ""
+						if target == "log" {
+							suffix = ".log"
 						}
-						return nil
-					})
-					defer storefile.InjectFault(nil)
-					err := ix.Checkpoint(ctx)
-					require.ErrorIs(t, err, fault)
-					if lasting {
-						// Writes while the disk is still full: each is
-						// refused or acknowledged, and the store agrees.
+						fault := errors.New("injected: no space left on device")
+						var armed sync.Mutex
+						storefile.InjectFault(func(s, p string) error {
+							armed.Lock()
+							defer armed.Unlock()
+							if s == step && strings.HasSuffix(p, ".umbra"+suffix) {
+								return fault
+							}
+							return nil
+						})
+						defer storefile.InjectFault(nil)
+						err := ix.Checkpoint(ctx)
+						require.ErrorIs(t, err, fault)
+						if lasting {
+							// Writes while the disk is still full: each is
+							// refused or acknowledged, and the store agrees.
+							for range 3 {
+								m.writeOnce(t, r, ix, &next, dim)
+							}
+							m.check(t, ix, name+", in memory while failing")
+							m.reopened(t, path, nil, name+", while failing")
+						}
+						storefile.InjectFault(nil)
+						// Space is back: writes are acknowledged again.
 						for range 3 {
-							m.writeOnce(t, r, ix, &next, dim)
+							require.Equal(t, 3, m.writeOnce(t, r, ix, &next, dim), "%s: writes after the fault", name)
 						}
-						m.check(t, ix, name+", in memory while failing")
-						m.reopened(t, path, nil, name+", while failing")
-					}
-					storefile.InjectFault(nil)
-					// Space is back: writes are acknowledged again.
-					for range 3 {
-						require.Equal(t, 3, m.writeOnce(t, r, ix, &next, dim), "%s: writes after the fault", name)
-					}
-					m.check(t, ix, name+", in memory")
-					m.reopened(t, path, ix, name)
-				})
+						m.check(t, ix, name+", in memory")
+						m.reopened(t, path, ix, name)
+					})
+				}
 			}
 		}
 	}
@@ -190,7 +198,7 @@ func TestCheckpointOutOfInodes(t *testing.T) {
 	r := newRand(t)
 	const dim = 16
 	ctx := context.Background()
-	ix, m, next, path := newModelStore(t, r, dir, 50, dim, engine.CPU)
+	ix, m, next, path := newModelStore(t, r, dir, 50, dim, backends[0])
 	require.NoError(t, ix.Close())
 	ix, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU})
 	require.NoError(t, err)
@@ -226,7 +234,7 @@ func TestStoreThroughSymlink(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	const dim = 8
-	ix, m, next, path := newModelStore(t, r, dir, 5, dim, engine.CPU)
+	ix, m, next, path := newModelStore(t, r, dir, 5, dim, backends[0])
 	for range 2 {
 		m.writeOnce(t, r, ix, &next, dim) // these live only in the log
 	}
