@@ -376,3 +376,11 @@ func TestFailedOpenLeavesNoLock(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, entries, 1, "only the file itself")
 }
+
+// TestCloseOfNilIndex: what a failed New or Open returns can be closed.
+func TestCloseOfNilIndex(t *testing.T) {
+	ix, err := engine.Open(context.Background(), filepath.Join(t.TempDir(), "missing", "s.umbra"), engine.Config{Dim: 4, Device: engine.CPU})
+	require.Error(t, err)
+	require.Nil(t, ix)
+	require.NoError(t, ix.Close())
+}

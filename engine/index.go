@@ -948,8 +948,13 @@ func (ix *Index) Info() Info {
 }
 
 // Close releases the index's device buffers. Later calls return ErrClosed;
-// closing twice is harmless.
+// closing twice is harmless, and so is closing a nil *Index (what a failed
+// New or Open returns), so `defer ix.Close()` may come before the error
+// check.
 func (ix *Index) Close() error {
+	if ix == nil {
+		return nil
+	}
 	ix.wmu.Lock()
 	defer ix.wmu.Unlock()
 	var repairErr error
