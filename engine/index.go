@@ -27,8 +27,9 @@ type Hit struct {
 
 // Index is an exact similarity index. All methods are safe for concurrent
 // use: on the CPU path searches run in parallel with each other, on a GPU
-// they take turns on the device; Add waits for running searches and blocks
-// new ones while it appends.
+// they take turns on the device. Writers take turns with each other;
+// searches go on while a write is prepared and wait only for the moment
+// its rows are published.
 type Index struct {
 	cfg Config
 
@@ -53,7 +54,7 @@ type Index struct {
 	// rows different from the slab; the next GPU call uploads them anew.
 	stale bool
 
-	// gpu is nil on the CPU path. gpuDown is set when a GPU failure under
+	// dev is nil on the CPU path. gpuDown is set when a GPU failure under
 	// Device Auto moved searches to the fallback for good; reason says why.
 	dev     device
 	route   *Routing // non-nil under Auto on a GPU

@@ -68,7 +68,7 @@ type Trace struct {
 	// memory is in it, as it would be in a plain copy); Assign assigns or
 	// checks the IDs; Compress is the compressed copy of the new rows
 	// (F16, Int8); Log writes the store's log record and syncs it as
-	// Config.SyncEvery says; Publish is the swap that makes the rows
+	// Config.LogSync says; Publish is the swap that makes the rows
 	// visible. Rows counts the vectors the traced writes stored.
 	Pack, Assign, Compress, Log, Publish time.Duration
 	Rows                                 int64

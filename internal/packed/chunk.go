@@ -8,7 +8,7 @@ import (
 
 // ErrTooLarge is returned when a slab cannot be laid out within a device's
 // limits or does not fit in the address space.
-var ErrTooLarge = errors.New("host: data too large")
+var ErrTooLarge = errors.New("packed: data too large")
 
 // Limits are the device limits a ChunkPlan must respect, in bytes and
 // workgroups, as reported by the adapter. MaxChunkRows, when non-zero, caps a

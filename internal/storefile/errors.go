@@ -20,7 +20,7 @@ var (
 	// writer produces.
 	ErrCorrupt = errors.New("storefile: corrupt")
 	// ErrUnsupported: a well-formed file uses a feature this build does not
-	// implement (a storage precision other than float32), or the platform
+	// implement (a storage precision it does not know), or the platform
 	// lacks what an operation needs (file locks).
 	ErrUnsupported = errors.New("storefile: unsupported")
 
