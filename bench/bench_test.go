@@ -34,7 +34,7 @@ func benchRunner(b *testing.B, t Tier) runner {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := ix.AddFlat(ctx, w.Data); err != nil {
+		if _, err := ix.Add(ctx, engine.Flat(w.Data, ix.Dim())); err != nil {
 			b.Fatal(err)
 		}
 		return &residentRunner{ix: ix, owned: true}
@@ -48,7 +48,7 @@ func benchRunner(b *testing.B, t Tier) runner {
 		ix.Close()
 		return &rebuildRunner{cfg: benchConfig(engine.GPU), w: w, flat: t == TierContiguous}
 	}
-	if _, err := ix.AddFlat(ctx, w.Data); err != nil {
+	if _, err := ix.Add(ctx, engine.Flat(w.Data, ix.Dim())); err != nil {
 		b.Fatal(err)
 	}
 	return &residentRunner{ix: ix, owned: true, kernelOnly: t == TierKernel}

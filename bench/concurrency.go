@@ -84,7 +84,7 @@ func RunConcurrency(ctx context.Context, o ConcurrencyOptions) (*ConcurrencyRepo
 	if err != nil {
 		return nil, err
 	}
-	if _, err := ref.AddFlat(ctx, data); err != nil {
+	if _, err := ref.Add(ctx, engine.Flat(data, ref.Dim())); err != nil {
 		ref.Close()
 		return nil, err
 	}
@@ -124,7 +124,7 @@ func RunConcurrency(ctx context.Context, o ConcurrencyOptions) (*ConcurrencyRepo
 			if tg.device != engine.CPU {
 				rep.Adapter = info.Adapter.String()
 			}
-			if _, err := ix.AddFlat(ctx, data); err != nil {
+			if _, err := ix.Add(ctx, engine.Flat(data, ix.Dim())); err != nil {
 				ix.Close()
 				return nil, err
 			}

@@ -82,7 +82,7 @@ func RunIngest(ctx context.Context, o IngestOptions) (*StoreReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, err = ix.AddFlat(ctx, m.Data)
+	_, err = ix.Add(ctx, engine.Flat(m.Data, ix.Dim()))
 	if err == nil {
 		err = ix.Save(ctx, filepath.Join(dir, "store.umbra"))
 	}
@@ -184,7 +184,7 @@ func IngestChild(ctx context.Context, spec string) ([]byte, error) {
 			return nil, err
 		}
 		if op == "upsert-replace" {
-			if _, err := target.AddFlat(ctx, flat); err != nil {
+			if _, err := target.Add(ctx, engine.Flat(flat, target.Dim())); err != nil {
 				return nil, err
 			}
 		}
@@ -194,11 +194,14 @@ func IngestChild(ctx context.Context, spec string) ([]byte, error) {
 	case "copy":
 		call = func() error { c := make([]float32, len(flat)); copy(c, flat); runtime.KeepAlive(c); return nil }
 	case "addflat":
-		call = func() error { _, err := target.AddFlat(ctx, flat); return err }
+		call = func() error { _, err := target.Add(ctx, engine.Flat(flat, target.Dim())); return err }
 	case "add":
-		call = func() error { _, err := target.Add(ctx, vectors); return err }
+		call = func() error { _, err := target.Add(ctx, engine.Vectors(vectors)); return err }
 	case "upsert-new", "upsert-replace":
-		call = func() error { return target.Upsert(ctx, ids, vectors) }
+		call = func() error {
+			_, err := target.Upsert(ctx, engine.Vectors(vectors), engine.WithIDs(ids...))
+			return err
+		}
 	case "import":
 		call = func() error {
 			src, err := host.OpenMatrixFile(ctx, dataPath)
@@ -211,7 +214,7 @@ func IngestChild(ctx context.Context, spec string) ([]byte, error) {
 				return err
 			}
 			defer ix.Close()
-			_, err = ix.AddFrom(ctx, src)
+			_, err = ix.Add(ctx, src)
 			return err
 		}
 	case "import-read":
@@ -225,7 +228,7 @@ func IngestChild(ctx context.Context, spec string) ([]byte, error) {
 				return err
 			}
 			defer ix.Close()
-			_, err = ix.AdoptFlat(ctx, m.Data)
+			_, err = ix.Add(ctx, engine.Flat(m.Data, ix.Dim()))
 			return err
 		}
 	case "read-npy", "read-store":

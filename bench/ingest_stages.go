@@ -71,25 +71,37 @@ func RunIngestStages(ctx context.Context, o StoreOptions) (*IngestStages, error)
 		setup func() (*engine.Index, error)
 		call  func(context.Context, *engine.Index) error
 	}{
-		{"AddFlat", nil, func(ctx context.Context, ix *engine.Index) error { _, err := ix.AddFlat(ctx, flat); return err }},
-		{"Add ([][]float32)", nil, func(ctx context.Context, ix *engine.Index) error { _, err := ix.Add(ctx, vectors); return err }},
+		{"AddFlat", nil, func(ctx context.Context, ix *engine.Index) error {
+			_, err := ix.Add(ctx, engine.Flat(flat, ix.Dim()))
+			return err
+		}},
+		{"Add ([][]float32)", nil, func(ctx context.Context, ix *engine.Index) error {
+			_, err := ix.Add(ctx, engine.Vectors(vectors))
+			return err
+		}},
 		{"import .npy (streamed: AddFrom)", nil, func(ctx context.Context, ix *engine.Index) error {
 			src, err := host.OpenMatrixFile(ctx, npy)
 			if err != nil {
 				return err
 			}
 			defer src.Close()
-			_, err = ix.AddFrom(ctx, src)
+			_, err = ix.Add(ctx, src)
 			return err
 		}},
-		{"Upsert, every ID new", nil, func(ctx context.Context, ix *engine.Index) error { return ix.Upsert(ctx, ids, vectors) }},
+		{"Upsert, every ID new", nil, func(ctx context.Context, ix *engine.Index) error {
+			_, err := ix.Upsert(ctx, engine.Vectors(vectors), engine.WithIDs(ids...))
+			return err
+		}},
 		{"Upsert, replacing every row", func() (*engine.Index, error) {
 			ix, err := engine.New(ctx, cfg)
 			if err == nil {
-				_, err = ix.AddFlat(ctx, flat)
+				_, err = ix.Add(ctx, engine.Flat(flat, ix.Dim()))
 			}
 			return ix, err
-		}, func(ctx context.Context, ix *engine.Index) error { return ix.Upsert(ctx, ids, vectors) }},
+		}, func(ctx context.Context, ix *engine.Index) error {
+			_, err := ix.Upsert(ctx, engine.Vectors(vectors), engine.WithIDs(ids...))
+			return err
+		}},
 		{"AddFlat to a store, log fsync per call", func() (*engine.Index, error) {
 			empty, err := engine.New(ctx, cfg)
 			if err != nil {
@@ -101,7 +113,10 @@ func RunIngestStages(ctx context.Context, o StoreOptions) (*IngestStages, error)
 				return nil, err
 			}
 			return engine.Open(ctx, store, engine.Config{Device: cfg.Device, Adapter: cfg.Adapter})
-		}, func(ctx context.Context, ix *engine.Index) error { _, err := ix.AddFlat(ctx, flat); return err }},
+		}, func(ctx context.Context, ix *engine.Index) error {
+			_, err := ix.Add(ctx, engine.Flat(flat, ix.Dim()))
+			return err
+		}},
 	}
 	rep := &IngestStages{N: o.N, Dim: o.Dim}
 	for _, op := range ops {

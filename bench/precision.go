@@ -173,7 +173,7 @@ func RunPrecision(ctx context.Context, o PrecisionOptions) (*PrecisionReport, er
 		if err != nil {
 			return nil, err
 		}
-		if _, err := ref.AddFlat(ctx, data); err != nil {
+		if _, err := ref.Add(ctx, engine.Flat(data, ref.Dim())); err != nil {
 			ref.Close()
 			return nil, err
 		}
@@ -193,7 +193,7 @@ func RunPrecision(ctx context.Context, o PrecisionOptions) (*PrecisionReport, er
 		if onGPU {
 			rep.Adapter = ix.Info().Adapter.String()
 		}
-		if _, err := ix.AddFlat(ctx, data); err != nil {
+		if _, err := ix.Add(ctx, engine.Flat(data, ix.Dim())); err != nil {
 			ix.Close()
 			return nil, err
 		}

@@ -265,7 +265,7 @@ func (h *harness) admit(ctx context.Context) error {
 		return refused("queries", err)
 	}
 	h.progress("packing %d×%d into the fallback's slab", h.w.N(), h.w.Dim)
-	if _, err := ix.AddFlat(ctx, h.w.Data); err != nil {
+	if _, err := ix.Add(ctx, engine.Flat(h.w.Data, ix.Dim())); err != nil {
 		return refused("data", err)
 	}
 	return nil
@@ -344,7 +344,7 @@ func (h *harness) openResident(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := ix.AddFlat(ctx, h.w.Data); err != nil {
+	if _, err := ix.Add(ctx, engine.Flat(h.w.Data, ix.Dim())); err != nil {
 		ix.Close()
 		return fmt.Errorf("uploading the data: %w", err)
 	}

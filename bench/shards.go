@@ -82,7 +82,7 @@ func RunShards(ctx context.Context, o ShardOptions) (*ShardReport, error) {
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		if _, err := ix.AddFlat(ctx, data); err != nil {
+		if _, err := ix.Add(ctx, engine.Flat(data, ix.Dim())); err != nil {
 			ix.Close()
 			return fmt.Errorf("%s: %w", name, err)
 		}
@@ -111,7 +111,7 @@ func RunShards(ctx context.Context, o ShardOptions) (*ShardReport, error) {
 		return nil, err
 	}
 	defer cpu.Close()
-	if _, err := cpu.AddFlat(ctx, data); err != nil {
+	if _, err := cpu.Add(ctx, engine.Flat(data, cpu.Dim())); err != nil {
 		return nil, err
 	}
 	want, err := cpu.SearchBatch(ctx, qs, o.K)

@@ -89,7 +89,7 @@ func RunSoak(ctx context.Context, o SoakOptions) (*SoakReport, error) {
 		rows[i] = stable[i*o.Dim : (i+1)*o.Dim]
 	}
 	for _, x := range []*engine.Index{ix, ref} {
-		if err := x.AddWithIDs(ctx, ids, rows); err != nil {
+		if _, err := x.Add(ctx, engine.Vectors(rows), engine.WithIDs(ids...)); err != nil {
 			ref.Close()
 			return nil, err
 		}
@@ -183,21 +183,21 @@ func RunSoak(ctx context.Context, o SoakOptions) (*SoakReport, error) {
 				switch op := r.IntN(3); {
 				case len(mine) > keep || (op == 0 && len(mine) > 0):
 					n := min(len(mine), 1+r.IntN(32))
-					err = ix.Delete(ctx, mine[:n]...)
+					err = ix.Delete(ctx, engine.WithIDs(mine[:n]...))
 					if err == nil {
 						mine = mine[n:]
 					}
 				case op == 1 && len(mine) > 0:
 					n := min(len(mine), 1+r.IntN(8))
 					vs := RandomRows(n, o.Dim, r.Uint64(), 4)
-					err = ix.Upsert(ctx, mine[len(mine)-n:], vs)
+					_, err = ix.Upsert(ctx, engine.Vectors(vs), engine.WithIDs(mine[len(mine)-n:]...))
 				default:
 					n := 1 + r.IntN(32)
 					add := make([]uint64, n)
 					for i := range add {
 						add[i] = next + uint64(i)
 					}
-					err = ix.AddWithIDs(ctx, add, RandomRows(n, o.Dim, r.Uint64(), 5))
+					_, err = ix.Add(ctx, engine.Vectors(RandomRows(n, o.Dim, r.Uint64(), 5)), engine.WithIDs(add...))
 					if err == nil {
 						mine, next = append(mine, add...), next+uint64(n)
 					}

@@ -121,11 +121,11 @@ func RunStore(ctx context.Context, o StoreOptions) (*StoreReport, error) {
 			return f(ix)
 		}
 	}
-	if err := add("AddFlat", "copy", ingest(func(ix *engine.Index) error { _, err := ix.AddFlat(ctx, flat); return err }), plainCopy,
+	if err := add("AddFlat", "copy", ingest(func(ix *engine.Index) error { _, err := ix.Add(ctx, engine.Flat(flat, ix.Dim())); return err }), plainCopy,
 		fmt.Sprintf("%s of vectors", mib(bytes))); err != nil {
 		return nil, err
 	}
-	if err := add("Add ([][]float32)", "copy", ingest(func(ix *engine.Index) error { _, err := ix.Add(ctx, vectors); return err }), plainCopy, ""); err != nil {
+	if err := add("Add ([][]float32)", "copy", ingest(func(ix *engine.Index) error { _, err := ix.Add(ctx, engine.Vectors(vectors)); return err }), plainCopy, ""); err != nil {
 		return nil, err
 	}
 
@@ -133,7 +133,10 @@ func RunStore(ctx context.Context, o StoreOptions) (*StoreReport, error) {
 	for i := range ids {
 		ids[i] = uint64(i)
 	}
-	if err := add("Upsert, every ID new", "copy", ingest(func(ix *engine.Index) error { return ix.Upsert(ctx, ids, vectors) }), plainCopy, ""); err != nil {
+	if err := add("Upsert, every ID new", "copy", ingest(func(ix *engine.Index) error {
+		_, err := ix.Upsert(ctx, engine.Vectors(vectors), engine.WithIDs(ids...))
+		return err
+	}), plainCopy, ""); err != nil {
 		return nil, err
 	}
 	ix, err := engine.New(ctx, cpu)
@@ -141,10 +144,10 @@ func RunStore(ctx context.Context, o StoreOptions) (*StoreReport, error) {
 		return nil, err
 	}
 	defer ix.Close()
-	if _, err := ix.AddFlat(ctx, flat); err != nil {
+	if _, err := ix.Add(ctx, engine.Flat(flat, ix.Dim())); err != nil {
 		return nil, err
 	}
-	if err := add("Upsert, replacing every row", "copy", func() error { return ix.Upsert(ctx, ids, vectors) }, plainCopy,
+	if err := add("Upsert, replacing every row", "copy", func() error { _, err := ix.Upsert(ctx, engine.Vectors(vectors), engine.WithIDs(ids...)); return err }, plainCopy,
 		"in place, checked first (with a store or a device the old rows are kept aside to undo)"); err != nil {
 		return nil, err
 	}
@@ -157,7 +160,7 @@ func RunStore(ctx context.Context, o StoreOptions) (*StoreReport, error) {
 		if err != nil {
 			return err
 		}
-		_, err = ix.AdoptFlat(ctx, m.Data)
+		_, err = ix.Add(ctx, engine.Flat(m.Data, ix.Dim()))
 		return err
 	})
 	streamNPY := ingest(func(ix *engine.Index) error {
@@ -166,7 +169,7 @@ func RunStore(ctx context.Context, o StoreOptions) (*StoreReport, error) {
 			return err
 		}
 		defer src.Close()
-		_, err = ix.AddFrom(ctx, src)
+		_, err = ix.Add(ctx, src)
 		return err
 	})
 	readNPY := func() error { b, err := os.ReadFile(npy); runtime.KeepAlive(b); return err }
@@ -268,8 +271,8 @@ func RunStore(ctx context.Context, o StoreOptions) (*StoreReport, error) {
 			s.Close()
 			return nil, err
 		}
-		err = add(c.name, "in memory", func() error { _, err := s.Add(ctx, one); return err },
-			func() error { _, err := mem.Add(ctx, one); return err }, "")
+		err = add(c.name, "in memory", func() error { _, err := s.Add(ctx, engine.Vectors(one)); return err },
+			func() error { _, err := mem.Add(ctx, engine.Vectors(one)); return err }, "")
 		s.Close()
 		mem.Close()
 		if err != nil {
@@ -283,7 +286,7 @@ func RunStore(ctx context.Context, o StoreOptions) (*StoreReport, error) {
 		return nil, err
 	}
 	defer sx.Close()
-	if _, err := sx.AddFlat(ctx, flat); err != nil {
+	if _, err := sx.Add(ctx, engine.Flat(flat, sx.Dim())); err != nil {
 		return nil, err
 	}
 	q := vectors[o.N/2]

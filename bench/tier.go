@@ -164,9 +164,9 @@ func (r *rebuildRunner) once(ctx context.Context, search func(*engine.Index) err
 	}
 	defer ix.Close()
 	if r.flat {
-		_, err = ix.AddFlat(ctx, r.w.Data)
+		_, err = ix.Add(ctx, engine.Flat(r.w.Data, ix.Dim()))
 	} else {
-		_, err = ix.Add(ctx, r.w.Rows())
+		_, err = ix.Add(ctx, engine.Vectors(r.w.Rows()))
 	}
 	if err != nil {
 		return err

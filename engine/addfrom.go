@@ -43,73 +43,6 @@ const streamPieceBytes = packWorkerBytes
 // bytes.
 const streamHeadroom = 64 << 20
 
-// AddFrom stores the rows src gives under IDs the index assigns, as
-// AddFlat does, reading them a piece at a time straight into the index's
-// storage (through one reused piece when rows need padding) and checking
-// and packing each piece while it is in cache, on Config.Workers
-// goroutines, one of which reads the next piece meanwhile. No copy of all
-// the rows is held besides the index's own: when src knows its row count
-// the storage is sized once; when it does not (Rows is -1) it grows as
-// rows arrive, by at most a quarter (and 64 MiB) past them.
-//
-// It is atomic like AddFlat: unless every row is read and valid, nothing
-// is stored or logged. A bad row is named as AddFlat names it (its index
-// in the source and column); a failed read wraps ErrSource and the
-// source's error; a cancelled ctx, checked between pieces, returns its
-// error. A source that gives fewer or more rows than its Rows said is an
-// error wrapping ErrSource. Progress reports "validate" per piece, with a
-// total of -1 when the count is not known. With a store attached, the
-// rows are logged as AddFlat logs them.
-func (ix *Index) AddFrom(ctx context.Context, src RowSource) (ids []uint64, err error) {
-	defer ix.recoverInto(&err, ix.watchFaults())
-	return ix.addFrom(ctx, time.Now(), src, nil, nil)
-}
-
-// AddFromWithIDs is AddFrom under the caller's IDs, one per row the source
-// gives, in order, as AddWithIDs takes them. An ID repeated in the call
-// (ErrDuplicateID) or already stored (ErrIDExists) fails the call before
-// any row is read; a source whose row count differs from len(ids)
-// (ErrIDCount) fails it before reading when the source knows its count,
-// else once its rows are read. Either way nothing is stored.
-func (ix *Index) AddFromWithIDs(ctx context.Context, ids []uint64, src RowSource) (err error) {
-	defer ix.recoverInto(&err, ix.watchFaults())
-	start := time.Now()
-	if ids == nil {
-		ids = []uint64{}
-	}
-	if src != nil && src.Rows() >= 0 && src.Rows() != len(ids) {
-		return fmt.Errorf("%w: %d IDs for the source's %d rows", ErrIDCount, len(ids), src.Rows())
-	}
-	_, err = ix.addFrom(ctx, start, src, ids, nil)
-	return err
-}
-
-// AddFromWithKeys is AddFrom under string keys, one per row the source
-// gives, in order, each row given a new ID as AddKeys does; it returns
-// the IDs. A key repeated in the call (ErrDuplicateID) or already stored
-// (ErrIDExists) fails the call before any row is read; a source whose row
-// count differs from len(keys) (ErrIDCount) fails it before reading when
-// the source knows its count, else once its rows are read. Either way
-// nothing is stored. The keys are logged with the rows.
-func (ix *Index) AddFromWithKeys(ctx context.Context, keys []string, src RowSource) (ids []uint64, err error) {
-	defer ix.recoverInto(&err, ix.watchFaults())
-	start := time.Now()
-	if keys == nil {
-		keys = []string{}
-	}
-	if src != nil && src.Rows() >= 0 && src.Rows() != len(keys) {
-		return nil, fmt.Errorf("%w: %d keys for the source's %d rows", ErrIDCount, len(keys), src.Rows())
-	}
-	seen := make(map[string]int, len(keys))
-	for i, key := range keys {
-		if j, ok := seen[key]; ok {
-			return nil, fmt.Errorf("%w: key %q is given for vectors %d and %d", ErrDuplicateID, key, j, i)
-		}
-		seen[key] = i
-	}
-	return ix.addFrom(ctx, start, src, nil, keys)
-}
-
 // sourceFits refuses a source AddFrom cannot read: nil, rows of another
 // dimension, a negative row count other than -1 (unknown).
 func (ix *Index) sourceFits(src RowSource) error {
@@ -144,7 +77,7 @@ func (ix *Index) addFrom(ctx context.Context, start time.Time, src RowSource, id
 	}
 	for i, key := range keys {
 		if _, ok := ix.keys.id[key]; ok {
-			return nil, fmt.Errorf("%w: key %q (vector %d); use UpsertKeys to replace it", ErrIDExists, key, i)
+			return nil, fmt.Errorf("%w: key %q (vector %d); use Upsert to replace it", ErrIDExists, key, i)
 		}
 	}
 	n := src.Rows()

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/umbravec/umbra/internal/testkit"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -139,19 +140,19 @@ func TestAddFromEqualsAddFlat(t *testing.T) {
 					// Half the time both already hold rows.
 					if r.IntN(2) == 0 {
 						pre := randomMatrix(r, 1+r.IntN(50), dim)
-						_, err := ref.AddFlat(ctx, pre.Data)
+						_, err := ref.Add(ctx, engine.Flat(pre.Data, ref.Dim()))
 						require.NoError(t, err)
-						_, err = got.AddFlat(ctx, pre.Data)
+						_, err = got.Add(ctx, engine.Flat(pre.Data, got.Dim()))
 						require.NoError(t, err)
 					}
-					wantIDs, err := ref.AddFlat(ctx, want.Data)
+					wantIDs, err := ref.Add(ctx, engine.Flat(want.Data, ref.Dim()))
 					require.NoError(t, err)
 					src, err := host.OpenMatrixFile(ctx, path)
 					require.NoError(t, err)
 					require.Equal(t, dim, src.Dim())
 					require.Equal(t, n, src.Rows())
 					mode.RowSource = src
-					gotIDs, err := got.AddFrom(ctx, mode)
+					gotIDs, err := got.Add(ctx, mode)
 					require.NoError(t, err, what)
 					require.NoError(t, src.Close())
 					require.Equal(t, wantIDs, gotIDs, what)
@@ -197,23 +198,23 @@ func TestAddFromRefusesBadRows(t *testing.T) {
 			require.NoError(t, host.WriteMatrixFile(data, m, ""))
 			// The same error as AddFlat's.
 			ref := open(t, backends[0], engine.Config{Dim: dim})
-			_, flatErr := ref.AddFlat(ctx, m.Data)
+			_, flatErr := ref.Add(ctx, engine.Flat(m.Data, ref.Dim()))
 			require.ErrorIs(t, flatErr, sentinel)
 
 			store := filepath.Join(dir, bad+".umbra")
 			ix, err := engine.Open(ctx, store, engine.Config{Dim: dim, Device: engine.CPU})
 			require.NoError(t, err)
 			pre := randomMatrix(r, 20, dim)
-			_, err = ix.AddFlat(ctx, pre.Data)
+			_, err = ix.Add(ctx, engine.Flat(pre.Data, ix.Dim()))
 			require.NoError(t, err)
 			keep := open(t, backends[0], engine.Config{Dim: dim})
-			_, err = keep.AddFlat(ctx, pre.Data)
+			_, err = keep.Add(ctx, engine.Flat(pre.Data, keep.Dim()))
 			require.NoError(t, err)
 
 			src, err := host.OpenMatrixFile(ctx, data)
 			require.NoError(t, err)
 			defer src.Close()
-			_, err = ix.AddFrom(ctx, src)
+			_, err = ix.Add(ctx, src)
 			require.ErrorIs(t, err, sentinel)
 			require.Contains(t, err.Error(), want)
 			require.Equal(t, flatErr.Error(), err.Error())
@@ -281,7 +282,7 @@ func TestAddFromFileErrors(t *testing.T) {
 			src, err := host.OpenMatrixFile(ctx, path)
 			if err == nil {
 				defer src.Close()
-				_, err = ix.AddFrom(ctx, src)
+				_, err = ix.Add(ctx, src)
 				require.ErrorIs(t, err, engine.ErrSource)
 			}
 			require.ErrorIs(t, err, host.ErrFormat)
@@ -373,10 +374,10 @@ func TestAddFromFailingSource(t *testing.T) {
 			ix, err := engine.Open(ctx, store, engine.Config{Dim: dim, Device: engine.CPU, Workers: 1 + r.IntN(3)})
 			require.NoError(t, err)
 			pre := randomMatrix(r, 10, dim)
-			_, err = ix.AddFlat(ctx, pre.Data)
+			_, err = ix.Add(ctx, engine.Flat(pre.Data, ix.Dim()))
 			require.NoError(t, err)
 			keep := open(t, backends[0], engine.Config{Dim: dim})
-			_, err = keep.AddFlat(ctx, pre.Data)
+			_, err = keep.Add(ctx, engine.Flat(pre.Data, keep.Dim()))
 			require.NoError(t, err)
 			cctx, cancel := context.WithCancel(ctx)
 			defer cancel()
@@ -388,7 +389,7 @@ func TestAddFromFailingSource(t *testing.T) {
 			pctx := engine.WithProgress(cctx, func(stage string, done, total int) {
 				reports = append(reports, [2]int{done, total})
 			})
-			_, err = ix.AddFrom(pctx, src)
+			_, err = ix.Add(pctx, src)
 			require.Error(t, err)
 			for _, w := range c.want {
 				require.ErrorIs(t, err, w)
@@ -428,11 +429,11 @@ func TestAddFromStore(t *testing.T) {
 		sb, err := engine.Open(ctx, b, cfg)
 		require.NoError(t, err)
 		pre := randomMatrix(r, 30, dim)
-		_, err = sa.AddFlat(ctx, pre.Data)
+		_, err = sa.Add(ctx, engine.Flat(pre.Data, sa.Dim()))
 		require.NoError(t, err)
-		_, err = sb.AddFlat(ctx, pre.Data)
+		_, err = sb.Add(ctx, engine.Flat(pre.Data, sb.Dim()))
 		require.NoError(t, err)
-		_, err = sa.AddFlat(ctx, m.Data)
+		_, err = sa.Add(ctx, engine.Flat(m.Data, sa.Dim()))
 		require.NoError(t, err)
 		src, err := host.OpenMatrixFile(ctx, data)
 		require.NoError(t, err)
@@ -443,7 +444,7 @@ func TestAddFromStore(t *testing.T) {
 			require.Greater(t, done, last[0])
 			last, calls = [2]int{done, total}, calls+1
 		})
-		_, err = sb.AddFrom(pctx, src)
+		_, err = sb.Add(pctx, src)
 		require.NoError(t, err)
 		require.NoError(t, src.Close())
 		require.Equal(t, [2]int{n, n}, last)
@@ -488,11 +489,11 @@ func TestAddFromGPU(t *testing.T) {
 					cfg := engine.Config{Dim: dim, Metric: metric}
 					ix := open(t, b, cfg, 1000)
 					ref := open(t, backends[0], cfg)
-					_, err = ref.AddFlat(ctx, want.Data)
+					_, err = ref.Add(ctx, engine.Flat(want.Data, ref.Dim()))
 					require.NoError(t, err)
 					src, err := host.OpenMatrixFile(ctx, path)
 					require.NoError(t, err)
-					_, err = ix.AddFrom(ctx, src)
+					_, err = ix.Add(ctx, src)
 					require.NoError(t, err)
 					require.NoError(t, src.Close())
 					require.Equal(t, engine.BackendGPU, ix.Info().Backend)
@@ -531,12 +532,12 @@ func TestAddFromCompressed(t *testing.T) {
 	for _, prec := range []engine.Precision{engine.F16, engine.Int8} {
 		cfg := engine.Config{Dim: dim, Precision: prec, Metric: engine.Dot}
 		ref := open(t, backends[0], cfg)
-		_, err := ref.AddFlat(ctx, m.Data)
+		_, err := ref.Add(ctx, engine.Flat(m.Data, ref.Dim()))
 		require.NoError(t, err)
 		got := open(t, backends[0], cfg)
 		src, err := host.OpenMatrixFile(ctx, path)
 		require.NoError(t, err)
-		_, err = got.AddFrom(ctx, src)
+		_, err = got.Add(ctx, src)
 		require.NoError(t, err)
 		require.NoError(t, src.Close())
 		requireSameIndex(t, ref, got, randomVectors(r, 5, dim), prec.String())
@@ -564,10 +565,10 @@ func TestAddFromWithIDs(t *testing.T) {
 		for _, given := range [][]uint64{ids, shuffled} {
 			want, err := engine.New(ctx, engine.Config{Dim: dim, Device: engine.CPU})
 			require.NoError(t, err)
-			require.NoError(t, want.AddWithIDs(ctx, given, rows))
+			require.NoError(t, testkit.ErrOf(want.Add(ctx, engine.Vectors(rows), engine.WithIDs(given...))))
 			got, err := engine.New(ctx, engine.Config{Dim: dim, Device: engine.CPU})
 			require.NoError(t, err)
-			require.NoError(t, got.AddFromWithIDs(ctx, given, shyRows{RowSource: open(t), hide: hide}))
+			require.NoError(t, testkit.ErrOf(got.Add(ctx, shyRows{RowSource: open(t), hide: hide}, engine.WithIDs(given...))))
 			requireSameIndex(t, want, got, qs, fmt.Sprintf("hidden count %v", hide))
 
 			// Stored already, repeated, too few, too many: refused, the
@@ -587,7 +588,7 @@ func TestAddFromWithIDs(t *testing.T) {
 				{fresh[:n-1], engine.ErrIDCount},
 				{append(slices.Clone(fresh), 1<<40), engine.ErrIDCount},
 			} {
-				err := got.AddFromWithIDs(ctx, bad.ids, shyRows{RowSource: open(t), hide: hide})
+				_, err := got.Add(ctx, shyRows{RowSource: open(t), hide: hide}, engine.WithIDs(bad.ids...))
 				require.ErrorIs(t, err, bad.want, "hidden count %v", hide)
 				requireSameIndex(t, want, got, qs, fmt.Sprintf("after a refused call (%v)", bad.want))
 			}
@@ -601,9 +602,9 @@ func TestAddFromWithIDs(t *testing.T) {
 	path := filepath.Join(dir, "s.umbra")
 	st, err := engine.Open(ctx, path, engine.Config{Dim: dim, Device: engine.CPU})
 	require.NoError(t, err)
-	require.ErrorIs(t, st.AddFromWithIDs(ctx, ids[:n-1], shyRows{RowSource: open(t), hide: true}), engine.ErrIDCount)
+	require.ErrorIs(t, testkit.ErrOf(st.Add(ctx, shyRows{RowSource: open(t), hide: true}, engine.WithIDs(ids[:n-1]...))), engine.ErrIDCount)
 	require.Zero(t, st.Len())
-	require.NoError(t, st.AddFromWithIDs(ctx, ids, open(t)))
+	require.NoError(t, testkit.ErrOf(st.Add(ctx, open(t), engine.WithIDs(ids...))))
 	require.NoError(t, st.Close())
 	back, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU})
 	require.NoError(t, err)
@@ -629,11 +630,11 @@ func TestAddFromWithKeys(t *testing.T) {
 	for _, hide := range []bool{false, true} {
 		want, err := engine.New(ctx, engine.Config{Dim: dim, Device: engine.CPU})
 		require.NoError(t, err)
-		wantIDs, err := want.AddKeys(ctx, keys, rows)
+		wantIDs, err := want.Add(ctx, engine.Vectors(rows), engine.WithKeys(keys...))
 		require.NoError(t, err)
 		got, err := engine.New(ctx, engine.Config{Dim: dim, Device: engine.CPU})
 		require.NoError(t, err)
-		gotIDs, err := got.AddFromWithKeys(ctx, keys, shyRows{RowSource: open(t), hide: hide})
+		gotIDs, err := got.Add(ctx, shyRows{RowSource: open(t), hide: hide}, engine.WithKeys(keys...))
 		require.NoError(t, err)
 		require.Equal(t, wantIDs, gotIDs)
 		requireSameIndex(t, want, got, qs, fmt.Sprintf("hidden count %v", hide))
@@ -658,7 +659,7 @@ func TestAddFromWithKeys(t *testing.T) {
 			{fresh[:n-1], engine.ErrIDCount},
 			{append(slices.Clone(fresh), "one-more"), engine.ErrIDCount},
 		} {
-			_, err := got.AddFromWithKeys(ctx, bad.keys, shyRows{RowSource: open(t), hide: hide})
+			_, err := got.Add(ctx, shyRows{RowSource: open(t), hide: hide}, engine.WithKeys(bad.keys...))
 			require.ErrorIs(t, err, bad.want, "hidden count %v", hide)
 			requireSameIndex(t, want, got, qs, fmt.Sprintf("after a refused call (%v)", bad.want))
 			_, ok := got.Lookup(fresh[0])
@@ -671,9 +672,9 @@ func TestAddFromWithKeys(t *testing.T) {
 	path := filepath.Join(dir, "s.umbra")
 	st, err := engine.Open(ctx, path, engine.Config{Dim: dim, Device: engine.CPU})
 	require.NoError(t, err)
-	_, err = st.AddFromWithKeys(ctx, keys[:n-1], shyRows{RowSource: open(t), hide: true})
+	_, err = st.Add(ctx, shyRows{RowSource: open(t), hide: true}, engine.WithKeys(keys[:n-1]...))
 	require.ErrorIs(t, err, engine.ErrIDCount)
-	ids, err := st.AddFromWithKeys(ctx, keys, open(t))
+	ids, err := st.Add(ctx, open(t), engine.WithKeys(keys...))
 	require.NoError(t, err)
 	require.NoError(t, st.Close())
 	for _, checkpoint := range []bool{false, true} {

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"github.com/umbravec/umbra/internal/testkit"
 	"strconv"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ func TestSearchesRunWhileAnAddIsStaged(t *testing.T) {
 			const dim = 24
 			ix := open(t, b, engine.Config{Dim: dim, Metric: engine.L2}, 300)
 			first := randomVectors(r, 500, dim)
-			_, err := ix.Add(context.Background(), first)
+			_, err := ix.Add(context.Background(), engine.Vectors(first))
 			require.NoError(t, err)
 
 			staged, release := make(chan struct{}), make(chan struct{})
@@ -33,7 +34,7 @@ func TestSearchesRunWhileAnAddIsStaged(t *testing.T) {
 			second := randomVectors(r, 700, dim) // grows the slab and crosses chunks
 			added := make(chan error, 1)
 			go func() {
-				_, err := ix.Add(context.Background(), second)
+				_, err := ix.Add(context.Background(), engine.Vectors(second))
 				added <- err
 			}()
 			select {
@@ -82,10 +83,10 @@ func TestConcurrentSearchesAreCoalesced(t *testing.T) {
 			ix := open(t, b, engine.Config{Dim: dim, Metric: engine.Dot}, 400)
 			solo := open(t, b, engine.Config{Dim: dim, Metric: engine.Dot, BatchQueries: 1}, 400)
 			for _, x := range []*engine.Index{ix, solo} {
-				_, err := x.Add(context.Background(), data)
+				_, err := x.Add(context.Background(), engine.Vectors(data))
 				require.NoError(t, err)
 			}
-			require.NoError(t, ix.Delete(context.Background(), 3, 500)) // tombstones ride along
+			require.NoError(t, ix.Delete(context.Background(), engine.WithIDs(3, 500))) // tombstones ride along
 
 			hold, sizes := make(chan struct{}), make(chan int, 64)
 			engine.SetBeforeBatch(ix, func(size int) {
@@ -166,21 +167,21 @@ func TestMemoryBudgets(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name+"/host", func(t *testing.T) {
 			ix := open(t, b, engine.Config{Dim: dim, Metric: engine.L2, MaxHostBytes: 150 * rowBytes})
-			_, err := ix.Add(ctx, data)
+			_, err := ix.Add(ctx, engine.Vectors(data))
 			require.NoError(t, err)
-			_, err = ix.Add(ctx, data)
+			_, err = ix.Add(ctx, engine.Vectors(data))
 			require.ErrorIs(t, err, engine.ErrTooLarge)
 			require.ErrorContains(t, err, "MaxHostBytes")
 			require.Equal(t, 100, ix.Len(), "nothing of the refused Add is stored")
-			require.NoError(t, ix.Upsert(ctx, []uint64{1000, 1001}, data[:2]), "an Upsert within the budget")
-			require.NoError(t, ix.Upsert(ctx, []uint64{5, 2000}, data[:2]), "one replaced, one added")
-			_, err = ix.Add(ctx, data[:47]) // 103 + 47 = 150 rows
+			require.NoError(t, testkit.ErrOf(ix.Upsert(ctx, engine.Vectors(data[:2]), engine.WithIDs([]uint64{1000, 1001}...))), "an Upsert within the budget")
+			require.NoError(t, testkit.ErrOf(ix.Upsert(ctx, engine.Vectors(data[:2]), engine.WithIDs([]uint64{5, 2000}...))), "one replaced, one added")
+			_, err = ix.Add(ctx, engine.Vectors(data[:47])) // 103 + 47 = 150 rows
 			require.NoError(t, err, "up to the budget exactly")
-			_, err = ix.Add(ctx, data[:1])
+			_, err = ix.Add(ctx, engine.Vectors(data[:1]))
 			require.ErrorIs(t, err, engine.ErrTooLarge)
 			before, err := ix.Get(5)
 			require.NoError(t, err)
-			err = ix.Upsert(ctx, []uint64{5, 3000}, data[40:42])
+			_, err = ix.Upsert(ctx, engine.Vectors(data[40:42]), engine.WithIDs([]uint64{5, 3000}...))
 			require.ErrorIs(t, err, engine.ErrTooLarge, "an Upsert that adds past the budget")
 			after, err := ix.Get(5)
 			require.NoError(t, err)
@@ -191,9 +192,9 @@ func TestMemoryBudgets(t *testing.T) {
 	for _, b := range backends[1:] {
 		t.Run(b.name+"/device", func(t *testing.T) {
 			ix := open(t, b, engine.Config{Dim: dim, Metric: engine.L2, MaxDeviceBytes: 150 * rowBytes})
-			_, err := ix.Add(ctx, data)
+			_, err := ix.Add(ctx, engine.Vectors(data))
 			require.NoError(t, err)
-			_, err = ix.Add(ctx, data)
+			_, err = ix.Add(ctx, engine.Vectors(data))
 			require.ErrorIs(t, err, engine.ErrTooLarge)
 			require.ErrorContains(t, err, "MaxDeviceBytes")
 			require.Equal(t, 100, ix.Len())
@@ -205,7 +206,7 @@ func TestMemoryBudgets(t *testing.T) {
 			defer auto.Close()
 			require.Equal(t, engine.BackendGPU, auto.Info().Backend)
 			for range 2 {
-				_, err = auto.Add(ctx, data)
+				_, err = auto.Add(ctx, engine.Vectors(data))
 				require.NoError(t, err, "under Auto the rows past the device budget go to the CPU")
 			}
 			info := auto.Info()
@@ -240,9 +241,9 @@ func TestOverflowMergesExactly(t *testing.T) {
 			ref := open(t, backends[0], engine.Config{Dim: dim, Metric: engine.L2})
 			data := randomVectors(r, 700, dim)
 			for _, x := range []*engine.Index{ix, ref} {
-				_, err := x.Add(ctx, data[:200])
+				_, err := x.Add(ctx, engine.Vectors(data[:200]))
 				require.NoError(t, err)
-				_, err = x.Add(ctx, data[200:])
+				_, err = x.Add(ctx, engine.Vectors(data[200:]))
 				require.NoError(t, err)
 			}
 			info := ix.Info()
@@ -261,8 +262,8 @@ func TestOverflowMergesExactly(t *testing.T) {
 			require.Equal(t, engine.BackendGPU, tr.Backend, "the device takes part")
 			up := randomVectors(r, 3, dim)
 			for _, x := range []*engine.Index{ix, ref} {
-				require.NoError(t, x.Upsert(ctx, []uint64{3, 600, 9000}, up)) // a device row, a CPU row, a new one
-				require.NoError(t, x.Delete(ctx, 4, 10, 500))
+				require.NoError(t, testkit.ErrOf(x.Upsert(ctx, engine.Vectors(up), engine.WithIDs([]uint64{3, 600, 9000}...)))) // a device row, a CPU row, a new one
+				require.NoError(t, x.Delete(ctx, engine.WithIDs(4, 10, 500)))
 			}
 			same("after upserts and deletes")
 			for _, x := range []*engine.Index{ix, ref} {

@@ -106,11 +106,11 @@ func crashChild(spec string) error {
 		kind, ids, vs := crashOp(seed, i, slices.Sorted(maps.Keys(md)), next)
 		switch kind {
 		case "add":
-			err = ix.AddWithIDs(ctx, ids, vs)
+			_, err = ix.Add(ctx, engine.Vectors(vs), engine.WithIDs(ids...))
 		case "upsert":
-			err = ix.Upsert(ctx, ids, vs)
+			_, err = ix.Upsert(ctx, engine.Vectors(vs), engine.WithIDs(ids...))
 		case "delete":
-			err = ix.Delete(ctx, ids...)
+			err = ix.Delete(ctx, engine.WithIDs(ids...))
 		case "checkpoint":
 			err = ix.Checkpoint(ctx)
 		}

@@ -92,7 +92,7 @@ func TestRequestsSplitToFitTheDevice(t *testing.T) {
 			require.NoError(t, err)
 			data := vecs(c.rows, c.dim)
 			for _, ix := range []*Index{gx, cpu} {
-				_, err := ix.Add(context.Background(), data)
+				_, err := ix.Add(context.Background(), Vectors(data))
 				require.NoError(t, err)
 			}
 			qs := vecs(c.nq, c.dim)
@@ -139,7 +139,7 @@ func TestAutoAnswersTheFailedCall(t *testing.T) {
 	q := []float32{0.3, -0.2, 0.9}
 	cpu, err := New(context.Background(), Config{Dim: 3, Device: CPU})
 	require.NoError(t, err)
-	_, err = cpu.Add(context.Background(), data)
+	_, err = cpu.Add(context.Background(), Vectors(data))
 	require.NoError(t, err)
 	want, err := cpu.Search(context.Background(), q, 7)
 	require.NoError(t, err)
@@ -148,7 +148,7 @@ func TestAutoAnswersTheFailedCall(t *testing.T) {
 		auto, err := newOnDevice(context.Background(), Config{Dim: 3}, d)
 		require.NoError(t, err)
 		auto.cfg.Device = Auto // as if Auto had chosen this device
-		_, err = auto.Add(context.Background(), data)
+		_, err = auto.Add(context.Background(), Vectors(data))
 		require.NoError(t, err)
 		auto.dev.SetFault(func(s string) error {
 			if s == step {
@@ -189,9 +189,9 @@ func TestTooLargeForTheDevice(t *testing.T) {
 	ix, err := newOnDevice(context.Background(), Config{Dim: 4}, d)
 	require.NoError(t, err)
 	defer ix.Close()
-	_, err = ix.Add(context.Background(), first)
+	_, err = ix.Add(context.Background(), Vectors(first))
 	require.NoError(t, err)
-	_, err = ix.Add(context.Background(), more)
+	_, err = ix.Add(context.Background(), Vectors(more))
 	require.ErrorIs(t, err, ErrTooLarge)
 	assert.Contains(t, err.Error(), "1100 rows need a 4400-byte scores binding, the device allows 4096")
 	assert.Equal(t, 1000, ix.Len())
@@ -203,9 +203,9 @@ func TestTooLargeForTheDevice(t *testing.T) {
 	require.NoError(t, err)
 	defer auto.Close()
 	auto.cfg.Device = Auto // as if Auto had chosen this device
-	_, err = auto.Add(context.Background(), first)
+	_, err = auto.Add(context.Background(), Vectors(first))
 	require.NoError(t, err)
-	_, err = auto.Add(context.Background(), more)
+	_, err = auto.Add(context.Background(), Vectors(more))
 	require.NoError(t, err, "under Auto the fallback takes what the device cannot hold")
 	assert.Equal(t, 1100, auto.Len())
 	info := auto.Info()
@@ -242,9 +242,9 @@ func TestScratchGrowthStaysWithinTheBinding(t *testing.T) {
 		return vs
 	}
 	data := vecs(1000)
-	_, err = gx.Add(context.Background(), data)
+	_, err = gx.Add(context.Background(), Vectors(data))
 	require.NoError(t, err)
-	_, err = cpu.Add(context.Background(), data)
+	_, err = cpu.Add(context.Background(), Vectors(data))
 	require.NoError(t, err)
 	for _, nq := range []int{3, 10, 16, 40} {
 		qs := vecs(nq)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/umbravec/umbra/internal/testkit"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -49,7 +50,7 @@ func (m storeModel) writeOnce(t *testing.T, r *rand.Rand, ix *engine.Index, next
 	id := *next
 	*next++
 	v := randomVectors(r, 1, dim)[0]
-	if err := ix.AddWithIDs(ctx, []uint64{id}, [][]float32{v}); err == nil {
+	if _, err := ix.Add(ctx, engine.Vectors([][]float32{v}), engine.WithIDs([]uint64{id}...)); err == nil {
 		m[id] = v
 		acked++
 	}
@@ -61,12 +62,12 @@ func (m storeModel) writeOnce(t *testing.T, r *rand.Rand, ix *engine.Index, next
 	if len(stored) >= 2 {
 		up := stored[r.IntN(len(stored))]
 		w := randomVectors(r, 1, dim)[0]
-		if err := ix.Upsert(ctx, []uint64{up}, [][]float32{w}); err == nil {
+		if _, err := ix.Upsert(ctx, engine.Vectors([][]float32{w}), engine.WithIDs([]uint64{up}...)); err == nil {
 			m[up] = w
 			acked++
 		}
 		del := stored[r.IntN(len(stored))]
-		if err := ix.Delete(ctx, del); err == nil {
+		if err := ix.Delete(ctx, engine.WithIDs(del)); err == nil {
 			delete(m, del)
 			acked++
 		}
@@ -95,7 +96,7 @@ func newModelStore(t *testing.T, r *rand.Rand, dir string, n, dim int, b backend
 		ids[i] = uint64(i)
 		m[ids[i]] = vs[i]
 	}
-	require.NoError(t, ix.AddWithIDs(ctx, ids, vs))
+	require.NoError(t, testkit.ErrOf(ix.Add(ctx, engine.Vectors(vs), engine.WithIDs(ids...))))
 	require.NoError(t, ix.Checkpoint(ctx))
 	return ix, m, uint64(n), path
 }
@@ -278,7 +279,7 @@ func TestStoreThroughSymlink(t *testing.T) {
 	mem, err := engine.New(ctx, engine.Config{Dim: dim, Metric: engine.Dot, Device: engine.CPU})
 	require.NoError(t, err)
 	defer mem.Close()
-	require.NoError(t, mem.AddWithIDs(ctx, []uint64{7}, randomVectors(r, 1, dim)))
+	require.NoError(t, testkit.ErrOf(mem.Add(ctx, engine.Vectors(randomVectors(r, 1, dim)), engine.WithIDs([]uint64{7}...))))
 	saved := filepath.Join(dir, "saved.umbra")
 	savedLink := filepath.Join(other, "saved-link.umbra")
 	require.NoError(t, os.WriteFile(saved, nil, 0o644))
@@ -318,15 +319,15 @@ func TestDeleteKeysRacesIDWrites(t *testing.T) {
 				ix, err = engine.Open(ctx, filepath.Join(dir, fmt.Sprintf("s%d.umbra", i)), engine.Config{Dim: dim, Device: engine.CPU, LogSync: 1 << 30})
 			}
 			require.NoError(t, err)
-			ids, err := ix.AddKeys(ctx, []string{"a"}, randomVectors(r, 1, dim))
+			ids, err := ix.Add(ctx, engine.Vectors(randomVectors(r, 1, dim)), engine.WithKeys([]string{"a"}...))
 			require.NoError(t, err)
 			x := ids[0]
 			var errA, errDel, errAdd error
 			var wg sync.WaitGroup
-			wg.Go(func() { errA = ix.DeleteKeys(ctx, "a") })
+			wg.Go(func() { errA = ix.Delete(ctx, engine.WithKeys("a")) })
 			wg.Go(func() {
-				if errDel = ix.Delete(ctx, x); errDel == nil {
-					errAdd = ix.AddWithIDs(ctx, []uint64{x}, randomVectors(r, 1, dim))
+				if errDel = ix.Delete(ctx, engine.WithIDs(x)); errDel == nil {
+					_, errAdd = ix.Add(ctx, engine.Vectors(randomVectors(r, 1, dim)), engine.WithIDs([]uint64{x}...))
 				}
 			})
 			wg.Wait()
@@ -352,14 +353,14 @@ func TestEmptyWritesAreNoOps(t *testing.T) {
 	require.NoError(t, err)
 	defer st.Close()
 	for _, ix := range []*engine.Index{mem, st} {
-		require.NoError(t, ix.AddWithIDs(ctx, nil, nil))
-		require.NoError(t, ix.Upsert(ctx, []uint64{}, [][]float32{}))
-		_, err := ix.AddKeys(ctx, nil, nil)
+		require.NoError(t, testkit.ErrOf(ix.Add(ctx, engine.Vectors(nil), engine.WithIDs(nil...))))
+		require.NoError(t, testkit.ErrOf(ix.Upsert(ctx, engine.Vectors([][]float32{}), engine.WithIDs([]uint64{}...))))
+		_, err := ix.Add(ctx, engine.Vectors(nil), engine.WithKeys(nil...))
 		require.NoError(t, err)
-		_, err = ix.UpsertKeys(ctx, nil, nil)
+		_, err = ix.Upsert(ctx, engine.Vectors(nil), engine.WithKeys(nil...))
 		require.NoError(t, err)
-		require.NoError(t, ix.Delete(ctx))
-		require.NoError(t, ix.DeleteKeys(ctx))
+		require.NoError(t, ix.Delete(ctx, engine.WithIDs()))
+		require.NoError(t, ix.Delete(ctx, engine.WithKeys()))
 		require.Zero(t, ix.Len())
 	}
 }

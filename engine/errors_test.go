@@ -59,7 +59,7 @@ func TestBadInputLeavesIndexUnchanged(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			ix := open(t, b, engine.Config{Dim: dim, MaxRows: 60})
-			_, err := ix.Add(context.Background(), good)
+			_, err := ix.Add(context.Background(), engine.Vectors(good))
 			require.NoError(t, err)
 			before, err := ix.Search(context.Background(), q, 10)
 			require.NoError(t, err)
@@ -79,14 +79,14 @@ func TestBadInputLeavesIndexUnchanged(t *testing.T) {
 				{"past MaxRows", randomVectors(r, 11, dim), engine.ErrTooLarge, "would exceed MaxRows 60"},
 			}
 			for _, a := range adds {
-				ids, err := ix.Add(context.Background(), a.vs)
+				ids, err := ix.Add(context.Background(), engine.Vectors(a.vs))
 				require.Error(t, err, a.name)
 				assert.Nil(t, ids, a.name)
 				assert.ErrorIs(t, err, a.is, a.name)
 				assert.Contains(t, err.Error(), a.msg, a.name)
 				assert.Equal(t, len(good), ix.Len(), "%s changed Len", a.name)
 			}
-			_, err = ix.AddFlat(context.Background(), make([]float32, dim+1))
+			_, err = ix.Add(context.Background(), engine.Flat(make([]float32, dim+1), ix.Dim()))
 			assert.ErrorIs(t, err, engine.ErrDimMismatch)
 
 			searches := []struct {
@@ -126,7 +126,7 @@ func TestBadInputLeavesIndexUnchanged(t *testing.T) {
 			require.NoError(t, ix.Close(), "closing twice is harmless")
 			_, err = ix.Search(context.Background(), q, 3)
 			assert.ErrorIs(t, err, engine.ErrClosed)
-			_, err = ix.Add(context.Background(), good[:1])
+			_, err = ix.Add(context.Background(), engine.Vectors(good[:1]))
 			assert.ErrorIs(t, err, engine.ErrClosed)
 		})
 	}
@@ -137,7 +137,7 @@ func TestZeroVectorAllowedForDotAndL2(t *testing.T) {
 	for _, m := range []engine.Metric{engine.Dot, engine.L2} {
 		ix, err := engine.New(context.Background(), engine.Config{Dim: 3, Metric: m, Device: engine.CPU})
 		require.NoError(t, err)
-		_, err = ix.Add(context.Background(), [][]float32{{0, 0, 0}, {1, 2, 3}})
+		_, err = ix.Add(context.Background(), engine.Vectors([][]float32{{0, 0, 0}, {1, 2, 3}}))
 		require.NoError(t, err, m.String())
 		hits, err := ix.Search(context.Background(), []float32{0, 0, 0}, 2)
 		require.NoError(t, err, m.String())
@@ -162,12 +162,12 @@ func TestExtremeMagnitudesNormalise(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			ix := open(t, b, engine.Config{Dim: 2})
-			_, err := ix.Add(context.Background(), [][]float32{
+			_, err := ix.Add(context.Background(), engine.Vectors([][]float32{
 				{3e38, 3e38},     // 45°, norm beyond float32
 				{1e-44, 0},       // 0°, subnormal
 				{0, 2e-39},       // 90°, subnormal
 				{-1e-30, -1e-30}, // 225°
-			})
+			}))
 			require.NoError(t, err)
 			hits, err := ix.Search(context.Background(), []float32{1, 1}, 4)
 			require.NoError(t, err)

@@ -17,11 +17,11 @@ func Example() {
 	}
 	defer ix.Close()
 
-	ids, err := ix.Add(context.Background(), [][]float32{
+	ids, err := ix.Add(context.Background(), engine.Vectors([][]float32{
 		{1, 0, 0},
 		{0, 1, 0},
 		{0.9, 0.1, 0},
-	})
+	}))
 	if err != nil {
 		panic(err)
 	}
@@ -55,7 +55,7 @@ func ExampleIndex_Info() {
 // Errors name the problem and wrap a sentinel usable with errors.Is.
 func ExampleIndex_Add_errors() {
 	ix, _ := engine.New(context.Background(), engine.Config{Dim: 2, Device: engine.CPU})
-	_, err := ix.Add(context.Background(), [][]float32{{1, 2}, {3}})
+	_, err := ix.Add(context.Background(), engine.Vectors([][]float32{{1, 2}, {3}}))
 	fmt.Println(err)
 	// Output: umbra: dimension mismatch: vector 1 has 1 components, index dimension is 2
 }
@@ -63,7 +63,7 @@ func ExampleIndex_Add_errors() {
 // WithTrace records where a search spent its time.
 func ExampleWithTrace() {
 	ix, _ := engine.New(context.Background(), engine.Config{Dim: 2, Device: engine.CPU})
-	_, _ = ix.Add(context.Background(), [][]float32{{1, 2}, {3, 4}})
+	_, _ = ix.Add(context.Background(), engine.Vectors([][]float32{{1, 2}, {3, 4}}))
 	var tr engine.Trace
 	_, _ = ix.Search(engine.WithTrace(context.Background(), &tr), []float32{1, 1}, 1)
 	fmt.Println(tr.KernelClock)
@@ -77,7 +77,7 @@ func ExampleWithTrace() {
 func ExampleIndex_SearchBatch() {
 	ix, _ := engine.New(context.Background(), engine.Config{Dim: 2, Metric: engine.L2, Device: engine.CPU})
 	defer ix.Close()
-	_, _ = ix.Add(context.Background(), [][]float32{{0, 0}, {1, 0}, {0, 1}, {5, 5}})
+	_, _ = ix.Add(context.Background(), engine.Vectors([][]float32{{0, 0}, {1, 0}, {0, 1}, {5, 5}}))
 	all, err := ix.SearchBatch(context.Background(), [][]float32{{0.9, 0}, {4, 4}}, 2)
 	if err != nil {
 		panic(err)
@@ -95,10 +95,10 @@ func ExampleIndex_SearchBatch() {
 func ExampleIndex_AddFlat() {
 	ix, _ := engine.New(context.Background(), engine.Config{Dim: 3, Metric: engine.Dot, Device: engine.CPU})
 	defer ix.Close()
-	ids, err := ix.AddFlat(context.Background(), []float32{
+	ids, err := ix.Add(context.Background(), engine.Flat([]float32{
 		1, 0, 0,
 		0, 2, 0,
-	})
+	}, ix.Dim()))
 	fmt.Println(ids, err, ix.Len())
 	// Output: [0 1] <nil> 2
 }
@@ -110,7 +110,7 @@ func ExampleWithProgress() {
 	ctx := engine.WithProgress(context.Background(), func(stage string, done, total int) {
 		fmt.Printf("%s %d/%d\n", stage, done, total)
 	})
-	_, _ = ix.Add(ctx, [][]float32{{1}, {2}, {3}})
+	_, _ = ix.Add(ctx, engine.Vectors([][]float32{{1}, {2}, {3}}))
 	// Output: validate 3/3
 }
 

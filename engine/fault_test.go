@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/umbravec/umbra/internal/testkit"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -54,7 +55,7 @@ func TestEveryGPUFailureThenExactSearches(t *testing.T) {
 					cpu: open(t, backends[0], engine.Config{Dim: dim, Metric: m}),
 				}
 				for _, ix := range []*engine.Index{p.gpu, p.cpu} {
-					_, err := ix.Add(context.Background(), base)
+					_, err := ix.Add(context.Background(), engine.Vectors(base))
 					require.NoError(t, err)
 				}
 				return p
@@ -64,9 +65,9 @@ func TestEveryGPUFailureThenExactSearches(t *testing.T) {
 			ops := func(p pair) []error {
 				var errs []error
 				before := p.gpu.Len()
-				_, err := p.gpu.Add(context.Background(), more)
+				_, err := p.gpu.Add(context.Background(), engine.Vectors(more))
 				if err == nil {
-					_, cerr := p.cpu.Add(context.Background(), more)
+					_, cerr := p.cpu.Add(context.Background(), engine.Vectors(more))
 					require.NoError(t, cerr)
 				} else {
 					require.Equal(t, before, p.gpu.Len(), "a failed Add stored rows")
@@ -84,12 +85,12 @@ func TestEveryGPUFailureThenExactSearches(t *testing.T) {
 				// An upsert that replaces two rows in place and adds one,
 				// then a delete, a filtered search and a range search.
 				ids, vs := []uint64{3, 17, 1 << 40}, queries[4:7]
-				if err = p.gpu.Upsert(ctx, ids, vs); err == nil {
-					require.NoError(t, p.cpu.Upsert(ctx, ids, vs))
+				if _, err = p.gpu.Upsert(ctx, engine.Vectors(vs), engine.WithIDs(ids...)); err == nil {
+					require.NoError(t, testkit.ErrOf(p.cpu.Upsert(ctx, engine.Vectors(vs), engine.WithIDs(ids...))))
 				}
 				errs = append(errs, err)
-				require.NoError(t, p.gpu.Delete(ctx, 5))
-				require.NoError(t, p.cpu.Delete(ctx, 5))
+				require.NoError(t, p.gpu.Delete(ctx, engine.WithIDs(5)))
+				require.NoError(t, p.cpu.Delete(ctx, engine.WithIDs(5)))
 				_, err = p.gpu.Search(ctx, queries[7], 4, engine.AllowFunc(func(id uint64) bool { return id%3 == 0 }))
 				errs = append(errs, err)
 				_, err = p.gpu.SearchRange(ctx, queries[8], 0.5)

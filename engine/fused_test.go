@@ -29,12 +29,12 @@ func TestFusedTopK(t *testing.T) {
 		keep := func(id uint64) bool { return id%5 != 2 }
 		for _, m := range metrics {
 			cpu := open(t, backends[0], engine.Config{Dim: dim, Metric: m})
-			_, err := cpu.Add(context.Background(), data)
+			_, err := cpu.Add(context.Background(), engine.Vectors(data))
 			require.NoError(t, err)
 			for _, b := range backends[1:] {
 				t.Run(fmt.Sprintf("%s/%s/n%d", b.name, m, n), func(t *testing.T) {
 					ix := open(t, b, engine.Config{Dim: dim, Metric: m}, 500)
-					_, err := ix.Add(context.Background(), data)
+					_, err := ix.Add(context.Background(), engine.Vectors(data))
 					require.NoError(t, err)
 					requireSearchesMatch(t, m, cpu, ix, queries, []int{1, 3, 10, 59, 60, 61, 124, 125, 255, 256, 257, n / 2, n}, keep, nil)
 				})
@@ -84,7 +84,7 @@ func TestFusedTraceCounts(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			for _, chunk := range []int{0, 1000} {
 				ix := open(t, b, engine.Config{Dim: dim, Metric: engine.Dot}, chunk)
-				_, err := ix.Add(context.Background(), data)
+				_, err := ix.Add(context.Background(), engine.Vectors(data))
 				require.NoError(t, err)
 				if ix.Info().Limits.FusedK < k {
 					t.Fatalf("the adapter's fused limit %d is below k = %d", ix.Info().Limits.FusedK, k)

@@ -30,7 +30,7 @@ func TestSearchMatchesReference(t *testing.T) {
 			for _, m := range metrics {
 				t.Run(fmt.Sprintf("%s/%s/dim%d", b.name, m, dim), func(t *testing.T) {
 					ix := open(t, b, engine.Config{Dim: dim, Metric: m}, 400)
-					ids, err := ix.Add(context.Background(), data)
+					ids, err := ix.Add(context.Background(), engine.Vectors(data))
 					require.NoError(t, err)
 					require.Len(t, ids, n)
 					assert.Equal(t, uint64(0), ids[0])
@@ -88,7 +88,7 @@ func TestBackendsAgree(t *testing.T) {
 		for _, b := range backends {
 			ok := t.Run(fmt.Sprintf("%s/%s", b.name, m), func(t *testing.T) {
 				ix := open(t, b, engine.Config{Dim: dim, Metric: m}, 1000)
-				_, err := ix.Add(context.Background(), data)
+				_, err := ix.Add(context.Background(), engine.Vectors(data))
 				require.NoError(t, err)
 				var res [][]engine.Hit
 				for _, k := range []int{1, 7, 64, n + 5} {
@@ -124,7 +124,7 @@ func TestIncrementalAdd(t *testing.T) {
 			var data [][]float32
 			for _, s := range sizes {
 				batch := randomVectors(r, s, dim)
-				ids, err := ix.Add(context.Background(), batch)
+				ids, err := ix.Add(context.Background(), engine.Vectors(batch))
 				require.NoError(t, err)
 				require.Equal(t, uint64(len(data)), ids[0])
 				data = append(data, batch...)
@@ -150,7 +150,7 @@ func TestEmptyIndexAndLargeK(t *testing.T) {
 			require.NoError(t, err)
 			assert.Empty(t, ids)
 			data := randomVectors(r, 4, 5)
-			_, err = ix.Add(context.Background(), data)
+			_, err = ix.Add(context.Background(), engine.Vectors(data))
 			require.NoError(t, err)
 			hits, err = ix.Search(context.Background(), data[2], 1000)
 			require.NoError(t, err)
@@ -171,7 +171,7 @@ func TestTiesBreakByLowerID(t *testing.T) {
 		for _, m := range metrics {
 			t.Run(fmt.Sprintf("%s/%s", b.name, m), func(t *testing.T) {
 				ix := open(t, b, engine.Config{Dim: 33, Metric: m})
-				_, err := ix.Add(context.Background(), data)
+				_, err := ix.Add(context.Background(), engine.Vectors(data))
 				require.NoError(t, err)
 				hits, err := ix.Search(context.Background(), v, 4)
 				require.NoError(t, err)
@@ -205,7 +205,7 @@ func TestConcurrentSearchAndAdd(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			ix := open(t, b, engine.Config{Dim: dim, Metric: engine.L2}, 128)
-			_, err := ix.Add(context.Background(), data[:first])
+			_, err := ix.Add(context.Background(), engine.Vectors(data[:first]))
 			require.NoError(t, err)
 			var wg sync.WaitGroup
 			errs := make(chan error, 64)
@@ -227,7 +227,7 @@ func TestConcurrentSearchAndAdd(t *testing.T) {
 				}(g)
 			}
 			for lo := first; lo < len(data); lo += step {
-				_, err := ix.Add(context.Background(), data[lo:lo+step])
+				_, err := ix.Add(context.Background(), engine.Vectors(data[lo:lo+step]))
 				require.NoError(t, err)
 			}
 			wg.Wait()

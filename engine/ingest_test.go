@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"github.com/umbravec/umbra/internal/testkit"
 	"math"
 	"slices"
 	"testing"
@@ -61,7 +62,7 @@ func TestRefusedWritesNameTheFirstBadVector(t *testing.T) {
 				for _, v := range vs {
 					flat = append(flat, v...)
 				}
-				_, err = ix.AddFlat(ctx, flat)
+				_, err = ix.Add(ctx, engine.Flat(flat, ix.Dim()))
 				require.ErrorIs(t, err, engine.ErrNonFinite)
 				require.Contains(t, err.Error(), want, "AddFlat")
 				// Upsert: each vector replaces a stored ID or adds a new one.
@@ -73,7 +74,7 @@ func TestRefusedWritesNameTheFirstBadVector(t *testing.T) {
 						up[i] = uint64(1_000_000 + i)
 					}
 				}
-				err = ix.Upsert(ctx, up, vs)
+				_, err = ix.Upsert(ctx, engine.Vectors(vs), engine.WithIDs(up...))
 				require.ErrorIs(t, err, engine.ErrNonFinite)
 				require.Contains(t, err.Error(), want, "Upsert")
 				require.Equal(t, before, snapshot(), "trial %d: a refused write changed the index", trial)
@@ -81,14 +82,14 @@ func TestRefusedWritesNameTheFirstBadVector(t *testing.T) {
 			if m == engine.Cosine {
 				vs := randomVectors(r, 6, dim)
 				vs[4] = make([]float32, dim)
-				err := ix.Upsert(ctx, []uint64{ids[0], 5000, ids[1], 5001, 5002, ids[2]}, vs)
+				_, err := ix.Upsert(ctx, engine.Vectors(vs), engine.WithIDs([]uint64{ids[0], 5000, ids[1], 5001, 5002, ids[2]}...))
 				require.ErrorIs(t, err, engine.ErrZeroVector)
 				require.Contains(t, err.Error(), "vector 4 has norm 0")
 				require.Equal(t, before, snapshot())
 			}
 			// A good upsert of the same shape then goes through.
 			vs := randomVectors(r, 3, dim)
-			require.NoError(t, ix.Upsert(ctx, []uint64{ids[3], 7000, ids[4]}, vs))
+			require.NoError(t, testkit.ErrOf(ix.Upsert(ctx, engine.Vectors(vs), engine.WithIDs([]uint64{ids[3], 7000, ids[4]}...))))
 			require.Equal(t, len(stored)+1, ix.Len())
 		})
 	}
@@ -111,22 +112,22 @@ func TestAdoptFlatStoresWhatAddFlatStores(t *testing.T) {
 				return f
 			}
 			want := open(t, backends[0], engine.Config{Dim: dim, Metric: m})
-			_, err := want.AddFlat(ctx, flat())
+			_, err := want.Add(ctx, engine.Flat(flat(), want.Dim()))
 			require.NoError(t, err)
-			_, err = want.AddFlat(ctx, flat()[:10*dim])
+			_, err = want.Add(ctx, engine.Flat(flat()[:10*dim], want.Dim()))
 			require.NoError(t, err)
 
 			got := open(t, backends[0], engine.Config{Dim: dim, Metric: m})
 			bad := flat()
 			bad[37*dim+dim/2] = float32(math.NaN())
-			_, err = got.AdoptFlat(ctx, bad)
+			_, err = got.Add(ctx, engine.Flat(bad, got.Dim()))
 			require.ErrorIs(t, err, engine.ErrNonFinite)
 			require.Contains(t, err.Error(), fmt.Sprintf("vector 37, component %d is NaN", dim/2))
 			require.Zero(t, got.Len())
-			ids, err := got.AdoptFlat(ctx, flat())
+			ids, err := got.Add(ctx, engine.Flat(flat(), got.Dim()))
 			require.NoError(t, err)
 			require.Len(t, ids, 50)
-			_, err = got.AdoptFlat(ctx, flat()[:10*dim]) // not empty: copied
+			_, err = got.Add(ctx, engine.Flat(flat()[:10*dim], got.Dim())) // not empty: copied
 			require.NoError(t, err)
 			sameContents(t, want, got, fmt.Sprintf("dim %d %s", dim, m))
 		}
@@ -148,9 +149,9 @@ func TestParallelPackingMatchesOnePass(t *testing.T) {
 	for _, m := range metrics {
 		one := open(t, backends[0], engine.Config{Dim: dim, Metric: m, Workers: 1})
 		many := open(t, backends[0], engine.Config{Dim: dim, Metric: m, Workers: 7})
-		_, err := one.AddFlat(ctx, flat)
+		_, err := one.Add(ctx, engine.Flat(flat, one.Dim()))
 		require.NoError(t, err)
-		_, err = many.AddFlat(ctx, flat)
+		_, err = many.Add(ctx, engine.Flat(flat, many.Dim()))
 		require.NoError(t, err)
 		sameRows := func(what string) {
 			t.Helper()
@@ -172,7 +173,7 @@ func TestParallelPackingMatchesOnePass(t *testing.T) {
 			bad[at*dim+4] = float32(math.NaN())
 		}
 		fresh := open(t, backends[0], engine.Config{Dim: dim, Metric: m, Workers: 7})
-		_, err = fresh.AddFlat(ctx, bad)
+		_, err = fresh.Add(ctx, engine.Flat(bad, fresh.Dim()))
 		require.ErrorIs(t, err, engine.ErrNonFinite)
 		require.ErrorContains(t, err, fmt.Sprintf("vector %d, component 4", first))
 		require.Equal(t, 0, fresh.Len())
@@ -186,8 +187,8 @@ func TestParallelPackingMatchesOnePass(t *testing.T) {
 			ids[i] = uint64(n - 1 - i) // every row replaced, in reverse
 			again[i] = flat[((i+1)%n)*dim : ((i+1)%n+1)*dim]
 		}
-		require.NoError(t, one.Upsert(ctx, ids, again))
-		require.NoError(t, many.Upsert(ctx, ids, again))
+		require.NoError(t, testkit.ErrOf(one.Upsert(ctx, engine.Vectors(again), engine.WithIDs(ids...))))
+		require.NoError(t, testkit.ErrOf(many.Upsert(ctx, engine.Vectors(again), engine.WithIDs(ids...))))
 		sameRows("Upsert")
 		before, err := many.Get(n / 2)
 		require.NoError(t, err)
@@ -195,7 +196,7 @@ func TestParallelPackingMatchesOnePass(t *testing.T) {
 		for _, at := range []int{n - 2, n / 2, first} {
 			badRows[at] = bad[at*dim : (at+1)*dim]
 		}
-		err = many.Upsert(ctx, ids, badRows)
+		_, err = many.Upsert(ctx, engine.Vectors(badRows), engine.WithIDs(ids...))
 		require.ErrorIs(t, err, engine.ErrNonFinite)
 		require.ErrorContains(t, err, fmt.Sprintf("vector %d, component 4", first))
 		after, err := many.Get(n / 2)

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"github.com/umbravec/umbra/internal/testkit"
 	"syscall"
 	"testing"
 	"time"
@@ -51,8 +52,8 @@ func TestIsolatedGPUCrashLeavesTheCallerStanding(t *testing.T) {
 				for _, x := range []*engine.Index{ix, ref} {
 					_, err := x.Add(ctx, data)
 					require.NoError(t, err)
-					require.NoError(t, x.Upsert(ctx, []uint64{3, 5000}, data[10:12]))
-					require.NoError(t, x.Delete(ctx, 7, 8))
+					require.NoError(t, testkit.ErrOf(x.Upsert(ctx, engine.Vectors(data[10:12]), engine.WithIDs([]uint64{3, 5000}...))))
+					require.NoError(t, x.Delete(ctx, engine.WithIDs(7, 8)))
 				}
 				qs := randomVectors(r, 4, dim)
 				same := func(what string) {

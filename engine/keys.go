@@ -33,19 +33,6 @@ func (k *keyMap) dropID(id uint64) {
 	}
 }
 
-// AddKeys stores vectors under string keys, assigning each a new ID, and
-// returns the IDs (hits name them; KeyOf maps back). A key repeated in the
-// call is ErrDuplicateID, a stored key ErrIDExists; nothing is stored then.
-func (ix *Index) AddKeys(ctx context.Context, keys []string, vectors [][]float32) ([]uint64, error) {
-	return ix.keyed(ctx, keys, vectors, false)
-}
-
-// UpsertKeys is Upsert by key: a stored key's vector is replaced in place,
-// the others are added under new IDs. It returns each key's ID.
-func (ix *Index) UpsertKeys(ctx context.Context, keys []string, vectors [][]float32) ([]uint64, error) {
-	return ix.keyed(ctx, keys, vectors, true)
-}
-
 func (ix *Index) keyed(ctx context.Context, keys []string, vectors [][]float32, upsert bool) (ids []uint64, err error) {
 	defer ix.recoverInto(&err, ix.watchFaults())
 	if err := ix.writable(); err != nil {
@@ -54,12 +41,8 @@ func (ix *Index) keyed(ctx context.Context, keys []string, vectors [][]float32, 
 	if len(keys) != len(vectors) {
 		return nil, fmt.Errorf("%w: %d keys for %d vectors", ErrIDCount, len(keys), len(vectors))
 	}
-	seen := make(map[string]int, len(keys))
-	for i, key := range keys {
-		if j, ok := seen[key]; ok {
-			return nil, fmt.Errorf("%w: key %q is given for vectors %d and %d", ErrDuplicateID, key, j, i)
-		}
-		seen[key] = i
+	if err := distinctKeys(keys); err != nil {
+		return nil, err
 	}
 	// IDs are decided under the writers' lock, so no other writer can take
 	// one between here and the write itself.
@@ -74,7 +57,7 @@ func (ix *Index) keyed(ctx context.Context, keys []string, vectors [][]float32, 
 		if id, ok := ix.keys.id[key]; ok {
 			if !upsert {
 				ix.mu.RUnlock()
-				return nil, fmt.Errorf("%w: key %q (vector %d); use UpsertKeys to replace it", ErrIDExists, key, i)
+				return nil, fmt.Errorf("%w: key %q (vector %d); use Upsert to replace it", ErrIDExists, key, i)
 			}
 			ids[i] = id
 		} else {
@@ -108,35 +91,26 @@ func (ix *Index) nameIDs(keys []string, ids []uint64) {
 	}
 }
 
-// DeleteKeys deletes the vectors stored under these keys; an unknown or
-// repeated key fails the whole call (ErrNotFound, ErrDuplicateID). The keys
-// are looked up under the writers' lock, so the call deletes what they name
-// at one instant: a concurrent write that deletes a key's vector and stores
-// another under its ID is ordered wholly before or after it.
-func (ix *Index) DeleteKeys(ctx context.Context, keys ...string) (err error) {
-	defer ix.recoverInto(&err, ix.watchFaults())
-	if err := ix.lockWriter(); err != nil {
-		return err
-	}
-	defer ix.wmu.Unlock()
+// idsOfKeys returns the IDs stored under keys, refusing a key given twice
+// (ErrDuplicateID) or not stored (ErrNotFound). The caller holds wmu, so
+// the answer holds until it lets go.
+func (ix *Index) idsOfKeys(keys []string) ([]uint64, error) {
 	ix.mu.RLock()
+	defer ix.mu.RUnlock()
 	ids := make([]uint64, len(keys))
 	seen := make(map[string]int, len(keys))
 	for i, key := range keys {
 		if j, ok := seen[key]; ok {
-			ix.mu.RUnlock()
-			return fmt.Errorf("%w: key %q is given for arguments %d and %d", ErrDuplicateID, key, j, i)
+			return nil, fmt.Errorf("%w: key %q is given for arguments %d and %d", ErrDuplicateID, key, j, i)
 		}
 		seen[key] = i
 		id, ok := ix.keys.id[key]
 		if !ok {
-			ix.mu.RUnlock()
-			return fmt.Errorf("%w: key %q (argument %d)", ErrNotFound, key, i)
+			return nil, fmt.Errorf("%w: key %q (argument %d)", ErrNotFound, key, i)
 		}
 		ids[i] = id
 	}
-	ix.mu.RUnlock()
-	return ix.deleteLocked(ctx, ids)
+	return ids, nil
 }
 
 // Lookup returns the ID stored under key.

@@ -39,7 +39,7 @@ func TestSeedWorkload(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			ix := open(t, b, engine.Config{Dim: dim})
-			ids, err := ix.AddFlat(context.Background(), flat)
+			ids, err := ix.Add(context.Background(), engine.Flat(flat, ix.Dim()))
 			require.NoError(t, err)
 			require.Len(t, ids, n)
 			if b.device == engine.GPU {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/umbravec/umbra/internal/testkit"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,8 +37,8 @@ func mappedStore(t *testing.T, n int, m engine.Metric, p engine.Precision) (stri
 	for i := range ids {
 		ids[i] = uint64(3*i + 1)
 	}
-	require.NoError(t, w.AddWithIDs(ctx, ids, vs))
-	require.NoError(t, mem.AddWithIDs(ctx, ids, vs))
+	require.NoError(t, testkit.ErrOf(w.Add(ctx, engine.Vectors(vs), engine.WithIDs(ids...))))
+	require.NoError(t, testkit.ErrOf(mem.Add(ctx, engine.Vectors(vs), engine.WithIDs(ids...))))
 	require.NoError(t, w.Close()) // Close checkpoints nothing: the log holds the add
 	w, err = engine.Open(ctx, path, engine.Config{Device: engine.CPU})
 	require.NoError(t, err)
@@ -101,10 +102,10 @@ func TestOpenMapsOnCPU(t *testing.T) {
 				// the file does not change.
 				ids := []uint64{1, 4, 3*1500 + 1, 3*2999 + 1}
 				vs := randomVectors(r, len(ids), 37)
-				require.NoError(t, ix.Upsert(ctx, ids, vs))
-				require.NoError(t, mem.Upsert(ctx, ids, vs))
-				require.NoError(t, ix.Delete(ctx, 7, 10))
-				require.NoError(t, mem.Delete(ctx, 7, 10))
+				require.NoError(t, testkit.ErrOf(ix.Upsert(ctx, engine.Vectors(vs), engine.WithIDs(ids...))))
+				require.NoError(t, testkit.ErrOf(mem.Upsert(ctx, engine.Vectors(vs), engine.WithIDs(ids...))))
+				require.NoError(t, ix.Delete(ctx, engine.WithIDs(7, 10)))
+				require.NoError(t, mem.Delete(ctx, engine.WithIDs(7, 10)))
 				require.True(t, engine.Mapped(ix), "an upsert keeps the mapping")
 				sameContents(t, mem, ix, "after upsert")
 				sameSearches(t, mem, ix, 37, "after upsert")
@@ -188,10 +189,12 @@ func TestMappedStoreChangedUnderneath(t *testing.T) {
 		"SearchBatch": func(ix *engine.Index) error { _, err := ix.SearchBatch(ctx, [][]float32{q, q}, 5); return err },
 		"SearchRange": func(ix *engine.Index) error { _, err := ix.SearchRange(ctx, q, -1e9); return err },
 		"Get":         func(ix *engine.Index) error { _, err := ix.Get(3*2000 + 1); return err },
-		"Upsert":      func(ix *engine.Index) error { return ix.Upsert(ctx, []uint64{3*2000 + 1}, [][]float32{q}) },
-		"Add":         func(ix *engine.Index) error { _, err := ix.Add(ctx, [][]float32{q}); return err },
-		"Checkpoint":  func(ix *engine.Index) error { return ix.Checkpoint(ctx) },
-		"Compact":     func(ix *engine.Index) error { return ix.Compact(ctx) },
+		"Upsert": func(ix *engine.Index) error {
+			return testkit.ErrOf(ix.Upsert(ctx, engine.Vectors([][]float32{q}), engine.WithIDs([]uint64{3*2000 + 1}...)))
+		},
+		"Add":        func(ix *engine.Index) error { _, err := ix.Add(ctx, [][]float32{q}); return err },
+		"Checkpoint": func(ix *engine.Index) error { return ix.Checkpoint(ctx) },
+		"Compact":    func(ix *engine.Index) error { return ix.Compact(ctx) },
 	}
 	for _, p := range []engine.Precision{engine.F32, engine.F16} {
 		for _, c := range changes {
@@ -210,7 +213,7 @@ func TestMappedStoreChangedUnderneath(t *testing.T) {
 						// a row deleted so Compact has work to do.
 						_, err = ix.Search(ctx, q, 5)
 						require.NoError(t, err, "before the change")
-						require.NoError(t, ix.Delete(ctx, 1))
+						require.NoError(t, ix.Delete(ctx, engine.WithIDs(1)))
 						require.NoError(t, c.do(path))
 						// The first call after it notices, by the file's
 						// size and time or by the fault.

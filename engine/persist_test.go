@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"github.com/umbravec/umbra/internal/testkit"
 	"os"
 	"path/filepath"
 	"slices"
@@ -61,15 +62,22 @@ func TestStoreSurvivesReopen(t *testing.T) {
 				both(func(ix *engine.Index) error { _, err := ix.Add(ctx, vs); return err })
 				ids := []uint64{1 << 33, 7, 1 << 34}
 				up := randomVectors(r, 3, dim)
-				both(func(ix *engine.Index) error { return ix.Upsert(ctx, ids, up) })
-				both(func(ix *engine.Index) error { return ix.Delete(ctx, 3, 9, 1<<33) })
+				both(func(ix *engine.Index) error {
+					return testkit.ErrOf(ix.Upsert(ctx, engine.Vectors(up), engine.WithIDs(ids...)))
+				})
+				both(func(ix *engine.Index) error { return ix.Delete(ctx, engine.WithIDs(3, 9, 1<<33)) })
 				// An ID deleted and added again: a dead row and a live one share it.
 				again9 := randomVectors(r, 1, dim)
-				both(func(ix *engine.Index) error { return ix.AddWithIDs(ctx, []uint64{9}, again9) })
+				both(func(ix *engine.Index) error {
+					return testkit.ErrOf(ix.Add(ctx, engine.Vectors(again9), engine.WithIDs([]uint64{9}...)))
+				})
 				keys := randomVectors(r, 2, dim)
-				both(func(ix *engine.Index) error { _, err := ix.AddKeys(ctx, []string{"a", "b"}, keys); return err })
+				both(func(ix *engine.Index) error {
+					_, err := ix.Add(ctx, engine.Vectors(keys), engine.WithKeys([]string{"a", "b"}...))
+					return err
+				})
 				// A failed call is not logged.
-				require.ErrorIs(t, st.Delete(ctx, 12345), engine.ErrNotFound)
+				require.ErrorIs(t, st.Delete(ctx, engine.WithIDs(12345)), engine.ErrNotFound)
 				require.NoError(t, st.Close())
 
 				check := func(what string) *engine.Index {
@@ -89,11 +97,11 @@ func TestStoreSurvivesReopen(t *testing.T) {
 				_, err = engine.Open(ctx, path, cfg)
 				require.ErrorIs(t, err, engine.ErrLocked)
 				more := randomVectors(r, 5, dim)
-				require.NoError(t, again.AddWithIDs(ctx, []uint64{100, 101, 102, 103, 104}, more))
-				require.NoError(t, ref.AddWithIDs(ctx, []uint64{100, 101, 102, 103, 104}, more))
+				require.NoError(t, testkit.ErrOf(again.Add(ctx, engine.Vectors(more), engine.WithIDs([]uint64{100, 101, 102, 103, 104}...))))
+				require.NoError(t, testkit.ErrOf(ref.Add(ctx, engine.Vectors(more), engine.WithIDs([]uint64{100, 101, 102, 103, 104}...))))
 				require.NoError(t, again.Checkpoint(ctx))
-				require.NoError(t, again.Delete(ctx, 101))
-				require.NoError(t, ref.Delete(ctx, 101))
+				require.NoError(t, again.Delete(ctx, engine.WithIDs(101)))
+				require.NoError(t, ref.Delete(ctx, engine.WithIDs(101)))
 				require.NoError(t, again.Close())
 				again = check("from a checkpoint and its log")
 				require.NoError(t, again.Close())
@@ -122,9 +130,9 @@ func TestBadStoreFiles(t *testing.T) {
 	require.NoError(t, err)
 	_, err = ix.Add(ctx, randomVectors(r, 40, 6))
 	require.NoError(t, err)
-	_, err = ix.AddKeys(ctx, []string{"k"}, randomVectors(r, 1, 6))
+	_, err = ix.Add(ctx, engine.Vectors(randomVectors(r, 1, 6)), engine.WithKeys([]string{"k"}...))
 	require.NoError(t, err)
-	require.NoError(t, ix.Delete(ctx, 5))
+	require.NoError(t, ix.Delete(ctx, engine.WithIDs(5)))
 	require.NoError(t, ix.Save(ctx, path))
 	good, err := os.ReadFile(path)
 	require.NoError(t, err)

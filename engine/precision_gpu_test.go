@@ -163,7 +163,7 @@ func TestPrecisionGPUAdversarial(t *testing.T) {
 					ids := f32.IDs()
 					del := ids[:n/3]
 					for _, ix := range []*engine.Index{f32, cmp} {
-						require.NoError(t, ix.Delete(ctx, del...))
+						require.NoError(t, ix.Delete(ctx, engine.WithIDs(del...)))
 					}
 					compareTwins(t, true, m, f32, cmp, data, qs[:9], []int{1, 7, f32.Len()}, "after deletes")
 					for _, ix := range []*engine.Index{f32, cmp} {

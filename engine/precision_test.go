@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"github.com/umbravec/umbra/internal/testkit"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
@@ -136,11 +137,13 @@ func TestPrecisionMatchesFloat32(t *testing.T) {
 								up = up[:1]
 							}
 							vs := precisionVectors(r, kind, len(up), dim, center)
-							both(func(ix *engine.Index) error { return ix.Upsert(ctx, up, vs) })
+							both(func(ix *engine.Index) error {
+								return testkit.ErrOf(ix.Upsert(ctx, engine.Vectors(vs), engine.WithIDs(up...)))
+							})
 						case op == 3:
 							ids := f32.IDs()
 							del := ids[:1+r.IntN(len(ids)/2)]
-							both(func(ix *engine.Index) error { return ix.Delete(ctx, del...) })
+							both(func(ix *engine.Index) error { return ix.Delete(ctx, engine.WithIDs(del...)) })
 						default:
 							both(func(ix *engine.Index) error { return ix.Compact(ctx) })
 						}
@@ -158,7 +161,9 @@ func TestPrecisionMatchesFloat32(t *testing.T) {
 					// The log replays upserts into the compressed copy too.
 					vs := precisionVectors(r, kind, 5, dim, center)
 					ids := []uint64{1 << 41, 1<<41 + 1, 1<<41 + 2, 1<<41 + 3, 1<<41 + 4}
-					both(func(ix *engine.Index) error { return ix.AddWithIDs(ctx, ids, vs) })
+					both(func(ix *engine.Index) error {
+						return testkit.ErrOf(ix.Add(ctx, engine.Vectors(vs), engine.WithIDs(ids...)))
+					})
 					require.NoError(t, cmp.Close())
 					cmp, err = engine.Open(ctx, path, engine.Config{Device: b.device, Adapter: b.adapter})
 					require.NoError(t, err)

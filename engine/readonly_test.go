@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"github.com/umbravec/umbra/internal/testkit"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -30,9 +31,9 @@ func TestOpenReadOnlyBesideAWriter(t *testing.T) {
 	_, err = w.Add(ctx, randomVectors(r, 40, dim))
 	require.NoError(t, err)
 	require.NoError(t, w.Checkpoint(ctx))
-	require.NoError(t, w.Upsert(ctx, []uint64{3, 1000}, randomVectors(r, 2, dim)))
-	require.NoError(t, w.Delete(ctx, 5, 6))
-	_, err = w.AddKeys(ctx, []string{"x", "y"}, randomVectors(r, 2, dim))
+	require.NoError(t, testkit.ErrOf(w.Upsert(ctx, engine.Vectors(randomVectors(r, 2, dim)), engine.WithIDs([]uint64{3, 1000}...))))
+	require.NoError(t, w.Delete(ctx, engine.WithIDs(5, 6)))
+	_, err = w.Add(ctx, engine.Vectors(randomVectors(r, 2, dim)), engine.WithKeys([]string{"x", "y"}...))
 	require.NoError(t, err)
 
 	_, err = engine.Open(ctx, path, engine.Config{Device: engine.CPU})
@@ -52,13 +53,16 @@ func TestOpenReadOnlyBesideAWriter(t *testing.T) {
 	v := randomVectors(r, 1, dim)
 	for name, err := range map[string]error{
 		"Add":        func() error { _, err := ro.Add(ctx, v); return err }(),
-		"AddFlat":    func() error { _, err := ro.AddFlat(ctx, v[0]); return err }(),
-		"AddWithIDs": ro.AddWithIDs(ctx, []uint64{77777}, v),
-		"Upsert":     ro.Upsert(ctx, []uint64{3}, v),
-		"Delete":     ro.Delete(ctx, 3),
-		"AddKeys":    func() error { _, err := ro.AddKeys(ctx, []string{"z"}, v); return err }(),
-		"UpsertKeys": func() error { _, err := ro.UpsertKeys(ctx, []string{"x"}, v); return err }(),
-		"DeleteKeys": ro.DeleteKeys(ctx, "x"),
+		"AddFlat":    func() error { _, err := ro.Add(ctx, engine.Flat(v[0], ro.Dim())); return err }(),
+		"AddWithIDs": testkit.ErrOf(ro.Add(ctx, engine.Vectors(v), engine.WithIDs([]uint64{77777}...))),
+		"Upsert":     testkit.ErrOf(ro.Upsert(ctx, engine.Vectors(v), engine.WithIDs([]uint64{3}...))),
+		"Delete":     ro.Delete(ctx, engine.WithIDs(3)),
+		"AddKeys":    func() error { _, err := ro.Add(ctx, engine.Vectors(v), engine.WithKeys([]string{"z"}...)); return err }(),
+		"UpsertKeys": func() error {
+			_, err := ro.Upsert(ctx, engine.Vectors(v), engine.WithKeys([]string{"x"}...))
+			return err
+		}(),
+		"DeleteKeys": ro.Delete(ctx, engine.WithKeys("x")),
 		"Compact":    ro.Compact(ctx),
 		"Checkpoint": ro.Checkpoint(ctx),
 		"Save":       ro.Save(ctx, path),

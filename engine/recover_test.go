@@ -76,7 +76,7 @@ func TestGPUComesBack(t *testing.T) {
 			for _, x := range []*engine.Index{ix, ref} {
 				_, err := x.Add(ctx, more)
 				require.NoError(t, err)
-				require.NoError(t, x.Delete(ctx, 5, 650, 900))
+				require.NoError(t, x.Delete(ctx, engine.WithIDs(5, 650, 900)))
 			}
 			same("while the GPU is down")
 

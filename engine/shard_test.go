@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"github.com/umbravec/umbra/internal/testkit"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -199,8 +200,8 @@ func TestShardsThroughWrites(t *testing.T) {
 			for _, x := range []*engine.Index{ix, ref} {
 				// a row on the first shard, one on each side of the
 				// boundary, and a new one
-				require.NoError(t, x.Upsert(ctx, []uint64{3, uint64(first - 1), uint64(first), 9000}, up))
-				require.NoError(t, x.Delete(ctx, 4, 10, uint64(first+2), 1100))
+				require.NoError(t, testkit.ErrOf(x.Upsert(ctx, engine.Vectors(up), engine.WithIDs([]uint64{3, uint64(first - 1), uint64(first), 9000}...))))
+				require.NoError(t, x.Delete(ctx, engine.WithIDs(4, 10, uint64(first+2), 1100)))
 			}
 			same("after upserts and deletes")
 			// Enough new rows to double them: a new split, whose shards
@@ -270,7 +271,7 @@ func TestShardFault(t *testing.T) {
 		// be stale, so searches refuse until the next write uploads every
 		// row again (with a new split).
 		engine.SetShardFault(ix, 0, func(string) error { return errDeviceGone })
-		err = ix.Upsert(ctx, []uint64{3}, [][]float32{data[5]})
+		_, err = ix.Upsert(ctx, engine.Vectors([][]float32{data[5]}), engine.WithIDs([]uint64{3}...))
 		require.ErrorIs(t, err, engine.ErrGPU)
 		engine.SetShardFault(ix, 0, nil)
 		if _, err := ix.SearchBatch(ctx, qs, 20); err != nil {

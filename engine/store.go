@@ -325,7 +325,7 @@ func (ix *Index) replay(ctx context.Context, r storefile.Record) error {
 			ix.nameIDs(r.Keys, r.IDs)
 		}
 	case storefile.OpDelete:
-		err = ix.Delete(ctx, r.IDs...)
+		err = ix.Delete(ctx, WithIDs(r.IDs...))
 	case storefile.OpSetKey:
 		ix.nameIDs(r.Keys, r.IDs)
 	default:

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"github.com/umbravec/umbra/internal/testkit"
 	"math"
 	"slices"
 	"testing"
@@ -101,7 +102,7 @@ func TestStoreOperationsMatchAModel(t *testing.T) {
 							}
 						}
 						vs := randomVectors(r, n, dim)
-						require.NoError(t, ix.AddWithIDs(ctx, ids, vs), what)
+						require.NoError(t, testkit.ErrOf(ix.Add(ctx, engine.Vectors(vs), engine.WithIDs(ids...))), what)
 						for i, id := range ids {
 							md.vecs[id] = vs[i]
 						}
@@ -119,7 +120,7 @@ func TestStoreOperationsMatchAModel(t *testing.T) {
 							ids = ids[:2]
 						}
 						vs := randomVectors(r, len(ids), dim)
-						require.NoError(t, ix.Upsert(ctx, ids, vs), what)
+						require.NoError(t, testkit.ErrOf(ix.Upsert(ctx, engine.Vectors(vs), engine.WithIDs(ids...))), what)
 						for i, id := range ids {
 							md.vecs[id] = vs[i]
 						}
@@ -127,7 +128,7 @@ func TestStoreOperationsMatchAModel(t *testing.T) {
 						n := min(1+r.IntN(8), len(md.vecs)-1)
 						ids := stored()
 						r.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
-						require.NoError(t, ix.Delete(ctx, ids[:n]...), what)
+						require.NoError(t, ix.Delete(ctx, engine.WithIDs(ids[:n]...)), what)
 						for _, id := range ids[:n] {
 							delete(md.vecs, id)
 						}
@@ -136,14 +137,14 @@ func TestStoreOperationsMatchAModel(t *testing.T) {
 					default: // every bad call fails with its sentinel, changing nothing
 						id := pick()
 						v := randomVectors(r, 2, dim)
-						require.ErrorIs(t, ix.AddWithIDs(ctx, []uint64{id + 1<<40, id + 1<<40}, v), engine.ErrDuplicateID, what)
-						require.ErrorIs(t, ix.AddWithIDs(ctx, []uint64{1<<41 + 7, id}, v), engine.ErrIDExists, what)
+						require.ErrorIs(t, testkit.ErrOf(ix.Add(ctx, engine.Vectors(v), engine.WithIDs([]uint64{id + 1<<40, id + 1<<40}...))), engine.ErrDuplicateID, what)
+						require.ErrorIs(t, testkit.ErrOf(ix.Add(ctx, engine.Vectors(v), engine.WithIDs([]uint64{1<<41 + 7, id}...))), engine.ErrIDExists, what)
 						// In increasing order (checked without a map) too.
-						require.ErrorIs(t, ix.AddWithIDs(ctx, []uint64{id, 1<<41 + 7}, v), engine.ErrIDExists, what)
-						require.ErrorIs(t, ix.Delete(ctx, id, 1<<42), engine.ErrNotFound, what)
-						require.ErrorIs(t, ix.Delete(ctx, id, id), engine.ErrDuplicateID, what)
-						require.ErrorIs(t, ix.Upsert(ctx, []uint64{id, id}, v), engine.ErrDuplicateID, what)
-						require.ErrorIs(t, ix.Upsert(ctx, []uint64{id}, v), engine.ErrIDCount, what)
+						require.ErrorIs(t, testkit.ErrOf(ix.Add(ctx, engine.Vectors(v), engine.WithIDs([]uint64{id, 1<<41 + 7}...))), engine.ErrIDExists, what)
+						require.ErrorIs(t, ix.Delete(ctx, engine.WithIDs(id, 1<<42)), engine.ErrNotFound, what)
+						require.ErrorIs(t, ix.Delete(ctx, engine.WithIDs(id, id)), engine.ErrDuplicateID, what)
+						require.ErrorIs(t, testkit.ErrOf(ix.Upsert(ctx, engine.Vectors(v), engine.WithIDs([]uint64{id, id}...))), engine.ErrDuplicateID, what)
+						require.ErrorIs(t, testkit.ErrOf(ix.Upsert(ctx, engine.Vectors(v), engine.WithIDs([]uint64{id}...))), engine.ErrIDCount, what)
 						_, err := ix.Get(1 << 42)
 						require.ErrorIs(t, err, engine.ErrNotFound, what)
 					}
@@ -257,7 +258,7 @@ func TestStringKeys(t *testing.T) {
 			ix := open(t, b, engine.Config{Dim: 8, Metric: engine.L2})
 			keys := []string{"notes/a.md", "550e8400-e29b-41d4-a716-446655440000", "", "ü"}
 			vs := randomVectors(r, len(keys), 8)
-			ids, err := ix.AddKeys(ctx, keys, vs)
+			ids, err := ix.Add(ctx, engine.Vectors(vs), engine.WithKeys(keys...))
 			require.NoError(t, err)
 			for i, key := range keys {
 				id, ok := ix.Lookup(key)
@@ -272,17 +273,17 @@ func TestStringKeys(t *testing.T) {
 			key, _ := ix.KeyOf(hits[0].ID)
 			require.Equal(t, keys[1], key)
 
-			_, err = ix.AddKeys(ctx, []string{"x", "x"}, randomVectors(r, 2, 8))
+			_, err = ix.Add(ctx, engine.Vectors(randomVectors(r, 2, 8)), engine.WithKeys([]string{"x", "x"}...))
 			require.ErrorIs(t, err, engine.ErrDuplicateID)
-			_, err = ix.AddKeys(ctx, []string{"y", keys[0]}, randomVectors(r, 2, 8))
+			_, err = ix.Add(ctx, engine.Vectors(randomVectors(r, 2, 8)), engine.WithKeys([]string{"y", keys[0]}...))
 			require.ErrorIs(t, err, engine.ErrIDExists)
-			require.ErrorIs(t, ix.DeleteKeys(ctx, keys[0], "nope"), engine.ErrNotFound)
+			require.ErrorIs(t, ix.Delete(ctx, engine.WithKeys(keys[0], "nope")), engine.ErrNotFound)
 			require.Equal(t, len(keys), ix.Len(), "failed calls changed nothing")
 			_, ok := ix.Lookup("y")
 			require.False(t, ok)
 
 			nv := randomVectors(r, 2, 8)
-			up, err := ix.UpsertKeys(ctx, []string{keys[2], "new"}, nv)
+			up, err := ix.Upsert(ctx, engine.Vectors(nv), engine.WithKeys([]string{keys[2], "new"}...))
 			require.NoError(t, err)
 			require.Equal(t, ids[2], up[0], "a stored key keeps its ID")
 			got, err := ix.Get(up[0])
@@ -290,7 +291,7 @@ func TestStringKeys(t *testing.T) {
 			require.Equal(t, nv[0], got)
 			require.Equal(t, len(keys)+1, ix.Len())
 
-			require.NoError(t, ix.DeleteKeys(ctx, keys[0], "new"))
+			require.NoError(t, ix.Delete(ctx, engine.WithKeys(keys[0], "new")))
 			_, ok = ix.Lookup(keys[0])
 			require.False(t, ok)
 			_, ok = ix.KeyOf(ids[0])
@@ -313,7 +314,7 @@ func TestCancelledAddStoresNothing(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			ix := open(t, b, engine.Config{Dim: dim, Metric: engine.Dot})
-			_, err := ix.AddFlat(context.Background(), flat[:10*dim])
+			_, err := ix.Add(context.Background(), engine.Flat(flat[:10*dim], ix.Dim()))
 			require.NoError(t, err)
 			for _, stage := range []string{"validate", "upload"} {
 				ctx, cancel := context.WithCancel(context.Background())
@@ -322,18 +323,18 @@ func TestCancelledAddStoresNothing(t *testing.T) {
 						cancel()
 					}
 				})
-				_, err := ix.AddFlat(ctx, flat)
+				_, err := ix.Add(ctx, engine.Flat(flat, ix.Dim()))
 				cancel()
 				if stage == "upload" && b.device == engine.CPU {
 					require.NoError(t, err, "the CPU path has no upload to cancel")
-					require.NoError(t, ix.Delete(context.Background(), ix.IDs()[10:]...))
+					require.NoError(t, ix.Delete(context.Background(), engine.WithIDs(ix.IDs()[10:]...)))
 					require.NoError(t, ix.Compact(context.Background()))
 					continue
 				}
 				require.ErrorIs(t, err, context.Canceled, stage)
 				require.Equal(t, 10, ix.Len(), "%s: a cancelled Add stored rows", stage)
 			}
-			ids, err := ix.AddFlat(context.Background(), flat[:50*dim])
+			ids, err := ix.Add(context.Background(), engine.Flat(flat[:50*dim], ix.Dim()))
 			require.NoError(t, err)
 			require.Len(t, ids, 50)
 			hits, err := ix.Search(context.Background(), flat[20*dim:21*dim], 60)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/umbravec/umbra/internal/testkit"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -87,8 +88,8 @@ func stress(t *testing.T, b backend, run time.Duration) {
 	for i := range stableIDs {
 		stableIDs[i] = uint64(i) * 3 // not consecutive, not row numbers
 	}
-	require.NoError(t, ix.AddWithIDs(ctx, stableIDs, stable))
-	require.NoError(t, ref.AddWithIDs(ctx, stableIDs, stable))
+	require.NoError(t, testkit.ErrOf(ix.Add(ctx, engine.Vectors(stable), engine.WithIDs(stableIDs...))))
+	require.NoError(t, testkit.ErrOf(ref.Add(ctx, engine.Vectors(stable), engine.WithIDs(stableIDs...))))
 	queries := randomVectors(r, 32, stressDim)
 	allowSome := slices.Clone(stableIDs[:stressStable/3])
 	type expected struct {
@@ -215,7 +216,7 @@ func stress(t *testing.T, b backend, run time.Duration) {
 					for i, id := range ids {
 						addVersion(id, vs[i]) // before any search can see it
 					}
-					err = ix.AddWithIDs(octx, ids, vs)
+					_, err = ix.Add(octx, engine.Vectors(vs), engine.WithIDs(ids...))
 					apply = func() {
 						next += uint64(n)
 						for i, id := range ids {
@@ -231,7 +232,7 @@ func stress(t *testing.T, b backend, run time.Duration) {
 					for i, id := range ids {
 						addVersion(id, vs[i])
 					}
-					err = ix.Upsert(octx, ids, vs)
+					_, err = ix.Upsert(octx, engine.Vectors(vs), engine.WithIDs(ids...))
 					apply = func() {
 						for i, id := range ids {
 							model[id] = vs[i]
@@ -242,7 +243,7 @@ func stress(t *testing.T, b backend, run time.Duration) {
 					}
 				case op < 9:
 					ids := pickIDs(wr, model, 1+wr.IntN(8))
-					err = ix.Delete(octx, ids...)
+					err = ix.Delete(octx, engine.WithIDs(ids...))
 					apply = func() {
 						for _, id := range ids {
 							delete(model, id)
@@ -372,7 +373,7 @@ func stress(t *testing.T, b backend, run time.Duration) {
 		require.Equal(t, all[id], v, "ID %d", id)
 		vs[i] = v
 	}
-	require.NoError(t, fresh.AddWithIDs(ctx, ids, vs))
+	require.NoError(t, testkit.ErrOf(fresh.Add(ctx, engine.Vectors(vs), engine.WithIDs(ids...))))
 	for i, q := range queries {
 		want, err := fresh.Search(ctx, q, stressK)
 		require.NoError(t, err)

@@ -5,6 +5,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"github.com/umbravec/umbra/internal/testkit"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -83,7 +84,7 @@ func TestResidentTombstones(t *testing.T) {
 					for i, id := range part {
 						del[i] = uint64(id)
 					}
-					p.both(t, func(ix *engine.Index) error { return ix.Delete(ctx, del...) })
+					p.both(t, func(ix *engine.Index) error { return ix.Delete(ctx, engine.WithIDs(del...)) })
 				}
 				p.same(t, m, queries, "after deletes")
 				require.Equal(t, clean, traced(), "an unfiltered search after deletes sends no bitmap")
@@ -95,7 +96,7 @@ func TestResidentTombstones(t *testing.T) {
 				var one uint64
 				for one = 0; !p.cpu.Has(one); one++ {
 				}
-				p.both(t, func(ix *engine.Index) error { return ix.Delete(ctx, one) })
+				p.both(t, func(ix *engine.Index) error { return ix.Delete(ctx, engine.WithIDs(one)) })
 				require.Equal(t, clean, traced(), "a delete writes its word, not the search")
 				p.same(t, m, queries, "after one more delete")
 
@@ -106,15 +107,17 @@ func TestResidentTombstones(t *testing.T) {
 				p.both(t, func(ix *engine.Index) error { _, err := ix.Add(ctx, more); return err })
 				up := randomVectors(r, 3, dim)
 				upIDs := []uint64{one, 2000, 2001}
-				p.both(t, func(ix *engine.Index) error { return ix.Upsert(ctx, upIDs, up) })
-				p.both(t, func(ix *engine.Index) error { return ix.Delete(ctx, 2002, 2899) })
+				p.both(t, func(ix *engine.Index) error {
+					return testkit.ErrOf(ix.Upsert(ctx, engine.Vectors(up), engine.WithIDs(upIDs...)))
+				})
+				p.both(t, func(ix *engine.Index) error { return ix.Delete(ctx, engine.WithIDs(2002, 2899)) })
 				p.same(t, m, queries, "after adds, upserts and deletes of new rows")
 
 				// Compaction moves every row: the new device side holds no
 				// tombstones, and deletes after it mark the new rows.
 				p.both(t, func(ix *engine.Index) error { return ix.Compact(ctx) })
 				p.same(t, m, queries, "after compaction")
-				p.both(t, func(ix *engine.Index) error { return ix.Delete(ctx, 2003, 2004, 2500) })
+				p.both(t, func(ix *engine.Index) error { return ix.Delete(ctx, engine.WithIDs(2003, 2004, 2500)) })
 				p.same(t, m, queries, "after deletes past compaction")
 			})
 		}
@@ -140,7 +143,7 @@ func TestFailedTombstoneWrite(t *testing.T) {
 				}
 				base := randomVectors(r, 1500, dim)
 				p.both(t, func(ix *engine.Index) error { _, err := ix.Add(ctx, base); return err })
-				p.both(t, func(ix *engine.Index) error { return ix.Delete(ctx, 1, 2, 3) })
+				p.both(t, func(ix *engine.Index) error { return ix.Delete(ctx, engine.WithIDs(1, 2, 3)) })
 				p.same(t, engine.Dot, queries, "before the fault") // tombstones resident now
 
 				// Delete the best rows of query 0, so a stale tombstone
@@ -156,7 +159,7 @@ func TestFailedTombstoneWrite(t *testing.T) {
 					}
 					return nil
 				})
-				p.both(t, func(ix *engine.Index) error { return ix.Delete(ctx, del...) })
+				p.both(t, func(ix *engine.Index) error { return ix.Delete(ctx, engine.WithIDs(del...)) })
 				require.Equal(t, 1, fired, "Delete wrote the changed word")
 				got, err := p.gpu.Search(ctx, queries[0], 5)
 				if lasting {

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"github.com/umbravec/umbra/internal/testkit"
 	"path/filepath"
 	"testing"
 
@@ -49,7 +50,7 @@ func TestWriteTrace(t *testing.T) {
 					}
 				}
 				var tr engine.Trace
-				_, err := ix.AddFlat(engine.WithTrace(ctx, &tr), flat[:100*dim])
+				_, err := ix.Add(engine.WithTrace(ctx, &tr), engine.Flat(flat[:100*dim], ix.Dim()))
 				require.NoError(t, err)
 				stages(&tr, 100, "AddFlat")
 				require.Zero(t, tr.Log, "no store, no log")
@@ -65,7 +66,7 @@ func TestWriteTrace(t *testing.T) {
 				src, err := host.OpenMatrixFile(ctx, npy)
 				require.NoError(t, err)
 				tr = engine.Trace{}
-				_, err = ix.AddFrom(engine.WithTrace(ctx, &tr), src)
+				_, err = ix.Add(engine.WithTrace(ctx, &tr), src)
 				require.NoError(t, err)
 				require.NoError(t, src.Close())
 				stages(&tr, 50, "AddFrom")
@@ -83,12 +84,12 @@ func TestWriteTrace(t *testing.T) {
 					ids[i] = uint64(150 + i)
 				}
 				tr = engine.Trace{}
-				require.NoError(t, st.Upsert(engine.WithTrace(ctx, &tr), ids, vectors[150:300]))
+				require.NoError(t, testkit.ErrOf(st.Upsert(engine.WithTrace(ctx, &tr), engine.Vectors(vectors[150:300]), engine.WithIDs(ids...))))
 				stages(&tr, 150, "Upsert")
 				require.Positive(t, tr.Log, "Upsert with a store")
 
 				tr = engine.Trace{}
-				_, err = st.AddFlat(engine.WithTrace(ctx, &tr), flat[:dim])
+				_, err = st.Add(engine.WithTrace(ctx, &tr), engine.Flat(flat[:dim], st.Dim()))
 				require.NoError(t, err)
 				stages(&tr, 1, "AddFlat with a store")
 				require.Positive(t, tr.Log, "AddFlat with a store")

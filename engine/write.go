@@ -9,22 +9,6 @@ import (
 	"github.com/umbravec/umbra/internal/storefile"
 )
 
-// Upsert stores each vector under its ID, replacing the vector of an ID
-// that is already stored (in place: on a GPU only that row is written) and
-// adding the others. It is atomic: on any error nothing is changed. An ID
-// repeated in the call is ErrDuplicateID.
-func (ix *Index) Upsert(ctx context.Context, ids []uint64, vectors [][]float32) (err error) {
-	defer ix.recoverInto(&err, ix.watchFaults())
-	if len(ids) != len(vectors) {
-		return fmt.Errorf("%w: %d IDs for %d vectors", ErrIDCount, len(ids), len(vectors))
-	}
-	if err := ix.lockWriter(); err != nil {
-		return err
-	}
-	defer ix.wmu.Unlock()
-	return ix.upsertLocked(ctx, ids, vectors, nil, false)
-}
-
 // upsertStored is Upsert of rows exactly as the index stores them (a
 // replayed log), not normalised again.
 func (ix *Index) upsertStored(ctx context.Context, ids []uint64, rows [][]float32) error {
@@ -286,20 +270,6 @@ func (ix *Index) rewrite(ctx context.Context, rows []int) error {
 		return err
 	}
 	return nil
-}
-
-// Delete removes the vectors with these IDs. An ID that is not stored
-// (ErrNotFound) or repeated (ErrDuplicateID) fails the whole call with
-// nothing removed. A delete marks rows dead — no data moves, on the GPU
-// neither; Compact reclaims their space, and runs by itself once dead rows
-// make up a quarter of the index.
-func (ix *Index) Delete(ctx context.Context, ids ...uint64) (err error) {
-	defer ix.recoverInto(&err, ix.watchFaults())
-	if err := ix.lockWriter(); err != nil {
-		return err
-	}
-	defer ix.wmu.Unlock()
-	return ix.deleteLocked(ctx, ids)
 }
 
 // deleteLocked is Delete with wmu held.

@@ -36,7 +36,7 @@ func umbraTop(t *testing.T, data []float32, dim int, m engine.Metric, qs [][]flo
 	ix, err := engine.New(context.Background(), engine.Config{Dim: dim, Metric: m, Device: engine.CPU})
 	require.NoError(t, err)
 	defer ix.Close()
-	_, err = ix.AddFlat(context.Background(), data)
+	_, err = ix.Add(context.Background(), engine.Flat(data, ix.Dim()))
 	require.NoError(t, err)
 	all, err := ix.SearchBatch(context.Background(), qs, k)
 	require.NoError(t, err)

@@ -122,9 +122,9 @@ func (c *addCmd) Run(ctx context.Context, e *env) (err error) {
 	}
 	addCtx, done := e.progress.engineStep(ctx, fmt.Sprintf("adding %d rows", data.Rows))
 	if keys != nil {
-		_, err = ix.UpsertKeys(addCtx, keys, rowsOf(data))
+		_, err = ix.Upsert(addCtx, engine.Vectors(rowsOf(data)), engine.WithKeys(keys...))
 	} else {
-		err = ix.Upsert(addCtx, ids, rowsOf(data))
+		_, err = ix.Upsert(addCtx, engine.Vectors(rowsOf(data)), engine.WithIDs(ids...))
 	}
 	done()
 	if err != nil {
@@ -198,11 +198,11 @@ func (c *addCmd) stream(ctx context.Context, e *env) (err error) {
 	assigned := ids
 	switch {
 	case ids != nil:
-		err = ix.AddFromWithIDs(addCtx, ids, src)
+		_, err = ix.Add(addCtx, src, engine.WithIDs(ids...))
 	case keys != nil:
-		assigned, err = ix.AddFromWithKeys(addCtx, keys, src)
+		assigned, err = ix.Add(addCtx, src, engine.WithKeys(keys...))
 	default:
-		assigned, err = ix.AddFrom(addCtx, src)
+		assigned, err = ix.Add(addCtx, src)
 	}
 	done()
 	if err != nil {
@@ -368,7 +368,7 @@ func (c *deleteCmd) Run(ctx context.Context, e *env) (err error) {
 	if len(missing) > 0 {
 		return fmt.Errorf("%s: %s not stored in %s; nothing was deleted", flag, someIDs(missing), c.Store)
 	}
-	if err := ix.Delete(ctx, ids...); err != nil {
+	if err := ix.Delete(ctx, engine.WithIDs(ids...)); err != nil {
 		return writeError(c.Store, flag, err)
 	}
 	fmt.Fprintf(e.stdout, "deleted %d vectors from %s; it holds %d\n", len(ids), c.Store, ix.Len())

@@ -144,13 +144,13 @@ func (b *buildCmd) stream(ctx context.Context, e *env, metric engine.Metric, pre
 	var ids []uint64
 	switch {
 	case given != nil:
-		if err = ix.AddFromWithIDs(addCtx, given, src); err == nil {
+		if _, err = ix.Add(addCtx, src, engine.WithIDs(given...)); err == nil {
 			ids = given
 		}
 	case keys != nil:
-		ids, err = ix.AddFromWithKeys(addCtx, keys, src)
+		ids, err = ix.Add(addCtx, src, engine.WithKeys(keys...))
 	default:
-		ids, err = ix.AddFrom(addCtx, src)
+		ids, err = ix.Add(addCtx, src)
 	}
 	done()
 	if err == nil && len(ids) == 0 {

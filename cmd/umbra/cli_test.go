@@ -148,7 +148,7 @@ func TestProgress(t *testing.T) {
 		for i := range flat {
 			flat[i] = float32(i%7) + 1
 		}
-		_, err = ix.AddFlat(ctx, flat)
+		_, err = ix.Add(ctx, engine.Flat(flat, ix.Dim()))
 		require.NoError(t, err)
 		clock.tick(3 * time.Second)
 		done()

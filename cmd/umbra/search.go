@@ -390,7 +390,7 @@ func (o *searchCmd) indexData(ctx context.Context, e *env, data *host.Matrix, me
 	if err != nil {
 		return nil, deviceError(device, err)
 	}
-	if _, err = ix.AddFlat(addCtx, data.Data); err != nil {
+	if _, err = ix.Add(addCtx, engine.Flat(data.Data, ix.Dim())); err != nil {
 		ix.Close()
 		return nil, fmt.Errorf("--data %s: %s", o.Data, cause(err))
 	}

@@ -548,7 +548,7 @@ func TestLockedStore(t *testing.T) {
 	ix, err := engine.Open(context.Background(), store, engine.Config{Device: engine.CPU})
 	require.NoError(t, err)
 	extra := randomMatrix(rng, 3, 4)
-	added, err := ix.AddFlat(context.Background(), extra.Data)
+	added, err := ix.Add(context.Background(), engine.Flat(extra.Data, ix.Dim()))
 	require.NoError(t, err)
 	for _, args := range [][]string{
 		{"build", "--data", data, "--out", store},

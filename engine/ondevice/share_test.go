@@ -5,6 +5,7 @@ package ondevice_test
 import (
 	"context"
 	"fmt"
+	"github.com/umbravec/umbra/internal/testkit"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -91,7 +92,7 @@ func TestResidentAndScoreInto(t *testing.T) {
 	for i := range data {
 		data[i] = r.Float32()*4 - 2
 	}
-	_, err = ix.AddFlat(context.Background(), data)
+	_, err = ix.Add(context.Background(), engine.Flat(data, ix.Dim()))
 	require.NoError(t, err)
 
 	chunks, err := ondevice.Resident(ix)
@@ -153,8 +154,8 @@ func TestRowIDsMapScores(t *testing.T) {
 			vs[i][j] = r.Float32()*2 - 1
 		}
 	}
-	require.NoError(t, ix.AddWithIDs(context.Background(), ids, vs))
-	require.NoError(t, ix.Delete(context.Background(), 999))
+	require.NoError(t, testkit.ErrOf(ix.Add(context.Background(), engine.Vectors(vs), engine.WithIDs(ids...))))
+	require.NoError(t, ix.Delete(context.Background(), engine.WithIDs(999)))
 
 	rowIDs, live, err := ondevice.RowIDs(ix)
 	require.NoError(t, err)
@@ -186,7 +187,7 @@ func TestShareErrors(t *testing.T) {
 	adapter, dev := ownDevice(t)
 	ix, err := ondevice.New(context.Background(), engine.Config{Dim: 3}, adapter, dev, nil)
 	require.NoError(t, err)
-	_, err = ix.Add(context.Background(), [][]float32{{1, 2, 3}})
+	_, err = ix.Add(context.Background(), engine.Vectors([][]float32{{1, 2, 3}}))
 	require.NoError(t, err)
 	ctx := context.Background()
 	_, err = ondevice.ScoreInto(ctx, ix, []float32{1, 2})
@@ -227,7 +228,7 @@ func ExampleScoreInto() {
 		return
 	}
 	defer ix.Close()
-	if _, err := ix.Add(ctx, [][]float32{{1, 0, 0}, {0, 1, 0}}); err != nil {
+	if _, err := ix.Add(ctx, engine.Vectors([][]float32{{1, 0, 0}, {0, 1, 0}})); err != nil {
 		fmt.Println(err)
 		return
 	}

@@ -1,0 +1,363 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// The write API is two verbs and one delete:
+//
+//	ids, err := ix.Add(ctx, engine.Vectors(vs))                      // IDs assigned
+//	_, err = ix.Add(ctx, engine.Flat(data, dim), engine.WithIDs(ids...)) // the caller's IDs
+//	ids, err = ix.Upsert(ctx, engine.Vectors(vs), engine.WithKeys("a", "b"))
+//	err = ix.Delete(ctx, engine.WithKeys("a"))
+//
+// Rows come as a RowSource: Vectors (one slice per vector), Flat (one
+// row-major slice) or a source read a piece at a time, such as
+// host.MatrixReader over a vector file. WithIDs and WithKeys name them;
+// every combination works on every source.
+
+// Vectors is a RowSource of vectors in memory, one slice each. Add and
+// Upsert read them in place, without a copy; a vector of the wrong length
+// is refused by name ("vector 3: dimension 5, index dimension 4").
+func Vectors(vs [][]float32) RowSource { return &vectorRows{vs: vs} }
+
+// Flat is a RowSource of rows laid one after another in data, dim values
+// each, as a .npy or .fvecs file holds them: no slice per row is built.
+// len(data) must be a whole number of rows.
+func Flat(data []float32, dim int) RowSource { return &flatRows{data: data, dim: dim} }
+
+type vectorRows struct {
+	vs   [][]float32
+	next int
+}
+
+func (r *vectorRows) Dim() int {
+	if len(r.vs) == 0 {
+		return 0
+	}
+	return len(r.vs[0])
+}
+
+func (r *vectorRows) Rows() int { return len(r.vs) }
+
+func (r *vectorRows) ReadRows(dst []float32) (int, error) {
+	return readRowsFrom(dst, r.Dim(), &r.next, len(r.vs), func(i int) []float32 { return r.vs[i] })
+}
+
+type flatRows struct {
+	data []float32
+	dim  int
+	next int
+}
+
+func (r *flatRows) Dim() int { return r.dim }
+
+func (r *flatRows) Rows() int {
+	if r.dim <= 0 {
+		return 0
+	}
+	return len(r.data) / r.dim
+}
+
+func (r *flatRows) row(i int) []float32 { return r.data[i*r.dim : (i+1)*r.dim : (i+1)*r.dim] }
+
+func (r *flatRows) ReadRows(dst []float32) (int, error) {
+	return readRowsFrom(dst, r.dim, &r.next, r.Rows(), r.row)
+}
+
+// readRowsFrom is ReadRows over n rows that row gives, from *next on.
+func readRowsFrom(dst []float32, dim int, next *int, n int, row func(i int) []float32) (int, error) {
+	if *next >= n {
+		return 0, io.EOF
+	}
+	if dim <= 0 {
+		return 0, fmt.Errorf("rows of dimension %d", dim)
+	}
+	got := 0
+	for ; got < len(dst)/dim && *next < n; got++ {
+		v := row(*next)
+		if len(v) != dim {
+			return got, fmt.Errorf("%w: vector %d has dimension %d, the first %d", ErrDimMismatch, *next, len(v), dim)
+		}
+		copy(dst[got*dim:], v)
+		*next++
+	}
+	return got, nil
+}
+
+// inMemory returns the rows of an in-memory source as one slice each
+// (views into its storage, no copy), or ok false for a streamed source.
+// A Flat source whose length is not a whole number of rows is an error.
+func (ix *Index) inMemory(src RowSource) (vs [][]float32, ok bool, err error) {
+	switch r := src.(type) {
+	case *vectorRows:
+		return r.vs, true, nil
+	case *flatRows:
+		if r.dim != ix.cfg.Dim {
+			return nil, true, fmt.Errorf("%w: Flat rows of dimension %d, index dimension is %d", ErrDimMismatch, r.dim, ix.cfg.Dim)
+		}
+		if len(r.data)%r.dim != 0 {
+			return nil, true, fmt.Errorf("%w: %d values is not a whole number of rows of dimension %d", ErrDimMismatch, len(r.data), r.dim)
+		}
+		vs := make([][]float32, r.Rows())
+		for i := range vs {
+			vs[i] = r.row(i)
+		}
+		return vs, true, nil
+	}
+	return nil, false, nil
+}
+
+// WriteOption names the rows of an Add or Upsert, or what a Delete
+// removes.
+type WriteOption func(*writeOptions)
+
+type writeOptions struct {
+	ids      []uint64
+	keys     []string
+	idsSet   bool
+	keysSet  bool
+	conflict bool
+}
+
+// WithIDs names the rows by the caller's IDs, one per row in order (for
+// Delete: the IDs to delete).
+func WithIDs(ids ...uint64) WriteOption {
+	return func(o *writeOptions) {
+		o.conflict = o.conflict || o.keysSet || o.idsSet
+		o.ids, o.idsSet = ids, true
+		if o.ids == nil {
+			o.ids = []uint64{}
+		}
+	}
+}
+
+// WithKeys names the rows by string keys, one per row in order: each new
+// key gets a new ID (KeyOf and Lookup map between them), a stored key
+// names its vector (for Delete: the keys to delete).
+func WithKeys(keys ...string) WriteOption {
+	return func(o *writeOptions) {
+		o.conflict = o.conflict || o.keysSet || o.idsSet
+		o.keys, o.keysSet = keys, true
+		if o.keys == nil {
+			o.keys = []string{}
+		}
+	}
+}
+
+func collectWrite(verb string, opts []WriteOption) (writeOptions, error) {
+	var o writeOptions
+	for _, f := range opts {
+		if f != nil {
+			f(&o)
+		}
+	}
+	if o.conflict {
+		return o, fmt.Errorf("%w: %s takes one WithIDs or one WithKeys, not both or twice", ErrInvalidOption, verb)
+	}
+	return o, nil
+}
+
+// ErrInvalidOption: a call was given options it cannot honour (two ways of
+// naming rows, an Upsert with no names, a search option for another kind
+// of search).
+var ErrInvalidOption = errors.New("umbra: invalid option")
+
+// Add stores rows, each under a new ID: assigned by the index
+// (consecutive, past every ID stored before), the caller's (WithIDs), or
+// a new one for each key (WithKeys), and returns the IDs. It is atomic:
+// on any error nothing is stored. An ID or key repeated in the call
+// (ErrDuplicateID) or already stored (ErrIDExists) fails it; Upsert
+// replaces instead. Every row must have Dim finite components and, under
+// Cosine, a non-zero norm; a refused row is named by its index and column.
+//
+// A streamed source (anything but Vectors and Flat) is read a piece at a
+// time straight into the index's storage, each piece checked and packed
+// while in cache on Config.Workers goroutines: no copy of all the rows is
+// held besides the index's own. A source that fails to give a row wraps
+// ErrSource; one that gives another number of rows than it announced, or
+// than the IDs or keys name, is an error, and nothing is stored.
+//
+// ctx may carry a Trace (WithTrace) and a Progress (WithProgress).
+func (ix *Index) Add(ctx context.Context, rows RowSource, opts ...WriteOption) (ids []uint64, err error) {
+	defer ix.recoverInto(&err, ix.watchFaults())
+	o, err := collectWrite("Add", opts)
+	if err != nil {
+		return nil, err
+	}
+	if rows == nil {
+		return nil, fmt.Errorf("%w: Add of nil rows", ErrSource)
+	}
+	vs, mem, err := ix.inMemory(rows)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	switch {
+	case !mem:
+		if err := namesFit(rows.Rows(), o); err != nil {
+			return nil, err
+		}
+		if o.keysSet {
+			if err := distinctKeys(o.keys); err != nil {
+				return nil, err
+			}
+		}
+		return ix.addFrom(ctx, start, rows, o.ids, o.keys)
+	case o.keysSet:
+		return ix.keyed(ctx, o.keys, vs, false)
+	case o.idsSet:
+		if err := namesFit(len(vs), o); err != nil {
+			return nil, err
+		}
+		if _, err := ix.add(ctx, start, o.ids, len(vs), ix.packer(ctx, len(vs), false, func(i int) []float32 { return vs[i] })); err != nil {
+			return nil, err
+		}
+		return o.ids, nil
+	}
+	return ix.add(ctx, start, nil, len(vs), ix.packer(ctx, len(vs), false, func(i int) []float32 { return vs[i] }))
+}
+
+// Upsert stores rows under the caller's IDs (WithIDs) or keys (WithKeys),
+// one per row: a stored one's vector is replaced in place (on a GPU only
+// that row is written), the others are added. It returns the rows' IDs.
+// It is atomic: on any error nothing is changed. An ID or key repeated in
+// the call is ErrDuplicateID; an Upsert that names no rows is
+// ErrInvalidOption. A streamed source is read whole before anything is
+// changed (the rows an upsert replaces are kept aside to undo it).
+func (ix *Index) Upsert(ctx context.Context, rows RowSource, opts ...WriteOption) (ids []uint64, err error) {
+	defer ix.recoverInto(&err, ix.watchFaults())
+	o, err := collectWrite("Upsert", opts)
+	if err != nil {
+		return nil, err
+	}
+	if !o.idsSet && !o.keysSet {
+		return nil, fmt.Errorf("%w: Upsert needs WithIDs or WithKeys to say which vectors it replaces", ErrInvalidOption)
+	}
+	if rows == nil {
+		return nil, fmt.Errorf("%w: Upsert of nil rows", ErrSource)
+	}
+	vs, mem, err := ix.inMemory(rows)
+	if err != nil {
+		return nil, err
+	}
+	if !mem {
+		if err := namesFit(rows.Rows(), o); err != nil {
+			return nil, err
+		}
+		if vs, err = ix.readAll(ctx, rows); err != nil {
+			return nil, err
+		}
+	}
+	if o.keysSet {
+		return ix.keyed(ctx, o.keys, vs, true)
+	}
+	if err := namesFit(len(vs), o); err != nil {
+		return nil, err
+	}
+	if err := ix.lockWriter(); err != nil {
+		return nil, err
+	}
+	defer ix.wmu.Unlock()
+	if err := ix.upsertLocked(ctx, o.ids, vs, nil, false); err != nil {
+		return nil, err
+	}
+	return o.ids, nil
+}
+
+// Delete removes the vectors named by WithIDs or WithKeys. One that is not
+// stored (ErrNotFound) or named twice (ErrDuplicateID) fails the whole
+// call with nothing removed. A delete marks rows dead — no data moves, on
+// the GPU neither; Compact reclaims their space, and runs by itself once
+// dead rows are at least 1,024 and a quarter of the index. Keys are looked
+// up under the writers' lock, so a delete by key removes what the keys
+// named at one instant.
+func (ix *Index) Delete(ctx context.Context, opts ...WriteOption) (err error) {
+	defer ix.recoverInto(&err, ix.watchFaults())
+	o, err := collectWrite("Delete", opts)
+	if err != nil {
+		return err
+	}
+	if !o.idsSet && !o.keysSet {
+		return fmt.Errorf("%w: Delete needs WithIDs or WithKeys to say what it deletes", ErrInvalidOption)
+	}
+	if err := ix.lockWriter(); err != nil {
+		return err
+	}
+	defer ix.wmu.Unlock()
+	ids := o.ids
+	if o.keysSet {
+		if ids, err = ix.idsOfKeys(o.keys); err != nil {
+			return err
+		}
+	}
+	return ix.deleteLocked(ctx, ids)
+}
+
+// namesFit refuses IDs or keys that cannot pair one to one with n rows (n
+// < 0: a source that does not know its count, checked once it is read).
+func namesFit(n int, o writeOptions) error {
+	switch {
+	case n < 0:
+	case o.idsSet && len(o.ids) != n:
+		return fmt.Errorf("%w: %d IDs for %d vectors", ErrIDCount, len(o.ids), n)
+	case o.keysSet && len(o.keys) != n:
+		return fmt.Errorf("%w: %d keys for %d vectors", ErrIDCount, len(o.keys), n)
+	}
+	return nil
+}
+
+// distinctKeys refuses a key given twice in one call.
+func distinctKeys(keys []string) error {
+	seen := make(map[string]int, len(keys))
+	for i, key := range keys {
+		if j, ok := seen[key]; ok {
+			return fmt.Errorf("%w: key %q is given for vectors %d and %d", ErrDuplicateID, key, j, i)
+		}
+		seen[key] = i
+	}
+	return nil
+}
+
+// readAll reads a streamed source's rows into memory, one slice per row
+// over one allocation, checking their dimension and count as Add does.
+func (ix *Index) readAll(ctx context.Context, src RowSource) ([][]float32, error) {
+	if err := ix.sourceFits(src); err != nil {
+		return nil, err
+	}
+	dim := ix.cfg.Dim
+	n := src.Rows()
+	data := make([]float32, 0, max(n, 0)*dim)
+	piece := max(1, streamPieceBytes/(4*dim))
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		at := len(data)
+		data = append(data, make([]float32, piece*dim)...)
+		got, err := src.ReadRows(data[at:])
+		data = data[:at+got*dim]
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrSource, err)
+		}
+		if got == 0 {
+			return nil, fmt.Errorf("%w: the source gave no rows and no end", ErrSource)
+		}
+	}
+	rows := len(data) / dim
+	if n >= 0 && rows != n {
+		return nil, fmt.Errorf("%w: the source announced %d rows and gave %d", ErrSource, n, rows)
+	}
+	vs := make([][]float32, rows)
+	for i := range vs {
+		vs[i] = data[i*dim : (i+1)*dim : (i+1)*dim]
+	}
+	return vs, nil
+}
