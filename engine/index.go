@@ -959,10 +959,14 @@ func (ix *Index) Close() error {
 	ix.wmu.Lock()
 	defer ix.wmu.Unlock()
 	var repairErr error
-	if !ix.closed {
+	if !ix.closed && ix.mapped.check() == nil {
 		// A store whose log broke is repaired if it can be, so the files
-		// left behind open to what the index holds.
-		repairErr = ix.repairStore()
+		// left behind open to what the index holds. (Not from a mapping
+		// that changed underneath: its rows are not the index's any more.)
+		repairErr = func() (err error) {
+			defer ix.recoverInto(&err, ix.watchFaults())
+			return ix.repairStore()
+		}()
 	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
