@@ -1,6 +1,9 @@
 package storefile
 
 import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -60,6 +63,7 @@ func TestVersion1LogStillReplays(t *testing.T) {
 		want = append(want, rec)
 	}
 	require.NoError(t, l.Close())
+	requireLogVersion(t, path, 1) // not mixed: the old records keep their layout
 	got, torn, err = replayAll(t, path, v1FixtureDim, v1FixtureGen)
 	require.NoError(t, err)
 	require.False(t, torn)
@@ -67,4 +71,95 @@ func TestVersion1LogStillReplays(t *testing.T) {
 	for i := range want {
 		requireSameRecord(t, want[i], got[i], "record %d after appending", i)
 	}
+}
+
+// requireLogVersion requires the log at path to have a header of version.
+func requireLogVersion(t *testing.T, path string, version uint32) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(b), logHeaderLen)
+	require.Equal(t, version, binary.LittleEndian.Uint32(b[8:]), "version of %s", path)
+}
+
+// TestVersion1TornTailAndCorruption: a version-1 log keeps the version-1
+// rules: cut anywhere, it replays its whole records and OpenLog cuts the
+// rest; a flipped byte in a record a later one vouches for is corruption.
+func TestVersion1TornTailAndCorruption(t *testing.T) {
+	full, err := os.ReadFile(v1FixturePath)
+	require.NoError(t, err)
+	recs := v1FixtureRecords()
+	var ends []int
+	for pos := logHeaderLen; pos < len(full); {
+		pos += frameLenV1 + int(binary.LittleEndian.Uint32(full[pos:]))
+		ends = append(ends, pos)
+	}
+	require.Len(t, ends, len(recs))
+	require.Equal(t, len(full), ends[len(ends)-1])
+	for l := logHeaderLen; l <= len(full); l++ {
+		complete := 0
+		for complete < len(ends) && ends[complete] <= l {
+			complete++
+		}
+		res, err := scanLog(bytes.NewReader(full[:l]), int64(l), "mem", v1FixtureDim, v1FixtureGen, nil)
+		require.NoError(t, err, "length %d", l)
+		require.Equal(t, complete, res.records, "length %d", l)
+		require.Equal(t, uint32(1), res.version)
+	}
+	cut := ends[2] + 9
+	path := filepath.Join(t.TempDir(), "s.log")
+	require.NoError(t, os.WriteFile(path, full[:cut], 0o644))
+	l, err := OpenLog(path, v1FixtureDim, v1FixtureGen, SyncEveryCall)
+	require.NoError(t, err)
+	require.Equal(t, int64(ends[2]), l.Size(), "torn tail cut")
+	require.NoError(t, l.Append(recs[5]))
+	require.NoError(t, l.Close())
+	requireLogVersion(t, path, 1)
+	got, torn, err := replayAll(t, path, v1FixtureDim, v1FixtureGen)
+	require.NoError(t, err)
+	require.False(t, torn)
+	require.Len(t, got, 4)
+	requireSameRecord(t, recs[5], got[3])
+
+	for rec := range len(recs) - 1 {
+		b := bytes.Clone(full)
+		b[ends[rec]-1] ^= 0x08 // the last payload byte of record rec
+		_, err := scanLog(bytes.NewReader(b), int64(len(b)), "mem", v1FixtureDim, v1FixtureGen, nil)
+		fe := requireFormatError(t, err, ErrCorrupt, "flip in record %d", rec)
+		require.Equal(t, fmt.Sprintf("log record %d", rec), fe.Section)
+	}
+}
+
+// TestEmptyVersion1LogBecomesVersion2: a version-1 log with no records
+// (a checkpoint's, or one whose only record was torn) holds nothing to
+// keep, so OpenLog replaces it with an empty version-2 log; and a
+// checkpoint of a store with a version-1 log starts a version-2 one.
+func TestEmptyVersion1LogBecomesVersion2(t *testing.T) {
+	r := newRand(t)
+	full, err := os.ReadFile(v1FixturePath)
+	require.NoError(t, err)
+	for _, n := range []int{logHeaderLen, logHeaderLen + 7} { // empty; a torn first record
+		path := filepath.Join(t.TempDir(), "s.log")
+		require.NoError(t, os.WriteFile(path, full[:n], 0o644))
+		l, err := OpenLog(path, v1FixtureDim, v1FixtureGen, SyncEveryCall)
+		require.NoError(t, err)
+		rec := randRecord(r, v1FixtureDim)
+		require.NoError(t, l.Append(rec))
+		require.NoError(t, l.Close())
+		requireLogVersion(t, path, logVersion)
+		got, torn, err := replayAll(t, path, v1FixtureDim, v1FixtureGen)
+		require.NoError(t, err)
+		require.False(t, torn)
+		require.Len(t, got, 1)
+		requireSameRecord(t, rec, got[0])
+	}
+
+	store := filepath.Join(t.TempDir(), "store")
+	require.NoError(t, os.WriteFile(LogPath(store), full, 0o644))
+	gen, err := Checkpoint(store, &Snapshot{Dim: v1FixtureDim, Stride: 4})
+	require.NoError(t, err)
+	requireLogVersion(t, LogPath(store), logVersion)
+	n, _, err := ReplayLog(LogPath(store), v1FixtureDim, gen, nil)
+	require.NoError(t, err)
+	require.Zero(t, n)
 }
