@@ -18,14 +18,17 @@ import (
 //
 // A missing log, or a stale one (its header names another base generation:
 // a checkpoint crashed between writing the base and resetting the log), has
-// no records for this base: (0, false, nil).
+// no records for this base: (0, false, nil). But a version-2 log whose
+// header names another generation while its frames are tagged for this
+// one had its header overwritten by an older log's: ErrCorrupt.
 //
 // A torn tail is the end of the log that a crash left half-written: a frame
 // cut short, or a record whose checksum fails, with no record after it that
 // was written after the damaged one had been made durable. Every frame
 // carries the offset up to which the log had been fsynced when it was
-// written; a valid frame anywhere after a bad one that claims the bad one's
-// bytes were already synced proves the damage is not a crash, and ReplayLog
+// written; a valid frame anywhere after a bad one, written where it lies
+// (its position tag, below), that claims the bad one's bytes were already
+// synced proves the damage is not a crash, and ReplayLog
 // returns ErrCorrupt naming the record. Replay stops at a torn tail and
 // reports it with err == nil; OpenLog cuts it off before appending.
 //
