@@ -123,7 +123,7 @@ func (ix *Index) rangeSplit(ctx context.Context, q []float32, threshold float32,
 	if err != nil {
 		return nil, err
 	}
-	found := fallback.Within(scores, threshold, ix.fallbackMetric(), mask)
+	found := fallback.Within(scores, threshold, ix.fallbackMetric(), mask, nil)
 	if !ix.overflowing() {
 		return found, nil
 	}
@@ -137,7 +137,7 @@ func (ix *Index) rangeSplit(ctx context.Context, q []float32, threshold float32,
 	}
 	m := ix.fallbackMetric()
 	slices.SortFunc(found, func(a, b fallback.Hit) int {
-		if fallback.Worse(b, a, m) {
+		if fallback.Worse(b, a, m, nil) {
 			return -1
 		}
 		return 1

@@ -554,7 +554,7 @@ func mergeHits(a, b []fallback.Hit, off, k int, m fallback.Metric) []fallback.Hi
 			h = b[j]
 			h.Row += off
 		}
-		if i < len(a) && (j >= len(b) || fallback.Worse(h, a[i], m)) {
+		if i < len(a) && (j >= len(b) || fallback.Worse(h, a[i], m, nil)) {
 			out, i = append(out, a[i]), i+1
 		} else {
 			out, j = append(out, h), j+1
