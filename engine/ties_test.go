@@ -44,11 +44,14 @@ type tiePath struct {
 	prec  engine.Precision
 	radix bool // force the GPU's radix select (no fused top-k)
 	open  func(t *testing.T, cfg engine.Config) *engine.Index
+	// slow paths (a child process per index) run fewer cases.
+	slow bool
 }
 
 // tiePaths lists every path the tie rule must hold on. The GPU ones skip
 // without an adapter, or fail with UMBRA_REQUIRE_GPU=1 (open,
-// openSharded). Chunks of 64 rows; overflow keeps 64 rows on the device.
+// openSharded, openIsolated). Chunks of 64 rows; overflow keeps 64 rows
+// on the device.
 func tiePaths() []tiePath {
 	on := func(b backend) func(*testing.T, engine.Config) *engine.Index {
 		return func(t *testing.T, cfg engine.Config) *engine.Index { return open(t, b, cfg, 64) }
@@ -57,6 +60,9 @@ func tiePaths() []tiePath {
 	vulkan, gl := on(backends[1]), on(backends[2])
 	sharded := func(t *testing.T, cfg engine.Config) *engine.Index {
 		return openSharded(t, shardSets[1], cfg, 64, false)
+	}
+	isolated := func(t *testing.T, cfg engine.Config) *engine.Index {
+		return openIsolated(t, backends[1], cfg)
 	}
 	overflow := func(t *testing.T, cfg engine.Config) *engine.Index {
 		// 64 rows: 32 bytes a float32 row, 64 an int8 row's codes.
@@ -67,17 +73,18 @@ func tiePaths() []tiePath {
 		return open(t, backends[1], cfg, 64)
 	}
 	return []tiePath{
-		{"cpu/f32", engine.F32, false, cpu},
-		{"cpu/f16", engine.F16, false, cpu},
-		{"cpu/int8", engine.Int8, false, cpu},
-		{"vulkan/f32", engine.F32, false, vulkan},
-		{"vulkan/f32/radix", engine.F32, true, vulkan},
-		{"gl/f32", engine.F32, false, gl},
-		{"vulkan/f16", engine.F16, false, vulkan},
-		{"vulkan/int8", engine.Int8, false, vulkan},
-		{"shards/f32", engine.F32, false, sharded},
-		{"overflow/f32", engine.F32, false, overflow},
-		{"overflow/int8", engine.Int8, false, overflow},
+		{"cpu/f32", engine.F32, false, cpu, false},
+		{"cpu/f16", engine.F16, false, cpu, false},
+		{"cpu/int8", engine.Int8, false, cpu, false},
+		{"vulkan/f32", engine.F32, false, vulkan, false},
+		{"vulkan/f32/radix", engine.F32, true, vulkan, false},
+		{"gl/f32", engine.F32, false, gl, false},
+		{"vulkan/f16", engine.F16, false, vulkan, false},
+		{"vulkan/int8", engine.Int8, false, vulkan, false},
+		{"shards/f32", engine.F32, false, sharded, false},
+		{"isolated/f32", engine.F32, false, isolated, true},
+		{"overflow/f32", engine.F32, false, overflow, false},
+		{"overflow/int8", engine.Int8, false, overflow, false},
 	}
 }
 
@@ -99,6 +106,9 @@ func TestTieGoesToLowerID(t *testing.T) {
 	for _, p := range tiePaths() {
 		for _, m := range metrics {
 			for _, before := range []int{0, 63} {
+				if p.slow && before == 0 {
+					continue
+				}
 				t.Run(fmt.Sprintf("%s/%s/%d_before", p.name, m, before), func(t *testing.T) {
 					if p.radix {
 						defer gpu.SetSelectPath(gpu.SetSelectPath(gpu.SelectRadix))
@@ -212,7 +222,11 @@ func TestTiesProperty(t *testing.T) {
 			if p.radix {
 				defer gpu.SetSelectPath(gpu.SetSelectPath(gpu.SelectRadix))
 			}
-			for it := range 3 {
+			runs := 3
+			if p.slow {
+				runs = 1
+			}
+			for it := range runs {
 				m := metrics[r.IntN(len(metrics))]
 				ix := p.open(t, engine.Config{Dim: tieDim, Metric: m, Precision: p.prec})
 				pool := make([][]float32, 1+r.IntN(6))
