@@ -783,7 +783,7 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int, mask []u
 			if !filtered {
 				devMask = nil // the device's tombstones leave out deleted rows
 			}
-			res, err = ix.gpuSearch(ctx, qs, k, ix.slab.Rows, devMask, st)
+			res, err = ix.deviceTopK(ctx, qs, k, ix.slab.Rows, devMask, st)
 		}
 		t.add(st)
 		err = gpuError(err)
@@ -893,9 +893,12 @@ func (ix *Index) demote(err error) {
 	}
 }
 
+// view is the fallback's view of the slab, naming the rows' IDs when they
+// do not increase with the row (ties go to the lower ID; ties.go). The
+// caller holds ix.mu.
 func (ix *Index) view() fallback.Slab {
 	s := ix.slab
-	return fallback.Slab{Data: s.Data, Rows: s.Rows, Dim: s.Dim, Stride: s.Stride}
+	return fallback.Slab{Data: s.Data, Rows: s.Rows, Dim: s.Dim, Stride: s.Stride, IDs: ix.rid.tieIDs()}
 }
 
 func (ix *Index) fallbackMetric() fallback.Metric { return ix.cfg.Metric.fallbackCode() }
