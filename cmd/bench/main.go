@@ -60,10 +60,11 @@ func main() {
 // Limits on the flags. maxValues bounds n×dim: the run holds the data
 // several times over (the input, the per-row copy, each index's slab); 2³²
 // admits the device check's 4,000,000 × 768 (12.3 GB a copy), for
-// machines with the memory.
+// machines with the memory. On 32-bit platforms it is the largest int
+// (no slice there could hold more anyway).
 const (
 	maxDim    = 1 << 16
-	maxValues = 1 << 32
+	maxValues = min(1<<32, math.MaxInt)
 	maxGroups = 10000
 )
 
