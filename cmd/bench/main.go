@@ -41,6 +41,7 @@ import (
 )
 
 func main() {
+	engine.ServeGPUChildIfRequested()
 	if spec := os.Getenv(bench.IngestChildEnv); spec != "" {
 		// One measured call of --ingest, in a process of its own.
 		out, err := bench.IngestChild(context.Background(), spec)

@@ -22,6 +22,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/umbravec/umbra/engine"
 )
 
 // options are the parsed command-line flags.
@@ -158,6 +160,7 @@ func (o options) validate() error {
 }
 
 func main() {
+	engine.ServeGPUChildIfRequested()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
