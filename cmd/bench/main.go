@@ -36,11 +36,13 @@ import (
 
 	"github.com/umbravec/umbra/bench"
 	"github.com/umbravec/umbra/bench/peers"
+	"github.com/umbravec/umbra/cmd/internal/quiet"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
 )
 
 func main() {
+	quiet.Wayland()
 	engine.ServeGPUChildIfRequested()
 	if spec := os.Getenv(bench.IngestChildEnv); spec != "" {
 		// One measured call of --ingest, in a process of its own.

@@ -23,6 +23,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/umbravec/umbra/cmd/internal/quiet"
 	"github.com/umbravec/umbra/engine"
 )
 
@@ -160,6 +161,7 @@ func (o options) validate() error {
 }
 
 func main() {
+	quiet.Wayland()
 	engine.ServeGPUChildIfRequested()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/umbravec/umbra/cmd/internal/quiet"
 	"github.com/umbravec/umbra/engine"
 )
 
@@ -61,6 +62,7 @@ func usagef(format string, args ...any) error {
 }
 
 func main() {
+	quiet.Wayland()
 	engine.ServeGPUChildIfRequested()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {
