@@ -18,9 +18,8 @@ type rowIDs struct {
 	nextID uint64 // the next ID Add assigns: past every ID ever stored
 	// inOrder rows from row 0 have IDs that increase with the row, and
 	// disorder says the row after them does not (its ID is not above its
-	// predecessor's): see ordered. Only appendIDs and truncate keep them;
-	// IDs set any other way (a store's load) leave the rows unordered
-	// until an append looks at them again.
+	// predecessor's): see ordered. appendIDs, truncate and a store's load
+	// keep them.
 	inOrder  int
 	disorder bool
 }
