@@ -100,12 +100,8 @@ func (ix *Index) AddFromWithKeys(ctx context.Context, keys []string, src RowSour
 	if src != nil && src.Rows() >= 0 && src.Rows() != len(keys) {
 		return nil, fmt.Errorf("%w: %d keys for the source's %d rows", ErrIDCount, len(keys), src.Rows())
 	}
-	seen := make(map[string]int, len(keys))
-	for i, key := range keys {
-		if j, ok := seen[key]; ok {
-			return nil, fmt.Errorf("%w: key %q is given for vectors %d and %d", ErrDuplicateID, key, j, i)
-		}
-		seen[key] = i
+	if err := distinctKeys(keys, "vectors"); err != nil {
+		return nil, err
 	}
 	return ix.addFrom(ctx, start, src, nil, keys)
 }

@@ -54,12 +54,8 @@ func (ix *Index) keyed(ctx context.Context, keys []string, vectors [][]float32, 
 	if len(keys) != len(vectors) {
 		return nil, fmt.Errorf("%w: %d keys for %d vectors", ErrIDCount, len(keys), len(vectors))
 	}
-	seen := make(map[string]int, len(keys))
-	for i, key := range keys {
-		if j, ok := seen[key]; ok {
-			return nil, fmt.Errorf("%w: key %q is given for vectors %d and %d", ErrDuplicateID, key, j, i)
-		}
-		seen[key] = i
+	if err := distinctKeys(keys, "vectors"); err != nil {
+		return nil, err
 	}
 	// IDs are decided under the writers' lock, so no other writer can take
 	// one between here and the write itself.
@@ -119,15 +115,12 @@ func (ix *Index) DeleteKeys(ctx context.Context, keys ...string) (err error) {
 		return err
 	}
 	defer ix.wmu.Unlock()
+	if err := distinctKeys(keys, "arguments"); err != nil {
+		return err
+	}
 	ix.mu.RLock()
 	ids := make([]uint64, len(keys))
-	seen := make(map[string]int, len(keys))
 	for i, key := range keys {
-		if j, ok := seen[key]; ok {
-			ix.mu.RUnlock()
-			return fmt.Errorf("%w: key %q is given for arguments %d and %d", ErrDuplicateID, key, j, i)
-		}
-		seen[key] = i
 		id, ok := ix.keys.id[key]
 		if !ok {
 			ix.mu.RUnlock()
@@ -153,4 +146,17 @@ func (ix *Index) KeyOf(id uint64) (string, bool) {
 	defer ix.mu.RUnlock()
 	key, ok := ix.keys.key[id]
 	return key, ok
+}
+
+// distinctKeys refuses a key given twice in one call, naming the two
+// places (what: "vectors" or "arguments").
+func distinctKeys(keys []string, what string) error {
+	seen := make(map[string]int, len(keys))
+	for i, key := range keys {
+		if j, ok := seen[key]; ok {
+			return fmt.Errorf("%w: key %q is given for %s %d and %d", ErrDuplicateID, key, what, j, i)
+		}
+		seen[key] = i
+	}
+	return nil
 }
