@@ -199,7 +199,9 @@ type Config struct {
 	// the child. The call that meets it returns ErrGPU, which under Auto
 	// is answered by the fallback, and the index starts a new child in
 	// the background. It costs a second host copy of the rows (in the
-	// child) and a pipe crossing per call.
+	// child) and a pipe crossing per call. The program must call
+	// ServeGPUChildIfRequested at the top of its main, which is where
+	// the child serves.
 	Isolate bool
 	// Precision is how the copy of the vectors that searches scan is
 	// held: F32 (the default), F16 or Int8. Answers are the exact float32

@@ -65,10 +65,14 @@ func crashModel(seed uint64, n int) map[uint64][]float32 {
 	return md
 }
 
-// TestMain runs the crash test's child instead of the tests when
-// UMBRA_CRASH_CHILD names a store and a seed, and the mapped store's
-// fault child when UMBRA_SIGBUS_CHILD names a store.
+// TestMain serves as an isolated index's GPU child when started as one
+// (after unservedChild, which plays a program that does not), runs the
+// crash test's child instead of the tests when UMBRA_CRASH_CHILD names a
+// store and a seed, and the mapped store's fault child when
+// UMBRA_SIGBUS_CHILD names a store.
 func TestMain(m *testing.M) {
+	unservedChild()
+	engine.ServeGPUChildIfRequested()
 	if path := os.Getenv("UMBRA_SIGBUS_CHILD"); path != "" {
 		if err := sigbusChild(path); err != nil {
 			fmt.Fprintln(os.Stderr, "sigbus child:", err)

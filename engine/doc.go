@@ -33,11 +33,14 @@
 // Config.Isolate runs the GPU work in a child process, so that a failure
 // wgpu-native treats as fatal ends the child, not the caller. The child is
 // the running program started again with UMBRA_GPU_CHILD=1 in its
-// environment; this package's init function then serves the device on
-// file descriptors 3 and 4 and exits, before the program's main runs. The
-// init functions of the packages initialised before this one do run in the
-// child, so they should not have side effects a second process must not
-// repeat.
+// environment, so a program that uses Isolate must call
+// ServeGPUChildIfRequested at the top of its main (a test binary: in
+// TestMain): in the child it serves the device on file descriptors 3 and 4
+// and exits; anywhere else it returns at once. A child whose program
+// never calls it fails the index's start with an error naming the
+// function. The program's init functions do run in the child, so they
+// should not have side effects a second process must not repeat. Importing
+// this package has no side effects of its own.
 //
 // The API is the same in every build. Builds without cgo, or with the
 // nogpu tag, contain only the fallback: Auto resolves to it and Device GPU

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -21,9 +22,10 @@ func TestConfigErrors(t *testing.T) {
 		{"zero dim", engine.Config{Dim: 0}, "Dim must be between 1 and 16777216, got 0"},
 		{"negative dim", engine.Config{Dim: -3}, "got -3"},
 		// Past MaxDim every size derived from Dim could overflow (a 2^62
-		// dimension once made a row 0 bytes on the GPU path).
+		// dimension once made a row 0 bytes on the GPU path; 2^30 with
+		// 32-bit ints).
 		{"dim past MaxDim", engine.Config{Dim: engine.MaxDim + 1}, "got 16777217"},
-		{"dim 2^62 on the GPU", engine.Config{Dim: 1 << 62, Device: engine.GPU}, "got 4611686018427387904"},
+		{"dim 2^(int bits-2) on the GPU", engine.Config{Dim: 1 << (strconv.IntSize - 2), Device: engine.GPU}, "got " + strconv.Itoa(1<<(strconv.IntSize-2))},
 		{"dim MaxInt on the CPU", engine.Config{Dim: math.MaxInt, Device: engine.CPU}, "Dim must be between 1 and"},
 		{"unknown metric", engine.Config{Dim: 4, Metric: 9}, "unknown metric"},
 		{"unknown device", engine.Config{Dim: 4, Device: 7}, "unknown device"},

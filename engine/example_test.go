@@ -90,17 +90,21 @@ func ExampleIndex_SearchBatch() {
 	// query 1: id 3 (2.00), id 1 (25.00)
 }
 
-// AddFlat takes rows as one row-major slice, as read from a .npy or .fvecs
-// file, without a slice per row.
-func ExampleIndex_AddFlat() {
+// Flat gives Add rows as one row-major slice, as read from a .npy or .fvecs
+// file, without a slice per row; WithKeys names them.
+func ExampleFlat() {
 	ix, _ := engine.New(context.Background(), engine.Config{Dim: 3, Metric: engine.Dot, Device: engine.CPU})
 	defer ix.Close()
 	ids, err := ix.Add(context.Background(), engine.Flat([]float32{
 		1, 0, 0,
 		0, 2, 0,
-	}, ix.Dim()))
+	}, 3), engine.WithKeys("a", "b"))
 	fmt.Println(ids, err, ix.Len())
-	// Output: [0 1] <nil> 2
+	id, _ := ix.Lookup("b")
+	fmt.Println(id)
+	// Output:
+	// [0 1] <nil> 2
+	// 1
 }
 
 // WithProgress reports how far a long Add or SearchBatch has got.

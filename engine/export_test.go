@@ -110,3 +110,25 @@ func SetSumsPiece(n int) (restore func()) {
 	sumsPieceBytes = n
 	return func() { sumsPieceBytes = old }
 }
+
+// StartGPUChild starts a GPU child of this test binary as an isolated
+// index does, asking for an adapter named name, and releases it; the child
+// has greetingTimeout to greet. It forgets an earlier child's failed
+// handshake first, and this one's after.
+func StartGPUChild(ctx context.Context, name string, greetingTimeout time.Duration) error {
+	defer func(d time.Duration) { childGreetingTimeout = d }(childGreetingTimeout)
+	childGreetingTimeout = greetingTimeout
+	forget := func() {
+		unserved.Lock()
+		unserved.err = nil
+		unserved.Unlock()
+	}
+	forget()
+	defer forget()
+	c, err := startChild(ctx, childHello{Dim: 4, Adapter: AdapterSelect{Name: name}, ProbeTimeout: 10 * time.Second})
+	if err != nil {
+		return err
+	}
+	c.Release()
+	return nil
+}

@@ -44,6 +44,13 @@ func TestEveryGPUFailureThenExactSearches(t *testing.T) {
 		"vulkan": {{engine.Cosine, engine.F32}, {engine.L2, engine.F32}, {engine.Dot, engine.Int8}},
 		"gl":     {{engine.Dot, engine.F32}, {engine.L2, engine.F16}},
 	}
+	if !fullTests() {
+		// The README's test command sweeps one metric and precision per
+		// adapter; CI (UMBRA_FULL=1) sweeps them all.
+		for name, sw := range sweeps {
+			sweeps[name] = sw[:1]
+		}
+	}
 	for _, b := range backends[1:] {
 		for _, sw := range sweeps[b.name] {
 			m := sw.m

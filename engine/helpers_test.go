@@ -165,6 +165,11 @@ func topKError(m engine.Metric, data [][]float32, q []float32, k int, hits []eng
 	return nil
 }
 
+// fullTests reports whether UMBRA_FULL=1 (set by CI) asks for the long
+// sweeps and matrices; without it a test runs a representative part, so
+// the README's test command stays within a few minutes on two cores.
+func fullTests() bool { return os.Getenv("UMBRA_FULL") == "1" }
+
 // requireGPU reports whether UMBRA_REQUIRE_GPU=1 turns a missing adapter
 // into a failure rather than a skip.
 func requireGPU() bool { return os.Getenv("UMBRA_REQUIRE_GPU") == "1" }

@@ -16,6 +16,12 @@ type rowIDs struct {
 	dead   []uint64       // bitmap over rows: deleted, not yet compacted
 	nDead  int
 	nextID uint64 // the next ID Add assigns: past every ID ever stored
+	// inOrder rows from row 0 have IDs that increase with the row, and
+	// disorder says the row after them does not (its ID is not above its
+	// predecessor's): see ordered. appendIDs, truncate and a store's load
+	// keep them.
+	inOrder  int
+	disorder bool
 }
 
 func newRowIDs() rowIDs { return rowIDs{rowOf: map[uint64]int{}} }
@@ -88,6 +94,38 @@ func (m *rowIDs) appendIDs(ids []uint64) {
 	if m.dead != nil {
 		m.growDead()
 	}
+	m.checkOrder()
+}
+
+// checkOrder extends inOrder over the rows past it while their IDs keep
+// increasing, and sets disorder where they stop. Each row is looked at
+// once until a truncate drops it.
+func (m *rowIDs) checkOrder() {
+	if m.disorder {
+		return
+	}
+	i := m.inOrder
+	for ; i < len(m.ids); i++ {
+		if i > 0 && m.ids[i] <= m.ids[i-1] {
+			m.disorder = true
+			break
+		}
+	}
+	m.inOrder = i
+}
+
+// ordered reports whether the IDs increase with the row, so that the
+// lower row holds the lower ID: then ranking ties by row ranks them by ID,
+// which is what the device and the fallback do without IDs.
+func (m *rowIDs) ordered() bool { return !m.disorder && m.inOrder == len(m.ids) }
+
+// tieIDs is what a search ranks equal scores by: nil when the IDs increase
+// with the row (the row order is the ID order), else the row → ID slice.
+func (m *rowIDs) tieIDs() []uint64 {
+	if m.ordered() {
+		return nil
+	}
+	return m.ids
 }
 
 // bump keeps nextID past id. Past the largest ID nothing is left to
@@ -100,6 +138,9 @@ func (m *rowIDs) truncate(n int) {
 		delete(m.rowOf, id)
 	}
 	m.ids = m.ids[:n]
+	if n <= m.inOrder {
+		m.inOrder, m.disorder = n, false
+	}
 }
 
 func (m *rowIDs) growDead() {

@@ -713,7 +713,7 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int, mask []u
 			if !filtered {
 				devMask = nil // the device's tombstones leave out deleted rows
 			}
-			res, err = ix.gpuSearch(ctx, qs, k, ix.slab.Rows, devMask, st)
+			res, err = ix.deviceTopK(ctx, qs, k, ix.slab.Rows, devMask, st)
 		}
 		t.add(st)
 		err = gpuError(err)
@@ -823,9 +823,12 @@ func (ix *Index) demote(err error) {
 	}
 }
 
+// view is the fallback's view of the slab, naming the rows' IDs when they
+// do not increase with the row (ties go to the lower ID; ties.go). The
+// caller holds ix.mu.
 func (ix *Index) view() fallback.Slab {
 	s := ix.slab
-	return fallback.Slab{Data: s.Data, Rows: s.Rows, Dim: s.Dim, Stride: s.Stride}
+	return fallback.Slab{Data: s.Data, Rows: s.Rows, Dim: s.Dim, Stride: s.Stride, IDs: ix.rid.tieIDs()}
 }
 
 func (ix *Index) fallbackMetric() fallback.Metric { return ix.cfg.Metric.fallbackCode() }
@@ -889,10 +892,14 @@ func (ix *Index) Close() error {
 	ix.wmu.Lock()
 	defer ix.wmu.Unlock()
 	var repairErr error
-	if !ix.closed {
+	if !ix.closed && ix.mapped.check() == nil {
 		// A store whose log broke is repaired if it can be, so the files
-		// left behind open to what the index holds.
-		repairErr = ix.repairStore()
+		// left behind open to what the index holds. (Not from a mapping
+		// that changed underneath: its rows are not the index's any more.)
+		repairErr = func() (err error) {
+			defer ix.recoverInto(&err, ix.watchFaults())
+			return ix.repairStore()
+		}()
 	}
 	ix.mu.Lock()
 	defer ix.mu.Unlock()

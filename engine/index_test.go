@@ -257,9 +257,9 @@ func TestIndexesShareADevice(t *testing.T) {
 		t.Run(be.name, func(t *testing.T) {
 			ixA := open(t, be, engine.Config{Dim: 40, Metric: engine.Dot}, 256)
 			ixB := open(t, be, engine.Config{Dim: 130, Metric: engine.L2})
-			_, err := ixA.Add(context.Background(), a)
+			_, err := ixA.Add(context.Background(), engine.Vectors(a))
 			require.NoError(t, err)
-			_, err = ixB.Add(context.Background(), b)
+			_, err = ixB.Add(context.Background(), engine.Vectors(b))
 			require.NoError(t, err)
 			qa, qb := randomVectors(r, 1, 40)[0], randomVectors(r, 1, 130)[0]
 			wantA, err := ixA.Search(context.Background(), qa, 9)

@@ -26,7 +26,7 @@ func TestRefusedWritesNameTheFirstBadVector(t *testing.T) {
 		t.Run(m.String(), func(t *testing.T) {
 			ix := open(t, backends[0], engine.Config{Dim: dim, Metric: m})
 			stored := randomVectors(r, 30, dim)
-			ids, err := ix.Add(ctx, stored)
+			ids, err := ix.Add(ctx, engine.Vectors(stored))
 			require.NoError(t, err)
 			snapshot := func() map[uint64][]float32 {
 				out := map[uint64][]float32{}
@@ -55,7 +55,7 @@ func TestRefusedWritesNameTheFirstBadVector(t *testing.T) {
 					vs[later][0] = nan // a later bad vector is not the one named
 				}
 				want := fmt.Sprintf("vector %d, component %d is %v", bad, col, val)
-				_, err := ix.Add(ctx, vs)
+				_, err := ix.Add(ctx, engine.Vectors(vs))
 				require.ErrorIs(t, err, engine.ErrNonFinite)
 				require.Contains(t, err.Error(), want, "Add")
 				flat := make([]float32, 0, n*dim)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -23,10 +24,10 @@ import (
 // Some failures of wgpu-native end the process that meets them — a submit
 // on a device that was lost, the binding's device-lost handler — and no
 // error scope or recover can catch them. With Config.Isolate the index's
-// device side lives in a child process: this program run again, which
-// serves the device over its standard input and output (the engine package
-// does that from its init function when it finds childEnv set, before the
-// program's main runs). The parent keeps every row on the host, as always;
+// device side lives in a child process: this program run again, with
+// childEnv set, whose main calls ServeGPUChildIfRequested first; that
+// serves the device on file descriptors 3 and 4 and exits. The parent
+// keeps every row on the host, as always;
 // the child keeps a copy of the packed rows it uploads and answers
 // searches. If the child dies, the call that met it fails with ErrGPU,
 // which under Device Auto is answered by the fallback, and recovery starts
@@ -39,10 +40,59 @@ import (
 // childEnv marks the process as a GPU child.
 const childEnv = "UMBRA_GPU_CHILD"
 
-func init() {
-	if os.Getenv(childEnv) == "1" {
-		os.Exit(serveChild(os.NewFile(3, "requests"), os.NewFile(4, "replies")))
+// childGreeting is a child's first bytes on its replies pipe, written by
+// ServeGPUChildIfRequested before it reads anything: the parent learns
+// from them that the program serves GPU children at all.
+const childGreeting = "umbra GPU child 1\n"
+
+// childGreetingTimeout bounds the wait for a child's greeting: a program
+// that calls ServeGPUChildIfRequested first thing in main greets within
+// moments of starting.
+var childGreetingTimeout = 30 * time.Second
+
+// forgotCall is the advice every handshake failure gives.
+const forgotCall = "a program that sets Config.Isolate must call engine.ServeGPUChildIfRequested() at the top of its main (a test binary: in TestMain)"
+
+// unserved is the handshake failure of this process's first child that
+// never greeted, nil before one: later children would run the program's
+// main again for nothing, so they are not started.
+var unserved struct {
+	sync.Mutex
+	err error
+}
+
+// ServeGPUChildIfRequested makes this process a GPU child of Config.Isolate
+// when it was started as one, and returns at once otherwise. A program
+// whose indexes set Config.Isolate must call it at the very top of its
+// main, before it parses flags, prints or starts work (a test binary: at
+// the top of TestMain): an isolated index runs the program's executable
+// again with UMBRA_GPU_CHILD=1 in its environment, and that process must
+// serve the device on file descriptors 3 and 4 instead of doing what the
+// program does. As a child it serves until its parent closes the pipes or
+// goes away, then exits the process; it never returns.
+//
+// A program that never calls it cannot start children: the first isolated
+// index's child then runs the program's main instead, and the parent,
+// which gets no greeting from it within 30 seconds (or sees it exit), kills
+// it and fails with ErrGPU and an error naming this function; later
+// isolated indexes of the process fail at once with the same error.
+//
+// The engine changes nothing in the process's environment; the variable is
+// set only in the child's.
+func ServeGPUChildIfRequested() {
+	if os.Getenv(childEnv) != "1" {
+		return
 	}
+	replies := os.NewFile(4, "replies")
+	if replies == nil {
+		fmt.Fprintf(os.Stderr, "umbra: %s=1 but file descriptor 4 is not open: this process was not started as a GPU child by an isolated index\n", childEnv)
+		os.Exit(2)
+	}
+	if _, err := io.WriteString(replies, childGreeting); err != nil {
+		fmt.Fprintf(os.Stderr, "umbra: %s=1 but the parent's pipe cannot be written (%v): this process was not started as a GPU child by an isolated index\n", childEnv, err)
+		os.Exit(2)
+	}
+	os.Exit(serveChild(os.NewFile(3, "requests"), replies))
 }
 
 // childHello is the parent's first message: what index to make.
@@ -105,13 +155,24 @@ type childDevice struct {
 
 // startChild runs this program again as a GPU child and opens its index.
 func startChild(ctx context.Context, h childHello) (*childDevice, error) {
+	if os.Getenv(childEnv) == "1" {
+		// This process is a child that did not serve: its parent runs this
+		// very program. Starting a child of its own would do so again.
+		return nil, fmt.Errorf("%w: this process was started as a GPU child (%s=1) and is running the program's main instead of serving: %s", ErrGPU, childEnv, forgotCall)
+	}
+	unserved.Lock()
+	err := unserved.err
+	unserved.Unlock()
+	if err != nil {
+		return nil, err
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("%w: starting the GPU child process: %v", ErrGPU, err)
 	}
 	// The requests and replies travel on their own pipes (the child's
-	// file descriptors 3 and 4), so nothing the program prints before the
-	// engine's init function runs can mix with them.
+	// file descriptors 3 and 4), so nothing the program prints before it
+	// calls ServeGPUChildIfRequested can mix with them.
 	reqR, reqW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrGPU, err)
@@ -136,7 +197,8 @@ func startChild(ctx context.Context, h childHello) (*childDevice, error) {
 	}
 	stdin, stdout := reqW, repR
 	out := bufio.NewWriterSize(stdin, 1<<20)
-	c := &childDevice{cmd: cmd, enc: gob.NewEncoder(out), dec: gob.NewDecoder(bufio.NewReaderSize(stdout, 1<<20)),
+	in := bufio.NewReaderSize(stdout, 1<<20)
+	c := &childDevice{cmd: cmd, enc: gob.NewEncoder(out), dec: gob.NewDecoder(in),
 		out: out, hello: h, stride: childStride(h), exited: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
@@ -147,6 +209,9 @@ func startChild(ctx context.Context, h childHello) (*childDevice, error) {
 	// The child may take as long as a probe; a cancelled ctx ends it.
 	stop := context.AfterFunc(ctx, func() { _ = cmd.Process.Kill() })
 	defer stop()
+	if err := c.greeting(ctx, in); err != nil {
+		return nil, err
+	}
 	c.mu.Lock()
 	err = c.enc.Encode(h)
 	if err == nil {
@@ -168,6 +233,46 @@ func startChild(ctx context.Context, h childHello) (*childDevice, error) {
 		return nil, &AdapterError{Reason: c.info.Err, Hint: hintProbeFailed, kind: ErrNoAdapter}
 	}
 	return c, nil
+}
+
+// greeting waits for the child's greeting. A child that exits without
+// one, says something else, or says nothing within childGreetingTimeout
+// runs a program that does not call ServeGPUChildIfRequested: it is
+// killed, and the verdict is kept for the process's later children.
+func (c *childDevice) greeting(ctx context.Context, in io.Reader) error {
+	var timedOut atomic.Bool
+	timer := time.AfterFunc(childGreetingTimeout, func() {
+		timedOut.Store(true)
+		_ = c.cmd.Process.Kill()
+	})
+	got := make([]byte, len(childGreeting))
+	n, err := io.ReadFull(in, got)
+	timer.Stop()
+	if err == nil && string(got) == childGreeting {
+		return nil
+	}
+	c.kill()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	var what string
+	switch {
+	case timedOut.Load():
+		what = fmt.Sprintf("did not answer within %v", childGreetingTimeout)
+	case err != nil && n == 0:
+		what = "exited without answering"
+	case err != nil:
+		what = fmt.Sprintf("exited after answering %q", got[:n])
+	default:
+		what = fmt.Sprintf("answered %q, not the GPU child's greeting", got)
+	}
+	err = fmt.Errorf("%w: the GPU child process (this program run again with %s=1) %s: %s", ErrGPU, childEnv, what, forgotCall)
+	unserved.Lock()
+	if unserved.err == nil {
+		unserved.err = err
+	}
+	unserved.Unlock()
+	return err
 }
 
 // childStride is the float32 elements (or code words) of one row the child

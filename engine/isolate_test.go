@@ -2,14 +2,15 @@ package engine_test
 
 import (
 	"context"
-	"github.com/umbravec/umbra/internal/testkit"
-	"syscall"
+	"errors"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // openIsolated is an index under Device Auto whose GPU work runs in a child
@@ -50,7 +51,7 @@ func TestIsolatedGPUCrashLeavesTheCallerStanding(t *testing.T) {
 				ref := open(t, backends[0], engine.Config{Dim: dim, Metric: engine.Dot})
 				data := randomVectors(r, 600, dim)
 				for _, x := range []*engine.Index{ix, ref} {
-					_, err := x.Add(ctx, data)
+					_, err := x.Add(ctx, engine.Vectors(data))
 					require.NoError(t, err)
 					require.NoError(t, testkit.ErrOf(x.Upsert(ctx, engine.Vectors(data[10:12]), engine.WithIDs([]uint64{3, 5000}...))))
 					require.NoError(t, x.Delete(ctx, engine.WithIDs(7, 8)))
@@ -96,7 +97,9 @@ func TestIsolatedGPUCrashLeavesTheCallerStanding(t *testing.T) {
 				same("in the child")
 
 				pid := engine.GPUChildPID(ix)
-				require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+				p, err := os.FindProcess(pid)
+				require.NoError(t, err)
+				require.NoError(t, p.Kill()) // SIGKILL
 				got, err := ix.Search(ctx, qs[1], 11)
 				require.NoError(t, err, "the search that meets the dead child is answered on the CPU")
 				want, err := ref.Search(ctx, qs[1], 11)
@@ -106,7 +109,7 @@ func TestIsolatedGPUCrashLeavesTheCallerStanding(t *testing.T) {
 
 				more := randomVectors(r, 50, dim)
 				for _, x := range []*engine.Index{ix, ref} {
-					_, err := x.Add(ctx, more)
+					_, err := x.Add(ctx, engine.Vectors(more))
 					require.NoError(t, err)
 				}
 				require.Eventually(t, func() bool { return ix.Info().Backend == engine.BackendGPU },
@@ -120,4 +123,62 @@ func TestIsolatedGPUCrashLeavesTheCallerStanding(t *testing.T) {
 			})
 		}
 	}
+}
+
+// unservedEnv makes a GPU child of this test binary behave as one of a
+// program that never calls engine.ServeGPUChildIfRequested: "exit" ends at
+// once, "hang" runs on without a word.
+const unservedEnv = "UMBRA_TEST_UNSERVED_CHILD"
+
+// unservedChild plays such a child when unservedEnv says so.
+func unservedChild() {
+	if os.Getenv("UMBRA_GPU_CHILD") != "1" {
+		return
+	}
+	switch os.Getenv(unservedEnv) {
+	case "exit":
+		os.Exit(0)
+	case "hang":
+		time.Sleep(time.Hour)
+		os.Exit(0)
+	}
+}
+
+// TestGPUChildHandshake: a child that serves answers (here an adapter
+// that does not exist is refused with ErrNoAdapter, so no GPU is needed);
+// one whose program never calls ServeGPUChildIfRequested, whether it exits
+// or runs on, fails with ErrGPU and an error that names the function; and
+// a child that runs the program's main does not start children of its own.
+func TestGPUChildHandshake(t *testing.T) {
+	ctx := context.Background()
+	const none = "no adapter is called this"
+	err := engine.StartGPUChild(ctx, none, 30*time.Second)
+	require.Error(t, err)
+	if !errors.Is(err, engine.ErrNoGPUSupport) {
+		require.ErrorIs(t, err, engine.ErrNoAdapter)
+	}
+	require.NotContains(t, err.Error(), "ServeGPUChildIfRequested")
+
+	for _, mode := range []string{"exit", "hang"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Setenv(unservedEnv, mode)
+			start := time.Now()
+			err := engine.StartGPUChild(ctx, none, 2*time.Second)
+			require.ErrorIs(t, err, engine.ErrGPU)
+			require.Contains(t, err.Error(), "engine.ServeGPUChildIfRequested() at the top of its main")
+			if mode == "hang" {
+				require.Contains(t, err.Error(), "did not answer within 2s")
+				require.Less(t, time.Since(start), 20*time.Second)
+			} else {
+				require.Contains(t, err.Error(), "exited without answering")
+			}
+		})
+	}
+
+	t.Run("no grandchildren", func(t *testing.T) {
+		t.Setenv("UMBRA_GPU_CHILD", "1")
+		err := engine.StartGPUChild(ctx, none, 30*time.Second)
+		require.ErrorIs(t, err, engine.ErrGPU)
+		require.Contains(t, err.Error(), "ServeGPUChildIfRequested")
+	})
 }

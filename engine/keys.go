@@ -41,7 +41,7 @@ func (ix *Index) keyed(ctx context.Context, keys []string, vectors [][]float32, 
 	if len(keys) != len(vectors) {
 		return nil, fmt.Errorf("%w: %d keys for %d vectors", ErrIDCount, len(keys), len(vectors))
 	}
-	if err := distinctKeys(keys); err != nil {
+	if err := distinctKeys(keys, "vectors"); err != nil {
 		return nil, err
 	}
 	// IDs are decided under the writers' lock, so no other writer can take
@@ -97,13 +97,11 @@ func (ix *Index) nameIDs(keys []string, ids []uint64) {
 func (ix *Index) idsOfKeys(keys []string) ([]uint64, error) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
+	if err := distinctKeys(keys, "arguments"); err != nil {
+		return nil, err
+	}
 	ids := make([]uint64, len(keys))
-	seen := make(map[string]int, len(keys))
 	for i, key := range keys {
-		if j, ok := seen[key]; ok {
-			return nil, fmt.Errorf("%w: key %q is given for arguments %d and %d", ErrDuplicateID, key, j, i)
-		}
-		seen[key] = i
 		id, ok := ix.keys.id[key]
 		if !ok {
 			return nil, fmt.Errorf("%w: key %q (argument %d)", ErrNotFound, key, i)
@@ -127,4 +125,17 @@ func (ix *Index) KeyOf(id uint64) (string, bool) {
 	defer ix.mu.RUnlock()
 	key, ok := ix.keys.key[id]
 	return key, ok
+}
+
+// distinctKeys refuses a key given twice in one call, naming the two
+// places (what: "vectors" or "arguments").
+func distinctKeys(keys []string, what string) error {
+	seen := make(map[string]int, len(keys))
+	for i, key := range keys {
+		if j, ok := seen[key]; ok {
+			return fmt.Errorf("%w: key %q is given for %s %d and %d", ErrDuplicateID, key, what, j, i)
+		}
+		seen[key] = i
+	}
+	return nil
 }

@@ -130,9 +130,9 @@ func TestOpenMapsOnCPU(t *testing.T) {
 
 				// An Add grows the rows into the heap: the mapping goes.
 				add := randomVectors(r, 3, 37)
-				_, err = ix.Add(ctx, add)
+				_, err = ix.Add(ctx, engine.Vectors(add))
 				require.NoError(t, err)
-				_, err = mem.Add(ctx, add)
+				_, err = mem.Add(ctx, engine.Vectors(add))
 				require.NoError(t, err)
 				require.False(t, engine.Mapped(ix), "an add moves the rows to the heap")
 				sameSearches(t, mem, ix, 37, "after add")
@@ -192,7 +192,7 @@ func TestMappedStoreChangedUnderneath(t *testing.T) {
 		"Upsert": func(ix *engine.Index) error {
 			return testkit.ErrOf(ix.Upsert(ctx, engine.Vectors([][]float32{q}), engine.WithIDs([]uint64{3*2000 + 1}...)))
 		},
-		"Add":        func(ix *engine.Index) error { _, err := ix.Add(ctx, [][]float32{q}); return err },
+		"Add":        func(ix *engine.Index) error { _, err := ix.Add(ctx, engine.Vectors([][]float32{q})); return err },
 		"Checkpoint": func(ix *engine.Index) error { return ix.Checkpoint(ctx) },
 		"Compact":    func(ix *engine.Index) error { return ix.Compact(ctx) },
 	}

@@ -50,7 +50,7 @@ func TestNonFiniteScoresRankTheSameEverywhere(t *testing.T) {
 		}{{engine.Dot, data, q, dot}, {engine.L2, ldata, lq, l2}} {
 			t.Run(fmt.Sprintf("%s/%s", b.name, c.m), func(t *testing.T) {
 				ix := open(t, b, engine.Config{Dim: 4, Metric: c.m})
-				_, err := ix.Add(context.Background(), c.data)
+				_, err := ix.Add(context.Background(), engine.Vectors(c.data))
 				require.NoError(t, err)
 				// Small k selects on the device; k past half the rows
 				// selects on the host from every read-back score.

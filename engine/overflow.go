@@ -13,10 +13,10 @@ import (
 // Overflow: with Config.Overflow and MaxDeviceBytes, the device holds the
 // first devCap rows and the fallback the rest. A search runs both parts at
 // once — the device over its rows, the CPU over the others, each with its
-// slice of the allow bitmap — and merges them exactly: the best k of both
-// by the one ordering every path shares (score, then lower row), which is
-// the top k of all rows. A range search takes every row within the
-// threshold from both. devCap is a multiple of 64, so the bitmap splits on
+// slice of the allow bitmap — and merges them exactly: each part's k best
+// by the one ordering every path shares (score, then lower ID; ties.go),
+// merged by it, are the top k of all rows. A range search takes every row
+// within the threshold from both. devCap is a multiple of 64, so the bitmap splits on
 // a word boundary.
 
 // overflowCap returns the rows the device may hold under cfg, or 0 for no
@@ -79,6 +79,9 @@ func (ix *Index) hostPart(mask []uint64) fallback.Slab {
 	if mask != nil {
 		v.Allow = mask[d/64:]
 	}
+	if v.IDs != nil {
+		v.IDs = v.IDs[d:]
+	}
 	return v
 }
 
@@ -92,7 +95,7 @@ func (ix *Index) searchSplit(ctx context.Context, qs [][]float32, k int, mask []
 	go func() {
 		defer close(done)
 		defer ix.recoverInto(&derr, ix.watchFaults())
-		dev, derr = ix.gpuSearch(ctx, qs, k, ix.devCap, mask, st)
+		dev, derr = ix.deviceTopK(ctx, qs, k, ix.devCap, mask, st)
 	}()
 	view := ix.hostPart(mask)
 	host, herr := fallback.SearchBatch(ctx, view, qs, k, ix.fallbackMetric(), ix.cfg.Workers)
@@ -111,9 +114,9 @@ func (ix *Index) searchSplit(ctx context.Context, qs [][]float32, k int, mask []
 }
 
 // merge returns the best k of a (device rows) and b (rows past them,
-// numbered from devCap), each ranked best first.
+// numbered from devCap), each ranked best first, ties by lower ID.
 func (ix *Index) merge(a, b []fallback.Hit, k int) []fallback.Hit {
-	return mergeHits(a, b, ix.devCap, k, ix.fallbackMetric())
+	return mergeHits(a, b, ix.devCap, k, ix.fallbackMetric(), ix.rid.tieIDs())
 }
 
 // rangeSplit is SearchRange's device part from the read-back scores and
@@ -123,7 +126,8 @@ func (ix *Index) rangeSplit(ctx context.Context, q []float32, threshold float32,
 	if err != nil {
 		return nil, err
 	}
-	found := fallback.Within(scores, threshold, ix.fallbackMetric(), mask)
+	ids := ix.rid.tieIDs()
+	found := fallback.Within(scores, threshold, ix.fallbackMetric(), mask, ids)
 	if !ix.overflowing() {
 		return found, nil
 	}
@@ -137,7 +141,7 @@ func (ix *Index) rangeSplit(ctx context.Context, q []float32, threshold float32,
 	}
 	m := ix.fallbackMetric()
 	slices.SortFunc(found, func(a, b fallback.Hit) int {
-		if fallback.Worse(b, a, m) {
+		if fallback.Worse(b, a, m, ids) {
 			return -1
 		}
 		return 1

@@ -59,7 +59,7 @@ func TestStoreSurvivesReopen(t *testing.T) {
 					require.NoError(t, f(ref))
 				}
 				vs := randomVectors(r, 50, dim)
-				both(func(ix *engine.Index) error { _, err := ix.Add(ctx, vs); return err })
+				both(func(ix *engine.Index) error { _, err := ix.Add(ctx, engine.Vectors(vs)); return err })
 				ids := []uint64{1 << 33, 7, 1 << 34}
 				up := randomVectors(r, 3, dim)
 				both(func(ix *engine.Index) error {
@@ -128,7 +128,7 @@ func TestBadStoreFiles(t *testing.T) {
 	path := filepath.Join(dir, "good.umbra")
 	ix, err := engine.New(ctx, engine.Config{Dim: 6, Device: engine.CPU})
 	require.NoError(t, err)
-	_, err = ix.Add(ctx, randomVectors(r, 40, 6))
+	_, err = ix.Add(ctx, engine.Vectors(randomVectors(r, 40, 6)))
 	require.NoError(t, err)
 	_, err = ix.Add(ctx, engine.Vectors(randomVectors(r, 1, 6)), engine.WithKeys([]string{"k"}...))
 	require.NoError(t, err)

@@ -30,7 +30,7 @@ func addTwins(t *testing.T, vs [][]float32, ixs ...*engine.Index) map[uint64][]f
 	t.Helper()
 	data := map[uint64][]float32{}
 	for _, ix := range ixs {
-		ids, err := ix.Add(context.Background(), vs)
+		ids, err := ix.Add(context.Background(), engine.Vectors(vs))
 		require.NoError(t, err)
 		for i, id := range ids {
 			data[id] = vs[i]
@@ -240,7 +240,7 @@ func TestPrecisionGPUApproximate(t *testing.T) {
 		for _, prec := range []engine.Precision{engine.F16, engine.Int8} {
 			cmp := open(t, b, engine.Config{Dim: 32, Precision: prec})
 			vs := randomVectors(r, 500, 32)
-			_, err := cmp.Add(ctx, vs)
+			_, err := cmp.Add(ctx, engine.Vectors(vs))
 			require.NoError(t, err)
 			var tr engine.Trace
 			got, err := cmp.Search(engine.WithTrace(ctx, &tr), vs[0], 10, engine.Approximate())
@@ -260,9 +260,9 @@ func TestPrecisionGPUDeviceBudget(t *testing.T) {
 	ctx := context.Background()
 	for _, b := range backends[1:] {
 		ix := open(t, b, engine.Config{Dim: 40, Precision: engine.Int8, MaxDeviceBytes: 64 * 100})
-		_, err := ix.Add(ctx, randomVectors(r, 100, 40))
+		_, err := ix.Add(ctx, engine.Vectors(randomVectors(r, 100, 40)))
 		require.NoError(t, err, "%s: 100 rows of codes fit", b.name)
-		_, err = ix.Add(ctx, randomVectors(r, 1, 40))
+		_, err = ix.Add(ctx, engine.Vectors(randomVectors(r, 1, 40)))
 		require.ErrorIs(t, err, engine.ErrTooLarge, b.name)
 		require.Equal(t, 100, ix.Len())
 		require.Equal(t, engine.BackendGPU, ix.Info().Backend)
@@ -313,7 +313,7 @@ func TestPrecisionGPUExtremes(t *testing.T) {
 				f32 := cpuTwin(t, engine.Config{Dim: dim, Metric: m})
 				cmp := open(t, b, engine.Config{Dim: dim, Metric: m, Precision: prec})
 				for _, ix := range []*engine.Index{f32, cmp} {
-					_, err := ix.Add(ctx, vs)
+					_, err := ix.Add(ctx, engine.Vectors(vs))
 					require.NoError(t, err)
 				}
 				for _, scale := range []float32{1e-30, 1, 1e30} {

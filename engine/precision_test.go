@@ -129,7 +129,7 @@ func TestPrecisionMatchesFloat32(t *testing.T) {
 						switch op := r.IntN(5); {
 						case op <= 1 || f32.Len() < 4:
 							vs := precisionVectors(r, kind, 1+r.IntN(60), dim, center)
-							both(func(ix *engine.Index) error { _, err := ix.Add(ctx, vs); return err })
+							both(func(ix *engine.Index) error { _, err := ix.Add(ctx, engine.Vectors(vs)); return err })
 						case op == 2:
 							ids := f32.IDs()
 							up := []uint64{ids[r.IntN(len(ids))], 1 << 40}
@@ -185,7 +185,7 @@ func TestApproximateOption(t *testing.T) {
 	f32, err := engine.New(ctx, engine.Config{Dim: dim, Device: engine.CPU})
 	require.NoError(t, err)
 	defer f32.Close()
-	_, err = f32.Add(ctx, vs)
+	_, err = f32.Add(ctx, engine.Vectors(vs))
 	require.NoError(t, err)
 	want, err := f32.Search(ctx, q, 10)
 	require.NoError(t, err)
@@ -195,7 +195,7 @@ func TestApproximateOption(t *testing.T) {
 	for _, prec := range []engine.Precision{engine.F16, engine.Int8} {
 		ix, err := engine.New(ctx, engine.Config{Dim: dim, Device: engine.CPU, Precision: prec})
 		require.NoError(t, err)
-		_, err = ix.Add(ctx, vs)
+		_, err = ix.Add(ctx, engine.Vectors(vs))
 		require.NoError(t, err)
 		var tr engine.Trace
 		got, err := ix.Search(engine.WithTrace(ctx, &tr), q, 10, engine.Approximate())
@@ -258,9 +258,9 @@ func TestPrecisionCoalescedSearches(t *testing.T) {
 	ix, err := engine.New(ctx, engine.Config{Dim: dim, Device: engine.CPU, Precision: engine.Int8})
 	require.NoError(t, err)
 	defer ix.Close()
-	_, err = f32.Add(ctx, vs)
+	_, err = f32.Add(ctx, engine.Vectors(vs))
 	require.NoError(t, err)
-	_, err = ix.Add(ctx, vs)
+	_, err = ix.Add(ctx, engine.Vectors(vs))
 	require.NoError(t, err)
 	qs := randomVectors(r, 16, dim)
 	want, err := f32.SearchBatch(ctx, qs, 7)

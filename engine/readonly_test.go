@@ -28,7 +28,7 @@ func TestOpenReadOnlyBesideAWriter(t *testing.T) {
 	w, err := engine.Open(ctx, path, engine.Config{Dim: dim, Device: engine.CPU})
 	require.NoError(t, err)
 	defer w.Close()
-	_, err = w.Add(ctx, randomVectors(r, 40, dim))
+	_, err = w.Add(ctx, engine.Vectors(randomVectors(r, 40, dim)))
 	require.NoError(t, err)
 	require.NoError(t, w.Checkpoint(ctx))
 	require.NoError(t, testkit.ErrOf(w.Upsert(ctx, engine.Vectors(randomVectors(r, 2, dim)), engine.WithIDs([]uint64{3, 1000}...))))
@@ -52,7 +52,7 @@ func TestOpenReadOnlyBesideAWriter(t *testing.T) {
 	// Every write is refused and changes nothing.
 	v := randomVectors(r, 1, dim)
 	for name, err := range map[string]error{
-		"Add":        func() error { _, err := ro.Add(ctx, v); return err }(),
+		"Add":        func() error { _, err := ro.Add(ctx, engine.Vectors(v)); return err }(),
 		"AddFlat":    func() error { _, err := ro.Add(ctx, engine.Flat(v[0], ro.Dim())); return err }(),
 		"AddWithIDs": testkit.ErrOf(ro.Add(ctx, engine.Vectors(v), engine.WithIDs([]uint64{77777}...))),
 		"Upsert":     testkit.ErrOf(ro.Upsert(ctx, engine.Vectors(v), engine.WithIDs([]uint64{3}...))),
@@ -74,7 +74,7 @@ func TestOpenReadOnlyBesideAWriter(t *testing.T) {
 
 	// A reader is a snapshot: later writes show in a new reader only.
 	before := ro.IDs()
-	_, err = w.Add(ctx, randomVectors(r, 3, dim))
+	_, err = w.Add(ctx, engine.Vectors(randomVectors(r, 3, dim)))
 	require.NoError(t, err)
 	require.Equal(t, before, ro.IDs(), "a reader followed a later write")
 	ro2, err := engine.OpenReadOnly(ctx, path, engine.Config{Device: engine.CPU})
@@ -134,17 +134,17 @@ func TestOpenReadOnlyStartsOverAfterACheckpoint(t *testing.T) {
 	w, err := engine.Open(ctx, path, engine.Config{Dim: dim, Device: engine.CPU})
 	require.NoError(t, err)
 	defer w.Close()
-	_, err = w.Add(ctx, randomVectors(r, 20, dim))
+	_, err = w.Add(ctx, engine.Vectors(randomVectors(r, 20, dim)))
 	require.NoError(t, err)
 	require.NoError(t, w.Checkpoint(ctx))
-	_, err = w.Add(ctx, randomVectors(r, 5, dim)) // in the log only
+	_, err = w.Add(ctx, engine.Vectors(randomVectors(r, 5, dim))) // in the log only
 	require.NoError(t, err)
 
 	loads := 0
 	engine.SetAfterReadOnlyLoad(func() {
 		loads++
 		if loads == 1 {
-			_, err := w.Add(ctx, randomVectors(r, 3, dim))
+			_, err := w.Add(ctx, engine.Vectors(randomVectors(r, 3, dim)))
 			require.NoError(t, err)
 			require.NoError(t, w.Checkpoint(ctx))
 		}

@@ -42,7 +42,7 @@ func TestGPUComesBack(t *testing.T) {
 			ctx := context.Background()
 			data := randomVectors(r, 700, dim)
 			for _, x := range []*engine.Index{ix, ref} {
-				_, err := x.Add(ctx, data)
+				_, err := x.Add(ctx, engine.Vectors(data))
 				require.NoError(t, err)
 			}
 			qs := randomVectors(r, 6, dim)
@@ -74,7 +74,7 @@ func TestGPUComesBack(t *testing.T) {
 			// Writes while the GPU is down reach the rows recovery uploads.
 			more := randomVectors(r, 300, dim)
 			for _, x := range []*engine.Index{ix, ref} {
-				_, err := x.Add(ctx, more)
+				_, err := x.Add(ctx, engine.Vectors(more))
 				require.NoError(t, err)
 				require.NoError(t, x.Delete(ctx, engine.WithIDs(5, 650, 900)))
 			}
@@ -112,7 +112,7 @@ func TestCloseStopsRecovery(t *testing.T) {
 		}
 		t.Skipf("no %s adapter: %v", b.name, err)
 	}
-	_, err = ix.Add(context.Background(), [][]float32{{1, 2, 3, 4, 5, 6, 7, 8}})
+	_, err = ix.Add(context.Background(), engine.Vectors([][]float32{{1, 2, 3, 4, 5, 6, 7, 8}}))
 	require.NoError(t, err)
 	engine.SetGPUFault(ix, func(string) error { return errDeviceGone })
 	_, err = ix.Search(context.Background(), []float32{1, 0, 0, 0, 0, 0, 0, 0}, 1)

@@ -68,7 +68,7 @@ func BenchmarkRoutingModel(b *testing.B) {
 	ix, err := engine.New(context.Background(), engine.Config{Dim: dim, Metric: engine.Dot, Device: engine.CPU})
 	require.NoError(b, err)
 	b.Cleanup(func() { ix.Close() })
-	_, err = ix.Add(context.Background(), randomVectors(r, n, dim))
+	_, err = ix.Add(context.Background(), engine.Vectors(randomVectors(r, n, dim)))
 	require.NoError(b, err)
 	queries := randomVectors(r, 64, dim)
 	ctx := context.Background()
@@ -101,7 +101,7 @@ func TestReadFloor(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			ix := open(t, b, engine.Config{Dim: 100}, 1000)
-			_, err := ix.Add(context.Background(), data)
+			_, err := ix.Add(context.Background(), engine.Vectors(data))
 			require.NoError(t, err)
 			f, err := ix.ReadFloor(context.Background())
 			require.NoError(t, err)
@@ -129,7 +129,7 @@ func TestTraceRecordsBackend(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			ix := open(t, b, engine.Config{Dim: 8})
-			_, err := ix.Add(context.Background(), data)
+			_, err := ix.Add(context.Background(), engine.Vectors(data))
 			require.NoError(t, err)
 			var tr engine.Trace
 			_, err = ix.Search(engine.WithTrace(context.Background(), &tr), data[0], 3)
@@ -168,7 +168,7 @@ func TestProgress(t *testing.T) {
 				last[stage] = [2]int{done, total}
 				calls[stage]++
 			})
-			_, err := ix.Add(ctx, data)
+			_, err := ix.Add(ctx, engine.Vectors(data))
 			require.NoError(t, err)
 			all, err := ix.SearchBatch(ctx, queries, 3)
 			require.NoError(t, err)

@@ -203,7 +203,7 @@ func (ix *Index) Add(ctx context.Context, rows RowSource, opts ...WriteOption) (
 			return nil, err
 		}
 		if o.keysSet {
-			if err := distinctKeys(o.keys); err != nil {
+			if err := distinctKeys(o.keys, "vectors"); err != nil {
 				return nil, err
 			}
 		}
@@ -307,18 +307,6 @@ func namesFit(n int, o writeOptions) error {
 		return fmt.Errorf("%w: %d IDs for %d vectors", ErrIDCount, len(o.ids), n)
 	case o.keysSet && len(o.keys) != n:
 		return fmt.Errorf("%w: %d keys for %d vectors", ErrIDCount, len(o.keys), n)
-	}
-	return nil
-}
-
-// distinctKeys refuses a key given twice in one call.
-func distinctKeys(keys []string) error {
-	seen := make(map[string]int, len(keys))
-	for i, key := range keys {
-		if j, ok := seen[key]; ok {
-			return fmt.Errorf("%w: key %q is given for vectors %d and %d", ErrDuplicateID, key, j, i)
-		}
-		seen[key] = i
 	}
 	return nil
 }

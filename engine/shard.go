@@ -18,9 +18,11 @@ import (
 // one per adapter, each resident on its own device side. Segment i holds
 // global rows [start_i, start_{i+1}), the last one every row from its start
 // on, so a shard's local row r is global row start_i + r: the local order
-// is the global one, and the merge of the shards' answers by the one
-// ordering every path shares (score, then lower row; fallback.Worse) is
-// exactly the top k of all rows. Every start is a multiple of 64, so a
+// is the global one, and the merge of the shards' answers by the device's
+// ordering (score, then lower row) is exactly the top k of all rows by
+// it, as one device would answer; the engine turns that into the one
+// ordering every path shares (score, then lower ID) as it does for one
+// device (ties.go). Every start is a multiple of 64, so a
 // filter's allow bitmap splits on word boundaries.
 //
 // The split is chosen whenever the rows are uploaded from row 0 (the first
@@ -424,7 +426,7 @@ func (sh *shards) Search(ctx context.Context, qs [][]float32, k, rows int, mask 
 		out[q] = []fallback.Hit{}
 		for i, r := range res {
 			if r != nil {
-				out[q] = mergeHits(out[q], r[q], sh.parts[i].start, k, m)
+				out[q] = mergeHits(out[q], r[q], sh.parts[i].start, k, m, nil)
 			}
 		}
 	}
@@ -544,8 +546,9 @@ func (sh *shards) info(rows int) []ShardInfo {
 }
 
 // mergeHits returns the best k of a (global rows) and b (rows numbered
-// from off), each ranked best first, ties by lower row.
-func mergeHits(a, b []fallback.Hit, off, k int, m fallback.Metric) []fallback.Hit {
+// from off), each ranked best first, ties by lower ID, ids[row] (nil: by
+// lower row, a device's order).
+func mergeHits(a, b []fallback.Hit, off, k int, m fallback.Metric, ids []uint64) []fallback.Hit {
 	out := make([]fallback.Hit, 0, min(k, len(a)+len(b)))
 	i, j := 0, 0
 	for len(out) < k && (i < len(a) || j < len(b)) {
@@ -554,7 +557,7 @@ func mergeHits(a, b []fallback.Hit, off, k int, m fallback.Metric) []fallback.Hi
 			h = b[j]
 			h.Row += off
 		}
-		if i < len(a) && (j >= len(b) || fallback.Worse(h, a[i], m)) {
+		if i < len(a) && (j >= len(b) || fallback.Worse(h, a[i], m, ids)) {
 			out, i = append(out, a[i]), i+1
 		} else {
 			out, j = append(out, h), j+1

@@ -97,10 +97,10 @@ func TestShardsMatchFallback(t *testing.T) {
 			for _, m := range ms {
 				t.Run(fmt.Sprintf("%s/%s/n%d", set.name, m, n), func(t *testing.T) {
 					cpu := open(t, backends[0], engine.Config{Dim: dim, Metric: m})
-					_, err := cpu.Add(context.Background(), data)
+					_, err := cpu.Add(context.Background(), engine.Vectors(data))
 					require.NoError(t, err)
 					ix := openSharded(t, set, engine.Config{Dim: dim, Metric: m}, 500, false)
-					_, err = ix.Add(context.Background(), data)
+					_, err = ix.Add(context.Background(), engine.Vectors(data))
 					require.NoError(t, err)
 					requireSplit(t, ix, n)
 					requireSearchesMatch(t, m, cpu, ix, queries, []int{1, 3, 10, 63, 64, 65, 256, 257, n / 2, n - 1, n}, keep,
@@ -144,7 +144,7 @@ func TestShardsTiesExact(t *testing.T) {
 			cpu := open(t, backends[0], engine.Config{Dim: dim, Metric: m})
 			ix := openSharded(t, shardSets[0], engine.Config{Dim: dim, Metric: m}, 300, false)
 			for _, x := range []*engine.Index{cpu, ix} {
-				_, err := x.Add(context.Background(), data)
+				_, err := x.Add(context.Background(), engine.Vectors(data))
 				require.NoError(t, err)
 			}
 			requireSplit(t, ix, n)
@@ -181,7 +181,7 @@ func TestShardsThroughWrites(t *testing.T) {
 			rows := 0
 			for _, step := range []int{50, 150, 100, 300, 600} {
 				for _, x := range []*engine.Index{ix, ref} {
-					_, err := x.Add(ctx, data[rows:rows+step])
+					_, err := x.Add(ctx, engine.Vectors(data[rows:rows+step]))
 					require.NoError(t, err)
 				}
 				rows += step
@@ -209,7 +209,7 @@ func TestShardsThroughWrites(t *testing.T) {
 			before := ix.Info().Shards[1].Start
 			more := randomVectors(r, 1300, dim)
 			for _, x := range []*engine.Index{ix, ref} {
-				_, err := x.Add(ctx, more)
+				_, err := x.Add(ctx, engine.Vectors(more))
 				require.NoError(t, err)
 			}
 			require.NotEqual(t, before, ix.Info().Shards[1].Start, "the adds did not re-split")
@@ -238,7 +238,7 @@ func TestShardFault(t *testing.T) {
 	data := randomVectors(r, 900, dim)
 	qs := randomVectors(r, 4, dim)
 	ref := open(t, backends[0], engine.Config{Dim: dim, Metric: engine.Dot})
-	_, err := ref.Add(ctx, data)
+	_, err := ref.Add(ctx, engine.Vectors(data))
 	require.NoError(t, err)
 	same := func(ix *engine.Index, what string) {
 		t.Helper()
@@ -252,7 +252,7 @@ func TestShardFault(t *testing.T) {
 	}
 	t.Run("gpu", func(t *testing.T) {
 		ix := openSharded(t, set, engine.Config{Dim: dim, Metric: engine.Dot}, 0, false)
-		_, err := ix.Add(ctx, data[:800])
+		_, err := ix.Add(ctx, engine.Vectors(data[:800]))
 		require.NoError(t, err)
 		for shard := range set.shards {
 			engine.SetShardFault(ix, shard, func(string) error { return errDeviceGone })
@@ -263,7 +263,7 @@ func TestShardFault(t *testing.T) {
 		}
 		// Appends go to the last shard: failing it fails the Add whole.
 		engine.SetShardFault(ix, 1, func(string) error { return errDeviceGone })
-		_, err = ix.Add(ctx, data[800:])
+		_, err = ix.Add(ctx, engine.Vectors(data[800:]))
 		require.ErrorIs(t, err, engine.ErrGPU)
 		require.Equal(t, 800, ix.Len(), "a failed Add stores nothing")
 		engine.SetShardFault(ix, 1, nil)
@@ -277,14 +277,14 @@ func TestShardFault(t *testing.T) {
 		if _, err := ix.SearchBatch(ctx, qs, 20); err != nil {
 			require.ErrorIs(t, err, engine.ErrGPU, "a stale device refuses, never answers")
 		}
-		_, err = ix.Add(ctx, data[800:])
+		_, err = ix.Add(ctx, engine.Vectors(data[800:]))
 		require.NoError(t, err)
 		requireSplit(t, ix, len(data))
 		same(ix, "after the faults")
 	})
 	t.Run("auto", func(t *testing.T) {
 		ix := openSharded(t, set, engine.Config{Dim: dim, Metric: engine.Dot}, 0, true)
-		_, err := ix.Add(ctx, data)
+		_, err := ix.Add(ctx, engine.Vectors(data))
 		require.NoError(t, err)
 		same(ix, "before the fault")
 		engine.SetShardFault(ix, 1, func(string) error { return errDeviceGone })
@@ -358,7 +358,7 @@ func TestShardsSearchWhileAdding(t *testing.T) {
 		return false
 	}
 	ix := openSharded(t, shardSets[0], engine.Config{Dim: dim, Metric: engine.L2}, 128, false)
-	_, err := ix.Add(context.Background(), data[:first])
+	_, err := ix.Add(context.Background(), engine.Vectors(data[:first]))
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
@@ -380,7 +380,7 @@ func TestShardsSearchWhileAdding(t *testing.T) {
 		}()
 	}
 	for lo := first; lo < len(data); lo += step {
-		_, err := ix.Add(context.Background(), data[lo:lo+step])
+		_, err := ix.Add(context.Background(), engine.Vectors(data[lo:lo+step]))
 		require.NoError(t, err)
 	}
 	wg.Wait()

@@ -269,6 +269,7 @@ func (ix *Index) load(ctx context.Context, s *storefile.Snapshot) error {
 	// ID are damage.
 	rid := &ix.rid
 	rid.ids = append(rid.ids, s.IDs...)
+	rid.checkOrder() // a store of increasing IDs needs no tie re-ranking
 	rid.growDead()
 	for row, id := range s.IDs {
 		if s.IsDeleted(row) {

@@ -108,7 +108,7 @@ func TestStoreOperationsMatchAModel(t *testing.T) {
 						}
 					case op == 3: // auto IDs: past every stored ID
 						vs := randomVectors(r, 1+r.IntN(10), dim)
-						ids, err := ix.Add(ctx, vs)
+						ids, err := ix.Add(ctx, engine.Vectors(vs))
 						require.NoError(t, err, what)
 						for i, id := range ids {
 							require.Nil(t, md.vecs[id], "%s: Add assigned ID %d, which is stored", what, id)
@@ -229,7 +229,7 @@ func TestSearchWithinOneRowInAThousand(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			ix := open(t, b, engine.Config{Dim: dim, Metric: engine.Dot})
-			_, err := ix.Add(context.Background(), data)
+			_, err := ix.Add(context.Background(), engine.Vectors(data))
 			require.NoError(t, err)
 			md := &model{m: engine.Dot, vecs: map[uint64][]float32{}}
 			for i, v := range data {

@@ -67,7 +67,7 @@ func TestResidentTombstones(t *testing.T) {
 					cpu: open(t, backends[0], engine.Config{Dim: dim, Metric: m}),
 				}
 				base := randomVectors(r, 2000, dim)
-				p.both(t, func(ix *engine.Index) error { _, err := ix.Add(ctx, base); return err })
+				p.both(t, func(ix *engine.Index) error { _, err := ix.Add(ctx, engine.Vectors(base)); return err })
 				traced := func(opts ...engine.SearchOption) int64 {
 					var tr engine.Trace
 					_, err := p.gpu.Search(engine.WithTrace(ctx, &tr), queries[1], 10, opts...)
@@ -104,7 +104,7 @@ func TestResidentTombstones(t *testing.T) {
 				// ID (a new row) and of live ones (in place), deletes of
 				// new rows.
 				more := randomVectors(r, 900, dim)
-				p.both(t, func(ix *engine.Index) error { _, err := ix.Add(ctx, more); return err })
+				p.both(t, func(ix *engine.Index) error { _, err := ix.Add(ctx, engine.Vectors(more)); return err })
 				up := randomVectors(r, 3, dim)
 				upIDs := []uint64{one, 2000, 2001}
 				p.both(t, func(ix *engine.Index) error {
@@ -142,7 +142,7 @@ func TestFailedTombstoneWrite(t *testing.T) {
 					cpu: open(t, backends[0], engine.Config{Dim: dim, Metric: engine.Dot}),
 				}
 				base := randomVectors(r, 1500, dim)
-				p.both(t, func(ix *engine.Index) error { _, err := ix.Add(ctx, base); return err })
+				p.both(t, func(ix *engine.Index) error { _, err := ix.Add(ctx, engine.Vectors(base)); return err })
 				p.both(t, func(ix *engine.Index) error { return ix.Delete(ctx, engine.WithIDs(1, 2, 3)) })
 				p.same(t, engine.Dot, queries, "before the fault") // tombstones resident now
 

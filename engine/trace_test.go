@@ -56,7 +56,7 @@ func TestWriteTrace(t *testing.T) {
 				require.Zero(t, tr.Log, "no store, no log")
 
 				tr = engine.Trace{}
-				_, err = ix.Add(engine.WithTrace(ctx, &tr), vectors[100:200])
+				_, err = ix.Add(engine.WithTrace(ctx, &tr), engine.Vectors(vectors[100:200]))
 				require.NoError(t, err)
 				stages(&tr, 100, "Add")
 

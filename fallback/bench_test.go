@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 )
 
 // The reference workload of umbra's benchmarks: 50,000 rows of 768 floats
@@ -129,6 +130,63 @@ func BenchmarkKernels(b *testing.B) {
 					k(dst, qs, nq, rows, nr, stride)
 				}
 				b.ReportMetric(float64(nq*nr*stride)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFMA/s")
+			})
+		}
+	}
+}
+
+// BenchmarkTiesByID is what ranking equal scores by ID (Slab.IDs, a
+// shuffled permutation) costs over ranking them by row (IDs nil, what the
+// engine passes while IDs increase with the row), as a ratio of two
+// searches timed in the same loop, taking turns at going first: on the
+// reference workload, whose scores are distinct (the IDs are never looked
+// at), and on 200,000 short rows that are all one of four vectors, so
+// that every score ties and every comparison past the score reads two IDs
+// (the worst case). Quote the id/row ratio.
+func BenchmarkTiesByID(b *testing.B) {
+	r := rand.New(rand.NewPCG(5, 6))
+	const tieRows, tieDim = 200_000, 16
+	four := [][]float32{randVec(r, tieDim), randVec(r, tieDim), randVec(r, tieDim), randVec(r, tieDim)}
+	tied := Slab{Data: make([]float32, tieRows*tieDim), Rows: tieRows, Dim: tieDim, Stride: tieDim}
+	for i := range tieRows {
+		copy(tied.Data[i*tieDim:], four[r.IntN(4)])
+	}
+	cases := []struct {
+		name string
+		s    Slab
+		q    []float32
+	}{
+		{"distinct", benchData(), benchQueries(1)[0]},
+		{"ties", tied, randVec(r, tieDim)},
+	}
+	for _, c := range cases {
+		ids := make([]uint64, c.s.Rows)
+		for i, v := range r.Perm(c.s.Rows) {
+			ids[i] = uint64(v)
+		}
+		byID := c.s
+		byID.IDs = ids
+		for _, k := range []int{benchK, 1000} {
+			b.Run(fmt.Sprintf("%s/k%d", c.name, k), func(b *testing.B) {
+				var rowTime, idTime time.Duration
+				turn := false
+				for b.Loop() {
+					slabs, times := [2]Slab{c.s, byID}, [2]*time.Duration{&rowTime, &idTime}
+					if turn {
+						slabs[0], slabs[1], times[0], times[1] = slabs[1], slabs[0], times[1], times[0]
+					}
+					turn = !turn
+					for i, s := range slabs {
+						start := time.Now()
+						if _, err := Search(context.Background(), s, c.q, k, Dot, 0); err != nil {
+							b.Fatal(err)
+						}
+						*times[i] += time.Since(start)
+					}
+				}
+				b.ReportMetric(float64(rowTime.Nanoseconds())/float64(b.N), "ns/byrow")
+				b.ReportMetric(float64(idTime.Nanoseconds())/float64(b.N), "ns/byid")
+				b.ReportMetric(float64(idTime)/float64(rowTime), "id/row")
 			})
 		}
 	}

@@ -7,9 +7,12 @@
 // build tag forces the portable ones), the parallel split of a slab across
 // goroutines, and the query/row tiling of batch search that lets each row be
 // read from memory once per block of queries ([QueryBlock] queries). Results
-// are ordered best first, equal float32 scores broken by the lower row.
-// [SelectTopK] ranks a slice of scores the same way; the engine uses it as
-// the reference when it checks a GPU's answers.
+// are ordered best first, equal float32 scores broken by the lower ID
+// ([Slab].IDs; the lower row when a slab names none, which is the same
+// order when IDs increase with the row). [Worse] is that rule, the one
+// every path of the engine returns its hits in. [SelectTopK] ranks a
+// slice of scores by score, then index; the engine uses it as the
+// reference when it checks a GPU's answers.
 //
 // [ReadPass] reads a slab once with the same loads and goroutines as Search
 // and nothing else: the memory-bandwidth floor that benchmarks compare

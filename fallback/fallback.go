@@ -48,6 +48,10 @@ type Slab struct {
 	// only rows whose bit is set may be returned, the others are skipped
 	// inside the scan. It must hold at least Rows bits.
 	Allow []uint64
+	// IDs, when not nil, names each row (at least Rows of them): equal
+	// scores go to the lower ID, IDs[row]. With IDs nil they go to the
+	// lower row, which is the same order when IDs increase with the row.
+	IDs []uint64
 }
 
 var (
@@ -78,6 +82,9 @@ func (s Slab) check() error {
 	}
 	if s.Allow != nil && len(s.Allow)*64 < s.Rows {
 		return fmt.Errorf("%w: an allow bitmap of %d words for %d rows", ErrSlabShape, len(s.Allow), s.Rows)
+	}
+	if s.IDs != nil && len(s.IDs) < s.Rows {
+		return fmt.Errorf("%w: %d IDs for %d rows", ErrSlabShape, len(s.IDs), s.Rows)
 	}
 	if s.Rows == 0 {
 		return nil

@@ -196,7 +196,7 @@ func ExactSearchSums(ctx context.Context, s Slab, c *Compressed, qs [][]float32,
 		tops[i] = make([]topK, nq)
 		cands[i] = make([][]candidate, nq)
 		for j := range tops[i] {
-			tops[i][j] = newTopK(k, s.Rows/w+blockRows)
+			tops[i][j] = newTopK(k, s.Rows/w+blockRows, s.IDs)
 		}
 	}
 	// Under Dot the CPU batch's filters run on the sums (scanI8Dot on

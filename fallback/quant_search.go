@@ -160,7 +160,7 @@ func ExactSearchBatch(ctx context.Context, s Slab, c *Compressed, qs [][]float32
 		tops[i] = make([]topK, nq)
 		cands[i] = make([][]candidate, nq)
 		for j := range tops[i] {
-			tops[i][j] = newTopK(k, s.Rows/w+blockRows)
+			tops[i][j] = newTopK(k, s.Rows/w+blockRows, s.IDs)
 		}
 	}
 	ks := activeQuant
@@ -450,7 +450,7 @@ func rescore(ctx context.Context, s Slab, qqs []*quantQuery, todo [][]int, k int
 	for i := range tops {
 		tops[i] = make([]topK, len(qqs))
 		for j := range tops[i] {
-			tops[i][j] = newTopK(k, min(len(todo[j]), chunk))
+			tops[i][j] = newTopK(k, min(len(todo[j]), chunk), s.IDs)
 		}
 	}
 	kern := active.rows(m)

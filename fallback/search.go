@@ -75,9 +75,10 @@ func guard(err *error) {
 }
 
 // Search returns the k best rows of s for q, best first, equal scores
-// broken by the lower row; k >= s.Rows returns every row. len(q) is Dim or
-// Stride (with zero padding). workers <= 0 means GOMAXPROCS. ctx is checked
-// between blocks of rows; on cancellation Search returns ctx.Err().
+// broken by the lower ID (s.IDs; nil: the lower row); k >= s.Rows returns
+// every row. len(q) is Dim or Stride (with zero padding). workers <= 0
+// means GOMAXPROCS. ctx is checked between blocks of rows; on cancellation
+// Search returns ctx.Err().
 func Search(ctx context.Context, s Slab, q []float32, k int, m Metric, workers int) (hits []Hit, err error) {
 	defer guard(&err)
 	qq, err := checked(s, q, m)
@@ -91,7 +92,7 @@ func Search(ctx context.Context, s Slab, q []float32, k int, m Metric, workers i
 	err = scanKeys(ctx, s, qq, m, workers, func(w, expect int) {
 		tops = make([]topK, w)
 		for i := range tops {
-			tops[i] = newTopK(k, expect)
+			tops[i] = newTopK(k, expect, s.IDs)
 		}
 	}, func(wk, lo int, keys []float32) { tops[wk].offerAllowed(keys, lo, s.Allow) })
 	if err != nil {
@@ -186,7 +187,7 @@ func SearchBatch(ctx context.Context, s Slab, qs [][]float32, k int, m Metric, w
 	for i := range tops {
 		tops[i] = make([]topK, nq)
 		for j := range tops[i] {
-			tops[i][j] = newTopK(k, s.Rows/w+p.blockRows)
+			tops[i][j] = newTopK(k, s.Rows/w+p.blockRows, s.IDs)
 		}
 		bufs[i] = make([]float32, qb*p.blockRows)
 	}
@@ -217,7 +218,7 @@ func SearchBatch(ctx context.Context, s Slab, qs [][]float32, k int, m Metric, w
 
 // Range returns every row of s whose score for q is within threshold —
 // at least threshold under Dot, at most threshold under L2 — best first,
-// equal scores broken by the lower row; rows Allow excludes are skipped. A
+// equal scores broken by the lower ID as in Search; rows Allow excludes are skipped. A
 // NaN score is never within any threshold. There is no cap on how many.
 func Range(ctx context.Context, s Slab, q []float32, threshold float32, m Metric, workers int) (hits []Hit, err error) {
 	defer guard(&err)
@@ -244,5 +245,5 @@ func Range(ctx context.Context, s Slab, q []float32, threshold float32, m Metric
 	for _, f := range found {
 		hits = append(hits, f...)
 	}
-	return rankAll(hits, m), nil
+	return rankAll(hits, m, s.IDs), nil
 }

@@ -83,7 +83,7 @@ func TestMergeTopK(t *testing.T) {
 				var parts []topK
 				for lo := 0; lo < n; {
 					hi := min(n, lo+1+r.IntN(400))
-					part := newTopK(k, hi-lo)
+					part := newTopK(k, hi-lo, nil)
 					keys := slices.Clone(scores[lo:hi])
 					toKeys(m, keys)
 					part.offerKeys(keys, lo)

@@ -15,15 +15,16 @@
 // Each row gets a 64-bit key, high word the score mapped to an unsigned
 // integer that sorts like the score (best highest; L2 flips it), low word
 // the complement of the row index, so equal scores rank lower rows first and
-// no two keys are equal. The k-th largest key is found by radix select, one
-// byte per pass from the top: `hist` counts the rows whose key matches the
-// bytes chosen so far, by their next byte; `scan` (one workgroup per query)
-// sums the 256 counts from the top to find the bin that holds the k-th key
-// and appends that byte. After eight passes the threshold is exact, and
-// `compact` writes the k rows whose keys are at least the threshold, in no
-// particular order. For k up to SORT_LIMIT, `sort` (one workgroup per
-// query) then orders each query's k hits best first in place, so the host
-// sorts nothing; past it the host sorts them.
+// no two keys are equal. (The device knows rows, not IDs: the engine turns
+// this order into ties by lower ID, engine/ties.go.) The k-th largest key
+// is found by radix select, one byte per pass from the top: `hist` counts
+// the rows whose key matches the bytes chosen so far, by their next byte;
+// `scan` (one workgroup per query) sums the 256 counts from the top to find
+// the bin that holds the k-th key and appends that byte. After eight passes
+// the threshold is exact, and `compact` writes the k rows whose keys are at
+// least the threshold, in no particular order. For k up to SORT_LIMIT,
+// `sort` (one workgroup per query) then orders each query's k hits best
+// first in place, so the host sorts nothing; past it the host sorts them.
 //
 // Dispatch: hist and compact as (G, queries, 1) workgroups of 256 striding
 // over the rows; scan and sort as (queries, 1, 1) workgroups of 256. The host resets every State
@@ -61,7 +62,7 @@ fn skipped(masked: u32, i: u32) -> bool {
 
 var<workgroup> local_hist: array<atomic<u32>, 256>;
 
-// order_key is the one ordering rule of every path (the fallback's
+// order_key is the one ordering of scores of every path (the fallback's
 // comparisons agree with it): best scores get the largest keys, -0 and +0
 // are one value, and NaN (a dot product of huge finite vectors can
 // overflow to +Inf + -Inf) is worse than every number under both metrics.

@@ -6,8 +6,9 @@
 // Ordering: a candidate is (score bits, row); it ranks by order_key(score)
 // (the rule of select.wgsl and the fallback: best highest, -0 == +0, NaN
 // worst) and, on equal keys, by lower row. No two rows are equal, so the
-// order is total. NONE (row 0xffffffff) marks an empty slot and ranks below
-// every row (rows are below 2^32 - 1).
+// order is total. (The engine turns ties by row into ties by lower ID.)
+// NONE (row 0xffffffff) marks an empty slot and ranks below every row
+// (rows are below 2^32 - 1).
 //
 // Keeping k in workgroup memory: each query of the tile has CAP slots (a
 // power of two, CAP >= k + STEP, STEP the candidates a step offers). A row enters when it beats the query's

@@ -36,11 +36,14 @@ import (
 
 	"github.com/umbravec/umbra/bench"
 	"github.com/umbravec/umbra/bench/peers"
+	"github.com/umbravec/umbra/cmd/internal/quiet"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
 )
 
 func main() {
+	quiet.Wayland()
+	engine.ServeGPUChildIfRequested()
 	if spec := os.Getenv(bench.IngestChildEnv); spec != "" {
 		// One measured call of --ingest, in a process of its own.
 		out, err := bench.IngestChild(context.Background(), spec)
@@ -60,10 +63,11 @@ func main() {
 // Limits on the flags. maxValues bounds n×dim: the run holds the data
 // several times over (the input, the per-row copy, each index's slab); 2³²
 // admits the device check's 4,000,000 × 768 (12.3 GB a copy), for
-// machines with the memory.
+// machines with the memory. On 32-bit platforms it is the largest int
+// (no slice there could hold more anyway).
 const (
 	maxDim    = 1 << 16
-	maxValues = 1 << 32
+	maxValues = min(1<<32, math.MaxInt)
 	maxGroups = 10000
 )
 

@@ -22,6 +22,9 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/umbravec/umbra/cmd/internal/quiet"
+	"github.com/umbravec/umbra/engine"
 )
 
 // options are the parsed command-line flags.
@@ -158,6 +161,8 @@ func (o options) validate() error {
 }
 
 func main() {
+	quiet.Wayland()
+	engine.ServeGPUChildIfRequested()
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -142,10 +142,11 @@ func notStoreFile(flag, out, store string) error {
 	if err != nil {
 		return nil // not there yet: it cannot be one of the store's files
 	}
-	for _, f := range []string{store, store + ".log", store + ".lock"} {
-		if real, err := filepath.EvalSymlinks(store); err == nil && f != store {
-			f = real + strings.TrimPrefix(f, store)
-		}
+	real, err := filepath.EvalSymlinks(store)
+	if err != nil {
+		real = store // opening it will say what is wrong
+	}
+	for _, f := range []string{real, real + ".log", real + ".lock"} {
 		if fi, err := os.Stat(f); err == nil && os.SameFile(fi, outFI) {
 			return fmt.Errorf("%s %s is the store's own file %s: export would overwrite what it reads; name another file", flag, out, f)
 		}

@@ -11,6 +11,9 @@ import (
 	"syscall"
 
 	"github.com/alecthomas/kong"
+
+	"github.com/umbravec/umbra/cmd/internal/quiet"
+	"github.com/umbravec/umbra/engine"
 )
 
 // Exit statuses.
@@ -59,6 +62,8 @@ func usagef(format string, args ...any) error {
 }
 
 func main() {
+	quiet.Wayland()
+	engine.ServeGPUChildIfRequested()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {
 		// After the first signal, let a second one kill the process: a

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -131,7 +130,6 @@ func listAdapters(mask wgpu.InstanceBackend) (list []*wgpu.Adapter, err error) {
 		return l, nil
 	}
 	err = gpuCall("enumerate adapters", func() error {
-		defer quietWayland()()
 		if inst == nil {
 			inst = wgpu.CreateInstance(nil)
 		}
@@ -351,26 +349,4 @@ func FirstWorking() (*Adapter, *Device) {
 		}
 	}
 	return nil, nil
-}
-
-// quietWayland keeps libwayland quiet while wgpu's GL backend looks for a
-// display: without XDG_RUNTIME_DIR it prints "error: XDG_RUNTIME_DIR is
-// invalid or not set" on stderr for every probe, on machines that have no
-// Wayland session at all, which looks like a failure. With the variable
-// pointing at an empty private directory it finds no display and says
-// nothing; the returned function restores the environment. A process that
-// sets XDG_RUNTIME_DIR itself is left alone.
-func quietWayland() (restore func()) {
-	if _, set := os.LookupEnv("XDG_RUNTIME_DIR"); set {
-		return func() {}
-	}
-	dir, err := os.MkdirTemp("", "umbra-xdg-")
-	if err != nil {
-		return func() {}
-	}
-	os.Setenv("XDG_RUNTIME_DIR", dir)
-	return func() {
-		os.Unsetenv("XDG_RUNTIME_DIR")
-		os.Remove(dir)
-	}
 }

@@ -726,7 +726,7 @@ func (g *Index) decode(raw []byte, nq, k int, sort bool) [][]fallback.Hit {
 		}
 		if sort {
 			slices.SortFunc(hs, func(a, b fallback.Hit) int {
-				if fallback.Worse(b, a, m) {
+				if fallback.Worse(b, a, m, nil) {
 					return -1
 				}
 				return 1

@@ -3,6 +3,7 @@ package packed
 import (
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"testing"
 	"time"
 
@@ -106,9 +107,9 @@ func TestPlanChunks(t *testing.T) {
 	require.ErrorIs(t, err, ErrTooLarge)
 	assert.Contains(t, err.Error(), "one row of 1048576 float32 values exceeds")
 
-	// A stride whose byte size overflows 64 bits is refused, not planned
+	// A stride whose byte size overflows an int is refused, not planned
 	// as a zero-byte row.
-	for _, stride := range []int{1 << 62, math.MaxInt, 0, -4} {
+	for _, stride := range []int{1 << (strconv.IntSize - 2), math.MaxInt, 0, -4} {
 		_, err = PlanChunks(stride, lavapipe)
 		require.ErrorIs(t, err, ErrTooLarge, "stride %d", stride)
 	}

@@ -44,17 +44,33 @@ func baseSeeds(t testing.TB) [][]byte {
 	return [][]byte{small, empty, keysOnly, wordEdge}
 }
 
-func logSeeds() [][]byte {
+func logSeeds(t testing.TB) [][]byte {
 	r := rand.New(rand.NewPCG(3, 4))
 	recs := []Record{randRecord(r, fuzzDim), randRecord(r, fuzzDim), randRecord(r, fuzzDim),
 		{Op: OpSetKey, IDs: []uint64{5}, Keys: []string{"five"}}, {Op: OpDelete, IDs: []uint64{5, 6}},
-		{Op: OpUpsertKeys, IDs: []uint64{8, 9}, Rows: randFloats(r, 2*fuzzDim), Keys: []string{"eight", ""}}}
+		{Op: OpUpsertKeys, IDs: []uint64{8, 9}, Rows: randFloats(r, 2*fuzzDim), Keys: []string{"eight", ""}},
+		{Op: OpUpsert, IDs: []uint64{8}, Rows: randFloats(r, fuzzDim)}, {Op: OpUpsert, IDs: []uint64{8}, Rows: randFloats(r, fuzzDim)}}
 	valid := encodeLog(fuzzDim, fuzzGen, recs)
 	torn := valid[:len(valid)-3]
 	corrupt := bytes.Clone(valid)
 	corrupt[logHeaderLen+frameLen+1] ^= 0x40
 	stale := encodeLog(fuzzDim, fuzzGen+1, recs[:2])
-	return [][]byte{valid, torn, corrupt, stale, encodeLog(fuzzDim, fuzzGen, nil)}
+	// The last two records are upserts of one length: the second-to-last
+	// copied over the last, every checksum holding.
+	ends := recordEnds(fuzzDim, fuzzGen, recs)
+	n := len(recs)
+	duplicated := bytes.Clone(valid)
+	copy(duplicated[ends[n-2]:], valid[ends[n-3]:ends[n-2]])
+	// The same records under another generation's header.
+	otherGen := append(encodeLogHeader(fuzzDim, fuzzGen), encodeLog(fuzzDim, fuzzGen^0xff00, recs)[logHeaderLen:]...)
+	// Version 1, as the version-1 writer wrote it (the fixture, under the
+	// fuzz dimension and generation: same layout).
+	v1, err := os.ReadFile(v1FixturePath)
+	require.NoError(t, err)
+	v1 = bytes.Clone(v1)
+	binary.LittleEndian.PutUint64(v1[16:], fuzzGen)
+	resealLog(v1)
+	return [][]byte{valid, torn, corrupt, stale, encodeLog(fuzzDim, fuzzGen, nil), duplicated, otherGen, v1, v1[:len(v1)-5]}
 }
 
 // resealBase recomputes the checksums of whatever sections the table
@@ -75,22 +91,29 @@ func resealBase(b []byte) {
 	le.PutUint32(b[baseHeaderLen-4:], crc32.Checksum(b[:baseHeaderLen-4], castagnoli))
 }
 
-// resealLog recomputes the header CRC and every frame's CRCs it can reach.
+// resealLog recomputes the header CRC and every frame's CRCs it can reach
+// (and, in a version-2 log, its position tag), in the layout the header's
+// version gives.
 func resealLog(b []byte) {
 	if len(b) < logHeaderLen {
 		return
 	}
 	le := binary.LittleEndian
 	le.PutUint32(b[logHeaderLen-4:], crc32.Checksum(b[:logHeaderLen-4], castagnoli))
-	for pos := logHeaderLen; pos+frameLen <= len(b); {
+	version, gen := le.Uint32(b[8:]), le.Uint64(b[16:])
+	fl := frameLenOf(version)
+	for pos := logHeaderLen; pos+fl <= len(b); {
 		f := b[pos:]
-		le.PutUint32(f[12:], crc32.Checksum(f[:12], castagnoli))
+		if version >= 2 {
+			le.PutUint64(f[12:], positionTag(int64(pos), gen))
+		}
+		le.PutUint32(f[fl-8:], crc32.Checksum(f[:fl-8], castagnoli))
 		n := int(le.Uint32(f))
-		if n > len(f)-frameLen {
+		if n > len(f)-fl {
 			return
 		}
-		le.PutUint32(f[16:], crc32.Checksum(f[frameLen:frameLen+n], castagnoli))
-		pos += frameLen + n
+		le.PutUint32(f[fl-4:], crc32.Checksum(f[fl:fl+n], castagnoli))
+		pos += fl + n
 	}
 }
 
@@ -125,7 +148,7 @@ func FuzzReadBase(f *testing.F) {
 // what it accepts re-encodes to a log that replays the same records without
 // a torn tail; cutting the input where replay stopped removes the tear.
 func FuzzReplayLog(f *testing.F) {
-	for _, s := range logSeeds() {
+	for _, s := range logSeeds(f) {
 		f.Add(s, false)
 		f.Add(s, true)
 	}
@@ -191,5 +214,5 @@ func TestWriteFuzzCorpus(t *testing.T) {
 		}
 	}
 	write("FuzzReadBase", baseSeeds(t))
-	write("FuzzReplayLog", logSeeds())
+	write("FuzzReplayLog", logSeeds(t))
 }

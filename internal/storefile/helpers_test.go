@@ -144,7 +144,7 @@ func requireSameRecord(t testing.TB, want, got Record, msg ...any) {
 func encodeLog(dim int, gen uint64, recs []Record) []byte {
 	b := encodeLogHeader(dim, gen)
 	for i := range recs {
-		b = appendFrame(b, &recs[i], int64(len(b)))
+		b = appendFrame(b, &recs[i], logVersion, gen, int64(len(b)), int64(len(b)))
 	}
 	return b
 }

@@ -19,9 +19,16 @@ const (
 	lockSuffix = ".lock"
 
 	logMagic     = "UMBRALOG"
-	logVersion   = 1
+	logVersion   = 2 // the version new logs are written in
 	logHeaderLen = 32
-	frameLen     = 20 // length u32, synced u64, header CRC u32, payload CRC u32
+
+	// frameLen is a version-2 frame header: length u32, synced u64,
+	// position tag u64, header CRC u32, payload CRC u32.
+	frameLen = 28
+	// frameLenV1 is a version-1 frame header: length u32, synced u64,
+	// header CRC u32, payload CRC u32. Version 1 is still read, and a
+	// Log opened on a version-1 log that holds records keeps writing it.
+	frameLenV1 = 20
 )
 
 // SyncPolicy says when Append's data reaches stable storage. The zero
@@ -59,10 +66,11 @@ func (p SyncPolicy) String() string {
 // concurrent use. A Log must be closed; the caller should hold the store's
 // Lock for as long as it is open.
 type Log struct {
-	path   string
-	dim    int
-	gen    uint64
-	policy SyncPolicy
+	path    string
+	dim     int
+	gen     uint64
+	version uint32 // of the file: frames are written in its layout
+	policy  SyncPolicy
 
 	mu     sync.Mutex
 	f      *os.File
@@ -80,6 +88,11 @@ type Log struct {
 // records are all in the base, and it is replaced by an empty one. A torn
 // tail (see ReplayLog) is truncated away before the first append; a
 // corrupt log is an error, and nothing is changed.
+//
+// A log of format version 1 that holds records is appended to in version
+// 1, so its records stay readable (version 1 frames carry no position, see
+// FORMAT.md); one that holds none is replaced by an empty version-2 log. The
+// next checkpoint starts a version-2 log either way.
 //
 // Replay the log with ReplayLog before opening it: OpenLog does not hand
 // records out.
@@ -107,7 +120,9 @@ func OpenLog(path string, dim int, generation uint64, policy SyncPolicy) (*Log, 
 		_ = f.Close()
 		return nil, err
 	}
-	if res.stale {
+	if res.stale || (res.version < logVersion && res.records == 0) {
+		// Stale, or an old version with nothing in it to keep: start a
+		// current, empty log.
 		_ = f.Close()
 		if err := createLog(path, dim, generation); err != nil {
 			return nil, err
@@ -126,7 +141,7 @@ func OpenLog(path string, dim int, generation uint64, policy SyncPolicy) (*Log, 
 			return nil, fmt.Errorf("storefile: open log %s: fsync after truncate: %w", path, err)
 		}
 	}
-	return &Log{path: path, dim: dim, gen: generation, policy: policy, f: f, off: res.end, synced: res.end}, nil
+	return &Log{path: path, dim: dim, gen: generation, version: res.version, policy: policy, f: f, off: res.end, synced: res.end}, nil
 }
 
 // createLog atomically replaces path with an empty log for generation.
@@ -173,7 +188,7 @@ func (l *Log) Append(rec Record) error {
 	if l.err != nil {
 		return l.err
 	}
-	b := appendFrame(l.buf[:0], &rec, l.synced)
+	b := appendFrame(l.buf[:0], &rec, l.version, l.gen, l.off, l.synced)
 	if cap(b) <= 1<<20 {
 		l.buf = b[:0]
 	} else {
@@ -255,18 +270,39 @@ func (l *Log) Close() error {
 	return err
 }
 
-// appendFrame appends rec, validated, as one frame: payload length,
-// the offset synced up to when it was written, a CRC-32C of those 12
-// bytes, a CRC-32C of the payload, then the payload.
-func appendFrame(dst []byte, rec *Record, synced int64) []byte {
+// appendFrame appends rec, validated, as one frame of the given log
+// version that will start at byte pos of a log of generation gen: payload
+// length, the offset synced up to when it was written, (version 2) the
+// position tag pos XOR gen, a CRC-32C of those bytes, a CRC-32C of the
+// payload, then the payload.
+func appendFrame(dst []byte, rec *Record, version uint32, gen uint64, pos, synced int64) []byte {
+	fl := frameLenOf(version)
 	start := len(dst)
-	dst = slices.Grow(dst, frameLen+int(rec.payloadSize()))
-	dst = dst[:start+frameLen]
+	dst = slices.Grow(dst, fl+int(rec.payloadSize()))
+	dst = dst[:start+fl]
 	dst = rec.appendPayload(dst)
 	b := dst[start:]
-	binary.LittleEndian.PutUint32(b[0:], uint32(len(b)-frameLen))
-	binary.LittleEndian.PutUint64(b[4:], uint64(synced))
-	binary.LittleEndian.PutUint32(b[12:], crc32.Checksum(b[:12], castagnoli))
-	binary.LittleEndian.PutUint32(b[16:], crc32.Checksum(b[frameLen:], castagnoli))
+	le := binary.LittleEndian
+	le.PutUint32(b[0:], uint32(len(b)-fl))
+	le.PutUint64(b[4:], uint64(synced))
+	if version >= 2 {
+		le.PutUint64(b[12:], positionTag(pos, gen))
+	}
+	le.PutUint32(b[fl-8:], crc32.Checksum(b[:fl-8], castagnoli))
+	le.PutUint32(b[fl-4:], crc32.Checksum(b[fl:], castagnoli))
 	return dst
 }
+
+// frameLenOf is the length of a frame header in a log of version.
+func frameLenOf(version uint32) int {
+	if version == 1 {
+		return frameLenV1
+	}
+	return frameLen
+}
+
+// positionTag is what a version-2 frame starting at byte pos of a log of
+// generation gen carries: it binds the frame to that position and that
+// log, so a whole frame copied or moved elsewhere, or left by another
+// generation's log, is recognised though its checksums hold.
+func positionTag(pos int64, gen uint64) uint64 { return uint64(pos) ^ gen }

@@ -93,7 +93,7 @@ func recordEnds(dim int, gen uint64, recs []Record) []int {
 	var ends []int
 	b := encodeLogHeader(dim, gen)
 	for i := range recs {
-		b = appendFrame(b, &recs[i], int64(len(b)))
+		b = appendFrame(b, &recs[i], logVersion, gen, int64(len(b)), int64(len(b)))
 		ends = append(ends, len(b))
 	}
 	return ends
