@@ -1,9 +1,9 @@
 package engine_test
 
 import (
-	"github.com/umbravec/umbra/internal/testkit"
 	"context"
 	"fmt"
+	"github.com/umbravec/umbra/internal/testkit"
 	"os"
 	"path/filepath"
 	"slices"

@@ -1,10 +1,10 @@
 package engine_test
 
 import (
-	"github.com/umbravec/umbra/internal/testkit"
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/umbravec/umbra/internal/testkit"
 	"math/rand/v2"
 	"slices"
 	"strings"
