@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/umbravec/umbra/bench/peers"
+	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/fallback"
 )
@@ -186,7 +187,7 @@ func RunPrecision(ctx context.Context, o PrecisionOptions) (*PrecisionReport, er
 	var floors []float64
 	for _, p := range o.Precisions {
 		say(fmt.Sprintf("%v: building the index", p))
-		ix, err := engine.New(ctx, engine.Config{Dim: o.Dim, Metric: o.Metric, Device: device, Adapter: o.Adapter, Precision: p, Workers: o.Workers})
+		ix, err := engine.New(ctx, engine.Config{Dim: o.Dim, Metric: o.Metric, Device: device, Adapters: []engine.AdapterSelect{o.Adapter}, Precision: p, Workers: o.Workers})
 		if err != nil {
 			return nil, err
 		}
@@ -237,18 +238,18 @@ func RunPrecision(ctx context.Context, o PrecisionOptions) (*PrecisionReport, er
 			row.ApproxMS = Median(approx)
 		}
 		// Cost and exactness over the probe queries, one search each.
-		var tr engine.Trace
+		var tr diag.Trace
 		got := make([][]engine.Hit, len(probe))
 		var up, kern, back, host, resc, mb, kb []float64
 		for j, q := range probe {
-			var one engine.Trace
-			if got[j], err = ix.Search(engine.WithTrace(ctx, &one), q, o.K); err != nil {
+			var one diag.Trace
+			if got[j], err = ix.Search(diag.WithTrace(ctx, &one), q, o.K); err != nil {
 				ix.Close()
 				return nil, err
 			}
 			ms := func(d time.Duration) float64 { return d.Seconds() * 1e3 }
 			up, kern, back, host = append(up, ms(one.Upload)), append(kern, ms(one.Kernel)), append(back, ms(one.Readback)), append(host, ms(one.Select))
-			resc, mb, kb = append(resc, float64(one.Rescored)), append(mb, float64(one.BytesRead)/1e6), append(kb, float64(one.ReadbackBytes)/1e3)
+			resc, mb, kb = append(resc, float64(one.Rescored)), append(mb, float64(one.BytesRead)/1e6), append(kb, float64(one.BytesDown)/1e3)
 			row.Stages.KernelClock = one.KernelClock
 			tr.Searches += one.Searches
 			tr.Rescored += one.Rescored

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine/internal/link"
 	"github.com/umbravec/umbra/internal/gpu"
 	"github.com/umbravec/umbra/internal/packed"
@@ -45,7 +46,7 @@ func candidates(sel AdapterSelect) ([]*gpu.Adapter, error) {
 	}
 	infos := make([]AdapterInfo, len(list))
 	for i, a := range list {
-		infos[i] = AdapterInfo(a.Info)
+		infos[i] = a.Info
 	}
 	order := rankAdapters(infos, sel)
 	out := make([]*gpu.Adapter, len(order))
@@ -56,14 +57,14 @@ func candidates(sel AdapterSelect) ([]*gpu.Adapter, error) {
 }
 
 // report converts the backend's probe report for adapter a.
-func report(a *gpu.Adapter, r gpu.Report) AdapterReport {
-	info := AdapterInfo(a.Info)
-	return AdapterReport{Adapter: info, Limits: DeviceLimits(r.Limits), Features: r.Features, Works: r.Works,
+func report(a *gpu.Adapter, r gpu.Report) diag.AdapterReport {
+	info := a.Info
+	return diag.AdapterReport{Adapter: info, Limits: r.Limits, Features: r.Features, Works: r.Works,
 		Error: r.Error, Eligible: r.Works && !info.Software(), Elapsed: r.Elapsed}
 }
 
-func probe(ctx context.Context, sel AdapterSelect) ProbeReport {
-	rep := ProbeReport{Auto: -1}
+func probe(ctx context.Context, sel AdapterSelect) diag.ProbeReport {
+	rep := diag.ProbeReport{Auto: -1}
 	if !gpu.Built {
 		rep.Reason, rep.Hint = reasonNoCgo, hintNoCgo
 		return rep
@@ -87,7 +88,7 @@ func probe(ctx context.Context, sel AdapterSelect) ProbeReport {
 	if rep.Auto < 0 {
 		// Auto never probes a software adapter, so explain the choice
 		// the way Auto would.
-		view := make([]AdapterReport, len(rep.Adapters))
+		view := make([]diag.AdapterReport, len(rep.Adapters))
 		for i, r := range rep.Adapters {
 			view[i] = r
 			if r.Adapter.Software() {
@@ -103,7 +104,7 @@ const reasonNoCgo = "built without GPU support (no cgo, or the nogpu tag)"
 
 // fallbackReason explains, from the probe reports, why no adapter was
 // chosen.
-func fallbackReason(sel AdapterSelect, reports []AdapterReport, allowSoftware bool) (string, string) {
+func fallbackReason(sel AdapterSelect, reports []diag.AdapterReport, allowSoftware bool) (string, string) {
 	if len(reports) == 0 {
 		if sel.Backend != "" && sel.Name == "" {
 			return fmt.Sprintf("no %s adapter found (no %s driver answered)", sel.Backend, sel.Backend), hintNoAdapter
@@ -138,7 +139,7 @@ func fallbackReason(sel AdapterSelect, reports []AdapterReport, allowSoftware bo
 // under Isolate in a child process.
 func openDevice(ctx context.Context, cfg Config, opt options) (device, string, string, error) {
 	allowSoftware := cfg.Device == GPU || opt.softwareAuto
-	if len(cfg.Shards) > 0 {
+	if len(cfg.shards()) > 0 {
 		return openShards(ctx, cfg, opt, allowSoftware)
 	}
 	if !cfg.Isolate {
@@ -147,7 +148,7 @@ func openDevice(ctx context.Context, cfg Config, opt options) (device, string, s
 	if !gpu.Built {
 		return nil, reasonNoCgo, hintNoCgo, &AdapterError{Reason: reasonNoCgo, Hint: hintNoCgo, kind: ErrNoGPUSupport}
 	}
-	c, err := startChild(ctx, childHello{Dim: cfg.Dim, Metric: int(cfg.Metric), Precision: cfg.Precision, Adapter: cfg.Adapter, AllowSoftware: allowSoftware,
+	c, err := startChild(ctx, childHello{Dim: cfg.Dim, Metric: int(cfg.Metric), Precision: cfg.Precision, Adapter: cfg.adapter(), AllowSoftware: allowSoftware,
 		MaxChunkRows: opt.maxChunkRows, ProbeTimeout: cfg.ProbeTimeout})
 	if err != nil {
 		var ae *AdapterError
@@ -169,15 +170,15 @@ func openGPU(ctx context.Context, cfg Config, opt options, allowSoftware bool) (
 	if timeout == 0 {
 		timeout = defaultProbeTimeout
 	}
-	as, err := candidates(cfg.Adapter)
+	as, err := candidates(cfg.adapter())
 	if err != nil {
 		return nil, err.Error(), hintNoAdapter, &AdapterError{Reason: err.Error(), Hint: hintNoAdapter, kind: ErrNoAdapter}
 	}
-	var reports []AdapterReport
+	var reports []diag.AdapterReport
 	for _, a := range as {
-		info := AdapterInfo(a.Info)
+		info := a.Info
 		if info.Software() && !allowSoftware {
-			reports = append(reports, AdapterReport{Adapter: info, Works: true})
+			reports = append(reports, diag.AdapterReport{Adapter: info, Works: true})
 			continue
 		}
 		dev, r := a.Probe(ctx, timeout)
@@ -195,7 +196,7 @@ func openGPU(ctx context.Context, cfg Config, opt options, allowSoftware bool) (
 		}
 		return local{g}, "", "", nil
 	}
-	reason, hint := fallbackReason(cfg.Adapter, reports, allowSoftware)
+	reason, hint := fallbackReason(cfg.adapter(), reports, allowSoftware)
 	return nil, reason, hint, &AdapterError{Reason: reason, Hint: hint, kind: ErrNoAdapter}
 }
 
@@ -215,7 +216,7 @@ func newOnDevice(ctx context.Context, cfg Config, d *gpu.Device) (*Index, error)
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if len(cfg.Shards) > 0 {
+	if len(cfg.shards()) > 0 {
 		return nil, fmt.Errorf("%w: an index on the caller's device cannot have Shards", ErrInvalidConfig)
 	}
 	if err := ctx.Err(); err != nil {

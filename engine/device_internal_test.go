@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/umbravec/umbra/internal/gpu"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/internal/gpu"
 )
 
 // smallDevice returns a device of the first working adapter whose storage
@@ -119,7 +119,7 @@ func TestRequestsSplitToFitTheDevice(t *testing.T) {
 				compare(k, "split")
 			}
 			compare(5, "afterwards")
-			require.Equal(t, BackendGPU, gx.Info().Backend)
+			require.Equal(t, GPU, gx.Info().Device)
 		})
 	}
 }
@@ -160,7 +160,7 @@ func TestAutoAnswersTheFailedCall(t *testing.T) {
 		require.NoError(t, err, step)
 		require.Equal(t, want, got, "%s: the failed call is answered by the fallback", step)
 		info := auto.Info()
-		require.Equal(t, BackendCPU, info.Backend, step)
+		require.Equal(t, CPU, info.Device, step)
 		require.Contains(t, info.Reason, step)
 		require.NoError(t, auto.Close())
 	}
@@ -209,7 +209,7 @@ func TestTooLargeForTheDevice(t *testing.T) {
 	require.NoError(t, err, "under Auto the fallback takes what the device cannot hold")
 	assert.Equal(t, 1100, auto.Len())
 	info := auto.Info()
-	assert.Equal(t, BackendCPU, info.Backend)
+	assert.Equal(t, CPU, info.Device)
 	assert.Contains(t, info.Reason, "outgrew what the GPU can hold")
 	assert.NotEmpty(t, info.Hint)
 	hits, err = auto.Search(context.Background(), more[7], 1)

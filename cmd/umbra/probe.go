@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 )
 
@@ -96,7 +97,7 @@ type limitsJSON struct {
 	MaxInvocations         uint32 `json:"max_invocations_per_workgroup"`
 }
 
-func limitsOf(l engine.DeviceLimits) limitsJSON {
+func limitsOf(l diag.Limits) limitsJSON {
 	return limitsJSON{MaxStorageBindingBytes: l.MaxStorageBindingBytes, MaxBufferBytes: l.MaxBufferBytes,
 		MaxWorkgroupsPerDim: l.MaxWorkgroupsPerDim, MaxInvocations: l.MaxInvocations}
 }
@@ -133,7 +134,7 @@ type probeJSON struct {
 	CPUKernel string `json:"cpu_kernel"`
 }
 
-func probeReport(rep engine.ProbeReport, sel engine.AdapterSelect, sys system) probeJSON {
+func probeReport(rep diag.ProbeReport, sel engine.AdapterSelect, sys system) probeJSON {
 	// The engine words its advice for Go callers; this report is read by
 	// people at a command line.
 	rep.Reason, rep.Hint = cliWording(rep.Reason), cliWording(rep.Hint)
@@ -142,7 +143,7 @@ func probeReport(rep engine.ProbeReport, sel engine.AdapterSelect, sys system) p
 		power = "low"
 	}
 	out := probeJSON{
-		GPUSupport: engine.GPUSupport(),
+		GPUSupport: diag.GPUSupport(),
 		Selection:  selectionJSON{Backend: sel.Backend, Adapter: sel.Name, Power: power},
 		Adapters:   []probedAdapterJSON{},
 		Why:        rep.Reason,
