@@ -19,11 +19,14 @@ import (
 	"github.com/umbravec/umbra/internal/storefile"
 )
 
-// Hit is one search result: the ID Add assigned to the vector, and its
-// score (cosine similarity, inner product, or squared L2 distance).
+// Hit is one search result: the vector's ID, its score (cosine similarity,
+// inner product, or squared L2 distance) and its key, if it has one.
 type Hit struct {
 	ID    uint64
 	Score float32
+	// Key is the row's key when it was stored under one (WithKeys), and
+	// empty otherwise.
+	Key string
 }
 
 // Index is an exact similarity index. All methods are safe for concurrent
@@ -845,11 +848,13 @@ func (ix *Index) view() fallback.Slab {
 
 func (ix *Index) fallbackMetric() fallback.Metric { return ix.cfg.Metric.fallbackCode() }
 
-// toHits turns rows into the caller's IDs. The caller holds ix.mu.
+// toHits turns rows into the caller's IDs, with their keys. The caller
+// holds ix.mu.
 func (ix *Index) toHits(r []fallback.Hit) []Hit {
 	hits := make([]Hit, len(r))
 	for i, h := range r {
-		hits[i] = Hit{ID: ix.rid.ids[h.Row], Score: h.Score}
+		id := ix.rid.ids[h.Row]
+		hits[i] = Hit{ID: id, Score: h.Score, Key: ix.keys.key[id]}
 	}
 	return hits
 }

@@ -35,11 +35,11 @@ func TestNonFiniteScoresRankTheSameEverywhere(t *testing.T) {
 	}
 	nan := float32(math.NaN())
 	inf := float32(math.Inf(1))
-	dot := []engine.Hit{{2, inf}, {6, 3}, {0, 0.75}, {8, 0.75}, {5, -0.5}, {9, -3}, {3, -inf}, {1, nan}, {4, nan}, {7, nan}}
+	dot := []engine.Hit{{ID: 2, Score: inf}, {ID: 6, Score: 3}, {ID: 0, Score: 0.75}, {ID: 8, Score: 0.75}, {ID: 5, Score: -0.5}, {ID: 9, Score: -3}, {ID: 3, Score: -inf}, {ID: 1, Score: nan}, {ID: 4, Score: nan}, {ID: 7, Score: nan}}
 	// Under L2 the far rows are +Inf away, the worst numbers; none is NaN.
 	lq := []float32{0, 0, 1, 1}
 	ldata := [][]float32{{0, 0, 1, 1}, {big, big, 0, 0}, {0, 0, 2, 1}, {-big, 0, 0, 0}, {0, 0, 1, 0}}
-	l2 := []engine.Hit{{0, 0}, {2, 1}, {4, 1}, {1, inf}, {3, inf}}
+	l2 := []engine.Hit{{ID: 0, Score: 0}, {ID: 2, Score: 1}, {ID: 4, Score: 1}, {ID: 1, Score: inf}, {ID: 3, Score: inf}}
 
 	for _, b := range backends {
 		for _, c := range []struct {

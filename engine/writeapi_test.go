@@ -153,7 +153,22 @@ func TestWriteVerbsOnEverySource(t *testing.T) {
 						pos[id] = i
 					}
 					for i, h := range hits {
+						key, _ := ix.KeyOf(h.ID)
+						require.Equal(t, key, h.Key, "%s: a hit carries its row's key", what)
+						if naming == "keys" {
+							require.NotEmpty(t, h.Key, what)
+						}
 						byRow[i] = engine.Hit{ID: uint64(pos[h.ID]), Score: h.Score}
+					}
+					if naming == "keys" {
+						ranged, err := ix.SearchRange(ctx, q, 1e9)
+						require.NoError(t, err, what)
+						for _, h := range ranged {
+							require.NotEmpty(t, h.Key, "%s: a range hit carries its key", what)
+						}
+						batch, err := ix.SearchBatch(ctx, [][]float32{q}, 2)
+						require.NoError(t, err, what)
+						require.Equal(t, hits[:2], batch[0], "%s: a batch hit carries its key", what)
 					}
 					checkHits(t, engine.L2, data, q, len(want), byRow)
 				}
