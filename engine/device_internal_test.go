@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/hint"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -211,7 +212,7 @@ func TestTooLargeForTheDevice(t *testing.T) {
 	info := auto.Info()
 	assert.Equal(t, BackendCPU, info.Backend)
 	assert.Contains(t, info.Reason, "outgrew what the GPU can hold")
-	assert.NotEmpty(t, info.Hint)
+	assert.Equal(t, hint.TooLarge, info.Hint.Code)
 	hits, err = auto.Search(context.Background(), more[7], 1)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1007), hits[0].ID)

@@ -40,12 +40,12 @@ var (
 )
 
 // AdapterError is what New returns under Device GPU when no adapter can be
-// used: the probe's reason and a hint for fixing it, the same two strings
-// Info reports after a fallback under Auto. It unwraps to ErrNoAdapter or
+// used: the probe's reason and a hint for fixing it, the same two Info
+// reports after a fallback under Auto. It unwraps to ErrNoAdapter or
 // ErrNoGPUSupport.
 type AdapterError struct {
 	Reason string
-	Hint   string
+	Hint   Hint
 	kind   error
 }
 

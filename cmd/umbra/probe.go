@@ -134,9 +134,6 @@ type probeJSON struct {
 }
 
 func probeReport(rep engine.ProbeReport, sel engine.AdapterSelect, sys system) probeJSON {
-	// The engine words its advice for Go callers; this report is read by
-	// people at a command line.
-	rep.Reason, rep.Hint = cliWording(rep.Reason), cliWording(rep.Hint)
 	power := "high"
 	if sel.Power == engine.LowPower {
 		power = "low"
@@ -145,8 +142,8 @@ func probeReport(rep engine.ProbeReport, sel engine.AdapterSelect, sys system) p
 		GPUSupport: engine.GPUSupport(),
 		Selection:  selectionJSON{Backend: sel.Backend, Adapter: sel.Name, Power: power},
 		Adapters:   []probedAdapterJSON{},
-		Why:        rep.Reason,
-		Hint:       rep.Hint,
+		Why:        oneLine(rep.Reason),
+		Hint:       cliHint(rep.Hint),
 		Findings:   []finding{},
 		CPUKernel:  cpuKernel(),
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/hint"
 )
 
 func TestProbeJSON(t *testing.T) {
@@ -197,7 +198,7 @@ func TestDiagnose(t *testing.T) {
 			without(machine, "libvulkan", "icd.d"), true, []string{causeSoftwareOnly, causeProbeFailed, causeLimitsTooSmall}, "64 MiB < 128 MiB"},
 		{"selection matches nothing", engine.ProbeReport{Reason: "no adapter matches backend dx12"}, engine.AdapterSelect{Backend: "dx12"},
 			machine, true, []string{causeNoMatch}, "dx12"},
-		{"other OS: report only", engine.ProbeReport{Reason: "no GPU adapter found", Hint: "install a driver"}, engine.AdapterSelect{},
+		{"other OS: report only", engine.ProbeReport{Reason: "no GPU adapter found", Hint: engine.Hint{Code: hint.NoAdapter}}, engine.AdapterSelect{},
 			fakeSystem{os: "windows"}, true, []string{causeNoAdapter}, "no GPU adapter found"},
 	}
 	for _, tc := range tests {

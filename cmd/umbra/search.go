@@ -301,8 +301,8 @@ func (o *searchCmd) Run(ctx context.Context, e *env) (err error) {
 		Backend:   string(servedBy(info, tr)),
 		Route:     routeOf(info),
 		CPUKernel: info.CPUKernel,
-		Reason:    cliWording(oneLine(info.Reason)),
-		Hint:      cliWording(info.Hint),
+		Reason:    oneLine(info.Reason),
+		Hint:      cliHint(info.Hint),
 		Metric:    metric.String(),
 		K:         int(o.K),
 		Dim:       ix.Dim(),
@@ -400,8 +400,8 @@ func (o *searchCmd) indexData(ctx context.Context, e *env, data *host.Matrix, me
 // deviceError words a failure to get the device --device asked for.
 func deviceError(device engine.Device, err error) error {
 	var ae *engine.AdapterError
-	if errors.As(err, &ae) && ae.Hint != "" {
-		return fmt.Errorf("--device %s: %s; %s", device, cliWording(cause(err)), cliWording(oneLine(ae.Hint)))
+	if errors.As(err, &ae) && ae.Hint.Code != "" {
+		return fmt.Errorf("--device %s: %s; %s", device, cause(err), cliHint(ae.Hint))
 	}
 	return fmt.Errorf("--device %s: %s (run 'umbra probe' to see every adapter)", device, cause(err))
 }
