@@ -186,7 +186,7 @@ func openGPU(ctx context.Context, cfg Config, opt options, allowSoftware bool) (
 		}
 		dev, r := a.Probe(ctx, timeout)
 		if err := ctx.Err(); err != nil {
-			return nil, "", Hint{}, fmt.Errorf("umbra: probing %s: %w", info, err)
+			return nil, "", Hint{}, fmt.Errorf("probing %s: %w", info, err)
 		}
 		reports = append(reports, report(a, r))
 		if dev == nil {
@@ -223,7 +223,7 @@ func newOnDevice(ctx context.Context, cfg Config, d *gpu.Device) (*Index, error)
 		return nil, fmt.Errorf("%w: an index on the caller's device cannot have Shards", ErrInvalidConfig)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("umbra: creating the index: %w", err)
+		return nil, fmt.Errorf("creating the index: %w", err)
 	}
 	if cfg.Precision != F32 {
 		return nil, fmt.Errorf("%w: an index on a caller's device shares float32 rows; precision %v is not one", ErrInvalidConfig, cfg.Precision)

@@ -132,7 +132,7 @@ func newIndex(ctx context.Context, cfg Config, opt options) (ix *Index, err erro
 	// A cancelled context is an answer of its own, whatever the device and
 	// whether or not a probe verdict is already cached.
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("umbra: creating the index: %w", err)
+		return nil, fmt.Errorf("creating the index: %w", err)
 	}
 	ix = emptyIndex(cfg)
 	ix.opt = opt

@@ -131,16 +131,10 @@ func fail(e *env, err error) int {
 	return exitFailure
 }
 
-// oneLine drops the package prefixes the engine and host put on their
-// errors (main adds its own) and folds the message onto one line.
+// oneLine folds a message onto one line: an error is reported in one.
+// The engine's and host's messages name what failed, not their package,
+// so they read the same embedded in ours.
 func oneLine(msg string) string {
-	for {
-		trimmed := strings.TrimPrefix(strings.TrimPrefix(msg, "umbra: "), "host: ")
-		if trimmed == msg {
-			break
-		}
-		msg = trimmed
-	}
 	return strings.Join(strings.Fields(strings.ReplaceAll(strings.TrimSpace(msg), "\n", "; ")), " ")
 }
 

@@ -160,7 +160,7 @@ func TestDiagnose(t *testing.T) {
 	broken := engine.AdapterReport{
 		Adapter: engine.AdapterInfo{Name: "NVIDIA GeForce RTX 3050", API: "vulkan", Type: "discrete"},
 		Limits:  engine.DeviceLimits{MaxStorageBindingBytes: 64 << 20, MaxBufferBytes: 2 << 30, MaxWorkgroupsPerDim: 65535, MaxInvocations: 1024},
-		Error:   "umbra: GPU failure: compile scores shader: boom",
+		Error:   "GPU failure: compile scores shader: boom",
 	}
 	machine := fakeSystem{os: "linux", env: map[string]string{"HOME": "/home/u"}, files: []string{
 		"/usr/lib/x86_64-linux-gnu/libvulkan.so.1",
