@@ -40,7 +40,7 @@ func TestFlagsGoAnywhere(t *testing.T) {
 	}
 	for _, tc := range tests {
 		var stdout bytes.Buffer
-		kctx, helped, err := parse(&env{stdout: &stdout}, convertCommand, tc.args)
+		kctx, helped, err := parse(&env{stdout: &stdout}, "convert", tc.args)
 		assert.False(t, helped, "%q", tc.args)
 		if tc.wantErrPart != "" {
 			assert.ErrorContains(t, err, tc.wantErrPart, "%q", tc.args)
