@@ -22,6 +22,7 @@ type Options struct {
 	Name        string    // the program, as its usage line names it
 	Description string    // under the usage line of the program's own help
 	Help        io.Writer // where --help prints
+	Vars        kong.Vars // values the help tags interpolate (${name})
 }
 
 // Examples is met by a grammar or a command struct whose help ends with
@@ -51,6 +52,7 @@ func New(grammar any, o Options, helped *bool) (*kong.Kong, error) {
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true, WrapUpperBound: 100}),
 		kong.ValueFormatter(withDefault),
 		kong.Exit(func(int) {}),
+		o.Vars,
 		kong.TypeMapper(reflect.TypeFor[string](), kong.MapperFunc(decodeString)),
 		kong.TypeMapper(reflect.TypeFor[int](), numberMapper(parseInt[int])),
 		kong.TypeMapper(reflect.TypeFor[int64](), numberMapper(parseInt[int64])),
@@ -172,9 +174,10 @@ func printHelp(opts kong.HelpOptions, ctx *kong.Context) error {
 	return err
 }
 
-// withDefault is a flag's help with its default, when it has one.
+// withDefault is a flag's help with its default, when it has one and kong
+// does not show it already as the flag's placeholder (--n=50000).
 func withDefault(v *kong.Value) string {
-	if !v.HasDefault || v.Default == "" || v.IsBool() {
+	if !v.HasDefault || v.Default == "" || v.IsBool() || v.Tag.PlaceHolder == "" {
 		return v.Help
 	}
 	return fmt.Sprintf("%s (default %s)", strings.TrimSuffix(v.Help, "."), v.Default)
