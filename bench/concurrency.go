@@ -67,6 +67,10 @@ type ConcurrencyReport struct {
 // off, on the fallback and (where asked and available) the GPU, next to
 // chromem-go and FAISS called from as many goroutines or threads. Every
 // umbra answer is compared with the exact answer computed up front.
+// defaultCoalesce is what engine.Coalesce.MaxQueries 0 means, for the
+// report's description of the setting.
+const defaultCoalesce = 256
+
 func RunConcurrency(ctx context.Context, o ConcurrencyOptions) (*ConcurrencyReport, error) {
 	say := func(s string) {
 		if o.Progress != nil {
@@ -74,13 +78,13 @@ func RunConcurrency(ctx context.Context, o ConcurrencyOptions) (*ConcurrencyRepo
 		}
 	}
 	rep := &ConcurrencyReport{N: o.N, Dim: o.Dim, K: o.K, Metric: o.Metric.String(), Duration: o.Duration,
-		Coalescing: fmt.Sprintf("at most %d queries a batch, wait %v", cmp.Or(o.BatchQueries, engine.DefaultBatchQueries), o.BatchWait)}
+		Coalescing: fmt.Sprintf("at most %d queries a batch, wait %v", cmp.Or(o.BatchQueries, defaultCoalesce), o.BatchWait)}
 	data := RandomMatrix(o.N, o.Dim, o.Seed, 1)
 	queries := RandomRows(256, o.Dim, o.Seed, 2)
 
 	// The exact answers, from the fallback with coalescing off.
 	say("computing the exact answers")
-	ref, err := engine.New(ctx, engine.Config{Dim: o.Dim, Metric: o.Metric, Device: engine.CPU, BatchQueries: 1})
+	ref, err := engine.New(ctx, engine.Config{Dim: o.Dim, Metric: o.Metric, Device: engine.CPU, Coalesce: engine.Coalesce{MaxQueries: 1}})
 	if err != nil {
 		return nil, err
 	}
@@ -104,10 +108,10 @@ func RunConcurrency(ctx context.Context, o ConcurrencyOptions) (*ConcurrencyRepo
 	}
 	for _, tg := range targets {
 		for _, batching := range []string{"on", "off"} {
-			cfg := engine.Config{Dim: o.Dim, Metric: o.Metric, Device: tg.device, Adapter: o.Adapter,
-				BatchQueries: o.BatchQueries, BatchWait: o.BatchWait}
+			cfg := engine.Config{Dim: o.Dim, Metric: o.Metric, Device: tg.device, Adapters: []engine.AdapterSelect{o.Adapter},
+				Coalesce: engine.Coalesce{MaxQueries: o.BatchQueries, Wait: o.BatchWait}}
 			if batching == "off" {
-				cfg.BatchQueries = 1
+				cfg.Coalesce.MaxQueries = 1
 			}
 			say(fmt.Sprintf("%s, coalescing %s: adding %d×%d", tg.name, batching, o.N, o.Dim))
 			ix, err := engine.New(ctx, cfg)
@@ -116,7 +120,7 @@ func RunConcurrency(ctx context.Context, o ConcurrencyOptions) (*ConcurrencyRepo
 				break
 			}
 			info := ix.Info()
-			if tg.device != engine.CPU && info.Backend != engine.BackendGPU {
+			if tg.device != engine.CPU && info.Device != engine.GPU {
 				rep.Skipped = append(rep.Skipped, fmt.Sprintf("%s: no GPU (%s)", tg.name, info.Reason))
 				ix.Close()
 				break

@@ -4,7 +4,7 @@
 // premise stated (fallback, kernel, resident, contiguous, list) and each
 // also stated as a multiple of its device's read floor (engine
 // Index.ReadFloor, timed in the same groups), a stage-by-stage breakdown
-// from engine.Trace, a float64 reference that every tier is checked against
+// from diag.Trace, a float64 reference that every tier is checked against
 // in the same run, peers (chromem-go and FAISS, package peers) run on the
 // same data and checked the same way, and the JSON, text and PNG forms of a
 // Report. cmd/bench is its command line; the testing.B benchmarks in this

@@ -76,13 +76,13 @@ func (h *harness) floorItems(ctx context.Context, tiers []Tier) []*timed {
 		}
 	}
 	var items []*timed
-	add := func(ix *engine.Index, f *FloorResult, want engine.Backend) {
+	add := func(ix *engine.Index, f *FloorResult, want string) {
 		items = append(items, &timed{
-			name: string(want) + " floor",
+			name: want + " floor",
 			call: func(ctx context.Context, _ int) (time.Duration, error) {
 				fl, err := ix.ReadFloor(ctx)
-				if err == nil && fl.Backend != want {
-					err = fmt.Errorf("the floor ran on the %s, not the %s", fl.Backend, want)
+				if err == nil && fl.Device != want {
+					err = fmt.Errorf("the floor ran on the %s, not the %s", fl.Device, want)
 				}
 				f.Bytes, f.Clock = fl.Bytes, fl.Clock
 				return fl.Time, err
@@ -98,7 +98,7 @@ func (h *harness) floorItems(ctx context.Context, tiers []Tier) []*timed {
 	}
 	if cpu && h.cpuIx != nil {
 		h.rep.floors().CPU = &FloorResult{Backend: "cpu", Premise: cpuFloorPremise}
-		add(h.cpuIx, h.rep.Floors.CPU, engine.BackendCPU)
+		add(h.cpuIx, h.rep.Floors.CPU, "cpu")
 	}
 	if gpu && h.gpu != nil {
 		h.rep.floors().GPU = &FloorResult{Backend: "gpu", Premise: gpuFloorPremise}
@@ -108,7 +108,7 @@ func (h *harness) floorItems(ctx context.Context, tiers []Tier) []*timed {
 			}
 		}
 		if h.gpuIx != nil {
-			add(h.gpuIx, h.rep.Floors.GPU, engine.BackendGPU)
+			add(h.gpuIx, h.rep.Floors.GPU, "gpu")
 		}
 	}
 	return items

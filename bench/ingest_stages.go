@@ -10,12 +10,13 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
 )
 
 // IngestStage is where one write's time went, medians over traced calls
-// (engine.Trace's write stages), beside a plain copy of the same bytes.
+// (diag.Trace's write stages), beside a plain copy of the same bytes.
 type IngestStage struct {
 	Name                                   string
 	TotalMS                                float64 // the whole call
@@ -52,7 +53,7 @@ func RunIngestStages(ctx context.Context, o StoreOptions) (*IngestStages, error)
 	}
 	cfg := engine.Config{Dim: o.Dim, Device: engine.CPU}
 	if o.Device == engine.GPU {
-		cfg.Device, cfg.Adapter = engine.GPU, o.Adapter
+		cfg.Device, cfg.Adapters = engine.GPU, []engine.AdapterSelect{o.Adapter}
 	}
 	plainCopy := func() float64 {
 		start := time.Now()
@@ -112,7 +113,7 @@ func RunIngestStages(ctx context.Context, o StoreOptions) (*IngestStages, error)
 			if err != nil {
 				return nil, err
 			}
-			return engine.Open(ctx, store, engine.Config{Device: cfg.Device, Adapter: cfg.Adapter})
+			return engine.Open(ctx, store, engine.Config{Device: cfg.Device, Adapters: cfg.Adapters})
 		}, func(ctx context.Context, ix *engine.Index) error {
 			_, err := ix.Add(ctx, engine.Flat(flat, ix.Dim()))
 			return err
@@ -134,11 +135,11 @@ func RunIngestStages(ctx context.Context, o StoreOptions) (*IngestStages, error)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", op.name, err)
 			}
-			var tr engine.Trace
+			var tr diag.Trace
 			start := time.Now()
-			err = op.call(engine.WithTrace(ctx, &tr), ix)
+			err = op.call(diag.WithTrace(ctx, &tr), ix)
 			took := time.Since(start)
-			backend = string(ix.Info().Backend)
+			backend = ix.Info().Device.String()
 			ix.Close()
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", op.name, err)

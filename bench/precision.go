@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/umbravec/umbra/bench/peers"
+	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
-	"github.com/umbravec/umbra/fallback"
 )
 
 // PrecisionOptions configures RunPrecision: the storage precisions
@@ -145,11 +145,20 @@ func RunPrecision(ctx context.Context, o PrecisionOptions) (*PrecisionReport, er
 		qs = RandomRows(o.Queries, o.Dim, o.Seed, 2)
 		batch = RandomRows(o.Batch, o.Dim, o.Seed, 3)
 	}
-	floorSlab := fallback.Slab{Data: data, Rows: o.N, Dim: o.Dim, Stride: o.Dim}
-	if o.Dim%4 != 0 {
-		floorSlab.Stride = o.Dim // ReadPass reads the same bytes either way
+	// The float32 floor is a plain read of the rows by the CPU path, timed
+	// by an F32 index over them (engine.Index.ReadFloor); on a GPU the same
+	// index gives the answers every row is checked against (a GPU's
+	// float32 sums round otherwise).
+	say("f32 on the CPU: the floor and the float32 answers")
+	fx, err := engine.New(ctx, engine.Config{Dim: o.Dim, Metric: o.Metric, Device: engine.CPU, Workers: o.Workers})
+	if err != nil {
+		return nil, err
 	}
-	rep := &PrecisionReport{Opt: o, Kernel: fallback.Kernel() + ", " + fallback.QuantKernel()}
+	defer fx.Close()
+	if _, err := fx.Add(ctx, engine.Flat(data, o.Dim)); err != nil {
+		return nil, err
+	}
+	rep := &PrecisionReport{Opt: o, Kernel: fx.Info().CPUKernel}
 	// recallBase is the float32 answer to the batch (or the single
 	// queries): what exactness and recall are measured against.
 	probe := batch
@@ -166,32 +175,22 @@ func RunPrecision(ctx context.Context, o PrecisionOptions) (*PrecisionReport, er
 	device := engine.CPU
 	if onGPU {
 		device = engine.GPU
-		// The answers every GPU row is checked against: the CPU path's
-		// float32 search (a GPU's float32 sums round otherwise).
-		say("f32 on the CPU: the answers to check against")
-		ref, err := engine.New(ctx, engine.Config{Dim: o.Dim, Metric: o.Metric, Device: engine.CPU, Workers: o.Workers})
-		if err != nil {
-			return nil, err
-		}
-		if _, err := ref.Add(ctx, engine.Flat(data, ref.Dim())); err != nil {
-			ref.Close()
-			return nil, err
-		}
-		want, err = ref.SearchBatch(ctx, probe, o.K)
-		ref.Close()
-		if err != nil {
+		if want, err = fx.SearchBatch(ctx, probe, o.K); err != nil {
 			return nil, err
 		}
 	}
 	var floors []float64
 	for _, p := range o.Precisions {
 		say(fmt.Sprintf("%v: building the index", p))
-		ix, err := engine.New(ctx, engine.Config{Dim: o.Dim, Metric: o.Metric, Device: device, Adapter: o.Adapter, Precision: p, Workers: o.Workers})
+		ix, err := engine.New(ctx, engine.Config{Dim: o.Dim, Metric: o.Metric, Device: device, Adapters: []engine.AdapterSelect{o.Adapter}, Precision: p, Workers: o.Workers})
 		if err != nil {
 			return nil, err
 		}
 		if onGPU {
 			rep.Adapter = ix.Info().Adapter.String()
+		}
+		if qk := ix.Info().QuantKernel; qk != "" && !strings.Contains(rep.Kernel, ", ") {
+			rep.Kernel += ", " + qk
 		}
 		if _, err := ix.Add(ctx, engine.Flat(data, ix.Dim())); err != nil {
 			ix.Close()
@@ -204,7 +203,7 @@ func RunPrecision(ctx context.Context, o PrecisionOptions) (*PrecisionReport, er
 		for g := 0; g < o.Runs; g++ {
 			floor, search, ap := math.Inf(1), math.Inf(1), math.Inf(1)
 			for range o.Repeat {
-				ms, err := timeIt(func() error { _, err := fallback.ReadPass(ctx, floorSlab, o.Workers); return err })
+				ms, err := timeIt(func() error { _, err := fx.ReadFloor(ctx); return err })
 				if err != nil {
 					ix.Close()
 					return nil, err
@@ -237,18 +236,18 @@ func RunPrecision(ctx context.Context, o PrecisionOptions) (*PrecisionReport, er
 			row.ApproxMS = Median(approx)
 		}
 		// Cost and exactness over the probe queries, one search each.
-		var tr engine.Trace
+		var tr diag.Trace
 		got := make([][]engine.Hit, len(probe))
 		var up, kern, back, host, resc, mb, kb []float64
 		for j, q := range probe {
-			var one engine.Trace
-			if got[j], err = ix.Search(engine.WithTrace(ctx, &one), q, o.K); err != nil {
+			var one diag.Trace
+			if got[j], err = ix.Search(diag.WithTrace(ctx, &one), q, o.K); err != nil {
 				ix.Close()
 				return nil, err
 			}
 			ms := func(d time.Duration) float64 { return d.Seconds() * 1e3 }
 			up, kern, back, host = append(up, ms(one.Upload)), append(kern, ms(one.Kernel)), append(back, ms(one.Readback)), append(host, ms(one.Select))
-			resc, mb, kb = append(resc, float64(one.Rescored)), append(mb, float64(one.BytesRead)/1e6), append(kb, float64(one.ReadbackBytes)/1e3)
+			resc, mb, kb = append(resc, float64(one.Rescored)), append(mb, float64(one.BytesRead)/1e6), append(kb, float64(one.BytesDown)/1e3)
 			row.Stages.KernelClock = one.KernelClock
 			tr.Searches += one.Searches
 			tr.Rescored += one.Rescored
@@ -389,7 +388,7 @@ func (r *PrecisionReport) Write(w io.Writer) {
 		path = "GPU " + r.Adapter + "; the float32 floor and the answers checked against are the CPU path's (" + r.Kernel + ")"
 	}
 	fmt.Fprintf(w, "umbra bench --precision · %d×%d %s, %v, k=%d, seed %d, %s\n", o.N, o.Dim, data, o.Metric, o.K, o.Seed, path)
-	fmt.Fprintf(w, "float32 read floor (ReadPass, median of groups): %.2f ms; single searches: %d groups × %d, each group's minimum, median over groups; batch: %d queries, median of %d calls\n\n",
+	fmt.Fprintf(w, "float32 read floor (ReadFloor of an f32 CPU index, median of groups): %.2f ms; single searches: %d groups × %d, each group's minimum, median over groups; batch: %d queries, median of %d calls\n\n",
 		r.FloorMS, o.Runs, o.Repeat, o.Batch, o.BatchRuns)
 	fmt.Fprintln(w, "| index | ms/search | × f32 floor | rescored/search (mean, max) | MB read/search | approx ms | recall@k | batch ms | exact |")
 	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---|")

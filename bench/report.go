@@ -135,7 +135,7 @@ type TierResult struct {
 func (t *TierResult) Ran() bool { return t.MedianMS != nil }
 
 // Breakdown is where the time of one tier's end-to-end call goes, stage by
-// stage, from engine.Trace: each stage's median over Reps traced calls.
+// stage, from diag.Trace: each stage's median over Reps traced calls.
 type Breakdown struct {
 	Tier    string `json:"tier"`
 	Backend string `json:"backend"` // gpu or cpu
@@ -159,7 +159,7 @@ type Breakdown struct {
 	Counts
 }
 
-// Counts are what one GPU search issued (engine.Trace's counts).
+// Counts are what one GPU search issued (diag.Trace's counts).
 type Counts struct {
 	Dispatches  int64 `json:"dispatches"`
 	Submissions int64 `json:"submissions"`

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/gpu"
 )
@@ -206,7 +207,7 @@ func (h *harness) close() {
 
 // config is the index configuration for device d with the run's metric.
 func (h *harness) config(d engine.Device) engine.Config {
-	return engine.Config{Dim: h.w.Dim, Metric: h.opt.Metric, Device: d, Adapter: h.opt.Adapter,
+	return engine.Config{Dim: h.w.Dim, Metric: h.opt.Metric, Device: d, Adapters: []engine.AdapterSelect{h.opt.Adapter},
 		Workers: h.opt.Workers}
 }
 
@@ -232,7 +233,7 @@ func (h *harness) openGPU(ctx context.Context) {
 	if info.Routing != nil {
 		h.rep.Route = info.Routing.String()
 	}
-	if info.Backend != engine.BackendGPU {
+	if info.Device != engine.GPU {
 		h.rep.GPUReason, h.rep.GPUHint = info.Reason, info.Hint.String()
 		if h.rep.GPUReason == "" {
 			h.rep.GPUReason = "the engine chose the CPU path"
@@ -240,7 +241,7 @@ func (h *harness) openGPU(ctx context.Context) {
 		return
 	}
 	cfg := h.config(engine.GPU)
-	cfg.Adapter.Name, cfg.Adapter.Backend = info.Adapter.Name, info.Adapter.API
+	cfg.Adapters = []engine.AdapterSelect{{Name: info.Adapter.Name, Backend: info.Adapter.API}}
 	h.gpu = &cfg
 	a := info.Adapter
 	h.rep.Adapter = &Adapter{Name: a.Name, Vendor: a.Vendor, API: a.API, Type: a.Type, Driver: a.Driver}
@@ -493,13 +494,13 @@ func (h *harness) time(ctx context.Context) error {
 		if t == TierKernel || !t.GPU() {
 			continue
 		}
-		var tr engine.Trace
-		if _, _, err := h.runners[t].call(engine.WithTrace(ctx, &tr), h.w.Queries[0], k); err != nil {
+		var tr diag.Trace
+		if _, _, err := h.runners[t].call(diag.WithTrace(ctx, &tr), h.w.Queries[0], k); err != nil {
 			fail(t, err)
 			continue
 		}
 		h.result[t].Premise += fmt.Sprintf(" [measured: %s up, %s back per call]",
-			bytesHuman(uint64(tr.UploadBytes)), bytesHuman(uint64(tr.ReadbackBytes)))
+			bytesHuman(uint64(tr.BytesUp)), bytesHuman(uint64(tr.BytesDown)))
 	}
 	groups := map[Tier][]float64{}
 	var items []*timed
@@ -541,7 +542,7 @@ func (h *harness) time(ctx context.Context) error {
 	}
 	// A GPU index under Auto could have moved to the CPU after a failure;
 	// its figures would then not be the GPU's.
-	if h.gpuIx != nil && h.gpuIx.Info().Backend != engine.BackendGPU {
+	if h.gpuIx != nil && h.gpuIx.Info().Device != engine.GPU {
 		for _, t := range []Tier{TierKernel, TierResident} {
 			if res := h.result[t]; res != nil {
 				res.Error = "the index left the GPU during the run: " + h.gpuIx.Info().Reason
@@ -607,14 +608,14 @@ func (h *harness) breakdown(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		var tr engine.Trace
+		var tr diag.Trace
 		q := h.w.Queries[max(i, 0)%len(h.w.Queries)]
 		if i < 0 {
 			h.progress("breakdown: warm-up")
 		} else {
 			h.progress("breakdown: traced call %d/%d of the %s path", i+1, h.opt.Reps, t)
 		}
-		d, _, err := r.call(engine.WithTrace(ctx, &tr), q, h.opt.K)
+		d, _, err := r.call(diag.WithTrace(ctx, &tr), q, h.opt.K)
 		if err != nil {
 			return fmt.Errorf("breakdown of %s: %w", t, err)
 		}
@@ -627,13 +628,13 @@ func (h *harness) breakdown(ctx context.Context) error {
 		readback = append(readback, msOf(tr.Readback))
 		sel = append(sel, msOf(tr.Select))
 		total = append(total, msOf(d))
-		bd.UploadBytes, bd.ReadbackBytes, bd.KernelClock = tr.UploadBytes, tr.ReadbackBytes, tr.KernelClock
+		bd.UploadBytes, bd.ReadbackBytes, bd.KernelClock = tr.BytesUp, tr.BytesDown, tr.KernelClock
 	}
 	if bd.Backend == "gpu" && h.gpuIx != nil {
 		// What one search issues, on the resident index whatever tier was
 		// traced (a rebuilding tier's trace holds its Add too).
-		var tr engine.Trace
-		if _, err := h.gpuIx.Search(engine.WithTrace(ctx, &tr), h.w.Queries[0], h.opt.K); err != nil {
+		var tr diag.Trace
+		if _, err := h.gpuIx.Search(diag.WithTrace(ctx, &tr), h.w.Queries[0], h.opt.K); err != nil {
 			return fmt.Errorf("breakdown counts: %w", err)
 		}
 		bd.Counts = countsOf(&tr)
@@ -794,8 +795,8 @@ func (h *harness) paths(ctx context.Context) error {
 		for p, path := range paths {
 			rs[p] = PathResult{Queries: nq, Path: path.name}
 			gpu.SetSelectPath(path.sel)
-			var tr engine.Trace
-			if _, err := h.gpuIx.SearchBatch(engine.WithTrace(ctx, &tr), qs, h.opt.K); err != nil {
+			var tr diag.Trace
+			if _, err := h.gpuIx.SearchBatch(diag.WithTrace(ctx, &tr), qs, h.opt.K); err != nil {
 				rs[p].Error = err.Error()
 				continue
 			}
@@ -830,7 +831,7 @@ func (h *harness) paths(ctx context.Context) error {
 	return nil
 }
 
-func countsOf(tr *engine.Trace) Counts {
+func countsOf(tr *diag.Trace) Counts {
 	return Counts{Dispatches: tr.Dispatches, Submissions: tr.Submissions, Maps: tr.Maps,
 		BytesUp: tr.BytesUp, BytesDown: tr.BytesDown, SelectPath: tr.SelectPath}
 }

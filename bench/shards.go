@@ -97,11 +97,11 @@ func RunShards(ctx context.Context, o ShardOptions) (*ShardReport, error) {
 	var names []string
 	for _, sel := range o.Shards {
 		names = append(names, describeSelect(sel))
-		if err := build(describeSelect(sel)+" alone", engine.Config{Adapter: sel}); err != nil {
+		if err := build(describeSelect(sel)+" alone", engine.Config{Adapters: []engine.AdapterSelect{sel}}); err != nil {
 			return nil, err
 		}
 	}
-	if err := build("sharded "+strings.Join(names, "+"), engine.Config{Shards: o.Shards}); err != nil {
+	if err := build("sharded "+strings.Join(names, "+"), engine.Config{Adapters: o.Shards}); err != nil {
 		return nil, err
 	}
 

@@ -69,12 +69,12 @@ func RunSoak(ctx context.Context, o SoakOptions) (*SoakReport, error) {
 	if o.SampleEach <= 0 {
 		o.SampleEach = max(o.Duration/10, time.Second)
 	}
-	ix, err := engine.New(ctx, engine.Config{Dim: o.Dim, Metric: engine.Dot, Device: o.Device, Adapter: o.Adapter})
+	ix, err := engine.New(ctx, engine.Config{Dim: o.Dim, Metric: engine.Dot, Device: o.Device, Adapters: []engine.AdapterSelect{o.Adapter}})
 	if err != nil {
 		return nil, err
 	}
 	defer ix.Close()
-	ref, err := engine.New(ctx, engine.Config{Dim: o.Dim, Metric: engine.Dot, Device: engine.CPU, BatchQueries: 1})
+	ref, err := engine.New(ctx, engine.Config{Dim: o.Dim, Metric: engine.Dot, Device: engine.CPU, Coalesce: engine.Coalesce{MaxQueries: 1}})
 	if err != nil {
 		return nil, err
 	}
@@ -215,11 +215,11 @@ func RunSoak(ctx context.Context, o SoakOptions) (*SoakReport, error) {
 	start := time.Now()
 	sample := func() {
 		info := ix.Info()
-		s := SoakSample{At: time.Since(start).Round(time.Millisecond), RSSMiB: rssMiB(), Rows: ix.Len(), Backend: string(info.Backend)}
+		s := SoakSample{At: time.Since(start).Round(time.Millisecond), RSSMiB: rssMiB(), Rows: ix.Len(), Backend: info.Device.String()}
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		s.HeapMiB = float64(ms.HeapInuse) / (1 << 20)
-		if info.Backend == engine.BackendGPU {
+		if info.Device == engine.GPU {
 			s.DeviceBytes = int64(info.Chunks) * int64(info.ChunkRows) * int64((o.Dim+3)&^3) * 4
 		}
 		rep.Samples = append(rep.Samples, s)

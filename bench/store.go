@@ -229,14 +229,14 @@ func RunStore(ctx context.Context, o StoreOptions) (*StoreReport, error) {
 		// could fault) and uploads them; making the device (adapter,
 		// pipelines, the self-tests) costs the same with or without a
 		// store, so the baseline makes one and reads the file.
-		gpuCfg := engine.Config{Device: engine.GPU, Adapter: o.Adapter}
+		gpuCfg := engine.Config{Device: engine.GPU, Adapters: []engine.AdapterSelect{o.Adapter}}
 		var where string
 		if err := add("Open on the GPU", "New + read", func() error {
 			s, err := engine.Open(ctx, path, gpuCfg)
 			if err != nil {
 				return err
 			}
-			where = string(s.Info().Backend)
+			where = s.Info().Device.String()
 			return s.Close()
 		}, func() error {
 			cfg := gpuCfg
@@ -262,7 +262,7 @@ func RunStore(ctx context.Context, o StoreOptions) (*StoreReport, error) {
 		sync time.Duration
 	}{{"Add 1 vector, log fsync per call", 0}, {"Add 1 vector, log fsync within 1s", time.Second}} {
 		spath := filepath.Join(dir, fmt.Sprintf("log%d.umbra", c.sync))
-		s, err := engine.Open(ctx, spath, engine.Config{Dim: o.Dim, Device: engine.CPU, LogSync: c.sync})
+		s, err := engine.Open(ctx, spath, engine.Config{Dim: o.Dim, Device: engine.CPU}, engine.LogSync(c.sync))
 		if err != nil {
 			return nil, err
 		}
@@ -281,7 +281,7 @@ func RunStore(ctx context.Context, o StoreOptions) (*StoreReport, error) {
 	}
 
 	// Filtered searches against the unfiltered one, on the chosen device.
-	sx, err := engine.New(ctx, engine.Config{Dim: o.Dim, Device: o.Device, Adapter: o.Adapter})
+	sx, err := engine.New(ctx, engine.Config{Dim: o.Dim, Device: o.Device, Adapters: []engine.AdapterSelect{o.Adapter}})
 	if err != nil {
 		return nil, err
 	}
@@ -290,7 +290,7 @@ func RunStore(ctx context.Context, o StoreOptions) (*StoreReport, error) {
 		return nil, err
 	}
 	q := vectors[o.N/2]
-	where := string(sx.Info().Backend)
+	where := sx.Info().Device.String()
 	for _, frac := range []float64{1, 0.1, 0.01, 0.0001} {
 		allow := make([]uint64, 0, int(float64(o.N)*frac)+1)
 		for i := 0; i < o.N; i++ {

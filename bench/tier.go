@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 )
 
@@ -124,8 +125,8 @@ type residentRunner struct {
 
 func (r *residentRunner) call(ctx context.Context, q []float32, k int) (time.Duration, []engine.Hit, error) {
 	if r.kernelOnly {
-		var tr engine.Trace
-		hits, err := r.ix.Search(engine.WithTrace(ctx, &tr), q, k)
+		var tr diag.Trace
+		hits, err := r.ix.Search(diag.WithTrace(ctx, &tr), q, k)
 		r.clock = tr.KernelClock
 		return tr.Kernel, hits, err
 	}
@@ -171,7 +172,7 @@ func (r *rebuildRunner) once(ctx context.Context, search func(*engine.Index) err
 	if err != nil {
 		return err
 	}
-	if r.cfg.Device != engine.CPU && ix.Info().Backend != engine.BackendGPU {
+	if r.cfg.Device != engine.CPU && ix.Info().Device != engine.GPU {
 		return fmt.Errorf("index fell back to the CPU: %s", ix.Info().Reason)
 	}
 	return search(ix)

@@ -12,8 +12,8 @@ import (
 )
 
 // RowSource gives rows a piece at a time, as a vector file being read
-// does (host.MatrixReader is one): AddFrom stores them as they come,
-// without a copy of them all first.
+// does (host.MatrixReader is one): Add stores them as they come, without
+// a copy of them all first. Vectors and Flat are RowSources over memory.
 type RowSource interface {
 	// Dim is every row's number of components.
 	Dim() int
@@ -27,27 +27,27 @@ type RowSource interface {
 	ReadRows(dst []float32) (int, error)
 }
 
-// ErrSource is wrapped, beside the source's own error, by AddFrom's error
-// when its RowSource failed to give a row (a malformed or truncated file,
+// ErrSource is wrapped, beside the source's own error, by the error of an
+// Add or Upsert whose RowSource failed to give a row (a malformed or truncated file,
 // a failed read) or gave other rows than it announced.
 var ErrSource = errors.New("reading rows failed")
 
 // streamPieceBytes is how many bytes of rows each packing goroutine of
-// AddFrom is given per piece: read, then packed while they are still in
+// a streamed Add is given per piece: read, then packed while they are still in
 // cache.
 const streamPieceBytes = packWorkerBytes
 
-// streamHeadroom bounds the spare rows AddFrom allocates past what has
+// streamHeadroom bounds the spare rows a streamed Add allocates past what has
 // arrived when its source cannot say how many rows it holds, as the
 // slab's own growth does: a quarter of the rows so far, at most this many
 // bytes.
 const streamHeadroom = 64 << 20
 
-// sourceFits refuses a source AddFrom cannot read: nil, rows of another
+// sourceFits refuses a source Add cannot read: nil, rows of another
 // dimension, a negative row count other than -1 (unknown).
 func (ix *Index) sourceFits(src RowSource) error {
 	if src == nil {
-		return fmt.Errorf("%w: AddFrom of a nil RowSource", ErrSource)
+		return fmt.Errorf("%w: a nil RowSource", ErrSource)
 	}
 	if d := src.Dim(); d != ix.cfg.Dim {
 		return fmt.Errorf("%w: source rows have %d components, index dimension is %d", ErrDimMismatch, d, ix.cfg.Dim)
@@ -58,7 +58,7 @@ func (ix *Index) sourceFits(src RowSource) error {
 	return nil
 }
 
-// addFrom is AddFrom under ids (nil: assigned) or keys (nil: none). With
+// addFrom is a streamed Add under ids (nil: assigned) or keys (nil: none). With
 // the writers' lock held, the IDs or keys are checked new once, before any
 // row is read, so the add does not look them up again.
 func (ix *Index) addFrom(ctx context.Context, start time.Time, src RowSource, ids []uint64, keys []string) ([]uint64, error) {
@@ -87,7 +87,7 @@ func (ix *Index) addFrom(ctx context.Context, start time.Time, src RowSource, id
 	})
 }
 
-// stream is one AddFrom's pack step: it reads pieces of src into the
+// stream is one streamed Add's pack step: it reads pieces of src into the
 // spare storage of s (a staged copy of the published slab, see
 // stageAppend), packs each, and commits them all at the end.
 type stream struct {

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/umbravec/umbra/internal/testkit"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // importFormat writes a random matrix as one kind of vector file.
@@ -496,7 +496,7 @@ func TestAddFromGPU(t *testing.T) {
 					_, err = ix.Add(ctx, src)
 					require.NoError(t, err)
 					require.NoError(t, src.Close())
-					require.Equal(t, engine.BackendGPU, ix.Info().Backend)
+					require.Equal(t, engine.GPU, ix.Info().Device)
 					qs := randomVectors(r, 4, dim)
 					what := fmt.Sprintf("%s %s dim %d", b.name, metric, dim)
 					if metric == engine.L2 {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 )
 
@@ -19,7 +20,7 @@ import (
 // a working hardware adapter, or the fallback with a reason and a hint when
 // there is none (as on a machine with only lavapipe and llvmpipe).
 func TestAutoMatchesProbe(t *testing.T) {
-	if !engine.GPUSupport() {
+	if !diag.GPUSupport() {
 		t.Skip("built without the wgpu backend; TestNoGPUBuild covers this build")
 	}
 	rep := engine.Probe(context.Background(), engine.AdapterSelect{})
@@ -37,11 +38,11 @@ func TestAutoMatchesProbe(t *testing.T) {
 	defer ix.Close()
 	info := ix.Info()
 	if rep.Auto >= 0 {
-		assert.Equal(t, engine.BackendGPU, info.Backend)
+		assert.Equal(t, engine.GPU, info.Device)
 		assert.Equal(t, rep.Adapters[rep.Auto].Adapter, info.Adapter)
 		assert.Empty(t, info.Reason)
 	} else {
-		assert.Equal(t, engine.BackendCPU, info.Backend)
+		assert.Equal(t, engine.CPU, info.Device)
 		assert.NotEmpty(t, info.Reason)
 		assert.NotEmpty(t, info.Hint)
 		assert.Equal(t, rep.Reason, info.Reason)
@@ -50,14 +51,14 @@ func TestAutoMatchesProbe(t *testing.T) {
 	ix2, err := engine.New(context.Background(), engine.Config{Dim: 8})
 	require.NoError(t, err)
 	defer ix2.Close()
-	assert.Equal(t, info.Backend, ix2.Info().Backend)
+	assert.Equal(t, info.Device, ix2.Info().Device)
 }
 
 func TestCPUNeverProbes(t *testing.T) {
 	ix, err := engine.New(context.Background(), engine.Config{Dim: 4, Device: engine.CPU})
 	require.NoError(t, err)
 	info := ix.Info()
-	assert.Equal(t, engine.BackendCPU, info.Backend)
+	assert.Equal(t, engine.CPU, info.Device)
 	assert.Empty(t, info.Reason, "CPU was asked for: nothing to explain")
 	assert.Zero(t, info.Adapter)
 	assert.NotEmpty(t, info.CPUKernel)
@@ -71,7 +72,7 @@ func TestNoVulkanDriver(t *testing.T) {
 		noDriverChild()
 		return
 	}
-	if !engine.GPUSupport() {
+	if !diag.GPUSupport() {
 		t.Skip("built without the wgpu backend; TestNoGPUBuild covers this build")
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestNoVulkanDriver$", "-test.v")
@@ -92,8 +93,8 @@ func TestNoVulkanDriver(t *testing.T) {
 		IsNoAd bool
 	}
 	require.NoError(t, json.Unmarshal([]byte(line), &res))
-	t.Logf("child: backend=%s reason=%q gpu error=%q", res.Info.Backend, res.Info.Reason, res.GPUErr)
-	assert.Equal(t, engine.BackendCPU, res.Info.Backend)
+	t.Logf("child: backend=%s reason=%q gpu error=%q", res.Info.Device, res.Info.Reason, res.GPUErr)
+	assert.Equal(t, engine.CPU, res.Info.Device)
 	assert.NotEmpty(t, res.Info.Reason)
 	assert.NotEmpty(t, res.Info.Hint)
 	assert.True(t, res.IsNoAd, "Device GPU on Vulkan without a driver must be an AdapterError wrapping ErrNoAdapter, with a hint: %s", res.GPUErr)
@@ -104,7 +105,7 @@ func noDriverChild() {
 	if err != nil {
 		panic(err)
 	}
-	_, gerr := engine.New(context.Background(), engine.Config{Dim: 8, Device: engine.GPU, Adapter: engine.AdapterSelect{Backend: "vulkan"}})
+	_, gerr := engine.New(context.Background(), engine.Config{Dim: 8, Device: engine.GPU, Adapters: []engine.AdapterSelect{engine.AdapterSelect{Backend: "vulkan"}}})
 	var ae *engine.AdapterError
 	res := map[string]any{"Info": ix.Info(), "IsNoAd": errors.Is(gerr, engine.ErrNoAdapter) && errors.As(gerr, &ae) && ae.Hint.Code != ""}
 	if gerr != nil {

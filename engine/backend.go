@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine/internal/link"
 	"github.com/umbravec/umbra/internal/gpu"
 	"github.com/umbravec/umbra/internal/hint"
@@ -46,7 +47,7 @@ func candidates(sel AdapterSelect) ([]*gpu.Adapter, error) {
 	}
 	infos := make([]AdapterInfo, len(list))
 	for i, a := range list {
-		infos[i] = AdapterInfo(a.Info)
+		infos[i] = a.Info
 	}
 	order := rankAdapters(infos, sel)
 	out := make([]*gpu.Adapter, len(order))
@@ -57,14 +58,14 @@ func candidates(sel AdapterSelect) ([]*gpu.Adapter, error) {
 }
 
 // report converts the backend's probe report for adapter a.
-func report(a *gpu.Adapter, r gpu.Report) AdapterReport {
-	info := AdapterInfo(a.Info)
-	return AdapterReport{Adapter: info, Limits: DeviceLimits(r.Limits), Features: r.Features, Works: r.Works,
+func report(a *gpu.Adapter, r gpu.Report) diag.AdapterReport {
+	info := a.Info
+	return diag.AdapterReport{Adapter: info, Limits: r.Limits, Features: r.Features, Works: r.Works,
 		Error: r.Error, Eligible: r.Works && !info.Software(), Elapsed: r.Elapsed}
 }
 
-func probe(ctx context.Context, sel AdapterSelect) ProbeReport {
-	rep := ProbeReport{Auto: -1}
+func probe(ctx context.Context, sel AdapterSelect) diag.ProbeReport {
+	rep := diag.ProbeReport{Auto: -1}
 	if !gpu.Built {
 		rep.Reason, rep.Hint = reasonNoCgo, noGPUSupport
 		return rep
@@ -88,7 +89,7 @@ func probe(ctx context.Context, sel AdapterSelect) ProbeReport {
 	if rep.Auto < 0 {
 		// Auto never probes a software adapter, so explain the choice
 		// the way Auto would.
-		view := make([]AdapterReport, len(rep.Adapters))
+		view := make([]diag.AdapterReport, len(rep.Adapters))
 		for i, r := range rep.Adapters {
 			view[i] = r
 			if r.Adapter.Software() {
@@ -106,7 +107,7 @@ var noGPUSupport = Hint{Code: hint.NoGPUSupport}
 
 // fallbackReason explains, from the probe reports, why no adapter was
 // chosen.
-func fallbackReason(sel AdapterSelect, reports []AdapterReport, allowSoftware bool) (string, Hint) {
+func fallbackReason(sel AdapterSelect, reports []diag.AdapterReport, allowSoftware bool) (string, Hint) {
 	if len(reports) == 0 {
 		if sel.Backend != "" && sel.Name == "" {
 			return fmt.Sprintf("no %s adapter found (no %s driver answered)", sel.Backend, sel.Backend), hintFor(hint.NoAdapter, sel)
@@ -141,7 +142,7 @@ func fallbackReason(sel AdapterSelect, reports []AdapterReport, allowSoftware bo
 // under Isolate in a child process.
 func openDevice(ctx context.Context, cfg Config, opt options) (device, string, Hint, error) {
 	allowSoftware := cfg.Device == GPU || opt.softwareAuto
-	if len(cfg.Shards) > 0 {
+	if len(cfg.shards()) > 0 {
 		return openShards(ctx, cfg, opt, allowSoftware)
 	}
 	if !cfg.Isolate {
@@ -150,14 +151,14 @@ func openDevice(ctx context.Context, cfg Config, opt options) (device, string, H
 	if !gpu.Built {
 		return nil, reasonNoCgo, noGPUSupport, &AdapterError{Reason: reasonNoCgo, Hint: noGPUSupport, kind: ErrNoGPUSupport}
 	}
-	c, err := startChild(ctx, childHello{Dim: cfg.Dim, Metric: int(cfg.Metric), Precision: cfg.Precision, Adapter: cfg.Adapter, AllowSoftware: allowSoftware,
+	c, err := startChild(ctx, childHello{Dim: cfg.Dim, Metric: int(cfg.Metric), Precision: cfg.Precision, Adapter: cfg.adapter(), AllowSoftware: allowSoftware,
 		MaxChunkRows: opt.maxChunkRows, ProbeTimeout: cfg.ProbeTimeout})
 	if err != nil {
 		var ae *AdapterError
 		if errors.As(err, &ae) {
 			return nil, ae.Reason, ae.Hint, err
 		}
-		return nil, err.Error(), hintFor(hint.ProbeFailed, cfg.Adapter), err
+		return nil, err.Error(), hintFor(hint.ProbeFailed, cfg.adapter()), err
 	}
 	return c, "", Hint{}, nil
 }
@@ -172,16 +173,16 @@ func openGPU(ctx context.Context, cfg Config, opt options, allowSoftware bool) (
 	if timeout == 0 {
 		timeout = defaultProbeTimeout
 	}
-	as, err := candidates(cfg.Adapter)
+	as, err := candidates(cfg.adapter())
 	if err != nil {
-		h := hintFor(hint.NoAdapter, cfg.Adapter)
+		h := hintFor(hint.NoAdapter, cfg.adapter())
 		return nil, err.Error(), h, &AdapterError{Reason: err.Error(), Hint: h, kind: ErrNoAdapter}
 	}
-	var reports []AdapterReport
+	var reports []diag.AdapterReport
 	for _, a := range as {
-		info := AdapterInfo(a.Info)
+		info := a.Info
 		if info.Software() && !allowSoftware {
-			reports = append(reports, AdapterReport{Adapter: info, Works: true})
+			reports = append(reports, diag.AdapterReport{Adapter: info, Works: true})
 			continue
 		}
 		dev, r := a.Probe(ctx, timeout)
@@ -195,11 +196,11 @@ func openGPU(ctx context.Context, cfg Config, opt options, allowSoftware bool) (
 		g, err := newDeviceIndex(dev, cfg, opt.maxChunkRows)
 		if err != nil {
 			err = gpuError(err)
-			return nil, err.Error(), hintFor(hint.ProbeFailed, cfg.Adapter), err
+			return nil, err.Error(), hintFor(hint.ProbeFailed, cfg.adapter()), err
 		}
 		return local{g}, "", Hint{}, nil
 	}
-	reason, h := fallbackReason(cfg.Adapter, reports, allowSoftware)
+	reason, h := fallbackReason(cfg.adapter(), reports, allowSoftware)
 	return nil, reason, h, &AdapterError{Reason: reason, Hint: h, kind: ErrNoAdapter}
 }
 
@@ -219,7 +220,7 @@ func newOnDevice(ctx context.Context, cfg Config, d *gpu.Device) (*Index, error)
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if len(cfg.Shards) > 0 {
+	if len(cfg.shards()) > 0 {
 		return nil, fmt.Errorf("%w: an index on the caller's device cannot have Shards", ErrInvalidConfig)
 	}
 	if err := ctx.Err(); err != nil {

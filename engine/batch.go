@@ -15,7 +15,7 @@ import (
 // A search that finds the index idle runs at once, alone: no caller ever
 // waits for company. Searches that arrive while one is running queue; when
 // it finishes, the queued ones with the same k run as one batch (at most
-// Config.BatchQueries, after at most Config.BatchWait for more), so the
+// Config.Coalesce.MaxQueries, after at most Coalesce.Wait for more), so the
 // device takes them in one pass and the fallback reads every row once for
 // all of them rather than once each. A batch answers every query exactly as
 // a lone search would: the batch path returns the same hits as the single
@@ -58,10 +58,10 @@ type result struct {
 // batchLimit is the most queries one coalesced batch holds; 1 means
 // coalescing is off.
 func (ix *Index) batchLimit() int {
-	if ix.cfg.BatchQueries == 0 {
-		return DefaultBatchQueries
+	if ix.cfg.Coalesce.MaxQueries == 0 {
+		return defaultBatchQueries
 	}
-	return ix.cfg.BatchQueries
+	return ix.cfg.Coalesce.MaxQueries
 }
 
 // coalesce reports whether a single search with these options and context
@@ -152,7 +152,7 @@ func (ix *Index) drain() {
 	limit := ix.batchLimit()
 	for {
 		c.mu.Lock()
-		if wait := ix.cfg.BatchWait; wait > 0 && len(c.queue) < limit {
+		if wait := ix.cfg.Coalesce.Wait; wait > 0 && len(c.queue) < limit {
 			c.mu.Unlock()
 			time.Sleep(wait)
 			c.mu.Lock()

@@ -2,14 +2,15 @@ package engine_test
 
 import (
 	"context"
-	"github.com/umbravec/umbra/internal/testkit"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // TestSearchesRunWhileAnAddIsStaged pauses an Add after its rows are packed
@@ -81,7 +82,7 @@ func TestConcurrentSearchesAreCoalesced(t *testing.T) {
 			const dim, n, callers = 40, 900, 24
 			data := randomVectors(r, n, dim)
 			ix := open(t, b, engine.Config{Dim: dim, Metric: engine.Dot}, 400)
-			solo := open(t, b, engine.Config{Dim: dim, Metric: engine.Dot, BatchQueries: 1}, 400)
+			solo := open(t, b, engine.Config{Dim: dim, Metric: engine.Dot, Coalesce: engine.Coalesce{MaxQueries: 1}}, 400)
 			for _, x := range []*engine.Index{ix, solo} {
 				_, err := x.Add(context.Background(), engine.Vectors(data))
 				require.NoError(t, err)
@@ -166,7 +167,7 @@ func TestMemoryBudgets(t *testing.T) {
 
 	for _, b := range backends {
 		t.Run(b.name+"/host", func(t *testing.T) {
-			ix := open(t, b, engine.Config{Dim: dim, Metric: engine.L2, MaxHostBytes: 150 * rowBytes})
+			ix := open(t, b, engine.Config{Dim: dim, Metric: engine.L2, Limits: engine.Limits{MaxHostBytes: 150 * rowBytes}})
 			_, err := ix.Add(ctx, engine.Vectors(data))
 			require.NoError(t, err)
 			_, err = ix.Add(ctx, engine.Vectors(data))
@@ -191,26 +192,26 @@ func TestMemoryBudgets(t *testing.T) {
 	}
 	for _, b := range backends[1:] {
 		t.Run(b.name+"/device", func(t *testing.T) {
-			ix := open(t, b, engine.Config{Dim: dim, Metric: engine.L2, MaxDeviceBytes: 150 * rowBytes})
+			ix := open(t, b, engine.Config{Dim: dim, Metric: engine.L2, Limits: engine.Limits{MaxDeviceBytes: 150 * rowBytes}})
 			_, err := ix.Add(ctx, engine.Vectors(data))
 			require.NoError(t, err)
 			_, err = ix.Add(ctx, engine.Vectors(data))
 			require.ErrorIs(t, err, engine.ErrTooLarge)
 			require.ErrorContains(t, err, "MaxDeviceBytes")
 			require.Equal(t, 100, ix.Len())
-			require.Equal(t, engine.BackendGPU, ix.Info().Backend)
+			require.Equal(t, engine.GPU, ix.Info().Device)
 
-			auto, err := engine.NewSoftwareAuto(ctx, engine.Config{Dim: dim, Metric: engine.L2, Adapter: b.adapter,
-				MaxDeviceBytes: 150 * rowBytes}, 0, time.Hour, nil)
+			auto, err := engine.NewSoftwareAuto(ctx, engine.Config{Dim: dim, Metric: engine.L2, Adapters: []engine.AdapterSelect{b.adapter},
+				Limits: engine.Limits{MaxDeviceBytes: 150 * rowBytes}}, 0, time.Hour, nil)
 			require.NoError(t, err)
 			defer auto.Close()
-			require.Equal(t, engine.BackendGPU, auto.Info().Backend)
+			require.Equal(t, engine.GPU, auto.Info().Device)
 			for range 2 {
 				_, err = auto.Add(ctx, engine.Vectors(data))
 				require.NoError(t, err, "under Auto the rows past the device budget go to the CPU")
 			}
 			info := auto.Info()
-			require.Equal(t, engine.BackendCPU, info.Backend)
+			require.Equal(t, engine.CPU, info.Device)
 			require.Contains(t, info.Reason, "MaxDeviceBytes")
 			both := append(append([][]float32{}, data...), data...)
 			for _, q := range randomVectors(r, 3, dim) {
@@ -220,7 +221,7 @@ func TestMemoryBudgets(t *testing.T) {
 			}
 		})
 	}
-	for _, cfg := range []engine.Config{{Dim: 4, MaxHostBytes: -1}, {Dim: 4, MaxDeviceBytes: -1}, {Dim: 4, BatchQueries: -1}, {Dim: 4, BatchWait: -1}} {
+	for _, cfg := range []engine.Config{{Dim: 4, Limits: engine.Limits{MaxHostBytes: -1}}, {Dim: 4, Limits: engine.Limits{MaxDeviceBytes: -1}}, {Dim: 4, Coalesce: engine.Coalesce{MaxQueries: -1}}, {Dim: 4, Coalesce: engine.Coalesce{Wait: -1}}} {
 		_, err := engine.New(ctx, cfg)
 		require.ErrorIs(t, err, engine.ErrInvalidConfig, "%+v", cfg)
 	}
@@ -236,7 +237,7 @@ func TestOverflowMergesExactly(t *testing.T) {
 			r := newRand(t)
 			const dim = 10 // 48 bytes a row
 			ctx := context.Background()
-			cfg := engine.Config{Dim: dim, Metric: engine.L2, MaxDeviceBytes: 300 * 48, Overflow: true}
+			cfg := engine.Config{Dim: dim, Metric: engine.L2, Limits: engine.Limits{MaxDeviceBytes: 300 * 48, Overflow: true}}
 			ix := open(t, b, cfg, 100) // the device holds 256 rows in 3 chunks
 			ref := open(t, backends[0], engine.Config{Dim: dim, Metric: engine.L2})
 			data := randomVectors(r, 700, dim)
@@ -247,7 +248,7 @@ func TestOverflowMergesExactly(t *testing.T) {
 				require.NoError(t, err)
 			}
 			info := ix.Info()
-			require.Equal(t, engine.BackendGPU, info.Backend)
+			require.Equal(t, engine.GPU, info.Device)
 			require.Equal(t, 256, info.DeviceRows)
 			qs := randomVectors(r, 3, dim)
 			allow := []uint64{1, 5, 255, 256, 257, 300, 699, 4000}
@@ -256,10 +257,10 @@ func TestOverflowMergesExactly(t *testing.T) {
 				requireSameAnswers(t, engine.L2, ref, ix, qs, []int{1, 7, 255, 256, 257, 699, 700}, allow, 300, what)
 			}
 			same("after adds")
-			var tr engine.Trace
-			_, err := ix.Search(engine.WithTrace(ctx, &tr), qs[0], 3)
+			var tr diag.Trace
+			_, err := ix.Search(diag.WithTrace(ctx, &tr), qs[0], 3)
 			require.NoError(t, err)
-			require.Equal(t, engine.BackendGPU, tr.Backend, "the device takes part")
+			require.Equal(t, "gpu", tr.Device, "the device takes part")
 			up := randomVectors(r, 3, dim)
 			for _, x := range []*engine.Index{ix, ref} {
 				require.NoError(t, testkit.ErrOf(x.Upsert(ctx, engine.Vectors(up), engine.WithIDs([]uint64{3, 600, 9000}...)))) // a device row, a CPU row, a new one
@@ -273,8 +274,8 @@ func TestOverflowMergesExactly(t *testing.T) {
 			same("after compaction")
 		})
 	}
-	_, err := engine.New(context.Background(), engine.Config{Dim: 10, Overflow: true})
+	_, err := engine.New(context.Background(), engine.Config{Dim: 10, Limits: engine.Limits{Overflow: true}})
 	require.ErrorIs(t, err, engine.ErrInvalidConfig, "Overflow without MaxDeviceBytes")
-	_, err = engine.New(context.Background(), engine.Config{Dim: 10, Overflow: true, MaxDeviceBytes: 63 * 48})
+	_, err = engine.New(context.Background(), engine.Config{Dim: 10, Limits: engine.Limits{Overflow: true, MaxDeviceBytes: 63 * 48}})
 	require.ErrorIs(t, err, engine.ErrInvalidConfig, "a budget under 64 rows")
 }

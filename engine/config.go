@@ -145,90 +145,106 @@ func (s AdapterSelect) validate() error {
 // Config describes an index. The zero value of every field but Dim is a
 // sensible default.
 type Config struct {
-	Dim     int    // vector dimension, at least 1
-	Metric  Metric // Cosine by default
-	Device  Device // Auto by default
-	Adapter AdapterSelect
-	// Workers is the number of goroutines the fallback searches with and
-	// an Add, AddFlat or Upsert of many rows packs them with (AddFrom:
-	// one reads while the others pack); 0 means GOMAXPROCS.
-	Workers int
-	// ProbeTimeout bounds the GPU probe (device creation, shader
-	// compilation, one test dispatch); 0 means 30 s.
-	ProbeTimeout time.Duration
-	// LogSync is how a store opened with Open makes its log durable: 0
-	// fsyncs it inside every write call, so an acknowledged write survives
-	// a power loss; a positive duration acknowledges a write once the
-	// operating system has it and fsyncs within that time, so a power loss
-	// (not a process crash) can lose the writes of the last LogSync, and
-	// never corrupts the store.
-	LogSync time.Duration
-	// MaxRows, when non-zero, caps how many vectors the index accepts;
-	// Add fails with ErrTooLarge beyond it, before allocating.
-	MaxRows int
-	// MaxHostBytes and MaxDeviceBytes, when non-zero, cap the bytes the
-	// packed rows may take in host memory (every row is kept there) and
-	// in device memory (under a compressed precision the device holds only
-	// the codes: Dim rounded up to 64 bytes a row for Int8, to 32 halves
-	// for F16). An Add or Upsert that would pass either fails with
-	// ErrTooLarge before it allocates, and nothing is stored: running out
-	// of memory is then an error value, not the process's end.
-	MaxHostBytes   int64
-	MaxDeviceBytes int64
-	// BatchQueries is the most concurrent single searches one device pass
-	// (or, on the CPU, one read of the rows) answers together: searches
-	// that arrive while another is running are coalesced, each caller
-	// getting exactly its own answer. 0 means DefaultBatchQueries; 1 turns
-	// coalescing off.
-	BatchQueries int
-	// BatchWait is how long a batch that is not yet full waits for more
-	// searches, once searches are queueing (a search that finds the index
-	// idle never waits). 0 means no wait: the batch is whatever queued
-	// while the previous one ran.
-	BatchWait time.Duration
-	// Overflow, with MaxDeviceBytes, keeps the rows past the device's
-	// budget on the CPU instead of refusing them (Device GPU) or moving
-	// every search to the CPU (Auto): the device holds the first
-	// MaxDeviceBytes of rows (a multiple of 64 rows, at least 64), the
-	// fallback the rest, a search runs both at once and merges them
-	// exactly.
-	Overflow bool
-	// Isolate runs the index's GPU work in a child process (this program
-	// run again; see engine's package documentation): a failure inside
-	// the GPU driver or wgpu-native that would end a process ends only
-	// the child. The call that meets it returns ErrGPU, which under Auto
-	// is answered by the fallback, and the index starts a new child in
-	// the background. It costs a second host copy of the rows (in the
-	// child) and a pipe crossing per call. The program must call
-	// ServeGPUChildIfRequested at the top of its main, which is where
-	// the child serves.
-	Isolate bool
+	Dim    int    // vector dimension, at least 1
+	Metric Metric // Cosine by default
 	// Precision is how the copy of the vectors that searches scan is
 	// held: F32 (the default), F16 or Int8. Answers are the exact float32
 	// ones at every precision (see Precision). A store keeps its own: Open
 	// takes the store's precision, not this field's.
 	Precision Precision
-	// Shards, when set, spreads the rows over several adapters instead of
-	// the one Adapter picks: each entry picks one adapter as Adapter would
-	// (the best working one that matches; Device GPU admits software
-	// ones), a device side is opened on each, and each holds a contiguous
-	// segment of the rows, sized by the adapter's measured scan rate. A
-	// search runs on every shard at once and merges their answers exactly
-	// (ties by lower ID, as everywhere); any shard failing fails the GPU
-	// call as a whole (under Auto the fallback answers, and recovery
-	// rebuilds every shard). Two entries may pick the same adapter (two
-	// device sides on it: a test of the split, no faster). Shards cannot
-	// be combined with Adapter, Overflow, Isolate, a Precision other than
-	// F32 or Device CPU. Info.Shards says where the rows are.
-	Shards []AdapterSelect
+	Device    Device // Auto by default
+	// Adapters picks the GPU adapters the index runs on. Empty: the best
+	// working adapter (Device GPU admits software ones, Auto does not).
+	// One entry: the best working adapter that matches it. Several: the
+	// rows are sharded, one device side per entry, each holding a
+	// contiguous segment of the rows sized by the adapter's measured scan
+	// rate; a search runs on every shard at once and merges their answers
+	// exactly (ties by lower ID, as everywhere), and any shard failing
+	// fails the GPU call as a whole (under Auto the CPU answers and
+	// recovery rebuilds every shard). Two entries may pick the same
+	// adapter (two device sides on it: a test of the split, no faster).
+	// Shards cannot be combined with Limits.Overflow, Isolate, a Precision
+	// other than F32 or Device CPU. Info.Shards says where the rows are.
+	Adapters []AdapterSelect
+	// Workers is the number of goroutines the CPU path searches with and
+	// an Add or Upsert of many rows packs them with (a streamed Add: one
+	// reads while the others pack); 0 means GOMAXPROCS.
+	Workers int
+	// ProbeTimeout bounds the GPU probe (device creation, shader
+	// compilation, one test dispatch); 0 means 30 s.
+	ProbeTimeout time.Duration
+	// Isolate runs the index's GPU work in a child process (this program
+	// run again; see engine's package documentation): a failure inside
+	// the GPU driver or wgpu-native that would end a process ends only
+	// the child. The call that meets it returns ErrGPU, which under Auto
+	// is answered by the CPU, and the index starts a new child in the
+	// background. It costs a second host copy of the rows (in the child)
+	// and a pipe crossing per call. The program must call
+	// ServeGPUChildIfRequested at the top of its main, which is where the
+	// child serves.
+	Isolate  bool
+	Limits   Limits   // how much the index may hold; none by default
+	Coalesce Coalesce // how concurrent single searches share a pass
 }
 
-// DefaultBatchQueries is Config.BatchQueries' default, chosen by
-// measurement (cmd/bench --concurrency --coalesce-max, 50,000×768 on the
-// fallback): at 256 callers a cap of 256 answered about 3× the searches per
-// second of a cap of 64 and 4× a cap of 16, at 64 callers it did no worse,
-// and a search that finds the index idle runs alone whatever the cap.
-const DefaultBatchQueries = 256
+// Limits caps what an index holds, so that running out of memory is an
+// error value, not the process's end. Zero fields mean no cap.
+type Limits struct {
+	// MaxRows caps how many vectors the index accepts; an Add fails with
+	// ErrTooLarge beyond it, before allocating.
+	MaxRows int
+	// MaxHostBytes and MaxDeviceBytes cap the bytes the packed rows may
+	// take in host memory (every row is kept there) and in device memory
+	// (under a compressed precision the device holds only the codes: Dim
+	// rounded up to 64 bytes a row for Int8, to 32 halves for F16). An Add
+	// or Upsert that would pass either fails with ErrTooLarge before it
+	// allocates, and nothing is stored.
+	MaxHostBytes   int64
+	MaxDeviceBytes int64
+	// Overflow, with MaxDeviceBytes, keeps the rows past the device's
+	// budget on the CPU instead of refusing them (Device GPU) or moving
+	// every search to the CPU (Auto): the device holds the first
+	// MaxDeviceBytes of rows (a multiple of 64 rows, at least 64), the CPU
+	// the rest, and a search runs both at once and merges them exactly.
+	Overflow bool
+}
+
+// Coalesce says how single searches that arrive while another is running
+// are answered together: one device pass (or, on the CPU, one read of the
+// rows) serves the whole batch, each caller getting exactly its own
+// answer. A search that finds the index idle never waits.
+type Coalesce struct {
+	// MaxQueries is the most searches one pass answers; 0 means 256, 1
+	// turns coalescing off. The default was chosen by measurement (cmd/bench
+	// --concurrency --coalesce-max, 50,000×768 on the CPU): at 256 callers
+	// a cap of 256 answered about 3× the searches per second of a cap of 64
+	// and 4× a cap of 16, and at 64 callers it did no worse.
+	MaxQueries int
+	// Wait is how long a batch that is not yet full waits for more
+	// searches, once searches are queueing; 0 means no wait: the batch is
+	// whatever queued while the previous one ran.
+	Wait time.Duration
+}
+
+// adapter is the one adapter selection of an unsharded index (the zero
+// selection when Adapters is empty).
+func (c Config) adapter() AdapterSelect {
+	if len(c.Adapters) == 1 {
+		return c.Adapters[0]
+	}
+	return AdapterSelect{}
+}
+
+// shards is the adapter list of a sharded index, nil otherwise.
+func (c Config) shards() []AdapterSelect {
+	if len(c.Adapters) > 1 {
+		return c.Adapters
+	}
+	return nil
+}
+
+// defaultBatchQueries is Coalesce.MaxQueries' default (see Coalesce).
+const defaultBatchQueries = 256
 
 const defaultProbeTimeout = 30 * time.Second
 
@@ -252,44 +268,40 @@ func (c Config) validate() error {
 	default:
 		return fmt.Errorf("%w: unknown device %d", ErrInvalidConfig, c.Device)
 	}
-	if c.Workers < 0 || c.MaxRows < 0 || c.ProbeTimeout < 0 || c.MaxHostBytes < 0 || c.MaxDeviceBytes < 0 ||
-		c.BatchQueries < 0 || c.BatchWait < 0 {
-		return fmt.Errorf("%w: Workers, MaxRows, ProbeTimeout, MaxHostBytes, MaxDeviceBytes, BatchQueries and BatchWait must not be negative", ErrInvalidConfig)
+	if c.Workers < 0 || c.ProbeTimeout < 0 || c.Limits.MaxRows < 0 || c.Limits.MaxHostBytes < 0 || c.Limits.MaxDeviceBytes < 0 ||
+		c.Coalesce.MaxQueries < 0 || c.Coalesce.Wait < 0 {
+		return fmt.Errorf("%w: Workers, ProbeTimeout, Limits.MaxRows, Limits.MaxHostBytes, Limits.MaxDeviceBytes, Coalesce.MaxQueries and Coalesce.Wait must not be negative", ErrInvalidConfig)
 	}
 	if err := c.validatePrecision(); err != nil {
 		return err
 	}
-	if err := c.validateShards(); err != nil {
-		return err
-	}
-	return c.Adapter.validate()
+	return c.validateShards()
 }
 
-// validateShards refuses Shards with what they do not support.
+// validateShards checks each adapter selection, and refuses shards (several
+// Adapters) with what they do not support.
 func (c Config) validateShards() error {
-	if len(c.Shards) == 0 {
+	for i, s := range c.Adapters {
+		if err := s.validate(); err != nil {
+			return fmt.Errorf("adapter %d: %w", i, err)
+		}
+	}
+	if len(c.Adapters) < 2 {
 		return nil
 	}
 	var with string
 	switch {
 	case c.Device == CPU:
 		with = "Device CPU"
-	case c.Adapter != (AdapterSelect{}):
-		with = "Adapter (name each shard's adapter in Shards)"
-	case c.Overflow:
-		with = "Overflow"
+	case c.Limits.Overflow:
+		with = "Limits.Overflow"
 	case c.Isolate:
 		with = "Isolate"
 	case c.Precision != F32:
 		with = "precision " + c.Precision.String()
 	}
 	if with != "" {
-		return fmt.Errorf("%w: Shards cannot be combined with %s", ErrInvalidConfig, with)
-	}
-	for i, s := range c.Shards {
-		if err := s.validate(); err != nil {
-			return fmt.Errorf("shard %d: %w", i, err)
-		}
+		return fmt.Errorf("%w: several Adapters (shards) cannot be combined with %s", ErrInvalidConfig, with)
 	}
 	return nil
 }

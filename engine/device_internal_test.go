@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/umbravec/umbra/internal/gpu"
-	"github.com/umbravec/umbra/internal/hint"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/hint"
 )
 
 // smallDevice returns a device of the first working adapter whose storage
@@ -120,7 +120,7 @@ func TestRequestsSplitToFitTheDevice(t *testing.T) {
 				compare(k, "split")
 			}
 			compare(5, "afterwards")
-			require.Equal(t, BackendGPU, gx.Info().Backend)
+			require.Equal(t, GPU, gx.Info().Device)
 		})
 	}
 }
@@ -161,7 +161,7 @@ func TestAutoAnswersTheFailedCall(t *testing.T) {
 		require.NoError(t, err, step)
 		require.Equal(t, want, got, "%s: the failed call is answered by the fallback", step)
 		info := auto.Info()
-		require.Equal(t, BackendCPU, info.Backend, step)
+		require.Equal(t, CPU, info.Device, step)
 		require.Contains(t, info.Reason, step)
 		require.NoError(t, auto.Close())
 	}
@@ -210,7 +210,7 @@ func TestTooLargeForTheDevice(t *testing.T) {
 	require.NoError(t, err, "under Auto the fallback takes what the device cannot hold")
 	assert.Equal(t, 1100, auto.Len())
 	info := auto.Info()
-	assert.Equal(t, BackendCPU, info.Backend)
+	assert.Equal(t, CPU, info.Device)
 	assert.Contains(t, info.Reason, "outgrew what the GPU can hold")
 	assert.Equal(t, hint.TooLarge, info.Hint.Code)
 	hits, err = auto.Search(context.Background(), more[7], 1)

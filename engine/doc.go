@@ -12,6 +12,16 @@
 // index in a store file whose log makes every acknowledged write survive a
 // crash.
 //
+// Writes are two verbs over one kind of input: Add stores new rows, Upsert
+// stores or replaces them, and both take a RowSource — Vectors (a slice
+// per vector), Flat (one row-major slice) or a source read a piece at a
+// time, such as host.MatrixReader over a vector file — with WithIDs or
+// WithKeys naming the rows; Delete takes the same names. Every write is
+// atomic: on an error nothing is stored. Options a call cannot honour are
+// ErrInvalidOption, never ignored. Package diag holds what umbra measures
+// about itself: traces (diag.WithTrace), read floors, the routing model,
+// device limits and the probe's reports.
+//
 // Importing this package starts nothing; the GPU is touched only by New
 // or Open with Device Auto or GPU, and Auto probes each adapter at most
 // once per process, proving it works by compiling and running the real
@@ -21,14 +31,15 @@
 // binding never crosses this package's API.
 //
 // Many goroutines may call an Index at once: single searches that arrive
-// while one runs are answered together in one pass (Config.BatchQueries),
+// while one runs are answered together in one pass (Config.Coalesce),
 // a write waits for searches only for the swap that publishes it, and
 // under Auto a failed GPU is retried in the background until it passes its
 // self-test again (Info.Recoveries).
 //
-// Config.Shards spreads the slab over several adapters, each holding a
-// contiguous segment of the rows; a search runs on all of them at once and
-// merges their answers exactly, and a failing shard fails the call whole.
+// Several Config.Adapters spread the slab over several adapters, each
+// holding a contiguous segment of the rows; a search runs on all of them at
+// once and merges their answers exactly, and a failing shard fails the call
+// whole.
 //
 // Config.Isolate runs the GPU work in a child process, so that a failure
 // wgpu-native treats as fatal ends the child, not the caller. The child is

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/umbravec/umbra/internal/testkit"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/storefile"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // storeModel is what a store must hold: every acknowledged write applied,
@@ -80,7 +80,7 @@ func newModelStore(t *testing.T, r *rand.Rand, dir string, n, dim int, b backend
 	t.Helper()
 	ctx := context.Background()
 	path := filepath.Join(dir, "s.umbra")
-	ix, err := engine.Open(ctx, path, engine.Config{Dim: dim, Metric: engine.Dot, Device: b.device, Adapter: b.adapter})
+	ix, err := engine.Open(ctx, path, engine.Config{Dim: dim, Metric: engine.Dot, Device: b.device, Adapters: []engine.AdapterSelect{b.adapter}})
 	if err != nil && b.device == engine.GPU {
 		if requireGPU() {
 			t.Fatalf("UMBRA_REQUIRE_GPU=1 but no %s adapter works: %v", b.name, err)
@@ -105,7 +105,7 @@ func newModelStore(t *testing.T, r *rand.Rand, dir string, n, dim int, b backend
 func (m storeModel) reopened(t *testing.T, path string, live *engine.Index, what string) {
 	t.Helper()
 	ctx := context.Background()
-	ro, err := engine.OpenReadOnly(ctx, path, engine.Config{Device: engine.CPU})
+	ro, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU}, engine.ReadOnly())
 	require.NoError(t, err, what)
 	m.check(t, ro, what+", read-only beside the writer")
 	require.NoError(t, ro.Close())
@@ -200,7 +200,7 @@ func TestStoreThroughSymlink(t *testing.T) {
 	for _, open := range []func() (*engine.Index, error){
 		func() (*engine.Index, error) { return engine.Open(ctx, link, engine.Config{Device: engine.CPU}) },
 		func() (*engine.Index, error) {
-			return engine.OpenReadOnly(ctx, link, engine.Config{Device: engine.CPU})
+			return engine.Open(ctx, link, engine.Config{Device: engine.CPU}, engine.ReadOnly())
 		},
 	} {
 		ix, err := open()
@@ -269,7 +269,7 @@ func TestDeleteKeysRacesIDWrites(t *testing.T) {
 			if dir == "" {
 				ix, err = engine.New(ctx, engine.Config{Dim: dim, Device: engine.CPU})
 			} else {
-				ix, err = engine.Open(ctx, filepath.Join(dir, fmt.Sprintf("s%d.umbra", i)), engine.Config{Dim: dim, Device: engine.CPU, LogSync: 1 << 30})
+				ix, err = engine.Open(ctx, filepath.Join(dir, fmt.Sprintf("s%d.umbra", i)), engine.Config{Dim: dim, Device: engine.CPU}, engine.LogSync(1<<30))
 			}
 			require.NoError(t, err)
 			ids, err := ix.Add(ctx, engine.Vectors(randomVectors(r, 1, dim)), engine.WithKeys([]string{"a"}...))

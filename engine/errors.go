@@ -18,7 +18,7 @@ var (
 	ErrGPU           = errors.New("GPU failure")
 	// ErrDuplicateID: one call gives the same ID for two vectors.
 	ErrDuplicateID = errors.New("duplicate ID")
-	// ErrIDExists: AddWithIDs of an ID that is already stored (Upsert
+	// ErrIDExists: an Add of an ID or key that is already stored (Upsert
 	// replaces one).
 	ErrIDExists = errors.New("ID already stored")
 	// ErrNotFound: Delete or Get of an ID that is not stored.
@@ -29,7 +29,7 @@ var (
 	// ErrBadStore: a store file is damaged, truncated, or not a store
 	// file; the error names the file and the section.
 	ErrBadStore = errors.New("bad store file")
-	// ErrReadOnly: a write to an index opened with OpenReadOnly.
+	// ErrReadOnly: a write to a store opened with ReadOnly.
 	ErrReadOnly = errors.New("store is open read-only")
 	// ErrStoreChanged: the base file a store's rows are mapped from was
 	// truncated or rewritten in place by someone else; the index refuses

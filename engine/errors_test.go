@@ -29,7 +29,7 @@ func TestConfigErrors(t *testing.T) {
 		{"dim MaxInt on the CPU", engine.Config{Dim: math.MaxInt, Device: engine.CPU}, "Dim must be between 1 and"},
 		{"unknown metric", engine.Config{Dim: 4, Metric: 9}, "unknown metric"},
 		{"unknown device", engine.Config{Dim: 4, Device: 7}, "unknown device"},
-		{"unknown backend", engine.Config{Dim: 4, Adapter: engine.AdapterSelect{Backend: "glide"}}, `unknown backend "glide"`},
+		{"unknown backend", engine.Config{Dim: 4, Adapters: []engine.AdapterSelect{engine.AdapterSelect{Backend: "glide"}}}, `unknown backend "glide"`},
 		{"negative workers", engine.Config{Dim: 4, Workers: -1}, "must not be negative"},
 	}
 	for _, c := range cases {
@@ -60,7 +60,7 @@ func TestBadInputLeavesIndexUnchanged(t *testing.T) {
 	}
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
-			ix := open(t, b, engine.Config{Dim: dim, MaxRows: 60})
+			ix := open(t, b, engine.Config{Dim: dim, Limits: engine.Limits{MaxRows: 60}})
 			_, err := ix.Add(context.Background(), engine.Vectors(good))
 			require.NoError(t, err)
 			before, err := ix.Search(context.Background(), q, 10)

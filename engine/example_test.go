@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 )
 
@@ -48,7 +49,7 @@ func ExampleIndex_Info() {
 	}
 	defer ix.Close()
 	info := ix.Info()
-	fmt.Println(info.Backend, ix.Metric(), ix.Dim())
+	fmt.Println(info.Device, ix.Metric(), ix.Dim())
 	// Output: cpu cosine 768
 }
 
@@ -64,8 +65,8 @@ func ExampleIndex_Add_errors() {
 func ExampleWithTrace() {
 	ix, _ := engine.New(context.Background(), engine.Config{Dim: 2, Device: engine.CPU})
 	_, _ = ix.Add(context.Background(), engine.Vectors([][]float32{{1, 2}, {3, 4}}))
-	var tr engine.Trace
-	_, _ = ix.Search(engine.WithTrace(context.Background(), &tr), []float32{1, 1}, 1)
+	var tr diag.Trace
+	_, _ = ix.Search(diag.WithTrace(context.Background(), &tr), []float32{1, 1}, 1)
 	fmt.Println(tr.KernelClock)
 	// Output: cpu
 }

@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"time"
+
+	"github.com/umbravec/umbra/diag"
 )
 
 // NewWithChunkRows is New with at most rows rows in one device buffer, so
@@ -12,10 +14,9 @@ func NewWithChunkRows(ctx context.Context, cfg Config, rows int) (*Index, error)
 }
 
 // The routing model's parts, for its tests.
-func PreferGPU(r Routing, bytes int64, nq int) bool        { return r.preferGPU(bytes, nq) }
-func GPUTime(r Routing, bytes int64, nq int) time.Duration { return r.gpuTime(bytes, nq) }
-func CPUTime(r Routing, bytes int64, nq int) time.Duration { return r.cpuTime(bytes, nq) }
-func CrossoverBytes(r Routing) int64                       { return r.crossoverBytes() }
+func PreferGPU(r diag.Routing, bytes int64, nq int) bool        { return preferGPU(&r, bytes, nq) }
+func GPUTime(r diag.Routing, bytes int64, nq int) time.Duration { return gpuTime(&r, bytes, nq) }
+func CPUTime(r diag.Routing, bytes int64, nq int) time.Duration { return cpuTime(&r, bytes, nq) }
 
 // SetGPUFault makes every wgpu call of ix's device side that can fail ask f
 // first, by the name of its step; a non-nil error from f fails that call as

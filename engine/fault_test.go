@@ -6,12 +6,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/umbravec/umbra/internal/testkit"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 var errInjected = errors.New("injected fault")
@@ -86,8 +87,8 @@ func TestEveryGPUFailureThenExactSearches(t *testing.T) {
 				errs = append(errs, err)
 				_, err = p.gpu.Search(ctx, queries[1], p.gpu.Len())
 				errs = append(errs, err)
-				var tr engine.Trace
-				_, err = p.gpu.Search(engine.WithTrace(ctx, &tr), queries[2], 3)
+				var tr diag.Trace
+				_, err = p.gpu.Search(diag.WithTrace(ctx, &tr), queries[2], 3)
 				errs = append(errs, err)
 				// An upsert that replaces two rows in place and adds one,
 				// then a delete, a filtered search and a range search.
@@ -165,7 +166,7 @@ func TestEveryGPUFailureThenExactSearches(t *testing.T) {
 					engine.SetGPUFault(p.gpu, nil)
 					require.True(t, fired, "%s: the step was not reached", what)
 					require.Equal(t, 1, failed, "%s: one call fails, no other", what)
-					require.Equal(t, engine.BackendGPU, p.gpu.Info().Backend, what)
+					require.Equal(t, engine.GPU, p.gpu.Info().Device, what)
 					check(t, p, what)
 					// Twice: a failure must not be waiting for the second call.
 					check(t, p, what+", again")

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/gpu"
 )
@@ -46,7 +47,7 @@ func TestFusedTopK(t *testing.T) {
 // requireSearchesMatch requires ix's batched, single and filtered (keep)
 // searches to return cpu's hits for every k in ks within 1..Len; check,
 // when set, is called with each batch's trace.
-func requireSearchesMatch(t *testing.T, m engine.Metric, cpu, ix *engine.Index, queries [][]float32, ks []int, keep func(uint64) bool, check func(tr engine.Trace, what string)) {
+func requireSearchesMatch(t *testing.T, m engine.Metric, cpu, ix *engine.Index, queries [][]float32, ks []int, keep func(uint64) bool, check func(tr diag.Trace, what string)) {
 	t.Helper()
 	ctx := context.Background()
 	for _, k := range ks {
@@ -57,8 +58,8 @@ func requireSearchesMatch(t *testing.T, m engine.Metric, cpu, ix *engine.Index, 
 			what := fmt.Sprintf("k=%d filtered=%v", k, opts != nil)
 			want, err := cpu.SearchBatch(ctx, queries, k, opts...)
 			require.NoError(t, err)
-			var tr engine.Trace
-			got, err := ix.SearchBatch(engine.WithTrace(ctx, &tr), queries, k, opts...)
+			var tr diag.Trace
+			got, err := ix.SearchBatch(diag.WithTrace(ctx, &tr), queries, k, opts...)
 			require.NoError(t, err)
 			if check != nil {
 				check(tr, what)
@@ -94,8 +95,8 @@ func TestFusedTraceCounts(t *testing.T) {
 					chunks = n / int64(chunk)
 				}
 				for _, nq := range []int{1, 8} {
-					var tr engine.Trace
-					_, err := ix.SearchBatch(engine.WithTrace(context.Background(), &tr), data[:nq], k)
+					var tr diag.Trace
+					_, err := ix.SearchBatch(diag.WithTrace(context.Background(), &tr), data[:nq], k)
 					require.NoError(t, err)
 					what := fmt.Sprintf("%d chunk(s), %d queries", chunks, nq)
 					require.Equal(t, "fused", tr.SelectPath, what)

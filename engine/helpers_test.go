@@ -193,7 +193,7 @@ var backends = []backend{
 // boundaries with small data.
 func open(t *testing.T, b backend, cfg engine.Config, chunkRows ...int) *engine.Index {
 	t.Helper()
-	cfg.Device, cfg.Adapter = b.device, b.adapter
+	cfg.Device, cfg.Adapters = b.device, []engine.AdapterSelect{b.adapter}
 	var rows int
 	if len(chunkRows) > 0 {
 		rows = chunkRows[0]
@@ -209,7 +209,7 @@ func open(t *testing.T, b backend, cfg engine.Config, chunkRows ...int) *engine.
 	t.Cleanup(func() { ix.Close() })
 	if b.device == engine.GPU {
 		info := ix.Info()
-		require.Equal(t, engine.BackendGPU, info.Backend)
+		require.Equal(t, engine.GPU, info.Device)
 		require.Equal(t, b.adapter.Backend, info.Adapter.API)
 	}
 	return ix

@@ -19,9 +19,9 @@ func TestHintWords(t *testing.T) {
 		assert.NotContains(t, words, "(hint ", "%s has no words of its own", code)
 	}
 	assert.Contains(t, engine.Hint{Code: hint.SoftwareOnly}.String(), "Device: GPU")
-	assert.Contains(t, engine.Hint{Code: hint.ProbeFailed}.String(), "Config.Adapter")
-	assert.Contains(t, engine.Hint{Code: hint.NoMatch}.String(), "Config.Adapter (Name, Backend)")
+	assert.Contains(t, engine.Hint{Code: hint.ProbeFailed}.String(), "Config.Adapters")
+	assert.Contains(t, engine.Hint{Code: hint.NoMatch}.String(), "Config.Adapters (Name, Backend)")
 	assert.Contains(t, engine.Hint{Code: hint.NoMatch, Args: map[string]string{hint.Backend: "metal"}}.String(),
-		`Config.Adapter (Backend "metal")`)
+		`Config.Adapters (Backend "metal")`)
 	assert.Empty(t, engine.Hint{}.String())
 }

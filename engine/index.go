@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/internal/gpu"
 	"github.com/umbravec/umbra/internal/hint"
@@ -47,7 +48,7 @@ type Index struct {
 	// mapped is the store's mapped base when the slab's rows were mapped
 	// from it (CPU path, mapped.go); set before the index is shared.
 	mapped *mapping
-	// readOnly is the store's path for an index from OpenReadOnly, which
+	// readOnly is the store's path for an index opened with ReadOnly, which
 	// refuses writes; set before the index is shared, never changed.
 	readOnly string
 	closed   bool
@@ -58,7 +59,7 @@ type Index struct {
 	// dev is nil on the CPU path. gpuDown is set when a GPU failure under
 	// Device Auto moved searches to the fallback for good; reason says why.
 	dev     device
-	route   *Routing // non-nil under Auto on a GPU
+	route   *diag.Routing // non-nil under Auto on a GPU
 	gpuDown atomic.Bool
 	whyMu   sync.Mutex
 	reason  string
@@ -78,7 +79,7 @@ type Index struct {
 	opt         options
 
 	// devCap, when not 0, is how many rows the device may hold: the rest
-	// stay on the CPU (Config.Overflow, overflow.go).
+	// stay on the CPU (Limits.Overflow, overflow.go).
 	devCap int
 
 	// beforePublish, when set (by tests only), runs in a write just before
@@ -115,7 +116,7 @@ type options struct {
 	// recoverFirst); recoverFault, when set, may fail an attempt.
 	recoverAfter time.Duration
 	recoverFault func(attempt int) error
-	// equalShards gives every shard of Config.Shards an equal share of
+	// equalShards gives every shard an equal share of
 	// the rows rather than one sized by its measured scan rate.
 	equalShards bool
 }
@@ -157,7 +158,7 @@ func newIndex(ctx context.Context, cfg Config, opt options) (ix *Index, err erro
 		r, err := routingFor(g)
 		if err != nil {
 			g.Release()
-			ix.dev, ix.reason, ix.hint = nil, "GPU calibration failed: "+err.Error(), hintFor(hint.ProbeFailed, cfg.Adapter)
+			ix.dev, ix.reason, ix.hint = nil, "GPU calibration failed: "+err.Error(), hintFor(hint.ProbeFailed, cfg.adapter())
 			return ix, nil
 		}
 		ix.route = r
@@ -365,7 +366,7 @@ func (ix *Index) addLocked(ctx context.Context, start time.Time, ids []uint64, i
 		return nil, err
 	}
 	if ix.store != nil {
-		t.lapWrite(stageLog, &mark)
+		lapWrite(t, stageLog, &mark)
 	}
 	if ix.beforePublish != nil {
 		ix.beforePublish()
@@ -376,7 +377,7 @@ func (ix *Index) addLocked(ctx context.Context, start time.Time, ids []uint64, i
 	if keys != nil {
 		ix.nameIDs(keys, p.ids)
 	}
-	t.lapWrite(stagePublish, &mark)
+	lapWrite(t, stagePublish, &mark)
 	if t != nil {
 		t.Rows += int64(len(p.ids))
 	}
@@ -420,7 +421,7 @@ func (ix *Index) stageAppend(ctx context.Context, start time.Time, ids []uint64,
 	if err := pack(&p.slab); err != nil {
 		return nil, err
 	}
-	t.lapWrite(stagePack, &start)
+	lapWrite(t, stagePack, &start)
 	n = p.slab.Rows - old // what pack committed: n, or, when n < 0, what arrived
 	if ids != nil && len(ids) != n {
 		return nil, fmt.Errorf("%w: %d IDs for %d vectors", ErrIDCount, len(ids), n)
@@ -436,13 +437,13 @@ func (ix *Index) stageAppend(ctx context.Context, start time.Time, ids []uint64,
 		}
 	}
 	p.ids = ids
-	t.lapWrite(stageAssign, &start)
+	lapWrite(t, stageAssign, &start)
 	if n == 0 {
 		return p, nil
 	}
 	p.quant = ix.quant.stage(&p.slab, old)
 	if ix.cfg.Precision != F32 {
-		t.lapWrite(stageCompress, &start)
+		lapWrite(t, stageCompress, &start)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -462,7 +463,7 @@ func (ix *Index) stageAppend(ctx context.Context, start time.Time, ids []uint64,
 			from, p.fresh = 0, true
 		}
 		staged, err := ix.dev.Stage(ctx, ix.deviceView(&p.slab, p.quant.codes()), from, st, func(done, total int) { report("upload", done, total) })
-		t.add(st)
+		addStages(t, st)
 		if err = gpuError(err); err != nil {
 			// A cancelled call and, under Device GPU, a failed upload
 			// store nothing; under Auto the CPU takes the rows.
@@ -487,8 +488,8 @@ func (ix *Index) stageAppend(ctx context.Context, start time.Time, ids []uint64,
 // caller holds wmu.
 func (ix *Index) checkAppend(n int) error {
 	old := ix.slab.Rows
-	if ix.cfg.MaxRows > 0 && old+n > ix.cfg.MaxRows {
-		return fmt.Errorf("%w: adding %d vectors to %d would exceed MaxRows %d", ErrTooLarge, n, old, ix.cfg.MaxRows)
+	if ix.cfg.Limits.MaxRows > 0 && old+n > ix.cfg.Limits.MaxRows {
+		return fmt.Errorf("%w: adding %d vectors to %d would exceed MaxRows %d", ErrTooLarge, n, old, ix.cfg.Limits.MaxRows)
 	}
 	if err := packed.CheckSize(old+n, ix.slab.Stride); err != nil {
 		return fmt.Errorf("%w: %v", ErrTooLarge, err)
@@ -602,10 +603,14 @@ func (ix *Index) checkVector(v []float32, what input) error {
 // equal scores are ordered by lower ID. k larger than Len returns every
 // vector (there is no other cap on k); an empty index returns no hits.
 // Allow and AllowFunc restrict it to a subset, exactly. Searches from many
-// goroutines at once are coalesced into batches (see Config.BatchQueries);
+// goroutines at once are coalesced into batches (see Config.Coalesce);
 // each still gets exactly its own answer, and its ctx cancels only it.
 func (ix *Index) Search(ctx context.Context, query []float32, k int, opts ...SearchOption) (hits []Hit, err error) {
-	if o := collect(opts); ix.coalesce(ctx, &o) {
+	o, err := collect("Search", opts)
+	if err != nil {
+		return nil, err
+	}
+	if ix.coalesce(ctx, &o) {
 		return ix.searchCoalesced(ctx, query, k)
 	}
 	all, err := ix.searchBatch(ctx, [][]float32{query}, k, true, opts)
@@ -625,7 +630,14 @@ func (ix *Index) SearchBatch(ctx context.Context, queries [][]float32, k int, op
 // as Search's only one.
 func (ix *Index) searchBatch(ctx context.Context, queries [][]float32, k int, single bool, opts []SearchOption) (all [][]Hit, err error) {
 	defer ix.recoverInto(&err, ix.watchFaults())
-	o := collect(opts)
+	verb := "SearchBatch"
+	if single {
+		verb = "Search"
+	}
+	o, err := collect(verb, opts)
+	if err != nil {
+		return nil, err
+	}
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	if k <= 0 {
@@ -700,7 +712,7 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int, mask []u
 	if err := ix.checkStale(); err != nil {
 		return nil, err
 	}
-	if ix.onGPU() && (ix.route == nil || ix.route.preferGPU(int64(ix.slab.Bytes()), len(qs))) {
+	if ix.onGPU() && (ix.route == nil || preferGPU(ix.route, int64(ix.slab.Bytes()), len(qs))) {
 		var st *gpu.Stages
 		if t != nil {
 			st = &gpu.Stages{}
@@ -716,11 +728,11 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int, mask []u
 			}
 			res, err = ix.deviceTopK(ctx, qs, k, ix.slab.Rows, devMask, st)
 		}
-		t.add(st)
+		addStages(t, st)
 		err = gpuError(err)
 		if err == nil {
 			if t != nil {
-				t.Backend = BackendGPU
+				t.Device = "gpu"
 			}
 			for i, r := range res {
 				all[i] = ix.toHits(r)
@@ -748,8 +760,8 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int, mask []u
 	}
 	if t != nil {
 		lap(&t.Kernel, start)
-		t.KernelClock, t.Backend = "cpu", BackendCPU
-		t.addScan(len(qs), ix.slab)
+		t.KernelClock, t.Device = "cpu", "cpu"
+		addScan(t, len(qs), ix.slab)
 	}
 	for i, r := range res {
 		all[i] = ix.toHits(r)
@@ -816,7 +828,7 @@ func (ix *Index) demote(err error) {
 			return
 		}
 		ix.reason = "GPU failed after start-up, searches moved to the CPU: " + err.Error()
-		ix.hint = hintFor(hint.ProbeFailed, ix.cfg.Adapter)
+		ix.hint = hintFor(hint.ProbeFailed, ix.cfg.adapter())
 		if ix.dev != nil && ix.recovering.CompareAndSwap(false, true) {
 			ix.reason += "; recovering in the background"
 			go ix.recoverGPU(err)
@@ -848,7 +860,7 @@ func (ix *Index) Info() Info {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	info := Info{
-		Backend:   BackendCPU,
+		Device:    CPU,
 		CPUKernel: fallback.Kernel(),
 		Precision: ix.cfg.Precision,
 	}
@@ -856,8 +868,8 @@ func (ix *Index) Info() Info {
 		info.QuantKernel = fallback.QuantKernel()
 	}
 	if ix.dev != nil {
-		info.Adapter = AdapterInfo(ix.dev.Adapter())
-		info.Limits = DeviceLimits(ix.dev.Limits())
+		info.Adapter = ix.dev.Adapter()
+		info.Limits = diag.Limits(ix.dev.Limits())
 		info.ChunkRows = ix.dev.ChunkRows()
 		info.DeviceRows = ix.deviceRows(ix.slab.Rows)
 		info.Chunks = (info.DeviceRows + info.ChunkRows - 1) / info.ChunkRows
@@ -869,7 +881,7 @@ func (ix *Index) Info() Info {
 			}
 		}
 		if ix.onGPU() {
-			info.Backend = BackendGPU
+			info.Device = GPU
 		}
 		if ix.route != nil {
 			info.Routing = ix.route
@@ -949,7 +961,10 @@ func (ix *Index) recoverInto(err *error, w faultWatch) {
 // AllowFunc restrict it to a subset.
 func (ix *Index) SearchRange(ctx context.Context, query []float32, threshold float32, opts ...SearchOption) (hits []Hit, err error) {
 	defer ix.recoverInto(&err, ix.watchFaults())
-	o := collect(opts)
+	o, err := collect("SearchRange", opts)
+	if err != nil {
+		return nil, err
+	}
 	if math.IsNaN(float64(threshold)) {
 		return nil, fmt.Errorf("%w: the threshold is NaN", ErrNonFinite)
 	}
@@ -1010,7 +1025,7 @@ func (ix *Index) SearchRange(ctx context.Context, query []float32, threshold flo
 // wmu.
 func (ix *Index) checkBudget(n int) error {
 	bytes := int64(ix.slab.Rows+n)*int64(ix.slab.Stride)*4 + ix.quant.bytesFor(ix.slab.Rows+n)
-	if max := ix.cfg.MaxHostBytes; max > 0 && bytes > max {
+	if max := ix.cfg.Limits.MaxHostBytes; max > 0 && bytes > max {
 		return fmt.Errorf("%w: %d vectors would take %d bytes of host memory, over MaxHostBytes %d",
 			ErrTooLarge, ix.slab.Rows+n, bytes, max)
 	}
@@ -1020,7 +1035,7 @@ func (ix *Index) checkBudget(n int) error {
 	if ix.quant.c != nil {
 		devBytes = int64(ix.slab.Rows+n) * int64(ix.cfg.Precision.codeWords(ix.cfg.Dim)) * 4
 	}
-	if max := ix.cfg.MaxDeviceBytes; max > 0 && ix.onGPU() && devBytes > max && ix.devCap == 0 {
+	if max := ix.cfg.Limits.MaxDeviceBytes; max > 0 && ix.onGPU() && devBytes > max && ix.devCap == 0 {
 		err := fmt.Errorf("%w: %d vectors would take %d bytes of device memory, over MaxDeviceBytes %d",
 			ErrTooLarge, ix.slab.Rows+n, devBytes, max)
 		if ix.cfg.Device == GPU {

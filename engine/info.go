@@ -3,73 +3,31 @@ package engine
 import (
 	"fmt"
 	"strings"
+
+	"github.com/umbravec/umbra/diag"
+	"github.com/umbravec/umbra/internal/gpu"
 )
 
-// Backend names the path that serves an index's searches.
-type Backend string
-
-const (
-	BackendGPU Backend = "gpu" // WGSL shaders through wgpu
-	BackendCPU Backend = "cpu" // the pure-Go fallback
-)
-
-// AdapterInfo describes one wgpu adapter.
-type AdapterInfo struct {
-	Name     string // device name, e.g. "NVIDIA GeForce RTX 3050 Laptop GPU"
-	Vendor   string // vendor as the driver reports it
-	VendorID uint32
-	DeviceID uint32
-	API      string // "vulkan", "metal", "dx12", "gl"
-	Type     string // "discrete", "integrated", "cpu" or "unknown"
-	Driver   string // driver description
-}
-
-// String names the adapter with its API and type, e.g.
-// "NVIDIA GeForce RTX 3050 Laptop GPU (vulkan, discrete)".
-func (a AdapterInfo) String() string { return a.Name + " (" + a.API + ", " + a.Type + ")" }
-
-// Software reports whether the adapter runs on the CPU (lavapipe, llvmpipe,
-// WARP, SwiftShader).
-func (a AdapterInfo) Software() bool { return a.Type == "cpu" }
-
-// DeviceLimits are the adapter limits the index was planned against.
-type DeviceLimits struct {
-	MaxStorageBindingBytes uint64
-	MaxBufferBytes         uint64
-	MaxWorkgroupsPerDim    uint32
-	MaxInvocations         uint32
-	MaxWorkgroupBytes      uint32
-	// Subgroups is true when scores are reduced with subgroup shuffles.
-	Subgroups bool
-	// Timestamps is true when a traced search times its kernels with GPU
-	// timestamps (Trace.KernelClock "gpu") rather than the wall clock.
-	Timestamps bool
-	// Team is how many invocations share one row in scores.wgsl: the
-	// fastest width the probe measured on this device, capped by the row's
-	// vec4 count.
-	Team uint32
-	// StagedQueries is true when batches stage their queries in workgroup
-	// memory on this device (measured faster by the probe).
-	StagedQueries bool
-	// FusedK and FusedBatchK are the largest k a single search and a batch
-	// select in the fused scan-and-select pass (one submission, a scan per
-	// chunk and a merge); larger k takes the radix select. 0 when the
-	// device did not pass the fused self-test.
-	FusedK, FusedBatchK uint32
-}
+// AdapterInfo describes one wgpu adapter: its name (e.g. "NVIDIA GeForce
+// RTX 3050 Laptop GPU"), vendor, PCI IDs, API ("vulkan", "metal", "dx12",
+// "gl"), type ("discrete", "integrated", "cpu" or "unknown") and driver;
+// String names it with its API and type, and Software reports a CPU-type
+// adapter (lavapipe, llvmpipe, WARP, SwiftShader).
+type AdapterInfo = gpu.AdapterInfo
 
 // Info says how an index computes and, when it fell back to the CPU, why and
 // how to fix it.
 type Info struct {
-	Backend Backend
+	// Device is the path that serves searches: GPU or CPU (never Auto).
+	Device Device
 	// Adapter and Limits describe the GPU the index was created on; they
-	// stay set after a GPU failure moved it to the CPU (Backend cpu,
+	// stay set after a GPU failure moved it to the CPU (Device CPU,
 	// Reason says why), and are zero when it never had one.
 	Adapter AdapterInfo
-	Limits  DeviceLimits
+	Limits  diag.Limits
 	Chunks  int // device buffers the slab occupies
 	// DeviceRows is how many rows the device holds: all of them, unless
-	// Config.Overflow keeps the rows past MaxDeviceBytes on the CPU.
+	// Limits.Overflow keeps the rows past Limits.MaxDeviceBytes on the CPU.
 	DeviceRows int
 	ChunkRows  int    // rows per device buffer
 	CPUKernel  string // the fallback's dot-product kernel, e.g. "avx2+fma"
@@ -91,14 +49,14 @@ type Info struct {
 	// Routing is set under Device Auto on a GPU: what was measured to send
 	// each search to the faster path for its shape (its String says it in
 	// words).
-	Routing *Routing
-	// Shards, under Config.Shards, says where the rows are: each shard's
+	Routing *diag.Routing
+	// Shards, of a sharded index (several Config.Adapters), says where the rows are: each shard's
 	// adapter and the rows it holds (Adapter and Limits are then the first
 	// shard's, Chunks and DeviceRows those of all together).
 	Shards []ShardInfo
 }
 
-// ShardInfo is one shard of an index with Config.Shards: its adapter and
+// ShardInfo is one shard of an index sharded over several Config.Adapters: its adapter and
 // the contiguous rows [Start, Start+Rows) it holds.
 type ShardInfo struct {
 	Adapter AdapterInfo
@@ -112,7 +70,7 @@ func (i Info) String() string {
 	if i.Adapter.Name == "" {
 		fmt.Fprintf(&b, "cpu (pure Go, %s kernel)", i.CPUKernel)
 	} else {
-		fmt.Fprintf(&b, "%s on %s, %s", i.Backend, i.Adapter, i.Adapter.Driver)
+		fmt.Fprintf(&b, "%s on %s, %s", i.Device, i.Adapter, i.Adapter.Driver)
 		if i.Chunks > 0 {
 			fmt.Fprintf(&b, "; %d device buffer(s) of up to %d rows", i.Chunks, i.ChunkRows)
 		}
@@ -125,7 +83,7 @@ func (i Info) String() string {
 				fmt.Fprintf(&b, " %s holds %d rows from row %d", s.Adapter, s.Rows, s.Start)
 			}
 		}
-		if i.Backend == BackendCPU {
+		if i.Device == CPU {
 			fmt.Fprintf(&b, "; searches on the pure-Go path (%s kernel)", i.CPUKernel)
 		}
 	}

@@ -499,7 +499,7 @@ func serveChild(in io.Reader, out io.Writer) int {
 	if err := dec.Decode(&h); err != nil {
 		return 2
 	}
-	cfg := Config{Dim: h.Dim, Metric: Metric(h.Metric), Device: GPU, Adapter: h.Adapter, ProbeTimeout: h.ProbeTimeout, Precision: h.Precision}
+	cfg := Config{Dim: h.Dim, Metric: Metric(h.Metric), Device: GPU, Adapters: []AdapterSelect{h.Adapter}, ProbeTimeout: h.ProbeTimeout, Precision: h.Precision}
 	dev, reason, _, err := openGPU(context.Background(), cfg, options{maxChunkRows: h.MaxChunkRows}, h.AllowSoftware)
 	if err != nil {
 		if reason == "" {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
 )
@@ -17,9 +18,9 @@ import (
 // process on the software adapter b, with recovery after a short wait.
 func openIsolated(t *testing.T, b backend, cfg engine.Config) *engine.Index {
 	t.Helper()
-	cfg.Adapter, cfg.Isolate = b.adapter, true
+	cfg.Adapters, cfg.Isolate = []engine.AdapterSelect{b.adapter}, true
 	ix, err := engine.NewSoftwareAuto(context.Background(), cfg, 256, 20*time.Millisecond, nil)
-	if err != nil || ix.Info().Backend != engine.BackendGPU {
+	if err != nil || ix.Info().Device != engine.GPU {
 		if requireGPU() {
 			t.Fatalf("UMBRA_REQUIRE_GPU=1 but no %s adapter works in a child process: %v", b.name, err)
 		}
@@ -90,10 +91,10 @@ func TestIsolatedGPUCrashLeavesTheCallerStanding(t *testing.T) {
 						requireSameHits(t, engine.Dot, want[i], all[i], what+", batch k=Len")
 					}
 				}
-				var tr engine.Trace
-				_, err := ix.Search(engine.WithTrace(ctx, &tr), qs[0], 3)
+				var tr diag.Trace
+				_, err := ix.Search(diag.WithTrace(ctx, &tr), qs[0], 3)
 				require.NoError(t, err)
-				require.Equal(t, engine.BackendGPU, tr.Backend)
+				require.Equal(t, "gpu", tr.Device)
 				same("in the child")
 
 				pid := engine.GPUChildPID(ix)
@@ -112,14 +113,14 @@ func TestIsolatedGPUCrashLeavesTheCallerStanding(t *testing.T) {
 					_, err := x.Add(ctx, engine.Vectors(more))
 					require.NoError(t, err)
 				}
-				require.Eventually(t, func() bool { return ix.Info().Backend == engine.BackendGPU },
+				require.Eventually(t, func() bool { return ix.Info().Device == engine.GPU },
 					60*time.Second, 5*time.Millisecond, "a new child takes over")
 				require.NotEqual(t, pid, engine.GPUChildPID(ix))
 				same("in the new child")
-				tr = engine.Trace{}
-				_, err = ix.Search(engine.WithTrace(ctx, &tr), qs[0], 3)
+				tr = diag.Trace{}
+				_, err = ix.Search(diag.WithTrace(ctx, &tr), qs[0], 3)
 				require.NoError(t, err)
-				require.Equal(t, engine.BackendGPU, tr.Backend)
+				require.Equal(t, "gpu", tr.Device)
 			})
 		}
 	}

@@ -3,7 +3,6 @@ package engine_test
 import (
 	"context"
 	"fmt"
-	"github.com/umbravec/umbra/internal/testkit"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // copyStore copies the base and log of the store at from to a new
@@ -53,7 +53,7 @@ func TestOpensAVersion1Store(t *testing.T) {
 	want := v1StoreWant(t)
 	path := copyStore(t, "testdata/v1/store.umbra")
 
-	ro, err := engine.OpenReadOnly(ctx, path, engine.Config{Device: engine.CPU})
+	ro, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU}, engine.ReadOnly())
 	require.NoError(t, err)
 	sameContents(t, want, ro, "read-only")
 	require.NoError(t, ro.Close())
@@ -120,7 +120,7 @@ func TestMovedLogRecordsAreBadStore(t *testing.T) {
 	at := func(i int) int { return header + i*flen }
 
 	// Undamaged, the store holds the last upsert.
-	ro, err := engine.OpenReadOnly(ctx, path, engine.Config{Device: engine.CPU})
+	ro, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU}, engine.ReadOnly())
 	require.NoError(t, err)
 	got, err := ro.Get(1)
 	require.NoError(t, err)
@@ -136,7 +136,7 @@ func TestMovedLogRecordsAreBadStore(t *testing.T) {
 			var ix *engine.Index
 			var err error
 			if readOnly {
-				ix, err = engine.OpenReadOnly(ctx, damaged, engine.Config{Device: engine.CPU})
+				ix, err = engine.Open(ctx, damaged, engine.Config{Device: engine.CPU}, engine.ReadOnly())
 			} else {
 				ix, err = engine.Open(ctx, damaged, engine.Config{Device: engine.CPU})
 			}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/umbravec/umbra/internal/testkit"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // mappedStore writes a store of n random rows (dimension 37, so rows are
@@ -85,7 +85,7 @@ func TestOpenMapsOnCPU(t *testing.T) {
 				before, err := os.ReadFile(path)
 				require.NoError(t, err)
 
-				ro, err := engine.OpenReadOnly(ctx, path, engine.Config{Device: engine.CPU})
+				ro, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU}, engine.ReadOnly())
 				require.NoError(t, err)
 				defer ro.Close()
 				require.True(t, engine.Mapped(ro), "OpenReadOnly maps on the CPU path")
@@ -242,7 +242,7 @@ func TestMappedStoreChangedUnderneath(t *testing.T) {
 // fault into ErrStoreChanged, which it prints; a crash exits otherwise.
 func sigbusChild(path string) error {
 	ctx := context.Background()
-	ix, err := engine.OpenReadOnly(ctx, path, engine.Config{Device: engine.CPU, Workers: 2})
+	ix, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU, Workers: 2}, engine.ReadOnly())
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/hint"
 )
@@ -16,7 +17,7 @@ import (
 // TestNoGPUBuild checks the pure-Go build: Auto is the fallback with a
 // reason, Device GPU fails clearly, and searching works.
 func TestNoGPUBuild(t *testing.T) {
-	assert.False(t, engine.GPUSupport())
+	assert.False(t, diag.GPUSupport())
 	_, err := engine.New(context.Background(), engine.Config{Dim: 4, Device: engine.GPU})
 	require.ErrorIs(t, err, engine.ErrNoGPUSupport)
 	assert.Contains(t, err.Error(), "built without GPU support")
@@ -27,7 +28,7 @@ func TestNoGPUBuild(t *testing.T) {
 	ix, err := engine.New(context.Background(), engine.Config{Dim: 4})
 	require.NoError(t, err)
 	info := ix.Info()
-	assert.Equal(t, engine.BackendCPU, info.Backend)
+	assert.Equal(t, engine.CPU, info.Device)
 	assert.Contains(t, info.Reason, "built without GPU support")
 	assert.Equal(t, hint.NoGPUSupport, info.Hint.Code)
 	_, err = ix.Add(context.Background(), engine.Vectors([][]float32{{1, 0, 0, 0}, {0, 1, 0, 0}}))

@@ -1,5 +1,7 @@
 package engine
 
+import "fmt"
+
 // SearchOption narrows or bounds a search.
 type SearchOption func(*searchOptions)
 
@@ -7,6 +9,9 @@ type searchOptions struct {
 	allowIDs []uint64
 	allowFn  func(id uint64) bool
 	maxHits  int
+	// maxHitsSet and approximate belong to one kind of search each
+	// (SearchRange, and Search/SearchBatch); collect refuses the other.
+	maxHitsSet bool
 	// approximate skips the float32 rescore of a compressed index
 	// (precision.go).
 	approximate bool
@@ -14,14 +19,22 @@ type searchOptions struct {
 
 func (o *searchOptions) filtered() bool { return o.allowIDs != nil || o.allowFn != nil }
 
-func collect(opts []SearchOption) searchOptions {
+// collect applies opts for the search named verb, refusing an option that
+// search cannot honour: MaxHits outside SearchRange, Approximate in it.
+func collect(verb string, opts []SearchOption) (searchOptions, error) {
 	var o searchOptions
 	for _, f := range opts {
 		if f != nil {
 			f(&o)
 		}
 	}
-	return o
+	switch {
+	case o.maxHitsSet && verb != "SearchRange":
+		return o, fmt.Errorf("%w: MaxHits bounds SearchRange; %s takes k", ErrInvalidOption, verb)
+	case o.approximate && verb == "SearchRange":
+		return o, fmt.Errorf("%w: Approximate with SearchRange, which is always exact", ErrInvalidOption)
+	}
+	return o, nil
 }
 
 // Allow restricts a search to the stored vectors with these IDs: the
@@ -43,7 +56,8 @@ func AllowFunc(keep func(id uint64) bool) SearchOption {
 }
 
 // MaxHits caps how many hits SearchRange returns (the best ones); 0 means
-// no cap.
+// no cap. Search and SearchBatch refuse it (ErrInvalidOption): their k is
+// the cap.
 func MaxHits(n int) SearchOption {
-	return func(o *searchOptions) { o.maxHits = n }
+	return func(o *searchOptions) { o.maxHits, o.maxHitsSet = n, true }
 }

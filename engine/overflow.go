@@ -10,7 +10,7 @@ import (
 	"github.com/umbravec/umbra/internal/packed"
 )
 
-// Overflow: with Config.Overflow and MaxDeviceBytes, the device holds the
+// Overflow: with Limits.Overflow and Limits.MaxDeviceBytes, the device holds the
 // first devCap rows and the fallback the rest. A search runs both parts at
 // once — the device over its rows, the CPU over the others, each with its
 // slice of the allow bitmap — and merges them exactly: each part's k best
@@ -22,10 +22,10 @@ import (
 // overflowCap returns the rows the device may hold under cfg, or 0 for no
 // cap; an Overflow budget below 64 rows is a configuration error.
 func overflowCap(cfg Config) (int, error) {
-	if !cfg.Overflow {
+	if !cfg.Limits.Overflow {
 		return 0, nil
 	}
-	if cfg.MaxDeviceBytes <= 0 {
+	if cfg.Limits.MaxDeviceBytes <= 0 {
 		return 0, fmt.Errorf("%w: Overflow needs MaxDeviceBytes, the device's share", ErrInvalidConfig)
 	}
 	rowBytes := int64(packed.StrideFor(cfg.Dim)) * 4
@@ -34,10 +34,10 @@ func overflowCap(cfg Config) (int, error) {
 		// host.
 		rowBytes = int64(cfg.Precision.codeWords(cfg.Dim)) * 4
 	}
-	rows := cfg.MaxDeviceBytes / rowBytes &^ 63
+	rows := cfg.Limits.MaxDeviceBytes / rowBytes &^ 63
 	if rows < 64 {
 		return 0, fmt.Errorf("%w: MaxDeviceBytes %d holds fewer than 64 rows of %d bytes; Overflow needs at least %d",
-			ErrInvalidConfig, cfg.MaxDeviceBytes, rowBytes, 64*rowBytes)
+			ErrInvalidConfig, cfg.Limits.MaxDeviceBytes, rowBytes, 64*rowBytes)
 	}
 	return int(min(rows, int64(^uint(0)>>1))), nil
 }

@@ -46,7 +46,7 @@ func TestStoreSurvivesReopen(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/%s", b.name, m), func(t *testing.T) {
 				dir := t.TempDir()
 				path := filepath.Join(dir, "mem.umbra")
-				cfg := engine.Config{Dim: dim, Metric: m, Device: b.device, Adapter: b.adapter}
+				cfg := engine.Config{Dim: dim, Metric: m, Device: b.device, Adapters: []engine.AdapterSelect{b.adapter}}
 				st, err := engine.Open(ctx, path, cfg)
 				if err != nil && b.device == engine.GPU && !requireGPU() {
 					t.Skipf("no %s adapter: %v", b.name, err)
@@ -81,7 +81,7 @@ func TestStoreSurvivesReopen(t *testing.T) {
 				require.NoError(t, st.Close())
 
 				check := func(what string) *engine.Index {
-					again, err := engine.Open(ctx, path, engine.Config{Device: b.device, Adapter: b.adapter})
+					again, err := engine.Open(ctx, path, engine.Config{Device: b.device, Adapters: []engine.AdapterSelect{b.adapter}})
 					require.NoError(t, err, what)
 					sameContents(t, ref, again, what)
 					q := randomVectors(r, 1, dim)[0]

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/internal/gpu"
 	"github.com/umbravec/umbra/internal/packed"
@@ -196,7 +197,8 @@ func (q *quantRows) forSlab(s *packed.Slab) quantRows {
 // rescore: the hits are the k best compressed estimates and their scores
 // are those estimates, faster by the rescore's share but no longer
 // guaranteed to be the exact answer (cmd/bench reports the recall). It
-// changes nothing under Precision F32 or in SearchRange, which stay exact.
+// changes nothing under Precision F32, which stays exact; SearchRange, which
+// is always exact, refuses it (ErrInvalidOption).
 func Approximate() SearchOption {
 	return func(o *searchOptions) { o.approximate = true }
 }
@@ -211,7 +213,7 @@ func (ix *Index) searchQuant(ctx context.Context, qs [][]float32, k int, mask []
 	if err := ix.checkStale(); err != nil {
 		return nil, err
 	}
-	if ix.slab.Rows > 0 && ix.onGPU() && (ix.route == nil || ix.route.preferGPU(ix.quant.c.Bytes(), len(qs))) {
+	if ix.slab.Rows > 0 && ix.onGPU() && (ix.route == nil || preferGPU(ix.route, ix.quant.c.Bytes(), len(qs))) {
 		all, err := ix.searchQuantGPU(ctx, qs, k, mask, approximate)
 		if err == nil {
 			return all, nil
@@ -231,7 +233,7 @@ func (ix *Index) searchQuant(ctx context.Context, qs [][]float32, k int, mask []
 	if err != nil {
 		return nil, err
 	}
-	t.addQuant(st, start)
+	addQuant(t, st, start)
 	all := make([][]Hit, len(res))
 	for i, r := range res {
 		all[i] = ix.toHits(r)
@@ -272,7 +274,7 @@ func (ix *Index) searchQuantGPU(ctx context.Context, qs [][]float32, k int, mask
 		if err != nil {
 			return nil, hostError{err}
 		}
-		t.addQuantGPU(st, start)
+		addQuantGPU(t, st, start)
 		for _, r := range res {
 			all = append(all, ix.toHits(r))
 		}
@@ -294,7 +296,7 @@ func (ix *Index) deviceSums(ctx context.Context, qs [][]float32) ([]float32, int
 		st = &gpu.Stages{}
 	}
 	sums, scans, err := ix.dev.Sums(ctx, dq, ix.deviceRows(ix.slab.Rows), st)
-	t.add(st)
+	addStages(t, st)
 	return sums, scans, gpuError(err)
 }
 
@@ -314,7 +316,7 @@ func (ix *Index) rangeQuant(ctx context.Context, q []float32, threshold float32,
 			if err != nil {
 				return nil, err
 			}
-			t.addQuantGPU(st, start)
+			addQuantGPU(t, st, start)
 			return found, nil
 		}
 		if err := ix.afterGPUFailure(ctx, err); err != nil {
@@ -326,17 +328,17 @@ func (ix *Index) rangeQuant(ctx context.Context, q []float32, threshold float32,
 	if err != nil {
 		return nil, err
 	}
-	t.addQuant(st, start)
+	addQuant(t, st, start)
 	return found, nil
 }
 
 // addQuant records a compressed search's scan in t (nil: nothing).
-func (t *Trace) addQuant(st fallback.QuantStats, start time.Time) {
+func addQuant(t *diag.Trace, st fallback.QuantStats, start time.Time) {
 	if t == nil {
 		return
 	}
 	lap(&t.Kernel, start)
-	t.KernelClock, t.Backend = "cpu", BackendCPU
+	t.KernelClock, t.Device = "cpu", "cpu"
 	t.Searches += st.Queries
 	t.Rescored += st.Rescored
 	t.MaxRescored = max(t.MaxRescored, st.MaxRescored)
@@ -346,12 +348,12 @@ func (t *Trace) addQuant(st fallback.QuantStats, start time.Time) {
 // addQuantGPU records in t (nil: nothing) the host's share of a
 // compressed search on the GPU: bounding the device's sums and the float32
 // rescore (as Select), and the scan's cost.
-func (t *Trace) addQuantGPU(st fallback.QuantStats, start time.Time) {
+func addQuantGPU(t *diag.Trace, st fallback.QuantStats, start time.Time) {
 	if t == nil {
 		return
 	}
 	lap(&t.Select, start)
-	t.Backend = BackendGPU
+	t.Device = "gpu"
 	t.Searches += st.Queries
 	t.Rescored += st.Rescored
 	t.MaxRescored = max(t.MaxRescored, st.MaxRescored)
@@ -360,7 +362,7 @@ func (t *Trace) addQuantGPU(st fallback.QuantStats, start time.Time) {
 
 // addScan records a float32 scan of s for nq queries in t: the slab is read
 // once per block of queries.
-func (t *Trace) addScan(nq int, s *packed.Slab) {
+func addScan(t *diag.Trace, nq int, s *packed.Slab) {
 	qb := fallback.QueryBlock(s.Stride)
 	t.Searches += nq
 	t.BytesRead += int64(s.Bytes()) * int64((nq+qb-1)/qb)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 )
 
@@ -58,11 +59,11 @@ func compareTwins(t *testing.T, gpu bool, m engine.Metric, f32, cmp *engine.Inde
 		for _, opts := range [][]engine.SearchOption{nil, {odd}} {
 			want, err := f32.SearchBatch(ctx, qs, k, opts...)
 			require.NoError(t, err)
-			var tr engine.Trace
-			got, err := cmp.SearchBatch(engine.WithTrace(ctx, &tr), qs, k, opts...)
+			var tr diag.Trace
+			got, err := cmp.SearchBatch(diag.WithTrace(ctx, &tr), qs, k, opts...)
 			require.NoError(t, err)
 			if gpu && len(ids) > 0 {
-				require.Equal(t, engine.BackendGPU, tr.Backend, "%s: searched on the device", what)
+				require.Equal(t, "gpu", tr.Device, "%s: searched on the device", what)
 			}
 			if k <= 100 {
 				most = max(most, tr.MaxRescored)
@@ -192,7 +193,7 @@ func TestPrecisionGPUOverflow(t *testing.T) {
 				if prec == engine.F16 {
 					words = 128
 				}
-				cmp := open(t, b, engine.Config{Dim: dim, Metric: engine.L2, Precision: prec, Overflow: true, MaxDeviceBytes: 256 * words})
+				cmp := open(t, b, engine.Config{Dim: dim, Metric: engine.L2, Precision: prec, Limits: engine.Limits{Overflow: true, MaxDeviceBytes: 256 * words}})
 				data := addTwins(t, vs, f32, cmp)
 				require.Equal(t, 256, cmp.Info().DeviceRows)
 				qs := randomVectors(r, 9, dim)
@@ -242,12 +243,12 @@ func TestPrecisionGPUApproximate(t *testing.T) {
 			vs := randomVectors(r, 500, 32)
 			_, err := cmp.Add(ctx, engine.Vectors(vs))
 			require.NoError(t, err)
-			var tr engine.Trace
-			got, err := cmp.Search(engine.WithTrace(ctx, &tr), vs[0], 10, engine.Approximate())
+			var tr diag.Trace
+			got, err := cmp.Search(diag.WithTrace(ctx, &tr), vs[0], 10, engine.Approximate())
 			require.NoError(t, err)
 			require.Len(t, got, 10)
 			require.Zero(t, tr.Rescored)
-			require.Equal(t, engine.BackendGPU, tr.Backend)
+			require.Equal(t, "gpu", tr.Device)
 			require.Equal(t, uint64(0), got[0].ID, "%s %v: the row itself comes first", b.name, prec)
 		}
 	}
@@ -259,13 +260,13 @@ func TestPrecisionGPUDeviceBudget(t *testing.T) {
 	r := newRand(t)
 	ctx := context.Background()
 	for _, b := range backends[1:] {
-		ix := open(t, b, engine.Config{Dim: 40, Precision: engine.Int8, MaxDeviceBytes: 64 * 100})
+		ix := open(t, b, engine.Config{Dim: 40, Precision: engine.Int8, Limits: engine.Limits{MaxDeviceBytes: 64 * 100}})
 		_, err := ix.Add(ctx, engine.Vectors(randomVectors(r, 100, 40)))
 		require.NoError(t, err, "%s: 100 rows of codes fit", b.name)
 		_, err = ix.Add(ctx, engine.Vectors(randomVectors(r, 1, 40)))
 		require.ErrorIs(t, err, engine.ErrTooLarge, b.name)
 		require.Equal(t, 100, ix.Len())
-		require.Equal(t, engine.BackendGPU, ix.Info().Backend)
+		require.Equal(t, engine.GPU, ix.Info().Device)
 	}
 }
 
@@ -283,8 +284,8 @@ func TestPrecisionGPUBatchPieces(t *testing.T) {
 			data := addTwins(t, vs, f32, cmp)
 			qs := randomVectors(r, 10, 24)
 			compareTwins(t, true, engine.Cosine, f32, cmp, data, qs, []int{1, 9}, fmt.Sprintf("%s %v in pieces", b.name, prec))
-			var tr engine.Trace
-			_, err := cmp.SearchBatch(engine.WithTrace(ctx, &tr), qs, 5)
+			var tr diag.Trace
+			_, err := cmp.SearchBatch(diag.WithTrace(ctx, &tr), qs, 5)
 			require.NoError(t, err)
 			require.Equal(t, len(qs), tr.Searches)
 			require.GreaterOrEqual(t, tr.Submissions, int64(4), "10 queries in pieces of 3")
@@ -324,10 +325,10 @@ func TestPrecisionGPUExtremes(t *testing.T) {
 					for _, k := range []int{1, 10, len(vs)} {
 						want, err := f32.Search(ctx, q, k)
 						require.NoError(t, err)
-						var tr engine.Trace
-						got, err := cmp.Search(engine.WithTrace(ctx, &tr), q, k)
+						var tr diag.Trace
+						got, err := cmp.Search(diag.WithTrace(ctx, &tr), q, k)
 						require.NoError(t, err)
-						require.Equal(t, engine.BackendGPU, tr.Backend)
+						require.Equal(t, "gpu", tr.Device)
 						sameHitBits(t, want, got, "%s %v %v query scale %g k %d", b.name, prec, m, scale, k)
 					}
 				}

@@ -3,7 +3,6 @@ package engine_test
 import (
 	"context"
 	"fmt"
-	"github.com/umbravec/umbra/internal/testkit"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
@@ -12,7 +11,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // sameHitBits requires identical IDs and identical score bits.
@@ -94,14 +95,14 @@ func TestPrecisionMatchesFloat32(t *testing.T) {
 						for _, k := range []int{1, 1 + r.IntN(12), max(1, n), n + 2} {
 							want, err := f32.SearchBatch(ctx, qs, k, allow...)
 							require.NoError(t, err)
-							var tr engine.Trace
-							got, err := cmp.SearchBatch(engine.WithTrace(ctx, &tr), qs, k, allow...)
+							var tr diag.Trace
+							got, err := cmp.SearchBatch(diag.WithTrace(ctx, &tr), qs, k, allow...)
 							require.NoError(t, err)
 							for j := range qs {
 								sameHitBits(t, want[j], got[j], "%s: batch k %d query %d (rescored %d)", step, k, j, tr.Rescored)
 							}
 							if b.device == engine.GPU && n > 0 {
-								require.Equal(t, engine.BackendGPU, tr.Backend, "%s: the device scanned the codes", step)
+								require.Equal(t, "gpu", tr.Device, "%s: the device scanned the codes", step)
 							}
 							one, err := cmp.Search(ctx, qs[0], k, allow...)
 							require.NoError(t, err)
@@ -153,10 +154,10 @@ func TestPrecisionMatchesFloat32(t *testing.T) {
 					path := filepath.Join(t.TempDir(), "store.umbra")
 					require.NoError(t, cmp.Save(ctx, path))
 					require.NoError(t, cmp.Close())
-					cmp, err = engine.Open(ctx, path, engine.Config{Device: b.device, Adapter: b.adapter})
+					cmp, err = engine.Open(ctx, path, engine.Config{Device: b.device, Adapters: []engine.AdapterSelect{b.adapter}})
 					require.NoError(t, err)
 					require.Equal(t, prec, cmp.Info().Precision)
-					require.Equal(t, b.device == engine.GPU, cmp.Info().Backend == engine.BackendGPU)
+					require.Equal(t, b.device == engine.GPU, cmp.Info().Device == engine.GPU)
 					check("reopened")
 					// The log replays upserts into the compressed copy too.
 					vs := precisionVectors(r, kind, 5, dim, center)
@@ -165,7 +166,7 @@ func TestPrecisionMatchesFloat32(t *testing.T) {
 						return testkit.ErrOf(ix.Add(ctx, engine.Vectors(vs), engine.WithIDs(ids...)))
 					})
 					require.NoError(t, cmp.Close())
-					cmp, err = engine.Open(ctx, path, engine.Config{Device: b.device, Adapter: b.adapter})
+					cmp, err = engine.Open(ctx, path, engine.Config{Device: b.device, Adapters: []engine.AdapterSelect{b.adapter}})
 					require.NoError(t, err)
 					check("replayed")
 				})
@@ -197,8 +198,8 @@ func TestApproximateOption(t *testing.T) {
 		require.NoError(t, err)
 		_, err = ix.Add(ctx, engine.Vectors(vs))
 		require.NoError(t, err)
-		var tr engine.Trace
-		got, err := ix.Search(engine.WithTrace(ctx, &tr), q, 10, engine.Approximate())
+		var tr diag.Trace
+		got, err := ix.Search(diag.WithTrace(ctx, &tr), q, 10, engine.Approximate())
 		require.NoError(t, err)
 		require.Len(t, got, 10)
 		require.Zero(t, tr.Rescored, "%v", prec)
@@ -213,8 +214,8 @@ func TestApproximateOption(t *testing.T) {
 			}
 		}
 		require.GreaterOrEqual(t, found, 7, "%v: approximate recall@10", prec)
-		tr = engine.Trace{}
-		exact, err := ix.Search(engine.WithTrace(ctx, &tr), q, 10)
+		tr = diag.Trace{}
+		exact, err := ix.Search(diag.WithTrace(ctx, &tr), q, 10)
 		require.NoError(t, err)
 		sameHitBits(t, want, exact, "%v exact", prec)
 		require.Positive(t, tr.Rescored)
@@ -240,7 +241,7 @@ func TestPrecisionConfig(t *testing.T) {
 	require.NoError(t, err)
 	defer ix.Close()
 	info := ix.Info()
-	require.Equal(t, engine.BackendCPU, info.Backend)
+	require.Equal(t, engine.CPU, info.Device)
 	require.True(t, strings.Contains(info.String(), "int8"), info.String())
 	require.NotEmpty(t, info.QuantKernel)
 }
@@ -252,7 +253,7 @@ func TestPrecisionCoalescedSearches(t *testing.T) {
 	ctx := context.Background()
 	dim := 32
 	vs := randomVectors(r, 2000, dim)
-	f32, err := engine.New(ctx, engine.Config{Dim: dim, Device: engine.CPU, BatchQueries: 1})
+	f32, err := engine.New(ctx, engine.Config{Dim: dim, Device: engine.CPU, Coalesce: engine.Coalesce{MaxQueries: 1}})
 	require.NoError(t, err)
 	defer f32.Close()
 	ix, err := engine.New(ctx, engine.Config{Dim: dim, Device: engine.CPU, Precision: engine.Int8})

@@ -5,40 +5,9 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 
-	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/diag"
 )
-
-// AdapterReport is what the probe found out about one adapter.
-type AdapterReport struct {
-	Adapter  AdapterInfo
-	Limits   DeviceLimits
-	Features []string
-	// Works is true when a device was created on the adapter and the real
-	// search shader compiled, ran on a small input and gave the right
-	// answer.
-	Works bool
-	// Error says why Works is false.
-	Error string
-	// Eligible is true when Auto may choose the adapter: it works and it is
-	// not a software (CPU-type) adapter.
-	Eligible bool
-	Elapsed  time.Duration
-}
-
-// ProbeReport is the result of probing every adapter that matches a
-// selection.
-type ProbeReport struct {
-	Adapters []AdapterReport
-	// Auto is the index in Adapters of the adapter Device Auto would use,
-	// or -1 when Auto would use the fallback.
-	Auto int
-	// Reason and Hint say why Auto would fall back and what to do (empty
-	// when Auto is not -1).
-	Reason string
-	Hint   Hint
-}
 
 // typeOrder ranks adapter types, best first, for each power preference.
 var typeOrder = map[Power]map[string]int{
@@ -130,8 +99,4 @@ func (s AdapterSelect) describe() string {
 // and says which one Device Auto would use. It never panics; with no GPU
 // stack at all, or in a build without the wgpu backend, it returns an empty
 // Adapters list and a reason with a hint.
-func Probe(ctx context.Context, sel AdapterSelect) ProbeReport { return probe(ctx, sel) }
-
-// GPUSupport reports whether this binary contains the wgpu backend (built
-// with cgo and without the nogpu tag).
-func GPUSupport() bool { return gpu.Built }
+func Probe(ctx context.Context, sel AdapterSelect) diag.ProbeReport { return probe(ctx, sel) }

@@ -2,9 +2,9 @@ package engine
 
 import "context"
 
-// Progress is told how far a long Add, AddFlat, AddFrom or SearchBatch has
+// Progress is told how far a long Add, Upsert or SearchBatch has
 // got: stage is "validate" or "upload" (done and total count vectors; total
-// is -1 while AddFrom's source does not know its row count) or "search"
+// is -1 while a streamed source does not know its row count) or "search"
 // (they count queries). It is called on the calling goroutine,
 // between pieces of work, and must return quickly. Attach one with
 // WithProgress; a CLI draws it as a progress line.

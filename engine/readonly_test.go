@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"context"
-	"github.com/umbravec/umbra/internal/testkit"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // TestOpenReadOnlyBesideAWriter: while a writer holds a store, a reader
@@ -38,7 +38,7 @@ func TestOpenReadOnlyBesideAWriter(t *testing.T) {
 
 	_, err = engine.Open(ctx, path, engine.Config{Device: engine.CPU})
 	require.ErrorIs(t, err, engine.ErrLocked, "a second writer")
-	ro, err := engine.OpenReadOnly(ctx, path, engine.Config{Device: engine.CPU})
+	ro, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU}, engine.ReadOnly())
 	require.NoError(t, err, "a reader beside the writer")
 	defer ro.Close()
 	sameContents(t, w, ro, "reader beside the writer")
@@ -77,7 +77,7 @@ func TestOpenReadOnlyBesideAWriter(t *testing.T) {
 	_, err = w.Add(ctx, engine.Vectors(randomVectors(r, 3, dim)))
 	require.NoError(t, err)
 	require.Equal(t, before, ro.IDs(), "a reader followed a later write")
-	ro2, err := engine.OpenReadOnly(ctx, path, engine.Config{Device: engine.CPU})
+	ro2, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU}, engine.ReadOnly())
 	require.NoError(t, err)
 	sameContents(t, w, ro2, "a new reader")
 	require.NoError(t, ro2.Close())
@@ -96,7 +96,7 @@ func TestOpenReadOnlyBesideAWriter(t *testing.T) {
 	require.NoError(t, f.Close())
 	st, err := os.Stat(logPath)
 	require.NoError(t, err)
-	ro3, err := engine.OpenReadOnly(ctx, path, engine.Config{Device: engine.CPU})
+	ro3, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU}, engine.ReadOnly())
 	require.NoError(t, err)
 	st2, err := os.Stat(logPath)
 	require.NoError(t, err)
@@ -105,7 +105,7 @@ func TestOpenReadOnlyBesideAWriter(t *testing.T) {
 	require.NoError(t, ro3.Close())
 
 	missing := filepath.Join(dir, "none.umbra")
-	_, err = engine.OpenReadOnly(ctx, missing, engine.Config{Dim: dim, Device: engine.CPU})
+	_, err = engine.Open(ctx, missing, engine.Config{Dim: dim, Device: engine.CPU}, engine.ReadOnly())
 	require.ErrorIs(t, err, fs.ErrNotExist)
 	_, err = os.Stat(missing)
 	require.ErrorIs(t, err, fs.ErrNotExist, "a reader created a store")
@@ -150,7 +150,7 @@ func TestOpenReadOnlyStartsOverAfterACheckpoint(t *testing.T) {
 		}
 	})
 	defer engine.SetAfterReadOnlyLoad(nil)
-	ro, err := engine.OpenReadOnly(ctx, path, engine.Config{Device: engine.CPU})
+	ro, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU}, engine.ReadOnly())
 	require.NoError(t, err)
 	defer ro.Close()
 	require.Equal(t, 2, loads, "the reader did not start over after the checkpoint")

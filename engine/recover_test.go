@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 )
 
@@ -23,7 +24,7 @@ func TestGPUComesBack(t *testing.T) {
 			r := newRand(t)
 			const dim = 20
 			var attempts atomic.Int32
-			cfg := engine.Config{Dim: dim, Metric: engine.L2, Adapter: b.adapter}
+			cfg := engine.Config{Dim: dim, Metric: engine.L2, Adapters: []engine.AdapterSelect{b.adapter}}
 			ix, err := engine.NewSoftwareAuto(context.Background(), cfg, 256, 20*time.Millisecond, func(n int) error {
 				attempts.Store(int32(n))
 				if n < 3 {
@@ -31,7 +32,7 @@ func TestGPUComesBack(t *testing.T) {
 				}
 				return nil
 			})
-			if err != nil || ix.Info().Backend != engine.BackendGPU {
+			if err != nil || ix.Info().Device != engine.GPU {
 				if requireGPU() {
 					t.Fatalf("UMBRA_REQUIRE_GPU=1 but no %s adapter works: %v", b.name, err)
 				}
@@ -59,15 +60,15 @@ func TestGPUComesBack(t *testing.T) {
 			same("before the fault")
 
 			engine.SetGPUFault(ix, func(step string) error { return errDeviceGone })
-			var tr engine.Trace
-			got, err := ix.Search(engine.WithTrace(ctx, &tr), qs[0], 9)
+			var tr diag.Trace
+			got, err := ix.Search(diag.WithTrace(ctx, &tr), qs[0], 9)
 			require.NoError(t, err, "the search the device failed is answered on the CPU")
 			want, err := ref.Search(ctx, qs[0], 9)
 			require.NoError(t, err)
 			requireSameHits(t, engine.L2, want, got, "the failed search")
-			require.Equal(t, engine.BackendCPU, tr.Backend)
+			require.Equal(t, "cpu", tr.Device)
 			info := ix.Info()
-			require.Equal(t, engine.BackendCPU, info.Backend)
+			require.Equal(t, engine.CPU, info.Device)
 			require.Contains(t, info.Reason, "GPU failed")
 			require.Contains(t, info.LastFailure, errDeviceGone.Error())
 
@@ -80,7 +81,7 @@ func TestGPUComesBack(t *testing.T) {
 			}
 			same("while the GPU is down")
 
-			require.Eventually(t, func() bool { return ix.Info().Backend == engine.BackendGPU },
+			require.Eventually(t, func() bool { return ix.Info().Device == engine.GPU },
 				60*time.Second, 5*time.Millisecond, "the GPU comes back")
 			info = ix.Info()
 			require.Equal(t, 1, info.Recoveries)
@@ -88,10 +89,10 @@ func TestGPUComesBack(t *testing.T) {
 			require.Contains(t, info.LastFailure, errDeviceGone.Error())
 			require.Equal(t, int32(3), attempts.Load(), "two failed attempts, then the one that worked")
 			same("after the recovery")
-			tr = engine.Trace{}
-			_, err = ix.Search(engine.WithTrace(ctx, &tr), qs[1], 9)
+			tr = diag.Trace{}
+			_, err = ix.Search(diag.WithTrace(ctx, &tr), qs[1], 9)
 			require.NoError(t, err)
-			require.Equal(t, engine.BackendGPU, tr.Backend, "searches run on the device again")
+			require.Equal(t, "gpu", tr.Device, "searches run on the device again")
 		})
 	}
 }
@@ -101,12 +102,12 @@ func TestGPUComesBack(t *testing.T) {
 func TestCloseStopsRecovery(t *testing.T) {
 	b := backends[1]
 	var attempts atomic.Int32
-	cfg := engine.Config{Dim: 8, Adapter: b.adapter}
+	cfg := engine.Config{Dim: 8, Adapters: []engine.AdapterSelect{b.adapter}}
 	ix, err := engine.NewSoftwareAuto(context.Background(), cfg, 0, time.Millisecond, func(n int) error {
 		attempts.Store(int32(n))
 		return errors.New("gone for good")
 	})
-	if err != nil || ix.Info().Backend != engine.BackendGPU {
+	if err != nil || ix.Info().Device != engine.GPU {
 		if requireGPU() {
 			t.Fatalf("UMBRA_REQUIRE_GPU=1 but no %s adapter works: %v", b.name, err)
 		}
@@ -122,7 +123,7 @@ func TestCloseStopsRecovery(t *testing.T) {
 	stopped := attempts.Load()
 	time.Sleep(100 * time.Millisecond) // several backoffs' worth at the first waits
 	require.LessOrEqual(t, attempts.Load(), stopped+1, "at most the attempt already under way finishes")
-	require.Equal(t, engine.BackendCPU, ix.Info().Backend)
+	require.Equal(t, engine.CPU, ix.Info().Device)
 }
 
 var errDeviceGone = errors.New("device lost (injected)")

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 )
 
@@ -18,8 +19,7 @@ func TestRoutingChoosesByShape(t *testing.T) {
 	// A GPU with 0.2 ms of latency and 500 GB/s against a CPU at 20 GB/s
 	// for one query and 400 GB/s for each further query of a batch: one
 	// query breaks even at 0.2e-3 / (1/20e9 - 1/500e9) ≈ 4.17 MB.
-	r := engine.Routing{GPULatency: 200 * time.Microsecond, GPUBytesPerSec: 500e9, CPUBytesPerSec: 20e9, CPUQueryBytesPerSec: 400e9}
-	assert.InDelta(t, 4.1667e6, float64(engine.CrossoverBytes(r)), 1e3)
+	r := diag.Routing{GPULatency: 200 * time.Microsecond, GPUBytesPerSec: 500e9, CPUBytesPerSec: 20e9, CPUQueryBytesPerSec: 400e9}
 	assert.False(t, engine.PreferGPU(r, 1e6, 1), "1 MB: the dispatch latency dominates")
 	assert.True(t, engine.PreferGPU(r, 10e6, 1), "10 MB: the GPU's bandwidth wins")
 	assert.Contains(t, r.String(), "above 4.2 MB")
@@ -35,13 +35,12 @@ func TestRoutingChoosesByShape(t *testing.T) {
 	assert.False(t, engine.PreferGPU(r, 1e6, 64), "64 queries over 1 MB: one read and cheap arithmetic on the CPU")
 	assert.True(t, engine.PreferGPU(r, 10e6, 64), "64 queries over 10 MB: 2.08 ms on the CPU, 0.36 ms on the GPU")
 
-	slow := engine.Routing{GPULatency: time.Millisecond, GPUBytesPerSec: 10e9, CPUBytesPerSec: 20e9, CPUQueryBytesPerSec: 400e9}
-	assert.Equal(t, int64(math.MaxInt64), engine.CrossoverBytes(slow))
+	slow := diag.Routing{GPULatency: time.Millisecond, GPUBytesPerSec: 10e9, CPUBytesPerSec: 20e9, CPUQueryBytesPerSec: 400e9}
 	assert.False(t, engine.PreferGPU(slow, 1e9, 1), "a GPU slower than the CPU never wins one query")
 	assert.Contains(t, slow.String(), "never")
 
-	assert.True(t, engine.PreferGPU(engine.Routing{}, 1, 1), "without measurements the GPU keeps the call")
-	assert.Equal(t, time.Duration(math.MaxInt64), engine.GPUTime(engine.Routing{GPULatency: time.Millisecond}, 1, 1),
+	assert.True(t, engine.PreferGPU(diag.Routing{}, 1, 1), "without measurements the GPU keeps the call")
+	assert.Equal(t, time.Duration(math.MaxInt64), engine.GPUTime(diag.Routing{GPULatency: time.Millisecond}, 1, 1),
 		"an unmeasured GPU costs forever, without overflow")
 }
 
@@ -49,7 +48,7 @@ func TestRoutingChoosesByShape(t *testing.T) {
 // model measures the fallback's once per process and prices every further
 // query of a batch at it.
 func TestRoutingMeasuresBatchArithmetic(t *testing.T) {
-	r := engine.Routing{CPUBytesPerSec: 20e9}
+	r := diag.Routing{CPUBytesPerSec: 20e9}
 	one, two, batch := engine.CPUTime(r, 1e8, 1), engine.CPUTime(r, 1e8, 2), engine.CPUTime(r, 1e8, 64)
 	assert.Equal(t, 5*time.Millisecond, one, "one query is one read")
 	require.Greater(t, two, one, "a second query costs its arithmetic")
@@ -82,7 +81,7 @@ func BenchmarkRoutingModel(b *testing.B) {
 		times[i] = time.Since(start)
 	}
 	slices.Sort(times)
-	model := engine.Routing{CPUBytesPerSec: float64(bytes) / times[len(times)/2].Seconds()}
+	model := diag.Routing{CPUBytesPerSec: float64(bytes) / times[len(times)/2].Seconds()}
 	for _, nq := range []int{1, 8, 64} {
 		b.Run(fmt.Sprintf("queries=%d", nq), func(b *testing.B) {
 			for b.Loop() {
@@ -108,14 +107,14 @@ func TestReadFloor(t *testing.T) {
 			assert.Equal(t, int64(3000*100*4), f.Bytes)
 			assert.Positive(t, f.Time)
 			assert.Positive(t, f.BytesPerSecond())
-			want, clock := engine.BackendCPU, "cpu"
+			want, clock := "cpu", "cpu"
 			if b.device == engine.GPU {
-				want, clock = engine.BackendGPU, "wall"
+				want, clock = "gpu", "wall"
 				if ix.Info().Limits.Timestamps {
 					clock = "gpu"
 				}
 			}
-			assert.Equal(t, want, f.Backend)
+			assert.Equal(t, want, f.Device)
 			assert.Equal(t, clock, f.Clock)
 		})
 	}
@@ -131,20 +130,20 @@ func TestTraceRecordsBackend(t *testing.T) {
 			ix := open(t, b, engine.Config{Dim: 8})
 			_, err := ix.Add(context.Background(), engine.Vectors(data))
 			require.NoError(t, err)
-			var tr engine.Trace
-			_, err = ix.Search(engine.WithTrace(context.Background(), &tr), data[0], 3)
+			var tr diag.Trace
+			_, err = ix.Search(diag.WithTrace(context.Background(), &tr), data[0], 3)
 			require.NoError(t, err)
-			want := engine.BackendCPU
+			want := "cpu"
 			if b.device == engine.GPU {
-				want = engine.BackendGPU
-				assert.Equal(t, int64(3*8), tr.ReadbackBytes, "the device returns k (score, row) pairs")
-				clock := "wall"
+				want = "gpu"
+				clock, stamps := "wall", int64(0)
 				if ix.Info().Limits.Timestamps {
-					clock = "gpu"
+					clock, stamps = "gpu", 16 // two timestamps mapped with the hits
 				}
+				assert.Equal(t, 3*8+stamps, tr.BytesDown, "the device returns k (score, row) pairs")
 				assert.Equal(t, clock, tr.KernelClock)
 			}
-			assert.Equal(t, want, tr.Backend)
+			assert.Equal(t, want, tr.Device)
 			assert.Positive(t, tr.Kernel)
 		})
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/umbravec/umbra/internal/packed"
 )
 
-// Sharding: with Config.Shards the slab is cut into contiguous segments,
+// Sharding: with several Config.Adapters the slab is cut into contiguous segments,
 // one per adapter, each resident on its own device side. Segment i holds
 // global rows [start_i, start_{i+1}), the last one every row from its start
 // on, so a shard's local row r is global row start_i + r: the local order
@@ -75,23 +75,23 @@ func (sh *shards) dropPending() {
 	sh.pending = nil
 }
 
-// openShards opens one device side per entry of cfg.Shards, as openGPU
-// does for Config.Adapter, and weighs them by their measured scan rate
+// openShards opens one device side per entry of cfg.shards(), as openGPU
+// does for one adapter, and weighs them by their measured scan rate
 // (opt.equalShards: equally).
 func openShards(ctx context.Context, cfg Config, opt options, allowSoftware bool) (device, string, Hint, error) {
 	sh := &shards{metric: cfg.Metric.fallbackCode()}
 	fail := func(i int, reason string, h Hint, err error) (device, string, Hint, error) {
 		sh.Release()
-		reason = fmt.Sprintf("shard %d (%s): %s", i, cfg.Shards[i].describe(), reason)
+		reason = fmt.Sprintf("shard %d (%s): %s", i, cfg.shards()[i].describe(), reason)
 		var ae *AdapterError
 		if errors.As(err, &ae) {
 			return nil, reason, h, &AdapterError{Reason: reason, Hint: h, kind: ae.kind}
 		}
-		return nil, reason, h, fmt.Errorf("shard %d (%s): %w", i, cfg.Shards[i].describe(), err)
+		return nil, reason, h, fmt.Errorf("shard %d (%s): %w", i, cfg.shards()[i].describe(), err)
 	}
-	for i, sel := range cfg.Shards {
+	for i, sel := range cfg.shards() {
 		c := cfg
-		c.Adapter, c.Shards = sel, nil
+		c.Adapters = []AdapterSelect{sel}
 		d, reason, h, err := openGPU(ctx, c, opt, allowSoftware)
 		if err != nil {
 			return fail(i, reason, h, err)
@@ -541,7 +541,7 @@ func (sh *shards) Release() {
 func (sh *shards) info(rows int) []ShardInfo {
 	out := make([]ShardInfo, len(sh.parts))
 	for i, p := range sh.parts {
-		out[i] = ShardInfo{Adapter: AdapterInfo(p.dev.Adapter()), Start: min(p.start, rows), Rows: max(sh.end(i, rows)-p.start, 0)}
+		out[i] = ShardInfo{Adapter: p.dev.Adapter(), Start: min(p.start, rows), Rows: max(sh.end(i, rows)-p.start, 0)}
 	}
 	return out
 }
@@ -567,7 +567,7 @@ func mergeHits(a, b []fallback.Hit, off, k int, m fallback.Metric, ids []uint64)
 	return out
 }
 
-// Sums refuses: Config.Shards holds float32 rows only (validateShards
+// Sums refuses: shards hold float32 rows only (validateShards
 // refuses a compressed precision), so no shard holds codes to sum.
 func (sh *shards) Sums(ctx context.Context, qs [][]float32, rows int, st *gpu.Stages) ([]float32, int, error) {
 	return nil, 0, fmt.Errorf("%w: sharded indexes hold float32 rows; compressed sums are not sharded", gpu.ErrFailed)

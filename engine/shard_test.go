@@ -3,7 +3,6 @@ package engine_test
 import (
 	"context"
 	"fmt"
-	"github.com/umbravec/umbra/internal/testkit"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -11,7 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // shardSet is one way to shard an index in the tests: lavapipe (Vulkan)
@@ -32,12 +33,12 @@ var shardSets = []shardSet{
 // is missing.
 func openSharded(t *testing.T, set shardSet, cfg engine.Config, chunkRows int, auto bool) *engine.Index {
 	t.Helper()
-	cfg.Shards, cfg.Device = set.shards, engine.GPU
+	cfg.Adapters, cfg.Device = set.shards, engine.GPU
 	if auto {
 		cfg.Device = engine.Auto
 	}
 	ix, err := engine.NewSharded(context.Background(), cfg, chunkRows, auto)
-	if err == nil && ix.Info().Backend != engine.BackendGPU {
+	if err == nil && ix.Info().Device != engine.GPU {
 		err = fmt.Errorf("fell back: %s", ix.Info().Reason)
 	}
 	if err != nil {
@@ -104,7 +105,7 @@ func TestShardsMatchFallback(t *testing.T) {
 					require.NoError(t, err)
 					requireSplit(t, ix, n)
 					requireSearchesMatch(t, m, cpu, ix, queries, []int{1, 3, 10, 63, 64, 65, 256, 257, n / 2, n - 1, n}, keep,
-						func(tr engine.Trace, what string) { require.Equal(t, engine.BackendGPU, tr.Backend, what) })
+						func(tr diag.Trace, what string) { require.Equal(t, "gpu", tr.Device, what) })
 				})
 			}
 		}
@@ -157,8 +158,8 @@ func TestShardsTiesExact(t *testing.T) {
 			}
 			// One search asks each shard once: a submission and a map
 			// each, counted together.
-			var tr engine.Trace
-			_, err := ix.Search(engine.WithTrace(context.Background(), &tr), queries[0], 5)
+			var tr diag.Trace
+			_, err := ix.Search(diag.WithTrace(context.Background(), &tr), queries[0], 5)
 			require.NoError(t, err)
 			require.Equal(t, int64(2), tr.Submissions)
 			require.Equal(t, int64(2), tr.Maps)
@@ -288,13 +289,13 @@ func TestShardFault(t *testing.T) {
 		require.NoError(t, err)
 		same(ix, "before the fault")
 		engine.SetShardFault(ix, 1, func(string) error { return errDeviceGone })
-		var tr engine.Trace
+		var tr diag.Trace
 		want, err := ref.Search(ctx, qs[0], 20)
 		require.NoError(t, err)
-		got, err := ix.Search(engine.WithTrace(ctx, &tr), qs[0], 20)
+		got, err := ix.Search(diag.WithTrace(ctx, &tr), qs[0], 20)
 		require.NoError(t, err, "the search shard 1 failed is answered on the CPU")
 		requireSameHits(t, engine.Dot, want, got, "the failed search")
-		require.Equal(t, engine.BackendCPU, tr.Backend)
+		require.Equal(t, "cpu", tr.Device)
 		require.Contains(t, ix.Info().LastFailure, "shard 1")
 		deadline := time.Now().Add(time.Minute)
 		for ix.Info().Recoveries == 0 {
@@ -302,12 +303,12 @@ func TestShardFault(t *testing.T) {
 			same(ix, "while recovering")
 			time.Sleep(20 * time.Millisecond)
 		}
-		require.Equal(t, engine.BackendGPU, ix.Info().Backend)
+		require.Equal(t, engine.GPU, ix.Info().Device)
 		requireSplit(t, ix, len(data))
-		tr = engine.Trace{}
-		got, err = ix.Search(engine.WithTrace(ctx, &tr), qs[0], 20)
+		tr = diag.Trace{}
+		got, err = ix.Search(diag.WithTrace(ctx, &tr), qs[0], 20)
 		require.NoError(t, err)
-		require.Equal(t, engine.BackendGPU, tr.Backend)
+		require.Equal(t, "gpu", tr.Device)
 		requireSameHits(t, engine.Dot, want, got, "after recovery")
 		same(ix, "after recovery")
 	})
@@ -319,24 +320,23 @@ func TestShardFault(t *testing.T) {
 func TestShardsRefused(t *testing.T) {
 	two := shardSets[0].shards
 	for _, cfg := range []engine.Config{
-		{Dim: 8, Shards: two, Device: engine.CPU},
-		{Dim: 8, Shards: two, Adapter: engine.AdapterSelect{Backend: "vulkan"}},
-		{Dim: 8, Shards: two, Overflow: true, MaxDeviceBytes: 1 << 20},
-		{Dim: 8, Shards: two, Isolate: true},
-		{Dim: 8, Shards: two, Precision: engine.F16},
-		{Dim: 8, Shards: []engine.AdapterSelect{{Backend: "vulkan"}, {Backend: "glide"}}},
+		{Dim: 8, Adapters: two, Device: engine.CPU},
+		{Dim: 8, Adapters: two, Limits: engine.Limits{Overflow: true, MaxDeviceBytes: 1 << 20}},
+		{Dim: 8, Adapters: two, Isolate: true},
+		{Dim: 8, Adapters: two, Precision: engine.F16},
+		{Dim: 8, Adapters: []engine.AdapterSelect{{Backend: "vulkan"}, {Backend: "glide"}}},
 	} {
 		_, err := engine.New(context.Background(), cfg)
 		require.ErrorIs(t, err, engine.ErrInvalidConfig, "%+v", cfg)
 	}
 	missing := []engine.AdapterSelect{{Name: "no such adapter anywhere"}, {Backend: "vulkan"}}
-	_, err := engine.New(context.Background(), engine.Config{Dim: 8, Shards: missing, Device: engine.GPU})
+	_, err := engine.New(context.Background(), engine.Config{Dim: 8, Adapters: missing, Device: engine.GPU})
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "shard 0")
-	ix, err := engine.New(context.Background(), engine.Config{Dim: 8, Shards: missing})
+	ix, err := engine.New(context.Background(), engine.Config{Dim: 8, Adapters: missing})
 	require.NoError(t, err)
 	defer ix.Close()
-	require.Equal(t, engine.BackendCPU, ix.Info().Backend)
+	require.Equal(t, engine.CPU, ix.Info().Device)
 	require.Contains(t, ix.Info().Reason, "shard")
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"time"
 
 	"github.com/umbravec/umbra/internal/packed"
 	"github.com/umbravec/umbra/internal/storefile"
@@ -41,16 +42,69 @@ type store struct {
 	baseHolds bool
 }
 
+// ReadOnly makes Open open the existing store at path for searching only. It
+// takes no lock, so it works while another process has the store open for
+// writing (Open without ReadOnly there), and it never changes the store's files: a torn
+// tail of the log is read past, not cut off. Every write — Add, Upsert,
+// Delete, Compact, Checkpoint, a Save to path — returns
+// ErrReadOnly.
+//
+// The index holds the store as it was while Open read it: the base
+// file, and every log record that was complete by the time the replay
+// reached it (a record a writer is appending is either whole or left out,
+// never half applied). It does not follow later writes; open again to see
+// them. If a writer checkpoints while the store is being read (a new base
+// replaces the one read, and the log restarts), the read starts over, up
+// to a few times, so the result is never the old base without the log
+// that had extended it; a store checkpointed faster than it can be read
+// is ErrLocked.
+func ReadOnly() OpenOption { return func(o *openOptions) { o.readOnly = true } }
+
+// OpenOption changes how Open opens a store.
+type OpenOption func(*openOptions)
+
+type openOptions struct {
+	readOnly   bool
+	logSync    time.Duration
+	logSyncSet bool
+}
+
+// LogSync sets how an opened store makes its log durable. 0 (the default)
+// fsyncs it inside every write call, so an acknowledged write survives a
+// power loss; a positive interval acknowledges a write once the operating
+// system has it and fsyncs within that interval, so a power loss (not a
+// process crash) can lose the writes of the last interval, and never
+// corrupts the store.
+func LogSync(interval time.Duration) OpenOption {
+	return func(o *openOptions) { o.logSync, o.logSyncSet = interval, true }
+}
+
 // Open opens the store at path, or creates an empty one there from cfg
-// when no file exists, and returns its index: every later Add, Upsert,
-// Delete and key change is written to the store's log before the call
-// returns (fsynced per call, or within Config.LogSync), Checkpoint folds the
-// log into the base file, and Close releases the store. An existing store
+// when no file exists, and returns its index: every later Add, Upsert and
+// Delete is written to the store's log before the call returns (fsynced
+// per call, or as LogSync says), Checkpoint folds the log into the base
+// file, and Close releases the store. With ReadOnly the store is read and
+// never written (see ReadOnly). An existing store
 // gives Dim and Metric (a non-zero cfg.Dim must match); its log is replayed
 // up to its last complete record. A second Open of the same store, in this
 // process or another, fails with ErrLocked; a damaged file with ErrBadStore
 // naming the section.
-func Open(ctx context.Context, path string, cfg Config) (ix *Index, err error) {
+func Open(ctx context.Context, path string, cfg Config, opts ...OpenOption) (ix *Index, err error) {
+	var o openOptions
+	for _, f := range opts {
+		if f != nil {
+			f(&o)
+		}
+	}
+	if o.logSync < 0 {
+		return nil, fmt.Errorf("%w: LogSync of %v: a sync interval must not be negative", ErrInvalidOption, o.logSync)
+	}
+	if o.readOnly {
+		if o.logSyncSet {
+			return nil, fmt.Errorf("%w: LogSync with ReadOnly: a read-only store writes no log", ErrInvalidOption)
+		}
+		return openReadOnly(ctx, path, cfg)
+	}
 	// The log, the lock and every temporary file live beside the real
 	// file, so a store opened through a symbolic link is the same store.
 	if path, err = storefile.Resolve(path); err != nil {
@@ -78,8 +132,8 @@ func Open(ctx context.Context, path string, cfg Config) (ix *Index, err error) {
 		return nil, err
 	}
 	policy := storefile.SyncEveryCall
-	if cfg.LogSync > 0 {
-		policy = storefile.SyncInterval(cfg.LogSync)
+	if o.logSync > 0 {
+		policy = storefile.SyncInterval(o.logSync)
 	}
 	log, err := storefile.OpenLog(storefile.LogPath(path), ix.cfg.Dim, gen, policy)
 	if err != nil {
@@ -166,23 +220,8 @@ func (ix *Index) loadFrom(ctx context.Context, path string, gen *uint64) (err er
 	return ix.mapped.check()
 }
 
-// OpenReadOnly opens the existing store at path for searching only. It
-// takes no lock, so it works while another process has the store open for
-// writing (Open there), and it never changes the store's files: a torn
-// tail of the log is read past, not cut off. Every write — Add, Upsert,
-// Delete, the key calls, Compact, Checkpoint, a Save to path — returns
-// ErrReadOnly.
-//
-// The index holds the store as it was while OpenReadOnly read it: the base
-// file, and every log record that was complete by the time the replay
-// reached it (a record a writer is appending is either whole or left out,
-// never half applied). It does not follow later writes; open again to see
-// them. If a writer checkpoints while the store is being read (a new base
-// replaces the one read, and the log restarts), the read starts over, up
-// to a few times, so the result is never the old base without the log
-// that had extended it; a store checkpointed faster than it can be read
-// is ErrLocked.
-func OpenReadOnly(ctx context.Context, path string, cfg Config) (*Index, error) {
+// openReadOnly is Open with ReadOnly.
+func openReadOnly(ctx context.Context, path string, cfg Config) (*Index, error) {
 	path, err := storefile.Resolve(path)
 	if err != nil {
 		return nil, fmt.Errorf("open: %w", err)
@@ -212,7 +251,7 @@ func OpenReadOnly(ctx context.Context, path string, cfg Config) (*Index, error) 
 	return nil, fmt.Errorf("%w: %s was checkpointed %d times while it was being read", ErrLocked, path, tries)
 }
 
-// afterReadOnlyLoad, when set (by a test), runs between OpenReadOnly's read
+// afterReadOnlyLoad, when set (by a test), runs between a read-only Open's read
 // of a store and its check that no checkpoint replaced the base meanwhile.
 var afterReadOnlyLoad func()
 
@@ -220,7 +259,7 @@ var afterReadOnlyLoad func()
 // index is returned and never changes, so no lock is needed.
 func (ix *Index) writable() error {
 	if ix.readOnly != "" {
-		return fmt.Errorf("%w: %s was opened with OpenReadOnly; Open it to write", ErrReadOnly, ix.readOnly)
+		return fmt.Errorf("%w: %s was opened with ReadOnly; Open it without to write", ErrReadOnly, ix.readOnly)
 	}
 	return ix.mapped.check()
 }

@@ -3,7 +3,6 @@ package engine_test
 import (
 	"context"
 	"fmt"
-	"github.com/umbravec/umbra/internal/testkit"
 	"math"
 	"slices"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // model is the plain reference an index is checked against: a map from ID
@@ -342,7 +342,7 @@ func TestCancelledAddStoresNothing(t *testing.T) {
 			require.Len(t, hits, 60)
 			require.NoError(t, ix.Close())
 			info := ix.Info()
-			require.Equal(t, engine.BackendCPU, info.Backend, "after Close")
+			require.Equal(t, engine.CPU, info.Device, "after Close")
 		})
 	}
 }

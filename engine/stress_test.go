@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/umbravec/umbra/internal/testkit"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // TestStressMixedLoad runs 64 goroutines against one index for a bounded
@@ -67,10 +67,10 @@ func stress(t *testing.T, b backend, run time.Duration) {
 	var ix *engine.Index
 	faults := b.device == engine.GPU
 	if faults {
-		cfg.Adapter = b.adapter
+		cfg.Adapters = []engine.AdapterSelect{b.adapter}
 		var err error
 		ix, err = engine.NewSoftwareAuto(ctx, cfg, 512, 5*time.Millisecond, nil)
-		if err != nil || ix.Info().Backend != engine.BackendGPU {
+		if err != nil || ix.Info().Device != engine.GPU {
 			if requireGPU() {
 				t.Fatalf("UMBRA_REQUIRE_GPU=1 but no %s adapter works: %v", b.name, err)
 			}
@@ -347,7 +347,7 @@ func stress(t *testing.T, b backend, run time.Duration) {
 	}
 	wg.Wait()
 	t.Logf("%s: %d searches, %d writes, %d writes cancelled, %d GPU faults injected, %d recoveries; backend now %s",
-		b.name, searches.Load(), writes.Load(), cancels.Load(), injected.Load(), ix.Info().Recoveries, ix.Info().Backend)
+		b.name, searches.Load(), writes.Load(), cancels.Load(), injected.Load(), ix.Info().Recoveries, ix.Info().Device)
 	require.Zero(t, failures.Load(), "wrong answers or errors under load, first ones: %v", first)
 	require.Positive(t, searches.Load())
 	require.Positive(t, writes.Load())

@@ -67,9 +67,9 @@ func tiePaths() []tiePath {
 	}
 	overflow := func(t *testing.T, cfg engine.Config) *engine.Index {
 		// 64 rows: 32 bytes a float32 row, 64 an int8 row's codes.
-		cfg.Overflow, cfg.MaxDeviceBytes = true, 64*tieDim*4
+		cfg.Limits.Overflow, cfg.Limits.MaxDeviceBytes = true, 64*tieDim*4
 		if cfg.Precision == engine.Int8 {
-			cfg.MaxDeviceBytes *= 2
+			cfg.Limits.MaxDeviceBytes *= 2
 		}
 		return open(t, backends[1], cfg, 64)
 	}
@@ -390,7 +390,7 @@ func BenchmarkTiesByID(b *testing.B) {
 		b.Run(be.name, func(b *testing.B) {
 			var ixs [2]*engine.Index
 			for i := range ixs {
-				ix, err := engine.New(ctx, engine.Config{Dim: dim, Metric: engine.Dot, Device: be.device, Adapter: be.adapter})
+				ix, err := engine.New(ctx, engine.Config{Dim: dim, Metric: engine.Dot, Device: be.device, Adapters: []engine.AdapterSelect{be.adapter}})
 				if err != nil {
 					if requireGPU() {
 						b.Fatalf("UMBRA_REQUIRE_GPU=1 but no %s adapter works: %v", be.name, err)

@@ -5,13 +5,14 @@ package engine_test
 import (
 	"context"
 	"fmt"
-	"github.com/umbravec/umbra/internal/testkit"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // tombPair is a GPU index and a CPU index kept holding the same rows.
@@ -69,10 +70,10 @@ func TestResidentTombstones(t *testing.T) {
 				base := randomVectors(r, 2000, dim)
 				p.both(t, func(ix *engine.Index) error { _, err := ix.Add(ctx, engine.Vectors(base)); return err })
 				traced := func(opts ...engine.SearchOption) int64 {
-					var tr engine.Trace
-					_, err := p.gpu.Search(engine.WithTrace(ctx, &tr), queries[1], 10, opts...)
+					var tr diag.Trace
+					_, err := p.gpu.Search(diag.WithTrace(ctx, &tr), queries[1], 10, opts...)
 					require.NoError(t, err)
-					require.Equal(t, engine.BackendGPU, tr.Backend)
+					require.Equal(t, "gpu", tr.Device)
 					return tr.BytesUp
 				}
 				clean := traced()

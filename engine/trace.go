@@ -4,75 +4,9 @@ import (
 	"context"
 	"time"
 
+	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/internal/gpu"
 )
-
-// Trace collects where the time of writes and searches went, stage by
-// stage, the way net/http/httptrace does for requests: attach one to a
-// context with WithTrace and pass that context to Add, AddFlat, AdoptFlat,
-// AddFrom (and its WithIDs and WithKeys forms), Upsert, Search or
-// SearchBatch. Stages a path does not have stay zero. Durations add up
-// over the calls that used the context. A traced GPU search issues exactly what an
-// untraced one does (one submission and one map per search); it only waits
-// for the device once more, after the submission, so that Kernel ends when
-// the work does: Upload is the queued writes, Kernel the submission until
-// the device is idle (the GPU's clock for the dispatches where it writes
-// timestamps, the rest then counted as Readback), Readback the map.
-type Trace struct {
-	Marshal  time.Duration // host: validate and pack vectors into the slab
-	Upload   time.Duration // host to device: slab rows (Add) or the query (Search, queued writes)
-	Kernel   time.Duration // the scoring and top-k dispatches (GPU) or the scan (CPU)
-	Readback time.Duration // device to host: copy and map the results
-	Select   time.Duration // host: top-k selection over read-back scores
-
-	UploadBytes   int64
-	ReadbackBytes int64
-	// What the GPU path issued, counted where its wgpu calls are made
-	// (zero on the CPU path): compute dispatches, queue submissions, buffer
-	// maps (each a round trip that waits for the device), bytes written to
-	// the device (queries, parameters, rows at Add) and bytes read back.
-	// A traced search issues exactly what an untraced one does. A search
-	// whose k is within DeviceLimits.FusedK issues one scan dispatch per
-	// device chunk plus one merge, one submission and one map.
-	Dispatches, Submissions, Maps int64
-	BytesUp, BytesDown            int64
-	// SelectPath is how the last traced GPU search selected: "fused",
-	// "radix", "host" (every score read back) or "scores".
-	SelectPath string
-	// KernelClock says how Kernel was timed: "gpu" (timestamps written by
-	// the device before the first and after the last dispatch, where it
-	// supports timestamps inside compute passes), "wall" (submit and wait
-	// on the host clock) or "cpu" (the fallback's scan).
-	KernelClock string
-	// Backend is the path that served the last traced search: under Device
-	// Auto a GPU index may route a small search to the CPU.
-	Backend Backend
-
-	// The scan's cost: Searches counts the queries traced (on the CPU
-	// path, and on the GPU under a compressed precision); under a
-	// compressed precision Rescored is how many rows were scored again in
-	// float32 over those queries (Rescored/Searches the mean), MaxRescored
-	// the most for one query, and BytesRead the compressed bytes scanned
-	// (by the device, once per tile of queries, on the GPU) plus the
-	// float32 bytes rescored. On the GPU, Select holds the host's bounding
-	// of the device's sums and the rescore.
-	Searches    int
-	Rescored    int64
-	MaxRescored int
-	BytesRead   int64
-
-	// The stages of a write (Add, AddFlat, AdoptFlat, Upsert): Pack, Assign
-	// and Compress make up its Marshal, Upload follows them on a GPU, then
-	// Log and Publish. Pack checks, normalises and writes the rows into the
-	// slab, from the call's start (the first touch of newly allocated
-	// memory is in it, as it would be in a plain copy); Assign assigns or
-	// checks the IDs; Compress is the compressed copy of the new rows
-	// (F16, Int8); Log writes the store's log record and syncs it as
-	// Config.LogSync says; Publish is the swap that makes the rows
-	// visible. Rows counts the vectors the traced writes stored.
-	Pack, Assign, Compress, Log, Publish time.Duration
-	Rows                                 int64
-}
 
 // writeStage names one of a Trace's write stages.
 type writeStage int
@@ -85,9 +19,10 @@ const (
 	stagePublish
 )
 
-// lapWrite adds the time since *mark to stage s (and to Marshal for the
-// stages that make it up) and moves *mark to now; nothing when t is nil.
-func (t *Trace) lapWrite(s writeStage, mark *time.Time) {
+// lapWrite adds the time since *mark to stage s of t (and to Marshal for
+// the stages that make it up) and moves *mark to now; nothing when t is
+// nil.
+func lapWrite(t *diag.Trace, s writeStage, mark *time.Time) {
 	if t == nil {
 		return
 	}
@@ -111,17 +46,8 @@ func (t *Trace) lapWrite(s writeStage, mark *time.Time) {
 	t.Marshal += d
 }
 
-type traceKey struct{}
-
-// WithTrace returns a context that makes engine calls record into t.
-func WithTrace(ctx context.Context, t *Trace) context.Context {
-	return context.WithValue(ctx, traceKey{}, t)
-}
-
-func traceFrom(ctx context.Context) *Trace {
-	t, _ := ctx.Value(traceKey{}).(*Trace)
-	return t
-}
+// traceFrom is the Trace diag.WithTrace attached to ctx, or nil.
+func traceFrom(ctx context.Context) *diag.Trace { return diag.ContextTrace(ctx) }
 
 // lap adds the time since start to the stage total *d and returns now, the
 // next stage's start. Callers hold a non-nil Trace.
@@ -131,8 +57,8 @@ func lap(d *time.Duration, start time.Time) time.Time {
 	return now
 }
 
-// add adds the device stages st recorded into t; either may be nil.
-func (t *Trace) add(st *gpu.Stages) {
+// addStages adds the device stages st recorded into t; either may be nil.
+func addStages(t *diag.Trace, st *gpu.Stages) {
 	if t == nil || st == nil {
 		return
 	}
@@ -140,8 +66,6 @@ func (t *Trace) add(st *gpu.Stages) {
 	t.Kernel += st.Kernel
 	t.Readback += st.Readback
 	t.Select += st.Select
-	t.UploadBytes += st.UploadBytes
-	t.ReadbackBytes += st.ReadbackBytes
 	t.Dispatches += st.Dispatches
 	t.Submissions += st.Submissions
 	t.Maps += st.Maps

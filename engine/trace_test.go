@@ -2,14 +2,15 @@ package engine_test
 
 import (
 	"context"
-	"github.com/umbravec/umbra/internal/testkit"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // TestWriteTrace: a traced write records its stages — Pack, Assign and
@@ -32,7 +33,7 @@ func TestWriteTrace(t *testing.T) {
 			t.Run(b.name+"/"+prec.String(), func(t *testing.T) {
 				ctx := context.Background()
 				ix := open(t, b, engine.Config{Dim: dim, Precision: prec})
-				stages := func(tr *engine.Trace, rows int, what string) {
+				stages := func(tr *diag.Trace, rows int, what string) {
 					t.Helper()
 					require.Equal(t, int64(rows), tr.Rows, what)
 					require.Positive(t, tr.Pack, what)
@@ -49,14 +50,14 @@ func TestWriteTrace(t *testing.T) {
 						require.Zero(t, tr.Upload, what)
 					}
 				}
-				var tr engine.Trace
-				_, err := ix.Add(engine.WithTrace(ctx, &tr), engine.Flat(flat[:100*dim], ix.Dim()))
+				var tr diag.Trace
+				_, err := ix.Add(diag.WithTrace(ctx, &tr), engine.Flat(flat[:100*dim], ix.Dim()))
 				require.NoError(t, err)
 				stages(&tr, 100, "AddFlat")
 				require.Zero(t, tr.Log, "no store, no log")
 
-				tr = engine.Trace{}
-				_, err = ix.Add(engine.WithTrace(ctx, &tr), engine.Vectors(vectors[100:200]))
+				tr = diag.Trace{}
+				_, err = ix.Add(diag.WithTrace(ctx, &tr), engine.Vectors(vectors[100:200]))
 				require.NoError(t, err)
 				stages(&tr, 100, "Add")
 
@@ -65,8 +66,8 @@ func TestWriteTrace(t *testing.T) {
 				require.NoError(t, host.WriteMatrixFile(npy, &host.Matrix{Rows: 50, Dim: dim, Data: flat[200*dim : 250*dim]}, ""))
 				src, err := host.OpenMatrixFile(ctx, npy)
 				require.NoError(t, err)
-				tr = engine.Trace{}
-				_, err = ix.Add(engine.WithTrace(ctx, &tr), src)
+				tr = diag.Trace{}
+				_, err = ix.Add(diag.WithTrace(ctx, &tr), src)
 				require.NoError(t, err)
 				require.NoError(t, src.Close())
 				stages(&tr, 50, "AddFrom")
@@ -74,7 +75,7 @@ func TestWriteTrace(t *testing.T) {
 				path := filepath.Join(t.TempDir(), "s.umbra")
 				require.NoError(t, ix.Save(ctx, path))
 				require.NoError(t, ix.Close())
-				st, err := engine.Open(ctx, path, engine.Config{Device: b.device, Adapter: b.adapter})
+				st, err := engine.Open(ctx, path, engine.Config{Device: b.device, Adapters: []engine.AdapterSelect{b.adapter}})
 				require.NoError(t, err)
 				defer st.Close()
 
@@ -83,13 +84,13 @@ func TestWriteTrace(t *testing.T) {
 				for i := range ids {
 					ids[i] = uint64(150 + i)
 				}
-				tr = engine.Trace{}
-				require.NoError(t, testkit.ErrOf(st.Upsert(engine.WithTrace(ctx, &tr), engine.Vectors(vectors[150:300]), engine.WithIDs(ids...))))
+				tr = diag.Trace{}
+				require.NoError(t, testkit.ErrOf(st.Upsert(diag.WithTrace(ctx, &tr), engine.Vectors(vectors[150:300]), engine.WithIDs(ids...))))
 				stages(&tr, 150, "Upsert")
 				require.Positive(t, tr.Log, "Upsert with a store")
 
-				tr = engine.Trace{}
-				_, err = st.Add(engine.WithTrace(ctx, &tr), engine.Flat(flat[:dim], st.Dim()))
+				tr = diag.Trace{}
+				_, err = st.Add(diag.WithTrace(ctx, &tr), engine.Flat(flat[:dim], st.Dim()))
 				require.NoError(t, err)
 				stages(&tr, 1, "AddFlat with a store")
 				require.Positive(t, tr.Log, "AddFlat with a store")

@@ -61,7 +61,7 @@ func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]flo
 	newRow := func(j int) []float32 { return vectors[added[j]] }
 	oldRow := func(j int) []float32 { return vectors[replaced[j]] }
 	t := traceFrom(ctx)
-	t.lapWrite(stageAssign, &start)
+	lapWrite(t, stageAssign, &start)
 	if t != nil {
 		t.Rows += int64(len(ids))
 	}
@@ -73,7 +73,7 @@ func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]flo
 	if err := ix.slab.PackRows(aside, len(rows), oldRow, mode); err != nil {
 		return ix.firstBad(vectors, err)
 	}
-	t.lapWrite(stagePack, &start)
+	lapWrite(t, stagePack, &start)
 	var p *appended
 	if len(newIDs) > 0 {
 		var err error
@@ -104,7 +104,7 @@ func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]flo
 		}
 	}
 	swapRows()
-	t.lapWrite(stagePublish, &mark)
+	lapWrite(t, stagePublish, &mark)
 	// undo restores the replaced rows and drops the appended ones, on the
 	// host and on the device; if a device write fails on the way, every
 	// row is uploaded again, and if even that fails the rows stay marked
@@ -142,7 +142,7 @@ func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]flo
 		return err
 	}
 	if ix.store != nil {
-		t.lapWrite(stageLog, &mark)
+		lapWrite(t, stageLog, &mark)
 	}
 	return nil
 }
@@ -172,7 +172,7 @@ func (ix *Index) upsertInMemory(ctx context.Context, start time.Time, newIDs []u
 		return ix.firstBad(vectors, err)
 	}
 	t := traceFrom(ctx)
-	t.lapWrite(stagePack, &start)
+	lapWrite(t, stagePack, &start)
 	var p *appended
 	if len(newIDs) > 0 {
 		var err error
@@ -200,7 +200,7 @@ func (ix *Index) upsertInMemory(ctx context.Context, start time.Time, newIDs []u
 	for _, row := range rows {
 		ix.quant.set(ix.slab, row)
 	}
-	t.lapWrite(stagePublish, &mark)
+	lapWrite(t, stagePublish, &mark)
 	return nil
 }
 
@@ -252,7 +252,7 @@ func (ix *Index) rewrite(ctx context.Context, rows []int) error {
 	if ix.stale {
 		return ix.upload(ctx, 0, nil, nil)
 	}
-	// Rows past the device's (Config.Overflow) live on the CPU only.
+	// Rows past the device's (Limits.Overflow) live on the CPU only.
 	onDevice := rows
 	if ix.devCap > 0 {
 		onDevice = nil

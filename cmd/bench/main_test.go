@@ -16,6 +16,7 @@ import (
 
 	"github.com/umbravec/umbra/bench"
 	"github.com/umbravec/umbra/cmd/internal/cmdline"
+	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
 )
@@ -517,7 +518,7 @@ func TestShardsFlag(t *testing.T) {
 		assert.Contains(t, stderr, "--shards", bad)
 	}
 	code, out, stderr := runBench(t, "--shards", "vulkan,gl", "--n", "300", "--dim", "16", "--runs", "1", "--repeat", "1", "--paths", "1,4")
-	if code != 0 && os.Getenv("UMBRA_REQUIRE_GPU") != "1" && (!engine.GPUSupport() || strings.Contains(stderr, "adapter")) {
+	if code != 0 && os.Getenv("UMBRA_REQUIRE_GPU") != "1" && (!diag.GPUSupport() || strings.Contains(stderr, "adapter")) {
 		t.Skipf("no software adapters: %s", stderr)
 	}
 	require.Equal(t, 0, code, stderr)

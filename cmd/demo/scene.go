@@ -12,7 +12,6 @@ import (
 
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/engine/ondevice"
-	"github.com/umbravec/umbra/internal/packed"
 )
 
 // targetFormat is the scene's render target. Colours are written to it as
@@ -81,8 +80,6 @@ const projParamsBytes = 48
 // of set as ix holds them on s's device. ix must not be added to while the
 // scene lives: the scene binds its buffers.
 func newScene(s *session, set *memorySet, ix *engine.Index, width, height, maxRings int) (*scene, error) {
-	sc := &scene{s: s, set: set, stride: packed.StrideFor(set.dim), maxRings: maxRings}
-	sc.dim4 = sc.stride / 4
 	if err := checkSceneSize(s, set); err != nil {
 		return nil, err
 	}
@@ -90,11 +87,17 @@ func newScene(s *session, set *memorySet, ix *engine.Index, width, height, maxRi
 	if err != nil {
 		return nil, fmt.Errorf("the index's resident rows: %w", err)
 	}
+	if len(chunks) == 0 {
+		return nil, fmt.Errorf("the index holds no rows on the device")
+	}
+	// The scene reads the rows at the index's own row stride.
+	sc := &scene{s: s, set: set, stride: chunks[0].Stride, maxRings: maxRings}
+	sc.dim4 = sc.stride / 4
 	if err := sc.planChunks(chunks); err != nil {
 		return nil, err
 	}
 	// The rings are drawn at the hits' IDs, so row r must hold ID r: the
-	// index was filled by AddFlat alone and nothing was deleted.
+	// index was filled by Add alone and nothing was deleted.
 	ids, live, err := ondevice.RowIDs(ix)
 	if err != nil {
 		return nil, fmt.Errorf("the index's rows: %w", err)

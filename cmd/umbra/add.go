@@ -59,82 +59,15 @@ func (c *addCmd) Validate() error {
 }
 
 func (c *addCmd) Run(ctx context.Context, e *env) (err error) {
-	if !c.Upsert {
-		return c.stream(ctx, e)
-	}
-	data, err := loadMatrix(ctx, e, "--data", c.Data)
-	if err != nil {
-		return err
-	}
-	if data.Rows == 0 {
-		return fmt.Errorf("--data %s holds no vectors (0 rows): nothing to add", c.Data)
-	}
-	var ids []uint64
-	if c.IDs != "" {
-		if ids, err = readIDsUpTo(ctx, e, "--ids", c.IDs, data.Rows); err != nil {
-			return moreIDs(err, "--data", c.Data, data.Rows)
-		}
-		if err := checkIDCount("--ids", c.IDs, len(ids), "--data", c.Data, data.Rows); err != nil {
-			return err
-		}
-	}
-	var keys []string
-	if c.Keys != "" {
-		if keys, err = readKeys(ctx, "--keys", c.Keys); err != nil {
-			return err
-		}
-		if len(keys) != data.Rows {
-			return fmt.Errorf("--keys %s holds %s, --data %s holds %s: want one key per vector",
-				c.Keys, plural(len(keys), "key"), c.Data, plural(data.Rows, "vector"))
-		}
-	}
-	ix, err := openStore(ctx, e, c.Store, engine.Config{Device: engine.CPU})
-	if err != nil {
-		return err
-	}
-	defer closeStore(c.Store, ix, &err)
-	if data.Dim != ix.Dim() {
-		return fmt.Errorf("dimension mismatch: --data %s has dimension %d, store %s holds dimension %d",
-			c.Data, data.Dim, c.Store, ix.Dim())
-	}
-	// --upsert: the whole file is read first (an upsert keeps the rows it
-	// replaces aside to undo, and pairs each row with its ID or key).
-	replaced := 0
-	for _, id := range ids {
-		if ix.Has(id) {
-			replaced++
-		}
-	}
-	for _, key := range keys {
-		if _, ok := ix.Lookup(key); ok {
-			replaced++
-		}
-	}
-	addCtx, done := e.progress.engineStep(ctx, fmt.Sprintf("adding %d rows", data.Rows))
-	if keys != nil {
-		_, err = ix.Upsert(addCtx, engine.Vectors(rowsOf(data)), engine.WithKeys(keys...))
-	} else {
-		_, err = ix.Upsert(addCtx, engine.Vectors(rowsOf(data)), engine.WithIDs(ids...))
-	}
-	done()
-	if err != nil {
-		return addError(c, err)
-	}
-	if keys != nil {
-		fmt.Fprintf(e.stdout, "upserted %d keyed vectors into %s (%d replaced, %d added); it holds %d\n",
-			len(keys), c.Store, replaced, len(keys)-replaced, ix.Len())
-	} else {
-		fmt.Fprintf(e.stdout, "upserted %d vectors into %s (%d replaced, %d added); it holds %d\n",
-			len(ids), c.Store, replaced, len(ids)-replaced, ix.Len())
-	}
-	return nil
+	return c.stream(ctx, e)
 }
 
-// stream is an add without --upsert: --data is read a piece at a time
-// straight into the store's index (AddFrom; AddFromWithIDs or
-// AddFromWithKeys under --ids or --keys, which are read whole first),
-// never held whole besides it. The file's header is checked before the store is opened; a
-// bad row, or a file that turns out malformed, leaves the store as it was.
+// stream adds --data to the store through the engine's RowSource: Add
+// reads it a piece at a time straight into the store's index, never held
+// whole besides it; Upsert (--upsert) reads it into one buffer first, as it
+// keeps the rows it replaces aside to undo. --ids and --keys are read whole
+// first. The file's header is checked before the store is opened; a bad
+// row, or a file that turns out malformed, leaves the store as it was.
 func (c *addCmd) stream(ctx context.Context, e *env) (err error) {
 	src, err := openRows(ctx, "--data", c.Data)
 	if err != nil {
@@ -173,6 +106,9 @@ func (c *addCmd) stream(ctx context.Context, e *env) (err error) {
 	if src.Dim() != ix.Dim() {
 		return fmt.Errorf("dimension mismatch: --data %s has dimension %d, store %s holds dimension %d",
 			c.Data, src.Dim(), c.Store, ix.Dim())
+	}
+	if c.Upsert {
+		return c.upsert(ctx, e, ix, src, ids, keys)
 	}
 	if ids != nil {
 		if err := storedAlready(ix, c.Store, "--ids", c.IDs, ids); err != nil {
@@ -215,6 +151,42 @@ func (c *addCmd) stream(ctx context.Context, e *env) (err error) {
 	}
 	fmt.Fprintf(e.stdout, "added %d vectors to %s as IDs %d to %d; it holds %d\n",
 		len(assigned), c.Store, assigned[0], assigned[len(assigned)-1], ix.Len())
+	return nil
+}
+
+// upsert is stream's --upsert: the rows of --data replace the vectors
+// stored under their IDs or keys, or are added under them.
+func (c *addCmd) upsert(ctx context.Context, e *env, ix *engine.Index, src *fileRows, ids []uint64, keys []string) error {
+	replaced := 0
+	for _, id := range ids {
+		if ix.Has(id) {
+			replaced++
+		}
+	}
+	for _, key := range keys {
+		if _, ok := ix.Lookup(key); ok {
+			replaced++
+		}
+	}
+	name := engine.WithIDs(ids...)
+	if keys != nil {
+		name = engine.WithKeys(keys...)
+	}
+	addCtx, done := e.progress.engineStep(ctx, "upserting "+src.label())
+	got, err := ix.Upsert(addCtx, src, name)
+	done()
+	if err != nil {
+		if serr := src.sourceError(err); serr != nil {
+			return serr
+		}
+		return addError(c, err)
+	}
+	what := "vectors"
+	if keys != nil {
+		what = "keyed vectors"
+	}
+	fmt.Fprintf(e.stdout, "upserted %d %s into %s (%d replaced, %d added); it holds %d\n",
+		len(got), what, c.Store, replaced, len(got)-replaced, ix.Len())
 	return nil
 }
 

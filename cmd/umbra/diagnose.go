@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/hint"
 )
@@ -76,11 +77,11 @@ const (
 // combines the report with what the machine shows (loader, driver
 // manifests, device nodes), since an adapter that never appeared left no
 // error to report.
-func diagnose(rep engine.ProbeReport, sel engine.AdapterSelect, sys system) []finding {
-	return diagnoseBuild(rep, sel, sys, engine.GPUSupport())
+func diagnose(rep diag.ProbeReport, sel engine.AdapterSelect, sys system) []finding {
+	return diagnoseBuild(rep, sel, sys, diag.GPUSupport())
 }
 
-func diagnoseBuild(rep engine.ProbeReport, sel engine.AdapterSelect, sys system, gpu bool) []finding {
+func diagnoseBuild(rep diag.ProbeReport, sel engine.AdapterSelect, sys system, gpu bool) []finding {
 	if !gpu {
 		return []finding{{causeNoGPUSupport, rep.Reason,
 			"rebuild with cgo enabled (CGO_ENABLED=1 and a C compiler) and without the nogpu tag"}}
@@ -146,8 +147,8 @@ func diagnoseBuild(rep engine.ProbeReport, sel engine.AdapterSelect, sys system,
 	return out
 }
 
-func smallLimits(l engine.DeviceLimits) string {
-	if l == (engine.DeviceLimits{}) {
+func smallLimits(l diag.Limits) string {
+	if l == (diag.Limits{}) {
 		return "" // never read: the probe failed before
 	}
 	var s []string

@@ -24,7 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/cmd/internal/cmdline"
-	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/host"
 )
 
@@ -368,7 +368,7 @@ func TestVersion(t *testing.T) {
 	r := umbra(t, "version")
 	require.Equal(t, exitOK, r.code, "%s", r)
 	assert.Contains(t, r.stdout, runtime.Version())
-	if engine.GPUSupport() {
+	if diag.GPUSupport() {
 		assert.Contains(t, r.stdout, "gpu         yes")
 	}
 
@@ -377,7 +377,7 @@ func TestVersion(t *testing.T) {
 	var v versionJSON
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &v), r.stdout)
 	assert.Equal(t, runtime.Version(), v.Go)
-	assert.Equal(t, engine.GPUSupport(), v.GPUSupport)
+	assert.Equal(t, diag.GPUSupport(), v.GPUSupport)
 	assert.Regexp(t, `^v\d`, v.Version, "a module version or the fallback, never (devel)")
 	assert.NotEmpty(t, v.CPUKernel)
 

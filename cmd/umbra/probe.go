@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/umbravec/umbra/cmd/internal/cmdline"
+	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 )
 
@@ -94,7 +95,7 @@ type limitsJSON struct {
 	MaxInvocations         uint32 `json:"max_invocations_per_workgroup"`
 }
 
-func limitsOf(l engine.DeviceLimits) limitsJSON {
+func limitsOf(l diag.Limits) limitsJSON {
 	return limitsJSON{MaxStorageBindingBytes: l.MaxStorageBindingBytes, MaxBufferBytes: l.MaxBufferBytes,
 		MaxWorkgroupsPerDim: l.MaxWorkgroupsPerDim, MaxInvocations: l.MaxInvocations}
 }
@@ -131,13 +132,13 @@ type probeJSON struct {
 	CPUKernel string `json:"cpu_kernel"`
 }
 
-func probeReport(rep engine.ProbeReport, sel engine.AdapterSelect, sys system) probeJSON {
+func probeReport(rep diag.ProbeReport, sel engine.AdapterSelect, sys system) probeJSON {
 	power := "high"
 	if sel.Power == engine.LowPower {
 		power = "low"
 	}
 	out := probeJSON{
-		GPUSupport: engine.GPUSupport(),
+		GPUSupport: diag.GPUSupport(),
 		Selection:  selectionJSON{Backend: sel.Backend, Adapter: sel.Name, Power: power},
 		Adapters:   []probedAdapterJSON{},
 		Why:        oneLine(rep.Reason),

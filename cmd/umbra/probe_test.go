@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/hint"
 )
@@ -24,7 +25,7 @@ func TestProbeJSON(t *testing.T) {
 	}
 	var p probeJSON
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &p))
-	assert.Equal(t, engine.GPUSupport(), p.GPUSupport)
+	assert.Equal(t, diag.GPUSupport(), p.GPUSupport)
 	for i, a := range p.Adapters {
 		t.Logf("adapter %d: %s (%s, %s) works=%v eligible=%v %s", i, a.Name, a.Backend, a.Type, a.Works, a.AutoEligible, a.Error)
 		assert.NotEmpty(t, a.Backend)
@@ -79,7 +80,7 @@ func TestProbeJSON(t *testing.T) {
 }
 
 func TestProbeSelectionMatchingNothing(t *testing.T) {
-	if !engine.GPUSupport() {
+	if !diag.GPUSupport() {
 		t.Skip("built without the wgpu backend")
 	}
 	r := umbra(t, "probe", "--json", "--adapter", "no adapter is called this")
@@ -152,14 +153,14 @@ func causes(fs []finding) []string {
 }
 
 func TestDiagnose(t *testing.T) {
-	lavapipe := engine.AdapterReport{
+	lavapipe := diag.AdapterReport{
 		Adapter: engine.AdapterInfo{Name: "llvmpipe (LLVM 15.0.6, 256 bits)", API: "vulkan", Type: "cpu"},
-		Limits:  engine.DeviceLimits{MaxStorageBindingBytes: 128 << 20, MaxBufferBytes: 2 << 30, MaxWorkgroupsPerDim: 65535, MaxInvocations: 1024},
+		Limits:  diag.Limits{MaxStorageBindingBytes: 128 << 20, MaxBufferBytes: 2 << 30, MaxWorkgroupsPerDim: 65535, MaxInvocations: 1024},
 		Works:   true,
 	}
-	broken := engine.AdapterReport{
+	broken := diag.AdapterReport{
 		Adapter: engine.AdapterInfo{Name: "NVIDIA GeForce RTX 3050", API: "vulkan", Type: "discrete"},
-		Limits:  engine.DeviceLimits{MaxStorageBindingBytes: 64 << 20, MaxBufferBytes: 2 << 30, MaxWorkgroupsPerDim: 65535, MaxInvocations: 1024},
+		Limits:  diag.Limits{MaxStorageBindingBytes: 64 << 20, MaxBufferBytes: 2 << 30, MaxWorkgroupsPerDim: 65535, MaxInvocations: 1024},
 		Error:   "GPU failure: compile scores shader: boom",
 	}
 	machine := fakeSystem{os: "linux", env: map[string]string{"HOME": "/home/u"}, files: []string{
@@ -176,29 +177,29 @@ func TestDiagnose(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		rep  engine.ProbeReport
+		rep  diag.ProbeReport
 		sel  engine.AdapterSelect
 		sys  fakeSystem
 		gpu  bool
 		want []string
 		in   string // in some finding's detail
 	}{
-		{"built without gpu", engine.ProbeReport{Reason: "built without GPU support"}, engine.AdapterSelect{}, machine, false,
+		{"built without gpu", diag.ProbeReport{Reason: "built without GPU support"}, engine.AdapterSelect{}, machine, false,
 			[]string{causeNoGPUSupport}, "built without"},
-		{"bare container", engine.ProbeReport{Reason: "no GPU adapter found"}, engine.AdapterSelect{}, fakeSystem{os: "linux"}, true,
+		{"bare container", diag.ProbeReport{Reason: "no GPU adapter found"}, engine.AdapterSelect{}, fakeSystem{os: "linux"}, true,
 			[]string{causeNoLoader, causeNoDriver, causeNoDevice}, "libvulkan.so.1"},
-		{"only lavapipe installed, no GPU", engine.ProbeReport{Adapters: []engine.AdapterReport{lavapipe}}, engine.AdapterSelect{},
+		{"only lavapipe installed, no GPU", diag.ProbeReport{Adapters: []diag.AdapterReport{lavapipe}}, engine.AdapterSelect{},
 			without(machine, "radeon", "renderD"), true, []string{causeNoDriver, causeNoDevice, causeSoftwareOnly}, "lvp_icd"},
-		{"GPU node not openable", engine.ProbeReport{Adapters: []engine.AdapterReport{lavapipe}}, engine.AdapterSelect{},
+		{"GPU node not openable", diag.ProbeReport{Adapters: []diag.AdapterReport{lavapipe}}, engine.AdapterSelect{},
 			fakeSystem{os: "linux", files: machine.files}, true, []string{causeDevicePerm, causeSoftwareOnly}, "renderD128"},
-		{"driver override", engine.ProbeReport{Adapters: []engine.AdapterReport{lavapipe}}, engine.AdapterSelect{},
+		{"driver override", diag.ProbeReport{Adapters: []diag.AdapterReport{lavapipe}}, engine.AdapterSelect{},
 			fakeSystem{os: "linux", env: map[string]string{"VK_ICD_FILENAMES": "/opt/x.json"}, files: machine.files, open: machine.open}, true,
 			[]string{causeNoDriver, causeSoftwareOnly}, "VK_ICD_FILENAMES=/opt/x.json"},
-		{"hardware adapter failed", engine.ProbeReport{Adapters: []engine.AdapterReport{broken, lavapipe}}, engine.AdapterSelect{},
+		{"hardware adapter failed", diag.ProbeReport{Adapters: []diag.AdapterReport{broken, lavapipe}}, engine.AdapterSelect{},
 			without(machine, "libvulkan", "icd.d"), true, []string{causeSoftwareOnly, causeProbeFailed, causeLimitsTooSmall}, "64 MiB < 128 MiB"},
-		{"selection matches nothing", engine.ProbeReport{Reason: "no adapter matches backend dx12"}, engine.AdapterSelect{Backend: "dx12"},
+		{"selection matches nothing", diag.ProbeReport{Reason: "no adapter matches backend dx12"}, engine.AdapterSelect{Backend: "dx12"},
 			machine, true, []string{causeNoMatch}, "dx12"},
-		{"other OS: report only", engine.ProbeReport{Reason: "no GPU adapter found", Hint: engine.Hint{Code: hint.NoAdapter}}, engine.AdapterSelect{},
+		{"other OS: report only", diag.ProbeReport{Reason: "no GPU adapter found", Hint: engine.Hint{Code: hint.NoAdapter}}, engine.AdapterSelect{},
 			fakeSystem{os: "windows"}, true, []string{causeNoAdapter}, "no GPU adapter found"},
 	}
 	for _, tc := range tests {

@@ -15,6 +15,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/umbravec/umbra/cmd/internal/cmdline"
+	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
 )
@@ -251,7 +252,7 @@ func (o *searchCmd) Run(ctx context.Context, e *env) (err error) {
 	}
 	threshold, ranged := o.threshold()
 	searchCtx, done := e.progress.engineStep(ctx, fmt.Sprintf("searching %d queries in %d rows", len(qs), rows))
-	var tr engine.Trace
+	var tr diag.Trace
 	var all [][]engine.Hit
 	if ranged {
 		if o.K > 0 {
@@ -259,13 +260,13 @@ func (o *searchCmd) Run(ctx context.Context, e *env) (err error) {
 		}
 		all = make([][]engine.Hit, len(qs))
 		for i, q := range qs {
-			if all[i], err = ix.SearchRange(engine.WithTrace(searchCtx, &tr), q, float32(threshold), opts...); err != nil {
+			if all[i], err = ix.SearchRange(diag.WithTrace(searchCtx, &tr), q, float32(threshold), opts...); err != nil {
 				err = fmt.Errorf("query %d: %w", i, err)
 				break
 			}
 		}
 	} else {
-		all, err = ix.SearchBatch(engine.WithTrace(searchCtx, &tr), qs, int(o.K), opts...)
+		all, err = ix.SearchBatch(diag.WithTrace(searchCtx, &tr), qs, int(o.K), opts...)
 	}
 	done()
 	if err != nil {
@@ -277,7 +278,7 @@ func (o *searchCmd) Run(ctx context.Context, e *env) (err error) {
 
 	info := ix.Info()
 	out := searchJSON{
-		Backend:   string(servedBy(info, tr)),
+		Backend:   servedBy(info, tr),
 		Route:     routeOf(info),
 		CPUKernel: info.CPUKernel,
 		Reason:    oneLine(info.Reason),
@@ -297,7 +298,7 @@ func (o *searchCmd) Run(ctx context.Context, e *env) (err error) {
 	} else if ranged {
 		out.MaxDistance = &given
 	}
-	if info.Backend == engine.BackendGPU {
+	if info.Device == engine.GPU {
 		a := adapterOf(info.Adapter)
 		out.Adapter = &a
 	}
@@ -341,7 +342,7 @@ func (o *searchCmd) checkThreshold(metric engine.Metric, from string) error {
 // openStore opens --store on device and checks the flags that depend on
 // its metric.
 func (o *searchCmd) openStore(ctx context.Context, e *env, device engine.Device) (*engine.Index, error) {
-	ix, err := openStoreReadOnly(ctx, e, o.Store, engine.Config{Device: device, Adapter: o.Selection.Select()})
+	ix, err := openStoreReadOnly(ctx, e, o.Store, engine.Config{Device: device, Adapters: []engine.AdapterSelect{o.Selection.Select()}})
 	if err != nil {
 		if isDeviceError(err) {
 			return nil, deviceError(device, err)
@@ -362,7 +363,7 @@ func (o *searchCmd) openStore(ctx context.Context, e *env, device engine.Device)
 
 // indexData builds an index of --data's rows, IDs their row numbers.
 func (o *searchCmd) indexData(ctx context.Context, e *env, data *host.Matrix, metric engine.Metric, device engine.Device) (*engine.Index, error) {
-	cfg := engine.Config{Dim: data.Dim, Metric: metric, Device: device, Adapter: o.Selection.Select()}
+	cfg := engine.Config{Dim: data.Dim, Metric: metric, Device: device, Adapters: []engine.AdapterSelect{o.Selection.Select()}}
 	addCtx, done := e.progress.engineStep(ctx, fmt.Sprintf("indexing %d rows", data.Rows))
 	defer done()
 	ix, err := engine.New(ctx, cfg)
@@ -387,12 +388,12 @@ func deviceError(device engine.Device, err error) error {
 
 // servedBy says which path served the search: under Device Auto an index
 // holding a GPU routes each call to the path expected to finish first, so
-// Info.Backend alone does not say; the trace records it.
-func servedBy(info engine.Info, tr engine.Trace) engine.Backend {
-	if tr.Backend != "" {
-		return tr.Backend
+// Info.Device alone does not say; the trace records it.
+func servedBy(info engine.Info, tr diag.Trace) string {
+	if tr.Device != "" {
+		return tr.Device
 	}
-	return info.Backend
+	return info.Device.String()
 }
 
 // loadMatrix reads a data file, naming the flag it came from in errors.
@@ -420,7 +421,7 @@ func notDir(flagName, path string) error {
 
 func writeSearchText(w io.Writer, r searchJSON) error {
 	switch {
-	case r.Adapter != nil && r.Backend == string(engine.BackendGPU):
+	case r.Adapter != nil && r.Backend == engine.GPU.String():
 		fmt.Fprintf(w, "# backend gpu: %s (%s, %s), driver %s\n", r.Adapter.Name, r.Adapter.Backend, r.Adapter.Type, r.Adapter.Driver)
 	case r.Adapter != nil:
 		fmt.Fprintf(w, "# backend cpu (%s), faster than %s (%s) for this size: %s\n", r.CPUKernel, r.Adapter.Name, r.Adapter.Backend, r.Route)

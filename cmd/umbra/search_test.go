@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
 )
@@ -384,7 +385,7 @@ func mkdir(t *testing.T, dir, name string) string {
 // software adapter the machine has (lavapipe on Vulkan, llvmpipe on GL) and
 // checks it agrees with the CPU path.
 func TestSearchOnSoftwareAdapters(t *testing.T) {
-	if !engine.GPUSupport() {
+	if !diag.GPUSupport() {
 		t.Skip("built without the wgpu backend")
 	}
 	rng := newRand(t)
@@ -435,8 +436,8 @@ func TestSearchOnSoftwareAdapters(t *testing.T) {
 func TestServedByFollowsTheTrace(t *testing.T) {
 	// Under Auto routing a GPU index may serve a small search on the CPU:
 	// the engine's trace says which path ran; Info is the fallback.
-	gpu := engine.Info{Backend: engine.BackendGPU}
-	assert.Equal(t, engine.BackendCPU, servedBy(gpu, engine.Trace{Backend: engine.BackendCPU}))
-	assert.Equal(t, engine.BackendGPU, servedBy(gpu, engine.Trace{Backend: engine.BackendGPU}))
-	assert.Equal(t, engine.BackendGPU, servedBy(gpu, engine.Trace{}), "an untraced call (empty index) falls back to Info")
+	gpu := engine.Info{Device: engine.GPU}
+	assert.Equal(t, "cpu", servedBy(gpu, diag.Trace{Device: "cpu"}))
+	assert.Equal(t, "gpu", servedBy(gpu, diag.Trace{Device: "gpu"}))
+	assert.Equal(t, "gpu", servedBy(gpu, diag.Trace{}), "an untraced call (empty index) falls back to Info")
 }

@@ -33,18 +33,17 @@ const storeMagic = "UMBRASTR"
 // create an empty store where none exists; a command that reads or changes
 // a store must instead say that there is none.
 func openStore(ctx context.Context, e *env, path string, cfg engine.Config) (*engine.Index, error) {
-	return openExisting(ctx, e, path, cfg, engine.Open)
+	return openExisting(ctx, e, path, cfg)
 }
 
 // openStoreReadOnly opens the existing store at path for reading only
 // (info, search, export): it takes no lock, so it works while another
 // process writes the store, and sees what that process had acknowledged.
 func openStoreReadOnly(ctx context.Context, e *env, path string, cfg engine.Config) (*engine.Index, error) {
-	return openExisting(ctx, e, path, cfg, engine.OpenReadOnly)
+	return openExisting(ctx, e, path, cfg, engine.ReadOnly())
 }
 
-func openExisting(ctx context.Context, e *env, path string, cfg engine.Config,
-	open func(context.Context, string, engine.Config) (*engine.Index, error)) (*engine.Index, error) {
+func openExisting(ctx context.Context, e *env, path string, cfg engine.Config, opts ...engine.OpenOption) (*engine.Index, error) {
 	fi, err := os.Stat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -55,7 +54,7 @@ func openExisting(ctx context.Context, e *env, path string, cfg engine.Config,
 		return nil, fmt.Errorf("store %s is a directory: want a store file written by 'umbra build'", path)
 	}
 	ctx, done := e.progress.engineStep(ctx, "opening "+path)
-	ix, err := open(ctx, path, cfg)
+	ix, err := engine.Open(ctx, path, cfg, opts...)
 	done()
 	if err != nil {
 		if isDeviceError(err) {

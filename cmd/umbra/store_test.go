@@ -613,7 +613,7 @@ func TestAddWithKeys(t *testing.T) {
 	up := randomMatrix(rng, 2, dim)
 	r = ok(t, umbra(t, "add", store, "--data", writeMatrix(t, dir, "f.npy", up, ""), "--keys", keys("f.txt", "a/y.md", "c/w.md"), "--upsert"))
 	assert.Contains(t, r.stdout, "1 replaced, 1 added")
-	ix, err := engine.OpenReadOnly(context.Background(), store, engine.Config{Device: engine.CPU})
+	ix, err := engine.Open(context.Background(), store, engine.Config{Device: engine.CPU}, engine.ReadOnly())
 	require.NoError(t, err)
 	defer ix.Close()
 	assert.Equal(t, 14, ix.Len())

@@ -412,7 +412,6 @@ func (g *Index) Stage(ctx context.Context, s *packed.Slab, from int, st *Stages,
 		return nil, err // cancelled before the rows counted as resident
 	}
 	if st != nil {
-		st.UploadBytes += int64(s.Rows-from) * int64(g.rowBytes())
 		st.Add(&tally)
 	}
 	return staged, nil

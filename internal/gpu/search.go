@@ -351,9 +351,8 @@ func (g *Index) maxGroups() uint64 {
 // writeInputs queues the writes a search needs before its dispatches: the
 // queries, each chunk's parameters and, when selecting on the device, every
 // query's select state reset to k (radix) or the merge's parameters
-// (fused), and the allow bitmap. c counts the bytes; it returns the bytes
-// of queries written.
-func (g *Index) writeInputs(qs [][]float32, sub submission, layout shaders.ScoresLayout, c *Stages) (int64, error) {
+// (fused), and the allow bitmap. c counts the bytes.
+func (g *Index) writeInputs(qs [][]float32, sub submission, layout shaders.ScoresLayout, c *Stages) error {
 	nq := len(qs)
 	flat := qs[0] // a single query is written as it is, without a copy
 	if nq > 1 {
@@ -363,7 +362,7 @@ func (g *Index) writeInputs(qs [][]float32, sub submission, layout shaders.Score
 		}
 	}
 	if err := g.write(c, "write queries", g.query.buf, wgpu.ToBytes(flat)); err != nil {
-		return 0, err
+		return err
 	}
 	if sub.tombs {
 		// Tombstone words the device lacks (rows added or marked since
@@ -376,7 +375,7 @@ func (g *Index) writeInputs(qs [][]float32, sub submission, layout shaders.Score
 				copy(b, g.dead[g.deadValid:min(words, len(g.dead))])
 			}
 			if err := g.writeAt(c, "write tombstones", g.allow.buf, (g.deadAt+2*uint64(g.deadValid))*4, wgpu.ToBytes(b)); err != nil {
-				return 0, err
+				return err
 			}
 			g.deadValid = words
 		}
@@ -398,25 +397,25 @@ func (g *Index) writeInputs(qs [][]float32, sub submission, layout shaders.Score
 			list += sub.groups
 		}
 		if err := g.write(c, "write params", ch.params, p.Encode()); err != nil {
-			return 0, err
+			return err
 		}
 	}
 	switch {
 	case sub.fused:
 		if err := g.write(c, "write merge params", g.mparams.buf, shaders.MergeParams(sub.k, sub.lists)); err != nil {
-			return 0, err
+			return err
 		}
 	case sub.deviceSelect:
 		if err := g.write(c, "write select state", g.state.buf, shaders.SelectState(nq, sub.rows, sub.k, masked)); err != nil {
-			return 0, err
+			return err
 		}
 	}
 	if sub.deviceSelect && sub.mask != nil {
 		if err := g.write(c, "write allow", g.allow.buf, wgpu.ToBytes(sub.mask)); err != nil {
-			return 0, err
+			return err
 		}
 	}
-	return int64(len(flat)) * 4, nil
+	return nil
 }
 
 // write queues b into buf at offset 0 and counts its bytes into c: every
@@ -586,13 +585,12 @@ func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *Stag
 		if err := g.prepare(sub); err != nil {
 			return err
 		}
-		upBytes, err := g.writeInputs(qs, sub, layout, &c)
+		err := g.writeInputs(qs, sub, layout, &c)
 		if err != nil {
 			return err
 		}
 		if t != nil {
 			start = lap(&c.Upload, start)
-			c.UploadBytes += upBytes
 			timed = g.dev.timestamps && g.ensureStamps() == nil
 		}
 		if err := g.step("encode"); err != nil {
@@ -665,7 +663,6 @@ func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *Stag
 		}
 		if t != nil {
 			start = lap(&c.Readback, start)
-			c.ReadbackBytes += int64(size)
 		}
 		return nil
 	})

@@ -46,21 +46,30 @@ func (a AdapterInfo) Key() string {
 	return fmt.Sprintf("%s|%s|%x|%x|%s", a.API, a.Name, a.VendorID, a.DeviceID, a.Driver)
 }
 
-// Limits are what a device was planned against; engine.DeviceLimits has
-// the same fields.
+// Limits are what a device was planned against; the public API names them
+// diag.Limits.
 type Limits struct {
 	MaxStorageBindingBytes uint64
 	MaxBufferBytes         uint64
 	MaxWorkgroupsPerDim    uint32
 	MaxInvocations         uint32
 	MaxWorkgroupBytes      uint32
-	Subgroups              bool
-	Timestamps             bool
-	Team                   uint32
-	StagedQueries          bool
+	// Subgroups is true when scores are reduced with subgroup shuffles.
+	Subgroups bool
+	// Timestamps is true when a traced search times its kernels with GPU
+	// timestamps (KernelClock "gpu") rather than the wall clock.
+	Timestamps bool
+	// Team is how many invocations share one row in scores.wgsl: the
+	// fastest width the probe measured on this device, capped by the row's
+	// vec4 count.
+	Team uint32
+	// StagedQueries is true when batches stage their queries in workgroup
+	// memory on this device (measured faster by the probe).
+	StagedQueries bool
 	// FusedK and FusedBatchK are the largest k the fused scan-and-select
-	// takes for one query and for a batch (0: the device did not pass its
-	// fused self-test, or its workgroup memory holds no plan).
+	// takes for one query and for a batch (one submission, a scan per chunk
+	// and a merge; larger k takes the radix select). 0: the device did not
+	// pass its fused self-test, or its workgroup memory holds no plan.
 	FusedK, FusedBatchK uint32
 }
 
@@ -78,7 +87,6 @@ type Report struct {
 type Stages struct {
 	Upload, Kernel, Readback, Select time.Duration
 	KernelClock                      string
-	UploadBytes, ReadbackBytes       int64
 	// What the calls issued, counted where the wgpu calls are made:
 	// compute dispatches, queue submissions, buffer maps (each a round
 	// trip that waits for the device), bytes written to the device by
@@ -100,8 +108,6 @@ func (s *Stages) Add(o *Stages) {
 	s.Kernel += o.Kernel
 	s.Readback += o.Readback
 	s.Select += o.Select
-	s.UploadBytes += o.UploadBytes
-	s.ReadbackBytes += o.ReadbackBytes
 	s.Dispatches += o.Dispatches
 	s.Submissions += o.Submissions
 	s.Maps += o.Maps

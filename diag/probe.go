@@ -1,0 +1,39 @@
+package diag
+
+import (
+	"time"
+
+	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/hint"
+)
+
+// AdapterReport is what the probe (engine.Probe) found out about one
+// adapter.
+type AdapterReport struct {
+	Adapter  gpu.AdapterInfo
+	Limits   Limits
+	Features []string
+	// Works is true when a device was created on the adapter and the real
+	// search shader compiled, ran on a small input and gave the right
+	// answer.
+	Works bool
+	// Error says why Works is false.
+	Error string
+	// Eligible is true when Auto may choose the adapter: it works and it is
+	// not a software (CPU-type) adapter.
+	Eligible bool
+	Elapsed  time.Duration
+}
+
+// ProbeReport is the result of probing every adapter that matches a
+// selection.
+type ProbeReport struct {
+	Adapters []AdapterReport
+	// Auto is the index in Adapters of the adapter Device Auto would use,
+	// or -1 when Auto would use the CPU.
+	Auto int
+	// Reason and Hint say why Auto would use the CPU and what to do
+	// (empty when Auto is not -1); Hint is an engine.Hint.
+	Reason string
+	Hint   hint.Hint
+}

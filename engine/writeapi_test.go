@@ -1,0 +1,286 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/engine"
+)
+
+// streamRows is a RowSource read a piece at a time, as a file is: it gives
+// at most piece rows per ReadRows and, with unknown set, does not tell its
+// row count (Rows -1), as a pipe does not.
+type streamRows struct {
+	vs      [][]float32
+	dim     int
+	piece   int
+	unknown bool
+	next    int
+}
+
+func (s *streamRows) Dim() int { return s.dim }
+
+func (s *streamRows) Rows() int {
+	if s.unknown {
+		return -1
+	}
+	return len(s.vs)
+}
+
+func (s *streamRows) ReadRows(dst []float32) (int, error) {
+	if s.next >= len(s.vs) {
+		return 0, io.EOF
+	}
+	n := 0
+	for n < s.piece && n < len(dst)/s.dim && s.next < len(s.vs) {
+		copy(dst[n*s.dim:], s.vs[s.next])
+		n++
+		s.next++
+	}
+	return n, nil
+}
+
+// sources are the kinds of RowSource a write takes, each over the same
+// rows.
+func sources(vs [][]float32, dim int) map[string]func() engine.RowSource {
+	flat := make([]float32, 0, len(vs)*dim)
+	for _, v := range vs {
+		flat = append(flat, v...)
+	}
+	return map[string]func() engine.RowSource{
+		"vectors":        func() engine.RowSource { return engine.Vectors(vs) },
+		"flat":           func() engine.RowSource { return engine.Flat(flat, dim) },
+		"stream":         func() engine.RowSource { return &streamRows{vs: vs, dim: dim, piece: 3} },
+		"stream-unknown": func() engine.RowSource { return &streamRows{vs: vs, dim: dim, piece: 2, unknown: true} },
+	}
+}
+
+// TestWriteVerbsOnEverySource: Add and Upsert, unnamed, under IDs and
+// under keys, on every kind of source, store exactly what the same write
+// of plain vectors stores, and an Upsert by a source replaces stored rows
+// in place and adds the rest.
+func TestWriteVerbsOnEverySource(t *testing.T) {
+	r := newRand(t)
+	const dim = 6
+	first := randomVectors(r, 9, dim)
+	second := randomVectors(r, 9, dim)
+	ids := []uint64{50, 7, 12, 3, 99, 1000, 8, 9, 10}
+	keys := make([]string, len(first))
+	for i := range keys {
+		keys[i] = fmt.Sprintf("doc/%d", i)
+	}
+	// Upserts over the first rows: four replace stored rows, five add.
+	upIDs := []uint64{7, 3, 1000, 10, 1, 2, 4, 5, 6}
+	upKeys := []string{"doc/1", "doc/3", "doc/5", "doc/8", "new/a", "new/b", "new/c", "new/d", "new/e"}
+	ctx := context.Background()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			for name, src := range sources(first, dim) {
+				up := sources(second, dim)[name]
+				for _, naming := range []string{"assigned", "ids", "keys"} {
+					what := name + "/" + naming
+					ix := open(t, b, engine.Config{Dim: dim, Metric: engine.L2})
+					want := map[uint64][]float32{}
+					switch naming {
+					case "assigned":
+						got, err := ix.Add(ctx, src())
+						require.NoError(t, err, what)
+						require.Len(t, got, len(first), what)
+						for i, id := range got {
+							require.Equal(t, uint64(i), id, what)
+							want[id] = first[i]
+						}
+						_, err = ix.Upsert(ctx, up())
+						require.ErrorIs(t, err, engine.ErrInvalidOption, "%s: an Upsert names what it replaces", what)
+					case "ids":
+						got, err := ix.Add(ctx, src(), engine.WithIDs(ids...))
+						require.NoError(t, err, what)
+						require.Equal(t, ids, got, what)
+						for i, id := range ids {
+							want[id] = first[i]
+						}
+						got, err = ix.Upsert(ctx, up(), engine.WithIDs(upIDs...))
+						require.NoError(t, err, what)
+						require.Equal(t, upIDs, got, what)
+						for i, id := range upIDs {
+							want[id] = second[i]
+						}
+					case "keys":
+						got, err := ix.Add(ctx, src(), engine.WithKeys(keys...))
+						require.NoError(t, err, what)
+						for i, id := range got {
+							k, ok := ix.KeyOf(id)
+							require.True(t, ok, what)
+							require.Equal(t, keys[i], k, what)
+							want[id] = first[i]
+						}
+						got, err = ix.Upsert(ctx, up(), engine.WithKeys(upKeys...))
+						require.NoError(t, err, what)
+						for i, id := range got {
+							stored, ok := ix.Lookup(upKeys[i])
+							require.True(t, ok, what)
+							require.Equal(t, stored, id, what)
+							want[id] = second[i]
+						}
+						if before, ok := ix.Lookup("doc/3"); assert.True(t, ok) {
+							assert.Equal(t, got[1], before, "%s: an upserted key keeps its ID", what)
+						}
+					}
+					require.Equal(t, len(want), ix.Len(), what)
+					for id, v := range want {
+						stored, err := ix.Get(id)
+						require.NoError(t, err, what)
+						require.Equal(t, v, stored, "%s: ID %d", what, id)
+					}
+					// The searches agree with the stored rows.
+					data, order := make([][]float32, 0, len(want)), make([]uint64, 0, len(want))
+					for _, id := range ix.IDs() {
+						data, order = append(data, want[id]), append(order, id)
+					}
+					q := randomVectors(r, 1, dim)[0]
+					hits, err := ix.Search(ctx, q, len(want))
+					require.NoError(t, err, what)
+					byRow := make([]engine.Hit, len(hits))
+					pos := map[uint64]int{}
+					for i, id := range order {
+						pos[id] = i
+					}
+					for i, h := range hits {
+						byRow[i] = engine.Hit{ID: uint64(pos[h.ID]), Score: h.Score}
+					}
+					checkHits(t, engine.L2, data, q, len(want), byRow)
+				}
+			}
+		})
+	}
+}
+
+// TestWriteOptionsRefused: names that cannot pair with the rows, two ways
+// of naming, an unnamed Upsert or Delete, a nil source and a ragged Flat
+// are errors naming the problem, and nothing is stored or deleted.
+func TestWriteOptionsRefused(t *testing.T) {
+	r := newRand(t)
+	const dim = 4
+	ctx := context.Background()
+	ix := open(t, backends[0], engine.Config{Dim: dim})
+	stored := randomVectors(r, 3, dim)
+	_, err := ix.Add(ctx, engine.Vectors(stored), engine.WithKeys("a", "b", "c"))
+	require.NoError(t, err)
+	rows := randomVectors(r, 2, dim)
+	for name, src := range sources(rows, dim) {
+		cases := []struct {
+			what string
+			call func() error
+			want error
+		}{
+			{"ids and keys", func() error {
+				_, err := ix.Add(ctx, src(), engine.WithIDs(10, 11), engine.WithKeys("x", "y"))
+				return err
+			}, engine.ErrInvalidOption},
+			{"ids twice", func() error {
+				_, err := ix.Add(ctx, src(), engine.WithIDs(10, 11), engine.WithIDs(12, 13))
+				return err
+			}, engine.ErrInvalidOption},
+			{"too few ids", func() error { _, err := ix.Add(ctx, src(), engine.WithIDs(10)); return err }, engine.ErrIDCount},
+			{"too many keys", func() error {
+				_, err := ix.Upsert(ctx, src(), engine.WithKeys("x", "y", "z"))
+				return err
+			}, engine.ErrIDCount},
+			{"an ID twice", func() error { _, err := ix.Add(ctx, src(), engine.WithIDs(10, 10)); return err }, engine.ErrDuplicateID},
+			{"a key twice", func() error { _, err := ix.Upsert(ctx, src(), engine.WithKeys("x", "x")); return err }, engine.ErrDuplicateID},
+			{"a stored key", func() error { _, err := ix.Add(ctx, src(), engine.WithKeys("x", "a")); return err }, engine.ErrIDExists},
+			{"an unnamed upsert", func() error { _, err := ix.Upsert(ctx, src()); return err }, engine.ErrInvalidOption},
+		}
+		for _, c := range cases {
+			err := c.call()
+			require.ErrorIs(t, err, c.want, "%s, %s", name, c.what)
+			require.Equal(t, 3, ix.Len(), "%s, %s: nothing stored", name, c.what)
+			_, ok := ix.Lookup("x")
+			require.False(t, ok, "%s, %s", name, c.what)
+		}
+	}
+	_, err = ix.Add(ctx, nil)
+	require.ErrorIs(t, err, engine.ErrSource)
+	_, err = ix.Add(ctx, engine.Flat(make([]float32, 2*dim+1), dim))
+	require.ErrorIs(t, err, engine.ErrDimMismatch, "a Flat of 9 values is not whole rows of 4")
+	_, err = ix.Add(ctx, engine.Flat(make([]float32, 2*(dim+1)), dim+1))
+	require.ErrorIs(t, err, engine.ErrDimMismatch)
+	_, err = ix.Add(ctx, engine.Vectors([][]float32{rows[0], rows[1][:dim-1]}))
+	require.ErrorIs(t, err, engine.ErrDimMismatch)
+	require.ErrorContains(t, err, "vector 1")
+	require.ErrorIs(t, ix.Delete(ctx), engine.ErrInvalidOption, "a Delete names what it deletes")
+	require.ErrorIs(t, ix.Delete(ctx, engine.WithIDs(0), engine.WithKeys("a")), engine.ErrInvalidOption)
+	require.ErrorIs(t, ix.Delete(ctx, engine.WithKeys("a", "nope")), engine.ErrNotFound)
+	require.ErrorIs(t, ix.Delete(ctx, engine.WithIDs(0, 0)), engine.ErrDuplicateID)
+	require.Equal(t, 3, ix.Len(), "nothing deleted")
+	require.NoError(t, ix.Delete(ctx, engine.WithKeys("a"), nil))
+	require.Equal(t, 2, ix.Len())
+}
+
+// TestSearchOptionsRefused: an option a search cannot honour is an error,
+// not ignored.
+func TestSearchOptionsRefused(t *testing.T) {
+	r := newRand(t)
+	ctx := context.Background()
+	ix := open(t, backends[0], engine.Config{Dim: 5, Precision: engine.Int8})
+	data := randomVectors(r, 20, 5)
+	_, err := ix.Add(ctx, engine.Vectors(data))
+	require.NoError(t, err)
+	_, err = ix.Search(ctx, data[0], 3, engine.MaxHits(2))
+	require.ErrorIs(t, err, engine.ErrInvalidOption)
+	_, err = ix.SearchBatch(ctx, data[:2], 3, engine.MaxHits(2))
+	require.ErrorIs(t, err, engine.ErrInvalidOption)
+	_, err = ix.SearchRange(ctx, data[0], 0.5, engine.Approximate())
+	require.ErrorIs(t, err, engine.ErrInvalidOption)
+	hits, err := ix.SearchRange(ctx, data[0], -2, engine.MaxHits(4))
+	require.NoError(t, err)
+	require.Len(t, hits, 4, "every stored row is within -2 of a cosine query; MaxHits keeps 4")
+	hits, err = ix.Search(ctx, data[0], 3, engine.Approximate())
+	require.NoError(t, err)
+	require.Len(t, hits, 3)
+}
+
+// TestOpenOptions: ReadOnly opens beside a writer and refuses writes;
+// LogSync is taken by a writer and refused where it cannot apply.
+func TestOpenOptions(t *testing.T) {
+	r := newRand(t)
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "s.umbra")
+	_, err := engine.Open(ctx, path, engine.Config{Dim: 3}, engine.LogSync(-time.Second))
+	require.ErrorIs(t, err, engine.ErrInvalidOption)
+	_, err = engine.Open(ctx, path, engine.Config{Dim: 3}, engine.ReadOnly())
+	require.Error(t, err, "a read-only open creates nothing")
+	w, err := engine.Open(ctx, path, engine.Config{Dim: 3, Device: engine.CPU}, engine.LogSync(time.Hour))
+	require.NoError(t, err)
+	defer w.Close()
+	_, err = w.Add(ctx, engine.Vectors(randomVectors(r, 4, 3)))
+	require.NoError(t, err)
+	_, err = engine.Open(ctx, path, engine.Config{}, engine.ReadOnly(), engine.LogSync(time.Second))
+	require.ErrorIs(t, err, engine.ErrInvalidOption)
+	ro, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU}, engine.ReadOnly())
+	require.NoError(t, err)
+	defer ro.Close()
+	require.Equal(t, 4, ro.Len(), "the writer's acknowledged rows, read beside it")
+	_, err = ro.Add(ctx, engine.Vectors(randomVectors(r, 1, 3)))
+	require.ErrorIs(t, err, engine.ErrReadOnly)
+	require.ErrorIs(t, ro.Delete(ctx, engine.WithIDs(0)), engine.ErrReadOnly)
+}
+
+// TestAdaptersValidated: a bad entry of Config.Adapters is named by its
+// position.
+func TestAdaptersValidated(t *testing.T) {
+	_, err := engine.New(context.Background(), engine.Config{Dim: 2, Adapters: []engine.AdapterSelect{{}, {Backend: "glide"}}})
+	require.ErrorIs(t, err, engine.ErrInvalidConfig)
+	require.ErrorContains(t, err, "adapter 1")
+	_, err = engine.New(context.Background(), engine.Config{Dim: 2, Limits: engine.Limits{MaxRows: -1}})
+	require.ErrorIs(t, err, engine.ErrInvalidConfig)
+	_, err = engine.New(context.Background(), engine.Config{Dim: 2, Coalesce: engine.Coalesce{Wait: -1}})
+	require.ErrorIs(t, err, engine.ErrInvalidConfig)
+}
