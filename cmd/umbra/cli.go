@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 
 	"github.com/alecthomas/kong"
 
@@ -44,7 +45,7 @@ func (*grammar) Examples() []string {
 }
 
 // program describes umbra to cmdline; help goes to w.
-func program(w interface{ Write([]byte) (int, error) }) cmdline.Options {
+func program(w io.Writer) cmdline.Options {
 	return cmdline.Options{
 		Name:        "umbra",
 		Description: "Exact similarity search on the GPU (wgpu: Vulkan, Metal, DX12, GL) or the CPU.",
