@@ -234,7 +234,7 @@ func (h *harness) openGPU(ctx context.Context) {
 		h.rep.Route = info.Routing.String()
 	}
 	if info.Device != engine.GPU {
-		h.rep.GPUReason, h.rep.GPUHint = info.Reason, info.Hint
+		h.rep.GPUReason, h.rep.GPUHint = info.Reason, info.Hint.String()
 		if h.rep.GPUReason == "" {
 			h.rep.GPUReason = "the engine chose the CPU path"
 		}

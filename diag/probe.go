@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/hint"
 )
 
 // AdapterReport is what the probe (engine.Probe) found out about one
@@ -32,7 +33,7 @@ type ProbeReport struct {
 	// or -1 when Auto would use the CPU.
 	Auto int
 	// Reason and Hint say why Auto would use the CPU and what to do
-	// (empty when Auto is not -1).
+	// (empty when Auto is not -1); Hint is an engine.Hint.
 	Reason string
-	Hint   string
+	Hint   hint.Hint
 }

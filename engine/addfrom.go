@@ -30,7 +30,7 @@ type RowSource interface {
 // ErrSource is wrapped, beside the source's own error, by the error of an
 // Add or Upsert whose RowSource failed to give a row (a malformed or truncated file,
 // a failed read) or gave other rows than it announced.
-var ErrSource = errors.New("umbra: reading rows failed")
+var ErrSource = errors.New("reading rows failed")
 
 // streamPieceBytes is how many bytes of rows each packing goroutine of
 // a streamed Add is given per piece: read, then packed while they are still in

@@ -107,7 +107,7 @@ func noDriverChild() {
 	}
 	_, gerr := engine.New(context.Background(), engine.Config{Dim: 8, Device: engine.GPU, Adapters: []engine.AdapterSelect{engine.AdapterSelect{Backend: "vulkan"}}})
 	var ae *engine.AdapterError
-	res := map[string]any{"Info": ix.Info(), "IsNoAd": errors.Is(gerr, engine.ErrNoAdapter) && errors.As(gerr, &ae) && ae.Hint != ""}
+	res := map[string]any{"Info": ix.Info(), "IsNoAd": errors.Is(gerr, engine.ErrNoAdapter) && errors.As(gerr, &ae) && ae.Hint.Code != ""}
 	if gerr != nil {
 		res["GPUErr"] = gerr.Error()
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine/internal/link"
 	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/hint"
 	"github.com/umbravec/umbra/internal/packed"
 )
 
@@ -66,16 +67,16 @@ func report(a *gpu.Adapter, r gpu.Report) diag.AdapterReport {
 func probe(ctx context.Context, sel AdapterSelect) diag.ProbeReport {
 	rep := diag.ProbeReport{Auto: -1}
 	if !gpu.Built {
-		rep.Reason, rep.Hint = reasonNoCgo, hintNoCgo
+		rep.Reason, rep.Hint = reasonNoCgo, noGPUSupport
 		return rep
 	}
 	if err := sel.validate(); err != nil {
-		rep.Reason, rep.Hint = err.Error(), hintNoMatch
+		rep.Reason, rep.Hint = err.Error(), hintFor(hint.NoMatch, sel)
 		return rep
 	}
 	as, err := candidates(sel)
 	if err != nil {
-		rep.Reason, rep.Hint = err.Error(), hintNoAdapter
+		rep.Reason, rep.Hint = err.Error(), hintFor(hint.NoAdapter, sel)
 		return rep
 	}
 	for i, a := range as {
@@ -102,19 +103,21 @@ func probe(ctx context.Context, sel AdapterSelect) diag.ProbeReport {
 
 const reasonNoCgo = "built without GPU support (no cgo, or the nogpu tag)"
 
+var noGPUSupport = Hint{Code: hint.NoGPUSupport}
+
 // fallbackReason explains, from the probe reports, why no adapter was
 // chosen.
-func fallbackReason(sel AdapterSelect, reports []diag.AdapterReport, allowSoftware bool) (string, string) {
+func fallbackReason(sel AdapterSelect, reports []diag.AdapterReport, allowSoftware bool) (string, Hint) {
 	if len(reports) == 0 {
 		if sel.Backend != "" && sel.Name == "" {
-			return fmt.Sprintf("no %s adapter found (no %s driver answered)", sel.Backend, sel.Backend), hintNoAdapter
+			return fmt.Sprintf("no %s adapter found (no %s driver answered)", sel.Backend, sel.Backend), hintFor(hint.NoAdapter, sel)
 		}
 		if sel.Name != "" || sel.Backend != "" {
 			if all, _ := candidates(AdapterSelect{}); len(all) > 0 {
-				return fmt.Sprintf("no adapter matches %s", sel.describe()), hintNoMatch
+				return fmt.Sprintf("no adapter matches %s", sel.describe()), hintFor(hint.NoMatch, sel)
 			}
 		}
-		return "no GPU adapter found (no Vulkan, Metal, DX12 or GL driver answered)", hintNoAdapter
+		return "no GPU adapter found (no Vulkan, Metal, DX12 or GL driver answered)", hintFor(hint.NoAdapter, sel)
 	}
 	var failed, soft []string
 	for _, r := range reports {
@@ -127,17 +130,17 @@ func fallbackReason(sel AdapterSelect, reports []diag.AdapterReport, allowSoftwa
 		}
 	}
 	if len(failed) > 0 && len(soft) == 0 {
-		return "every adapter failed its probe: " + strings.Join(failed, "; "), hintProbeFailed
+		return "every adapter failed its probe: " + strings.Join(failed, "; "), hintFor(hint.ProbeFailed, sel)
 	}
 	if len(failed) > 0 {
-		return "only software adapters work (" + strings.Join(soft, ", ") + "); failed: " + strings.Join(failed, "; "), hintSoftwareOnly
+		return "only software adapters work (" + strings.Join(soft, ", ") + "); failed: " + strings.Join(failed, "; "), hintFor(hint.SoftwareOnly, sel)
 	}
-	return "only software adapters found: " + strings.Join(soft, ", "), hintSoftwareOnly
+	return "only software adapters found: " + strings.Join(soft, ", "), hintFor(hint.SoftwareOnly, sel)
 }
 
 // openDevice opens an index's device side for cfg: in this process, or
 // under Isolate in a child process.
-func openDevice(ctx context.Context, cfg Config, opt options) (device, string, string, error) {
+func openDevice(ctx context.Context, cfg Config, opt options) (device, string, Hint, error) {
 	allowSoftware := cfg.Device == GPU || opt.softwareAuto
 	if len(cfg.shards()) > 0 {
 		return openShards(ctx, cfg, opt, allowSoftware)
@@ -146,7 +149,7 @@ func openDevice(ctx context.Context, cfg Config, opt options) (device, string, s
 		return openGPU(ctx, cfg, opt, allowSoftware)
 	}
 	if !gpu.Built {
-		return nil, reasonNoCgo, hintNoCgo, &AdapterError{Reason: reasonNoCgo, Hint: hintNoCgo, kind: ErrNoGPUSupport}
+		return nil, reasonNoCgo, noGPUSupport, &AdapterError{Reason: reasonNoCgo, Hint: noGPUSupport, kind: ErrNoGPUSupport}
 	}
 	c, err := startChild(ctx, childHello{Dim: cfg.Dim, Metric: int(cfg.Metric), Precision: cfg.Precision, Adapter: cfg.adapter(), AllowSoftware: allowSoftware,
 		MaxChunkRows: opt.maxChunkRows, ProbeTimeout: cfg.ProbeTimeout})
@@ -155,16 +158,16 @@ func openDevice(ctx context.Context, cfg Config, opt options) (device, string, s
 		if errors.As(err, &ae) {
 			return nil, ae.Reason, ae.Hint, err
 		}
-		return nil, err.Error(), hintProbeFailed, err
+		return nil, err.Error(), hintFor(hint.ProbeFailed, cfg.adapter()), err
 	}
-	return c, "", "", nil
+	return c, "", Hint{}, nil
 }
 
 // openGPU finds the best working adapter for cfg and returns an index's
 // device side on it. allowSoftware admits CPU-type adapters (Device GPU).
-func openGPU(ctx context.Context, cfg Config, opt options, allowSoftware bool) (device, string, string, error) {
+func openGPU(ctx context.Context, cfg Config, opt options, allowSoftware bool) (device, string, Hint, error) {
 	if !gpu.Built {
-		return nil, reasonNoCgo, hintNoCgo, &AdapterError{Reason: reasonNoCgo, Hint: hintNoCgo, kind: ErrNoGPUSupport}
+		return nil, reasonNoCgo, noGPUSupport, &AdapterError{Reason: reasonNoCgo, Hint: noGPUSupport, kind: ErrNoGPUSupport}
 	}
 	timeout := cfg.ProbeTimeout
 	if timeout == 0 {
@@ -172,7 +175,8 @@ func openGPU(ctx context.Context, cfg Config, opt options, allowSoftware bool) (
 	}
 	as, err := candidates(cfg.adapter())
 	if err != nil {
-		return nil, err.Error(), hintNoAdapter, &AdapterError{Reason: err.Error(), Hint: hintNoAdapter, kind: ErrNoAdapter}
+		h := hintFor(hint.NoAdapter, cfg.adapter())
+		return nil, err.Error(), h, &AdapterError{Reason: err.Error(), Hint: h, kind: ErrNoAdapter}
 	}
 	var reports []diag.AdapterReport
 	for _, a := range as {
@@ -183,7 +187,7 @@ func openGPU(ctx context.Context, cfg Config, opt options, allowSoftware bool) (
 		}
 		dev, r := a.Probe(ctx, timeout)
 		if err := ctx.Err(); err != nil {
-			return nil, "", "", fmt.Errorf("umbra: probing %s: %w", info, err)
+			return nil, "", Hint{}, fmt.Errorf("probing %s: %w", info, err)
 		}
 		reports = append(reports, report(a, r))
 		if dev == nil {
@@ -192,12 +196,12 @@ func openGPU(ctx context.Context, cfg Config, opt options, allowSoftware bool) (
 		g, err := newDeviceIndex(dev, cfg, opt.maxChunkRows)
 		if err != nil {
 			err = gpuError(err)
-			return nil, err.Error(), hintProbeFailed, err
+			return nil, err.Error(), hintFor(hint.ProbeFailed, cfg.adapter()), err
 		}
-		return local{g}, "", "", nil
+		return local{g}, "", Hint{}, nil
 	}
-	reason, hint := fallbackReason(cfg.adapter(), reports, allowSoftware)
-	return nil, reason, hint, &AdapterError{Reason: reason, Hint: hint, kind: ErrNoAdapter}
+	reason, h := fallbackReason(cfg.adapter(), reports, allowSoftware)
+	return nil, reason, h, &AdapterError{Reason: reason, Hint: h, kind: ErrNoAdapter}
 }
 
 // newDeviceIndex returns an index's device side on d for cfg: float32
@@ -220,7 +224,7 @@ func newOnDevice(ctx context.Context, cfg Config, d *gpu.Device) (*Index, error)
 		return nil, fmt.Errorf("%w: an index on the caller's device cannot have Shards", ErrInvalidConfig)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("umbra: creating the index: %w", err)
+		return nil, fmt.Errorf("creating the index: %w", err)
 	}
 	if cfg.Precision != F32 {
 		return nil, fmt.Errorf("%w: an index on a caller's device shares float32 rows; precision %v is not one", ErrInvalidConfig, cfg.Precision)

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/hint"
 )
 
 // smallDevice returns a device of the first working adapter whose storage
@@ -211,7 +212,7 @@ func TestTooLargeForTheDevice(t *testing.T) {
 	info := auto.Info()
 	assert.Equal(t, CPU, info.Device)
 	assert.Contains(t, info.Reason, "outgrew what the GPU can hold")
-	assert.NotEmpty(t, info.Hint)
+	assert.Equal(t, hint.TooLarge, info.Hint.Code)
 	hits, err = auto.Search(context.Background(), more[7], 1)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1007), hits[0].ID)

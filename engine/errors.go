@@ -6,46 +6,46 @@ import "errors"
 // with errors.Is) and says in its message which input or which device step
 // was at fault.
 var (
-	ErrInvalidConfig = errors.New("umbra: invalid config")
-	ErrDimMismatch   = errors.New("umbra: dimension mismatch")
-	ErrNonFinite     = errors.New("umbra: value is NaN or infinite")
-	ErrZeroVector    = errors.New("umbra: zero vector under cosine")
-	ErrInvalidK      = errors.New("umbra: k must be at least 1")
-	ErrTooLarge      = errors.New("umbra: too many vectors")
-	ErrClosed        = errors.New("umbra: index is closed")
-	ErrNoAdapter     = errors.New("umbra: no usable GPU adapter")
-	ErrNoGPUSupport  = errors.New("umbra: built without GPU support")
-	ErrGPU           = errors.New("umbra: GPU failure")
+	ErrInvalidConfig = errors.New("invalid config")
+	ErrDimMismatch   = errors.New("dimension mismatch")
+	ErrNonFinite     = errors.New("value is NaN or infinite")
+	ErrZeroVector    = errors.New("zero vector under cosine")
+	ErrInvalidK      = errors.New("k must be at least 1")
+	ErrTooLarge      = errors.New("too many vectors")
+	ErrClosed        = errors.New("index is closed")
+	ErrNoAdapter     = errors.New("no usable GPU adapter")
+	ErrNoGPUSupport  = errors.New("built without GPU support")
+	ErrGPU           = errors.New("GPU failure")
 	// ErrDuplicateID: one call gives the same ID for two vectors.
-	ErrDuplicateID = errors.New("umbra: duplicate ID")
+	ErrDuplicateID = errors.New("duplicate ID")
 	// ErrIDExists: an Add of an ID or key that is already stored (Upsert
 	// replaces one).
-	ErrIDExists = errors.New("umbra: ID already stored")
+	ErrIDExists = errors.New("ID already stored")
 	// ErrNotFound: Delete or Get of an ID that is not stored.
-	ErrNotFound = errors.New("umbra: ID not found")
+	ErrNotFound = errors.New("ID not found")
 	// ErrLocked: the store is open for writing elsewhere, in this process
 	// or another.
-	ErrLocked = errors.New("umbra: store is locked")
+	ErrLocked = errors.New("store is locked")
 	// ErrBadStore: a store file is damaged, truncated, or not a store
 	// file; the error names the file and the section.
-	ErrBadStore = errors.New("umbra: bad store file")
+	ErrBadStore = errors.New("bad store file")
 	// ErrReadOnly: a write to a store opened with ReadOnly.
-	ErrReadOnly = errors.New("umbra: store is open read-only")
+	ErrReadOnly = errors.New("store is open read-only")
 	// ErrStoreChanged: the base file a store's rows are mapped from was
 	// truncated or rewritten in place by someone else; the index refuses
 	// every call from then on. Reopen the store.
-	ErrStoreChanged = errors.New("umbra: store file changed underneath")
+	ErrStoreChanged = errors.New("store file changed underneath")
 	// ErrIDCount: a call gives a different number of IDs than vectors.
-	ErrIDCount = errors.New("umbra: IDs and vectors differ in number")
+	ErrIDCount = errors.New("IDs and vectors differ in number")
 )
 
 // AdapterError is what New returns under Device GPU when no adapter can be
-// used: the probe's reason and a hint for fixing it, the same two strings
-// Info reports after a fallback under Auto. It unwraps to ErrNoAdapter or
+// used: the probe's reason and a hint for fixing it, the same two Info
+// reports after a fallback under Auto. It unwraps to ErrNoAdapter or
 // ErrNoGPUSupport.
 type AdapterError struct {
 	Reason string
-	Hint   string
+	Hint   Hint
 	kind   error
 }
 

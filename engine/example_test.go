@@ -58,7 +58,7 @@ func ExampleIndex_Add_errors() {
 	ix, _ := engine.New(context.Background(), engine.Config{Dim: 2, Device: engine.CPU})
 	_, err := ix.Add(context.Background(), engine.Vectors([][]float32{{1, 2}, {3}}))
 	fmt.Println(err)
-	// Output: umbra: dimension mismatch: vector 1 has 1 components, index dimension is 2
+	// Output: dimension mismatch: vector 1 has 1 components, index dimension is 2
 }
 
 // WithTrace records where a search spent its time.
@@ -142,5 +142,5 @@ func ExampleParseMetric() {
 	// Output:
 	// l2 false <nil>
 	// gpu <nil>
-	// umbra: invalid config: unknown metric "manhattan" (want cosine, dot or l2)
+	// invalid config: unknown metric "manhattan" (want cosine, dot or l2)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/hint"
 	"github.com/umbravec/umbra/internal/packed"
 	"github.com/umbravec/umbra/internal/storefile"
 )
@@ -65,7 +66,7 @@ type Index struct {
 	gpuDown atomic.Bool
 	whyMu   sync.Mutex
 	reason  string
-	hint    string
+	hint    Hint
 
 	// batch queues concurrent single searches into batches (batch.go).
 	batch coalescer
@@ -135,7 +136,7 @@ func newIndex(ctx context.Context, cfg Config, opt options) (ix *Index, err erro
 	// A cancelled context is an answer of its own, whatever the device and
 	// whether or not a probe verdict is already cached.
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("umbra: creating the index: %w", err)
+		return nil, fmt.Errorf("creating the index: %w", err)
 	}
 	ix = emptyIndex(cfg)
 	ix.opt = opt
@@ -145,14 +146,14 @@ func newIndex(ctx context.Context, cfg Config, opt options) (ix *Index, err erro
 	if cfg.Device == CPU {
 		return ix, nil
 	}
-	g, reason, hint, err := openDevice(ctx, cfg, opt)
+	g, reason, h, err := openDevice(ctx, cfg, opt)
 	if err != nil {
 		// A probe cut short by ctx says nothing about the GPU: return
 		// that rather than fall back with a misleading reason.
 		if cfg.Device == GPU || ctx.Err() != nil {
 			return nil, err
 		}
-		ix.reason, ix.hint = reason, hint
+		ix.reason, ix.hint = reason, h
 		return ix, nil
 	}
 	ix.dev = g
@@ -160,7 +161,7 @@ func newIndex(ctx context.Context, cfg Config, opt options) (ix *Index, err erro
 		r, err := routingFor(g)
 		if err != nil {
 			g.Release()
-			ix.dev, ix.reason, ix.hint = nil, "GPU calibration failed: "+err.Error(), hintProbeFailed
+			ix.dev, ix.reason, ix.hint = nil, "GPU calibration failed: "+err.Error(), hintFor(hint.ProbeFailed, cfg.adapter())
 			return ix, nil
 		}
 		ix.route = r
@@ -826,11 +827,11 @@ func (ix *Index) demote(err error) {
 		ix.lastFailure = err.Error()
 		if errors.Is(err, ErrTooLarge) {
 			ix.reason = "the index outgrew what the GPU can hold, searches moved to the CPU: " + err.Error()
-			ix.hint = hintTooLarge
+			ix.hint = Hint{Code: hint.TooLarge}
 			return
 		}
 		ix.reason = "GPU failed after start-up, searches moved to the CPU: " + err.Error()
-		ix.hint = hintProbeFailed
+		ix.hint = hintFor(hint.ProbeFailed, ix.cfg.adapter())
 		if ix.dev != nil && ix.recovering.CompareAndSwap(false, true) {
 			ix.reason += "; recovering in the background"
 			go ix.recoverGPU(err)

@@ -39,7 +39,7 @@ type Info struct {
 	// (empty when the GPU does, or when Device CPU was asked for).
 	Reason string
 	// Hint says what a user can do about Reason.
-	Hint string
+	Hint Hint
 	// Recoveries counts the times a failed GPU came back under Device
 	// Auto (the device passed its self-test again, or a new one was
 	// opened, and every row was uploaded again); LastFailure is the GPU
@@ -93,7 +93,7 @@ func (i Info) String() string {
 	if i.Reason != "" {
 		fmt.Fprintf(&b, "\nwhy: %s", i.Reason)
 	}
-	if i.Hint != "" {
+	if i.Hint.Code != "" {
 		fmt.Fprintf(&b, "\nfix: %s", i.Hint)
 	}
 	if i.Routing != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/hint"
 	"github.com/umbravec/umbra/internal/packed"
 )
 
@@ -230,7 +231,7 @@ func startChild(ctx context.Context, h childHello) (*childDevice, error) {
 	}
 	if c.info.Err != "" {
 		c.kill()
-		return nil, &AdapterError{Reason: c.info.Err, Hint: hintProbeFailed, kind: ErrNoAdapter}
+		return nil, &AdapterError{Reason: c.info.Err, Hint: hintFor(hint.ProbeFailed, h.Adapter), kind: ErrNoAdapter}
 	}
 	return c, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/hint"
 )
 
 // TestNoGPUBuild checks the pure-Go build: Auto is the fallback with a
@@ -22,15 +23,15 @@ func TestNoGPUBuild(t *testing.T) {
 	assert.Contains(t, err.Error(), "built without GPU support")
 	var ae *engine.AdapterError
 	require.ErrorAs(t, err, &ae)
-	assert.NotEmpty(t, ae.Hint)
+	assert.Equal(t, hint.NoGPUSupport, ae.Hint.Code)
 
 	ix, err := engine.New(context.Background(), engine.Config{Dim: 4})
 	require.NoError(t, err)
 	info := ix.Info()
-	assert.Equal(t, engine.CPU, info.Backend)
+	assert.Equal(t, engine.CPU, info.Device)
 	assert.Contains(t, info.Reason, "built without GPU support")
-	assert.NotEmpty(t, info.Hint)
-	_, err = ix.Add(context.Background(), [][]float32{{1, 0, 0, 0}, {0, 1, 0, 0}})
+	assert.Equal(t, hint.NoGPUSupport, info.Hint.Code)
+	_, err = ix.Add(context.Background(), engine.Vectors([][]float32{{1, 0, 0, 0}, {0, 1, 0, 0}}))
 	require.NoError(t, err)
 	hits, err := ix.Search(context.Background(), []float32{0, 2, 0, 0}, 1)
 	require.NoError(t, err)

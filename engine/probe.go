@@ -95,21 +95,6 @@ func (s AdapterSelect) describe() string {
 	return strings.Join(parts, " and ")
 }
 
-// Fix hints for the usual reasons the GPU path is not used.
-const (
-	hintNoAdapter = "no GPU adapter was found: install your GPU vendor's driver with its Vulkan ICD " +
-		"(NVIDIA: the proprietary driver; AMD/Intel on Linux: apt-get install mesa-vulkan-drivers) and the Vulkan loader " +
-		"(apt-get install libvulkan1); `vulkaninfo --summary` should list the GPU. Run `umbra probe` for details."
-	hintSoftwareOnly = "only software adapters (which run on the CPU) were found, and the pure-Go path is faster on them: " +
-		"install your GPU's driver so a hardware adapter appears, or set Device: GPU to use the software adapter anyway."
-	hintProbeFailed = "the adapter was found but failed its test dispatch: update the GPU driver, or pick another adapter " +
-		"with Config.Adapters (Name or Backend). Run `umbra probe` to see every adapter's result."
-	hintTooLarge = "split the vectors over several indexes, or use a GPU whose maxStorageBufferBindingSize is larger " +
-		"(`umbra probe` lists it); the CPU path has no such limit."
-	hintNoMatch = "no adapter matches the selection: loosen Config.Adapters (Name, Backend) or run `umbra probe` to list adapters."
-	hintNoCgo   = "this binary was built without cgo or with the nogpu tag; rebuild with CGO_ENABLED=1 and a C compiler to use the GPU."
-)
-
 // Probe probes every adapter matching sel (each at most once per process)
 // and says which one Device Auto would use. It never panics; with no GPU
 // stack at all, or in a build without the wgpu backend, it returns an empty

@@ -83,7 +83,7 @@ func (ix *Index) tryRecover(attempt int) (err error) {
 	ix.dev, ix.stale = g, false
 	ix.gpuDown.Store(false)
 	ix.whyMu.Lock()
-	ix.reason, ix.hint = "", ""
+	ix.reason, ix.hint = "", Hint{}
 	ix.whyMu.Unlock()
 	ix.recoveries.Add(1)
 	ix.mu.Unlock()

@@ -165,7 +165,7 @@ func collectWrite(verb string, opts []WriteOption) (writeOptions, error) {
 // ErrInvalidOption: a call was given options it cannot honour (two ways of
 // naming rows, an Upsert with no names, a search option for another kind
 // of search).
-var ErrInvalidOption = errors.New("umbra: invalid option")
+var ErrInvalidOption = errors.New("invalid option")
 
 // Add stores rows, each under a new ID: assigned by the index
 // (consecutive, past every ID stored before), the caller's (WithIDs), or

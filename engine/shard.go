@@ -11,6 +11,7 @@ import (
 
 	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/hint"
 	"github.com/umbravec/umbra/internal/packed"
 )
 
@@ -77,23 +78,23 @@ func (sh *shards) dropPending() {
 // openShards opens one device side per entry of cfg.shards(), as openGPU
 // does for one adapter, and weighs them by their measured scan rate
 // (opt.equalShards: equally).
-func openShards(ctx context.Context, cfg Config, opt options, allowSoftware bool) (device, string, string, error) {
+func openShards(ctx context.Context, cfg Config, opt options, allowSoftware bool) (device, string, Hint, error) {
 	sh := &shards{metric: cfg.Metric.fallbackCode()}
-	fail := func(i int, reason, hint string, err error) (device, string, string, error) {
+	fail := func(i int, reason string, h Hint, err error) (device, string, Hint, error) {
 		sh.Release()
 		reason = fmt.Sprintf("shard %d (%s): %s", i, cfg.shards()[i].describe(), reason)
 		var ae *AdapterError
 		if errors.As(err, &ae) {
-			return nil, reason, hint, &AdapterError{Reason: reason, Hint: hint, kind: ae.kind}
+			return nil, reason, h, &AdapterError{Reason: reason, Hint: h, kind: ae.kind}
 		}
-		return nil, reason, hint, fmt.Errorf("shard %d (%s): %w", i, cfg.shards()[i].describe(), err)
+		return nil, reason, h, fmt.Errorf("shard %d (%s): %w", i, cfg.shards()[i].describe(), err)
 	}
 	for i, sel := range cfg.shards() {
 		c := cfg
 		c.Adapters = []AdapterSelect{sel}
-		d, reason, hint, err := openGPU(ctx, c, opt, allowSoftware)
+		d, reason, h, err := openGPU(ctx, c, opt, allowSoftware)
 		if err != nil {
-			return fail(i, reason, hint, err)
+			return fail(i, reason, h, err)
 		}
 		w := 1.0
 		if !opt.equalShards {
@@ -101,14 +102,14 @@ func openShards(ctx context.Context, cfg Config, opt options, allowSoftware bool
 			if err != nil {
 				d.Release()
 				err = gpuError(err)
-				return fail(i, "calibration failed: "+err.Error(), hintProbeFailed, err)
+				return fail(i, "calibration failed: "+err.Error(), hintFor(hint.ProbeFailed, sel), err)
 			}
 			w = max(rate, 1)
 		}
 		sh.parts = append(sh.parts, shardPart{dev: d})
 		sh.weights = append(sh.weights, w)
 	}
-	return sh, "", "", nil
+	return sh, "", Hint{}, nil
 }
 
 // split returns the first global row of each shard for rows rows: shares

@@ -108,7 +108,7 @@ func Open(ctx context.Context, path string, cfg Config, opts ...OpenOption) (ix 
 	// The log, the lock and every temporary file live beside the real
 	// file, so a store opened through a symbolic link is the same store.
 	if path, err = storefile.Resolve(path); err != nil {
-		return nil, fmt.Errorf("umbra: open: %w", err)
+		return nil, fmt.Errorf("open: %w", err)
 	}
 	// A file that is not a store is refused before its lock is made, so
 	// a failed Open leaves nothing behind.
@@ -120,7 +120,7 @@ func Open(ctx context.Context, path string, cfg Config, opts ...OpenOption) (ix 
 		if errors.Is(err, storefile.ErrLocked) {
 			return nil, fmt.Errorf("%w: %v", ErrLocked, err)
 		}
-		return nil, fmt.Errorf("umbra: open %s: %w", path, err)
+		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	defer func() {
 		if err != nil {
@@ -157,7 +157,7 @@ func loadStore(ctx context.Context, path string, cfg Config, create bool) (ix *I
 		}
 		if gen, err = storefile.Checkpoint(path, ix.snapshot()); err != nil {
 			ix.Close()
-			return nil, 0, fmt.Errorf("umbra: create store %s: %w", path, err)
+			return nil, 0, fmt.Errorf("create store %s: %w", path, err)
 		}
 		return ix, gen, nil
 	case err != nil:
@@ -224,7 +224,7 @@ func (ix *Index) loadFrom(ctx context.Context, path string, gen *uint64) (err er
 func openReadOnly(ctx context.Context, path string, cfg Config) (*Index, error) {
 	path, err := storefile.Resolve(path)
 	if err != nil {
-		return nil, fmt.Errorf("umbra: open: %w", err)
+		return nil, fmt.Errorf("open: %w", err)
 	}
 	const tries = 5
 	for range tries {
@@ -266,12 +266,18 @@ func (ix *Index) writable() error {
 
 // storeError wraps a file-layer error: damage is ErrBadStore.
 func storeError(path string, err error) error {
+	var fe *storefile.FormatError
+	if errors.As(err, &fe) {
+		// The file layer's error names the file, the section and the
+		// byte: kept whole, and as a value, not flattened to text.
+		return fmt.Errorf("%w: %w", ErrBadStore, err)
+	}
 	for _, bad := range []error{storefile.ErrMagic, storefile.ErrVersion, storefile.ErrTruncated, storefile.ErrCorrupt, storefile.ErrUnsupported} {
 		if errors.Is(err, bad) {
 			return fmt.Errorf("%w: %s: %v", ErrBadStore, path, err)
 		}
 	}
-	return fmt.Errorf("umbra: store %s: %w", path, err)
+	return fmt.Errorf("store %s: %w", path, err)
 }
 
 // snapshot describes the index for a base file. The caller holds wmu (or
@@ -395,14 +401,14 @@ func (ix *Index) logged(rec storefile.Record) error {
 			// to it, and the next write repairs the store first.
 			st.broken, st.baseHolds = err, false
 		}
-		return fmt.Errorf("umbra: writing the store's log: %w", err)
+		return fmt.Errorf("writing the store's log: %w", err)
 	}
 	return nil
 }
 
 // refusal is the error of a write that a broken store cannot take.
 func (st *store) refusal() error {
-	return fmt.Errorf("umbra: store %s takes no writes until its log is repaired (the next write, Checkpoint or Close tries again): %w", st.path, st.broken)
+	return fmt.Errorf("store %s takes no writes until its log is repaired (the next write, Checkpoint or Close tries again): %w", st.path, st.broken)
 }
 
 // repairStore makes a broken store take writes again, if it can: an empty
@@ -417,13 +423,13 @@ func (ix *Index) repairStore() error {
 	if st.baseHolds {
 		log, err := storefile.OpenLog(storefile.LogPath(st.path), ix.cfg.Dim, st.gen, st.policy)
 		if err != nil {
-			return fmt.Errorf("umbra: store %s: starting its log again: %w (it broke on: %v)", st.path, err, st.broken)
+			return fmt.Errorf("store %s: starting its log again: %w (it broke on: %v)", st.path, err, st.broken)
 		}
 		st.log, st.broken, st.baseHolds = log, nil, false
 		return nil
 	}
 	if err := ix.checkpointLocked(); err != nil {
-		return fmt.Errorf("umbra: store %s: rewriting it to repair its log: %w", st.path, err)
+		return fmt.Errorf("store %s: rewriting it to repair its log: %w", st.path, err)
 	}
 	return nil
 }
@@ -486,20 +492,20 @@ func (ix *Index) checkpointLocked() error {
 		log, oerr := storefile.OpenLog(storefile.LogPath(st.path), ix.cfg.Dim, gen, st.policy)
 		if oerr != nil {
 			st.broken, st.baseHolds = oerr, true
-			return fmt.Errorf("umbra: checkpoint %s: base written, opening its log: %w", st.path, oerr)
+			return fmt.Errorf("checkpoint %s: base written, opening its log: %w", st.path, oerr)
 		}
 		st.log, st.broken, st.baseHolds = log, nil, false
 		return nil
 	case gen != 0:
 		// The base is durably in place; the log was not reset.
 		st.gen, st.broken, st.baseHolds = gen, err, true
-		return fmt.Errorf("umbra: checkpoint %s: %w", st.path, err)
+		return fmt.Errorf("checkpoint %s: %w", st.path, err)
 	}
 	if now, perr := storefile.BaseGeneration(st.path); perr != nil || now != st.gen {
 		// The rename happened but is not known durable, or the base
 		// cannot be read back: only a whole checkpoint settles it.
 		st.broken, st.baseHolds = err, false
-		return fmt.Errorf("umbra: checkpoint %s: %w", st.path, err)
+		return fmt.Errorf("checkpoint %s: %w", st.path, err)
 	}
 	if st.broken == nil {
 		// The old base is in place and its log was closed cleanly:
@@ -511,7 +517,7 @@ func (ix *Index) checkpointLocked() error {
 			st.log = log
 		}
 	}
-	return fmt.Errorf("umbra: checkpoint %s: %w", st.path, err)
+	return fmt.Errorf("checkpoint %s: %w", st.path, err)
 }
 
 // Save writes the index to path as a store's base file, atomically (a
@@ -523,7 +529,7 @@ func (ix *Index) Save(ctx context.Context, path string) (err error) {
 	// Saved through a symbolic link, the real file is replaced (and its
 	// lock taken), not the link.
 	if path, err = storefile.Resolve(path); err != nil {
-		return fmt.Errorf("umbra: save: %w", err)
+		return fmt.Errorf("save: %w", err)
 	}
 	if ix.readOnly == path {
 		return ix.writable()
@@ -546,7 +552,7 @@ func (ix *Index) Save(ctx context.Context, path string) (err error) {
 		if errors.Is(err, storefile.ErrLocked) {
 			return fmt.Errorf("%w: %v", ErrLocked, err)
 		}
-		return fmt.Errorf("umbra: save %s: %w", path, err)
+		return fmt.Errorf("save %s: %w", path, err)
 	}
 	defer unlock()
 	ix.mu.RLock()
@@ -555,12 +561,12 @@ func (ix *Index) Save(ctx context.Context, path string) (err error) {
 		return ErrClosed
 	}
 	if _, err := storefile.WriteBase(path, ix.snapshot()); err != nil {
-		return fmt.Errorf("umbra: save %s: %w", path, err)
+		return fmt.Errorf("save %s: %w", path, err)
 	}
 	// A log left beside path by an older store there belongs to another
 	// generation; Open ignores it, and removing it keeps that obvious.
 	if err := os.Remove(storefile.LogPath(path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("umbra: save %s: %w", path, err)
+		return fmt.Errorf("save %s: %w", path, err)
 	}
 	return nil
 }

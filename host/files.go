@@ -45,7 +45,7 @@ func formatOf(path string) (fileFormat, error) {
 func openSource(ctx context.Context, path string, opts []Option) (*source, func() error, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("host: read %q: %w", path, err)
+		return nil, nil, fmt.Errorf("read %q: %w", path, err)
 	}
 	var r io.Reader = f
 	size := remainingBytes(f)
@@ -173,11 +173,11 @@ func (r *MatrixReader) ReadRows(dst []float32) (int, error) {
 		return 0, r.err
 	}
 	if r.vals == nil {
-		return 0, fmt.Errorf("host: read %s: reader is closed", r.name)
+		return 0, fmt.Errorf("read %s: reader is closed", r.name)
 	}
 	k := len(dst) / r.dim
 	if k == 0 && len(dst) > 0 {
-		return 0, fmt.Errorf("host: read %s: ReadRows needs room for one row of %d values, has %d", r.name, r.dim, len(dst))
+		return 0, fmt.Errorf("read %s: ReadRows needs room for one row of %d values, has %d", r.name, r.dim, len(dst))
 	}
 	n, err := r.vals.read(dst[:k*r.dim])
 	if err != nil && (!errors.Is(err, io.EOF) || n == 0) {
@@ -281,14 +281,14 @@ func WriteMatrixFile(path string, m *Matrix, dtype string) error {
 	}
 	switch {
 	case format == formatBvecs || format == formatIvecs:
-		return fmt.Errorf("host: write %q: %s is not supported for writing: write .npy or .fvecs", path, filepath.Ext(path))
+		return fmt.Errorf("write %q: %s is not supported for writing: write .npy or .fvecs", path, filepath.Ext(path))
 	case format == formatNPY && dtype != npyFloat32 && dtype != npyFloat16:
-		return fmt.Errorf("host: write %q: unsupported npy dtype %q: want %q or %q", path, dtype, npyFloat32, npyFloat16)
+		return fmt.Errorf("write %q: unsupported npy dtype %q: want %q or %q", path, dtype, npyFloat32, npyFloat16)
 	case format == formatFvecs && dtype != npyFloat32:
-		return fmt.Errorf("host: write %q: fvecs stores float32 only, cannot write dtype %q", path, dtype)
+		return fmt.Errorf("write %q: fvecs stores float32 only, cannot write dtype %q", path, dtype)
 	}
 	if err := m.validate(); err != nil {
-		return fmt.Errorf("host: write %q: %w", path, err)
+		return fmt.Errorf("write %q: %w", path, err)
 	}
 	err = WriteFileAtomic(path, 0o644, func(w io.Writer) error {
 		if format == formatNPY {
@@ -297,7 +297,7 @@ func WriteMatrixFile(path string, m *Matrix, dtype string) error {
 		return WriteFvecs(w, m)
 	})
 	if err != nil {
-		return fmt.Errorf("host: write %q: %w", path, err)
+		return fmt.Errorf("write %q: %w", path, err)
 	}
 	return nil
 }

@@ -48,7 +48,7 @@ func (m *Matrix) validate() error {
 // data file (bad magic, unsupported dtype or shape, truncated payload, unknown
 // extension, ...). Check it with errors.Is; the message names the file and the
 // problem. I/O failures of the underlying reader are passed through instead.
-var ErrFormat = errors.New("host: malformed data file")
+var ErrFormat = errors.New("malformed data file")
 
 // dataFileError is a problem with one named data file; it unwraps to kind,
 // ErrFormat when kind is nil.
@@ -60,9 +60,9 @@ type dataFileError struct {
 
 func (e *dataFileError) Error() string {
 	if e.kind != nil {
-		return fmt.Sprintf("host: data file %s too large: %s", e.file, e.problem)
+		return fmt.Sprintf("data file %s too large: %s", e.file, e.problem)
 	}
-	return fmt.Sprintf("host: malformed data file %s: %s", e.file, e.problem)
+	return fmt.Sprintf("malformed data file %s: %s", e.file, e.problem)
 }
 
 func (e *dataFileError) Unwrap() error {

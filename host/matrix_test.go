@@ -467,7 +467,7 @@ func ExampleReadMatrixFile() {
 	fmt.Println(err)
 	fmt.Println(errors.Is(err, ErrFormat))
 	// Output:
-	// host: malformed data file "testdata/bad_1d_3.npy": shape (3,) is 1-D: need a 2-D array (rows, dim)
+	// malformed data file "testdata/bad_1d_3.npy": shape (3,) is 1-D: need a 2-D array (rows, dim)
 	// true
 }
 

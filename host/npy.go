@@ -386,13 +386,13 @@ func WriteNPY(w io.Writer, m *Matrix, dtype string) error {
 	case npyFloat16:
 		elemSize = 2
 	default:
-		return fmt.Errorf("host: write npy: unsupported dtype %q: want %q or %q", dtype, npyFloat32, npyFloat16)
+		return fmt.Errorf("write npy: unsupported dtype %q: want %q or %q", dtype, npyFloat32, npyFloat16)
 	}
 	if err := m.validate(); err != nil {
-		return fmt.Errorf("host: write npy: %w", err)
+		return fmt.Errorf("write npy: %w", err)
 	}
 	if _, err := io.WriteString(w, npyHeaderBytes(dtype, m.Rows, m.Dim)); err != nil {
-		return fmt.Errorf("host: write npy: %w", err)
+		return fmt.Errorf("write npy: %w", err)
 	}
 	const chunk = 16 << 10 // values per write
 	buf := make([]byte, 0, min(len(m.Data), chunk)*elemSize)
@@ -406,7 +406,7 @@ func WriteNPY(w io.Writer, m *Matrix, dtype string) error {
 			}
 		}
 		if _, err := w.Write(buf); err != nil {
-			return fmt.Errorf("host: write npy: %w", err)
+			return fmt.Errorf("write npy: %w", err)
 		}
 	}
 	return nil

@@ -18,7 +18,7 @@ import (
 // The message names the source, what it claimed and the cap. A regular file
 // or an in-memory reader is checked against its real size instead and is
 // never capped.
-var ErrTooLarge = errors.New("host: stream exceeds the read cap")
+var ErrTooLarge = errors.New("stream exceeds the read cap")
 
 // DefaultMaxStreamBytes is the most a reader takes from a source of unknown
 // size unless MaxStreamBytes says otherwise: enough for a million
@@ -157,7 +157,7 @@ func (s *source) ioError(err error) error {
 	if errors.As(err, &dfe) {
 		return err
 	}
-	return fmt.Errorf("host: read %s: %w", s.name, err)
+	return fmt.Errorf("read %s: %w", s.name, err)
 }
 
 // growing collects values in chunks: one chunk of the exact size when the
@@ -313,7 +313,7 @@ func readAll[T any](r valueReader[T], known int64) ([]T, error) {
 				if extra > 0 {
 					// Impossible for a source whose size was checked,
 					// but never a silent truncation.
-					return nil, errors.New("host: reader holds more values than its size allows")
+					return nil, errors.New("reader holds more values than its size allows")
 				}
 				return data[:got], nil
 			}

@@ -252,13 +252,13 @@ func (v *vecsValues[T]) read(dst []T) (int, error) {
 // and a dim that does not fit the format's int32 field.
 func WriteFvecs(w io.Writer, m *Matrix) error {
 	if err := m.validate(); err != nil {
-		return fmt.Errorf("host: write fvecs: %w", err)
+		return fmt.Errorf("write fvecs: %w", err)
 	}
 	if m.Rows == 0 {
-		return errors.New("host: write fvecs: matrix has no rows, and an empty fvecs file cannot say its dim")
+		return errors.New("write fvecs: matrix has no rows, and an empty fvecs file cannot say its dim")
 	}
 	if m.Dim > math.MaxInt32 {
-		return fmt.Errorf("host: write fvecs: dim %d does not fit the int32 dim field", m.Dim)
+		return fmt.Errorf("write fvecs: dim %d does not fit the int32 dim field", m.Dim)
 	}
 	const chunk = 64 << 10 // bytes per write, give or take a row
 	buf := make([]byte, 0, min(chunk, m.Rows*(4+4*m.Dim))+4)
@@ -268,14 +268,14 @@ func WriteFvecs(w io.Writer, m *Matrix) error {
 			buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(f))
 			if len(buf) >= chunk {
 				if _, err := w.Write(buf); err != nil {
-					return fmt.Errorf("host: write fvecs: %w", err)
+					return fmt.Errorf("write fvecs: %w", err)
 				}
 				buf = buf[:0]
 			}
 		}
 	}
 	if _, err := w.Write(buf); err != nil {
-		return fmt.Errorf("host: write fvecs: %w", err)
+		return fmt.Errorf("write fvecs: %w", err)
 	}
 	return nil
 }

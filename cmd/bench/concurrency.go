@@ -27,24 +27,24 @@ func parseLevels(s string) ([]int, error) {
 // runConcurrency is --concurrency: single searches from many callers, with
 // coalescing on and off, beside the peers.
 func runConcurrency(ctx context.Context, f *flags, opt bench.Options, stdout, stderr io.Writer) int {
-	levels, err := parseLevels(f.concurrency)
+	levels, err := parseLevels(f.Concurrency)
 	if err == nil {
-		err = inRange("n", f.n, 1, maxValues/max(f.dim, 1))
+		err = inRange("n", f.N, 1, maxValues/max(f.Dim, 1))
 	}
-	if err == nil && (f.data != "" || f.jsonOut != "" || f.plotOut != "" || f.soak != 0) {
+	if err == nil && (f.Data != "" || f.JSONOut != "" || f.PlotOut != "" || f.Soak != 0) {
 		err = usagef("--concurrency runs on random data and prints a table: drop --data, --json, --plot and --soak")
 	}
-	if err == nil && (f.coalesceMax < 0 || f.coalesceMax > 1<<16 || f.coalesceWait < 0 || f.coalesceWait > time.Second) {
-		err = usagef("--coalesce-max %d / --coalesce-wait %v out of range: want 0..65536 and 0..1s", f.coalesceMax, f.coalesceWait)
+	if err == nil && (f.CoalesceMax < 0 || f.CoalesceMax > 1<<16 || f.CoalesceWait < 0 || f.CoalesceWait > time.Second) {
+		err = usagef("--coalesce-max %d / --coalesce-wait %v out of range: want 0..65536 and 0..1s", f.CoalesceMax, f.CoalesceWait)
 	}
-	if err == nil && (f.duration <= 0 || f.duration > time.Hour) {
-		err = usagef("--duration %v out of range: want more than 0 and at most 1h", f.duration)
+	if err == nil && (f.Duration <= 0 || f.Duration > time.Hour) {
+		err = usagef("--duration %v out of range: want more than 0 and at most 1h", f.Duration)
 	}
-	return runChecked(ctx, f, stdout, stderr, err, "--concurrency "+f.concurrency,
+	return runChecked(ctx, f, stdout, stderr, err, "--concurrency "+f.Concurrency,
 		func(seed uint64, progress func(string)) (checkedReport, error) {
-			return bench.RunConcurrency(ctx, bench.ConcurrencyOptions{N: f.n, Dim: f.dim, K: f.k, Metric: opt.Metric,
-				Levels: levels, Duration: f.duration, BatchQueries: f.coalesceMax, BatchWait: f.coalesceWait,
-				Device: opt.Device, Adapter: opt.Adapter, Seed: seed, Peers: f.peers, Pythons: opt.Pythons, Progress: progress})
+			return bench.RunConcurrency(ctx, bench.ConcurrencyOptions{N: f.N, Dim: f.Dim, K: f.K, Metric: opt.Metric,
+				Levels: levels, Duration: f.Duration, BatchQueries: f.CoalesceMax, BatchWait: f.CoalesceWait,
+				Device: opt.Device, Adapter: opt.Adapter, Seed: seed, Peers: f.Peers, Pythons: opt.Pythons, Progress: progress})
 		})
 }
 
@@ -84,16 +84,16 @@ func runChecked(ctx context.Context, f *flags, stdout, stderr io.Writer, usage e
 // runSoak is --soak: mixed searches and writes for a while, every answer
 // checked, memory sampled.
 func runSoak(ctx context.Context, f *flags, opt bench.Options, stdout, stderr io.Writer) int {
-	err := inRange("n", f.n, 1, maxValues/max(f.dim, 1))
-	if err == nil && (f.data != "" || f.jsonOut != "" || f.plotOut != "" || f.peers) {
+	err := inRange("n", f.N, 1, maxValues/max(f.Dim, 1))
+	if err == nil && (f.Data != "" || f.JSONOut != "" || f.PlotOut != "" || f.Peers) {
 		err = usagef("--soak runs on random data and prints a table: drop --data, --json, --plot and --peers")
 	}
-	if err == nil && (f.soak < 0 || f.soak > 24*time.Hour) {
-		err = usagef("--soak %v out of range: want at most 24h", f.soak)
+	if err == nil && (f.Soak < 0 || f.Soak > 24*time.Hour) {
+		err = usagef("--soak %v out of range: want at most 24h", f.Soak)
 	}
-	return runChecked(ctx, f, stdout, stderr, err, fmt.Sprintf("--soak %v", f.soak),
+	return runChecked(ctx, f, stdout, stderr, err, fmt.Sprintf("--soak %v", f.Soak),
 		func(seed uint64, progress func(string)) (checkedReport, error) {
-			return bench.RunSoak(ctx, bench.SoakOptions{N: f.n, Dim: f.dim, K: f.k, Duration: f.soak, Device: opt.Device,
+			return bench.RunSoak(ctx, bench.SoakOptions{N: f.N, Dim: f.Dim, K: f.K, Duration: f.Soak, Device: opt.Device,
 				Adapter: opt.Adapter, Seed: seed, Searchers: 32, Writers: 4, Progress: progress})
 		})
 }

@@ -23,7 +23,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -34,8 +33,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/alecthomas/kong"
+
 	"github.com/umbravec/umbra/bench"
 	"github.com/umbravec/umbra/bench/peers"
+	"github.com/umbravec/umbra/cmd/internal/cmdline"
 	"github.com/umbravec/umbra/cmd/internal/quiet"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
@@ -78,110 +80,119 @@ func (e usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
 
+// flags is bench's command line as kong reads it (cmd/internal/cmdline):
+// each field a flag, with its help.
 type flags struct {
-	n, dim, k, nq          int
-	repeat, runs, warmup   int
-	reps, workers          int
-	tiers, device, adapter string
-	backend, power, metric string
-	seed                   uint64
-	threshold              float64
-	jsonOut, plotOut       string
-	breakdown              bool
-	data, queries          string
-	peers                  bool
-	store, ingest          bool
-	batch, batchRepeat     int
-	batchRuns              int
-	python                 string
-	concurrency            string
-	duration, soak         time.Duration
-	coalesceMax            int
-	coalesceWait           time.Duration
-	paths                  string
-	precision              string
-	clustered              bool
-	shards                 string
-	set                    map[string]bool
+	N            int             `name:"n" default:"50000" help:"stored vectors (random data), or the first n rows of --data"`
+	Dim          int             `name:"dim" default:"768" help:"vector dimension (random data)"`
+	K            int             `name:"k" default:"10" help:"results per search"`
+	NQ           int             `name:"nq" default:"8" help:"random queries, used in turn (ignored with --queries)"`
+	Repeat       int             `name:"repeat" default:"3" help:"timed calls per group; a group keeps its minimum"`
+	Runs         int             `name:"runs" default:"15" help:"independent groups; median, range and jitter are over groups"`
+	Warmup       int             `name:"warmup" default:"1" help:"untimed calls per tier before the first group"`
+	Tiers        string          `name:"tiers" default:"all" placeholder:"LIST" help:"comma list of tiers: fallback, kernel, resident, contiguous, list (or all)"`
+	Device       string          `name:"device" default:"auto" placeholder:"D" help:"auto (GPU tiers on a hardware adapter only), gpu (any adapter, software ones too) or cpu"`
+	Adapter      cmdline.Adapter `embed:""`
+	Metric       string          `name:"metric" default:"cosine" placeholder:"M" help:"cosine, dot or l2"`
+	Seed         uint64          `name:"seed" placeholder:"N" help:"seed of the random data and queries (default: from the clock, printed)"`
+	JSONOut      string          `name:"json" placeholder:"FILE" help:"write the report as JSON to FILE (- for stdout; the table then goes to stderr)"`
+	PlotOut      string          `name:"plot" placeholder:"FILE.png" help:"draw group times and the breakdown to FILE.png"`
+	Breakdown    bool            `name:"breakdown" help:"trace the most expensive tier's path stage by stage (marshal, upload, kernel, readback); with --precision, each precision's search stage by stage with rows rescored, MB read and KB read back"`
+	Reps         int             `name:"reps" default:"12" help:"traced calls the breakdown takes medians over (and calls per batch size of --paths)"`
+	Paths        string          `name:"paths" placeholder:"LIST" help:"comma list of batch sizes (e.g. 1,8,64): time SearchBatch on the resident GPU index with the fused selection and with the radix select forced, side by side, with what each issues"`
+	Data         string          `name:"data" placeholder:"FILE" help:"stored vectors from FILE (.npy float32 2-D, or .fvecs) instead of random data"`
+	Queries      string          `name:"queries" placeholder:"FILE" help:"queries from FILE (.npy float32 2-D, or .fvecs)"`
+	Store        bool            `name:"store" help:"measure the store instead of the search tiers: ingest, Save, Open, a logged Add per fsync policy, and filtered searches, each beside its baseline; with --breakdown also each write's stages (pack, IDs, compress, upload, log, publish) (uses --n, --dim, --runs, --repeat, --seed, --device)"`
+	Ingest       bool            `name:"ingest" help:"measure ingest (AddFlat, Add, Upsert, import of a .npy) and Open against a plain copy or read of the same bytes, each call in a fresh process with its peak memory (uses --n, --dim, --runs: processes per operation)"`
+	Peers        bool            `name:"peers" help:"also run chromem-go and, where Python imports faiss, FAISS IndexFlatIP on the same data and queries, one query and --batch queries (${faiss_install})"`
+	Batch        int             `name:"batch" default:"64" help:"queries in the batch comparison of --peers (0: none)"`
+	BatchRepeat  int             `name:"batch-repeat" default:"2" help:"timed batch calls per group (--peers)"`
+	BatchRuns    int             `name:"batch-runs" default:"5" help:"independent groups of batch calls (--peers)"`
+	Python       string          `name:"python" placeholder:"PYTHON" help:"PYTHON interpreter for FAISS (default: ${pythons})"`
+	Concurrency  string          `name:"concurrency" placeholder:"LIST" help:"measure single searches from this comma list of concurrent callers (e.g. 1,8,64,256), coalescing on and off, the GPU too with --device gpu, the peers with --peers; uses --n, --dim, --k, --metric, --duration"`
+	Duration     time.Duration   `name:"duration" default:"2s" help:"time per cell of --concurrency"`
+	CoalesceMax  int             `name:"coalesce-max" default:"0" help:"Config.BatchQueries of --concurrency's coalescing-on rows (0: the default)"`
+	CoalesceWait time.Duration   `name:"coalesce-wait" default:"0s" help:"Config.BatchWait of --concurrency's coalescing-on rows"`
+	Soak         time.Duration   `name:"soak" default:"0s" help:"run mixed searches and writes for this long (e.g. 60s), every answer checked, memory sampled; exit 1 on any error or wrong answer (uses --n, --dim, --k, --device)"`
+	Precision    string          `name:"precision" placeholder:"LIST" help:"measure storage precisions instead of the search tiers: a comma LIST of f32, f16, int8 (f32 first: the others are checked against it), each on the CPU path (or with --device gpu on a GPU, software adapters included) with rows rescored, bytes read, the Approximate mode's recall and a --batch call; with --peers FAISS IndexFlat and IndexScalarQuantizer fp16/8bit beside them (uses --n, --dim, --k, --metric, --nq, --runs, --repeat, --batch, --batch-runs, --seed, --workers)"`
+	Clustered    bool            `name:"clustered" help:"with --precision: clustered data (1,000 Gaussian centres) instead of uniform random"`
+	Shards       string          `name:"shards" placeholder:"LIST" help:"compare each adapter of this comma LIST alone with all of them sharding one index (Config.Shards), Device GPU: an entry is a backend (vulkan, metal, dx12, gl), a name fragment, or backend:name; times SearchBatch for the batch sizes of --paths (default 1,8,64); uses --n, --dim, --k, --metric, --runs, --repeat, --seed"`
+	Workers      int             `name:"workers" default:"0" help:"goroutines of the fallback (0: GOMAXPROCS)"`
+	Threshold    float64         `name:"threshold" default:"0" help:"consistency threshold on |score − float64 reference| (0: 8·√dim·2⁻²⁴·scale, see bench/SCHEMA.md)"`
+	// Args catches stray arguments, to say that bench takes flags only.
+	Args []string `arg:"" optional:"" hidden:""`
+
+	set map[string]bool // the flags the command line gave
 }
 
-func parse(args []string, stderr io.Writer) (*flags, error) {
-	f := &flags{set: map[string]bool{}}
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	// The flag package would print its error and the whole usage; a bad
-	// flag gets one line like any other bad input, and -h the usage.
-	fs.SetOutput(io.Discard)
-	fs.IntVar(&f.n, "n", 50000, "stored vectors (random data), or the first n rows of --data")
-	fs.IntVar(&f.dim, "dim", 768, "vector dimension (random data)")
-	fs.IntVar(&f.k, "k", 10, "results per search")
-	fs.IntVar(&f.nq, "nq", 8, "random queries, used in turn (ignored with --queries)")
-	fs.IntVar(&f.repeat, "repeat", 3, "timed calls per group; a group keeps its minimum")
-	fs.IntVar(&f.runs, "runs", 15, "independent groups; median, range and jitter are over groups")
-	fs.IntVar(&f.warmup, "warmup", 1, "untimed calls per tier before the first group")
-	fs.StringVar(&f.tiers, "tiers", "all", "comma list of tiers: fallback, kernel, resident, contiguous, list (or all)")
-	fs.StringVar(&f.device, "device", "auto", "auto (GPU tiers on a hardware adapter only), gpu (any adapter, software ones too) or cpu")
-	fs.StringVar(&f.adapter, "adapter", "", "use only adapters whose name, vendor or driver contains this")
-	fs.StringVar(&f.backend, "backend", "", "use only adapters of this API: vulkan, metal, dx12 or gl")
-	fs.StringVar(&f.power, "power", "high", "adapter power preference: high or low")
-	fs.StringVar(&f.metric, "metric", "cosine", "cosine, dot or l2")
-	fs.Uint64Var(&f.seed, "seed", 0, "seed of the random data and queries (default: from the clock, printed)")
-	fs.StringVar(&f.jsonOut, "json", "", "write the report as JSON to `FILE` (- for stdout; the table then goes to stderr)")
-	fs.StringVar(&f.plotOut, "plot", "", "draw group times and the breakdown to `FILE.png`")
-	fs.BoolVar(&f.breakdown, "breakdown", false, "trace the most expensive tier's path stage by stage (marshal, upload, kernel, readback); with --precision, each precision's search stage by stage with rows rescored, MB read and KB read back")
-	fs.IntVar(&f.reps, "reps", 12, "traced calls the breakdown takes medians over (and calls per batch size of --paths)")
-	fs.StringVar(&f.paths, "paths", "", "comma list of batch sizes (e.g. 1,8,64): time SearchBatch on the resident GPU index with the fused selection and with the radix select forced, side by side, with what each issues")
-	fs.StringVar(&f.data, "data", "", "stored vectors from `FILE` (.npy float32 2-D, or .fvecs) instead of random data")
-	fs.StringVar(&f.queries, "queries", "", "queries from `FILE` (.npy float32 2-D, or .fvecs)")
-	fs.BoolVar(&f.store, "store", false, "measure the store instead of the search tiers: ingest, Save, Open, a logged Add per fsync policy, and filtered searches, each beside its baseline; with --breakdown also each write's stages (pack, IDs, compress, upload, log, publish) (uses --n, --dim, --runs, --repeat, --seed, --device)")
-	fs.BoolVar(&f.ingest, "ingest", false, "measure ingest (AddFlat, Add, Upsert, import of a .npy) and Open against a plain copy or read of the same bytes, each call in a fresh process with its peak memory (uses --n, --dim, --runs: processes per operation)")
-	fs.BoolVar(&f.peers, "peers", false, "also run chromem-go and, where Python imports faiss, FAISS IndexFlatIP on the same data and queries, one query and --batch queries ("+peers.FAISSInstall+")")
-	fs.IntVar(&f.batch, "batch", 64, "queries in the batch comparison of --peers (0: none)")
-	fs.IntVar(&f.batchRepeat, "batch-repeat", 2, "timed batch calls per group (--peers)")
-	fs.IntVar(&f.batchRuns, "batch-runs", 5, "independent groups of batch calls (--peers)")
-	fs.StringVar(&f.python, "python", "", "`PYTHON` interpreter for FAISS (default: "+strings.Join(peers.DefaultPythons, ", then ")+")")
-	fs.StringVar(&f.concurrency, "concurrency", "", "measure single searches from this comma list of concurrent callers (e.g. 1,8,64,256), coalescing on and off, the GPU too with --device gpu, the peers with --peers; uses --n, --dim, --k, --metric, --duration")
-	fs.DurationVar(&f.duration, "duration", 2*time.Second, "time per cell of --concurrency")
-	fs.IntVar(&f.coalesceMax, "coalesce-max", 0, "Config.BatchQueries of --concurrency's coalescing-on rows (0: the default)")
-	fs.DurationVar(&f.coalesceWait, "coalesce-wait", 0, "Config.BatchWait of --concurrency's coalescing-on rows")
-	fs.DurationVar(&f.soak, "soak", 0, "run mixed searches and writes for this long (e.g. 60s), every answer checked, memory sampled; exit 1 on any error or wrong answer (uses --n, --dim, --k, --device)")
-	fs.StringVar(&f.precision, "precision", "", "measure storage precisions instead of the search tiers: a comma `LIST` of f32, f16, int8 (f32 first: the others are checked against it), each on the CPU path (or with --device gpu on a GPU, software adapters included) with rows rescored, bytes read, the Approximate mode's recall and a --batch call; with --peers FAISS IndexFlat and IndexScalarQuantizer fp16/8bit beside them (uses --n, --dim, --k, --metric, --nq, --runs, --repeat, --batch, --batch-runs, --seed, --workers)")
-	fs.BoolVar(&f.clustered, "clustered", false, "with --precision: clustered data (1,000 Gaussian centres) instead of uniform random")
-	fs.StringVar(&f.shards, "shards", "", "compare each adapter of this comma `LIST` alone with all of them sharding one index (Config.Shards), Device GPU: an entry is a backend (vulkan, metal, dx12, gl), a name fragment, or backend:name; times SearchBatch for the batch sizes of --paths (default 1,8,64); uses --n, --dim, --k, --metric, --runs, --repeat, --seed")
-	fs.IntVar(&f.workers, "workers", 0, "goroutines of the fallback (0: GOMAXPROCS)")
-	fs.Float64Var(&f.threshold, "threshold", 0, "consistency threshold on |score − float64 reference| (0: 8·√dim·2⁻²⁴·scale, see bench/SCHEMA.md)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stderr, "usage: bench [flags]   (JSON schema: bench/SCHEMA.md)")
-			fs.SetOutput(stderr)
-			fs.PrintDefaults()
-			return nil, err
-		}
-		return nil, usageError{err.Error()}
+func (*flags) Help() string {
+	return `Measures umbra's search tiers: groups of repeats keeping the minimum, many
+independent groups, median, range and jitter, speed-ups paired inside each
+group, every tier checked against a float64 reference in the same run, and
+the premise of every figure printed beside it. The JSON report's schema is
+bench/SCHEMA.md.
+
+Exit status: 0 when every tier that ran agrees with the reference, 1 on a
+consistency failure or a tier error, 2 for bad flags or input files.`
+}
+
+func (*flags) Examples() []string {
+	return []string{
+		"bench                                 # 50,000×768, k=10, every tier the machine can run",
+		"bench --device gpu --runs 5           # force the GPU tiers, software adapters included",
+		"bench --tiers list --breakdown        # where the time of the per-call path goes",
+		"bench --json - --plot bench.png       # JSON on stdout (schema: bench/SCHEMA.md), a PNG",
+		"bench --peers --device cpu            # chromem-go and FAISS on the same data, one query and 64",
+		"bench --data base.fvecs --queries q.npy",
+		"bench --concurrency 1,8,64,256 --peers  # many callers at once, coalescing on and off",
+		"bench --soak 60s                      # mixed load, every answer checked, memory sampled",
+		"bench --device gpu --tiers resident --paths 1,8,64   # fused vs radix selection",
+		"bench --precision f32,f16,int8 --peers # compressed rows, exact answers, beside FAISS",
 	}
-	if fs.NArg() > 0 {
-		return nil, usagef("unexpected argument %q (flags only; see -h)", fs.Arg(0))
+}
+
+// parse reads the command line. helped says -h printed the help on stderr
+// instead.
+func parse(args []string, stderr io.Writer) (f *flags, helped bool, err error) {
+	f = &flags{}
+	kctx, helped, err := cmdline.Parse(f, args, cmdline.Options{
+		Name:        "bench",
+		Description: "umbra's benchmark: every figure with its premise, every answer checked.",
+		Help:        stderr,
+		Vars:        kong.Vars{"faiss_install": peers.FAISSInstall, "pythons": strings.Join(peers.DefaultPythons, ", then ")},
+	})
+	switch {
+	case helped:
+		return nil, true, nil
+	case err != nil:
+		return nil, false, usageError{err.Error()}
+	case len(f.Args) > 0:
+		return nil, false, usagef("unexpected argument %q (flags only; see -h)", f.Args[0])
 	}
-	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
-	return f, nil
+	f.set = map[string]bool{}
+	for _, fl := range kctx.Flags() {
+		f.set[fl.Name] = cmdline.Given(kctx, fl.Name)
+	}
+	return f, false, nil
 }
 
 // runSeed is --seed, or a seed from the clock when it was not given.
 func (f *flags) runSeed() uint64 {
 	if f.set["seed"] {
-		return f.seed
+		return f.Seed
 	}
 	return uint64(time.Now().UnixNano())
 }
 
 // generatedSize checks --dim, --n and --k for a run on generated data.
 func (f *flags) generatedSize() error {
-	if err := inRange("dim", f.dim, 1, maxDim); err != nil {
+	if err := inRange("dim", f.Dim, 1, maxDim); err != nil {
 		return err
 	}
-	if err := inRange("n", f.n, 1, maxValues/f.dim); err != nil {
+	if err := inRange("n", f.N, 1, maxValues/f.Dim); err != nil {
 		return err
 	}
-	return inRange("k", f.k, 1, f.n)
+	return inRange("k", f.K, 1, f.N)
 }
 
 // knownBackend says whether b (lower case) names a graphics API, or none.
@@ -204,56 +215,45 @@ func inRange(name string, v, lo, hi int) error {
 func (f *flags) options() (bench.Options, error) {
 	var o bench.Options
 	var err error
-	if o.Tiers, err = bench.ParseTiers(f.tiers); err != nil {
+	if o.Tiers, err = bench.ParseTiers(f.Tiers); err != nil {
 		return o, usagef("--tiers: %v", err)
 	}
-	if o.Metric, err = engine.ParseMetric(f.metric); err != nil {
-		return o, usagef("--metric: unknown metric %q (want cosine, dot or l2)", f.metric)
+	if o.Metric, err = engine.ParseMetric(f.Metric); err != nil {
+		return o, usagef("--metric: unknown metric %q (want cosine, dot or l2)", f.Metric)
 	}
-	if o.Device, err = engine.ParseDevice(f.device); err != nil {
-		return o, usagef("--device: unknown device %q (want auto, gpu or cpu)", f.device)
+	if o.Device, err = engine.ParseDevice(f.Device); err != nil {
+		return o, usagef("--device: unknown device %q (want auto, gpu or cpu)", f.Device)
 	}
-	if !knownBackend(strings.ToLower(f.backend)) {
-		return o, usagef("--backend: unknown backend %q (want vulkan, metal, dx12 or gl)", f.backend)
-	}
-	switch strings.ToLower(f.power) {
-	case "high":
-		o.Adapter.Power = engine.HighPerformance
-	case "low":
-		o.Adapter.Power = engine.LowPower
-	default:
-		return o, usagef("--power: unknown preference %q (want high or low)", f.power)
-	}
-	o.Adapter.Name, o.Adapter.Backend = f.adapter, strings.ToLower(f.backend)
+	o.Adapter = f.Adapter.Select()
 	for _, c := range []struct {
 		name      string
 		v, lo, hi int
 	}{
-		{"repeat", f.repeat, 1, maxGroups},
-		{"runs", f.runs, 1, maxGroups},
-		{"warmup", f.warmup, 0, maxGroups},
-		{"reps", f.reps, 1, maxGroups},
-		{"nq", f.nq, 1, 1 << 20},
-		{"workers", f.workers, 0, 1 << 12},
-		{"batch", f.batch, 0, 1 << 16},
-		{"batch-repeat", f.batchRepeat, 1, maxGroups},
-		{"batch-runs", f.batchRuns, 1, maxGroups},
+		{"repeat", f.Repeat, 1, maxGroups},
+		{"runs", f.Runs, 1, maxGroups},
+		{"warmup", f.Warmup, 0, maxGroups},
+		{"reps", f.Reps, 1, maxGroups},
+		{"nq", f.NQ, 1, 1 << 20},
+		{"workers", f.Workers, 0, 1 << 12},
+		{"batch", f.Batch, 0, 1 << 16},
+		{"batch-repeat", f.BatchRepeat, 1, maxGroups},
+		{"batch-runs", f.BatchRuns, 1, maxGroups},
 	} {
 		if err := inRange(c.name, c.v, c.lo, c.hi); err != nil {
 			return o, err
 		}
 	}
-	if f.threshold < 0 || math.IsNaN(f.threshold) || math.IsInf(f.threshold, 0) {
-		return o, usagef("--threshold %g out of range: want a finite value ≥ 0 (0: computed)", f.threshold)
+	if f.Threshold < 0 || math.IsNaN(f.Threshold) || math.IsInf(f.Threshold, 0) {
+		return o, usagef("--threshold %g out of range: want a finite value ≥ 0 (0: computed)", f.Threshold)
 	}
-	o.K, o.Repeat, o.Runs, o.Warmup, o.Threshold = f.k, f.repeat, f.runs, f.warmup, f.threshold
-	o.Breakdown, o.Reps, o.Workers = f.breakdown, f.reps, f.workers
-	o.Peers, o.Batch, o.BatchRepeat, o.BatchRuns = f.peers, f.batch, f.batchRepeat, f.batchRuns
-	if f.python != "" {
-		o.Pythons = []string{f.python}
+	o.K, o.Repeat, o.Runs, o.Warmup, o.Threshold = f.K, f.Repeat, f.Runs, f.Warmup, f.Threshold
+	o.Breakdown, o.Reps, o.Workers = f.Breakdown, f.Reps, f.Workers
+	o.Peers, o.Batch, o.BatchRepeat, o.BatchRuns = f.Peers, f.Batch, f.BatchRepeat, f.BatchRuns
+	if f.Python != "" {
+		o.Pythons = []string{f.Python}
 	}
-	if f.paths != "" {
-		for _, part := range strings.Split(f.paths, ",") {
+	if f.Paths != "" {
+		for _, part := range strings.Split(f.Paths, ",") {
 			n, err := strconv.Atoi(strings.TrimSpace(part))
 			if err != nil || n < 1 || n > 1<<16 {
 				return o, usagef("--paths: %q is not a batch size in 1..65536", part)
@@ -265,15 +265,15 @@ func (f *flags) options() (bench.Options, error) {
 		return o, usagef("--peers compares with the fallback tier: add fallback to --tiers")
 	}
 	for _, name := range []string{"batch", "batch-repeat", "batch-runs", "python"} {
-		if f.set[name] && !f.peers && f.precision == "" {
+		if f.set[name] && !f.Peers && f.Precision == "" {
 			return o, usagef("--%s applies to --peers only", name)
 		}
 	}
-	if f.jsonOut == "" && f.set["json"] {
+	if f.JSONOut == "" && f.set["json"] {
 		return o, usagef("--json needs a file name, or - for stdout")
 	}
-	if f.plotOut != "" && !strings.HasSuffix(strings.ToLower(f.plotOut), ".png") {
-		return o, usagef("--plot %q: the file name must end in .png", f.plotOut)
+	if f.PlotOut != "" && !strings.HasSuffix(strings.ToLower(f.PlotOut), ".png") {
+		return o, usagef("--plot %q: the file name must end in .png", f.PlotOut)
 	}
 	return o, nil
 }
@@ -294,21 +294,21 @@ func readMatrix(ctx context.Context, name, path string) (*host.Matrix, error) {
 // report's description of each source.
 func (f *flags) workload(ctx context.Context, progress func(string)) (w *bench.Workload, data, queries string, seed *uint64, err error) {
 	var dm, qm *host.Matrix
-	if f.data != "" {
-		if dm, err = readMatrix(ctx, "data", f.data); err != nil {
+	if f.Data != "" {
+		if dm, err = readMatrix(ctx, "data", f.Data); err != nil {
 			return
 		}
-		if f.set["dim"] && f.dim != dm.Dim {
-			err = usagef("dim mismatch: --dim %d but --data %q has dimension %d", f.dim, f.data, dm.Dim)
-			return
-		}
-	}
-	if f.queries != "" {
-		if qm, err = readMatrix(ctx, "queries", f.queries); err != nil {
+		if f.set["dim"] && f.Dim != dm.Dim {
+			err = usagef("dim mismatch: --dim %d but --data %q has dimension %d", f.Dim, f.Data, dm.Dim)
 			return
 		}
 	}
-	dim := f.dim
+	if f.Queries != "" {
+		if qm, err = readMatrix(ctx, "queries", f.Queries); err != nil {
+			return
+		}
+	}
+	dim := f.Dim
 	switch {
 	case dm != nil:
 		dim = dm.Dim
@@ -318,56 +318,56 @@ func (f *flags) workload(ctx context.Context, progress func(string)) (w *bench.W
 	if qm != nil && qm.Dim != dim {
 		what := fmt.Sprintf("--dim %d", dim)
 		if dm != nil {
-			what = fmt.Sprintf("--data %q has dimension %d", f.data, dim)
+			what = fmt.Sprintf("--data %q has dimension %d", f.Data, dim)
 		}
-		err = usagef("dim mismatch: --queries %q has dimension %d but %s", f.queries, qm.Dim, what)
+		err = usagef("dim mismatch: --queries %q has dimension %d but %s", f.Queries, qm.Dim, what)
 		return
 	}
 	if err = inRange("dim", dim, 1, maxDim); err != nil {
 		return
 	}
-	n := f.n
+	n := f.N
 	if dm != nil && !f.set["n"] {
 		n = dm.Rows
 	}
 	if dm != nil && n > dm.Rows {
-		err = usagef("--n %d out of range: --data %q holds %d vectors", n, f.data, dm.Rows)
+		err = usagef("--n %d out of range: --data %q holds %d vectors", n, f.Data, dm.Rows)
 		return
 	}
 	if err = inRange("n", n, 1, maxValues/dim); err != nil {
 		return
 	}
-	if err = inRange("k", f.k, 1, n); err != nil {
+	if err = inRange("k", f.K, 1, n); err != nil {
 		return
 	}
 	s := f.runSeed()
 	var flat []float32
 	if dm != nil {
-		flat, data = dm.Data[:n*dim], f.data
+		flat, data = dm.Data[:n*dim], f.Data
 	} else {
 		progress(fmt.Sprintf("generating %d×%d random vectors (seed %d)", n, dim, s))
 		flat, data, seed = bench.RandomMatrix(n, dim, s, 1), "random", &s
 	}
 	var qs [][]float32
 	if qm != nil {
-		qs, queries = make([][]float32, qm.Rows), f.queries
+		qs, queries = make([][]float32, qm.Rows), f.Queries
 		for i := range qs {
 			qs[i] = qm.Row(i)
 		}
 	} else {
-		qs, queries, seed = bench.RandomRows(f.nq, dim, s, 2), "random", &s
+		qs, queries, seed = bench.RandomRows(f.NQ, dim, s, 2), "random", &s
 	}
 	w = bench.NewWorkload(flat, dim, qs, s)
-	if f.peers && f.batch > 0 {
+	if f.Peers && f.Batch > 0 {
 		if qm != nil {
 			// The file's rows, repeated in turn when it holds fewer.
-			w.Batch = w.BatchQueries(f.batch)
-			w.BatchFrom = fmt.Sprintf("%s, first %d rows", f.queries, min(f.batch, qm.Rows))
-			if qm.Rows < f.batch {
-				w.BatchFrom = fmt.Sprintf("%s, its %d rows repeated in turn", f.queries, qm.Rows)
+			w.Batch = w.BatchQueries(f.Batch)
+			w.BatchFrom = fmt.Sprintf("%s, first %d rows", f.Queries, min(f.Batch, qm.Rows))
+			if qm.Rows < f.Batch {
+				w.BatchFrom = fmt.Sprintf("%s, its %d rows repeated in turn", f.Queries, qm.Rows)
 			}
 		} else {
-			w.Batch, w.BatchFrom = bench.RandomRows(f.batch, dim, s, 3), fmt.Sprintf("random, seed %d", s)
+			w.Batch, w.BatchFrom = bench.RandomRows(f.Batch, dim, s, 3), fmt.Sprintf("random, seed %d", s)
 			seed = &s
 		}
 	}
@@ -376,8 +376,8 @@ func (f *flags) workload(ctx context.Context, progress func(string)) (w *bench.W
 
 // run is the command without the process around it, so tests can call it.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	f, err := parse(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
+	f, helped, err := parse(args, stderr)
+	if helped {
 		return 0
 	}
 	if err != nil {
@@ -389,22 +389,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "bench:", err)
 		return 2
 	}
-	if f.store {
+	if f.Store {
 		return runStore(ctx, f, opt, stdout, stderr)
 	}
-	if f.concurrency != "" {
+	if f.Concurrency != "" {
 		return runConcurrency(ctx, f, opt, stdout, stderr)
 	}
-	if f.soak != 0 {
+	if f.Soak != 0 {
 		return runSoak(ctx, f, opt, stdout, stderr)
 	}
-	if f.ingest {
+	if f.Ingest {
 		return runIngest(ctx, f, opt, stdout, stderr)
 	}
-	if f.precision != "" {
+	if f.Precision != "" {
 		return runPrecision(ctx, f, opt, stdout, stderr)
 	}
-	if f.shards != "" {
+	if f.Shards != "" {
 		return runShards(ctx, f, opt, stdout, stderr)
 	}
 	progress := newProgress(stderr)
@@ -431,21 +431,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	rep.Data, rep.QueriesFrom, rep.Seed = data, queries, seed
 
 	text := stdout
-	if f.jsonOut == "-" {
+	if f.JSONOut == "-" {
 		text = stderr
 	}
 	if err := rep.WriteText(text); err != nil {
 		fmt.Fprintln(stderr, "bench:", err)
 		return 1
 	}
-	if f.jsonOut != "" {
-		if err := writeJSON(f.jsonOut, stdout, rep); err != nil {
+	if f.JSONOut != "" {
+		if err := writeJSON(f.JSONOut, stdout, rep); err != nil {
 			fmt.Fprintln(stderr, "bench:", err)
 			return 1
 		}
 	}
-	if f.plotOut != "" {
-		if err := bench.WritePlot(f.plotOut, rep); err != nil {
+	if f.PlotOut != "" {
+		if err := bench.WritePlot(f.PlotOut, rep); err != nil {
 			fmt.Fprintln(stderr, "bench:", err)
 			return 1
 		}
@@ -458,11 +458,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // runIngest is --ingest: ingest and Open in child processes.
 func runIngest(ctx context.Context, f *flags, opt bench.Options, stdout, stderr io.Writer) int {
-	if f.data != "" || f.peers || f.store || f.jsonOut != "" || f.plotOut != "" {
+	if f.Data != "" || f.Peers || f.Store || f.JSONOut != "" || f.PlotOut != "" {
 		fmt.Fprintln(stderr, "bench: --ingest runs on generated data and prints a table: drop --data, --peers, --store, --json and --plot")
 		return 2
 	}
-	if err := inRange("n", f.n, 1, maxValues/max(f.dim, 1)); err != nil {
+	if err := inRange("n", f.N, 1, maxValues/max(f.Dim, 1)); err != nil {
 		fmt.Fprintln(stderr, "bench:", err)
 		return 2
 	}
@@ -472,7 +472,7 @@ func runIngest(ctx context.Context, f *flags, opt bench.Options, stdout, stderr 
 		return 1
 	}
 	fmt.Fprintln(stdout, "umbra bench --ingest")
-	rep, err := bench.RunIngest(ctx, bench.IngestOptions{N: f.n, Dim: f.dim, Runs: opt.Runs, Exe: exe})
+	rep, err := bench.RunIngest(ctx, bench.IngestOptions{N: f.N, Dim: f.Dim, Runs: opt.Runs, Exe: exe})
 	if err != nil {
 		fmt.Fprintln(stderr, "bench:", err)
 		return 1
@@ -483,25 +483,25 @@ func runIngest(ctx context.Context, f *flags, opt bench.Options, stdout, stderr 
 
 // runStore is --store: the store measurements on random data.
 func runStore(ctx context.Context, f *flags, opt bench.Options, stdout, stderr io.Writer) int {
-	if f.data != "" || f.peers || f.jsonOut != "" || f.plotOut != "" {
+	if f.Data != "" || f.Peers || f.JSONOut != "" || f.PlotOut != "" {
 		fmt.Fprintln(stderr, "bench: --store runs on random data and prints a table: drop --data, --peers, --json and --plot")
 		return 2
 	}
-	if err := inRange("n", f.n, 1, maxValues/max(f.dim, 1)); err != nil {
+	if err := inRange("n", f.N, 1, maxValues/max(f.Dim, 1)); err != nil {
 		fmt.Fprintln(stderr, "bench:", err)
 		return 2
 	}
 	seed := f.runSeed()
 	fmt.Fprintf(stdout, "umbra bench --store · seed %d\n", seed)
-	rep, err := bench.RunStore(ctx, bench.StoreOptions{N: f.n, Dim: f.dim, Runs: opt.Runs, Repeat: opt.Repeat,
+	rep, err := bench.RunStore(ctx, bench.StoreOptions{N: f.N, Dim: f.Dim, Runs: opt.Runs, Repeat: opt.Repeat,
 		Device: opt.Device, Adapter: opt.Adapter, Seed: seed})
 	if err != nil {
 		fmt.Fprintln(stderr, "bench:", err)
 		return 1
 	}
 	rep.Write(stdout)
-	if f.breakdown {
-		stages, err := bench.RunIngestStages(ctx, bench.StoreOptions{N: f.n, Dim: f.dim, Runs: opt.Runs, Repeat: opt.Repeat,
+	if f.Breakdown {
+		stages, err := bench.RunIngestStages(ctx, bench.StoreOptions{N: f.N, Dim: f.Dim, Runs: opt.Runs, Repeat: opt.Repeat,
 			Device: opt.Device, Adapter: opt.Adapter, Seed: seed})
 		if err != nil {
 			fmt.Fprintln(stderr, "bench:", err)
@@ -514,12 +514,12 @@ func runStore(ctx context.Context, f *flags, opt bench.Options, stdout, stderr i
 
 // runPrecision is --precision: the storage precisions on random data.
 func runPrecision(ctx context.Context, f *flags, opt bench.Options, stdout, stderr io.Writer) int {
-	if f.data != "" || f.queries != "" || f.jsonOut != "" || f.plotOut != "" {
+	if f.Data != "" || f.Queries != "" || f.JSONOut != "" || f.PlotOut != "" {
 		fmt.Fprintln(stderr, "bench: --precision runs on generated data and prints a table: drop --data, --queries, --json and --plot")
 		return 2
 	}
 	var precs []engine.Precision
-	for _, s := range strings.Split(f.precision, ",") {
+	for _, s := range strings.Split(f.Precision, ",") {
 		p, err := engine.ParsePrecision(strings.TrimSpace(s))
 		if err != nil || strings.TrimSpace(s) == "" {
 			fmt.Fprintf(stderr, "bench: --precision: unknown precision %q (want f32, f16 or int8)\n", s)
@@ -537,10 +537,10 @@ func runPrecision(ctx context.Context, f *flags, opt bench.Options, stdout, stde
 	if opt.Device == engine.GPU {
 		device = engine.GPU
 	}
-	rep, err := bench.RunPrecision(ctx, bench.PrecisionOptions{Device: device, Adapter: opt.Adapter, N: f.n, Dim: f.dim, K: f.k, Queries: f.nq, Batch: f.batch,
+	rep, err := bench.RunPrecision(ctx, bench.PrecisionOptions{Device: device, Adapter: opt.Adapter, N: f.N, Dim: f.Dim, K: f.K, Queries: f.NQ, Batch: f.Batch,
 		Precisions: precs, Metric: opt.Metric, Runs: opt.Runs, Repeat: opt.Repeat, BatchRuns: opt.BatchRuns,
-		Seed: seed, Clustered: f.clustered, Workers: opt.Workers, Peers: f.peers, Pythons: opt.Pythons, Progress: progress.show,
-		Breakdown: f.breakdown})
+		Seed: seed, Clustered: f.Clustered, Workers: opt.Workers, Peers: f.Peers, Pythons: opt.Pythons, Progress: progress.show,
+		Breakdown: f.Breakdown})
 	progress.done()
 	if err != nil {
 		fmt.Fprintln(stderr, "bench:", err)
@@ -587,11 +587,11 @@ func parseShards(list string) ([]engine.AdapterSelect, error) {
 
 // runShards is --shards: each adapter alone beside all of them sharding.
 func runShards(ctx context.Context, f *flags, opt bench.Options, stdout, stderr io.Writer) int {
-	if f.data != "" || f.queries != "" || f.peers || f.jsonOut != "" || f.plotOut != "" {
+	if f.Data != "" || f.Queries != "" || f.Peers || f.JSONOut != "" || f.PlotOut != "" {
 		fmt.Fprintln(stderr, "bench: --shards runs on random data and prints a table: drop --data, --queries, --peers, --json and --plot")
 		return 2
 	}
-	sel, err := parseShards(f.shards)
+	sel, err := parseShards(f.Shards)
 	if err != nil {
 		fmt.Fprintln(stderr, "bench:", err)
 		return 2
@@ -606,7 +606,7 @@ func runShards(ctx context.Context, f *flags, opt bench.Options, stdout, stderr 
 	}
 	seed := f.runSeed()
 	progress := newProgress(stderr)
-	rep, err := bench.RunShards(ctx, bench.ShardOptions{N: f.n, Dim: f.dim, K: f.k, Batches: batches, Shards: sel,
+	rep, err := bench.RunShards(ctx, bench.ShardOptions{N: f.N, Dim: f.Dim, K: f.K, Batches: batches, Shards: sel,
 		Metric: opt.Metric, Runs: opt.Runs, Repeat: opt.Repeat, Seed: seed, Progress: progress.show})
 	progress.done()
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/bench"
+	"github.com/umbravec/umbra/cmd/internal/cmdline"
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
@@ -105,8 +106,10 @@ func TestBadInput(t *testing.T) {
 		{"threshold NaN", []string{"--threshold", "NaN"}, "--threshold NaN out of range"},
 		{"plot extension", []string{"--plot", "out.svg"}, "must end in .png"},
 		{"not a flag", []string{"fast"}, `unexpected argument "fast"`},
-		{"undefined flag", []string{"--turbo"}, "flag provided but not defined: -turbo"},
-		{"bad number", []string{"--n", "many"}, `invalid value "many" for flag -n`},
+		{"undefined flag", []string{"--turbo"}, "unknown flag --turbo"},
+		{"bad number", []string{"--n", "many"}, `--n: invalid value "many": want a whole number`},
+		{"power", []string{"--power", "max"}, `--power: unknown power "max": want high or low`},
+		{"value missing", []string{"--data"}, "--data: needs a value"},
 		{"missing file", []string{"--data", filepath.Join(t.TempDir(), "none.npy")}, "no such file"},
 		{"unknown extension", []string{"--data", writeBytes(t, "data.csv", []byte("1,2\n"))}, `unknown file extension ".csv"`},
 		{"wrong dtype", []string{"--data", writeBytes(t, "i4.npy",
@@ -122,8 +125,8 @@ func TestBadInput(t *testing.T) {
 		{"dim mismatch flag and data", []string{"--data", data64, "--dim", "32"}, "dim mismatch: --dim 32"},
 		{"dim mismatch flag and queries", []string{"--queries", q32, "--dim", "16"}, "dim mismatch: --queries"},
 		{"n above data rows", []string{"--data", data64, "--n", "31"}, "holds 30 vectors"},
-		{"non-finite data", []string{"--data", nanPath, "--k", "1"}, "--data: umbra: value is NaN or infinite: vector 1, component 0 is NaN"},
-		{"zero query under cosine", []string{"--queries", zero}, "--queries: umbra: zero vector under cosine: query 0"},
+		{"non-finite data", []string{"--data", nanPath, "--k", "1"}, "--data: value is NaN or infinite: vector 1, component 0 is NaN"},
+		{"zero query under cosine", []string{"--queries", zero}, "--queries: zero vector under cosine: query 0"},
 		{"batch without peers", []string{"--batch", "8"}, "--batch applies to --peers only"},
 		{"python without peers", []string{"--python", "python3"}, "--python applies to --peers only"},
 		{"peers without fallback", []string{"--peers", "--tiers", "resident"}, "--peers compares with the fallback tier"},
@@ -148,6 +151,46 @@ func TestHelp(t *testing.T) {
 	assert.Equal(t, 0, code)
 	assert.Empty(t, stdout)
 	assert.Contains(t, stderr, "-breakdown")
+	// kong's help of bench's own flags, with the shared adapter flags
+	// and the examples.
+	for _, want := range []string{"Usage: bench [flags]", "--n=50000", "--tiers=LIST", "(default all)", "--backend=B", "--adapter=NAME",
+		"--power=P", "--json=FILE", "bench/SCHEMA.md", "Examples:\n  bench "} {
+		assert.Contains(t, stderr, want)
+	}
+}
+
+// TestFlagsKeepTheirMeaning: the flags parse as they always have (one dash
+// or two, = or a space, negative values, comma lists kept whole) and the
+// shared adapter flags become the run's adapter selection.
+func TestFlagsKeepTheirMeaning(t *testing.T) {
+	f, helped, err := parse([]string{"-n", "1000", "--dim=16", "-k", "5", "--precision", "f32,f16,int8", "--paths=1,8,64", "--shards", "vulkan,gl:llvmpipe",
+		"-json", "-", "--peers=false", "--seed", "42", "--duration", "250ms", "--backend", "GL", "-adapter", "llvmpipe", "--power=low", "--threshold", "-0"}, nil)
+	require.NoError(t, err)
+	require.False(t, helped)
+	assert.Equal(t, 1000, f.N)
+	assert.Equal(t, 16, f.Dim)
+	assert.Equal(t, 5, f.K)
+	assert.Equal(t, "f32,f16,int8", f.Precision)
+	assert.Equal(t, "1,8,64", f.Paths)
+	assert.Equal(t, "vulkan,gl:llvmpipe", f.Shards)
+	assert.Equal(t, "-", f.JSONOut)
+	assert.False(t, f.Peers)
+	assert.Equal(t, uint64(42), f.runSeed())
+	assert.Equal(t, 250*time.Millisecond, f.Duration)
+	assert.True(t, f.set["seed"] && f.set["json"] && f.set["n"])
+	assert.False(t, f.set["runs"], "a default is not set")
+	o, err := f.options()
+	require.NoError(t, err)
+	assert.Equal(t, engine.AdapterSelect{Backend: "gl", Name: "llvmpipe", Power: engine.LowPower}, o.Adapter)
+	assert.Equal(t, []int{1, 8, 64}, o.Paths)
+
+	f, _, err = parse(nil, nil)
+	require.NoError(t, err)
+	assert.Equal(t, flags{N: 50000, Dim: 768, K: 10, NQ: 8, Repeat: 3, Runs: 15, Warmup: 1, Tiers: "all", Device: "auto", Metric: "cosine",
+		Reps: 12, Batch: 64, BatchRepeat: 2, BatchRuns: 5, Duration: 2 * time.Second, Adapter: cmdline.Adapter{Power: "high"}, set: f.set}, *f)
+	o, err = f.options()
+	require.NoError(t, err)
+	assert.Equal(t, engine.AdapterSelect{Power: engine.HighPerformance}, o.Adapter)
 }
 
 // tierJSON is the documented shape of one tier (bench/SCHEMA.md).

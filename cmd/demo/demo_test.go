@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
 )
 
@@ -125,15 +126,18 @@ func TestFlags(t *testing.T) {
 		{[]string{"--k", "0"}, 2, "--k must be at least 1"},
 		{[]string{"--n", "-1"}, 2, "--n must be positive"},
 		{[]string{"--dim", "1"}, 2, "--dim must be at least 2"},
-		{[]string{"--backend", "opengl"}, 2, `unknown --backend "opengl"`},
+		{[]string{"--backend", "opengl"}, 2, `--backend: unknown backend "opengl": want vulkan, metal, dx12 or gl`},
+		{[]string{"--power", "max"}, 2, `--power: unknown power "max": want high or low`},
 		{[]string{"stray"}, 2, `unexpected argument "stray"`},
 		{[]string{"--png", "x.png", "--frames", "0"}, 2, "--png needs --frames"},
 		{[]string{"--png", "x.png", "--screenshot", "y.png"}, 2, "--screenshot is for the window"},
 		{[]string{"--width", "8"}, 2, "--width and --height"},
 		{[]string{"--resize-to", "wide"}, 2, "--resize-to wants WxH"},
 		{[]string{"--check"}, 2, "--check needs one or more PNG files"},
-		{[]string{"--no-such-flag"}, 2, "flag provided but not defined"},
+		{[]string{"--no-such-flag"}, 2, "unknown flag --no-such-flag"},
+		{[]string{"--k"}, 2, "--k: needs a value"},
 		{[]string{"--help"}, 0, "go run ./cmd/demo --png demo.png"},
+		{[]string{"-h"}, 0, "--backend=B"},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
@@ -149,6 +153,18 @@ func TestFlags(t *testing.T) {
 	o, err = parseFlags(nil, &bytes.Buffer{})
 	require.NoError(t, err)
 	assert.Equal(t, options{n: 20000, dim: 384, k: 10, seed: 1, width: 1280, height: 800, iters: 24}, o)
+
+	// The shared adapter flags, and the flags' one-dash spelling.
+	o, err = parseFlags([]string{"--png", "a.png", "-backend", "GL", "--adapter=llvmpipe", "-power", "low", "-v", "-frames=3"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, "gl", o.backend)
+	assert.Equal(t, "llvmpipe", o.adapter)
+	assert.Equal(t, engine.LowPower, o.power)
+	assert.True(t, o.verbose)
+	assert.Equal(t, 3, o.frames)
+	o, err = parseFlags([]string{"--check", "a.png", "b.png"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a.png", "b.png"}, o.check)
 }
 
 func TestSyntheticSet(t *testing.T) {

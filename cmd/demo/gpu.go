@@ -75,7 +75,7 @@ func openSession(inst *wgpu.Instance, o options, surface *wgpu.Surface) (*sessio
 			infos = append(infos, info)
 		}
 		// The same filter and order as the engine's Auto and probe.
-		order := ondevice.Rank(infos, engine.AdapterSelect{Name: o.adapter})
+		order := ondevice.Rank(infos, engine.AdapterSelect{Name: o.adapter, Power: o.power})
 		if len(order) == 0 {
 			what := "no adapter"
 			if o.backend != "" {

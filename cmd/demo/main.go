@@ -16,13 +16,13 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/umbravec/umbra/cmd/internal/cmdline"
 	"github.com/umbravec/umbra/cmd/internal/quiet"
 	"github.com/umbravec/umbra/engine"
 )
@@ -33,6 +33,7 @@ type options struct {
 	data           string
 	adapter        string
 	backend        string
+	power          engine.Power
 	png            string
 	screenshot     string
 	check          []string
@@ -50,81 +51,86 @@ type options struct {
 // errUsage marks an error that is the caller's (exit status 2).
 var errUsage = errors.New("usage")
 
-const usageText = `umbra demo: exact similarity search drawn live on the GPU.
+// errHelp says --help printed the help (exit status 0).
+var errHelp = errors.New("help")
 
-Usage:
-  demo [flags]                        open a window (build with -tags demo; see cmd/demo/README.md)
-  demo --png FILE [--frames N]        render offscreen to a PNG (no window, no display)
-  demo --check FILE...                check screenshots: not blank, top-k ring colour present (for CI)
+// grammar is the demo's command line as kong reads it
+// (cmd/internal/cmdline): each field a flag, with its help.
+type grammar struct {
+	N          int             `name:"n" default:"20000" help:"number of vectors (synthetic set), or the first n rows of --data (0: all)"`
+	Dim        int             `name:"dim" default:"384" help:"dimension of the synthetic vectors (ignored with --data)"`
+	K          int             `name:"k" default:"10" help:"how many nearest neighbours to ring"`
+	Data       string          `name:"data" placeholder:"FILE" help:"read vectors from a .npy (float32/float16, 2-D) or .fvecs file instead of the synthetic set"`
+	Adapter    cmdline.Adapter `embed:""`
+	PNG        string          `name:"png" placeholder:"FILE" help:"render offscreen (no window) and write the last frame to this PNG file"`
+	Screenshot string          `name:"screenshot" placeholder:"FILE" help:"window mode: read back the last frame (see --frames) and write it to this PNG file"`
+	Frames     int             `name:"frames" default:"0" help:"frames to render before exiting (0: until the window closes; --png defaults to 30)"`
+	Seed       int64           `name:"seed" default:"1" help:"seed of the synthetic set, the projection's start and the scripted query path"`
+	Width      int             `name:"width" default:"1280" help:"window or image width in pixels"`
+	Height     int             `name:"height" default:"800" help:"window or image height in pixels"`
+	Iters      int             `name:"iters" default:"24" help:"power-iteration steps of the 2-D projection (0: a random projection)"`
+	Hold       time.Duration   `name:"hold" default:"0s" help:"window mode: keep drawing this long after the last frame of --frames (lets a script capture the screen)"`
+	Verbose    bool            `name:"v" help:"print progress and timings to stderr"`
+	ResizeTo   string          `name:"resize-to" placeholder:"WxH" help:"window mode: resize the window to WxH half-way through --frames (exercises the resize path in tests)"`
+	Check      bool            `name:"check" help:"check the PNG files named as arguments (exit 1 if one is blank or lacks the ring colour) and draw nothing"`
+	Files      []string        `arg:"" optional:"" name:"file" help:"with --check: the PNG files to check"`
+}
 
-The points are N vectors laid out in 2-D by their top two principal
+func (*grammar) Help() string {
+	return `The points are N vectors laid out in 2-D by their top two principal
 components (power iteration on the GPU). Each frame the query is the vector of
 the point under the cursor (or under a scripted tour when the cursor is away or
 there is no window), every point is coloured by its cosine similarity to it,
 and the k nearest, found by an umbra index on the same device, are ringed.
 
-Examples:
-  go run -tags demo,x11 ./cmd/demo
-  go run ./cmd/demo --png demo.png --frames 30 --backend vulkan
-  go run -tags demo,x11 ./cmd/demo --data vectors.npy --k 20
+Three modes: with neither --png nor --check, a window (build with -tags demo;
+see cmd/demo/README.md); with --png FILE, render offscreen to a PNG (no window,
+no display); with --check FILE..., check screenshots: not blank, top-k ring
+colour present (for CI).`
+}
 
-Flags:
-`
+func (*grammar) Examples() []string {
+	return []string{
+		"go run -tags demo,x11 ./cmd/demo",
+		"go run ./cmd/demo --png demo.png --frames 30 --backend vulkan",
+		"go run -tags demo,x11 ./cmd/demo --data vectors.npy --k 20",
+		"go run ./cmd/demo --check shot.png",
+	}
+}
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
-	var o options
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, usageText)
-		fs.PrintDefaults()
+	var g grammar
+	kctx, helped, err := cmdline.Parse(&g, args, cmdline.Options{
+		Name:        "demo",
+		Description: "umbra demo: exact similarity search drawn live on the GPU.",
+		Help:        stderr,
+	})
+	switch {
+	case helped:
+		return options{}, errHelp
+	case err != nil:
+		return options{}, fmt.Errorf("%w: %v", errUsage, err)
 	}
-	fs.IntVar(&o.n, "n", 20000, "number of vectors (synthetic set), or the first n rows of --data (0: all)")
-	fs.IntVar(&o.dim, "dim", 384, "dimension of the synthetic vectors (ignored with --data)")
-	fs.IntVar(&o.k, "k", 10, "how many nearest neighbours to ring")
-	fs.StringVar(&o.data, "data", "", "read vectors from a .npy (float32/float16, 2-D) or .fvecs file instead of the synthetic set")
-	fs.StringVar(&o.adapter, "adapter", "", "use the adapter whose name, vendor or driver contains this (case-insensitive)")
-	fs.StringVar(&o.backend, "backend", "", "graphics API: vulkan, metal, dx12 or gl (default: any, native APIs first)")
-	fs.StringVar(&o.png, "png", "", "render offscreen (no window) and write the last frame to this PNG file")
-	fs.StringVar(&o.screenshot, "screenshot", "", "window mode: read back the last frame (see --frames) and write it to this PNG file")
-	fs.IntVar(&o.frames, "frames", 0, "frames to render before exiting (0: until the window closes; --png defaults to 30)")
-	fs.Int64Var(&o.seed, "seed", 1, "seed of the synthetic set, the projection's start and the scripted query path")
-	fs.IntVar(&o.width, "width", 1280, "window or image width in pixels")
-	fs.IntVar(&o.height, "height", 800, "window or image height in pixels")
-	fs.IntVar(&o.iters, "iters", 24, "power-iteration steps of the 2-D projection (0: a random projection)")
-	fs.DurationVar(&o.hold, "hold", 0, "window mode: keep drawing this long after the last frame of --frames (lets a script capture the screen)")
-	fs.BoolVar(&o.verbose, "v", false, "print progress and timings to stderr")
-	resize := fs.String("resize-to", "", "window mode: resize the window to `WxH` half-way through --frames (exercises the resize path in tests)")
-	checkMode := fs.Bool("check", false, "check the PNG files named as arguments (exit 1 if one is blank or lacks the ring colour) and draw nothing")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return o, err
-		}
-		return o, fmt.Errorf("%w: %v", errUsage, err)
-	}
-	if *checkMode {
-		if fs.NArg() == 0 {
+	sel := g.Adapter.Select()
+	o := options{n: g.N, dim: g.Dim, k: g.K, data: g.Data, adapter: sel.Name, backend: sel.Backend, power: sel.Power,
+		png: g.PNG, screenshot: g.Screenshot, frames: g.Frames, seed: g.Seed, width: g.Width, height: g.Height,
+		iters: g.Iters, hold: g.Hold, verbose: g.Verbose,
+		explicitDim: cmdline.Given(kctx, "dim"), explicitFrames: cmdline.Given(kctx, "frames")}
+	if g.Check {
+		if len(g.Files) == 0 {
 			return o, fmt.Errorf("%w: --check needs one or more PNG files", errUsage)
 		}
-		o.check = fs.Args()
+		o.check = g.Files
 		return o, nil
 	}
-	if fs.NArg() > 0 {
-		return o, fmt.Errorf("%w: unexpected argument %q (all options are flags; see --help)", errUsage, fs.Arg(0))
+	if len(g.Files) > 0 {
+		return o, fmt.Errorf("%w: unexpected argument %q (all options are flags; see --help)", errUsage, g.Files[0])
 	}
-	if *resize != "" {
-		if _, err := fmt.Sscanf(*resize, "%dx%d", &o.resizeTo[0], &o.resizeTo[1]); err != nil || o.resizeTo[0] < 16 || o.resizeTo[1] < 16 {
-			return o, fmt.Errorf("%w: --resize-to wants WxH of at least 16x16, got %q", errUsage, *resize)
+	if g.ResizeTo != "" {
+		if _, err := fmt.Sscanf(g.ResizeTo, "%dx%d", &o.resizeTo[0], &o.resizeTo[1]); err != nil || o.resizeTo[0] < 16 || o.resizeTo[1] < 16 {
+			return o, fmt.Errorf("%w: --resize-to wants WxH of at least 16x16, got %q", errUsage, g.ResizeTo)
 		}
 	}
-	fs.Visit(func(f *flag.Flag) {
-		switch f.Name {
-		case "dim":
-			o.explicitDim = true
-		case "frames":
-			o.explicitFrames = true
-		}
-	})
 	if o.png != "" && !o.explicitFrames {
 		o.frames = 30
 	}
@@ -152,11 +158,6 @@ func (o options) validate() error {
 	case o.hold < 0:
 		return fmt.Errorf("%w: --hold must not be negative", errUsage)
 	}
-	switch strings.ToLower(o.backend) {
-	case "", "vulkan", "metal", "dx12", "gl":
-	default:
-		return fmt.Errorf("%w: unknown --backend %q (want vulkan, metal, dx12 or gl)", errUsage, o.backend)
-	}
 	return nil
 }
 
@@ -169,7 +170,7 @@ func main() {
 // run is main without os.Exit, for tests.
 func run(args []string, stdout, stderr io.Writer) int {
 	o, err := parseFlags(args, stderr)
-	if errors.Is(err, flag.ErrHelp) {
+	if errors.Is(err, errHelp) {
 		return 0
 	}
 	if err != nil {

@@ -11,12 +11,8 @@ import (
 	"github.com/umbravec/umbra/engine"
 )
 
-var addCommand = &command{
-	name:     "add",
-	summary:  "add vectors to a store, or replace them with --upsert",
-	synopsis: "add STORE --data FILE [--ids FILE | --keys FILE] [--upsert]",
-	help: `
-Add the vectors of --data to STORE. The change is written to the store's
+func (*addCmd) Help() string {
+	return `Add the vectors of --data to STORE. The change is written to the store's
 log (STORE.log) and fsynced before add exits: it survives a crash whole,
 or is not there at all. While add runs it holds the store's lock; another
 process that has the store open makes add fail, and the other way round.
@@ -26,29 +22,23 @@ assigned before, and add prints the range. With --ids every ID must be new
 (an ID already stored fails the whole add: use --upsert to replace it).
 With --keys each vector is named by a string key instead: new keys get new
 IDs and the store remembers the keys (a key already stored fails the whole
-add unless --upsert, which replaces that key's vector).
+add unless --upsert, which replaces that key's vector).`
+}
 
-Flags:
-  --data FILE   the vectors (required): .npy (float32, float16), .fvecs or
-                .bvecs, of the store's dimension
-  --ids FILE    one ID per vector, in the same order: text with one decimal
-                ID per line, or a 1-D int64/uint64 .npy
-  --keys FILE   one string key per vector, in the same order: text, one
-                key per line (not with --ids)
-  --upsert      replace the vectors of IDs (or keys) already stored, add
-                the others (needs --ids or --keys)`,
-	example: `
-umbra add docs.umbra --data new-docs.npy
-umbra add docs.umbra --data edited.npy --ids edited-ids.txt --upsert
-umbra add notes.umbra --data notes.npy --keys paths.txt --upsert`,
+func (*addCmd) Examples() []string {
+	return []string{
+		"umbra add docs.umbra --data new-docs.npy",
+		"umbra add docs.umbra --data edited.npy --ids edited-ids.txt --upsert",
+		"umbra add notes.umbra --data notes.npy --keys paths.txt --upsert",
+	}
 }
 
 type addCmd struct {
-	Store  string   `arg:"" optional:"" name:"store"`
-	Data   string   `name:"data" placeholder:"FILE"`
-	IDs    string   `name:"ids" placeholder:"FILE"`
-	Keys   string   `name:"keys" placeholder:"FILE"`
-	Upsert bool     `name:"upsert"`
+	Store  string   `arg:"" optional:"" name:"store" help:"the store to add to"`
+	Data   string   `name:"data" placeholder:"FILE" help:"the vectors (required): .npy (float32, float16), .fvecs or .bvecs, of the store's dimension"`
+	IDs    string   `name:"ids" placeholder:"FILE" help:"one ID per vector, in the same order: text with one decimal ID per line, or a 1-D int64/uint64 .npy"`
+	Keys   string   `name:"keys" placeholder:"FILE" help:"one string key per vector, in the same order: text, one key per line (not with --ids)"`
+	Upsert bool     `name:"upsert" help:"replace the vectors of IDs (or keys) already stored, add the others (needs --ids or --keys)"`
 	Extra  []string `arg:"" optional:"" hidden:""`
 }
 
@@ -250,28 +240,24 @@ func addError(c *addCmd, err error) error {
 	return fmt.Errorf("store %s: %s", c.Store, cause(err))
 }
 
-var deleteCommand = &command{
-	name:     "delete",
-	summary:  "delete vectors from a store by ID",
-	synopsis: "delete STORE --ids 1,2,3 | --ids-file FILE",
-	help: `
-Delete the vectors with the given IDs from STORE, all or none: an ID that
+func (*deleteCmd) Help() string {
+	return `Delete the vectors with the given IDs from STORE, all or none: an ID that
 is not stored, or one given twice, fails the whole delete. The change is
-written to the store's log and fsynced before delete exits.
+written to the store's log and fsynced before delete exits. Give exactly
+one of --ids and --ids-file.`
+}
 
-Flags (exactly one of):
-  --ids LIST        IDs separated by commas: --ids 4,17,230
-  --ids-file FILE   an ID file: text with one decimal ID per line, or a
-                    1-D int64/uint64 .npy`,
-	example: `
-umbra delete docs.umbra --ids 4,17,230
-umbra delete docs.umbra --ids-file stale.txt`,
+func (*deleteCmd) Examples() []string {
+	return []string{
+		"umbra delete docs.umbra --ids 4,17,230",
+		"umbra delete docs.umbra --ids-file stale.txt",
+	}
 }
 
 type deleteCmd struct {
-	Store   string   `arg:"" optional:"" name:"store"`
-	IDs     string   `name:"ids" placeholder:"LIST"`
-	IDsFile string   `name:"ids-file" placeholder:"FILE"`
+	Store   string   `arg:"" optional:"" name:"store" help:"the store to delete from"`
+	IDs     string   `name:"ids" placeholder:"LIST" help:"IDs separated by commas: --ids 4,17,230"`
+	IDsFile string   `name:"ids-file" placeholder:"FILE" help:"an ID file: text with one decimal ID per line, or a 1-D int64/uint64 .npy"`
 	Extra   []string `arg:"" optional:"" hidden:""`
 }
 

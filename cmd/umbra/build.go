@@ -11,12 +11,8 @@ import (
 	"github.com/umbravec/umbra/engine"
 )
 
-var buildCommand = &command{
-	name:     "build",
-	summary:  "write a store from a vector file, with optional IDs or keys",
-	synopsis: "build --data FILE [--ids FILE | --keys FILE] [--metric cosine|dot|l2] [--precision f32|f16|int8] --out STORE",
-	help: `
-Read the vectors of --data and write them as a store at --out: the base
+func (*buildCmd) Help() string {
+	return `Read the vectors of --data and write them as a store at --out: the base
 file that 'umbra add', 'delete', 'info', 'export' and 'search --store' use
 (they keep their changes in STORE.log beside it, and lock STORE.lock while
 they run). The store is written atomically (a temporary file, fsynced,
@@ -24,37 +20,24 @@ renamed): an existing store at --out is replaced whole, or not at all, and
 its old log is removed. Building refuses while another process has the
 store open, and refuses to overwrite a file that is not a store.
 
-Without --ids or --keys the vectors get IDs 0, 1, 2, … in file order.
+Without --ids or --keys the vectors get IDs 0, 1, 2, … in file order.`
+}
 
-Flags:
-  --data FILE    the vectors (required): .npy (float32, float16), .fvecs or
-                 .bvecs
-  --ids FILE     one ID per vector, in the same order: text with one
-                 decimal ID per line, or a 1-D int64/uint64 .npy
-  --keys FILE    one string key per vector (text, one per line); the store
-                 assigns the IDs and remembers the keys. Not with --ids
-  --metric M     cosine (default), dot or l2: what the store ranks by. Under
-                 cosine the store keeps each vector scaled to unit length
-  --precision P  f32 (default), f16 or int8: the copy of the vectors that
-                 searches scan. f16 and int8 read 2x and about 4x fewer
-                 bytes and still return the exact float32 answers (the
-                 store keeps the float32 vectors; rows the compressed scan
-                 cannot rule out are scored again in float32). On a GPU
-                 the device holds only the compressed copy
-  --out STORE    the store to write (required)`,
-	example: `
-umbra build --data docs.npy --out docs.umbra
-umbra build --data docs.npy --ids doc-ids.txt --metric dot --out docs.umbra
-umbra build --data docs.npy --precision int8 --out docs.umbra`,
+func (*buildCmd) Examples() []string {
+	return []string{
+		"umbra build --data docs.npy --out docs.umbra",
+		"umbra build --data docs.npy --ids doc-ids.txt --metric dot --out docs.umbra",
+		"umbra build --data docs.npy --precision int8 --out docs.umbra",
+	}
 }
 
 type buildCmd struct {
-	Data   string   `name:"data" placeholder:"FILE"`
-	IDs    string   `name:"ids" placeholder:"FILE"`
-	Keys   string   `name:"keys" placeholder:"FILE"`
-	Metric choice   `name:"metric" choices:"cosine,dot,l2" default:"cosine" placeholder:"M"`
-	Prec   choice   `name:"precision" choices:"f32,f16,int8" default:"f32" placeholder:"P"`
-	Out    string   `name:"out" placeholder:"STORE"`
+	Data   string   `name:"data" placeholder:"FILE" help:"the vectors (required): .npy (float32, float16), .fvecs or .bvecs"`
+	IDs    string   `name:"ids" placeholder:"FILE" help:"one ID per vector, in the same order: text with one decimal ID per line, or a 1-D int64/uint64 .npy"`
+	Keys   string   `name:"keys" placeholder:"FILE" help:"one string key per vector (text, one per line); the store assigns the IDs and remembers the keys. Not with --ids"`
+	Metric choice   `name:"metric" choices:"cosine,dot,l2" default:"cosine" placeholder:"M" help:"cosine, dot or l2: what the store ranks by. Under cosine the store keeps each vector scaled to unit length"`
+	Prec   choice   `name:"precision" choices:"f32,f16,int8" default:"f32" placeholder:"P" help:"f32, f16 or int8: the copy of the vectors that searches scan. f16 and int8 read 2x and about 4x fewer bytes and still return the exact float32 answers (the store keeps the float32 vectors; rows the compressed scan cannot rule out are scored again in float32). On a GPU the device holds only the compressed copy"`
+	Out    string   `name:"out" placeholder:"STORE" help:"the store to write (required)"`
 	Args   []string `arg:"" optional:"" hidden:""`
 }
 

@@ -3,6 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/host"
 )
 
 func TestFlagsGoAnywhere(t *testing.T) {
@@ -33,7 +40,7 @@ func TestFlagsGoAnywhere(t *testing.T) {
 	}
 	for _, tc := range tests {
 		var stdout bytes.Buffer
-		kctx, helped, err := parse(&env{stdout: &stdout}, convertCommand, tc.args)
+		kctx, helped, err := parse(&env{stdout: &stdout}, "convert", tc.args)
 		assert.False(t, helped, "%q", tc.args)
 		if tc.wantErrPart != "" {
 			assert.ErrorContains(t, err, tc.wantErrPart, "%q", tc.args)
@@ -49,9 +56,32 @@ func TestFlagsGoAnywhere(t *testing.T) {
 }
 
 func TestOneLine(t *testing.T) {
-	assert.Equal(t, "value is NaN: vector 3", oneLine("umbra: value is NaN: vector 3"))
-	assert.Equal(t, `malformed data file "x.npy": bad`, oneLine(`host: malformed data file "x.npy": bad`))
 	assert.Equal(t, "a; b c", oneLine("a\nb  c\n"))
+	assert.Equal(t, "umbra: value is NaN", oneLine("umbra: value is NaN"), "a message is folded, never cut")
+}
+
+// TestLibraryErrorsReadEmbedded: the engine's and host's messages name what
+// failed, not their package, so the command embeds them as they are and its
+// error line names umbra once.
+func TestLibraryErrorsReadEmbedded(t *testing.T) {
+	ix, err := engine.New(context.Background(), engine.Config{Dim: 2, Device: engine.CPU})
+	require.NoError(t, err)
+	defer ix.Close()
+	_, engineErr := ix.Add(context.Background(), engine.Vectors([][]float32{{1, float32(math.NaN())}}))
+	require.ErrorIs(t, engineErr, engine.ErrNonFinite)
+	bad := filepath.Join(t.TempDir(), "bad.npy")
+	require.NoError(t, os.WriteFile(bad, []byte("garbage"), 0o644))
+	_, hostErr := host.ReadMatrixFile(context.Background(), bad)
+	require.Error(t, hostErr)
+	for _, err := range []error{engineErr, hostErr, engine.ErrBadStore, engine.ErrNoAdapter} {
+		var stderr bytes.Buffer
+		code := fail(&env{stderr: &stderr, progress: newProgress(io.Discard, false)}, fmt.Errorf("--data x.npy: %s", cause(err)))
+		assert.Equal(t, exitFailure, code)
+		line := stderr.String()
+		assert.Equal(t, 1, strings.Count(line, "umbra:"), line)
+		assert.NotRegexp(t, `\b(host|storefile|engine):`, line)
+		assert.True(t, strings.HasPrefix(line, "umbra: --data x.npy: "), line)
+	}
 }
 
 // fakeClock is a progress clock the test moves in lockstep with the

@@ -11,31 +11,26 @@ import (
 	"github.com/umbravec/umbra/host"
 )
 
-var convertCommand = &command{
-	name:     "convert",
-	summary:  "convert a vector file between .npy (float32, float16) and .fvecs",
-	synopsis: "convert IN OUT [--dtype f32|f16]",
-	help: `
-Read the matrix in IN and write it to OUT, each in the format its extension
+func (*convertCmd) Help() string {
+	return `Read the matrix in IN and write it to OUT, each in the format its extension
 names: .npy (2-D, float32 or float16) or .fvecs (float32); IN may also be
 .bvecs (uint8). Values are copied as they are, NaN and infinities included.
 OUT is replaced atomically (a temporary file beside it, fsynced, renamed),
 so IN and OUT may be the same file; an existing OUT keeps its permissions
-and a symlink OUT is written through.
+and a symlink OUT is written through.`
+}
 
-Flags:
-  --dtype T   the element type of an .npy OUT: f32 (default) or f16; .fvecs
-              holds only f32. Writing f16 rounds to nearest even and fails,
-              naming the row, if a finite value is beyond float16's ±65504.`,
-	example: `
-umbra convert sift_base.fvecs sift_base.npy
-umbra convert embeddings.npy embeddings-f16.npy --dtype f16`,
+func (*convertCmd) Examples() []string {
+	return []string{
+		"umbra convert sift_base.fvecs sift_base.npy",
+		"umbra convert embeddings.npy embeddings-f16.npy --dtype f16",
+	}
 }
 
 type convertCmd struct {
-	Dtype choice `name:"dtype" choices:"f32,f16" default:"f32" placeholder:"T"`
-	In    string `arg:"" optional:"" name:"in"`
-	Out   string `arg:"" optional:"" name:"out"`
+	Dtype choice `name:"dtype" choices:"f32,f16" default:"f32" placeholder:"T" help:"the element type of an .npy OUT: f32 or f16; .fvecs holds only f32. Writing f16 rounds to nearest even and fails, naming the row, if a finite value is beyond float16's ±65504"`
+	In    string `arg:"" optional:"" name:"in" help:"the file to read: .npy, .fvecs or .bvecs"`
+	Out   string `arg:"" optional:"" name:"out" help:"the file to write: .npy or .fvecs"`
 	// Extra catches a third argument, to say how many were given.
 	Extra []string `arg:"" optional:"" hidden:""`
 }

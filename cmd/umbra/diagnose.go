@@ -10,6 +10,7 @@ import (
 
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/hint"
 )
 
 // finding is one likely reason --device auto would not use a GPU, with the
@@ -20,18 +21,18 @@ type finding struct {
 	Hint   string `json:"hint"`
 }
 
-// Cause tokens.
+// Cause tokens. Those the engine also finds are its hint codes.
 const (
-	causeNoGPUSupport   = "no-gpu-support"
-	causeNoMatch        = "no-match"
+	causeNoGPUSupport   = hint.NoGPUSupport
+	causeNoMatch        = hint.NoMatch
 	causeNoLoader       = "no-vulkan-loader"
 	causeNoDriver       = "no-vulkan-driver"
 	causeNoDevice       = "no-gpu-device"
 	causeDevicePerm     = "gpu-device-permission"
-	causeSoftwareOnly   = "software-only"
-	causeProbeFailed    = "probe-failed"
+	causeSoftwareOnly   = hint.SoftwareOnly
+	causeProbeFailed    = hint.ProbeFailed
 	causeLimitsTooSmall = "limits-too-small"
-	causeNoAdapter      = "no-adapter"
+	causeNoAdapter      = hint.NoAdapter
 )
 
 // system is what diagnose inspects besides the probe report: files and
@@ -141,7 +142,7 @@ func diagnoseBuild(rep diag.ProbeReport, sel engine.AdapterSelect, sys system, g
 			"this adapter or driver is too limited for umbra's shader: update the driver or choose another adapter with --adapter or --backend")
 	}
 	if len(out) == 0 {
-		add(causeNoAdapter, rep.Reason, rep.Hint)
+		add(causeNoAdapter, oneLine(rep.Reason), cliHint(rep.Hint))
 	}
 	return out
 }

@@ -11,9 +11,11 @@
 //	umbra convert IN OUT [--dtype f32|f16]
 //	umbra version
 //
-// The command line is parsed by kong (cli.go): each command is a struct
-// whose fields are its flags and arguments, and flags may come before or
-// after positional arguments. Exit status is 0 on success, 1 on failure and 2 on a
+// The command line is parsed by kong (cli.go, set up in cmd/internal/cmdline
+// as for bench and demo): each command is a struct whose fields are its
+// flags and arguments, with their help, and flags may come before or after
+// positional arguments. A command's --help is generated from the same
+// struct. Exit status is 0 on success, 1 on failure and 2 on a
 // usage error; an error is one line on stderr starting with "umbra: ".
 // The store commands (store.go, build.go, add.go, info.go, export.go) open
 // an existing store through engine.Open and never create one by accident.

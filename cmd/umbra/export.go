@@ -13,30 +13,24 @@ import (
 	"github.com/umbravec/umbra/host"
 )
 
-var exportCommand = &command{
-	name:     "export",
-	summary:  "write a store's vectors (and IDs) to .npy files",
-	synopsis: "export STORE --out FILE.npy [--ids-out FILE.npy]",
-	help: `
-Write every vector STORE holds to --out as a 2-D float32 .npy, in
+func (*exportCmd) Help() string {
+	return `Write every vector STORE holds to --out as a 2-D float32 .npy, in
 ascending ID order, and with --ids-out their IDs, in the same order, as a
 1-D uint64 .npy. The vectors are as the store keeps them: under cosine
 each is scaled to unit length, so an export is not the file that was added.
 Both files are written atomically (a temporary file beside each, fsynced,
 renamed). Export fails while another process has the store open for
-writing.
+writing.`
+}
 
-Flags:
-  --out FILE.npy       the vectors (required)
-  --ids-out FILE.npy   the IDs`,
-	example: `
-umbra export docs.umbra --out docs-vectors.npy --ids-out docs-ids.npy`,
+func (*exportCmd) Examples() []string {
+	return []string{"umbra export docs.umbra --out docs-vectors.npy --ids-out docs-ids.npy"}
 }
 
 type exportCmd struct {
-	Store  string   `arg:"" optional:"" name:"store"`
-	Out    string   `name:"out" placeholder:"FILE"`
-	IDsOut string   `name:"ids-out" placeholder:"FILE"`
+	Store  string   `arg:"" optional:"" name:"store" help:"the store to export"`
+	Out    string   `name:"out" placeholder:"FILE.npy" help:"the vectors (required)"`
+	IDsOut string   `name:"ids-out" placeholder:"FILE.npy" help:"the IDs"`
 	Extra  []string `arg:"" optional:"" hidden:""`
 }
 

@@ -1,21 +1,56 @@
 package main
 
-import "strings"
+import (
+	"fmt"
+	"strings"
 
-// flagWording holds the engine's advice as it is written for Go callers
-// (engine.Info's Reason and Hint, *engine.AdapterError's, a ProbeReport's),
-// each phrase with the flags that do the same on this command line. The
-// longer phrases come first: at one position the replacer takes the first
-// match in this order.
-var flagWording = strings.NewReplacer(
-	"set Device: GPU", "use --device gpu",
-	"with Config.Adapter (Name or Backend)", "with --adapter NAME or --backend B",
-	"loosen Config.Adapter (Name, Backend)", "loosen --adapter or --backend",
-	"Config.Adapter", "--adapter / --backend",
-	"Device: GPU", "--device gpu",
-	"Device: Auto", "--device auto",
-	"Device: CPU", "--device cpu",
+	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/hint"
 )
 
-// cliWording says the engine's reason or hint text in flags.
-func cliWording(s string) string { return flagWording.Replace(s) }
+// hintWords says each of the engine's hints (engine.Hint's codes) in this
+// command line's terms: its flags where the engine names Config's fields.
+// A code whose engine wording names no Go API keeps it.
+var hintWords = map[string]func(engine.Hint) string{
+	hint.NoGPUSupport: engine.Hint.String,
+	hint.NoAdapter:    engine.Hint.String,
+	hint.TooLarge:     engine.Hint.String,
+	hint.NoMatch: func(h engine.Hint) string {
+		return "no adapter matches the selection: loosen " + selectionWords(h) + " or run `umbra probe` to list adapters."
+	},
+	hint.SoftwareOnly: func(engine.Hint) string {
+		return "only software adapters (which run on the CPU) were found, and the pure-Go path is faster on them: " +
+			"install your GPU's driver so a hardware adapter appears, or use --device gpu to use the software adapter anyway."
+	},
+	hint.ProbeFailed: func(engine.Hint) string {
+		return "the adapter was found but failed its test dispatch: update the GPU driver, or pick another adapter " +
+			"with --adapter NAME or --backend B. Run `umbra probe` to see every adapter's result."
+	},
+}
+
+// cliHint is h in this command line's terms ("" for no hint).
+func cliHint(h engine.Hint) string {
+	if h.Code == "" {
+		return ""
+	}
+	if words, ok := hintWords[h.Code]; ok {
+		return words(h)
+	}
+	return h.String()
+}
+
+// selectionWords names the adapter flags a hint was found under, with
+// their values, or both flags when it has none.
+func selectionWords(h engine.Hint) string {
+	var given []string
+	if b := h.Args[hint.Backend]; b != "" {
+		given = append(given, "--backend "+b)
+	}
+	if n := h.Args[hint.Name]; n != "" {
+		given = append(given, fmt.Sprintf("--adapter %q", n))
+	}
+	if len(given) == 0 {
+		return "--adapter or --backend"
+	}
+	return strings.Join(given, " or ")
+}

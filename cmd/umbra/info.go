@@ -12,27 +12,24 @@ import (
 	"github.com/umbravec/umbra/engine"
 )
 
-var infoCommand = &command{
-	name:     "info",
-	summary:  "describe a store: dimension, metric, count, IDs, keys, file sizes",
-	synopsis: "info STORE [--json]",
-	help: `
-Open STORE (replaying its log) and print its dimension, metric, how many
+func (*infoCmd) Help() string {
+	return `Open STORE (replaying its log) and print its dimension, metric, how many
 vectors it holds, its lowest and highest ID, how many vectors have a key,
 and the sizes of its base file and of its log (STORE.log). It opens the
 store read-only, without its lock: while another process writes the store,
-info shows what that process had acknowledged when info read it.
+info shows what that process had acknowledged when info read it.`
+}
 
-Flags:
-  --json   print the same as JSON (schema: cmd/umbra/README.md)`,
-	example: `
-umbra info docs.umbra
-umbra info docs.umbra --json | jq .count`,
+func (*infoCmd) Examples() []string {
+	return []string{
+		"umbra info docs.umbra",
+		"umbra info docs.umbra --json | jq .count",
+	}
 }
 
 type infoCmd struct {
-	Store string   `arg:"" optional:"" name:"store"`
-	JSON  bool     `name:"json"`
+	Store string   `arg:"" optional:"" name:"store" help:"the store to describe"`
+	JSON  bool     `name:"json" help:"print the same as JSON (schema: cmd/umbra/README.md)"`
 	Extra []string `arg:"" optional:"" hidden:""`
 }
 

@@ -7,11 +7,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
 	"github.com/alecthomas/kong"
 
+	"github.com/umbravec/umbra/cmd/internal/cmdline"
 	"github.com/umbravec/umbra/cmd/internal/quiet"
 	"github.com/umbravec/umbra/engine"
 )
@@ -22,29 +24,6 @@ const (
 	exitFailure = 1
 	exitUsage   = 2
 )
-
-// command documents one subcommand: its flags and arguments are the
-// fields of its struct in grammar (cli.go), its help is written here.
-type command struct {
-	name     string
-	summary  string // one line for the command list
-	synopsis string // after "umbra "
-	help     string // what it does, its flags and arguments
-	example  string
-}
-
-// commands is the command table, in the order help lists them; grammar
-// has a field for each.
-var commands = []*command{probeCommand, buildCommand, addCommand, deleteCommand, infoCommand, searchCommand, exportCommand, convertCommand, versionCommand, helpCommand}
-
-func lookup(name string) *command {
-	for _, c := range commands {
-		if c.name == name {
-			return c
-		}
-	}
-	return nil
-}
 
 // env is what a command may touch of the process.
 type env struct {
@@ -89,14 +68,13 @@ func run(ctx context.Context, e *env, args []string) int {
 	case "-v", "-version", "--version":
 		name = "version"
 	}
-	c := lookup(name)
-	if c == nil {
+	if !slices.Contains(commandNames(), name) {
 		if strings.HasPrefix(name, "-") {
 			return fail(e, usagef("flags go after the command: umbra <command> [flags] (unknown %s; see 'umbra help')", name))
 		}
 		return fail(e, usagef("unknown command %q (see 'umbra help')", name))
 	}
-	kctx, helped, err := parse(e, c, args[1:])
+	kctx, helped, err := parse(e, name, args[1:])
 	if helped {
 		return exitOK
 	}
@@ -108,9 +86,9 @@ func run(ctx context.Context, e *env, args []string) int {
 		var pe *kong.ParseError
 		switch {
 		case errors.As(err, &ue):
-			return fail(e, usagef("%s: %s (see 'umbra help %s')", c.name, ue.msg, c.name))
+			return fail(e, usagef("%s: %s (see 'umbra help %s')", name, ue.msg, name))
 		case errors.As(err, &pe):
-			return fail(e, usagef("%s: %s (see 'umbra help %s')", c.name, cause(pe.Unwrap()), c.name))
+			return fail(e, usagef("%s: %s (see 'umbra help %s')", name, cause(pe.Unwrap()), name))
 		case ctx.Err() != nil:
 			// Whatever failed, it failed because of the signal.
 			return fail(e, errors.New("interrupted"))
@@ -131,75 +109,30 @@ func fail(e *env, err error) int {
 	return exitFailure
 }
 
-// oneLine drops the package prefixes the engine and host put on their
-// errors (main adds its own) and folds the message onto one line.
+// oneLine folds a message onto one line: an error is reported in one.
+// The engine's and host's messages name what failed, not their package,
+// so they read the same embedded in ours.
 func oneLine(msg string) string {
-	for {
-		trimmed := strings.TrimPrefix(strings.TrimPrefix(msg, "umbra: "), "host: ")
-		if trimmed == msg {
-			break
-		}
-		msg = trimmed
-	}
 	return strings.Join(strings.Fields(strings.ReplaceAll(strings.TrimSpace(msg), "\n", "; ")), " ")
 }
 
 // cause returns err's message for embedding after context of our own.
 func cause(err error) string { return oneLine(err.Error()) }
 
+// writeMainUsage prints umbra's own help: its commands, with examples.
 func writeMainUsage(w io.Writer) {
-	fmt.Fprint(w, `umbra - exact similarity search on the GPU (wgpu: Vulkan, Metal, DX12, GL) or the CPU
-
-Usage:
-  umbra <command> [flags] [arguments]
-
-Commands:
-`)
-	for _, c := range commands {
-		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
-	}
-	fmt.Fprint(w, `
-Run 'umbra help <command>' or 'umbra <command> --help' for a command's flags.
-Flags may be written -flag or --flag, and --flag=value or --flag value.
-
-Examples:
-  umbra probe
-  umbra search --data vectors.npy --queries queries.npy --k 10
-  umbra build --data vectors.npy --out vectors.umbra
-  umbra add vectors.umbra --data more.npy
-  umbra search --store vectors.umbra --queries queries.npy --k 10
-  umbra convert base.fvecs base.npy --dtype f16
-
-Exit status: 0 success, 1 failure, 2 usage error.
-`)
-}
-
-func writeUsage(w io.Writer, c *command) {
-	fmt.Fprintf(w, "Usage:\n  umbra %s\n\n%s\n", c.synopsis, strings.TrimSpace(c.help))
-	fmt.Fprintf(w, "\nExample:\n%s\n", indent(strings.TrimSpace(c.example), "  "))
-}
-
-func indent(s, prefix string) string {
-	lines := strings.Split(s, "\n")
-	for i, l := range lines {
-		if l != "" {
-			lines[i] = prefix + l
-		}
-	}
-	return strings.Join(lines, "\n")
-}
-
-var helpCommand = &command{
-	name:     "help",
-	summary:  "show help for umbra or one command",
-	synopsis: "help [command]",
-	help:     "Print the list of commands, or the usage, flags and an example of one command.",
-	example:  "umbra help search",
+	_ = cmdline.PrintHelp(&grammar{}, nil, program(w), w)
 }
 
 type helpCmd struct {
-	Commands []string `arg:"" optional:"" name:"command"`
+	Commands []string `arg:"" optional:"" name:"command" help:"the command to describe"`
 }
+
+func (*helpCmd) Help() string {
+	return "Print the list of commands, or the help of one command: what it does, its flags and arguments, and examples."
+}
+
+func (*helpCmd) Examples() []string { return []string{"umbra help search"} }
 
 func (h *helpCmd) Run(e *env) error {
 	switch len(h.Commands) {
@@ -207,12 +140,10 @@ func (h *helpCmd) Run(e *env) error {
 		writeMainUsage(e.stdout)
 		return nil
 	case 1:
-		c := lookup(h.Commands[0])
-		if c == nil {
+		if !slices.Contains(commandNames(), h.Commands[0]) {
 			return usagef("unknown command %q", h.Commands[0])
 		}
-		writeUsage(e.stdout, c)
-		return nil
+		return cmdline.PrintHelp(&grammar{}, h.Commands, program(e.stdout), e.stdout)
 	}
 	return usagef("want at most one command name, got %d arguments", len(h.Commands))
 }

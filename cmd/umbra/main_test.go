@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra/cmd/internal/cmdline"
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/host"
 )
@@ -282,8 +283,8 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 
 func TestHelpPrintsUsageAndExample(t *testing.T) {
 	calls := [][]string{{"--help"}, {"-h"}, {"help"}}
-	for _, c := range commands {
-		calls = append(calls, []string{"help", c.name}, []string{c.name, "--help"}, []string{c.name, "-h"})
+	for _, name := range commandNames() {
+		calls = append(calls, []string{"help", name}, []string{name, "--help"}, []string{name, "-h"})
 	}
 	for _, args := range calls {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
@@ -296,9 +297,9 @@ func TestHelpPrintsUsageAndExample(t *testing.T) {
 	}
 }
 
-// TestHelpNamesEveryFlag keeps the hand-written help in step with the
-// grammar kong reads: every command has help, and the help names every
-// flag and argument the command really declares.
+// TestHelpNamesEveryFlag: every command has a summary, words of its own
+// and examples, and its help names every flag and argument the command
+// really declares, each with help of its own.
 func TestHelpNamesEveryFlag(t *testing.T) {
 	parser, err := kong.New(&grammar{})
 	require.NoError(t, err)
@@ -306,25 +307,60 @@ func TestHelpNamesEveryFlag(t *testing.T) {
 	for _, n := range parser.Model.Node.Children {
 		inGrammar = append(inGrammar, n.Name)
 	}
-	var inTable []string
-	for _, c := range commands {
-		inTable = append(inTable, c.name)
-	}
-	require.Equal(t, inTable, inGrammar, "the command table and the grammar list the same commands")
-	for _, c := range commands {
+	require.Equal(t, []string{"probe", "build", "add", "delete", "info", "search", "export", "convert", "version", "help"}, inGrammar)
+	for _, node := range parser.Model.Node.Children {
 		var help bytes.Buffer
-		writeUsage(&help, c)
-		node := commandNode(parser.Model.Node, c.name)
-		require.NotNil(t, node, c.name)
+		require.NoError(t, cmdline.PrintHelp(&grammar{}, []string{node.Name}, program(&help), &help))
+		assert.NotEmpty(t, node.Help, "summary of %s", node.Name)
+		assert.Contains(t, help.String(), node.Help, "umbra help %s", node.Name)
+		assert.NotEmpty(t, node.Detail, "umbra help %s says what the command does", node.Name)
+		assert.Regexp(t, `Examples?:\n  umbra `+node.Name, help.String(), "umbra help %s", node.Name)
 		for _, f := range node.Flags {
-			assert.Contains(t, help.String(), "--"+f.Name+" ", "umbra help %s", c.name)
-			assert.Contains(t, c.synopsis, "--"+f.Name, "synopsis of %s", c.name)
+			flag := "--" + f.Name + "=" + f.FormatPlaceHolder()
+			if f.IsBool() {
+				flag = "--" + f.Name + " "
+			}
+			assert.Contains(t, help.String(), flag, "umbra help %s", node.Name)
+			assert.NotEmpty(t, f.Help, "--%s of %s", f.Name, node.Name)
 		}
 		for _, a := range node.Positional {
 			if !a.Tag.Hidden {
-				assert.Contains(t, strings.ToLower(c.synopsis), a.Name, "synopsis of %s", c.name)
+				assert.Contains(t, help.String(), "<"+a.Name+">", "umbra help %s", node.Name)
+				assert.NotEmpty(t, a.Help, "%s of %s", a.Name, node.Name)
 			}
 		}
+	}
+}
+
+// TestCommandHelpIsItsOwn: a command's --help is kong's, generated from
+// that command's grammar: its own flags with their help and defaults, the
+// shared adapter flags where the command opens a GPU, and no other
+// command's flags.
+func TestCommandHelpIsItsOwn(t *testing.T) {
+	tests := []struct {
+		command  string
+		want     []string
+		wantNone []string
+	}{
+		{"search", []string{"Usage: umbra search", "--queries=FILE", "the query vectors", "--metric=M", "(default cosine)", "--device=D", "(default auto)",
+			"--backend=B", "--adapter=NAME", "--power=P", "(default high)", "--json"}, []string{"--dtype=", "--upsert", "--ids-out=", "<args>"}},
+		{"probe", []string{"Usage: umbra probe", "--backend=B", "--adapter=NAME", "--power=P", "--json"}, []string{"--queries=", "--data=", "--device="}},
+		{"convert", []string{"Usage: umbra convert", "<in>", "<out>", "--dtype=T", "(default f32)"}, []string{"--backend=", "--queries=", "--json"}},
+		{"add", []string{"Usage: umbra add", "<store>", "--data=FILE", "--upsert"}, []string{"--backend=", "--queries=", "--dtype="}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.command, func(t *testing.T) {
+			for _, args := range [][]string{{tc.command, "--help"}, {"help", tc.command}} {
+				r := umbra(t, args...)
+				require.Equal(t, exitOK, r.code, "%s", r)
+				for _, w := range tc.want {
+					assert.Contains(t, r.stdout, w, "umbra %s", strings.Join(args, " "))
+				}
+				for _, w := range tc.wantNone {
+					assert.NotContains(t, r.stdout, w, "umbra %s", strings.Join(args, " "))
+				}
+			}
+		})
 	}
 }
 

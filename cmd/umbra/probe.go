@@ -10,42 +10,40 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/umbravec/umbra/cmd/internal/cmdline"
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 )
 
-var probeCommand = &command{
-	name:     "probe",
-	summary:  "list GPU adapters, test each one, and say which one umbra would use",
-	synopsis: "probe [--backend B] [--adapter NAME] [--power high|low] [--json]",
-	help: `
-List every adapter wgpu finds (Vulkan, Metal, DX12, GL): name, vendor, type,
-backend, driver, key limits and features. Each one is probed the way the
-engine does before trusting it: a device is created and the real search
-shader is compiled, run on a small input and its answer checked. The report
-ends with the adapter --device auto would use and why.
+type probeCmd struct {
+	Selection cmdline.Adapter `embed:""`
+	JSON      bool            `name:"json" help:"print the report as JSON (schema: cmd/umbra/README.md)"`
+	Args      []string        `arg:"" optional:"" hidden:""`
+}
+
+func (*probeCmd) Help() string {
+	return `List every adapter wgpu finds (Vulkan, Metal, DX12, GL): name, vendor,
+type, backend, driver, key limits and features. Each one is probed the way
+the engine does before trusting it: a device is created and the real
+search shader is compiled, run on a small input and its answer checked.
+The report ends with the adapter --device auto would use and why.
 
 When Auto would use none (nothing works, or only software adapters such as
 lavapipe or llvmpipe do), the report lists the likely causes with a fix for
-each, and the exit status is 1.
-
-Flags:` + selectionHelp + `
-  --json           print the report as JSON (schema: cmd/umbra/README.md)`,
-	example: `
-umbra probe
-umbra probe --backend vulkan --json | jq '.adapters[] | {name, type, works}'`,
+each, and the exit status is 1.`
 }
 
-type probeCmd struct {
-	Selection selectionFlags `embed:""`
-	JSON      bool           `name:"json"`
-	Args      []string       `arg:"" optional:"" hidden:""`
+func (*probeCmd) Examples() []string {
+	return []string{
+		"umbra probe",
+		"umbra probe --backend vulkan --json | jq '.adapters[] | {name, type, works}'",
+	}
 }
 
 func (p *probeCmd) Validate() error { return noArguments(p.Args) }
 
 func (p *probeCmd) Run(ctx context.Context, e *env) error {
-	as := p.Selection.adapterSelect()
+	as := p.Selection.Select()
 	done := e.progress.step("probing adapters")
 	rep := engine.Probe(ctx, as)
 	done()
@@ -135,9 +133,6 @@ type probeJSON struct {
 }
 
 func probeReport(rep diag.ProbeReport, sel engine.AdapterSelect, sys system) probeJSON {
-	// The engine words its advice for Go callers; this report is read by
-	// people at a command line.
-	rep.Reason, rep.Hint = cliWording(rep.Reason), cliWording(rep.Hint)
 	power := "high"
 	if sel.Power == engine.LowPower {
 		power = "low"
@@ -146,8 +141,8 @@ func probeReport(rep diag.ProbeReport, sel engine.AdapterSelect, sys system) pro
 		GPUSupport: diag.GPUSupport(),
 		Selection:  selectionJSON{Backend: sel.Backend, Adapter: sel.Name, Power: power},
 		Adapters:   []probedAdapterJSON{},
-		Why:        rep.Reason,
-		Hint:       rep.Hint,
+		Why:        oneLine(rep.Reason),
+		Hint:       cliHint(rep.Hint),
 		Findings:   []finding{},
 		CPUKernel:  cpuKernel(),
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/hint"
 )
 
 func TestProbeJSON(t *testing.T) {
@@ -160,7 +161,7 @@ func TestDiagnose(t *testing.T) {
 	broken := diag.AdapterReport{
 		Adapter: engine.AdapterInfo{Name: "NVIDIA GeForce RTX 3050", API: "vulkan", Type: "discrete"},
 		Limits:  diag.Limits{MaxStorageBindingBytes: 64 << 20, MaxBufferBytes: 2 << 30, MaxWorkgroupsPerDim: 65535, MaxInvocations: 1024},
-		Error:   "umbra: GPU failure: compile scores shader: boom",
+		Error:   "GPU failure: compile scores shader: boom",
 	}
 	machine := fakeSystem{os: "linux", env: map[string]string{"HOME": "/home/u"}, files: []string{
 		"/usr/lib/x86_64-linux-gnu/libvulkan.so.1",
@@ -198,7 +199,7 @@ func TestDiagnose(t *testing.T) {
 			without(machine, "libvulkan", "icd.d"), true, []string{causeSoftwareOnly, causeProbeFailed, causeLimitsTooSmall}, "64 MiB < 128 MiB"},
 		{"selection matches nothing", diag.ProbeReport{Reason: "no adapter matches backend dx12"}, engine.AdapterSelect{Backend: "dx12"},
 			machine, true, []string{causeNoMatch}, "dx12"},
-		{"other OS: report only", diag.ProbeReport{Reason: "no GPU adapter found", Hint: "install a driver"}, engine.AdapterSelect{},
+		{"other OS: report only", diag.ProbeReport{Reason: "no GPU adapter found", Hint: engine.Hint{Code: hint.NoAdapter}}, engine.AdapterSelect{},
 			fakeSystem{os: "windows"}, true, []string{causeNoAdapter}, "no GPU adapter found"},
 	}
 	for _, tc := range tests {

@@ -14,17 +14,14 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/umbravec/umbra/cmd/internal/cmdline"
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
 )
 
-var searchCommand = &command{
-	name:     "search",
-	summary:  "find the k most similar vectors of a data file or a store for each query",
-	synopsis: "search (--data FILE | --store STORE) --queries FILE [--k K] [--allow FILE] [--min-score T | --max-distance T] [--metric cosine|dot|l2] [--device auto|gpu|cpu] [--backend B] [--adapter NAME] [--power high|low] [--json]",
-	help: `
-For every row of --queries, find the K vectors of --data, or of the store
+func (*searchCmd) Help() string {
+	return `For every row of --queries, find the K vectors of --data, or of the store
 --store, most similar to it. The search is exact: every vector is scored.
 IDs are row numbers of --data, counting from 0, or the store's IDs;
 results are best first, equal scores by lower ID.
@@ -40,50 +37,32 @@ the engine), search sees every change that process had acknowledged when
 search read the store, and none made later. Search never changes the
 store.
 
-Flags:
-  --data FILE      the vectors to search
-  --store STORE    a store written by 'umbra build' (exactly one of --data
-                   and --store); its metric applies
-  --queries FILE   the query vectors (required)
-  --k K            results per query, at least 1 (required without a
-                   threshold); K above the number of vectors returns all.
-                   With a threshold, K caps the hits per query
-  --allow FILE     search only the vectors with these IDs: an ID file (text,
-                   one decimal ID per line, or a 1-D int64/uint64 .npy);
-                   IDs that are not there are ignored
-  --min-score T    (cosine, dot) every vector scoring at least T
-  --max-distance T (l2) every vector within squared distance T
-  --metric M       cosine (default), dot (inner product), or l2 (squared
-                   Euclidean distance; lower is better, and it is the score).
-                   With --store, the store's metric; a different one is an
-                   error
-  --device D       auto (default): a hardware GPU that passes the probe,
-                   else the CPU, without failing; gpu: any adapter that
-                   passes the probe, software ones included, or fail;
-                   cpu: the pure-Go path only` + selectionHelp + `
-                   (--backend, --adapter and --power apply to auto and gpu)
-  --json           print JSON (schema: cmd/umbra/README.md)
+--backend, --adapter and --power apply to --device auto and gpu.
 
 Output: comment lines starting with '#' name the backend, adapter and
-inputs; then a table with one line per hit: query, rank, id, score.`,
-	example: `
-umbra search --data docs.npy --queries questions.npy --k 5
-umbra search --data base.fvecs --queries query.fvecs --k 100 --metric l2 --device gpu --json
-umbra search --store docs.umbra --queries questions.npy --min-score 0.8 --k 20 --allow mine.txt`,
+inputs; then a table with one line per hit: query, rank, id, score.`
+}
+
+func (*searchCmd) Examples() []string {
+	return []string{
+		"umbra search --data docs.npy --queries questions.npy --k 5",
+		"umbra search --data base.fvecs --queries query.fvecs --k 100 --metric l2 --device gpu --json",
+		"umbra search --store docs.umbra --queries questions.npy --min-score 0.8 --k 20 --allow mine.txt",
+	}
 }
 
 type searchCmd struct {
-	Data        string         `name:"data" placeholder:"FILE"`
-	Store       string         `name:"store" placeholder:"STORE"`
-	Queries     string         `name:"queries" placeholder:"FILE"`
-	K           count          `name:"k" placeholder:"K"`
-	Allow       string         `name:"allow" placeholder:"FILE"`
-	MinScore    *limit         `name:"min-score" placeholder:"T"`
-	MaxDistance *limit         `name:"max-distance" placeholder:"T"`
-	Metric      choice         `name:"metric" choices:"cosine,dot,l2" default:"cosine" placeholder:"M"`
-	Device      choice         `name:"device" choices:"auto,gpu,cpu" default:"auto" placeholder:"D"`
-	Selection   selectionFlags `embed:""`
-	JSON        bool           `name:"json"`
+	Data        string          `name:"data" placeholder:"FILE" help:"the vectors to search"`
+	Store       string          `name:"store" placeholder:"STORE" help:"a store written by 'umbra build', instead of --data; its metric applies"`
+	Queries     string          `name:"queries" placeholder:"FILE" help:"the query vectors (required)"`
+	K           int             `name:"k" placeholder:"K" help:"results per query, at least 1 (required without a threshold); K above the number of vectors returns all. With a threshold, K caps the hits per query"`
+	Allow       string          `name:"allow" placeholder:"FILE" help:"search only the vectors with these IDs: an ID file (text, one decimal ID per line, or a 1-D int64/uint64 .npy); IDs that are not there are ignored"`
+	MinScore    *limit          `name:"min-score" placeholder:"T" help:"(cosine, dot) every vector scoring at least T"`
+	MaxDistance *limit          `name:"max-distance" placeholder:"T" help:"(l2) every vector within squared distance T"`
+	Metric      choice          `name:"metric" choices:"cosine,dot,l2" default:"cosine" placeholder:"M" help:"cosine, dot (inner product) or l2 (squared Euclidean distance; lower is better, and it is the score). With --store, the store's metric; a different one is an error"`
+	Device      choice          `name:"device" choices:"auto,gpu,cpu" default:"auto" placeholder:"D" help:"auto: a hardware GPU that passes the probe, else the CPU, without failing; gpu: any adapter that passes the probe, software ones included, or fail; cpu: the pure-Go path only"`
+	Selection   cmdline.Adapter `embed:""`
+	JSON        bool            `name:"json" help:"print JSON (schema: cmd/umbra/README.md)"`
 	// Args catches positional arguments, to point at the flags.
 	Args []string `arg:"" optional:"" hidden:""`
 
@@ -99,13 +78,13 @@ func (s *searchCmd) Validate(kctx *kong.Context) error {
 	default:
 		return usagef("unexpected argument %q: search takes its inputs as flags: --data FILE --queries FILE --k K", s.Args[0])
 	}
-	switch dataGiven, storeGiven := given(kctx, "data"), given(kctx, "store"); {
+	switch dataGiven, storeGiven := cmdline.Given(kctx, "data"), cmdline.Given(kctx, "store"); {
 	case !dataGiven && !storeGiven:
 		return usagef("missing required flag --data (or --store)")
 	case dataGiven && storeGiven:
 		return usagef("--data and --store exclude each other: search a vector file or a store")
 	}
-	if !given(kctx, "queries") {
+	if !cmdline.Given(kctx, "queries") {
 		return usagef("missing required flag --queries")
 	}
 	_, ranged := s.threshold()
@@ -113,12 +92,12 @@ func (s *searchCmd) Validate(kctx *kong.Context) error {
 		return usagef("--min-score and --max-distance exclude each other: --min-score is for cosine and dot, --max-distance for l2")
 	}
 	switch {
-	case given(kctx, "k") && s.K < 1:
+	case cmdline.Given(kctx, "k") && s.K < 1:
 		return usagef("--k must be at least 1, got %d", s.K)
-	case !given(kctx, "k") && !ranged:
+	case !cmdline.Given(kctx, "k") && !ranged:
 		return usagef("missing required flag --k (or a threshold: --min-score, --max-distance)")
 	}
-	s.metricGiven = onLine(kctx, "metric")
+	s.metricGiven = cmdline.Given(kctx, "metric")
 	if s.Store == "" {
 		metric, err := engine.ParseMetric(string(s.Metric))
 		if err != nil {
@@ -133,7 +112,7 @@ func (s *searchCmd) Validate(kctx *kong.Context) error {
 type limit float64
 
 func (l *limit) Decode(ctx *kong.DecodeContext) error {
-	s, err := flagValue(ctx)
+	s, err := cmdline.Value(ctx)
 	if err != nil {
 		return err
 	}
@@ -302,8 +281,8 @@ func (o *searchCmd) Run(ctx context.Context, e *env) (err error) {
 		Backend:   servedBy(info, tr),
 		Route:     routeOf(info),
 		CPUKernel: info.CPUKernel,
-		Reason:    cliWording(oneLine(info.Reason)),
-		Hint:      cliWording(info.Hint),
+		Reason:    oneLine(info.Reason),
+		Hint:      cliHint(info.Hint),
 		Metric:    metric.String(),
 		K:         int(o.K),
 		Dim:       ix.Dim(),
@@ -363,7 +342,7 @@ func (o *searchCmd) checkThreshold(metric engine.Metric, from string) error {
 // openStore opens --store on device and checks the flags that depend on
 // its metric.
 func (o *searchCmd) openStore(ctx context.Context, e *env, device engine.Device) (*engine.Index, error) {
-	ix, err := openStoreReadOnly(ctx, e, o.Store, engine.Config{Device: device, Adapters: []engine.AdapterSelect{o.Selection.adapterSelect()}})
+	ix, err := openStoreReadOnly(ctx, e, o.Store, engine.Config{Device: device, Adapters: []engine.AdapterSelect{o.Selection.Select()}})
 	if err != nil {
 		if isDeviceError(err) {
 			return nil, deviceError(device, err)
@@ -384,7 +363,7 @@ func (o *searchCmd) openStore(ctx context.Context, e *env, device engine.Device)
 
 // indexData builds an index of --data's rows, IDs their row numbers.
 func (o *searchCmd) indexData(ctx context.Context, e *env, data *host.Matrix, metric engine.Metric, device engine.Device) (*engine.Index, error) {
-	cfg := engine.Config{Dim: data.Dim, Metric: metric, Device: device, Adapters: []engine.AdapterSelect{o.Selection.adapterSelect()}}
+	cfg := engine.Config{Dim: data.Dim, Metric: metric, Device: device, Adapters: []engine.AdapterSelect{o.Selection.Select()}}
 	addCtx, done := e.progress.engineStep(ctx, fmt.Sprintf("indexing %d rows", data.Rows))
 	defer done()
 	ix, err := engine.New(ctx, cfg)
@@ -401,8 +380,8 @@ func (o *searchCmd) indexData(ctx context.Context, e *env, data *host.Matrix, me
 // deviceError words a failure to get the device --device asked for.
 func deviceError(device engine.Device, err error) error {
 	var ae *engine.AdapterError
-	if errors.As(err, &ae) && ae.Hint != "" {
-		return fmt.Errorf("--device %s: %s; %s", device, cliWording(cause(err)), cliWording(oneLine(ae.Hint)))
+	if errors.As(err, &ae) && ae.Hint.Code != "" {
+		return fmt.Errorf("--device %s: %s; %s", device, cause(err), cliHint(ae.Hint))
 	}
 	return fmt.Errorf("--device %s: %s (run 'umbra probe' to see every adapter)", device, cause(err))
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
+	"github.com/umbravec/umbra/internal/storefile"
 )
 
 // This file holds what the store commands (build, add, delete, info,
@@ -77,12 +78,17 @@ func storeError(path string, err error) error {
 	case errors.Is(err, engine.ErrLocked):
 		return fmt.Errorf("store %s is locked: another process has it open for writing (it holds %s.lock); try again when that process has finished", path, path)
 	case errors.Is(err, engine.ErrBadStore):
-		// The engine names the store, then the file layer names it again.
-		msg := strings.TrimPrefix(cause(err), "bad store file: ")
-		for strings.HasPrefix(msg, path+": ") {
-			msg = strings.TrimPrefix(msg, path+": ")
+		// The file layer says where, in which file: the store's own is
+		// named already.
+		var fe *storefile.FormatError
+		if !errors.As(err, &fe) {
+			return fmt.Errorf("store %s is damaged or not a store: %s", path, cause(err))
 		}
-		return fmt.Errorf("store %s is damaged or not a store: %s", path, strings.ReplaceAll(msg, "storefile: ", ""))
+		where := fmt.Sprintf("%s (byte %d)", fe.Section, fe.Offset)
+		if fe.Path != path {
+			where = fe.Path + ": " + where
+		}
+		return fmt.Errorf("store %s is damaged or not a store: %s: %v: %s", path, where, fe.Err, oneLine(fe.Detail))
 	}
 	return fmt.Errorf("store %s: %s", path, cause(err))
 }
@@ -102,14 +108,17 @@ func readIDs(ctx context.Context, e *env, flag, path string) ([]uint64, error) {
 	return readIDsUpTo(ctx, e, flag, path, -1)
 }
 
-// errMoreIDs: a text ID file holds more IDs than the vectors they pair
-// with, found before the rest of it is read.
-var errMoreIDs = errors.New("more IDs than vectors")
+// moreIDsError: a text ID file holds more IDs than the vectors they pair
+// with, found before the rest of it is read. It says where; moreIDs adds
+// what the IDs pair with.
+type moreIDsError struct{ where string }
+
+func (e *moreIDsError) Error() string { return "more IDs than vectors: " + e.where }
 
 // readIDsUpTo is readIDs of a file whose IDs pair with most vectors (most
 // < 0: not known): a text file is read no further than one ID past most,
 // so a wrong file given by mistake is refused without being read whole.
-// The error then wraps errMoreIDs.
+// The error is then a *moreIDsError.
 func readIDsUpTo(ctx context.Context, e *env, flag, path string, most int) ([]uint64, error) {
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		return nil, fmt.Errorf("%s %s is a directory: want an ID file (text, one ID per line, or a 1-D int64/uint64 .npy)", flag, path)
@@ -140,7 +149,7 @@ func readIDsUpTo(ctx context.Context, e *env, flag, path string, most int) ([]ui
 			return fmt.Errorf("%s %s, line %d: %s", flag, path, n, badID(s))
 		}
 		if most >= 0 && len(ids) == most {
-			return fmt.Errorf("%w: %s %s holds more than %s (line %d is one more)", errMoreIDs, flag, path, plural(most, "ID"), n)
+			return &moreIDsError{fmt.Sprintf("%s %s holds more than %s (line %d is one more)", flag, path, plural(most, "ID"), n)}
 		}
 		ids = append(ids, id)
 		return nil
@@ -151,12 +160,12 @@ func readIDsUpTo(ctx context.Context, e *env, flag, path string, most int) ([]ui
 	return ids, nil
 }
 
-// moreIDs words readIDsUpTo's errMoreIDs against the vectors the IDs pair
-// with; other errors pass unchanged.
+// moreIDs words readIDsUpTo's *moreIDsError against the vectors the IDs
+// pair with; other errors pass unchanged.
 func moreIDs(err error, dataFlag, dataPath string, rows int) error {
-	if errors.Is(err, errMoreIDs) {
-		why := strings.TrimPrefix(cause(err), errMoreIDs.Error()+": ")
-		return fmt.Errorf("%s; %s %s holds %s: want one ID per vector", why, dataFlag, dataPath, plural(rows, "vector"))
+	var more *moreIDsError
+	if errors.As(err, &more) {
+		return fmt.Errorf("%s; %s %s holds %s: want one ID per vector", more.where, dataFlag, dataPath, plural(rows, "vector"))
 	}
 	return err
 }

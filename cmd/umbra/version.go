@@ -8,25 +8,18 @@ import (
 	"github.com/umbravec/umbra/internal/version"
 )
 
-var versionCommand = &command{
-	name:     "version",
-	summary:  "print the version, the Go version and whether GPU support is built in",
-	synopsis: "version [--json]",
-	help: `
-Print umbra's module version (` + version.Fallback + ` for a build from a
+func (*versionCmd) Help() string {
+	return `Print umbra's module version (` + version.Fallback + ` for a build from a
 checkout without one; VCS revision when the build recorded one),
 the Go toolchain and platform it was built with, whether the wgpu GPU backend
 is compiled in (it needs cgo; the nogpu build tag leaves it out) and the CPU
-path's scoring kernel.
-
-Flags:
-  --json   print the same as JSON: {"version", "revision", "modified", "go",
-           "os", "arch", "gpu_support", "cpu_kernel"}`,
-	example: `umbra version`,
+path's scoring kernel.`
 }
 
+func (*versionCmd) Examples() []string { return []string{"umbra version"} }
+
 type versionCmd struct {
-	JSON bool     `name:"json"`
+	JSON bool     `name:"json" help:"print the same as JSON, an object of version, revision, modified, go, os, arch, gpu_support and cpu_kernel"`
 	Args []string `arg:"" optional:"" hidden:""`
 }
 

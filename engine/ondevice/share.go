@@ -19,7 +19,7 @@ import (
 // ErrNotOnDevice: Resident and ScoreInto need an index made by New; any
 // other keeps its rows on the CPU, or on a device umbra opened itself
 // whose buffers no caller can use.
-var ErrNotOnDevice = errors.New("umbra: index not built on the caller's device (use ondevice.New)")
+var ErrNotOnDevice = errors.New("index not built on the caller's device (use ondevice.New)")
 
 // Chunk is one device buffer of an index's rows: rows [First, First+Rows)
 // of the index (see RowIDs for their IDs), Stride float32 values each, row

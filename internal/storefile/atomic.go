@@ -70,7 +70,7 @@ func writeAtomic(path string, write func(w *bufio.Writer) error) (err error) {
 	if st, err := os.Stat(path); err == nil {
 		mode, keepMode = st.Mode().Perm(), true
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("storefile: replace %s: %w", path, err)
+		return fmt.Errorf("replace %s: %w", path, err)
 	}
 
 	var f *os.File
@@ -88,7 +88,7 @@ func writeAtomic(path string, write func(w *bufio.Writer) error) (err error) {
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("storefile: replace %s: create temporary file: %w", path, err)
+		return fmt.Errorf("replace %s: create temporary file: %w", path, err)
 	}
 	renamed := false
 	defer func() {
@@ -103,7 +103,7 @@ func writeAtomic(path string, write func(w *bufio.Writer) error) (err error) {
 	if keepMode {
 		// OpenFile applied the umask; the old file's bits win.
 		if err := f.Chmod(mode); err != nil {
-			return fmt.Errorf("storefile: replace %s: %w", path, err)
+			return fmt.Errorf("replace %s: %w", path, err)
 		}
 	}
 	w := bufio.NewWriterSize(f, 1<<16)
@@ -111,25 +111,25 @@ func writeAtomic(path string, write func(w *bufio.Writer) error) (err error) {
 		return err
 	}
 	if err := do(StepWrite, w.Flush); err != nil {
-		return fmt.Errorf("storefile: replace %s: write: %w", path, err)
+		return fmt.Errorf("replace %s: write: %w", path, err)
 	}
 	if err := do(StepSync, f.Sync); err != nil {
-		return fmt.Errorf("storefile: replace %s: fsync: %w", path, err)
+		return fmt.Errorf("replace %s: fsync: %w", path, err)
 	}
 	if err := do(StepClose, f.Close); err != nil {
 		_ = f.Close() // after an injected fault; a real failed close has released it
 		f = nil
-		return fmt.Errorf("storefile: replace %s: close: %w", path, err)
+		return fmt.Errorf("replace %s: close: %w", path, err)
 	}
 	f = nil
 	if err := do(StepRename, func() error { return os.Rename(tmp, path) }); err != nil {
-		return fmt.Errorf("storefile: replace %s: rename: %w", path, err)
+		return fmt.Errorf("replace %s: rename: %w", path, err)
 	}
 	renamed = true
 	if err := do(StepSyncDir, func() error { return syncDir(dir) }); err != nil {
 		// The new file is in place but its name may not survive a power
 		// loss; the caller must not treat the write as durable.
-		return fmt.Errorf("storefile: replace %s: fsync directory: %w", path, err)
+		return fmt.Errorf("replace %s: fsync directory: %w", path, err)
 	}
 	return nil
 }
@@ -142,7 +142,7 @@ func RemoveTemps(path string) error {
 	dir := filepath.Dir(path)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return fmt.Errorf("storefile: remove temporary files of %s: %w", path, err)
+		return fmt.Errorf("remove temporary files of %s: %w", path, err)
 	}
 	prefixes := []string{tempPrefix(path), tempPrefix(path + logSuffix)}
 	var errs []error
@@ -156,7 +156,7 @@ func RemoveTemps(path string) error {
 		}
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("storefile: remove temporary files of %s: %w", path, errors.Join(errs...))
+		return fmt.Errorf("remove temporary files of %s: %w", path, errors.Join(errs...))
 	}
 	return nil
 }
@@ -173,15 +173,15 @@ func Resolve(path string) (string, error) {
 		return real, nil
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("storefile: resolve %s: %w", path, err)
+		return "", fmt.Errorf("resolve %s: %w", path, err)
 	}
 	if fi, lerr := os.Lstat(path); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
 		target, _ := os.Readlink(path)
-		return "", fmt.Errorf("storefile: %s is a symbolic link to %s, which does not exist: %w", path, target, fs.ErrNotExist)
+		return "", fmt.Errorf("%s is a symbolic link to %s, which does not exist: %w", path, target, fs.ErrNotExist)
 	}
 	dir, err := filepath.EvalSymlinks(filepath.Dir(path))
 	if err != nil {
-		return "", fmt.Errorf("storefile: resolve %s: %w", path, err)
+		return "", fmt.Errorf("resolve %s: %w", path, err)
 	}
 	return filepath.Join(dir, filepath.Base(path)), nil
 }

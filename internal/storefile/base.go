@@ -150,7 +150,7 @@ func WriteBase(path string, s *Snapshot) (generation uint64, err error) {
 	gen := newGeneration()
 	err = writeAtomic(path, func(w *bufio.Writer) error {
 		if err := encodeBase(w, s, gen); err != nil {
-			return fmt.Errorf("storefile: write base %s: %w", path, err)
+			return fmt.Errorf("write base %s: %w", path, err)
 		}
 		return nil
 	})
@@ -304,12 +304,12 @@ func crcU64s(us []uint64) uint32 {
 func ReadBase(path string) (*Snapshot, uint64, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, 0, fmt.Errorf("storefile: read base: %w", err)
+		return nil, 0, fmt.Errorf("read base: %w", err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, 0, fmt.Errorf("storefile: read base: %w", err)
+		return nil, 0, fmt.Errorf("read base: %w", err)
 	}
 	return readBase(f, st.Size(), path)
 }
@@ -337,12 +337,12 @@ type BaseHeader struct {
 func PeekBase(path string) (BaseHeader, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return BaseHeader{}, fmt.Errorf("storefile: read base: %w", err)
+		return BaseHeader{}, fmt.Errorf("read base: %w", err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return BaseHeader{}, fmt.Errorf("storefile: read base: %w", err)
+		return BaseHeader{}, fmt.Errorf("read base: %w", err)
 	}
 	h, err := readBaseHeader(f, st.Size(), path)
 	if err != nil {

@@ -21,7 +21,7 @@ func Checkpoint(path string, s *Snapshot) (generation uint64, err error) {
 	if err := createLog(path+logSuffix, s.Dim, gen); err != nil {
 		// The base is durable and the old log is stale, so the store is
 		// whole; OpenLog will finish the reset.
-		return gen, fmt.Errorf("storefile: checkpoint %s: base written (generation %x), log not reset: %w", path, gen, err)
+		return gen, fmt.Errorf("checkpoint %s: base written (generation %x), log not reset: %w", path, gen, err)
 	}
 	return gen, nil
 }

@@ -22,7 +22,7 @@ func Lock(path string) (unlock func() error, err error) {
 	lp := path + lockSuffix
 	f, err := os.OpenFile(lp, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("storefile: lock %s: %w", lp, err)
+		return nil, fmt.Errorf("lock %s: %w", lp, err)
 	}
 	for {
 		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
@@ -35,7 +35,7 @@ func Lock(path string) (unlock func() error, err error) {
 		if errors.Is(err, unix.EWOULDBLOCK) {
 			return nil, fmt.Errorf("%w: %s", ErrLocked, lp)
 		}
-		return nil, fmt.Errorf("storefile: lock %s: %w", lp, err)
+		return nil, fmt.Errorf("lock %s: %w", lp, err)
 	}
 	done := false
 	return func() error {
@@ -45,7 +45,7 @@ func Lock(path string) (unlock func() error, err error) {
 		done = true
 		// Closing the descriptor releases the flock.
 		if err := f.Close(); err != nil {
-			return fmt.Errorf("storefile: unlock %s: %w", lp, err)
+			return fmt.Errorf("unlock %s: %w", lp, err)
 		}
 		return nil
 	}, nil

@@ -26,7 +26,7 @@ func Lock(path string) (unlock func() error, err error) {
 	lp := path + lockSuffix
 	f, err := os.OpenFile(lp, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("storefile: lock %s: %w", lp, err)
+		return nil, fmt.Errorf("lock %s: %w", lp, err)
 	}
 	h := windows.Handle(f.Fd())
 	// The whole file, however long: offset 0 (in ol), ^0 bytes.
@@ -38,7 +38,7 @@ func Lock(path string) (unlock func() error, err error) {
 		if errors.Is(err, windows.ERROR_LOCK_VIOLATION) {
 			return nil, fmt.Errorf("%w: %s", ErrLocked, lp)
 		}
-		return nil, fmt.Errorf("storefile: lock %s: %w", lp, err)
+		return nil, fmt.Errorf("lock %s: %w", lp, err)
 	}
 	done := false
 	return func() error {
@@ -51,10 +51,10 @@ func Lock(path string) (unlock func() error, err error) {
 		// whenever the system gets to it.
 		uerr := windows.UnlockFileEx(h, 0, all, all, new(windows.Overlapped))
 		if err := f.Close(); err != nil {
-			return fmt.Errorf("storefile: unlock %s: %w", lp, err)
+			return fmt.Errorf("unlock %s: %w", lp, err)
 		}
 		if uerr != nil {
-			return fmt.Errorf("storefile: unlock %s: %w", lp, uerr)
+			return fmt.Errorf("unlock %s: %w", lp, uerr)
 		}
 		return nil
 	}, nil

@@ -108,12 +108,12 @@ func OpenLog(path string, dim int, generation uint64, policy SyncPolicy) (*Log, 
 		f, err = os.OpenFile(path, os.O_RDWR, 0)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("storefile: open log: %w", err)
+		return nil, fmt.Errorf("open log: %w", err)
 	}
 	st, err := f.Stat()
 	if err != nil {
 		_ = f.Close()
-		return nil, fmt.Errorf("storefile: open log: %w", err)
+		return nil, fmt.Errorf("open log: %w", err)
 	}
 	res, err := scanLog(f, st.Size(), path, dim, generation, nil)
 	if err != nil {
@@ -134,11 +134,11 @@ func OpenLog(path string, dim int, generation uint64, policy SyncPolicy) (*Log, 
 		// follow the last good one instead of garbage.
 		if err := f.Truncate(res.end); err != nil {
 			_ = f.Close()
-			return nil, fmt.Errorf("storefile: open log %s: truncate torn tail at %d: %w", path, res.end, err)
+			return nil, fmt.Errorf("open log %s: truncate torn tail at %d: %w", path, res.end, err)
 		}
 		if err := f.Sync(); err != nil {
 			_ = f.Close()
-			return nil, fmt.Errorf("storefile: open log %s: fsync after truncate: %w", path, err)
+			return nil, fmt.Errorf("open log %s: fsync after truncate: %w", path, err)
 		}
 	}
 	return &Log{path: path, dim: dim, gen: generation, version: res.version, policy: policy, f: f, off: res.end, synced: res.end}, nil
@@ -261,7 +261,7 @@ func (l *Log) Close() error {
 		err = l.err
 	}
 	if cerr := l.f.Close(); cerr != nil && err == nil {
-		err = fmt.Errorf("storefile: close log %s: %w", l.path, cerr)
+		err = fmt.Errorf("close log %s: %w", l.path, cerr)
 	}
 	l.f = nil
 	if l.err == nil {

@@ -12,7 +12,7 @@ import (
 // ErrChanged: the file under a MappedBase was truncated, rewritten or
 // otherwise modified in place after it was mapped, so the mapped rows can
 // no longer be trusted.
-var ErrChanged = errors.New("storefile: mapped file changed underneath")
+var ErrChanged = errors.New("mapped file changed underneath")
 
 // MappedBase is a base file whose rows are read straight from a private
 // memory mapping of the file rather than copied into the heap: the CPU
@@ -158,7 +158,7 @@ func (m *MappedBase) Close() error {
 func MapBase(path string) (_ *MappedBase, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("storefile: map base: %w", err)
+		return nil, fmt.Errorf("map base: %w", err)
 	}
 	keep := false
 	defer func() {
@@ -168,7 +168,7 @@ func MapBase(path string) (_ *MappedBase, err error) {
 	}()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("storefile: map base: %w", err)
+		return nil, fmt.Errorf("map base: %w", err)
 	}
 	h, err := readBaseHeader(f, st.Size(), path)
 	if err != nil {
@@ -183,7 +183,7 @@ func MapBase(path string) (_ *MappedBase, err error) {
 	}
 	ctime, err := changeStamp(f)
 	if err != nil {
-		return nil, fmt.Errorf("storefile: map base %s: %w", path, err)
+		return nil, fmt.Errorf("map base %s: %w", path, err)
 	}
 	rows, start, end, unmap, err := mapRows(f, h, path)
 	if err != nil {

@@ -24,7 +24,7 @@ func mapRows(f *os.File, h *baseHeader, name string) (_ []float32, _, _ uintptr,
 	e := h.table[0]
 	data, err := unix.Mmap(int(f.Fd()), 0, int(e.offset+e.length), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE)
 	if err != nil {
-		return nil, 0, 0, nil, fmt.Errorf("storefile: map base %s: %w", name, err)
+		return nil, 0, 0, nil, fmt.Errorf("map base %s: %w", name, err)
 	}
 	unmap := func() error { return unix.Munmap(data) }
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))

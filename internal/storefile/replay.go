@@ -50,12 +50,12 @@ func ReplayLog(path string, dim int, generation uint64, fn func(Record) error) (
 		return 0, false, nil
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("storefile: replay log: %w", err)
+		return 0, false, fmt.Errorf("replay log: %w", err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return 0, false, fmt.Errorf("storefile: replay log: %w", err)
+		return 0, false, fmt.Errorf("replay log: %w", err)
 	}
 	if fn == nil {
 		fn = func(Record) error { return nil }
