@@ -18,7 +18,7 @@ import (
 // scans. Whatever the precision, searches return the exact float32 answer:
 // the float32 rows stay on the host, the scan of the compressed copy
 // bounds every row's float32 score, and only the rows whose bound can reach
-// the k-th best are scored again in float32 (see the README's "Compressed
+// the k-th best are scored again in float32 (see docs/library.md, "Compressed
 // rows, exact answers"). A compressed precision reads 2× (F16) or about 4×
 // (Int8) fewer bytes per scan and keeps both copies in host memory; on a
 // GPU the device holds only the compressed copy, scans it there, and the

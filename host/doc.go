@@ -1,7 +1,7 @@
 // Package host reads and writes the vector files users bring to umbra, as
-// one row-major Matrix ready for engine.Index.AddFlat, or a piece at a time
-// (OpenMatrixFile, a MatrixReader) for engine.Index.AddFrom, and converts
-// float16 values.
+// one row-major Matrix (its Data ready for engine.Flat), or a piece at a
+// time (OpenMatrixFile, a MatrixReader, itself an engine.RowSource), and
+// converts float16 values.
 //
 // What each reader accepts, chosen by ReadMatrixFile and ReadIDsFile from the
 // extension (case-insensitive):

@@ -92,8 +92,8 @@ func Resident(ix *engine.Index) ([]Chunk, error) {
 
 // RowIDs returns the ID of every resident row, row r at index r, and
 // whether it is live: a deleted row keeps its place (and a score) until a
-// compaction renumbers the rows. An index filled only by Add, AddFlat or
-// AddFrom and never deleted from has ID r in row r.
+// compaction renumbers the rows. An index filled only by Add with assigned
+// IDs and never deleted from has ID r in row r.
 func RowIDs(ix *engine.Index) (ids []uint64, live []bool, err error) {
 	err = withDevice(ix, func(_ *gpu.Index, all []uint64, dead func(int) bool) error {
 		ids = append([]uint64(nil), all...)
