@@ -41,12 +41,12 @@ type ingestSample struct {
 // ingestOps are the measured operations, each with its baseline: the same
 // bytes moved without the engine.
 var ingestOps = []struct{ name, op, base, baseName, note string }{
-	{"AddFlat", "addflat", "copy", "copy", "rows in memory → a new index"},
-	{"Add ([][]float32)", "add", "copy", "copy", ""},
+	{"Add (Flat)", "addflat", "copy", "copy", "rows in memory → a new index"},
+	{"Add (Vectors)", "add", "copy", "copy", ""},
 	{"Upsert, every ID new", "upsert-new", "copy", "copy", ""},
 	{"Upsert, replacing every row", "upsert-replace", "copy", "copy", "in place, checked first (with a store or a device the old rows are kept aside to undo)"},
-	{"import .npy (streamed: AddFrom)", "import", "read-npy", "read file", "what umbra build does before it saves"},
-	{"import .npy (read + AdoptFlat)", "import-read", "read-npy", "read file", "the whole file read first, then packed in place"},
+	{"import .npy (streamed Add)", "import", "read-npy", "read file", "what umbra build does before it saves"},
+	{"import .npy (read, then Add of Flat)", "import-read", "read-npy", "read file", "the whole file read first, then packed in place"},
 	{"Open", "open", "read-store", "read file", "rows mapped and CRC-checked, IDs read"},
 }
 

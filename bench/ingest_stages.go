@@ -33,8 +33,8 @@ type IngestStages struct {
 	Rows   []IngestStage
 }
 
-// RunIngestStages traces the writes cmd/bench --store measures — AddFlat,
-// Add, a streamed .npy import, Upsert of new rows, Upsert replacing every row, and AddFlat to a
+// RunIngestStages traces the writes cmd/bench --store measures — Add of Flat,
+// Add of Vectors, a streamed .npy import, Upsert of new rows, Upsert replacing every row, and Add of Flat to a
 // store whose log syncs every call — Runs × Repeat calls each on a fresh
 // index (Device CPU, or the GPU with o.Device GPU), each beside a plain
 // copy, and reports each stage's median.
@@ -72,15 +72,15 @@ func RunIngestStages(ctx context.Context, o StoreOptions) (*IngestStages, error)
 		setup func() (*engine.Index, error)
 		call  func(context.Context, *engine.Index) error
 	}{
-		{"AddFlat", nil, func(ctx context.Context, ix *engine.Index) error {
+		{"Add (Flat)", nil, func(ctx context.Context, ix *engine.Index) error {
 			_, err := ix.Add(ctx, engine.Flat(flat, ix.Dim()))
 			return err
 		}},
-		{"Add ([][]float32)", nil, func(ctx context.Context, ix *engine.Index) error {
+		{"Add (Vectors)", nil, func(ctx context.Context, ix *engine.Index) error {
 			_, err := ix.Add(ctx, engine.Vectors(vectors))
 			return err
 		}},
-		{"import .npy (streamed: AddFrom)", nil, func(ctx context.Context, ix *engine.Index) error {
+		{"import .npy (streamed Add)", nil, func(ctx context.Context, ix *engine.Index) error {
 			src, err := host.OpenMatrixFile(ctx, npy)
 			if err != nil {
 				return err
@@ -103,7 +103,7 @@ func RunIngestStages(ctx context.Context, o StoreOptions) (*IngestStages, error)
 			_, err := ix.Upsert(ctx, engine.Vectors(vectors), engine.WithIDs(ids...))
 			return err
 		}},
-		{"AddFlat to a store, log fsync per call", func() (*engine.Index, error) {
+		{"Add (Flat) to a store, log fsync per call", func() (*engine.Index, error) {
 			empty, err := engine.New(ctx, cfg)
 			if err != nil {
 				return nil, err

@@ -251,7 +251,7 @@ func (h *harness) openGPU(ctx context.Context) {
 }
 
 // admit gives the workload to the engine on the CPU before anything uses
-// it: SearchBatch on the still empty index checks every query and AddFlat
+// it: SearchBatch on the still empty index checks every query and Add
 // every vector, by the engine's own rules, so a run never times data the
 // library would refuse and the rules live in one place. The index is the
 // fallback tier's.

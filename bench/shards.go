@@ -11,7 +11,7 @@ import (
 )
 
 // ShardOptions configures RunShards: each adapter of Shards alone beside
-// all of them sharding one index (Config.Shards), on the same data and
+// all of them sharding one index (several Config.Adapters), on the same data and
 // queries, timed in the same groups.
 type ShardOptions struct {
 	N, Dim, K int

@@ -121,11 +121,11 @@ func RunStore(ctx context.Context, o StoreOptions) (*StoreReport, error) {
 			return f(ix)
 		}
 	}
-	if err := add("AddFlat", "copy", ingest(func(ix *engine.Index) error { _, err := ix.Add(ctx, engine.Flat(flat, ix.Dim())); return err }), plainCopy,
+	if err := add("Add (Flat)", "copy", ingest(func(ix *engine.Index) error { _, err := ix.Add(ctx, engine.Flat(flat, ix.Dim())); return err }), plainCopy,
 		fmt.Sprintf("%s of vectors", mib(bytes))); err != nil {
 		return nil, err
 	}
-	if err := add("Add ([][]float32)", "copy", ingest(func(ix *engine.Index) error { _, err := ix.Add(ctx, engine.Vectors(vectors)); return err }), plainCopy, ""); err != nil {
+	if err := add("Add (Vectors)", "copy", ingest(func(ix *engine.Index) error { _, err := ix.Add(ctx, engine.Vectors(vectors)); return err }), plainCopy, ""); err != nil {
 		return nil, err
 	}
 
@@ -173,10 +173,10 @@ func RunStore(ctx context.Context, o StoreOptions) (*StoreReport, error) {
 		return err
 	})
 	readNPY := func() error { b, err := os.ReadFile(npy); runtime.KeepAlive(b); return err }
-	if err := add("import .npy (streamed: AddFrom)", "read file", streamNPY, readNPY, "what umbra build does before it saves"); err != nil {
+	if err := add("import .npy (streamed Add)", "read file", streamNPY, readNPY, "what umbra build does before it saves"); err != nil {
 		return nil, err
 	}
-	if err := add("import .npy (read + AdoptFlat)", "read file", importNPY, readNPY, "the whole file read first, then packed in place"); err != nil {
+	if err := add("import .npy (read, then Add of Flat)", "read file", importNPY, readNPY, "the whole file read first, then packed in place"); err != nil {
 		return nil, err
 	}
 	path := filepath.Join(dir, "bench.umbra")

@@ -55,7 +55,7 @@ func (t Tier) Premise() string {
 		return "the engine's Search on a GPU index: data uploaded once at Add; per call the query goes up, " +
 			"every row is scored on the device, the results come back, top-k out"
 	case TierContiguous:
-		return "every call from one contiguous []float32: new index, AddFlat (validate and pack N rows, upload them all), " +
+		return "every call from one contiguous []float32: new index, Add of Flat (validate and pack N rows, upload them all), " +
 			"Search, Close; the device and the compiled shader are cached per process"
 	case TierList:
 		return "every call from [][]float32, one heap allocation per row: new index, Add (marshal the scattered rows " +

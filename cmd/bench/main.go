@@ -103,7 +103,7 @@ type flags struct {
 	Data         string          `name:"data" placeholder:"FILE" help:"stored vectors from FILE (.npy float32 2-D, or .fvecs) instead of random data"`
 	Queries      string          `name:"queries" placeholder:"FILE" help:"queries from FILE (.npy float32 2-D, or .fvecs)"`
 	Store        bool            `name:"store" help:"measure the store instead of the search tiers: ingest, Save, Open, a logged Add per fsync policy, and filtered searches, each beside its baseline; with --breakdown also each write's stages (pack, IDs, compress, upload, log, publish) (uses --n, --dim, --runs, --repeat, --seed, --device)"`
-	Ingest       bool            `name:"ingest" help:"measure ingest (AddFlat, Add, Upsert, import of a .npy) and Open against a plain copy or read of the same bytes, each call in a fresh process with its peak memory (uses --n, --dim, --runs: processes per operation)"`
+	Ingest       bool            `name:"ingest" help:"measure ingest (Add of Flat and of Vectors, Upsert, import of a .npy) and Open against a plain copy or read of the same bytes, each call in a fresh process with its peak memory (uses --n, --dim, --runs: processes per operation)"`
 	Peers        bool            `name:"peers" help:"also run chromem-go and, where Python imports faiss, FAISS IndexFlatIP on the same data and queries, one query and --batch queries (${faiss_install})"`
 	Batch        int             `name:"batch" default:"64" help:"queries in the batch comparison of --peers (0: none)"`
 	BatchRepeat  int             `name:"batch-repeat" default:"2" help:"timed batch calls per group (--peers)"`
@@ -111,12 +111,12 @@ type flags struct {
 	Python       string          `name:"python" placeholder:"PYTHON" help:"PYTHON interpreter for FAISS (default: ${pythons})"`
 	Concurrency  string          `name:"concurrency" placeholder:"LIST" help:"measure single searches from this comma list of concurrent callers (e.g. 1,8,64,256), coalescing on and off, the GPU too with --device gpu, the peers with --peers; uses --n, --dim, --k, --metric, --duration"`
 	Duration     time.Duration   `name:"duration" default:"2s" help:"time per cell of --concurrency"`
-	CoalesceMax  int             `name:"coalesce-max" default:"0" help:"Config.BatchQueries of --concurrency's coalescing-on rows (0: the default)"`
-	CoalesceWait time.Duration   `name:"coalesce-wait" default:"0s" help:"Config.BatchWait of --concurrency's coalescing-on rows"`
+	CoalesceMax  int             `name:"coalesce-max" default:"0" help:"Config.Coalesce.MaxQueries of --concurrency's coalescing-on rows (0: the default)"`
+	CoalesceWait time.Duration   `name:"coalesce-wait" default:"0s" help:"Config.Coalesce.Wait of --concurrency's coalescing-on rows"`
 	Soak         time.Duration   `name:"soak" default:"0s" help:"run mixed searches and writes for this long (e.g. 60s), every answer checked, memory sampled; exit 1 on any error or wrong answer (uses --n, --dim, --k, --device)"`
 	Precision    string          `name:"precision" placeholder:"LIST" help:"measure storage precisions instead of the search tiers: a comma LIST of f32, f16, int8 (f32 first: the others are checked against it), each on the CPU path (or with --device gpu on a GPU, software adapters included) with rows rescored, bytes read, the Approximate mode's recall and a --batch call; with --peers FAISS IndexFlat and IndexScalarQuantizer fp16/8bit beside them (uses --n, --dim, --k, --metric, --nq, --runs, --repeat, --batch, --batch-runs, --seed, --workers)"`
 	Clustered    bool            `name:"clustered" help:"with --precision: clustered data (1,000 Gaussian centres) instead of uniform random"`
-	Shards       string          `name:"shards" placeholder:"LIST" help:"compare each adapter of this comma LIST alone with all of them sharding one index (Config.Shards), Device GPU: an entry is a backend (vulkan, metal, dx12, gl), a name fragment, or backend:name; times SearchBatch for the batch sizes of --paths (default 1,8,64); uses --n, --dim, --k, --metric, --runs, --repeat, --seed"`
+	Shards       string          `name:"shards" placeholder:"LIST" help:"compare each adapter of this comma LIST alone with all of them sharding one index (several Config.Adapters), Device GPU: an entry is a backend (vulkan, metal, dx12, gl), a name fragment, or backend:name; times SearchBatch for the batch sizes of --paths (default 1,8,64); uses --n, --dim, --k, --metric, --runs, --repeat, --seed"`
 	Workers      int             `name:"workers" default:"0" help:"goroutines of the fallback (0: GOMAXPROCS)"`
 	Threshold    float64         `name:"threshold" default:"0" help:"consistency threshold on |score − float64 reference| (0: 8·√dim·2⁻²⁴·scale, see bench/SCHEMA.md)"`
 	// Args catches stray arguments, to say that bench takes flags only.

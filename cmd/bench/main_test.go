@@ -484,11 +484,11 @@ func TestStoreBreakdown(t *testing.T) {
 	code, out, stderr := runBench(t, "--store", "--breakdown", "--n", "300", "--dim", "16", "--runs", "1", "--repeat", "1",
 		"--device", "cpu", "--seed", "5")
 	require.Equal(t, 0, code, "stderr: %s", stderr)
-	for _, want := range []string{"AddFlat", "import .npy", "Save", "Open", "log fsync per call", "0.01% of rows allowed", "ingest stages (--breakdown)"} {
+	for _, want := range []string{"Add (Flat)", "import .npy", "Save", "Open", "log fsync per call", "0.01% of rows allowed", "ingest stages (--breakdown)"} {
 		assert.Contains(t, out, want)
 	}
 	stages := out[strings.Index(out, "ingest stages"):]
-	for _, op := range []string{"AddFlat ", "Add ([][]float32)", "import .npy (streamed: AddFrom)", "Upsert, every ID new", "Upsert, replacing every row", "AddFlat to a store, log fsync per call"} {
+	for _, op := range []string{"Add (Flat) ", "Add (Vectors)", "import .npy (streamed Add)", "Upsert, every ID new", "Upsert, replacing every row", "Add (Flat) to a store, log fsync per call"} {
 		i := strings.Index(stages, "  "+op)
 		require.GreaterOrEqual(t, i, 0, "stage row %q in\n%s", op, stages)
 		f := strings.Fields(stages[i+len(op)+2 : i+strings.Index(stages[i:], "\n")])

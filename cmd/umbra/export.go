@@ -19,8 +19,9 @@ ascending ID order, and with --ids-out their IDs, in the same order, as a
 1-D uint64 .npy. The vectors are as the store keeps them: under cosine
 each is scaled to unit length, so an export is not the file that was added.
 Both files are written atomically (a temporary file beside each, fsynced,
-renamed). Export fails while another process has the store open for
-writing.`
+renamed). Export opens the store read-only, without its lock, so it
+works while another process writes the store, and exports what that
+process had acknowledged by the time export read it.`
 }
 
 func (*exportCmd) Examples() []string {

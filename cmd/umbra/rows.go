@@ -11,7 +11,7 @@ import (
 )
 
 // fileRows is a data file opened to be streamed into an index
-// (engine.Index.AddFrom): its header is read and checked, its rows are
+// (a RowSource for engine.Index.Add and Upsert): its header is read and checked, its rows are
 // read as the index stores them.
 type fileRows struct {
 	*host.MatrixReader
@@ -19,7 +19,7 @@ type fileRows struct {
 	err        error // the file's own failure, once ReadRows met one
 }
 
-// openRows opens path for AddFrom, naming the flag in errors as
+// openRows opens path for a streamed Add, naming the flag in errors as
 // loadMatrix does.
 func openRows(ctx context.Context, flagName, path string) (*fileRows, error) {
 	if err := notDir(flagName, path); err != nil {
@@ -40,7 +40,7 @@ func (f *fileRows) ReadRows(dst []float32) (int, error) {
 	return n, err
 }
 
-// sourceError words an AddFrom error that the file caused (malformed,
+// sourceError words an Add or Upsert error that the file caused (malformed,
 // truncated, unreadable) as loadMatrix would have; nil when the file was
 // not at fault.
 func (f *fileRows) sourceError(err error) error {
