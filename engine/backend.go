@@ -45,7 +45,7 @@ func candidates(sel AdapterSelect) ([]*gpu.Adapter, error) {
 	}
 	infos := make([]AdapterInfo, len(list))
 	for i, a := range list {
-		infos[i] = AdapterInfo(a.Info)
+		infos[i] = a.Info
 	}
 	order := rankAdapters(infos, sel)
 	out := make([]*gpu.Adapter, len(order))
@@ -57,7 +57,7 @@ func candidates(sel AdapterSelect) ([]*gpu.Adapter, error) {
 
 // report converts the backend's probe report for adapter a.
 func report(a *gpu.Adapter, r gpu.Report) AdapterReport {
-	info := AdapterInfo(a.Info)
+	info := a.Info
 	return AdapterReport{Adapter: info, Limits: DeviceLimits(r.Limits), Features: r.Features, Works: r.Works,
 		Error: r.Error, Eligible: r.Works && !info.Software(), Elapsed: r.Elapsed}
 }
@@ -175,7 +175,7 @@ func openGPU(ctx context.Context, cfg Config, opt options, allowSoftware bool) (
 	}
 	var reports []AdapterReport
 	for _, a := range as {
-		info := AdapterInfo(a.Info)
+		info := a.Info
 		if info.Software() && !allowSoftware {
 			reports = append(reports, AdapterReport{Adapter: info, Works: true})
 			continue
@@ -203,9 +203,9 @@ func openGPU(ctx context.Context, cfg Config, opt options, allowSoftware bool) (
 // rows, or the codes of a compressed precision (precision.go).
 func newDeviceIndex(d *gpu.Device, cfg Config, maxChunkRows int) (*gpu.Index, error) {
 	if cfg.Precision == F32 {
-		return d.NewIndex(packed.StrideFor(cfg.Dim), cfg.Metric.shaderCode(), maxChunkRows)
+		return d.NewIndex(packed.StrideFor(cfg.Dim), cfg.Metric, maxChunkRows)
 	}
-	return d.NewCompressedIndex(cfg.Precision.codeWords(cfg.Dim), cfg.Precision.shaderCode(), cfg.Metric.shaderCode(), maxChunkRows)
+	return d.NewCompressedIndex(codeWords(cfg.Precision, cfg.Dim), cfg.Precision, cfg.Metric, maxChunkRows)
 }
 
 // newOnDevice is ondevice.New after the device was adopted: an index whose

@@ -3,6 +3,9 @@ package engine
 import (
 	"fmt"
 	"strings"
+
+	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/gpu"
 )
 
 // Backend names the path that serves an index's searches.
@@ -13,50 +16,25 @@ const (
 	BackendCPU Backend = "cpu" // the pure-Go fallback
 )
 
-// AdapterInfo describes one wgpu adapter.
-type AdapterInfo struct {
-	Name     string // device name, e.g. "NVIDIA GeForce RTX 3050 Laptop GPU"
-	Vendor   string // vendor as the driver reports it
-	VendorID uint32
-	DeviceID uint32
-	API      string // "vulkan", "metal", "dx12", "gl"
-	Type     string // "discrete", "integrated", "cpu" or "unknown"
-	Driver   string // driver description
-}
-
-// String names the adapter with its API and type, e.g.
-// "NVIDIA GeForce RTX 3050 Laptop GPU (vulkan, discrete)".
-func (a AdapterInfo) String() string { return a.Name + " (" + a.API + ", " + a.Type + ")" }
-
-// Software reports whether the adapter runs on the CPU (lavapipe, llvmpipe,
+// AdapterInfo describes one wgpu adapter: its Name (e.g. "NVIDIA GeForce
+// RTX 3050 Laptop GPU"), Vendor, VendorID, DeviceID, API ("vulkan",
+// "metal", "dx12", "gl"), Type ("discrete", "integrated", "cpu" or
+// "unknown") and Driver description. String names it with its API and
+// type; Software reports whether it runs on the CPU (lavapipe, llvmpipe,
 // WARP, SwiftShader).
-func (a AdapterInfo) Software() bool { return a.Type == "cpu" }
+type AdapterInfo = core.AdapterInfo
 
-// DeviceLimits are the adapter limits the index was planned against.
-type DeviceLimits struct {
-	MaxStorageBindingBytes uint64
-	MaxBufferBytes         uint64
-	MaxWorkgroupsPerDim    uint32
-	MaxInvocations         uint32
-	MaxWorkgroupBytes      uint32
-	// Subgroups is true when scores are reduced with subgroup shuffles.
-	Subgroups bool
-	// Timestamps is true when a traced search times its kernels with GPU
-	// timestamps (Trace.KernelClock "gpu") rather than the wall clock.
-	Timestamps bool
-	// Team is how many invocations share one row in scores.wgsl: the
-	// fastest width the probe measured on this device, capped by the row's
-	// vec4 count.
-	Team uint32
-	// StagedQueries is true when batches stage their queries in workgroup
-	// memory on this device (measured faster by the probe).
-	StagedQueries bool
-	// FusedK and FusedBatchK are the largest k a single search and a batch
-	// select in the fused scan-and-select pass (one submission, a scan per
-	// chunk and a merge); larger k takes the radix select. 0 when the
-	// device did not pass the fused self-test.
-	FusedK, FusedBatchK uint32
-}
+// DeviceLimits are the adapter limits the index was planned against:
+// MaxStorageBindingBytes, MaxBufferBytes, MaxWorkgroupsPerDim,
+// MaxInvocations and MaxWorkgroupBytes, and what the probe chose there —
+// Subgroups (scores reduced with subgroup shuffles), Timestamps (a traced
+// search times its kernels with GPU timestamps, Trace.KernelClock "gpu"),
+// Team (invocations sharing one row in scores.wgsl), StagedQueries
+// (batches stage their queries in workgroup memory), and FusedK and
+// FusedBatchK (the largest k a single search and a batch select in the
+// fused scan-and-select pass; 0 when the device did not pass its fused
+// self-test).
+type DeviceLimits = gpu.Limits
 
 // Info says how an index computes and, when it fell back to the CPU, why and
 // how to fix it.

@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/umbravec/umbra/fallback"
-	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/packed"
-	"github.com/umbravec/umbra/shaders"
 )
 
 // Precision is how an index holds the copy of its vectors that a search
@@ -22,44 +20,25 @@ import (
 // (Int8) fewer bytes per scan and keeps both copies in host memory; on a
 // GPU the device holds only the compressed copy, scans it there, and the
 // host bounds and rescores.
-type Precision uint8
+type Precision = core.Precision
 
 const (
 	// F32 scans the float32 rows themselves (the default).
-	F32 Precision = iota
+	F32 = core.F32
 	// F16 scans IEEE half floats of each row scaled by a power of two.
-	F16
+	F16 = core.F16
 	// Int8 scans each row as signed bytes with one scale per row
 	// (symmetric: code = round(x·127/max|x|)).
-	Int8
+	Int8 = core.Int8
 )
-
-// String is the fallback's name for the same precision ("f32", "f16",
-// "int8"): the two types number their precisions alike.
-func (p Precision) String() string { return fallback.Precision(p).String() }
 
 // ParsePrecision accepts "f32", "f16" or "int8" (any case; "float32",
 // "float16", "fp16", "i8" too).
 func ParsePrecision(s string) (Precision, error) {
-	switch strings.ToLower(s) {
-	case "f32", "float32", "fp32", "":
-		return F32, nil
-	case "f16", "float16", "fp16", "half":
-		return F16, nil
-	case "int8", "i8":
-		return Int8, nil
+	if p, ok := core.ParsePrecision(s); ok {
+		return p, nil
 	}
 	return 0, fmt.Errorf("%w: unknown precision %q (want f32, f16 or int8)", ErrInvalidConfig, s)
-}
-
-func (p Precision) fallbackCode() fallback.Precision {
-	switch p {
-	case F16:
-		return fallback.F16
-	case Int8:
-		return fallback.Int8
-	}
-	return fallback.F32
 }
 
 // validate checks a Config's precision against its dimension and device.
@@ -79,23 +58,12 @@ func (c Config) validatePrecision() error {
 
 // codeWords is how many 4-byte words one compressed row of dimension dim
 // takes on a device under p.
-func (p Precision) codeWords(dim int) int {
-	s := fallback.CodeStride(p.fallbackCode(), dim)
+func codeWords(p Precision, dim int) int {
+	s := fallback.CodeStride(p, dim)
 	if p == Int8 {
 		return s / 4
 	}
 	return s / 2
-}
-
-// shaderCode is p as the shaders know it.
-func (p Precision) shaderCode() uint32 {
-	switch p {
-	case F16:
-		return shaders.PrecF16
-	case Int8:
-		return shaders.PrecInt8
-	}
-	return shaders.PrecF32
 }
 
 // quantRows is an index's compressed copy of its slab (nil under F32),
@@ -109,7 +77,7 @@ func newQuantRows(cfg Config) quantRows {
 	if cfg.Precision == F32 {
 		return quantRows{}
 	}
-	c, err := fallback.NewCompressed(cfg.Precision.fallbackCode(), cfg.Dim)
+	c, err := fallback.NewCompressed(cfg.Precision, cfg.Dim)
 	if err != nil {
 		panic(err) // validate has refused such a Config
 	}
@@ -227,7 +195,7 @@ func (ix *Index) searchQuant(ctx context.Context, qs [][]float32, k int, mask []
 	start := time.Now()
 	view := ix.view()
 	view.Allow = mask
-	res, st, err := fallback.ExactSearchBatch(ctx, view, ix.quant.c, qs, k, ix.fallbackMetric(), ix.cfg.Workers, approximate)
+	res, st, err := fallback.ExactSearchBatch(ctx, view, ix.quant.c, qs, k, ix.cfg.Metric, ix.cfg.Workers, approximate)
 	if err != nil {
 		return nil, err
 	}
@@ -268,7 +236,7 @@ func (ix *Index) searchQuantGPU(ctx context.Context, qs [][]float32, k int, mask
 		}
 		start := time.Now()
 		d := fallback.DeviceSums{Sums: sums, Rows: rows}
-		res, st, err := fallback.ExactSearchSums(ctx, view, ix.quant.c, part, d, scans, k, ix.fallbackMetric(), ix.cfg.Workers, approximate)
+		res, st, err := fallback.ExactSearchSums(ctx, view, ix.quant.c, part, d, scans, k, ix.cfg.Metric, ix.cfg.Workers, approximate)
 		if err != nil {
 			return nil, hostError{err}
 		}
@@ -289,9 +257,9 @@ func (ix *Index) deviceSums(ctx context.Context, qs [][]float32) ([]float32, int
 	for j, q := range qs {
 		dq[j] = fallback.DeviceQuery(ix.quant.c, q)
 	}
-	var st *gpu.Stages
+	var st *core.Stages
 	if t != nil {
-		st = &gpu.Stages{}
+		st = &core.Stages{}
 	}
 	sums, scans, err := ix.dev.Sums(ctx, dq, ix.deviceRows(ix.slab.Rows), st)
 	t.add(st)
@@ -301,7 +269,7 @@ func (ix *Index) deviceSums(ctx context.Context, qs [][]float32) ([]float32, int
 // rangeQuant is SearchRange's scan for an index of a compressed precision,
 // on the GPU's sums where it can (a GPU failure under Auto moves it to the
 // CPU as searchQuant does). The caller holds ix.mu.
-func (ix *Index) rangeQuant(ctx context.Context, q []float32, threshold float32, mask []uint64) ([]fallback.Hit, error) {
+func (ix *Index) rangeQuant(ctx context.Context, q []float32, threshold float32, mask []uint64) ([]core.Hit, error) {
 	t := traceFrom(ctx)
 	view := ix.view()
 	view.Allow = mask
@@ -310,7 +278,7 @@ func (ix *Index) rangeQuant(ctx context.Context, q []float32, threshold float32,
 		if err == nil {
 			start := time.Now()
 			d := fallback.DeviceSums{Sums: sums, Rows: ix.deviceRows(ix.slab.Rows)}
-			found, st, err := fallback.ExactRangeSums(ctx, view, ix.quant.c, q, d, threshold, ix.fallbackMetric(), ix.cfg.Workers)
+			found, st, err := fallback.ExactRangeSums(ctx, view, ix.quant.c, q, d, threshold, ix.cfg.Metric, ix.cfg.Workers)
 			if err != nil {
 				return nil, err
 			}
@@ -322,7 +290,7 @@ func (ix *Index) rangeQuant(ctx context.Context, q []float32, threshold float32,
 		}
 	}
 	start := time.Now()
-	found, st, err := fallback.ExactRange(ctx, view, ix.quant.c, q, threshold, ix.fallbackMetric(), ix.cfg.Workers)
+	found, st, err := fallback.ExactRange(ctx, view, ix.quant.c, q, threshold, ix.cfg.Metric, ix.cfg.Workers)
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,8 @@ import (
 	"time"
 
 	"github.com/umbravec/umbra/fallback"
-	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/topk"
 )
 
 // seededRand is the external tests' newRand for this package's own: seeded
@@ -39,11 +40,11 @@ type rankingDevice struct {
 	asks   []int
 }
 
-func (d *rankingDevice) Search(_ context.Context, qs [][]float32, k, rows int, mask []uint64, _ *gpu.Stages) ([][]fallback.Hit, error) {
+func (d *rankingDevice) Search(_ context.Context, qs [][]float32, k, rows int, mask []uint64, _ *core.Stages) ([][]core.Hit, error) {
 	d.asks = append(d.asks, k)
-	out := make([][]fallback.Hit, len(qs))
+	out := make([][]core.Hit, len(qs))
 	for i, q := range qs {
-		out[i] = fallback.SelectAllowed(d.scores[int(q[0])][:rows], k, d.m, mask)
+		out[i] = topk.SelectAllowed(d.scores[int(q[0])][:rows], k, d.m, mask)
 	}
 	return out, nil
 }
@@ -137,13 +138,13 @@ func TestDeviceTopKTies(t *testing.T) {
 			t.Fatal(err)
 		}
 		for q := range qs {
-			var want []fallback.Hit
+			var want []core.Hit
 			for row, s := range dev.scores[q] {
 				if mask == nil || mask[row/64]&(1<<(row%64)) != 0 {
-					want = append(want, fallback.Hit{Row: row, Score: s})
+					want = append(want, core.Hit{Row: row, Score: s})
 				}
 			}
-			slices.SortFunc(want, func(a, b fallback.Hit) int {
+			slices.SortFunc(want, func(a, b core.Hit) int {
 				if a.Score != b.Score {
 					if m == fallback.L2 {
 						return cmp.Compare(a.Score, b.Score)

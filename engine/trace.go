@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/core"
 )
 
 // Trace collects where the time of writes and searches went, stage by
@@ -131,26 +131,17 @@ func lap(d *time.Duration, start time.Time) time.Time {
 	return now
 }
 
-// add adds the device stages st recorded into t; either may be nil.
-func (t *Trace) add(st *gpu.Stages) {
-	if t == nil || st == nil {
+// add adds the device stages st recorded into t, by core.Stages' one
+// rule of accumulation; either may be nil.
+func (t *Trace) add(st *core.Stages) {
+	if t == nil {
 		return
 	}
-	t.Upload += st.Upload
-	t.Kernel += st.Kernel
-	t.Readback += st.Readback
-	t.Select += st.Select
-	t.UploadBytes += st.UploadBytes
-	t.ReadbackBytes += st.ReadbackBytes
-	t.Dispatches += st.Dispatches
-	t.Submissions += st.Submissions
-	t.Maps += st.Maps
-	t.BytesUp += st.BytesUp
-	t.BytesDown += st.BytesDown
-	if st.KernelClock != "" {
-		t.KernelClock = st.KernelClock
-	}
-	if st.Path != "" {
-		t.SelectPath = st.Path
-	}
+	st.AddTo(core.Totals{
+		Upload: &t.Upload, Kernel: &t.Kernel, Readback: &t.Readback, Select: &t.Select,
+		UploadBytes: &t.UploadBytes, ReadbackBytes: &t.ReadbackBytes,
+		Dispatches: &t.Dispatches, Submissions: &t.Submissions, Maps: &t.Maps,
+		BytesUp: &t.BytesUp, BytesDown: &t.BytesDown,
+		KernelClock: &t.KernelClock, Path: &t.SelectPath,
+	})
 }

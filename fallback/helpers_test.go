@@ -208,7 +208,7 @@ func sameHits(t testing.TB, got, want []Hit, format string, args ...any) {
 // SelectTopK over all scores.
 func scoreRows(ctx context.Context, dst []float32, s Slab, q []float32, m Metric, workers int) (err error) {
 	defer guard(&err)
-	if err := m.check(); err != nil {
+	if err := checkMetric(m); err != nil {
 		return err
 	}
 	if err := s.check(); err != nil {

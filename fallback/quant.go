@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/umbravec/umbra/internal/core"
 )
 
 // Compressed rows: the same vectors as a float32 Slab, held in fewer bytes
@@ -14,32 +16,19 @@ import (
 // lower bound, and returns exactly what Search over the float32 rows
 // returns. quant_bounds.go derives the intervals.
 
-// Precision is how a Compressed holds its rows.
-type Precision uint8
+// Precision is how a Compressed holds its rows: engine's precisions,
+// named here for this package's callers. F32 is no compression (the
+// float32 slab alone); F16 holds a row as IEEE half floats of the row
+// scaled by a power of two (so no component overflows or needlessly
+// underflows), 2 bytes a component; Int8 holds a row as round(x/s) in
+// [-127, 127] with s = max|x|/127, one scale per row, 1 byte a component.
+type Precision = core.Precision
 
 const (
-	// F32 is no compression: the float32 slab alone.
-	F32 Precision = iota
-	// F16 holds a row as IEEE half floats of the row scaled by a power of
-	// two (so no component overflows or needlessly underflows), 2 bytes a
-	// component.
-	F16
-	// Int8 holds a row as round(x/s) in [-127, 127] with s = max|x|/127,
-	// one scale per row, 1 byte a component.
-	Int8
+	F32  = core.F32
+	F16  = core.F16
+	Int8 = core.Int8
 )
-
-func (p Precision) String() string {
-	switch p {
-	case F32:
-		return "f32"
-	case F16:
-		return "f16"
-	case Int8:
-		return "int8"
-	}
-	return fmt.Sprintf("Precision(%d)", int(p))
-}
 
 // MaxQuantDim is the largest dimension the compressed precisions take: the
 // int8 dot product is accumulated exactly in 32-bit integers

@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"unsafe"
+
+	"github.com/umbravec/umbra/internal/topk"
 )
 
 // Compressed rows scanned by a device. A GPU holds only the codes (the
@@ -188,21 +190,21 @@ func ExactSearchSums(ctx context.Context, s Slab, c *Compressed, qs [][]float32,
 	nblocks := (s.Rows + blockRows - 1) / blockRows
 	items := nq * nblocks
 	w := workerCount(workers, items, s.Rows*nq*4)
-	tops := make([][]topK, w)
+	tops := make([][]topk.Heap, w)
 	cands := make([][][]candidate, w)
 	raws := make([][]float64, w)
 	for i := range tops {
 		raws[i] = make([]float64, blockRows)
-		tops[i] = make([]topK, nq)
+		tops[i] = make([]topk.Heap, nq)
 		cands[i] = make([][]candidate, nq)
 		for j := range tops[i] {
-			tops[i][j] = newTopK(k, s.Rows/w+blockRows, s.IDs)
+			tops[i][j] = topk.New(k, s.Rows/w+blockRows, s.IDs)
 		}
 	}
 	// Under Dot the CPU batch's filters run on the sums (scanI8Dot on
 	// int8's integers, scanF16Dot on float16's float32 sums), with each
 	// block's bound maxima computed once.
-	filter := m == Dot && !approximate && (c.Prec == Int8 || f16Filter)
+	filter := m != L2 && !approximate && (c.Prec == Int8 || f16Filter)
 	i8dot := filter && c.Prec == Int8
 	var amax, hmax, smax []float64
 	var i32s [][]int32
@@ -272,7 +274,7 @@ func ExactRangeSums(ctx context.Context, s Slab, c *Compressed, q []float32, d D
 	}
 	qq := newQuantQuery(c, qp, m)
 	qq.forDevice(c)
-	limit := key(m, threshold)
+	limit := topk.Key(m, threshold)
 	raw := make([]float64, s.Rows)
 	d.sums(qq, c, 0, 0, raw)
 	rows := rangeCandidates(qq, c, raw, 0, s.Allow, limit, nil)

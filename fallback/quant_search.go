@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/umbravec/umbra/internal/topk"
 )
 
 // QuantStats is what a search over compressed rows cost.
@@ -66,7 +68,7 @@ func (c *Compressed) check(s Slab) error {
 // quantQueries checks a compressed batch search's metric, slab and
 // compressed rows, and prepares each query against c.
 func quantQueries(s Slab, c *Compressed, qs [][]float32, m Metric) ([]*quantQuery, error) {
-	if err := m.check(); err != nil {
+	if err := checkMetric(m); err != nil {
 		return nil, err
 	}
 	if err := s.check(); err != nil {
@@ -138,7 +140,7 @@ func ExactSearchBatch(ctx context.Context, s Slab, c *Compressed, qs [][]float32
 		work *= nq
 	}
 	w := workerCount(workers, items, work)
-	tops := make([][]topK, w)
+	tops := make([][]topk.Heap, w)
 	cands := make([][][]candidate, w)
 	type scratch struct {
 		raw  []float64
@@ -157,10 +159,10 @@ func ExactSearchBatch(ctx context.Context, s Slab, c *Compressed, qs [][]float32
 		} else {
 			scr[i].f32 = make([]float32, qb*blockRows)
 		}
-		tops[i] = make([]topK, nq)
+		tops[i] = make([]topk.Heap, nq)
 		cands[i] = make([][]candidate, nq)
 		for j := range tops[i] {
-			tops[i][j] = newTopK(k, s.Rows/w+blockRows, s.IDs)
+			tops[i][j] = topk.New(k, s.Rows/w+blockRows, s.IDs)
 		}
 	}
 	ks := activeQuant
@@ -188,7 +190,7 @@ func ExactSearchBatch(ctx context.Context, s Slab, c *Compressed, qs [][]float32
 				if tile != nil {
 					src = tile[j*n : (j+1)*n]
 				}
-				if !approximate && m == Dot {
+				if !approximate && m != L2 {
 					if j == 0 {
 						amax, hmax = blockMaxima(c, lo, n, qqs[q0].g32)
 					}
@@ -211,7 +213,7 @@ func ExactSearchBatch(ctx context.Context, s Slab, c *Compressed, qs [][]float32
 		}
 		var amax, hmax, smax float64
 		for j := range nqi {
-			if f16Filter && !approximate && m == Dot {
+			if f16Filter && !approximate && m != L2 {
 				if j == 0 {
 					amax, hmax = blockMaxima(c, lo, n, qqs[q0].g32)
 					smax = float64(slices.Max(c.Scale[lo : lo+n]))
@@ -237,17 +239,17 @@ func ExactSearchBatch(ctx context.Context, s Slab, c *Compressed, qs [][]float32
 // lists, and then returns them (approximate) or rescores every candidate
 // whose upper bound reaches the k-th best lower bound τ in float32 and
 // returns the k best of those. st gains the rescore's counts.
-func finishQuant(ctx context.Context, s Slab, qqs []*quantQuery, tops [][]topK, cands [][][]candidate, k int, m Metric, workers int, approximate bool, st *QuantStats) ([][]Hit, error) {
+func finishQuant(ctx context.Context, s Slab, qqs []*quantQuery, tops [][]topk.Heap, cands [][][]candidate, k int, m Metric, workers int, approximate bool, st *QuantStats) ([][]Hit, error) {
 	nq, w := len(qqs), len(tops)
 	out := make([][]Hit, nq)
 	for j := range out {
 		for i := 1; i < w; i++ {
-			tops[0][j].merge(&tops[i][j])
+			tops[0][j].Merge(&tops[i][j])
 		}
 	}
 	if approximate {
 		for j := range out {
-			out[j] = tops[0][j].result(m)
+			out[j] = tops[0][j].Result(m)
 		}
 		return out, nil
 	}
@@ -257,8 +259,8 @@ func finishQuant(ctx context.Context, s Slab, qqs []*quantQuery, tops [][]topK, 
 	for j := range out {
 		t := &tops[0][j]
 		tau := -inf32
-		if len(t.h) >= k {
-			tau = t.h[0].Score
+		if t.Len() >= k {
+			tau = t.Worst()
 		}
 		var rows []int
 		for i := range w {
@@ -285,18 +287,18 @@ func finishQuant(ctx context.Context, s Slab, qqs []*quantQuery, tops [][]topK, 
 // Most rows of a large scan cannot reach the k-th best: once t is full, a
 // row whose upper bound is below t's worst kept bound is dropped after a
 // few multiplications (dotUpper), without rounding or heap work.
-func scanBlock(qq *quantQuery, c *Compressed, raw []float64, base int, allow []uint64, t *topK, cands *[]candidate, approximate bool) {
-	fast := !approximate && qq.metric == Dot
+func scanBlock(qq *quantQuery, c *Compressed, raw []float64, base int, allow []uint64, t *topk.Heap, cands *[]candidate, approximate bool) {
+	fast := !approximate && qq.metric != L2
 	for i, r := range raw {
 		row := base + i
-		if !allows(allow, row) {
+		if !topk.Allows(allow, row) {
 			continue
 		}
 		if approximate {
-			t.offer(row, qq.estKey(c, row, r))
+			t.Offer(row, qq.estKey(c, row, r))
 			continue
 		}
-		if fast && t.heap && qq.dotUpper(c, row, r) < float64(t.h[0].Score) {
+		if fast && t.Full() && qq.dotUpper(c, row, r) < float64(t.Worst()) {
 			continue
 		}
 		offerBounded(qq, c, row, r, t, cands)
@@ -314,7 +316,7 @@ func scanBlock(qq *quantQuery, c *Compressed, raw []float64, base int, allow []u
 //     of these few steps, has its upper bound below τ: one conversion,
 //     one multiplication and one comparison.
 //  2. The row's own upper bound (dotUpper's formula, inline).
-func scanI8Dot(qq *quantQuery, c *Compressed, raw []int32, base int, allow []uint64, t *topK, cands *[]candidate, amax, hmax float64) {
+func scanI8Dot(qq *quantQuery, c *Compressed, raw []int32, base int, allow []uint64, t *topk.Heap, cands *[]candidate, amax, hmax float64) {
 	n := len(raw)
 	scale, errs, norms := c.Scale[base:base+n], c.Err[base:base+n], c.Norm[base:base+n]
 	sq, off, qn, eq := qq.sq, int32(qq.off), qq.qn, qq.eq
@@ -325,11 +327,11 @@ func scanI8Dot(qq *quantQuery, c *Compressed, raw []int32, base int, allow []uin
 	bmax := qn*amax + eq*hmax + abs*wide
 	tau, theta := math.Inf(-1), math.Inf(-1)
 	setTau := func() {
-		tau = float64(t.h[0].Score)
+		tau = float64(t.Worst())
 		theta = (tau - bmax) / sq
 		theta -= math.Abs(theta) * 0x1p-40
 	}
-	if t.heap && safe {
+	if t.Full() && safe {
 		setTau()
 	}
 	for i, r := range raw {
@@ -346,11 +348,11 @@ func scanI8Dot(qq *quantQuery, c *Compressed, raw []int32, base int, allow []uin
 			}
 		}
 		row := base + i
-		if allow != nil && !allows(allow, row) {
+		if allow != nil && !topk.Allows(allow, row) {
 			continue
 		}
 		offerBounded(qq, c, row, float64(r), t, cands)
-		if t.heap && safe {
+		if t.Full() && safe {
 			setTau()
 		}
 	}
@@ -359,10 +361,10 @@ func scanI8Dot(qq *quantQuery, c *Compressed, raw []int32, base int, allow []uin
 // offerBounded offers row, whose raw sum is r, to t by its lower bound and
 // keeps it as a candidate while its upper bound can still reach t's k-th
 // best lower bound.
-func offerBounded(qq *quantQuery, c *Compressed, row int, r float64, t *topK, cands *[]candidate) {
+func offerBounded(qq *quantQuery, c *Compressed, row int, r float64, t *topk.Heap, cands *[]candidate) {
 	lo, hi, _ := qq.keyBounds(c, row, r)
-	t.offer(row, lo)
-	if !t.heap || hi >= t.h[0].Score {
+	t.Offer(row, lo)
+	if !t.Full() || hi >= t.Worst() {
 		*cands = append(*cands, candidate{row, hi})
 	}
 }
@@ -382,7 +384,7 @@ var f16Filter = true
 // rounding of these steps, has its upper bound below τ; the bound's own
 // widening (wide, 2^-20) covers the rounding of bmax. Then the row's own
 // upper bound (dotUpper), then scanBlock's path.
-func scanF16Dot(qq *quantQuery, c *Compressed, raw []float32, base int, allow []uint64, t *topK, cands *[]candidate, amax, hmax, smax float64) {
+func scanF16Dot(qq *quantQuery, c *Compressed, raw []float32, base int, allow []uint64, t *topk.Heap, cands *[]candidate, amax, hmax, smax float64) {
 	n := len(raw)
 	scale := c.Scale[base : base+n]
 	qn := qq.qn
@@ -390,11 +392,11 @@ func scanF16Dot(qq *quantQuery, c *Compressed, raw []float32, base int, allow []
 	bmax := qn*amax + (qq.g16*qn*hmax + (qq.abs16*smax+qq.abs32)*qq.wide)
 	tau, theta := math.Inf(-1), math.Inf(-1)
 	setTau := func() {
-		tau = float64(t.h[0].Score)
+		tau = float64(t.Worst())
 		theta = tau - bmax
 		theta -= math.Abs(theta) * 0x1p-40
 	}
-	if t.heap && safe {
+	if t.Full() && safe {
 		setTau()
 	}
 	for i, r := range raw {
@@ -403,15 +405,15 @@ func scanF16Dot(qq *quantQuery, c *Compressed, raw []float32, base int, allow []
 			if float64(scale[i])*float64(r) < theta {
 				continue
 			}
-			if t.heap && qq.dotUpper(c, row, float64(r)) < tau {
+			if t.Full() && qq.dotUpper(c, row, float64(r)) < tau {
 				continue
 			}
 		}
-		if allow != nil && !allows(allow, row) {
+		if allow != nil && !topk.Allows(allow, row) {
 			continue
 		}
 		offerBounded(qq, c, row, float64(r), t, cands)
-		if t.heap && safe {
+		if t.Full() && safe {
 			setTau()
 		}
 	}
@@ -446,11 +448,11 @@ func rescore(ctx context.Context, s Slab, qqs []*quantQuery, todo [][]int, k int
 		total += len(rows)
 	}
 	w := workerCount(workers, len(items), total*s.Stride)
-	tops := make([][]topK, w)
+	tops := make([][]topk.Heap, w)
 	for i := range tops {
-		tops[i] = make([]topK, len(qqs))
+		tops[i] = make([]topk.Heap, len(qqs))
 		for j := range tops[i] {
-			tops[i][j] = newTopK(k, min(len(todo[j]), chunk), s.IDs)
+			tops[i][j] = topk.New(k, min(len(todo[j]), chunk), s.IDs)
 		}
 	}
 	kern := active.rows(m)
@@ -481,9 +483,9 @@ func rescore(ctx context.Context, s Slab, qqs []*quantQuery, todo [][]int, k int
 			} else {
 				kern(buf[:n], q, s.Data[r0*s.Stride:(r0+n)*s.Stride], s.Stride)
 			}
-			toKeys(m, buf[:n])
+			topk.ToKeys(m, buf[:n])
 			for i := range n {
-				t.offer(r0+i, buf[i])
+				t.Offer(r0+i, buf[i])
 			}
 			a = b
 		}
@@ -494,9 +496,9 @@ func rescore(ctx context.Context, s Slab, qqs []*quantQuery, todo [][]int, k int
 	out := make([][]Hit, len(qqs))
 	for j := range out {
 		for i := 1; i < w; i++ {
-			tops[0][j].merge(&tops[i][j])
+			tops[0][j].Merge(&tops[i][j])
 		}
-		out[j] = tops[0][j].result(m)
+		out[j] = tops[0][j].Result(m)
 	}
 	return out, nil
 }
@@ -519,7 +521,7 @@ func ExactRange(ctx context.Context, s Slab, c *Compressed, q []float32, thresho
 		return []Hit{}, st, nil
 	}
 	qq := newQuantQuery(c, qp, m)
-	limit := key(m, threshold)
+	limit := topk.Key(m, threshold)
 	per := c.Stride
 	if c.Prec == F16 {
 		per *= 2
@@ -565,7 +567,7 @@ func ExactRange(ctx context.Context, s Slab, c *Compressed, q []float32, thresho
 // rescore.
 func rangeCandidates(qq *quantQuery, c *Compressed, raw []float64, base int, allow []uint64, limit float32, dst []int) []int {
 	for i, r := range raw {
-		if !allows(allow, base+i) {
+		if !topk.Allows(allow, base+i) {
 			continue
 		}
 		if _, hi, _ := qq.keyBounds(c, base+i, r); hi >= limit {
@@ -588,7 +590,7 @@ func rescoreWithin(ctx context.Context, s Slab, c *Compressed, qq *quantQuery, r
 	}
 	hits := []Hit{}
 	for _, h := range res[0] {
-		if key(m, h.Score) >= limit {
+		if topk.Key(m, h.Score) >= limit {
 			hits = append(hits, h)
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/umbravec/umbra/internal/topk"
 )
 
 // Every half float widens and narrows back to itself, and narrowing a
@@ -152,7 +154,7 @@ func TestQuantBoundsHold(t *testing.T) {
 					qq := newQuantQuery(c, q, m)
 					exact := make([]float32, s.Rows)
 					active.rows(m)(exact, q, s.Data, s.Stride)
-					toKeys(m, exact)
+					topk.ToKeys(m, exact)
 					raw := quantRaw(c, qq)
 					for i := range s.Rows {
 						lo, hi, _ := qq.keyBounds(c, i, raw[i])

@@ -3,6 +3,8 @@ package fallback
 import (
 	"context"
 	"fmt"
+
+	"github.com/umbravec/umbra/internal/topk"
 )
 
 // Cache budgets. A block of rows for one query only streams through, so it
@@ -88,26 +90,26 @@ func Search(ctx context.Context, s Slab, q []float32, k int, m Metric, workers i
 	if s.Rows == 0 || k <= 0 {
 		return []Hit{}, nil
 	}
-	var tops []topK
+	var tops []topk.Heap
 	err = scanKeys(ctx, s, qq, m, workers, func(w, expect int) {
-		tops = make([]topK, w)
+		tops = make([]topk.Heap, w)
 		for i := range tops {
-			tops[i] = newTopK(k, expect, s.IDs)
+			tops[i] = topk.New(k, expect, s.IDs)
 		}
-	}, func(wk, lo int, keys []float32) { tops[wk].offerAllowed(keys, lo, s.Allow) })
+	}, func(wk, lo int, keys []float32) { tops[wk].OfferAllowed(keys, lo, s.Allow) })
 	if err != nil {
 		return nil, err
 	}
 	for i := 1; i < len(tops); i++ {
-		tops[0].merge(&tops[i])
+		tops[0].Merge(&tops[i])
 	}
-	return tops[0].result(m), nil
+	return tops[0].Result(m), nil
 }
 
 // checked validates the metric, the slab and the query, and returns the
 // query as a Stride-long vector.
 func checked(s Slab, q []float32, m Metric) ([]float32, error) {
-	if err := m.check(); err != nil {
+	if err := checkMetric(m); err != nil {
 		return nil, err
 	}
 	if err := s.check(); err != nil {
@@ -133,7 +135,7 @@ func scanKeys(ctx context.Context, s Slab, qq []float32, m Metric, workers int, 
 		lo, rows, n := p.block(b)
 		buf := bufs[wk][:n]
 		kern(buf, qq, rows, p.stride)
-		toKeys(m, buf)
+		topk.ToKeys(m, buf)
 		use(wk, lo, buf)
 	})
 }
@@ -149,7 +151,7 @@ func QueryBlock(stride int) int { return rowsFor(queryBlockBytes, stride, 8) }
 // per query.
 func SearchBatch(ctx context.Context, s Slab, qs [][]float32, k int, m Metric, workers int) (out [][]Hit, err error) {
 	defer guard(&err)
-	if err := m.check(); err != nil {
+	if err := checkMetric(m); err != nil {
 		return nil, err
 	}
 	if err := s.check(); err != nil {
@@ -182,12 +184,12 @@ func SearchBatch(ctx context.Context, s Slab, qs [][]float32, k int, m Metric, w
 		work *= nq // only small products; a big one could overflow
 	}
 	w := workerCount(workers, items, work)
-	tops := make([][]topK, w)
+	tops := make([][]topk.Heap, w)
 	bufs := make([][]float32, w)
 	for i := range tops {
-		tops[i] = make([]topK, nq)
+		tops[i] = make([]topk.Heap, nq)
 		for j := range tops[i] {
-			tops[i][j] = newTopK(k, s.Rows/w+p.blockRows, s.IDs)
+			tops[i][j] = topk.New(k, s.Rows/w+p.blockRows, s.IDs)
 		}
 		bufs[i] = make([]float32, qb*p.blockRows)
 	}
@@ -199,9 +201,9 @@ func SearchBatch(ctx context.Context, s Slab, qs [][]float32, k int, m Metric, w
 		lo, rows, n := p.block(it % p.nblocks)
 		buf := bufs[wk][:nqi*n]
 		kern(buf, packed[q0*stride:(q0+nqi)*stride], nqi, rows, n, stride)
-		toKeys(m, buf)
+		topk.ToKeys(m, buf)
 		for j := range nqi {
-			tops[wk][q0+j].offerAllowed(buf[j*n:(j+1)*n], lo, s.Allow)
+			tops[wk][q0+j].OfferAllowed(buf[j*n:(j+1)*n], lo, s.Allow)
 		}
 	})
 	if err != nil {
@@ -209,9 +211,9 @@ func SearchBatch(ctx context.Context, s Slab, qs [][]float32, k int, m Metric, w
 	}
 	for j := range out {
 		for i := 1; i < w; i++ {
-			tops[0][j].merge(&tops[i][j])
+			tops[0][j].Merge(&tops[i][j])
 		}
-		out[j] = tops[0][j].result(m)
+		out[j] = tops[0][j].Result(m)
 	}
 	return out, nil
 }
@@ -230,10 +232,10 @@ func Range(ctx context.Context, s Slab, q []float32, threshold float32, m Metric
 		return []Hit{}, nil
 	}
 	var found [][]Hit
-	limit := key(m, threshold)
+	limit := topk.Key(m, threshold)
 	err = scanKeys(ctx, s, qq, m, workers, func(w, _ int) { found = make([][]Hit, w) }, func(wk, lo int, keys []float32) {
 		for i, k := range keys {
-			if k >= limit && allows(s.Allow, lo+i) { // false for NaN
+			if k >= limit && topk.Allows(s.Allow, lo+i) { // false for NaN
 				found[wk] = append(found[wk], Hit{Row: lo + i, Score: k})
 			}
 		}
@@ -245,5 +247,5 @@ func Range(ctx context.Context, s Slab, q []float32, threshold float32, m Metric
 	for _, f := range found {
 		hits = append(hits, f...)
 	}
-	return rankAll(hits, m, s.IDs), nil
+	return topk.RankAll(hits, m, s.IDs), nil
 }

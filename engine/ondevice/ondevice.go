@@ -40,7 +40,7 @@ func DescribeAdapter(a *wgpu.Adapter) (engine.AdapterInfo, error) {
 	if err != nil {
 		return engine.AdapterInfo{}, fmt.Errorf("%w: %w", engine.ErrGPU, err)
 	}
-	return engine.AdapterInfo(info), nil
+	return info, nil
 }
 
 // Backends returns the wgpu instance backend flags for a backend name as

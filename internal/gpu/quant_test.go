@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/fallback"
+	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/packed"
-	"github.com/umbravec/umbra/shaders"
 )
 
 // backendDevice returns a working device on the named backend ("vulkan",
@@ -83,11 +83,7 @@ func TestCompressedSums(t *testing.T) {
 					}
 					c.Append(rows)
 					words := c.WordsPerRow()
-					code := uint32(shaders.PrecInt8)
-					if prec == fallback.F16 {
-						code = shaders.PrecF16
-					}
-					g, err := d.NewCompressedIndex(words, code, shaders.MetricDot, 128)
+					g, err := d.NewCompressedIndex(words, prec, core.Dot, 128)
 					require.NoError(t, err)
 					slab := &packed.Slab{Dim: words, Stride: words, Rows: n, Data: c.Words()}
 					require.NoError(t, g.Upload(context.Background(), slab, 0, nil, nil))

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/packed"
 )
 
@@ -23,44 +24,37 @@ var (
 	ErrNotBuilt = errors.New("built without GPU support")
 )
 
-// AdapterInfo describes one adapter; engine.AdapterInfo has the same
-// fields.
-type AdapterInfo struct {
-	Name     string
-	Vendor   string
-	VendorID uint32
-	DeviceID uint32
-	API      string // "vulkan", "metal", "dx12", "gl"
-	Type     string // "discrete", "integrated", "cpu" or "unknown"
-	Driver   string
-}
-
-// Software reports whether the adapter runs on the CPU.
-func (a AdapterInfo) Software() bool { return a.Type == "cpu" }
-
-// String names the adapter with its API and type.
-func (a AdapterInfo) String() string { return a.Name + " (" + a.API + ", " + a.Type + ")" }
-
-// Key identifies the adapter within a process.
-func (a AdapterInfo) Key() string {
+// adapterKey identifies an adapter within a process.
+func adapterKey(a core.AdapterInfo) string {
 	return fmt.Sprintf("%s|%s|%x|%x|%s", a.API, a.Name, a.VendorID, a.DeviceID, a.Driver)
 }
 
-// Limits are what a device was planned against; engine.DeviceLimits has
-// the same fields.
+// Limits are the adapter limits a device was planned against, and what
+// its probe measured and proved there. It is the one definition:
+// engine.DeviceLimits is this type.
 type Limits struct {
 	MaxStorageBindingBytes uint64
 	MaxBufferBytes         uint64
 	MaxWorkgroupsPerDim    uint32
 	MaxInvocations         uint32
 	MaxWorkgroupBytes      uint32
-	Subgroups              bool
-	Timestamps             bool
-	Team                   uint32
-	StagedQueries          bool
-	// FusedK and FusedBatchK are the largest k the fused scan-and-select
-	// takes for one query and for a batch (0: the device did not pass its
-	// fused self-test, or its workgroup memory holds no plan).
+	// Subgroups is true when scores are reduced with subgroup shuffles.
+	Subgroups bool
+	// Timestamps is true when a traced search times its kernels with GPU
+	// timestamps (Trace.KernelClock "gpu") rather than the wall clock.
+	Timestamps bool
+	// Team is how many invocations share one row in scores.wgsl: the
+	// fastest width the probe measured on this device, capped by the row's
+	// vec4 count.
+	Team uint32
+	// StagedQueries is true when batches stage their queries in workgroup
+	// memory on this device (measured faster by the probe).
+	StagedQueries bool
+	// FusedK and FusedBatchK are the largest k a single search and a batch
+	// select in the fused scan-and-select pass (one submission, a scan per
+	// chunk and a merge); larger k takes the radix select. 0 when the
+	// device did not pass the fused self-test, or its workgroup memory
+	// holds no plan.
 	FusedK, FusedBatchK uint32
 }
 
@@ -71,48 +65,6 @@ type Report struct {
 	Works    bool
 	Elapsed  time.Duration
 	Error    string
-}
-
-// Stages accumulates where one traced call spent its time on the device,
-// and what it issued; engine adds it into its Trace.
-type Stages struct {
-	Upload, Kernel, Readback, Select time.Duration
-	KernelClock                      string
-	UploadBytes, ReadbackBytes       int64
-	// What the calls issued, counted where the wgpu calls are made:
-	// compute dispatches, queue submissions, buffer maps (each a round
-	// trip that waits for the device), bytes written to the device by
-	// queue writes, and bytes read back through maps.
-	Dispatches, Submissions, Maps int64
-	BytesUp, BytesDown            int64
-	// Path is the selection the last search used: "fused" (scan and
-	// select in one pass, topk.wgsl), "radix" (scores, then select.wgsl),
-	// "host" (every score read back, selected on the host) or "scores".
-	Path string
-}
-
-// Add adds o's durations and counts into s.
-func (s *Stages) Add(o *Stages) {
-	if s == nil || o == nil {
-		return
-	}
-	s.Upload += o.Upload
-	s.Kernel += o.Kernel
-	s.Readback += o.Readback
-	s.Select += o.Select
-	s.UploadBytes += o.UploadBytes
-	s.ReadbackBytes += o.ReadbackBytes
-	s.Dispatches += o.Dispatches
-	s.Submissions += o.Submissions
-	s.Maps += o.Maps
-	s.BytesUp += o.BytesUp
-	s.BytesDown += o.BytesDown
-	if o.KernelClock != "" {
-		s.KernelClock = o.KernelClock
-	}
-	if o.Path != "" {
-		s.Path = o.Path
-	}
 }
 
 // SelectPath chooses how a search that selects on the device does it.
