@@ -18,9 +18,9 @@ import (
 // entry points report gpu.ErrNotBuilt.
 
 func init() {
-	link.NewOnDevice = newOnDevice
-	link.RankAdapters = rankAdapters
-	link.WithDevice = withDevice
+	link.Lend(link.Engine[*Index, Config, AdapterSelect]{
+		NewOnDevice: newOnDevice, RankAdapters: rankAdapters, WithDevice: withDevice,
+	})
 }
 
 // gpuError turns a backend error into the engine's: ErrTooLarge for a
@@ -237,7 +237,7 @@ func newOnDevice(ctx context.Context, cfg Config, d *gpu.Device) (*Index, error)
 // ScoreInto and RowIDs, holding ix's rows still meanwhile: searches may run,
 // writers, compaction and Close wait. ids[r] is the ID of resident row r
 // and dead(r) whether it was deleted (it stays resident until compaction).
-func withDevice(ix *Index, f func(g *gpu.Index, ids []uint64, dead func(row int) bool) error) error {
+func withDevice(ix *Index, f link.Visit) error {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	switch {

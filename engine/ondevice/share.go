@@ -37,11 +37,11 @@ type Scores = gpu.Scores
 
 // withDevice runs f on the index's device side with its rows held still,
 // or says why the caller cannot use it.
-func withDevice(ix *engine.Index, f func(g *gpu.Index, ids []uint64, dead func(int) bool) error) error {
+func withDevice(ix *engine.Index, f link.Visit) error {
 	if ix == nil {
 		return fmt.Errorf("%w: the index is nil", ErrNotOnDevice)
 	}
-	err := link.WithDevice.(func(*engine.Index, func(*gpu.Index, []uint64, func(int) bool) error) error)(ix, f)
+	err := lent.WithDevice(ix, f)
 	switch {
 	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, engine.ErrClosed), errors.Is(err, engine.ErrGPU), errors.Is(err, engine.ErrTooLarge):
