@@ -12,6 +12,7 @@ import (
 	"github.com/umbravec/umbra/bench/peers"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/fallback"
+	"github.com/umbravec/umbra/internal/exact"
 )
 
 // PrecisionOptions configures RunPrecision: the storage precisions
@@ -149,7 +150,7 @@ func RunPrecision(ctx context.Context, o PrecisionOptions) (*PrecisionReport, er
 	if o.Dim%4 != 0 {
 		floorSlab.Stride = o.Dim // ReadPass reads the same bytes either way
 	}
-	rep := &PrecisionReport{Opt: o, Kernel: fallback.Kernel() + ", " + fallback.QuantKernel()}
+	rep := &PrecisionReport{Opt: o, Kernel: fallback.Kernel() + ", " + exact.QuantKernel()}
 	// recallBase is the float32 answer to the batch (or the single
 	// queries): what exactness and recall are measured against.
 	probe := batch

@@ -14,6 +14,7 @@ import (
 
 	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/exact"
 	"github.com/umbravec/umbra/internal/packed"
 	"github.com/umbravec/umbra/internal/storefile"
 )
@@ -850,7 +851,7 @@ func (ix *Index) Info() Info {
 		Precision: ix.cfg.Precision,
 	}
 	if ix.quant.c != nil {
-		info.QuantKernel = fallback.QuantKernel()
+		info.QuantKernel = exact.QuantKernel()
 	}
 	if ix.dev != nil {
 		info.Adapter = ix.dev.Adapter()

@@ -52,7 +52,7 @@ type Info struct {
 	ChunkRows  int    // rows per device buffer
 	CPUKernel  string // the fallback's dot-product kernel, e.g. "avx2+fma"
 	// Precision is the index's storage precision; QuantKernel names the
-	// fallback's kernel for compressed rows (empty under F32).
+	// CPU's kernel for compressed rows (empty under F32).
 	Precision   Precision
 	QuantKernel string
 	// Reason says why the fallback serves searches under Device Auto

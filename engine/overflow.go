@@ -7,6 +7,7 @@ import (
 
 	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/exact"
 	"github.com/umbravec/umbra/internal/packed"
 	"github.com/umbravec/umbra/internal/topk"
 )
@@ -54,7 +55,7 @@ func (ix *Index) deviceRows(rows int) int {
 // deviceView is what the device holds of s, cut to the rows it holds: s
 // itself, or, for a compressed precision, the codes c of s's rows (as
 // words carried in float32 elements).
-func (ix *Index) deviceView(s *packed.Slab, c *fallback.Compressed) *packed.Slab {
+func (ix *Index) deviceView(s *packed.Slab, c *exact.Compressed) *packed.Slab {
 	if c != nil {
 		w := c.WordsPerRow()
 		s = &packed.Slab{Dim: w, Stride: w, Rows: c.Rows, Data: c.Words()}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/exact"
 	"github.com/umbravec/umbra/internal/packed"
 )
 
@@ -50,8 +51,8 @@ func (c Config) validatePrecision() error {
 	default:
 		return fmt.Errorf("%w: unknown precision %d", ErrInvalidConfig, c.Precision)
 	}
-	if c.Dim > fallback.MaxQuantDim {
-		return fmt.Errorf("%w: precision %v takes dimensions up to %d, got %d", ErrInvalidConfig, c.Precision, fallback.MaxQuantDim, c.Dim)
+	if c.Dim > exact.MaxQuantDim {
+		return fmt.Errorf("%w: precision %v takes dimensions up to %d, got %d", ErrInvalidConfig, c.Precision, exact.MaxQuantDim, c.Dim)
 	}
 	return nil
 }
@@ -59,7 +60,7 @@ func (c Config) validatePrecision() error {
 // codeWords is how many 4-byte words one compressed row of dimension dim
 // takes on a device under p.
 func codeWords(p Precision, dim int) int {
-	s := fallback.CodeStride(p, dim)
+	s := exact.CodeStride(p, dim)
 	if p == Int8 {
 		return s / 4
 	}
@@ -70,14 +71,14 @@ func codeWords(p Precision, dim int) int {
 // kept row for row in step with it by the hooks below. The caller of each
 // holds ix.mu for writing.
 type quantRows struct {
-	c *fallback.Compressed
+	c *exact.Compressed
 }
 
 func newQuantRows(cfg Config) quantRows {
 	if cfg.Precision == F32 {
 		return quantRows{}
 	}
-	c, err := fallback.NewCompressed(cfg.Precision, cfg.Dim)
+	c, err := exact.NewCompressed(cfg.Precision, cfg.Dim)
 	if err != nil {
 		panic(err) // validate has refused such a Config
 	}
@@ -103,7 +104,7 @@ func (q *quantRows) sync(s *packed.Slab) {
 // them (or a new array when there was no room). Searches read only the
 // published rows, so staging needs no lock.
 type quantStage struct {
-	c  fallback.Compressed
+	c  exact.Compressed
 	ok bool
 }
 
@@ -120,7 +121,7 @@ func (q *quantRows) stage(s *packed.Slab, old int) quantStage {
 }
 
 // codes is the staged compressed rows (nil under F32).
-func (st *quantStage) codes() *fallback.Compressed {
+func (st *quantStage) codes() *exact.Compressed {
 	if !st.ok {
 		return nil
 	}
@@ -139,7 +140,7 @@ func (q *quantRows) bytesFor(rows int) int64 {
 	if q.c == nil {
 		return 0
 	}
-	return fallback.CompressedBytes(q.c.Prec, q.c.Dim, rows)
+	return exact.CompressedBytes(q.c.Prec, q.c.Dim, rows)
 }
 
 // set compresses slab row i again after it was replaced.
@@ -155,7 +156,7 @@ func (q *quantRows) forSlab(s *packed.Slab) quantRows {
 	if q.c == nil {
 		return quantRows{}
 	}
-	c, _ := fallback.NewCompressed(q.c.Prec, s.Dim)
+	c, _ := exact.NewCompressed(q.c.Prec, s.Dim)
 	c.AppendSlab(fallback.Slab{Data: s.Data, Rows: s.Rows, Dim: s.Dim, Stride: s.Stride}, 0)
 	return quantRows{c: c}
 }
@@ -195,7 +196,7 @@ func (ix *Index) searchQuant(ctx context.Context, qs [][]float32, k int, mask []
 	start := time.Now()
 	view := ix.view()
 	view.Allow = mask
-	res, st, err := fallback.ExactSearchBatch(ctx, view, ix.quant.c, qs, k, ix.cfg.Metric, ix.cfg.Workers, approximate)
+	res, st, err := exact.ExactSearchBatch(ctx, view, ix.quant.c, qs, k, ix.cfg.Metric, ix.cfg.Workers, approximate)
 	if err != nil {
 		return nil, err
 	}
@@ -235,8 +236,8 @@ func (ix *Index) searchQuantGPU(ctx context.Context, qs [][]float32, k int, mask
 			return nil, err
 		}
 		start := time.Now()
-		d := fallback.DeviceSums{Sums: sums, Rows: rows}
-		res, st, err := fallback.ExactSearchSums(ctx, view, ix.quant.c, part, d, scans, k, ix.cfg.Metric, ix.cfg.Workers, approximate)
+		d := exact.DeviceSums{Sums: sums, Rows: rows}
+		res, st, err := exact.ExactSearchSums(ctx, view, ix.quant.c, part, d, scans, k, ix.cfg.Metric, ix.cfg.Workers, approximate)
 		if err != nil {
 			return nil, hostError{err}
 		}
@@ -255,7 +256,7 @@ func (ix *Index) deviceSums(ctx context.Context, qs [][]float32) ([]float32, int
 	t := traceFrom(ctx)
 	dq := make([][]float32, len(qs))
 	for j, q := range qs {
-		dq[j] = fallback.DeviceQuery(ix.quant.c, q)
+		dq[j] = exact.DeviceQuery(ix.quant.c, q)
 	}
 	var st *core.Stages
 	if t != nil {
@@ -277,8 +278,8 @@ func (ix *Index) rangeQuant(ctx context.Context, q []float32, threshold float32,
 		sums, _, err := ix.deviceSums(ctx, [][]float32{q})
 		if err == nil {
 			start := time.Now()
-			d := fallback.DeviceSums{Sums: sums, Rows: ix.deviceRows(ix.slab.Rows)}
-			found, st, err := fallback.ExactRangeSums(ctx, view, ix.quant.c, q, d, threshold, ix.cfg.Metric, ix.cfg.Workers)
+			d := exact.DeviceSums{Sums: sums, Rows: ix.deviceRows(ix.slab.Rows)}
+			found, st, err := exact.ExactRangeSums(ctx, view, ix.quant.c, q, d, threshold, ix.cfg.Metric, ix.cfg.Workers)
 			if err != nil {
 				return nil, err
 			}
@@ -290,7 +291,7 @@ func (ix *Index) rangeQuant(ctx context.Context, q []float32, threshold float32,
 		}
 	}
 	start := time.Now()
-	found, st, err := fallback.ExactRange(ctx, view, ix.quant.c, q, threshold, ix.cfg.Metric, ix.cfg.Workers)
+	found, st, err := exact.ExactRange(ctx, view, ix.quant.c, q, threshold, ix.cfg.Metric, ix.cfg.Workers)
 	if err != nil {
 		return nil, err
 	}
@@ -299,7 +300,7 @@ func (ix *Index) rangeQuant(ctx context.Context, q []float32, threshold float32,
 }
 
 // addQuant records a compressed search's scan in t (nil: nothing).
-func (t *Trace) addQuant(st fallback.QuantStats, start time.Time) {
+func (t *Trace) addQuant(st exact.QuantStats, start time.Time) {
 	if t == nil {
 		return
 	}
@@ -314,7 +315,7 @@ func (t *Trace) addQuant(st fallback.QuantStats, start time.Time) {
 // addQuantGPU records in t (nil: nothing) the host's share of a
 // compressed search on the GPU: bounding the device's sums and the float32
 // rescore (as Select), and the scan's cost.
-func (t *Trace) addQuantGPU(st fallback.QuantStats, start time.Time) {
+func (t *Trace) addQuantGPU(st exact.QuantStats, start time.Time) {
 	if t == nil {
 		return
 	}

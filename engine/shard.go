@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/gpu"
 	"github.com/umbravec/umbra/internal/packed"
@@ -58,7 +57,7 @@ type shards struct {
 	// splitAt is how many rows the last split was made for (0: none).
 	splitAt int
 	// metric ranks the merge.
-	metric fallback.Metric
+	metric core.Metric
 	// pending are new device sides a Stage filled with a new split and
 	// whose publish was not called (a later step of the write failed):
 	// the next Stage, or Release, frees them.
@@ -550,7 +549,7 @@ func (sh *shards) info(rows int) []ShardInfo {
 // mergeHits returns the best k of a (global rows) and b (rows numbered
 // from off), each ranked best first, ties by lower ID, ids[row] (nil: by
 // lower row, a device's order).
-func mergeHits(a, b []core.Hit, off, k int, m fallback.Metric, ids []uint64) []core.Hit {
+func mergeHits(a, b []core.Hit, off, k int, m core.Metric, ids []uint64) []core.Hit {
 	out := make([]core.Hit, 0, min(k, len(a)+len(b)))
 	i, j := 0, 0
 	for len(out) < k && (i < len(a) || j < len(b)) {

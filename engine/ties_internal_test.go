@@ -36,7 +36,7 @@ func seededRand(t *testing.T) *rand.Rand {
 type rankingDevice struct {
 	device
 	scores [][]float32 // per query
-	m      fallback.Metric
+	m      core.Metric
 	asks   []int
 }
 
@@ -95,7 +95,7 @@ func TestRowIDsOrder(t *testing.T) {
 func TestDeviceTopKTies(t *testing.T) {
 	r := seededRand(t)
 	for trial := range 300 {
-		m := []fallback.Metric{fallback.Dot, fallback.L2}[trial%2]
+		m := []core.Metric{core.Dot, core.L2}[trial%2]
 		n := 1 + r.IntN(300)
 		nq := 1 + r.IntN(3)
 		dev := &rankingDevice{m: m, scores: make([][]float32, nq)}

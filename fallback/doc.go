@@ -3,10 +3,10 @@
 // and the bounded top-k selection (internal/topk) that turns scores into
 // ranked [Hit]s.
 //
-// It owns the CPU kernels (portable Go everywhere, AVX2+FMA and AVX-512
-// assembly on amd64 chosen once at init by CPU feature detection; the purego
-// build tag forces the portable ones), the parallel split of a slab across
-// goroutines, and the query/row tiling of batch search that lets each row be
+// It owns the float32 CPU kernels (portable Go everywhere, AVX2+FMA and
+// AVX-512 assembly on amd64 chosen once at init by CPU feature detection;
+// the purego build tag forces the portable ones), the split of a slab's
+// blocks across goroutines (internal/parallel), and the query/row tiling of batch search that lets each row be
 // read from memory once per block of queries ([QueryBlock] queries). Results
 // are ordered best first, equal float32 scores broken by the lower ID
 // ([Slab].IDs; the lower row when a slab names none, which is the same
@@ -17,9 +17,14 @@
 // and nothing else: the memory-bandwidth floor that benchmarks compare
 // Search with.
 //
+// [ScoreRun] scores a run of rows with the kernel Search uses, so that the
+// exact search of compressed rows (internal/exact), which rescores its
+// candidates in float32 on the CPU whether a CPU or a GPU scanned the
+// codes, reports the very scores Search would.
+//
 // The package compiles with CGO_ENABLED=0 and imports nothing from umbra
-// but internal/core (the Metric, Precision and Hit every layer shares) and
-// internal/topk (the ordering rule and the selection).
+// but internal/core (the Metric and Hit every layer shares), internal/topk
+// (the ordering rule and the selection) and internal/parallel.
 // Callers (the engine) validate user input; this package only refuses
 // shapes that would otherwise make it index out of range.
 package fallback

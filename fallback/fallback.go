@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/parallel"
 )
 
 // Metric is the score a kernel computes and which end of it is best:
@@ -54,7 +55,7 @@ var (
 	ErrMetric = errors.New("fallback: unknown metric")
 	// ErrInternal reports a panic caught inside the package, so that a bug
 	// here fails one call instead of the host process.
-	ErrInternal = errors.New("fallback: internal error")
+	ErrInternal = parallel.ErrInternal
 )
 
 func checkMetric(m Metric) error {
@@ -64,8 +65,17 @@ func checkMetric(m Metric) error {
 	return nil
 }
 
-// check refuses shapes that would make indexing go out of range; it is not
+// Check refuses a metric this package does not know and shapes that would
+// make indexing go out of range, as every search does first; it is not
 // input validation (the engine does that).
+func (s Slab) Check(m Metric) error {
+	if err := checkMetric(m); err != nil {
+		return err
+	}
+	return s.check()
+}
+
+// check refuses shapes that would make indexing go out of range.
 func (s Slab) check() error {
 	if s.Rows < 0 || s.Dim < 0 || s.Stride < s.Dim {
 		return fmt.Errorf("%w: rows %d, dim %d, stride %d", ErrSlabShape, s.Rows, s.Dim, s.Stride)

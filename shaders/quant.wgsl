@@ -1,7 +1,7 @@
 // quant.wgsl: raw dot sums of every compressed row against a tile of
 // queries, for an index that holds its rows as float16 or int8 codes
-// (fallback.Compressed). The host turns each sum into a certain interval
-// for the row's float32 score (fallback/quant_bounds.go) and rescores in
+// (exact.Compressed). The host turns each sum into a certain interval
+// for the row's float32 score (internal/exact/quant_bounds.go) and rescores in
 // float32 only the rows that can reach the k-th best, so the shader need
 // not know the metric, the scales or the error bounds: it sums.
 //

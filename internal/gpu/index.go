@@ -125,7 +125,7 @@ func (d *Device) NewIndex(stride int, metric core.Metric, maxChunkRows int) (*In
 
 // NewCompressedIndex returns an empty index on the device for rows of
 // compressed codes (prec F16 or Int8), words uint32 words
-// a row (a multiple of 4): the codes of a fallback.Compressed, uploaded as
+// a row (a multiple of 4): the codes of an exact.Compressed, uploaded as
 // a packed.Slab whose float32 elements carry the words' bits. Its Sums
 // returns every row's raw sum against each query; Search refuses.
 func (d *Device) NewCompressedIndex(words int, prec core.Precision, metric core.Metric, maxChunkRows int) (*Index, error) {

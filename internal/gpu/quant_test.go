@@ -13,8 +13,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/exact"
 	"github.com/umbravec/umbra/internal/packed"
 )
 
@@ -68,10 +68,10 @@ func TestCompressedSums(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			d := backendDevice(t, backend)
 			r := rand.New(rand.NewPCG(seed, 41))
-			for _, prec := range []fallback.Precision{fallback.Int8, fallback.F16} {
+			for _, prec := range []core.Precision{core.Int8, core.F16} {
 				for _, dim := range []int{5, 100, 768} {
 					n := 300 + r.IntN(400)
-					c, err := fallback.NewCompressed(prec, dim)
+					c, err := exact.NewCompressed(prec, dim)
 					require.NoError(t, err)
 					rows := make([][]float32, n)
 					for i := range rows {
@@ -95,7 +95,7 @@ func TestCompressedSums(t *testing.T) {
 						for i := range qs[j] {
 							qs[j][i] = float32(r.NormFloat64())
 						}
-						dq[j] = fallback.DeviceQuery(c, qs[j])
+						dq[j] = exact.DeviceQuery(c, qs[j])
 					}
 					// Search and Scores would misread sums as scores:
 					// they refuse.
@@ -113,7 +113,7 @@ func TestCompressedSums(t *testing.T) {
 						for i := range n {
 							what := fmt.Sprintf("%v dim %d query %d row %d", prec, dim, j, i)
 							got := sums[j*n+i]
-							if prec == fallback.Int8 {
+							if prec == core.Int8 {
 								var want int64
 								for w := range words {
 									qw, xw := math.Float32bits(dq[j][w]), math.Float32bits(c.Words()[i*words+w])

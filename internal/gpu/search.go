@@ -818,7 +818,7 @@ func (g *Index) Search(ctx context.Context, qs [][]float32, k, rows int, mask []
 // one of the first rows rows' raw sum against each query, query j's at
 // j*rows: a float32 (float16 codes) or an int32 (int8 codes, without the
 // fallback's offset of 128) by its bits. Each query is given as the
-// words the shader reads (fallback.DeviceQuery), as float32 elements; st
+// words the shader reads (exact.DeviceQuery), as float32 elements; st
 // (may be nil) records where the time went. scans is how many passes over
 // the codes it took (one per tile of queries).
 func (g *Index) Sums(ctx context.Context, qs [][]float32, rows int, st *core.Stages) (sums []float32, scans int, err error) {
