@@ -15,6 +15,7 @@ import (
 // squared Euclidean distance sum((row-q)^2), smaller better.
 type Metric = core.Metric
 
+// The metrics (internal/core's, which engine's are too).
 const (
 	Cosine = core.Cosine
 	Dot    = core.Dot
