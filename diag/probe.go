@@ -3,14 +3,14 @@ package diag
 import (
 	"time"
 
-	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/hint"
 )
 
 // AdapterReport is what the probe (engine.Probe) found out about one
 // adapter.
 type AdapterReport struct {
-	Adapter  gpu.AdapterInfo
+	Adapter  core.AdapterInfo
 	Limits   Limits
 	Features []string
 	// Works is true when a device was created on the adapter and the real

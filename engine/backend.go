@@ -20,9 +20,9 @@ import (
 // entry points report gpu.ErrNotBuilt.
 
 func init() {
-	link.NewOnDevice = newOnDevice
-	link.RankAdapters = rankAdapters
-	link.WithDevice = withDevice
+	link.Lend(link.Engine[*Index, Config, AdapterSelect]{
+		NewOnDevice: newOnDevice, RankAdapters: rankAdapters, WithDevice: withDevice,
+	})
 }
 
 // gpuError turns a backend error into the engine's: ErrTooLarge for a
@@ -208,9 +208,9 @@ func openGPU(ctx context.Context, cfg Config, opt options, allowSoftware bool) (
 // rows, or the codes of a compressed precision (precision.go).
 func newDeviceIndex(d *gpu.Device, cfg Config, maxChunkRows int) (*gpu.Index, error) {
 	if cfg.Precision == F32 {
-		return d.NewIndex(packed.StrideFor(cfg.Dim), cfg.Metric.shaderCode(), maxChunkRows)
+		return d.NewIndex(packed.StrideFor(cfg.Dim), cfg.Metric, maxChunkRows)
 	}
-	return d.NewCompressedIndex(cfg.Precision.codeWords(cfg.Dim), cfg.Precision.shaderCode(), cfg.Metric.shaderCode(), maxChunkRows)
+	return d.NewCompressedIndex(codeWords(cfg.Precision, cfg.Dim), cfg.Precision, cfg.Metric, maxChunkRows)
 }
 
 // newOnDevice is ondevice.New after the device was adopted: an index whose
@@ -242,7 +242,7 @@ func newOnDevice(ctx context.Context, cfg Config, d *gpu.Device) (*Index, error)
 // ScoreInto and RowIDs, holding ix's rows still meanwhile: searches may run,
 // writers, compaction and Close wait. ids[r] is the ID of resident row r
 // and dead(r) whether it was deleted (it stays resident until compaction).
-func withDevice(ix *Index, f func(g *gpu.Index, ids []uint64, dead func(row int) bool) error) error {
+func withDevice(ix *Index, f link.Visit) error {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	switch {

@@ -5,68 +5,30 @@ import (
 	"strings"
 	"time"
 
-	"github.com/umbravec/umbra/fallback"
-	"github.com/umbravec/umbra/shaders"
+	"github.com/umbravec/umbra/internal/core"
 )
 
-// Metric is the similarity an index ranks by.
-type Metric int
+// Metric is the similarity an index ranks by: Cosine, Dot or L2.
+type Metric = core.Metric
 
 const (
 	// Cosine ranks by cosine similarity (higher is better). Vectors and
 	// queries are normalised on the host, so a zero vector is rejected.
-	Cosine Metric = iota
+	Cosine = core.Cosine
 	// Dot ranks by the inner product (higher is better).
-	Dot
+	Dot = core.Dot
 	// L2 ranks by squared Euclidean distance (lower is better); Hit.Score
 	// is the squared distance.
-	L2
+	L2 = core.L2
 )
-
-func (m Metric) String() string {
-	switch m {
-	case Cosine:
-		return "cosine"
-	case Dot:
-		return "dot"
-	case L2:
-		return "l2"
-	}
-	return fmt.Sprintf("Metric(%d)", int(m))
-}
 
 // ParseMetric accepts "cosine", "dot" or "l2" (any case).
 func ParseMetric(s string) (Metric, error) {
-	switch strings.ToLower(s) {
-	case "cosine", "cos":
-		return Cosine, nil
-	case "dot", "ip", "inner":
-		return Dot, nil
-	case "l2", "euclidean":
-		return L2, nil
+	if m, ok := core.ParseMetric(s); ok {
+		return m, nil
 	}
 	return 0, fmt.Errorf("%w: unknown metric %q (want cosine, dot or l2)", ErrInvalidConfig, s)
 }
-
-// shaderCode and fallbackCode are the metric as the shaders and the
-// fallback know it: cosine is the dot product of vectors normalised on the
-// host.
-func (m Metric) shaderCode() uint32 {
-	if m == L2 {
-		return shaders.MetricL2
-	}
-	return shaders.MetricDot
-}
-
-func (m Metric) fallbackCode() fallback.Metric {
-	if m == L2 {
-		return fallback.L2
-	}
-	return fallback.Dot
-}
-
-// HigherIsBetter reports whether a larger score ranks first.
-func (m Metric) HigherIsBetter() bool { return m != L2 }
 
 // Device chooses where an index computes.
 type Device int

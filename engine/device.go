@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/umbravec/umbra/fallback"
+	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/gpu"
 	"github.com/umbravec/umbra/internal/packed"
 )
@@ -14,21 +14,21 @@ import (
 // (isolate.go). Every method is the backend's (internal/gpu) of the same
 // name, except that Stage returns the call that publishes what it staged.
 type device interface {
-	Adapter() gpu.AdapterInfo
+	Adapter() core.AdapterInfo
 	Limits() gpu.Limits
 	ChunkRows() int
-	Stage(ctx context.Context, s *packed.Slab, from int, st *gpu.Stages, progress func(done, total int)) (publish func(), err error)
-	Upload(ctx context.Context, s *packed.Slab, from int, st *gpu.Stages, progress func(done, total int)) error
+	Stage(ctx context.Context, s *packed.Slab, from int, st *core.Stages, progress func(done, total int)) (publish func(), err error)
+	Upload(ctx context.Context, s *packed.Slab, from int, st *core.Stages, progress func(done, total int)) error
 	Truncate(rows int)
 	Rewrite(ctx context.Context, s *packed.Slab, rows []int) error
 	// MarkDead marks deleted rows in the tombstones resident on the
 	// device, which a search without a mask skips.
 	MarkDead(rows []int)
-	Search(ctx context.Context, qs [][]float32, k, rows int, mask []uint64, st *gpu.Stages) ([][]fallback.Hit, error)
+	Search(ctx context.Context, qs [][]float32, k, rows int, mask []uint64, st *core.Stages) ([][]core.Hit, error)
 	Scores(ctx context.Context, q []float32, rows int) ([]float32, error)
 	// Sums is the compressed rows' raw sums (a compressed precision's
 	// device side only).
-	Sums(ctx context.Context, qs [][]float32, rows int, st *gpu.Stages) ([]float32, int, error)
+	Sums(ctx context.Context, qs [][]float32, rows int, st *core.Stages) ([]float32, int, error)
 	Floor(ctx context.Context) (time.Duration, int64, string, error)
 	Calibrate() (time.Duration, float64, error)
 	// Sibling is a new, empty device side like this one (compaction
@@ -43,7 +43,7 @@ type device interface {
 // local is the wgpu backend in this process.
 type local struct{ *gpu.Index }
 
-func (l local) Stage(ctx context.Context, s *packed.Slab, from int, st *gpu.Stages, progress func(done, total int)) (func(), error) {
+func (l local) Stage(ctx context.Context, s *packed.Slab, from int, st *core.Stages, progress func(done, total int)) (func(), error) {
 	staged, err := l.Index.Stage(ctx, s, from, st, progress)
 	if err != nil {
 		return nil, err

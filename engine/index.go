@@ -14,7 +14,8 @@ import (
 
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/fallback"
-	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/exact"
 	"github.com/umbravec/umbra/internal/hint"
 	"github.com/umbravec/umbra/internal/packed"
 	"github.com/umbravec/umbra/internal/storefile"
@@ -452,9 +453,9 @@ func (ix *Index) stageAppend(ctx context.Context, start time.Time, ids []uint64,
 		return nil, err
 	}
 	if ix.onGPU() {
-		var st *gpu.Stages
+		var st *core.Stages
 		if t != nil {
-			st = &gpu.Stages{}
+			st = &core.Stages{}
 		}
 		report := progressFrom(ctx)
 		from := old
@@ -551,7 +552,7 @@ func (ix *Index) appendedRows(p *appended) []float32 {
 
 // upload makes the slab's rows from row from on resident, or every row
 // when a failed device write left them stale. The caller holds ix.mu.
-func (ix *Index) upload(ctx context.Context, from int, st *gpu.Stages, progress func(done, total int)) error {
+func (ix *Index) upload(ctx context.Context, from int, st *core.Stages, progress func(done, total int)) error {
 	if ix.stale {
 		ix.dev.Truncate(0) // rows and tombstones
 		ix.dev.MarkDead(ix.rid.deadRows())
@@ -716,11 +717,11 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int, mask []u
 		return nil, err
 	}
 	if ix.onGPU() && (ix.route == nil || preferGPU(ix.route, int64(ix.slab.Bytes()), len(qs))) {
-		var st *gpu.Stages
+		var st *core.Stages
 		if t != nil {
-			st = &gpu.Stages{}
+			st = &core.Stages{}
 		}
-		var res [][]fallback.Hit
+		var res [][]core.Hit
 		var err error
 		if ix.overflowing() {
 			res, err = ix.searchSplit(ctx, qs, k, mask, st)
@@ -749,14 +750,14 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int, mask []u
 	start := time.Now()
 	view := ix.view()
 	view.Allow = mask
-	var res [][]fallback.Hit
+	var res [][]core.Hit
 	var err error
 	if len(qs) == 1 {
-		var one []fallback.Hit
-		one, err = fallback.Search(ctx, view, qs[0], k, ix.fallbackMetric(), ix.cfg.Workers)
-		res = [][]fallback.Hit{one}
+		var one []core.Hit
+		one, err = fallback.Search(ctx, view, qs[0], k, ix.cfg.Metric, ix.cfg.Workers)
+		res = [][]core.Hit{one}
 	} else {
-		res, err = fallback.SearchBatch(ctx, view, qs, k, ix.fallbackMetric(), ix.cfg.Workers)
+		res, err = fallback.SearchBatch(ctx, view, qs, k, ix.cfg.Metric, ix.cfg.Workers)
 	}
 	if err != nil {
 		return nil, err
@@ -847,11 +848,9 @@ func (ix *Index) view() fallback.Slab {
 	return fallback.Slab{Data: s.Data, Rows: s.Rows, Dim: s.Dim, Stride: s.Stride, IDs: ix.rid.tieIDs()}
 }
 
-func (ix *Index) fallbackMetric() fallback.Metric { return ix.cfg.Metric.fallbackCode() }
-
 // toHits turns rows into the caller's IDs, with their keys. The caller
 // holds ix.mu.
-func (ix *Index) toHits(r []fallback.Hit) []Hit {
+func (ix *Index) toHits(r []core.Hit) []Hit {
 	hits := make([]Hit, len(r))
 	for i, h := range r {
 		id := ix.rid.ids[h.Row]
@@ -870,11 +869,11 @@ func (ix *Index) Info() Info {
 		Precision: ix.cfg.Precision,
 	}
 	if ix.quant.c != nil {
-		info.QuantKernel = fallback.QuantKernel()
+		info.QuantKernel = exact.QuantKernel()
 	}
 	if ix.dev != nil {
 		info.Adapter = ix.dev.Adapter()
-		info.Limits = diag.Limits(ix.dev.Limits())
+		info.Limits = ix.dev.Limits()
 		info.ChunkRows = ix.dev.ChunkRows()
 		info.DeviceRows = ix.deviceRows(ix.slab.Rows)
 		info.Chunks = (info.DeviceRows + info.ChunkRows - 1) / info.ChunkRows
@@ -989,7 +988,7 @@ func (ix *Index) SearchRange(ctx context.Context, query []float32, threshold flo
 	if ix.slab.Rows == 0 || allowed == 0 {
 		return []Hit{}, nil
 	}
-	var found []fallback.Hit
+	var found []core.Hit
 	if err := ix.checkStale(); err != nil {
 		return nil, err
 	}
@@ -1012,7 +1011,7 @@ func (ix *Index) SearchRange(ctx context.Context, query []float32, threshold flo
 	if found == nil {
 		view := ix.view()
 		view.Allow = mask
-		if found, err = fallback.Range(ctx, view, q, threshold, ix.fallbackMetric(), ix.cfg.Workers); err != nil {
+		if found, err = fallback.Range(ctx, view, q, threshold, ix.cfg.Metric, ix.cfg.Workers); err != nil {
 			return nil, err
 		}
 	}
@@ -1038,7 +1037,7 @@ func (ix *Index) checkBudget(n int) error {
 	// alone.
 	devBytes := int64(ix.slab.Rows+n) * int64(ix.slab.Stride) * 4
 	if ix.quant.c != nil {
-		devBytes = int64(ix.slab.Rows+n) * int64(ix.cfg.Precision.codeWords(ix.cfg.Dim)) * 4
+		devBytes = int64(ix.slab.Rows+n) * int64(codeWords(ix.cfg.Precision, ix.cfg.Dim)) * 4
 	}
 	if max := ix.cfg.Limits.MaxDeviceBytes; max > 0 && ix.onGPU() && devBytes > max && ix.devCap == 0 {
 		err := fmt.Errorf("%w: %d vectors would take %d bytes of device memory, over MaxDeviceBytes %d",
@@ -1064,11 +1063,11 @@ const (
 
 // gpuSearch is the device's Search of prepared queries, in pieces (see
 // gpuPiece). The caller holds ix.mu.
-func (ix *Index) gpuSearch(ctx context.Context, qs [][]float32, k, rows int, mask []uint64, st *gpu.Stages) ([][]fallback.Hit, error) {
+func (ix *Index) gpuSearch(ctx context.Context, qs [][]float32, k, rows int, mask []uint64, st *core.Stages) ([][]core.Hit, error) {
 	if len(qs) <= gpuFirstPiece {
 		return ix.dev.Search(ctx, qs, k, rows, mask, st)
 	}
-	out := make([][]fallback.Hit, 0, len(qs))
+	out := make([][]core.Hit, 0, len(qs))
 	for lo, n := 0, gpuFirstPiece; lo < len(qs); {
 		hi := min(lo+n, len(qs))
 		start := time.Now()

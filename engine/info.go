@@ -5,15 +5,16 @@ import (
 	"strings"
 
 	"github.com/umbravec/umbra/diag"
-	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/core"
 )
 
-// AdapterInfo describes one wgpu adapter: its name (e.g. "NVIDIA GeForce
-// RTX 3050 Laptop GPU"), vendor, PCI IDs, API ("vulkan", "metal", "dx12",
-// "gl"), type ("discrete", "integrated", "cpu" or "unknown") and driver;
-// String names it with its API and type, and Software reports a CPU-type
-// adapter (lavapipe, llvmpipe, WARP, SwiftShader).
-type AdapterInfo = gpu.AdapterInfo
+// AdapterInfo describes one wgpu adapter: its Name (e.g. "NVIDIA GeForce
+// RTX 3050 Laptop GPU"), Vendor, VendorID, DeviceID, API ("vulkan",
+// "metal", "dx12", "gl"), Type ("discrete", "integrated", "cpu" or
+// "unknown") and Driver description. String names it with its API and
+// type; Software reports whether it runs on the CPU (lavapipe, llvmpipe,
+// WARP, SwiftShader).
+type AdapterInfo = core.AdapterInfo
 
 // Info says how an index computes and, when it fell back to the CPU, why and
 // how to fix it.
@@ -32,7 +33,7 @@ type Info struct {
 	ChunkRows  int    // rows per device buffer
 	CPUKernel  string // the fallback's dot-product kernel, e.g. "avx2+fma"
 	// Precision is the index's storage precision; QuantKernel names the
-	// fallback's kernel for compressed rows (empty under F32).
+	// CPU's kernel for compressed rows (empty under F32).
 	Precision   Precision
 	QuantKernel string
 	// Reason says why the fallback serves searches under Device Auto

@@ -14,7 +14,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/umbravec/umbra/fallback"
+	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/gpu"
 	"github.com/umbravec/umbra/internal/hint"
 	"github.com/umbravec/umbra/internal/packed"
@@ -122,11 +122,11 @@ type childRequest struct {
 type childReply struct {
 	Err       string
 	TooLarge  bool
-	Adapter   gpu.AdapterInfo
+	Adapter   core.AdapterInfo
 	Limits    gpu.Limits
 	ChunkRows int
 	Token     int
-	Hits      [][]fallback.Hit
+	Hits      [][]core.Hit
 	Scores    []float32
 	// Sums are a compressed index's raw sums as bytes: gob would carry
 	// float32s through float64, which may change a NaN's bits, and int8
@@ -280,7 +280,7 @@ func (c *childDevice) greeting(ctx context.Context, in io.Reader) error {
 // holds.
 func childStride(h childHello) int {
 	if h.Precision != F32 {
-		return h.Precision.codeWords(h.Dim)
+		return codeWords(h.Precision, h.Dim)
 	}
 	return packed.StrideFor(h.Dim)
 }
@@ -342,15 +342,15 @@ func floatsOf(b []byte) []float32 {
 	return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), len(b)/4)
 }
 
-func (c *childDevice) Adapter() gpu.AdapterInfo { return c.info.Adapter }
-func (c *childDevice) Limits() gpu.Limits       { return c.info.Limits }
-func (c *childDevice) ChunkRows() int           { return c.info.ChunkRows }
+func (c *childDevice) Adapter() core.AdapterInfo { return c.info.Adapter }
+func (c *childDevice) Limits() gpu.Limits        { return c.info.Limits }
+func (c *childDevice) ChunkRows() int            { return c.info.ChunkRows }
 
 func (c *childDevice) rows(s *packed.Slab, from int) []byte {
 	return bytesOf(s.Data[from*s.Stride : s.Rows*s.Stride])
 }
 
-func (c *childDevice) Stage(ctx context.Context, s *packed.Slab, from int, st *gpu.Stages, progress func(done, total int)) (func(), error) {
+func (c *childDevice) Stage(ctx context.Context, s *packed.Slab, from int, st *core.Stages, progress func(done, total int)) (func(), error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -364,7 +364,7 @@ func (c *childDevice) Stage(ctx context.Context, s *packed.Slab, from int, st *g
 	return func() { _, _ = c.call(childRequest{Op: "publish", Token: rep.Token}) }, nil
 }
 
-func (c *childDevice) Upload(ctx context.Context, s *packed.Slab, from int, st *gpu.Stages, progress func(done, total int)) error {
+func (c *childDevice) Upload(ctx context.Context, s *packed.Slab, from int, st *core.Stages, progress func(done, total int)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -386,7 +386,7 @@ func (c *childDevice) Rewrite(ctx context.Context, s *packed.Slab, rows []int) e
 	return err
 }
 
-func (c *childDevice) Search(ctx context.Context, qs [][]float32, k, rows int, mask []uint64, st *gpu.Stages) ([][]fallback.Hit, error) {
+func (c *childDevice) Search(ctx context.Context, qs [][]float32, k, rows int, mask []uint64, st *core.Stages) ([][]core.Hit, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -403,7 +403,7 @@ func (c *childDevice) Search(ctx context.Context, qs [][]float32, k, rows int, m
 	}
 	for i := range rep.Hits {
 		if rep.Hits[i] == nil {
-			rep.Hits[i] = []fallback.Hit{} // gob sends an empty slice as nil
+			rep.Hits[i] = []core.Hit{} // gob sends an empty slice as nil
 		}
 	}
 	return rep.Hits, nil
@@ -423,7 +423,7 @@ func (c *childDevice) Scores(ctx context.Context, q []float32, rows int) ([]floa
 	return rep.Scores, nil
 }
 
-func (c *childDevice) Sums(ctx context.Context, qs [][]float32, rows int, st *gpu.Stages) ([]float32, int, error) {
+func (c *childDevice) Sums(ctx context.Context, qs [][]float32, rows int, st *core.Stages) ([]float32, int, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, 0, err
 	}

@@ -6,8 +6,10 @@ import (
 	"slices"
 
 	"github.com/umbravec/umbra/fallback"
-	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/exact"
 	"github.com/umbravec/umbra/internal/packed"
+	"github.com/umbravec/umbra/internal/topk"
 )
 
 // Overflow: with Limits.Overflow and Limits.MaxDeviceBytes, the device holds the
@@ -32,7 +34,7 @@ func overflowCap(cfg Config) (int, error) {
 	if cfg.Precision != F32 {
 		// The device holds the codes alone; the float32 rows stay on the
 		// host.
-		rowBytes = int64(cfg.Precision.codeWords(cfg.Dim)) * 4
+		rowBytes = int64(codeWords(cfg.Precision, cfg.Dim)) * 4
 	}
 	rows := cfg.Limits.MaxDeviceBytes / rowBytes &^ 63
 	if rows < 64 {
@@ -53,7 +55,7 @@ func (ix *Index) deviceRows(rows int) int {
 // deviceView is what the device holds of s, cut to the rows it holds: s
 // itself, or, for a compressed precision, the codes c of s's rows (as
 // words carried in float32 elements).
-func (ix *Index) deviceView(s *packed.Slab, c *fallback.Compressed) *packed.Slab {
+func (ix *Index) deviceView(s *packed.Slab, c *exact.Compressed) *packed.Slab {
 	if c != nil {
 		w := c.WordsPerRow()
 		s = &packed.Slab{Dim: w, Stride: w, Rows: c.Rows, Data: c.Words()}
@@ -88,8 +90,8 @@ func (ix *Index) hostPart(mask []uint64) fallback.Slab {
 // searchSplit searches the device's rows and the CPU's at once and merges
 // the answers. A device error is returned as it is (the caller decides
 // what it means). The caller holds ix.mu.
-func (ix *Index) searchSplit(ctx context.Context, qs [][]float32, k int, mask []uint64, st *gpu.Stages) ([][]fallback.Hit, error) {
-	var dev [][]fallback.Hit
+func (ix *Index) searchSplit(ctx context.Context, qs [][]float32, k int, mask []uint64, st *core.Stages) ([][]core.Hit, error) {
+	var dev [][]core.Hit
 	var derr error
 	done := make(chan struct{})
 	go func() {
@@ -98,7 +100,7 @@ func (ix *Index) searchSplit(ctx context.Context, qs [][]float32, k int, mask []
 		dev, derr = ix.deviceTopK(ctx, qs, k, ix.devCap, mask, st)
 	}()
 	view := ix.hostPart(mask)
-	host, herr := fallback.SearchBatch(ctx, view, qs, k, ix.fallbackMetric(), ix.cfg.Workers)
+	host, herr := fallback.SearchBatch(ctx, view, qs, k, ix.cfg.Metric, ix.cfg.Workers)
 	<-done
 	if derr != nil {
 		return nil, derr
@@ -106,7 +108,7 @@ func (ix *Index) searchSplit(ctx context.Context, qs [][]float32, k int, mask []
 	if herr != nil {
 		return nil, herr
 	}
-	out := make([][]fallback.Hit, len(qs))
+	out := make([][]core.Hit, len(qs))
 	for i := range qs {
 		out[i] = ix.merge(dev[i], host[i], k)
 	}
@@ -115,23 +117,23 @@ func (ix *Index) searchSplit(ctx context.Context, qs [][]float32, k int, mask []
 
 // merge returns the best k of a (device rows) and b (rows past them,
 // numbered from devCap), each ranked best first, ties by lower ID.
-func (ix *Index) merge(a, b []fallback.Hit, k int) []fallback.Hit {
-	return mergeHits(a, b, ix.devCap, k, ix.fallbackMetric(), ix.rid.tieIDs())
+func (ix *Index) merge(a, b []core.Hit, k int) []core.Hit {
+	return mergeHits(a, b, ix.devCap, k, ix.cfg.Metric, ix.rid.tieIDs())
 }
 
 // rangeSplit is SearchRange's device part from the read-back scores and
 // the CPU's over the rest, merged. The caller holds ix.mu.
-func (ix *Index) rangeSplit(ctx context.Context, q []float32, threshold float32, mask []uint64) ([]fallback.Hit, error) {
+func (ix *Index) rangeSplit(ctx context.Context, q []float32, threshold float32, mask []uint64) ([]core.Hit, error) {
 	scores, err := ix.dev.Scores(ctx, q, ix.deviceRows(ix.slab.Rows))
 	if err != nil {
 		return nil, err
 	}
 	ids := ix.rid.tieIDs()
-	found := fallback.Within(scores, threshold, ix.fallbackMetric(), mask, ids)
+	found := topk.Within(scores, threshold, ix.cfg.Metric, mask, ids)
 	if !ix.overflowing() {
 		return found, nil
 	}
-	rest, err := fallback.Range(ctx, ix.hostPart(mask), q, threshold, ix.fallbackMetric(), ix.cfg.Workers)
+	rest, err := fallback.Range(ctx, ix.hostPart(mask), q, threshold, ix.cfg.Metric, ix.cfg.Workers)
 	if err != nil {
 		return nil, err
 	}
@@ -139,9 +141,9 @@ func (ix *Index) rangeSplit(ctx context.Context, q []float32, threshold float32,
 		h.Row += ix.devCap
 		found = append(found, h)
 	}
-	m := ix.fallbackMetric()
-	slices.SortFunc(found, func(a, b fallback.Hit) int {
-		if fallback.Worse(b, a, m, ids) {
+	m := ix.cfg.Metric
+	slices.SortFunc(found, func(a, b core.Hit) int {
+		if topk.Worse(b, a, m, ids) {
 			return -1
 		}
 		return 1

@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/fallback"
-	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/exact"
 	"github.com/umbravec/umbra/internal/packed"
-	"github.com/umbravec/umbra/shaders"
 )
 
 // Precision is how an index holds the copy of its vectors that a search
@@ -23,44 +22,25 @@ import (
 // (Int8) fewer bytes per scan and keeps both copies in host memory; on a
 // GPU the device holds only the compressed copy, scans it there, and the
 // host bounds and rescores.
-type Precision uint8
+type Precision = core.Precision
 
 const (
 	// F32 scans the float32 rows themselves (the default).
-	F32 Precision = iota
+	F32 = core.F32
 	// F16 scans IEEE half floats of each row scaled by a power of two.
-	F16
+	F16 = core.F16
 	// Int8 scans each row as signed bytes with one scale per row
 	// (symmetric: code = round(x·127/max|x|)).
-	Int8
+	Int8 = core.Int8
 )
-
-// String is the fallback's name for the same precision ("f32", "f16",
-// "int8"): the two types number their precisions alike.
-func (p Precision) String() string { return fallback.Precision(p).String() }
 
 // ParsePrecision accepts "f32", "f16" or "int8" (any case; "float32",
 // "float16", "fp16", "i8" too).
 func ParsePrecision(s string) (Precision, error) {
-	switch strings.ToLower(s) {
-	case "f32", "float32", "fp32", "":
-		return F32, nil
-	case "f16", "float16", "fp16", "half":
-		return F16, nil
-	case "int8", "i8":
-		return Int8, nil
+	if p, ok := core.ParsePrecision(s); ok {
+		return p, nil
 	}
 	return 0, fmt.Errorf("%w: unknown precision %q (want f32, f16 or int8)", ErrInvalidConfig, s)
-}
-
-func (p Precision) fallbackCode() fallback.Precision {
-	switch p {
-	case F16:
-		return fallback.F16
-	case Int8:
-		return fallback.Int8
-	}
-	return fallback.F32
 }
 
 // validate checks a Config's precision against its dimension and device.
@@ -72,45 +52,34 @@ func (c Config) validatePrecision() error {
 	default:
 		return fmt.Errorf("%w: unknown precision %d", ErrInvalidConfig, c.Precision)
 	}
-	if c.Dim > fallback.MaxQuantDim {
-		return fmt.Errorf("%w: precision %v takes dimensions up to %d, got %d", ErrInvalidConfig, c.Precision, fallback.MaxQuantDim, c.Dim)
+	if c.Dim > exact.MaxQuantDim {
+		return fmt.Errorf("%w: precision %v takes dimensions up to %d, got %d", ErrInvalidConfig, c.Precision, exact.MaxQuantDim, c.Dim)
 	}
 	return nil
 }
 
 // codeWords is how many 4-byte words one compressed row of dimension dim
 // takes on a device under p.
-func (p Precision) codeWords(dim int) int {
-	s := fallback.CodeStride(p.fallbackCode(), dim)
+func codeWords(p Precision, dim int) int {
+	s := exact.CodeStride(p, dim)
 	if p == Int8 {
 		return s / 4
 	}
 	return s / 2
 }
 
-// shaderCode is p as the shaders know it.
-func (p Precision) shaderCode() uint32 {
-	switch p {
-	case F16:
-		return shaders.PrecF16
-	case Int8:
-		return shaders.PrecInt8
-	}
-	return shaders.PrecF32
-}
-
 // quantRows is an index's compressed copy of its slab (nil under F32),
 // kept row for row in step with it by the hooks below. The caller of each
 // holds ix.mu for writing.
 type quantRows struct {
-	c *fallback.Compressed
+	c *exact.Compressed
 }
 
 func newQuantRows(cfg Config) quantRows {
 	if cfg.Precision == F32 {
 		return quantRows{}
 	}
-	c, err := fallback.NewCompressed(cfg.Precision.fallbackCode(), cfg.Dim)
+	c, err := exact.NewCompressed(cfg.Precision, cfg.Dim)
 	if err != nil {
 		panic(err) // validate has refused such a Config
 	}
@@ -136,7 +105,7 @@ func (q *quantRows) sync(s *packed.Slab) {
 // them (or a new array when there was no room). Searches read only the
 // published rows, so staging needs no lock.
 type quantStage struct {
-	c  fallback.Compressed
+	c  exact.Compressed
 	ok bool
 }
 
@@ -153,7 +122,7 @@ func (q *quantRows) stage(s *packed.Slab, old int) quantStage {
 }
 
 // codes is the staged compressed rows (nil under F32).
-func (st *quantStage) codes() *fallback.Compressed {
+func (st *quantStage) codes() *exact.Compressed {
 	if !st.ok {
 		return nil
 	}
@@ -172,7 +141,7 @@ func (q *quantRows) bytesFor(rows int) int64 {
 	if q.c == nil {
 		return 0
 	}
-	return fallback.CompressedBytes(q.c.Prec, q.c.Dim, rows)
+	return exact.CompressedBytes(q.c.Prec, q.c.Dim, rows)
 }
 
 // set compresses slab row i again after it was replaced.
@@ -188,7 +157,7 @@ func (q *quantRows) forSlab(s *packed.Slab) quantRows {
 	if q.c == nil {
 		return quantRows{}
 	}
-	c, _ := fallback.NewCompressed(q.c.Prec, s.Dim)
+	c, _ := exact.NewCompressed(q.c.Prec, s.Dim)
 	c.AppendSlab(fallback.Slab{Data: s.Data, Rows: s.Rows, Dim: s.Dim, Stride: s.Stride}, 0)
 	return quantRows{c: c}
 }
@@ -229,7 +198,7 @@ func (ix *Index) searchQuant(ctx context.Context, qs [][]float32, k int, mask []
 	start := time.Now()
 	view := ix.view()
 	view.Allow = mask
-	res, st, err := fallback.ExactSearchBatch(ctx, view, ix.quant.c, qs, k, ix.fallbackMetric(), ix.cfg.Workers, approximate)
+	res, st, err := exact.ExactSearchBatch(ctx, view, ix.quant.c, qs, k, ix.cfg.Metric, ix.cfg.Workers, approximate)
 	if err != nil {
 		return nil, err
 	}
@@ -269,8 +238,8 @@ func (ix *Index) searchQuantGPU(ctx context.Context, qs [][]float32, k int, mask
 			return nil, err
 		}
 		start := time.Now()
-		d := fallback.DeviceSums{Sums: sums, Rows: rows}
-		res, st, err := fallback.ExactSearchSums(ctx, view, ix.quant.c, part, d, scans, k, ix.fallbackMetric(), ix.cfg.Workers, approximate)
+		d := exact.DeviceSums{Sums: sums, Rows: rows}
+		res, st, err := exact.ExactSearchSums(ctx, view, ix.quant.c, part, d, scans, k, ix.cfg.Metric, ix.cfg.Workers, approximate)
 		if err != nil {
 			return nil, hostError{err}
 		}
@@ -289,11 +258,11 @@ func (ix *Index) deviceSums(ctx context.Context, qs [][]float32) ([]float32, int
 	t := traceFrom(ctx)
 	dq := make([][]float32, len(qs))
 	for j, q := range qs {
-		dq[j] = fallback.DeviceQuery(ix.quant.c, q)
+		dq[j] = exact.DeviceQuery(ix.quant.c, q)
 	}
-	var st *gpu.Stages
+	var st *core.Stages
 	if t != nil {
-		st = &gpu.Stages{}
+		st = &core.Stages{}
 	}
 	sums, scans, err := ix.dev.Sums(ctx, dq, ix.deviceRows(ix.slab.Rows), st)
 	addStages(t, st)
@@ -303,7 +272,7 @@ func (ix *Index) deviceSums(ctx context.Context, qs [][]float32) ([]float32, int
 // rangeQuant is SearchRange's scan for an index of a compressed precision,
 // on the GPU's sums where it can (a GPU failure under Auto moves it to the
 // CPU as searchQuant does). The caller holds ix.mu.
-func (ix *Index) rangeQuant(ctx context.Context, q []float32, threshold float32, mask []uint64) ([]fallback.Hit, error) {
+func (ix *Index) rangeQuant(ctx context.Context, q []float32, threshold float32, mask []uint64) ([]core.Hit, error) {
 	t := traceFrom(ctx)
 	view := ix.view()
 	view.Allow = mask
@@ -311,8 +280,8 @@ func (ix *Index) rangeQuant(ctx context.Context, q []float32, threshold float32,
 		sums, _, err := ix.deviceSums(ctx, [][]float32{q})
 		if err == nil {
 			start := time.Now()
-			d := fallback.DeviceSums{Sums: sums, Rows: ix.deviceRows(ix.slab.Rows)}
-			found, st, err := fallback.ExactRangeSums(ctx, view, ix.quant.c, q, d, threshold, ix.fallbackMetric(), ix.cfg.Workers)
+			d := exact.DeviceSums{Sums: sums, Rows: ix.deviceRows(ix.slab.Rows)}
+			found, st, err := exact.ExactRangeSums(ctx, view, ix.quant.c, q, d, threshold, ix.cfg.Metric, ix.cfg.Workers)
 			if err != nil {
 				return nil, err
 			}
@@ -324,7 +293,7 @@ func (ix *Index) rangeQuant(ctx context.Context, q []float32, threshold float32,
 		}
 	}
 	start := time.Now()
-	found, st, err := fallback.ExactRange(ctx, view, ix.quant.c, q, threshold, ix.fallbackMetric(), ix.cfg.Workers)
+	found, st, err := exact.ExactRange(ctx, view, ix.quant.c, q, threshold, ix.cfg.Metric, ix.cfg.Workers)
 	if err != nil {
 		return nil, err
 	}
@@ -333,7 +302,7 @@ func (ix *Index) rangeQuant(ctx context.Context, q []float32, threshold float32,
 }
 
 // addQuant records a compressed search's scan in t (nil: nothing).
-func addQuant(t *diag.Trace, st fallback.QuantStats, start time.Time) {
+func addQuant(t *diag.Trace, st exact.QuantStats, start time.Time) {
 	if t == nil {
 		return
 	}
@@ -348,7 +317,7 @@ func addQuant(t *diag.Trace, st fallback.QuantStats, start time.Time) {
 // addQuantGPU records in t (nil: nothing) the host's share of a
 // compressed search on the GPU: bounding the device's sums and the float32
 // rescore (as Select), and the scan's cost.
-func addQuantGPU(t *diag.Trace, st fallback.QuantStats, start time.Time) {
+func addQuantGPU(t *diag.Trace, st exact.QuantStats, start time.Time) {
 	if t == nil {
 		return
 	}

@@ -9,10 +9,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/umbravec/umbra/fallback"
+	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/gpu"
 	"github.com/umbravec/umbra/internal/hint"
 	"github.com/umbravec/umbra/internal/packed"
+	"github.com/umbravec/umbra/internal/topk"
 )
 
 // Sharding: with several Config.Adapters the slab is cut into contiguous segments,
@@ -57,7 +58,7 @@ type shards struct {
 	// splitAt is how many rows the last split was made for (0: none).
 	splitAt int
 	// metric ranks the merge.
-	metric fallback.Metric
+	metric core.Metric
 	// pending are new device sides a Stage filled with a new split and
 	// whose publish was not called (a later step of the write failed):
 	// the next Stage, or Release, frees them.
@@ -79,7 +80,7 @@ func (sh *shards) dropPending() {
 // does for one adapter, and weighs them by their measured scan rate
 // (opt.equalShards: equally).
 func openShards(ctx context.Context, cfg Config, opt options, allowSoftware bool) (device, string, Hint, error) {
-	sh := &shards{metric: cfg.Metric.fallbackCode()}
+	sh := &shards{metric: cfg.Metric}
 	fail := func(i int, reason string, h Hint, err error) (device, string, Hint, error) {
 		sh.Release()
 		reason = fmt.Sprintf("shard %d (%s): %s", i, cfg.shards()[i].describe(), reason)
@@ -164,11 +165,11 @@ func (sh *shards) each(f func(i int, p shardPart) error) error {
 
 // tally adds the shards' stages into st: counts and bytes sum, times take
 // the slowest shard's (they run at once).
-func tally(st *gpu.Stages, parts []*gpu.Stages) {
+func tally(st *core.Stages, parts []*core.Stages) {
 	if st == nil {
 		return
 	}
-	var slow gpu.Stages
+	var slow core.Stages
 	for _, p := range parts {
 		if p == nil {
 			continue
@@ -183,18 +184,18 @@ func tally(st *gpu.Stages, parts []*gpu.Stages) {
 }
 
 // stages returns one Stages per shard when st is set.
-func (sh *shards) stages(st *gpu.Stages) []*gpu.Stages {
-	out := make([]*gpu.Stages, len(sh.parts))
+func (sh *shards) stages(st *core.Stages) []*core.Stages {
+	out := make([]*core.Stages, len(sh.parts))
 	if st != nil {
 		for i := range out {
-			out[i] = &gpu.Stages{}
+			out[i] = &core.Stages{}
 		}
 	}
 	return out
 }
 
-func (sh *shards) Adapter() gpu.AdapterInfo { return sh.parts[0].dev.Adapter() }
-func (sh *shards) Limits() gpu.Limits       { return sh.parts[0].dev.Limits() }
+func (sh *shards) Adapter() core.AdapterInfo { return sh.parts[0].dev.Adapter() }
+func (sh *shards) Limits() gpu.Limits        { return sh.parts[0].dev.Limits() }
 
 // ChunkRows is the smallest of the shards'.
 func (sh *shards) ChunkRows() int {
@@ -209,7 +210,7 @@ func (sh *shards) ChunkRows() int {
 // new split; otherwise onto the last shard, or, when the rows have doubled
 // since the last split, onto new device sides with a new split (falling
 // back to the last shard if that fails for any reason but ctx).
-func (sh *shards) Stage(ctx context.Context, s *packed.Slab, from int, st *gpu.Stages, progress func(done, total int)) (func(), error) {
+func (sh *shards) Stage(ctx context.Context, s *packed.Slab, from int, st *core.Stages, progress func(done, total int)) (func(), error) {
 	sh.dropPending()
 	if from >= s.Rows {
 		return func() {}, nil
@@ -249,7 +250,7 @@ func (sh *shards) Stage(ctx context.Context, s *packed.Slab, from int, st *gpu.S
 
 // stageSplit stages every row of s on parts (empty) with a new split; the
 // returned call makes parts and the split the published ones.
-func (sh *shards) stageSplit(ctx context.Context, parts []shardPart, s *packed.Slab, st *gpu.Stages, progress func(done, total int)) (func(), error) {
+func (sh *shards) stageSplit(ctx context.Context, parts []shardPart, s *packed.Slab, st *core.Stages, progress func(done, total int)) (func(), error) {
 	starts := sh.split(s.Rows)
 	publishes := make([]func(), len(parts))
 	var mu sync.Mutex
@@ -326,7 +327,7 @@ func (sh *shards) siblings() ([]shardPart, error) {
 	return out, nil
 }
 
-func (sh *shards) Upload(ctx context.Context, s *packed.Slab, from int, st *gpu.Stages, progress func(done, total int)) error {
+func (sh *shards) Upload(ctx context.Context, s *packed.Slab, from int, st *core.Stages, progress func(done, total int)) error {
 	publish, err := sh.Stage(ctx, s, from, st, progress)
 	if err != nil {
 		return err
@@ -401,8 +402,8 @@ func (sh *shards) Rewrite(ctx context.Context, s *packed.Slab, rows []int) error
 
 // Search searches every shard's rows below rows at once, each with its
 // part of mask, and merges their answers.
-func (sh *shards) Search(ctx context.Context, qs [][]float32, k, rows int, mask []uint64, st *gpu.Stages) ([][]fallback.Hit, error) {
-	res := make([][][]fallback.Hit, len(sh.parts))
+func (sh *shards) Search(ctx context.Context, qs [][]float32, k, rows int, mask []uint64, st *core.Stages) ([][]core.Hit, error) {
+	res := make([][][]core.Hit, len(sh.parts))
 	sts := sh.stages(st)
 	err := sh.each(func(i int, p shardPart) error {
 		hi := sh.end(i, rows)
@@ -422,9 +423,9 @@ func (sh *shards) Search(ctx context.Context, qs [][]float32, k, rows int, mask 
 	}
 	tally(st, sts)
 	m := sh.metric
-	out := make([][]fallback.Hit, len(qs))
+	out := make([][]core.Hit, len(qs))
 	for q := range qs {
-		out[q] = []fallback.Hit{}
+		out[q] = []core.Hit{}
 		for i, r := range res {
 			if r != nil {
 				out[q] = mergeHits(out[q], r[q], sh.parts[i].start, k, m, nil)
@@ -549,16 +550,16 @@ func (sh *shards) info(rows int) []ShardInfo {
 // mergeHits returns the best k of a (global rows) and b (rows numbered
 // from off), each ranked best first, ties by lower ID, ids[row] (nil: by
 // lower row, a device's order).
-func mergeHits(a, b []fallback.Hit, off, k int, m fallback.Metric, ids []uint64) []fallback.Hit {
-	out := make([]fallback.Hit, 0, min(k, len(a)+len(b)))
+func mergeHits(a, b []core.Hit, off, k int, m core.Metric, ids []uint64) []core.Hit {
+	out := make([]core.Hit, 0, min(k, len(a)+len(b)))
 	i, j := 0, 0
 	for len(out) < k && (i < len(a) || j < len(b)) {
-		var h fallback.Hit
+		var h core.Hit
 		if j < len(b) {
 			h = b[j]
 			h.Row += off
 		}
-		if i < len(a) && (j >= len(b) || fallback.Worse(h, a[i], m, ids)) {
+		if i < len(a) && (j >= len(b) || topk.Worse(h, a[i], m, ids)) {
 			out, i = append(out, a[i]), i+1
 		} else {
 			out, j = append(out, h), j+1
@@ -569,6 +570,6 @@ func mergeHits(a, b []fallback.Hit, off, k int, m fallback.Metric, ids []uint64)
 
 // Sums refuses: shards hold float32 rows only (validateShards
 // refuses a compressed precision), so no shard holds codes to sum.
-func (sh *shards) Sums(ctx context.Context, qs [][]float32, rows int, st *gpu.Stages) ([]float32, int, error) {
+func (sh *shards) Sums(ctx context.Context, qs [][]float32, rows int, st *core.Stages) ([]float32, int, error) {
 	return nil, 0, fmt.Errorf("%w: sharded indexes hold float32 rows; compressed sums are not sharded", gpu.ErrFailed)
 }

@@ -86,9 +86,10 @@ func LogSync(interval time.Duration) OpenOption {
 // file, and Close releases the store. With ReadOnly the store is read and
 // never written (see ReadOnly). An existing store
 // gives Dim and Metric (a non-zero cfg.Dim must match); its log is replayed
-// up to its last complete record. A second Open of the same store, in this
-// process or another, fails with ErrLocked; a damaged file with ErrBadStore
-// naming the section.
+// up to its last complete record, and the temporary files a writer killed
+// mid-write left beside it are removed. A second Open of the same store, in
+// this process or another, fails with ErrLocked; a damaged file with
+// ErrBadStore naming the section.
 func Open(ctx context.Context, path string, cfg Config, opts ...OpenOption) (ix *Index, err error) {
 	var o openOptions
 	for _, f := range opts {
@@ -127,6 +128,13 @@ func Open(ctx context.Context, path string, cfg Config, opts ...OpenOption) (ix 
 			unlock()
 		}
 	}()
+	// What a writer killed mid-checkpoint left behind: its temporary
+	// files. Every write of this store's files is made under the lock just
+	// taken, so none of them belongs to a live writer; readers
+	// (OpenReadOnly) take no lock and never come here. Best effort: a
+	// leftover costs only space, and a directory that cannot be read fails
+	// the load below anyway.
+	_ = storefile.RemoveTemps(path)
 	ix, gen, err := loadStore(ctx, path, cfg, true)
 	if err != nil {
 		return nil, err

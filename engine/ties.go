@@ -3,12 +3,12 @@ package engine
 import (
 	"context"
 
-	"github.com/umbravec/umbra/fallback"
-	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/topk"
 )
 
 // Ties: every search ranks equal scores (one ordering key: -0 == +0, NaN
-// worse than every number) by lower ID, fallback.Worse's rule, so which
+// worse than every number) by lower ID, topk.Worse's rule, so which
 // ID a tie at rank k returns does not depend on where the rows sit. Rows
 // are the device's and the slab's coordinates, IDs live on the host:
 //
@@ -18,7 +18,7 @@ import (
 //     returns the exact top k' for any k'. deviceTopK asks it for one hit
 //     more than k: when that hit's score is not the k-th's, no row tied
 //     with the k-th was left out, and only the equal-score runs inside
-//     the answer are put in ID order (fallback.Rerank). When it is, the
+//     the answer are put in ID order (topk.Rerank). When it is, the
 //     tie crosses the boundary, and deviceTopK asks again for twice as
 //     many until the last hit is strictly worse than the k-th or every
 //     row came back.
@@ -32,12 +32,12 @@ import (
 // deviceTopK is gpuSearch with equal scores ranked by lower ID: each
 // query's k best of the device's first rows rows, exactly. The caller
 // holds ix.mu.
-func (ix *Index) deviceTopK(ctx context.Context, qs [][]float32, k, rows int, mask []uint64, st *gpu.Stages) ([][]fallback.Hit, error) {
+func (ix *Index) deviceTopK(ctx context.Context, qs [][]float32, k, rows int, mask []uint64, st *core.Stages) ([][]core.Hit, error) {
 	ids := ix.rid.tieIDs()
 	if ids == nil {
 		return ix.gpuSearch(ctx, qs, k, rows, mask, st)
 	}
-	m := ix.fallbackMetric()
+	m := ix.cfg.Metric
 	ask := k
 	if k < rows {
 		ask = k + 1
@@ -72,7 +72,7 @@ func (ix *Index) deviceTopK(ctx context.Context, qs [][]float32, k, rows int, ma
 		todo = next
 	}
 	for i, r := range res {
-		fallback.Rerank(r, m, ids)
+		topk.Rerank(r, m, ids)
 		res[i] = r[:min(k, len(r))]
 	}
 	return res, nil
@@ -82,6 +82,6 @@ func (ix *Index) deviceTopK(ctx context.Context, qs [][]float32, k, rows int, ma
 // (ranked by score, then row) may have left out rows whose score is its
 // k-th's: it came back full, short of every row, and its last hit's score
 // is the k-th's.
-func tiedPast(r []fallback.Hit, k, ask, rows int, m fallback.Metric) bool {
-	return ask > k && ask < rows && len(r) == ask && fallback.Tied(r[k-1].Score, r[ask-1].Score, m)
+func tiedPast(r []core.Hit, k, ask, rows int, m core.Metric) bool {
+	return ask > k && ask < rows && len(r) == ask && topk.Tied(r[k-1].Score, r[ask-1].Score, m)
 }

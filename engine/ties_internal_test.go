@@ -11,7 +11,8 @@ import (
 	"time"
 
 	"github.com/umbravec/umbra/fallback"
-	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/topk"
 )
 
 // seededRand is the external tests' newRand for this package's own: seeded
@@ -35,15 +36,15 @@ func seededRand(t *testing.T) *rand.Rand {
 type rankingDevice struct {
 	device
 	scores [][]float32 // per query
-	m      fallback.Metric
+	m      core.Metric
 	asks   []int
 }
 
-func (d *rankingDevice) Search(_ context.Context, qs [][]float32, k, rows int, mask []uint64, _ *gpu.Stages) ([][]fallback.Hit, error) {
+func (d *rankingDevice) Search(_ context.Context, qs [][]float32, k, rows int, mask []uint64, _ *core.Stages) ([][]core.Hit, error) {
 	d.asks = append(d.asks, k)
-	out := make([][]fallback.Hit, len(qs))
+	out := make([][]core.Hit, len(qs))
 	for i, q := range qs {
-		out[i] = fallback.SelectAllowed(d.scores[int(q[0])][:rows], k, d.m, mask)
+		out[i] = topk.SelectAllowed(d.scores[int(q[0])][:rows], k, d.m, mask)
 	}
 	return out, nil
 }
@@ -94,7 +95,7 @@ func TestRowIDsOrder(t *testing.T) {
 func TestDeviceTopKTies(t *testing.T) {
 	r := seededRand(t)
 	for trial := range 300 {
-		m := []fallback.Metric{fallback.Dot, fallback.L2}[trial%2]
+		m := []core.Metric{core.Dot, core.L2}[trial%2]
 		n := 1 + r.IntN(300)
 		nq := 1 + r.IntN(3)
 		dev := &rankingDevice{m: m, scores: make([][]float32, nq)}
@@ -137,13 +138,13 @@ func TestDeviceTopKTies(t *testing.T) {
 			t.Fatal(err)
 		}
 		for q := range qs {
-			var want []fallback.Hit
+			var want []core.Hit
 			for row, s := range dev.scores[q] {
 				if mask == nil || mask[row/64]&(1<<(row%64)) != 0 {
-					want = append(want, fallback.Hit{Row: row, Score: s})
+					want = append(want, core.Hit{Row: row, Score: s})
 				}
 			}
-			slices.SortFunc(want, func(a, b fallback.Hit) int {
+			slices.SortFunc(want, func(a, b core.Hit) int {
 				if a.Score != b.Score {
 					if m == fallback.L2 {
 						return cmp.Compare(a.Score, b.Score)

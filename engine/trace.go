@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/umbravec/umbra/diag"
-	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/core"
 )
 
 // writeStage names one of a Trace's write stages.
@@ -57,24 +57,16 @@ func lap(d *time.Duration, start time.Time) time.Time {
 	return now
 }
 
-// addStages adds the device stages st recorded into t; either may be nil.
-func addStages(t *diag.Trace, st *gpu.Stages) {
-	if t == nil || st == nil {
+// addStages adds the device stages st recorded into t, by core.Stages'
+// one rule of accumulation; either may be nil.
+func addStages(t *diag.Trace, st *core.Stages) {
+	if t == nil {
 		return
 	}
-	t.Upload += st.Upload
-	t.Kernel += st.Kernel
-	t.Readback += st.Readback
-	t.Select += st.Select
-	t.Dispatches += st.Dispatches
-	t.Submissions += st.Submissions
-	t.Maps += st.Maps
-	t.BytesUp += st.BytesUp
-	t.BytesDown += st.BytesDown
-	if st.KernelClock != "" {
-		t.KernelClock = st.KernelClock
-	}
-	if st.Path != "" {
-		t.SelectPath = st.Path
-	}
+	st.AddTo(core.Totals{
+		Upload: &t.Upload, Kernel: &t.Kernel, Readback: &t.Readback, Select: &t.Select,
+		Dispatches: &t.Dispatches, Submissions: &t.Submissions, Maps: &t.Maps,
+		BytesUp: &t.BytesUp, BytesDown: &t.BytesDown,
+		KernelClock: &t.KernelClock, Path: &t.SelectPath,
+	})
 }

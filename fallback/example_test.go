@@ -46,14 +46,6 @@ func ExampleSearchBatch() {
 	// query 1: row 1 distance 0.00
 }
 
-func ExampleSelectTopK() {
-	// Scores as read back from a GPU; equal scores rank by lower index.
-	scores := []float32{0.5, 0.9, 0.1, 0.9}
-	fmt.Println(fallback.SelectTopK(scores, 3, fallback.Dot))
-	// Output:
-	// [{1 0.9} {3 0.9} {0 0.5}]
-}
-
 func ExampleKernel() {
 	name := fallback.Kernel()
 	fmt.Println(name != "")

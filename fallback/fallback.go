@@ -3,37 +3,29 @@ package fallback
 import (
 	"errors"
 	"fmt"
+
+	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/parallel"
 )
 
-// Metric selects the score a kernel computes and which end of it is best.
-type Metric int
+// Metric is the score a kernel computes and which end of it is best:
+// engine's metrics, named here for this package's callers. Dot scores a
+// row by dot(row, q), larger better; Cosine is the same kernel over rows
+// and a query the caller has already normalised; L2 scores a row by the
+// squared Euclidean distance sum((row-q)^2), smaller better.
+type Metric = core.Metric
 
+// The metrics (internal/core's, which engine's are too).
 const (
-	// Dot scores a row by dot(row, q); larger is better. Cosine similarity
-	// is Dot over rows and a query the caller has already normalised.
-	Dot Metric = iota
-	// L2 scores a row by the squared Euclidean distance sum((row-q)^2);
-	// smaller is better.
-	L2
+	Cosine = core.Cosine
+	Dot    = core.Dot
+	L2     = core.L2
 )
-
-// String names the metric for logs and errors.
-func (m Metric) String() string {
-	switch m {
-	case Dot:
-		return "dot"
-	case L2:
-		return "l2"
-	}
-	return fmt.Sprintf("Metric(%d)", int(m))
-}
 
 // Hit is one result: Row is the row index in the slab (or in the scores
-// slice given to SelectTopK), Score is the metric's value for that row.
-type Hit struct {
-	Row   int
-	Score float32
-}
+// slice given to topk's selections), Score is the metric's value for that
+// row.
+type Hit = core.Hit
 
 // Slab is a read-only view of packed rows: row i is
 // Data[i*Stride : i*Stride+Dim]. Stride >= Dim; the padding Data[i*Stride+Dim :
@@ -64,18 +56,27 @@ var (
 	ErrMetric = errors.New("fallback: unknown metric")
 	// ErrInternal reports a panic caught inside the package, so that a bug
 	// here fails one call instead of the host process.
-	ErrInternal = errors.New("fallback: internal error")
+	ErrInternal = parallel.ErrInternal
 )
 
-func (m Metric) check() error {
-	if m != Dot && m != L2 {
+func checkMetric(m Metric) error {
+	if m != Cosine && m != Dot && m != L2 {
 		return fmt.Errorf("%w: %d", ErrMetric, int(m))
 	}
 	return nil
 }
 
-// check refuses shapes that would make indexing go out of range; it is not
+// Check refuses a metric this package does not know and shapes that would
+// make indexing go out of range, as every search does first; it is not
 // input validation (the engine does that).
+func (s Slab) Check(m Metric) error {
+	if err := checkMetric(m); err != nil {
+		return err
+	}
+	return s.check()
+}
+
+// check refuses shapes that would make indexing go out of range.
 func (s Slab) check() error {
 	if s.Rows < 0 || s.Dim < 0 || s.Stride < s.Dim {
 		return fmt.Errorf("%w: rows %d, dim %d, stride %d", ErrSlabShape, s.Rows, s.Dim, s.Stride)

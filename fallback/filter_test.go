@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/internal/topk"
 )
 
 // TestAllowAndRange: with an allow bitmap Search and SearchBatch return the
@@ -48,7 +50,7 @@ func TestAllowAndRange(t *testing.T) {
 				// The reference: every allowed row, ranked by the shared rule.
 				var ref []Hit
 				for i, sc := range scores {
-					if allows(s.Allow, i) {
+					if topk.Allows(s.Allow, i) {
 						ref = append(ref, Hit{Row: i, Score: sc})
 					}
 				}
@@ -56,7 +58,7 @@ func TestAllowAndRange(t *testing.T) {
 				for i, h := range ref {
 					masked[i] = h.Score
 				}
-				want := SelectTopK(masked, 10, m)
+				want := topk.SelectTopK(masked, 10, m)
 				for i := range want {
 					want[i].Row = ref[want[i].Row].Row
 				}
@@ -77,7 +79,7 @@ func TestAllowAndRange(t *testing.T) {
 				within, err := Range(ctx, s, q, threshold, m, 0)
 				require.NoError(t, err)
 				var wantRange []Hit
-				for _, h := range SelectTopK(masked, len(masked), m) {
+				for _, h := range topk.SelectTopK(masked, len(masked), m) {
 					if (m == Dot && h.Score >= threshold) || (m == L2 && h.Score <= threshold) {
 						wantRange = append(wantRange, Hit{Row: ref[h.Row].Row, Score: h.Score})
 					}

@@ -1,6 +1,10 @@
 package fallback
 
-import "context"
+import (
+	"context"
+
+	"github.com/umbravec/umbra/internal/parallel"
+)
 
 // ReadPass reads every float of the slab once, with the same kernel shape
 // as Search (four rows walked in step, the widest vector loads the CPU
@@ -10,7 +14,7 @@ import "context"
 // benchmarks report Search as a multiple of it. The sum is returned so the
 // reads cannot be optimised away.
 func ReadPass(ctx context.Context, s Slab, workers int) (sum float32, err error) {
-	defer guard(&err)
+	defer parallel.Recover(&err)
 	if err := s.check(); err != nil {
 		return 0, err
 	}
@@ -19,14 +23,14 @@ func ReadPass(ctx context.Context, s Slab, workers int) (sum float32, err error)
 	}
 	kern := active.sumRows
 	p := newPlan(s, rowsFor(blockBytes, s.Stride, 8))
-	w := workerCount(workers, p.nblocks, len(s.Data))
+	w := parallel.Workers(workers, p.nblocks, len(s.Data))
 	sums := make([]float32, w)
 	bufs := make([][]float32, w)
 	for i := range bufs {
 		bufs[i] = make([]float32, p.blockRows)
 	}
 	length := make([]float32, p.stride)
-	err = parallel(ctx, w, p.nblocks, func(wk, blk int) {
+	err = parallel.Run(ctx, w, p.nblocks, func(wk, blk int) {
 		_, rows, n := p.block(blk)
 		buf := bufs[wk][:n]
 		kern(buf, length, rows, p.stride)

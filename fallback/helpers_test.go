@@ -10,6 +10,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/umbravec/umbra/internal/parallel"
 )
 
 var seedFlag = flag.Uint64("seed", 0, "random seed for test data (0: from the clock)")
@@ -207,8 +209,8 @@ func sameHits(t testing.TB, got, want []Hit, format string, args ...any) {
 // kernel against float64 row by row and Search's selection against
 // SelectTopK over all scores.
 func scoreRows(ctx context.Context, dst []float32, s Slab, q []float32, m Metric, workers int) (err error) {
-	defer guard(&err)
-	if err := m.check(); err != nil {
+	defer parallel.Recover(&err)
+	if err := checkMetric(m); err != nil {
 		return err
 	}
 	if err := s.check(); err != nil {
@@ -223,8 +225,8 @@ func scoreRows(ctx context.Context, dst []float32, s Slab, q []float32, m Metric
 	}
 	kern := active.rows(m)
 	p := newPlan(s, rowsFor(blockBytes, s.Stride, 8))
-	w := workerCount(workers, p.nblocks, s.Rows*s.Stride)
-	return parallel(ctx, w, p.nblocks, func(_, b int) {
+	w := parallel.Workers(workers, p.nblocks, s.Rows*s.Stride)
+	return parallel.Run(ctx, w, p.nblocks, func(_, b int) {
 		lo, rows, n := p.block(b)
 		kern(dst[lo:lo+n], qq, rows, p.stride)
 	})

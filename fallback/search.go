@@ -3,6 +3,9 @@ package fallback
 import (
 	"context"
 	"fmt"
+
+	"github.com/umbravec/umbra/internal/parallel"
+	"github.com/umbravec/umbra/internal/topk"
 )
 
 // Cache budgets. A block of rows for one query only streams through, so it
@@ -61,59 +64,67 @@ func rowsFor(budget, stride, unit int) int {
 	return max(unit, n/unit*unit)
 }
 
-// guard turns a panic on the calling goroutine into ErrInternal, wrapping
-// the panic's value when it is an error (a fault in mapped rows, see
-// parallel).
-func guard(err *error) {
-	if r := recover(); r != nil {
-		if e, ok := r.(error); ok {
-			*err = fmt.Errorf("%w: %w", ErrInternal, e)
-			return
-		}
-		*err = fmt.Errorf("%w: %v", ErrInternal, r)
-	}
-}
-
 // Search returns the k best rows of s for q, best first, equal scores
 // broken by the lower ID (s.IDs; nil: the lower row); k >= s.Rows returns
 // every row. len(q) is Dim or Stride (with zero padding). workers <= 0
 // means GOMAXPROCS. ctx is checked between blocks of rows; on cancellation
 // Search returns ctx.Err().
 func Search(ctx context.Context, s Slab, q []float32, k int, m Metric, workers int) (hits []Hit, err error) {
-	defer guard(&err)
-	qq, err := checked(s, q, m)
+	defer parallel.Recover(&err)
+	qq, err := CheckQuery(s, q, m)
 	if err != nil {
 		return nil, err
 	}
 	if s.Rows == 0 || k <= 0 {
 		return []Hit{}, nil
 	}
-	var tops []topK
+	var tops []topk.Heap
 	err = scanKeys(ctx, s, qq, m, workers, func(w, expect int) {
-		tops = make([]topK, w)
+		tops = make([]topk.Heap, w)
 		for i := range tops {
-			tops[i] = newTopK(k, expect, s.IDs)
+			tops[i] = topk.New(k, expect, s.IDs)
 		}
-	}, func(wk, lo int, keys []float32) { tops[wk].offerAllowed(keys, lo, s.Allow) })
+	}, func(wk, lo int, keys []float32) { tops[wk].OfferAllowed(keys, lo, s.Allow) })
 	if err != nil {
 		return nil, err
 	}
 	for i := 1; i < len(tops); i++ {
-		tops[0].merge(&tops[i])
+		tops[0].Merge(&tops[i])
 	}
-	return tops[0].result(m), nil
+	return tops[0].Result(m), nil
 }
 
-// checked validates the metric, the slab and the query, and returns the
-// query as a Stride-long vector.
-func checked(s Slab, q []float32, m Metric) ([]float32, error) {
-	if err := m.check(); err != nil {
-		return nil, err
-	}
-	if err := s.check(); err != nil {
+// CheckQuery checks the metric, the slab's shape and the query's length as
+// Search does, and returns the query as a Stride-long vector (a copy only
+// when q lacks the padding): what ScoreRun takes.
+func CheckQuery(s Slab, q []float32, m Metric) ([]float32, error) {
+	if err := s.Check(m); err != nil {
 		return nil, err
 	}
 	return s.query(q)
+}
+
+// ScoreRun writes the scores of rows [first, first+len(dst)) of s for the
+// Stride-long query q (CheckQuery's) into dst, with the kernel Search
+// scores them with, so they are the very bits Search reports: the exact
+// search of compressed rows (internal/exact) rescores its candidates with
+// it. The last row may lack its padding (Slab's rule).
+func ScoreRun(dst []float32, s Slab, q []float32, first int, m Metric) {
+	n := len(dst)
+	if n == 0 {
+		return
+	}
+	kern := active.rows(m)
+	if last := first + n - 1; last == s.Rows-1 && s.Stride > 0 && s.Rows > len(s.Data)/s.Stride {
+		if n > 1 {
+			kern(dst[:n-1], q, s.Data[first*s.Stride:last*s.Stride], s.Stride)
+		}
+		tail := make([]float32, s.Stride)
+		copy(tail, s.Data[last*s.Stride:last*s.Stride+s.Dim])
+		kern(dst[n-1:], q, tail, s.Stride)
+		return
+	}
+	kern(dst, q, s.Data[first*s.Stride:(first+n)*s.Stride], s.Stride)
 }
 
 // scanKeys scores every row of s for the Stride-long query qq, a block of
@@ -123,17 +134,17 @@ func checked(s Slab, q []float32, m Metric) ([]float32, error) {
 func scanKeys(ctx context.Context, s Slab, qq []float32, m Metric, workers int, setup func(w, expect int), use func(wk, lo int, keys []float32)) error {
 	kern := active.rows(m)
 	p := newPlan(s, rowsFor(blockBytes, s.Stride, 8))
-	w := workerCount(workers, p.nblocks, s.Rows*s.Stride)
+	w := parallel.Workers(workers, p.nblocks, s.Rows*s.Stride)
 	bufs := make([][]float32, w)
 	for i := range bufs {
 		bufs[i] = make([]float32, p.blockRows)
 	}
 	setup(w, s.Rows/w+p.blockRows)
-	return parallel(ctx, w, p.nblocks, func(wk, b int) {
+	return parallel.Run(ctx, w, p.nblocks, func(wk, b int) {
 		lo, rows, n := p.block(b)
 		buf := bufs[wk][:n]
 		kern(buf, qq, rows, p.stride)
-		toKeys(m, buf)
+		topk.ToKeys(m, buf)
 		use(wk, lo, buf)
 	})
 }
@@ -148,11 +159,8 @@ func QueryBlock(stride int) int { return rowsFor(queryBlockBytes, stride, 8) }
 // on, so a row is read from memory once per query block rather than once
 // per query.
 func SearchBatch(ctx context.Context, s Slab, qs [][]float32, k int, m Metric, workers int) (out [][]Hit, err error) {
-	defer guard(&err)
-	if err := m.check(); err != nil {
-		return nil, err
-	}
-	if err := s.check(); err != nil {
+	defer parallel.Recover(&err)
+	if err := s.Check(m); err != nil {
 		return nil, err
 	}
 	nq := len(qs)
@@ -178,30 +186,30 @@ func SearchBatch(ctx context.Context, s Slab, qs [][]float32, k int, m Metric, w
 	nqb := (nq + qb - 1) / qb
 	items := nqb * p.nblocks
 	work := s.Rows * stride
-	if work < parallelFloats {
+	if work < parallel.MinFloats {
 		work *= nq // only small products; a big one could overflow
 	}
-	w := workerCount(workers, items, work)
-	tops := make([][]topK, w)
+	w := parallel.Workers(workers, items, work)
+	tops := make([][]topk.Heap, w)
 	bufs := make([][]float32, w)
 	for i := range tops {
-		tops[i] = make([]topK, nq)
+		tops[i] = make([]topk.Heap, nq)
 		for j := range tops[i] {
-			tops[i][j] = newTopK(k, s.Rows/w+p.blockRows, s.IDs)
+			tops[i][j] = topk.New(k, s.Rows/w+p.blockRows, s.IDs)
 		}
 		bufs[i] = make([]float32, qb*p.blockRows)
 	}
 	// Items run query block by query block, so the workers share one block
 	// of queries in cache while they sweep the slab.
-	err = parallel(ctx, w, items, func(wk, it int) {
+	err = parallel.Run(ctx, w, items, func(wk, it int) {
 		q0 := it / p.nblocks * qb
 		nqi := min(qb, nq-q0)
 		lo, rows, n := p.block(it % p.nblocks)
 		buf := bufs[wk][:nqi*n]
 		kern(buf, packed[q0*stride:(q0+nqi)*stride], nqi, rows, n, stride)
-		toKeys(m, buf)
+		topk.ToKeys(m, buf)
 		for j := range nqi {
-			tops[wk][q0+j].offerAllowed(buf[j*n:(j+1)*n], lo, s.Allow)
+			tops[wk][q0+j].OfferAllowed(buf[j*n:(j+1)*n], lo, s.Allow)
 		}
 	})
 	if err != nil {
@@ -209,9 +217,9 @@ func SearchBatch(ctx context.Context, s Slab, qs [][]float32, k int, m Metric, w
 	}
 	for j := range out {
 		for i := 1; i < w; i++ {
-			tops[0][j].merge(&tops[i][j])
+			tops[0][j].Merge(&tops[i][j])
 		}
-		out[j] = tops[0][j].result(m)
+		out[j] = tops[0][j].Result(m)
 	}
 	return out, nil
 }
@@ -221,8 +229,8 @@ func SearchBatch(ctx context.Context, s Slab, qs [][]float32, k int, m Metric, w
 // equal scores broken by the lower ID as in Search; rows Allow excludes are skipped. A
 // NaN score is never within any threshold. There is no cap on how many.
 func Range(ctx context.Context, s Slab, q []float32, threshold float32, m Metric, workers int) (hits []Hit, err error) {
-	defer guard(&err)
-	qq, err := checked(s, q, m)
+	defer parallel.Recover(&err)
+	qq, err := CheckQuery(s, q, m)
 	if err != nil {
 		return nil, err
 	}
@@ -230,10 +238,10 @@ func Range(ctx context.Context, s Slab, q []float32, threshold float32, m Metric
 		return []Hit{}, nil
 	}
 	var found [][]Hit
-	limit := key(m, threshold)
+	limit := topk.Key(m, threshold)
 	err = scanKeys(ctx, s, qq, m, workers, func(w, _ int) { found = make([][]Hit, w) }, func(wk, lo int, keys []float32) {
 		for i, k := range keys {
-			if k >= limit && allows(s.Allow, lo+i) { // false for NaN
+			if k >= limit && topk.Allows(s.Allow, lo+i) { // false for NaN
 				found[wk] = append(found[wk], Hit{Row: lo + i, Score: k})
 			}
 		}
@@ -245,5 +253,5 @@ func Range(ctx context.Context, s Slab, q []float32, threshold float32, m Metric
 	for _, f := range found {
 		hits = append(hits, f...)
 	}
-	return rankAll(hits, m, s.IDs), nil
+	return topk.RankAll(hits, m, s.IDs), nil
 }

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/umbravec/umbra/internal/topk"
 )
 
 var dims = []int{1, 3, 127, 768, 1536}
@@ -162,7 +164,7 @@ func testPathsAgree(t *testing.T) {
 						noErr(t, err)
 						sameHits(t, one, batch[j], "query %d: Search and SearchBatch", j)
 						noErr(t, scoreRows(ctx, scores, s, q, m, 2))
-						sameHits(t, one, SelectTopK(scores, k, m), "query %d: Search and SelectTopK(scoreRows)", j)
+						sameHits(t, one, topk.SelectTopK(scores, k, m), "query %d: Search and topk.SelectTopK(scoreRows)", j)
 					}
 				})
 			}
@@ -217,7 +219,7 @@ func TestEmptyAndDegenerate(t *testing.T) {
 	zero := Slab{Rows: 3}
 	hits, err = Search(ctx, zero, nil, 5, L2, 0)
 	noErr(t, err)
-	sameHits(t, hits, []Hit{{0, 0}, {1, 0}, {2, 0}}, "zero dimensions")
+	sameHits(t, hits, []Hit{{Row: 0, Score: 0}, {Row: 1, Score: 0}, {Row: 2, Score: 0}}, "zero dimensions")
 }
 
 func TestShapeErrors(t *testing.T) {

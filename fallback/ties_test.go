@@ -4,10 +4,11 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/umbravec/umbra/internal/topk"
 )
 
 // tieRef is the brute-force answer the tie tests compare with: every
@@ -20,7 +21,7 @@ func tieRef(t *testing.T, s Slab, q []float32, m Metric, ids []uint64) []Hit {
 	noErr(t, scoreRows(context.Background(), scores, s, q, m, 1))
 	var hits []Hit
 	for i, sc := range scores {
-		if allows(s.Allow, i) {
+		if topk.Allows(s.Allow, i) {
 			hits = append(hits, Hit{Row: i, Score: sc})
 		}
 	}
@@ -86,9 +87,10 @@ func tieSlab(r *rand.Rand, n, dim int) (Slab, [][]float32) {
 }
 
 // Equal scores go to the lower ID on every search of this package —
-// Search, SearchBatch, Range, Within, and the compressed searches on the
-// CPU's scan and on a device's sums — whatever the rows the IDs sit at: the
-// answer is the brute-force one sorted by score, then ID.
+// Search, SearchBatch, Range, and Within over read-back scores — whatever
+// the rows the IDs sit at: the answer is the brute-force one sorted by
+// score, then ID. (internal/exact's TestTiesGoToLowerID holds the
+// compressed searches to these answers.)
 func TestTiesGoToLowerID(t *testing.T) {
 	r := newRand(t)
 	ctx := context.Background()
@@ -121,34 +123,8 @@ func TestTiesGoToLowerID(t *testing.T) {
 				sameHits(t, one, want, "%s k %d query %d: Search", name, k, j)
 				sameHits(t, batch[j], want, "%s k %d query %d: SearchBatch", name, k, j)
 			}
-			for _, p := range []Precision{F16, Int8} {
-				c := compress(t, p, Slab{Data: s.Data, Rows: s.Rows, Dim: s.Dim, Stride: s.Stride})
-				got, _, err := ExactSearchBatch(ctx, s, c, qs, k, m, 2, false)
-				noErr(t, err)
-				dev := simulatedSums(c, qs, r.IntN(n+1))
-				sums, _, err := ExactSearchSums(ctx, s, c, qs, dev, 1, k, m, 2, false)
-				noErr(t, err)
-				all, _, err := ExactSearchBatch(ctx, s, c, qs, n, m, 2, true)
-				noErr(t, err)
-				approx, _, err := ExactSearchBatch(ctx, s, c, qs, k, m, 2, true)
-				noErr(t, err)
-				for j := range qs {
-					want := refs[j][:min(k, len(refs[j]))]
-					sameHits(t, got[j], want, "%s k %d query %d: %v ExactSearchBatch", name, k, j, p)
-					sameHits(t, sums[j], want, "%s k %d query %d: %v ExactSearchSums", name, k, j, p)
-					// The estimates of duplicates are equal too: the k best
-					// of them are the first k of all, ranked by ID.
-					sameHits(t, approx[j], all[j][:min(k, len(all[j]))], "%s k %d query %d: %v approximate", name, k, j, p)
-					for i := 1; i < len(all[j]); i++ {
-						if Worse(all[j][i-1], all[j][i], m, s.IDs) {
-							t.Fatalf("%s query %d: %v approximate hits %d and %d out of order: %v", name, j, p, i-1, i, all[j])
-						}
-					}
-				}
-			}
 		}
-		// Range, on the CPU's scan and over read-back scores (Within), and
-		// over compressed rows.
+		// Range, on the CPU's scan and over read-back scores (Within).
 		ref := refs[0]
 		if len(ref) == 0 {
 			continue
@@ -156,7 +132,7 @@ func TestTiesGoToLowerID(t *testing.T) {
 		th := ref[r.IntN(len(ref))].Score
 		var want []Hit
 		for _, h := range ref {
-			if Worse(Hit{Score: th}, h, m, nil) || Tied(h.Score, th, m) {
+			if topk.Worse(Hit{Score: th}, h, m, nil) || topk.Tied(h.Score, th, m) {
 				want = append(want, h)
 			}
 		}
@@ -165,16 +141,7 @@ func TestTiesGoToLowerID(t *testing.T) {
 		sameHits(t, got, want, "%s Range %g", name, th)
 		scores := make([]float32, n)
 		noErr(t, scoreRows(ctx, scores, s, qs[0], m, 1))
-		sameHits(t, Within(scores, th, m, s.Allow, s.IDs), want, "%s Within %g", name, th)
-		for _, p := range []Precision{F16, Int8} {
-			c := compress(t, p, Slab{Data: s.Data, Rows: s.Rows, Dim: s.Dim, Stride: s.Stride})
-			got, _, err := ExactRange(ctx, s, c, qs[0], th, m, 2)
-			noErr(t, err)
-			sameHits(t, got, want, "%s %v ExactRange %g", name, p, th)
-			got, _, err = ExactRangeSums(ctx, s, c, qs[0], simulatedSums(c, qs[:1], r.IntN(n+1)), th, m, 2)
-			noErr(t, err)
-			sameHits(t, got, want, "%s %v ExactRangeSums %g", name, p, th)
-		}
+		sameHits(t, topk.Within(scores, th, m, s.Allow, s.IDs), want, "%s Within %g", name, th)
 	}
 }
 
@@ -196,35 +163,5 @@ func TestTieAtRankK(t *testing.T) {
 		if len(all) != 2 || all[0].Row != 1 {
 			t.Errorf("%v: range got %v, want row 1 (ID 5) first", m, all)
 		}
-	}
-}
-
-// Rerank puts each run of equal scores (-0 == +0, NaN == NaN) in ID order
-// and moves nothing else.
-func TestRerank(t *testing.T) {
-	nan := float32(math.NaN())
-	negZero := float32(math.Copysign(0, -1))
-	ids := []uint64{7, 3, 9, 1, 4, 2, 8}
-	hits := []Hit{{0, 2}, {1, 1}, {2, 1}, {3, 0}, {4, negZero}, {5, nan}, {6, nan}}
-	Rerank(hits, Dot, ids)
-	got := make([]int, len(hits))
-	for i, h := range hits {
-		got[i] = h.Row
-	}
-	// Every run is in ID order already: nothing moves.
-	if want := []int{0, 1, 2, 3, 4, 5, 6}; !slices.Equal(got, want) {
-		t.Fatalf("got rows %v, want %v", got, want)
-	}
-	// With these IDs every run of two swaps.
-	rev := []uint64{7, 9, 3, 4, 1, 8, 2}
-	Rerank(hits, Dot, rev)
-	for i, h := range hits {
-		got[i] = h.Row
-	}
-	if want := []int{0, 2, 1, 4, 3, 6, 5}; !slices.Equal(got, want) {
-		t.Fatalf("got rows %v, want %v", got, want)
-	}
-	if !Tied(0, negZero, L2) || !Tied(nan, nan, Dot) || Tied(nan, 0, L2) || Tied(1, 2, Dot) {
-		t.Fatal("Tied is not the ordering's equality")
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/umbravec/umbra/internal/topk"
 )
 
 // sortedHits is the obvious selection: sort everything, keep k.
@@ -48,7 +50,7 @@ func TestSelectTopK(t *testing.T) {
 						continue
 					}
 					name := fmt.Sprintf("%v/n%d/k%d/ties=%v", m, n, k, ties)
-					sameHits(t, SelectTopK(scores, k, m), sortedHits(scores, k, m), "%s", name)
+					sameHits(t, topk.SelectTopK(scores, k, m), sortedHits(scores, k, m), "%s", name)
 				}
 			}
 		}
@@ -57,10 +59,10 @@ func TestSelectTopK(t *testing.T) {
 
 func TestSelectTopKNothing(t *testing.T) {
 	for _, got := range [][]Hit{
-		SelectTopK([]float32{1, 2}, 0, Dot),
-		SelectTopK([]float32{1, 2}, -1, L2),
-		SelectTopK([]float32{1, 2}, 1, Metric(9)),
-		SelectTopK(nil, 3, Dot),
+		topk.SelectTopK([]float32{1, 2}, 0, Dot),
+		topk.SelectTopK([]float32{1, 2}, -1, L2),
+		topk.SelectTopK([]float32{1, 2}, 1, Metric(9)),
+		topk.SelectTopK(nil, 3, Dot),
 	} {
 		if got == nil || len(got) != 0 {
 			t.Errorf("got %#v, want an empty non-nil slice", got)
@@ -80,22 +82,22 @@ func TestMergeTopK(t *testing.T) {
 				scores = fewScores(r, n)
 			}
 			for _, k := range []int{1, 3, 17, n, n + 2} {
-				var parts []topK
+				var parts []topk.Heap
 				for lo := 0; lo < n; {
 					hi := min(n, lo+1+r.IntN(400))
-					part := newTopK(k, hi-lo, nil)
+					part := topk.New(k, hi-lo, nil)
 					keys := slices.Clone(scores[lo:hi])
-					toKeys(m, keys)
-					part.offerKeys(keys, lo)
+					topk.ToKeys(m, keys)
+					part.OfferKeys(keys, lo)
 					parts = append(parts, part)
 					lo = hi
 				}
 				r.Shuffle(len(parts), func(i, j int) { parts[i], parts[j] = parts[j], parts[i] })
 				for i := 1; i < len(parts); i++ {
-					parts[0].merge(&parts[i])
+					parts[0].Merge(&parts[i])
 				}
 				name := fmt.Sprintf("%v/n%d/k%d/ties=%v/parts%d", m, n, k, ties, len(parts))
-				sameHits(t, parts[0].result(m), sortedHits(scores, k, m), "%s", name)
+				sameHits(t, parts[0].Result(m), sortedHits(scores, k, m), "%s", name)
 			}
 		}
 	}

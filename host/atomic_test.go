@@ -8,11 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/internal/storefile"
 )
 
 // writeBytes is a write callback that emits b.
@@ -95,30 +96,57 @@ func TestWriteFileAtomicOrder(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "v.npy")
 	var steps []string
-	hook(t, &syncFile, func(f *os.File) error {
-		steps = append(steps, "sync file "+filepath.Base(f.Name()))
-		return f.Sync()
-	})
-	hook(t, &renameFile, func(from, to string) error {
-		steps = append(steps, "rename "+filepath.Base(from)+" -> "+filepath.Base(to))
-		return os.Rename(from, to)
-	})
-	hook(t, &syncDir, func(d string) error {
-		steps = append(steps, "sync dir "+d)
-		return syncDirectory(d)
+	var tmp string
+	onStep(t, func(step, p string) error {
+		require.Equal(t, path, p)
+		names := dirNames(t, dir)
+		switch step {
+		case storefile.StepSync, storefile.StepRename:
+			// The data is fsynced, then renamed, from one temporary file.
+			require.Len(t, names, 1, "%s: %q", step, names)
+			if tmp == "" {
+				tmp = names[0]
+			}
+			assert.Equal(t, tmp, names[0], step)
+		case storefile.StepSyncDir:
+			// The directory is fsynced after the rename.
+			assert.Equal(t, []string{"v.npy"}, names, step)
+		}
+		steps = append(steps, step)
+		return nil
 	})
 	require.NoError(t, WriteFileAtomic(path, 0o644, writeBytes(randomBytes(t, 100))))
-	require.Len(t, steps, 3, "%q", steps)
-	tmp := strings.TrimPrefix(steps[0], "sync file ")
-	assert.True(t, strings.HasPrefix(tmp, ".v.npy.") && strings.HasSuffix(tmp, TempSuffix), "temporary name %q", tmp)
-	assert.Equal(t, "rename "+tmp+" -> v.npy", steps[1])
-	assert.Equal(t, "sync dir "+dir, steps[2])
+	assert.Equal(t, []string{storefile.StepCreate, storefile.StepWrite, storefile.StepSync, storefile.StepClose,
+		storefile.StepRename, storefile.StepSyncDir}, steps)
+	assert.Regexp(t, `^\.v\.npy\.tmp-[0-9a-f]{16}$`, tmp, "temporary name")
 }
 
-func hook[T any](t *testing.T, v *T, f T) {
-	old := *v
-	*v = f
-	t.Cleanup(func() { *v = old })
+// onStep makes every atomic write call fail before each of its steps
+// (storefile.InjectFault) for the rest of the test.
+func onStep(t *testing.T, fail func(step, path string) error) {
+	storefile.InjectFault(fail)
+	t.Cleanup(func() { storefile.InjectFault(nil) })
+}
+
+// failAt makes every atomic write fail at step with err.
+func failAt(t *testing.T, step string, err error) {
+	onStep(t, func(s, _ string) error {
+		if s == step {
+			return err
+		}
+		return nil
+	})
+}
+
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
 }
 
 // TestWriteFileAtomicFailures: whichever step fails, the old content stays
@@ -135,12 +163,9 @@ func TestWriteFileAtomicFailures(t *testing.T) {
 			_, _ = w.Write([]byte("partial"))
 			return errBoom
 		}},
-		{"sync fails", func(t *testing.T) {
-			hook(t, &syncFile, func(*os.File) error { return errBoom })
-		}, writeBytes([]byte("new"))},
-		{"rename fails", func(t *testing.T) {
-			hook(t, &renameFile, func(string, string) error { return errBoom })
-		}, writeBytes([]byte("new"))},
+		{"sync fails", func(t *testing.T) { failAt(t, storefile.StepSync, errBoom) }, writeBytes([]byte("new"))},
+		{"close fails", func(t *testing.T) { failAt(t, storefile.StepClose, errBoom) }, writeBytes([]byte("new"))},
+		{"rename fails", func(t *testing.T) { failAt(t, storefile.StepRename, errBoom) }, writeBytes([]byte("new"))},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -169,7 +194,7 @@ func TestWriteFileAtomicFailures(t *testing.T) {
 	t.Run("directory sync fails after the rename", func(t *testing.T) {
 		dir := t.TempDir()
 		path := filepath.Join(dir, "v.npy")
-		hook(t, &syncDir, func(string) error { return errBoom })
+		failAt(t, storefile.StepSyncDir, errBoom)
 		err := WriteFileAtomic(path, 0o644, writeBytes([]byte("new")))
 		assert.ErrorIs(t, err, errBoom)
 		assert.Contains(t, err.Error(), "after renaming")
@@ -262,8 +287,7 @@ func TestLeftoverTempIsNotOutput(t *testing.T) {
 		return errors.New("killed")
 	})
 	require.Error(t, err)
-	base := filepath.Base(tmp)
-	assert.True(t, strings.HasPrefix(base, ".v.npy.") && strings.HasSuffix(base, TempSuffix), "temporary name %q", base)
+	assert.Regexp(t, `^\.v\.npy\.tmp-[0-9a-f]{16}$`, filepath.Base(tmp), "temporary name")
 
 	// Play the killed process: the same name, with the whole payload in it.
 	rng := newMatrixRand(t)

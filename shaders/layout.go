@@ -8,11 +8,13 @@ import (
 // The binary layouts the shaders read and write, owned here so that no
 // byte offset is written anywhere else.
 
-// ParamsBytes is the size of the per-chunk Params uniform: scores.wgsl
-// reads its first 32 bytes, topk.wgsl's scan all 48.
+// ParamsBytes is the size of the per-chunk Params uniform (common.wgsl's
+// "params" fragment, which scores.wgsl, quant.wgsl and topk.wgsl's scan
+// share).
 const ParamsBytes = 48
 
-// Params is scores.wgsl's and topk.wgsl's per-chunk uniform.
+// Params is the per-chunk uniform of scores.wgsl, quant.wgsl and
+// topk.wgsl's scan: common.wgsl's struct Params, field for field.
 type Params struct {
 	Rows    uint32 // rows in this chunk
 	GroupsX uint32 // grid width in workgroups
@@ -90,7 +92,7 @@ func MergeParams(k, lists int) []byte {
 	return b
 }
 
-// ReadParamsBytes is the size of read.wgsl's Params uniform.
+// ReadParamsBytes is the size of read.wgsl's ReadParams uniform.
 const ReadParamsBytes = 16
 
 // ReadParams returns read.wgsl's uniform for a chunk of words vec4 words;

@@ -1,21 +1,21 @@
 // quant.wgsl: raw dot sums of every compressed row against a tile of
 // queries, for an index that holds its rows as float16 or int8 codes
-// (fallback.Compressed). The host turns each sum into a certain interval
-// for the row's float32 score (fallback/quant_bounds.go) and rescores in
+// (exact.Compressed). The host turns each sum into a certain interval
+// for the row's float32 score (internal/exact/quant_bounds.go) and rescores in
 // float32 only the rows that can reach the k-th best, so the shader need
 // not know the metric, the scales or the error bounds: it sums.
 //
 // Bindings (group 0), scores.wgsl's layout with other element types:
 //   0  rows    array<vec4<u32>>  storage, read        one chunk of codes, DIM4 words of 4 u32 per row
-//   1  query   array<vec4<u32>>  storage, read        nq queries: PREC 1, the float32 query's bits, 2·DIM4 words
-//                                                     each; PREC 2, its int8 codes packed 4 a u32, DIM4 words each
+//   1  query   array<vec4<u32>>  storage, read        nq queries: F16, the float32 query's bits, 2·DIM4 words
+//                                                     each; Int8, its int8 codes packed 4 a u32, DIM4 words each
 //   2  scores  array<u32>        storage, read_write  sum of query j for global row r at j*n_total + r:
-//                                                     PREC 1 a float32's bits, PREC 2 an i32's
+//                                                     F16 a float32's bits, Int8 an i32's
 //   3  params  Params            uniform              this chunk's rows and place, grid width
 //
-// PREC 1 (float16): each u32 holds two halves (component 2i in its low
+// F16: each u32 holds two halves (component 2i in its low
 // bits), widened by unpack2x16float and summed in float32 FMAs; the host's
-// bound holds for any order of them. PREC 2 (int8): each u32 holds four
+// bound holds for any order of them. Int8: each u32 holds four
 // codes stored offset by 128 (code c as the byte c+128, the fallback's
 // layout for VNNI); xor 0x80 turns each byte back into c as a two's
 // complement byte, and dot4I8Packed multiplies them with the query's codes
@@ -31,24 +31,14 @@ const TEAM: u32 = {{.Team}}u;
 const ROWS: u32 = {{.Rows}}u;
 const QT: u32 = {{.QT}}u;
 const WG: u32 = {{.Workgroup}}u;
-const PREC: u32 = {{.Prec}}u;
 
-struct Params {
-    rows: u32,     // rows in this chunk
-    groups_x: u32, // grid width in workgroups
-    base: u32,     // global index of the chunk's first row
-    n_total: u32,  // rows in the whole index: the stride between queries' sums
-    nq: u32,       // queries in this submission
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
-}
+{{template "params" .}}
 
 @group(0) @binding(0) var<storage, read> rows: array<vec4<u32>>;
 @group(0) @binding(1) var<storage, read> query: array<vec4<u32>>;
 @group(0) @binding(2) var<storage, read_write> scores: array<u32>;
 @group(0) @binding(3) var<uniform> params: Params;
-{{if eq .Prec 2}}
+{{if .Int8}}
 var<workgroup> partial: array<i32, {{.Partial}}>;
 {{else}}
 var<workgroup> partial: array<f32, {{.Partial}}>;
@@ -59,7 +49,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let lane = li % TEAM;
     let row = group * ROWS + li / TEAM;
     let q0 = wg.z * QT;
-{{if eq .Prec 2}}
+{{if .Int8}}
     var acc: array<i32, QT>;
     if (row < params.rows) {
         let base = row * DIM4;

@@ -9,9 +9,9 @@
 // Bindings (group 0):
 //   0  rows  array<vec4<f32>>  storage, read        one chunk of the slab
 //   1  sums  array<vec4<f32>>  storage, read_write  one slot per workgroup (never written in practice)
-//   2  params Params           uniform              vec4 words in the chunk, magic = -1
+//   2  params ReadParams       uniform              vec4 words in the chunk, magic = -1
 
-struct Params {
+struct ReadParams {
     words: u32,
     magic: f32,
     _pad1: u32,
@@ -20,7 +20,7 @@ struct Params {
 
 @group(0) @binding(0) var<storage, read> rows: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read_write> sums: array<vec4<f32>>;
-@group(0) @binding(2) var<uniform> params: Params;
+@group(0) @binding(2) var<uniform> params: ReadParams;
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,

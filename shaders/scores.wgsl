@@ -20,27 +20,18 @@
 // dimension holds at most 65,535 workgroups on many adapters (params.groups_x
 // is its width); the z dimension walks the tiles of QT queries.
 //
-// METRIC 0 is the dot product (cosine over rows and query normalised on the
-// host); METRIC 1 is the squared Euclidean distance. Padding is zero in both
-// rows and queries, so it adds nothing to either.
+// The score is the dot product (cosine over rows and query normalised on
+// the host) or, with L2, the squared Euclidean distance. Padding is zero in
+// both rows and queries, so it adds nothing to either.
 
 const DIM4: u32 = {{.Dim4}}u;
 const TEAM: u32 = {{.Team}}u;
 const ROWS: u32 = {{.Rows}}u;
 const QT: u32 = {{.QT}}u;
 const WG: u32 = {{.Workgroup}}u;
-const METRIC: u32 = {{.Metric}}u;
+{{template "metric" .}}
 
-struct Params {
-    rows: u32,     // rows in this chunk
-    groups_x: u32, // grid width in workgroups
-    base: u32,     // global index of the chunk's first row
-    n_total: u32,  // rows in the whole index: the stride between queries' scores
-    nq: u32,       // queries in this submission
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
-}
+{{template "params" .}}
 
 @group(0) @binding(0) var<storage, read> rows: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read> query: array<vec4<f32>>;
@@ -88,7 +79,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
                 let x = rows[base + i];
                 for (var j = 0u; j < QT; j++) {
                     let q = qtile[j * SLICE + i];
-                    if (METRIC == 0u) {
+                    if (!L2) {
                         acc[j] = fma(x, q, acc[j]);
                     } else {
                         let d = x - q;
@@ -106,7 +97,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
             let x = rows[base + i];
             for (var j = 0u; j < QT; j++) {
                 let q = query[min(q0 + j, params.nq - 1u) * DIM4 + i];
-                if (METRIC == 0u) {
+                if (!L2) {
                     acc[j] = fma(x, q, acc[j]);
                 } else {
                     let d = x - q;

@@ -31,7 +31,7 @@
 // (prefix 0, round 0, remaining = k, count 0, histogram 0) before the first
 // pass.
 
-const METRIC: u32 = {{.Metric}}u;
+{{template "metric" .}}
 
 struct State {
     phi: u32,        // chosen high-word bits
@@ -62,29 +62,7 @@ fn skipped(masked: u32, i: u32) -> bool {
 
 var<workgroup> local_hist: array<atomic<u32>, 256>;
 
-// order_key is the one ordering of scores of every path (the fallback's
-// comparisons agree with it): best scores get the largest keys, -0 and +0
-// are one value, and NaN (a dot product of huge finite vectors can
-// overflow to +Inf + -Inf) is worse than every number under both metrics.
-fn order_key(s: f32) -> u32 {
-    var b = bitcast<u32>(s);
-    if ((b & 0x7fffffffu) > 0x7f800000u) {
-        return 0u;
-    }
-    if (b == 0x80000000u) {
-        b = 0u;
-    }
-    var k: u32;
-    if ((b & 0x80000000u) != 0u) {
-        k = ~b;
-    } else {
-        k = b | 0x80000000u;
-    }
-    if (METRIC == 1u) {
-        k = ~k;
-    }
-    return k;
-}
+{{template "order_key" .}}
 
 // matches reports whether key (hi, lo) agrees with the prefix on the bytes
 // chosen in the first `round` passes.

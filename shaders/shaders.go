@@ -5,7 +5,15 @@ import (
 	"fmt"
 	"strings"
 	"text/template"
+
+	"github.com/umbravec/umbra/internal/core"
 )
+
+// common.wgsl holds the fragments the other sources share (the ordering
+// rule, the Params uniform, the metric constant), as named templates.
+//
+//go:embed common.wgsl
+var commonSource string
 
 //go:embed scores.wgsl
 var scoresSource string
@@ -27,10 +35,18 @@ var Read string
 const ReadGroups = 4096
 
 var (
-	scoresTemplate = template.Must(template.New("scores.wgsl").Option("missingkey=error").Parse(scoresSource))
-	selectTemplate = template.Must(template.New("select.wgsl").Option("missingkey=error").Parse(selectSource))
-	quantTemplate  = template.Must(template.New("quant.wgsl").Option("missingkey=error").Parse(quantSource))
+	common         = template.Must(template.New("common.wgsl").Option("missingkey=error").Parse(commonSource))
+	scoresTemplate = assemble("scores.wgsl", scoresSource)
+	selectTemplate = assemble("select.wgsl", selectSource)
+	quantTemplate  = assemble("quant.wgsl", quantSource)
+	topkTemplate   = assemble("topk.wgsl", topkSource)
 )
+
+// assemble parses a shader's source beside common.wgsl's fragments, so
+// that {{template "order_key" .}} and its kind place the one definition.
+func assemble(name, source string) *template.Template {
+	return template.Must(template.Must(common.Clone()).New(name).Parse(source))
+}
 
 // SelectWorkgroup is the invocation count of the select shader's hist and
 // compact entry points; StateBytes is the size of one query's select state.
@@ -39,47 +55,37 @@ const (
 	StateBytes      = 9*4 + 256*4
 )
 
-// Metric codes understood by the shaders.
-const (
-	MetricDot = 0 // dot product; cosine is dot over normalised vectors
-	MetricL2  = 1 // squared Euclidean distance
-)
-
 // ScoresLayout is the shape of one compiled scores shader: how many vec4 a
 // row holds, how many invocations share a row, and how many rows one
 // workgroup scores.
 type ScoresLayout struct {
-	Dim4   uint32 // stride / 4
-	Team   uint32 // invocations per row, a power of two
-	Rows   uint32 // rows per workgroup
-	QT     uint32 // queries scored per pass over a row
-	Metric uint32 // MetricDot or MetricL2
+	Dim4 uint32 // stride / 4
+	Team uint32 // invocations per row, a power of two
+	Rows uint32 // rows per workgroup
+	QT   uint32 // queries scored per pass over a row
+	// L2 scores by the squared Euclidean distance, not the dot product
+	// (which Cosine and Dot share: cosine is the dot product of rows and
+	// a query normalised on the host, so one compiled layout serves both).
+	L2 bool
 	// Subgroups selects the reduction by subgroup shuffles; it needs the
 	// device's native subgroup feature.
 	Subgroups bool
 	// Slice, when non-zero, stages the QT queries in workgroup memory
 	// Slice vec4 at a time (batch layouts only).
 	Slice uint32
-	// Prec, when not PrecF32, makes the layout quant.wgsl's: rows of
-	// compressed codes, Dim4 vec4<u32> words each, summed against the
-	// query without a metric (the tree reduction; no subgroups, no
-	// staged queries).
-	Prec uint32
+	// Prec, when not F32, makes the layout quant.wgsl's: rows of
+	// compressed codes (F16, two IEEE halves per u32; Int8, four codes per
+	// u32, each stored offset by 128), Dim4 vec4<u32> words each, summed
+	// against the query without a metric (the tree reduction; no
+	// subgroups, no staged queries).
+	Prec core.Precision
 }
-
-// Precision codes of a scores layout: the float32 rows of scores.wgsl, or
-// the compressed rows of quant.wgsl.
-const (
-	PrecF32  = 0
-	PrecF16  = 1 // two IEEE halves per u32
-	PrecInt8 = 2 // four int8 codes per u32, each stored offset by 128
-)
 
 // QueryVec4 is how many 16-byte words one query takes in the query
 // binding of layout l: a float32 query of a float16 row is twice as long
 // as the row's codes.
 func (l ScoresLayout) QueryVec4() uint32 {
-	if l.Prec == PrecF16 {
+	if l.Prec == core.F16 {
 		return 2 * l.Dim4
 	}
 	return l.Dim4
@@ -107,12 +113,12 @@ type Target struct {
 // pass over the slab (1 for single searches; more for batches, bounded by
 // the workgroup memory the partial sums need: qt × 256 × 4 bytes must fit
 // in t.MaxWorkgroupBytes).
-func PlanScores(stride int, metric uint32, qt uint32, t Target) (ScoresLayout, error) {
+func PlanScores(stride int, metric core.Metric, qt uint32, t Target) (ScoresLayout, error) {
 	if stride <= 0 || stride%4 != 0 {
 		return ScoresLayout{}, fmt.Errorf("shaders: stride %d is not a positive multiple of 4", stride)
 	}
-	if metric != MetricDot && metric != MetricL2 {
-		return ScoresLayout{}, fmt.Errorf("shaders: unknown metric code %d", metric)
+	if err := checkMetric(metric); err != nil {
+		return ScoresLayout{}, err
 	}
 	wg := uint32(256)
 	if t.MaxInvocations != 0 && t.MaxInvocations < wg {
@@ -137,7 +143,7 @@ func PlanScores(stride int, metric uint32, qt uint32, t Target) (ScoresLayout, e
 	for qt > 1 && qt*wg*4 > maxBytes {
 		qt /= 2
 	}
-	l := ScoresLayout{Dim4: dim4, Team: team, Rows: wg / team, QT: qt, Metric: metric}
+	l := ScoresLayout{Dim4: dim4, Team: team, Rows: wg / team, QT: qt, L2: metric == core.L2}
 	if qt > 1 && t.StageQueries {
 		// The query slice gets the workgroup memory the partial sums
 		// leave, as a power of two no wider than the row.
@@ -159,15 +165,16 @@ func Scores(l ScoresLayout) (string, error) {
 		return "", fmt.Errorf("shaders: invalid scores layout %+v", l)
 	}
 	var b strings.Builder
-	if l.Prec != PrecF32 {
-		if l.Prec != PrecF16 && l.Prec != PrecInt8 || l.Subgroups || l.Slice != 0 {
+	if l.Prec != core.F32 {
+		if l.Prec != core.F16 && l.Prec != core.Int8 || l.Subgroups || l.Slice != 0 {
 			return "", fmt.Errorf("shaders: invalid compressed scores layout %+v", l)
 		}
 		err := quantTemplate.Execute(&b, struct {
 			ScoresLayout
 			Workgroup uint32
 			Partial   uint32
-		}{l, l.Workgroup(), l.QT * l.Workgroup()})
+			Int8      bool
+		}{l, l.Workgroup(), l.QT * l.Workgroup(), l.Prec == core.Int8})
 		if err != nil {
 			return "", fmt.Errorf("shaders: %w", err)
 		}
@@ -185,14 +192,22 @@ func Scores(l ScoresLayout) (string, error) {
 	return b.String(), nil
 }
 
+// checkMetric refuses a metric no shader knows.
+func checkMetric(m core.Metric) error {
+	if m != core.Cosine && m != core.Dot && m != core.L2 {
+		return fmt.Errorf("shaders: unknown metric %v", m)
+	}
+	return nil
+}
+
 // Select returns the WGSL source of the top-k select shader (entry points
 // hist, scan and compact) for metric.
-func Select(metric uint32) (string, error) {
-	if metric != MetricDot && metric != MetricL2 {
-		return "", fmt.Errorf("shaders: unknown metric code %d", metric)
+func Select(metric core.Metric) (string, error) {
+	if err := checkMetric(metric); err != nil {
+		return "", err
 	}
 	var b strings.Builder
-	if err := selectTemplate.Execute(&b, struct{ Metric uint32 }{metric}); err != nil {
+	if err := selectTemplate.Execute(&b, struct{ L2 bool }{metric == core.L2}); err != nil {
 		return "", fmt.Errorf("shaders: %w", err)
 	}
 	return b.String(), nil
@@ -200,8 +215,6 @@ func Select(metric uint32) (string, error) {
 
 //go:embed topk.wgsl
 var topkSource string
-
-var topkTemplate = template.Must(template.New("topk.wgsl").Option("missingkey=error").Parse(topkSource))
 
 // FusedMaxK is the largest k the fused scan-and-select (topk.wgsl) takes;
 // larger k goes to the radix select. 256 keeps a single query's candidate
@@ -300,18 +313,18 @@ func TopK(l TopKLayout) (string, error) {
 	for m := range ms {
 		ms[m] = uint32(m)
 	}
-	return execTopK(map[string]any{"Merge": false, "Metric": s.Metric, "QT": s.QT, "Workgroup": s.Workgroup(),
+	return execTopK(map[string]any{"Merge": false, "L2": s.L2, "QT": s.QT, "Workgroup": s.Workgroup(),
 		"Cap": l.Cap, "Keep": s.QT * l.Cap, "Dim4": s.Dim4, "Team": s.Team, "Rows": s.Rows, "RM": l.RM,
 		"Ms": ms, "Partial": l.RM * s.QT * s.Workgroup()})
 }
 
 // MergeTopK returns the WGSL source of the fused path's merge (entry point
 // merge) for metric.
-func MergeTopK(metric uint32) (string, error) {
-	if metric != MetricDot && metric != MetricL2 {
-		return "", fmt.Errorf("shaders: unknown metric code %d", metric)
+func MergeTopK(metric core.Metric) (string, error) {
+	if err := checkMetric(metric); err != nil {
+		return "", err
 	}
-	return execTopK(map[string]any{"Merge": true, "Metric": metric, "QT": 1, "Workgroup": MergeWorkgroup,
+	return execTopK(map[string]any{"Merge": true, "L2": metric == core.L2, "QT": 1, "Workgroup": MergeWorkgroup,
 		"Cap": MergeCap, "Keep": MergeCap})
 }
 

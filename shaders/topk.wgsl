@@ -40,7 +40,7 @@
 // rows.
 {{- end}}
 
-const METRIC: u32 = {{.Metric}}u;
+{{template "metric" .}}
 const QT: u32 = {{.QT}}u;
 const WG: u32 = {{.Workgroup}}u;
 const CAP: u32 = {{.Cap}}u;
@@ -60,25 +60,7 @@ var<workgroup> cnt: array<atomic<u32>, QT>;
 var<workgroup> thr: array<vec2<u32>, QT>;
 var<workgroup> full: u32;
 
-fn order_key(s: f32) -> u32 {
-    var b = bitcast<u32>(s);
-    if ((b & 0x7fffffffu) > 0x7f800000u) {
-        return 0u;
-    }
-    if (b == 0x80000000u) {
-        b = 0u;
-    }
-    var k: u32;
-    if ((b & 0x80000000u) != 0u) {
-        k = ~b;
-    } else {
-        k = b | 0x80000000u;
-    }
-    if (METRIC == 1u) {
-        k = ~k;
-    }
-    return k;
-}
+{{template "order_key" .}}
 
 fn key_of(c: vec2<u32>) -> u32 {
     if (c.y == NONE) {
@@ -207,20 +189,7 @@ fn merge(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) 
     }
 }
 {{else}}
-struct Params {
-    rows: u32,      // rows in this chunk
-    groups_x: u32,  // unused here (scores.wgsl's grid width)
-    base: u32,      // global index of the chunk's first row
-    n_total: u32,   // unused here
-    nq: u32,        // queries in this submission
-    k: u32,         // hits per query
-    masked: u32,    // bit 0: only rows set in allow take part; >> 1: the tombstones' first word (0: none)
-    list_base: u32, // this chunk's first list
-    lists: u32,     // candidate lists per query, over every chunk
-    _pad0: u32,
-    _pad1: u32,
-    _pad2: u32,
-}
+{{template "params" .}}
 
 @group(0) @binding(0) var<storage, read> rows: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read> query: array<vec4<f32>>;
@@ -262,7 +231,7 @@ fn scan(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
 {{- end}}
             for (var j = 0u; j < QT; j++) {
                 let q = query[min(q0 + j, params.nq - 1u) * DIM4 + i];
-                if (METRIC == 0u) {
+                if (!L2) {
 {{- range .Ms}}
                     acc{{.}}[j] = fma(x{{.}}, q, acc{{.}}[j]);
 {{- end}}

@@ -13,6 +13,11 @@ import (
 	"github.com/umbravec/umbra/internal/gpu"
 )
 
+// lent is what engine lends this package (engine/internal/link): borrowed
+// while the package is initialised, so a mismatch of the two sides' types
+// stops any program that imports it at start-up.
+var lent = link.Borrow[*engine.Index, engine.Config, engine.AdapterSelect]()
+
 // New creates an index whose GPU side lives on device, a device the caller
 // already owns, so searches run where the caller draws. cfg.Device and
 // cfg.Adapter are ignored. The device is self-tested like a probed one
@@ -29,7 +34,7 @@ func New(ctx context.Context, cfg engine.Config, adapter *wgpu.Adapter, device *
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", engine.ErrGPU, err)
 	}
-	return link.NewOnDevice.(func(context.Context, engine.Config, *gpu.Device) (*engine.Index, error))(ctx, cfg, d)
+	return lent.NewOnDevice(ctx, cfg, d)
 }
 
 // DescribeAdapter returns what umbra reports about a wgpu adapter (name,
@@ -40,7 +45,7 @@ func DescribeAdapter(a *wgpu.Adapter) (engine.AdapterInfo, error) {
 	if err != nil {
 		return engine.AdapterInfo{}, fmt.Errorf("%w: %w", engine.ErrGPU, err)
 	}
-	return engine.AdapterInfo(info), nil
+	return info, nil
 }
 
 // Backends returns the wgpu instance backend flags for a backend name as
@@ -52,7 +57,7 @@ func Backends(name string) wgpu.InstanceBackend { return gpu.BackendMask(name) }
 // and backend filters, best first for sel.Power: the order in which the
 // engine's Device Auto and Probe try them.
 func Rank(infos []engine.AdapterInfo, sel engine.AdapterSelect) []int {
-	return link.RankAdapters.(func([]engine.AdapterInfo, engine.AdapterSelect) []int)(infos, sel)
+	return lent.RankAdapters(infos, sel)
 }
 
 // DefaultLimits are the limits WebGPU guarantees on a device requested

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/oliverbestmann/webgpu/wgpu"
-
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/engine/internal/link"
 	"github.com/umbravec/umbra/internal/gpu"
@@ -23,33 +21,27 @@ var ErrNotOnDevice = errors.New("index not built on the caller's device (use ond
 
 // Chunk is one device buffer of an index's rows: rows [First, First+Rows)
 // of the index (see RowIDs for their IDs), Stride float32 values each, row
-// First at offset 0. The values are the rows as the index stores them:
-// unit vectors under Cosine, zero padded from Dim to Stride (a multiple of
-// 4, so a row is Stride/4 vec4<f32> in WGSL). The buffer has Storage,
-// CopySrc and CopyDst usage and may be longer than its rows.
-type Chunk struct {
-	Buffer *wgpu.Buffer
-	First  int
-	Rows   int
-	Stride int
-}
+// First at offset 0, in Buffer (a *wgpu.Buffer). The values are the rows as
+// the index stores them: unit vectors under Cosine, zero padded from Dim to
+// Stride (a multiple of 4, so a row is Stride/4 vec4<f32> in WGSL). The
+// buffer has Storage, CopySrc and CopyDst usage and may be longer than its
+// rows.
+type Chunk = gpu.ResidentChunk
 
-// Scores is every resident row's score for one query in a device buffer:
-// row r at byte 4r as a float32, the score Search reports for the row's ID
-// (see RowIDs). The buffer has Storage, Vertex and CopySrc usage and at
-// least 4·Rows bytes; Buffer is nil when Rows is 0.
-type Scores struct {
-	Buffer *wgpu.Buffer
-	Rows   int
-}
+// Scores is every resident row's score for one query in a device buffer
+// (Buffer, a *wgpu.Buffer): row r at byte 4r as a float32, the score
+// Search reports for the row's ID (see RowIDs). The buffer has Storage,
+// Vertex and CopySrc usage and at least 4·Rows bytes; Buffer is nil when
+// Rows is 0.
+type Scores = gpu.Scores
 
 // withDevice runs f on the index's device side with its rows held still,
 // or says why the caller cannot use it.
-func withDevice(ix *engine.Index, f func(g *gpu.Index, ids []uint64, dead func(int) bool) error) error {
+func withDevice(ix *engine.Index, f link.Visit) error {
 	if ix == nil {
 		return fmt.Errorf("%w: the index is nil", ErrNotOnDevice)
 	}
-	err := link.WithDevice.(func(*engine.Index, func(*gpu.Index, []uint64, func(int) bool) error) error)(ix, f)
+	err := lent.WithDevice(ix, f)
 	switch {
 	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, engine.ErrClosed), errors.Is(err, engine.ErrGPU), errors.Is(err, engine.ErrTooLarge):
@@ -78,10 +70,8 @@ func withDevice(ix *engine.Index, f func(g *gpu.Index, ids []uint64, dead func(i
 func Resident(ix *engine.Index) ([]Chunk, error) {
 	var out []Chunk
 	err := withDevice(ix, func(g *gpu.Index, _ []uint64, _ func(int) bool) error {
-		rc, err := g.Resident()
-		for _, c := range rc {
-			out = append(out, Chunk(c))
-		}
+		var err error
+		out, err = g.Resident()
 		return err
 	})
 	if err != nil {
@@ -146,8 +136,8 @@ func ScoreInto(ctx context.Context, ix *engine.Index, query []float32) (Scores, 
 	}
 	var out Scores
 	err := withDevice(ix, func(g *gpu.Index, _ []uint64, _ func(int) bool) error {
-		s, err := g.ScoreInto(ctx, q)
-		out = Scores(s)
+		var err error
+		out, err = g.ScoreInto(ctx, q)
 		return err
 	})
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/oliverbestmann/webgpu/wgpu"
+
+	"github.com/umbravec/umbra/internal/core"
 )
 
 // Adopt wraps a device the caller created and owns, self-tested like a
@@ -41,7 +43,7 @@ func Adopt(adapter *wgpu.Adapter, device *wgpu.Device, limits *wgpu.Limits) (*De
 }
 
 // DescribeAdapter returns what umbra reports about a wgpu adapter.
-func DescribeAdapter(a *wgpu.Adapter) (info AdapterInfo, err error) {
+func DescribeAdapter(a *wgpu.Adapter) (info core.AdapterInfo, err error) {
 	err = gpuCall("describe adapter", func() error { info = describeAdapter(a); return nil })
 	return info, err
 }

@@ -6,8 +6,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/packed"
-	"github.com/umbravec/umbra/shaders"
 )
 
 // Calibrate measures, once per device, what Auto's routing needs from the
@@ -24,7 +24,7 @@ func (d *Device) Calibrate() (latency time.Duration, bytesPerSec float64, err er
 				slab *packed.Slab
 				out  *time.Duration
 			}{{tiny, &d.latency}, {s, new(time.Duration)}} {
-				g, err := d.NewIndex(c.slab.Stride, shaders.MetricDot, 0)
+				g, err := d.NewIndex(c.slab.Stride, core.Dot, 0)
 				if err != nil {
 					return err
 				}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/oliverbestmann/webgpu/wgpu"
+
+	"github.com/umbravec/umbra/internal/core"
 )
 
 // Built reports whether this binary has the wgpu backend.
@@ -108,9 +110,9 @@ func typeName(t wgpu.AdapterType) string {
 	return "unknown"
 }
 
-func describeAdapter(a *wgpu.Adapter) AdapterInfo {
+func describeAdapter(a *wgpu.Adapter) core.AdapterInfo {
 	i := a.GetInfo()
-	return AdapterInfo{
+	return core.AdapterInfo{
 		Name:     i.Device,
 		Vendor:   i.Vendor,
 		VendorID: i.VendorId,
@@ -151,7 +153,7 @@ type Device struct {
 	adapter   *wgpu.Adapter
 	device    *wgpu.Device
 	queue     *wgpu.Queue
-	info      AdapterInfo
+	info      core.AdapterInfo
 	lim       Limits
 	pipelines pipelineCache
 	readPipe  *wgpu.ComputePipeline // read.wgsl, compiled on first ReadFloor
@@ -260,7 +262,7 @@ const nativeFeatureTimestampInsidePasses wgpu.FeatureName = 0x00030025
 // Adapter is one adapter the instance enumerated.
 type Adapter struct {
 	a    *wgpu.Adapter
-	Info AdapterInfo
+	Info core.AdapterInfo
 }
 
 // Adapters lists the adapters of backend ("vulkan", "metal", "dx12", "gl";
@@ -272,7 +274,7 @@ func Adapters(backend string) ([]*Adapter, error) {
 	}
 	out := make([]*Adapter, 0, len(list))
 	for _, a := range list {
-		var info AdapterInfo
+		var info core.AdapterInfo
 		if err := gpuCall("adapter info", func() error { info = describeAdapter(a); return nil }); err != nil {
 			continue
 		}
@@ -289,10 +291,10 @@ func Adapters(backend string) ([]*Adapter, error) {
 func (ad *Adapter) Probe(ctx context.Context, timeout time.Duration) (*Device, Report) {
 	a := ad.a
 	verdictMu.Lock()
-	v, ok := verdicts[ad.Info.Key()]
+	v, ok := verdicts[adapterKey(ad.Info)]
 	if !ok {
 		v = &verdict{done: make(chan struct{})}
-		verdicts[ad.Info.Key()] = v
+		verdicts[adapterKey(ad.Info)] = v
 		go func() {
 			defer close(v.done)
 			start := time.Now()

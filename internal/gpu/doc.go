@@ -1,7 +1,9 @@
 // Package gpu is umbra's wgpu backend: the device and its probe, the
 // resident chunks of a slab, the scoring and selection passes, and their
-// timing. It speaks only in its own neutral types (AdapterInfo, Limits,
-// Report, Stages, fallback.Hit); package engine decides policy — which
+// timing. It speaks in neutral types — its own Limits and Report, and
+// internal/core's AdapterInfo, Stages, Metric, Precision and Hit — and
+// selects on the host with internal/topk, never through the CPU backend
+// (package fallback); package engine decides policy — which
 // adapter, when to fall back, how to route — and converts at its boundary.
 //
 // The backend exists in builds with cgo and without the nogpu tag; in other

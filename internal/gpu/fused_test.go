@@ -11,8 +11,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/umbravec/umbra/fallback"
+	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/packed"
+	"github.com/umbravec/umbra/internal/topk"
 	"github.com/umbravec/umbra/shaders"
 )
 
@@ -22,7 +23,7 @@ func TestFusedProbed(t *testing.T) {
 	d := softwareDevice(t)
 	require.NoError(t, d.fusedErr)
 	require.True(t, d.fused, "the fused path passed its self-test")
-	g, err := d.NewIndex(768, shaders.MetricDot, 0)
+	g, err := d.NewIndex(768, core.Dot, 0)
 	require.NoError(t, err)
 	defer g.Release()
 	l := g.Limits()
@@ -76,7 +77,7 @@ func TestFusedAndRadixMatchTheFallback(t *testing.T) {
 	const dim, chunk = 24, 700 // 1500 rows: three chunks
 	for _, n := range []int{1, 3, 150, 1500} {
 		s, qs := fusedSlab(r, n, dim, 10)
-		for _, metric := range []uint32{shaders.MetricDot, shaders.MetricL2} {
+		for _, metric := range []core.Metric{core.Dot, core.L2} {
 			g, err := d.NewIndex(s.Stride, metric, chunk)
 			require.NoError(t, err)
 			require.NoError(t, g.Upload(context.Background(), s, 0, nil, nil))
@@ -106,14 +107,14 @@ func TestFusedAndRadixMatchTheFallback(t *testing.T) {
 					for _, m := range [][]uint64{nil, mask} {
 						for _, batch := range [][][]float32{qs[:1], qs} {
 							what := fmt.Sprintf("n=%d metric=%d path=%d groups=%d k=%d masked=%v nq=%d", n, metric, path, g.fusedGroups, k, m != nil, len(batch))
-							var st Stages
+							var st core.Stages
 							got, err := g.Search(context.Background(), batch, k, n, m, &st)
 							require.NoError(t, err, what)
 							if path == SelectRadix {
 								require.NotEqual(t, "fused", st.Path, what)
 							}
 							for qi := range batch {
-								want := fallback.SelectAllowed(all[qi], k, g.fallbackMetric(), m)
+								want := topk.SelectAllowed(all[qi], k, g.metric, m)
 								require.Equal(t, want, got[qi], "%s query %d (took %s)", what, qi, st.Path)
 							}
 						}
@@ -142,13 +143,13 @@ func TestFusedCounts(t *testing.T) {
 		stamps = 16
 	}
 	for _, chunk := range []int{0, 1000} {
-		g, err := d.NewIndex(s.Stride, shaders.MetricDot, chunk)
+		g, err := d.NewIndex(s.Stride, core.Dot, chunk)
 		require.NoError(t, err)
 		require.NoError(t, g.Upload(context.Background(), s, 0, nil, nil))
 		chunks := int64((n + g.ChunkRows() - 1) / g.ChunkRows())
 		for _, batch := range [][][]float32{qs[:1], qs} {
 			nq := int64(len(batch))
-			var st Stages
+			var st core.Stages
 			_, err := g.Search(context.Background(), batch, 10, n, nil, &st)
 			require.NoError(t, err)
 			what := fmt.Sprintf("%d chunk(s), %d queries", chunks, nq)
@@ -163,7 +164,7 @@ func TestFusedCounts(t *testing.T) {
 			}
 
 			prev := SetSelectPath(SelectRadix)
-			st = Stages{}
+			st = core.Stages{}
 			_, err = g.Search(context.Background(), batch, 10, n, nil, &st)
 			SetSelectPath(prev)
 			require.NoError(t, err)
@@ -189,7 +190,7 @@ func TestRadixSortLimit(t *testing.T) {
 	r := rand.New(rand.NewPCG(seed, 37))
 	const n, dim = 2*shaders.SortLimit + 3000, 4
 	s, qs := fusedSlab(r, n, dim, 2)
-	for _, metric := range []uint32{shaders.MetricDot, shaders.MetricL2} {
+	for _, metric := range []core.Metric{core.Dot, core.L2} {
 		g, err := d.NewIndex(s.Stride, metric, 0)
 		require.NoError(t, err)
 		require.NoError(t, g.Upload(context.Background(), s, 0, nil, nil))
@@ -203,11 +204,11 @@ func TestRadixSortLimit(t *testing.T) {
 		for _, k := range []int{shaders.FusedMaxK + 1, shaders.SortLimit - 1, shaders.SortLimit, shaders.SortLimit + 1} {
 			for _, m := range [][]uint64{nil, mask} {
 				what := fmt.Sprintf("metric=%d k=%d masked=%v", metric, k, m != nil)
-				var st Stages
+				var st core.Stages
 				got, err := g.Search(context.Background(), qs[:1], k, n, m, &st)
 				require.NoError(t, err, what)
 				require.Equal(t, "radix", st.Path, what)
-				want := fallback.SelectAllowed(all, k, g.fallbackMetric(), m)
+				want := topk.SelectAllowed(all, k, g.metric, m)
 				require.Equal(t, want, got[0], what)
 				sorted := int64(1)
 				if k > shaders.SortLimit {

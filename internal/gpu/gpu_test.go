@@ -19,8 +19,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/fallback"
+	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/packed"
-	"github.com/umbravec/umbra/shaders"
 )
 
 // softwareDevice returns the probed device of the first working adapter of
@@ -119,7 +119,7 @@ func TestTwoDimensionalGrid(t *testing.T) {
 		}
 	}
 	slab.Append(vs, false)
-	g, err := newIndex(capped, slab.Stride, shaders.MetricL2, 0)
+	g, err := newIndex(capped, slab.Stride, core.L2, 0)
 	require.NoError(t, err)
 	defer g.Release()
 	x, y := g.grid(rows, g.single)
@@ -196,7 +196,7 @@ func TestReductionVariantsAgree(t *testing.T) {
 		}
 		var got [3][]float32
 		for i, dev := range []*Device{d, tree, distrust} {
-			g, err := newIndex(dev, slab.Stride, shaders.MetricDot, 0)
+			g, err := newIndex(dev, slab.Stride, core.Dot, 0)
 			require.NoError(t, err)
 			require.Equal(t, i != 1, g.single.Subgroups)
 			require.NoError(t, g.Upload(context.Background(), slab, 0, nil, nil))
@@ -222,7 +222,7 @@ func TestReductionVariantsAgree(t *testing.T) {
 			for i, edit := range []func(string) string{nil, distrust.editScores} {
 				dev := &Device{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim,
 					subgroups: true, team: team, editScores: edit}
-				g, err := newIndex(dev, slab.Stride, shaders.MetricDot, 0)
+				g, err := newIndex(dev, slab.Stride, core.Dot, 0)
 				require.NoError(t, err)
 				require.NoError(t, g.Upload(context.Background(), slab, 0, nil, nil))
 				bits[i], err = g.scores(context.Background(), q, slab.Rows)
@@ -260,7 +260,7 @@ func TestAdoptDefaultLimits(t *testing.T) {
 	d := softwareDevice(t)
 	adopted, err := Adopt(d.adapter, d.device, nil)
 	require.NoError(t, err)
-	g, err := adopted.NewIndex(384, shaders.MetricDot, 0)
+	g, err := adopted.NewIndex(384, core.Dot, 0)
 	require.NoError(t, err)
 	defer g.Release()
 	assert.Equal(t, uint64(128<<20), g.Limits().MaxStorageBindingBytes)
@@ -272,12 +272,12 @@ func TestAdoptDefaultLimits(t *testing.T) {
 func TestTuneTeam(t *testing.T) {
 	d := softwareDevice(t)
 	assert.Contains(t, teamCandidates, d.team, "the probe tuned the team width")
-	g, err := newIndex(d, 768, shaders.MetricDot, 0)
+	g, err := newIndex(d, 768, core.Dot, 0)
 	require.NoError(t, err)
 	defer g.Release()
 	assert.Equal(t, d.team, g.single.Team)
 	assert.Equal(t, d.team, g.Limits().Team)
-	short, err := newIndex(d, 8, shaders.MetricDot, 0)
+	short, err := newIndex(d, 8, core.Dot, 0)
 	require.NoError(t, err)
 	defer short.Release()
 	assert.Equal(t, uint32(2), short.single.Team, "two vec4 per row: a team of two")
@@ -342,7 +342,7 @@ func TestSelectSettlesEarly(t *testing.T) {
 			}
 		}
 		s.Append(vs, false)
-		g, err := newIndex(d, s.Stride, shaders.MetricDot, 0)
+		g, err := newIndex(d, s.Stride, core.Dot, 0)
 		require.NoError(t, err)
 		require.NoError(t, g.Upload(context.Background(), s, 0, nil, nil))
 		hits, err := g.Search(context.Background(), [][]float32{s.PaddedRow(5)}, 10, s.Rows, nil, nil)
@@ -392,7 +392,7 @@ func TestStagedQueriesAgree(t *testing.T) {
 		for _, staged := range []bool{false, true} {
 			dev := &Device{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim,
 				subgroups: d.subgroups, team: d.team, staged: staged}
-			g, err := newIndex(dev, slab.Stride, shaders.MetricL2, 500)
+			g, err := newIndex(dev, slab.Stride, core.L2, 500)
 			require.NoError(t, err)
 			require.Equal(t, staged && g.batch.Slice > 0, g.batch.Slice > 0)
 			require.NoError(t, g.Upload(context.Background(), slab, 0, nil, nil))

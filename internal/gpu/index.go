@@ -12,6 +12,7 @@ import (
 
 	"github.com/oliverbestmann/webgpu/wgpu"
 
+	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/packed"
 	"github.com/umbravec/umbra/shaders"
 )
@@ -40,10 +41,10 @@ type gpuChunk struct {
 // reads back.
 type Index struct {
 	dev    *Device
-	metric uint32
-	// prec is shaders.PrecF32, or the compressed codes the rows hold
+	metric core.Metric
+	// prec is F32, or the compressed codes the rows hold
 	// (NewCompressedIndex): then only Sums searches them.
-	prec    uint32
+	prec    core.Precision
 	single  shaders.ScoresLayout // one query per pass
 	batch   shaders.ScoresLayout // batchQT queries per pass
 	plan    packed.ChunkPlan
@@ -115,30 +116,30 @@ func (g *Index) step(name string) error {
 }
 
 // NewIndex returns an empty index on the device for rows of stride
-// float32 values (a multiple of 4), metric a shaders code. maxChunkRows,
+// float32 values (a multiple of 4), ranked by metric. maxChunkRows,
 // when non-zero, caps the rows in one device buffer (tests use it to cross
 // chunk boundaries with small data).
-func (d *Device) NewIndex(stride int, metric uint32, maxChunkRows int) (*Index, error) {
+func (d *Device) NewIndex(stride int, metric core.Metric, maxChunkRows int) (*Index, error) {
 	return newIndex(d, stride, metric, maxChunkRows)
 }
 
 // NewCompressedIndex returns an empty index on the device for rows of
-// compressed codes (prec shaders.PrecF16 or PrecInt8), words uint32 words
-// a row (a multiple of 4): the codes of a fallback.Compressed, uploaded as
+// compressed codes (prec F16 or Int8), words uint32 words
+// a row (a multiple of 4): the codes of an exact.Compressed, uploaded as
 // a packed.Slab whose float32 elements carry the words' bits. Its Sums
 // returns every row's raw sum against each query; Search refuses.
-func (d *Device) NewCompressedIndex(words int, prec, metric uint32, maxChunkRows int) (*Index, error) {
-	if prec != shaders.PrecF16 && prec != shaders.PrecInt8 {
-		return nil, fmt.Errorf("%w: unknown precision code %d", ErrFailed, prec)
+func (d *Device) NewCompressedIndex(words int, prec core.Precision, metric core.Metric, maxChunkRows int) (*Index, error) {
+	if prec != core.F16 && prec != core.Int8 {
+		return nil, fmt.Errorf("%w: unknown precision %v", ErrFailed, prec)
 	}
 	return newIndexPrec(d, words, metric, prec, maxChunkRows)
 }
 
-func newIndex(dev *Device, stride int, metric uint32, maxChunkRows int) (*Index, error) {
-	return newIndexPrec(dev, stride, metric, shaders.PrecF32, maxChunkRows)
+func newIndex(dev *Device, stride int, metric core.Metric, maxChunkRows int) (*Index, error) {
+	return newIndexPrec(dev, stride, metric, core.F32, maxChunkRows)
 }
 
-func newIndexPrec(dev *Device, stride int, metric, prec uint32, maxChunkRows int) (*Index, error) {
+func newIndexPrec(dev *Device, stride int, metric core.Metric, prec core.Precision, maxChunkRows int) (*Index, error) {
 	plan, err := packed.PlanChunks(stride, packed.Limits{
 		MaxStorageBindingBytes: dev.lim.MaxStorageBindingBytes,
 		MaxBufferBytes:         dev.lim.MaxBufferBytes,
@@ -159,7 +160,7 @@ func newIndexPrec(dev *Device, stride int, metric, prec uint32, maxChunkRows int
 		return nil, err
 	}
 	single.Subgroups, batch.Subgroups = dev.subgroups, dev.subgroups
-	if prec != shaders.PrecF32 {
+	if prec != core.F32 {
 		// quant.wgsl reduces by its tree and reads its queries from
 		// storage; it has no fused top-k.
 		single.Prec, batch.Prec = prec, prec
@@ -177,7 +178,7 @@ func newIndexPrec(dev *Device, stride int, metric, prec uint32, maxChunkRows int
 		cands:   growBuffer{label: "umbra candidates", usage: wgpu.BufferUsageStorage, limit: bind},
 		mparams: growBuffer{label: "umbra merge params", usage: wgpu.BufferUsageUniform | wgpu.BufferUsageCopyDst, limit: bind},
 	}
-	if dev.fused && prec == shaders.PrecF32 {
+	if dev.fused && prec == core.F32 {
 		g.topkSingle = shaders.TopKPlans(single, dev.lim.MaxWorkgroupBytes)
 		g.topkBatch = shaders.TopKPlans(batch, dev.lim.MaxWorkgroupBytes)
 	}
@@ -189,7 +190,7 @@ func newIndexPrec(dev *Device, stride int, metric, prec uint32, maxChunkRows int
 			return nil, err
 		}
 	}
-	if _, err := dev.selectPipeline(metric); err != nil {
+	if _, err := dev.selectPipeline(metric == core.L2); err != nil {
 		return nil, err
 	}
 	for _, l := range append(slices.Clone(g.topkSingle), g.topkBatch...) {
@@ -197,8 +198,8 @@ func newIndexPrec(dev *Device, stride int, metric, prec uint32, maxChunkRows int
 			return nil, err
 		}
 	}
-	if dev.fused && prec == shaders.PrecF32 {
-		if _, err := dev.mergePipeline(metric); err != nil {
+	if dev.fused && prec == core.F32 {
+		if _, err := dev.mergePipeline(metric == core.L2); err != nil {
 			return nil, err
 		}
 	}
@@ -206,7 +207,7 @@ func newIndexPrec(dev *Device, stride int, metric, prec uint32, maxChunkRows int
 }
 
 // Adapter describes the device's adapter.
-func (g *Index) Adapter() AdapterInfo { return g.dev.info }
+func (g *Index) Adapter() core.AdapterInfo { return g.dev.info }
 
 // Limits are the limits the index was planned against, with the variant
 // the probe chose.
@@ -243,7 +244,7 @@ func (g *Index) queue() *wgpu.Queue   { return g.dev.queue }
 // the host. Capacity doubles so a run of small Adds costs amortised O(1)
 // copies. The chunk changes only once every step has succeeded: on error it
 // is exactly as it was.
-func (g *Index) grow(c, need int, tally *Stages) error {
+func (g *Index) grow(c, need int, tally *core.Stages) error {
 	for len(g.chunks) <= c {
 		g.chunks = append(g.chunks, &gpuChunk{})
 	}
@@ -315,7 +316,7 @@ func (g *Index) grow(c, need int, tally *Stages) error {
 // error the rows resident before stay valid and searchable, and nothing
 // past them counts as resident. st (may be nil) records the bytes sent;
 // progress (may be nil) hears how many rows are sent.
-func (g *Index) Upload(ctx context.Context, s *packed.Slab, from int, st *Stages, progress func(done, total int)) error {
+func (g *Index) Upload(ctx context.Context, s *packed.Slab, from int, st *core.Stages, progress func(done, total int)) error {
 	staged, err := g.Stage(ctx, s, from, st, progress)
 	if err != nil {
 		return err
@@ -341,7 +342,7 @@ type stagedChunk struct{ c, rows int }
 // within one hold of the device. On error nothing past the resident rows
 // counts as resident. The caller serialises Stage, Publish, Truncate and
 // Rewrite (the engine's writer lock).
-func (g *Index) Stage(ctx context.Context, s *packed.Slab, from int, st *Stages, progress func(done, total int)) (*Staged, error) {
+func (g *Index) Stage(ctx context.Context, s *packed.Slab, from int, st *core.Stages, progress func(done, total int)) (*Staged, error) {
 	staged := &Staged{g: g}
 	if from >= s.Rows {
 		return staged, nil
@@ -364,7 +365,7 @@ func (g *Index) Stage(ctx context.Context, s *packed.Slab, from int, st *Stages,
 		defer g.dev.mu.Unlock()
 		return scoped(g.device(), what, f)
 	}
-	var tally Stages // what the upload issued, added to st once it succeeds
+	var tally core.Stages // what the upload issued, added to st once it succeeds
 	for c := first; c <= last; c++ {
 		start, n := g.plan.Span(c, s.Rows)
 		if err := func() error {

@@ -5,6 +5,7 @@ package gpu
 import (
 	"github.com/oliverbestmann/webgpu/wgpu"
 
+	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/shaders"
 )
 
@@ -18,9 +19,9 @@ type pipelineCache struct {
 	fusedBGL  *wgpu.BindGroupLayout // topk.wgsl's scan
 	mergeBGL  *wgpu.BindGroupLayout // topk.wgsl's merge
 	scores    map[shaders.ScoresLayout]*wgpu.ComputePipeline
-	selects   map[uint32]*selectPipes
+	selects   map[bool]*selectPipes // by L2, as the shaders know the metric
 	fused     map[shaders.TopKLayout]*wgpu.ComputePipeline
-	merges    map[uint32]*wgpu.ComputePipeline
+	merges    map[bool]*wgpu.ComputePipeline
 }
 
 // selectPipes are the entry points of select.wgsl for one metric.
@@ -89,9 +90,9 @@ func (d *Device) layouts() error {
 		d.pipelines.scoresBGL, d.pipelines.selectBGL = s, sel
 		d.pipelines.fusedBGL, d.pipelines.mergeBGL = fused, merge
 		d.pipelines.scores = map[shaders.ScoresLayout]*wgpu.ComputePipeline{}
-		d.pipelines.selects = map[uint32]*selectPipes{}
+		d.pipelines.selects = map[bool]*selectPipes{}
 		d.pipelines.fused = map[shaders.TopKLayout]*wgpu.ComputePipeline{}
-		d.pipelines.merges = map[uint32]*wgpu.ComputePipeline{}
+		d.pipelines.merges = map[bool]*wgpu.ComputePipeline{}
 		return nil
 	})
 }
@@ -160,16 +161,17 @@ func (d *Device) scoresPipeline(l shaders.ScoresLayout) (*wgpu.ComputePipeline, 
 	return ps[0], nil
 }
 
-// selectPipeline returns the select pipelines for metric, compiling them on
-// first use. The caller holds d.mu.
-func (d *Device) selectPipeline(metric uint32) (*selectPipes, error) {
+// selectPipeline returns the select pipelines for the L2 metric (l2) or
+// the dot product (Cosine, Dot), compiling them on first use. The caller
+// holds d.mu.
+func (d *Device) selectPipeline(l2 bool) (*selectPipes, error) {
 	if err := d.layouts(); err != nil {
 		return nil, err
 	}
-	if p, ok := d.pipelines.selects[metric]; ok {
+	if p, ok := d.pipelines.selects[l2]; ok {
 		return p, nil
 	}
-	src, err := shaders.Select(metric)
+	src, err := shaders.Select(metricOf(l2))
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +180,7 @@ func (d *Device) selectPipeline(metric uint32) (*selectPipes, error) {
 		return nil, err
 	}
 	sp := &selectPipes{hist: ps[0], scan: ps[1], compact: ps[2], sort: ps[3]}
-	d.pipelines.selects[metric] = sp
+	d.pipelines.selects[l2] = sp
 	return sp, nil
 }
 
@@ -203,16 +205,17 @@ func (d *Device) fusedPipeline(l shaders.TopKLayout) (*wgpu.ComputePipeline, err
 	return ps[0], nil
 }
 
-// mergePipeline returns the fused path's merge pipeline for metric,
-// compiling it on first use. The caller holds d.mu.
-func (d *Device) mergePipeline(metric uint32) (*wgpu.ComputePipeline, error) {
+// mergePipeline returns the fused path's merge pipeline for the L2 metric
+// (l2) or the dot product, compiling it on first use. The caller holds
+// d.mu.
+func (d *Device) mergePipeline(l2 bool) (*wgpu.ComputePipeline, error) {
 	if err := d.layouts(); err != nil {
 		return nil, err
 	}
-	if p, ok := d.pipelines.merges[metric]; ok {
+	if p, ok := d.pipelines.merges[l2]; ok {
 		return p, nil
 	}
-	src, err := shaders.MergeTopK(metric)
+	src, err := shaders.MergeTopK(metricOf(l2))
 	if err != nil {
 		return nil, err
 	}
@@ -220,6 +223,15 @@ func (d *Device) mergePipeline(metric uint32) (*wgpu.ComputePipeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.pipelines.merges[metric] = ps[0]
+	d.pipelines.merges[l2] = ps[0]
 	return ps[0], nil
+}
+
+// metricOf is the metric the shaders compile for an L2 key of the cache:
+// Cosine and Dot are one shader.
+func metricOf(l2 bool) core.Metric {
+	if l2 {
+		return core.L2
+	}
+	return core.Dot
 }

@@ -13,9 +13,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/umbravec/umbra/fallback"
+	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/exact"
 	"github.com/umbravec/umbra/internal/packed"
-	"github.com/umbravec/umbra/shaders"
 )
 
 // backendDevice returns a working device on the named backend ("vulkan",
@@ -68,10 +68,10 @@ func TestCompressedSums(t *testing.T) {
 		t.Run(backend, func(t *testing.T) {
 			d := backendDevice(t, backend)
 			r := rand.New(rand.NewPCG(seed, 41))
-			for _, prec := range []fallback.Precision{fallback.Int8, fallback.F16} {
+			for _, prec := range []core.Precision{core.Int8, core.F16} {
 				for _, dim := range []int{5, 100, 768} {
 					n := 300 + r.IntN(400)
-					c, err := fallback.NewCompressed(prec, dim)
+					c, err := exact.NewCompressed(prec, dim)
 					require.NoError(t, err)
 					rows := make([][]float32, n)
 					for i := range rows {
@@ -83,11 +83,7 @@ func TestCompressedSums(t *testing.T) {
 					}
 					c.Append(rows)
 					words := c.WordsPerRow()
-					code := uint32(shaders.PrecInt8)
-					if prec == fallback.F16 {
-						code = shaders.PrecF16
-					}
-					g, err := d.NewCompressedIndex(words, code, shaders.MetricDot, 128)
+					g, err := d.NewCompressedIndex(words, prec, core.Dot, 128)
 					require.NoError(t, err)
 					slab := &packed.Slab{Dim: words, Stride: words, Rows: n, Data: c.Words()}
 					require.NoError(t, g.Upload(context.Background(), slab, 0, nil, nil))
@@ -99,7 +95,7 @@ func TestCompressedSums(t *testing.T) {
 						for i := range qs[j] {
 							qs[j][i] = float32(r.NormFloat64())
 						}
-						dq[j] = fallback.DeviceQuery(c, qs[j])
+						dq[j] = exact.DeviceQuery(c, qs[j])
 					}
 					// Search and Scores would misread sums as scores:
 					// they refuse.
@@ -117,7 +113,7 @@ func TestCompressedSums(t *testing.T) {
 						for i := range n {
 							what := fmt.Sprintf("%v dim %d query %d row %d", prec, dim, j, i)
 							got := sums[j*n+i]
-							if prec == fallback.Int8 {
+							if prec == core.Int8 {
 								var want int64
 								for w := range words {
 									qw, xw := math.Float32bits(dq[j][w]), math.Float32bits(c.Words()[i*words+w])

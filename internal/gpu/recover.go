@@ -24,7 +24,7 @@ func (g *Index) Renew(ctx context.Context, timeout time.Duration) (*Index, error
 	} else if g.dev.owned {
 		return nil, fmt.Errorf("%w: the caller's device fails its self-test: %v", ErrFailed, err)
 	}
-	key := g.dev.info.Key()
+	key := adapterKey(g.dev.info)
 	verdictMu.Lock()
 	if v, ok := verdicts[key]; ok {
 		select {

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/fallback"
+	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/packed"
-	"github.com/umbravec/umbra/shaders"
 )
 
 // TestRenewReplacesALostDevice makes a device fail its self-test, as a
@@ -21,7 +21,7 @@ import (
 // while the device still passes, Renew keeps it.
 func TestRenewReplacesALostDevice(t *testing.T) {
 	_, dev := WorkingAdapter(t)
-	g, err := dev.NewIndex(packed.StrideFor(12), shaders.MetricDot, 0)
+	g, err := dev.NewIndex(packed.StrideFor(12), core.Dot, 0)
 	require.NoError(t, err)
 	defer g.Release()
 	ctx := context.Background()

@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/oliverbestmann/webgpu/wgpu"
-	"github.com/umbravec/umbra/fallback"
+
+	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/topk"
 	"github.com/umbravec/umbra/shaders"
 )
 
@@ -352,7 +354,7 @@ func (g *Index) maxGroups() uint64 {
 // queries, each chunk's parameters and, when selecting on the device, every
 // query's select state reset to k (radix) or the merge's parameters
 // (fused), and the allow bitmap. c counts the bytes.
-func (g *Index) writeInputs(qs [][]float32, sub submission, layout shaders.ScoresLayout, c *Stages) error {
+func (g *Index) writeInputs(qs [][]float32, sub submission, layout shaders.ScoresLayout, c *core.Stages) error {
 	nq := len(qs)
 	flat := qs[0] // a single query is written as it is, without a copy
 	if nq > 1 {
@@ -420,12 +422,12 @@ func (g *Index) writeInputs(qs [][]float32, sub submission, layout shaders.Score
 
 // write queues b into buf at offset 0 and counts its bytes into c: every
 // byte a search sends goes through here (or writeAt).
-func (g *Index) write(c *Stages, step string, buf *wgpu.Buffer, b []byte) error {
+func (g *Index) write(c *core.Stages, step string, buf *wgpu.Buffer, b []byte) error {
 	return g.writeAt(c, step, buf, 0, b)
 }
 
 // writeAt is write at byte offset off.
-func (g *Index) writeAt(c *Stages, step string, buf *wgpu.Buffer, off uint64, b []byte) error {
+func (g *Index) writeAt(c *core.Stages, step string, buf *wgpu.Buffer, off uint64, b []byte) error {
 	if err := g.step(step); err != nil {
 		return err
 	}
@@ -437,13 +439,13 @@ func (g *Index) writeAt(c *Stages, step string, buf *wgpu.Buffer, off uint64, b 
 }
 
 // dispatch records one dispatch and counts it into c.
-func dispatch(pass *wgpu.ComputePassEncoder, c *Stages, x, y, z uint32) {
+func dispatch(pass *wgpu.ComputePassEncoder, c *core.Stages, x, y, z uint32) {
 	pass.DispatchWorkgroups(x, y, z)
 	c.Dispatches++
 }
 
 // submit submits enc (see Device.submit) and counts the submission into c.
-func (g *Index) submit(c *Stages, enc *wgpu.CommandEncoder, wait bool) error {
+func (g *Index) submit(c *core.Stages, enc *wgpu.CommandEncoder, wait bool) error {
 	if err := g.dev.submit(enc, wait); err != nil {
 		return err
 	}
@@ -514,7 +516,7 @@ func (g *Index) planSelect(sub *submission) {
 // tile of queries, then, when selecting on the device, the eight
 // radix-select rounds (hist, scan) and the compaction of the k hits. c
 // counts the dispatches.
-func (g *Index) encodeSearch(pass *wgpu.ComputePassEncoder, layout shaders.ScoresLayout, sub submission, c *Stages) {
+func (g *Index) encodeSearch(pass *wgpu.ComputePassEncoder, layout shaders.ScoresLayout, sub submission, c *core.Stages) {
 	if sub.fused {
 		pass.SetPipeline(g.dev.pipelines.fused[sub.plan])
 		tiles := uint32((sub.nq + int(sub.plan.Scores.QT) - 1) / int(sub.plan.Scores.QT))
@@ -522,7 +524,7 @@ func (g *Index) encodeSearch(pass *wgpu.ComputePassEncoder, layout shaders.Score
 			pass.SetBindGroup(0, ch.fbind, nil)
 			dispatch(pass, c, uint32(sub.groups), 1, tiles)
 		}
-		pass.SetPipeline(g.dev.pipelines.merges[g.metric])
+		pass.SetPipeline(g.dev.pipelines.merges[g.metric == core.L2])
 		pass.SetBindGroup(0, g.mergeBind, nil)
 		dispatch(pass, c, uint32(sub.nq), 1, 1)
 		return
@@ -537,7 +539,7 @@ func (g *Index) encodeSearch(pass *wgpu.ComputePassEncoder, layout shaders.Score
 	if !sub.deviceSelect {
 		return
 	}
-	sp := g.dev.pipelines.selects[g.metric]
+	sp := g.dev.pipelines.selects[g.metric == core.L2]
 	gx := selectGroups(sub.rows)
 	pass.SetBindGroup(0, g.selBind, nil)
 	for round := 0; round < 8; round++ {
@@ -563,7 +565,7 @@ func (g *Index) encodeSearch(pass *wgpu.ComputePassEncoder, layout shaders.Score
 // timestamps, the rest of that wait then counting as Readback), Readback
 // the map and copy. Any failure resets the scratch state, so the next call
 // starts clean.
-func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *Stages) (hits [][]fallback.Hit, all []float32, err error) {
+func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *core.Stages) (hits [][]core.Hit, all []float32, err error) {
 	g.dev.mu.Lock()
 	defer g.dev.mu.Unlock()
 	if err := ctx.Err(); err != nil {
@@ -575,7 +577,7 @@ func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *Stag
 		layout = g.batch
 	}
 	g.planSelect(&sub)
-	c := Stages{Path: sub.path()}
+	c := core.Stages{Path: sub.path()}
 	dev := g.device()
 	start := time.Now()
 	var raw []byte
@@ -686,9 +688,9 @@ func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *Stag
 		return nil, wgpu.FromBytes[float32](raw), nil
 	default:
 		scores := wgpu.FromBytes[float32](raw)
-		hits = make([][]fallback.Hit, sub.nq)
+		hits = make([][]core.Hit, sub.nq)
 		for q := range hits {
-			hits[q] = fallback.SelectAllowed(scores[q*sub.rows:(q+1)*sub.rows], sub.k, g.fallbackMetric(), sub.mask)
+			hits[q] = topk.SelectAllowed(scores[q*sub.rows:(q+1)*sub.rows], sub.k, g.metric, sub.mask)
 		}
 	}
 	if t != nil {
@@ -698,32 +700,23 @@ func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *Stag
 	return hits, nil, nil
 }
 
-// fallbackMetric is the fallback's name for the metric the shaders run:
-// the host's selection must rank as the device's does.
-func (g *Index) fallbackMetric() fallback.Metric {
-	if g.metric == shaders.MetricL2 {
-		return fallback.L2
-	}
-	return fallback.Dot
-}
-
 // decode turns the read-back (score bits, row) pairs into best-first lists,
 // in the ordering every path shares. The fused path and, up to
 // shaders.SortLimit, the radix select return them sorted; a larger k's
 // hits come unordered (sort: sorting them is the host's only selection
 // work).
-func (g *Index) decode(raw []byte, nq, k int, sort bool) [][]fallback.Hit {
-	m := g.fallbackMetric()
-	out := make([][]fallback.Hit, nq)
+func (g *Index) decode(raw []byte, nq, k int, sort bool) [][]core.Hit {
+	m := g.metric
+	out := make([][]core.Hit, nq)
 	for q := range out {
-		hs := make([]fallback.Hit, k)
+		hs := make([]core.Hit, k)
 		for i := range hs {
 			score, row := shaders.DecodeHit(raw[(q*k+i)*shaders.HitBytes:])
-			hs[i] = fallback.Hit{Score: score, Row: int(row)}
+			hs[i] = core.Hit{Score: score, Row: int(row)}
 		}
 		if sort {
-			slices.SortFunc(hs, func(a, b fallback.Hit) int {
-				if fallback.Worse(b, a, m, nil) {
+			slices.SortFunc(hs, func(a, b core.Hit) int {
+				if topk.Worse(b, a, m, nil) {
 					return -1
 				}
 				return 1
@@ -736,7 +729,7 @@ func (g *Index) decode(raw []byte, nq, k int, sort bool) [][]fallback.Hit {
 
 // readback maps the first size bytes of the staging buffer and returns a
 // copy of them; c (may be nil) counts the map and the bytes.
-func (g *Index) readback(size uint64, c *Stages) ([]byte, error) {
+func (g *Index) readback(size uint64, c *core.Stages) ([]byte, error) {
 	if err := g.step("map readback"); err != nil {
 		return nil, err
 	}
@@ -769,7 +762,7 @@ func (g *Index) readback(size uint64, c *Stages) ([]byte, error) {
 // it too); k is capped at how many it holds. With mask nil the rows marked
 // by MarkDead are skipped instead, from the tombstones resident on the
 // device: no bitmap goes up with the search.
-func (g *Index) Search(ctx context.Context, qs [][]float32, k, rows int, mask []uint64, st *Stages) ([][]fallback.Hit, error) {
+func (g *Index) Search(ctx context.Context, qs [][]float32, k, rows int, mask []uint64, st *core.Stages) ([][]core.Hit, error) {
 	allowed := rows
 	tombs := false
 	if mask != nil {
@@ -787,13 +780,13 @@ func (g *Index) Search(ctx context.Context, qs [][]float32, k, rows int, mask []
 		}
 		g.dev.mu.Unlock()
 	}
-	if g.prec != shaders.PrecF32 {
+	if g.prec != core.F32 {
 		return nil, fmt.Errorf("%w: an index of compressed rows is searched through Sums", ErrFailed)
 	}
 	if rows == 0 || allowed == 0 {
-		out := make([][]fallback.Hit, len(qs))
+		out := make([][]core.Hit, len(qs))
 		for i := range out {
-			out[i] = []fallback.Hit{}
+			out[i] = []core.Hit{}
 		}
 		return out, nil
 	}
@@ -806,7 +799,7 @@ func (g *Index) Search(ctx context.Context, qs [][]float32, k, rows int, mask []
 		sub.mask, sub.tombs = g.liveMask(rows), false
 		g.dev.mu.Unlock()
 	}
-	out := make([][]fallback.Hit, 0, len(qs))
+	out := make([][]core.Hit, 0, len(qs))
 	step := g.batchLimit(sub)
 	for lo := 0; lo < len(qs); lo += step {
 		hits, _, err := g.run(ctx, qs[lo:min(lo+step, len(qs))], sub, st)
@@ -822,11 +815,11 @@ func (g *Index) Search(ctx context.Context, qs [][]float32, k, rows int, mask []
 // one of the first rows rows' raw sum against each query, query j's at
 // j*rows: a float32 (float16 codes) or an int32 (int8 codes, without the
 // fallback's offset of 128) by its bits. Each query is given as the
-// words the shader reads (fallback.DeviceQuery), as float32 elements; st
+// words the shader reads (exact.DeviceQuery), as float32 elements; st
 // (may be nil) records where the time went. scans is how many passes over
 // the codes it took (one per tile of queries).
-func (g *Index) Sums(ctx context.Context, qs [][]float32, rows int, st *Stages) (sums []float32, scans int, err error) {
-	if g.prec == shaders.PrecF32 {
+func (g *Index) Sums(ctx context.Context, qs [][]float32, rows int, st *core.Stages) (sums []float32, scans int, err error) {
+	if g.prec == core.F32 {
 		return nil, 0, fmt.Errorf("%w: Sums needs an index of compressed rows", ErrFailed)
 	}
 	want := int(g.queryBytes() / 4)
@@ -870,7 +863,7 @@ func (g *Index) scores(ctx context.Context, q []float32, rows int) ([]float32, e
 // Scores returns every resident row's score for one padded query, read
 // back whole (4 bytes a row): what a range search filters on the host.
 func (g *Index) Scores(ctx context.Context, q []float32, rows int) ([]float32, error) {
-	if g.prec != shaders.PrecF32 {
+	if g.prec != core.F32 {
 		return nil, fmt.Errorf("%w: an index of compressed rows is searched through Sums", ErrFailed)
 	}
 	return g.scores(ctx, q, rows)

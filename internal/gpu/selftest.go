@@ -9,9 +9,8 @@ import (
 	"math"
 	"slices"
 
-	"github.com/umbravec/umbra/fallback"
+	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/packed"
-	"github.com/umbravec/umbra/shaders"
 )
 
 // verify self-tests every scoring variant the device may use and tunes
@@ -52,10 +51,10 @@ func (d *Device) verify() error {
 func (d *Device) verifyFused() {
 	d.fused, d.fusedErr = true, nil
 	for _, dim := range selfTestDims {
-		for _, metric := range []uint32{shaders.MetricDot, shaders.MetricL2} {
+		for _, metric := range []core.Metric{core.Dot, core.L2} {
 			if err := d.checkFused(dim, metric); err != nil {
 				d.fused = false
-				d.fusedErr = fmt.Errorf("fused self-test at dimension %d, metric %d, team %d: %w", dim, metric, d.team, err)
+				d.fusedErr = fmt.Errorf("fused self-test at dimension %d, metric %v, team %d: %w", dim, metric, d.team, err)
 				return
 			}
 		}
@@ -66,7 +65,7 @@ func (d *Device) verifyFused() {
 // each plan's limit and small, single queries and batches, masked and not,
 // over more than twice the largest k in rows so the device selects. (k = 1
 // is the smallest plan's case of k below its limit, which 5 covers.)
-func (d *Device) checkFused(dim int, metric uint32) error {
+func (d *Device) checkFused(dim int, metric core.Metric) error {
 	g, err := newIndex(d, (dim+3)&^3, metric, 128)
 	if err != nil {
 		return err
@@ -96,9 +95,9 @@ var selfTestDims = []int{7, 768}
 // what makes the probe prove the GPU works rather than that it exists.
 func (d *Device) selfTest() error {
 	for _, dim := range selfTestDims {
-		for _, metric := range []uint32{shaders.MetricDot, shaders.MetricL2} {
+		for _, metric := range []core.Metric{core.Dot, core.L2} {
 			if err := d.checkVariant(dim, metric); err != nil {
-				return fmt.Errorf("self-test at dimension %d, metric %d, team %d, subgroups %v, staged %v: %w",
+				return fmt.Errorf("self-test at dimension %d, metric %v, team %d, subgroups %v, staged %v: %w",
 					dim, metric, d.team, d.subgroups, d.staged, err)
 			}
 		}
@@ -106,7 +105,7 @@ func (d *Device) selfTest() error {
 	return nil
 }
 
-func (d *Device) checkVariant(dim int, metric uint32) error {
+func (d *Device) checkVariant(dim int, metric core.Metric) error {
 	// 300 rows span several workgroups and, at 128 rows a chunk, three
 	// chunks; 8 queries fill one batch tile.
 	return d.checkSearches(dim, metric, 300, []int{5}, -1)
@@ -118,7 +117,7 @@ func (d *Device) checkVariant(dim int, metric uint32) error {
 // fused path is not enabled yet); otherwise the fused path, which must be
 // the one taken, with at most fusedGroups workgroups per chunk (0: as
 // many as it plans).
-func (d *Device) checkSearches(dim int, metric uint32, rows int, ks []int, fusedGroups int) error {
+func (d *Device) checkSearches(dim int, metric core.Metric, rows int, ks []int, fusedGroups int) error {
 	fused := fusedGroups >= 0
 	const nq = batchQT
 	data := packed.Synthetic(rows+nq, dim)
@@ -145,7 +144,7 @@ func (d *Device) checkSearches(dim int, metric uint32, rows int, ks []int, fused
 	exact := func(q []float32, row int) float64 {
 		var s float64
 		for j, x := range slab.Row(row) {
-			if metric == shaders.MetricL2 {
+			if metric == core.L2 {
 				s += (float64(x) - float64(q[j])) * (float64(x) - float64(q[j]))
 			} else {
 				s += float64(x) * float64(q[j])
@@ -186,7 +185,7 @@ func (d *Device) checkSearches(dim int, metric uint32, rows int, ks []int, fused
 		cases = append(cases, search{qs[:2], rows, nil, rows}, search{qs[:2], rows, third, admitted})
 	}
 	for _, c := range cases {
-		var st Stages
+		var st core.Stages
 		hits, err := g.Search(ctx, c.qs, c.k, rows, c.mask, &st)
 		if err != nil {
 			return err
@@ -205,7 +204,7 @@ func (d *Device) checkSearches(dim int, metric uint32, rows int, ks []int, fused
 				}
 			}
 			slices.Sort(ranked)
-			if metric != shaders.MetricL2 {
+			if metric != core.L2 {
 				slices.Reverse(ranked)
 			}
 			for _, h := range hits[qi] {
@@ -224,7 +223,7 @@ func (d *Device) checkSearches(dim int, metric uint32, rows int, ks []int, fused
 // checkRanking checks that hits are k distinct rows whose exact scores are,
 // rank by rank, the k best of ranked (the exact scores best first), each
 // reported within tolerance: a correct answer up to near-ties.
-func checkRanking(hits []fallback.Hit, k int, ranked []float64, exact func(int) float64, tol func(float64) float64) error {
+func checkRanking(hits []core.Hit, k int, ranked []float64, exact func(int) float64, tol func(float64) float64) error {
 	if len(hits) != k {
 		return fmt.Errorf("%d hits, want %d", len(hits), k)
 	}

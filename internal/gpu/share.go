@@ -30,7 +30,7 @@ var ErrNotOwned = errors.New("device not the caller's")
 // dimension zero padded to a multiple of 4), row First at offset 0. The
 // buffer has Storage, CopySrc and CopyDst usage and may be longer than the
 // rows it holds. It belongs to the index: the caller may bind and read it,
-// never write or release it.
+// never write or release it. engine/ondevice's Chunk is this type.
 type ResidentChunk struct {
 	Buffer *wgpu.Buffer
 	First  int
@@ -41,6 +41,7 @@ type ResidentChunk struct {
 // Scores is one float32 per resident row in a device buffer, row r at byte
 // 4r. The buffer has Storage, Vertex and CopySrc usage, holds at least
 // 4·Rows bytes, and belongs to the index. Buffer is nil when Rows is 0.
+// engine/ondevice's Scores is this type.
 type Scores struct {
 	Buffer *wgpu.Buffer
 	Rows   int

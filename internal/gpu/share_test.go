@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/packed"
-	"github.com/umbravec/umbra/shaders"
 )
 
 // ownedDevice adopts the working adapter's device, as ondevice.New does
@@ -90,7 +90,7 @@ func TestScoreIntoMatchesSearch(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, 11))
-	for _, metric := range []uint32{shaders.MetricDot, shaders.MetricL2} {
+	for _, metric := range []core.Metric{core.Dot, core.L2} {
 		t.Run(fmt.Sprint("metric", metric), func(t *testing.T) {
 			const dim, rows, chunk = 50, 1000, 300 // four chunks, the last partial
 			slab := randomSlab(r, rows, dim)
@@ -114,7 +114,7 @@ func TestScoreIntoMatchesSearch(t *testing.T) {
 			for i := 0; i < rows; i++ {
 				var ref float64
 				for j, x := range slab.Row(i) {
-					if metric == shaders.MetricDot {
+					if metric == core.Dot {
 						ref += float64(x) * float64(q[j])
 					} else {
 						ref += (float64(x) - float64(q[j])) * (float64(x) - float64(q[j]))
@@ -162,7 +162,7 @@ func TestResidentHoldsUploadedRows(t *testing.T) {
 	r := rand.New(rand.NewPCG(seed, 12))
 	const dim, rows, chunk = 37, 1111, 256
 	slab := randomSlab(r, rows, dim)
-	g, err := d.NewIndex(slab.Stride, shaders.MetricDot, chunk)
+	g, err := d.NewIndex(slab.Stride, core.Dot, chunk)
 	require.NoError(t, err)
 	defer g.Release()
 	empty, err := g.Resident()
@@ -188,7 +188,7 @@ func TestResidentHoldsUploadedRows(t *testing.T) {
 // query of the wrong length and an empty index each get a clear answer.
 func TestShareRefusals(t *testing.T) {
 	probed := softwareDevice(t)
-	g, err := probed.NewIndex(8, shaders.MetricDot, 0)
+	g, err := probed.NewIndex(8, core.Dot, 0)
 	require.NoError(t, err)
 	_, err = g.Resident()
 	assert.ErrorIs(t, err, ErrNotOwned)
@@ -197,7 +197,7 @@ func TestShareRefusals(t *testing.T) {
 	g.Release()
 
 	d := ownedDevice(t)
-	g, err = d.NewIndex(8, shaders.MetricDot, 0)
+	g, err = d.NewIndex(8, core.Dot, 0)
 	require.NoError(t, err)
 	s, err := g.ScoreInto(context.Background(), make([]float32, 8))
 	require.NoError(t, err)
@@ -225,7 +225,7 @@ func TestScoreIntoRecoversFromFaults(t *testing.T) {
 	r := rand.New(rand.NewPCG(seed, 13))
 	const dim, rows = 20, 500
 	slab := randomSlab(r, rows, dim)
-	g, err := d.NewIndex(slab.Stride, shaders.MetricDot, 200)
+	g, err := d.NewIndex(slab.Stride, core.Dot, 200)
 	require.NoError(t, err)
 	defer g.Release()
 	require.NoError(t, g.Upload(context.Background(), slab, 0, nil, nil))

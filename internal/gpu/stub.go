@@ -6,7 +6,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/umbravec/umbra/fallback"
+	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/packed"
 )
 
@@ -14,7 +14,7 @@ import (
 const Built = false
 
 // Adapter is one adapter the instance enumerated; this build has none.
-type Adapter struct{ Info AdapterInfo }
+type Adapter struct{ Info core.AdapterInfo }
 
 // Adapters reports that this build has no wgpu backend.
 func Adapters(backend string) ([]*Adapter, error) { return nil, ErrNotBuilt }
@@ -28,12 +28,12 @@ func (ad *Adapter) Probe(ctx context.Context, timeout time.Duration) (*Device, R
 type Device struct{}
 
 // NewIndex reports that this build has no wgpu backend.
-func (d *Device) NewIndex(stride int, metric uint32, maxChunkRows int) (*Index, error) {
+func (d *Device) NewIndex(stride int, metric core.Metric, maxChunkRows int) (*Index, error) {
 	return nil, ErrNotBuilt
 }
 
 // NewCompressedIndex reports that this build has no wgpu backend.
-func (d *Device) NewCompressedIndex(words int, prec, metric uint32, maxChunkRows int) (*Index, error) {
+func (d *Device) NewCompressedIndex(words int, prec core.Precision, metric core.Metric, maxChunkRows int) (*Index, error) {
 	return nil, ErrNotBuilt
 }
 
@@ -43,14 +43,14 @@ func (d *Device) Calibrate() (time.Duration, float64, error) { return 0, 0, ErrN
 // Index is an index's device side; this build never has one.
 type Index struct{}
 
-func (g *Index) Upload(ctx context.Context, s *packed.Slab, from int, st *Stages, progress func(done, total int)) error {
+func (g *Index) Upload(ctx context.Context, s *packed.Slab, from int, st *core.Stages, progress func(done, total int)) error {
 	return ErrNotBuilt
 }
 
 // Staged is an upload not yet resident; this build never has one.
 type Staged struct{}
 
-func (g *Index) Stage(ctx context.Context, s *packed.Slab, from int, st *Stages, progress func(done, total int)) (*Staged, error) {
+func (g *Index) Stage(ctx context.Context, s *packed.Slab, from int, st *core.Stages, progress func(done, total int)) (*Staged, error) {
 	return nil, ErrNotBuilt
 }
 
@@ -60,11 +60,11 @@ func (g *Index) Renew(ctx context.Context, timeout time.Duration) (*Index, error
 	return nil, ErrNotBuilt
 }
 
-func (g *Index) Search(ctx context.Context, qs [][]float32, k, rows int, mask []uint64, st *Stages) ([][]fallback.Hit, error) {
+func (g *Index) Search(ctx context.Context, qs [][]float32, k, rows int, mask []uint64, st *core.Stages) ([][]core.Hit, error) {
 	return nil, ErrNotBuilt
 }
 
-func (g *Index) Sums(ctx context.Context, qs [][]float32, rows int, st *Stages) ([]float32, int, error) {
+func (g *Index) Sums(ctx context.Context, qs [][]float32, rows int, st *core.Stages) ([]float32, int, error) {
 	return nil, 0, ErrNotBuilt
 }
 
@@ -72,7 +72,7 @@ func (g *Index) Floor(ctx context.Context) (time.Duration, int64, string, error)
 	return 0, 0, "", ErrNotBuilt
 }
 
-func (g *Index) Adapter() AdapterInfo               { return AdapterInfo{} }
+func (g *Index) Adapter() core.AdapterInfo          { return core.AdapterInfo{} }
 func (g *Index) Limits() Limits                     { return Limits{} }
 func (g *Index) ChunkRows() int                     { return 0 }
 func (g *Index) Release()                           {}

@@ -7,8 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/packed"
-	"github.com/umbravec/umbra/shaders"
 )
 
 // teamCandidates are the team widths tune times. Which is fastest
@@ -100,7 +100,7 @@ func (d *Device) tune(passed []variant) {
 // queries q (after a warm-up) over s on an index planned with the device's
 // current team and staging.
 func (d *Device) timeScores(s *packed.Slab, q [][]float32) (time.Duration, error) {
-	g, err := newIndex(d, s.Stride, shaders.MetricDot, 0)
+	g, err := newIndex(d, s.Stride, core.Dot, 0)
 	if err != nil {
 		return 0, err
 	}
@@ -110,7 +110,7 @@ func (d *Device) timeScores(s *packed.Slab, q [][]float32) (time.Duration, error
 	}
 	var best time.Duration
 	for i := 0; i < 4; i++ {
-		var st Stages
+		var st core.Stages
 		if _, _, err := g.run(context.Background(), q, submission{rows: s.Rows}, &st); err != nil {
 			return 0, err
 		}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/packed"
 )
 
@@ -23,31 +24,14 @@ var (
 	ErrNotBuilt = errors.New("built without GPU support")
 )
 
-// AdapterInfo describes one adapter; engine.AdapterInfo has the same
-// fields.
-type AdapterInfo struct {
-	Name     string
-	Vendor   string
-	VendorID uint32
-	DeviceID uint32
-	API      string // "vulkan", "metal", "dx12", "gl"
-	Type     string // "discrete", "integrated", "cpu" or "unknown"
-	Driver   string
-}
-
-// Software reports whether the adapter runs on the CPU.
-func (a AdapterInfo) Software() bool { return a.Type == "cpu" }
-
-// String names the adapter with its API and type.
-func (a AdapterInfo) String() string { return a.Name + " (" + a.API + ", " + a.Type + ")" }
-
-// Key identifies the adapter within a process.
-func (a AdapterInfo) Key() string {
+// adapterKey identifies an adapter within a process.
+func adapterKey(a core.AdapterInfo) string {
 	return fmt.Sprintf("%s|%s|%x|%x|%s", a.API, a.Name, a.VendorID, a.DeviceID, a.Driver)
 }
 
-// Limits are what a device was planned against; the public API names them
-// diag.Limits.
+// Limits are the adapter limits a device was planned against, and what
+// its probe measured and proved there. It is the one definition: the
+// public API names it diag.Limits.
 type Limits struct {
 	MaxStorageBindingBytes uint64
 	MaxBufferBytes         uint64
@@ -80,45 +64,6 @@ type Report struct {
 	Works    bool
 	Elapsed  time.Duration
 	Error    string
-}
-
-// Stages accumulates where one traced call spent its time on the device,
-// and what it issued; engine adds it into its Trace.
-type Stages struct {
-	Upload, Kernel, Readback, Select time.Duration
-	KernelClock                      string
-	// What the calls issued, counted where the wgpu calls are made:
-	// compute dispatches, queue submissions, buffer maps (each a round
-	// trip that waits for the device), bytes written to the device by
-	// queue writes, and bytes read back through maps.
-	Dispatches, Submissions, Maps int64
-	BytesUp, BytesDown            int64
-	// Path is the selection the last search used: "fused" (scan and
-	// select in one pass, topk.wgsl), "radix" (scores, then select.wgsl),
-	// "host" (every score read back, selected on the host) or "scores".
-	Path string
-}
-
-// Add adds o's durations and counts into s.
-func (s *Stages) Add(o *Stages) {
-	if s == nil || o == nil {
-		return
-	}
-	s.Upload += o.Upload
-	s.Kernel += o.Kernel
-	s.Readback += o.Readback
-	s.Select += o.Select
-	s.Dispatches += o.Dispatches
-	s.Submissions += o.Submissions
-	s.Maps += o.Maps
-	s.BytesUp += o.BytesUp
-	s.BytesDown += o.BytesDown
-	if o.KernelClock != "" {
-		s.KernelClock = o.KernelClock
-	}
-	if o.Path != "" {
-		s.Path = o.Path
-	}
 }
 
 // SelectPath chooses how a search that selects on the device does it.

@@ -148,7 +148,7 @@ func WriteBase(path string, s *Snapshot) (generation uint64, err error) {
 		return 0, err
 	}
 	gen := newGeneration()
-	err = writeAtomic(path, func(w *bufio.Writer) error {
+	err = WriteFile(path, 0o644, func(w *bufio.Writer) error {
 		if err := encodeBase(w, s, gen); err != nil {
 			return fmt.Errorf("write base %s: %w", path, err)
 		}

@@ -146,7 +146,7 @@ func OpenLog(path string, dim int, generation uint64, policy SyncPolicy) (*Log, 
 
 // createLog atomically replaces path with an empty log for generation.
 func createLog(path string, dim int, generation uint64) error {
-	return writeAtomic(path, func(w *bufio.Writer) error {
+	return WriteFile(path, 0o644, func(w *bufio.Writer) error {
 		_, err := w.Write(encodeLogHeader(dim, generation))
 		return err
 	})

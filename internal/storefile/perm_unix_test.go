@@ -34,24 +34,47 @@ func TestWriteBaseKeepsPermissionsAndCleansUp(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, fs.FileMode(0o600), st.Mode().Perm(), "replaced base keeps its mode")
 
-	// A failure after the temporary file exists (rename onto a directory)
-	// removes it again.
+	// A failure after the temporary file exists (every step from the
+	// write to the rename) removes it again, and the old base stays.
+	before, err := os.ReadFile(path)
+	require.NoError(t, err)
+	for _, step := range []string{StepWrite, StepSync, StepClose, StepRename} {
+		InjectFault(func(s, _ string) error {
+			if s == step {
+				return syscall.EIO
+			}
+			return nil
+		})
+		_, err = WriteBase(path, randSnapshot(r))
+		InjectFault(nil)
+		require.ErrorIs(t, err, syscall.EIO, step)
+		after, err := os.ReadFile(path)
+		require.NoError(t, err)
+		assert.Equal(t, before, after, "a failed %s leaves the old base", step)
+	}
+	// A directory where the base would go is refused before any file is
+	// made.
 	sub := filepath.Join(dir, "isdir")
 	require.NoError(t, os.Mkdir(sub, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(sub, "x"), nil, 0o644))
 	_, err = WriteBase(sub, randSnapshot(r))
-	require.Error(t, err)
+	require.ErrorContains(t, err, "not a regular file")
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	for _, e := range entries {
 		assert.False(t, strings.Contains(e.Name(), tempInfix), "temporary file %s left behind", e.Name())
 	}
 
-	// RemoveTemps clears what a killed writer leaves.
+	// RemoveTemps clears what a killed writer leaves, and only that.
 	stray := filepath.Join(dir, tempPrefix(path)+"0123")
 	strayLog := filepath.Join(dir, tempPrefix(path+".log")+"4567")
 	other := filepath.Join(dir, ".q.tmp-1")
-	for _, p := range []string{stray, strayLog, other} {
+	// Files whose names start like p's temporary files: a neighbour
+	// "p.tmp-x" and its own temporary file, and a hidden ".p.tmp-x".
+	lookalike := filepath.Join(dir, filepath.Base(path)+tempInfix+"x")
+	lookalikeTemp := filepath.Join(dir, tempPrefix(lookalike)+"89abcdef01234567")
+	hidden := filepath.Join(dir, tempPrefix(path)+"x")
+	for _, p := range []string{stray, strayLog, other, lookalike, lookalikeTemp, hidden} {
 		require.NoError(t, os.WriteFile(p, []byte("half"), 0o644))
 	}
 	require.NoError(t, RemoveTemps(path))
@@ -59,6 +82,8 @@ func TestWriteBaseKeepsPermissionsAndCleansUp(t *testing.T) {
 		_, err := os.Stat(p)
 		assert.ErrorIs(t, err, fs.ErrNotExist, p)
 	}
-	_, err = os.Stat(other)
-	assert.NoError(t, err, "another store's files are not touched")
+	for _, p := range []string{other, lookalike, lookalikeTemp, hidden} {
+		_, err = os.Stat(p)
+		assert.NoError(t, err, "%s: another file's files are not touched", filepath.Base(p))
+	}
 }

@@ -1,8 +1,11 @@
-package fallback
+package exact
 
 import (
 	"context"
 	"testing"
+
+	"github.com/umbravec/umbra/fallback"
+	"github.com/umbravec/umbra/internal/core"
 )
 
 // Compressed scans of the reference workload, exact and approximate, next
@@ -11,7 +14,7 @@ import (
 // embedding-like data.
 func BenchmarkExactSearch(b *testing.B) {
 	s := benchData()
-	for _, p := range []Precision{F16, Int8} {
+	for _, p := range []core.Precision{core.F16, core.Int8} {
 		c, err := NewCompressed(p, s.Dim)
 		if err != nil {
 			b.Fatal(err)
@@ -21,7 +24,7 @@ func BenchmarkExactSearch(b *testing.B) {
 			qs := benchQueries(nq)
 			for _, mode := range []string{"exact", "approx", "nofilter"} {
 				approx := mode == "approx"
-				if mode == "nofilter" && p != F16 {
+				if mode == "nofilter" && p != core.F16 {
 					continue
 				}
 				name := p.String() + "/" + mode
@@ -32,7 +35,7 @@ func BenchmarkExactSearch(b *testing.B) {
 					defer func() { f16Filter = true }()
 					var st QuantStats
 					for b.Loop() {
-						_, s1, err := ExactSearchBatch(context.Background(), s, c, qs, benchK, Dot, 0, approx)
+						_, s1, err := ExactSearchBatch(context.Background(), s, c, qs, benchK, core.Dot, 0, approx)
 						if err != nil {
 							b.Fatal(err)
 						}
@@ -58,8 +61,8 @@ func itoa(n int) string {
 func BenchmarkCompress(b *testing.B) {
 	s := benchData()
 	const rows = 5000
-	part := Slab{Data: s.Data[:rows*s.Stride], Rows: rows, Dim: s.Dim, Stride: s.Stride}
-	for _, p := range []Precision{F16, Int8} {
+	part := fallback.Slab{Data: s.Data[:rows*s.Stride], Rows: rows, Dim: s.Dim, Stride: s.Stride}
+	for _, p := range []core.Precision{core.F16, core.Int8} {
 		b.Run(p.String(), func(b *testing.B) {
 			b.SetBytes(int64(rows * s.Dim * 4))
 			for b.Loop() {

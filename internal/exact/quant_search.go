@@ -1,10 +1,15 @@
-package fallback
+package exact
 
 import (
 	"context"
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/umbravec/umbra/fallback"
+	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/parallel"
+	"github.com/umbravec/umbra/internal/topk"
 )
 
 // QuantStats is what a search over compressed rows cost.
@@ -37,25 +42,25 @@ type candidate struct {
 // once per block of queries, like the float32 scan's blocks.
 const quantBlockBytes = 64 << 10
 
-func (c *Compressed) check(s Slab) error {
+func (c *Compressed) check(s fallback.Slab) error {
 	if c == nil {
 		return fmt.Errorf("%w: no compressed rows", ErrPrecision)
 	}
 	if c.Rows != s.Rows || c.Dim != s.Dim || c.Stride != CodeStride(c.Prec, c.Dim) {
 		return fmt.Errorf("%w: compressed %d rows of dimension %d for a slab of %d rows of dimension %d",
-			ErrSlabShape, c.Rows, c.Dim, s.Rows, s.Dim)
+			fallback.ErrSlabShape, c.Rows, c.Dim, s.Rows, s.Dim)
 	}
 	if len(c.Scale) < c.Rows || len(c.Err) < c.Rows || len(c.Norm) < c.Rows || len(c.HatSq) < c.Rows {
-		return fmt.Errorf("%w: compressed per-row values missing", ErrSlabShape)
+		return fmt.Errorf("%w: compressed per-row values missing", fallback.ErrSlabShape)
 	}
 	switch c.Prec {
-	case Int8:
+	case core.Int8:
 		if len(c.U8) < c.Rows*c.Stride {
-			return fmt.Errorf("%w: compressed codes missing", ErrSlabShape)
+			return fmt.Errorf("%w: compressed codes missing", fallback.ErrSlabShape)
 		}
-	case F16:
+	case core.F16:
 		if len(c.F16) < c.Rows*c.Stride {
-			return fmt.Errorf("%w: compressed codes missing", ErrSlabShape)
+			return fmt.Errorf("%w: compressed codes missing", fallback.ErrSlabShape)
 		}
 	default:
 		return fmt.Errorf("%w: %v", ErrPrecision, c.Prec)
@@ -65,11 +70,8 @@ func (c *Compressed) check(s Slab) error {
 
 // quantQueries checks a compressed batch search's metric, slab and
 // compressed rows, and prepares each query against c.
-func quantQueries(s Slab, c *Compressed, qs [][]float32, m Metric) ([]*quantQuery, error) {
-	if err := m.check(); err != nil {
-		return nil, err
-	}
-	if err := s.check(); err != nil {
+func quantQueries(s fallback.Slab, c *Compressed, qs [][]float32, m core.Metric) ([]*quantQuery, error) {
+	if err := s.Check(m); err != nil {
 		return nil, err
 	}
 	if err := c.check(s); err != nil {
@@ -77,7 +79,7 @@ func quantQueries(s Slab, c *Compressed, qs [][]float32, m Metric) ([]*quantQuer
 	}
 	qqs := make([]*quantQuery, len(qs))
 	for j, q := range qs {
-		qp, err := s.query(q)
+		qp, err := fallback.CheckQuery(s, q, m)
 		if err != nil {
 			return nil, fmt.Errorf("query %d: %w", j, err)
 		}
@@ -93,8 +95,8 @@ func quantQueries(s Slab, c *Compressed, qs [][]float32, m Metric) ([]*quantQuer
 // approximate set it skips the rescore and returns the k best estimates,
 // whose scores are the compressed estimates (not float32 scores) and whose
 // rows may differ from the exact answer. s.Allow filters as in Search.
-func ExactSearchBatch(ctx context.Context, s Slab, c *Compressed, qs [][]float32, k int, m Metric, workers int, approximate bool) (out [][]Hit, st QuantStats, err error) {
-	defer guard(&err)
+func ExactSearchBatch(ctx context.Context, s fallback.Slab, c *Compressed, qs [][]float32, k int, m core.Metric, workers int, approximate bool) (out [][]core.Hit, st QuantStats, err error) {
+	defer parallel.Recover(&err)
 	qqs, err := quantQueries(s, c, qs, m)
 	if err != nil {
 		return nil, st, err
@@ -103,7 +105,7 @@ func ExactSearchBatch(ctx context.Context, s Slab, c *Compressed, qs [][]float32
 	// The panels read the queries from one packed slice.
 	var packedQ []int8
 	var packedF []float32
-	if c.Prec == Int8 {
+	if c.Prec == core.Int8 {
 		packedQ = make([]int8, nq*c.Stride)
 		for j, qq := range qqs {
 			copy(packedQ[j*c.Stride:], qq.q8)
@@ -116,29 +118,29 @@ func ExactSearchBatch(ctx context.Context, s Slab, c *Compressed, qs [][]float32
 			qq.qf = packedF[j*c.Stride : (j+1)*c.Stride]
 		}
 	}
-	out = make([][]Hit, nq)
+	out = make([][]core.Hit, nq)
 	st.Queries = nq
 	if s.Rows == 0 || k <= 0 || nq == 0 {
 		for j := range out {
-			out[j] = []Hit{}
+			out[j] = []core.Hit{}
 		}
 		return out, st, nil
 	}
 	per := c.Stride
-	if c.Prec == F16 {
+	if c.Prec == core.F16 {
 		per *= 2
 	}
 	blockRows := max(8, quantBlockBytes/max(per, 1)/4*4)
 	nblocks := (s.Rows + blockRows - 1) / blockRows
-	qb := min(nq, QueryBlock(s.Stride))
+	qb := min(nq, fallback.QueryBlock(s.Stride))
 	nqb := (nq + qb - 1) / qb
 	items := nqb * nblocks
 	work := s.Rows * c.Stride
-	if work < parallelFloats {
+	if work < parallel.MinFloats {
 		work *= nq
 	}
-	w := workerCount(workers, items, work)
-	tops := make([][]topK, w)
+	w := parallel.Workers(workers, items, work)
+	tops := make([][]topk.Heap, w)
 	cands := make([][][]candidate, w)
 	type scratch struct {
 		raw  []float64
@@ -149,7 +151,7 @@ func ExactSearchBatch(ctx context.Context, s Slab, c *Compressed, qs [][]float32
 	scr := make([]scratch, w)
 	for i := range tops {
 		scr[i] = scratch{raw: make([]float64, blockRows)}
-		if c.Prec == Int8 {
+		if c.Prec == core.Int8 {
 			scr[i].i32 = make([]int32, blockRows)
 			if qb > 1 {
 				scr[i].tile = make([]int32, qb*blockRows)
@@ -157,21 +159,21 @@ func ExactSearchBatch(ctx context.Context, s Slab, c *Compressed, qs [][]float32
 		} else {
 			scr[i].f32 = make([]float32, qb*blockRows)
 		}
-		tops[i] = make([]topK, nq)
+		tops[i] = make([]topk.Heap, nq)
 		cands[i] = make([][]candidate, nq)
 		for j := range tops[i] {
-			tops[i][j] = newTopK(k, s.Rows/w+blockRows, s.IDs)
+			tops[i][j] = topk.New(k, s.Rows/w+blockRows, s.IDs)
 		}
 	}
 	ks := activeQuant
-	err = parallel(ctx, w, items, func(wk, it int) {
+	err = parallel.Run(ctx, w, items, func(wk, it int) {
 		q0 := it / nblocks * qb
 		nqi := min(qb, nq-q0)
 		lo := it % nblocks * blockRows
 		n := min(blockRows, s.Rows-lo)
 		sc := &scr[wk]
 		raw := sc.raw[:n]
-		if c.Prec == Int8 {
+		if c.Prec == core.Int8 {
 			buf := sc.i32[:n]
 			rows := c.U8[lo*c.Stride : (lo+n)*c.Stride]
 			if nqi == 1 {
@@ -188,7 +190,7 @@ func ExactSearchBatch(ctx context.Context, s Slab, c *Compressed, qs [][]float32
 				if tile != nil {
 					src = tile[j*n : (j+1)*n]
 				}
-				if !approximate && m == Dot {
+				if !approximate && m != core.L2 {
 					if j == 0 {
 						amax, hmax = blockMaxima(c, lo, n, qqs[q0].g32)
 					}
@@ -211,7 +213,7 @@ func ExactSearchBatch(ctx context.Context, s Slab, c *Compressed, qs [][]float32
 		}
 		var amax, hmax, smax float64
 		for j := range nqi {
-			if f16Filter && !approximate && m == Dot {
+			if f16Filter && !approximate && m != core.L2 {
 				if j == 0 {
 					amax, hmax = blockMaxima(c, lo, n, qqs[q0].g32)
 					smax = float64(slices.Max(c.Scale[lo : lo+n]))
@@ -237,17 +239,17 @@ func ExactSearchBatch(ctx context.Context, s Slab, c *Compressed, qs [][]float32
 // lists, and then returns them (approximate) or rescores every candidate
 // whose upper bound reaches the k-th best lower bound τ in float32 and
 // returns the k best of those. st gains the rescore's counts.
-func finishQuant(ctx context.Context, s Slab, qqs []*quantQuery, tops [][]topK, cands [][][]candidate, k int, m Metric, workers int, approximate bool, st *QuantStats) ([][]Hit, error) {
+func finishQuant(ctx context.Context, s fallback.Slab, qqs []*quantQuery, tops [][]topk.Heap, cands [][][]candidate, k int, m core.Metric, workers int, approximate bool, st *QuantStats) ([][]core.Hit, error) {
 	nq, w := len(qqs), len(tops)
-	out := make([][]Hit, nq)
+	out := make([][]core.Hit, nq)
 	for j := range out {
 		for i := 1; i < w; i++ {
-			tops[0][j].merge(&tops[i][j])
+			tops[0][j].Merge(&tops[i][j])
 		}
 	}
 	if approximate {
 		for j := range out {
-			out[j] = tops[0][j].result(m)
+			out[j] = tops[0][j].Result(m)
 		}
 		return out, nil
 	}
@@ -257,8 +259,8 @@ func finishQuant(ctx context.Context, s Slab, qqs []*quantQuery, tops [][]topK, 
 	for j := range out {
 		t := &tops[0][j]
 		tau := -inf32
-		if len(t.h) >= k {
-			tau = t.h[0].Score
+		if t.Len() >= k {
+			tau = t.Worst()
 		}
 		var rows []int
 		for i := range w {
@@ -285,18 +287,18 @@ func finishQuant(ctx context.Context, s Slab, qqs []*quantQuery, tops [][]topK, 
 // Most rows of a large scan cannot reach the k-th best: once t is full, a
 // row whose upper bound is below t's worst kept bound is dropped after a
 // few multiplications (dotUpper), without rounding or heap work.
-func scanBlock(qq *quantQuery, c *Compressed, raw []float64, base int, allow []uint64, t *topK, cands *[]candidate, approximate bool) {
-	fast := !approximate && qq.metric == Dot
+func scanBlock(qq *quantQuery, c *Compressed, raw []float64, base int, allow []uint64, t *topk.Heap, cands *[]candidate, approximate bool) {
+	fast := !approximate && qq.metric != core.L2
 	for i, r := range raw {
 		row := base + i
-		if !allows(allow, row) {
+		if !topk.Allows(allow, row) {
 			continue
 		}
 		if approximate {
-			t.offer(row, qq.estKey(c, row, r))
+			t.Offer(row, qq.estKey(c, row, r))
 			continue
 		}
-		if fast && t.heap && qq.dotUpper(c, row, r) < float64(t.h[0].Score) {
+		if fast && t.Full() && qq.dotUpper(c, row, r) < float64(t.Worst()) {
 			continue
 		}
 		offerBounded(qq, c, row, r, t, cands)
@@ -314,7 +316,7 @@ func scanBlock(qq *quantQuery, c *Compressed, raw []float64, base int, allow []u
 //     of these few steps, has its upper bound below τ: one conversion,
 //     one multiplication and one comparison.
 //  2. The row's own upper bound (dotUpper's formula, inline).
-func scanI8Dot(qq *quantQuery, c *Compressed, raw []int32, base int, allow []uint64, t *topK, cands *[]candidate, amax, hmax float64) {
+func scanI8Dot(qq *quantQuery, c *Compressed, raw []int32, base int, allow []uint64, t *topk.Heap, cands *[]candidate, amax, hmax float64) {
 	n := len(raw)
 	scale, errs, norms := c.Scale[base:base+n], c.Err[base:base+n], c.Norm[base:base+n]
 	sq, off, qn, eq := qq.sq, int32(qq.off), qq.qn, qq.eq
@@ -325,11 +327,11 @@ func scanI8Dot(qq *quantQuery, c *Compressed, raw []int32, base int, allow []uin
 	bmax := qn*amax + eq*hmax + abs*wide
 	tau, theta := math.Inf(-1), math.Inf(-1)
 	setTau := func() {
-		tau = float64(t.h[0].Score)
+		tau = float64(t.Worst())
 		theta = (tau - bmax) / sq
 		theta -= math.Abs(theta) * 0x1p-40
 	}
-	if t.heap && safe {
+	if t.Full() && safe {
 		setTau()
 	}
 	for i, r := range raw {
@@ -346,11 +348,11 @@ func scanI8Dot(qq *quantQuery, c *Compressed, raw []int32, base int, allow []uin
 			}
 		}
 		row := base + i
-		if allow != nil && !allows(allow, row) {
+		if allow != nil && !topk.Allows(allow, row) {
 			continue
 		}
 		offerBounded(qq, c, row, float64(r), t, cands)
-		if t.heap && safe {
+		if t.Full() && safe {
 			setTau()
 		}
 	}
@@ -359,10 +361,10 @@ func scanI8Dot(qq *quantQuery, c *Compressed, raw []int32, base int, allow []uin
 // offerBounded offers row, whose raw sum is r, to t by its lower bound and
 // keeps it as a candidate while its upper bound can still reach t's k-th
 // best lower bound.
-func offerBounded(qq *quantQuery, c *Compressed, row int, r float64, t *topK, cands *[]candidate) {
+func offerBounded(qq *quantQuery, c *Compressed, row int, r float64, t *topk.Heap, cands *[]candidate) {
 	lo, hi, _ := qq.keyBounds(c, row, r)
-	t.offer(row, lo)
-	if !t.heap || hi >= t.h[0].Score {
+	t.Offer(row, lo)
+	if !t.Full() || hi >= t.Worst() {
 		*cands = append(*cands, candidate{row, hi})
 	}
 }
@@ -382,7 +384,7 @@ var f16Filter = true
 // rounding of these steps, has its upper bound below τ; the bound's own
 // widening (wide, 2^-20) covers the rounding of bmax. Then the row's own
 // upper bound (dotUpper), then scanBlock's path.
-func scanF16Dot(qq *quantQuery, c *Compressed, raw []float32, base int, allow []uint64, t *topK, cands *[]candidate, amax, hmax, smax float64) {
+func scanF16Dot(qq *quantQuery, c *Compressed, raw []float32, base int, allow []uint64, t *topk.Heap, cands *[]candidate, amax, hmax, smax float64) {
 	n := len(raw)
 	scale := c.Scale[base : base+n]
 	qn := qq.qn
@@ -390,11 +392,11 @@ func scanF16Dot(qq *quantQuery, c *Compressed, raw []float32, base int, allow []
 	bmax := qn*amax + (qq.g16*qn*hmax + (qq.abs16*smax+qq.abs32)*qq.wide)
 	tau, theta := math.Inf(-1), math.Inf(-1)
 	setTau := func() {
-		tau = float64(t.h[0].Score)
+		tau = float64(t.Worst())
 		theta = tau - bmax
 		theta -= math.Abs(theta) * 0x1p-40
 	}
-	if t.heap && safe {
+	if t.Full() && safe {
 		setTau()
 	}
 	for i, r := range raw {
@@ -403,15 +405,15 @@ func scanF16Dot(qq *quantQuery, c *Compressed, raw []float32, base int, allow []
 			if float64(scale[i])*float64(r) < theta {
 				continue
 			}
-			if t.heap && qq.dotUpper(c, row, float64(r)) < tau {
+			if t.Full() && qq.dotUpper(c, row, float64(r)) < tau {
 				continue
 			}
 		}
-		if allow != nil && !allows(allow, row) {
+		if allow != nil && !topk.Allows(allow, row) {
 			continue
 		}
 		offerBounded(qq, c, row, float64(r), t, cands)
-		if t.heap && safe {
+		if t.Full() && safe {
 			setTau()
 		}
 	}
@@ -432,9 +434,9 @@ func blockMaxima(c *Compressed, lo, n int, g32 float64) (amax, hmax float64) {
 }
 
 // rescore scores rows todo[j] for query j with the float32 rows kernel —
-// the one Search uses, so the scores are the same bits — and selects the
-// k best of them.
-func rescore(ctx context.Context, s Slab, qqs []*quantQuery, todo [][]int, k int, m Metric, workers int) ([][]Hit, error) {
+// the one fallback.Search uses (fallback.ScoreRun), so the scores are the
+// same bits — and selects the k best of them.
+func rescore(ctx context.Context, s fallback.Slab, qqs []*quantQuery, todo [][]int, k int, m core.Metric, workers int) ([][]core.Hit, error) {
 	const chunk = 4096
 	type item struct{ q, from int }
 	var items []item
@@ -445,22 +447,15 @@ func rescore(ctx context.Context, s Slab, qqs []*quantQuery, todo [][]int, k int
 		}
 		total += len(rows)
 	}
-	w := workerCount(workers, len(items), total*s.Stride)
-	tops := make([][]topK, w)
+	w := parallel.Workers(workers, len(items), total*s.Stride)
+	tops := make([][]topk.Heap, w)
 	for i := range tops {
-		tops[i] = make([]topK, len(qqs))
+		tops[i] = make([]topk.Heap, len(qqs))
 		for j := range tops[i] {
-			tops[i][j] = newTopK(k, min(len(todo[j]), chunk), s.IDs)
+			tops[i][j] = topk.New(k, min(len(todo[j]), chunk), s.IDs)
 		}
 	}
-	kern := active.rows(m)
-	var tail []float32
-	if s.Stride > 0 && s.Rows > len(s.Data)/s.Stride {
-		tail = make([]float32, s.Stride)
-		last := s.Rows - 1
-		copy(tail, s.Data[last*s.Stride:last*s.Stride+s.Dim])
-	}
-	err := parallel(ctx, w, len(items), func(wk, it int) {
+	err := parallel.Run(ctx, w, len(items), func(wk, it int) {
 		qi := items[it]
 		rows := todo[qi.q][qi.from:min(qi.from+chunk, len(todo[qi.q]))]
 		q := qqs[qi.q].q
@@ -473,17 +468,10 @@ func rescore(ctx context.Context, s Slab, qqs []*quantQuery, todo [][]int, k int
 				b++
 			}
 			r0, n := rows[a], b-a
-			if tail != nil && r0+n == s.Rows {
-				if n > 1 {
-					kern(buf[:n-1], q, s.Data[r0*s.Stride:(r0+n-1)*s.Stride], s.Stride)
-				}
-				kern(buf[n-1:n], q, tail, s.Stride)
-			} else {
-				kern(buf[:n], q, s.Data[r0*s.Stride:(r0+n)*s.Stride], s.Stride)
-			}
-			toKeys(m, buf[:n])
+			fallback.ScoreRun(buf[:n], s, q, r0, m)
+			topk.ToKeys(m, buf[:n])
 			for i := range n {
-				t.offer(r0+i, buf[i])
+				t.Offer(r0+i, buf[i])
 			}
 			a = b
 		}
@@ -491,12 +479,12 @@ func rescore(ctx context.Context, s Slab, qqs []*quantQuery, todo [][]int, k int
 	if err != nil {
 		return nil, err
 	}
-	out := make([][]Hit, len(qqs))
+	out := make([][]core.Hit, len(qqs))
 	for j := range out {
 		for i := 1; i < w; i++ {
-			tops[0][j].merge(&tops[i][j])
+			tops[0][j].Merge(&tops[i][j])
 		}
-		out[j] = tops[0][j].result(m)
+		out[j] = tops[0][j].Result(m)
 	}
 	return out, nil
 }
@@ -505,9 +493,9 @@ func rescore(ctx context.Context, s Slab, qqs []*quantQuery, todo [][]int, k int
 // is within threshold, with its float32 score, as Range returns them. Rows
 // whose upper bound cannot reach the threshold are skipped; the others are
 // rescored (the result needs their float32 scores).
-func ExactRange(ctx context.Context, s Slab, c *Compressed, q []float32, threshold float32, m Metric, workers int) (hits []Hit, st QuantStats, err error) {
-	defer guard(&err)
-	qp, err := checked(s, q, m)
+func ExactRange(ctx context.Context, s fallback.Slab, c *Compressed, q []float32, threshold float32, m core.Metric, workers int) (hits []core.Hit, st QuantStats, err error) {
+	defer parallel.Recover(&err)
+	qp, err := fallback.CheckQuery(s, q, m)
 	if err != nil {
 		return nil, st, err
 	}
@@ -516,24 +504,24 @@ func ExactRange(ctx context.Context, s Slab, c *Compressed, q []float32, thresho
 	}
 	st.Queries = 1
 	if s.Rows == 0 {
-		return []Hit{}, st, nil
+		return []core.Hit{}, st, nil
 	}
 	qq := newQuantQuery(c, qp, m)
-	limit := key(m, threshold)
+	limit := topk.Key(m, threshold)
 	per := c.Stride
-	if c.Prec == F16 {
+	if c.Prec == core.F16 {
 		per *= 2
 	}
 	blockRows := max(8, quantBlockBytes/max(per, 1)/4*4)
 	nblocks := (s.Rows + blockRows - 1) / blockRows
-	w := workerCount(workers, nblocks, s.Rows*c.Stride)
+	w := parallel.Workers(workers, nblocks, s.Rows*c.Stride)
 	found := make([][]int, w)
 	ks := activeQuant
-	err = parallel(ctx, w, nblocks, func(wk, b int) {
+	err = parallel.Run(ctx, w, nblocks, func(wk, b int) {
 		lo := b * blockRows
 		n := min(blockRows, s.Rows-lo)
 		raw := make([]float64, n)
-		if c.Prec == Int8 {
+		if c.Prec == core.Int8 {
 			buf := make([]int32, n)
 			ks.i8Rows(buf, qq.q8, c.U8[lo*c.Stride:(lo+n)*c.Stride], c.Stride)
 			for i, v := range buf {
@@ -565,7 +553,7 @@ func ExactRange(ctx context.Context, s Slab, c *Compressed, q []float32, thresho
 // rescore.
 func rangeCandidates(qq *quantQuery, c *Compressed, raw []float64, base int, allow []uint64, limit float32, dst []int) []int {
 	for i, r := range raw {
-		if !allows(allow, base+i) {
+		if !topk.Allows(allow, base+i) {
 			continue
 		}
 		if _, hi, _ := qq.keyBounds(c, base+i, r); hi >= limit {
@@ -578,7 +566,7 @@ func rangeCandidates(qq *quantQuery, c *Compressed, raw []float64, base int, all
 // rescoreWithin rescores a range search's candidate rows (in order) in
 // float32 and keeps those whose key reaches limit, counting the rescore
 // in st.
-func rescoreWithin(ctx context.Context, s Slab, c *Compressed, qq *quantQuery, rows []int, limit float32, m Metric, workers int, st *QuantStats) ([]Hit, error) {
+func rescoreWithin(ctx context.Context, s fallback.Slab, c *Compressed, qq *quantQuery, rows []int, limit float32, m core.Metric, workers int, st *QuantStats) ([]core.Hit, error) {
 	st.Rescored, st.MaxRescored = int64(len(rows)), len(rows)
 	st.BytesRead = c.Bytes() + int64(len(rows))*int64(s.Stride)*4
 	// Rescore them all (k = every candidate), then keep those within.
@@ -586,9 +574,9 @@ func rescoreWithin(ctx context.Context, s Slab, c *Compressed, qq *quantQuery, r
 	if err != nil {
 		return nil, err
 	}
-	hits := []Hit{}
+	hits := []core.Hit{}
 	for _, h := range res[0] {
-		if key(m, h.Score) >= limit {
+		if topk.Key(m, h.Score) >= limit {
 			hits = append(hits, h)
 		}
 	}

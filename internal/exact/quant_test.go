@@ -1,4 +1,4 @@
-package fallback
+package exact
 
 import (
 	"context"
@@ -6,6 +6,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/umbravec/umbra/fallback"
+	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/topk"
 )
 
 // Every half float widens and narrows back to itself, and narrowing a
@@ -125,7 +129,7 @@ func makeQuery(r *rand.Rand, kind dataKind, rows [][]float32, dim int) []float32
 	return randVec(r, dim)
 }
 
-func compress(t testing.TB, p Precision, s Slab) *Compressed {
+func compress(t testing.TB, p core.Precision, s fallback.Slab) *Compressed {
 	t.Helper()
 	c, err := NewCompressed(p, s.Dim)
 	noErr(t, err)
@@ -139,20 +143,20 @@ func compress(t testing.TB, p Precision, s Slab) *Compressed {
 func TestQuantBoundsHold(t *testing.T) {
 	r := newRand(t)
 	for kind := range nKinds {
-		for _, p := range []Precision{F16, Int8} {
-			for _, m := range []Metric{Dot, L2} {
+		for _, p := range []core.Precision{core.F16, core.Int8} {
+			for _, m := range []core.Metric{core.Dot, core.L2} {
 				dim := 1 + r.IntN(200)
 				stride := (dim + 3) &^ 3
 				rows := makeRows(r, kind, 60, dim)
 				s := newSlab(rows, dim, stride, false)
 				c := compress(t, p, s)
 				for range 3 {
-					q, err := s.query(makeQuery(r, kind, rows, dim))
+					q, err := fallback.CheckQuery(s, makeQuery(r, kind, rows, dim), m)
 					noErr(t, err)
 					qq := newQuantQuery(c, q, m)
 					exact := make([]float32, s.Rows)
-					active.rows(m)(exact, q, s.Data, s.Stride)
-					toKeys(m, exact)
+					fallback.ScoreRun(exact, s, q, 0, m)
+					topk.ToKeys(m, exact)
 					raw := quantRaw(c, qq)
 					for i := range s.Rows {
 						lo, hi, _ := qq.keyBounds(c, i, raw[i])
@@ -169,7 +173,7 @@ func TestQuantBoundsHold(t *testing.T) {
 // quantRaw runs the active compressed kernel over every row for one query.
 func quantRaw(c *Compressed, qq *quantQuery) []float64 {
 	raw := make([]float64, c.Rows)
-	if c.Prec == Int8 {
+	if c.Prec == core.Int8 {
 		buf := make([]int32, c.Rows)
 		activeQuant.i8Rows(buf, qq.q8, c.U8, c.Stride)
 		for i, v := range buf {
@@ -195,8 +199,8 @@ func TestExactSearchMatchesFloat32(t *testing.T) {
 	ctx := context.Background()
 	for trial := range 60 {
 		kind := dataKind(trial % int(nKinds))
-		p := []Precision{F16, Int8}[trial/int(nKinds)%2]
-		m := []Metric{Dot, L2}[trial/(2*int(nKinds))%2]
+		p := []core.Precision{core.F16, core.Int8}[trial/int(nKinds)%2]
+		m := []core.Metric{core.Dot, core.L2}[trial/(2*int(nKinds))%2]
 		dim := 1 + r.IntN(150)
 		stride := (dim + 3) &^ 3
 		n := 1 + r.IntN(400)
@@ -218,13 +222,13 @@ func TestExactSearchMatchesFloat32(t *testing.T) {
 			qs[j] = makeQuery(r, kind, rows, dim)
 		}
 		for _, k := range []int{1, 1 + r.IntN(20), n, n + 3} {
-			want, err := SearchBatch(ctx, s, qs, k, m, 2)
+			want, err := fallback.SearchBatch(ctx, s, qs, k, m, 2)
 			noErr(t, err)
 			got, st, err := ExactSearchBatch(ctx, s, c, qs, k, m, 2, false)
 			noErr(t, err)
 			for j := range qs {
 				sameBits(t, got[j], want[j], "%s k %d query %d (rescored %d)", name, k, j, st.Rescored)
-				one, err := Search(ctx, s, qs[j], k, m, 1)
+				one, err := fallback.Search(ctx, s, qs[j], k, m, 1)
 				noErr(t, err)
 				sameBits(t, got[j], one, "%s k %d query %d vs Search", name, k, j)
 			}
@@ -246,8 +250,8 @@ func TestExactRangeMatchesFloat32(t *testing.T) {
 	ctx := context.Background()
 	for trial := range 24 {
 		kind := dataKind(trial % int(nKinds))
-		p := []Precision{F16, Int8}[trial%2]
-		m := []Metric{Dot, L2}[trial/2%2]
+		p := []core.Precision{core.F16, core.Int8}[trial%2]
+		m := []core.Metric{core.Dot, core.L2}[trial/2%2]
 		dim := 1 + r.IntN(100)
 		rows := makeRows(r, kind, 1+r.IntN(300), dim)
 		s := newSlab(rows, dim, (dim+3)&^3, false)
@@ -257,7 +261,7 @@ func TestExactRangeMatchesFloat32(t *testing.T) {
 		scores := make([]float32, s.Rows)
 		noErr(t, scoreRows(ctx, scores, s, q, m, 1))
 		th := scores[r.IntN(len(scores))]
-		want, err := Range(ctx, s, q, th, m, 2)
+		want, err := fallback.Range(ctx, s, q, th, m, 2)
 		noErr(t, err)
 		got, st, err := ExactRange(ctx, s, c, q, th, m, 2)
 		noErr(t, err)
@@ -273,17 +277,17 @@ func TestExactSearchCluster(t *testing.T) {
 	dim := 96
 	rows := makeRows(r, clusterRows, 800, dim)
 	s := newSlab(rows, dim, dim, false)
-	for _, p := range []Precision{F16, Int8} {
+	for _, p := range []core.Precision{core.F16, core.Int8} {
 		c := compress(t, p, s)
-		for _, m := range []Metric{Dot, L2} {
+		for _, m := range []core.Metric{core.Dot, core.L2} {
 			q := makeQuery(r, clusterRows, rows, dim)
-			want, err := Search(ctx, s, q, 10, m, 2)
+			want, err := fallback.Search(ctx, s, q, 10, m, 2)
 			noErr(t, err)
 			got, st, err := ExactSearchBatch(ctx, s, c, [][]float32{q}, 10, m, 2, false)
 			noErr(t, err)
 			sameBits(t, got[0], want, "%v/%v", p, m)
 			t.Logf("%v/%v: rescored %d of %d", p, m, st.Rescored, s.Rows)
-			if p == Int8 && st.Rescored < 100 {
+			if p == core.Int8 && st.Rescored < 100 {
 				t.Errorf("%v/%v: only %d rows rescored; the cluster is tighter than int8's error, so most rows are candidates", p, m, st.Rescored)
 			}
 		}
@@ -299,11 +303,11 @@ func TestApproximateSearch(t *testing.T) {
 	rows := makeRows(r, unitRows, 2000, dim)
 	s := newSlab(rows, dim, dim, false)
 	q := unitVec(r, dim)
-	want, err := Search(ctx, s, q, 10, Dot, 1)
+	want, err := fallback.Search(ctx, s, q, 10, core.Dot, 1)
 	noErr(t, err)
-	for _, p := range []Precision{F16, Int8} {
+	for _, p := range []core.Precision{core.F16, core.Int8} {
 		c := compress(t, p, s)
-		got, st, err := ExactSearchBatch(ctx, s, c, [][]float32{q}, 10, Dot, 1, true)
+		got, st, err := ExactSearchBatch(ctx, s, c, [][]float32{q}, 10, core.Dot, 1, true)
 		noErr(t, err)
 		if st.Rescored != 0 || len(got[0]) != 10 {
 			t.Fatalf("%v: %d hits, %d rescored", p, len(got[0]), st.Rescored)
@@ -335,16 +339,16 @@ func TestQuantKernelsMatchGeneric(t *testing.T) {
 			nq := 1 + r.IntN(9)
 			rows := makeRows(r, uniformRows, nr, dim)
 			s := newSlab(rows, dim, (dim+3)&^3, false)
-			for _, p := range []Precision{F16, Int8} {
+			for _, p := range []core.Precision{core.F16, core.Int8} {
 				c := compress(t, p, s)
 				qs := make([]*quantQuery, nq)
 				for j := range qs {
-					q, err := s.query(randVec(r, dim))
+					q, err := fallback.CheckQuery(s, randVec(r, dim), core.Dot)
 					noErr(t, err)
-					qs[j] = newQuantQuery(c, q, Dot)
+					qs[j] = newQuantQuery(c, q, core.Dot)
 				}
 				name := fmt.Sprintf("%s/%v/dim %d/rows %d", ks.name, p, dim, nr)
-				if p == Int8 {
+				if p == core.Int8 {
 					packedQ := make([]int8, nq*c.Stride)
 					for j, qq := range qs {
 						copy(packedQ[j*c.Stride:], qq.q8)
@@ -410,16 +414,16 @@ func TestExactSearchExtremes(t *testing.T) {
 	}
 	rows[7] = make([]float32, dim) // a zero row
 	s := newSlab(rows, dim, dim, false)
-	for _, p := range []Precision{F16, Int8} {
+	for _, p := range []core.Precision{core.F16, core.Int8} {
 		c := compress(t, p, s)
-		for _, m := range []Metric{Dot, L2} {
+		for _, m := range []core.Metric{core.Dot, core.L2} {
 			for _, scale := range []float32{1e-30, 1, 1e30} {
 				q := randVec(r, dim)
 				for j := range q {
 					q[j] *= scale
 				}
 				for _, k := range []int{1, 10, len(rows)} {
-					want, err := Search(ctx, s, q, k, m, 1)
+					want, err := fallback.Search(ctx, s, q, k, m, 1)
 					noErr(t, err)
 					got, _, err := ExactSearchBatch(ctx, s, c, [][]float32{q}, k, m, 1, false)
 					noErr(t, err)
@@ -431,16 +435,16 @@ func TestExactSearchExtremes(t *testing.T) {
 }
 
 func TestCompressedShapeErrors(t *testing.T) {
-	_, err := NewCompressed(F32, 8)
+	_, err := NewCompressed(core.F32, 8)
 	isErr(t, err, ErrPrecision)
-	_, err = NewCompressed(Int8, MaxQuantDim+1)
+	_, err = NewCompressed(core.Int8, MaxQuantDim+1)
 	isErr(t, err, ErrPrecision)
 	s := newSlab([][]float32{{1, 2}, {3, 4}}, 2, 4, false)
-	c := compress(t, Int8, newSlab([][]float32{{1, 2}}, 2, 4, false))
-	_, _, err = ExactSearchBatch(context.Background(), s, c, [][]float32{{1, 1}}, 1, Dot, 1, false)
-	isErr(t, err, ErrSlabShape)
+	c := compress(t, core.Int8, newSlab([][]float32{{1, 2}}, 2, 4, false))
+	_, _, err = ExactSearchBatch(context.Background(), s, c, [][]float32{{1, 1}}, 1, core.Dot, 1, false)
+	isErr(t, err, fallback.ErrSlabShape)
 	// Truncate and Set keep the compressed rows in step.
-	c2 := compress(t, Int8, s)
+	c2 := compress(t, core.Int8, s)
 	c2.Truncate(1)
 	c2.Set(0, []float32{3, 4})
 	if c2.Rows != 1 || c2.U8[0] != 128+95 || c2.U8[1] != 128+127 {
@@ -450,7 +454,7 @@ func TestCompressedShapeErrors(t *testing.T) {
 
 // sameBits is sameHits comparing scores by their bits, so NaN scores (a
 // float32 dot product that overflowed) compare equal to themselves.
-func sameBits(t testing.TB, got, want []Hit, format string, args ...any) {
+func sameBits(t testing.TB, got, want []core.Hit, format string, args ...any) {
 	t.Helper()
 	eq := len(got) == len(want)
 	for i := 0; eq && i < len(got); i++ {
@@ -471,23 +475,23 @@ func TestExactSearchResidualQueries(t *testing.T) {
 	dim := 64
 	rows := makeRows(r, clusterRows, 300, dim)
 	s := newSlab(rows, dim, dim, false)
-	for _, p := range []Precision{F16, Int8} {
+	for _, p := range []core.Precision{core.F16, core.Int8} {
 		c := compress(t, p, s)
 		for trial := range 20 {
 			target := r.IntN(len(rows))
 			q := make([]float32, dim)
 			for j := range dim {
 				var hat float64
-				if p == Int8 {
+				if p == core.Int8 {
 					hat = float64(int(c.U8[target*c.Stride+j])-128) * float64(c.Scale[target])
 				} else {
 					hat = float64(f16toF32(c.F16[target*c.Stride+j])) * float64(c.Scale[target])
 				}
 				q[j] = float32(float64(rows[target][j]) - hat)
 			}
-			for _, m := range []Metric{Dot, L2} {
+			for _, m := range []core.Metric{core.Dot, core.L2} {
 				for _, k := range []int{1, 5} {
-					want, err := Search(ctx, s, q, k, m, 1)
+					want, err := fallback.Search(ctx, s, q, k, m, 1)
 					noErr(t, err)
 					got, _, err := ExactSearchBatch(ctx, s, c, [][]float32{q, q}, k, m, 2, false)
 					noErr(t, err)

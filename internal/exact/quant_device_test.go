@@ -1,4 +1,4 @@
-package fallback
+package exact
 
 import (
 	"context"
@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"math"
 	"testing"
+
+	"github.com/umbravec/umbra/fallback"
+	"github.com/umbravec/umbra/internal/core"
 )
 
 // simulatedSums computes what a device returns for the first rows rows of
@@ -19,7 +22,7 @@ func simulatedSums(c *Compressed, qs [][]float32, rows int) DeviceSums {
 	for j, q := range qs {
 		dq := DeviceQuery(c, q)
 		for i := range rows {
-			if c.Prec == Int8 {
+			if c.Prec == core.Int8 {
 				var sum int32
 				for k := range w {
 					qw, xw := math.Float32bits(dq[k]), math.Float32bits(words[i*w+k])
@@ -50,8 +53,8 @@ func TestExactSearchSums(t *testing.T) {
 	ctx := context.Background()
 	for trial := range 48 {
 		kind := dataKind(trial % int(nKinds))
-		p := []Precision{F16, Int8}[trial/int(nKinds)%2]
-		m := []Metric{Dot, L2}[trial/(2*int(nKinds))%2]
+		p := []core.Precision{core.F16, core.Int8}[trial/int(nKinds)%2]
+		m := []core.Metric{core.Dot, core.L2}[trial/(2*int(nKinds))%2]
 		dim := 1 + r.IntN(150)
 		stride := (dim + 3) &^ 3
 		n := 1 + r.IntN(5000)
@@ -84,7 +87,7 @@ func TestExactSearchSums(t *testing.T) {
 		d := simulatedSums(c, qs, devRows)
 		name := fmt.Sprintf("trial %d %v/%v/%v n %d dim %d device rows %d", trial, kind, p, m, n, dim, devRows)
 		for _, k := range []int{1, 1 + r.IntN(20), n} {
-			want, err := SearchBatch(ctx, s, qs, k, m, 2)
+			want, err := fallback.SearchBatch(ctx, s, qs, k, m, 2)
 			noErr(t, err)
 			got, st, err := ExactSearchSums(ctx, s, c, qs, d, 1, k, m, 2, false)
 			noErr(t, err)
@@ -101,10 +104,10 @@ func TestExactSearchSums(t *testing.T) {
 			}
 		}
 		one := simulatedSums(c, qs[:1], devRows)
-		all, err := Search(ctx, Slab{Data: s.Data, Rows: s.Rows, Dim: s.Dim, Stride: s.Stride}, qs[0], n, m, 1)
+		all, err := fallback.Search(ctx, fallback.Slab{Data: s.Data, Rows: s.Rows, Dim: s.Dim, Stride: s.Stride}, qs[0], n, m, 1)
 		noErr(t, err)
 		th := all[r.IntN(len(all))].Score
-		want, err := Range(ctx, s, qs[0], th, m, 1)
+		want, err := fallback.Range(ctx, s, qs[0], th, m, 1)
 		noErr(t, err)
 		got, _, err := ExactRangeSums(ctx, s, c, qs[0], one, th, m, 1)
 		noErr(t, err)
@@ -117,13 +120,13 @@ func TestDeviceSumsShape(t *testing.T) {
 	ctx := context.Background()
 	rows := [][]float32{{1, 2, 3, 4}, {4, 3, 2, 1}}
 	s := newSlab(rows, 4, 4, false)
-	c := compress(t, Int8, s)
+	c := compress(t, core.Int8, s)
 	q := [][]float32{{1, 0, 0, 0}}
 	for _, d := range []DeviceSums{{Sums: make([]float32, 1), Rows: 2}, {Sums: make([]float32, 3), Rows: 3}, {Rows: -1}} {
-		if _, _, err := ExactSearchSums(ctx, s, c, q, d, 1, 1, Dot, 1, false); !errors.Is(err, ErrSlabShape) {
+		if _, _, err := ExactSearchSums(ctx, s, c, q, d, 1, 1, core.Dot, 1, false); !errors.Is(err, fallback.ErrSlabShape) {
 			t.Fatalf("%+v: %v", d, err)
 		}
-		if _, _, err := ExactRangeSums(ctx, s, c, q[0], d, 0, Dot, 1); !errors.Is(err, ErrSlabShape) {
+		if _, _, err := ExactRangeSums(ctx, s, c, q[0], d, 0, core.Dot, 1); !errors.Is(err, fallback.ErrSlabShape) {
 			t.Fatalf("range %+v: %v", d, err)
 		}
 	}

@@ -1,6 +1,10 @@
-package fallback
+package exact
 
-import "math"
+import (
+	"math"
+
+	"github.com/umbravec/umbra/internal/core"
+)
 
 // The guarantee. For a row x (float32, as the slab holds it), its
 // compression x̂ with ε ≥ ‖x − x̂‖₂, and a query q, let s(q, x) be the score
@@ -52,8 +56,8 @@ type quantQuery struct {
 	g32, g16    float64
 	abs32       float64
 	abs16       float64
-	prec        Precision
-	metric      Metric
+	prec        core.Precision
+	metric      core.Metric
 	wide, wide2 float64 // 1 + 2^-20, 1 − 2^-20
 }
 
@@ -62,7 +66,7 @@ func gamma(m int) float64 {
 	return mu / (1 - mu)
 }
 
-func newQuantQuery(c *Compressed, q []float32, m Metric) *quantQuery {
+func newQuantQuery(c *Compressed, q []float32, m core.Metric) *quantQuery {
 	qq := &quantQuery{q: q, prec: c.Prec, metric: m, wide: 1 + 0x1p-20, wide2: 1 - 0x1p-20}
 	n := len(q)
 	var n2 float64
@@ -77,7 +81,7 @@ func newQuantQuery(c *Compressed, q []float32, m Metric) *quantQuery {
 	qq.g16 = gamma(c.Stride + 1)
 	qq.abs32 = float64(n+3) * 0x1p-149
 	qq.abs16 = float64(c.Stride+1) * 0x1p-149
-	if c.Prec == Int8 {
+	if c.Prec == core.Int8 {
 		qq.q8 = make([]int8, c.Stride)
 		if maxAbs > 0 {
 			qq.sq = float64(float32(float64(maxAbs) / 127))
@@ -107,7 +111,7 @@ func newQuantQuery(c *Compressed, q []float32, m Metric) *quantQuery {
 // raw sum, and the half-width of its error against the exact q·x̂.
 func (qq *quantQuery) dotHat(c *Compressed, i int, raw float64, hn float64) (est, half float64) {
 	scale := float64(c.Scale[i])
-	if qq.prec == Int8 {
+	if qq.prec == core.Int8 {
 		return qq.sq * scale * (raw - float64(qq.off)), qq.eq * hn
 	}
 	return scale * raw, qq.g16*qq.qn*hn + qq.abs16*scale
@@ -122,7 +126,7 @@ func (qq *quantQuery) keyBounds(c *Compressed, i int, raw float64) (lo, hi, est 
 	xn, e := float64(c.Norm[i]), float64(c.Err[i])
 	hn := xn + e // ≥ ‖x̂‖
 	dot, half := qq.dotHat(c, i, raw, hn)
-	if qq.metric == L2 {
+	if qq.metric == core.L2 {
 		r := qq.qn + hn
 		if !(r*r < 0x1p100) || math.IsNaN(dot) || math.IsInf(dot, 0) {
 			return -inf32, inf32, float32(math.NaN())
@@ -152,7 +156,7 @@ func (qq *quantQuery) dotUpper(c *Compressed, i int, raw float64) float64 {
 	hn := xn + e
 	scale := float64(c.Scale[i])
 	var dot, half float64
-	if qq.prec == Int8 {
+	if qq.prec == core.Int8 {
 		dot, half = qq.sq*scale*(raw-float64(qq.off)), qq.eq*hn
 	} else {
 		dot, half = scale*raw, qq.g16*qq.qn*hn+qq.abs16*scale
@@ -168,12 +172,12 @@ func (qq *quantQuery) dotUpper(c *Compressed, i int, raw float64) float64 {
 func (qq *quantQuery) estKey(c *Compressed, i int, raw float64) float32 {
 	scale := float64(c.Scale[i])
 	var dot float64
-	if qq.prec == Int8 {
+	if qq.prec == core.Int8 {
 		dot = qq.sq * scale * (raw - float64(qq.off))
 	} else {
 		dot = scale * raw
 	}
-	if qq.metric == L2 {
+	if qq.metric == core.L2 {
 		return -float32(max(0, qq.qn2-2*dot+float64(c.HatSq[i])))
 	}
 	return float32(dot)

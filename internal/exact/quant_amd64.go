@@ -1,6 +1,6 @@
 //go:build amd64 && !purego
 
-package fallback
+package exact
 
 import "golang.org/x/sys/cpu"
 
@@ -24,8 +24,11 @@ func f16RowsAVX512(dst, q *float32, rows *uint16, stride, n, groups int)
 func f16Panel4x4AVX512(dst *float32, ldd int, qs *float32, qstride int, rows *uint16, rstride, n, groups int)
 
 var (
-	hasVNNI      = hasAVX512 && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VNNI
-	hasF16AVX512 = hasAVX512 // VCVTPH2PS on zmm is AVX-512F
+	// The float32 kernels' AVX-512 level (fallback/dot_amd64.go), which
+	// the float16 kernels need (VCVTPH2PS on zmm is AVX-512F); int8 needs
+	// BW and VNNI on top.
+	hasF16AVX512 = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL
+	hasVNNI      = hasF16AVX512 && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VNNI
 )
 
 // asmQuantKernels lists the assembly sets this CPU runs, preferred first:

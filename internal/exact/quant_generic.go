@@ -1,6 +1,6 @@
 //go:build !amd64 || purego
 
-package fallback
+package exact
 
 // Without assembly the portable compressed kernels are the only choice.
 

@@ -1,9 +1,12 @@
-package fallback
+package exact
 
 import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/umbravec/umbra/fallback"
+	"github.com/umbravec/umbra/internal/core"
 )
 
 // Compressed rows: the same vectors as a float32 Slab, held in fewer bytes
@@ -14,33 +17,6 @@ import (
 // lower bound, and returns exactly what Search over the float32 rows
 // returns. quant_bounds.go derives the intervals.
 
-// Precision is how a Compressed holds its rows.
-type Precision uint8
-
-const (
-	// F32 is no compression: the float32 slab alone.
-	F32 Precision = iota
-	// F16 holds a row as IEEE half floats of the row scaled by a power of
-	// two (so no component overflows or needlessly underflows), 2 bytes a
-	// component.
-	F16
-	// Int8 holds a row as round(x/s) in [-127, 127] with s = max|x|/127,
-	// one scale per row, 1 byte a component.
-	Int8
-)
-
-func (p Precision) String() string {
-	switch p {
-	case F32:
-		return "f32"
-	case F16:
-		return "f16"
-	case Int8:
-		return "int8"
-	}
-	return fmt.Sprintf("Precision(%d)", int(p))
-}
-
 // MaxQuantDim is the largest dimension the compressed precisions take: the
 // int8 dot product is accumulated exactly in 32-bit integers
 // (65,536 × 255 × 127 < 2^31), and the float32 rounding bounds stay tight.
@@ -48,13 +24,13 @@ const MaxQuantDim = 1 << 16
 
 // ErrPrecision reports a precision this package does not know, or a shape
 // it cannot compress.
-var ErrPrecision = errors.New("fallback: unsupported precision")
+var ErrPrecision = errors.New("exact: unsupported precision")
 
 // codeAlign is the number of components a compressed row is padded to, so
 // that the kernels walk whole 64-byte vectors (64 int8 or 32 float16
 // components) without a tail case.
-func codeAlign(p Precision) int {
-	if p == Int8 {
+func codeAlign(p core.Precision) int {
+	if p == core.Int8 {
 		return 64
 	}
 	return 32
@@ -62,7 +38,7 @@ func codeAlign(p Precision) int {
 
 // CodeStride returns the components a compressed row of dimension dim
 // occupies under p (dim rounded up to the kernels' vector width).
-func CodeStride(p Precision, dim int) int {
+func CodeStride(p core.Precision, dim int) int {
 	a := codeAlign(p)
 	return (dim + a - 1) / a * a
 }
@@ -75,7 +51,7 @@ func CodeStride(p Precision, dim int) int {
 // the query is the signed side, and the offset is taken out once per query
 // (128 times the sum of the query's codes). Padding bytes are 128 (code 0).
 type Compressed struct {
-	Prec   Precision
+	Prec   core.Precision
 	Dim    int
 	Stride int // components per compressed row (CodeStride)
 	Rows   int
@@ -96,8 +72,8 @@ type Compressed struct {
 }
 
 // NewCompressed returns an empty compressed slab for rows of dimension dim.
-func NewCompressed(p Precision, dim int) (*Compressed, error) {
-	if p != F16 && p != Int8 {
+func NewCompressed(p core.Precision, dim int) (*Compressed, error) {
+	if p != core.F16 && p != core.Int8 {
 		return nil, fmt.Errorf("%w: %v", ErrPrecision, p)
 	}
 	if dim < 1 || dim > MaxQuantDim {
@@ -110,7 +86,7 @@ func NewCompressed(p Precision, dim int) (*Compressed, error) {
 // it uses.
 func (c *Compressed) Bytes() int64 {
 	per := int64(c.Stride) + 16
-	if c.Prec == F16 {
+	if c.Prec == core.F16 {
 		per = int64(c.Stride)*2 + 16
 	}
 	return per * int64(c.Rows)
@@ -118,9 +94,9 @@ func (c *Compressed) Bytes() int64 {
 
 // CompressedBytes is the memory rows compressed rows of dimension dim take
 // under p: the codes and four float32 values a row.
-func CompressedBytes(p Precision, dim, rows int) int64 {
+func CompressedBytes(p core.Precision, dim, rows int) int64 {
 	per := int64(CodeStride(p, dim)) + 16
-	if p == F16 {
+	if p == core.F16 {
 		per = int64(CodeStride(p, dim))*2 + 16
 	}
 	return per * int64(rows)
@@ -137,7 +113,7 @@ func (c *Compressed) Append(rows [][]float32) {
 }
 
 // AppendSlab compresses rows [from, s.Rows) of s after the existing ones.
-func (c *Compressed) AppendSlab(s Slab, from int) {
+func (c *Compressed) AppendSlab(s fallback.Slab, from int) {
 	base := c.Rows
 	c.grow(s.Rows - from)
 	for i := from; i < s.Rows; i++ {
@@ -154,7 +130,7 @@ func (c *Compressed) Truncate(n int) {
 		return
 	}
 	c.Rows = n
-	if c.Prec == Int8 {
+	if c.Prec == core.Int8 {
 		c.U8 = c.U8[:n*c.Stride]
 	} else {
 		c.F16 = c.F16[:n*c.Stride]
@@ -165,7 +141,7 @@ func (c *Compressed) Truncate(n int) {
 func (c *Compressed) grow(n int) {
 	c.Rows += n
 	codes := c.Rows * c.Stride
-	if c.Prec == Int8 {
+	if c.Prec == core.Int8 {
 		c.U8 = growTo(c.U8, codes)
 	} else {
 		c.F16 = growTo(c.F16, codes)
@@ -195,7 +171,7 @@ func (c *Compressed) set(i int, x []float32) {
 	}
 	var scale float64
 	var err2, hat2 float64
-	if c.Prec == Int8 {
+	if c.Prec == core.Int8 {
 		dst := c.U8[i*c.Stride : (i+1)*c.Stride]
 		if maxAbs > 0 {
 			scale = float64(float32(float64(maxAbs) / 127))

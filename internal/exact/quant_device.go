@@ -1,4 +1,4 @@
-package fallback
+package exact
 
 import (
 	"context"
@@ -6,6 +6,11 @@ import (
 	"math"
 	"slices"
 	"unsafe"
+
+	"github.com/umbravec/umbra/fallback"
+	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/parallel"
+	"github.com/umbravec/umbra/internal/topk"
 )
 
 // Compressed rows scanned by a device. A GPU holds only the codes (the
@@ -38,7 +43,7 @@ func (c *Compressed) Words() []float32 {
 	if n == 0 {
 		return nil
 	}
-	if c.Prec == Int8 {
+	if c.Prec == core.Int8 {
 		return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(c.U8))), n)
 	}
 	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(c.F16))), n)
@@ -46,7 +51,7 @@ func (c *Compressed) Words() []float32 {
 
 // WordsPerRow is how many four-byte words one compressed row takes.
 func (c *Compressed) WordsPerRow() int {
-	if c.Prec == Int8 {
+	if c.Prec == core.Int8 {
 		return c.Stride / 4
 	}
 	return c.Stride / 2
@@ -58,8 +63,8 @@ func (c *Compressed) WordsPerRow() int {
 // query's int8 codes (those the CPU scan uses), four a word, Stride/4
 // words.
 func DeviceQuery(c *Compressed, q []float32) []float32 {
-	qq := newQuantQuery(c, q, Dot)
-	if c.Prec != Int8 {
+	qq := newQuantQuery(c, q, core.Dot)
+	if c.Prec != core.Int8 {
 		return qq.qf
 	}
 	out := make([]float32, c.Stride/4)
@@ -82,16 +87,16 @@ type DeviceSums struct {
 	Rows int
 }
 
-func (d DeviceSums) check(s Slab, nq int) error {
+func (d DeviceSums) check(s fallback.Slab, nq int) error {
 	if d.Rows < 0 || d.Rows > s.Rows || len(d.Sums) != nq*d.Rows {
-		return fmt.Errorf("%w: %d device sums of %d rows for %d queries over %d rows", ErrSlabShape, len(d.Sums), d.Rows, nq, s.Rows)
+		return fmt.Errorf("%w: %d device sums of %d rows for %d queries over %d rows", fallback.ErrSlabShape, len(d.Sums), d.Rows, nq, s.Rows)
 	}
 	return nil
 }
 
 // forDevice widens qq's float16 bound for sums a device computed (above).
 func (qq *quantQuery) forDevice(c *Compressed) {
-	if c.Prec == F16 {
+	if c.Prec == core.F16 {
 		qq.abs16 += float64(c.Stride+1)*0x1p-110 + math.Sqrt(float64(c.Stride))*0x1p-14*qq.qn
 	}
 }
@@ -104,7 +109,7 @@ func (d DeviceSums) sums(qq *quantQuery, c *Compressed, j, lo int, raw []float64
 	src := d.Sums[j*d.Rows:]
 	for i := range dev {
 		v := src[lo+i]
-		if c.Prec == Int8 {
+		if c.Prec == core.Int8 {
 			raw[i] = float64(int32(math.Float32bits(v))) + float64(qq.off)
 		} else {
 			raw[i] = float64(v)
@@ -115,7 +120,7 @@ func (d DeviceSums) sums(qq *quantQuery, c *Compressed, j, lo int, raw []float64
 	}
 	from := lo + dev
 	rest := raw[dev:]
-	if c.Prec == Int8 {
+	if c.Prec == core.Int8 {
 		buf := make([]int32, len(rest))
 		activeQuant.i8Rows(buf, qq.q8, c.U8[from*c.Stride:(from+len(rest))*c.Stride], c.Stride)
 		for i, v := range buf {
@@ -163,8 +168,8 @@ func (d DeviceSums) sumsF16(qq *quantQuery, c *Compressed, j, lo int, dst []floa
 // taken from a device (d) for the rows it holds: the same bounds, the same
 // rescore in float32 on the host, hence the same answer. scans is how many
 // times the device read the codes (for st.BytesRead).
-func ExactSearchSums(ctx context.Context, s Slab, c *Compressed, qs [][]float32, d DeviceSums, scans, k int, m Metric, workers int, approximate bool) (out [][]Hit, st QuantStats, err error) {
-	defer guard(&err)
+func ExactSearchSums(ctx context.Context, s fallback.Slab, c *Compressed, qs [][]float32, d DeviceSums, scans, k int, m core.Metric, workers int, approximate bool) (out [][]core.Hit, st QuantStats, err error) {
+	defer parallel.Recover(&err)
 	qqs, err := quantQueries(s, c, qs, m)
 	if err != nil {
 		return nil, st, err
@@ -178,32 +183,32 @@ func ExactSearchSums(ctx context.Context, s Slab, c *Compressed, qs [][]float32,
 	}
 	st.Queries = nq
 	if s.Rows == 0 || k <= 0 || nq == 0 {
-		out = make([][]Hit, nq)
+		out = make([][]core.Hit, nq)
 		for j := range out {
-			out[j] = []Hit{}
+			out[j] = []core.Hit{}
 		}
 		return out, st, nil
 	}
 	const blockRows = 4096
 	nblocks := (s.Rows + blockRows - 1) / blockRows
 	items := nq * nblocks
-	w := workerCount(workers, items, s.Rows*nq*4)
-	tops := make([][]topK, w)
+	w := parallel.Workers(workers, items, s.Rows*nq*4)
+	tops := make([][]topk.Heap, w)
 	cands := make([][][]candidate, w)
 	raws := make([][]float64, w)
 	for i := range tops {
 		raws[i] = make([]float64, blockRows)
-		tops[i] = make([]topK, nq)
+		tops[i] = make([]topk.Heap, nq)
 		cands[i] = make([][]candidate, nq)
 		for j := range tops[i] {
-			tops[i][j] = newTopK(k, s.Rows/w+blockRows, s.IDs)
+			tops[i][j] = topk.New(k, s.Rows/w+blockRows, s.IDs)
 		}
 	}
 	// Under Dot the CPU batch's filters run on the sums (scanI8Dot on
 	// int8's integers, scanF16Dot on float16's float32 sums), with each
 	// block's bound maxima computed once.
-	filter := m == Dot && !approximate && (c.Prec == Int8 || f16Filter)
-	i8dot := filter && c.Prec == Int8
+	filter := m != core.L2 && !approximate && (c.Prec == core.Int8 || f16Filter)
+	i8dot := filter && c.Prec == core.Int8
 	var amax, hmax, smax []float64
 	var i32s [][]int32
 	var f32s [][]float32
@@ -220,7 +225,7 @@ func ExactSearchSums(ctx context.Context, s Slab, c *Compressed, qs [][]float32,
 			i32s[i], f32s[i] = make([]int32, blockRows), make([]float32, blockRows)
 		}
 	}
-	err = parallel(ctx, w, items, func(wk, it int) {
+	err = parallel.Run(ctx, w, items, func(wk, it int) {
 		j := it / nblocks
 		b := it % nblocks
 		lo := b * blockRows
@@ -254,9 +259,9 @@ func ExactSearchSums(ctx context.Context, s Slab, c *Compressed, qs [][]float32,
 
 // ExactRangeSums is ExactRange with the compressed scan's sums taken from
 // a device (d, one query) for the rows it holds.
-func ExactRangeSums(ctx context.Context, s Slab, c *Compressed, q []float32, d DeviceSums, threshold float32, m Metric, workers int) (hits []Hit, st QuantStats, err error) {
-	defer guard(&err)
-	qp, err := checked(s, q, m)
+func ExactRangeSums(ctx context.Context, s fallback.Slab, c *Compressed, q []float32, d DeviceSums, threshold float32, m core.Metric, workers int) (hits []core.Hit, st QuantStats, err error) {
+	defer parallel.Recover(&err)
+	qp, err := fallback.CheckQuery(s, q, m)
 	if err != nil {
 		return nil, st, err
 	}
@@ -268,11 +273,11 @@ func ExactRangeSums(ctx context.Context, s Slab, c *Compressed, q []float32, d D
 	}
 	st.Queries = 1
 	if s.Rows == 0 {
-		return []Hit{}, st, nil
+		return []core.Hit{}, st, nil
 	}
 	qq := newQuantQuery(c, qp, m)
 	qq.forDevice(c)
-	limit := key(m, threshold)
+	limit := topk.Key(m, threshold)
 	raw := make([]float64, s.Rows)
 	d.sums(qq, c, 0, 0, raw)
 	rows := rangeCandidates(qq, c, raw, 0, s.Allow, limit, nil)

@@ -1,4 +1,4 @@
-package fallback
+package exact
 
 // Kernels over compressed rows. The int8 kernels multiply a signed query
 // code by an unsigned (offset by 128) row byte and sum in int32: exact

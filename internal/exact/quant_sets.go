@@ -1,4 +1,4 @@
-package fallback
+package exact
 
 func init() {
 	if ks := asmQuantKernels(); len(ks) > 0 {
