@@ -6,10 +6,10 @@ import (
 	"context"
 	"errors"
 	"math"
-	"math/rand/v2"
 	"os"
 	"testing"
-	"time"
+
+	"github.com/umbravec/umbra/internal/testkit"
 
 	"github.com/umbravec/umbra/internal/gpu"
 
@@ -57,9 +57,7 @@ func workingAdapter(t *testing.T) (*gpu.Adapter, *gpu.Device) {
 // succeed with the fallback's answers, split into as many submissions as
 // the device's bindings need, and the index answers exactly afterwards.
 func TestRequestsSplitToFitTheDevice(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, 17))
+	r := testkit.Rand(t)
 	vecs := func(n, dim int) [][]float32 {
 		vs := make([][]float32, n)
 		for i := range vs {
@@ -129,9 +127,7 @@ func TestRequestsSplitToFitTheDevice(t *testing.T) {
 // why the index left the GPU.
 func TestAutoAnswersTheFailedCall(t *testing.T) {
 	d := workingDevice(t)
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, 23))
+	r := testkit.Rand(t)
 	data := make([][]float32, 500)
 	for i := range data {
 		data[i] = []float32{r.Float32() - 0.5, r.Float32() - 0.5, r.Float32() - 0.5}
@@ -174,9 +170,7 @@ var errInjected = errors.New("injected fault")
 // is stored; under Auto the index moves to the CPU and keeps every vector.
 func TestTooLargeForTheDevice(t *testing.T) {
 	d := smallDevice(t, 4096) // 1,024 scores; 256 rows of dim 4 per chunk
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, 5))
+	r := testkit.Rand(t)
 	vecs := func(n int) [][]float32 {
 		vs := make([][]float32, n)
 		for i := range vs {
@@ -222,9 +216,7 @@ func TestTooLargeForTheDevice(t *testing.T) {
 // bound under. A small batch, then one at the per-submission limit, then
 // one that must be split, all give the fallback's answers.
 func TestScratchGrowthStaysWithinTheBinding(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, 9))
+	r := testkit.Rand(t)
 	small := smallDevice(t, 64<<10) // 1,000 rows: 16 queries' scores per submission
 	gx, err := newOnDevice(context.Background(), Config{Dim: 8, Metric: Dot}, small)
 	require.NoError(t, err)

@@ -6,8 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/umbravec/umbra/internal/testkit"
 	"testing"
+
+	"github.com/umbravec/umbra/internal/testkit"
 
 	"github.com/stretchr/testify/require"
 
@@ -24,11 +25,11 @@ var errInjected = errors.New("injected fault")
 // search exactly as the fallback does: a failure may never leave state
 // behind that makes a later answer wrong.
 func TestEveryGPUFailureThenExactSearches(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	const dim = 20
-	base := randomVectors(r, 600, dim)
-	more := randomVectors(r, 300, dim) // grows chunk 0 (a device copy) and opens chunk 1
-	queries := randomVectors(r, 11, dim)
+	base := testkit.Vectors(r, 600, dim)
+	more := testkit.Vectors(r, 300, dim) // grows chunk 0 (a device copy) and opens chunk 1
+	queries := testkit.Vectors(r, 11, dim)
 	ctx := context.Background()
 
 	// Every step is failed on each adapter; the metrics are spread over

@@ -4,52 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"os"
 	"sort"
-	"strconv"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
 )
-
-// newRand returns a generator seeded from the clock (or UMBRA_SEED) and logs
-// the seed so a failure can be replayed.
-func newRand(t testing.TB) *rand.Rand {
-	t.Helper()
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("UMBRA_SEED"); s != "" {
-		var err error
-		seed, err = strconv.ParseUint(s, 10, 64)
-		require.NoError(t, err)
-	}
-	t.Logf("seed %d (replay with UMBRA_SEED=%d)", seed, seed)
-	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-}
-
-// randomVectors returns n vectors with components uniform in [-1, 1); a
-// zero vector is vanishingly unlikely but is redrawn anyway.
-func randomVectors(r *rand.Rand, n, dim int) [][]float32 {
-	out := make([][]float32, n)
-	for i := range out {
-		for {
-			v := make([]float32, dim)
-			nz := false
-			for j := range v {
-				v[j] = r.Float32()*2 - 1
-				nz = nz || v[j] != 0
-			}
-			if nz {
-				out[i] = v
-				break
-			}
-		}
-	}
-	return out
-}
 
 // refScore is the float64 reference for one pair under m.
 func refScore(m engine.Metric, v, q []float32) float64 {

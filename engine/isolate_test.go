@@ -44,19 +44,19 @@ func TestIsolatedGPUCrashLeavesTheCallerStanding(t *testing.T) {
 	for _, b := range backends[1:] {
 		for _, prec := range precs[b.name] {
 			t.Run(b.name+"/"+prec.String(), func(t *testing.T) {
-				r := newRand(t)
+				r := testkit.Rand(t)
 				const dim = 14
 				ctx := context.Background()
 				ix := openIsolated(t, b, engine.Config{Dim: dim, Metric: engine.Dot, Precision: prec})
 				ref := open(t, backends[0], engine.Config{Dim: dim, Metric: engine.Dot})
-				data := randomVectors(r, 600, dim)
+				data := testkit.Vectors(r, 600, dim)
 				for _, x := range []*engine.Index{ix, ref} {
 					_, err := x.Add(ctx, engine.Vectors(data))
 					require.NoError(t, err)
 					require.NoError(t, testkit.ErrOf(x.Upsert(ctx, engine.Vectors(data[10:12]), engine.WithIDs([]uint64{3, 5000}...))))
 					require.NoError(t, x.Delete(ctx, engine.WithIDs(7, 8)))
 				}
-				qs := randomVectors(r, 4, dim)
+				qs := testkit.Vectors(r, 4, dim)
 				same := func(what string) {
 					t.Helper()
 					for i, q := range qs {
@@ -107,7 +107,7 @@ func TestIsolatedGPUCrashLeavesTheCallerStanding(t *testing.T) {
 				requireSameHits(t, engine.Dot, want, got, "after the kill")
 				require.Contains(t, ix.Info().LastFailure, "child process")
 
-				more := randomVectors(r, 50, dim)
+				more := testkit.Vectors(r, 50, dim)
 				for _, x := range []*engine.Index{ix, ref} {
 					_, err := x.Add(ctx, engine.Vectors(more))
 					require.NoError(t, err)

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/umbravec/umbra/internal/testkit"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
@@ -20,7 +22,7 @@ import (
 func TestGPUComesBack(t *testing.T) {
 	for _, b := range backends[1:] {
 		t.Run(b.name, func(t *testing.T) {
-			r := newRand(t)
+			r := testkit.Rand(t)
 			const dim = 20
 			var attempts atomic.Int32
 			cfg := engine.Config{Dim: dim, Metric: engine.L2, Adapter: b.adapter}
@@ -40,12 +42,12 @@ func TestGPUComesBack(t *testing.T) {
 			t.Cleanup(func() { ix.Close() })
 			ref := open(t, backends[0], engine.Config{Dim: dim, Metric: engine.L2})
 			ctx := context.Background()
-			data := randomVectors(r, 700, dim)
+			data := testkit.Vectors(r, 700, dim)
 			for _, x := range []*engine.Index{ix, ref} {
 				_, err := x.Add(ctx, engine.Vectors(data))
 				require.NoError(t, err)
 			}
-			qs := randomVectors(r, 6, dim)
+			qs := testkit.Vectors(r, 6, dim)
 			same := func(what string) {
 				t.Helper()
 				for i, q := range qs {
@@ -72,7 +74,7 @@ func TestGPUComesBack(t *testing.T) {
 			require.Contains(t, info.LastFailure, errDeviceGone.Error())
 
 			// Writes while the GPU is down reach the rows recovery uploads.
-			more := randomVectors(r, 300, dim)
+			more := testkit.Vectors(r, 300, dim)
 			for _, x := range []*engine.Index{ix, ref} {
 				_, err := x.Add(ctx, engine.Vectors(more))
 				require.NoError(t, err)

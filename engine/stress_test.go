@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/umbravec/umbra/internal/testkit"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -13,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/umbravec/umbra/internal/testkit"
 
 	"github.com/stretchr/testify/require"
 
@@ -60,7 +61,7 @@ const (
 )
 
 func stress(t *testing.T, b backend, run time.Duration) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	seed := r.Uint64()
 	ctx := context.Background()
 	cfg := engine.Config{Dim: stressDim, Metric: engine.Dot}
@@ -83,14 +84,14 @@ func stress(t *testing.T, b backend, run time.Duration) {
 	ref := open(t, backends[0], engine.Config{Dim: stressDim, Metric: engine.Dot})
 
 	// The stable rows, and each query's answers over them alone.
-	stable := randomVectors(r, stressStable, stressDim)
+	stable := testkit.Vectors(r, stressStable, stressDim)
 	stableIDs := make([]uint64, stressStable)
 	for i := range stableIDs {
 		stableIDs[i] = uint64(i) * 3 // not consecutive, not row numbers
 	}
 	require.NoError(t, testkit.ErrOf(ix.Add(ctx, engine.Vectors(stable), engine.WithIDs(stableIDs...))))
 	require.NoError(t, testkit.ErrOf(ref.Add(ctx, engine.Vectors(stable), engine.WithIDs(stableIDs...))))
-	queries := randomVectors(r, 32, stressDim)
+	queries := testkit.Vectors(r, 32, stressDim)
 	allowSome := slices.Clone(stableIDs[:stressStable/3])
 	type expected struct {
 		top, filtered []engine.Hit // best stable rows; best among allowSome
@@ -209,7 +210,7 @@ func stress(t *testing.T, b backend, run time.Duration) {
 				switch op := wr.IntN(10); {
 				case op < 4 || len(model) == 0:
 					n := 1 + wr.IntN(40)
-					ids, vs := make([]uint64, n), randomVectors(wr, n, stressDim)
+					ids, vs := make([]uint64, n), testkit.Vectors(wr, n, stressDim)
 					for i := range ids {
 						ids[i] = next + uint64(i)
 					}
@@ -228,7 +229,7 @@ func stress(t *testing.T, b backend, run time.Duration) {
 					if wr.IntN(3) == 0 {
 						ids = append(ids, next)
 					}
-					vs := randomVectors(wr, len(ids), stressDim)
+					vs := testkit.Vectors(wr, len(ids), stressDim)
 					for i, id := range ids {
 						addVersion(id, vs[i])
 					}

@@ -5,8 +5,9 @@ package engine_test
 import (
 	"context"
 	"fmt"
-	"github.com/umbravec/umbra/internal/testkit"
 	"testing"
+
+	"github.com/umbravec/umbra/internal/testkit"
 
 	"github.com/stretchr/testify/require"
 
@@ -52,10 +53,10 @@ func (p tombPair) same(t *testing.T, m engine.Metric, queries [][]float32, what 
 // fused and with the radix select. A filtered search still sends its
 // bitmap.
 func TestResidentTombstones(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	const dim = 24
 	ctx := context.Background()
-	queries := randomVectors(r, 5, dim)
+	queries := testkit.Vectors(r, 5, dim)
 	metricOf := map[string]engine.Metric{"vulkan": engine.Cosine, "gl": engine.L2}
 	for _, b := range backends[1:] {
 		for _, path := range []gpu.SelectPath{gpu.SelectAuto, gpu.SelectRadix} {
@@ -66,7 +67,7 @@ func TestResidentTombstones(t *testing.T) {
 					gpu: open(t, b, engine.Config{Dim: dim, Metric: m}, 700),
 					cpu: open(t, backends[0], engine.Config{Dim: dim, Metric: m}),
 				}
-				base := randomVectors(r, 2000, dim)
+				base := testkit.Vectors(r, 2000, dim)
 				p.both(t, func(ix *engine.Index) error { _, err := ix.Add(ctx, engine.Vectors(base)); return err })
 				traced := func(opts ...engine.SearchOption) int64 {
 					var tr engine.Trace
@@ -103,9 +104,9 @@ func TestResidentTombstones(t *testing.T) {
 				// Adds past the resident tombstones, an upsert of a deleted
 				// ID (a new row) and of live ones (in place), deletes of
 				// new rows.
-				more := randomVectors(r, 900, dim)
+				more := testkit.Vectors(r, 900, dim)
 				p.both(t, func(ix *engine.Index) error { _, err := ix.Add(ctx, engine.Vectors(more)); return err })
-				up := randomVectors(r, 3, dim)
+				up := testkit.Vectors(r, 3, dim)
 				upIDs := []uint64{one, 2000, 2001}
 				p.both(t, func(ix *engine.Index) error {
 					return testkit.ErrOf(ix.Upsert(ctx, engine.Vectors(up), engine.WithIDs(upIDs...)))
@@ -130,10 +131,10 @@ func TestResidentTombstones(t *testing.T) {
 // while the fault lasts, and once it is gone every search answers as the
 // fallback does.
 func TestFailedTombstoneWrite(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	const dim = 16
 	ctx := context.Background()
-	queries := randomVectors(r, 4, dim)
+	queries := testkit.Vectors(r, 4, dim)
 	for _, b := range backends[1:] {
 		for _, lasting := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/lasting=%v", b.name, lasting), func(t *testing.T) {
@@ -141,7 +142,7 @@ func TestFailedTombstoneWrite(t *testing.T) {
 					gpu: open(t, b, engine.Config{Dim: dim, Metric: engine.Dot}, 700),
 					cpu: open(t, backends[0], engine.Config{Dim: dim, Metric: engine.Dot}),
 				}
-				base := randomVectors(r, 1500, dim)
+				base := testkit.Vectors(r, 1500, dim)
 				p.both(t, func(ix *engine.Index) error { _, err := ix.Add(ctx, engine.Vectors(base)); return err })
 				p.both(t, func(ix *engine.Index) error { return ix.Delete(ctx, engine.WithIDs(1, 2, 3)) })
 				p.same(t, engine.Dot, queries, "before the fault") // tombstones resident now

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/umbravec/umbra/internal/testkit"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
@@ -15,15 +17,15 @@ import (
 // batched, on data with many exact ties (duplicated rows), where the only
 // correct order is by lower ID.
 func TestDeviceTopK(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	const dim = 24
 	for _, n := range []int{1, 2, 999, 2100} {
-		base := randomVectors(r, max(n/3, 1), dim)
+		base := testkit.Vectors(r, max(n/3, 1), dim)
 		data := make([][]float32, n)
 		for i := range data {
 			data[i] = base[r.IntN(len(base))] // about three copies of each row
 		}
-		queries := append(randomVectors(r, 5, dim), data[0])
+		queries := append(testkit.Vectors(r, 5, dim), data[0])
 		for _, m := range metrics {
 			cpu := open(t, backends[0], engine.Config{Dim: dim, Metric: m})
 			_, err := cpu.Add(context.Background(), engine.Vectors(data))

@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"context"
-	"github.com/umbravec/umbra/internal/testkit"
 	"path/filepath"
 	"testing"
 
@@ -10,6 +9,7 @@ import (
 
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // TestWriteTrace: a traced write records its stages — Pack, Assign and
@@ -17,7 +17,7 @@ import (
 // Publish — and the rows it stored, for Add, AddFlat and Upsert (new and
 // replaced rows), with and without a store and a compressed precision.
 func TestWriteTrace(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	const dim, n = 24, 300
 	flat := make([]float32, n*dim)
 	for i := range flat {

@@ -3,28 +3,12 @@ package fallback
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
-	"time"
 )
-
-var seedFlag = flag.Uint64("seed", 0, "random seed for test data (0: from the clock)")
-
-// newRand returns a generator seeded from -seed or the clock, and logs the
-// seed so a failure can be replayed with -seed.
-func newRand(t testing.TB) *rand.Rand {
-	t.Helper()
-	seed := *seedFlag
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	t.Logf("seed %d", seed)
-	return rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
-}
 
 // randVec fills a vector with uniform values in [-1, 1).
 func randVec(r *rand.Rand, n int) []float32 {

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 var dims = []int{1, 3, 127, 768, 1536}
@@ -59,7 +61,7 @@ func newDataset(r *rand.Rand, n, dim int, kind valueKind) dataset {
 func TestScoresMatchFloat64(t *testing.T) { forEachKernel(t, testScoresMatchFloat64) }
 
 func testScoresMatchFloat64(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	for _, dim := range dims {
 		for _, n := range testRows(dim) {
@@ -92,7 +94,7 @@ func testScoresMatchFloat64(t *testing.T) {
 func TestSearchMatchesReference(t *testing.T) { forEachKernel(t, testSearchMatchesReference) }
 
 func testSearchMatchesReference(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	for _, dim := range dims {
 		for _, n := range testRows(dim) {
@@ -132,7 +134,7 @@ func testSearchMatchesReference(t *testing.T) {
 func TestPathsAgree(t *testing.T) { forEachKernel(t, testPathsAgree) }
 
 func testPathsAgree(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	for _, dim := range dims {
 		for _, n := range testRows(dim) {
@@ -173,7 +175,7 @@ func testPathsAgree(t *testing.T) {
 func TestDuplicateRowsTieByRow(t *testing.T) { forEachKernel(t, testDuplicateRowsTieByRow) }
 
 func testDuplicateRowsTieByRow(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	for _, m := range []Metric{Dot, L2} {
 		dim := 1 + r.IntN(200)
 		row := randVec(r, dim)
@@ -251,7 +253,7 @@ func TestShapeErrors(t *testing.T) {
 }
 
 func TestCancelled(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	d := newDataset(r, 3000, 64, raw)
 	s := newSlab(d.rows, 64, 64, false)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // tieRef is the brute-force answer the tie tests compare with: every
@@ -90,7 +92,7 @@ func tieSlab(r *rand.Rand, n, dim int) (Slab, [][]float32) {
 // CPU's scan and on a device's sums — whatever the rows the IDs sit at: the
 // answer is the brute-force one sorted by score, then ID.
 func TestTiesGoToLowerID(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	for trial := range 40 {
 		m := []Metric{Dot, L2}[trial%2]

@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // writeBytes is a write callback that emits b.
@@ -34,7 +36,7 @@ func assertOnly(t *testing.T, dir string, names ...string) {
 }
 
 func randomBytes(t *testing.T, n int) []byte {
-	rng := newMatrixRand(t)
+	rng := testkit.Rand(t)
 	b := make([]byte, n)
 	for i := range b {
 		b[i] = byte(rng.Uint32())
@@ -266,8 +268,8 @@ func TestLeftoverTempIsNotOutput(t *testing.T) {
 	assert.True(t, strings.HasPrefix(base, ".v.npy.") && strings.HasSuffix(base, TempSuffix), "temporary name %q", base)
 
 	// Play the killed process: the same name, with the whole payload in it.
-	rng := newMatrixRand(t)
-	m := randomMatrix(rng, 3, 4)
+	rng := testkit.Rand(t)
+	m := wideMatrix(rng, 3, 4)
 	f, err := os.Create(tmp)
 	require.NoError(t, err)
 	require.NoError(t, WriteNPY(f, m, "<f4"))

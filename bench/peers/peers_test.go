@@ -8,19 +8,13 @@ import (
 	"runtime"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/testkit"
 )
-
-func testRand(t *testing.T) *rand.Rand {
-	s := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", s)
-	return rand.New(rand.NewPCG(s, 1))
-}
 
 func randomRows(r *rand.Rand, n, dim int) []float32 {
 	out := make([]float32, n*dim)
@@ -65,7 +59,7 @@ func queries(r *rand.Rand, n, dim int) [][]float32 {
 }
 
 func TestChromemAgreesWithUmbra(t *testing.T) {
-	r := testRand(t)
+	r := testkit.Rand(t)
 	const n, dim, k = 700, 24, 9
 	data := randomRows(r, n, dim)
 	orig := slices.Clone(data)
@@ -113,7 +107,7 @@ func TestDescribeBLAS(t *testing.T) {
 
 func TestFAISSAgreesWithUmbra(t *testing.T) {
 	py := needFAISS(t)
-	r := testRand(t)
+	r := testkit.Rand(t)
 	const n, dim, k = 900, 20, 7
 	data := randomRows(r, n, dim)
 	qs := queries(r, 3, dim)

@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/internal/packed"
+	"github.com/umbravec/umbra/internal/testkit"
 	"github.com/umbravec/umbra/shaders"
 )
 
@@ -70,9 +70,7 @@ func fusedSlab(r *rand.Rand, n, dim, nq int) (*packed.Slab, [][]float32) {
 // order (ties by lower row).
 func TestFusedAndRadixMatchTheFallback(t *testing.T) {
 	d := softwareDevice(t)
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, 29))
+	r := testkit.Rand(t)
 	const dim, chunk = 24, 700 // 1500 rows: three chunks
 	for _, n := range []int{1, 3, 150, 1500} {
 		s, qs := fusedSlab(r, n, dim, 10)
@@ -132,9 +130,7 @@ func TestFusedAndRadixMatchTheFallback(t *testing.T) {
 // select dispatches after the scores.
 func TestFusedCounts(t *testing.T) {
 	d := softwareDevice(t)
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, 31))
+	r := testkit.Rand(t)
 	const n, dim = 3000, 64
 	s, qs := fusedSlab(r, n, dim, 8)
 	stamps := int64(0) // a traced search maps its two timestamps with the hits
@@ -184,9 +180,7 @@ func TestFusedCounts(t *testing.T) {
 // more dispatch.
 func TestRadixSortLimit(t *testing.T) {
 	d := softwareDevice(t)
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, 37))
+	r := testkit.Rand(t)
 	const n, dim = 2*shaders.SortLimit + 3000, 4
 	s, qs := fusedSlab(r, n, dim, 2)
 	for _, metric := range []uint32{shaders.MetricDot, shaders.MetricL2} {

@@ -8,11 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/oliverbestmann/webgpu/wgpu"
 	"github.com/stretchr/testify/assert"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/internal/packed"
+	"github.com/umbravec/umbra/internal/testkit"
 	"github.com/umbravec/umbra/shaders"
 )
 
@@ -104,9 +103,7 @@ func TestDeviceHasAdapterLimits(t *testing.T) {
 // device's limit so one chunk needs a 2-D grid with a ragged last row.
 func TestTwoDimensionalGrid(t *testing.T) {
 	d := softwareDevice(t)
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, 1))
+	r := testkit.Rand(t)
 	capped := &Device{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim}
 	capped.lim.MaxWorkgroupsPerDim = 7
 	const dim, rows = 64, 3001
@@ -167,9 +164,7 @@ func TestReductionVariantsAgree(t *testing.T) {
 	if !d.subgroups {
 		t.Skipf("%s (%s) has no subgroup feature; the tree variant is covered by every other test", d.info.Name, d.info.API)
 	}
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, 3))
+	r := testkit.Rand(t)
 	tree := &Device{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim}
 	// The subgroup variant on a device whose subgroup layout it does not
 	// trust: every workgroup must take its own tree reduction instead.
@@ -291,9 +286,7 @@ func TestTuneTeam(t *testing.T) {
 func TestSelectSettlesEarly(t *testing.T) {
 	d := softwareDevice(t)
 	defer SetSelectPath(SetSelectPath(SelectRadix)) // the radix select's state is read here
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, 11))
+	r := testkit.Rand(t)
 	rounds := func(g *Index) uint32 {
 		d.mu.Lock()
 		defer d.mu.Unlock()
@@ -366,9 +359,8 @@ func TestSelectSettlesEarly(t *testing.T) {
 // partial last tile of queries, and checks both against the fallback.
 func TestStagedQueriesAgree(t *testing.T) {
 	d := softwareDevice(t)
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d; the probe chose staged=%v on %s (%s)", seed, d.staged, d.info.Name, d.info.API)
-	r := rand.New(rand.NewPCG(seed, 13))
+	t.Logf("the probe chose staged=%v on %s (%s)", d.staged, d.info.Name, d.info.API)
+	r := testkit.Rand(t)
 	for _, dim := range []int{3, 130, 768} {
 		slab := packed.NewSlab(dim)
 		vs := make([][]float32, 1300)
