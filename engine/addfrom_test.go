@@ -13,12 +13,11 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/umbravec/umbra/internal/testkit"
-
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // importFormat writes a random matrix as one kind of vector file.
@@ -509,7 +508,7 @@ func TestAddFromGPU(t *testing.T) {
 						got, err := ix.SearchBatch(ctx, qs, k)
 						require.NoError(t, err)
 						for i := range qs {
-							requireSameHits(t, metric, want[i], got[i], fmt.Sprintf("%s: k=%d query %d", what, k, i))
+							requireSameHits(t, metric, ref.Get, qs[i], want[i], got[i], fmt.Sprintf("%s: k=%d query %d", what, k, i))
 						}
 					}
 				}

@@ -6,11 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/umbravec/umbra/internal/testkit"
-
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // TestSearchesRunWhileAnAddIsStaged pauses an Add after its rows are packed
@@ -144,7 +143,7 @@ func TestConcurrentSearchesAreCoalesced(t *testing.T) {
 				if b.device == engine.CPU {
 					require.Equal(t, want, a.hits, "caller %d: the fallback's batch and single paths agree bit for bit", i)
 				}
-				requireSameHits(t, engine.Dot, want, a.hits, "caller "+strconv.Itoa(i))
+				requireSameHits(t, engine.Dot, solo.Get, qs[i], want, a.hits, "caller "+strconv.Itoa(i))
 			}
 			require.Equal(t, callers-len(cancelled), <-sizes, "the queued callers ran as one batch")
 			batches, queries := engine.BatchStats(ix)

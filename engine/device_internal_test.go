@@ -5,13 +5,11 @@ package engine
 import (
 	"context"
 	"errors"
-	"math"
 	"os"
 	"testing"
 
-	"github.com/umbravec/umbra/internal/testkit"
-
 	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/testkit"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -101,16 +99,7 @@ func TestRequestsSplitToFitTheDevice(t *testing.T) {
 				require.NoError(t, err, "%s: k=%d", what, k)
 				require.Len(t, got, len(want))
 				for i := range want {
-					require.Len(t, got[i], len(want[i]))
-					for j, w := range want[i] {
-						tol := 1e-5 * max(1, math.Abs(float64(w.Score)))
-						require.InDelta(t, w.Score, got[i][j].Score, tol, "%s: k=%d query %d rank %d", what, k, i, j)
-						nearTie := j > 0 && math.Abs(float64(want[i][j-1].Score-w.Score)) <= 2*tol ||
-							j+1 < len(want[i]) && math.Abs(float64(want[i][j+1].Score-w.Score)) <= 2*tol
-						if !nearTie {
-							require.Equal(t, w.ID, got[i][j].ID, "%s: k=%d query %d rank %d", what, k, i, j)
-						}
-					}
+					require.NoError(t, sameRanking(c.metric, data, qs[i], want[i], got[i]), "%s: k=%d query %d", what, k, i)
 				}
 			}
 			for _, k := range c.ks {

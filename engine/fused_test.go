@@ -5,12 +5,11 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/umbravec/umbra/internal/testkit"
-
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // TestFusedTopK compares the GPU's selection with the fallback for k from
@@ -69,7 +68,7 @@ func requireSearchesMatch(t *testing.T, m engine.Metric, cpu, ix *engine.Index, 
 			require.NoError(t, err)
 			require.Equal(t, got[3], one, "batched and single search differ, %s", what)
 			for qi := range queries {
-				requireSameHits(t, m, want[qi], got[qi], fmt.Sprintf("%s query %d (%s path)", what, qi, tr.SelectPath))
+				requireSameHits(t, m, cpu.Get, queries[qi], want[qi], got[qi], fmt.Sprintf("%s query %d (%s path)", what, qi, tr.SelectPath))
 			}
 		}
 	}

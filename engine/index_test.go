@@ -6,12 +6,11 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/umbravec/umbra/internal/testkit"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 var metrics = []engine.Metric{engine.Cosine, engine.Dot, engine.L2}
@@ -107,7 +106,7 @@ func TestBackendsAgree(t *testing.T) {
 		}
 		for i := 1; i < len(results); i++ {
 			for qi := range results[0] {
-				requireSameHits(t, m, results[0][qi], results[i][qi], fmt.Sprintf("%s vs %s, %s, list %d", names[0], names[i], m, qi))
+				requireSameHits(t, m, rowsOf(data), queries[qi%len(queries)], results[0][qi], results[i][qi], fmt.Sprintf("%s vs %s, %s, list %d", names[0], names[i], m, qi))
 			}
 		}
 	}

@@ -8,11 +8,10 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/umbravec/umbra/internal/testkit"
-
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // sameContents asserts two indexes hold the same IDs, vectors and keys.
@@ -90,7 +89,7 @@ func TestStoreSurvivesReopen(t *testing.T) {
 					require.NoError(t, err)
 					got, err := again.Search(ctx, q, 5, engine.AllowFunc(func(id uint64) bool { return id%2 == 1 }))
 					require.NoError(t, err)
-					requireSameHits(t, m, want, got, what)
+					requireSameHits(t, m, ref.Get, q, want, got, what)
 					return again
 				}
 				again := check("replayed from the log")

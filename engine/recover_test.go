@@ -55,7 +55,7 @@ func TestGPUComesBack(t *testing.T) {
 					require.NoError(t, err)
 					got, err := ix.Search(ctx, q, 9)
 					require.NoError(t, err, "%s: query %d", what, i)
-					requireSameHits(t, engine.L2, want, got, what)
+					requireSameHits(t, engine.L2, ref.Get, q, want, got, what)
 				}
 			}
 			same("before the fault")
@@ -66,7 +66,7 @@ func TestGPUComesBack(t *testing.T) {
 			require.NoError(t, err, "the search the device failed is answered on the CPU")
 			want, err := ref.Search(ctx, qs[0], 9)
 			require.NoError(t, err)
-			requireSameHits(t, engine.L2, want, got, "the failed search")
+			requireSameHits(t, engine.L2, ref.Get, qs[0], want, got, "the failed search")
 			require.Equal(t, engine.BackendCPU, tr.Backend)
 			info := ix.Info()
 			require.Equal(t, engine.BackendCPU, info.Backend)

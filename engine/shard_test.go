@@ -8,11 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/umbravec/umbra/internal/testkit"
-
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // shardSet is one way to shard an index in the tests: lavapipe (Vulkan)
@@ -248,7 +247,7 @@ func TestShardFault(t *testing.T) {
 		got, err := ix.SearchBatch(ctx, qs, 20)
 		require.NoError(t, err, what)
 		for i := range qs {
-			requireSameHits(t, engine.Dot, want[i], got[i], fmt.Sprintf("%s: query %d", what, i))
+			requireSameHits(t, engine.Dot, ref.Get, qs[i], want[i], got[i], fmt.Sprintf("%s: query %d", what, i))
 		}
 	}
 	t.Run("gpu", func(t *testing.T) {
@@ -294,7 +293,7 @@ func TestShardFault(t *testing.T) {
 		require.NoError(t, err)
 		got, err := ix.Search(engine.WithTrace(ctx, &tr), qs[0], 20)
 		require.NoError(t, err, "the search shard 1 failed is answered on the CPU")
-		requireSameHits(t, engine.Dot, want, got, "the failed search")
+		requireSameHits(t, engine.Dot, ref.Get, qs[0], want, got, "the failed search")
 		require.Equal(t, engine.BackendCPU, tr.Backend)
 		require.Contains(t, ix.Info().LastFailure, "shard 1")
 		deadline := time.Now().Add(time.Minute)
@@ -309,7 +308,7 @@ func TestShardFault(t *testing.T) {
 		got, err = ix.Search(engine.WithTrace(ctx, &tr), qs[0], 20)
 		require.NoError(t, err)
 		require.Equal(t, engine.BackendGPU, tr.Backend)
-		requireSameHits(t, engine.Dot, want, got, "after recovery")
+		requireSameHits(t, engine.Dot, ref.Get, qs[0], want, got, "after recovery")
 		same(ix, "after recovery")
 	})
 }

@@ -7,11 +7,10 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/umbravec/umbra/internal/testkit"
-
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // model is the plain reference an index is checked against: a map from ID
@@ -44,24 +43,27 @@ func (md *model) ranked(q []float32, keep func(uint64) bool) []ranked {
 }
 
 // checkAgainst asserts hits are the model's top k (up to near-ties): the
-// right count, distinct stored IDs admitted by keep, scores within
-// tolerance, and each rank's exact score that of the model's same rank.
+// right count, stored IDs admitted by keep, and the model's ranking by
+// sameHitsError.
 func (md *model) checkAgainst(t *testing.T, q []float32, k int, keep func(uint64) bool, hits []engine.Hit, what string) {
 	t.Helper()
 	ref := md.ranked(q, keep)
-	require.Len(t, hits, min(k, len(ref)), what)
-	seen := map[uint64]bool{}
-	for i, h := range hits {
-		v, ok := md.vecs[h.ID]
-		require.True(t, ok, "%s: hit %d has ID %d, which is not stored", what, i, h.ID)
-		require.True(t, keep == nil || keep(h.ID), "%s: hit %d (ID %d) is filtered out", what, i, h.ID)
-		require.False(t, seen[h.ID], "%s: ID %d twice", what, h.ID)
-		seen[h.ID] = true
-		exact := refScore(md.m, v, q)
-		tol := tolerance(md.m, exact)
-		require.InDelta(t, exact, float64(h.Score), tol, "%s: rank %d score", what, i)
-		require.InDelta(t, ref[i].score, exact, 2*tol, "%s: rank %d is ID %d, the model has ID %d there", what, i, h.ID, ref[i].id)
+	want := make([]engine.Hit, min(k, len(ref)))
+	for i := range want {
+		want[i] = engine.Hit{ID: ref[i].id, Score: float32(ref[i].score)}
 	}
+	for i, h := range hits {
+		require.True(t, keep == nil || keep(h.ID), "%s: hit %d (ID %d) is filtered out", what, i, h.ID)
+	}
+	require.NoError(t, sameHitsError(md.m, md.row, q, want, hits), what)
+}
+
+// row is the vector the model holds under id.
+func (md *model) row(id uint64) ([]float32, error) {
+	if v, ok := md.vecs[id]; ok {
+		return v, nil
+	}
+	return nil, fmt.Errorf("ID %d is not stored", id)
 }
 
 // TestStoreOperationsMatchAModel runs random sequences of AddWithIDs, Add,

@@ -125,8 +125,16 @@ func stress(t *testing.T, b backend, run time.Duration) {
 		list, _ := old.([][]float32)
 		versions.Store(id, append(slices.Clip(list), v))
 	}
+	stableRows := map[uint64][]float32{}
 	for i, id := range stableIDs {
 		addVersion(id, stable[i])
+		stableRows[id] = stable[i]
+	}
+	stableRow := func(id uint64) ([]float32, error) {
+		if v, ok := stableRows[id]; ok {
+			return v, nil
+		}
+		return nil, fmt.Errorf("ID %d is not a stable row", id)
 	}
 	isStable := func(id uint64) bool { return id < stressVolatile }
 	// scoreOK: the score is q·v for a vector id held at some point.
@@ -136,8 +144,7 @@ func stress(t *testing.T, b backend, run time.Duration) {
 			return false
 		}
 		for _, v := range got.([][]float32) {
-			exact := refScore(engine.Dot, v, q)
-			if math.Abs(exact-float64(score)) <= tolerance(engine.Dot, exact) {
+			if ref := refOf(engine.Dot, id, v, q); math.Abs(ref.Score-float64(score)) <= ref.Tol {
 				return true
 			}
 		}
@@ -155,22 +162,10 @@ func stress(t *testing.T, b backend, run time.Duration) {
 		}
 		firstMu.Unlock()
 	}
-	// sameTop checks got against the stable answer want, allowing near-ties
-	// to swap (the GPU's float32 sums may order them either way).
-	sameTop := func(want, got []engine.Hit) error {
-		if len(want) != len(got) {
-			return fmt.Errorf("%d hits, want %d", len(got), len(want))
-		}
-		for i := range want {
-			tol := tolerance(engine.Dot, float64(want[i].Score))
-			if math.Abs(float64(want[i].Score-got[i].Score)) > tol {
-				return fmt.Errorf("rank %d scores %v, want %v", i, got[i].Score, want[i].Score)
-			}
-			if want[i].ID != got[i].ID && !nearTie(want, i, tol) {
-				return fmt.Errorf("rank %d is ID %d, want %d", i, got[i].ID, want[i].ID)
-			}
-		}
-		return nil
+	// sameTop checks got against the stable answer want for query qi,
+	// allowing only near-ties to swap (sameHitsError).
+	sameTop := func(qi int, want, got []engine.Hit) error {
+		return sameHitsError(engine.Dot, stableRow, queries[qi], want, got)
 	}
 	// checkUnfiltered: the stable hits are the best stable rows in order.
 	checkUnfiltered := func(qi int, hits []engine.Hit) error {
@@ -186,7 +181,7 @@ func stress(t *testing.T, b backend, run time.Duration) {
 				stableHits = append(stableHits, h)
 			}
 		}
-		return sameTop(want[qi].top[:len(stableHits)], stableHits)
+		return sameTop(qi, want[qi].top[:len(stableHits)], stableHits)
 	}
 
 	deadline := time.Now().Add(run)
@@ -288,7 +283,7 @@ func stress(t *testing.T, b backend, run time.Duration) {
 						hits, err := ix.Search(ctx, q, stressK, engine.Allow(allowSome...))
 						if err != nil {
 							fail("filtered search: %v", err)
-						} else if err := sameTop(want[qi].filtered, hits); err != nil {
+						} else if err := sameTop(qi, want[qi].filtered, hits); err != nil {
 							fail("filtered search query %d: %v", qi, err)
 						}
 						continue
@@ -304,7 +299,7 @@ func stress(t *testing.T, b backend, run time.Duration) {
 							got = append(got, h)
 						}
 					}
-					if err := sameTop(want[qi].inRange, got); err != nil {
+					if err := sameTop(qi, want[qi].inRange, got); err != nil {
 						fail("range search query %d: %v", qi, err)
 					}
 				case 3:
@@ -380,15 +375,8 @@ func stress(t *testing.T, b backend, run time.Duration) {
 		require.NoError(t, err)
 		got, err := ix.Search(ctx, q, stressK)
 		require.NoError(t, err)
-		requireSameHits(t, engine.Dot, want, got, fmt.Sprintf("query %d after the load", i))
+		requireSameHits(t, engine.Dot, fresh.Get, q, want, got, fmt.Sprintf("query %d after the load", i))
 	}
-}
-
-// nearTie reports whether want[i]'s score is within 2·tol of a neighbour's,
-// so float32 rounding may order them either way.
-func nearTie(want []engine.Hit, i int, tol float64) bool {
-	return (i > 0 && math.Abs(float64(want[i-1].Score-want[i].Score)) <= 2*tol) ||
-		(i+1 < len(want) && math.Abs(float64(want[i+1].Score-want[i].Score)) <= 2*tol)
 }
 
 // pickIDs returns up to n distinct IDs of model, at random.

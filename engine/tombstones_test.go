@@ -7,12 +7,11 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/umbravec/umbra/internal/testkit"
-
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // tombPair is a GPU index and a CPU index kept holding the same rows.
@@ -37,11 +36,11 @@ func (p tombPair) same(t *testing.T, m engine.Metric, queries [][]float32, what 
 		got, err := p.gpu.SearchBatch(ctx, queries, k)
 		require.NoError(t, err, "%s: k=%d", what, k)
 		for qi := range want {
-			requireSameHits(t, m, want[qi], got[qi], fmt.Sprintf("%s: k=%d query %d", what, k, qi))
+			requireSameHits(t, m, p.cpu.Get, queries[qi], want[qi], got[qi], fmt.Sprintf("%s: k=%d query %d", what, k, qi))
 		}
 		one, err := p.gpu.Search(ctx, queries[0], k)
 		require.NoError(t, err, "%s: k=%d", what, k)
-		requireSameHits(t, m, want[0], one, fmt.Sprintf("%s: single k=%d", what, k))
+		requireSameHits(t, m, p.cpu.Get, queries[0], want[0], one, fmt.Sprintf("%s: single k=%d", what, k))
 	}
 }
 
@@ -170,7 +169,7 @@ func TestFailedTombstoneWrite(t *testing.T) {
 					require.NoError(t, err)
 					want, err := p.cpu.Search(ctx, queries[0], 5)
 					require.NoError(t, err)
-					requireSameHits(t, engine.Dot, want, got, "the search after a failed delete write")
+					requireSameHits(t, engine.Dot, p.cpu.Get, queries[0], want, got, "the search after a failed delete write")
 				}
 				for _, h := range got {
 					require.NotContains(t, del, h.ID, "a deleted row in an answer")

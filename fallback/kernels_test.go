@@ -73,7 +73,7 @@ func testKernelAgainstGeneric(t *testing.T, r interface {
 		genericKernels.rows(m)(want, q, rows, stride)
 		for i := range nr {
 			ref, mag := ref64(m, rows[i*stride:i*stride+n], q)
-			if d := math.Abs(float64(got[i]) - ref); d > scoreTol(ref, mag) {
+			if d := math.Abs(float64(got[i]) - ref); d > testkit.Tolerance(ref, mag) {
 				t.Fatalf("%s: query %d row %d: asm %g, float64 %g (generic %g)", name, j, i, got[i], ref, want[i])
 			}
 		}

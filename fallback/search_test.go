@@ -78,7 +78,7 @@ func testScoresMatchFloat64(t *testing.T) {
 								noErr(t, scoreRows(ctx, dst, s, d.q, m, w))
 								for i, row := range d.rows {
 									want, mag := ref64(m, row, d.q)
-									if math.Abs(float64(dst[i])-want) > scoreTol(want, mag) {
+									if math.Abs(float64(dst[i])-want) > testkit.Tolerance(want, mag) {
 										t.Fatalf("workers %d row %d: got %g, float64 %g", w, i, dst[i], want)
 									}
 								}

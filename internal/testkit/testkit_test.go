@@ -160,3 +160,20 @@ func TestChild(t *testing.T) {
 		t.Fatalf("unknown role: %+v", out)
 	}
 }
+
+func TestScore(t *testing.T) {
+	v, q := []float32{3, 4}, []float32{4, -3}
+	for _, c := range []struct {
+		m          Metric
+		score, tol float64
+	}{
+		{Cosine, 0, 1e-5},
+		{Dot, 0, 2.4e-5}, // 12 - 12: the terms' 24 sets the bound
+		{L2, 50, 5e-4},
+	} {
+		got := Score(c.m, 7, v, q)
+		if got.ID != 7 || math.Abs(got.Score-c.score) > 1e-12 || math.Abs(got.Tol-c.tol) > 1e-12 {
+			t.Errorf("metric %d: %+v, want score %g tolerance %g", c.m, got, c.score, c.tol)
+		}
+	}
+}

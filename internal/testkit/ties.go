@@ -16,6 +16,38 @@ func Tolerance(score, mag float64) float64 {
 	return math.Max(1e-5*math.Max(1, math.Abs(score)), 1e-6*mag)
 }
 
+// Metric is how Score scores a pair.
+type Metric int
+
+const (
+	Cosine Metric = iota // the cosine of the angle between them; higher is better
+	Dot                  // their inner product; higher is better
+	L2                   // their squared Euclidean distance; lower is better
+)
+
+// Score is the float64 reference of row id, holding v, for q under m, with
+// the Tolerance of a float32 computation of it, from its terms.
+func Score(m Metric, id uint64, v, q []float32) Ref {
+	var dot, abs, vv, qq, l2 float64
+	for i := range v {
+		a, b := float64(v[i]), float64(q[i])
+		dot += a * b
+		abs += math.Abs(a * b)
+		vv += a * a
+		qq += b * b
+		l2 += (a - b) * (a - b)
+	}
+	score, mag := l2, l2
+	switch m {
+	case Cosine:
+		n := math.Sqrt(vv * qq)
+		score, mag = dot/n, abs/n
+	case Dot:
+		score, mag = dot, abs
+	}
+	return Ref{ID: id, Score: score, Tol: Tolerance(score, mag)}
+}
+
 // Ref is one row's float64 reference score for a query and the Tolerance of
 // a float32 computation of it.
 type Ref struct {
