@@ -132,3 +132,6 @@ func StartGPUChild(ctx context.Context, name string, greetingTimeout time.Durati
 	c.Release()
 	return nil
 }
+
+// Recovering reports whether a GPU recovery of ix runs in the background.
+func Recovering(ix *Index) bool { return ix.recovering.Load() }

@@ -26,6 +26,7 @@ const (
 // recoverGPU runs recovery attempts until one succeeds or the index
 // closes. cause is the failure that moved searches to the CPU.
 func (ix *Index) recoverGPU(cause error) {
+	defer ix.background.Done()
 	defer ix.recovering.Store(false)
 	wait := ix.opt.recoverAfter
 	if wait <= 0 {

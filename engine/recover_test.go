@@ -7,11 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/umbravec/umbra/internal/testkit"
-
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // TestGPUComesBack fails the device under Device Auto: the failing search
@@ -99,13 +98,20 @@ func TestGPUComesBack(t *testing.T) {
 }
 
 // TestCloseStopsRecovery closes an index whose GPU is down and never comes
-// back: Close returns, and the recovery in the background stops.
+// back while a recovery attempt is under way: Close waits for that attempt
+// and returns once the recovery in the background has ended, so no attempt
+// follows it.
 func TestCloseStopsRecovery(t *testing.T) {
 	b := backends[1]
 	var attempts atomic.Int32
+	underWay, release := make(chan struct{}), make(chan struct{})
 	cfg := engine.Config{Dim: 8, Adapter: b.adapter}
 	ix, err := engine.NewSoftwareAuto(context.Background(), cfg, 0, time.Millisecond, func(n int) error {
 		attempts.Store(int32(n))
+		if n == 2 {
+			close(underWay)
+			<-release
+		}
 		return errors.New("gone for good")
 	})
 	if err != nil || ix.Info().Backend != engine.BackendGPU {
@@ -119,11 +125,25 @@ func TestCloseStopsRecovery(t *testing.T) {
 	engine.SetGPUFault(ix, func(string) error { return errDeviceGone })
 	_, err = ix.Search(context.Background(), []float32{1, 0, 0, 0, 0, 0, 0, 0}, 1)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return attempts.Load() >= 2 }, 30*time.Second, time.Millisecond)
-	require.NoError(t, ix.Close())
-	stopped := attempts.Load()
-	time.Sleep(100 * time.Millisecond) // several backoffs' worth at the first waits
-	require.LessOrEqual(t, attempts.Load(), stopped+1, "at most the attempt already under way finishes")
+	select {
+	case <-underWay:
+	case <-time.After(time.Minute):
+		t.Fatal("no second recovery attempt within a minute")
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- ix.Close() }()
+	// Close has done its part once the rows are gone; it then waits for
+	// the attempt under way.
+	require.Eventually(t, func() bool { return ix.Len() == 0 }, time.Minute, time.Millisecond)
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while a recovery attempt was under way", err)
+	default:
+	}
+	close(release)
+	require.NoError(t, <-closed)
+	require.False(t, engine.Recovering(ix), "the recovery ended before Close returned")
+	require.Equal(t, int32(2), attempts.Load(), "no attempt after the one under way")
 	require.Equal(t, engine.BackendCPU, ix.Info().Backend)
 }
 
