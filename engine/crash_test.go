@@ -146,21 +146,39 @@ func TestKilledWriterLosesNothingAcknowledged(t *testing.T) {
 		seed := r.Uint64()
 		path := filepath.Join(t.TempDir(), "crash.umbra")
 		cmd := testkit.Child("crash", fmt.Sprintf("UMBRA_CRASH_CHILD=%s,%d", path, seed))
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
 		stdout, err := cmd.StdoutPipe()
 		require.NoError(t, err)
+		// The kill comes once the child has acknowledged operation
+		// target, while it runs the next (-1: at once, maybe before the
+		// store exists): a count, so that the operations covered do not
+		// depend on the machine's speed.
+		target := r.IntN(301) - 1
 		require.NoError(t, cmd.Start())
 		acked := -1
-		done := make(chan struct{})
+		reached, done := make(chan struct{}), make(chan struct{})
 		go func() {
 			defer close(done)
 			sc := bufio.NewScanner(stdout)
 			for sc.Scan() {
 				if n, ok := strings.CutPrefix(sc.Text(), "ack "); ok {
 					acked, _ = strconv.Atoi(n)
+					if acked == target {
+						close(reached)
+					}
 				}
 			}
 		}()
-		time.Sleep(time.Duration(150+r.IntN(600)) * time.Millisecond)
+		if target >= 0 {
+			select {
+			case <-reached:
+			case <-done:
+				t.Fatalf("round %d: the child ended after %d operations, before the kill at %d: %s", round, acked+1, target+1, stderr.String())
+			case <-time.After(2 * time.Minute):
+				t.Fatalf("round %d: the child acknowledged %d operations in two minutes, not %d", round, acked+1, target+1)
+			}
+		}
 		require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 		_ = cmd.Wait()
 		<-done
