@@ -29,7 +29,7 @@ func TestNoGPUBuild(t *testing.T) {
 	assert.Equal(t, engine.BackendCPU, info.Backend)
 	assert.Contains(t, info.Reason, "built without GPU support")
 	assert.NotEmpty(t, info.Hint)
-	_, err = ix.Add(context.Background(), [][]float32{{1, 0, 0, 0}, {0, 1, 0, 0}})
+	_, err = ix.Add(context.Background(), engine.Vectors([][]float32{{1, 0, 0, 0}, {0, 1, 0, 0}}))
 	require.NoError(t, err)
 	hits, err := ix.Search(context.Background(), []float32{0, 2, 0, 0}, 1)
 	require.NoError(t, err)
