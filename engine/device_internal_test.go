@@ -7,6 +7,9 @@ import (
 	"errors"
 	"os"
 	"testing"
+	"time"
+
+	"github.com/oliverbestmann/webgpu/wgpu"
 
 	"github.com/umbravec/umbra/internal/gpu"
 	"github.com/umbravec/umbra/internal/testkit"
@@ -15,16 +18,36 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// smallDevice returns a device of the first working adapter whose storage
-// bindings really are at most binding bytes, so a binding past it is a
-// validation error on the device.
+// smallDevice returns a device whose storage bindings really are at most
+// binding bytes, so a binding past it is a validation error on the device:
+// one of its own on the first adapter, Vulkan first, that gives one,
+// adopted and self-tested as a caller's device is.
 func smallDevice(t *testing.T, binding uint64) *gpu.Device {
 	t.Helper()
-	a, _ := workingAdapter(t)
-	d, release, err := a.OpenLimited(binding)
-	require.NoError(t, err)
-	t.Cleanup(release)
-	return d
+	workingAdapter(t) // skips where no adapter works
+	list := wgpu.CreateInstance(nil).EnumerateAdapters(nil)
+	for _, api := range []string{"vulkan", ""} {
+		for _, a := range list {
+			if info, err := gpu.DescribeAdapter(a); err != nil || api != "" && info.API != api {
+				continue
+			}
+			lim := a.GetLimits()
+			lim.MaxStorageBufferBindingSize = binding
+			dev, err := a.RequestDevice(&wgpu.DeviceDescriptor{Label: "umbra limited", RequiredLimits: &lim})
+			if err != nil {
+				continue
+			}
+			d, err := gpu.Adopt(a, dev, &lim)
+			if err != nil {
+				dev.Release()
+				continue
+			}
+			t.Cleanup(dev.Release)
+			return d
+		}
+	}
+	t.Fatalf("no adapter gives a device with %d-byte bindings", binding)
+	return nil
 }
 
 // workingDevice returns the probed device of the first working adapter.
@@ -34,18 +57,27 @@ func workingDevice(t *testing.T) *gpu.Device {
 	return d
 }
 
-// workingAdapter is gpu.FirstWorking, skipping (or failing under
-// UMBRA_REQUIRE_GPU=1) when no adapter works.
+// workingAdapter returns the first adapter, Vulkan first, whose probe
+// works, with its device, skipping (or failing under UMBRA_REQUIRE_GPU=1)
+// when none does.
 func workingAdapter(t *testing.T) (*gpu.Adapter, *gpu.Device) {
 	t.Helper()
-	a, d := gpu.FirstWorking()
-	if d == nil {
-		if os.Getenv("UMBRA_REQUIRE_GPU") == "1" {
-			t.Fatal("UMBRA_REQUIRE_GPU=1 but no adapter works")
+	for _, backend := range []string{"vulkan", ""} {
+		as, err := gpu.Adapters(backend)
+		if err != nil {
+			break
 		}
-		t.Skip("no working adapter")
+		for _, a := range as {
+			if d, _ := a.Probe(context.Background(), 30*time.Second); d != nil {
+				return a, d
+			}
+		}
 	}
-	return a, d
+	if os.Getenv("UMBRA_REQUIRE_GPU") == "1" {
+		t.Fatal("UMBRA_REQUIRE_GPU=1 but no adapter works")
+	}
+	t.Skip("no working adapter")
+	return nil, nil
 }
 
 // TestRequestsSplitToFitTheDevice: the three requests that once failed on

@@ -499,3 +499,7 @@ func TestExactSearchResidualQueries(t *testing.T) {
 		}
 	}
 }
+
+// quantKernelSets is every compressed kernel set this machine runs,
+// generic last.
+func quantKernelSets() []quantKernelSet { return append(asmQuantKernels(), genericQuantKernels) }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/oliverbestmann/webgpu/wgpu"
 	"github.com/stretchr/testify/assert"
@@ -30,13 +31,22 @@ func softwareDevice(t *testing.T) *Device {
 	return d
 }
 
-// WorkingAdapter is FirstWorking for a test: it skips (or, under
-// UMBRA_REQUIRE_GPU=1, fails) when no adapter works.
+// WorkingAdapter returns the first adapter of any type, Vulkan first (the
+// faster of the software adapters), whose probe works, with its device, so
+// that tests run the real shaders anywhere; it skips (or, under
+// UMBRA_REQUIRE_GPU=1, fails) when none works.
 func WorkingAdapter(t testing.TB) (*Adapter, *Device) {
 	t.Helper()
-	a, d := FirstWorking()
-	if d != nil {
-		return a, d
+	for _, backend := range []string{"vulkan", ""} {
+		as, err := Adapters(backend)
+		if err != nil {
+			break
+		}
+		for _, a := range as {
+			if dev, _ := a.Probe(context.Background(), 30*time.Second); dev != nil {
+				return a, dev
+			}
+		}
 	}
 	if os.Getenv("UMBRA_REQUIRE_GPU") == "1" {
 		t.Fatal("UMBRA_REQUIRE_GPU=1 but no adapter works")
@@ -432,7 +442,7 @@ func TestBatchLimitCoversEveryBuffer(t *testing.T) {
 // with k = 1,000 of 1,000 rows, and 10 queries of 4,096 floats.
 func TestSplitsOnASmallBinding(t *testing.T) {
 	a, _ := WorkingAdapter(t)
-	d, release, err := a.OpenLimited(64 << 10)
+	d, release, err := a.openLimited(64 << 10)
 	require.NoError(t, err)
 	defer release()
 	for _, c := range []struct{ stride, rows, k, nq int }{{8, 1000, 1000, 40}, {4096, 10, 3, 10}} {
@@ -442,4 +452,28 @@ func TestSplitsOnASmallBinding(t *testing.T) {
 		assert.Less(t, n, c.nq, "stride %d, %d rows, k %d: one submission would not fit", c.stride, c.rows, c.k)
 		g.Release()
 	}
+}
+
+// openLimited opens a new device on the adapter whose storage bindings
+// really are at most binding bytes (a binding past it is a validation error
+// on the device), self-tested like any other; release frees it: the
+// device's limits reached with small data.
+func (ad *Adapter) openLimited(binding uint64) (d *Device, release func(), err error) {
+	var dev *wgpu.Device
+	var lim wgpu.Limits
+	err = gpuCall("open a limited device", func() error {
+		lim = ad.a.GetLimits()
+		lim.MaxStorageBufferBindingSize = binding
+		var err error
+		dev, err = ad.a.RequestDevice(&wgpu.DeviceDescriptor{Label: "umbra limited", RequiredLimits: &lim})
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if d, err = Adopt(ad.a, dev, &lim); err != nil {
+		dev.Release()
+		return nil, nil, err
+	}
+	return d, dev.Release, nil
 }
