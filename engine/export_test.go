@@ -67,7 +67,7 @@ func GPUChildPID(ix *Index) int {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	if c, ok := ix.dev.(*childDevice); ok {
-		return c.pid()
+		return c.cmd.Process.Pid
 	}
 	return 0
 }

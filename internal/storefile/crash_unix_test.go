@@ -362,7 +362,7 @@ func TestLockExcludesSecondWriter(t *testing.T) {
 	// Same process, second descriptor.
 	_, err = Lock(path)
 	require.ErrorIs(t, err, ErrLocked)
-	assert.Contains(t, err.Error(), LockPath(path))
+	assert.Contains(t, err.Error(), lockPath(path))
 
 	// Another process.
 	child := func() string {
@@ -372,7 +372,7 @@ func TestLockExcludesSecondWriter(t *testing.T) {
 	}
 	out := child()
 	assert.Contains(t, out, ErrLocked.Error())
-	assert.Contains(t, out, LockPath(path))
+	assert.Contains(t, out, lockPath(path))
 
 	require.NoError(t, unlock())
 	require.NoError(t, unlock(), "unlock twice")
