@@ -116,9 +116,7 @@ func TestFusedTraceCounts(t *testing.T) {
 // TestNonFiniteOnTheRadixSelect runs the NaN, ±Inf and −0 ordering test
 // with the radix select forced, so the path that serves k past the fused
 // limit keeps the one order too (with the default, small k takes the
-// fused path). No engine test runs in parallel, so the process-wide
-// setting reaches only this one.
+// fused path).
 func TestNonFiniteOnTheRadixSelect(t *testing.T) {
-	defer gpu.SetSelectPath(gpu.SetSelectPath(gpu.SelectRadix))
-	TestNonFiniteScoresRankTheSameEverywhere(t)
+	nonFiniteRanks(t, gpu.WithSelectPath(context.Background(), gpu.SelectRadix))
 }

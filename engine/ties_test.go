@@ -111,8 +111,9 @@ func TestTieGoesToLowerID(t *testing.T) {
 					continue
 				}
 				t.Run(fmt.Sprintf("%s/%s/%d_before", p.name, m, before), func(t *testing.T) {
+					ctx := ctx
 					if p.radix {
-						defer gpu.SetSelectPath(gpu.SetSelectPath(gpu.SelectRadix))
+						ctx = gpu.WithSelectPath(ctx, gpu.SelectRadix)
 					}
 					ix := p.open(t, engine.Config{Dim: tieDim, Metric: m, Precision: p.prec})
 					add := func(vs [][]float32, from uint64) {
@@ -220,8 +221,9 @@ func TestTiesProperty(t *testing.T) {
 	ctx := context.Background()
 	for _, p := range tiePaths() {
 		t.Run(p.name, func(t *testing.T) {
+			ctx := ctx
 			if p.radix {
-				defer gpu.SetSelectPath(gpu.SetSelectPath(gpu.SelectRadix))
+				ctx = gpu.WithSelectPath(ctx, gpu.SelectRadix)
 			}
 			runs := 3
 			if p.slow {

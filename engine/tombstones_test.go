@@ -15,7 +15,10 @@ import (
 )
 
 // tombPair is a GPU index and a CPU index kept holding the same rows.
-type tombPair struct{ gpu, cpu *engine.Index }
+type tombPair struct {
+	gpu, cpu *engine.Index
+	ctx      context.Context // every search's: the select path it forces
+}
 
 func (p tombPair) both(t *testing.T, f func(ix *engine.Index) error) {
 	t.Helper()
@@ -28,7 +31,7 @@ func (p tombPair) both(t *testing.T, f func(ix *engine.Index) error) {
 // select, the radix select and the host's selection).
 func (p tombPair) same(t *testing.T, m engine.Metric, queries [][]float32, what string) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := p.ctx
 	require.Equal(t, p.cpu.Len(), p.gpu.Len(), what)
 	for _, k := range []int{1, 10, 300, p.cpu.Len() / 2, p.cpu.Len() + 5} {
 		want, err := p.cpu.SearchBatch(ctx, queries, k)
@@ -61,10 +64,11 @@ func TestResidentTombstones(t *testing.T) {
 		for _, path := range []gpu.SelectPath{gpu.SelectAuto, gpu.SelectRadix} {
 			m := metricOf[b.name]
 			t.Run(fmt.Sprintf("%s/%s/select=%d", b.name, m, path), func(t *testing.T) {
-				defer gpu.SetSelectPath(gpu.SetSelectPath(path))
+				ctx := gpu.WithSelectPath(ctx, path)
 				p := tombPair{
 					gpu: open(t, b, engine.Config{Dim: dim, Metric: m}, 700),
 					cpu: open(t, backends[0], engine.Config{Dim: dim, Metric: m}),
+					ctx: ctx,
 				}
 				base := testkit.Vectors(r, 2000, dim)
 				p.both(t, func(ix *engine.Index) error { _, err := ix.Add(ctx, engine.Vectors(base)); return err })
@@ -73,6 +77,9 @@ func TestResidentTombstones(t *testing.T) {
 					_, err := p.gpu.Search(engine.WithTrace(ctx, &tr), queries[1], 10, opts...)
 					require.NoError(t, err)
 					require.Equal(t, engine.BackendGPU, tr.Backend)
+					if path == gpu.SelectRadix {
+						require.Equal(t, "radix", tr.SelectPath, "the select path the context forces")
+					}
 					return tr.BytesUp
 				}
 				clean := traced()
@@ -140,6 +147,7 @@ func TestFailedTombstoneWrite(t *testing.T) {
 				p := tombPair{
 					gpu: open(t, b, engine.Config{Dim: dim, Metric: engine.Dot}, 700),
 					cpu: open(t, backends[0], engine.Config{Dim: dim, Metric: engine.Dot}),
+					ctx: ctx,
 				}
 				base := testkit.Vectors(r, 1500, dim)
 				p.both(t, func(ix *engine.Index) error { _, err := ix.Add(ctx, engine.Vectors(base)); return err })

@@ -93,7 +93,7 @@ func TestFusedAndRadixMatchTheFallback(t *testing.T) {
 				require.NoError(t, err)
 			}
 			for _, path := range []SelectPath{SelectAuto, SelectRadix} {
-				prev := SetSelectPath(path)
+				ctx := WithSelectPath(context.Background(), path)
 				// The fused scan with as many workgroups as it plans, and
 				// with one or three a chunk, each looping over many steps.
 				g.fusedGroups = []int{0, 1, 3}[r.IntN(3)]
@@ -105,7 +105,7 @@ func TestFusedAndRadixMatchTheFallback(t *testing.T) {
 						for _, batch := range [][][]float32{qs[:1], qs} {
 							what := fmt.Sprintf("n=%d metric=%d path=%d groups=%d k=%d masked=%v nq=%d", n, metric, path, g.fusedGroups, k, m != nil, len(batch))
 							var st Stages
-							got, err := g.Search(context.Background(), batch, k, n, m, &st)
+							got, err := g.Search(ctx, batch, k, n, m, &st)
 							require.NoError(t, err, what)
 							if path == SelectRadix {
 								require.NotEqual(t, "fused", st.Path, what)
@@ -117,7 +117,6 @@ func TestFusedAndRadixMatchTheFallback(t *testing.T) {
 						}
 					}
 				}
-				SetSelectPath(prev)
 			}
 			g.Release()
 		}
@@ -158,10 +157,8 @@ func TestFusedCounts(t *testing.T) {
 				require.LessOrEqual(t, st.Dispatches, int64(3), what)
 			}
 
-			prev := SetSelectPath(SelectRadix)
 			st = Stages{}
-			_, err = g.Search(context.Background(), batch, 10, n, nil, &st)
-			SetSelectPath(prev)
+			_, err = g.Search(WithSelectPath(context.Background(), SelectRadix), batch, 10, n, nil, &st)
 			require.NoError(t, err)
 			require.Equal(t, "radix", st.Path, what)
 			require.Equal(t, chunks+18, st.Dispatches, what, "scores per chunk, 16 select rounds, compact and sort")

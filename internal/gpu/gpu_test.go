@@ -295,7 +295,7 @@ func TestTuneTeam(t *testing.T) {
 // rounds, and still come back by lower ID.
 func TestSelectSettlesEarly(t *testing.T) {
 	d := softwareDevice(t)
-	defer SetSelectPath(SetSelectPath(SelectRadix)) // the radix select's state is read here
+	radix := WithSelectPath(context.Background(), SelectRadix) // the radix select's state is read here
 	r := testkit.Rand(t)
 	rounds := func(g *Index) uint32 {
 		d.mu.Lock()
@@ -348,7 +348,7 @@ func TestSelectSettlesEarly(t *testing.T) {
 		g, err := newIndex(d, s.Stride, shaders.MetricDot, 0)
 		require.NoError(t, err)
 		require.NoError(t, g.Upload(context.Background(), s, 0, nil, nil))
-		hits, err := g.Search(context.Background(), [][]float32{s.PaddedRow(5)}, 10, s.Rows, nil, nil)
+		hits, err := g.Search(radix, [][]float32{s.PaddedRow(5)}, 10, s.Rows, nil, nil)
 		require.NoError(t, err)
 		require.Len(t, hits[0], 10)
 		if tc.tied {
