@@ -8,21 +8,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/bench/peers"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/testkit"
 )
-
-// testSeed is logged so a failure can be replayed.
-func testSeed(t testing.TB) uint64 {
-	s := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", s)
-	return s
-}
 
 func TestParseTiers(t *testing.T) {
 	ts, err := ParseTiers("list, fallback,LIST")
@@ -51,7 +44,7 @@ func RandomWorkload(n, dim, nq int, seed uint64) *Workload {
 // vector the engine refuses stops the run with the engine's reason and
 // says whether it was in the data or the queries.
 func TestRunRefusesInput(t *testing.T) {
-	seed := testSeed(t)
+	seed := testkit.Seed(t)
 	opt := func(m engine.Metric) Options {
 		return Options{K: 1, Repeat: 1, Runs: 1, Tiers: []Tier{TierFallback}, Device: engine.CPU, Metric: m}
 	}
@@ -89,7 +82,7 @@ func TestRunRefusesInput(t *testing.T) {
 }
 
 func TestWorkloadLayouts(t *testing.T) {
-	w := RandomWorkload(50, 7, 3, testSeed(t))
+	w := RandomWorkload(50, 7, 3, testkit.Seed(t))
 	require.Equal(t, 50, w.N())
 	require.Len(t, w.Queries, 3)
 	for i, row := range w.Rows() {
@@ -103,7 +96,7 @@ func TestWorkloadLayouts(t *testing.T) {
 }
 
 func TestRunCPU(t *testing.T) {
-	w := RandomWorkload(1500, 48, 3, testSeed(t))
+	w := RandomWorkload(1500, 48, 3, testkit.Seed(t))
 	for _, m := range []engine.Metric{engine.Cosine, engine.Dot, engine.L2} {
 		t.Run(m.String(), func(t *testing.T) {
 			rep, err := Run(context.Background(), w, Options{K: 5, Repeat: 2, Runs: 3, Warmup: 1, Tiers: AllTiers,
@@ -156,7 +149,7 @@ func TestRunCPU(t *testing.T) {
 // TestRunGPU runs every tier on whatever adapter the engine finds (lavapipe
 // in CI), with chunks small enough that the data spans three of them.
 func TestRunGPU(t *testing.T) {
-	w := RandomWorkload(1500, 40, 2, testSeed(t))
+	w := RandomWorkload(1500, 40, 2, testkit.Seed(t))
 	rep, err := Run(context.Background(), w, Options{K: 7, Repeat: 1, Runs: 2, Tiers: AllTiers,
 		Device: engine.GPU, Breakdown: true, Reps: 2, Paths: []int{1, 3}})
 	require.NoError(t, err)
@@ -222,7 +215,7 @@ func TestRunGPU(t *testing.T) {
 // TestRunPeers runs chromem-go and, where Python imports it, FAISS beside
 // the fallback, with a batch.
 func TestRunPeers(t *testing.T) {
-	w := RandomWorkload(900, 32, 3, testSeed(t))
+	w := RandomWorkload(900, 32, 3, testkit.Seed(t))
 	w.Batch = RandomRows(5, 32, 7, 3)
 	rep, err := Run(context.Background(), w, Options{K: 6, Repeat: 2, Runs: 3, Warmup: 1, Tiers: []Tier{TierFallback},
 		Device: engine.CPU, Peers: true, Batch: 5, BatchRepeat: 1, BatchRuns: 2})
@@ -275,7 +268,7 @@ func TestRunPeers(t *testing.T) {
 // TestRunPeersSkips: chromem-go under another metric, FAISS without a
 // Python that has it, and the fallback tier that peers need.
 func TestRunPeersSkips(t *testing.T) {
-	w := RandomWorkload(300, 16, 2, testSeed(t))
+	w := RandomWorkload(300, 16, 2, testkit.Seed(t))
 	rep, err := Run(context.Background(), w, Options{K: 3, Repeat: 1, Runs: 2, Tiers: []Tier{TierFallback}, Metric: engine.Dot,
 		Device: engine.CPU, Peers: true, Batch: 4, BatchRepeat: 1, BatchRuns: 1,
 		Pythons: []string{filepath.Join(t.TempDir(), "python3")}})

@@ -773,14 +773,14 @@ func firstClause(s string) string {
 
 // paths times each batch size of Options.Paths on the resident GPU index
 // with the engine's own selection ("auto": fused for k within its limit)
-// and with the radix select forced, in one run: after one traced call per
+// and with the radix select forced (gpu.WithSelectPath, for these calls
+// only), in one run: after one traced call per
 // path (its counts, and a warm-up), the timed calls alternate between the
 // paths, so both see the same machine state (this machine is shared).
 func (h *harness) paths(ctx context.Context) error {
 	if h.gpuIx == nil {
 		return nil // no GPU: nothing to compare
 	}
-	defer gpu.SetSelectPath(gpu.SetSelectPath(gpu.SelectAuto))
 	paths := []struct {
 		name string
 		sel  gpu.SelectPath
@@ -794,9 +794,8 @@ func (h *harness) paths(ctx context.Context) error {
 		times := make([][]float64, len(paths))
 		for p, path := range paths {
 			rs[p] = PathResult{Queries: nq, Path: path.name}
-			gpu.SetSelectPath(path.sel)
 			var tr diag.Trace
-			if _, err := h.gpuIx.SearchBatch(diag.WithTrace(ctx, &tr), qs, h.opt.K); err != nil {
+			if _, err := h.gpuIx.SearchBatch(diag.WithTrace(gpu.WithSelectPath(ctx, path.sel), &tr), qs, h.opt.K); err != nil {
 				rs[p].Error = err.Error()
 				continue
 			}
@@ -811,9 +810,9 @@ func (h *harness) paths(ctx context.Context) error {
 				if rs[p].Error != "" {
 					continue
 				}
-				gpu.SetSelectPath(path.sel)
+				pctx := gpu.WithSelectPath(ctx, path.sel)
 				start := time.Now()
-				if _, err := h.gpuIx.SearchBatch(ctx, qs, h.opt.K); err != nil {
+				if _, err := h.gpuIx.SearchBatch(pctx, qs, h.opt.K); err != nil {
 					rs[p].Error = err.Error()
 					continue
 				}

@@ -48,11 +48,10 @@ var importFormats = []importFormat{
 	}},
 }
 
+// randomMatrix is testkit's random matrix as a host.Matrix whose first
+// column is at least 0.5, so that no row is zero even as bytes.
 func randomMatrix(r *rand.Rand, n, dim int) *host.Matrix {
-	m := &host.Matrix{Rows: n, Dim: dim, Data: make([]float32, n*dim)}
-	for i := range m.Data {
-		m.Data[i] = r.Float32()*2 - 1
-	}
+	m := &host.Matrix{Rows: n, Dim: dim, Data: testkit.Matrix(r, n, dim)}
 	for i := range n {
 		m.Data[i*dim] = 0.5 + r.Float32() // never a zero row, even as bytes
 	}
@@ -115,7 +114,7 @@ func (s shyRows) ReadRows(dst []float32) (int, error) {
 // holds rows, with one worker or several, whether the source tells its
 // row count or not.
 func TestAddFromEqualsAddFlat(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	dir := t.TempDir()
 	for _, dim := range []int{7, 13, 768} {
@@ -129,7 +128,7 @@ func TestAddFromEqualsAddFlat(t *testing.T) {
 			f.write(t, path, m)
 			want, err := host.ReadMatrixFile(ctx, path)
 			require.NoError(t, err)
-			qs := randomVectors(r, 3, dim)
+			qs := testkit.Vectors(r, 3, dim)
 			for i, metric := range metrics {
 				workers := []int{1, 2, 3}[i%3]
 				for _, mode := range []shyRows{{}, {hide: true}, {small: true}} {
@@ -170,7 +169,7 @@ func TestAddFromEqualsAddFlat(t *testing.T) {
 // AddFlat does, and leaves the index and its store as they were, after a
 // reopen too.
 func TestAddFromRefusesBadRows(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	const dim = 13
 	dir := t.TempDir()
@@ -218,7 +217,7 @@ func TestAddFromRefusesBadRows(t *testing.T) {
 			require.ErrorIs(t, err, sentinel)
 			require.Contains(t, err.Error(), want)
 			require.Equal(t, flatErr.Error(), err.Error())
-			qs := randomVectors(r, 2, dim)
+			qs := testkit.Vectors(r, 2, dim)
 			requireSameIndex(t, keep, ix, qs, "after the refused AddFrom")
 			// Nothing was logged: the reopened store holds what it held.
 			require.NoError(t, ix.Close())
@@ -236,7 +235,7 @@ func TestAddFromRefusesBadRows(t *testing.T) {
 // index holds nothing of them. A big-endian .npy is refused as
 // ReadMatrixFile refuses it.
 func TestAddFromFileErrors(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	const dim = 7
 	dir := t.TempDir()
@@ -349,7 +348,7 @@ func (f *failingRows) ReadRows(dst []float32) (int, error) {
 // cancelled part-way, and a source that gives fewer or more rows than it
 // announced leave the index (and its store) unchanged.
 func TestAddFromFailingSource(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	const dim = 16
 	boom := errors.New("disk on fire")
@@ -398,7 +397,7 @@ func TestAddFromFailingSource(t *testing.T) {
 				require.NotEmpty(t, reports, "progress before the failure")
 				require.Equal(t, c.announce, reports[0][1])
 			}
-			qs := randomVectors(r, 2, dim)
+			qs := testkit.Vectors(r, 2, dim)
 			requireSameIndex(t, keep, ix, qs, c.name)
 			require.NoError(t, ix.Close())
 			again, err := engine.Open(ctx, store, engine.Config{Device: engine.CPU})
@@ -414,7 +413,7 @@ func TestAddFromFailingSource(t *testing.T) {
 // store given AddFlat holds, and the progress reports count up to every
 // row.
 func TestAddFromStore(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	dir := t.TempDir()
 	for _, dim := range []int{13, 64} {
@@ -449,7 +448,7 @@ func TestAddFromStore(t *testing.T) {
 		require.NoError(t, src.Close())
 		require.Equal(t, [2]int{n, n}, last)
 		require.Greater(t, calls, 1)
-		qs := randomVectors(r, 3, dim)
+		qs := testkit.Vectors(r, 3, dim)
 		requireSameIndex(t, sa, sb, qs, "open")
 		require.NoError(t, sa.Close())
 		require.NoError(t, sb.Close())
@@ -473,7 +472,7 @@ func TestAddFromStore(t *testing.T) {
 // exactly as a CPU index given AddFlat, with rows that need padding and
 // rows that do not, across device chunks.
 func TestAddFromGPU(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	dir := t.TempDir()
 	for _, b := range backends[1:] {
@@ -497,7 +496,7 @@ func TestAddFromGPU(t *testing.T) {
 					require.NoError(t, err)
 					require.NoError(t, src.Close())
 					require.Equal(t, engine.GPU, ix.Info().Device)
-					qs := randomVectors(r, 4, dim)
+					qs := testkit.Vectors(r, 4, dim)
 					what := fmt.Sprintf("%s %s dim %d", b.name, metric, dim)
 					if metric == engine.L2 {
 						requireSameAnswers(t, metric, ref, ix, qs, []int{1, 10, 100}, ref.IDs()[:n/2], 20, what)
@@ -509,7 +508,7 @@ func TestAddFromGPU(t *testing.T) {
 						got, err := ix.SearchBatch(ctx, qs, k)
 						require.NoError(t, err)
 						for i := range qs {
-							requireSameHits(t, metric, want[i], got[i], fmt.Sprintf("%s: k=%d query %d", what, k, i))
+							requireSameHits(t, metric, ref.Get, qs[i], want[i], got[i], fmt.Sprintf("%s: k=%d query %d", what, k, i))
 						}
 					}
 				}
@@ -521,7 +520,7 @@ func TestAddFromGPU(t *testing.T) {
 // TestAddFromCompressed: under F16 and Int8 the compressed copy is built
 // from the streamed rows as from AddFlat's: the same answers.
 func TestAddFromCompressed(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	dir := t.TempDir()
 	const dim = 20
@@ -540,7 +539,7 @@ func TestAddFromCompressed(t *testing.T) {
 		_, err = got.Add(ctx, src)
 		require.NoError(t, err)
 		require.NoError(t, src.Close())
-		requireSameIndex(t, ref, got, randomVectors(r, 5, dim), prec.String())
+		requireSameIndex(t, ref, got, testkit.Vectors(r, 5, dim), prec.String())
 	}
 }
 
@@ -550,7 +549,7 @@ func TestAddFromCompressed(t *testing.T) {
 // its sentinel and store nothing, and with a store the refused call logs
 // nothing either.
 func TestAddFromWithIDs(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	const dim = 13
 	n := 3_000 + r.IntN(3_000)
@@ -618,7 +617,7 @@ func TestAddFromWithIDs(t *testing.T) {
 // fail the call with its sentinel and store nothing; with a store the keys
 // come back after reopening, from the log and after a checkpoint.
 func TestAddFromWithKeys(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	const dim = 9
 	n := 2_000 + r.IntN(2_000)
@@ -712,5 +711,5 @@ func streamFixture(t *testing.T, r *rand.Rand, n, dim int) (string, [][]float32,
 		t.Cleanup(func() { src.Close() })
 		return src
 	}
-	return dir, rows, randomVectors(r, 3, dim), open
+	return dir, rows, testkit.Vectors(r, 3, dim), open
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -14,6 +13,7 @@ import (
 
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // TestAutoMatchesProbe checks that Auto picks what the probe says it would:
@@ -68,20 +68,14 @@ func TestCPUNeverProbes(t *testing.T) {
 // no driver and checks that Auto falls back with a reason, and that Device
 // GPU restricted to Vulkan fails with ErrNoAdapter instead of crashing.
 func TestNoVulkanDriver(t *testing.T) {
-	if os.Getenv("UMBRA_NO_DRIVER_CHILD") == "1" {
-		noDriverChild()
-		return
-	}
 	if !diag.GPUSupport() {
 		t.Skip("built without the wgpu backend; TestNoGPUBuild covers this build")
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestNoVulkanDriver$", "-test.v")
-	cmd.Env = append(os.Environ(), "UMBRA_NO_DRIVER_CHILD=1",
-		"VK_DRIVER_FILES=/nonexistent", "VK_ICD_FILENAMES=/nonexistent")
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "child process failed:\n%s", out)
+	child := testkit.Run(t, testkit.Child("no-driver", "VK_DRIVER_FILES=/nonexistent", "VK_ICD_FILENAMES=/nonexistent"))
+	out := child.Stdout + child.Stderr
+	require.Zero(t, child.Code, "child process failed:\n%s", out)
 	var line string
-	for _, l := range strings.Split(string(out), "\n") {
+	for _, l := range strings.Split(child.Stdout, "\n") {
 		if strings.HasPrefix(l, "CHILD ") {
 			line = strings.TrimPrefix(l, "CHILD ")
 		}
@@ -100,7 +94,9 @@ func TestNoVulkanDriver(t *testing.T) {
 	assert.True(t, res.IsNoAd, "Device GPU on Vulkan without a driver must be an AdapterError wrapping ErrNoAdapter, with a hint: %s", res.GPUErr)
 }
 
-func noDriverChild() {
+// noDriverChild is TestNoVulkanDriver's child: it prints what Auto and
+// Device GPU made of a machine without a Vulkan driver.
+func noDriverChild() int {
 	ix, err := engine.New(context.Background(), engine.Config{Dim: 8})
 	if err != nil {
 		panic(err)
@@ -113,4 +109,5 @@ func noDriverChild() {
 	}
 	b, _ := json.Marshal(res)
 	os.Stdout.WriteString("CHILD " + string(b) + "\n")
+	return 0
 }

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/umbravec/umbra/internal/gpu"
 	"github.com/umbravec/umbra/internal/packed"
 )
 
@@ -172,15 +173,15 @@ func (ix *Index) drain() {
 }
 
 // takeBatch takes from queue, in order, up to limit live requests with the
-// first live request's k; it drops requests whose caller has gone and
-// returns the rest, order kept.
+// first live request's k and select path (gpu.WithSelectPath); it drops
+// requests whose caller has gone and returns the rest, order kept.
 func takeBatch(queue []*request, limit int) (batch, rest []*request) {
-	k := 0
+	k, path := 0, gpu.SelectAuto
 	for _, r := range queue {
 		switch {
 		case r.gone.Load():
-		case k == 0 || (r.k == k && len(batch) < limit):
-			k = r.k
+		case k == 0 || (r.k == k && gpu.SelectPathOf(r.ctx) == path && len(batch) < limit):
+			k, path = r.k, gpu.SelectPathOf(r.ctx)
 			batch = append(batch, r)
 		default:
 			rest = append(rest, r)
@@ -199,7 +200,8 @@ func (ix *Index) runBatch(batch []*request) {
 	}
 	c.batches.Add(1)
 	c.queries.Add(int64(len(batch)))
-	ctx, cancel := context.WithCancel(context.Background())
+	// The batch's callers share a select path (takeBatch), which it keeps.
+	ctx, cancel := context.WithCancel(gpu.WithSelectPath(context.Background(), gpu.SelectPathOf(batch[0].ctx)))
 	defer cancel()
 	left := atomic.Int32{}
 	left.Store(int32(len(batch)))

@@ -20,10 +20,10 @@ import (
 func TestSearchesRunWhileAnAddIsStaged(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
-			r := newRand(t)
+			r := testkit.Rand(t)
 			const dim = 24
 			ix := open(t, b, engine.Config{Dim: dim, Metric: engine.L2}, 300)
-			first := randomVectors(r, 500, dim)
+			first := testkit.Vectors(r, 500, dim)
 			_, err := ix.Add(context.Background(), engine.Vectors(first))
 			require.NoError(t, err)
 
@@ -32,7 +32,7 @@ func TestSearchesRunWhileAnAddIsStaged(t *testing.T) {
 				close(staged)
 				<-release
 			})
-			second := randomVectors(r, 700, dim) // grows the slab and crosses chunks
+			second := testkit.Vectors(r, 700, dim) // grows the slab and crosses chunks
 			added := make(chan error, 1)
 			go func() {
 				_, err := ix.Add(context.Background(), engine.Vectors(second))
@@ -45,7 +45,7 @@ func TestSearchesRunWhileAnAddIsStaged(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			qs := randomVectors(r, 5, dim)
+			qs := testkit.Vectors(r, 5, dim)
 			for _, q := range qs {
 				hits, err := ix.Search(ctx, q, 10)
 				require.NoError(t, err, "a search while an Add is staged")
@@ -78,9 +78,9 @@ func TestSearchesRunWhileAnAddIsStaged(t *testing.T) {
 func TestConcurrentSearchesAreCoalesced(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
-			r := newRand(t)
+			r := testkit.Rand(t)
 			const dim, n, callers = 40, 900, 24
-			data := randomVectors(r, n, dim)
+			data := testkit.Vectors(r, n, dim)
 			ix := open(t, b, engine.Config{Dim: dim, Metric: engine.Dot}, 400)
 			solo := open(t, b, engine.Config{Dim: dim, Metric: engine.Dot, Coalesce: engine.Coalesce{MaxQueries: 1}}, 400)
 			for _, x := range []*engine.Index{ix, solo} {
@@ -104,7 +104,7 @@ func TestConcurrentSearchesAreCoalesced(t *testing.T) {
 			}()
 			require.Equal(t, 1, <-sizes)
 
-			qs := randomVectors(r, callers, dim)
+			qs := testkit.Vectors(r, callers, dim)
 			type answer struct {
 				hits []engine.Hit
 				err  error
@@ -144,7 +144,7 @@ func TestConcurrentSearchesAreCoalesced(t *testing.T) {
 				if b.device == engine.CPU {
 					require.Equal(t, want, a.hits, "caller %d: the fallback's batch and single paths agree bit for bit", i)
 				}
-				requireSameHits(t, engine.Dot, want, a.hits, "caller "+strconv.Itoa(i))
+				requireSameHits(t, engine.Dot, solo.Get, qs[i], want, a.hits, "caller "+strconv.Itoa(i))
 			}
 			require.Equal(t, callers-len(cancelled), <-sizes, "the queued callers ran as one batch")
 			batches, queries := engine.BatchStats(ix)
@@ -159,11 +159,11 @@ func TestConcurrentSearchesAreCoalesced(t *testing.T) {
 // budget moves searches to the CPU, which answers exactly; negative budgets
 // are configuration errors.
 func TestMemoryBudgets(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	const dim = 10 // stride 12: 48 bytes a row
 	rowBytes := int64(48)
-	data := randomVectors(r, 100, dim)
+	data := testkit.Vectors(r, 100, dim)
 
 	for _, b := range backends {
 		t.Run(b.name+"/host", func(t *testing.T) {
@@ -214,7 +214,7 @@ func TestMemoryBudgets(t *testing.T) {
 			require.Equal(t, engine.CPU, info.Device)
 			require.Contains(t, info.Reason, "MaxDeviceBytes")
 			both := append(append([][]float32{}, data...), data...)
-			for _, q := range randomVectors(r, 3, dim) {
+			for _, q := range testkit.Vectors(r, 3, dim) {
 				hits, err := auto.Search(ctx, q, 7)
 				require.NoError(t, err)
 				checkHits(t, engine.L2, both, q, 7, hits)
@@ -234,13 +234,13 @@ func TestMemoryBudgets(t *testing.T) {
 func TestOverflowMergesExactly(t *testing.T) {
 	for _, b := range backends[1:] {
 		t.Run(b.name, func(t *testing.T) {
-			r := newRand(t)
+			r := testkit.Rand(t)
 			const dim = 10 // 48 bytes a row
 			ctx := context.Background()
 			cfg := engine.Config{Dim: dim, Metric: engine.L2, Limits: engine.Limits{MaxDeviceBytes: 300 * 48, Overflow: true}}
 			ix := open(t, b, cfg, 100) // the device holds 256 rows in 3 chunks
 			ref := open(t, backends[0], engine.Config{Dim: dim, Metric: engine.L2})
-			data := randomVectors(r, 700, dim)
+			data := testkit.Vectors(r, 700, dim)
 			for _, x := range []*engine.Index{ix, ref} {
 				_, err := x.Add(ctx, engine.Vectors(data[:200]))
 				require.NoError(t, err)
@@ -250,7 +250,7 @@ func TestOverflowMergesExactly(t *testing.T) {
 			info := ix.Info()
 			require.Equal(t, engine.GPU, info.Device)
 			require.Equal(t, 256, info.DeviceRows)
-			qs := randomVectors(r, 3, dim)
+			qs := testkit.Vectors(r, 3, dim)
 			allow := []uint64{1, 5, 255, 256, 257, 300, 699, 4000}
 			same := func(what string) {
 				t.Helper()
@@ -261,7 +261,7 @@ func TestOverflowMergesExactly(t *testing.T) {
 			_, err := ix.Search(diag.WithTrace(ctx, &tr), qs[0], 3)
 			require.NoError(t, err)
 			require.Equal(t, "gpu", tr.Device, "the device takes part")
-			up := randomVectors(r, 3, dim)
+			up := testkit.Vectors(r, 3, dim)
 			for _, x := range []*engine.Index{ix, ref} {
 				require.NoError(t, testkit.ErrOf(x.Upsert(ctx, engine.Vectors(up), engine.WithIDs([]uint64{3, 600, 9000}...)))) // a device row, a CPU row, a new one
 				require.NoError(t, x.Delete(ctx, engine.WithIDs(4, 10, 500)))

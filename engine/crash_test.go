@@ -9,7 +9,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -21,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 const crashDim = 16
@@ -36,10 +36,10 @@ func crashOp(seed uint64, i int, stored []uint64, next uint64) (kind string, ids
 		for j := 0; j < n; j++ {
 			ids = append(ids, next+uint64(j))
 		}
-		return "add", ids, randomVectors(r, n, crashDim)
+		return "add", ids, testkit.Vectors(r, n, crashDim)
 	case k < 14:
 		ids = []uint64{stored[r.IntN(len(stored))], next}
-		return "upsert", ids, randomVectors(r, 2, crashDim)
+		return "upsert", ids, testkit.Vectors(r, 2, crashDim)
 	case k < 19:
 		return "delete", []uint64{stored[r.IntN(len(stored))]}, nil
 	}
@@ -66,28 +66,27 @@ func crashModel(seed uint64, n int) map[uint64][]float32 {
 }
 
 // TestMain serves as an isolated index's GPU child when started as one
-// (after unservedChild, which plays a program that does not), runs the
-// crash test's child instead of the tests when UMBRA_CRASH_CHILD names a
-// store and a seed, and the mapped store's fault child when
-// UMBRA_SIGBUS_CHILD names a store.
+// (after unservedChild, which plays a program that does not); started by
+// testkit.Child it plays the crash test's writer (UMBRA_CRASH_CHILD names a
+// store and a seed), the mapped store's fault child (UMBRA_SIGBUS_CHILD
+// names a store) or a process without a Vulkan driver.
 func TestMain(m *testing.M) {
 	unservedChild()
 	engine.ServeGPUChildIfRequested()
-	if path := os.Getenv("UMBRA_SIGBUS_CHILD"); path != "" {
-		if err := sigbusChild(path); err != nil {
-			fmt.Fprintln(os.Stderr, "sigbus child:", err)
-			os.Exit(2)
-		}
-		os.Exit(0)
+	testkit.Main(m, map[string]func() int{
+		"crash":     func() int { return childExit("crash child", crashChild(os.Getenv("UMBRA_CRASH_CHILD"))) },
+		"sigbus":    func() int { return childExit("sigbus child", sigbusChild(os.Getenv("UMBRA_SIGBUS_CHILD"))) },
+		"no-driver": noDriverChild,
+	})
+}
+
+// childExit is a child's exit status: 0, or 2 after saying what failed.
+func childExit(what string, err error) int {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, what+":", err)
+		return 2
 	}
-	if spec := os.Getenv("UMBRA_CRASH_CHILD"); spec != "" {
-		if err := crashChild(spec); err != nil {
-			fmt.Fprintln(os.Stderr, "crash child:", err)
-			os.Exit(2)
-		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
+	return 0
 }
 
 // crashChild runs the operation sequence against a store, printing each
@@ -141,28 +140,45 @@ func crashChild(spec string) error {
 // the child acknowledged or one more (the call in flight may have become
 // durable before it could say so), never anything in between.
 func TestKilledWriterLosesNothingAcknowledged(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	for round := 0; round < 6; round++ {
 		seed := r.Uint64()
 		path := filepath.Join(t.TempDir(), "crash.umbra")
-		cmd := exec.Command(os.Args[0])
-		cmd.Env = append(os.Environ(), fmt.Sprintf("UMBRA_CRASH_CHILD=%s,%d", path, seed))
+		cmd := testkit.Child("crash", fmt.Sprintf("UMBRA_CRASH_CHILD=%s,%d", path, seed))
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
 		stdout, err := cmd.StdoutPipe()
 		require.NoError(t, err)
+		// The kill comes once the child has acknowledged operation
+		// target, while it runs the next (-1: at once, maybe before the
+		// store exists): a count, so that the operations covered do not
+		// depend on the machine's speed.
+		target := r.IntN(301) - 1
 		require.NoError(t, cmd.Start())
 		acked := -1
-		done := make(chan struct{})
+		reached, done := make(chan struct{}), make(chan struct{})
 		go func() {
 			defer close(done)
 			sc := bufio.NewScanner(stdout)
 			for sc.Scan() {
 				if n, ok := strings.CutPrefix(sc.Text(), "ack "); ok {
 					acked, _ = strconv.Atoi(n)
+					if acked == target {
+						close(reached)
+					}
 				}
 			}
 		}()
-		time.Sleep(time.Duration(150+r.IntN(600)) * time.Millisecond)
+		if target >= 0 {
+			select {
+			case <-reached:
+			case <-done:
+				t.Fatalf("round %d: the child ended after %d operations, before the kill at %d: %s", round, acked+1, target+1, stderr.String())
+			case <-time.After(2 * time.Minute):
+				t.Fatalf("round %d: the child acknowledged %d operations in two minutes, not %d", round, acked+1, target+1)
+			}
+		}
 		require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 		_ = cmd.Wait()
 		<-done

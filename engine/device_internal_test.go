@@ -5,29 +5,49 @@ package engine
 import (
 	"context"
 	"errors"
-	"math"
-	"math/rand/v2"
 	"os"
 	"testing"
 	"time"
 
+	"github.com/oliverbestmann/webgpu/wgpu"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/internal/gpu"
 	"github.com/umbravec/umbra/internal/hint"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
-// smallDevice returns a device of the first working adapter whose storage
-// bindings really are at most binding bytes, so a binding past it is a
-// validation error on the device.
+// smallDevice returns a device whose storage bindings really are at most
+// binding bytes, so a binding past it is a validation error on the device:
+// one of its own on the first adapter, Vulkan first, that gives one,
+// adopted and self-tested as a caller's device is.
 func smallDevice(t *testing.T, binding uint64) *gpu.Device {
 	t.Helper()
-	a, _ := workingAdapter(t)
-	d, release, err := a.OpenLimited(binding)
-	require.NoError(t, err)
-	t.Cleanup(release)
-	return d
+	workingAdapter(t) // skips where no adapter works
+	list := wgpu.CreateInstance(nil).EnumerateAdapters(nil)
+	for _, api := range []string{"vulkan", ""} {
+		for _, a := range list {
+			if info, err := gpu.DescribeAdapter(a); err != nil || api != "" && info.API != api {
+				continue
+			}
+			lim := a.GetLimits()
+			lim.MaxStorageBufferBindingSize = binding
+			dev, err := a.RequestDevice(&wgpu.DeviceDescriptor{Label: "umbra limited", RequiredLimits: &lim})
+			if err != nil {
+				continue
+			}
+			d, err := gpu.Adopt(a, dev, &lim)
+			if err != nil {
+				dev.Release()
+				continue
+			}
+			t.Cleanup(dev.Release)
+			return d
+		}
+	}
+	t.Fatalf("no adapter gives a device with %d-byte bindings", binding)
+	return nil
 }
 
 // workingDevice returns the probed device of the first working adapter.
@@ -37,18 +57,27 @@ func workingDevice(t *testing.T) *gpu.Device {
 	return d
 }
 
-// workingAdapter is gpu.FirstWorking, skipping (or failing under
-// UMBRA_REQUIRE_GPU=1) when no adapter works.
+// workingAdapter returns the first adapter, Vulkan first, whose probe
+// works, with its device, skipping (or failing under UMBRA_REQUIRE_GPU=1)
+// when none does.
 func workingAdapter(t *testing.T) (*gpu.Adapter, *gpu.Device) {
 	t.Helper()
-	a, d := gpu.FirstWorking()
-	if d == nil {
-		if os.Getenv("UMBRA_REQUIRE_GPU") == "1" {
-			t.Fatal("UMBRA_REQUIRE_GPU=1 but no adapter works")
+	for _, backend := range []string{"vulkan", ""} {
+		as, err := gpu.Adapters(backend)
+		if err != nil {
+			break
 		}
-		t.Skip("no working adapter")
+		for _, a := range as {
+			if d, _ := a.Probe(context.Background(), 30*time.Second); d != nil {
+				return a, d
+			}
+		}
 	}
-	return a, d
+	if os.Getenv("UMBRA_REQUIRE_GPU") == "1" {
+		t.Fatal("UMBRA_REQUIRE_GPU=1 but no adapter works")
+	}
+	t.Skip("no working adapter")
+	return nil, nil
 }
 
 // TestRequestsSplitToFitTheDevice: the three requests that once failed on
@@ -58,9 +87,7 @@ func workingAdapter(t *testing.T) (*gpu.Adapter, *gpu.Device) {
 // succeed with the fallback's answers, split into as many submissions as
 // the device's bindings need, and the index answers exactly afterwards.
 func TestRequestsSplitToFitTheDevice(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, 17))
+	r := testkit.Rand(t)
 	vecs := func(n, dim int) [][]float32 {
 		vs := make([][]float32, n)
 		for i := range vs {
@@ -104,16 +131,7 @@ func TestRequestsSplitToFitTheDevice(t *testing.T) {
 				require.NoError(t, err, "%s: k=%d", what, k)
 				require.Len(t, got, len(want))
 				for i := range want {
-					require.Len(t, got[i], len(want[i]))
-					for j, w := range want[i] {
-						tol := 1e-5 * max(1, math.Abs(float64(w.Score)))
-						require.InDelta(t, w.Score, got[i][j].Score, tol, "%s: k=%d query %d rank %d", what, k, i, j)
-						nearTie := j > 0 && math.Abs(float64(want[i][j-1].Score-w.Score)) <= 2*tol ||
-							j+1 < len(want[i]) && math.Abs(float64(want[i][j+1].Score-w.Score)) <= 2*tol
-						if !nearTie {
-							require.Equal(t, w.ID, got[i][j].ID, "%s: k=%d query %d rank %d", what, k, i, j)
-						}
-					}
+					require.NoError(t, sameRanking(c.metric, data, qs[i], want[i], got[i]), "%s: k=%d query %d", what, k, i)
 				}
 			}
 			for _, k := range c.ks {
@@ -130,9 +148,7 @@ func TestRequestsSplitToFitTheDevice(t *testing.T) {
 // why the index left the GPU.
 func TestAutoAnswersTheFailedCall(t *testing.T) {
 	d := workingDevice(t)
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, 23))
+	r := testkit.Rand(t)
 	data := make([][]float32, 500)
 	for i := range data {
 		data[i] = []float32{r.Float32() - 0.5, r.Float32() - 0.5, r.Float32() - 0.5}
@@ -175,9 +191,7 @@ var errInjected = errors.New("injected fault")
 // is stored; under Auto the index moves to the CPU and keeps every vector.
 func TestTooLargeForTheDevice(t *testing.T) {
 	d := smallDevice(t, 4096) // 1,024 scores; 256 rows of dim 4 per chunk
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, 5))
+	r := testkit.Rand(t)
 	vecs := func(n int) [][]float32 {
 		vs := make([][]float32, n)
 		for i := range vs {
@@ -223,9 +237,7 @@ func TestTooLargeForTheDevice(t *testing.T) {
 // bound under. A small batch, then one at the per-submission limit, then
 // one that must be split, all give the fallback's answers.
 func TestScratchGrowthStaysWithinTheBinding(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, 9))
+	r := testkit.Rand(t)
 	small := smallDevice(t, 64<<10) // 1,000 rows: 16 queries' scores per submission
 	gx, err := newOnDevice(context.Background(), Config{Dim: 8, Metric: Dot}, small)
 	require.NoError(t, err)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // TestCheckpointOutOfInodes is the failure as a disk gives it: a tmpfs
@@ -28,7 +29,7 @@ func TestCheckpointOutOfInodes(t *testing.T) {
 		t.Skipf("cannot mount a tmpfs (needs root): %v", err)
 	}
 	t.Cleanup(func() { require.NoError(t, syscall.Unmount(dir, syscall.MNT_DETACH)) })
-	r := newRand(t)
+	r := testkit.Rand(t)
 	const dim = 16
 	ctx := context.Background()
 	ix, m, next, path := newModelStore(t, r, dir, 50, dim, backends[0])

@@ -48,7 +48,7 @@ func (m storeModel) writeOnce(t *testing.T, r *rand.Rand, ix *engine.Index, next
 	acked := 0
 	id := *next
 	*next++
-	v := randomVectors(r, 1, dim)[0]
+	v := testkit.Vectors(r, 1, dim)[0]
 	if _, err := ix.Add(ctx, engine.Vectors([][]float32{v}), engine.WithIDs([]uint64{id}...)); err == nil {
 		m[id] = v
 		acked++
@@ -60,7 +60,7 @@ func (m storeModel) writeOnce(t *testing.T, r *rand.Rand, ix *engine.Index, next
 	slices.Sort(stored)
 	if len(stored) >= 2 {
 		up := stored[r.IntN(len(stored))]
-		w := randomVectors(r, 1, dim)[0]
+		w := testkit.Vectors(r, 1, dim)[0]
 		if _, err := ix.Upsert(ctx, engine.Vectors([][]float32{w}), engine.WithIDs([]uint64{up}...)); err == nil {
 			m[up] = w
 			acked++
@@ -90,7 +90,7 @@ func newModelStore(t *testing.T, r *rand.Rand, dir string, n, dim int, b backend
 	require.NoError(t, err)
 	m := storeModel{}
 	ids := make([]uint64, n)
-	vs := randomVectors(r, n, dim)
+	vs := testkit.Vectors(r, n, dim)
 	for i := range ids {
 		ids[i] = uint64(i)
 		m[ids[i]] = vs[i]
@@ -128,7 +128,7 @@ var atomicSteps = []string{storefile.StepCreate, storefile.StepWrite, storefile.
 // whose new log could not be made left the index appending to a log the
 // new base made stale, so acknowledged writes vanished on reopen.
 func TestCheckpointFailingAtEveryStep(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	const dim = 8
 	for _, b := range backends[:2] { // the CPU, whose base is mapped, and lavapipe
 		for _, target := range []string{"base", "log"} {
@@ -184,7 +184,7 @@ func TestCheckpointFailingAtEveryStep(t *testing.T) {
 // the file are one store with one writer, and a checkpoint replaces the
 // file, leaving the link a link.
 func TestStoreThroughSymlink(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	dir := t.TempDir()
 	const dim = 8
@@ -232,7 +232,7 @@ func TestStoreThroughSymlink(t *testing.T) {
 	mem, err := engine.New(ctx, engine.Config{Dim: dim, Metric: engine.Dot, Device: engine.CPU})
 	require.NoError(t, err)
 	defer mem.Close()
-	require.NoError(t, testkit.ErrOf(mem.Add(ctx, engine.Vectors(randomVectors(r, 1, dim)), engine.WithIDs([]uint64{7}...))))
+	require.NoError(t, testkit.ErrOf(mem.Add(ctx, engine.Vectors(testkit.Vectors(r, 1, dim)), engine.WithIDs([]uint64{7}...))))
 	saved := filepath.Join(dir, "saved.umbra")
 	savedLink := filepath.Join(other, "saved-link.umbra")
 	require.NoError(t, os.WriteFile(saved, nil, 0o644))
@@ -259,7 +259,7 @@ func TestStoreThroughSymlink(t *testing.T) {
 // none of which all three succeed; before, DeleteKeys looked the key up,
 // let go of the lock and could delete the vector re-added under X.
 func TestDeleteKeysRacesIDWrites(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	const dim = 4
 	for _, dir := range []string{"", t.TempDir()} {
@@ -272,7 +272,7 @@ func TestDeleteKeysRacesIDWrites(t *testing.T) {
 				ix, err = engine.Open(ctx, filepath.Join(dir, fmt.Sprintf("s%d.umbra", i)), engine.Config{Dim: dim, Device: engine.CPU}, engine.LogSync(1<<30))
 			}
 			require.NoError(t, err)
-			ids, err := ix.Add(ctx, engine.Vectors(randomVectors(r, 1, dim)), engine.WithKeys([]string{"a"}...))
+			ids, err := ix.Add(ctx, engine.Vectors(testkit.Vectors(r, 1, dim)), engine.WithKeys([]string{"a"}...))
 			require.NoError(t, err)
 			x := ids[0]
 			var errA, errDel, errAdd error
@@ -280,7 +280,7 @@ func TestDeleteKeysRacesIDWrites(t *testing.T) {
 			wg.Go(func() { errA = ix.Delete(ctx, engine.WithKeys("a")) })
 			wg.Go(func() {
 				if errDel = ix.Delete(ctx, engine.WithIDs(x)); errDel == nil {
-					_, errAdd = ix.Add(ctx, engine.Vectors(randomVectors(r, 1, dim)), engine.WithIDs([]uint64{x}...))
+					_, errAdd = ix.Add(ctx, engine.Vectors(testkit.Vectors(r, 1, dim)), engine.WithIDs([]uint64{x}...))
 				}
 			})
 			wg.Wait()

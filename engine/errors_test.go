@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 func TestConfigErrors(t *testing.T) {
@@ -47,14 +48,14 @@ func TestConfigErrors(t *testing.T) {
 // backend and checks the sentinel, the message, and that the stored vectors
 // and their search results are exactly as before.
 func TestBadInputLeavesIndexUnchanged(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	const dim = 6
-	good := randomVectors(r, 50, dim)
-	q := randomVectors(r, 1, dim)[0]
+	good := testkit.Vectors(r, 50, dim)
+	q := testkit.Vectors(r, 1, dim)[0]
 	nan := float32(math.NaN())
 	inf := float32(math.Inf(1))
 	withAt := func(row, col int, x float32) [][]float32 {
-		vs := randomVectors(r, 4, dim)
+		vs := testkit.Vectors(r, 4, dim)
 		vs[row][col] = x
 		return vs
 	}
@@ -78,7 +79,7 @@ func TestBadInputLeavesIndexUnchanged(t *testing.T) {
 				{"+Inf", withAt(3, 0, inf), engine.ErrNonFinite, "vector 3, component 0 is +Inf"},
 				{"-Inf", withAt(0, 5, -inf), engine.ErrNonFinite, "vector 0, component 5 is -Inf"},
 				{"zero vector", [][]float32{good[1], make([]float32, dim)}, engine.ErrZeroVector, "vector 1 has norm 0"},
-				{"past MaxRows", randomVectors(r, 11, dim), engine.ErrTooLarge, "would exceed MaxRows 60"},
+				{"past MaxRows", testkit.Vectors(r, 11, dim), engine.ErrTooLarge, "would exceed MaxRows 60"},
 			}
 			for _, a := range adds {
 				ids, err := ix.Add(context.Background(), engine.Vectors(a.vs))

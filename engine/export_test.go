@@ -68,7 +68,7 @@ func GPUChildPID(ix *Index) int {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	if c, ok := ix.dev.(*childDevice); ok {
-		return c.pid()
+		return c.cmd.Process.Pid
 	}
 	return 0
 }
@@ -133,3 +133,6 @@ func StartGPUChild(ctx context.Context, name string, greetingTimeout time.Durati
 	c.Release()
 	return nil
 }
+
+// Recovering reports whether a GPU recovery of ix runs in the background.
+func Recovering(ix *Index) bool { return ix.recovering.Load() }

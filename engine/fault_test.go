@@ -25,11 +25,11 @@ var errInjected = errors.New("injected fault")
 // search exactly as the fallback does: a failure may never leave state
 // behind that makes a later answer wrong.
 func TestEveryGPUFailureThenExactSearches(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	const dim = 20
-	base := randomVectors(r, 600, dim)
-	more := randomVectors(r, 300, dim) // grows chunk 0 (a device copy) and opens chunk 1
-	queries := randomVectors(r, 11, dim)
+	base := testkit.Vectors(r, 600, dim)
+	more := testkit.Vectors(r, 300, dim) // grows chunk 0 (a device copy) and opens chunk 1
+	queries := testkit.Vectors(r, 11, dim)
 	ctx := context.Background()
 
 	// Every step is failed on each adapter; the metrics are spread over
@@ -112,17 +112,17 @@ func TestEveryGPUFailureThenExactSearches(t *testing.T) {
 					got, err := p.gpu.SearchBatch(ctx, queries, k)
 					require.NoError(t, err, "%s: the search after the failure", what)
 					for qi := range want {
-						requireSameHits(t, m, want[qi], got[qi], fmt.Sprintf("%s: k=%d query %d", what, k, qi))
+						requireSameHits(t, m, p.cpu.Get, queries[qi], want[qi], got[qi], fmt.Sprintf("%s: k=%d query %d", what, k, qi))
 					}
 					one, err := p.gpu.Search(ctx, queries[3], k)
 					require.NoError(t, err)
-					requireSameHits(t, m, want[3], one, fmt.Sprintf("%s: single search k=%d", what, k))
+					requireSameHits(t, m, p.cpu.Get, queries[3], want[3], one, fmt.Sprintf("%s: single search k=%d", what, k))
 					even := engine.AllowFunc(func(id uint64) bool { return id%2 == 0 })
 					wantEven, err := p.cpu.Search(ctx, queries[3], k, even)
 					require.NoError(t, err)
 					gotEven, err := p.gpu.Search(ctx, queries[3], k, even)
 					require.NoError(t, err)
-					requireSameHits(t, m, wantEven, gotEven, fmt.Sprintf("%s: filtered k=%d", what, k))
+					requireSameHits(t, m, p.cpu.Get, queries[3], wantEven, gotEven, fmt.Sprintf("%s: filtered k=%d", what, k))
 				}
 			}
 

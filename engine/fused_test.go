@@ -10,6 +10,7 @@ import (
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // TestFusedTopK compares the GPU's selection with the fallback for k from
@@ -18,15 +19,15 @@ import (
 // batched, with duplicated rows (exact ties, ordered by lower ID) and with
 // an allow filter, on every GPU backend.
 func TestFusedTopK(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	const dim = 20
 	for _, n := range []int{1, 7, 520, 1300} {
-		base := randomVectors(r, max(n/3, 1), dim)
+		base := testkit.Vectors(r, max(n/3, 1), dim)
 		data := make([][]float32, n)
 		for i := range data {
 			data[i] = base[r.IntN(len(base))]
 		}
-		queries := append(randomVectors(r, 9, dim), data[n-1])
+		queries := append(testkit.Vectors(r, 9, dim), data[n-1])
 		keep := func(id uint64) bool { return id%5 != 2 }
 		for _, m := range metrics {
 			cpu := open(t, backends[0], engine.Config{Dim: dim, Metric: m})
@@ -68,7 +69,7 @@ func requireSearchesMatch(t *testing.T, m engine.Metric, cpu, ix *engine.Index, 
 			require.NoError(t, err)
 			require.Equal(t, got[3], one, "batched and single search differ, %s", what)
 			for qi := range queries {
-				requireSameHits(t, m, want[qi], got[qi], fmt.Sprintf("%s query %d (%s path)", what, qi, tr.SelectPath))
+				requireSameHits(t, m, cpu.Get, queries[qi], want[qi], got[qi], fmt.Sprintf("%s query %d (%s path)", what, qi, tr.SelectPath))
 			}
 		}
 	}
@@ -78,9 +79,9 @@ func requireSearchesMatch(t *testing.T, m engine.Metric, cpu, ix *engine.Index, 
 // scan per device chunk and one merge, in one submission and one map, and
 // reads back only its k hits; Trace reports it.
 func TestFusedTraceCounts(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	const dim, n, k = 32, 2000, 10
-	data := randomVectors(r, n, dim)
+	data := testkit.Vectors(r, n, dim)
 	for _, b := range backends[1:] {
 		t.Run(b.name, func(t *testing.T) {
 			for _, chunk := range []int{0, 1000} {
@@ -116,9 +117,7 @@ func TestFusedTraceCounts(t *testing.T) {
 // TestNonFiniteOnTheRadixSelect runs the NaN, ±Inf and −0 ordering test
 // with the radix select forced, so the path that serves k past the fused
 // limit keeps the one order too (with the default, small k takes the
-// fused path). No engine test runs in parallel, so the process-wide
-// setting reaches only this one.
+// fused path).
 func TestNonFiniteOnTheRadixSelect(t *testing.T) {
-	defer gpu.SetSelectPath(gpu.SetSelectPath(gpu.SelectRadix))
-	TestNonFiniteScoresRankTheSameEverywhere(t)
+	nonFiniteRanks(t, gpu.WithSelectPath(context.Background(), gpu.SelectRadix))
 }

@@ -3,83 +3,28 @@ package engine_test
 import (
 	"context"
 	"fmt"
-	"math"
-	"math/rand/v2"
 	"os"
 	"sort"
-	"strconv"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
-// newRand returns a generator seeded from the clock (or UMBRA_SEED) and logs
-// the seed so a failure can be replayed.
-func newRand(t testing.TB) *rand.Rand {
-	t.Helper()
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("UMBRA_SEED"); s != "" {
-		var err error
-		seed, err = strconv.ParseUint(s, 10, 64)
-		require.NoError(t, err)
-	}
-	t.Logf("seed %d (replay with UMBRA_SEED=%d)", seed, seed)
-	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-}
-
-// randomVectors returns n vectors with components uniform in [-1, 1); a
-// zero vector is vanishingly unlikely but is redrawn anyway.
-func randomVectors(r *rand.Rand, n, dim int) [][]float32 {
-	out := make([][]float32, n)
-	for i := range out {
-		for {
-			v := make([]float32, dim)
-			nz := false
-			for j := range v {
-				v[j] = r.Float32()*2 - 1
-				nz = nz || v[j] != 0
-			}
-			if nz {
-				out[i] = v
-				break
-			}
-		}
-	}
-	return out
-}
-
 // refScore is the float64 reference for one pair under m.
-func refScore(m engine.Metric, v, q []float32) float64 {
-	var dot, vv, qq, l2 float64
-	for i := range v {
-		a, b := float64(v[i]), float64(q[i])
-		dot += a * b
-		vv += a * a
-		qq += b * b
-		l2 += (a - b) * (a - b)
-	}
-	switch m {
-	case engine.Cosine:
-		return dot / math.Sqrt(vv*qq)
-	case engine.Dot:
-		return dot
-	}
-	return l2
+func refScore(m engine.Metric, v, q []float32) float64 { return refOf(m, 0, v, q).Score }
+
+// refOf is the reference of row id, holding v, for q under m.
+func refOf(m engine.Metric, id uint64, v, q []float32) testkit.Ref {
+	return testkit.Score(engine.KitMetric(m), id, v, q)
 }
 
 // tolerance is the allowed difference between a float32 score and its
-// float64 reference: 1e-5 absolute for cosine (scores lie in [-1, 1]), and
-// 1e-5 relative to the score's magnitude (at least 1e-5) for dot and L2,
-// whose float32 sums carry error proportional to their size.
-func tolerance(m engine.Metric, ref float64) float64 {
-	if m == engine.Cosine {
-		return 1e-5
-	}
-	return 1e-5 * math.Max(1, math.Abs(ref))
-}
+// float64 reference where the terms are not at hand (testkit.Tolerance): a
+// threshold kept clear of the rows on either side of it.
+func tolerance(_ engine.Metric, ref float64) float64 { return testkit.Tolerance(ref, 0) }
 
 type ranked struct {
 	id    uint64
@@ -105,6 +50,52 @@ func reference(m engine.Metric, data [][]float32, q []float32) []ranked {
 	return out
 }
 
+// rowsOf looks rows up by ID where the IDs are the rows' positions in data,
+// as an index's Get does.
+func rowsOf(data [][]float32) func(id uint64) ([]float32, error) {
+	return func(id uint64) ([]float32, error) {
+		if id >= uint64(len(data)) {
+			return nil, fmt.Errorf("ID %d past the %d rows", id, len(data))
+		}
+		return data[id], nil
+	}
+}
+
+// kitHits are hits as testkit compares them.
+func kitHits(hs []engine.Hit) []testkit.Hit {
+	out := make([]testkit.Hit, len(hs))
+	for i, h := range hs {
+		out[i] = testkit.Hit{ID: h.ID, Score: h.Score}
+	}
+	return out
+}
+
+// sameHitsError says how got fails to agree with want, both best-first
+// answers for q over the rows rows returns by ID (an index's Get, or
+// rowsOf), or returns nil: got in order (orderError), and
+// testkit.SameRanking, which checks every rank's ID and every reported
+// score against the float64 references of the rows themselves. It returns instead of failing so that goroutines can
+// use it.
+func sameHitsError(m engine.Metric, rows func(uint64) ([]float32, error), q []float32, want, got []engine.Hit) error {
+	if err := orderError(m, got); err != nil {
+		return err
+	}
+	return testkit.SameRanking(kitHits(want), kitHits(got), func(id uint64) (testkit.Ref, error) {
+		v, err := rows(id)
+		if err != nil {
+			return testkit.Ref{}, err
+		}
+		return refOf(m, id, v, q), nil
+	})
+}
+
+// requireSameHits requires two best-first answers for q to agree (see
+// sameHitsError).
+func requireSameHits(t *testing.T, m engine.Metric, rows func(uint64) ([]float32, error), q []float32, want, got []engine.Hit, what string) {
+	t.Helper()
+	require.NoError(t, sameHitsError(m, rows, q, want, got), what)
+}
+
 // checkHits asserts hits is a correct exact top-k of data for q (see
 // topKError).
 func checkHits(t *testing.T, m engine.Metric, data [][]float32, q []float32, k int, hits []engine.Hit) {
@@ -113,53 +104,26 @@ func checkHits(t *testing.T, m engine.Metric, data [][]float32, q []float32, k i
 }
 
 // topKError says how hits fails to be a correct exact top-k of data for q,
-// or returns nil: the right length, distinct IDs, each score within
-// tolerance of its reference, best first, and every hit at least as good as
-// the true k-th best up to the tolerance (so only near-ties may differ from
-// the reference order). It returns instead of failing so that goroutines
-// can use it.
+// or returns nil: the float64 reference's top k up to near-ties, in order,
+// every reported score within tolerance (sameHitsError). It returns instead
+// of failing so that goroutines can use it.
 func topKError(m engine.Metric, data [][]float32, q []float32, k int, hits []engine.Hit) error {
 	ref := reference(m, data, q)
-	want := min(k, len(data))
-	if len(hits) != want {
-		return fmt.Errorf("%d hits, want %d", len(hits), want)
+	want := make([]engine.Hit, min(k, len(data)))
+	for i := range want {
+		want[i] = engine.Hit{ID: ref[i].id, Score: float32(ref[i].score)}
 	}
-	if want == 0 {
-		return nil
-	}
-	better := func(a, b float64) bool { return a > b == m.HigherIsBetter() && a != b }
-	kth := ref[want-1].score
-	seen := map[uint64]bool{}
-	for i, h := range hits {
-		if h.ID >= uint64(len(data)) {
-			return fmt.Errorf("hit %d has ID %d, past the %d rows", i, h.ID, len(data))
-		}
-		if seen[h.ID] {
-			return fmt.Errorf("hit %d repeats ID %d", i, h.ID)
-		}
-		seen[h.ID] = true
-		exact := refScore(m, data[h.ID], q)
-		tol := tolerance(m, exact)
-		if math.Abs(exact-float64(h.Score)) > tol {
-			return fmt.Errorf("hit %d (ID %d) scores %g, float64 %g", i, h.ID, h.Score, exact)
-		}
-		if math.Abs(exact-kth) > 2*tol && better(kth, exact) {
-			return fmt.Errorf("hit %d (ID %d, %g) is not in the true top %d (k-th %g)", i, h.ID, exact, k, kth)
-		}
-		if i > 0 {
-			p := hits[i-1]
-			if !(better(float64(p.Score), float64(h.Score)) || p.Score == h.Score && p.ID < h.ID) {
-				return fmt.Errorf("hits %d and %d out of order: %v then %v", i-1, i, p, h)
-			}
-		}
-	}
-	// Away from near-ties the IDs must be exactly the reference's.
-	for i := 0; i < want; i++ {
-		tol := tolerance(m, ref[i].score)
-		clearAbove := i == 0 || math.Abs(ref[i-1].score-ref[i].score) > 2*tol
-		clearBelow := i+1 >= len(ref) || math.Abs(ref[i+1].score-ref[i].score) > 2*tol
-		if clearAbove && clearBelow && ref[i].id != hits[i].ID {
-			return fmt.Errorf("rank %d is ID %d, float64 reference says %d", i, hits[i].ID, ref[i].id)
+	return sameHitsError(m, rowsOf(data), q, want, hits)
+}
+
+// orderError says where hits break the order every answer keeps: best
+// first by the scores reported, equal scores by lower ID.
+func orderError(m engine.Metric, hits []engine.Hit) error {
+	better := func(a, b float32) bool { return a > b == m.HigherIsBetter() && a != b }
+	for i := 1; i < len(hits); i++ {
+		p, h := hits[i-1], hits[i]
+		if !(better(p.Score, h.Score) || p.Score == h.Score && p.ID < h.ID) {
+			return fmt.Errorf("hits %d and %d out of order: %v then %v", i-1, i, p, h)
 		}
 	}
 	return nil
@@ -228,7 +192,7 @@ func requireSameAnswers(t *testing.T, m engine.Metric, ref, ix *engine.Index, qs
 		got, err := ix.SearchBatch(ctx, qs, k)
 		require.NoError(t, err)
 		for i := range qs {
-			requireSameHits(t, m, want[i], got[i], fmt.Sprintf("%s: k=%d query %d", what, k, i))
+			requireSameHits(t, m, ref.Get, qs[i], want[i], got[i], fmt.Sprintf("%s: k=%d query %d", what, k, i))
 		}
 	}
 	for i, q := range qs {
@@ -236,7 +200,7 @@ func requireSameAnswers(t *testing.T, m engine.Metric, ref, ix *engine.Index, qs
 		require.NoError(t, err)
 		got, err := ix.Search(ctx, q, 5, engine.Allow(allow...))
 		require.NoError(t, err)
-		requireSameHits(t, m, want, got, fmt.Sprintf("%s: filtered query %d", what, i))
+		requireSameHits(t, m, ref.Get, q, want, got, fmt.Sprintf("%s: filtered query %d", what, i))
 		ranked, err := ref.Search(ctx, q, ref.Len())
 		require.NoError(t, err)
 		j := rangeAt
@@ -246,6 +210,6 @@ func requireSameAnswers(t *testing.T, m engine.Metric, ref, ix *engine.Index, qs
 		th := (ranked[j].Score + ranked[j+1].Score) / 2
 		gotR, err := ix.SearchRange(ctx, q, th)
 		require.NoError(t, err)
-		requireSameHits(t, m, ranked[:j+1], gotR, fmt.Sprintf("%s: range query %d", what, i))
+		requireSameHits(t, m, ref.Get, q, ranked[:j+1], gotR, fmt.Sprintf("%s: range query %d", what, i))
 	}
 }

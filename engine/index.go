@@ -73,10 +73,12 @@ type Index struct {
 	batch coalescer
 
 	// life ends at Close, stopping a GPU recovery in the background
-	// (recover.go); recovering is set while one runs, recoveries counts
-	// the times the GPU came back, and lastFailure says what failed last.
+	// (recover.go), which Close waits for (background); recovering is set
+	// while one runs, recoveries counts the times the GPU came back, and
+	// lastFailure says what failed last.
 	life        context.Context
 	endLife     context.CancelFunc
+	background  sync.WaitGroup
 	recovering  atomic.Bool
 	recoveries  atomic.Int64
 	lastFailure string // guarded by whyMu
@@ -835,6 +837,7 @@ func (ix *Index) demote(err error) {
 		ix.hint = hintFor(hint.ProbeFailed, ix.cfg.adapter())
 		if ix.dev != nil && ix.recovering.CompareAndSwap(false, true) {
 			ix.reason += "; recovering in the background"
+			ix.background.Add(1)
 			go ix.recoverGPU(err)
 		}
 	}
@@ -898,14 +901,23 @@ func (ix *Index) Info() Info {
 	return info
 }
 
-// Close releases the index's device buffers. Later calls return ErrClosed;
-// closing twice is harmless, and so is closing a nil *Index (what a failed
-// New or Open returns), so `defer ix.Close()` may come before the error
-// check.
+// Close releases the index's device buffers and stops a GPU recovery in
+// the background, returning once it has ended. Later calls return
+// ErrClosed; closing twice is harmless, and so is closing a nil *Index
+// (what a failed New or Open returns), so `defer ix.Close()` may come
+// before the error check.
 func (ix *Index) Close() error {
 	if ix == nil {
 		return nil
 	}
+	err := ix.close()
+	// Not under the locks: an attempt under way takes wmu, finds the index
+	// closed and ends.
+	ix.background.Wait()
+	return err
+}
+
+func (ix *Index) close() error {
 	ix.wmu.Lock()
 	defer ix.wmu.Unlock()
 	var repairErr error

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 var metrics = []engine.Metric{engine.Cosine, engine.Dot, engine.L2}
@@ -19,12 +20,12 @@ var metrics = []engine.Metric{engine.Cosine, engine.Dot, engine.L2}
 // count that is not a multiple of any workgroup size, and a chunk cap that
 // splits the slab over several device buffers.
 func TestSearchMatchesReference(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	dims := []int{1, 3, 127, 768, 1536}
 	const n = 1037
 	for _, dim := range dims {
-		data := randomVectors(r, n, dim)
-		queries := randomVectors(r, 3, dim)
+		data := testkit.Vectors(r, n, dim)
+		queries := testkit.Vectors(r, 3, dim)
 		queries = append(queries, data[17]) // a stored vector is its own best match
 		for _, b := range backends {
 			for _, m := range metrics {
@@ -78,10 +79,10 @@ func TestSearchMatchesReference(t *testing.T) {
 // TestBackendsAgree checks that the GPU backends and the fallback return the
 // same IDs and scores for the same data, at several k including k > Len.
 func TestBackendsAgree(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	const dim, n = 96, 2500
-	data := randomVectors(r, n, dim)
-	queries := randomVectors(r, 8, dim)
+	data := testkit.Vectors(r, n, dim)
+	queries := testkit.Vectors(r, 8, dim)
 	for _, m := range metrics {
 		var results [][][]engine.Hit
 		var names []string
@@ -105,7 +106,7 @@ func TestBackendsAgree(t *testing.T) {
 		}
 		for i := 1; i < len(results); i++ {
 			for qi := range results[0] {
-				requireSameHits(t, m, results[0][qi], results[i][qi], fmt.Sprintf("%s vs %s, %s, list %d", names[0], names[i], m, qi))
+				requireSameHits(t, m, rowsOf(data), queries[qi%len(queries)], results[0][qi], results[i][qi], fmt.Sprintf("%s vs %s, %s, list %d", names[0], names[i], m, qi))
 			}
 		}
 	}
@@ -115,7 +116,7 @@ func TestBackendsAgree(t *testing.T) {
 // across chunk boundaries, checking after each batch that everything stored
 // so far is searchable and nothing earlier moved.
 func TestIncrementalAdd(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	const dim = 20
 	sizes := []int{1, 49, 50, 1, 99, 300, 7}
 	for _, b := range backends {
@@ -123,13 +124,13 @@ func TestIncrementalAdd(t *testing.T) {
 			ix := open(t, b, engine.Config{Dim: dim, Metric: engine.Dot}, 100)
 			var data [][]float32
 			for _, s := range sizes {
-				batch := randomVectors(r, s, dim)
+				batch := testkit.Vectors(r, s, dim)
 				ids, err := ix.Add(context.Background(), engine.Vectors(batch))
 				require.NoError(t, err)
 				require.Equal(t, uint64(len(data)), ids[0])
 				data = append(data, batch...)
 				require.Equal(t, len(data), ix.Len())
-				q := randomVectors(r, 1, dim)[0]
+				q := testkit.Vectors(r, 1, dim)[0]
 				hits, err := ix.Search(context.Background(), q, len(data))
 				require.NoError(t, err)
 				checkHits(t, engine.Dot, data, q, len(data), hits)
@@ -139,7 +140,7 @@ func TestIncrementalAdd(t *testing.T) {
 }
 
 func TestEmptyIndexAndLargeK(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			ix := open(t, b, engine.Config{Dim: 5})
@@ -151,7 +152,7 @@ func TestEmptyIndexAndLargeK(t *testing.T) {
 			assert.Empty(t, ids)
 			_, err = ix.Add(context.Background(), nil)
 			require.ErrorIs(t, err, engine.ErrSource, "a nil RowSource is a mistake, not an empty write")
-			data := randomVectors(r, 4, 5)
+			data := testkit.Vectors(r, 4, 5)
 			_, err = ix.Add(context.Background(), engine.Vectors(data))
 			require.NoError(t, err)
 			hits, err = ix.Search(context.Background(), data[2], 1000)
@@ -165,9 +166,9 @@ func TestEmptyIndexAndLargeK(t *testing.T) {
 // TestTiesBreakByLowerID stores identical vectors, whose scores are equal
 // on every backend, and expects them in ID order.
 func TestTiesBreakByLowerID(t *testing.T) {
-	r := newRand(t)
-	v := randomVectors(r, 1, 33)[0]
-	other := randomVectors(r, 1, 33)[0]
+	r := testkit.Rand(t)
+	v := testkit.Vectors(r, 1, 33)[0]
+	other := testkit.Vectors(r, 1, 33)[0]
 	data := [][]float32{other, v, v, other, v, v}
 	for _, b := range backends {
 		for _, m := range metrics {
@@ -189,10 +190,10 @@ func TestTiesBreakByLowerID(t *testing.T) {
 // top-k (by the float64 reference) of one of the prefixes of the data that
 // were stored at some moment: a search sees whole Add calls or none.
 func TestConcurrentSearchAndAdd(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	const dim, first, step, k = 16, 100, 50, 5
-	data := randomVectors(r, 600, dim)
-	queries := randomVectors(r, 4, dim)
+	data := testkit.Vectors(r, 600, dim)
+	queries := testkit.Vectors(r, 4, dim)
 	// matchesAPrefix returns the sizes of the stored prefixes whose exact
 	// top-k hits is.
 	matchesAPrefix := func(q []float32, hits []engine.Hit) []int {
@@ -252,9 +253,9 @@ func TestConcurrentSearchAndAdd(t *testing.T) {
 // -race): the device's calls are serialised, and neither index sees the
 // other's queries or scores.
 func TestIndexesShareADevice(t *testing.T) {
-	r := newRand(t)
-	a := randomVectors(r, 700, 40)
-	b := randomVectors(r, 300, 130)
+	r := testkit.Rand(t)
+	a := testkit.Vectors(r, 700, 40)
+	b := testkit.Vectors(r, 300, 130)
 	for _, be := range backends[1:] {
 		t.Run(be.name, func(t *testing.T) {
 			ixA := open(t, be, engine.Config{Dim: 40, Metric: engine.Dot}, 256)
@@ -263,7 +264,7 @@ func TestIndexesShareADevice(t *testing.T) {
 			require.NoError(t, err)
 			_, err = ixB.Add(context.Background(), engine.Vectors(b))
 			require.NoError(t, err)
-			qa, qb := randomVectors(r, 1, 40)[0], randomVectors(r, 1, 130)[0]
+			qa, qb := testkit.Vectors(r, 1, 40)[0], testkit.Vectors(r, 1, 130)[0]
 			wantA, err := ixA.Search(context.Background(), qa, 9)
 			require.NoError(t, err)
 			wantB, err := ixB.Search(context.Background(), qb, 9)

@@ -3,7 +3,6 @@ package engine_test
 import (
 	"context"
 	"fmt"
-	"github.com/umbravec/umbra/internal/testkit"
 	"math"
 	"slices"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // TestRefusedWritesNameTheFirstBadVector: Add, AddFlat and Upsert (mixing
@@ -19,13 +19,13 @@ import (
 // tail, past the first progress piece — the error names the first bad
 // vector and component, and the index keeps exactly what it held.
 func TestRefusedWritesNameTheFirstBadVector(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	const dim = 9
 	for _, m := range metrics {
 		t.Run(m.String(), func(t *testing.T) {
 			ix := open(t, backends[0], engine.Config{Dim: dim, Metric: m})
-			stored := randomVectors(r, 30, dim)
+			stored := testkit.Vectors(r, 30, dim)
 			ids, err := ix.Add(ctx, engine.Vectors(stored))
 			require.NoError(t, err)
 			snapshot := func() map[uint64][]float32 {
@@ -44,7 +44,7 @@ func TestRefusedWritesNameTheFirstBadVector(t *testing.T) {
 				if trial == 0 {
 					n = 70_000 // past one progress piece (1<<16 rows)
 				}
-				vs := randomVectors(r, n, dim)
+				vs := testkit.Vectors(r, n, dim)
 				bad, col := r.IntN(n), r.IntN(dim)
 				if trial == 0 {
 					bad = 1<<16 + r.IntN(n-1<<16) // in the second piece
@@ -80,7 +80,7 @@ func TestRefusedWritesNameTheFirstBadVector(t *testing.T) {
 				require.Equal(t, before, snapshot(), "trial %d: a refused write changed the index", trial)
 			}
 			if m == engine.Cosine {
-				vs := randomVectors(r, 6, dim)
+				vs := testkit.Vectors(r, 6, dim)
 				vs[4] = make([]float32, dim)
 				_, err := ix.Upsert(ctx, engine.Vectors(vs), engine.WithIDs([]uint64{ids[0], 5000, ids[1], 5001, 5002, ids[2]}...))
 				require.ErrorIs(t, err, engine.ErrZeroVector)
@@ -88,7 +88,7 @@ func TestRefusedWritesNameTheFirstBadVector(t *testing.T) {
 				require.Equal(t, before, snapshot())
 			}
 			// A good upsert of the same shape then goes through.
-			vs := randomVectors(r, 3, dim)
+			vs := testkit.Vectors(r, 3, dim)
 			require.NoError(t, testkit.ErrOf(ix.Upsert(ctx, engine.Vectors(vs), engine.WithIDs([]uint64{ids[3], 7000, ids[4]}...))))
 			require.Equal(t, len(stored)+1, ix.Len())
 		})
@@ -99,11 +99,11 @@ func TestRefusedWritesNameTheFirstBadVector(t *testing.T) {
 // (data becomes the storage) and into one holding rows (a copy) stores
 // exactly what AddFlat stores, and a bad row is named with nothing stored.
 func TestAdoptFlatStoresWhatAddFlatStores(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	for _, dim := range []int{8, 10} { // 10: padded rows, never adopted
 		for _, m := range metrics {
-			vs := randomVectors(r, 50, dim)
+			vs := testkit.Vectors(r, 50, dim)
 			flat := func() []float32 {
 				var f []float32
 				for _, v := range vs {
@@ -139,7 +139,7 @@ func TestAdoptFlatStoresWhatAddFlatStores(t *testing.T) {
 // parts hold bad rows the error names the first bad row of the call, with
 // nothing stored.
 func TestParallelPackingMatchesOnePass(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	const dim, n = 33, 40_000
 	flat := make([]float32, n*dim)

@@ -482,9 +482,6 @@ func (c *childDevice) Release() {
 	_ = c.cmd.Process.Kill()
 }
 
-// pid is the child's process ID (tests kill it).
-func (c *childDevice) pid() int { return c.cmd.Process.Pid }
-
 // serveChild is the child's side: it opens the index the parent's hello
 // asks for and answers requests until its input ends. It returns the exit
 // status.

@@ -45,19 +45,19 @@ func TestIsolatedGPUCrashLeavesTheCallerStanding(t *testing.T) {
 	for _, b := range backends[1:] {
 		for _, prec := range precs[b.name] {
 			t.Run(b.name+"/"+prec.String(), func(t *testing.T) {
-				r := newRand(t)
+				r := testkit.Rand(t)
 				const dim = 14
 				ctx := context.Background()
 				ix := openIsolated(t, b, engine.Config{Dim: dim, Metric: engine.Dot, Precision: prec})
 				ref := open(t, backends[0], engine.Config{Dim: dim, Metric: engine.Dot})
-				data := randomVectors(r, 600, dim)
+				data := testkit.Vectors(r, 600, dim)
 				for _, x := range []*engine.Index{ix, ref} {
 					_, err := x.Add(ctx, engine.Vectors(data))
 					require.NoError(t, err)
 					require.NoError(t, testkit.ErrOf(x.Upsert(ctx, engine.Vectors(data[10:12]), engine.WithIDs([]uint64{3, 5000}...))))
 					require.NoError(t, x.Delete(ctx, engine.WithIDs(7, 8)))
 				}
-				qs := randomVectors(r, 4, dim)
+				qs := testkit.Vectors(r, 4, dim)
 				same := func(what string) {
 					t.Helper()
 					for i, q := range qs {
@@ -65,12 +65,12 @@ func TestIsolatedGPUCrashLeavesTheCallerStanding(t *testing.T) {
 						require.NoError(t, err)
 						got, err := ix.Search(ctx, q, 11)
 						require.NoError(t, err, "%s: query %d", what, i)
-						requireSameHits(t, engine.Dot, want, got, what)
+						requireSameHits(t, engine.Dot, ref.Get, q, want, got, what)
 						want, err = ref.Search(ctx, q, 5, engine.Allow(1, 2, 3, 4, 5000, 9, 599))
 						require.NoError(t, err)
 						got, err = ix.Search(ctx, q, 5, engine.Allow(1, 2, 3, 4, 5000, 9, 599))
 						require.NoError(t, err)
-						requireSameHits(t, engine.Dot, want, got, what+", filtered")
+						requireSameHits(t, engine.Dot, ref.Get, q, want, got, what+", filtered")
 						// A threshold midway across a clear gap in the ranking.
 						ranked, err := ref.Search(ctx, q, 1000)
 						require.NoError(t, err)
@@ -81,14 +81,14 @@ func TestIsolatedGPUCrashLeavesTheCallerStanding(t *testing.T) {
 						th := (ranked[j].Score + ranked[j+1].Score) / 2
 						gotR, err := ix.SearchRange(ctx, q, th)
 						require.NoError(t, err)
-						requireSameHits(t, engine.Dot, ranked[:j+1], gotR, what+", range")
+						requireSameHits(t, engine.Dot, ref.Get, q, ranked[:j+1], gotR, what+", range")
 					}
 					all, err := ix.SearchBatch(ctx, qs, 600)
 					require.NoError(t, err)
 					want, err := ref.SearchBatch(ctx, qs, 600)
 					require.NoError(t, err)
 					for i := range all {
-						requireSameHits(t, engine.Dot, want[i], all[i], what+", batch k=Len")
+						requireSameHits(t, engine.Dot, ref.Get, qs[i], want[i], all[i], what+", batch k=Len")
 					}
 				}
 				var tr diag.Trace
@@ -105,10 +105,10 @@ func TestIsolatedGPUCrashLeavesTheCallerStanding(t *testing.T) {
 				require.NoError(t, err, "the search that meets the dead child is answered on the CPU")
 				want, err := ref.Search(ctx, qs[1], 11)
 				require.NoError(t, err)
-				requireSameHits(t, engine.Dot, want, got, "after the kill")
+				requireSameHits(t, engine.Dot, ref.Get, qs[1], want, got, "after the kill")
 				require.Contains(t, ix.Info().LastFailure, "child process")
 
-				more := randomVectors(r, 50, dim)
+				more := testkit.Vectors(r, 50, dim)
 				for _, x := range []*engine.Index{ix, ref} {
 					_, err := x.Add(ctx, engine.Vectors(more))
 					require.NoError(t, err)

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // TestSeedWorkload runs the headline shape, 50,000 × 768 (the Python engine's benchmark), on every
@@ -26,7 +27,7 @@ func TestSeedWorkload(t *testing.T) {
 		require.NoError(t, err)
 	}
 	const dim = 768
-	r := newRand(t)
+	r := testkit.Rand(t)
 	flat := make([]float32, n*dim)
 	for i := range flat {
 		flat[i] = r.Float32()*2 - 1
@@ -35,7 +36,7 @@ func TestSeedWorkload(t *testing.T) {
 	for i := range rows {
 		rows[i] = flat[i*dim : (i+1)*dim]
 	}
-	queries := randomVectors(r, 2, dim)
+	queries := testkit.Vectors(r, 2, dim)
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			ix := open(t, b, engine.Config{Dim: dim})

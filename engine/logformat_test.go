@@ -86,18 +86,18 @@ func TestOpensAVersion1Store(t *testing.T) {
 // opening without the upsert the damage replaced, and Open leaves the
 // log as it was.
 func TestMovedLogRecordsAreBadStore(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	const dim, n = 4, 5
 	cfg := engine.Config{Dim: dim, Metric: engine.L2, Device: engine.CPU}
 	path := filepath.Join(t.TempDir(), "s.umbra")
 	ix, err := engine.Open(ctx, path, cfg)
 	require.NoError(t, err)
-	_, err = ix.Add(ctx, engine.Vectors(randomVectors(r, 3, dim)))
+	_, err = ix.Add(ctx, engine.Vectors(testkit.Vectors(r, 3, dim)))
 	require.NoError(t, err)
 	// Upserts of one ID: log records of one length.
 	upserts := func() [][]float32 {
-		vs := randomVectors(r, n, dim)
+		vs := testkit.Vectors(r, n, dim)
 		for _, v := range vs {
 			require.NoError(t, testkit.ErrOf(ix.Upsert(ctx, engine.Vectors([][]float32{v}), engine.WithIDs([]uint64{1}...))))
 		}

@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,7 +22,7 @@ import (
 // path and an in-memory index holding the same rows.
 func mappedStore(t *testing.T, n int, m engine.Metric, p engine.Precision) (string, *engine.Index) {
 	t.Helper()
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	const dim = 37
 	path := filepath.Join(t.TempDir(), "mem.umbra")
@@ -32,7 +32,7 @@ func mappedStore(t *testing.T, n int, m engine.Metric, p engine.Precision) (stri
 	mem, err := engine.New(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { mem.Close() })
-	vs := randomVectors(r, n, dim)
+	vs := testkit.Vectors(r, n, dim)
 	ids := make([]uint64, n)
 	for i := range ids {
 		ids[i] = uint64(3*i + 1)
@@ -53,9 +53,9 @@ func mappedStore(t *testing.T, n int, m engine.Metric, p engine.Precision) (stri
 
 func sameSearches(t *testing.T, want, got *engine.Index, dim int, what string) {
 	t.Helper()
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
-	qs := randomVectors(r, 5, dim)
+	qs := testkit.Vectors(r, 5, dim)
 	for _, k := range []int{1, 10, want.Len() + 1} {
 		a, err := want.SearchBatch(ctx, qs, k)
 		require.NoError(t, err, what)
@@ -77,7 +77,7 @@ func sameSearches(t *testing.T, want, got *engine.Index, dim int, what string) {
 // an Add moves the rows to the heap and releases the mapping.
 func TestOpenMapsOnCPU(t *testing.T) {
 	ctx := context.Background()
-	r := newRand(t)
+	r := testkit.Rand(t)
 	for _, p := range []engine.Precision{engine.F32, engine.F16} {
 		for _, m := range metrics {
 			t.Run(fmt.Sprintf("%s/%s", p, m), func(t *testing.T) {
@@ -101,7 +101,7 @@ func TestOpenMapsOnCPU(t *testing.T) {
 				// Upsert rows in place, and delete some: the mapping stays,
 				// the file does not change.
 				ids := []uint64{1, 4, 3*1500 + 1, 3*2999 + 1}
-				vs := randomVectors(r, len(ids), 37)
+				vs := testkit.Vectors(r, len(ids), 37)
 				require.NoError(t, testkit.ErrOf(ix.Upsert(ctx, engine.Vectors(vs), engine.WithIDs(ids...))))
 				require.NoError(t, testkit.ErrOf(mem.Upsert(ctx, engine.Vectors(vs), engine.WithIDs(ids...))))
 				require.NoError(t, ix.Delete(ctx, engine.WithIDs(7, 10)))
@@ -129,7 +129,7 @@ func TestOpenMapsOnCPU(t *testing.T) {
 				sameSearches(t, mem, ix, 37, "reopened")
 
 				// An Add grows the rows into the heap: the mapping goes.
-				add := randomVectors(r, 3, 37)
+				add := testkit.Vectors(r, 3, 37)
 				_, err = ix.Add(ctx, engine.Vectors(add))
 				require.NoError(t, err)
 				_, err = mem.Add(ctx, engine.Vectors(add))
@@ -163,8 +163,8 @@ func mustOpenMem(t *testing.T, base []byte, p engine.Precision) *engine.Index {
 // fallback worker's) into the same error.
 func TestMappedStoreChangedUnderneath(t *testing.T) {
 	ctx := context.Background()
-	r := newRand(t)
-	q := randomVectors(r, 1, 37)[0]
+	r := testkit.Rand(t)
+	q := testkit.Vectors(r, 1, 37)[0]
 	type change struct {
 		name   string
 		noStat bool
@@ -273,11 +273,9 @@ func sigbusChild(path string) error {
 // test, not end the test binary.
 func TestMappedFaultInAChildProcess(t *testing.T) {
 	path, _ := mappedStore(t, 3000, engine.Dot, engine.F32)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "UMBRA_SIGBUS_CHILD="+path)
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "the child: %s", out)
-	require.Contains(t, string(out), "refused:")
-	require.Contains(t, string(out), "faulted", "the truncation reached the rows and faulted")
-	t.Logf("child: %s", bytes.TrimSpace(out))
+	out := testkit.Run(t, testkit.Child("sigbus", "UMBRA_SIGBUS_CHILD="+path))
+	require.Zero(t, out.Code, "the child: %+v", out)
+	require.Contains(t, out.Stdout, "refused:")
+	require.Contains(t, out.Stdout, "faulted", "the truncation reached the rows and faulted")
+	t.Logf("child: %s", strings.TrimSpace(out.Stdout))
 }

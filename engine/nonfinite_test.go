@@ -19,6 +19,12 @@ import (
 // ID — on the device's select, the host's select of read-back scores, and
 // the fallback alike.
 func TestNonFiniteScoresRankTheSameEverywhere(t *testing.T) {
+	nonFiniteRanks(t, context.Background())
+}
+
+// nonFiniteRanks is TestNonFiniteScoresRankTheSameEverywhere with ctx for
+// every call (the select path it forces).
+func nonFiniteRanks(t *testing.T, ctx context.Context) {
 	const big = 2e38
 	q := []float32{big, big, 1, 1}
 	data := [][]float32{
@@ -50,12 +56,12 @@ func TestNonFiniteScoresRankTheSameEverywhere(t *testing.T) {
 		}{{engine.Dot, data, q, dot}, {engine.L2, ldata, lq, l2}} {
 			t.Run(fmt.Sprintf("%s/%s", b.name, c.m), func(t *testing.T) {
 				ix := open(t, b, engine.Config{Dim: 4, Metric: c.m})
-				_, err := ix.Add(context.Background(), engine.Vectors(c.data))
+				_, err := ix.Add(ctx, engine.Vectors(c.data))
 				require.NoError(t, err)
 				// Small k selects on the device; k past half the rows
 				// selects on the host from every read-back score.
 				for k := 1; k <= len(c.want); k++ {
-					got, err := ix.Search(context.Background(), c.q, k)
+					got, err := ix.Search(ctx, c.q, k)
 					require.NoError(t, err)
 					require.Len(t, got, k)
 					for i, h := range got {

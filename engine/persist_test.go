@@ -3,7 +3,6 @@ package engine_test
 import (
 	"context"
 	"fmt"
-	"github.com/umbravec/umbra/internal/testkit"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // sameContents asserts two indexes hold the same IDs, vectors and keys.
@@ -38,7 +38,7 @@ func sameContents(t *testing.T, want, got *engine.Index, what string) {
 // checkpoint, then from a Save elsewhere — holds exactly what was
 // acknowledged, and searches the same, on every backend.
 func TestStoreSurvivesReopen(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	const dim = 10
 	for _, b := range backends {
@@ -58,20 +58,20 @@ func TestStoreSurvivesReopen(t *testing.T) {
 					require.NoError(t, f(st))
 					require.NoError(t, f(ref))
 				}
-				vs := randomVectors(r, 50, dim)
+				vs := testkit.Vectors(r, 50, dim)
 				both(func(ix *engine.Index) error { _, err := ix.Add(ctx, engine.Vectors(vs)); return err })
 				ids := []uint64{1 << 33, 7, 1 << 34}
-				up := randomVectors(r, 3, dim)
+				up := testkit.Vectors(r, 3, dim)
 				both(func(ix *engine.Index) error {
 					return testkit.ErrOf(ix.Upsert(ctx, engine.Vectors(up), engine.WithIDs(ids...)))
 				})
 				both(func(ix *engine.Index) error { return ix.Delete(ctx, engine.WithIDs(3, 9, 1<<33)) })
 				// An ID deleted and added again: a dead row and a live one share it.
-				again9 := randomVectors(r, 1, dim)
+				again9 := testkit.Vectors(r, 1, dim)
 				both(func(ix *engine.Index) error {
 					return testkit.ErrOf(ix.Add(ctx, engine.Vectors(again9), engine.WithIDs([]uint64{9}...)))
 				})
-				keys := randomVectors(r, 2, dim)
+				keys := testkit.Vectors(r, 2, dim)
 				both(func(ix *engine.Index) error {
 					_, err := ix.Add(ctx, engine.Vectors(keys), engine.WithKeys([]string{"a", "b"}...))
 					return err
@@ -84,19 +84,19 @@ func TestStoreSurvivesReopen(t *testing.T) {
 					again, err := engine.Open(ctx, path, engine.Config{Device: b.device, Adapters: []engine.AdapterSelect{b.adapter}})
 					require.NoError(t, err, what)
 					sameContents(t, ref, again, what)
-					q := randomVectors(r, 1, dim)[0]
+					q := testkit.Vectors(r, 1, dim)[0]
 					want, err := ref.Search(ctx, q, 5, engine.AllowFunc(func(id uint64) bool { return id%2 == 1 }))
 					require.NoError(t, err)
 					got, err := again.Search(ctx, q, 5, engine.AllowFunc(func(id uint64) bool { return id%2 == 1 }))
 					require.NoError(t, err)
-					requireSameHits(t, m, want, got, what)
+					requireSameHits(t, m, ref.Get, q, want, got, what)
 					return again
 				}
 				again := check("replayed from the log")
 				// A second writer is refused while the store is open.
 				_, err = engine.Open(ctx, path, cfg)
 				require.ErrorIs(t, err, engine.ErrLocked)
-				more := randomVectors(r, 5, dim)
+				more := testkit.Vectors(r, 5, dim)
 				require.NoError(t, testkit.ErrOf(again.Add(ctx, engine.Vectors(more), engine.WithIDs([]uint64{100, 101, 102, 103, 104}...))))
 				require.NoError(t, testkit.ErrOf(ref.Add(ctx, engine.Vectors(more), engine.WithIDs([]uint64{100, 101, 102, 103, 104}...))))
 				require.NoError(t, again.Checkpoint(ctx))
@@ -122,15 +122,15 @@ func TestStoreSurvivesReopen(t *testing.T) {
 // a store at all fails Open with ErrBadStore (never a panic or a silent
 // partial load), and a wrong Dim is refused.
 func TestBadStoreFiles(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "good.umbra")
 	ix, err := engine.New(ctx, engine.Config{Dim: 6, Device: engine.CPU})
 	require.NoError(t, err)
-	_, err = ix.Add(ctx, engine.Vectors(randomVectors(r, 40, 6)))
+	_, err = ix.Add(ctx, engine.Vectors(testkit.Vectors(r, 40, 6)))
 	require.NoError(t, err)
-	_, err = ix.Add(ctx, engine.Vectors(randomVectors(r, 1, 6)), engine.WithKeys([]string{"k"}...))
+	_, err = ix.Add(ctx, engine.Vectors(testkit.Vectors(r, 1, 6)), engine.WithKeys([]string{"k"}...))
 	require.NoError(t, err)
 	require.NoError(t, ix.Delete(ctx, engine.WithIDs(5)))
 	require.NoError(t, ix.Save(ctx, path))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // cpuTwin is a float32 index on the CPU path, closed with the test: the
@@ -120,14 +121,14 @@ func compareTwins(t *testing.T, gpu bool, m engine.Metric, f32, cmp *engine.Inde
 // batches across the device's query tiles and chunks, then deletes and
 // compaction. Every answer must be the float32 search's, bit for bit.
 func TestPrecisionGPUAdversarial(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	for _, b := range backends[1:] {
 		for _, prec := range []engine.Precision{engine.F16, engine.Int8} {
 			for _, m := range []engine.Metric{engine.Dot, engine.L2, engine.Cosine} {
 				t.Run(fmt.Sprintf("%s/%v/%v", b.name, prec, m), func(t *testing.T) {
 					dim := 16 + r.IntN(80)
-					center := randomVectors(r, 1, dim)[0]
+					center := testkit.Vectors(r, 1, dim)[0]
 					var vs [][]float32
 					// A cluster of 1500 rows 1e-4 around the centre.
 					vs = append(vs, precisionVectors(r, 2, 1500, dim, center)...)
@@ -154,7 +155,7 @@ func TestPrecisionGPUAdversarial(t *testing.T) {
 					qs := [][]float32{center, vs[r.IntN(len(vs))]}
 					qs = append(qs, precisionVectors(r, 2, 4, dim, center)...)
 					qs = append(qs, precisionVectors(r, 1, 5, dim, center)...)
-					qs = append(qs, randomVectors(r, 10, dim)...) // 21: three tiles of 8
+					qs = append(qs, testkit.Vectors(r, 10, dim)...) // 21: three tiles of 8
 					n := f32.Len()
 					most := compareTwins(t, true, m, f32, cmp, data, qs, []int{1, 10, 100, n}, "full")
 					t.Logf("%d rows, at most %d rescored for one query at k ≤ 100", n, most)
@@ -180,12 +181,12 @@ func TestPrecisionGPUAdversarial(t *testing.T) {
 // With Overflow the device holds the codes of the first rows and the CPU
 // sums the rest; the answer is still the float32 search's.
 func TestPrecisionGPUOverflow(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	for _, b := range backends[1:] {
 		for _, prec := range []engine.Precision{engine.F16, engine.Int8} {
 			t.Run(fmt.Sprintf("%s/%v", b.name, prec), func(t *testing.T) {
 				const dim = 40
-				vs := randomVectors(r, 1000, dim)
+				vs := testkit.Vectors(r, 1000, dim)
 				f32 := cpuTwin(t, engine.Config{Dim: dim, Metric: engine.L2})
 				// 256 rows of codes on the device (int8: 64 bytes a row,
 				// f16: 128).
@@ -196,7 +197,7 @@ func TestPrecisionGPUOverflow(t *testing.T) {
 				cmp := open(t, b, engine.Config{Dim: dim, Metric: engine.L2, Precision: prec, Limits: engine.Limits{Overflow: true, MaxDeviceBytes: 256 * words}})
 				data := addTwins(t, vs, f32, cmp)
 				require.Equal(t, 256, cmp.Info().DeviceRows)
-				qs := randomVectors(r, 9, dim)
+				qs := testkit.Vectors(r, 9, dim)
 				compareTwins(t, true, engine.L2, f32, cmp, data, qs, []int{1, 20, 1000}, "overflow")
 			})
 		}
@@ -207,7 +208,7 @@ func TestPrecisionGPUOverflow(t *testing.T) {
 // precisions and k, on each software adapter; no difference from the
 // float32 search may ever appear.
 func TestPrecisionGPUProperty(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	for _, b := range backends[1:] {
 		t.Run(b.name, func(t *testing.T) {
 			for it := range 12 {
@@ -216,7 +217,7 @@ func TestPrecisionGPUProperty(t *testing.T) {
 				m := []engine.Metric{engine.Dot, engine.L2, engine.Cosine}[r.IntN(3)]
 				prec := []engine.Precision{engine.F16, engine.Int8}[r.IntN(2)]
 				kind := r.IntN(4)
-				center := randomVectors(r, 1, dim)[0]
+				center := testkit.Vectors(r, 1, dim)[0]
 				vs := precisionVectors(r, kind, n, dim, center)
 				f32 := cpuTwin(t, engine.Config{Dim: dim, Metric: m})
 				cmp := open(t, b, engine.Config{Dim: dim, Metric: m, Precision: prec}, 64*(1+r.IntN(4)))
@@ -235,12 +236,12 @@ func TestPrecisionGPUProperty(t *testing.T) {
 // A compressed search on the GPU with Approximate skips the rescore as on
 // the CPU: k hits, none rescored.
 func TestPrecisionGPUApproximate(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	for _, b := range backends[1:] {
 		for _, prec := range []engine.Precision{engine.F16, engine.Int8} {
 			cmp := open(t, b, engine.Config{Dim: 32, Precision: prec})
-			vs := randomVectors(r, 500, 32)
+			vs := testkit.Vectors(r, 500, 32)
 			_, err := cmp.Add(ctx, engine.Vectors(vs))
 			require.NoError(t, err)
 			var tr diag.Trace
@@ -257,13 +258,13 @@ func TestPrecisionGPUApproximate(t *testing.T) {
 // MaxDeviceBytes counts what the device holds: a compressed index's codes
 // (64 bytes a 40-d int8 row), not its float32 rows (160 bytes).
 func TestPrecisionGPUDeviceBudget(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	for _, b := range backends[1:] {
 		ix := open(t, b, engine.Config{Dim: 40, Precision: engine.Int8, Limits: engine.Limits{MaxDeviceBytes: 64 * 100}})
-		_, err := ix.Add(ctx, engine.Vectors(randomVectors(r, 100, 40)))
+		_, err := ix.Add(ctx, engine.Vectors(testkit.Vectors(r, 100, 40)))
 		require.NoError(t, err, "%s: 100 rows of codes fit", b.name)
-		_, err = ix.Add(ctx, engine.Vectors(randomVectors(r, 1, 40)))
+		_, err = ix.Add(ctx, engine.Vectors(testkit.Vectors(r, 1, 40)))
 		require.ErrorIs(t, err, engine.ErrTooLarge, b.name)
 		require.Equal(t, 100, ix.Len())
 		require.Equal(t, engine.GPU, ix.Info().Device)
@@ -273,16 +274,16 @@ func TestPrecisionGPUDeviceBudget(t *testing.T) {
 // A batch is searched a piece at a time when its device sums would be
 // large; the answers are the same, and the trace counts every query.
 func TestPrecisionGPUBatchPieces(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	defer engine.SetSumsPiece(3 * 4 * 700)() // 3 queries of 700 rows a piece
 	for _, b := range backends[1:] {
 		for _, prec := range []engine.Precision{engine.F16, engine.Int8} {
 			f32 := cpuTwin(t, engine.Config{Dim: 24})
 			cmp := open(t, b, engine.Config{Dim: 24, Precision: prec})
-			vs := randomVectors(r, 700, 24)
+			vs := testkit.Vectors(r, 700, 24)
 			data := addTwins(t, vs, f32, cmp)
-			qs := randomVectors(r, 10, 24)
+			qs := testkit.Vectors(r, 10, 24)
 			compareTwins(t, true, engine.Cosine, f32, cmp, data, qs, []int{1, 9}, fmt.Sprintf("%s %v in pieces", b.name, prec))
 			var tr diag.Trace
 			_, err := cmp.SearchBatch(diag.WithTrace(ctx, &tr), qs, 5)
@@ -298,10 +299,10 @@ func TestPrecisionGPUBatchPieces(t *testing.T) {
 // 1e30: device sums that underflow, overflow to ±Inf or turn NaN must
 // leave the answer the float32 search's (such rows are always rescored).
 func TestPrecisionGPUExtremes(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	const dim = 40
-	vs := randomVectors(r, 150, dim)
+	vs := testkit.Vectors(r, 150, dim)
 	for _, v := range vs {
 		s := float32(math.Pow(10, float64(r.IntN(70)-35)))
 		for j := range v {
@@ -318,7 +319,7 @@ func TestPrecisionGPUExtremes(t *testing.T) {
 					require.NoError(t, err)
 				}
 				for _, scale := range []float32{1e-30, 1, 1e30} {
-					q := randomVectors(r, 1, dim)[0]
+					q := testkit.Vectors(r, 1, dim)[0]
 					for j := range q {
 						q[j] *= scale
 					}

@@ -31,7 +31,7 @@ func sameHitBits(t *testing.T, want, got []engine.Hit, format string, args ...an
 // precisionVectors makes rows of one stressful kind: norms over six orders
 // of magnitude, a tight cluster, or duplicates.
 func precisionVectors(r *rand.Rand, kind, n, dim int, center []float32) [][]float32 {
-	vs := randomVectors(r, n, dim)
+	vs := testkit.Vectors(r, n, dim)
 	for i, v := range vs {
 		switch kind {
 		case 1:
@@ -59,7 +59,7 @@ func precisionVectors(r *rand.Rand, kind, n, dim int, center []float32) [][]floa
 // index on the CPU path and on each software adapter, whose device holds
 // the codes in chunks of 64 rows.
 func TestPrecisionMatchesFloat32(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	for _, b := range backends {
 		for _, prec := range []engine.Precision{engine.F16, engine.Int8} {
@@ -67,7 +67,7 @@ func TestPrecisionMatchesFloat32(t *testing.T) {
 				t.Run(fmt.Sprintf("%s/%v/%v", b.name, prec, m), func(t *testing.T) {
 					dim := 8 + r.IntN(90)
 					kind := r.IntN(4)
-					center := randomVectors(r, 1, dim)[0]
+					center := testkit.Vectors(r, 1, dim)[0]
 					f32, err := engine.New(ctx, engine.Config{Dim: dim, Metric: m, Device: engine.CPU})
 					require.NoError(t, err)
 					defer f32.Close()
@@ -178,11 +178,11 @@ func TestPrecisionMatchesFloat32(t *testing.T) {
 // Approximate skips the rescore: no row rescored, k hits, most of them the
 // exact ones on spread-out data; under F32 it changes nothing.
 func TestApproximateOption(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	dim := 48
-	vs := randomVectors(r, 3000, dim)
-	q := randomVectors(r, 1, dim)[0]
+	vs := testkit.Vectors(r, 3000, dim)
+	q := testkit.Vectors(r, 1, dim)[0]
 	f32, err := engine.New(ctx, engine.Config{Dim: dim, Device: engine.CPU})
 	require.NoError(t, err)
 	defer f32.Close()
@@ -249,10 +249,10 @@ func TestPrecisionConfig(t *testing.T) {
 // Concurrent searches of a compressed index are coalesced into batches
 // like any others, and each still gets the float32 index's exact answer.
 func TestPrecisionCoalescedSearches(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	dim := 32
-	vs := randomVectors(r, 2000, dim)
+	vs := testkit.Vectors(r, 2000, dim)
 	f32, err := engine.New(ctx, engine.Config{Dim: dim, Device: engine.CPU, Coalesce: engine.Coalesce{MaxQueries: 1}})
 	require.NoError(t, err)
 	defer f32.Close()
@@ -263,7 +263,7 @@ func TestPrecisionCoalescedSearches(t *testing.T) {
 	require.NoError(t, err)
 	_, err = ix.Add(ctx, engine.Vectors(vs))
 	require.NoError(t, err)
-	qs := randomVectors(r, 16, dim)
+	qs := testkit.Vectors(r, 16, dim)
 	want, err := f32.SearchBatch(ctx, qs, 7)
 	require.NoError(t, err)
 	errs := make(chan error, len(qs))

@@ -20,7 +20,7 @@ import (
 // torn log tail without cutting it off; and a missing store is an error,
 // not a new file.
 func TestOpenReadOnlyBesideAWriter(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	const dim = 12
 	dir := t.TempDir()
@@ -28,12 +28,12 @@ func TestOpenReadOnlyBesideAWriter(t *testing.T) {
 	w, err := engine.Open(ctx, path, engine.Config{Dim: dim, Device: engine.CPU})
 	require.NoError(t, err)
 	defer w.Close()
-	_, err = w.Add(ctx, engine.Vectors(randomVectors(r, 40, dim)))
+	_, err = w.Add(ctx, engine.Vectors(testkit.Vectors(r, 40, dim)))
 	require.NoError(t, err)
 	require.NoError(t, w.Checkpoint(ctx))
-	require.NoError(t, testkit.ErrOf(w.Upsert(ctx, engine.Vectors(randomVectors(r, 2, dim)), engine.WithIDs([]uint64{3, 1000}...))))
+	require.NoError(t, testkit.ErrOf(w.Upsert(ctx, engine.Vectors(testkit.Vectors(r, 2, dim)), engine.WithIDs([]uint64{3, 1000}...))))
 	require.NoError(t, w.Delete(ctx, engine.WithIDs(5, 6)))
-	_, err = w.Add(ctx, engine.Vectors(randomVectors(r, 2, dim)), engine.WithKeys([]string{"x", "y"}...))
+	_, err = w.Add(ctx, engine.Vectors(testkit.Vectors(r, 2, dim)), engine.WithKeys([]string{"x", "y"}...))
 	require.NoError(t, err)
 
 	_, err = engine.Open(ctx, path, engine.Config{Device: engine.CPU})
@@ -42,7 +42,7 @@ func TestOpenReadOnlyBesideAWriter(t *testing.T) {
 	require.NoError(t, err, "a reader beside the writer")
 	defer ro.Close()
 	sameContents(t, w, ro, "reader beside the writer")
-	q := randomVectors(r, 1, dim)[0]
+	q := testkit.Vectors(r, 1, dim)[0]
 	want, err := w.Search(ctx, q, 7)
 	require.NoError(t, err)
 	got, err := ro.Search(ctx, q, 7)
@@ -50,7 +50,7 @@ func TestOpenReadOnlyBesideAWriter(t *testing.T) {
 	require.Equal(t, want, got)
 
 	// Every write is refused and changes nothing.
-	v := randomVectors(r, 1, dim)
+	v := testkit.Vectors(r, 1, dim)
 	for name, err := range map[string]error{
 		"Add":        func() error { _, err := ro.Add(ctx, engine.Vectors(v)); return err }(),
 		"AddFlat":    func() error { _, err := ro.Add(ctx, engine.Flat(v[0], ro.Dim())); return err }(),
@@ -74,7 +74,7 @@ func TestOpenReadOnlyBesideAWriter(t *testing.T) {
 
 	// A reader is a snapshot: later writes show in a new reader only.
 	before := ro.IDs()
-	_, err = w.Add(ctx, engine.Vectors(randomVectors(r, 3, dim)))
+	_, err = w.Add(ctx, engine.Vectors(testkit.Vectors(r, 3, dim)))
 	require.NoError(t, err)
 	require.Equal(t, before, ro.IDs(), "a reader followed a later write")
 	ro2, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU}, engine.ReadOnly())
@@ -127,24 +127,24 @@ func w2(t *testing.T, path string) *engine.Index {
 // replayed is folded into a new base and reset) makes the reader start
 // over, so it holds the new state, never the old base without its log.
 func TestOpenReadOnlyStartsOverAfterACheckpoint(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	const dim = 8
 	path := filepath.Join(t.TempDir(), "cp.umbra")
 	w, err := engine.Open(ctx, path, engine.Config{Dim: dim, Device: engine.CPU})
 	require.NoError(t, err)
 	defer w.Close()
-	_, err = w.Add(ctx, engine.Vectors(randomVectors(r, 20, dim)))
+	_, err = w.Add(ctx, engine.Vectors(testkit.Vectors(r, 20, dim)))
 	require.NoError(t, err)
 	require.NoError(t, w.Checkpoint(ctx))
-	_, err = w.Add(ctx, engine.Vectors(randomVectors(r, 5, dim))) // in the log only
+	_, err = w.Add(ctx, engine.Vectors(testkit.Vectors(r, 5, dim))) // in the log only
 	require.NoError(t, err)
 
 	loads := 0
 	engine.SetAfterReadOnlyLoad(func() {
 		loads++
 		if loads == 1 {
-			_, err := w.Add(ctx, engine.Vectors(randomVectors(r, 3, dim)))
+			_, err := w.Add(ctx, engine.Vectors(testkit.Vectors(r, 3, dim)))
 			require.NoError(t, err)
 			require.NoError(t, w.Checkpoint(ctx))
 		}

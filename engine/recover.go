@@ -26,7 +26,16 @@ const (
 // recoverGPU runs recovery attempts until one succeeds or the index
 // closes. cause is the failure that moved searches to the CPU.
 func (ix *Index) recoverGPU(cause error) {
-	defer ix.recovering.Store(false)
+	defer ix.background.Done()
+	// A successful attempt clears recovering itself, with gpuDown
+	// (tryRecover): a failure right after it must find no recovery
+	// running, and the one it starts must not be marked ended by this.
+	recovered := false
+	defer func() {
+		if !recovered {
+			ix.recovering.Store(false)
+		}
+	}()
 	wait := ix.opt.recoverAfter
 	if wait <= 0 {
 		wait = recoverFirst
@@ -40,7 +49,7 @@ func (ix *Index) recoverGPU(cause error) {
 		case <-timer.C:
 		}
 		err := ix.tryRecover(attempt)
-		if err == nil || ix.life.Err() != nil {
+		if recovered = err == nil; recovered || ix.life.Err() != nil {
 			return
 		}
 		wait = min(2*wait, recoverMax)
@@ -81,8 +90,11 @@ func (ix *Index) tryRecover(attempt int) (err error) {
 	g.MarkDead(ix.rid.deadRows()) // a renewed device may hold none
 	ix.mu.Lock()
 	ix.dev, ix.stale = g, false
-	ix.gpuDown.Store(false)
+	// Under whyMu, as demote reads them: a failure from now on finds the
+	// GPU up and no recovery running, and starts one.
 	ix.whyMu.Lock()
+	ix.gpuDown.Store(false)
+	ix.recovering.Store(false)
 	ix.reason, ix.hint = "", Hint{}
 	ix.whyMu.Unlock()
 	ix.recoveries.Add(1)

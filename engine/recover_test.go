@@ -11,6 +11,7 @@ import (
 
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // TestGPUComesBack fails the device under Device Auto: the failing search
@@ -21,7 +22,7 @@ import (
 func TestGPUComesBack(t *testing.T) {
 	for _, b := range backends[1:] {
 		t.Run(b.name, func(t *testing.T) {
-			r := newRand(t)
+			r := testkit.Rand(t)
 			const dim = 20
 			var attempts atomic.Int32
 			cfg := engine.Config{Dim: dim, Metric: engine.L2, Adapters: []engine.AdapterSelect{b.adapter}}
@@ -41,12 +42,12 @@ func TestGPUComesBack(t *testing.T) {
 			t.Cleanup(func() { ix.Close() })
 			ref := open(t, backends[0], engine.Config{Dim: dim, Metric: engine.L2})
 			ctx := context.Background()
-			data := randomVectors(r, 700, dim)
+			data := testkit.Vectors(r, 700, dim)
 			for _, x := range []*engine.Index{ix, ref} {
 				_, err := x.Add(ctx, engine.Vectors(data))
 				require.NoError(t, err)
 			}
-			qs := randomVectors(r, 6, dim)
+			qs := testkit.Vectors(r, 6, dim)
 			same := func(what string) {
 				t.Helper()
 				for i, q := range qs {
@@ -54,7 +55,7 @@ func TestGPUComesBack(t *testing.T) {
 					require.NoError(t, err)
 					got, err := ix.Search(ctx, q, 9)
 					require.NoError(t, err, "%s: query %d", what, i)
-					requireSameHits(t, engine.L2, want, got, what)
+					requireSameHits(t, engine.L2, ref.Get, q, want, got, what)
 				}
 			}
 			same("before the fault")
@@ -65,7 +66,7 @@ func TestGPUComesBack(t *testing.T) {
 			require.NoError(t, err, "the search the device failed is answered on the CPU")
 			want, err := ref.Search(ctx, qs[0], 9)
 			require.NoError(t, err)
-			requireSameHits(t, engine.L2, want, got, "the failed search")
+			requireSameHits(t, engine.L2, ref.Get, qs[0], want, got, "the failed search")
 			require.Equal(t, "cpu", tr.Device)
 			info := ix.Info()
 			require.Equal(t, engine.CPU, info.Device)
@@ -73,7 +74,7 @@ func TestGPUComesBack(t *testing.T) {
 			require.Contains(t, info.LastFailure, errDeviceGone.Error())
 
 			// Writes while the GPU is down reach the rows recovery uploads.
-			more := randomVectors(r, 300, dim)
+			more := testkit.Vectors(r, 300, dim)
 			for _, x := range []*engine.Index{ix, ref} {
 				_, err := x.Add(ctx, engine.Vectors(more))
 				require.NoError(t, err)
@@ -98,13 +99,20 @@ func TestGPUComesBack(t *testing.T) {
 }
 
 // TestCloseStopsRecovery closes an index whose GPU is down and never comes
-// back: Close returns, and the recovery in the background stops.
+// back while a recovery attempt is under way: Close waits for that attempt
+// and returns once the recovery in the background has ended, so no attempt
+// follows it.
 func TestCloseStopsRecovery(t *testing.T) {
 	b := backends[1]
 	var attempts atomic.Int32
+	underWay, release := make(chan struct{}), make(chan struct{})
 	cfg := engine.Config{Dim: 8, Adapters: []engine.AdapterSelect{b.adapter}}
 	ix, err := engine.NewSoftwareAuto(context.Background(), cfg, 0, time.Millisecond, func(n int) error {
 		attempts.Store(int32(n))
+		if n == 2 {
+			close(underWay)
+			<-release
+		}
 		return errors.New("gone for good")
 	})
 	if err != nil || ix.Info().Device != engine.GPU {
@@ -118,11 +126,25 @@ func TestCloseStopsRecovery(t *testing.T) {
 	engine.SetGPUFault(ix, func(string) error { return errDeviceGone })
 	_, err = ix.Search(context.Background(), []float32{1, 0, 0, 0, 0, 0, 0, 0}, 1)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return attempts.Load() >= 2 }, 30*time.Second, time.Millisecond)
-	require.NoError(t, ix.Close())
-	stopped := attempts.Load()
-	time.Sleep(100 * time.Millisecond) // several backoffs' worth at the first waits
-	require.LessOrEqual(t, attempts.Load(), stopped+1, "at most the attempt already under way finishes")
+	select {
+	case <-underWay:
+	case <-time.After(time.Minute):
+		t.Fatal("no second recovery attempt within a minute")
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- ix.Close() }()
+	// Close has done its part once the rows are gone; it then waits for
+	// the attempt under way.
+	require.Eventually(t, func() bool { return ix.Len() == 0 }, time.Minute, time.Millisecond)
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while a recovery attempt was under way", err)
+	default:
+	}
+	close(release)
+	require.NoError(t, <-closed)
+	require.False(t, engine.Recovering(ix), "the recovery ended before Close returned")
+	require.Equal(t, int32(2), attempts.Load(), "no attempt after the one under way")
 	require.Equal(t, engine.CPU, ix.Info().Device)
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 func TestRoutingChoosesByShape(t *testing.T) {
@@ -63,13 +64,13 @@ func TestRoutingMeasuresBatchArithmetic(t *testing.T) {
 // rate itself; model-ms next to ns/op shows how far the two agree.
 func BenchmarkRoutingModel(b *testing.B) {
 	const n, dim = 50_000, 768
-	r := newRand(b)
+	r := testkit.Rand(b)
 	ix, err := engine.New(context.Background(), engine.Config{Dim: dim, Metric: engine.Dot, Device: engine.CPU})
 	require.NoError(b, err)
 	b.Cleanup(func() { ix.Close() })
-	_, err = ix.Add(context.Background(), engine.Vectors(randomVectors(r, n, dim)))
+	_, err = ix.Add(context.Background(), engine.Vectors(testkit.Vectors(r, n, dim)))
 	require.NoError(b, err)
-	queries := randomVectors(r, 64, dim)
+	queries := testkit.Vectors(r, 64, dim)
 	ctx := context.Background()
 	bytes := int64(n * dim * 4)
 
@@ -95,8 +96,8 @@ func BenchmarkRoutingModel(b *testing.B) {
 }
 
 func TestReadFloor(t *testing.T) {
-	r := newRand(t)
-	data := randomVectors(r, 3000, 100)
+	r := testkit.Rand(t)
+	data := testkit.Vectors(r, 3000, 100)
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			ix := open(t, b, engine.Config{Dim: 100}, 1000)
@@ -123,8 +124,8 @@ func TestReadFloor(t *testing.T) {
 // TestTraceRecordsBackend: a traced search says which path served it, as
 // Auto routing may send a GPU index's search to the CPU.
 func TestTraceRecordsBackend(t *testing.T) {
-	r := newRand(t)
-	data := randomVectors(r, 50, 8)
+	r := testkit.Rand(t)
+	data := testkit.Vectors(r, 50, 8)
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			ix := open(t, b, engine.Config{Dim: 8})
@@ -152,9 +153,9 @@ func TestTraceRecordsBackend(t *testing.T) {
 // TestProgress: long calls report validate, upload and search progress that
 // ends at the total, on every backend.
 func TestProgress(t *testing.T) {
-	r := newRand(t)
-	data := randomVectors(r, 70000, 4)
-	queries := randomVectors(r, 300, 4)
+	r := testkit.Rand(t)
+	data := testkit.Vectors(r, 70000, 4)
+	queries := testkit.Vectors(r, 300, 4)
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			ix := open(t, b, engine.Config{Dim: 4, Metric: engine.Dot})

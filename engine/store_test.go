@@ -43,24 +43,27 @@ func (md *model) ranked(q []float32, keep func(uint64) bool) []ranked {
 }
 
 // checkAgainst asserts hits are the model's top k (up to near-ties): the
-// right count, distinct stored IDs admitted by keep, scores within
-// tolerance, and each rank's exact score that of the model's same rank.
+// right count, stored IDs admitted by keep, and the model's ranking by
+// sameHitsError.
 func (md *model) checkAgainst(t *testing.T, q []float32, k int, keep func(uint64) bool, hits []engine.Hit, what string) {
 	t.Helper()
 	ref := md.ranked(q, keep)
-	require.Len(t, hits, min(k, len(ref)), what)
-	seen := map[uint64]bool{}
-	for i, h := range hits {
-		v, ok := md.vecs[h.ID]
-		require.True(t, ok, "%s: hit %d has ID %d, which is not stored", what, i, h.ID)
-		require.True(t, keep == nil || keep(h.ID), "%s: hit %d (ID %d) is filtered out", what, i, h.ID)
-		require.False(t, seen[h.ID], "%s: ID %d twice", what, h.ID)
-		seen[h.ID] = true
-		exact := refScore(md.m, v, q)
-		tol := tolerance(md.m, exact)
-		require.InDelta(t, exact, float64(h.Score), tol, "%s: rank %d score", what, i)
-		require.InDelta(t, ref[i].score, exact, 2*tol, "%s: rank %d is ID %d, the model has ID %d there", what, i, h.ID, ref[i].id)
+	want := make([]engine.Hit, min(k, len(ref)))
+	for i := range want {
+		want[i] = engine.Hit{ID: ref[i].id, Score: float32(ref[i].score)}
 	}
+	for i, h := range hits {
+		require.True(t, keep == nil || keep(h.ID), "%s: hit %d (ID %d) is filtered out", what, i, h.ID)
+	}
+	require.NoError(t, sameHitsError(md.m, md.row, q, want, hits), what)
+}
+
+// row is the vector the model holds under id.
+func (md *model) row(id uint64) ([]float32, error) {
+	if v, ok := md.vecs[id]; ok {
+		return v, nil
+	}
+	return nil, fmt.Errorf("ID %d is not stored", id)
 }
 
 // TestStoreOperationsMatchAModel runs random sequences of AddWithIDs, Add,
@@ -69,7 +72,7 @@ func (md *model) checkAgainst(t *testing.T, q []float32, k int, keep func(uint64
 // plain model. Each bad call (a repeated ID, an existing ID, an unknown ID)
 // must fail with its sentinel and change nothing.
 func TestStoreOperationsMatchAModel(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	const dim = 12
 	ctx := context.Background()
 	for _, b := range backends {
@@ -101,13 +104,13 @@ func TestStoreOperationsMatchAModel(t *testing.T) {
 								ids[i] = r.Uint64N(1 << 20)
 							}
 						}
-						vs := randomVectors(r, n, dim)
+						vs := testkit.Vectors(r, n, dim)
 						require.NoError(t, testkit.ErrOf(ix.Add(ctx, engine.Vectors(vs), engine.WithIDs(ids...))), what)
 						for i, id := range ids {
 							md.vecs[id] = vs[i]
 						}
 					case op == 3: // auto IDs: past every stored ID
-						vs := randomVectors(r, 1+r.IntN(10), dim)
+						vs := testkit.Vectors(r, 1+r.IntN(10), dim)
 						ids, err := ix.Add(ctx, engine.Vectors(vs))
 						require.NoError(t, err, what)
 						for i, id := range ids {
@@ -119,7 +122,7 @@ func TestStoreOperationsMatchAModel(t *testing.T) {
 						if ids[0] == ids[2] {
 							ids = ids[:2]
 						}
-						vs := randomVectors(r, len(ids), dim)
+						vs := testkit.Vectors(r, len(ids), dim)
 						require.NoError(t, testkit.ErrOf(ix.Upsert(ctx, engine.Vectors(vs), engine.WithIDs(ids...))), what)
 						for i, id := range ids {
 							md.vecs[id] = vs[i]
@@ -136,7 +139,7 @@ func TestStoreOperationsMatchAModel(t *testing.T) {
 						require.NoError(t, ix.Compact(ctx), what)
 					default: // every bad call fails with its sentinel, changing nothing
 						id := pick()
-						v := randomVectors(r, 2, dim)
+						v := testkit.Vectors(r, 2, dim)
 						require.ErrorIs(t, testkit.ErrOf(ix.Add(ctx, engine.Vectors(v), engine.WithIDs([]uint64{id + 1<<40, id + 1<<40}...))), engine.ErrDuplicateID, what)
 						require.ErrorIs(t, testkit.ErrOf(ix.Add(ctx, engine.Vectors(v), engine.WithIDs([]uint64{1<<41 + 7, id}...))), engine.ErrIDExists, what)
 						// In increasing order (checked without a map) too.
@@ -160,7 +163,7 @@ func TestStoreOperationsMatchAModel(t *testing.T) {
 					}
 					require.InDeltaSlice(t, want, got, 1e-6, "%s: Get(%d)", what, id)
 
-					q := randomVectors(r, 1, dim)[0]
+					q := testkit.Vectors(r, 1, dim)[0]
 					for _, k := range []int{1, 7, len(md.vecs)} {
 						hits, err := ix.Search(ctx, q, k)
 						require.NoError(t, err, what)
@@ -221,11 +224,11 @@ func unit(v []float32) []float32 {
 // out of thousands still returns the true top k among them, never fewer
 // than are admitted, on every backend.
 func TestSearchWithinOneRowInAThousand(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	const n, dim = 5000, 16
-	data := randomVectors(r, n, dim)
+	data := testkit.Vectors(r, n, dim)
 	allow := []uint64{7, 1234, 4999, 2500, 3}
-	q := randomVectors(r, 1, dim)[0]
+	q := testkit.Vectors(r, 1, dim)[0]
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			ix := open(t, b, engine.Config{Dim: dim, Metric: engine.Dot})
@@ -249,7 +252,7 @@ func TestSearchWithinOneRowInAThousand(t *testing.T) {
 // and KeyOf maps back; UpsertKeys replaces in place, DeleteKeys removes,
 // and a repeated, stored or unknown key fails with nothing changed.
 func TestStringKeys(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
@@ -257,7 +260,7 @@ func TestStringKeys(t *testing.T) {
 			// longer one can outscore it).
 			ix := open(t, b, engine.Config{Dim: 8, Metric: engine.L2})
 			keys := []string{"notes/a.md", "550e8400-e29b-41d4-a716-446655440000", "", "ü"}
-			vs := randomVectors(r, len(keys), 8)
+			vs := testkit.Vectors(r, len(keys), 8)
 			ids, err := ix.Add(ctx, engine.Vectors(vs), engine.WithKeys(keys...))
 			require.NoError(t, err)
 			for i, key := range keys {
@@ -273,16 +276,16 @@ func TestStringKeys(t *testing.T) {
 			key, _ := ix.KeyOf(hits[0].ID)
 			require.Equal(t, keys[1], key)
 
-			_, err = ix.Add(ctx, engine.Vectors(randomVectors(r, 2, 8)), engine.WithKeys([]string{"x", "x"}...))
+			_, err = ix.Add(ctx, engine.Vectors(testkit.Vectors(r, 2, 8)), engine.WithKeys([]string{"x", "x"}...))
 			require.ErrorIs(t, err, engine.ErrDuplicateID)
-			_, err = ix.Add(ctx, engine.Vectors(randomVectors(r, 2, 8)), engine.WithKeys([]string{"y", keys[0]}...))
+			_, err = ix.Add(ctx, engine.Vectors(testkit.Vectors(r, 2, 8)), engine.WithKeys([]string{"y", keys[0]}...))
 			require.ErrorIs(t, err, engine.ErrIDExists)
 			require.ErrorIs(t, ix.Delete(ctx, engine.WithKeys(keys[0], "nope")), engine.ErrNotFound)
 			require.Equal(t, len(keys), ix.Len(), "failed calls changed nothing")
 			_, ok := ix.Lookup("y")
 			require.False(t, ok)
 
-			nv := randomVectors(r, 2, 8)
+			nv := testkit.Vectors(r, 2, 8)
 			up, err := ix.Upsert(ctx, engine.Vectors(nv), engine.WithKeys([]string{keys[2], "new"}...))
 			require.NoError(t, err)
 			require.Equal(t, ids[2], up[0], "a stored key keeps its ID")
@@ -305,7 +308,7 @@ func TestStringKeys(t *testing.T) {
 // validates or uploads returns the context's error and stores nothing; the
 // index then takes the same rows normally. Info after Close names no device.
 func TestCancelledAddStoresNothing(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	const dim = 8
 	flat := make([]float32, 300_000*dim)
 	for i := range flat {

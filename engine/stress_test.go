@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,10 +20,11 @@ import (
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
-// TestStressMixedLoad runs 64 goroutines against one index for a bounded
-// time: 8 writers (AddWithIDs, Upsert, Delete, now and then Compact, some
-// with contexts cancelled at random points) each owning its own IDs, and 56
-// searchers (single, batch, filtered, range). A stable set of rows is never
+// TestStressMixedLoad runs 64 goroutines against one index, each for a
+// fixed number of operations (so what it covers does not depend on the
+// machine's load): 8 writers (Add, Upsert, Delete, now and then Compact,
+// some with contexts cancelled at random points) each owning its own IDs,
+// and 56 searchers (single, batch, filtered, range). A stable set of rows is never
 // written, so every answer can be checked while writes race with it:
 //   - a search filtered to stable rows equals the answer computed alone;
 //   - in an unfiltered search the stable hits are exactly the best stable
@@ -31,21 +33,24 @@ import (
 //   - a range search returns every stable row within the threshold.
 //
 // On the GPU backends the index runs under Device Auto on the software
-// adapter, and a fault injector fails a random wgpu call every few
-// milliseconds: each failed call must still be answered exactly (from the
-// fallback), and the GPU comes back in the background, again and again.
-// Afterwards the index holds exactly what the writers' models say, and its
-// searches equal a fresh index built from them. UMBRA_STRESS sets the time
-// per backend (default 1.5s).
+// adapter with a fault armed that fails a random one of the next wgpu
+// calls, armed again each time the GPU has come back: each failed call
+// must still be answered exactly (from the fallback), and the GPU comes
+// back in the background. However many faults the load met, searches
+// alone then go on until stressFaults have been injected, each recovered
+// from, the last one too. Afterwards the GPU is back, the index holds
+// exactly what the writers' models say, and its searches equal a fresh
+// index built from them. UMBRA_STRESS=n runs n times the operations.
 func TestStressMixedLoad(t *testing.T) {
-	run := 1500 * time.Millisecond
+	scale := 1
 	if s := os.Getenv("UMBRA_STRESS"); s != "" {
-		d, err := time.ParseDuration(s)
-		require.NoError(t, err, "UMBRA_STRESS")
-		run = d
+		var err error
+		scale, err = strconv.Atoi(s)
+		require.NoError(t, err, "UMBRA_STRESS: want a whole number of times the operations")
+		require.Positive(t, scale, "UMBRA_STRESS")
 	}
 	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) { stress(t, b, run) })
+		t.Run(b.name, func(t *testing.T) { stress(t, b, scale) })
 	}
 }
 
@@ -57,10 +62,15 @@ const (
 	stressK        = 12
 	stressIDsPerW  = 1 << 20
 	stressVolatile = 1 << 30 // first volatile ID
+	// The operations of each writer and each searcher, times UMBRA_STRESS.
+	stressWrites   = 8
+	stressSearches = 50
+	// On a GPU, the faults injected and recovered from (times UMBRA_STRESS).
+	stressFaults = 3
 )
 
-func stress(t *testing.T, b backend, run time.Duration) {
-	r := newRand(t)
+func stress(t *testing.T, b backend, scale int) {
+	r := testkit.Rand(t)
 	seed := r.Uint64()
 	ctx := context.Background()
 	cfg := engine.Config{Dim: stressDim, Metric: engine.Dot}
@@ -83,14 +93,14 @@ func stress(t *testing.T, b backend, run time.Duration) {
 	ref := open(t, backends[0], engine.Config{Dim: stressDim, Metric: engine.Dot})
 
 	// The stable rows, and each query's answers over them alone.
-	stable := randomVectors(r, stressStable, stressDim)
+	stable := testkit.Vectors(r, stressStable, stressDim)
 	stableIDs := make([]uint64, stressStable)
 	for i := range stableIDs {
 		stableIDs[i] = uint64(i) * 3 // not consecutive, not row numbers
 	}
 	require.NoError(t, testkit.ErrOf(ix.Add(ctx, engine.Vectors(stable), engine.WithIDs(stableIDs...))))
 	require.NoError(t, testkit.ErrOf(ref.Add(ctx, engine.Vectors(stable), engine.WithIDs(stableIDs...))))
-	queries := randomVectors(r, 32, stressDim)
+	queries := testkit.Vectors(r, 32, stressDim)
 	allowSome := slices.Clone(stableIDs[:stressStable/3])
 	type expected struct {
 		top, filtered []engine.Hit // best stable rows; best among allowSome
@@ -124,8 +134,16 @@ func stress(t *testing.T, b backend, run time.Duration) {
 		list, _ := old.([][]float32)
 		versions.Store(id, append(slices.Clip(list), v))
 	}
+	stableRows := map[uint64][]float32{}
 	for i, id := range stableIDs {
 		addVersion(id, stable[i])
+		stableRows[id] = stable[i]
+	}
+	stableRow := func(id uint64) ([]float32, error) {
+		if v, ok := stableRows[id]; ok {
+			return v, nil
+		}
+		return nil, fmt.Errorf("ID %d is not a stable row", id)
 	}
 	isStable := func(id uint64) bool { return id < stressVolatile }
 	// scoreOK: the score is q·v for a vector id held at some point.
@@ -135,8 +153,7 @@ func stress(t *testing.T, b backend, run time.Duration) {
 			return false
 		}
 		for _, v := range got.([][]float32) {
-			exact := refScore(engine.Dot, v, q)
-			if math.Abs(exact-float64(score)) <= tolerance(engine.Dot, exact) {
+			if ref := refOf(engine.Dot, id, v, q); math.Abs(ref.Score-float64(score)) <= ref.Tol {
 				return true
 			}
 		}
@@ -154,22 +171,10 @@ func stress(t *testing.T, b backend, run time.Duration) {
 		}
 		firstMu.Unlock()
 	}
-	// sameTop checks got against the stable answer want, allowing near-ties
-	// to swap (the GPU's float32 sums may order them either way).
-	sameTop := func(want, got []engine.Hit) error {
-		if len(want) != len(got) {
-			return fmt.Errorf("%d hits, want %d", len(got), len(want))
-		}
-		for i := range want {
-			tol := tolerance(engine.Dot, float64(want[i].Score))
-			if math.Abs(float64(want[i].Score-got[i].Score)) > tol {
-				return fmt.Errorf("rank %d scores %v, want %v", i, got[i].Score, want[i].Score)
-			}
-			if want[i].ID != got[i].ID && !nearTie(want, i, tol) {
-				return fmt.Errorf("rank %d is ID %d, want %d", i, got[i].ID, want[i].ID)
-			}
-		}
-		return nil
+	// sameTop checks got against the stable answer want for query qi,
+	// allowing only near-ties to swap (sameHitsError).
+	sameTop := func(qi int, want, got []engine.Hit) error {
+		return sameHitsError(engine.Dot, stableRow, queries[qi], want, got)
 	}
 	// checkUnfiltered: the stable hits are the best stable rows in order.
 	checkUnfiltered := func(qi int, hits []engine.Hit) error {
@@ -185,10 +190,39 @@ func stress(t *testing.T, b backend, run time.Duration) {
 				stableHits = append(stableHits, h)
 			}
 		}
-		return sameTop(want[qi].top[:len(stableHits)], stableHits)
+		return sameTop(qi, want[qi].top[:len(stableHits)], stableHits)
 	}
 
-	deadline := time.Now().Add(run)
+	// A fault fails the n-th wgpu call from when it is armed, whatever
+	// stage that is; the first is armed before the load, and the next each
+	// time a search finds that the GPU has come back since (the device
+	// side a recovery brings back has none).
+	var injected, armed atomic.Int64
+	var faultMu sync.Mutex
+	armedAt := int64(-1) // the recoveries when the last fault was armed
+	fr := rand.New(rand.NewPCG(seed, 99))
+	armFault := func() {
+		faultMu.Lock()
+		defer faultMu.Unlock()
+		back := int64(ix.Info().Recoveries)
+		if back == armedAt || armed.Load() == int64(stressFaults*scale) {
+			return
+		}
+		armedAt = back
+		n := int64(1 + fr.IntN(30))
+		var calls atomic.Int64
+		engine.SetGPUFault(ix, func(step string) error {
+			if calls.Add(1) == n {
+				injected.Add(1)
+				return fmt.Errorf("injected fault at %q", step)
+			}
+			return nil
+		})
+		armed.Add(1)
+	}
+	if faults {
+		armFault()
+	}
 	var wg sync.WaitGroup
 	models := make([]map[uint64][]float32, stressWriters)
 	var writes, cancels, searches atomic.Int64
@@ -199,7 +233,7 @@ func stress(t *testing.T, b backend, run time.Duration) {
 		go func() {
 			defer wg.Done()
 			model, next := models[w], uint64(stressVolatile+w*stressIDsPerW)
-			for time.Now().Before(deadline) {
+			for range stressWrites * scale {
 				octx, cancel := context.WithCancel(ctx)
 				if wr.IntN(6) == 0 { // cancelled at a random point of the call
 					time.AfterFunc(time.Duration(wr.IntN(300))*time.Microsecond, cancel)
@@ -209,7 +243,7 @@ func stress(t *testing.T, b backend, run time.Duration) {
 				switch op := wr.IntN(10); {
 				case op < 4 || len(model) == 0:
 					n := 1 + wr.IntN(40)
-					ids, vs := make([]uint64, n), randomVectors(wr, n, stressDim)
+					ids, vs := make([]uint64, n), testkit.Vectors(wr, n, stressDim)
 					for i := range ids {
 						ids[i] = next + uint64(i)
 					}
@@ -228,7 +262,7 @@ func stress(t *testing.T, b backend, run time.Duration) {
 					if wr.IntN(3) == 0 {
 						ids = append(ids, next)
 					}
-					vs := randomVectors(wr, len(ids), stressDim)
+					vs := testkit.Vectors(wr, len(ids), stressDim)
 					for i, id := range ids {
 						addVersion(id, vs[i])
 					}
@@ -271,7 +305,11 @@ func stress(t *testing.T, b backend, run time.Duration) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for time.Now().Before(deadline) {
+			for range stressSearches * scale {
+				if faults {
+					armFault()
+				}
+				searches.Add(1)
 				qi := sr.IntN(len(queries))
 				q := queries[qi]
 				switch kind := s % 4; kind {
@@ -287,7 +325,7 @@ func stress(t *testing.T, b backend, run time.Duration) {
 						hits, err := ix.Search(ctx, q, stressK, engine.Allow(allowSome...))
 						if err != nil {
 							fail("filtered search: %v", err)
-						} else if err := sameTop(want[qi].filtered, hits); err != nil {
+						} else if err := sameTop(qi, want[qi].filtered, hits); err != nil {
 							fail("filtered search query %d: %v", qi, err)
 						}
 						continue
@@ -303,7 +341,7 @@ func stress(t *testing.T, b backend, run time.Duration) {
 							got = append(got, h)
 						}
 					}
-					if err := sameTop(want[qi].inRange, got); err != nil {
+					if err := sameTop(qi, want[qi].inRange, got); err != nil {
 						fail("range search query %d: %v", qi, err)
 					}
 				case 3:
@@ -320,37 +358,37 @@ func stress(t *testing.T, b backend, run time.Duration) {
 						}
 					}
 				}
-				searches.Add(1)
-			}
-		}()
-	}
-	var injected atomic.Int64
-	if faults {
-		fr := rand.New(rand.NewPCG(seed, 99))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Now().Before(deadline) {
-				// Fail the n-th wgpu call from now, whatever stage it is.
-				n := int64(1 + fr.IntN(30))
-				var calls atomic.Int64
-				engine.SetGPUFault(ix, func(step string) error {
-					if calls.Add(1) == n {
-						injected.Add(1)
-						return fmt.Errorf("injected fault at %q", step)
-					}
-					return nil
-				})
-				time.Sleep(time.Duration(5+fr.IntN(20)) * time.Millisecond)
 			}
 		}()
 	}
 	wg.Wait()
-	t.Logf("%s: %d searches, %d writes, %d writes cancelled, %d GPU faults injected, %d recoveries; backend now %s",
-		b.name, searches.Load(), writes.Load(), cancels.Load(), injected.Load(), ix.Info().Recoveries, ix.Info().Device)
+	t.Logf("%s: %d searches, %d writes, %d writes cancelled, %d GPU faults injected, %d recoveries; backend now %s (last failure: %s)",
+		b.name, searches.Load(), writes.Load(), cancels.Load(), injected.Load(), ix.Info().Recoveries, ix.Info().Device, ix.Info().LastFailure)
 	require.Zero(t, failures.Load(), "wrong answers or errors under load, first ones: %v", first)
-	require.Positive(t, searches.Load())
-	require.Positive(t, writes.Load())
+	require.Positive(t, writes.Load(), "every write was cancelled")
+	if faults {
+		// The faults the load did not meet, one at a time: wait for the
+		// GPU to come back, arm the next, search until it fires.
+		back := func() {
+			require.Eventually(t, func() bool { return ix.Info().Device == engine.GPU }, time.Minute, time.Millisecond,
+				"the GPU did not come back: %s", ix.Info().Reason)
+		}
+		for i := 0; armed.Load() < stressFaults*int64(scale) || injected.Load() < armed.Load(); i++ {
+			require.Less(t, i, 10_000, "%d searches and the armed fault did not fire", i)
+			if injected.Load() == armed.Load() {
+				back()
+				armFault()
+			}
+			qi := i % len(queries)
+			hits, err := ix.Search(ctx, queries[qi], stressK)
+			require.NoError(t, err, "the search the fault failed is answered on the CPU")
+			require.NoError(t, checkUnfiltered(qi, hits))
+		}
+		back()
+		require.Equal(t, stressFaults*int64(scale), injected.Load())
+		require.GreaterOrEqual(t, int64(ix.Info().Recoveries), injected.Load(), "a recovery from every fault")
+		t.Logf("%s: then %d GPU faults injected, %d recoveries in all", b.name, injected.Load(), ix.Info().Recoveries)
+	}
 
 	// The index holds exactly what the models say.
 	all := map[uint64][]float32{}
@@ -379,15 +417,8 @@ func stress(t *testing.T, b backend, run time.Duration) {
 		require.NoError(t, err)
 		got, err := ix.Search(ctx, q, stressK)
 		require.NoError(t, err)
-		requireSameHits(t, engine.Dot, want, got, fmt.Sprintf("query %d after the load", i))
+		requireSameHits(t, engine.Dot, fresh.Get, q, want, got, fmt.Sprintf("query %d after the load", i))
 	}
-}
-
-// nearTie reports whether want[i]'s score is within 2·tol of a neighbour's,
-// so float32 rounding may order them either way.
-func nearTie(want []engine.Hit, i int, tol float64) bool {
-	return (i > 0 && math.Abs(float64(want[i-1].Score-want[i].Score)) <= 2*tol) ||
-		(i+1 < len(want) && math.Abs(float64(want[i+1].Score-want[i].Score)) <= 2*tol)
 }
 
 // pickIDs returns up to n distinct IDs of model, at random.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/storefile"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // TestOpenRemovesCrashTemps: a writer killed in the middle of a checkpoint
@@ -20,7 +21,7 @@ import (
 // next Open, under the writer's lock, removes it and only it: a
 // neighbour's temporary file, named like the store's, stays.
 func TestOpenRemovesCrashTemps(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "s.umbra")

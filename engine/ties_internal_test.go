@@ -3,32 +3,14 @@ package engine
 import (
 	"cmp"
 	"context"
-	"math/rand/v2"
-	"os"
 	"slices"
-	"strconv"
 	"testing"
-	"time"
 
 	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/testkit"
 	"github.com/umbravec/umbra/internal/topk"
 )
-
-// seededRand is the external tests' newRand for this package's own: seeded
-// from UMBRA_SEED or the clock, the seed logged for a replay.
-func seededRand(t *testing.T) *rand.Rand {
-	t.Helper()
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("UMBRA_SEED"); s != "" {
-		var err error
-		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Logf("seed %d (replay with UMBRA_SEED=%d)", seed, seed)
-	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-}
 
 // rankingDevice answers Search as a device does — the exact top k of its
 // scores by score, then row, k capped at the allowed rows — and records
@@ -93,7 +75,7 @@ func TestRowIDsOrder(t *testing.T) {
 // score, then ID: here with runs of equal scores of every length at every
 // rank, random IDs and filters.
 func TestDeviceTopKTies(t *testing.T) {
-	r := seededRand(t)
+	r := testkit.Rand(t)
 	for trial := range 300 {
 		m := []core.Metric{core.Dot, core.L2}[trial%2]
 		n := 1 + r.IntN(300)

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"github.com/umbravec/umbra/internal/testkit"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // tieDim is the dimension of the tie tests' vectors (tieVec).
@@ -95,7 +95,7 @@ func tiePaths() []tiePath {
 // (compressed) approximate searches — with the pair alone, among other
 // rows, and (overflow) with 10 on the device and 5 on the host.
 func TestTieGoesToLowerID(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	v := []float32{0.5, 0.5, 0.5, 0.5, 0, 0, 0, 0}
 	var others [][]float32 // every one scores worse than v for v
@@ -111,8 +111,9 @@ func TestTieGoesToLowerID(t *testing.T) {
 					continue
 				}
 				t.Run(fmt.Sprintf("%s/%s/%d_before", p.name, m, before), func(t *testing.T) {
+					ctx := ctx
 					if p.radix {
-						defer gpu.SetSelectPath(gpu.SetSelectPath(gpu.SelectRadix))
+						ctx = gpu.WithSelectPath(ctx, gpu.SelectRadix)
 					}
 					ix := p.open(t, engine.Config{Dim: tieDim, Metric: m, Precision: p.prec})
 					add := func(vs [][]float32, from uint64) {
@@ -216,12 +217,13 @@ func tieRef(m engine.Metric, data map[uint64][]float32, q []float32, keep func(u
 // batched, coalesced, filtered by Allow and AllowFunc, range — equals the
 // brute-force reference sorted by score, then ID, exactly.
 func TestTiesProperty(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	for _, p := range tiePaths() {
 		t.Run(p.name, func(t *testing.T) {
+			ctx := ctx
 			if p.radix {
-				defer gpu.SetSelectPath(gpu.SetSelectPath(gpu.SelectRadix))
+				ctx = gpu.WithSelectPath(ctx, gpu.SelectRadix)
 			}
 			runs := 3
 			if p.slow {
@@ -378,13 +380,13 @@ func TestTiesProperty(t *testing.T) {
 // Quote the id/row ratio.
 func BenchmarkTiesByID(b *testing.B) {
 	const n, dim = 20_000, 64
-	r := newRand(b)
-	data := randomVectors(r, n, dim)
+	r := testkit.Rand(b)
+	data := testkit.Vectors(r, n, dim)
 	shuffled := make([]uint64, n)
 	for i, v := range r.Perm(n) {
 		shuffled[i] = uint64(v)
 	}
-	q := randomVectors(r, 1, dim)[0]
+	q := testkit.Vectors(r, 1, dim)[0]
 	ctx := context.Background()
 	for _, be := range backends[:2] {
 		b.Run(be.name, func(b *testing.B) {

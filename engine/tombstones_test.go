@@ -16,7 +16,10 @@ import (
 )
 
 // tombPair is a GPU index and a CPU index kept holding the same rows.
-type tombPair struct{ gpu, cpu *engine.Index }
+type tombPair struct {
+	gpu, cpu *engine.Index
+	ctx      context.Context // every search's: the select path it forces
+}
 
 func (p tombPair) both(t *testing.T, f func(ix *engine.Index) error) {
 	t.Helper()
@@ -29,7 +32,7 @@ func (p tombPair) both(t *testing.T, f func(ix *engine.Index) error) {
 // select, the radix select and the host's selection).
 func (p tombPair) same(t *testing.T, m engine.Metric, queries [][]float32, what string) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := p.ctx
 	require.Equal(t, p.cpu.Len(), p.gpu.Len(), what)
 	for _, k := range []int{1, 10, 300, p.cpu.Len() / 2, p.cpu.Len() + 5} {
 		want, err := p.cpu.SearchBatch(ctx, queries, k)
@@ -37,11 +40,11 @@ func (p tombPair) same(t *testing.T, m engine.Metric, queries [][]float32, what 
 		got, err := p.gpu.SearchBatch(ctx, queries, k)
 		require.NoError(t, err, "%s: k=%d", what, k)
 		for qi := range want {
-			requireSameHits(t, m, want[qi], got[qi], fmt.Sprintf("%s: k=%d query %d", what, k, qi))
+			requireSameHits(t, m, p.cpu.Get, queries[qi], want[qi], got[qi], fmt.Sprintf("%s: k=%d query %d", what, k, qi))
 		}
 		one, err := p.gpu.Search(ctx, queries[0], k)
 		require.NoError(t, err, "%s: k=%d", what, k)
-		requireSameHits(t, m, want[0], one, fmt.Sprintf("%s: single k=%d", what, k))
+		requireSameHits(t, m, p.cpu.Get, queries[0], want[0], one, fmt.Sprintf("%s: single k=%d", what, k))
 	}
 }
 
@@ -53,27 +56,31 @@ func (p tombPair) same(t *testing.T, m engine.Metric, queries [][]float32, what 
 // fused and with the radix select. A filtered search still sends its
 // bitmap.
 func TestResidentTombstones(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	const dim = 24
 	ctx := context.Background()
-	queries := randomVectors(r, 5, dim)
+	queries := testkit.Vectors(r, 5, dim)
 	metricOf := map[string]engine.Metric{"vulkan": engine.Cosine, "gl": engine.L2}
 	for _, b := range backends[1:] {
 		for _, path := range []gpu.SelectPath{gpu.SelectAuto, gpu.SelectRadix} {
 			m := metricOf[b.name]
 			t.Run(fmt.Sprintf("%s/%s/select=%d", b.name, m, path), func(t *testing.T) {
-				defer gpu.SetSelectPath(gpu.SetSelectPath(path))
+				ctx := gpu.WithSelectPath(ctx, path)
 				p := tombPair{
 					gpu: open(t, b, engine.Config{Dim: dim, Metric: m}, 700),
 					cpu: open(t, backends[0], engine.Config{Dim: dim, Metric: m}),
+					ctx: ctx,
 				}
-				base := randomVectors(r, 2000, dim)
+				base := testkit.Vectors(r, 2000, dim)
 				p.both(t, func(ix *engine.Index) error { _, err := ix.Add(ctx, engine.Vectors(base)); return err })
 				traced := func(opts ...engine.SearchOption) int64 {
 					var tr diag.Trace
 					_, err := p.gpu.Search(diag.WithTrace(ctx, &tr), queries[1], 10, opts...)
 					require.NoError(t, err)
 					require.Equal(t, "gpu", tr.Device)
+					if path == gpu.SelectRadix {
+						require.Equal(t, "radix", tr.SelectPath, "the select path the context forces")
+					}
 					return tr.BytesUp
 				}
 				clean := traced()
@@ -104,9 +111,9 @@ func TestResidentTombstones(t *testing.T) {
 				// Adds past the resident tombstones, an upsert of a deleted
 				// ID (a new row) and of live ones (in place), deletes of
 				// new rows.
-				more := randomVectors(r, 900, dim)
+				more := testkit.Vectors(r, 900, dim)
 				p.both(t, func(ix *engine.Index) error { _, err := ix.Add(ctx, engine.Vectors(more)); return err })
-				up := randomVectors(r, 3, dim)
+				up := testkit.Vectors(r, 3, dim)
 				upIDs := []uint64{one, 2000, 2001}
 				p.both(t, func(ix *engine.Index) error {
 					return testkit.ErrOf(ix.Upsert(ctx, engine.Vectors(up), engine.WithIDs(upIDs...)))
@@ -131,18 +138,19 @@ func TestResidentTombstones(t *testing.T) {
 // while the fault lasts, and once it is gone every search answers as the
 // fallback does.
 func TestFailedTombstoneWrite(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	const dim = 16
 	ctx := context.Background()
-	queries := randomVectors(r, 4, dim)
+	queries := testkit.Vectors(r, 4, dim)
 	for _, b := range backends[1:] {
 		for _, lasting := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/lasting=%v", b.name, lasting), func(t *testing.T) {
 				p := tombPair{
 					gpu: open(t, b, engine.Config{Dim: dim, Metric: engine.Dot}, 700),
 					cpu: open(t, backends[0], engine.Config{Dim: dim, Metric: engine.Dot}),
+					ctx: ctx,
 				}
-				base := randomVectors(r, 1500, dim)
+				base := testkit.Vectors(r, 1500, dim)
 				p.both(t, func(ix *engine.Index) error { _, err := ix.Add(ctx, engine.Vectors(base)); return err })
 				p.both(t, func(ix *engine.Index) error { return ix.Delete(ctx, engine.WithIDs(1, 2, 3)) })
 				p.same(t, engine.Dot, queries, "before the fault") // tombstones resident now
@@ -170,7 +178,7 @@ func TestFailedTombstoneWrite(t *testing.T) {
 					require.NoError(t, err)
 					want, err := p.cpu.Search(ctx, queries[0], 5)
 					require.NoError(t, err)
-					requireSameHits(t, engine.Dot, want, got, "the search after a failed delete write")
+					requireSameHits(t, engine.Dot, p.cpu.Get, queries[0], want, got, "the search after a failed delete write")
 				}
 				for _, h := range got {
 					require.NotContains(t, del, h.ID, "a deleted row in an answer")

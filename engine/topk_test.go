@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // TestDeviceTopK compares the GPU's on-device selection with the fallback
@@ -15,15 +16,15 @@ import (
 // batched, on data with many exact ties (duplicated rows), where the only
 // correct order is by lower ID.
 func TestDeviceTopK(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	const dim = 24
 	for _, n := range []int{1, 2, 999, 2100} {
-		base := randomVectors(r, max(n/3, 1), dim)
+		base := testkit.Vectors(r, max(n/3, 1), dim)
 		data := make([][]float32, n)
 		for i := range data {
 			data[i] = base[r.IntN(len(base))] // about three copies of each row
 		}
-		queries := append(randomVectors(r, 5, dim), data[0])
+		queries := append(testkit.Vectors(r, 5, dim), data[0])
 		for _, m := range metrics {
 			cpu := open(t, backends[0], engine.Config{Dim: dim, Metric: m})
 			_, err := cpu.Add(context.Background(), engine.Vectors(data))
@@ -42,43 +43,11 @@ func TestDeviceTopK(t *testing.T) {
 						require.NoError(t, err)
 						require.Equal(t, got[2], one, "batched and single search differ, k=%d", k)
 						for qi := range queries {
-							requireSameHits(t, m, want[qi], got[qi], fmt.Sprintf("k=%d query %d", k, qi))
+							requireSameHits(t, m, cpu.Get, queries[qi], want[qi], got[qi], fmt.Sprintf("k=%d query %d", k, qi))
 						}
 					}
 				})
 			}
 		}
 	}
-}
-
-// requireSameHits asserts two best-first lists agree: same length, scores
-// within tolerance, and the same IDs except where neighbouring scores are
-// within tolerance of each other (float32 rounding may order a near-tie
-// either way, also across the cut after the last rank). Duplicated rows
-// score identically within one backend, so both backends list them by
-// lower ID.
-func requireSameHits(t *testing.T, m engine.Metric, want, got []engine.Hit, what string) {
-	t.Helper()
-	require.Equal(t, len(want), len(got), what)
-	for i := range want {
-		tol := tolerance(m, float64(want[i].Score))
-		require.InDelta(t, want[i].Score, got[i].Score, tol, "%s rank %d", what, i)
-		if want[i].ID == got[i].ID {
-			continue
-		}
-		// At the last rank the row it ties with may be the first one
-		// past the cut, in neither list: then got's row scores within
-		// tolerance of want's.
-		nearTie := (i > 0 && abs32(want[i-1].Score-want[i].Score) <= float32(2*tol)) ||
-			(i+1 < len(want) && abs32(want[i+1].Score-want[i].Score) <= float32(2*tol)) ||
-			(i == len(want)-1 && abs32(got[i].Score-want[i].Score) <= float32(2*tol))
-		require.True(t, nearTie, "%s rank %d: ID %d, want %d (score %v vs %v)", what, i, got[i].ID, want[i].ID, got[i].Score, want[i].Score)
-	}
-}
-
-func abs32(x float32) float32 {
-	if x < 0 {
-		return -x
-	}
-	return x
 }

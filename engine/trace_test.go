@@ -18,7 +18,7 @@ import (
 // Publish — and the rows it stored, for Add, AddFlat and Upsert (new and
 // replaced rows), with and without a store and a compressed precision.
 func TestWriteTrace(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	const dim, n = 24, 300
 	flat := make([]float32, n*dim)
 	for i := range flat {

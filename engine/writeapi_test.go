@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // streamRows is a RowSource read a piece at a time, as a file is: it gives
@@ -67,10 +68,10 @@ func sources(vs [][]float32, dim int) map[string]func() engine.RowSource {
 // of plain vectors stores, and an Upsert by a source replaces stored rows
 // in place and adds the rest.
 func TestWriteVerbsOnEverySource(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	const dim = 6
-	first := randomVectors(r, 9, dim)
-	second := randomVectors(r, 9, dim)
+	first := testkit.Vectors(r, 9, dim)
+	second := testkit.Vectors(r, 9, dim)
 	ids := []uint64{50, 7, 12, 3, 99, 1000, 8, 9, 10}
 	keys := make([]string, len(first))
 	for i := range keys {
@@ -144,7 +145,7 @@ func TestWriteVerbsOnEverySource(t *testing.T) {
 					for _, id := range ix.IDs() {
 						data, order = append(data, want[id]), append(order, id)
 					}
-					q := randomVectors(r, 1, dim)[0]
+					q := testkit.Vectors(r, 1, dim)[0]
 					hits, err := ix.Search(ctx, q, len(want))
 					require.NoError(t, err, what)
 					byRow := make([]engine.Hit, len(hits))
@@ -181,14 +182,14 @@ func TestWriteVerbsOnEverySource(t *testing.T) {
 // of naming, an unnamed Upsert or Delete, a nil source and a ragged Flat
 // are errors naming the problem, and nothing is stored or deleted.
 func TestWriteOptionsRefused(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	const dim = 4
 	ctx := context.Background()
 	ix := open(t, backends[0], engine.Config{Dim: dim})
-	stored := randomVectors(r, 3, dim)
+	stored := testkit.Vectors(r, 3, dim)
 	_, err := ix.Add(ctx, engine.Vectors(stored), engine.WithKeys("a", "b", "c"))
 	require.NoError(t, err)
-	rows := randomVectors(r, 2, dim)
+	rows := testkit.Vectors(r, 2, dim)
 	for name, src := range sources(rows, dim) {
 		cases := []struct {
 			what string
@@ -242,10 +243,10 @@ func TestWriteOptionsRefused(t *testing.T) {
 // TestSearchOptionsRefused: an option a search cannot honour is an error,
 // not ignored.
 func TestSearchOptionsRefused(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	ix := open(t, backends[0], engine.Config{Dim: 5, Precision: engine.Int8})
-	data := randomVectors(r, 20, 5)
+	data := testkit.Vectors(r, 20, 5)
 	_, err := ix.Add(ctx, engine.Vectors(data))
 	require.NoError(t, err)
 	_, err = ix.Search(ctx, data[0], 3, engine.MaxHits(2))
@@ -265,7 +266,7 @@ func TestSearchOptionsRefused(t *testing.T) {
 // TestOpenOptions: ReadOnly opens beside a writer and refuses writes;
 // LogSync is taken by a writer and refused where it cannot apply.
 func TestOpenOptions(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "s.umbra")
 	_, err := engine.Open(ctx, path, engine.Config{Dim: 3}, engine.LogSync(-time.Second))
@@ -275,7 +276,7 @@ func TestOpenOptions(t *testing.T) {
 	w, err := engine.Open(ctx, path, engine.Config{Dim: 3, Device: engine.CPU}, engine.LogSync(time.Hour))
 	require.NoError(t, err)
 	defer w.Close()
-	_, err = w.Add(ctx, engine.Vectors(randomVectors(r, 4, 3)))
+	_, err = w.Add(ctx, engine.Vectors(testkit.Vectors(r, 4, 3)))
 	require.NoError(t, err)
 	_, err = engine.Open(ctx, path, engine.Config{}, engine.ReadOnly(), engine.LogSync(time.Second))
 	require.ErrorIs(t, err, engine.ErrInvalidOption)
@@ -283,7 +284,7 @@ func TestOpenOptions(t *testing.T) {
 	require.NoError(t, err)
 	defer ro.Close()
 	require.Equal(t, 4, ro.Len(), "the writer's acknowledged rows, read beside it")
-	_, err = ro.Add(ctx, engine.Vectors(randomVectors(r, 1, 3)))
+	_, err = ro.Add(ctx, engine.Vectors(testkit.Vectors(r, 1, 3)))
 	require.ErrorIs(t, err, engine.ErrReadOnly)
 	require.ErrorIs(t, ro.Delete(ctx, engine.WithIDs(0)), engine.ErrReadOnly)
 }

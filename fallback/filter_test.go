@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra/internal/testkit"
 	"github.com/umbravec/umbra/internal/topk"
 )
 
@@ -16,7 +17,7 @@ import (
 // within the threshold, best first — compared with brute force over the
 // scores of every row.
 func TestAllowAndRange(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	const rows, dim = 3001, 24
 	data := make([]float32, rows*dim)
 	for i := range data {

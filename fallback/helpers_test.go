@@ -3,30 +3,15 @@ package fallback
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/umbravec/umbra/internal/parallel"
+	"github.com/umbravec/umbra/internal/testkit"
 )
-
-var seedFlag = flag.Uint64("seed", 0, "random seed for test data (0: from the clock)")
-
-// newRand returns a generator seeded from -seed or the clock, and logs the
-// seed so a failure can be replayed with -seed.
-func newRand(t testing.TB) *rand.Rand {
-	t.Helper()
-	seed := *seedFlag
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	t.Logf("seed %d", seed)
-	return rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
-}
 
 // randVec fills a vector with uniform values in [-1, 1).
 func randVec(r *rand.Rand, n int) []float32 {
@@ -97,6 +82,11 @@ type ref64Hit struct {
 	mag   float64
 }
 
+// kit is h as testkit's near-tie rule reads it.
+func (h ref64Hit) kit() testkit.Ref {
+	return testkit.Ref{ID: uint64(h.row), Score: h.score, Tol: testkit.Tolerance(h.score, h.mag)}
+}
+
 // refRanking ranks every row by its float64 score, ties by lower row.
 func refRanking(m Metric, rows [][]float32, q []float32) []ref64Hit {
 	out := make([]ref64Hit, len(rows))
@@ -116,17 +106,9 @@ func refRanking(m Metric, rows [][]float32, q []float32) []ref64Hit {
 	return out
 }
 
-// scoreTol is the accuracy asked of a float32 score: 1e-5*max(1, |ref|),
-// which is what unit-length (cosine) data must meet. Unnormalised dot
-// products cancel: a score near zero can be the sum of terms hundreds of
-// times larger, whose rounding is no bug, so the bound grows with mag.
-func scoreTol(ref, mag float64) float64 {
-	return math.Max(1e-5*math.Max(1, math.Abs(ref)), 1e-6*mag)
-}
-
 // assertRanked checks that hits are the k best of the reference ranking:
 // at every position the row is the reference's, or one whose float64 score
-// is within what two float32 scores of scoreTol accuracy can swap.
+// is a near-tie with it (testkit.NearTie).
 func assertRanked(t *testing.T, m Metric, hits []Hit, ref []ref64Hit, k int, exact bool) {
 	t.Helper()
 	want := min(k, len(ref))
@@ -158,7 +140,7 @@ func assertRanked(t *testing.T, m Metric, hits []Hit, ref []ref64Hit, k int, exa
 			t.Fatalf("hit %d: row %d is not in the slab", i, h.Row)
 		}
 		got := r.score
-		if d := math.Abs(float64(h.Score) - got); d > scoreTol(got, r.mag) {
+		if d := math.Abs(float64(h.Score) - got); d > testkit.Tolerance(got, r.mag) {
 			t.Fatalf("hit %d: row %d score %g, float64 %g", i, h.Row, h.Score, got)
 		}
 		if h.Row == ref[i].row {
@@ -167,7 +149,7 @@ func assertRanked(t *testing.T, m Metric, hits []Hit, ref []ref64Hit, k int, exa
 		if exact {
 			t.Fatalf("hit %d: row %d (%g), reference row %d (%g)", i, h.Row, got, ref[i].row, ref[i].score)
 		}
-		if d := math.Abs(got - ref[i].score); d > scoreTol(got, r.mag)+scoreTol(ref[i].score, ref[i].mag) {
+		if !testkit.NearTie(r.kit(), ref[i].kit()) {
 			t.Fatalf("hit %d: row %d (%g), reference row %d (%g): not a tie", i, h.Row, got, ref[i].row, ref[i].score)
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"testing"
+
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // kernelSets is every kernel set this machine runs, generic last.
@@ -29,7 +31,7 @@ func TestAsmKernelsMatchGeneric(t *testing.T) {
 	if len(sets) == 0 {
 		t.Skip("no assembly kernels on this machine")
 	}
-	r := newRand(t)
+	r := testkit.Rand(t)
 	for _, ks := range sets {
 		for _, m := range []Metric{Dot, L2} {
 			for n := 1; n <= 70; n++ {
@@ -71,7 +73,7 @@ func testKernelAgainstGeneric(t *testing.T, r interface {
 		genericKernels.rows(m)(want, q, rows, stride)
 		for i := range nr {
 			ref, mag := ref64(m, rows[i*stride:i*stride+n], q)
-			if d := math.Abs(float64(got[i]) - ref); d > scoreTol(ref, mag) {
+			if d := math.Abs(float64(got[i]) - ref); d > testkit.Tolerance(ref, mag) {
 				t.Fatalf("%s: query %d row %d: asm %g, float64 %g (generic %g)", name, j, i, got[i], ref, want[i])
 			}
 		}
@@ -92,7 +94,7 @@ func testKernelAgainstGeneric(t *testing.T, r interface {
 }
 
 func TestReadPass(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	// Every kernel set's sum kernel against float64, rows in groups of
 	// four and leftovers, lengths around the vector widths.
 	for _, ks := range kernelSets() {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/umbravec/umbra/internal/testkit"
 	"github.com/umbravec/umbra/internal/topk"
 )
 
@@ -61,7 +62,7 @@ func newDataset(r *rand.Rand, n, dim int, kind valueKind) dataset {
 func TestScoresMatchFloat64(t *testing.T) { forEachKernel(t, testScoresMatchFloat64) }
 
 func testScoresMatchFloat64(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	for _, dim := range dims {
 		for _, n := range testRows(dim) {
@@ -78,7 +79,7 @@ func testScoresMatchFloat64(t *testing.T) {
 								noErr(t, scoreRows(ctx, dst, s, d.q, m, w))
 								for i, row := range d.rows {
 									want, mag := ref64(m, row, d.q)
-									if math.Abs(float64(dst[i])-want) > scoreTol(want, mag) {
+									if math.Abs(float64(dst[i])-want) > testkit.Tolerance(want, mag) {
 										t.Fatalf("workers %d row %d: got %g, float64 %g", w, i, dst[i], want)
 									}
 								}
@@ -94,7 +95,7 @@ func testScoresMatchFloat64(t *testing.T) {
 func TestSearchMatchesReference(t *testing.T) { forEachKernel(t, testSearchMatchesReference) }
 
 func testSearchMatchesReference(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	for _, dim := range dims {
 		for _, n := range testRows(dim) {
@@ -134,7 +135,7 @@ func testSearchMatchesReference(t *testing.T) {
 func TestPathsAgree(t *testing.T) { forEachKernel(t, testPathsAgree) }
 
 func testPathsAgree(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	for _, dim := range dims {
 		for _, n := range testRows(dim) {
@@ -175,7 +176,7 @@ func testPathsAgree(t *testing.T) {
 func TestDuplicateRowsTieByRow(t *testing.T) { forEachKernel(t, testDuplicateRowsTieByRow) }
 
 func testDuplicateRowsTieByRow(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	for _, m := range []Metric{Dot, L2} {
 		dim := 1 + r.IntN(200)
 		row := randVec(r, dim)
@@ -253,7 +254,7 @@ func TestShapeErrors(t *testing.T) {
 }
 
 func TestCancelled(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	d := newDataset(r, 3000, 64, raw)
 	s := newSlab(d.rows, 64, 64, false)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/umbravec/umbra/internal/testkit"
 	"github.com/umbravec/umbra/internal/topk"
 )
 
@@ -92,7 +93,7 @@ func tieSlab(r *rand.Rand, n, dim int) (Slab, [][]float32) {
 // score, then ID. (internal/exact's TestTiesGoToLowerID holds the
 // compressed searches to these answers.)
 func TestTiesGoToLowerID(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	for trial := range 40 {
 		m := []Metric{Dot, L2}[trial%2]

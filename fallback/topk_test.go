@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/umbravec/umbra/internal/testkit"
 	"github.com/umbravec/umbra/internal/topk"
 )
 
@@ -37,7 +38,7 @@ func fewScores(r *rand.Rand, n int) []float32 {
 }
 
 func TestSelectTopK(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	for _, m := range []Metric{Dot, L2} {
 		for _, n := range []int{0, 1, 2, 9, 100, 1001} {
 			for _, ties := range []bool{false, true} {
@@ -73,7 +74,7 @@ func TestSelectTopKNothing(t *testing.T) {
 // Merging the top-k of disjoint chunks must equal the top-k of the whole,
 // which is how Search and SearchBatch combine their workers' answers.
 func TestMergeTopK(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	for _, m := range []Metric{Dot, L2} {
 		for _, ties := range []bool{false, true} {
 			n := 1 + r.IntN(3000)

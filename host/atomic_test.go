@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/internal/storefile"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // writeBytes is a write callback that emits b.
@@ -35,7 +36,7 @@ func assertOnly(t *testing.T, dir string, names ...string) {
 }
 
 func randomBytes(t *testing.T, n int) []byte {
-	rng := newMatrixRand(t)
+	rng := testkit.Rand(t)
 	b := make([]byte, n)
 	for i := range b {
 		b[i] = byte(rng.Uint32())
@@ -290,8 +291,8 @@ func TestLeftoverTempIsNotOutput(t *testing.T) {
 	assert.Regexp(t, `^\.v\.npy\.tmp-[0-9a-f]{16}$`, filepath.Base(tmp), "temporary name")
 
 	// Play the killed process: the same name, with the whole payload in it.
-	rng := newMatrixRand(t)
-	m := randomMatrix(rng, 3, 4)
+	rng := testkit.Rand(t)
+	m := wideMatrix(rng, 3, 4)
 	f, err := os.Create(tmp)
 	require.NoError(t, err)
 	require.NoError(t, WriteNPY(f, m, "<f4"))

@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // fifoWith makes a named pipe at path and feeds it b from a goroutine, as a
@@ -40,7 +42,7 @@ func fifoWith(t *testing.T, path string, b []byte) <-chan error {
 // costs what actually arrived, and an npy shape beyond the cap is refused
 // before its payload is read.
 func TestFIFOLyingHeaders(t *testing.T) {
-	rng := newMatrixRand(t)
+	rng := testkit.Rand(t)
 	dir := t.TempDir()
 
 	const sent = 8 << 20
@@ -79,7 +81,7 @@ func TestFIFOLyingHeaders(t *testing.T) {
 	assert.Less(t, alloc, uint64(8<<20))
 
 	// A good file through a FIFO loads, trailing-data check included.
-	m := randomMatrix(rng, 30, 17)
+	m := wideMatrix(rng, 30, 17)
 	path = filepath.Join(dir, "good.fvecs")
 	done = fifoWith(t, path, fvecsBytes(17, m.Data))
 	got, err := ReadMatrixFile(t.Context(), path)
@@ -91,9 +93,9 @@ func TestFIFOLyingHeaders(t *testing.T) {
 // TestMatrixReaderFIFO: through a FIFO the row count is not known (-1),
 // and the rows still arrive whole and checked to the end.
 func TestMatrixReaderFIFO(t *testing.T) {
-	rng := newMatrixRand(t)
+	rng := testkit.Rand(t)
 	dir := t.TempDir()
-	m := randomMatrix(rng, 300, 9)
+	m := wideMatrix(rng, 300, 9)
 	var npy bytes.Buffer
 	require.NoError(t, WriteNPY(&npy, m, "<f2"))
 	want, err := ReadNPY(context.Background(), bytes.NewReader(npy.Bytes()))

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // float16Values lists every finite non-negative binary16 value in order of
@@ -131,7 +133,7 @@ func TestFloat16KnownValues(t *testing.T) {
 // every midpoint between neighbouring binary16 values (and one float32 step
 // either side), and at random float32 inputs over the whole range.
 func TestFloat16Rounding(t *testing.T) {
-	rng := newMatrixRand(t)
+	rng := testkit.Rand(t)
 	check := func(f float32) {
 		if got, want := Float16Bits(f), float16RoundRef(f); got != want {
 			t.Fatalf("Float16Bits(%v = %#08x) = %#04x, want %#04x", f, math.Float32bits(f), got, want)

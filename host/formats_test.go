@@ -16,6 +16,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // vecsRecords encodes rows of dim components, each component by enc, as
@@ -44,7 +46,7 @@ func idsNPY(descr string, ids []uint64) []byte {
 }
 
 func TestBvecsRoundTrip(t *testing.T) {
-	rng := newMatrixRand(t)
+	rng := testkit.Rand(t)
 	for _, tc := range []struct{ rows, dim int }{{1, 1}, {7, 128}, {3, 3 << 20}} {
 		t.Run(fmt.Sprintf("%dx%d", tc.rows, tc.dim), func(t *testing.T) {
 			vals := make([]uint8, tc.rows*tc.dim)
@@ -76,7 +78,7 @@ func TestBvecsRoundTrip(t *testing.T) {
 }
 
 func TestIvecsRoundTrip(t *testing.T) {
-	rng := newMatrixRand(t)
+	rng := testkit.Rand(t)
 	for _, tc := range []struct{ rows, dim int }{{1, 1}, {10, 100}, {2, 400000}} {
 		t.Run(fmt.Sprintf("%dx%d", tc.rows, tc.dim), func(t *testing.T) {
 			vals := make([]int32, tc.rows*tc.dim)
@@ -148,7 +150,7 @@ func ivecsErr(r io.Reader) error { _, err := ReadIvecs(context.Background(), r);
 func bvecsErr(r io.Reader) error { _, err := ReadBvecs(context.Background(), r); return err }
 
 func TestReadIDs(t *testing.T) {
-	rng := newMatrixRand(t)
+	rng := testkit.Rand(t)
 	for _, n := range []int{0, 1, 1000, 300000} {
 		ids := make([]uint64, n)
 		for i := range ids {
@@ -182,7 +184,7 @@ func TestReadIDs(t *testing.T) {
 }
 
 func TestReadIDsFileIvecs(t *testing.T) {
-	rng := newMatrixRand(t)
+	rng := testkit.Rand(t)
 	ids := make([]int32, 500)
 	want := make([]uint64, len(ids))
 	for i := range ids {
@@ -215,7 +217,7 @@ func TestReadIDsFileIvecs(t *testing.T) {
 }
 
 func TestReadIDsMalformed(t *testing.T) {
-	rng := newMatrixRand(t)
+	rng := testkit.Rand(t)
 	ids := make([]uint64, 40)
 	for i := range ids {
 		ids[i] = rng.Uint64() >> 1
@@ -248,8 +250,8 @@ func TestReadIDsMalformed(t *testing.T) {
 // TestStreamCap: a source of unknown size is read up to the cap and no
 // further; exactly at the cap it still loads. A sized source is not capped.
 func TestStreamCap(t *testing.T) {
-	rng := newMatrixRand(t)
-	m := randomMatrix(rng, 50, 20)
+	rng := testkit.Rand(t)
+	m := wideMatrix(rng, 50, 20)
 	fvecs := fvecsBytes(20, m.Data)
 	var npy bytes.Buffer
 	require.NoError(t, WriteNPY(&npy, m, "<f4"))
@@ -294,7 +296,7 @@ func (e *endless) Read(p []byte) (int, error) {
 // TestEndlessStream: random bytes without end, under any reader, stop at the
 // cap (or earlier, at the first inconsistency) with bounded memory.
 func TestEndlessStream(t *testing.T) {
-	rng := newMatrixRand(t)
+	rng := testkit.Rand(t)
 	const limit = 32 << 20
 	readers := map[string]struct {
 		widen uint64 // bytes of result per byte read
@@ -336,8 +338,8 @@ func (c *cancelAfter) Read(p []byte) (int, error) {
 }
 
 func TestReadCancellation(t *testing.T) {
-	rng := newMatrixRand(t)
-	m := randomMatrix(rng, 2000, 500) // 4 MB
+	rng := testkit.Rand(t)
+	m := wideMatrix(rng, 2000, 500) // 4 MB
 	var npy bytes.Buffer
 	require.NoError(t, WriteNPY(&npy, m, "<f4"))
 	fvecs := fvecsBytes(500, m.Data)

@@ -17,33 +17,21 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 var (
-	matrixSeed           = flag.Uint64("host-matrix-seed", 0, "seed for the matrix file tests (0: from the clock)")
 	updateMatrixFixtures = flag.Bool("update-matrix-fixtures", false, "rewrite host/testdata matrix fixtures from their generators")
 )
 
-// newMatrixRand returns a generator seeded from -host-matrix-seed or the
-// clock, logging the seed so that a failure can be replayed.
-func newMatrixRand(t *testing.T) *rand.Rand {
-	t.Helper()
-	seed := *matrixSeed
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	t.Logf("seed %d (replay with -host-matrix-seed=%d)", seed, seed)
-	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-}
-
-// randomMatrix fills a rows×dim matrix with normal values whose scale changes
+// wideMatrix fills a rows×dim matrix with normal values whose scale changes
 // per row (1e-6 .. 1e3), so float16 sees subnormals, normals and rounding; no
 // value is zero.
-func randomMatrix(rng *rand.Rand, rows, dim int) *Matrix {
+func wideMatrix(rng *rand.Rand, rows, dim int) *Matrix {
 	scales := []float64{1e-6, 1e-3, 1, 30, 1e3}
 	m := &Matrix{Rows: rows, Dim: dim, Data: make([]float32, rows*dim)}
 	for i := range rows {
@@ -91,8 +79,8 @@ func allocatedDuring(f func()) uint64 {
 }
 
 func TestMatrixRow(t *testing.T) {
-	rng := newMatrixRand(t)
-	m := randomMatrix(rng, 4, 3)
+	rng := testkit.Rand(t)
+	m := wideMatrix(rng, 4, 3)
 	for i := range m.Rows {
 		row := m.Row(i)
 		assertSameBits(t, m.Data[i*3:(i+1)*3], row)
@@ -106,7 +94,7 @@ func TestMatrixRow(t *testing.T) {
 }
 
 func TestMatrixFileRoundTrip(t *testing.T) {
-	rng := newMatrixRand(t)
+	rng := testkit.Rand(t)
 	cases := []struct {
 		file       string
 		dtype      string
@@ -126,7 +114,7 @@ func TestMatrixFileRoundTrip(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("%s/%q/%dx%d", tc.file, tc.dtype, tc.rows, tc.dim), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), tc.file)
-			m := randomMatrix(rng, tc.rows, tc.dim)
+			m := wideMatrix(rng, tc.rows, tc.dim)
 			require.NoError(t, WriteMatrixFile(path, m, tc.dtype))
 			raw, err := os.ReadFile(path)
 			require.NoError(t, err)
@@ -153,10 +141,10 @@ func TestMatrixFileRoundTrip(t *testing.T) {
 }
 
 func TestWriteMatrixFileReplacesAtomically(t *testing.T) {
-	rng := newMatrixRand(t)
+	rng := testkit.Rand(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "v.npy")
-	first := randomMatrix(rng, 4, 4)
+	first := wideMatrix(rng, 4, 4)
 	require.NoError(t, WriteMatrixFile(path, first, ""))
 
 	// A failed write leaves the old file intact and no temporary behind.
@@ -169,7 +157,7 @@ func TestWriteMatrixFileReplacesAtomically(t *testing.T) {
 	require.NoError(t, err)
 	assertSameBits(t, first.Data, got.Data)
 
-	second := randomMatrix(rng, 2, 8)
+	second := wideMatrix(rng, 2, 8)
 	require.NoError(t, WriteMatrixFile(path, second, "<f4"))
 	got, err = ReadMatrixFile(context.Background(), path)
 	require.NoError(t, err)
@@ -180,8 +168,8 @@ func TestWriteMatrixFileReplacesAtomically(t *testing.T) {
 }
 
 func TestWriteMatrixFileErrors(t *testing.T) {
-	rng := newMatrixRand(t)
-	good := randomMatrix(rng, 2, 3)
+	rng := testkit.Rand(t)
+	good := wideMatrix(rng, 2, 3)
 	cases := []struct {
 		name  string
 		file  string
@@ -218,8 +206,8 @@ func TestWriteMatrixFileErrors(t *testing.T) {
 }
 
 func TestReadMatrixFileErrors(t *testing.T) {
-	rng := newMatrixRand(t)
-	m := randomMatrix(rng, 5, 7)
+	rng := testkit.Rand(t)
+	m := wideMatrix(rng, 5, 7)
 	var npy, fvecs bytes.Buffer
 	require.NoError(t, WriteNPY(&npy, m, "<f4"))
 	require.NoError(t, WriteFvecs(&fvecs, m))

@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // buildNPY assembles an .npy file from a literal header, with no padding of
@@ -40,7 +42,7 @@ func readers(b []byte) map[string]io.Reader {
 }
 
 func TestNPYRoundTrip(t *testing.T) {
-	rng := newMatrixRand(t)
+	rng := testkit.Rand(t)
 	cases := []struct {
 		dtype     string
 		rows, dim int
@@ -56,7 +58,7 @@ func TestNPYRoundTrip(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("%s/%dx%d", tc.dtype, tc.rows, tc.dim), func(t *testing.T) {
-			m := randomMatrix(rng, tc.rows, tc.dim)
+			m := wideMatrix(rng, tc.rows, tc.dim)
 			var buf bytes.Buffer
 			require.NoError(t, WriteNPY(&buf, m, tc.dtype))
 			hlen := int(binary.LittleEndian.Uint16(buf.Bytes()[8:10]))
@@ -100,8 +102,8 @@ func TestNPYHeaderBytes(t *testing.T) {
 // TestNPYSequential: ReadNPY stops at the end of its payload, so arrays can
 // follow each other in one stream.
 func TestNPYSequential(t *testing.T) {
-	rng := newMatrixRand(t)
-	a, b := randomMatrix(rng, 3, 4), randomMatrix(rng, 2, 9)
+	rng := testkit.Rand(t)
+	a, b := wideMatrix(rng, 3, 4), wideMatrix(rng, 2, 9)
 	var buf bytes.Buffer
 	require.NoError(t, WriteNPY(&buf, a, "<f4"))
 	require.NoError(t, WriteNPY(&buf, b, "<f2"))
@@ -118,8 +120,8 @@ func TestNPYSequential(t *testing.T) {
 }
 
 func TestNPYHeaderVariants(t *testing.T) {
-	rng := newMatrixRand(t)
-	m := randomMatrix(rng, 5, 7)
+	rng := testkit.Rand(t)
+	m := wideMatrix(rng, 5, 7)
 	payload := le32(m.Data)
 	half := le16(m.Data)
 	cases := []struct {
@@ -162,8 +164,8 @@ func TestNPYHeaderVariants(t *testing.T) {
 }
 
 func TestNPYMalformed(t *testing.T) {
-	rng := newMatrixRand(t)
-	payload := le32(randomMatrix(rng, 5, 7).Data)
+	rng := testkit.Rand(t)
+	payload := le32(wideMatrix(rng, 5, 7).Data)
 	hdr := func(descr, fortran, shape string) string {
 		return "{'descr': " + descr + ", 'fortran_order': " + fortran + ", 'shape': " + shape + ", }\n"
 	}
@@ -266,9 +268,9 @@ func TestNPYLyingHeader(t *testing.T) {
 // TestNPYReaderErrors: failures of the underlying reader pass through as
 // they are and are not reported as malformed data.
 func TestNPYReaderErrors(t *testing.T) {
-	rng := newMatrixRand(t)
+	rng := testkit.Rand(t)
 	var buf bytes.Buffer
-	require.NoError(t, WriteNPY(&buf, randomMatrix(rng, 4, 4), "<f4"))
+	require.NoError(t, WriteNPY(&buf, wideMatrix(rng, 4, 4), "<f4"))
 	for _, cut := range []int{0, 4, 9, 50, buf.Len() - 1} {
 		r := io.MultiReader(bytes.NewReader(buf.Bytes()[:cut]), iotest.ErrReader(iotest.ErrTimeout))
 		_, err := ReadNPY(context.Background(), r)
@@ -279,8 +281,8 @@ func TestNPYReaderErrors(t *testing.T) {
 }
 
 func TestWriteNPYErrors(t *testing.T) {
-	rng := newMatrixRand(t)
-	good := randomMatrix(rng, 2, 3)
+	rng := testkit.Rand(t)
+	good := wideMatrix(rng, 2, 3)
 	cases := []struct {
 		name  string
 		m     *Matrix
@@ -303,7 +305,7 @@ func TestWriteNPYErrors(t *testing.T) {
 		})
 	}
 	w := &failingWriter{after: 200}
-	err := WriteNPY(w, randomMatrix(rng, 100, 10), "<f4")
+	err := WriteNPY(w, wideMatrix(rng, 100, 10), "<f4")
 	assert.ErrorIs(t, err, errWriteFailed)
 }
 

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // readRowsInPieces reads every row of r with ReadRows into pieces of at
@@ -42,11 +44,11 @@ func readRowsInPieces(t *testing.T, r *MatrixReader, per int) ([]float32, error)
 // MatrixReader gives the rows ReadMatrixFile gives, bit for bit, knows
 // their count, and ends with io.EOF (again on every later call).
 func TestMatrixReaderMatchesReadMatrixFile(t *testing.T) {
-	rng := newMatrixRand(t)
+	rng := testkit.Rand(t)
 	dir := t.TempDir()
 	for _, dim := range []int{1, 7, 768} {
 		for _, rows := range []int{0, 1, 5, (1<<20)/(4*dim) + 3} {
-			m := randomMatrix(rng, rows, dim)
+			m := wideMatrix(rng, rows, dim)
 			files := map[string][]byte{}
 			var npy, npy16 bytes.Buffer
 			require.NoError(t, WriteNPY(&npy, m, "<f4"))
@@ -90,9 +92,9 @@ func TestMatrixReaderMatchesReadMatrixFile(t *testing.T) {
 // ReadRows (a short record, trailing bytes), which then repeats it; a
 // dst with no room for a row is an error, not a silent zero.
 func TestMatrixReaderErrors(t *testing.T) {
-	rng := newMatrixRand(t)
+	rng := testkit.Rand(t)
 	dir := t.TempDir()
-	m := randomMatrix(rng, 40, 5)
+	m := wideMatrix(rng, 40, 5)
 	var npy bytes.Buffer
 	require.NoError(t, WriteNPY(&npy, m, "<f4"))
 	good := npy.Bytes()
@@ -147,8 +149,8 @@ func TestMatrixReaderErrors(t *testing.T) {
 // TestMatrixReaderCancel: a cancelled context stops a reader between
 // pieces with the context's error, wrapped with the path.
 func TestMatrixReaderCancel(t *testing.T) {
-	rng := newMatrixRand(t)
-	m := randomMatrix(rng, 3000, 256) // 3 MiB
+	rng := testkit.Rand(t)
+	m := wideMatrix(rng, 3000, 256) // 3 MiB
 	path := filepath.Join(t.TempDir(), "big.npy")
 	require.NoError(t, WriteMatrixFile(path, m, ""))
 	ctx, cancel := context.WithCancel(context.Background())

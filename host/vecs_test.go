@@ -12,10 +12,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 func TestFvecsRoundTrip(t *testing.T) {
-	rng := newMatrixRand(t)
+	rng := testkit.Rand(t)
 	cases := []struct{ rows, dim int }{
 		{1, 1},
 		{10, 3},
@@ -25,7 +27,7 @@ func TestFvecsRoundTrip(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("%dx%d", tc.rows, tc.dim), func(t *testing.T) {
-			m := randomMatrix(rng, tc.rows, tc.dim)
+			m := wideMatrix(rng, tc.rows, tc.dim)
 			var buf bytes.Buffer
 			require.NoError(t, WriteFvecs(&buf, m))
 			require.Equal(t, tc.rows*(4+4*tc.dim), buf.Len())
@@ -64,8 +66,8 @@ func TestFvecsKeepsSpecialValues(t *testing.T) {
 }
 
 func TestFvecsMalformed(t *testing.T) {
-	rng := newMatrixRand(t)
-	vals := randomMatrix(rng, 4, 3).Data
+	rng := testkit.Rand(t)
+	vals := wideMatrix(rng, 4, 3).Data
 	good := fvecsBytes(3, vals)
 	dimField := func(d int32) []byte { return binary.LittleEndian.AppendUint32(nil, uint32(d)) }
 	concat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
@@ -117,8 +119,8 @@ func TestFvecsLyingDim(t *testing.T) {
 }
 
 func TestFvecsReaderErrors(t *testing.T) {
-	rng := newMatrixRand(t)
-	good := fvecsBytes(5, randomMatrix(rng, 3, 5).Data)
+	rng := testkit.Rand(t)
+	good := fvecsBytes(5, wideMatrix(rng, 3, 5).Data)
 	for _, cut := range []int{0, 2, 4, 10, 24, len(good) - 1, len(good)} {
 		r := io.MultiReader(bytes.NewReader(good[:cut]), iotest.ErrReader(iotest.ErrTimeout))
 		_, err := ReadFvecs(context.Background(), r)
@@ -129,7 +131,7 @@ func TestFvecsReaderErrors(t *testing.T) {
 }
 
 func TestWriteFvecsErrors(t *testing.T) {
-	rng := newMatrixRand(t)
+	rng := testkit.Rand(t)
 	cases := []struct {
 		name string
 		m    *Matrix
@@ -138,7 +140,7 @@ func TestWriteFvecsErrors(t *testing.T) {
 		{"nil", nil, "matrix is nil"},
 		{"no rows", &Matrix{Rows: 0, Dim: 4}, "no rows"},
 		{"zero dim", &Matrix{Rows: 3, Dim: 0}, "dim 0 must be positive"},
-		{"data mismatch", &Matrix{Rows: 3, Dim: 2, Data: randomMatrix(rng, 1, 5).Data}, "5 values"},
+		{"data mismatch", &Matrix{Rows: 3, Dim: 2, Data: wideMatrix(rng, 1, 5).Data}, "5 values"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -149,7 +151,7 @@ func TestWriteFvecsErrors(t *testing.T) {
 			assert.Zero(t, buf.Len())
 		})
 	}
-	err := WriteFvecs(&failingWriter{after: 1000}, randomMatrix(rng, 200, 100))
+	err := WriteFvecs(&failingWriter{after: 1000}, wideMatrix(rng, 200, 100))
 	assert.ErrorIs(t, err, errWriteFailed)
 }
 

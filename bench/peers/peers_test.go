@@ -2,25 +2,20 @@ package peers
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/testkit"
 )
-
-func testRand(t *testing.T) *rand.Rand {
-	s := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", s)
-	return rand.New(rand.NewPCG(s, 1))
-}
 
 func randomRows(r *rand.Rand, n, dim int) []float32 {
 	out := make([]float32, n*dim)
@@ -43,17 +38,29 @@ func umbraTop(t *testing.T, data []float32, dim int, m engine.Metric, qs [][]flo
 	return all
 }
 
-// assertSameTop checks IDs rank by rank, allowing a swap only between rows
-// whose scores agree within tol, and scores within tol.
-func assertSameTop(t *testing.T, want, got []engine.Hit, tol float64) {
+// assertSameTop checks a peer's answer got for q against umbra's want over
+// the rows of data: IDs rank by rank, a swap allowed only for a near-tie of
+// the rows' float64 scores, and every score within tol of the float64 one
+// (or testkit's tolerance, where larger). A peer's own summation (BLAS, an
+// expanded L2) may round differently from umbra's, hence its tol.
+func assertSameTop(t *testing.T, m engine.Metric, data []float32, dim int, q []float32, want, got []engine.Hit, tol float64) {
 	t.Helper()
-	require.Len(t, got, len(want))
-	for i := range want {
-		assert.InDelta(t, want[i].Score, got[i].Score, tol, "rank %d", i)
-		if want[i].ID != got[i].ID {
-			assert.InDelta(t, want[i].Score, got[i].Score, tol, "rank %d: IDs %d and %d differ beyond a near-tie", i, want[i].ID, got[i].ID)
+	kit := map[engine.Metric]testkit.Metric{engine.Cosine: testkit.Cosine, engine.Dot: testkit.Dot, engine.L2: testkit.L2}[m]
+	hits := func(hs []engine.Hit) []testkit.Hit {
+		out := make([]testkit.Hit, len(hs))
+		for i, h := range hs {
+			out[i] = testkit.Hit{ID: h.ID, Score: h.Score}
 		}
+		return out
 	}
+	assert.NoError(t, testkit.SameRanking(hits(want), hits(got), func(id uint64) (testkit.Ref, error) {
+		if id >= uint64(len(data)/dim) {
+			return testkit.Ref{}, fmt.Errorf("ID %d past the %d rows", id, len(data)/dim)
+		}
+		ref := testkit.Score(kit, id, data[int(id)*dim:int(id+1)*dim], q)
+		ref.Tol = math.Max(ref.Tol, tol)
+		return ref, nil
+	}))
 }
 
 func queries(r *rand.Rand, n, dim int) [][]float32 {
@@ -65,7 +72,7 @@ func queries(r *rand.Rand, n, dim int) [][]float32 {
 }
 
 func TestChromemAgreesWithUmbra(t *testing.T) {
-	r := testRand(t)
+	r := testkit.Rand(t)
 	const n, dim, k = 700, 24, 9
 	data := randomRows(r, n, dim)
 	orig := slices.Clone(data)
@@ -77,7 +84,7 @@ func TestChromemAgreesWithUmbra(t *testing.T) {
 	got, err := col.SearchBatch(context.Background(), qs, k)
 	require.NoError(t, err)
 	for i := range qs {
-		assertSameTop(t, want[i], got[i], 1e-5)
+		assertSameTop(t, engine.Cosine, data, dim, qs[i], want[i], got[i], 1e-5)
 	}
 	_, err = col.Search(context.Background(), qs[0], n+1)
 	assert.ErrorContains(t, err, "chromem-go")
@@ -113,7 +120,7 @@ func TestDescribeBLAS(t *testing.T) {
 
 func TestFAISSAgreesWithUmbra(t *testing.T) {
 	py := needFAISS(t)
-	r := testRand(t)
+	r := testkit.Rand(t)
 	const n, dim, k = 900, 20, 7
 	data := randomRows(r, n, dim)
 	qs := queries(r, 3, dim)
@@ -138,11 +145,11 @@ func TestFAISSAgreesWithUmbra(t *testing.T) {
 			if m != engine.Cosine {
 				tol = 1e-4 // unnormalised scores up to ~dim
 			}
-			assertSameTop(t, umbraTop(t, data, dim, m, qs[:1], k)[0], res.Top, tol)
+			assertSameTop(t, m, data, dim, qs[0], umbraTop(t, data, dim, m, qs[:1], k)[0], res.Top, tol)
 			want := umbraTop(t, data, dim, m, batch, k)
 			require.Len(t, res.BatchTop, len(batch))
 			for i := range batch {
-				assertSameTop(t, want[i], res.BatchTop[i], tol)
+				assertSameTop(t, m, data, dim, batch[i], want[i], res.BatchTop[i], tol)
 			}
 		})
 	}

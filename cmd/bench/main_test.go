@@ -19,6 +19,7 @@ import (
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // runBench runs the command in-process and returns its exit status and
@@ -56,20 +57,8 @@ func writeBytes(t *testing.T, name string, b []byte) string {
 	return path
 }
 
-// npyBytes is a .npy v1 file with the given header dictionary and payload.
-func npyBytes(dict string, payload []byte) []byte {
-	h := dict
-	for (10+len(h)+1)%64 != 0 {
-		h += " "
-	}
-	h += "\n"
-	b := append([]byte("\x93NUMPY\x01\x00"), byte(len(h)), byte(len(h)>>8))
-	return append(append(b, h...), payload...)
-}
-
 func TestBadInput(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	seed := testkit.Seed(t)
 	data64 := writeMatrix(t, "data.npy", 30, 64, seed)
 	q32 := writeMatrix(t, "q.fvecs", 3, 32, seed)
 	nan := &host.Matrix{Rows: 2, Dim: 2, Data: []float32{1, 2, float32(0) / float32(len(data64)-len(data64)), 3}}
@@ -113,14 +102,14 @@ func TestBadInput(t *testing.T) {
 		{"missing file", []string{"--data", filepath.Join(t.TempDir(), "none.npy")}, "no such file"},
 		{"unknown extension", []string{"--data", writeBytes(t, "data.csv", []byte("1,2\n"))}, `unknown file extension ".csv"`},
 		{"wrong dtype", []string{"--data", writeBytes(t, "i4.npy",
-			npyBytes("{'descr': '<i4', 'fortran_order': False, 'shape': (2, 2), }", make([]byte, 16)))}, "<i4"},
+			testkit.NPY("<i4", "(2, 2)", make([]byte, 16)))}, "<i4"},
 		{"not 2-D", []string{"--data", writeBytes(t, "3d.npy",
-			npyBytes("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2, 2), }", make([]byte, 32)))}, "2-D"},
+			testkit.NPY("<f4", "(2, 2, 2)", make([]byte, 32)))}, "2-D"},
 		{"truncated npy", []string{"--data", writeBytes(t, "short.npy",
-			npyBytes("{'descr': '<f4', 'fortran_order': False, 'shape': (4, 2), }", make([]byte, 20)))}, "malformed data file"},
+			testkit.NPY("<f4", "(4, 2)", make([]byte, 20)))}, "malformed data file"},
 		{"truncated fvecs", []string{"--queries", writeBytes(t, "short.fvecs", []byte{4, 0, 0, 0, 0, 0, 128, 63})}, "malformed data file"},
 		{"empty data", []string{"--data", writeBytes(t, "empty.npy",
-			npyBytes("{'descr': '<f4', 'fortran_order': False, 'shape': (0, 3), }", nil))}, "holds no vectors"},
+			testkit.NPY("<f4", "(0, 3)", nil))}, "holds no vectors"},
 		{"dim mismatch data and queries", []string{"--data", data64, "--queries", q32}, "dim mismatch: --queries"},
 		{"dim mismatch flag and data", []string{"--data", data64, "--dim", "32"}, "dim mismatch: --dim 32"},
 		{"dim mismatch flag and queries", []string{"--queries", q32, "--dim", "16"}, "dim mismatch: --queries"},
@@ -437,8 +426,7 @@ func TestNoMatchingAdapter(t *testing.T) {
 
 // TestDataFiles reads vectors from .fvecs and queries from .npy.
 func TestDataFiles(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	seed := testkit.Seed(t)
 	data := writeMatrix(t, "base.fvecs", 300, 24, seed)
 	queries := writeMatrix(t, "q.npy", 4, 24, seed+1)
 	code, stdout, stderr := runBench(t, "--data", data, "--queries", queries, "--k", "5", "--runs", "2", "--repeat", "1",

@@ -2,83 +2,52 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"image"
 	"image/color"
 	"math"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // TestMain lets a test run the demo's main in a child process (on the main
-// thread, as glfw needs): UMBRA_DEMO_MAIN=1 and the arguments, one per line,
-// in UMBRA_DEMO_ARGS.
+// thread, as glfw needs): the child role "demo", with the arguments one per
+// line in UMBRA_DEMO_ARGS.
 func TestMain(m *testing.M) {
-	if os.Getenv("UMBRA_DEMO_MAIN") == "1" {
+	testkit.Main(m, map[string]func() int{"demo": func() int {
 		var args []string
 		if a := os.Getenv("UMBRA_DEMO_ARGS"); a != "" {
 			args = strings.Split(a, "\n")
 		}
-		os.Exit(run(args, os.Stdout, os.Stderr))
-	}
-	os.Exit(m.Run())
+		return run(args, os.Stdout, os.Stderr)
+	}})
 }
 
-// runChild runs the demo in a child process. env overrides the
+// runDemo runs the demo in a child process. env overrides the
 // environment; an empty value removes the variable.
-func runChild(t *testing.T, env map[string]string, args ...string) (stdout, stderr string, code int) {
+func runDemo(t *testing.T, env map[string]string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	for _, e := range os.Environ() {
-		if k, _, _ := strings.Cut(e, "="); !mapHas(env, k) {
-			cmd.Env = append(cmd.Env, e)
-		}
-	}
+	var kv []string
 	for k, v := range env {
-		if v != "" {
-			cmd.Env = append(cmd.Env, k+"="+v)
-		}
+		kv = append(kv, k+"="+v)
 	}
-	cmd.Env = append(cmd.Env, "UMBRA_DEMO_MAIN=1", "UMBRA_DEMO_ARGS="+strings.Join(args, "\n"))
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &exit):
-		code = exit.ExitCode()
-	default:
-		t.Fatalf("running the demo: %v", err)
-	}
-	return out.String(), errb.String(), code
+	out := testkit.Run(t, testkit.Child("demo", append(kv, "UMBRA_DEMO_ARGS="+strings.Join(args, "\n"))...))
+	return out.Stdout, out.Stderr, out.Code
 }
 
-func mapHas(m map[string]string, k string) bool { _, ok := m[k]; return ok }
-
-// testSeed returns UMBRA_SEED or a fresh seed, logged either way.
+// testSeed is the demo's --seed for a test: testkit's, kept short.
 func testSeed(t *testing.T) int64 {
 	t.Helper()
-	seed := time.Now().UnixNano() % 1_000_000
-	if s := os.Getenv("UMBRA_SEED"); s != "" {
-		v, err := strconv.ParseInt(s, 10, 64)
-		require.NoError(t, err, "UMBRA_SEED")
-		seed = v
-	}
-	t.Logf("seed %d (set UMBRA_SEED to repeat)", seed)
-	return seed
+	return int64(testkit.Seed(t) % 1_000_000)
 }
 
 func TestCheckDisplay(t *testing.T) {

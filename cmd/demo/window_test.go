@@ -16,7 +16,7 @@ import (
 // TestNoDisplay runs the windowed demo with no display: it must stop with
 // the message, before glfw.Init, instead of crashing or hanging.
 func TestNoDisplay(t *testing.T) {
-	stdout, stderr, code := runChild(t, map[string]string{"DISPLAY": "", "WAYLAND_DISPLAY": ""}, "--frames", "1")
+	stdout, stderr, code := runDemo(t, map[string]string{"DISPLAY": "", "WAYLAND_DISPLAY": ""}, "--frames", "1")
 	assert.Equal(t, 1, code, "stdout: %s", stdout)
 	assert.Contains(t, stderr, "no display: DISPLAY and WAYLAND_DISPLAY are both unset")
 	assert.Contains(t, stderr, "--png")
@@ -41,7 +41,7 @@ func TestWindowScreenshot(t *testing.T) {
 	requireDisplay(t)
 	seed := testSeed(t)
 	shot := filepath.Join(t.TempDir(), "shot.png")
-	stdout, stderr, code := runChild(t, nil, "--frames", "8", "--screenshot", shot, "--n", "3000", "--dim", "64",
+	stdout, stderr, code := runDemo(t, nil, "--frames", "8", "--screenshot", shot, "--n", "3000", "--dim", "64",
 		"--width", "400", "--height", "260", "--resize-to", "360x240", "--backend", "vulkan", "--seed", fmt.Sprint(seed), "-v")
 	require.Equal(t, 0, code, "stdout: %s\nstderr: %s", stdout, stderr)
 	t.Logf("%s", stdout)
@@ -63,7 +63,7 @@ func TestWindowScreenshot(t *testing.T) {
 // window with this wgpu-native; the demo must say so, not crash.
 func TestWindowGLExplains(t *testing.T) {
 	requireDisplay(t)
-	stdout, stderr, code := runChild(t, nil, "--frames", "2", "--n", "500", "--dim", "16", "--backend", "gl")
+	stdout, stderr, code := runDemo(t, nil, "--frames", "2", "--n", "500", "--dim", "16", "--backend", "gl")
 	if code == 0 {
 		t.Logf("GL presented to the window here: %s", stdout)
 		return

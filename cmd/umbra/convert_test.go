@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/host"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 func readMatrix(t *testing.T, path string) *host.Matrix {
@@ -32,7 +33,7 @@ func convert(t *testing.T, args ...string) {
 }
 
 func TestConvertRoundTrips(t *testing.T) {
-	rng := newRand(t)
+	rng := testkit.Rand(t)
 	dir := t.TempDir()
 	m := randomMatrix(rng, 53, 11)
 	m.Data[7] = float32(math.NaN()) // convert copies values, it does not judge them
@@ -97,7 +98,7 @@ func TestConvertRoundTrips(t *testing.T) {
 }
 
 func TestConvertFailures(t *testing.T) {
-	rng := newRand(t)
+	rng := testkit.Rand(t)
 	dir := t.TempDir()
 	m := randomMatrix(rng, 10, 4)
 	m.Data[2*4+3] = 1e5
@@ -110,7 +111,7 @@ func TestConvertFailures(t *testing.T) {
 	assert.Contains(t, line, "65504")
 	assert.NoFileExists(t, filepath.Join(dir, "big16.npy"))
 
-	trunc := writeFile(t, dir, "trunc.npy", npyBytes("<f4", "(4, 4)", float32Bytes(m.Data[:10])))
+	trunc := writeFile(t, dir, "trunc.npy", testkit.NPY("<f4", "(4, 4)", float32Bytes(m.Data[:10])))
 	r = umbra(t, "convert", trunc, filepath.Join(dir, "out.fvecs"))
 	require.Equal(t, exitFailure, r.code, "%s", r)
 	assert.Contains(t, requireErrorLine(t, r), "trunc.npy")
@@ -127,7 +128,7 @@ func TestConvertOutput(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("Unix modes and symlinks")
 	}
-	rng := newRand(t)
+	rng := testkit.Rand(t)
 	dir := t.TempDir()
 	const rows, dim = 9, 6
 	var bvecs []byte

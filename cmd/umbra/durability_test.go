@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // TestSearchEmptyAllowFileAdmitsNothing: an allow file that names no IDs
@@ -14,7 +16,7 @@ import (
 // read as no filter and the unfiltered top k came back under a header
 // that said "only IDs in" the file.
 func TestSearchEmptyAllowFileAdmitsNothing(t *testing.T) {
-	rng := newRand(t)
+	rng := testkit.Rand(t)
 	dir := t.TempDir()
 	data := writeMatrix(t, dir, "data.npy", randomMatrix(rng, 30, 8), "")
 	queries := writeMatrix(t, dir, "q.npy", randomMatrix(rng, 2, 8), "")
@@ -37,7 +39,7 @@ func TestSearchEmptyAllowFileAdmitsNothing(t *testing.T) {
 // file (a store may be named *.npy), directly or through a link, is
 // refused, and the store is left as it was.
 func TestExportRefusesTheStoreItself(t *testing.T) {
-	rng := newRand(t)
+	rng := testkit.Rand(t)
 	dir := t.TempDir()
 	data := writeMatrix(t, dir, "data.npy", randomMatrix(rng, 10, 4), "")
 	store := filepath.Join(dir, "store.npy")
@@ -60,7 +62,7 @@ func TestExportRefusesTheStoreItself(t *testing.T) {
 // --data has vectors is refused after reading one past the count, naming
 // the line, not after reading it whole.
 func TestTooManyIDsRefusedEarly(t *testing.T) {
-	rng := newRand(t)
+	rng := testkit.Rand(t)
 	dir := t.TempDir()
 	data := writeMatrix(t, dir, "data.npy", randomMatrix(rng, 20, 4), "")
 	var b strings.Builder

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -13,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -26,6 +24,7 @@ import (
 	"github.com/umbravec/umbra/cmd/internal/cmdline"
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/host"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // The tests drive the built binary, as a user would: TestMain builds it
@@ -130,19 +129,8 @@ func runBinary(t *testing.T, bin string, args ...string) result {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = childEnv
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	r := result{stdout: stdout.String(), stderr: stderr.String()}
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &exit):
-		r.code = exit.ExitCode()
-	default:
-		t.Fatalf("running umbra %s: %v", strings.Join(args, " "), err)
-	}
-	return r
+	out := testkit.Run(t, cmd)
+	return result{stdout: out.Stdout, stderr: out.Stderr, code: out.Code}
 }
 
 // requireErrorLine checks that a failed run explained itself in exactly one
@@ -162,25 +150,10 @@ func requireErrorLine(t *testing.T, r result) string {
 	return ours[0]
 }
 
-// newRand returns a generator from a logged seed; UMBRA_TEST_SEED replays one.
-func newRand(t *testing.T) *rand.Rand {
-	t.Helper()
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("UMBRA_TEST_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		require.NoError(t, err, "UMBRA_TEST_SEED")
-		seed = v
-	}
-	t.Logf("seed %d (replay with UMBRA_TEST_SEED=%d)", seed, seed)
-	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-}
-
+// randomMatrix is testkit's random matrix as the host.Matrix the CLI's
+// files hold.
 func randomMatrix(rng *rand.Rand, rows, dim int) *host.Matrix {
-	m := &host.Matrix{Rows: rows, Dim: dim, Data: make([]float32, rows*dim)}
-	for i := range m.Data {
-		m.Data[i] = float32(rng.NormFloat64())
-	}
-	return m
+	return &host.Matrix{Rows: rows, Dim: dim, Data: testkit.Matrix(rng, rows, dim)}
 }
 
 // writeMatrix writes m to dir/name (format by extension, dtype "<f4" or
@@ -190,18 +163,6 @@ func writeMatrix(t *testing.T, dir, name string, m *host.Matrix, dtype string) s
 	p := filepath.Join(dir, name)
 	require.NoError(t, host.WriteMatrixFile(p, m, dtype))
 	return p
-}
-
-// npyBytes builds an .npy file by hand, for headers the writer refuses to
-// produce.
-func npyBytes(descr, shape string, payload []byte) []byte {
-	header := fmt.Sprintf("{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr, shape)
-	pad := (64 - (10+len(header)+1)%64) % 64
-	header += strings.Repeat(" ", pad) + "\n"
-	b := []byte("\x93NUMPY\x01\x00")
-	b = binary.LittleEndian.AppendUint16(b, uint16(len(header)))
-	b = append(b, header...)
-	return append(b, payload...)
 }
 
 func float32Bytes(xs []float32) []byte {
@@ -221,7 +182,7 @@ func writeFile(t *testing.T, dir, name string, b []byte) string {
 
 func TestUsageErrorsExitTwo(t *testing.T) {
 	dir := t.TempDir()
-	rng := newRand(t)
+	rng := testkit.Rand(t)
 	data := writeMatrix(t, dir, "data.npy", randomMatrix(rng, 10, 4), "")
 	queries := writeMatrix(t, dir, "q.npy", randomMatrix(rng, 2, 4), "")
 	base := []string{"search", "--data", data, "--queries", queries}
@@ -410,7 +371,7 @@ func TestNoGPUBuild(t *testing.T) {
 	assert.Equal(t, causeNoGPUSupport, p.Findings[0].Cause)
 
 	dir := t.TempDir()
-	rng := newRand(t)
+	rng := testkit.Rand(t)
 	data := writeMatrix(t, dir, "data.npy", randomMatrix(rng, 20, 5), "")
 	queries := writeMatrix(t, dir, "q.npy", randomMatrix(rng, 2, 5), "")
 	r = runBinary(t, bin, "search", "--data", data, "--queries", queries, "--k", "2", "--device", "gpu")

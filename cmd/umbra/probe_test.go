@@ -14,6 +14,7 @@ import (
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/hint"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 func TestProbeJSON(t *testing.T) {
@@ -99,7 +100,7 @@ func TestProbeSelectionMatchingNothing(t *testing.T) {
 	}
 
 	// search --device gpu names the same failure; --device auto falls back.
-	rng := newRand(t)
+	rng := testkit.Rand(t)
 	dir := t.TempDir()
 	data := writeMatrix(t, dir, "d.npy", randomMatrix(rng, 10, 3), "")
 	r = umbra(t, "search", "--data", data, "--queries", data, "--k", "1", "--device", "gpu", "--adapter", "no adapter is called this")

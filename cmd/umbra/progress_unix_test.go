@@ -19,6 +19,7 @@ import (
 
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // TestBuildShowsProgress: 'umbra build' streams --data into the index and
@@ -26,7 +27,7 @@ import (
 // arriving (a FIFO, so the count is not known before the end: "validate
 // N"), then how long indexing took; the store holds every row.
 func TestBuildShowsProgress(t *testing.T) {
-	rng := newRand(t)
+	rng := testkit.Rand(t)
 	dir := t.TempDir()
 	const rows, dim = 150_000, 8 // several 1 MiB pieces
 	m := randomMatrix(rng, rows, dim)
@@ -107,7 +108,7 @@ func TestBuildShowsProgress(t *testing.T) {
 // or only at the end of a pipe, and IDs already stored fail naming --ids,
 // and leave no store (build) or the store as it was (add).
 func TestStreamWithIDs(t *testing.T) {
-	rng := newRand(t)
+	rng := testkit.Rand(t)
 	dir := t.TempDir()
 	const rows, dim = 900, 12
 	m := randomMatrix(rng, rows, dim)

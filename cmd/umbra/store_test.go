@@ -20,6 +20,7 @@ import (
 
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // storeModel is what a store should hold: each ID's vector as added.
@@ -87,7 +88,7 @@ func writeIDsNPYFile(t *testing.T, dir, name string, ids []uint64) string {
 	for _, id := range ids {
 		payload = binary.LittleEndian.AppendUint64(payload, id)
 	}
-	return writeFile(t, dir, name, npyBytes("<i8", fmt.Sprintf("(%d,)", len(ids)), payload))
+	return writeFile(t, dir, name, testkit.NPY("<i8", fmt.Sprintf("(%d,)", len(ids)), payload))
 }
 
 // distinctIDs draws n distinct IDs below limit that are not in taken.
@@ -122,7 +123,7 @@ func ok(t *testing.T, r result) result {
 // TestStoreLifecycle drives every store command over one store and checks
 // each answer against a model of what the store must hold.
 func TestStoreLifecycle(t *testing.T) {
-	rng := newRand(t)
+	rng := testkit.Rand(t)
 	const dim, n, nq, k = 12, 150, 5, 6
 	for _, metric := range []string{"cosine", "l2"} {
 		t.Run(metric, func(t *testing.T) {
@@ -344,7 +345,7 @@ func TestStoreLifecycle(t *testing.T) {
 }
 
 func TestBuildWithKeysAndDefaults(t *testing.T) {
-	rng := newRand(t)
+	rng := testkit.Rand(t)
 	dir := t.TempDir()
 	const n, dim = 25, 7
 	data := writeMatrix(t, dir, "data.fvecs", randomMatrix(rng, n, dim), "")
@@ -374,7 +375,7 @@ func TestBuildWithKeysAndDefaults(t *testing.T) {
 }
 
 func TestBuildReplacesAStore(t *testing.T) {
-	rng := newRand(t)
+	rng := testkit.Rand(t)
 	dir := t.TempDir()
 	store := filepath.Join(dir, "s.umbra")
 	ok(t, umbra(t, "build", "--data", writeMatrix(t, dir, "a.npy", randomMatrix(rng, 40, 5), ""), "--out", store))
@@ -397,7 +398,7 @@ func TestBuildReplacesAStore(t *testing.T) {
 // A compressed store keeps its precision, and searching it gives the
 // float32 store's answers exactly.
 func TestBuildPrecision(t *testing.T) {
-	rng := newRand(t)
+	rng := testkit.Rand(t)
 	dir := t.TempDir()
 	data := writeMatrix(t, dir, "a.npy", randomMatrix(rng, 300, 24), "")
 	queries := writeMatrix(t, dir, "q.npy", randomMatrix(rng, 3, 24), "")
@@ -419,7 +420,7 @@ func TestBuildPrecision(t *testing.T) {
 }
 
 func TestStoreErrors(t *testing.T) {
-	rng := newRand(t)
+	rng := testkit.Rand(t)
 	dir := t.TempDir()
 	const n, dim = 30, 6
 	data := writeMatrix(t, dir, "data.npy", randomMatrix(rng, n, dim), "")
@@ -471,7 +472,7 @@ func TestStoreErrors(t *testing.T) {
 		{"build negative id", []string{"build", "--data", data, "--ids", writeFile(t, dir, "neg.txt", []byte(negative)), "--out", out("x.umbra")}, exitFailure, []string{"--ids", "neg.txt", "line 3", "-5 is negative"}},
 		{"build non-numeric id", []string{"build", "--data", data, "--ids", writeFile(t, dir, "word.txt", []byte(notNumber)), "--out", out("x.umbra")}, exitFailure, []string{"--ids", "word.txt", "line 2", `"ten" is not an ID`}},
 		{"build float npy as ids", []string{"build", "--data", data, "--ids", data, "--out", out("x.umbra")}, exitFailure, []string{"--ids", "data.npy", "int64/uint64"}},
-		{"build negative npy id", []string{"build", "--data", data, "--ids", writeFile(t, dir, "neg.npy", npyBytes("<i8", "(1,)", binary.LittleEndian.AppendUint64(nil, math.MaxUint64))), "--out", out("x.umbra")}, exitFailure, []string{"--ids", "neg.npy", "negative"}},
+		{"build negative npy id", []string{"build", "--data", data, "--ids", writeFile(t, dir, "neg.npy", testkit.NPY("<i8", "(1,)", binary.LittleEndian.AppendUint64(nil, math.MaxUint64))), "--out", out("x.umbra")}, exitFailure, []string{"--ids", "neg.npy", "negative"}},
 		{"build binary ids", []string{"build", "--data", data, "--ids", writeMatrix(t, dir, "ids.fvecs", randomMatrix(rng, n, 1), ""), "--out", out("x.umbra")}, exitFailure, []string{"--ids", "ids.fvecs", "line 1", "binary data"}},
 		{"build keys count", []string{"build", "--data", data, "--keys", writeFile(t, dir, "keys.txt", []byte("a\nb\n")), "--out", out("x.umbra")}, exitFailure, []string{"--keys", "keys.txt", "2 keys", "30 vectors"}},
 		{"build over a file that is not a store", []string{"build", "--data", data, "--out", notAStore}, exitFailure, []string{"notes.txt", "not an umbra store"}},
@@ -538,7 +539,7 @@ func TestStoreErrors(t *testing.T) {
 // search, export) open it read-only and see what the writer has
 // acknowledged, including a write made after it opened the store.
 func TestLockedStore(t *testing.T) {
-	rng := newRand(t)
+	rng := testkit.Rand(t)
 	dir := t.TempDir()
 	data := writeMatrix(t, dir, "data.npy", randomMatrix(rng, 20, 4), "")
 	queries := writeMatrix(t, dir, "q.npy", randomMatrix(rng, 2, 4), "")
@@ -583,7 +584,7 @@ func TestLockedStore(t *testing.T) {
 // nothing, and with --upsert replaces a stored key's vector in place and
 // adds the new keys.
 func TestAddWithKeys(t *testing.T) {
-	rng := newRand(t)
+	rng := testkit.Rand(t)
 	dir := t.TempDir()
 	const dim = 5
 	store := filepath.Join(dir, "k.umbra")

@@ -5,13 +5,10 @@ package ondevice_test
 import (
 	"context"
 	"fmt"
-	"github.com/umbravec/umbra/internal/testkit"
 	"math"
-	"math/rand/v2"
 	"os"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/oliverbestmann/webgpu/wgpu"
 	"github.com/stretchr/testify/assert"
@@ -19,6 +16,7 @@ import (
 
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/engine/ondevice"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // ownDevice opens a device of the test's own on the best adapter, as a
@@ -79,9 +77,7 @@ func readBack(t *testing.T, dev *wgpu.Device, src *wgpu.Buffer, size uint64) []b
 // score Search reports.
 func TestResidentAndScoreInto(t *testing.T) {
 	adapter, dev := ownDevice(t)
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, 21))
+	r := testkit.Rand(t)
 	limits := ondevice.DefaultLimits()
 	limits.MaxStorageBufferBindingSize = 64 << 10
 	const dim, n = 40, 1500
@@ -139,9 +135,7 @@ func TestResidentAndScoreInto(t *testing.T) {
 // live; the live rows' scores are the ones Search reports for their IDs.
 func TestRowIDsMapScores(t *testing.T) {
 	adapter, dev := ownDevice(t)
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, 22))
+	r := testkit.Rand(t)
 	const dim = 8
 	ix, err := ondevice.New(context.Background(), engine.Config{Dim: dim, Metric: engine.Dot}, adapter, dev, nil)
 	require.NoError(t, err)

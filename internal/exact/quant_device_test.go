@@ -9,6 +9,7 @@ import (
 
 	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // simulatedSums computes what a device returns for the first rows rows of
@@ -49,7 +50,7 @@ func simulatedSums(c *Compressed, qs [][]float32, rows int) DeviceSums {
 // answers bit for bit, on every data kind, both metrics and precisions,
 // filtered or not, and Approximate gives k estimates.
 func TestExactSearchSums(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	for trial := range 48 {
 		kind := dataKind(trial % int(nKinds))

@@ -5,7 +5,3 @@ func init() {
 		activeQuant = ks[0]
 	}
 }
-
-// quantKernelSets is every compressed kernel set this machine runs,
-// generic last.
-func quantKernelSets() []quantKernelSet { return append(asmQuantKernels(), genericQuantKernels) }

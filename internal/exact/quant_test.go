@@ -9,6 +9,7 @@ import (
 
 	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/testkit"
 	"github.com/umbravec/umbra/internal/topk"
 )
 
@@ -28,7 +29,7 @@ func TestF16Conversion(t *testing.T) {
 			t.Fatalf("half %#04x → %g → %#04x", h, f, g)
 		}
 	}
-	r := newRand(t)
+	r := testkit.Rand(t)
 	for range 200000 {
 		v := math.Float32frombits(r.Uint32())
 		if v != v || math.IsInf(float64(v), 0) {
@@ -141,7 +142,7 @@ func compress(t testing.TB, p core.Precision, s fallback.Slab) *Compressed {
 // computes lies inside the row's interval, on every data kind, metric and
 // precision, whatever kernels this machine runs.
 func TestQuantBoundsHold(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	for kind := range nKinds {
 		for _, p := range []core.Precision{core.F16, core.Int8} {
 			for _, m := range []core.Metric{core.Dot, core.L2} {
@@ -195,7 +196,7 @@ func quantRaw(c *Compressed, qq *quantQuery) []float64 {
 // Len, filtered or not; and the float32 answer is the float64 one where
 // the data makes ties exact.
 func TestExactSearchMatchesFloat32(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	for trial := range 60 {
 		kind := dataKind(trial % int(nKinds))
@@ -246,7 +247,7 @@ func TestExactSearchMatchesFloat32(t *testing.T) {
 
 // Range over compressed rows returns Range's answer, bits and all.
 func TestExactRangeMatchesFloat32(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	for trial := range 24 {
 		kind := dataKind(trial % int(nKinds))
@@ -272,7 +273,7 @@ func TestExactRangeMatchesFloat32(t *testing.T) {
 // Clustered data: hundreds of rows sit within the quantisation error of
 // the k-th score, so the rescore must take them all, and does.
 func TestExactSearchCluster(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	dim := 96
 	rows := makeRows(r, clusterRows, 800, dim)
@@ -297,7 +298,7 @@ func TestExactSearchCluster(t *testing.T) {
 // The approximate mode skips the rescore: its hits are the best estimates,
 // and on well-spread data most of them are the exact ones.
 func TestApproximateSearch(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	dim := 64
 	rows := makeRows(r, unitRows, 2000, dim)
@@ -332,7 +333,7 @@ func TestApproximateSearch(t *testing.T) {
 // int8 sums are exact integers, so they agree bit for bit; float16 sums
 // round in their own order and agree within the bound the search assumes.
 func TestQuantKernelsMatchGeneric(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	for _, ks := range quantKernelSets() {
 		for _, dim := range []int{1, 31, 32, 63, 64, 65, 100, 128, 768, 1000} {
 			nr := 1 + r.IntN(13)
@@ -400,7 +401,7 @@ func TestQuantKernelsMatchGeneric(t *testing.T) {
 // Huge and tiny magnitudes: rows that could overflow float32 are always
 // rescored, so even there the answer is the float32 one.
 func TestExactSearchExtremes(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	dim := 40
 	rows := make([][]float32, 120)
@@ -470,7 +471,7 @@ func sameBits(t testing.TB, got, want []core.Hit, format string, args ...any) {
 // score by the whole Cauchy–Schwarz term ‖q‖·ε — the case a bound that is
 // too tight (or a filter that trusts the estimate) gets wrong.
 func TestExactSearchResidualQueries(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	ctx := context.Background()
 	dim := 64
 	rows := makeRows(r, clusterRows, 300, dim)
@@ -501,3 +502,7 @@ func TestExactSearchResidualQueries(t *testing.T) {
 		}
 	}
 }
+
+// quantKernelSets is every compressed kernel set this machine runs,
+// generic last.
+func quantKernelSets() []quantKernelSet { return append(asmQuantKernels(), genericQuantKernels) }

@@ -61,27 +61,3 @@ func WebGPUDefaults() wgpu.Limits {
 		MaxComputeWorkgroupStorageSize:    16384,
 	}
 }
-
-// OpenLimited opens a new device on the adapter whose storage bindings
-// really are at most binding bytes (a binding past it is a validation error
-// on the device), self-tested like any other; release frees it. Tests use it
-// to reach the device's limits with small data.
-func (ad *Adapter) OpenLimited(binding uint64) (d *Device, release func(), err error) {
-	var dev *wgpu.Device
-	var lim wgpu.Limits
-	err = gpuCall("open a limited device", func() error {
-		lim = ad.a.GetLimits()
-		lim.MaxStorageBufferBindingSize = binding
-		var err error
-		dev, err = ad.a.RequestDevice(&wgpu.DeviceDescriptor{Label: "umbra limited", RequiredLimits: &lim})
-		return err
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	if d, err = Adopt(ad.a, dev, &lim); err != nil {
-		dev.Release()
-		return nil, nil, err
-	}
-	return d, dev.Release, nil
-}

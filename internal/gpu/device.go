@@ -334,21 +334,3 @@ func (ad *Adapter) Probe(ctx context.Context, timeout time.Duration) (*Device, R
 		return nil, Report{Error: "probe cancelled: " + ctx.Err().Error()}
 	}
 }
-
-// FirstWorking returns the first adapter of any type, Vulkan first (the
-// faster of the software adapters), whose probe works, with its device; nil
-// when none does. Tests use it to run the real shaders anywhere.
-func FirstWorking() (*Adapter, *Device) {
-	for _, backend := range []string{"vulkan", ""} {
-		as, err := Adapters(backend)
-		if err != nil {
-			return nil, nil
-		}
-		for _, a := range as {
-			if dev, _ := a.Probe(context.Background(), 30*time.Second); dev != nil {
-				return a, dev
-			}
-		}
-	}
-	return nil, nil
-}

@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/packed"
+	"github.com/umbravec/umbra/internal/testkit"
 	"github.com/umbravec/umbra/internal/topk"
 	"github.com/umbravec/umbra/shaders"
 )
@@ -71,9 +71,7 @@ func fusedSlab(r *rand.Rand, n, dim, nq int) (*packed.Slab, [][]float32) {
 // order (ties by lower row).
 func TestFusedAndRadixMatchTheFallback(t *testing.T) {
 	d := softwareDevice(t)
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, 29))
+	r := testkit.Rand(t)
 	const dim, chunk = 24, 700 // 1500 rows: three chunks
 	for _, n := range []int{1, 3, 150, 1500} {
 		s, qs := fusedSlab(r, n, dim, 10)
@@ -96,7 +94,7 @@ func TestFusedAndRadixMatchTheFallback(t *testing.T) {
 				require.NoError(t, err)
 			}
 			for _, path := range []SelectPath{SelectAuto, SelectRadix} {
-				prev := SetSelectPath(path)
+				ctx := WithSelectPath(context.Background(), path)
 				// The fused scan with as many workgroups as it plans, and
 				// with one or three a chunk, each looping over many steps.
 				g.fusedGroups = []int{0, 1, 3}[r.IntN(3)]
@@ -108,7 +106,7 @@ func TestFusedAndRadixMatchTheFallback(t *testing.T) {
 						for _, batch := range [][][]float32{qs[:1], qs} {
 							what := fmt.Sprintf("n=%d metric=%d path=%d groups=%d k=%d masked=%v nq=%d", n, metric, path, g.fusedGroups, k, m != nil, len(batch))
 							var st core.Stages
-							got, err := g.Search(context.Background(), batch, k, n, m, &st)
+							got, err := g.Search(ctx, batch, k, n, m, &st)
 							require.NoError(t, err, what)
 							if path == SelectRadix {
 								require.NotEqual(t, "fused", st.Path, what)
@@ -120,7 +118,6 @@ func TestFusedAndRadixMatchTheFallback(t *testing.T) {
 						}
 					}
 				}
-				SetSelectPath(prev)
 			}
 			g.Release()
 		}
@@ -133,9 +130,7 @@ func TestFusedAndRadixMatchTheFallback(t *testing.T) {
 // select dispatches after the scores.
 func TestFusedCounts(t *testing.T) {
 	d := softwareDevice(t)
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, 31))
+	r := testkit.Rand(t)
 	const n, dim = 3000, 64
 	s, qs := fusedSlab(r, n, dim, 8)
 	stamps := int64(0) // a traced search maps its two timestamps with the hits
@@ -163,10 +158,8 @@ func TestFusedCounts(t *testing.T) {
 				require.LessOrEqual(t, st.Dispatches, int64(3), what)
 			}
 
-			prev := SetSelectPath(SelectRadix)
 			st = core.Stages{}
-			_, err = g.Search(context.Background(), batch, 10, n, nil, &st)
-			SetSelectPath(prev)
+			_, err = g.Search(WithSelectPath(context.Background(), SelectRadix), batch, 10, n, nil, &st)
 			require.NoError(t, err)
 			require.Equal(t, "radix", st.Path, what)
 			require.Equal(t, chunks+18, st.Dispatches, what, "scores per chunk, 16 select rounds, compact and sort")
@@ -185,9 +178,7 @@ func TestFusedCounts(t *testing.T) {
 // more dispatch.
 func TestRadixSortLimit(t *testing.T) {
 	d := softwareDevice(t)
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, 37))
+	r := testkit.Rand(t)
 	const n, dim = 2*shaders.SortLimit + 3000, 4
 	s, qs := fusedSlab(r, n, dim, 2)
 	for _, metric := range []core.Metric{core.Dot, core.L2} {

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"os"
 	"strings"
 	"testing"
@@ -21,6 +20,7 @@ import (
 	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/packed"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // softwareDevice returns the probed device of the first working adapter of
@@ -31,13 +31,22 @@ func softwareDevice(t *testing.T) *Device {
 	return d
 }
 
-// WorkingAdapter is FirstWorking for a test: it skips (or, under
-// UMBRA_REQUIRE_GPU=1, fails) when no adapter works.
+// WorkingAdapter returns the first adapter of any type, Vulkan first (the
+// faster of the software adapters), whose probe works, with its device, so
+// that tests run the real shaders anywhere; it skips (or, under
+// UMBRA_REQUIRE_GPU=1, fails) when none works.
 func WorkingAdapter(t testing.TB) (*Adapter, *Device) {
 	t.Helper()
-	a, d := FirstWorking()
-	if d != nil {
-		return a, d
+	for _, backend := range []string{"vulkan", ""} {
+		as, err := Adapters(backend)
+		if err != nil {
+			break
+		}
+		for _, a := range as {
+			if dev, _ := a.Probe(context.Background(), 30*time.Second); dev != nil {
+				return a, dev
+			}
+		}
 	}
 	if os.Getenv("UMBRA_REQUIRE_GPU") == "1" {
 		t.Fatal("UMBRA_REQUIRE_GPU=1 but no adapter works")
@@ -104,9 +113,7 @@ func TestDeviceHasAdapterLimits(t *testing.T) {
 // device's limit so one chunk needs a 2-D grid with a ragged last row.
 func TestTwoDimensionalGrid(t *testing.T) {
 	d := softwareDevice(t)
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, 1))
+	r := testkit.Rand(t)
 	capped := &Device{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim}
 	capped.lim.MaxWorkgroupsPerDim = 7
 	const dim, rows = 64, 3001
@@ -167,9 +174,7 @@ func TestReductionVariantsAgree(t *testing.T) {
 	if !d.subgroups {
 		t.Skipf("%s (%s) has no subgroup feature; the tree variant is covered by every other test", d.info.Name, d.info.API)
 	}
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, 3))
+	r := testkit.Rand(t)
 	tree := &Device{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim}
 	// The subgroup variant on a device whose subgroup layout it does not
 	// trust: every workgroup must take its own tree reduction instead.
@@ -290,10 +295,8 @@ func TestTuneTeam(t *testing.T) {
 // rounds, and still come back by lower ID.
 func TestSelectSettlesEarly(t *testing.T) {
 	d := softwareDevice(t)
-	defer SetSelectPath(SetSelectPath(SelectRadix)) // the radix select's state is read here
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, 11))
+	radix := WithSelectPath(context.Background(), SelectRadix) // the radix select's state is read here
+	r := testkit.Rand(t)
 	rounds := func(g *Index) uint32 {
 		d.mu.Lock()
 		defer d.mu.Unlock()
@@ -345,7 +348,7 @@ func TestSelectSettlesEarly(t *testing.T) {
 		g, err := newIndex(d, s.Stride, core.Dot, 0)
 		require.NoError(t, err)
 		require.NoError(t, g.Upload(context.Background(), s, 0, nil, nil))
-		hits, err := g.Search(context.Background(), [][]float32{s.PaddedRow(5)}, 10, s.Rows, nil, nil)
+		hits, err := g.Search(radix, [][]float32{s.PaddedRow(5)}, 10, s.Rows, nil, nil)
 		require.NoError(t, err)
 		require.Len(t, hits[0], 10)
 		if tc.tied {
@@ -366,9 +369,8 @@ func TestSelectSettlesEarly(t *testing.T) {
 // partial last tile of queries, and checks both against the fallback.
 func TestStagedQueriesAgree(t *testing.T) {
 	d := softwareDevice(t)
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d; the probe chose staged=%v on %s (%s)", seed, d.staged, d.info.Name, d.info.API)
-	r := rand.New(rand.NewPCG(seed, 13))
+	t.Logf("the probe chose staged=%v on %s (%s)", d.staged, d.info.Name, d.info.API)
+	r := testkit.Rand(t)
 	for _, dim := range []int{3, 130, 768} {
 		slab := packed.NewSlab(dim)
 		vs := make([][]float32, 1300)
@@ -440,7 +442,7 @@ func TestBatchLimitCoversEveryBuffer(t *testing.T) {
 // with k = 1,000 of 1,000 rows, and 10 queries of 4,096 floats.
 func TestSplitsOnASmallBinding(t *testing.T) {
 	a, _ := WorkingAdapter(t)
-	d, release, err := a.OpenLimited(64 << 10)
+	d, release, err := a.openLimited(64 << 10)
 	require.NoError(t, err)
 	defer release()
 	for _, c := range []struct{ stride, rows, k, nq int }{{8, 1000, 1000, 40}, {4096, 10, 3, 10}} {
@@ -450,4 +452,28 @@ func TestSplitsOnASmallBinding(t *testing.T) {
 		assert.Less(t, n, c.nq, "stride %d, %d rows, k %d: one submission would not fit", c.stride, c.rows, c.k)
 		g.Release()
 	}
+}
+
+// openLimited opens a new device on the adapter whose storage bindings
+// really are at most binding bytes (a binding past it is a validation error
+// on the device), self-tested like any other; release frees it: the
+// device's limits reached with small data.
+func (ad *Adapter) openLimited(binding uint64) (d *Device, release func(), err error) {
+	var dev *wgpu.Device
+	var lim wgpu.Limits
+	err = gpuCall("open a limited device", func() error {
+		lim = ad.a.GetLimits()
+		lim.MaxStorageBufferBindingSize = binding
+		var err error
+		dev, err = ad.a.RequestDevice(&wgpu.DeviceDescriptor{Label: "umbra limited", RequiredLimits: &lim})
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if d, err = Adopt(ad.a, dev, &lim); err != nil {
+		dev.Release()
+		return nil, nil, err
+	}
+	return d, dev.Release, nil
 }

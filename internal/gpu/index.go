@@ -74,7 +74,7 @@ type Index struct {
 	mparams               growBuffer
 	mergeBind             *wgpu.BindGroup
 	// selfTest: the index belongs to a self-test, which checks the fused
-	// path whatever SetSelectPath says.
+	// path whatever WithSelectPath says.
 	selfTest bool
 	// fusedGroups, when not 0, caps the fused scan's workgroups per chunk
 	// (self-tests and tests: few workgroups make each one loop over many

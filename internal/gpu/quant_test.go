@@ -16,6 +16,7 @@ import (
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/exact"
 	"github.com/umbravec/umbra/internal/packed"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // backendDevice returns a working device on the named backend ("vulkan",
@@ -62,8 +63,7 @@ func half(h uint16) float64 {
 // magnitude, batches cross a tile, and the chunks are small so sums cross
 // chunk boundaries.
 func TestCompressedSums(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	seed := testkit.Seed(t) // both backends get the same data
 	for _, backend := range []string{"vulkan", "gl"} {
 		t.Run(backend, func(t *testing.T) {
 			d := backendDevice(t, backend)

@@ -283,6 +283,8 @@ type submission struct {
 	// tombs: the device's selection skips the rows marked in the resident
 	// tombstones (Index.dead); k is at most the rows left.
 	tombs bool
+	// radix: the caller forced the radix select (WithSelectPath).
+	radix bool
 }
 
 // hitsPerQuery is the room each query needs in the hits buffer: k when the
@@ -455,10 +457,10 @@ func (g *Index) submit(c *core.Stages, enc *wgpu.CommandEncoder, wait bool) erro
 
 // fusedPlan returns the plan a device selection of k for nq queries
 // takes, if it takes the fused path: the device passed the fused
-// self-test, the process did not force the radix select (a self-test
-// ignores that setting), and a plan's limit covers k.
-func (g *Index) fusedPlan(k, nq int) (shaders.TopKLayout, bool) {
-	if !g.dev.fused || CurrentSelectPath() == SelectRadix && !g.selfTest {
+// self-test, the call did not force the radix select (radix; a self-test
+// ignores that), and a plan's limit covers k.
+func (g *Index) fusedPlan(k, nq int, radix bool) (shaders.TopKLayout, bool) {
+	if !g.dev.fused || radix && !g.selfTest {
 		return shaders.TopKLayout{}, false
 	}
 	plans := g.topkSingle
@@ -486,7 +488,7 @@ func (g *Index) planSelect(sub *submission) {
 	if !sub.deviceSelect {
 		return
 	}
-	p, ok := g.fusedPlan(sub.k, sub.nq)
+	p, ok := g.fusedPlan(sub.k, sub.nq, sub.radix)
 	if !ok {
 		return
 	}
@@ -791,7 +793,8 @@ func (g *Index) Search(ctx context.Context, qs [][]float32, k, rows int, mask []
 		return out, nil
 	}
 	k = min(k, allowed)
-	sub := submission{k: k, rows: rows, deviceSelect: 2*k < rows, mask: mask, tombs: tombs}
+	sub := submission{k: k, rows: rows, deviceSelect: 2*k < rows, mask: mask, tombs: tombs,
+		radix: SelectPathOf(ctx) == SelectRadix}
 	if tombs && !sub.deviceSelect {
 		// The host selects from every score: it reads the tombstones
 		// itself, and nothing goes up.

@@ -190,7 +190,7 @@ func (d *Device) checkSearches(dim int, metric core.Metric, rows int, ks []int, 
 		if err != nil {
 			return err
 		}
-		if _, ok := g.fusedPlan(c.k, len(c.qs)); fused && ok && 2*c.want < rows && st.Path != "fused" {
+		if _, ok := g.fusedPlan(c.k, len(c.qs), false); fused && ok && 2*c.want < rows && st.Path != "fused" {
 			return fmt.Errorf("%w: test top-%d of %d queries took the %s path, not the fused one", ErrFailed, c.k, len(c.qs), st.Path)
 		}
 		if len(hits) != len(c.qs) {

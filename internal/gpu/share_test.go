@@ -9,7 +9,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
-	"time"
 
 	"github.com/oliverbestmann/webgpu/wgpu"
 	"github.com/stretchr/testify/assert"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/packed"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // ownedDevice adopts the working adapter's device, as ondevice.New does
@@ -87,9 +87,7 @@ func readDevice(t *testing.T, d *Device, src *wgpu.Buffer, size uint64) []byte {
 // later are scored too.
 func TestScoreIntoMatchesSearch(t *testing.T) {
 	d := ownedDevice(t)
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, 11))
+	r := testkit.Rand(t)
 	for _, metric := range []core.Metric{core.Dot, core.L2} {
 		t.Run(fmt.Sprint("metric", metric), func(t *testing.T) {
 			const dim, rows, chunk = 50, 1000, 300 // four chunks, the last partial
@@ -157,9 +155,7 @@ func flatRows(s *packed.Slab) []float32 {
 // and each buffer holds exactly the rows uploaded there.
 func TestResidentHoldsUploadedRows(t *testing.T) {
 	d := ownedDevice(t)
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, 12))
+	r := testkit.Rand(t)
 	const dim, rows, chunk = 37, 1111, 256
 	slab := randomSlab(r, rows, dim)
 	g, err := d.NewIndex(slab.Stride, core.Dot, chunk)
@@ -220,9 +216,7 @@ func TestShareRefusals(t *testing.T) {
 // from rebuilt state.
 func TestScoreIntoRecoversFromFaults(t *testing.T) {
 	d := ownedDevice(t)
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, 13))
+	r := testkit.Rand(t)
 	const dim, rows = 20, 500
 	slab := randomSlab(r, rows, dim)
 	g, err := d.NewIndex(slab.Stride, core.Dot, 200)

@@ -1,11 +1,11 @@
 package gpu
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/umbravec/umbra/internal/core"
@@ -78,15 +78,22 @@ const (
 	SelectRadix
 )
 
-var selectPath atomic.Int32
+type selectPathKey struct{}
 
-// SetSelectPath sets, for the whole process, which selection searches on
-// the device take; cmd/bench uses it to time the radix path beside the
-// fused one. It returns the previous setting.
-func SetSelectPath(p SelectPath) SelectPath { return SelectPath(selectPath.Swap(int32(p))) }
+// WithSelectPath returns a context under which the searches on the device
+// that are given it take path p: cmd/bench times the radix select beside
+// the fused one, and tests force it. Only those calls: nothing else in the
+// process, no other index, no other search.
+func WithSelectPath(ctx context.Context, p SelectPath) context.Context {
+	return context.WithValue(ctx, selectPathKey{}, p)
+}
 
-// CurrentSelectPath is the process's setting (SelectAuto unless changed).
-func CurrentSelectPath() SelectPath { return SelectPath(selectPath.Load()) }
+// SelectPathOf is the path ctx asks for: SelectAuto unless WithSelectPath
+// set another.
+func SelectPathOf(ctx context.Context) SelectPath {
+	p, _ := ctx.Value(selectPathKey{}).(SelectPath)
+	return p
+}
 
 // lap adds the time since start to *d and returns now.
 func lap(d *time.Duration, start time.Time) time.Time {

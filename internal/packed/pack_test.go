@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // oldPack is how a row was packed before packing checked and grouped rows:
@@ -71,7 +73,7 @@ func requireBits(t *testing.T, want, got []float32, format string, args ...any) 
 // dim modulo the stride, through Append, AppendFlat, AppendRows with
 // checks, Set and PackRows.
 func TestPackingIsBitIdenticalToScalar(t *testing.T) {
-	r := slabRand(t)
+	r := testkit.Rand(t)
 	for _, dim := range []int{1, 2, 3, 4, 5, 7, 16, 33, 768} {
 		for _, norm := range []bool{false, true} {
 			var rows [][]float32
@@ -132,7 +134,7 @@ func TestPackingIsBitIdenticalToScalar(t *testing.T) {
 // a NaN or ±Inf, or (when refused) all zeros stops the append, is named by
 // row and component, and leaves the slab exactly as it was.
 func TestCheckedAppendRefusesBadRows(t *testing.T) {
-	r := slabRand(t)
+	r := testkit.Rand(t)
 	nan, inf := float32(math.NaN()), float32(math.Inf(1))
 	for _, dim := range []int{1, 3, 8, 13, 768} {
 		for _, norm := range []bool{false, true} {
@@ -205,7 +207,7 @@ func TestCheckedAppendRefusesBadRows(t *testing.T) {
 // needs, and a growing one gains at most a quarter of its size as
 // headroom, so no call holds twice the slab it needs.
 func TestReserveGrowsOnce(t *testing.T) {
-	r := slabRand(t)
+	r := testkit.Rand(t)
 	dim := 1 + r.IntN(100)
 	s := NewSlab(dim)
 	n := 1 + r.IntN(1000)
@@ -232,7 +234,7 @@ func TestReserveGrowsOnce(t *testing.T) {
 // very different sizes (where any other order of adds rounds
 // differently), and partial sums that do not start at zero.
 func TestSumLanesKernelMatchesGo(t *testing.T) {
-	r := slabRand(t)
+	r := testkit.Rand(t)
 	t.Logf("assembly kernel in use: %v", haveAVX2)
 	for range 300 {
 		v := randRow(r, lanes*(1+r.IntN(40)))
@@ -261,7 +263,7 @@ func TestSumLanesKernelMatchesGo(t *testing.T) {
 // +Inf or NaN exactly when a component is not finite, and its square root
 // is Norm — for every length, so every tail past the last 32 components.
 func TestSumSquares(t *testing.T) {
-	r := slabRand(t)
+	r := testkit.Rand(t)
 	for dim := 1; dim <= 200; dim++ {
 		v := randRow(r, dim)
 		exact := new(big.Float).SetPrec(2000)
@@ -295,7 +297,7 @@ func TestSumSquares(t *testing.T) {
 // writes exactly what the Go loop writes, for every length remainder and
 // for products that overflow, underflow to subnormals, or round to zero.
 func TestScaleKernelMatchesGo(t *testing.T) {
-	r := slabRand(t)
+	r := testkit.Rand(t)
 	t.Logf("assembly kernel in use: %v", haveAVX2)
 	for n := range 40 {
 		for range 20 {
@@ -312,7 +314,7 @@ func TestScaleKernelMatchesGo(t *testing.T) {
 // TestPackInPlaceThenAdopt: packing rows in place and adopting their
 // storage gives the bytes a copying append gives, for both modes.
 func TestPackInPlaceThenAdopt(t *testing.T) {
-	r := slabRand(t)
+	r := testkit.Rand(t)
 	for _, dim := range []int{4, 8, 768} {
 		for _, norm := range []bool{false, true} {
 			n := 1 + r.IntN(40)

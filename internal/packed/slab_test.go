@@ -2,20 +2,14 @@ package packed
 
 import (
 	"math"
-	"math/rand/v2"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-)
 
-func slabRand(t *testing.T) *rand.Rand {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	return rand.New(rand.NewPCG(seed, 7))
-}
+	"github.com/umbravec/umbra/internal/testkit"
+)
 
 func TestStrideFor(t *testing.T) {
 	for dim, want := range map[int]int{1: 4, 3: 4, 4: 4, 5: 8, 127: 128, 768: 768, 1536: 1536} {
@@ -24,7 +18,7 @@ func TestStrideFor(t *testing.T) {
 }
 
 func TestSlabAppendPadsAndNormalises(t *testing.T) {
-	r := slabRand(t)
+	r := testkit.Rand(t)
 	for _, dim := range []int{1, 3, 7, 64} {
 		for _, norm := range []bool{false, true} {
 			s := NewSlab(dim)

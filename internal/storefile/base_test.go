@@ -13,10 +13,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 func TestBaseRoundTrip(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "index.umbra")
 	gens := map[uint64]bool{}
@@ -83,7 +85,7 @@ func smallBase(t testing.TB) (*Snapshot, []byte) {
 }
 
 func TestReadBaseDetectsEveryFlippedByte(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	s, good := smallBase(t)
 	got, gen, err := readBase(bytes.NewReader(good), int64(len(good)), "mem")
 	require.NoError(t, err)
@@ -107,7 +109,7 @@ func TestReadBaseDetectsEveryFlippedByte(t *testing.T) {
 }
 
 func TestReadBaseSampledFlipsOnLargerFiles(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	for range 5 {
 		s := randSnapshot(r)
 		good := encodeBaseBytes(t, s, 7)
@@ -229,7 +231,7 @@ func TestLyingHeaderAllocatesNothingLarge(t *testing.T) {
 // WriteBase returned and ReadBase reports, changes with every write, and a
 // damaged header is a format error, as for ReadBase.
 func TestBaseGeneration(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	path := filepath.Join(t.TempDir(), "g")
 	var prev uint64
 	for range 3 {

@@ -28,6 +28,3 @@ func Checkpoint(path string, s *Snapshot) (generation uint64, err error) {
 
 // LogPath returns the path of the log of the store at path.
 func LogPath(path string) string { return path + logSuffix }
-
-// LockPath returns the path of the lock file of the store at path.
-func LockPath(path string) string { return path + lockSuffix }

@@ -7,10 +7,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 func TestCheckpointFoldsTheLog(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	path := filepath.Join(t.TempDir(), "s")
 	s := randSnapshot(r)
 	gen1, err := Checkpoint(path, s)
@@ -42,7 +44,7 @@ func TestCheckpointFoldsTheLog(t *testing.T) {
 // The exact crash Checkpoint must survive: the new base is renamed into
 // place, and the process dies before the log is reset.
 func TestStaleLogAfterCrashInCheckpointIsIgnored(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	path := filepath.Join(t.TempDir(), "s")
 	s := randSnapshot(r)
 	gen1, err := Checkpoint(path, s)
@@ -90,7 +92,7 @@ func TestStaleLogAfterCrashInCheckpointIsIgnored(t *testing.T) {
 }
 
 func TestReplayCallbackErrorStopsReplay(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	path := filepath.Join(t.TempDir(), "s.log")
 	require.NoError(t, os.WriteFile(path, encodeLog(2, 5, []Record{randRecord(r, 2), randRecord(r, 2)}), 0o644))
 	stop := assert.AnError

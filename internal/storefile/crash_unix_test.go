@@ -12,7 +12,6 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -22,6 +21,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // The crash test's store: big enough rows that a checkpoint takes a while
@@ -155,31 +156,33 @@ func (m *model) equal(o *model) bool {
 	return true
 }
 
-// runChild is the re-executed test binary.
-func runChild(role string) int {
-	path := os.Getenv("UMBRA_STOREFILE_PATH")
-	switch role {
-	case "lock":
-		_, err := Lock(path)
-		if err != nil {
-			fmt.Printf("%v\n", err)
-			if errors.Is(err, ErrLocked) {
-				return 0
-			}
-			return 1
+// childRoles are what this test binary does when a test starts it again.
+var childRoles = map[string]func() int{"lock": lockChild, "crash": crashChildRole}
+
+// lockChild tries to lock the store UMBRA_STOREFILE_PATH names and says
+// what came of it.
+func lockChild() int {
+	if _, err := Lock(os.Getenv("UMBRA_STOREFILE_PATH")); err != nil {
+		fmt.Printf("%v\n", err)
+		if errors.Is(err, ErrLocked) {
+			return 0
 		}
-		fmt.Println("locked")
-		return 0
-	case "crash":
-		seed, _ := strconv.ParseUint(os.Getenv("UMBRA_STOREFILE_SEED"), 10, 64)
-		start, _ := strconv.Atoi(os.Getenv("UMBRA_STOREFILE_START"))
-		if err := crashChild(path, seed, start); err != nil {
-			fmt.Printf("error %v\n", err)
-			return 1
-		}
-		return 0
+		return 1
 	}
-	return 2
+	fmt.Println("locked")
+	return 0
+}
+
+// crashChildRole runs crashChild on the store, seed and start its
+// environment names.
+func crashChildRole() int {
+	seed, _ := strconv.ParseUint(os.Getenv("UMBRA_STOREFILE_SEED"), 10, 64)
+	start, _ := strconv.Atoi(os.Getenv("UMBRA_STOREFILE_START"))
+	if err := crashChild(os.Getenv("UMBRA_STOREFILE_PATH"), seed, start); err != nil {
+		fmt.Printf("error %v\n", err)
+		return 1
+	}
+	return 0
 }
 
 // crashChild appends and checkpoints until killed, printing each operation
@@ -239,7 +242,7 @@ func crashChild(path string, seed uint64, start int) error {
 // operations that includes every acknowledged one: at most the one in
 // flight is extra, nothing is mixed, nothing errors.
 func TestCrashRecoversEveryAcknowledgedOperation(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	seed := r.Uint64()
 	path := filepath.Join(t.TempDir(), "crash.umbra")
 	acked := 0 // operations known durable: acknowledged or recovered
@@ -259,8 +262,7 @@ func TestCrashRecoversEveryAcknowledgedOperation(t *testing.T) {
 		kinds[strings.Fields(trigger)[0]]++
 		delay := time.Duration(r.IntN(1500)) * time.Microsecond
 
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), childEnv+"=crash", "UMBRA_STOREFILE_PATH="+path,
+		cmd := testkit.Child("crash", "UMBRA_STOREFILE_PATH="+path,
 			"UMBRA_STOREFILE_SEED="+strconv.FormatUint(seed, 10), "UMBRA_STOREFILE_START="+strconv.Itoa(acked))
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
@@ -360,19 +362,17 @@ func TestLockExcludesSecondWriter(t *testing.T) {
 	// Same process, second descriptor.
 	_, err = Lock(path)
 	require.ErrorIs(t, err, ErrLocked)
-	assert.Contains(t, err.Error(), LockPath(path))
+	assert.Contains(t, err.Error(), lockPath(path))
 
 	// Another process.
 	child := func() string {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), childEnv+"=lock", "UMBRA_STOREFILE_PATH="+path)
-		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, "%s", out)
-		return strings.TrimSpace(string(out))
+		out := testkit.Run(t, testkit.Child("lock", "UMBRA_STOREFILE_PATH="+path))
+		require.Zero(t, out.Code, "%+v", out)
+		return strings.TrimSpace(out.Stdout)
 	}
 	out := child()
 	assert.Contains(t, out, ErrLocked.Error())
-	assert.Contains(t, out, LockPath(path))
+	assert.Contains(t, out, lockPath(path))
 
 	require.NoError(t, unlock())
 	require.NoError(t, unlock(), "unlock twice")

@@ -7,13 +7,15 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // TestCRCCombine: combining the CRCs of two pieces gives the CRC of both,
 // for pieces of every small length and random larger ones; the parallel
 // checksum equals the serial one.
 func TestCRCCombine(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	b := make([]byte, 3*crcPiece+12345)
 	for i := range b {
 		b[i] = byte(r.Uint32())
@@ -34,7 +36,7 @@ func TestCRCCombine(t *testing.T) {
 // and the CRC-32C of the whole, in one part or several (more than two
 // crcPieces); a source that ends early is an error, not a short section.
 func TestReadChecked(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	src := make([]byte, 2*crcPiece+readPiece+777)
 	for i := range src {
 		src[i] = byte(r.Uint32())

@@ -5,25 +5,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 )
-
-// newRand returns a generator from a logged seed; UMBRA_SEED replays one.
-func newRand(t testing.TB) *rand.Rand {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("UMBRA_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		require.NoError(t, err, "UMBRA_SEED")
-		seed = v
-	}
-	t.Logf("seed %d (rerun with UMBRA_SEED=%d)", seed, seed)
-	return rand.New(rand.NewPCG(seed, 0x5eed))
-}
 
 // randFloats returns n values with arbitrary bit patterns (NaNs, infinities,
 // subnormals included): the format must keep bits, not values.

@@ -23,12 +23,15 @@ func TestLockWithinProcess(t *testing.T) {
 	require.NoError(t, err)
 	_, err = Lock(path)
 	require.ErrorIs(t, err, ErrLocked)
-	require.Contains(t, err.Error(), LockPath(path))
+	require.Contains(t, err.Error(), lockPath(path))
 	require.NoError(t, unlock())
 	require.NoError(t, unlock(), "unlock twice")
 	unlock, err = Lock(path)
 	require.NoError(t, err, "free once unlocked")
 	require.NoError(t, unlock())
-	_, err = os.Stat(LockPath(path))
+	_, err = os.Stat(lockPath(path))
 	require.NoError(t, err, "the lock file is never removed")
 }
+
+// lockPath is the path of the lock file of the store at path.
+func lockPath(path string) string { return path + lockSuffix }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 func replayAll(t testing.TB, path string, dim int, gen uint64) ([]Record, bool, error) {
@@ -25,7 +27,7 @@ func replayAll(t testing.TB, path string, dim int, gen uint64) ([]Record, bool, 
 }
 
 func TestLogRoundTrip(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	for round := range 8 {
 		dim := 1 + r.IntN(20)
 		gen := 1 + r.Uint64()>>1
@@ -100,7 +102,7 @@ func recordEnds(dim int, gen uint64, recs []Record) []int {
 }
 
 func TestReplayStopsCleanlyAtEveryTornLength(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	const dim, gen = 3, 77
 	recs := make([]Record, 5)
 	for i := range recs {
@@ -140,7 +142,7 @@ func TestReplayStopsCleanlyAtEveryTornLength(t *testing.T) {
 }
 
 func TestReplayTreatsZeroOrGarbageTailAsTorn(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	const dim, gen = 2, 9
 	recs := []Record{randRecord(r, dim), randRecord(r, dim)}
 	full := encodeLog(dim, gen, recs)
@@ -159,7 +161,7 @@ func TestReplayTreatsZeroOrGarbageTailAsTorn(t *testing.T) {
 }
 
 func TestReplayFlippedByteIsCorruptUnlessInTheLastRecord(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	const dim, gen = 2, 11
 	recs := make([]Record, 4)
 	for i := range recs {
@@ -194,7 +196,7 @@ func TestReplayFlippedByteIsCorruptUnlessInTheLastRecord(t *testing.T) {
 }
 
 func TestReplayUnsyncedHoleUnderSyncIntervalIsTorn(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	const dim, gen = 2, 13
 	path := filepath.Join(t.TempDir(), "s.log")
 	l, err := OpenLog(path, dim, gen, SyncInterval(time.Hour))
@@ -219,7 +221,7 @@ func TestReplayUnsyncedHoleUnderSyncIntervalIsTorn(t *testing.T) {
 }
 
 func TestSyncIntervalSyncsInTheBackground(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	l, err := OpenLog(filepath.Join(t.TempDir(), "s.log"), 4, 3, SyncInterval(time.Millisecond))
 	require.NoError(t, err)
 	defer l.Close()
@@ -271,7 +273,7 @@ func TestLogHeaderDamage(t *testing.T) {
 }
 
 func TestCorruptLogIsNotTruncatedByOpenLog(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	const dim, gen = 2, 31
 	recs := []Record{randRecord(r, dim), randRecord(r, dim), randRecord(r, dim)}
 	b := encodeLog(dim, gen, recs)

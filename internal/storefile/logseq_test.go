@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // A duplicated, moved or misdirected whole frame keeps both its checksums:
@@ -78,7 +80,7 @@ var bothPolicies = []SyncPolicy{SyncEveryCall, SyncInterval(time.Hour)}
 // (same length, so every checksum still holds) are refused, the last
 // record included, under either sync policy.
 func TestDuplicatedRecordIsCorrupt(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	const dim, gen = 4, 0x5151
 	for _, policy := range bothPolicies {
 		recs := sameLengthRecords(r, dim, 6)
@@ -100,7 +102,7 @@ func TestDuplicatedRecordIsCorrupt(t *testing.T) {
 // TestSwappedRecordsAreCorrupt: two records exchanged, of one length or
 // (adjacent) of different lengths, are refused at the first one moved.
 func TestSwappedRecordsAreCorrupt(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	const dim, gen = 3, 0x6262
 	for _, policy := range bothPolicies {
 		recs := sameLengthRecords(r, dim, 5)
@@ -135,7 +137,7 @@ func TestSwappedRecordsAreCorrupt(t *testing.T) {
 // refused even where it would be the last record; so is the whole old
 // log under the new log's header.
 func TestRecordFromAnOlderGenerationIsCorrupt(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	const dim = 5
 	const oldGen, newGen = 0x1111, 0x2222
 	dir := t.TempDir()
@@ -163,7 +165,7 @@ func TestRecordFromAnOlderGenerationIsCorrupt(t *testing.T) {
 // at the first byte that changed, never replayed nor cut off as a torn
 // tail.
 func TestMovedFramesAreNeverAccepted(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	dir := t.TempDir()
 	for round := range 300 {
 		dim := 1 + r.IntN(6)
@@ -258,7 +260,7 @@ func TestMovedFramesAreNeverAccepted(t *testing.T) {
 // they lie; only a frame written where it lies vouches for the bytes
 // before it.
 func TestFrameInsideAKeyVouchesForNothing(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	const dim, gen = 2, 0x7373
 	// Under SyncInterval no fsync happened between the records: every
 	// frame says only the header was synced, so a damaged record 0 is a
@@ -300,7 +302,7 @@ func TestFrameInsideAKeyVouchesForNothing(t *testing.T) {
 // generation's frames after it show it is not, while a genuinely stale log
 // stays ignored.
 func TestOlderHeaderOverCurrentRecordsIsCorrupt(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	const dim, oldGen, gen = 3, 0x4141, 0x4242
 	dir := t.TempDir()
 	old, _ := writeLogWith(t, filepath.Join(dir, "old.log"), dim, oldGen, SyncEveryCall, sameLengthRecords(r, dim, 3))

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // The version-1 fixture: a log written by the version-1 writer (before
@@ -44,7 +46,7 @@ func copyV1Fixture(t *testing.T) string {
 // replays, and a Log opened on it keeps appending records that replay
 // after the old ones.
 func TestVersion1LogStillReplays(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	want := v1FixtureRecords()
 	path := copyV1Fixture(t)
 	got, torn, err := replayAll(t, path, v1FixtureDim, v1FixtureGen)
@@ -135,7 +137,7 @@ func TestVersion1TornTailAndCorruption(t *testing.T) {
 // keep, so OpenLog replaces it with an empty version-2 log; and a
 // checkpoint of a store with a version-1 log starts a version-2 one.
 func TestEmptyVersion1LogBecomesVersion2(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	full, err := os.ReadFile(v1FixturePath)
 	require.NoError(t, err)
 	for _, n := range []int{logHeaderLen, logHeaderLen + 7} { // empty; a torn first record

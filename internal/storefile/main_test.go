@@ -1,17 +1,11 @@
 package storefile
 
 import (
-	"os"
 	"testing"
+
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
-// childEnv selects a child role when the test binary re-executes itself
-// (crash and lock tests), as Go's own os/exec tests do.
-const childEnv = "UMBRA_STOREFILE_CHILD"
-
-func TestMain(m *testing.M) {
-	if role := os.Getenv(childEnv); role != "" {
-		os.Exit(runChild(role))
-	}
-	os.Exit(m.Run())
-}
+// TestMain plays a child role (childRoles: the crash and lock tests' other
+// process) when a test started this binary again.
+func TestMain(m *testing.M) { testkit.Main(m, childRoles) }

@@ -10,10 +10,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 func TestMapBaseMatchesReadBase(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	path := filepath.Join(t.TempDir(), "m")
 	for i := range 10 {
 		s := randSnapshot(r)
@@ -52,7 +54,7 @@ func TestMapBaseChecksRows(t *testing.T) {
 // the mapping and Changed alone; a truncation or a rewrite in place is
 // what Changed reports.
 func TestMapBaseCopyOnWrite(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	path := filepath.Join(t.TempDir(), "m")
 	s := randSnapshot(r)
 	for len(s.IDs) == 0 {

@@ -12,10 +12,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 func TestWriteBaseKeepsPermissionsAndCleansUp(t *testing.T) {
-	r := newRand(t)
+	r := testkit.Rand(t)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "p")
 

@@ -1,4 +1,3 @@
-// Package testkit holds what the project's tests share.
 package testkit
 
 // ErrOf returns the error of a call that also returns a value the caller
