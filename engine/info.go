@@ -5,7 +5,9 @@ import (
 	"strings"
 
 	"github.com/umbravec/umbra/diag"
+	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/exact"
 )
 
 // AdapterInfo describes one wgpu adapter: its Name (e.g. "NVIDIA GeForce
@@ -101,4 +103,43 @@ func (i Info) String() string {
 		fmt.Fprintf(&b, "\nrouting: %s", i.Routing)
 	}
 	return b.String()
+}
+
+// Info reports the backend, the adapter and, for a fallback, why.
+func (ix *Index) Info() Info {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	info := Info{
+		Device:    CPU,
+		CPUKernel: fallback.Kernel(),
+		Precision: ix.cfg.Precision,
+	}
+	if ix.quant.c != nil {
+		info.QuantKernel = exact.QuantKernel()
+	}
+	if ix.dev != nil {
+		info.Adapter = ix.dev.Adapter()
+		info.Limits = ix.dev.Limits()
+		info.ChunkRows = ix.dev.ChunkRows()
+		info.DeviceRows = ix.deviceRows(ix.slab.Rows)
+		info.Chunks = (info.DeviceRows + info.ChunkRows - 1) / info.ChunkRows
+		if sh, ok := ix.dev.(*shards); ok {
+			info.Shards, info.Chunks = sh.info(info.DeviceRows), 0
+			for i, s := range info.Shards {
+				c := sh.parts[i].dev.ChunkRows()
+				info.Chunks += (s.Rows + c - 1) / c
+			}
+		}
+		if ix.onGPU() {
+			info.Device = GPU
+		}
+		if ix.route != nil {
+			info.Routing = ix.route
+		}
+	}
+	ix.whyMu.Lock()
+	info.Reason, info.Hint, info.LastFailure = ix.reason, ix.hint, ix.lastFailure
+	ix.whyMu.Unlock()
+	info.Recoveries = int(ix.recoveries.Load())
+	return info
 }

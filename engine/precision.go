@@ -100,7 +100,7 @@ func (q *quantRows) sync(s *packed.Slab) {
 }
 
 // quantStage is a compressed append staged beside the published rows
-// (see appended in index.go): a copy of the compressed slab's header whose
+// (see appended in append.go): a copy of the compressed slab's header whose
 // storage is shared up to the published rows, with the new rows after
 // them (or a new array when there was no room). Searches read only the
 // published rows, so staging needs no lock.

@@ -1,8 +1,12 @@
 package engine
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/umbravec/umbra/internal/hint"
 )
 
 // A GPU that comes back.
@@ -101,4 +105,53 @@ func (ix *Index) tryRecover(attempt int) (err error) {
 	ix.mu.Unlock()
 	old.Release()
 	return nil
+}
+
+func (ix *Index) onGPU() bool { return ix.dev != nil && !ix.gpuDown.Load() }
+
+// checkStale refuses a GPU search under Device GPU while a failed device
+// write has left the resident rows unlike the slab. (Under Auto such a
+// failure has already moved the index to the CPU.) The caller holds ix.mu.
+func (ix *Index) checkStale() error {
+	if ix.onGPU() && ix.stale && ix.cfg.Device == GPU {
+		return fmt.Errorf("%w: the resident rows are stale after a failed device write; the next write uploads them again", ErrGPU)
+	}
+	return nil
+}
+
+// afterGPUFailure decides what a failed GPU search means: the error to
+// return (the context ended, or Device GPU), or nil to answer this call on
+// the CPU. A request the device cannot take in one piece says nothing about
+// the device, so later calls still go to the GPU; any other failure moves
+// the index off it.
+func (ix *Index) afterGPUFailure(ctx context.Context, err error) error {
+	if ctx.Err() != nil || ix.cfg.Device == GPU {
+		return err
+	}
+	if !errors.Is(err, ErrTooLarge) {
+		ix.demote(err)
+	}
+	return nil
+}
+
+// demote moves an Auto index to the fallback after a GPU failure. The slab
+// is kept on the host, so nothing is lost.
+func (ix *Index) demote(err error) {
+	ix.whyMu.Lock()
+	defer ix.whyMu.Unlock()
+	if ix.gpuDown.CompareAndSwap(false, true) {
+		ix.lastFailure = err.Error()
+		if errors.Is(err, ErrTooLarge) {
+			ix.reason = "the index outgrew what the GPU can hold, searches moved to the CPU: " + err.Error()
+			ix.hint = Hint{Code: hint.TooLarge}
+			return
+		}
+		ix.reason = "GPU failed after start-up, searches moved to the CPU: " + err.Error()
+		ix.hint = hintFor(hint.ProbeFailed, ix.cfg.adapter())
+		if ix.dev != nil && ix.recovering.CompareAndSwap(false, true) {
+			ix.reason += "; recovering in the background"
+			ix.background.Add(1)
+			go ix.recoverGPU(err)
+		}
+	}
 }
