@@ -868,6 +868,7 @@ func (ix *Index) Info() Info {
 		Device:    CPU,
 		CPUKernel: fallback.Kernel(),
 		Precision: ix.cfg.Precision,
+		DeadRows:  ix.rid.nDead,
 	}
 	if ix.quant.c != nil {
 		info.QuantKernel = fallback.QuantKernel()
