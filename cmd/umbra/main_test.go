@@ -347,6 +347,11 @@ func TestCommandHelpIsItsOwn(t *testing.T) {
 		{"probe", []string{"Usage: umbra probe", "--backend=B", "--adapter=NAME", "--power=P", "--json"}, []string{"--queries=", "--data=", "--device="}},
 		{"convert", []string{"Usage: umbra convert", "<in>", "<out>", "--dtype=T", "(default f32)"}, []string{"--backend=", "--queries=", "--json"}},
 		{"add", []string{"Usage: umbra add", "<store>", "--data=FILE", "--upsert"}, []string{"--backend=", "--queries=", "--dtype="}},
+		// export opens the store read-only beside a writer: its help says so
+		// and does not say it fails while another process writes.
+		{"export", []string{"Usage: umbra export", "<store>", "--out=FILE.npy", "--ids-out=FILE.npy", "--keys-out=FILE", "read-only",
+			"without its lock", "empty line"}, []string{"--backend=", "--queries=", "fails while", "is locked"}},
+		{"delete", []string{"Usage: umbra delete", "<store>", "--ids=LIST", "--ids-file=FILE", "--keys=LIST", "--keys-file=FILE"}, []string{"--backend=", "--json"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.command, func(t *testing.T) {
