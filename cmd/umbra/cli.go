@@ -20,6 +20,7 @@ type grammar struct {
 	Add     addCmd     `cmd:"" name:"add" help:"add vectors to a store, or replace them with --upsert"`
 	Delete  deleteCmd  `cmd:"" name:"delete" help:"delete vectors from a store by ID or key"`
 	Info    infoCmd    `cmd:"" name:"info" help:"describe a store: dimension, metric, count, IDs, keys, file sizes"`
+	Get     getCmd     `cmd:"" name:"get" help:"print the vectors a store holds under given IDs or keys"`
 	Search  searchCmd  `cmd:"" name:"search" help:"find the k most similar vectors of a data file or a store for each query"`
 	Export  exportCmd  `cmd:"" name:"export" help:"write a store's vectors, IDs and keys to files that build reads back"`
 	Convert convertCmd `cmd:"" name:"convert" help:"convert a vector file between .npy (float32, float16) and .fvecs"`
