@@ -307,7 +307,7 @@ func TestHelpNamesEveryFlag(t *testing.T) {
 	for _, n := range parser.Model.Node.Children {
 		inGrammar = append(inGrammar, n.Name)
 	}
-	require.Equal(t, []string{"probe", "build", "add", "delete", "info", "get", "search", "export", "convert", "version", "help"}, inGrammar)
+	require.Equal(t, []string{"probe", "build", "add", "delete", "info", "get", "search", "export", "checkpoint", "compact", "convert", "version", "help"}, inGrammar)
 	for _, node := range parser.Model.Node.Children {
 		var help bytes.Buffer
 		require.NoError(t, cmdline.PrintHelp(&grammar{}, []string{node.Name}, program(&help), &help))
@@ -353,6 +353,8 @@ func TestCommandHelpIsItsOwn(t *testing.T) {
 			"without its lock", "empty line"}, []string{"--backend=", "--queries=", "fails while", "is locked"}},
 		{"get", []string{"Usage: umbra get", "<store>", "--ids=LIST", "--keys=LIST", "--json", "read-only"}, []string{"--backend=", "--queries="}},
 		{"delete", []string{"Usage: umbra delete", "<store>", "--ids=LIST", "--ids-file=FILE", "--keys=LIST", "--keys-file=FILE"}, []string{"--backend=", "--json"}},
+		{"compact", []string{"Usage: umbra compact", "<store>", "checkpoint"}, []string{"--backend=", "--json"}},
+		{"checkpoint", []string{"Usage: umbra checkpoint", "<store>", "STORE.log"}, []string{"--backend=", "--json"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.command, func(t *testing.T) {
