@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/storefile"
 )
 
 // TestKeyRule: every write that stores keys, on every kind of source,
@@ -174,4 +175,37 @@ func TestAddUnderIDsAndKeys(t *testing.T) {
 			require.NoError(t, st.Close())
 		}
 	})
+}
+
+// TestKeysBeforeTheRule: a store written before the key rule may hold keys
+// that break it (here "" and one with a line break): they are read, looked
+// up, carried by hits and deleted as before; only a write that stores one
+// again is refused.
+func TestKeysBeforeTheRule(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "old.umbra")
+	_, err := storefile.WriteBase(path, &storefile.Snapshot{
+		Dim: 2, Stride: 4, Metric: uint8(engine.L2), Precision: storefile.PrecisionFloat32, NextID: 3,
+		IDs:  []uint64{0, 1, 2},
+		Rows: []float32{1, 0, 0, 0, 0, 1, 0, 0, 1, 1, 0, 0},
+		Keys: map[uint64]string{0: "", 1: "a\nb", 2: "fine"},
+	})
+	require.NoError(t, err)
+	st, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU})
+	require.NoError(t, err)
+	defer st.Close()
+	for key, id := range map[string]uint64{"": 0, "a\nb": 1, "fine": 2} {
+		got, ok := st.Lookup(key)
+		require.True(t, ok, "%q", key)
+		require.Equal(t, id, got)
+	}
+	hits, err := st.Search(ctx, []float32{0, 1}, 1)
+	require.NoError(t, err)
+	require.Equal(t, "a\nb", hits[0].Key)
+	_, err = st.Upsert(ctx, engine.Vectors([][]float32{{2, 2}}), engine.WithKeys("a\nb"))
+	require.ErrorIs(t, err, engine.ErrInvalidKey, "a breaking key is not written again")
+	require.NoError(t, st.Delete(ctx, engine.WithKeys("a\nb", "")))
+	require.Equal(t, 1, st.Len())
+	_, ok := st.Lookup("a\nb")
+	require.False(t, ok)
 }

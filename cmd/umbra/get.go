@@ -165,7 +165,7 @@ func writeGetText(w io.Writer, r getJSON) error {
 			b.WriteString(strconv.FormatFloat(float64(x), 'g', -1, 32))
 		}
 		if keyed {
-			fmt.Fprintf(tw, "%d\t%s\t%s\n", v.ID, v.Key, b.String())
+			fmt.Fprintf(tw, "%d\t%s\t%s\n", v.ID, textKey(v.Key), b.String())
 		} else {
 			fmt.Fprintf(tw, "%d\t%s\n", v.ID, b.String())
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/umbravec/umbra/engine"
@@ -145,4 +146,14 @@ func someKeys(keys []string) string {
 		parts = append(parts, keyrule.Quote(k))
 	}
 	return fmt.Sprintf("%d keys (%s) are", len(keys), strings.Join(parts, ", "))
+}
+
+// textKey is a key as a text table shows it: as it is, or quoted (Go
+// syntax) when it breaks the key rule, which only a store written before
+// the rule holds, so that a line break in it cannot break the table.
+func textKey(key string) string {
+	if key == "" || keyrule.Check(key) == nil {
+		return key
+	}
+	return strconv.Quote(key)
 }

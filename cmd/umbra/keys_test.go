@@ -15,6 +15,7 @@ import (
 
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
+	"github.com/umbravec/umbra/internal/storefile"
 )
 
 // storeFiles is what a store's files hold, to check that a refused command
@@ -375,4 +376,35 @@ func TestKeyFilesFollowTheRule(t *testing.T) {
 			assert.NoFileExists(t, filepath.Join(dir, "n.umbra"))
 		})
 	}
+}
+
+// TestExportRefusesKeysBeforeTheRule: a store written before the key rule
+// may hold a key a key file cannot (one with a line break): export
+// --keys-out refuses it, naming the ID, and writes no file at all, while
+// export without --keys-out and search still work.
+func TestExportRefusesKeysBeforeTheRule(t *testing.T) {
+	dir := t.TempDir()
+	store := filepath.Join(dir, "old.umbra")
+	_, err := storefile.WriteBase(store, &storefile.Snapshot{
+		Dim: 2, Stride: 4, Metric: uint8(engine.L2), Precision: storefile.PrecisionFloat32, NextID: 8,
+		IDs:  []uint64{5, 7},
+		Rows: []float32{1, 0, 0, 0, 0, 1, 0, 0},
+		Keys: map[uint64]string{5: "fine", 7: "two\nlines"},
+	})
+	require.NoError(t, err)
+	out, keysOut := filepath.Join(dir, "x.npy"), filepath.Join(dir, "x-keys.txt")
+	r := umbra(t, "export", store, "--out", out, "--keys-out", keysOut)
+	require.Equal(t, exitFailure, r.code, "%s", r)
+	line := requireErrorLine(t, r)
+	assert.Contains(t, line, "--keys-out")
+	assert.Contains(t, line, `ID 7`)
+	assert.Contains(t, line, `"two\nlines" holds a line break`)
+	assert.NoFileExists(t, out)
+	assert.NoFileExists(t, keysOut)
+	ok(t, umbra(t, "export", store, "--out", out))
+	q := writeMatrix(t, dir, "q.npy", &host.Matrix{Rows: 1, Dim: 2, Data: []float32{0, 1}}, "")
+	s := decodeSearch(t, umbra(t, "search", "--store", store, "--queries", q, "--k", "1", "--device", "cpu", "--json"))
+	assert.Equal(t, "two\nlines", s.Results[0].Hits[0].Key, "JSON carries any key")
+	text := ok(t, umbra(t, "search", "--store", store, "--queries", q, "--k", "1", "--device", "cpu"))
+	assert.Regexp(t, `\n0 +1 +7 +0 +"two\\nlines"\n$`, text.stdout, "the text table quotes it")
 }

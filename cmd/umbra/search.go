@@ -516,7 +516,7 @@ func writeSearchText(w io.Writer, r searchJSON) error {
 		}
 		for rank, h := range res.Hits {
 			if keyed {
-				fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\n", q, rank+1, h.ID, h.Score.text(), h.Key)
+				fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\n", q, rank+1, h.ID, h.Score.text(), textKey(h.Key))
 			} else {
 				fmt.Fprintf(tw, "%d\t%d\t%d\t%s\n", q, rank+1, h.ID, h.Score.text())
 			}
