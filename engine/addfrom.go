@@ -58,7 +58,8 @@ func (ix *Index) sourceFits(src RowSource) error {
 	return nil
 }
 
-// addFrom is a streamed Add under ids (nil: assigned) or keys (nil: none). With
+// addFrom is a streamed Add under ids (nil: assigned) and keys (nil: none;
+// "" among them: a row without one). With
 // the writers' lock held, the IDs or keys are checked new once, before any
 // row is read, so the add does not look them up again.
 func (ix *Index) addFrom(ctx context.Context, start time.Time, src RowSource, ids []uint64, keys []string) ([]uint64, error) {
@@ -75,10 +76,8 @@ func (ix *Index) addFrom(ctx context.Context, start time.Time, src RowSource, id
 			return nil, err
 		}
 	}
-	for i, key := range keys {
-		if _, ok := ix.keys.id[key]; ok {
-			return nil, fmt.Errorf("%w: key %q (vector %d); use Upsert to replace it", ErrIDExists, key, i)
-		}
+	if err := ix.keysNew(keys); err != nil {
+		return nil, err
 	}
 	n := src.Rows()
 	return ix.addLocked(ctx, start, ids, true, keys, n, func(s *packed.Slab) error {

@@ -653,7 +653,7 @@ func TestAddFromWithKeys(t *testing.T) {
 			keys []string
 			want error
 		}{
-			{keys, engine.ErrIDExists},
+			{keys, engine.ErrKeyExists},
 			{dup, engine.ErrDuplicateID},
 			{fresh[:n-1], engine.ErrIDCount},
 			{append(slices.Clone(fresh), "one-more"), engine.ErrIDCount},

@@ -16,12 +16,21 @@ var (
 	ErrNoAdapter     = errors.New("no usable GPU adapter")
 	ErrNoGPUSupport  = errors.New("built without GPU support")
 	ErrGPU           = errors.New("GPU failure")
-	// ErrDuplicateID: one call gives the same ID for two vectors.
+	// ErrDuplicateID: one call gives the same ID, or the same key, twice
+	// (the message says which: "duplicate key: …").
 	ErrDuplicateID = errors.New("duplicate ID")
-	// ErrIDExists: an Add of an ID or key that is already stored (Upsert
+	// ErrIDExists: an Add of an ID that is already stored (Upsert
 	// replaces one).
 	ErrIDExists = errors.New("ID already stored")
-	// ErrNotFound: Delete or Get of an ID that is not stored.
+	// ErrKeyExists: an Add of a key that is already stored (Upsert
+	// replaces its vector).
+	ErrKeyExists = errors.New("key already stored")
+	// ErrInvalidKey: a write gives a key that breaks the key rule: a key
+	// is non-empty, valid UTF-8, without line breaks, and at most 4096
+	// bytes (see WithKeys). The error names the key and its row.
+	ErrInvalidKey = errors.New("invalid key")
+	// ErrNotFound: Delete or Get of an ID, or a Delete of a key, that is
+	// not stored (the message says which: "key not found: …").
 	ErrNotFound = errors.New("ID not found")
 	// ErrLocked: the store is open for writing elsewhere, in this process
 	// or another.
@@ -38,6 +47,17 @@ var (
 	// ErrIDCount: a call gives a different number of IDs than vectors.
 	ErrIDCount = errors.New("IDs and vectors differ in number")
 )
+
+// keyError is an error about a key that wraps an ID-named sentinel
+// (ErrDuplicateID, ErrNotFound) but words itself in keys, so that a
+// program checks one sentinel and a person reads the right noun.
+type keyError struct {
+	msg      string
+	sentinel error
+}
+
+func (e *keyError) Error() string { return e.msg }
+func (e *keyError) Unwrap() error { return e.sentinel }
 
 // AdapterError is what New returns under Device GPU when no adapter can be
 // used: the probe's reason and a hint for fixing it, the same two Info

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/umbravec/umbra/diag"
@@ -106,6 +107,32 @@ func ExampleFlat() {
 	// Output:
 	// [0 1] <nil> 2
 	// 1
+}
+
+// WithIDs and WithKeys together store each row under its ID and name it
+// by its key ("": no key), as a store rebuilt from its export must; a key
+// already stored, or one breaking the key rule, is refused by name.
+func ExampleWithKeys() {
+	ctx := context.Background()
+	ix, _ := engine.New(ctx, engine.Config{Dim: 2, Metric: engine.L2, Device: engine.CPU})
+	defer ix.Close()
+	_, err := ix.Add(ctx, engine.Vectors([][]float32{{0, 1}, {1, 0}, {1, 1}}),
+		engine.WithIDs(40, 7, 12), engine.WithKeys("alice/m1", "", "bob/m1"))
+	fmt.Println(err)
+	hits, _ := ix.Search(ctx, []float32{0, 0.9}, 2)
+	for _, h := range hits {
+		fmt.Printf("id %d key %q\n", h.ID, h.Key)
+	}
+	_, err = ix.Add(ctx, engine.Vectors([][]float32{{2, 2}}), engine.WithKeys("bob/m1"))
+	fmt.Println(errors.Is(err, engine.ErrKeyExists), err)
+	_, err = ix.Add(ctx, engine.Vectors([][]float32{{2, 2}}), engine.WithKeys("two\nlines"))
+	fmt.Println(errors.Is(err, engine.ErrInvalidKey))
+	// Output:
+	// <nil>
+	// id 40 key "alice/m1"
+	// id 12 key "bob/m1"
+	// true key already stored: "bob/m1" (vector 0); use Upsert to replace its vector
+	// true
 }
 
 // WithProgress reports how far a long Add or SearchBatch has got.

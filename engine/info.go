@@ -57,6 +57,10 @@ type Info struct {
 	// adapter and the rows it holds (Adapter and Limits are then the first
 	// shard's, Chunks and DeviceRows those of all together).
 	Shards []ShardInfo
+	// DeadRows is how many deleted rows the index still holds: a delete
+	// only marks its rows, which keep their memory and scan time (and
+	// their place in a store's base file) until Compact reclaims them.
+	DeadRows int
 }
 
 // ShardInfo is one shard of an index sharded over several Config.Adapters: its adapter and
@@ -113,6 +117,7 @@ func (ix *Index) Info() Info {
 		Device:    CPU,
 		CPUKernel: fallback.Kernel(),
 		Precision: ix.cfg.Precision,
+		DeadRows:  ix.rid.nDead,
 	}
 	if ix.quant.c != nil {
 		info.QuantKernel = exact.QuantKernel()

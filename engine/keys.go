@@ -3,11 +3,19 @@ package engine
 import (
 	"context"
 	"fmt"
+
+	"github.com/umbravec/umbra/internal/keyrule"
 )
 
 // String keys, for applications whose own IDs are strings (UUIDs, paths):
 // each key names one stored vector through the uint64 ID the index
 // assigns it, and Save and Open keep the mapping with the vectors.
+//
+// Every write that stores keys (Add, Upsert) holds them to one rule,
+// internal/keyrule's, which the umbra command checks its key files
+// against too: non-empty, valid UTF-8, no line break, at most 4096 bytes.
+// A store written before the rule may hold keys that break it; they are
+// read, looked up and deleted as ever, only not written again.
 
 // keyMap maps keys to IDs and back. The caller holds the index's locks.
 type keyMap struct {
@@ -41,7 +49,7 @@ func (ix *Index) keyed(ctx context.Context, keys []string, vectors [][]float32, 
 	if len(keys) != len(vectors) {
 		return nil, fmt.Errorf("%w: %d keys for %d vectors", ErrIDCount, len(keys), len(vectors))
 	}
-	if err := distinctKeys(keys, "vectors"); err != nil {
+	if err := checkKeys(keys, false); err != nil {
 		return nil, err
 	}
 	// IDs are decided under the writers' lock, so no other writer can take
@@ -57,7 +65,7 @@ func (ix *Index) keyed(ctx context.Context, keys []string, vectors [][]float32, 
 		if id, ok := ix.keys.id[key]; ok {
 			if !upsert {
 				ix.mu.RUnlock()
-				return nil, fmt.Errorf("%w: key %q (vector %d); use Upsert to replace it", ErrIDExists, key, i)
+				return nil, keyStored(key, i)
 			}
 			ids[i] = id
 		} else {
@@ -80,11 +88,15 @@ func (ix *Index) keyed(ctx context.Context, keys []string, vectors [][]float32, 
 }
 
 // nameIDs records keys[i] as the key of ids[i], for the IDs that are
-// stored.
+// stored; an empty key leaves its ID without one (an Add under IDs and
+// keys together, and its logged record).
 func (ix *Index) nameIDs(keys []string, ids []uint64) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	for i, id := range ids {
+		if keys[i] == "" {
+			continue
+		}
 		if _, ok := ix.rid.rowOf[id]; ok {
 			ix.keys.set(keys[i], id)
 		}
@@ -104,7 +116,7 @@ func (ix *Index) idsOfKeys(keys []string) ([]uint64, error) {
 	for i, key := range keys {
 		id, ok := ix.keys.id[key]
 		if !ok {
-			return nil, fmt.Errorf("%w: key %q (argument %d)", ErrNotFound, key, i)
+			return nil, &keyError{fmt.Sprintf("key not found: %s (argument %d)", keyrule.Quote(key), i), ErrNotFound}
 		}
 		ids[i] = id
 	}
@@ -127,15 +139,55 @@ func (ix *Index) KeyOf(id uint64) (string, bool) {
 	return key, ok
 }
 
+// checkKeys refuses keys that a write cannot store: one that breaks the
+// key rule (ErrInvalidKey) or one given twice (ErrDuplicateID), naming the
+// vectors they belong to. With unnamed, an empty key is a row without one
+// (an Add under IDs and keys together), neither refused nor compared.
+func checkKeys(keys []string, unnamed bool) error {
+	for i, key := range keys {
+		if key == "" && unnamed {
+			continue
+		}
+		if err := keyrule.Check(key); err != nil {
+			return fmt.Errorf("%w: vector %d: %v", ErrInvalidKey, i, err)
+		}
+	}
+	return distinctKeys(keys, "vectors")
+}
+
 // distinctKeys refuses a key given twice in one call, naming the two
-// places (what: "vectors" or "arguments").
+// places (what: "vectors" or "arguments"). Empty keys (rows without one)
+// are not compared.
 func distinctKeys(keys []string, what string) error {
 	seen := make(map[string]int, len(keys))
 	for i, key := range keys {
+		if key == "" {
+			continue
+		}
 		if j, ok := seen[key]; ok {
-			return fmt.Errorf("%w: key %q is given for %s %d and %d", ErrDuplicateID, key, what, j, i)
+			return &keyError{fmt.Sprintf("duplicate key: %s is given for %s %d and %d", keyrule.Quote(key), what, j, i), ErrDuplicateID}
 		}
 		seen[key] = i
 	}
 	return nil
+}
+
+// keysNew refuses an Add of keys the index already stores (ErrKeyExists),
+// naming the first; empty keys (rows without one) are skipped. The caller
+// holds wmu, so the key map holds still.
+func (ix *Index) keysNew(keys []string) error {
+	for i, key := range keys {
+		if key == "" {
+			continue
+		}
+		if _, ok := ix.keys.id[key]; ok {
+			return keyStored(key, i)
+		}
+	}
+	return nil
+}
+
+// keyStored is the error of an Add of a stored key, given for vector i.
+func keyStored(key string, i int) error {
+	return fmt.Errorf("%w: %s (vector %d); use Upsert to replace its vector", ErrKeyExists, keyrule.Quote(key), i)
 }

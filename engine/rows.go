@@ -125,10 +125,11 @@ type writeOptions struct {
 }
 
 // WithIDs names the rows by the caller's IDs, one per row in order (for
-// Delete: the IDs to delete).
+// Delete: the IDs to delete). An Add may give WithKeys beside it: see
+// WithKeys.
 func WithIDs(ids ...uint64) WriteOption {
 	return func(o *writeOptions) {
-		o.conflict = o.conflict || o.keysSet || o.idsSet
+		o.conflict = o.conflict || o.idsSet
 		o.ids, o.idsSet = ids, true
 		if o.ids == nil {
 			o.ids = []uint64{}
@@ -139,9 +140,21 @@ func WithIDs(ids ...uint64) WriteOption {
 // WithKeys names the rows by string keys, one per row in order: each new
 // key gets a new ID (KeyOf and Lookup map between them), a stored key
 // names its vector (for Delete: the keys to delete).
+//
+// A key is non-empty, valid UTF-8, holds no line break (\n, \r) and is at
+// most 4096 bytes: keys come back as text, one per line in the umbra
+// command's key files and as JSON strings, where an empty, broken or
+// multi-line key could not be read back as itself. Add and Upsert refuse
+// any other with ErrInvalidKey, naming the key and its vector, and store
+// nothing.
+//
+// An Add may name its rows by WithIDs and WithKeys together: each row is
+// stored under its ID and named by its key, and an empty key leaves that
+// row without one. That is how a store is rebuilt from its export with the
+// same IDs and keys. Upsert and Delete take one of the two.
 func WithKeys(keys ...string) WriteOption {
 	return func(o *writeOptions) {
-		o.conflict = o.conflict || o.keysSet || o.idsSet
+		o.conflict = o.conflict || o.keysSet
 		o.keys, o.keysSet = keys, true
 		if o.keys == nil {
 			o.keys = []string{}
@@ -156,8 +169,11 @@ func collectWrite(verb string, opts []WriteOption) (writeOptions, error) {
 			f(&o)
 		}
 	}
-	if o.conflict {
-		return o, fmt.Errorf("%w: %s takes one WithIDs or one WithKeys, not both or twice", ErrInvalidOption, verb)
+	switch {
+	case o.conflict:
+		return o, fmt.Errorf("%w: %s takes WithIDs or WithKeys once, not twice", ErrInvalidOption, verb)
+	case o.idsSet && o.keysSet && verb != "Add":
+		return o, fmt.Errorf("%w: %s takes one WithIDs or one WithKeys, not both (both together name new rows, in Add)", ErrInvalidOption, verb)
 	}
 	return o, nil
 }
@@ -169,10 +185,12 @@ var ErrInvalidOption = errors.New("invalid option")
 
 // Add stores rows, each under a new ID: assigned by the index
 // (consecutive, past every ID stored before), the caller's (WithIDs), or
-// a new one for each key (WithKeys), and returns the IDs. It is atomic:
-// on any error nothing is stored. An ID or key repeated in the call
-// (ErrDuplicateID) or already stored (ErrIDExists) fails it; Upsert
-// replaces instead. Every row must have Dim finite components and, under
+// a new one for each key (WithKeys), and returns the IDs; WithIDs and
+// WithKeys together store each row under its ID and name it by its key.
+// It is atomic: on any error nothing is stored. An ID or key repeated in
+// the call (ErrDuplicateID), already stored (ErrIDExists, ErrKeyExists)
+// or, for a key, breaking the key rule (ErrInvalidKey, see WithKeys)
+// fails it; Upsert replaces instead. Every row must have Dim finite components and, under
 // Cosine, a non-zero norm; a refused row is named by its index and column.
 //
 // A streamed source (anything but Vectors and Flat) is read a piece at a
@@ -203,11 +221,19 @@ func (ix *Index) Add(ctx context.Context, rows RowSource, opts ...WriteOption) (
 			return nil, err
 		}
 		if o.keysSet {
-			if err := distinctKeys(o.keys, "vectors"); err != nil {
+			if err := checkKeys(o.keys, o.idsSet); err != nil {
 				return nil, err
 			}
 		}
 		return ix.addFrom(ctx, start, rows, o.ids, o.keys)
+	case o.keysSet && o.idsSet:
+		if err := namesFit(len(vs), o); err != nil {
+			return nil, err
+		}
+		if err := checkKeys(o.keys, true); err != nil {
+			return nil, err
+		}
+		return ix.addNamed(ctx, start, o.ids, o.keys, vs)
 	case o.keysSet:
 		return ix.keyed(ctx, o.keys, vs, false)
 	case o.idsSet:
@@ -226,8 +252,9 @@ func (ix *Index) Add(ctx context.Context, rows RowSource, opts ...WriteOption) (
 // one per row: a stored one's vector is replaced in place (on a GPU only
 // that row is written), the others are added. It returns the rows' IDs.
 // It is atomic: on any error nothing is changed. An ID or key repeated in
-// the call is ErrDuplicateID; an Upsert that names no rows is
-// ErrInvalidOption. A streamed source is read whole before anything is
+// the call is ErrDuplicateID, a key breaking the key rule ErrInvalidKey
+// (see WithKeys); an Upsert that names no rows, or names them both ways,
+// is ErrInvalidOption. A streamed source is read whole before anything is
 // changed (the rows an upsert replaces are kept aside to undo it).
 func (ix *Index) Upsert(ctx context.Context, rows RowSource, opts ...WriteOption) (ids []uint64, err error) {
 	defer ix.recoverInto(&err, ix.watchFaults())
@@ -271,7 +298,7 @@ func (ix *Index) Upsert(ctx context.Context, rows RowSource, opts ...WriteOption
 
 // Delete removes the vectors named by WithIDs or WithKeys. One that is not
 // stored (ErrNotFound) or named twice (ErrDuplicateID) fails the whole
-// call with nothing removed. A delete marks rows dead — no data moves, on
+// call with nothing removed; the error names the ID or key. A delete marks rows dead — no data moves, on
 // the GPU neither; Compact reclaims their space, and runs by itself once
 // dead rows are at least 1,024 and a quarter of the index. Keys are looked
 // up under the writers' lock, so a delete by key removes what the keys
@@ -296,6 +323,24 @@ func (ix *Index) Delete(ctx context.Context, opts ...WriteOption) (err error) {
 		}
 	}
 	return ix.deleteLocked(ctx, ids)
+}
+
+// addNamed is an Add of in-memory rows under ids and keys together: each
+// row is stored under its ID and, unless its key is empty, named by its
+// key. checkKeys has passed; the IDs and keys are checked new here, under
+// the writers' lock, before a row is packed.
+func (ix *Index) addNamed(ctx context.Context, start time.Time, ids []uint64, keys []string, vs [][]float32) ([]uint64, error) {
+	if err := ix.lockWriter(); err != nil {
+		return nil, err
+	}
+	defer ix.wmu.Unlock()
+	if err := ix.rid.checkNew(ids, false); err != nil {
+		return nil, ix.firstBad(vs, err)
+	}
+	if err := ix.keysNew(keys); err != nil {
+		return nil, ix.firstBad(vs, err)
+	}
+	return ix.addLocked(ctx, start, ids, true, keys, len(vs), ix.packer(ctx, len(vs), false, func(i int) []float32 { return vs[i] }))
 }
 
 // namesFit refuses IDs or keys that cannot pair one to one with n rows (n

@@ -259,7 +259,7 @@ func TestStringKeys(t *testing.T) {
 			// L2: a stored vector is its own nearest neighbour (under dot a
 			// longer one can outscore it).
 			ix := open(t, b, engine.Config{Dim: 8, Metric: engine.L2})
-			keys := []string{"notes/a.md", "550e8400-e29b-41d4-a716-446655440000", "", "ü"}
+			keys := []string{"notes/a.md", "550e8400-e29b-41d4-a716-446655440000", " spaced, and commas ", "ü"}
 			vs := testkit.Vectors(r, len(keys), 8)
 			ids, err := ix.Add(ctx, engine.Vectors(vs), engine.WithKeys(keys...))
 			require.NoError(t, err)
@@ -279,7 +279,7 @@ func TestStringKeys(t *testing.T) {
 			_, err = ix.Add(ctx, engine.Vectors(testkit.Vectors(r, 2, 8)), engine.WithKeys([]string{"x", "x"}...))
 			require.ErrorIs(t, err, engine.ErrDuplicateID)
 			_, err = ix.Add(ctx, engine.Vectors(testkit.Vectors(r, 2, 8)), engine.WithKeys([]string{"y", keys[0]}...))
-			require.ErrorIs(t, err, engine.ErrIDExists)
+			require.ErrorIs(t, err, engine.ErrKeyExists)
 			require.ErrorIs(t, ix.Delete(ctx, engine.WithKeys(keys[0], "nope")), engine.ErrNotFound)
 			require.Equal(t, len(keys), ix.Len(), "failed calls changed nothing")
 			_, ok := ix.Lookup("y")

@@ -179,7 +179,7 @@ func TestWriteVerbsOnEverySource(t *testing.T) {
 }
 
 // TestWriteOptionsRefused: names that cannot pair with the rows, two ways
-// of naming, an unnamed Upsert or Delete, a nil source and a ragged Flat
+// of naming outside an Add, an unnamed Upsert or Delete, a nil source and a ragged Flat
 // are errors naming the problem, and nothing is stored or deleted.
 func TestWriteOptionsRefused(t *testing.T) {
 	r := testkit.Rand(t)
@@ -196,10 +196,26 @@ func TestWriteOptionsRefused(t *testing.T) {
 			call func() error
 			want error
 		}{
-			{"ids and keys", func() error {
-				_, err := ix.Add(ctx, src(), engine.WithIDs(10, 11), engine.WithKeys("x", "y"))
+			{"an upsert by ids and keys", func() error {
+				_, err := ix.Upsert(ctx, src(), engine.WithIDs(10, 11), engine.WithKeys("x", "y"))
 				return err
 			}, engine.ErrInvalidOption},
+			{"keys twice", func() error {
+				_, err := ix.Add(ctx, src(), engine.WithKeys("x", "y"), engine.WithKeys("z", "w"))
+				return err
+			}, engine.ErrInvalidOption},
+			{"ids and keys, a stored ID", func() error {
+				_, err := ix.Add(ctx, src(), engine.WithIDs(10, 0), engine.WithKeys("x", "y"))
+				return err
+			}, engine.ErrIDExists},
+			{"ids and keys, a stored key", func() error {
+				_, err := ix.Add(ctx, src(), engine.WithIDs(10, 11), engine.WithKeys("x", "b"))
+				return err
+			}, engine.ErrKeyExists},
+			{"ids and keys, too few keys", func() error {
+				_, err := ix.Add(ctx, src(), engine.WithIDs(10, 11), engine.WithKeys("x"))
+				return err
+			}, engine.ErrIDCount},
 			{"ids twice", func() error {
 				_, err := ix.Add(ctx, src(), engine.WithIDs(10, 11), engine.WithIDs(12, 13))
 				return err
@@ -211,7 +227,9 @@ func TestWriteOptionsRefused(t *testing.T) {
 			}, engine.ErrIDCount},
 			{"an ID twice", func() error { _, err := ix.Add(ctx, src(), engine.WithIDs(10, 10)); return err }, engine.ErrDuplicateID},
 			{"a key twice", func() error { _, err := ix.Upsert(ctx, src(), engine.WithKeys("x", "x")); return err }, engine.ErrDuplicateID},
-			{"a stored key", func() error { _, err := ix.Add(ctx, src(), engine.WithKeys("x", "a")); return err }, engine.ErrIDExists},
+			{"a stored key", func() error { _, err := ix.Add(ctx, src(), engine.WithKeys("x", "a")); return err }, engine.ErrKeyExists},
+			{"an empty key", func() error { _, err := ix.Add(ctx, src(), engine.WithKeys("x", "")); return err }, engine.ErrInvalidKey},
+			{"a key with a line break", func() error { _, err := ix.Upsert(ctx, src(), engine.WithKeys("x", "y\n")); return err }, engine.ErrInvalidKey},
 			{"an unnamed upsert", func() error { _, err := ix.Upsert(ctx, src()); return err }, engine.ErrInvalidOption},
 		}
 		for _, c := range cases {

@@ -22,7 +22,9 @@ assigned before, and add prints the range. With --ids every ID must be new
 (an ID already stored fails the whole add: use --upsert to replace it).
 With --keys each vector is named by a string key instead: new keys get new
 IDs and the store remembers the keys (a key already stored fails the whole
-add unless --upsert, which replaces that key's vector).`
+add unless --upsert, which replaces that key's vector). Keys follow the
+store's key rule: non-empty UTF-8 text of at most 4096 bytes without line
+breaks, each key once.`
 }
 
 func (*addCmd) Examples() []string {
@@ -90,8 +92,12 @@ func (c *addCmd) stream(ctx context.Context, e *env) (err error) {
 			}
 		}
 	case c.Keys != "":
-		if keys, err = readKeys(ctx, "--keys", c.Keys); err != nil {
+		var at []int
+		if keys, at, err = readKeys(ctx, "--keys", c.Keys, everyRowKeyed); err != nil {
 			return err
+		}
+		if err := repeatedKey(keys, at, "lines"); err != nil {
+			return fmt.Errorf("--keys %s: %s; nothing was added", c.Keys, err)
 		}
 		if src.Rows() >= 0 && len(keys) != src.Rows() {
 			return fmt.Errorf("--keys %s holds %s, --data %s holds %s: want one key per vector",
@@ -224,7 +230,7 @@ func keysStoredAlready(ix *engine.Index, store, file string, keys []string) erro
 // (or --keys), its checks of values (NaN, zero rows under cosine) name
 // --data.
 func addError(c *addCmd, err error) error {
-	if c.Keys != "" && (errors.Is(err, engine.ErrDuplicateID) || errors.Is(err, engine.ErrIDExists)) {
+	if c.Keys != "" && (errors.Is(err, engine.ErrDuplicateID) || errors.Is(err, engine.ErrKeyExists) || errors.Is(err, engine.ErrInvalidKey)) {
 		return fmt.Errorf("--keys %s: %s", c.Keys, cause(err))
 	}
 	switch {
@@ -241,39 +247,62 @@ func addError(c *addCmd, err error) error {
 }
 
 func (*deleteCmd) Help() string {
-	return `Delete the vectors with the given IDs from STORE, all or none: an ID that
-is not stored, or one given twice, fails the whole delete. The change is
-written to the store's log and fsynced before delete exits. Give exactly
-one of --ids and --ids-file.`
+	return `Delete the vectors with the given IDs or keys from STORE, all or none: an
+ID or key that is not stored, or one given twice, fails the whole delete,
+naming it. The change is written to the store's log and fsynced before
+delete exits. Give exactly one of --ids, --ids-file, --keys and
+--keys-file.
+
+A --keys list takes each key as written between the commas (spaces are
+part of a key); a key holding a comma needs --keys-file, which holds one
+key per line (empty lines are skipped). Keys follow the store's key rule:
+non-empty UTF-8 text of at most 4096 bytes without line breaks.`
 }
 
 func (*deleteCmd) Examples() []string {
 	return []string{
 		"umbra delete docs.umbra --ids 4,17,230",
 		"umbra delete docs.umbra --ids-file stale.txt",
+		"umbra delete notes.umbra --keys alice/m1,alice/m7",
+		"umbra delete notes.umbra --keys-file forgotten.txt",
 	}
 }
 
 type deleteCmd struct {
-	Store   string   `arg:"" optional:"" name:"store" help:"the store to delete from"`
-	IDs     string   `name:"ids" placeholder:"LIST" help:"IDs separated by commas: --ids 4,17,230"`
-	IDsFile string   `name:"ids-file" placeholder:"FILE" help:"an ID file: text with one decimal ID per line, or a 1-D int64/uint64 .npy"`
-	Extra   []string `arg:"" optional:"" hidden:""`
+	Store    string   `arg:"" optional:"" name:"store" help:"the store to delete from"`
+	IDs      string   `name:"ids" placeholder:"LIST" help:"IDs separated by commas: --ids 4,17,230"`
+	IDsFile  string   `name:"ids-file" placeholder:"FILE" help:"an ID file: text with one decimal ID per line, or a 1-D int64/uint64 .npy"`
+	Keys     string   `name:"keys" placeholder:"LIST" help:"keys separated by commas, each as written: --keys alice/m1,alice/m7"`
+	KeysFile string   `name:"keys-file" placeholder:"FILE" help:"a key file: text, one key per line (empty lines skipped)"`
+	Extra    []string `arg:"" optional:"" hidden:""`
 }
 
 func (c *deleteCmd) Validate() error {
+	given := 0
+	for _, f := range []string{c.IDs, c.IDsFile, c.Keys, c.KeysFile} {
+		if f != "" {
+			given++
+		}
+	}
 	switch {
 	case c.Store == "":
 		return usagef("missing STORE: umbra delete STORE --ids 1,2,3")
 	case len(c.Extra) > 0:
 		return usagef("unexpected argument %q", c.Extra[0])
-	case c.IDs == "" && c.IDsFile == "":
-		return usagef("missing the IDs to delete: give --ids 1,2,3 or --ids-file FILE")
-	case c.IDs != "" && c.IDsFile != "":
+	case given == 0:
+		return usagef("missing the vectors to delete: give --ids 1,2,3 or --ids-file FILE, or --keys a,b or --keys-file FILE")
+	case given > 1 && c.IDs != "" && c.IDsFile != "":
 		return usagef("--ids and --ids-file exclude each other: give one")
+	case given > 1:
+		return usagef("--ids, --ids-file, --keys and --keys-file exclude each other: give one (delete by ID or by key)")
 	}
 	if c.IDs != "" {
 		if _, err := parseIDList(c.IDs); err != nil {
+			return usagef("%s", err)
+		}
+	}
+	if c.Keys != "" {
+		if _, err := parseKeyList("--keys", c.Keys); err != nil {
 			return usagef("%s", err)
 		}
 	}
@@ -299,6 +328,9 @@ func parseIDList(s string) ([]uint64, error) {
 }
 
 func (c *deleteCmd) Run(ctx context.Context, e *env) (err error) {
+	if c.Keys != "" || c.KeysFile != "" {
+		return c.byKey(ctx, e)
+	}
 	var ids []uint64
 	flag := "--ids"
 	if c.IDsFile != "" {
@@ -327,8 +359,55 @@ func (c *deleteCmd) Run(ctx context.Context, e *env) (err error) {
 		return fmt.Errorf("%s: %s not stored in %s; nothing was deleted", flag, someIDs(missing), c.Store)
 	}
 	if err := ix.Delete(ctx, engine.WithIDs(ids...)); err != nil {
-		return writeError(c.Store, flag, err)
+		return deleteError(c.Store, flag, err)
 	}
 	fmt.Fprintf(e.stdout, "deleted %d vectors from %s; it holds %d\n", len(ids), c.Store, ix.Len())
 	return nil
+}
+
+// byKey is Run for --keys and --keys-file: every key is read and checked
+// (the rule, repeats) before the store is opened, and looked up before
+// anything is deleted.
+func (c *deleteCmd) byKey(ctx context.Context, e *env) (err error) {
+	var keys []string
+	var at []int
+	flag, unit := "--keys", "entries"
+	if c.KeysFile != "" {
+		flag, unit = "--keys-file "+c.KeysFile, "lines"
+		if keys, at, err = readKeys(ctx, "--keys-file", c.KeysFile, keySet); err != nil {
+			return err
+		}
+		if len(keys) == 0 {
+			return fmt.Errorf("--keys-file %s holds no keys: nothing to delete", c.KeysFile)
+		}
+	} else {
+		if keys, err = parseKeyList("--keys", c.Keys); err != nil {
+			return usagef("%s", err)
+		}
+		at = positions(len(keys))
+	}
+	if err := repeatedKey(keys, at, unit); err != nil {
+		return fmt.Errorf("%s: %s; nothing was deleted", flag, err)
+	}
+	ix, err := openStore(ctx, e, c.Store, engine.Config{Device: engine.CPU})
+	if err != nil {
+		return err
+	}
+	defer closeStore(c.Store, ix, &err)
+	if missing := unstoredKeys(ix, keys); len(missing) > 0 {
+		return fmt.Errorf("%s: %s not stored in %s; nothing was deleted", flag, someKeys(missing), c.Store)
+	}
+	if err := ix.Delete(ctx, engine.WithKeys(keys...)); err != nil {
+		return deleteError(c.Store, flag, err)
+	}
+	fmt.Fprintf(e.stdout, "deleted %d keyed vectors from %s; it holds %d\n", len(keys), c.Store, ix.Len())
+	return nil
+}
+
+// deleteError words the engine's refusal of a delete named by flag.
+func deleteError(path, flag string, err error) error {
+	if errors.Is(err, engine.ErrDuplicateID) || errors.Is(err, engine.ErrNotFound) {
+		return fmt.Errorf("%s: %s; nothing was deleted", flag, cause(err))
+	}
+	return writeError(path, flag, err)
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"slices"
 
 	"github.com/umbravec/umbra/engine"
 )
@@ -20,7 +21,12 @@ renamed): an existing store at --out is replaced whole, or not at all, and
 its old log is removed. Building refuses while another process has the
 store open, and refuses to overwrite a file that is not a store.
 
-Without --ids or --keys the vectors get IDs 0, 1, 2, … in file order.`
+Without --ids the vectors get IDs 0, 1, 2, … in file order. --keys names
+them by string keys too, one line per vector; an empty line leaves that
+vector without a key, as 'umbra export --keys-out' writes one. --ids and
+--keys together rebuild an exported store with the same IDs and keys.
+Keys follow the store's key rule: non-empty UTF-8 text of at most 4096
+bytes without line breaks, each key once.`
 }
 
 func (*buildCmd) Examples() []string {
@@ -28,13 +34,14 @@ func (*buildCmd) Examples() []string {
 		"umbra build --data docs.npy --out docs.umbra",
 		"umbra build --data docs.npy --ids doc-ids.txt --metric dot --out docs.umbra",
 		"umbra build --data docs.npy --precision int8 --out docs.umbra",
+		"umbra build --data export.npy --ids export-ids.npy --keys export-keys.txt --out notes.umbra",
 	}
 }
 
 type buildCmd struct {
 	Data   string   `name:"data" placeholder:"FILE" help:"the vectors (required): .npy (float32, float16), .fvecs or .bvecs"`
 	IDs    string   `name:"ids" placeholder:"FILE" help:"one ID per vector, in the same order: text with one decimal ID per line, or a 1-D int64/uint64 .npy"`
-	Keys   string   `name:"keys" placeholder:"FILE" help:"one string key per vector (text, one per line); the store assigns the IDs and remembers the keys. Not with --ids"`
+	Keys   string   `name:"keys" placeholder:"FILE" help:"one string key per vector, in the same order: text, one key per line (an empty line: a vector without a key); the store remembers the keys"`
 	Metric choice   `name:"metric" choices:"cosine,dot,l2" default:"cosine" placeholder:"M" help:"cosine, dot or l2: what the store ranks by. Under cosine the store keeps each vector scaled to unit length"`
 	Prec   choice   `name:"precision" choices:"f32,f16,int8" default:"f32" placeholder:"P" help:"f32, f16 or int8: the copy of the vectors that searches scan. f16 and int8 read 2x and about 4x fewer bytes and still return the exact float32 answers (the store keeps the float32 vectors; rows the compressed scan cannot rule out are scored again in float32). On a GPU the device holds only the compressed copy"`
 	Out    string   `name:"out" placeholder:"STORE" help:"the store to write (required)"`
@@ -50,8 +57,6 @@ func (b *buildCmd) Validate() error {
 		return usagef("missing required flag --data")
 	case b.Out == "":
 		return usagef("missing required flag --out")
-	case b.IDs != "" && b.Keys != "":
-		return usagef("--ids and --keys exclude each other: with --keys the store assigns the IDs")
 	}
 	return nil
 }
@@ -100,8 +105,7 @@ func (b *buildCmd) stream(ctx context.Context, e *env, metric engine.Metric, pre
 	}
 	var given []uint64
 	var keys []string
-	switch {
-	case b.IDs != "":
+	if b.IDs != "" {
 		if given, err = readIDsUpTo(ctx, e, "--ids", b.IDs, src.Rows()); err != nil {
 			return nil, 0, 0, moreIDs(err, "--data", b.Data, src.Rows())
 		}
@@ -110,13 +114,18 @@ func (b *buildCmd) stream(ctx context.Context, e *env, metric engine.Metric, pre
 				return nil, 0, 0, err
 			}
 		}
-	case b.Keys != "":
-		if keys, err = readKeys(ctx, "--keys", b.Keys); err != nil {
+	}
+	if b.Keys != "" {
+		if keys, err = b.readKeys(ctx, src.Rows(), given); err != nil {
 			return nil, 0, 0, err
 		}
-		if src.Rows() >= 0 && len(keys) != src.Rows() {
-			return nil, 0, 0, fmt.Errorf("--keys %s holds %s, --data %s holds %s: want one key per vector",
-				b.Keys, plural(len(keys), "key"), b.Data, plural(src.Rows(), "vector"))
+		if given == nil && slices.Contains(keys, "") {
+			// Rows without a key get the IDs an Add by key would give
+			// them in a new index: their row numbers.
+			given = make([]uint64, len(keys))
+			for i := range given {
+				given[i] = uint64(i)
+			}
 		}
 	}
 	ix, err := engine.New(ctx, engine.Config{Dim: src.Dim(), Metric: metric, Device: engine.CPU, Precision: prec})
@@ -126,6 +135,10 @@ func (b *buildCmd) stream(ctx context.Context, e *env, metric engine.Metric, pre
 	addCtx, done := e.progress.engineStep(ctx, "indexing "+src.label())
 	var ids []uint64
 	switch {
+	case given != nil && keys != nil:
+		if _, err = ix.Add(addCtx, src, engine.WithIDs(given...), engine.WithKeys(keys...)); err == nil {
+			ids = given
+		}
 	case given != nil:
 		if _, err = ix.Add(addCtx, src, engine.WithIDs(given...)); err == nil {
 			ids = given
@@ -141,7 +154,8 @@ func (b *buildCmd) stream(ctx context.Context, e *env, metric engine.Metric, pre
 	} else if err != nil {
 		if serr := src.sourceError(err); serr != nil {
 			err = serr
-		} else if keys != nil && (errors.Is(err, engine.ErrDuplicateID) || errors.Is(err, engine.ErrIDCount)) {
+		} else if b.IDs == "" && (errors.Is(err, engine.ErrDuplicateID) || errors.Is(err, engine.ErrIDCount)) ||
+			errors.Is(err, engine.ErrInvalidKey) {
 			err = fmt.Errorf("--keys %s: %s", b.Keys, cause(err))
 		} else if errors.Is(err, engine.ErrDuplicateID) || errors.Is(err, engine.ErrIDCount) {
 			err = fmt.Errorf("--ids %s: %s", b.IDs, cause(err))
@@ -154,6 +168,32 @@ func (b *buildCmd) stream(ctx context.Context, e *env, metric engine.Metric, pre
 		return nil, 0, 0, err
 	}
 	return ix, len(ids), src.Dim(), nil
+}
+
+// readKeys reads --keys: one line per row, an empty line a row without a
+// key. A count that is not the rows' or the IDs' (rows < 0: not known
+// before the end) is refused, then a key given twice, by its lines.
+func (b *buildCmd) readKeys(ctx context.Context, rows int, ids []uint64) ([]string, error) {
+	keys, at, err := readKeys(ctx, "--keys", b.Keys, rowKeys)
+	if err != nil {
+		return nil, err
+	}
+	held := plural(len(keys), "key")
+	if n := countEmpty(keys); n > 0 {
+		held = fmt.Sprintf("%d lines (%d of them empty: rows without a key)", len(keys), n)
+	}
+	switch {
+	case rows >= 0 && len(keys) != rows:
+		return nil, fmt.Errorf("--keys %s holds %s, --data %s holds %s: want one line per vector",
+			b.Keys, held, b.Data, plural(rows, "vector"))
+	case ids != nil && len(keys) != len(ids):
+		return nil, fmt.Errorf("--keys %s holds %s, --ids %s holds %s: want one line per ID",
+			b.Keys, held, b.IDs, plural(len(ids), "ID"))
+	}
+	if err := repeatedKey(keys, at, "lines"); err != nil {
+		return nil, fmt.Errorf("--keys %s: %s", b.Keys, err)
+	}
+	return keys, nil
 }
 
 // replaceable refuses an --out that build must not overwrite: a directory,

@@ -15,16 +15,19 @@ import (
 // of the field here (its one-line summary), the help tags of its flags,
 // and its Help and Examples methods.
 type grammar struct {
-	Probe   probeCmd   `cmd:"" name:"probe" help:"list GPU adapters, test each one, and say which one umbra would use"`
-	Build   buildCmd   `cmd:"" name:"build" help:"write a store from a vector file, with optional IDs or keys"`
-	Add     addCmd     `cmd:"" name:"add" help:"add vectors to a store, or replace them with --upsert"`
-	Delete  deleteCmd  `cmd:"" name:"delete" help:"delete vectors from a store by ID"`
-	Info    infoCmd    `cmd:"" name:"info" help:"describe a store: dimension, metric, count, IDs, keys, file sizes"`
-	Search  searchCmd  `cmd:"" name:"search" help:"find the k most similar vectors of a data file or a store for each query"`
-	Export  exportCmd  `cmd:"" name:"export" help:"write a store's vectors (and IDs) to .npy files"`
-	Convert convertCmd `cmd:"" name:"convert" help:"convert a vector file between .npy (float32, float16) and .fvecs"`
-	Version versionCmd `cmd:"" name:"version" help:"print the version, the Go version and whether GPU support is built in"`
-	HelpCmd helpCmd    `cmd:"" name:"help" help:"show help for umbra or one command"`
+	Probe      probeCmd      `cmd:"" name:"probe" help:"list GPU adapters, test each one, and say which one umbra would use"`
+	Build      buildCmd      `cmd:"" name:"build" help:"write a store from a vector file, with optional IDs or keys"`
+	Add        addCmd        `cmd:"" name:"add" help:"add vectors to a store, or replace them with --upsert"`
+	Delete     deleteCmd     `cmd:"" name:"delete" help:"delete vectors from a store by ID or key"`
+	Info       infoCmd       `cmd:"" name:"info" help:"describe a store: dimension, metric, count, IDs, keys, deleted rows, file sizes"`
+	Get        getCmd        `cmd:"" name:"get" help:"print the vectors a store holds under given IDs or keys"`
+	Search     searchCmd     `cmd:"" name:"search" help:"find the k most similar vectors of a data file or a store for each query"`
+	Export     exportCmd     `cmd:"" name:"export" help:"write a store's vectors, IDs and keys to files that build reads back"`
+	Checkpoint checkpointCmd `cmd:"" name:"checkpoint" help:"fold a store's log into its base file"`
+	Compact    compactCmd    `cmd:"" name:"compact" help:"drop a store's deleted rows for good, then checkpoint it"`
+	Convert    convertCmd    `cmd:"" name:"convert" help:"convert a vector file between .npy (float32, float16) and .fvecs"`
+	Version    versionCmd    `cmd:"" name:"version" help:"print the version, the Go version and whether GPU support is built in"`
+	HelpCmd    helpCmd       `cmd:"" name:"help" help:"show help for umbra or one command"`
 }
 
 func (*grammar) Help() string {

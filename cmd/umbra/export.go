@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -11,28 +12,49 @@ import (
 
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
+	"github.com/umbravec/umbra/internal/keyrule"
 )
 
 func (*exportCmd) Help() string {
 	return `Write every vector STORE holds to --out as a 2-D float32 .npy, in
-ascending ID order, and with --ids-out their IDs, in the same order, as a
-1-D uint64 .npy. The vectors are as the store keeps them: under cosine
-each is scaled to unit length, so an export is not the file that was added.
-Both files are written atomically (a temporary file beside each, fsynced,
+ascending ID order; with --ids-out their IDs, in the same order, as a 1-D
+uint64 .npy; and with --keys-out their keys, in the same order, as text,
+one key per line, an empty line for a vector without a key (no key is
+empty, so the two cannot be confused). The vectors are as the store keeps
+them: under cosine each is scaled to unit length, so an export is not the
+file that was added. 'umbra build --data OUT --ids IDS --keys KEYS
+--metric M' rebuilds a store with the same IDs, keys and answers.
+
+Every file is written atomically (a temporary file beside each, fsynced,
 renamed). Export opens the store read-only, without its lock, so it
 works while another process writes the store, and exports what that
 process had acknowledged by the time export read it.`
 }
 
 func (*exportCmd) Examples() []string {
-	return []string{"umbra export docs.umbra --out docs-vectors.npy --ids-out docs-ids.npy"}
+	return []string{
+		"umbra export docs.umbra --out docs-vectors.npy --ids-out docs-ids.npy",
+		"umbra export notes.umbra --out v.npy --ids-out ids.npy --keys-out keys.txt",
+	}
 }
 
 type exportCmd struct {
-	Store  string   `arg:"" optional:"" name:"store" help:"the store to export"`
-	Out    string   `name:"out" placeholder:"FILE.npy" help:"the vectors (required)"`
-	IDsOut string   `name:"ids-out" placeholder:"FILE.npy" help:"the IDs"`
-	Extra  []string `arg:"" optional:"" hidden:""`
+	Store   string   `arg:"" optional:"" name:"store" help:"the store to export"`
+	Out     string   `name:"out" placeholder:"FILE.npy" help:"the vectors (required)"`
+	IDsOut  string   `name:"ids-out" placeholder:"FILE.npy" help:"the IDs"`
+	KeysOut string   `name:"keys-out" placeholder:"FILE" help:"the keys: text, one line per vector, empty for a vector without a key"`
+	Extra   []string `arg:"" optional:"" hidden:""`
+}
+
+// outputs are export's output flags and their files, the given ones.
+func (c *exportCmd) outputs() [][2]string {
+	var outs [][2]string
+	for _, f := range [][2]string{{"--out", c.Out}, {"--ids-out", c.IDsOut}, {"--keys-out", c.KeysOut}} {
+		if f[1] != "" {
+			outs = append(outs, f)
+		}
+	}
+	return outs
 }
 
 func (c *exportCmd) Validate() error {
@@ -43,8 +65,14 @@ func (c *exportCmd) Validate() error {
 		return usagef("unexpected argument %q", c.Extra[0])
 	case c.Out == "":
 		return usagef("missing required flag --out")
-	case c.IDsOut != "" && c.IDsOut == c.Out:
-		return usagef("--out and --ids-out name the same file")
+	}
+	outs := c.outputs()
+	for i, f := range outs {
+		for _, g := range outs[:i] {
+			if f[1] == g[1] {
+				return usagef("%s and %s name the same file", g[0], f[0])
+			}
+		}
 	}
 	for _, f := range [][2]string{{"--out", c.Out}, {"--ids-out", c.IDsOut}} {
 		if f[1] != "" && !strings.EqualFold(filepath.Ext(f[1]), ".npy") {
@@ -55,10 +83,7 @@ func (c *exportCmd) Validate() error {
 }
 
 func (c *exportCmd) Run(ctx context.Context, e *env) (err error) {
-	for _, f := range [][2]string{{"--out", c.Out}, {"--ids-out", c.IDsOut}} {
-		if f[1] == "" {
-			continue
-		}
+	for _, f := range c.outputs() {
 		if err := notDir(f[0], f[1]); err != nil {
 			return err
 		}
@@ -72,6 +97,24 @@ func (c *exportCmd) Run(ctx context.Context, e *env) (err error) {
 	}
 	defer closeStore(c.Store, ix, &err)
 	ids := ix.IDs()
+	var keys []string
+	keyless := 0
+	if c.KeysOut != "" {
+		// Every key is checked before any file is written: a store
+		// written before the key rule may hold one that a line cannot.
+		keys = make([]string, len(ids))
+		for i, id := range ids {
+			key, ok := ix.KeyOf(id)
+			if !ok {
+				keyless++
+				continue
+			}
+			if err := keyrule.Check(key); err != nil {
+				return fmt.Errorf("--keys-out: ID %d of store %s has a key a key file cannot hold: %s; nothing was written", id, c.Store, err)
+			}
+			keys[i] = key
+		}
+	}
 	m := &host.Matrix{Rows: len(ids), Dim: ix.Dim(), Data: make([]float32, 0, len(ids)*ix.Dim())}
 	for _, id := range ids {
 		v, err := ix.Get(id)
@@ -92,6 +135,19 @@ func (c *exportCmd) Run(ctx context.Context, e *env) (err error) {
 			return fmt.Errorf("--ids-out: %s", cause(err))
 		}
 	}
+	if c.KeysOut != "" {
+		err := host.WriteFileAtomic(c.KeysOut, 0o644, func(w io.Writer) error {
+			bw := bufio.NewWriter(w)
+			for _, key := range keys {
+				bw.WriteString(key)
+				bw.WriteByte('\n')
+			}
+			return bw.Flush()
+		})
+		if err != nil {
+			return fmt.Errorf("--keys-out: %s", cause(err))
+		}
+	}
 	fmt.Fprintf(e.stdout, "wrote %s: %d vectors of dimension %d, float32", c.Out, m.Rows, m.Dim)
 	if ix.Metric() == engine.Cosine {
 		fmt.Fprint(e.stdout, " (unit length: the store keeps cosine vectors normalised)")
@@ -99,6 +155,13 @@ func (c *exportCmd) Run(ctx context.Context, e *env) (err error) {
 	fmt.Fprintln(e.stdout)
 	if c.IDsOut != "" {
 		fmt.Fprintf(e.stdout, "wrote %s: %d IDs, uint64\n", c.IDsOut, len(ids))
+	}
+	if c.KeysOut != "" {
+		fmt.Fprintf(e.stdout, "wrote %s: %d keys, one per line", c.KeysOut, len(ids)-keyless)
+		if keyless > 0 {
+			fmt.Fprintf(e.stdout, " (%s without a key: an empty line each)", plural(keyless, "vector"))
+		}
+		fmt.Fprintln(e.stdout)
 	}
 	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"text/tabwriter"
 
 	"github.com/umbravec/umbra/engine"
@@ -15,7 +14,9 @@ import (
 func (*infoCmd) Help() string {
 	return `Open STORE (replaying its log) and print its dimension, metric, how many
 vectors it holds, its lowest and highest ID, how many vectors have a key,
-and the sizes of its base file and of its log (STORE.log). It opens the
+how many deleted rows it still holds ('umbra compact' reclaims them), and
+the sizes of its base file and of its log (STORE.log: 'umbra checkpoint'
+folds it into the base). It opens the
 store read-only, without its lock: while another process writes the store,
 info shows what that process had acknowledged when info read it.`
 }
@@ -50,6 +51,7 @@ type infoJSON struct {
 	MinID     *uint64 `json:"min_id"` // null for an empty store
 	MaxID     *uint64 `json:"max_id"`
 	Keys      int     `json:"keys"`
+	DeadRows  int     `json:"dead_rows"`
 	BaseBytes int64   `json:"base_bytes"`
 	LogBytes  int64   `json:"log_bytes"`
 }
@@ -59,7 +61,8 @@ func (c *infoCmd) Run(ctx context.Context, e *env) (err error) {
 	if err != nil {
 		return err
 	}
-	out := infoJSON{Path: c.Store, Dim: ix.Dim(), Metric: ix.Metric().String(), Precision: ix.Info().Precision.String(), Count: ix.Len()}
+	info := ix.Info()
+	out := infoJSON{Path: c.Store, Dim: ix.Dim(), Metric: ix.Metric().String(), Precision: info.Precision.String(), Count: ix.Len(), DeadRows: info.DeadRows}
 	ids := ix.IDs()
 	if len(ids) > 0 {
 		lo, hi := ids[0], ids[len(ids)-1]
@@ -74,15 +77,7 @@ func (c *infoCmd) Run(ctx context.Context, e *env) (err error) {
 		return fmt.Errorf("store %s: closing: %s", c.Store, cause(err))
 	}
 	// Sizes after Close: what is on disk once the store is released.
-	if out.BaseBytes, err = fileSize(c.Store); err != nil {
-		return err
-	}
-	// The log lies beside the real file when the store is a link to it.
-	real, err := filepath.EvalSymlinks(c.Store)
-	if err != nil {
-		return err
-	}
-	if out.LogBytes, err = fileSize(real + ".log"); err != nil {
+	if out.BaseBytes, out.LogBytes, err = storeSizes(c.Store); err != nil {
 		return err
 	}
 	if c.JSON {
@@ -100,6 +95,7 @@ func (c *infoCmd) Run(ctx context.Context, e *env) (err error) {
 		fmt.Fprintf(tw, "ids\tnone\n")
 	}
 	fmt.Fprintf(tw, "keys\t%d\n", out.Keys)
+	fmt.Fprintf(tw, "deleted\t%d rows not yet reclaimed\n", out.DeadRows)
 	fmt.Fprintf(tw, "base\t%s (%d bytes)\n", c.Store, out.BaseBytes)
 	fmt.Fprintf(tw, "log\t%s.log (%d bytes)\n", c.Store, out.LogBytes)
 	return tw.Flush()

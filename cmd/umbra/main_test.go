@@ -268,7 +268,7 @@ func TestHelpNamesEveryFlag(t *testing.T) {
 	for _, n := range parser.Model.Node.Children {
 		inGrammar = append(inGrammar, n.Name)
 	}
-	require.Equal(t, []string{"probe", "build", "add", "delete", "info", "search", "export", "convert", "version", "help"}, inGrammar)
+	require.Equal(t, []string{"probe", "build", "add", "delete", "info", "get", "search", "export", "checkpoint", "compact", "convert", "version", "help"}, inGrammar)
 	for _, node := range parser.Model.Node.Children {
 		var help bytes.Buffer
 		require.NoError(t, cmdline.PrintHelp(&grammar{}, []string{node.Name}, program(&help), &help))
@@ -308,6 +308,14 @@ func TestCommandHelpIsItsOwn(t *testing.T) {
 		{"probe", []string{"Usage: umbra probe", "--backend=B", "--adapter=NAME", "--power=P", "--json"}, []string{"--queries=", "--data=", "--device="}},
 		{"convert", []string{"Usage: umbra convert", "<in>", "<out>", "--dtype=T", "(default f32)"}, []string{"--backend=", "--queries=", "--json"}},
 		{"add", []string{"Usage: umbra add", "<store>", "--data=FILE", "--upsert"}, []string{"--backend=", "--queries=", "--dtype="}},
+		// export opens the store read-only beside a writer: its help says so
+		// and does not say it fails while another process writes.
+		{"export", []string{"Usage: umbra export", "<store>", "--out=FILE.npy", "--ids-out=FILE.npy", "--keys-out=FILE", "read-only",
+			"without its lock", "empty line"}, []string{"--backend=", "--queries=", "fails while", "is locked"}},
+		{"get", []string{"Usage: umbra get", "<store>", "--ids=LIST", "--keys=LIST", "--json", "read-only"}, []string{"--backend=", "--queries="}},
+		{"delete", []string{"Usage: umbra delete", "<store>", "--ids=LIST", "--ids-file=FILE", "--keys=LIST", "--keys-file=FILE"}, []string{"--backend=", "--json"}},
+		{"compact", []string{"Usage: umbra compact", "<store>", "checkpoint"}, []string{"--backend=", "--json"}},
+		{"checkpoint", []string{"Usage: umbra checkpoint", "<store>", "STORE.log"}, []string{"--backend=", "--json"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.command, func(t *testing.T) {

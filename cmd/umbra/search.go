@@ -24,7 +24,8 @@ func (*searchCmd) Help() string {
 	return `For every row of --queries, find the K vectors of --data, or of the store
 --store, most similar to it. The search is exact: every vector is scored.
 IDs are row numbers of --data, counting from 0, or the store's IDs;
-results are best first, equal scores by lower ID.
+results are best first, equal scores by lower ID. A hit on a store's
+vector that has a key shows the key too.
 
 Files are .npy (2-D, float32 or float16, little-endian, C order) or .fvecs,
 chosen by extension. Both must have the same dimension and at least one
@@ -37,10 +38,18 @@ the engine), search sees every change that process had acknowledged when
 search read the store, and none made later. Search never changes the
 store.
 
+--allow restricts the search to the vectors with the IDs in a file (IDs
+not stored are ignored); --allow-keys, with --store, to the vectors with
+the keys in a file, one key per line (empty lines are skipped; a key the
+store does not hold is an error naming it). Either way the answer is the
+true top K of that subset, and a file naming nothing admits nothing.
+
 --backend, --adapter and --power apply to --device auto and gpu.
 
 Output: comment lines starting with '#' name the backend, adapter and
-inputs; then a table with one line per hit: query, rank, id, score.`
+inputs; then a table with one line per hit: query, rank, id, score, and
+key when a hit has one. A query with no hits (every vector filtered out,
+or none within the threshold) has the line 'QUERY  (no hits)'.`
 }
 
 func (*searchCmd) Examples() []string {
@@ -48,6 +57,7 @@ func (*searchCmd) Examples() []string {
 		"umbra search --data docs.npy --queries questions.npy --k 5",
 		"umbra search --data base.fvecs --queries query.fvecs --k 100 --metric l2 --device gpu --json",
 		"umbra search --store docs.umbra --queries questions.npy --min-score 0.8 --k 20 --allow mine.txt",
+		"umbra search --store notes.umbra --queries q.npy --k 10 --allow-keys alice-keys.txt --json",
 	}
 }
 
@@ -57,6 +67,7 @@ type searchCmd struct {
 	Queries     string          `name:"queries" placeholder:"FILE" help:"the query vectors (required)"`
 	K           int             `name:"k" placeholder:"K" help:"results per query, at least 1 (required without a threshold); K above the number of vectors returns all. With a threshold, K caps the hits per query"`
 	Allow       string          `name:"allow" placeholder:"FILE" help:"search only the vectors with these IDs: an ID file (text, one decimal ID per line, or a 1-D int64/uint64 .npy); IDs that are not there are ignored"`
+	AllowKeys   string          `name:"allow-keys" placeholder:"FILE" help:"(with --store) search only the vectors with these keys: text, one key per line; a key the store does not hold is an error. Not with --allow"`
 	MinScore    *limit          `name:"min-score" placeholder:"T" help:"(cosine, dot) every vector scoring at least T"`
 	MaxDistance *limit          `name:"max-distance" placeholder:"T" help:"(l2) every vector within squared distance T"`
 	Metric      choice          `name:"metric" choices:"cosine,dot,l2" default:"cosine" placeholder:"M" help:"cosine, dot (inner product) or l2 (squared Euclidean distance; lower is better, and it is the score). With --store, the store's metric; a different one is an error"`
@@ -83,6 +94,10 @@ func (s *searchCmd) Validate(kctx *kong.Context) error {
 		return usagef("missing required flag --data (or --store)")
 	case dataGiven && storeGiven:
 		return usagef("--data and --store exclude each other: search a vector file or a store")
+	case cmdline.Given(kctx, "allow-keys") && !storeGiven:
+		return usagef("--allow-keys needs --store: the rows of --data have no keys (use --allow with row numbers)")
+	case cmdline.Given(kctx, "allow-keys") && cmdline.Given(kctx, "allow"):
+		return usagef("--allow and --allow-keys exclude each other: give the subset by IDs or by keys")
 	}
 	if !cmdline.Given(kctx, "queries") {
 		return usagef("missing required flag --queries")
@@ -139,8 +154,9 @@ type searchJSON struct {
 	Data        string       `json:"data"`  // --data as given, "" with --store
 	Store       string       `json:"store"` // --store as given, "" with --data
 	Queries     string       `json:"queries"`
-	Allow       string       `json:"allow"`     // --allow as given, or ""
-	MinScore    *float64     `json:"min_score"` // the threshold, or null
+	Allow       string       `json:"allow"`      // --allow as given, or ""
+	AllowKeys   string       `json:"allow_keys"` // --allow-keys as given, or ""
+	MinScore    *float64     `json:"min_score"`  // the threshold, or null
 	MaxDistance *float64     `json:"max_distance"`
 	Results     []resultJSON `json:"results"`
 }
@@ -151,6 +167,7 @@ type resultJSON struct {
 
 type hitJSON struct {
 	ID    uint64 `json:"id"`
+	Key   string `json:"key,omitempty"` // only where the row has one
 	Score score  `json:"score"`
 }
 
@@ -205,6 +222,11 @@ func (o *searchCmd) Run(ctx context.Context, e *env) (err error) {
 			return err
 		}
 	}
+	if o.AllowKeys != "" {
+		if allow, err = o.allowedKeys(ctx, e, ix); err != nil {
+			return err
+		}
+	}
 	var data *host.Matrix
 	if ix == nil {
 		data, err = loadMatrix(ctx, e, "--data", o.Data)
@@ -245,9 +267,9 @@ func (o *searchCmd) Run(ctx context.Context, e *env) (err error) {
 		qs[i] = queries.Row(i)
 	}
 	var opts []engine.SearchOption
-	if o.Allow != "" {
-		// An allow file with no IDs admits nothing: the filter narrows to
-		// no hits, it never falls away.
+	if o.Allow != "" || o.AllowKeys != "" {
+		// An allow file with no IDs (or keys) admits nothing: the filter
+		// narrows to no hits, it never falls away.
 		opts = append(opts, engine.Allow(allow...))
 	}
 	threshold, ranged := o.threshold()
@@ -291,6 +313,7 @@ func (o *searchCmd) Run(ctx context.Context, e *env) (err error) {
 		Store:     o.Store,
 		Queries:   o.Queries,
 		Allow:     o.Allow,
+		AllowKeys: o.AllowKeys,
 		Results:   make([]resultJSON, len(all)),
 	}
 	if given := float64(threshold); ranged && metric.HigherIsBetter() {
@@ -305,7 +328,7 @@ func (o *searchCmd) Run(ctx context.Context, e *env) (err error) {
 	for i, hits := range all {
 		r := resultJSON{Hits: make([]hitJSON, len(hits))}
 		for j, h := range hits {
-			r.Hits[j] = hitJSON{ID: h.ID, Score: score(h.Score)}
+			r.Hits[j] = hitJSON{ID: h.ID, Key: h.Key, Score: score(h.Score)}
 		}
 		out.Results[i] = r
 	}
@@ -314,6 +337,27 @@ func (o *searchCmd) Run(ctx context.Context, e *env) (err error) {
 		return json.NewEncoder(e.stdout).Encode(out)
 	}
 	return writeSearchText(e.stdout, out)
+}
+
+// allowedKeys reads --allow-keys and returns the IDs the store holds under
+// its keys; a key it does not hold is an error naming it (a mistyped key
+// would otherwise narrow the search silently).
+func (o *searchCmd) allowedKeys(ctx context.Context, e *env, ix *engine.Index) ([]uint64, error) {
+	done := e.progress.step("loading " + o.AllowKeys)
+	defer done()
+	keys, _, err := readKeys(ctx, "--allow-keys", o.AllowKeys, keySet)
+	if err != nil {
+		return nil, err
+	}
+	if missing := unstoredKeys(ix, keys); len(missing) > 0 {
+		return nil, fmt.Errorf("--allow-keys %s: %s not stored in %s", o.AllowKeys, someKeys(missing), o.Store)
+	}
+	ids := make([]uint64, 0, len(keys))
+	for _, k := range keys {
+		id, _ := ix.Lookup(k)
+		ids = append(ids, id)
+	}
+	return ids, nil
 }
 
 // threshold returns --min-score or --max-distance, and whether one was given.
@@ -447,13 +491,35 @@ func writeSearchText(w io.Writer, r searchJSON) error {
 	if r.Allow != "" {
 		source += ", only IDs in " + r.Allow
 	}
+	if r.AllowKeys != "" {
+		source += ", only keys in " + r.AllowKeys
+	}
 	fmt.Fprintf(w, "# metric %s, %s; %s of dimension %d; queries %s: %d rows\n",
 		r.Metric, bound, source, r.Dim, r.Queries, len(r.Results))
+	// The key column is there when a hit has a key, last, where a key
+	// with spaces cannot shift the columns before it.
+	keyed := false
+	for _, res := range r.Results {
+		for _, h := range res.Hits {
+			keyed = keyed || h.Key != ""
+		}
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "query\trank\tid\tscore")
+	if keyed {
+		fmt.Fprintln(tw, "query\trank\tid\tscore\tkey")
+	} else {
+		fmt.Fprintln(tw, "query\trank\tid\tscore")
+	}
 	for q, res := range r.Results {
+		if len(res.Hits) == 0 {
+			fmt.Fprintf(tw, "%d\t(no hits)\n", q)
+		}
 		for rank, h := range res.Hits {
-			fmt.Fprintf(tw, "%d\t%d\t%d\t%s\n", q, rank+1, h.ID, h.Score.text())
+			if keyed {
+				fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\n", q, rank+1, h.ID, h.Score.text(), textKey(h.Key))
+			} else {
+				fmt.Fprintf(tw, "%d\t%d\t%d\t%s\n", q, rank+1, h.ID, h.Score.text())
+			}
 		}
 	}
 	return tw.Flush()

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -117,34 +118,57 @@ func decodeSearch(t *testing.T, r result) searchJSON {
 	return s
 }
 
-// parseSearchText reads the text table back into per-query hits.
+// parseSearchText reads the text table back into per-query hits: lines
+// "query rank id score [key]", and "query (no hits)" for a query without.
 func parseSearchText(t *testing.T, out string, queries int) [][]hitJSON {
 	t.Helper()
 	all := make([][]hitJSON, queries)
-	header := false
+	seen := make([]bool, queries)
+	header, keyed := false, false
+	hit := regexp.MustCompile(`^(\d+)\s+(\d+)\s+(\d+)\s+(\S+)(?:\s+(.*))?$`)
+	none := regexp.MustCompile(`^(\d+)\s+\(no hits\)$`)
 	for _, line := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
 		if strings.HasPrefix(line, "#") {
 			continue
 		}
-		f := strings.Fields(line)
-		require.Len(t, f, 4, "line %q", line)
 		if !header {
-			require.Equal(t, []string{"query", "rank", "id", "score"}, f)
+			f := strings.Fields(line)
+			keyed = len(f) == 5
+			want := []string{"query", "rank", "id", "score"}
+			if keyed {
+				want = append(want, "key")
+			}
+			require.Equal(t, want, f)
 			header = true
 			continue
 		}
-		q, err := strconv.Atoi(f[0])
+		if m := none.FindStringSubmatch(line); m != nil {
+			q, err := strconv.Atoi(m[1])
+			require.NoError(t, err)
+			require.False(t, seen[q], "query %d has hits and a no-hits line", q)
+			seen[q] = true
+			all[q] = []hitJSON{}
+			continue
+		}
+		m := hit.FindStringSubmatch(line)
+		require.NotNil(t, m, "line %q", line)
+		q, err := strconv.Atoi(m[1])
 		require.NoError(t, err)
-		rank, err := strconv.Atoi(f[1])
+		rank, err := strconv.Atoi(m[2])
 		require.NoError(t, err)
-		id, err := strconv.ParseUint(f[2], 10, 64)
+		id, err := strconv.ParseUint(m[3], 10, 64)
 		require.NoError(t, err)
-		s, err := strconv.ParseFloat(f[3], 32)
+		s, err := strconv.ParseFloat(m[4], 32)
 		require.NoError(t, err)
 		require.Equal(t, len(all[q])+1, rank, "line %q", line)
-		all[q] = append(all[q], hitJSON{ID: id, Score: score(s)})
+		require.True(t, keyed || m[5] == "", "a key without a key column: %q", line)
+		seen[q] = true
+		all[q] = append(all[q], hitJSON{ID: id, Key: m[5], Score: score(s)})
 	}
 	require.True(t, header, "no table header in\n%s", out)
+	for q, ok := range seen {
+		require.True(t, ok, "query %d has no line in\n%s", q, out)
+	}
 	return all
 }
 

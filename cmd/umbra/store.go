@@ -187,32 +187,6 @@ func badID(s string) string {
 	return fmt.Sprintf("%q is not an ID: want one decimal whole number per line (or a 1-D int64/uint64 .npy)", s)
 }
 
-// readKeys reads a key file: text, one key per line, taken as written
-// (only a Windows line end is dropped). An empty line is an error, since
-// an empty key could not be looked up.
-func readKeys(ctx context.Context, flag, path string) ([]string, error) {
-	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
-		return nil, fmt.Errorf("%s %s is a directory: want a text file with one key per line", flag, path)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %s", flag, cause(err))
-	}
-	defer f.Close()
-	var keys []string
-	err = eachLine(ctx, f, func(n int, line string) error {
-		if line == "" {
-			return fmt.Errorf("%s %s, line %d is empty: want one non-empty key per line", flag, path, n)
-		}
-		keys = append(keys, line)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return keys, nil
-}
-
 // eachLine calls fn with each line of r and its number from 1, without its
 // line end; a final line end does not start another line.
 func eachLine(ctx context.Context, r io.Reader, fn func(n int, line string) error) error {

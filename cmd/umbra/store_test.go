@@ -464,7 +464,7 @@ func TestStoreErrors(t *testing.T) {
 		code int
 		want []string // all in the error line
 	}{
-		{"build ids and keys", []string{"build", "--data", data, "--ids", idsPath, "--keys", idsPath, "--out", out("x.umbra")}, exitUsage, []string{"--ids and --keys"}},
+		{"build ids and keys, counts differ", []string{"build", "--data", data, "--ids", idsPath, "--keys", writeFile(t, dir, "k31.txt", []byte(strings.Repeat("k\n", 31))), "--out", out("x.umbra")}, exitFailure, []string{"--keys", "k31.txt", "31 keys", "30 vectors"}},
 		{"build without out", []string{"build", "--data", data}, exitUsage, []string{"missing required flag --out"}},
 		{"build without data", []string{"build", "--out", out("x.umbra")}, exitUsage, []string{"missing required flag --data"}},
 		{"build id count", []string{"build", "--data", data, "--ids", writeIDsText(t, dir, "short.txt", ids[:29]), "--out", out("x.umbra")}, exitFailure, []string{"--ids", "short.txt", "29 IDs", "30 vectors"}},
