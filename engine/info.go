@@ -33,9 +33,10 @@ type Info struct {
 	// Limits.Overflow keeps the rows past Limits.MaxDeviceBytes on the CPU.
 	DeviceRows int
 	ChunkRows  int    // rows per device buffer
-	CPUKernel  string // the fallback's dot-product kernel, e.g. "avx2+fma"
+	CPUKernel  string // the fallback's dot-product kernel, e.g. "avx2+fma", "neon"
 	// Precision is the index's storage precision; QuantKernel names the
-	// CPU's kernel for compressed rows (empty under F32).
+	// CPU's kernel for compressed rows, e.g. "avx512vnni", "neon+dotprod"
+	// (empty under F32).
 	Precision   Precision
 	QuantKernel string
 	// Reason says why the fallback serves searches under Device Auto

@@ -4,7 +4,8 @@
 // ranked [Hit]s.
 //
 // It owns the float32 CPU kernels (portable Go everywhere, AVX2+FMA and
-// AVX-512 assembly on amd64 chosen once at init by CPU feature detection;
+// AVX-512 assembly on amd64 and NEON on arm64, chosen once at init by CPU
+// feature detection;
 // the purego build tag forces the portable ones), the split of a slab's
 // blocks across goroutines (internal/parallel), and the query/row tiling of batch search that lets each row be
 // read from memory once per block of queries ([QueryBlock] queries). Results

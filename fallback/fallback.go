@@ -112,6 +112,6 @@ func (s Slab) query(q []float32) ([]float32, error) {
 	return nil, fmt.Errorf("%w: len %d, dim %d, stride %d", ErrQueryLen, len(q), s.Dim, s.Stride)
 }
 
-// Kernel names the scoring kernels chosen at init: "avx512", "avx2+fma" or
-// "generic".
+// Kernel names the scoring kernels chosen at init: "avx512", "avx2+fma",
+// "neon" (arm64) or "generic".
 func Kernel() string { return active.name }

@@ -35,8 +35,8 @@ var genericKernels = kernelSet{
 	sumRows: sumRowsGo,
 }
 
-// active is chosen once at init (see dot_amd64.go / dot_generic.go) and only
-// read afterwards.
+// active is chosen once at init (see dot_amd64.go, dot_arm64.go,
+// dot_generic.go) and only read afterwards.
 var active = genericKernels
 
 func (ks *kernelSet) rows(m Metric) rowsKernel {

@@ -268,7 +268,7 @@ func TestCancelled(t *testing.T) {
 }
 
 func TestKernelNamed(t *testing.T) {
-	if !slices.Contains([]string{"avx512", "avx2+fma", "generic"}, Kernel()) {
+	if !slices.Contains([]string{"avx512", "avx2+fma", "neon", "generic"}, Kernel()) {
 		t.Errorf("unknown kernel name %q", Kernel())
 	}
 	t.Logf("kernel %s", Kernel())

@@ -17,4 +17,8 @@
 // assembly on amd64, chosen at init; QuantKernel names them) live here,
 // beside the bounds they feed. internal/gpu does not import this package:
 // the engine hands a device's sums to it.
+//
+// On arm64 the kernels are NEON (quant_arm64.go): int8 with the Armv8.2
+// dot-product instructions where the CPU has them ("neon+dotprod") and
+// widening multiply-adds where not ("neon"), float16 widened by FCVTL.
 package exact

@@ -235,7 +235,7 @@ func TestReserveGrowsOnce(t *testing.T) {
 // differently), and partial sums that do not start at zero.
 func TestSumLanesKernelMatchesGo(t *testing.T) {
 	r := testkit.Rand(t)
-	t.Logf("assembly kernel in use: %v", haveAVX2)
+	t.Logf("assembly kernel in use: %v", haveAsm)
 	for range 300 {
 		v := randRow(r, lanes*(1+r.IntN(40)))
 		if r.IntN(2) == 0 {
@@ -298,7 +298,7 @@ func TestSumSquares(t *testing.T) {
 // for products that overflow, underflow to subnormals, or round to zero.
 func TestScaleKernelMatchesGo(t *testing.T) {
 	r := testkit.Rand(t)
-	t.Logf("assembly kernel in use: %v", haveAVX2)
+	t.Logf("assembly kernel in use: %v", haveAsm)
 	for n := range 40 {
 		for range 20 {
 			v := randRow(r, max(n, 1))[:n]

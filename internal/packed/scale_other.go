@@ -1,9 +1,9 @@
-//go:build !amd64 || purego
+//go:build (!amd64 && !arm64) || purego
 
 package packed
 
-// haveAVX2 is false without the assembly kernel.
-const haveAVX2 = false
+// haveAsm is false without an assembly kernel.
+const haveAsm = false
 
 // scaleValues writes float32(float64(v[j])*inv) to dst[j].
 func scaleValues(dst, v []float32, inv float64) { scaleGo(dst, v, inv) }
