@@ -3,37 +3,24 @@ package exact
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // These helpers came with the tests from package fallback when the exact
-// search of compressed rows moved here (fallback/helpers_test.go has the
-// originals for the float32 search); issue 20's shared test-helper package
-// is where both copies end.
+// search of compressed rows moved here; the generator is the one every test
+// draws from (testkit.Rand, replayed with UMBRA_SEED).
 
-var seedFlag = flag.Uint64("seed", 0, "random seed for test data (0: from the clock)")
-
-// newRand returns a generator seeded from -seed or the clock, and logs the
-// seed so a failure can be replayed with -seed.
-func newRand(t testing.TB) *rand.Rand {
-	t.Helper()
-	seed := *seedFlag
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
-	}
-	t.Logf("seed %d", seed)
-	return rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
-}
+// newRand is the test's generator from testkit.
+func newRand(t testing.TB) *rand.Rand { return testkit.Rand(t) }
 
 // randVec fills a vector with uniform values in [-1, 1).
 func randVec(r *rand.Rand, n int) []float32 {
