@@ -112,7 +112,7 @@ type Config struct {
 	// Precision is how the copy of the vectors that searches scan is
 	// held: F32 (the default), F16 or Int8. Answers are the exact float32
 	// ones at every precision (see Precision). A store keeps its own: Open
-	// takes the store's precision, not this field's.
+	// takes the store's, and refuses another non-zero one.
 	Precision Precision
 	Device    Device // Auto by default
 	// Adapters picks the GPU adapters the index runs on. Empty: the best

@@ -84,10 +84,12 @@ func LogSync(interval time.Duration) OpenOption {
 // Delete is written to the store's log before the call returns (fsynced
 // per call, or as LogSync says), Checkpoint folds the log into the base
 // file, and Close releases the store. With ReadOnly the store is read and
-// never written (see ReadOnly). An existing store
-// gives Dim and Metric (a non-zero cfg.Dim must match); its log is replayed
-// up to its last complete record, and the temporary files a writer killed
-// mid-write left beside it are removed. A second Open of the same store, in
+// never written (see ReadOnly). An existing store gives Dim, Metric and
+// Precision: a zero field of cfg takes the store's, another must equal it
+// (ErrInvalidConfig), so a Dot config never silently opens a cosine store
+// (Cosine and F32, the zero values, cannot be told from "the store's").
+// Its log is replayed up to its last complete record, and the temporary
+// files a writer killed mid-write left beside it are removed. A second Open of the same store, in
 // this process or another, fails with ErrLocked; a damaged file with
 // ErrBadStore naming the section.
 func Open(ctx context.Context, path string, cfg Config, opts ...OpenOption) (ix *Index, err error) {
@@ -171,8 +173,16 @@ func loadStore(ctx context.Context, path string, cfg Config, create bool) (ix *I
 	case err != nil:
 		return nil, 0, storeError(path, err)
 	}
+	// Dim, Metric and Precision are the store's: a zero field takes the
+	// store's value, any other must equal it.
 	if cfg.Dim != 0 && cfg.Dim != head.Dim {
 		return nil, 0, fmt.Errorf("%w: the store %s holds dimension %d, Config.Dim is %d", ErrInvalidConfig, path, head.Dim, cfg.Dim)
+	}
+	if m := Metric(head.Metric); cfg.Metric != 0 && cfg.Metric != m {
+		return nil, 0, fmt.Errorf("%w: the store %s ranks by %v, Config.Metric is %v", ErrInvalidConfig, path, m, cfg.Metric)
+	}
+	if p := Precision(head.Precision); cfg.Precision != 0 && cfg.Precision != p {
+		return nil, 0, fmt.Errorf("%w: the store %s holds precision %v, Config.Precision is %v", ErrInvalidConfig, path, p, cfg.Precision)
 	}
 	cfg.Dim, cfg.Metric, cfg.Precision = head.Dim, Metric(head.Metric), Precision(head.Precision)
 	if err := cfg.validate(); err != nil {

@@ -318,3 +318,33 @@ func TestAdaptersValidated(t *testing.T) {
 	_, err = engine.New(context.Background(), engine.Config{Dim: 2, Coalesce: engine.Coalesce{Wait: -1}})
 	require.ErrorIs(t, err, engine.ErrInvalidConfig)
 }
+
+// TestOpenRefusesAnotherMetricOrPrecision: a store keeps its metric and
+// precision; a config that names others is refused, and the zero values
+// take the store's.
+func TestOpenRefusesAnotherMetricOrPrecision(t *testing.T) {
+	r := testkit.Rand(t)
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "s.umbra")
+	st, err := engine.Open(ctx, path, engine.Config{Dim: 3, Metric: engine.L2, Precision: engine.Int8, Device: engine.CPU})
+	require.NoError(t, err)
+	_, err = st.Add(ctx, engine.Vectors(testkit.Vectors(r, 5, 3)))
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	for _, cfg := range []engine.Config{
+		{Metric: engine.Dot, Device: engine.CPU},
+		{Precision: engine.F16, Device: engine.CPU},
+		{Dim: 4, Device: engine.CPU},
+	} {
+		_, err := engine.Open(ctx, path, cfg)
+		require.ErrorIs(t, err, engine.ErrInvalidConfig, "%+v", cfg)
+		_, err = engine.Open(ctx, path, cfg, engine.ReadOnly())
+		require.ErrorIs(t, err, engine.ErrInvalidConfig, "read-only, %+v", cfg)
+	}
+	st, err = engine.Open(ctx, path, engine.Config{Device: engine.CPU})
+	require.NoError(t, err)
+	defer st.Close()
+	require.Equal(t, engine.L2, st.Metric())
+	require.Equal(t, engine.Int8, st.Info().Precision)
+	require.Equal(t, 5, st.Len())
+}
