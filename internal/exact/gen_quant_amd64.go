@@ -35,14 +35,25 @@ var qPtr = []string{"SI", "R9", "R10", "R11"}
 // reduce4 sums the lanes of Z<a>..Z<a+3> into the four lanes of X<a>, in
 // that order; integer or float lanes.
 func reduce4(a int, integer bool) {
-	add, hadd, ext := "VADDPS", "VHADDPS", "VEXTRACTF128"
 	ext4 := "VEXTRACTF64X4"
+	add := "VADDPS"
 	if integer {
-		add, hadd, ext, ext4 = "VPADDD", "VPHADDD", "VEXTRACTI128", "VEXTRACTI64X4"
+		ext4, add = "VEXTRACTI64X4", "VPADDD"
 	}
 	for k := a; k < a+4; k++ {
 		ins("%s $1, Z%d, Y26", ext4, k)
 		ins("%s Y26, Y%d, Y%d", add, k, k)
+	}
+	reduce4Y(a, integer)
+}
+
+// reduce4Y sums the lanes of Y<a>..Y<a+3> into the four lanes of X<a>, in
+// that order: the tail of reduce4, and the whole reduction of the AVX2
+// kernels (VEX only, so registers below 16).
+func reduce4Y(a int, integer bool) {
+	add, hadd, ext := "VADDPS", "VHADDPS", "VEXTRACTF128"
+	if integer {
+		add, hadd, ext = "VPADDD", "VPHADDD", "VEXTRACTI128"
 	}
 	ins("%s Y%d, Y%d, Y%d", hadd, a+1, a, a)
 	ins("%s Y%d, Y%d, Y%d", hadd, a+3, a+2, a+2)
@@ -277,6 +288,308 @@ func f16Panel() {
 	ins("RET")
 }
 
+// The AVX2 kernels: VEX encodings only, so sixteen Y registers, eight int32
+// or float32 lanes an accumulator. The batch panels hold four rows against
+// two queries (eight accumulators), as the float32 AVX2 panel does. Every
+// (row, query) pair still owns one accumulator, fed in the rows kernel's
+// order and reduced by reduce4Y, so a pair's sum is the same bits in the
+// rows kernel and in the panel.
+
+// vpdpbusd emits the VEX (AVX-VNNI) VPDPBUSD Y<acc> += Σ₄ unsigned bytes
+// of Y<u> × signed bytes of Y<s>, by hand: the Go assembler knows only the
+// EVEX form, which needs AVX-512 VL on the CPU. VEX.256.66.0F38.W0 50 /r
+// with ModRM.reg = acc, VEX.vvvv = u, ModRM.rm = s (registers only).
+func vpdpbusd(acc, u, s int) {
+	b1 := 0xE2 // R̄ X̄ B̄ set, map 0F38
+	if acc >= 8 {
+		b1 &^= 0x80
+	}
+	if s >= 8 {
+		b1 &^= 0x20
+	}
+	b2 := (15-u)<<3 | 0x05 // W0, v̄vvv, L=256, pp=66
+	modrm := 0xC0 | (acc&7)<<3 | s&7
+	ins("BYTE $0xC4; BYTE $0x%02X; BYTE $0x%02X; BYTE $0x50; BYTE $0x%02X // VPDPBUSD Y%d, Y%d, Y%d (VEX)", b1, b2, modrm, s, u, acc)
+}
+
+// i8Step emits one 32-byte step of an int8 AVX2 kernel at displacement
+// off: the queries' codes (signed bytes, at off(qp[j])(AX*1)) split into
+// sign-extended even and odd 16-bit halves, each row (unsigned bytes) into
+// zero-extended even and odd halves (mask Y15 = 0x00FF words), and
+// VPMADDWD multiplies 16-bit pairs into 32-bit sums that VPADDD adds to
+// the accumulator Y<acc(j, r)>. A product is at most 255·127 in size and a
+// pair 64,770, far inside int32, so nothing saturates: the sums are exact,
+// unlike VPMADDUBSW's, whose 16-bit pair sums saturate at 32,767.
+// Registers: q even Y<qe[j]>, odd Y<qe[j]+1>; row halves Y<rt[r]>,
+// Y<rt[r]+1>; products into the two of tmp(r) (which may be one).
+func i8Step(off int, qp []string, qe []int, rows []string, rt []int, acc func(j, r int) int, tmp func(r int) (int, int)) {
+	for j := range qp {
+		e, o := qe[j], qe[j]+1
+		ins("VMOVDQU %d(%s)(AX*1), Y%d", off, qp[j], o)
+		ins("VPSLLW $8, Y%d, Y%d", o, e)
+		ins("VPSRAW $8, Y%d, Y%d", e, e)
+		ins("VPSRAW $8, Y%d, Y%d", o, o)
+	}
+	for r := range rows {
+		lo, hi := rt[r], rt[r]+1
+		ins("VMOVDQU %d(%s)(AX*1), Y%d", off, rows[r], lo)
+		ins("VPSRLW $8, Y%d, Y%d", lo, hi)
+		ins("VPAND Y15, Y%d, Y%d", lo, lo)
+		for j := range qp {
+			t0, t1 := tmp(r)
+			a := acc(j, r)
+			ins("VPMADDWD Y%d, Y%d, Y%d", qe[j], lo, t0)
+			ins("VPADDD Y%d, Y%d, Y%d", t0, a, a)
+			ins("VPMADDWD Y%d, Y%d, Y%d", qe[j]+1, hi, t1)
+			ins("VPADDD Y%d, Y%d, Y%d", t1, a, a)
+		}
+	}
+}
+
+// i8RowsYmm: func i8RowsAVX2 / i8RowsAVXVNNI(dst *int32, q *int8, rows
+// *uint8, stride, n, groups int): i8Rows with eight-lane accumulators, n a
+// multiple of 64.
+func i8RowsYmm(vnni bool) {
+	name := "i8RowsAVX2"
+	if vnni {
+		name = "i8RowsAVXVNNI"
+	}
+	emit("")
+	emit("// func %s(dst *int32, q *int8, rows *uint8, stride, n, groups int)", name)
+	emit("TEXT ·%s(SB), NOSPLIT, $0-48", name)
+	ins("MOVQ dst+0(FP), DI")
+	ins("MOVQ q+8(FP), SI")
+	ins("MOVQ rows+16(FP), DX")
+	ins("MOVQ stride+24(FP), R8")
+	ins("LEAQ (R8)(R8*2), R9")
+	ins("MOVQ n+32(FP), R12")
+	ins("SHRQ $6, R12")
+	ins("MOVQ groups+40(FP), R10")
+	if !vnni {
+		ins("VPCMPEQW Y15, Y15, Y15")
+		ins("VPSRLW $8, Y15, Y15")
+	}
+	emit("group_%s:", name)
+	ins("LEAQ (DX)(R8*1), BX")
+	ins("LEAQ (DX)(R8*2), R13")
+	ins("LEAQ (DX)(R9*1), R14")
+	for r := 0; r < 4; r++ {
+		ins("VPXOR Y%d, Y%d, Y%d", r, r, r)
+	}
+	ins("XORQ AX, AX")
+	ins("MOVQ R12, CX")
+	ins("TESTQ CX, CX")
+	ins("JZ reduce_%s", name)
+	emit("chunk_%s:", name)
+	for off := 0; off < 64; off += 32 {
+		if vnni {
+			ins("VMOVDQU %d(SI)(AX*1), Y4", off)
+			for r := 0; r < 4; r++ {
+				ins("VMOVDQU %d(%s)(AX*1), Y%d", off, rowPtr[r], 5+r)
+				vpdpbusd(r, 5+r, 4)
+			}
+			continue
+		}
+		i8Step(off, []string{"SI"}, []int{4}, rowPtr, []int{6, 8, 10, 12},
+			func(j, r int) int { return r }, func(r int) (int, int) { return 6 + 2*r, 7 + 2*r })
+	}
+	ins("ADDQ $64, AX")
+	ins("DECQ CX")
+	ins("JNZ chunk_%s", name)
+	emit("reduce_%s:", name)
+	reduce4Y(0, true)
+	ins("VMOVDQU X0, (DI)")
+	ins("ADDQ $16, DI")
+	ins("LEAQ (DX)(R8*4), DX")
+	ins("DECQ R10")
+	ins("JNZ group_%s", name)
+	ins("VZEROUPPER")
+	ins("RET")
+}
+
+// i8PanelYmm: func i8Panel2x4AVX2 / i8Panel2x4AVXVNNI(dst *int32, ldd
+// int, qs *int8, qstride int, rows *uint8, rstride, n, groups int):
+// dst[j*ldd+r] for r < 4, j < 2*groups; the accumulator of (query j, row
+// r) is Y(4j+r).
+func i8PanelYmm(vnni bool) {
+	name := "i8Panel2x4AVX2"
+	if vnni {
+		name = "i8Panel2x4AVXVNNI"
+	}
+	emit("")
+	emit("// func %s(dst *int32, ldd int, qs *int8, qstride int, rows *uint8, rstride, n, groups int)", name)
+	emit("TEXT ·%s(SB), NOSPLIT, $8-64", name)
+	ins("MOVQ dst+0(FP), DI")
+	ins("MOVQ qs+16(FP), SI")
+	ins("MOVQ rows+32(FP), DX")
+	ins("MOVQ rstride+40(FP), CX")
+	for r := 1; r < 4; r++ {
+		ins("LEAQ (%s)(CX*1), %s", rowPtr[r-1], rowPtr[r])
+	}
+	ins("MOVQ qstride+24(FP), R8")
+	ins("MOVQ n+48(FP), R12")
+	ins("SHRQ $6, R12")
+	ins("MOVQ groups+56(FP), CX")
+	ins("MOVQ CX, left-8(SP)")
+	if !vnni {
+		ins("VPCMPEQW Y15, Y15, Y15")
+		ins("VPSRLW $8, Y15, Y15")
+	}
+	emit("group_%s:", name)
+	ins("LEAQ (SI)(R8*1), R9")
+	for a := 0; a < 8; a++ {
+		ins("VPXOR Y%d, Y%d, Y%d", a, a, a)
+	}
+	ins("XORQ AX, AX")
+	ins("MOVQ R12, CX")
+	ins("TESTQ CX, CX")
+	ins("JZ reduce_%s", name)
+	emit("chunk_%s:", name)
+	for off := 0; off < 64; off += 32 {
+		if vnni {
+			for j := 0; j < 2; j++ {
+				ins("VMOVDQU %d(%s)(AX*1), Y%d", off, qPtr[j], 8+j)
+			}
+			for r := 0; r < 4; r++ {
+				ins("VMOVDQU %d(%s)(AX*1), Y10", off, rowPtr[r])
+				for j := 0; j < 2; j++ {
+					vpdpbusd(4*j+r, 10, 8+j)
+				}
+			}
+			continue
+		}
+		i8Step(off, qPtr[:2], []int{8, 10}, rowPtr, []int{12, 12, 12, 12},
+			func(j, r int) int { return 4*j + r }, func(int) (int, int) { return 14, 14 })
+	}
+	ins("ADDQ $64, AX")
+	ins("DECQ CX")
+	ins("JNZ chunk_%s", name)
+	emit("reduce_%s:", name)
+	ins("MOVQ ldd+8(FP), CX")
+	ins("SHLQ $2, CX")
+	reduce4Y(0, true)
+	ins("VMOVDQU X0, (DI)")
+	reduce4Y(4, true)
+	ins("VMOVDQU X4, (DI)(CX*1)")
+	ins("LEAQ (DI)(CX*2), DI")
+	ins("LEAQ (SI)(R8*2), SI")
+	ins("DECQ left-8(SP)")
+	ins("JNZ group_%s", name)
+	ins("VZEROUPPER")
+	ins("RET")
+}
+
+// f16RowsAVX2: func f16RowsAVX2(dst, q *float32, rows *uint16, stride, n,
+// groups int): f16Rows with eight-lane accumulators (VCVTPH2PS from F16C
+// widens eight halves exactly, VFMADD231PS from FMA), n a multiple of 16.
+func f16RowsAVX2() {
+	name := "f16RowsAVX2"
+	emit("")
+	emit("// func %s(dst, q *float32, rows *uint16, stride, n, groups int)", name)
+	emit("TEXT ·%s(SB), NOSPLIT, $0-48", name)
+	ins("MOVQ dst+0(FP), DI")
+	ins("MOVQ q+8(FP), SI")
+	ins("MOVQ rows+16(FP), DX")
+	ins("MOVQ stride+24(FP), R8")
+	ins("SHLQ $1, R8")
+	ins("LEAQ (R8)(R8*2), R9")
+	ins("MOVQ n+32(FP), R12")
+	ins("SHRQ $4, R12")
+	ins("MOVQ groups+40(FP), R10")
+	emit("group_%s:", name)
+	ins("LEAQ (DX)(R8*1), BX")
+	ins("LEAQ (DX)(R8*2), R13")
+	ins("LEAQ (DX)(R9*1), R14")
+	for r := 0; r < 4; r++ {
+		ins("VXORPS Y%d, Y%d, Y%d", r, r, r)
+	}
+	ins("XORQ AX, AX")
+	ins("MOVQ R12, CX")
+	ins("TESTQ CX, CX")
+	ins("JZ reduce_%s", name)
+	emit("chunk_%s:", name)
+	for h := 0; h < 2; h++ {
+		ins("VMOVUPS %d(SI)(AX*2), Y4", 32*h)
+		for r := 0; r < 4; r++ {
+			ins("VCVTPH2PS %d(%s)(AX*1), Y%d", 16*h, rowPtr[r], 5+r)
+			ins("VFMADD231PS Y%d, Y4, Y%d", 5+r, r)
+		}
+	}
+	ins("ADDQ $32, AX")
+	ins("DECQ CX")
+	ins("JNZ chunk_%s", name)
+	emit("reduce_%s:", name)
+	reduce4Y(0, false)
+	ins("VMOVUPS X0, (DI)")
+	ins("ADDQ $16, DI")
+	ins("LEAQ (DX)(R8*4), DX")
+	ins("DECQ R10")
+	ins("JNZ group_%s", name)
+	ins("VZEROUPPER")
+	ins("RET")
+}
+
+// f16PanelAVX2: func f16Panel2x4AVX2(dst *float32, ldd int, qs *float32,
+// qstride int, rows *uint16, rstride, n, groups int): f16RowsAVX2's order
+// for four rows against two queries, each row chunk widened once.
+func f16PanelAVX2() {
+	name := "f16Panel2x4AVX2"
+	emit("")
+	emit("// func %s(dst *float32, ldd int, qs *float32, qstride int, rows *uint16, rstride, n, groups int)", name)
+	emit("TEXT ·%s(SB), NOSPLIT, $8-64", name)
+	ins("MOVQ dst+0(FP), DI")
+	ins("MOVQ qs+16(FP), SI")
+	ins("MOVQ rows+32(FP), DX")
+	ins("MOVQ rstride+40(FP), CX")
+	ins("SHLQ $1, CX")
+	for r := 1; r < 4; r++ {
+		ins("LEAQ (%s)(CX*1), %s", rowPtr[r-1], rowPtr[r])
+	}
+	ins("MOVQ qstride+24(FP), R8")
+	ins("SHLQ $2, R8")
+	ins("MOVQ n+48(FP), R12")
+	ins("SHRQ $4, R12")
+	ins("MOVQ groups+56(FP), CX")
+	ins("MOVQ CX, left-8(SP)")
+	emit("group_%s:", name)
+	ins("LEAQ (SI)(R8*1), R9")
+	for a := 0; a < 8; a++ {
+		ins("VXORPS Y%d, Y%d, Y%d", a, a, a)
+	}
+	ins("XORQ AX, AX")
+	ins("MOVQ R12, CX")
+	ins("TESTQ CX, CX")
+	ins("JZ reduce_%s", name)
+	emit("chunk_%s:", name)
+	for h := 0; h < 2; h++ {
+		for j := 0; j < 2; j++ {
+			ins("VMOVUPS %d(%s)(AX*2), Y%d", 32*h, qPtr[j], 8+j)
+		}
+		for r := 0; r < 4; r++ {
+			ins("VCVTPH2PS %d(%s)(AX*1), Y%d", 16*h, rowPtr[r], 10+r)
+			for j := 0; j < 2; j++ {
+				ins("VFMADD231PS Y%d, Y%d, Y%d", 10+r, 8+j, 4*j+r)
+			}
+		}
+	}
+	ins("ADDQ $32, AX")
+	ins("DECQ CX")
+	ins("JNZ chunk_%s", name)
+	emit("reduce_%s:", name)
+	ins("MOVQ ldd+8(FP), CX")
+	ins("SHLQ $2, CX")
+	reduce4Y(0, false)
+	ins("VMOVUPS X0, (DI)")
+	reduce4Y(4, false)
+	ins("VMOVUPS X4, (DI)(CX*1)")
+	ins("LEAQ (DI)(CX*2), DI")
+	ins("LEAQ (SI)(R8*2), SI")
+	ins("DECQ left-8(SP)")
+	ins("JNZ group_%s", name)
+	ins("VZEROUPPER")
+	ins("RET")
+}
+
 func main() {
 	emit("// Code generated by gen_quant_amd64.go; DO NOT EDIT.")
 	emit("")
@@ -287,6 +600,12 @@ func main() {
 	i8Panel()
 	f16Rows()
 	f16Panel()
+	i8RowsYmm(false)
+	i8PanelYmm(false)
+	i8RowsYmm(true)
+	i8PanelYmm(true)
+	f16RowsAVX2()
+	f16PanelAVX2()
 	if err := os.WriteFile("quant_amd64.s", out.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}

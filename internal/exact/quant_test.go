@@ -139,8 +139,10 @@ func compress(t testing.TB, p core.Precision, s fallback.Slab) *Compressed {
 
 // The guarantee itself: for every row, the score the float32 kernel
 // computes lies inside the row's interval, on every data kind, metric and
-// precision, whatever kernels this machine runs.
-func TestQuantBoundsHold(t *testing.T) {
+// precision, with every kernel set this machine runs.
+func TestQuantBoundsHold(t *testing.T) { forEachQuantKernel(t, quantBoundsHold) }
+
+func quantBoundsHold(t *testing.T) {
 	r := newRand(t)
 	for kind := range nKinds {
 		for _, p := range []core.Precision{core.F16, core.Int8} {
@@ -175,13 +177,13 @@ func quantRaw(c *Compressed, qq *quantQuery) []float64 {
 	raw := make([]float64, c.Rows)
 	if c.Prec == core.Int8 {
 		buf := make([]int32, c.Rows)
-		activeQuant.i8Rows(buf, qq.q8, c.U8, c.Stride)
+		activeQuant.Load().i8Rows(buf, qq.q8, c.U8, c.Stride)
 		for i, v := range buf {
 			raw[i] = float64(v)
 		}
 	} else {
 		buf := make([]float32, c.Rows)
-		activeQuant.f16Rows(buf, qq.qf, c.F16, c.Stride)
+		activeQuant.Load().f16Rows(buf, qq.qf, c.F16, c.Stride)
 		for i, v := range buf {
 			raw[i] = float64(v)
 		}
@@ -194,7 +196,9 @@ func quantRaw(c *Compressed, qq *quantQuery) []float64 {
 // ties and score bits), for single queries and batches, k from 1 to past
 // Len, filtered or not; and the float32 answer is the float64 one where
 // the data makes ties exact.
-func TestExactSearchMatchesFloat32(t *testing.T) {
+func TestExactSearchMatchesFloat32(t *testing.T) { forEachQuantKernel(t, exactSearchMatchesFloat32) }
+
+func exactSearchMatchesFloat32(t *testing.T) {
 	r := newRand(t)
 	ctx := context.Background()
 	for trial := range 60 {
@@ -245,7 +249,9 @@ func TestExactSearchMatchesFloat32(t *testing.T) {
 }
 
 // Range over compressed rows returns Range's answer, bits and all.
-func TestExactRangeMatchesFloat32(t *testing.T) {
+func TestExactRangeMatchesFloat32(t *testing.T) { forEachQuantKernel(t, exactRangeMatchesFloat32) }
+
+func exactRangeMatchesFloat32(t *testing.T) {
 	r := newRand(t)
 	ctx := context.Background()
 	for trial := range 24 {
@@ -271,7 +277,9 @@ func TestExactRangeMatchesFloat32(t *testing.T) {
 
 // Clustered data: hundreds of rows sit within the quantisation error of
 // the k-th score, so the rescore must take them all, and does.
-func TestExactSearchCluster(t *testing.T) {
+func TestExactSearchCluster(t *testing.T) { forEachQuantKernel(t, exactSearchCluster) }
+
+func exactSearchCluster(t *testing.T) {
 	r := newRand(t)
 	ctx := context.Background()
 	dim := 96
@@ -399,7 +407,9 @@ func TestQuantKernelsMatchGeneric(t *testing.T) {
 
 // Huge and tiny magnitudes: rows that could overflow float32 are always
 // rescored, so even there the answer is the float32 one.
-func TestExactSearchExtremes(t *testing.T) {
+func TestExactSearchExtremes(t *testing.T) { forEachQuantKernel(t, exactSearchExtremes) }
+
+func exactSearchExtremes(t *testing.T) {
 	r := newRand(t)
 	ctx := context.Background()
 	dim := 40
@@ -469,7 +479,9 @@ func sameBits(t testing.TB, got, want []core.Hit, format string, args ...any) {
 // residual, so that row's compressed estimate falls short of its float32
 // score by the whole Cauchy–Schwarz term ‖q‖·ε — the case a bound that is
 // too tight (or a filter that trusts the estimate) gets wrong.
-func TestExactSearchResidualQueries(t *testing.T) {
+func TestExactSearchResidualQueries(t *testing.T) { forEachQuantKernel(t, exactSearchResidualQueries) }
+
+func exactSearchResidualQueries(t *testing.T) {
 	r := newRand(t)
 	ctx := context.Background()
 	dim := 64
