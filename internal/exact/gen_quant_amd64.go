@@ -5,16 +5,26 @@
 // The kernels over compressed rows (quant_kernels.go), in the style of
 // gen_amd64.go: each (row, query) pair owns one vector accumulator, fed one
 // 64-byte chunk of codes at a time, and the lanes are reduced by one fixed
-// tree; four rows per group, times four queries in the batch panel.
+// tree; four rows per group, times a few queries in the batch panel.
 // Compressed rows are padded to whole chunks (CodeStride), so there is no
-// tail case.
+// tail case. Three instruction sets:
 //
-//   - int8: VPDPBUSD multiplies the unsigned row bytes (codes offset by
-//     128) by the signed query codes, four products per int32 lane, 64 a
-//     chunk. Integer sums are exact, so the result is the generic kernel's
-//     to the bit whatever the order.
-//   - float16: VCVTPH2PS widens 16 halves (exactly) and VFMADD231PS fuses
-//     them with the float32 query.
+//   - AVX-512 (zmm, four queries a panel). int8: VPDPBUSD (VNNI)
+//     multiplies the unsigned row bytes (codes offset by 128) by the signed
+//     query codes, four products per int32 lane, 64 a chunk. float16:
+//     VCVTPH2PS widens 16 halves (exactly) and VFMADD231PS fuses them with
+//     the float32 query.
+//   - AVX-VNNI (ymm): the same VPDPBUSD in its VEX form, for int8 only.
+//   - AVX2 (ymm). int8: both sides split into 16-bit halves and VPMADDWD
+//     (never VPMADDUBSW, whose 16-bit sums saturate); float16: F16C's
+//     VCVTPH2PS and FMA.
+//
+// Integer sums are exact, so every int8 kernel returns the generic
+// kernel's bits whatever its order. Float16 sums round in each kernel's own
+// order, which the bounds allow (quant_bounds.go: any order of m fused or
+// unfused multiply-adds is within γ_m); within one set the rows kernel and
+// the panel sum every pair in the same order, so a batch scans with the
+// very sums a single query does.
 package main
 
 import (
@@ -407,14 +417,15 @@ func i8RowsYmm(vnni bool) {
 	ins("RET")
 }
 
-// i8PanelYmm: func i8Panel2x4AVX2 / i8Panel2x4AVXVNNI(dst *int32, ldd
+// i8PanelYmm: func i8Panel2x4AVX2 / i8Panel3x4AVXVNNI(dst *int32, ldd
 // int, qs *int8, qstride int, rows *uint8, rstride, n, groups int):
-// dst[j*ldd+r] for r < 4, j < 2*groups; the accumulator of (query j, row
-// r) is Y(4j+r).
+// dst[j*ldd+r] for r < 4, j < nq*groups; the accumulator of (query j, row
+// r) is Y(4j+r). AVX2 holds two queries (each split in two registers),
+// AVX-VNNI three.
 func i8PanelYmm(vnni bool) {
-	name := "i8Panel2x4AVX2"
+	name, nq := "i8Panel2x4AVX2", 2
 	if vnni {
-		name = "i8Panel2x4AVXVNNI"
+		name, nq = "i8Panel3x4AVXVNNI", 3
 	}
 	emit("")
 	emit("// func %s(dst *int32, ldd int, qs *int8, qstride int, rows *uint8, rstride, n, groups int)", name)
@@ -436,8 +447,10 @@ func i8PanelYmm(vnni bool) {
 		ins("VPSRLW $8, Y15, Y15")
 	}
 	emit("group_%s:", name)
-	ins("LEAQ (SI)(R8*1), R9")
-	for a := 0; a < 8; a++ {
+	for j := 1; j < nq; j++ {
+		ins("LEAQ (%s)(R8*1), %s", qPtr[j-1], qPtr[j])
+	}
+	for a := 0; a < 4*nq; a++ {
 		ins("VPXOR Y%d, Y%d, Y%d", a, a, a)
 	}
 	ins("XORQ AX, AX")
@@ -447,13 +460,13 @@ func i8PanelYmm(vnni bool) {
 	emit("chunk_%s:", name)
 	for off := 0; off < 64; off += 32 {
 		if vnni {
-			for j := 0; j < 2; j++ {
-				ins("VMOVDQU %d(%s)(AX*1), Y%d", off, qPtr[j], 8+j)
+			for j := 0; j < nq; j++ {
+				ins("VMOVDQU %d(%s)(AX*1), Y%d", off, qPtr[j], 12+j)
 			}
 			for r := 0; r < 4; r++ {
-				ins("VMOVDQU %d(%s)(AX*1), Y10", off, rowPtr[r])
-				for j := 0; j < 2; j++ {
-					vpdpbusd(4*j+r, 10, 8+j)
+				ins("VMOVDQU %d(%s)(AX*1), Y15", off, rowPtr[r])
+				for j := 0; j < nq; j++ {
+					vpdpbusd(4*j+r, 15, 12+j)
 				}
 			}
 			continue
@@ -467,12 +480,15 @@ func i8PanelYmm(vnni bool) {
 	emit("reduce_%s:", name)
 	ins("MOVQ ldd+8(FP), CX")
 	ins("SHLQ $2, CX")
-	reduce4Y(0, true)
-	ins("VMOVDQU X0, (DI)")
-	reduce4Y(4, true)
-	ins("VMOVDQU X4, (DI)(CX*1)")
-	ins("LEAQ (DI)(CX*2), DI")
-	ins("LEAQ (SI)(R8*2), SI")
+	dsts := []string{"(DI)", "(DI)(CX*1)", "(DI)(CX*2)"}
+	for j := 0; j < nq; j++ {
+		reduce4Y(4*j, true)
+		ins("VMOVDQU X%d, %s", 4*j, dsts[j])
+	}
+	ins("LEAQ (CX)(CX*%d), AX", nq-1)
+	ins("ADDQ AX, DI")
+	ins("LEAQ (R8)(R8*%d), AX", nq-1)
+	ins("ADDQ AX, SI")
 	ins("DECQ left-8(SP)")
 	ins("JNZ group_%s", name)
 	ins("VZEROUPPER")
@@ -529,11 +545,13 @@ func f16RowsAVX2() {
 	ins("RET")
 }
 
-// f16PanelAVX2: func f16Panel2x4AVX2(dst *float32, ldd int, qs *float32,
-// qstride int, rows *uint16, rstride, n, groups int): f16RowsAVX2's order
-// for four rows against two queries, each row chunk widened once.
-func f16PanelAVX2() {
-	name := "f16Panel2x4AVX2"
+// f16PanelAVX2: func f16Panel<nq>x4AVX2(dst *float32, ldd int, qs
+// *float32, qstride int, rows *uint16, rstride, n, groups int):
+// f16RowsAVX2's order for four rows against nq queries (accumulator of
+// query j, row r: Y(4j+r); queries in Y(4nq+j)), each row chunk widened
+// once.
+func f16PanelAVX2(nq int) {
+	name := fmt.Sprintf("f16Panel%dx4AVX2", nq)
 	emit("")
 	emit("// func %s(dst *float32, ldd int, qs *float32, qstride int, rows *uint16, rstride, n, groups int)", name)
 	emit("TEXT ·%s(SB), NOSPLIT, $8-64", name)
@@ -552,23 +570,26 @@ func f16PanelAVX2() {
 	ins("MOVQ groups+56(FP), CX")
 	ins("MOVQ CX, left-8(SP)")
 	emit("group_%s:", name)
-	ins("LEAQ (SI)(R8*1), R9")
-	for a := 0; a < 8; a++ {
+	for j := 1; j < nq; j++ {
+		ins("LEAQ (%s)(R8*1), %s", qPtr[j-1], qPtr[j])
+	}
+	for a := 0; a < 4*nq; a++ {
 		ins("VXORPS Y%d, Y%d, Y%d", a, a, a)
 	}
+	row := 4*nq + nq
 	ins("XORQ AX, AX")
 	ins("MOVQ R12, CX")
 	ins("TESTQ CX, CX")
 	ins("JZ reduce_%s", name)
 	emit("chunk_%s:", name)
 	for h := 0; h < 2; h++ {
-		for j := 0; j < 2; j++ {
-			ins("VMOVUPS %d(%s)(AX*2), Y%d", 32*h, qPtr[j], 8+j)
+		for j := 0; j < nq; j++ {
+			ins("VMOVUPS %d(%s)(AX*2), Y%d", 32*h, qPtr[j], 4*nq+j)
 		}
 		for r := 0; r < 4; r++ {
-			ins("VCVTPH2PS %d(%s)(AX*1), Y%d", 16*h, rowPtr[r], 10+r)
-			for j := 0; j < 2; j++ {
-				ins("VFMADD231PS Y%d, Y%d, Y%d", 10+r, 8+j, 4*j+r)
+			ins("VCVTPH2PS %d(%s)(AX*1), Y%d", 16*h, rowPtr[r], row)
+			for j := 0; j < nq; j++ {
+				ins("VFMADD231PS Y%d, Y%d, Y%d", row, 4*nq+j, 4*j+r)
 			}
 		}
 	}
@@ -578,12 +599,15 @@ func f16PanelAVX2() {
 	emit("reduce_%s:", name)
 	ins("MOVQ ldd+8(FP), CX")
 	ins("SHLQ $2, CX")
-	reduce4Y(0, false)
-	ins("VMOVUPS X0, (DI)")
-	reduce4Y(4, false)
-	ins("VMOVUPS X4, (DI)(CX*1)")
-	ins("LEAQ (DI)(CX*2), DI")
-	ins("LEAQ (SI)(R8*2), SI")
+	dsts := []string{"(DI)", "(DI)(CX*1)", "(DI)(CX*2)"}
+	for j := 0; j < nq; j++ {
+		reduce4Y(4*j, false)
+		ins("VMOVUPS X%d, %s", 4*j, dsts[j])
+	}
+	ins("LEAQ (CX)(CX*%d), AX", nq-1)
+	ins("ADDQ AX, DI")
+	ins("LEAQ (R8)(R8*%d), AX", nq-1)
+	ins("ADDQ AX, SI")
 	ins("DECQ left-8(SP)")
 	ins("JNZ group_%s", name)
 	ins("VZEROUPPER")
@@ -605,7 +629,7 @@ func main() {
 	i8RowsYmm(true)
 	i8PanelYmm(true)
 	f16RowsAVX2()
-	f16PanelAVX2()
+	f16PanelAVX2(3)
 	if err := os.WriteFile("quant_amd64.s", out.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}

@@ -10,8 +10,9 @@ import "golang.org/x/sys/cpu"
 // gen_quant_amd64.go). Strides and n are in bytes (int8) or halves
 // (float16) and n is a whole number of 64-byte chunks, as CodeStride
 // guarantees. Rows kernels score groups of four rows against one query;
-// panel kernels hold four rows against groups of four (AVX-512) or two
-// (AVX2, AVX-VNNI) queries.
+// panel kernels hold four rows against groups of four (AVX-512), three
+// (AVX-VNNI int8, AVX2 float16) or two (AVX2 int8) queries: as many as
+// the registers hold.
 
 //go:noescape
 func i8RowsVNNI(dst *int32, q *int8, rows *uint8, stride, n, groups int)
@@ -35,13 +36,13 @@ func i8Panel2x4AVX2(dst *int32, ldd int, qs *int8, qstride int, rows *uint8, rst
 func i8RowsAVXVNNI(dst *int32, q *int8, rows *uint8, stride, n, groups int)
 
 //go:noescape
-func i8Panel2x4AVXVNNI(dst *int32, ldd int, qs *int8, qstride int, rows *uint8, rstride, n, groups int)
+func i8Panel3x4AVXVNNI(dst *int32, ldd int, qs *int8, qstride int, rows *uint8, rstride, n, groups int)
 
 //go:noescape
 func f16RowsAVX2(dst, q *float32, rows *uint16, stride, n, groups int)
 
 //go:noescape
-func f16Panel2x4AVX2(dst *float32, ldd int, qs *float32, qstride int, rows *uint16, rstride, n, groups int)
+func f16Panel3x4AVX2(dst *float32, ldd int, qs *float32, qstride int, rows *uint16, rstride, n, groups int)
 
 type (
 	i8RowsAsm   func(dst *int32, q *int8, rows *uint8, stride, n, groups int)
@@ -68,9 +69,9 @@ var (
 func asmQuantKernels() []quantKernelSet {
 	var (
 		avx512F16 = f16Kernels{wrapF16Rows(f16RowsAVX512), wrapF16Tile(f16Panel4x4AVX512, f16RowsAVX512, 4)}
-		avx2F16   = f16Kernels{wrapF16Rows(f16RowsAVX2), wrapF16Tile(f16Panel2x4AVX2, f16RowsAVX2, 2)}
+		avx2F16   = f16Kernels{wrapF16Rows(f16RowsAVX2), wrapF16Tile(f16Panel3x4AVX2, f16RowsAVX2, 3)}
 		vnni      = i8Kernels{wrapI8Rows(i8RowsVNNI), wrapI8Tile(i8Panel4x4VNNI, i8RowsVNNI, 4)}
-		avxVNNI   = i8Kernels{wrapI8Rows(i8RowsAVXVNNI), wrapI8Tile(i8Panel2x4AVXVNNI, i8RowsAVXVNNI, 2)}
+		avxVNNI   = i8Kernels{wrapI8Rows(i8RowsAVXVNNI), wrapI8Tile(i8Panel3x4AVXVNNI, i8RowsAVXVNNI, 3)}
 		avx2I8    = i8Kernels{wrapI8Rows(i8RowsAVX2), wrapI8Tile(i8Panel2x4AVX2, i8RowsAVX2, 2)}
 	)
 	var ks []quantKernelSet
