@@ -63,9 +63,11 @@ var (
 	hasVNNI      = hasF16AVX512 && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VNNI
 )
 
-// asmQuantKernels lists the assembly sets this CPU runs, preferred first:
-// AVX-512 (VNNI int8, else the best ymm int8), then AVX-VNNI, then AVX2.
-// A set's name says what its int8 and float16 kernels use.
+// asmQuantKernels lists every assembly set this CPU runs, preferred first
+// (so that tests run them all): AVX-512 with VNNI int8; AVX-512 float16
+// with ymm int8 (a CPU with AVX-512 but no VNNI, such as Skylake-SP); then
+// AVX-VNNI and AVX2. A set's name says what its int8 and float16 kernels
+// use.
 func asmQuantKernels() []quantKernelSet {
 	var (
 		avx512F16 = f16Kernels{wrapF16Rows(f16RowsAVX512), wrapF16Tile(f16Panel4x4AVX512, f16RowsAVX512, 4)}
@@ -75,11 +77,10 @@ func asmQuantKernels() []quantKernelSet {
 		avx2I8    = i8Kernels{wrapI8Rows(i8RowsAVX2), wrapI8Tile(i8Panel2x4AVX2, i8RowsAVX2, 2)}
 	)
 	var ks []quantKernelSet
-	switch {
-	case hasVNNI:
+	if hasVNNI {
 		ks = append(ks, vnni.with(avx512F16, "avx512vnni"))
-	case hasF16AVX512 && hasAVXVNNI:
-		ks = append(ks, avxVNNI.with(avx512F16, "avx512 (int8 avxvnni)"))
+	}
+	switch {
 	case hasF16AVX512 && hasAVX2F16C:
 		ks = append(ks, avx2I8.with(avx512F16, "avx512 (int8 avx2)"))
 	case hasF16AVX512:
