@@ -54,6 +54,11 @@ type PrecisionStages struct {
 // PrecisionRow is one precision's (or one FAISS index's) figures.
 type PrecisionRow struct {
 	Name string
+	// Kernel names the kernel set the row ran: the float32 kernels'
+	// (Info.CPUKernel) for f32, and for a compressed precision the scan's
+	// (Info.QuantKernel, or the GPU) and the float32 rescore's; empty for
+	// FAISS.
+	Kernel string
 	// SearchMS is the median over groups of one search's time; FloorX the
 	// median over groups of that time divided by the float32 read floor
 	// measured in the same group (ReadPass over the float32 rows).
@@ -196,7 +201,7 @@ func RunPrecision(ctx context.Context, o PrecisionOptions) (*PrecisionReport, er
 			ix.Close()
 			return nil, err
 		}
-		row := PrecisionRow{Name: "umbra " + p.String() + " exact", Exact: true}
+		row := PrecisionRow{Name: "umbra " + p.String() + " exact", Exact: true, Kernel: rowKernel(ix.Info(), onGPU)}
 		var times, ratios, approx []float64
 		slot := 0
 		say(fmt.Sprintf("%v: %d groups of %d searches", p, o.Runs, o.Repeat))
@@ -335,6 +340,22 @@ func RunPrecision(ctx context.Context, o PrecisionOptions) (*PrecisionReport, er
 	return rep, nil
 }
 
+// rowKernel names the kernels a precision's searches ran on: see
+// PrecisionRow.Kernel.
+func rowKernel(info engine.Info, onGPU bool) string {
+	scan := info.QuantKernel
+	if onGPU {
+		scan = "gpu"
+	}
+	if info.Precision == engine.F32 {
+		if onGPU {
+			return "gpu"
+		}
+		return info.CPUKernel
+	}
+	return scan + ", rescore " + info.CPUKernel
+}
+
 // sameAnswers reports whether got equals want query by query: IDs, and
 // with bits set the score bits too.
 func sameAnswers(want, got [][]engine.Hit, bits bool) bool {
@@ -390,11 +411,11 @@ func (r *PrecisionReport) Write(w io.Writer) {
 	fmt.Fprintf(w, "umbra bench --precision · %d×%d %s, %v, k=%d, seed %d, %s\n", o.N, o.Dim, data, o.Metric, o.K, o.Seed, path)
 	fmt.Fprintf(w, "float32 read floor (ReadFloor of an f32 CPU index, median of groups): %.2f ms; single searches: %d groups × %d, each group's minimum, median over groups; batch: %d queries, median of %d calls\n\n",
 		r.FloorMS, o.Runs, o.Repeat, o.Batch, o.BatchRuns)
-	fmt.Fprintln(w, "| index | ms/search | × f32 floor | rescored/search (mean, max) | MB read/search | approx ms | recall@k | batch ms | exact |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---|")
+	fmt.Fprintln(w, "| index | kernel | ms/search | × f32 floor | rescored/search (mean, max) | MB read/search | approx ms | recall@k | batch ms | exact |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
 	for _, row := range r.Rows {
 		if row.Note != "" && row.SearchMS == 0 {
-			fmt.Fprintf(w, "| %s | %s |  |  |  |  |  |  |  |\n", row.Name, row.Note)
+			fmt.Fprintf(w, "| %s | %s | %s |  |  |  |  |  |  |  |\n", row.Name, row.Kernel, row.Note)
 			continue
 		}
 		resc, mb, apms, rec := "", "", "", ""
@@ -416,7 +437,7 @@ func (r *PrecisionReport) Write(w io.Writer) {
 		if row.BatchMS > 0 {
 			batch = fmt.Sprintf("%.1f", row.BatchMS)
 		}
-		fmt.Fprintf(w, "| %s | %.2f | %.2f | %s | %s | %s | %s | %s | %s |\n", row.Name, row.SearchMS, row.FloorX, resc, mb, apms, rec, batch, exact)
+		fmt.Fprintf(w, "| %s | %s | %.2f | %.2f | %s | %s | %s | %s | %s | %s |\n", row.Name, row.Kernel, row.SearchMS, row.FloorX, resc, mb, apms, rec, batch, exact)
 	}
 	for _, row := range r.Rows {
 		if row.Note != "" && row.SearchMS != 0 {

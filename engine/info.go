@@ -35,8 +35,8 @@ type Info struct {
 	ChunkRows  int    // rows per device buffer
 	CPUKernel  string // the fallback's dot-product kernel, e.g. "avx2+fma", "neon"
 	// Precision is the index's storage precision; QuantKernel names the
-	// CPU's kernel for compressed rows, e.g. "avx512vnni", "neon+dotprod"
-	// (empty under F32).
+	// CPU's kernel set for compressed rows, e.g. "avx512vnni", "avx2+f16c",
+	// "neon+dotprod" or "generic" (empty under F32).
 	Precision   Precision
 	QuantKernel string
 	// Reason says why the fallback serves searches under Device Auto

@@ -25,7 +25,9 @@
 //
 // The package compiles with CGO_ENABLED=0 and imports nothing from umbra
 // but internal/core (the Metric and Hit every layer shares), internal/topk
-// (the ordering rule and the selection) and internal/parallel.
+// (the ordering rule and the selection), internal/parallel and
+// internal/kernelset (where umbra's tests and cmd/bench may force another
+// kernel set).
 // Callers (the engine) validate user input; this package only refuses
 // shapes that would otherwise make it index out of range.
 package fallback

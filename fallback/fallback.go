@@ -112,6 +112,7 @@ func (s Slab) query(q []float32) ([]float32, error) {
 	return nil, fmt.Errorf("%w: len %d, dim %d, stride %d", ErrQueryLen, len(q), s.Dim, s.Stride)
 }
 
-// Kernel names the scoring kernels chosen at init: "avx512", "avx2+fma",
-// "neon" (arm64) or "generic".
+// Kernel names the scoring kernels in use: the best this CPU runs,
+// "avx512", "avx2+fma", "neon" (arm64) or "generic", unless umbra's tests
+// or cmd/bench forced another (internal/kernelset).
 func Kernel() string { return active.name }

@@ -41,6 +41,7 @@ import (
 	"github.com/umbravec/umbra/cmd/internal/quiet"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
+	"github.com/umbravec/umbra/internal/kernelset"
 )
 
 func main() {
@@ -118,6 +119,8 @@ type flags struct {
 	Clustered    bool            `name:"clustered" help:"with --precision: clustered data (1,000 Gaussian centres) instead of uniform random"`
 	Shards       string          `name:"shards" placeholder:"LIST" help:"compare each adapter of this comma LIST alone with all of them sharding one index (several Config.Adapters), Device GPU: an entry is a backend (vulkan, metal, dx12, gl), a name fragment, or backend:name; times SearchBatch for the batch sizes of --paths (default 1,8,64); uses --n, --dim, --k, --metric, --runs, --repeat, --seed"`
 	Workers      int             `name:"workers" default:"0" help:"goroutines of the fallback (0: GOMAXPROCS)"`
+	CPUKernel    string          `name:"cpu-kernel" placeholder:"SET" help:"run the float32 CPU kernels (Info.CPUKernel: search, read floor, rescore) with SET instead of the best this CPU runs, to measure another CPU's code path here; this CPU runs ${cpu_kernels}"`
+	QuantKernel  string          `name:"quant-kernel" placeholder:"SET" help:"run the compressed-row kernels (Info.QuantKernel) with SET instead of the best this CPU runs; this CPU runs ${quant_kernels}"`
 	Threshold    float64         `name:"threshold" default:"0" help:"consistency threshold on |score − float64 reference| (0: 8·√dim·2⁻²⁴·scale, see bench/SCHEMA.md)"`
 	// Args catches stray arguments, to say that bench takes flags only.
 	Args []string `arg:"" optional:"" hidden:""`
@@ -159,7 +162,9 @@ func parse(args []string, stderr io.Writer) (f *flags, helped bool, err error) {
 		Name:        "bench",
 		Description: "umbra's benchmark: every figure with its premise, every answer checked.",
 		Help:        stderr,
-		Vars:        kong.Vars{"faiss_install": peers.FAISSInstall, "pythons": strings.Join(peers.DefaultPythons, ", then ")},
+		Vars: kong.Vars{"faiss_install": peers.FAISSInstall, "pythons": strings.Join(peers.DefaultPythons, ", then "),
+			"cpu_kernels":   strings.Join(kernelset.Sets(kernelset.Float32), ", "),
+			"quant_kernels": strings.Join(kernelset.Sets(kernelset.Compressed), ", ")},
 	})
 	switch {
 	case helped:
@@ -278,6 +283,39 @@ func (f *flags) options() (bench.Options, error) {
 	return o, nil
 }
 
+// forceKernels applies --cpu-kernel and --quant-kernel for the whole run
+// (before any index exists, so no search sees the switch) and says so on
+// stdout, beside the sets the CPU would have chosen; restore undoes it.
+func (f *flags) forceKernels(stdout io.Writer) (restore func(), err error) {
+	var undo []func()
+	restore = func() {
+		for _, u := range slices.Backward(undo) {
+			u()
+		}
+	}
+	for _, k := range []struct {
+		flag, name string
+		fam        kernelset.Family
+	}{{"cpu-kernel", f.CPUKernel, kernelset.Float32}, {"quant-kernel", f.QuantKernel, kernelset.Compressed}} {
+		if k.name == "" {
+			continue
+		}
+		if f.Ingest {
+			restore()
+			return nil, usagef("--%s: --ingest measures in child processes of its own, which run the best kernels", k.flag)
+		}
+		best := kernelset.Sets(k.fam)[0]
+		u, err := kernelset.Force(k.fam, k.name)
+		if err != nil {
+			restore()
+			return nil, usagef("--%s: %v", k.flag, err)
+		}
+		undo = append(undo, u)
+		fmt.Fprintf(stdout, "%s kernels forced to %s by --%s (this CPU's best: %s)\n", k.fam, k.name, k.flag, best)
+	}
+	return restore, nil
+}
+
 // readMatrix reads a data file for flag name, as a usage error on failure.
 func readMatrix(ctx context.Context, name, path string) (*host.Matrix, error) {
 	m, err := host.ReadMatrixFile(ctx, path)
@@ -389,6 +427,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "bench:", err)
 		return 2
 	}
+	restore, err := f.forceKernels(stdout)
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 2
+	}
+	defer restore()
 	if f.Store {
 		return runStore(ctx, f, opt, stdout, stderr)
 	}

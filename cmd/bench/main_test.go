@@ -19,6 +19,7 @@ import (
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
+	"github.com/umbravec/umbra/internal/kernelset"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -463,6 +464,28 @@ func TestPrecisionTable(t *testing.T) {
 	code, _, stderr := runBench(t, "--precision", "f32,int4")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, stderr, "int4")
+}
+
+// --cpu-kernel and --quant-kernel run every row with the named sets (the
+// generic ones run everywhere), say so, name each row's kernels, and are
+// undone when the run ends; a set the CPU does not run is a usage error.
+func TestKernelFlags(t *testing.T) {
+	code, out, stderr := runBench(t, "--precision", "f32,int8", "--device", "cpu", "--n", "500", "--dim", "70", "--runs", "1",
+		"--repeat", "1", "--batch", "5", "--batch-runs", "1", "--seed", "3", "--cpu-kernel", "generic", "--quant-kernel", "generic")
+	require.Equal(t, 0, code, "stderr: %s", stderr)
+	assert.Contains(t, out, "compressed kernels forced to generic by --quant-kernel")
+	assert.Contains(t, out, "| umbra f32 | generic |")
+	assert.Contains(t, out, "| umbra int8 exact | generic, rescore generic |")
+	ix, err := engine.New(context.Background(), engine.Config{Dim: 4, Device: engine.CPU, Precision: engine.Int8})
+	require.NoError(t, err)
+	defer ix.Close()
+	assert.Equal(t, kernelset.Sets(kernelset.Float32)[0], ix.Info().CPUKernel, "restored after the run")
+	assert.Equal(t, kernelset.Sets(kernelset.Compressed)[0], ix.Info().QuantKernel, "restored after the run")
+	for _, args := range [][]string{{"--quant-kernel", "avx9"}, {"--cpu-kernel", "vnni"}, {"--ingest", "--cpu-kernel", "generic"}} {
+		code, _, stderr := runBench(t, append([]string{"--precision", "f32", "--n", "10", "--dim", "4"}, args...)...)
+		assert.Equal(t, 2, code, args)
+		assert.Contains(t, stderr, args[len(args)-2], args)
+	}
 }
 
 // TestStoreBreakdown: --store prints every measured operation beside its

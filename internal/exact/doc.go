@@ -13,9 +13,10 @@
 // fallback.Search returns, and selects with internal/topk, so its order is
 // theirs: a compressed search returns exactly what a float32 one does.
 //
-// The int8 and float16 kernels (portable Go, AVX-512 VNNI and F16C
-// assembly on amd64, chosen at init; QuantKernel names them) live here,
-// beside the bounds they feed. internal/gpu does not import this package:
+// The int8 and float16 kernels (portable Go; on amd64 AVX-512 with VNNI,
+// AVX-VNNI, and AVX2 with F16C and FMA assembly, the best the CPU runs
+// chosen at init; QuantKernel names them, internal/kernelset lets tests and
+// cmd/bench force another) live here, beside the bounds they feed. internal/gpu does not import this package:
 // the engine hands a device's sums to it.
 //
 // On arm64 the kernels are NEON (quant_arm64.go): int8 with the Armv8.2

@@ -5,16 +5,26 @@
 // The kernels over compressed rows (quant_kernels.go), in the style of
 // gen_amd64.go: each (row, query) pair owns one vector accumulator, fed one
 // 64-byte chunk of codes at a time, and the lanes are reduced by one fixed
-// tree; four rows per group, times four queries in the batch panel.
+// tree; four rows per group, times a few queries in the batch panel.
 // Compressed rows are padded to whole chunks (CodeStride), so there is no
-// tail case.
+// tail case. Three instruction sets:
 //
-//   - int8: VPDPBUSD multiplies the unsigned row bytes (codes offset by
-//     128) by the signed query codes, four products per int32 lane, 64 a
-//     chunk. Integer sums are exact, so the result is the generic kernel's
-//     to the bit whatever the order.
-//   - float16: VCVTPH2PS widens 16 halves (exactly) and VFMADD231PS fuses
-//     them with the float32 query.
+//   - AVX-512 (zmm, four queries a panel). int8: VPDPBUSD (VNNI)
+//     multiplies the unsigned row bytes (codes offset by 128) by the signed
+//     query codes, four products per int32 lane, 64 a chunk. float16:
+//     VCVTPH2PS widens 16 halves (exactly) and VFMADD231PS fuses them with
+//     the float32 query.
+//   - AVX-VNNI (ymm): the same VPDPBUSD in its VEX form, for int8 only.
+//   - AVX2 (ymm). int8: both sides split into 16-bit halves and VPMADDWD
+//     (never VPMADDUBSW, whose 16-bit sums saturate); float16: F16C's
+//     VCVTPH2PS and FMA.
+//
+// Integer sums are exact, so every int8 kernel returns the generic
+// kernel's bits whatever its order. Float16 sums round in each kernel's own
+// order, which the bounds allow (quant_bounds.go: any order of m fused or
+// unfused multiply-adds is within γ_m); within one set the rows kernel and
+// the panel sum every pair in the same order, so a batch scans with the
+// very sums a single query does.
 package main
 
 import (
@@ -35,14 +45,25 @@ var qPtr = []string{"SI", "R9", "R10", "R11"}
 // reduce4 sums the lanes of Z<a>..Z<a+3> into the four lanes of X<a>, in
 // that order; integer or float lanes.
 func reduce4(a int, integer bool) {
-	add, hadd, ext := "VADDPS", "VHADDPS", "VEXTRACTF128"
 	ext4 := "VEXTRACTF64X4"
+	add := "VADDPS"
 	if integer {
-		add, hadd, ext, ext4 = "VPADDD", "VPHADDD", "VEXTRACTI128", "VEXTRACTI64X4"
+		ext4, add = "VEXTRACTI64X4", "VPADDD"
 	}
 	for k := a; k < a+4; k++ {
 		ins("%s $1, Z%d, Y26", ext4, k)
 		ins("%s Y26, Y%d, Y%d", add, k, k)
+	}
+	reduce4Y(a, integer)
+}
+
+// reduce4Y sums the lanes of Y<a>..Y<a+3> into the four lanes of X<a>, in
+// that order: the tail of reduce4, and the whole reduction of the AVX2
+// kernels (VEX only, so registers below 16).
+func reduce4Y(a int, integer bool) {
+	add, hadd, ext := "VADDPS", "VHADDPS", "VEXTRACTF128"
+	if integer {
+		add, hadd, ext = "VPADDD", "VPHADDD", "VEXTRACTI128"
 	}
 	ins("%s Y%d, Y%d, Y%d", hadd, a+1, a, a)
 	ins("%s Y%d, Y%d, Y%d", hadd, a+3, a+2, a+2)
@@ -277,6 +298,322 @@ func f16Panel() {
 	ins("RET")
 }
 
+// The AVX2 kernels: VEX encodings only, so sixteen Y registers, eight int32
+// or float32 lanes an accumulator. The batch panels hold four rows against
+// two queries (eight accumulators), as the float32 AVX2 panel does. Every
+// (row, query) pair still owns one accumulator, fed in the rows kernel's
+// order and reduced by reduce4Y, so a pair's sum is the same bits in the
+// rows kernel and in the panel.
+
+// vpdpbusd emits the VEX (AVX-VNNI) VPDPBUSD Y<acc> += Σ₄ unsigned bytes
+// of Y<u> × signed bytes of Y<s>, by hand: the Go assembler knows only the
+// EVEX form, which needs AVX-512 VL on the CPU. VEX.256.66.0F38.W0 50 /r
+// with ModRM.reg = acc, VEX.vvvv = u, ModRM.rm = s (registers only).
+func vpdpbusd(acc, u, s int) {
+	b1 := 0xE2 // R̄ X̄ B̄ set, map 0F38
+	if acc >= 8 {
+		b1 &^= 0x80
+	}
+	if s >= 8 {
+		b1 &^= 0x20
+	}
+	b2 := (15-u)<<3 | 0x05 // W0, v̄vvv, L=256, pp=66
+	modrm := 0xC0 | (acc&7)<<3 | s&7
+	ins("BYTE $0xC4; BYTE $0x%02X; BYTE $0x%02X; BYTE $0x50; BYTE $0x%02X // VPDPBUSD Y%d, Y%d, Y%d (VEX)", b1, b2, modrm, s, u, acc)
+}
+
+// i8Step emits one 32-byte step of an int8 AVX2 kernel at displacement
+// off: the queries' codes (signed bytes, at off(qp[j])(AX*1)) split into
+// sign-extended even and odd 16-bit halves, each row (unsigned bytes) into
+// zero-extended even and odd halves (mask Y15 = 0x00FF words), and
+// VPMADDWD multiplies 16-bit pairs into 32-bit sums that VPADDD adds to
+// the accumulator Y<acc(j, r)>. A product is at most 255·127 in size and a
+// pair 64,770, far inside int32, so nothing saturates: the sums are exact,
+// unlike VPMADDUBSW's, whose 16-bit pair sums saturate at 32,767.
+// Registers: q even Y<qe[j]>, odd Y<qe[j]+1>; row halves Y<rt[r]>,
+// Y<rt[r]+1>; products into the two of tmp(r) (which may be one).
+func i8Step(off int, qp []string, qe []int, rows []string, rt []int, acc func(j, r int) int, tmp func(r int) (int, int)) {
+	for j := range qp {
+		e, o := qe[j], qe[j]+1
+		ins("VMOVDQU %d(%s)(AX*1), Y%d", off, qp[j], o)
+		ins("VPSLLW $8, Y%d, Y%d", o, e)
+		ins("VPSRAW $8, Y%d, Y%d", e, e)
+		ins("VPSRAW $8, Y%d, Y%d", o, o)
+	}
+	for r := range rows {
+		lo, hi := rt[r], rt[r]+1
+		ins("VMOVDQU %d(%s)(AX*1), Y%d", off, rows[r], lo)
+		ins("VPSRLW $8, Y%d, Y%d", lo, hi)
+		ins("VPAND Y15, Y%d, Y%d", lo, lo)
+		for j := range qp {
+			t0, t1 := tmp(r)
+			a := acc(j, r)
+			ins("VPMADDWD Y%d, Y%d, Y%d", qe[j], lo, t0)
+			ins("VPADDD Y%d, Y%d, Y%d", t0, a, a)
+			ins("VPMADDWD Y%d, Y%d, Y%d", qe[j]+1, hi, t1)
+			ins("VPADDD Y%d, Y%d, Y%d", t1, a, a)
+		}
+	}
+}
+
+// i8RowsYmm: func i8RowsAVX2 / i8RowsAVXVNNI(dst *int32, q *int8, rows
+// *uint8, stride, n, groups int): i8Rows with eight-lane accumulators, n a
+// multiple of 64.
+func i8RowsYmm(vnni bool) {
+	name := "i8RowsAVX2"
+	if vnni {
+		name = "i8RowsAVXVNNI"
+	}
+	emit("")
+	emit("// func %s(dst *int32, q *int8, rows *uint8, stride, n, groups int)", name)
+	emit("TEXT ·%s(SB), NOSPLIT, $0-48", name)
+	ins("MOVQ dst+0(FP), DI")
+	ins("MOVQ q+8(FP), SI")
+	ins("MOVQ rows+16(FP), DX")
+	ins("MOVQ stride+24(FP), R8")
+	ins("LEAQ (R8)(R8*2), R9")
+	ins("MOVQ n+32(FP), R12")
+	ins("SHRQ $6, R12")
+	ins("MOVQ groups+40(FP), R10")
+	if !vnni {
+		ins("VPCMPEQW Y15, Y15, Y15")
+		ins("VPSRLW $8, Y15, Y15")
+	}
+	emit("group_%s:", name)
+	ins("LEAQ (DX)(R8*1), BX")
+	ins("LEAQ (DX)(R8*2), R13")
+	ins("LEAQ (DX)(R9*1), R14")
+	for r := 0; r < 4; r++ {
+		ins("VPXOR Y%d, Y%d, Y%d", r, r, r)
+	}
+	ins("XORQ AX, AX")
+	ins("MOVQ R12, CX")
+	ins("TESTQ CX, CX")
+	ins("JZ reduce_%s", name)
+	emit("chunk_%s:", name)
+	for off := 0; off < 64; off += 32 {
+		if vnni {
+			ins("VMOVDQU %d(SI)(AX*1), Y4", off)
+			for r := 0; r < 4; r++ {
+				ins("VMOVDQU %d(%s)(AX*1), Y%d", off, rowPtr[r], 5+r)
+				vpdpbusd(r, 5+r, 4)
+			}
+			continue
+		}
+		i8Step(off, []string{"SI"}, []int{4}, rowPtr, []int{6, 8, 10, 12},
+			func(j, r int) int { return r }, func(r int) (int, int) { return 6 + 2*r, 7 + 2*r })
+	}
+	ins("ADDQ $64, AX")
+	ins("DECQ CX")
+	ins("JNZ chunk_%s", name)
+	emit("reduce_%s:", name)
+	reduce4Y(0, true)
+	ins("VMOVDQU X0, (DI)")
+	ins("ADDQ $16, DI")
+	ins("LEAQ (DX)(R8*4), DX")
+	ins("DECQ R10")
+	ins("JNZ group_%s", name)
+	ins("VZEROUPPER")
+	ins("RET")
+}
+
+// i8PanelYmm: func i8Panel2x4AVX2 / i8Panel3x4AVXVNNI(dst *int32, ldd
+// int, qs *int8, qstride int, rows *uint8, rstride, n, groups int):
+// dst[j*ldd+r] for r < 4, j < nq*groups; the accumulator of (query j, row
+// r) is Y(4j+r). AVX2 holds two queries (each split in two registers),
+// AVX-VNNI three.
+func i8PanelYmm(vnni bool) {
+	name, nq := "i8Panel2x4AVX2", 2
+	if vnni {
+		name, nq = "i8Panel3x4AVXVNNI", 3
+	}
+	emit("")
+	emit("// func %s(dst *int32, ldd int, qs *int8, qstride int, rows *uint8, rstride, n, groups int)", name)
+	emit("TEXT ·%s(SB), NOSPLIT, $8-64", name)
+	ins("MOVQ dst+0(FP), DI")
+	ins("MOVQ qs+16(FP), SI")
+	ins("MOVQ rows+32(FP), DX")
+	ins("MOVQ rstride+40(FP), CX")
+	for r := 1; r < 4; r++ {
+		ins("LEAQ (%s)(CX*1), %s", rowPtr[r-1], rowPtr[r])
+	}
+	ins("MOVQ qstride+24(FP), R8")
+	ins("MOVQ n+48(FP), R12")
+	ins("SHRQ $6, R12")
+	ins("MOVQ groups+56(FP), CX")
+	ins("MOVQ CX, left-8(SP)")
+	if !vnni {
+		ins("VPCMPEQW Y15, Y15, Y15")
+		ins("VPSRLW $8, Y15, Y15")
+	}
+	emit("group_%s:", name)
+	for j := 1; j < nq; j++ {
+		ins("LEAQ (%s)(R8*1), %s", qPtr[j-1], qPtr[j])
+	}
+	for a := 0; a < 4*nq; a++ {
+		ins("VPXOR Y%d, Y%d, Y%d", a, a, a)
+	}
+	ins("XORQ AX, AX")
+	ins("MOVQ R12, CX")
+	ins("TESTQ CX, CX")
+	ins("JZ reduce_%s", name)
+	emit("chunk_%s:", name)
+	for off := 0; off < 64; off += 32 {
+		if vnni {
+			for j := 0; j < nq; j++ {
+				ins("VMOVDQU %d(%s)(AX*1), Y%d", off, qPtr[j], 12+j)
+			}
+			for r := 0; r < 4; r++ {
+				ins("VMOVDQU %d(%s)(AX*1), Y15", off, rowPtr[r])
+				for j := 0; j < nq; j++ {
+					vpdpbusd(4*j+r, 15, 12+j)
+				}
+			}
+			continue
+		}
+		i8Step(off, qPtr[:2], []int{8, 10}, rowPtr, []int{12, 12, 12, 12},
+			func(j, r int) int { return 4*j + r }, func(int) (int, int) { return 14, 14 })
+	}
+	ins("ADDQ $64, AX")
+	ins("DECQ CX")
+	ins("JNZ chunk_%s", name)
+	emit("reduce_%s:", name)
+	ins("MOVQ ldd+8(FP), CX")
+	ins("SHLQ $2, CX")
+	dsts := []string{"(DI)", "(DI)(CX*1)", "(DI)(CX*2)"}
+	for j := 0; j < nq; j++ {
+		reduce4Y(4*j, true)
+		ins("VMOVDQU X%d, %s", 4*j, dsts[j])
+	}
+	ins("LEAQ (CX)(CX*%d), AX", nq-1)
+	ins("ADDQ AX, DI")
+	ins("LEAQ (R8)(R8*%d), AX", nq-1)
+	ins("ADDQ AX, SI")
+	ins("DECQ left-8(SP)")
+	ins("JNZ group_%s", name)
+	ins("VZEROUPPER")
+	ins("RET")
+}
+
+// f16RowsAVX2: func f16RowsAVX2(dst, q *float32, rows *uint16, stride, n,
+// groups int): f16Rows with eight-lane accumulators (VCVTPH2PS from F16C
+// widens eight halves exactly, VFMADD231PS from FMA), n a multiple of 16.
+func f16RowsAVX2() {
+	name := "f16RowsAVX2"
+	emit("")
+	emit("// func %s(dst, q *float32, rows *uint16, stride, n, groups int)", name)
+	emit("TEXT ·%s(SB), NOSPLIT, $0-48", name)
+	ins("MOVQ dst+0(FP), DI")
+	ins("MOVQ q+8(FP), SI")
+	ins("MOVQ rows+16(FP), DX")
+	ins("MOVQ stride+24(FP), R8")
+	ins("SHLQ $1, R8")
+	ins("LEAQ (R8)(R8*2), R9")
+	ins("MOVQ n+32(FP), R12")
+	ins("SHRQ $4, R12")
+	ins("MOVQ groups+40(FP), R10")
+	emit("group_%s:", name)
+	ins("LEAQ (DX)(R8*1), BX")
+	ins("LEAQ (DX)(R8*2), R13")
+	ins("LEAQ (DX)(R9*1), R14")
+	for r := 0; r < 4; r++ {
+		ins("VXORPS Y%d, Y%d, Y%d", r, r, r)
+	}
+	ins("XORQ AX, AX")
+	ins("MOVQ R12, CX")
+	ins("TESTQ CX, CX")
+	ins("JZ reduce_%s", name)
+	emit("chunk_%s:", name)
+	for h := 0; h < 2; h++ {
+		ins("VMOVUPS %d(SI)(AX*2), Y4", 32*h)
+		for r := 0; r < 4; r++ {
+			ins("VCVTPH2PS %d(%s)(AX*1), Y%d", 16*h, rowPtr[r], 5+r)
+			ins("VFMADD231PS Y%d, Y4, Y%d", 5+r, r)
+		}
+	}
+	ins("ADDQ $32, AX")
+	ins("DECQ CX")
+	ins("JNZ chunk_%s", name)
+	emit("reduce_%s:", name)
+	reduce4Y(0, false)
+	ins("VMOVUPS X0, (DI)")
+	ins("ADDQ $16, DI")
+	ins("LEAQ (DX)(R8*4), DX")
+	ins("DECQ R10")
+	ins("JNZ group_%s", name)
+	ins("VZEROUPPER")
+	ins("RET")
+}
+
+// f16PanelAVX2: func f16Panel<nq>x4AVX2(dst *float32, ldd int, qs
+// *float32, qstride int, rows *uint16, rstride, n, groups int):
+// f16RowsAVX2's order for four rows against nq queries (accumulator of
+// query j, row r: Y(4j+r); queries in Y(4nq+j)), each row chunk widened
+// once.
+func f16PanelAVX2(nq int) {
+	name := fmt.Sprintf("f16Panel%dx4AVX2", nq)
+	emit("")
+	emit("// func %s(dst *float32, ldd int, qs *float32, qstride int, rows *uint16, rstride, n, groups int)", name)
+	emit("TEXT ·%s(SB), NOSPLIT, $8-64", name)
+	ins("MOVQ dst+0(FP), DI")
+	ins("MOVQ qs+16(FP), SI")
+	ins("MOVQ rows+32(FP), DX")
+	ins("MOVQ rstride+40(FP), CX")
+	ins("SHLQ $1, CX")
+	for r := 1; r < 4; r++ {
+		ins("LEAQ (%s)(CX*1), %s", rowPtr[r-1], rowPtr[r])
+	}
+	ins("MOVQ qstride+24(FP), R8")
+	ins("SHLQ $2, R8")
+	ins("MOVQ n+48(FP), R12")
+	ins("SHRQ $4, R12")
+	ins("MOVQ groups+56(FP), CX")
+	ins("MOVQ CX, left-8(SP)")
+	emit("group_%s:", name)
+	for j := 1; j < nq; j++ {
+		ins("LEAQ (%s)(R8*1), %s", qPtr[j-1], qPtr[j])
+	}
+	for a := 0; a < 4*nq; a++ {
+		ins("VXORPS Y%d, Y%d, Y%d", a, a, a)
+	}
+	row := 4*nq + nq
+	ins("XORQ AX, AX")
+	ins("MOVQ R12, CX")
+	ins("TESTQ CX, CX")
+	ins("JZ reduce_%s", name)
+	emit("chunk_%s:", name)
+	for h := 0; h < 2; h++ {
+		for j := 0; j < nq; j++ {
+			ins("VMOVUPS %d(%s)(AX*2), Y%d", 32*h, qPtr[j], 4*nq+j)
+		}
+		for r := 0; r < 4; r++ {
+			ins("VCVTPH2PS %d(%s)(AX*1), Y%d", 16*h, rowPtr[r], row)
+			for j := 0; j < nq; j++ {
+				ins("VFMADD231PS Y%d, Y%d, Y%d", row, 4*nq+j, 4*j+r)
+			}
+		}
+	}
+	ins("ADDQ $32, AX")
+	ins("DECQ CX")
+	ins("JNZ chunk_%s", name)
+	emit("reduce_%s:", name)
+	ins("MOVQ ldd+8(FP), CX")
+	ins("SHLQ $2, CX")
+	dsts := []string{"(DI)", "(DI)(CX*1)", "(DI)(CX*2)"}
+	for j := 0; j < nq; j++ {
+		reduce4Y(4*j, false)
+		ins("VMOVUPS X%d, %s", 4*j, dsts[j])
+	}
+	ins("LEAQ (CX)(CX*%d), AX", nq-1)
+	ins("ADDQ AX, DI")
+	ins("LEAQ (R8)(R8*%d), AX", nq-1)
+	ins("ADDQ AX, SI")
+	ins("DECQ left-8(SP)")
+	ins("JNZ group_%s", name)
+	ins("VZEROUPPER")
+	ins("RET")
+}
+
 func main() {
 	emit("// Code generated by gen_quant_amd64.go; DO NOT EDIT.")
 	emit("")
@@ -287,6 +624,12 @@ func main() {
 	i8Panel()
 	f16Rows()
 	f16Panel()
+	i8RowsYmm(false)
+	i8PanelYmm(false)
+	i8RowsYmm(true)
+	i8PanelYmm(true)
+	f16RowsAVX2()
+	f16PanelAVX2(3)
 	if err := os.WriteFile("quant_amd64.s", out.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}

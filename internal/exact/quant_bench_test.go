@@ -9,11 +9,22 @@ import (
 )
 
 // Compressed scans of the reference workload, exact and approximate, next
-// to BenchmarkReadPass (the float32 floor). Random uniform rows are the
+// to BenchmarkReadPass (the float32 floor), with each kernel set this CPU
+// runs (the first is the one chosen at init). Random uniform rows are the
 // hardest case for the bounds (scores crowd together); cmd/bench measures
 // embedding-like data.
 func BenchmarkExactSearch(b *testing.B) {
 	s := benchData()
+	for _, ks := range quantKernelSets() {
+		b.Run(ks.name, func(b *testing.B) {
+			saved := activeQuant.Swap(&ks)
+			defer activeQuant.Store(saved)
+			benchExactSearch(b, s)
+		})
+	}
+}
+
+func benchExactSearch(b *testing.B, s fallback.Slab) {
 	for _, p := range []core.Precision{core.F16, core.Int8} {
 		c, err := NewCompressed(p, s.Dim)
 		if err != nil {
@@ -81,5 +92,55 @@ func BenchmarkCopyRows(b *testing.B) {
 		dst := make([]float32, rows*s.Stride)
 		copy(dst, s.Data[:rows*s.Stride])
 		sink += dst[0]
+	}
+}
+
+// The compressed kernels alone, per set this CPU runs, on one block of
+// rows that stays in cache (the scan's block size): the compute each set
+// spends per row, single query (rows kernel) and per row and query of a
+// 64-query batch (tile kernel), without the memory traffic or the bounds.
+func BenchmarkQuantKernels(b *testing.B) {
+	const stride = benchDim
+	nr := quantBlockBytes / stride / 4 * 4
+	r := newRand(b)
+	u8 := make([]uint8, nr*stride)
+	f16 := make([]uint16, nr*stride)
+	for i := range u8 {
+		u8[i] = uint8(1 + r.IntN(255))
+		f16[i] = f32toF16(2*r.Float32() - 1)
+	}
+	q8 := make([]int8, benchBatch*stride)
+	qf := make([]float32, benchBatch*stride)
+	for i := range q8 {
+		q8[i] = int8(r.IntN(255) - 127)
+		qf[i] = 2*r.Float32() - 1
+	}
+	i32 := make([]int32, benchBatch*nr)
+	f32 := make([]float32, benchBatch*nr)
+	for _, ks := range quantKernelSets() {
+		b.Run(ks.name+"/int8/rows", func(b *testing.B) {
+			b.SetBytes(int64(nr * stride))
+			for b.Loop() {
+				ks.i8Rows(i32[:nr], q8[:stride], u8, stride)
+			}
+		})
+		b.Run(ks.name+"/int8/tile64", func(b *testing.B) {
+			b.SetBytes(int64(benchBatch * nr * stride))
+			for b.Loop() {
+				ks.i8Tile(i32, q8, benchBatch, u8, nr, stride)
+			}
+		})
+		b.Run(ks.name+"/f16/rows", func(b *testing.B) {
+			b.SetBytes(int64(2 * nr * stride))
+			for b.Loop() {
+				ks.f16Rows(f32[:nr], qf[:stride], f16, stride)
+			}
+		})
+		b.Run(ks.name+"/f16/tile64", func(b *testing.B) {
+			b.SetBytes(int64(2 * benchBatch * nr * stride))
+			for b.Loop() {
+				ks.f16Tile(f32, qf, benchBatch, f16, nr, stride)
+			}
+		})
 	}
 }

@@ -122,14 +122,14 @@ func (d DeviceSums) sums(qq *quantQuery, c *Compressed, j, lo int, raw []float64
 	rest := raw[dev:]
 	if c.Prec == core.Int8 {
 		buf := make([]int32, len(rest))
-		activeQuant.i8Rows(buf, qq.q8, c.U8[from*c.Stride:(from+len(rest))*c.Stride], c.Stride)
+		activeQuant.Load().i8Rows(buf, qq.q8, c.U8[from*c.Stride:(from+len(rest))*c.Stride], c.Stride)
 		for i, v := range buf {
 			rest[i] = float64(v)
 		}
 		return
 	}
 	buf := make([]float32, len(rest))
-	activeQuant.f16Rows(buf, qq.qf, c.F16[from*c.Stride:(from+len(rest))*c.Stride], c.Stride)
+	activeQuant.Load().f16Rows(buf, qq.qf, c.F16[from*c.Stride:(from+len(rest))*c.Stride], c.Stride)
 	for i, v := range buf {
 		rest[i] = float64(v)
 	}
@@ -147,7 +147,7 @@ func (d DeviceSums) sums32(qq *quantQuery, c *Compressed, j, lo int, dst []int32
 	}
 	if dev < n {
 		from := lo + dev
-		activeQuant.i8Rows(dst[dev:], qq.q8, c.U8[from*c.Stride:(from+n-dev)*c.Stride], c.Stride)
+		activeQuant.Load().i8Rows(dst[dev:], qq.q8, c.U8[from*c.Stride:(from+n-dev)*c.Stride], c.Stride)
 	}
 }
 
@@ -160,7 +160,7 @@ func (d DeviceSums) sumsF16(qq *quantQuery, c *Compressed, j, lo int, dst []floa
 	}
 	if dev < n {
 		from := lo + dev
-		activeQuant.f16Rows(dst[dev:], qq.qf, c.F16[from*c.Stride:(from+n-dev)*c.Stride], c.Stride)
+		activeQuant.Load().f16Rows(dst[dev:], qq.qf, c.F16[from*c.Stride:(from+n-dev)*c.Stride], c.Stride)
 	}
 }
 

@@ -1,5 +1,7 @@
 package exact
 
+import "sync/atomic"
+
 // Kernels over compressed rows. The int8 kernels multiply a signed query
 // code by an unsigned (offset by 128) row byte and sum in int32: exact
 // integer arithmetic, so every implementation returns the same bits. The
@@ -38,13 +40,14 @@ var genericQuantKernels = quantKernelSet{
 	f16Tile: f16TileGo,
 }
 
-// activeQuant is chosen once at init (quant_amd64.go) and only read
-// afterwards.
-var activeQuant = genericQuantKernels
+// activeQuant is chosen at init (quant_sets.go), the best set the CPU
+// runs; umbra's tests and cmd/bench may force another (internal/kernelset).
+// A search loads it once and scans with that set throughout.
+var activeQuant atomic.Pointer[quantKernelSet]
 
-// QuantKernel names the compressed-row kernels chosen at init, e.g.
-// "avx512vnni+f16c" or "generic".
-func QuantKernel() string { return activeQuant.name }
+// QuantKernel names the compressed-row kernels in use, e.g. "avx512vnni",
+// "avx2+f16c" or "generic".
+func QuantKernel() string { return activeQuant.Load().name }
 
 func i8DotGo(q []int8, row []uint8) int32 {
 	row = row[:len(q)]

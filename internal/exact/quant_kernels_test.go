@@ -6,137 +6,193 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/umbravec/umbra/internal/kernelset"
 )
 
-// The kernels take any length and stride, not only CodeStride's whole
-// chunks: every set against the generic kernels on raw codes of every
-// byte (query codes down to −128), lengths around each vector width,
-// strides that misalign each row, slices that start off any alignment,
-// and numbers of rows and queries that leave every remainder of the
-// panels' groups. int8 sums agree bit for bit; float16 sums within the
-// rounding bound of their length, with the tile kernel equal to the rows
-// kernel (one order a pair).
-func TestQuantKernelsRawShapes(t *testing.T) {
+// forEachQuantKernel runs f once per compressed kernel set this CPU runs,
+// with that set forced: on an AVX-512 machine the AVX-VNNI, AVX2 and
+// generic sets are tested too.
+func forEachQuantKernel(t *testing.T, f func(t *testing.T)) {
+	t.Helper()
+	for _, name := range kernelset.Sets(kernelset.Compressed) {
+		t.Run(name, func(t *testing.T) {
+			restore, err := kernelset.Force(kernelset.Compressed, name)
+			noErr(t, err)
+			defer restore()
+			if QuantKernel() != name {
+				t.Fatalf("forced %q, QuantKernel says %q", name, QuantKernel())
+			}
+			f(t)
+		})
+	}
+}
+
+// The sets are listed best first, the first is the one chosen at init,
+// generic is last, and forcing one is undone by restore.
+func TestQuantKernelSetsForce(t *testing.T) {
+	names := kernelset.Sets(kernelset.Compressed)
+	t.Logf("compressed kernel sets on this CPU: %v", names)
+	if len(names) == 0 || names[len(names)-1] != "generic" || names[0] != QuantKernel() {
+		t.Fatalf("sets %v, active %q", names, QuantKernel())
+	}
+	for _, name := range names {
+		restore, err := kernelset.Force(kernelset.Compressed, name)
+		noErr(t, err)
+		if QuantKernel() != name {
+			t.Fatalf("forced %q, active %q", name, QuantKernel())
+		}
+		restore()
+		if QuantKernel() != names[0] {
+			t.Fatalf("restored to %q, want %q", QuantKernel(), names[0])
+		}
+	}
+	if _, err := kernelset.Force(kernelset.Compressed, "avx1024"); err == nil {
+		t.Fatal("forced a set this CPU does not run")
+	}
+}
+
+// i8Case is one shape for the int8 kernels: codes of nr rows and nq
+// queries at a stride, placed off bytes past an aligned start.
+type i8Case struct {
+	nr, nq, stride, off int
+	rowCode, qCode      func(r *rand.Rand) int // a row byte, a query code
+}
+
+// Every int8 kernel set returns the generic kernel's sums to the bit: for
+// every row byte (0 to 255, 0 being a code the compressor never writes),
+// every query code the quantiser writes (-127 to 127), sums at the
+// extremes (±255·127 per term, up to the largest stride, where the int32
+// sum is within 2^31), strides that are and are not whole 64-byte chunks,
+// row and query slices starting at every offset within a cache line, and
+// row and query counts that leave every remainder after the groups of four
+// rows and the panels' groups of queries.
+func TestI8KernelsBitIdentical(t *testing.T) {
 	r := newRand(t)
-	lens := []int{1, 3, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 48, 63, 64, 65, 80, 96, 127, 128, 129, 200}
+	anyByte := func(r *rand.Rand) int { return r.IntN(256) }
+	anyCode := func(r *rand.Rand) int { return r.IntN(255) - 127 }
+	c := func(v int) func(*rand.Rand) int { return func(*rand.Rand) int { return v } }
+	var cases []i8Case
+	for _, stride := range []int{64, 128, 192, 704, 768, 832, 1, 63, 100} {
+		for range 4 {
+			cases = append(cases, i8Case{r.IntN(14), 1 + r.IntN(9), stride, r.IntN(64), anyByte, anyCode})
+		}
+	}
+	for _, ext := range [][2]int{{255, 127}, {255, -127}, {0, 127}, {0, -127}, {1, -127}, {128, 127}} {
+		cases = append(cases, i8Case{5, 3, 1 << 16, 3, c(ext[0]), c(ext[1])})
+		cases = append(cases, i8Case{9, 7, 768, 17, c(ext[0]), c(ext[1])})
+	}
 	for _, ks := range quantKernelSets() {
-		for _, n := range lens {
-			stride := n + r.IntN(5)
-			nr := 1 + r.IntN(11)
-			nq := 1 + r.IntN(10)
-			name := fmt.Sprintf("%s/n %d/stride %d/rows %d/queries %d", ks.name, n, stride, nr, nq)
-			testI8Shapes(t, r, ks, name, n, stride, nr, nq)
-			testF16Shapes(t, r, ks, name, n, stride, nr, nq)
-		}
-	}
-}
-
-// skew returns a slice of length n whose first element sits off past
-// the start of a fresh allocation, so kernels meet every alignment.
-func skew[T any](n, off int) []T { return make([]T, n+off)[off:] }
-
-func testI8Shapes(t *testing.T, r *rand.Rand, ks quantKernelSet, name string, n, stride, nr, nq int) {
-	t.Helper()
-	rows := skew[uint8](nr*stride, r.IntN(16))
-	for i := range rows {
-		rows[i] = uint8(r.UintN(256))
-	}
-	// Rows kernel: queries n long over rows of the stride.
-	q := skew[int8](n, r.IntN(16))
-	for i := range q {
-		q[i] = int8(r.IntN(256) - 128)
-	}
-	got := skew[int32](nr, r.IntN(4))
-	want := make([]int32, nr)
-	ks.i8Rows(got, q, rows, stride)
-	i8RowsGo(want, q, rows, stride)
-	for i := range nr {
-		if got[i] != want[i] {
-			t.Fatalf("%s: int8 rows: row %d: %d, generic %d", name, i, got[i], want[i])
-		}
-	}
-	// Tile kernel: queries of the rows' stride.
-	qs := skew[int8](nq*stride, r.IntN(16))
-	for i := range qs {
-		qs[i] = int8(r.IntN(256) - 128)
-	}
-	tile := skew[int32](nq*nr, r.IntN(4))
-	wantTile := make([]int32, nq*nr)
-	ks.i8Tile(tile, qs, nq, rows, nr, stride)
-	i8TileGo(wantTile, qs, nq, rows, nr, stride)
-	for k := range tile {
-		if tile[k] != wantTile[k] {
-			t.Fatalf("%s: int8 tile: query %d row %d: %d, generic %d", name, k/nr, k%nr, tile[k], wantTile[k])
-		}
-	}
-}
-
-// finiteHalf is a random float16 that is neither Inf nor NaN, subnormals
-// and zeros included.
-func finiteHalf(r *rand.Rand) uint16 {
-	h := uint16(r.UintN(1 << 16))
-	if h>>10&0x1f == 0x1f {
-		h &^= 1 << 14
-	}
-	return h
-}
-
-func testF16Shapes(t *testing.T, r *rand.Rand, ks quantKernelSet, name string, n, stride, nr, nq int) {
-	t.Helper()
-	rows := skew[uint16](nr*stride, r.IntN(8))
-	for i := range rows {
-		rows[i] = finiteHalf(r)
-	}
-	qs := skew[float32](nq*stride, r.IntN(8))
-	for i := range qs {
-		qs[i] = 2*r.Float32() - 1
-	}
-	g := gamma(stride + 1)
-	check := func(what string, j int, q []float32, got []float32) {
-		want := make([]float32, nr)
-		f16RowsGo(want, q, rows, stride)
-		for i := range nr {
-			var mag float64
-			for c, v := range q {
-				mag += math.Abs(float64(v) * float64(f16toF32(rows[i*stride+c])))
+		for _, tc := range cases {
+			name := fmt.Sprintf("%s/stride %d/rows %d/queries %d/offset %d", ks.name, tc.stride, tc.nr, tc.nq, tc.off)
+			rowBuf := make([]uint8, tc.off+tc.nr*tc.stride)
+			rows := rowBuf[tc.off:]
+			for i := range rows {
+				rows[i] = uint8(tc.rowCode(r))
 			}
-			if d := math.Abs(float64(got[i]) - float64(want[i])); d > 2*g*mag {
-				t.Fatalf("%s: float16 %s: query %d row %d: %g, generic %g", name, what, j, i, got[i], want[i])
+			qBuf := make([]int8, tc.off+tc.nq*tc.stride)
+			qs := qBuf[tc.off:]
+			for i := range qs {
+				qs[i] = int8(tc.qCode(r))
+			}
+			tile := make([]int32, 1+tc.nq*tc.nr)[1:]
+			ks.i8Tile(tile, qs, tc.nq, rows, tc.nr, tc.stride)
+			for j := range tc.nq {
+				q := qs[j*tc.stride : (j+1)*tc.stride]
+				got := make([]int32, 1+tc.nr)[1:]
+				want := make([]int32, tc.nr)
+				ks.i8Rows(got, q, rows, tc.stride)
+				i8RowsGo(want, q, rows, tc.stride)
+				for i := range tc.nr {
+					var sum int64
+					for t := range tc.stride {
+						sum += int64(q[t]) * int64(rows[i*tc.stride+t])
+					}
+					if int64(want[i]) != sum {
+						t.Fatalf("%s query %d row %d: generic %d, int64 %d", name, j, i, want[i], sum)
+					}
+					if got[i] != want[i] || tile[j*tc.nr+i] != want[i] {
+						t.Fatalf("%s query %d row %d: rows %d tile %d generic %d", name, j, i, got[i], tile[j*tc.nr+i], want[i])
+					}
+				}
 			}
 		}
 	}
-	// Rows kernel with a query n long.
-	got := skew[float32](nr, r.IntN(4))
-	ks.f16Rows(got, qs[:n], rows, stride)
-	check("rows", 0, qs[:n], got)
-	// Tile kernel against the rows kernel, bit for bit.
-	tile := skew[float32](nq*nr, r.IntN(4))
-	ks.f16Tile(tile, qs, nq, rows, nr, stride)
-	for j := range nq {
-		q := qs[j*stride : (j+1)*stride]
-		ks.f16Rows(got, q, rows, stride)
-		for i := range nr {
-			if math.Float32bits(tile[j*nr+i]) != math.Float32bits(got[i]) {
-				t.Fatalf("%s: float16: query %d row %d: tile %g, rows %g (one order a pair)", name, j, i, tile[j*nr+i], got[i])
+}
+
+// Every float16 kernel set stays inside the bound the search assumes
+// (quant_bounds.go: |fl(q·x̂) − q·x̂| ≤ γ_{m+1}·Σ|q_j x̂_j| + (m+1)·2^-149
+// for m = stride terms, in any order of sums), against the sum in float64,
+// on halves of every kind (subnormal, the largest, both zeros) and queries
+// small enough to underflow; and its batch panel returns its rows kernel's
+// bits (each pair is summed in one order), for strides that are and are
+// not whole chunks, slices at every offset, and every remainder of rows
+// and queries.
+func TestF16KernelsWithinBound(t *testing.T) {
+	r := newRand(t)
+	half := func(r *rand.Rand) uint16 {
+		switch r.IntN(8) {
+		case 0:
+			return uint16(r.IntN(0x400)) | uint16(r.IntN(2))<<15 // subnormal or zero
+		case 1:
+			return []uint16{0x7bff, 0xfbff, 0, 0x8000, 1, 0x8001}[r.IntN(6)]
+		}
+		for {
+			h := uint16(r.Uint32())
+			if h&0x7c00 != 0x7c00 {
+				return h
 			}
 		}
-		check("tile", j, q, tile[j*nr:(j+1)*nr])
+	}
+	for _, ks := range quantKernelSets() {
+		for _, stride := range []int{32, 64, 96, 768, 800, 1, 17, 40} {
+			for _, qScale := range []float64{1, 1e-3, 1e-30, 1e-40} {
+				nr, nq, off := r.IntN(14), 1+r.IntN(9), r.IntN(32)
+				name := fmt.Sprintf("%s/stride %d/rows %d/queries %d/offset %d/query scale %g", ks.name, stride, nr, nq, off, qScale)
+				rows := make([]uint16, off+nr*stride)[off:]
+				for i := range rows {
+					rows[i] = half(r)
+				}
+				qs := make([]float32, off+nq*stride)[off:]
+				for i := range qs {
+					qs[i] = float32((2*r.Float64() - 1) * qScale)
+				}
+				tile := make([]float32, 1+nq*nr)[1:]
+				ks.f16Tile(tile, qs, nq, rows, nr, stride)
+				g := gamma(stride + 1)
+				abs := float64(stride+1) * 0x1p-149
+				for j := range nq {
+					q := qs[j*stride : (j+1)*stride]
+					got := make([]float32, 1+nr)[1:]
+					ks.f16Rows(got, q, rows, stride)
+					for i := range nr {
+						if math.Float32bits(tile[j*nr+i]) != math.Float32bits(got[i]) {
+							t.Fatalf("%s query %d row %d: tile %g, rows %g (one order of sums)", name, j, i, tile[j*nr+i], got[i])
+						}
+						var sum, mag float64
+						for t := range stride {
+							p := float64(q[t]) * float64(f16toF32(rows[i*stride+t])) // exact in float64
+							sum += p
+							mag += math.Abs(p)
+						}
+						// float64's own rounding of sum: at most stride·2^-53·mag.
+						if d := math.Abs(float64(got[i]) - sum); d > g*mag+abs+float64(stride)*0x1p-53*mag {
+							t.Fatalf("%s query %d row %d: %g, float64 %g: off by %g, bound %g", name, j, i, got[i], sum, d, g*mag+abs)
+						}
+					}
+				}
+			}
+		}
 	}
 }
 
-// The sets this machine runs are named, the chosen one first; the log
-// line is what CI's qemu runs look for to prove which int8 path ran.
-func TestQuantKernelSetsNamed(t *testing.T) {
-	sets := quantKernelSets()
+// The sets list the same names kernelset reports.
+func TestQuantKernelSetNames(t *testing.T) {
 	var names []string
-	for _, ks := range sets {
-		if ks.name == "" {
-			t.Fatal("a kernel set without a name")
-		}
+	for _, ks := range quantKernelSets() {
 		names = append(names, ks.name)
 	}
-	if !slices.Contains(names, QuantKernel()) {
-		t.Errorf("QuantKernel %q is none of this machine's sets %v", QuantKernel(), names)
+	if !slices.Equal(names, kernelset.Sets(kernelset.Compressed)) {
+		t.Fatalf("%v vs %v", names, kernelset.Sets(kernelset.Compressed))
 	}
-	t.Logf("quant kernel %s; sets %v", QuantKernel(), names)
 }

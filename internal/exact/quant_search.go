@@ -165,7 +165,7 @@ func ExactSearchBatch(ctx context.Context, s fallback.Slab, c *Compressed, qs []
 			tops[i][j] = topk.New(k, s.Rows/w+blockRows, s.IDs)
 		}
 	}
-	ks := activeQuant
+	ks := activeQuant.Load()
 	err = parallel.Run(ctx, w, items, func(wk, it int) {
 		q0 := it / nblocks * qb
 		nqi := min(qb, nq-q0)
@@ -516,7 +516,7 @@ func ExactRange(ctx context.Context, s fallback.Slab, c *Compressed, q []float32
 	nblocks := (s.Rows + blockRows - 1) / blockRows
 	w := parallel.Workers(workers, nblocks, s.Rows*c.Stride)
 	found := make([][]int, w)
-	ks := activeQuant
+	ks := activeQuant.Load()
 	err = parallel.Run(ctx, w, nblocks, func(wk, b int) {
 		lo := b * blockRows
 		n := min(blockRows, s.Rows-lo)

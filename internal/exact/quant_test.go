@@ -140,9 +140,11 @@ func compress(t testing.TB, p core.Precision, s fallback.Slab) *Compressed {
 
 // The guarantee itself: for every row, the score the float32 kernel
 // computes lies inside the row's interval, on every data kind, metric and
-// precision, whatever kernels this machine runs.
-func TestQuantBoundsHold(t *testing.T) {
-	r := testkit.Rand(t)
+// precision, with every kernel set this machine runs.
+func TestQuantBoundsHold(t *testing.T) { forEachQuantKernel(t, quantBoundsHold) }
+
+func quantBoundsHold(t *testing.T) {
+	r := newRand(t)
 	for kind := range nKinds {
 		for _, p := range []core.Precision{core.F16, core.Int8} {
 			for _, m := range []core.Metric{core.Dot, core.L2} {
@@ -176,13 +178,13 @@ func quantRaw(c *Compressed, qq *quantQuery) []float64 {
 	raw := make([]float64, c.Rows)
 	if c.Prec == core.Int8 {
 		buf := make([]int32, c.Rows)
-		activeQuant.i8Rows(buf, qq.q8, c.U8, c.Stride)
+		activeQuant.Load().i8Rows(buf, qq.q8, c.U8, c.Stride)
 		for i, v := range buf {
 			raw[i] = float64(v)
 		}
 	} else {
 		buf := make([]float32, c.Rows)
-		activeQuant.f16Rows(buf, qq.qf, c.F16, c.Stride)
+		activeQuant.Load().f16Rows(buf, qq.qf, c.F16, c.Stride)
 		for i, v := range buf {
 			raw[i] = float64(v)
 		}
@@ -195,8 +197,10 @@ func quantRaw(c *Compressed, qq *quantQuery) []float64 {
 // ties and score bits), for single queries and batches, k from 1 to past
 // Len, filtered or not; and the float32 answer is the float64 one where
 // the data makes ties exact.
-func TestExactSearchMatchesFloat32(t *testing.T) {
-	r := testkit.Rand(t)
+func TestExactSearchMatchesFloat32(t *testing.T) { forEachQuantKernel(t, exactSearchMatchesFloat32) }
+
+func exactSearchMatchesFloat32(t *testing.T) {
+	r := newRand(t)
 	ctx := context.Background()
 	for trial := range 60 {
 		kind := dataKind(trial % int(nKinds))
@@ -246,8 +250,10 @@ func TestExactSearchMatchesFloat32(t *testing.T) {
 }
 
 // Range over compressed rows returns Range's answer, bits and all.
-func TestExactRangeMatchesFloat32(t *testing.T) {
-	r := testkit.Rand(t)
+func TestExactRangeMatchesFloat32(t *testing.T) { forEachQuantKernel(t, exactRangeMatchesFloat32) }
+
+func exactRangeMatchesFloat32(t *testing.T) {
+	r := newRand(t)
 	ctx := context.Background()
 	for trial := range 24 {
 		kind := dataKind(trial % int(nKinds))
@@ -272,8 +278,10 @@ func TestExactRangeMatchesFloat32(t *testing.T) {
 
 // Clustered data: hundreds of rows sit within the quantisation error of
 // the k-th score, so the rescore must take them all, and does.
-func TestExactSearchCluster(t *testing.T) {
-	r := testkit.Rand(t)
+func TestExactSearchCluster(t *testing.T) { forEachQuantKernel(t, exactSearchCluster) }
+
+func exactSearchCluster(t *testing.T) {
+	r := newRand(t)
 	ctx := context.Background()
 	dim := 96
 	rows := makeRows(r, clusterRows, 800, dim)
@@ -400,8 +408,10 @@ func TestQuantKernelsMatchGeneric(t *testing.T) {
 
 // Huge and tiny magnitudes: rows that could overflow float32 are always
 // rescored, so even there the answer is the float32 one.
-func TestExactSearchExtremes(t *testing.T) {
-	r := testkit.Rand(t)
+func TestExactSearchExtremes(t *testing.T) { forEachQuantKernel(t, exactSearchExtremes) }
+
+func exactSearchExtremes(t *testing.T) {
+	r := newRand(t)
 	ctx := context.Background()
 	dim := 40
 	rows := make([][]float32, 120)
@@ -470,8 +480,10 @@ func sameBits(t testing.TB, got, want []core.Hit, format string, args ...any) {
 // residual, so that row's compressed estimate falls short of its float32
 // score by the whole Cauchy–Schwarz term ‖q‖·ε — the case a bound that is
 // too tight (or a filter that trusts the estimate) gets wrong.
-func TestExactSearchResidualQueries(t *testing.T) {
-	r := testkit.Rand(t)
+func TestExactSearchResidualQueries(t *testing.T) { forEachQuantKernel(t, exactSearchResidualQueries) }
+
+func exactSearchResidualQueries(t *testing.T) {
+	r := newRand(t)
 	ctx := context.Background()
 	dim := 64
 	rows := makeRows(r, clusterRows, 300, dim)
@@ -502,7 +514,3 @@ func TestExactSearchResidualQueries(t *testing.T) {
 		}
 	}
 }
-
-// quantKernelSets is every compressed kernel set this machine runs,
-// generic last.
-func quantKernelSets() []quantKernelSet { return append(asmQuantKernels(), genericQuantKernels) }
