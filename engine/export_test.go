@@ -5,7 +5,13 @@ import (
 	"time"
 
 	"github.com/umbravec/umbra/diag"
+	"github.com/umbravec/umbra/internal/storefile"
 )
+
+// WithFS makes Open replace the store's files (its checkpoints, its log's
+// resets, the removal of a crash's temporary files) through fsys, which a
+// test makes fail.
+func WithFS(fsys storefile.FS) OpenOption { return func(o *openOptions) { o.fs = fsys } }
 
 // NewWithChunkRows is New with at most rows rows in one device buffer, so
 // tests cross chunk boundaries with small data.

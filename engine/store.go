@@ -29,6 +29,7 @@ import (
 // which is what a repair makes durable.
 type store struct {
 	path   string // the real file: symbolic links resolved at Open
+	fs     storefile.FS
 	gen    uint64
 	log    *storefile.Log
 	policy storefile.SyncPolicy
@@ -67,6 +68,9 @@ type openOptions struct {
 	readOnly   bool
 	logSync    time.Duration
 	logSyncSet bool
+	// fs is what the store's files are replaced through: storefile.OS
+	// unless a test's option (export_test.go) makes steps fail.
+	fs storefile.FS
 }
 
 // LogSync sets how an opened store makes its log durable. 0 (the default)
@@ -93,7 +97,7 @@ func LogSync(interval time.Duration) OpenOption {
 // this process or another, fails with ErrLocked; a damaged file with
 // ErrBadStore naming the section.
 func Open(ctx context.Context, path string, cfg Config, opts ...OpenOption) (ix *Index, err error) {
-	var o openOptions
+	o := openOptions{fs: storefile.OS}
 	for _, f := range opts {
 		if f != nil {
 			f(&o)
@@ -136,8 +140,8 @@ func Open(ctx context.Context, path string, cfg Config, opts ...OpenOption) (ix 
 	// (OpenReadOnly) take no lock and never come here. Best effort: a
 	// leftover costs only space, and a directory that cannot be read fails
 	// the load below anyway.
-	_ = storefile.RemoveTemps(path)
-	ix, gen, err := loadStore(ctx, path, cfg, true)
+	_ = storefile.RemoveTemps(o.fs, path)
+	ix, gen, err := loadStore(ctx, o.fs, path, cfg, true)
 	if err != nil {
 		return nil, err
 	}
@@ -145,27 +149,28 @@ func Open(ctx context.Context, path string, cfg Config, opts ...OpenOption) (ix 
 	if o.logSync > 0 {
 		policy = storefile.SyncInterval(o.logSync)
 	}
-	log, err := storefile.OpenLog(storefile.LogPath(path), ix.cfg.Dim, gen, policy)
+	log, err := storefile.OpenLog(o.fs, storefile.LogPath(path), ix.cfg.Dim, gen, policy)
 	if err != nil {
 		ix.Close()
 		return nil, storeError(storefile.LogPath(path), err)
 	}
-	ix.store = &store{path: path, gen: gen, log: log, policy: policy, unlock: unlock}
+	ix.store = &store{path: path, fs: o.fs, gen: gen, log: log, policy: policy, unlock: unlock}
 	return ix, nil
 }
 
 // loadStore reads the store at path into a new index: the base file, then
 // its log up to the last complete record. With create set a missing store
-// is created empty from cfg (the caller holds the lock). An index on the
-// CPU path maps the base's rows instead of reading them (mapped.go).
-func loadStore(ctx context.Context, path string, cfg Config, create bool) (ix *Index, gen uint64, err error) {
+// is created empty from cfg (the caller holds the lock), through fsys. An
+// index on the CPU path maps the base's rows instead of reading them
+// (mapped.go).
+func loadStore(ctx context.Context, fsys storefile.FS, path string, cfg Config, create bool) (ix *Index, gen uint64, err error) {
 	head, err := storefile.PeekBase(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && create:
 		if ix, err = New(ctx, cfg); err != nil {
 			return nil, 0, err
 		}
-		if gen, err = storefile.Checkpoint(path, ix.snapshot()); err != nil {
+		if gen, err = storefile.Checkpoint(fsys, path, ix.snapshot()); err != nil {
 			ix.Close()
 			return nil, 0, fmt.Errorf("create store %s: %w", path, err)
 		}
@@ -246,7 +251,7 @@ func openReadOnly(ctx context.Context, path string, cfg Config) (*Index, error) 
 	}
 	const tries = 5
 	for range tries {
-		ix, gen, err := loadStore(ctx, path, cfg, false)
+		ix, gen, err := loadStore(ctx, storefile.OS, path, cfg, false) // writes nothing
 		if err != nil {
 			return nil, err
 		}
@@ -439,7 +444,7 @@ func (ix *Index) repairStore() error {
 		return nil
 	}
 	if st.baseHolds {
-		log, err := storefile.OpenLog(storefile.LogPath(st.path), ix.cfg.Dim, st.gen, st.policy)
+		log, err := storefile.OpenLog(st.fs, storefile.LogPath(st.path), ix.cfg.Dim, st.gen, st.policy)
 		if err != nil {
 			return fmt.Errorf("store %s: starting its log again: %w (it broke on: %v)", st.path, err, st.broken)
 		}
@@ -502,12 +507,12 @@ func (ix *Index) checkpointLocked() error {
 				}
 			}
 		}()
-		return storefile.Checkpoint(st.path, ix.snapshot())
+		return storefile.Checkpoint(st.fs, st.path, ix.snapshot())
 	}()
 	switch {
 	case err == nil:
 		st.gen = gen
-		log, oerr := storefile.OpenLog(storefile.LogPath(st.path), ix.cfg.Dim, gen, st.policy)
+		log, oerr := storefile.OpenLog(st.fs, storefile.LogPath(st.path), ix.cfg.Dim, gen, st.policy)
 		if oerr != nil {
 			st.broken, st.baseHolds = oerr, true
 			return fmt.Errorf("checkpoint %s: base written, opening its log: %w", st.path, oerr)
@@ -528,7 +533,7 @@ func (ix *Index) checkpointLocked() error {
 	if st.broken == nil {
 		// The old base is in place and its log was closed cleanly:
 		// writes go on in it.
-		log, oerr := storefile.OpenLog(storefile.LogPath(st.path), ix.cfg.Dim, st.gen, st.policy)
+		log, oerr := storefile.OpenLog(st.fs, storefile.LogPath(st.path), ix.cfg.Dim, st.gen, st.policy)
 		if oerr != nil {
 			st.broken = oerr
 		} else {
@@ -578,7 +583,7 @@ func (ix *Index) Save(ctx context.Context, path string) (err error) {
 	if ix.closed {
 		return ErrClosed
 	}
-	if _, err := storefile.WriteBase(path, ix.snapshot()); err != nil {
+	if _, err := storefile.WriteBase(storefile.OS, path, ix.snapshot()); err != nil {
 		return fmt.Errorf("save %s: %w", path, err)
 	}
 	// A log left beside path by an older store there belongs to another
