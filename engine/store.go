@@ -71,6 +71,8 @@ type openOptions struct {
 	// fs is what the store's files are replaced through: storefile.OS
 	// unless a test's option (export_test.go) makes steps fail.
 	fs storefile.FS
+	// test is the index's testHooks, nil outside tests.
+	test *testHooks
 }
 
 // LogSync sets how an opened store makes its log durable. 0 (the default)
@@ -110,7 +112,7 @@ func Open(ctx context.Context, path string, cfg Config, opts ...OpenOption) (ix 
 		if o.logSyncSet {
 			return nil, fmt.Errorf("%w: LogSync with ReadOnly: a read-only store writes no log", ErrInvalidOption)
 		}
-		return openReadOnly(ctx, path, cfg)
+		return openReadOnly(ctx, path, cfg, o)
 	}
 	// The log, the lock and every temporary file live beside the real
 	// file, so a store opened through a symbolic link is the same store.
@@ -141,7 +143,7 @@ func Open(ctx context.Context, path string, cfg Config, opts ...OpenOption) (ix 
 	// leftover costs only space, and a directory that cannot be read fails
 	// the load below anyway.
 	_ = storefile.RemoveTemps(o.fs, path)
-	ix, gen, err := loadStore(ctx, o.fs, path, cfg, true)
+	ix, gen, err := loadStore(ctx, path, cfg, o)
 	if err != nil {
 		return nil, err
 	}
@@ -159,18 +161,19 @@ func Open(ctx context.Context, path string, cfg Config, opts ...OpenOption) (ix 
 }
 
 // loadStore reads the store at path into a new index: the base file, then
-// its log up to the last complete record. With create set a missing store
-// is created empty from cfg (the caller holds the lock), through fsys. An
-// index on the CPU path maps the base's rows instead of reading them
-// (mapped.go).
-func loadStore(ctx context.Context, fsys storefile.FS, path string, cfg Config, create bool) (ix *Index, gen uint64, err error) {
+// its log up to the last complete record. Unless o is read-only, a missing
+// store is created empty from cfg, through o.fs (the caller holds the
+// lock). An index on the CPU path maps the base's rows instead of reading
+// them (mapped.go).
+func loadStore(ctx context.Context, path string, cfg Config, o openOptions) (ix *Index, gen uint64, err error) {
+	create := !o.readOnly
 	head, err := storefile.PeekBase(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && create:
-		if ix, err = New(ctx, cfg); err != nil {
+		if ix, err = newIndex(ctx, cfg, o.test); err != nil {
 			return nil, 0, err
 		}
-		if gen, err = storefile.Checkpoint(fsys, path, ix.snapshot()); err != nil {
+		if gen, err = storefile.Checkpoint(o.fs, path, ix.snapshot()); err != nil {
 			ix.Close()
 			return nil, 0, fmt.Errorf("create store %s: %w", path, err)
 		}
@@ -196,7 +199,7 @@ func loadStore(ctx context.Context, fsys storefile.FS, path string, cfg Config, 
 	if head.Stride != packed.StrideFor(head.Dim) {
 		return nil, 0, fmt.Errorf("%w: %s: rows of stride %d for dimension %d", ErrBadStore, path, head.Stride, head.Dim)
 	}
-	if ix, err = New(ctx, cfg); err != nil {
+	if ix, err = newIndex(ctx, cfg, o.test); err != nil {
 		return nil, 0, err
 	}
 	if err := ix.loadFrom(ctx, path, &gen); err != nil {
@@ -219,7 +222,7 @@ func (ix *Index) loadFrom(ctx context.Context, path string, gen *uint64) (err er
 		}
 		snap, *gen = m.Snapshot, m.Generation
 		if m.Mapped() {
-			ix.mapped = &mapping{base: m, path: path}
+			ix.mapped = &mapping{base: m, path: path, test: ix.test}
 			ix.mapped.live.Store(true)
 		}
 	} else if snap, *gen, err = storefile.ReadBase(path); err != nil {
@@ -244,19 +247,19 @@ func (ix *Index) loadFrom(ctx context.Context, path string, gen *uint64) (err er
 }
 
 // openReadOnly is Open with ReadOnly.
-func openReadOnly(ctx context.Context, path string, cfg Config) (*Index, error) {
+func openReadOnly(ctx context.Context, path string, cfg Config, o openOptions) (*Index, error) {
 	path, err := storefile.Resolve(path)
 	if err != nil {
 		return nil, fmt.Errorf("open: %w", err)
 	}
 	const tries = 5
 	for range tries {
-		ix, gen, err := loadStore(ctx, storefile.OS, path, cfg, false) // writes nothing
+		ix, gen, err := loadStore(ctx, path, cfg, o)
 		if err != nil {
 			return nil, err
 		}
-		if afterReadOnlyLoad != nil {
-			afterReadOnlyLoad()
+		if o.test != nil && o.test.afterReadOnlyLoad != nil {
+			o.test.afterReadOnlyLoad()
 		}
 		now, err := storefile.BaseGeneration(path)
 		if err == nil && now == gen {
@@ -273,10 +276,6 @@ func openReadOnly(ctx context.Context, path string, cfg Config) (*Index, error) 
 	}
 	return nil, fmt.Errorf("%w: %s was checkpointed %d times while it was being read", ErrLocked, path, tries)
 }
-
-// afterReadOnlyLoad, when set (by a test), runs between a read-only Open's read
-// of a store and its check that no checkpoint replaced the base meanwhile.
-var afterReadOnlyLoad func()
 
 // writable refuses a write to a read-only index. readOnly is set before the
 // index is returned and never changes, so no lock is needed.
