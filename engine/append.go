@@ -64,8 +64,8 @@ func (ix *Index) addLocked(ctx context.Context, start time.Time, ids []uint64, i
 	if ix.store != nil {
 		lapWrite(t, stageLog, &mark)
 	}
-	if ix.beforePublish != nil {
-		ix.beforePublish()
+	if ix.test != nil && ix.test.beforePublish != nil {
+		ix.test.beforePublish()
 	}
 	ix.mu.Lock()
 	ix.publish(p)

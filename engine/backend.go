@@ -140,19 +140,19 @@ func fallbackReason(sel AdapterSelect, reports []diag.AdapterReport, allowSoftwa
 
 // openDevice opens an index's device side for cfg: in this process, or
 // under Isolate in a child process.
-func openDevice(ctx context.Context, cfg Config, opt options) (device, string, Hint, error) {
-	allowSoftware := cfg.Device == GPU || opt.softwareAuto
+func openDevice(ctx context.Context, cfg Config, test *testHooks) (device, string, Hint, error) {
+	allowSoftware := cfg.Device == GPU || test != nil && test.softwareAuto
 	if len(cfg.shards()) > 0 {
-		return openShards(ctx, cfg, opt, allowSoftware)
+		return openShards(ctx, cfg, test, allowSoftware)
 	}
 	if !cfg.Isolate {
-		return openGPU(ctx, cfg, opt, allowSoftware)
+		return openGPU(ctx, cfg, test.chunkRows(), allowSoftware)
 	}
 	if !gpu.Built {
 		return nil, reasonNoCgo, noGPUSupport, &AdapterError{Reason: reasonNoCgo, Hint: noGPUSupport, kind: ErrNoGPUSupport}
 	}
 	c, err := startChild(ctx, childHello{Dim: cfg.Dim, Metric: int(cfg.Metric), Precision: cfg.Precision, Adapter: cfg.adapter(), AllowSoftware: allowSoftware,
-		MaxChunkRows: opt.maxChunkRows, ProbeTimeout: cfg.ProbeTimeout})
+		MaxChunkRows: test.chunkRows(), ProbeTimeout: cfg.ProbeTimeout}, childGreetingTimeout)
 	if err != nil {
 		var ae *AdapterError
 		if errors.As(err, &ae) {
@@ -164,8 +164,10 @@ func openDevice(ctx context.Context, cfg Config, opt options) (device, string, H
 }
 
 // openGPU finds the best working adapter for cfg and returns an index's
-// device side on it. allowSoftware admits CPU-type adapters (Device GPU).
-func openGPU(ctx context.Context, cfg Config, opt options, allowSoftware bool) (device, string, Hint, error) {
+// device side on it, with at most maxChunkRows rows in a device buffer (0:
+// the adapter's limit). allowSoftware admits CPU-type adapters (Device
+// GPU).
+func openGPU(ctx context.Context, cfg Config, maxChunkRows int, allowSoftware bool) (device, string, Hint, error) {
 	if !gpu.Built {
 		return nil, reasonNoCgo, noGPUSupport, &AdapterError{Reason: reasonNoCgo, Hint: noGPUSupport, kind: ErrNoGPUSupport}
 	}
@@ -193,7 +195,7 @@ func openGPU(ctx context.Context, cfg Config, opt options, allowSoftware bool) (
 		if dev == nil {
 			continue
 		}
-		g, err := newDeviceIndex(dev, cfg, opt.maxChunkRows)
+		g, err := newDeviceIndex(dev, cfg, maxChunkRows)
 		if err != nil {
 			err = gpuError(err)
 			return nil, err.Error(), hintFor(hint.ProbeFailed, cfg.adapter()), err

@@ -37,9 +37,6 @@ type coalescer struct {
 	// batches and queries count the searches run, and the queries they
 	// answered together.
 	batches, queries atomic.Int64
-	// before, when set (by tests only), runs at the start of every batch
-	// with its size.
-	before func(n int)
 }
 
 // request is one queued search.
@@ -195,8 +192,8 @@ func takeBatch(queue []*request, limit int) (batch, rest []*request) {
 // has.
 func (ix *Index) runBatch(batch []*request) {
 	c := &ix.batch
-	if c.before != nil {
-		c.before(len(batch))
+	if ix.test != nil && ix.test.beforeBatch != nil {
+		ix.test.beforeBatch(len(batch))
 	}
 	c.batches.Add(1)
 	c.queries.Add(int64(len(batch)))

@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
-	"github.com/umbravec/umbra/internal/storefile"
+	"github.com/umbravec/umbra/internal/storefile/faultfs"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -76,11 +76,11 @@ func (m storeModel) writeOnce(t *testing.T, r *rand.Rand, ix *engine.Index, next
 
 // newModelStore opens a Dot store (vectors kept as given, so the model
 // compares exactly) at a fresh path, adds n rows and checkpoints.
-func newModelStore(t *testing.T, r *rand.Rand, dir string, n, dim int, b backend) (*engine.Index, storeModel, uint64, string) {
+func newModelStore(t *testing.T, r *rand.Rand, dir string, n, dim int, b backend, opts ...engine.OpenOption) (*engine.Index, storeModel, uint64, string) {
 	t.Helper()
 	ctx := context.Background()
 	path := filepath.Join(dir, "s.umbra")
-	ix, err := engine.Open(ctx, path, engine.Config{Dim: dim, Metric: engine.Dot, Device: b.device, Adapters: []engine.AdapterSelect{b.adapter}})
+	ix, err := engine.Open(ctx, path, engine.Config{Dim: dim, Metric: engine.Dot, Device: b.device, Adapters: []engine.AdapterSelect{b.adapter}}, opts...)
 	if err != nil && b.device == engine.GPU {
 		if requireGPU() {
 			t.Fatalf("UMBRA_REQUIRE_GPU=1 but no %s adapter works: %v", b.name, err)
@@ -119,8 +119,6 @@ func (m storeModel) reopened(t *testing.T, path string, live *engine.Index, what
 	require.NoError(t, ix.Close())
 }
 
-var atomicSteps = []string{storefile.StepCreate, storefile.StepWrite, storefile.StepSync, storefile.StepClose, storefile.StepRename, storefile.StepSyncDir}
-
 // TestCheckpointFailingAtEveryStep fails a checkpoint at each step of
 // its base write and of its log reset, then writes while the fault holds
 // and after it is gone. Every write that returned nil must be in the store
@@ -132,12 +130,13 @@ func TestCheckpointFailingAtEveryStep(t *testing.T) {
 	const dim = 8
 	for _, b := range backends[:2] { // the CPU, whose base is mapped, and lavapipe
 		for _, target := range []string{"base", "log"} {
-			for _, step := range atomicSteps {
+			for _, step := range faultfs.Steps() {
 				for _, lasting := range []bool{false, true} {
 					name := fmt.Sprintf("%s/%s/%s/lasting=%v", b.name, target, step, lasting)
 					t.Run(name, func(t *testing.T) {
 						ctx := context.Background()
-						ix, m, next, path := newModelStore(t, r, t.TempDir(), 20, dim, b)
+						fsys := faultfs.New(nil, nil)
+						ix, m, next, path := newModelStore(t, r, t.TempDir(), 20, dim, b, engine.WithFS(fsys))
 						m.writeOnce(t, r, ix, &next, dim)
 						suffix := ""
 						if target == "log" {
@@ -145,7 +144,7 @@ func TestCheckpointFailingAtEveryStep(t *testing.T) {
 						}
 						fault := errors.New("injected: no space left on device")
 						var armed sync.Mutex
-						storefile.InjectFault(func(s, p string) error {
+						fsys.Set(func(s, p string) error {
 							armed.Lock()
 							defer armed.Unlock()
 							if s == step && strings.HasSuffix(p, ".umbra"+suffix) {
@@ -153,7 +152,6 @@ func TestCheckpointFailingAtEveryStep(t *testing.T) {
 							}
 							return nil
 						})
-						defer storefile.InjectFault(nil)
 						err := ix.Checkpoint(ctx)
 						require.ErrorIs(t, err, fault)
 						if lasting {
@@ -165,7 +163,7 @@ func TestCheckpointFailingAtEveryStep(t *testing.T) {
 							m.check(t, ix, name+", in memory while failing")
 							m.reopened(t, path, nil, name+", while failing")
 						}
-						storefile.InjectFault(nil)
+						fsys.Set(nil)
 						// Space is back: writes are acknowledged again.
 						for range 3 {
 							require.Equal(t, 3, m.writeOnce(t, r, ix, &next, dim), "%s: writes after the fault", name)

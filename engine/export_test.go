@@ -5,12 +5,38 @@ import (
 	"time"
 
 	"github.com/umbravec/umbra/diag"
+	"github.com/umbravec/umbra/internal/storefile"
 )
+
+// WithFS makes Open replace the store's files (its checkpoints, its log's
+// resets, the removal of a crash's temporary files) through fsys, which a
+// test makes fail.
+func WithFS(fsys storefile.FS) OpenOption { return func(o *openOptions) { o.fs = fsys } }
 
 // NewWithChunkRows is New with at most rows rows in one device buffer, so
 // tests cross chunk boundaries with small data.
+// Its hooks are set, so the Set functions below work on it.
 func NewWithChunkRows(ctx context.Context, cfg Config, rows int) (*Index, error) {
-	return newIndex(ctx, cfg, options{maxChunkRows: rows})
+	return newIndex(ctx, cfg, &testHooks{maxChunkRows: rows})
+}
+
+// hooks returns ix's test hooks; ix must have been made with some (a
+// constructor of this file, or an Open given one of its options).
+func hooks(ix *Index) *testHooks {
+	if ix.test == nil {
+		panic("engine test: the index was made without test hooks: use NewWithChunkRows or a test option")
+	}
+	return ix.test
+}
+
+// withHooks is an OpenOption that changes the opened index's test hooks.
+func withHooks(set func(*testHooks)) OpenOption {
+	return func(o *openOptions) {
+		if o.test == nil {
+			o.test = &testHooks{}
+		}
+		set(o.test)
+	}
 }
 
 // The routing model's parts, for its tests.
@@ -33,12 +59,12 @@ func SetGPUFault(ix *Index, f func(step string) error) {
 func SetBeforePublish(ix *Index, f func()) {
 	ix.wmu.Lock()
 	defer ix.wmu.Unlock()
-	ix.beforePublish = f
+	hooks(ix).beforePublish = f
 }
 
 // SetBeforeBatch makes every coalesced batch of ix call f with its size
 // before it runs. Set it before searches start.
-func SetBeforeBatch(ix *Index, f func(n int)) { ix.batch.before = f }
+func SetBeforeBatch(ix *Index, f func(n int)) { hooks(ix).beforeBatch = f }
 
 // QueuedSearches is how many searches wait in ix's queue.
 func QueuedSearches(ix *Index) int {
@@ -59,7 +85,7 @@ func BatchStats(ix *Index) (batches, queries int64) {
 // set, may fail an attempt.
 func NewSoftwareAuto(ctx context.Context, cfg Config, chunkRows int, after time.Duration, fault func(attempt int) error) (*Index, error) {
 	cfg.Device = Auto
-	return newIndex(ctx, cfg, options{maxChunkRows: chunkRows, softwareAuto: true, recoverAfter: after, recoverFault: fault})
+	return newIndex(ctx, cfg, &testHooks{maxChunkRows: chunkRows, softwareAuto: true, recoverAfter: after, recoverFault: fault})
 }
 
 // GPUChildPID is the process ID of an isolated index's GPU child, 0 when
@@ -73,17 +99,19 @@ func GPUChildPID(ix *Index) int {
 	return 0
 }
 
-// SetAfterReadOnlyLoad makes OpenReadOnly call f after it has read a store
-// and before it checks that the base file is still the one it read (nil
-// removes the hook): a test checkpoints there to make it start over.
-func SetAfterReadOnlyLoad(f func()) { afterReadOnlyLoad = f }
+// AfterReadOnlyLoad makes a read-only Open call f after it has read the
+// store and before it checks that the base file is still the one it read:
+// a test checkpoints there to make it start over.
+func AfterReadOnlyLoad(f func()) OpenOption {
+	return withHooks(func(h *testHooks) { h.afterReadOnlyLoad = f })
+}
 
 // NewSharded is New with Config.Shards given equal shares of the rows (not
 // shares by measured scan rate, which vary run to run), at most chunkRows
 // rows in one device buffer; softwareAuto as NewSoftwareAuto's (recovery
 // first waits 20 ms).
 func NewSharded(ctx context.Context, cfg Config, chunkRows int, softwareAuto bool) (*Index, error) {
-	return newIndex(ctx, cfg, options{maxChunkRows: chunkRows, equalShards: true, softwareAuto: softwareAuto,
+	return newIndex(ctx, cfg, &testHooks{maxChunkRows: chunkRows, equalShards: true, softwareAuto: softwareAuto,
 		recoverAfter: 20 * time.Millisecond})
 }
 
@@ -99,17 +127,18 @@ func SetShardFault(ix *Index, i int, f func(step string) error) {
 // base file.
 func Mapped(ix *Index) bool { return ix.mapped != nil && ix.mapped.live.Load() }
 
-// SkipMappedStat makes ix trust its mapped file without checking its size
-// and time, so a truncation reaches the rows and faults. Set it before
-// the index is used.
-func SkipMappedStat(ix *Index) { ix.mapped.noStat = true }
+// SkipMappedStat makes the opened index trust its mapped file without
+// checking its size and time, so a truncation reaches the rows and faults.
+func SkipMappedStat() OpenOption {
+	return withHooks(func(h *testHooks) { h.skipMappedStat = true })
+}
 
-// SetSumsPiece sets the bytes of device sums a compressed GPU search holds
-// at once (pieces of a batch) and returns the call that restores it.
-func SetSumsPiece(n int) (restore func()) {
-	old := sumsPieceBytes
-	sumsPieceBytes = n
-	return func() { sumsPieceBytes = old }
+// SetSumsPiece sets the bytes of device sums a compressed GPU search of ix
+// holds at once (pieces of a batch).
+func SetSumsPiece(ix *Index, n int) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	hooks(ix).sumsPieceBytes = n
 }
 
 // StartGPUChild starts a GPU child of this test binary as an isolated
@@ -117,8 +146,6 @@ func SetSumsPiece(n int) (restore func()) {
 // has greetingTimeout to greet. It forgets an earlier child's failed
 // handshake first, and this one's after.
 func StartGPUChild(ctx context.Context, name string, greetingTimeout time.Duration) error {
-	defer func(d time.Duration) { childGreetingTimeout = d }(childGreetingTimeout)
-	childGreetingTimeout = greetingTimeout
 	forget := func() {
 		unserved.Lock()
 		unserved.err = nil
@@ -126,7 +153,7 @@ func StartGPUChild(ctx context.Context, name string, greetingTimeout time.Durati
 	}
 	forget()
 	defer forget()
-	c, err := startChild(ctx, childHello{Dim: 4, Adapter: AdapterSelect{Name: name}, ProbeTimeout: 10 * time.Second})
+	c, err := startChild(ctx, childHello{Dim: 4, Adapter: AdapterSelect{Name: name}, ProbeTimeout: 10 * time.Second}, greetingTimeout)
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/internal/hint"
@@ -73,16 +72,12 @@ type Index struct {
 	background  sync.WaitGroup
 	recovering  atomic.Bool
 	recoveries  atomic.Int64
-	lastFailure string // guarded by whyMu
-	opt         options
+	lastFailure string     // guarded by whyMu
+	test        *testHooks // nil outside tests
 
 	// devCap, when not 0, is how many rows the device may hold: the rest
 	// stay on the CPU (Limits.Overflow, overflow.go).
 	devCap int
-
-	// beforePublish, when set (by tests only), runs in a write just before
-	// its staged rows are published, with wmu held and ix.mu not.
-	beforePublish func()
 }
 
 // New creates an empty index. With Device Auto it probes the GPU (once per
@@ -90,7 +85,7 @@ type Index struct {
 // why in Info; with Device GPU a failure is returned instead. ctx bounds the
 // probe; a cancelled ctx is an error, never a fallback.
 func New(ctx context.Context, cfg Config) (*Index, error) {
-	return newIndex(ctx, cfg, options{})
+	return newIndex(ctx, cfg, nil)
 }
 
 // emptyIndex is an index holding nothing, with no device side yet.
@@ -100,26 +95,8 @@ func emptyIndex(cfg Config) *Index {
 	return ix
 }
 
-// options are what tests may set beyond Config (see export_test.go).
-type options struct {
-	// maxChunkRows, when non-zero, caps the rows in one device buffer below
-	// what the adapter's limits allow, so tests cross chunk boundaries
-	// with small data.
-	maxChunkRows int
-	// softwareAuto lets Device Auto take a software adapter, and sends
-	// every search it can to the GPU (no routing), so tests reach Auto's
-	// failure and recovery paths on lavapipe.
-	softwareAuto bool
-	// recoverAfter is the first wait before a GPU recovery attempt (0:
-	// recoverFirst); recoverFault, when set, may fail an attempt.
-	recoverAfter time.Duration
-	recoverFault func(attempt int) error
-	// equalShards gives every shard an equal share of
-	// the rows rather than one sized by its measured scan rate.
-	equalShards bool
-}
-
-func newIndex(ctx context.Context, cfg Config, opt options) (ix *Index, err error) {
+// newIndex is New with the hooks of a test (nil outside tests).
+func newIndex(ctx context.Context, cfg Config, test *testHooks) (ix *Index, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			ix, err = nil, fmt.Errorf("%w: %v", ErrGPU, r)
@@ -134,14 +111,14 @@ func newIndex(ctx context.Context, cfg Config, opt options) (ix *Index, err erro
 		return nil, fmt.Errorf("creating the index: %w", err)
 	}
 	ix = emptyIndex(cfg)
-	ix.opt = opt
+	ix.test = test
 	if ix.devCap, err = overflowCap(cfg); err != nil {
 		return nil, err
 	}
 	if cfg.Device == CPU {
 		return ix, nil
 	}
-	g, reason, h, err := openDevice(ctx, cfg, opt)
+	g, reason, h, err := openDevice(ctx, cfg, test)
 	if err != nil {
 		// A probe cut short by ctx says nothing about the GPU: return
 		// that rather than fall back with a misleading reason.
@@ -152,7 +129,7 @@ func newIndex(ctx context.Context, cfg Config, opt options) (ix *Index, err erro
 		return ix, nil
 	}
 	ix.dev = g
-	if cfg.Device == Auto && !opt.softwareAuto {
+	if cfg.Device == Auto && (test == nil || !test.softwareAuto) {
 		r, err := routingFor(g)
 		if err != nil {
 			g.Release()

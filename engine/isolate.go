@@ -49,7 +49,7 @@ const childGreeting = "umbra GPU child 1\n"
 // childGreetingTimeout bounds the wait for a child's greeting: a program
 // that calls ServeGPUChildIfRequested first thing in main greets within
 // moments of starting.
-var childGreetingTimeout = 30 * time.Second
+const childGreetingTimeout = 30 * time.Second
 
 // forgotCall is the advice every handshake failure gives.
 const forgotCall = "a program that sets Config.Isolate must call engine.ServeGPUChildIfRequested() at the top of its main (a test binary: in TestMain)"
@@ -155,7 +155,8 @@ type childDevice struct {
 }
 
 // startChild runs this program again as a GPU child and opens its index.
-func startChild(ctx context.Context, h childHello) (*childDevice, error) {
+// The child has greet to greet (childGreetingTimeout outside tests).
+func startChild(ctx context.Context, h childHello, greet time.Duration) (*childDevice, error) {
 	if os.Getenv(childEnv) == "1" {
 		// This process is a child that did not serve: its parent runs this
 		// very program. Starting a child of its own would do so again.
@@ -210,7 +211,7 @@ func startChild(ctx context.Context, h childHello) (*childDevice, error) {
 	// The child may take as long as a probe; a cancelled ctx ends it.
 	stop := context.AfterFunc(ctx, func() { _ = cmd.Process.Kill() })
 	defer stop()
-	if err := c.greeting(ctx, in); err != nil {
+	if err := c.greeting(ctx, in, greet); err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
@@ -237,12 +238,12 @@ func startChild(ctx context.Context, h childHello) (*childDevice, error) {
 }
 
 // greeting waits for the child's greeting. A child that exits without
-// one, says something else, or says nothing within childGreetingTimeout
-// runs a program that does not call ServeGPUChildIfRequested: it is
-// killed, and the verdict is kept for the process's later children.
-func (c *childDevice) greeting(ctx context.Context, in io.Reader) error {
+// one, says something else, or says nothing within timeout runs a program
+// that does not call ServeGPUChildIfRequested: it is killed, and the
+// verdict is kept for the process's later children.
+func (c *childDevice) greeting(ctx context.Context, in io.Reader, timeout time.Duration) error {
 	var timedOut atomic.Bool
-	timer := time.AfterFunc(childGreetingTimeout, func() {
+	timer := time.AfterFunc(timeout, func() {
 		timedOut.Store(true)
 		_ = c.cmd.Process.Kill()
 	})
@@ -259,7 +260,7 @@ func (c *childDevice) greeting(ctx context.Context, in io.Reader) error {
 	var what string
 	switch {
 	case timedOut.Load():
-		what = fmt.Sprintf("did not answer within %v", childGreetingTimeout)
+		what = fmt.Sprintf("did not answer within %v", timeout)
 	case err != nil && n == 0:
 		what = "exited without answering"
 	case err != nil:
@@ -457,13 +458,13 @@ func (c *childDevice) Calibrate() (time.Duration, float64, error) {
 // Sibling and Renew start a new child: a fresh process is the only device
 // side that cannot have been hurt by what happened to this one.
 func (c *childDevice) Sibling() (device, error) {
-	return startChild(context.Background(), c.hello)
+	return startChild(context.Background(), c.hello, childGreetingTimeout)
 }
 
 func (c *childDevice) Renew(ctx context.Context, timeout time.Duration) (device, error) {
 	h := c.hello
 	h.ProbeTimeout = timeout
-	return startChild(ctx, h)
+	return startChild(ctx, h, childGreetingTimeout)
 }
 
 func (c *childDevice) SetFault(f func(step string) error) {
@@ -497,7 +498,7 @@ func serveChild(in io.Reader, out io.Writer) int {
 		return 2
 	}
 	cfg := Config{Dim: h.Dim, Metric: Metric(h.Metric), Device: GPU, Adapters: []AdapterSelect{h.Adapter}, ProbeTimeout: h.ProbeTimeout, Precision: h.Precision}
-	dev, reason, _, err := openGPU(context.Background(), cfg, options{maxChunkRows: h.MaxChunkRows}, h.AllowSoftware)
+	dev, reason, _, err := openGPU(context.Background(), cfg, h.MaxChunkRows, h.AllowSoftware)
 	if err != nil {
 		if reason == "" {
 			reason = err.Error()

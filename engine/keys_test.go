@@ -185,7 +185,7 @@ func TestAddUnderIDsAndKeys(t *testing.T) {
 func TestKeysBeforeTheRule(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "old.umbra")
-	_, err := storefile.WriteBase(path, &storefile.Snapshot{
+	_, err := storefile.WriteBase(storefile.OS, path, &storefile.Snapshot{
 		Dim: 2, Stride: 4, Metric: uint8(engine.L2), Precision: storefile.PrecisionFloat32, NextID: 3,
 		IDs:  []uint64{0, 1, 2},
 		Rows: []float32{1, 0, 0, 0, 0, 1, 0, 0, 1, 1, 0, 0},

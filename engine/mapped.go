@@ -39,9 +39,7 @@ type mapping struct {
 	base *storefile.MappedBase
 	path string
 	live atomic.Bool // the slab's rows alias the mapping
-	// noStat (tests only) skips the fstat, so a truncation reaches the
-	// rows and faults.
-	noStat bool
+	test *testHooks  // the index's; nil outside tests
 
 	failMu  sync.Mutex
 	failure error
@@ -76,7 +74,7 @@ func (m *mapping) check() error {
 	if err := m.failed(); err != nil || !m.live.Load() {
 		return err
 	}
-	if m.noStat {
+	if m.test != nil && m.test.skipMappedStat {
 		return nil
 	}
 	if err := m.base.Changed(); err != nil {

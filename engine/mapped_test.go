@@ -202,13 +202,14 @@ func TestMappedStoreChangedUnderneath(t *testing.T) {
 				for _, workers := range []int{1, 4} {
 					t.Run(fmt.Sprintf("%s/%s/%s/workers=%d", p, c.name, first, workers), func(t *testing.T) {
 						path, _ := mappedStore(t, 3000, engine.Dot, p)
-						ix, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU, Workers: workers})
+						var opts []engine.OpenOption
+						if c.noStat {
+							opts = append(opts, engine.SkipMappedStat())
+						}
+						ix, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU, Workers: workers}, opts...)
 						require.NoError(t, err)
 						defer ix.Close()
 						require.True(t, engine.Mapped(ix))
-						if c.noStat {
-							engine.SkipMappedStat(ix)
-						}
 						// Every page is read once before the change, and
 						// a row deleted so Compact has work to do.
 						_, err = ix.Search(ctx, q, 5)
@@ -242,7 +243,7 @@ func TestMappedStoreChangedUnderneath(t *testing.T) {
 // fault into ErrStoreChanged, which it prints; a crash exits otherwise.
 func sigbusChild(path string) error {
 	ctx := context.Background()
-	ix, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU, Workers: 2}, engine.ReadOnly())
+	ix, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU, Workers: 2}, engine.ReadOnly(), engine.SkipMappedStat())
 	if err != nil {
 		return err
 	}
@@ -250,7 +251,6 @@ func sigbusChild(path string) error {
 	if !engine.Mapped(ix) {
 		return fmt.Errorf("the store was not mapped")
 	}
-	engine.SkipMappedStat(ix)
 	q := make([]float32, ix.Dim())
 	q[0] = 1
 	if _, err := ix.Search(ctx, q, 3); err != nil {

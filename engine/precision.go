@@ -214,7 +214,7 @@ func (ix *Index) searchQuant(ctx context.Context, qs [][]float32, k int, mask []
 // once: a batch is searched sumsPieceBytes/(4·rows) queries at a time (at
 // least one), so a large batch over many rows never holds 4 bytes per row
 // for every query.
-var sumsPieceBytes = 64 << 20
+const sumsPieceBytes = 64 << 20
 
 // hostError marks an error of the host's share of a GPU search (not the
 // device's), which must not move the index off the GPU.
@@ -227,7 +227,11 @@ func (e hostError) Error() string { return e.err.Error() }
 func (ix *Index) searchQuantGPU(ctx context.Context, qs [][]float32, k int, mask []uint64, approximate bool) ([][]Hit, error) {
 	t := traceFrom(ctx)
 	rows := ix.deviceRows(ix.slab.Rows)
-	piece := max(1, sumsPieceBytes/(4*max(rows, 1)))
+	pieceBytes := sumsPieceBytes
+	if ix.test != nil && ix.test.sumsPieceBytes > 0 {
+		pieceBytes = ix.test.sumsPieceBytes
+	}
+	piece := max(1, pieceBytes/(4*max(rows, 1)))
 	view := ix.view()
 	view.Allow = mask
 	all := make([][]Hit, 0, len(qs))

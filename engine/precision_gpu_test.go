@@ -276,11 +276,11 @@ func TestPrecisionGPUDeviceBudget(t *testing.T) {
 func TestPrecisionGPUBatchPieces(t *testing.T) {
 	r := testkit.Rand(t)
 	ctx := context.Background()
-	defer engine.SetSumsPiece(3 * 4 * 700)() // 3 queries of 700 rows a piece
 	for _, b := range backends[1:] {
 		for _, prec := range []engine.Precision{engine.F16, engine.Int8} {
 			f32 := cpuTwin(t, engine.Config{Dim: 24})
 			cmp := open(t, b, engine.Config{Dim: 24, Precision: prec})
+			engine.SetSumsPiece(cmp, 3*4*700) // 3 queries of 700 rows a piece
 			vs := testkit.Vectors(r, 700, 24)
 			data := addTwins(t, vs, f32, cmp)
 			qs := testkit.Vectors(r, 10, 24)

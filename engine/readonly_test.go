@@ -141,7 +141,7 @@ func TestOpenReadOnlyStartsOverAfterACheckpoint(t *testing.T) {
 	require.NoError(t, err)
 
 	loads := 0
-	engine.SetAfterReadOnlyLoad(func() {
+	afterLoad := engine.AfterReadOnlyLoad(func() {
 		loads++
 		if loads == 1 {
 			_, err := w.Add(ctx, engine.Vectors(testkit.Vectors(r, 3, dim)))
@@ -149,8 +149,7 @@ func TestOpenReadOnlyStartsOverAfterACheckpoint(t *testing.T) {
 			require.NoError(t, w.Checkpoint(ctx))
 		}
 	})
-	defer engine.SetAfterReadOnlyLoad(nil)
-	ro, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU}, engine.ReadOnly())
+	ro, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU}, engine.ReadOnly(), afterLoad)
 	require.NoError(t, err)
 	defer ro.Close()
 	require.Equal(t, 2, loads, "the reader did not start over after the checkpoint")

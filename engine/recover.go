@@ -40,7 +40,10 @@ func (ix *Index) recoverGPU(cause error) {
 			ix.recovering.Store(false)
 		}
 	}()
-	wait := ix.opt.recoverAfter
+	var wait time.Duration
+	if ix.test != nil {
+		wait = ix.test.recoverAfter
+	}
 	if wait <= 0 {
 		wait = recoverFirst
 	}
@@ -67,8 +70,8 @@ func (ix *Index) recoverGPU(cause error) {
 // tryRecover is one recovery attempt.
 func (ix *Index) tryRecover(attempt int) (err error) {
 	defer ix.recoverInto(&err, ix.watchFaults())
-	if f := ix.opt.recoverFault; f != nil {
-		if err := f(attempt); err != nil {
+	if ix.test != nil && ix.test.recoverFault != nil {
+		if err := ix.test.recoverFault(attempt); err != nil {
 			return err
 		}
 	}

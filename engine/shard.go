@@ -78,8 +78,8 @@ func (sh *shards) dropPending() {
 
 // openShards opens one device side per entry of cfg.shards(), as openGPU
 // does for one adapter, and weighs them by their measured scan rate
-// (opt.equalShards: equally).
-func openShards(ctx context.Context, cfg Config, opt options, allowSoftware bool) (device, string, Hint, error) {
+// (test.equalShards: equally).
+func openShards(ctx context.Context, cfg Config, test *testHooks, allowSoftware bool) (device, string, Hint, error) {
 	sh := &shards{metric: cfg.Metric}
 	fail := func(i int, reason string, h Hint, err error) (device, string, Hint, error) {
 		sh.Release()
@@ -93,12 +93,12 @@ func openShards(ctx context.Context, cfg Config, opt options, allowSoftware bool
 	for i, sel := range cfg.shards() {
 		c := cfg
 		c.Adapters = []AdapterSelect{sel}
-		d, reason, h, err := openGPU(ctx, c, opt, allowSoftware)
+		d, reason, h, err := openGPU(ctx, c, test.chunkRows(), allowSoftware)
 		if err != nil {
 			return fail(i, reason, h, err)
 		}
 		w := 1.0
-		if !opt.equalShards {
+		if test == nil || !test.equalShards {
 			_, rate, err := d.Calibrate()
 			if err != nil {
 				d.Release()

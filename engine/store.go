@@ -29,6 +29,7 @@ import (
 // which is what a repair makes durable.
 type store struct {
 	path   string // the real file: symbolic links resolved at Open
+	fs     storefile.FS
 	gen    uint64
 	log    *storefile.Log
 	policy storefile.SyncPolicy
@@ -67,6 +68,11 @@ type openOptions struct {
 	readOnly   bool
 	logSync    time.Duration
 	logSyncSet bool
+	// fs is what the store's files are replaced through: storefile.OS
+	// unless a test's option (export_test.go) makes steps fail.
+	fs storefile.FS
+	// test is the index's testHooks, nil outside tests.
+	test *testHooks
 }
 
 // LogSync sets how an opened store makes its log durable. 0 (the default)
@@ -93,7 +99,7 @@ func LogSync(interval time.Duration) OpenOption {
 // this process or another, fails with ErrLocked; a damaged file with
 // ErrBadStore naming the section.
 func Open(ctx context.Context, path string, cfg Config, opts ...OpenOption) (ix *Index, err error) {
-	var o openOptions
+	o := openOptions{fs: storefile.OS}
 	for _, f := range opts {
 		if f != nil {
 			f(&o)
@@ -106,7 +112,7 @@ func Open(ctx context.Context, path string, cfg Config, opts ...OpenOption) (ix 
 		if o.logSyncSet {
 			return nil, fmt.Errorf("%w: LogSync with ReadOnly: a read-only store writes no log", ErrInvalidOption)
 		}
-		return openReadOnly(ctx, path, cfg)
+		return openReadOnly(ctx, path, cfg, o)
 	}
 	// The log, the lock and every temporary file live beside the real
 	// file, so a store opened through a symbolic link is the same store.
@@ -136,8 +142,8 @@ func Open(ctx context.Context, path string, cfg Config, opts ...OpenOption) (ix 
 	// (OpenReadOnly) take no lock and never come here. Best effort: a
 	// leftover costs only space, and a directory that cannot be read fails
 	// the load below anyway.
-	_ = storefile.RemoveTemps(path)
-	ix, gen, err := loadStore(ctx, path, cfg, true)
+	_ = storefile.RemoveTemps(o.fs, path)
+	ix, gen, err := loadStore(ctx, path, cfg, o)
 	if err != nil {
 		return nil, err
 	}
@@ -145,27 +151,29 @@ func Open(ctx context.Context, path string, cfg Config, opts ...OpenOption) (ix 
 	if o.logSync > 0 {
 		policy = storefile.SyncInterval(o.logSync)
 	}
-	log, err := storefile.OpenLog(storefile.LogPath(path), ix.cfg.Dim, gen, policy)
+	log, err := storefile.OpenLog(o.fs, storefile.LogPath(path), ix.cfg.Dim, gen, policy)
 	if err != nil {
 		ix.Close()
 		return nil, storeError(storefile.LogPath(path), err)
 	}
-	ix.store = &store{path: path, gen: gen, log: log, policy: policy, unlock: unlock}
+	ix.store = &store{path: path, fs: o.fs, gen: gen, log: log, policy: policy, unlock: unlock}
 	return ix, nil
 }
 
 // loadStore reads the store at path into a new index: the base file, then
-// its log up to the last complete record. With create set a missing store
-// is created empty from cfg (the caller holds the lock). An index on the
-// CPU path maps the base's rows instead of reading them (mapped.go).
-func loadStore(ctx context.Context, path string, cfg Config, create bool) (ix *Index, gen uint64, err error) {
+// its log up to the last complete record. Unless o is read-only, a missing
+// store is created empty from cfg, through o.fs (the caller holds the
+// lock). An index on the CPU path maps the base's rows instead of reading
+// them (mapped.go).
+func loadStore(ctx context.Context, path string, cfg Config, o openOptions) (ix *Index, gen uint64, err error) {
+	create := !o.readOnly
 	head, err := storefile.PeekBase(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && create:
-		if ix, err = New(ctx, cfg); err != nil {
+		if ix, err = newIndex(ctx, cfg, o.test); err != nil {
 			return nil, 0, err
 		}
-		if gen, err = storefile.Checkpoint(path, ix.snapshot()); err != nil {
+		if gen, err = storefile.Checkpoint(o.fs, path, ix.snapshot()); err != nil {
 			ix.Close()
 			return nil, 0, fmt.Errorf("create store %s: %w", path, err)
 		}
@@ -191,7 +199,7 @@ func loadStore(ctx context.Context, path string, cfg Config, create bool) (ix *I
 	if head.Stride != packed.StrideFor(head.Dim) {
 		return nil, 0, fmt.Errorf("%w: %s: rows of stride %d for dimension %d", ErrBadStore, path, head.Stride, head.Dim)
 	}
-	if ix, err = New(ctx, cfg); err != nil {
+	if ix, err = newIndex(ctx, cfg, o.test); err != nil {
 		return nil, 0, err
 	}
 	if err := ix.loadFrom(ctx, path, &gen); err != nil {
@@ -214,7 +222,7 @@ func (ix *Index) loadFrom(ctx context.Context, path string, gen *uint64) (err er
 		}
 		snap, *gen = m.Snapshot, m.Generation
 		if m.Mapped() {
-			ix.mapped = &mapping{base: m, path: path}
+			ix.mapped = &mapping{base: m, path: path, test: ix.test}
 			ix.mapped.live.Store(true)
 		}
 	} else if snap, *gen, err = storefile.ReadBase(path); err != nil {
@@ -239,19 +247,19 @@ func (ix *Index) loadFrom(ctx context.Context, path string, gen *uint64) (err er
 }
 
 // openReadOnly is Open with ReadOnly.
-func openReadOnly(ctx context.Context, path string, cfg Config) (*Index, error) {
+func openReadOnly(ctx context.Context, path string, cfg Config, o openOptions) (*Index, error) {
 	path, err := storefile.Resolve(path)
 	if err != nil {
 		return nil, fmt.Errorf("open: %w", err)
 	}
 	const tries = 5
 	for range tries {
-		ix, gen, err := loadStore(ctx, path, cfg, false)
+		ix, gen, err := loadStore(ctx, path, cfg, o)
 		if err != nil {
 			return nil, err
 		}
-		if afterReadOnlyLoad != nil {
-			afterReadOnlyLoad()
+		if o.test != nil && o.test.afterReadOnlyLoad != nil {
+			o.test.afterReadOnlyLoad()
 		}
 		now, err := storefile.BaseGeneration(path)
 		if err == nil && now == gen {
@@ -268,10 +276,6 @@ func openReadOnly(ctx context.Context, path string, cfg Config) (*Index, error) 
 	}
 	return nil, fmt.Errorf("%w: %s was checkpointed %d times while it was being read", ErrLocked, path, tries)
 }
-
-// afterReadOnlyLoad, when set (by a test), runs between a read-only Open's read
-// of a store and its check that no checkpoint replaced the base meanwhile.
-var afterReadOnlyLoad func()
 
 // writable refuses a write to a read-only index. readOnly is set before the
 // index is returned and never changes, so no lock is needed.
@@ -439,7 +443,7 @@ func (ix *Index) repairStore() error {
 		return nil
 	}
 	if st.baseHolds {
-		log, err := storefile.OpenLog(storefile.LogPath(st.path), ix.cfg.Dim, st.gen, st.policy)
+		log, err := storefile.OpenLog(st.fs, storefile.LogPath(st.path), ix.cfg.Dim, st.gen, st.policy)
 		if err != nil {
 			return fmt.Errorf("store %s: starting its log again: %w (it broke on: %v)", st.path, err, st.broken)
 		}
@@ -502,12 +506,12 @@ func (ix *Index) checkpointLocked() error {
 				}
 			}
 		}()
-		return storefile.Checkpoint(st.path, ix.snapshot())
+		return storefile.Checkpoint(st.fs, st.path, ix.snapshot())
 	}()
 	switch {
 	case err == nil:
 		st.gen = gen
-		log, oerr := storefile.OpenLog(storefile.LogPath(st.path), ix.cfg.Dim, gen, st.policy)
+		log, oerr := storefile.OpenLog(st.fs, storefile.LogPath(st.path), ix.cfg.Dim, gen, st.policy)
 		if oerr != nil {
 			st.broken, st.baseHolds = oerr, true
 			return fmt.Errorf("checkpoint %s: base written, opening its log: %w", st.path, oerr)
@@ -528,7 +532,7 @@ func (ix *Index) checkpointLocked() error {
 	if st.broken == nil {
 		// The old base is in place and its log was closed cleanly:
 		// writes go on in it.
-		log, oerr := storefile.OpenLog(storefile.LogPath(st.path), ix.cfg.Dim, st.gen, st.policy)
+		log, oerr := storefile.OpenLog(st.fs, storefile.LogPath(st.path), ix.cfg.Dim, st.gen, st.policy)
 		if oerr != nil {
 			st.broken = oerr
 		} else {
@@ -578,7 +582,7 @@ func (ix *Index) Save(ctx context.Context, path string) (err error) {
 	if ix.closed {
 		return ErrClosed
 	}
-	if _, err := storefile.WriteBase(path, ix.snapshot()); err != nil {
+	if _, err := storefile.WriteBase(storefile.OS, path, ix.snapshot()); err != nil {
 		return fmt.Errorf("save %s: %w", path, err)
 	}
 	// A log left beside path by an older store there belongs to another

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/engine"
-	"github.com/umbravec/umbra/internal/storefile"
+	"github.com/umbravec/umbra/internal/storefile/faultfs"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -27,7 +27,8 @@ func TestOpenRemovesCrashTemps(t *testing.T) {
 	path := filepath.Join(dir, "s.umbra")
 	const dim, n = 8, 20
 	cfg := engine.Config{Dim: dim, Device: engine.CPU}
-	ix, err := engine.Open(ctx, path, cfg)
+	fsys := faultfs.New(nil, nil)
+	ix, err := engine.Open(ctx, path, cfg, engine.WithFS(fsys))
 	require.NoError(t, err)
 	data := make([]float32, n*dim)
 	for i := range data {
@@ -41,8 +42,8 @@ func TestOpenRemovesCrashTemps(t *testing.T) {
 	// write's own clean-up; it goes back under its name afterwards, as a
 	// process killed before the rename leaves it.
 	var temps []string
-	storefile.InjectFault(func(step, p string) error {
-		if step != storefile.StepRename {
+	fsys.Set(func(step, p string) error {
+		if step != faultfs.StepRename {
 			return nil
 		}
 		entries, err := os.ReadDir(dir)
@@ -56,7 +57,7 @@ func TestOpenRemovesCrashTemps(t *testing.T) {
 		return errors.New("killed before the rename")
 	})
 	err = ix.Checkpoint(ctx)
-	storefile.InjectFault(nil)
+	fsys.Set(nil)
 	require.Error(t, err)
 	require.NoError(t, ix.Close())
 	require.NotEmpty(t, temps)

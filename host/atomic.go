@@ -35,11 +35,16 @@ import (
 // FIFO) is refused. Owner, group and extended attributes are not carried
 // over.
 func WriteFileAtomic(path string, perm fs.FileMode, write func(io.Writer) error) error {
+	return writeFileAtomic(storefile.OS, path, perm, write)
+}
+
+// writeFileAtomic is WriteFileAtomic through fsys, which tests make fail.
+func writeFileAtomic(fsys storefile.FS, path string, perm fs.FileMode, write func(io.Writer) error) error {
 	target, err := resolveLinks(path)
 	if err != nil {
 		return err
 	}
-	return storefile.WriteFile(target, perm, func(w *bufio.Writer) error { return write(w) })
+	return storefile.WriteFile(fsys, target, perm, func(w *bufio.Writer) error { return write(w) })
 }
 
 // resolveLinks follows symbolic links at path until it names something that

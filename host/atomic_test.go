@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/umbravec/umbra/internal/storefile"
+	"github.com/umbravec/umbra/internal/storefile/faultfs"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -98,45 +98,27 @@ func TestWriteFileAtomicOrder(t *testing.T) {
 	path := filepath.Join(dir, "v.npy")
 	var steps []string
 	var tmp string
-	onStep(t, func(step, p string) error {
+	fsys := faultfs.New(nil, func(step, p string) error {
 		require.Equal(t, path, p)
 		names := dirNames(t, dir)
 		switch step {
-		case storefile.StepSync, storefile.StepRename:
+		case faultfs.StepSync, faultfs.StepRename:
 			// The data is fsynced, then renamed, from one temporary file.
 			require.Len(t, names, 1, "%s: %q", step, names)
 			if tmp == "" {
 				tmp = names[0]
 			}
 			assert.Equal(t, tmp, names[0], step)
-		case storefile.StepSyncDir:
+		case faultfs.StepSyncDir:
 			// The directory is fsynced after the rename.
 			assert.Equal(t, []string{"v.npy"}, names, step)
 		}
 		steps = append(steps, step)
 		return nil
 	})
-	require.NoError(t, WriteFileAtomic(path, 0o644, writeBytes(randomBytes(t, 100))))
-	assert.Equal(t, []string{storefile.StepCreate, storefile.StepWrite, storefile.StepSync, storefile.StepClose,
-		storefile.StepRename, storefile.StepSyncDir}, steps)
+	require.NoError(t, writeFileAtomic(fsys, path, 0o644, writeBytes(randomBytes(t, 100))))
+	assert.Equal(t, faultfs.Steps(), steps)
 	assert.Regexp(t, `^\.v\.npy\.tmp-[0-9a-f]{16}$`, tmp, "temporary name")
-}
-
-// onStep makes every atomic write call fail before each of its steps
-// (storefile.InjectFault) for the rest of the test.
-func onStep(t *testing.T, fail func(step, path string) error) {
-	storefile.InjectFault(fail)
-	t.Cleanup(func() { storefile.InjectFault(nil) })
-}
-
-// failAt makes every atomic write fail at step with err.
-func failAt(t *testing.T, step string, err error) {
-	onStep(t, func(s, _ string) error {
-		if s == step {
-			return err
-		}
-		return nil
-	})
 }
 
 func dirNames(t *testing.T, dir string) []string {
@@ -157,26 +139,25 @@ func TestWriteFileAtomicFailures(t *testing.T) {
 	old := randomBytes(t, 500)
 	cases := []struct {
 		name  string
-		setup func(t *testing.T)
+		fail  faultfs.Fail
 		write func(io.Writer) error
 	}{
 		{"write fails", nil, func(w io.Writer) error {
 			_, _ = w.Write([]byte("partial"))
 			return errBoom
 		}},
-		{"sync fails", func(t *testing.T) { failAt(t, storefile.StepSync, errBoom) }, writeBytes([]byte("new"))},
-		{"close fails", func(t *testing.T) { failAt(t, storefile.StepClose, errBoom) }, writeBytes([]byte("new"))},
-		{"rename fails", func(t *testing.T) { failAt(t, storefile.StepRename, errBoom) }, writeBytes([]byte("new"))},
+		{"create fails", faultfs.FailAt(faultfs.StepCreate, errBoom), writeBytes([]byte("new"))},
+		{"the file's write fails", faultfs.FailAt(faultfs.StepWrite, errBoom), writeBytes([]byte("new"))},
+		{"sync fails", faultfs.FailAt(faultfs.StepSync, errBoom), writeBytes([]byte("new"))},
+		{"close fails", faultfs.FailAt(faultfs.StepClose, errBoom), writeBytes([]byte("new"))},
+		{"rename fails", faultfs.FailAt(faultfs.StepRename, errBoom), writeBytes([]byte("new"))},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "v.npy")
 			require.NoError(t, os.WriteFile(path, old, 0o644))
-			if tc.setup != nil {
-				tc.setup(t)
-			}
-			err := WriteFileAtomic(path, 0o644, tc.write)
+			err := writeFileAtomic(faultfs.New(nil, tc.fail), path, 0o644, tc.write)
 			assert.ErrorIs(t, err, errBoom)
 			got, rerr := os.ReadFile(path)
 			require.NoError(t, rerr)
@@ -195,8 +176,8 @@ func TestWriteFileAtomicFailures(t *testing.T) {
 	t.Run("directory sync fails after the rename", func(t *testing.T) {
 		dir := t.TempDir()
 		path := filepath.Join(dir, "v.npy")
-		failAt(t, storefile.StepSyncDir, errBoom)
-		err := WriteFileAtomic(path, 0o644, writeBytes([]byte("new")))
+		fsys := faultfs.New(nil, faultfs.FailAt(faultfs.StepSyncDir, errBoom))
+		err := writeFileAtomic(fsys, path, 0o644, writeBytes([]byte("new")))
 		assert.ErrorIs(t, err, errBoom)
 		assert.Contains(t, err.Error(), "after renaming")
 		assertOnly(t, dir, "v.npy") // in place, but its durability is not promised

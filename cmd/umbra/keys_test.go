@@ -386,7 +386,7 @@ func TestKeyFilesFollowTheRule(t *testing.T) {
 func TestExportRefusesKeysBeforeTheRule(t *testing.T) {
 	dir := t.TempDir()
 	store := filepath.Join(dir, "old.umbra")
-	_, err := storefile.WriteBase(store, &storefile.Snapshot{
+	_, err := storefile.WriteBase(storefile.OS, store, &storefile.Snapshot{
 		Dim: 2, Stride: 4, Metric: uint8(engine.L2), Precision: storefile.PrecisionFloat32, NextID: 8,
 		IDs:  []uint64{5, 7},
 		Rows: []float32{1, 0, 0, 0, 0, 1, 0, 0},

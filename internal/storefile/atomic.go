@@ -10,35 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 )
-
-// The steps of an atomic replacement, as a fault injected by a test names
-// them (InjectFault).
-const (
-	StepCreate  = "create"   // the temporary file
-	StepWrite   = "write"    // its contents
-	StepSync    = "fsync"    // its fsync
-	StepClose   = "close"    // its close
-	StepRename  = "rename"   // the rename over the target
-	StepSyncDir = "fsyncdir" // the directory's fsync after the rename
-)
-
-var injected atomic.Pointer[func(step, path string) error]
-
-// InjectFault makes every later atomic replacement (WriteFile: a base
-// write, a checkpoint, a log reset, a file host writes) call fail before
-// each step, with the step's name and the path being replaced; a non-nil
-// error fails that step as if the system call had. nil removes it. For
-// tests of the layers above, which must leave a store (or a converted
-// file) whole whichever step fails; nothing else sets it.
-func InjectFault(fail func(step, path string) error) {
-	if fail == nil {
-		injected.Store(nil)
-		return
-	}
-	injected.Store(&fail)
-}
 
 // tempInfix marks the temporary files an atomic write leaves behind when it
 // is killed: ".<name>.tmp-<16 hex digits>" next to the file it would
@@ -73,7 +45,7 @@ func isTempOf(name, path string) bool {
 // temporary file in the same directory, fsync it, rename it over path,
 // fsync the directory so the rename itself is durable. It is umbra's one
 // atomic write: the store's base and log, and every file package host
-// writes.
+// writes. Every call it makes goes through fsys (OS outside tests).
 //
 //   - The temporary file is ".<name>.tmp-<16 hex digits>" (tempInfix) and
 //     is removed on every error path before the rename, a panic in write
@@ -88,20 +60,11 @@ func isTempOf(name, path string) bool {
 //     so: the caller must not treat the write as durable.
 //
 // Owner, group and extended attributes are not carried over.
-func WriteFile(path string, perm fs.FileMode, write func(w *bufio.Writer) error) (err error) {
+func WriteFile(fsys FS, path string, perm fs.FileMode, write func(w *bufio.Writer) error) (err error) {
 	dir := filepath.Dir(path)
-	// do runs one step, unless a test's injected fault fails it first.
-	do := func(step string, call func() error) error {
-		if f := injected.Load(); f != nil {
-			if err := (*f)(step, path); err != nil {
-				return err
-			}
-		}
-		return call()
-	}
 	mode := perm.Perm()
 	keepMode := false
-	if st, err := os.Stat(path); err == nil {
+	if st, err := fsys.Stat(path); err == nil {
 		if !st.Mode().IsRegular() {
 			return fmt.Errorf("replace %s: not a regular file (%s): refusing to replace it", path, st.Mode().Type())
 		}
@@ -110,16 +73,13 @@ func WriteFile(path string, perm fs.FileMode, write func(w *bufio.Writer) error)
 		return fmt.Errorf("replace %s: %w", path, err)
 	}
 
-	var f *os.File
+	var f File
 	var tmp string
 	for range 16 {
 		var rnd [8]byte
 		_, _ = rand.Read(rnd[:])
 		tmp = filepath.Join(dir, tempPrefix(path)+hex.EncodeToString(rnd[:]))
-		err = do(StepCreate, func() (err error) {
-			f, err = os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-			return err
-		})
+		f, err = fsys.Create(tmp, mode)
 		if !errors.Is(err, fs.ErrExist) {
 			break
 		}
@@ -133,7 +93,7 @@ func WriteFile(path string, perm fs.FileMode, write func(w *bufio.Writer) error)
 			_ = f.Close()
 		}
 		if !renamed {
-			_ = os.Remove(tmp)
+			_ = fsys.Remove(tmp)
 		}
 	}()
 
@@ -143,27 +103,32 @@ func WriteFile(path string, perm fs.FileMode, write func(w *bufio.Writer) error)
 			return fmt.Errorf("replace %s: %w", path, err)
 		}
 	}
-	w := bufio.NewWriterSize(f, 1<<16)
+	fw := &fileWriter{f: f}
+	w := bufio.NewWriterSize(fw, 1<<16)
 	if err := write(w); err != nil {
+		if fw.err != nil {
+			// The file refused the bytes (a full disk), not write.
+			return fmt.Errorf("replace %s: write: %w", path, err)
+		}
 		return err
 	}
-	if err := do(StepWrite, w.Flush); err != nil {
+	if err := w.Flush(); err != nil {
 		return fmt.Errorf("replace %s: write: %w", path, err)
 	}
-	if err := do(StepSync, f.Sync); err != nil {
+	if err := f.Sync(); err != nil {
 		return fmt.Errorf("replace %s: fsync: %w", path, err)
 	}
-	if err := do(StepClose, f.Close); err != nil {
-		_ = f.Close() // after an injected fault; a real failed close has released it
-		f = nil
-		return fmt.Errorf("replace %s: close: %w", path, err)
-	}
+	// A failed close has released the file all the same.
+	cerr := f.Close()
 	f = nil
-	if err := do(StepRename, func() error { return os.Rename(tmp, path) }); err != nil {
+	if cerr != nil {
+		return fmt.Errorf("replace %s: close: %w", path, cerr)
+	}
+	if err := fsys.Rename(tmp, path); err != nil {
 		return fmt.Errorf("replace %s: rename: %w", path, err)
 	}
 	renamed = true
-	if err := do(StepSyncDir, func() error { return syncDir(dir) }); err != nil {
+	if err := fsys.SyncDir(dir); err != nil {
 		// The new file is in place but its name may not survive a power
 		// loss; the caller must not treat the write as durable.
 		return fmt.Errorf("replace %s: fsync directory after renaming the new file into place: %w", path, err)
@@ -180,9 +145,9 @@ func WriteFile(path string, perm fs.FileMode, write func(w *bufio.Writer) error)
 // file of a live write can be there, while a temporary file of a write in
 // progress looks the same as a dead one. Never call it from a reader that
 // takes no lock.
-func RemoveTemps(path string) error {
+func RemoveTemps(fsys FS, path string) error {
 	dir := filepath.Dir(path)
-	entries, err := os.ReadDir(dir)
+	entries, err := fsys.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("remove temporary files of %s: %w", path, err)
 	}
@@ -191,7 +156,7 @@ func RemoveTemps(path string) error {
 		if e.IsDir() || !isTempOf(e.Name(), path) && !isTempOf(e.Name(), path+logSuffix) {
 			continue
 		}
-		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := fsys.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}
@@ -199,6 +164,21 @@ func RemoveTemps(path string) error {
 		return fmt.Errorf("remove temporary files of %s: %w", path, errors.Join(errs...))
 	}
 	return nil
+}
+
+// fileWriter records the error of the file under WriteFile's buffer, so a
+// failed write of the file is told from one that write itself returns.
+type fileWriter struct {
+	f   File
+	err error
+}
+
+func (w *fileWriter) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+	return n, err
 }
 
 // Resolve returns the real path of the store at path, every symbolic link

@@ -140,15 +140,15 @@ func newGeneration() uint64 {
 }
 
 // WriteBase atomically replaces the base file at path with s and returns
-// the new base's generation. After a crash, path holds either the previous
+// the new base's generation, through fsys. After a crash, path holds either the previous
 // file or all of the new one. It does not touch the log: use Checkpoint to
 // fold a log into a new base.
-func WriteBase(path string, s *Snapshot) (generation uint64, err error) {
+func WriteBase(fsys FS, path string, s *Snapshot) (generation uint64, err error) {
 	if err := s.validate(); err != nil {
 		return 0, err
 	}
 	gen := newGeneration()
-	err = WriteFile(path, 0o644, func(w *bufio.Writer) error {
+	err = WriteFile(fsys, path, 0o644, func(w *bufio.Writer) error {
 		if err := encodeBase(w, s, gen); err != nil {
 			return fmt.Errorf("write base %s: %w", path, err)
 		}

@@ -24,7 +24,7 @@ func TestBaseRoundTrip(t *testing.T) {
 	gens := map[uint64]bool{}
 	for i := range 60 {
 		s := randSnapshot(r)
-		gen, err := WriteBase(path, s)
+		gen, err := WriteBase(OS, path, s)
 		require.NoError(t, err, "snapshot %d", i)
 		require.NotZero(t, gen)
 		require.False(t, gens[gen], "generation reused")
@@ -61,12 +61,12 @@ func TestWriteBaseRejectsInvalidSnapshots(t *testing.T) {
 	} {
 		s := ok()
 		mutate(s)
-		_, err := WriteBase(path, s)
+		_, err := WriteBase(OS, path, s)
 		assert.ErrorIs(t, err, ErrInvalid, name)
 	}
 	s := ok()
 	s.Precision = 3
-	_, err := WriteBase(path, s)
+	_, err := WriteBase(OS, path, s)
 	assert.ErrorIs(t, err, ErrUnsupported)
 	_, err = os.Stat(path)
 	assert.ErrorIs(t, err, fs.ErrNotExist, "nothing written for a bad snapshot")
@@ -235,7 +235,7 @@ func TestBaseGeneration(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "g")
 	var prev uint64
 	for range 3 {
-		gen, err := WriteBase(path, randSnapshot(r))
+		gen, err := WriteBase(OS, path, randSnapshot(r))
 		require.NoError(t, err)
 		got, err := BaseGeneration(path)
 		require.NoError(t, err)

@@ -4,7 +4,8 @@ import "fmt"
 
 // Checkpoint folds the log into a new base: it atomically writes s as the
 // base at path, then atomically replaces path+".log" with an empty log for
-// the new generation, and returns that generation.
+// the new generation, and returns that generation. Both replacements go
+// through fsys.
 //
 // A crash at any point leaves a store that opens to the same state: before
 // the base's rename, the old base and its log; after it, the new base and
@@ -13,12 +14,12 @@ import "fmt"
 //
 // Close the Log of the old generation first, and OpenLog the new one after:
 // an open Log keeps appending to the file the checkpoint replaced.
-func Checkpoint(path string, s *Snapshot) (generation uint64, err error) {
-	gen, err := WriteBase(path, s)
+func Checkpoint(fsys FS, path string, s *Snapshot) (generation uint64, err error) {
+	gen, err := WriteBase(fsys, path, s)
 	if err != nil {
 		return 0, err
 	}
-	if err := createLog(path+logSuffix, s.Dim, gen); err != nil {
+	if err := createLog(fsys, path+logSuffix, s.Dim, gen); err != nil {
 		// The base is durable and the old log is stale, so the store is
 		// whole; OpenLog will finish the reset.
 		return gen, fmt.Errorf("checkpoint %s: base written (generation %x), log not reset: %w", path, gen, err)

@@ -15,9 +15,9 @@ func TestCheckpointFoldsTheLog(t *testing.T) {
 	r := testkit.Rand(t)
 	path := filepath.Join(t.TempDir(), "s")
 	s := randSnapshot(r)
-	gen1, err := Checkpoint(path, s)
+	gen1, err := Checkpoint(OS, path, s)
 	require.NoError(t, err)
-	l, err := OpenLog(LogPath(path), s.Dim, gen1, SyncEveryCall)
+	l, err := OpenLog(OS, LogPath(path), s.Dim, gen1, SyncEveryCall)
 	require.NoError(t, err)
 	for range 5 {
 		require.NoError(t, l.Append(randRecord(r, s.Dim)))
@@ -28,7 +28,7 @@ func TestCheckpointFoldsTheLog(t *testing.T) {
 	s2.Dim = s.Dim
 	s2.Stride = (s.Dim+3)&^3 + 4
 	s2.Rows = randFloats(r, len(s2.IDs)*s2.Stride)
-	gen2, err := Checkpoint(path, s2)
+	gen2, err := Checkpoint(OS, path, s2)
 	require.NoError(t, err)
 	require.NotEqual(t, gen1, gen2)
 	got, gen, err := ReadBase(path)
@@ -47,9 +47,9 @@ func TestStaleLogAfterCrashInCheckpointIsIgnored(t *testing.T) {
 	r := testkit.Rand(t)
 	path := filepath.Join(t.TempDir(), "s")
 	s := randSnapshot(r)
-	gen1, err := Checkpoint(path, s)
+	gen1, err := Checkpoint(OS, path, s)
 	require.NoError(t, err)
-	l, err := OpenLog(LogPath(path), s.Dim, gen1, SyncEveryCall)
+	l, err := OpenLog(OS, LogPath(path), s.Dim, gen1, SyncEveryCall)
 	require.NoError(t, err)
 	old := []Record{randRecord(r, s.Dim), randRecord(r, s.Dim)}
 	for _, rec := range old {
@@ -58,7 +58,7 @@ func TestStaleLogAfterCrashInCheckpointIsIgnored(t *testing.T) {
 	require.NoError(t, l.Close())
 
 	// Checkpoint's first step alone, then "crash".
-	gen2, err := WriteBase(path, s)
+	gen2, err := WriteBase(OS, path, s)
 	require.NoError(t, err)
 	// A temporary file of the log reset that never got renamed.
 	stray := filepath.Join(filepath.Dir(path), tempPrefix(LogPath(path))+"dead")
@@ -77,7 +77,7 @@ func TestStaleLogAfterCrashInCheckpointIsIgnored(t *testing.T) {
 	require.Len(t, got, len(old))
 
 	// Opening the log for the new base replaces it.
-	l, err = OpenLog(LogPath(path), s.Dim, gen2, SyncEveryCall)
+	l, err = OpenLog(OS, LogPath(path), s.Dim, gen2, SyncEveryCall)
 	require.NoError(t, err)
 	rec := randRecord(r, s.Dim)
 	require.NoError(t, l.Append(rec))
@@ -86,7 +86,7 @@ func TestStaleLogAfterCrashInCheckpointIsIgnored(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	requireSameRecord(t, rec, got[0])
-	require.NoError(t, RemoveTemps(path))
+	require.NoError(t, RemoveTemps(OS, path))
 	_, err = os.Stat(stray)
 	assert.True(t, os.IsNotExist(err))
 }

@@ -191,7 +191,7 @@ func crashChild(path string, seed uint64, start int) error {
 	if _, err := Lock(path); err != nil {
 		return err
 	}
-	if err := RemoveTemps(path); err != nil {
+	if err := RemoveTemps(OS, path); err != nil {
 		return err
 	}
 	m, gen, err := recoverModel(path)
@@ -205,11 +205,11 @@ func crashChild(path string, seed uint64, start int) error {
 	}
 	fmt.Println("start")
 	if gen == 0 {
-		if gen, err = WriteBase(path, m.snapshot()); err != nil {
+		if gen, err = WriteBase(OS, path, m.snapshot()); err != nil {
 			return err
 		}
 	}
-	log, err := OpenLog(LogPath(path), crashDim, gen, SyncEveryCall)
+	log, err := OpenLog(OS, LogPath(path), crashDim, gen, SyncEveryCall)
 	if err != nil {
 		return err
 	}
@@ -225,10 +225,10 @@ func crashChild(path string, seed uint64, start int) error {
 			if err := log.Close(); err != nil {
 				return err
 			}
-			if gen, err = Checkpoint(path, m.snapshot()); err != nil {
+			if gen, err = Checkpoint(OS, path, m.snapshot()); err != nil {
 				return err
 			}
-			if log, err = OpenLog(LogPath(path), crashDim, gen, SyncEveryCall); err != nil {
+			if log, err = OpenLog(OS, LogPath(path), crashDim, gen, SyncEveryCall); err != nil {
 				return err
 			}
 		}

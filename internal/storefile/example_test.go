@@ -23,13 +23,13 @@ func Example() {
 		return
 	}
 	defer unlock()
-	_ = storefile.RemoveTemps(path) // what a crashed writer left
+	_ = storefile.RemoveTemps(storefile.OS, path) // what a crashed writer left
 
 	// Open: the base, or a new empty one.
 	snap, gen, err := storefile.ReadBase(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		snap = &storefile.Snapshot{Dim: 3, Stride: 4, NextID: 1}
-		gen, err = storefile.Checkpoint(path, snap)
+		gen, err = storefile.Checkpoint(storefile.OS, path, snap)
 	}
 	if err != nil {
 		fmt.Println(err)
@@ -41,7 +41,7 @@ func Example() {
 	fmt.Println("replayed", n, "torn tail:", torn, "error:", err)
 
 	// Change it.
-	log, err := storefile.OpenLog(storefile.LogPath(path), snap.Dim, gen, storefile.SyncEveryCall)
+	log, err := storefile.OpenLog(storefile.OS, storefile.LogPath(path), snap.Dim, gen, storefile.SyncEveryCall)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -53,7 +53,7 @@ func Example() {
 	// Checkpoint: fold everything into a new base and start an empty log.
 	snap = &storefile.Snapshot{Dim: 3, Stride: 4, NextID: 2, IDs: []uint64{1},
 		Rows: []float32{0.5, 1, 2, 0}, Keys: map[uint64]string{1: "doc-1"}}
-	gen, err = storefile.Checkpoint(path, snap)
+	gen, err = storefile.Checkpoint(storefile.OS, path, snap)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -69,7 +69,7 @@ func ExampleReadBase_damage() {
 	dir, _ := os.MkdirTemp("", "umbra-example")
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "index.umbra")
-	_, _ = storefile.WriteBase(path, &storefile.Snapshot{Dim: 2, Stride: 4, IDs: []uint64{7}, Rows: []float32{1, 2, 0, 0}})
+	_, _ = storefile.WriteBase(storefile.OS, path, &storefile.Snapshot{Dim: 2, Stride: 4, IDs: []uint64{7}, Rows: []float32{1, 2, 0, 0}})
 
 	b, _ := os.ReadFile(path)
 	b[4096] ^= 1 // one bit of the first row

@@ -87,7 +87,8 @@ type Log struct {
 // checkpoint wrote a newer base and crashed before resetting the log): its
 // records are all in the base, and it is replaced by an empty one. A torn
 // tail (see ReplayLog) is truncated away before the first append; a
-// corrupt log is an error, and nothing is changed.
+// corrupt log is an error, and nothing is changed. The log is created and
+// replaced through fsys (WriteFile); its appends go to the file directly.
 //
 // A log of format version 1 that holds records is appended to in version
 // 1, so its records stay readable (version 1 frames carry no position, see
@@ -96,13 +97,13 @@ type Log struct {
 //
 // Replay the log with ReplayLog before opening it: OpenLog does not hand
 // records out.
-func OpenLog(path string, dim int, generation uint64, policy SyncPolicy) (*Log, error) {
+func OpenLog(fsys FS, path string, dim int, generation uint64, policy SyncPolicy) (*Log, error) {
 	if dim < 1 || uint64(dim) > math.MaxUint32 || generation == 0 {
 		return nil, fmt.Errorf("%w: open log %s: dim %d, generation %d", ErrInvalid, path, dim, generation)
 	}
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if errors.Is(err, fs.ErrNotExist) {
-		if err := createLog(path, dim, generation); err != nil {
+		if err := createLog(fsys, path, dim, generation); err != nil {
 			return nil, err
 		}
 		f, err = os.OpenFile(path, os.O_RDWR, 0)
@@ -124,10 +125,10 @@ func OpenLog(path string, dim int, generation uint64, policy SyncPolicy) (*Log, 
 		// Stale, or an old version with nothing in it to keep: start a
 		// current, empty log.
 		_ = f.Close()
-		if err := createLog(path, dim, generation); err != nil {
+		if err := createLog(fsys, path, dim, generation); err != nil {
 			return nil, err
 		}
-		return OpenLog(path, dim, generation, policy)
+		return OpenLog(fsys, path, dim, generation, policy)
 	}
 	if res.torn {
 		// Cut what a crash left half-written, durably, so new records
@@ -145,8 +146,8 @@ func OpenLog(path string, dim int, generation uint64, policy SyncPolicy) (*Log, 
 }
 
 // createLog atomically replaces path with an empty log for generation.
-func createLog(path string, dim int, generation uint64) error {
-	return WriteFile(path, 0o644, func(w *bufio.Writer) error {
+func createLog(fsys FS, path string, dim int, generation uint64) error {
+	return WriteFile(fsys, path, 0o644, func(w *bufio.Writer) error {
 		_, err := w.Write(encodeLogHeader(dim, generation))
 		return err
 	})

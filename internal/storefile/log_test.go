@@ -39,7 +39,7 @@ func TestLogRoundTrip(t *testing.T) {
 		var want []Record
 		// Several sessions, each reopening the log and appending more.
 		for range 1 + r.IntN(3) {
-			l, err := OpenLog(path, dim, gen, policy)
+			l, err := OpenLog(OS, path, dim, gen, policy)
 			require.NoError(t, err)
 			for range r.IntN(15) {
 				rec := randRecord(r, dim)
@@ -74,7 +74,7 @@ func TestReplayMissingLogIsEmpty(t *testing.T) {
 }
 
 func TestAppendRejectsInvalidRecords(t *testing.T) {
-	l, err := OpenLog(filepath.Join(t.TempDir(), "s.log"), 3, 5, SyncEveryCall)
+	l, err := OpenLog(OS, filepath.Join(t.TempDir(), "s.log"), 3, 5, SyncEveryCall)
 	require.NoError(t, err)
 	defer l.Close()
 	for name, rec := range map[string]Record{
@@ -128,7 +128,7 @@ func TestReplayStopsCleanlyAtEveryTornLength(t *testing.T) {
 		// Through the file: replay reports the torn tail, OpenLog cuts
 		// it, and the next record follows the last good one.
 		require.NoError(t, os.WriteFile(path, full[:l], 0o644))
-		log, err := OpenLog(path, dim, gen, SyncEveryCall)
+		log, err := OpenLog(OS, path, dim, gen, SyncEveryCall)
 		require.NoError(t, err)
 		extra := randRecord(r, dim)
 		require.NoError(t, log.Append(extra))
@@ -199,7 +199,7 @@ func TestReplayUnsyncedHoleUnderSyncIntervalIsTorn(t *testing.T) {
 	r := testkit.Rand(t)
 	const dim, gen = 2, 13
 	path := filepath.Join(t.TempDir(), "s.log")
-	l, err := OpenLog(path, dim, gen, SyncInterval(time.Hour))
+	l, err := OpenLog(OS, path, dim, gen, SyncInterval(time.Hour))
 	require.NoError(t, err)
 	recs := []Record{randRecord(r, dim), randRecord(r, dim), randRecord(r, dim)}
 	for _, rec := range recs {
@@ -222,7 +222,7 @@ func TestReplayUnsyncedHoleUnderSyncIntervalIsTorn(t *testing.T) {
 
 func TestSyncIntervalSyncsInTheBackground(t *testing.T) {
 	r := testkit.Rand(t)
-	l, err := OpenLog(filepath.Join(t.TempDir(), "s.log"), 4, 3, SyncInterval(time.Millisecond))
+	l, err := OpenLog(OS, filepath.Join(t.TempDir(), "s.log"), 4, 3, SyncInterval(time.Millisecond))
 	require.NoError(t, err)
 	defer l.Close()
 	require.NoError(t, l.Append(randRecord(r, 4)))
@@ -264,7 +264,7 @@ func TestLogHeaderDamage(t *testing.T) {
 		_, _, err := ReplayLog(path, c.dim, gen, nil)
 		fe := requireFormatError(t, err, c.want, "%s", c.name)
 		assert.Equal(t, "log header", fe.Section, c.name)
-		_, err = OpenLog(path, c.dim, gen, SyncEveryCall)
+		_, err = OpenLog(OS, path, c.dim, gen, SyncEveryCall)
 		requireFormatError(t, err, c.want, "%s: OpenLog refuses too", c.name)
 		after, rerr := os.ReadFile(path)
 		require.NoError(t, rerr)
@@ -280,7 +280,7 @@ func TestCorruptLogIsNotTruncatedByOpenLog(t *testing.T) {
 	b[logHeaderLen+frameLen] ^= 0x10 // first record's payload
 	path := filepath.Join(t.TempDir(), "s.log")
 	require.NoError(t, os.WriteFile(path, b, 0o644))
-	_, err := OpenLog(path, dim, gen, SyncEveryCall)
+	_, err := OpenLog(OS, path, dim, gen, SyncEveryCall)
 	fe := requireFormatError(t, err, ErrCorrupt, "open corrupt log")
 	assert.Equal(t, "log record 0", fe.Section)
 	after, err := os.ReadFile(path)

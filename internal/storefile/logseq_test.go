@@ -34,7 +34,7 @@ func sameLengthRecords(r *rand.Rand, dim, n int) []Record {
 // policy, and returns the file's bytes and where each frame starts.
 func writeLogWith(t *testing.T, path string, dim int, gen uint64, policy SyncPolicy, recs []Record) ([]byte, []int) {
 	t.Helper()
-	l, err := OpenLog(path, dim, gen, policy)
+	l, err := OpenLog(OS, path, dim, gen, policy)
 	require.NoError(t, err)
 	starts := make([]int, len(recs))
 	for i := range recs {
@@ -63,7 +63,7 @@ func requireRefused(t *testing.T, b []byte, dim int, gen uint64, at int, what st
 	require.NoError(t, os.WriteFile(path, b, 0o644))
 	_, _, err = ReplayLog(path, dim, gen, nil)
 	requireFormatError(t, err, ErrCorrupt, "%s: ReplayLog", ctx)
-	l, err := OpenLog(path, dim, gen, SyncEveryCall)
+	l, err := OpenLog(OS, path, dim, gen, SyncEveryCall)
 	if err == nil {
 		l.Close()
 	}
@@ -316,7 +316,7 @@ func TestOlderHeaderOverCurrentRecordsIsCorrupt(t *testing.T) {
 		require.NoError(t, os.WriteFile(path, b, 0o644))
 		_, _, err = ReplayLog(path, dim, gen, nil)
 		requireFormatError(t, err, ErrCorrupt, "ReplayLog")
-		_, err = OpenLog(path, dim, gen, SyncEveryCall)
+		_, err = OpenLog(OS, path, dim, gen, SyncEveryCall)
 		requireFormatError(t, err, ErrCorrupt, "OpenLog")
 		after, err := os.ReadFile(path)
 		require.NoError(t, err)

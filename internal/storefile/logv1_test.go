@@ -57,7 +57,7 @@ func TestVersion1LogStillReplays(t *testing.T) {
 		requireSameRecord(t, want[i], got[i], "fixture record %d", i)
 	}
 
-	l, err := OpenLog(path, v1FixtureDim, v1FixtureGen, SyncEveryCall)
+	l, err := OpenLog(OS, path, v1FixtureDim, v1FixtureGen, SyncEveryCall)
 	require.NoError(t, err)
 	for range 3 {
 		rec := randRecord(r, v1FixtureDim)
@@ -111,7 +111,7 @@ func TestVersion1TornTailAndCorruption(t *testing.T) {
 	cut := ends[2] + 9
 	path := filepath.Join(t.TempDir(), "s.log")
 	require.NoError(t, os.WriteFile(path, full[:cut], 0o644))
-	l, err := OpenLog(path, v1FixtureDim, v1FixtureGen, SyncEveryCall)
+	l, err := OpenLog(OS, path, v1FixtureDim, v1FixtureGen, SyncEveryCall)
 	require.NoError(t, err)
 	require.Equal(t, int64(ends[2]), l.Size(), "torn tail cut")
 	require.NoError(t, l.Append(recs[5]))
@@ -143,7 +143,7 @@ func TestEmptyVersion1LogBecomesVersion2(t *testing.T) {
 	for _, n := range []int{logHeaderLen, logHeaderLen + 7} { // empty; a torn first record
 		path := filepath.Join(t.TempDir(), "s.log")
 		require.NoError(t, os.WriteFile(path, full[:n], 0o644))
-		l, err := OpenLog(path, v1FixtureDim, v1FixtureGen, SyncEveryCall)
+		l, err := OpenLog(OS, path, v1FixtureDim, v1FixtureGen, SyncEveryCall)
 		require.NoError(t, err)
 		rec := randRecord(r, v1FixtureDim)
 		require.NoError(t, l.Append(rec))
@@ -158,7 +158,7 @@ func TestEmptyVersion1LogBecomesVersion2(t *testing.T) {
 
 	store := filepath.Join(t.TempDir(), "store")
 	require.NoError(t, os.WriteFile(LogPath(store), full, 0o644))
-	gen, err := Checkpoint(store, &Snapshot{Dim: v1FixtureDim, Stride: 4})
+	gen, err := Checkpoint(OS, store, &Snapshot{Dim: v1FixtureDim, Stride: 4})
 	require.NoError(t, err)
 	requireLogVersion(t, LogPath(store), logVersion)
 	n, _, err := ReplayLog(LogPath(store), v1FixtureDim, gen, nil)

@@ -19,7 +19,7 @@ func TestMapBaseMatchesReadBase(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "m")
 	for i := range 10 {
 		s := randSnapshot(r)
-		gen, err := WriteBase(path, s)
+		gen, err := WriteBase(OS, path, s)
 		require.NoError(t, err)
 		m, err := MapBase(path)
 		require.NoError(t, err, "snapshot %d", i)
@@ -28,7 +28,7 @@ func TestMapBaseMatchesReadBase(t *testing.T) {
 
 		// A checkpoint renames a new file over the path; the mapping keeps
 		// the old contents.
-		_, err = WriteBase(path, randSnapshot(r))
+		_, err = WriteBase(OS, path, randSnapshot(r))
 		require.NoError(t, err)
 		require.True(t, bytes.Equal(floatBytes(s.Rows), floatBytes(m.Rows)))
 		require.NoError(t, m.Close())
@@ -60,7 +60,7 @@ func TestMapBaseCopyOnWrite(t *testing.T) {
 	for len(s.IDs) == 0 {
 		s = randSnapshot(r)
 	}
-	_, err := WriteBase(path, s)
+	_, err := WriteBase(OS, path, s)
 	require.NoError(t, err)
 	before, err := os.ReadFile(path)
 	require.NoError(t, err)
@@ -78,7 +78,7 @@ func TestMapBaseCopyOnWrite(t *testing.T) {
 	require.True(t, bytes.Equal(before, after), "a write to the mapping reached the file")
 	require.NoError(t, m.Changed())
 
-	_, err = WriteBase(path, randSnapshot(r)) // renamed over the path
+	_, err = WriteBase(OS, path, randSnapshot(r)) // renamed over the path
 	require.NoError(t, err)
 	require.NoError(t, m.Changed(), "a rename over the path does not change the mapped file")
 
@@ -104,7 +104,7 @@ func TestMapBaseCopyOnWrite(t *testing.T) {
 		// (its granularity is the kernel's tick), so the rewrite's stamp
 		// can differ at all. A chmod moves that time too, but leaves the
 		// rows as they were: not a change.
-		_, err = WriteBase(path, s)
+		_, err = WriteBase(OS, path, s)
 		require.NoError(t, err)
 		m4, err := MapBase(path)
 		require.NoError(t, err)

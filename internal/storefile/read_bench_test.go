@@ -23,7 +23,7 @@ func BenchmarkReadBase(b *testing.B) {
 		s.Rows[i] = r.Float32()
 	}
 	path := filepath.Join(b.TempDir(), "base")
-	if _, err := WriteBase(path, s); err != nil {
+	if _, err := WriteBase(OS, path, s); err != nil {
 		b.Fatal(err)
 	}
 	st, err := os.Stat(path)
