@@ -1,5 +1,7 @@
 package packed
 
+import "math"
+
 // lanes is how many partial sums a row's sum of squares keeps: enough
 // independent float64 additions in flight to hide their latency, eight
 // AVX2 registers of four.
@@ -50,4 +52,26 @@ func reduceLanes(acc *[lanes]float64) float64 {
 		}
 	}
 	return acc[0]
+}
+
+// unitSlack bounds how far from 1 the float64 sum of squares of a float32
+// vector that is a unit vector rounded to float32 can be: each component
+// u_i = w_i(1+d_i) with |d_i| <= 2^-24 and sum w_i^2 = 1, so
+// sum u_i^2 - 1 = sum w_i^2 (2d_i + d_i^2), at most 2^-23 + 2^-48 in size,
+// and the float64 sum adds far less. Twice that leaves room for both.
+const unitSlack = 0x1p-22
+
+// InvNorm is the factor a row (or query) whose squares sum to sum (as
+// sumSquares adds them) is scaled by to unit norm: 1/sqrt(sum), except
+// that a vector already of unit norm to within float32 rounding is kept as
+// it is (factor 1, which changes no bit). That makes normalising
+// idempotent: the rows an index stored under cosine, exported and added
+// again, are stored with the same bits, so a store rebuilt from its export
+// answers every search identically. Every row and query goes through it,
+// so a stored row and an equal query are still scaled alike.
+func InvNorm(sum float64) float64 {
+	if math.Abs(sum-1) <= unitSlack {
+		return 1
+	}
+	return 1 / math.Sqrt(sum)
 }

@@ -153,7 +153,7 @@ func (s *Slab) CheckRows(n int, row func(i int) []float32, m Mode) ([]float64, e
 			return nil, err
 		}
 		if inv != nil {
-			inv[i] = 1 / math.Sqrt(sum)
+			inv[i] = InvNorm(sum)
 		}
 	}
 	return inv, nil
@@ -204,7 +204,7 @@ func packNormalized(out, v []float32, m Mode) error {
 	if err := checkSum(sum, v, 0, m); err != nil {
 		return err
 	}
-	scale(out, v, 1/math.Sqrt(sum))
+	scale(out, v, InvNorm(sum))
 	return nil
 }
 

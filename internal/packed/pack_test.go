@@ -336,3 +336,30 @@ func TestPackInPlaceThenAdopt(t *testing.T) {
 		}
 	}
 }
+
+// TestNormalizeIsIdempotent: a row normalised and stored, then given again
+// (an export added back), is stored with the same bits, by the row packer
+// and by the query path alike; a row not of unit norm is still scaled.
+func TestNormalizeIsIdempotent(t *testing.T) {
+	r := testkit.Rand(t)
+	for _, dim := range []int{1, 2, 3, 7, 64, 129, 768, 1536} {
+		for range 200 {
+			v := make([]float32, dim)
+			for j := range v {
+				v[j] = float32(r.NormFloat64() * math.Exp(r.Float64()*20-10))
+			}
+			if sumSquares(v) == 0 {
+				continue
+			}
+			once := Normalized(v, dim)
+			twice := Normalized(once, dim)
+			require.Equal(t, once, twice, "dim %d: a unit vector normalised again keeps its bits", dim)
+			s := NewSlab(dim)
+			require.NoError(t, s.AppendRows([][]float32{once}, Mode{Normalize: true, Check: true, RejectZero: true}))
+			require.Equal(t, once, s.Row(0), "dim %d: the row packer agrees", dim)
+		}
+	}
+	require.Equal(t, 1/math.Sqrt(4.0), InvNorm(4), "a row of norm 2 is halved")
+	require.Equal(t, 1.0, InvNorm(1+0x1p-23), "within float32 rounding of unit norm: kept")
+	require.NotEqual(t, 1.0, InvNorm(1+0x1p-20), "past it: scaled")
+}

@@ -85,7 +85,7 @@ func Norm(v []float32) float64 {
 // (n >= len(v)). It is how a query is prepared for cosine search.
 func Normalized(v []float32, n int) []float32 {
 	out := make([]float32, n)
-	inv := 1 / Norm(v)
+	inv := InvNorm(sumSquares(v))
 	for i, x := range v {
 		out[i] = float32(float64(x) * inv)
 	}
