@@ -42,6 +42,12 @@ func openIsolated(t *testing.T, b backend, cfg engine.Config) *engine.Index {
 // answers must be the same.
 func TestIsolatedGPUCrashLeavesTheCallerStanding(t *testing.T) {
 	precs := map[string][]engine.Precision{"vulkan": {engine.F32, engine.Int8}, "gl": {engine.F32, engine.F16}}
+	if !fullTests() {
+		// The README's test command kills one child per adapter: float32
+		// on Vulkan, a compressed index on GL; CI (UMBRA_FULL=1) kills
+		// every pairing.
+		precs = map[string][]engine.Precision{"vulkan": {engine.F32}, "gl": {engine.F16}}
+	}
 	for _, b := range backends[1:] {
 		for _, prec := range precs[b.name] {
 			t.Run(b.name+"/"+prec.String(), func(t *testing.T) {
