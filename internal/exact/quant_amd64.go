@@ -45,10 +45,8 @@ func f16RowsAVX2(dst, q *float32, rows *uint16, stride, n, groups int)
 func f16Panel3x4AVX2(dst *float32, ldd int, qs *float32, qstride int, rows *uint16, rstride, n, groups int)
 
 type (
-	i8RowsAsm   func(dst *int32, q *int8, rows *uint8, stride, n, groups int)
-	i8PanelAsm  func(dst *int32, ldd int, qs *int8, qstride int, rows *uint8, rstride, n, groups int)
-	f16RowsAsm  func(dst, q *float32, rows *uint16, stride, n, groups int)
-	f16PanelAsm func(dst *float32, ldd int, qs *float32, qstride int, rows *uint16, rstride, n, groups int)
+	i8RowsAsm  func(dst *int32, q *int8, rows *uint8, stride, n, groups int)
+	i8PanelAsm func(dst *int32, ldd int, qs *int8, qstride int, rows *uint8, rstride, n, groups int)
 )
 
 var (
@@ -70,8 +68,8 @@ var (
 // use.
 func asmQuantKernels() []quantKernelSet {
 	var (
-		avx512F16 = f16Kernels{wrapF16Rows(f16RowsAVX512), wrapF16Tile(f16Panel4x4AVX512, f16RowsAVX512, 4)}
-		avx2F16   = f16Kernels{wrapF16Rows(f16RowsAVX2), wrapF16Tile(f16Panel3x4AVX2, f16RowsAVX2, 3)}
+		avx512F16 = f16Kernels{wrapF16Rows(f16RowsAVX512, 16), wrapF16Tile(f16Panel4x4AVX512, f16RowsAVX512, 4, 16)}
+		avx2F16   = f16Kernels{wrapF16Rows(f16RowsAVX2, 16), wrapF16Tile(f16Panel3x4AVX2, f16RowsAVX2, 3, 16)}
 		vnni      = i8Kernels{wrapI8Rows(i8RowsVNNI), wrapI8Tile(i8Panel4x4VNNI, i8RowsVNNI, 4)}
 		avxVNNI   = i8Kernels{wrapI8Rows(i8RowsAVXVNNI), wrapI8Tile(i8Panel3x4AVXVNNI, i8RowsAVXVNNI, 3)}
 		avx2I8    = i8Kernels{wrapI8Rows(i8RowsAVX2), wrapI8Tile(i8Panel2x4AVX2, i8RowsAVX2, 2)}
@@ -145,59 +143,6 @@ func wrapI8Tile(k i8PanelAsm, rk i8RowsAsm, nq int) i8TileKernel {
 		}
 		if stride == 0 || stride%64 != 0 {
 			i8TileGo(dst, qs, nqs, rows, nr, stride)
-			return
-		}
-		_ = rows[nr*stride-1]
-		_ = qs[nqs*stride-1]
-		_ = dst[nqs*nr-1]
-		gq := nqs / nq
-		full := nr &^ 3
-		if gq > 0 {
-			for i := 0; i < full; i += 4 {
-				k(&dst[i], nr, &qs[0], stride, &rows[i*stride], stride, stride, gq)
-			}
-		}
-		for j := range nqs {
-			q := qs[j*stride : (j+1)*stride]
-			if j >= gq*nq {
-				rows1(dst[j*nr:(j+1)*nr], q, rows, stride)
-			} else if full < nr {
-				rows1(dst[j*nr+full:(j+1)*nr], q, rows[full*stride:], stride)
-			}
-		}
-	}
-}
-
-func wrapF16Rows(k f16RowsAsm) f16RowsKernel {
-	return func(dst, q []float32, rows []uint16, stride int) {
-		nr, n := len(dst), len(q)
-		if nr == 0 {
-			return
-		}
-		if n == 0 || n%16 != 0 {
-			f16RowsGo(dst, q, rows, stride)
-			return
-		}
-		_ = rows[(nr-1)*stride+n-1]
-		if g := nr / 4; g > 0 {
-			k(&dst[0], &q[0], &rows[0], stride, n, g)
-		}
-		var four [4]float32
-		for i := nr &^ 3; i < nr; i++ {
-			k(&four[0], &q[0], &rows[i*stride], 0, n, 1)
-			dst[i] = four[0]
-		}
-	}
-}
-
-func wrapF16Tile(k f16PanelAsm, rk f16RowsAsm, nq int) f16TileKernel {
-	rows1 := wrapF16Rows(rk)
-	return func(dst, qs []float32, nqs int, rows []uint16, nr, stride int) {
-		if nr == 0 || nqs == 0 {
-			return
-		}
-		if stride == 0 || stride%16 != 0 {
-			f16TileGo(dst, qs, nqs, rows, nr, stride)
 			return
 		}
 		_ = rows[nr*stride-1]

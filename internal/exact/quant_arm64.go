@@ -54,8 +54,8 @@ func asmQuantKernels() []quantKernelSet {
 		name:    "neon",
 		i8Rows:  wrapI8Rows(i8RowsSMULL),
 		i8Tile:  wrapI8Tile(i8Panel4x4SMULL, i8RowsSMULL),
-		f16Rows: wrapF16Rows,
-		f16Tile: wrapF16Tile,
+		f16Rows: wrapF16Rows(f16RowsNEON, 8),
+		f16Tile: wrapF16Tile(f16Panel2x4NEON, f16RowsNEON, 2, 8),
 	}
 	if !hasDotProd {
 		return []quantKernelSet{neon}
@@ -145,54 +145,6 @@ func wrapI8Tile(k i8PanelAsm, rk i8RowsAsm) i8TileKernel {
 			if full < nr {
 				rows1(dst[j*nr+full:(j+1)*nr], q, rows[full*stride:], stride)
 			}
-		}
-	}
-}
-
-func wrapF16Rows(dst, q []float32, rows []uint16, stride int) {
-	nr, n := len(dst), len(q)
-	if nr == 0 {
-		return
-	}
-	if n == 0 || n%8 != 0 {
-		f16RowsGo(dst, q, rows, stride)
-		return
-	}
-	_ = rows[(nr-1)*stride+n-1]
-	if g := nr / 4; g > 0 {
-		f16RowsNEON(&dst[0], &q[0], &rows[0], stride, n, g)
-	}
-	var four [4]float32
-	for i := nr &^ 3; i < nr; i++ {
-		f16RowsNEON(&four[0], &q[0], &rows[i*stride], 0, n, 1)
-		dst[i] = four[0]
-	}
-}
-
-func wrapF16Tile(dst, qs []float32, nq int, rows []uint16, nr, stride int) {
-	if nr == 0 || nq == 0 {
-		return
-	}
-	if stride == 0 || stride%8 != 0 {
-		f16TileGo(dst, qs, nq, rows, nr, stride)
-		return
-	}
-	_ = rows[nr*stride-1]
-	_ = qs[nq*stride-1]
-	_ = dst[nq*nr-1]
-	gq := nq / 2
-	full := nr &^ 3
-	if gq > 0 {
-		for i := 0; i < full; i += 4 {
-			f16Panel2x4NEON(&dst[i], nr, &qs[0], stride, &rows[i*stride], stride, stride, gq)
-		}
-	}
-	for j := range nq {
-		q := qs[j*stride : (j+1)*stride]
-		if j >= gq*2 {
-			wrapF16Rows(dst[j*nr:(j+1)*nr], q, rows, stride)
-		} else if full < nr {
-			wrapF16Rows(dst[j*nr+full:(j+1)*nr], q, rows[full*stride:], stride)
 		}
 	}
 }
