@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // The reference workload of umbra's benchmarks: 50,000 rows of 768 floats
@@ -34,7 +36,7 @@ func benchQueries(n int) [][]float32 {
 	r := rand.New(rand.NewPCG(3, 4))
 	qs := make([][]float32, n)
 	for i := range qs {
-		qs[i] = randVec(r, benchDim)
+		qs[i] = testkit.Vector(r, benchDim)
 	}
 	return qs
 }
@@ -146,7 +148,7 @@ func BenchmarkKernels(b *testing.B) {
 func BenchmarkTiesByID(b *testing.B) {
 	r := rand.New(rand.NewPCG(5, 6))
 	const tieRows, tieDim = 200_000, 16
-	four := [][]float32{randVec(r, tieDim), randVec(r, tieDim), randVec(r, tieDim), randVec(r, tieDim)}
+	four := [][]float32{testkit.Vector(r, tieDim), testkit.Vector(r, tieDim), testkit.Vector(r, tieDim), testkit.Vector(r, tieDim)}
 	tied := Slab{Data: make([]float32, tieRows*tieDim), Rows: tieRows, Dim: tieDim, Stride: tieDim}
 	for i := range tieRows {
 		copy(tied.Data[i*tieDim:], four[r.IntN(4)])
@@ -157,7 +159,7 @@ func BenchmarkTiesByID(b *testing.B) {
 		q    []float32
 	}{
 		{"distinct", benchData(), benchQueries(1)[0]},
-		{"ties", tied, randVec(r, tieDim)},
+		{"ties", tied, testkit.Vector(r, tieDim)},
 	}
 	for _, c := range cases {
 		ids := make([]uint64, c.s.Rows)

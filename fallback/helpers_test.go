@@ -5,47 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"testing"
 
 	"github.com/umbravec/umbra/internal/parallel"
 	"github.com/umbravec/umbra/internal/testkit"
 )
-
-// randVec fills a vector with uniform values in [-1, 1).
-func randVec(r *rand.Rand, n int) []float32 {
-	v := make([]float32, n)
-	for i := range v {
-		v[i] = 2*r.Float32() - 1
-	}
-	return v
-}
-
-// unitVec is randVec scaled to length 1, like the rows of a cosine index.
-func unitVec(r *rand.Rand, n int) []float32 {
-	v := randVec(r, n)
-	var s float64
-	for _, x := range v {
-		s += float64(x) * float64(x)
-	}
-	inv := 1 / math.Sqrt(s)
-	for i := range v {
-		v[i] = float32(float64(v[i]) * inv)
-	}
-	return v
-}
-
-// gridVec fills a vector with multiples of 1/64 in [-1/2, 1/2]: every product
-// and every partial sum over up to 4096 dimensions is exact in float32, so any
-// summation order gives the float64 answer and ties are real ties.
-func gridVec(r *rand.Rand, n int) []float32 {
-	v := make([]float32, n)
-	for i := range v {
-		v[i] = float32(r.IntN(65)-32) / 64
-	}
-	return v
-}
 
 // newSlab packs rows with the given stride. With short set, the last row
 // has no padding in Data.

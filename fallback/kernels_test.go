@@ -101,7 +101,7 @@ func TestReadPass(t *testing.T) {
 		for _, n := range []int{1, 7, 8, 16, 31, 32, 33, 100} {
 			const nr = 6
 			stride := n + r.IntN(3)
-			rows := randVec(r, nr*stride)
+			rows := testkit.Vector(r, nr*stride)
 			dst := make([]float32, nr)
 			ks.sumRows(dst, make([]float32, n), rows, stride)
 			for i := range dst {

@@ -47,7 +47,7 @@ func (v valueKind) String() string { return [...]string{"raw", "unit", "grid"}[v
 // newDataset makes n random rows and duplicates a few of them, so ties
 // must be broken by row.
 func newDataset(r *rand.Rand, n, dim int, kind valueKind) dataset {
-	gen := [...]func(*rand.Rand, int) []float32{randVec, unitVec, gridVec}[kind]
+	gen := [...]func(*rand.Rand, int) []float32{testkit.Vector, testkit.Unit, testkit.Grid}[kind]
 	d := dataset{rows: make([][]float32, n), q: gen(r, dim), dim: dim}
 	for i := range d.rows {
 		if i > 0 && r.IntN(8) == 0 {
@@ -148,7 +148,7 @@ func testPathsAgree(t *testing.T) {
 					nq := 1 + r.IntN(11)
 					qs := make([][]float32, nq)
 					for j := range qs {
-						qs[j] = randVec(r, dim)
+						qs[j] = testkit.Vector(r, dim)
 						if j%2 == 1 { // a padded query is as good as a bare one
 							qs[j] = append(qs[j], make([]float32, stride-dim)...)
 						}
@@ -179,13 +179,13 @@ func testDuplicateRowsTieByRow(t *testing.T) {
 	r := testkit.Rand(t)
 	for _, m := range []Metric{Dot, L2} {
 		dim := 1 + r.IntN(200)
-		row := randVec(r, dim)
+		row := testkit.Vector(r, dim)
 		rows := make([][]float32, 57)
 		for i := range rows {
 			rows[i] = row
 		}
 		s := newSlab(rows, dim, (dim+3)&^3, false)
-		hits, err := Search(context.Background(), s, randVec(r, dim), 20, m, 3)
+		hits, err := Search(context.Background(), s, testkit.Vector(r, dim), 20, m, 3)
 		noErr(t, err)
 		for i, h := range hits {
 			if h.Row != i || h.Score != hits[0].Score {

@@ -58,7 +58,7 @@ func tieRef(t *testing.T, s Slab, q []float32, m Metric, ids []uint64) []Hit {
 func tieSlab(r *rand.Rand, n, dim int) (Slab, [][]float32) {
 	distinct := make([][]float32, 1+r.IntN(6))
 	for i := range distinct {
-		distinct[i] = gridVec(r, dim)
+		distinct[i] = testkit.Grid(r, dim)
 	}
 	rows := make([][]float32, n)
 	for i := range rows {
@@ -106,7 +106,7 @@ func TestTiesGoToLowerID(t *testing.T) {
 			if r.IntN(2) == 0 {
 				qs[j] = distinct[r.IntN(len(distinct))]
 			} else {
-				qs[j] = gridVec(r, dim)
+				qs[j] = testkit.Grid(r, dim)
 			}
 		}
 		name := fmt.Sprintf("trial %d %v n %d dim %d filtered %v", trial, m, n, dim, s.Allow != nil)

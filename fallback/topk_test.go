@@ -42,7 +42,7 @@ func TestSelectTopK(t *testing.T) {
 	for _, m := range []Metric{Dot, L2} {
 		for _, n := range []int{0, 1, 2, 9, 100, 1001} {
 			for _, ties := range []bool{false, true} {
-				scores := randVec(r, n)
+				scores := testkit.Vector(r, n)
 				if ties {
 					scores = fewScores(r, n)
 				}
@@ -78,7 +78,7 @@ func TestMergeTopK(t *testing.T) {
 	for _, m := range []Metric{Dot, L2} {
 		for _, ties := range []bool{false, true} {
 			n := 1 + r.IntN(3000)
-			scores := randVec(r, n)
+			scores := testkit.Vector(r, n)
 			if ties {
 				scores = fewScores(r, n)
 			}

@@ -22,40 +22,6 @@ import (
 // newRand is the test's generator from testkit.
 func newRand(t testing.TB) *rand.Rand { return testkit.Rand(t) }
 
-// randVec fills a vector with uniform values in [-1, 1).
-func randVec(r *rand.Rand, n int) []float32 {
-	v := make([]float32, n)
-	for i := range v {
-		v[i] = 2*r.Float32() - 1
-	}
-	return v
-}
-
-// unitVec is randVec scaled to length 1, like the rows of a cosine index.
-func unitVec(r *rand.Rand, n int) []float32 {
-	v := randVec(r, n)
-	var s float64
-	for _, x := range v {
-		s += float64(x) * float64(x)
-	}
-	inv := 1 / math.Sqrt(s)
-	for i := range v {
-		v[i] = float32(float64(v[i]) * inv)
-	}
-	return v
-}
-
-// gridVec fills a vector with multiples of 1/64 in [-1/2, 1/2]: every product
-// and every partial sum over up to 4096 dimensions is exact in float32, so any
-// summation order gives the float64 answer and ties are real ties.
-func gridVec(r *rand.Rand, n int) []float32 {
-	v := make([]float32, n)
-	for i := range v {
-		v[i] = float32(r.IntN(65)-32) / 64
-	}
-	return v
-}
-
 // newSlab packs rows with the given stride. With short set, the last row
 // has no padding in Data.
 func newSlab(rows [][]float32, dim, stride int, short bool) fallback.Slab {
@@ -223,7 +189,7 @@ func benchQueries(n int) [][]float32 {
 	r := rand.New(rand.NewPCG(3, 4))
 	qs := make([][]float32, n)
 	for i := range qs {
-		qs[i] = randVec(r, benchDim)
+		qs[i] = testkit.Vector(r, benchDim)
 	}
 	return qs
 }

@@ -75,15 +75,15 @@ func (k dataKind) String() string {
 
 func makeRows(r *rand.Rand, kind dataKind, n, dim int) [][]float32 {
 	rows := make([][]float32, n)
-	center := unitVec(r, dim)
+	center := testkit.Unit(r, dim)
 	for i := range rows {
 		switch kind {
 		case uniformRows:
-			rows[i] = randVec(r, dim)
+			rows[i] = testkit.Vector(r, dim)
 		case unitRows:
-			rows[i] = unitVec(r, dim)
+			rows[i] = testkit.Unit(r, dim)
 		case spanRows:
-			v := randVec(r, dim)
+			v := testkit.Vector(r, dim)
 			s := float32(math.Pow(10, 6*r.Float64()-3))
 			for j := range v {
 				v[j] *= s
@@ -97,12 +97,12 @@ func makeRows(r *rand.Rand, kind dataKind, n, dim int) [][]float32 {
 			rows[i] = v
 		case duplicateRows:
 			if i < 3 || r.IntN(4) == 0 {
-				rows[i] = randVec(r, dim)
+				rows[i] = testkit.Vector(r, dim)
 			} else {
 				rows[i] = rows[r.IntN(i)]
 			}
 		case gridRows:
-			rows[i] = gridVec(r, dim)
+			rows[i] = testkit.Grid(r, dim)
 		}
 	}
 	return rows
@@ -116,18 +116,18 @@ func makeQuery(r *rand.Rand, kind dataKind, rows [][]float32, dim int) []float32
 		q[r.IntN(dim)] += 1e-4
 		return q
 	case gridRows:
-		return gridVec(r, dim)
+		return testkit.Grid(r, dim)
 	case unitRows:
-		return unitVec(r, dim)
+		return testkit.Unit(r, dim)
 	case spanRows:
-		q := randVec(r, dim)
+		q := testkit.Vector(r, dim)
 		s := float32(math.Pow(10, 4*r.Float64()-2))
 		for j := range q {
 			q[j] *= s
 		}
 		return q
 	}
-	return randVec(r, dim)
+	return testkit.Vector(r, dim)
 }
 
 func compress(t testing.TB, p core.Precision, s fallback.Slab) *Compressed {
@@ -311,7 +311,7 @@ func TestApproximateSearch(t *testing.T) {
 	dim := 64
 	rows := makeRows(r, unitRows, 2000, dim)
 	s := newSlab(rows, dim, dim, false)
-	q := unitVec(r, dim)
+	q := testkit.Unit(r, dim)
 	want, err := fallback.Search(ctx, s, q, 10, core.Dot, 1)
 	noErr(t, err)
 	for _, p := range []core.Precision{core.F16, core.Int8} {
@@ -352,7 +352,7 @@ func TestQuantKernelsMatchGeneric(t *testing.T) {
 				c := compress(t, p, s)
 				qs := make([]*quantQuery, nq)
 				for j := range qs {
-					q, err := fallback.CheckQuery(s, randVec(r, dim), core.Dot)
+					q, err := fallback.CheckQuery(s, testkit.Vector(r, dim), core.Dot)
 					noErr(t, err)
 					qs[j] = newQuantQuery(c, q, core.Dot)
 				}
@@ -416,7 +416,7 @@ func exactSearchExtremes(t *testing.T) {
 	dim := 40
 	rows := make([][]float32, 120)
 	for i := range rows {
-		v := randVec(r, dim)
+		v := testkit.Vector(r, dim)
 		s := float32(math.Pow(10, float64(r.IntN(70)-35)))
 		for j := range v {
 			v[j] *= s
@@ -429,7 +429,7 @@ func exactSearchExtremes(t *testing.T) {
 		c := compress(t, p, s)
 		for _, m := range []core.Metric{core.Dot, core.L2} {
 			for _, scale := range []float32{1e-30, 1, 1e30} {
-				q := randVec(r, dim)
+				q := testkit.Vector(r, dim)
 				for j := range q {
 					q[j] *= scale
 				}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/testkit"
 	"github.com/umbravec/umbra/internal/topk"
 )
 
@@ -18,7 +19,7 @@ import (
 func tieSlab(r *rand.Rand, n, dim int) (fallback.Slab, [][]float32) {
 	distinct := make([][]float32, 1+r.IntN(6))
 	for i := range distinct {
-		distinct[i] = gridVec(r, dim)
+		distinct[i] = testkit.Grid(r, dim)
 	}
 	rows := make([][]float32, n)
 	for i := range rows {
@@ -65,7 +66,7 @@ func TestTiesGoToLowerID(t *testing.T) {
 			if r.IntN(2) == 0 {
 				qs[j] = distinct[r.IntN(len(distinct))]
 			} else {
-				qs[j] = gridVec(r, dim)
+				qs[j] = testkit.Grid(r, dim)
 			}
 		}
 		name := fmt.Sprintf("trial %d %v n %d dim %d filtered %v", trial, m, n, dim, s.Allow != nil)
