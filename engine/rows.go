@@ -89,27 +89,45 @@ func readRowsFrom(dst []float32, dim int, next *int, n int, row func(i int) []fl
 	return got, nil
 }
 
-// inMemory returns the rows of an in-memory source as one slice each
-// (views into its storage, no copy), or ok false for a streamed source.
-// A Flat source whose length is not a whole number of rows is an error.
-func (ix *Index) inMemory(src RowSource) (vs [][]float32, ok bool, err error) {
+// memRows are the rows of an in-memory source, read in place: n of them,
+// row(i) the i-th.
+type memRows struct {
+	n   int
+	row func(i int) []float32
+	vs  [][]float32 // the source's own slices, for Vectors
+}
+
+// vectors returns the rows one slice each: Vectors' own, or views into a
+// Flat source's data (built only for the paths that take slices: keys and
+// upserts; a plain Add packs straight from row).
+func (m memRows) vectors() [][]float32 {
+	if m.vs != nil || m.n == 0 {
+		return m.vs
+	}
+	vs := make([][]float32, m.n)
+	for i := range vs {
+		vs[i] = m.row(i)
+	}
+	return vs
+}
+
+// inMemory returns the rows of an in-memory source, or ok false for a
+// streamed source. A Flat source of another dimension, or whose length is
+// not a whole number of rows, is an error.
+func (ix *Index) inMemory(src RowSource) (m memRows, ok bool, err error) {
 	switch r := src.(type) {
 	case *vectorRows:
-		return r.vs, true, nil
+		return memRows{n: len(r.vs), row: func(i int) []float32 { return r.vs[i] }, vs: r.vs}, true, nil
 	case *flatRows:
 		if r.dim != ix.cfg.Dim {
-			return nil, true, fmt.Errorf("%w: Flat rows of dimension %d, index dimension is %d", ErrDimMismatch, r.dim, ix.cfg.Dim)
+			return m, true, fmt.Errorf("%w: Flat rows of dimension %d, index dimension is %d", ErrDimMismatch, r.dim, ix.cfg.Dim)
 		}
 		if len(r.data)%r.dim != 0 {
-			return nil, true, fmt.Errorf("%w: %d values is not a whole number of rows of dimension %d", ErrDimMismatch, len(r.data), r.dim)
+			return m, true, fmt.Errorf("%w: %d values is not a whole number of rows of dimension %d", ErrDimMismatch, len(r.data), r.dim)
 		}
-		vs := make([][]float32, r.Rows())
-		for i := range vs {
-			vs[i] = r.row(i)
-		}
-		return vs, true, nil
+		return memRows{n: r.Rows(), row: r.row}, true, nil
 	}
-	return nil, false, nil
+	return m, false, nil
 }
 
 // WriteOption names the rows of an Add or Upsert, or what a Delete
@@ -210,7 +228,7 @@ func (ix *Index) Add(ctx context.Context, rows RowSource, opts ...WriteOption) (
 	if rows == nil {
 		return nil, fmt.Errorf("%w: Add of nil rows", ErrSource)
 	}
-	vs, mem, err := ix.inMemory(rows)
+	m, mem, err := ix.inMemory(rows)
 	if err != nil {
 		return nil, err
 	}
@@ -227,25 +245,25 @@ func (ix *Index) Add(ctx context.Context, rows RowSource, opts ...WriteOption) (
 		}
 		return ix.addFrom(ctx, start, rows, o.ids, o.keys)
 	case o.keysSet && o.idsSet:
-		if err := namesFit(len(vs), o); err != nil {
+		if err := namesFit(m.n, o); err != nil {
 			return nil, err
 		}
 		if err := checkKeys(o.keys, true); err != nil {
 			return nil, err
 		}
-		return ix.addNamed(ctx, start, o.ids, o.keys, vs)
+		return ix.addNamed(ctx, start, o.ids, o.keys, m.vectors())
 	case o.keysSet:
-		return ix.keyed(ctx, o.keys, vs, false)
+		return ix.keyed(ctx, o.keys, m.vectors(), false)
 	case o.idsSet:
-		if err := namesFit(len(vs), o); err != nil {
+		if err := namesFit(m.n, o); err != nil {
 			return nil, err
 		}
-		if _, err := ix.add(ctx, start, o.ids, len(vs), ix.packer(ctx, len(vs), false, func(i int) []float32 { return vs[i] })); err != nil {
+		if _, err := ix.add(ctx, start, o.ids, m.n, ix.packer(ctx, m.n, false, m.row)); err != nil {
 			return nil, err
 		}
 		return o.ids, nil
 	}
-	return ix.add(ctx, start, nil, len(vs), ix.packer(ctx, len(vs), false, func(i int) []float32 { return vs[i] }))
+	return ix.add(ctx, start, nil, m.n, ix.packer(ctx, m.n, false, m.row))
 }
 
 // Upsert stores rows under the caller's IDs (WithIDs) or keys (WithKeys),
@@ -268,10 +286,11 @@ func (ix *Index) Upsert(ctx context.Context, rows RowSource, opts ...WriteOption
 	if rows == nil {
 		return nil, fmt.Errorf("%w: Upsert of nil rows", ErrSource)
 	}
-	vs, mem, err := ix.inMemory(rows)
+	m, mem, err := ix.inMemory(rows)
 	if err != nil {
 		return nil, err
 	}
+	vs := m.vectors()
 	if !mem {
 		if err := namesFit(rows.Rows(), o); err != nil {
 			return nil, err
