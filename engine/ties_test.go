@@ -73,7 +73,7 @@ func tiePaths() []tiePath {
 		}
 		return open(t, backends[1], cfg, 64)
 	}
-	return []tiePath{
+	paths := []tiePath{
 		{"cpu/f32", engine.F32, false, cpu, false},
 		{"cpu/f16", engine.F16, false, cpu, false},
 		{"cpu/int8", engine.Int8, false, cpu, false},
@@ -87,6 +87,14 @@ func tiePaths() []tiePath {
 		{"overflow/f32", engine.F32, false, overflow, false},
 		{"overflow/int8", engine.Int8, false, overflow, false},
 	}
+	if !fullTests() {
+		// The isolated path starts a child process per index, most of these
+		// tests' time; the README's test command leaves it to CI
+		// (UMBRA_FULL=1), and TestIsolatedGPUCrashLeavesTheCallerStanding
+		// still runs an isolated index there.
+		paths = slices.DeleteFunc(paths, func(p tiePath) bool { return strings.HasPrefix(p.name, "isolated/") })
+	}
+	return paths
 }
 
 // The case: AddWithIDs([10], v) then AddWithIDs([5], v), so the
