@@ -20,6 +20,9 @@ type Hit struct {
 	// Key is the row's key when it was stored under one (WithKeys), and
 	// empty otherwise.
 	Key string
+	// Payload is the row's payload, for a search given WithPayload (nil
+	// when the row has none).
+	Payload []byte
 }
 
 // Index is an exact similarity index. All methods are safe for concurrent
@@ -38,6 +41,7 @@ type Index struct {
 	slab  *packed.Slab
 	rid   rowIDs
 	keys  keyMap
+	attrs rowAttrs  // each row's metadata and payload (memory.go)
 	quant quantRows // the compressed copy of slab; empty under F32 (precision.go)
 	store *store    // nil unless the index was opened from a store
 	// mapped is the store's mapped base when the slab's rows were mapped
