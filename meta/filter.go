@@ -440,3 +440,50 @@ func scalar(tok json.Token, field string) (Value, error) {
 	}
 	return Value{}, invalidf("where: field %q: %s is not a value (want a string, a number or {\"$time\": ...})", field, describe(tok))
 }
+
+// AppendJSON appends f in the where syntax ParseWhere reads: every field
+// condition as {"field": {"$op": value}}, $and, $or and $not spelled out,
+// the zero Filter as {}. ParseWhere(f.AppendJSON(nil)) is a filter equal to
+// f (same String).
+func (f Filter) AppendJSON(dst []byte) []byte {
+	n := f.n
+	if n == nil {
+		return append(dst, "{}"...)
+	}
+	dst = append(dst, '{')
+	switch n.op {
+	case opAnd, opOr:
+		dst = appendJSONString(dst, opNames[n.op])
+		dst = append(dst, ":["...)
+		for i, s := range n.subs {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = s.AppendJSON(dst)
+		}
+		dst = append(dst, ']')
+	case opNot:
+		dst = append(dst, `"$not":`...)
+		dst = n.subs[0].AppendJSON(dst)
+	default:
+		dst = appendJSONString(dst, n.field)
+		dst = append(dst, ":{"...)
+		dst = appendJSONString(dst, opNames[n.op])
+		dst = append(dst, ':')
+		switch n.op {
+		case opIn, opNin:
+			dst = append(dst, '[')
+			for i, v := range n.vals {
+				if i > 0 {
+					dst = append(dst, ',')
+				}
+				dst = appendValueJSON(dst, v)
+			}
+			dst = append(dst, ']')
+		default:
+			dst = appendValueJSON(dst, n.vals[0])
+		}
+		dst = append(dst, '}')
+	}
+	return append(dst, '}')
+}
