@@ -146,7 +146,8 @@ func TestReadBaseTruncatedAtEveryLength(t *testing.T) {
 // reseal recomputes the header CRC after a test edits header fields, so the
 // edit reaches the checks behind the checksum.
 func reseal(b []byte) {
-	binary.LittleEndian.PutUint32(b[baseHeaderLen-4:], crc32.Checksum(b[:baseHeaderLen-4], castagnoli))
+	hl := headerLenOf(binary.LittleEndian.Uint32(b[8:]))
+	binary.LittleEndian.PutUint32(b[hl-4:], crc32.Checksum(b[:hl-4], castagnoli))
 }
 
 func TestReadBaseHeaderChecks(t *testing.T) {
@@ -159,7 +160,8 @@ func TestReadBaseHeaderChecks(t *testing.T) {
 	}{
 		{"wrong magic", func(b []byte) { copy(b, "SQLite f") }, ErrMagic, "header"},
 		{"log given as base", func(b []byte) { copy(b, logMagic) }, ErrMagic, "header"},
-		{"future version", func(b []byte) { binary.LittleEndian.PutUint32(b[8:], 2); reseal(b) }, ErrVersion, "header"},
+		{"future version", func(b []byte) { binary.LittleEndian.PutUint32(b[8:], 3); reseal(b) }, ErrVersion, "header"},
+		{"version 2 over a version-1 header", func(b []byte) { binary.LittleEndian.PutUint32(b[8:], 2); reseal(b) }, ErrCorrupt, "header"},
 		{"unknown precision", func(b []byte) { b[25] = 3; reseal(b) }, ErrUnsupported, "header"},
 		{"zero dim", func(b []byte) { binary.LittleEndian.PutUint32(b[16:], 0); reseal(b) }, ErrCorrupt, "header"},
 		{"odd stride", func(b []byte) { binary.LittleEndian.PutUint32(b[20:], 5); reseal(b) }, ErrCorrupt, "header"},
@@ -188,14 +190,14 @@ func TestReadBaseHeaderChecks(t *testing.T) {
 func hugeHeader(count uint64, size int) []byte {
 	s := &Snapshot{Dim: 4, Stride: 4}
 	rowsLen := count * 16
-	table := [numSections]sectionEntry{
+	table := []sectionEntry{
 		{kind: sectRows, offset: rowsOffset, length: rowsLen},
 		{kind: sectIDs, offset: rowsOffset + rowsLen, length: count * 8},
 		{kind: sectTombstones, offset: rowsOffset + rowsLen + count*8, length: (count + 63) / 64 * 8},
 		{kind: sectKeys, offset: rowsOffset + rowsLen + count*8 + (count+63)/64*8},
 	}
 	b := make([]byte, size)
-	copy(b, encodeBaseHeader(s, count, 1, &table))
+	copy(b, encodeBaseHeader(s, baseVersion1, count, 1, table))
 	return b
 }
 
