@@ -86,25 +86,34 @@ func smallBase(t testing.TB) (*Snapshot, []byte) {
 
 func TestReadBaseDetectsEveryFlippedByte(t *testing.T) {
 	r := testkit.Rand(t)
-	s, good := smallBase(t)
-	got, gen, err := readBase(bytes.NewReader(good), int64(len(good)), "mem")
-	require.NoError(t, err)
-	require.Equal(t, uint64(0xfeedface), gen)
-	requireSameSnapshot(t, s, got)
+	for _, base := range []struct {
+		make     func(testing.TB) (*Snapshot, []byte)
+		sections []string
+	}{
+		{smallBase, []string{"header", "header padding", "rows", "ids", "tombstones", "keys"}},
+		{smallBaseV2, []string{"header", "header padding", "rows", "ids", "tombstones", "keys", "meta", "payloads"}},
+	} {
+		s, good := base.make(t)
+		v := baseVersionOf(good)
+		got, gen, err := readBase(bytes.NewReader(good), int64(len(good)), "mem")
+		require.NoError(t, err)
+		require.Equal(t, uint64(0xfeedface), gen)
+		requireSameSnapshot(t, s, got)
 
-	sections := map[string]int{}
-	for pos := range good {
-		bad := bytes.Clone(good)
-		bad[pos] ^= byte(1 + r.IntN(255))
-		_, _, err := readBase(bytes.NewReader(bad), int64(len(bad)), "mem")
-		fe := requireFormatError(t, err, nil, "flip at byte %d", pos)
-		require.True(t, errors.Is(err, ErrCorrupt) || errors.Is(err, ErrMagic) || errors.Is(err, ErrVersion) ||
-			errors.Is(err, ErrTruncated) || errors.Is(err, ErrUnsupported), "flip at %d: %v", pos, err)
-		sections[fe.Section]++
-	}
-	t.Logf("flips detected per section: %v", sections)
-	for _, want := range []string{"header", "header padding", "rows", "ids", "tombstones", "keys"} {
-		assert.NotZero(t, sections[want], "no flip was attributed to %s", want)
+		sections := map[string]int{}
+		for pos := range good {
+			bad := bytes.Clone(good)
+			bad[pos] ^= byte(1 + r.IntN(255))
+			_, _, err := readBase(bytes.NewReader(bad), int64(len(bad)), "mem")
+			fe := requireFormatError(t, err, nil, "version %d: flip at byte %d", v, pos)
+			require.True(t, errors.Is(err, ErrCorrupt) || errors.Is(err, ErrMagic) || errors.Is(err, ErrVersion) ||
+				errors.Is(err, ErrTruncated) || errors.Is(err, ErrUnsupported), "version %d: flip at %d: %v", v, pos, err)
+			sections[fe.Section]++
+		}
+		t.Logf("version %d: flips detected per section: %v", v, sections)
+		for _, want := range base.sections {
+			assert.NotZero(t, sections[want], "version %d: no flip was attributed to %s", v, want)
+		}
 	}
 }
 
@@ -125,9 +134,16 @@ func TestReadBaseSampledFlipsOnLargerFiles(t *testing.T) {
 
 func TestReadBaseTruncatedAtEveryLength(t *testing.T) {
 	_, good := smallBase(t)
-	for l := range len(good) {
-		_, _, err := readBase(bytes.NewReader(good[:l]), int64(l), "mem")
-		requireFormatError(t, err, ErrTruncated, "truncated to %d of %d bytes", l, len(good))
+	_, goodV2 := smallBaseV2(t)
+	for _, b := range [][]byte{good, goodV2} {
+		for l := range len(b) {
+			_, _, err := readBase(bytes.NewReader(b[:l]), int64(l), "mem")
+			requireFormatError(t, err, ErrTruncated, "version %d truncated to %d of %d bytes", baseVersionOf(b), l, len(b))
+		}
+		// Extra bytes are no better than missing ones.
+		_, _, err := readBase(bytes.NewReader(append(bytes.Clone(b), 0)), int64(len(b)+1), "mem")
+		fe := requireFormatError(t, err, ErrCorrupt, "version %d, trailing byte", baseVersionOf(b))
+		require.Equal(t, "end of file", fe.Section)
 	}
 	// And through the file system, at a few lengths, with the path named.
 	path := filepath.Join(t.TempDir(), "b")
@@ -137,10 +153,6 @@ func TestReadBaseTruncatedAtEveryLength(t *testing.T) {
 		requireFormatError(t, err, ErrTruncated, "length %d", l)
 		require.Contains(t, err.Error(), path)
 	}
-	// Extra bytes are no better than missing ones.
-	_, _, err := readBase(bytes.NewReader(append(bytes.Clone(good), 0)), int64(len(good)+1), "mem")
-	fe := requireFormatError(t, err, ErrCorrupt, "trailing byte")
-	require.Equal(t, "end of file", fe.Section)
 }
 
 // reseal recomputes the header CRC after a test edits header fields, so the
