@@ -77,18 +77,23 @@ func logSeeds(t testing.TB) [][]byte {
 // places inside b, then the header's: with reseal set, the fuzzer gets past
 // the CRCs to the checks behind them.
 func resealBase(b []byte) {
-	if len(b) < baseHeaderLen {
+	if len(b) < 12 {
 		return
 	}
 	le := binary.LittleEndian
-	for i := range numSections {
+	v := le.Uint32(b[8:])
+	hl := headerLenOf(v)
+	if len(b) < hl {
+		return
+	}
+	for i := range sectionsOf(v) {
 		o := 56 + 24*i
 		off, n := le.Uint64(b[o+8:]), le.Uint64(b[o+16:])
 		if off <= uint64(len(b)) && n <= uint64(len(b))-off {
 			le.PutUint32(b[o+4:], crc32.Checksum(b[off:off+n], castagnoli))
 		}
 	}
-	le.PutUint32(b[baseHeaderLen-4:], crc32.Checksum(b[:baseHeaderLen-4], castagnoli))
+	le.PutUint32(b[hl-4:], crc32.Checksum(b[:hl-4], castagnoli))
 }
 
 // resealLog recomputes the header CRC and every frame's CRCs it can reach
