@@ -20,9 +20,10 @@ type Hit struct {
 	// Key is the row's key when it was stored under one (WithKeys), and
 	// empty otherwise.
 	Key string
-	// Payload is the row's payload, for a search given WithPayload (nil
-	// when the row has none).
-	Payload []byte
+	// Payload is the row's payload (its bytes, as stored) for a search
+	// given WithPayload, and empty otherwise or when the row has none. A
+	// string keeps Hit comparable and lets hits share it without a copy.
+	Payload string
 }
 
 // Index is an exact similarity index. All methods are safe for concurrent

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"maps"
 	"math/bits"
 	"slices"
 
@@ -58,8 +59,7 @@ func Where(f meta.Filter) SearchOption {
 	return func(o *searchOptions) { o.where, o.whereSet = f, true }
 }
 
-// WithPayload makes a search return each hit's payload (Hit.Payload, a
-// copy). A search that asks for payloads is not coalesced with others
+// WithPayload makes a search return each hit's payload (Hit.Payload). A search that asks for payloads is not coalesced with others
 // (Config.Coalesce), so that every payload is the one stored with the
 // scored row.
 func WithPayload() SearchOption {
@@ -177,12 +177,7 @@ func (ix *Index) checkAttrs(a *callAttrs) error {
 // declared fields.
 func (ix *Index) newMetaIndex() *meta.Index {
 	mi := meta.NewIndex(ix.metaLimits())
-	names := make([]string, 0, len(ix.cfg.Fields))
-	for name := range ix.cfg.Fields {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(ix.cfg.Fields)) {
 		_ = mi.Declare(name, ix.cfg.Fields[name]) // validated by Config.validate
 	}
 	return mi
@@ -338,10 +333,15 @@ func (ix *Index) loadAttrs(schema []byte, metaRows, payloads [][]byte) error {
 	r := &ix.attrs
 	n := ix.slab.Rows
 	if schema != nil || metaRows != nil {
-		r.meta = ix.newMetaIndex()
+		r.meta = meta.NewIndex(ix.metaLimits())
 		if schema != nil {
 			if err := r.meta.LoadSchema(schema); err != nil {
 				return fmt.Errorf("%w: metadata schema: %v", ErrBadStore, err)
+			}
+		}
+		for _, name := range slices.Sorted(maps.Keys(ix.cfg.Fields)) {
+			if err := r.meta.Declare(name, ix.cfg.Fields[name]); err != nil {
+				return fmt.Errorf("%w: Fields: %v (the store's fields: %v)", ErrInvalidConfig, err, r.meta.Schema())
 			}
 		}
 		rows := make([]meta.Fields, n)
@@ -389,16 +389,8 @@ func (ix *Index) mask(o *searchOptions) ([]uint64, int, error) {
 	if err := mi.Eval(o.where, sel); err != nil {
 		return nil, 0, fmt.Errorf("%w: %w", ErrInvalidFilter, err)
 	}
-	if mask == nil {
-		// Every live row was allowed: the filter's rows, less the dead.
-		mask = make([]uint64, (rows+63)/64)
-		for i := range mask {
-			mask[i] = ^uint64(0)
-			if i < len(ix.rid.dead) {
-				mask[i] &^= ix.rid.dead[i]
-			}
-		}
-	}
+	// o.filtered() made rid.mask build the bitmap of the live (and
+	// allowed) rows.
 	n = 0
 	for i := range mask {
 		if i < len(sel) {
@@ -414,7 +406,7 @@ func (ix *Index) mask(o *searchOptions) ([]uint64, int, error) {
 	return mask, n, nil
 }
 
-// withPayloads sets each hit's payload, a copy of the stored one. The
+// withPayloads sets each hit's payload. The
 // caller holds ix.mu (the one the search held).
 func (ix *Index) withPayloads(all [][]Hit) {
 	pays := ix.attrs.payloads
@@ -424,7 +416,7 @@ func (ix *Index) withPayloads(all [][]Hit) {
 	for _, hits := range all {
 		for i := range hits {
 			if row, ok := ix.rid.rowOf[hits[i].ID]; ok && len(pays[row]) > 0 {
-				hits[i].Payload = slices.Clone(pays[row])
+				hits[i].Payload = string(pays[row])
 			}
 		}
 	}

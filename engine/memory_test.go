@@ -310,7 +310,7 @@ func TestMetaAndPayloadsKeptByTheStore(t *testing.T) {
 		for _, h := range hits {
 			want := model[h.Key]
 			require.True(t, slices.Contains(want.f["tags"].Tags(), "work"), "%s: hit %s has no tag work", what, h.Key)
-			require.Equal(t, string(want.p), string(h.Payload), "%s: payload of hit %s", what, h.Key)
+			require.Equal(t, string(want.p), h.Payload, "%s: payload of hit %s", what, h.Key)
 		}
 	}
 	add(50)
@@ -399,4 +399,30 @@ func TestMetaAndPayloadRefusals(t *testing.T) {
 	require.ErrorIs(t, err, engine.ErrTooLarge)
 	require.Zero(t, small.Len())
 	require.True(t, errors.Is(err, engine.ErrTooLarge))
+}
+
+// TestDeclaredFields: Config.Fields fixes a field's kind before any row
+// has it, a store remembers its fields, and a declaration that disagrees
+// with the store's is ErrInvalidConfig naming the field.
+func TestDeclaredFields(t *testing.T) {
+	r := testkit.Rand(t)
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "fields.umbra")
+	ix, err := engine.Open(ctx, path, engine.Config{Dim: 4, Device: engine.CPU, Fields: map[string]meta.Kind{"ts": meta.Time}})
+	require.NoError(t, err)
+	_, err = ix.Add(ctx, engine.Vectors(testkit.Vectors(r, 1, 4)), engine.WithMeta(meta.Fields{"ts": meta.IntOf(5)}))
+	require.ErrorIs(t, err, engine.ErrInvalidMeta)
+	require.ErrorContains(t, err, "ts")
+	_, err = ix.Add(ctx, engine.Vectors(testkit.Vectors(r, 1, 4)), engine.WithMeta(meta.Fields{"user": meta.KeywordOf("a")}))
+	require.NoError(t, err)
+	require.NoError(t, ix.Checkpoint(ctx))
+	require.NoError(t, ix.Close())
+
+	ix, err = engine.Open(ctx, path, engine.Config{})
+	require.NoError(t, err)
+	require.Equal(t, map[string]meta.Kind{"ts": meta.Time, "user": meta.Keyword}, ix.Schema())
+	require.NoError(t, ix.Close())
+	_, err = engine.Open(ctx, path, engine.Config{Fields: map[string]meta.Kind{"user": meta.Int}})
+	require.ErrorIs(t, err, engine.ErrInvalidConfig)
+	require.ErrorContains(t, err, "user")
 }

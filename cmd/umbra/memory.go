@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
@@ -21,11 +22,6 @@ type attrFlags struct {
 	Meta    string `name:"meta" placeholder:"FILE.jsonl" help:"metadata, one JSON object per vector, in order ({} for none): a string is a keyword, an integer an int64, another number a float64, an array of strings a tag set, {\"$time\": \"RFC 3339\"} a time. 'search --where' filters on it"`
 	Payload string `name:"payload" placeholder:"FILE.jsonl" help:"payloads, one JSON value per vector, in order (null for none): stored as written and returned by 'search --with-payload' and 'get'"`
 }
-
-// maxMetaLine bounds one line of a --meta file: well past the largest row
-// the metadata limits admit, so that a longer line is refused by name
-// instead of being read whole.
-const maxMetaLine = 8 << 20
 
 // options reads the files and returns the write options that carry them,
 // refusing a file whose line count is not rows (rows < 0: not known; the
@@ -69,9 +65,10 @@ func (a attrFlags) attrError(err error) error {
 	return nil
 }
 
-// eachLine calls f with every line of the file at path (without its line
-// break) and its number from 1, refusing a line over max bytes by number.
-func eachLine(ctx context.Context, flag, path string, max int, f func(n int, line []byte) error) error {
+// eachJSONLine calls f with every line of the file at path and its
+// number from 1 (eachLine), naming the flag, the file and the line in an
+// error.
+func eachJSONLine(ctx context.Context, flag, path string, f func(line []byte) error) error {
 	if err := notDir(flag, path); err != nil {
 		return err
 	}
@@ -80,34 +77,27 @@ func eachLine(ctx context.Context, flag, path string, max int, f func(n int, lin
 		return fmt.Errorf("%s: %s", flag, cause(err))
 	}
 	defer file.Close()
-	sc := bufio.NewScanner(file)
-	sc.Buffer(make([]byte, 0, 64<<10), max+2)
-	n := 0
-	for sc.Scan() {
-		n++
-		if n%4096 == 0 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-		}
-		line := bytes.TrimSuffix(sc.Bytes(), []byte("\r"))
-		if err := f(n, line); err != nil {
+	last := 0
+	err = eachLine(ctx, file, func(n int, line string) error {
+		last = n
+		if err := f([]byte(line)); err != nil {
 			return fmt.Errorf("%s %s line %d: %s", flag, path, n, err)
 		}
+		return nil
+	})
+	if errors.Is(err, bufio.ErrTooLong) {
+		return fmt.Errorf("%s %s line %d is longer than 16 MiB", flag, path, last+1)
 	}
-	if err := sc.Err(); err != nil {
-		if errors.Is(err, bufio.ErrTooLong) {
-			return fmt.Errorf("%s %s line %d is longer than %d bytes", flag, path, n+1, max)
-		}
+	if err != nil && !strings.HasPrefix(err.Error(), flag) {
 		return fmt.Errorf("%s %s: %s", flag, path, cause(err))
 	}
-	return nil
+	return err
 }
 
 // readMetaFile reads a --meta file: one JSON object per line.
 func readMetaFile(ctx context.Context, path string, lim meta.Limits) ([]meta.Fields, error) {
 	var out []meta.Fields
-	err := eachLine(ctx, "--meta", path, maxMetaLine, func(_ int, line []byte) error {
+	err := eachJSONLine(ctx, "--meta", path, func(line []byte) error {
 		if len(bytes.TrimSpace(line)) == 0 {
 			return errors.New("an empty line: want a JSON object ({} for a vector without metadata)")
 		}
@@ -125,7 +115,7 @@ func readMetaFile(ctx context.Context, path string, lim meta.Limits) ([]meta.Fie
 // written (without the surrounding blanks); null is a vector without one.
 func readPayloadFile(ctx context.Context, path string, max int) ([][]byte, error) {
 	var out [][]byte
-	err := eachLine(ctx, "--payload", path, max+1024, func(_ int, line []byte) error {
+	err := eachJSONLine(ctx, "--payload", path, func(line []byte) error {
 		line = bytes.TrimSpace(line)
 		switch {
 		case len(line) == 0:
@@ -147,7 +137,7 @@ func readPayloadFile(ctx context.Context, path string, max int) ([][]byte, error
 // payloadJSON is a payload as a search or get prints it: a JSON payload as
 // itself (compacted to one line), any other bytes as a JSON string.
 func payloadJSON(p []byte) json.RawMessage {
-	if p == nil {
+	if len(p) == 0 {
 		return nil
 	}
 	if json.Valid(p) {

@@ -353,7 +353,7 @@ func (o *searchCmd) Run(ctx context.Context, e *env) (err error) {
 	for i, hits := range all {
 		r := resultJSON{Hits: make([]hitJSON, len(hits))}
 		for j, h := range hits {
-			r.Hits[j] = hitJSON{ID: h.ID, Key: h.Key, Score: score(h.Score), Payload: payloadJSON(h.Payload)}
+			r.Hits[j] = hitJSON{ID: h.ID, Key: h.Key, Score: score(h.Score), Payload: payloadJSON([]byte(h.Payload))}
 		}
 		out.Results[i] = r
 	}
