@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"math"
 	"math/bits"
 	"slices"
 	"strings"
@@ -29,8 +30,9 @@ type column struct {
 	has   []uint64 // presence; may be shorter than the index's words (missing = 0)
 	count int      // rows that have the field
 
-	ints   []int64   // Int, Time: per row, may be shorter than Len
-	floats []float64 // Float
+	// Int, Time, Float: per row, the value's order key (intKey, floatKey:
+	// unsigned order is the values' order); may be shorter than Len.
+	nums []uint64
 
 	codes   []uint32   // Keyword: per row, the value's code
 	rowTags [][]uint32 // Tags: per row, the tags' codes
@@ -353,7 +355,7 @@ func (x *Index) Bytes() int64 {
 	for _, c := range x.cols {
 		b += colOverhead + int64(len(c.name))
 		b += int64(cap(c.has)) * wordBytes
-		b += int64(cap(c.ints))*8 + int64(cap(c.floats))*8 + int64(cap(c.codes))*4
+		b += int64(cap(c.nums))*8 + int64(cap(c.codes))*4
 		b += int64(cap(c.rowTags))*24 + int64(c.tagRefs)*4
 		b += int64(len(c.dict))*dictEntry + c.strBytes
 		b += int64(cap(c.vals))*16 + int64(cap(c.posts))*postHdr + int64(cap(c.free))*4
@@ -387,11 +389,11 @@ func (c *column) value(row int) Value {
 	case Keyword:
 		return KeywordOf(c.vals[c.codes[row]])
 	case Int:
-		return IntOf(c.ints[row])
+		return IntOf(keyInt(c.nums[row]))
 	case Time:
-		return timeNanos(c.ints[row])
+		return timeNanos(keyInt(c.nums[row]))
 	case Float:
-		return Value{kind: Float, f: c.floats[row]}
+		return Value{kind: Float, f: keyFloat(c.nums[row])}
 	case Tags:
 		ts := make([]string, len(c.rowTags[row]))
 		for i, code := range c.rowTags[row] {
@@ -423,11 +425,11 @@ func (c *column) put(row int, v Value, n int) {
 	c.count++
 	switch c.kind {
 	case Int, Time:
-		c.ints = grow(c.ints, row)
-		c.ints[row] = v.i
+		c.nums = grow(c.nums, row)
+		c.nums[row] = intKey(v.i)
 	case Float:
-		c.floats = grow(c.floats, row)
-		c.floats[row] = v.f
+		c.nums = grow(c.nums, row)
+		c.nums[row] = floatKey(v.f)
 	case Keyword:
 		code := c.intern(v.s)
 		c.codes = grow(c.codes, row)
@@ -453,10 +455,6 @@ func (c *column) clear(row, n int) {
 	c.has[row>>6] &^= 1 << (uint(row) & 63)
 	c.count--
 	switch c.kind {
-	case Int, Time:
-		c.ints[row] = 0
-	case Float:
-		c.floats[row] = 0
 	case Keyword:
 		c.remove(c.codes[row], uint32(row), n)
 		c.codes[row] = 0
@@ -577,8 +575,7 @@ func (c *column) truncate(m, n int) {
 		c.clear(r, n)
 	}
 	c.has = c.has[:min(len(c.has), words(m))]
-	c.ints = c.ints[:min(len(c.ints), m)]
-	c.floats = c.floats[:min(len(c.floats), m)]
+	c.nums = c.nums[:min(len(c.nums), m)]
 	c.codes = c.codes[:min(len(c.codes), m)]
 	c.rowTags = c.rowTags[:min(len(c.rowTags), m)]
 	for i := range c.posts {
@@ -602,8 +599,7 @@ func (c *column) keep(rows []int) {
 	n := len(rows)
 	has := make([]uint64, words(n))
 	count := 0
-	var ints []int64
-	var floats []float64
+	var nums []uint64
 	var codes []uint32
 	var rowTags [][]uint32
 	for i, r := range rows {
@@ -613,12 +609,9 @@ func (c *column) keep(rows []int) {
 		has[i>>6] |= 1 << (uint(i) & 63)
 		count++
 		switch c.kind {
-		case Int, Time:
-			ints = grow(ints, i)
-			ints[i] = c.ints[r]
-		case Float:
-			floats = grow(floats, i)
-			floats[i] = c.floats[r]
+		case Int, Time, Float:
+			nums = grow(nums, i)
+			nums[i] = c.nums[r]
 		case Keyword:
 			codes = grow(codes, i)
 			codes[i] = c.codes[r]
@@ -627,7 +620,7 @@ func (c *column) keep(rows []int) {
 			rowTags[i] = c.rowTags[r]
 		}
 	}
-	c.has, c.count, c.ints, c.floats, c.codes, c.rowTags = has, count, ints, floats, codes, rowTags
+	c.has, c.count, c.nums, c.codes, c.rowTags = has, count, nums, codes, rowTags
 	if c.kind != Keyword && c.kind != Tags {
 		return
 	}
@@ -710,3 +703,22 @@ func (c *column) isLive(code uint32) bool {
 }
 
 func trailingZeros(x uint64) int { return bits.TrailingZeros64(x) }
+
+// intKey maps an int64 to a uint64 of the same order.
+func intKey(i int64) uint64 { return uint64(i) ^ 1<<63 }
+
+func keyInt(k uint64) int64 { return int64(k ^ 1<<63) }
+
+// floatKey maps a float64 to a uint64 of the same order (for every float
+// but NaN; -0 sorts just below +0, which is why -0 is never stored).
+func floatKey(f float64) uint64 {
+	b := math.Float64bits(f)
+	return b ^ (uint64(int64(b)>>63) | 1<<63)
+}
+
+func keyFloat(k uint64) float64 {
+	if k>>63 == 1 {
+		return math.Float64frombits(k ^ 1<<63)
+	}
+	return math.Float64frombits(^k)
+}

@@ -205,7 +205,9 @@ func randRecordOf(r *rand.Rand, dim int, op Op, flags byte) Record {
 	return rec
 }
 
-// randRecordEntries returns n entries, some empty, one now and then large.
+// randRecordEntries returns n entries, some empty, one now and then a few
+// hundred bytes: small, because many log tests scan every cut or every
+// byte of their logs (the crash test appends large ones).
 func randRecordEntries(r *rand.Rand, n int) [][]byte {
 	e := make([][]byte, n)
 	for i := range e {
@@ -214,7 +216,7 @@ func randRecordEntries(r *rand.Rand, n int) [][]byte {
 		case k < 9:
 			e[i] = randBytes(r, 1+r.IntN(40))
 		default:
-			e[i] = randBytes(r, 1000+r.IntN(5000))
+			e[i] = randBytes(r, 100+r.IntN(300))
 		}
 	}
 	return e
