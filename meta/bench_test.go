@@ -71,6 +71,7 @@ func BenchmarkEval(b *testing.B) {
 		{"float-lt", Lt("price", FloatOf(10))},
 		{"tags-contains-1-of-40", Contains("tags", "t7")},
 		{"and-of-3", And(Eq("plan", KeywordOf("paid")), Contains("tags", "t7"), Gte("at", month(6)))},
+		{"and-user-time", And(Eq("user", KeywordOf("u1234")), Gte("at", month(6)))},
 		{"ne-1-of-10000", Ne("user", KeywordOf("u1234"))},
 	}
 	out := make([]uint64, words(x.Len()))

@@ -126,5 +126,7 @@
 //
 //	go test -run '^$' -bench Eval -benchtime 1s -count 5 -cpu 1 ./meta/
 //
-// See README.md in this directory for the figures and the machine.
+// README.md in this directory has the figures and the machine: about 2 µs
+// for a keyword matching 1 row in 10,000, 10 µs for one matching half the
+// rows, 0.7 ms for a time or float range (0.7 ns per row).
 package meta

@@ -22,8 +22,9 @@ import (
 
 // gen draws rows and filters from small pools so that values repeat.
 type gen struct {
-	r   *rand.Rand
-	hot int // the keyword value most rows take in this phase
+	r     *rand.Rand
+	hot   int             // the keyword value most rows take in this phase
+	kinds map[string]Kind // of fields beyond modelKinds
 }
 
 var (
@@ -145,6 +146,9 @@ func (g *gen) filter(depth int, names []string) Filter {
 	}
 	field := names[g.pick(len(names))]
 	k := modelKinds[field]
+	if k == 0 {
+		k = g.kinds[field]
+	}
 	if k == Tags {
 		tag := tagPool[g.pick(len(tagPool))]
 		if g.r.IntN(2) == 0 {
@@ -256,7 +260,8 @@ func checkModel(t *testing.T, g *gen, x *Index, model []Fields, step string) {
 	}
 	checkPostings(t, x, step)
 	var names []string
-	for name := range x.Schema() {
+	g.kinds = x.Schema()
+	for name := range g.kinds {
 		names = append(names, name)
 	}
 	slices.Sort(names)
@@ -707,6 +712,14 @@ func TestIndexBytes(t *testing.T) {
 	full := x.Bytes()
 	// at least the id strings and one posting entry and code per row
 	require.Greater(t, full, empty+int64(5000*(len("id-0-")+8)))
+	// Truncating most rows frees most of the id dictionary, which is then
+	// compacted.
+	require.NoError(t, x.Truncate(1000))
+	require.Len(t, x.cols["id"].posts, 1000, "the dictionary was compacted")
+	checkModel(t, g, x, rows[:1000], "truncated")
+	require.Less(t, x.Bytes(), full/2)
+	require.NoError(t, x.Append(rows[1000:2000]))
+	checkModel(t, g, x, rows[:2000], "appended again")
 	require.NoError(t, x.Keep([]int{0, 1, 2}))
 	require.Less(t, x.Bytes(), full/10)
 	require.NoError(t, x.Truncate(0))
