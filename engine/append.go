@@ -82,9 +82,10 @@ func (ix *Index) addLocked(ctx context.Context, start time.Time, ids []uint64, i
 	}
 	// The attributes go in before the record is logged, so that once it is
 	// nothing can fail; searches read them only for published rows.
+	undoAttrs := func() {}
 	if a.given() || ix.attrs.meta != nil || ix.attrs.payloads != nil {
 		ix.mu.Lock()
-		err := ix.appendAttrs(p.old, len(p.ids), a)
+		undoAttrs, err = ix.appendAttrs(p.old, len(p.ids), a)
 		ix.mu.Unlock()
 		if err != nil {
 			return nil, err
@@ -93,7 +94,7 @@ func (ix *Index) addLocked(ctx context.Context, start time.Time, ids []uint64, i
 	t, mark := traceFrom(ctx), time.Now()
 	if err := ix.logged(rec); err != nil {
 		ix.mu.Lock()
-		ix.truncateAttrs(p.old)
+		undoAttrs()
 		ix.mu.Unlock()
 		return nil, err
 	}

@@ -184,27 +184,30 @@ func (ix *Index) newMetaIndex() *meta.Index {
 }
 
 // appendAttrs gives the rows from row old on (n of them, just staged) the
-// call's attributes. The caller holds wmu and ix.mu. On error nothing
-// changed.
-func (ix *Index) appendAttrs(old, n int, a *callAttrs) error {
+// call's attributes, and returns what undoes it: the rows' attributes
+// dropped and the metadata schema as it was (a refused write fixes no
+// field's kind). The caller holds wmu and ix.mu. On error nothing changed.
+func (ix *Index) appendAttrs(old, n int, a *callAttrs) (undo func(), err error) {
 	r := &ix.attrs
+	var schema []byte
 	if a.metaSet || r.meta != nil {
 		if r.meta == nil {
 			r.meta = ix.newMetaIndex()
 		}
+		schema = r.meta.MarshalSchema()
 		if r.meta.Len() > old {
-			r.meta.Truncate(old)
+			_ = r.meta.Truncate(old)
 		}
 		if err := r.meta.Append(make([]meta.Fields, old-r.meta.Len())); err != nil {
-			return err
+			return nil, err
 		}
 		rows := a.meta
 		if !a.metaSet {
 			rows = make([]meta.Fields, n)
 		}
 		if err := r.meta.Append(rows); err != nil {
-			r.meta.Truncate(old)
-			return fmt.Errorf("%w: %w", ErrInvalidMeta, err)
+			_ = r.meta.Truncate(old)
+			return nil, fmt.Errorf("%w: %w", ErrInvalidMeta, err)
 		}
 	}
 	if a.paySet || r.payloads != nil {
@@ -221,7 +224,12 @@ func (ix *Index) appendAttrs(old, n int, a *callAttrs) error {
 			r.payBytes += int64(len(p))
 		}
 	}
-	return nil
+	return func() {
+		ix.truncateAttrs(old)
+		if schema != nil {
+			_ = r.meta.LoadSchema(schema) // the rows that held new fields are gone
+		}
+	}, nil
 }
 
 // truncateAttrs forgets the attributes of rows n and after (an append
@@ -229,7 +237,7 @@ func (ix *Index) appendAttrs(old, n int, a *callAttrs) error {
 func (ix *Index) truncateAttrs(n int) {
 	r := &ix.attrs
 	if r.meta != nil && r.meta.Len() > n {
-		r.meta.Truncate(n)
+		_ = r.meta.Truncate(n)
 	}
 	if len(r.payloads) > n {
 		for _, p := range r.payloads[n:] {
@@ -249,6 +257,7 @@ func (ix *Index) setAttrs(rows []int, a *callAttrs) (undo func(), err error) {
 		return func() {}, nil
 	}
 	var oldMeta []meta.Fields
+	var schema []byte
 	if a.metaSet {
 		if r.meta == nil {
 			r.meta = ix.newMetaIndex()
@@ -256,6 +265,7 @@ func (ix *Index) setAttrs(rows []int, a *callAttrs) (undo func(), err error) {
 				return nil, err
 			}
 		}
+		schema = r.meta.MarshalSchema()
 		oldMeta = make([]meta.Fields, len(rows))
 		for j, row := range rows {
 			oldMeta[j] = r.meta.Row(row)
@@ -265,6 +275,7 @@ func (ix *Index) setAttrs(rows []int, a *callAttrs) (undo func(), err error) {
 				for i := j - 1; i >= 0; i-- {
 					_ = r.meta.Set(rows[i], oldMeta[i])
 				}
+				_ = r.meta.LoadSchema(schema)
 				return nil, fmt.Errorf("%w: %w", ErrInvalidMeta, err)
 			}
 		}
@@ -295,6 +306,9 @@ func (ix *Index) setAttrs(rows []int, a *callAttrs) (undo func(), err error) {
 				r.payloads[row] = oldPay[j]
 			}
 		}
+		if schema != nil {
+			_ = r.meta.LoadSchema(schema)
+		}
 	}, nil
 }
 
@@ -303,7 +317,7 @@ func (ix *Index) setAttrs(rows []int, a *callAttrs) (undo func(), err error) {
 func (ix *Index) keepAttrs(rows []int) {
 	r := &ix.attrs
 	if r.meta != nil {
-		r.meta.Keep(rows)
+		_ = r.meta.Keep(rows) // the live rows, increasing
 	}
 	if r.payloads != nil {
 		kept := make([][]byte, len(rows))
@@ -484,19 +498,18 @@ type attrSplit struct {
 // returns what undoes the replaced rows' (unpublish drops the appended
 // ones). The caller holds wmu and ix.mu. On error nothing changed.
 func (ix *Index) applyAttrs(p *appended, a *attrSplit) (undo func(), err error) {
+	undoAppend := func() {}
 	if p != nil && (a.add.given() || ix.attrs.meta != nil || ix.attrs.payloads != nil) {
-		if err := ix.appendAttrs(p.old, len(p.ids), &a.add); err != nil {
+		if undoAppend, err = ix.appendAttrs(p.old, len(p.ids), &a.add); err != nil {
 			return nil, err
 		}
 	}
-	undo, err = ix.setAttrs(a.rows, &a.set)
+	undoSet, err := ix.setAttrs(a.rows, &a.set)
 	if err != nil {
-		if p != nil {
-			ix.truncateAttrs(p.old)
-		}
+		undoAppend()
 		return nil, err
 	}
-	return undo, nil
+	return func() { undoSet(); undoAppend() }, nil
 }
 
 // loggedAttrs decodes the metadata and payloads of a logged write.
