@@ -62,7 +62,7 @@ func (ix *Index) sourceFits(src RowSource) error {
 // "" among them: a row without one). With
 // the writers' lock held, the IDs or keys are checked new once, before any
 // row is read, so the add does not look them up again.
-func (ix *Index) addFrom(ctx context.Context, start time.Time, src RowSource, ids []uint64, keys []string) ([]uint64, error) {
+func (ix *Index) addFrom(ctx context.Context, start time.Time, src RowSource, ids []uint64, keys []string, a *callAttrs) ([]uint64, error) {
 	if err := ix.sourceFits(src); err != nil {
 		return nil, err
 	}
@@ -80,7 +80,7 @@ func (ix *Index) addFrom(ctx context.Context, start time.Time, src RowSource, id
 		return nil, err
 	}
 	n := src.Rows()
-	return ix.addLocked(ctx, start, ids, true, keys, n, func(s *packed.Slab) error {
+	return ix.addLocked(ctx, start, ids, true, keys, a, n, func(s *packed.Slab) error {
 		st := &stream{ix: ix, ctx: ctx, src: src, s: s, n: n}
 		return st.run()
 	})

@@ -14,12 +14,12 @@ import (
 // assigned). The rows are packed and, on a GPU, uploaded beside the
 // published ones while searches go on; searches wait only for the swap
 // that publishes them.
-func (ix *Index) add(ctx context.Context, start time.Time, ids []uint64, n int, pack func(*packed.Slab) error) ([]uint64, error) {
+func (ix *Index) add(ctx context.Context, start time.Time, ids []uint64, a *callAttrs, n int, pack func(*packed.Slab) error) ([]uint64, error) {
 	if err := ix.lockWriter(); err != nil {
 		return nil, err
 	}
 	defer ix.wmu.Unlock()
-	return ix.addLocked(ctx, start, ids, false, nil, n, pack)
+	return ix.addLocked(ctx, start, ids, false, nil, a, n, pack)
 }
 
 // lockWriter takes the writers' lock (wmu) for a write, refusing a
@@ -43,10 +43,22 @@ func (ix *Index) lockWriter() error {
 
 // addLocked is add with wmu held; idsChecked says the caller has checked
 // ids new already (stageAppend). keys, when not nil, name the new rows
-// (one each, checked new by the caller) and are logged with them.
-func (ix *Index) addLocked(ctx context.Context, start time.Time, ids []uint64, idsChecked bool, keys []string, n int, pack func(*packed.Slab) error) ([]uint64, error) {
+// (one each, checked new by the caller) and are logged with them; a (nil:
+// none) gives them metadata and payloads, checked here.
+func (ix *Index) addLocked(ctx context.Context, start time.Time, ids []uint64, idsChecked bool, keys []string, a *callAttrs, n int, pack func(*packed.Slab) error) ([]uint64, error) {
+	if a == nil {
+		a = &callAttrs{}
+	}
+	if a.given() {
+		if err := ix.checkAttrs(a); err != nil {
+			return nil, err
+		}
+	}
 	p, err := ix.stageAppend(ctx, start, ids, idsChecked, n, pack)
 	if err != nil {
+		return nil, err
+	}
+	if err := a.fits(len(p.ids)); err != nil { // a streamed source's count is known now
 		return nil, err
 	}
 	rec := storefile.Record{Op: storefile.OpAdd, IDs: p.ids}
@@ -57,8 +69,33 @@ func (ix *Index) addLocked(ctx context.Context, start time.Time, ids []uint64, i
 		rec.Op, rec.Keys = storefile.OpUpsertKeys, keys
 	}
 	rec.Rows = ix.appendedRows(p)
+	if a.given() {
+		// Metadata and payloads are logged with their rows, in one
+		// record: replayed whole or not at all.
+		rec.Op = storefile.OpWrite
+		if a.metaSet {
+			rec.Meta = encodeMeta(a.meta)
+		}
+		if a.paySet {
+			rec.Payloads = a.payloads
+		}
+	}
+	// The attributes go in before the record is logged, so that once it is
+	// nothing can fail; searches read them only for published rows.
+	undoAttrs := func() {}
+	if a.given() || ix.attrs.meta != nil || ix.attrs.payloads != nil {
+		ix.mu.Lock()
+		undoAttrs, err = ix.appendAttrs(p.old, len(p.ids), a)
+		ix.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+	}
 	t, mark := traceFrom(ctx), time.Now()
 	if err := ix.logged(rec); err != nil {
+		ix.mu.Lock()
+		undoAttrs()
+		ix.mu.Unlock()
 		return nil, err
 	}
 	if ix.store != nil {
@@ -220,6 +257,7 @@ func (ix *Index) unpublish(p *appended) {
 	ix.slab.Truncate(p.old)
 	ix.quant.sync(ix.slab)
 	ix.rid.truncate(p.old)
+	ix.truncateAttrs(p.old)
 	if ix.dev != nil {
 		ix.dev.Truncate(p.old)
 	}
@@ -261,7 +299,7 @@ func (ix *Index) upload(ctx context.Context, from int, st *core.Stages, progress
 // past MaxHostBytes, or, on a GPU, past MaxDeviceBytes. The caller holds
 // wmu.
 func (ix *Index) checkBudget(n int) error {
-	bytes := int64(ix.slab.Rows+n)*int64(ix.slab.Stride)*4 + ix.quant.bytesFor(ix.slab.Rows+n)
+	bytes := int64(ix.slab.Rows+n)*int64(ix.slab.Stride)*4 + ix.quant.bytesFor(ix.slab.Rows+n) + ix.attrs.bytes()
 	if max := ix.cfg.Limits.MaxHostBytes; max > 0 && bytes > max {
 		return fmt.Errorf("%w: %d vectors would take %d bytes of host memory, over MaxHostBytes %d",
 			ErrTooLarge, ix.slab.Rows+n, bytes, max)

@@ -67,7 +67,7 @@ func (ix *Index) batchLimit() int {
 // traced or reporting progress (those describe one call), or when
 // coalescing is off.
 func (ix *Index) coalesce(ctx context.Context, o *searchOptions) bool {
-	if ix.batchLimit() <= 1 || o.filtered() || o.approximate {
+	if ix.batchLimit() <= 1 || o.filtered() || o.approximate || o.payload {
 		return false
 	}
 	if traceFrom(ctx) != nil {

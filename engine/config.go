@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/meta"
 )
 
 // Metric is the similarity an index ranks by: Cosine, Dot or L2.
@@ -114,7 +115,12 @@ type Config struct {
 	// ones at every precision (see Precision). A store keeps its own: Open
 	// takes the store's, and refuses another non-zero one.
 	Precision Precision
-	Device    Device // Auto by default
+	// Fields declares metadata fields and their kinds ahead of the first
+	// row that has them (optional: a field's kind is otherwise fixed by
+	// the first value stored for it). A store keeps every field it has
+	// known; a declared one must agree with it.
+	Fields map[string]meta.Kind
+	Device Device // Auto by default
 	// Adapters picks the GPU adapters the index runs on. Empty: the best
 	// working adapter (Device GPU admits software ones, Auto does not).
 	// One entry: the best working adapter that matches it. Several: the
@@ -169,6 +175,14 @@ type Limits struct {
 	// MaxDeviceBytes of rows (a multiple of 64 rows, at least 64), the CPU
 	// the rest, and a search runs both at once and merges them exactly.
 	Overflow bool
+	// MaxPayloadBytes caps one row's payload (WithPayloads); 0 means
+	// DefaultMaxPayloadBytes (1 MiB). Payload and metadata bytes count
+	// against MaxHostBytes.
+	MaxPayloadBytes int
+	// Meta bounds each row's metadata and the distinct values a field
+	// may take (meta.Limits; zero fields take its defaults), so that
+	// hostile metadata costs bounded memory and gets a clear error.
+	Meta meta.Limits
 }
 
 // Coalesce says how single searches that arrive while another is running
@@ -231,8 +245,16 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: unknown device %d", ErrInvalidConfig, c.Device)
 	}
 	if c.Workers < 0 || c.ProbeTimeout < 0 || c.Limits.MaxRows < 0 || c.Limits.MaxHostBytes < 0 || c.Limits.MaxDeviceBytes < 0 ||
-		c.Coalesce.MaxQueries < 0 || c.Coalesce.Wait < 0 {
-		return fmt.Errorf("%w: Workers, ProbeTimeout, Limits.MaxRows, Limits.MaxHostBytes, Limits.MaxDeviceBytes, Coalesce.MaxQueries and Coalesce.Wait must not be negative", ErrInvalidConfig)
+		c.Limits.MaxPayloadBytes < 0 || c.Coalesce.MaxQueries < 0 || c.Coalesce.Wait < 0 {
+		return fmt.Errorf("%w: Workers, ProbeTimeout, Limits.MaxRows, Limits.MaxHostBytes, Limits.MaxDeviceBytes, Limits.MaxPayloadBytes, Coalesce.MaxQueries and Coalesce.Wait must not be negative", ErrInvalidConfig)
+	}
+	if len(c.Fields) > 0 {
+		mi := meta.NewIndex(c.Limits.Meta.WithDefaults())
+		for name, kind := range c.Fields {
+			if err := mi.Declare(name, kind); err != nil {
+				return fmt.Errorf("%w: Fields: %v", ErrInvalidConfig, err)
+			}
+		}
 	}
 	if err := c.validatePrecision(); err != nil {
 		return err

@@ -21,6 +21,7 @@ import (
 
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
+	"github.com/umbravec/umbra/meta"
 )
 
 const crashDim = 16
@@ -46,16 +47,46 @@ func crashOp(seed uint64, i int, stored []uint64, next uint64) (kind string, ids
 	return "checkpoint", nil, nil
 }
 
+// crashAttrs are the metadata and payloads operation i gives its n rows:
+// every other write has them (logged with its rows in one record), the
+// others none (an upsert without them keeps the replaced rows' own).
+func crashAttrs(i, n int) ([]meta.Fields, [][]byte, bool) {
+	if i%2 == 1 {
+		return nil, nil, false
+	}
+	fs, ps := make([]meta.Fields, n), make([][]byte, n)
+	for j := range fs {
+		fs[j] = meta.Fields{"op": meta.IntOf(int64(i)), "tags": meta.TagsOf(fmt.Sprint("t", i%3), fmt.Sprint("r", j%2))}
+		if j%3 != 2 {
+			ps[j] = fmt.Appendf(nil, `{"op":%d,"row":%d}`, i, j)
+		}
+	}
+	return fs, ps, true
+}
+
+// crashRow is what the model holds of a stored row.
+type crashRow struct {
+	v       []float32
+	fields  meta.Fields
+	payload []byte
+}
+
 // crashModel applies n operations of the sequence to a model.
-func crashModel(seed uint64, n int) map[uint64][]float32 {
-	md := map[uint64][]float32{}
+func crashModel(seed uint64, n int) map[uint64]crashRow {
+	md := map[uint64]crashRow{}
 	next := uint64(0)
 	for i := 0; i < n; i++ {
 		kind, ids, vs := crashOp(seed, i, slices.Sorted(maps.Keys(md)), next)
 		switch kind {
 		case "add", "upsert":
+			fs, ps, given := crashAttrs(i, len(ids))
 			for j, id := range ids {
-				md[id] = unit(vs[j])
+				row := md[id]
+				row.v = unit(vs[j])
+				if given {
+					row.fields, row.payload = fs[j], ps[j]
+				}
+				md[id] = row
 				next = max(next, id+1)
 			}
 		case "delete":
@@ -107,11 +138,15 @@ func crashChild(spec string) error {
 	next := uint64(0)
 	for i := 0; ; i++ {
 		kind, ids, vs := crashOp(seed, i, slices.Sorted(maps.Keys(md)), next)
+		opts := []engine.WriteOption{engine.WithIDs(ids...)}
+		if fs, ps, given := crashAttrs(i, len(ids)); given {
+			opts = append(opts, engine.WithMeta(fs...), engine.WithPayloads(ps...))
+		}
 		switch kind {
 		case "add":
-			_, err = ix.Add(ctx, engine.Vectors(vs), engine.WithIDs(ids...))
+			_, err = ix.Add(ctx, engine.Vectors(vs), opts...)
 		case "upsert":
-			_, err = ix.Upsert(ctx, engine.Vectors(vs), engine.WithIDs(ids...))
+			_, err = ix.Upsert(ctx, engine.Vectors(vs), opts...)
 		case "delete":
 			err = ix.Delete(ctx, engine.WithIDs(ids...))
 		case "checkpoint":
@@ -135,8 +170,9 @@ func crashChild(spec string) error {
 
 // TestKilledWriterLosesNothingAcknowledged kills (SIGKILL) a process that
 // writes to a store at random moments — while adding, upserting, deleting
-// and checkpointing — and reopens the store each time: it must open
-// cleanly and hold exactly the first n operations, where n is the number
+// and checkpointing, every other write with metadata and payloads — and
+// reopens the store each time: it must open cleanly and hold exactly the
+// first n operations (vectors, metadata and payloads), where n is the number
 // the child acknowledged or one more (the call in flight may have become
 // durable before it could say so), never anything in between.
 func TestKilledWriterLosesNothingAcknowledged(t *testing.T) {
@@ -195,9 +231,17 @@ func TestKilledWriterLosesNothingAcknowledged(t *testing.T) {
 				continue
 			}
 			same := true
-			for id, v := range md {
+			for id, row := range md {
 				got, err := ix.Get(id)
-				if err != nil || !floatsEqual(got, v) {
+				if err != nil || !floatsEqual(got, row.v) {
+					same = false
+					break
+				}
+				fields, ferr := ix.Meta(id)
+				payload, perr := ix.Payload(id)
+				require.NoError(t, ferr)
+				require.NoError(t, perr)
+				if !sameFields(fields, row.fields) || string(payload) != string(row.payload) {
 					same = false
 					break
 				}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
+	"github.com/umbravec/umbra/meta"
 )
 
 // TestCheckpointOutOfInodes is the failure as a disk gives it: a tmpfs
@@ -45,7 +46,7 @@ func TestCheckpointOutOfInodes(t *testing.T) {
 	used := fs.Files - fs.Ffree
 	require.NoError(t, syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_REMOUNT, fmt.Sprintf("size=8m,nr_inodes=%d", used+1)))
 	err = ix.Checkpoint(ctx)
-	require.ErrorIs(t, err, syscall.ENOSPC)
+	require.ErrorContains(t, err, "no space left")
 	require.Contains(t, err.Error(), "log not reset")
 	for range 2 {
 		m.writeOnce(t, r, ix, &next, dim) // refused: no inode for the log
@@ -57,4 +58,56 @@ func TestCheckpointOutOfInodes(t *testing.T) {
 		require.Equal(t, 3, m.writeOnce(t, r, ix, &next, dim), "writes once space returns")
 	}
 	m.reopened(t, path, ix, "after the inodes returned")
+}
+
+// TestRefusedWriteFixesNoField: an Add and an Upsert whose metadata brings
+// a new field, refused because the disk is full when their log record is
+// written, leave no trace: not the rows, not their payloads, and not the
+// new field's kind, so that once space returns the field takes another.
+func TestRefusedWriteFixesNoField(t *testing.T) {
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+		if os.Getenv("UMBRA_REQUIRE_MOUNT") == "1" {
+			t.Fatalf("UMBRA_REQUIRE_MOUNT=1 but a tmpfs cannot be mounted: %v", err)
+		}
+		t.Skipf("cannot mount a tmpfs (needs root): %v", err)
+	}
+	t.Cleanup(func() { require.NoError(t, syscall.Unmount(dir, syscall.MNT_DETACH)) })
+	r := testkit.Rand(t)
+	ctx := context.Background()
+	path := dir + "/m.umbra"
+	ix, err := engine.Open(ctx, path, engine.Config{Dim: 4, Device: engine.CPU})
+	require.NoError(t, err)
+	defer ix.Close()
+	ids, err := ix.Add(ctx, engine.Vectors(testkit.Vectors(r, 2, 4)), engine.WithMeta(meta.Fields{"user": meta.KeywordOf("a")}, nil))
+	require.NoError(t, err)
+
+	// Fill the disk, then write records that cannot fit.
+	filler, err := os.Create(dir + "/filler")
+	require.NoError(t, err)
+	for {
+		if _, err := filler.Write(make([]byte, 64<<10)); err != nil {
+			break
+		}
+	}
+	big := make([]byte, 200<<10)
+	_, err = ix.Add(ctx, engine.Vectors(testkit.Vectors(r, 1, 4)), engine.WithMeta(meta.Fields{"n": meta.KeywordOf("x")}), engine.WithPayloads(big))
+	require.ErrorContains(t, err, "no space left")
+	_, err = ix.Upsert(ctx, engine.Vectors(testkit.Vectors(r, 1, 4)), engine.WithIDs(ids[1]), engine.WithMeta(meta.Fields{"m": meta.KeywordOf("x")}), engine.WithPayloads(big))
+	require.ErrorContains(t, err, "no space left")
+	require.Equal(t, 2, ix.Len())
+	require.Equal(t, map[string]meta.Kind{"user": meta.Keyword}, ix.Schema())
+	f, err := ix.Meta(ids[1])
+	require.NoError(t, err)
+	require.Nil(t, f, "the refused upsert left the row's metadata as it was")
+
+	require.NoError(t, filler.Close())
+	require.NoError(t, os.Remove(dir+"/filler"))
+	_, err = ix.Add(ctx, engine.Vectors(testkit.Vectors(r, 1, 4)), engine.WithMeta(meta.Fields{"n": meta.IntOf(1), "m": meta.FloatOf(2)}))
+	require.NoError(t, err, "n and m take their kinds from the first write that was stored")
+	require.NoError(t, ix.Close())
+	ix, err = engine.Open(ctx, path, engine.Config{})
+	require.NoError(t, err)
+	require.Equal(t, map[string]meta.Kind{"user": meta.Keyword, "n": meta.Int, "m": meta.Float}, ix.Schema())
+	require.Equal(t, 3, ix.Len())
 }

@@ -29,6 +29,14 @@ var (
 	// is non-empty, valid UTF-8, without line breaks, and at most 4096
 	// bytes (see WithKeys). The error names the key and its row.
 	ErrInvalidKey = errors.New("invalid key")
+	// ErrInvalidMeta: a write gives metadata the index cannot store: a
+	// value of another kind than its field's, a name or value over
+	// Limits.Meta (the error names the field and its row; package meta's
+	// ErrInvalid or ErrTooLarge is wrapped too).
+	ErrInvalidMeta = errors.New("invalid metadata")
+	// ErrInvalidFilter: a search's Where filter names a field the index
+	// does not know, or compares it with a value of another kind.
+	ErrInvalidFilter = errors.New("invalid filter")
 	// ErrNotFound: Delete or Get of an ID, or a Delete of a key, that is
 	// not stored (the message says which: "key not found: …").
 	ErrNotFound = errors.New("ID not found")

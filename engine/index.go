@@ -20,6 +20,10 @@ type Hit struct {
 	// Key is the row's key when it was stored under one (WithKeys), and
 	// empty otherwise.
 	Key string
+	// Payload is the row's payload (its bytes, as stored) for a search
+	// given WithPayload, and empty otherwise or when the row has none. A
+	// string keeps Hit comparable and lets hits share it without a copy.
+	Payload string
 }
 
 // Index is an exact similarity index. All methods are safe for concurrent
@@ -38,6 +42,7 @@ type Index struct {
 	slab  *packed.Slab
 	rid   rowIDs
 	keys  keyMap
+	attrs rowAttrs  // each row's metadata and payload (memory.go)
 	quant quantRows // the compressed copy of slab; empty under F32 (precision.go)
 	store *store    // nil unless the index was opened from a store
 	// mapped is the store's mapped base when the slab's rows were mapped

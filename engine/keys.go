@@ -41,7 +41,7 @@ func (k *keyMap) dropID(id uint64) {
 	}
 }
 
-func (ix *Index) keyed(ctx context.Context, keys []string, vectors [][]float32, upsert bool) (ids []uint64, err error) {
+func (ix *Index) keyed(ctx context.Context, keys []string, vectors [][]float32, upsert bool, a *callAttrs) (ids []uint64, err error) {
 	defer ix.recoverInto(&err, ix.watchFaults())
 	if err := ix.writable(); err != nil {
 		return nil, err
@@ -80,7 +80,7 @@ func (ix *Index) keyed(ctx context.Context, keys []string, vectors [][]float32, 
 	for j, i := range fresh {
 		ids[i] = next[j]
 	}
-	if err := ix.upsertLocked(ctx, ids, vectors, keys, false); err != nil {
+	if err := ix.upsertLocked(ctx, ids, vectors, keys, a, false); err != nil {
 		return nil, err
 	}
 	ix.nameIDs(keys, ids)

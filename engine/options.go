@@ -1,6 +1,10 @@
 package engine
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/umbravec/umbra/meta"
+)
 
 // SearchOption narrows or bounds a search.
 type SearchOption func(*searchOptions)
@@ -15,9 +19,13 @@ type searchOptions struct {
 	// approximate skips the float32 rescore of a compressed index
 	// (precision.go).
 	approximate bool
+	// where (whereSet) and payload are Where and WithPayload (memory.go).
+	where    meta.Filter
+	whereSet bool
+	payload  bool
 }
 
-func (o *searchOptions) filtered() bool { return o.allowIDs != nil || o.allowFn != nil }
+func (o *searchOptions) filtered() bool { return o.allowIDs != nil || o.allowFn != nil || o.whereSet }
 
 // collect applies opts for the search named verb, refusing an option that
 // search cannot honour: MaxHits outside SearchRange, Approximate in it.

@@ -140,6 +140,7 @@ type writeOptions struct {
 	idsSet   bool
 	keysSet  bool
 	conflict bool
+	attrs    callAttrs // WithMeta, WithPayloads (memory.go)
 }
 
 // WithIDs names the rows by the caller's IDs, one per row in order (for
@@ -192,6 +193,8 @@ func collectWrite(verb string, opts []WriteOption) (writeOptions, error) {
 		return o, fmt.Errorf("%w: %s takes WithIDs or WithKeys once, not twice", ErrInvalidOption, verb)
 	case o.idsSet && o.keysSet && verb != "Add":
 		return o, fmt.Errorf("%w: %s takes one WithIDs or one WithKeys, not both (both together name new rows, in Add)", ErrInvalidOption, verb)
+	case o.attrs.given() && verb == "Delete":
+		return o, fmt.Errorf("%w: Delete takes no WithMeta or WithPayloads", ErrInvalidOption)
 	}
 	return o, nil
 }
@@ -233,6 +236,12 @@ func (ix *Index) Add(ctx context.Context, rows RowSource, opts ...WriteOption) (
 		return nil, err
 	}
 	start := time.Now()
+	a := &o.attrs
+	if mem {
+		if err := a.fits(m.n); err != nil {
+			return nil, err
+		}
+	}
 	switch {
 	case !mem:
 		if err := namesFit(rows.Rows(), o); err != nil {
@@ -243,7 +252,7 @@ func (ix *Index) Add(ctx context.Context, rows RowSource, opts ...WriteOption) (
 				return nil, err
 			}
 		}
-		return ix.addFrom(ctx, start, rows, o.ids, o.keys)
+		return ix.addFrom(ctx, start, rows, o.ids, o.keys, a)
 	case o.keysSet && o.idsSet:
 		if err := namesFit(m.n, o); err != nil {
 			return nil, err
@@ -251,19 +260,19 @@ func (ix *Index) Add(ctx context.Context, rows RowSource, opts ...WriteOption) (
 		if err := checkKeys(o.keys, true); err != nil {
 			return nil, err
 		}
-		return ix.addNamed(ctx, start, o.ids, o.keys, m.vectors())
+		return ix.addNamed(ctx, start, o.ids, o.keys, a, m.vectors())
 	case o.keysSet:
-		return ix.keyed(ctx, o.keys, m.vectors(), false)
+		return ix.keyed(ctx, o.keys, m.vectors(), false, a)
 	case o.idsSet:
 		if err := namesFit(m.n, o); err != nil {
 			return nil, err
 		}
-		if _, err := ix.add(ctx, start, o.ids, m.n, ix.packer(ctx, m.n, false, m.row)); err != nil {
+		if _, err := ix.add(ctx, start, o.ids, a, m.n, ix.packer(ctx, m.n, false, m.row)); err != nil {
 			return nil, err
 		}
 		return o.ids, nil
 	}
-	return ix.add(ctx, start, nil, m.n, ix.packer(ctx, m.n, false, m.row))
+	return ix.add(ctx, start, nil, a, m.n, ix.packer(ctx, m.n, false, m.row))
 }
 
 // Upsert stores rows under the caller's IDs (WithIDs) or keys (WithKeys),
@@ -299,8 +308,11 @@ func (ix *Index) Upsert(ctx context.Context, rows RowSource, opts ...WriteOption
 			return nil, err
 		}
 	}
+	if err := o.attrs.fits(len(vs)); err != nil {
+		return nil, err
+	}
 	if o.keysSet {
-		return ix.keyed(ctx, o.keys, vs, true)
+		return ix.keyed(ctx, o.keys, vs, true, &o.attrs)
 	}
 	if err := namesFit(len(vs), o); err != nil {
 		return nil, err
@@ -309,7 +321,7 @@ func (ix *Index) Upsert(ctx context.Context, rows RowSource, opts ...WriteOption
 		return nil, err
 	}
 	defer ix.wmu.Unlock()
-	if err := ix.upsertLocked(ctx, o.ids, vs, nil, false); err != nil {
+	if err := ix.upsertLocked(ctx, o.ids, vs, nil, &o.attrs, false); err != nil {
 		return nil, err
 	}
 	return o.ids, nil
@@ -348,7 +360,7 @@ func (ix *Index) Delete(ctx context.Context, opts ...WriteOption) (err error) {
 // row is stored under its ID and, unless its key is empty, named by its
 // key. checkKeys has passed; the IDs and keys are checked new here, under
 // the writers' lock, before a row is packed.
-func (ix *Index) addNamed(ctx context.Context, start time.Time, ids []uint64, keys []string, vs [][]float32) ([]uint64, error) {
+func (ix *Index) addNamed(ctx context.Context, start time.Time, ids []uint64, keys []string, a *callAttrs, vs [][]float32) ([]uint64, error) {
 	if err := ix.lockWriter(); err != nil {
 		return nil, err
 	}
@@ -359,7 +371,7 @@ func (ix *Index) addNamed(ctx context.Context, start time.Time, ids []uint64, ke
 	if err := ix.keysNew(keys); err != nil {
 		return nil, ix.firstBad(vs, err)
 	}
-	return ix.addLocked(ctx, start, ids, true, keys, len(vs), ix.packer(ctx, len(vs), false, func(i int) []float32 { return vs[i] }))
+	return ix.addLocked(ctx, start, ids, true, keys, a, len(vs), ix.packer(ctx, len(vs), false, func(i int) []float32 { return vs[i] }))
 }
 
 // namesFit refuses IDs or keys that cannot pair one to one with n rows (n
@@ -372,7 +384,7 @@ func namesFit(n int, o writeOptions) error {
 	case o.keysSet && len(o.keys) != n:
 		return fmt.Errorf("%w: %d keys for %d vectors", ErrIDCount, len(o.keys), n)
 	}
-	return nil
+	return o.attrs.fits(n)
 }
 
 // readAll reads a streamed source's rows into memory, one slice per row

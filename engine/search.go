@@ -68,11 +68,17 @@ func (ix *Index) searchBatch(ctx context.Context, queries [][]float32, k int, si
 	if err := ix.mapped.check(); err != nil {
 		return nil, err
 	}
-	mask, _ := ix.rid.mask(&o)
+	mask, _, err := ix.mask(&o)
+	if err != nil {
+		return nil, err
+	}
 	if ix.quant.c != nil {
 		all, err = ix.searchQuant(ctx, qs, k, mask, o.approximate)
 	} else {
 		all, err = ix.searchMany(ctx, qs, k, mask, o.filtered())
+	}
+	if err == nil && o.payload {
+		ix.withPayloads(all)
 	}
 	return ix.mappedAnswer(all, err)
 }
@@ -245,7 +251,10 @@ func (ix *Index) SearchRange(ctx context.Context, query []float32, threshold flo
 	if err := ix.mapped.check(); err != nil {
 		return nil, err
 	}
-	mask, allowed := ix.rid.mask(&o)
+	mask, allowed, err := ix.mask(&o)
+	if err != nil {
+		return nil, err
+	}
 	if ix.slab.Rows == 0 || allowed == 0 {
 		return []Hit{}, nil
 	}
@@ -282,7 +291,11 @@ func (ix *Index) SearchRange(ctx context.Context, query []float32, threshold flo
 	if err := ix.mapped.check(); err != nil {
 		return nil, err
 	}
-	return ix.toHits(found), nil
+	hits = ix.toHits(found)
+	if o.payload {
+		ix.withPayloads([][]Hit{hits})
+	}
+	return hits, nil
 }
 
 // gpuSearch is the device's Search of prepared queries, in pieces (see

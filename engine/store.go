@@ -315,6 +315,16 @@ func (ix *Index) snapshot() *storefile.Snapshot {
 	if len(ix.keys.key) > 0 {
 		s.Keys = ix.keys.key
 	}
+	if mi := ix.attrs.meta; mi != nil {
+		s.Schema = mi.MarshalSchema()
+		s.Meta = make([][]byte, len(ix.rid.ids))
+		for row := range s.Meta {
+			s.Meta[row] = mi.EncodedRow(row)
+		}
+	}
+	if ix.attrs.payloads != nil {
+		s.Payloads = ix.attrs.payloads
+	}
 	if ix.mapped != nil && ix.mapped.live.Load() {
 		// The rows come from the mapping: a file changed under it while
 		// they were copied must not become the new base.
@@ -356,6 +366,9 @@ func (ix *Index) load(ctx context.Context, s *storefile.Snapshot) error {
 			ix.keys.set(key, id)
 		}
 	}
+	if err := ix.loadAttrs(s.Schema, s.Meta, s.Payloads); err != nil {
+		return err
+	}
 	if ix.onGPU() && ix.slab.Rows > 0 {
 		if err := ix.upload(ctx, 0, nil, progressUpload(ctx)); err != nil {
 			if ix.cfg.Device == GPU {
@@ -387,9 +400,13 @@ func (ix *Index) replay(ctx context.Context, r storefile.Record) error {
 	}
 	var err error
 	switch r.Op {
-	case storefile.OpAdd, storefile.OpUpsert, storefile.OpUpsertKeys:
+	case storefile.OpAdd, storefile.OpUpsert, storefile.OpUpsertKeys, storefile.OpWrite:
 		// Rows were logged as stored (normalised under cosine already).
-		if err = ix.upsertStored(ctx, r.IDs, rows()); err == nil && r.Op == storefile.OpUpsertKeys {
+		var a *callAttrs
+		if a, err = ix.loggedAttrs(r); err != nil {
+			break
+		}
+		if err = ix.upsertStored(ctx, r.IDs, rows(), a); err == nil && r.Keys != nil {
 			ix.nameIDs(r.Keys, r.IDs)
 		}
 	case storefile.OpDelete:

@@ -11,14 +11,15 @@ import (
 
 // upsertStored is Upsert of rows exactly as the index stores them (a
 // replayed log), not normalised again.
-func (ix *Index) upsertStored(ctx context.Context, ids []uint64, rows [][]float32) error {
+func (ix *Index) upsertStored(ctx context.Context, ids []uint64, rows [][]float32, a *callAttrs) error {
 	ix.wmu.Lock()
 	defer ix.wmu.Unlock()
-	return ix.upsertLocked(ctx, ids, rows, nil, true)
+	return ix.upsertLocked(ctx, ids, rows, nil, a, true)
 }
 
 // upsertLocked is Upsert with wmu held. keys, when not nil, name the IDs
-// and are logged in the same record; raw stores rows without normalising.
+// and are logged in the same record; a (nil: none) gives the rows
+// metadata and payloads; raw stores rows without normalising.
 // It logs one record for the whole call and undoes everything if any step
 // fails, so a call is applied (and logged) whole or not at all.
 //
@@ -29,10 +30,21 @@ func (ix *Index) upsertStored(ctx context.Context, ids []uint64, rows [][]float3
 // holds what to undo). When anything is refused, the call's vectors are
 // checked again in order so the error names the first bad one, as it
 // always has.
-func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]float32, keys []string, raw bool) error {
+func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]float32, keys []string, a *callAttrs, raw bool) error {
 	start := time.Now()
 	if ix.closed {
 		return ErrClosed
+	}
+	if a == nil {
+		a = &callAttrs{}
+	}
+	if err := a.fits(len(ids)); err != nil {
+		return err
+	}
+	if a.given() && !raw { // a replayed write was checked when it was made
+		if err := ix.checkAttrs(a); err != nil {
+			return err
+		}
 	}
 	if err := ix.rid.checkNew(ids, true); err != nil {
 		return ix.firstBad(vectors, err)
@@ -57,6 +69,8 @@ func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]flo
 			}
 		}
 	}
+	// The attributes of the added rows and of the replaced ones.
+	attrs := attrSplit{add: a.pick(added), set: a.pick(replaced), rows: rows}
 	mode := ix.packMode(raw)
 	newRow := func(j int) []float32 { return vectors[added[j]] }
 	oldRow := func(j int) []float32 { return vectors[replaced[j]] }
@@ -66,7 +80,7 @@ func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]flo
 		t.Rows += int64(len(ids))
 	}
 	if ix.store == nil && ix.dev == nil {
-		return ix.upsertInMemory(ctx, start, newIDs, rows, newRow, oldRow, vectors, raw)
+		return ix.upsertInMemory(ctx, start, newIDs, rows, newRow, oldRow, vectors, raw, &attrs)
 	}
 	stride := ix.slab.Stride
 	aside := make([]float32, len(rows)*stride)
@@ -85,6 +99,10 @@ func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]flo
 	mark := time.Now()
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
+	undoAttrs, err := ix.applyAttrs(p, &attrs)
+	if err != nil {
+		return err
+	}
 	// Publish first: the appended slab may be a copy of the rows, and the
 	// replaced rows must change in the slab searches will read.
 	if p != nil {
@@ -111,6 +129,7 @@ func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]flo
 	// stale and GPU searches say so.
 	undo := func() {
 		swapRows()
+		undoAttrs()
 		if p != nil {
 			ix.unpublish(p)
 		}
@@ -133,11 +152,20 @@ func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]flo
 			mark = lap(&t.Upload, mark)
 		}
 	}
-	op := storefile.OpUpsert
+	rec := storefile.Record{Op: storefile.OpUpsert, IDs: ids, Rows: ix.storedRows(ids), Keys: keys}
 	if keys != nil {
-		op = storefile.OpUpsertKeys
+		rec.Op = storefile.OpUpsertKeys
 	}
-	if err := ix.logged(storefile.Record{Op: op, IDs: ids, Rows: ix.storedRows(ids), Keys: keys}); err != nil {
+	if a.given() {
+		rec.Op, rec.Upsert = storefile.OpWrite, true
+		if a.metaSet {
+			rec.Meta = encodeMeta(a.meta)
+		}
+		if a.paySet {
+			rec.Payloads = a.payloads
+		}
+	}
+	if err := ix.logged(rec); err != nil {
 		undo()
 		return err
 	}
@@ -153,7 +181,7 @@ func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]flo
 // nothing), and only then, under ix.mu, are the new rows published and the
 // replaced rows packed straight into their places — no copy of the old
 // rows is kept to undo.
-func (ix *Index) upsertInMemory(ctx context.Context, start time.Time, newIDs []uint64, rows []int, newRow, oldRow func(j int) []float32, vectors [][]float32, raw bool) error {
+func (ix *Index) upsertInMemory(ctx context.Context, start time.Time, newIDs []uint64, rows []int, newRow, oldRow func(j int) []float32, vectors [][]float32, raw bool, attrs *attrSplit) error {
 	// The replaced rows are checked, then written in place under ix.mu
 	// (searches wait for it), each on every core.
 	mode, stride, workers := ix.packMode(raw), ix.slab.Stride, ix.packWorkers()
@@ -183,6 +211,9 @@ func (ix *Index) upsertInMemory(ctx context.Context, start time.Time, newIDs []u
 	mark := time.Now()
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
+	if _, err := ix.applyAttrs(p, attrs); err != nil {
+		return err
+	}
 	if p != nil {
 		ix.publish(p)
 	}
@@ -375,6 +406,7 @@ func (ix *Index) compactLocked(ctx context.Context) error {
 	// the gathering ends (a fault in mapped rows panics out of it).
 	var (
 		flat, keep  = []float32(nil), []uint64(nil)
+		kept        []int // the live rows
 		dev         device
 		onGPU, none bool
 	)
@@ -390,10 +422,12 @@ func (ix *Index) compactLocked(ctx context.Context) error {
 		}
 		flat = make([]float32, 0, ix.rid.live()*ix.cfg.Dim)
 		keep = make([]uint64, 0, ix.rid.live())
+		kept = make([]int, 0, ix.rid.live())
 		for row, id := range ix.rid.ids {
 			if !ix.rid.isDead(row) {
 				flat = append(flat, ix.slab.Row(row)...)
 				keep = append(keep, id)
+				kept = append(kept, row)
 			}
 		}
 		dev, onGPU = ix.dev, ix.onGPU()
@@ -427,6 +461,7 @@ func (ix *Index) compactLocked(ctx context.Context) error {
 	}
 	ix.mu.Lock()
 	ix.slab, ix.rid, ix.quant = slab, rid, quant
+	ix.keepAttrs(kept)
 	ix.mapped.drop(ix.slab)
 	if fresh != dev {
 		ix.dev, ix.stale = fresh, false

@@ -36,12 +36,13 @@ func (*addCmd) Examples() []string {
 }
 
 type addCmd struct {
-	Store  string   `arg:"" optional:"" name:"store" help:"the store to add to"`
-	Data   string   `name:"data" placeholder:"FILE" help:"the vectors (required): .npy (float32, float16), .fvecs or .bvecs, of the store's dimension"`
-	IDs    string   `name:"ids" placeholder:"FILE" help:"one ID per vector, in the same order: text with one decimal ID per line, or a 1-D int64/uint64 .npy"`
-	Keys   string   `name:"keys" placeholder:"FILE" help:"one string key per vector, in the same order: text, one key per line (not with --ids)"`
-	Upsert bool     `name:"upsert" help:"replace the vectors of IDs (or keys) already stored, add the others (needs --ids or --keys)"`
-	Extra  []string `arg:"" optional:"" hidden:""`
+	Store  string    `arg:"" optional:"" name:"store" help:"the store to add to"`
+	Data   string    `name:"data" placeholder:"FILE" help:"the vectors (required): .npy (float32, float16), .fvecs or .bvecs, of the store's dimension"`
+	IDs    string    `name:"ids" placeholder:"FILE" help:"one ID per vector, in the same order: text with one decimal ID per line, or a 1-D int64/uint64 .npy"`
+	Keys   string    `name:"keys" placeholder:"FILE" help:"one string key per vector, in the same order: text, one key per line (not with --ids)"`
+	Upsert bool      `name:"upsert" help:"replace the vectors of IDs (or keys) already stored, add the others (needs --ids or --keys); --meta and --payload, when given, replace theirs too"`
+	Attr   attrFlags `embed:""`
+	Extra  []string  `arg:"" optional:"" hidden:""`
 }
 
 func (c *addCmd) Validate() error {
@@ -113,8 +114,12 @@ func (c *addCmd) stream(ctx context.Context, e *env) (err error) {
 		return fmt.Errorf("dimension mismatch: --data %s has dimension %d, store %s holds dimension %d",
 			c.Data, src.Dim(), c.Store, ix.Dim())
 	}
+	extra, err := c.Attr.options(ctx, src.Rows(), "--data "+c.Data)
+	if err != nil {
+		return err
+	}
 	if c.Upsert {
-		return c.upsert(ctx, e, ix, src, ids, keys)
+		return c.upsert(ctx, e, ix, src, ids, keys, extra)
 	}
 	if ids != nil {
 		if err := storedAlready(ix, c.Store, "--ids", c.IDs, ids); err != nil {
@@ -130,16 +135,19 @@ func (c *addCmd) stream(ctx context.Context, e *env) (err error) {
 	assigned := ids
 	switch {
 	case ids != nil:
-		_, err = ix.Add(addCtx, src, engine.WithIDs(ids...))
+		_, err = ix.Add(addCtx, src, append(extra, engine.WithIDs(ids...))...)
 	case keys != nil:
-		assigned, err = ix.Add(addCtx, src, engine.WithKeys(keys...))
+		assigned, err = ix.Add(addCtx, src, append(extra, engine.WithKeys(keys...))...)
 	default:
-		assigned, err = ix.Add(addCtx, src)
+		assigned, err = ix.Add(addCtx, src, extra...)
 	}
 	done()
 	if err != nil {
 		if serr := src.sourceError(err); serr != nil {
 			return serr
+		}
+		if aerr := c.Attr.attrError(err); aerr != nil {
+			return aerr
 		}
 		return addError(c, err)
 	}
@@ -162,7 +170,7 @@ func (c *addCmd) stream(ctx context.Context, e *env) (err error) {
 
 // upsert is stream's --upsert: the rows of --data replace the vectors
 // stored under their IDs or keys, or are added under them.
-func (c *addCmd) upsert(ctx context.Context, e *env, ix *engine.Index, src *fileRows, ids []uint64, keys []string) error {
+func (c *addCmd) upsert(ctx context.Context, e *env, ix *engine.Index, src *fileRows, ids []uint64, keys []string, extra []engine.WriteOption) error {
 	replaced := 0
 	for _, id := range ids {
 		if ix.Has(id) {
@@ -179,11 +187,14 @@ func (c *addCmd) upsert(ctx context.Context, e *env, ix *engine.Index, src *file
 		name = engine.WithKeys(keys...)
 	}
 	addCtx, done := e.progress.engineStep(ctx, "upserting "+src.label())
-	got, err := ix.Upsert(addCtx, src, name)
+	got, err := ix.Upsert(addCtx, src, append(extra, name)...)
 	done()
 	if err != nil {
 		if serr := src.sourceError(err); serr != nil {
 			return serr
+		}
+		if aerr := c.Attr.attrError(err); aerr != nil {
+			return aerr
 		}
 		return addError(c, err)
 	}

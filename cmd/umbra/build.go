@@ -39,13 +39,14 @@ func (*buildCmd) Examples() []string {
 }
 
 type buildCmd struct {
-	Data   string   `name:"data" placeholder:"FILE" help:"the vectors (required): .npy (float32, float16), .fvecs or .bvecs"`
-	IDs    string   `name:"ids" placeholder:"FILE" help:"one ID per vector, in the same order: text with one decimal ID per line, or a 1-D int64/uint64 .npy"`
-	Keys   string   `name:"keys" placeholder:"FILE" help:"one string key per vector, in the same order: text, one key per line (an empty line: a vector without a key); the store remembers the keys"`
-	Metric choice   `name:"metric" choices:"cosine,dot,l2" default:"cosine" placeholder:"M" help:"cosine, dot or l2: what the store ranks by. Under cosine the store keeps each vector scaled to unit length"`
-	Prec   choice   `name:"precision" choices:"f32,f16,int8" default:"f32" placeholder:"P" help:"f32, f16 or int8: the copy of the vectors that searches scan. f16 and int8 read 2x and about 4x fewer bytes and still return the exact float32 answers (the store keeps the float32 vectors; rows the compressed scan cannot rule out are scored again in float32). On a GPU the device holds only the compressed copy"`
-	Out    string   `name:"out" placeholder:"STORE" help:"the store to write (required)"`
-	Args   []string `arg:"" optional:"" hidden:""`
+	Data   string    `name:"data" placeholder:"FILE" help:"the vectors (required): .npy (float32, float16), .fvecs or .bvecs"`
+	IDs    string    `name:"ids" placeholder:"FILE" help:"one ID per vector, in the same order: text with one decimal ID per line, or a 1-D int64/uint64 .npy"`
+	Keys   string    `name:"keys" placeholder:"FILE" help:"one string key per vector, in the same order: text, one key per line (an empty line: a vector without a key); the store remembers the keys"`
+	Metric choice    `name:"metric" choices:"cosine,dot,l2" default:"cosine" placeholder:"M" help:"cosine, dot or l2: what the store ranks by. Under cosine the store keeps each vector scaled to unit length"`
+	Prec   choice    `name:"precision" choices:"f32,f16,int8" default:"f32" placeholder:"P" help:"f32, f16 or int8: the copy of the vectors that searches scan. f16 and int8 read 2x and about 4x fewer bytes and still return the exact float32 answers (the store keeps the float32 vectors; rows the compressed scan cannot rule out are scored again in float32). On a GPU the device holds only the compressed copy"`
+	Out    string    `name:"out" placeholder:"STORE" help:"the store to write (required)"`
+	Attr   attrFlags `embed:""`
+	Args   []string  `arg:"" optional:"" hidden:""`
 }
 
 func (b *buildCmd) Validate() error {
@@ -128,6 +129,10 @@ func (b *buildCmd) stream(ctx context.Context, e *env, metric engine.Metric, pre
 			}
 		}
 	}
+	extra, err := b.Attr.options(ctx, src.Rows(), "--data "+b.Data)
+	if err != nil {
+		return nil, 0, 0, err
+	}
 	ix, err := engine.New(ctx, engine.Config{Dim: src.Dim(), Metric: metric, Device: engine.CPU, Precision: prec})
 	if err != nil {
 		return nil, 0, 0, fmt.Errorf("--data %s: %s", b.Data, cause(err))
@@ -136,17 +141,17 @@ func (b *buildCmd) stream(ctx context.Context, e *env, metric engine.Metric, pre
 	var ids []uint64
 	switch {
 	case given != nil && keys != nil:
-		if _, err = ix.Add(addCtx, src, engine.WithIDs(given...), engine.WithKeys(keys...)); err == nil {
+		if _, err = ix.Add(addCtx, src, append(extra, engine.WithIDs(given...), engine.WithKeys(keys...))...); err == nil {
 			ids = given
 		}
 	case given != nil:
-		if _, err = ix.Add(addCtx, src, engine.WithIDs(given...)); err == nil {
+		if _, err = ix.Add(addCtx, src, append(extra, engine.WithIDs(given...))...); err == nil {
 			ids = given
 		}
 	case keys != nil:
-		ids, err = ix.Add(addCtx, src, engine.WithKeys(keys...))
+		ids, err = ix.Add(addCtx, src, append(extra, engine.WithKeys(keys...))...)
 	default:
-		ids, err = ix.Add(addCtx, src)
+		ids, err = ix.Add(addCtx, src, extra...)
 	}
 	done()
 	if err == nil && len(ids) == 0 {
@@ -154,6 +159,8 @@ func (b *buildCmd) stream(ctx context.Context, e *env, metric engine.Metric, pre
 	} else if err != nil {
 		if serr := src.sourceError(err); serr != nil {
 			err = serr
+		} else if aerr := b.Attr.attrError(err); aerr != nil {
+			err = aerr
 		} else if b.IDs == "" && (errors.Is(err, engine.ErrDuplicateID) || errors.Is(err, engine.ErrIDCount)) ||
 			errors.Is(err, engine.ErrInvalidKey) {
 			err = fmt.Errorf("--keys %s: %s", b.Keys, cause(err))

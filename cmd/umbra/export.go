@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
 	"github.com/umbravec/umbra/internal/keyrule"
+	"github.com/umbravec/umbra/meta"
 )
 
 func (*exportCmd) Help() string {
@@ -43,13 +45,15 @@ type exportCmd struct {
 	Out     string   `name:"out" placeholder:"FILE.npy" help:"the vectors (required)"`
 	IDsOut  string   `name:"ids-out" placeholder:"FILE.npy" help:"the IDs"`
 	KeysOut string   `name:"keys-out" placeholder:"FILE" help:"the keys: text, one line per vector, empty for a vector without a key"`
+	MetaOut string   `name:"meta-out" placeholder:"FILE.jsonl" help:"the metadata: JSON Lines, one object per vector ({} for none), as 'build --meta' reads it"`
+	PayOut  string   `name:"payload-out" placeholder:"FILE.jsonl" help:"the payloads: JSON Lines, one value per vector (null for none), as 'build --payload' reads it"`
 	Extra   []string `arg:"" optional:"" hidden:""`
 }
 
 // outputs are export's output flags and their files, the given ones.
 func (c *exportCmd) outputs() [][2]string {
 	var outs [][2]string
-	for _, f := range [][2]string{{"--out", c.Out}, {"--ids-out", c.IDsOut}, {"--keys-out", c.KeysOut}} {
+	for _, f := range [][2]string{{"--out", c.Out}, {"--ids-out", c.IDsOut}, {"--keys-out", c.KeysOut}, {"--meta-out", c.MetaOut}, {"--payload-out", c.PayOut}} {
 		if f[1] != "" {
 			outs = append(outs, f)
 		}
@@ -115,6 +119,31 @@ func (c *exportCmd) Run(ctx context.Context, e *env) (err error) {
 			keys[i] = key
 		}
 	}
+	var metas []meta.Fields
+	var pays [][]byte
+	if c.MetaOut != "" {
+		metas = make([]meta.Fields, len(ids))
+		for i, id := range ids {
+			if metas[i], err = ix.Meta(id); err != nil {
+				return fmt.Errorf("store %s: %s", c.Store, cause(err))
+			}
+		}
+	}
+	if c.PayOut != "" {
+		// Every payload is checked before any file is written: one line
+		// of JSON Lines holds a JSON value, and only that.
+		pays = make([][]byte, len(ids))
+		for i, id := range ids {
+			p, err := ix.Payload(id)
+			if err != nil {
+				return fmt.Errorf("store %s: %s", c.Store, cause(err))
+			}
+			if p != nil && !json.Valid(p) {
+				return fmt.Errorf("--payload-out: the payload of ID %d in store %s is not JSON, which a JSON Lines file cannot hold; nothing was written", id, c.Store)
+			}
+			pays[i] = p
+		}
+	}
 	m := &host.Matrix{Rows: len(ids), Dim: ix.Dim(), Data: make([]float32, 0, len(ids)*ix.Dim())}
 	for _, id := range ids {
 		v, err := ix.Get(id)
@@ -148,6 +177,26 @@ func (c *exportCmd) Run(ctx context.Context, e *env) (err error) {
 			return fmt.Errorf("--keys-out: %s", cause(err))
 		}
 	}
+	if c.MetaOut != "" {
+		if err := writeJSONLines(c.MetaOut, len(metas), func(i int, b []byte) []byte {
+			if len(metas[i]) == 0 {
+				return append(b, "{}"...)
+			}
+			return metas[i].AppendJSON(b)
+		}); err != nil {
+			return fmt.Errorf("--meta-out: %s", cause(err))
+		}
+	}
+	if c.PayOut != "" {
+		if err := writeJSONLines(c.PayOut, len(pays), func(i int, b []byte) []byte {
+			if pays[i] == nil {
+				return append(b, "null"...)
+			}
+			return append(b, payloadJSON(pays[i])...)
+		}); err != nil {
+			return fmt.Errorf("--payload-out: %s", cause(err))
+		}
+	}
 	fmt.Fprintf(e.stdout, "wrote %s: %d vectors of dimension %d, float32", c.Out, m.Rows, m.Dim)
 	if ix.Metric() == engine.Cosine {
 		fmt.Fprint(e.stdout, " (unit length: the store keeps cosine vectors normalised)")
@@ -155,6 +204,12 @@ func (c *exportCmd) Run(ctx context.Context, e *env) (err error) {
 	fmt.Fprintln(e.stdout)
 	if c.IDsOut != "" {
 		fmt.Fprintf(e.stdout, "wrote %s: %d IDs, uint64\n", c.IDsOut, len(ids))
+	}
+	if c.MetaOut != "" {
+		fmt.Fprintf(e.stdout, "wrote %s: metadata of %d vectors, one JSON object per line\n", c.MetaOut, len(ids))
+	}
+	if c.PayOut != "" {
+		fmt.Fprintf(e.stdout, "wrote %s: payloads of %d vectors, one JSON value per line\n", c.PayOut, len(ids))
 	}
 	if c.KeysOut != "" {
 		fmt.Fprintf(e.stdout, "wrote %s: %d keys, one per line", c.KeysOut, len(ids)-keyless)

@@ -74,9 +74,11 @@ type getJSON struct {
 }
 
 type storedJSON struct {
-	ID     uint64    `json:"id"`
-	Key    string    `json:"key,omitempty"` // only where the row has one
-	Vector []float32 `json:"vector"`
+	ID      uint64          `json:"id"`
+	Key     string          `json:"key,omitempty"` // only where the row has one
+	Vector  []float32       `json:"vector"`
+	Meta    json.RawMessage `json:"meta,omitempty"`    // only where the row has metadata
+	Payload json.RawMessage `json:"payload,omitempty"` // only where the row has a payload
 }
 
 func (c *getCmd) Run(ctx context.Context, e *env) (err error) {
@@ -131,6 +133,16 @@ func (c *getCmd) Run(ctx context.Context, e *env) (err error) {
 		}
 		key, _ := ix.KeyOf(id)
 		out.Vectors[i] = storedJSON{ID: id, Key: key, Vector: v}
+		if f, err := ix.Meta(id); err != nil {
+			return fmt.Errorf("store %s: %s", c.Store, cause(err))
+		} else if len(f) > 0 {
+			out.Vectors[i].Meta = f.AppendJSON(nil)
+		}
+		p, err := ix.Payload(id)
+		if err != nil {
+			return fmt.Errorf("store %s: %s", c.Store, cause(err))
+		}
+		out.Vectors[i].Payload = payloadJSON(p)
 	}
 	if c.JSON {
 		// One line: a vector may have thousands of components.
@@ -145,15 +157,30 @@ func writeGetText(w io.Writer, r getJSON) error {
 		unit = ", each kept at unit length"
 	}
 	fmt.Fprintf(w, "# store %s: dimension %d, %s%s\n", r.Store, r.Dim, r.Metric, unit)
-	keyed := false
+	keyed, attrs := false, false
 	for _, v := range r.Vectors {
 		keyed = keyed || v.Key != ""
+		attrs = attrs || v.Meta != nil || v.Payload != nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if keyed {
 		fmt.Fprintln(tw, "id\tkey\tvector")
 	} else {
 		fmt.Fprintln(tw, "id\tvector")
+	}
+	if attrs {
+		// Metadata and payloads go on lines of their own under their
+		// vector: they are JSON of any length.
+		defer func() {
+			for _, v := range r.Vectors {
+				if v.Meta != nil {
+					fmt.Fprintf(w, "# %d meta %s\n", v.ID, v.Meta)
+				}
+				if v.Payload != nil {
+					fmt.Fprintf(w, "# %d payload %s\n", v.ID, v.Payload)
+				}
+			}
+		}()
 	}
 	var b strings.Builder
 	for _, v := range r.Vectors {

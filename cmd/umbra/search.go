@@ -18,6 +18,7 @@ import (
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
+	"github.com/umbravec/umbra/meta"
 )
 
 func (*searchCmd) Help() string {
@@ -68,6 +69,8 @@ type searchCmd struct {
 	K           int             `name:"k" placeholder:"K" help:"results per query, at least 1 (required without a threshold); K above the number of vectors returns all. With a threshold, K caps the hits per query"`
 	Allow       string          `name:"allow" placeholder:"FILE" help:"search only the vectors with these IDs: an ID file (text, one decimal ID per line, or a 1-D int64/uint64 .npy); IDs that are not there are ignored"`
 	AllowKeys   string          `name:"allow-keys" placeholder:"FILE" help:"(with --store) search only the vectors with these keys: text, one key per line; a key the store does not hold is an error. Not with --allow"`
+	Where       string          `name:"where" placeholder:"JSON" help:"(with --store) search only the vectors whose metadata matches this filter: {\"user\": \"alice\"}, {\"ts\": {\"$gte\": 1700000000}}, {\"tags\": {\"$contains\": \"work\"}}, $eq $ne $gt $gte $lt $lte $in $nin, $and/$or over lists, $not. Combines with --allow and --allow-keys"`
+	WithPayload bool            `name:"with-payload" help:"(with --store) print each hit's payload"`
 	MinScore    *limit          `name:"min-score" placeholder:"T" help:"(cosine, dot) every vector scoring at least T"`
 	MaxDistance *limit          `name:"max-distance" placeholder:"T" help:"(l2) every vector within squared distance T"`
 	Metric      choice          `name:"metric" choices:"cosine,dot,l2" default:"cosine" placeholder:"M" help:"cosine, dot (inner product) or l2 (squared Euclidean distance; lower is better, and it is the score). With --store, the store's metric; a different one is an error"`
@@ -77,7 +80,8 @@ type searchCmd struct {
 	// Args catches positional arguments, to point at the flags.
 	Args []string `arg:"" optional:"" hidden:""`
 
-	metricGiven bool // --metric was on the command line
+	metricGiven bool         // --metric was on the command line
+	filter      *meta.Filter // --where, parsed
 }
 
 func (s *searchCmd) Validate(kctx *kong.Context) error {
@@ -96,11 +100,20 @@ func (s *searchCmd) Validate(kctx *kong.Context) error {
 		return usagef("--data and --store exclude each other: search a vector file or a store")
 	case cmdline.Given(kctx, "allow-keys") && !storeGiven:
 		return usagef("--allow-keys needs --store: the rows of --data have no keys (use --allow with row numbers)")
+	case (cmdline.Given(kctx, "where") || cmdline.Given(kctx, "with-payload")) && !storeGiven:
+		return usagef("--where and --with-payload need --store: the rows of --data have no metadata or payloads")
 	case cmdline.Given(kctx, "allow-keys") && cmdline.Given(kctx, "allow"):
 		return usagef("--allow and --allow-keys exclude each other: give the subset by IDs or by keys")
 	}
 	if !cmdline.Given(kctx, "queries") {
 		return usagef("missing required flag --queries")
+	}
+	if s.Where != "" {
+		f, err := meta.ParseWhere([]byte(s.Where))
+		if err != nil {
+			return usagef("--where: %s", err)
+		}
+		s.filter = &f
 	}
 	_, ranged := s.threshold()
 	if s.MinScore != nil && s.MaxDistance != nil {
@@ -154,9 +167,10 @@ type searchJSON struct {
 	Data        string       `json:"data"`  // --data as given, "" with --store
 	Store       string       `json:"store"` // --store as given, "" with --data
 	Queries     string       `json:"queries"`
-	Allow       string       `json:"allow"`      // --allow as given, or ""
-	AllowKeys   string       `json:"allow_keys"` // --allow-keys as given, or ""
-	MinScore    *float64     `json:"min_score"`  // the threshold, or null
+	Allow       string       `json:"allow"`           // --allow as given, or ""
+	AllowKeys   string       `json:"allow_keys"`      // --allow-keys as given, or ""
+	Where       string       `json:"where,omitempty"` // --where as given
+	MinScore    *float64     `json:"min_score"`       // the threshold, or null
 	MaxDistance *float64     `json:"max_distance"`
 	Results     []resultJSON `json:"results"`
 }
@@ -166,9 +180,10 @@ type resultJSON struct {
 }
 
 type hitJSON struct {
-	ID    uint64 `json:"id"`
-	Key   string `json:"key,omitempty"` // only where the row has one
-	Score score  `json:"score"`
+	ID      uint64          `json:"id"`
+	Key     string          `json:"key,omitempty"` // only where the row has one
+	Score   score           `json:"score"`
+	Payload json.RawMessage `json:"payload,omitempty"` // with --with-payload, where the row has one
 }
 
 // score is a float32 printed with the fewest digits that read back to the
@@ -272,6 +287,12 @@ func (o *searchCmd) Run(ctx context.Context, e *env) (err error) {
 		// narrows to no hits, it never falls away.
 		opts = append(opts, engine.Allow(allow...))
 	}
+	if o.filter != nil {
+		opts = append(opts, engine.Where(*o.filter))
+	}
+	if o.WithPayload {
+		opts = append(opts, engine.WithPayload())
+	}
 	threshold, ranged := o.threshold()
 	searchCtx, done := e.progress.engineStep(ctx, fmt.Sprintf("searching %d queries in %d rows", len(qs), rows))
 	var tr diag.Trace
@@ -295,6 +316,9 @@ func (o *searchCmd) Run(ctx context.Context, e *env) (err error) {
 		if errors.Is(err, engine.ErrNonFinite) || errors.Is(err, engine.ErrZeroVector) || errors.Is(err, engine.ErrDimMismatch) {
 			return fmt.Errorf("--queries %s: %s", o.Queries, cause(err))
 		}
+		if errors.Is(err, engine.ErrInvalidFilter) {
+			return fmt.Errorf("--where: %s", cause(err))
+		}
 		return fmt.Errorf("search: %s", cause(err))
 	}
 
@@ -314,6 +338,7 @@ func (o *searchCmd) Run(ctx context.Context, e *env) (err error) {
 		Queries:   o.Queries,
 		Allow:     o.Allow,
 		AllowKeys: o.AllowKeys,
+		Where:     o.Where,
 		Results:   make([]resultJSON, len(all)),
 	}
 	if given := float64(threshold); ranged && metric.HigherIsBetter() {
@@ -328,7 +353,7 @@ func (o *searchCmd) Run(ctx context.Context, e *env) (err error) {
 	for i, hits := range all {
 		r := resultJSON{Hits: make([]hitJSON, len(hits))}
 		for j, h := range hits {
-			r.Hits[j] = hitJSON{ID: h.ID, Key: h.Key, Score: score(h.Score)}
+			r.Hits[j] = hitJSON{ID: h.ID, Key: h.Key, Score: score(h.Score), Payload: payloadJSON([]byte(h.Payload))}
 		}
 		out.Results[i] = r
 	}
@@ -494,32 +519,43 @@ func writeSearchText(w io.Writer, r searchJSON) error {
 	if r.AllowKeys != "" {
 		source += ", only keys in " + r.AllowKeys
 	}
+	if r.Where != "" {
+		source += ", only where " + r.Where
+	}
 	fmt.Fprintf(w, "# metric %s, %s; %s of dimension %d; queries %s: %d rows\n",
 		r.Metric, bound, source, r.Dim, r.Queries, len(r.Results))
 	// The key column is there when a hit has a key, last, where a key
 	// with spaces cannot shift the columns before it.
-	keyed := false
+	// The payload column, when a hit has a payload, comes last of all.
+	keyed, paid := false, false
 	for _, res := range r.Results {
 		for _, h := range res.Hits {
 			keyed = keyed || h.Key != ""
+			paid = paid || h.Payload != nil
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	head := "query\trank\tid\tscore"
 	if keyed {
-		fmt.Fprintln(tw, "query\trank\tid\tscore\tkey")
-	} else {
-		fmt.Fprintln(tw, "query\trank\tid\tscore")
+		head += "\tkey"
 	}
+	if paid {
+		head += "\tpayload"
+	}
+	fmt.Fprintln(tw, head)
 	for q, res := range r.Results {
 		if len(res.Hits) == 0 {
 			fmt.Fprintf(tw, "%d\t(no hits)\n", q)
 		}
 		for rank, h := range res.Hits {
+			line := fmt.Sprintf("%d\t%d\t%d\t%s", q, rank+1, h.ID, h.Score.text())
 			if keyed {
-				fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\n", q, rank+1, h.ID, h.Score.text(), textKey(h.Key))
-			} else {
-				fmt.Fprintf(tw, "%d\t%d\t%d\t%s\n", q, rank+1, h.ID, h.Score.text())
+				line += "\t" + textKey(h.Key)
 			}
+			if paid {
+				line += "\t" + string(h.Payload)
+			}
+			fmt.Fprintln(tw, line)
 		}
 	}
 	return tw.Flush()

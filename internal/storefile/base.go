@@ -19,11 +19,15 @@ import (
 
 // Base file layout constants; FORMAT.md is the prose version.
 const (
-	baseMagic     = "UMBRASTR"
-	baseVersion   = 1
-	baseHeaderLen = 156  // bytes covered by the header CRC, plus the CRC
-	rowsOffset    = 4096 // the rows section starts page-aligned, for mmap
-	numSections   = 4
+	baseMagic = "UMBRASTR"
+	// Version 1 has the sections rows, ids, tombstones, keys; version 2
+	// adds meta and payloads. A writer writes version 1 whenever the
+	// snapshot has no schema, meta or payloads, so stores that do not use
+	// them stay byte-identical and readable by builds that know only 1.
+	baseVersion1 = 1
+	baseVersion2 = 2
+	rowsOffset   = 4096 // the rows section starts page-aligned, for mmap
+	maxSections  = 6    // in version 2
 
 	// Storage precisions: the precision an index's searches scan. The rows
 	// section holds IEEE-754 binary32 rows, little-endian, under every
@@ -41,9 +45,24 @@ const (
 	sectIDs        = 2
 	sectTombstones = 3
 	sectKeys       = 4
+	sectMeta       = 5 // version 2
+	sectPayloads   = 6 // version 2
 )
 
-var sectionNames = [...]string{sectRows: "rows", sectIDs: "ids", sectTombstones: "tombstones", sectKeys: "keys"}
+var sectionNames = [...]string{sectRows: "rows", sectIDs: "ids", sectTombstones: "tombstones", sectKeys: "keys",
+	sectMeta: "meta", sectPayloads: "payloads"}
+
+// sectionsOf is the number of sections of a base of version v, and
+// headerLenOf the bytes its header's CRC covers, plus the CRC: the fixed
+// fields (56 bytes), the section table, the CRC.
+func sectionsOf(v uint32) int {
+	if v == baseVersion1 {
+		return 4
+	}
+	return maxSections
+}
+
+func headerLenOf(v uint32) int { return 56 + 24*sectionsOf(v) + 4 }
 
 // Snapshot is one checkpoint of an index, everything the engine needs to
 // rebuild it: the packed rows exactly as the device buffer holds them, the
@@ -72,6 +91,17 @@ type Snapshot struct {
 	// IDs or the strings to be distinct; that is the engine's rule to keep.
 	// ReadBase returns nil when there are none.
 	Keys map[uint64]string
+
+	// Schema is one opaque blob (the engine's metadata schema); nil or
+	// empty means none.
+	Schema []byte
+	// Meta and Payloads hold opaque per-row bytes (the engine's encoded
+	// metadata; the caller's payload): each is nil, meaning no row has any,
+	// or has exactly len(IDs) entries, entry i being row i's bytes, nil or
+	// empty for none. ReadBase returns nil for each that no row has, and
+	// nil for an empty entry; the entries it returns share one buffer per
+	// section, each with its capacity cut to its length.
+	Meta, Payloads [][]byte
 
 	// Verify, when set, is called by a writer after the rows have gone to
 	// the new file and before the file is committed; an error abandons the
@@ -115,7 +145,36 @@ func (s *Snapshot) validate() error {
 			return fmt.Errorf("%w: key of ID %d is %d bytes, over 2^32-1", ErrInvalid, id, len(k))
 		}
 	}
+	if uint64(len(s.Schema)) > math.MaxUint32 {
+		return fmt.Errorf("%w: snapshot schema is %d bytes, over 2^32-1", ErrInvalid, len(s.Schema))
+	}
+	for _, e := range []struct {
+		what    string
+		entries [][]byte
+	}{{"meta", s.Meta}, {"payloads", s.Payloads}} {
+		if e.entries == nil {
+			continue
+		}
+		if len(e.entries) != n {
+			return fmt.Errorf("%w: snapshot has %d %s entries for %d rows; want none (nil) or one per row", ErrInvalid, len(e.entries), e.what, n)
+		}
+		for i, b := range e.entries {
+			if uint64(len(b)) > math.MaxUint32 {
+				return fmt.Errorf("%w: %s of row %d (ID %d) is %d bytes, over 2^32-1", ErrInvalid, e.what, i, s.IDs[i], len(b))
+			}
+		}
+	}
 	return nil
+}
+
+// anyBytes reports whether some entry is non-empty.
+func anyBytes(entries [][]byte) bool {
+	for _, b := range entries {
+		if len(b) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // sectionEntry is one row of the header's section table.
@@ -170,15 +229,35 @@ func encodeBase(w io.Writer, s *Snapshot, gen uint64) error {
 	if tombs == nil {
 		tombs = make([]uint64, (n+63)/64)
 	}
+	// The meta and payloads sections exist (version 2) only when they hold
+	// a byte other than their lengths; an absent one has length 0.
+	meta := entrySection{schema: s.Schema, withSchema: true, entries: s.Meta, n: int(n)}
+	payloads := entrySection{entries: s.Payloads, n: int(n)}
+	hasMeta, hasPayloads := len(s.Schema) > 0 || anyBytes(s.Meta), anyBytes(s.Payloads)
+	version := uint32(baseVersion1)
+	if hasMeta || hasPayloads {
+		version = baseVersion2
+	}
 	rowsLen := uint64(len(s.Rows)) * 4
-	table := [numSections]sectionEntry{
+	table := []sectionEntry{
 		{kind: sectRows, offset: rowsOffset, length: rowsLen, crc: crcFloats(s.Rows)},
 		{kind: sectIDs, offset: rowsOffset + rowsLen, length: n * 8, crc: crcU64s(s.IDs)},
 		{kind: sectTombstones, offset: rowsOffset + rowsLen + n*8, length: uint64(len(tombs)) * 8, crc: crcU64s(tombs)},
 		{kind: sectKeys, length: uint64(len(keys)), crc: crc32.Checksum(keys, castagnoli)},
 	}
-	table[3].offset = table[2].offset + table[2].length
-	hdr := encodeBaseHeader(s, n, gen, &table)
+	if version == baseVersion2 {
+		table = append(table, sectionEntry{kind: sectMeta}, sectionEntry{kind: sectPayloads})
+		if hasMeta {
+			table[4].length, table[4].crc = meta.size(), meta.crc()
+		}
+		if hasPayloads {
+			table[5].length, table[5].crc = payloads.size(), payloads.crc()
+		}
+	}
+	for i := 3; i < len(table); i++ {
+		table[i].offset = table[i-1].offset + table[i-1].length
+	}
+	hdr := encodeBaseHeader(s, version, n, gen, table)
 
 	var werr error
 	put := func(b []byte) {
@@ -204,18 +283,27 @@ func encodeBase(w io.Writer, s *Snapshot, gen uint64) error {
 		}
 	}
 	put(keys)
+	if hasMeta {
+		meta.chunks(put)
+	}
+	if hasPayloads {
+		payloads.chunks(put)
+	}
 	return werr
 }
 
-func encodeBaseHeader(s *Snapshot, n, gen uint64, table *[numSections]sectionEntry) []byte {
-	h := make([]byte, 0, baseHeaderLen)
+// encodeBaseHeader encodes the header of a base of version whose section
+// table (of sectionsOf(version) entries) is table.
+func encodeBaseHeader(s *Snapshot, version uint32, n, gen uint64, table []sectionEntry) []byte {
+	hl := headerLenOf(version)
+	h := make([]byte, 0, hl)
 	h = append(h, baseMagic...)
-	h = binary.LittleEndian.AppendUint32(h, baseVersion)
-	h = binary.LittleEndian.AppendUint32(h, baseHeaderLen)
+	h = binary.LittleEndian.AppendUint32(h, version)
+	h = binary.LittleEndian.AppendUint32(h, uint32(hl))
 	h = binary.LittleEndian.AppendUint32(h, uint32(s.Dim))
 	h = binary.LittleEndian.AppendUint32(h, uint32(s.Stride))
 	h = append(h, s.Metric, s.Precision, 0, 0)
-	h = binary.LittleEndian.AppendUint32(h, numSections)
+	h = binary.LittleEndian.AppendUint32(h, uint32(len(table)))
 	h = binary.LittleEndian.AppendUint64(h, n)
 	h = binary.LittleEndian.AppendUint64(h, s.NextID)
 	h = binary.LittleEndian.AppendUint64(h, gen)
@@ -226,6 +314,67 @@ func encodeBaseHeader(s *Snapshot, n, gen uint64, table *[numSections]sectionEnt
 		h = binary.LittleEndian.AppendUint64(h, e.length)
 	}
 	return binary.LittleEndian.AppendUint32(h, crc32.Checksum(h, castagnoli))
+}
+
+// entrySection is a meta or payloads section: (the schema, for meta) then
+// one entry per row, each as len u32 and its bytes. entries is nil (every
+// row's entry empty) or has n entries.
+type entrySection struct {
+	schema     []byte
+	withSchema bool
+	entries    [][]byte
+	n          int
+}
+
+func (e *entrySection) size() uint64 {
+	size := 4 * uint64(e.n)
+	if e.withSchema {
+		size += 4 + uint64(len(e.schema))
+	}
+	for _, b := range e.entries {
+		size += uint64(len(b))
+	}
+	return size
+}
+
+func (e *entrySection) crc() uint32 {
+	var c uint32
+	e.chunks(func(b []byte) { c = crc32.Update(c, castagnoli, b) })
+	return c
+}
+
+// chunks hands the section's bytes to fn in order, in pieces: small
+// entries gathered with their lengths into one reused buffer, large ones
+// straight from the snapshot, never the whole section in one copy.
+func (e *entrySection) chunks(fn func([]byte)) {
+	const flushAt, direct = 32 << 10, 4 << 10
+	buf := make([]byte, 0, flushAt+direct+4)
+	add := func(b []byte) {
+		buf = binary.LittleEndian.AppendUint32(buf, uint32(len(b)))
+		if len(b) >= direct {
+			fn(buf)
+			buf = buf[:0]
+			fn(b)
+			return
+		}
+		if buf = append(buf, b...); len(buf) >= flushAt {
+			fn(buf)
+			buf = buf[:0]
+		}
+	}
+	if e.withSchema {
+		add(e.schema)
+	}
+	for i := range e.n {
+		if e.entries != nil {
+			add(e.entries[i])
+		} else {
+			add(nil)
+		}
+	}
+	if len(buf) > 0 {
+		fn(buf)
+	}
 }
 
 // encodeKeys lays keys out sorted by ID, so one snapshot always encodes to
@@ -354,11 +503,13 @@ func PeekBase(path string) (BaseHeader, error) {
 
 // baseHeader is the decoded, validated fixed header of a base file.
 type baseHeader struct {
+	version           uint32
 	dim, stride       uint32
 	metric, precision uint8
 	count, nextID     uint64
 	generation        uint64
-	table             [numSections]sectionEntry
+	sections          int                       // sectionsOf(version)
+	table             [maxSections]sectionEntry // the first sections entries
 }
 
 // readBaseHeader reads and validates the header, the padding and the
@@ -375,32 +526,35 @@ func readBaseHeader(r io.ReaderAt, size int64, name string) (*baseHeader, error)
 		return nil, bad(ErrMagic, "file starts with %q, want %q", first[:m], baseMagic)
 	}
 	if len(first) < 12 {
-		return nil, bad(ErrTruncated, "file is %d bytes, shorter than the %d-byte header", size, baseHeaderLen)
+		return nil, bad(ErrTruncated, "file is %d bytes, shorter than any header (%d bytes at least)", size, headerLenOf(baseVersion1))
 	}
 	le := binary.LittleEndian
-	if v := le.Uint32(first[8:]); v != baseVersion {
-		return nil, bad(ErrVersion, "format version %d, this reader knows %d", v, baseVersion)
+	v := le.Uint32(first[8:])
+	if v != baseVersion1 && v != baseVersion2 {
+		return nil, bad(ErrVersion, "format version %d, this reader knows %d and %d", v, baseVersion1, baseVersion2)
 	}
-	if len(first) < baseHeaderLen {
-		return nil, bad(ErrTruncated, "file is %d bytes, shorter than the %d-byte header", size, baseHeaderLen)
+	hl := headerLenOf(v)
+	if len(first) < hl {
+		return nil, bad(ErrTruncated, "file is %d bytes, shorter than the %d-byte header of version %d", size, hl, v)
 	}
-	if got, want := crc32.Checksum(first[:baseHeaderLen-4], castagnoli), le.Uint32(first[baseHeaderLen-4:]); got != want {
+	if got, want := crc32.Checksum(first[:hl-4], castagnoli), le.Uint32(first[hl-4:]); got != want {
 		return nil, bad(ErrCorrupt, "header CRC-32C is %08x, stored %08x", got, want)
 	}
 	h := &baseHeader{
-		dim: le.Uint32(first[16:]), stride: le.Uint32(first[20:]),
+		version: v, dim: le.Uint32(first[16:]), stride: le.Uint32(first[20:]),
 		metric: first[24], precision: first[25],
 		count: le.Uint64(first[32:]), nextID: le.Uint64(first[40:]), generation: le.Uint64(first[48:]),
+		sections: sectionsOf(v),
 	}
 	switch {
-	case le.Uint32(first[12:]) != baseHeaderLen:
-		return nil, bad(ErrCorrupt, "header length field %d, want %d", le.Uint32(first[12:]), baseHeaderLen)
+	case le.Uint32(first[12:]) != uint32(hl):
+		return nil, bad(ErrCorrupt, "header length field %d, want %d for version %d", le.Uint32(first[12:]), hl, v)
 	case h.dim == 0 || h.stride < h.dim || h.stride%4 != 0:
 		return nil, bad(ErrCorrupt, "dim %d / stride %d: stride must be a multiple of 4, at least dim ≥ 1", h.dim, h.stride)
 	case first[26] != 0 || first[27] != 0:
 		return nil, bad(ErrCorrupt, "reserved bytes are %d %d, want 0", first[26], first[27])
-	case le.Uint32(first[28:]) != numSections:
-		return nil, bad(ErrCorrupt, "%d sections, want %d", le.Uint32(first[28:]), numSections)
+	case le.Uint32(first[28:]) != uint32(h.sections):
+		return nil, bad(ErrCorrupt, "%d sections, want %d for version %d", le.Uint32(first[28:]), h.sections, v)
 	case h.generation == 0:
 		return nil, bad(ErrCorrupt, "generation 0 is never written")
 	case h.precision > PrecisionInt8:
@@ -409,21 +563,23 @@ func readBaseHeader(r io.ReaderAt, size int64, name string) (*baseHeader, error)
 
 	// The section table must be exactly the layout a writer produces, with
 	// sizes derived from count and stride, and every section must lie in
-	// the file: only then may its length decide an allocation.
+	// the file: only then may its length decide an allocation. The
+	// sections from keys on have free sizes; each starts where the one
+	// before it ends, and the last ends the file.
 	rowsLen, ok := mulNoOverflow(h.count, uint64(h.stride), 4)
 	idsLen, ok2 := mulNoOverflow(h.count, 8, 1)
 	tombLen := (h.count/64 + boolU64(h.count%64 != 0)) * 8
-	want := [numSections]struct{ off, length uint64 }{
+	want := [maxSections]struct{ off, length uint64 }{
 		{rowsOffset, rowsLen}, {rowsOffset + rowsLen, idsLen}, {rowsOffset + rowsLen + idsLen, tombLen}, {rowsOffset + rowsLen + idsLen + tombLen, 0},
 	}
 	if size < rowsOffset {
 		return nil, formatErr(name, "header padding", int64(len(first)), ErrTruncated, "file is %d bytes, the rows section starts at byte %d", size, rowsOffset)
 	}
-	if i := bytes.IndexFunc(first[baseHeaderLen:], func(r rune) bool { return r != 0 }); i >= 0 {
-		return nil, formatErr(name, "header padding", int64(baseHeaderLen+i), ErrCorrupt, "non-zero byte in the padding before the rows section")
+	if i := bytes.IndexFunc(first[hl:], func(r rune) bool { return r != 0 }); i >= 0 {
+		return nil, formatErr(name, "header padding", int64(hl+i), ErrCorrupt, "non-zero byte in the padding before the rows section")
 	}
 	fileSize := uint64(size)
-	for i := range h.table {
+	for i := range h.sections {
 		o := 56 + 24*i
 		e := sectionEntry{kind: le.Uint32(first[o:]), crc: le.Uint32(first[o+4:]), offset: le.Uint64(first[o+8:]), length: le.Uint64(first[o+16:])}
 		h.table[i] = e
@@ -431,12 +587,15 @@ func readBaseHeader(r io.ReaderAt, size int64, name string) (*baseHeader, error)
 		if e.kind != uint32(i+1) {
 			return nil, formatErr(name, "section table", int64(o), ErrCorrupt, "entry %d has kind %d, want %d (%s)", i, e.kind, i+1, sect)
 		}
+		if i > sectKeys-1 {
+			want[i].off = want[i-1].off + want[i-1].length // ≤ fileSize: checked below for i-1
+		}
 		if !ok || !ok2 || want[i].off > fileSize || want[i].length > fileSize-want[i].off {
 			return nil, formatErr(name, sect, int64(min(want[i].off, fileSize)), ErrTruncated,
 				"header declares %d rows of stride %d, which need more than the file's %d bytes", h.count, h.stride, size)
 		}
-		if i == sectKeys-1 {
-			want[i].length = e.length // the only free size; must end the file
+		if i >= sectKeys-1 {
+			want[i].length = e.length // a free size, checked against the file
 			if e.offset == want[i].off && (e.length > fileSize-e.offset) {
 				return nil, formatErr(name, sect, int64(e.offset), ErrTruncated, "%d bytes declared, %d left in the file", e.length, fileSize-e.offset)
 			}
@@ -445,12 +604,17 @@ func readBaseHeader(r io.ReaderAt, size int64, name string) (*baseHeader, error)
 			return nil, formatErr(name, "section table", int64(o), ErrCorrupt, "%s section at %d+%d, layout requires %d+%d", sect, e.offset, e.length, want[i].off, want[i].length)
 		}
 	}
-	if end := h.table[numSections-1].offset + h.table[numSections-1].length; end != fileSize {
+	last := h.table[h.sections-1]
+	if end := last.offset + last.length; end != fileSize {
 		return nil, formatErr(name, "end of file", int64(end), ErrCorrupt, "%d bytes after the last section", fileSize-end)
+	}
+	if v == baseVersion2 && h.table[sectMeta-1].length == 0 && h.table[sectPayloads-1].length == 0 {
+		return nil, formatErr(name, "section table", int64(56+24*(sectMeta-1)), ErrCorrupt,
+			"a version-2 base with neither a meta nor a payloads section (a writer writes version 1 then)")
 	}
 	// Only a 32-bit process can hold a file whose sections it cannot
 	// address; say so instead of overflowing an int.
-	for i, e := range h.table {
+	for i, e := range h.table[:h.sections] {
 		if e.offset+e.length > math.MaxInt {
 			return nil, formatErr(name, sectionNames[i+1], int64(e.offset), ErrUnsupported,
 				"section ends at byte %d, beyond this process's address space", e.offset+e.length)
@@ -554,7 +718,84 @@ func readBaseRest(r io.ReaderAt, h *baseHeader, name string, rows []float32) (*S
 	if s.Keys, err = decodeKeys(keys, name, int64(h.table[3].offset)); err != nil {
 		return nil, err
 	}
+	if h.version < baseVersion2 {
+		return s, nil
+	}
+	for _, i := range []int{sectMeta - 1, sectPayloads - 1} {
+		if h.table[i].length == 0 {
+			continue // absent: nil
+		}
+		b := make([]byte, h.table[i].length) // within the file: checked
+		if err := readSection(r, h, name, i, b); err != nil {
+			return nil, err
+		}
+		schema, entries, err := decodeEntries(b, s.IDs, i == sectMeta-1, name, sectionNames[i+1], int64(h.table[i].offset))
+		if err != nil {
+			return nil, err
+		}
+		if i == sectMeta-1 {
+			s.Schema, s.Meta = schema, entries
+		} else {
+			s.Payloads = entries
+		}
+	}
 	return s, nil
+}
+
+// decodeEntries decodes a meta (withSchema) or payloads section b, found
+// at byte off, for the rows whose IDs are ids: (schema len u32 and bytes,)
+// then one len u32 and its bytes per row, consuming b exactly. Entries are
+// views of b (nil when empty), capacity cut to length; no entry at all
+// (nil) when every row's is empty. A section present must hold some byte
+// besides its lengths: an absent one has length 0.
+func decodeEntries(b []byte, ids []uint64, withSchema bool, name, sect string, off int64) ([]byte, [][]byte, error) {
+	le := binary.LittleEndian
+	pos := 0
+	next := func(what string) ([]byte, error) {
+		if len(b)-pos < 4 {
+			return nil, formatErr(name, sect, off+int64(pos), ErrCorrupt, "%s: %d bytes left, its length needs 4", what, len(b)-pos)
+		}
+		l := uint64(le.Uint32(b[pos:]))
+		if l > uint64(len(b)-pos-4) {
+			return nil, formatErr(name, sect, off+int64(pos), ErrCorrupt, "%s claims %d bytes, %d left in the section", what, l, len(b)-pos-4)
+		}
+		start := pos + 4
+		pos = start + int(l)
+		if l == 0 {
+			return nil, nil
+		}
+		return b[start:pos:pos], nil
+	}
+	var schema []byte
+	var err error
+	if withSchema {
+		if schema, err = next("schema"); err != nil {
+			return nil, nil, err
+		}
+	}
+	// Every row needs its 4-byte length: check the count fits before
+	// allocating one entry per row.
+	if uint64(len(ids)) > uint64(len(b)-pos)/4 {
+		return nil, nil, formatErr(name, sect, off+int64(pos), ErrCorrupt, "%d rows need at least %d bytes of lengths, %d left in the section", len(ids), 4*uint64(len(ids)), len(b)-pos)
+	}
+	entries := make([][]byte, len(ids))
+	rowBytes := false
+	for i := range entries {
+		if entries[i], err = next(fmt.Sprintf("%s of row %d (ID %d)", sect, i, ids[i])); err != nil {
+			return nil, nil, err
+		}
+		rowBytes = rowBytes || entries[i] != nil
+	}
+	if pos != len(b) {
+		return nil, nil, formatErr(name, sect, off+int64(pos), ErrCorrupt, "%d bytes after the last row's entry", len(b)-pos)
+	}
+	if !rowBytes {
+		if len(schema) == 0 {
+			return nil, nil, formatErr(name, sect, off, ErrCorrupt, "section of %d bytes holds only empty entries (a writer leaves it out: length 0)", len(b))
+		}
+		entries = nil // no row has any: canonical nil, as the writer takes it
+	}
+	return schema, entries, nil
 }
 
 func decodeKeys(b []byte, name string, off int64) (map[uint64]string, error) {

@@ -86,25 +86,34 @@ func smallBase(t testing.TB) (*Snapshot, []byte) {
 
 func TestReadBaseDetectsEveryFlippedByte(t *testing.T) {
 	r := testkit.Rand(t)
-	s, good := smallBase(t)
-	got, gen, err := readBase(bytes.NewReader(good), int64(len(good)), "mem")
-	require.NoError(t, err)
-	require.Equal(t, uint64(0xfeedface), gen)
-	requireSameSnapshot(t, s, got)
+	for _, base := range []struct {
+		make     func(testing.TB) (*Snapshot, []byte)
+		sections []string
+	}{
+		{smallBase, []string{"header", "header padding", "rows", "ids", "tombstones", "keys"}},
+		{smallBaseV2, []string{"header", "header padding", "rows", "ids", "tombstones", "keys", "meta", "payloads"}},
+	} {
+		s, good := base.make(t)
+		v := baseVersionOf(good)
+		got, gen, err := readBase(bytes.NewReader(good), int64(len(good)), "mem")
+		require.NoError(t, err)
+		require.Equal(t, uint64(0xfeedface), gen)
+		requireSameSnapshot(t, s, got)
 
-	sections := map[string]int{}
-	for pos := range good {
-		bad := bytes.Clone(good)
-		bad[pos] ^= byte(1 + r.IntN(255))
-		_, _, err := readBase(bytes.NewReader(bad), int64(len(bad)), "mem")
-		fe := requireFormatError(t, err, nil, "flip at byte %d", pos)
-		require.True(t, errors.Is(err, ErrCorrupt) || errors.Is(err, ErrMagic) || errors.Is(err, ErrVersion) ||
-			errors.Is(err, ErrTruncated) || errors.Is(err, ErrUnsupported), "flip at %d: %v", pos, err)
-		sections[fe.Section]++
-	}
-	t.Logf("flips detected per section: %v", sections)
-	for _, want := range []string{"header", "header padding", "rows", "ids", "tombstones", "keys"} {
-		assert.NotZero(t, sections[want], "no flip was attributed to %s", want)
+		sections := map[string]int{}
+		for pos := range good {
+			bad := bytes.Clone(good)
+			bad[pos] ^= byte(1 + r.IntN(255))
+			_, _, err := readBase(bytes.NewReader(bad), int64(len(bad)), "mem")
+			fe := requireFormatError(t, err, nil, "version %d: flip at byte %d", v, pos)
+			require.True(t, errors.Is(err, ErrCorrupt) || errors.Is(err, ErrMagic) || errors.Is(err, ErrVersion) ||
+				errors.Is(err, ErrTruncated) || errors.Is(err, ErrUnsupported), "version %d: flip at %d: %v", v, pos, err)
+			sections[fe.Section]++
+		}
+		t.Logf("version %d: flips detected per section: %v", v, sections)
+		for _, want := range base.sections {
+			assert.NotZero(t, sections[want], "version %d: no flip was attributed to %s", v, want)
+		}
 	}
 }
 
@@ -125,9 +134,16 @@ func TestReadBaseSampledFlipsOnLargerFiles(t *testing.T) {
 
 func TestReadBaseTruncatedAtEveryLength(t *testing.T) {
 	_, good := smallBase(t)
-	for l := range len(good) {
-		_, _, err := readBase(bytes.NewReader(good[:l]), int64(l), "mem")
-		requireFormatError(t, err, ErrTruncated, "truncated to %d of %d bytes", l, len(good))
+	_, goodV2 := smallBaseV2(t)
+	for _, b := range [][]byte{good, goodV2} {
+		for l := range len(b) {
+			_, _, err := readBase(bytes.NewReader(b[:l]), int64(l), "mem")
+			requireFormatError(t, err, ErrTruncated, "version %d truncated to %d of %d bytes", baseVersionOf(b), l, len(b))
+		}
+		// Extra bytes are no better than missing ones.
+		_, _, err := readBase(bytes.NewReader(append(bytes.Clone(b), 0)), int64(len(b)+1), "mem")
+		fe := requireFormatError(t, err, ErrCorrupt, "version %d, trailing byte", baseVersionOf(b))
+		require.Equal(t, "end of file", fe.Section)
 	}
 	// And through the file system, at a few lengths, with the path named.
 	path := filepath.Join(t.TempDir(), "b")
@@ -137,16 +153,13 @@ func TestReadBaseTruncatedAtEveryLength(t *testing.T) {
 		requireFormatError(t, err, ErrTruncated, "length %d", l)
 		require.Contains(t, err.Error(), path)
 	}
-	// Extra bytes are no better than missing ones.
-	_, _, err := readBase(bytes.NewReader(append(bytes.Clone(good), 0)), int64(len(good)+1), "mem")
-	fe := requireFormatError(t, err, ErrCorrupt, "trailing byte")
-	require.Equal(t, "end of file", fe.Section)
 }
 
 // reseal recomputes the header CRC after a test edits header fields, so the
 // edit reaches the checks behind the checksum.
 func reseal(b []byte) {
-	binary.LittleEndian.PutUint32(b[baseHeaderLen-4:], crc32.Checksum(b[:baseHeaderLen-4], castagnoli))
+	hl := headerLenOf(binary.LittleEndian.Uint32(b[8:]))
+	binary.LittleEndian.PutUint32(b[hl-4:], crc32.Checksum(b[:hl-4], castagnoli))
 }
 
 func TestReadBaseHeaderChecks(t *testing.T) {
@@ -159,7 +172,8 @@ func TestReadBaseHeaderChecks(t *testing.T) {
 	}{
 		{"wrong magic", func(b []byte) { copy(b, "SQLite f") }, ErrMagic, "header"},
 		{"log given as base", func(b []byte) { copy(b, logMagic) }, ErrMagic, "header"},
-		{"future version", func(b []byte) { binary.LittleEndian.PutUint32(b[8:], 2); reseal(b) }, ErrVersion, "header"},
+		{"future version", func(b []byte) { binary.LittleEndian.PutUint32(b[8:], 3); reseal(b) }, ErrVersion, "header"},
+		{"version 2 over a version-1 header", func(b []byte) { binary.LittleEndian.PutUint32(b[8:], 2); reseal(b) }, ErrCorrupt, "header"},
 		{"unknown precision", func(b []byte) { b[25] = 3; reseal(b) }, ErrUnsupported, "header"},
 		{"zero dim", func(b []byte) { binary.LittleEndian.PutUint32(b[16:], 0); reseal(b) }, ErrCorrupt, "header"},
 		{"odd stride", func(b []byte) { binary.LittleEndian.PutUint32(b[20:], 5); reseal(b) }, ErrCorrupt, "header"},
@@ -188,14 +202,14 @@ func TestReadBaseHeaderChecks(t *testing.T) {
 func hugeHeader(count uint64, size int) []byte {
 	s := &Snapshot{Dim: 4, Stride: 4}
 	rowsLen := count * 16
-	table := [numSections]sectionEntry{
+	table := []sectionEntry{
 		{kind: sectRows, offset: rowsOffset, length: rowsLen},
 		{kind: sectIDs, offset: rowsOffset + rowsLen, length: count * 8},
 		{kind: sectTombstones, offset: rowsOffset + rowsLen + count*8, length: (count + 63) / 64 * 8},
 		{kind: sectKeys, offset: rowsOffset + rowsLen + count*8 + (count+63)/64*8},
 	}
 	b := make([]byte, size)
-	copy(b, encodeBaseHeader(s, count, 1, &table))
+	copy(b, encodeBaseHeader(s, baseVersion1, count, 1, table))
 	return b
 }
 

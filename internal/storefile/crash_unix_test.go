@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -29,16 +30,43 @@ import (
 // to write, so kills land inside WriteBase too.
 const crashDim, crashStride = 61, 64
 
-// model is what an engine would hold: rows by ID, tombstones, keys.
+// model is what an engine would hold: rows by ID, tombstones, keys, and
+// each row's meta and payload (non-empty ones only), the meta schema once
+// any row has had meta.
 type model struct {
-	rows    map[uint64][]float32
-	deleted map[uint64]bool
-	keys    map[uint64]string
-	next    uint64
+	rows     map[uint64][]float32
+	deleted  map[uint64]bool
+	keys     map[uint64]string
+	meta     map[uint64][]byte
+	payloads map[uint64][]byte
+	schema   []byte
+	next     uint64
 }
 
+// crashSchema is the model's meta schema: opaque bytes, stored with the
+// base from the first write that carried meta.
+var crashSchema = []byte("crash schema v1")
+
 func newModel() *model {
-	return &model{rows: map[uint64][]float32{}, deleted: map[uint64]bool{}, keys: map[uint64]string{}}
+	return &model{rows: map[uint64][]float32{}, deleted: map[uint64]bool{}, keys: map[uint64]string{},
+		meta: map[uint64][]byte{}, payloads: map[uint64][]byte{}}
+}
+
+// crashEntries returns n meta or payload entries: some empty, most short,
+// now and then one of up to 256 KiB, so a kill can land inside the write
+// of a large record.
+func crashEntries(r *rand.Rand, n int) [][]byte {
+	e := make([][]byte, n)
+	for i := range e {
+		switch k := r.IntN(10); {
+		case k < 2:
+		case k < 9:
+			e[i] = randBytes(r, 1+r.IntN(200))
+		default:
+			e[i] = randBytes(r, 1+r.IntN(256<<10))
+		}
+	}
+	return e
 }
 
 // opRecord is operation i of the sequence seed names; it depends only on
@@ -46,12 +74,34 @@ func newModel() *model {
 func opRecord(seed uint64, i int, m *model) Record {
 	r := rand.New(rand.NewPCG(seed, uint64(i)))
 	id := r.Uint64N(m.next + 1)
-	switch k := r.IntN(10); {
-	case k < 5:
+	switch k := r.IntN(14); {
+	case k < 5 || k >= 10:
 		n := 1 + r.IntN(3)
 		rec := Record{Op: OpAdd, Rows: randFloats(r, n*crashDim)}
 		for j := range n {
 			rec.IDs = append(rec.IDs, m.next+uint64(j))
+		}
+		if k >= 10 {
+			// A write carrying meta and payloads, an upsert of an existing
+			// ID or an add of new ones, some with keys.
+			rec.Op = OpWrite
+			if k >= 12 {
+				rec.Upsert, rec.IDs, rec.Rows = true, []uint64{id}, randFloats(r, crashDim)
+				n = 1
+			}
+			if r.IntN(3) == 0 {
+				for j := range n {
+					rec.Keys = append(rec.Keys, fmt.Sprintf("op%d-w%d", i, j))
+				}
+			}
+			switch r.IntN(3) {
+			case 0:
+				rec.Meta = crashEntries(r, n)
+			case 1:
+				rec.Payloads = crashEntries(r, n)
+			default:
+				rec.Meta, rec.Payloads = crashEntries(r, n), crashEntries(r, n)
+			}
 		}
 		return rec
 	case k < 6:
@@ -68,12 +118,30 @@ func opRecord(seed uint64, i int, m *model) Record {
 func (m *model) apply(rec Record) {
 	for j, id := range rec.IDs {
 		switch rec.Op {
-		case OpAdd, OpUpsert, OpUpsertKeys:
+		case OpAdd, OpUpsert, OpUpsertKeys, OpWrite:
 			m.rows[id] = rec.Rows[j*crashDim : (j+1)*crashDim]
 			delete(m.deleted, id)
 			m.next = max(m.next, id+1)
-			if rec.Op == OpUpsertKeys {
+			if len(rec.Keys) > 0 {
 				m.keys[id] = rec.Keys[j]
+			}
+			// A write replaces a row's meta and payload (an empty entry
+			// clears it); one without them leaves them as they were.
+			for _, part := range []struct {
+				entries [][]byte
+				into    map[uint64][]byte
+			}{{rec.Meta, m.meta}, {rec.Payloads, m.payloads}} {
+				if len(part.entries) == 0 {
+					continue
+				}
+				if len(part.entries[j]) > 0 {
+					part.into[id] = part.entries[j]
+				} else {
+					delete(part.into, id)
+				}
+			}
+			if len(rec.Meta) > 0 {
+				m.schema = crashSchema
 			}
 		case OpDelete:
 			if _, ok := m.rows[id]; ok {
@@ -94,18 +162,20 @@ func modelAfter(seed uint64, n int) *model {
 }
 
 func (m *model) snapshot() *Snapshot {
-	s := &Snapshot{Dim: crashDim, Stride: crashStride, Metric: 1, NextID: m.next, Keys: m.keys}
+	s := &Snapshot{Dim: crashDim, Stride: crashStride, Metric: 1, NextID: m.next, Keys: m.keys, Schema: m.schema}
 	for id := range m.rows {
 		s.IDs = append(s.IDs, id)
 	}
 	slices.SortFunc(s.IDs, cmp.Compare)
 	s.Rows = make([]float32, len(s.IDs)*crashStride)
 	s.Deleted = make([]uint64, (len(s.IDs)+63)/64)
+	s.Meta, s.Payloads = make([][]byte, len(s.IDs)), make([][]byte, len(s.IDs))
 	for i, id := range s.IDs {
 		copy(s.Rows[i*crashStride:], m.rows[id])
 		if m.deleted[id] {
 			s.Deleted[i/64] |= 1 << (i % 64)
 		}
+		s.Meta[i], s.Payloads[i] = m.meta[id], m.payloads[id]
 	}
 	return s
 }
@@ -127,6 +197,17 @@ func recoverModel(path string) (m *model, gen uint64, err error) {
 	for id, k := range s.Keys {
 		m.keys[id] = k
 	}
+	m.schema = s.Schema
+	for _, part := range []struct {
+		entries [][]byte
+		into    map[uint64][]byte
+	}{{s.Meta, m.meta}, {s.Payloads, m.payloads}} {
+		for i, b := range part.entries {
+			if len(b) > 0 {
+				part.into[s.IDs[i]] = b
+			}
+		}
+	}
 	_, _, err = ReplayLog(LogPath(path), s.Dim, gen, func(rec Record) error {
 		m.apply(rec)
 		return nil
@@ -135,7 +216,8 @@ func recoverModel(path string) (m *model, gen uint64, err error) {
 }
 
 func (m *model) equal(o *model) bool {
-	if m.next != o.next || len(m.rows) != len(o.rows) || len(m.deleted) != len(o.deleted) || len(m.keys) != len(o.keys) {
+	if m.next != o.next || len(m.rows) != len(o.rows) || len(m.deleted) != len(o.deleted) || len(m.keys) != len(o.keys) ||
+		!bytes.Equal(m.schema, o.schema) || !maps.EqualFunc(m.meta, o.meta, bytes.Equal) || !maps.EqualFunc(m.payloads, o.payloads, bytes.Equal) {
 		return false
 	}
 	for id, row := range m.rows {
@@ -300,6 +382,9 @@ func TestCrashRecoversEveryAcknowledgedOperation(t *testing.T) {
 		// base rename and its log reset).
 		if temps, _ := filepath.Glob(filepath.Join(filepath.Dir(path), ".*"+tempInfix+"*")); len(temps) > 0 {
 			seen["temporary file"]++
+		}
+		if raw, err := os.ReadFile(path); err == nil && len(raw) >= 12 && binary.LittleEndian.Uint32(raw[8:]) == baseVersion2 {
+			seen["version-2 base"]++
 		}
 		if _, gen, err := ReadBase(path); err == nil {
 			if _, _, err := ReplayLog(LogPath(path), crashDim, gen^1, nil); err == nil {

@@ -7,7 +7,8 @@
 // It knows nothing about searching. The engine hands it a [Snapshot] to
 // checkpoint and [Record]s to log, and gets the same values back after a
 // restart or a crash; what the values mean (metric codes, how an upsert
-// replaces a row, which IDs keys point at) stays the engine's business.
+// replaces a row, which IDs keys point at, what a row's metadata and
+// payload bytes hold) stays the engine's business.
 //
 // A store at path P is three files:
 //

@@ -41,7 +41,14 @@ func baseSeeds(t testing.TB) [][]byte {
 	keysOnly := encodeBaseBytes(t, &Snapshot{Dim: 2, Stride: 8, Keys: map[uint64]string{0: "", 1 << 63: "k"}}, fuzzGen)
 	s := &Snapshot{Dim: 1, Stride: 4, IDs: make([]uint64, 65), Rows: randFloats(r, 65*4), Deleted: []uint64{1 << 63, 1}}
 	wordEdge := encodeBaseBytes(t, s, fuzzGen)
-	return [][]byte{small, empty, keysOnly, wordEdge}
+	// Version 2: every section; a schema alone, no rows; payloads alone,
+	// one large enough to be written apart from the others.
+	_, smallV2 := smallBaseV2(t)
+	schemaOnly := encodeBaseBytes(t, &Snapshot{Dim: 1, Stride: 4, Schema: []byte("schema")}, fuzzGen)
+	big := bytes.Repeat([]byte("payload "), 600)
+	payloadsOnly := encodeBaseBytes(t, &Snapshot{Dim: 2, Stride: 4, IDs: []uint64{9, 3}, Rows: randFloats(r, 8),
+		Payloads: [][]byte{nil, big}}, fuzzGen)
+	return [][]byte{small, empty, keysOnly, wordEdge, smallV2, schemaOnly, payloadsOnly}
 }
 
 func logSeeds(t testing.TB) [][]byte {
@@ -70,25 +77,48 @@ func logSeeds(t testing.TB) [][]byte {
 	v1 = bytes.Clone(v1)
 	binary.LittleEndian.PutUint64(v1[16:], fuzzGen)
 	resealLog(v1)
-	return [][]byte{valid, torn, corrupt, stale, encodeLog(fuzzDim, fuzzGen, nil), duplicated, otherGen, v1, v1[:len(v1)-5]}
+	// Op 6: one write record of every flag combination, small entries.
+	var writes []Record
+	for flags := range byte(16) {
+		rec := Record{Op: OpWrite, IDs: []uint64{uint64(flags) + 1}, Rows: randFloats(r, fuzzDim), Upsert: flags&writeUpsert != 0}
+		if flags&writeKeys != 0 {
+			rec.Keys = []string{"k"}
+		}
+		if flags&writeMeta != 0 {
+			rec.Meta = [][]byte{{flags}}
+		}
+		if flags&writePayloads != 0 {
+			rec.Payloads = [][]byte{nil}
+		}
+		writes = append(writes, rec)
+	}
+	seeds := [][]byte{valid, torn, corrupt, stale, encodeLog(fuzzDim, fuzzGen, nil), duplicated, otherGen, v1, v1[:len(v1)-5],
+		encodeLog(fuzzDim, fuzzGen, writes)}
+	// And a frame, checksums holding, around each malformed write payload.
+	return append(seeds, malformedWriteLogs()...)
 }
 
 // resealBase recomputes the checksums of whatever sections the table
 // places inside b, then the header's: with reseal set, the fuzzer gets past
 // the CRCs to the checks behind them.
 func resealBase(b []byte) {
-	if len(b) < baseHeaderLen {
+	if len(b) < 12 {
 		return
 	}
 	le := binary.LittleEndian
-	for i := range numSections {
+	v := le.Uint32(b[8:])
+	hl := headerLenOf(v)
+	if len(b) < hl {
+		return
+	}
+	for i := range sectionsOf(v) {
 		o := 56 + 24*i
 		off, n := le.Uint64(b[o+8:]), le.Uint64(b[o+16:])
 		if off <= uint64(len(b)) && n <= uint64(len(b))-off {
 			le.PutUint32(b[o+4:], crc32.Checksum(b[off:off+n], castagnoli))
 		}
 	}
-	le.PutUint32(b[baseHeaderLen-4:], crc32.Checksum(b[:baseHeaderLen-4], castagnoli))
+	le.PutUint32(b[hl-4:], crc32.Checksum(b[:hl-4], castagnoli))
 }
 
 // resealLog recomputes the header CRC and every frame's CRCs it can reach

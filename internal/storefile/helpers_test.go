@@ -68,7 +68,77 @@ func randSnapshot(r *rand.Rand) *Snapshot {
 			s.Keys[r.Uint64()>>r.IntN(64)] = randKey(r)
 		}
 	}
+	// Half the snapshots have no schema, meta or payloads (a version-1
+	// base); the others some of each, or entries all empty.
+	if r.IntN(2) == 0 {
+		if r.IntN(2) == 0 {
+			s.Schema = randBytes(r, 1+r.IntN(100))
+		}
+		if r.IntN(3) != 0 {
+			s.Meta = randEntries(r, n)
+		}
+		if r.IntN(3) != 0 {
+			s.Payloads = randEntries(r, n)
+		}
+	}
 	return s
+}
+
+func randBytes(r *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+// randEntries returns n entries of random lengths: empty (nil or not)
+// often, now and then one large enough to be written apart from the
+// others, sometimes all of them empty.
+func randEntries(r *rand.Rand, n int) [][]byte {
+	e := make([][]byte, n)
+	if r.IntN(8) == 0 {
+		if r.IntN(2) == 0 {
+			for i := range e {
+				e[i] = []byte{}
+			}
+		}
+		return e
+	}
+	for i := range e {
+		switch k := r.IntN(20); {
+		case k < 6:
+			if k == 0 {
+				e[i] = []byte{}
+			}
+		case k < 19:
+			e[i] = randBytes(r, 1+r.IntN(60))
+		default:
+			e[i] = randBytes(r, 4000+r.IntN(9000))
+		}
+	}
+	return e
+}
+
+// requireSameEntries compares per-row entries, treating a nil list like
+// one of empty entries and a nil entry like an empty one; got, read back,
+// must be in the canonical form: nil when no entry has bytes, nil entries
+// for empty ones.
+func requireSameEntries(t testing.TB, n int, want, got [][]byte, what string, msg ...any) {
+	t.Helper()
+	if !anyBytes(want) {
+		require.Nil(t, got, "%s: no row has any, yet read back %d entries %v", what, len(got), msg)
+		return
+	}
+	require.Len(t, got, n, "%s %v", what, msg)
+	for i := range n {
+		require.True(t, bytes.Equal(want[i], got[i]), "%s of row %d %v", what, i, msg)
+		if len(got[i]) == 0 {
+			require.Nil(t, got[i], "%s of row %d: an empty entry reads back as nil %v", what, i, msg)
+		} else {
+			require.Equal(t, len(got[i]), cap(got[i]), "%s of row %d: capacity cut to length %v", what, i, msg)
+		}
+	}
 }
 
 // requireSameSnapshot compares two snapshots bit for bit, treating a nil
@@ -93,24 +163,63 @@ func requireSameSnapshot(t testing.TB, want, got *Snapshot, msg ...any) {
 	for id, k := range want.Keys {
 		require.Equal(t, k, got.Keys[id], "key of %d %v", id, msg)
 	}
+	require.True(t, bytes.Equal(want.Schema, got.Schema), "schema %v", msg)
+	if len(want.Schema) == 0 {
+		require.Nil(t, got.Schema, msg...)
+	}
+	requireSameEntries(t, len(want.IDs), want.Meta, got.Meta, "meta", msg...)
+	requireSameEntries(t, len(want.IDs), want.Payloads, got.Payloads, "payloads", msg...)
 }
 
 func randRecord(r *rand.Rand, dim int) Record {
+	return randRecordOf(r, dim, Op(1+r.IntN(6)), byte(r.IntN(16)))
+}
+
+// randRecordOf returns a random record of op; for OpWrite, flags (the
+// payload's bit set) says which optional parts it carries.
+func randRecordOf(r *rand.Rand, dim int, op Op, flags byte) Record {
 	n := 1 + r.IntN(4)
-	rec := Record{Op: Op(1 + r.IntN(5)), IDs: make([]uint64, n)}
+	rec := Record{Op: op, IDs: make([]uint64, n)}
 	for i := range rec.IDs {
 		rec.IDs[i] = r.Uint64() >> r.IntN(64)
 	}
-	if rec.Op == OpAdd || rec.Op == OpUpsert || rec.Op == OpUpsertKeys {
+	if op != OpWrite {
+		flags = 0
+	}
+	if rec.Op == OpAdd || rec.Op == OpUpsert || rec.Op == OpUpsertKeys || rec.Op == OpWrite {
 		rec.Rows = randFloats(r, n*dim)
 	}
-	if rec.Op == OpSetKey || rec.Op == OpUpsertKeys {
+	if rec.Op == OpSetKey || rec.Op == OpUpsertKeys || flags&writeKeys != 0 {
 		rec.Keys = make([]string, n)
 		for i := range rec.Keys {
 			rec.Keys[i] = randKey(r)
 		}
 	}
+	rec.Upsert = flags&writeUpsert != 0
+	if flags&writeMeta != 0 {
+		rec.Meta = randRecordEntries(r, n)
+	}
+	if flags&writePayloads != 0 {
+		rec.Payloads = randRecordEntries(r, n)
+	}
 	return rec
+}
+
+// randRecordEntries returns n entries, some empty, one now and then a few
+// hundred bytes: small, because many log tests scan every cut or every
+// byte of their logs (the crash test appends large ones).
+func randRecordEntries(r *rand.Rand, n int) [][]byte {
+	e := make([][]byte, n)
+	for i := range e {
+		switch k := r.IntN(10); {
+		case k < 2:
+		case k < 9:
+			e[i] = randBytes(r, 1+r.IntN(40))
+		default:
+			e[i] = randBytes(r, 100+r.IntN(300))
+		}
+	}
+	return e
 }
 
 func requireSameRecord(t testing.TB, want, got Record, msg ...any) {
@@ -121,6 +230,19 @@ func requireSameRecord(t testing.TB, want, got Record, msg ...any) {
 	require.Equal(t, len(want.Keys), len(got.Keys), msg...)
 	for i := range want.Keys {
 		require.Equal(t, want.Keys[i], got.Keys[i], msg...)
+	}
+	require.Equal(t, want.Upsert, got.Upsert, msg...)
+	for _, part := range []struct {
+		what      string
+		want, got [][]byte
+	}{{"meta", want.Meta, got.Meta}, {"payloads", want.Payloads, got.Payloads}} {
+		require.Equal(t, len(part.want), len(part.got), "%s %v", part.what, msg)
+		for i := range part.want {
+			require.True(t, bytes.Equal(part.want[i], part.got[i]), "%s %d %v", part.what, i, msg)
+			if len(part.got[i]) == 0 {
+				require.Nil(t, part.got[i], "%s %d: empty reads back as nil %v", part.what, i, msg)
+			}
+		}
 	}
 }
 

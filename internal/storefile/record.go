@@ -1,6 +1,7 @@
 package storefile
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -19,6 +20,20 @@ const (
 	// OpUpsertKeys is OpUpsert whose IDs are also named by string keys, in
 	// one record, so a keyed write is replayed whole or not at all.
 	OpUpsertKeys Op = 5
+	// OpWrite is an add or upsert (Record.Upsert) whose rows may carry
+	// keys, opaque metadata and opaque payloads, all in one record, so the
+	// write is replayed whole or not at all. Builds before it report a log
+	// holding one as corrupt (unknown op); see FORMAT.md.
+	OpWrite Op = 6
+)
+
+// OpWrite flags: which optional parts a record carries. Other bits are 0.
+const (
+	writeUpsert   = 1 << 0
+	writeKeys     = 1 << 1
+	writeMeta     = 1 << 2
+	writePayloads = 1 << 3
+	writeFlags    = writeUpsert | writeKeys | writeMeta | writePayloads
 )
 
 func (o Op) String() string {
@@ -33,19 +48,32 @@ func (o Op) String() string {
 		return "set-key"
 	case OpUpsertKeys:
 		return "upsert-keys"
+	case OpWrite:
+		return "write"
 	}
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
 
 // Record is one logged change. IDs is never empty. Rows is set for OpAdd,
-// OpUpsert and OpUpsertKeys only: len(IDs)*dim values, row i at
+// OpUpsert, OpUpsertKeys and OpWrite only: len(IDs)*dim values, row i at
 // [i*dim, (i+1)*dim), without the stride padding of a base file. Keys is set
-// for OpSetKey and OpUpsertKeys only: Keys[i] names IDs[i].
+// for OpSetKey and OpUpsertKeys, and may be for OpWrite: Keys[i] names
+// IDs[i] (in OpUpsertKeys and OpWrite, an empty key names nothing).
+//
+// Upsert, Meta and Payloads belong to OpWrite only. Upsert says the rows
+// replace (or create) those of their IDs rather than being new. Meta and
+// Payloads are each empty (the record carries none) or have one entry per
+// ID, entry i being IDs[i]'s bytes (opaque here; empty for none). Replay
+// returns an empty entry as nil, and an OpWrite's Keys, Meta and Payloads
+// as nil when the record carries none.
 type Record struct {
 	Op   Op
 	IDs  []uint64
 	Rows []float32
 	Keys []string
+
+	Upsert         bool
+	Meta, Payloads [][]byte
 }
 
 // maxPayload bounds one record so its length fits the frame's uint32.
@@ -54,6 +82,10 @@ const maxPayload = math.MaxUint32
 func (r *Record) validate(dim int) error {
 	if len(r.IDs) == 0 {
 		return fmt.Errorf("%w: %v record without IDs", ErrInvalid, r.Op)
+	}
+	if r.Op != OpWrite && (r.Upsert || len(r.Meta) != 0 || len(r.Payloads) != 0) {
+		return fmt.Errorf("%w: %v record carries the upsert flag, meta or payloads, which only a write record (op %d) holds",
+			ErrInvalid, r.Op, uint8(OpWrite))
 	}
 	switch r.Op {
 	case OpAdd, OpUpsert:
@@ -74,6 +106,19 @@ func (r *Record) validate(dim int) error {
 		if len(r.Keys) != len(r.IDs) || len(r.Rows) != 0 {
 			return fmt.Errorf("%w: set-key record with %d IDs has %d keys and %d row values", ErrInvalid, len(r.IDs), len(r.Keys), len(r.Rows))
 		}
+	case OpWrite:
+		if uint64(len(r.Rows)) != uint64(len(r.IDs))*uint64(dim) {
+			return fmt.Errorf("%w: write record with %d IDs needs %d row values (dim %d), has %d",
+				ErrInvalid, len(r.IDs), len(r.IDs)*dim, dim, len(r.Rows))
+		}
+		for _, part := range []struct {
+			what string
+			n    int
+		}{{"keys", len(r.Keys)}, {"meta entries", len(r.Meta)}, {"payloads", len(r.Payloads)}} {
+			if part.n != 0 && part.n != len(r.IDs) {
+				return fmt.Errorf("%w: write record with %d IDs has %d %s; want none or one per ID", ErrInvalid, len(r.IDs), part.n, part.what)
+			}
+		}
 	default:
 		return fmt.Errorf("%w: unknown op %d", ErrInvalid, uint8(r.Op))
 	}
@@ -85,22 +130,59 @@ func (r *Record) validate(dim int) error {
 
 func (r *Record) payloadSize() uint64 {
 	size := 5 + 8*uint64(len(r.IDs)) + 4*uint64(len(r.Rows))
+	if r.Op == OpWrite {
+		size++ // flags
+	}
 	for _, k := range r.Keys {
 		size += 4 + uint64(len(k))
+	}
+	for _, e := range [][][]byte{r.Meta, r.Payloads} {
+		for _, b := range e {
+			size += 4 + uint64(len(b))
+		}
 	}
 	return size
 }
 
-// appendPayload encodes a validated record: op u8, n u32, n IDs u64, then
-// n*dim float32 (add, upsert) or n × (len u32, bytes) (set-key).
+// flags returns an OpWrite record's flags byte.
+func (r *Record) flags() byte {
+	var f byte
+	if r.Upsert {
+		f |= writeUpsert
+	}
+	if len(r.Keys) > 0 {
+		f |= writeKeys
+	}
+	if len(r.Meta) > 0 {
+		f |= writeMeta
+	}
+	if len(r.Payloads) > 0 {
+		f |= writePayloads
+	}
+	return f
+}
+
+// appendPayload encodes a validated record: op u8, n u32, n IDs u64, (for
+// write: flags u8,) then n*dim float32 (add, upsert, upsert-keys, write),
+// then n × (len u32, bytes) for each of the keys (set-key, upsert-keys,
+// write), meta and payloads (write) the record carries.
 func (r *Record) appendPayload(b []byte) []byte {
 	b = append(b, byte(r.Op))
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(r.IDs)))
 	b = appendU64sLE(b, r.IDs)
+	if r.Op == OpWrite {
+		b = append(b, r.flags())
+	}
 	b = appendFloatsLE(b, r.Rows)
 	for _, k := range r.Keys {
 		b = binary.LittleEndian.AppendUint32(b, uint32(len(k)))
 		b = append(b, k...)
+	}
+	for _, e := range [][][]byte{r.Meta, r.Payloads} {
+		for _, v := range e {
+			b = binary.LittleEndian.AppendUint32(b, uint32(len(v)))
+			b = append(b, v...)
+		}
 	}
 	return b
 }
@@ -125,42 +207,88 @@ func decodePayload(p []byte, dim int) (Record, error) {
 	copy(u64Bytes(r.IDs), p)
 	fixU64sFromLE(r.IDs)
 	p = p[8*n:]
+	flags := byte(0)
+	if r.Op == OpWrite {
+		if len(p) < 1 {
+			return Record{}, fmt.Errorf("write record ends before its flags")
+		}
+		if flags = p[0]; flags&^writeFlags != 0 {
+			return Record{}, fmt.Errorf("write record has flags %#02x; bits other than %#02x are never written", flags, writeFlags)
+		}
+		r.Upsert = flags&writeUpsert != 0
+		p = p[1:]
+	}
 	switch r.Op {
 	case OpDelete:
 		if len(p) != 0 {
 			return Record{}, fmt.Errorf("delete record has %d bytes after its IDs", len(p))
 		}
 		return r, nil
-	case OpAdd, OpUpsert, OpUpsertKeys:
+	case OpAdd, OpUpsert, OpUpsertKeys, OpWrite:
 		want, ok := mulNoOverflow(n, uint64(dim), 4)
-		if !ok || uint64(len(p)) < want || r.Op != OpUpsertKeys && uint64(len(p)) != want {
+		exact := r.Op == OpAdd || r.Op == OpUpsert || r.Op == OpWrite && flags&^writeUpsert == 0
+		if !ok || uint64(len(p)) < want || exact && uint64(len(p)) != want {
 			return Record{}, fmt.Errorf("%v of %d IDs at dim %d needs %d×%d×4 row bytes, has %d", r.Op, n, dim, n, dim, len(p))
 		}
 		r.Rows = make([]float32, int(n)*dim)
 		copy(floatBytes(r.Rows), p)
 		fixFloatsFromLE(r.Rows)
-		if r.Op != OpUpsertKeys {
-			return r, nil
-		}
 		p = p[want:]
-		fallthrough
 	case OpSetKey:
+	default:
+		return Record{}, fmt.Errorf("unknown op %d", uint8(r.Op))
+	}
+	var err error
+	if r.Op == OpSetKey || r.Op == OpUpsertKeys || flags&writeKeys != 0 {
 		r.Keys = make([]string, n)
 		for i := range r.Keys {
-			if len(p) < 4 {
-				return Record{}, fmt.Errorf("key %d: %d bytes left, length needs 4", i, len(p))
+			var k []byte
+			if k, p, err = nextEntry(p, "key", i); err != nil {
+				return Record{}, err
 			}
-			l := uint64(binary.LittleEndian.Uint32(p))
-			if l > uint64(len(p)-4) {
-				return Record{}, fmt.Errorf("key %d claims %d bytes, %d left", i, l, len(p)-4)
-			}
-			r.Keys[i] = string(p[4 : 4+l])
-			p = p[4+l:]
+			r.Keys[i] = string(k)
 		}
-		if len(p) != 0 {
-			return Record{}, fmt.Errorf("%v record has %d bytes after its keys", r.Op, len(p))
-		}
-		return r, nil
 	}
-	return Record{}, fmt.Errorf("unknown op %d", uint8(r.Op))
+	if flags&(writeMeta|writePayloads) != 0 {
+		// One copy for all of them: p is the reader's buffer, reused for
+		// the next frame.
+		p = bytes.Clone(p)
+		for _, part := range []struct {
+			flag byte
+			what string
+			dst  *[][]byte
+		}{{writeMeta, "meta", &r.Meta}, {writePayloads, "payload", &r.Payloads}} {
+			if flags&part.flag == 0 {
+				continue
+			}
+			*part.dst = make([][]byte, n)
+			for i := range *part.dst {
+				if (*part.dst)[i], p, err = nextEntry(p, part.what, i); err != nil {
+					return Record{}, err
+				}
+			}
+		}
+	}
+	if len(p) != 0 {
+		return Record{}, fmt.Errorf("%v record has %d bytes after its last part", r.Op, len(p))
+	}
+	return r, nil
+}
+
+// nextEntry splits p's first entry (len u32, bytes) from the rest; the
+// entry is nil when empty, else a view of p with its capacity cut to its
+// length. what and i name it in an error.
+func nextEntry(p []byte, what string, i int) (entry, rest []byte, err error) {
+	if len(p) < 4 {
+		return nil, nil, fmt.Errorf("%s %d: %d bytes left, its length needs 4", what, i, len(p))
+	}
+	l := uint64(binary.LittleEndian.Uint32(p))
+	if l > uint64(len(p)-4) {
+		return nil, nil, fmt.Errorf("%s %d claims %d bytes, %d left", what, i, l, len(p)-4)
+	}
+	end := 4 + int(l)
+	if l > 0 {
+		entry = p[4:end:end]
+	}
+	return entry, p[end:], nil
 }

@@ -1,0 +1,533 @@
+package engine
+
+import (
+	"fmt"
+	"maps"
+	"math/bits"
+	"slices"
+
+	"github.com/umbravec/umbra/internal/storefile"
+	"github.com/umbravec/umbra/meta"
+)
+
+// A memory is more than its vector: each row may carry typed metadata
+// (package meta: keywords, integers, floats, times, tag sets) that a
+// search filters on exactly (Where), and an opaque payload (the text or
+// JSON document the vector embeds) that a search returns on request
+// (WithPayload). Both are written with the row, in the same log record, and
+// kept in the store's base file beside it.
+
+// DefaultMaxPayloadBytes is the largest payload a row takes when
+// Limits.MaxPayloadBytes is 0.
+const DefaultMaxPayloadBytes = 1 << 20
+
+// WithMeta gives each row of an Add or Upsert its metadata, one Fields per
+// row in order (nil: a row without metadata). A field's kind is fixed by
+// the first value the index stores for it (or by Config.Fields); a value of
+// another kind, a field name or value over Limits.Meta, or a count other
+// than the rows' is refused with nothing stored. An Upsert that gives
+// WithMeta replaces the metadata of the rows it replaces; one that does not
+// leaves it as it was.
+func WithMeta(rows ...meta.Fields) WriteOption {
+	return func(o *writeOptions) {
+		o.conflict = o.conflict || o.attrs.metaSet
+		o.attrs.meta, o.attrs.metaSet = rows, true
+	}
+}
+
+// WithPayloads gives each row of an Add or Upsert an opaque payload, one
+// per row in order (nil or empty: none), stored verbatim and returned by
+// Payload and by searches given WithPayload. A payload over
+// Limits.MaxPayloadBytes is refused (ErrTooLarge) with nothing stored. An
+// Upsert that gives WithPayloads replaces the payloads of the rows it
+// replaces; one that does not leaves them as they were.
+func WithPayloads(payloads ...[]byte) WriteOption {
+	return func(o *writeOptions) {
+		o.conflict = o.conflict || o.attrs.paySet
+		o.attrs.payloads, o.attrs.paySet = payloads, true
+	}
+}
+
+// Where restricts a search to the rows whose metadata matches f (see
+// package meta for the filter language): the answer is the true top k of
+// that subset, and k is not capped by it. The filter is evaluated once per
+// call from the index's per-field indexes into the row bitmap the scan
+// takes, on the CPU and on a GPU alike; it combines with Allow or
+// AllowFunc (a row must pass both). A field the index does not know, or a
+// value of another kind than the field's, is an error naming it.
+func Where(f meta.Filter) SearchOption {
+	return func(o *searchOptions) { o.where, o.whereSet = f, true }
+}
+
+// WithPayload makes a search return each hit's payload (Hit.Payload). A search that asks for payloads is not coalesced with others
+// (Config.Coalesce), so that every payload is the one stored with the
+// scored row.
+func WithPayload() SearchOption {
+	return func(o *searchOptions) { o.payload = true }
+}
+
+// callAttrs are the metadata and payloads one write gives its rows, in the
+// call's row order.
+type callAttrs struct {
+	meta     []meta.Fields
+	payloads [][]byte
+	metaSet  bool
+	paySet   bool
+}
+
+func (a *callAttrs) given() bool { return a.metaSet || a.paySet }
+
+// pick returns the attributes of the call's rows idx, in that order.
+func (a *callAttrs) pick(idx []int) callAttrs {
+	out := callAttrs{metaSet: a.metaSet, paySet: a.paySet}
+	if a.metaSet {
+		out.meta = make([]meta.Fields, len(idx))
+		for j, i := range idx {
+			out.meta[j] = a.meta[i]
+		}
+	}
+	if a.paySet {
+		out.payloads = make([][]byte, len(idx))
+		for j, i := range idx {
+			out.payloads[j] = a.payloads[i]
+		}
+	}
+	return out
+}
+
+// fits refuses attributes that cannot pair one to one with n rows (n < 0:
+// not known yet).
+func (a *callAttrs) fits(n int) error {
+	switch {
+	case n < 0:
+	case a.metaSet && len(a.meta) != n:
+		return fmt.Errorf("%w: %d metadata rows for %d vectors", ErrIDCount, len(a.meta), n)
+	case a.paySet && len(a.payloads) != n:
+		return fmt.Errorf("%w: %d payloads for %d vectors", ErrIDCount, len(a.payloads), n)
+	}
+	return nil
+}
+
+// rowAttrs holds every row's metadata and payload, parallel to the slab's
+// rows (dead ones too, until compaction). Each half is nil until a row
+// that has one is stored, so an index that uses neither pays nothing. The
+// writers change it under wmu and ix.mu; searches read it under ix.mu.
+type rowAttrs struct {
+	meta     *meta.Index
+	payloads [][]byte // nil, or one entry per row (nil: none)
+	payBytes int64
+}
+
+func (ix *Index) metaLimits() meta.Limits { return ix.cfg.Limits.Meta.WithDefaults() }
+
+func (ix *Index) maxPayload() int {
+	if n := ix.cfg.Limits.MaxPayloadBytes; n > 0 {
+		return n
+	}
+	return DefaultMaxPayloadBytes
+}
+
+// bytes is the host memory the attributes take.
+func (r *rowAttrs) bytes() int64 {
+	b := r.payBytes + int64(len(r.payloads))*24
+	if r.meta != nil {
+		b += r.meta.Bytes()
+	}
+	return b
+}
+
+// checkAttrs refuses attributes a write cannot store beside its rows: a
+// payload over the limit, metadata that breaks the schema or the limits,
+// or more bytes than MaxHostBytes leaves room for. It changes nothing; the
+// caller holds wmu.
+func (ix *Index) checkAttrs(a *callAttrs) error {
+	var incoming int64
+	if a.paySet {
+		limit := ix.maxPayload()
+		for i, p := range a.payloads {
+			if len(p) > limit {
+				return fmt.Errorf("%w: the payload of vector %d is %d bytes, over the limit of %d (Limits.MaxPayloadBytes)", ErrTooLarge, i, len(p), limit)
+			}
+			incoming += int64(len(p)) + 24
+		}
+	}
+	if a.metaSet {
+		mi := ix.attrs.meta
+		if mi == nil {
+			mi = ix.newMetaIndex()
+		}
+		if err := mi.Check(a.meta, nil); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidMeta, err)
+		}
+		for _, f := range a.meta {
+			incoming += int64(len(meta.AppendBinary(nil, f)))
+		}
+	}
+	if limit := ix.cfg.Limits.MaxHostBytes; limit > 0 && incoming > 0 {
+		held := int64(ix.slab.Rows)*int64(ix.slab.Stride)*4 + ix.quant.bytesFor(ix.slab.Rows) + ix.attrs.bytes()
+		if held+incoming > limit {
+			return fmt.Errorf("%w: the metadata and payloads of this write (%d bytes) would take host memory to %d bytes, over MaxHostBytes %d",
+				ErrTooLarge, incoming, held+incoming, limit)
+		}
+	}
+	return nil
+}
+
+// newMetaIndex is an empty metadata index under the configured limits and
+// declared fields.
+func (ix *Index) newMetaIndex() *meta.Index {
+	mi := meta.NewIndex(ix.metaLimits())
+	for _, name := range slices.Sorted(maps.Keys(ix.cfg.Fields)) {
+		_ = mi.Declare(name, ix.cfg.Fields[name]) // validated by Config.validate
+	}
+	return mi
+}
+
+// appendAttrs gives the rows from row old on (n of them, just staged) the
+// call's attributes, and returns what undoes it: the rows' attributes
+// dropped and the metadata schema as it was (a refused write fixes no
+// field's kind). The caller holds wmu and ix.mu. On error nothing changed.
+func (ix *Index) appendAttrs(old, n int, a *callAttrs) (undo func(), err error) {
+	r := &ix.attrs
+	var schema []byte
+	if a.metaSet || r.meta != nil {
+		if r.meta == nil {
+			r.meta = ix.newMetaIndex()
+		}
+		schema = r.meta.MarshalSchema()
+		if r.meta.Len() > old {
+			_ = r.meta.Truncate(old)
+		}
+		if err := r.meta.Append(make([]meta.Fields, old-r.meta.Len())); err != nil {
+			return nil, err
+		}
+		rows := a.meta
+		if !a.metaSet {
+			rows = make([]meta.Fields, n)
+		}
+		if err := r.meta.Append(rows); err != nil {
+			_ = r.meta.Truncate(old)
+			return nil, fmt.Errorf("%w: %w", ErrInvalidMeta, err)
+		}
+	}
+	if a.paySet || r.payloads != nil {
+		if r.payloads == nil {
+			r.payloads = make([][]byte, old, old+n)
+		}
+		r.payloads = r.payloads[:old]
+		for i := range n {
+			var p []byte
+			if a.paySet && len(a.payloads[i]) > 0 {
+				p = slices.Clone(a.payloads[i])
+			}
+			r.payloads = append(r.payloads, p)
+			r.payBytes += int64(len(p))
+		}
+	}
+	return func() {
+		ix.truncateAttrs(old)
+		if schema != nil {
+			_ = r.meta.LoadSchema(schema) // the rows that held new fields are gone
+		}
+	}, nil
+}
+
+// truncateAttrs forgets the attributes of rows n and after (an append
+// undone). The caller holds wmu and ix.mu.
+func (ix *Index) truncateAttrs(n int) {
+	r := &ix.attrs
+	if r.meta != nil && r.meta.Len() > n {
+		_ = r.meta.Truncate(n)
+	}
+	if len(r.payloads) > n {
+		for _, p := range r.payloads[n:] {
+			r.payBytes -= int64(len(p))
+		}
+		clear(r.payloads[n:])
+		r.payloads = r.payloads[:n]
+	}
+}
+
+// setAttrs replaces the given attributes of rows (a's entries in order)
+// and returns what restores them. The caller holds wmu and ix.mu. On error
+// nothing changed.
+func (ix *Index) setAttrs(rows []int, a *callAttrs) (undo func(), err error) {
+	r := &ix.attrs
+	if len(rows) == 0 || !a.given() {
+		return func() {}, nil
+	}
+	var oldMeta []meta.Fields
+	var schema []byte
+	if a.metaSet {
+		if r.meta == nil {
+			r.meta = ix.newMetaIndex()
+			if err := r.meta.Append(make([]meta.Fields, ix.slab.Rows)); err != nil {
+				return nil, err
+			}
+		}
+		schema = r.meta.MarshalSchema()
+		oldMeta = make([]meta.Fields, len(rows))
+		for j, row := range rows {
+			oldMeta[j] = r.meta.Row(row)
+		}
+		for j, row := range rows {
+			if err := r.meta.Set(row, a.meta[j]); err != nil {
+				for i := j - 1; i >= 0; i-- {
+					_ = r.meta.Set(rows[i], oldMeta[i])
+				}
+				_ = r.meta.LoadSchema(schema)
+				return nil, fmt.Errorf("%w: %w", ErrInvalidMeta, err)
+			}
+		}
+	}
+	var oldPay [][]byte
+	if a.paySet {
+		if r.payloads == nil {
+			r.payloads = make([][]byte, ix.slab.Rows)
+		}
+		oldPay = make([][]byte, len(rows))
+		for j, row := range rows {
+			oldPay[j] = r.payloads[row]
+			var p []byte
+			if len(a.payloads[j]) > 0 {
+				p = slices.Clone(a.payloads[j])
+			}
+			r.payBytes += int64(len(p)) - int64(len(oldPay[j]))
+			r.payloads[row] = p
+		}
+	}
+	return func() {
+		for j, row := range rows {
+			if oldMeta != nil {
+				_ = r.meta.Set(row, oldMeta[j]) // a value the index held
+			}
+			if oldPay != nil {
+				r.payBytes += int64(len(oldPay[j])) - int64(len(r.payloads[row]))
+				r.payloads[row] = oldPay[j]
+			}
+		}
+		if schema != nil {
+			_ = r.meta.LoadSchema(schema)
+		}
+	}, nil
+}
+
+// keepAttrs keeps the attributes of rows (increasing), in that order: the
+// rows compaction keeps. The caller holds wmu and ix.mu.
+func (ix *Index) keepAttrs(rows []int) {
+	r := &ix.attrs
+	if r.meta != nil {
+		_ = r.meta.Keep(rows) // the live rows, increasing
+	}
+	if r.payloads != nil {
+		kept := make([][]byte, len(rows))
+		r.payBytes = 0
+		for i, row := range rows {
+			kept[i] = r.payloads[row]
+			r.payBytes += int64(len(kept[i]))
+		}
+		r.payloads = kept
+	}
+}
+
+// encodeAttrs returns a's metadata encoded for the log, one entry per row.
+func encodeMeta(rows []meta.Fields) [][]byte {
+	out := make([][]byte, len(rows))
+	for i, f := range rows {
+		if len(f) > 0 {
+			out[i] = meta.AppendBinary(nil, f)
+		}
+	}
+	return out
+}
+
+// loadAttrs fills the attributes of a new index from a base file's
+// snapshot, whose rows are loaded. The caller holds wmu and ix.mu.
+func (ix *Index) loadAttrs(schema []byte, metaRows, payloads [][]byte) error {
+	r := &ix.attrs
+	n := ix.slab.Rows
+	if schema != nil || metaRows != nil {
+		r.meta = meta.NewIndex(ix.metaLimits())
+		if schema != nil {
+			if err := r.meta.LoadSchema(schema); err != nil {
+				return fmt.Errorf("%w: metadata schema: %v", ErrBadStore, err)
+			}
+		}
+		for _, name := range slices.Sorted(maps.Keys(ix.cfg.Fields)) {
+			if err := r.meta.Declare(name, ix.cfg.Fields[name]); err != nil {
+				return fmt.Errorf("%w: Fields: %v (the store's fields: %v)", ErrInvalidConfig, err, r.meta.Schema())
+			}
+		}
+		rows := make([]meta.Fields, n)
+		lim := ix.metaLimits()
+		for i, b := range metaRows {
+			if len(b) == 0 {
+				continue
+			}
+			f, err := meta.DecodeBinary(b, lim)
+			if err != nil {
+				return fmt.Errorf("%w: metadata of row %d: %v", ErrBadStore, i, err)
+			}
+			rows[i] = f
+		}
+		if err := r.meta.Append(rows); err != nil {
+			return fmt.Errorf("%w: metadata: %v", ErrBadStore, err)
+		}
+	}
+	if payloads != nil {
+		r.payloads = payloads
+		for _, p := range payloads {
+			r.payBytes += int64(len(p))
+		}
+	}
+	return nil
+}
+
+// whereMask narrows mask (nil: every live row) to the rows o's Where
+// filter matches, and returns it with the count of rows left. The caller
+// holds ix.mu.
+func (ix *Index) mask(o *searchOptions) ([]uint64, int, error) {
+	mask, n := ix.rid.mask(o)
+	if !o.whereSet {
+		return mask, n, nil
+	}
+	rows := len(ix.rid.ids)
+	mi := ix.attrs.meta
+	if mi == nil {
+		mi = ix.newMetaIndex() // knows only declared fields: the filter is refused or matches nothing
+		if err := mi.Append(make([]meta.Fields, rows)); err != nil {
+			return nil, 0, err
+		}
+	}
+	sel := make([]uint64, (mi.Len()+63)/64)
+	if err := mi.Eval(o.where, sel); err != nil {
+		return nil, 0, fmt.Errorf("%w: %w", ErrInvalidFilter, err)
+	}
+	// o.filtered() made rid.mask build the bitmap of the live (and
+	// allowed) rows.
+	n = 0
+	for i := range mask {
+		if i < len(sel) {
+			mask[i] &= sel[i]
+		} else {
+			mask[i] = 0
+		}
+		if i == len(mask)-1 && rows&63 != 0 {
+			mask[i] &= 1<<uint(rows&63) - 1
+		}
+		n += bits.OnesCount64(mask[i])
+	}
+	return mask, n, nil
+}
+
+// withPayloads sets each hit's payload. The
+// caller holds ix.mu (the one the search held).
+func (ix *Index) withPayloads(all [][]Hit) {
+	pays := ix.attrs.payloads
+	if pays == nil {
+		return
+	}
+	for _, hits := range all {
+		for i := range hits {
+			if row, ok := ix.rid.rowOf[hits[i].ID]; ok && len(pays[row]) > 0 {
+				hits[i].Payload = string(pays[row])
+			}
+		}
+	}
+}
+
+// Meta returns the metadata stored with id (nil when the row has none), or
+// ErrNotFound.
+func (ix *Index) Meta(id uint64) (meta.Fields, error) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if ix.closed {
+		return nil, ErrClosed
+	}
+	row, ok := ix.rid.rowOf[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: ID %d", ErrNotFound, id)
+	}
+	if ix.attrs.meta == nil || row >= ix.attrs.meta.Len() {
+		return nil, nil
+	}
+	return ix.attrs.meta.Row(row), nil
+}
+
+// Payload returns a copy of the payload stored with id (nil when the row
+// has none), or ErrNotFound.
+func (ix *Index) Payload(id uint64) ([]byte, error) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if ix.closed {
+		return nil, ErrClosed
+	}
+	row, ok := ix.rid.rowOf[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: ID %d", ErrNotFound, id)
+	}
+	if row >= len(ix.attrs.payloads) {
+		return nil, nil
+	}
+	return slices.Clone(ix.attrs.payloads[row]), nil
+}
+
+// Schema returns the metadata fields the index knows and their kinds.
+func (ix *Index) Schema() map[string]meta.Kind {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if ix.attrs.meta == nil {
+		out := make(map[string]meta.Kind, len(ix.cfg.Fields))
+		for k, v := range ix.cfg.Fields {
+			out[k] = v
+		}
+		return out
+	}
+	return ix.attrs.meta.Schema()
+}
+
+// attrSplit is an upsert's attributes: add for the rows it appends (in
+// their order), set for the stored rows it replaces.
+type attrSplit struct {
+	add, set callAttrs
+	rows     []int // the replaced rows
+}
+
+// applyAttrs stores an upsert's attributes before its rows are published:
+// p's appended rows (nil: none) get add's, the replaced rows set's. It
+// returns what undoes the replaced rows' (unpublish drops the appended
+// ones). The caller holds wmu and ix.mu. On error nothing changed.
+func (ix *Index) applyAttrs(p *appended, a *attrSplit) (undo func(), err error) {
+	undoAppend := func() {}
+	if p != nil && (a.add.given() || ix.attrs.meta != nil || ix.attrs.payloads != nil) {
+		if undoAppend, err = ix.appendAttrs(p.old, len(p.ids), &a.add); err != nil {
+			return nil, err
+		}
+	}
+	undoSet, err := ix.setAttrs(a.rows, &a.set)
+	if err != nil {
+		undoAppend()
+		return nil, err
+	}
+	return func() { undoSet(); undoAppend() }, nil
+}
+
+// loggedAttrs decodes the metadata and payloads of a logged write.
+func (ix *Index) loggedAttrs(r storefile.Record) (*callAttrs, error) {
+	a := &callAttrs{payloads: r.Payloads, paySet: r.Payloads != nil, metaSet: r.Meta != nil}
+	if a.metaSet {
+		lim := ix.metaLimits()
+		a.meta = make([]meta.Fields, len(r.Meta))
+		for i, b := range r.Meta {
+			if len(b) == 0 {
+				continue
+			}
+			f, err := meta.DecodeBinary(b, lim)
+			if err != nil {
+				return nil, fmt.Errorf("metadata of ID %d: %v", r.IDs[i], err)
+			}
+			a.meta[i] = f
+		}
+	}
+	return a, nil
+}

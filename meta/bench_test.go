@@ -1,0 +1,122 @@
+package meta
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The Eval benchmarks run on one index of 1,000,000 rows, built once:
+// user: one of 10,000 keywords; plan: one of 2; at: a time spread over one
+// year; price: a float; tags: 1 to 3 of 40 tags.
+const benchRows = 1_000_000
+
+var (
+	benchOnce  sync.Once
+	benchIndex *Index
+	benchStart = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
+func benchIdx(b *testing.B) *Index {
+	benchOnce.Do(func() {
+		r := rand.New(rand.NewPCG(1, 2))
+		x := NewIndex(Limits{})
+		year := int64(365 * 24 * time.Hour)
+		plans := []string{"free", "paid"}
+		batch := make([]Fields, 0, 10000)
+		for i := range benchRows {
+			tags := make([]string, 1+r.IntN(3))
+			for j := range tags {
+				tags[j] = fmt.Sprintf("t%d", r.IntN(40))
+			}
+			batch = append(batch, Fields{
+				"user":  KeywordOf(fmt.Sprintf("u%d", r.IntN(10000))),
+				"plan":  KeywordOf(plans[r.IntN(2)]),
+				"at":    TimeOf(benchStart.Add(time.Duration(r.Int64N(year)))),
+				"price": FloatOf(r.Float64() * 100),
+				"tags":  TagsOf(tags...),
+			})
+			if len(batch) == cap(batch) || i == benchRows-1 {
+				if err := x.Append(batch); err != nil {
+					panic(err)
+				}
+				batch = batch[:0]
+			}
+		}
+		benchIndex = x
+	})
+	return benchIndex
+}
+
+func BenchmarkEval(b *testing.B) {
+	x := benchIdx(b)
+	month := func(m int) Value { return TimeOf(benchStart.AddDate(0, m, 0)) }
+	cases := []struct {
+		name string
+		f    Filter
+	}{
+		{"keyword-eq-1-of-10000", Eq("user", KeywordOf("u1234"))},
+		{"keyword-eq-1-of-2", Eq("plan", KeywordOf("free"))},
+		{"keyword-in-100-of-10000", In("user", func() []Value {
+			var vs []Value
+			for i := range 100 {
+				vs = append(vs, KeywordOf(fmt.Sprintf("u%d", i*97)))
+			}
+			return vs
+		}()...)},
+		{"time-range-1-month", And(Gte("at", month(3)), Lt("at", month(4)))},
+		{"time-gte", Gte("at", month(6))},
+		{"float-lt", Lt("price", FloatOf(10))},
+		{"tags-contains-1-of-40", Contains("tags", "t7")},
+		{"and-of-3", And(Eq("plan", KeywordOf("paid")), Contains("tags", "t7"), Gte("at", month(6)))},
+		{"and-user-time", And(Eq("user", KeywordOf("u1234")), Gte("at", month(6)))},
+		{"ne-1-of-10000", Ne("user", KeywordOf("u1234"))},
+	}
+	out := make([]uint64, words(x.Len()))
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if err := x.Eval(c.f, out); err != nil {
+					b.Fatal(err)
+				}
+			}
+			n := 0
+			for _, w := range out {
+				n += popcount(w)
+			}
+			b.ReportMetric(float64(n), "rows")
+		})
+	}
+}
+
+func popcount(w uint64) int {
+	n := 0
+	for w != 0 {
+		w &= w - 1
+		n++
+	}
+	return n
+}
+
+// BenchmarkIndexAppend is the cost of adding rows of five fields.
+func BenchmarkIndexAppend(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	rows := make([]Fields, 10000)
+	for i := range rows {
+		rows[i] = Fields{
+			"user": KeywordOf(fmt.Sprintf("u%d", r.IntN(10000))),
+			"plan": KeywordOf("free"),
+			"at":   TimeOf(benchStart.Add(time.Duration(r.Int64N(1e15)))),
+			"tags": TagsOf("a", fmt.Sprintf("t%d", r.IntN(40))),
+		}
+	}
+	for b.Loop() {
+		x := NewIndex(Limits{})
+		if err := x.Append(rows); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(rows)), "ns/row")
+}
