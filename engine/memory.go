@@ -441,12 +441,9 @@ func (ix *Index) withPayloads(all [][]Hit) {
 func (ix *Index) Meta(id uint64) (meta.Fields, error) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	if ix.closed {
-		return nil, ErrClosed
-	}
-	row, ok := ix.rid.rowOf[id]
-	if !ok {
-		return nil, fmt.Errorf("%w: ID %d", ErrNotFound, id)
+	row, err := ix.liveRow(id)
+	if err != nil {
+		return nil, err
 	}
 	if ix.attrs.meta == nil || row >= ix.attrs.meta.Len() {
 		return nil, nil
@@ -459,12 +456,9 @@ func (ix *Index) Meta(id uint64) (meta.Fields, error) {
 func (ix *Index) Payload(id uint64) ([]byte, error) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
-	if ix.closed {
-		return nil, ErrClosed
-	}
-	row, ok := ix.rid.rowOf[id]
-	if !ok {
-		return nil, fmt.Errorf("%w: ID %d", ErrNotFound, id)
+	row, err := ix.liveRow(id)
+	if err != nil {
+		return nil, err
 	}
 	if row >= len(ix.attrs.payloads) {
 		return nil, nil
@@ -530,4 +524,17 @@ func (ix *Index) loggedAttrs(r storefile.Record) (*callAttrs, error) {
 		}
 	}
 	return a, nil
+}
+
+// liveRow is the row of a stored id: ErrClosed, or ErrNotFound naming it.
+// The caller holds ix.mu.
+func (ix *Index) liveRow(id uint64) (int, error) {
+	if ix.closed {
+		return 0, ErrClosed
+	}
+	row, ok := ix.rid.rowOf[id]
+	if !ok {
+		return 0, fmt.Errorf("%w: ID %d", ErrNotFound, id)
+	}
+	return row, nil
 }
