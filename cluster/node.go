@@ -135,6 +135,7 @@ func (n *Node) startCollection(ctx context.Context, e jetstream.KeyValueEntry) e
 			return fmt.Errorf("shard %d: %w", s, err)
 		}
 		reps[s] = r
+		n.cfg.Logf("shard %s/%d: store applied through message %d", meta.Name, s, r.applied.Load())
 	}
 	for s, r := range reps {
 		if r == nil {
