@@ -346,10 +346,25 @@ func checkKeys(keys []string) error {
 // counter moves the collection's ID counter: take n IDs from it, or (n =
 // 0) make sure it is past floor. It returns the first ID taken.
 func (col *Collection) counter(ctx context.Context, n uint64, floor uint64) (uint64, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, col.c.timeout)
+		defer cancel()
+	}
+	backoff := 50 * time.Millisecond
 	for {
-		e, err := col.c.ctrs.Get(ctx, col.meta.Name)
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		e, err := col.c.ctrs.Get(actx, col.meta.Name)
+		cancel()
 		if err != nil {
-			return 0, fmt.Errorf("ID counter: %w", err)
+			// A bucket between leaders answers nothing for a few
+			// seconds: try again until ctx ends.
+			if errors.Is(err, jetstream.ErrKeyNotFound) || ctx.Err() != nil {
+				return 0, fmt.Errorf("ID counter: %w", err)
+			}
+			time.Sleep(backoff)
+			backoff = min(2*backoff, time.Second)
+			continue
 		}
 		cur, err := strconv.ParseUint(string(e.Value()), 10, 64)
 		if err != nil {
@@ -362,9 +377,11 @@ func (col *Collection) counter(ctx context.Context, n uint64, floor uint64) (uin
 		if next == cur {
 			return cur, nil
 		}
+		// A lost answer to an Update that did apply costs only IDs: the
+		// retry reads the moved counter and takes the next ones.
 		if _, err := col.c.ctrs.Update(ctx, col.meta.Name, []byte(strconv.FormatUint(next, 10)), e.Revision()); err == nil {
 			return max(cur, floor), nil
-		} else if !errors.Is(err, jetstream.ErrKeyExists) {
+		} else if !errors.Is(err, jetstream.ErrKeyExists) && ctx.Err() != nil {
 			return 0, fmt.Errorf("ID counter: %w", err)
 		}
 		// Another writer moved it: read again.

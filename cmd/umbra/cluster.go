@@ -61,6 +61,14 @@ every write. A node killed at any point and started again on the same --dir
 resumes from the last message its stores applied. Stop it with Ctrl-C.`
 }
 
+func (*serveCmd) Examples() []string {
+	return []string{
+		"umbra serve --dir node1",
+		"umbra build --cluster nats://127.0.0.1:4222 --collection docs --data docs.npy --shards 4",
+		"umbra search --cluster nats://127.0.0.1:4222 --collection docs --queries q.npy --k 10 --json",
+	}
+}
+
 func (s *serveCmd) Run(ctx context.Context, e *env) error {
 	device, err := engine.ParseDevice(string(s.Device))
 	if err != nil {
