@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -41,10 +42,23 @@ type Node struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	// gate guards wg against Close: a request goroutine is added only
+	// under gate's read lock while stopping is false, and Close sets
+	// stopping under the write lock before it waits on wg, so nothing is
+	// added to wg once that wait has begun.
+	gate     sync.RWMutex
+	stopping bool
+
 	mu       sync.Mutex
 	replicas map[string][]*replica // collection → shard → replica (nil: not held)
 	subs     []*nats.Subscription
 	closed   bool
+}
+
+// testHooks let tests widen the window between a request's arrival and
+// its goroutine (request), and see every request goroutine start (serve).
+var testHooks struct {
+	request, serve atomic.Pointer[func(*Node)]
 }
 
 // StartNode starts a node on c's connection. It picks up every collection
@@ -142,6 +156,17 @@ func (n *Node) startCollection(ctx context.Context, e jetstream.KeyValueEntry) e
 			continue
 		}
 		sub, err := n.c.nc.QueueSubscribe(querySubject(meta.Name, s), queueGroup(meta.Name, s), func(m *nats.Msg) {
+			if h := testHooks.request.Load(); h != nil {
+				(*h)(n)
+			}
+			n.gate.RLock()
+			defer n.gate.RUnlock()
+			if n.stopping {
+				// Closing: say so at once, and the client asks another
+				// replica (rather than after AttemptTimeout of silence).
+				n.reply(m, &reply{status: statusError, applied: r.applied.Load(), msg: "the node is closing"}, kindSearch)
+				return
+			}
 			n.wg.Go(func() { n.serve(r, m) })
 		})
 		if err != nil {
@@ -250,6 +275,9 @@ func (r *replica) isBroken() bool {
 // serve answers one request to a replica, in pieces under the max
 // payload.
 func (n *Node) serve(r *replica, m *nats.Msg) {
+	if h := testHooks.serve.Load(); h != nil {
+		(*h)(n)
+	}
 	if m.Reply == "" {
 		return
 	}
@@ -268,6 +296,14 @@ func (n *Node) serve(r *replica, m *nats.Msg) {
 		} else {
 			p = r.answer(n.ctx, q)
 		}
+	}
+	n.reply(m, p, kind)
+}
+
+// reply sends p to m's reply subject in pieces under the max payload.
+func (n *Node) reply(m *nats.Msg, p *reply, kind byte) {
+	if m.Reply == "" {
+		return
 	}
 	pieces := chunks(p.encode(kind), n.c.nc.MaxPayload())
 	for i, b := range pieces {
@@ -304,6 +340,9 @@ func (n *Node) Close() error {
 		_ = s.Unsubscribe()
 	}
 	n.mu.Unlock()
+	n.gate.Lock()
+	n.stopping = true
+	n.gate.Unlock()
 	n.cancel()
 	n.wg.Wait()
 	var errs []error
