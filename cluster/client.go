@@ -379,7 +379,14 @@ func (col *Collection) counter(ctx context.Context, n uint64, floor uint64) (uin
 		}
 		// A lost answer to an Update that did apply costs only IDs: the
 		// retry reads the moved counter and takes the next ones.
-		if _, err := col.c.ctrs.Update(ctx, col.meta.Name, []byte(strconv.FormatUint(next, 10)), e.Revision()); err == nil {
+		// Each attempt has its own short deadline: an update sent to a
+		// leader that dies gets no answer, and waiting for it to the
+		// call's deadline would fail a call that an election would let
+		// through in seconds.
+		actx, cancel = context.WithTimeout(ctx, 2*time.Second)
+		_, err = col.c.ctrs.Update(actx, col.meta.Name, []byte(strconv.FormatUint(next, 10)), e.Revision())
+		cancel()
+		if err == nil {
 			return max(cur, floor), nil
 		} else if !errors.Is(err, jetstream.ErrKeyExists) && ctx.Err() != nil {
 			return 0, fmt.Errorf("ID counter: %w", err)

@@ -55,6 +55,15 @@ func loopbackHostPort(what, hp string) (string, int, error) {
 // streams written with sync always (every write fsynced before it is
 // acknowledged: JetStream's default syncs every 2 minutes).
 func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
+	opts, err := embeddedOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return startServer(opts)
+}
+
+// embeddedOptions are the nats-server options StartEmbedded runs with.
+func embeddedOptions(cfg EmbeddedConfig) (*server.Options, error) {
 	if cfg.Listen == "" {
 		cfg.Listen = "127.0.0.1:4222"
 	}
@@ -95,6 +104,10 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 			opts.Routes = append(opts.Routes, server.RoutesFromStr(r)...)
 		}
 	}
+	return opts, nil
+}
+
+func startServer(opts *server.Options) (*Embedded, error) {
 	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("embedded NATS server: %w", err)

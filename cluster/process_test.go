@@ -17,7 +17,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	testkit.Main(m, map[string]func() int{"node": childNode})
+	testkit.Main(m, map[string]func() int{"node": childNode, "natsd": childServer})
 }
 
 // childNode is a node in its own process, on the server at UMBRA_NATS_URL,
@@ -30,6 +30,12 @@ func childNode() int {
 		return 1
 	}
 	logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+	if ms, _ := strconv.Atoi(os.Getenv("UMBRA_SERVE_DELAY_MS")); ms > 0 {
+		// Every request lingers in this replica (fault tests kill it
+		// while requests are in it).
+		hold := func(*Node) { time.Sleep(time.Duration(ms) * time.Millisecond) }
+		testHooks.serve.Store(&hold)
+	}
 	if _, err := StartNode(ctx, c, NodeConfig{Dir: os.Getenv("UMBRA_NODE_DIR"), Device: engine.CPU, Logf: logf}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -40,9 +46,9 @@ func childNode() int {
 
 // startChildNode starts a node process and waits for it to be ready; its
 // log lines go to the returned channel.
-func startChildNode(t *testing.T, url, dir string) (*os.Process, chan string) {
+func startChildNode(t *testing.T, url, dir string, env ...string) (*os.Process, chan string) {
 	t.Helper()
-	cmd := testkit.Child("node", "UMBRA_NATS_URL="+url, "UMBRA_NODE_DIR="+dir)
+	cmd := testkit.Child("node", append([]string{"UMBRA_NATS_URL=" + url, "UMBRA_NODE_DIR=" + dir}, env...)...)
 	stdout, _ := cmd.StdoutPipe()
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
