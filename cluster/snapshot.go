@@ -23,6 +23,29 @@ type snapshotManifest struct {
 	Seq     uint64 `json:"seq"`     // the stream sequence the snapshot has applied
 	Object  string `json:"object"`
 	Size    int64  `json:"size"`
+	// Parts, when above 0, says the file is in that many objects,
+	// Object/part-0 …, each snapshotPart bytes but the last.
+	Parts int `json:"parts,omitempty"`
+}
+
+// snapshotPart bounds one Object Store Put. Put publishes its chunks
+// without waiting for them (up to 4000 in flight): under sync always the
+// stream stores them slower than they come, and past 128 MiB queued on a
+// stream the server refuses publishes ("too many requests"), past 4000
+// the client stalls — a 512 MB snapshot failed either way. A Put of 64 MB
+// has 512 chunks in flight at most, and returns once all are stored.
+var snapshotPart int64 = 64 << 20 // a variable for tests of several parts
+
+// objects are the names of the snapshot's objects, in order.
+func (m *snapshotManifest) objects() []string {
+	if m.Parts == 0 {
+		return []string{m.Object}
+	}
+	out := make([]string, m.Parts)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s/part-%d", m.Object, i)
+	}
+	return out
 }
 
 func snapshotKey(coll string, shard int) string { return coll + "." + strconv.Itoa(shard) }
@@ -91,26 +114,39 @@ func (n *Node) snapshot(ctx context.Context, r *replica, meta *collectionMeta) e
 		return err
 	}
 	defer f.Close()
-	name := fmt.Sprintf("%s/%d/%d", meta.Name, r.shard, seq)
-	info, err := obs.Put(ctx, jetstream.ObjectMeta{Name: name}, f)
+	fi, err := f.Stat()
 	if err != nil {
-		return fmt.Errorf("uploading %s: %w", name, err)
+		return err
 	}
-	man := snapshotManifest{Version: 1, Seq: seq, Object: name, Size: int64(info.Size)}
+	name := fmt.Sprintf("%s/%d/%d", meta.Name, r.shard, seq)
+	man := snapshotManifest{Version: 1, Seq: seq, Object: name, Size: fi.Size(), Parts: int(max(1, (fi.Size()+snapshotPart-1)/snapshotPart))}
+	deleteAll := func(m *snapshotManifest) {
+		for _, o := range m.objects() {
+			_ = obs.Delete(ctx, o)
+		}
+	}
+	for i, o := range man.objects() {
+		part := io.NewSectionReader(f, int64(i)*snapshotPart, snapshotPart)
+		if _, err := obs.Put(ctx, jetstream.ObjectMeta{Name: o}, part); err != nil {
+			deleteAll(&man)
+			return fmt.Errorf("uploading %s: %w", o, err)
+		}
+	}
 	b, _ := json.Marshal(man)
 	key := snapshotKey(meta.Name, r.shard)
 	var old snapshotManifest
 	if e, err := kv.Get(ctx, key); err == nil {
 		_ = json.Unmarshal(e.Value(), &old)
 		if old.Seq >= seq {
-			return obs.Delete(ctx, name) // a newer one is kept already
+			deleteAll(&man) // a newer one is kept already
+			return nil
 		}
 	}
 	if _, err := kv.Put(ctx, key, b); err != nil {
 		return err
 	}
 	if old.Object != "" && old.Object != name {
-		_ = obs.Delete(ctx, old.Object)
+		deleteAll(&old)
 	}
 	// Trim the stream below the snapshot: a replica further behind
 	// recovers from the snapshot, then the tail.
@@ -121,7 +157,7 @@ func (n *Node) snapshot(ctx context.Context, r *replica, meta *collectionMeta) e
 	if err := st.Purge(ctx, jetstream.WithPurgeSequence(seq+1)); err != nil {
 		return fmt.Errorf("trimming the stream below %d: %w", seq+1, err)
 	}
-	n.cfg.Logf("shard %s/%d: snapshot at %d (%d bytes), stream trimmed below it", meta.Name, r.shard, seq, info.Size)
+	n.cfg.Logf("shard %s/%d: snapshot at %d (%d bytes in %d objects), stream trimmed below it", meta.Name, r.shard, seq, man.Size, man.Parts)
 	return nil
 }
 
@@ -152,10 +188,15 @@ func (n *Node) recover(r *replica, meta *collectionMeta, next uint64) error {
 		return err
 	}
 	defer os.Remove(tmp)
-	res, err := obs.Get(ctx, man.Object)
-	if err == nil {
-		_, err = io.Copy(f, res) // the object store checks the digest at the end
-		res.Close()
+	for _, o := range man.objects() {
+		var res jetstream.ObjectResult
+		if res, err = obs.Get(ctx, o); err == nil {
+			_, err = io.Copy(f, res) // the object store checks the digest at the end
+			res.Close()
+		}
+		if err != nil {
+			break
+		}
 	}
 	if err == nil {
 		err = f.Sync()
