@@ -36,16 +36,23 @@ func (*addCmd) Examples() []string {
 }
 
 type addCmd struct {
-	Store  string    `arg:"" optional:"" name:"store" help:"the store to add to"`
-	Data   string    `name:"data" placeholder:"FILE" help:"the vectors (required): .npy (float32, float16), .fvecs or .bvecs, of the store's dimension"`
-	IDs    string    `name:"ids" placeholder:"FILE" help:"one ID per vector, in the same order: text with one decimal ID per line, or a 1-D int64/uint64 .npy"`
-	Keys   string    `name:"keys" placeholder:"FILE" help:"one string key per vector, in the same order: text, one key per line (not with --ids)"`
-	Upsert bool      `name:"upsert" help:"replace the vectors of IDs (or keys) already stored, add the others (needs --ids or --keys); --meta and --payload, when given, replace theirs too"`
-	Attr   attrFlags `embed:""`
-	Extra  []string  `arg:"" optional:"" hidden:""`
+	Store        string    `arg:"" optional:"" name:"store" help:"the store to add to"`
+	Data         string    `name:"data" placeholder:"FILE" help:"the vectors (required): .npy (float32, float16), .fvecs or .bvecs, of the store's dimension"`
+	IDs          string    `name:"ids" placeholder:"FILE" help:"one ID per vector, in the same order: text with one decimal ID per line, or a 1-D int64/uint64 .npy"`
+	Keys         string    `name:"keys" placeholder:"FILE" help:"one string key per vector, in the same order: text, one key per line (not with --ids)"`
+	Upsert       bool      `name:"upsert" help:"replace the vectors of IDs (or keys) already stored, add the others (needs --ids or --keys); --meta and --payload, when given, replace theirs too"`
+	Attr         attrFlags `embed:""`
+	Extra        []string  `arg:"" optional:"" hidden:""`
+	clusterFlags `embed:""`
 }
 
 func (c *addCmd) Validate() error {
+	if c.Cluster != "" {
+		if c.Attr.Meta != "" || c.Attr.Payload != "" {
+			return usagef("--meta and --payload are not supported with --cluster yet (see docs/cluster.md)")
+		}
+		return c.validateCluster(c.Store)
+	}
 	switch {
 	case c.Store == "":
 		return usagef("missing STORE: umbra add STORE --data FILE")
@@ -62,6 +69,9 @@ func (c *addCmd) Validate() error {
 }
 
 func (c *addCmd) Run(ctx context.Context, e *env) (err error) {
+	if c.Cluster != "" {
+		return c.runCluster(ctx, e)
+	}
 	return c.stream(ctx, e)
 }
 
@@ -280,12 +290,13 @@ func (*deleteCmd) Examples() []string {
 }
 
 type deleteCmd struct {
-	Store    string   `arg:"" optional:"" name:"store" help:"the store to delete from"`
-	IDs      string   `name:"ids" placeholder:"LIST" help:"IDs separated by commas: --ids 4,17,230"`
-	IDsFile  string   `name:"ids-file" placeholder:"FILE" help:"an ID file: text with one decimal ID per line, or a 1-D int64/uint64 .npy"`
-	Keys     string   `name:"keys" placeholder:"LIST" help:"keys separated by commas, each as written: --keys alice/m1,alice/m7"`
-	KeysFile string   `name:"keys-file" placeholder:"FILE" help:"a key file: text, one key per line (empty lines skipped)"`
-	Extra    []string `arg:"" optional:"" hidden:""`
+	Store        string   `arg:"" optional:"" name:"store" help:"the store to delete from"`
+	IDs          string   `name:"ids" placeholder:"LIST" help:"IDs separated by commas: --ids 4,17,230"`
+	IDsFile      string   `name:"ids-file" placeholder:"FILE" help:"an ID file: text with one decimal ID per line, or a 1-D int64/uint64 .npy"`
+	Keys         string   `name:"keys" placeholder:"LIST" help:"keys separated by commas, each as written: --keys alice/m1,alice/m7"`
+	KeysFile     string   `name:"keys-file" placeholder:"FILE" help:"a key file: text, one key per line (empty lines skipped)"`
+	Extra        []string `arg:"" optional:"" hidden:""`
+	clusterFlags `embed:""`
 }
 
 func (c *deleteCmd) Validate() error {
@@ -296,7 +307,9 @@ func (c *deleteCmd) Validate() error {
 		}
 	}
 	switch {
-	case c.Store == "":
+	case c.Cluster != "" && given == 1:
+		return c.validateCluster(c.Store)
+	case c.Store == "" && c.Cluster == "":
 		return usagef("missing STORE: umbra delete STORE --ids 1,2,3")
 	case len(c.Extra) > 0:
 		return usagef("unexpected argument %q", c.Extra[0])
@@ -339,6 +352,9 @@ func parseIDList(s string) ([]uint64, error) {
 }
 
 func (c *deleteCmd) Run(ctx context.Context, e *env) (err error) {
+	if c.Cluster != "" {
+		return c.runCluster(ctx, e)
+	}
 	if c.Keys != "" || c.KeysFile != "" {
 		return c.byKey(ctx, e)
 	}

@@ -39,17 +39,25 @@ func (*buildCmd) Examples() []string {
 }
 
 type buildCmd struct {
-	Data   string    `name:"data" placeholder:"FILE" help:"the vectors (required): .npy (float32, float16), .fvecs or .bvecs"`
-	IDs    string    `name:"ids" placeholder:"FILE" help:"one ID per vector, in the same order: text with one decimal ID per line, or a 1-D int64/uint64 .npy"`
-	Keys   string    `name:"keys" placeholder:"FILE" help:"one string key per vector, in the same order: text, one key per line (an empty line: a vector without a key); the store remembers the keys"`
-	Metric choice    `name:"metric" choices:"cosine,dot,l2" default:"cosine" placeholder:"M" help:"cosine, dot or l2: what the store ranks by. Under cosine the store keeps each vector scaled to unit length"`
-	Prec   choice    `name:"precision" choices:"f32,f16,int8" default:"f32" placeholder:"P" help:"f32, f16 or int8: the copy of the vectors that searches scan. f16 and int8 read 2x and about 4x fewer bytes and still return the exact float32 answers (the store keeps the float32 vectors; rows the compressed scan cannot rule out are scored again in float32). On a GPU the device holds only the compressed copy"`
-	Out    string    `name:"out" placeholder:"STORE" help:"the store to write (required)"`
-	Attr   attrFlags `embed:""`
-	Args   []string  `arg:"" optional:"" hidden:""`
+	Data         string    `name:"data" placeholder:"FILE" help:"the vectors (required): .npy (float32, float16), .fvecs or .bvecs"`
+	IDs          string    `name:"ids" placeholder:"FILE" help:"one ID per vector, in the same order: text with one decimal ID per line, or a 1-D int64/uint64 .npy"`
+	Keys         string    `name:"keys" placeholder:"FILE" help:"one string key per vector, in the same order: text, one key per line (an empty line: a vector without a key); the store remembers the keys"`
+	Metric       choice    `name:"metric" choices:"cosine,dot,l2" default:"cosine" placeholder:"M" help:"cosine, dot or l2: what the store ranks by. Under cosine the store keeps each vector scaled to unit length"`
+	Prec         choice    `name:"precision" choices:"f32,f16,int8" default:"f32" placeholder:"P" help:"f32, f16 or int8: the copy of the vectors that searches scan. f16 and int8 read 2x and about 4x fewer bytes and still return the exact float32 answers (the store keeps the float32 vectors; rows the compressed scan cannot rule out are scored again in float32). On a GPU the device holds only the compressed copy"`
+	Out          string    `name:"out" placeholder:"STORE" help:"the store to write (required)"`
+	Attr         attrFlags `embed:""`
+	Args         []string  `arg:"" optional:"" hidden:""`
+	Shards       int       `name:"shards" default:"1" placeholder:"S" help:"with --cluster: the collection's shards, fixed at creation"`
+	clusterFlags `embed:""`
 }
 
 func (b *buildCmd) Validate() error {
+	if b.Cluster != "" {
+		if b.Attr.Meta != "" || b.Attr.Payload != "" {
+			return usagef("--meta and --payload are not supported with --cluster yet (see docs/cluster.md)")
+		}
+		return b.validateCluster(b.Out)
+	}
 	if err := noArguments(b.Args); err != nil {
 		return err
 	}
@@ -63,6 +71,9 @@ func (b *buildCmd) Validate() error {
 }
 
 func (b *buildCmd) Run(ctx context.Context, e *env) (err error) {
+	if b.Cluster != "" {
+		return b.runCluster(ctx, e)
+	}
 	metric, err := engine.ParseMetric(string(b.Metric))
 	if err != nil {
 		return usagef("%s", cause(err))

@@ -27,6 +27,7 @@ type grammar struct {
 	Compact    compactCmd    `cmd:"" name:"compact" help:"drop a store's deleted rows for good, then checkpoint it"`
 	Convert    convertCmd    `cmd:"" name:"convert" help:"convert a vector file between .npy (float32, float16) and .fvecs"`
 	Version    versionCmd    `cmd:"" name:"version" help:"print the version, the Go version and whether GPU support is built in"`
+	Serve      serveCmd      `cmd:"" name:"serve" help:"run an umbra cluster node (NATS JetStream; embedded without --nats)"`
 	HelpCmd    helpCmd       `cmd:"" name:"help" help:"show help for umbra or one command"`
 }
 

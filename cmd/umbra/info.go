@@ -29,12 +29,16 @@ func (*infoCmd) Examples() []string {
 }
 
 type infoCmd struct {
-	Store string   `arg:"" optional:"" name:"store" help:"the store to describe"`
-	JSON  bool     `name:"json" help:"print the same as JSON (schema: cmd/umbra/README.md)"`
-	Extra []string `arg:"" optional:"" hidden:""`
+	Store        string   `arg:"" optional:"" name:"store" help:"the store to describe"`
+	JSON         bool     `name:"json" help:"print the same as JSON (schema: cmd/umbra/README.md)"`
+	Extra        []string `arg:"" optional:"" hidden:""`
+	clusterFlags `embed:""`
 }
 
 func (c *infoCmd) Validate() error {
+	if c.Cluster != "" {
+		return c.validateCluster(c.Store)
+	}
 	if c.Store == "" {
 		return usagef("missing STORE: umbra info STORE")
 	}
@@ -57,6 +61,9 @@ type infoJSON struct {
 }
 
 func (c *infoCmd) Run(ctx context.Context, e *env) (err error) {
+	if c.Cluster != "" {
+		return c.runCluster(ctx, e)
+	}
 	ix, err := openStoreReadOnly(ctx, e, c.Store, engine.Config{Device: engine.CPU})
 	if err != nil {
 		return err

@@ -78,7 +78,8 @@ type searchCmd struct {
 	Selection   cmdline.Adapter `embed:""`
 	JSON        bool            `name:"json" help:"print JSON (schema: cmd/umbra/README.md)"`
 	// Args catches positional arguments, to point at the flags.
-	Args []string `arg:"" optional:"" hidden:""`
+	Args         []string `arg:"" optional:"" hidden:""`
+	clusterFlags `embed:""`
 
 	metricGiven bool         // --metric was on the command line
 	filter      *meta.Filter // --where, parsed
@@ -94,6 +95,14 @@ func (s *searchCmd) Validate(kctx *kong.Context) error {
 		return usagef("unexpected argument %q: search takes its inputs as flags: --data FILE --queries FILE --k K", s.Args[0])
 	}
 	switch dataGiven, storeGiven := cmdline.Given(kctx, "data"), cmdline.Given(kctx, "store"); {
+	case s.Cluster != "" && (dataGiven || storeGiven):
+		return usagef("--cluster excludes --data and --store")
+	case s.Cluster != "" && (cmdline.Given(kctx, "where") || cmdline.Given(kctx, "with-payload") || cmdline.Given(kctx, "allow-keys")):
+		return usagef("--where, --with-payload and --allow-keys are not supported with --cluster yet: a collection keeps no metadata, payloads or keys lists of its own (see docs/cluster.md)")
+	case s.Cluster != "":
+		if err := s.validateCluster(""); err != nil {
+			return err
+		}
 	case !dataGiven && !storeGiven:
 		return usagef("missing required flag --data (or --store)")
 	case dataGiven && storeGiven:
@@ -213,6 +222,9 @@ func (s score) MarshalJSON() ([]byte, error) {
 }
 
 func (o *searchCmd) Run(ctx context.Context, e *env) (err error) {
+	if o.Cluster != "" {
+		return o.runCluster(ctx, e)
+	}
 	// The choices the grammar allows are the engine's names: these cannot fail.
 	metric, err := engine.ParseMetric(string(o.Metric))
 	if err != nil {

@@ -1,0 +1,692 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/keyrule"
+)
+
+// Client is a connection to an umbra cluster: the NATS system its nodes
+// share.
+type Client struct {
+	nc             *nats.Conn
+	js             jetstream.JetStream
+	owns           bool
+	timeout        time.Duration
+	attemptTimeout time.Duration
+	colls, ctrs    jetstream.KeyValue
+	replicas       int // of the cluster's buckets: 1 on one server, 3 in a NATS cluster
+}
+
+// ClientOption configures Connect.
+type ClientOption func(*Client)
+
+// Timeout is how long a call without a ctx deadline may take (default 10 s).
+func Timeout(d time.Duration) ClientOption { return func(c *Client) { c.timeout = d } }
+
+// AttemptTimeout is how long a search waits on one replica before asking
+// another (default 3 s): a replica killed mid-call costs this much.
+func AttemptTimeout(d time.Duration) ClientOption { return func(c *Client) { c.attemptTimeout = d } }
+
+// Connect connects to the NATS server at url.
+func Connect(ctx context.Context, url string, opts ...ClientOption) (*Client, error) {
+	nc, err := nats.Connect(url, nats.Name("umbra client"), nats.MaxReconnects(-1))
+	if err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", url, err)
+	}
+	c, err := NewClient(ctx, nc, opts...)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	c.owns = true
+	return c, nil
+}
+
+// NewClient makes a Client on an open connection (Close leaves it open).
+func NewClient(ctx context.Context, nc *nats.Conn, opts ...ClientOption) (*Client, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{nc: nc, js: js, timeout: 10 * time.Second, attemptTimeout: 3 * time.Second, replicas: 1}
+	for _, o := range opts {
+		o(c)
+	}
+	if nc.ConnectedClusterName() != "" {
+		c.replicas = 3
+	}
+	if c.colls, err = bucket(ctx, js, bucketCollections, c.replicas); err != nil {
+		return nil, err
+	}
+	if c.ctrs, err = bucket(ctx, js, bucketCounters, c.replicas); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// bucket opens the KV bucket, creating it when absent.
+func bucket(ctx context.Context, js jetstream.JetStream, name string, replicas int) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, name)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: name, Replicas: replicas, Storage: jetstream.FileStorage, History: 1})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = js.KeyValue(ctx, name)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bucket %s: %w", name, err)
+	}
+	return kv, nil
+}
+
+// Close closes the connection, if Connect opened it.
+func (c *Client) Close() {
+	if c.owns {
+		c.nc.Close()
+	}
+}
+
+// Conn is the client's NATS connection.
+func (c *Client) Conn() *nats.Conn { return c.nc }
+
+// CollectionConfig describes a new collection.
+type CollectionConfig struct {
+	Dim    int
+	Metric engine.Metric // Cosine by default
+	// Shards is the number of logical shards, fixed for the collection's
+	// life (default 1).
+	Shards int
+	// Replicas of each shard's stream: 1 on one server, 3 (the default)
+	// in a NATS cluster.
+	Replicas int
+	// MaxBytes bounds each shard's stream (default 1 GiB): past it, writes
+	// are refused until snapshots let the stream be trimmed.
+	MaxBytes int64
+}
+
+// Create creates a collection, or opens it when one of that name exists
+// with the same configuration (ErrCollectionExists otherwise).
+func (c *Client) Create(ctx context.Context, name string, cfg CollectionConfig) (*Collection, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	if cfg.Dim < 1 || cfg.Dim > engine.MaxDim {
+		return nil, fmt.Errorf("%w: Dim %d", engine.ErrInvalidConfig, cfg.Dim)
+	}
+	if cfg.Shards == 0 {
+		cfg.Shards = 1
+	}
+	if cfg.Shards < 1 || cfg.Shards > maxShards {
+		return nil, fmt.Errorf("%w: Shards %d (1 to %d)", engine.ErrInvalidConfig, cfg.Shards, maxShards)
+	}
+	if cfg.Replicas == 0 {
+		cfg.Replicas = c.replicas
+	}
+	if cfg.MaxBytes == 0 {
+		cfg.MaxBytes = 1 << 30
+	}
+	meta := &collectionMeta{Version: 1, Name: name, Dim: cfg.Dim, Metric: cfg.Metric.String(), Shards: cfg.Shards,
+		Replicas: cfg.Replicas, MaxBytes: cfg.MaxBytes, Created: time.Now().UTC()}
+	if e, err := c.colls.Get(ctx, name); err == nil {
+		old, err := unmarshalMeta(e.Value())
+		if err != nil {
+			return nil, err
+		}
+		if old.Dim != meta.Dim || old.Metric != meta.Metric || old.Shards != meta.Shards {
+			return nil, fmt.Errorf("%w: %q has dim %d, metric %s, %d shards", ErrCollectionExists, name, old.Dim, old.Metric, old.Shards)
+		}
+		return c.open(old)
+	}
+	for s := range cfg.Shards {
+		_, err := c.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name:       streamName(name, s),
+			Subjects:   []string{writeSubject(name, s)},
+			Storage:    jetstream.FileStorage,
+			Replicas:   cfg.Replicas,
+			Retention:  jetstream.LimitsPolicy,
+			Discard:    jetstream.DiscardNew,
+			MaxBytes:   cfg.MaxBytes,
+			Duplicates: 2 * time.Minute,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("creating shard %d's stream: %w", s, err)
+		}
+	}
+	if _, err := c.ctrs.Create(ctx, name, []byte("0")); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		return nil, err
+	}
+	if _, err := c.colls.Create(ctx, name, meta.marshal()); err != nil {
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return c.Open(ctx, name) // created by another client meanwhile
+		}
+		return nil, err
+	}
+	return c.open(meta)
+}
+
+// Open opens an existing collection.
+func (c *Client) Open(ctx context.Context, name string) (*Collection, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	e, err := c.colls.Get(ctx, name)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, fmt.Errorf("%w: %q", ErrNoCollection, name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	meta, err := unmarshalMeta(e.Value())
+	if err != nil {
+		return nil, err
+	}
+	return c.open(meta)
+}
+
+func (c *Client) open(meta *collectionMeta) (*Collection, error) {
+	metric, err := meta.metric()
+	if err != nil {
+		return nil, err
+	}
+	return &Collection{c: c, meta: meta, metric: metric, token: make(Token, meta.Shards)}, nil
+}
+
+// Token is how far a client's writes reached: the stream sequence of its
+// last write to each shard. A search given a token is answered only by
+// replicas that have applied that far (read-your-writes).
+type Token []uint64
+
+// Collection is a handle on one collection: the same calls as an
+// engine.Index, answered by the cluster. A handle remembers the token of
+// its own writes, and its searches read them.
+type Collection struct {
+	c      *Client
+	meta   *collectionMeta
+	metric engine.Metric
+	mu     sync.Mutex
+	token  Token
+}
+
+// Name, Dim, Metric and Shards describe the collection.
+func (col *Collection) Name() string          { return col.meta.Name }
+func (col *Collection) Dim() int              { return col.meta.Dim }
+func (col *Collection) Metric() engine.Metric { return col.metric }
+func (col *Collection) Shards() int           { return col.meta.Shards }
+
+// Token returns a copy of the handle's token.
+func (col *Collection) Token() Token {
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	return slices.Clone(col.token)
+}
+
+func (col *Collection) advance(shard int, seq uint64) {
+	col.mu.Lock()
+	col.token[shard] = max(col.token[shard], seq)
+	col.mu.Unlock()
+}
+
+// WriteOption names the rows of a write, as engine.WithIDs and
+// engine.WithKeys do.
+type WriteOption func(*writeOptions)
+
+type writeOptions struct {
+	ids     []uint64
+	keys    []string
+	idsSet  bool
+	keysSet bool
+	noWait  bool
+}
+
+// WithIDs names the rows by ID.
+func WithIDs(ids ...uint64) WriteOption {
+	return func(o *writeOptions) { o.ids, o.idsSet = append(o.ids, ids...), true }
+}
+
+// WithKeys names the rows by key.
+func WithKeys(keys ...string) WriteOption {
+	return func(o *writeOptions) { o.keys, o.keysSet = append(o.keys, keys...), true }
+}
+
+// NoWait returns once JetStream has acknowledged the write (it is then
+// durable and will be applied), without waiting for a replica to apply it:
+// apply-time refusals (an ID already stored, a key not found) are then not
+// reported, and an Upsert by key returns the IDs new keys get, with 0 for
+// keys that were stored.
+func NoWait() WriteOption { return func(o *writeOptions) { o.noWait = true } }
+
+// readAll reads a RowSource whole.
+func readAll(rows engine.RowSource, dim int) ([]float32, error) {
+	if rows == nil {
+		return nil, fmt.Errorf("%w: no rows", engine.ErrInvalidOption)
+	}
+	if rows.Dim() != dim {
+		return nil, fmt.Errorf("%w: rows of dimension %d for a collection of dimension %d", engine.ErrDimMismatch, rows.Dim(), dim)
+	}
+	n := rows.Rows()
+	out := make([]float32, 0, max(n, 0)*dim)
+	buf := make([]float32, 1024*dim)
+	for {
+		got, err := rows.ReadRows(buf)
+		out = append(out, buf[:got*dim]...)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", engine.ErrSource, err)
+		}
+	}
+	if n >= 0 && len(out)/dim != n {
+		return nil, fmt.Errorf("%w: the source announced %d rows and gave %d", engine.ErrSource, n, len(out)/dim)
+	}
+	return out, nil
+}
+
+// checkRows refuses what every replica would refuse, before anything is
+// written.
+func (col *Collection) checkRows(data []float32) error {
+	dim := col.meta.Dim
+	for i := 0; i < len(data)/dim; i++ {
+		zero := true
+		for j, v := range data[i*dim : (i+1)*dim] {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return fmt.Errorf("%w: vector %d, component %d", engine.ErrNonFinite, i, j)
+			}
+			zero = zero && v == 0
+		}
+		if zero && col.metric == engine.Cosine {
+			return fmt.Errorf("%w: vector %d", engine.ErrZeroVector, i)
+		}
+	}
+	return nil
+}
+
+func checkIDs(ids []uint64) error {
+	seen := make(map[uint64]int, len(ids))
+	for i, id := range ids {
+		if id >= ReservedIDs {
+			return fmt.Errorf("%w: ID %d (argument %d): IDs from %d up are the cluster's", ErrReservedID, id, i, ReservedIDs)
+		}
+		if j, ok := seen[id]; ok {
+			return fmt.Errorf("%w: ID %d (arguments %d and %d)", engine.ErrDuplicateID, id, j, i)
+		}
+		seen[id] = i
+	}
+	return nil
+}
+
+func checkKeys(keys []string) error {
+	seen := make(map[string]int, len(keys))
+	for i, k := range keys {
+		if err := keyrule.Check(k); err != nil {
+			return fmt.Errorf("%w: argument %d: %v", engine.ErrInvalidKey, i, err)
+		}
+		if j, ok := seen[k]; ok {
+			return fmt.Errorf("%w: key %s (arguments %d and %d)", engine.ErrDuplicateID, keyrule.Quote(k), j, i)
+		}
+		seen[k] = i
+	}
+	return nil
+}
+
+// counter moves the collection's ID counter: take n IDs from it, or (n =
+// 0) make sure it is past floor. It returns the first ID taken.
+func (col *Collection) counter(ctx context.Context, n uint64, floor uint64) (uint64, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, col.c.timeout)
+		defer cancel()
+	}
+	backoff := 50 * time.Millisecond
+	for {
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		e, err := col.c.ctrs.Get(actx, col.meta.Name)
+		cancel()
+		if err != nil {
+			// A bucket between leaders answers nothing for a few
+			// seconds: try again until ctx ends.
+			if errors.Is(err, jetstream.ErrKeyNotFound) || ctx.Err() != nil {
+				return 0, fmt.Errorf("ID counter: %w", err)
+			}
+			time.Sleep(backoff)
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		cur, err := strconv.ParseUint(string(e.Value()), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("ID counter holds %q", e.Value())
+		}
+		next := max(cur, floor) + n
+		if next >= ReservedIDs || next < cur {
+			return 0, fmt.Errorf("%w: the collection's IDs are spent", ErrReservedID)
+		}
+		if next == cur {
+			return cur, nil
+		}
+		// A lost answer to an Update that did apply costs only IDs: the
+		// retry reads the moved counter and takes the next ones.
+		// Each attempt has its own short deadline: an update sent to a
+		// leader that dies gets no answer, and waiting for it to the
+		// call's deadline would fail a call that an election would let
+		// through in seconds.
+		actx, cancel = context.WithTimeout(ctx, 2*time.Second)
+		_, err = col.c.ctrs.Update(actx, col.meta.Name, []byte(strconv.FormatUint(next, 10)), e.Revision())
+		cancel()
+		if err == nil {
+			return max(cur, floor), nil
+		} else if !errors.Is(err, jetstream.ErrKeyExists) && ctx.Err() != nil {
+			return 0, fmt.Errorf("ID counter: %w", err)
+		}
+		// Another writer moved it: read again.
+	}
+}
+
+// Add stores rows under new IDs: the caller's (WithIDs), new ones for new
+// keys (WithKeys), or new ones taken from the collection's counter (past
+// every ID given before). It returns the IDs.
+//
+// Each shard's part of the call is one or more stream messages, each
+// applied whole or not at all; a call that spans shards is not atomic as a
+// whole: when a replica refuses one part (an ID already stored), the
+// others stand, and the error says so.
+func (col *Collection) Add(ctx context.Context, rows engine.RowSource, opts ...WriteOption) ([]uint64, error) {
+	return col.write(ctx, opAdd, rows, opts)
+}
+
+// Upsert stores rows under the caller's IDs or keys, replacing stored
+// ones.
+func (col *Collection) Upsert(ctx context.Context, rows engine.RowSource, opts ...WriteOption) ([]uint64, error) {
+	return col.write(ctx, opUpsert, rows, opts)
+}
+
+// Delete removes the rows named by WithIDs or WithKeys.
+func (col *Collection) Delete(ctx context.Context, opts ...WriteOption) error {
+	_, err := col.write(ctx, opDelete, nil, opts)
+	return err
+}
+
+func (col *Collection) write(ctx context.Context, op byte, rows engine.RowSource, opts []WriteOption) ([]uint64, error) {
+	var o writeOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	dim := col.meta.Dim
+	if o.idsSet && o.keysSet {
+		return nil, fmt.Errorf("%w: name rows by IDs or by keys, not both, in a cluster", engine.ErrInvalidOption)
+	}
+	var data []float32
+	n := 0
+	if op == opDelete {
+		if !o.idsSet && !o.keysSet {
+			return nil, fmt.Errorf("%w: Delete names no rows (WithIDs or WithKeys)", engine.ErrInvalidOption)
+		}
+		n = len(o.ids) + len(o.keys)
+	} else {
+		var err error
+		if data, err = readAll(rows, dim); err != nil {
+			return nil, err
+		}
+		n = len(data) / dim
+		if err := col.checkRows(data); err != nil {
+			return nil, err
+		}
+		if op == opUpsert && !o.idsSet && !o.keysSet {
+			return nil, fmt.Errorf("%w: Upsert names no rows (WithIDs or WithKeys)", engine.ErrInvalidOption)
+		}
+		if (o.idsSet && len(o.ids) != n) || (o.keysSet && len(o.keys) != n) {
+			return nil, fmt.Errorf("%w: %d vectors, %d IDs or keys", engine.ErrIDCount, n, len(o.ids)+len(o.keys))
+		}
+	}
+	if n == 0 {
+		return []uint64{}, nil
+	}
+	S := col.meta.Shards
+	shardOf := make([]int, n)
+	ids := o.ids
+	switch {
+	case o.keysSet:
+		if err := checkKeys(o.keys); err != nil {
+			return nil, err
+		}
+		for i, k := range o.keys {
+			shardOf[i] = shardOfKey(k, S)
+		}
+		if op != opDelete {
+			var err error
+			if ids, err = col.idsForKeys(ctx, shardOf); err != nil {
+				return nil, err
+			}
+		} else {
+			ids = make([]uint64, n) // unused: the replica looks the keys up
+		}
+	case o.idsSet:
+		if err := checkIDs(ids); err != nil {
+			return nil, err
+		}
+		if op != opDelete {
+			if _, err := col.counter(ctx, 0, slices.Max(ids)+1); err != nil {
+				return nil, err
+			}
+		}
+	default:
+		first, err := col.counter(ctx, uint64(n), 0)
+		if err != nil {
+			return nil, err
+		}
+		ids = make([]uint64, n)
+		for i := range ids {
+			ids[i] = first + uint64(i)
+		}
+	}
+	if !o.keysSet {
+		for i, id := range ids {
+			shardOf[i] = shardOfID(id, S)
+		}
+	}
+	// Each shard's rows, in call order, cut into messages under the max
+	// payload.
+	limit := int(col.c.nc.MaxPayload()) - chunkRoom
+	type part struct {
+		msg  *writeMsg
+		rows []int // the call's row indices
+	}
+	byShard := make([][]part, S)
+	for i := range n {
+		s := shardOf[i]
+		ps := byShard[s]
+		rowBytes := 8 + 4*dim*btoi(op != opDelete)
+		if o.keysSet {
+			rowBytes += 4 + len(o.keys[i])
+		}
+		if rowBytes+11 > limit {
+			return nil, fmt.Errorf("%w: row %d takes %d bytes, over the NATS max payload of %d", engine.ErrTooLarge, i, rowBytes, col.c.nc.MaxPayload())
+		}
+		if len(ps) == 0 || ps[len(ps)-1].msg.size()+rowBytes > limit {
+			m := &writeMsg{op: op, dim: dim}
+			if o.keysSet {
+				m.keys = []string{}
+			}
+			ps = append(ps, part{msg: m})
+		}
+		p := &ps[len(ps)-1]
+		p.msg.ids = append(p.msg.ids, ids[i])
+		if o.keysSet {
+			p.msg.keys = append(p.msg.keys, o.keys[i])
+		}
+		if op != opDelete {
+			p.msg.rows = append(p.msg.rows, data[i*dim:(i+1)*dim]...)
+		}
+		p.rows = append(p.rows, i)
+		byShard[s] = ps
+	}
+	// Publish every shard's messages, shards in parallel, each message
+	// under a stable ID so that a retry (ours, after a timeout or a leader
+	// election) is stored once.
+	call := nats.NewInbox()[len(nats.InboxPrefix):]
+	seqs := make([][]uint64, S)
+	errs := make([]error, S)
+	var wg sync.WaitGroup
+	for s, ps := range byShard {
+		if len(ps) == 0 {
+			continue
+		}
+		wg.Go(func() {
+			for j, p := range ps {
+				seq, err := col.publish(ctx, s, fmt.Sprintf("%s.%d.%d", call, s, j), p.msg.encode())
+				if err != nil {
+					errs[s] = fmt.Errorf("shard %d: %w", s, err)
+					return
+				}
+				seqs[s] = append(seqs[s], seq)
+				col.advance(s, seq)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("write not acknowledged whole (the shards not named here were; a message is applied whole or not at all): %w", err)
+	}
+	if op == opDelete {
+		ids = nil
+	}
+	if o.noWait {
+		if op == opUpsert && o.keysSet {
+			// Unknown until applied: the IDs chosen for new keys stand
+			// for the rows; a stored key keeps its own ID.
+		}
+		return ids, nil
+	}
+	// Wait for one replica of each shard to apply the messages and report
+	// how: every replica reaches the same outcome.
+	reqs := map[int][]byte{}
+	for s, ss := range seqs {
+		if len(ss) > 0 {
+			reqs[s] = (&request{kind: kindAwait, minSeq: slices.Max(ss), waitMs: 1000, seqs: ss}).encode()
+		}
+	}
+	replies, err := col.c.fanout(ctx, col.meta.Name, kindAwait, reqs)
+	if err != nil {
+		return nil, fmt.Errorf("%w (token %v): %w", ErrOutcomeUnknown, col.Token(), err)
+	}
+	var refusals []error
+	for s, ps := range byShard {
+		for j, p := range ps {
+			if len(replies[s].outcomes) != len(ps) {
+				return nil, fmt.Errorf("%w: shard %d reported %d outcomes for %d messages", ErrOutcomeUnknown, s, len(replies[s].outcomes), len(ps))
+			}
+			out := replies[s].outcomes[j]
+			if out.code != codeOK {
+				refusals = append(refusals, fmt.Errorf("%w: shard %d: %s", codeErr(out.code), s, out.msg))
+				continue
+			}
+			if op == opUpsert && o.keysSet && len(out.ids) == len(p.rows) {
+				for k, i := range p.rows {
+					ids[i] = out.ids[k]
+				}
+			}
+		}
+	}
+	if len(refusals) > 0 {
+		total := 0
+		for _, ps := range byShard {
+			total += len(ps)
+		}
+		return nil, fmt.Errorf("%d of the call's %d shard messages refused, the others applied: %w", len(refusals), total, errors.Join(refusals...))
+	}
+	return ids, nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// idsForKeys chooses, for each key, the ID it gets if it is new: one the
+// counter has not given before, in the key's shard.
+func (col *Collection) idsForKeys(ctx context.Context, shardOf []int) ([]uint64, error) {
+	S := col.meta.Shards
+	want := make([]int, S)
+	for _, s := range shardOf {
+		want[s]++
+	}
+	free := make([][]uint64, S)
+	for {
+		short := 0
+		for s := range S {
+			short = max(short, want[s]-len(free[s]))
+		}
+		if short <= 0 {
+			break
+		}
+		block := uint64(short*S + 64)
+		first, err := col.counter(ctx, block, 0)
+		if err != nil {
+			return nil, err
+		}
+		for id := first; id < first+block; id++ {
+			s := shardOfID(id, S)
+			free[s] = append(free[s], id)
+		}
+	}
+	ids := make([]uint64, len(shardOf))
+	for i, s := range shardOf {
+		ids[i], free[s] = free[s][0], free[s][1:]
+	}
+	return ids, nil
+}
+
+// publish stores one message in shard's stream, retrying under the same
+// message ID until JetStream acknowledges it (a retry of a stored message
+// is answered with its first sequence) or ctx ends.
+func (col *Collection) publish(ctx context.Context, shard int, msgID string, data []byte) (uint64, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, col.c.timeout)
+		defer cancel()
+	}
+	backoff := 50 * time.Millisecond
+	var last error
+	for {
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		ack, err := col.c.js.PublishMsg(actx, &nats.Msg{Subject: writeSubject(col.meta.Name, shard), Data: data},
+			jetstream.WithMsgID(msgID), jetstream.WithExpectStream(streamName(col.meta.Name, shard)))
+		cancel()
+		if err == nil {
+			return ack.Sequence, nil
+		}
+		last = err
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && apiErr.ErrorCode != 0 && !retryable(apiErr) {
+			return 0, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("not acknowledged: %w (last: %v)", ctx.Err(), last)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// retryable says whether a JetStream refusal may pass (a leader election,
+// a cluster not ready) rather than hold (the stream is full, the message
+// too large).
+func retryable(e *jetstream.APIError) bool {
+	return e.Code == 503 || bytes.Contains([]byte(e.Description), []byte("no leader")) || bytes.Contains([]byte(e.Description), []byte("unavailable"))
+}

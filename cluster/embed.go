@@ -1,0 +1,133 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// EmbeddedConfig describes an in-process nats-server with JetStream.
+type EmbeddedConfig struct {
+	// Listen is HOST:PORT for clients; a loopback host only (the embedded
+	// server has no authentication). Port 0 picks a free one. Default
+	// 127.0.0.1:4222.
+	Listen string
+	// Dir keeps JetStream's files (under Dir/nats).
+	Dir string
+	// Name is the server's name (default "umbra").
+	Name string
+	// ClusterName, ClusterListen and Routes join several embedded servers
+	// into one NATS cluster (tests and loopback measurements): every
+	// server the same ClusterName, its own ClusterListen (loopback), and
+	// Routes the others' nats-route://HOST:PORT.
+	ClusterName   string
+	ClusterListen string
+	Routes        []string
+}
+
+// Embedded is an in-process nats-server.
+type Embedded struct {
+	s *server.Server
+}
+
+func loopbackHostPort(what, hp string) (string, int, error) {
+	host, ps, err := net.SplitHostPort(hp)
+	if err != nil {
+		return "", 0, fmt.Errorf("%s %q: %w", what, hp, err)
+	}
+	port, err := strconv.Atoi(ps)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("%s %q: bad port", what, hp)
+	}
+	ip := net.ParseIP(host)
+	if host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return "", 0, fmt.Errorf("%s %q: the embedded NATS server listens on loopback only (it has no authentication); for a network, run nats-server yourself and give its URL", what, hp)
+	}
+	return host, port, nil
+}
+
+// StartEmbedded starts a nats-server with JetStream in this process, its
+// streams written with sync always (every write fsynced before it is
+// acknowledged: JetStream's default syncs every 2 minutes).
+func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
+	opts, err := embeddedOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return startServer(opts)
+}
+
+// embeddedOptions are the nats-server options StartEmbedded runs with.
+func embeddedOptions(cfg EmbeddedConfig) (*server.Options, error) {
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:4222"
+	}
+	if cfg.Dir == "" {
+		return nil, errors.New("embedded NATS server: no directory")
+	}
+	if cfg.Name == "" {
+		cfg.Name = "umbra"
+	}
+	host, port, err := loopbackHostPort("listen address", cfg.Listen)
+	if err != nil {
+		return nil, err
+	}
+	if port == 0 {
+		port = server.RANDOM_PORT
+	}
+	opts := &server.Options{
+		ServerName:   cfg.Name,
+		Host:         host,
+		Port:         port,
+		JetStream:    true,
+		StoreDir:     filepath.Join(cfg.Dir, "nats"),
+		SyncAlways:   true,
+		SyncInterval: 2 * time.Minute, // unused under SyncAlways; set so the default is not applied
+		NoSigs:       true,
+		NoLog:        true,
+	}
+	if cfg.ClusterName != "" {
+		chost, cport, err := loopbackHostPort("cluster address", cfg.ClusterListen)
+		if err != nil {
+			return nil, err
+		}
+		if cport == 0 {
+			cport = server.RANDOM_PORT
+		}
+		opts.Cluster = server.ClusterOpts{Name: cfg.ClusterName, Host: chost, Port: cport}
+		for _, r := range cfg.Routes {
+			opts.Routes = append(opts.Routes, server.RoutesFromStr(r)...)
+		}
+	}
+	return opts, nil
+}
+
+func startServer(opts *server.Options) (*Embedded, error) {
+	s, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("embedded NATS server: %w", err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(30 * time.Second) {
+		s.Shutdown()
+		return nil, errors.New("embedded NATS server did not start within 30 s")
+	}
+	return &Embedded{s: s}, nil
+}
+
+// URL is the client URL of the server.
+func (e *Embedded) URL() string { return e.s.ClientURL() }
+
+// Server is the nats-server itself.
+func (e *Embedded) Server() *server.Server { return e.s }
+
+// Close shuts the server down and waits for it.
+func (e *Embedded) Close() {
+	e.s.Shutdown()
+	e.s.WaitForShutdown()
+}

@@ -1,0 +1,125 @@
+package cluster
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"regexp"
+	"time"
+
+	"github.com/umbravec/umbra/engine"
+)
+
+// Errors of the cluster.
+var (
+	// ErrShardsUnavailable: some shard gave no answer by the deadline (no
+	// replica serves it, every replica was behind, or the replicas
+	// failed). The error names the shards; no partial answer is returned.
+	ErrShardsUnavailable = errors.New("shards unavailable")
+	// ErrNoCollection: no collection of that name.
+	ErrNoCollection = errors.New("no such collection")
+	// ErrCollectionExists: Create of a name already taken with another
+	// configuration.
+	ErrCollectionExists = errors.New("collection exists")
+	// ErrReservedID: IDs from ReservedIDs up are the cluster's own.
+	ErrReservedID = errors.New("reserved ID")
+	// ErrOutcomeUnknown: the write is durable in its shard's stream (it
+	// will be applied, exactly once, by every replica), but no replica
+	// could report how it applied before the deadline.
+	ErrOutcomeUnknown = errors.New("write acknowledged, outcome unknown")
+)
+
+// ReservedIDs is the first ID the cluster keeps for itself: each replica
+// records the stream sequence it has applied as a row with ID
+// ReservedIDs+sequence inside the same atomic store write that applies the
+// message (see the package documentation). Writes naming an ID at or above
+// it are refused (ErrReservedID); searches never return one.
+const ReservedIDs = uint64(0xFFFF) << 48
+
+// collectionMeta is a collection's schema and layout, kept in the
+// collections bucket under its name. Shards and the hash functions are
+// fixed when a collection is created: a row's shard never changes.
+type collectionMeta struct {
+	Version  int       `json:"version"` // of this record's layout; 1
+	Name     string    `json:"name"`
+	Dim      int       `json:"dim"`
+	Metric   string    `json:"metric"`
+	Shards   int       `json:"shards"`
+	Replicas int       `json:"replicas"` // of each stream (JetStream R)
+	MaxBytes int64     `json:"max_bytes"`
+	Created  time.Time `json:"created"`
+}
+
+func (m *collectionMeta) metric() (engine.Metric, error) { return engine.ParseMetric(m.Metric) }
+
+func (m *collectionMeta) marshal() []byte {
+	b, _ := json.Marshal(m)
+	return b
+}
+
+func unmarshalMeta(b []byte) (*collectionMeta, error) {
+	var m collectionMeta
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("collection record: %w", err)
+	}
+	if m.Version != 1 {
+		return nil, fmt.Errorf("collection record %q has layout version %d; this build reads 1 (upgrade umbra)", m.Name, m.Version)
+	}
+	if m.Dim < 1 || m.Shards < 1 || m.Shards > maxShards {
+		return nil, fmt.Errorf("collection record %q: dim %d, shards %d", m.Name, m.Dim, m.Shards)
+	}
+	return &m, nil
+}
+
+const maxShards = 1024
+
+var nameRule = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
+
+func checkName(name string) error {
+	if !nameRule.MatchString(name) {
+		return fmt.Errorf("collection name %q: a name is 1 to 64 letters, digits, '_' or '-', starting with a letter or digit", name)
+	}
+	return nil
+}
+
+// Buckets and subjects. Everything of umbra's lives under these names, so a
+// NATS system shared with other applications keeps them apart.
+const (
+	bucketCollections = "umbra_collections" // name → collectionMeta
+	bucketCounters    = "umbra_counters"    // name → next ID to assign (decimal)
+	bucketSnapshots   = "umbra_snapshots"   // name.shard → snapshotManifest
+	objectSnapshots   = "umbra_snapshots"   // snapshot files
+)
+
+func streamName(coll string, shard int) string { return fmt.Sprintf("UMBRA_%s_%d", coll, shard) }
+func writeSubject(coll string, shard int) string {
+	return fmt.Sprintf("umbra.w.%s.%d", coll, shard)
+}
+func querySubject(coll string, shard int) string {
+	return fmt.Sprintf("umbra.q.%s.%d", coll, shard)
+}
+func queueGroup(coll string, shard int) string { return fmt.Sprintf("umbra_%s_%d", coll, shard) }
+
+// mix is splitmix64's finaliser: a bijection that spreads consecutive or
+// strided IDs evenly over the shards.
+func mix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+// shardOfID is the shard a row named by ID lives in.
+func shardOfID(id uint64, shards int) int { return int(mix(id) % uint64(shards)) }
+
+// shardOfKey is the shard a row named by key lives in: its key decides, so
+// that every write of one key meets the same shard, which holds the key's
+// ID. The ID a new key gets is chosen so that shardOfID agrees.
+func shardOfKey(key string, shards int) int {
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	return int(mix(h.Sum64()) % uint64(shards))
+}

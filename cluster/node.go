@@ -1,0 +1,357 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/umbravec/umbra/engine"
+)
+
+// NodeConfig describes a node: a process holding replicas of shards.
+type NodeConfig struct {
+	// Dir keeps the replicas' stores: Dir/replicas/COLLECTION/shard-N.umbra.
+	Dir string
+	// Device is what the replicas search on (engine.Config.Device).
+	Device engine.Device
+	// Serve picks the shards this node holds; nil: every shard of every
+	// collection.
+	Serve func(collection string, shard int) bool
+	// SnapshotEvery, when positive, makes this node snapshot each shard
+	// it holds after that many applied messages (see Snapshot).
+	SnapshotEvery int
+	// Logf receives what the node does and what goes wrong (nil: nothing).
+	Logf func(format string, args ...any)
+}
+
+// Node serves shard replicas: it follows each shard's stream into an
+// engine store and answers searches on it.
+type Node struct {
+	cfg    NodeConfig
+	c      *Client
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	// gate guards wg against Close: a request goroutine is added only
+	// under gate's read lock while stopping is false, and Close sets
+	// stopping under the write lock before it waits on wg, so nothing is
+	// added to wg once that wait has begun.
+	gate     sync.RWMutex
+	stopping bool
+
+	mu       sync.Mutex
+	replicas map[string][]*replica // collection → shard → replica (nil: not held)
+	subs     []*nats.Subscription
+	closed   bool
+}
+
+// testHooks let tests widen the window between a request's arrival and
+// its goroutine (request), and see every request goroutine start (serve).
+var testHooks struct {
+	request, serve atomic.Pointer[func(*Node)]
+}
+
+// StartNode starts a node on c's connection. It picks up every collection
+// in the cluster, now and later.
+func StartNode(ctx context.Context, c *Client, cfg NodeConfig) (*Node, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("node: no directory")
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	nctx, cancel := context.WithCancel(context.Background())
+	n := &Node{cfg: cfg, c: c, ctx: nctx, cancel: cancel, replicas: map[string][]*replica{}}
+	w, err := c.colls.WatchAll(nctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	// The collections there now are started before StartNode returns.
+	for e := range w.Updates() {
+		if e == nil {
+			break
+		}
+		if err := n.startCollection(ctx, e); err != nil {
+			w.Stop()
+			n.Close()
+			return nil, err
+		}
+	}
+	n.wg.Go(func() {
+		defer w.Stop()
+		for {
+			select {
+			case <-nctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				if e != nil {
+					if err := n.startCollection(nctx, e); err != nil {
+						cfg.Logf("collection %s: %v", e.Key(), err)
+					}
+				}
+			}
+		}
+	})
+	return n, nil
+}
+
+func (n *Node) startCollection(ctx context.Context, e jetstream.KeyValueEntry) error {
+	if e.Operation() != jetstream.KeyValuePut {
+		return nil
+	}
+	meta, err := unmarshalMeta(e.Value())
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return nil
+	}
+	if _, ok := n.replicas[meta.Name]; ok {
+		return nil
+	}
+	metric, err := meta.metric()
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(n.cfg.Dir, "replicas", meta.Name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	reps := make([]*replica, meta.Shards)
+	for s := range meta.Shards {
+		if n.cfg.Serve != nil && !n.cfg.Serve(meta.Name, s) {
+			continue
+		}
+		path := filepath.Join(dir, "shard-"+strconv.Itoa(s)+".umbra")
+		r, err := openReplica(ctx, meta.Name, s, path, engine.Config{Dim: meta.Dim, Metric: metric, Device: n.cfg.Device})
+		if err != nil {
+			for _, r := range reps {
+				if r != nil {
+					r.close()
+				}
+			}
+			return fmt.Errorf("shard %d: %w", s, err)
+		}
+		reps[s] = r
+		n.cfg.Logf("shard %s/%d: store applied through message %d", meta.Name, s, r.applied.Load())
+	}
+	for s, r := range reps {
+		if r == nil {
+			continue
+		}
+		sub, err := n.c.nc.QueueSubscribe(querySubject(meta.Name, s), queueGroup(meta.Name, s), func(m *nats.Msg) {
+			if h := testHooks.request.Load(); h != nil {
+				(*h)(n)
+			}
+			n.gate.RLock()
+			defer n.gate.RUnlock()
+			if n.stopping {
+				// Closing: say so at once, and the client asks another
+				// replica (rather than after AttemptTimeout of silence).
+				n.reply(m, &reply{status: statusError, applied: r.applied.Load(), msg: "the node is closing"}, kindSearch)
+				return
+			}
+			n.wg.Go(func() { n.serve(r, m) })
+		})
+		if err != nil {
+			return err
+		}
+		n.subs = append(n.subs, sub)
+		n.wg.Go(func() { n.follow(r, meta) })
+	}
+	n.replicas[meta.Name] = reps
+	n.cfg.Logf("collection %s: %d shards, holding %d", meta.Name, meta.Shards, countHeld(reps))
+	return nil
+}
+
+func countHeld(reps []*replica) int {
+	c := 0
+	for _, r := range reps {
+		if r != nil {
+			c++
+		}
+	}
+	return c
+}
+
+// follow applies the shard's stream to the replica, from the message
+// after the one its store says it applied, for as long as the node runs.
+func (n *Node) follow(r *replica, meta *collectionMeta) {
+	backoff := 100 * time.Millisecond
+	for n.ctx.Err() == nil {
+		err := n.followOnce(r, meta)
+		if n.ctx.Err() != nil {
+			return
+		}
+		n.cfg.Logf("shard %s/%d: following its stream: %v (again in %v)", meta.Name, r.shard, err, backoff)
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+func (n *Node) followOnce(r *replica, meta *collectionMeta) error {
+	stream := streamName(meta.Name, r.shard)
+	cons, err := n.c.js.OrderedConsumer(n.ctx, stream, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:   r.applied.Load() + 1,
+	})
+	if err != nil {
+		return err
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(64))
+	if err != nil {
+		return err
+	}
+	stop := context.AfterFunc(n.ctx, it.Stop)
+	defer stop()
+	defer it.Stop()
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			return err
+		}
+		md, err := msg.Metadata()
+		if err != nil {
+			return err
+		}
+		seq := md.Sequence.Stream
+		if seq <= r.applied.Load() {
+			continue
+		}
+		if want := r.applied.Load() + 1; seq != want {
+			// The stream no longer holds the messages this replica
+			// needs: they were trimmed below a snapshot.
+			return n.recover(r, meta, seq)
+		}
+		for {
+			err := r.apply(n.ctx, seq, msg.Data())
+			if err == nil {
+				break
+			}
+			if r.isBroken() || n.ctx.Err() != nil {
+				return err
+			}
+			n.cfg.Logf("shard %s/%d: applying message %d: %v (retrying)", meta.Name, r.shard, seq, err)
+			select {
+			case <-n.ctx.Done():
+				return n.ctx.Err()
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+		if n.cfg.SnapshotEvery > 0 && seq%uint64(n.cfg.SnapshotEvery) == 0 {
+			if err := n.snapshot(n.ctx, r, meta); err != nil {
+				n.cfg.Logf("shard %s/%d: snapshot: %v", meta.Name, r.shard, err)
+			}
+		}
+	}
+}
+
+func (r *replica) isBroken() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.broken != nil
+}
+
+// serve answers one request to a replica, in pieces under the max
+// payload.
+func (n *Node) serve(r *replica, m *nats.Msg) {
+	if h := testHooks.serve.Load(); h != nil {
+		(*h)(n)
+	}
+	if m.Reply == "" {
+		return
+	}
+	q, err := decodeRequest(m.Data)
+	var p *reply
+	kind := byte(kindSearch)
+	if err != nil {
+		p = &reply{status: statusError, applied: r.applied.Load(), msg: err.Error()}
+	} else {
+		kind = q.kind
+		wctx, cancel := context.WithTimeout(n.ctx, time.Duration(q.waitMs)*time.Millisecond)
+		ok := r.waitApplied(wctx, q.minSeq)
+		cancel()
+		if !ok {
+			p = &reply{status: statusBehind, applied: r.applied.Load()}
+		} else {
+			p = r.answer(n.ctx, q)
+		}
+	}
+	n.reply(m, p, kind)
+}
+
+// reply sends p to m's reply subject in pieces under the max payload.
+func (n *Node) reply(m *nats.Msg, p *reply, kind byte) {
+	if m.Reply == "" {
+		return
+	}
+	pieces := chunks(p.encode(kind), n.c.nc.MaxPayload())
+	for i, b := range pieces {
+		out := nats.NewMsg(m.Reply)
+		out.Header.Set(hdrChunk, fmt.Sprintf("%d/%d", i, len(pieces)))
+		out.Data = b
+		if err := n.c.nc.PublishMsg(out); err != nil {
+			return
+		}
+	}
+}
+
+// Applied returns how far the node's replica of a shard has applied its
+// stream, and whether the node holds it.
+func (n *Node) Applied(collection string, shard int) (uint64, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	reps := n.replicas[collection]
+	if shard < 0 || shard >= len(reps) || reps[shard] == nil {
+		return 0, false
+	}
+	return reps[shard].applied.Load(), true
+}
+
+// Close stops the node and closes its stores. What it applied is on disk.
+func (n *Node) Close() error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil
+	}
+	n.closed = true
+	for _, s := range n.subs {
+		_ = s.Unsubscribe()
+	}
+	n.mu.Unlock()
+	n.gate.Lock()
+	n.stopping = true
+	n.gate.Unlock()
+	n.cancel()
+	n.wg.Wait()
+	var errs []error
+	for _, reps := range n.replicas {
+		for _, r := range reps {
+			if r != nil {
+				errs = append(errs, r.close())
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

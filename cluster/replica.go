@@ -1,0 +1,429 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/umbravec/umbra/engine"
+)
+
+// Outcome codes, so a client maps a replica's apply-time refusal back to
+// the engine's error.
+const (
+	codeOK byte = iota
+	codeIDExists
+	codeKeyExists
+	codeNotFound
+	codeDuplicateID
+	codeInvalidKey
+	codeInvalidRow
+	codeOther
+)
+
+func codeErr(code byte) error {
+	switch code {
+	case codeIDExists:
+		return engine.ErrIDExists
+	case codeKeyExists:
+		return engine.ErrKeyExists
+	case codeNotFound:
+		return engine.ErrNotFound
+	case codeDuplicateID:
+		return engine.ErrDuplicateID
+	case codeInvalidKey:
+		return engine.ErrInvalidKey
+	case codeInvalidRow:
+		return engine.ErrInvalidOption
+	}
+	return errors.New("write refused")
+}
+
+// deterministicCode classifies an engine error: a refusal that every
+// replica reaches alike from the same message and state (it becomes the
+// message's outcome, and the replica moves on), or codeOther for a failure
+// of this machine (disk, device), after which the replica retries the same
+// message and never skips it.
+func deterministicCode(err error) byte {
+	switch {
+	case errors.Is(err, engine.ErrIDExists):
+		return codeIDExists
+	case errors.Is(err, engine.ErrKeyExists):
+		return codeKeyExists
+	case errors.Is(err, engine.ErrNotFound):
+		return codeNotFound
+	case errors.Is(err, engine.ErrDuplicateID):
+		return codeDuplicateID
+	case errors.Is(err, engine.ErrInvalidKey):
+		return codeInvalidKey
+	case errors.Is(err, engine.ErrDimMismatch), errors.Is(err, engine.ErrNonFinite),
+		errors.Is(err, engine.ErrZeroVector), errors.Is(err, engine.ErrIDCount),
+		errors.Is(err, engine.ErrInvalidOption):
+		return codeInvalidRow
+	}
+	return codeOther
+}
+
+// sentinelCap bounds the sentinel rows a replica keeps: when more are
+// live, all but the newest are deleted. sentinelMargin is what a search
+// asks beyond k so that dropping the sentinels still leaves the exact top
+// k; it covers the cap, the one added before a clean-up and one in flight.
+const (
+	sentinelCap    = 8
+	sentinelMargin = sentinelCap + 4
+	outcomeRing    = 4096
+)
+
+// replica is one shard of one collection held by this node: an engine
+// store on disk, fed by the shard's stream in order.
+//
+// The applied sequence lives inside the store: applying stream message s
+// writes, in the same engine call that changes the rows (one atomic,
+// logged store write), a row with the reserved ID ReservedIDs+s. On open
+// the largest reserved ID present is the applied sequence. When a message
+// needs two engine calls (an upsert by key that adds new keys and
+// replaces stored ones; a delete), every call but the last is idempotent
+// under replay and the sentinel goes into the last: a crash between them
+// leaves the old sequence, and replaying the message from that state
+// reaches the same rows. So a restart resumes exactly where the store
+// stands, with no side file that could disagree with it, and a snapshot
+// (the store's own base file) carries its sequence inside it.
+type replica struct {
+	coll  string
+	shard int
+	ix    *engine.Index
+	ixMu  sync.RWMutex // held to read ix by searches, to replace it by recovery
+
+	applied atomic.Uint64 // the last stream sequence applied
+	mu      sync.Mutex    // guards the fields below and orders applies
+	cond    *sync.Cond    // broadcast when applied moves
+	live    []uint64      // sentinel IDs present, ascending
+	outs    map[uint64]outcome
+	broken  error // a message this build cannot apply: the shard stops here
+}
+
+// openReplica opens (or creates) the shard's store at path.
+func openReplica(ctx context.Context, coll string, shard int, path string, cfg engine.Config) (*replica, error) {
+	ix, err := engine.Open(ctx, path, cfg)
+	if err != nil {
+		return nil, err
+	}
+	r := &replica{coll: coll, shard: shard, ix: ix, outs: map[uint64]outcome{}}
+	r.cond = sync.NewCond(&r.mu)
+	if err := r.loadSentinels(ctx); err != nil {
+		ix.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// loadSentinels reads the applied sequence from the store and deletes the
+// stale sentinels a crash may have left.
+func (r *replica) loadSentinels(ctx context.Context) error {
+	ids := r.ix.IDs()
+	i, _ := slices.BinarySearch(ids, ReservedIDs)
+	r.live = append([]uint64(nil), ids[i:]...)
+	if len(r.live) > 0 {
+		r.applied.Store(r.live[len(r.live)-1] - ReservedIDs)
+	}
+	return r.trimSentinels(ctx, 1)
+}
+
+// trimSentinels deletes all but the newest keep sentinels (mu held, or
+// before the replica is shared).
+func (r *replica) trimSentinels(ctx context.Context, keep int) error {
+	if len(r.live) <= keep {
+		return nil
+	}
+	old := r.live[:len(r.live)-keep]
+	if err := r.ix.Delete(ctx, engine.WithIDs(old...)); err != nil {
+		return fmt.Errorf("shard %d: dropping old sequence rows: %w", r.shard, err)
+	}
+	r.live = append([]uint64(nil), r.live[len(r.live)-keep:]...)
+	return nil
+}
+
+func (r *replica) close() error { return r.ix.Close() }
+
+// store is the replica's engine store (mu held).
+func (r *replica) store() *engine.Index { return r.ix }
+
+// sentinelRow is the vector stored under a sentinel ID: any valid row
+// (non-zero, so cosine accepts it).
+func (r *replica) sentinelRow() []float32 {
+	v := make([]float32, r.ix.Dim())
+	v[0] = 1
+	return v
+}
+
+// apply applies stream message seq. A non-nil error is a failure of this
+// machine (the caller retries the same message); a refusal every replica
+// reaches alike is the message's outcome, not an error.
+func (r *replica) apply(ctx context.Context, seq uint64, data []byte) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.broken != nil {
+		return r.broken
+	}
+	if seq <= r.applied.Load() {
+		return nil // applied before (a replay after restart)
+	}
+	if want := r.applied.Load() + 1; seq != want {
+		return fmt.Errorf("shard %d: stream message %d arrived, %d expected", r.shard, seq, want)
+	}
+	m, err := decodeWrite(data)
+	if err == nil && m.op != opDelete && m.dim != r.ix.Dim() {
+		err = fmt.Errorf("%w: rows of dimension %d for a collection of dimension %d", errWire, m.dim, r.ix.Dim())
+	}
+	if err != nil {
+		r.broken = fmt.Errorf("shard %d: stream message %d: %w", r.shard, seq, err)
+		return r.broken
+	}
+	sid := ReservedIDs + seq
+	out, err := r.applyMsg(ctx, m, sid)
+	if err != nil {
+		return err
+	}
+	r.live = append(r.live, sid)
+	r.applied.Store(seq)
+	r.outs[seq] = out
+	delete(r.outs, seq-outcomeRing)
+	r.cond.Broadcast()
+	if len(r.live) > sentinelCap {
+		// Not atomic with the apply, and need not be: a crash before it
+		// leaves old sentinels, which the next open deletes.
+		if err := r.trimSentinels(ctx, 1); err != nil {
+			return nil // the apply stands; the next one tries again
+		}
+	}
+	return nil
+}
+
+// present reports which of ids are stored.
+func (r *replica) refuse(code byte, format string, args ...any) outcome {
+	return outcome{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// applyMsg makes the engine calls of one message, the sentinel sid in the
+// last of them, and returns the message's outcome.
+func (r *replica) applyMsg(ctx context.Context, m *writeMsg, sid uint64) (outcome, error) {
+	dim := r.ix.Dim()
+	row := func(i int) []float32 { return m.rows[i*dim : (i+1)*dim] }
+	withSentinel := func(rows []float32) []float32 {
+		out := make([]float32, 0, len(rows)+dim)
+		return append(append(out, rows...), r.sentinelRow()...)
+	}
+	mark := func() error { // the sentinel alone
+		_, err := r.ix.Upsert(ctx, engine.Flat(r.sentinelRow(), dim), engine.WithIDs(sid))
+		return err
+	}
+	// refused records a deterministic refusal: the rows stay as they are,
+	// and only the sequence moves.
+	refused := func(o outcome) (outcome, error) {
+		if err := mark(); err != nil {
+			return outcome{}, err
+		}
+		return o, nil
+	}
+	// engineErr splits an engine error into a refusal and a failure.
+	engineErr := func(err error) (outcome, error) {
+		if c := deterministicCode(err); c != codeOther {
+			return refused(outcome{code: c, msg: err.Error()})
+		}
+		return outcome{}, err
+	}
+	switch {
+	case m.op == opAdd && m.keys == nil:
+		for _, id := range m.ids {
+			if r.ix.Has(id) {
+				return refused(r.refuse(codeIDExists, "%v: ID %d", engine.ErrIDExists, id))
+			}
+		}
+		if _, err := r.ix.Add(ctx, engine.Flat(withSentinel(m.rows), dim), engine.WithIDs(append(slices.Clone(m.ids), sid)...)); err != nil {
+			return engineErr(err)
+		}
+		return outcome{ids: m.ids}, nil
+
+	case m.op == opAdd:
+		for _, k := range m.keys {
+			if _, ok := r.ix.Lookup(k); ok {
+				return refused(r.refuse(codeKeyExists, "%v: key %q", engine.ErrKeyExists, k))
+			}
+		}
+		for _, id := range m.ids {
+			if r.ix.Has(id) {
+				return refused(r.refuse(codeIDExists, "%v: ID %d", engine.ErrIDExists, id))
+			}
+		}
+		keys := append(slices.Clone(m.keys), "") // the sentinel has no key
+		if _, err := r.ix.Add(ctx, engine.Flat(withSentinel(m.rows), dim), engine.WithIDs(append(slices.Clone(m.ids), sid)...), engine.WithKeys(keys...)); err != nil {
+			return engineErr(err)
+		}
+		return outcome{ids: m.ids}, nil
+
+	case m.op == opUpsert && m.keys == nil:
+		if _, err := r.ix.Upsert(ctx, engine.Flat(withSentinel(m.rows), dim), engine.WithIDs(append(slices.Clone(m.ids), sid)...)); err != nil {
+			return engineErr(err)
+		}
+		return outcome{ids: m.ids}, nil
+
+	case m.op == opUpsert:
+		// New keys are added first under the IDs the message chose; then
+		// the stored ones are replaced, with the sentinel. Replayed after
+		// a crash between the two, the first call's keys are stored ones
+		// and are replaced by the same rows: the same end state.
+		ids := make([]uint64, len(m.keys))
+		var newRows, oldRows []float32
+		var newIDs, oldIDs []uint64
+		var newKeys []string
+		for i, k := range m.keys {
+			if id, ok := r.ix.Lookup(k); ok {
+				ids[i] = id
+				oldIDs, oldRows = append(oldIDs, id), append(oldRows, row(i)...)
+			} else {
+				if r.ix.Has(m.ids[i]) {
+					return refused(r.refuse(codeIDExists, "%v: ID %d chosen for key %q", engine.ErrIDExists, m.ids[i], k))
+				}
+				ids[i] = m.ids[i]
+				newIDs, newRows, newKeys = append(newIDs, m.ids[i]), append(newRows, row(i)...), append(newKeys, k)
+			}
+		}
+		if len(newIDs) > 0 {
+			if _, err := r.ix.Add(ctx, engine.Flat(newRows, dim), engine.WithIDs(newIDs...), engine.WithKeys(newKeys...)); err != nil {
+				return engineErr(err)
+			}
+		}
+		if _, err := r.ix.Upsert(ctx, engine.Flat(withSentinel(oldRows), dim), engine.WithIDs(append(oldIDs, sid)...)); err != nil {
+			return outcome{}, err // the adds stand; a retry replaces them with the same rows
+		}
+		return outcome{ids: ids}, nil
+
+	default: // delete
+		ids := m.ids
+		if m.keys != nil {
+			ids = make([]uint64, len(m.keys))
+			for i, k := range m.keys {
+				id, ok := r.ix.Lookup(k)
+				if !ok {
+					return refused(r.refuse(codeNotFound, "%v: key %q", engine.ErrNotFound, k))
+				}
+				ids[i] = id
+			}
+		}
+		for _, id := range ids {
+			if !r.ix.Has(id) {
+				return refused(r.refuse(codeNotFound, "%v: ID %d", engine.ErrNotFound, id))
+			}
+		}
+		// The delete, then the sentinel: replayed after a crash between
+		// them, the rows are gone and the delete is refused as not found,
+		// which changes nothing: the same end state.
+		if len(ids) > 0 {
+			if err := r.ix.Delete(ctx, engine.WithIDs(ids...)); err != nil {
+				return engineErr(err)
+			}
+		}
+		if err := mark(); err != nil {
+			return outcome{}, err
+		}
+		return outcome{ids: ids}, nil
+	}
+}
+
+// waitApplied waits until the replica has applied seq, or until ctx ends.
+func (r *replica) waitApplied(ctx context.Context, seq uint64) bool {
+	if r.applied.Load() >= seq {
+		return true
+	}
+	stop := context.AfterFunc(ctx, func() {
+		r.mu.Lock()
+		r.cond.Broadcast()
+		r.mu.Unlock()
+	})
+	defer stop()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for r.applied.Load() < seq && ctx.Err() == nil && r.broken == nil {
+		r.cond.Wait()
+	}
+	return r.applied.Load() >= seq
+}
+
+// answer serves one request: searches on the engine with the sentinels
+// dropped, or the outcomes of awaited writes.
+func (r *replica) answer(ctx context.Context, q *request) *reply {
+	applied := r.applied.Load()
+	r.mu.Lock()
+	broken := r.broken
+	r.mu.Unlock()
+	if broken != nil {
+		return &reply{status: statusError, applied: applied, msg: broken.Error()}
+	}
+	r.ixMu.RLock()
+	defer r.ixMu.RUnlock()
+	ix := r.ix
+	if q.kind == kindAwait {
+		p := &reply{applied: applied}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, s := range q.seqs {
+			o, ok := r.outs[s]
+			if !ok {
+				return &reply{status: statusError, applied: applied, msg: fmt.Sprintf("%v: shard %d message %d applied before this replica's restart", ErrOutcomeUnknown, r.shard, s)}
+			}
+			p.outcomes = append(p.outcomes, o)
+		}
+		return p
+	}
+	if q.dim != ix.Dim() {
+		return &reply{status: statusError, applied: applied, msg: fmt.Sprintf("%v: queries of dimension %d for a collection of dimension %d", engine.ErrDimMismatch, q.dim, ix.Dim())}
+	}
+	var opts []engine.SearchOption
+	if q.allow != nil {
+		opts = append(opts, engine.Allow(q.allow...))
+	}
+	nq := len(q.queries) / q.dim
+	p := &reply{applied: applied, hits: make([][]hit, nq)}
+	keep := func(hs []engine.Hit, limit int) []hit {
+		out := make([]hit, 0, len(hs))
+		for _, h := range hs {
+			if h.ID >= ReservedIDs {
+				continue
+			}
+			if limit > 0 && len(out) == limit {
+				break
+			}
+			out = append(out, hit{ID: h.ID, Score: h.Score, Key: h.Key})
+		}
+		return out
+	}
+	if q.kind == kindSearch {
+		qs := make([][]float32, nq)
+		for i := range qs {
+			qs[i] = q.queries[i*q.dim : (i+1)*q.dim]
+		}
+		all, err := ix.SearchBatch(ctx, qs, q.k+sentinelMargin, opts...)
+		if err != nil {
+			return &reply{status: statusError, applied: applied, msg: err.Error()}
+		}
+		for i, hs := range all {
+			p.hits[i] = keep(hs, q.k)
+		}
+		return p
+	}
+	for i := range nq {
+		o := opts
+		if q.maxHits > 0 {
+			o = append(slices.Clone(opts), engine.MaxHits(q.maxHits+sentinelMargin))
+		}
+		hs, err := ix.SearchRange(ctx, q.queries[i*q.dim:(i+1)*q.dim], q.threshold, o...)
+		if err != nil {
+			return &reply{status: statusError, applied: applied, msg: err.Error()}
+		}
+		p.hits[i] = keep(hs, q.maxHits)
+	}
+	return p
+}

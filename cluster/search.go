@@ -1,0 +1,177 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/umbravec/umbra/engine"
+)
+
+// SearchOption restricts or tunes a search.
+type SearchOption func(*searchOptions)
+
+type searchOptions struct {
+	allow    []uint64
+	allowSet bool
+	maxHits  int
+	token    Token
+	eventual bool
+}
+
+// Allow restricts a search to the rows with these IDs, exactly (IDs not
+// stored are ignored).
+func Allow(ids ...uint64) SearchOption {
+	return func(o *searchOptions) { o.allow, o.allowSet = append(o.allow, ids...), true }
+}
+
+// MaxHits caps a range search's answer (the best n).
+func MaxHits(n int) SearchOption { return func(o *searchOptions) { o.maxHits = n } }
+
+// AfterToken makes the search see every write tok covers (another
+// handle's, say), besides the handle's own.
+func AfterToken(tok Token) SearchOption { return func(o *searchOptions) { o.token = tok } }
+
+// Eventual drops read-your-writes: any replica answers, however far it
+// has applied. The answer is still exact for the rows that replica holds.
+func Eventual() SearchOption { return func(o *searchOptions) { o.eventual = true } }
+
+// better reports whether a ranks before b: higher score under Cosine and
+// Dot, lower under L2, equal scores by lower ID.
+func better(metric engine.Metric, a, b hit) bool {
+	if a.Score != b.Score {
+		if metric == engine.L2 {
+			return a.Score < b.Score
+		}
+		return a.Score > b.Score
+	}
+	return a.ID < b.ID
+}
+
+// Search returns the k rows most similar to query, best first, equal
+// scores by lower ID: the exact answer over every shard, or an error.
+func (col *Collection) Search(ctx context.Context, query []float32, k int, opts ...SearchOption) ([]engine.Hit, error) {
+	all, err := col.SearchBatch(ctx, [][]float32{query}, k, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return all[0], nil
+}
+
+// SearchBatch runs Search for every query.
+func (col *Collection) SearchBatch(ctx context.Context, queries [][]float32, k int, opts ...SearchOption) ([][]engine.Hit, error) {
+	if k < 1 {
+		return nil, engine.ErrInvalidK
+	}
+	return col.search(ctx, kindSearch, queries, k, 0, opts)
+}
+
+// SearchRange returns every row whose score for query is within threshold
+// (at least it under Cosine and Dot, at most under L2), best first; MaxHits
+// caps how many.
+func (col *Collection) SearchRange(ctx context.Context, query []float32, threshold float32, opts ...SearchOption) ([]engine.Hit, error) {
+	if math.IsNaN(float64(threshold)) {
+		return nil, fmt.Errorf("%w: threshold is NaN", engine.ErrNonFinite)
+	}
+	all, err := col.search(ctx, kindRange, [][]float32{query}, 0, threshold, opts)
+	if err != nil {
+		return nil, err
+	}
+	return all[0], nil
+}
+
+func (col *Collection) search(ctx context.Context, kind byte, queries [][]float32, k int, threshold float32, opts []SearchOption) ([][]engine.Hit, error) {
+	var o searchOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.maxHits < 0 {
+		return nil, fmt.Errorf("%w: MaxHits %d", engine.ErrInvalidOption, o.maxHits)
+	}
+	dim := col.meta.Dim
+	for i, q := range queries {
+		if len(q) != dim {
+			return nil, fmt.Errorf("%w: query %d has %d components, the collection %d", engine.ErrDimMismatch, i, len(q), dim)
+		}
+		for j, v := range q {
+			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+				return nil, fmt.Errorf("%w: query %d, component %d", engine.ErrNonFinite, i, j)
+			}
+		}
+	}
+	out := make([][]engine.Hit, len(queries))
+	if len(queries) == 0 {
+		return out, nil
+	}
+	tok := col.Token()
+	if o.eventual {
+		tok = make(Token, col.meta.Shards)
+	}
+	for s := range min(len(tok), len(o.token)) {
+		tok[s] = max(tok[s], o.token[s])
+	}
+	var allow []uint64
+	if o.allowSet {
+		allow = o.allow
+		if allow == nil {
+			allow = []uint64{}
+		}
+	}
+	// Queries go in groups whose request fits the max payload; replies
+	// come back in pieces when they do not.
+	limit := int(col.c.nc.MaxPayload()) - chunkRoom
+	fixed := 64 + 8*len(allow)
+	if fixed+4*dim > limit {
+		return nil, fmt.Errorf("%w: an allow list of %d IDs does not fit a NATS message (max payload %d bytes)", engine.ErrTooLarge, len(allow), col.c.nc.MaxPayload())
+	}
+	per := max(1, (limit-fixed)/(4*dim))
+	for start := 0; start < len(queries); start += per {
+		end := min(len(queries), start+per)
+		flat := make([]float32, 0, (end-start)*dim)
+		for _, q := range queries[start:end] {
+			flat = append(flat, q...)
+		}
+		reqs := map[int][]byte{}
+		for s := range col.meta.Shards {
+			q := &request{kind: kind, minSeq: tok[s], waitMs: 500, k: k, threshold: threshold, maxHits: o.maxHits, allow: allow, dim: dim, queries: flat}
+			reqs[s] = q.encode()
+		}
+		replies, err := col.c.fanout(ctx, col.meta.Name, kind, reqs)
+		if err != nil {
+			return nil, err
+		}
+		for qi := start; qi < end; qi++ {
+			var merged []hit
+			for s := range col.meta.Shards {
+				hs := replies[s].hits
+				if len(hs) != end-start {
+					return nil, fmt.Errorf("%w: shard %d answered %d queries of %d", ErrShardsUnavailable, s, len(hs), end-start)
+				}
+				merged = append(merged, hs[qi-start]...)
+			}
+			slices.SortFunc(merged, func(a, b hit) int {
+				if better(col.metric, a, b) {
+					return -1
+				}
+				if better(col.metric, b, a) {
+					return 1
+				}
+				return 0
+			})
+			limit := k
+			if kind == kindRange {
+				limit = o.maxHits
+			}
+			if limit > 0 && len(merged) > limit {
+				merged = merged[:limit]
+			}
+			hits := make([]engine.Hit, len(merged))
+			for i, h := range merged {
+				hits[i] = engine.Hit{ID: h.ID, Score: h.Score, Key: h.Key}
+			}
+			out[qi] = hits
+		}
+	}
+	return out, nil
+}

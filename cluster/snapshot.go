@@ -1,0 +1,257 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/umbravec/umbra/engine"
+)
+
+// snapshotManifest names a shard's newest snapshot: a store base file
+// (umbra's own checksummed format, the applied sequence inside it as its
+// sentinel row) in the Object Store.
+type snapshotManifest struct {
+	Version int    `json:"version"` // 1
+	Seq     uint64 `json:"seq"`     // the stream sequence the snapshot has applied
+	Object  string `json:"object"`
+	Size    int64  `json:"size"`
+	// Parts, when above 0, says the file is in that many objects,
+	// Object/part-0 …, each snapshotPart bytes but the last.
+	Parts int `json:"parts,omitempty"`
+}
+
+// snapshotPart bounds one Object Store Put. Put publishes its chunks
+// without waiting for them (up to 4000 in flight): under sync always the
+// stream stores them slower than they come, and past 128 MiB queued on a
+// stream the server refuses publishes ("too many requests"), past 4000
+// the client stalls — a 512 MB snapshot failed either way. A Put of 64 MB
+// has 512 chunks in flight at most, and returns once all are stored.
+var snapshotPart int64 = 64 << 20 // a variable for tests of several parts
+
+// objects are the names of the snapshot's objects, in order.
+func (m *snapshotManifest) objects() []string {
+	if m.Parts == 0 {
+		return []string{m.Object}
+	}
+	out := make([]string, m.Parts)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s/part-%d", m.Object, i)
+	}
+	return out
+}
+
+func snapshotKey(coll string, shard int) string { return coll + "." + strconv.Itoa(shard) }
+
+func (n *Node) snapshotStores(ctx context.Context) (jetstream.KeyValue, jetstream.ObjectStore, error) {
+	kv, err := bucket(ctx, n.c.js, bucketSnapshots, n.c.replicas)
+	if err != nil {
+		return nil, nil, err
+	}
+	obs, err := n.c.js.ObjectStore(ctx, objectSnapshots)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		obs, err = n.c.js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: objectSnapshots, Replicas: n.c.replicas, Storage: jetstream.FileStorage})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			obs, err = n.c.js.ObjectStore(ctx, objectSnapshots)
+		}
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("object store %s: %w", objectSnapshots, err)
+	}
+	return kv, obs, nil
+}
+
+// Snapshot saves the replica of shard to the Object Store, records it as
+// the shard's newest snapshot, and trims the shard's stream below it (the
+// oldest snapshot kept is the newest: one per shard).
+func (n *Node) Snapshot(ctx context.Context, collection string, shard int) (uint64, error) {
+	n.mu.Lock()
+	reps := n.replicas[collection]
+	n.mu.Unlock()
+	if shard < 0 || shard >= len(reps) || reps[shard] == nil {
+		return 0, fmt.Errorf("this node holds no replica of %s/%d", collection, shard)
+	}
+	e, err := n.c.colls.Get(ctx, collection)
+	if err != nil {
+		return 0, err
+	}
+	meta, err := unmarshalMeta(e.Value())
+	if err != nil {
+		return 0, err
+	}
+	if err := n.snapshot(ctx, reps[shard], meta); err != nil {
+		return 0, err
+	}
+	return reps[shard].applied.Load(), nil
+}
+
+func (n *Node) snapshot(ctx context.Context, r *replica, meta *collectionMeta) error {
+	kv, obs, err := n.snapshotStores(ctx)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(n.cfg.Dir, "replicas", meta.Name)
+	tmp := filepath.Join(dir, fmt.Sprintf("shard-%d.snapshot", r.shard))
+	// The save holds applies off (mu), so the file is one applied state;
+	// searches go on.
+	r.mu.Lock()
+	seq := r.applied.Load()
+	err = r.store().Save(ctx, tmp)
+	r.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp)
+	f, err := os.Open(tmp)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	name := fmt.Sprintf("%s/%d/%d", meta.Name, r.shard, seq)
+	man := snapshotManifest{Version: 1, Seq: seq, Object: name, Size: fi.Size(), Parts: int(max(1, (fi.Size()+snapshotPart-1)/snapshotPart))}
+	deleteAll := func(m *snapshotManifest) {
+		for _, o := range m.objects() {
+			_ = obs.Delete(ctx, o)
+		}
+	}
+	for i, o := range man.objects() {
+		part := io.NewSectionReader(f, int64(i)*snapshotPart, snapshotPart)
+		if _, err := obs.Put(ctx, jetstream.ObjectMeta{Name: o}, part); err != nil {
+			deleteAll(&man)
+			return fmt.Errorf("uploading %s: %w", o, err)
+		}
+	}
+	b, _ := json.Marshal(man)
+	key := snapshotKey(meta.Name, r.shard)
+	var old snapshotManifest
+	if e, err := kv.Get(ctx, key); err == nil {
+		_ = json.Unmarshal(e.Value(), &old)
+		if old.Seq >= seq {
+			deleteAll(&man) // a newer one is kept already
+			return nil
+		}
+	}
+	if _, err := kv.Put(ctx, key, b); err != nil {
+		return err
+	}
+	if old.Object != "" && old.Object != name {
+		deleteAll(&old)
+	}
+	// Trim the stream below the snapshot: a replica further behind
+	// recovers from the snapshot, then the tail.
+	st, err := n.c.js.Stream(ctx, streamName(meta.Name, r.shard))
+	if err != nil {
+		return err
+	}
+	if err := st.Purge(ctx, jetstream.WithPurgeSequence(seq+1)); err != nil {
+		return fmt.Errorf("trimming the stream below %d: %w", seq+1, err)
+	}
+	n.cfg.Logf("shard %s/%d: snapshot at %d (%d bytes in %d objects), stream trimmed below it", meta.Name, r.shard, seq, man.Size, man.Parts)
+	return nil
+}
+
+// recover replaces a replica that fell behind its trimmed stream (the next
+// message it can read is next) with the shard's newest snapshot, then the
+// follower goes on from the snapshot's sequence.
+func (n *Node) recover(r *replica, meta *collectionMeta, next uint64) error {
+	ctx := n.ctx
+	kv, obs, err := n.snapshotStores(ctx)
+	if err != nil {
+		return err
+	}
+	e, err := kv.Get(ctx, snapshotKey(meta.Name, r.shard))
+	if err != nil {
+		return fmt.Errorf("behind the stream (next message %d, applied %d) and no snapshot: %w", next, r.applied.Load(), err)
+	}
+	var man snapshotManifest
+	if err := json.Unmarshal(e.Value(), &man); err != nil || man.Version != 1 {
+		return fmt.Errorf("snapshot manifest %q unreadable", e.Value())
+	}
+	if man.Seq+1 < next {
+		return fmt.Errorf("behind the stream (next message %d) and the newest snapshot is at %d", next, man.Seq)
+	}
+	dir := filepath.Join(n.cfg.Dir, "replicas", meta.Name)
+	tmp := filepath.Join(dir, fmt.Sprintf("shard-%d.download", r.shard))
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp)
+	for _, o := range man.objects() {
+		var res jetstream.ObjectResult
+		if res, err = obs.Get(ctx, o); err == nil {
+			_, err = io.Copy(f, res) // the object store checks the digest at the end
+			res.Close()
+		}
+		if err != nil {
+			break
+		}
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("downloading snapshot %s: %w", man.Object, err)
+	}
+	// Check the download is a store, and what it applied, before it
+	// replaces anything.
+	metric, _ := meta.metric()
+	cfg := engine.Config{Dim: meta.Dim, Metric: metric, Device: n.cfg.Device}
+	probe, err := openReplica(ctx, meta.Name, r.shard, tmp, engine.Config{Dim: meta.Dim, Metric: metric, Device: engine.CPU})
+	if err != nil {
+		return fmt.Errorf("snapshot %s: %w", man.Object, err)
+	}
+	got := probe.applied.Load()
+	probe.close()
+	os.Remove(tmp + ".log")
+	os.Remove(tmp + ".lock")
+	if got != man.Seq {
+		return fmt.Errorf("snapshot %s holds sequence %d, its manifest says %d", man.Object, got, man.Seq)
+	}
+	// Swap: the old store's log goes first, so a crash leaves either the
+	// old base alone (an older state: it recovers again) or the snapshot.
+	path := filepath.Join(dir, fmt.Sprintf("shard-%d.umbra", r.shard))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ixMu.Lock()
+	defer r.ixMu.Unlock()
+	if err := r.ix.Close(); err != nil {
+		return err
+	}
+	os.Remove(path + ".log")
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	ix, err := engine.Open(ctx, path, cfg)
+	if err != nil {
+		return err
+	}
+	r.ix = ix
+	r.live = nil
+	ids := ix.IDs()
+	for i := len(ids) - 1; i >= 0 && ids[i] >= ReservedIDs; i-- {
+		r.live = append([]uint64{ids[i]}, r.live...)
+	}
+	r.applied.Store(got)
+	r.cond.Broadcast()
+	n.cfg.Logf("shard %s/%d: recovered from snapshot at %d", meta.Name, r.shard, got)
+	return errors.New("recovered from a snapshot; following the stream from there")
+}

@@ -1,0 +1,326 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/umbravec/umbra/cluster"
+	"github.com/umbravec/umbra/engine"
+)
+
+// clusterFlags are the store commands' cluster form: --cluster URL
+// --collection NAME in place of a store path.
+type clusterFlags struct {
+	Cluster    string `name:"cluster" placeholder:"URL" help:"the NATS URL of an umbra cluster (see 'umbra serve'), in place of a store; with --collection"`
+	Collection string `name:"collection" placeholder:"NAME" help:"with --cluster: the collection"`
+}
+
+func (f *clusterFlags) validateCluster(store string) error {
+	switch {
+	case f.Collection == "":
+		return usagef("--cluster needs --collection NAME")
+	case store != "":
+		return usagef("--cluster and a store exclude each other")
+	}
+	return nil
+}
+
+func (f *clusterFlags) open(ctx context.Context) (*cluster.Client, *cluster.Collection, error) {
+	c, err := cluster.Connect(ctx, f.Cluster)
+	if err != nil {
+		return nil, nil, err
+	}
+	col, err := c.Open(ctx, f.Collection)
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	return c, col, nil
+}
+
+type serveCmd struct {
+	NATS   string `name:"nats" placeholder:"URL" help:"an existing NATS system with JetStream (run with sync_interval: always); without it an embedded server is started"`
+	Listen string `name:"listen" default:"127.0.0.1:4222" placeholder:"HOST:PORT" help:"where the embedded NATS server listens (loopback only)"`
+	Dir    string `name:"dir" default:"umbra-data" placeholder:"DIR" help:"where the node keeps its shard replicas (and the embedded server its streams)"`
+	Device choice `name:"device" choices:"auto,gpu,cpu" default:"auto" placeholder:"D" help:"what the replicas search on"`
+	Snap   int    `name:"snapshot-every" default:"0" placeholder:"N" help:"snapshot each shard to the Object Store every N applied messages and trim its stream below (0: never)"`
+}
+
+func (*serveCmd) Help() string {
+	return `Run an umbra cluster node: it holds a replica of every shard of every
+collection, applies each shard's stream (NATS JetStream) into a store under
+--dir, and answers searches. Without --nats it starts an in-process NATS
+server with JetStream on --listen (loopback only), its streams fsynced on
+every write. A node killed at any point and started again on the same --dir
+resumes from the last message its stores applied. Stop it with Ctrl-C.`
+}
+
+func (*serveCmd) Examples() []string {
+	return []string{
+		"umbra serve --dir node1",
+		"umbra build --cluster nats://127.0.0.1:4222 --collection docs --data docs.npy --shards 4",
+		"umbra search --cluster nats://127.0.0.1:4222 --collection docs --queries q.npy --k 10 --json",
+	}
+}
+
+func (s *serveCmd) Run(ctx context.Context, e *env) error {
+	device, err := engine.ParseDevice(string(s.Device))
+	if err != nil {
+		return usagef("%s", err)
+	}
+	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
+		return err
+	}
+	url := s.NATS
+	if url == "" {
+		srv, err := cluster.StartEmbedded(cluster.EmbeddedConfig{Listen: s.Listen, Dir: s.Dir})
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+		url = srv.URL()
+	}
+	c, err := cluster.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(e.stderr, "umbra serve: "+format+"\n", args...)
+	}
+	n, err := cluster.StartNode(ctx, c, cluster.NodeConfig{Dir: filepath.Clean(s.Dir), Device: device, SnapshotEvery: s.Snap, Logf: logf})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "umbra serve: NATS %s, replicas under %s\n", url, s.Dir)
+	<-ctx.Done()
+	return n.Close()
+}
+
+func (b *buildCmd) runCluster(ctx context.Context, e *env) error {
+	metric, err := engine.ParseMetric(string(b.Metric))
+	if err != nil {
+		return usagef("%s", err)
+	}
+	src, err := openRows(ctx, "--data", b.Data)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	c, err := cluster.Connect(ctx, b.Cluster)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	col, err := c.Create(ctx, b.Collection, cluster.CollectionConfig{Dim: src.Dim(), Metric: metric, Shards: b.Shards})
+	if err != nil {
+		return err
+	}
+	return clusterWrite(ctx, e, col, src, b.IDs, b.Keys, false)
+}
+
+func (c *addCmd) runCluster(ctx context.Context, e *env) error {
+	src, err := openRows(ctx, "--data", c.Data)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	cl, col, err := c.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	return clusterWrite(ctx, e, col, src, c.IDs, c.Keys, c.Upsert)
+}
+
+func clusterWrite(ctx context.Context, e *env, col *cluster.Collection, src *fileRows, idsPath, keysPath string, upsert bool) error {
+	var opts []cluster.WriteOption
+	if idsPath != "" {
+		ids, err := readIDs(ctx, e, "--ids", idsPath)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, cluster.WithIDs(ids...))
+	}
+	if keysPath != "" {
+		keys, _, err := readKeys(ctx, "--keys", keysPath, everyRowKeyed)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, cluster.WithKeys(keys...))
+	}
+	var ids []uint64
+	var err error
+	if upsert {
+		ids, err = col.Upsert(ctx, src, opts...)
+	} else {
+		ids, err = col.Add(ctx, src, opts...)
+	}
+	if err != nil {
+		if serr := src.sourceError(err); serr != nil {
+			return serr
+		}
+		return err
+	}
+	fmt.Fprintf(e.stdout, "wrote %d vectors to collection %s (token %v)\n", len(ids), col.Name(), col.Token())
+	return nil
+}
+
+func (c *deleteCmd) runCluster(ctx context.Context, e *env) error {
+	var opt cluster.WriteOption
+	switch {
+	case c.IDs != "":
+		ids, err := parseIDList(c.IDs)
+		if err != nil {
+			return usagef("%s", err)
+		}
+		opt = cluster.WithIDs(ids...)
+	case c.IDsFile != "":
+		ids, err := readIDs(ctx, e, "--ids-file", c.IDsFile)
+		if err != nil {
+			return err
+		}
+		opt = cluster.WithIDs(ids...)
+	case c.Keys != "":
+		keys, err := parseKeyList("--keys", c.Keys)
+		if err != nil {
+			return usagef("%s", err)
+		}
+		opt = cluster.WithKeys(keys...)
+	default:
+		keys, _, err := readKeys(ctx, "--keys-file", c.KeysFile, keySet)
+		if err != nil {
+			return err
+		}
+		opt = cluster.WithKeys(keys...)
+	}
+	cl, col, err := c.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	if err := col.Delete(ctx, opt); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "deleted from collection %s (token %v)\n", col.Name(), col.Token())
+	return nil
+}
+
+type clusterInfoJSON struct {
+	Collection string            `json:"collection"`
+	Dim        int               `json:"dim"`
+	Metric     string            `json:"metric"`
+	Shards     int               `json:"shards"`
+	Streams    []clusterShardLog `json:"streams"`
+}
+
+type clusterShardLog struct {
+	Shard    int    `json:"shard"`
+	Messages uint64 `json:"messages"`
+	Bytes    uint64 `json:"bytes"`
+	FirstSeq uint64 `json:"first_seq"`
+	LastSeq  uint64 `json:"last_seq"`
+	Replicas int    `json:"replicas"`
+}
+
+func (c *infoCmd) runCluster(ctx context.Context, e *env) error {
+	cl, col, err := c.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	js, err := jetstream.New(cl.Conn())
+	if err != nil {
+		return err
+	}
+	out := clusterInfoJSON{Collection: col.Name(), Dim: col.Dim(), Metric: col.Metric().String(), Shards: col.Shards()}
+	for s := range col.Shards() {
+		st, err := js.Stream(ctx, fmt.Sprintf("UMBRA_%s_%d", col.Name(), s))
+		if err != nil {
+			return fmt.Errorf("shard %d: %w", s, err)
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("shard %d: %w", s, err)
+		}
+		out.Streams = append(out.Streams, clusterShardLog{Shard: s, Messages: info.State.Msgs, Bytes: info.State.Bytes,
+			FirstSeq: info.State.FirstSeq, LastSeq: info.State.LastSeq, Replicas: info.Config.Replicas})
+	}
+	if c.JSON {
+		return json.NewEncoder(e.stdout).Encode(out)
+	}
+	fmt.Fprintf(e.stdout, "collection %s: dimension %d, %s, %d shards\n", out.Collection, out.Dim, out.Metric, out.Shards)
+	for _, s := range out.Streams {
+		fmt.Fprintf(e.stdout, "  shard %d: %d messages, %d bytes, sequences %d–%d, R%d\n", s.Shard, s.Messages, s.Bytes, s.FirstSeq, s.LastSeq, s.Replicas)
+	}
+	return nil
+}
+
+func (o *searchCmd) runCluster(ctx context.Context, e *env) error {
+	var allow []uint64
+	var err error
+	if o.Allow != "" {
+		if allow, err = readIDs(ctx, e, "--allow", o.Allow); err != nil {
+			return err
+		}
+	}
+	queries, err := loadMatrix(ctx, e, "--queries", o.Queries)
+	if err != nil {
+		return err
+	}
+	cl, col, err := o.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	qs := make([][]float32, queries.Rows)
+	for i := range qs {
+		qs[i] = queries.Row(i)
+	}
+	var opts []cluster.SearchOption
+	if o.Allow != "" {
+		opts = append(opts, cluster.Allow(allow...))
+	}
+	start := time.Now()
+	threshold, ranged := o.threshold()
+	var all [][]engine.Hit
+	if ranged {
+		if o.K > 0 {
+			opts = append(opts, cluster.MaxHits(int(o.K)))
+		}
+		for i, q := range qs {
+			hits, err := col.SearchRange(ctx, q, float32(threshold), opts...)
+			if err != nil {
+				return fmt.Errorf("query %d: %w", i, err)
+			}
+			all = append(all, hits)
+		}
+	} else if all, err = col.SearchBatch(ctx, qs, int(o.K), opts...); err != nil {
+		return fmt.Errorf("search: %w", err)
+	}
+	_ = start
+	out := searchJSON{Backend: "cluster", Metric: col.Metric().String(), K: int(o.K), Dim: col.Dim(), Store: o.Cluster + "#" + o.Collection,
+		Queries: o.Queries, Allow: o.Allow, Results: make([]resultJSON, len(all))}
+	if given := float64(threshold); ranged && col.Metric().HigherIsBetter() {
+		out.MinScore = &given
+	} else if ranged {
+		out.MaxDistance = &given
+	}
+	for i, hits := range all {
+		r := resultJSON{Hits: make([]hitJSON, len(hits))}
+		for j, h := range hits {
+			r.Hits[j] = hitJSON{ID: h.ID, Key: h.Key, Score: score(h.Score)}
+		}
+		out.Results[i] = r
+	}
+	if o.JSON {
+		return json.NewEncoder(e.stdout).Encode(out)
+	}
+	return writeSearchText(e.stdout, out)
+}
