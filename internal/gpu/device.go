@@ -177,6 +177,10 @@ type Device struct {
 	// staged is set when batches score faster with their queries staged
 	// in workgroup memory, also measured by tuneTeam.
 	staged bool
+	// scanRate is how many bytes of rows a second one scoring pass reads
+	// on this device, measured by tune (0: not measured): what a
+	// submission's work is estimated by (workLimit).
+	scanRate float64
 	// editScores, set by tests only, rewrites scores.wgsl before it is
 	// compiled (to reach a branch no software adapter takes).
 	editScores func(string) string

@@ -72,6 +72,9 @@ func (d *Device) tune(passed []variant) {
 		return
 	}
 	d.team = best
+	if bestTime > 0 {
+		d.scanRate = float64(s.Bytes()) / bestTime.Seconds()
+	}
 
 	// Batches: queries staged in workgroup memory, or read through the
 	// cache by every team. Which wins depends on the device's workgroup
