@@ -204,10 +204,18 @@ func limitsOf(l wgpu.Limits) Limits {
 // openDevice creates a device on a with the adapter's own limits: the
 // defaults would cap maxBufferSize at 256 MiB. (Device.GetLimits is not
 // called: in this binding it can abort the process.)
-func openDevice(a *wgpu.Adapter) (*Device, error) {
+func openDevice(a *wgpu.Adapter) (*Device, error) { return openDeviceWith(a, nil) }
+
+// openDeviceWith is openDevice with the adapter's limits changed by edit
+// (nil: none) before the device is requested: tests ask a software adapter
+// for limits that look like a hardware GPU's.
+func openDeviceWith(a *wgpu.Adapter, edit func(*wgpu.Limits)) (*Device, error) {
 	d := &Device{adapter: a, info: describeAdapter(a)}
 	err := gpuCall("request device", func() error {
 		lim := a.GetLimits()
+		if edit != nil {
+			edit(&lim)
+		}
 		d.lim = limitsOf(lim)
 		var features []wgpu.FeatureName
 		if a.HasFeature(nativeFeatureSubgroup) {
