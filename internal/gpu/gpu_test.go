@@ -209,15 +209,16 @@ func TestCalibrate(t *testing.T) {
 
 // TestReductionVariantsAgree scores the same rows with the subgroup-shuffle
 // reduction and the workgroup-memory tree on one device, for team widths
-// below, at and above common subgroup sizes; the subgroup variant's own
-// fallback path must give the shuffles' bits exactly.
+// below, at and above common subgroup sizes, against float64. That they
+// give the same bits, and the fused scan's, at every team and subgroup
+// size is TestScoreBitsOnEveryPath's.
 func TestReductionVariantsAgree(t *testing.T) {
 	d := softwareDevice(t)
 	if !d.subgroups {
 		t.Skipf("%s (%s) has no subgroup feature; the tree variant is covered by every other test", d.info.Name, d.info.API)
 	}
 	r := testkit.Rand(t)
-	tree := &Device{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim}
+	tree := &Device{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim, team: d.team}
 	// The subgroup variant on a device whose subgroup layout it does not
 	// trust: every workgroup must take its own tree reduction instead.
 	distrust := &Device{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim, subgroups: true,
@@ -260,24 +261,8 @@ func TestReductionVariantsAgree(t *testing.T) {
 			require.InDelta(t, want, float64(got[1][i]), 1e-5*math.Max(1, math.Abs(want)), "dim %d row %d, tree", dim, i)
 			require.InDelta(t, want, float64(got[2][i]), 1e-5*math.Max(1, math.Abs(want)), "dim %d row %d, subgroups distrusted", dim, i)
 		}
-		// A workgroup that distrusts the layout adds the shuffles' pairs in
-		// their order: a score never depends on which path its workgroup
-		// took (which may differ from one dispatch to the next), for teams
-		// at and above the subgroup size.
-		for _, team := range []uint32{8, 16, 32, 64} {
-			var bits [2][]float32
-			for i, edit := range []func(string) string{nil, distrust.editScores} {
-				dev := &Device{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim,
-					subgroups: true, team: team, editScores: edit}
-				g, err := newIndex(dev, slab.Stride, core.Dot, 0)
-				require.NoError(t, err)
-				require.NoError(t, g.Upload(context.Background(), slab, 0, nil, nil))
-				bits[i], err = g.scores(context.Background(), q, slab.Rows)
-				require.NoError(t, err)
-				g.Release()
-			}
-			require.Equal(t, bits[0], bits[1], "dim %d team %d: the subgroup variant's two paths give the same bits", dim, team)
-		}
+		require.Equal(t, got[0], got[1], "dim %d: shuffles and tree give the same bits", dim)
+		require.Equal(t, got[0], got[2], "dim %d: shuffles and their distrusted tree give the same bits", dim)
 	}
 }
 
