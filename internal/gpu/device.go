@@ -181,6 +181,12 @@ type Device struct {
 	// on this device, measured by tune (0: not measured): what a
 	// submission's work is estimated by (workLimit).
 	scanRate float64
+	// timingBytes, when not 0, replaces hardwareTimingBytes (tests time a
+	// hardware-sized slab on a software adapter in seconds); failTiming,
+	// set by tests only, fails the timing of a slab of that many rows, as
+	// a device without the memory for it would.
+	timingBytes uint64
+	failTiming  func(rows int) bool
 	// editScores, set by tests only, rewrites scores.wgsl before it is
 	// compiled (to reach a branch no software adapter takes).
 	editScores func(string) string
