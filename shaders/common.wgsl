@@ -3,8 +3,9 @@ common.wgsl: the fragments several shaders share, each written once here.
 shaders.go parses this file into every shader's template, and a shader
 places a fragment with {{template "name" .}}. WGSL has no include, so this
 is how one rule stays one rule: the order of scores (select.wgsl and
-topk.wgsl), the per-chunk Params uniform (scores.wgsl, quant.wgsl and
-topk.wgsl's scan) and the metric constant they branch on.
+topk.wgsl), the order a team's partial sums are added in (scores.wgsl,
+topk.wgsl's scan, quant.wgsl), the per-chunk Params uniform (scores.wgsl,
+quant.wgsl and topk.wgsl's scan) and the metric constant they branch on.
 */ -}}
 
 {{- define "metric"}}
@@ -58,5 +59,34 @@ struct Params {
     _pad0: u32,
     _pad1: u32,
     _pad2: u32,
+}
+{{- end}}
+
+{{- define "team_sum"}}
+// team_sum adds up each team's TEAM partial sums, partial[a * WG + li] for
+// accumulators a < n, into the team's lane 0, in the one summation order
+// of every path that scores a row (scores.wgsl's tree and shuffles, both
+// layouts, topk.wgsl's scan, quant.wgsl): the pairwise tree over adjacent
+// lanes, (p0 + p1) + (p2 + p3) and so on up, so that a row's score is the
+// same bits whichever path, batch shape or subgroup size computed it. (A
+// lane's own value is the same everywhere too: lane l sums vec4 words l,
+// l + TEAM, ... in that order by fma, then (x + y) + (z + w).) A subgroup
+// of w lanes computes the first log2(w) levels by xor shuffles with masks
+// 1, 2, ..., w/2, which pair exactly these lanes; the levels above them
+// are this tree's. Called in uniform control flow once the partial sums
+// are written; lane 0 of each team holds the totals when it returns.
+fn team_sum(li: u32, n: u32) {
+    workgroupBarrier();
+    let lane = li % TEAM;
+    let first = li - lane;
+    for (var s = 1u; s < TEAM; s = s * 2u) {
+        let off = lane * 2u * s;
+        if (off < TEAM) {
+            for (var a = 0u; a < n; a++) {
+                partial[a * WG + first + off] = partial[a * WG + first + off] + partial[a * WG + first + off + s];
+            }
+        }
+        workgroupBarrier();
+    }
 }
 {{- end}}

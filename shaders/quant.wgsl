@@ -23,8 +23,8 @@
 //
 // A team of TEAM invocations shares one row as in scores.wgsl (lane i reads
 // word i, i+TEAM, ...), ROWS teams make a workgroup, the team's sums meet
-// in a tree in workgroup memory, and the z dimension walks tiles of QT
-// queries.
+// in workgroup memory by common.wgsl's team_sum, and the z dimension walks
+// tiles of QT queries.
 
 const DIM4: u32 = {{.Dim4}}u;
 const TEAM: u32 = {{.Team}}u;
@@ -43,6 +43,8 @@ var<workgroup> partial: array<i32, {{.Partial}}>;
 {{else}}
 var<workgroup> partial: array<f32, {{.Partial}}>;
 {{end}}
+{{template "team_sum" .}}
+
 @compute @workgroup_size({{.Workgroup}})
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     let group = wg.y * params.groups_x + wg.x;
@@ -85,15 +87,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         partial[j * WG + li] = (a.x + a.y) + (a.z + a.w);
     }
 {{end}}
-    workgroupBarrier();
-    for (var s = TEAM / 2u; s > 0u; s = s / 2u) {
-        if (lane < s) {
-            for (var j = 0u; j < QT; j++) {
-                partial[j * WG + li] = partial[j * WG + li] + partial[j * WG + li + s];
-            }
-        }
-        workgroupBarrier();
-    }
+    team_sum(li, QT);
     if (lane == 0u && row < params.rows) {
         for (var j = 0u; j < QT; j++) {
             if (q0 + j < params.nq) {

@@ -9,14 +9,15 @@
 //
 // A team of TEAM invocations shares one row: lane i reads vec4 number i,
 // i+TEAM, ..., so consecutive lanes read consecutive 16-byte words and the
-// loads coalesce. ROWS teams make one workgroup. Each loaded vec4 of a row is
+// loads coalesce (a staged slice is a multiple of TEAM words, so lane i
+// sums the same words in the same order either way). ROWS teams make one workgroup. Each loaded vec4 of a row is
 // used for QT queries before the next is read, so a batch reads the slab
 // once per QT queries rather than once per query; a batch layout stages
 // the tile's queries in workgroup memory, a slice of the dimension at a
 // time. The team's partial sums
 // are reduced with subgroup shuffles where the device has the subgroup
 // feature (the variant is chosen at device creation), otherwise by a tree in
-// workgroup memory. The grid is 2-D over rows because one
+// workgroup memory, both in common.wgsl's team_sum order. The grid is 2-D over rows because one
 // dimension holds at most 65,535 workgroups on many adapters (params.groups_x
 // is its width); the z dimension walks the tiles of QT queries.
 //
@@ -32,6 +33,8 @@ const WG: u32 = {{.Workgroup}}u;
 {{template "metric" .}}
 
 {{template "params" .}}
+
+{{template "team_sum" .}}
 
 @group(0) @binding(0) var<storage, read> rows: array<vec4<f32>>;
 @group(0) @binding(1) var<storage, read> query: array<vec4<f32>>;
@@ -110,13 +113,17 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
 {{if .Subgroups}}
     // Subgroup variant: lanes of a team that share a subgroup add up with
     // shuffles (no barrier); only when a team spans several subgroups do
-    // their sums meet in workgroup memory, after one barrier. Neither WGSL
-    // nor Vulkan promises how invocations map to subgroups, so the shuffles
-    // are trusted only after each invocation has checked, by shuffling its
+    // their sums meet in workgroup memory, after one barrier. The shuffles
+    // (masks 1, 2, ..., w/2) and the sums of the runs (a pairwise tree in
+    // lane 0) add exactly team_sum's pairs in its order, so a score is the
+    // same bits whatever the subgroup size w. Neither WGSL nor Vulkan
+    // promises how invocations map to subgroups, so the shuffles are
+    // trusted only after each invocation has checked, by shuffling its
     // own index, that its xor partners are exactly the invocations li ^ m
     // of the same aligned run of w lanes (so a sum never mixes two rows and
     // never misses a lane). If any invocation of the workgroup finds
-    // otherwise, the whole workgroup takes the tree below instead.
+    // otherwise, the whole workgroup takes team_sum's tree instead, which
+    // gives the same bits.
     let w = min(TEAM, sg_size);
     var ok = w > 0u && (w & (w - 1u)) == 0u;
     for (var m = 1u; m < w; m = m * 2u) {
@@ -130,7 +137,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         for (var j = 0u; j < QT; j++) {
             let a = acc[j];
             var v = (a.x + a.y) + (a.z + a.w);
-            for (var m = w / 2u; m > 0u; m = m / 2u) {
+            for (var m = 1u; m < w; m = m * 2u) {
                 v += subgroupShuffleXor(v, m);
             }
             if (lane % w == 0u) {
@@ -139,49 +146,20 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
         workgroupBarrier();
         if (lane == 0u) {
+            // This team's runs' sums are partial[first ..< first + parts]:
+            // the tree's upper levels, in place.
             let parts = TEAM / w;
             let first = li / w;
-            for (var j = 0u; j < QT; j++) {
-                var total = 0.0;
-                for (var p = 0u; p < parts; p++) {
-                    total += partial[j * WG + first + p];
-                }
-                if (row < params.rows && q0 + j < params.nq) {
-                    scores[(q0 + j) * params.n_total + params.base + row] = total;
+            for (var s = 1u; s < parts; s = s * 2u) {
+                for (var p = 0u; p + s < parts; p += 2u * s) {
+                    for (var j = 0u; j < QT; j++) {
+                        partial[j * WG + first + p] = partial[j * WG + first + p] + partial[j * WG + first + p + s];
+                    }
                 }
             }
-        }
-        return;
-    }
-    if (w > 0u && (w & (w - 1u)) == 0u) {
-        // The layout does not hold here: add the very pairs the shuffles
-        // would, in the same order — within each run of w lanes first
-        // (stride w/2 down to 1, the xor partners), then the runs' sums in
-        // turn — so a workgroup that takes this path writes the same bits
-        // as one that shuffles, and a row's score never depends on which
-        // path its workgroup took.
-        for (var j = 0u; j < QT; j++) {
-            let a = acc[j];
-            partial[j * WG + li] = (a.x + a.y) + (a.z + a.w);
-        }
-        workgroupBarrier();
-        for (var s = w / 2u; s > 0u; s = s / 2u) {
-            if (lane % w < s) {
-                for (var j = 0u; j < QT; j++) {
-                    partial[j * WG + li] = partial[j * WG + li] + partial[j * WG + li + s];
-                }
-            }
-            workgroupBarrier();
-        }
-        if (lane == 0u) {
-            let parts = TEAM / w;
             for (var j = 0u; j < QT; j++) {
-                var total = 0.0;
-                for (var p = 0u; p < parts; p++) {
-                    total += partial[j * WG + li + p * w];
-                }
                 if (row < params.rows && q0 + j < params.nq) {
-                    scores[(q0 + j) * params.n_total + params.base + row] = total;
+                    scores[(q0 + j) * params.n_total + params.base + row] = partial[j * WG + first];
                 }
             }
         }
@@ -192,17 +170,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         let a = acc[j];
         partial[j * WG + li] = (a.x + a.y) + (a.z + a.w);
     }
-    workgroupBarrier();
-
-    for (var s = TEAM / 2u; s > 0u; s = s / 2u) {
-        if (lane < s) {
-            for (var j = 0u; j < QT; j++) {
-                partial[j * WG + li] = partial[j * WG + li] + partial[j * WG + li + s];
-            }
-        }
-        workgroupBarrier();
-    }
-
+    team_sum(li, QT);
 
     if (lane == 0u && row < params.rows) {
         for (var j = 0u; j < QT; j++) {

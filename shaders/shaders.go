@@ -152,7 +152,10 @@ func PlanScores(stride int, metric core.Metric, qt uint32, t Target) (ScoresLayo
 		for slice*2 <= left && slice < dim4 {
 			slice *= 2
 		}
-		if slice >= 4 {
+		// A slice of fewer words than the team would hand lane i other
+		// words than i, i+Team, ... (another summation order than the
+		// single-query and fused paths'): then nothing is staged.
+		if slice >= 4 && (slice >= team || slice >= dim4) {
 			l.Slice = slice
 		}
 	}
@@ -163,6 +166,9 @@ func PlanScores(stride int, metric core.Metric, qt uint32, t Target) (ScoresLayo
 func Scores(l ScoresLayout) (string, error) {
 	if l.Team == 0 || l.Team&(l.Team-1) != 0 || l.Rows == 0 || l.Dim4 == 0 || l.QT == 0 {
 		return "", fmt.Errorf("shaders: invalid scores layout %+v", l)
+	}
+	if l.Slice != 0 && l.Slice%l.Team != 0 && l.Slice < l.Dim4 {
+		return "", fmt.Errorf("shaders: invalid scores layout %+v: a staged slice narrower than the team changes the summation order", l)
 	}
 	var b strings.Builder
 	if l.Prec != core.F32 {

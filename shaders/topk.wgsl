@@ -35,7 +35,8 @@
 //                                                     resident tombstones start (a set bit: row deleted)
 // Dispatch: (G, 1, tiles of QT queries); workgroup x strides over the
 // chunk's steps of STEP rows. A team of TEAM invocations shares a row and
-// sums its part by a tree in workgroup memory, as scores.wgsl's tree does;
+// sums its part as scores.wgsl does, by common.wgsl's team_sum (the same
+// bits as every other path's score);
 // each team scores RM rows a step, so one tree (its barriers) serves RM
 // rows.
 {{- end}}
@@ -199,6 +200,8 @@ fn merge(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) 
 
 var<workgroup> partial: array<f32, {{.Partial}}>;
 
+{{template "team_sum" .}}
+
 @compute @workgroup_size(WG)
 fn scan(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) li: u32) {
@@ -249,15 +252,7 @@ fn scan(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
             partial[({{.}}u * QT + j) * WG + li] = (v{{.}}.x + v{{.}}.y) + (v{{.}}.z + v{{.}}.w);
 {{- end}}
         }
-        workgroupBarrier();
-        for (var s = TEAM / 2u; s > 0u; s = s / 2u) {
-            if (lane < s) {
-                for (var a = 0u; a < QT * RM; a++) {
-                    partial[a * WG + li] = partial[a * WG + li] + partial[a * WG + li + s];
-                }
-            }
-            workgroupBarrier();
-        }
+        team_sum(li, QT * RM);
         if (lane == 0u) {
             for (var m = 0u; m < RM; m++) {
                 let row = (g * RM + m) * ROWS + r;

@@ -177,6 +177,16 @@ type Device struct {
 	// staged is set when batches score faster with their queries staged
 	// in workgroup memory, also measured by tuneTeam.
 	staged bool
+	// scanRate is how many bytes of rows a second one scoring pass reads
+	// on this device, measured by tune (0: not measured): what a
+	// submission's work is estimated by (workLimit).
+	scanRate float64
+	// timingBytes, when not 0, replaces hardwareTimingBytes (tests time a
+	// hardware-sized slab on a software adapter in seconds); failTiming,
+	// set by tests only, fails the timing of a slab of that many rows, as
+	// a device without the memory for it would.
+	timingBytes uint64
+	failTiming  func(rows int) bool
 	// editScores, set by tests only, rewrites scores.wgsl before it is
 	// compiled (to reach a branch no software adapter takes).
 	editScores func(string) string
@@ -200,10 +210,18 @@ func limitsOf(l wgpu.Limits) Limits {
 // openDevice creates a device on a with the adapter's own limits: the
 // defaults would cap maxBufferSize at 256 MiB. (Device.GetLimits is not
 // called: in this binding it can abort the process.)
-func openDevice(a *wgpu.Adapter) (*Device, error) {
+func openDevice(a *wgpu.Adapter) (*Device, error) { return openDeviceWith(a, nil) }
+
+// openDeviceWith is openDevice with the adapter's limits changed by edit
+// (nil: none) before the device is requested: tests ask a software adapter
+// for limits that look like a hardware GPU's.
+func openDeviceWith(a *wgpu.Adapter, edit func(*wgpu.Limits)) (*Device, error) {
 	d := &Device{adapter: a, info: describeAdapter(a)}
 	err := gpuCall("request device", func() error {
 		lim := a.GetLimits()
+		if edit != nil {
+			edit(&lim)
+		}
 		d.lim = limitsOf(lim)
 		var features []wgpu.FeatureName
 		if a.HasFeature(nativeFeatureSubgroup) {

@@ -21,6 +21,18 @@ const (
 	// writePiece bounds one queue write so the driver's staging copy of a
 	// large upload stays small.
 	writePiece = 16 << 20
+	// uploadFlush is how many bytes an upload writes between submissions.
+	// wgpu copies every queue write into a staging buffer of its own and
+	// frees it only once a later submission has completed (gfx-rs/wgpu
+	// #7114): without a submission now and then, a whole upload sits in
+	// staging (pinned host memory on NVIDIA) until the end.
+	uploadFlush = 256 << 20
+	// bindAlign: every storage binding, and so every limit a scratch
+	// buffer grows to, is a multiple of it. wgpu requires storage
+	// bindings to be a multiple of 4 bytes, and hardware reports limits
+	// such as 2,147,483,647 (i32::MAX); 256 also keeps every offset
+	// within a buffer aligned for any binding.
+	bindAlign = 256
 	// batchQT is how many queries a batch scores per pass over the slab.
 	batchQT = BatchQueries
 )
@@ -88,6 +100,10 @@ type Index struct {
 	bind uint64
 	// maxChunkRows is the cap the index was created with (0: none).
 	maxChunkRows int
+	// writePiece and flushBytes, when not 0, replace writePiece and
+	// uploadFlush for this index (tests: many pieces and flushes with
+	// little data).
+	writePiece, flushBytes int
 	// fault, when set (by tests only), is asked before every wgpu call
 	// that can fail and may fail it, so tests reach every failure path.
 	fault func(step string) error
@@ -166,7 +182,7 @@ func newIndexPrec(dev *Device, stride int, metric core.Metric, prec core.Precisi
 		single.Prec, batch.Prec = prec, prec
 		single.Subgroups, batch.Subgroups, batch.Slice = false, false, 0
 	}
-	bind := min(dev.lim.MaxStorageBindingBytes, dev.lim.MaxBufferBytes)
+	bind := alignDown(min(dev.lim.MaxStorageBindingBytes, dev.lim.MaxBufferBytes))
 	g := &Index{
 		dev: dev, metric: metric, prec: prec, single: single, batch: batch, plan: plan, bind: bind, maxChunkRows: maxChunkRows,
 		query:   growBuffer{label: "umbra queries", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopyDst, limit: bind},
@@ -174,7 +190,7 @@ func newIndexPrec(dev *Device, stride int, metric core.Metric, prec core.Precisi
 		state:   growBuffer{label: "umbra select state", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopyDst | wgpu.BufferUsageCopySrc, limit: bind},
 		hits:    growBuffer{label: "umbra hits", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc, limit: bind},
 		allow:   growBuffer{label: "umbra allow", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopyDst, limit: bind},
-		staging: growBuffer{label: "umbra readback", usage: wgpu.BufferUsageMapRead | wgpu.BufferUsageCopyDst, limit: dev.lim.MaxBufferBytes},
+		staging: growBuffer{label: "umbra readback", usage: wgpu.BufferUsageMapRead | wgpu.BufferUsageCopyDst, limit: alignDown(dev.lim.MaxBufferBytes)},
 		cands:   growBuffer{label: "umbra candidates", usage: wgpu.BufferUsageStorage, limit: bind},
 		mparams: growBuffer{label: "umbra merge params", usage: wgpu.BufferUsageUniform | wgpu.BufferUsageCopyDst, limit: bind},
 	}
@@ -205,6 +221,9 @@ func newIndexPrec(dev *Device, stride int, metric core.Metric, prec core.Precisi
 	}
 	return g, nil
 }
+
+// alignDown rounds a device limit down to a multiple of bindAlign.
+func alignDown(n uint64) uint64 { return n &^ (bindAlign - 1) }
 
 // Adapter describes the device's adapter.
 func (g *Index) Adapter() core.AdapterInfo { return g.dev.info }
@@ -366,6 +385,10 @@ func (g *Index) Stage(ctx context.Context, s *packed.Slab, from int, st *core.St
 		return scoped(g.device(), what, f)
 	}
 	var tally core.Stages // what the upload issued, added to st once it succeeds
+	pieceBytes, flushBytes := g.uploadSizes()
+	// pending counts the bytes written since the last submission: wgpu
+	// holds a staging copy of each until a submission after it is done.
+	pending := 0
 	for c := first; c <= last; c++ {
 		start, n := g.plan.Span(c, s.Rows)
 		if err := func() error {
@@ -382,7 +405,7 @@ func (g *Index) Stage(ctx context.Context, s *packed.Slab, from int, st *core.St
 			if err := ctx.Err(); err != nil {
 				return nil, err // nothing past the resident rows counts yet
 			}
-			piece := rest[:min(len(rest), writePiece/4)]
+			piece := rest[:min(len(rest), pieceBytes/4)]
 			err := held("upload rows", func() error {
 				if err := g.step("write rows"); err != nil {
 					return err
@@ -395,6 +418,20 @@ func (g *Index) Stage(ctx context.Context, s *packed.Slab, from int, st *core.St
 			tally.BytesUp += int64(len(piece)) * 4
 			off += uint64(len(piece)) * 4
 			rest = rest[len(piece):]
+			if pending += len(piece) * 4; pending+pieceBytes > flushBytes && (len(rest) > 0 || c < last) {
+				// Submit the writes so far and wait for them, which
+				// frees their staging copies, before the next piece
+				// would pass the flush size.
+				if err := held("flush upload", func() error {
+					if err := g.step("flush upload"); err != nil {
+						return err
+					}
+					return g.submit(&tally, nil, true)
+				}); err != nil {
+					return nil, err
+				}
+				pending = 0
+			}
 			report(start + int(off/g.rowBytes()) - from)
 		}
 		staged.chunks = append(staged.chunks, stagedChunk{c, n})
@@ -416,6 +453,19 @@ func (g *Index) Stage(ctx context.Context, s *packed.Slab, from int, st *core.St
 		st.Add(&tally)
 	}
 	return staged, nil
+}
+
+// uploadSizes are the largest queue write of an upload and the most bytes
+// it writes between two submissions.
+func (g *Index) uploadSizes() (piece, flush int) {
+	piece, flush = writePiece, uploadFlush
+	if g.writePiece > 0 {
+		piece = g.writePiece
+	}
+	if g.flushBytes > 0 {
+		flush = g.flushBytes
+	}
+	return piece, max(flush, piece)
 }
 
 // Publish makes a staged upload's rows resident: searches from now on read
@@ -478,11 +528,23 @@ func (g *Index) Rewrite(ctx context.Context, s *packed.Slab, rows []int) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	_, flush := g.uploadSizes()
+	pending := 0
 	return scoped(g.device(), "rewrite rows", func() error {
 		for _, r := range rows {
 			c := r / g.plan.RowsPerChunk
 			if c >= len(g.chunks) || r-c*g.plan.RowsPerChunk >= g.chunks[c].rows {
 				return fmt.Errorf("%w: row %d is not resident", ErrFailed, r)
+			}
+			if pending+int(g.rowBytes()) > flush {
+				// As Stage: free the staging copies so far first.
+				if err := g.step("flush upload"); err != nil {
+					return err
+				}
+				if err := g.dev.submit(nil, true); err != nil {
+					return err
+				}
+				pending = 0
 			}
 			if err := g.step("write rows"); err != nil {
 				return err
@@ -491,6 +553,7 @@ func (g *Index) Rewrite(ctx context.Context, s *packed.Slab, rows []int) error {
 			if err := g.queue().TryWriteBuffer(g.chunks[c].data, off, wgpu.ToBytes(s.PaddedRow(r))); err != nil {
 				return err
 			}
+			pending += int(g.rowBytes())
 		}
 		if err := g.step("finish upload"); err != nil {
 			return err

@@ -20,6 +20,9 @@ import (
 // probe a new device, and return an index on it that searches exactly;
 // while the device still passes, Renew keeps it.
 func TestRenewReplacesALostDevice(t *testing.T) {
+	if !fullTests() {
+		t.Skip("a second probe of the adapter, seconds on a software one, whatever its subgroup size: UMBRA_FULL=1 (CI)")
+	}
 	_, dev := WorkingAdapter(t)
 	g, err := dev.NewIndex(packed.StrideFor(12), core.Dot, 0)
 	require.NoError(t, err)

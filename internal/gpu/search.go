@@ -38,6 +38,7 @@ func (b *growBuffer) ensure(dev *wgpu.Device, size uint64) (bool, error) {
 	if size <= b.size && b.buf != nil {
 		return false, nil
 	}
+	size = (size + 3) &^ 3 // a storage binding is a multiple of 4 bytes
 	if size > b.limit {
 		// The submission was sized wrong: say so rather than let the
 		// device reject a binding it cannot hold.
@@ -339,8 +340,56 @@ func (g *Index) batchLimit(sub submission) int {
 	}
 	n := g.bind / perQuery
 	sub.nq = 1
-	n = min(n, g.dev.lim.MaxBufferBytes/max(sub.readbackBytes(), 1))
+	n = min(n, g.staging.limit/max(sub.readbackBytes(), 1))
 	return int(max(min(n, g.maxGroups(), 1024), 1))
+}
+
+// submitBudget is about how long one submission may keep the device busy,
+// by its estimated work at the device's scan rate. A batch is cut into
+// submissions of about this much so that none nears a watchdog (Windows
+// resets a GPU whose work runs past 2 s), the device is not held for
+// seconds at a time, and a cancelled context stops the batch between two
+// submissions.
+const submitBudget = 100 * time.Millisecond
+
+// defaultScanRate (bytes a second) is assumed where the probe could not
+// time a scan: a small GPU's.
+const defaultScanRate = 20e9
+
+// workLimit is how many queries of this shape one submission may hold
+// within submitBudget: whole tiles of queries, each a pass over the rows,
+// plus what selecting or reading back each query's scores adds (the radix
+// select reads every score about ten times: eight histogram rounds, the
+// compaction, the sort), estimated at the device's scan rate. It is at
+// least one tile: a tile's pass cannot be split.
+func (g *Index) workLimit(sub submission) int {
+	rate := g.dev.scanRate
+	if rate <= 0 {
+		rate = defaultScanRate
+	}
+	qt := max(int(g.batch.QT), 1)
+	perQuery := 0.0
+	switch {
+	case !sub.deviceSelect:
+		perQuery = float64(sub.rows) * 4 // every score read back
+	case !sub.fused:
+		perQuery = float64(sub.rows) * 4 * 10
+	}
+	tile := float64(sub.rows)*float64(g.rowBytes()) + perQuery*float64(qt)
+	tiles := int(min(rate*submitBudget.Seconds()/max(tile, 1), 1<<20))
+	return max(tiles, 1) * qt
+}
+
+// perSubmission is how many queries of this shape one submission takes:
+// what its buffers hold (batchLimit, sized as the radix select's, which
+// holds the fused path's too) and its estimated work allows (workLimit,
+// the fused path's where a batch would take it).
+func (g *Index) perSubmission(sub submission) int {
+	n := g.batchLimit(sub)
+	if sub.deviceSelect {
+		_, sub.fused = g.fusedPlan(sub.k, batchQT, sub.radix)
+	}
+	return max(min(n, g.workLimit(sub)), 1)
 }
 
 // maxGroups is the device's workgroups per grid dimension, WebGPU's
@@ -803,7 +852,7 @@ func (g *Index) Search(ctx context.Context, qs [][]float32, k, rows int, mask []
 		g.dev.mu.Unlock()
 	}
 	out := make([][]core.Hit, 0, len(qs))
-	step := g.batchLimit(sub)
+	step := g.perSubmission(sub)
 	for lo := 0; lo < len(qs); lo += step {
 		hits, _, err := g.run(ctx, qs[lo:min(lo+step, len(qs))], sub, st)
 		if err != nil {
@@ -836,7 +885,7 @@ func (g *Index) Sums(ctx context.Context, qs [][]float32, rows int, st *core.Sta
 		return out, 0, nil
 	}
 	sub := submission{rows: rows}
-	step := g.batchLimit(sub)
+	step := g.perSubmission(sub)
 	for lo := 0; lo < len(qs); lo += step {
 		part := qs[lo:min(lo+step, len(qs))]
 		_, all, err := g.run(ctx, part, sub, st)

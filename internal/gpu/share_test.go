@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync"
 	"testing"
 
 	"github.com/oliverbestmann/webgpu/wgpu"
@@ -21,12 +22,26 @@ import (
 
 // ownedDevice adopts the working adapter's device, as ondevice.New does
 // with a caller's.
+// The adopted device is self-tested once per process and shared by the
+// tests that need one (each adoption repeats the probe's self-tests and
+// tuning, seconds on a software adapter).
 func ownedDevice(t *testing.T) *Device {
 	t.Helper()
 	d := softwareDevice(t)
-	owned, err := Adopt(d.adapter, d.device, nil)
-	require.NoError(t, err)
-	return owned
+	adopted.Lock()
+	defer adopted.Unlock()
+	if adopted.of != d {
+		owned, err := Adopt(d.adapter, d.device, nil)
+		require.NoError(t, err)
+		adopted.of, adopted.d = d, owned
+	}
+	return adopted.d
+}
+
+// adopted is ownedDevice's adoption and the device it adopted.
+var adopted struct {
+	sync.Mutex
+	of, d *Device
 }
 
 // randomSlab is rows random vectors of dimension dim, each component in

@@ -4,6 +4,7 @@ package gpu
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -17,13 +18,41 @@ import (
 // teams leave each invocation only a few loads of a 768-float row.
 var teamCandidates = []uint32{8, 16, 32, 64}
 
-// tuneRows × tuneDim float32 (12 MiB) is the slab the teams are timed on:
-// rows of the common embedding width, enough of them that the scan, not
-// the dispatch, dominates.
+// tuneRows × tuneDim float32 (12 MiB) is the slab the teams are timed on
+// on a software adapter: rows of the common embedding width, enough of
+// them that the scan, not the dispatch, dominates. A hardware adapter
+// gets timingRows of them (256 MiB).
 const (
 	tuneRows = 4096
 	tuneDim  = 768
 )
+
+// hardwareTimingBytes is the size of the slabs a hardware adapter is timed
+// on (tune's and Calibrate's): a scan of a slab that fits in the device's
+// last-level cache times the cache, not memory, and every search of an
+// index that size or larger streams from memory. 256 MiB is past the L2
+// of every current GPU (H100 and H200: 50 MB; RTX 4090: 72 MB; MI300X's
+// Infinity Cache: 256 MB) and takes well under a second to build, send
+// and scan once per device. A software adapter keeps the small slabs: its
+// "device memory" is the host's, its scan a few GB/s, and the tests probe
+// it in every process.
+const hardwareTimingBytes = 256 << 20
+
+// timingRows is how many rows of dim float32 the slabs d is timed on hold:
+// small on a software adapter; on hardware hardwareTimingBytes' worth, or
+// the device's largest buffer's where that is less. When a slab that size
+// cannot be allocated, tune and Calibrate time the small one instead.
+func (d *Device) timingRows(dim, small int) int {
+	if d.info.Software() {
+		return small
+	}
+	want := uint64(hardwareTimingBytes)
+	if d.timingBytes != 0 {
+		want = d.timingBytes
+	}
+	bytes := min(want, d.lim.MaxBufferBytes)
+	return max(small, int(bytes/uint64(dim*4)))
+}
 
 // variant is one scoring configuration the tuning may choose between: a
 // team width and whether batches stage their queries.
@@ -50,20 +79,28 @@ func tuneVariants() []variant {
 // faster, never unusable, and never picks a variant that failed its test.
 func (d *Device) tune(passed []variant) {
 	ok := func(v variant) bool { return slices.Contains(passed, v) }
-	s := packed.Synthetic(tuneRows, tuneDim)
-	q := [][]float32{s.PaddedRow(0)}
+	var s *packed.Slab
 	best, bestTime := uint32(0), time.Duration(0)
-	for _, team := range teamCandidates {
-		if !ok(variant{team, false}) && !ok(variant{team, true}) {
-			continue
+	// The large slab first (the small one on a software adapter); if no
+	// team could be timed on it (device memory), the small one.
+	for _, rows := range slices.Compact([]int{d.timingRows(tuneDim, tuneRows), tuneRows}) {
+		s = packed.Synthetic(rows, tuneDim)
+		q := [][]float32{s.PaddedRow(0)}
+		for _, team := range teamCandidates {
+			if !ok(variant{team, false}) && !ok(variant{team, true}) {
+				continue
+			}
+			d.team, d.staged = team, false
+			took, err := d.timeScores(s, q)
+			if err != nil {
+				continue
+			}
+			if best == 0 || took < bestTime {
+				best, bestTime = team, took
+			}
 		}
-		d.team, d.staged = team, false
-		took, err := d.timeScores(s, q)
-		if err != nil {
-			continue
-		}
-		if best == 0 || took < bestTime {
-			best, bestTime = team, took
+		if best != 0 {
+			break
 		}
 	}
 	if best == 0 {
@@ -72,6 +109,9 @@ func (d *Device) tune(passed []variant) {
 		return
 	}
 	d.team = best
+	if bestTime > 0 {
+		d.scanRate = float64(s.Bytes()) / bestTime.Seconds()
+	}
 
 	// Batches: queries staged in workgroup memory, or read through the
 	// cache by every team. Which wins depends on the device's workgroup
@@ -100,6 +140,9 @@ func (d *Device) tune(passed []variant) {
 // queries q (after a warm-up) over s on an index planned with the device's
 // current team and staging.
 func (d *Device) timeScores(s *packed.Slab, q [][]float32) (time.Duration, error) {
+	if d.failTiming != nil && d.failTiming(s.Rows) {
+		return 0, fmt.Errorf("%w: no memory for %d rows (test)", ErrFailed, s.Rows)
+	}
 	g, err := newIndex(d, s.Stride, core.Dot, 0)
 	if err != nil {
 		return 0, err

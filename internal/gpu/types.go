@@ -106,9 +106,11 @@ func lap(d *time.Duration, start time.Time) time.Time {
 // batch.
 const BatchQueries = 8
 
-// CalibrationRows × CalibrationDim float32 is the slab Auto times both
-// paths on: 32 MiB, large enough that scan rate dominates latency on a CPU
-// and small enough to cost well under a second once per process.
+// CalibrationRows × CalibrationDim float32 is the slab Auto times the CPU
+// and a software adapter on: 32 MiB, large enough that scan rate dominates
+// latency on a CPU and small enough to cost well under a second once per
+// process. A hardware adapter is timed on a larger one, past its
+// last-level cache (Device.Calibrate).
 const (
 	CalibrationRows = 8192
 	CalibrationDim  = 1024

@@ -1,0 +1,69 @@
+//go:build cgo && !nogpu
+
+package gpu
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestTimingSlabsPastTheCache: a hardware adapter is tuned and calibrated
+// on slabs of at least 128 MiB (past the last-level cache of every current
+// GPU: an H200's L2 is 50 MB), as far as its largest buffer allows and
+// never smaller than a software adapter's, which keeps its 12 and 32 MiB
+// ones; when the large slab cannot be timed (device memory), the small one
+// is. On the software adapter a "hardware" copy of the device is timed on
+// a scaled-down large slab, so the test takes well under a second.
+func TestTimingSlabsPastTheCache(t *testing.T) {
+	d := softwareDevice(t)
+	like := func(typ string) *Device {
+		c := &Device{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim, subgroups: d.subgroups}
+		c.info.Type = typ
+		return c
+	}
+	sw, hw := like("cpu"), like("discrete-gpu")
+	hw.lim.MaxBufferBytes = 1 << 40
+	require.Equal(t, tuneRows, sw.timingRows(tuneDim, tuneRows))
+	require.Equal(t, CalibrationRows, sw.timingRows(CalibrationDim, CalibrationRows))
+	for _, c := range []struct{ dim, small int }{{tuneDim, tuneRows}, {CalibrationDim, CalibrationRows}} {
+		require.GreaterOrEqual(t, hw.timingRows(c.dim, c.small)*c.dim*4, 128<<20, "dim %d", c.dim)
+	}
+	hw.lim.MaxBufferBytes = 64 << 20
+	require.Equal(t, (64<<20)/(tuneDim*4), hw.timingRows(tuneDim, tuneRows), "capped by the largest buffer")
+	hw.lim.MaxBufferBytes = 1 << 20
+	require.Equal(t, tuneRows, hw.timingRows(tuneDim, tuneRows), "never below the small slab")
+
+	// Timed on the large slab; then, when it cannot be, on the small one.
+	for _, fail := range []bool{false, true} {
+		hw := like("discrete-gpu")
+		hw.timingBytes = 40 << 20 // 13,653 rows of 768 for tune, 10,240 of 1024 for Calibrate
+		var timed []int
+		hw.failTiming = func(rows int) bool {
+			timed = append(timed, rows)
+			return fail && rows > tuneRows && rows != CalibrationRows
+		}
+		big := hw.timingRows(tuneDim, tuneRows)
+		require.Greater(t, big, tuneRows)
+		hw.tune([]variant{{8, false}}) // one team, no batch timing: one slab's worth of timing
+		require.Equal(t, uint32(8), hw.team)
+		require.Positive(t, hw.scanRate, "fail %v", fail)
+		want := []int{big}
+		if fail {
+			want = append(want, tuneRows)
+		}
+		require.Equal(t, want, timed, "tune's slabs, fail %v", fail)
+
+		timed = nil
+		latency, rate, err := hw.Calibrate()
+		require.NoError(t, err)
+		require.Positive(t, latency)
+		require.Positive(t, rate)
+		want = []int{hw.timingRows(CalibrationDim, CalibrationRows)}
+		require.Greater(t, want[0], CalibrationRows)
+		if fail {
+			want = append(want, CalibrationRows)
+		}
+		require.Equal(t, want, timed, "Calibrate's slabs, fail %v", fail)
+	}
+}
