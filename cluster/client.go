@@ -17,6 +17,7 @@ import (
 
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/keyrule"
+	"github.com/umbravec/umbra/meta"
 )
 
 // Client is a connection to an umbra cluster: the NATS system its nodes
@@ -202,7 +203,11 @@ func (c *Client) open(meta *collectionMeta) (*Collection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Collection{c: c, meta: meta, metric: metric, token: make(Token, meta.Shards)}, nil
+	fields, err := meta.schema()
+	if err != nil {
+		return nil, err
+	}
+	return &Collection{c: c, meta: meta, metric: metric, token: make(Token, meta.Shards), fields: fields}, nil
 }
 
 // Token is how far a client's writes reached: the stream sequence of its
@@ -219,6 +224,7 @@ type Collection struct {
 	metric engine.Metric
 	mu     sync.Mutex
 	token  Token
+	fields map[string]meta.Kind // the schema as last read; a field's kind never changes
 }
 
 // Name, Dim, Metric and Shards describe the collection.
@@ -245,11 +251,15 @@ func (col *Collection) advance(shard int, seq uint64) {
 type WriteOption func(*writeOptions)
 
 type writeOptions struct {
-	ids     []uint64
-	keys    []string
-	idsSet  bool
-	keysSet bool
-	noWait  bool
+	ids      []uint64
+	keys     []string
+	idsSet   bool
+	keysSet  bool
+	noWait   bool
+	meta     []meta.Fields
+	metaSet  bool
+	payloads [][]byte
+	paySet   bool
 }
 
 // WithIDs names the rows by ID.
@@ -260,6 +270,24 @@ func WithIDs(ids ...uint64) WriteOption {
 // WithKeys names the rows by key.
 func WithKeys(keys ...string) WriteOption {
 	return func(o *writeOptions) { o.keys, o.keysSet = append(o.keys, keys...), true }
+}
+
+// WithMeta gives each row of an Add or Upsert its metadata, as
+// engine.WithMeta does: one Fields per row (nil: none). A field's kind is
+// the collection's, fixed by the first write anywhere that gives the
+// field (the schema is kept in the collection's record); a value of
+// another kind is refused (engine.ErrInvalidMeta) before anything is
+// written. An Upsert without WithMeta keeps the replaced rows' metadata.
+func WithMeta(rows ...meta.Fields) WriteOption {
+	return func(o *writeOptions) { o.meta, o.metaSet = rows, true }
+}
+
+// WithPayloads gives each row of an Add or Upsert an opaque payload, as
+// engine.WithPayloads does (nil or empty: none; at most
+// engine.DefaultMaxPayloadBytes). An Upsert without WithPayloads keeps the
+// replaced rows' payloads.
+func WithPayloads(payloads ...[]byte) WriteOption {
+	return func(o *writeOptions) { o.payloads, o.paySet = payloads, true }
 }
 
 // NoWait returns once JetStream has acknowledged the write (it is then
@@ -451,17 +479,51 @@ func (col *Collection) write(ctx context.Context, op byte, rows engine.RowSource
 			return nil, fmt.Errorf("%w: %d vectors, %d IDs or keys", engine.ErrIDCount, n, len(o.ids)+len(o.keys))
 		}
 	}
+	if op == opDelete && (o.metaSet || o.paySet) {
+		return nil, fmt.Errorf("%w: Delete takes no metadata or payloads", engine.ErrInvalidOption)
+	}
+	switch {
+	case o.metaSet && len(o.meta) != n:
+		return nil, fmt.Errorf("%w: %d metadata rows for %d vectors", engine.ErrIDCount, len(o.meta), n)
+	case o.paySet && len(o.payloads) != n:
+		return nil, fmt.Errorf("%w: %d payloads for %d vectors", engine.ErrIDCount, len(o.payloads), n)
+	}
 	if n == 0 {
 		return []uint64{}, nil
+	}
+	if o.keysSet {
+		if err := checkKeys(o.keys); err != nil {
+			return nil, err
+		}
+	}
+	if o.idsSet {
+		if err := checkIDs(o.ids); err != nil {
+			return nil, err
+		}
+	}
+	for i, p := range o.payloads {
+		if len(p) > engine.DefaultMaxPayloadBytes {
+			return nil, fmt.Errorf("%w: the payload of vector %d is %d bytes, over the limit of %d", engine.ErrTooLarge, i, len(p), engine.DefaultMaxPayloadBytes)
+		}
+	}
+	var encMeta [][]byte
+	if o.metaSet {
+		// The schema first: a new field's kind is recorded before any
+		// write that gives it is published, and a value of another kind
+		// than the record's is refused here.
+		if err := col.ensureSchema(ctx, o.meta); err != nil {
+			return nil, err
+		}
+		encMeta = make([][]byte, n)
+		for i, f := range o.meta {
+			encMeta[i] = meta.AppendBinary(nil, f)
+		}
 	}
 	S := col.meta.Shards
 	shardOf := make([]int, n)
 	ids := o.ids
 	switch {
 	case o.keysSet:
-		if err := checkKeys(o.keys); err != nil {
-			return nil, err
-		}
 		for i, k := range o.keys {
 			shardOf[i] = shardOfKey(k, S)
 		}
@@ -474,9 +536,6 @@ func (col *Collection) write(ctx context.Context, op byte, rows engine.RowSource
 			ids = make([]uint64, n) // unused: the replica looks the keys up
 		}
 	case o.idsSet:
-		if err := checkIDs(ids); err != nil {
-			return nil, err
-		}
 		if op != opDelete {
 			if _, err := col.counter(ctx, 0, slices.Max(ids)+1); err != nil {
 				return nil, err
@@ -512,11 +571,17 @@ func (col *Collection) write(ctx context.Context, op byte, rows engine.RowSource
 		if o.keysSet {
 			rowBytes += 4 + len(o.keys[i])
 		}
-		if rowBytes+11 > limit {
-			return nil, fmt.Errorf("%w: row %d takes %d bytes, over the NATS max payload of %d", engine.ErrTooLarge, i, rowBytes, col.c.nc.MaxPayload())
+		if o.metaSet {
+			rowBytes += 4 + len(encMeta[i])
+		}
+		if o.paySet {
+			rowBytes += 4 + len(o.payloads[i])
+		}
+		if rowBytes+12 > limit {
+			return nil, fmt.Errorf("%w: row %d takes %d bytes, over the NATS max payload of %d (a server's max_payload can be raised to 8 MB; umbra's embedded server runs with 8 MiB)", engine.ErrTooLarge, i, rowBytes, col.c.nc.MaxPayload())
 		}
 		if len(ps) == 0 || ps[len(ps)-1].msg.size()+rowBytes > limit {
-			m := &writeMsg{op: op, dim: dim}
+			m := &writeMsg{op: op, dim: dim, metaSet: o.metaSet, paySet: o.paySet}
 			if o.keysSet {
 				m.keys = []string{}
 			}
@@ -526,6 +591,12 @@ func (col *Collection) write(ctx context.Context, op byte, rows engine.RowSource
 		p.msg.ids = append(p.msg.ids, ids[i])
 		if o.keysSet {
 			p.msg.keys = append(p.msg.keys, o.keys[i])
+		}
+		if o.metaSet {
+			p.msg.meta = append(p.msg.meta, encMeta[i])
+		}
+		if o.paySet {
+			p.msg.payloads = append(p.msg.payloads, o.payloads[i])
 		}
 		if op != opDelete {
 			p.msg.rows = append(p.msg.rows, data[i*dim:(i+1)*dim]...)

@@ -30,6 +30,13 @@ type EmbeddedConfig struct {
 	Routes        []string
 }
 
+// EmbeddedMaxPayload is the embedded server's max payload: 8 MiB, what
+// NATS advises as the most, so that a row with a 1 MiB payload goes in one
+// message. An external server needs max_payload raised (to 2 MB or more)
+// for such rows; under its default of 1 MB they are refused with
+// engine.ErrTooLarge before anything is written.
+const EmbeddedMaxPayload = 8 << 20
+
 // Embedded is an in-process nats-server.
 type Embedded struct {
 	s *server.Server
@@ -90,6 +97,10 @@ func embeddedOptions(cfg EmbeddedConfig) (*server.Options, error) {
 		SyncInterval: 2 * time.Minute, // unused under SyncAlways; set so the default is not applied
 		NoSigs:       true,
 		NoLog:        true,
+		// A row with a payload of engine.DefaultMaxPayloadBytes (1 MiB)
+		// must fit one message beside its vector and metadata: NATS's
+		// default max payload is 1 MB.
+		MaxPayload: EmbeddedMaxPayload,
 	}
 	if cfg.ClusterName != "" {
 		chost, cport, err := loopbackHostPort("cluster address", cfg.ClusterListen)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/meta"
 )
 
 // Errors of the cluster.
@@ -49,6 +50,36 @@ type collectionMeta struct {
 	Replicas int       `json:"replicas"` // of each stream (JetStream R)
 	MaxBytes int64     `json:"max_bytes"`
 	Created  time.Time `json:"created"`
+	// Fields is the metadata schema, field → kind (meta.Kind's name): a
+	// field's kind is fixed by the first write anywhere that gives it. A
+	// client adds a write's new fields here (compare-and-set on the
+	// record's revision) before it publishes the write, and refuses a
+	// write whose kind differs from the record's before publishing it,
+	// so every published write agrees with this schema and with every
+	// shard's store.
+	Fields map[string]string `json:"fields,omitempty"`
+}
+
+// kinds maps meta.Kind names back to kinds.
+var kinds = func() map[string]meta.Kind {
+	m := map[string]meta.Kind{}
+	for k := meta.Keyword; k <= meta.Tags; k++ {
+		m[k.String()] = k
+	}
+	return m
+}()
+
+// schema is the record's fields as kinds.
+func (m *collectionMeta) schema() (map[string]meta.Kind, error) {
+	out := make(map[string]meta.Kind, len(m.Fields))
+	for name, kn := range m.Fields {
+		k, ok := kinds[kn]
+		if !ok {
+			return nil, fmt.Errorf("collection record %q: field %q has kind %q, which this build does not know (upgrade umbra)", m.Name, name, kn)
+		}
+		out[name] = k
+	}
+	return out, nil
 }
 
 func (m *collectionMeta) metric() (engine.Metric, error) { return engine.ParseMetric(m.Metric) }

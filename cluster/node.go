@@ -293,6 +293,13 @@ func (n *Node) serve(r *replica, m *nats.Msg) {
 		cancel()
 		if !ok {
 			p = &reply{status: statusBehind, applied: r.applied.Load()}
+			r.mu.Lock()
+			if r.broken != nil {
+				// Stopped at a message it cannot apply: it will never
+				// catch up, and says why.
+				p = &reply{status: statusError, applied: r.applied.Load(), msg: r.broken.Error()}
+			}
+			r.mu.Unlock()
 		} else {
 			p = r.answer(n.ctx, q)
 		}

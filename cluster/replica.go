@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/meta"
 )
 
 // Outcome codes, so a client maps a replica's apply-time refusal back to
@@ -22,6 +23,8 @@ const (
 	codeInvalidKey
 	codeInvalidRow
 	codeOther
+	codeInvalidMeta // version 2 on: metadata the shard cannot store
+	codeTooLarge    // version 2 on: a payload over the engine's limit
 )
 
 func codeErr(code byte) error {
@@ -38,6 +41,10 @@ func codeErr(code byte) error {
 		return engine.ErrInvalidKey
 	case codeInvalidRow:
 		return engine.ErrInvalidOption
+	case codeInvalidMeta:
+		return engine.ErrInvalidMeta
+	case codeTooLarge:
+		return engine.ErrTooLarge
 	}
 	return errors.New("write refused")
 }
@@ -59,6 +66,12 @@ func deterministicCode(err error) byte {
 		return codeDuplicateID
 	case errors.Is(err, engine.ErrInvalidKey):
 		return codeInvalidKey
+	case errors.Is(err, engine.ErrInvalidMeta):
+		// A kind other than the field's, a row over the metadata limits,
+		// a field over its distinct values: decided by the message and
+		// the shard's rows alone. (ErrTooLarge is not here: the engine
+		// also says it of a full device, which is this machine's.)
+		return codeInvalidMeta
 	case errors.Is(err, engine.ErrDimMismatch), errors.Is(err, engine.ErrNonFinite),
 		errors.Is(err, engine.ErrZeroVector), errors.Is(err, engine.ErrIDCount),
 		errors.Is(err, engine.ErrInvalidOption):
@@ -178,12 +191,16 @@ func (r *replica) apply(ctx context.Context, seq uint64, data []byte) error {
 	if err == nil && m.op != opDelete && m.dim != r.ix.Dim() {
 		err = fmt.Errorf("%w: rows of dimension %d for a collection of dimension %d", errWire, m.dim, r.ix.Dim())
 	}
+	var a *msgAttrs
+	if err == nil {
+		a, err = decodeAttrs(m)
+	}
 	if err != nil {
 		r.broken = fmt.Errorf("shard %d: stream message %d: %w", r.shard, seq, err)
 		return r.broken
 	}
 	sid := ReservedIDs + seq
-	out, err := r.applyMsg(ctx, m, sid)
+	out, err := r.applyMsg(ctx, m, a, sid)
 	if err != nil {
 		return err
 	}
@@ -207,9 +224,71 @@ func (r *replica) refuse(code byte, format string, args ...any) outcome {
 	return outcome{code: code, msg: fmt.Sprintf(format, args...)}
 }
 
+// msgAttrs are a write message's metadata and payloads, decoded.
+type msgAttrs struct {
+	metaSet, paySet bool
+	meta            []meta.Fields
+	payloads        [][]byte
+}
+
+// decodeLimits read a message's metadata rows: wide, so that only bytes
+// that are not a canonical encoding stop the replica; the engine then
+// refuses a row over its own limits as the message's outcome, alike on
+// every replica.
+var decodeLimits = meta.Limits{MaxFields: 1 << 30, MaxNameBytes: 1 << 30, MaxStringBytes: 1 << 30, MaxTags: 1 << 30, MaxRowBytes: 1 << 30}
+
+// decodeAttrs decodes m's metadata rows. An error means the message
+// cannot be read, and the replica stops there.
+func decodeAttrs(m *writeMsg) (*msgAttrs, error) {
+	a := &msgAttrs{metaSet: m.metaSet, paySet: m.paySet, payloads: m.payloads}
+	if m.metaSet {
+		a.meta = make([]meta.Fields, len(m.meta))
+		for i, b := range m.meta {
+			if len(b) == 0 {
+				continue
+			}
+			f, err := meta.DecodeBinary(b, decodeLimits)
+			if err != nil {
+				return nil, fmt.Errorf("%w: metadata of row %d: %w", errWire, i, err)
+			}
+			a.meta[i] = f
+		}
+	}
+	return a, nil
+}
+
+// opts are the engine write options giving rows idx (of the message) their
+// attributes, plus extra rows without any (the sentinel).
+func (a *msgAttrs) opts(idx []int, extra int) []engine.WriteOption {
+	var o []engine.WriteOption
+	if a.metaSet {
+		f := make([]meta.Fields, 0, len(idx)+extra)
+		for _, i := range idx {
+			f = append(f, a.meta[i])
+		}
+		o = append(o, engine.WithMeta(append(f, make([]meta.Fields, extra)...)...))
+	}
+	if a.paySet {
+		p := make([][]byte, 0, len(idx)+extra)
+		for _, i := range idx {
+			p = append(p, a.payloads[i])
+		}
+		o = append(o, engine.WithPayloads(append(p, make([][]byte, extra)...)...))
+	}
+	return o
+}
+
+func indices(n int) []int {
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	return idx
+}
+
 // applyMsg makes the engine calls of one message, the sentinel sid in the
 // last of them, and returns the message's outcome.
-func (r *replica) applyMsg(ctx context.Context, m *writeMsg, sid uint64) (outcome, error) {
+func (r *replica) applyMsg(ctx context.Context, m *writeMsg, a *msgAttrs, sid uint64) (outcome, error) {
 	dim := r.ix.Dim()
 	row := func(i int) []float32 { return m.rows[i*dim : (i+1)*dim] }
 	withSentinel := func(rows []float32) []float32 {
@@ -235,6 +314,15 @@ func (r *replica) applyMsg(ctx context.Context, m *writeMsg, sid uint64) (outcom
 		}
 		return outcome{}, err
 	}
+	// A payload over the engine's limit is refused here, by the limit
+	// every replica has, rather than by the engine's ErrTooLarge, which
+	// also means a full device.
+	for i, p := range a.payloads {
+		if len(p) > engine.DefaultMaxPayloadBytes {
+			return refused(r.refuse(codeTooLarge, "%v: the payload of row %d is %d bytes, over the limit of %d", engine.ErrTooLarge, i, len(p), engine.DefaultMaxPayloadBytes))
+		}
+	}
+	all := indices(m.n())
 	switch {
 	case m.op == opAdd && m.keys == nil:
 		for _, id := range m.ids {
@@ -242,7 +330,7 @@ func (r *replica) applyMsg(ctx context.Context, m *writeMsg, sid uint64) (outcom
 				return refused(r.refuse(codeIDExists, "%v: ID %d", engine.ErrIDExists, id))
 			}
 		}
-		if _, err := r.ix.Add(ctx, engine.Flat(withSentinel(m.rows), dim), engine.WithIDs(append(slices.Clone(m.ids), sid)...)); err != nil {
+		if _, err := r.ix.Add(ctx, engine.Flat(withSentinel(m.rows), dim), append(a.opts(all, 1), engine.WithIDs(append(slices.Clone(m.ids), sid)...))...); err != nil {
 			return engineErr(err)
 		}
 		return outcome{ids: m.ids}, nil
@@ -259,13 +347,13 @@ func (r *replica) applyMsg(ctx context.Context, m *writeMsg, sid uint64) (outcom
 			}
 		}
 		keys := append(slices.Clone(m.keys), "") // the sentinel has no key
-		if _, err := r.ix.Add(ctx, engine.Flat(withSentinel(m.rows), dim), engine.WithIDs(append(slices.Clone(m.ids), sid)...), engine.WithKeys(keys...)); err != nil {
+		if _, err := r.ix.Add(ctx, engine.Flat(withSentinel(m.rows), dim), append(a.opts(all, 1), engine.WithIDs(append(slices.Clone(m.ids), sid)...), engine.WithKeys(keys...))...); err != nil {
 			return engineErr(err)
 		}
 		return outcome{ids: m.ids}, nil
 
 	case m.op == opUpsert && m.keys == nil:
-		if _, err := r.ix.Upsert(ctx, engine.Flat(withSentinel(m.rows), dim), engine.WithIDs(append(slices.Clone(m.ids), sid)...)); err != nil {
+		if _, err := r.ix.Upsert(ctx, engine.Flat(withSentinel(m.rows), dim), append(a.opts(all, 1), engine.WithIDs(append(slices.Clone(m.ids), sid)...))...); err != nil {
 			return engineErr(err)
 		}
 		return outcome{ids: m.ids}, nil
@@ -279,24 +367,30 @@ func (r *replica) applyMsg(ctx context.Context, m *writeMsg, sid uint64) (outcom
 		var newRows, oldRows []float32
 		var newIDs, oldIDs []uint64
 		var newKeys []string
+		var newIdx, oldIdx []int
 		for i, k := range m.keys {
 			if id, ok := r.ix.Lookup(k); ok {
 				ids[i] = id
-				oldIDs, oldRows = append(oldIDs, id), append(oldRows, row(i)...)
+				oldIDs, oldRows, oldIdx = append(oldIDs, id), append(oldRows, row(i)...), append(oldIdx, i)
 			} else {
 				if r.ix.Has(m.ids[i]) {
 					return refused(r.refuse(codeIDExists, "%v: ID %d chosen for key %q", engine.ErrIDExists, m.ids[i], k))
 				}
 				ids[i] = m.ids[i]
-				newIDs, newRows, newKeys = append(newIDs, m.ids[i]), append(newRows, row(i)...), append(newKeys, k)
+				newIDs, newRows, newKeys, newIdx = append(newIDs, m.ids[i]), append(newRows, row(i)...), append(newKeys, k), append(newIdx, i)
 			}
 		}
 		if len(newIDs) > 0 {
-			if _, err := r.ix.Add(ctx, engine.Flat(newRows, dim), engine.WithIDs(newIDs...), engine.WithKeys(newKeys...)); err != nil {
+			if _, err := r.ix.Add(ctx, engine.Flat(newRows, dim), append(a.opts(newIdx, 0), engine.WithIDs(newIDs...), engine.WithKeys(newKeys...))...); err != nil {
 				return engineErr(err)
 			}
 		}
-		if _, err := r.ix.Upsert(ctx, engine.Flat(withSentinel(oldRows), dim), engine.WithIDs(append(oldIDs, sid)...)); err != nil {
+		if _, err := r.ix.Upsert(ctx, engine.Flat(withSentinel(oldRows), dim), append(a.opts(oldIdx, 1), engine.WithIDs(append(oldIDs, sid)...))...); err != nil {
+			if len(newIDs) == 0 {
+				// Nothing was added: a refusal (metadata of another
+				// kind than the stored rows') is the message's outcome.
+				return engineErr(err)
+			}
 			return outcome{}, err // the adds stand; a retry replaces them with the same rows
 		}
 		return outcome{ids: ids}, nil
@@ -385,8 +479,18 @@ func (r *replica) answer(ctx context.Context, q *request) *reply {
 	if q.allow != nil {
 		opts = append(opts, engine.Allow(q.allow...))
 	}
+	if q.where != nil {
+		f, err := localFilter(q.where, ix.Schema())
+		if err != nil {
+			return &reply{status: statusError, applied: applied, msg: err.Error()}
+		}
+		opts = append(opts, engine.Where(f))
+	}
+	if q.payload {
+		opts = append(opts, engine.WithPayload())
+	}
 	nq := len(q.queries) / q.dim
-	p := &reply{applied: applied, hits: make([][]hit, nq)}
+	p := &reply{applied: applied, hits: make([][]hit, nq), payloads: q.payload}
 	keep := func(hs []engine.Hit, limit int) []hit {
 		out := make([]hit, 0, len(hs))
 		for _, h := range hs {
@@ -396,7 +500,7 @@ func (r *replica) answer(ctx context.Context, q *request) *reply {
 			if limit > 0 && len(out) == limit {
 				break
 			}
-			out = append(out, hit{ID: h.ID, Score: h.Score, Key: h.Key})
+			out = append(out, hit{ID: h.ID, Score: h.Score, Key: h.Key, Payload: h.Payload})
 		}
 		return out
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/meta"
 )
 
 // SearchOption restricts or tunes a search.
@@ -18,6 +19,9 @@ type searchOptions struct {
 	maxHits  int
 	token    Token
 	eventual bool
+	where    meta.Filter
+	whereSet bool
+	payload  bool
 }
 
 // Allow restricts a search to the rows with these IDs, exactly (IDs not
@@ -32,6 +36,18 @@ func MaxHits(n int) SearchOption { return func(o *searchOptions) { o.maxHits = n
 // AfterToken makes the search see every write tok covers (another
 // handle's, say), besides the handle's own.
 func AfterToken(tok Token) SearchOption { return func(o *searchOptions) { o.token = tok } }
+
+// Where restricts a search to the rows whose metadata matches f, as
+// engine.Where does: the exact top k of that subset over every shard. A
+// field the collection does not know (none of its writes ever gave it),
+// or a value of another kind than the field's, is
+// engine.ErrInvalidFilter.
+func Where(f meta.Filter) SearchOption {
+	return func(o *searchOptions) { o.where, o.whereSet = f, true }
+}
+
+// WithPayload makes a search return each hit's payload (Hit.Payload).
+func WithPayload() SearchOption { return func(o *searchOptions) { o.payload = true } }
 
 // Eventual drops read-your-writes: any replica answers, however far it
 // has applied. The answer is still exact for the rows that replica holds.
@@ -111,6 +127,13 @@ func (col *Collection) search(ctx context.Context, kind byte, queries [][]float3
 	for s := range min(len(tok), len(o.token)) {
 		tok[s] = max(tok[s], o.token[s])
 	}
+	var where []byte
+	if o.whereSet {
+		if err := col.checkFilter(ctx, o.where); err != nil {
+			return nil, err
+		}
+		where = o.where.AppendJSON(nil)
+	}
 	var allow []uint64
 	if o.allowSet {
 		allow = o.allow
@@ -121,9 +144,9 @@ func (col *Collection) search(ctx context.Context, kind byte, queries [][]float3
 	// Queries go in groups whose request fits the max payload; replies
 	// come back in pieces when they do not.
 	limit := int(col.c.nc.MaxPayload()) - chunkRoom
-	fixed := 64 + 8*len(allow)
+	fixed := 72 + 8*len(allow) + len(where)
 	if fixed+4*dim > limit {
-		return nil, fmt.Errorf("%w: an allow list of %d IDs does not fit a NATS message (max payload %d bytes)", engine.ErrTooLarge, len(allow), col.c.nc.MaxPayload())
+		return nil, fmt.Errorf("%w: an allow list of %d IDs and a filter of %d bytes do not fit a NATS message (max payload %d bytes)", engine.ErrTooLarge, len(allow), len(where), col.c.nc.MaxPayload())
 	}
 	per := max(1, (limit-fixed)/(4*dim))
 	for start := 0; start < len(queries); start += per {
@@ -134,7 +157,7 @@ func (col *Collection) search(ctx context.Context, kind byte, queries [][]float3
 		}
 		reqs := map[int][]byte{}
 		for s := range col.meta.Shards {
-			q := &request{kind: kind, minSeq: tok[s], waitMs: 500, k: k, threshold: threshold, maxHits: o.maxHits, allow: allow, dim: dim, queries: flat}
+			q := &request{kind: kind, minSeq: tok[s], waitMs: 500, k: k, threshold: threshold, maxHits: o.maxHits, allow: allow, dim: dim, queries: flat, where: where, payload: o.payload}
 			reqs[s] = q.encode()
 		}
 		replies, err := col.c.fanout(ctx, col.meta.Name, kind, reqs)
@@ -168,7 +191,7 @@ func (col *Collection) search(ctx context.Context, kind byte, queries [][]float3
 			}
 			hits := make([]engine.Hit, len(merged))
 			for i, h := range merged {
-				hits[i] = engine.Hit{ID: h.ID, Score: h.Score, Key: h.Key}
+				hits[i] = engine.Hit{ID: h.ID, Score: h.Score, Key: h.Key, Payload: h.Payload}
 			}
 			out[qi] = hits
 		}

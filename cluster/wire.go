@@ -11,12 +11,19 @@ import (
 // refuses a version it does not know rather than guess (a replica stops
 // applying its shard instead of skipping a write it cannot read, which
 // would make it diverge). Version 1 carries vectors named by IDs or keys;
-// a later version adds fields (metadata, payloads, where-filters) after
-// the version-1 ones, so version 1's layout stays a prefix.
+// version 2 adds fields (per-row metadata and payloads on writes, a where
+// filter and the payload request on searches, payloads on hits) after the
+// version-1 ones, so version 1's layout stays a prefix. A writer uses
+// version 1 whenever the message has none of them, so a build that reads
+// only version 1 keeps reading the writes and searches that do not use
+// metadata.
 //
 // All integers are little-endian; float32 is IEEE 754 bits.
 
-const wireVersion = 1
+const (
+	wireVersion1 = 1
+	wireVersion  = 2 // the newest this build reads and writes
+)
 
 // errWire is a message that cannot be decoded.
 var errWire = errors.New("malformed cluster message")
@@ -35,22 +42,54 @@ const (
 //	n × u64 IDs (naming IDs: the rows' IDs; naming keys: the IDs a new key
 //	  gets, chosen by the client so that every replica assigns the same),
 //	naming keys: n × (u32 length, bytes) keys,
-//	op add/upsert: n × dim float32 rows.
+//	op add/upsert: n × dim float32 rows,
+//	version 2 only: u8 attrs (bit 0: metadata given, bit 1: payloads
+//	  given), bit 0: n × (u32 length, meta.AppendBinary of the row's
+//	  fields; length 0: none), bit 1: n × (u32 length, payload bytes;
+//	  length 0: none).
+//
+// "Given" keeps the engine's distinction: an upsert without metadata
+// keeps the replaced rows' own, one with it (even empty) replaces it.
 type writeMsg struct {
-	op   byte
-	keys []string // nil: named by IDs
-	ids  []uint64
-	dim  int
-	rows []float32 // n × dim; nil for a delete
+	op       byte
+	keys     []string // nil: named by IDs
+	ids      []uint64
+	dim      int
+	rows     []float32 // n × dim; nil for a delete
+	metaSet  bool
+	meta     [][]byte // n encoded rows (meta.AppendBinary), when metaSet
+	paySet   bool
+	payloads [][]byte // n payloads, when paySet
 }
 
+const (
+	attrMeta     = 1
+	attrPayloads = 2
+)
+
 func (m *writeMsg) n() int { return len(m.ids) }
+
+func (m *writeMsg) version() byte {
+	if m.metaSet || m.paySet {
+		return wireVersion
+	}
+	return wireVersion1
+}
 
 // size is the encoded length in bytes.
 func (m *writeMsg) size() int {
 	s := 11 + 8*len(m.ids) + 4*len(m.rows)
 	for _, k := range m.keys {
 		s += 4 + len(k)
+	}
+	if m.metaSet || m.paySet {
+		s++
+	}
+	for _, b := range m.meta {
+		s += 4 + len(b)
+	}
+	for _, b := range m.payloads {
+		s += 4 + len(b)
 	}
 	return s
 }
@@ -61,7 +100,7 @@ func (m *writeMsg) encode() []byte {
 	if m.keys != nil {
 		naming = 1
 	}
-	b = append(b, wireVersion, m.op, naming)
+	b = append(b, m.version(), m.op, naming)
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(m.ids)))
 	b = binary.LittleEndian.AppendUint32(b, uint32(m.dim))
 	for _, id := range m.ids {
@@ -74,7 +113,29 @@ func (m *writeMsg) encode() []byte {
 	for _, v := range m.rows {
 		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
 	}
+	if m.version() == wireVersion1 {
+		return b
+	}
+	attrs := byte(0)
+	if m.metaSet {
+		attrs |= attrMeta
+	}
+	if m.paySet {
+		attrs |= attrPayloads
+	}
+	b = append(b, attrs)
+	for _, x := range m.meta {
+		b = appendBytes(b, x)
+	}
+	for _, x := range m.payloads {
+		b = appendBytes(b, x)
+	}
 	return b
+}
+
+func appendBytes(b, x []byte) []byte {
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(x)))
+	return append(b, x...)
 }
 
 // reader walks a message, remembering the first failure.
@@ -125,6 +186,27 @@ func (r *reader) str() string {
 	return string(r.take(int(n)))
 }
 
+// bytes reads a u32 length and that many bytes (nil for none).
+func (r *reader) bytes() []byte {
+	n := r.u32()
+	if n == 0 {
+		return nil
+	}
+	return r.take(int(n))
+}
+
+// list reads n length-prefixed byte strings.
+func (r *reader) list(n int) [][]byte {
+	if r.err == nil && n > len(r.b)/4 {
+		r.err = fmt.Errorf("%w: %d entries wanted, %d bytes left", errWire, n, len(r.b))
+	}
+	out := make([][]byte, 0, max(n, 0))
+	for i := 0; i < n && r.err == nil; i++ {
+		out = append(out, r.bytes())
+	}
+	return out
+}
+
 func (r *reader) f32s(n int) []float32 {
 	if r.err == nil && (n < 0 || n > len(r.b)/4) {
 		r.err = fmt.Errorf("%w: %d floats wanted, %d bytes left", errWire, n, len(r.b))
@@ -155,15 +237,18 @@ func (r *reader) u64s(n int) []uint64 {
 	return out
 }
 
-func (r *reader) version() {
-	if v := r.u8(); r.err == nil && v != wireVersion {
-		r.err = fmt.Errorf("%w: version %d, this build reads version %d (upgrade umbra)", errWire, v, wireVersion)
+// version reads the version byte: 1 or 2, or an error naming it.
+func (r *reader) version() byte {
+	v := r.u8()
+	if r.err == nil && (v < wireVersion1 || v > wireVersion) {
+		r.err = fmt.Errorf("%w: version %d, this build reads versions 1 to %d (upgrade umbra)", errWire, v, wireVersion)
 	}
+	return v
 }
 
 func decodeWrite(b []byte) (*writeMsg, error) {
 	r := &reader{b: b}
-	r.version()
+	v := r.version()
 	m := &writeMsg{op: r.u8()}
 	naming := r.u8()
 	n := int(r.u32())
@@ -183,6 +268,21 @@ func decodeWrite(b []byte) (*writeMsg, error) {
 			r.err = fmt.Errorf("%w: %d rows of dimension %d in %d bytes", errWire, n, m.dim, len(r.b))
 		} else {
 			m.rows = r.f32s(n * m.dim)
+		}
+	}
+	if v == wireVersion && r.err == nil {
+		attrs := r.u8()
+		switch {
+		case r.err != nil:
+		case attrs == 0 || attrs&^(attrMeta|attrPayloads) != 0 || m.op == opDelete:
+			r.err = fmt.Errorf("%w: attributes %#x on op %d", errWire, attrs, m.op)
+		default:
+			if attrs&attrMeta != 0 {
+				m.metaSet, m.meta = true, r.list(n)
+			}
+			if attrs&attrPayloads != 0 {
+				m.paySet, m.payloads = true, r.list(n)
+			}
 		}
 	}
 	if r.err == nil && len(r.b) != 0 {
@@ -205,7 +305,10 @@ const (
 //	replica may wait to catch up before it says it is behind),
 //	kind search/range: u32 k, f32 threshold, u32 maxHits (0: none),
 //	  u32 allowCount (0xFFFFFFFF: no filter) + IDs, u32 nq, u32 dim, rows;
-//	kind await: u32 n + n × u64 sequences.
+//	kind await: u32 n + n × u64 sequences;
+//	version 2 only (search/range): u32 whereLength (0xFFFFFFFF: no filter)
+//	  + the filter in the where syntax (meta.Filter.AppendJSON), u8
+//	  withPayload (1: hits carry payloads; the reply is version 2).
 type request struct {
 	kind      byte
 	minSeq    uint64
@@ -217,13 +320,22 @@ type request struct {
 	dim       int
 	queries   []float32 // nq × dim
 	seqs      []uint64
+	where     []byte // nil: no filter
+	payload   bool
+}
+
+func (q *request) version() byte {
+	if q.kind != kindAwait && (q.where != nil || q.payload) {
+		return wireVersion
+	}
+	return wireVersion1
 }
 
 const noFilter = 0xFFFFFFFF
 
 func (q *request) encode() []byte {
-	b := make([]byte, 0, 40+8*len(q.allow)+4*len(q.queries)+8*len(q.seqs))
-	b = append(b, wireVersion, q.kind)
+	b := make([]byte, 0, 48+8*len(q.allow)+4*len(q.queries)+8*len(q.seqs)+len(q.where))
+	b = append(b, q.version(), q.kind)
 	b = binary.LittleEndian.AppendUint64(b, q.minSeq)
 	b = binary.LittleEndian.AppendUint32(b, q.waitMs)
 	if q.kind == kindAwait {
@@ -253,12 +365,20 @@ func (q *request) encode() []byte {
 	for _, v := range q.queries {
 		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
 	}
-	return b
+	if q.version() == wireVersion1 {
+		return b
+	}
+	if q.where == nil {
+		b = binary.LittleEndian.AppendUint32(b, noFilter)
+	} else {
+		b = appendBytes(b, q.where)
+	}
+	return append(b, byte(btoi(q.payload)))
 }
 
 func decodeRequest(b []byte) (*request, error) {
 	r := &reader{b: b}
-	r.version()
+	v := r.version()
 	q := &request{kind: r.u8(), minSeq: r.u64(), waitMs: r.u32()}
 	switch {
 	case r.err != nil:
@@ -280,6 +400,26 @@ func decodeRequest(b []byte) (*request, error) {
 			r.err = fmt.Errorf("%w: %d queries of dimension %d in %d bytes", errWire, nq, q.dim, len(r.b))
 		}
 		q.queries = r.f32s(nq * q.dim)
+		if v == wireVersion {
+			if n := r.u32(); n != noFilter {
+				q.where = r.take(int(n))
+				if q.where == nil && r.err == nil {
+					q.where = []byte{}
+				}
+			}
+			switch p := r.u8(); {
+			case r.err != nil:
+			case p > 1:
+				r.err = fmt.Errorf("%w: withPayload %d", errWire, p)
+			default:
+				q.payload = p == 1
+			}
+			if r.err == nil && q.where == nil && !q.payload {
+				r.err = fmt.Errorf("%w: a version 2 request with no version 2 fields", errWire)
+			}
+		}
+	case v == wireVersion:
+		r.err = fmt.Errorf("%w: a version 2 request of kind %d", errWire, q.kind)
 	default:
 		r.err = fmt.Errorf("%w: request kind %d", errWire, q.kind)
 	}
@@ -298,9 +438,10 @@ const (
 
 // hit is one result on the wire.
 type hit struct {
-	ID    uint64
-	Score float32
-	Key   string
+	ID      uint64
+	Score   float32
+	Key     string
+	Payload string
 }
 
 // outcome is how a replica applied one write message: every replica
@@ -316,7 +457,7 @@ type outcome struct {
 //
 //	u8 version, u8 status, u64 applied, str message,
 //	status OK, search/range: u32 nq, per query u32 n + n × (u64 ID,
-//	  f32 score, str key);
+//	  f32 score, str key; version 2: str payload);
 //	status OK, await: u32 n, per sequence u8 code, str message, u32 m +
 //	  m × u64 IDs.
 type reply struct {
@@ -325,6 +466,7 @@ type reply struct {
 	msg      string
 	hits     [][]hit
 	outcomes []outcome
+	payloads bool // version 2: every hit carries its payload
 }
 
 func appendStr(b []byte, s string) []byte {
@@ -333,7 +475,11 @@ func appendStr(b []byte, s string) []byte {
 }
 
 func (p *reply) encode(kind byte) []byte {
-	b := []byte{wireVersion, p.status}
+	v := byte(wireVersion1)
+	if p.payloads {
+		v = wireVersion
+	}
+	b := []byte{v, p.status}
 	b = binary.LittleEndian.AppendUint64(b, p.applied)
 	b = appendStr(b, p.msg)
 	if p.status != statusOK {
@@ -358,6 +504,9 @@ func (p *reply) encode(kind byte) []byte {
 			b = binary.LittleEndian.AppendUint64(b, h.ID)
 			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(h.Score))
 			b = appendStr(b, h.Key)
+			if p.payloads {
+				b = appendStr(b, h.Payload)
+			}
 		}
 	}
 	return b
@@ -365,8 +514,8 @@ func (p *reply) encode(kind byte) []byte {
 
 func decodeReply(b []byte, kind byte) (*reply, error) {
 	r := &reader{b: b}
-	r.version()
-	p := &reply{status: r.u8(), applied: r.u64(), msg: r.str()}
+	v := r.version()
+	p := &reply{status: r.u8(), applied: r.u64(), msg: r.str(), payloads: v == wireVersion}
 	if r.err == nil && p.status == statusOK {
 		n := int(r.u32())
 		if r.err == nil && n > len(r.b) {
@@ -388,6 +537,9 @@ func decodeReply(b []byte, kind byte) (*reply, error) {
 				hs := make([]hit, m)
 				for j := range hs {
 					hs[j] = hit{ID: r.u64(), Score: math.Float32frombits(r.u32()), Key: r.str()}
+					if p.payloads {
+						hs[j].Payload = r.str()
+					}
 				}
 				p.hits = append(p.hits, hs)
 			}

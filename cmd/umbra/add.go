@@ -48,9 +48,6 @@ type addCmd struct {
 
 func (c *addCmd) Validate() error {
 	if c.Cluster != "" {
-		if c.Attr.Meta != "" || c.Attr.Payload != "" {
-			return usagef("--meta and --payload are not supported with --cluster yet (see docs/cluster.md)")
-		}
 		return c.validateCluster(c.Store)
 	}
 	switch {

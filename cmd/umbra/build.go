@@ -53,9 +53,6 @@ type buildCmd struct {
 
 func (b *buildCmd) Validate() error {
 	if b.Cluster != "" {
-		if b.Attr.Meta != "" || b.Attr.Payload != "" {
-			return usagef("--meta and --payload are not supported with --cluster yet (see docs/cluster.md)")
-		}
 		return b.validateCluster(b.Out)
 	}
 	if err := noArguments(b.Args); err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/umbravec/umbra/cluster"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/meta"
 )
 
 // clusterFlags are the store commands' cluster form: --cluster URL
@@ -122,7 +123,7 @@ func (b *buildCmd) runCluster(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	return clusterWrite(ctx, e, col, src, b.IDs, b.Keys, false)
+	return clusterWrite(ctx, e, col, src, b.IDs, b.Keys, b.Attr, false)
 }
 
 func (c *addCmd) runCluster(ctx context.Context, e *env) error {
@@ -136,11 +137,41 @@ func (c *addCmd) runCluster(ctx context.Context, e *env) error {
 		return err
 	}
 	defer cl.Close()
-	return clusterWrite(ctx, e, col, src, c.IDs, c.Keys, c.Upsert)
+	return clusterWrite(ctx, e, col, src, c.IDs, c.Keys, c.Attr, c.Upsert)
 }
 
-func clusterWrite(ctx context.Context, e *env, col *cluster.Collection, src *fileRows, idsPath, keysPath string, upsert bool) error {
+// clusterAttrs reads --meta and --payload into a cluster write's options
+// (the collection checks their counts against the rows it reads).
+func clusterAttrs(ctx context.Context, a attrFlags, rows int, what string) ([]cluster.WriteOption, error) {
 	var opts []cluster.WriteOption
+	if a.Meta != "" {
+		fields, err := readMetaFile(ctx, a.Meta, meta.Limits{}.WithDefaults())
+		if err != nil {
+			return nil, err
+		}
+		if rows >= 0 && len(fields) != rows {
+			return nil, fmt.Errorf("--meta %s holds %s, %s holds %s: want one line per vector", a.Meta, plural(len(fields), "line"), what, plural(rows, "vector"))
+		}
+		opts = append(opts, cluster.WithMeta(fields...))
+	}
+	if a.Payload != "" {
+		payloads, err := readPayloadFile(ctx, a.Payload, engine.DefaultMaxPayloadBytes)
+		if err != nil {
+			return nil, err
+		}
+		if rows >= 0 && len(payloads) != rows {
+			return nil, fmt.Errorf("--payload %s holds %s, %s holds %s: want one line per vector", a.Payload, plural(len(payloads), "line"), what, plural(rows, "vector"))
+		}
+		opts = append(opts, cluster.WithPayloads(payloads...))
+	}
+	return opts, nil
+}
+
+func clusterWrite(ctx context.Context, e *env, col *cluster.Collection, src *fileRows, idsPath, keysPath string, attr attrFlags, upsert bool) error {
+	opts, err := clusterAttrs(ctx, attr, src.Rows(), "--data")
+	if err != nil {
+		return err
+	}
 	if idsPath != "" {
 		ids, err := readIDs(ctx, e, "--ids", idsPath)
 		if err != nil {
@@ -156,7 +187,6 @@ func clusterWrite(ctx context.Context, e *env, col *cluster.Collection, src *fil
 		opts = append(opts, cluster.WithKeys(keys...))
 	}
 	var ids []uint64
-	var err error
 	if upsert {
 		ids, err = col.Upsert(ctx, src, opts...)
 	} else {
@@ -165,6 +195,9 @@ func clusterWrite(ctx context.Context, e *env, col *cluster.Collection, src *fil
 	if err != nil {
 		if serr := src.sourceError(err); serr != nil {
 			return serr
+		}
+		if aerr := attr.attrError(err); aerr != nil {
+			return aerr
 		}
 		return err
 	}
@@ -287,6 +320,12 @@ func (o *searchCmd) runCluster(ctx context.Context, e *env) error {
 	if o.Allow != "" {
 		opts = append(opts, cluster.Allow(allow...))
 	}
+	if o.filter != nil {
+		opts = append(opts, cluster.Where(*o.filter))
+	}
+	if o.WithPayload {
+		opts = append(opts, cluster.WithPayload())
+	}
 	start := time.Now()
 	threshold, ranged := o.threshold()
 	var all [][]engine.Hit
@@ -306,7 +345,7 @@ func (o *searchCmd) runCluster(ctx context.Context, e *env) error {
 	}
 	_ = start
 	out := searchJSON{Backend: "cluster", Metric: col.Metric().String(), K: int(o.K), Dim: col.Dim(), Store: o.Cluster + "#" + o.Collection,
-		Queries: o.Queries, Allow: o.Allow, Results: make([]resultJSON, len(all))}
+		Queries: o.Queries, Allow: o.Allow, Where: o.Where, Results: make([]resultJSON, len(all))}
 	if given := float64(threshold); ranged && col.Metric().HigherIsBetter() {
 		out.MinScore = &given
 	} else if ranged {
@@ -316,6 +355,9 @@ func (o *searchCmd) runCluster(ctx context.Context, e *env) error {
 		r := resultJSON{Hits: make([]hitJSON, len(hits))}
 		for j, h := range hits {
 			r.Hits[j] = hitJSON{ID: h.ID, Key: h.Key, Score: score(h.Score)}
+			if o.WithPayload {
+				r.Hits[j].Payload = payloadJSON([]byte(h.Payload))
+			}
 		}
 		out.Results[i] = r
 	}

@@ -97,8 +97,8 @@ func (s *searchCmd) Validate(kctx *kong.Context) error {
 	switch dataGiven, storeGiven := cmdline.Given(kctx, "data"), cmdline.Given(kctx, "store"); {
 	case s.Cluster != "" && (dataGiven || storeGiven):
 		return usagef("--cluster excludes --data and --store")
-	case s.Cluster != "" && (cmdline.Given(kctx, "where") || cmdline.Given(kctx, "with-payload") || cmdline.Given(kctx, "allow-keys")):
-		return usagef("--where, --with-payload and --allow-keys are not supported with --cluster yet: a collection keeps no metadata, payloads or keys lists of its own (see docs/cluster.md)")
+	case s.Cluster != "" && cmdline.Given(kctx, "allow-keys"):
+		return usagef("--allow-keys is not supported with --cluster yet: a collection has no key lookup for searches (see docs/cluster.md)")
 	case s.Cluster != "":
 		if err := s.validateCluster(""); err != nil {
 			return err

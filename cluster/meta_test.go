@@ -1,0 +1,477 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/testkit"
+	"github.com/umbravec/umbra/meta"
+)
+
+// randFields is random metadata over a fixed schema: some rows without
+// any, most with some of the fields.
+func randFields(r *rand.Rand, n int) []meta.Fields {
+	users := []string{"ann", "bob", "cy", "dee", "eve"}
+	tags := []string{"red", "green", "blue", "work", "home"}
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	out := make([]meta.Fields, n)
+	for i := range out {
+		if r.IntN(8) == 0 {
+			continue // no metadata
+		}
+		f := meta.Fields{}
+		if r.IntN(5) > 0 {
+			f["user"] = meta.KeywordOf(users[r.IntN(len(users))])
+		}
+		if r.IntN(3) > 0 {
+			f["n"] = meta.IntOf(int64(r.IntN(100)))
+		}
+		if r.IntN(2) == 0 {
+			f["score"] = meta.FloatOf(float64(r.IntN(1000)) / 10)
+		}
+		if r.IntN(2) == 0 {
+			f["at"] = meta.TimeOf(base.Add(time.Duration(r.IntN(365*24)) * time.Hour))
+		}
+		if r.IntN(3) > 0 {
+			var ts []string
+			for _, t := range tags {
+				if r.IntN(3) == 0 {
+					ts = append(ts, t)
+				}
+			}
+			f["tags"] = meta.TagsOf(ts...)
+		}
+		out[i] = f
+	}
+	return out
+}
+
+func randPayloads(r *rand.Rand, n int) [][]byte {
+	out := make([][]byte, n)
+	for i := range out {
+		if r.IntN(6) == 0 {
+			continue // none
+		}
+		p := make([]byte, 1+r.IntN(200))
+		for j := range p {
+			p[j] = byte(r.IntN(256))
+		}
+		out[i] = p
+	}
+	return out
+}
+
+func pick[T any](xs []T, idx []int) []T {
+	out := make([]T, len(idx))
+	for j, i := range idx {
+		out[j] = xs[i]
+	}
+	return out
+}
+
+// The cluster given writes with metadata and payloads (added, upserted
+// with and without them, by IDs and by keys, deleted) answers every
+// filtered search, with and without payloads, exactly as one local engine
+// index given the same writes: the same hits, scores, keys and payloads.
+func TestClusterMetaMatchesReference(t *testing.T) {
+	for _, shards := range []int{1, 3} {
+		t.Run(fmt.Sprintf("S%d", shards), func(t *testing.T) {
+			h := newHarness(t, nil)
+			r := testkit.Rand(t)
+			ctx := context.Background()
+			const dim = 5
+			col, err := h.c.Create(ctx, "m", CollectionConfig{Dim: dim, Shards: shards})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ref := newMirror(t, dim, engine.Cosine)
+			grid := func(n int) [][]float32 {
+				vs := make([][]float32, n)
+				for i := range vs {
+					if i > 0 && r.IntN(5) == 0 {
+						vs[i] = slices.Clone(vs[r.IntN(i)]) // an exact tie
+					} else {
+						vs[i] = testkit.Grid(r, dim)
+						vs[i][0] += 1.0 / 64
+					}
+				}
+				return vs
+			}
+			must := func(what string, err error) {
+				t.Helper()
+				if err != nil {
+					t.Fatalf("%s: %v", what, err)
+				}
+			}
+			// Assigned IDs, metadata and payloads.
+			vs := grid(240)
+			mf, pl := randFields(r, len(vs)), randPayloads(r, len(vs))
+			ids, err := col.Add(ctx, engine.Vectors(vs), WithMeta(mf...), WithPayloads(pl...))
+			must("add", err)
+			_, err = ref.ix.Add(ctx, engine.Vectors(vs), engine.WithIDs(ids...), engine.WithMeta(mf...), engine.WithPayloads(pl...))
+			must("ref add", err)
+			// Keys with metadata only.
+			vs = grid(60)
+			keys := make([]string, len(vs))
+			for i := range keys {
+				keys[i] = fmt.Sprintf("doc/%d", i)
+			}
+			mf = randFields(r, len(vs))
+			kids, err := col.Add(ctx, engine.Vectors(vs), WithKeys(keys...), WithMeta(mf...))
+			must("add keys", err)
+			_, err = ref.ix.Add(ctx, engine.Vectors(vs), engine.WithIDs(kids...), engine.WithKeys(keys...), engine.WithMeta(mf...))
+			must("ref add keys", err)
+			// Upsert by keys, half stored and half new, without metadata:
+			// the stored keep theirs. Then by keys with payloads only.
+			for round := range 2 {
+				vs = grid(40)
+				ukeys := make([]string, len(vs))
+				for i := range ukeys {
+					ukeys[i] = fmt.Sprintf("doc/%d", 40+20*round+i)
+				}
+				var opts []WriteOption
+				pl = randPayloads(r, len(vs))
+				if round == 1 {
+					opts = append(opts, WithPayloads(pl...))
+				}
+				uids, err := col.Upsert(ctx, engine.Vectors(vs), append(opts, WithKeys(ukeys...))...)
+				must("upsert keys", err)
+				var oldIdx, newIdx []int
+				for i, k := range ukeys {
+					if id, ok := ref.ix.Lookup(k); ok {
+						if uids[i] != id {
+							t.Fatalf("upsert of stored key %s gave ID %d, want %d", k, uids[i], id)
+						}
+						oldIdx = append(oldIdx, i)
+					} else {
+						newIdx = append(newIdx, i)
+					}
+				}
+				var ro, rn []engine.WriteOption
+				if round == 1 {
+					ro = append(ro, engine.WithPayloads(pick(pl, oldIdx)...))
+					rn = append(rn, engine.WithPayloads(pick(pl, newIdx)...))
+				}
+				_, err = ref.ix.Upsert(ctx, engine.Vectors(pick(vs, oldIdx)), append(ro, engine.WithIDs(pick(uids, oldIdx)...))...)
+				must("ref upsert", err)
+				_, err = ref.ix.Add(ctx, engine.Vectors(pick(vs, newIdx)), append(rn, engine.WithIDs(pick(uids, newIdx)...), engine.WithKeys(pick(ukeys, newIdx)...))...)
+				must("ref add new keys", err)
+			}
+			// Upserts by ID, stored and new: with metadata (replaced),
+			// then without (kept), then with payloads only.
+			for round := range 3 {
+				vs = grid(30)
+				up := slices.Clone(ids[30*round : 30*round+20])
+				for i := range 10 {
+					up = append(up, 5000+uint64(10*round+i))
+				}
+				mf, pl = randFields(r, len(vs)), randPayloads(r, len(vs))
+				var co []WriteOption
+				var eo []engine.WriteOption
+				switch round {
+				case 0:
+					co, eo = []WriteOption{WithMeta(mf...)}, []engine.WriteOption{engine.WithMeta(mf...)}
+				case 2:
+					co, eo = []WriteOption{WithPayloads(pl...)}, []engine.WriteOption{engine.WithPayloads(pl...)}
+				}
+				_, err = col.Upsert(ctx, engine.Vectors(vs), append(co, WithIDs(up...))...)
+				must("upsert ids", err)
+				_, err = ref.ix.Upsert(ctx, engine.Vectors(vs), append(eo, engine.WithIDs(up...))...)
+				must("ref upsert ids", err)
+			}
+			// A field that only a few rows have, added late.
+			vs = grid(4)
+			late := []meta.Fields{{"late": meta.IntOf(1)}, nil, {"late": meta.IntOf(2), "user": meta.KeywordOf("ann")}, {"late": meta.IntOf(3)}}
+			lids, err := col.Add(ctx, engine.Vectors(vs), WithMeta(late...))
+			must("add late", err)
+			_, err = ref.ix.Add(ctx, engine.Vectors(vs), engine.WithIDs(lids...), engine.WithMeta(late...))
+			must("ref add late", err)
+			// Deletes.
+			must("delete", col.Delete(ctx, WithIDs(ids[100:130]...)))
+			must("ref delete", ref.ix.Delete(ctx, engine.WithIDs(ids[100:130]...)))
+			must("delete keys", col.Delete(ctx, WithKeys("doc/3", "doc/50")))
+			must("ref delete keys", ref.ix.Delete(ctx, engine.WithKeys("doc/3", "doc/50")))
+
+			// A value of another kind than the field's is refused before
+			// anything is published.
+			before := streamMsgs(t, h, "m", shards)
+			_, err = col.Add(ctx, engine.Vectors(grid(2)), WithMeta(meta.Fields{"n": meta.IntOf(1)}, meta.Fields{"n": meta.KeywordOf("x")}))
+			if !errors.Is(err, engine.ErrInvalidMeta) {
+				t.Fatalf("a call giving two kinds for a field: %v, want ErrInvalidMeta", err)
+			}
+			_, err = col.Add(ctx, engine.Vectors(grid(1)), WithMeta(meta.Fields{"user": meta.IntOf(1)}))
+			if !errors.Is(err, engine.ErrInvalidMeta) || !strings.Contains(err.Error(), "user") {
+				t.Fatalf("an int for the keyword field user: %v, want ErrInvalidMeta naming it", err)
+			}
+			// … also through a handle that has not seen the field yet.
+			other, err := h.c.Open(ctx, "m")
+			must("open", err)
+			other.mu.Lock()
+			other.fields = nil
+			other.mu.Unlock()
+			if _, err = other.Add(ctx, engine.Vectors(grid(1)), WithMeta(meta.Fields{"late": meta.FloatOf(1.5)})); !errors.Is(err, engine.ErrInvalidMeta) {
+				t.Fatalf("a float for the int field late, from a fresh handle: %v, want ErrInvalidMeta", err)
+			}
+			if _, err = col.Add(ctx, engine.Vectors(grid(1)), WithPayloads(make([]byte, engine.DefaultMaxPayloadBytes+1))); !errors.Is(err, engine.ErrTooLarge) {
+				t.Fatalf("a payload over the limit: %v, want ErrTooLarge", err)
+			}
+			if after := streamMsgs(t, h, "m", shards); after != before {
+				t.Fatalf("refused writes were published: %d stream messages, %d before", after, before)
+			}
+			if rec, _, err := col.readRecord(ctx); err != nil || rec.Fields["user"] != "keyword" || rec.Fields["late"] != "int" || len(rec.Fields) != 6 {
+				t.Fatalf("collection record's schema %v (%v)", rec.Fields, err)
+			}
+
+			day := func(d int) meta.Value {
+				return meta.TimeOf(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(d) * 24 * time.Hour))
+			}
+			filters := []meta.Filter{
+				{}, // every row
+				meta.Eq("user", meta.KeywordOf("ann")),
+				meta.Ne("user", meta.KeywordOf("bob")),
+				meta.In("user", meta.KeywordOf("cy"), meta.KeywordOf("dee")),
+				meta.Nin("user", meta.KeywordOf("cy")),
+				meta.And(meta.Gte("n", meta.IntOf(20)), meta.Lt("n", meta.IntOf(70))),
+				meta.Gt("score", meta.IntOf(50)),
+				meta.And(meta.Gte("at", day(30)), meta.Lt("at", day(200))),
+				meta.Contains("tags", "work"),
+				meta.NotContains("tags", "red"),
+				meta.Or(meta.Eq("user", meta.KeywordOf("eve")), meta.Contains("tags", "home")),
+				meta.Not(meta.Eq("user", meta.KeywordOf("ann"))),
+				meta.Gte("late", meta.IntOf(2)), // a field most shards have never stored
+				meta.Ne("late", meta.IntOf(2)),
+				meta.Not(meta.Gte("late", meta.IntOf(1))),
+				meta.In("user"), // no row
+			}
+			queries := grid(6)
+			queries = append(queries, slices.Clone(vs[0]))
+			for fi, f := range filters {
+				for _, k := range []int{1, 10, 500} {
+					for _, withPay := range []bool{false, true} {
+						co, eo := []SearchOption{Where(f)}, []engine.SearchOption{engine.Where(f)}
+						if withPay {
+							co, eo = append(co, WithPayload()), append(eo, engine.WithPayload())
+						}
+						got, err := col.SearchBatch(ctx, queries, k, co...)
+						must(fmt.Sprintf("search filter %d (%v)", fi, f), err)
+						for qi, q := range queries {
+							want, err := ref.ix.Search(ctx, q, k, eo...)
+							must("ref search", err)
+							sameHits(t, fmt.Sprintf("filter %v k=%d payloads=%v query %d", f, k, withPay, qi), want, got[qi])
+						}
+					}
+				}
+				// Range, with MaxHits, and beside Allow.
+				q := queries[fi%len(queries)]
+				got, err := col.SearchRange(ctx, q, 0.3, Where(f), WithPayload(), MaxHits(40))
+				must("range", err)
+				want, _ := ref.ix.SearchRange(ctx, q, 0.3, engine.Where(f), engine.WithPayload(), engine.MaxHits(40))
+				sameHits(t, fmt.Sprintf("range filter %v", f), want, got)
+				allow := append(slices.Clone(ids[:150]), kids...)
+				got, err = col.Search(ctx, q, 20, Where(f), Allow(allow...), WithPayload())
+				must("allow", err)
+				want, _ = ref.ix.Search(ctx, q, 20, engine.Where(f), engine.Allow(allow...), engine.WithPayload())
+				sameHits(t, fmt.Sprintf("allow+filter %v", f), want, got)
+			}
+			// Payloads were compared above; make sure some were there.
+			got, err := col.Search(ctx, queries[0], 500, WithPayload())
+			must("search payloads", err)
+			withPay := 0
+			for _, hh := range got {
+				if hh.Payload != "" {
+					withPay++
+				}
+			}
+			if withPay < 50 {
+				t.Fatalf("only %d of %d hits carry a payload", withPay, len(got))
+			}
+			// Filters the collection cannot take, as the engine cannot.
+			for _, f := range []meta.Filter{meta.Eq("nope", meta.IntOf(1)), meta.Eq("n", meta.KeywordOf("x")), meta.Contains("user", "ann")} {
+				_, err := col.Search(ctx, queries[0], 5, Where(f))
+				_, rerr := ref.ix.Search(ctx, queries[0], 5, engine.Where(f))
+				if !errors.Is(err, engine.ErrInvalidFilter) || !errors.Is(rerr, engine.ErrInvalidFilter) {
+					t.Fatalf("filter %v: cluster %v, engine %v; want ErrInvalidFilter from both", f, err, rerr)
+				}
+			}
+		})
+	}
+}
+
+func streamMsgs(t *testing.T, h *harness, coll string, shards int) uint64 {
+	t.Helper()
+	var n uint64
+	for s := range shards {
+		st, err := h.c.js.Stream(context.Background(), streamName(coll, s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += info.State.Msgs
+	}
+	return n
+}
+
+// Rows with payloads of the engine's largest (1 MiB) go, one or more to a
+// message as their bytes allow, and come back whole.
+func TestClusterLargePayloads(t *testing.T) {
+	h := newHarness(t, nil)
+	r := testkit.Rand(t)
+	ctx := context.Background()
+	col, err := h.c.Create(ctx, "big", CollectionConfig{Dim: 4, Shards: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 12
+	vs := testkit.Vectors(r, n, 4)
+	pl := make([][]byte, n)
+	total := 0
+	for i := range pl {
+		size := 1 + r.IntN(300<<10)
+		if i%4 == 0 {
+			size = engine.DefaultMaxPayloadBytes
+		}
+		pl[i] = make([]byte, size)
+		for j := range pl[i] {
+			pl[i][j] = byte(r.Uint32())
+		}
+		total += size
+	}
+	ids, err := col.Add(ctx, engine.Vectors(vs), WithPayloads(pl...), WithMeta(make([]meta.Fields, n)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := streamMsgs(t, h, "big", 1)
+	maxPayload := int(h.c.nc.MaxPayload())
+	if min := uint64(total/maxPayload + 1); msgs < min || msgs >= n {
+		t.Fatalf("%d payload bytes went in %d messages (max payload %d): want at least %d and fewer than one a row", total, msgs, maxPayload, min)
+	}
+	got, err := col.Search(ctx, vs[0], n, WithPayload())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != n {
+		t.Fatalf("%d hits, want %d", len(got), n)
+	}
+	for _, hh := range got {
+		i := slices.Index(ids, hh.ID)
+		if i < 0 || !bytes.Equal([]byte(hh.Payload), pl[i]) {
+			t.Fatalf("hit %d: payload of %d bytes differs from the %d stored", hh.ID, len(hh.Payload), len(pl[max(i, 0)]))
+		}
+	}
+}
+
+// A message a replica cannot read (an unknown version, or a version 2
+// message whose metadata is not a canonical encoding) stops that shard's
+// applies there: the writes after it are not applied, and every search
+// fails naming the message rather than answer without it.
+func TestClusterUnreadableMessageStopsShard(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		msg  func() []byte
+	}{
+		{"version 3", func() []byte {
+			b := (&writeMsg{op: opAdd, dim: 2, ids: []uint64{7}, rows: []float32{1, 0}}).encode()
+			b[0] = 3
+			return b
+		}},
+		{"bad metadata", func() []byte {
+			return (&writeMsg{op: opAdd, dim: 2, ids: []uint64{7}, rows: []float32{1, 0}, metaSet: true, meta: [][]byte{{0x01, 0x01, 'a', 0x09}}}).encode()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, nil)
+			ctx := context.Background()
+			col, err := h.c.Create(ctx, "u", CollectionConfig{Dim: 2, Shards: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := col.Add(ctx, engine.Vectors([][]float32{{0, 1}}), WithIDs(1)); err != nil {
+				t.Fatal(err)
+			}
+			bad, err := col.publish(ctx, 0, "bad.0.0", tc.msg())
+			if err != nil {
+				t.Fatal(err)
+			}
+			col.advance(0, bad)
+			if _, err := col.Add(ctx, engine.Vectors([][]float32{{1, 1}}), WithIDs(2), NoWait()); err != nil {
+				t.Fatal(err)
+			}
+			tctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			hits, err := col.Search(tctx, []float32{1, 0}, 5)
+			if !errors.Is(err, ErrShardsUnavailable) || hits != nil || !strings.Contains(err.Error(), fmt.Sprintf("stream message %d", bad)) {
+				t.Fatalf("search after an unreadable message: %v, %v; want ErrShardsUnavailable naming message %d", hits, err, bad)
+			}
+			rep := h.node.replicas["u"][0]
+			if a := rep.applied.Load(); a != bad-1 {
+				t.Fatalf("the replica applied through %d; the unreadable message is %d", a, bad)
+			}
+			if rep.ix.Has(2) || rep.ix.Has(7) {
+				t.Fatal("a write at or after the unreadable message was applied")
+			}
+		})
+	}
+}
+
+// The wire forms round-trip, version 1 stays the form of messages without
+// version 2 fields, and a filter is localized to a shard's fields.
+func TestWireVersion2(t *testing.T) {
+	m := &writeMsg{op: opUpsert, dim: 2, ids: []uint64{1, 2}, keys: []string{"a", "b"}, rows: []float32{1, 2, 3, 4}}
+	if b := m.encode(); b[0] != 1 || len(b) != m.size() {
+		t.Fatalf("a write without metadata: version %d, %d bytes (size %d)", b[0], len(b), m.size())
+	}
+	m.metaSet, m.meta = true, [][]byte{meta.AppendBinary(nil, meta.Fields{"x": meta.IntOf(3)}), nil}
+	m.paySet, m.payloads = true, [][]byte{nil, []byte("hello")}
+	b := m.encode()
+	if b[0] != 2 || len(b) != m.size() {
+		t.Fatalf("version %d, %d bytes (size %d)", b[0], len(b), m.size())
+	}
+	d, err := decodeWrite(b)
+	if err != nil || !d.metaSet || !d.paySet || !bytes.Equal(d.meta[0], m.meta[0]) || d.meta[1] != nil || d.payloads[0] != nil || string(d.payloads[1]) != "hello" {
+		t.Fatalf("decoded %+v, %v", d, err)
+	}
+	for cut := range len(b) {
+		if _, err := decodeWrite(b[:cut]); err == nil {
+			t.Fatalf("a message cut at %d of %d bytes decoded", cut, len(b))
+		}
+	}
+	q := &request{kind: kindSearch, k: 3, dim: 2, queries: []float32{1, 2}, where: meta.Eq("x", meta.IntOf(1)).AppendJSON(nil), payload: true}
+	qd, err := decodeRequest(q.encode())
+	if err != nil || string(qd.where) != string(q.where) || !qd.payload {
+		t.Fatalf("request %+v, %v", qd, err)
+	}
+	p := &reply{hits: [][]hit{{{ID: 1, Score: 0.5, Key: "k", Payload: "p\x00q"}}}, payloads: true}
+	pd, err := decodeReply(p.encode(kindSearch), kindSearch)
+	if err != nil || pd.hits[0][0] != p.hits[0][0] {
+		t.Fatalf("reply %+v, %v", pd, err)
+	}
+	known := map[string]meta.Kind{"a": meta.Int}
+	for _, c := range []struct {
+		f    meta.Filter
+		want string
+	}{
+		{meta.Eq("a", meta.IntOf(1)), `a == 1`},
+		{meta.Eq("b", meta.IntOf(1)), `none`},
+		{meta.And(meta.Eq("a", meta.IntOf(1)), meta.Ne("b", meta.IntOf(1)), meta.Nin("b"), meta.NotContains("b", "t")), `(a == 1 AND all AND all AND all)`},
+		{meta.Or(meta.In("b", meta.IntOf(1)), meta.Not(meta.Contains("b", "t"))), `(none OR NOT none)`},
+	} {
+		f, err := localFilter(c.f.AppendJSON(nil), known)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.String() != c.want {
+			t.Fatalf("%v on a shard knowing only a: %v, want %s", c.f, f, c.want)
+		}
+	}
+}

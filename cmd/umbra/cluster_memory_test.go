@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/cluster"
+	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/testkit"
+)
+
+// The memory flags through a cluster: a collection built with --keys,
+// --meta and --payload answers --where and --with-payload searches as a
+// store built from the same files (IDs differ: the cluster chooses a key's
+// ID in its shard; keys, scores and payloads agree), and --allow-keys is
+// still refused by name.
+func TestClusterMemoryFromTheCommandLine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a NATS server (skipped under -short)")
+	}
+	dir := t.TempDir()
+	srv, err := cluster.StartEmbedded(cluster.EmbeddedConfig{Listen: "127.0.0.1:0", Dir: dir})
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	ctx := context.Background()
+	c, err := cluster.Connect(ctx, srv.URL())
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	node, err := cluster.StartNode(ctx, c, cluster.NodeConfig{Dir: dir, Device: engine.CPU})
+	require.NoError(t, err)
+	t.Cleanup(func() { node.Close() })
+
+	rng := testkit.Rand(t)
+	const n, dim = 200, 8
+	keys, metaF, payF, _ := memoryFiles(t, dir, n)
+	data := writeMatrix(t, dir, "v.npy", randomMatrix(rng, n, dim), "")
+	queries := writeMatrix(t, dir, "q.npy", randomMatrix(rng, 4, dim), "")
+	store := filepath.Join(dir, "mem.umbra")
+	ok(t, umbra(t, "build", "--data", data, "--keys", keys, "--meta", metaF, "--payload", payF, "--out", store))
+	ok(t, umbra(t, "build", "--cluster", srv.URL(), "--collection", "mem", "--shards", "3", "--data", data, "--keys", keys, "--meta", metaF, "--payload", payF))
+
+	for _, args := range [][]string{
+		{"--with-payload"},
+		{"--where", `{"user": "alice"}`, "--with-payload"},
+		{"--where", `{"$and": [{"tags": {"$contains": "work"}}, {"ts": {"$gte": 1700432000}}]}`},
+		{"--where", `{"tags": {"$not_contains": "todo"}}`, "--with-payload"},
+	} {
+		local := decodeSearch(t, umbra(t, append([]string{"search", "--store", store, "--queries", queries, "--k", "7", "--device", "cpu", "--json"}, args...)...))
+		remote := decodeSearch(t, umbra(t, append([]string{"search", "--cluster", srv.URL(), "--collection", "mem", "--queries", queries, "--k", "7", "--json"}, args...)...))
+		require.Len(t, remote.Results, len(local.Results))
+		for q := range local.Results {
+			require.Len(t, remote.Results[q].Hits, len(local.Results[q].Hits), "search %v query %d", args, q)
+			for i, want := range local.Results[q].Hits {
+				got := remote.Results[q].Hits[i]
+				require.Equal(t, fmt.Sprint(want.Key, want.Score, string(want.Payload)), fmt.Sprint(got.Key, got.Score, string(got.Payload)), "search %v query %d hit %d", args, q, i)
+			}
+		}
+	}
+	// A kind other than the collection's is refused, naming the file.
+	bad := writeFile(t, dir, "bad.jsonl", []byte(`{"user": 3}`+"\n"))
+	one := writeMatrix(t, dir, "one.npy", randomMatrix(rng, 1, dim), "")
+	line := requireErrorLine(t, umbra(t, "add", "--cluster", srv.URL(), "--collection", "mem", "--data", one, "--meta", bad))
+	require.Contains(t, line, "--meta "+bad)
+	r := umbra(t, "search", "--cluster", srv.URL(), "--collection", "mem", "--queries", queries, "--k", "3", "--allow-keys", keys)
+	require.Equal(t, 2, r.code, r.String())
+}
