@@ -1,0 +1,126 @@
+//go:build js && wasm
+
+// Command judge runs in headless Chromium (internal/webgpu's second-judge
+// test serves it): it compiles every shader variant umbra can choose with
+// the browser's WebGPU compiler and checks each one's answers against the
+// CPU on random data from the page's ?seed= (with ?full=1 every team
+// width, else the team the probe tries first), then publishes the results as
+// JSON in window.umbraJudge.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"syscall/js"
+	"time"
+
+	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/webgpu"
+	"github.com/umbravec/umbra/shaders"
+)
+
+// Result is one variant's verdict.
+type Result struct {
+	Name  string `json:"name"`
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+	MS    int64  `json:"ms"`
+}
+
+// Report is what the page publishes.
+type Report struct {
+	Adapter   string   `json:"adapter"`
+	Software  bool     `json:"software"`
+	Features  []string `json:"features"`
+	Subgroups bool     `json:"subgroups"`
+	Error     string   `json:"error,omitempty"`
+	Results   []Result `json:"results"`
+}
+
+func main() {
+	seed, _ := strconv.ParseUint(js.Global().Get("URLSearchParams").New(js.Global().Get("location").Get("search")).Call("get", "seed").String(), 10, 64)
+	full := js.Global().Get("URLSearchParams").New(js.Global().Get("location").Get("search")).Call("get", "full").String() == "1"
+	go func() {
+		rep := run(seed, full)
+		b, _ := json.Marshal(rep)
+		js.Global().Set("umbraJudge", string(b))
+	}()
+	select {}
+}
+
+func run(seed uint64, full bool) (rep Report) {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	d, err := webgpu.Open(context.Background())
+	if err != nil {
+		rep.Error = err.Error()
+		return rep
+	}
+	rep.Adapter, rep.Software = d.Info().String(), d.Info().Software()
+	rep.Features, rep.Subgroups = d.Features(), d.HasSubgroups()
+	check := func(name string, v webgpu.Variant, f func() error) {
+		start := time.Now()
+		err := d.SetVariant(v)
+		if err == nil {
+			err = f()
+		}
+		res := Result{Name: name, OK: err == nil, MS: time.Since(start).Milliseconds()}
+		if err != nil {
+			res.Error = err.Error()
+		}
+		rep.Results = append(rep.Results, res)
+		js.Global().Get("console").Call("log", fmt.Sprintf("judge: %s: ok %v %s", name, res.OK, res.Error))
+	}
+	metrics := []core.Metric{core.Dot, core.L2} // Cosine runs Dot's shaders
+	reductions := []bool{false}
+	if d.HasSubgroups() {
+		reductions = append(reductions, true)
+	}
+	teams := shaders.TeamCandidates
+	if !full {
+		teams = []uint32{32} // the team the browser probe tries first
+	}
+	// Dimension 768 splits a row over every team width; at dimension 7 (2
+	// vec4 a row) every team is 2 lanes wide, one shader, judged once.
+	for _, sub := range reductions {
+		for _, v := range shaders.Variants() {
+			if !slices.Contains(teams, v.Team) {
+				continue
+			}
+			for _, m := range metrics {
+				check(fmt.Sprintf("scores+radix team=%d staged=%v subgroups=%v dim=768 metric=%v", v.Team, v.Staged, sub, m),
+					webgpu.Variant{Variant: v, Subgroups: sub}, func() error { return d.CheckVariant(r, 768, m) })
+			}
+		}
+		for _, staged := range []bool{false, true} {
+			for _, m := range metrics {
+				check(fmt.Sprintf("scores+radix team=2 staged=%v subgroups=%v dim=7 metric=%v", staged, sub, m),
+					webgpu.Variant{Variant: shaders.Variant{Team: 8, Staged: staged}, Subgroups: sub}, func() error { return d.CheckVariant(r, 7, m) })
+			}
+		}
+	}
+	for _, team := range teams {
+		for _, m := range metrics {
+			check(fmt.Sprintf("fused team=%d dim=768 metric=%v", team, m),
+				webgpu.Variant{Variant: shaders.Variant{Team: team}, Fused: true}, func() error { return d.CheckFused(r, 768, m) })
+		}
+		// quant.wgsl does not know the metric; the host's certified
+		// search does, so the metrics alternate.
+		for i, prec := range []core.Precision{core.F16, core.Int8} {
+			check(fmt.Sprintf("quant %v team=%d dim=768 metric=%v", prec, team, metrics[i]),
+				webgpu.Variant{Variant: shaders.Variant{Team: team}}, func() error { return d.CheckCompressed(r, prec, 768, metrics[i]) })
+		}
+	}
+	for _, m := range metrics {
+		check(fmt.Sprintf("fused team=2 dim=7 metric=%v", m),
+			webgpu.Variant{Variant: shaders.Variant{Team: 8}, Fused: true}, func() error { return d.CheckFused(r, 7, m) })
+	}
+	for i, prec := range []core.Precision{core.F16, core.Int8} {
+		check(fmt.Sprintf("quant %v team=2 dim=7 metric=%v", prec, metrics[1-i]),
+			webgpu.Variant{Variant: shaders.Variant{Team: 8}}, func() error { return d.CheckCompressed(r, prec, 7, metrics[1-i]) })
+	}
+	return rep
+}
