@@ -1,3 +1,5 @@
+//go:build !(js && wasm)
+
 // Package browsertest runs umbra's wasm builds in headless Chromium for
 // tests: it finds the browser, builds a GOOS=js GOARCH=wasm program, and
 // drives a page with chromedp. Chromium runs WebGPU on its bundled
@@ -68,10 +70,31 @@ var Flags = []chromedp.ExecAllocatorOption{
 	chromedp.WindowSize(1200, 900),
 }
 
-// Browser starts the browser at path and returns a context whose
-// chromedp actions run in one tab; cancel closes it.
-func Browser(ctx context.Context, path string, logf func(string, ...any)) (context.Context, context.CancelFunc) {
+// NoWorkgroupInit is Dawn's toggle that skips the zero-initialisation of
+// workgroup memory WebGPU otherwise adds to every shader. On SwiftShader
+// that prologue makes the pipelines of umbra's batch and fused shaders
+// take seconds each to build (all of them together build about 15 times
+// faster without it). The toggle only removes the prologue: the WGSL is
+// parsed and validated (uniformity included) and computes as before;
+// a shader that relied on the zeros could fail without them, none can
+// pass because of their absence.
+var NoWorkgroupInit = chromedp.Flag("enable-dawn-features", "disable_workgroup_init")
+
+// Browser starts the browser at path, with Flags and extra, and returns a
+// context whose chromedp actions run in one tab; cancel closes it.
+func Browser(ctx context.Context, path string, logf func(string, ...any), extra ...chromedp.ExecAllocatorOption) (context.Context, context.CancelFunc) {
 	opts := append([]chromedp.ExecAllocatorOption{chromedp.ExecPath(path)}, Flags...)
+	opts = append(opts, extra...)
+	// UMBRA_CHROMIUM_FLAGS adds switches (name=value, space-separated),
+	// e.g. Dawn toggles, for experiments.
+	for _, f := range strings.Fields(os.Getenv("UMBRA_CHROMIUM_FLAGS")) {
+		name, value, ok := strings.Cut(strings.TrimLeft(f, "-"), "=")
+		if ok {
+			opts = append(opts, chromedp.Flag(name, value))
+		} else {
+			opts = append(opts, chromedp.Flag(name, true))
+		}
+	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
 	bctx, cancelTab := chromedp.NewContext(actx, chromedp.WithErrorf(logf), chromedp.WithListener(func(ev any) {
 		switch e := ev.(type) {

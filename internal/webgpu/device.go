@@ -232,6 +232,18 @@ func (d *Device) Verify() error {
 		for _, team := range probeTeams {
 			for _, staged := range []bool{false, true} {
 				v := Variant{shaders.Variant{Team: team, Staged: staged}, sub, false}
+				// The self-tests' pipelines, fused ones included, are
+				// built at once; one that fails to compile fails its
+				// self-test below, with the compiler's messages.
+				fv := v
+				fv.Fused = true
+				var prep []Prepared
+				for _, dim := range selfTestDims {
+					for _, m := range []core.Metric{core.Dot, core.L2} {
+						prep = append(prep, Prepared{v, (dim + 3) &^ 3, m, core.F32}, Prepared{fv, (dim + 3) &^ 3, m, core.F32})
+					}
+				}
+				_ = d.Precompile(prep)
 				if err := d.SetVariant(v); err != nil {
 					return err
 				}
@@ -320,42 +332,134 @@ func (d *Device) layout(name string, bs []shaders.Binding) js.Value {
 	return l
 }
 
-// pipeline compiles src's entry point with the layout of bs, once per
-// source and entry point; a compile error (WGSL the browser's compiler
-// rejects) comes back with the compiler's messages. The caller holds d.mu.
-func (d *Device) pipeline(label, src, entry, layoutName string, bs []shaders.Binding) (js.Value, error) {
-	key := entry + "\x00" + src
-	if p, ok := d.pipes[key]; ok {
-		return p, nil
+// pipeSpec is one compute pipeline: a WGSL source's entry point with the
+// bind group layout of its bindings (package shaders).
+type pipeSpec struct {
+	label, src, entry, layoutName string
+	bs                            []shaders.Binding
+}
+
+func (sp pipeSpec) key() string { return sp.entry + "\x00" + sp.src }
+
+// pipeline returns sp's pipeline, compiling it the first time. The
+// caller holds d.mu.
+func (d *Device) pipeline(sp pipeSpec) (js.Value, error) {
+	if err := d.compile([]pipeSpec{sp}); err != nil {
+		return js.Value{}, err
 	}
-	var p js.Value
-	err := try("compile "+label, func() error {
-		mod := d.device.Call("createShaderModule", obj("label", label, "code", src))
-		info, err := await(mod.Call("getCompilationInfo"))
+	return d.pipes[sp.key()], nil
+}
+
+// compile compiles every pipeline of specs not compiled yet, once per
+// source and entry point, all at once: each shader module and
+// createComputePipelineAsync is issued before any is awaited, so the
+// browser may build them in parallel (on SwiftShader a pipeline takes
+// from a quarter of a second to several seconds of CPU). A compile error
+// (WGSL the browser's compiler rejects) comes back with the compiler's
+// messages; the pipelines that did compile are kept. The caller holds
+// d.mu.
+func (d *Device) compile(specs []pipeSpec) error {
+	type pending struct {
+		sp         pipeSpec
+		info, pipe js.Value
+	}
+	var todo []pending
+	seen := map[string]bool{}
+	start := time.Now()
+	err := try("compile shaders", func() error {
+		for _, sp := range specs {
+			key := sp.key()
+			if _, ok := d.pipes[key]; ok || seen[key] {
+				continue
+			}
+			seen[key] = true
+			mod := d.device.Call("createShaderModule", obj("label", sp.label, "code", sp.src))
+			pl := d.device.Call("createPipelineLayout", obj("bindGroupLayouts", arr(d.layout(sp.layoutName, sp.bs))))
+			pipe := d.device.Call("createComputePipelineAsync", obj("label", sp.label+":"+sp.entry, "layout", pl,
+				"compute", obj("module", mod, "entryPoint", sp.entry)))
+			todo = append(todo, pending{sp, mod.Call("getCompilationInfo"), pipe})
+		}
+		return nil
+	})
+	// Every promise issued is awaited, even after a failure, so none
+	// settles unobserved.
+	for _, p := range todo {
+		perr := try("compile "+p.sp.label, func() error {
+			info, err := await(p.info)
+			if err != nil {
+				return err
+			}
+			var msgs []string
+			each := js.FuncOf(func(_ js.Value, args []js.Value) any {
+				m := args[0]
+				if m.Get("type").String() == "error" {
+					msgs = append(msgs, fmt.Sprintf("%d:%d: %s", m.Get("lineNum").Int(), m.Get("linePos").Int(), m.Get("message").String()))
+				}
+				return nil
+			})
+			info.Get("messages").Call("forEach", each)
+			each.Release()
+			pipe, perr := await(p.pipe)
+			if len(msgs) > 0 {
+				return fmt.Errorf("WGSL rejected: %s", strings.Join(msgs, "; "))
+			}
+			if perr != nil {
+				return perr
+			}
+			d.pipes[p.sp.key()] = pipe
+			return nil
+		})
+		if err == nil {
+			err = perr
+		}
+	}
+	Stats.Compiles += len(todo)
+	Stats.Compile += time.Since(start)
+	return err
+}
+
+// Stats counts pipeline compiles and the time spent in them and in
+// awaiting promises (tests; one goroutine).
+var Stats struct {
+	Compiles       int
+	Compile, Await time.Duration
+}
+
+// Prepared is one kind of index Precompile builds the pipelines of: the
+// variant, the row stride (float32 values, a multiple of 4, or code words
+// for F16 and Int8), the metric and the precision.
+type Prepared struct {
+	Variant
+	Stride int
+	Metric core.Metric
+	Prec   core.Precision
+}
+
+// Precompile compiles the pipelines every index of each of ps would use,
+// all at once (see compile), so that later NewIndex calls find them
+// built. The variant in use does not change. It returns the first
+// compile error; the pipelines that compiled are kept either way.
+func (d *Device) Precompile(ps []Prepared) error {
+	keep := d.Variant()
+	defer d.SetVariant(keep)
+	var specs []pipeSpec
+	for _, p := range ps {
+		if err := d.SetVariant(p.Variant); err != nil {
+			return err
+		}
+		g, err := d.planIndex(p.Stride, p.Metric, p.Prec, 128)
 		if err != nil {
 			return err
 		}
-		var msgs []string
-		info.Get("messages").Call("forEach", js.FuncOf(func(_ js.Value, args []js.Value) any {
-			m := args[0]
-			if m.Get("type").String() == "error" {
-				msgs = append(msgs, fmt.Sprintf("%d:%d: %s", m.Get("lineNum").Int(), m.Get("linePos").Int(), m.Get("message").String()))
-			}
-			return nil
-		}))
-		if len(msgs) > 0 {
-			return fmt.Errorf("WGSL rejected: %s", strings.Join(msgs, "; "))
+		sp, err := g.pipeSpecs()
+		if err != nil {
+			return err
 		}
-		pl := d.device.Call("createPipelineLayout", obj("bindGroupLayouts", arr(d.layout(layoutName, bs))))
-		p, err = await(d.device.Call("createComputePipelineAsync", obj("label", label+":"+entry, "layout", pl,
-			"compute", obj("module", mod, "entryPoint", entry))))
-		return err
-	})
-	if err != nil {
-		return js.Value{}, err
+		specs = append(specs, sp...)
 	}
-	d.pipes[key] = p
-	return p, nil
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.compile(specs)
 }
 
 // subgroupSource is src with the directive WebGPU requires before a

@@ -66,6 +66,24 @@ func (d *Device) NewCompressedIndex(words int, prec core.Precision, metric core.
 }
 
 func (d *Device) newIndex(stride int, metric core.Metric, prec core.Precision, maxChunkRows int) (*Index, error) {
+	g, err := d.planIndex(stride, metric, prec, maxChunkRows)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	specs, err := g.pipeSpecs()
+	if err != nil {
+		return nil, err
+	}
+	if err := d.compile(specs); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// planIndex lays out an index for the variant in use, compiling nothing.
+func (d *Device) planIndex(stride int, metric core.Metric, prec core.Precision, maxChunkRows int) (*Index, error) {
 	plan, err := packed.PlanChunks(stride, packed.Limits{MaxStorageBindingBytes: d.lim.MaxStorageBindingBytes,
 		MaxBufferBytes: d.lim.MaxBufferBytes, MaxWorkgroupsPerDim: d.lim.MaxWorkgroupsPerDim, MaxChunkRows: maxChunkRows})
 	if err != nil {
@@ -92,37 +110,51 @@ func (d *Device) newIndex(stride int, metric core.Metric, prec core.Precision, m
 		g.topkSingle = shaders.TopKPlans(single, d.lim.MaxWorkgroupBytes)
 		g.topkBatch = shaders.TopKPlans(batch, d.lim.MaxWorkgroupBytes)
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, l := range []shaders.ScoresLayout{single, batch} {
-		if _, err := g.scoresPipe(l); err != nil {
-			return nil, err
-		}
-	}
-	if prec == core.F32 {
-		for _, e := range shaders.SelectEntries {
-			if _, err := g.selectPipe(e); err != nil {
-				return nil, err
-			}
-		}
-	}
-	for _, p := range append(slices.Clone(g.topkSingle), g.topkBatch...) {
-		if _, err := g.fusedPipe(p); err != nil {
-			return nil, err
-		}
-	}
-	if len(g.topkSingle)+len(g.topkBatch) > 0 {
-		if _, err := g.mergePipe(); err != nil {
-			return nil, err
-		}
-	}
 	return g, nil
 }
 
-func (g *Index) scoresPipe(l shaders.ScoresLayout) (js.Value, error) {
+// pipeSpecs lists every pipeline the index's searches may use: both
+// scores layouts, the radix select's entries (float32 rows), and the
+// fused top-k plans with their merge where the variant is fused.
+func (g *Index) pipeSpecs() ([]pipeSpec, error) {
+	var specs []pipeSpec
+	for _, l := range []shaders.ScoresLayout{g.single, g.batch} {
+		sp, err := g.scoresSpec(l)
+		if err != nil {
+			return nil, err
+		}
+		specs = append(specs, sp)
+	}
+	if g.prec == core.F32 {
+		for _, e := range shaders.SelectEntries {
+			sp, err := g.selectSpec(e)
+			if err != nil {
+				return nil, err
+			}
+			specs = append(specs, sp)
+		}
+	}
+	for _, p := range append(slices.Clone(g.topkSingle), g.topkBatch...) {
+		sp, err := g.fusedSpec(p)
+		if err != nil {
+			return nil, err
+		}
+		specs = append(specs, sp)
+	}
+	if len(g.topkSingle)+len(g.topkBatch) > 0 {
+		sp, err := g.mergeSpec()
+		if err != nil {
+			return nil, err
+		}
+		specs = append(specs, sp)
+	}
+	return specs, nil
+}
+
+func (g *Index) scoresSpec(l shaders.ScoresLayout) (pipeSpec, error) {
 	src, err := shaders.Scores(l)
 	if err != nil {
-		return js.Value{}, err
+		return pipeSpec{}, err
 	}
 	name := "scores.wgsl"
 	if l.Prec != core.F32 {
@@ -131,31 +163,63 @@ func (g *Index) scoresPipe(l shaders.ScoresLayout) (js.Value, error) {
 	if l.Subgroups {
 		src = subgroupSource(src)
 	}
-	return g.dev.pipeline(name, src, shaders.ScoresEntry, "scores", shaders.ScoresBindings)
+	return pipeSpec{name, src, shaders.ScoresEntry, "scores", shaders.ScoresBindings}, nil
+}
+
+func (g *Index) selectSpec(entry string) (pipeSpec, error) {
+	src, err := shaders.Select(g.metric)
+	if err != nil {
+		return pipeSpec{}, err
+	}
+	return pipeSpec{"select.wgsl", src, entry, "select", shaders.SelectBindings}, nil
+}
+
+func (g *Index) fusedSpec(l shaders.TopKLayout) (pipeSpec, error) {
+	src, err := shaders.TopK(l)
+	if err != nil {
+		return pipeSpec{}, err
+	}
+	return pipeSpec{"topk.wgsl", src, shaders.FusedEntry, "fused", shaders.FusedBindings}, nil
+}
+
+func (g *Index) mergeSpec() (pipeSpec, error) {
+	src, err := shaders.MergeTopK(g.metric)
+	if err != nil {
+		return pipeSpec{}, err
+	}
+	return pipeSpec{"topk.wgsl merge", src, shaders.MergeEntry, "merge", shaders.MergeBindings}, nil
+}
+
+func (g *Index) scoresPipe(l shaders.ScoresLayout) (js.Value, error) {
+	sp, err := g.scoresSpec(l)
+	if err != nil {
+		return js.Value{}, err
+	}
+	return g.dev.pipeline(sp)
 }
 
 func (g *Index) selectPipe(entry string) (js.Value, error) {
-	src, err := shaders.Select(g.metric)
+	sp, err := g.selectSpec(entry)
 	if err != nil {
 		return js.Value{}, err
 	}
-	return g.dev.pipeline("select.wgsl", src, entry, "select", shaders.SelectBindings)
+	return g.dev.pipeline(sp)
 }
 
 func (g *Index) fusedPipe(l shaders.TopKLayout) (js.Value, error) {
-	src, err := shaders.TopK(l)
+	sp, err := g.fusedSpec(l)
 	if err != nil {
 		return js.Value{}, err
 	}
-	return g.dev.pipeline("topk.wgsl", src, shaders.FusedEntry, "fused", shaders.FusedBindings)
+	return g.dev.pipeline(sp)
 }
 
 func (g *Index) mergePipe() (js.Value, error) {
-	src, err := shaders.MergeTopK(g.metric)
+	sp, err := g.mergeSpec()
 	if err != nil {
 		return js.Value{}, err
 	}
-	return g.dev.pipeline("topk.wgsl merge", src, shaders.MergeEntry, "merge", shaders.MergeBindings)
+	return g.dev.pipeline(sp)
 }
 
 // SetFault makes every step of the index that can fail ask f first (tests).

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"syscall/js"
+	"time"
 	"unsafe"
 
 	"github.com/umbravec/umbra/internal/gpu"
@@ -47,8 +48,10 @@ func await(p js.Value) (js.Value, error) {
 		ch <- result{err: errors.New(msg)}
 		return nil
 	})
+	start := time.Now()
 	p.Call("then", then, catch)
 	r := <-ch
+	Stats.Await += time.Since(start)
 	then.Release()
 	catch.Release()
 	return r.v, r.err

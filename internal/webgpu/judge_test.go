@@ -27,6 +27,8 @@ type judgeReport struct {
 	Features  []string `json:"features"`
 	Subgroups bool     `json:"subgroups"`
 	Error     string   `json:"error"`
+	Compiles  int      `json:"compiles"`
+	CompileMS int64    `json:"compileMs"`
 	Results   []struct {
 		Name  string `json:"name"`
 		OK    bool   `json:"ok"`
@@ -41,10 +43,13 @@ type judgeReport struct {
 // the float16 and int8 kernels — with headless Chromium's WebGPU compiler
 // (Tint, not naga) and checks each one's answers against the CPU on random
 // data (UMBRA_SEED replays it), through the browser backend
-// (internal/webgpu). Every team width runs when UMBRA_FULL=1 or
-// UMBRA_REQUIRE_BROWSER=1 (CI); otherwise the team the probe tries first.
-// A shader Tint rejects (uniformity, limits, a feature
-// it needs enabled) or that computes differently there fails here.
+// (internal/webgpu). A shader Tint rejects (uniformity, limits, a feature
+// it needs enabled) or that computes differently there fails here. One
+// page load: every pipeline is compiled once, up front, then each
+// variant's checks run on small data (tails, several chunks and
+// workgroups). Chromium runs with Dawn's workgroup zero-initialisation
+// off (browsertest.NoWorkgroupInit): on SwiftShader it makes the
+// pipelines build about 15 times faster.
 func TestSecondJudge(t *testing.T) {
 	chromium := browsertest.Require(t)
 	r := testkit.Rand(t)
@@ -70,13 +75,9 @@ func TestSecondJudge(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	bctx, closeBrowser := browsertest.Browser(ctx, chromium, t.Logf)
+	bctx, closeBrowser := browsertest.Browser(ctx, chromium, t.Logf, browsertest.NoWorkgroupInit)
 	defer closeBrowser()
-	full := os.Getenv("UMBRA_FULL") == "1" || os.Getenv("UMBRA_REQUIRE_BROWSER") == "1"
-	url := "http://" + ln.Addr().String() + "/index.html?seed=" + strconv.FormatUint(seed, 10)
-	if full {
-		url += "&full=1"
-	}
+	url := "http://" + ln.Addr().String() + "/index.html?full=1&seed=" + strconv.FormatUint(seed, 10)
 	if _, err := chromedp.Run(bctx, chromedp.Navigate(url)); err != nil {
 		t.Fatalf("driving Chromium: %v", err)
 	}
@@ -98,10 +99,7 @@ func TestSecondJudge(t *testing.T) {
 	if rep.Subgroups {
 		reductions = 2
 	}
-	teams := 1
-	if full {
-		teams = len(shaders.TeamCandidates)
-	}
+	teams := len(shaders.TeamCandidates)
 	want := reductions*(teams*2*2+2*2) + teams*(2+2) + 2 + 2
 	if len(rep.Results) != want {
 		t.Errorf("%d variants judged, want %d", len(rep.Results), want)
@@ -113,7 +111,7 @@ func TestSecondJudge(t *testing.T) {
 			t.Errorf("%s: %s", res.Name, res.Error)
 		}
 	}
-	t.Logf("%d variants judged in %d ms of checks", len(rep.Results), total)
+	t.Logf("%d variants judged: %d pipelines compiled in %d ms, then %d ms of checks", len(rep.Results), rep.Compiles, rep.CompileMS, total)
 }
 
 // judgeTimeout bounds the page's checks.

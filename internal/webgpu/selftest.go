@@ -136,13 +136,22 @@ func (d *Device) checkSearches(r *rand.Rand, dim int, metric core.Metric, rows i
 		}
 		return s
 	}
+	// Every query's exact scores, once: the cases below rank prefixes of
+	// qs, so a case's query qi is qs[qi].
+	exactOf := make([][]float64, nq)
+	for qi, q := range qs {
+		exactOf[qi] = make([]float64, rows)
+		for i := range exactOf[qi] {
+			exactOf[qi][i] = exactScore(q, i)
+		}
+	}
 	tol := func(w float64) float64 { return 1e-4 * math.Max(1, math.Abs(w)) }
 	got, err := g.Scores(ctx, qs[0], rows)
 	if err != nil {
 		return err
 	}
 	for i, s := range got {
-		if w := exactScore(qs[0], i); math.Abs(float64(s)-w) > tol(w) {
+		if w := exactOf[0][i]; math.Abs(float64(s)-w) > tol(w) {
 			return fmt.Errorf("%w: score %g for row %d, want %g", gpu.ErrFailed, s, i, w)
 		}
 	}
@@ -184,10 +193,12 @@ func (d *Device) checkSearches(r *rand.Rand, dim int, metric core.Metric, rows i
 			return fmt.Errorf("%w: %d lists for %d queries", gpu.ErrFailed, len(hits), len(c.qs))
 		}
 		for qi, q := range c.qs {
+			ex := exactOf[qi]
+			exact := func(row int) float64 { return ex[row] }
 			var ranked []float64
 			for i := 0; i < rows; i++ {
 				if c.mask == nil || i%3 == 0 {
-					ranked = append(ranked, exactScore(q, i))
+					ranked = append(ranked, ex[i])
 				}
 			}
 			slices.Sort(ranked)
@@ -195,11 +206,14 @@ func (d *Device) checkSearches(r *rand.Rand, dim int, metric core.Metric, rows i
 				slices.Reverse(ranked)
 			}
 			for _, h := range hits[qi] {
+				if h.Row < 0 || h.Row >= rows {
+					return fmt.Errorf("%w: top-%d of query %d returned row %d of %d", gpu.ErrFailed, c.k, qi, h.Row, rows)
+				}
 				if c.mask != nil && h.Row%3 != 0 {
 					return fmt.Errorf("%w: a search with an allow bitmap returned row %d, which it excludes", gpu.ErrFailed, h.Row)
 				}
 			}
-			if err := checkRanking(hits[qi], c.want, ranked, func(row int) float64 { return exactScore(q, row) }, tol); err != nil {
+			if err := checkRanking(hits[qi], c.want, ranked, exact, tol); err != nil {
 				return fmt.Errorf("%w: top-%d of query %d of %d (masked %v, path %s): %v", gpu.ErrFailed, c.k, qi, len(c.qs), c.mask != nil, st.Path, err)
 			}
 			// The CPU fallback's answer, rank by rank: the same rows
@@ -216,7 +230,7 @@ func (d *Device) checkSearches(r *rand.Rand, dim int, metric core.Metric, rows i
 			for i, h := range hits[qi] {
 				w := want[i]
 				if math.Abs(float64(h.Score)-float64(w.Score)) > 2*tol(float64(w.Score)) ||
-					h.Row != w.Row && math.Abs(exactScore(q, h.Row)-exactScore(q, w.Row)) > 2*tol(float64(w.Score)) {
+					h.Row != w.Row && math.Abs(ex[h.Row]-ex[w.Row]) > 2*tol(float64(w.Score)) {
 					return fmt.Errorf("%w: top-%d of query %d (path %s) rank %d: row %d score %g, the fallback's row %d score %g",
 						gpu.ErrFailed, c.k, qi, st.Path, i, h.Row, h.Score, w.Row, w.Score)
 				}
