@@ -5,9 +5,11 @@
 // drives a page with chromedp. Chromium runs WebGPU on its bundled
 // software Vulkan (SwiftShader) where the machine has no GPU.
 //
-// A test that needs the browser is skipped under -short or when no
-// Chromium is found, unless UMBRA_REQUIRE_BROWSER=1 (CI sets it): then a
-// missing browser fails the test.
+// The browser tests cost a minute or more of CPU, so they run only when
+// asked: UMBRA_BROWSER=1 runs them where a Chromium is found (skipping
+// otherwise), UMBRA_REQUIRE_BROWSER=1 (CI sets it) runs them and fails
+// when no Chromium is found. Without either, and under -short unless
+// UMBRA_REQUIRE_BROWSER=1, they are skipped with a message saying so.
 package browsertest
 
 import (
@@ -38,11 +40,15 @@ func Chromium() string {
 	return ""
 }
 
-// Require returns the browser's path, or skips the test (-short, or no
-// browser) — or fails it when UMBRA_REQUIRE_BROWSER=1.
+// Require returns the browser's path, or skips the test (not asked for
+// with UMBRA_BROWSER=1, -short, or no browser) — or fails it when
+// UMBRA_REQUIRE_BROWSER=1 and no browser is found.
 func Require(t testing.TB) string {
 	t.Helper()
 	required := os.Getenv("UMBRA_REQUIRE_BROWSER") == "1"
+	if !required && os.Getenv("UMBRA_BROWSER") != "1" {
+		t.Skip("a headless-browser test (a minute or more); set UMBRA_BROWSER=1 to run it, UMBRA_REQUIRE_BROWSER=1 to also fail without Chromium")
+	}
 	if testing.Short() && !required {
 		t.Skip("a headless-browser test; skipped under -short")
 	}
