@@ -168,6 +168,9 @@ func openDevice(ctx context.Context, cfg Config, test *testHooks) (device, strin
 // the adapter's limit). allowSoftware admits CPU-type adapters (Device
 // GPU).
 func openGPU(ctx context.Context, cfg Config, maxChunkRows int, allowSoftware bool) (device, string, Hint, error) {
+	if browserBuilt {
+		return openBrowser(ctx, cfg, maxChunkRows, allowSoftware) // browser_js.go
+	}
 	if !gpu.Built {
 		return nil, reasonNoCgo, noGPUSupport, &AdapterError{Reason: reasonNoCgo, Hint: noGPUSupport, kind: ErrNoGPUSupport}
 	}

@@ -127,7 +127,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let w = min(TEAM, sg_size);
     var ok = w > 0u && (w & (w - 1u)) == 0u;
     for (var m = 1u; m < w; m = m * 2u) {
-        ok = ok && subgroupShuffleXor(li, m) == (li ^ m);
+        // Shuffled by every invocation, outside the &&: a shuffle must be
+        // called in subgroup-uniform control flow (Tint's uniformity
+        // analysis rejects it behind a short-circuit; naga accepts both).
+        let partner = subgroupShuffleXor(li, m);
+        ok = ok && partner == (li ^ m);
     }
     if (!ok) {
         layout_bad = 1u;

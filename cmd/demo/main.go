@@ -3,10 +3,11 @@
 // cosine similarity to a query that follows the mouse, and the k nearest
 // (found by an umbra index living on the same wgpu device) ringed.
 //
-// Two modes:
+// Three modes:
 //
 //	demo [flags]                    a window (needs cgo and -tags demo; see README.md)
 //	demo --png FILE --frames N      offscreen, no window or display: writes a PNG
+//	demo --web [--listen ADDR]      a page running umbra as wasm on the browser's GPU (web.go)
 //
 // The offscreen mode needs only cgo (the wgpu backend); the window also needs
 // glfw, which is compiled only under the build tag "demo" so that the rest
@@ -44,6 +45,8 @@ type options struct {
 	hold           time.Duration
 	resizeTo       [2]int
 	verbose        bool
+	web            bool
+	listen         string
 	explicitDim    bool
 	explicitFrames bool
 }
@@ -72,6 +75,8 @@ type grammar struct {
 	Hold       time.Duration   `name:"hold" default:"0s" help:"window mode: keep drawing this long after the last frame of --frames (lets a script capture the screen)"`
 	Verbose    bool            `name:"v" help:"print progress and timings to stderr"`
 	ResizeTo   string          `name:"resize-to" placeholder:"WxH" help:"window mode: resize the window to WxH half-way through --frames (exercises the resize path in tests)"`
+	Web        bool            `name:"web" help:"serve a page that runs umbra as wasm on the browser's GPU (WebGPU), or its CPU; see --listen"`
+	Listen     string          `name:"listen" default:"127.0.0.1:8025" placeholder:"ADDR" help:"with --web: the address to serve the page on"`
 	Check      bool            `name:"check" help:"check the PNG files named as arguments (exit 1 if one is blank or lacks the ring colour) and draw nothing"`
 	Files      []string        `arg:"" optional:"" name:"file" help:"with --check: the PNG files to check"`
 }
@@ -95,6 +100,7 @@ func (*grammar) Examples() []string {
 		"go run ./cmd/demo --png demo.png --frames 30 --backend vulkan",
 		"go run -tags demo,x11 ./cmd/demo --data vectors.npy --k 20",
 		"go run ./cmd/demo --check shot.png",
+		"go run ./cmd/demo --web --n 50000 --dim 768",
 	}
 }
 
@@ -114,7 +120,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	sel := g.Adapter.Select()
 	o := options{n: g.N, dim: g.Dim, k: g.K, data: g.Data, adapter: sel.Name, backend: sel.Backend, power: sel.Power,
 		png: g.PNG, screenshot: g.Screenshot, frames: g.Frames, seed: g.Seed, width: g.Width, height: g.Height,
-		iters: g.Iters, hold: g.Hold, verbose: g.Verbose,
+		iters: g.Iters, hold: g.Hold, verbose: g.Verbose, web: g.Web, listen: g.Listen,
 		explicitDim: cmdline.Given(kctx, "dim"), explicitFrames: cmdline.Given(kctx, "frames")}
 	if g.Check {
 		if len(g.Files) == 0 {
@@ -180,6 +186,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case len(o.check) > 0:
 		err = runCheck(o.check, stdout)
+	case o.web:
+		err = runWeb(o, stdout, stderr)
 	case o.png != "":
 		err = runOffscreen(o, stdout, stderr)
 	default:

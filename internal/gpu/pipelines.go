@@ -29,66 +29,46 @@ type selectPipes struct {
 	hist, scan, compact, sort *wgpu.ComputePipeline
 }
 
-func storageEntry(binding uint32, readOnly bool) wgpu.BindGroupLayoutEntry {
-	t := wgpu.BufferBindingTypeStorage
-	if readOnly {
-		t = wgpu.BufferBindingTypeReadOnlyStorage
+// layoutEntries turns a shader's bindings (package shaders, shared with
+// the browser backend) into wgpu's layout entries.
+func layoutEntries(bs []shaders.Binding) []wgpu.BindGroupLayoutEntry {
+	out := make([]wgpu.BindGroupLayoutEntry, len(bs))
+	for i, b := range bs {
+		t := wgpu.BufferBindingTypeStorage
+		switch b.Kind {
+		case shaders.ReadOnlyStorage:
+			t = wgpu.BufferBindingTypeReadOnlyStorage
+		case shaders.Uniform:
+			t = wgpu.BufferBindingTypeUniform
+		}
+		out[i] = wgpu.BindGroupLayoutEntry{Binding: b.Binding, Visibility: wgpu.ShaderStageCompute, Buffer: wgpu.BufferBindingLayout{Type: t}}
 	}
-	return wgpu.BindGroupLayoutEntry{Binding: binding, Visibility: wgpu.ShaderStageCompute, Buffer: wgpu.BufferBindingLayout{Type: t}}
+	return out
 }
 
-// layouts creates the two bind group layouts once. The caller holds d.mu.
+// layouts creates the bind group layouts once. The caller holds d.mu.
 func (d *Device) layouts() error {
 	if d.pipelines.scoresBGL != nil {
 		return nil
 	}
 	return gpuCall("create bind group layouts", func() error {
-		s, err := d.device.TryCreateBindGroupLayout(&wgpu.BindGroupLayoutDescriptor{
-			Label: "umbra scores",
-			Entries: []wgpu.BindGroupLayoutEntry{
-				storageEntry(0, true), storageEntry(1, true), storageEntry(2, false),
-				{Binding: 3, Visibility: wgpu.ShaderStageCompute, Buffer: wgpu.BufferBindingLayout{Type: wgpu.BufferBindingTypeUniform}},
-			},
-		})
-		if err != nil {
-			return err
+		var made []*wgpu.BindGroupLayout
+		for _, l := range []struct {
+			label string
+			bs    []shaders.Binding
+		}{{"umbra scores", shaders.ScoresBindings}, {"umbra select", shaders.SelectBindings},
+			{"umbra fused scan", shaders.FusedBindings}, {"umbra merge", shaders.MergeBindings}} {
+			bgl, err := d.device.TryCreateBindGroupLayout(&wgpu.BindGroupLayoutDescriptor{Label: l.label, Entries: layoutEntries(l.bs)})
+			if err != nil {
+				for _, m := range made {
+					m.Release()
+				}
+				return err
+			}
+			made = append(made, bgl)
 		}
-		sel, err := d.device.TryCreateBindGroupLayout(&wgpu.BindGroupLayoutDescriptor{
-			Label:   "umbra select",
-			Entries: []wgpu.BindGroupLayoutEntry{storageEntry(0, true), storageEntry(1, false), storageEntry(2, false), storageEntry(3, true)},
-		})
-		if err != nil {
-			s.Release()
-			return err
-		}
-		fused, err := d.device.TryCreateBindGroupLayout(&wgpu.BindGroupLayoutDescriptor{
-			Label: "umbra fused scan",
-			Entries: []wgpu.BindGroupLayoutEntry{
-				storageEntry(0, true), storageEntry(1, true), storageEntry(2, false),
-				{Binding: 3, Visibility: wgpu.ShaderStageCompute, Buffer: wgpu.BufferBindingLayout{Type: wgpu.BufferBindingTypeUniform}},
-				storageEntry(4, true),
-			},
-		})
-		if err != nil {
-			s.Release()
-			sel.Release()
-			return err
-		}
-		merge, err := d.device.TryCreateBindGroupLayout(&wgpu.BindGroupLayoutDescriptor{
-			Label: "umbra merge",
-			Entries: []wgpu.BindGroupLayoutEntry{
-				storageEntry(0, true), storageEntry(1, false),
-				{Binding: 2, Visibility: wgpu.ShaderStageCompute, Buffer: wgpu.BufferBindingLayout{Type: wgpu.BufferBindingTypeUniform}},
-			},
-		})
-		if err != nil {
-			s.Release()
-			sel.Release()
-			fused.Release()
-			return err
-		}
-		d.pipelines.scoresBGL, d.pipelines.selectBGL = s, sel
-		d.pipelines.fusedBGL, d.pipelines.mergeBGL = fused, merge
+		d.pipelines.scoresBGL, d.pipelines.selectBGL = made[0], made[1]
+		d.pipelines.fusedBGL, d.pipelines.mergeBGL = made[2], made[3]
 		d.pipelines.scores = map[shaders.ScoresLayout]*wgpu.ComputePipeline{}
 		d.pipelines.selects = map[bool]*selectPipes{}
 		d.pipelines.fused = map[shaders.TopKLayout]*wgpu.ComputePipeline{}
@@ -153,7 +133,7 @@ func (d *Device) scoresPipeline(l shaders.ScoresLayout) (*wgpu.ComputePipeline, 
 	if d.editScores != nil {
 		src = d.editScores(src)
 	}
-	ps, err := d.compile("scores.wgsl", src, d.pipelines.scoresBGL, "main")
+	ps, err := d.compile("scores.wgsl", src, d.pipelines.scoresBGL, shaders.ScoresEntry)
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +155,7 @@ func (d *Device) selectPipeline(l2 bool) (*selectPipes, error) {
 	if err != nil {
 		return nil, err
 	}
-	ps, err := d.compile("select.wgsl", src, d.pipelines.selectBGL, "hist", "scan", "compact", "sort")
+	ps, err := d.compile("select.wgsl", src, d.pipelines.selectBGL, shaders.SelectEntries...)
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +177,7 @@ func (d *Device) fusedPipeline(l shaders.TopKLayout) (*wgpu.ComputePipeline, err
 	if err != nil {
 		return nil, err
 	}
-	ps, err := d.compile("topk.wgsl", src, d.pipelines.fusedBGL, "scan")
+	ps, err := d.compile("topk.wgsl", src, d.pipelines.fusedBGL, shaders.FusedEntry)
 	if err != nil {
 		return nil, err
 	}
@@ -219,7 +199,7 @@ func (d *Device) mergePipeline(l2 bool) (*wgpu.ComputePipeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	ps, err := d.compile("topk.wgsl merge", src, d.pipelines.mergeBGL, "merge")
+	ps, err := d.compile("topk.wgsl merge", src, d.pipelines.mergeBGL, shaders.MergeEntry)
 	if err != nil {
 		return nil, err
 	}

@@ -28,7 +28,7 @@ func (d *Device) verify() error {
 		d.subgroups = sub
 		var passed []variant
 		for _, v := range tuneVariants() {
-			d.team, d.staged = v.team, v.staged
+			d.team, d.staged = v.Team, v.Staged
 			if err := d.selfTest(); err != nil {
 				firstErr = cmp.Or(firstErr, err)
 				continue

@@ -10,13 +10,12 @@ import (
 
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/packed"
+	"github.com/umbravec/umbra/shaders"
 )
 
-// teamCandidates are the team widths tune times. Which is fastest
-// depends on the device: a team as wide as its subgroup lets a row's sum
-// close with shuffles alone (32 on NVIDIA, 8 on lavapipe), while wide
-// teams leave each invocation only a few loads of a 768-float row.
-var teamCandidates = []uint32{8, 16, 32, 64}
+// teamCandidates are the team widths tune times (shaders.TeamCandidates,
+// which the browser backend shares).
+var teamCandidates = shaders.TeamCandidates
 
 // tuneRows × tuneDim float32 (12 MiB) is the slab the teams are timed on
 // on a software adapter: rows of the common embedding width, enough of
@@ -54,22 +53,12 @@ func (d *Device) timingRows(dim, small int) int {
 	return max(small, int(bytes/uint64(dim*4)))
 }
 
-// variant is one scoring configuration the tuning may choose between: a
-// team width and whether batches stage their queries.
-type variant struct {
-	team   uint32
-	staged bool
-}
+// variant is one scoring configuration the tuning may choose between.
+type variant = shaders.Variant
 
 // tuneVariants lists every variant tune may choose; verify self-tests each
 // before tune may time it.
-func tuneVariants() []variant {
-	var out []variant
-	for _, team := range teamCandidates {
-		out = append(out, variant{team, false}, variant{team, true})
-	}
-	return out
-}
+func tuneVariants() []variant { return shaders.Variants() }
 
 // tune times one single-query scoring pass for each team among the
 // variants that passed the self-test and keeps the fastest, then times a
@@ -87,7 +76,7 @@ func (d *Device) tune(passed []variant) {
 		s = packed.Synthetic(rows, tuneDim)
 		q := [][]float32{s.PaddedRow(0)}
 		for _, team := range teamCandidates {
-			if !ok(variant{team, false}) && !ok(variant{team, true}) {
+			if !ok(variant{Team: team}) && !ok(variant{Team: team, Staged: true}) {
 				continue
 			}
 			d.team, d.staged = team, false
@@ -105,7 +94,7 @@ func (d *Device) tune(passed []variant) {
 	}
 	if best == 0 {
 		// Nothing could be timed: the first variant that passed.
-		d.team, d.staged = passed[0].team, passed[0].staged
+		d.team, d.staged = passed[0].Team, passed[0].Staged
 		return
 	}
 	d.team = best
@@ -116,7 +105,7 @@ func (d *Device) tune(passed []variant) {
 	// Batches: queries staged in workgroup memory, or read through the
 	// cache by every team. Which wins depends on the device's workgroup
 	// memory and barrier cost; keep the staging only if it is faster.
-	direct, staged := ok(variant{best, false}), ok(variant{best, true})
+	direct, staged := ok(variant{Team: best}), ok(variant{Team: best, Staged: true})
 	d.staged = staged && !direct
 	if !direct || !staged {
 		return

@@ -45,7 +45,7 @@ func TestTimingSlabsPastTheCache(t *testing.T) {
 		}
 		big := hw.timingRows(tuneDim, tuneRows)
 		require.Greater(t, big, tuneRows)
-		hw.tune([]variant{{8, false}}) // one team, no batch timing: one slab's worth of timing
+		hw.tune([]variant{{Team: 8}}) // one team, no batch timing: one slab's worth of timing
 		require.Equal(t, uint32(8), hw.team)
 		require.Positive(t, hw.scanRate, "fail %v", fail)
 		want := []int{big}

@@ -1,0 +1,12 @@
+//go:build !(js && wasm)
+
+package engine
+
+import "context"
+
+// browserBuilt: outside a browser the device is wgpu's (backend.go).
+const browserBuilt = false
+
+func openBrowser(ctx context.Context, cfg Config, maxChunkRows int, allowSoftware bool) (device, string, Hint, error) {
+	panic("unreachable: openBrowser outside a browser")
+}
