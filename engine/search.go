@@ -150,7 +150,12 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int, mask []u
 		err = gpuError(err)
 		if err == nil {
 			if t != nil {
+				// The device's passes over the rows, as addScan counts the
+				// CPU's (a compressed index's are in its QuantStats, so
+				// addStages leaves BytesRead out).
 				t.Device = "gpu"
+				t.Searches += len(qs)
+				t.BytesRead += st.BytesRead
 			}
 			for i, r := range res {
 				all[i] = ix.toHits(r)

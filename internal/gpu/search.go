@@ -574,6 +574,7 @@ func (g *Index) encodeSearch(pass *wgpu.ComputePassEncoder, layout shaders.Score
 		for _, ch := range g.resident() {
 			pass.SetBindGroup(0, ch.fbind, nil)
 			dispatch(pass, c, uint32(sub.groups), 1, tiles)
+			g.countRead(c, ch.rows, tiles)
 		}
 		pass.SetPipeline(g.dev.pipelines.merges[g.metric == core.L2])
 		pass.SetBindGroup(0, g.mergeBind, nil)
@@ -586,6 +587,7 @@ func (g *Index) encodeSearch(pass *wgpu.ComputePassEncoder, layout shaders.Score
 		x, y := g.grid(ch.rows, layout)
 		pass.SetBindGroup(0, ch.bind, nil)
 		dispatch(pass, c, x, y, tiles)
+		g.countRead(c, ch.rows, tiles)
 	}
 	if !sub.deviceSelect {
 		return
@@ -605,6 +607,14 @@ func (g *Index) encodeSearch(pass *wgpu.ComputePassEncoder, layout shaders.Score
 		pass.SetPipeline(sp.sort)
 		dispatch(pass, c, uint32(sub.nq), 1, 1)
 	}
+}
+
+// countRead counts into c the row bytes one scan dispatch
+// reads: each of rows rows once per tile of queries. The scan kernels read
+// every row they cover, whatever the mask or tombstones (those only keep a
+// row out of the selection).
+func (g *Index) countRead(c *core.Stages, rows int, tiles uint32) {
+	c.BytesRead += int64(rows) * int64(g.rowBytes()) * int64(tiles)
 }
 
 // run scores qs against the first sub.rows rows in one submission and one
