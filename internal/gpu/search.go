@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/bits"
 	"slices"
 	"time"
@@ -633,6 +634,10 @@ func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *core
 		return nil, nil, err
 	}
 	sub.nq = len(qs)
+	qs, scale, err := g.flushScale(qs)
+	if err != nil {
+		return nil, nil, err
+	}
 	layout := g.single
 	if sub.nq > 1 {
 		layout = g.batch
@@ -744,11 +749,17 @@ func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *core
 	switch {
 	case sub.deviceSelect:
 		hits = g.decode(raw, sub.nq, sub.k, !sub.fused && !sub.deviceSorted())
+		if err := unscaleHits(hits, scale); err != nil {
+			return nil, nil, err
+		}
 	case sub.k == 0:
 		t.Add(&c)
-		return nil, wgpu.FromBytes[float32](raw), nil
+		scores := wgpu.FromBytes[float32](raw)
+		unscaleScores(scores, sub.rows, scale)
+		return nil, scores, nil
 	default:
 		scores := wgpu.FromBytes[float32](raw)
+		unscaleScores(scores, sub.rows, scale)
 		hits = make([][]core.Hit, sub.nq)
 		for q := range hits {
 			hits[q] = topk.SelectAllowed(scores[q*sub.rows:(q+1)*sub.rows], sub.k, g.metric, sub.mask)
@@ -759,6 +770,77 @@ func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *core
 	}
 	t.Add(&c)
 	return hits, nil, nil
+}
+
+// flushScale returns the queries as the device scores them, so that no
+// score depends on whether the device flushes subnormals (flushPlan): each
+// one that needs it scaled by a power of two, whose exponent scale holds
+// (nil when none is scaled). ErrSubnormal: no scaling can promise it for
+// some query, and the CPU must score the search. A compressed index's sums
+// are bounded for flushing instead (internal/exact).
+func (g *Index) flushScale(qs [][]float32) ([][]float32, []int, error) {
+	if g.prec != core.F32 {
+		return qs, nil, nil
+	}
+	rows := g.rows.get()
+	var scale []int
+	var out [][]float32
+	for j, q := range qs {
+		s, ok := flushPlan(rows, rangeOf(q), g.metric == core.L2, g.plan.Stride)
+		if !ok {
+			return nil, nil, fmt.Errorf("%w: query %d against rows of exponents %d to %d (%v)", ErrSubnormal, j, rows.min, rows.max, g.metric)
+		}
+		if s == 0 {
+			continue
+		}
+		if scale == nil {
+			scale, out = make([]int, len(qs)), slices.Clone(qs)
+		}
+		scaled := make([]float32, len(q))
+		for i, v := range q {
+			scaled[i] = scaleBy(v, s)
+		}
+		scale[j], out[j] = s, scaled
+	}
+	if scale == nil {
+		return qs, nil, nil
+	}
+	return out, scale, nil
+}
+
+// unscaleScores undoes flushScale on every row's score (rows a query).
+func unscaleScores(scores []float32, rows int, scale []int) {
+	for j, s := range scale {
+		if s == 0 {
+			continue
+		}
+		for i := j * rows; i < (j+1)*rows; i++ {
+			scores[i] = scaleBy(scores[i], -s)
+		}
+	}
+}
+
+// unscaleHits undoes flushScale on the hits the device selected. Scaling
+// by 2^s keeps the order of the scores and their ties, and so does
+// unscaling wherever the result is a normal float32 (it is exact there);
+// two scores that unscale to the same subnormal, or to zero, would tie
+// where the device ranked them apart, and the lower row might lie past the
+// k the device kept. A scaled query with such a hit is therefore refused
+// (ErrSubnormal): its scores are tiny enough for the CPU.
+func unscaleHits(hits [][]core.Hit, scale []int) error {
+	for j, s := range scale {
+		if s == 0 {
+			continue
+		}
+		for i := range hits[j] {
+			u := scaleBy(hits[j][i].Score, -s)
+			if math.Abs(float64(u)) < 0x1p-126 {
+				return fmt.Errorf("%w: query %d scores %v, below the normal float32 range", ErrSubnormal, j, u)
+			}
+			hits[j][i].Score = u
+		}
+	}
+	return nil
 }
 
 // decode turns the read-back (score bits, row) pairs into best-first lists,
