@@ -43,7 +43,9 @@ type Trace struct {
 	KernelClock string
 	// Device is the path that served the last traced search, "gpu" or
 	// "cpu": under Device Auto a GPU index may route a small search to
-	// the CPU.
+	// the CPU, and under any Device a float32 search whose scores a device
+	// that flushes subnormals could change (tiny magnitudes, see
+	// docs/how-it-works.md) runs on the CPU.
 	Device string
 
 	// The scan's cost: Searches counts the queries traced (k-nearest
