@@ -1,3 +1,5 @@
+//go:build cgo && !nogpu
+
 package engine_test
 
 import (
