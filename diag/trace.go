@@ -43,17 +43,24 @@ type Trace struct {
 	KernelClock string
 	// Device is the path that served the last traced search, "gpu" or
 	// "cpu": under Device Auto a GPU index may route a small search to
-	// the CPU.
+	// the CPU, and under any Device a float32 search whose scores a device
+	// that flushes subnormals could change (tiny magnitudes, see
+	// docs/how-it-works.md) runs on the CPU.
 	Device string
 
-	// The scan's cost: Searches counts the queries traced (on the CPU
-	// path, and on the GPU under a compressed precision); under a
-	// compressed precision Rescored is how many rows were scored again in
-	// float32 over those queries (Rescored/Searches the mean), MaxRescored
-	// the most for one query, and BytesRead the compressed bytes scanned
-	// (by the device, once per tile of queries, on the GPU) plus the
-	// float32 bytes rescored. On the GPU, Select holds the host's bounding
-	// of the device's sums and the rescore.
+	// The scan's cost: Searches counts the queries traced (k-nearest
+	// searches, on every path); BytesRead the row bytes the scan read for
+	// them: the float32 rows once per block of queries on the CPU, once per
+	// tile of queries (the queries one workgroup scores together) on the
+	// GPU, so BytesRead / (Searches × the rows' bytes) is the passes over
+	// the rows per query. Under a compressed precision BytesRead is the
+	// compressed bytes scanned (by the device, once per tile of queries,
+	// on the GPU) plus the float32 bytes rescored, Rescored how many rows
+	// were scored again in float32 (Rescored/Searches the mean) and
+	// MaxRescored the most for one query. On the GPU, Select holds the
+	// host's bounding of the device's sums and the rescore. The GPU's
+	// figure is what its dispatches cover, not a hardware counter: a
+	// cache may serve part of it.
 	Searches    int
 	Rescored    int64
 	MaxRescored int

@@ -9,6 +9,7 @@ import (
 
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/internal/gpu"
 	"github.com/umbravec/umbra/internal/testkit"
 )
@@ -125,4 +126,49 @@ func TestFusedTraceCounts(t *testing.T) {
 // fused path).
 func TestNonFiniteOnTheRadixSelect(t *testing.T) {
 	nonFiniteRanks(t, gpu.WithSelectPath(context.Background(), gpu.SelectRadix))
+}
+
+// TestTraceBytesRead: Trace.BytesRead and Searches show how often a
+// search read the rows: on the GPU once per tile of gpu.BatchQueries
+// queries (one for a single query), whichever path selects (fused within
+// FusedK, radix past it and, under UMBRA_FULL, every score read back from
+// k = n/2), across chunks and across the engine's pieces of a batch; on the CPU once per
+// block of fallback.QueryBlock queries.
+func TestTraceBytesRead(t *testing.T) {
+	r := testkit.Rand(t)
+	const dim, n = 32, 2000
+	data := testkit.Vectors(r, n, dim)
+	slabBytes := int64(n * dim * 4) // 32 is its own stride
+	for _, b := range backends[:2] {
+		t.Run(b.name, func(t *testing.T) {
+			chunks, ks := []int{700}, []int{10, 300}
+			if fullTests() {
+				chunks, ks = []int{0, 700}, []int{10, 300, n / 2}
+			}
+			for _, chunk := range chunks {
+				ix := open(t, b, engine.Config{Dim: dim, Metric: engine.L2}, chunk)
+				_, err := ix.Add(context.Background(), engine.Vectors(data))
+				require.NoError(t, err)
+				tile := gpu.BatchQueries
+				if b.device == engine.CPU {
+					tile = fallback.QueryBlock(dim)
+				}
+				for _, k := range ks {
+					for _, nq := range []int{1, 13, 64} {
+						var tr diag.Trace
+						_, err := ix.SearchBatch(diag.WithTrace(context.Background(), &tr), data[:nq], k)
+						require.NoError(t, err)
+						passes := int64(1)
+						if nq > 1 {
+							passes = int64((nq + tile - 1) / tile)
+						}
+						what := fmt.Sprintf("chunk %d, k %d, %d queries (%s path)", chunk, k, nq, tr.SelectPath)
+						require.Equal(t, b.name == "cpu", tr.Device == "cpu", what)
+						require.Equal(t, nq, tr.Searches, what)
+						require.Equal(t, passes*slabBytes, tr.BytesRead, what)
+					}
+				}
+			}
+		})
+	}
 }

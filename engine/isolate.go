@@ -122,6 +122,7 @@ type childRequest struct {
 type childReply struct {
 	Err       string
 	TooLarge  bool
+	Subnormal bool // the error is gpu.ErrSubnormal: the CPU scores the search
 	Adapter   core.AdapterInfo
 	Limits    gpu.Limits
 	ChunkRows int
@@ -322,6 +323,9 @@ func (c *childDevice) call(req childRequest) (childReply, error) {
 		if rep.TooLarge {
 			return rep, fmt.Errorf("%w: %s", ErrTooLarge, rep.Err)
 		}
+		if rep.Subnormal {
+			return rep, fmt.Errorf("%w: %w", ErrGPU, gpu.ErrSubnormal)
+		}
 		return rep, fmt.Errorf("%w: %s", ErrGPU, rep.Err)
 	}
 	return rep, nil
@@ -521,7 +525,8 @@ func serveChild(in io.Reader, out io.Writer) int {
 	token := 0
 	ctx := context.Background()
 	fail := func(err error) childReply {
-		return childReply{Err: err.Error(), TooLarge: errors.Is(err, gpu.ErrTooLarge) || errors.Is(err, ErrTooLarge)}
+		return childReply{Err: err.Error(), TooLarge: errors.Is(err, gpu.ErrTooLarge) || errors.Is(err, ErrTooLarge),
+			Subnormal: errors.Is(err, gpu.ErrSubnormal)}
 	}
 	take := func(from, total int, rows []byte) {
 		mirror.Data = append(mirror.Data[:from*mirror.Stride], floatsOf(rows)...)

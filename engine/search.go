@@ -2,12 +2,14 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"time"
 
 	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/gpu"
 	"github.com/umbravec/umbra/internal/packed"
 )
 
@@ -150,16 +152,25 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int, mask []u
 		err = gpuError(err)
 		if err == nil {
 			if t != nil {
+				// The device's passes over the rows, as addScan counts the
+				// CPU's (a compressed index's are in its QuantStats, so
+				// addStages leaves BytesRead out).
 				t.Device = "gpu"
+				t.Searches += len(qs)
+				t.BytesRead += st.BytesRead
 			}
 			for i, r := range res {
 				all[i] = ix.toHits(r)
 			}
 			return all, nil
 		}
-		if err := ix.afterGPUFailure(ctx, err); err != nil {
-			return nil, err
+		if !errors.Is(err, gpu.ErrSubnormal) {
+			if err := ix.afterGPUFailure(ctx, err); err != nil {
+				return nil, err
+			}
 		}
+		// A search whose scores a device that flushes subnormals could
+		// change (gpu.ErrSubnormal, nothing failed) is scored on the CPU.
 	}
 	start := time.Now()
 	view := ix.view()
@@ -273,7 +284,9 @@ func (ix *Index) SearchRange(ctx context.Context, query []float32, threshold flo
 		found, err = ix.rangeSplit(ctx, q, threshold, mask)
 		if err = gpuError(err); err != nil {
 			found = nil
-			if err := ix.afterGPUFailure(ctx, err); err != nil {
+			if errors.Is(err, gpu.ErrSubnormal) {
+				err = nil // the CPU scores it, below
+			} else if err := ix.afterGPUFailure(ctx, err); err != nil {
 				return nil, err
 			}
 		}

@@ -58,7 +58,9 @@ func lap(d *time.Duration, start time.Time) time.Time {
 }
 
 // addStages adds the device stages st recorded into t, by core.Stages'
-// one rule of accumulation; either may be nil.
+// one rule of accumulation; either may be nil. st.BytesRead is left to the
+// caller: a compressed search counts the device's passes in its
+// QuantStats, a float32 one adds it itself.
 func addStages(t *diag.Trace, st *core.Stages) {
 	if t == nil {
 		return

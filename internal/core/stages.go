@@ -16,6 +16,12 @@ type Stages struct {
 	// queue writes, and bytes read back through maps.
 	Dispatches, Submissions, Maps int64
 	BytesUp, BytesDown            int64
+	// BytesRead is the row bytes the scan kernels read on the device:
+	// every resident row once per tile of queries (the queries one
+	// workgroup scores together), on the radix and fused paths and for a
+	// compressed index's sums alike. It is the dispatches' coverage, not a
+	// hardware counter: a cache may serve part of it.
+	BytesRead int64
 	// Path is the selection the last search used: "fused" (scan and
 	// select in one pass, topk.wgsl), "radix" (scores, then select.wgsl),
 	// "host" (every score read back, selected on the host) or "scores".
@@ -29,6 +35,7 @@ type Totals struct {
 	Upload, Kernel, Readback, Select *time.Duration
 	Dispatches, Submissions, Maps    *int64
 	BytesUp, BytesDown               *int64
+	BytesRead                        *int64
 	KernelClock, Path                *string
 }
 
@@ -52,7 +59,7 @@ func (s *Stages) AddTo(t Totals) {
 		from int64
 	}{
 		{t.Dispatches, s.Dispatches}, {t.Submissions, s.Submissions}, {t.Maps, s.Maps},
-		{t.BytesUp, s.BytesUp}, {t.BytesDown, s.BytesDown},
+		{t.BytesUp, s.BytesUp}, {t.BytesDown, s.BytesDown}, {t.BytesRead, s.BytesRead},
 	} {
 		if n.to != nil {
 			*n.to += n.from
@@ -76,7 +83,7 @@ func (s *Stages) Add(o *Stages) {
 	o.AddTo(Totals{
 		Upload: &s.Upload, Kernel: &s.Kernel, Readback: &s.Readback, Select: &s.Select,
 		Dispatches: &s.Dispatches, Submissions: &s.Submissions, Maps: &s.Maps,
-		BytesUp: &s.BytesUp, BytesDown: &s.BytesDown,
+		BytesUp: &s.BytesUp, BytesDown: &s.BytesDown, BytesRead: &s.BytesRead,
 		KernelClock: &s.KernelClock, Path: &s.Path,
 	})
 }

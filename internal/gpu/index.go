@@ -88,6 +88,9 @@ type Index struct {
 	// selfTest: the index belongs to a self-test, which checks the fused
 	// path whatever WithSelectPath says.
 	selfTest bool
+	// rows is the exponent range of the float32 rows uploaded, for
+	// flushPlan.
+	rows rowRange
 	// fusedGroups, when not 0, caps the fused scan's workgroups per chunk
 	// (self-tests and tests: few workgroups make each one loop over many
 	// steps of rows and cut its lists many times).
@@ -371,6 +374,9 @@ func (g *Index) Stage(ctx context.Context, s *packed.Slab, from int, st *core.St
 		return nil, fmt.Errorf("%w: %d rows need a %d-byte scores binding, the device allows %d",
 			ErrTooLarge, s.Rows, uint64(s.Rows)*4, g.bind)
 	}
+	if g.prec == core.F32 {
+		g.rows.note(s.Data[from*s.Stride : s.Rows*s.Stride])
+	}
 	first, last := from/g.plan.RowsPerChunk, (s.Rows-1)/g.plan.RowsPerChunk
 	total := s.Rows - from
 	report := func(done int) {
@@ -550,6 +556,9 @@ func (g *Index) Rewrite(ctx context.Context, s *packed.Slab, rows []int) error {
 				return err
 			}
 			off := uint64(r-c*g.plan.RowsPerChunk) * g.rowBytes()
+			if g.prec == core.F32 {
+				g.rows.note(s.PaddedRow(r))
+			}
 			if err := g.queue().TryWriteBuffer(g.chunks[c].data, off, wgpu.ToBytes(s.PaddedRow(r))); err != nil {
 				return err
 			}

@@ -110,10 +110,17 @@ func TestCompressedSums(t *testing.T) {
 					require.ErrorIs(t, err, ErrFailed)
 					_, _, err = g.Sums(context.Background(), [][]float32{make([]float32, 3)}, n, nil)
 					require.ErrorIs(t, err, ErrFailed, "a query of the wrong length")
-					sums, scans, err := g.Sums(context.Background(), dq, n, nil)
+					var st core.Stages
+					sums, scans, err := g.Sums(context.Background(), dq, n, &st)
 					require.NoError(t, err)
 					require.Len(t, sums, nq*n)
-					require.Positive(t, scans)
+					qt := BatchQueries
+					if nq == 1 {
+						qt = 1
+					}
+					require.Equal(t, (nq+qt-1)/qt, scans, "one pass over the codes per tile of %d queries", qt)
+					require.Equal(t, int64(scans)*int64(n)*int64(words)*4, st.BytesRead,
+						"the codes read, once per pass (what exact counts from scans)")
 					for j := range nq {
 						for i := range n {
 							what := fmt.Sprintf("%v dim %d query %d row %d", prec, dim, j, i)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/bits"
 	"slices"
 	"time"
@@ -574,6 +575,7 @@ func (g *Index) encodeSearch(pass *wgpu.ComputePassEncoder, layout shaders.Score
 		for _, ch := range g.resident() {
 			pass.SetBindGroup(0, ch.fbind, nil)
 			dispatch(pass, c, uint32(sub.groups), 1, tiles)
+			g.countRead(c, ch.rows, tiles)
 		}
 		pass.SetPipeline(g.dev.pipelines.merges[g.metric == core.L2])
 		pass.SetBindGroup(0, g.mergeBind, nil)
@@ -586,6 +588,7 @@ func (g *Index) encodeSearch(pass *wgpu.ComputePassEncoder, layout shaders.Score
 		x, y := g.grid(ch.rows, layout)
 		pass.SetBindGroup(0, ch.bind, nil)
 		dispatch(pass, c, x, y, tiles)
+		g.countRead(c, ch.rows, tiles)
 	}
 	if !sub.deviceSelect {
 		return
@@ -607,6 +610,14 @@ func (g *Index) encodeSearch(pass *wgpu.ComputePassEncoder, layout shaders.Score
 	}
 }
 
+// countRead counts into c the row bytes one scan dispatch
+// reads: each of rows rows once per tile of queries. The scan kernels read
+// every row they cover, whatever the mask or tombstones (those only keep a
+// row out of the selection).
+func (g *Index) countRead(c *core.Stages, rows int, tiles uint32) {
+	c.BytesRead += int64(rows) * int64(g.rowBytes()) * int64(tiles)
+}
+
 // run scores qs against the first sub.rows rows in one submission and one
 // map, and reads back either each query's k best (selected on the device)
 // or every score (then, for k > 0, selected on the host). A traced call (t
@@ -623,6 +634,10 @@ func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *core
 		return nil, nil, err
 	}
 	sub.nq = len(qs)
+	qs, scale, err := g.flushScale(qs)
+	if err != nil {
+		return nil, nil, err
+	}
 	layout := g.single
 	if sub.nq > 1 {
 		layout = g.batch
@@ -734,11 +749,17 @@ func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *core
 	switch {
 	case sub.deviceSelect:
 		hits = g.decode(raw, sub.nq, sub.k, !sub.fused && !sub.deviceSorted())
+		if err := unscaleHits(hits, scale); err != nil {
+			return nil, nil, err
+		}
 	case sub.k == 0:
 		t.Add(&c)
-		return nil, wgpu.FromBytes[float32](raw), nil
+		scores := wgpu.FromBytes[float32](raw)
+		unscaleScores(scores, sub.rows, scale)
+		return nil, scores, nil
 	default:
 		scores := wgpu.FromBytes[float32](raw)
+		unscaleScores(scores, sub.rows, scale)
 		hits = make([][]core.Hit, sub.nq)
 		for q := range hits {
 			hits[q] = topk.SelectAllowed(scores[q*sub.rows:(q+1)*sub.rows], sub.k, g.metric, sub.mask)
@@ -749,6 +770,77 @@ func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *core
 	}
 	t.Add(&c)
 	return hits, nil, nil
+}
+
+// flushScale returns the queries as the device scores them, so that no
+// score depends on whether the device flushes subnormals (flushPlan): each
+// one that needs it scaled by a power of two, whose exponent scale holds
+// (nil when none is scaled). ErrSubnormal: no scaling can promise it for
+// some query, and the CPU must score the search. A compressed index's sums
+// are bounded for flushing instead (internal/exact).
+func (g *Index) flushScale(qs [][]float32) ([][]float32, []int, error) {
+	if g.prec != core.F32 {
+		return qs, nil, nil
+	}
+	rows := g.rows.get()
+	var scale []int
+	var out [][]float32
+	for j, q := range qs {
+		s, ok := flushPlan(rows, rangeOf(q), g.metric == core.L2, g.plan.Stride)
+		if !ok {
+			return nil, nil, fmt.Errorf("%w: query %d against rows of exponents %d to %d (%v)", ErrSubnormal, j, rows.min, rows.max, g.metric)
+		}
+		if s == 0 {
+			continue
+		}
+		if scale == nil {
+			scale, out = make([]int, len(qs)), slices.Clone(qs)
+		}
+		scaled := make([]float32, len(q))
+		for i, v := range q {
+			scaled[i] = scaleBy(v, s)
+		}
+		scale[j], out[j] = s, scaled
+	}
+	if scale == nil {
+		return qs, nil, nil
+	}
+	return out, scale, nil
+}
+
+// unscaleScores undoes flushScale on every row's score (rows a query).
+func unscaleScores(scores []float32, rows int, scale []int) {
+	for j, s := range scale {
+		if s == 0 {
+			continue
+		}
+		for i := j * rows; i < (j+1)*rows; i++ {
+			scores[i] = scaleBy(scores[i], -s)
+		}
+	}
+}
+
+// unscaleHits undoes flushScale on the hits the device selected. Scaling
+// by 2^s keeps the order of the scores and their ties, and so does
+// unscaling wherever the result is a normal float32 (it is exact there);
+// two scores that unscale to the same subnormal, or to zero, would tie
+// where the device ranked them apart, and the lower row might lie past the
+// k the device kept. A scaled query with such a hit is therefore refused
+// (ErrSubnormal): its scores are tiny enough for the CPU.
+func unscaleHits(hits [][]core.Hit, scale []int) error {
+	for j, s := range scale {
+		if s == 0 {
+			continue
+		}
+		for i := range hits[j] {
+			u := scaleBy(hits[j][i].Score, -s)
+			if math.Abs(float64(u)) < 0x1p-126 {
+				return fmt.Errorf("%w: query %d scores %v, below the normal float32 range", ErrSubnormal, j, u)
+			}
+			hits[j][i].Score = u
+		}
+	}
+	return nil
 }
 
 // decode turns the read-back (score bits, row) pairs into best-first lists,
