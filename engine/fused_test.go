@@ -172,3 +172,27 @@ func TestTraceBytesRead(t *testing.T) {
 		})
 	}
 }
+
+// TestTraceBytesReadOverflow: under Limits.Overflow the trace counts the
+// device's passes over its rows and the CPU's over the rows past them.
+func TestTraceBytesReadOverflow(t *testing.T) {
+	r := testkit.Rand(t)
+	const dim, n, devRows = 32, 2000, 1024
+	data := testkit.Vectors(r, n, dim)
+	ix := open(t, backends[1], engine.Config{Dim: dim, Metric: engine.Dot,
+		Limits: engine.Limits{MaxDeviceBytes: devRows * dim * 4, Overflow: true}})
+	_, err := ix.Add(context.Background(), engine.Vectors(data))
+	require.NoError(t, err)
+	require.Equal(t, devRows, ix.Info().DeviceRows)
+	for _, nq := range []int{1, 13, 64} {
+		var tr diag.Trace
+		_, err := ix.SearchBatch(diag.WithTrace(context.Background(), &tr), data[:nq], 10)
+		require.NoError(t, err)
+		devPasses, hostPasses := int64(1), int64((nq+fallback.QueryBlock(dim)-1)/fallback.QueryBlock(dim))
+		if nq > 1 {
+			devPasses = int64((nq + gpu.BatchQueries - 1) / gpu.BatchQueries)
+		}
+		want := devPasses*devRows*dim*4 + hostPasses*(n-devRows)*dim*4
+		require.Equal(t, want, tr.BytesRead, "%d queries", nq)
+	}
+}

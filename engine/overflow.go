@@ -108,6 +108,12 @@ func (ix *Index) searchSplit(ctx context.Context, qs [][]float32, k int, mask []
 	if herr != nil {
 		return nil, herr
 	}
+	if st != nil {
+		// The CPU's passes over its rows, beside the device's (counted in
+		// st by deviceTopK, whose goroutine is done).
+		qb := fallback.QueryBlock(view.Stride)
+		st.BytesRead += int64(view.Rows) * int64(view.Stride) * 4 * int64((len(qs)+qb-1)/qb)
+	}
 	out := make([][]core.Hit, len(qs))
 	for i := range qs {
 		out[i] = ix.merge(dev[i], host[i], k)
