@@ -190,14 +190,50 @@ func countHeld(reps []*replica) int {
 	return c
 }
 
+// How a replica follows its stream. The node creates and watches the
+// consumer itself rather than use jetstream's ordered consumer, whose
+// recovery is out of reach: it notices a silent server only after 10 s
+// (twice its 5 s heartbeat), then re-creates its consumer inside Next with
+// 10 s requests and back-off up to 10 s between them, none of which the
+// node can shorten or see. After a server pause (SIGSTOP, a partition) the
+// requests sent while it was stopped are lost with its routes, and the
+// replica stayed behind for tens of seconds after the server was back
+// (TestClusterPartitionedServerConverges). Here a missed heartbeat
+// (2 × followHeartbeat) or a gap in the consumer's delivery sequence ends
+// the consumer; follow creates a new one from the replica's applied
+// sequence, each request bounded by followRequestTimeout and the retries
+// by followMaxBackoff.
+const (
+	followHeartbeat      = time.Second
+	followExpiry         = 5 * time.Second // pull request lifetime (≥ 2 heartbeats)
+	followRequestTimeout = 3 * time.Second // consumer create and delete
+	followMaxBackoff     = time.Second
+	// followInactive lets the server delete a consumer this node no
+	// longer pulls from (one whose delete was lost, or whose creation
+	// was answered after the node gave up on it).
+	followInactive = time.Minute
+)
+
+// errReconnected: the connection was re-established; the replica follows
+// again from what it applied.
+var errReconnected = errors.New("the connection reconnected")
+
+// errDeliveryGap: the consumer skipped a delivery (lost in transit); the
+// replica follows again from what it applied.
+var errDeliveryGap = errors.New("a delivery was lost (gap in the consumer sequence)")
+
 // follow applies the shard's stream to the replica, from the message
 // after the one its store says it applied, for as long as the node runs.
 func (n *Node) follow(r *replica, meta *collectionMeta) {
 	backoff := 100 * time.Millisecond
 	for n.ctx.Err() == nil {
+		before := r.applied.Load()
 		err := n.followOnce(r, meta)
 		if n.ctx.Err() != nil {
 			return
+		}
+		if r.applied.Load() != before {
+			backoff = 100 * time.Millisecond
 		}
 		n.cfg.Logf("shard %s/%d: following its stream: %v (again in %v)", meta.Name, r.shard, err, backoff)
 		select {
@@ -205,35 +241,79 @@ func (n *Node) follow(r *replica, meta *collectionMeta) {
 			return
 		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 5*time.Second)
+		backoff = min(2*backoff, followMaxBackoff)
 	}
 }
 
 func (n *Node) followOnce(r *replica, meta *collectionMeta) error {
 	stream := streamName(meta.Name, r.shard)
-	cons, err := n.c.js.OrderedConsumer(n.ctx, stream, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:   r.applied.Load() + 1,
+	// Listening before the consumer exists: a reconnect from here on
+	// ends it (see below).
+	status := n.c.nc.StatusChanged(nats.CONNECTED)
+	defer n.c.nc.RemoveStatusListener(status)
+	cctx, cancel := context.WithTimeout(n.ctx, followRequestTimeout)
+	cons, err := n.c.js.CreateConsumer(cctx, stream, jetstream.ConsumerConfig{
+		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:       r.applied.Load() + 1,
+		AckPolicy:         jetstream.AckNonePolicy,
+		MemoryStorage:     true,
+		Replicas:          1,
+		InactiveThreshold: followInactive,
 	})
+	cancel()
 	if err != nil {
-		return err
+		return fmt.Errorf("creating a consumer: %w", err)
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(64))
+	name := cons.CachedInfo().Name
+	defer n.wg.Go(func() {
+		// Best effort: followInactive removes it otherwise.
+		dctx, cancel := context.WithTimeout(n.ctx, followRequestTimeout)
+		defer cancel()
+		_ = n.c.js.DeleteConsumer(dctx, stream, name)
+	})
+	it, err := cons.Messages(jetstream.PullMaxMessages(64), jetstream.PullExpiry(followExpiry),
+		jetstream.PullHeartbeat(followHeartbeat), jetstream.WithMessagesErrOnMissingHeartbeat(true))
 	if err != nil {
 		return err
 	}
 	stop := context.AfterFunc(n.ctx, it.Stop)
 	defer stop()
 	defer it.Stop()
+	// A reconnect loses what was in flight on the old connection, and
+	// with AckNone the consumer never sends it again; the iterator would
+	// pull on from there, and the loss would show only as a gap when the
+	// next write arrives (never, on a quiet stream). So a reconnect ends
+	// this consumer too.
+	var reconnected atomic.Bool
+	watchDone := make(chan struct{})
+	defer close(watchDone)
+	go func() {
+		select {
+		case _, ok := <-status:
+			if ok {
+				reconnected.Store(true)
+				it.Stop()
+			}
+		case <-watchDone:
+		}
+	}()
+	var delivered uint64
 	for {
 		msg, err := it.Next()
 		if err != nil {
+			if reconnected.Load() {
+				return errReconnected
+			}
 			return err
 		}
 		md, err := msg.Metadata()
 		if err != nil {
 			return err
 		}
+		if md.Sequence.Consumer != delivered+1 {
+			return errDeliveryGap
+		}
+		delivered++
 		seq := md.Sequence.Stream
 		if seq <= r.applied.Load() {
 			continue

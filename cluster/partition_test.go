@@ -4,8 +4,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
-	"os"
 	"slices"
 	"syscall"
 	"testing"
@@ -23,23 +21,18 @@ import (
 // no answer at all) and a search through it fails rather than answer.
 // After SIGCONT everything converges: the stopped server's side writes
 // again, and a node that reaches only it answers every acknowledged write,
-// present once, exactly.
+// present once, exactly. Node B's connection never notices the stop (no
+// reconnect): its consumer misses heartbeats, and the node creates a new
+// one once the server answers again (node.go, follow). With jetstream's
+// ordered consumer it stayed behind for 13 s or more after SIGCONT.
 func TestClusterPartitionedServerConverges(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts NATS server processes (skipped under -short)")
 	}
-	// Not finished: in its first runs the majority's writes were all
-	// acknowledged and the stopped side's write and search failed as
-	// required, but after SIGCONT node B (whose connection reaches only
-	// the resumed server) stayed at the messages it had applied before
-	// the stop (4–5 of each shard) for the rest of the 30 s: its ordered
-	// consumer does not resume. Until that is found and fixed (the
-	// follower loop in node.go, or the consumer's heartbeat/reset after a
-	// server pause), the test runs only when asked.
-	if os.Getenv("UMBRA_PARTITION") == "" {
-		t.Skip("set UMBRA_PARTITION=1: the resumed node does not catch up yet (see the comment)")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// Up to SIGCONT the time goes mostly to elections (the majority's
+	// writes wait out those of what the stopped server led: 0–13 s in
+	// runs on 2 cores); converging after SIGCONT has its own 15 s.
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
 	sv := startServerProcs(t, 3, nil)
 	const victim = 2
@@ -126,6 +119,8 @@ func TestClusterPartitionedServerConverges(t *testing.T) {
 		t.Fatal(err)
 	}
 	stopped = false
+	ctx, cancel = context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
 	// The minority's side writes again.
 	if err := write(colMin, ctx); err != nil {
 		t.Fatalf("write through the resumed server: %v", err)
@@ -153,5 +148,4 @@ func TestClusterPartitionedServerConverges(t *testing.T) {
 	if len(slices.Compact(ids)) != ref.ix.Len() {
 		t.Fatalf("%d distinct rows, %d acknowledged", len(ids), ref.ix.Len())
 	}
-	_ = errors.Is
 }
