@@ -121,7 +121,7 @@ func TestFlags(t *testing.T) {
 	assert.Equal(t, 30, o.frames, "--png defaults to 30 frames")
 	o, err = parseFlags(nil, &bytes.Buffer{})
 	require.NoError(t, err)
-	assert.Equal(t, options{n: 20000, dim: 384, k: 10, seed: 1, width: 1280, height: 800, iters: 24}, o)
+	assert.Equal(t, options{n: 20000, dim: 384, k: 10, seed: 1, width: 1280, height: 800, iters: 24, listen: "127.0.0.1:8025"}, o)
 
 	// The shared adapter flags, and the flags' one-dash spelling.
 	o, err = parseFlags([]string{"--png", "a.png", "-backend", "GL", "--adapter=llvmpipe", "-power", "low", "-v", "-frames=3"}, &bytes.Buffer{})
