@@ -12,7 +12,6 @@ import (
 
 	"github.com/umbravec/umbra/cluster"
 	"github.com/umbravec/umbra/engine"
-	"github.com/umbravec/umbra/meta"
 )
 
 // clusterFlags are the store commands' cluster form: --cluster URL
@@ -143,25 +142,15 @@ func (c *addCmd) runCluster(ctx context.Context, e *env) error {
 // clusterAttrs reads --meta and --payload into a cluster write's options
 // (the collection checks their counts against the rows it reads).
 func clusterAttrs(ctx context.Context, a attrFlags, rows int, what string) ([]cluster.WriteOption, error) {
+	fields, payloads, err := a.read(ctx, rows, what)
+	if err != nil {
+		return nil, err
+	}
 	var opts []cluster.WriteOption
 	if a.Meta != "" {
-		fields, err := readMetaFile(ctx, a.Meta, meta.Limits{}.WithDefaults())
-		if err != nil {
-			return nil, err
-		}
-		if rows >= 0 && len(fields) != rows {
-			return nil, fmt.Errorf("--meta %s holds %s, %s holds %s: want one line per vector", a.Meta, plural(len(fields), "line"), what, plural(rows, "vector"))
-		}
 		opts = append(opts, cluster.WithMeta(fields...))
 	}
 	if a.Payload != "" {
-		payloads, err := readPayloadFile(ctx, a.Payload, engine.DefaultMaxPayloadBytes)
-		if err != nil {
-			return nil, err
-		}
-		if rows >= 0 && len(payloads) != rows {
-			return nil, fmt.Errorf("--payload %s holds %s, %s holds %s: want one line per vector", a.Payload, plural(len(payloads), "line"), what, plural(rows, "vector"))
-		}
 		opts = append(opts, cluster.WithPayloads(payloads...))
 	}
 	return opts, nil

@@ -23,29 +23,40 @@ type attrFlags struct {
 	Payload string `name:"payload" placeholder:"FILE.jsonl" help:"payloads, one JSON value per vector, in order (null for none): stored as written and returned by 'search --with-payload' and 'get'"`
 }
 
-// options reads the files and returns the write options that carry them,
-// refusing a file whose line count is not rows (rows < 0: not known; the
-// engine checks it against the rows read).
-func (a attrFlags) options(ctx context.Context, rows int, what string) ([]engine.WriteOption, error) {
-	var opts []engine.WriteOption
+// read reads the files (nil for a flag not given), refusing a file whose
+// line count is not rows (rows < 0: not known; the engine, or the
+// collection, checks it against the rows read).
+func (a attrFlags) read(ctx context.Context, rows int, what string) (fields []meta.Fields, payloads [][]byte, err error) {
 	if a.Meta != "" {
-		fields, err := readMetaFile(ctx, a.Meta, meta.Limits{}.WithDefaults())
-		if err != nil {
-			return nil, err
+		if fields, err = readMetaFile(ctx, a.Meta, meta.Limits{}.WithDefaults()); err != nil {
+			return nil, nil, err
 		}
 		if rows >= 0 && len(fields) != rows {
-			return nil, fmt.Errorf("--meta %s holds %s, %s holds %s: want one line per vector", a.Meta, plural(len(fields), "line"), what, plural(rows, "vector"))
+			return nil, nil, fmt.Errorf("--meta %s holds %s, %s holds %s: want one line per vector", a.Meta, plural(len(fields), "line"), what, plural(rows, "vector"))
 		}
+	}
+	if a.Payload != "" {
+		if payloads, err = readPayloadFile(ctx, a.Payload, engine.DefaultMaxPayloadBytes); err != nil {
+			return nil, nil, err
+		}
+		if rows >= 0 && len(payloads) != rows {
+			return nil, nil, fmt.Errorf("--payload %s holds %s, %s holds %s: want one line per vector", a.Payload, plural(len(payloads), "line"), what, plural(rows, "vector"))
+		}
+	}
+	return fields, payloads, nil
+}
+
+// options is read's result as the engine's write options.
+func (a attrFlags) options(ctx context.Context, rows int, what string) ([]engine.WriteOption, error) {
+	fields, payloads, err := a.read(ctx, rows, what)
+	if err != nil {
+		return nil, err
+	}
+	var opts []engine.WriteOption
+	if a.Meta != "" {
 		opts = append(opts, engine.WithMeta(fields...))
 	}
 	if a.Payload != "" {
-		payloads, err := readPayloadFile(ctx, a.Payload, engine.DefaultMaxPayloadBytes)
-		if err != nil {
-			return nil, err
-		}
-		if rows >= 0 && len(payloads) != rows {
-			return nil, fmt.Errorf("--payload %s holds %s, %s holds %s: want one line per vector", a.Payload, plural(len(payloads), "line"), what, plural(rows, "vector"))
-		}
 		opts = append(opts, engine.WithPayloads(payloads...))
 	}
 	return opts, nil
