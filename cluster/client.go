@@ -114,6 +114,9 @@ type CollectionConfig struct {
 	// Replicas of each shard's stream: 1 on one server, 3 (the default)
 	// in a NATS cluster.
 	Replicas int
+	// NodeReplicas is how many nodes hold each shard when nodes run with
+	// placement (NodeConfig.Placement): default 3, at most the live nodes.
+	NodeReplicas int
 	// MaxBytes bounds each shard's stream (default 1 GiB): past it, writes
 	// are refused until snapshots let the stream be trimmed.
 	MaxBytes int64
@@ -141,7 +144,7 @@ func (c *Client) Create(ctx context.Context, name string, cfg CollectionConfig) 
 		cfg.MaxBytes = 1 << 30
 	}
 	meta := &collectionMeta{Version: 1, Name: name, Dim: cfg.Dim, Metric: cfg.Metric.String(), Shards: cfg.Shards,
-		Replicas: cfg.Replicas, MaxBytes: cfg.MaxBytes, Created: time.Now().UTC()}
+		Replicas: cfg.Replicas, NodeReplicas: cfg.NodeReplicas, MaxBytes: cfg.MaxBytes, Created: time.Now().UTC()}
 	if e, err := c.colls.Get(ctx, name); err == nil {
 		old, err := unmarshalMeta(e.Value())
 		if err != nil {
