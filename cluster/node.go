@@ -563,14 +563,15 @@ func (n *Node) Close() error {
 		}
 	}
 	n.mu.Unlock()
-	if n.place != nil {
-		n.place.unregister()
-	}
 	n.gate.Lock()
 	n.stopping = true
 	n.gate.Unlock()
 	n.cancel()
 	n.wg.Wait()
+	if n.place != nil {
+		// After its loop stopped, so that no later put brings it back.
+		n.place.unregister()
+	}
 	var errs []error
 	for _, reps := range n.replicas {
 		for _, r := range reps {
