@@ -647,7 +647,7 @@ func btoi(b bool) int {
 }
 
 // idsForKeys chooses, for each key, the ID it gets if it is new: one the
-// counter has not given before, in the key's shard.
+// handle has not given before (from its block), in the key's shard.
 func (col *Collection) idsForKeys(ctx context.Context, shardOf []int) ([]uint64, error) {
 	S := col.meta.Shards
 	want := make([]int, S)

@@ -121,7 +121,7 @@ func checkName(name string) error {
 // NATS system shared with other applications keeps them apart.
 const (
 	bucketCollections = "umbra_collections" // name → collectionMeta
-	bucketCounters    = "umbra_counters"    // name → next ID to assign (decimal)
+	bucketCounters    = "umbra_counters"    // name → where the next ID block starts; name.floor → past every caller ID (decimal)
 	bucketSnapshots   = "umbra_snapshots"   // name.shard → snapshotManifest
 	objectSnapshots   = "umbra_snapshots"   // snapshot files
 )

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -301,4 +302,57 @@ func placementMoves(t *testing.T, R int) {
 		t.Fatalf("%d of %d searches during the moves were not exact: %v", len(failures), searches.Load(), failures[:min(5, len(failures))])
 	}
 	t.Logf("%d searches during the moves, all exact", searches.Load())
+}
+
+// A lone node under placement serves every shard (R capped by the live
+// nodes), and Leave says at once that no node can take them.
+func TestClusterPlacementLoneNodeLeave(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster tests start a NATS server (skipped under -short)")
+	}
+	oldTick := placementTick
+	placementTick = 100 * time.Millisecond
+	t.Cleanup(func() { placementTick = oldTick })
+	dir := t.TempDir()
+	srv, err := StartEmbedded(EmbeddedConfig{Listen: "127.0.0.1:0", Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	ctx := context.Background()
+	c, err := Connect(ctx, srv.URL(), Timeout(20*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	col, err := c.Create(ctx, "lone", CollectionConfig{Dim: 3, Shards: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := StartNode(ctx, c, NodeConfig{Dir: dir, Device: engine.CPU, Placement: true, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if n.ID() == "" {
+		t.Fatal("a placement node has no ID")
+	}
+	ids, err := col.Add(ctx, engine.Vectors([][]float32{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}, {1, 1, 0}}))
+	if err != nil {
+		t.Fatal(err) // waits for a replica of each shard touched: all assigned
+	}
+	hits, err := col.Search(ctx, []float32{1, 0, 0}, 10)
+	if err != nil || len(hits) != 4 || hits[0].ID != ids[0] {
+		t.Fatalf("hits %v, %v; want 4, first %d", hits, err, ids[0])
+	}
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := n.Leave(lctx); err == nil || !strings.Contains(err.Error(), "no other node") {
+		t.Fatalf("Leave of a lone node: %v", err)
+	}
+	for s := range 3 {
+		if _, ok := n.Applied("lone", s); !ok {
+			t.Fatalf("shard %d let go with no node to take it", s)
+		}
+	}
 }
