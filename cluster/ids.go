@@ -178,7 +178,9 @@ func (col *Collection) raiseFloor(ctx context.Context, floor uint64) error {
 func (col *Collection) assign(ctx context.Context, n uint64) (uint64, error) {
 	ctx, cancel := col.c.withDeadline(ctx)
 	defer cancel()
-	floor, _, err := col.c.readCounter(ctx, floorKey(col.meta.Name))
+	// Read only (next returns cur), with moveCounter's retries: a bucket
+	// between leaders answers nothing for a few seconds.
+	floor, err := col.c.moveCounter(ctx, floorKey(col.meta.Name), func(cur uint64) (uint64, error) { return cur, nil })
 	if err != nil {
 		return 0, fmt.Errorf("ID floor: %w", err)
 	}
