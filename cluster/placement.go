@@ -204,8 +204,9 @@ type placement struct {
 	nodes   jetstream.KeyValue
 	kv      jetstream.KeyValue
 	leader  bool
-	seenRev uint64    // the controller key's revision last seen held by another node
-	seenAt  time.Time // when it was first seen
+	seenRev uint64          // the controller key's revision last seen held by another node
+	seenAt  time.Time       // when it was first seen
+	known   map[string]bool // the live nodes the controller saw last round
 }
 
 func (n *Node) startPlacement(ctx context.Context) error {
@@ -240,6 +241,7 @@ func (n *Node) startPlacement(ctx context.Context) error {
 		return err
 	}
 	n.cfg.Logf("placement: node %s, memory %d bytes", id, mem)
+	n.wg.Go(p.heartbeat)
 	n.wg.Go(p.loop)
 	return nil
 }
@@ -268,6 +270,27 @@ func (p *placement) register(ctx context.Context) error {
 	return err
 }
 
+// heartbeat puts the node's record every tick, apart from loop, whose
+// steps (a store opened, a subscription drained) may take longer than
+// the record's TTL.
+func (p *placement) heartbeat() {
+	ctx := p.n.ctx
+	t := time.NewTicker(placementTick)
+	defer t.Stop()
+	for {
+		sctx, cancel := context.WithTimeout(ctx, nodeTTL)
+		if err := p.register(sctx); err != nil && ctx.Err() == nil {
+			p.n.cfg.Logf("placement: registering: %v", err)
+		}
+		cancel()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
 func (p *placement) loop() {
 	ctx := p.n.ctx
 	t := time.NewTicker(placementTick)
@@ -276,9 +299,6 @@ func (p *placement) loop() {
 		step := func() {
 			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
-			if err := p.register(sctx); err != nil && ctx.Err() == nil {
-				p.n.cfg.Logf("placement: registering: %v", err)
-			}
 			if err := p.lease(sctx); err != nil && ctx.Err() == nil {
 				p.n.cfg.Logf("placement: controller lease: %v", err)
 			}
@@ -341,15 +361,33 @@ func (p *placement) control(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// A listing may miss a key put again while it runs (the bucket keeps
+	// one revision a key), so the nodes of the last round that it misses
+	// are read one by one: only a record that is gone counts as a node
+	// gone.
+	ids := map[string]bool{}
 	for k := range keys.Keys() {
+		ids[k] = true
+	}
+	for k := range p.known {
+		ids[k] = true
+	}
+	for k := range ids {
 		e, err := p.nodes.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // expired, or deleted by Close
+		}
 		if err != nil {
-			continue // expired meanwhile
+			return fmt.Errorf("node %s: %w", k, err)
 		}
 		var rec nodeRecord
 		if json.Unmarshal(e.Value(), &rec) == nil && rec.ID == k {
 			nodes[k] = rec
 		}
+	}
+	p.known = map[string]bool{}
+	for k := range nodes {
+		p.known[k] = true
 	}
 	ckeys, err := p.n.c.colls.ListKeys(ctx)
 	if err != nil {

@@ -62,14 +62,15 @@ func TestPlaceShardsByMemory(t *testing.T) {
 // Three nodes under placement, R = 1 and 2: answers equal a local reference
 // while a node joins (shards move to it) and one leaves (its shards move
 // away); every move is make-before-break, so every search during them is
-// exact (none fails).
+// exact (none fails). Then a node dies without a word: its shards move
+// once its record expires.
 func TestClusterPlacementMoves(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster tests start a NATS server (skipped under -short)")
 	}
-	oldTick, oldLease := placementTick, leaseTTL
-	placementTick, leaseTTL = 100*time.Millisecond, 600*time.Millisecond
-	t.Cleanup(func() { placementTick, leaseTTL = oldTick, oldLease })
+	oldTick, oldLease, oldTTL := placementTick, leaseTTL, nodeTTL
+	placementTick, leaseTTL, nodeTTL = 100*time.Millisecond, 600*time.Millisecond, 1500*time.Millisecond
+	t.Cleanup(func() { placementTick, leaseTTL, nodeTTL = oldTick, oldLease, oldTTL })
 	for _, R := range []int{1, 2} {
 		t.Run(fmt.Sprintf("R%d", R), func(t *testing.T) { placementMoves(t, R) })
 	}
@@ -113,6 +114,7 @@ func placementMoves(t *testing.T, R int) {
 		}
 	}
 	nodes := map[string]*Node{}
+	conns := map[string]*Client{}
 	var nodesMu sync.Mutex
 	start := func(id string) {
 		nc, err := Connect(ctx, srv.URL(), Timeout(20*time.Second))
@@ -121,13 +123,14 @@ func placementMoves(t *testing.T, R int) {
 		}
 		t.Cleanup(nc.Close)
 		n, err := StartNode(ctx, nc, NodeConfig{Dir: filepath.Join(dir, id), Device: engine.CPU, Placement: true,
-			ID: id, Memory: 1 << 30, Logf: func(f string, a ...any) { t.Logf(id+": "+f, a...) }})
+			ID: id, Memory: 1 << 30, Logf: func(f string, a ...any) { t.Logf(time.Now().Format("15:04:05.000 ")+id+": "+f, a...) }})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { n.Close() })
 		nodesMu.Lock()
 		nodes[id] = n
+		conns[id] = nc
 		nodesMu.Unlock()
 	}
 	// answered says whether some node answers shard s's searches now,
@@ -227,6 +230,8 @@ func placementMoves(t *testing.T, R int) {
 	// a node answering it at every moment (a gap would only delay the
 	// searches above, which ask again until their deadline).
 	var gaps []string
+	var watching atomic.Bool
+	watching.Store(true)
 	wg.Go(func() {
 		for {
 			select {
@@ -235,7 +240,7 @@ func placementMoves(t *testing.T, R int) {
 			case <-time.After(2 * time.Millisecond):
 			}
 			for s := range shards {
-				if !answered(s) {
+				if watching.Load() && !answered(s) {
 					mu.Lock()
 					gaps = append(gaps, fmt.Sprintf("shard %d at %v", s, time.Now().Format("15:04:05.000")))
 					mu.Unlock()
@@ -293,6 +298,23 @@ func placementMoves(t *testing.T, R int) {
 	leaver.Close()
 	settled("a left", "b", "c")
 	waitSearches("after a closed")
+	// d joins, then c dies (its connection closed, nothing said): after
+	// its record expires (TTL 1.5 s here) its shards go to b and d. Under
+	// R = 2 each of them had another replica all along; under R = 1 they
+	// are unavailable until moved (searches wait, then answer exactly).
+	start("d")
+	settled("d joined", "b", "c", "d")
+	waitSearches("after d joined")
+	if R == 1 {
+		watching.Store(false)
+	}
+	nodesMu.Lock()
+	crashed := conns["c"]
+	delete(nodes, "c")
+	nodesMu.Unlock()
+	crashed.Close()
+	settled("c died", "b", "d")
+	waitSearches("after c died")
 	close(stop)
 	wg.Wait()
 	if len(gaps) > 0 {
