@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -30,6 +29,7 @@ type Client struct {
 	attemptTimeout time.Duration
 	colls, ctrs    jetstream.KeyValue
 	replicas       int // of the cluster's buckets: 1 on one server, 3 in a NATS cluster
+	idBlock        uint64
 }
 
 // ClientOption configures Connect.
@@ -63,7 +63,7 @@ func NewClient(ctx context.Context, nc *nats.Conn, opts ...ClientOption) (*Clien
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{nc: nc, js: js, timeout: 10 * time.Second, attemptTimeout: 3 * time.Second, replicas: 1}
+	c := &Client{nc: nc, js: js, timeout: 10 * time.Second, attemptTimeout: 3 * time.Second, replicas: 1, idBlock: defaultIDBlock}
 	for _, o := range opts {
 		o(c)
 	}
@@ -114,6 +114,9 @@ type CollectionConfig struct {
 	// Replicas of each shard's stream: 1 on one server, 3 (the default)
 	// in a NATS cluster.
 	Replicas int
+	// NodeReplicas is how many nodes hold each shard when nodes run with
+	// placement (NodeConfig.Placement): default 3, at most the live nodes.
+	NodeReplicas int
 	// MaxBytes bounds each shard's stream (default 1 GiB): past it, writes
 	// are refused until snapshots let the stream be trimmed.
 	MaxBytes int64
@@ -141,7 +144,7 @@ func (c *Client) Create(ctx context.Context, name string, cfg CollectionConfig) 
 		cfg.MaxBytes = 1 << 30
 	}
 	meta := &collectionMeta{Version: 1, Name: name, Dim: cfg.Dim, Metric: cfg.Metric.String(), Shards: cfg.Shards,
-		Replicas: cfg.Replicas, MaxBytes: cfg.MaxBytes, Created: time.Now().UTC()}
+		Replicas: cfg.Replicas, NodeReplicas: cfg.NodeReplicas, MaxBytes: cfg.MaxBytes, Created: time.Now().UTC()}
 	if e, err := c.colls.Get(ctx, name); err == nil {
 		old, err := unmarshalMeta(e.Value())
 		if err != nil {
@@ -225,6 +228,7 @@ type Collection struct {
 	mu     sync.Mutex
 	token  Token
 	fields map[string]meta.Kind // the schema as last read; a field's kind never changes
+	ids    idAlloc              // the handle's block of IDs (ids.go)
 }
 
 // Name, Dim, Metric and Shards describe the collection.
@@ -371,61 +375,15 @@ func checkKeys(keys []string) error {
 	return nil
 }
 
-// counter moves the collection's ID counter: take n IDs from it, or (n =
-// 0) make sure it is past floor. It returns the first ID taken.
-func (col *Collection) counter(ctx context.Context, n uint64, floor uint64) (uint64, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, col.c.timeout)
-		defer cancel()
-	}
-	backoff := 50 * time.Millisecond
-	for {
-		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		e, err := col.c.ctrs.Get(actx, col.meta.Name)
-		cancel()
-		if err != nil {
-			// A bucket between leaders answers nothing for a few
-			// seconds: try again until ctx ends.
-			if errors.Is(err, jetstream.ErrKeyNotFound) || ctx.Err() != nil {
-				return 0, fmt.Errorf("ID counter: %w", err)
-			}
-			time.Sleep(backoff)
-			backoff = min(2*backoff, time.Second)
-			continue
-		}
-		cur, err := strconv.ParseUint(string(e.Value()), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("ID counter holds %q", e.Value())
-		}
-		next := max(cur, floor) + n
-		if next >= ReservedIDs || next < cur {
-			return 0, fmt.Errorf("%w: the collection's IDs are spent", ErrReservedID)
-		}
-		if next == cur {
-			return cur, nil
-		}
-		// A lost answer to an Update that did apply costs only IDs: the
-		// retry reads the moved counter and takes the next ones.
-		// Each attempt has its own short deadline: an update sent to a
-		// leader that dies gets no answer, and waiting for it to the
-		// call's deadline would fail a call that an election would let
-		// through in seconds.
-		actx, cancel = context.WithTimeout(ctx, 2*time.Second)
-		_, err = col.c.ctrs.Update(actx, col.meta.Name, []byte(strconv.FormatUint(next, 10)), e.Revision())
-		cancel()
-		if err == nil {
-			return max(cur, floor), nil
-		} else if !errors.Is(err, jetstream.ErrKeyExists) && ctx.Err() != nil {
-			return 0, fmt.Errorf("ID counter: %w", err)
-		}
-		// Another writer moved it: read again.
-	}
-}
-
 // Add stores rows under new IDs: the caller's (WithIDs), new ones for new
-// keys (WithKeys), or new ones taken from the collection's counter (past
-// every ID given before). It returns the IDs.
+// keys (WithKeys), or new ones the cluster assigns. It returns the IDs.
+//
+// Assigned IDs are unique and, within one call, consecutive; along one
+// handle's calls they increase; they are past every ID a caller named
+// (WithIDs) in a call that ended before this one began. Unlike a local
+// store's, they need not be past IDs assigned to other handles: each
+// handle takes its IDs from a block it reserved (IDBlock), and IDs a
+// block leaves unused are skipped.
 //
 // Each shard's part of the call is one or more stream messages, each
 // applied whole or not at all; a call that spans shards is not atomic as a
@@ -537,12 +495,12 @@ func (col *Collection) write(ctx context.Context, op byte, rows engine.RowSource
 		}
 	case o.idsSet:
 		if op != opDelete {
-			if _, err := col.counter(ctx, 0, slices.Max(ids)+1); err != nil {
+			if err := col.raiseFloor(ctx, slices.Max(ids)+1); err != nil {
 				return nil, err
 			}
 		}
 	default:
-		first, err := col.counter(ctx, uint64(n), 0)
+		first, err := col.assign(ctx, uint64(n))
 		if err != nil {
 			return nil, err
 		}
@@ -689,7 +647,7 @@ func btoi(b bool) int {
 }
 
 // idsForKeys chooses, for each key, the ID it gets if it is new: one the
-// counter has not given before, in the key's shard.
+// handle has not given before (from its block), in the key's shard.
 func (col *Collection) idsForKeys(ctx context.Context, shardOf []int) ([]uint64, error) {
 	S := col.meta.Shards
 	want := make([]int, S)
@@ -705,8 +663,8 @@ func (col *Collection) idsForKeys(ctx context.Context, shardOf []int) ([]uint64,
 		if short <= 0 {
 			break
 		}
-		block := uint64(short*S + 64)
-		first, err := col.counter(ctx, block, 0)
+		block := uint64(short*S + 16)
+		first, err := col.assign(ctx, block)
 		if err != nil {
 			return nil, err
 		}

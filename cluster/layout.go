@@ -42,14 +42,17 @@ const ReservedIDs = uint64(0xFFFF) << 48
 // collections bucket under its name. Shards and the hash functions are
 // fixed when a collection is created: a row's shard never changes.
 type collectionMeta struct {
-	Version  int       `json:"version"` // of this record's layout; 1
-	Name     string    `json:"name"`
-	Dim      int       `json:"dim"`
-	Metric   string    `json:"metric"`
-	Shards   int       `json:"shards"`
-	Replicas int       `json:"replicas"` // of each stream (JetStream R)
-	MaxBytes int64     `json:"max_bytes"`
-	Created  time.Time `json:"created"`
+	Version  int    `json:"version"` // of this record's layout; 1
+	Name     string `json:"name"`
+	Dim      int    `json:"dim"`
+	Metric   string `json:"metric"`
+	Shards   int    `json:"shards"`
+	Replicas int    `json:"replicas"` // of each stream (JetStream R)
+	// NodeReplicas is how many nodes hold each shard under placement (0:
+	// 3, at most the live nodes).
+	NodeReplicas int       `json:"node_replicas,omitempty"`
+	MaxBytes     int64     `json:"max_bytes"`
+	Created      time.Time `json:"created"`
 	// Fields is the metadata schema, field → kind (meta.Kind's name): a
 	// field's kind is fixed by the first write anywhere that gives it. A
 	// client adds a write's new fields here (compare-and-set on the
@@ -118,7 +121,7 @@ func checkName(name string) error {
 // NATS system shared with other applications keeps them apart.
 const (
 	bucketCollections = "umbra_collections" // name → collectionMeta
-	bucketCounters    = "umbra_counters"    // name → next ID to assign (decimal)
+	bucketCounters    = "umbra_counters"    // name → where the next ID block starts; name.floor → past every caller ID (decimal)
 	bucketSnapshots   = "umbra_snapshots"   // name.shard → snapshotManifest
 	objectSnapshots   = "umbra_snapshots"   // snapshot files
 )

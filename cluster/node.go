@@ -31,6 +31,15 @@ type NodeConfig struct {
 	SnapshotEvery int
 	// Logf receives what the node does and what goes wrong (nil: nothing).
 	Logf func(format string, args ...any)
+	// Placement makes the node hold only the shards a controller assigns
+	// it (placement.go) rather than every shard; Serve must be nil.
+	Placement bool
+	// ID names the node under placement (default: kept in Dir/node-id,
+	// made on first start).
+	ID string
+	// Memory is what the node offers under placement, in bytes (default:
+	// the machine's memory); shards are spread in proportion to it.
+	Memory int64
 }
 
 // Node serves shard replicas: it follows each shard's stream into an
@@ -51,14 +60,18 @@ type Node struct {
 
 	mu       sync.Mutex
 	replicas map[string][]*replica // collection → shard → replica (nil: not held)
-	subs     []*nats.Subscription
+	metas    map[string]*collectionMeta
 	closed   bool
+
+	place   *placement // nil without NodeConfig.Placement
+	leaving atomic.Bool
 }
 
 // testHooks let tests widen the window between a request's arrival and
 // its goroutine (request), and see every request goroutine start (serve).
 var testHooks struct {
 	request, serve atomic.Pointer[func(*Node)]
+	apply          atomic.Pointer[func(*Node)] // before each message a replica applies
 }
 
 // StartNode starts a node on c's connection. It picks up every collection
@@ -70,8 +83,11 @@ func StartNode(ctx context.Context, c *Client, cfg NodeConfig) (*Node, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
+	if cfg.Placement && cfg.Serve != nil {
+		return nil, errors.New("node: Placement and Serve exclude each other")
+	}
 	nctx, cancel := context.WithCancel(context.Background())
-	n := &Node{cfg: cfg, c: c, ctx: nctx, cancel: cancel, replicas: map[string][]*replica{}}
+	n := &Node{cfg: cfg, c: c, ctx: nctx, cancel: cancel, replicas: map[string][]*replica{}, metas: map[string]*collectionMeta{}}
 	w, err := c.colls.WatchAll(nctx)
 	if err != nil {
 		cancel()
@@ -83,6 +99,13 @@ func StartNode(ctx context.Context, c *Client, cfg NodeConfig) (*Node, error) {
 			break
 		}
 		if err := n.startCollection(ctx, e); err != nil {
+			w.Stop()
+			n.Close()
+			return nil, err
+		}
+	}
+	if cfg.Placement {
+		if err := n.startPlacement(ctx); err != nil {
 			w.Stop()
 			n.Close()
 			return nil, err
@@ -125,59 +148,165 @@ func (n *Node) startCollection(ctx context.Context, e jetstream.KeyValueEntry) e
 	if _, ok := n.replicas[meta.Name]; ok {
 		return nil
 	}
-	metric, err := meta.metric()
-	if err != nil {
-		return err
-	}
-	dir := filepath.Join(n.cfg.Dir, "replicas", meta.Name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
+	n.metas[meta.Name] = meta
 	reps := make([]*replica, meta.Shards)
+	n.replicas[meta.Name] = reps
+	if n.cfg.Placement {
+		return nil // the shards come as assigned (placement.go)
+	}
 	for s := range meta.Shards {
 		if n.cfg.Serve != nil && !n.cfg.Serve(meta.Name, s) {
 			continue
 		}
-		path := filepath.Join(dir, "shard-"+strconv.Itoa(s)+".umbra")
-		r, err := openReplica(ctx, meta.Name, s, path, engine.Config{Dim: meta.Dim, Metric: metric, Device: n.cfg.Device})
+		r, err := n.openShard(ctx, meta, s)
 		if err != nil {
-			for _, r := range reps {
+			for i, r := range reps {
 				if r != nil {
+					r.cancel()
 					r.close()
+					reps[i] = nil
 				}
 			}
+			delete(n.replicas, meta.Name)
+			delete(n.metas, meta.Name)
 			return fmt.Errorf("shard %d: %w", s, err)
 		}
 		reps[s] = r
-		n.cfg.Logf("shard %s/%d: store applied through message %d", meta.Name, s, r.applied.Load())
 	}
-	for s, r := range reps {
+	for _, r := range reps {
 		if r == nil {
 			continue
 		}
-		sub, err := n.c.nc.QueueSubscribe(querySubject(meta.Name, s), queueGroup(meta.Name, s), func(m *nats.Msg) {
-			if h := testHooks.request.Load(); h != nil {
-				(*h)(n)
-			}
-			n.gate.RLock()
-			defer n.gate.RUnlock()
-			if n.stopping {
-				// Closing: say so at once, and the client asks another
-				// replica (rather than after AttemptTimeout of silence).
-				n.reply(m, &reply{status: statusError, applied: r.applied.Load(), msg: "the node is closing"}, kindSearch)
-				return
-			}
-			n.wg.Go(func() { n.serve(r, m) })
-		})
-		if err != nil {
+		if err := n.startShard(r, meta); err != nil {
 			return err
 		}
-		n.subs = append(n.subs, sub)
-		n.wg.Go(func() { n.follow(r, meta) })
 	}
-	n.replicas[meta.Name] = reps
 	n.cfg.Logf("collection %s: %d shards, holding %d", meta.Name, meta.Shards, countHeld(reps))
 	return nil
+}
+
+// openShard opens the node's store of one shard. Called with n.mu held.
+func (n *Node) openShard(ctx context.Context, meta *collectionMeta, s int) (*replica, error) {
+	metric, err := meta.metric()
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(n.cfg.Dir, "replicas", meta.Name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, "shard-"+strconv.Itoa(s)+".umbra")
+	r, err := openReplica(ctx, meta.Name, s, path, engine.Config{Dim: meta.Dim, Metric: metric, Device: n.cfg.Device})
+	if err != nil {
+		return nil, err
+	}
+	r.ctx, r.cancel = context.WithCancel(n.ctx)
+	n.cfg.Logf("shard %s/%d: store applied through message %d", meta.Name, s, r.applied.Load())
+	return r, nil
+}
+
+// startShard starts following the shard's stream and, once the replica
+// has applied through r.since, answering its searches. Called with n.mu
+// held.
+func (n *Node) startShard(r *replica, meta *collectionMeta) error {
+	r.wg.Add(1)
+	n.wg.Go(func() {
+		defer r.wg.Done()
+		n.follow(r, meta)
+	})
+	return n.answerShard(r)
+}
+
+// answerShard subscribes the replica to its shard's searches when it has
+// applied through r.since and is not yet subscribed. Called with n.mu
+// held.
+func (n *Node) answerShard(r *replica) error {
+	if r.sub != nil || r.applied.Load() < r.since {
+		return nil
+	}
+	sub, err := n.c.nc.QueueSubscribe(querySubject(r.coll, r.shard), queueGroup(r.coll, r.shard), func(m *nats.Msg) {
+		if h := testHooks.request.Load(); h != nil {
+			(*h)(n)
+		}
+		n.gate.RLock()
+		defer n.gate.RUnlock()
+		r.stop.RLock()
+		defer r.stop.RUnlock()
+		if n.stopping || r.stopped {
+			// Closing: say so at once, and the client asks another
+			// replica (rather than after AttemptTimeout of silence).
+			n.reply(m, &reply{status: statusError, applied: r.applied.Load(), msg: "the node is closing"}, kindSearch)
+			return
+		}
+		r.wg.Add(1)
+		n.wg.Go(func() {
+			defer r.wg.Done()
+			n.serve(r, m)
+		})
+	})
+	if err != nil {
+		return err
+	}
+	r.sub = sub
+	return nil
+}
+
+// hold makes the node hold shard s of meta, answering its searches once
+// it has applied through since.
+func (n *Node) hold(ctx context.Context, meta *collectionMeta, s int, since uint64) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return nil
+	}
+	reps := n.replicas[meta.Name]
+	if s >= len(reps) {
+		return nil
+	}
+	r := reps[s]
+	if r == nil {
+		var err error
+		if r, err = n.openShard(ctx, meta, s); err != nil {
+			return fmt.Errorf("shard %s/%d: %w", meta.Name, s, err)
+		}
+		r.since = since
+		reps[s] = r
+		n.cfg.Logf("shard %s/%d: assigned here (answering from message %d)", meta.Name, s, since)
+		return n.startShard(r, meta)
+	}
+	r.since = min(r.since, since)
+	return n.answerShard(r)
+}
+
+// drop stops the node holding shard s of coll: its searches go to the
+// other replicas (those in flight here are answered first), then its
+// stream is no longer followed and its store is closed (kept on disk).
+func (n *Node) drop(coll string, s int) {
+	n.mu.Lock()
+	reps := n.replicas[coll]
+	if s >= len(reps) || reps[s] == nil {
+		n.mu.Unlock()
+		return
+	}
+	r := reps[s]
+	reps[s] = nil
+	n.mu.Unlock()
+	if r.sub != nil {
+		if err := r.sub.Drain(); err == nil {
+			for deadline := time.Now().Add(5 * time.Second); r.sub.IsValid() && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}
+	r.stop.Lock()
+	r.stopped = true
+	r.stop.Unlock()
+	r.cancel()
+	r.wg.Wait()
+	if err := r.close(); err != nil {
+		n.cfg.Logf("shard %s/%d: closing: %v", coll, s, err)
+	}
+	n.cfg.Logf("shard %s/%d: no longer held here", coll, s)
 }
 
 func countHeld(reps []*replica) int {
@@ -226,10 +355,10 @@ var errDeliveryGap = errors.New("a delivery was lost (gap in the consumer sequen
 // after the one its store says it applied, for as long as the node runs.
 func (n *Node) follow(r *replica, meta *collectionMeta) {
 	backoff := 100 * time.Millisecond
-	for n.ctx.Err() == nil {
+	for r.ctx.Err() == nil {
 		before := r.applied.Load()
 		err := n.followOnce(r, meta)
-		if n.ctx.Err() != nil {
+		if r.ctx.Err() != nil {
 			return
 		}
 		if r.applied.Load() != before {
@@ -237,7 +366,7 @@ func (n *Node) follow(r *replica, meta *collectionMeta) {
 		}
 		n.cfg.Logf("shard %s/%d: following its stream: %v (again in %v)", meta.Name, r.shard, err, backoff)
 		select {
-		case <-n.ctx.Done():
+		case <-r.ctx.Done():
 			return
 		case <-time.After(backoff):
 		}
@@ -251,7 +380,7 @@ func (n *Node) followOnce(r *replica, meta *collectionMeta) error {
 	// ends it (see below).
 	status := n.c.nc.StatusChanged(nats.CONNECTED)
 	defer n.c.nc.RemoveStatusListener(status)
-	cctx, cancel := context.WithTimeout(n.ctx, followRequestTimeout)
+	cctx, cancel := context.WithTimeout(r.ctx, followRequestTimeout)
 	cons, err := n.c.js.CreateConsumer(cctx, stream, jetstream.ConsumerConfig{
 		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:       r.applied.Load() + 1,
@@ -276,7 +405,7 @@ func (n *Node) followOnce(r *replica, meta *collectionMeta) error {
 	if err != nil {
 		return err
 	}
-	stop := context.AfterFunc(n.ctx, it.Stop)
+	stop := context.AfterFunc(r.ctx, it.Stop)
 	defer stop()
 	defer it.Stop()
 	// A reconnect loses what was in flight on the old connection, and
@@ -323,23 +452,26 @@ func (n *Node) followOnce(r *replica, meta *collectionMeta) error {
 			// needs: they were trimmed below a snapshot.
 			return n.recover(r, meta, seq)
 		}
+		if h := testHooks.apply.Load(); h != nil {
+			(*h)(n)
+		}
 		for {
-			err := r.apply(n.ctx, seq, msg.Data())
+			err := r.apply(r.ctx, seq, msg.Data())
 			if err == nil {
 				break
 			}
-			if r.isBroken() || n.ctx.Err() != nil {
+			if r.isBroken() || r.ctx.Err() != nil {
 				return err
 			}
 			n.cfg.Logf("shard %s/%d: applying message %d: %v (retrying)", meta.Name, r.shard, seq, err)
 			select {
-			case <-n.ctx.Done():
-				return n.ctx.Err()
+			case <-r.ctx.Done():
+				return r.ctx.Err()
 			case <-time.After(200 * time.Millisecond):
 			}
 		}
 		if n.cfg.SnapshotEvery > 0 && seq%uint64(n.cfg.SnapshotEvery) == 0 {
-			if err := n.snapshot(n.ctx, r, meta); err != nil {
+			if err := n.snapshot(r.ctx, r, meta); err != nil {
 				n.cfg.Logf("shard %s/%d: snapshot: %v", meta.Name, r.shard, err)
 			}
 		}
@@ -423,8 +555,12 @@ func (n *Node) Close() error {
 		return nil
 	}
 	n.closed = true
-	for _, s := range n.subs {
-		_ = s.Unsubscribe()
+	for _, reps := range n.replicas {
+		for _, r := range reps {
+			if r != nil && r.sub != nil {
+				_ = r.sub.Unsubscribe()
+			}
+		}
 	}
 	n.mu.Unlock()
 	n.gate.Lock()
@@ -432,6 +568,10 @@ func (n *Node) Close() error {
 	n.gate.Unlock()
 	n.cancel()
 	n.wg.Wait()
+	if n.place != nil {
+		// After its loop stopped, so that no later put brings it back.
+		n.place.unregister()
+	}
 	var errs []error
 	for _, reps := range n.replicas {
 		for _, r := range reps {

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/meta"
 )
@@ -116,7 +118,22 @@ type replica struct {
 	live    []uint64      // sentinel IDs present, ascending
 	outs    map[uint64]outcome
 	broken  error // a message this build cannot apply: the shard stops here
+
+	// The node's hold on the replica: ctx ends its follower, wg counts
+	// its follower and request goroutines, sub is its subscription to
+	// the shard's searches (made once applied reaches since), and
+	// stopped (under stop) turns requests away once it is being dropped.
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	sub     *nats.Subscription
+	since   uint64
+	stop    sync.RWMutex
+	stopped bool
 }
+
+// answering says whether the replica answers its shard's searches.
+func (r *replica) answering() bool { return r.sub != nil }
 
 // openReplica opens (or creates) the shard's store at path.
 func openReplica(ctx context.Context, coll string, shard int, path string, cfg engine.Config) (*replica, error) {

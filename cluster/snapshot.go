@@ -165,7 +165,7 @@ func (n *Node) snapshot(ctx context.Context, r *replica, meta *collectionMeta) e
 // message it can read is next) with the shard's newest snapshot, then the
 // follower goes on from the snapshot's sequence.
 func (n *Node) recover(r *replica, meta *collectionMeta, next uint64) error {
-	ctx := n.ctx
+	ctx := r.ctx
 	kv, obs, err := n.snapshotStores(ctx)
 	if err != nil {
 		return err

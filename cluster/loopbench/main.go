@@ -41,6 +41,7 @@ var (
 	catchupRows = flag.Int("catchup-rows", 1000000, "rows in the shard a new replica recovers (0: skip)")
 	skipSearch  = flag.Bool("skip-search", false, "skip the search comparison")
 	skipWrite   = flag.Bool("skip-write", false, "skip the write runs")
+	idBlock     = flag.Int("id-block", 1024, "IDs a collection handle reserves from the counter at a time (1: one compare-and-set a call, as before blocks)")
 )
 
 func main() {
@@ -124,7 +125,7 @@ func servers(ctx context.Context, dir string, n int) ([]*cluster.Embedded, []*cl
 				return nil, nil, err
 			}
 			actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			c, err := cluster.NewClient(actx, nc, cluster.Timeout(120*time.Second))
+			c, err := cluster.NewClient(actx, nc, cluster.Timeout(120*time.Second), cluster.IDBlock(*idBlock))
 			cancel()
 			if err == nil {
 				clients = append(clients, c)
@@ -349,7 +350,7 @@ func searchRuns(ctx context.Context, tmp string) error {
 // and on three (R3).
 func writeRuns(ctx context.Context, tmp string) error {
 	logf("")
-	logf("## writes into one shard, sync always, acknowledged (NoWait: stored and fsynced by JetStream, not yet applied), IDs assigned by the cluster (each call also moves the ID counter: one KV compare-and-set), %d-dim rows, %v per run", *dim, *writeDur)
+	logf("## writes into one shard, sync always, acknowledged (NoWait: stored and fsynced by JetStream, not yet applied), IDs assigned by the cluster from blocks of %d a handle (one KV compare-and-set a block, one read of the ID floor a call), %d-dim rows, %v per run; 8 handles: each writer its own collection handle, spread over the servers' clients", *idBlock, *dim, *writeDur)
 	for _, n := range []int{1, 3} {
 		dir := fmt.Sprintf("%s/write-%d", tmp, n)
 		srvs, clients, err := servers(ctx, dir, n)
@@ -361,7 +362,10 @@ func writeRuns(ctx context.Context, tmp string) error {
 			return err
 		}
 		r := rand.New(rand.NewPCG(3, 4))
-		for _, run := range []struct{ writers, batch int }{{1, 1}, {8, 1}, {1, 100}, {1, 1000}} {
+		for _, run := range []struct {
+			writers, batch int
+			own            bool
+		}{{1, 1, false}, {8, 1, false}, {8, 1, true}, {1, 100, false}, {1, 1000, false}} {
 			data := randRows(r, run.batch, *dim)
 			var calls atomic.Int64
 			var firstErr error
@@ -369,7 +373,19 @@ func writeRuns(ctx context.Context, tmp string) error {
 			var wg sync.WaitGroup
 			stop := time.Now().Add(*writeDur)
 			t0 := time.Now()
-			for range run.writers {
+			handles := make([]*cluster.Collection, run.writers)
+			for w := range handles {
+				handles[w] = col
+				if run.own {
+					if handles[w], err = clients[w%len(clients)].Open(ctx, "w"); err != nil {
+						return err
+					}
+				}
+			}
+			t0 = time.Now()
+			stop = t0.Add(*writeDur)
+			for w := range run.writers {
+				col := handles[w]
 				wg.Go(func() {
 					for time.Now().Before(stop) {
 						if _, err := col.Add(ctx, engine.Flat(data, *dim), cluster.NoWait()); err != nil {
@@ -386,7 +402,11 @@ func writeRuns(ctx context.Context, tmp string) error {
 				return firstErr
 			}
 			c := float64(calls.Load())
-			logf("%d server(s) R%d, %d writer(s), %4d rows/call: %8.1f calls/s  %9.0f rows/s  %6.1f MB/s of vectors", n, n, run.writers, run.batch,
+			handlesNote := "           "
+			if run.own {
+				handlesNote = ", 8 handles"
+			}
+			logf("%d server(s) R%d, %d writer(s)%s, %4d rows/call: %8.1f calls/s  %9.0f rows/s  %6.1f MB/s of vectors", n, n, run.writers, handlesNote, run.batch,
 				c/el, c*float64(run.batch)/el, c*float64(run.batch*(*dim)*4)/el/1e6)
 		}
 		closeAll(srvs, clients, nil)

@@ -50,11 +50,14 @@ type serveCmd struct {
 	Dir    string `name:"dir" default:"umbra-data" placeholder:"DIR" help:"where the node keeps its shard replicas (and the embedded server its streams)"`
 	Device choice `name:"device" choices:"auto,gpu,cpu" default:"auto" placeholder:"D" help:"what the replicas search on"`
 	Snap   int    `name:"snapshot-every" default:"0" placeholder:"N" help:"snapshot each shard to the Object Store every N applied messages and trim its stream below (0: never)"`
+	Place  bool   `name:"placement" help:"hold only the shards a controller (one of the nodes) assigns this node, in proportion to its memory, rather than every shard; on Ctrl-C the node hands its shards over before it stops"`
+	NodeID string `name:"node-id" placeholder:"ID" help:"with --placement: the node's name (default: made once and kept in DIR/node-id)"`
+	MemMiB int64  `name:"memory-mib" default:"0" placeholder:"MIB" help:"with --placement: the memory this node offers, in MiB (0: the machine's)"`
 }
 
 func (*serveCmd) Help() string {
 	return `Run an umbra cluster node: it holds a replica of every shard of every
-collection, applies each shard's stream (NATS JetStream) into a store under
+collection (with --placement: of the shards assigned to it), applies each shard's stream (NATS JetStream) into a store under
 --dir, and answers searches. Without --nats it starts an in-process NATS
 server with JetStream on --listen (loopback only), its streams fsynced on
 every write. A node killed at any point and started again on the same --dir
@@ -94,12 +97,28 @@ func (s *serveCmd) Run(ctx context.Context, e *env) error {
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(e.stderr, "umbra serve: "+format+"\n", args...)
 	}
-	n, err := cluster.StartNode(ctx, c, cluster.NodeConfig{Dir: filepath.Clean(s.Dir), Device: device, SnapshotEvery: s.Snap, Logf: logf})
+	if !s.Place && (s.NodeID != "" || s.MemMiB != 0) {
+		return usagef("--node-id and --memory-mib need --placement")
+	}
+	if s.MemMiB < 0 {
+		return usagef("--memory-mib %d: a size in MiB, 0 for the machine's", s.MemMiB)
+	}
+	n, err := cluster.StartNode(ctx, c, cluster.NodeConfig{Dir: filepath.Clean(s.Dir), Device: device, SnapshotEvery: s.Snap, Logf: logf,
+		Placement: s.Place, ID: s.NodeID, Memory: s.MemMiB << 20})
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "umbra serve: NATS %s, replicas under %s\n", url, s.Dir)
 	<-ctx.Done()
+	if s.Place {
+		// Hand the shards over (make-before-break) before stopping; a
+		// second Ctrl-C is not waited for, so this is bounded.
+		lctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := n.Leave(lctx); err != nil {
+			logf("%v; stopping anyway", err)
+		}
+		cancel()
+	}
 	return n.Close()
 }
 
