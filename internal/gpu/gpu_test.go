@@ -456,15 +456,15 @@ func TestBatchLimitCoversEveryBuffer(t *testing.T) {
 			// odd, hardware-like binding limit 2^25 rows are too many.
 			c.rows = min(c.rows, int(g.bind/4))
 			c.k = min(c.k, c.rows)
-			sub := submission{k: c.k, rows: c.rows, deviceSelect: 2*c.k < c.rows}
+			sub := submission{K: c.k, Rows: c.rows, DeviceSelect: 2*c.k < c.rows}
 			n := g.batchLimit(sub)
 			require.GreaterOrEqual(t, n, 1)
-			sub.nq = n
+			sub.NQ = n
 			nq := uint64(n)
 			require.LessOrEqual(t, nq*uint64(c.rows)*4, g.bind, "scores")
 			require.LessOrEqual(t, nq*uint64(c.stride)*4, g.bind, "queries")
-			require.LessOrEqual(t, nq*uint64(sub.hitsPerQuery())*8, g.bind, "hits")
-			require.LessOrEqual(t, sub.readbackBytes(), g.dev.lim.MaxBufferBytes, "readback")
+			require.LessOrEqual(t, nq*uint64(sub.HitsPerQuery())*8, g.bind, "hits")
+			require.LessOrEqual(t, sub.ReadbackBytes(), g.dev.lim.MaxBufferBytes, "readback")
 		})
 	}
 }
@@ -480,7 +480,7 @@ func TestSplitsOnASmallBinding(t *testing.T) {
 	for _, c := range []struct{ stride, rows, k, nq int }{{8, 1000, 1000, 40}, {4096, 10, 3, 10}} {
 		g, err := d.NewIndex(c.stride, 0, 0)
 		require.NoError(t, err)
-		n := g.batchLimit(submission{k: c.k, rows: c.rows, deviceSelect: 2*c.k < c.rows})
+		n := g.batchLimit(submission{K: c.k, Rows: c.rows, DeviceSelect: 2*c.k < c.rows})
 		assert.Less(t, n, c.nq, "stride %d, %d rows, k %d: one submission would not fit", c.stride, c.rows, c.k)
 		g.Release()
 	}

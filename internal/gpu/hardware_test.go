@@ -83,7 +83,7 @@ func TestOddBindingLimit(t *testing.T) {
 	assert.Zero(t, g.bind%4, "the binding limit the index plans with is a multiple of 4")
 	require.NoError(t, g.Upload(context.Background(), s, 0, nil, nil))
 	radix := WithSelectPath(context.Background(), SelectRadix)
-	limit := g.batchLimit(submission{k: k, rows: rows, deviceSelect: true})
+	limit := g.batchLimit(submission{K: k, Rows: rows, DeviceSelect: true})
 	require.Greater(t, limit, 300, "the test needs batches that reach past half the binding")
 	// 300 queries' scores (4.9 MB) are past half the limit: the next,
 	// larger batch doubles the buffer into the limit.

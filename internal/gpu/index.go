@@ -13,6 +13,7 @@ import (
 	"github.com/oliverbestmann/webgpu/wgpu"
 
 	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/gpuplan"
 	"github.com/umbravec/umbra/internal/packed"
 	"github.com/umbravec/umbra/shaders"
 )
@@ -125,13 +126,7 @@ func (g *Index) SetFault(f func(step string) error) {
 
 // step gives an injected fault at the named step, if a test asked for one.
 func (g *Index) step(name string) error {
-	if g.fault == nil {
-		return nil
-	}
-	if err := g.fault(name); err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrFailed, name, err)
-	}
-	return nil
+	return gpuplan.Step(g.fault, name, ErrFailed)
 }
 
 // NewIndex returns an empty index on the device for rows of stride
@@ -159,32 +154,16 @@ func newIndex(dev *Device, stride int, metric core.Metric, maxChunkRows int) (*I
 }
 
 func newIndexPrec(dev *Device, stride int, metric core.Metric, prec core.Precision, maxChunkRows int) (*Index, error) {
-	plan, err := packed.PlanChunks(stride, packed.Limits{
-		MaxStorageBindingBytes: dev.lim.MaxStorageBindingBytes,
-		MaxBufferBytes:         dev.lim.MaxBufferBytes,
-		MaxWorkgroupsPerDim:    dev.lim.MaxWorkgroupsPerDim,
-		MaxChunkRows:           maxChunkRows,
+	ip, err := gpuplan.PlanIndex(stride, metric, prec, maxChunkRows, gpuplan.Chip{
+		MaxStorageBindingBytes: dev.lim.MaxStorageBindingBytes, MaxBufferBytes: dev.lim.MaxBufferBytes,
+		MaxWorkgroupsPerDim: dev.lim.MaxWorkgroupsPerDim, MaxInvocations: dev.lim.MaxInvocations,
+		MaxWorkgroupBytes: dev.lim.MaxWorkgroupBytes, Team: dev.team, Staged: dev.staged,
+		Subgroups: dev.subgroups, Fused: dev.fused, BatchQT: batchQT, TooLarge: ErrTooLarge,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrTooLarge, err)
-	}
-	target := shaders.Target{MaxInvocations: dev.lim.MaxInvocations, MaxWorkgroupBytes: dev.lim.MaxWorkgroupBytes,
-		MaxTeam: dev.team, StageQueries: dev.staged}
-	single, err := shaders.PlanScores(stride, metric, 1, target)
-	if err != nil {
 		return nil, err
 	}
-	batch, err := shaders.PlanScores(stride, metric, batchQT, target)
-	if err != nil {
-		return nil, err
-	}
-	single.Subgroups, batch.Subgroups = dev.subgroups, dev.subgroups
-	if prec != core.F32 {
-		// quant.wgsl reduces by its tree and reads its queries from
-		// storage; it has no fused top-k.
-		single.Prec, batch.Prec = prec, prec
-		single.Subgroups, batch.Subgroups, batch.Slice = false, false, 0
-	}
+	plan, single, batch := ip.Chunks, ip.Single, ip.Batch
 	bind := alignDown(min(dev.lim.MaxStorageBindingBytes, dev.lim.MaxBufferBytes))
 	g := &Index{
 		dev: dev, metric: metric, prec: prec, single: single, batch: batch, plan: plan, bind: bind, maxChunkRows: maxChunkRows,
@@ -197,10 +176,7 @@ func newIndexPrec(dev *Device, stride int, metric core.Metric, prec core.Precisi
 		cands:   growBuffer{label: "umbra candidates", usage: wgpu.BufferUsageStorage, limit: bind},
 		mparams: growBuffer{label: "umbra merge params", usage: wgpu.BufferUsageUniform | wgpu.BufferUsageCopyDst, limit: bind},
 	}
-	if dev.fused && prec == core.F32 {
-		g.topkSingle = shaders.TopKPlans(single, dev.lim.MaxWorkgroupBytes)
-		g.topkBatch = shaders.TopKPlans(batch, dev.lim.MaxWorkgroupBytes)
-	}
+	g.topkSingle, g.topkBatch = ip.TopKSingle, ip.TopKBatch
 	dev.mu.Lock()
 	defer dev.mu.Unlock()
 	// Compile everything now so a broken shader fails New, not a search.
@@ -239,16 +215,8 @@ func (g *Index) Limits() Limits {
 	l.Timestamps = g.dev.timestamps
 	l.Team = g.single.Team
 	l.StagedQueries = g.batch.Slice > 0
-	l.FusedK, l.FusedBatchK = maxK(g.topkSingle), maxK(g.topkBatch)
+	l.FusedK, l.FusedBatchK = gpuplan.MaxK(g.topkSingle), gpuplan.MaxK(g.topkBatch)
 	return l
-}
-
-// maxK is the largest k the plans take (0 without plans).
-func maxK(plans []shaders.TopKLayout) uint32 {
-	if len(plans) == 0 {
-		return 0
-	}
-	return uint32(plans[len(plans)-1].MaxK())
 }
 
 // ChunkRows is the most rows one device buffer holds.
@@ -654,15 +622,5 @@ func (g *Index) deadIn(rows int) int {
 // marked deleted: what the host's selection reads when the device does not
 // select. The caller holds the device mutex.
 func (g *Index) liveMask(rows int) []uint64 {
-	out := make([]uint64, (rows+63)/64)
-	for i := range out {
-		out[i] = ^uint64(0)
-		if i < len(g.dead) {
-			out[i] &^= g.dead[i]
-		}
-	}
-	if rows&63 != 0 {
-		out[len(out)-1] &= 1<<(uint(rows)&63) - 1
-	}
-	return out
+	return gpuplan.LiveMask(rows, g.dead)
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/oliverbestmann/webgpu/wgpu"
 
 	"github.com/umbravec/umbra/internal/core"
-	"github.com/umbravec/umbra/internal/topk"
+	"github.com/umbravec/umbra/internal/gpuplan"
 	"github.com/umbravec/umbra/shaders"
 )
 
@@ -57,17 +57,7 @@ func (b *growBuffer) ensure(dev *wgpu.Device, size uint64) (bool, error) {
 
 // grid returns the 2-D dispatch for a chunk of rows rows.
 func (g *Index) grid(rows int, l shaders.ScoresLayout) (x, y uint32) {
-	groups := (uint64(rows) + uint64(l.Rows) - 1) / uint64(l.Rows)
-	gx := min(max(groups, 1), g.maxGroups())
-	gy := (groups + gx - 1) / gx
-	return uint32(gx), uint32(gy)
-}
-
-// selectGroups is the x extent of the select shader's hist and compact
-// dispatches: enough workgroups to keep a GPU busy, each striding over
-// several rows.
-func selectGroups(rows int) uint32 {
-	return uint32(min(max((rows+1023)/1024, 1), 1024))
+	return gpuplan.Grid(rows, l, g.maxGroups())
 }
 
 // resident lists the chunks that hold rows, in order. A chunk whose first
@@ -89,35 +79,35 @@ func (g *Index) resident() []*gpuChunk {
 // if it fails, so a half-done prepare is never used.
 func (g *Index) prepare(sub submission) error {
 	dev := g.device()
-	nq := uint64(sub.nq)
+	nq := uint64(sub.NQ)
 	type need struct {
 		b    *growBuffer
 		size uint64
 	}
-	allowBytes := max(uint64(len(sub.mask))*8, 16)
-	if sub.tombs {
+	allowBytes := max(uint64(len(sub.Mask))*8, 16)
+	if sub.Tombs {
 		// The tombstones sit past the room for an allow bitmap of every
 		// resident row, so a filtered search does not overwrite them;
 		// when that room grows they move and are written again.
 		room := uint64(2)
-		for room < 2*uint64((sub.rows+63)/64) {
+		for room < 2*uint64((sub.Rows+63)/64) {
 			room *= 2
 		}
 		if room > g.deadAt {
 			g.deadAt, g.deadValid = room, 0
 		}
-		allowBytes = (g.deadAt + 2*uint64((sub.rows+63)/64)) * 4
-	} else if 2*uint64(len(sub.mask)) > g.deadAt {
+		allowBytes = (g.deadAt + 2*uint64((sub.Rows+63)/64)) * 4
+	} else if 2*uint64(len(sub.Mask)) > g.deadAt {
 		g.deadValid = 0 // this allow bitmap runs into the tombstones
 	}
 	allow := need{&g.allow, allowBytes}
 	var needs []need
-	if sub.fused {
-		needs = []need{{&g.query, nq * g.queryBytes()}, {&g.cands, nq * uint64(sub.lists) * uint64(sub.k) * shaders.HitBytes},
-			{&g.hits, nq * uint64(sub.k) * shaders.HitBytes}, {&g.mparams, shaders.MergeParamsBytes}, allow}
+	if sub.Fused {
+		needs = []need{{&g.query, nq * g.queryBytes()}, {&g.cands, nq * uint64(sub.Lists) * uint64(sub.K) * shaders.HitBytes},
+			{&g.hits, nq * uint64(sub.K) * shaders.HitBytes}, {&g.mparams, shaders.MergeParamsBytes}, allow}
 	} else {
-		needs = []need{{&g.query, nq * g.queryBytes()}, {&g.scoresB, nq * uint64(sub.rows) * 4},
-			{&g.state, nq * shaders.StateBytes}, {&g.hits, nq * uint64(sub.hitsPerQuery()) * shaders.HitBytes}, allow}
+		needs = []need{{&g.query, nq * g.queryBytes()}, {&g.scoresB, nq * uint64(sub.Rows) * 4},
+			{&g.state, nq * shaders.StateBytes}, {&g.hits, nq * uint64(sub.HitsPerQuery()) * shaders.HitBytes}, allow}
 	}
 	for _, r := range needs {
 		if err := g.step("create " + r.b.label); err != nil {
@@ -134,7 +124,7 @@ func (g *Index) prepare(sub submission) error {
 			}
 		}
 	}
-	if sub.fused {
+	if sub.Fused {
 		return g.bindFused()
 	}
 	if g.selBind == nil {
@@ -265,65 +255,8 @@ func (g *Index) resetScratch() {
 	})
 }
 
-// submission is one pass of a search: nq queries over the first rows rows.
-// With deviceSelect the device selects each query's k best and only those
-// are read back; otherwise every score is read back (k == 0 returns them
-// as they are, k > 0 selects on the host, which is cheaper once k is half
-// the rows: reading 4 bytes a row costs no more than 8 bytes a hit).
-type submission struct {
-	nq, k, rows  int
-	deviceSelect bool
-	// fused, with deviceSelect, scans and selects in one pass per chunk
-	// (topk.wgsl) with plan; lists is the candidate lists per query that
-	// pass leaves the merge (groups workgroups per resident chunk).
-	fused         bool
-	plan          shaders.TopKLayout
-	groups, lists int
-	// mask, when not nil, is a bitmap over rows (bit r of word r/64): only
-	// those rows may be returned; k is then at most how many it holds.
-	mask []uint64
-	// tombs: the device's selection skips the rows marked in the resident
-	// tombstones (Index.dead); k is at most the rows left.
-	tombs bool
-	// radix: the caller forced the radix select (WithSelectPath).
-	radix bool
-}
-
-// hitsPerQuery is the room each query needs in the hits buffer: k when the
-// device selects, else one (the select bind group still names the buffer).
-func (s submission) hitsPerQuery() int {
-	if s.deviceSelect {
-		return s.k
-	}
-	return 1
-}
-
-// deviceSorted reports whether the device returns the hits sorted: the
-// fused path always, the radix select for k up to shaders.SortLimit (its
-// sort pass); the host sorts the rest.
-func (s submission) deviceSorted() bool {
-	return s.deviceSelect && (s.fused || s.k <= shaders.SortLimit)
-}
-
-// path names the submission's selection for Stages.Path.
-func (s submission) path() string {
-	switch {
-	case s.fused:
-		return "fused"
-	case s.deviceSelect:
-		return "radix"
-	case s.k > 0:
-		return "host"
-	}
-	return "scores"
-}
-
-func (s submission) readbackBytes() uint64 {
-	if s.deviceSelect {
-		return uint64(s.nq) * uint64(s.k) * shaders.HitBytes
-	}
-	return uint64(s.nq) * uint64(s.rows) * 4
-}
+// submission is one pass of a search (gpuplan.Submission).
+type submission = gpuplan.Submission
 
 // batchLimit is how many queries one submission of this shape may hold:
 // each of its scratch buffers must fit one storage binding, the readback
@@ -331,17 +264,17 @@ func (s submission) readbackBytes() uint64 {
 // for any index upload accepted (one query's scores fit a binding) and any
 // valid dimension (one query fits a binding, as one row did).
 func (g *Index) batchLimit(sub submission) int {
-	perQuery := max(uint64(sub.rows)*4, g.queryBytes(), shaders.StateBytes)
-	if sub.fused {
+	perQuery := max(uint64(sub.Rows)*4, g.queryBytes(), shaders.StateBytes)
+	if sub.Fused {
 		// No scores buffer: the candidate lists instead.
-		perQuery = max(g.queryBytes(), uint64(sub.lists)*uint64(sub.k)*shaders.HitBytes)
+		perQuery = max(g.queryBytes(), uint64(sub.Lists)*uint64(sub.K)*shaders.HitBytes)
 	}
-	if sub.deviceSelect {
-		perQuery = max(perQuery, uint64(sub.k)*shaders.HitBytes)
+	if sub.DeviceSelect {
+		perQuery = max(perQuery, uint64(sub.K)*shaders.HitBytes)
 	}
 	n := g.bind / perQuery
-	sub.nq = 1
-	n = min(n, g.staging.limit/max(sub.readbackBytes(), 1))
+	sub.NQ = 1
+	n = min(n, g.staging.limit/max(sub.ReadbackBytes(), 1))
 	return int(max(min(n, g.maxGroups(), 1024), 1))
 }
 
@@ -371,12 +304,12 @@ func (g *Index) workLimit(sub submission) int {
 	qt := max(int(g.batch.QT), 1)
 	perQuery := 0.0
 	switch {
-	case !sub.deviceSelect:
-		perQuery = float64(sub.rows) * 4 // every score read back
-	case !sub.fused:
-		perQuery = float64(sub.rows) * 4 * 10
+	case !sub.DeviceSelect:
+		perQuery = float64(sub.Rows) * 4 // every score read back
+	case !sub.Fused:
+		perQuery = float64(sub.Rows) * 4 * 10
 	}
-	tile := float64(sub.rows)*float64(g.rowBytes()) + perQuery*float64(qt)
+	tile := float64(sub.Rows)*float64(g.rowBytes()) + perQuery*float64(qt)
 	tiles := int(min(rate*submitBudget.Seconds()/max(tile, 1), 1<<20))
 	return max(tiles, 1) * qt
 }
@@ -387,20 +320,14 @@ func (g *Index) workLimit(sub submission) int {
 // the fused path's where a batch would take it).
 func (g *Index) perSubmission(sub submission) int {
 	n := g.batchLimit(sub)
-	if sub.deviceSelect {
-		_, sub.fused = g.fusedPlan(sub.k, batchQT, sub.radix)
+	if sub.DeviceSelect {
+		_, sub.Fused = g.fusedPlan(sub.K, batchQT, sub.Radix)
 	}
 	return max(min(n, g.workLimit(sub)), 1)
 }
 
-// maxGroups is the device's workgroups per grid dimension, WebGPU's
-// guaranteed 65,535 where a limit was not reported.
-func (g *Index) maxGroups() uint64 {
-	if n := g.dev.lim.MaxWorkgroupsPerDim; n != 0 {
-		return uint64(n)
-	}
-	return 65535
-}
+// maxGroups is the device's workgroups per grid dimension.
+func (g *Index) maxGroups() uint64 { return gpuplan.MaxGroups(g.dev.lim.MaxWorkgroupsPerDim) }
 
 // writeInputs queues the writes a search needs before its dispatches: the
 // queries, each chunk's parameters and, when selecting on the device, every
@@ -418,11 +345,11 @@ func (g *Index) writeInputs(qs [][]float32, sub submission, layout shaders.Score
 	if err := g.write(c, "write queries", g.query.buf, wgpu.ToBytes(flat)); err != nil {
 		return err
 	}
-	if sub.tombs {
+	if sub.Tombs {
 		// Tombstone words the device lacks (rows added or marked since
 		// they were last written, or all of them after the buffer was
 		// replaced) go up before the search reads them.
-		words := (sub.rows + 63) / 64
+		words := (sub.Rows + 63) / 64
 		if g.deadValid < words {
 			b := make([]uint64, words-g.deadValid)
 			if g.deadValid < len(g.dead) {
@@ -434,9 +361,9 @@ func (g *Index) writeInputs(qs [][]float32, sub submission, layout shaders.Score
 			g.deadValid = words
 		}
 	}
-	masked := shaders.MaskedWith(sub.mask != nil, 0)
-	if sub.tombs {
-		masked = shaders.MaskedWith(sub.mask != nil, uint32(g.deadAt))
+	masked := shaders.MaskedWith(sub.Mask != nil, 0)
+	if sub.Tombs {
+		masked = shaders.MaskedWith(sub.Mask != nil, uint32(g.deadAt))
 	}
 	list := 0
 	for i, ch := range g.chunks {
@@ -445,27 +372,27 @@ func (g *Index) writeInputs(qs [][]float32, sub submission, layout shaders.Score
 		}
 		x, _ := g.grid(ch.rows, layout)
 		p := shaders.Params{Rows: uint32(ch.rows), GroupsX: x, Base: uint32(i * g.plan.RowsPerChunk),
-			Total: uint32(sub.rows), Queries: uint32(nq)}
-		if sub.fused {
-			p.K, p.Masked, p.ListBase, p.Lists = uint32(sub.k), masked, uint32(list), uint32(sub.lists)
-			list += sub.groups
+			Total: uint32(sub.Rows), Queries: uint32(nq)}
+		if sub.Fused {
+			p.K, p.Masked, p.ListBase, p.Lists = uint32(sub.K), masked, uint32(list), uint32(sub.Lists)
+			list += sub.Groups
 		}
 		if err := g.write(c, "write params", ch.params, p.Encode()); err != nil {
 			return err
 		}
 	}
 	switch {
-	case sub.fused:
-		if err := g.write(c, "write merge params", g.mparams.buf, shaders.MergeParams(sub.k, sub.lists)); err != nil {
+	case sub.Fused:
+		if err := g.write(c, "write merge params", g.mparams.buf, shaders.MergeParams(sub.K, sub.Lists)); err != nil {
 			return err
 		}
-	case sub.deviceSelect:
-		if err := g.write(c, "write select state", g.state.buf, shaders.SelectState(nq, sub.rows, sub.k, masked)); err != nil {
+	case sub.DeviceSelect:
+		if err := g.write(c, "write select state", g.state.buf, shaders.SelectState(nq, sub.Rows, sub.K, masked)); err != nil {
 			return err
 		}
 	}
-	if sub.deviceSelect && sub.mask != nil {
-		if err := g.write(c, "write allow", g.allow.buf, wgpu.ToBytes(sub.mask)); err != nil {
+	if sub.DeviceSelect && sub.Mask != nil {
+		if err := g.write(c, "write allow", g.allow.buf, wgpu.ToBytes(sub.Mask)); err != nil {
 			return err
 		}
 	}
@@ -513,16 +440,7 @@ func (g *Index) fusedPlan(k, nq int, radix bool) (shaders.TopKLayout, bool) {
 	if !g.dev.fused || radix && !g.selfTest {
 		return shaders.TopKLayout{}, false
 	}
-	plans := g.topkSingle
-	if nq > 1 {
-		plans = g.topkBatch
-	}
-	for _, p := range plans {
-		if k <= p.MaxK() {
-			return p, true
-		}
-	}
-	return shaders.TopKLayout{}, false
+	return gpuplan.FusedPlan(g.topkSingle, g.topkBatch, k, nq)
 }
 
 // planSelect decides, once the number of queries is known, whether a
@@ -534,33 +452,20 @@ func (g *Index) fusedPlan(k, nq int, radix bool) (shaders.TopKLayout, bool) {
 // (at least 16 lists, and no more than the chunk has steps of rows; 32 at
 // most on a software adapter).
 func (g *Index) planSelect(sub *submission) {
-	sub.fused = false
-	if !sub.deviceSelect {
+	sub.Fused = false
+	if !sub.DeviceSelect {
 		return
 	}
-	p, ok := g.fusedPlan(sub.k, sub.nq, sub.radix)
+	p, ok := g.fusedPlan(sub.K, sub.NQ, sub.Radix)
 	if !ok {
 		return
 	}
-	sub.fused, sub.plan = true, p
 	most, chunks := 0, 0
 	for _, ch := range g.resident() {
 		most = max(most, ch.rows)
 		chunks++
 	}
-	steps := (most + int(sub.plan.Step()) - 1) / int(sub.plan.Step())
-	limit := 512
-	if g.dev.info.Software() {
-		// A CPU adapter runs a few workgroups at a time and emulates each
-		// barrier invocation by invocation: fewer, longer workgroups cut
-		// their lists less often for the same rows.
-		limit = 32
-	}
-	sub.groups = max(min(steps, max(16, min(limit, 8192/sub.k))), 1)
-	if g.fusedGroups > 0 {
-		sub.groups = min(sub.groups, g.fusedGroups)
-	}
-	sub.lists = sub.groups * chunks
+	gpuplan.PlanFused(sub, p, most, chunks, g.dev.info.Software(), g.fusedGroups)
 }
 
 // encodeSearch records a search's dispatches into pass: fused, one scan
@@ -569,44 +474,44 @@ func (g *Index) planSelect(sub *submission) {
 // radix-select rounds (hist, scan) and the compaction of the k hits. c
 // counts the dispatches.
 func (g *Index) encodeSearch(pass *wgpu.ComputePassEncoder, layout shaders.ScoresLayout, sub submission, c *core.Stages) {
-	if sub.fused {
-		pass.SetPipeline(g.dev.pipelines.fused[sub.plan])
-		tiles := uint32((sub.nq + int(sub.plan.Scores.QT) - 1) / int(sub.plan.Scores.QT))
+	if sub.Fused {
+		pass.SetPipeline(g.dev.pipelines.fused[sub.Plan])
+		tiles := uint32((sub.NQ + int(sub.Plan.Scores.QT) - 1) / int(sub.Plan.Scores.QT))
 		for _, ch := range g.resident() {
 			pass.SetBindGroup(0, ch.fbind, nil)
-			dispatch(pass, c, uint32(sub.groups), 1, tiles)
+			dispatch(pass, c, uint32(sub.Groups), 1, tiles)
 			g.countRead(c, ch.rows, tiles)
 		}
 		pass.SetPipeline(g.dev.pipelines.merges[g.metric == core.L2])
 		pass.SetBindGroup(0, g.mergeBind, nil)
-		dispatch(pass, c, uint32(sub.nq), 1, 1)
+		dispatch(pass, c, uint32(sub.NQ), 1, 1)
 		return
 	}
 	pass.SetPipeline(g.dev.pipelines.scores[layout])
-	tiles := uint32((sub.nq + int(layout.QT) - 1) / int(layout.QT))
+	tiles := uint32((sub.NQ + int(layout.QT) - 1) / int(layout.QT))
 	for _, ch := range g.resident() {
 		x, y := g.grid(ch.rows, layout)
 		pass.SetBindGroup(0, ch.bind, nil)
 		dispatch(pass, c, x, y, tiles)
 		g.countRead(c, ch.rows, tiles)
 	}
-	if !sub.deviceSelect {
+	if !sub.DeviceSelect {
 		return
 	}
 	sp := g.dev.pipelines.selects[g.metric == core.L2]
-	gx := selectGroups(sub.rows)
+	gx := gpuplan.SelectGroups(sub.Rows)
 	pass.SetBindGroup(0, g.selBind, nil)
 	for round := 0; round < 8; round++ {
 		pass.SetPipeline(sp.hist)
-		dispatch(pass, c, gx, uint32(sub.nq), 1)
+		dispatch(pass, c, gx, uint32(sub.NQ), 1)
 		pass.SetPipeline(sp.scan)
-		dispatch(pass, c, uint32(sub.nq), 1, 1)
+		dispatch(pass, c, uint32(sub.NQ), 1, 1)
 	}
 	pass.SetPipeline(sp.compact)
-	dispatch(pass, c, gx, uint32(sub.nq), 1)
-	if sub.deviceSorted() {
+	dispatch(pass, c, gx, uint32(sub.NQ), 1)
+	if sub.DeviceSorted() {
 		pass.SetPipeline(sp.sort)
-		dispatch(pass, c, uint32(sub.nq), 1, 1)
+		dispatch(pass, c, uint32(sub.NQ), 1, 1)
 	}
 }
 
@@ -618,7 +523,7 @@ func (g *Index) countRead(c *core.Stages, rows int, tiles uint32) {
 	c.BytesRead += int64(rows) * int64(g.rowBytes()) * int64(tiles)
 }
 
-// run scores qs against the first sub.rows rows in one submission and one
+// run scores qs against the first sub.Rows rows in one submission and one
 // map, and reads back either each query's k best (selected on the device)
 // or every score (then, for k > 0, selected on the host). A traced call (t
 // not nil) issues exactly what an untraced one does, so its counts are the
@@ -633,21 +538,21 @@ func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *core
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
-	sub.nq = len(qs)
+	sub.NQ = len(qs)
 	qs, scale, err := g.flushScale(qs)
 	if err != nil {
 		return nil, nil, err
 	}
 	layout := g.single
-	if sub.nq > 1 {
+	if sub.NQ > 1 {
 		layout = g.batch
 	}
 	g.planSelect(&sub)
-	c := core.Stages{Path: sub.path()}
+	c := core.Stages{Path: sub.Path()}
 	dev := g.device()
 	start := time.Now()
 	var raw []byte
-	size := sub.readbackBytes()
+	size := sub.ReadbackBytes()
 	stampAt, timed := uint64(0), false
 	err = scoped(dev, "search", func() error {
 		if err := g.prepare(sub); err != nil {
@@ -683,7 +588,7 @@ func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *core
 			return err
 		}
 		src := g.hits.buf
-		if !sub.deviceSelect {
+		if !sub.DeviceSelect {
 			src = g.scoresB.buf
 		}
 		total := size
@@ -747,23 +652,20 @@ func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *core
 	}
 	raw = raw[:size]
 	switch {
-	case sub.deviceSelect:
-		hits = g.decode(raw, sub.nq, sub.k, !sub.fused && !sub.deviceSorted())
+	case sub.DeviceSelect:
+		hits = gpuplan.Decode(raw, sub.NQ, sub.K, !sub.Fused && !sub.DeviceSorted(), g.metric)
 		if err := unscaleHits(hits, scale); err != nil {
 			return nil, nil, err
 		}
-	case sub.k == 0:
+	case sub.K == 0:
 		t.Add(&c)
 		scores := wgpu.FromBytes[float32](raw)
-		unscaleScores(scores, sub.rows, scale)
+		unscaleScores(scores, sub.Rows, scale)
 		return nil, scores, nil
 	default:
 		scores := wgpu.FromBytes[float32](raw)
-		unscaleScores(scores, sub.rows, scale)
-		hits = make([][]core.Hit, sub.nq)
-		for q := range hits {
-			hits[q] = topk.SelectAllowed(scores[q*sub.rows:(q+1)*sub.rows], sub.k, g.metric, sub.mask)
-		}
+		unscaleScores(scores, sub.Rows, scale)
+		hits = gpuplan.HostSelect(scores, sub, g.metric)
 	}
 	if t != nil {
 		lap(&c.Select, start)
@@ -843,33 +745,6 @@ func unscaleHits(hits [][]core.Hit, scale []int) error {
 	return nil
 }
 
-// decode turns the read-back (score bits, row) pairs into best-first lists,
-// in the ordering every path shares. The fused path and, up to
-// shaders.SortLimit, the radix select return them sorted; a larger k's
-// hits come unordered (sort: sorting them is the host's only selection
-// work).
-func (g *Index) decode(raw []byte, nq, k int, sort bool) [][]core.Hit {
-	m := g.metric
-	out := make([][]core.Hit, nq)
-	for q := range out {
-		hs := make([]core.Hit, k)
-		for i := range hs {
-			score, row := shaders.DecodeHit(raw[(q*k+i)*shaders.HitBytes:])
-			hs[i] = core.Hit{Score: score, Row: int(row)}
-		}
-		if sort {
-			slices.SortFunc(hs, func(a, b core.Hit) int {
-				if topk.Worse(b, a, m, nil) {
-					return -1
-				}
-				return 1
-			})
-		}
-		out[q] = hs
-	}
-	return out
-}
-
 // readback maps the first size bytes of the staging buffer and returns a
 // copy of them; c (may be nil) counts the map and the bytes.
 func (g *Index) readback(size uint64, c *core.Stages) ([]byte, error) {
@@ -927,32 +802,22 @@ func (g *Index) Search(ctx context.Context, qs [][]float32, k, rows int, mask []
 		return nil, fmt.Errorf("%w: an index of compressed rows is searched through Sums", ErrFailed)
 	}
 	if rows == 0 || allowed == 0 {
-		out := make([][]core.Hit, len(qs))
-		for i := range out {
-			out[i] = []core.Hit{}
-		}
-		return out, nil
+		return gpuplan.EmptyLists(len(qs)), nil
 	}
 	k = min(k, allowed)
-	sub := submission{k: k, rows: rows, deviceSelect: 2*k < rows, mask: mask, tombs: tombs,
-		radix: SelectPathOf(ctx) == SelectRadix}
-	if tombs && !sub.deviceSelect {
+	sub := submission{K: k, Rows: rows, DeviceSelect: 2*k < rows, Mask: mask, Tombs: tombs,
+		Radix: SelectPathOf(ctx) == SelectRadix}
+	if tombs && !sub.DeviceSelect {
 		// The host selects from every score: it reads the tombstones
 		// itself, and nothing goes up.
 		g.dev.mu.Lock()
-		sub.mask, sub.tombs = g.liveMask(rows), false
+		sub.Mask, sub.Tombs = g.liveMask(rows), false
 		g.dev.mu.Unlock()
 	}
-	out := make([][]core.Hit, 0, len(qs))
-	step := g.perSubmission(sub)
-	for lo := 0; lo < len(qs); lo += step {
-		hits, _, err := g.run(ctx, qs[lo:min(lo+step, len(qs))], sub, st)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, hits...)
-	}
-	return out, nil
+	return gpuplan.SearchBatches(qs, g.perSubmission(sub), func(part [][]float32) ([][]core.Hit, error) {
+		hits, _, err := g.run(ctx, part, sub, st)
+		return hits, err
+	})
 }
 
 // Sums returns, for an index of compressed rows (NewCompressedIndex), every
@@ -966,32 +831,15 @@ func (g *Index) Sums(ctx context.Context, qs [][]float32, rows int, st *core.Sta
 	if g.prec == core.F32 {
 		return nil, 0, fmt.Errorf("%w: Sums needs an index of compressed rows", ErrFailed)
 	}
-	want := int(g.queryBytes() / 4)
-	for j, q := range qs {
-		if len(q) != want {
-			return nil, 0, fmt.Errorf("%w: query %d has %d words, the rows take %d", ErrFailed, j, len(q), want)
-		}
+	if err := gpuplan.QueryWords(qs, int(g.queryBytes()/4), ErrFailed); err != nil {
+		return nil, 0, err
 	}
-	out := make([]float32, 0, len(qs)*rows)
-	if rows == 0 {
-		return out, 0, nil
-	}
-	sub := submission{rows: rows}
-	step := g.perSubmission(sub)
-	for lo := 0; lo < len(qs); lo += step {
-		part := qs[lo:min(lo+step, len(qs))]
-		_, all, err := g.run(ctx, part, sub, st)
-		if err != nil {
-			return nil, 0, err
-		}
-		out = append(out, all...)
-		qt := int(g.single.QT)
-		if len(part) > 1 {
-			qt = int(g.batch.QT)
-		}
-		scans += (len(part) + qt - 1) / qt
-	}
-	return out, scans, nil
+	sub := submission{Rows: rows}
+	return gpuplan.SumBatches(qs, rows, func() int { return g.perSubmission(sub) }, g.single.QT, g.batch.QT,
+		func(part [][]float32) ([]float32, error) {
+			_, all, err := g.run(ctx, part, sub, st)
+			return all, err
+		})
 }
 
 // scores returns every row's score for q, unranked: the device's self-test
@@ -1000,7 +848,7 @@ func (g *Index) scores(ctx context.Context, q []float32, rows int) ([]float32, e
 	if rows == 0 {
 		return []float32{}, nil
 	}
-	_, all, err := g.run(ctx, [][]float32{q}, submission{rows: rows}, nil)
+	_, all, err := g.run(ctx, [][]float32{q}, submission{Rows: rows}, nil)
 	return all, err
 }
 

@@ -7,9 +7,9 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"slices"
 
 	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/gpuplan"
 	"github.com/umbravec/umbra/internal/packed"
 )
 
@@ -70,17 +70,14 @@ func (d *Device) checkFused(dim int, metric core.Metric) error {
 	if err != nil {
 		return err
 	}
-	ks := []int{5}
-	for _, p := range append(slices.Clone(g.topkSingle), g.topkBatch...) {
-		ks = append(ks, p.MaxK())
-	}
+	rows, ks := gpuplan.FusedChecks(g.topkSingle, g.topkBatch)
 	g.Release()
 	// Each 128-row chunk is scanned by two workgroups, each looping over
 	// several steps of rows and cutting its lists as they fill, and the
 	// merge meets two lists a chunk (as many workgroups as planned would
 	// be at most eight a chunk here, on a software adapter one or two:
 	// the same code, fewer loops, so one pass checks both).
-	return d.checkSearches(dim, metric, 2*slices.Max(ks)+90, ks, 2)
+	return d.checkSearches(dim, metric, rows, ks, 2)
 }
 
 // selfTestDims are the dimensions the self-test checks: a short row (a team
@@ -141,18 +138,8 @@ func (d *Device) checkSearches(dim int, metric core.Metric, rows int, ks []int, 
 	if err := g.Upload(ctx, slab, 0, nil, nil); err != nil {
 		return err
 	}
-	exact := func(q []float32, row int) float64 {
-		var s float64
-		for j, x := range slab.Row(row) {
-			if metric == core.L2 {
-				s += (float64(x) - float64(q[j])) * (float64(x) - float64(q[j]))
-			} else {
-				s += float64(x) * float64(q[j])
-			}
-		}
-		return s
-	}
-	tol := func(w float64) float64 { return 1e-4 * math.Max(1, math.Abs(w)) }
+	exact := func(q []float32, row int) float64 { return gpuplan.ExactScore(slab.Row(row), q, metric) }
+	tol := gpuplan.Tol
 	got, err := g.scores(ctx, qs[0], rows)
 	if err != nil {
 		return err
@@ -165,80 +152,28 @@ func (d *Device) checkSearches(dim int, metric core.Metric, rows int, ks []int, 
 	// Top k selected on the device (one query, then a batch), and every row
 	// ranked on the host from read-back scores (k = rows); then the same
 	// with an allow bitmap admitting every third row.
-	third := make([]uint64, (rows+63)/64)
-	for r := 0; r < rows; r += 3 {
-		third[r>>6] |= 1 << (uint(r) & 63)
-	}
-	admitted := (rows + 2) / 3
-	type search struct {
-		qs   [][]float32
-		k    int
-		mask []uint64
-		want int
-	}
-	var cases []search
-	for _, k := range ks {
-		cases = append(cases, search{qs[:1], k, nil, k}, search{qs, k, nil, k},
-			search{qs[:1], k, third, min(k, admitted)}, search{qs, k, third, min(k, admitted)})
-	}
-	if !fused {
-		cases = append(cases, search{qs[:2], rows, nil, rows}, search{qs[:2], rows, third, admitted})
-	}
-	for _, c := range cases {
+	for _, c := range gpuplan.Cases(qs, ks, rows, fused) {
 		var st core.Stages
-		hits, err := g.Search(ctx, c.qs, c.k, rows, c.mask, &st)
+		hits, err := g.Search(ctx, c.Queries, c.K, rows, c.Mask, &st)
 		if err != nil {
 			return err
 		}
-		if _, ok := g.fusedPlan(c.k, len(c.qs), false); fused && ok && 2*c.want < rows && st.Path != "fused" {
-			return fmt.Errorf("%w: test top-%d of %d queries took the %s path, not the fused one", ErrFailed, c.k, len(c.qs), st.Path)
+		if _, ok := g.fusedPlan(c.K, len(c.Queries), false); fused && ok && 2*c.Want < rows && st.Path != "fused" {
+			return fmt.Errorf("%w: test top-%d of %d queries took the %s path, not the fused one", ErrFailed, c.K, len(c.Queries), st.Path)
 		}
-		if len(hits) != len(c.qs) {
-			return fmt.Errorf("%w: test search returned %d lists for %d queries", ErrFailed, len(hits), len(c.qs))
+		if len(hits) != len(c.Queries) {
+			return fmt.Errorf("%w: test search returned %d lists for %d queries", ErrFailed, len(hits), len(c.Queries))
 		}
-		for qi, q := range c.qs {
-			var ranked []float64
-			for i := 0; i < rows; i++ {
-				if c.mask == nil || i%3 == 0 {
-					ranked = append(ranked, exact(q, i))
-				}
-			}
-			slices.Sort(ranked)
-			if metric != core.L2 {
-				slices.Reverse(ranked)
-			}
+		for qi, q := range c.Queries {
+			ranked := gpuplan.Ranked(rows, c.Mask != nil, metric, func(i int) float64 { return exact(q, i) })
 			for _, h := range hits[qi] {
-				if c.mask != nil && h.Row%3 != 0 {
+				if c.Mask != nil && h.Row%3 != 0 {
 					return fmt.Errorf("%w: test search with an allow bitmap returned row %d, which it excludes", ErrFailed, h.Row)
 				}
 			}
-			if err := checkRanking(hits[qi], c.want, ranked, func(row int) float64 { return exact(q, row) }, tol); err != nil {
-				return fmt.Errorf("%w: test top-%d of query %d of %d (masked %v): %v", ErrFailed, c.k, qi, len(c.qs), c.mask != nil, err)
+			if err := gpuplan.CheckRanking(hits[qi], c.Want, ranked, func(row int) float64 { return exact(q, row) }, tol); err != nil {
+				return fmt.Errorf("%w: test top-%d of query %d of %d (masked %v): %v", ErrFailed, c.K, qi, len(c.Queries), c.Mask != nil, err)
 			}
-		}
-	}
-	return nil
-}
-
-// checkRanking checks that hits are k distinct rows whose exact scores are,
-// rank by rank, the k best of ranked (the exact scores best first), each
-// reported within tolerance: a correct answer up to near-ties.
-func checkRanking(hits []core.Hit, k int, ranked []float64, exact func(int) float64, tol func(float64) float64) error {
-	if len(hits) != k {
-		return fmt.Errorf("%d hits, want %d", len(hits), k)
-	}
-	seen := make(map[int]bool, k)
-	for i, h := range hits {
-		if h.Row < 0 || seen[h.Row] {
-			return fmt.Errorf("rank %d: row %d is out of range or repeated", i, h.Row)
-		}
-		seen[h.Row] = true
-		w := exact(h.Row)
-		if math.Abs(float64(h.Score)-w) > tol(w) {
-			return fmt.Errorf("rank %d: row %d scored %g, want %g", i, h.Row, h.Score, w)
-		}
-		if math.Abs(w-ranked[i]) > 2*tol(w) {
-			return fmt.Errorf("rank %d: row %d has score %g, the rank's exact score is %g", i, h.Row, w, ranked[i])
 		}
 	}
 	return nil

@@ -230,7 +230,7 @@ func TestScoreBitsOnEveryPath(t *testing.T) {
 						check("single scores", qi, row, s)
 					}
 				}
-				_, all, err := g.run(context.Background(), qs, submission{rows: n}, nil)
+				_, all, err := g.run(context.Background(), qs, submission{Rows: n}, nil)
 				require.NoError(t, err)
 				require.Len(t, all, len(qs)*n)
 				for qi := range qs {

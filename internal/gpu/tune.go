@@ -143,7 +143,7 @@ func (d *Device) timeScores(s *packed.Slab, q [][]float32) (time.Duration, error
 	var best time.Duration
 	for i := 0; i < 4; i++ {
 		var st core.Stages
-		if _, _, err := g.run(context.Background(), q, submission{rows: s.Rows}, &st); err != nil {
+		if _, _, err := g.run(context.Background(), q, submission{Rows: s.Rows}, &st); err != nil {
 			return 0, err
 		}
 		if i > 0 && (best == 0 || st.Kernel < best) {

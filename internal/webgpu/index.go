@@ -13,8 +13,8 @@ import (
 
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/gpuplan"
 	"github.com/umbravec/umbra/internal/packed"
-	"github.com/umbravec/umbra/internal/topk"
 	"github.com/umbravec/umbra/shaders"
 )
 
@@ -84,32 +84,19 @@ func (d *Device) newIndex(stride int, metric core.Metric, prec core.Precision, m
 
 // planIndex lays out an index for the variant in use, compiling nothing.
 func (d *Device) planIndex(stride int, metric core.Metric, prec core.Precision, maxChunkRows int) (*Index, error) {
-	plan, err := packed.PlanChunks(stride, packed.Limits{MaxStorageBindingBytes: d.lim.MaxStorageBindingBytes,
-		MaxBufferBytes: d.lim.MaxBufferBytes, MaxWorkgroupsPerDim: d.lim.MaxWorkgroupsPerDim, MaxChunkRows: maxChunkRows})
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", gpu.ErrTooLarge, err)
-	}
-	target := shaders.Target{MaxInvocations: d.lim.MaxInvocations, MaxWorkgroupBytes: d.lim.MaxWorkgroupBytes,
-		MaxTeam: d.team, StageQueries: d.staged}
-	single, err := shaders.PlanScores(stride, metric, 1, target)
+	ip, err := gpuplan.PlanIndex(stride, metric, prec, maxChunkRows, gpuplan.Chip{
+		MaxStorageBindingBytes: d.lim.MaxStorageBindingBytes, MaxBufferBytes: d.lim.MaxBufferBytes,
+		MaxWorkgroupsPerDim: d.lim.MaxWorkgroupsPerDim, MaxInvocations: d.lim.MaxInvocations,
+		MaxWorkgroupBytes: d.lim.MaxWorkgroupBytes, Team: d.team, Staged: d.staged,
+		Subgroups: d.subgroups, Fused: d.fused, BatchQT: batchQT, TooLarge: gpu.ErrTooLarge,
+	})
 	if err != nil {
 		return nil, err
 	}
-	batch, err := shaders.PlanScores(stride, metric, batchQT, target)
-	if err != nil {
-		return nil, err
-	}
-	single.Subgroups, batch.Subgroups = d.subgroups, d.subgroups
-	if prec != core.F32 {
-		single.Prec, batch.Prec = prec, prec
-		single.Subgroups, batch.Subgroups, batch.Slice = false, false, 0
-	}
+	plan, single, batch := ip.Chunks, ip.Single, ip.Batch
 	g := &Index{dev: d, metric: metric, prec: prec, single: single, batch: batch, plan: plan,
 		bind: min(d.lim.MaxStorageBindingBytes, d.lim.MaxBufferBytes), maxChunkRows: maxChunkRows}
-	if d.fused && prec == core.F32 {
-		g.topkSingle = shaders.TopKPlans(single, d.lim.MaxWorkgroupBytes)
-		g.topkBatch = shaders.TopKPlans(batch, d.lim.MaxWorkgroupBytes)
-	}
+	g.topkSingle, g.topkBatch = ip.TopKSingle, ip.TopKBatch
 	return g, nil
 }
 
@@ -230,13 +217,7 @@ func (g *Index) SetFault(f func(step string) error) {
 }
 
 func (g *Index) step(name string) error {
-	if g.fault == nil {
-		return nil
-	}
-	if err := g.fault(name); err != nil {
-		return fmt.Errorf("%w: %s: %v", gpu.ErrFailed, name, err)
-	}
-	return nil
+	return gpuplan.Step(g.fault, name, gpu.ErrFailed)
 }
 
 // Adapter describes the device's adapter.
@@ -246,15 +227,8 @@ func (g *Index) Adapter() core.AdapterInfo { return g.dev.info }
 func (g *Index) Limits() gpu.Limits {
 	l := g.dev.Limits()
 	l.Team, l.StagedQueries = g.single.Team, g.batch.Slice > 0
-	l.FusedK, l.FusedBatchK = maxK(g.topkSingle), maxK(g.topkBatch)
+	l.FusedK, l.FusedBatchK = gpuplan.MaxK(g.topkSingle), gpuplan.MaxK(g.topkBatch)
 	return l
-}
-
-func maxK(plans []shaders.TopKLayout) uint32 {
-	if len(plans) == 0 {
-		return 0
-	}
-	return uint32(plans[len(plans)-1].MaxK())
 }
 
 // ChunkRows is the most rows one device buffer holds.
@@ -434,17 +408,7 @@ func (g *Index) liveMask(rows int) []uint64 {
 	if !any {
 		return nil
 	}
-	out := make([]uint64, (rows+63)/64)
-	for i := range out {
-		out[i] = ^uint64(0)
-		if i < len(g.dead) {
-			out[i] &^= g.dead[i]
-		}
-	}
-	if rows&63 != 0 {
-		out[len(out)-1] &= 1<<(uint(rows)&63) - 1
-	}
-	return out
+	return gpuplan.LiveMask(rows, g.dead)
 }
 
 // Sibling returns a new, empty index like g on the same device.
@@ -529,37 +493,7 @@ func (g *Index) Calibrate() (time.Duration, float64, error) {
 }
 
 // submission is one pass of a search, as internal/gpu's.
-type submission struct {
-	nq, k, rows   int
-	deviceSelect  bool
-	fused         bool
-	plan          shaders.TopKLayout
-	groups, lists int
-	mask          []uint64
-}
-
-func (s submission) hitsPerQuery() int {
-	if s.deviceSelect {
-		return s.k
-	}
-	return 1
-}
-
-func (s submission) deviceSorted() bool {
-	return s.deviceSelect && (s.fused || s.k <= shaders.SortLimit)
-}
-
-func (s submission) path() string {
-	switch {
-	case s.fused:
-		return "fused"
-	case s.deviceSelect:
-		return "radix"
-	case s.k > 0:
-		return "host"
-	}
-	return "scores"
-}
+type submission = gpuplan.Submission
 
 // resident lists the chunks that hold rows, in order.
 func (g *Index) resident() []*chunk {
@@ -572,39 +506,21 @@ func (g *Index) resident() []*chunk {
 	return out
 }
 
-func (g *Index) maxGroups() uint64 {
-	if n := g.dev.lim.MaxWorkgroupsPerDim; n != 0 {
-		return uint64(n)
-	}
-	return 65535
-}
+func (g *Index) maxGroups() uint64 { return gpuplan.MaxGroups(g.dev.lim.MaxWorkgroupsPerDim) }
 
 // grid returns the 2-D dispatch for a chunk of rows rows.
 func (g *Index) grid(rows int, l shaders.ScoresLayout) (uint32, uint32) {
-	groups := (uint64(rows) + uint64(l.Rows) - 1) / uint64(l.Rows)
-	gx := min(max(groups, 1), g.maxGroups())
-	return uint32(gx), uint32((groups + gx - 1) / gx)
+	return gpuplan.Grid(rows, l, g.maxGroups())
 }
-
-func selectGroups(rows int) uint32 { return uint32(min(max((rows+1023)/1024, 1), 1024)) }
 
 // planSelect decides whether a device selection takes the fused path, and
 // with how many workgroups per chunk (internal/gpu's rule).
 func (g *Index) planSelect(sub *submission) {
-	if !sub.deviceSelect || !g.dev.fused {
+	if !sub.DeviceSelect || !g.dev.fused {
 		return
 	}
-	plans := g.topkSingle
-	if sub.nq > 1 {
-		plans = g.topkBatch
-	}
-	for _, p := range plans {
-		if sub.k <= p.MaxK() {
-			sub.fused, sub.plan = true, p
-			break
-		}
-	}
-	if !sub.fused {
+	p, ok := gpuplan.FusedPlan(g.topkSingle, g.topkBatch, sub.K, sub.NQ)
+	if !ok {
 		return
 	}
 	most, chunks := 0, 0
@@ -612,24 +528,15 @@ func (g *Index) planSelect(sub *submission) {
 		most = max(most, ch.rows)
 		chunks++
 	}
-	steps := (most + int(sub.plan.Step()) - 1) / int(sub.plan.Step())
-	limit := 512
-	if g.dev.info.Software() {
-		limit = 32
-	}
-	sub.groups = max(min(steps, max(16, min(limit, 8192/sub.k))), 1)
-	if g.fusedGroups > 0 {
-		sub.groups = min(sub.groups, g.fusedGroups)
-	}
-	sub.lists = sub.groups * chunks
+	gpuplan.PlanFused(sub, p, most, chunks, g.dev.info.Software(), g.fusedGroups)
 }
 
 // batchLimit is how many queries one submission may hold: every scratch
 // buffer within one binding, the query index within a grid dimension.
 func (g *Index) batchLimit(sub submission) int {
-	perQuery := max(uint64(sub.rows)*4, g.queryBytes(), shaders.StateBytes, uint64(sub.k)*shaders.HitBytes)
-	if g.dev.fused && sub.deviceSelect {
-		perQuery = max(perQuery, 512*uint64(max(sub.k, 1))*shaders.HitBytes)
+	perQuery := max(uint64(sub.Rows)*4, g.queryBytes(), shaders.StateBytes, uint64(sub.K)*shaders.HitBytes)
+	if g.dev.fused && sub.DeviceSelect {
+		perQuery = max(perQuery, 512*uint64(max(sub.K, 1))*shaders.HitBytes)
 	}
 	return int(max(min(g.bind/perQuery, g.maxGroups(), 1024), 1))
 }
@@ -657,24 +564,14 @@ func (g *Index) Search(ctx context.Context, qs [][]float32, k, rows int, mask []
 		}
 	}
 	if rows == 0 || allowed == 0 {
-		out := make([][]core.Hit, len(qs))
-		for i := range out {
-			out[i] = []core.Hit{}
-		}
-		return out, nil
+		return gpuplan.EmptyLists(len(qs)), nil
 	}
 	k = min(k, allowed)
-	sub := submission{k: k, rows: rows, deviceSelect: 2*k < rows, mask: mask}
-	out := make([][]core.Hit, 0, len(qs))
-	step := g.batchLimit(sub)
-	for lo := 0; lo < len(qs); lo += step {
-		hits, _, err := g.run(ctx, qs[lo:min(lo+step, len(qs))], sub, st)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, hits...)
-	}
-	return out, nil
+	sub := submission{K: k, Rows: rows, DeviceSelect: 2*k < rows, Mask: mask}
+	return gpuplan.SearchBatches(qs, g.batchLimit(sub), func(part [][]float32) ([][]core.Hit, error) {
+		hits, _, err := g.run(ctx, part, sub, st)
+		return hits, err
+	})
 }
 
 // Scores returns every resident row's score for one padded query.
@@ -685,7 +582,7 @@ func (g *Index) Scores(ctx context.Context, q []float32, rows int) ([]float32, e
 	if rows == 0 {
 		return []float32{}, nil
 	}
-	_, all, err := g.run(ctx, [][]float32{q}, submission{rows: rows}, nil)
+	_, all, err := g.run(ctx, [][]float32{q}, submission{Rows: rows}, nil)
 	return all, err
 }
 
@@ -696,36 +593,18 @@ func (g *Index) Sums(ctx context.Context, qs [][]float32, rows int, st *core.Sta
 	if g.prec == core.F32 {
 		return nil, 0, fmt.Errorf("%w: Sums needs an index of compressed rows", gpu.ErrFailed)
 	}
-	want := int(g.queryBytes() / 4)
-	for j, q := range qs {
-		if len(q) != want {
-			return nil, 0, fmt.Errorf("%w: query %d has %d words, the rows take %d", gpu.ErrFailed, j, len(q), want)
-		}
+	if err := gpuplan.QueryWords(qs, int(g.queryBytes()/4), gpu.ErrFailed); err != nil {
+		return nil, 0, err
 	}
-	out := make([]float32, 0, len(qs)*rows)
-	if rows == 0 {
-		return out, 0, nil
-	}
-	sub := submission{rows: rows}
-	step := g.batchLimit(sub)
-	scans := 0
-	for lo := 0; lo < len(qs); lo += step {
-		part := qs[lo:min(lo+step, len(qs))]
-		_, all, err := g.run(ctx, part, sub, st)
-		if err != nil {
-			return nil, 0, err
-		}
-		out = append(out, all...)
-		qt := int(g.single.QT)
-		if len(part) > 1 {
-			qt = int(g.batch.QT)
-		}
-		scans += (len(part) + qt - 1) / qt
-	}
-	return out, scans, nil
+	sub := submission{Rows: rows}
+	return gpuplan.SumBatches(qs, rows, func() int { return g.batchLimit(sub) }, g.single.QT, g.batch.QT,
+		func(part [][]float32) ([]float32, error) {
+			_, all, err := g.run(ctx, part, sub, st)
+			return all, err
+		})
 }
 
-// run scores qs against the first sub.rows rows in one submission and
+// run scores qs against the first sub.Rows rows in one submission and
 // reads back each query's k best (selected on the device) or every score
 // (selected on the host for k > 0, returned as they are for k = 0).
 func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *core.Stages) (hits [][]core.Hit, all []float32, err error) {
@@ -734,13 +613,13 @@ func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *core
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
-	sub.nq = len(qs)
+	sub.NQ = len(qs)
 	layout := g.single
-	if sub.nq > 1 {
+	if sub.NQ > 1 {
 		layout = g.batch
 	}
 	g.planSelect(&sub)
-	c := core.Stages{Path: sub.path()}
+	c := core.Stages{Path: sub.Path()}
 	start := time.Now()
 	var raw []byte
 	var size uint64
@@ -770,53 +649,53 @@ func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *core
 			c.BytesUp += int64(len(b))
 			return nil
 		}
-		nq := uint64(sub.nq)
+		nq := uint64(sub.NQ)
 		query, err := newBuf("umbra queries", nq*g.queryBytes(), usageStorage|usageCopyDst)
 		if err != nil {
 			return err
 		}
-		flat := make([]float32, 0, sub.nq*len(qs[0]))
+		flat := make([]float32, 0, sub.NQ*len(qs[0]))
 		for _, q := range qs {
 			flat = append(flat, q...)
 		}
 		if err := write("write queries", query, bytesOf(flat)); err != nil {
 			return err
 		}
-		allow, err := newBuf("umbra allow", uint64(len(sub.mask))*8, usageStorage|usageCopyDst)
+		allow, err := newBuf("umbra allow", uint64(len(sub.Mask))*8, usageStorage|usageCopyDst)
 		if err != nil {
 			return err
 		}
-		if sub.mask != nil && sub.deviceSelect {
-			if err := write("write allow", allow, bytesOf(sub.mask)); err != nil {
+		if sub.Mask != nil && sub.DeviceSelect {
+			if err := write("write allow", allow, bytesOf(sub.Mask)); err != nil {
 				return err
 			}
 		}
-		masked := shaders.MaskedWith(sub.mask != nil, 0)
+		masked := shaders.MaskedWith(sub.Mask != nil, 0)
 		var hitsBuf, scoresBuf, cands, mparams, state js.Value
-		if sub.fused {
-			if cands, err = newBuf("umbra candidates", nq*uint64(sub.lists)*uint64(sub.k)*shaders.HitBytes, usageStorage); err != nil {
+		if sub.Fused {
+			if cands, err = newBuf("umbra candidates", nq*uint64(sub.Lists)*uint64(sub.K)*shaders.HitBytes, usageStorage); err != nil {
 				return err
 			}
 			if mparams, err = newBuf("umbra merge params", shaders.MergeParamsBytes, usageUniform|usageCopyDst); err != nil {
 				return err
 			}
-			if err := write("write merge params", mparams, shaders.MergeParams(sub.k, sub.lists)); err != nil {
+			if err := write("write merge params", mparams, shaders.MergeParams(sub.K, sub.Lists)); err != nil {
 				return err
 			}
 		} else {
-			if scoresBuf, err = newBuf("umbra scores", nq*uint64(sub.rows)*4, usageStorage|usageCopySrc); err != nil {
+			if scoresBuf, err = newBuf("umbra scores", nq*uint64(sub.Rows)*4, usageStorage|usageCopySrc); err != nil {
 				return err
 			}
 			if state, err = newBuf("umbra select state", nq*shaders.StateBytes, usageStorage|usageCopyDst); err != nil {
 				return err
 			}
-			if sub.deviceSelect {
-				if err := write("write select state", state, shaders.SelectState(sub.nq, sub.rows, sub.k, masked)); err != nil {
+			if sub.DeviceSelect {
+				if err := write("write select state", state, shaders.SelectState(sub.NQ, sub.Rows, sub.K, masked)); err != nil {
 					return err
 				}
 			}
 		}
-		if hitsBuf, err = newBuf("umbra hits", nq*uint64(sub.hitsPerQuery())*shaders.HitBytes, usageStorage|usageCopySrc); err != nil {
+		if hitsBuf, err = newBuf("umbra hits", nq*uint64(sub.HitsPerQuery())*shaders.HitBytes, usageStorage|usageCopySrc); err != nil {
 			return err
 		}
 		list := 0
@@ -826,10 +705,10 @@ func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *core
 			}
 			x, _ := g.grid(ch.rows, layout)
 			p := shaders.Params{Rows: uint32(ch.rows), GroupsX: x, Base: uint32(i * g.plan.RowsPerChunk),
-				Total: uint32(sub.rows), Queries: uint32(sub.nq)}
-			if sub.fused {
-				p.K, p.Masked, p.ListBase, p.Lists = uint32(sub.k), masked, uint32(list), uint32(sub.lists)
-				list += sub.groups
+				Total: uint32(sub.Rows), Queries: uint32(sub.NQ)}
+			if sub.Fused {
+				p.K, p.Masked, p.ListBase, p.Lists = uint32(sub.K), masked, uint32(list), uint32(sub.Lists)
+				list += sub.Groups
 			}
 			if err := write("write params", ch.params, p.Encode()); err != nil {
 				return err
@@ -855,8 +734,8 @@ func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *core
 		enc := g.dev.device.Call("createCommandEncoder")
 		pass := enc.Call("beginComputePass")
 		src := hitsBuf
-		if sub.fused {
-			scan, err := g.fusedPipe(sub.plan)
+		if sub.Fused {
+			scan, err := g.fusedPipe(sub.Plan)
 			if err != nil {
 				return err
 			}
@@ -865,55 +744,55 @@ func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *core
 				return err
 			}
 			pass.Call("setPipeline", scan)
-			tiles := uint32((sub.nq + int(sub.plan.Scores.QT) - 1) / int(sub.plan.Scores.QT))
+			tiles := uint32((sub.NQ + int(sub.Plan.Scores.QT) - 1) / int(sub.Plan.Scores.QT))
 			for _, ch := range g.resident() {
 				pass.Call("setBindGroup", 0, bind("fused", shaders.FusedBindings, ch.data, query, cands, ch.params, allow))
-				dispatch(pass, uint32(sub.groups), 1, tiles)
+				dispatch(pass, uint32(sub.Groups), 1, tiles)
 			}
 			pass.Call("setPipeline", merge)
 			pass.Call("setBindGroup", 0, bind("merge", shaders.MergeBindings, cands, hitsBuf, mparams))
-			dispatch(pass, uint32(sub.nq), 1, 1)
+			dispatch(pass, uint32(sub.NQ), 1, 1)
 		} else {
 			scores, err := g.scoresPipe(layout)
 			if err != nil {
 				return err
 			}
 			pass.Call("setPipeline", scores)
-			tiles := uint32((sub.nq + int(layout.QT) - 1) / int(layout.QT))
+			tiles := uint32((sub.NQ + int(layout.QT) - 1) / int(layout.QT))
 			for _, ch := range g.resident() {
 				x, y := g.grid(ch.rows, layout)
 				pass.Call("setBindGroup", 0, bind("scores", shaders.ScoresBindings, ch.data, query, scoresBuf, ch.params))
 				dispatch(pass, x, y, tiles)
 			}
-			if sub.deviceSelect {
+			if sub.DeviceSelect {
 				var pipes [4]js.Value
 				for i, e := range shaders.SelectEntries {
 					if pipes[i], err = g.selectPipe(e); err != nil {
 						return err
 					}
 				}
-				gx := selectGroups(sub.rows)
+				gx := gpuplan.SelectGroups(sub.Rows)
 				pass.Call("setBindGroup", 0, bind("select", shaders.SelectBindings, scoresBuf, state, hitsBuf, allow))
 				for round := 0; round < 8; round++ {
 					pass.Call("setPipeline", pipes[0])
-					dispatch(pass, gx, uint32(sub.nq), 1)
+					dispatch(pass, gx, uint32(sub.NQ), 1)
 					pass.Call("setPipeline", pipes[1])
-					dispatch(pass, uint32(sub.nq), 1, 1)
+					dispatch(pass, uint32(sub.NQ), 1, 1)
 				}
 				pass.Call("setPipeline", pipes[2])
-				dispatch(pass, gx, uint32(sub.nq), 1)
-				if sub.deviceSorted() {
+				dispatch(pass, gx, uint32(sub.NQ), 1)
+				if sub.DeviceSorted() {
 					pass.Call("setPipeline", pipes[3])
-					dispatch(pass, uint32(sub.nq), 1, 1)
+					dispatch(pass, uint32(sub.NQ), 1, 1)
 				}
 			} else {
 				src = scoresBuf
 			}
 		}
 		pass.Call("end")
-		size = uint64(sub.nq) * uint64(sub.rows) * 4
-		if sub.deviceSelect {
-			size = uint64(sub.nq) * uint64(sub.k) * shaders.HitBytes
+		size = uint64(sub.NQ) * uint64(sub.Rows) * 4
+		if sub.DeviceSelect {
+			size = uint64(sub.NQ) * uint64(sub.K) * shaders.HitBytes
 		}
 		if err := g.step("map readback"); err != nil {
 			return err
@@ -936,47 +815,20 @@ func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *core
 	}
 	raw = raw[:size]
 	switch {
-	case sub.deviceSelect:
-		hits = g.decode(raw, sub.nq, sub.k, !sub.deviceSorted())
-	case sub.k == 0:
+	case sub.DeviceSelect:
+		hits = gpuplan.Decode(raw, sub.NQ, sub.K, !sub.DeviceSorted(), g.metric)
+	case sub.K == 0:
 		t.Add(&c)
 		return nil, floatsOf(raw), nil
 	default:
 		scores := floatsOf(raw)
-		hits = make([][]core.Hit, sub.nq)
-		for q := range hits {
-			hits[q] = topk.SelectAllowed(scores[q*sub.rows:(q+1)*sub.rows], sub.k, g.metric, sub.mask)
-		}
+		hits = gpuplan.HostSelect(scores, sub, g.metric)
 	}
 	if t != nil {
 		lap(&c.Select, start)
 	}
 	t.Add(&c)
 	return hits, nil, nil
-}
-
-// decode turns read-back (score bits, row) pairs into best-first lists,
-// sorting on the host when the device did not (a radix select of k above
-// shaders.SortLimit).
-func (g *Index) decode(raw []byte, nq, k int, sort bool) [][]core.Hit {
-	out := make([][]core.Hit, nq)
-	for q := range out {
-		hs := make([]core.Hit, k)
-		for i := range hs {
-			score, row := shaders.DecodeHit(raw[(q*k+i)*shaders.HitBytes:])
-			hs[i] = core.Hit{Score: score, Row: int(row)}
-		}
-		if sort {
-			slices.SortFunc(hs, func(a, b core.Hit) int {
-				if topk.Worse(b, a, g.metric, nil) {
-					return -1
-				}
-				return 1
-			})
-		}
-		out[q] = hs
-	}
-	return out
 }
 
 func lap(d *time.Duration, start time.Time) time.Time {

@@ -13,8 +13,8 @@ import (
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/exact"
 	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/gpuplan"
 	"github.com/umbravec/umbra/internal/packed"
-	"github.com/umbravec/umbra/shaders"
 )
 
 // The checks here are what makes the probe prove the device works — the
@@ -91,12 +91,9 @@ func (d *Device) CheckFused(r *rand.Rand, dim int, m core.Metric) error {
 	if err != nil {
 		return err
 	}
-	ks := []int{5}
-	for _, p := range append(slices.Clone(g.topkSingle), g.topkBatch...) {
-		ks = append(ks, p.MaxK())
-	}
+	rows, ks := gpuplan.FusedChecks(g.topkSingle, g.topkBatch)
 	g.Release()
-	if err := d.checkSearches(r, dim, m, 2*slices.Max(ks)+90, ks, 2); err != nil {
+	if err := d.checkSearches(r, dim, m, rows, ks, 2); err != nil {
 		return fmt.Errorf("fused self-test at dimension %d, metric %v, %v: %w", dim, m, d.Variant(), err)
 	}
 	return nil
@@ -125,17 +122,7 @@ func (d *Device) checkSearches(r *rand.Rand, dim int, metric core.Metric, rows i
 	if err := g.Upload(ctx, slab, 0, nil, nil); err != nil {
 		return err
 	}
-	exactScore := func(q []float32, row int) float64 {
-		var s float64
-		for j, x := range slab.Row(row) {
-			if metric == core.L2 {
-				s += (float64(x) - float64(q[j])) * (float64(x) - float64(q[j]))
-			} else {
-				s += float64(x) * float64(q[j])
-			}
-		}
-		return s
-	}
+	exactScore := func(q []float32, row int) float64 { return gpuplan.ExactScore(slab.Row(row), q, metric) }
 	// Every query's exact scores, once: the cases below rank prefixes of
 	// qs, so a case's query qi is qs[qi].
 	exactOf := make([][]float64, nq)
@@ -145,7 +132,7 @@ func (d *Device) checkSearches(r *rand.Rand, dim int, metric core.Metric, rows i
 			exactOf[qi][i] = exactScore(q, i)
 		}
 	}
-	tol := func(w float64) float64 { return 1e-4 * math.Max(1, math.Abs(w)) }
+	tol := gpuplan.Tol
 	got, err := g.Scores(ctx, qs[0], rows)
 	if err != nil {
 		return err
@@ -155,72 +142,40 @@ func (d *Device) checkSearches(r *rand.Rand, dim int, metric core.Metric, rows i
 			return fmt.Errorf("%w: score %g for row %d, want %g", gpu.ErrFailed, s, i, w)
 		}
 	}
-	third := make([]uint64, (rows+63)/64)
-	for i := 0; i < rows; i += 3 {
-		third[i>>6] |= 1 << (uint(i) & 63)
-	}
-	admitted := (rows + 2) / 3
-	type search struct {
-		qs   [][]float32
-		k    int
-		mask []uint64
-		want int
-	}
-	var cases []search
-	for _, k := range ks {
-		cases = append(cases, search{qs[:1], k, nil, k}, search{qs, k, nil, k},
-			search{qs[:1], k, third, min(k, admitted)}, search{qs, k, third, min(k, admitted)})
-	}
-	if !fused {
-		cases = append(cases, search{qs[:2], rows, nil, rows}, search{qs[:2], rows, third, admitted})
-	}
 	view := fallback.Slab{Data: slab.Data, Rows: slab.Rows, Dim: slab.Dim, Stride: slab.Stride}
-	for _, c := range cases {
+	for _, c := range gpuplan.Cases(qs, ks, rows, fused) {
 		var st core.Stages
-		hits, err := g.Search(ctx, c.qs, c.k, rows, c.mask, &st)
+		hits, err := g.Search(ctx, c.Queries, c.K, rows, c.Mask, &st)
 		if err != nil {
 			return err
 		}
-		plans := g.topkSingle
-		if len(c.qs) > 1 {
-			plans = g.topkBatch
+		_, covered := gpuplan.FusedPlan(g.topkSingle, g.topkBatch, c.K, len(c.Queries))
+		if fused && covered && 2*c.Want < rows && st.Path != "fused" {
+			return fmt.Errorf("%w: top-%d of %d queries took the %s path, not the fused one", gpu.ErrFailed, c.K, len(c.Queries), st.Path)
 		}
-		covered := slices.ContainsFunc(plans, func(p shaders.TopKLayout) bool { return c.k <= p.MaxK() })
-		if fused && covered && 2*c.want < rows && st.Path != "fused" {
-			return fmt.Errorf("%w: top-%d of %d queries took the %s path, not the fused one", gpu.ErrFailed, c.k, len(c.qs), st.Path)
+		if len(hits) != len(c.Queries) {
+			return fmt.Errorf("%w: %d lists for %d queries", gpu.ErrFailed, len(hits), len(c.Queries))
 		}
-		if len(hits) != len(c.qs) {
-			return fmt.Errorf("%w: %d lists for %d queries", gpu.ErrFailed, len(hits), len(c.qs))
-		}
-		for qi, q := range c.qs {
+		for qi, q := range c.Queries {
 			ex := exactOf[qi]
 			exact := func(row int) float64 { return ex[row] }
-			var ranked []float64
-			for i := 0; i < rows; i++ {
-				if c.mask == nil || i%3 == 0 {
-					ranked = append(ranked, ex[i])
-				}
-			}
-			slices.Sort(ranked)
-			if metric != core.L2 {
-				slices.Reverse(ranked)
-			}
+			ranked := gpuplan.Ranked(rows, c.Mask != nil, metric, exact)
 			for _, h := range hits[qi] {
 				if h.Row < 0 || h.Row >= rows {
-					return fmt.Errorf("%w: top-%d of query %d returned row %d of %d", gpu.ErrFailed, c.k, qi, h.Row, rows)
+					return fmt.Errorf("%w: top-%d of query %d returned row %d of %d", gpu.ErrFailed, c.K, qi, h.Row, rows)
 				}
-				if c.mask != nil && h.Row%3 != 0 {
+				if c.Mask != nil && h.Row%3 != 0 {
 					return fmt.Errorf("%w: a search with an allow bitmap returned row %d, which it excludes", gpu.ErrFailed, h.Row)
 				}
 			}
-			if err := checkRanking(hits[qi], c.want, ranked, exact, tol); err != nil {
-				return fmt.Errorf("%w: top-%d of query %d of %d (masked %v, path %s): %v", gpu.ErrFailed, c.k, qi, len(c.qs), c.mask != nil, st.Path, err)
+			if err := gpuplan.CheckRanking(hits[qi], c.Want, ranked, exact, tol); err != nil {
+				return fmt.Errorf("%w: top-%d of query %d of %d (masked %v, path %s): %v", gpu.ErrFailed, c.K, qi, len(c.Queries), c.Mask != nil, st.Path, err)
 			}
 			// The CPU fallback's answer, rank by rank: the same rows
 			// unless two scores tie within the tolerance.
 			v := view
-			v.Allow = c.mask
-			want, err := fallback.Search(ctx, v, q, c.k, metric, 1)
+			v.Allow = c.Mask
+			want, err := fallback.Search(ctx, v, q, c.K, metric, 1)
 			if err != nil {
 				return err
 			}
@@ -232,32 +187,9 @@ func (d *Device) checkSearches(r *rand.Rand, dim int, metric core.Metric, rows i
 				if math.Abs(float64(h.Score)-float64(w.Score)) > 2*tol(float64(w.Score)) ||
 					h.Row != w.Row && math.Abs(ex[h.Row]-ex[w.Row]) > 2*tol(float64(w.Score)) {
 					return fmt.Errorf("%w: top-%d of query %d (path %s) rank %d: row %d score %g, the fallback's row %d score %g",
-						gpu.ErrFailed, c.k, qi, st.Path, i, h.Row, h.Score, w.Row, w.Score)
+						gpu.ErrFailed, c.K, qi, st.Path, i, h.Row, h.Score, w.Row, w.Score)
 				}
 			}
-		}
-	}
-	return nil
-}
-
-// checkRanking checks that hits are k distinct rows whose exact scores
-// are, rank by rank, the k best of ranked, each within tolerance.
-func checkRanking(hits []core.Hit, k int, ranked []float64, exactScore func(int) float64, tol func(float64) float64) error {
-	if len(hits) != k {
-		return fmt.Errorf("%d hits, want %d", len(hits), k)
-	}
-	seen := make(map[int]bool, k)
-	for i, h := range hits {
-		if h.Row < 0 || seen[h.Row] {
-			return fmt.Errorf("rank %d: row %d is out of range or repeated", i, h.Row)
-		}
-		seen[h.Row] = true
-		w := exactScore(h.Row)
-		if math.Abs(float64(h.Score)-w) > tol(w) {
-			return fmt.Errorf("rank %d: row %d scored %g, want %g", i, h.Row, h.Score, w)
-		}
-		if math.Abs(w-ranked[i]) > 2*tol(w) {
-			return fmt.Errorf("rank %d: row %d has score %g, the rank's exact score is %g", i, h.Row, w, ranked[i])
 		}
 	}
 	return nil
