@@ -106,14 +106,20 @@ func (r expRange) widen(o expRange) expRange {
 // overflowing. stride is the padded dimension (how many products a score
 // adds).
 func flushPlan(rows, q expRange, l2 bool, stride int) (s int, ok bool) {
+	if l2 {
+		// The terms are (x−q)²: with every nonzero component of either
+		// side at least 2^l2MinExp, each difference is a multiple of that
+		// side's ulp and its square is not subnormal. A side with no
+		// nonzero component (an all-zero row or query) leaves the other
+		// side's components as the differences, so it is held to the
+		// same bound, not waved through.
+		return 0, (!rows.any || rows.min >= l2MinExp) && (!q.any || q.min >= l2MinExp)
+	}
 	if !rows.any || !q.any {
 		return 0, true // every product is 0: every value is 0
 	}
 	if rows.min <= subnormalExp {
 		return 0, false
-	}
-	if l2 {
-		return 0, rows.min >= l2MinExp && q.min >= l2MinExp
 	}
 	s = max(0, dotGridExp-rows.min-q.min, -126-q.min)
 	if s == 0 {

@@ -272,3 +272,20 @@ func TestFlushFreeOnDevice(t *testing.T) {
 	refuse("a subnormal row component", core.Dot, [][]float32{ones, {1, 0x1p-140, 0, 0}}, ones)
 	refuse("a dot product too wide to scale", core.Dot, [][]float32{{0x1p100, 0x1p-100, 0, 0}, ones}, []float32{0x1p20, 0x1p-20, 0, 0})
 }
+
+// TestFlushPlanL2WithAnAllZeroSide: under L2 an all-zero row set (or
+// query) leaves the other side's components as the differences, so tiny
+// ones are refused, not waved through as "every product is 0" (which is
+// Dot's rule). A random seed of TestFlushPlanEmulated found this case.
+func TestFlushPlanL2WithAnAllZeroSide(t *testing.T) {
+	none, tiny, fine := expRange{}, expRange{min: -71, max: -64, any: true}, expRange{min: -10, max: 3, any: true}
+	for _, c := range []struct {
+		rows, q expRange
+		ok      bool
+	}{{none, tiny, false}, {tiny, none, false}, {none, fine, true}, {fine, none, true}, {none, none, true}} {
+		_, ok := flushPlan(c.rows, c.q, true, 8)
+		require.Equal(t, c.ok, ok, "L2, rows %v, query %v", c.rows, c.q)
+		_, ok = flushPlan(c.rows, c.q, false, 8)
+		require.True(t, ok, "Dot, rows %v, query %v: a zero side makes every product 0", c.rows, c.q)
+	}
+}
