@@ -124,9 +124,12 @@ func startServer(opts *server.Options) (*Embedded, error) {
 		return nil, fmt.Errorf("embedded NATS server: %w", err)
 	}
 	go s.Start()
-	if !s.ReadyForConnections(30 * time.Second) {
+	// Generous: JetStream recovers its file store before it listens, and
+	// a loaded machine (CI's race run starts many servers at once) has
+	// taken over 30 s to get there.
+	if !s.ReadyForConnections(2 * time.Minute) {
 		s.Shutdown()
-		return nil, errors.New("embedded NATS server did not start within 30 s")
+		return nil, errors.New("embedded NATS server did not start within 2 minutes")
 	}
 	return &Embedded{s: s}, nil
 }
