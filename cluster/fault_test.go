@@ -128,9 +128,9 @@ func (sv *serverProcs) start(i int) {
 			cmd.Wait()
 			t.Fatalf("server %s did not start: %s", sv.names[i], stderr.String())
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(2 * time.Minute):
 		cmd.Process.Kill()
-		t.Fatalf("server %s did not start within 30 s", sv.names[i])
+		t.Fatalf("server %s did not start within 2 minutes", sv.names[i])
 	}
 	sv.mu.Lock()
 	sv.procs[i] = cmd.Process
