@@ -45,8 +45,8 @@ func f16RowsAVX2(dst, q *float32, rows *uint16, stride, n, groups int)
 func f16Panel3x4AVX2(dst *float32, ldd int, qs *float32, qstride int, rows *uint16, rstride, n, groups int)
 
 type (
-	i8RowsAsm  func(dst *int32, q *int8, rows *uint8, stride, n, groups int)
-	i8PanelAsm func(dst *int32, ldd int, qs *int8, qstride int, rows *uint8, rstride, n, groups int)
+	i8RowsAsm  = rowsAsm[int32, int8, uint8]
+	i8PanelAsm = panelAsm[int32, int8, uint8]
 )
 
 var (
@@ -107,61 +107,10 @@ func (k i8Kernels) with(f f16Kernels, name string) quantKernelSet {
 	return quantKernelSet{name: name, i8Rows: k.rows, i8Tile: k.tile, f16Rows: f.rows, f16Tile: f.tile}
 }
 
-// The wrappers check the slices up front, so the assembly stays inside
-// them (a bad call is a recovered panic, not a wild read), and score rows
-// left after the last group of four one at a time with a stride of zero
-// (the same order as any other row), and queries after the last panel
-// group with the rows kernel (the panel's order too).
-
-func wrapI8Rows(k i8RowsAsm) i8RowsKernel {
-	return func(dst []int32, q []int8, rows []uint8, stride int) {
-		nr, n := len(dst), len(q)
-		if nr == 0 {
-			return
-		}
-		if n == 0 || n%64 != 0 {
-			i8RowsGo(dst, q, rows, stride)
-			return
-		}
-		_ = rows[(nr-1)*stride+n-1]
-		if g := nr / 4; g > 0 {
-			k(&dst[0], &q[0], &rows[0], stride, n, g)
-		}
-		var four [4]int32
-		for i := nr &^ 3; i < nr; i++ {
-			k(&four[0], &q[0], &rows[i*stride], 0, n, 1)
-			dst[i] = four[0]
-		}
-	}
-}
+// wrapI8Rows and wrapI8Tile are wrapRows and wrapTile (quant_asm.go) of
+// the int8 kernels, 64 bytes a step.
+func wrapI8Rows(k i8RowsAsm) i8RowsKernel { return wrapRows(k, 64, i8RowsGo) }
 
 func wrapI8Tile(k i8PanelAsm, rk i8RowsAsm, nq int) i8TileKernel {
-	rows1 := wrapI8Rows(rk)
-	return func(dst []int32, qs []int8, nqs int, rows []uint8, nr, stride int) {
-		if nr == 0 || nqs == 0 {
-			return
-		}
-		if stride == 0 || stride%64 != 0 {
-			i8TileGo(dst, qs, nqs, rows, nr, stride)
-			return
-		}
-		_ = rows[nr*stride-1]
-		_ = qs[nqs*stride-1]
-		_ = dst[nqs*nr-1]
-		gq := nqs / nq
-		full := nr &^ 3
-		if gq > 0 {
-			for i := 0; i < full; i += 4 {
-				k(&dst[i], nr, &qs[0], stride, &rows[i*stride], stride, stride, gq)
-			}
-		}
-		for j := range nqs {
-			q := qs[j*stride : (j+1)*stride]
-			if j >= gq*nq {
-				rows1(dst[j*nr:(j+1)*nr], q, rows, stride)
-			} else if full < nr {
-				rows1(dst[j*nr+full:(j+1)*nr], q, rows[full*stride:], stride)
-			}
-		}
-	}
+	return wrapTile(k, rk, nq, 64, i8RowsGo, i8TileGo)
 }
