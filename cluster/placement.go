@@ -547,12 +547,20 @@ func (n *Node) Leave(ctx context.Context) error {
 		return errors.New("node: Leave needs placement (NodeConfig.Placement)")
 	}
 	n.leaving.Store(true)
+	// A listing of the nodes can miss one that re-registers while it is
+	// read (as the controller's can, see its re-read): "no other node" is
+	// believed only when three looks in a row, half a tick apart, say so.
+	alone := 0
 	for {
 		if n.held() == 0 {
 			return nil
 		}
 		if others, err := n.place.others(ctx); err == nil && others == 0 {
-			return fmt.Errorf("leaving: no other node to hand %d replicas to", n.held())
+			if alone++; alone == 3 {
+				return fmt.Errorf("leaving: no other node to hand %d replicas to", n.held())
+			}
+		} else {
+			alone = 0
 		}
 		select {
 		case <-ctx.Done():
