@@ -31,25 +31,33 @@ func newHarness(t *testing.T, serve func(string, int) bool) *harness {
 	if testing.Short() {
 		t.Skip("cluster tests start a NATS server (skipped under -short)")
 	}
-	h := &harness{t: t, dir: t.TempDir()}
-	var err error
-	h.srv, err = StartEmbedded(EmbeddedConfig{Listen: "127.0.0.1:0", Dir: h.dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.srv.Close)
+	h := &harness{t: t}
+	h.dir, h.srv, h.c = serverAndClient(t, Timeout(20*time.Second))
 	ctx := context.Background()
-	h.c, err = Connect(ctx, h.srv.URL(), Timeout(20*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.c.Close)
+	var err error
 	h.node, err = StartNode(ctx, h.c, NodeConfig{Dir: h.dir, Device: engine.CPU, Serve: serve, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.node.Close() })
 	return h
+}
+
+// serverAndClient starts an embedded NATS server in a test's temporary
+// directory and connects a client to it, both closed when the test ends.
+func serverAndClient(t *testing.T, opts ...ClientOption) (dir string, srv *Embedded, c *Client) {
+	t.Helper()
+	dir = t.TempDir()
+	srv, err := StartEmbedded(EmbeddedConfig{Listen: "127.0.0.1:0", Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	if c, err = Connect(context.Background(), srv.URL(), opts...); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return dir, srv, c
 }
 
 // mirror applies the same writes to a local engine index: the reference

@@ -378,18 +378,8 @@ func TestClusterReplicaKilledMidSearch(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts node processes (skipped under -short)")
 	}
-	dir := t.TempDir()
-	srv, err := StartEmbedded(EmbeddedConfig{Listen: "127.0.0.1:0", Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
+	dir, srv, c := serverAndClient(t, Timeout(20*time.Second), AttemptTimeout(time.Second))
 	ctx := context.Background()
-	c, err := Connect(ctx, srv.URL(), Timeout(20*time.Second), AttemptTimeout(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	const dim, shards = 8, 3
 	col, err := c.Create(ctx, "r", CollectionConfig{Dim: dim, Shards: shards})
 	if err != nil {

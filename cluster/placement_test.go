@@ -77,18 +77,8 @@ func TestClusterPlacementMoves(t *testing.T) {
 }
 
 func placementMoves(t *testing.T, R int) {
-	dir := t.TempDir()
-	srv, err := StartEmbedded(EmbeddedConfig{Listen: "127.0.0.1:0", Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
+	dir, srv, c := serverAndClient(t, Timeout(20*time.Second))
 	ctx := context.Background()
-	c, err := Connect(ctx, srv.URL(), Timeout(20*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
 	const dim, shards = 8, 4
 	col, err := c.Create(ctx, "pl", CollectionConfig{Dim: dim, Shards: shards, NodeReplicas: R})
 	if err != nil {
@@ -335,18 +325,8 @@ func TestClusterPlacementLoneNodeLeave(t *testing.T) {
 	oldTick := placementTick
 	placementTick = 100 * time.Millisecond
 	t.Cleanup(func() { placementTick = oldTick })
-	dir := t.TempDir()
-	srv, err := StartEmbedded(EmbeddedConfig{Listen: "127.0.0.1:0", Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
+	dir, _, c := serverAndClient(t, Timeout(20*time.Second))
 	ctx := context.Background()
-	c, err := Connect(ctx, srv.URL(), Timeout(20*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
 	col, err := c.Create(ctx, "lone", CollectionConfig{Dim: 3, Shards: 3})
 	if err != nil {
 		t.Fatal(err)

@@ -91,18 +91,8 @@ func TestClusterNodeKilledMidApplyResumes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a NATS server and node processes (skipped under -short)")
 	}
-	dir := t.TempDir()
-	srv, err := StartEmbedded(EmbeddedConfig{Listen: "127.0.0.1:0", Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
+	dir, srv, c := serverAndClient(t, Timeout(30*time.Second))
 	ctx := context.Background()
-	c, err := Connect(ctx, srv.URL(), Timeout(30*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
 	const dim, shards = 8, 2
 	col, err := c.Create(ctx, "k", CollectionConfig{Dim: dim, Shards: shards})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -207,7 +208,7 @@ func TestClusterNodeResumesAfterLostDeliveries(t *testing.T) {
 				// Long enough for the heartbeats to be missed.
 				time.Sleep(3 * time.Second)
 			}
-			if got := node.appliedAll("l", 2); !slicesEqual(got, before) {
+			if got := node.appliedAll("l", 2); !slices.Equal(got, before) {
 				t.Fatalf("the node applied %v while cut (from %v): the proxy let messages through", got, before)
 			}
 			px.cut.Store(false)
@@ -232,16 +233,4 @@ func (n *Node) appliedAll(collection string, shards int) []uint64 {
 		out[s], _ = n.Applied(collection, s)
 	}
 	return out
-}
-
-func slicesEqual(a, b []uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
