@@ -69,17 +69,7 @@ func (ix *Index) addLocked(ctx context.Context, start time.Time, ids []uint64, i
 		rec.Op, rec.Keys = storefile.OpUpsertKeys, keys
 	}
 	rec.Rows = ix.appendedRows(p)
-	if a.given() {
-		// Metadata and payloads are logged with their rows, in one
-		// record: replayed whole or not at all.
-		rec.Op = storefile.OpWrite
-		if a.metaSet {
-			rec.Meta = encodeMeta(a.meta)
-		}
-		if a.paySet {
-			rec.Payloads = a.payloads
-		}
-	}
+	a.logInto(&rec, false)
 	// The attributes go in before the record is logged, so that once it is
 	// nothing can fail; searches read them only for published rows.
 	undoAttrs := func() {}
@@ -295,11 +285,17 @@ func (ix *Index) upload(ctx context.Context, from int, st *core.Stages, progress
 	return nil
 }
 
+// hostBytes is the host memory the index takes with rows rows: the packed
+// rows, their compressed copy, and the stored metadata and payloads.
+func (ix *Index) hostBytes(rows int) int64 {
+	return int64(rows)*int64(ix.slab.Stride)*4 + ix.quant.bytesFor(rows) + ix.attrs.bytes()
+}
+
 // checkBudget refuses an append of n rows that would take the packed rows
 // past MaxHostBytes, or, on a GPU, past MaxDeviceBytes. The caller holds
 // wmu.
 func (ix *Index) checkBudget(n int) error {
-	bytes := int64(ix.slab.Rows+n)*int64(ix.slab.Stride)*4 + ix.quant.bytesFor(ix.slab.Rows+n) + ix.attrs.bytes()
+	bytes := ix.hostBytes(ix.slab.Rows + n)
 	if max := ix.cfg.Limits.MaxHostBytes; max > 0 && bytes > max {
 		return fmt.Errorf("%w: %d vectors would take %d bytes of host memory, over MaxHostBytes %d",
 			ErrTooLarge, ix.slab.Rows+n, bytes, max)

@@ -73,9 +73,31 @@ type callAttrs struct {
 	payloads [][]byte
 	metaSet  bool
 	paySet   bool
+	// encoded is meta in the log's encoding, made once by checkAttrs,
+	// which counts its bytes (nil until then).
+	encoded [][]byte
 }
 
 func (a *callAttrs) given() bool { return a.metaSet || a.paySet }
+
+// logInto makes rec, a write's log record, carry a's metadata and payloads
+// (op 6, an upsert or not), so that they are replayed with their rows,
+// whole or not at all. Without them rec is left as it is.
+func (a *callAttrs) logInto(rec *storefile.Record, upsert bool) {
+	if !a.given() {
+		return
+	}
+	rec.Op, rec.Upsert = storefile.OpWrite, upsert
+	if a.metaSet {
+		if a.encoded == nil {
+			a.encoded = encodeMeta(a.meta)
+		}
+		rec.Meta = a.encoded
+	}
+	if a.paySet {
+		rec.Payloads = a.payloads
+	}
+}
 
 // pick returns the attributes of the call's rows idx, in that order.
 func (a *callAttrs) pick(idx []int) callAttrs {
@@ -159,12 +181,13 @@ func (ix *Index) checkAttrs(a *callAttrs) error {
 		if err := mi.Check(a.meta, nil); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalidMeta, err)
 		}
-		for _, f := range a.meta {
-			incoming += int64(len(meta.AppendBinary(nil, f)))
+		a.encoded = encodeMeta(a.meta)
+		for _, b := range a.encoded {
+			incoming += int64(len(b))
 		}
 	}
 	if limit := ix.cfg.Limits.MaxHostBytes; limit > 0 && incoming > 0 {
-		held := int64(ix.slab.Rows)*int64(ix.slab.Stride)*4 + ix.quant.bytesFor(ix.slab.Rows) + ix.attrs.bytes()
+		held := ix.hostBytes(ix.slab.Rows)
 		if held+incoming > limit {
 			return fmt.Errorf("%w: the metadata and payloads of this write (%d bytes) would take host memory to %d bytes, over MaxHostBytes %d",
 				ErrTooLarge, incoming, held+incoming, limit)
@@ -195,9 +218,6 @@ func (ix *Index) appendAttrs(old, n int, a *callAttrs) (undo func(), err error) 
 			r.meta = ix.newMetaIndex()
 		}
 		schema = r.meta.MarshalSchema()
-		if r.meta.Len() > old {
-			_ = r.meta.Truncate(old)
-		}
 		if err := r.meta.Append(make([]meta.Fields, old-r.meta.Len())); err != nil {
 			return nil, err
 		}
@@ -330,7 +350,8 @@ func (ix *Index) keepAttrs(rows []int) {
 	}
 }
 
-// encodeAttrs returns a's metadata encoded for the log, one entry per row.
+// encodeMeta returns rows' metadata encoded for the log, one entry per
+// row (nil for a row without).
 func encodeMeta(rows []meta.Fields) [][]byte {
 	out := make([][]byte, len(rows))
 	for i, f := range rows {

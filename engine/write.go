@@ -156,15 +156,7 @@ func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]flo
 	if keys != nil {
 		rec.Op = storefile.OpUpsertKeys
 	}
-	if a.given() {
-		rec.Op, rec.Upsert = storefile.OpWrite, true
-		if a.metaSet {
-			rec.Meta = encodeMeta(a.meta)
-		}
-		if a.paySet {
-			rec.Payloads = a.payloads
-		}
-	}
+	a.logInto(&rec, true)
 	if err := ix.logged(rec); err != nil {
 		undo()
 		return err
