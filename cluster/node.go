@@ -68,10 +68,13 @@ type Node struct {
 }
 
 // testHooks let tests widen the window between a request's arrival and
-// its goroutine (request), and see every request goroutine start (serve).
+// its goroutine (request), see every request goroutine start (serve),
+// slow a replica's applying (apply) and make the controller's listing of
+// the nodes miss one (listNodes).
 var testHooks struct {
 	request, serve atomic.Pointer[func(*Node)]
-	apply          atomic.Pointer[func(*Node)] // before each message a replica applies
+	apply          atomic.Pointer[func(*Node)]          // before each message a replica applies
+	listNodes      atomic.Pointer[func(id string) bool] // true: the controller's listing of the nodes misses id
 }
 
 // StartNode starts a node on c's connection. It picks up every collection

@@ -356,22 +356,55 @@ func (p *placement) lease(ctx context.Context) error {
 
 // control brings every collection's assignment up to date.
 func (p *placement) control(ctx context.Context) error {
-	nodes := map[string]nodeRecord{}
+	var metas []*collectionMeta
+	ckeys, err := p.n.c.colls.ListKeys(ctx)
+	if err != nil {
+		return err
+	}
+	for name := range ckeys.Keys() {
+		e, err := p.n.c.colls.Get(ctx, name)
+		if err != nil {
+			continue
+		}
+		if meta, err := unmarshalMeta(e.Value()); err == nil {
+			metas = append(metas, meta)
+		}
+	}
+	// A listing may miss a key put again while it runs (the bucket keeps
+	// one revision a key), so the nodes it misses that the last round saw
+	// or that an assignment names are read one by one: only a record that
+	// is gone counts as a node gone. (A controller that has just taken
+	// over saw no last round; without the assignments' names it would
+	// take a serving node it missed for dead and move its shards.)
+	ids := map[string]bool{}
 	keys, err := p.nodes.ListKeys(ctx)
 	if err != nil {
 		return err
 	}
-	// A listing may miss a key put again while it runs (the bucket keeps
-	// one revision a key), so the nodes of the last round that it misses
-	// are read one by one: only a record that is gone counts as a node
-	// gone.
-	ids := map[string]bool{}
+	hide := testHooks.listNodes.Load()
 	for k := range keys.Keys() {
-		ids[k] = true
+		if hide == nil || !(*hide)(k) {
+			ids[k] = true
+		}
 	}
 	for k := range p.known {
 		ids[k] = true
 	}
+	for _, meta := range metas {
+		e, err := p.kv.Get(ctx, assignKey(meta.Name))
+		if err != nil {
+			continue // none yet, or unreadable: controlOne says which
+		}
+		var a assignment
+		if json.Unmarshal(e.Value(), &a) == nil {
+			for _, sp := range a.Shards {
+				for _, id := range slices.Concat(sp.Serving, sp.Adding) {
+					ids[id] = true
+				}
+			}
+		}
+	}
+	nodes := map[string]nodeRecord{}
 	for k := range ids {
 		e, err := p.nodes.Get(ctx, k)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -389,22 +422,10 @@ func (p *placement) control(ctx context.Context) error {
 	for k := range nodes {
 		p.known[k] = true
 	}
-	ckeys, err := p.n.c.colls.ListKeys(ctx)
-	if err != nil {
-		return err
-	}
 	var errs []error
-	for name := range ckeys.Keys() {
-		e, err := p.n.c.colls.Get(ctx, name)
-		if err != nil {
-			continue
-		}
-		meta, err := unmarshalMeta(e.Value())
-		if err != nil {
-			continue
-		}
+	for _, meta := range metas {
 		if err := p.controlOne(ctx, meta, nodes); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			errs = append(errs, fmt.Errorf("%s: %w", meta.Name, err))
 		}
 	}
 	return errors.Join(errs...)

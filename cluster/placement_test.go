@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
 )
@@ -356,5 +357,112 @@ func TestClusterPlacementLoneNodeLeave(t *testing.T) {
 		if _, ok := n.Applied("lone", s); !ok {
 			t.Fatalf("shard %d let go with no node to take it", s)
 		}
+	}
+}
+
+// A controller that has just taken over and whose listing of the nodes
+// misses a live node serving shards (a listing can miss a key put again
+// while it runs) keeps that node: only a record that is gone counts as a
+// node gone. Before, such a controller moved the node's shards away and
+// left them with no replica answering until the move was made.
+func TestClusterNewControllerKeepsAMissedNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster tests start a NATS server (skipped under -short)")
+	}
+	oldTick, oldLease, oldTTL := placementTick, leaseTTL, nodeTTL
+	placementTick, leaseTTL, nodeTTL = 100*time.Millisecond, 600*time.Millisecond, 1500*time.Millisecond
+	t.Cleanup(func() { placementTick, leaseTTL, nodeTTL = oldTick, oldLease, oldTTL })
+	dir, srv, c := serverAndClient(t, Timeout(20*time.Second))
+	ctx := context.Background()
+	if _, err := c.Create(ctx, "mc", CollectionConfig{Dim: 4, Shards: 6, NodeReplicas: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var pkv jetstream.KeyValue
+	controller := func() string {
+		var err error
+		if pkv == nil {
+			if pkv, err = c.js.KeyValue(ctx, bucketPlacement); err != nil {
+				return ""
+			}
+		}
+		e, err := pkv.Get(ctx, keyController)
+		if err != nil {
+			return ""
+		}
+		return string(e.Value())
+	}
+	nodes := map[string]*Node{}
+	for _, id := range []string{"a", "b", "c"} {
+		nc, err := Connect(ctx, srv.URL(), Timeout(20*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		n, err := StartNode(ctx, nc, NodeConfig{Dir: filepath.Join(dir, id), Device: engine.CPU, Placement: true,
+			ID: id, Memory: 1 << 30, Logf: func(f string, a ...any) { t.Logf(time.Now().Format("15:04:05.000 ")+id+": "+f, a...) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { n.Close() })
+		nodes[id] = n
+		// a starts first and so holds the controller key.
+		if id == "a" {
+			waitFor(t, "a to control", func() bool { return controller() == "a" })
+		}
+	}
+	read := func() (assignment, bool) {
+		e, err := pkv.Get(ctx, assignKey("mc"))
+		if err != nil {
+			return assignment{}, false
+		}
+		var a assignment
+		return a, json.Unmarshal(e.Value(), &a) == nil
+	}
+	serves := func(a assignment, id string) int {
+		k := 0
+		for _, sp := range a.Shards {
+			if slices.Contains(sp.Serving, id) {
+				k++
+			}
+		}
+		return k
+	}
+	waitFor(t, "a to hand its shards over", func() bool {
+		a, ok := read()
+		return ok && serves(a, "b") > 0 && serves(a, "c") > 0
+	})
+	// From here on every listing misses c; a, which saw c, leaves and
+	// closes, and b or c takes the controller over.
+	hide := func(id string) bool { return id == "c" }
+	testHooks.listNodes.Store(&hide)
+	defer testHooks.listNodes.Store(nil)
+	lctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	err := nodes["a"].Leave(lctx)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes["a"].Close()
+	waitFor(t, "b or c to take the controller over", func() bool { k := controller(); return k == "b" || k == "c" })
+	// Ten rounds of the new controller: c serves throughout.
+	for range 10 {
+		time.Sleep(placementTick)
+		a, ok := read()
+		if !ok {
+			t.Fatal("assignment unreadable")
+		}
+		if serves(a, "c") == 0 || serves(a, "a") != 0 {
+			t.Fatalf("after a left, under a new controller that misses c in its listings: %+v", a)
+		}
+	}
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); !ok(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 15 s for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
