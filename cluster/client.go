@@ -137,6 +137,9 @@ func (c *Client) Create(ctx context.Context, name string, cfg CollectionConfig) 
 	if cfg.Shards < 1 || cfg.Shards > maxShards {
 		return nil, fmt.Errorf("%w: Shards %d (1 to %d)", engine.ErrInvalidConfig, cfg.Shards, maxShards)
 	}
+	if cfg.NodeReplicas < 0 {
+		return nil, fmt.Errorf("%w: NodeReplicas %d (0 for the default, 3)", engine.ErrInvalidConfig, cfg.NodeReplicas)
+	}
 	if cfg.Replicas == 0 {
 		cfg.Replicas = c.replicas
 	}
@@ -150,8 +153,10 @@ func (c *Client) Create(ctx context.Context, name string, cfg CollectionConfig) 
 		if err != nil {
 			return nil, err
 		}
-		if old.Dim != meta.Dim || old.Metric != meta.Metric || old.Shards != meta.Shards {
-			return nil, fmt.Errorf("%w: %q has dim %d, metric %s, %d shards", ErrCollectionExists, name, old.Dim, old.Metric, old.Shards)
+		if old.Dim != meta.Dim || old.Metric != meta.Metric || old.Shards != meta.Shards ||
+			(meta.NodeReplicas != 0 && old.NodeReplicas != meta.NodeReplicas) {
+			return nil, fmt.Errorf("%w: %q has dim %d, metric %s, %d shards, node replicas %d", ErrCollectionExists, name,
+				old.Dim, old.Metric, old.Shards, old.NodeReplicas)
 		}
 		return c.open(old)
 	}
@@ -236,6 +241,10 @@ func (col *Collection) Name() string          { return col.meta.Name }
 func (col *Collection) Dim() int              { return col.meta.Dim }
 func (col *Collection) Metric() engine.Metric { return col.metric }
 func (col *Collection) Shards() int           { return col.meta.Shards }
+
+// NodeReplicas is how many nodes hold each shard under placement, as the
+// collection was created with (0: the default, 3).
+func (col *Collection) NodeReplicas() int { return col.meta.NodeReplicas }
 
 // Token returns a copy of the handle's token.
 func (col *Collection) Token() Token {

@@ -48,12 +48,18 @@ type buildCmd struct {
 	Attr         attrFlags `embed:""`
 	Args         []string  `arg:"" optional:"" hidden:""`
 	Shards       int       `name:"shards" default:"1" placeholder:"S" help:"with --cluster: the collection's shards, fixed at creation"`
+	NodeReplicas int       `name:"node-replicas" default:"0" placeholder:"R" help:"with --cluster: how many nodes hold each shard when the nodes run with --placement (0: 3; at most the live nodes)"`
 	clusterFlags `embed:""`
 }
 
 func (b *buildCmd) Validate() error {
-	if b.Cluster != "" {
+	switch {
+	case b.NodeReplicas < 0:
+		return usagef("--node-replicas %d: want 0 (the default, 3) or more", b.NodeReplicas)
+	case b.Cluster != "":
 		return b.validateCluster(b.Out)
+	case b.NodeReplicas != 0:
+		return usagef("--node-replicas needs --cluster")
 	}
 	if err := noArguments(b.Args); err != nil {
 		return err

@@ -137,7 +137,8 @@ func (b *buildCmd) runCluster(ctx context.Context, e *env) error {
 		return err
 	}
 	defer c.Close()
-	col, err := c.Create(ctx, b.Collection, cluster.CollectionConfig{Dim: src.Dim(), Metric: metric, Shards: b.Shards})
+	col, err := c.Create(ctx, b.Collection, cluster.CollectionConfig{Dim: src.Dim(), Metric: metric, Shards: b.Shards,
+		NodeReplicas: b.NodeReplicas})
 	if err != nil {
 		return err
 	}
@@ -254,11 +255,14 @@ func (c *deleteCmd) runCluster(ctx context.Context, e *env) error {
 }
 
 type clusterInfoJSON struct {
-	Collection string            `json:"collection"`
-	Dim        int               `json:"dim"`
-	Metric     string            `json:"metric"`
-	Shards     int               `json:"shards"`
-	Streams    []clusterShardLog `json:"streams"`
+	Collection string `json:"collection"`
+	Dim        int    `json:"dim"`
+	Metric     string `json:"metric"`
+	Shards     int    `json:"shards"`
+	// NodeReplicas: nodes holding each shard under placement (0: the
+	// default, 3).
+	NodeReplicas int               `json:"node_replicas"`
+	Streams      []clusterShardLog `json:"streams"`
 }
 
 type clusterShardLog struct {
@@ -280,7 +284,8 @@ func (c *infoCmd) runCluster(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	out := clusterInfoJSON{Collection: col.Name(), Dim: col.Dim(), Metric: col.Metric().String(), Shards: col.Shards()}
+	out := clusterInfoJSON{Collection: col.Name(), Dim: col.Dim(), Metric: col.Metric().String(), Shards: col.Shards(),
+		NodeReplicas: col.NodeReplicas()}
 	for s := range col.Shards() {
 		st, err := js.Stream(ctx, fmt.Sprintf("UMBRA_%s_%d", col.Name(), s))
 		if err != nil {
@@ -296,7 +301,11 @@ func (c *infoCmd) runCluster(ctx context.Context, e *env) error {
 	if c.JSON {
 		return json.NewEncoder(e.stdout).Encode(out)
 	}
-	fmt.Fprintf(e.stdout, "collection %s: dimension %d, %s, %d shards\n", out.Collection, out.Dim, out.Metric, out.Shards)
+	fmt.Fprintf(e.stdout, "collection %s: dimension %d, %s, %d shards", out.Collection, out.Dim, out.Metric, out.Shards)
+	if out.NodeReplicas > 0 {
+		fmt.Fprintf(e.stdout, ", %d nodes each under placement", out.NodeReplicas)
+	}
+	fmt.Fprintln(e.stdout)
 	for _, s := range out.Streams {
 		fmt.Fprintf(e.stdout, "  shard %d: %d messages, %d bytes, sequences %d–%d, R%d\n", s.Shard, s.Messages, s.Bytes, s.FirstSeq, s.LastSeq, s.Replicas)
 	}

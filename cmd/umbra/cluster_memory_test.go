@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -41,7 +42,21 @@ func TestClusterMemoryFromTheCommandLine(t *testing.T) {
 	queries := writeMatrix(t, dir, "q.npy", randomMatrix(rng, 4, dim), "")
 	store := filepath.Join(dir, "mem.umbra")
 	ok(t, umbra(t, "build", "--data", data, "--keys", keys, "--meta", metaF, "--payload", payF, "--out", store))
-	ok(t, umbra(t, "build", "--cluster", srv.URL(), "--collection", "mem", "--shards", "3", "--data", data, "--keys", keys, "--meta", metaF, "--payload", payF))
+	ok(t, umbra(t, "build", "--cluster", srv.URL(), "--collection", "mem", "--shards", "3", "--node-replicas", "2", "--data", data, "--keys", keys, "--meta", metaF, "--payload", payF))
+	var info struct {
+		Shards       int `json:"shards"`
+		NodeReplicas int `json:"node_replicas"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(ok(t, umbra(t, "info", "--cluster", srv.URL(), "--collection", "mem", "--json")).stdout), &info))
+	require.Equal(t, [2]int{3, 2}, [2]int{info.Shards, info.NodeReplicas}, "info --json: shards, node_replicas")
+	// The collection exists with 2 node replicas: another count is refused,
+	// and --node-replicas means nothing without --cluster.
+	r := umbra(t, "build", "--cluster", srv.URL(), "--collection", "mem", "--shards", "3", "--node-replicas", "1", "--data", data)
+	require.Equal(t, exitFailure, r.code, r.stderr)
+	require.Contains(t, r.stderr, "node replicas 2")
+	r = umbra(t, "build", "--node-replicas", "2", "--data", data, "--out", filepath.Join(dir, "x.umbra"))
+	require.Equal(t, exitUsage, r.code, r.stderr)
+	require.Contains(t, r.stderr, "--node-replicas needs --cluster")
 
 	for _, args := range [][]string{
 		{"--with-payload"},
@@ -65,6 +80,6 @@ func TestClusterMemoryFromTheCommandLine(t *testing.T) {
 	one := writeMatrix(t, dir, "one.npy", randomMatrix(rng, 1, dim), "")
 	line := requireErrorLine(t, umbra(t, "add", "--cluster", srv.URL(), "--collection", "mem", "--data", one, "--meta", bad))
 	require.Contains(t, line, "--meta "+bad)
-	r := umbra(t, "search", "--cluster", srv.URL(), "--collection", "mem", "--queries", queries, "--k", "3", "--allow-keys", keys)
+	r = umbra(t, "search", "--cluster", srv.URL(), "--collection", "mem", "--queries", queries, "--k", "3", "--allow-keys", keys)
 	require.Equal(t, 2, r.code, r.String())
 }
