@@ -26,8 +26,9 @@ type NodeConfig struct {
 	// Serve picks the shards this node holds; nil: every shard of every
 	// collection.
 	Serve func(collection string, shard int) bool
-	// SnapshotEvery, when positive, makes this node snapshot each shard
-	// it holds after that many applied messages (see Snapshot).
+	// SnapshotEvery, when positive, snapshots each shard this node holds
+	// at every multiple of that many messages (see Snapshot); of the
+	// nodes holding a shard, the first to claim the round takes it.
 	SnapshotEvery int
 	// Logf receives what the node does and what goes wrong (nil: nothing).
 	Logf func(format string, args ...any)
@@ -69,12 +70,14 @@ type Node struct {
 
 // testHooks let tests widen the window between a request's arrival and
 // its goroutine (request), see every request goroutine start (serve),
-// slow a replica's applying (apply) and make the controller's listing of
-// the nodes miss one (listNodes).
+// slow a replica's applying (apply), make the controller's listing of
+// the nodes miss one (listNodes) and see each snapshot uploaded
+// (snapshot).
 var testHooks struct {
 	request, serve atomic.Pointer[func(*Node)]
-	apply          atomic.Pointer[func(*Node)]          // before each message a replica applies
-	listNodes      atomic.Pointer[func(id string) bool] // true: the controller's listing of the nodes misses id
+	apply          atomic.Pointer[func(*Node)]                 // before each message a replica applies
+	listNodes      atomic.Pointer[func(id string) bool]        // true: the controller's listing of the nodes misses id
+	snapshot       atomic.Pointer[func(shard int, seq uint64)] // a snapshot uploaded, before its manifest is written
 }
 
 // StartNode starts a node on c's connection. It picks up every collection
@@ -379,6 +382,20 @@ func (n *Node) follow(r *replica, meta *collectionMeta) {
 
 func (n *Node) followOnce(r *replica, meta *collectionMeta) error {
 	stream := streamName(meta.Name, r.shard)
+	if r.applied.Load() == 0 {
+		// A replica with nothing applied starts from the newest snapshot
+		// where there is one, rather than from the stream's first message
+		// kept (which may be a snapshot's worth of messages behind it).
+		sctx, cancel := context.WithTimeout(r.ctx, followRequestTimeout)
+		man, err := n.newestSnapshot(sctx, meta.Name, r.shard)
+		cancel()
+		if err != nil {
+			return err
+		}
+		if man != nil && man.Seq > 0 {
+			return n.recover(r, meta, man.Seq+1)
+		}
+	}
 	// Listening before the consumer exists: a reconnect from here on
 	// ends it (see below).
 	status := n.c.nc.StatusChanged(nats.CONNECTED)
@@ -474,7 +491,7 @@ func (n *Node) followOnce(r *replica, meta *collectionMeta) error {
 			}
 		}
 		if n.cfg.SnapshotEvery > 0 && seq%uint64(n.cfg.SnapshotEvery) == 0 {
-			if err := n.snapshot(r.ctx, r, meta); err != nil {
+			if err := n.periodicSnapshot(r.ctx, r, meta, seq); err != nil {
 				n.cfg.Logf("shard %s/%d: snapshot: %v", meta.Name, r.shard, err)
 			}
 		}

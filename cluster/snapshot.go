@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,6 +27,11 @@ type snapshotManifest struct {
 	// Parts, when above 0, says the file is in that many objects,
 	// Object/part-0 …, each snapshotPart bytes but the last.
 	Parts int `json:"parts,omitempty"`
+	// Prev is the snapshot before this one, kept with its objects: the
+	// stream is trimmed below it, not below this one, so that a replica
+	// a few messages behind when a snapshot is taken follows the tail
+	// rather than downloading the whole shard. (Its own Prev is nil.)
+	Prev *snapshotManifest `json:"prev,omitempty"`
 }
 
 // snapshotPart bounds one Object Store Put. Put publishes its chunks
@@ -50,6 +56,60 @@ func (m *snapshotManifest) objects() []string {
 
 func snapshotKey(coll string, shard int) string { return coll + "." + strconv.Itoa(shard) }
 
+// claimKey names a shard's snapshot claim in umbra_snapshots: the
+// sequence of the newest periodic snapshot a node took on (a collection
+// name has no '.', so "claim.NAME.S" meets no manifest key "NAME.S").
+func claimKey(coll string, shard int) string { return "claim." + snapshotKey(coll, shard) }
+
+// snapshotClaim is what a claim key holds.
+type snapshotClaim struct {
+	Seq  uint64 `json:"seq"`
+	Node string `json:"node,omitempty"` // for a person reading the bucket
+}
+
+// periodicSnapshot is SnapshotEvery's snapshot of a replica that has just
+// applied seq. Every replica of the shard reaches seq, but one snapshot a
+// round is enough: the first node to move the shard's claim up to seq (by
+// compare-and-set) takes it, the others leave it. A node that claims and
+// dies leaves that round without a snapshot; the next round is claimed
+// anew.
+func (n *Node) periodicSnapshot(ctx context.Context, r *replica, meta *collectionMeta, seq uint64) error {
+	kv, _, err := n.snapshotStores(ctx)
+	if err != nil {
+		return err
+	}
+	key := claimKey(meta.Name, r.shard)
+	b, _ := json.Marshal(snapshotClaim{Seq: seq, Node: n.ID()})
+	switch e, err := kv.Get(ctx, key); {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		if _, err := kv.Create(ctx, key, b); err != nil {
+			if isWrongRevision(err) {
+				return nil // another node claimed first
+			}
+			return err
+		}
+	case err != nil:
+		return err
+	default:
+		var c snapshotClaim
+		if json.Unmarshal(e.Value(), &c) == nil && c.Seq >= seq {
+			return nil // taken by another node, this round or a later one
+		}
+		if _, err := kv.Update(ctx, key, b, e.Revision()); err != nil {
+			if isWrongRevision(err) {
+				return nil
+			}
+			return err
+		}
+	}
+	return n.snapshot(ctx, r, meta)
+}
+
+// isWrongRevision says whether a KV Update or Create failed because the
+// key moved on (another writer was first): the client reports both as
+// ErrKeyExists.
+func isWrongRevision(err error) bool { return errors.Is(err, jetstream.ErrKeyExists) }
+
 func (n *Node) snapshotStores(ctx context.Context) (jetstream.KeyValue, jetstream.ObjectStore, error) {
 	kv, err := bucket(ctx, n.c.js, bucketSnapshots, n.c.replicas)
 	if err != nil {
@@ -68,9 +128,10 @@ func (n *Node) snapshotStores(ctx context.Context) (jetstream.KeyValue, jetstrea
 	return kv, obs, nil
 }
 
-// Snapshot saves the replica of shard to the Object Store, records it as
-// the shard's newest snapshot, and trims the shard's stream below it (the
-// oldest snapshot kept is the newest: one per shard).
+// Snapshot saves the replica of shard to the Object Store and records it
+// as the shard's newest snapshot. Two are kept per shard, this one and
+// the one before it, and the shard's stream is trimmed below the older:
+// the first snapshot trims nothing, the second trims below the first.
 func (n *Node) Snapshot(ctx context.Context, collection string, shard int) (uint64, error) {
 	n.mu.Lock()
 	reps := n.replicas[collection]
@@ -118,7 +179,13 @@ func (n *Node) snapshot(ctx context.Context, r *replica, meta *collectionMeta) e
 	if err != nil {
 		return err
 	}
-	name := fmt.Sprintf("%s/%d/%d", meta.Name, r.shard, seq)
+	// The objects are this snapshot's alone (a random part in the name):
+	// two nodes snapshotting one shard at one sequence (Node.Snapshot
+	// called on both) must not write parts of one object name, since
+	// their files differ (each base has its own generation).
+	var tag [6]byte
+	rand.Read(tag[:])
+	name := fmt.Sprintf("%s/%d/%d-%x", meta.Name, r.shard, seq, tag)
 	man := snapshotManifest{Version: 1, Seq: seq, Object: name, Size: fi.Size(), Parts: int(max(1, (fi.Size()+snapshotPart-1)/snapshotPart))}
 	deleteAll := func(m *snapshotManifest) {
 		for _, o := range m.objects() {
@@ -132,32 +199,62 @@ func (n *Node) snapshot(ctx context.Context, r *replica, meta *collectionMeta) e
 			return fmt.Errorf("uploading %s: %w", o, err)
 		}
 	}
-	b, _ := json.Marshal(man)
+	if h := testHooks.snapshot.Load(); h != nil {
+		(*h)(r.shard, seq)
+	}
+	// The manifest moves forward only, by compare-and-set: of two
+	// snapshots racing, the newer is kept and the other's objects go.
+	// The one it replaces becomes its Prev; the Prev before that goes.
 	key := snapshotKey(meta.Name, r.shard)
 	var old snapshotManifest
-	if e, err := kv.Get(ctx, key); err == nil {
-		_ = json.Unmarshal(e.Value(), &old)
-		if old.Seq >= seq {
-			deleteAll(&man) // a newer one is kept already
-			return nil
+	for {
+		old = snapshotManifest{}
+		e, err := kv.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			man.Prev = nil
+			b, _ := json.Marshal(man)
+			_, err = kv.Create(ctx, key, b)
+		case err != nil:
+		default:
+			if json.Unmarshal(e.Value(), &old) == nil && old.Seq >= seq {
+				deleteAll(&man) // one as new or newer is kept already
+				return nil
+			}
+			man.Prev = nil
+			if old.Object != "" {
+				prev := old
+				prev.Prev = nil
+				man.Prev = &prev
+			}
+			b, _ := json.Marshal(man)
+			_, err = kv.Update(ctx, key, b, e.Revision())
+		}
+		if err == nil {
+			break
+		}
+		if !isWrongRevision(err) {
+			deleteAll(&man)
+			return err
 		}
 	}
-	if _, err := kv.Put(ctx, key, b); err != nil {
-		return err
+	if old.Prev != nil {
+		deleteAll(old.Prev)
 	}
-	if old.Object != "" && old.Object != name {
-		deleteAll(&old)
+	if man.Prev == nil {
+		n.cfg.Logf("shard %s/%d: snapshot at %d (%d bytes in %d objects), the first: the stream is trimmed at the next", meta.Name, r.shard, seq, man.Size, man.Parts)
+		return nil
 	}
-	// Trim the stream below the snapshot: a replica further behind
-	// recovers from the snapshot, then the tail.
+	// Trim the stream below the older snapshot kept: a replica further
+	// behind recovers from the newest snapshot, then the tail.
 	st, err := n.c.js.Stream(ctx, streamName(meta.Name, r.shard))
 	if err != nil {
 		return err
 	}
-	if err := st.Purge(ctx, jetstream.WithPurgeSequence(seq+1)); err != nil {
-		return fmt.Errorf("trimming the stream below %d: %w", seq+1, err)
+	if err := st.Purge(ctx, jetstream.WithPurgeSequence(man.Prev.Seq+1)); err != nil {
+		return fmt.Errorf("trimming the stream below %d: %w", man.Prev.Seq+1, err)
 	}
-	n.cfg.Logf("shard %s/%d: snapshot at %d (%d bytes in %d objects), stream trimmed below it", meta.Name, r.shard, seq, man.Size, man.Parts)
+	n.cfg.Logf("shard %s/%d: snapshot at %d (%d bytes in %d objects), stream trimmed below the one before, at %d", meta.Name, r.shard, seq, man.Size, man.Parts, man.Prev.Seq)
 	return nil
 }
 
@@ -166,17 +263,16 @@ func (n *Node) snapshot(ctx context.Context, r *replica, meta *collectionMeta) e
 // follower goes on from the snapshot's sequence.
 func (n *Node) recover(r *replica, meta *collectionMeta, next uint64) error {
 	ctx := r.ctx
-	kv, obs, err := n.snapshotStores(ctx)
+	_, obs, err := n.snapshotStores(ctx)
 	if err != nil {
 		return err
 	}
-	e, err := kv.Get(ctx, snapshotKey(meta.Name, r.shard))
+	man, err := n.newestSnapshot(ctx, meta.Name, r.shard)
 	if err != nil {
-		return fmt.Errorf("behind the stream (next message %d, applied %d) and no snapshot: %w", next, r.applied.Load(), err)
+		return err
 	}
-	var man snapshotManifest
-	if err := json.Unmarshal(e.Value(), &man); err != nil || man.Version != 1 {
-		return fmt.Errorf("snapshot manifest %q unreadable", e.Value())
+	if man == nil {
+		return fmt.Errorf("behind the stream (next message %d, applied %d) and no snapshot", next, r.applied.Load())
 	}
 	if man.Seq+1 < next {
 		return fmt.Errorf("behind the stream (next message %d) and the newest snapshot is at %d", next, man.Seq)
@@ -254,4 +350,28 @@ func (n *Node) recover(r *replica, meta *collectionMeta, next uint64) error {
 	r.cond.Broadcast()
 	n.cfg.Logf("shard %s/%d: recovered from snapshot at %d", meta.Name, r.shard, got)
 	return errors.New("recovered from a snapshot; following the stream from there")
+}
+
+// newestSnapshot returns the manifest of the shard's newest snapshot, or
+// nil when it has none (nor a snapshot bucket).
+func (n *Node) newestSnapshot(ctx context.Context, coll string, shard int) (*snapshotManifest, error) {
+	kv, err := n.c.js.KeyValue(ctx, bucketSnapshots)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	e, err := kv.Get(ctx, snapshotKey(coll, shard))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var man snapshotManifest
+	if err := json.Unmarshal(e.Value(), &man); err != nil || man.Version != 1 {
+		return nil, fmt.Errorf("snapshot manifest %q unreadable", e.Value())
+	}
+	return &man, nil
 }

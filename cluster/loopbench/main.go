@@ -454,7 +454,7 @@ func catchup(ctx context.Context, tmp string) error {
 	if err != nil {
 		return err
 	}
-	logf("snapshot at message %d: %.1f s (save, upload to the Object Store, trim the stream)", seq, time.Since(t0).Seconds())
+	logf("snapshot at message %d: %.1f s (save, upload to the Object Store; the first snapshot trims nothing)", seq, time.Since(t0).Seconds())
 	tail := randRows(r, 1000, *dim)
 	ids := make([]uint64, 1000)
 	for i := range ids {

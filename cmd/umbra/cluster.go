@@ -49,7 +49,7 @@ type serveCmd struct {
 	Listen string `name:"listen" default:"127.0.0.1:4222" placeholder:"HOST:PORT" help:"where the embedded NATS server listens (loopback only)"`
 	Dir    string `name:"dir" default:"umbra-data" placeholder:"DIR" help:"where the node keeps its shard replicas (and the embedded server its streams)"`
 	Device choice `name:"device" choices:"auto,gpu,cpu" default:"auto" placeholder:"D" help:"what the replicas search on"`
-	Snap   int    `name:"snapshot-every" default:"0" placeholder:"N" help:"snapshot each shard to the Object Store every N applied messages and trim its stream below (0: never)"`
+	Snap   int    `name:"snapshot-every" default:"0" placeholder:"N" help:"snapshot each shard to the Object Store every N applied messages (one node a round takes it) and trim its stream below the snapshot before (0: never)"`
 	Place  bool   `name:"placement" help:"hold only the shards a controller (one of the nodes) assigns this node, in proportion to its memory, rather than every shard; on Ctrl-C the node hands its shards over before it stops"`
 	NodeID string `name:"node-id" placeholder:"ID" help:"with --placement: the node's name (default: made once and kept in DIR/node-id)"`
 	MemMiB int64  `name:"memory-mib" default:"0" placeholder:"MIB" help:"with --placement: the memory this node offers, in MiB (0: the machine's)"`
