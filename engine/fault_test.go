@@ -45,10 +45,11 @@ func TestEveryGPUFailureThenExactSearches(t *testing.T) {
 		"vulkan": {{engine.Cosine, engine.F32}, {engine.L2, engine.F32}, {engine.Dot, engine.Int8}},
 		"gl":     {{engine.Dot, engine.F32}, {engine.L2, engine.F16}},
 	}
-	if !fullTests() {
-		// The README's test command sweeps one metric and precision on
-		// Vulkan (a fresh index per failed step is most of its time); CI
-		// (UMBRA_FULL=1) sweeps them all, on both adapters.
+	if !fullSweeps() {
+		// The README's test command (and CI's race run) sweeps one metric
+		// and precision on Vulkan (a fresh index per failed step is most
+		// of its time); CI (UMBRA_FULL=1, without -race) sweeps them all,
+		// on both adapters.
 		sweeps = map[string][]sweep{"vulkan": sweeps["vulkan"][:1]}
 	}
 	for _, b := range backends[1:] {

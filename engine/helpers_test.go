@@ -134,6 +134,12 @@ func orderError(m engine.Metric, hits []engine.Hit) error {
 // the README's test command stays within a few minutes on two cores.
 func fullTests() bool { return os.Getenv("UMBRA_FULL") == "1" }
 
+// fullSweeps reports whether the fault sweeps (a fresh index, or a fresh
+// GPU child, per failed step) run whole: under UMBRA_FULL=1, but not under
+// the race detector, where they would be the race run's long pole; CI runs
+// them whole in a step of their own without it (.ci/run).
+func fullSweeps() bool { return fullTests() && !raceBuild }
+
 // requireGPU reports whether UMBRA_REQUIRE_GPU=1 turns a missing adapter
 // into a failure rather than a skip.
 func requireGPU() bool { return os.Getenv("UMBRA_REQUIRE_GPU") == "1" }

@@ -42,10 +42,10 @@ func openIsolated(t *testing.T, b backend, cfg engine.Config) *engine.Index {
 // answers must be the same.
 func TestIsolatedGPUCrashLeavesTheCallerStanding(t *testing.T) {
 	precs := map[string][]engine.Precision{"vulkan": {engine.F32, engine.Int8}, "gl": {engine.F32, engine.F16}}
-	if !fullTests() {
-		// The README's test command kills one child per adapter: float32
-		// on Vulkan, a compressed index on GL; CI (UMBRA_FULL=1) kills
-		// every pairing.
+	if !fullSweeps() {
+		// The README's test command (and CI's race run) kills one child
+		// per adapter: float32 on Vulkan, a compressed index on GL; CI
+		// (UMBRA_FULL=1, without -race) kills every pairing.
 		precs = map[string][]engine.Precision{"vulkan": {engine.F32}, "gl": {engine.F16}}
 	}
 	for _, b := range backends[1:] {
