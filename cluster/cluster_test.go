@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -186,6 +187,28 @@ func TestClusterMatchesReference(t *testing.T) {
 					t.Fatal(err)
 				}
 				ref.ix.Delete(ctx, engine.WithKeys("doc/1", "doc/2", "doc/100"))
+				// Lookup: every key's ID, as the reference's; deleted and
+				// unknown keys absent; a key no write could store refused.
+				var asked []string
+				for i := range 130 {
+					asked = append(asked, fmt.Sprintf("doc/%d", i))
+				}
+				held, err := col.Lookup(ctx, append(asked, "nobody")...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := map[string]uint64{}
+				for _, k := range asked {
+					if id, ok := ref.ix.Lookup(k); ok {
+						want[k] = id
+					}
+				}
+				if len(want) != 117 || !maps.Equal(held, want) {
+					t.Fatalf("Lookup: %d keys %v, want %d %v", len(held), held, len(want), want)
+				}
+				if _, err := col.Lookup(ctx, "doc/3", "two\nlines"); !errors.Is(err, engine.ErrInvalidKey) {
+					t.Fatalf("Lookup of a key with a line break: %v, want ErrInvalidKey", err)
+				}
 				// Apply-time refusals come back as the engine's errors.
 				if _, err := col.Add(ctx, engine.Vectors(grid(1)), WithIDs(mine[3])); !errors.Is(err, engine.ErrIDExists) {
 					t.Fatalf("Add of a stored ID: %v, want ErrIDExists", err)

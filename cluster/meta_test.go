@@ -451,6 +451,17 @@ func TestWireVersion2(t *testing.T) {
 	if err != nil || string(qd.where) != string(q.where) || !qd.payload {
 		t.Fatalf("request %+v, %v", qd, err)
 	}
+	// A lookup: keys out, version 1; every cut refused.
+	lq := &request{kind: kindLookup, minSeq: 7, waitMs: 500, keys: []string{"doc/1", "ü"}}
+	lb := lq.encode()
+	if ld, err := decodeRequest(lb); err != nil || lb[0] != 1 || ld.minSeq != 7 || !slices.Equal(ld.keys, lq.keys) {
+		t.Fatalf("lookup request %+v, %v", ld, err)
+	}
+	for cut := range len(lb) {
+		if _, err := decodeRequest(lb[:cut]); err == nil {
+			t.Fatalf("a lookup cut at %d of %d bytes decoded", cut, len(lb))
+		}
+	}
 	p := &reply{hits: [][]hit{{{ID: 1, Score: 0.5, Key: "k", Payload: "p\x00q"}}}, payloads: true}
 	pd, err := decodeReply(p.encode(kindSearch), kindSearch)
 	if err != nil || pd.hits[0][0] != p.hits[0][0] {

@@ -464,7 +464,7 @@ func (r *replica) waitApplied(ctx context.Context, seq uint64) bool {
 }
 
 // answer serves one request: searches on the engine with the sentinels
-// dropped, or the outcomes of awaited writes.
+// dropped, the outcomes of awaited writes, or the IDs of keys.
 func (r *replica) answer(ctx context.Context, q *request) *reply {
 	applied := r.applied.Load()
 	r.mu.Lock()
@@ -488,6 +488,15 @@ func (r *replica) answer(ctx context.Context, q *request) *reply {
 			p.outcomes = append(p.outcomes, o)
 		}
 		return p
+	}
+	if q.kind == kindLookup {
+		held := make([]hit, 0, len(q.keys))
+		for _, k := range q.keys {
+			if id, ok := ix.Lookup(k); ok {
+				held = append(held, hit{ID: id, Key: k})
+			}
+		}
+		return &reply{applied: applied, hits: [][]hit{held}}
 	}
 	if q.dim != ix.Dim() {
 		return &reply{status: statusError, applied: applied, msg: fmt.Sprintf("%v: queries of dimension %d for a collection of dimension %d", engine.ErrDimMismatch, q.dim, ix.Dim())}

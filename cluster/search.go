@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/keyrule"
 	"github.com/umbravec/umbra/meta"
 )
 
@@ -197,4 +198,55 @@ func (col *Collection) search(ctx context.Context, kind byte, queries [][]float3
 		}
 	}
 	return out, nil
+}
+
+// Lookup returns the IDs of the keys the collection holds, as
+// engine.Index.Lookup does for one store: a key not stored is absent from
+// the map. Each key is asked of its shard (the one its writes go to),
+// after the handle's own writes (its token), as a search is. A key that
+// no write could have stored (empty, broken UTF-8, a line break, over
+// 4096 bytes) is engine.ErrInvalidKey.
+func (col *Collection) Lookup(ctx context.Context, keys ...string) (map[string]uint64, error) {
+	byShard := make([][]string, col.meta.Shards)
+	for i, k := range keys {
+		if err := keyrule.Check(k); err != nil {
+			return nil, fmt.Errorf("%w: key %d: %w", engine.ErrInvalidKey, i, err)
+		}
+		s := shardOfKey(k, col.meta.Shards)
+		byShard[s] = append(byShard[s], k)
+	}
+	tok := col.Token()
+	limit := int(col.c.nc.MaxPayload()) - chunkRoom - 32
+	out := make(map[string]uint64, len(keys))
+	// Rounds of at most one request a shard, each under the max payload.
+	for {
+		reqs := map[int][]byte{}
+		for s, ks := range byShard {
+			n, size := 0, 0
+			for n < len(ks) && (n == 0 || size+4+len(ks[n]) <= limit) {
+				size += 4 + len(ks[n])
+				n++
+			}
+			if n == 0 {
+				continue
+			}
+			reqs[s] = (&request{kind: kindLookup, minSeq: tok[s], waitMs: 500, keys: ks[:n]}).encode()
+			byShard[s] = ks[n:]
+		}
+		if len(reqs) == 0 {
+			return out, nil
+		}
+		replies, err := col.c.fanout(ctx, col.meta.Name, kindLookup, reqs)
+		if err != nil {
+			return nil, err
+		}
+		for s := range reqs {
+			if hs := replies[s].hits; len(hs) != 1 {
+				return nil, fmt.Errorf("%w: shard %d answered a lookup with %d lists", ErrShardsUnavailable, s, len(hs))
+			}
+			for _, h := range replies[s].hits[0] {
+				out[h.Key] = h.ID
+			}
+		}
+	}
 }

@@ -296,6 +296,7 @@ const (
 	kindSearch = 1 // top k of each query
 	kindRange  = 2 // every row within a threshold, up to maxHits
 	kindAwait  = 3 // wait until applied, then report the outcomes of seqs
+	kindLookup = 4 // the IDs of the keys the shard holds
 )
 
 // request is one fan-out call to a shard.
@@ -306,6 +307,8 @@ const (
 //	kind search/range: u32 k, f32 threshold, u32 maxHits (0: none),
 //	  u32 allowCount (0xFFFFFFFF: no filter) + IDs, u32 nq, u32 dim, rows;
 //	kind await: u32 n + n × u64 sequences;
+//	kind lookup: u32 n + n × (u32 length, key bytes); its reply is a
+//	  search's with one query, a hit (ID, score 0, key) per key held;
 //	version 2 only (search/range): u32 whereLength (0xFFFFFFFF: no filter)
 //	  + the filter in the where syntax (meta.Filter.AppendJSON), u8
 //	  withPayload (1: hits carry payloads; the reply is version 2).
@@ -320,7 +323,8 @@ type request struct {
 	dim       int
 	queries   []float32 // nq × dim
 	seqs      []uint64
-	where     []byte // nil: no filter
+	keys      []string // kind lookup
+	where     []byte   // nil: no filter
 	payload   bool
 }
 
@@ -342,6 +346,13 @@ func (q *request) encode() []byte {
 		b = binary.LittleEndian.AppendUint32(b, uint32(len(q.seqs)))
 		for _, s := range q.seqs {
 			b = binary.LittleEndian.AppendUint64(b, s)
+		}
+		return b
+	}
+	if q.kind == kindLookup {
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(q.keys)))
+		for _, k := range q.keys {
+			b = appendStr(b, k)
 		}
 		return b
 	}
@@ -384,6 +395,14 @@ func decodeRequest(b []byte) (*request, error) {
 	case r.err != nil:
 	case q.kind == kindAwait:
 		q.seqs = r.u64s(int(r.u32()))
+	case q.kind == kindLookup && v == wireVersion1:
+		n := int(r.u32())
+		if r.err == nil && n > len(r.b)/4 {
+			r.err = fmt.Errorf("%w: %d keys in %d bytes", errWire, n, len(r.b))
+		}
+		for i := 0; i < n && r.err == nil; i++ {
+			q.keys = append(q.keys, r.str())
+		}
 	case q.kind == kindSearch || q.kind == kindRange:
 		q.k = int(r.u32())
 		q.threshold = math.Float32frombits(r.u32())

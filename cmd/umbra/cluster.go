@@ -334,7 +334,12 @@ func (o *searchCmd) runCluster(ctx context.Context, e *env) error {
 		qs[i] = queries.Row(i)
 	}
 	var opts []cluster.SearchOption
-	if o.Allow != "" {
+	if o.AllowKeys != "" {
+		if allow, err = o.allowedClusterKeys(ctx, e, col); err != nil {
+			return err
+		}
+	}
+	if o.Allow != "" || o.AllowKeys != "" {
 		opts = append(opts, cluster.Allow(allow...))
 	}
 	if o.filter != nil {
@@ -382,4 +387,33 @@ func (o *searchCmd) runCluster(ctx context.Context, e *env) error {
 		return json.NewEncoder(e.stdout).Encode(out)
 	}
 	return writeSearchText(e.stdout, out)
+}
+
+// allowedClusterKeys reads --allow-keys and maps the keys to IDs through
+// the collection: a key it does not hold is an error naming it, as with
+// --store.
+func (o *searchCmd) allowedClusterKeys(ctx context.Context, e *env, col *cluster.Collection) ([]uint64, error) {
+	done := e.progress.step("loading " + o.AllowKeys)
+	defer done()
+	keys, _, err := readKeys(ctx, "--allow-keys", o.AllowKeys, keySet)
+	if err != nil {
+		return nil, err
+	}
+	held, err := col.Lookup(ctx, keys...)
+	if err != nil {
+		return nil, fmt.Errorf("--allow-keys %s: %w", o.AllowKeys, err)
+	}
+	var missing []string
+	ids := make([]uint64, 0, len(keys))
+	for _, k := range keys {
+		id, ok := held[k]
+		if !ok {
+			missing = append(missing, k)
+		}
+		ids = append(ids, id)
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("--allow-keys %s: %s not stored in collection %s", o.AllowKeys, someKeys(missing), col.Name())
+	}
+	return ids, nil
 }

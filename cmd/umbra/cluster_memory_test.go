@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -17,8 +19,7 @@ import (
 // The memory flags through a cluster: a collection built with --keys,
 // --meta and --payload answers --where and --with-payload searches as a
 // store built from the same files (IDs differ: the cluster chooses a key's
-// ID in its shard; keys, scores and payloads agree), and --allow-keys is
-// still refused by name.
+// ID in its shard; keys, scores and payloads agree), --allow-keys included.
 func TestClusterMemoryFromTheCommandLine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a NATS server (skipped under -short)")
@@ -58,7 +59,19 @@ func TestClusterMemoryFromTheCommandLine(t *testing.T) {
 	require.Equal(t, exitUsage, r.code, r.stderr)
 	require.Contains(t, r.stderr, "--node-replicas needs --cluster")
 
+	// A third of the keys, for --allow-keys (alone and with --where).
+	body, err := os.ReadFile(keys)
+	require.NoError(t, err)
+	var some []string
+	for i, k := range strings.Split(strings.TrimSpace(string(body)), "\n") {
+		if i%3 == 0 {
+			some = append(some, k)
+		}
+	}
+	allowKeys := writeFile(t, dir, "allow-keys.txt", []byte(strings.Join(some, "\n")+"\n"))
 	for _, args := range [][]string{
+		{"--allow-keys", allowKeys},
+		{"--allow-keys", allowKeys, "--where", `{"user": "alice"}`, "--with-payload"},
 		{"--with-payload"},
 		{"--where", `{"user": "alice"}`, "--with-payload"},
 		{"--where", `{"$and": [{"tags": {"$contains": "work"}}, {"ts": {"$gte": 1700432000}}]}`},
@@ -80,6 +93,12 @@ func TestClusterMemoryFromTheCommandLine(t *testing.T) {
 	one := writeMatrix(t, dir, "one.npy", randomMatrix(rng, 1, dim), "")
 	line := requireErrorLine(t, umbra(t, "add", "--cluster", srv.URL(), "--collection", "mem", "--data", one, "--meta", bad))
 	require.Contains(t, line, "--meta "+bad)
-	r = umbra(t, "search", "--cluster", srv.URL(), "--collection", "mem", "--queries", queries, "--k", "3", "--allow-keys", keys)
-	require.Equal(t, 2, r.code, r.String())
+	// A key the collection does not hold is named; --allow with
+	// --allow-keys is a usage error, as with --store.
+	unknown := writeFile(t, dir, "unknown-keys.txt", []byte(some[0]+"\nnobody/m1\n"))
+	line = requireErrorLine(t, umbra(t, "search", "--cluster", srv.URL(), "--collection", "mem", "--queries", queries, "--k", "3", "--allow-keys", unknown))
+	require.Contains(t, line, `key "nobody/m1" is not stored in collection mem`)
+	ids := writeFile(t, dir, "ids.txt", []byte("1\n"))
+	r = umbra(t, "search", "--cluster", srv.URL(), "--collection", "mem", "--queries", queries, "--k", "3", "--allow-keys", allowKeys, "--allow", ids)
+	require.Equal(t, exitUsage, r.code, r.String())
 }

@@ -40,9 +40,10 @@ search read the store, and none made later. Search never changes the
 store.
 
 --allow restricts the search to the vectors with the IDs in a file (IDs
-not stored are ignored); --allow-keys, with --store, to the vectors with
-the keys in a file, one key per line (empty lines are skipped; a key the
-store does not hold is an error naming it). Either way the answer is the
+not stored are ignored); --allow-keys, with --store or --cluster, to the
+vectors with the keys in a file, one key per line (empty lines are
+skipped; a key the store or collection does not hold is an error naming
+it). Either way the answer is the
 true top K of that subset, and a file naming nothing admits nothing.
 
 --backend, --adapter and --power apply to --device auto and gpu.
@@ -68,7 +69,7 @@ type searchCmd struct {
 	Queries     string          `name:"queries" placeholder:"FILE" help:"the query vectors (required)"`
 	K           int             `name:"k" placeholder:"K" help:"results per query, at least 1 (required without a threshold); K above the number of vectors returns all. With a threshold, K caps the hits per query"`
 	Allow       string          `name:"allow" placeholder:"FILE" help:"search only the vectors with these IDs: an ID file (text, one decimal ID per line, or a 1-D int64/uint64 .npy); IDs that are not there are ignored"`
-	AllowKeys   string          `name:"allow-keys" placeholder:"FILE" help:"(with --store) search only the vectors with these keys: text, one key per line; a key the store does not hold is an error. Not with --allow"`
+	AllowKeys   string          `name:"allow-keys" placeholder:"FILE" help:"(with --store or --cluster) search only the vectors with these keys: text, one key per line; a key not held is an error. Not with --allow"`
 	Where       string          `name:"where" placeholder:"JSON" help:"(with --store) search only the vectors whose metadata matches this filter: {\"user\": \"alice\"}, {\"ts\": {\"$gte\": 1700000000}}, {\"tags\": {\"$contains\": \"work\"}}, $eq $ne $gt $gte $lt $lte $in $nin, $and/$or over lists, $not. Combines with --allow and --allow-keys"`
 	WithPayload bool            `name:"with-payload" help:"(with --store) print each hit's payload"`
 	MinScore    *limit          `name:"min-score" placeholder:"T" help:"(cosine, dot) every vector scoring at least T"`
@@ -97,8 +98,8 @@ func (s *searchCmd) Validate(kctx *kong.Context) error {
 	switch dataGiven, storeGiven := cmdline.Given(kctx, "data"), cmdline.Given(kctx, "store"); {
 	case s.Cluster != "" && (dataGiven || storeGiven):
 		return usagef("--cluster excludes --data and --store")
-	case s.Cluster != "" && cmdline.Given(kctx, "allow-keys"):
-		return usagef("--allow-keys is not supported with --cluster yet: a collection has no key lookup for searches (see docs/cluster.md)")
+	case s.Cluster != "" && cmdline.Given(kctx, "allow-keys") && cmdline.Given(kctx, "allow"):
+		return usagef("--allow and --allow-keys exclude each other: give the subset by IDs or by keys")
 	case s.Cluster != "":
 		if err := s.validateCluster(""); err != nil {
 			return err
