@@ -338,6 +338,24 @@ func (h *placed) slowNode(id string) {
 	h.t.Cleanup(func() { testHooks.apply.Store(nil) })
 }
 
+// twoNodesWatched starts a placement cluster of shards shards and R node
+// replicas with 400 rows, nodes a and b settled on it, and the searchers
+// and watcher running: each answer must be exact, and (make-before-break,
+// watched directly) every shard has a node answering it at every moment
+// (a gap would only delay the searches, which ask again until their
+// deadline).
+func twoNodesWatched(t *testing.T, shards, R int) (*placed, *watch) {
+	const dim = 8
+	h := newPlaced(t, dim, shards, R)
+	queries, want := h.load(dim, 20)
+	h.start("a")
+	h.start("b")
+	h.settled("two nodes", "a", "b")
+	w := h.watch(queries, want)
+	w.more(t, "before the join")
+	return h, w
+}
+
 // Three nodes under placement, R = 1 and 2: answers equal a local reference
 // while a node joins (shards move to it) and one leaves (its shards move
 // away); every move is make-before-break, so every search during them is
@@ -351,18 +369,8 @@ func TestClusterPlacementMoves(t *testing.T) {
 }
 
 func placementMoves(t *testing.T, R int) {
-	const dim, shards = 8, 4
-	h := newPlaced(t, dim, shards, R)
-	queries, want := h.load(dim, 20)
-	h.start("a")
-	h.start("b")
-	h.settled("two nodes", "a", "b")
-	// Searchers run through the moves; each answer must be exact, and
-	// (make-before-break, watched directly) every shard has a node
-	// answering it at every moment (a gap would only delay the searches,
-	// which ask again until their deadline).
-	w := h.watch(queries, want)
-	w.more(t, "before the join")
+	const shards = 4
+	h, w := twoNodesWatched(t, shards, R)
 	// c applies slowly (20 ms a message, 20 messages a shard), so a
 	// replica taken from a or b before c caught up would leave its shard
 	// behind the searches' token.
@@ -412,14 +420,7 @@ func placementMoves(t *testing.T, R int) {
 // A node that joins afterwards takes its share as usual.
 func TestClusterPlacementNodeKilledMidMove(t *testing.T) {
 	fastPlacement(t)
-	const dim, shards = 8, 4
-	h := newPlaced(t, dim, shards, 1)
-	queries, want := h.load(dim, 20)
-	h.start("a")
-	h.start("b")
-	h.settled("two nodes", "a", "b")
-	w := h.watch(queries, want)
-	w.more(t, "before the join")
+	h, w := twoNodesWatched(t, 4, 1)
 	// c applies slowly enough (20 ms a message, 20 a shard) to be caught
 	// mid-move.
 	h.slowNode("c")
