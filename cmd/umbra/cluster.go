@@ -393,27 +393,8 @@ func (o *searchCmd) runCluster(ctx context.Context, e *env) error {
 // the collection: a key it does not hold is an error naming it, as with
 // --store.
 func (o *searchCmd) allowedClusterKeys(ctx context.Context, e *env, col *cluster.Collection) ([]uint64, error) {
-	done := e.progress.step("loading " + o.AllowKeys)
-	defer done()
-	keys, _, err := readKeys(ctx, "--allow-keys", o.AllowKeys, keySet)
-	if err != nil {
-		return nil, err
-	}
-	held, err := col.Lookup(ctx, keys...)
-	if err != nil {
-		return nil, fmt.Errorf("--allow-keys %s: %w", o.AllowKeys, err)
-	}
-	var missing []string
-	ids := make([]uint64, 0, len(keys))
-	for _, k := range keys {
-		id, ok := held[k]
-		if !ok {
-			missing = append(missing, k)
-		}
-		ids = append(ids, id)
-	}
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("--allow-keys %s: %s not stored in collection %s", o.AllowKeys, someKeys(missing), col.Name())
-	}
-	return ids, nil
+	return o.allowKeyIDs(ctx, e, "collection "+col.Name(), func(keys []string) (func(string) (uint64, bool), error) {
+		held, err := col.Lookup(ctx, keys...)
+		return func(k string) (uint64, bool) { id, ok := held[k]; return id, ok }, err
+	})
 }

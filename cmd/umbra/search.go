@@ -381,19 +381,34 @@ func (o *searchCmd) Run(ctx context.Context, e *env) (err error) {
 // its keys; a key it does not hold is an error naming it (a mistyped key
 // would otherwise narrow the search silently).
 func (o *searchCmd) allowedKeys(ctx context.Context, e *env, ix *engine.Index) ([]uint64, error) {
+	return o.allowKeyIDs(ctx, e, o.Store, func([]string) (func(string) (uint64, bool), error) { return ix.Lookup, nil })
+}
+
+// allowKeyIDs reads --allow-keys and maps each key to its ID through
+// lookup; a key not held is an error naming it and where it was looked
+// for.
+func (o *searchCmd) allowKeyIDs(ctx context.Context, e *env, where string, lookup func([]string) (func(string) (uint64, bool), error)) ([]uint64, error) {
 	done := e.progress.step("loading " + o.AllowKeys)
 	defer done()
 	keys, _, err := readKeys(ctx, "--allow-keys", o.AllowKeys, keySet)
 	if err != nil {
 		return nil, err
 	}
-	if missing := unstoredKeys(ix, keys); len(missing) > 0 {
-		return nil, fmt.Errorf("--allow-keys %s: %s not stored in %s", o.AllowKeys, someKeys(missing), o.Store)
+	held, err := lookup(keys)
+	if err != nil {
+		return nil, fmt.Errorf("--allow-keys %s: %w", o.AllowKeys, err)
 	}
+	var missing []string
 	ids := make([]uint64, 0, len(keys))
 	for _, k := range keys {
-		id, _ := ix.Lookup(k)
+		id, ok := held(k)
+		if !ok {
+			missing = append(missing, k)
+		}
 		ids = append(ids, id)
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("--allow-keys %s: %s not stored in %s", o.AllowKeys, someKeys(missing), where)
 	}
 	return ids, nil
 }
