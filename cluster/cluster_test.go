@@ -209,6 +209,19 @@ func TestClusterMatchesReference(t *testing.T) {
 				if _, err := col.Lookup(ctx, "doc/3", "two\nlines"); !errors.Is(err, engine.ErrInvalidKey) {
 					t.Fatalf("Lookup of a key with a line break: %v, want ErrInvalidKey", err)
 				}
+				// The shards' rows add up to the reference's.
+				rows, err := col.ShardRows(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if sum := func() (n int) {
+					for _, r := range rows {
+						n += r
+					}
+					return n
+				}(); len(rows) != shards || sum != ref.ix.Len() {
+					t.Fatalf("ShardRows %v (sum %d), want %d shards summing to %d", rows, sum, shards, ref.ix.Len())
+				}
 				// Apply-time refusals come back as the engine's errors.
 				if _, err := col.Add(ctx, engine.Vectors(grid(1)), WithIDs(mine[3])); !errors.Is(err, engine.ErrIDExists) {
 					t.Fatalf("Add of a stored ID: %v, want ErrIDExists", err)

@@ -462,6 +462,12 @@ func TestWireVersion2(t *testing.T) {
 			t.Fatalf("a lookup cut at %d of %d bytes decoded", cut, len(lb))
 		}
 	}
+	if rq, err := decodeRequest((&request{kind: kindRows, minSeq: 3, k: 4}).encode()); err != nil || rq.kind != kindRows || rq.minSeq != 3 {
+		t.Fatalf("rows request %+v, %v", rq, err)
+	}
+	if rp, err := decodeReply((&reply{applied: 9, rows: 1 << 40}).encode(kindRows), kindRows); err != nil || rp.rows != 1<<40 || rp.applied != 9 {
+		t.Fatalf("rows reply %+v, %v", rp, err)
+	}
 	p := &reply{hits: [][]hit{{{ID: 1, Score: 0.5, Key: "k", Payload: "p\x00q"}}}, payloads: true}
 	pd, err := decodeReply(p.encode(kindSearch), kindSearch)
 	if err != nil || pd.hits[0][0] != p.hits[0][0] {

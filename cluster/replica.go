@@ -464,7 +464,8 @@ func (r *replica) waitApplied(ctx context.Context, seq uint64) bool {
 }
 
 // answer serves one request: searches on the engine with the sentinels
-// dropped, the outcomes of awaited writes, or the IDs of keys.
+// dropped, the outcomes of awaited writes, the IDs of keys, or the rows
+// held.
 func (r *replica) answer(ctx context.Context, q *request) *reply {
 	applied := r.applied.Load()
 	r.mu.Lock()
@@ -473,10 +474,11 @@ func (r *replica) answer(ctx context.Context, q *request) *reply {
 	if broken != nil {
 		return &reply{status: statusError, applied: applied, msg: broken.Error()}
 	}
-	r.ixMu.RLock()
-	defer r.ixMu.RUnlock()
-	ix := r.ix
-	if q.kind == kindAwait {
+	// Awaits and row counts read under mu, which applies and recovery
+	// hold (recovery takes mu, then ixMu: holding ixMu here while asking
+	// for mu could deadlock with it); the rest under ixMu alone.
+	switch q.kind {
+	case kindAwait:
 		p := &reply{applied: applied}
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -488,7 +490,15 @@ func (r *replica) answer(ctx context.Context, q *request) *reply {
 			p.outcomes = append(p.outcomes, o)
 		}
 		return p
+	case kindRows:
+		// No apply runs under mu: the rows and the sentinels agree.
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return &reply{applied: applied, rows: uint64(r.ix.Len() - len(r.live))}
 	}
+	r.ixMu.RLock()
+	defer r.ixMu.RUnlock()
+	ix := r.ix
 	if q.kind == kindLookup {
 		held := make([]hit, 0, len(q.keys))
 		for _, k := range q.keys {

@@ -250,3 +250,23 @@ func (col *Collection) Lookup(ctx context.Context, keys ...string) (map[string]u
 		}
 	}
 }
+
+// ShardRows returns how many rows each shard holds, as one replica of it
+// answers after the handle's writes (its token): the sum is the
+// collection's rows.
+func (col *Collection) ShardRows(ctx context.Context) ([]int, error) {
+	tok := col.Token()
+	reqs := map[int][]byte{}
+	for s := range col.meta.Shards {
+		reqs[s] = (&request{kind: kindRows, minSeq: tok[s], waitMs: 500}).encode()
+	}
+	replies, err := col.c.fanout(ctx, col.meta.Name, kindRows, reqs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int, col.meta.Shards)
+	for s := range out {
+		out[s] = int(replies[s].rows)
+	}
+	return out, nil
+}

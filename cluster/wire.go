@@ -297,6 +297,7 @@ const (
 	kindRange  = 2 // every row within a threshold, up to maxHits
 	kindAwait  = 3 // wait until applied, then report the outcomes of seqs
 	kindLookup = 4 // the IDs of the keys the shard holds
+	kindRows   = 5 // how many rows the shard holds
 )
 
 // request is one fan-out call to a shard.
@@ -309,6 +310,7 @@ const (
 //	kind await: u32 n + n × u64 sequences;
 //	kind lookup: u32 n + n × (u32 length, key bytes); its reply is a
 //	  search's with one query, a hit (ID, score 0, key) per key held;
+//	kind rows: nothing more;
 //	version 2 only (search/range): u32 whereLength (0xFFFFFFFF: no filter)
 //	  + the filter in the where syntax (meta.Filter.AppendJSON), u8
 //	  withPayload (1: hits carry payloads; the reply is version 2).
@@ -347,6 +349,9 @@ func (q *request) encode() []byte {
 		for _, s := range q.seqs {
 			b = binary.LittleEndian.AppendUint64(b, s)
 		}
+		return b
+	}
+	if q.kind == kindRows {
 		return b
 	}
 	if q.kind == kindLookup {
@@ -395,6 +400,7 @@ func decodeRequest(b []byte) (*request, error) {
 	case r.err != nil:
 	case q.kind == kindAwait:
 		q.seqs = r.u64s(int(r.u32()))
+	case q.kind == kindRows && v == wireVersion1:
 	case q.kind == kindLookup && v == wireVersion1:
 		n := int(r.u32())
 		if r.err == nil && n > len(r.b)/4 {
@@ -478,14 +484,16 @@ type outcome struct {
 //	status OK, search/range: u32 nq, per query u32 n + n × (u64 ID,
 //	  f32 score, str key; version 2: str payload);
 //	status OK, await: u32 n, per sequence u8 code, str message, u32 m +
-//	  m × u64 IDs.
+//	  m × u64 IDs;
+//	status OK, rows: u64 rows.
 type reply struct {
 	status   byte
 	applied  uint64
 	msg      string
 	hits     [][]hit
 	outcomes []outcome
-	payloads bool // version 2: every hit carries its payload
+	rows     uint64 // kind rows
+	payloads bool   // version 2: every hit carries its payload
 }
 
 func appendStr(b []byte, s string) []byte {
@@ -503,6 +511,9 @@ func (p *reply) encode(kind byte) []byte {
 	b = appendStr(b, p.msg)
 	if p.status != statusOK {
 		return b
+	}
+	if kind == kindRows {
+		return binary.LittleEndian.AppendUint64(b, p.rows)
 	}
 	if kind == kindAwait {
 		b = binary.LittleEndian.AppendUint32(b, uint32(len(p.outcomes)))
@@ -535,7 +546,9 @@ func decodeReply(b []byte, kind byte) (*reply, error) {
 	r := &reader{b: b}
 	v := r.version()
 	p := &reply{status: r.u8(), applied: r.u64(), msg: r.str(), payloads: v == wireVersion}
-	if r.err == nil && p.status == statusOK {
+	if r.err == nil && p.status == statusOK && kind == kindRows {
+		p.rows = r.u64()
+	} else if r.err == nil && p.status == statusOK {
 		n := int(r.u32())
 		if r.err == nil && n > len(r.b) {
 			r.err = fmt.Errorf("%w: %d entries in %d bytes", errWire, n, len(r.b))

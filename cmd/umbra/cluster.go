@@ -262,11 +262,13 @@ type clusterInfoJSON struct {
 	// NodeReplicas: nodes holding each shard under placement (0: the
 	// default, 3).
 	NodeReplicas int               `json:"node_replicas"`
+	Rows         int               `json:"rows"` // the shards' rows, summed
 	Streams      []clusterShardLog `json:"streams"`
 }
 
 type clusterShardLog struct {
 	Shard    int    `json:"shard"`
+	Rows     int    `json:"rows"` // as one replica of the shard answers
 	Messages uint64 `json:"messages"`
 	Bytes    uint64 `json:"bytes"`
 	FirstSeq uint64 `json:"first_seq"`
@@ -286,7 +288,12 @@ func (c *infoCmd) runCluster(ctx context.Context, e *env) error {
 	}
 	out := clusterInfoJSON{Collection: col.Name(), Dim: col.Dim(), Metric: col.Metric().String(), Shards: col.Shards(),
 		NodeReplicas: col.NodeReplicas()}
+	rows, err := col.ShardRows(ctx)
+	if err != nil {
+		return err
+	}
 	for s := range col.Shards() {
+		out.Rows += rows[s]
 		st, err := js.Stream(ctx, fmt.Sprintf("UMBRA_%s_%d", col.Name(), s))
 		if err != nil {
 			return fmt.Errorf("shard %d: %w", s, err)
@@ -295,19 +302,19 @@ func (c *infoCmd) runCluster(ctx context.Context, e *env) error {
 		if err != nil {
 			return fmt.Errorf("shard %d: %w", s, err)
 		}
-		out.Streams = append(out.Streams, clusterShardLog{Shard: s, Messages: info.State.Msgs, Bytes: info.State.Bytes,
+		out.Streams = append(out.Streams, clusterShardLog{Shard: s, Rows: rows[s], Messages: info.State.Msgs, Bytes: info.State.Bytes,
 			FirstSeq: info.State.FirstSeq, LastSeq: info.State.LastSeq, Replicas: info.Config.Replicas})
 	}
 	if c.JSON {
 		return json.NewEncoder(e.stdout).Encode(out)
 	}
-	fmt.Fprintf(e.stdout, "collection %s: dimension %d, %s, %d shards", out.Collection, out.Dim, out.Metric, out.Shards)
+	fmt.Fprintf(e.stdout, "collection %s: %d rows, dimension %d, %s, %d shards", out.Collection, out.Rows, out.Dim, out.Metric, out.Shards)
 	if out.NodeReplicas > 0 {
 		fmt.Fprintf(e.stdout, ", %d nodes each under placement", out.NodeReplicas)
 	}
 	fmt.Fprintln(e.stdout)
 	for _, s := range out.Streams {
-		fmt.Fprintf(e.stdout, "  shard %d: %d messages, %d bytes, sequences %d–%d, R%d\n", s.Shard, s.Messages, s.Bytes, s.FirstSeq, s.LastSeq, s.Replicas)
+		fmt.Fprintf(e.stdout, "  shard %d: %d rows; stream: %d messages, %d bytes, sequences %d–%d, R%d\n", s.Shard, s.Rows, s.Messages, s.Bytes, s.FirstSeq, s.LastSeq, s.Replicas)
 	}
 	return nil
 }

@@ -47,9 +47,16 @@ func TestClusterMemoryFromTheCommandLine(t *testing.T) {
 	var info struct {
 		Shards       int `json:"shards"`
 		NodeReplicas int `json:"node_replicas"`
+		Rows         int `json:"rows"`
+		Streams      []struct {
+			Rows int `json:"rows"`
+		} `json:"streams"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(ok(t, umbra(t, "info", "--cluster", srv.URL(), "--collection", "mem", "--json")).stdout), &info))
-	require.Equal(t, [2]int{3, 2}, [2]int{info.Shards, info.NodeReplicas}, "info --json: shards, node_replicas")
+	require.Equal(t, [3]int{3, 2, n}, [3]int{info.Shards, info.NodeReplicas, info.Rows}, "info --json: shards, node_replicas, rows")
+	require.Len(t, info.Streams, 3)
+	require.Equal(t, n, info.Streams[0].Rows+info.Streams[1].Rows+info.Streams[2].Rows, "info --json: the shards' rows")
+	require.Contains(t, ok(t, umbra(t, "info", "--cluster", srv.URL(), "--collection", "mem")).stdout, fmt.Sprintf("collection mem: %d rows,", n))
 	// The collection exists with 2 node replicas: another count is refused,
 	// and --node-replicas means nothing without --cluster.
 	r := umbra(t, "build", "--cluster", srv.URL(), "--collection", "mem", "--shards", "3", "--node-replicas", "1", "--data", data)
