@@ -22,12 +22,10 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// Three NATS servers in one cluster on loopback, R3 streams: a server
-// shut down mid-writes loses no acknowledged write, and answers stay exact.
-func TestClusterThreeServers(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts three NATS servers (skipped under -short)")
-	}
+// threeServers starts three NATS servers in one cluster on loopback and a
+// client of all three, once JetStream has its meta leader (within 50 s).
+func threeServers(t *testing.T) ([]*Embedded, *Client) {
+	t.Helper()
 	var routes []string
 	ports := []int{freePort(t), freePort(t), freePort(t)}
 	for _, p := range ports {
@@ -47,17 +45,17 @@ func TestClusterThreeServers(t *testing.T) {
 	defer cancel()
 	url := srvs[0].URL() + "," + srvs[1].URL() + "," + srvs[2].URL()
 	// JetStream needs its meta leader before buckets can be made.
-	var c *Client
 	for {
 		nc, err := nats.Connect(url, nats.MaxReconnects(-1))
 		if err != nil {
 			t.Fatal(err)
 		}
 		actx, acancel := context.WithTimeout(ctx, 2*time.Second)
-		c, err = NewClient(actx, nc, Timeout(30*time.Second))
+		c, err := NewClient(actx, nc, Timeout(30*time.Second))
 		acancel()
 		if err == nil {
-			break
+			t.Cleanup(nc.Close)
+			return srvs, c
 		}
 		nc.Close()
 		if ctx.Err() != nil {
@@ -65,7 +63,17 @@ func TestClusterThreeServers(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	defer c.Conn().Close()
+}
+
+// Three NATS servers in one cluster on loopback, R3 streams: a server
+// shut down mid-writes loses no acknowledged write, and answers stay exact.
+func TestClusterThreeServers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three NATS servers (skipped under -short)")
+	}
+	srvs, c := threeServers(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
 	if c.replicas != 3 {
 		t.Fatalf("a client of a NATS cluster makes R%d buckets", c.replicas)
 	}

@@ -77,7 +77,7 @@ type placed struct {
 	t      *testing.T
 	ctx    context.Context
 	dir    string
-	srv    *Embedded
+	urls   []string // the servers; node i connects to urls[i % len]
 	c      *Client
 	col    *Collection
 	shards int
@@ -89,8 +89,12 @@ type placed struct {
 }
 
 func newPlaced(t *testing.T, dim, shards, R int) *placed {
-	h := &placed{t: t, ctx: context.Background(), shards: shards, R: R, nodes: map[string]*Node{}, conns: map[string]*Client{}}
-	h.dir, h.srv, h.c = serverAndClient(t, Timeout(20*time.Second))
+	dir, srv, c := serverAndClient(t, Timeout(20*time.Second))
+	return placedOn(t, dir, []string{srv.URL()}, c, dim, shards, R)
+}
+
+func placedOn(t *testing.T, dir string, urls []string, c *Client, dim, shards, R int) *placed {
+	h := &placed{t: t, ctx: context.Background(), dir: dir, urls: urls, c: c, shards: shards, R: R, nodes: map[string]*Node{}, conns: map[string]*Client{}}
 	var err error
 	if h.col, err = h.c.Create(h.ctx, "pl", CollectionConfig{Dim: dim, Shards: shards, NodeReplicas: R}); err != nil {
 		t.Fatal(err)
@@ -101,7 +105,10 @@ func newPlaced(t *testing.T, dim, shards, R int) *placed {
 // start starts node id (memory 1 GiB, logging with times).
 func (h *placed) start(id string) {
 	t := h.t
-	nc, err := Connect(h.ctx, h.srv.URL(), Timeout(20*time.Second))
+	h.mu.Lock()
+	url := h.urls[len(h.conns)%len(h.urls)]
+	h.mu.Unlock()
+	nc, err := Connect(h.ctx, url, Timeout(20*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,15 +352,20 @@ func (h *placed) slowNode(id string) {
 // (a gap would only delay the searches, which ask again until their
 // deadline).
 func twoNodesWatched(t *testing.T, shards, R int) (*placed, *watch) {
-	const dim = 8
-	h := newPlaced(t, dim, shards, R)
+	h := newPlaced(t, 8, shards, R)
+	return h, h.twoWatched(8)
+}
+
+// twoWatched writes 400 rows of dim, settles nodes a and b and starts the
+// searchers and the watcher.
+func (h *placed) twoWatched(dim int) *watch {
 	queries, want := h.load(dim, 20)
 	h.start("a")
 	h.start("b")
 	h.settled("two nodes", "a", "b")
 	w := h.watch(queries, want)
-	w.more(t, "before the join")
-	return h, w
+	w.more(h.t, "before the join")
+	return w
 }
 
 // Three nodes under placement, R = 1 and 2: answers equal a local reference
@@ -410,6 +422,34 @@ func placementMoves(t *testing.T, R int) {
 	h.kill("c")
 	h.settled("c died", "b", "d")
 	w.more(t, "after c died")
+	w.end(t)
+}
+
+// Placement across a NATS cluster of three servers (its KV buckets and
+// streams R3, each node on a server of its own), R = 2: c joins and a
+// leaves while searches run, every answer exact and every shard answered
+// at every moment.
+func TestClusterPlacementAcrossServers(t *testing.T) {
+	fastPlacement(t)
+	srvs, c := threeServers(t)
+	var urls []string
+	for _, s := range srvs {
+		urls = append(urls, s.URL())
+	}
+	h := placedOn(t, t.TempDir(), urls, c, 8, 4, 2)
+	w := h.twoWatched(8)
+	h.start("c")
+	h.settled("c joined", "a", "b", "c")
+	w.more(t, "after the join")
+	lctx, cancel := context.WithTimeout(h.ctx, 15*time.Second)
+	err := h.node("a").Leave(lctx)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.forget("a").Close()
+	h.settled("a left", "b", "c")
+	w.more(t, "after a left")
 	w.end(t)
 }
 
