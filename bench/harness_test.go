@@ -197,14 +197,19 @@ func TestRunGPU(t *testing.T) {
 	assert.Equal(t, int64(1), bd.Maps)
 	assert.Contains(t, []int64{56, 72}, bd.BytesDown)
 	assert.Greater(t, bd.BytesUp, int64(40*4))
-	// --paths: each batch size on the fused path and on the radix select.
-	require.Len(t, rep.Paths, 4)
+	// --paths: each batch size on the fused path and on the radix select,
+	// and the batch on each batch kernel (the tiles take the fused scan,
+	// gemm.wgsl the radix select), each reading the rows once.
+	require.Len(t, rep.Paths, 6)
 	for i, p := range rep.Paths {
 		require.Empty(t, p.Error)
-		assert.Equal(t, []int{1, 1, 3, 3}[i], p.Queries)
-		assert.Equal(t, []string{"auto", "radix"}[i%2], p.Path)
-		assert.Equal(t, []string{"fused", "radix"}[i%2], p.SelectPath, "k = 7 is within the fused limit; radix when forced")
-		assert.Equal(t, []int64{2, 19}[i%2], p.Dispatches, "one chunk: scan and merge, or scores and 18 select dispatches (16 rounds, compact, sort)")
+		assert.Equal(t, []int{1, 1, 3, 3, 3, 3}[i], p.Queries)
+		assert.Equal(t, []string{"auto", "radix", "auto", "radix", "tiles", "gemm"}[i], p.Path)
+		radix := p.Path == "radix" || p.Path == "gemm"
+		assert.Equal(t, map[bool]string{false: "fused", true: "radix"}[radix], p.SelectPath, "k = 7 is within the fused limit; radix when forced")
+		assert.Equal(t, map[bool]int64{false: 2, true: 19}[radix], p.Dispatches, "one chunk: scan and merge, or scores and 18 select dispatches (16 rounds, compact, sort)")
+		assert.Positive(t, p.BytesRead)
+		assert.Equal(t, rep.Paths[0].BytesRead, p.BytesRead, "one pass over the rows")
 		assert.Equal(t, int64(1), p.Submissions)
 		assert.Equal(t, int64(1), p.Maps)
 		assert.Greater(t, p.MedianMS, 0.0)

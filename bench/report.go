@@ -166,6 +166,8 @@ type Counts struct {
 	Maps        int64 `json:"maps"`
 	BytesUp     int64 `json:"bytes_up"`
 	BytesDown   int64 `json:"bytes_down"`
+	// BytesRead is the row bytes the device's scan read (diag.Trace's).
+	BytesRead int64 `json:"bytes_read"`
 	// SelectPath is how the search selected: fused, radix, host or scores
 	// (empty on the CPU).
 	SelectPath string `json:"select_path,omitempty"`
@@ -176,7 +178,7 @@ type Counts struct {
 // for small k.
 type PathResult struct {
 	Queries int    `json:"queries"`
-	Path    string `json:"path"` // auto (the engine's choice) or radix (forced); SelectPath says which ran
+	Path    string `json:"path"` // auto (the engine's choice), radix, tiles or gemm (forced); SelectPath says which select ran
 	// MedianMS is the median wall time of one SearchBatch call over the
 	// Reps untimed-trace calls; PerQueryMS that over Queries.
 	MedianMS   float64 `json:"median_ms"`
@@ -344,16 +346,16 @@ func (r *Report) WriteText(out io.Writer) error {
 		}
 	}
 	if len(r.Paths) > 0 {
-		fmt.Fprintf(&b, "\nselection paths on the GPU, k=%d: the engine's choice (auto) and the radix select forced, medians of untraced calls alternating between them\n", r.K)
+		fmt.Fprintf(&b, "\nselection paths on the GPU, k=%d: the engine's choice (auto), the radix select forced and, for batches, each batch kernel forced (tiles, gemm), medians of untraced calls alternating between them\n", r.K)
 		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "  queries\tpath\tselect\tms/call\tms/query\tdispatches\tsubmissions\tmaps\tbytes up\tbytes down\t")
+		fmt.Fprintln(tw, "  queries\tpath\tselect\tms/call\tms/query\tdispatches\tsubmissions\tmaps\tbytes up\tbytes down\tbytes read\t")
 		for _, p := range r.Paths {
 			if p.Error != "" {
-				fmt.Fprintf(tw, "  %d\t%s\terror: %s\t\t\t\t\t\t\t\t\n", p.Queries, p.Path, p.Error)
+				fmt.Fprintf(tw, "  %d\t%s\terror: %s\t\t\t\t\t\t\t\t\t\n", p.Queries, p.Path, p.Error)
 				continue
 			}
-			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t\n", p.Queries, p.Path, orDash(p.SelectPath), ms(p.MedianMS), ms(p.PerQueryMS),
-				p.Dispatches, p.Submissions, p.Maps, p.BytesUp, p.BytesDown)
+			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t\n", p.Queries, p.Path, orDash(p.SelectPath), ms(p.MedianMS), ms(p.PerQueryMS),
+				p.Dispatches, p.Submissions, p.Maps, p.BytesUp, p.BytesDown, p.BytesRead)
 		}
 		tw.Flush()
 	}

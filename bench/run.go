@@ -772,30 +772,39 @@ func firstClause(s string) string {
 }
 
 // paths times each batch size of Options.Paths on the resident GPU index
-// with the engine's own selection ("auto": fused for k within its limit)
-// and with the radix select forced (gpu.WithSelectPath, for these calls
-// only), in one run: after one traced call per
+// with the engine's own selection ("auto": fused for k within its limit),
+// with the radix select forced (gpu.WithSelectPath, for these calls only)
+// and, for batches, with each batch kernel forced ("tiles": scores.wgsl's
+// tiles of 8 or the fused scan; "gemm": gemm.wgsl and the radix select;
+// gpu.WithBatchKernel), in one run: after one traced call per
 // path (its counts, and a warm-up), the timed calls alternate between the
 // paths, so both see the same machine state (this machine is shared).
 func (h *harness) paths(ctx context.Context) error {
 	if h.gpuIx == nil {
 		return nil // no GPU: nothing to compare
 	}
-	paths := []struct {
+	type path struct {
 		name string
-		sel  gpu.SelectPath
-	}{{"auto", gpu.SelectAuto}, {"radix", gpu.SelectRadix}}
+		with func(context.Context) context.Context
+	}
 	for _, nq := range h.opt.Paths {
 		qs := make([][]float32, nq)
 		for i := range qs {
 			qs[i] = h.w.Queries[i%len(h.w.Queries)]
+		}
+		paths := []path{{"auto", func(c context.Context) context.Context { return c }},
+			{"radix", func(c context.Context) context.Context { return gpu.WithSelectPath(c, gpu.SelectRadix) }}}
+		if nq > 1 {
+			paths = append(paths,
+				path{"tiles", func(c context.Context) context.Context { return gpu.WithBatchKernel(c, gpu.BatchTile) }},
+				path{"gemm", func(c context.Context) context.Context { return gpu.WithBatchKernel(c, gpu.BatchGemm) }})
 		}
 		rs := make([]PathResult, len(paths))
 		times := make([][]float64, len(paths))
 		for p, path := range paths {
 			rs[p] = PathResult{Queries: nq, Path: path.name}
 			var tr diag.Trace
-			if _, err := h.gpuIx.SearchBatch(diag.WithTrace(gpu.WithSelectPath(ctx, path.sel), &tr), qs, h.opt.K); err != nil {
+			if _, err := h.gpuIx.SearchBatch(diag.WithTrace(path.with(ctx), &tr), qs, h.opt.K); err != nil {
 				rs[p].Error = err.Error()
 				continue
 			}
@@ -810,7 +819,7 @@ func (h *harness) paths(ctx context.Context) error {
 				if rs[p].Error != "" {
 					continue
 				}
-				pctx := gpu.WithSelectPath(ctx, path.sel)
+				pctx := path.with(ctx)
 				start := time.Now()
 				if _, err := h.gpuIx.SearchBatch(pctx, qs, h.opt.K); err != nil {
 					rs[p].Error = err.Error()
@@ -832,5 +841,5 @@ func (h *harness) paths(ctx context.Context) error {
 
 func countsOf(tr *diag.Trace) Counts {
 	return Counts{Dispatches: tr.Dispatches, Submissions: tr.Submissions, Maps: tr.Maps,
-		BytesUp: tr.BytesUp, BytesDown: tr.BytesDown, SelectPath: tr.SelectPath}
+		BytesUp: tr.BytesUp, BytesDown: tr.BytesDown, BytesRead: tr.BytesRead, SelectPath: tr.SelectPath}
 }

@@ -130,10 +130,11 @@ func TestNonFiniteOnTheRadixSelect(t *testing.T) {
 
 // TestTraceBytesRead: Trace.BytesRead and Searches show how often a
 // search read the rows: on the GPU once per tile of gpu.BatchQueries
-// queries (one for a single query), whichever path selects (fused within
-// FusedK, radix past it and, under UMBRA_FULL, every score read back from
-// k = n/2), across chunks and across the engine's pieces of a batch; on the CPU once per
-// block of fallback.QueryBlock queries.
+// queries, or of Limits.GemmQueries through gemm.wgsl (one for a single
+// query), whichever path selects (fused within FusedK, radix past it and,
+// under UMBRA_FULL, every score read back from k = n/2), across chunks and
+// across the engine's pieces of a batch; on the CPU once per block of
+// fallback.QueryBlock queries.
 func TestTraceBytesRead(t *testing.T) {
 	r := testkit.Rand(t)
 	const dim, n = 32, 2000
@@ -149,23 +150,29 @@ func TestTraceBytesRead(t *testing.T) {
 				ix := open(t, b, engine.Config{Dim: dim, Metric: engine.L2}, chunk)
 				_, err := ix.Add(context.Background(), engine.Vectors(data))
 				require.NoError(t, err)
-				tile := gpu.BatchQueries
-				if b.device == engine.CPU {
-					tile = fallback.QueryBlock(dim)
-				}
-				for _, k := range ks {
-					for _, nq := range []int{1, 13, 64} {
-						var tr diag.Trace
-						_, err := ix.SearchBatch(diag.WithTrace(context.Background(), &tr), data[:nq], k)
-						require.NoError(t, err)
-						passes := int64(1)
-						if nq > 1 {
-							passes = int64((nq + tile - 1) / tile)
+				for _, kernel := range []gpu.BatchKernel{gpu.BatchTile, gpu.BatchGemm} {
+					tile := gpu.BatchQueries
+					switch {
+					case b.device == engine.CPU:
+						tile = fallback.QueryBlock(dim)
+					case kernel == gpu.BatchGemm:
+						tile = int(ix.Info().Limits.GemmQueries)
+					}
+					for _, k := range ks {
+						for _, nq := range []int{1, 13, 64} {
+							var tr diag.Trace
+							ctx := diag.WithTrace(gpu.WithBatchKernel(context.Background(), kernel), &tr)
+							_, err := ix.SearchBatch(ctx, data[:nq], k)
+							require.NoError(t, err)
+							passes := int64(1)
+							if nq > 1 {
+								passes = int64((nq + tile - 1) / tile)
+							}
+							what := fmt.Sprintf("chunk %d, kernel %d, k %d, %d queries (%s path)", chunk, kernel, k, nq, tr.SelectPath)
+							require.Equal(t, b.name == "cpu", tr.Device == "cpu", what)
+							require.Equal(t, nq, tr.Searches, what)
+							require.Equal(t, passes*slabBytes, tr.BytesRead, what)
 						}
-						what := fmt.Sprintf("chunk %d, k %d, %d queries (%s path)", chunk, k, nq, tr.SelectPath)
-						require.Equal(t, b.name == "cpu", tr.Device == "cpu", what)
-						require.Equal(t, nq, tr.Searches, what)
-						require.Equal(t, passes*slabBytes, tr.BytesRead, what)
 					}
 				}
 			}
@@ -174,7 +181,8 @@ func TestTraceBytesRead(t *testing.T) {
 }
 
 // TestTraceBytesReadOverflow: under Limits.Overflow the trace counts the
-// device's passes over its rows and the CPU's over the rows past them.
+// device's passes over its rows (scores.wgsl's tiles, asked for) and the
+// CPU's over the rows past them.
 func TestTraceBytesReadOverflow(t *testing.T) {
 	r := testkit.Rand(t)
 	const dim, n, devRows = 32, 2000, 1024
@@ -186,7 +194,8 @@ func TestTraceBytesReadOverflow(t *testing.T) {
 	require.Equal(t, devRows, ix.Info().DeviceRows)
 	for _, nq := range []int{1, 13, 64} {
 		var tr diag.Trace
-		_, err := ix.SearchBatch(diag.WithTrace(context.Background(), &tr), data[:nq], 10)
+		ctx := gpu.WithBatchKernel(context.Background(), gpu.BatchTile)
+		_, err := ix.SearchBatch(diag.WithTrace(ctx, &tr), data[:nq], 10)
 		require.NoError(t, err)
 		devPasses, hostPasses := int64(1), int64((nq+fallback.QueryBlock(dim)-1)/fallback.QueryBlock(dim))
 		if nq > 1 {

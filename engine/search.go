@@ -341,8 +341,10 @@ func (ix *Index) gpuSearch(ctx context.Context, qs [][]float32, k, rows int, mas
 // starting at gpuFirstPiece queries and doubling while a piece takes less
 // than half of gpuPiece, and ctx is checked between them. A cancelled batch
 // returns within about one piece; on a fast GPU the pieces soon hold the
-// whole batch.
+// whole batch. The first piece is a whole tile of gemm.wgsl's (and so of
+// scores.wgsl's), so every piece but the last fills its tiles and reads
+// the rows no more often than one submission of the batch would.
 const (
 	gpuPiece      = 50 * time.Millisecond
-	gpuFirstPiece = 8
+	gpuFirstPiece = gpu.GemmTile
 )

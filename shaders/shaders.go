@@ -24,6 +24,9 @@ var selectSource string
 //go:embed quant.wgsl
 var quantSource string
 
+//go:embed gemm.wgsl
+var gemmSource string
+
 // Read is the WGSL source of the bandwidth-floor shader (read.wgsl): it
 // has no constants to fill in.
 //
@@ -39,6 +42,7 @@ var (
 	scoresTemplate = assemble("scores.wgsl", scoresSource)
 	selectTemplate = assemble("select.wgsl", selectSource)
 	quantTemplate  = assemble("quant.wgsl", quantSource)
+	gemmTemplate   = assemble("gemm.wgsl", gemmSource)
 	topkTemplate   = assemble("topk.wgsl", topkSource)
 )
 
@@ -79,6 +83,11 @@ type ScoresLayout struct {
 	// against the query without a metric (the tree reduction; no
 	// subgroups, no staged queries).
 	Prec core.Precision
+	// RM, when not 0, makes the layout gemm.wgsl's register tile for
+	// batches (PlanGemm): each invocation scores RM rows against QM
+	// queries, Rows / RM teams of Team lanes by QT / QM of them make a
+	// workgroup, and Pass accumulators meet in workgroup memory at a time.
+	RM, QM, Pass uint32
 }
 
 // QueryVec4 is how many 16-byte words one query takes in the query
@@ -92,7 +101,12 @@ func (l ScoresLayout) QueryVec4() uint32 {
 }
 
 // Workgroup is the number of invocations in one workgroup.
-func (l ScoresLayout) Workgroup() uint32 { return l.Team * l.Rows }
+func (l ScoresLayout) Workgroup() uint32 {
+	if l.RM != 0 {
+		return l.Team * (l.Rows / l.RM) * (l.QT / l.QM)
+	}
+	return l.Team * l.Rows
+}
 
 // Target is what a layout must fit on one device: its workgroup limits and
 // the widest team (invocations per row) worth using there, which the engine
@@ -162,10 +176,101 @@ func PlanScores(stride int, metric core.Metric, qt uint32, t Target) (ScoresLayo
 	return l, nil
 }
 
+// Register tiles of gemm.wgsl: each invocation holds GemmRows rows ×
+// GemmQueries queries of accumulators (16 vec4, 64 floats), and a
+// workgroup spans up to GemmTile queries, so it reads its rows once per
+// GemmTile queries.
+const (
+	GemmRows    = 4
+	GemmQueries = 4
+	GemmTile    = 32
+)
+
+// PlanGemm picks gemm.wgsl's layout for batches of rows of stride float32
+// elements on device t: the team PlanScores gives a single query (so the
+// scores are the same bits), GemmTile / GemmQueries query teams where the
+// workgroup's invocations allow (fewer for wide teams), as many row teams
+// as fill the rest, and the accumulators reduced as many at a time as
+// t.MaxWorkgroupBytes holds.
+func PlanGemm(stride int, metric core.Metric, t Target) (ScoresLayout, error) {
+	l, err := PlanScores(stride, metric, 1, t)
+	if err != nil {
+		return ScoresLayout{}, err
+	}
+	wg := uint32(256)
+	if t.MaxInvocations != 0 && t.MaxInvocations < wg {
+		wg = t.MaxInvocations
+	}
+	tq := max(min(GemmTile/GemmQueries, wg/l.Team), 1)
+	tr := max(wg/(l.Team*tq), 1)
+	l.RM, l.QM = GemmRows, GemmQueries
+	l.Rows, l.QT = tr*GemmRows, tq*GemmQueries
+	maxBytes := t.MaxWorkgroupBytes
+	if maxBytes == 0 {
+		maxBytes = 16384
+	}
+	l.Pass = GemmRows * GemmQueries
+	for l.Pass > 1 && l.Pass*l.Workgroup()*4 > maxBytes {
+		l.Pass /= 2
+	}
+	return l, nil
+}
+
+// gemmAcc is one accumulator of gemm.wgsl's tile: row M, query J, and
+// its slot in workgroup memory within its round.
+type gemmAcc struct{ M, J, Slot uint32 }
+
+// gemm returns gemm.wgsl's source for layout l.
+func gemm(l ScoresLayout) (string, error) {
+	if l.QM == 0 || l.Pass == 0 || l.Rows%l.RM != 0 || l.QT%l.QM != 0 || (l.RM*l.QM)%l.Pass != 0 ||
+		l.Subgroups || l.Slice != 0 || l.Prec != core.F32 {
+		return "", fmt.Errorf("shaders: invalid gemm layout %+v", l)
+	}
+	type round struct {
+		First, Last uint32
+		Accs        []gemmAcc
+	}
+	var ms, js []uint32
+	var accs []gemmAcc
+	for m := range l.RM {
+		ms = append(ms, m)
+	}
+	for j := range l.QM {
+		js = append(js, j)
+	}
+	var rounds []round
+	for m := range l.RM {
+		for j := range l.QM {
+			a := gemmAcc{M: m, J: j, Slot: uint32(len(accs)) % l.Pass}
+			if a.Slot == 0 {
+				rounds = append(rounds, round{First: uint32(len(accs))})
+			}
+			r := &rounds[len(rounds)-1]
+			r.Accs, r.Last = append(r.Accs, a), uint32(len(accs))
+			accs = append(accs, a)
+		}
+	}
+	var b strings.Builder
+	err := gemmTemplate.Execute(&b, struct {
+		ScoresLayout
+		Workgroup, Partial, TR uint32
+		Ms, Js                 []uint32
+		Accs                   []gemmAcc
+		Rounds                 []round
+	}{l, l.Workgroup(), l.Pass * l.Workgroup(), l.Rows / l.RM, ms, js, accs, rounds})
+	if err != nil {
+		return "", fmt.Errorf("shaders: %w", err)
+	}
+	return b.String(), nil
+}
+
 // Scores returns the WGSL source of the scores shader for layout l.
 func Scores(l ScoresLayout) (string, error) {
 	if l.Team == 0 || l.Team&(l.Team-1) != 0 || l.Rows == 0 || l.Dim4 == 0 || l.QT == 0 {
 		return "", fmt.Errorf("shaders: invalid scores layout %+v", l)
+	}
+	if l.RM != 0 {
+		return gemm(l)
 	}
 	if l.Slice != 0 && l.Slice%l.Team != 0 && l.Slice < l.Dim4 {
 		return "", fmt.Errorf("shaders: invalid scores layout %+v: a staged slice narrower than the team changes the summation order", l)

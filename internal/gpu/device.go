@@ -177,6 +177,11 @@ type Device struct {
 	// staged is set when batches score faster with their queries staged
 	// in workgroup memory, also measured by tuneTeam.
 	staged bool
+	// gemm is set when gemm.wgsl passed its self-test (every score the
+	// same bits as a single query's) and a batch searched faster with it
+	// (tuneGemm); gemmErr says why not when the self-test failed.
+	gemm    bool
+	gemmErr error
 	// scanRate is how many bytes of rows a second one scoring pass reads
 	// on this device, measured by tune (0: not measured): what a
 	// submission's work is estimated by (workLimit).

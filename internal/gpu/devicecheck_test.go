@@ -33,8 +33,9 @@ import (
 //
 //   - f32: for each k of UMBRA_CHECK_KS (default 10,1000) and each batch of
 //     UMBRA_CHECK_BATCHES (default 1,8,64,128), Search on the fused path
-//     (where the device passed it and k is within its limit) and with the
-//     radix select forced; every query's answer is compared with the
+//     (where the device passed it and k is within its limit), with the
+//     radix select forced and, for batches, with each batch kernel forced
+//     (scores.wgsl's tiles, gemm.wgsl); every query's answer is compared with the
 //     fallback's exact answer by testkit.SameRanking (float64 references,
 //     near-ties only may trade ranks).
 //   - f16, int8: quant.wgsl's raw sums (Sums) for each batch, compared with
@@ -237,9 +238,19 @@ func checkF32(t *testing.T, ctx context.Context, dev *Device, slab *packed.Slab,
 	for _, k := range rep.Config.Ks {
 		k = min(k, slab.Rows)
 		for _, nq := range rep.Config.Batches {
-			for _, path := range []SelectPath{SelectAuto, SelectRadix} {
-				c := checkCase{K: k, NQ: nq, Path: map[SelectPath]string{SelectAuto: "auto", SelectRadix: "radix"}[path]}
-				pctx := WithSelectPath(ctx, path)
+			type checkPath struct {
+				name string
+				ctx  context.Context
+			}
+			paths := []checkPath{{"auto", ctx}, {"radix", WithSelectPath(ctx, SelectRadix)}}
+			if nq > 1 {
+				// Both batch kernels, whichever the probe chose.
+				paths = append(paths, checkPath{"tiles", WithBatchKernel(ctx, BatchTile)},
+					checkPath{"gemm", WithBatchKernel(ctx, BatchGemm)})
+			}
+			for _, path := range paths {
+				c := checkCase{K: k, NQ: nq, Path: path.name}
+				pctx := path.ctx
 				var st core.Stages
 				start := time.Now()
 				got, err := g.Search(pctx, qs[:nq], k, slab.Rows, nil, &st)

@@ -57,9 +57,12 @@ type Index struct {
 	metric core.Metric
 	// prec is F32, or the compressed codes the rows hold
 	// (NewCompressedIndex): then only Sums searches them.
-	prec    core.Precision
-	single  shaders.ScoresLayout // one query per pass
-	batch   shaders.ScoresLayout // batchQT queries per pass
+	prec   core.Precision
+	single shaders.ScoresLayout // one query per pass
+	batch  shaders.ScoresLayout // batchQT queries per pass
+	// gemm is gemm.wgsl's layout for batches (zero for compressed rows),
+	// compiled on first use unless the device chose it (Device.gemm).
+	gemm    shaders.ScoresLayout
 	plan    packed.ChunkPlan
 	chunks  []*gpuChunk
 	query   growBuffer
@@ -177,10 +180,15 @@ func newIndexPrec(dev *Device, stride int, metric core.Metric, prec core.Precisi
 		mparams: growBuffer{label: "umbra merge params", usage: wgpu.BufferUsageUniform | wgpu.BufferUsageCopyDst, limit: bind},
 	}
 	g.topkSingle, g.topkBatch = ip.TopKSingle, ip.TopKBatch
+	g.gemm = ip.Gemm
 	dev.mu.Lock()
 	defer dev.mu.Unlock()
 	// Compile everything now so a broken shader fails New, not a search.
-	for _, l := range []shaders.ScoresLayout{single, batch} {
+	layouts := []shaders.ScoresLayout{single, batch}
+	if dev.gemm && g.gemm.RM != 0 {
+		layouts = append(layouts, g.gemm)
+	}
+	for _, l := range layouts {
 		if _, err := dev.scoresPipeline(l); err != nil {
 			return nil, err
 		}
@@ -216,6 +224,7 @@ func (g *Index) Limits() Limits {
 	l.Team = g.single.Team
 	l.StagedQueries = g.batch.Slice > 0
 	l.FusedK, l.FusedBatchK = gpuplan.MaxK(g.topkSingle), gpuplan.MaxK(g.topkBatch)
+	l.GemmQueries, l.Gemm = g.gemm.QT, g.dev.gemm && g.gemm.RM != 0
 	return l
 }
 

@@ -296,12 +296,12 @@ const defaultScanRate = 20e9
 // select reads every score about ten times: eight histogram rounds, the
 // compaction, the sort), estimated at the device's scan rate. It is at
 // least one tile: a tile's pass cannot be split.
-func (g *Index) workLimit(sub submission) int {
+func (g *Index) workLimit(sub submission, qt int) int {
 	rate := g.dev.scanRate
 	if rate <= 0 {
 		rate = defaultScanRate
 	}
-	qt := max(int(g.batch.QT), 1)
+	qt = max(qt, 1)
 	perQuery := 0.0
 	switch {
 	case !sub.DeviceSelect:
@@ -317,13 +317,34 @@ func (g *Index) workLimit(sub submission) int {
 // perSubmission is how many queries of this shape one submission takes:
 // what its buffers hold (batchLimit, sized as the radix select's, which
 // holds the fused path's too) and its estimated work allows (workLimit,
-// the fused path's where a batch would take it).
-func (g *Index) perSubmission(sub submission) int {
+// the fused path's where a batch would take it, in whole tiles of the
+// batch kernel: gemm.wgsl's when gemm).
+func (g *Index) perSubmission(sub submission, gemm bool) int {
 	n := g.batchLimit(sub)
-	if sub.DeviceSelect {
+	qt := g.batch.QT
+	if gemm {
+		qt = g.gemm.QT
+	} else if sub.DeviceSelect {
 		_, sub.Fused = g.fusedPlan(sub.K, batchQT, sub.Radix)
 	}
-	return max(min(n, g.workLimit(sub)), 1)
+	return max(min(n, g.workLimit(sub, int(qt))), 1)
+}
+
+// gemmFor reports whether a submission of nq queries is scored by
+// gemm.wgsl under kernel k: always for a batch under BatchGemm, never
+// under BatchTile, and under BatchAuto for GemmMinBatch queries or more
+// where the device chose it. Compressed rows have no gemm layout.
+func (g *Index) gemmFor(nq int, k BatchKernel) bool {
+	if g.gemm.RM == 0 || nq < 2 {
+		return false
+	}
+	switch k {
+	case BatchGemm:
+		return true
+	case BatchTile:
+		return false
+	}
+	return g.dev.gemm && nq >= GemmMinBatch
 }
 
 // maxGroups is the device's workgroups per grid dimension.
@@ -451,9 +472,10 @@ func (g *Index) fusedPlan(k, nq int, radix bool) (shaders.TopKLayout, bool) {
 // as k grows so the merge reads at most about 8,192 candidates per query
 // (at least 16 lists, and no more than the chunk has steps of rows; 32 at
 // most on a software adapter).
-func (g *Index) planSelect(sub *submission) {
+func (g *Index) planSelect(sub *submission, gemm bool) {
 	sub.Fused = false
-	if !sub.DeviceSelect {
+	if !sub.DeviceSelect || gemm {
+		// gemm.wgsl writes scores, which the radix select reads.
 		return
 	}
 	p, ok := g.fusedPlan(sub.K, sub.NQ, sub.Radix)
@@ -547,7 +569,11 @@ func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *core
 	if sub.NQ > 1 {
 		layout = g.batch
 	}
-	g.planSelect(&sub)
+	gemm := g.gemmFor(sub.NQ, BatchKernelOf(ctx))
+	if gemm {
+		layout = g.gemm
+	}
+	g.planSelect(&sub, gemm)
 	c := core.Stages{Path: sub.Path()}
 	dev := g.device()
 	start := time.Now()
@@ -555,6 +581,13 @@ func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *core
 	size := sub.ReadbackBytes()
 	stampAt, timed := uint64(0), false
 	err = scoped(dev, "search", func() error {
+		if gemm {
+			// Compiled here on first use when the probe did not choose
+			// it (a caller forced BatchGemm).
+			if _, err := g.dev.scoresPipeline(layout); err != nil {
+				return err
+			}
+		}
 		if err := g.prepare(sub); err != nil {
 			return err
 		}
@@ -814,7 +847,8 @@ func (g *Index) Search(ctx context.Context, qs [][]float32, k, rows int, mask []
 		sub.Mask, sub.Tombs = g.liveMask(rows), false
 		g.dev.mu.Unlock()
 	}
-	return gpuplan.SearchBatches(qs, g.perSubmission(sub), func(part [][]float32) ([][]core.Hit, error) {
+	per := g.perSubmission(sub, g.gemmFor(len(qs), BatchKernelOf(ctx)))
+	return gpuplan.SearchBatches(qs, per, func(part [][]float32) ([][]core.Hit, error) {
 		hits, _, err := g.run(ctx, part, sub, st)
 		return hits, err
 	})
@@ -835,7 +869,7 @@ func (g *Index) Sums(ctx context.Context, qs [][]float32, rows int, st *core.Sta
 		return nil, 0, err
 	}
 	sub := submission{Rows: rows}
-	return gpuplan.SumBatches(qs, rows, func() int { return g.perSubmission(sub) }, g.single.QT, g.batch.QT,
+	return gpuplan.SumBatches(qs, rows, func() int { return g.perSubmission(sub, false) }, g.single.QT, g.batch.QT,
 		func(part [][]float32) ([]float32, error) {
 			_, all, err := g.run(ctx, part, sub, st)
 			return all, err

@@ -38,6 +38,7 @@ func (d *Device) verify() error {
 		if len(passed) > 0 {
 			d.tune(passed)
 			d.verifyFused()
+			d.verifyGemm()
 			return nil
 		}
 	}
@@ -178,3 +179,70 @@ func (d *Device) checkSearches(dim int, metric core.Metric, rows int, ks []int, 
 	}
 	return nil
 }
+
+// verifyGemm self-tests gemm.wgsl, the register-tiled batch kernel, with
+// the variant tune chose, and lets batches take it only if every score it
+// writes is the same bits as a single query's and a batch searched faster
+// with it (tuneGemm). A device whose gemm fails keeps scores.wgsl's tiles
+// (gemmErr says why).
+func (d *Device) verifyGemm() {
+	d.gemm, d.gemmErr = false, nil
+	for _, dim := range selfTestDims {
+		for _, metric := range []core.Metric{core.Dot, core.L2} {
+			if err := d.checkGemm(dim, metric); err != nil {
+				d.gemmErr = fmt.Errorf("gemm self-test at dimension %d, metric %v, team %d: %w", dim, metric, d.team, err)
+				return
+			}
+		}
+	}
+	d.gemm = d.tuneGemm()
+}
+
+// checkGemm scores gemmChecks queries (a whole tile of gemm.wgsl's and a
+// part of one) against 300 synthetic rows in 128-row chunks through
+// gemm.wgsl, and compares every score with the single-query kernel's, bit
+// for bit: the one summation order makes them equal, so any difference is
+// a fault.
+func (d *Device) checkGemm(dim int, metric core.Metric) error {
+	const rows = 300
+	data := packed.Synthetic(rows+gemmChecks, dim)
+	slab := packed.NewSlab(dim)
+	flat := make([]float32, 0, rows*dim)
+	for i := 0; i < rows; i++ {
+		flat = append(flat, data.Row(i)...)
+	}
+	slab.AppendFlat(flat, false)
+	qs := make([][]float32, gemmChecks)
+	for i := range qs {
+		qs[i] = data.PaddedRow(rows + i)
+	}
+	g, err := newIndex(d, slab.Stride, metric, 128)
+	if err != nil {
+		return err
+	}
+	defer g.Release()
+	ctx := context.Background()
+	if err := g.Upload(ctx, slab, 0, nil, nil); err != nil {
+		return err
+	}
+	_, all, err := g.run(WithBatchKernel(ctx, BatchGemm), qs, submission{Rows: rows}, nil)
+	if err != nil {
+		return err
+	}
+	for j, q := range qs {
+		one, err := g.scores(ctx, q, rows)
+		if err != nil {
+			return err
+		}
+		for i, s := range one {
+			if b := all[j*rows+i]; math.Float32bits(b) != math.Float32bits(s) {
+				return fmt.Errorf("%w: gemm gave score %g for query %d, row %d; a single query's kernel %g", ErrFailed, b, j, i, s)
+			}
+		}
+	}
+	return nil
+}
+
+// gemmChecks is how many queries checkGemm scores at once: more than one
+// tile of gemm.wgsl's at every team width, the last one partly filled.
+const gemmChecks = 40

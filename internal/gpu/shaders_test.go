@@ -14,8 +14,9 @@ import (
 
 // TestEveryShaderCompiles compiles, on a working device, every variant
 // package shaders assembles from its sources and common.wgsl's fragments:
-// each metric and precision, the single and batch scores layouts (tree and,
-// where the device has the feature, subgroup reductions; staged queries),
+// each metric and precision, gemm.wgsl at every team width, the single
+// and batch scores layouts (tree and, where the device has the feature,
+// subgroup reductions; staged queries),
 // every fused plan and both merges, both selects, and read.wgsl. A fragment
 // that does not fit one of the shaders that place it fails here by name,
 // not in a probe's self-test (which compiles only the variant it chose).
@@ -45,6 +46,14 @@ func TestEveryShaderCompiles(t *testing.T) {
 		src, err = shaders.MergeTopK(m)
 		add(fmt.Sprintf("merge %v", m), src, err, "merge")
 		for _, stride := range []int{4, 768} {
+			for _, team := range shaders.TeamCandidates {
+				tg := target
+				tg.MaxTeam = team
+				l, err := shaders.PlanGemm(stride, m, tg)
+				require.NoError(t, err)
+				src, err := shaders.Scores(l)
+				add(fmt.Sprintf("gemm %+v", l), src, err, "main")
+			}
 			for _, qt := range []uint32{1, 8} {
 				for _, staged := range []bool{false, true} {
 					tg := target

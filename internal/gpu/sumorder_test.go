@@ -116,8 +116,8 @@ func TestFma32(t *testing.T) {
 // 8, 16 and 32), the team width, the batch shape or the reduction: single
 // queries and tiles of queries read back whole (scores.wgsl, with its
 // workgroup-memory tree, with subgroup shuffles and staged batch queries,
-// with shuffles it distrusts), and the fused scan's hits (topk.wgsl, one
-// query and a tile). A score that differed in its last bit between two
+// with shuffles it distrusts), the register tiles of gemm.wgsl, and the
+// fused scan's hits (topk.wgsl, one query and a tile). A score that differed in its last bit between two
 // paths could swap two near-tied rows between them. Rows are random in
 // [-1, 1) with a few duplicates; the teams are wider than the row (idle
 // lanes) and narrower, and teams of 8 and 64 are wider than subgroups of
@@ -139,6 +139,9 @@ func TestScoreBitsOnEveryPath(t *testing.T) {
 	}
 	distrust := func(src string) string {
 		const check = "var ok = w > 0u"
+		if strings.HasPrefix(src, "// gemm.wgsl") {
+			return src // the tree only: nothing to distrust
+		}
 		if !strings.Contains(src, check) {
 			panic("scores.wgsl's layout check is gone")
 		}
@@ -236,6 +239,13 @@ func TestScoreBitsOnEveryPath(t *testing.T) {
 				for qi := range qs {
 					for row := 0; row < n; row++ {
 						check("batch scores", qi, row, all[qi*n+row])
+					}
+				}
+				_, all, err = g.run(WithBatchKernel(context.Background(), BatchGemm), qs, submission{Rows: n}, nil)
+				require.NoError(t, err)
+				for qi := range qs {
+					for row := 0; row < n; row++ {
+						check("gemm scores", qi, row, all[qi*n+row])
 					}
 				}
 				// The fused scan's hits, for one query and the batch.

@@ -152,3 +152,52 @@ func (d *Device) timeScores(s *packed.Slab, q [][]float32) (time.Duration, error
 	}
 	return best, nil
 }
+
+// tuneGemm reports whether a batch of gemmTuneQueries searches (k = 10,
+// selected on the device) faster through gemm.wgsl and the radix select
+// than through scores.wgsl's tiles, or the fused scan where the device
+// passed it: the best of three after a warm-up each, timed whole (the same
+// queries go up and the same hits come back either way), on the slab tune
+// times the teams on. A failed timing keeps the tiles.
+func (d *Device) tuneGemm() bool {
+	rows := d.timingRows(tuneDim, tuneRows)
+	if d.failTiming != nil && d.failTiming(rows) {
+		return false
+	}
+	s := packed.Synthetic(rows, tuneDim)
+	g, err := newIndex(d, s.Stride, core.Dot, 0)
+	if err != nil {
+		return false
+	}
+	defer g.Release()
+	if err := g.Upload(context.Background(), s, 0, nil, nil); err != nil {
+		return false
+	}
+	qs := make([][]float32, gemmTuneQueries)
+	for i := range qs {
+		qs[i] = s.PaddedRow(i)
+	}
+	timeOf := func(k BatchKernel) (time.Duration, error) {
+		ctx := WithBatchKernel(context.Background(), k)
+		var best time.Duration
+		for i := 0; i < 4; i++ {
+			start := time.Now()
+			if _, err := g.Search(ctx, qs, 10, s.Rows, nil, nil); err != nil {
+				return 0, err
+			}
+			if took := time.Since(start); i > 0 && (best == 0 || took < best) {
+				best = took
+			}
+		}
+		return best, nil
+	}
+	tile, err := timeOf(BatchTile)
+	if err != nil {
+		return false
+	}
+	gemm, err := timeOf(BatchGemm)
+	return err == nil && gemm < tile
+}
+
+// gemmTuneQueries is the batch tuneGemm times: two of gemm.wgsl's tiles.
+const gemmTuneQueries = 64

@@ -10,6 +10,7 @@ import (
 
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/packed"
+	"github.com/umbravec/umbra/shaders"
 )
 
 // Sentinels the backend's errors wrap; engine maps them to its own.
@@ -55,6 +56,14 @@ type Limits struct {
 	// and a merge; larger k takes the radix select). 0: the device did not
 	// pass its fused self-test, or its workgroup memory holds no plan.
 	FusedK, FusedBatchK uint32
+	// GemmQueries is how many queries gemm.wgsl, the register-tiled batch
+	// kernel, scores per pass over the rows (0: none planned), and Gemm
+	// whether batches of GemmMinBatch queries or more take it on this
+	// device: it passed its self-test (the same bits as a single query's
+	// scores) and the probe measured it, with the radix select, faster on
+	// a batch than the tiles of BatchQueries (and the fused scan).
+	GemmQueries uint32
+	Gemm        bool
 }
 
 // Report is what probing one adapter found.
@@ -103,8 +112,52 @@ func lap(d *time.Duration, start time.Time) time.Time {
 }
 
 // BatchQueries is how many queries one pass over the slab scores in a
-// batch.
+// batch of scores.wgsl's tiles.
 const BatchQueries = 8
+
+// GemmMinBatch is the fewest queries a submission hands gemm.wgsl under
+// BatchAuto: below it the batch's last tile would leave most of a
+// register tile idle.
+const GemmMinBatch = 16
+
+// GemmTile is the most queries gemm.wgsl scores per pass over the rows
+// (fewer on a device whose teams are 64 wide): a batch split into pieces
+// of a multiple of it reads the rows as often as one whole.
+const GemmTile = shaders.GemmTile
+
+// BatchKernel chooses the kernel that scores a batch of queries on the
+// device.
+type BatchKernel int32
+
+const (
+	// BatchAuto: gemm.wgsl for submissions of GemmMinBatch queries or
+	// more where the probe chose it (Limits.Gemm), scores.wgsl's tiles
+	// (or the fused scan) otherwise.
+	BatchAuto BatchKernel = iota
+	// BatchTile: scores.wgsl's tiles of BatchQueries, or the fused scan
+	// where k allows, for every batch.
+	BatchTile
+	// BatchGemm: gemm.wgsl and the radix select for every batch of two
+	// queries or more.
+	BatchGemm
+)
+
+type batchKernelKey struct{}
+
+// WithBatchKernel returns a context under which the searches on the
+// device that are given it score their batches with kernel k: cmd/bench
+// sets the kernels side by side, and tests force each. Only those calls:
+// nothing else in the process.
+func WithBatchKernel(ctx context.Context, k BatchKernel) context.Context {
+	return context.WithValue(ctx, batchKernelKey{}, k)
+}
+
+// BatchKernelOf is the kernel ctx asks for: BatchAuto unless
+// WithBatchKernel set another.
+func BatchKernelOf(ctx context.Context) BatchKernel {
+	k, _ := ctx.Value(batchKernelKey{}).(BatchKernel)
+	return k
+}
 
 // CalibrationRows × CalibrationDim float32 is the slab Auto times the CPU
 // and a software adapter on: 32 MiB, large enough that scan rate dominates

@@ -25,8 +25,11 @@ type Chip struct {
 // query and for a batch, and (float32 rows on a fused device) the fused
 // top-k plans for each.
 type IndexPlan struct {
-	Chunks                packed.ChunkPlan
-	Single, Batch         shaders.ScoresLayout
+	Chunks        packed.ChunkPlan
+	Single, Batch shaders.ScoresLayout
+	// Gemm is gemm.wgsl's batch layout (float32 rows only; zero
+	// otherwise).
+	Gemm                  shaders.ScoresLayout
 	TopKSingle, TopKBatch []shaders.TopKLayout
 }
 
@@ -60,6 +63,11 @@ func PlanIndex(stride int, metric core.Metric, prec core.Precision, maxChunkRows
 		single.Subgroups, batch.Subgroups, batch.Slice = false, false, 0
 	}
 	p := IndexPlan{Chunks: plan, Single: single, Batch: batch}
+	if prec == core.F32 {
+		if p.Gemm, err = shaders.PlanGemm(stride, metric, target); err != nil {
+			return IndexPlan{}, err
+		}
+	}
 	if chip.Fused && prec == core.F32 {
 		p.TopKSingle = shaders.TopKPlans(single, chip.MaxWorkgroupBytes)
 		p.TopKBatch = shaders.TopKPlans(batch, chip.MaxWorkgroupBytes)
