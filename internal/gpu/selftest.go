@@ -182,7 +182,7 @@ func (d *Device) checkSearches(dim int, metric core.Metric, rows int, ks []int, 
 
 // verifyGemm self-tests gemm.wgsl, the register-tiled batch kernel, with
 // the variant tune chose, and lets batches take it only if every score it
-// writes is the same bits as a single query's and a batch searched faster
+// writes is the same bits as scores.wgsl's and a batch searched faster
 // with it (tuneGemm). A device whose gemm fails keeps scores.wgsl's tiles
 // (gemmErr says why).
 func (d *Device) verifyGemm() {
@@ -200,9 +200,10 @@ func (d *Device) verifyGemm() {
 
 // checkGemm scores gemmChecks queries (a whole tile of gemm.wgsl's and a
 // part of one) against 300 synthetic rows in 128-row chunks through
-// gemm.wgsl, and compares every score with the single-query kernel's, bit
-// for bit: the one summation order makes them equal, so any difference is
-// a fault.
+// gemm.wgsl, and compares every score with scores.wgsl's, bit for bit: the
+// one summation order makes them equal, so any difference is a fault.
+// (scores.wgsl passed selfTest against float64 before; its tiles give a
+// single query's bits, TestScoreBitsOnEveryPath.)
 func (d *Device) checkGemm(dim int, metric core.Metric) error {
 	const rows = 300
 	data := packed.Synthetic(rows+gemmChecks, dim)
@@ -229,15 +230,13 @@ func (d *Device) checkGemm(dim int, metric core.Metric) error {
 	if err != nil {
 		return err
 	}
-	for j, q := range qs {
-		one, err := g.scores(ctx, q, rows)
-		if err != nil {
-			return err
-		}
-		for i, s := range one {
-			if b := all[j*rows+i]; math.Float32bits(b) != math.Float32bits(s) {
-				return fmt.Errorf("%w: gemm gave score %g for query %d, row %d; a single query's kernel %g", ErrFailed, b, j, i, s)
-			}
+	_, want, err := g.run(WithBatchKernel(ctx, BatchTile), qs, submission{Rows: rows}, nil)
+	if err != nil {
+		return err
+	}
+	for i, s := range want {
+		if b := all[i]; math.Float32bits(b) != math.Float32bits(s) {
+			return fmt.Errorf("%w: gemm gave score %g for query %d, row %d; scores.wgsl %g", ErrFailed, b, i/rows, i%rows, s)
 		}
 	}
 	return nil

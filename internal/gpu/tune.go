@@ -158,9 +158,14 @@ func (d *Device) timeScores(s *packed.Slab, q [][]float32) (time.Duration, error
 // than through scores.wgsl's tiles, or the fused scan where the device
 // passed it: the best of three after a warm-up each, timed whole (the same
 // queries go up and the same hits come back either way), on the slab tune
-// times the teams on. A failed timing keeps the tiles.
+// times the teams on (a quarter of it, and one gemm tile of queries, on a
+// software adapter, whose scan is arithmetic on the CPU: the ratio is the
+// same, and every test process probes). A failed timing keeps the tiles.
 func (d *Device) tuneGemm() bool {
-	rows := d.timingRows(tuneDim, tuneRows)
+	rows, nq := d.timingRows(tuneDim, tuneRows/4), gemmTuneQueries
+	if d.info.Software() {
+		nq = GemmTile
+	}
 	if d.failTiming != nil && d.failTiming(rows) {
 		return false
 	}
@@ -173,7 +178,7 @@ func (d *Device) tuneGemm() bool {
 	if err := g.Upload(context.Background(), s, 0, nil, nil); err != nil {
 		return false
 	}
-	qs := make([][]float32, gemmTuneQueries)
+	qs := make([][]float32, nq)
 	for i := range qs {
 		qs[i] = s.PaddedRow(i)
 	}
@@ -199,5 +204,6 @@ func (d *Device) tuneGemm() bool {
 	return err == nil && gemm < tile
 }
 
-// gemmTuneQueries is the batch tuneGemm times: two of gemm.wgsl's tiles.
+// gemmTuneQueries is the batch tuneGemm times on hardware: two of
+// gemm.wgsl's tiles.
 const gemmTuneQueries = 64

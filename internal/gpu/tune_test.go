@@ -3,6 +3,7 @@
 package gpu
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -66,4 +67,48 @@ func TestTimingSlabsPastTheCache(t *testing.T) {
 		}
 		require.Equal(t, want, timed, "Calibrate's slabs, fail %v", fail)
 	}
+}
+
+// TestTuneGemm: tuneGemm times gemm.wgsl against scores.wgsl's tiles on a
+// hardware adapter's large slab (a software one's quarter slab), and a
+// timing that fails keeps the tiles rather than failing the probe. A
+// device whose gemm fails its self-test never lets batches take it.
+func TestTuneGemm(t *testing.T) {
+	d := softwareDevice(t)
+	like := func(typ string) *Device {
+		c := &Device{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim,
+			subgroups: d.subgroups, team: d.team}
+		c.info.Type = typ
+		return c
+	}
+	for _, typ := range []string{"cpu", "discrete-gpu"} {
+		for _, fail := range []bool{false, true} {
+			c := like(typ)
+			c.timingBytes = 16 << 20
+			var timed []int
+			c.failTiming = func(rows int) bool {
+				timed = append(timed, rows)
+				return fail
+			}
+			chosen := c.tuneGemm()
+			want := tuneRows / 4
+			if typ != "cpu" {
+				want = (16 << 20) / (tuneDim * 4)
+			}
+			require.Equal(t, []int{want}, timed, "%s, fail %v", typ, fail)
+			if fail {
+				require.False(t, chosen, "a failed timing keeps the tiles")
+			}
+		}
+	}
+	// A gemm that gives other bits than scores.wgsl fails the self-test.
+	c := like(d.info.Type)
+	c.editScores = func(src string) string {
+		return strings.Replace(src, "partial[0u * WG + li] = (a0_0.x + a0_0.y) + (a0_0.z + a0_0.w);",
+			"partial[0u * WG + li] = (a0_0.x + a0_0.y) + (a0_0.z + a0_0.w) + 1e-3;", 1)
+	}
+	c.verifyGemm()
+	require.Error(t, c.gemmErr)
+	require.False(t, c.gemm)
+	t.Log(c.gemmErr)
 }
