@@ -1,0 +1,381 @@
+//go:build cgo && !nogpu
+
+package gpu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/umbravec/umbra/fallback"
+	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/exact"
+	"github.com/umbravec/umbra/internal/packed"
+	"github.com/umbravec/umbra/internal/testkit"
+)
+
+// qfix is a compressed index on the device beside its float32 slab and
+// compressed copy, for comparing the device-selection path with the CPU's
+// and with today's full-sums path.
+type qfix struct {
+	g    *Index
+	s    fallback.Slab
+	c    *exact.Compressed
+	m    core.Metric
+	dev  int // rows resident on the device
+	rows [][]float32
+}
+
+func newQfix(t *testing.T, d *Device, prec core.Precision, m core.Metric, rows [][]float32, dev, chunk int) *qfix {
+	t.Helper()
+	dim := len(rows[0])
+	c, err := exact.NewCompressed(prec, dim)
+	require.NoError(t, err)
+	c.Append(rows)
+	flat := make([]float32, 0, len(rows)*dim)
+	for _, r := range rows {
+		flat = append(flat, r...)
+	}
+	words := c.WordsPerRow()
+	g, err := d.NewCompressedIndex(words, prec, m, chunk)
+	require.NoError(t, err)
+	t.Cleanup(g.Release)
+	f := &qfix{g: g, c: c, m: m, dev: dev, rows: rows,
+		s: fallback.Slab{Data: flat, Rows: len(rows), Dim: dim, Stride: dim}}
+	f.upload(t, 0)
+	return f
+}
+
+func (f *qfix) upload(t *testing.T, from int) {
+	words := f.c.WordsPerRow()
+	slab := &packed.Slab{Dim: words, Stride: words, Rows: f.dev, Data: f.c.Words()[:f.dev*words]}
+	require.NoError(t, f.g.Upload(context.Background(), slab, from, nil, nil))
+}
+
+// sums is today's path: every sum read back, bounded on the host.
+func (f *qfix) sums(t *testing.T, qs [][]float32, k int) [][]core.Hit {
+	dq := make([][]float32, len(qs))
+	for j, q := range qs {
+		dq[j] = exact.DeviceQuery(f.c, q)
+	}
+	sums, scans, err := f.g.Sums(context.Background(), dq, f.dev, nil)
+	require.NoError(t, err)
+	out, _, err := exact.ExactSearchSums(context.Background(), f.s, f.c, qs, exact.DeviceSums{Sums: sums, Rows: f.dev}, scans, k, f.m, 2, false)
+	require.NoError(t, err)
+	return out
+}
+
+// selected is the device-selection path: candidates selected on the
+// device, a query that overflowed capacity (or whose norm the device does
+// not take) by today's path. It returns how many queries overflowed.
+func (f *qfix) selected(qs [][]float32, k, capacity int) ([][]core.Hit, int, error) {
+	ctx := context.Background()
+	dq := make([][]float32, len(qs))
+	for j, q := range qs {
+		dq[j] = exact.DeviceQuery(f.c, q)
+	}
+	coefs, ok, err := exact.DeviceBoundCoefs(f.s, f.c, qs, f.m)
+	if err != nil {
+		return nil, 0, err
+	}
+	cands, _, scans, rowScans, err := f.g.SelectSums(ctx, QuantSelect{Queries: dq, Coefs: coefs, Rows: f.dev, K: k, Cap: capacity,
+		Mask: f.s.Allow, RowData: func(a, b int) []float32 { return exact.DeviceRowData(f.c, a, b) }}, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	var good, bad []int
+	for j := range qs {
+		if ok[j] && cands[j] != nil {
+			good = append(good, j)
+		} else {
+			bad = append(bad, j)
+		}
+	}
+	out := make([][]core.Hit, len(qs))
+	if len(good) > 0 {
+		gq, gc := make([][]float32, len(good)), make([][]exact.DeviceCand, len(good))
+		for i, j := range good {
+			gq[i], gc[i] = qs[j], cands[j]
+		}
+		res, _, err := exact.ExactSearchCands(ctx, f.s, f.c, gq, exact.DeviceCands{Cands: gc, Rows: f.dev}, scans, rowScans, k, f.m, 2)
+		if err != nil {
+			return nil, 0, err
+		}
+		for i, j := range good {
+			out[j] = res[i]
+		}
+	}
+	if len(bad) > 0 {
+		bq, bd := make([][]float32, len(bad)), make([][]float32, len(bad))
+		for i, j := range bad {
+			bq[i], bd[i] = qs[j], dq[j]
+		}
+		sums, scans, err := f.g.Sums(ctx, bd, f.dev, nil)
+		if err != nil {
+			return nil, 0, err
+		}
+		res, _, err := exact.ExactSearchSums(ctx, f.s, f.c, bq, exact.DeviceSums{Sums: sums, Rows: f.dev}, scans, k, f.m, 2, false)
+		if err != nil {
+			return nil, 0, err
+		}
+		for i, j := range bad {
+			out[j] = res[i]
+		}
+	}
+	return out, len(bad), nil
+}
+
+func (f *qfix) cpu(t *testing.T, qs [][]float32, k int) [][]core.Hit {
+	out, _, err := exact.ExactSearchBatch(context.Background(), f.s, f.c, qs, k, f.m, 2, false)
+	require.NoError(t, err)
+	return out
+}
+
+// sameAnswer requires identical hits: rows, scores (bits) and order.
+func sameAnswer(t *testing.T, got, want [][]core.Hit, what string) {
+	t.Helper()
+	require.Len(t, got, len(want), what)
+	for j := range want {
+		require.Equal(t, len(want[j]), len(got[j]), "%s: query %d", what, j)
+		for i := range want[j] {
+			require.Equal(t, want[j][i].Row, got[j][i].Row, "%s: query %d hit %d", what, j, i)
+			require.Equal(t, math.Float32bits(want[j][i].Score), math.Float32bits(got[j][i].Score), "%s: query %d hit %d", what, j, i)
+		}
+	}
+}
+
+// qdata returns n rows of dim by kind: "normal"; "dups", eight distinct
+// rows repeated (ties everywhere, tight bounds); "tiny", values in the
+// float32 subnormal range and just above it; "huge", most rows normal,
+// some near 2^50.
+func qdata(r *rand.Rand, kind string, n, dim int, unit bool) [][]float32 {
+	rows := testkit.Vectors(r, n, dim)
+	switch kind {
+	case "dups":
+		base := testkit.Vectors(r, 8, dim)
+		for i := range rows {
+			rows[i] = slices.Clone(base[r.IntN(len(base))])
+		}
+	case "tiny":
+		// Products of these with a normal query are near or below the
+		// smallest normal float32 (2^-126): the device may flush them.
+		for i := range rows {
+			s := math.Ldexp(1, -(55 + r.IntN(80)))
+			for j := range rows[i] {
+				rows[i][j] = float32(float64(rows[i][j]) * s)
+			}
+		}
+	case "huge":
+		for i := range rows {
+			if r.IntN(20) != 0 {
+				continue
+			}
+			s := math.Ldexp(1, 45+r.IntN(6))
+			for j := range rows[i] {
+				rows[i][j] = float32(float64(rows[i][j]) * s)
+			}
+		}
+	}
+	if unit {
+		for _, v := range rows {
+			normalize(v)
+		}
+	}
+	return rows
+}
+
+func normalize(v []float32) {
+	var s float64
+	for _, x := range v {
+		s += float64(x) * float64(x)
+	}
+	if s == 0 {
+		return
+	}
+	inv := 1 / math.Sqrt(s)
+	for i := range v {
+		v[i] = float32(float64(v[i]) * inv)
+	}
+}
+
+// TestSelectSums runs the device-selection path against the CPU's
+// compressed search and today's full-sums path: every metric, both
+// precisions, small chunks, masks, rows past the device's, k small and
+// large, and data that makes the bounds tight (duplicates), tiny
+// (subnormal range) or huge (near 2^50, some rows past the bound's
+// overflow limit), with a capacity small enough that some queries
+// overflow and fall back.
+func TestSelectSums(t *testing.T) {
+	d := backendDevice(t, "vulkan")
+	r := testkit.Rand(t)
+	kinds := []string{"normal", "dups", "tiny", "huge"}
+	for _, prec := range []core.Precision{core.F16, core.Int8} {
+		for _, m := range []core.Metric{core.Dot, core.Cosine, core.L2} {
+			for _, kind := range kinds {
+				name := fmt.Sprintf("%v/%v/%s", prec, m, kind)
+				t.Run(name, func(t *testing.T) {
+					dim := []int{7, 24, 130}[r.IntN(3)]
+					n := 700 + r.IntN(900)
+					rows := qdata(r, kind, n, dim, m == core.Cosine)
+					dev := n - r.IntN(100) // some rows past the device's
+					f := newQfix(t, d, prec, m, rows, dev, 256)
+					qs := qdata(r, "normal", 9, dim, m == core.Cosine)
+					if kind == "huge" {
+						for _, q := range qs[:3] {
+							for i := range q {
+								q[i] *= 0x1p50 // ‖q‖·‖x‖ past 2^100 for the huge rows
+							}
+						}
+					}
+					if kind == "tiny" {
+						for _, q := range qs[:3] {
+							for i := range q {
+								q[i] *= 0x1p-100
+							}
+						}
+					}
+					if r.IntN(2) == 0 {
+						mask := make([]uint64, (n+63)/64)
+						for i := range n {
+							if r.IntN(3) != 0 {
+								mask[i/64] |= 1 << (i % 64)
+							}
+						}
+						f.s.Allow = mask
+					}
+					for _, k := range []int{1, 10, 100} {
+						for _, capacity := range []int{max(4*k, 256), 2 * k} {
+							what := fmt.Sprintf("k %d capacity %d", k, capacity)
+							got, _, err := f.selected(qs, k, capacity)
+							require.NoError(t, err, what)
+							sameAnswer(t, got, f.cpu(t, qs, k), what+" vs the CPU")
+							sameAnswer(t, got, f.sums(t, qs, k), what+" vs the full sums")
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestSelectSumsOverflow forces a capacity below the candidates (duplicate
+// rows make thousands tie): every query must overflow, fall back, and be
+// exact; and a single query takes the single-query layout.
+func TestSelectSumsOverflow(t *testing.T) {
+	d := backendDevice(t, "vulkan")
+	r := testkit.Rand(t)
+	for _, prec := range []core.Precision{core.F16, core.Int8} {
+		rows := qdata(r, "dups", 2000, 16, false)
+		f := newQfix(t, d, prec, core.L2, rows, len(rows), 512)
+		qs := qdata(r, "normal", 5, 16, false)
+		got, over, err := f.selected(qs, 3, 3)
+		require.NoError(t, err)
+		require.Equal(t, len(qs), over, "every query has more than 3 candidates")
+		sameAnswer(t, got, f.cpu(t, qs, 3), "overflowed")
+		got, _, err = f.selected(qs[:1], 3, 1024)
+		require.NoError(t, err)
+		sameAnswer(t, got, f.cpu(t, qs[:1], 3), "one query")
+	}
+}
+
+// TestSelectSumsRowData checks that the resident bound data follows the
+// codes: rows appended after a search, rows rewritten and truncated.
+func TestSelectSumsRowData(t *testing.T) {
+	d := backendDevice(t, "vulkan")
+	r := testkit.Rand(t)
+	m := core.Dot
+	rows := qdata(r, "normal", 1500, 12, false)
+	f := newQfix(t, d, core.Int8, m, rows, 1000, 300)
+	qs := qdata(r, "normal", 4, 12, false)
+	check := func(what string) {
+		got, _, err := f.selected(qs, 5, 64)
+		require.NoError(t, err, what)
+		sameAnswer(t, got, f.cpu(t, qs, 5), what)
+	}
+	check("first")
+	f.dev = 1500
+	f.upload(t, 1000)
+	check("appended")
+	// Replace rows (host copies and codes), rewrite them on the device.
+	re := []int{3, 700, 1200}
+	for _, i := range re {
+		v := slices.Clone(qs[0])
+		for j := range v {
+			v[j] *= 3
+		}
+		copy(f.s.Data[i*12:], v)
+		f.c.Set(i, v)
+	}
+	words := f.c.WordsPerRow()
+	slab := &packed.Slab{Dim: words, Stride: words, Rows: f.dev, Data: f.c.Words()}
+	require.NoError(t, f.g.Rewrite(context.Background(), slab, re))
+	check("rewritten")
+	f.g.Truncate(800)
+	f.dev = 800
+	check("truncated")
+}
+
+// TestSelectSumsFaults fails every step SelectSums takes, once each: the
+// call must fail (never return a wrong answer), and the next one, with no
+// fault, must be exact.
+func TestSelectSumsFaults(t *testing.T) {
+	d := backendDevice(t, "vulkan")
+	r := testkit.Rand(t)
+	rows := qdata(r, "normal", 900, 20, false)
+	qs := qdata(r, "normal", 6, 20, false)
+	for _, prec := range []core.Precision{core.F16, core.Int8} {
+		f := newQfix(t, d, prec, core.L2, rows, 900, 256)
+		want := f.cpu(t, qs, 7)
+		// Record the steps a search takes, from a fresh index.
+		var steps []string
+		f.g.SetFault(func(s string) error { steps = append(steps, s); return nil })
+		_, _, err := f.selected(qs, 7, 64)
+		require.NoError(t, err)
+		f.g.SetFault(nil)
+		require.Contains(t, steps, "compile qbounds")
+		require.Contains(t, steps, "write qselect rows")
+		seen := map[string]bool{}
+		boom := errors.New("injected")
+		for _, step := range steps {
+			if seen[step] {
+				continue
+			}
+			seen[step] = true
+			g := newQfix(t, d, prec, core.L2, rows, 900, 256)
+			g.g.SetFault(func(s string) error {
+				if s == step {
+					return boom
+				}
+				return nil
+			})
+			got, _, err := g.selected(qs, 7, 64)
+			g.g.SetFault(nil)
+			if err == nil {
+				sameAnswer(t, got, want, "despite a fault at "+step)
+			} else {
+				require.ErrorIs(t, err, ErrFailed, step)
+			}
+			got, _, err = g.selected(qs, 7, 64)
+			require.NoError(t, err, "after a fault at %s", step)
+			sameAnswer(t, got, want, "after a fault at "+step)
+			// and on the same index, a fault at that step mid-life
+			g.g.SetFault(func(s string) error {
+				if s == step {
+					return boom
+				}
+				return nil
+			})
+			_, _, _ = g.selected(qs[:2], 7, 64)
+			g.g.SetFault(nil)
+			got, _, err = g.selected(qs, 7, 64)
+			require.NoError(t, err, "after a second fault at %s", step)
+			sameAnswer(t, got, want, "after a second fault at "+step)
+		}
+	}
+}
