@@ -222,9 +222,22 @@ type hostError struct{ err error }
 
 func (e hostError) Error() string { return e.err.Error() }
 
-// searchQuantGPU is searchQuant on the device's sums, a piece of the batch
-// at a time (sumsPieceBytes). The caller holds ix.mu.
+// searchQuantGPU is searchQuant on the device: its candidates selected on
+// the device where that pays and fits (searchQuantSelect), else its sums,
+// a piece of the batch at a time (searchQuantSums). The caller holds
+// ix.mu.
 func (ix *Index) searchQuantGPU(ctx context.Context, qs [][]float32, k int, mask []uint64, approximate bool) ([][]Hit, error) {
+	if !approximate {
+		if all, done, err := ix.searchQuantSelect(ctx, qs, k, mask); done {
+			return all, err
+		}
+	}
+	return ix.searchQuantSums(ctx, qs, k, mask, approximate)
+}
+
+// searchQuantSums is searchQuant on the device's sums, a piece of the batch
+// at a time (sumsPieceBytes). The caller holds ix.mu.
+func (ix *Index) searchQuantSums(ctx context.Context, qs [][]float32, k int, mask []uint64, approximate bool) ([][]Hit, error) {
 	t := traceFrom(ctx)
 	rows := ix.deviceRows(ix.slab.Rows)
 	pieceBytes := sumsPieceBytes

@@ -126,53 +126,64 @@ func TestPrecisionGPUAdversarial(t *testing.T) {
 	for _, b := range backends[1:] {
 		for _, prec := range []engine.Precision{engine.F16, engine.Int8} {
 			for _, m := range []engine.Metric{engine.Dot, engine.L2, engine.Cosine} {
-				t.Run(fmt.Sprintf("%s/%v/%v", b.name, prec, m), func(t *testing.T) {
-					dim := 16 + r.IntN(80)
-					center := testkit.Vectors(r, 1, dim)[0]
-					var vs [][]float32
-					// A cluster of 1500 rows 1e-4 around the centre.
-					vs = append(vs, precisionVectors(r, 2, 1500, dim, center)...)
-					for _, v := range vs[:1500] {
-						for j := range v {
-							v[j] = center[j] + (v[j]-center[j])*0.1
+				// qsel: the candidates selected on the device (issue 24),
+				// 256 slots a query, which the cluster overflows.
+				for _, qsel := range []bool{false, true} {
+					name := fmt.Sprintf("%s/%v/%v", b.name, prec, m)
+					if qsel {
+						name += "/qselect"
+					}
+					t.Run(name, func(t *testing.T) {
+						dim := 16 + r.IntN(80)
+						center := testkit.Vectors(r, 1, dim)[0]
+						var vs [][]float32
+						// A cluster of 1500 rows 1e-4 around the centre.
+						vs = append(vs, precisionVectors(r, 2, 1500, dim, center)...)
+						for _, v := range vs[:1500] {
+							for j := range v {
+								v[j] = center[j] + (v[j]-center[j])*0.1
+							}
 						}
-					}
-					// Duplicates, and near-ties one float32 step apart.
-					vs = append(vs, precisionVectors(r, 3, 300, dim, center)...)
-					for range 100 {
-						v := append([]float32(nil), vs[r.IntN(len(vs))]...)
-						j := r.IntN(dim)
-						v[j] = math.Nextafter32(v[j], float32(math.Inf(1)))
-						vs = append(vs, v)
-					}
-					// Norms from 1e-3 to 1e3.
-					vs = append(vs, precisionVectors(r, 1, 600, dim, center)...)
-					r.Shuffle(len(vs), func(i, j int) { vs[i], vs[j] = vs[j], vs[i] })
+						// Duplicates, and near-ties one float32 step apart.
+						vs = append(vs, precisionVectors(r, 3, 300, dim, center)...)
+						for range 100 {
+							v := append([]float32(nil), vs[r.IntN(len(vs))]...)
+							j := r.IntN(dim)
+							v[j] = math.Nextafter32(v[j], float32(math.Inf(1)))
+							vs = append(vs, v)
+						}
+						// Norms from 1e-3 to 1e3.
+						vs = append(vs, precisionVectors(r, 1, 600, dim, center)...)
+						r.Shuffle(len(vs), func(i, j int) { vs[i], vs[j] = vs[j], vs[i] })
 
-					f32 := cpuTwin(t, engine.Config{Dim: dim, Metric: m})
-					cmp := open(t, b, engine.Config{Dim: dim, Metric: m, Precision: prec}, 1024)
-					data := addTwins(t, vs, f32, cmp)
-					qs := [][]float32{center, vs[r.IntN(len(vs))]}
-					qs = append(qs, precisionVectors(r, 2, 4, dim, center)...)
-					qs = append(qs, precisionVectors(r, 1, 5, dim, center)...)
-					qs = append(qs, testkit.Vectors(r, 10, dim)...) // 21: three tiles of 8
-					n := f32.Len()
-					most := compareTwins(t, true, m, f32, cmp, data, qs, []int{1, 10, 100, n}, "full")
-					t.Logf("%d rows, at most %d rescored for one query at k ≤ 100", n, most)
-					if m != engine.Cosine {
-						require.Greater(t, most, 100, "the cluster puts many rows within the bound")
-					}
-					ids := f32.IDs()
-					del := ids[:n/3]
-					for _, ix := range []*engine.Index{f32, cmp} {
-						require.NoError(t, ix.Delete(ctx, engine.WithIDs(del...)))
-					}
-					compareTwins(t, true, m, f32, cmp, data, qs[:9], []int{1, 7, f32.Len()}, "after deletes")
-					for _, ix := range []*engine.Index{f32, cmp} {
-						require.NoError(t, ix.Compact(ctx))
-					}
-					compareTwins(t, true, m, f32, cmp, data, qs[:3], []int{1, 50}, "after compaction")
-				})
+						f32 := cpuTwin(t, engine.Config{Dim: dim, Metric: m})
+						cmp := open(t, b, engine.Config{Dim: dim, Metric: m, Precision: prec}, 1024)
+						if qsel {
+							engine.SetQuantCap(cmp, 256)
+						}
+						data := addTwins(t, vs, f32, cmp)
+						qs := [][]float32{center, vs[r.IntN(len(vs))]}
+						qs = append(qs, precisionVectors(r, 2, 4, dim, center)...)
+						qs = append(qs, precisionVectors(r, 1, 5, dim, center)...)
+						qs = append(qs, testkit.Vectors(r, 10, dim)...) // 21: three tiles of 8
+						n := f32.Len()
+						most := compareTwins(t, true, m, f32, cmp, data, qs, []int{1, 10, 100, n}, "full")
+						t.Logf("%d rows, at most %d rescored for one query at k ≤ 100", n, most)
+						if m != engine.Cosine {
+							require.Greater(t, most, 100, "the cluster puts many rows within the bound")
+						}
+						ids := f32.IDs()
+						del := ids[:n/3]
+						for _, ix := range []*engine.Index{f32, cmp} {
+							require.NoError(t, ix.Delete(ctx, engine.WithIDs(del...)))
+						}
+						compareTwins(t, true, m, f32, cmp, data, qs[:9], []int{1, 7, f32.Len()}, "after deletes")
+						for _, ix := range []*engine.Index{f32, cmp} {
+							require.NoError(t, ix.Compact(ctx))
+						}
+						compareTwins(t, true, m, f32, cmp, data, qs[:3], []int{1, 50}, "after compaction")
+					})
+				}
 			}
 		}
 	}
@@ -335,6 +346,45 @@ func TestPrecisionGPUExtremes(t *testing.T) {
 				}
 				require.NoError(t, f32.Close())
 			}
+		}
+	}
+}
+
+// By default a compressed search selects its candidates on the device
+// once the lists (1,024 slots of 8 bytes for small k) come to less than
+// every sum: the answers stay the float32 search's, with the rows past the
+// device's (Overflow) summed on the CPU, and the trace shows the path and
+// the bytes that came back.
+func TestPrecisionGPUSelect(t *testing.T) {
+	r := testkit.Rand(t)
+	ctx := context.Background()
+	const dim, n = 32, 3000
+	for _, prec := range []engine.Precision{engine.F16, engine.Int8} {
+		for _, m := range []engine.Metric{engine.Dot, engine.L2, engine.Cosine} {
+			t.Run(fmt.Sprintf("%v/%v", prec, m), func(t *testing.T) {
+				vs := testkit.Vectors(r, n, dim)
+				f32 := cpuTwin(t, engine.Config{Dim: dim, Metric: m})
+				cmp := open(t, backends[1], engine.Config{Dim: dim, Metric: m, Precision: prec,
+					Limits: engine.Limits{Overflow: true, MaxDeviceBytes: 2500 * 64}}, 1000) // 64 bytes of codes a row
+				data := addTwins(t, vs, f32, cmp)
+				dev := cmp.Info().DeviceRows
+				require.Less(t, dev, n, "some rows past the device's")
+				require.Greater(t, dev, 2048, "enough on the device for the selection to pay")
+				qs := testkit.Vectors(r, 11, dim)
+				compareTwins(t, true, m, f32, cmp, data, qs, []int{1, 10, 200}, "selected")
+				var tr diag.Trace
+				_, err := cmp.SearchBatch(diag.WithTrace(ctx, &tr), qs, 10)
+				require.NoError(t, err)
+				require.Equal(t, "qselect", tr.SelectPath)
+				require.Equal(t, len(qs), tr.Searches)
+				require.Less(t, tr.BytesDown, int64(4*len(qs)*dev), "less than every sum came back")
+				// Deletes reach the device selection through the mask.
+				ids := f32.IDs()
+				for _, ix := range []*engine.Index{f32, cmp} {
+					require.NoError(t, ix.Delete(ctx, engine.WithIDs(ids[:n/4]...)))
+				}
+				compareTwins(t, true, m, f32, cmp, data, qs[:4], []int{1, 10}, "after deletes")
+			})
 		}
 	}
 }

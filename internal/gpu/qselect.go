@@ -35,24 +35,6 @@ type quantSelect struct {
 	named [8]*wgpu.Buffer
 }
 
-// QuantSelect is one SelectSums request.
-type QuantSelect struct {
-	// Queries are the words the codes are summed against
-	// (exact.DeviceQuery); Coefs each query's bound coefficients
-	// (exact.DeviceBoundCoefs, exact.QCoefWords each).
-	Queries, Coefs [][]float32
-	// RowData returns rows [from, to) of the per-row bound data
-	// (exact.DeviceRowData); it is asked only for rows the device lacks.
-	RowData func(from, to int) []float32
-	// Rows is how many resident rows are searched, K the rank τ' is
-	// taken at (at least 1, at most the rows Mask allows among them), Cap
-	// the candidate slots a query has (at least K).
-	Rows, K, Cap int
-	// Mask, when not nil, allows only its rows (bit r of word r/64), as
-	// the host's search does.
-	Mask []uint64
-}
-
 // SelectSums selects, for an index of compressed rows, each query's
 // candidates on the device (shaders/qbounds.wgsl): the rows whose upper
 // bound reaches the k-th best lower bound, with their raw sums. A query

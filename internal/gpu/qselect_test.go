@@ -379,3 +379,8 @@ func TestSelectSumsFaults(t *testing.T) {
 		}
 	}
 }
+
+// slabOf is codes as the rows Upload takes: words float32 words a row.
+func slabOf(codes []float32, words, rows int) *packed.Slab {
+	return &packed.Slab{Dim: words, Stride: words, Rows: rows, Data: codes[:rows*words]}
+}

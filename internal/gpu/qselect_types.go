@@ -7,3 +7,21 @@ import "errors"
 // data or one query's candidate list would not fit a binding): the caller
 // reads every sum back instead (Sums). It is not a device failure.
 var ErrSelectUnfit = errors.New("gpu: device-side candidate selection does not fit this search")
+
+// QuantSelect is one SelectSums request.
+type QuantSelect struct {
+	// Queries are the words the codes are summed against
+	// (exact.DeviceQuery); Coefs each query's bound coefficients
+	// (exact.DeviceBoundCoefs, exact.QCoefWords each).
+	Queries, Coefs [][]float32
+	// RowData returns rows [from, to) of the per-row bound data
+	// (exact.DeviceRowData); it is asked only for rows the device lacks.
+	RowData func(from, to int) []float32
+	// Rows is how many resident rows are searched, K the rank τ' is
+	// taken at (at least 1, at most the rows Mask allows among them), Cap
+	// the candidate slots a query has (at least K).
+	Rows, K, Cap int
+	// Mask, when not nil, allows only its rows (bit r of word r/64), as
+	// the host's search does.
+	Mask []uint64
+}
