@@ -204,6 +204,15 @@ func ExactSearchCands(ctx context.Context, s fallback.Slab, c *Compressed, qs []
 	if err != nil {
 		return nil, st, err
 	}
+	for j := range nq {
+		// The device keeps every row of its top k by lower bound, so a
+		// query holds at least k rows here when k is at most the allowed
+		// rows the device holds (the caller's to ensure): fewer would
+		// leave τ unknown, and the answer is refused rather than guessed.
+		if tops[0][j].Len() < k {
+			return nil, st, fmt.Errorf("%w: query %d has %d candidates for k %d", fallback.ErrSlabShape, j, tops[0][j].Len(), k)
+		}
+	}
 	// The device's reads of the codes and of its per-row bound data, the
 	// host's of the candidates' per-row values and of the rows past the
 	// device's.
