@@ -38,8 +38,10 @@
 //   5  cands   array<vec2<u32>>  storage, read_write  cands[j].x: query j's count; from nq + j*cap: (row, raw bits)
 //   6  allow   array<u32>        storage, read        select.wgsl's allow bitmap
 //
-// Dispatch: bounds, then select.wgsl's eight rounds of hist and scan over
-// keys (non-L2 ordering: lo' is already a key), then compact ((G, nq, 1)
+// Dispatch: bounds, then select.wgsl's first four rounds of hist and scan
+// over keys (non-L2 ordering: lo' is already a key; four rounds settle the
+// high word phi, which is all compact reads — or leave it a prefix with
+// zero low bytes, which is at most the k-th key and so keeps more rows), then compact ((G, nq, 1)
 // workgroups of 256 striding over the rows, as hist), then counts
 // ((nq+63)/64 workgroups of 64).
 

@@ -240,7 +240,10 @@ func (g *Index) runSelect(ctx context.Context, r QuantSelect, lo, hi int, t *cor
 		pass.SetBindGroup(0, q.bind, nil)
 		dispatch(pass, &c, gx, uint32(nq), 1)
 		pass.SetBindGroup(0, q.selBind, nil)
-		for round := 0; round < 8; round++ {
+		// τ' is the high word of the k-th best key (the lo' key; the low
+		// word only orders rows within it), settled by the first four
+		// rounds: the last four are not run.
+		for round := 0; round < 4; round++ {
 			pass.SetPipeline(sp.hist)
 			dispatch(pass, &c, gx, uint32(nq), 1)
 			pass.SetPipeline(sp.scan)
