@@ -294,16 +294,27 @@ func (ix *Index) rangeQuant(ctx context.Context, q []float32, threshold float32,
 	view := ix.view()
 	view.Allow = mask
 	if ix.onGPU() && !ix.stale {
-		sums, _, err := ix.deviceSums(ctx, [][]float32{q})
-		if err == nil {
-			start := time.Now()
-			d := exact.DeviceSums{Sums: sums, Rows: ix.deviceRows(ix.slab.Rows)}
-			found, st, err := exact.ExactRangeSums(ctx, view, ix.quant.c, q, d, threshold, ix.cfg.Metric, ix.cfg.Workers)
-			if err != nil {
-				return nil, err
-			}
-			addQuantGPU(t, st, start)
+		found, done, err := ix.rangeQuantSelect(ctx, q, threshold, mask)
+		if done && err == nil {
 			return found, nil
+		}
+		var host hostError
+		if done && errors.As(err, &host) {
+			return nil, host.err
+		}
+		if !done {
+			var sums []float32
+			sums, _, err = ix.deviceSums(ctx, [][]float32{q})
+			if err == nil {
+				start := time.Now()
+				d := exact.DeviceSums{Sums: sums, Rows: ix.deviceRows(ix.slab.Rows)}
+				found, st, err := exact.ExactRangeSums(ctx, view, ix.quant.c, q, d, threshold, ix.cfg.Metric, ix.cfg.Workers)
+				if err != nil {
+					return nil, err
+				}
+				addQuantGPU(t, st, start)
+				return found, nil
+			}
 		}
 		if err := ix.afterGPUFailure(ctx, err); err != nil {
 			return nil, err

@@ -378,6 +378,18 @@ func TestPrecisionGPUSelect(t *testing.T) {
 				require.Equal(t, "qselect", tr.SelectPath)
 				require.Equal(t, len(qs), tr.Searches)
 				require.Less(t, tr.BytesDown, int64(4*len(qs)*dev), "less than every sum came back")
+				// A range search whose answer fits a list is selected on the
+				// device too.
+				best, err := f32.Search(ctx, qs[0], 5)
+				require.NoError(t, err)
+				tr = diag.Trace{}
+				got, err := cmp.SearchRange(diag.WithTrace(ctx, &tr), qs[0], best[4].Score)
+				require.NoError(t, err)
+				want, err := f32.SearchRange(ctx, qs[0], best[4].Score)
+				require.NoError(t, err)
+				sameHitBits(t, want, got, "range")
+				require.Equal(t, "qselect", tr.SelectPath)
+				require.Less(t, tr.BytesDown, int64(4*dev), "less than every sum came back")
 				// Deletes reach the device selection through the mask.
 				ids := f32.IDs()
 				for _, ix := range []*engine.Index{f32, cmp} {

@@ -9,6 +9,7 @@ import (
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/exact"
 	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/topk"
 )
 
 // quantSelector is a device side that selects a compressed search's
@@ -122,4 +123,57 @@ func (ix *Index) searchQuantSelect(ctx context.Context, qs [][]float32, k int, m
 		}
 	}
 	return all, true, nil
+}
+
+// rangeQuantSelect is rangeQuant with the candidates selected on the
+// device: the allowed rows whose device upper bound reaches the
+// threshold, with their sums; the host bounds and rescores only those
+// (exact.ExactRangeCands). done is false where it does not apply (as
+// searchQuantSelect, with k's slots 1,024) or the list overflowed: the
+// caller reads the sums back. The caller holds ix.mu.
+func (ix *Index) rangeQuantSelect(ctx context.Context, q []float32, threshold float32, mask []uint64) (found []core.Hit, done bool, err error) {
+	sel, ok := ix.dev.(quantSelector)
+	rows := ix.deviceRows(ix.slab.Rows)
+	if !ok || rows == 0 {
+		return nil, false, nil
+	}
+	slots, pays := ix.selectSlots(1, rows)
+	if !pays {
+		return nil, false, nil
+	}
+	t := traceFrom(ctx)
+	view := ix.view()
+	view.Allow = mask
+	c := ix.quant.c
+	coefs, bounded, err := exact.DeviceBoundCoefs(view, c, [][]float32{q}, ix.cfg.Metric)
+	if err != nil {
+		return nil, true, hostError{err}
+	}
+	if !bounded[0] {
+		return nil, false, nil
+	}
+	var st *core.Stages
+	if t != nil {
+		st = &core.Stages{}
+	}
+	cands, _, scans, rowScans, err := sel.SelectSums(ctx, gpu.QuantSelect{Queries: [][]float32{exact.DeviceQuery(c, q)}, Coefs: coefs, Rows: rows,
+		Cap: slots, Mask: mask, Range: true, Limit: topk.Key(ix.cfg.Metric, threshold),
+		RowData: func(from, to int) []float32 { return exact.DeviceRowData(c, from, to) }}, st)
+	addStages(t, st)
+	if errors.Is(err, gpu.ErrSelectUnfit) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, true, gpuError(err)
+	}
+	if cands[0] == nil {
+		return nil, false, nil // overflowed: every sum, then
+	}
+	start := time.Now()
+	found, qst, err := exact.ExactRangeCands(ctx, view, c, q, cands[0], rows, scans, rowScans, threshold, ix.cfg.Metric, ix.cfg.Workers)
+	if err != nil {
+		return nil, true, hostError{err}
+	}
+	addQuantGPU(t, qst, start)
+	return found, true, nil
 }

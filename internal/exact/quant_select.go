@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/internal/core"
@@ -221,4 +222,63 @@ func ExactSearchCands(ctx context.Context, s fallback.Slab, c *Compressed, qs []
 		int64(nq)*(c.Bytes()-CompressedBytes(c.Prec, c.Dim, d.Rows))
 	out, err = finishQuant(ctx, s, qqs, tops, cands, k, m, workers, false, &st)
 	return out, st, err
+}
+
+// ExactRangeCands is ExactRangeSums on the candidates a device selected
+// for one query (cands: every allowed row of the first devRows whose
+// device upper bound reaches the threshold's key): the host's bounds for
+// them and for every row past devRows, then the float32 rescore of the
+// rows whose upper bound reaches it; the same answer. scans and rowScans
+// are as in ExactSearchCands.
+func ExactRangeCands(ctx context.Context, s fallback.Slab, c *Compressed, q []float32, cands []DeviceCand, devRows, scans, rowScans int, threshold float32, m core.Metric, workers int) (hits []core.Hit, st QuantStats, err error) {
+	defer parallel.Recover(&err)
+	qp, err := fallback.CheckQuery(s, q, m)
+	if err != nil {
+		return nil, st, err
+	}
+	if err := c.check(s); err != nil {
+		return nil, st, err
+	}
+	if devRows < 0 || devRows > s.Rows {
+		return nil, st, fmt.Errorf("%w: %d device rows over %d rows", fallback.ErrSlabShape, devRows, s.Rows)
+	}
+	for _, cd := range cands {
+		if int(cd.Row) >= devRows {
+			return nil, st, fmt.Errorf("%w: candidate row %d is past the device's %d rows", fallback.ErrSlabShape, cd.Row, devRows)
+		}
+	}
+	st.Queries = 1
+	if s.Rows == 0 {
+		return []core.Hit{}, st, nil
+	}
+	qq := newQuantQuery(c, qp, m)
+	qq.forDevice(c)
+	limit := topk.Key(m, threshold)
+	var rows []int
+	for _, cd := range cands {
+		row := int(cd.Row)
+		if !topk.Allows(s.Allow, row) {
+			continue
+		}
+		var raw float64
+		if c.Prec == core.Int8 {
+			raw = float64(int32(cd.Raw)) + float64(qq.off)
+		} else {
+			raw = float64(math.Float32frombits(cd.Raw))
+		}
+		if _, hi, _ := qq.keyBounds(c, row, raw); hi >= limit {
+			rows = append(rows, row)
+		}
+	}
+	if devRows < s.Rows {
+		raw := make([]float64, s.Rows-devRows)
+		DeviceSums{}.sums(qq, c, 0, devRows, raw)
+		rows = rangeCandidates(qq, c, raw, devRows, s.Allow, limit, rows)
+	}
+	slices.Sort(rows)
+	hits, err = rescoreWithin(ctx, s, c, qq, rows, limit, m, workers, &st)
+	devBytes := CompressedBytes(c.Prec, c.Dim, devRows) - 16*int64(devRows)
+	st.BytesRead = int64(scans)*devBytes + int64(rowScans)*16*int64(devRows) + 16*int64(len(cands)) +
+		(c.Bytes() - CompressedBytes(c.Prec, c.Dim, devRows)) + int64(len(rows))*int64(s.Stride)*4
+	return hits, st, err
 }

@@ -219,6 +219,14 @@ func TestExactSearchCandsRefuses(t *testing.T) {
 	if err == nil {
 		t.Fatal("one candidate for k = 3 was taken")
 	}
+	_, _, err = ExactRangeCands(ctx, s, c, qs[0], []DeviceCand{{Row: 45}}, 40, 1, 2, 0, core.Dot, 1)
+	if err == nil {
+		t.Fatal("a range candidate past the device's rows was taken")
+	}
+	_, _, err = ExactRangeCands(ctx, s, c, qs[0], nil, 51, 1, 2, 0, core.Dot, 1)
+	if err == nil {
+		t.Fatal("more device rows than rows were taken")
+	}
 	// With the rows past the device's on the CPU, one candidate and ten
 	// more rows make k = 3 possible.
 	got, _, err := ExactSearchCands(ctx, s, c, qs, DeviceCands{Cands: [][]DeviceCand{{{Row: 1, Raw: 0}}}, Rows: 40}, 1, 2, 3, core.Dot, 1)

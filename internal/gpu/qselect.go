@@ -58,6 +58,9 @@ func (g *Index) SelectSums(ctx context.Context, r QuantSelect, st *core.Stages) 
 			return nil, nil, 0, 0, fmt.Errorf("%w: query %d has %d coefficients, want %d", ErrFailed, j, len(c), exact.QCoefWords)
 		}
 	}
+	if r.Range {
+		r.K = 1 // the state's k; no rounds run
+	}
 	if r.Rows <= 0 || r.K < 1 || r.Cap < r.K || r.K > r.Rows {
 		return nil, nil, 0, 0, fmt.Errorf("%w: k %d, capacity %d over %d rows", ErrFailed, r.K, r.Cap, r.Rows)
 	}
@@ -222,6 +225,21 @@ func (g *Index) runSelect(ctx context.Context, r QuantSelect, lo, hi int, t *cor
 		if err := g.write(&c, "write qselect coefs", q.coef.buf, wgpu.ToBytes(coefs)); err != nil {
 			return err
 		}
+		if r.Range {
+			// The threshold is the key itself: each query's state starts
+			// with its prefix set and its rounds done.
+			state := make([]byte, nq*shaders.StateBytes)
+			for j := range nq {
+				binary.LittleEndian.PutUint32(state[j*shaders.StateBytes:], orderKey(r.Limit))
+				binary.LittleEndian.PutUint32(state[j*shaders.StateBytes+12:], 8)
+				binary.LittleEndian.PutUint32(state[j*shaders.StateBytes+20:], uint32(r.Rows))
+				binary.LittleEndian.PutUint32(state[j*shaders.StateBytes+24:], 1)
+				binary.LittleEndian.PutUint32(state[j*shaders.StateBytes+32:], shaders.MaskedWith(r.Mask != nil, 0))
+			}
+			if err := g.write(&c, "write qselect range", g.state.buf, state); err != nil {
+				return err
+			}
+		}
 		if t != nil {
 			start = lap(&c.Upload, start)
 		}
@@ -243,7 +261,7 @@ func (g *Index) runSelect(ctx context.Context, r QuantSelect, lo, hi int, t *cor
 		// τ' is the high word of the k-th best key (the lo' key; the low
 		// word only orders rows within it), settled by the first four
 		// rounds: the last four are not run.
-		for round := 0; round < 4; round++ {
+		for round := 0; round < 4 && !r.Range; round++ {
 			pass.SetPipeline(sp.hist)
 			dispatch(pass, &c, gx, uint32(nq), 1)
 			pass.SetPipeline(sp.scan)

@@ -18,6 +18,7 @@ import (
 	"github.com/umbravec/umbra/internal/exact"
 	"github.com/umbravec/umbra/internal/packed"
 	"github.com/umbravec/umbra/internal/testkit"
+	"github.com/umbravec/umbra/internal/topk"
 )
 
 // qfix is a compressed index on the device beside its float32 slab and
@@ -383,4 +384,139 @@ func TestSelectSumsFaults(t *testing.T) {
 // slabOf is codes as the rows Upload takes: words float32 words a row.
 func slabOf(codes []float32, words, rows int) *packed.Slab {
 	return &packed.Slab{Dim: words, Stride: words, Rows: rows, Data: codes[:rows*words]}
+}
+
+// selectedRange is a range search on the device's candidates; ok false:
+// the list overflowed (the caller would read the sums back).
+func (f *qfix) selectedRange(q []float32, threshold float32, capacity int) ([]core.Hit, bool, error) {
+	ctx := context.Background()
+	dq := [][]float32{exact.DeviceQuery(f.c, q)}
+	coefs, ok, err := exact.DeviceBoundCoefs(f.s, f.c, [][]float32{q}, f.m)
+	if err != nil || !ok[0] {
+		return nil, false, err
+	}
+	cands, _, scans, rowScans, err := f.g.SelectSums(ctx, QuantSelect{Queries: dq, Coefs: coefs, Rows: f.dev, Cap: capacity, Mask: f.s.Allow,
+		Range: true, Limit: topk.Key(f.m, threshold), RowData: func(a, b int) []float32 { return exact.DeviceRowData(f.c, a, b) }}, nil)
+	if err != nil || cands[0] == nil {
+		return nil, false, err
+	}
+	hits, _, err := exact.ExactRangeCands(ctx, f.s, f.c, q, cands[0], f.dev, scans, rowScans, threshold, f.m, 2)
+	return hits, true, err
+}
+
+// TestSelectSumsRange: a range search on the device's candidates answers
+// as the CPU's and the full-sums path's, at thresholds from the best
+// score to past the worst, with and without a mask and rows past the
+// device's; a list too small overflows rather than cut the answer.
+func TestSelectSumsRange(t *testing.T) {
+	d := backendDevice(t, "vulkan")
+	r := testkit.Rand(t)
+	ctx := context.Background()
+	for _, prec := range []core.Precision{core.F16, core.Int8} {
+		for _, m := range []core.Metric{core.Dot, core.Cosine, core.L2} {
+			for _, kind := range []string{"normal", "dups", "huge"} {
+				rows := qdata(r, kind, 1200, 19, m == core.Cosine)
+				f := newQfix(t, d, prec, m, rows, 1100, 256)
+				if r.IntN(2) == 0 {
+					f.s.Allow = make([]uint64, (1200+63)/64)
+					for i := range 1200 {
+						if r.IntN(4) != 0 {
+							f.s.Allow[i/64] |= 1 << (i % 64)
+						}
+					}
+				}
+				used := 0
+				for _, q := range qdata(r, "normal", 3, 19, m == core.Cosine) {
+					all, _, err := exact.ExactSearchBatch(ctx, f.s, f.c, [][]float32{q}, 1200, m, 2, false)
+					require.NoError(t, err)
+					for _, at := range []int{0, 5, 60, len(all[0]) - 1} {
+						th := all[0][min(at, len(all[0])-1)].Score
+						what := fmt.Sprintf("%v %v %s threshold %g", prec, m, kind, th)
+						want, _, err := exact.ExactRange(ctx, f.s, f.c, q, th, m, 2)
+						require.NoError(t, err)
+						got, ok, err := f.selectedRange(q, th, 256)
+						require.NoError(t, err, what)
+						if !ok {
+							require.Greater(t, len(want), 0, "%s: overflowed", what)
+							continue
+						}
+						used++
+						require.Len(t, got, len(want), what)
+						for i := range want {
+							require.Equal(t, want[i].Row, got[i].Row, what)
+							require.Equal(t, math.Float32bits(want[i].Score), math.Float32bits(got[i].Score), what)
+						}
+					}
+				}
+				if kind == "normal" {
+					require.Greater(t, used, 0, "some range searches were answered from the device's lists")
+				}
+				// A list of 2 overflows for a threshold that takes many rows.
+				q := qdata(r, "normal", 1, 19, m == core.Cosine)[0]
+				all, _, err := exact.ExactSearchBatch(ctx, f.s, f.c, [][]float32{q}, 1200, m, 2, false)
+				require.NoError(t, err)
+				_, ok, err := f.selectedRange(q, all[0][len(all[0])/2].Score, 2)
+				require.NoError(t, err)
+				require.False(t, ok, "half the rows in a list of 2")
+			}
+		}
+	}
+}
+
+// TestSelectSumsRangeFaults fails every step of a range selection once:
+// an error or the exact answer, and the next call exact.
+func TestSelectSumsRangeFaults(t *testing.T) {
+	d := backendDevice(t, "vulkan")
+	r := testkit.Rand(t)
+	ctx := context.Background()
+	rows := qdata(r, "normal", 900, 20, false)
+	q := qdata(r, "normal", 1, 20, false)[0]
+	for _, prec := range []core.Precision{core.F16, core.Int8} {
+		f := newQfix(t, d, prec, core.Dot, rows, 900, 256)
+		all, _, err := exact.ExactSearchBatch(ctx, f.s, f.c, [][]float32{q}, 20, core.Dot, 2, false)
+		require.NoError(t, err)
+		th := all[0][19].Score
+		want, _, err := exact.ExactRange(ctx, f.s, f.c, q, th, core.Dot, 2)
+		require.NoError(t, err)
+		var steps []string
+		f.g.SetFault(func(s string) error { steps = append(steps, s); return nil })
+		_, ok, err := f.selectedRange(q, th, 64)
+		require.NoError(t, err)
+		require.True(t, ok)
+		f.g.SetFault(nil)
+		require.Contains(t, steps, "write qselect range")
+		same := func(got []core.Hit, what string) {
+			require.Len(t, got, len(want), what)
+			for i := range want {
+				require.Equal(t, want[i].Row, got[i].Row, what)
+				require.Equal(t, math.Float32bits(want[i].Score), math.Float32bits(got[i].Score), what)
+			}
+		}
+		seen := map[string]bool{}
+		for _, step := range steps {
+			if seen[step] {
+				continue
+			}
+			seen[step] = true
+			g := newQfix(t, d, prec, core.Dot, rows, 900, 256)
+			g.g.SetFault(func(s string) error {
+				if s == step {
+					return errors.New("injected")
+				}
+				return nil
+			})
+			got, ok, err := g.selectedRange(q, th, 64)
+			g.g.SetFault(nil)
+			if err == nil {
+				require.True(t, ok, step)
+				same(got, "despite a fault at "+step)
+			} else {
+				require.ErrorIs(t, err, ErrFailed, step)
+			}
+			got, ok, err = g.selectedRange(q, th, 64)
+			require.NoError(t, err, "after a fault at %s", step)
+			require.True(t, ok, step)
+			same(got, "after a fault at "+step)
+		}
+	}
 }

@@ -1,6 +1,9 @@
 package gpu
 
-import "errors"
+import (
+	"errors"
+	"math"
+)
 
 // ErrSelectUnfit says a compressed index's device-side candidate selection
 // (SelectSums) cannot take this search on this device (its per-row bound
@@ -24,4 +27,26 @@ type QuantSelect struct {
 	// Mask, when not nil, allows only its rows (bit r of word r/64), as
 	// the host's search does.
 	Mask []uint64
+	// Range, when set, makes the selection a range search's: the
+	// candidates are the allowed rows whose upper bound reaches Limit (a
+	// key: larger is better, an L2 distance negated), with no τ' (K is
+	// then not used).
+	Range bool
+	Limit float32
+}
+
+// orderKey is shaders' order_key for keys (larger is better): an unsigned
+// integer that sorts like the float, -0 and +0 one value, NaN lowest.
+func orderKey(f float32) uint32 {
+	b := math.Float32bits(f)
+	if b&0x7fffffff > 0x7f800000 {
+		return 0
+	}
+	if b == 0x80000000 {
+		b = 0
+	}
+	if b&0x80000000 != 0 {
+		return ^b
+	}
+	return b | 0x80000000
 }
