@@ -400,3 +400,69 @@ func TestPrecisionGPUSelect(t *testing.T) {
 		}
 	}
 }
+
+// Searches (k and range) run while writes append, replace and delete
+// rows of a compressed GPU index that selects on the device: no error,
+// and afterwards the answers are the float32 twin's (the resident bound
+// data followed every write). Run under -race in CI.
+func TestPrecisionGPUSelectConcurrent(t *testing.T) {
+	r := testkit.Rand(t)
+	ctx := context.Background()
+	const dim = 24
+	f32 := cpuTwin(t, engine.Config{Dim: dim, Metric: engine.L2})
+	cmp := open(t, backends[1], engine.Config{Dim: dim, Metric: engine.L2, Precision: engine.Int8}, 512)
+	engine.SetQuantCap(cmp, 64)
+	data := addTwins(t, testkit.Vectors(r, 1500, dim), f32, cmp)
+	qs := testkit.Vectors(r, 6, dim)
+	adds := make([][][]float32, 5)
+	ups := make([][][]float32, 5)
+	for i := range adds {
+		adds[i], ups[i] = testkit.Vectors(r, 100, dim), testkit.Vectors(r, 3, dim)
+	}
+	var tr diag.Trace
+	_, err := cmp.SearchBatch(diag.WithTrace(ctx, &tr), qs, 5)
+	require.NoError(t, err)
+	require.Equal(t, "qselect", tr.SelectPath, "the searches select on the device")
+	stop := make(chan struct{})
+	errs := make(chan error, 8)
+	for range 3 {
+		go func() {
+			for {
+				select {
+				case <-stop:
+					errs <- nil
+					return
+				default:
+				}
+				if _, err := cmp.SearchBatch(ctx, qs, 5); err != nil {
+					errs <- err
+					return
+				}
+				if _, err := cmp.SearchRange(ctx, qs[0], 30); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	for i := range adds {
+		ids := []uint64{uint64(3 + 7*i), uint64(400 + i), uint64(1000 + 11*i)}
+		for _, ix := range []*engine.Index{cmp, f32} {
+			got, err := ix.Add(ctx, engine.Vectors(adds[i]))
+			require.NoError(t, err)
+			for j, id := range got {
+				data[id] = adds[i][j]
+			}
+			require.NoError(t, testkit.ErrOf(ix.Upsert(ctx, engine.Vectors(ups[i]), engine.WithIDs(ids...))))
+			for j, id := range ids {
+				data[id] = ups[i][j]
+			}
+			require.NoError(t, ix.Delete(ctx, engine.WithIDs(uint64(50+i))))
+		}
+	}
+	close(stop)
+	for range 3 {
+		require.NoError(t, <-errs)
+	}
+	compareTwins(t, true, engine.L2, f32, cmp, data, qs, []int{1, 10, 60}, "after concurrent writes")
+}
