@@ -352,9 +352,11 @@ func TestPrecisionGPUExtremes(t *testing.T) {
 
 // By default a compressed search selects its candidates on the device
 // once the lists (1,024 slots of 8 bytes for small k) come to less than
-// every sum: the answers stay the float32 search's, with the rows past the
-// device's (Overflow) summed on the CPU, and the trace shows the path and
-// the bytes that came back.
+// every sum: the answers stay the float32 search's, and the trace shows
+// the path and the bytes that came back. (The rows past the device's are
+// covered in internal/gpu's TestSelectSums; an Overflow index, whose
+// budget the codes fill, does not select on the device:
+// TestPrecisionGPUSelectBudget.)
 func TestPrecisionGPUSelect(t *testing.T) {
 	r := testkit.Rand(t)
 	ctx := context.Background()
@@ -364,12 +366,12 @@ func TestPrecisionGPUSelect(t *testing.T) {
 			t.Run(fmt.Sprintf("%v/%v", prec, m), func(t *testing.T) {
 				vs := testkit.Vectors(r, n, dim)
 				f32 := cpuTwin(t, engine.Config{Dim: dim, Metric: m})
+				// 64 bytes of codes a row, and 16 of bound data: a budget of
+				// 80 a row holds them.
 				cmp := open(t, backends[1], engine.Config{Dim: dim, Metric: m, Precision: prec,
-					Limits: engine.Limits{Overflow: true, MaxDeviceBytes: 2500 * 64}}, 1000) // 64 bytes of codes a row
+					Limits: engine.Limits{MaxDeviceBytes: n * 80}}, 1000)
 				data := addTwins(t, vs, f32, cmp)
 				dev := cmp.Info().DeviceRows
-				require.Less(t, dev, n, "some rows past the device's")
-				require.Greater(t, dev, 2048, "enough on the device for the selection to pay")
 				qs := testkit.Vectors(r, 11, dim)
 				compareTwins(t, true, m, f32, cmp, data, qs, []int{1, 10, 200}, "selected")
 				var tr diag.Trace
@@ -465,4 +467,23 @@ func TestPrecisionGPUSelectConcurrent(t *testing.T) {
 		require.NoError(t, <-errs)
 	}
 	compareTwins(t, true, engine.L2, f32, cmp, data, qs, []int{1, 10, 60}, "after concurrent writes")
+}
+
+// Under Overflow the codes fill MaxDeviceBytes, leaving no room for the
+// selection's bound data: searches read every sum back, and stay exact.
+func TestPrecisionGPUSelectBudget(t *testing.T) {
+	r := testkit.Rand(t)
+	ctx := context.Background()
+	const dim, n = 32, 3000
+	f32 := cpuTwin(t, engine.Config{Dim: dim})
+	cmp := open(t, backends[1], engine.Config{Dim: dim, Precision: engine.Int8,
+		Limits: engine.Limits{Overflow: true, MaxDeviceBytes: 2500 * 64}}, 1000)
+	data := addTwins(t, testkit.Vectors(r, n, dim), f32, cmp)
+	require.Less(t, cmp.Info().DeviceRows, n)
+	qs := testkit.Vectors(r, 3, dim)
+	compareTwins(t, true, engine.Cosine, f32, cmp, data, qs, []int{1, 10}, "overflow")
+	var tr diag.Trace
+	_, err := cmp.SearchBatch(diag.WithTrace(ctx, &tr), qs, 10)
+	require.NoError(t, err)
+	require.NotEqual(t, "qselect", tr.SelectPath)
 }

@@ -24,7 +24,15 @@ type quantSelector interface {
 // a slot comes back as 8 bytes (row and sum) where every sum is 4, so the
 // lists must hold fewer than half the rows. 4k slots leave room for the
 // rows whose bounds straddle the k-th best; 1,024 for small k.
+//
+// Under MaxDeviceBytes the per-row bound data the selection keeps beside
+// the codes (16 bytes a row) must fit the budget with them, or the
+// selection is not used: the budget is the rows' promise, and Overflow
+// fills it with codes.
 func (ix *Index) selectSlots(k, rows int) (int, bool) {
+	if max := ix.cfg.Limits.MaxDeviceBytes; max > 0 && int64(rows)*(int64(codeWords(ix.cfg.Precision, ix.cfg.Dim))*4+16) > max {
+		return 0, false
+	}
 	if ix.test != nil && ix.test.quantCap > 0 {
 		return max(ix.test.quantCap, k), true
 	}
