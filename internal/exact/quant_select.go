@@ -282,3 +282,28 @@ func ExactRangeCands(ctx context.Context, s fallback.Slab, c *Compressed, q []fl
 		(c.Bytes() - CompressedBytes(c.Prec, c.Dim, devRows)) + int64(len(rows))*int64(s.Stride)*4
 	return hits, st, err
 }
+
+// DeviceKeyBounds returns the host's key interval [lo, hi] (keyBounds,
+// with forDevice's widening) of every device row for every query, from
+// the device's sums d: what a device's own bounds must contain (tests
+// check qbounds.wgsl's lower bounds against it on a real adapter).
+func DeviceKeyBounds(s fallback.Slab, c *Compressed, qs [][]float32, d DeviceSums, m core.Metric) (lo, hi [][]float32, err error) {
+	qqs, err := quantQueries(s, c, qs, m)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := d.check(s, len(qs)); err != nil {
+		return nil, nil, err
+	}
+	raw := make([]float64, d.Rows)
+	lo, hi = make([][]float32, len(qs)), make([][]float32, len(qs))
+	for j, qq := range qqs {
+		qq.forDevice(c)
+		d.sums(qq, c, j, 0, raw)
+		lo[j], hi[j] = make([]float32, d.Rows), make([]float32, d.Rows)
+		for i, r := range raw {
+			lo[j][i], hi[j][i], _ = qq.keyBounds(c, i, r)
+		}
+	}
+	return lo, hi, nil
+}

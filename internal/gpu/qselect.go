@@ -100,7 +100,7 @@ func (g *Index) selectPipes() (*quantSelect, error) {
 	if g.qsel == nil {
 		g.qsel = &quantSelect{
 			rows:  growBuffer{label: "umbra qselect rows", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopyDst, limit: g.bind},
-			keys:  growBuffer{label: "umbra qselect keys", usage: wgpu.BufferUsageStorage, limit: g.bind},
+			keys:  growBuffer{label: "umbra qselect keys", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc, limit: g.bind},
 			coef:  growBuffer{label: "umbra qselect coefs", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopyDst, limit: g.bind},
 			cands: growBuffer{label: "umbra qselect cands", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc, limit: g.bind},
 		}

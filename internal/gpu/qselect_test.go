@@ -4,6 +4,7 @@ package gpu
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -517,6 +518,85 @@ func TestSelectSumsRangeFaults(t *testing.T) {
 			require.NoError(t, err, "after a fault at %s", step)
 			require.True(t, ok, step)
 			same(got, "after a fault at "+step)
+		}
+	}
+}
+
+// deviceLo reads back the lower bounds (lo', float32) the last SelectSums
+// submission of g wrote, queries × rows.
+func deviceLo(t *testing.T, g *Index, n int) []float32 {
+	t.Helper()
+	g.dev.mu.Lock()
+	defer g.dev.mu.Unlock()
+	size := uint64(n) * 4
+	_, err := g.staging.ensure(g.device(), size)
+	require.NoError(t, err)
+	enc, err := g.device().TryCreateCommandEncoder(nil)
+	require.NoError(t, err)
+	defer enc.Release()
+	require.NoError(t, enc.TryCopyBufferToBuffer(g.qsel.keys.buf, 0, g.staging.buf, 0, size))
+	require.NoError(t, g.dev.submit(enc, true))
+	raw, err := g.readback(size, nil)
+	require.NoError(t, err)
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+	}
+	return out
+}
+
+// TestSelectSumsLowerBounds reads the lower bounds the adapter itself
+// computed (qbounds.wgsl's lo', this device's rounding, sqrt and
+// flushing) and requires each to be at most the host's lo for the same
+// sum; and a row the host leaves unbounded unbounded on the device too.
+// (Upper bounds stay on the device; the answers' equality in
+// TestSelectSums and the emulation in internal/exact cover them.)
+func TestSelectSumsLowerBounds(t *testing.T) {
+	d := backendDevice(t, "vulkan")
+	r := testkit.Rand(t)
+	ctx := context.Background()
+	for _, prec := range []core.Precision{core.F16, core.Int8} {
+		for _, m := range []core.Metric{core.Dot, core.Cosine, core.L2} {
+			for _, kind := range []string{"normal", "dups", "tiny", "huge"} {
+				dim := 5 + r.IntN(60)
+				rows := qdata(r, kind, 800, dim, m == core.Cosine)
+				f := newQfix(t, d, prec, m, rows, 800, 0)
+				qs := qdata(r, "normal", 6, dim, m == core.Cosine)
+				for j, q := range qs {
+					sc := []float32{1, 0x1p-30, 0x1p-60, 0x1p20, 0x1p45, 0x1p-100}[j]
+					for i := range q {
+						q[i] *= sc
+					}
+				}
+				dq := make([][]float32, len(qs))
+				for j, q := range qs {
+					dq[j] = exact.DeviceQuery(f.c, q)
+				}
+				coefs, ok, err := exact.DeviceBoundCoefs(f.s, f.c, qs, m)
+				require.NoError(t, err)
+				_, _, _, _, err = f.g.SelectSums(ctx, QuantSelect{Queries: dq, Coefs: coefs, Rows: 800, K: 5, Cap: 64,
+					RowData: func(a, b int) []float32 { return exact.DeviceRowData(f.c, a, b) }}, nil)
+				require.NoError(t, err)
+				got := deviceLo(t, f.g, len(qs)*800)
+				sums, _, err := f.g.Sums(ctx, dq, 800, nil)
+				require.NoError(t, err)
+				lo, _, err := exact.DeviceKeyBounds(f.s, f.c, qs, exact.DeviceSums{Sums: sums, Rows: 800}, m)
+				require.NoError(t, err)
+				for j := range qs {
+					if !ok[j] {
+						continue
+					}
+					for i := range 800 {
+						dl := got[j*800+i]
+						what := fmt.Sprintf("%v %v %s query %d row %d: host lo %g, device %g", prec, m, kind, j, i, lo[j][i], dl)
+						if math.IsInf(float64(lo[j][i]), -1) {
+							require.True(t, math.IsInf(float64(dl), -1), what)
+							continue
+						}
+						require.True(t, dl <= lo[j][i], what)
+					}
+				}
+			}
 		}
 	}
 }
