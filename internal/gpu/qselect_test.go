@@ -600,3 +600,80 @@ func TestSelectSumsLowerBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestSelectSumsUpperBounds checks the adapter's upper bounds through the
+// range selection: with the limit set to the host's hi of a row, that row
+// (and every row whose host hi reaches the limit) must be a candidate, so
+// the device's hi' is at least the host's hi. Each query tests the rows
+// of the eight largest host upper bounds and eight more at random.
+func TestSelectSumsUpperBounds(t *testing.T) {
+	d := backendDevice(t, "vulkan")
+	r := testkit.Rand(t)
+	ctx := context.Background()
+	const n = 600
+	for _, prec := range []core.Precision{core.F16, core.Int8} {
+		for _, m := range []core.Metric{core.Dot, core.L2} {
+			for _, kind := range []string{"normal", "dups", "tiny", "huge"} {
+				dim := 5 + r.IntN(60)
+				rows := qdata(r, kind, n, dim, false)
+				f := newQfix(t, d, prec, m, rows, n, 0)
+				qs := qdata(r, "normal", 3, dim, false)
+				for j, q := range qs {
+					sc := []float32{1, 0x1p-60, 0x1p40}[j]
+					for i := range q {
+						q[i] *= sc
+					}
+				}
+				dq := make([][]float32, len(qs))
+				for j, q := range qs {
+					dq[j] = exact.DeviceQuery(f.c, q)
+				}
+				sums, _, err := f.g.Sums(ctx, dq, n, nil)
+				require.NoError(t, err)
+				_, hi, err := exact.DeviceKeyBounds(f.s, f.c, qs, exact.DeviceSums{Sums: sums, Rows: n}, m)
+				require.NoError(t, err)
+				coefs, ok, err := exact.DeviceBoundCoefs(f.s, f.c, qs, m)
+				require.NoError(t, err)
+				for j := range qs {
+					if !ok[j] {
+						continue
+					}
+					order := make([]int, n)
+					for i := range order {
+						order[i] = i
+					}
+					slices.SortFunc(order, func(a, b int) int { return -cmpF(hi[j][a], hi[j][b]) })
+					test := append(slices.Clone(order[:8]), r.Perm(n)[:8]...)
+					for _, i := range test {
+						limit := hi[j][i]
+						if math.IsInf(float64(limit), 0) || math.IsNaN(float64(limit)) {
+							continue
+						}
+						cands, _, _, _, err := f.g.SelectSums(ctx, QuantSelect{Queries: dq[j : j+1], Coefs: coefs[j : j+1], Rows: n, Cap: n,
+							Range: true, Limit: limit, RowData: func(a, b int) []float32 { return exact.DeviceRowData(f.c, a, b) }}, nil)
+						require.NoError(t, err)
+						in := map[uint32]bool{}
+						for _, c := range cands[0] {
+							in[c.Row] = true
+						}
+						for x := range n {
+							if hi[j][x] >= limit {
+								require.True(t, in[uint32(x)], "%v %v %s query %d: row %d (host hi %g) missing at limit %g", prec, m, kind, j, x, hi[j][x], limit)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+func cmpF(a, b float32) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
