@@ -204,6 +204,7 @@ func limitsOf(l wgpu.Limits) Limits {
 		MaxWorkgroupsPerDim:    l.MaxComputeWorkgroupsPerDimension,
 		MaxInvocations:         l.MaxComputeInvocationsPerWorkgroup,
 		MaxWorkgroupBytes:      l.MaxComputeWorkgroupStorageSize,
+		MaxStorageBuffers:      l.MaxStorageBuffersPerShaderStage,
 	}
 }
 

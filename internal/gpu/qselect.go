@@ -67,6 +67,9 @@ func (g *Index) SelectSums(ctx context.Context, r QuantSelect, st *core.Stages) 
 	if r.Mask != nil && len(r.Mask)*64 < r.Rows {
 		return nil, nil, 0, 0, fmt.Errorf("%w: an allow bitmap of %d words for %d rows", ErrFailed, len(r.Mask), r.Rows)
 	}
+	if n := g.dev.lim.MaxStorageBuffers; n != 0 && n < uint32(len(shaders.QBoundsBindings)) {
+		return nil, nil, 0, 0, ErrSelectUnfit // a downlevel adapter: too few storage bindings
+	}
 	if uint64(r.Rows)*16 > g.bind || uint64(r.Cap+1)*8 > g.bind || uint64(r.Cap+1)*8 > g.staging.limit {
 		return nil, nil, 0, 0, ErrSelectUnfit
 	}

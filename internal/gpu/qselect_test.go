@@ -677,3 +677,52 @@ func cmpF(a, b float32) int {
 	}
 	return 0
 }
+
+// A downlevel adapter with fewer storage bindings a stage than
+// qbounds.wgsl needs, or a request whose lists could not fit a binding,
+// is refused with ErrSelectUnfit (the caller reads the sums back), not
+// failed as a device error; so are malformed requests, with ErrFailed.
+func TestSelectSumsUnfit(t *testing.T) {
+	d := backendDevice(t, "vulkan")
+	r := testkit.Rand(t)
+	rows := qdata(r, "normal", 300, 8, false)
+	f := newQfix(t, d, core.Int8, core.Dot, rows, 300, 0)
+	qs := qdata(r, "normal", 2, 8, false)
+	got, _, err := f.selected(qs, 3, 16)
+	require.NoError(t, err)
+	sameAnswer(t, got, f.cpu(t, qs, 3), "before")
+	dq := [][]float32{exact.DeviceQuery(f.c, qs[0])}
+	coefs, _, err := exact.DeviceBoundCoefs(f.s, f.c, qs[:1], core.Dot)
+	require.NoError(t, err)
+	rowData := func(a, b int) []float32 { return exact.DeviceRowData(f.c, a, b) }
+	req := QuantSelect{Queries: dq, Coefs: coefs, Rows: 300, K: 3, Cap: 16, RowData: rowData}
+	keep := d.lim.MaxStorageBuffers
+	d.lim.MaxStorageBuffers = 4
+	_, _, _, _, err = f.g.SelectSums(context.Background(), req, nil)
+	d.lim.MaxStorageBuffers = keep
+	require.ErrorIs(t, err, ErrSelectUnfit)
+	huge := req
+	huge.Cap = int(f.g.bind / 8)
+	_, _, _, _, err = f.g.SelectSums(context.Background(), huge, nil)
+	require.ErrorIs(t, err, ErrSelectUnfit)
+	for _, bad := range []QuantSelect{
+		{Queries: dq, Coefs: coefs, Rows: 300, K: 0, Cap: 16, RowData: rowData},                    // k 0
+		{Queries: dq, Coefs: coefs, Rows: 300, K: 20, Cap: 16, RowData: rowData},                   // capacity below k
+		{Queries: dq, Coefs: nil, Rows: 300, K: 3, Cap: 16, RowData: rowData},                      // no coefficients
+		{Queries: dq, Coefs: coefs, Rows: 300, K: 3, Cap: 16},                                      // no row data
+		{Queries: dq, Coefs: coefs, Rows: 300, K: 3, Cap: 16, RowData: rowData, Mask: []uint64{1}}, // short mask
+		{Queries: [][]float32{{1}}, Coefs: coefs, Rows: 300, K: 3, Cap: 16, RowData: rowData},      // short query
+	} {
+		_, _, _, _, err = f.g.SelectSums(context.Background(), bad, nil)
+		require.ErrorIs(t, err, ErrFailed)
+	}
+	got, _, err = f.selected(qs, 3, 16)
+	require.NoError(t, err)
+	sameAnswer(t, got, f.cpu(t, qs, 3), "after")
+	// Row data of the wrong length, asked of a fresh index.
+	g := newQfix(t, d, core.Int8, core.Dot, rows, 300, 0)
+	short := req
+	short.RowData = func(a, b int) []float32 { return nil }
+	_, _, _, _, err = g.g.SelectSums(context.Background(), short, nil)
+	require.ErrorIs(t, err, ErrFailed)
+}
