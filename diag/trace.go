@@ -34,7 +34,9 @@ type Trace struct {
 	Dispatches, Submissions, Maps int64
 	BytesUp, BytesDown            int64
 	// SelectPath is how the last traced GPU search selected: "fused",
-	// "radix", "host" (every score read back) or "scores".
+	// "radix", "host" (every score read back), "scores" (a compressed
+	// index's sums read back) or "qselect" (a compressed index's
+	// candidates selected on the device, only they read back).
 	SelectPath string
 	// KernelClock says how Kernel was timed: "gpu" (timestamps written by
 	// the device before the first and after the last dispatch, where it

@@ -141,6 +141,14 @@ func SetSumsPiece(ix *Index, n int) {
 	hooks(ix).sumsPieceBytes = n
 }
 
+// SetQuantCap makes a compressed GPU search of ix select its candidates on
+// the device whenever it can, with n slots a query (0: the default rule).
+func SetQuantCap(ix *Index, n int) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	hooks(ix).quantCap = n
+}
+
 // StartGPUChild starts a GPU child of this test binary as an isolated
 // index does, asking for an adapter named name, and releases it; the child
 // has greetingTimeout to greet. It forgets an earlier child's failed

@@ -37,13 +37,17 @@ func TestEveryGPUFailureThenExactSearches(t *testing.T) {
 	// metric, and each sweep costs a fresh index per step).
 	// The compressed precisions' device path (codes on the device, sums
 	// read back, bounds and rescore on the host) is swept too.
+	// qsel forces the compressed searches' device-side candidate
+	// selection (engine.SetQuantCap), which small indexes otherwise skip.
 	type sweep struct {
-		m engine.Metric
-		p engine.Precision
+		m    engine.Metric
+		p    engine.Precision
+		qsel bool
 	}
 	sweeps := map[string][]sweep{
-		"vulkan": {{engine.Cosine, engine.F32}, {engine.L2, engine.F32}, {engine.Dot, engine.Int8}},
-		"gl":     {{engine.Dot, engine.F32}, {engine.L2, engine.F16}},
+		"vulkan": {{engine.Cosine, engine.F32, false}, {engine.L2, engine.F32, false}, {engine.Dot, engine.Int8, false},
+			{engine.L2, engine.F16, true}},
+		"gl": {{engine.Dot, engine.F32, false}, {engine.L2, engine.F16, false}, {engine.Dot, engine.Int8, true}},
 	}
 	if !fullSweeps() {
 		// The README's test command (and CI's race run) sweeps one metric
@@ -61,6 +65,9 @@ func TestEveryGPUFailureThenExactSearches(t *testing.T) {
 				p := pair{
 					gpu: open(t, b, engine.Config{Dim: dim, Metric: m, Precision: sw.p}, 768),
 					cpu: open(t, backends[0], engine.Config{Dim: dim, Metric: m}),
+				}
+				if sw.qsel {
+					engine.SetQuantCap(p.gpu, 48)
 				}
 				for _, ix := range []*engine.Index{p.gpu, p.cpu} {
 					_, err := ix.Add(context.Background(), engine.Vectors(base))
@@ -126,7 +133,11 @@ func TestEveryGPUFailureThenExactSearches(t *testing.T) {
 				}
 			}
 
-			t.Run(fmt.Sprintf("%s/%s/%s", b.name, m, sw.p), func(t *testing.T) {
+			name := fmt.Sprintf("%s/%s/%s", b.name, m, sw.p)
+			if sw.qsel {
+				name += "/qselect"
+			}
+			t.Run(name, func(t *testing.T) {
 				// Record the steps the calls take when nothing fails.
 				p := fresh(t)
 				var steps []string
@@ -137,6 +148,9 @@ func TestEveryGPUFailureThenExactSearches(t *testing.T) {
 				engine.SetGPUFault(p.gpu, nil)
 				check(t, p, "no fault")
 				require.Greater(t, len(steps), 20, "the calls went through the device")
+				if sw.qsel {
+					require.Contains(t, steps, "bind qselect", "the candidates were selected on the device")
+				}
 
 				seen := map[string]int{}
 				for _, step := range steps {

@@ -222,9 +222,22 @@ type hostError struct{ err error }
 
 func (e hostError) Error() string { return e.err.Error() }
 
-// searchQuantGPU is searchQuant on the device's sums, a piece of the batch
-// at a time (sumsPieceBytes). The caller holds ix.mu.
+// searchQuantGPU is searchQuant on the device: its candidates selected on
+// the device where that pays and fits (searchQuantSelect), else its sums,
+// a piece of the batch at a time (searchQuantSums). The caller holds
+// ix.mu.
 func (ix *Index) searchQuantGPU(ctx context.Context, qs [][]float32, k int, mask []uint64, approximate bool) ([][]Hit, error) {
+	if !approximate {
+		if all, done, err := ix.searchQuantSelect(ctx, qs, k, mask); done {
+			return all, err
+		}
+	}
+	return ix.searchQuantSums(ctx, qs, k, mask, approximate)
+}
+
+// searchQuantSums is searchQuant on the device's sums, a piece of the batch
+// at a time (sumsPieceBytes). The caller holds ix.mu.
+func (ix *Index) searchQuantSums(ctx context.Context, qs [][]float32, k int, mask []uint64, approximate bool) ([][]Hit, error) {
 	t := traceFrom(ctx)
 	rows := ix.deviceRows(ix.slab.Rows)
 	pieceBytes := sumsPieceBytes
@@ -281,16 +294,27 @@ func (ix *Index) rangeQuant(ctx context.Context, q []float32, threshold float32,
 	view := ix.view()
 	view.Allow = mask
 	if ix.onGPU() && !ix.stale {
-		sums, _, err := ix.deviceSums(ctx, [][]float32{q})
-		if err == nil {
-			start := time.Now()
-			d := exact.DeviceSums{Sums: sums, Rows: ix.deviceRows(ix.slab.Rows)}
-			found, st, err := exact.ExactRangeSums(ctx, view, ix.quant.c, q, d, threshold, ix.cfg.Metric, ix.cfg.Workers)
-			if err != nil {
-				return nil, err
-			}
-			addQuantGPU(t, st, start)
+		found, done, err := ix.rangeQuantSelect(ctx, q, threshold, mask)
+		if done && err == nil {
 			return found, nil
+		}
+		var host hostError
+		if done && errors.As(err, &host) {
+			return nil, host.err
+		}
+		if !done {
+			var sums []float32
+			sums, _, err = ix.deviceSums(ctx, [][]float32{q})
+			if err == nil {
+				start := time.Now()
+				d := exact.DeviceSums{Sums: sums, Rows: ix.deviceRows(ix.slab.Rows)}
+				found, st, err := exact.ExactRangeSums(ctx, view, ix.quant.c, q, d, threshold, ix.cfg.Metric, ix.cfg.Workers)
+				if err != nil {
+					return nil, err
+				}
+				addQuantGPU(t, st, start)
+				return found, nil
+			}
 		}
 		if err := ix.afterGPUFailure(ctx, err); err != nil {
 			return nil, err

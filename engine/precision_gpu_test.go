@@ -126,53 +126,64 @@ func TestPrecisionGPUAdversarial(t *testing.T) {
 	for _, b := range backends[1:] {
 		for _, prec := range []engine.Precision{engine.F16, engine.Int8} {
 			for _, m := range []engine.Metric{engine.Dot, engine.L2, engine.Cosine} {
-				t.Run(fmt.Sprintf("%s/%v/%v", b.name, prec, m), func(t *testing.T) {
-					dim := 16 + r.IntN(80)
-					center := testkit.Vectors(r, 1, dim)[0]
-					var vs [][]float32
-					// A cluster of 1500 rows 1e-4 around the centre.
-					vs = append(vs, precisionVectors(r, 2, 1500, dim, center)...)
-					for _, v := range vs[:1500] {
-						for j := range v {
-							v[j] = center[j] + (v[j]-center[j])*0.1
+				// qsel: the candidates selected on the device (issue 24),
+				// 256 slots a query, which the cluster overflows.
+				for _, qsel := range []bool{false, true} {
+					name := fmt.Sprintf("%s/%v/%v", b.name, prec, m)
+					if qsel {
+						name += "/qselect"
+					}
+					t.Run(name, func(t *testing.T) {
+						dim := 16 + r.IntN(80)
+						center := testkit.Vectors(r, 1, dim)[0]
+						var vs [][]float32
+						// A cluster of 1500 rows 1e-4 around the centre.
+						vs = append(vs, precisionVectors(r, 2, 1500, dim, center)...)
+						for _, v := range vs[:1500] {
+							for j := range v {
+								v[j] = center[j] + (v[j]-center[j])*0.1
+							}
 						}
-					}
-					// Duplicates, and near-ties one float32 step apart.
-					vs = append(vs, precisionVectors(r, 3, 300, dim, center)...)
-					for range 100 {
-						v := append([]float32(nil), vs[r.IntN(len(vs))]...)
-						j := r.IntN(dim)
-						v[j] = math.Nextafter32(v[j], float32(math.Inf(1)))
-						vs = append(vs, v)
-					}
-					// Norms from 1e-3 to 1e3.
-					vs = append(vs, precisionVectors(r, 1, 600, dim, center)...)
-					r.Shuffle(len(vs), func(i, j int) { vs[i], vs[j] = vs[j], vs[i] })
+						// Duplicates, and near-ties one float32 step apart.
+						vs = append(vs, precisionVectors(r, 3, 300, dim, center)...)
+						for range 100 {
+							v := append([]float32(nil), vs[r.IntN(len(vs))]...)
+							j := r.IntN(dim)
+							v[j] = math.Nextafter32(v[j], float32(math.Inf(1)))
+							vs = append(vs, v)
+						}
+						// Norms from 1e-3 to 1e3.
+						vs = append(vs, precisionVectors(r, 1, 600, dim, center)...)
+						r.Shuffle(len(vs), func(i, j int) { vs[i], vs[j] = vs[j], vs[i] })
 
-					f32 := cpuTwin(t, engine.Config{Dim: dim, Metric: m})
-					cmp := open(t, b, engine.Config{Dim: dim, Metric: m, Precision: prec}, 1024)
-					data := addTwins(t, vs, f32, cmp)
-					qs := [][]float32{center, vs[r.IntN(len(vs))]}
-					qs = append(qs, precisionVectors(r, 2, 4, dim, center)...)
-					qs = append(qs, precisionVectors(r, 1, 5, dim, center)...)
-					qs = append(qs, testkit.Vectors(r, 10, dim)...) // 21: three tiles of 8
-					n := f32.Len()
-					most := compareTwins(t, true, m, f32, cmp, data, qs, []int{1, 10, 100, n}, "full")
-					t.Logf("%d rows, at most %d rescored for one query at k ≤ 100", n, most)
-					if m != engine.Cosine {
-						require.Greater(t, most, 100, "the cluster puts many rows within the bound")
-					}
-					ids := f32.IDs()
-					del := ids[:n/3]
-					for _, ix := range []*engine.Index{f32, cmp} {
-						require.NoError(t, ix.Delete(ctx, engine.WithIDs(del...)))
-					}
-					compareTwins(t, true, m, f32, cmp, data, qs[:9], []int{1, 7, f32.Len()}, "after deletes")
-					for _, ix := range []*engine.Index{f32, cmp} {
-						require.NoError(t, ix.Compact(ctx))
-					}
-					compareTwins(t, true, m, f32, cmp, data, qs[:3], []int{1, 50}, "after compaction")
-				})
+						f32 := cpuTwin(t, engine.Config{Dim: dim, Metric: m})
+						cmp := open(t, b, engine.Config{Dim: dim, Metric: m, Precision: prec}, 1024)
+						if qsel {
+							engine.SetQuantCap(cmp, 256)
+						}
+						data := addTwins(t, vs, f32, cmp)
+						qs := [][]float32{center, vs[r.IntN(len(vs))]}
+						qs = append(qs, precisionVectors(r, 2, 4, dim, center)...)
+						qs = append(qs, precisionVectors(r, 1, 5, dim, center)...)
+						qs = append(qs, testkit.Vectors(r, 10, dim)...) // 21: three tiles of 8
+						n := f32.Len()
+						most := compareTwins(t, true, m, f32, cmp, data, qs, []int{1, 10, 100, n}, "full")
+						t.Logf("%d rows, at most %d rescored for one query at k ≤ 100", n, most)
+						if m != engine.Cosine {
+							require.Greater(t, most, 100, "the cluster puts many rows within the bound")
+						}
+						ids := f32.IDs()
+						del := ids[:n/3]
+						for _, ix := range []*engine.Index{f32, cmp} {
+							require.NoError(t, ix.Delete(ctx, engine.WithIDs(del...)))
+						}
+						compareTwins(t, true, m, f32, cmp, data, qs[:9], []int{1, 7, f32.Len()}, "after deletes")
+						for _, ix := range []*engine.Index{f32, cmp} {
+							require.NoError(t, ix.Compact(ctx))
+						}
+						compareTwins(t, true, m, f32, cmp, data, qs[:3], []int{1, 50}, "after compaction")
+					})
+				}
 			}
 		}
 	}
@@ -337,4 +348,142 @@ func TestPrecisionGPUExtremes(t *testing.T) {
 			}
 		}
 	}
+}
+
+// By default a compressed search selects its candidates on the device
+// once the lists (1,024 slots of 8 bytes for small k) come to less than
+// every sum: the answers stay the float32 search's, and the trace shows
+// the path and the bytes that came back. (The rows past the device's are
+// covered in internal/gpu's TestSelectSums; an Overflow index, whose
+// budget the codes fill, does not select on the device:
+// TestPrecisionGPUSelectBudget.)
+func TestPrecisionGPUSelect(t *testing.T) {
+	r := testkit.Rand(t)
+	ctx := context.Background()
+	const dim, n = 32, 3000
+	for _, prec := range []engine.Precision{engine.F16, engine.Int8} {
+		for _, m := range []engine.Metric{engine.Dot, engine.L2, engine.Cosine} {
+			t.Run(fmt.Sprintf("%v/%v", prec, m), func(t *testing.T) {
+				vs := testkit.Vectors(r, n, dim)
+				f32 := cpuTwin(t, engine.Config{Dim: dim, Metric: m})
+				// 64 bytes of codes a row, and 16 of bound data: a budget of
+				// 80 a row holds them.
+				cmp := open(t, backends[1], engine.Config{Dim: dim, Metric: m, Precision: prec,
+					Limits: engine.Limits{MaxDeviceBytes: n * 80}}, 1000)
+				data := addTwins(t, vs, f32, cmp)
+				dev := cmp.Info().DeviceRows
+				qs := testkit.Vectors(r, 11, dim)
+				compareTwins(t, true, m, f32, cmp, data, qs, []int{1, 10, 200}, "selected")
+				var tr diag.Trace
+				_, err := cmp.SearchBatch(diag.WithTrace(ctx, &tr), qs, 10)
+				require.NoError(t, err)
+				require.Equal(t, "qselect", tr.SelectPath)
+				require.Equal(t, len(qs), tr.Searches)
+				require.Less(t, tr.BytesDown, int64(4*len(qs)*dev), "less than every sum came back")
+				// A range search whose answer fits a list is selected on the
+				// device too.
+				best, err := f32.Search(ctx, qs[0], 5)
+				require.NoError(t, err)
+				tr = diag.Trace{}
+				got, err := cmp.SearchRange(diag.WithTrace(ctx, &tr), qs[0], best[4].Score)
+				require.NoError(t, err)
+				want, err := f32.SearchRange(ctx, qs[0], best[4].Score)
+				require.NoError(t, err)
+				sameHitBits(t, want, got, "range")
+				require.Equal(t, "qselect", tr.SelectPath)
+				require.Less(t, tr.BytesDown, int64(4*dev), "less than every sum came back")
+				// Deletes reach the device selection through the mask.
+				ids := f32.IDs()
+				for _, ix := range []*engine.Index{f32, cmp} {
+					require.NoError(t, ix.Delete(ctx, engine.WithIDs(ids[:n/4]...)))
+				}
+				compareTwins(t, true, m, f32, cmp, data, qs[:4], []int{1, 10}, "after deletes")
+			})
+		}
+	}
+}
+
+// Searches (k and range) run while writes append, replace and delete
+// rows of a compressed GPU index that selects on the device: no error,
+// and afterwards the answers are the float32 twin's (the resident bound
+// data followed every write). Run under -race in CI.
+func TestPrecisionGPUSelectConcurrent(t *testing.T) {
+	r := testkit.Rand(t)
+	ctx := context.Background()
+	const dim = 24
+	f32 := cpuTwin(t, engine.Config{Dim: dim, Metric: engine.L2})
+	cmp := open(t, backends[1], engine.Config{Dim: dim, Metric: engine.L2, Precision: engine.Int8}, 512)
+	engine.SetQuantCap(cmp, 64)
+	data := addTwins(t, testkit.Vectors(r, 1500, dim), f32, cmp)
+	qs := testkit.Vectors(r, 6, dim)
+	adds := make([][][]float32, 5)
+	ups := make([][][]float32, 5)
+	for i := range adds {
+		adds[i], ups[i] = testkit.Vectors(r, 100, dim), testkit.Vectors(r, 3, dim)
+	}
+	var tr diag.Trace
+	_, err := cmp.SearchBatch(diag.WithTrace(ctx, &tr), qs, 5)
+	require.NoError(t, err)
+	require.Equal(t, "qselect", tr.SelectPath, "the searches select on the device")
+	stop := make(chan struct{})
+	errs := make(chan error, 8)
+	for range 3 {
+		go func() {
+			for {
+				select {
+				case <-stop:
+					errs <- nil
+					return
+				default:
+				}
+				if _, err := cmp.SearchBatch(ctx, qs, 5); err != nil {
+					errs <- err
+					return
+				}
+				if _, err := cmp.SearchRange(ctx, qs[0], 30); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	for i := range adds {
+		ids := []uint64{uint64(3 + 7*i), uint64(400 + i), uint64(1000 + 11*i)}
+		for _, ix := range []*engine.Index{cmp, f32} {
+			got, err := ix.Add(ctx, engine.Vectors(adds[i]))
+			require.NoError(t, err)
+			for j, id := range got {
+				data[id] = adds[i][j]
+			}
+			require.NoError(t, testkit.ErrOf(ix.Upsert(ctx, engine.Vectors(ups[i]), engine.WithIDs(ids...))))
+			for j, id := range ids {
+				data[id] = ups[i][j]
+			}
+			require.NoError(t, ix.Delete(ctx, engine.WithIDs(uint64(50+i))))
+		}
+	}
+	close(stop)
+	for range 3 {
+		require.NoError(t, <-errs)
+	}
+	compareTwins(t, true, engine.L2, f32, cmp, data, qs, []int{1, 10, 60}, "after concurrent writes")
+}
+
+// Under Overflow the codes fill MaxDeviceBytes, leaving no room for the
+// selection's bound data: searches read every sum back, and stay exact.
+func TestPrecisionGPUSelectBudget(t *testing.T) {
+	r := testkit.Rand(t)
+	ctx := context.Background()
+	const dim, n = 32, 3000
+	f32 := cpuTwin(t, engine.Config{Dim: dim})
+	cmp := open(t, backends[1], engine.Config{Dim: dim, Precision: engine.Int8,
+		Limits: engine.Limits{Overflow: true, MaxDeviceBytes: 2500 * 64}}, 1000)
+	data := addTwins(t, testkit.Vectors(r, n, dim), f32, cmp)
+	require.Less(t, cmp.Info().DeviceRows, n)
+	qs := testkit.Vectors(r, 3, dim)
+	compareTwins(t, true, engine.Cosine, f32, cmp, data, qs, []int{1, 10}, "overflow")
+	var tr diag.Trace
+	_, err := cmp.SearchBatch(diag.WithTrace(ctx, &tr), qs, 10)
+	require.NoError(t, err)
+	require.NotEqual(t, "qselect", tr.SelectPath)
 }

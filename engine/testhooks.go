@@ -38,6 +38,10 @@ type testHooks struct {
 	skipMappedStat bool
 	// sumsPieceBytes, when non-zero, replaces sumsPieceBytes.
 	sumsPieceBytes int
+	// quantCap, when non-zero, is the candidate capacity of a compressed
+	// search's device selection, which then runs whenever it can (not
+	// only where it reads back less than every sum).
+	quantCap int
 }
 
 // chunkRows is maxChunkRows, 0 (the adapter's limit) without hooks.

@@ -24,7 +24,8 @@ type Stages struct {
 	BytesRead int64
 	// Path is the selection the last search used: "fused" (scan and
 	// select in one pass, topk.wgsl), "radix" (scores, then select.wgsl),
-	// "host" (every score read back, selected on the host) or "scores".
+	// "host" (every score read back, selected on the host), "scores", or
+	// "qselect" (a compressed index's candidates selected on the device).
 	Path string
 }
 

@@ -209,6 +209,7 @@ func limitsOf(l wgpu.Limits) Limits {
 		MaxWorkgroupsPerDim:    l.MaxComputeWorkgroupsPerDimension,
 		MaxInvocations:         l.MaxComputeInvocationsPerWorkgroup,
 		MaxWorkgroupBytes:      l.MaxComputeWorkgroupStorageSize,
+		MaxStorageBuffers:      l.MaxStorageBuffersPerShaderStage,
 	}
 }
 

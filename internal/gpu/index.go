@@ -116,6 +116,8 @@ type Index struct {
 	fault func(step string) error
 	// shared is what ScoreInto keeps for the device's owner (share.go).
 	shared sharedScores
+	// qsel is SelectSums' state (qselect.go); nil until first used.
+	qsel *quantSelect
 }
 
 // SetFault makes every wgpu call of the index that can fail ask f first, by
@@ -346,6 +348,9 @@ func (g *Index) Stage(ctx context.Context, s *packed.Slab, from int, st *core.St
 	if from >= s.Rows {
 		return staged, nil
 	}
+	g.dev.mu.Lock()
+	g.qselectStale(from) // rows from here on may be written anew
+	g.dev.mu.Unlock()
 	// The select shader sees every query's scores in one binding.
 	if uint64(s.Rows)*4 > g.bind || s.Rows >= math.MaxUint32 {
 		return nil, fmt.Errorf("%w: %d rows need a %d-byte scores binding, the device allows %d",
@@ -470,6 +475,7 @@ func (g *Index) Release() {
 	defer g.dev.mu.Unlock()
 	g.resetScratch()
 	g.releaseShared()
+	g.qsel.release()
 	_ = gpuCall("release", func() error {
 		for _, ch := range g.chunks {
 			ch.data.Release()
@@ -495,6 +501,7 @@ func (g *Index) Truncate(rows int) {
 	if rows == 0 {
 		g.dead, g.deadValid = nil, 0
 	}
+	g.qselectStale(rows)
 	for c, ch := range g.chunks {
 		start := c * g.plan.RowsPerChunk
 		ch.rows = min(ch.rows, max(rows-start, 0))
@@ -513,6 +520,9 @@ func (g *Index) Rewrite(ctx context.Context, s *packed.Slab, rows []int) error {
 	}
 	_, flush := g.uploadSizes()
 	pending := 0
+	for _, r := range rows {
+		g.qselectStale(r) // its bound data goes up again with the next search
+	}
 	return scoped(g.device(), "rewrite rows", func() error {
 		for _, r := range rows {
 			c := r / g.plan.RowsPerChunk

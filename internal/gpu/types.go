@@ -39,6 +39,10 @@ type Limits struct {
 	MaxWorkgroupsPerDim    uint32
 	MaxInvocations         uint32
 	MaxWorkgroupBytes      uint32
+	// MaxStorageBuffers is how many storage bindings one shader stage
+	// may use (0: not known); a compressed search's device selection needs
+	// seven (qbounds.wgsl).
+	MaxStorageBuffers uint32
 	// Subgroups is true when scores are reduced with subgroup shuffles.
 	Subgroups bool
 	// Timestamps is true when a traced search times its kernels with GPU
