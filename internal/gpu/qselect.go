@@ -75,7 +75,7 @@ func (g *Index) SelectSums(ctx context.Context, r QuantSelect, st *core.Stages) 
 	}
 	// Per submission: as Sums' (scores, work), the lo' keys beside the
 	// scores, and the candidate lists in one binding and one readback.
-	per := g.perSubmission(submission{Rows: r.Rows})
+	per := g.perSubmission(submission{Rows: r.Rows}, false)
 	per = min(per, int(g.bind/(uint64(r.Rows)*4)), int(g.bind/(uint64(r.Cap+1)*8)), int(g.staging.limit/(uint64(r.Cap+1)*8)))
 	per = max(per, 1)
 	cands = make([][]exact.DeviceCand, 0, nq)
