@@ -171,3 +171,6 @@ func StartGPUChild(ctx context.Context, name string, greetingTimeout time.Durati
 
 // Recovering reports whether a GPU recovery of ix runs in the background.
 func Recovering(ix *Index) bool { return ix.recovering.Load() }
+
+// ListShift is how many times ix's compressed candidate lists are doubled.
+func ListShift(ix *Index) int { return int(ix.listShift.Load()) }

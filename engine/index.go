@@ -72,11 +72,15 @@ type Index struct {
 	// (recover.go), which Close waits for (background); recovering is set
 	// while one runs, recoveries counts the times the GPU came back, and
 	// lastFailure says what failed last.
-	life        context.Context
-	endLife     context.CancelFunc
-	background  sync.WaitGroup
-	recovering  atomic.Bool
-	recoveries  atomic.Int64
+	life       context.Context
+	endLife    context.CancelFunc
+	background sync.WaitGroup
+	recovering atomic.Bool
+	recoveries atomic.Int64
+	// listShift is how many times a compressed search's candidate lists
+	// (selectSlots) are doubled: raised when a list overflowed, lowered
+	// when every list used little of its room (qselect.go, adaptLists).
+	listShift   atomic.Int32
 	lastFailure string     // guarded by whyMu
 	test        *testHooks // nil outside tests
 

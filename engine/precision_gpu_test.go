@@ -487,3 +487,46 @@ func TestPrecisionGPUSelectBudget(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, "qselect", tr.SelectPath)
 }
+
+// TestPrecisionGPUSelectListsGrow: a query whose candidates overflow the
+// device's list (here a cluster of 1,500 rows closer together than the
+// int8 codes can tell apart) is searched on its sums, exactly, and the
+// index doubles its lists until they would have held twice that, so the
+// next such search selects on the device without overflowing; searches
+// whose lists stay nearly empty halve them again.
+func TestPrecisionGPUSelectListsGrow(t *testing.T) {
+	r := testkit.Rand(t)
+	ctx := context.Background()
+	const dim, n, cluster = 32, 40000, 1500
+	vs := testkit.Vectors(r, n, dim)
+	centre := vs[0]
+	for i := 1; i <= cluster; i++ {
+		for j := range vs[i] {
+			vs[i][j] = centre[j] * (1 + 1e-4*(r.Float32()-0.5))
+		}
+	}
+	f32 := cpuTwin(t, engine.Config{Dim: dim, Metric: engine.Cosine})
+	cmp := open(t, backends[1], engine.Config{Dim: dim, Metric: engine.Cosine, Precision: engine.Int8}, 0)
+	data := addTwins(t, vs, f32, cmp)
+	require.Zero(t, engine.ListShift(cmp))
+	near := [][]float32{centre}
+	var tr diag.Trace
+	_, err := cmp.SearchBatch(diag.WithTrace(ctx, &tr), near, 10)
+	require.NoError(t, err)
+	grown := engine.ListShift(cmp)
+	require.Equal(t, 2, grown, "1,024 slots doubled to 4,096, twice the %d candidates", cluster)
+	tr = diag.Trace{}
+	_, err = cmp.SearchBatch(diag.WithTrace(ctx, &tr), near, 10)
+	require.NoError(t, err)
+	require.Equal(t, "qselect", tr.SelectPath, "the grown lists hold the cluster")
+	require.Less(t, tr.BytesDown, int64(4*n), "less than every sum came back")
+	require.Equal(t, grown, engine.ListShift(cmp))
+	// Exact throughout, and range searches whose answers overflow any
+	// list leave the size alone.
+	compareTwins(t, true, engine.Cosine, f32, cmp, data, near, []int{10}, "grown")
+	require.Equal(t, grown, engine.ListShift(cmp))
+	// Queries far from the cluster fill little of the lists: they shrink.
+	far := testkit.Vectors(r, 4, dim)
+	compareTwins(t, true, engine.Cosine, f32, cmp, data, far, []int{10}, "far")
+	require.Less(t, engine.ListShift(cmp), grown)
+}

@@ -23,7 +23,8 @@ type quantSelector interface {
 // selection for k over rows device rows, and whether the selection pays:
 // a slot comes back as 8 bytes (row and sum) where every sum is 4, so the
 // lists must hold fewer than half the rows. 4k slots leave room for the
-// rows whose bounds straddle the k-th best; 1,024 for small k.
+// rows whose bounds straddle the k-th best; 1,024 for small k; doubled
+// listShift times where lists overflowed (adaptLists).
 //
 // Under MaxDeviceBytes the per-row bound data the selection keeps beside
 // the codes (16 bytes a row) must fit the budget with them, or the
@@ -36,8 +37,41 @@ func (ix *Index) selectSlots(k, rows int) (int, bool) {
 	if ix.test != nil && ix.test.quantCap > 0 {
 		return max(ix.test.quantCap, k), true
 	}
-	slots := max(4*k, 1024)
+	slots := max(4*k, 1024) << ix.listShift.Load()
 	return slots, 2*slots < rows
+}
+
+// maxListShift bounds listShift: lists of 1,024 slots grow to at most
+// 2^20, past which they no longer pay on any index a device holds.
+const maxListShift = 10
+
+// adaptLists sizes the next k searches' lists by the counts the device
+// reported for lists of slots over rows device rows: a list that
+// overflowed (its query was then searched on every sum, a second pass)
+// doubles the lists until they would have held twice its count, as long
+// as they still pay (selectSlots); when every list used at most an eighth
+// of its room, they halve again. Searches racing here only race to a
+// size, never to an answer: any size gives the exact one. Range searches
+// leave it alone: how many rows pass a threshold is the caller's choice,
+// not the index's spread.
+func (ix *Index) adaptLists(counts []int, slots, rows int) {
+	most := 0
+	for _, n := range counts {
+		most = max(most, n)
+	}
+	shift := ix.listShift.Load()
+	switch {
+	case most > slots:
+		for shift < maxListShift && slots < 2*most && 4*slots < rows {
+			slots *= 2
+			shift++
+		}
+	case 8*most <= slots && shift > 0:
+		shift--
+	default:
+		return
+	}
+	ix.listShift.Store(shift)
 }
 
 // searchQuantSelect is searchQuantGPU with the candidates selected on the
@@ -84,7 +118,7 @@ func (ix *Index) searchQuantSelect(ctx context.Context, qs [][]float32, k int, m
 	if t != nil {
 		st = &core.Stages{}
 	}
-	cands, _, scans, rowScans, err := sel.SelectSums(ctx, gpu.QuantSelect{Queries: dq, Coefs: coefs, Rows: rows, K: k, Cap: slots, Mask: mask,
+	cands, counts, scans, rowScans, err := sel.SelectSums(ctx, gpu.QuantSelect{Queries: dq, Coefs: coefs, Rows: rows, K: k, Cap: slots, Mask: mask,
 		RowData: func(from, to int) []float32 { return exact.DeviceRowData(c, from, to) }}, st)
 	addStages(t, st)
 	if errors.Is(err, gpu.ErrSelectUnfit) {
@@ -92,6 +126,9 @@ func (ix *Index) searchQuantSelect(ctx context.Context, qs [][]float32, k int, m
 	}
 	if err != nil {
 		return nil, true, gpuError(err)
+	}
+	if ix.test == nil || ix.test.quantCap == 0 {
+		ix.adaptLists(counts, slots, rows)
 	}
 	var good, rest []int
 	for j := range qs {
