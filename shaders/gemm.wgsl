@@ -60,8 +60,13 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
 {{- range .Js}}
     let qb{{.}} = min(qa + {{.}}u, params.nq - 1u) * DIM4;
 {{- end}}
+    // Zero, but read from the uniform: a constant zero lets a compiler
+    // fold the first fma into a product and contract it with the lane sum
+    // below into an fma of its own (lavapipe does, for rows of one vec4),
+    // which scores.wgsl, whose accumulators sit in an array, never gets.
+    let zero = vec4<f32>(f32(params._pad0));
 {{- range .Accs}}
-    var a{{.M}}_{{.J}} = vec4<f32>(0.0);
+    var a{{.M}}_{{.J}} = zero;
 {{- end}}
     for (var i = lane; i < DIM4; i += TEAM) {
 {{- range .Ms}}
