@@ -41,7 +41,9 @@ import (
 //   - f16, int8: quant.wgsl's raw sums (Sums) for each batch, compared with
 //     the host's over a sample of rows (every chunk's first and last row and
 //     rows spread evenly, UMBRA_CHECK_SAMPLE of them, default 65,536):
-//     int8 sums exactly, f16 within float32 rounding.
+//     int8 sums exactly, f16 within float32 rounding; then, for each k, the
+//     candidates selected on the device (SelectSums, qbounds.wgsl), whose
+//     answers must be the ones the host gives from every sum, bit for bit.
 //
 // UMBRA_CHECK_PRECISION picks one of f32, f16, int8 (default f32).
 // Everything measured (the adapter, its limits, each case's path,
@@ -325,7 +327,7 @@ func checkSums(t *testing.T, ctx context.Context, dev *Device, slab *packed.Slab
 		cc := checkCase{NQ: nq, Path: "sums", Took: rep.Config.Precision}
 		var st core.Stages
 		start := time.Now()
-		sums, _, err := g.Sums(ctx, dq[:nq], slab.Rows, &st)
+		sums, scans, err := g.Sums(ctx, dq[:nq], slab.Rows, &st)
 		cc.MS, cc.Submissions = ms(time.Since(start)), st.Submissions
 		if err == nil {
 			err = sumsAsHost(c, prec, dq[:nq], sums, slab.Rows, slab.Dim, sample)
@@ -337,7 +339,75 @@ func checkSums(t *testing.T, ctx context.Context, dev *Device, slab *packed.Slab
 		}
 		t.Logf("%s nq=%d: %.1f ms, %d submissions, %d sums checked, ok=%v", rep.Config.Precision, nq, cc.MS, cc.Submissions, cc.Checked, cc.OK)
 		rep.Cases = append(rep.Cases, cc)
+		if err != nil {
+			continue
+		}
+		view := fallback.Slab{Data: slab.Data, Rows: slab.Rows, Dim: slab.Dim, Stride: slab.Stride}
+		for _, k := range rep.Config.Ks {
+			k = min(k, slab.Rows)
+			rep.Cases = append(rep.Cases, checkSelect(t, ctx, g, c, view, qs[:nq], dq[:nq], sums, scans, k, rep.Config.Precision))
+		}
 	}
+}
+
+// checkSelect runs a compressed search's device-side candidate selection
+// (qbounds.wgsl: the device bounds every row and returns only the
+// candidates) for k, and compares every query's answer, IDs and score
+// bits, with the one the host gives from every sum the device computed
+// (sums): the device's float32 bounds must contain the host's however it
+// rounds and flushes, or a row goes missing. Queries whose lists
+// overflowed are counted, not checked (a search takes their sums).
+func checkSelect(t *testing.T, ctx context.Context, g *Index, c *exact.Compressed, view fallback.Slab, qs, dq [][]float32, sums []float32, scans, k int, prec string) checkCase {
+	cc := checkCase{K: k, NQ: len(qs), Path: "qselect", Took: prec}
+	fail := func(err error) checkCase {
+		cc.Error = err.Error()
+		t.Logf("%s qselect k=%d nq=%d: %v", prec, k, len(qs), err)
+		return cc
+	}
+	want, _, err := exact.ExactSearchSums(ctx, view, c, qs, exact.DeviceSums{Sums: sums, Rows: view.Rows}, scans, k, core.Dot, 0, false)
+	if err != nil {
+		return fail(err)
+	}
+	coefs, bounded, err := exact.DeviceBoundCoefs(view, c, qs, core.Dot)
+	if err != nil {
+		return fail(err)
+	}
+	var st core.Stages
+	start := time.Now()
+	cands, _, dscans, rowScans, err := g.SelectSums(ctx, QuantSelect{Queries: dq, Coefs: coefs, Rows: view.Rows, K: k, Cap: max(4*k, 1024),
+		RowData: func(a, b int) []float32 { return exact.DeviceRowData(c, a, b) }}, &st)
+	cc.MS, cc.Submissions = ms(time.Since(start)), st.Submissions
+	if err != nil {
+		return fail(err)
+	}
+	var good []int
+	for j := range qs {
+		if bounded[j] && cands[j] != nil {
+			good = append(good, j)
+		}
+	}
+	gq, gc := make([][]float32, len(good)), make([][]exact.DeviceCand, len(good))
+	for i, j := range good {
+		gq[i], gc[i] = qs[j], cands[j]
+	}
+	got, _, err := exact.ExactSearchCands(ctx, view, c, gq, exact.DeviceCands{Cands: gc, Rows: view.Rows}, dscans, rowScans, k, core.Dot, 0)
+	if err != nil {
+		return fail(err)
+	}
+	for i, j := range good {
+		if len(got[i]) != len(want[j]) {
+			return fail(fmt.Errorf("query %d: %d hits, every sum gives %d", j, len(got[i]), len(want[j])))
+		}
+		for r, h := range got[i] {
+			if w := want[j][r]; h.Row != w.Row || math.Float32bits(h.Score) != math.Float32bits(w.Score) {
+				return fail(fmt.Errorf("query %d rank %d: row %d score %v, every sum gives row %d score %v", j, r, h.Row, h.Score, w.Row, w.Score))
+			}
+		}
+	}
+	cc.Checked, cc.OK = len(good), true
+	t.Logf("%s qselect k=%d nq=%d: %.1f ms, %d submissions, %d queries checked (%d overflowed their lists)",
+		prec, k, len(qs), cc.MS, cc.Submissions, len(good), len(qs)-len(good))
+	return cc
 }
 
 // sampleRows is up to n rows: every chunk's first and last, and the rest
