@@ -292,24 +292,8 @@ func (g *Index) runSelect(ctx context.Context, r QuantSelect, lo, hi int, t *cor
 		if err := enc.TryCopyBufferToBuffer(q.cands.buf, 0, g.staging.buf, 0, size); err != nil {
 			return err
 		}
-		if err := g.step("submit"); err != nil {
-			return err
-		}
-		if err := g.submit(&c, enc, t != nil); err != nil {
-			return err
-		}
-		if t != nil {
-			start = lap(&c.Kernel, start)
-			c.KernelClock = "wall"
-		}
-		raw, err = g.readback(size, &c)
-		if err != nil {
-			return err
-		}
-		if t != nil {
-			start = lap(&c.Readback, start)
-		}
-		return nil
+		raw, err = g.submitAndRead(&c, enc, size, t != nil, &start)
+		return err
 	})
 	if err != nil {
 		g.resetScratch()

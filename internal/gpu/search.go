@@ -650,27 +650,8 @@ func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *core
 				return err
 			}
 		}
-		if err := g.step("submit"); err != nil {
-			return err
-		}
-		// Untraced, the map below is the one wait: it returns once the
-		// submission is done. Traced, the device is waited for here so
-		// Kernel ends when the work does.
-		if err := g.submit(&c, enc, t != nil); err != nil {
-			return err
-		}
-		if t != nil {
-			start = lap(&c.Kernel, start)
-			c.KernelClock = "wall"
-		}
-		raw, err = g.readback(total, &c)
-		if err != nil {
-			return err
-		}
-		if t != nil {
-			start = lap(&c.Readback, start)
-		}
-		return nil
+		raw, err = g.submitAndRead(&c, enc, total, t != nil, &start)
+		return err
 	})
 	if err != nil {
 		g.resetScratch()
@@ -893,4 +874,30 @@ func (g *Index) Scores(ctx context.Context, q []float32, rows int) ([]float32, e
 		return nil, fmt.Errorf("%w: an index of compressed rows is searched through Sums", ErrFailed)
 	}
 	return g.scores(ctx, q, rows)
+}
+
+// submitAndRead submits enc and maps the first size bytes of the readback
+// buffer, counting both into c. Untraced, the map is the one wait: it
+// returns once the submission is done. Traced, the device is waited for
+// at the submission so Kernel (from *start, on the wall clock) ends when
+// the work does, and Readback covers the map; *start moves on with them.
+func (g *Index) submitAndRead(c *core.Stages, enc *wgpu.CommandEncoder, size uint64, traced bool, start *time.Time) ([]byte, error) {
+	if err := g.step("submit"); err != nil {
+		return nil, err
+	}
+	if err := g.submit(c, enc, traced); err != nil {
+		return nil, err
+	}
+	if traced {
+		*start = lap(&c.Kernel, *start)
+		c.KernelClock = "wall"
+	}
+	raw, err := g.readback(size, c)
+	if err != nil {
+		return nil, err
+	}
+	if traced {
+		*start = lap(&c.Readback, *start)
+	}
+	return raw, nil
 }

@@ -117,28 +117,13 @@ func (d *Device) checkVariant(dim int, metric core.Metric) error {
 // many as it plans).
 func (d *Device) checkSearches(dim int, metric core.Metric, rows int, ks []int, fusedGroups int) error {
 	fused := fusedGroups >= 0
-	const nq = batchQT
-	data := packed.Synthetic(rows+nq, dim)
-	slab := packed.NewSlab(dim)
-	flat := make([]float32, 0, rows*dim)
-	for i := 0; i < rows; i++ {
-		flat = append(flat, data.Row(i)...)
-	}
-	slab.AppendFlat(flat, false)
-	qs := make([][]float32, nq)
-	for i := range qs {
-		qs[i] = data.PaddedRow(rows + i)
-	}
-	g, err := newIndex(d, slab.Stride, metric, 128)
+	slab, qs, g, err := d.selfTestIndex(dim, metric, rows, batchQT)
 	if err != nil {
 		return err
 	}
 	defer g.Release()
 	g.selfTest, g.fusedGroups = true, max(fusedGroups, 0)
 	ctx := context.Background()
-	if err := g.Upload(ctx, slab, 0, nil, nil); err != nil {
-		return err
-	}
 	exact := func(q []float32, row int) float64 { return gpuplan.ExactScore(slab.Row(row), q, metric) }
 	tol := gpuplan.Tol
 	got, err := g.scores(ctx, qs[0], rows)
@@ -206,26 +191,12 @@ func (d *Device) verifyGemm() {
 // single query's bits, TestScoreBitsOnEveryPath.)
 func (d *Device) checkGemm(dim int, metric core.Metric) error {
 	const rows = 300
-	data := packed.Synthetic(rows+gemmChecks, dim)
-	slab := packed.NewSlab(dim)
-	flat := make([]float32, 0, rows*dim)
-	for i := 0; i < rows; i++ {
-		flat = append(flat, data.Row(i)...)
-	}
-	slab.AppendFlat(flat, false)
-	qs := make([][]float32, gemmChecks)
-	for i := range qs {
-		qs[i] = data.PaddedRow(rows + i)
-	}
-	g, err := newIndex(d, slab.Stride, metric, 128)
+	_, qs, g, err := d.selfTestIndex(dim, metric, rows, gemmChecks)
 	if err != nil {
 		return err
 	}
 	defer g.Release()
 	ctx := context.Background()
-	if err := g.Upload(ctx, slab, 0, nil, nil); err != nil {
-		return err
-	}
 	_, all, err := g.run(WithBatchKernel(ctx, BatchGemm), qs, submission{Rows: rows}, nil)
 	if err != nil {
 		return err
@@ -245,3 +216,29 @@ func (d *Device) checkGemm(dim int, metric core.Metric) error {
 // gemmChecks is how many queries checkGemm scores at once: more than one
 // tile of gemm.wgsl's at every team width, the last one partly filled.
 const gemmChecks = 40
+
+// selfTestIndex uploads rows synthetic rows of dim to a new index on d in
+// 128-row chunks and returns them with nq synthetic queries (padded) drawn
+// past them; the caller releases the index.
+func (d *Device) selfTestIndex(dim int, metric core.Metric, rows, nq int) (*packed.Slab, [][]float32, *Index, error) {
+	data := packed.Synthetic(rows+nq, dim)
+	slab := packed.NewSlab(dim)
+	flat := make([]float32, 0, rows*dim)
+	for i := 0; i < rows; i++ {
+		flat = append(flat, data.Row(i)...)
+	}
+	slab.AppendFlat(flat, false)
+	qs := make([][]float32, nq)
+	for i := range qs {
+		qs[i] = data.PaddedRow(rows + i)
+	}
+	g, err := newIndex(d, slab.Stride, metric, 128)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := g.Upload(context.Background(), slab, 0, nil, nil); err != nil {
+		g.Release()
+		return nil, nil, nil, err
+	}
+	return slab, qs, g, nil
+}
