@@ -9,6 +9,7 @@ import (
 
 	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/gpuplan"
 	"github.com/umbravec/umbra/internal/parallel"
 	"github.com/umbravec/umbra/internal/topk"
 )
@@ -183,11 +184,7 @@ func ExactSearchSums(ctx context.Context, s fallback.Slab, c *Compressed, qs [][
 	}
 	st.Queries = nq
 	if s.Rows == 0 || k <= 0 || nq == 0 {
-		out = make([][]core.Hit, nq)
-		for j := range out {
-			out[j] = []core.Hit{}
-		}
-		return out, st, nil
+		return gpuplan.EmptyLists(nq), st, nil
 	}
 	const blockRows = 4096
 	nblocks := (s.Rows + blockRows - 1) / blockRows

@@ -8,6 +8,7 @@ import (
 
 	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/gpuplan"
 	"github.com/umbravec/umbra/internal/parallel"
 	"github.com/umbravec/umbra/internal/topk"
 )
@@ -164,11 +165,7 @@ func ExactSearchCands(ctx context.Context, s fallback.Slab, c *Compressed, qs []
 	}
 	st.Queries = nq
 	if s.Rows == 0 || k <= 0 || nq == 0 {
-		out = make([][]core.Hit, nq)
-		for j := range out {
-			out[j] = []core.Hit{}
-		}
-		return out, st, nil
+		return gpuplan.EmptyLists(nq), st, nil
 	}
 	const blockRows = 4096
 	tops := [][]topk.Heap{make([]topk.Heap, nq)}
