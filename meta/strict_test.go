@@ -178,25 +178,27 @@ func TestParseWhereAllocation(t *testing.T) {
 		return b.String()
 	}
 	docs := map[string]string{
-		"$in of one-digit ints":    `{"k":{"$in":[` + join(terms, func(int) string { return fmt.Sprint(r.IntN(10)) }) + `]}}`,
-		"$nin of ints":             `{"k":{"$nin":[` + join(terms, func(int) string { return fmt.Sprint(r.Int64()) }) + `]}}`,
-		"$in of short strings":     `{"k":{"$in":[` + join(terms, func(int) string { return `"` + name(r.IntN(2704)) + `"` }) + `]}}`,
-		"$in of empty strings":     `{"k":{"$in":[` + join(terms, func(int) string { return `""` }) + `]}}`,
-		"$in of escaped strings":   `{"k":{"$in":[` + join(terms, func(int) string { return `"\u00e9\ud83d\ude00"` }) + `]}}`,
-		"$in of floats":            `{"k":{"$in":[` + join(terms, func(int) string { return fmt.Sprint(r.Float64()) }) + `]}}`,
-		"$in of times":             `{"k":{"$in":[` + join(terms/2, func(int) string { return `{"$time":"2024-05-01T12:00:00Z"}` }) + `]}}`,
-		"$or of one-key objects":   `{"$or":[` + join(terms/2-1, func(i int) string { return fmt.Sprintf(`{"%s":%d}`, name(i%52), i%10) }) + `]}`,
-		"$or of two-key objects":   `{"$or":[` + join(terms/3-1, func(int) string { return `{"a":1,"b":1}` }) + `]}`,
-		"$and of empty objects":    `{"$and":[` + join(terms-1, func(int) string { return `{}` }) + `]}`,
-		"$or of $not":              `{"$or":[` + join(terms/3, func(int) string { return `{"$not":{}}` }) + `]}`,
-		"$or of empty $or":         `{"$or":[` + join(terms/3, func(int) string { return `{"$or":[]}` }) + `]}`,
-		"$or of operator objects":  `{"$or":[` + join(terms/7, func(int) string { return `{"a":{"$gt":1,"$lt":2,"$gte":1,"$lte":2,"$ne":3}}` }) + `]}`,
-		"$or of realistic filters": `{"$or":[` + join(terms/4, func(int) string { return `{"user":"` + word() + `","tags":{"$contains":"t` + fmt.Sprint(r.IntN(40)) + `"}}` }) + `]}`,
-		"one object of many keys":  `{` + join(terms, func(i int) string { return fmt.Sprintf(`"%s":%d`, name(i), i%10) }) + `}`,
-		"$not nested 31 deep":      strings.Repeat(`{"$not":`, 31) + `{"a":1}` + strings.Repeat(`}`, 31),
-		"$and/$or nested 16 deep":  deep(terms / 40),
-		"small":                    `{"a":1}`,
-		"empty":                    `{}`,
+		"$in of one-digit ints":   `{"k":{"$in":[` + join(terms, func(int) string { return fmt.Sprint(r.IntN(10)) }) + `]}}`,
+		"$nin of ints":            `{"k":{"$nin":[` + join(terms, func(int) string { return fmt.Sprint(r.Int64()) }) + `]}}`,
+		"$in of short strings":    `{"k":{"$in":[` + join(terms, func(int) string { return `"` + name(r.IntN(2704)) + `"` }) + `]}}`,
+		"$in of empty strings":    `{"k":{"$in":[` + join(terms, func(int) string { return `""` }) + `]}}`,
+		"$in of escaped strings":  `{"k":{"$in":[` + join(terms, func(int) string { return `"\u00e9\ud83d\ude00"` }) + `]}}`,
+		"$in of floats":           `{"k":{"$in":[` + join(terms, func(int) string { return fmt.Sprint(r.Float64()) }) + `]}}`,
+		"$in of times":            `{"k":{"$in":[` + join(terms/2, func(int) string { return `{"$time":"2024-05-01T12:00:00Z"}` }) + `]}}`,
+		"$or of one-key objects":  `{"$or":[` + join(terms/2-1, func(i int) string { return fmt.Sprintf(`{"%s":%d}`, name(i%52), i%10) }) + `]}`,
+		"$or of two-key objects":  `{"$or":[` + join(terms/3-1, func(int) string { return `{"a":1,"b":1}` }) + `]}`,
+		"$and of empty objects":   `{"$and":[` + join(terms-1, func(int) string { return `{}` }) + `]}`,
+		"$or of $not":             `{"$or":[` + join(terms/3, func(int) string { return `{"$not":{}}` }) + `]}`,
+		"$or of empty $or":        `{"$or":[` + join(terms/3, func(int) string { return `{"$or":[]}` }) + `]}`,
+		"$or of operator objects": `{"$or":[` + join(terms/7, func(int) string { return `{"a":{"$gt":1,"$lt":2,"$gte":1,"$lte":2,"$ne":3}}` }) + `]}`,
+		"$or of realistic filters": `{"$or":[` + join(terms/4, func(int) string {
+			return `{"user":"` + word() + `","tags":{"$contains":"t` + fmt.Sprint(r.IntN(40)) + `"}}`
+		}) + `]}`,
+		"one object of many keys": `{` + join(terms, func(i int) string { return fmt.Sprintf(`"%s":%d`, name(i), i%10) }) + `}`,
+		"$not nested 31 deep":     strings.Repeat(`{"$not":`, 31) + `{"a":1}` + strings.Repeat(`}`, 31),
+		"$and/$or nested 16 deep": deep(terms / 40),
+		"small":                   `{"a":1}`,
+		"empty":                   `{}`,
 	}
 	for what, doc := range docs {
 		for _, variant := range []struct {
