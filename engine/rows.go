@@ -247,18 +247,17 @@ func (ix *Index) Add(ctx context.Context, rows RowSource, opts ...WriteOption) (
 		if err := namesFit(rows.Rows(), o); err != nil {
 			return nil, err
 		}
+		var keys []string
 		if o.keysSet {
-			if err := checkKeys(o.keys, o.idsSet); err != nil {
-				return nil, err
-			}
+			keys = o.keys
 		}
-		return ix.addFrom(ctx, start, rows, o.ids, o.keys, a)
+		return ix.addFrom(ctx, start, rows, o.ids, keys, a)
 	case o.keysSet && o.idsSet:
 		if err := namesFit(m.n, o); err != nil {
 			return nil, err
 		}
 		if err := checkKeys(o.keys, true); err != nil {
-			return nil, err
+			return nil, ix.firstBad(m.vectors(), err)
 		}
 		return ix.addNamed(ctx, start, o.ids, o.keys, a, m.vectors())
 	case o.keysSet:
