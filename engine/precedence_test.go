@@ -127,6 +127,40 @@ func TestRowErrorsComeFirst(t *testing.T) {
 			}
 		}
 	}
+	// Metadata that cannot be stored comes first still: a call's shape.
+	for _, nc := range allNames {
+		for _, verb := range []string{"Add", "Upsert"} {
+			if verb == "Upsert" && (nc.ids == nil) == (nc.keys == nil) {
+				continue
+			}
+			for _, streamed := range []bool{false, true} {
+				name := fmt.Sprintf("%s, streamed %v, %s, bad metadata and a NaN row", verb, streamed, nc.name)
+				ix := fresh(t)
+				rows := rowCases[0].rows()
+				var src engine.RowSource = engine.Vectors(rows)
+				if streamed {
+					src = shyRows{RowSource: engine.Flat(append(append(append([]float32{}, rows[0]...), rows[1]...), rows[2]...), dim)}
+				}
+				opts := []engine.WriteOption{engine.WithMeta(nil, meta.Fields{"$bad": meta.IntOf(1)}, nil)}
+				if nc.ids != nil {
+					opts = append(opts, engine.WithIDs(nc.ids...))
+				}
+				if nc.keys != nil {
+					opts = append(opts, engine.WithKeys(nc.keys...))
+				}
+				var err error
+				if verb == "Add" {
+					_, err = ix.Add(ctx, src, opts...)
+				} else {
+					_, err = ix.Upsert(ctx, src, opts...)
+				}
+				require.ErrorIs(t, err, engine.ErrInvalidMeta, name)
+				require.ErrorContains(t, err, "$bad", name)
+				require.Equal(t, 1, ix.Len(), name)
+			}
+		}
+	}
+
 	// A source's rows all have its dimension: one of another is refused
 	// before its names are read.
 	ix := fresh(t)
