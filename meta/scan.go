@@ -116,7 +116,7 @@ type scanner struct {
 
 func newScanner(b []byte) *scanner { return &scanner{b: b} }
 
-// scanError is a syntax or encoding error, at a byte offset.
+// scanError is a syntax or encoding error, at a byte offset from 0.
 type scanError struct {
 	msg string
 	at  int
@@ -127,7 +127,7 @@ func (e *scanError) Error() string {
 	if e.end {
 		return "unexpected end of input"
 	}
-	return fmt.Sprintf("%s at byte %d", e.msg, e.at)
+	return fmt.Sprintf("%s at offset %d", e.msg, e.at)
 }
 
 func (s *scanner) fail(at int, format string, a ...any) error {
