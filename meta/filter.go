@@ -201,6 +201,47 @@ func (f Filter) write(b *strings.Builder) {
 	}
 }
 
+// Absent is f with every condition on a field that known says no row has
+// replaced by what it means then: a comparison ($eq, $gt, $gte, $lt, $lte,
+// $in, $contains) by a filter matching no row, a negation ($ne, $nin,
+// $not_contains) by one matching every row — the rule for rows without a
+// field (see the package doc). An Index refuses a filter on a field it
+// does not know (a typo must not filter everything out); a shard of a
+// collection whose rows never brought a field the collection knows
+// answers a filter on it with f.Absent instead, as one index holding every
+// row would. f itself is unchanged; the parts with no such field are
+// shared.
+func (f Filter) Absent(known func(field string) bool) Filter {
+	n := f.n
+	if n == nil {
+		return f
+	}
+	switch n.op {
+	case opAnd, opOr, opNot:
+		var subs []Filter // copied at the first part that changes
+		for i, s := range n.subs {
+			t := s.Absent(known)
+			if subs == nil && t.n != s.n {
+				subs = slices.Clone(n.subs)
+			}
+			if subs != nil {
+				subs[i] = t
+			}
+		}
+		if subs == nil {
+			return f
+		}
+		return Filter{&node{op: n.op, subs: subs}}
+	}
+	if known(n.field) {
+		return f
+	}
+	if _, negative := n.op.negated(); negative {
+		return Filter{}
+	}
+	return Or()
+}
+
 // maxWhereDepth bounds the nesting of a where document.
 const maxWhereDepth = 32
 
