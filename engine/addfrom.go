@@ -59,9 +59,11 @@ func (ix *Index) sourceFits(src RowSource) error {
 }
 
 // addFrom is a streamed Add under ids (nil: assigned) and keys (nil: none;
-// "" among them: a row without one). With
-// the writers' lock held, the IDs or keys are checked new once, before any
-// row is read, so the add does not look them up again.
+// "" among them: a row without one). The IDs and keys are judged once
+// every row is read and checked, as for rows in memory: a bad row fails
+// the call whatever is wrong with the names, so a source is read to its
+// end (or to its first bad row) before a stored or repeated name is
+// refused. Nothing is stored either way.
 func (ix *Index) addFrom(ctx context.Context, start time.Time, src RowSource, ids []uint64, keys []string, a *callAttrs) ([]uint64, error) {
 	if err := ix.sourceFits(src); err != nil {
 		return nil, err
@@ -70,17 +72,8 @@ func (ix *Index) addFrom(ctx context.Context, start time.Time, src RowSource, id
 		return nil, err
 	}
 	defer ix.wmu.Unlock()
-	// Writers are excluded (wmu), so the ID and key maps hold still.
-	if ids != nil {
-		if err := ix.rid.checkNew(ids, false); err != nil {
-			return nil, err
-		}
-	}
-	if err := ix.keysNew(keys); err != nil {
-		return nil, err
-	}
 	n := src.Rows()
-	return ix.addLocked(ctx, start, ids, true, keys, a, n, func(s *packed.Slab) error {
+	return ix.addLocked(ctx, start, ids, false, keys, a, n, func(s *packed.Slab) error {
 		st := &stream{ix: ix, ctx: ctx, src: src, s: s, n: n}
 		return st.run()
 	})

@@ -41,11 +41,13 @@ func (ix *Index) lockWriter() error {
 	return nil
 }
 
-// addLocked is add with wmu held; idsChecked says the caller has checked
-// ids new already (stageAppend). keys, when not nil, name the new rows
-// (one each, checked new by the caller) and are logged with them; a (nil:
-// none) gives them metadata and payloads, checked here.
-func (ix *Index) addLocked(ctx context.Context, start time.Time, ids []uint64, idsChecked bool, keys []string, a *callAttrs, n int, pack func(*packed.Slab) error) ([]uint64, error) {
+// addLocked is add with wmu held. namesChecked says the caller has
+// checked ids and keys already; otherwise they are checked here, once
+// every row is packed and checked (stageAppend), so that a bad row is
+// the error whatever is wrong with the names. keys, when not nil, name the
+// new rows (one each; "" a row without one, with ids) and are logged with
+// them; a (nil: none) gives them metadata and payloads, checked here.
+func (ix *Index) addLocked(ctx context.Context, start time.Time, ids []uint64, namesChecked bool, keys []string, a *callAttrs, n int, pack func(*packed.Slab) error) ([]uint64, error) {
 	if a == nil {
 		a = &callAttrs{}
 	}
@@ -54,7 +56,7 @@ func (ix *Index) addLocked(ctx context.Context, start time.Time, ids []uint64, i
 			return nil, err
 		}
 	}
-	p, err := ix.stageAppend(ctx, start, ids, idsChecked, n, pack)
+	p, err := ix.stageAppend(ctx, start, ids, namesChecked, n, pack)
 	if err != nil {
 		return nil, err
 	}
@@ -65,6 +67,14 @@ func (ix *Index) addLocked(ctx context.Context, start time.Time, ids []uint64, i
 	if keys != nil {
 		if len(keys) != len(p.ids) {
 			return nil, fmt.Errorf("%w: %d keys for %d vectors", ErrIDCount, len(keys), len(p.ids))
+		}
+		if !namesChecked {
+			if err := checkKeys(keys, ids != nil); err != nil {
+				return nil, err
+			}
+			if err := ix.keysNew(keys); err != nil {
+				return nil, err
+			}
 		}
 		rec.Op, rec.Keys = storefile.OpUpsertKeys, keys
 	}

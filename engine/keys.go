@@ -49,15 +49,17 @@ func (ix *Index) keyed(ctx context.Context, keys []string, vectors [][]float32, 
 	if len(keys) != len(vectors) {
 		return nil, fmt.Errorf("%w: %d keys for %d vectors", ErrIDCount, len(keys), len(vectors))
 	}
-	if err := checkKeys(keys, false); err != nil {
-		return nil, err
-	}
 	// IDs are decided under the writers' lock, so no other writer can take
 	// one between here and the write itself.
 	if err := ix.lockWriter(); err != nil {
 		return nil, err
 	}
 	defer ix.wmu.Unlock()
+	// Bad metadata or a bad row is the error whatever is wrong with the
+	// keys (refusal): they are checked again only when a key is refused.
+	if err := checkKeys(keys, false); err != nil {
+		return nil, ix.refusal(vectors, a, err)
+	}
 	ix.mu.RLock()
 	ids = make([]uint64, len(keys))
 	var fresh []int
@@ -65,7 +67,7 @@ func (ix *Index) keyed(ctx context.Context, keys []string, vectors [][]float32, 
 		if id, ok := ix.keys.id[key]; ok {
 			if !upsert {
 				ix.mu.RUnlock()
-				return nil, keyStored(key, i)
+				return nil, ix.refusal(vectors, a, keyStored(key, i))
 			}
 			ids[i] = id
 		} else {
@@ -75,7 +77,7 @@ func (ix *Index) keyed(ctx context.Context, keys []string, vectors [][]float32, 
 	next, err := ix.rid.assign(len(fresh))
 	ix.mu.RUnlock()
 	if err != nil {
-		return nil, err
+		return nil, ix.refusal(vectors, a, err)
 	}
 	for j, i := range fresh {
 		ids[i] = next[j]

@@ -213,13 +213,18 @@ var ErrInvalidOption = errors.New("invalid option")
 // or, for a key, breaking the key rule (ErrInvalidKey, see WithKeys)
 // fails it; Upsert replaces instead. Every row must have Dim finite components and, under
 // Cosine, a non-zero norm; a refused row is named by its index and column.
+// A bad row is the error whatever is wrong with the IDs or keys too: they
+// are judged after the rows (only metadata that cannot be stored, counts
+// that differ and the limits come first).
 //
 // A streamed source (anything but Vectors and Flat) is read a piece at a
 // time straight into the index's storage, each piece checked and packed
 // while in cache on Config.Workers goroutines: no copy of all the rows is
 // held besides the index's own. A source that fails to give a row wraps
 // ErrSource; one that gives another number of rows than it announced, or
-// than the IDs or keys name, is an error, and nothing is stored.
+// than the IDs or keys name, is an error, and nothing is stored. The IDs
+// and keys of a streamed source are judged once it is read to its end (or
+// to its first bad row).
 //
 // ctx may carry a Trace (WithTrace) and a Progress (WithProgress).
 func (ix *Index) Add(ctx context.Context, rows RowSource, opts ...WriteOption) (ids []uint64, err error) {
@@ -247,17 +252,13 @@ func (ix *Index) Add(ctx context.Context, rows RowSource, opts ...WriteOption) (
 		if err := namesFit(rows.Rows(), o); err != nil {
 			return nil, err
 		}
+		var keys []string
 		if o.keysSet {
-			if err := checkKeys(o.keys, o.idsSet); err != nil {
-				return nil, err
-			}
+			keys = o.keys
 		}
-		return ix.addFrom(ctx, start, rows, o.ids, o.keys, a)
+		return ix.addFrom(ctx, start, rows, o.ids, keys, a)
 	case o.keysSet && o.idsSet:
 		if err := namesFit(m.n, o); err != nil {
-			return nil, err
-		}
-		if err := checkKeys(o.keys, true); err != nil {
 			return nil, err
 		}
 		return ix.addNamed(ctx, start, o.ids, o.keys, a, m.vectors())
@@ -358,18 +359,22 @@ func (ix *Index) Delete(ctx context.Context, opts ...WriteOption) (err error) {
 
 // addNamed is an Add of in-memory rows under ids and keys together: each
 // row is stored under its ID and, unless its key is empty, named by its
-// key. checkKeys has passed; the IDs and keys are checked new here, under
-// the writers' lock, before a row is packed.
+// key. The keys are checked against the key rule and, with the IDs, new
+// here, under the writers' lock, before a row is packed; when one is
+// refused, the metadata and rows are checked first (refusal).
 func (ix *Index) addNamed(ctx context.Context, start time.Time, ids []uint64, keys []string, a *callAttrs, vs [][]float32) ([]uint64, error) {
 	if err := ix.lockWriter(); err != nil {
 		return nil, err
 	}
 	defer ix.wmu.Unlock()
+	if err := checkKeys(keys, true); err != nil {
+		return nil, ix.refusal(vs, a, err)
+	}
 	if err := ix.rid.checkNew(ids, false); err != nil {
-		return nil, ix.firstBad(vs, err)
+		return nil, ix.refusal(vs, a, err)
 	}
 	if err := ix.keysNew(keys); err != nil {
-		return nil, ix.firstBad(vs, err)
+		return nil, ix.refusal(vs, a, err)
 	}
 	return ix.addLocked(ctx, start, ids, true, keys, a, len(vs), ix.packer(ctx, len(vs), false, func(i int) []float32 { return vs[i] }))
 }

@@ -227,6 +227,19 @@ func (ix *Index) upsertInMemory(ctx context.Context, start time.Time, newIDs []u
 	return nil
 }
 
+// refusal is the error of a write whose IDs or keys are refused with err:
+// the error of its metadata or payloads, or else of its first bad row, if
+// it has one, for those come first whatever is wrong with the names. The
+// caller holds wmu.
+func (ix *Index) refusal(vectors [][]float32, a *callAttrs, err error) error {
+	if a != nil && a.given() {
+		if aerr := ix.checkAttrs(a); aerr != nil {
+			return aerr
+		}
+	}
+	return ix.firstBad(vectors, err)
+}
+
 // firstBad returns the error of the first of vectors that checkVector
 // refuses, or err when it refuses none: a refused call names its first bad
 // vector whichever step noticed.

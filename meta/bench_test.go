@@ -3,6 +3,7 @@ package meta
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -119,4 +120,40 @@ func BenchmarkIndexAppend(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(rows)), "ns/row")
+}
+
+// BenchmarkParseWhere: what reading a large filter costs; B/op is the
+// bytes ParseWhere allocates per filter (docs/memory.md, "Limits"):
+//
+//	go test -run '^$' -bench ParseWhere -benchmem ./meta/
+func BenchmarkParseWhere(b *testing.B) {
+	ints := func(n int) string {
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = fmt.Sprint(1000000 + i)
+		}
+		return `{"id":{"$in":[` + strings.Join(parts, ",") + `]}}`
+	}
+	ors := func(n int) string {
+		parts := make([]string, n)
+		for i := range parts {
+			parts[i] = fmt.Sprintf(`{"user":"u%06d"}`, i)
+		}
+		return `{"$or":[` + strings.Join(parts, ",") + `]}`
+	}
+	for _, c := range []struct{ name, doc string }{
+		{"or-32000", ors(32000)},
+		{"in-65000", ints(65000)},
+		{"or-4MB", ors(4 << 20 / 18)}, // over MaxWhereTerms: refused
+		{"in-500000", ints(500000)},   // over MaxWhereTerms: refused
+	} {
+		doc := []byte(c.doc)
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(doc)))
+			b.ReportAllocs()
+			for b.Loop() {
+				_, _ = ParseWhere(doc)
+			}
+		})
+	}
 }

@@ -41,8 +41,8 @@ func fieldLen(name string, v Value) int {
 	case Float:
 		n += 8
 	case Tags:
-		n += uvarintLen(uint64(len(v.tags)))
-		for _, t := range v.tags {
+		n += uvarintLen(uint64(len(v.tagList())))
+		for _, t := range v.tagList() {
 			n += uvarintLen(uint64(len(t))) + len(t)
 		}
 	}
@@ -77,14 +77,14 @@ func appendField(dst []byte, name string, v Value) []byte {
 	case Int, Time:
 		dst = binary.AppendUvarint(dst, zigzag(v.i))
 	case Float:
-		f := v.f
+		f := v.flt()
 		if f == 0 {
 			f = 0
 		}
 		dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(f))
 	case Tags:
-		dst = binary.AppendUvarint(dst, uint64(len(v.tags)))
-		for _, t := range v.tags {
+		dst = binary.AppendUvarint(dst, uint64(len(v.tagList())))
+		for _, t := range v.tagList() {
 			dst = appendString(dst, t)
 		}
 	}
@@ -244,7 +244,7 @@ func (d *decoder) value(name string) Value {
 			d.fail("field %q: float -0 (encoded as 0)", name)
 			return Value{}
 		}
-		return Value{kind: Float, f: f}
+		return FloatOf(f)
 	case Tags:
 		n := d.uvarint()
 		if d.err != nil {
@@ -270,7 +270,7 @@ func (d *decoder) value(name string) Value {
 			}
 			tags = append(tags, t)
 		}
-		return Value{kind: Tags, tags: tags}
+		return tagsValue(tags)
 	}
 	d.fail("field %q: unknown kind %d", name, k)
 	return Value{}

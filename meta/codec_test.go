@@ -3,12 +3,14 @@ package meta
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -311,13 +313,22 @@ func FuzzDecodeBinary(f *testing.F) {
 // FuzzParseFields: no input panics; what parses passes Check, round-trips
 // through AppendJSON (canonically) and through the binary codec.
 func FuzzParseFields(f *testing.F) {
-	for _, s := range []string{`{}`, `{"a":1,"b":2.5,"c":"x","d":["p","q"],"e":{"$time":"2024-05-01T12:00:00Z"}}`, `{"a":1e0}`, `{"a":[]}`} {
+	for _, s := range []string{`{}`, `{"a":1,"b":2.5,"c":"x","d":["p","q"],"e":{"$time":"2024-05-01T12:00:00Z"}}`, `{"a":1e0}`, `{"a":[]}`,
+		`{"k":"\ud83d\ude00","\uD834\uDD1E":["\u00e9","x\ty"]}`} {
 		f.Add([]byte(s))
+	}
+	for _, c := range notUnicode { // each refused, wherever it stands
+		f.Add([]byte(`{"k": ` + c.json + `}`))
+		f.Add([]byte(`{"t": ["a", ` + c.json + `]}`))
+		f.Add([]byte(`{` + c.json + `: 1}`))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		g, err := ParseFields(b, Limits{})
 		if err != nil {
 			return
+		}
+		if !json.Valid(b) || !utf8.Valid(b) {
+			t.Fatalf("%q is not JSON text, yet parsed to %s", b, g)
 		}
 		if err := g.Check(Limits{}); err != nil {
 			t.Fatalf("%q parsed to %s, which Check refuses: %v", b, g, err)

@@ -69,8 +69,8 @@ func (x *Index) validate(f Filter, depth int) error {
 func filterValue(field, op string, k Kind, v Value) error {
 	switch v.kind {
 	case Float:
-		if math.IsNaN(v.f) || math.IsInf(v.f, 0) {
-			return invalidf("filter: field %q: %s %v is not finite", field, op, v.f)
+		if math.IsNaN(v.flt()) || math.IsInf(v.flt(), 0) {
+			return invalidf("filter: field %q: %s %v is not finite", field, op, v.flt())
 		}
 	case Time:
 		if v.bad {
@@ -326,7 +326,7 @@ func intBounds(o op, v Value) (lo, hi int64, ok bool) {
 		}
 		return 0, 0, false
 	}
-	x := v.f
+	x := v.flt()
 	switch o {
 	case opEq:
 		if x != math.Trunc(x) || x >= two63 || x < -two63 {
@@ -394,7 +394,7 @@ func floatBounds(o op, v Value) (lo, hi float64, ok bool) {
 	up := func(f float64) float64 { return math.Nextafter(f, inf) }
 	down := func(f float64) float64 { return math.Nextafter(f, -inf) }
 	if v.kind == Float {
-		x := v.f
+		x := v.flt()
 		if x == 0 {
 			x = 0
 		}

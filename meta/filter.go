@@ -1,8 +1,6 @@
 package meta
 
 import (
-	"bytes"
-	"encoding/json"
 	"slices"
 	"strings"
 )
@@ -73,7 +71,22 @@ type node struct {
 }
 
 func leaf(o op, field string, vs ...Value) Filter {
+	if len(vs) == 1 {
+		return leaf1(o, field, vs[0])
+	}
 	return Filter{&node{op: o, field: field, vals: vs}}
+}
+
+// leafNode is a condition with one operand, made in one allocation.
+type leafNode struct {
+	n node
+	v [1]Value
+}
+
+func leaf1(o op, field string, v Value) Filter {
+	l := &leafNode{n: node{op: o, field: field}, v: [1]Value{v}}
+	l.n.vals = l.v[:]
+	return Filter{&l.n}
 }
 
 // Eq matches rows whose field equals v.
@@ -188,47 +201,151 @@ func (f Filter) write(b *strings.Builder) {
 	}
 }
 
+// Absent is f with every condition on a field that known says no row has
+// replaced by what it means then: a comparison ($eq, $gt, $gte, $lt, $lte,
+// $in, $contains) by a filter matching no row, a negation ($ne, $nin,
+// $not_contains) by one matching every row — the rule for rows without a
+// field (see the package doc). An Index refuses a filter on a field it
+// does not know (a typo must not filter everything out); a shard of a
+// collection whose rows never brought a field the collection knows
+// answers a filter on it with f.Absent instead, as one index holding every
+// row would. f itself is unchanged; the parts with no such field are
+// shared.
+func (f Filter) Absent(known func(field string) bool) Filter {
+	n := f.n
+	if n == nil {
+		return f
+	}
+	switch n.op {
+	case opAnd, opOr, opNot:
+		var subs []Filter // copied at the first part that changes
+		for i, s := range n.subs {
+			t := s.Absent(known)
+			if subs == nil && t.n != s.n {
+				subs = slices.Clone(n.subs)
+			}
+			if subs != nil {
+				subs[i] = t
+			}
+		}
+		if subs == nil {
+			return f
+		}
+		return Filter{&node{op: n.op, subs: subs}}
+	}
+	if known(n.field) {
+		return f
+	}
+	if _, negative := n.op.negated(); negative {
+		return Filter{}
+	}
+	return Or()
+}
+
 // maxWhereDepth bounds the nesting of a where document.
 const maxWhereDepth = 32
 
+// MaxWhereTerms bounds the terms of a where document that ParseWhere
+// reads: each condition on a field (each operator; a bare value is $eq),
+// each $and, $or and $not, each object in an $and or $or list and each
+// value in an $in or $nin list is one. A filter an application writes by
+// hand or from a UI has a handful (Chroma's hosted service allows 8
+// predicates); 65,536 leaves room for an $in over a long list of values
+// while bounding what one request can make a server build. A longer list
+// of IDs or keys belongs in a search's allow list instead.
+const MaxWhereTerms = 1 << 16
+
+// WhereAllocPerByte bounds ParseWhere's allocation: reading a document of
+// n bytes allocates at most WhereAllocPerByte*n bytes (and, when it is
+// refused, its error message besides), whatever its shape. The shapes
+// that come nearest are the most compact: an $or of two-key objects
+// ({"a":1,"b":1}, 14 bytes, is two conditions and their AND, 332 bytes)
+// at 24 bytes per byte, and a list of one-digit values ("1,", 2 bytes, a
+// 40-byte Value) at 20. Filters of realistic names and values take 2 to 8
+// times their size, and MaxWhereTerms caps any one at about 8 MiB besides
+// its strings. TestParseWhereAllocation holds ParseWhere to it over
+// generated filters of each shape.
+const WhereAllocPerByte = 32
+
 // ParseWhere reads a filter written in the where syntax of Chroma (see the
 // package doc, "Filters"). Values are typed as in ParseFields. An unknown
-// operator, a bad shape, a duplicate key or nesting deeper than 32 objects
-// is an error naming it. Whether the fields exist and their kinds fit is
-// checked by Index.Eval, against the index's schema.
+// operator, a bad shape, a duplicate key, nesting deeper than 32 objects,
+// more than MaxWhereTerms terms and a string that is not Unicode (invalid
+// UTF-8, or a \u escape of a lone UTF-16 surrogate such as "\ud800") are
+// errors naming the field and operator. Whether the fields exist and their
+// kinds fit is checked by Index.Eval, against the index's schema. Parsing
+// allocates at most WhereAllocPerByte bytes per byte of b.
 func ParseWhere(b []byte) (Filter, error) {
-	if !validUTF8(b) {
-		return Filter{}, invalidf("where: not valid UTF-8")
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	p := &whereParser{dec: dec}
-	tok, err := dec.Token()
+	p := &whereParser{sc: newScanner(b)}
+	tok, err := p.sc.next()
 	if err != nil {
 		return Filter{}, jsonErr("where", err)
 	}
-	if tok != json.Delim('{') {
-		return Filter{}, invalidf("where: want an object, got %s", describe(tok))
+	if tok.kind != tokBeginObject {
+		return Filter{}, invalidf("where: want an object, got %s", tok.describe())
 	}
 	f, err := p.object(1)
 	if err != nil {
 		return Filter{}, err
 	}
-	if err := expectEOF(dec, "where"); err != nil {
+	if err := expectEOF(p.sc, "where"); err != nil {
 		return Filter{}, err
 	}
 	return f, nil
 }
 
-type whereParser struct{ dec *json.Decoder }
+// whereParser reads a where document. It allocates only what the filter
+// keeps, each slice at its final size (scanner.count), so that what a
+// document costs is bounded by its size (WhereAllocPerByte).
+type whereParser struct {
+	sc    *scanner
+	terms int
+}
 
-func (p *whereParser) token(what string) (json.Token, error) {
-	tok, err := p.dec.Token()
+// term counts n more terms, refusing more than MaxWhereTerms.
+func (p *whereParser) term(n int) error {
+	p.terms += n
+	if p.terms > MaxWhereTerms {
+		return tooLargef("where: more than %d terms (conditions, $and/$or/$not and their objects, $in/$nin values): the limit is meta.MaxWhereTerms", MaxWhereTerms)
+	}
+	return nil
+}
+
+// next is the scanner's next token. An error is said to be in field's
+// condition (none: "") and in what (none: ""); the words are only made
+// for an error.
+func (p *whereParser) next(field, what string) (token, error) {
+	tok, err := p.sc.next()
 	if err != nil {
-		return nil, jsonErr(what, err)
+		place := "where"
+		if field != "" {
+			place += sprintf(": field %q", field)
+		}
+		if what != "" {
+			place += ": " + what
+		}
+		return token{}, jsonErr(place, err)
 	}
 	return tok, nil
 }
+
+// and is And(parts...) without copying parts, which the caller gives up.
+func and(parts []Filter) Filter {
+	switch len(parts) {
+	case 0:
+		return Filter{}
+	case 1:
+		return parts[0]
+	}
+	return Filter{&node{op: opAnd, subs: parts}}
+}
+
+// Bits of whereParser.object's operator keys seen.
+const (
+	seenAnd = 1 << iota
+	seenOr
+	seenNot
+)
 
 // object reads the rest of a where object, after its '{': the AND of its
 // keys' conditions.
@@ -236,68 +353,142 @@ func (p *whereParser) object(depth int) (Filter, error) {
 	if depth > maxWhereDepth {
 		return Filter{}, tooLargef("where: nested deeper than %d objects", maxWhereDepth)
 	}
+	n := p.sc.count(MaxWhereTerms)
+	if p.terms+n > MaxWhereTerms {
+		return Filter{}, p.term(n) // every key is a term at least
+	}
 	var parts []Filter
-	seen := map[string]bool{}
-	for p.dec.More() {
-		tok, err := p.token("where")
+	if n > 1 {
+		parts = make([]Filter, 0, n)
+	}
+	// The parts that are a field's: sorted by name once the object is
+	// read, they show a field given twice.
+	var few [8]int32
+	fields := few[:0]
+	if n > len(few) {
+		fields = make([]int32, 0, n)
+	}
+	var one Filter
+	ops := 0
+	for k := 0; p.sc.more(); k++ {
+		tok, err := p.next("", "a key")
 		if err != nil {
 			return Filter{}, err
 		}
-		key, _ := tok.(string)
-		if seen[key] {
-			return Filter{}, invalidf("where: key %q given twice in one object", key)
-		}
-		seen[key] = true
 		var f Filter
-		switch key {
-		case "$and", "$or":
-			f, err = p.list(key, depth)
-		case "$not":
-			if tok, err = p.token("where: $not"); err == nil {
-				if tok != json.Delim('{') {
-					return Filter{}, invalidf("where: $not takes an object, got %s", describe(tok))
-				}
-				var sub Filter
-				sub, err = p.object(depth + 1)
-				f = Not(sub)
+		switch {
+		case tok.is("$and"), tok.is("$or"), tok.is("$not"):
+			key, bit := "$and", seenAnd
+			switch {
+			case tok.is("$or"):
+				key, bit = "$or", seenOr
+			case tok.is("$not"):
+				key, bit = "$not", seenNot
+			}
+			if ops&bit != 0 {
+				return Filter{}, invalidf("where: key %q given twice in one object", key)
+			}
+			ops |= bit
+			if err := p.term(1); err != nil {
+				return Filter{}, err
+			}
+			if key == "$not" {
+				f, err = p.not(depth)
+			} else {
+				f, err = p.list(key, depth)
 			}
 		default:
-			if strings.HasPrefix(key, "$") {
-				return Filter{}, invalidf("where: unknown operator %q at the top of an object (want $and, $or, $not or a field name)", key)
+			if len(tok.raw) > 0 && tok.raw[0] == '$' {
+				return Filter{}, invalidf("where: unknown operator %q at the top of an object (want $and, $or, $not or a field name)", tok.raw)
 			}
+			key := tok.str()
 			if err := checkName(key, Limits{}.WithDefaults()); err != nil {
 				return Filter{}, err
 			}
+			fields = append(fields, int32(k))
 			f, err = p.cond(key)
 		}
 		if err != nil {
 			return Filter{}, err
 		}
-		parts = append(parts, f)
+		if parts == nil && k > 0 { // count was off: malformed input, refused later
+			parts = append(make([]Filter, 0, 2), one)
+		}
+		if parts != nil {
+			parts = append(parts, f)
+		} else {
+			one = f
+		}
 	}
-	if _, err := p.token("where"); err != nil { // '}'
+	if _, err := p.next("", ""); err != nil { // '}'
 		return Filter{}, err
 	}
-	return And(parts...), nil
+	if len(fields) > 1 {
+		name := func(i int32) string { return fieldName(parts[i]) }
+		slices.SortFunc(fields, func(a, b int32) int { return strings.Compare(name(a), name(b)) })
+		for i := 1; i < len(fields); i++ {
+			if key := name(fields[i]); key == name(fields[i-1]) {
+				return Filter{}, invalidf("where: key %q given twice in one object", key)
+			}
+		}
+	}
+	if parts == nil {
+		return one, nil
+	}
+	return and(parts), nil
+}
+
+// fieldName is the field of the condition cond made of a field's key: a
+// leaf's, or its first operator's ("" for no field).
+func fieldName(f Filter) string {
+	for n := f.n; n != nil; n = n.subs[0].n {
+		if n.op != opAnd || len(n.subs) == 0 {
+			return n.field
+		}
+	}
+	return ""
+}
+
+// not reads the object of a $not.
+func (p *whereParser) not(depth int) (Filter, error) {
+	tok, err := p.next("", "$not")
+	if err != nil {
+		return Filter{}, err
+	}
+	if tok.kind != tokBeginObject {
+		return Filter{}, invalidf("where: $not takes an object, got %s", tok.describe())
+	}
+	sub, err := p.object(depth + 1)
+	if err != nil {
+		return Filter{}, err
+	}
+	return Not(sub), nil
 }
 
 // list reads the array of objects of $and or $or.
 func (p *whereParser) list(key string, depth int) (Filter, error) {
-	tok, err := p.token("where: " + key)
+	tok, err := p.next("", key)
 	if err != nil {
 		return Filter{}, err
 	}
-	if tok != json.Delim('[') {
-		return Filter{}, invalidf("where: %s takes an array of objects, got %s", key, describe(tok))
+	if tok.kind != tokBeginArray {
+		return Filter{}, invalidf("where: %s takes an array of objects, got %s", key, tok.describe())
+	}
+	n := p.sc.count(MaxWhereTerms)
+	if err := p.term(n); err != nil {
+		return Filter{}, err
 	}
 	var subs []Filter
-	for p.dec.More() {
-		tok, err := p.token("where: " + key)
+	if n > 0 {
+		subs = make([]Filter, 0, n)
+	}
+	for p.sc.more() {
+		tok, err := p.next("", key)
 		if err != nil {
 			return Filter{}, err
 		}
-		if tok != json.Delim('{') {
-			return Filter{}, invalidf("where: %s takes an array of objects, got %s in it", key, describe(tok))
+		if tok.kind != tokBeginObject {
+			return Filter{}, invalidf("where: %s takes an array of objects, got %s in it", key, tok.describe())
 		}
 		f, err := p.object(depth + 1)
 		if err != nil {
@@ -305,140 +496,161 @@ func (p *whereParser) list(key string, depth int) (Filter, error) {
 		}
 		subs = append(subs, f)
 	}
-	if _, err := p.token("where: " + key); err != nil { // ']'
+	if _, err := p.next("", key); err != nil { // ']'
 		return Filter{}, err
 	}
 	if key == "$and" {
-		return And(subs...), nil
+		return and(subs), nil
 	}
-	return Or(subs...), nil
+	if len(subs) == 1 {
+		return subs[0], nil
+	}
+	return Filter{&node{op: opOr, subs: subs}}, nil
 }
 
 // cond reads field's condition: a value (equality) or an object of
 // operators (their AND).
 func (p *whereParser) cond(field string) (Filter, error) {
-	tok, err := p.token(sprintf("where: field %q", field))
+	tok, err := p.next(field, "")
 	if err != nil {
 		return Filter{}, err
 	}
-	if tok == json.Delim('[') {
+	if tok.kind == tokBeginArray {
 		return Filter{}, invalidf("where: field %q: an array is not a value to compare (use {\"$in\": [...]} or {\"$contains\": \"tag\"})", field)
 	}
-	if tok != json.Delim('{') {
+	if err := p.term(1); err != nil {
+		return Filter{}, err
+	}
+	if tok.kind != tokBeginObject {
 		v, err := scalar(tok, field)
 		if err != nil {
 			return Filter{}, err
 		}
-		return Eq(field, v), nil
+		return leaf1(opEq, field, v), nil
 	}
-	if !p.dec.More() {
+	if !p.sc.more() {
 		return Filter{}, invalidf("where: field %q: empty operator object (want one of %s)", field, fieldOpList)
 	}
-	var parts []Filter
-	seen := map[string]bool{}
-	for first := true; p.dec.More(); first = false {
-		tok, err := p.token(sprintf("where: field %q", field))
+	// At most one of each operator: parts fits on the stack.
+	var parts [len(opNames)]Filter
+	np, seen := 0, uint32(0)
+	for first := true; p.sc.more(); first = false {
+		tok, err := p.next(field, "")
 		if err != nil {
 			return Filter{}, err
 		}
-		key, _ := tok.(string)
-		if key == "$time" && first { // {"f": {"$time": "..."}}: equality with a time
-			v, err := timeRest(p.dec, field)
+		if first && tok.is("$time") { // {"f": {"$time": "..."}}: equality with a time
+			v, err := timeRest(p.sc, field)
 			if err != nil {
 				return Filter{}, err
 			}
-			if _, err := p.token(sprintf("where: field %q", field)); err != nil {
+			if _, err := p.next(field, ""); err != nil {
 				return Filter{}, err
 			}
-			return Eq(field, v), nil
+			return leaf1(opEq, field, v), nil
 		}
-		if seen[key] {
-			return Filter{}, invalidf("where: field %q: operator %q given twice", field, key)
+		o, ok := fieldOps[string(tok.raw)]
+		if ok && seen&(1<<o) != 0 {
+			return Filter{}, invalidf("where: field %q: operator %q given twice", field, tok.raw)
 		}
-		seen[key] = true
-		o, ok := fieldOps[key]
 		if !ok {
-			return Filter{}, invalidf("where: field %q: unknown operator %q (want one of %s)", field, key, fieldOpList)
+			return Filter{}, invalidf("where: field %q: unknown operator %q (want one of %s)", field, tok.raw, fieldOpList)
+		}
+		seen |= 1 << o
+		if !first {
+			if err := p.term(1); err != nil {
+				return Filter{}, err
+			}
 		}
 		f, err := p.operand(field, o)
 		if err != nil {
 			return Filter{}, err
 		}
-		parts = append(parts, f)
+		parts[np] = f
+		np++
 	}
-	if _, err := p.token(sprintf("where: field %q", field)); err != nil {
+	if _, err := p.next(field, ""); err != nil {
 		return Filter{}, err
 	}
-	return And(parts...), nil
+	if np == 1 {
+		return parts[0], nil
+	}
+	return and(slices.Clone(parts[:np])), nil
+}
+
+// operandOf names field's operator o in an error.
+func operandOf(field string, o op) string {
+	return sprintf("where: field %q: %s", field, opNames[o])
 }
 
 // operand reads the operand of field's operator o.
 func (p *whereParser) operand(field string, o op) (Filter, error) {
-	what := sprintf("where: field %q: %s", field, opNames[o])
-	tok, err := p.token(what)
+	tok, err := p.sc.next()
 	if err != nil {
-		return Filter{}, err
+		return Filter{}, jsonErr(operandOf(field, o), err)
 	}
 	switch o {
 	case opContains, opNotContains:
-		s, ok := tok.(string)
-		if !ok {
-			return Filter{}, invalidf("%s takes a string (a tag), got %s", what, describe(tok))
+		if tok.kind != tokString {
+			return Filter{}, invalidf("%s takes a string (a tag), got %s", operandOf(field, o), tok.describe())
 		}
-		return leaf(o, field, KeywordOf(s)), nil
+		return leaf1(o, field, KeywordOf(tok.str())), nil
 	case opIn, opNin:
-		if tok != json.Delim('[') {
-			return Filter{}, invalidf("%s takes an array of values, got %s", what, describe(tok))
+		if tok.kind != tokBeginArray {
+			return Filter{}, invalidf("%s takes an array of values, got %s", operandOf(field, o), tok.describe())
+		}
+		n := p.sc.count(MaxWhereTerms)
+		if err := p.term(n); err != nil {
+			return Filter{}, err
 		}
 		var vs []Value
-		for p.dec.More() {
-			tok, err := p.token(what)
+		if n > 0 {
+			vs = make([]Value, 0, n)
+		}
+		for p.sc.more() {
+			tok, err := p.sc.next()
 			if err != nil {
-				return Filter{}, err
+				return Filter{}, jsonErr(operandOf(field, o), err)
 			}
-			v, err := p.value(tok, field, what)
+			v, err := p.value(tok, field, o)
 			if err != nil {
 				return Filter{}, err
 			}
 			vs = append(vs, v)
 		}
-		if _, err := p.token(what); err != nil {
-			return Filter{}, err
+		if _, err := p.sc.next(); err != nil {
+			return Filter{}, jsonErr(operandOf(field, o), err)
 		}
-		return leaf(o, field, vs...), nil
+		return Filter{&node{op: o, field: field, vals: vs}}, nil
 	}
-	v, err := p.value(tok, field, what)
+	v, err := p.value(tok, field, o)
 	if err != nil {
 		return Filter{}, err
 	}
-	return leaf(o, field, v), nil
+	return leaf1(o, field, v), nil
 }
 
-// value reads one operand value starting at tok: a string, a number or
-// {"$time": ...}.
-func (p *whereParser) value(tok json.Token, field, what string) (Value, error) {
-	if tok == json.Delim('{') {
-		return parseTime(p.dec, field)
+// value reads one operand value of field's operator o starting at tok: a
+// string, a number or {"$time": ...}.
+func (p *whereParser) value(tok token, field string, o op) (Value, error) {
+	switch tok.kind {
+	case tokBeginObject:
+		return parseTime(p.sc, field)
+	case tokBeginArray, tokEndArray, tokEndObject:
+		return Value{}, invalidf("%s: %s is not a value (want a string, a number or {\"$time\": ...})", operandOf(field, o), tok.describe())
 	}
-	if _, isDelim := tok.(json.Delim); isDelim {
-		return Value{}, invalidf("%s: %s is not a value (want a string, a number or {\"$time\": ...})", what, describe(tok))
-	}
-	v, err := scalar(tok, field)
-	if err != nil {
-		return Value{}, err
-	}
-	return v, nil
+	return scalar(tok, field)
 }
 
 // scalar types a string or number token.
-func scalar(tok json.Token, field string) (Value, error) {
-	switch t := tok.(type) {
-	case string:
-		return KeywordOf(t), nil
-	case json.Number:
-		return parseNumber(field, string(t))
+func scalar(tok token, field string) (Value, error) {
+	switch tok.kind {
+	case tokString:
+		return KeywordOf(tok.str()), nil
+	case tokNumber:
+		return parseNumber(field, tok.raw)
 	}
-	return Value{}, invalidf("where: field %q: %s is not a value (want a string, a number or {\"$time\": ...})", field, describe(tok))
+	return Value{}, invalidf("where: field %q: %s is not a value (want a string, a number or {\"$time\": ...})", field, tok.describe())
 }
 
 // AppendJSON appends f in the where syntax ParseWhere reads: every field

@@ -231,7 +231,7 @@ func (x *Index) Check(rows []Fields, replace []int) error {
 					return err
 				}
 			} else {
-				for _, t := range v.tags {
+				for _, t := range v.tagList() {
 					if err := see(t); err != nil {
 						return err
 					}
@@ -393,14 +393,14 @@ func (c *column) value(row int) Value {
 	case Time:
 		return timeNanos(keyInt(c.nums[row]))
 	case Float:
-		return Value{kind: Float, f: keyFloat(c.nums[row])}
+		return FloatOf(keyFloat(c.nums[row]))
 	case Tags:
 		ts := make([]string, len(c.rowTags[row]))
 		for i, code := range c.rowTags[row] {
 			ts[i] = c.vals[code]
 		}
 		slices.Sort(ts)
-		return Value{kind: Tags, tags: ts}
+		return tagsValue(ts)
 	}
 	return Value{}
 }
@@ -429,15 +429,15 @@ func (c *column) put(row int, v Value, n int) {
 		c.nums[row] = intKey(v.i)
 	case Float:
 		c.nums = grow(c.nums, row)
-		c.nums[row] = floatKey(v.f)
+		c.nums[row] = floatKey(v.flt())
 	case Keyword:
 		code := c.intern(v.s)
 		c.codes = grow(c.codes, row)
 		c.codes[row] = code
 		c.add(code, uint32(row), n)
 	case Tags:
-		codes := make([]uint32, len(v.tags))
-		for i, t := range v.tags {
+		codes := make([]uint32, len(v.tagList()))
+		for i, t := range v.tagList() {
 			codes[i] = c.intern(t)
 			c.add(codes[i], uint32(row), n)
 		}

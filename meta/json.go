@@ -2,13 +2,9 @@ package meta
 
 import (
 	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"math"
 	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -21,30 +17,29 @@ func quote(s string) string { return strconv.Quote(s) }
 // doc, "JSON"), checked against lim (zero fields take their defaults).
 // Whitespace is free; a duplicate field name, a value of no kind (null, a
 // boolean, a nested object other than {"$time": ...}, an array of anything
-// but strings), input that is not valid UTF-8 and data after the object are
-// errors naming the field. The reader stops at the first thing wrong, so
-// deep nesting or millions of tags cost no more than the input itself.
+// but strings), a string that is not Unicode (invalid UTF-8, or a \u
+// escape of a lone UTF-16 surrogate such as "\ud800", which encoding/json
+// would turn into U+FFFD) and data after the object are errors naming the
+// field. The reader stops at the first thing wrong, so deep nesting or
+// millions of tags cost no more than the input itself.
 func ParseFields(b []byte, lim Limits) (Fields, error) {
 	lim = lim.WithDefaults()
-	if !validUTF8(b) {
-		return nil, invalidf("metadata JSON is not valid UTF-8")
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	tok, err := dec.Token()
+	sc := newScanner(b)
+	tok, err := sc.next()
 	if err != nil {
 		return nil, jsonErr("metadata JSON", err)
 	}
-	if tok != json.Delim('{') {
-		return nil, invalidf("metadata JSON: want an object, got %s", describe(tok))
+	if tok.kind != tokBeginObject {
+		return nil, invalidf("metadata JSON: want an object, got %s", tok.describe())
 	}
 	f := Fields{}
-	for dec.More() {
-		tok, err := dec.Token()
+	for sc.more() {
+		tok, err := sc.next()
 		if err != nil {
-			return nil, jsonErr("metadata JSON", err)
+			// The name is what could not be read: its place names it.
+			return nil, jsonErr(sprintf("metadata JSON: the name of field %d", len(f)+1), err)
 		}
-		name, _ := tok.(string)
+		name := tok.str()
 		if err := checkName(name, lim); err != nil {
 			return nil, err
 		}
@@ -54,7 +49,7 @@ func ParseFields(b []byte, lim Limits) (Fields, error) {
 		if len(f) == lim.MaxFields {
 			return nil, tooLargef("metadata JSON: more than %d fields", lim.MaxFields)
 		}
-		v, err := parseValue(dec, name, lim)
+		v, err := parseValue(sc, name, lim)
 		if err != nil {
 			return nil, err
 		}
@@ -63,10 +58,10 @@ func ParseFields(b []byte, lim Limits) (Fields, error) {
 		}
 		f[name] = v
 	}
-	if _, err := dec.Token(); err != nil { // the closing brace
+	if _, err := sc.next(); err != nil { // the closing brace
 		return nil, jsonErr("metadata JSON", err)
 	}
-	if err := expectEOF(dec, "metadata JSON"); err != nil {
+	if err := expectEOF(sc, "metadata JSON"); err != nil {
 		return nil, err
 	}
 	if err := f.check(lim); err != nil {
@@ -76,169 +71,135 @@ func ParseFields(b []byte, lim Limits) (Fields, error) {
 }
 
 // expectEOF refuses anything after the top-level value.
-func expectEOF(dec *json.Decoder, what string) error {
-	tok, err := dec.Token()
-	if err == io.EOF {
-		return nil
-	}
+func expectEOF(sc *scanner, what string) error {
+	tok, err := sc.next()
 	if err != nil {
 		return jsonErr(what, err)
 	}
-	return invalidf("%s: %s after the object", what, describe(tok))
+	if tok.kind == tokEOF {
+		return nil
+	}
+	return invalidf("%s: %s after the object", what, tok.describe())
 }
 
-// jsonErr wraps a decoder's error.
+// jsonErr wraps the scanner's error.
 func jsonErr(what string, err error) error {
-	if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) {
-		return invalidf("%s: unexpected end of input", what)
-	}
 	return invalidf("%s: %v", what, err)
 }
 
-// describe names a JSON token for an error.
-func describe(tok json.Token) string {
-	switch t := tok.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "a boolean"
-	case string:
-		if len(t) > 40 {
-			t = t[:40] + "..."
-		}
-		return "the string " + strconv.Quote(t)
-	case json.Number:
-		return "the number " + string(t)
-	case json.Delim:
-		switch t {
-		case '{':
-			return "an object"
-		case '[':
-			return "an array"
-		}
-		return "'" + t.String() + "'"
-	}
-	return fmt.Sprintf("%v", tok)
-}
-
 // parseValue reads field name's value.
-func parseValue(dec *json.Decoder, name string, lim Limits) (Value, error) {
-	tok, err := dec.Token()
+func parseValue(sc *scanner, name string, lim Limits) (Value, error) {
+	tok, err := sc.next()
 	if err != nil {
 		return Value{}, jsonErr(sprintf("metadata JSON: field %q", name), err)
 	}
-	switch t := tok.(type) {
-	case string:
-		return KeywordOf(t), nil
-	case json.Number:
-		return parseNumber(name, string(t))
-	case json.Delim:
-		switch t {
-		case '[':
-			return parseTags(dec, name, lim)
-		case '{':
-			return parseTime(dec, name)
-		}
+	switch tok.kind {
+	case tokString:
+		return KeywordOf(tok.str()), nil
+	case tokNumber:
+		return parseNumber(name, tok.raw)
+	case tokBeginArray:
+		return parseTags(sc, name, lim)
+	case tokBeginObject:
+		return parseTime(sc, name)
 	}
-	return Value{}, invalidf("metadata JSON: field %q: %s is not a metadata value (want a string, a number, an array of strings or {\"$time\": ...})", name, describe(tok))
+	return Value{}, invalidf("metadata JSON: field %q: %s is not a metadata value (want a string, a number, an array of strings or {\"$time\": ...})", name, tok.describe())
 }
 
 // parseNumber types a JSON number: an integer without fraction or exponent
 // is an Int; any other number a Float.
-func parseNumber(name, s string) (Value, error) {
-	if !strings.ContainsAny(s, ".eE") {
-		i, err := strconv.ParseInt(s, 10, 64)
+func parseNumber(name string, raw []byte) (Value, error) {
+	if !bytes.ContainsAny(raw, ".eE") {
+		i, err := strconv.ParseInt(string(raw), 10, 64)
 		if err != nil {
-			return Value{}, invalidf("field %q: integer %s does not fit int64 (write %s.0 for a float)", name, s, s)
+			return Value{}, invalidf("field %q: integer %s does not fit int64 (write %s.0 for a float)", name, raw, raw)
 		}
 		return IntOf(i), nil
 	}
-	f, err := strconv.ParseFloat(s, 64)
+	f, err := strconv.ParseFloat(string(raw), 64)
 	if err != nil || math.IsInf(f, 0) {
-		return Value{}, invalidf("field %q: number %s is outside the float64 range", name, s)
+		return Value{}, invalidf("field %q: number %s is outside the float64 range", name, raw)
 	}
 	return FloatOf(f), nil
 }
 
 // parseTags reads the rest of an array of strings.
-func parseTags(dec *json.Decoder, name string, lim Limits) (Value, error) {
+func parseTags(sc *scanner, name string, lim Limits) (Value, error) {
 	var tags []string
-	for dec.More() {
-		tok, err := dec.Token()
+	for sc.more() {
+		tok, err := sc.next()
 		if err != nil {
-			return Value{}, jsonErr(sprintf("metadata JSON: field %q", name), err)
+			return Value{}, jsonErr(sprintf("metadata JSON: field %q: tag %d", name, len(tags)+1), err)
 		}
-		s, ok := tok.(string)
-		if !ok {
-			return Value{}, invalidf("metadata JSON: field %q: tags must be strings, got %s", name, describe(tok))
+		if tok.kind != tokString {
+			return Value{}, invalidf("metadata JSON: field %q: tags must be strings, got %s", name, tok.describe())
 		}
 		if len(tags) == lim.MaxTags {
 			return Value{}, tooLargef("field %q: more than %d tags", name, lim.MaxTags)
 		}
-		if err := checkString(name, "tag", s, lim); err != nil {
-			return Value{}, err
+		if len(tok.raw) > lim.MaxStringBytes {
+			return Value{}, tooLargef("field %q: tag of %d bytes, over the limit of %d", name, len(tok.raw), lim.MaxStringBytes)
 		}
-		tags = append(tags, s)
+		tags = append(tags, tok.str())
 	}
-	if _, err := dec.Token(); err != nil {
+	if _, err := sc.next(); err != nil {
 		return Value{}, jsonErr(sprintf("metadata JSON: field %q", name), err)
 	}
 	return TagsOf(tags...), nil
 }
 
 // parseTime reads the rest of {"$time": "RFC 3339"}.
-func parseTime(dec *json.Decoder, name string) (Value, error) {
-	v, err := parseTimeBody(dec, name)
+func parseTime(sc *scanner, name string) (Value, error) {
+	v, err := parseTimeBody(sc, name)
 	if err != nil {
 		return Value{}, err
 	}
-	if _, err := dec.Token(); err != nil { // '}'; More said it is next
+	if _, err := sc.next(); err != nil { // '}'; more said it is next
 		return Value{}, jsonErr(sprintf("field %q", name), err)
 	}
 	return v, nil
 }
 
-func parseTimeBody(dec *json.Decoder, name string) (Value, error) {
+func parseTimeBody(sc *scanner, name string) (Value, error) {
 	bad := func(what string) error {
 		return invalidf("field %q: an object value must be {\"$time\": \"RFC 3339 time\"}, %s", name, what)
 	}
-	if !dec.More() {
+	if !sc.more() {
 		return Value{}, bad("got {}")
 	}
-	tok, err := dec.Token()
+	tok, err := sc.next()
 	if err != nil {
 		return Value{}, jsonErr(sprintf("field %q", name), err)
 	}
-	if k, _ := tok.(string); k != "$time" {
-		return Value{}, bad(sprintf("got key %q", tok))
+	if !tok.is("$time") {
+		return Value{}, bad(sprintf("got key %q", tok.raw))
 	}
-	return timeRest(dec, name)
+	return timeRest(sc, name)
 }
 
 // timeRest reads the time string of {"$time": ...}, after the key, and
 // checks that no other key follows (the closing brace is left).
-func timeRest(dec *json.Decoder, name string) (Value, error) {
+func timeRest(sc *scanner, name string) (Value, error) {
 	bad := func(what string) error {
 		return invalidf("field %q: an object value must be {\"$time\": \"RFC 3339 time\"}, %s", name, what)
 	}
-	tok, err := dec.Token()
+	tok, err := sc.next()
 	if err != nil {
-		return Value{}, jsonErr(sprintf("field %q", name), err)
+		return Value{}, jsonErr(sprintf("field %q: $time", name), err)
 	}
-	s, ok := tok.(string)
-	if !ok {
-		return Value{}, bad(sprintf("got %s for the time", describe(tok)))
+	if tok.kind != tokString {
+		return Value{}, bad(sprintf("got %s for the time", tok.describe()))
 	}
-	if dec.More() {
+	t, perr := time.Parse(time.RFC3339Nano, string(tok.raw))
+	if sc.more() {
 		return Value{}, bad("got more than one key")
 	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return Value{}, invalidf("field %q: time %q is not RFC 3339 (like 2024-05-01T12:00:00Z): %v", name, s, err)
+	if perr != nil {
+		return Value{}, invalidf("field %q: time %q is not RFC 3339 (like 2024-05-01T12:00:00Z): %v", name, tok.raw, perr)
 	}
 	v := TimeOf(t)
 	if v.bad {
-		return Value{}, invalidf("field %q: time %q outside 1677-09-21..2262-04-11 (int64 Unix nanoseconds)", name, s)
+		return Value{}, invalidf("field %q: time %q outside 1677-09-21..2262-04-11 (int64 Unix nanoseconds)", name, tok.raw)
 	}
 	return v, nil
 }
@@ -271,14 +232,14 @@ func appendValueJSON(dst []byte, v Value) []byte {
 	case Int:
 		return strconv.AppendInt(dst, v.i, 10)
 	case Float:
-		return appendJSONFloat(dst, v.f)
+		return appendJSONFloat(dst, v.flt())
 	case Time:
 		dst = append(dst, `{"$time":"`...)
 		dst = time.Unix(0, v.i).UTC().AppendFormat(dst, time.RFC3339Nano)
 		return append(dst, `"}`...)
 	case Tags:
 		dst = append(dst, '[')
-		for i, t := range v.tags {
+		for i, t := range v.tagList() {
 			if i > 0 {
 				dst = append(dst, ',')
 			}

@@ -179,7 +179,7 @@ func (g *gen) filter(depth int, names []string) Filter {
 
 func bigOf(v Value) *big.Float {
 	if v.kind == Float {
-		return new(big.Float).SetFloat64(v.f)
+		return new(big.Float).SetFloat64(v.flt())
 	}
 	return new(big.Float).SetInt64(v.i)
 }
@@ -222,7 +222,7 @@ func match(f Filter, row Fields) bool {
 	}
 	switch n.op {
 	case opContains:
-		return slices.Contains(v.tags, n.vals[0].s)
+		return slices.Contains(v.tagList(), n.vals[0].s)
 	case opIn:
 		for _, w := range n.vals {
 			if match(Eq(n.field, w), row) {

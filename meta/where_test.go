@@ -1,7 +1,9 @@
 package meta
 
 import (
+	"encoding/json"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -116,8 +118,14 @@ func TestWhereRoundTrip(t *testing.T) {
 // FuzzParseWhere: no input panics, and what parses round-trips and
 // evaluates (or is refused) without a panic.
 func FuzzParseWhere(f *testing.F) {
-	for _, s := range []string{`{}`, `{"a": {"$gte": 1, "$lt": 2.5}}`, `{"$or": [{"t": {"$contains": "x"}}, {"$not": {"k": {"$in": ["a"]}}}]}`, `{"d": {"$gt": {"$time": "2024-01-01T00:00:00Z"}}}`} {
+	for _, s := range []string{`{}`, `{"a": {"$gte": 1, "$lt": 2.5}}`, `{"$or": [{"t": {"$contains": "x"}}, {"$not": {"k": {"$in": ["a"]}}}]}`, `{"d": {"$gt": {"$time": "2024-01-01T00:00:00Z"}}}`,
+		`{"k": "\ud83d\ude00"}`, `{"\ud83d\ude00": {"$in": ["\u00e9", "\uDBFF\uDFFF"]}}`, `{"k": "a\"\\\/\b\f\n\r\t"}`} {
 		f.Add([]byte(s))
+	}
+	for _, c := range notUnicode { // each refused, wherever it stands
+		f.Add([]byte(`{"k": ` + c.json + `}`))
+		f.Add([]byte(`{"k": {"$in": [1, ` + c.json + `]}}`))
+		f.Add([]byte(`{` + c.json + `: 1}`))
 	}
 	x := NewIndex(Limits{})
 	if err := x.Append([]Fields{
@@ -131,6 +139,9 @@ func FuzzParseWhere(f *testing.F) {
 		w, err := ParseWhere(b)
 		if err != nil {
 			return
+		}
+		if !json.Valid(b) || !utf8.Valid(b) {
+			t.Fatalf("%q is not JSON text, yet parsed to %s", b, w)
 		}
 		_ = w.String()
 		js := w.AppendJSON(nil)

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -138,7 +137,7 @@ func (c *exportCmd) Run(ctx context.Context, e *env) (err error) {
 			if err != nil {
 				return fmt.Errorf("store %s: %s", c.Store, cause(err))
 			}
-			if p != nil && !json.Valid(p) {
+			if p != nil && !jsonText(p) {
 				return fmt.Errorf("--payload-out: the payload of ID %d in store %s is not JSON, which a JSON Lines file cannot hold; nothing was written", id, c.Store)
 			}
 			pays[i] = p

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
@@ -124,10 +125,20 @@ func readMetaFile(ctx context.Context, path string, lim meta.Limits) ([]meta.Fie
 
 // readPayloadFile reads a --payload file: one JSON value per line, kept as
 // written (without the surrounding blanks); null is a vector without one.
+//
+// A payload is opaque: umbra never decodes it, so it is stored and given
+// back byte for byte, escapes included — a "\ud800" (a lone UTF-16
+// surrogate, which a decoder would turn into U+FFFD) stays those six
+// characters. But a line must be JSON text, which is UTF-8 (RFC 8259,
+// 8.1): a byte that is not UTF-8 is refused, naming where it is, as
+// search and get could only print such a payload as something else.
 func readPayloadFile(ctx context.Context, path string, max int) ([][]byte, error) {
 	var out [][]byte
 	err := eachJSONLine(ctx, "--payload", path, func(line []byte) error {
 		line = bytes.TrimSpace(line)
+		if at := invalidUTF8At(line); at >= 0 {
+			return fmt.Errorf("the byte at offset %d (0x%02x) is not valid UTF-8: a payload is JSON text, which is UTF-8", at, line[at])
+		}
 		switch {
 		case len(line) == 0:
 			return errors.New("an empty line: want a JSON value (null for a vector without a payload)")
@@ -145,13 +156,29 @@ func readPayloadFile(ctx context.Context, path string, max int) ([][]byte, error
 	return out, err
 }
 
+// invalidUTF8At is the offset of the first byte of b that is not part of
+// valid UTF-8, or -1.
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size <= 1 {
+			return i
+		}
+		i += size
+	}
+	return -1
+}
+
+// jsonText says p is one JSON value in UTF-8: what a --payload line holds.
+func jsonText(p []byte) bool { return utf8.Valid(p) && json.Valid(p) }
+
 // payloadJSON is a payload as a search or get prints it: a JSON payload as
 // itself (compacted to one line), any other bytes as a JSON string.
 func payloadJSON(p []byte) json.RawMessage {
 	if len(p) == 0 {
 		return nil
 	}
-	if json.Valid(p) {
+	if jsonText(p) {
 		var b bytes.Buffer
 		if json.Compact(&b, p) == nil {
 			return b.Bytes()

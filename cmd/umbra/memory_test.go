@@ -171,3 +171,82 @@ func TestMemoryFlagErrors(t *testing.T) {
 	r := umbra(t, "search", "--data", data, "--queries", q, "--k", "1", "--where", `{"n": 1}`)
 	assert.Contains(t, requireErrorLine(t, r), "--where and --with-payload need --store")
 }
+
+// TestNonUnicodeInputs: a string that is not Unicode text — a lone UTF-16
+// surrogate escape ("\ud800", "\udc00", "\ud800\u0041") or a byte that is
+// not UTF-8 — is refused in a --meta line and a --where filter, naming the
+// flag, the line and the field (and the operator), rather than stored or
+// matched as U+FFFD; a surrogate pair is its character. A --payload line
+// is opaque and kept byte for byte, escapes included, but must be UTF-8.
+func TestNonUnicodeInputs(t *testing.T) {
+	dir := t.TempDir()
+	rng := testkit.Rand(t)
+	data := writeMatrix(t, dir, "v.npy", randomMatrix(rng, 3, 4), "")
+	store := filepath.Join(dir, "s.umbra")
+	bad := []struct{ json, says string }{
+		{`"\ud800"`, `lone UTF-16 surrogate \ud800`},
+		{`"\udc00"`, `lone UTF-16 surrogate \udc00`},
+		{`"\ud800\u0041"`, `lone UTF-16 surrogate \ud800`},
+		{"\"x\xffy\"", "not valid UTF-8"},
+	}
+	for i, c := range bad {
+		for _, line := range []struct{ json, says string }{
+			{`{"a": ` + c.json + `}`, `field "a"`},
+			{`{"t": ["ok", ` + c.json + `]}`, `field "t"`},
+			{`{"n": 1, ` + c.json + `: 1}`, "the name of field 2"},
+		} {
+			metaF := writeFile(t, dir, fmt.Sprintf("m%d.jsonl", i), []byte("{}\n"+line.json+"\n{}\n"))
+			r := umbra(t, "build", "--data", data, "--out", store, "--meta", metaF)
+			require.Equal(t, exitFailure, r.code, "%s\n%s", line.json, r)
+			msg := requireErrorLine(t, r)
+			for _, want := range []string{"--meta", metaF, "line 2", line.says, c.says} {
+				assert.Contains(t, msg, want, "%s", line.json)
+			}
+			assert.NoFileExists(t, store)
+		}
+	}
+	// A payload is given back as written, a lone surrogate escape too; a
+	// byte that is not UTF-8 is refused by line and byte.
+	payF := writeFile(t, dir, "p.jsonl", []byte("{\"p\":\"\\ud800\"}\nnull\n\"\\udc00 \\ud83d\\ude00\"\n"))
+	metaF := writeFile(t, dir, "m.jsonl", []byte("{\"a\":\"\\ud83d\\ude00\"}\n{\"a\":\"x\"}\n{\"a\":\"\\ufffd\"}\n"))
+	badPay := writeFile(t, dir, "bad.jsonl", []byte("1\n\"ok\xfe\"\n3\n"))
+	r := umbra(t, "build", "--data", data, "--out", store, "--payload", badPay)
+	require.Equal(t, exitFailure, r.code, "%s", r)
+	msg := requireErrorLine(t, r)
+	for _, want := range []string{"--payload", badPay, "line 2", "the byte at offset 3 (0xfe) is not valid UTF-8"} {
+		assert.Contains(t, msg, want)
+	}
+	assert.NoFileExists(t, store)
+	ok(t, umbra(t, "build", "--data", data, "--out", store, "--payload", payF, "--meta", metaF))
+	out := ok(t, umbra(t, "get", store, "--ids", "0,2", "--json")).stdout
+	assert.Contains(t, out, `"payload":{"p":"\ud800"}`, "the payload as written")
+	assert.Contains(t, out, `"payload":"\udc00 \ud83d\ude00"`, "the payload as written")
+	assert.Contains(t, out, `"meta":{"a":"😀"}`, "a surrogate pair is its character")
+	q := writeMatrix(t, dir, "q.npy", randomMatrix(rng, 1, 4), "")
+	var s searchJSON
+	require.NoError(t, json.Unmarshal([]byte(ok(t, umbra(t, "search", "--store", store, "--queries", q, "--k", "3", "--where", `{"a": "\ud83d\ude00"}`, "--json")).stdout), &s))
+	require.Len(t, s.Results, 1)
+	require.Len(t, s.Results[0].Hits, 1, "only the row that holds the character, not the U+FFFD one")
+	require.Equal(t, uint64(0), s.Results[0].Hits[0].ID)
+	for _, c := range bad {
+		for where, says := range map[string]string{
+			`{"a": ` + c.json + `}`:                                 `field "a"`,
+			`{"a": {"$in": ["x", ` + c.json + `]}}`:                 `field "a": $in`,
+			`{"$or": [{"a": "x"}, {"a": {"$ne": ` + c.json + `}}]}`: `field "a": $ne`,
+		} {
+			r := umbra(t, "search", "--store", store, "--queries", q, "--k", "1", "--where", where)
+			require.Equal(t, exitUsage, r.code, "%s\n%s", where, r)
+			msg := requireErrorLine(t, r)
+			for _, want := range []string{"--where", says, c.says} {
+				assert.Contains(t, msg, want, "%s", where)
+			}
+		}
+	}
+	// Keys are text, not JSON: a byte that is not UTF-8 is refused by line.
+	keys := writeFile(t, dir, "k.txt", []byte("a\nb\xff\nc\n"))
+	r = umbra(t, "build", "--data", data, "--out", filepath.Join(dir, "k.umbra"), "--keys", keys)
+	require.Equal(t, exitFailure, r.code, "%s", r)
+	msg = requireErrorLine(t, r)
+	assert.Contains(t, msg, "line 2")
+	assert.Contains(t, msg, "not valid UTF-8")
+}

@@ -10,7 +10,8 @@ import "fmt"
 // A crash at any point leaves a store that opens to the same state: before
 // the base's rename, the old base and its log; after it, the new base and
 // either the old log (stale: its generation no longer matches, so
-// ReplayLog ignores it and OpenLog replaces it) or the new, empty log.
+// ReplayLog ignores it, and the first Append after OpenLog replaces it) or
+// the new, empty log.
 //
 // Close the Log of the old generation first, and OpenLog the new one after:
 // an open Log keeps appending to the file the checkpoint replaced.
@@ -21,7 +22,7 @@ func Checkpoint(fsys FS, path string, s *Snapshot) (generation uint64, err error
 	}
 	if err := createLog(fsys, path+logSuffix, s.Dim, gen); err != nil {
 		// The base is durable and the old log is stale, so the store is
-		// whole; OpenLog will finish the reset.
+		// whole; the next Log's first Append will finish the reset.
 		return gen, fmt.Errorf("checkpoint %s: base written (generation %x), log not reset: %w", path, gen, err)
 	}
 	return gen, nil

@@ -79,21 +79,31 @@ type Log struct {
 	timer  *time.Timer
 	err    error // sticky: once set, the Log refuses appends
 	buf    []byte
+	fsys   FS
+	// What the first Append does before its record, so that opening a
+	// log changes no file: create (there is none, or the one there is
+	// stale or empty of an old version: f is nil) or cut a torn tail
+	// (truncate: at off).
+	create, truncate bool
 }
 
 // OpenLog opens the log at path for appending records of dimension dim
-// after the base of the given generation, creating it (atomically, with its
-// header) when it does not exist. A log of another generation is stale (a
-// checkpoint wrote a newer base and crashed before resetting the log): its
-// records are all in the base, and it is replaced by an empty one. A torn
-// tail (see ReplayLog) is truncated away before the first append; a
-// corrupt log is an error, and nothing is changed. The log is created and
-// replaced through fsys (WriteFile); its appends go to the file directly.
+// after the base of the given generation. Opening changes no file: what a
+// log needs before its first record is done by the first Append. A log
+// that does not exist is created then (atomically, with its header). A
+// log of another generation is stale (a checkpoint wrote a newer base and
+// crashed before resetting the log): its records are all in the base, and
+// the first Append replaces it by an empty one. A torn tail (see
+// ReplayLog) is cut off before the first record is written; a corrupt log
+// is an error. So a store opened for a write that is then refused is left
+// byte for byte as it was, with no log made where there was none. The log
+// is created and replaced through fsys (WriteFile); its appends go to the
+// file directly.
 //
 // A log of format version 1 that holds records is appended to in version
 // 1, so its records stay readable (version 1 frames carry no position, see
-// FORMAT.md); one that holds none is replaced by an empty version-2 log. The
-// next checkpoint starts a version-2 log either way.
+// FORMAT.md); one that holds none is replaced by an empty version-2 log at
+// the first Append. The next checkpoint starts a version-2 log either way.
 //
 // Replay the log with ReplayLog before opening it: OpenLog does not hand
 // records out.
@@ -101,12 +111,11 @@ func OpenLog(fsys FS, path string, dim int, generation uint64, policy SyncPolicy
 	if dim < 1 || uint64(dim) > math.MaxUint32 || generation == 0 {
 		return nil, fmt.Errorf("%w: open log %s: dim %d, generation %d", ErrInvalid, path, dim, generation)
 	}
+	fresh := &Log{path: path, dim: dim, gen: generation, version: logVersion, policy: policy, fsys: fsys,
+		create: true, off: logHeaderLen, synced: logHeaderLen}
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if errors.Is(err, fs.ErrNotExist) {
-		if err := createLog(fsys, path, dim, generation); err != nil {
-			return nil, err
-		}
-		f, err = os.OpenFile(path, os.O_RDWR, 0)
+		return fresh, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open log: %w", err)
@@ -122,27 +131,41 @@ func OpenLog(fsys FS, path string, dim int, generation uint64, policy SyncPolicy
 		return nil, err
 	}
 	if res.stale || (res.version < logVersion && res.records == 0) {
-		// Stale, or an old version with nothing in it to keep: start a
-		// current, empty log.
+		// Stale, or an old version with nothing in it to keep: the first
+		// Append starts a current, empty log.
 		_ = f.Close()
-		if err := createLog(fsys, path, dim, generation); err != nil {
-			return nil, err
-		}
-		return OpenLog(fsys, path, dim, generation, policy)
+		return fresh, nil
 	}
-	if res.torn {
+	return &Log{path: path, dim: dim, gen: generation, version: res.version, policy: policy, fsys: fsys,
+		f: f, off: res.end, synced: res.end, truncate: res.torn}, nil
+}
+
+// prepare makes the file ready for the first record: creates (or
+// replaces) it, or cuts its torn tail, durably. The caller holds mu.
+func (l *Log) prepare() error {
+	if l.create {
+		if err := createLog(l.fsys, l.path, l.dim, l.gen); err != nil {
+			return err
+		}
+		f, err := os.OpenFile(l.path, os.O_RDWR, 0)
+		if err != nil {
+			return fmt.Errorf("open log: %w", err)
+		}
+		l.f, l.create = f, false
+		return nil
+	}
+	if l.truncate {
 		// Cut what a crash left half-written, durably, so new records
 		// follow the last good one instead of garbage.
-		if err := f.Truncate(res.end); err != nil {
-			_ = f.Close()
-			return nil, fmt.Errorf("open log %s: truncate torn tail at %d: %w", path, res.end, err)
+		if err := l.f.Truncate(l.off); err != nil {
+			return fmt.Errorf("log %s: truncate torn tail at %d: %w", l.path, l.off, err)
 		}
-		if err := f.Sync(); err != nil {
-			_ = f.Close()
-			return nil, fmt.Errorf("open log %s: fsync after truncate: %w", path, err)
+		if err := l.f.Sync(); err != nil {
+			return fmt.Errorf("%w: %s: fsync after truncating its torn tail failed: %v", ErrClosed, l.path, err)
 		}
+		l.truncate = false
 	}
-	return &Log{path: path, dim: dim, gen: generation, version: res.version, policy: policy, f: f, off: res.end, synced: res.end}, nil
+	return nil
 }
 
 // createLog atomically replaces path with an empty log for generation.
@@ -189,6 +212,14 @@ func (l *Log) Append(rec Record) error {
 	if l.err != nil {
 		return l.err
 	}
+	if l.create || l.truncate {
+		if err := l.prepare(); err != nil {
+			if errors.Is(err, ErrClosed) {
+				l.err = err
+			}
+			return err
+		}
+	}
 	b := appendFrame(l.buf[:0], &rec, l.version, l.gen, l.off, l.synced)
 	if cap(b) <= 1<<20 {
 		l.buf = b[:0]
@@ -223,7 +254,7 @@ func (l *Log) timerSync() {
 }
 
 func (l *Log) syncLocked() error {
-	if l.synced == l.off {
+	if l.synced == l.off || l.f == nil {
 		return nil
 	}
 	if err := l.f.Sync(); err != nil {
@@ -249,6 +280,9 @@ func (l *Log) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.f == nil {
+		if l.err == nil { // never written: no file was made
+			l.err = fmt.Errorf("%w: %s", ErrClosed, l.path)
+		}
 		return nil
 	}
 	if l.timer != nil {

@@ -287,3 +287,70 @@ func TestCorruptLogIsNotTruncatedByOpenLog(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, b, after)
 }
+
+// dirFiles is every file in dir, by name, with its bytes.
+func dirFiles(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	out := map[string]string{}
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		require.NoError(t, err)
+		out[e.Name()] = string(b)
+	}
+	return out
+}
+
+// TestOpenLogChangesNothing: opening a log and closing it without an
+// Append leaves the directory byte for byte as it was — no log made where
+// there was none, a stale or empty version-1 log not replaced, a torn tail
+// not cut — and the first Append does each of those, durably.
+func TestOpenLogChangesNothing(t *testing.T) {
+	r := testkit.Rand(t)
+	const dim, gen = 3, 77
+	recs := []Record{randRecord(r, dim), randRecord(r, dim), randRecord(r, dim)}
+	full := encodeLog(dim, gen, recs)
+	v1, err := os.ReadFile(v1FixturePath)
+	require.NoError(t, err)
+	for _, c := range []struct {
+		name string
+		log  []byte // nil: none
+		gen  uint64
+		dim  int
+		keep int // records left before the new one
+	}{
+		{"no log", nil, gen, dim, 0},
+		{"an empty log", full[:logHeaderLen], gen, dim, 0},
+		{"a log with records", full, gen, dim, 3},
+		{"a torn tail", full[:len(full)-5], gen, dim, 2},
+		{"a stale log", full, gen + 1, dim, 0},
+		{"an empty version-1 log", v1[:logHeaderLen], v1FixtureGen, v1FixtureDim, 0},
+	} {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "s.log")
+		if c.log != nil {
+			require.NoError(t, os.WriteFile(path, c.log, 0o644))
+		}
+		before := dirFiles(t, dir)
+		l, err := OpenLog(OS, path, c.dim, c.gen, SyncEveryCall)
+		require.NoError(t, err, c.name)
+		require.NoError(t, l.Sync(), c.name)
+		require.NoError(t, l.Close(), c.name)
+		require.Equal(t, before, dirFiles(t, dir), "%s: opened and closed without a record", c.name)
+		require.ErrorIs(t, l.Append(randRecord(r, c.dim)), ErrClosed, c.name)
+
+		l, err = OpenLog(OS, path, c.dim, c.gen, SyncEveryCall)
+		require.NoError(t, err, c.name)
+		rec := randRecord(r, c.dim)
+		require.NoError(t, l.Append(rec), c.name)
+		require.NoError(t, l.Close(), c.name)
+		got, torn, err := replayAll(t, path, c.dim, c.gen)
+		require.NoError(t, err, c.name)
+		require.False(t, torn, c.name)
+		require.Len(t, got, c.keep+1, c.name)
+		requireSameRecord(t, rec, got[c.keep], c.name)
+		requireLogVersion(t, path, logVersion)
+		require.Len(t, dirFiles(t, dir), 1, "%s: no temporary file left", c.name)
+	}
+}
