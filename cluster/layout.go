@@ -29,6 +29,17 @@ var (
 	// will be applied, exactly once, by every replica), but no replica
 	// could report how it applied before the deadline.
 	ErrOutcomeUnknown = errors.New("write acknowledged, outcome unknown")
+	// ErrUnreadableMessage: a write message no replica could read (its
+	// checksum failed, it was too short to carry one, or its body did not
+	// decode), or one an operator skipped ('umbra repair --skip'): every
+	// replica passed it without changing any row. The error says why.
+	ErrUnreadableMessage = errors.New("unreadable write message, skipped")
+	// ErrShardStopped: a shard's replica stopped at a stream message it
+	// cannot apply (its checksum holds, its format version is newer than
+	// the build's). The error names the message and the way out: upgrade
+	// the node, or skip the message with 'umbra repair'. A ShardsError
+	// whose shards stopped so wraps it besides ErrShardsUnavailable.
+	ErrShardStopped = errors.New("shard stopped")
 )
 
 // ReservedIDs is the first ID the cluster keeps for itself: each replica
@@ -124,6 +135,7 @@ const (
 	bucketCounters    = "umbra_counters"    // name → where the next ID block starts; name.floor → past every caller ID (decimal)
 	bucketSnapshots   = "umbra_snapshots"   // name.shard → snapshotManifest
 	objectSnapshots   = "umbra_snapshots"   // snapshot files
+	bucketRepairs     = "umbra_repairs"     // name.shard.seq → repairRecord (an operator's skip)
 )
 
 func streamName(coll string, shard int) string { return fmt.Sprintf("UMBRA_%s_%d", coll, shard) }
