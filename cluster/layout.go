@@ -15,8 +15,10 @@ import (
 // Errors of the cluster.
 var (
 	// ErrShardsUnavailable: some shard gave no answer by the deadline (no
-	// replica serves it, every replica was behind, or the replicas
-	// failed). The error names the shards; no partial answer is returned.
+	// replica serves it, every replica was behind, failed, stopped at a
+	// message it cannot apply (ErrShardStopped), or gave replies that do
+	// not verify). The error names the shards and, for each, the last
+	// thing heard; no partial answer is returned.
 	ErrShardsUnavailable = errors.New("shards unavailable")
 	// ErrNoCollection: no collection of that name.
 	ErrNoCollection = errors.New("no such collection")

@@ -156,8 +156,9 @@ func sameAsReference(t *testing.T, col *Collection, ref *mirror, dim int, what s
 
 // A message no build can read is skipped by every replica: the 4 bytes
 // 09 01 02 03 (too short to carry a checksum), a checksummed write whose
-// metadata is not a canonical encoding, and one of rows of another
-// dimension. Each gets the outcome codeUnreadable (a writer awaiting it
+// metadata is not a canonical encoding, one of rows of another dimension,
+// and one naming an ID of the cluster's own (which, stored, would read as
+// the applied sequence after a restart). Each gets the outcome codeUnreadable (a writer awaiting it
 // learns ErrUnreadableMessage, why), every replica's applied sequence
 // moves past it with no row changed and the same rows on both, and later
 // writes and searches work, also after both nodes restart.
@@ -185,8 +186,9 @@ func TestClusterUnreadableMessageSkipped(t *testing.T) {
 		{0x09, 0x01, 0x02, 0x03},
 		(&writeMsg{op: opAdd, dim: dim, ids: []uint64{7}, rows: []float32{1, 0}, metaSet: true, meta: [][]byte{{0x01, 0x01, 'a', 0x09}}}).encode(),
 		(&writeMsg{op: opAdd, dim: dim + 1, ids: []uint64{8}, rows: []float32{1, 0, 0}}).encode(),
+		(&writeMsg{op: opAdd, dim: dim, ids: []uint64{ReservedIDs + 1000}, rows: []float32{1, 0}}).encode(),
 	}
-	want := []string{"too short to carry a checksum", "metadata of row 0", "rows of dimension 3 for a collection of dimension 2"}
+	want := []string{"too short to carry a checksum", "metadata of row 0", "rows of dimension 3 for a collection of dimension 2", "one of the cluster's own"}
 	var seqs []uint64
 	for i, m := range bad {
 		seq, err := col.publish(ctx, 0, fmt.Sprintf("bad.0.%d", i), m)

@@ -248,6 +248,15 @@ func readWrite(data []byte, dim int) (*writeMsg, *msgAttrs, error) {
 	if m.op != opDelete && m.dim != dim {
 		return nil, nil, fmt.Errorf("%w: rows of dimension %d for a collection of dimension %d", errWire, m.dim, dim)
 	}
+	if m.op != opDelete || m.keys == nil { // a delete by keys carries no IDs
+		for i, id := range m.ids {
+			if id >= ReservedIDs {
+				// No client writes one (ErrReservedID); applied, it would
+				// read as the replica's applied sequence.
+				return nil, nil, fmt.Errorf("%w: row %d names ID %d, one of the cluster's own (from %d)", errWire, i, id, ReservedIDs)
+			}
+		}
+	}
 	a, err := decodeAttrs(m)
 	if err != nil {
 		return nil, nil, err
