@@ -22,8 +22,8 @@ import (
 // A shard stopped at a message of a newer format, from the command line:
 // searches fail naming the message and 'umbra repair'; repair shows the
 // message (text and --json); a skip of a readable message is refused;
-// --skip records it (again: already recorded), and the node moves on, its
-// searches answering as a store built from the same file (the same
+// --skip records it (again: already recorded), and both nodes' replicas
+// move on to the same sequence, the searches answering as a store built from the same file (the same
 // scores; the cluster assigns IDs of its own).
 func TestRepairFromTheCommandLine(t *testing.T) {
 	if testing.Short() {
@@ -37,9 +37,14 @@ func TestRepairFromTheCommandLine(t *testing.T) {
 	c, err := cluster.Connect(ctx, srv.URL())
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
-	node, err := cluster.StartNode(ctx, c, cluster.NodeConfig{Dir: dir, Device: engine.CPU, Logf: t.Logf})
-	require.NoError(t, err)
-	t.Cleanup(func() { node.Close() })
+	// Two nodes, each holding a replica of every shard.
+	var nodes []*cluster.Node
+	for _, d := range []string{dir, t.TempDir()} {
+		node, err := cluster.StartNode(ctx, c, cluster.NodeConfig{Dir: d, Device: engine.CPU, Logf: t.Logf})
+		require.NoError(t, err)
+		t.Cleanup(func() { node.Close() })
+		nodes = append(nodes, node)
+	}
 
 	rng := testkit.Rand(t)
 	const n, dim = 50, 4
@@ -99,14 +104,20 @@ func TestRepairFromTheCommandLine(t *testing.T) {
 	require.False(t, again.Recorded)
 	require.Equal(t, bad, again.Message.Skip.Seq)
 
+	// Both replicas pass it, to the same sequence (the stream's last).
 	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if a, _ := node.Applied("fix", 0); a >= bad {
-			break
+	for _, node := range nodes {
+		for {
+			if a, _ := node.Applied("fix", 0); a >= bad {
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "a node did not pass the skipped message")
+			time.Sleep(50 * time.Millisecond)
 		}
-		require.True(t, time.Now().Before(deadline), "the node did not pass the skipped message")
-		time.Sleep(50 * time.Millisecond)
 	}
+	a0, _ := nodes[0].Applied("fix", 0)
+	a1, _ := nodes[1].Applied("fix", 0)
+	require.Equal(t, [2]uint64{bad, bad}, [2]uint64{a0, a1}, "the replicas' applied sequences")
 	require.Contains(t, ok(t, umbra(t, "repair", "--cluster", url, "--collection", "fix", "--shard", "0")).stdout, "the shard is not stopped")
 	want := ok(t, umbra(t, "search", "--store", store, "--queries", queries, "--k", "5", "--json")).stdout
 	got := ok(t, umbra(t, "search", "--cluster", url, "--collection", "fix", "--queries", queries, "--k", "5", "--json")).stdout
