@@ -40,7 +40,9 @@ length and checksum): a replica stopped there moves on within a second,
 and one that reaches it later skips it too, so all of them keep the same
 rows. A skip is refused for a message replicas apply or skip on their own.
 Use the repair command of the build the nodes run: a message is judged by
-the format versions this build reads.`
+the format versions this build reads. Skip only while no node holding the
+shard reads the message's format: a node of a newer build applies it, and
+the replicas would then differ; once one does, upgrade the others.`
 }
 
 func (*repairCmd) Examples() []string {
