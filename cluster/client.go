@@ -544,7 +544,7 @@ func (col *Collection) write(ctx context.Context, op byte, rows engine.RowSource
 		if o.paySet {
 			rowBytes += 4 + len(o.payloads[i])
 		}
-		if rowBytes+12 > limit {
+		if rowBytes+writeHeader > limit {
 			return nil, fmt.Errorf("%w: row %d takes %d bytes, over the NATS max payload of %d (a server's max_payload can be raised to 8 MB; umbra's embedded server runs with 8 MiB)", engine.ErrTooLarge, i, rowBytes, col.c.nc.MaxPayload())
 		}
 		if len(ps) == 0 || ps[len(ps)-1].msg.size()+rowBytes > limit {

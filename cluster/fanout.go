@@ -17,6 +17,10 @@ type ShardsError struct {
 	Collection string
 	Shards     []int
 	Reasons    []string // one per shard
+	// Stopped are the shards (of Shards) whose replica last said it
+	// stopped at a message it cannot apply; its reason names the message
+	// and the way out.
+	Stopped []int
 }
 
 func (e *ShardsError) Error() string {
@@ -34,7 +38,12 @@ func (e *ShardsError) Error() string {
 	return b.String()
 }
 
-func (e *ShardsError) Unwrap() error { return ErrShardsUnavailable }
+func (e *ShardsError) Unwrap() []error {
+	if len(e.Stopped) > 0 {
+		return []error{ErrShardsUnavailable, ErrShardStopped}
+	}
+	return []error{ErrShardsUnavailable}
+}
 
 const (
 	hdrChunk  = "Umbra-Chunk" // "i/n": this message is piece i of n of one reply
@@ -65,6 +74,7 @@ type shardState struct {
 	reason  string
 	reply   *reply
 	backoff time.Duration
+	stopped bool // the last answer: the replica stopped at a message
 }
 
 // fanout sends each shard's request to one replica of that shard (a queue
@@ -106,7 +116,7 @@ func (c *Client) fanout(ctx context.Context, coll string, kind byte, reqs map[in
 		}
 	}
 	retry := func(st *shardState, reason string, after time.Duration) {
-		st.reason = reason
+		st.reason, st.stopped = reason, false
 		if st.backoff == 0 {
 			st.backoff = after
 		}
@@ -190,10 +200,17 @@ func (c *Client) fanout(ctx context.Context, coll string, kind byte, reqs map[in
 			st.sentAt = time.Now() // pieces are coming: the replica lives
 			continue
 		}
+		// The checksum covers the reply whole: a piece damaged or out of
+		// place fails it, and the attempt counts as failed.
 		p, err := decodeReply(slices.Concat(st.pieces...), kind)
 		switch {
 		case err != nil:
-			retry(st, err.Error(), 50*time.Millisecond)
+			retry(st, "a reply refused: "+err.Error(), 50*time.Millisecond)
+		case p.status == statusStopped:
+			// Another replica may read the message (a newer build), or an
+			// operator may skip it meanwhile: asked again to the deadline.
+			retry(st, p.msg, 100*time.Millisecond)
+			st.stopped = true
 		case p.status == statusBehind:
 			retry(st, fmt.Sprintf("replicas behind the caller's writes (one had applied %d)", p.applied), 20*time.Millisecond)
 		case p.status == statusError:
@@ -219,6 +236,9 @@ func (c *Client) fanout(ctx context.Context, coll string, kind byte, reqs map[in
 	slices.Sort(e.Shards)
 	for _, s := range e.Shards {
 		e.Reasons = append(e.Reasons, states[s].reason)
+		if states[s].stopped {
+			e.Stopped = append(e.Stopped, s)
+		}
 	}
 	return nil, e
 }

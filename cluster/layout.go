@@ -15,8 +15,10 @@ import (
 // Errors of the cluster.
 var (
 	// ErrShardsUnavailable: some shard gave no answer by the deadline (no
-	// replica serves it, every replica was behind, or the replicas
-	// failed). The error names the shards; no partial answer is returned.
+	// replica serves it, every replica was behind, failed, stopped at a
+	// message it cannot apply (ErrShardStopped), or gave replies that do
+	// not verify). The error names the shards and, for each, the last
+	// thing heard; no partial answer is returned.
 	ErrShardsUnavailable = errors.New("shards unavailable")
 	// ErrNoCollection: no collection of that name.
 	ErrNoCollection = errors.New("no such collection")
@@ -29,6 +31,17 @@ var (
 	// will be applied, exactly once, by every replica), but no replica
 	// could report how it applied before the deadline.
 	ErrOutcomeUnknown = errors.New("write acknowledged, outcome unknown")
+	// ErrUnreadableMessage: a write message no replica could read (its
+	// checksum failed, it was too short to carry one, or its body did not
+	// decode), or one an operator skipped ('umbra repair --skip'): every
+	// replica passed it without changing any row. The error says why.
+	ErrUnreadableMessage = errors.New("unreadable write message, skipped")
+	// ErrShardStopped: a shard's replica stopped at a stream message it
+	// cannot apply (its checksum holds, its format version is newer than
+	// the build's). The error names the message and the way out: upgrade
+	// the node, or skip the message with 'umbra repair'. A ShardsError
+	// whose shards stopped so wraps it besides ErrShardsUnavailable.
+	ErrShardStopped = errors.New("shard stopped")
 )
 
 // ReservedIDs is the first ID the cluster keeps for itself: each replica
@@ -124,6 +137,7 @@ const (
 	bucketCounters    = "umbra_counters"    // name → where the next ID block starts; name.floor → past every caller ID (decimal)
 	bucketSnapshots   = "umbra_snapshots"   // name.shard → snapshotManifest
 	objectSnapshots   = "umbra_snapshots"   // snapshot files
+	bucketRepairs     = "umbra_repairs"     // name.shard.seq → repairRecord (an operator's skip)
 )
 
 func streamName(coll string, shard int) string { return fmt.Sprintf("UMBRA_%s_%d", coll, shard) }

@@ -207,6 +207,7 @@ func (n *Node) openShard(ctx context.Context, meta *collectionMeta, s int) (*rep
 		return nil, err
 	}
 	r.ctx, r.cancel = context.WithCancel(n.ctx)
+	r.logf = n.cfg.Logf
 	n.cfg.Logf("shard %s/%d: store applied through message %d", meta.Name, s, r.applied.Load())
 	return r, nil
 }
@@ -367,6 +368,11 @@ func (n *Node) follow(r *replica, meta *collectionMeta) {
 		if r.ctx.Err() != nil {
 			return
 		}
+		if se := (*stopError)(nil); errors.As(err, &se) {
+			n.awaitRepair(r, se) // until a repair record skips it (repair.go)
+			backoff = 100 * time.Millisecond
+			continue
+		}
 		if r.applied.Load() != before {
 			backoff = 100 * time.Millisecond
 		}
@@ -480,7 +486,7 @@ func (n *Node) followOnce(r *replica, meta *collectionMeta) error {
 			if err == nil {
 				break
 			}
-			if r.isBroken() || r.ctx.Err() != nil {
+			if se := (*stopError)(nil); errors.As(err, &se) || r.ctx.Err() != nil {
 				return err
 			}
 			n.cfg.Logf("shard %s/%d: applying message %d: %v (retrying)", meta.Name, r.shard, seq, err)
@@ -498,12 +504,6 @@ func (n *Node) followOnce(r *replica, meta *collectionMeta) error {
 	}
 }
 
-func (r *replica) isBroken() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.broken != nil
-}
-
 // serve answers one request to a replica, in pieces under the max
 // payload.
 func (n *Node) serve(r *replica, m *nats.Msg) {
@@ -517,21 +517,18 @@ func (n *Node) serve(r *replica, m *nats.Msg) {
 	var p *reply
 	kind := byte(kindSearch)
 	if err != nil {
-		p = &reply{status: statusError, applied: r.applied.Load(), msg: err.Error()}
+		p = &reply{status: statusError, applied: r.applied.Load(), msg: "request refused: " + err.Error()}
 	} else {
 		kind = q.kind
 		wctx, cancel := context.WithTimeout(n.ctx, time.Duration(q.waitMs)*time.Millisecond)
 		ok := r.waitApplied(wctx, q.minSeq)
 		cancel()
 		if !ok {
-			p = &reply{status: statusBehind, applied: r.applied.Load()}
-			r.mu.Lock()
-			if r.broken != nil {
-				// Stopped at a message it cannot apply: it will never
-				// catch up, and says why.
-				p = &reply{status: statusError, applied: r.applied.Load(), msg: r.broken.Error()}
+			// Stopped at a message it cannot apply, it will not catch up
+			// until skipped or upgraded, and says so.
+			if p = r.stoppedReply(); p == nil {
+				p = &reply{status: statusBehind, applied: r.applied.Load()}
 			}
-			r.mu.Unlock()
 		} else {
 			p = r.answer(n.ctx, q)
 		}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -25,8 +26,10 @@ const (
 	codeInvalidKey
 	codeInvalidRow
 	codeOther
-	codeInvalidMeta // version 2 on: metadata the shard cannot store
-	codeTooLarge    // version 2 on: a payload over the engine's limit
+	codeInvalidMeta // metadata the shard cannot store
+	codeTooLarge    // a payload over the engine's limit
+	codeUnreadable  // a message no replica can read, skipped (wire.go)
+	codeSkipped     // a message of a newer format, skipped by an operator's repair record (repair.go)
 )
 
 func codeErr(code byte) error {
@@ -47,6 +50,8 @@ func codeErr(code byte) error {
 		return engine.ErrInvalidMeta
 	case codeTooLarge:
 		return engine.ErrTooLarge
+	case codeUnreadable, codeSkipped:
+		return ErrUnreadableMessage
 	}
 	return errors.New("write refused")
 }
@@ -117,7 +122,8 @@ type replica struct {
 	cond    *sync.Cond    // broadcast when applied moves
 	live    []uint64      // sentinel IDs present, ascending
 	outs    map[uint64]outcome
-	broken  error // a message this build cannot apply: the shard stops here
+	broken  error // a *stopError: a message a newer build may apply, and the shard stops here until one does or an operator skips it
+	logf    func(format string, args ...any)
 
 	// The node's hold on the replica: ctx ends its follower, wg counts
 	// its follower and request goroutines, sub is its subscription to
@@ -141,7 +147,7 @@ func openReplica(ctx context.Context, coll string, shard int, path string, cfg e
 	if err != nil {
 		return nil, err
 	}
-	r := &replica{coll: coll, shard: shard, ix: ix, outs: map[uint64]outcome{}}
+	r := &replica{coll: coll, shard: shard, ix: ix, outs: map[uint64]outcome{}, logf: func(string, ...any) {}}
 	r.cond = sync.NewCond(&r.mu)
 	if err := r.loadSentinels(ctx); err != nil {
 		ix.Close()
@@ -190,8 +196,14 @@ func (r *replica) sentinelRow() []float32 {
 }
 
 // apply applies stream message seq. A non-nil error is a failure of this
-// machine (the caller retries the same message); a refusal every replica
-// reaches alike is the message's outcome, not an error.
+// machine (the caller retries the same message), or a *stopError: the
+// message verifies but is of a newer format, and the follower stops there
+// unless an operator's repair record skips it (repair.go). A refusal every
+// replica reaches alike is the message's outcome, not an error; so is a
+// message no build can read (too short for a checksum, a checksum that
+// fails, a body that does not decode): every replica skips it, recording
+// codeUnreadable as its outcome and moving its applied sequence past it
+// with nothing else changed, and logs it.
 func (r *replica) apply(ctx context.Context, seq uint64, data []byte) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -204,23 +216,64 @@ func (r *replica) apply(ctx context.Context, seq uint64, data []byte) error {
 	if want := r.applied.Load() + 1; seq != want {
 		return fmt.Errorf("shard %d: stream message %d arrived, %d expected", r.shard, seq, want)
 	}
-	m, err := decodeWrite(data)
-	if err == nil && m.op != opDelete && m.dim != r.ix.Dim() {
-		err = fmt.Errorf("%w: rows of dimension %d for a collection of dimension %d", errWire, m.dim, r.ix.Dim())
-	}
-	var a *msgAttrs
-	if err == nil {
-		a, err = decodeAttrs(m)
-	}
-	if err != nil {
-		r.broken = fmt.Errorf("shard %d: stream message %d: %w", r.shard, seq, err)
-		return r.broken
+	m, a, err := readWrite(data, r.ix.Dim())
+	if ve := (*versionError)(nil); errors.As(err, &ve) {
+		return newStopError(r.coll, r.shard, seq, data, ve)
 	}
 	sid := ReservedIDs + seq
+	if err != nil {
+		r.logf("shard %s/%d: skipping stream message %d of %s (%d bytes, first bytes %s): %v", r.coll, r.shard, seq, streamName(r.coll, r.shard), len(data), headHex(data), err)
+		if err := r.mark(ctx, sid); err != nil {
+			return err
+		}
+		r.record(ctx, seq, sid, outcome{code: codeUnreadable, msg: fmt.Sprintf("stream message %d of shard %d (%d bytes): %v", seq, r.shard, len(data), err)})
+		return nil
+	}
 	out, err := r.applyMsg(ctx, m, a, sid)
 	if err != nil {
 		return err
 	}
+	r.record(ctx, seq, sid, out)
+	return nil
+}
+
+// readWrite decodes a stream message for a collection of dimension dim, as
+// a replica does before it applies it: the frame, the body, the rows'
+// dimension and the metadata's encoding. Its errors are decodeWrite's.
+func readWrite(data []byte, dim int) (*writeMsg, *msgAttrs, error) {
+	m, err := decodeWrite(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	if m.op != opDelete && m.dim != dim {
+		return nil, nil, fmt.Errorf("%w: rows of dimension %d for a collection of dimension %d", errWire, m.dim, dim)
+	}
+	if m.op != opDelete || m.keys == nil { // a delete by keys carries no IDs
+		for i, id := range m.ids {
+			if id >= ReservedIDs {
+				// No client writes one (ErrReservedID); applied, it would
+				// read as the replica's applied sequence.
+				return nil, nil, fmt.Errorf("%w: row %d names ID %d, one of the cluster's own (from %d)", errWire, i, id, ReservedIDs)
+			}
+		}
+	}
+	a, err := decodeAttrs(m)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, a, nil
+}
+
+// mark stores the sentinel sid alone: the sequence moves, the rows stay
+// (mu held).
+func (r *replica) mark(ctx context.Context, sid uint64) error {
+	_, err := r.ix.Upsert(ctx, engine.Flat(r.sentinelRow(), r.ix.Dim()), engine.WithIDs(sid))
+	return err
+}
+
+// record notes that message seq is applied, its sentinel sid stored, with
+// outcome out (mu held).
+func (r *replica) record(ctx context.Context, seq, sid uint64, out outcome) {
 	r.live = append(r.live, sid)
 	r.applied.Store(seq)
 	r.outs[seq] = out
@@ -228,15 +281,51 @@ func (r *replica) apply(ctx context.Context, seq uint64, data []byte) error {
 	r.cond.Broadcast()
 	if len(r.live) > sentinelCap {
 		// Not atomic with the apply, and need not be: a crash before it
-		// leaves old sentinels, which the next open deletes.
-		if err := r.trimSentinels(ctx, 1); err != nil {
-			return nil // the apply stands; the next one tries again
-		}
+		// leaves old sentinels, which the next open deletes. A failure
+		// leaves them to the next apply.
+		_ = r.trimSentinels(ctx, 1)
 	}
+}
+
+// stopAt stops the replica at se's message: applies wait, and requests
+// are answered with se, until skip.
+func (r *replica) stopAt(se *stopError) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.broken = se
+	r.cond.Broadcast()
+}
+
+// skip passes se's message as an operator's repair record says, every
+// replica alike: the sequence moves past it, nothing else changes, and
+// the outcome is codeSkipped.
+func (r *replica) skip(ctx context.Context, se *stopError, rec *RepairRecord) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if want := r.applied.Load() + 1; se.seq != want {
+		return fmt.Errorf("shard %d: skipping stream message %d, %d expected", r.shard, se.seq, want)
+	}
+	sid := ReservedIDs + se.seq
+	if err := r.mark(ctx, sid); err != nil {
+		return err
+	}
+	r.broken = nil
+	r.record(ctx, se.seq, sid, outcome{code: codeSkipped, msg: fmt.Sprintf("stream message %d of shard %d (%d bytes, format version %d) skipped by the repair record %s/%s of %s",
+		se.seq, r.shard, se.size, se.version, bucketRepairs, repairKey(r.coll, r.shard, se.seq), rec.At.Format(time.RFC3339))})
 	return nil
 }
 
-// present reports which of ids are stored.
+// stoppedReply is the answer of a stopped replica to any request, or nil.
+func (r *replica) stoppedReply() *reply {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.broken == nil {
+		return nil
+	}
+	return &reply{status: statusStopped, applied: r.applied.Load(), msg: r.broken.Error()}
+}
+
+// refuse is a refusal outcome.
 func (r *replica) refuse(code byte, format string, args ...any) outcome {
 	return outcome{code: code, msg: fmt.Sprintf(format, args...)}
 }
@@ -249,13 +338,13 @@ type msgAttrs struct {
 }
 
 // decodeLimits read a message's metadata rows: wide, so that only bytes
-// that are not a canonical encoding stop the replica; the engine then
+// that are not a canonical encoding make it unreadable; the engine then
 // refuses a row over its own limits as the message's outcome, alike on
 // every replica.
 var decodeLimits = meta.Limits{MaxFields: 1 << 30, MaxNameBytes: 1 << 30, MaxStringBytes: 1 << 30, MaxTags: 1 << 30, MaxRowBytes: 1 << 30}
 
 // decodeAttrs decodes m's metadata rows. An error means the message
-// cannot be read, and the replica stops there.
+// cannot be read, and every replica skips it.
 func decodeAttrs(m *writeMsg) (*msgAttrs, error) {
 	a := &msgAttrs{metaSet: m.metaSet, paySet: m.paySet, payloads: m.payloads}
 	if m.metaSet {
@@ -312,10 +401,7 @@ func (r *replica) applyMsg(ctx context.Context, m *writeMsg, a *msgAttrs, sid ui
 		out := make([]float32, 0, len(rows)+dim)
 		return append(append(out, rows...), r.sentinelRow()...)
 	}
-	mark := func() error { // the sentinel alone
-		_, err := r.ix.Upsert(ctx, engine.Flat(r.sentinelRow(), dim), engine.WithIDs(sid))
-		return err
-	}
+	mark := func() error { return r.mark(ctx, sid) }
 	// refused records a deterministic refusal: the rows stay as they are,
 	// and only the sequence moves.
 	refused := func(o outcome) (outcome, error) {
@@ -467,13 +553,10 @@ func (r *replica) waitApplied(ctx context.Context, seq uint64) bool {
 // dropped, the outcomes of awaited writes, the IDs of keys, or the rows
 // held.
 func (r *replica) answer(ctx context.Context, q *request) *reply {
-	applied := r.applied.Load()
-	r.mu.Lock()
-	broken := r.broken
-	r.mu.Unlock()
-	if broken != nil {
-		return &reply{status: statusError, applied: applied, msg: broken.Error()}
+	if p := r.stoppedReply(); p != nil {
+		return p
 	}
+	applied := r.applied.Load()
 	// Awaits and row counts read under mu, which applies and recovery
 	// hold (recovery takes mu, then ixMu: holding ixMu here while asking
 	// for mu could deadlock with it); the rest under ixMu alone.

@@ -4,29 +4,97 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math"
 )
 
-// The wire formats. Every message starts with a version byte; a reader
-// refuses a version it does not know rather than guess (a replica stops
-// applying its shard instead of skipping a write it cannot read, which
-// would make it diverge). Version 1 carries vectors named by IDs or keys;
-// version 2 adds fields (per-row metadata and payloads on writes, a where
-// filter and the payload request on searches, payloads on hits) after the
-// version-1 ones, so version 1's layout stays a prefix. A writer uses
-// version 1 whenever the message has none of them, so a build that reads
-// only version 1 keeps reading the writes and searches that do not use
-// metadata.
+// The wire format. Every message umbra publishes (a write in a shard's
+// stream, a request to a shard, a replica's reply) is one frame:
 //
-// All integers are little-endian; float32 is IEEE 754 bits.
-
+//	u8 version, u32 crc32c(version byte ‖ body), body
+//
+// The checksum is CRC-32C (Castagnoli), as the store's log records use.
+// The first five bytes keep this meaning in every version, so a reader
+// checks the checksum before it reads anything the version decides: a
+// message too short to carry a checksum, or whose checksum does not
+// match, is unreadable whatever its version byte says. A message that
+// verifies but carries a version this build does not know was written by a
+// newer umbra (a replica stops there rather than skip it, see replica.go);
+// one that verifies and whose body does not decode under its version, or
+// that carries a version no build writes in this frame (0 to 2: the
+// unframed formats of earlier builds, no longer read), is unreadable.
+//
+// This build reads and writes version 3 only: umbra is unpublished, and
+// the versions before it (a version byte and no checksum) are not read;
+// a cluster whose streams were written by an earlier build is rebuilt
+// (export a replica's store, build again), its messages would otherwise be
+// skipped as unreadable. Version 3 has one layout per message with every
+// field, described at each type below.
+//
+// All integers are little-endian; float32 is IEEE 754 bits; a str is a u32
+// length and that many bytes. A reply too large for one NATS message is
+// sent in pieces (fanout.go); the frame, and its checksum, cover the
+// reply whole, checked once the pieces are put together.
+//
+// Decoders never allocate more than a small multiple of the message's
+// length, whatever the counts in it claim: every count is checked
+// against the bytes left before anything is made for it
+// (TestWireAllocationBounded, FuzzDecodeFrame).
 const (
-	wireVersion1 = 1
-	wireVersion  = 2 // the newest this build reads and writes
+	wireVersion = 3 // the version this build reads and writes
+	frameHeader = 5 // u8 version, u32 checksum
 )
 
-// errWire is a message that cannot be decoded.
-var errWire = errors.New("malformed cluster message")
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// errWire is a message that cannot be read: too short for a frame, a
+// checksum that does not match, or a body that does not decode. No build
+// can read it.
+var errWire = errors.New("unreadable cluster message")
+
+// versionError is a message whose checksum holds but whose version this
+// build does not know: a newer build wrote it, and may read it.
+type versionError struct{ version byte }
+
+func (e *versionError) Error() string {
+	return fmt.Sprintf("format version %d, and this build reads version %d: a newer umbra wrote it", e.version, wireVersion)
+}
+
+// newFrame starts a message of this build's version with room for a body
+// of size bytes; sealFrame fills in its checksum.
+func newFrame(size int) []byte {
+	b := make([]byte, frameHeader, frameHeader+size)
+	b[0] = wireVersion
+	return b
+}
+
+// frameSum is the checksum of a frame: over its version byte and its body.
+func frameSum(b []byte) uint32 {
+	return crc32.Update(crc32.Update(0, castagnoli, b[:1]), castagnoli, b[frameHeader:])
+}
+
+func sealFrame(b []byte) []byte {
+	binary.LittleEndian.PutUint32(b[1:frameHeader], frameSum(b))
+	return b
+}
+
+// openFrame checks b's checksum, then its version, and returns its body.
+// The error wraps errWire, or is a *versionError.
+func openFrame(b []byte) ([]byte, error) {
+	if len(b) < frameHeader {
+		return nil, fmt.Errorf("%w: %d bytes, too short to carry a checksum (%d)", errWire, len(b), frameHeader)
+	}
+	if want, got := binary.LittleEndian.Uint32(b[1:frameHeader]), frameSum(b); want != got {
+		return nil, fmt.Errorf("%w: checksum mismatch (the message says %08x, its %d bytes give %08x)", errWire, want, len(b), got)
+	}
+	switch v := b[0]; {
+	case v > wireVersion:
+		return nil, &versionError{version: v}
+	case v < wireVersion:
+		return nil, fmt.Errorf("%w: format version %d in a checksummed frame, which no umbra writes", errWire, v)
+	}
+	return b[frameHeader:], nil
+}
 
 // Write operations, as logged in a shard's stream.
 const (
@@ -37,16 +105,16 @@ const (
 
 // writeMsg is one shard's part of a write: the rows of the call that hash
 // to this shard, whole or as one of several pieces under the payload limit.
+// Its body:
 //
-//	u8 version, u8 op, u8 naming (0 IDs, 1 keys), u32 n, u32 dim,
+//	u8 op, u8 naming (0 IDs, 1 keys), u8 attrs (bit 0: metadata given,
+//	  bit 1: payloads given; 0 on a delete), u32 n, u32 dim,
 //	n × u64 IDs (naming IDs: the rows' IDs; naming keys: the IDs a new key
 //	  gets, chosen by the client so that every replica assigns the same),
-//	naming keys: n × (u32 length, bytes) keys,
+//	naming keys: n × str keys,
 //	op add/upsert: n × dim float32 rows,
-//	version 2 only: u8 attrs (bit 0: metadata given, bit 1: payloads
-//	  given), bit 0: n × (u32 length, meta.AppendBinary of the row's
-//	  fields; length 0: none), bit 1: n × (u32 length, payload bytes;
-//	  length 0: none).
+//	attrs bit 0: n × str meta.AppendBinary of the row's fields (empty: none),
+//	attrs bit 1: n × str payloads (empty: none).
 //
 // "Given" keeps the engine's distinction: an upsert without metadata
 // keeps the replaced rows' own, one with it (even empty) replaces it.
@@ -67,23 +135,16 @@ const (
 	attrPayloads = 2
 )
 
-func (m *writeMsg) n() int { return len(m.ids) }
+// writeHeader is the bytes of a write message besides its rows' own.
+const writeHeader = frameHeader + 11
 
-func (m *writeMsg) version() byte {
-	if m.metaSet || m.paySet {
-		return wireVersion
-	}
-	return wireVersion1
-}
+func (m *writeMsg) n() int { return len(m.ids) }
 
 // size is the encoded length in bytes.
 func (m *writeMsg) size() int {
-	s := 11 + 8*len(m.ids) + 4*len(m.rows)
+	s := writeHeader + 8*len(m.ids) + 4*len(m.rows)
 	for _, k := range m.keys {
 		s += 4 + len(k)
-	}
-	if m.metaSet || m.paySet {
-		s++
 	}
 	for _, b := range m.meta {
 		s += 4 + len(b)
@@ -95,26 +156,10 @@ func (m *writeMsg) size() int {
 }
 
 func (m *writeMsg) encode() []byte {
-	b := make([]byte, 0, m.size())
+	b := newFrame(m.size() - frameHeader)
 	naming := byte(0)
 	if m.keys != nil {
 		naming = 1
-	}
-	b = append(b, m.version(), m.op, naming)
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(m.ids)))
-	b = binary.LittleEndian.AppendUint32(b, uint32(m.dim))
-	for _, id := range m.ids {
-		b = binary.LittleEndian.AppendUint64(b, id)
-	}
-	for _, k := range m.keys {
-		b = binary.LittleEndian.AppendUint32(b, uint32(len(k)))
-		b = append(b, k...)
-	}
-	for _, v := range m.rows {
-		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
-	}
-	if m.version() == wireVersion1 {
-		return b
 	}
 	attrs := byte(0)
 	if m.metaSet {
@@ -123,14 +168,25 @@ func (m *writeMsg) encode() []byte {
 	if m.paySet {
 		attrs |= attrPayloads
 	}
-	b = append(b, attrs)
+	b = append(b, m.op, naming, attrs)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(m.ids)))
+	b = binary.LittleEndian.AppendUint32(b, uint32(m.dim))
+	for _, id := range m.ids {
+		b = binary.LittleEndian.AppendUint64(b, id)
+	}
+	for _, k := range m.keys {
+		b = appendStr(b, k)
+	}
+	for _, v := range m.rows {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+	}
 	for _, x := range m.meta {
 		b = appendBytes(b, x)
 	}
 	for _, x := range m.payloads {
 		b = appendBytes(b, x)
 	}
-	return b
+	return sealFrame(b)
 }
 
 func appendBytes(b, x []byte) []byte {
@@ -138,10 +194,21 @@ func appendBytes(b, x []byte) []byte {
 	return append(b, x...)
 }
 
-// reader walks a message, remembering the first failure.
+func appendStr(b []byte, s string) []byte {
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(s)))
+	return append(b, s...)
+}
+
+// reader walks a message's body, remembering the first failure.
 type reader struct {
 	b   []byte
 	err error
+}
+
+func (r *reader) fail(format string, args ...any) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: "+format, append([]any{errWire}, args...)...)
+	}
 }
 
 func (r *reader) take(n int) []byte {
@@ -149,7 +216,7 @@ func (r *reader) take(n int) []byte {
 		return nil
 	}
 	if n < 0 || n > len(r.b) {
-		r.err = fmt.Errorf("%w: %d bytes wanted, %d left", errWire, n, len(r.b))
+		r.fail("%d bytes wanted, %d left", n, len(r.b))
 		return nil
 	}
 	p := r.b[:n]
@@ -195,21 +262,51 @@ func (r *reader) bytes() []byte {
 	return r.take(int(n))
 }
 
+// count reads a u32 count of entries of at least min bytes each, refused
+// when the bytes left cannot hold that many: what a decoder makes for the
+// entries is then bounded by the message's length.
+func (r *reader) count(min int, what string) int {
+	n := int(r.u32())
+	if r.err == nil && (n < 0 || n > len(r.b)/min) {
+		r.fail("%d %s in %d bytes", n, what, len(r.b))
+		return 0
+	}
+	return n
+}
+
 // list reads n length-prefixed byte strings.
 func (r *reader) list(n int) [][]byte {
-	if r.err == nil && n > len(r.b)/4 {
-		r.err = fmt.Errorf("%w: %d entries wanted, %d bytes left", errWire, n, len(r.b))
+	if r.err == nil && (n < 0 || n > len(r.b)/4) {
+		r.fail("%d entries wanted, %d bytes left", n, len(r.b))
 	}
-	out := make([][]byte, 0, max(n, 0))
+	if r.err != nil {
+		return nil
+	}
+	out := make([][]byte, 0, n)
 	for i := 0; i < n && r.err == nil; i++ {
 		out = append(out, r.bytes())
 	}
 	return out
 }
 
+// strs reads n strs.
+func (r *reader) strs(n int) []string {
+	if r.err == nil && (n < 0 || n > len(r.b)/4) {
+		r.fail("%d strings wanted, %d bytes left", n, len(r.b))
+	}
+	if r.err != nil {
+		return nil
+	}
+	out := make([]string, 0, n)
+	for i := 0; i < n && r.err == nil; i++ {
+		out = append(out, r.str())
+	}
+	return out
+}
+
 func (r *reader) f32s(n int) []float32 {
 	if r.err == nil && (n < 0 || n > len(r.b)/4) {
-		r.err = fmt.Errorf("%w: %d floats wanted, %d bytes left", errWire, n, len(r.b))
+		r.fail("%d floats wanted, %d bytes left", n, len(r.b))
 	}
 	p := r.take(4 * n)
 	if p == nil {
@@ -224,7 +321,7 @@ func (r *reader) f32s(n int) []float32 {
 
 func (r *reader) u64s(n int) []uint64 {
 	if r.err == nil && (n < 0 || n > len(r.b)/8) {
-		r.err = fmt.Errorf("%w: %d IDs wanted, %d bytes left", errWire, n, len(r.b))
+		r.fail("%d IDs wanted, %d bytes left", n, len(r.b))
 	}
 	p := r.take(8 * n)
 	if p == nil {
@@ -237,58 +334,55 @@ func (r *reader) u64s(n int) []uint64 {
 	return out
 }
 
-// version reads the version byte: 1 or 2, or an error naming it.
-func (r *reader) version() byte {
-	v := r.u8()
-	if r.err == nil && (v < wireVersion1 || v > wireVersion) {
-		r.err = fmt.Errorf("%w: version %d, this build reads versions 1 to %d (upgrade umbra)", errWire, v, wireVersion)
+// end refuses bytes left after the last field.
+func (r *reader) end() error {
+	if r.err == nil && len(r.b) != 0 {
+		r.fail("%d bytes past the end", len(r.b))
 	}
-	return v
+	return r.err
 }
 
+// decodeWrite reads a write message. The error wraps errWire (no build
+// can read it) or is a *versionError (a newer build may).
 func decodeWrite(b []byte) (*writeMsg, error) {
-	r := &reader{b: b}
-	v := r.version()
+	body, err := openFrame(b)
+	if err != nil {
+		return nil, err
+	}
+	r := &reader{b: body}
 	m := &writeMsg{op: r.u8()}
 	naming := r.u8()
+	attrs := r.u8()
 	n := int(r.u32())
 	m.dim = int(r.u32())
-	if r.err == nil && (m.op < opAdd || m.op > opDelete || naming > 1) {
-		r.err = fmt.Errorf("%w: op %d, naming %d", errWire, m.op, naming)
+	switch {
+	case r.err != nil:
+	case m.op < opAdd || m.op > opDelete || naming > 1:
+		r.fail("op %d, naming %d", m.op, naming)
+	case attrs&^(attrMeta|attrPayloads) != 0 || attrs != 0 && m.op == opDelete:
+		r.fail("attributes %#x on op %d", attrs, m.op)
 	}
 	m.ids = r.u64s(n)
-	if naming == 1 && r.err == nil {
-		m.keys = make([]string, n)
-		for i := range m.keys {
-			m.keys[i] = r.str()
-		}
+	if naming == 1 {
+		m.keys = r.strs(n)
 	}
 	if m.op != opDelete && r.err == nil {
-		if m.dim <= 0 || n > 0 && m.dim > len(r.b)/4/n {
-			r.err = fmt.Errorf("%w: %d rows of dimension %d in %d bytes", errWire, n, m.dim, len(r.b))
+		if m.dim <= 0 || n < 0 || n > 0 && m.dim > len(r.b)/4/n {
+			r.fail("%d rows of dimension %d in %d bytes", n, m.dim, len(r.b))
 		} else {
 			m.rows = r.f32s(n * m.dim)
 		}
 	}
-	if v == wireVersion && r.err == nil {
-		attrs := r.u8()
-		switch {
-		case r.err != nil:
-		case attrs == 0 || attrs&^(attrMeta|attrPayloads) != 0 || m.op == opDelete:
-			r.err = fmt.Errorf("%w: attributes %#x on op %d", errWire, attrs, m.op)
-		default:
-			if attrs&attrMeta != 0 {
-				m.metaSet, m.meta = true, r.list(n)
-			}
-			if attrs&attrPayloads != 0 {
-				m.paySet, m.payloads = true, r.list(n)
-			}
-		}
+	if attrs&attrMeta != 0 {
+		m.metaSet, m.meta = true, r.list(n)
 	}
-	if r.err == nil && len(r.b) != 0 {
-		r.err = fmt.Errorf("%w: %d bytes past the end", errWire, len(r.b))
+	if attrs&attrPayloads != 0 {
+		m.paySet, m.payloads = true, r.list(n)
 	}
-	return m, r.err
+	if err := r.end(); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // Request kinds a replica answers.
@@ -300,20 +394,21 @@ const (
 	kindRows   = 5 // how many rows the shard holds
 )
 
-// request is one fan-out call to a shard.
+// request is one fan-out call to a shard. Its body:
 //
-//	u8 version, u8 kind, u64 minSeq (the caller's token for this shard:
-//	answer only once applied this far), u32 waitMillis (how long the
-//	replica may wait to catch up before it says it is behind),
+//	u8 kind, u64 minSeq (the caller's token for this shard: answer only
+//	once applied this far), u32 waitMillis (how long the replica may wait
+//	to catch up before it says it is behind),
 //	kind search/range: u32 k, f32 threshold, u32 maxHits (0: none),
-//	  u32 allowCount (0xFFFFFFFF: no filter) + IDs, u32 nq, u32 dim, rows;
+//	  u32 allowCount (0xFFFFFFFF: no filter) + allowCount × u64 IDs,
+//	  u32 nq, u32 dim, nq × dim float32 queries,
+//	  u32 whereLength (0xFFFFFFFF: no filter) + the filter in the where
+//	  syntax (meta.Filter.AppendJSON), u8 withPayload (1: hits carry
+//	  payloads);
 //	kind await: u32 n + n × u64 sequences;
-//	kind lookup: u32 n + n × (u32 length, key bytes); its reply is a
-//	  search's with one query, a hit (ID, score 0, key) per key held;
-//	kind rows: nothing more;
-//	version 2 only (search/range): u32 whereLength (0xFFFFFFFF: no filter)
-//	  + the filter in the where syntax (meta.Filter.AppendJSON), u8
-//	  withPayload (1: hits carry payloads; the reply is version 2).
+//	kind lookup: u32 n + n × str keys; its reply is a search's with one
+//	  query, a hit (ID, score 0, key) per key held;
+//	kind rows: nothing more.
 type request struct {
 	kind      byte
 	minSeq    uint64
@@ -330,36 +425,32 @@ type request struct {
 	payload   bool
 }
 
-func (q *request) version() byte {
-	if q.kind != kindAwait && (q.where != nil || q.payload) {
-		return wireVersion
-	}
-	return wireVersion1
-}
-
 const noFilter = 0xFFFFFFFF
 
 func (q *request) encode() []byte {
-	b := make([]byte, 0, 48+8*len(q.allow)+4*len(q.queries)+8*len(q.seqs)+len(q.where))
-	b = append(b, q.version(), q.kind)
+	size := 48 + 8*len(q.allow) + 4*len(q.queries) + 8*len(q.seqs) + len(q.where)
+	for _, k := range q.keys {
+		size += 4 + len(k)
+	}
+	b := newFrame(size)
+	b = append(b, q.kind)
 	b = binary.LittleEndian.AppendUint64(b, q.minSeq)
 	b = binary.LittleEndian.AppendUint32(b, q.waitMs)
-	if q.kind == kindAwait {
+	switch q.kind {
+	case kindAwait:
 		b = binary.LittleEndian.AppendUint32(b, uint32(len(q.seqs)))
 		for _, s := range q.seqs {
 			b = binary.LittleEndian.AppendUint64(b, s)
 		}
-		return b
-	}
-	if q.kind == kindRows {
-		return b
-	}
-	if q.kind == kindLookup {
+		return sealFrame(b)
+	case kindRows:
+		return sealFrame(b)
+	case kindLookup:
 		b = binary.LittleEndian.AppendUint32(b, uint32(len(q.keys)))
 		for _, k := range q.keys {
 			b = appendStr(b, k)
 		}
-		return b
+		return sealFrame(b)
 	}
 	b = binary.LittleEndian.AppendUint32(b, uint32(q.k))
 	b = binary.LittleEndian.AppendUint32(b, math.Float32bits(q.threshold))
@@ -381,34 +472,30 @@ func (q *request) encode() []byte {
 	for _, v := range q.queries {
 		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
 	}
-	if q.version() == wireVersion1 {
-		return b
-	}
 	if q.where == nil {
 		b = binary.LittleEndian.AppendUint32(b, noFilter)
 	} else {
 		b = appendBytes(b, q.where)
 	}
-	return append(b, byte(btoi(q.payload)))
+	b = append(b, byte(btoi(q.payload)))
+	return sealFrame(b)
 }
 
+// decodeRequest reads a request; its errors are decodeWrite's.
 func decodeRequest(b []byte) (*request, error) {
-	r := &reader{b: b}
-	v := r.version()
+	body, err := openFrame(b)
+	if err != nil {
+		return nil, err
+	}
+	r := &reader{b: body}
 	q := &request{kind: r.u8(), minSeq: r.u64(), waitMs: r.u32()}
 	switch {
 	case r.err != nil:
 	case q.kind == kindAwait:
 		q.seqs = r.u64s(int(r.u32()))
-	case q.kind == kindRows && v == wireVersion1:
-	case q.kind == kindLookup && v == wireVersion1:
-		n := int(r.u32())
-		if r.err == nil && n > len(r.b)/4 {
-			r.err = fmt.Errorf("%w: %d keys in %d bytes", errWire, n, len(r.b))
-		}
-		for i := 0; i < n && r.err == nil; i++ {
-			q.keys = append(q.keys, r.str())
-		}
+	case q.kind == kindRows:
+	case q.kind == kindLookup:
+		q.keys = r.strs(int(r.u32()))
 	case q.kind == kindSearch || q.kind == kindRange:
 		q.k = int(r.u32())
 		q.threshold = math.Float32frombits(r.u32())
@@ -421,44 +508,38 @@ func decodeRequest(b []byte) (*request, error) {
 		}
 		nq := int(r.u32())
 		q.dim = int(r.u32())
-		if r.err == nil && (q.dim <= 0 || nq > len(r.b)/4/q.dim) {
-			r.err = fmt.Errorf("%w: %d queries of dimension %d in %d bytes", errWire, nq, q.dim, len(r.b))
+		if r.err == nil && (q.dim <= 0 || nq < 0 || nq > len(r.b)/4/q.dim) {
+			r.fail("%d queries of dimension %d in %d bytes", nq, q.dim, len(r.b))
 		}
 		q.queries = r.f32s(nq * q.dim)
-		if v == wireVersion {
-			if n := r.u32(); n != noFilter {
-				q.where = r.take(int(n))
-				if q.where == nil && r.err == nil {
-					q.where = []byte{}
-				}
-			}
-			switch p := r.u8(); {
-			case r.err != nil:
-			case p > 1:
-				r.err = fmt.Errorf("%w: withPayload %d", errWire, p)
-			default:
-				q.payload = p == 1
-			}
-			if r.err == nil && q.where == nil && !q.payload {
-				r.err = fmt.Errorf("%w: a version 2 request with no version 2 fields", errWire)
+		if n := r.u32(); n != noFilter {
+			q.where = r.take(int(n))
+			if q.where == nil && r.err == nil {
+				q.where = []byte{}
 			}
 		}
-	case v == wireVersion:
-		r.err = fmt.Errorf("%w: a version 2 request of kind %d", errWire, q.kind)
+		switch p := r.u8(); {
+		case r.err != nil:
+		case p > 1:
+			r.fail("withPayload %d", p)
+		default:
+			q.payload = p == 1
+		}
 	default:
-		r.err = fmt.Errorf("%w: request kind %d", errWire, q.kind)
+		r.fail("request kind %d", q.kind)
 	}
-	if r.err == nil && len(r.b) != 0 {
-		r.err = fmt.Errorf("%w: %d bytes past the end", errWire, len(r.b))
+	if err := r.end(); err != nil {
+		return nil, err
 	}
-	return q, r.err
+	return q, nil
 }
 
 // Reply statuses.
 const (
-	statusOK     = 0
-	statusBehind = 1 // not applied up to minSeq within waitMillis: ask another replica
-	statusError  = 2 // the replica cannot answer (message says why)
+	statusOK      = 0
+	statusBehind  = 1 // not applied up to minSeq within waitMillis: ask another replica
+	statusError   = 2 // the replica cannot answer (message says why)
+	statusStopped = 3 // the replica stopped at a message it cannot apply (message names it and the way out)
 )
 
 // hit is one result on the wire.
@@ -478,14 +559,14 @@ type outcome struct {
 	ids  []uint64
 }
 
-// reply is a replica's answer.
+// reply is a replica's answer. Its body:
 //
-//	u8 version, u8 status, u64 applied, str message,
-//	status OK, search/range: u32 nq, per query u32 n + n × (u64 ID,
-//	  f32 score, str key; version 2: str payload);
-//	status OK, await: u32 n, per sequence u8 code, str message, u32 m +
-//	  m × u64 IDs;
-//	status OK, rows: u64 rows.
+//	u8 status, u64 applied, str message,
+//	status OK, kind rows: u64 rows;
+//	status OK, kind await: u32 n, per sequence u8 code, str message,
+//	  u32 m + m × u64 IDs;
+//	status OK, kind search/range/lookup: u8 withPayload, u32 nq, per query
+//	  u32 n + n × (u64 ID, f32 score, str key, withPayload 1: str payload).
 type reply struct {
 	status   byte
 	applied  uint64
@@ -493,29 +574,29 @@ type reply struct {
 	hits     [][]hit
 	outcomes []outcome
 	rows     uint64 // kind rows
-	payloads bool   // version 2: every hit carries its payload
+	payloads bool   // every hit carries its payload
 }
 
-func appendStr(b []byte, s string) []byte {
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(s)))
-	return append(b, s...)
-}
+// The least bytes one entry of a reply takes: a hit without and with its
+// payload, an outcome, a query's hit list.
+const (
+	minHit     = 8 + 4 + 4
+	minOutcome = 1 + 4 + 4
+	minHits    = 4
+)
 
 func (p *reply) encode(kind byte) []byte {
-	v := byte(wireVersion1)
-	if p.payloads {
-		v = wireVersion
-	}
-	b := []byte{v, p.status}
+	b := newFrame(64 + len(p.msg))
+	b = append(b, p.status)
 	b = binary.LittleEndian.AppendUint64(b, p.applied)
 	b = appendStr(b, p.msg)
 	if p.status != statusOK {
-		return b
+		return sealFrame(b)
 	}
-	if kind == kindRows {
-		return binary.LittleEndian.AppendUint64(b, p.rows)
-	}
-	if kind == kindAwait {
+	switch kind {
+	case kindRows:
+		b = binary.LittleEndian.AppendUint64(b, p.rows)
+	case kindAwait:
 		b = binary.LittleEndian.AppendUint32(b, uint32(len(p.outcomes)))
 		for _, o := range p.outcomes {
 			b = append(b, o.code)
@@ -525,60 +606,72 @@ func (p *reply) encode(kind byte) []byte {
 				b = binary.LittleEndian.AppendUint64(b, id)
 			}
 		}
-		return b
-	}
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(p.hits)))
-	for _, hs := range p.hits {
-		b = binary.LittleEndian.AppendUint32(b, uint32(len(hs)))
-		for _, h := range hs {
-			b = binary.LittleEndian.AppendUint64(b, h.ID)
-			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(h.Score))
-			b = appendStr(b, h.Key)
-			if p.payloads {
-				b = appendStr(b, h.Payload)
+	default:
+		b = append(b, byte(btoi(p.payloads)))
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(p.hits)))
+		for _, hs := range p.hits {
+			b = binary.LittleEndian.AppendUint32(b, uint32(len(hs)))
+			for _, h := range hs {
+				b = binary.LittleEndian.AppendUint64(b, h.ID)
+				b = binary.LittleEndian.AppendUint32(b, math.Float32bits(h.Score))
+				b = appendStr(b, h.Key)
+				if p.payloads {
+					b = appendStr(b, h.Payload)
+				}
 			}
 		}
 	}
-	return b
+	return sealFrame(b)
 }
 
+// decodeReply reads a reply to a request of kind; its errors are
+// decodeWrite's.
 func decodeReply(b []byte, kind byte) (*reply, error) {
-	r := &reader{b: b}
-	v := r.version()
-	p := &reply{status: r.u8(), applied: r.u64(), msg: r.str(), payloads: v == wireVersion}
-	if r.err == nil && p.status == statusOK && kind == kindRows {
+	body, err := openFrame(b)
+	if err != nil {
+		return nil, err
+	}
+	r := &reader{b: body}
+	p := &reply{status: r.u8(), applied: r.u64(), msg: r.str()}
+	switch {
+	case r.err != nil:
+	case p.status > statusStopped:
+		r.fail("reply status %d", p.status)
+	case p.status != statusOK:
+	case kind == kindRows:
 		p.rows = r.u64()
-	} else if r.err == nil && p.status == statusOK {
-		n := int(r.u32())
-		if r.err == nil && n > len(r.b) {
-			r.err = fmt.Errorf("%w: %d entries in %d bytes", errWire, n, len(r.b))
+	case kind == kindAwait:
+		n := r.count(minOutcome, "outcomes")
+		p.outcomes = make([]outcome, 0, n)
+		for i := 0; i < n && r.err == nil; i++ {
+			o := outcome{code: r.u8(), msg: r.str()}
+			o.ids = r.u64s(int(r.u32()))
+			p.outcomes = append(p.outcomes, o)
 		}
-		if kind == kindAwait {
-			for i := 0; i < n && r.err == nil; i++ {
-				o := outcome{code: r.u8(), msg: r.str()}
-				o.ids = r.u64s(int(r.u32()))
-				p.outcomes = append(p.outcomes, o)
-			}
-		} else {
-			for i := 0; i < n && r.err == nil; i++ {
-				m := int(r.u32())
-				if r.err == nil && m > len(r.b)/16 {
-					r.err = fmt.Errorf("%w: %d hits in %d bytes", errWire, m, len(r.b))
-					break
+	default:
+		switch w := r.u8(); {
+		case r.err != nil:
+		case w > 1:
+			r.fail("withPayload %d", w)
+		default:
+			p.payloads = w == 1
+		}
+		n := r.count(minHits, "hit lists")
+		p.hits = make([][]hit, 0, n)
+		for i := 0; i < n && r.err == nil; i++ {
+			m := r.count(minHit+4*btoi(p.payloads), "hits")
+			hs := make([]hit, m)
+			for j := 0; j < m && r.err == nil; j++ {
+				hs[j] = hit{ID: r.u64(), Score: math.Float32frombits(r.u32()), Key: r.str()}
+				if p.payloads {
+					hs[j].Payload = r.str()
 				}
-				hs := make([]hit, m)
-				for j := range hs {
-					hs[j] = hit{ID: r.u64(), Score: math.Float32frombits(r.u32()), Key: r.str()}
-					if p.payloads {
-						hs[j].Payload = r.str()
-					}
-				}
-				p.hits = append(p.hits, hs)
 			}
+			p.hits = append(p.hits, hs)
 		}
 	}
-	if r.err == nil && len(r.b) != 0 {
-		r.err = fmt.Errorf("%w: %d bytes past the end", errWire, len(r.b))
+	if err := r.end(); err != nil {
+		return nil, err
 	}
-	return p, r.err
+	return p, nil
 }

@@ -28,6 +28,7 @@ type grammar struct {
 	Convert    convertCmd    `cmd:"" name:"convert" help:"convert a vector file between .npy (float32, float16) and .fvecs"`
 	Version    versionCmd    `cmd:"" name:"version" help:"print the version, the Go version and whether GPU support is built in"`
 	Serve      serveCmd      `cmd:"" name:"serve" help:"run an umbra cluster node (NATS JetStream; embedded without --nats)"`
+	Repair     repairCmd     `cmd:"" name:"repair" help:"find where a cluster shard stopped, and record a skip its replicas follow"`
 	HelpCmd    helpCmd       `cmd:"" name:"help" help:"show help for umbra or one command"`
 }
 

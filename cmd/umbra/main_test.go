@@ -268,7 +268,7 @@ func TestHelpNamesEveryFlag(t *testing.T) {
 	for _, n := range parser.Model.Node.Children {
 		inGrammar = append(inGrammar, n.Name)
 	}
-	require.Equal(t, []string{"probe", "build", "add", "delete", "info", "get", "search", "export", "checkpoint", "compact", "convert", "version", "serve", "help"}, inGrammar)
+	require.Equal(t, []string{"probe", "build", "add", "delete", "info", "get", "search", "export", "checkpoint", "compact", "convert", "version", "serve", "repair", "help"}, inGrammar)
 	for _, node := range parser.Model.Node.Children {
 		var help bytes.Buffer
 		require.NoError(t, cmdline.PrintHelp(&grammar{}, []string{node.Name}, program(&help), &help))
