@@ -53,6 +53,8 @@ type serveCmd struct {
 	Place  bool   `name:"placement" help:"hold only the shards a controller (one of the nodes) assigns this node, in proportion to its memory, rather than every shard; on Ctrl-C the node hands its shards over before it stops"`
 	NodeID string `name:"node-id" placeholder:"ID" help:"with --placement: the node's name (default: made once and kept in DIR/node-id)"`
 	MemMiB int64  `name:"memory-mib" default:"0" placeholder:"MIB" help:"with --placement: the memory this node offers, in MiB (0: the machine's)"`
+
+	serveLimitFlags `embed:""` // serve_wait.go
 }
 
 func (*serveCmd) Help() string {
@@ -80,6 +82,16 @@ func (s *serveCmd) Run(ctx context.Context, e *env) error {
 	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
 		return err
 	}
+	if !s.Place && (s.NodeID != "" || s.MemMiB != 0) {
+		return usagef("--node-id and --memory-mib need --placement")
+	}
+	if s.MemMiB < 0 {
+		return usagef("--memory-mib %d: a size in MiB, 0 for the machine's", s.MemMiB)
+	}
+	limits, err := s.limits()
+	if err != nil {
+		return err
+	}
 	url := s.NATS
 	if url == "" {
 		srv, err := cluster.StartEmbedded(cluster.EmbeddedConfig{Listen: s.Listen, Dir: s.Dir})
@@ -89,25 +101,16 @@ func (s *serveCmd) Run(ctx context.Context, e *env) error {
 		defer srv.Close()
 		url = srv.URL()
 	}
-	c, err := cluster.Connect(ctx, url)
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(e.stderr, "umbra serve: "+format+"\n", args...)
+	}
+	// A NATS cluster may still be forming: wait for it (--wait).
+	c, n, err := startServing(ctx, url, cluster.NodeConfig{Dir: filepath.Clean(s.Dir), Device: device, SnapshotEvery: s.Snap, Logf: logf,
+		Placement: s.Place, ID: s.NodeID, Memory: s.MemMiB << 20, Limits: limits}, s.Wait, logf)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	logf := func(format string, args ...any) {
-		fmt.Fprintf(e.stderr, "umbra serve: "+format+"\n", args...)
-	}
-	if !s.Place && (s.NodeID != "" || s.MemMiB != 0) {
-		return usagef("--node-id and --memory-mib need --placement")
-	}
-	if s.MemMiB < 0 {
-		return usagef("--memory-mib %d: a size in MiB, 0 for the machine's", s.MemMiB)
-	}
-	n, err := cluster.StartNode(ctx, c, cluster.NodeConfig{Dir: filepath.Clean(s.Dir), Device: device, SnapshotEvery: s.Snap, Logf: logf,
-		Placement: s.Place, ID: s.NodeID, Memory: s.MemMiB << 20})
-	if err != nil {
-		return err
-	}
 	fmt.Fprintf(e.stdout, "umbra serve: NATS %s, replicas under %s\n", url, s.Dir)
 	<-ctx.Done()
 	if s.Place {
@@ -264,6 +267,7 @@ type clusterInfoJSON struct {
 	NodeReplicas int               `json:"node_replicas"`
 	Rows         int               `json:"rows"` // the shards' rows, summed
 	Streams      []clusterShardLog `json:"streams"`
+	Nodes        []nodeJSON        `json:"nodes"` // every node's request counts and limits (info_nodes.go)
 }
 
 type clusterShardLog struct {
@@ -277,6 +281,9 @@ type clusterShardLog struct {
 }
 
 func (c *infoCmd) runCluster(ctx context.Context, e *env) error {
+	if c.Collection == "" {
+		return c.runNodes(ctx, e)
+	}
 	cl, col, err := c.open(ctx)
 	if err != nil {
 		return err
@@ -305,6 +312,9 @@ func (c *infoCmd) runCluster(ctx context.Context, e *env) error {
 		out.Streams = append(out.Streams, clusterShardLog{Shard: s, Rows: rows[s], Messages: info.State.Msgs, Bytes: info.State.Bytes,
 			FirstSeq: info.State.FirstSeq, LastSeq: info.State.LastSeq, Replicas: info.Config.Replicas})
 	}
+	if out.Nodes, err = clusterNodes(ctx, cl); err != nil {
+		return err
+	}
 	if c.JSON {
 		return json.NewEncoder(e.stdout).Encode(out)
 	}
@@ -316,6 +326,7 @@ func (c *infoCmd) runCluster(ctx context.Context, e *env) error {
 	for _, s := range out.Streams {
 		fmt.Fprintf(e.stdout, "  shard %d: %d rows; stream: %d messages, %d bytes, sequences %d–%d, R%d\n", s.Shard, s.Rows, s.Messages, s.Bytes, s.FirstSeq, s.LastSeq, s.Replicas)
 	}
+	writeNodes(e.stdout, out.Nodes)
 	return nil
 }
 
