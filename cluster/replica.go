@@ -487,7 +487,7 @@ func (r *replica) answer(ctx context.Context, q *request, t *ticket) *reply {
 		for _, s := range q.seqs {
 			o, ok := r.outs[s]
 			if !ok {
-				p = &reply{status: statusError, applied: applied, msg: fmt.Sprintf("%v: shard %d message %d applied before this replica's restart", ErrOutcomeUnknown, r.shard, s)}
+				p = &reply{status: statusError, applied: applied, msg: fmt.Sprintf("%v: shard %d message %d: its outcome is no longer kept (applied before this replica's restart, or over %d messages ago)", ErrOutcomeUnknown, r.shard, s, outcomeRing)}
 				break
 			}
 			p.outcomes = append(p.outcomes, o)

@@ -145,7 +145,7 @@ func (b *buildCmd) runCluster(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	return clusterWrite(ctx, e, col, src, b.IDs, b.Keys, b.Attr, false)
+	return clusterWrite(ctx, e, col, src, b.IDs, b.Keys, b.Attr, false, b.key(e))
 }
 
 func (c *addCmd) runCluster(ctx context.Context, e *env) error {
@@ -159,7 +159,7 @@ func (c *addCmd) runCluster(ctx context.Context, e *env) error {
 		return err
 	}
 	defer cl.Close()
-	return clusterWrite(ctx, e, col, src, c.IDs, c.Keys, c.Attr, c.Upsert)
+	return clusterWrite(ctx, e, col, src, c.IDs, c.Keys, c.Attr, c.Upsert, c.key(e))
 }
 
 // clusterAttrs reads --meta and --payload into a cluster write's options
@@ -179,11 +179,12 @@ func clusterAttrs(ctx context.Context, a attrFlags, rows int, what string) ([]cl
 	return opts, nil
 }
 
-func clusterWrite(ctx context.Context, e *env, col *cluster.Collection, src *fileRows, idsPath, keysPath string, attr attrFlags, upsert bool) error {
+func clusterWrite(ctx context.Context, e *env, col *cluster.Collection, src *fileRows, idsPath, keysPath string, attr attrFlags, upsert bool, key string) error {
 	opts, err := clusterAttrs(ctx, attr, src.Rows(), "--data")
 	if err != nil {
 		return err
 	}
+	opts = append(opts, cluster.IdempotencyKey(key))
 	if idsPath != "" {
 		ids, err := readIDs(ctx, e, "--ids", idsPath)
 		if err != nil {
@@ -211,9 +212,9 @@ func clusterWrite(ctx context.Context, e *env, col *cluster.Collection, src *fil
 		if aerr := attr.attrError(err); aerr != nil {
 			return aerr
 		}
-		return err
+		return retryWith(err, key)
 	}
-	fmt.Fprintf(e.stdout, "wrote %d vectors to collection %s (token %v)\n", len(ids), col.Name(), col.Token())
+	fmt.Fprintf(e.stdout, "wrote %d vectors to collection %s (token %v, idempotency key %s)\n", len(ids), col.Name(), col.Token(), key)
 	return nil
 }
 
@@ -250,10 +251,11 @@ func (c *deleteCmd) runCluster(ctx context.Context, e *env) error {
 		return err
 	}
 	defer cl.Close()
-	if err := col.Delete(ctx, opt); err != nil {
-		return err
+	key := c.key(e)
+	if err := col.Delete(ctx, opt, cluster.IdempotencyKey(key)); err != nil {
+		return retryWith(err, key)
 	}
-	fmt.Fprintf(e.stdout, "deleted from collection %s (token %v)\n", col.Name(), col.Token())
+	fmt.Fprintf(e.stdout, "deleted from collection %s (token %v, idempotency key %s)\n", col.Name(), col.Token(), key)
 	return nil
 }
 
