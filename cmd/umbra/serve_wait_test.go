@@ -169,6 +169,7 @@ func TestServeWaitsForItsCluster(t *testing.T) {
 		[6]int64{n.Limits.MaxWaitMs, int64(n.Limits.MaxRequestBytes), int64(n.Limits.MaxInFlight), n.Limits.MaxInFlightBytes, int64(n.Limits.MaxHits), int64(n.Limits.PendingBytes)})
 	require.Equal(t, cluster.Limits{MaxHits: 1000}.MemoryBound(2), n.MemoryBound)
 	text := ok(t, umbra(t, "info", "--cluster", url)).stdout
+	t.Log(text)
 	require.Contains(t, text, "nodes: 1\n  node "+n.Node+" (")
 	require.Contains(t, text, "limits: wait 2s, request 8.0 MiB, 64 requests and 128.0 MiB in flight, 1000 hits an answer")
 }
