@@ -221,6 +221,7 @@ type shape struct {
 	k       int
 	maxHits int
 	keys    int // kind lookup
+	where   int // the where filter's bytes
 	// hits is what admission charges: the most hits the answer holds
 	// (search: queries × (k + sentinelMargin); range: the same with
 	// MaxHits, or at most rangeGuess a query without it, the answer's
@@ -237,7 +238,7 @@ const rangeGuess = 1024
 // needs: decodeRequest, in the request's goroutine, refuses the rest.
 func peekRequest(b []byte) (shape, error) {
 	r := &reader{b: b}
-	r.version()
+	v := r.version()
 	s := shape{kind: r.u8()}
 	r.u64() // minSeq
 	s.waitMs = r.u32()
@@ -253,6 +254,16 @@ func peekRequest(b []byte) (shape, error) {
 			r.take(8 * int(n))
 		}
 		s.nq = int(r.u32())
+		dim := int(r.u32())
+		if r.err == nil && (dim <= 0 || s.nq > len(r.b)/4/dim) {
+			r.err = fmt.Errorf("%w: %d queries of dimension %d in %d bytes", errWire, s.nq, dim, len(r.b))
+		}
+		r.take(4 * s.nq * dim)
+		if v == wireVersion {
+			if n := r.u32(); n != noFilter {
+				s.where = int(n)
+			}
+		}
 		nq := int64(s.nq)
 		switch {
 		case s.kind == kindSearch:
@@ -287,13 +298,18 @@ func (s shape) check(l Limits) string {
 	return ""
 }
 
+// whereBytes is what a where filter is charged a byte: reading it on the
+// node (localFilter, then meta.ParseWhere) allocated 70× (a 1 MiB $or or
+// $in) to 101× (nested $and, $or, $not) its size.
+const whereBytes = 128
+
 // cost is what admission charges a request of size bytes.
 func (s shape) cost(size int) int64 {
 	h := s.hits
 	if h < 0 || h > math.MaxInt64/hitBytes/2 {
 		h = math.MaxInt64 / hitBytes / 2
 	}
-	return 2*int64(size) + h*hitBytes
+	return 2*int64(size) + h*hitBytes + int64(s.where)*whereBytes
 }
 
 // answerBytes is what an answer costs the node once made: its hits (and

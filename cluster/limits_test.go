@@ -11,6 +11,7 @@ import (
 
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
+	"github.com/umbravec/umbra/meta"
 )
 
 // boundedNode is an embedded server, a client, a collection of rows and a
@@ -30,12 +31,14 @@ func boundedNode(t *testing.T, lim Limits, rows int) (*Client, *Collection, *Nod
 	r := testkit.Rand(t)
 	vs := make([][]float32, rows)
 	pays := make([][]byte, rows)
+	fields := make([]meta.Fields, rows)
 	for i := range vs {
 		vs[i] = testkit.Grid(r, dim)
 		vs[i][0] = 1 // every row within a cosine of 0 of the queries below
 		pays[i] = []byte(fmt.Sprintf("payload %d", i))
+		fields[i] = meta.Fields{"user": meta.KeywordOf(fmt.Sprintf("u%d", i))}
 	}
-	if _, err := col.Add(ctx, engine.Vectors(vs), WithPayloads(pays...), NoWait()); err != nil {
+	if _, err := col.Add(ctx, engine.Vectors(vs), WithPayloads(pays...), WithMeta(fields...), NoWait()); err != nil {
 		t.Fatal(err)
 	}
 	n, err := StartNode(ctx, c, NodeConfig{Dir: dir + "/node", Device: engine.CPU, Logf: t.Logf, Limits: lim})
@@ -112,6 +115,18 @@ func TestNodeRefusesOverLimits(t *testing.T) {
 		if !strings.HasPrefix(h.Payload, "payload ") {
 			t.Fatalf("hit %+v without its payload", h)
 		}
+	}
+	// A where filter is charged 128 bytes a byte (what reading it may
+	// take): one of ~16 KB is over the 1 MiB in flight; a small one is
+	// answered.
+	var conds []meta.Filter
+	for i := range 700 {
+		conds = append(conds, meta.Eq("user", meta.KeywordOf(fmt.Sprintf("u%d", i))))
+	}
+	_, err = col.Search(short(), q, 5, Where(meta.Or(conds...)))
+	refused("a filter of 700 conditions", err, "over the node's limit of 1048576 bytes in flight (Limits.MaxInFlightBytes)")
+	if hits, err := col.Search(ctx, q, 5, Where(meta.Or(conds[:3]...))); err != nil || len(hits) != 3 {
+		t.Fatalf("a filter of 3 conditions: %v, %v", hits, err)
 	}
 	// A request over MaxRequestBytes.
 	allow := make([]uint64, 1<<14)
@@ -193,7 +208,7 @@ func TestPeekRequest(t *testing.T) {
 		if q.dim > 0 {
 			nq = len(q.queries) / q.dim
 		}
-		if s.kind != q.kind || s.waitMs != q.waitMs || s.k != q.k || s.maxHits != q.maxHits || s.nq != nq || s.keys != len(q.keys) {
+		if s.kind != q.kind || s.waitMs != q.waitMs || s.k != q.k || s.maxHits != q.maxHits || s.nq != nq || s.keys != len(q.keys) || s.where != len(q.where) {
 			t.Fatalf("%+v peeked as %+v", q, s)
 		}
 		// Truncated: refused, or (past the fixed fields) left to the decoder.
