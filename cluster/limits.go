@@ -135,7 +135,9 @@ func (l Limits) check() error {
 // requests in flight (MaxInFlightBytes), the message being read and the
 // one being refused (MaxRequestBytes each), doubled because Go's collector
 // lets the heap grow to twice what is live before it collects (GOGC=100),
-// plus the runtime's own headroom (64 MiB). The one thing outside it: a
+// plus the runtime's own headroom (64 MiB). It takes MaxRequestBytes to be
+// at least the NATS max_payload (no message is larger). The one thing
+// outside it: a
 // range search gathers every row within its threshold (16 bytes each)
 // before MaxHits keeps the best; at most 16 bytes × the shard's rows per
 // range search in flight (docs/cluster.md).

@@ -214,6 +214,12 @@ func (n *Node) startStats() error {
 	if err != nil {
 		return fmt.Errorf("node: answering %s: %w", statsSubject, err)
 	}
+	// A stats request has no body: what NATS buffers for them is small
+	// (within the runtime headroom of MemoryBound).
+	if err := sub.SetPendingLimits(64, 1<<20); err != nil {
+		_ = sub.Unsubscribe()
+		return err
+	}
 	n.statsSub = sub
 	return nil
 }
