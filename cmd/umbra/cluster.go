@@ -63,7 +63,11 @@ collection (with --placement: of the shards assigned to it), applies each shard'
 --dir, and answers searches. Without --nats it starts an in-process NATS
 server with JetStream on --listen (loopback only), its streams fsynced on
 every write. A node killed at any point and started again on the same --dir
-resumes from the last message its stores applied. Stop it with Ctrl-C.`
+resumes from the last message its stores applied. Started while its NATS
+cluster is still forming, it waits for it (up to --wait), saying so. The
+--max-… flags bound what requests can make it hold: a request over them is
+refused at once, naming the limit ('umbra info --cluster URL' counts the
+refusals). Stop it with Ctrl-C.`
 }
 
 func (*serveCmd) Examples() []string {
