@@ -140,9 +140,12 @@ func (t *ticket) release() {
 }
 
 // admit admits a request to replica r, or answers it at once with the
-// limit it meets and returns nil. It reads only the request's fixed
-// fields.
+// limit it meets (or drops it, when it has no reply subject) and returns
+// nil. It reads only the request's fixed fields.
 func (n *Node) admit(m *nats.Msg, r *replica) *ticket {
+	if m.Reply == "" {
+		return nil // nobody to answer
+	}
 	size := len(m.Data)
 	if size > n.limits.MaxRequestBytes {
 		n.refuse(m, r, fmt.Sprintf("request too large: %d bytes, over the node's limit of %d (Limits.MaxRequestBytes)", size, n.limits.MaxRequestBytes), refuseRequestBytes)
