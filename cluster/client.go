@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -30,6 +31,7 @@ type Client struct {
 	colls, ctrs    jetstream.KeyValue
 	replicas       int // of the cluster's buckets: 1 on one server, 3 in a NATS cluster
 	idBlock        uint64
+	callsState     // umbra_calls, for writes with an idempotency key (idempotent.go)
 }
 
 // ClientOption configures Connect.
@@ -120,6 +122,12 @@ type CollectionConfig struct {
 	// MaxBytes bounds each shard's stream (default 1 GiB): past it, writes
 	// are refused until snapshots let the stream be trimmed.
 	MaxBytes int64
+	// DedupWindow is how long JetStream remembers a write message's ID
+	// (its streams' duplicate window), and so how long a write with an
+	// IdempotencyKey can be retried and stored once: a retry later is a
+	// new write. Default 10 minutes (DefaultDedupWindow), at most an hour;
+	// the server keeps every message ID of the window in memory.
+	DedupWindow time.Duration
 }
 
 // Create creates a collection, or opens it when one of that name exists
@@ -146,8 +154,14 @@ func (c *Client) Create(ctx context.Context, name string, cfg CollectionConfig) 
 	if cfg.MaxBytes == 0 {
 		cfg.MaxBytes = 1 << 30
 	}
+	if cfg.DedupWindow == 0 {
+		cfg.DedupWindow = DefaultDedupWindow
+	}
+	if cfg.DedupWindow < time.Second || cfg.DedupWindow > MaxDedupWindow {
+		return nil, fmt.Errorf("%w: DedupWindow %v (1s to %v, 0 for the default %v)", engine.ErrInvalidConfig, cfg.DedupWindow, MaxDedupWindow, DefaultDedupWindow)
+	}
 	meta := &collectionMeta{Version: 1, Name: name, Dim: cfg.Dim, Metric: cfg.Metric.String(), Shards: cfg.Shards,
-		Replicas: cfg.Replicas, NodeReplicas: cfg.NodeReplicas, MaxBytes: cfg.MaxBytes, Created: time.Now().UTC()}
+		Replicas: cfg.Replicas, NodeReplicas: cfg.NodeReplicas, MaxBytes: cfg.MaxBytes, Created: time.Now().UTC(), DedupWindow: cfg.DedupWindow}
 	if e, err := c.colls.Get(ctx, name); err == nil {
 		old, err := unmarshalMeta(e.Value())
 		if err != nil {
@@ -169,7 +183,7 @@ func (c *Client) Create(ctx context.Context, name string, cfg CollectionConfig) 
 			Retention:  jetstream.LimitsPolicy,
 			Discard:    jetstream.DiscardNew,
 			MaxBytes:   cfg.MaxBytes,
-			Duplicates: 2 * time.Minute,
+			Duplicates: cfg.DedupWindow,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("creating shard %d's stream: %w", s, err)
@@ -273,6 +287,8 @@ type writeOptions struct {
 	metaSet  bool
 	payloads [][]byte
 	paySet   bool
+	key      string // IdempotencyKey (idempotent.go)
+	keySet   bool
 }
 
 // WithIDs names the rows by ID.
@@ -307,7 +323,9 @@ func WithPayloads(payloads ...[]byte) WriteOption {
 // durable and will be applied), without waiting for a replica to apply it:
 // apply-time refusals (an ID already stored, a key not found) are then not
 // reported, and an Upsert by key returns the IDs new keys get, with 0 for
-// keys that were stored.
+// keys that were stored. A call with an IdempotencyKey and keys whose
+// messages JetStream had already (a retry) waits all the same: the IDs
+// its keys got are known from the stored messages' outcomes.
 func NoWait() WriteOption { return func(o *writeOptions) { o.noWait = true } }
 
 // readAll reads a RowSource whole.
@@ -423,6 +441,11 @@ func (col *Collection) write(ctx context.Context, op byte, rows engine.RowSource
 	if o.idsSet && o.keysSet {
 		return nil, fmt.Errorf("%w: name rows by IDs or by keys, not both, in a cluster", engine.ErrInvalidOption)
 	}
+	if o.keySet {
+		if err := checkIdempotencyKey(o.key); err != nil {
+			return nil, err
+		}
+	}
 	var data []float32
 	n := 0
 	if op == opDelete {
@@ -487,6 +510,27 @@ func (col *Collection) write(ctx context.Context, op byte, rows engine.RowSource
 		}
 	}
 	S := col.meta.Shards
+	limit := int(col.c.nc.MaxPayload()) - chunkRoom
+	// With an idempotency key the call is recorded first, or follows the
+	// record of the call that used the key before: the same assigned IDs,
+	// the same cut into messages (idempotent.go).
+	call := nats.NewInbox()[len(nats.InboxPrefix):]
+	var rec *callRecord
+	if o.keySet {
+		want := callRecord{Hash: callHash(op, &o, data, encMeta), Limit: limit}
+		var assign func() (uint64, error)
+		if op != opDelete && !o.idsSet && !o.keysSet {
+			assign = func() (uint64, error) { return col.assign(ctx, uint64(n)) }
+		}
+		r, err := col.claimCall(ctx, o.key, want, assign)
+		if err != nil {
+			return nil, err
+		}
+		if r.Limit > limit {
+			return nil, fmt.Errorf("idempotency key %s: its first call cut its messages under %d bytes, over this connection's max payload (%d bytes); retry through a server with the same max_payload", o.key, r.Limit, col.c.nc.MaxPayload())
+		}
+		rec, limit, call = &r, r.Limit, o.key+"."+r.Hash[:16]
+	}
 	shardOf := make([]int, n)
 	ids := o.ids
 	switch {
@@ -509,9 +553,14 @@ func (col *Collection) write(ctx context.Context, op byte, rows engine.RowSource
 			}
 		}
 	default:
-		first, err := col.assign(ctx, uint64(n))
-		if err != nil {
-			return nil, err
+		var first uint64
+		if rec != nil {
+			first = rec.First
+		} else {
+			var err error
+			if first, err = col.assign(ctx, uint64(n)); err != nil {
+				return nil, err
+			}
 		}
 		ids = make([]uint64, n)
 		for i := range ids {
@@ -525,7 +574,6 @@ func (col *Collection) write(ctx context.Context, op byte, rows engine.RowSource
 	}
 	// Each shard's rows, in call order, cut into messages under the max
 	// payload.
-	limit := int(col.c.nc.MaxPayload()) - chunkRoom
 	type part struct {
 		msg  *writeMsg
 		rows []int // the call's row indices
@@ -573,10 +621,11 @@ func (col *Collection) write(ctx context.Context, op byte, rows engine.RowSource
 	}
 	// Publish every shard's messages, shards in parallel, each message
 	// under a stable ID so that a retry (ours, after a timeout or a leader
-	// election) is stored once.
-	call := nats.NewInbox()[len(nats.InboxPrefix):]
+	// election; or the caller's, with the same idempotency key) is stored
+	// once.
 	seqs := make([][]uint64, S)
 	errs := make([]error, S)
+	var dups atomic.Bool
 	var wg sync.WaitGroup
 	for s, ps := range byShard {
 		if len(ps) == 0 {
@@ -584,13 +633,19 @@ func (col *Collection) write(ctx context.Context, op byte, rows engine.RowSource
 		}
 		wg.Go(func() {
 			for j, p := range ps {
-				seq, err := col.publish(ctx, s, fmt.Sprintf("%s.%d.%d", call, s, j), p.msg.encode())
+				seq, dup, err := col.publishMsg(ctx, s, fmt.Sprintf("%s.%d.%d", call, s, j), p.msg.encode())
+				if err == nil {
+					seqs[s] = append(seqs[s], seq)
+					col.advance(s, seq)
+					if dup {
+						dups.Store(true)
+					}
+					err = publishedHook(s, j)
+				}
 				if err != nil {
 					errs[s] = fmt.Errorf("shard %d: %w", s, err)
 					return
 				}
-				seqs[s] = append(seqs[s], seq)
-				col.advance(s, seq)
 			}
 		})
 	}
@@ -601,7 +656,9 @@ func (col *Collection) write(ctx context.Context, op byte, rows engine.RowSource
 	if op == opDelete {
 		ids = nil
 	}
-	if o.noWait {
+	if o.noWait && !(dups.Load() && o.keysSet && op != opDelete) {
+		// (A retry with a key whose messages were stored before waits
+		// for their outcomes: the IDs its keys got are in them.)
 		if op == opUpsert && o.keysSet {
 			// Unknown until applied: the IDs chosen for new keys stand
 			// for the rows; a stored key keeps its own ID.
@@ -631,7 +688,9 @@ func (col *Collection) write(ctx context.Context, op byte, rows engine.RowSource
 				refusals = append(refusals, fmt.Errorf("%w: shard %d: %s", codeErr(out.code), s, out.msg))
 				continue
 			}
-			if op == opUpsert && o.keysSet && len(out.ids) == len(p.rows) {
+			// The IDs as the stored message gave them: the upserted keys'
+			// own, or a first call's (a retry with its key).
+			if (op == opUpsert && o.keysSet || rec != nil && op != opDelete) && len(out.ids) == len(p.rows) {
 				for k, i := range p.rows {
 					ids[i] = out.ids[k]
 				}
@@ -693,6 +752,13 @@ func (col *Collection) idsForKeys(ctx context.Context, shardOf []int) ([]uint64,
 // message ID until JetStream acknowledges it (a retry of a stored message
 // is answered with its first sequence) or ctx ends.
 func (col *Collection) publish(ctx context.Context, shard int, msgID string, data []byte) (uint64, error) {
+	seq, _, err := col.publishMsg(ctx, shard, msgID, data)
+	return seq, err
+}
+
+// publishMsg is publish, saying also whether JetStream had the message
+// already (a duplicate: seq is the first one's).
+func (col *Collection) publishMsg(ctx context.Context, shard int, msgID string, data []byte) (uint64, bool, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, col.c.timeout)
@@ -706,16 +772,16 @@ func (col *Collection) publish(ctx context.Context, shard int, msgID string, dat
 			jetstream.WithMsgID(msgID), jetstream.WithExpectStream(streamName(col.meta.Name, shard)))
 		cancel()
 		if err == nil {
-			return ack.Sequence, nil
+			return ack.Sequence, ack.Duplicate, nil
 		}
 		last = err
 		var apiErr *jetstream.APIError
 		if errors.As(err, &apiErr) && apiErr.ErrorCode != 0 && !retryable(apiErr) {
-			return 0, err
+			return 0, false, err
 		}
 		select {
 		case <-ctx.Done():
-			return 0, fmt.Errorf("not acknowledged: %w (last: %v)", ctx.Err(), last)
+			return 0, false, fmt.Errorf("not acknowledged: %w (last: %v)", ctx.Err(), last)
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, time.Second)

@@ -74,6 +74,9 @@ type collectionMeta struct {
 	// so every published write agrees with this schema and with every
 	// shard's store.
 	Fields map[string]string `json:"fields,omitempty"`
+	// DedupWindow is the streams' duplicate window (0 in records made
+	// before it was recorded: 2 minutes, idempotent.go).
+	DedupWindow time.Duration `json:"dedup_window,omitempty"`
 }
 
 // kinds maps meta.Kind names back to kinds.

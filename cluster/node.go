@@ -41,6 +41,9 @@ type NodeConfig struct {
 	// Memory is what the node offers under placement, in bytes (default:
 	// the machine's memory); shards are spread in proportion to it.
 	Memory int64
+	// Limits bound what requests can make the node hold (limits.go;
+	// zero fields take the defaults).
+	Limits Limits
 }
 
 // Node serves shard replicas: it follows each shard's stream into an
@@ -66,6 +69,12 @@ type Node struct {
 
 	place   *placement // nil without NodeConfig.Placement
 	leaving atomic.Bool
+
+	limits   Limits  // cfg.Limits with the defaults
+	budget   *budget // the requests in flight
+	counts   counters
+	id       string             // the node's name in its stats
+	statsSub *nats.Subscription // answers umbra.stats
 }
 
 // testHooks let tests widen the window between a request's arrival and
@@ -92,10 +101,20 @@ func StartNode(ctx context.Context, c *Client, cfg NodeConfig) (*Node, error) {
 	if cfg.Placement && cfg.Serve != nil {
 		return nil, errors.New("node: Placement and Serve exclude each other")
 	}
+	if err := cfg.Limits.check(); err != nil {
+		return nil, err
+	}
 	nctx, cancel := context.WithCancel(context.Background())
 	n := &Node{cfg: cfg, c: c, ctx: nctx, cancel: cancel, replicas: map[string][]*replica{}, metas: map[string]*collectionMeta{}}
+	n.limits = cfg.Limits.WithDefaults()
+	n.budget = &budget{l: n.limits}
+	if err := n.startStats(); err != nil {
+		cancel()
+		return nil, err
+	}
 	w, err := c.colls.WatchAll(nctx)
 	if err != nil {
+		n.stopStats()
 		cancel()
 		return nil, err
 	}
@@ -242,16 +261,29 @@ func (n *Node) answerShard(r *replica) error {
 		if n.stopping || r.stopped {
 			// Closing: say so at once, and the client asks another
 			// replica (rather than after AttemptTimeout of silence).
-			n.reply(m, &reply{status: statusError, applied: r.applied.Load(), msg: "the node is closing"}, kindSearch)
+			n.refuse(m, r, "the node is closing", refuseClosing)
+			return
+		}
+		// Admitted or refused here, from the request's fixed fields,
+		// before a goroutine is made or anything is decoded (limits.go).
+		t := n.admit(m, r)
+		if t == nil {
 			return
 		}
 		r.wg.Add(1)
 		n.wg.Go(func() {
 			defer r.wg.Done()
-			n.serve(r, m)
+			defer t.release()
+			n.serve(r, m, t)
 		})
 	})
 	if err != nil {
+		return err
+	}
+	// NATS's own buffer for the subscription is bounded too: past it,
+	// requests are dropped (their clients ask again after silence).
+	if err := sub.SetPendingLimits(n.limits.PendingMsgs, n.limits.PendingBytes); err != nil {
+		_ = sub.Unsubscribe()
 		return err
 	}
 	r.sub = sub
@@ -299,6 +331,7 @@ func (n *Node) drop(coll string, s int) {
 	reps[s] = nil
 	n.mu.Unlock()
 	if r.sub != nil {
+		n.counts.keepDropped(r.sub)
 		if err := r.sub.Drain(); err == nil {
 			for deadline := time.Now().Add(5 * time.Second); r.sub.IsValid() && time.Now().Before(deadline); {
 				time.Sleep(10 * time.Millisecond)
@@ -504,9 +537,9 @@ func (n *Node) followOnce(r *replica, meta *collectionMeta) error {
 	}
 }
 
-// serve answers one request to a replica, in pieces under the max
-// payload.
-func (n *Node) serve(r *replica, m *nats.Msg) {
+// serve answers one request to a replica, admitted under t, in pieces
+// under the max payload.
+func (n *Node) serve(r *replica, m *nats.Msg, t *ticket) {
 	if h := testHooks.serve.Load(); h != nil {
 		(*h)(n)
 	}
@@ -520,7 +553,13 @@ func (n *Node) serve(r *replica, m *nats.Msg) {
 		p = &reply{status: statusError, applied: r.applied.Load(), msg: "request refused: " + err.Error()}
 	} else {
 		kind = q.kind
-		wctx, cancel := context.WithTimeout(n.ctx, time.Duration(q.waitMs)*time.Millisecond)
+		// The caller's wait, clamped to the node's limit.
+		wait := time.Duration(q.waitMs) * time.Millisecond
+		if wait > n.limits.MaxWait {
+			wait = n.limits.MaxWait
+			n.counts.clamped.Add(1)
+		}
+		wctx, cancel := context.WithTimeout(n.ctx, wait)
 		ok := r.waitApplied(wctx, q.minSeq)
 		cancel()
 		if !ok {
@@ -530,9 +569,10 @@ func (n *Node) serve(r *replica, m *nats.Msg) {
 				p = &reply{status: statusBehind, applied: r.applied.Load()}
 			}
 		} else {
-			p = r.answer(n.ctx, q)
+			p = r.answer(n.ctx, q, t)
 		}
 	}
+	n.counts.count(p, t)
 	n.reply(m, p, kind)
 }
 
@@ -580,6 +620,7 @@ func (n *Node) Close() error {
 		}
 	}
 	n.mu.Unlock()
+	n.stopStats()
 	n.gate.Lock()
 	n.stopping = true
 	n.gate.Unlock()

@@ -549,36 +549,106 @@ func (r *replica) waitApplied(ctx context.Context, seq uint64) bool {
 	return r.applied.Load() >= seq
 }
 
-// answer serves one request: searches on the engine with the sentinels
-// dropped, the outcomes of awaited writes, the IDs of keys, or the rows
-// held.
-func (r *replica) answer(ctx context.Context, q *request) *reply {
+// answer serves one request, admitted under t: searches on the engine
+// with the sentinels dropped, the outcomes of awaited writes, the IDs of
+// keys, or the rows held. The answer's exact size is charged to t before
+// the reply is made (and payloads one by one as they are copied); one that
+// does not fit the node's bytes in flight is an error instead.
+func (r *replica) answer(ctx context.Context, q *request, t *ticket) *reply {
 	if p := r.stoppedReply(); p != nil {
 		return p
 	}
 	applied := r.applied.Load()
+	var p *reply
 	// Awaits and row counts read under mu, which applies and recovery
 	// hold (recovery takes mu, then ixMu: holding ixMu here while asking
 	// for mu could deadlock with it); the rest under ixMu alone.
 	switch q.kind {
 	case kindAwait:
-		p := &reply{applied: applied}
+		p = &reply{applied: applied}
 		r.mu.Lock()
-		defer r.mu.Unlock()
 		for _, s := range q.seqs {
 			o, ok := r.outs[s]
 			if !ok {
-				return &reply{status: statusError, applied: applied, msg: fmt.Sprintf("%v: shard %d message %d applied before this replica's restart", ErrOutcomeUnknown, r.shard, s)}
+				p = &reply{status: statusError, applied: applied, msg: fmt.Sprintf("%v: shard %d message %d: its outcome is no longer kept (applied before this replica's restart, or over %d messages ago)", ErrOutcomeUnknown, r.shard, s, outcomeRing)}
+				break
 			}
 			p.outcomes = append(p.outcomes, o)
 		}
-		return p
+		r.mu.Unlock()
 	case kindRows:
 		// No apply runs under mu: the rows and the sentinels agree.
 		r.mu.Lock()
-		defer r.mu.Unlock()
-		return &reply{applied: applied, rows: uint64(r.ix.Len() - len(r.live))}
+		p = &reply{applied: applied, rows: uint64(r.ix.Len() - len(r.live))}
+		r.mu.Unlock()
+	case kindSearch, kindRange:
+		if q.payload {
+			p = r.searchWithPayloads(ctx, q, t)
+			break
+		}
+		p, _ = r.search(ctx, q, applied, t)
+	default:
+		p, _ = r.search(ctx, q, applied, t)
 	}
+	if p.status == statusOK {
+		if err := t.setAnswer(p); err != nil {
+			return &reply{status: statusError, applied: p.applied, msg: err.Error()}
+		}
+	}
+	return p
+}
+
+// searchWithPayloads searches without payloads, then copies the hits'
+// payloads once their size is charged to t, under mu with no write
+// applied since the search (so every payload is the searched row's). When
+// writes keep coming between the two, the third try searches under mu.
+func (r *replica) searchWithPayloads(ctx context.Context, q *request, t *ticket) *reply {
+	for try := 0; ; try++ {
+		locked := try >= 2
+		if locked {
+			r.mu.Lock()
+		}
+		applied := r.applied.Load()
+		p, ix := r.search(ctx, q, applied, t)
+		if !locked {
+			r.mu.Lock()
+		}
+		if p.status != statusOK || r.applied.Load() == applied && r.ix == ix {
+			if p.status == statusOK {
+				p = r.fillPayloads(ix, p, t)
+			}
+			r.mu.Unlock()
+			return p
+		}
+		r.mu.Unlock()
+	}
+}
+
+// fillPayloads copies the payloads of p's hits from ix, charging each to
+// t first (mu held, so no write changes them meanwhile).
+func (r *replica) fillPayloads(ix *engine.Index, p *reply, t *ticket) *reply {
+	if err := t.setAnswer(p); err != nil {
+		return &reply{status: statusError, applied: p.applied, msg: err.Error()}
+	}
+	for _, hs := range p.hits {
+		for i := range hs {
+			b, err := ix.Payload(hs[i].ID)
+			if err != nil {
+				return &reply{status: statusError, applied: p.applied, msg: fmt.Sprintf("payload of ID %d: %v", hs[i].ID, err)}
+			}
+			if err := t.add(2 * int64(len(b))); err != nil {
+				return &reply{status: statusError, applied: p.applied, msg: err.Error()}
+			}
+			hs[i].Payload = string(b)
+		}
+	}
+	p.payloads = true
+	return p
+}
+
+// search answers a search, range search or lookup from the engine index
+// (ixMu held for it), without payloads, and returns the index it read.
+func (r *replica) search(ctx context.Context, q *request, applied uint64, t *ticket) (*reply, *engine.Index) {
 	r.ixMu.RLock()
 	defer r.ixMu.RUnlock()
 	ix := r.ix
@@ -589,10 +659,10 @@ func (r *replica) answer(ctx context.Context, q *request) *reply {
 				held = append(held, hit{ID: id, Key: k})
 			}
 		}
-		return &reply{applied: applied, hits: [][]hit{held}}
+		return &reply{applied: applied, hits: [][]hit{held}}, ix
 	}
 	if q.dim != ix.Dim() {
-		return &reply{status: statusError, applied: applied, msg: fmt.Sprintf("%v: queries of dimension %d for a collection of dimension %d", engine.ErrDimMismatch, q.dim, ix.Dim())}
+		return &reply{status: statusError, applied: applied, msg: fmt.Sprintf("%v: queries of dimension %d for a collection of dimension %d", engine.ErrDimMismatch, q.dim, ix.Dim())}, ix
 	}
 	var opts []engine.SearchOption
 	if q.allow != nil {
@@ -601,15 +671,12 @@ func (r *replica) answer(ctx context.Context, q *request) *reply {
 	if q.where != nil {
 		f, err := localFilter(q.where, ix.Schema())
 		if err != nil {
-			return &reply{status: statusError, applied: applied, msg: err.Error()}
+			return &reply{status: statusError, applied: applied, msg: err.Error()}, ix
 		}
 		opts = append(opts, engine.Where(f))
 	}
-	if q.payload {
-		opts = append(opts, engine.WithPayload())
-	}
 	nq := len(q.queries) / q.dim
-	p := &reply{applied: applied, hits: make([][]hit, nq), payloads: q.payload}
+	p := &reply{applied: applied, hits: make([][]hit, nq)}
 	keep := func(hs []engine.Hit, limit int) []hit {
 		out := make([]hit, 0, len(hs))
 		for _, h := range hs {
@@ -619,7 +686,7 @@ func (r *replica) answer(ctx context.Context, q *request) *reply {
 			if limit > 0 && len(out) == limit {
 				break
 			}
-			out = append(out, hit{ID: h.ID, Score: h.Score, Key: h.Key, Payload: h.Payload})
+			out = append(out, hit{ID: h.ID, Score: h.Score, Key: h.Key})
 		}
 		return out
 	}
@@ -630,23 +697,35 @@ func (r *replica) answer(ctx context.Context, q *request) *reply {
 		}
 		all, err := ix.SearchBatch(ctx, qs, q.k+sentinelMargin, opts...)
 		if err != nil {
-			return &reply{status: statusError, applied: applied, msg: err.Error()}
+			return &reply{status: statusError, applied: applied, msg: err.Error()}, ix
 		}
 		for i, hs := range all {
 			p.hits[i] = keep(hs, q.k)
 		}
-		return p
+		return p, ix
 	}
+	// A range search without MaxHits may hold at most the node's MaxHits
+	// hits in all: asked for one past them (and the sentinels), a larger
+	// answer shows, and is refused rather than cut.
+	limit := t.maxHits()
+	total := 0
 	for i := range nq {
 		o := opts
 		if q.maxHits > 0 {
 			o = append(slices.Clone(opts), engine.MaxHits(q.maxHits+sentinelMargin))
+		} else if limit > 0 {
+			o = append(slices.Clone(opts), engine.MaxHits(limit-total+sentinelMargin+1))
 		}
 		hs, err := ix.SearchRange(ctx, q.queries[i*q.dim:(i+1)*q.dim], q.threshold, o...)
 		if err != nil {
-			return &reply{status: statusError, applied: applied, msg: err.Error()}
+			return &reply{status: statusError, applied: applied, msg: err.Error()}, ix
 		}
 		p.hits[i] = keep(hs, q.maxHits)
+		total += len(p.hits[i])
+		if q.maxHits == 0 && limit > 0 && total > limit {
+			t.refused = refuseHits
+			return &reply{status: statusError, applied: applied, msg: fmt.Sprintf("request too large: the range search's answer holds over %d hits, the node's limit (Limits.MaxHits); give MaxHits or a narrower threshold", limit)}, ix
+		}
 	}
-	return p
+	return p, ix
 }

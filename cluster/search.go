@@ -150,6 +150,12 @@ func (col *Collection) search(ctx context.Context, kind byte, queries [][]float3
 		return nil, fmt.Errorf("%w: an allow list of %d IDs and a filter of %d bytes do not fit a NATS message (max payload %d bytes)", engine.ErrTooLarge, len(allow), len(where), col.c.nc.MaxPayload())
 	}
 	per := max(1, (limit-fixed)/(4*dim))
+	if kind == kindSearch {
+		// A node refuses a request whose answer may hold over its
+		// MaxHits hits (k × queries): under the default, a batch goes in
+		// requests that fit it.
+		per = min(per, max(1, DefaultMaxHits/k))
+	}
 	for start := 0; start < len(queries); start += per {
 		end := min(len(queries), start+per)
 		flat := make([]float32, 0, (end-start)*dim)
@@ -223,7 +229,7 @@ func (col *Collection) Lookup(ctx context.Context, keys ...string) (map[string]u
 		reqs := map[int][]byte{}
 		for s, ks := range byShard {
 			n, size := 0, 0
-			for n < len(ks) && (n == 0 || size+4+len(ks[n]) <= limit) {
+			for n < len(ks) && n < DefaultMaxHits && (n == 0 || size+4+len(ks[n]) <= limit) {
 				size += 4 + len(ks[n])
 				n++
 			}

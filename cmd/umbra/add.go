@@ -44,9 +44,14 @@ type addCmd struct {
 	Attr         attrFlags `embed:""`
 	Extra        []string  `arg:"" optional:"" hidden:""`
 	clusterFlags `embed:""`
+
+	idempotencyFlag `embed:""`
 }
 
 func (c *addCmd) Validate() error {
+	if err := c.checkKey(c.Cluster); err != nil {
+		return err
+	}
 	if c.Cluster != "" {
 		return c.validateCluster(c.Store)
 	}
@@ -294,9 +299,14 @@ type deleteCmd struct {
 	KeysFile     string   `name:"keys-file" placeholder:"FILE" help:"a key file: text, one key per line (empty lines skipped)"`
 	Extra        []string `arg:"" optional:"" hidden:""`
 	clusterFlags `embed:""`
+
+	idempotencyFlag `embed:""`
 }
 
 func (c *deleteCmd) Validate() error {
+	if err := c.checkKey(c.Cluster); err != nil {
+		return err
+	}
 	given := 0
 	for _, f := range []string{c.IDs, c.IDsFile, c.Keys, c.KeysFile} {
 		if f != "" {

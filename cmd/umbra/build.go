@@ -50,9 +50,14 @@ type buildCmd struct {
 	Shards       int       `name:"shards" default:"1" placeholder:"S" help:"with --cluster: the collection's shards, fixed at creation"`
 	NodeReplicas int       `name:"node-replicas" default:"0" placeholder:"R" help:"with --cluster: how many nodes hold each shard when the nodes run with --placement (0: 3; at most the live nodes)"`
 	clusterFlags `embed:""`
+
+	idempotencyFlag `embed:""`
 }
 
 func (b *buildCmd) Validate() error {
+	if err := b.checkKey(b.Cluster); err != nil {
+		return err
+	}
 	switch {
 	case b.NodeReplicas < 0:
 		return usagef("--node-replicas %d: want 0 (the default, 3) or more", b.NodeReplicas)

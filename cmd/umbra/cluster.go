@@ -53,6 +53,8 @@ type serveCmd struct {
 	Place  bool   `name:"placement" help:"hold only the shards a controller (one of the nodes) assigns this node, in proportion to its memory, rather than every shard; on Ctrl-C the node hands its shards over before it stops"`
 	NodeID string `name:"node-id" placeholder:"ID" help:"with --placement: the node's name (default: made once and kept in DIR/node-id)"`
 	MemMiB int64  `name:"memory-mib" default:"0" placeholder:"MIB" help:"with --placement: the memory this node offers, in MiB (0: the machine's)"`
+
+	serveLimitFlags `embed:""` // serve_wait.go
 }
 
 func (*serveCmd) Help() string {
@@ -61,7 +63,11 @@ collection (with --placement: of the shards assigned to it), applies each shard'
 --dir, and answers searches. Without --nats it starts an in-process NATS
 server with JetStream on --listen (loopback only), its streams fsynced on
 every write. A node killed at any point and started again on the same --dir
-resumes from the last message its stores applied. Stop it with Ctrl-C.`
+resumes from the last message its stores applied. Started while its NATS
+cluster is still forming, it waits for it (up to --wait), saying so. The
+--max-… flags bound what requests can make it hold: a request over them is
+refused at once, naming the limit ('umbra info --cluster URL' counts the
+refusals). Stop it with Ctrl-C.`
 }
 
 func (*serveCmd) Examples() []string {
@@ -80,6 +86,16 @@ func (s *serveCmd) Run(ctx context.Context, e *env) error {
 	if err := os.MkdirAll(s.Dir, 0o755); err != nil {
 		return err
 	}
+	if !s.Place && (s.NodeID != "" || s.MemMiB != 0) {
+		return usagef("--node-id and --memory-mib need --placement")
+	}
+	if s.MemMiB < 0 {
+		return usagef("--memory-mib %d: a size in MiB, 0 for the machine's", s.MemMiB)
+	}
+	limits, err := s.limits()
+	if err != nil {
+		return err
+	}
 	url := s.NATS
 	if url == "" {
 		srv, err := cluster.StartEmbedded(cluster.EmbeddedConfig{Listen: s.Listen, Dir: s.Dir})
@@ -89,25 +105,16 @@ func (s *serveCmd) Run(ctx context.Context, e *env) error {
 		defer srv.Close()
 		url = srv.URL()
 	}
-	c, err := cluster.Connect(ctx, url)
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(e.stderr, "umbra serve: "+format+"\n", args...)
+	}
+	// A NATS cluster may still be forming: wait for it (--wait).
+	c, n, err := startServing(ctx, url, cluster.NodeConfig{Dir: filepath.Clean(s.Dir), Device: device, SnapshotEvery: s.Snap, Logf: logf,
+		Placement: s.Place, ID: s.NodeID, Memory: s.MemMiB << 20, Limits: limits}, s.Wait, logf)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	logf := func(format string, args ...any) {
-		fmt.Fprintf(e.stderr, "umbra serve: "+format+"\n", args...)
-	}
-	if !s.Place && (s.NodeID != "" || s.MemMiB != 0) {
-		return usagef("--node-id and --memory-mib need --placement")
-	}
-	if s.MemMiB < 0 {
-		return usagef("--memory-mib %d: a size in MiB, 0 for the machine's", s.MemMiB)
-	}
-	n, err := cluster.StartNode(ctx, c, cluster.NodeConfig{Dir: filepath.Clean(s.Dir), Device: device, SnapshotEvery: s.Snap, Logf: logf,
-		Placement: s.Place, ID: s.NodeID, Memory: s.MemMiB << 20})
-	if err != nil {
-		return err
-	}
 	fmt.Fprintf(e.stdout, "umbra serve: NATS %s, replicas under %s\n", url, s.Dir)
 	<-ctx.Done()
 	if s.Place {
@@ -142,7 +149,7 @@ func (b *buildCmd) runCluster(ctx context.Context, e *env) error {
 	if err != nil {
 		return err
 	}
-	return clusterWrite(ctx, e, col, src, b.IDs, b.Keys, b.Attr, false)
+	return clusterWrite(ctx, e, col, src, b.IDs, b.Keys, b.Attr, false, b.key(e))
 }
 
 func (c *addCmd) runCluster(ctx context.Context, e *env) error {
@@ -156,7 +163,7 @@ func (c *addCmd) runCluster(ctx context.Context, e *env) error {
 		return err
 	}
 	defer cl.Close()
-	return clusterWrite(ctx, e, col, src, c.IDs, c.Keys, c.Attr, c.Upsert)
+	return clusterWrite(ctx, e, col, src, c.IDs, c.Keys, c.Attr, c.Upsert, c.key(e))
 }
 
 // clusterAttrs reads --meta and --payload into a cluster write's options
@@ -176,11 +183,12 @@ func clusterAttrs(ctx context.Context, a attrFlags, rows int, what string) ([]cl
 	return opts, nil
 }
 
-func clusterWrite(ctx context.Context, e *env, col *cluster.Collection, src *fileRows, idsPath, keysPath string, attr attrFlags, upsert bool) error {
+func clusterWrite(ctx context.Context, e *env, col *cluster.Collection, src *fileRows, idsPath, keysPath string, attr attrFlags, upsert bool, key string) error {
 	opts, err := clusterAttrs(ctx, attr, src.Rows(), "--data")
 	if err != nil {
 		return err
 	}
+	opts = append(opts, cluster.IdempotencyKey(key))
 	if idsPath != "" {
 		ids, err := readIDs(ctx, e, "--ids", idsPath)
 		if err != nil {
@@ -208,9 +216,9 @@ func clusterWrite(ctx context.Context, e *env, col *cluster.Collection, src *fil
 		if aerr := attr.attrError(err); aerr != nil {
 			return aerr
 		}
-		return err
+		return retryWith(err, key)
 	}
-	fmt.Fprintf(e.stdout, "wrote %d vectors to collection %s (token %v)\n", len(ids), col.Name(), col.Token())
+	fmt.Fprintf(e.stdout, "wrote %d vectors to collection %s (token %v, idempotency key %s)\n", len(ids), col.Name(), col.Token(), key)
 	return nil
 }
 
@@ -247,10 +255,11 @@ func (c *deleteCmd) runCluster(ctx context.Context, e *env) error {
 		return err
 	}
 	defer cl.Close()
-	if err := col.Delete(ctx, opt); err != nil {
-		return err
+	key := c.key(e)
+	if err := col.Delete(ctx, opt, cluster.IdempotencyKey(key)); err != nil {
+		return retryWith(err, key)
 	}
-	fmt.Fprintf(e.stdout, "deleted from collection %s (token %v)\n", col.Name(), col.Token())
+	fmt.Fprintf(e.stdout, "deleted from collection %s (token %v, idempotency key %s)\n", col.Name(), col.Token(), key)
 	return nil
 }
 
@@ -264,6 +273,7 @@ type clusterInfoJSON struct {
 	NodeReplicas int               `json:"node_replicas"`
 	Rows         int               `json:"rows"` // the shards' rows, summed
 	Streams      []clusterShardLog `json:"streams"`
+	Nodes        []nodeJSON        `json:"nodes"` // every node's request counts and limits (info_nodes.go)
 }
 
 type clusterShardLog struct {
@@ -277,6 +287,9 @@ type clusterShardLog struct {
 }
 
 func (c *infoCmd) runCluster(ctx context.Context, e *env) error {
+	if c.Collection == "" {
+		return c.runNodes(ctx, e)
+	}
 	cl, col, err := c.open(ctx)
 	if err != nil {
 		return err
@@ -305,6 +318,9 @@ func (c *infoCmd) runCluster(ctx context.Context, e *env) error {
 		out.Streams = append(out.Streams, clusterShardLog{Shard: s, Rows: rows[s], Messages: info.State.Msgs, Bytes: info.State.Bytes,
 			FirstSeq: info.State.FirstSeq, LastSeq: info.State.LastSeq, Replicas: info.Config.Replicas})
 	}
+	if out.Nodes, err = clusterNodes(ctx, cl); err != nil {
+		return err
+	}
 	if c.JSON {
 		return json.NewEncoder(e.stdout).Encode(out)
 	}
@@ -316,6 +332,7 @@ func (c *infoCmd) runCluster(ctx context.Context, e *env) error {
 	for _, s := range out.Streams {
 		fmt.Fprintf(e.stdout, "  shard %d: %d rows; stream: %d messages, %d bytes, sequences %d–%d, R%d\n", s.Shard, s.Rows, s.Messages, s.Bytes, s.FirstSeq, s.LastSeq, s.Replicas)
 	}
+	writeNodes(e.stdout, out.Nodes)
 	return nil
 }
 
