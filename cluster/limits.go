@@ -236,14 +236,17 @@ type shape struct {
 // reply is made.
 const rangeGuess = 1024
 
-// peekRequest reads a request's fixed fields. It checks no more than it
-// needs: not even the frame's checksum, which decodeRequest verifies in
-// the request's goroutine, refusing the rest.
+// peekRequest reads a request's fixed fields, once its frame's checksum
+// holds (so a damaged request is refused as damaged, not for what its
+// damaged counts would cost; the CRC runs at ~15 GB/s, a fraction of a
+// millisecond for the largest request). It checks no more than it needs:
+// decodeRequest, in the request's goroutine, refuses the rest.
 func peekRequest(b []byte) (shape, error) {
-	if len(b) < frameHeader || b[0] != wireVersion {
-		return shape{}, fmt.Errorf("%w: not a version %d frame", errWire, wireVersion)
+	body, err := openFrame(b)
+	if err != nil {
+		return shape{}, err
 	}
-	r := &reader{b: b[frameHeader:]}
+	r := &reader{b: body}
 	s := shape{kind: r.u8()}
 	r.u64() // minSeq
 	s.waitMs = r.u32()

@@ -154,7 +154,7 @@ func (n *Node) admit(m *nats.Msg, r *replica) *ticket {
 	s, err := peekRequest(m.Data)
 	if err != nil {
 		n.counts.failed.Add(1)
-		n.reply(m, &reply{status: statusError, applied: r.applied.Load(), msg: err.Error()}, kindSearch)
+		n.reply(m, &reply{status: statusError, applied: r.applied.Load(), msg: "request refused: " + err.Error()}, kindSearch)
 		return nil
 	}
 	if msg := s.check(n.limits); msg != "" {
