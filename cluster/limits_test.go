@@ -74,6 +74,8 @@ func TestNodeClampsWait(t *testing.T) {
 	if p.status != statusBehind {
 		t.Fatalf("status %d (%s), want behind", p.status, p.msg)
 	}
+	// A request's charge is given back just after its reply is sent.
+	waitFor(t, "every charge given back", func() bool { s := n.Stats(); return s.InFlight == 0 && s.InFlightBytes == 0 })
 	s := n.Stats()
 	if s.ClampedWaits != 1 || s.Behind != 1 || s.InFlight != 0 || s.InFlightBytes != 0 {
 		t.Fatalf("stats %+v: want one clamped wait answered behind, nothing in flight", s)
@@ -159,6 +161,8 @@ func TestNodeRefusesOverLimits(t *testing.T) {
 	if err != nil || len(got) != 100 {
 		t.Fatalf("k 100: %d hits, %v", len(got), err)
 	}
+	// A request's charge is given back just after its reply is sent.
+	waitFor(t, "every charge given back", func() bool { s := n.Stats(); return s.InFlight == 0 && s.InFlightBytes == 0 })
 	s := n.Stats()
 	if s.Refused.Hits < 2 || s.Refused.RequestBytes < 1 || s.Refused.InFlight != 1 || s.InFlight != 0 || s.InFlightBytes != 0 {
 		t.Fatalf("stats %+v", s)
