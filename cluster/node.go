@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -41,6 +42,10 @@ type NodeConfig struct {
 	// Memory is what the node offers under placement, in bytes (default:
 	// the machine's memory); shards are spread in proportion to it.
 	Memory int64
+	// MaxStreamBytes is the largest byte limit of a shard's stream the
+	// node gives a collection a client asks it to create (default
+	// DefaultMaxStreamBytes).
+	MaxStreamBytes int64
 }
 
 // Node serves shard replicas: it follows each shard's stream into an
@@ -66,6 +71,7 @@ type Node struct {
 
 	place   *placement // nil without NodeConfig.Placement
 	leaving atomic.Bool
+	admin   nodeAdmin // admin.go
 }
 
 // testHooks let tests widen the window between a request's arrival and
@@ -92,6 +98,9 @@ func StartNode(ctx context.Context, c *Client, cfg NodeConfig) (*Node, error) {
 	if cfg.Placement && cfg.Serve != nil {
 		return nil, errors.New("node: Placement and Serve exclude each other")
 	}
+	if p := c.nc.Opts.InboxPrefix; p != NodeInboxPrefix {
+		return nil, fmt.Errorf("node: the connection's replies arrive under %q, where clients may read them; connect with cluster.AsNode() (or nats.CustomInboxPrefix(cluster.NodeInboxPrefix))", cmp.Or(p, "_INBOX"))
+	}
 	nctx, cancel := context.WithCancel(context.Background())
 	n := &Node{cfg: cfg, c: c, ctx: nctx, cancel: cancel, replicas: map[string][]*replica{}, metas: map[string]*collectionMeta{}}
 	w, err := c.colls.WatchAll(nctx)
@@ -116,6 +125,11 @@ func StartNode(ctx context.Context, c *Client, cfg NodeConfig) (*Node, error) {
 			n.Close()
 			return nil, err
 		}
+	}
+	if err := n.startAdmin(); err != nil {
+		w.Stop()
+		n.Close()
+		return nil, err
 	}
 	n.wg.Go(func() {
 		defer w.Stop()
@@ -587,6 +601,7 @@ func (n *Node) Close() error {
 	n.stopping = true
 	n.gate.Unlock()
 	n.cancel()
+	n.stopAdmin()
 	n.wg.Wait()
 	if n.place != nil {
 		// After its loop stopped, so that no later put brings it back.

@@ -47,6 +47,9 @@ type addCmd struct {
 }
 
 func (c *addCmd) Validate() error {
+	if err := c.clusterOnly(); err != nil {
+		return err
+	}
 	if c.Cluster != "" {
 		return c.validateCluster(c.Store)
 	}
@@ -297,6 +300,9 @@ type deleteCmd struct {
 }
 
 func (c *deleteCmd) Validate() error {
+	if err := c.clusterOnly(); err != nil {
+		return err
+	}
 	given := 0
 	for _, f := range []string{c.IDs, c.IDsFile, c.Keys, c.KeysFile} {
 		if f != "" {

@@ -53,6 +53,9 @@ type buildCmd struct {
 }
 
 func (b *buildCmd) Validate() error {
+	if err := b.clusterOnly(); err != nil {
+		return err
+	}
 	switch {
 	case b.NodeReplicas < 0:
 		return usagef("--node-replicas %d: want 0 (the default, 3) or more", b.NodeReplicas)

@@ -36,6 +36,9 @@ type infoCmd struct {
 }
 
 func (c *infoCmd) Validate() error {
+	if err := c.clusterOnly(); err != nil {
+		return err
+	}
 	if c.Cluster != "" {
 		return c.validateCluster(c.Store)
 	}
