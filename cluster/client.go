@@ -45,8 +45,25 @@ func Timeout(d time.Duration) ClientOption { return func(c *Client) { c.timeout 
 func AttemptTimeout(d time.Duration) ClientOption { return func(c *Client) { c.attemptTimeout = d } }
 
 // ErrUnauthorized: the NATS server refused the connection's credentials
-// (none given, or not keys it knows).
+// (none given, or not keys it knows). Connect returns it as an
+// *AuthError.
 var ErrUnauthorized = errors.New("the server refused the credentials")
+
+// AuthError is Connect's error when the server refused the credentials.
+type AuthError struct {
+	URL   string
+	Creds string // the credentials file given ("": none)
+	Err   error  // NATS's
+}
+
+func (e *AuthError) Error() string {
+	if e.Creds == "" {
+		return fmt.Sprintf("connecting to %s without credentials: the server refused the connection (%v): give credentials (Credentials: umbra serve --dir D writes D/creds/client.nk for applications, D/creds/node.nk for nodes)", e.URL, e.Err)
+	}
+	return fmt.Sprintf("connecting to %s: the server refused the credentials in %s (%v): not keys it knows (another server's, or replaced since: umbra serve prints where it keeps the current ones)", e.URL, e.Creds, e.Err)
+}
+
+func (e *AuthError) Unwrap() []error { return []error{ErrUnauthorized, e.Err} }
 
 func newClientValue(opts []ClientOption) *Client {
 	c := &Client{timeout: 10 * time.Second, attemptTimeout: 3 * time.Second, replicas: 1, idBlock: defaultIDBlock}
@@ -70,10 +87,7 @@ func Connect(ctx context.Context, url string, opts ...ClientOption) (*Client, er
 	nc, err := nats.Connect(url, append(nopts, c.conn.nats...)...)
 	if err != nil {
 		if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked) {
-			if c.conn.creds == "" {
-				return nil, fmt.Errorf("connecting to %s without credentials: %w (%w): give the credentials (umbra serve --dir D writes D/creds/client.nk for applications, D/creds/node.nk for nodes)", url, ErrUnauthorized, err)
-			}
-			return nil, fmt.Errorf("connecting to %s with credentials %s: %w (%w): they are not keys this server knows (another server's, or replaced since: umbra serve prints where it keeps the current ones)", url, c.conn.creds, ErrUnauthorized, err)
+			return nil, &AuthError{URL: url, Creds: c.conn.creds, Err: err}
 		}
 		return nil, fmt.Errorf("connecting to %s: %w", url, err)
 	}

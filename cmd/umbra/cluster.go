@@ -67,13 +67,14 @@ func (f *natsFlags) options() []cluster.ClientOption {
 // names the flag.
 func (f *natsFlags) connect(ctx context.Context, url string, opts ...cluster.ClientOption) (*cluster.Client, error) {
 	c, err := cluster.Connect(ctx, url, append(f.options(), opts...)...)
+	var auth *cluster.AuthError
 	switch {
 	case err == nil:
 		return c, nil
-	case errors.Is(err, cluster.ErrUnauthorized) && f.Creds == "":
-		return nil, fmt.Errorf("%w; give --creds FILE: umbra serve --dir D wrote D/creds/client.nk, and prints where at start", err)
-	case errors.Is(err, cluster.ErrUnauthorized):
-		return nil, fmt.Errorf("--creds %s: %w", f.Creds, err)
+	case errors.As(err, &auth) && f.Creds == "":
+		return nil, fmt.Errorf("connecting to %s: the server refused the connection without credentials (%v): give --creds FILE (umbra serve --dir D writes D/creds/client.nk for applications, and prints where at start)", url, auth.Err)
+	case errors.As(err, &auth):
+		return nil, fmt.Errorf("--creds %s: the server at %s refused these credentials (%v): not keys it knows (another server's, or replaced since: umbra serve prints where it keeps the current ones)", f.Creds, url, auth.Err)
 	case f.Creds != "" && strings.Contains(err.Error(), f.Creds):
 		return nil, fmt.Errorf("--creds: %w", err)
 	}
