@@ -103,10 +103,11 @@ func StartNode(ctx context.Context, c *Client, cfg NodeConfig) (*Node, error) {
 	}
 	nctx, cancel := context.WithCancel(context.Background())
 	n := &Node{cfg: cfg, c: c, ctx: nctx, cancel: cancel, replicas: map[string][]*replica{}, metas: map[string]*collectionMeta{}}
+	m := c.mark()
 	w, err := c.colls.WatchAll(nctx)
 	if err != nil {
 		cancel()
-		return nil, err
+		return nil, fmt.Errorf("node: watching the collections: %w", c.explain(err, m))
 	}
 	// The collections there now are started before StartNode returns.
 	for e := range w.Updates() {

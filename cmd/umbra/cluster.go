@@ -75,8 +75,11 @@ func (f *natsFlags) connect(ctx context.Context, url string, opts ...cluster.Cli
 		return nil, fmt.Errorf("connecting to %s: the server refused the connection without credentials (%v): give --creds FILE (umbra serve --dir D writes D/creds/client.nk for applications, and prints where at start)", url, auth.Err)
 	case errors.As(err, &auth):
 		return nil, fmt.Errorf("--creds %s: the server at %s refused these credentials (%v): not keys it knows (another server's, or replaced since: umbra serve prints where it keeps the current ones)", f.Creds, url, auth.Err)
-	case f.Creds != "" && strings.Contains(err.Error(), f.Creds):
-		return nil, fmt.Errorf("--creds: %w", err)
+	}
+	for _, g := range []struct{ flag, file string }{{"--creds", f.Creds}, {"--tls-ca", f.TLSCA}, {"--tls-cert", f.TLSCert}, {"--tls-key", f.TLSKey}} {
+		if g.file != "" && strings.Contains(err.Error(), g.file) {
+			return nil, fmt.Errorf("%s: %w", g.flag, err)
+		}
 	}
 	return nil, err
 }
