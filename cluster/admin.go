@@ -71,7 +71,9 @@ func (c *Client) createThroughNode(ctx context.Context, meta *collectionMeta) (*
 		defer cancel()
 	}
 	m := c.mark()
-	msg, err := c.nc.RequestWithContext(ctx, adminCreateSubject, meta.marshal())
+	rctx, rcancel := c.denied.failFast(ctx)
+	msg, err := c.nc.RequestWithContext(rctx, adminCreateSubject, meta.marshal())
+	rcancel()
 	if errors.Is(err, nats.ErrNoResponders) {
 		fctx, cancel := c.denied.failFast(ctx)
 		defer cancel()
@@ -204,7 +206,9 @@ func (c *Client) recordFields(ctx context.Context, name string, rev uint64, fiel
 	}
 	body, _ := json.Marshal(req)
 	m := c.mark()
-	msg, err := c.nc.RequestWithContext(ctx, adminSchemaSubject, body)
+	rctx, rcancel := c.denied.failFast(ctx)
+	msg, err := c.nc.RequestWithContext(rctx, adminSchemaSubject, body)
+	rcancel()
 	if errors.Is(err, nats.ErrNoResponders) {
 		fctx, cancel := c.denied.failFast(ctx)
 		defer cancel()

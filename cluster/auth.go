@@ -240,8 +240,11 @@ func (c *Client) credsNote() string {
 // bucketError says why a bucket could not be opened: most often, with a
 // client's credentials, that no node has made it yet.
 func (c *Client) bucketError(err error, mark uint64) error {
-	if c.mark() != mark {
-		return fmt.Errorf("%w: umbra's buckets are made by its nodes, and these credentials may not make them: start an umbra node (umbra serve) on this NATS system first", c.explain(err, mark))
+	switch {
+	case c.mark() == mark:
+		return err
+	case c.conn.node:
+		return fmt.Errorf("%w: a node needs the node role's credentials (umbra serve --dir D writes D/creds/node.nk; on an external server, the user with the node's permissions)", c.explain(err, mark))
 	}
-	return err
+	return fmt.Errorf("%w: umbra's buckets are made by its nodes, and these credentials may not make them: start an umbra node (umbra serve) on this NATS system first", c.explain(err, mark))
 }

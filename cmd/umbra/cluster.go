@@ -63,16 +63,20 @@ func (f *natsFlags) options() []cluster.ClientOption {
 	return opts
 }
 
-// connect connects to url with the flags' credentials; a refusal of them
-// names the flag.
-func (f *natsFlags) connect(ctx context.Context, url string, opts ...cluster.ClientOption) (*cluster.Client, error) {
-	c, err := cluster.Connect(ctx, url, append(f.options(), opts...)...)
+// connect connects to url with the flags' credentials, as a node or an
+// application; a refusal of them names the flag.
+func (f *natsFlags) connect(ctx context.Context, url string, node bool) (*cluster.Client, error) {
+	opts, which := f.options(), "D/creds/client.nk for applications"
+	if node {
+		opts, which = append(opts, cluster.AsNode()), "D/creds/node.nk for nodes"
+	}
+	c, err := cluster.Connect(ctx, url, opts...)
 	var auth *cluster.AuthError
 	switch {
 	case err == nil:
 		return c, nil
 	case errors.As(err, &auth) && f.Creds == "":
-		return nil, fmt.Errorf("connecting to %s: the server refused the connection without credentials (%v): give --creds FILE (umbra serve --dir D writes D/creds/client.nk for applications, and prints where at start)", url, auth.Err)
+		return nil, fmt.Errorf("connecting to %s: the server refused the connection without credentials (%v): give --creds FILE (umbra serve --dir D writes %s, and prints where at start)", url, auth.Err, which)
 	case errors.As(err, &auth):
 		return nil, fmt.Errorf("--creds %s: the server at %s refused these credentials (%v): not keys it knows (another server's, or replaced since: umbra serve prints where it keeps the current ones)", f.Creds, url, auth.Err)
 	}
@@ -103,7 +107,7 @@ func (f *clusterFlags) validateCluster(store string) error {
 }
 
 func (f *clusterFlags) open(ctx context.Context) (*cluster.Client, *cluster.Collection, error) {
-	c, err := f.connect(ctx, f.Cluster)
+	c, err := f.connect(ctx, f.Cluster, false)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -179,7 +183,7 @@ func (s *serveCmd) Run(ctx context.Context, e *env) error {
 		s.Creds = srv.NodeCreds()
 		fmt.Fprintf(e.stdout, "umbra serve: clients connect with --cluster %s --creds %s (nodes and operators: %s)\n", url, srv.ClientCreds(), srv.NodeCreds())
 	}
-	c, err := s.connect(ctx, url, cluster.AsNode())
+	c, err := s.connect(ctx, url, true)
 	if err != nil {
 		return err
 	}
@@ -236,7 +240,7 @@ func (b *buildCmd) runCluster(ctx context.Context, e *env) error {
 		return err
 	}
 	defer src.Close()
-	c, err := b.connect(ctx, b.Cluster)
+	c, err := b.connect(ctx, b.Cluster, false)
 	if err != nil {
 		return err
 	}
