@@ -31,7 +31,9 @@ type EmbeddedConfig struct {
 	// ClusterName, ClusterListen and Routes join several embedded servers
 	// into one NATS cluster (tests and loopback measurements): every
 	// server the same ClusterName, its own ClusterListen (loopback), and
-	// Routes the others' nats-route://HOST:PORT.
+	// Routes the others' nats-route://HOST:PORT, and all the same Creds
+	// (a route gives the route secret kept there; without it, it is
+	// refused).
 	ClusterName   string
 	ClusterListen string
 	Routes        []string
