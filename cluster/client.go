@@ -32,6 +32,8 @@ type Client struct {
 	replicas       int // of the cluster's buckets: 1 on one server, 3 in a NATS cluster
 	idBlock        uint64
 	callsState     // umbra_calls, for writes with an idempotency key (idempotent.go)
+	conn           connOptions // Connect's (auth.go)
+	denied         denials
 }
 
 // ClientOption configures Connect.
@@ -44,41 +46,99 @@ func Timeout(d time.Duration) ClientOption { return func(c *Client) { c.timeout 
 // another (default 3 s): a replica killed mid-call costs this much.
 func AttemptTimeout(d time.Duration) ClientOption { return func(c *Client) { c.attemptTimeout = d } }
 
-// Connect connects to the NATS server at url.
+// ErrUnauthorized: the NATS server refused the connection's credentials
+// (none given, or not keys it knows). Connect returns it as an
+// *AuthError.
+var ErrUnauthorized = errors.New("the server refused the credentials")
+
+// AuthError is Connect's error when the server refused the credentials.
+type AuthError struct {
+	URL   string
+	Creds string // the credentials file given ("": none)
+	Err   error  // NATS's
+}
+
+func (e *AuthError) Error() string {
+	if e.Creds == "" {
+		return fmt.Sprintf("connecting to %s without credentials: the server refused the connection (%v): give credentials (Credentials: umbra serve --dir D writes D/creds/client.nk for applications, D/creds/node.nk for nodes)", e.URL, e.Err)
+	}
+	return fmt.Sprintf("connecting to %s: the server refused the credentials in %s (%v): not keys it knows (another server's, or replaced since: umbra serve prints where it keeps the current ones)", e.URL, e.Creds, e.Err)
+}
+
+func (e *AuthError) Unwrap() []error { return []error{ErrUnauthorized, e.Err} }
+
+func newClientValue(opts []ClientOption) *Client {
+	c := &Client{timeout: 10 * time.Second, attemptTimeout: 3 * time.Second, replicas: 1, idBlock: defaultIDBlock}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
+}
+
+// Connect connects to the NATS server at url (several, comma-separated:
+// any of them), with the credentials and TLS settings opts give.
 func Connect(ctx context.Context, url string, opts ...ClientOption) (*Client, error) {
-	nc, err := nats.Connect(url, nats.Name("umbra client"), nats.MaxReconnects(-1))
+	c := newClientValue(opts)
+	if c.conn.err != nil {
+		return nil, c.conn.err
+	}
+	nopts := []nats.Option{nats.Name("umbra client"), nats.MaxReconnects(-1), nats.ErrorHandler(c.denied.handler)}
+	if c.conn.node {
+		nopts = append(nopts, nats.Name("umbra node"), nats.CustomInboxPrefix(NodeInboxPrefix))
+	}
+	nc, err := nats.Connect(url, append(nopts, c.conn.nats...)...)
 	if err != nil {
+		if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked) {
+			return nil, &AuthError{URL: url, Creds: c.conn.creds, Err: err}
+		}
 		return nil, fmt.Errorf("connecting to %s: %w", url, err)
 	}
-	c, err := NewClient(ctx, nc, opts...)
-	if err != nil {
+	c.nc, c.owns = nc, true
+	if err := c.init(ctx); err != nil {
 		nc.Close()
 		return nil, err
 	}
-	c.owns = true
 	return c, nil
 }
 
 // NewClient makes a Client on an open connection (Close leaves it open).
+// Credentials, TLS and ClientCert are the connection's own then (set on
+// it when it was made); AsNode needs a connection made with
+// nats.CustomInboxPrefix(NodeInboxPrefix).
 func NewClient(ctx context.Context, nc *nats.Conn, opts ...ClientOption) (*Client, error) {
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, err
+	c := newClientValue(opts)
+	switch {
+	case c.conn.connLevel:
+		return nil, errors.New("cluster.NewClient: Credentials, TLS and ClientCert apply to Connect; give nats.Connect the connection's own (nats.UserCredentials, nats.Nkey, nats.RootCAs)")
+	case c.conn.node && nc.Opts.InboxPrefix != NodeInboxPrefix:
+		return nil, fmt.Errorf("cluster.NewClient: AsNode needs a connection made with nats.CustomInboxPrefix(%q), not %q", NodeInboxPrefix, nc.Opts.InboxPrefix)
 	}
-	c := &Client{nc: nc, js: js, timeout: 10 * time.Second, attemptTimeout: 3 * time.Second, replicas: 1, idBlock: defaultIDBlock}
-	for _, o := range opts {
-		o(c)
-	}
-	if nc.ConnectedClusterName() != "" {
-		c.replicas = 3
-	}
-	if c.colls, err = bucket(ctx, js, bucketCollections, c.replicas); err != nil {
-		return nil, err
-	}
-	if c.ctrs, err = bucket(ctx, js, bucketCounters, c.replicas); err != nil {
+	c.nc = nc
+	if err := c.init(ctx); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+func (c *Client) init(ctx context.Context) error {
+	js, err := jetstream.New(c.nc)
+	if err != nil {
+		return err
+	}
+	c.js = js
+	if c.nc.ConnectedClusterName() != "" {
+		c.replicas = 3
+	}
+	m := c.mark()
+	fctx, cancel := c.denied.failFast(ctx)
+	defer cancel()
+	if c.colls, err = bucket(fctx, js, bucketCollections, c.replicas); err != nil {
+		return c.bucketError(err, m)
+	}
+	if c.ctrs, err = bucket(fctx, js, bucketCounters, c.replicas); err != nil {
+		return c.bucketError(err, m)
+	}
+	return nil
 }
 
 // bucket opens the KV bucket, creating it when absent.
@@ -167,38 +227,18 @@ func (c *Client) Create(ctx context.Context, name string, cfg CollectionConfig) 
 		if err != nil {
 			return nil, err
 		}
-		if old.Dim != meta.Dim || old.Metric != meta.Metric || old.Shards != meta.Shards ||
-			(meta.NodeReplicas != 0 && old.NodeReplicas != meta.NodeReplicas) {
-			return nil, fmt.Errorf("%w: %q has dim %d, metric %s, %d shards, node replicas %d", ErrCollectionExists, name,
-				old.Dim, old.Metric, old.Shards, old.NodeReplicas)
+		if err := sameCollection(old, meta); err != nil {
+			return nil, err
 		}
 		return c.open(old)
 	}
-	for s := range cfg.Shards {
-		_, err := c.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-			Name:       streamName(name, s),
-			Subjects:   []string{writeSubject(name, s)},
-			Storage:    jetstream.FileStorage,
-			Replicas:   cfg.Replicas,
-			Retention:  jetstream.LimitsPolicy,
-			Discard:    jetstream.DiscardNew,
-			MaxBytes:   cfg.MaxBytes,
-			Duplicates: cfg.DedupWindow,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("creating shard %d's stream: %w", s, err)
-		}
-	}
-	if _, err := c.ctrs.Create(ctx, name, []byte("0")); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+	// A node creates it (a client's credentials may not create streams);
+	// where none answers, the client itself.
+	created, err := c.createThroughNode(ctx, meta)
+	if err != nil {
 		return nil, err
 	}
-	if _, err := c.colls.Create(ctx, name, meta.marshal()); err != nil {
-		if errors.Is(err, jetstream.ErrKeyExists) {
-			return c.Open(ctx, name) // created by another client meanwhile
-		}
-		return nil, err
-	}
-	return c.open(meta)
+	return c.open(created)
 }
 
 // Open opens an existing collection.

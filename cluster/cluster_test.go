@@ -45,7 +45,8 @@ func newHarness(t *testing.T, serve func(string, int) bool) *harness {
 }
 
 // serverAndClient starts an embedded NATS server in a test's temporary
-// directory and connects a client to it, both closed when the test ends.
+// directory and connects a client to it with the node's credentials (it
+// may run a node), both closed when the test ends.
 func serverAndClient(t *testing.T, opts ...ClientOption) (dir string, srv *Embedded, c *Client) {
 	t.Helper()
 	dir = t.TempDir()
@@ -54,10 +55,11 @@ func serverAndClient(t *testing.T, opts ...ClientOption) (dir string, srv *Embed
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	if c, err = Connect(context.Background(), srv.URL(), opts...); err != nil {
+	if c, err = Connect(context.Background(), srv.URL(), append([]ClientOption{Credentials(srv.NodeCreds()), AsNode()}, opts...)...); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
+	noDenials(t, c) // the node role has every right a node and a test need
 	return dir, srv, c
 }
 

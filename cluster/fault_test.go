@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,8 +34,9 @@ func childServer() int {
 		ClusterName:   "umbra-fault",
 		ClusterListen: os.Getenv("UMBRA_NATS_CLUSTER_LISTEN"),
 		Routes:        strings.Split(os.Getenv("UMBRA_NATS_ROUTES"), ","),
+		Creds:         os.Getenv("UMBRA_NATS_CREDS_DIR"),
 	}
-	opts, err := embeddedOptions(cfg)
+	opts, _, err := embeddedOptions(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -59,6 +61,7 @@ type serverProcs struct {
 	cluster []string // cluster listen addresses
 	routes  [][]string
 	dirs    []string
+	creds   *CredsDir // shared by the servers
 	mu      sync.Mutex
 	procs   []*os.Process
 }
@@ -68,6 +71,10 @@ type serverProcs struct {
 func startServerProcs(t *testing.T, n int, routes func(i, j int, clusterAddr string) string) *serverProcs {
 	t.Helper()
 	sv := &serverProcs{t: t, procs: make([]*os.Process, n)}
+	var err error
+	if sv.creds, err = LoadCreds(filepath.Join(t.TempDir(), "creds")); err != nil {
+		t.Fatal(err)
+	}
 	for i := range n {
 		sv.names = append(sv.names, fmt.Sprintf("s%d", i))
 		sv.listen = append(sv.listen, fmt.Sprintf("127.0.0.1:%d", freePort(t)))
@@ -110,7 +117,7 @@ func (sv *serverProcs) start(i int) {
 	t.Helper()
 	cmd := testkit.Child("natsd", "UMBRA_NATS_NAME="+sv.names[i], "UMBRA_NATS_LISTEN="+sv.listen[i],
 		"UMBRA_NATS_CLUSTER_LISTEN="+sv.cluster[i], "UMBRA_NATS_ROUTES="+strings.Join(sv.routes[i], ","),
-		"UMBRA_NATS_DIR="+sv.dirs[i])
+		"UMBRA_NATS_DIR="+sv.dirs[i], "UMBRA_NATS_CREDS_DIR="+sv.creds.Dir())
 	stdout, _ := cmd.StdoutPipe()
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -174,12 +181,12 @@ func (sv *serverProcs) client(ctx context.Context, idx ...int) *Client {
 		urls = append(urls, "nats://"+sv.listen[i])
 	}
 	for {
-		nc, err := nats.Connect(strings.Join(urls, ","), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), nats.DontRandomize())
+		nc, err := nats.Connect(strings.Join(urls, ","), append(nodeNATS(t, sv.creds.NodeFile()), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), nats.DontRandomize())...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		c, err := NewClient(actx, nc, Timeout(20*time.Second), AttemptTimeout(time.Second))
+		c, err := NewClient(actx, nc, AsNode(), Timeout(20*time.Second), AttemptTimeout(time.Second))
 		cancel()
 		if err == nil {
 			t.Cleanup(nc.Close)
@@ -398,8 +405,8 @@ func TestClusterReplicaKilledMidSearch(t *testing.T) {
 	}
 	ref.ix.Add(ctx, engine.Vectors(vs), engine.WithIDs(ids...))
 	slow := "UMBRA_SERVE_DELAY_MS=30"
-	p1, _ := startChildNode(t, srv.URL(), dir+"/n1", slow)
-	p2, _ := startChildNode(t, srv.URL(), dir+"/n2", slow)
+	p1, _ := startChildNode(t, srv, dir+"/n1", slow)
+	p2, _ := startChildNode(t, srv, dir+"/n2", slow)
 	qs := make([][]float32, 6)
 	want := make([][]engine.Hit, len(qs))
 	for i := range qs {

@@ -139,13 +139,29 @@ func callHash(op byte, o *writeOptions, data []float32, encMeta [][]byte) string
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// callsBucket opens (or creates) umbra_calls, once a client.
+// callsBucket opens umbra_calls, once a client. Nodes make it when they
+// start (a client's credentials may not create buckets); a client with the
+// rights (node credentials, a server without authentication) makes it
+// itself where no node has.
 func (c *Client) callsBucket(ctx context.Context) (jetstream.KeyValue, error) {
 	c.callsMu.Lock()
 	defer c.callsMu.Unlock()
 	if c.calls != nil {
 		return c.calls, nil
 	}
+	m := c.mark()
+	fctx, cancel := c.denied.failFast(ctx)
+	defer cancel()
+	kv, err := c.openCalls(fctx)
+	if err != nil {
+		return nil, c.bucketError(err, m)
+	}
+	c.calls = kv
+	return kv, nil
+}
+
+// openCalls opens umbra_calls, creating it when absent.
+func (c *Client) openCalls(ctx context.Context) (jetstream.KeyValue, error) {
 	kv, err := c.js.KeyValue(ctx, bucketCalls)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		kv, err = c.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucketCalls, Replicas: c.replicas,
@@ -157,7 +173,6 @@ func (c *Client) callsBucket(ctx context.Context) (jetstream.KeyValue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bucket %s: %w", bucketCalls, err)
 	}
-	c.calls = kv
 	return kv, nil
 }
 

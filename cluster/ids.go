@@ -64,10 +64,25 @@ func (c *Client) withDeadline(ctx context.Context) (context.Context, context.Can
 // (a KV Get may be answered by a follower that has not yet applied the
 // latest update; the floor must not be read stale). Absent: 0, revision 0.
 func (c *Client) readCounter(ctx context.Context, key string) (uint64, uint64, error) {
-	req, _ := json.Marshal(map[string]string{"last_by_subj": "$KV." + bucketCounters + "." + key})
-	msg, err := c.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+bucketCounters, req)
+	data, seq, err := c.leaderGet(ctx, bucketCounters, key)
+	if err != nil || len(data) == 0 {
+		return 0, seq, err
+	}
+	v, err := strconv.ParseUint(string(data), 10, 64)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, fmt.Errorf("ID counter %s holds %q", key, data)
+	}
+	return v, seq, nil
+}
+
+// leaderGet reads key of bucket from its stream's leader: the value and
+// its revision; absent, nil and 0; deleted, nil and the delete's
+// revision.
+func (c *Client) leaderGet(ctx context.Context, bucket, key string) ([]byte, uint64, error) {
+	req, _ := json.Marshal(map[string]string{"last_by_subj": "$KV." + bucket + "." + key})
+	msg, err := c.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+bucket, req)
+	if err != nil {
+		return nil, 0, err
 	}
 	var resp struct {
 		Error *struct {
@@ -82,25 +97,21 @@ func (c *Client) readCounter(ctx context.Context, key string) (uint64, uint64, e
 		} `json:"message"`
 	}
 	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return 0, 0, fmt.Errorf("reading %s: %w", key, err)
+		return nil, 0, fmt.Errorf("reading %s: %w", key, err)
 	}
 	if resp.Error != nil {
 		if resp.Error.ErrCode == 10037 || resp.Error.Code == 404 { // no message found
-			return 0, 0, nil
+			return nil, 0, nil
 		}
-		return 0, 0, fmt.Errorf("reading %s: %s (code %d)", key, resp.Error.Description, resp.Error.Code)
+		return nil, 0, fmt.Errorf("reading %s: %s (code %d)", key, resp.Error.Description, resp.Error.Code)
 	}
 	if resp.Message == nil {
-		return 0, 0, fmt.Errorf("reading %s: empty answer", key)
+		return nil, 0, fmt.Errorf("reading %s: empty answer", key)
 	}
 	if len(resp.Message.Hdrs) > 0 && len(resp.Message.Data) == 0 {
-		return 0, resp.Message.Seq, nil // a delete marker
+		return nil, resp.Message.Seq, nil // a delete marker
 	}
-	v, err := strconv.ParseUint(string(resp.Message.Data), 10, 64)
-	if err != nil {
-		return 0, 0, fmt.Errorf("ID counter %s holds %q", key, resp.Message.Data)
-	}
-	return v, resp.Message.Seq, nil
+	return resp.Message.Data, resp.Message.Seq, nil
 }
 
 // moveCounter sets key to next(cur) by compare-and-set, retrying while

@@ -21,12 +21,12 @@ func TestClusterAssignedIDBlocks(t *testing.T) {
 	ctx := context.Background()
 	r := testkit.Rand(t)
 	const dim, block = 4, 64
-	c2, err := Connect(ctx, h.srv.URL(), Timeout(20*time.Second), IDBlock(block))
+	c2, err := Connect(ctx, h.srv.URL(), Credentials(h.srv.ClientCreds()), Timeout(20*time.Second), IDBlock(block))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c2.Close()
-	c3, err := Connect(ctx, h.srv.URL(), Timeout(20*time.Second), IDBlock(block))
+	c3, err := Connect(ctx, h.srv.URL(), Credentials(h.srv.ClientCreds()), Timeout(20*time.Second), IDBlock(block))
 	if err != nil {
 		t.Fatal(err)
 	}

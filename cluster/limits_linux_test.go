@@ -42,7 +42,7 @@ func TestNodeBoundedUnderFlood(t *testing.T) {
 	if _, err := col.Add(ctx, engine.Vectors(vs), NoWait()); err != nil {
 		t.Fatal(err)
 	}
-	proc, _ := startChildNode(t, srv.URL(), dir+"/node")
+	proc, _ := startChildNode(t, srv, dir+"/node")
 	q := testkit.Grid(r, dim)
 	q[1] += 1.0 / 64
 	before, err := col.Search(ctx, q, 10)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -32,9 +33,10 @@ func threeServers(t *testing.T) ([]*Embedded, *Client) {
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
 	}
 	var srvs []*Embedded
+	creds := filepath.Join(t.TempDir(), "creds")
 	for i, p := range ports {
 		s, err := StartEmbedded(EmbeddedConfig{Listen: "127.0.0.1:0", Dir: t.TempDir(), Name: fmt.Sprintf("n%d", i),
-			ClusterName: "umbra-test", ClusterListen: fmt.Sprintf("127.0.0.1:%d", p), Routes: routes})
+			ClusterName: "umbra-test", ClusterListen: fmt.Sprintf("127.0.0.1:%d", p), Routes: routes, Creds: creds})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,12 +48,12 @@ func threeServers(t *testing.T) ([]*Embedded, *Client) {
 	url := srvs[0].URL() + "," + srvs[1].URL() + "," + srvs[2].URL()
 	// JetStream needs its meta leader before buckets can be made.
 	for {
-		nc, err := nats.Connect(url, nats.MaxReconnects(-1))
+		nc, err := nats.Connect(url, append(nodeNATS(t, srvs[0].NodeCreds()), nats.MaxReconnects(-1))...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		actx, acancel := context.WithTimeout(ctx, 2*time.Second)
-		c, err := NewClient(actx, nc, Timeout(30*time.Second))
+		c, err := NewClient(actx, nc, AsNode(), Timeout(30*time.Second))
 		acancel()
 		if err == nil {
 			t.Cleanup(nc.Close)

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,6 +45,10 @@ type NodeConfig struct {
 	// Limits bound what requests can make the node hold (limits.go;
 	// zero fields take the defaults).
 	Limits Limits
+	// MaxStreamBytes is the largest byte limit of a shard's stream the
+	// node gives a collection a client asks it to create (default
+	// DefaultMaxStreamBytes).
+	MaxStreamBytes int64
 }
 
 // Node serves shard replicas: it follows each shard's stream into an
@@ -75,6 +80,7 @@ type Node struct {
 	counts   counters
 	id       string             // the node's name in its stats
 	statsSub *nats.Subscription // answers umbra.stats
+	admin   nodeAdmin // admin.go
 }
 
 // testHooks let tests widen the window between a request's arrival and
@@ -104,6 +110,9 @@ func StartNode(ctx context.Context, c *Client, cfg NodeConfig) (*Node, error) {
 	if err := cfg.Limits.check(); err != nil {
 		return nil, err
 	}
+	if p := c.nc.Opts.InboxPrefix; p != NodeInboxPrefix {
+		return nil, fmt.Errorf("node: the connection's replies arrive under %q, where clients may read them; connect with cluster.AsNode() (or nats.CustomInboxPrefix(cluster.NodeInboxPrefix))", cmp.Or(p, "_INBOX"))
+	}
 	nctx, cancel := context.WithCancel(context.Background())
 	n := &Node{cfg: cfg, c: c, ctx: nctx, cancel: cancel, replicas: map[string][]*replica{}, metas: map[string]*collectionMeta{}}
 	n.limits = cfg.Limits.WithDefaults()
@@ -112,11 +121,19 @@ func StartNode(ctx context.Context, c *Client, cfg NodeConfig) (*Node, error) {
 		cancel()
 		return nil, err
 	}
+	m := c.mark()
+	// The bucket of writes with an idempotency key: made here, since a
+	// client's credentials may not make buckets.
+	if _, err := c.openCalls(ctx); err != nil {
+		n.stopStats()
+		cancel()
+		return nil, fmt.Errorf("node: %w", c.bucketError(err, m))
+	}
 	w, err := c.colls.WatchAll(nctx)
 	if err != nil {
 		n.stopStats()
 		cancel()
-		return nil, err
+		return nil, fmt.Errorf("node: watching the collections: %w", c.explain(err, m))
 	}
 	// The collections there now are started before StartNode returns.
 	for e := range w.Updates() {
@@ -135,6 +152,11 @@ func StartNode(ctx context.Context, c *Client, cfg NodeConfig) (*Node, error) {
 			n.Close()
 			return nil, err
 		}
+	}
+	if err := n.startAdmin(); err != nil {
+		w.Stop()
+		n.Close()
+		return nil, err
 	}
 	n.wg.Go(func() {
 		defer w.Stop()
@@ -625,6 +647,7 @@ func (n *Node) Close() error {
 	n.stopping = true
 	n.gate.Unlock()
 	n.cancel()
+	n.stopAdmin()
 	n.wg.Wait()
 	if n.place != nil {
 		// After its loop stopped, so that no later put brings it back.

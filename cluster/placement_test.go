@@ -86,15 +86,16 @@ type placed struct {
 	nodes  map[string]*Node
 	conns  map[string]*Client
 	pkv    jetstream.KeyValue
+	creds  string // the node credentials file
 }
 
 func newPlaced(t *testing.T, dim, shards, R int) *placed {
 	dir, srv, c := serverAndClient(t, Timeout(20*time.Second))
-	return placedOn(t, dir, []string{srv.URL()}, c, dim, shards, R)
+	return placedOn(t, dir, []string{srv.URL()}, srv.NodeCreds(), c, dim, shards, R)
 }
 
-func placedOn(t *testing.T, dir string, urls []string, c *Client, dim, shards, R int) *placed {
-	h := &placed{t: t, ctx: context.Background(), dir: dir, urls: urls, c: c, shards: shards, R: R, nodes: map[string]*Node{}, conns: map[string]*Client{}}
+func placedOn(t *testing.T, dir string, urls []string, creds string, c *Client, dim, shards, R int) *placed {
+	h := &placed{t: t, ctx: context.Background(), dir: dir, urls: urls, creds: creds, c: c, shards: shards, R: R, nodes: map[string]*Node{}, conns: map[string]*Client{}}
 	var err error
 	if h.col, err = h.c.Create(h.ctx, "pl", CollectionConfig{Dim: dim, Shards: shards, NodeReplicas: R}); err != nil {
 		t.Fatal(err)
@@ -108,11 +109,12 @@ func (h *placed) start(id string) {
 	h.mu.Lock()
 	url := h.urls[len(h.conns)%len(h.urls)]
 	h.mu.Unlock()
-	nc, err := Connect(h.ctx, url, Timeout(20*time.Second))
+	nc, err := Connect(h.ctx, url, Credentials(h.creds), AsNode(), Timeout(20*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
+	noDenials(t, nc)
 	n, err := StartNode(h.ctx, nc, NodeConfig{Dir: filepath.Join(h.dir, id), Device: engine.CPU, Placement: true,
 		ID: id, Memory: 1 << 30, Logf: func(f string, a ...any) { t.Logf(time.Now().Format("15:04:05.000 ")+id+": "+f, a...) }})
 	if err != nil {
@@ -436,7 +438,7 @@ func TestClusterPlacementAcrossServers(t *testing.T) {
 	for _, s := range srvs {
 		urls = append(urls, s.URL())
 	}
-	h := placedOn(t, t.TempDir(), urls, c, 8, 4, 2)
+	h := placedOn(t, t.TempDir(), urls, srvs[0].NodeCreds(), c, 8, 4, 2)
 	w := h.twoWatched(8)
 	h.start("c")
 	h.settled("c joined", "a", "b", "c")

@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 // keeping its replicas under UMBRA_NODE_DIR, until it is killed.
 func childNode() int {
 	ctx := context.Background()
-	c, err := Connect(ctx, os.Getenv("UMBRA_NATS_URL"))
+	c, err := Connect(ctx, os.Getenv("UMBRA_NATS_URL"), Credentials(os.Getenv("UMBRA_NATS_CREDS")), AsNode())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -46,11 +46,11 @@ func childNode() int {
 	select {}
 }
 
-// startChildNode starts a node process and waits for it to be ready; its
-// log lines go to the returned channel.
-func startChildNode(t *testing.T, url, dir string, env ...string) (*os.Process, chan string) {
+// startChildNode starts a node process on srv, with its node credentials,
+// and waits for it to be ready; its log lines go to the returned channel.
+func startChildNode(t *testing.T, srv *Embedded, dir string, env ...string) (*os.Process, chan string) {
 	t.Helper()
-	cmd := testkit.Child("node", append([]string{"UMBRA_NATS_URL=" + url, "UMBRA_NODE_DIR=" + dir}, env...)...)
+	cmd := testkit.Child("node", append([]string{"UMBRA_NATS_URL=" + srv.URL(), "UMBRA_NATS_CREDS=" + srv.NodeCreds(), "UMBRA_NODE_DIR=" + dir}, env...)...)
 	stdout, _ := cmd.StdoutPipe()
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
@@ -101,7 +101,7 @@ func TestClusterNodeKilledMidApplyResumes(t *testing.T) {
 	ref := newMirror(t, dim, engine.Cosine)
 	r := testkit.Rand(t)
 	nodeDir := dir + "/node"
-	proc, _ := startChildNode(t, srv.URL(), nodeDir)
+	proc, _ := startChildNode(t, srv, nodeDir)
 	write := func(i int) {
 		vs := make([][]float32, 20)
 		for j := range vs {
@@ -134,7 +134,7 @@ func TestClusterNodeKilledMidApplyResumes(t *testing.T) {
 			}
 		}
 	}
-	proc2, lines := startChildNode(t, srv.URL(), nodeDir)
+	proc2, lines := startChildNode(t, srv, nodeDir)
 	defer proc2.Kill()
 	// The restarted node says where its stores stood.
 	resumed := regexp.MustCompile(`shard k/(\d+): store applied through message (\d+)`)

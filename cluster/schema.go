@@ -125,9 +125,13 @@ func (col *Collection) ensureSchema(ctx context.Context, rows []meta.Fields) err
 		for name, k := range added {
 			next.Fields[name] = k.String()
 		}
+		// Through a node (a client may not write the record itself).
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err = col.c.colls.Update(actx, col.meta.Name, next.marshal(), rev)
+		err = col.c.recordFields(actx, col.meta.Name, rev, added, &next)
 		cancel()
+		if errors.Is(err, engine.ErrInvalidMeta) {
+			return err
+		}
 		if err != nil && ctx.Err() != nil {
 			return fmt.Errorf("recording the metadata schema: %w", err)
 		}

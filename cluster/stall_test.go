@@ -147,18 +147,18 @@ func TestClusterNodeResumesAfterLostDeliveries(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer srv.Close()
-			c, err := Connect(ctx, srv.URL(), Timeout(10*time.Second))
+			c, err := Connect(ctx, srv.URL(), Credentials(srv.NodeCreds()), Timeout(10*time.Second))
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer c.Close()
 			px := newLossyProxy(t, srv.URL()[len("nats://"):])
-			nc, err := nats.Connect(px.url(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+			nc, err := nats.Connect(px.url(), append(nodeNATS(t, srv.NodeCreds()), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))...)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer nc.Close()
-			cNode, err := NewClient(ctx, nc)
+			cNode, err := NewClient(ctx, nc, AsNode())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
@@ -237,19 +236,12 @@ func (n *Node) stopStats() {
 // encodeStats and decodeStats are a stats reply on the wire: JSON.
 // encodeStats frames a node's stats (JSON) like every other cluster
 // message: format version and CRC-32C (wire.go).
-func encodeStats(s NodeStats) []byte {
-	j, _ := json.Marshal(s)
-	return sealFrame(append(newFrame(len(j)), j...))
-}
+func encodeStats(s NodeStats) []byte { return frameJSON(s) }
 
 func decodeStats(b []byte) (NodeStats, error) {
 	var s NodeStats
-	body, err := openFrame(b)
-	if err != nil {
+	if err := openJSON(b, &s); err != nil {
 		return s, fmt.Errorf("a node's stats: %w", err)
-	}
-	if err := json.Unmarshal(body, &s); err != nil {
-		return s, fmt.Errorf("%w: a node's stats: %v", errWire, err)
 	}
 	return s, nil
 }

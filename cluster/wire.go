@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -94,6 +95,27 @@ func openFrame(b []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: format version %d in a checksummed frame, which no umbra writes", errWire, v)
 	}
 	return b[frameHeader:], nil
+}
+
+// frameJSON frames v's JSON (the admin requests and replies, a node's
+// stats): the same version and checksum as every other cluster message.
+func frameJSON(v any) []byte {
+	// umbra's own types, which always encode (an empty body would fail
+	// its reader's decode, naming the message).
+	j, _ := json.Marshal(v)
+	return sealFrame(append(newFrame(len(j)), j...))
+}
+
+// openJSON checks b's frame and decodes its JSON body into v.
+func openJSON(b []byte, v any) error {
+	body, err := openFrame(b)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("%w: %v", errWire, err)
+	}
+	return nil
 }
 
 // Write operations, as logged in a shard's stream.

@@ -97,7 +97,8 @@ func servers(ctx context.Context, dir string, n int) ([]*cluster.Embedded, []*cl
 	var cfgs []cluster.EmbeddedConfig
 	var routes []string
 	for i := range n {
-		cfg := cluster.EmbeddedConfig{Listen: "127.0.0.1:0", Dir: fmt.Sprintf("%s/s%d", dir, i), Name: fmt.Sprintf("s%d", i)}
+		cfg := cluster.EmbeddedConfig{Listen: "127.0.0.1:0", Dir: fmt.Sprintf("%s/s%d", dir, i), Name: fmt.Sprintf("s%d", i),
+			Creds: dir + "/creds"} // one set of keys for the servers of one cluster
 		if n > 1 {
 			port := 16222 + i + 10*rand.IntN(1000)
 			cfg.ClusterName = "loopbench"
@@ -118,14 +119,19 @@ func servers(ctx context.Context, dir string, n int) ([]*cluster.Embedded, []*cl
 	}
 	var clients []*cluster.Client
 	deadline := time.Now().Add(60 * time.Second)
+	// Each client runs a node too: the node's credentials, and its inbox.
+	nkey, err := nats.NkeyOptionFromSeed(srvs[0].NodeCreds())
+	if err != nil {
+		return nil, nil, err
+	}
 	for _, s := range srvs {
 		for {
-			nc, err := nats.Connect(s.URL(), nats.MaxReconnects(-1))
+			nc, err := nats.Connect(s.URL(), nkey, nats.CustomInboxPrefix(cluster.NodeInboxPrefix), nats.MaxReconnects(-1))
 			if err != nil {
 				return nil, nil, err
 			}
 			actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			c, err := cluster.NewClient(actx, nc, cluster.Timeout(120*time.Second), cluster.IDBlock(*idBlock))
+			c, err := cluster.NewClient(actx, nc, cluster.AsNode(), cluster.Timeout(120*time.Second), cluster.IDBlock(*idBlock))
 			cancel()
 			if err == nil {
 				clients = append(clients, c)

@@ -49,6 +49,9 @@ type addCmd struct {
 }
 
 func (c *addCmd) Validate() error {
+	if err := c.clusterOnly(); err != nil {
+		return err
+	}
 	if err := c.checkKey(c.Cluster); err != nil {
 		return err
 	}
@@ -304,6 +307,9 @@ type deleteCmd struct {
 }
 
 func (c *deleteCmd) Validate() error {
+	if err := c.clusterOnly(); err != nil {
+		return err
+	}
 	if err := c.checkKey(c.Cluster); err != nil {
 		return err
 	}

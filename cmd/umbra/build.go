@@ -55,6 +55,9 @@ type buildCmd struct {
 }
 
 func (b *buildCmd) Validate() error {
+	if err := b.clusterOnly(); err != nil {
+		return err
+	}
 	if err := b.checkKey(b.Cluster); err != nil {
 		return err
 	}

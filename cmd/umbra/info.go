@@ -36,6 +36,9 @@ type infoCmd struct {
 }
 
 func (c *infoCmd) Validate() error {
+	if err := c.clusterOnly(); err != nil {
+		return err
+	}
 	if c.Cluster != "" && c.Collection == "" && c.Store == "" {
 		return noArguments(c.Extra) // the nodes alone
 	}

@@ -87,6 +87,9 @@ type searchCmd struct {
 }
 
 func (s *searchCmd) Validate(kctx *kong.Context) error {
+	if err := s.clusterOnly(); err != nil {
+		return err
+	}
 	switch len(s.Args) {
 	case 0:
 	case 3:

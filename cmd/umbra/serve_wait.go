@@ -54,12 +54,12 @@ func (f *serveLimitFlags) limits() (cluster.Limits, error) {
 // time out) — until wait has passed, saying each time what it waits for.
 // Other failures (a store that cannot be opened, credentials refused) end
 // it at once.
-func startServing(ctx context.Context, url string, cfg cluster.NodeConfig, wait time.Duration, logf func(string, ...any)) (*cluster.Client, *cluster.Node, error) {
+func startServing(ctx context.Context, connect func(context.Context) (*cluster.Client, error), url string, cfg cluster.NodeConfig, wait time.Duration, logf func(string, ...any)) (*cluster.Client, *cluster.Node, error) {
 	start := time.Now()
 	deadline := start.Add(wait)
 	backoff := 250 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		c, n, err := startOnce(ctx, url, cfg)
+		c, n, err := startOnce(ctx, connect, cfg)
 		if err == nil {
 			if attempt > 1 {
 				logf("the NATS system is ready (after %d attempts, %v)", attempt, time.Since(start).Round(time.Millisecond))
@@ -87,8 +87,8 @@ func startServing(ctx context.Context, url string, cfg cluster.NodeConfig, wait 
 	}
 }
 
-func startOnce(ctx context.Context, url string, cfg cluster.NodeConfig) (*cluster.Client, *cluster.Node, error) {
-	c, err := cluster.Connect(ctx, url)
+func startOnce(ctx context.Context, connect func(context.Context) (*cluster.Client, error), cfg cluster.NodeConfig) (*cluster.Client, *cluster.Node, error) {
+	c, err := connect(ctx)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -26,9 +26,9 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// startServe runs `umbra serve ARGS` in the background and returns its
+// startServeLines runs `umbra serve ARGS` in the background and returns its
 // stdout and stderr lines; it is interrupted when the test ends.
-func startServe(t *testing.T, args ...string) (stdout, stderr chan string, exited chan error) {
+func startServeLines(t *testing.T, args ...string) (stdout, stderr chan string, exited chan error) {
 	t.Helper()
 	cmd := exec.Command(umbraBin, append([]string{"serve"}, args...)...)
 	cmd.Env = childEnv
@@ -76,8 +76,9 @@ func TestServeWaitsForItsCluster(t *testing.T) {
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
 	}
 	clientPorts := []int{freePort(t), freePort(t), freePort(t)}
+	creds := t.TempDir() // one set of credentials for the three servers
 	start := func(i int) *cluster.Embedded {
-		s, err := cluster.StartEmbedded(cluster.EmbeddedConfig{Listen: fmt.Sprintf("127.0.0.1:%d", clientPorts[i]), Dir: t.TempDir(),
+		s, err := cluster.StartEmbedded(cluster.EmbeddedConfig{Listen: fmt.Sprintf("127.0.0.1:%d", clientPorts[i]), Dir: t.TempDir(), Creds: creds,
 			Name: fmt.Sprintf("n%d", i), ClusterName: "umbra-serve-test", ClusterListen: fmt.Sprintf("127.0.0.1:%d", ports[i]), Routes: routes})
 		require.NoError(t, err)
 		t.Cleanup(s.Close)
@@ -85,7 +86,7 @@ func TestServeWaitsForItsCluster(t *testing.T) {
 	}
 	first := start(0)
 	url := first.URL()
-	stdout, stderr, exited := startServe(t, "--nats", url, "--dir", t.TempDir(), "--device", "cpu", "--wait", "3m", "--max-hits", "1000")
+	stdout, stderr, exited := startServeLines(t, "--nats", url, "--creds", first.NodeCreds(), "--dir", t.TempDir(), "--device", "cpu", "--wait", "3m", "--max-hits", "1000")
 	// It waits, and says why.
 	deadline := time.After(2 * time.Minute)
 	for waiting := false; !waiting; {
@@ -117,7 +118,7 @@ func TestServeWaitsForItsCluster(t *testing.T) {
 	// and a search finds it.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := cluster.Connect(ctx, url, cluster.Timeout(time.Minute))
+	c, err := cluster.Connect(ctx, url, cluster.Timeout(time.Minute), cluster.Credentials(first.ClientCreds()))
 	require.NoError(t, err)
 	defer c.Close()
 	col, err := c.Create(ctx, "formed", cluster.CollectionConfig{Dim: 4, Shards: 2})
@@ -157,7 +158,7 @@ func TestServeWaitsForItsCluster(t *testing.T) {
 	scancel()
 	require.ErrorIs(t, err, cluster.ErrShardsUnavailable)
 	require.Contains(t, err.Error(), "over the node's limit of 1000 (Limits.MaxHits)")
-	require.NoError(t, json.Unmarshal([]byte(ok(t, umbra(t, "info", "--cluster", url, "--collection", "formed", "--json")).stdout), &info))
+	require.NoError(t, json.Unmarshal([]byte(ok(t, umbra(t, "info", "--cluster", url, "--creds", first.ClientCreds(), "--collection", "formed", "--json")).stdout), &info))
 	require.Len(t, info.Nodes, 1)
 	n := info.Nodes[0]
 	require.Equal(t, 2, n.Shards)
@@ -168,7 +169,7 @@ func TestServeWaitsForItsCluster(t *testing.T) {
 	require.Equal(t, [6]int64{def.MaxWait.Milliseconds(), int64(def.MaxRequestBytes), int64(def.MaxInFlight), def.MaxInFlightBytes, 1000, int64(def.PendingBytes)},
 		[6]int64{n.Limits.MaxWaitMs, int64(n.Limits.MaxRequestBytes), int64(n.Limits.MaxInFlight), n.Limits.MaxInFlightBytes, int64(n.Limits.MaxHits), int64(n.Limits.PendingBytes)})
 	require.Equal(t, cluster.Limits{MaxHits: 1000}.MemoryBound(2), n.MemoryBound)
-	text := ok(t, umbra(t, "info", "--cluster", url)).stdout
+	text := ok(t, umbra(t, "info", "--cluster", url, "--creds", first.ClientCreds())).stdout
 	t.Log(text)
 	require.Contains(t, text, "nodes: 1\n  node "+n.Node+" (")
 	require.Contains(t, text, "limits: wait 2s, request 8.0 MiB, 64 requests and 128.0 MiB in flight, 1000 hits an answer")
