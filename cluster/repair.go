@@ -232,6 +232,14 @@ type ShardRepair struct {
 // of this build stops at, or the stream's end. The report of that message
 // says whether a skip is recorded for it.
 func (col *Collection) FindStop(ctx context.Context, shard int) (*ShardRepair, error) {
+	m := col.c.mark()
+	ctx, cancel := col.c.denied.failFast(ctx)
+	defer cancel()
+	out, err := col.findStop(ctx, shard)
+	return out, col.c.explain(err, m)
+}
+
+func (col *Collection) findStop(ctx context.Context, shard int) (*ShardRepair, error) {
 	if shard < 0 || shard >= col.meta.Shards {
 		return nil, fmt.Errorf("shard %d: collection %q has shards 0 to %d", shard, col.meta.Name, col.meta.Shards-1)
 	}
@@ -294,6 +302,14 @@ func (col *Collection) FindStop(ctx context.Context, shard int) (*ShardRepair, e
 // Inspect reads message seq of the shard's stream and says what a replica
 // of this build does with it.
 func (col *Collection) Inspect(ctx context.Context, shard int, seq uint64) (*MessageReport, error) {
+	m := col.c.mark()
+	ctx, cancel := col.c.denied.failFast(ctx)
+	defer cancel()
+	out, err := col.inspect(ctx, shard, seq)
+	return out, col.c.explain(err, m)
+}
+
+func (col *Collection) inspect(ctx context.Context, shard int, seq uint64) (*MessageReport, error) {
 	if shard < 0 || shard >= col.meta.Shards {
 		return nil, fmt.Errorf("shard %d: collection %q has shards 0 to %d", shard, col.meta.Name, col.meta.Shards-1)
 	}
@@ -320,8 +336,16 @@ func (col *Collection) Inspect(ctx context.Context, shard int, seq uint64) (*Mes
 // that has not reached it skips it when it does. Skipping a message this
 // build reads, or one every replica skips on its own, is refused. A skip
 // already recorded for the message is returned, with created false.
-func (col *Collection) Skip(ctx context.Context, shard int, seq uint64) (m *MessageReport, created bool, err error) {
-	if m, err = col.Inspect(ctx, shard, seq); err != nil {
+func (col *Collection) Skip(ctx context.Context, shard int, seq uint64) (*MessageReport, bool, error) {
+	mark := col.c.mark()
+	ctx, cancel := col.c.denied.failFast(ctx)
+	defer cancel()
+	out, created, err := col.skip(ctx, shard, seq)
+	return out, created, col.c.explain(err, mark)
+}
+
+func (col *Collection) skip(ctx context.Context, shard int, seq uint64) (m *MessageReport, created bool, err error) {
+	if m, err = col.inspect(ctx, shard, seq); err != nil {
 		return nil, false, err
 	}
 	if m.Skip != nil {

@@ -27,7 +27,7 @@ func TestClusterWriteRetriedFromTheCommandLine(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(srv.Close)
 	ctx := context.Background()
-	c, err := cluster.Connect(ctx, srv.URL())
+	c, err := cluster.Connect(ctx, srv.URL(), cluster.Credentials(srv.NodeCreds()), cluster.AsNode())
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	node, err := cluster.StartNode(ctx, c, cluster.NodeConfig{Dir: dir, Device: engine.CPU})
@@ -39,7 +39,7 @@ func TestClusterWriteRetriedFromTheCommandLine(t *testing.T) {
 	data := writeMatrix(t, dir, "v.npy", randomMatrix(rng, n, dim), "")
 	more := writeMatrix(t, dir, "more.npy", randomMatrix(rng, 10, dim), "")
 	other := writeMatrix(t, dir, "other.npy", randomMatrix(rng, 10, dim), "")
-	at := []string{"--cluster", srv.URL(), "--collection", "retry"}
+	at := []string{"--cluster", srv.URL(), "--creds", srv.ClientCreds(), "--collection", "retry"}
 	rows := func() int {
 		var info struct {
 			Rows int `json:"rows"`

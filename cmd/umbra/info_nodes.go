@@ -86,7 +86,7 @@ func writeNodes(w io.Writer, nodes []nodeJSON) {
 
 // runNodes is info --cluster without --collection: the nodes alone.
 func (c *infoCmd) runNodes(ctx context.Context, e *env) error {
-	cl, err := cluster.Connect(ctx, c.Cluster)
+	cl, err := c.connect(ctx, c.Cluster, false)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -76,7 +77,7 @@ func TestServeWaitsForItsCluster(t *testing.T) {
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
 	}
 	clientPorts := []int{freePort(t), freePort(t), freePort(t)}
-	creds := t.TempDir() // one set of credentials for the three servers
+	creds := filepath.Join(t.TempDir(), "creds") // one set of credentials for the three servers (made 0700)
 	start := func(i int) *cluster.Embedded {
 		s, err := cluster.StartEmbedded(cluster.EmbeddedConfig{Listen: fmt.Sprintf("127.0.0.1:%d", clientPorts[i]), Dir: t.TempDir(), Creds: creds,
 			Name: fmt.Sprintf("n%d", i), ClusterName: "umbra-serve-test", ClusterListen: fmt.Sprintf("127.0.0.1:%d", ports[i]), Routes: routes})
