@@ -31,7 +31,7 @@ type Client struct {
 	colls, ctrs    jetstream.KeyValue
 	replicas       int // of the cluster's buckets: 1 on one server, 3 in a NATS cluster
 	idBlock        uint64
-	callsState     // umbra_calls, for writes with an idempotency key (idempotent.go)
+	callsState                 // umbra_calls, for writes with an idempotency key (idempotent.go)
 	conn           connOptions // Connect's (auth.go)
 	denied         denials
 }

@@ -80,7 +80,7 @@ type Node struct {
 	counts   counters
 	id       string             // the node's name in its stats
 	statsSub *nats.Subscription // answers umbra.stats
-	admin   nodeAdmin // admin.go
+	admin    nodeAdmin          // admin.go
 }
 
 // testHooks let tests widen the window between a request's arrival and
