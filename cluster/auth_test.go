@@ -199,7 +199,6 @@ func TestEmbeddedRouteNeedsSecret(t *testing.T) {
 	}
 	srvs := routedPair(t)
 	addr := srvs[0].Server().ClusterAddr().String()
-	routes := srvs[0].Server().NumRoutes() // the other server's (pooled)
 	for _, tc := range []struct{ name, connect string }{
 		{"no credentials", `{"verbose":false,"pedantic":false,"name":"intruder","cluster":"umbra-auth"}`},
 		{"a wrong secret", `{"verbose":false,"pedantic":false,"user":"umbra-route","pass":"0123456789abcdef0123456789abcdef","name":"intruder","cluster":"umbra-auth"}`},
@@ -226,8 +225,16 @@ func TestEmbeddedRouteNeedsSecret(t *testing.T) {
 			}
 		})
 	}
-	if n := srvs[0].Server().NumRoutes(); n != routes {
-		t.Fatalf("%d routes after the intruders, want %d (the other server's)", n, routes)
+	// Every route the server holds is the other server's (pooled routes
+	// may still be joining; an intruder's would name itself).
+	rz, err := srvs[0].Server().Routez(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rz.Routes {
+		if r.RemoteID != srvs[1].Server().ID() {
+			t.Fatalf("a route from %q (%s), not from the other server %s", r.RemoteName, r.RemoteID, srvs[1].Server().ID())
+		}
 	}
 }
 
