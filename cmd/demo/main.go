@@ -30,23 +30,28 @@ import (
 
 // options are the parsed command-line flags.
 type options struct {
-	n, dim, k      int
-	data           string
-	adapter        string
-	backend        string
-	power          engine.Power
-	png            string
-	screenshot     string
-	check          []string
-	frames         int
-	seed           int64
-	width, height  int
-	iters          int
-	hold           time.Duration
-	resizeTo       [2]int
-	verbose        bool
-	web            bool
-	listen         string
+	n, dim, k     int
+	data          string
+	adapter       string
+	backend       string
+	power         engine.Power
+	png           string
+	screenshot    string
+	check         []string
+	frames        int
+	seed          int64
+	width, height int
+	iters         int
+	hold          time.Duration
+	resizeTo      [2]int
+	verbose       bool
+	web           bool
+	listen        string
+	wasm          string
+	// Tests: the page's program builder and the server's limits (nil:
+	// the user's cache directory, defaultWebLimits).
+	wasmBuilder    *wasmBuilder
+	webLimits      *webLimits
 	explicitDim    bool
 	explicitFrames bool
 }
@@ -77,6 +82,7 @@ type grammar struct {
 	ResizeTo   string          `name:"resize-to" placeholder:"WxH" help:"window mode: resize the window to WxH half-way through --frames (exercises the resize path in tests)"`
 	Web        bool            `name:"web" help:"serve a page that runs umbra as wasm on the browser's GPU (WebGPU), or its CPU; see --listen"`
 	Listen     string          `name:"listen" default:"127.0.0.1:8025" placeholder:"ADDR" help:"with --web: the address to serve the page on"`
+	Wasm       string          `name:"wasm" placeholder:"DIR" help:"with --web: serve the page's program from DIR (main.wasm and wasm_exec.js) instead of building it into the user's cache directory"`
 	Check      bool            `name:"check" help:"check the PNG files named as arguments (exit 1 if one is blank or lacks the ring colour) and draw nothing"`
 	Files      []string        `arg:"" optional:"" name:"file" help:"with --check: the PNG files to check"`
 }
@@ -120,7 +126,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	sel := g.Adapter.Select()
 	o := options{n: g.N, dim: g.Dim, k: g.K, data: g.Data, adapter: sel.Name, backend: sel.Backend, power: sel.Power,
 		png: g.PNG, screenshot: g.Screenshot, frames: g.Frames, seed: g.Seed, width: g.Width, height: g.Height,
-		iters: g.Iters, hold: g.Hold, verbose: g.Verbose, web: g.Web, listen: g.Listen,
+		iters: g.Iters, hold: g.Hold, verbose: g.Verbose, web: g.Web, listen: g.Listen, wasm: g.Wasm,
 		explicitDim: cmdline.Given(kctx, "dim"), explicitFrames: cmdline.Given(kctx, "frames")}
 	if g.Check {
 		if len(g.Files) == 0 {

@@ -9,7 +9,6 @@ import (
 	"io"
 	"math"
 	"net"
-	"net/http"
 	"runtime"
 	"slices"
 	"strconv"
@@ -101,7 +100,7 @@ func BenchmarkWebSearch(b *testing.B) {
 	}
 
 	// In the page: WebGPU, then the wasm CPU fallback, one tab each.
-	h, err := webHandler(options{n: n, dim: dim, k: k, seed: seed}, io.Discard)
+	h, err := webHandler(set, pageProgram(b), defaultWebLimits)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -109,7 +108,7 @@ func BenchmarkWebSearch(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := &http.Server{Handler: h}
+	srv := newWebServer(h, defaultWebLimits)
 	go srv.Serve(ln)
 	defer srv.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
@@ -209,5 +208,60 @@ func BenchmarkWebSearch(b *testing.B) {
 		med := ms[len(ms)/2]
 		b.Logf("%-12s median %9.1f ms a search (min %.1f, max %.1f)  %s", w.name, med, ms[0], ms[len(ms)-1], w.note)
 		b.ReportMetric(med, strings.ReplaceAll(w.name, " ", "-")+"-ms/search")
+	}
+}
+
+// BenchmarkWebStartup measures the --web page's start-up as a user gets
+// it: the demo's default vectors (20,000 × 384, seed 1), Chromium with
+// its default settings (workgroup zero-initialisation on), from
+// navigation until umbra.ready, and logs each stage the page showed
+// with its time. Run it once:
+//
+//	UMBRA_BROWSER=1 go test -run '^$' -bench BenchmarkWebStartup -benchtime 1x ./cmd/demo
+func BenchmarkWebStartup(b *testing.B) {
+	chromium := browsertest.Require(b)
+	o, err := parseFlags([]string{"--web"}, io.Discard)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h, err := webHandler(syntheticSet(o.n, o.dim, o.seed), pageProgram(b), defaultWebLimits)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := newWebServer(h, defaultWebLimits)
+	go srv.Serve(ln)
+	defer srv.Close()
+	for i := 0; i < b.N; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		bctx, closeBrowser := browsertest.Browser(ctx, chromium, b.Logf)
+		if _, err := chromedp.Run(bctx, chromedp.Navigate("http://"+ln.Addr().String()+"/")); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := chromedp.Run(bctx, chromedp.Poll[bool](`!!window.umbra`, chromedp.WithPollingTimeout(time.Minute))); err != nil {
+			b.Fatal(err)
+		}
+		ms, err := chromedp.Run(bctx, chromedp.Evaluate[float64](`umbra.ready.then(() => performance.now())`, chromedp.EvalAwaitPromise))
+		if err != nil {
+			b.Fatalf("umbra.ready: %v", err)
+		}
+		raw, err := chromedp.Run(bctx, chromedp.Evaluate[string](`JSON.stringify([...document.querySelectorAll("#progress li")].map(li => li.textContent))`))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var shown []string
+		if err := json.Unmarshal([]byte(raw), &shown); err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("%d × %d: umbra.ready %.1f s after navigation", o.n, o.dim, ms/1000)
+		for _, s := range shown {
+			b.Logf("  %s", s)
+		}
+		b.ReportMetric(ms/1000, "s-to-ready")
+		closeBrowser()
+		cancel()
 	}
 }

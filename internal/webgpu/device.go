@@ -5,6 +5,7 @@ package webgpu
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"syscall/js"
@@ -42,6 +43,72 @@ type Device struct {
 	latency     time.Duration
 	bytesPerSec float64
 	routeErr    error
+	// scope is what the probe's self-test covers (ProbeFor); report,
+	// while its Verify runs, is told its stages.
+	scope  ProbeScope
+	report func(stage, detail string)
+}
+
+// testDims are the dimensions the self-test checks.
+func (d *Device) testDims() []int {
+	if len(d.scope.Dims) > 0 {
+		return d.scope.Dims
+	}
+	return selfTestDims
+}
+
+// testMetrics are the metrics the self-test checks: Dot (Cosine's
+// shaders too) and L2, or those of the probe's scope.
+func (d *Device) testMetrics() []core.Metric {
+	if len(d.scope.Metrics) == 0 {
+		return []core.Metric{core.Dot, core.L2}
+	}
+	var ms []core.Metric
+	for _, m := range d.scope.Metrics {
+		if m = shaderMetric(m); !slices.Contains(ms, m) {
+			ms = append(ms, m)
+		}
+	}
+	return ms
+}
+
+// scopeText describes what the self-test checks: "dimensions 7 and 768,
+// metrics dot and l2".
+func (d *Device) scopeText() string {
+	dims := d.testDims()
+	ds := make([]string, len(dims))
+	for i, n := range dims {
+		ds[i] = fmt.Sprint(n)
+	}
+	ms := d.testMetrics()
+	mn := make([]string, len(ms))
+	for i, m := range ms {
+		mn[i] = m.String()
+	}
+	and := func(words []string, one, many string) string {
+		if len(words) == 1 {
+			return one + " " + words[0]
+		}
+		return many + " " + strings.Join(words[:len(words)-1], ", ") + " and " + words[len(words)-1]
+	}
+	return and(ds, "dimension", "dimensions") + ", " + and(mn, "metric", "metrics")
+}
+
+// shaderMetric is the metric whose shaders m runs: Cosine runs Dot's.
+func shaderMetric(m core.Metric) core.Metric {
+	if m == core.Cosine {
+		return core.Dot
+	}
+	return m
+}
+
+// checkScope refuses an index of a metric the probe's self-test did not
+// cover.
+func (d *Device) checkScope(m core.Metric) error {
+	if len(d.scope.Metrics) == 0 || slices.Contains(d.testMetrics(), shaderMetric(m)) {
+		return nil
+	}
+	return fmt.Errorf("%w: this page's WebGPU probe self-tested %s only (webgpu.ProbeFor); a %v index would run untested", gpu.ErrFailed, d.scopeText(), m)
 }
 
 // Supported reports whether the page's navigator has WebGPU at all.
@@ -58,13 +125,50 @@ var (
 
 // Probe opens the browser's preferred adapter, once per page, and returns
 // its device with the variant that passed the self-test (nil when none
-// did, or WebGPU is missing) and what the probe found.
-func Probe(ctx context.Context) (*Device, gpu.Report) {
+// did, or WebGPU is missing) and what the probe found. The self-test
+// covers every metric at dimensions 7 and 768 (ProbeFor can narrow it).
+func Probe(ctx context.Context) (*Device, gpu.Report) { return ProbeFor(ctx, ProbeScope{}, nil) }
+
+// ProbeScope narrows the probe's self-test to what a page will use. On a
+// software adapter every pipeline costs seconds to build (most of a
+// page's start-up), and the self-test builds them for each dimension and
+// metric it checks.
+type ProbeScope struct {
+	// Dims are the dimensions the self-test checks. Empty: 7 (a short
+	// row) and 768 (the common width), whose pipelines stand for every
+	// dimension's. A page whose indexes all have one dimension can give
+	// just it: the self-test then builds and checks exactly the
+	// pipelines those indexes run.
+	Dims []int
+	// Metrics are those the self-test checks (Cosine counts as Dot,
+	// whose shaders it runs). Empty: every metric. The device refuses an
+	// index of a metric it did not check (gpu.ErrFailed), so that none
+	// runs on a variant not self-tested for it.
+	Metrics []core.Metric
+}
+
+// ProbeFor is Probe with the self-test narrowed to scope, telling report
+// (when not nil) each stage as it starts, for a page that shows its
+// progress: "adapter" (requesting the adapter and device; reported again
+// with the adapter's name once open), then for each variant tried
+// "compile" (building the self-test's pipelines, their count in the
+// detail) and "self-test". Only the first call of a page probes: a later
+// one, Probe's included, returns the first's device and report, with its
+// scope, and reports nothing.
+func ProbeFor(ctx context.Context, scope ProbeScope, report func(stage, detail string)) (*Device, gpu.Report) {
+	if report == nil {
+		report = func(string, string) {}
+	}
 	probeOnce.Do(func() {
 		start := time.Now()
+		report("adapter", "requesting a WebGPU adapter and device")
 		d, err := Open(ctx)
 		if err == nil {
+			report("adapter", d.Info().String())
+			d.scope = scope
+			d.report = report
 			err = d.Verify()
+			d.report = nil
 		}
 		probeReport.Elapsed = time.Since(start)
 		if d != nil {
@@ -202,6 +306,19 @@ func (v Variant) String() string {
 	return fmt.Sprintf("team %d, staged %v, subgroups %v, fused %v", v.Team, v.Staged, v.Subgroups, v.Fused)
 }
 
+// brief describes v for a person: "team 32, subgroup reduction, direct
+// batches".
+func (v Variant) brief() string {
+	red, batches := "tree reduction", "direct batches"
+	if v.Subgroups {
+		red = "subgroup reduction"
+	}
+	if v.Staged {
+		batches = "staged batches"
+	}
+	return fmt.Sprintf("team %d, %s, %s", v.Team, red, batches)
+}
+
 // SetVariant makes later indexes use v, untested: the second-judge test
 // runs every variant this way. Subgroups need HasSubgroups.
 func (d *Device) SetVariant(v Variant) error {
@@ -238,14 +355,20 @@ func (d *Device) Verify() error {
 				fv := v
 				fv.Fused = true
 				var prep []Prepared
-				for _, dim := range selfTestDims {
-					for _, m := range []core.Metric{core.Dot, core.L2} {
+				for _, dim := range d.testDims() {
+					for _, m := range d.testMetrics() {
 						prep = append(prep, Prepared{v, (dim + 3) &^ 3, m, core.F32}, Prepared{fv, (dim + 3) &^ 3, m, core.F32})
 					}
+				}
+				if d.report != nil {
+					d.report("compile", fmt.Sprintf("%d pipelines, %s", d.countNew(prep), v.brief()))
 				}
 				_ = d.Precompile(prep)
 				if err := d.SetVariant(v); err != nil {
 					return err
+				}
+				if d.report != nil {
+					d.report("self-test", fmt.Sprintf("%s, %s", v.brief(), d.scopeText()))
 				}
 				if err := d.SelfTest(); err != nil {
 					if first == nil {
@@ -254,8 +377,13 @@ func (d *Device) Verify() error {
 					continue
 				}
 				d.fused = true
+				fusedOn := "fused top-k on"
 				if err := d.SelfTestFused(); err != nil {
 					d.fused = false
+					fusedOn = "fused top-k off (its self-test failed)"
+				}
+				if d.report != nil {
+					d.report("self-test", fmt.Sprintf("%s, %s: passed, %s", v.brief(), d.scopeText(), fusedOn))
 				}
 				return nil
 			}
@@ -460,6 +588,36 @@ func (d *Device) Precompile(ps []Prepared) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.compile(specs)
+}
+
+// countNew counts the pipelines of ps that Precompile would build: those
+// not built yet, each once.
+func (d *Device) countNew(ps []Prepared) int {
+	keep := d.Variant()
+	defer d.SetVariant(keep)
+	var specs []pipeSpec
+	for _, p := range ps {
+		if d.SetVariant(p.Variant) != nil {
+			continue
+		}
+		g, err := d.planIndex(p.Stride, p.Metric, p.Prec, 128)
+		if err != nil {
+			continue
+		}
+		sp, err := g.pipeSpecs()
+		if err == nil {
+			specs = append(specs, sp...)
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	seen := map[string]bool{}
+	for _, sp := range specs {
+		if _, ok := d.pipes[sp.key()]; !ok {
+			seen[sp.key()] = true
+		}
+	}
+	return len(seen)
 }
 
 // subgroupSource is src with the directive WebGPU requires before a

@@ -53,6 +53,9 @@ const batchQT = gpu.BatchQueries
 // multiple of 4) ranked by metric, its shaders compiled now so a shader
 // the browser rejects fails here, not in a search.
 func (d *Device) NewIndex(stride int, metric core.Metric, maxChunkRows int) (*Index, error) {
+	if err := d.checkScope(metric); err != nil {
+		return nil, err
+	}
 	return d.newIndex(stride, metric, core.F32, maxChunkRows)
 }
 

@@ -28,10 +28,11 @@ var selfTestDims = []int{7, 768}
 
 // SelfTest checks the device's current variant on synthetic rows: every
 // score against float64, every ranking (radix select, host selection,
-// with and without an allow bitmap, single queries and batches).
+// with and without an allow bitmap, single queries and batches), at the
+// probe's dimensions and metrics (ProbeScope).
 func (d *Device) SelfTest() error {
-	for _, dim := range selfTestDims {
-		for _, m := range []core.Metric{core.Dot, core.L2} {
+	for _, dim := range d.testDims() {
+		for _, m := range d.testMetrics() {
 			if err := d.CheckVariant(nil, dim, m); err != nil {
 				return err
 			}
@@ -42,8 +43,8 @@ func (d *Device) SelfTest() error {
 
 // SelfTestFused checks the fused top-k with the current variant.
 func (d *Device) SelfTestFused() error {
-	for _, dim := range selfTestDims {
-		for _, m := range []core.Metric{core.Dot, core.L2} {
+	for _, dim := range d.testDims() {
+		for _, m := range d.testMetrics() {
 			if err := d.CheckFused(nil, dim, m); err != nil {
 				return err
 			}
