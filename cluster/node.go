@@ -86,9 +86,11 @@ type Node struct {
 // testHooks let tests widen the window between a request's arrival and
 // its goroutine (request), see every request goroutine start (serve),
 // slow a replica's applying (apply), make the controller's listing of
-// the nodes miss one (listNodes) and see each snapshot uploaded
-// (snapshot).
+// the nodes miss one (listNodes), see each snapshot uploaded
+// (snapshot), and leave out the frames' checksums (noChecksum, to measure
+// what they cost beside the same run with them).
 var testHooks struct {
+	noChecksum     atomic.Bool
 	request, serve atomic.Pointer[func(*Node)]
 	apply          atomic.Pointer[func(*Node)]                 // before each message a replica applies
 	listNodes      atomic.Pointer[func(id string) bool]        // true: the controller's listing of the nodes misses id
