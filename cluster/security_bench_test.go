@@ -16,79 +16,88 @@ import (
 
 // What authentication and the frames' checksums cost, side by side in one
 // run on one machine: the same loopback workload (one embedded server, one
-// node, one shard) under four setups — an anonymous server without
+// node, one shard each) under four setups — an anonymous server without
 // checksums (what umbra was before both), each of the two alone, and both
-// (what umbra is) — in rounds that rotate their order, so a machine
-// getting busier or quieter shows in every setup alike. Each round starts
-// a fresh server and node. Reported: acknowledged writes a second (one
-// row a call, and 100 rows a call) and the median search latency; the
-// medians over the rounds, and each setup's ratio to the first.
+// (what umbra is). The four run at once and take turns, a short slice
+// each in an order that rotates, so whatever else the machine does falls
+// on every setup alike: writes in slices of 250 ms, each ended by a search
+// that waits until the node applied them (so a slice's time holds the
+// applying too), and searches one query a turn. Reported: acknowledged
+// writes a second (one row a call, and 100 rows a call) and the median
+// search latency, with each setup's ratio to the first. The checksums are
+// switched at each turn (a process-wide test hook): nothing of one setup
+// is in flight while another's turn runs.
 //
 //	go test -run '^$' -bench LoopbackSecurity -benchtime 1x ./cluster
 //
-// UMBRA_SECURITY_ROUNDS (default 5), _ROWS (20000), _DUR (2s) change the
-// run's size.
+// UMBRA_SECURITY_SLICES (default 12 a kind of write), _ROWS (20000) and
+// _QUERIES (1000) change the run's size.
 func BenchmarkLoopbackSecurity(b *testing.B) {
-	rounds := envInt(b, "UMBRA_SECURITY_ROUNDS", 5)
+	nslices := envInt(b, "UMBRA_SECURITY_SLICES", 12)
 	rows := envInt(b, "UMBRA_SECURITY_ROWS", 20000)
-	dur := 2 * time.Second
-	if s := os.Getenv("UMBRA_SECURITY_DUR"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			b.Fatalf("UMBRA_SECURITY_DUR=%q: %v", s, err)
-		}
-		dur = d
+	nq := envInt(b, "UMBRA_SECURITY_QUERIES", 1000)
+	const dim, k, slice = 128, 10, 250 * time.Millisecond
+	setups := []*securitySetup{
+		{name: "anonymous, no checksums"},
+		{name: "authenticated, no checksums", auth: true},
+		{name: "anonymous, checksums", checksum: true},
+		{name: "authenticated, checksums", auth: true, checksum: true},
 	}
-	const dim, k, latencyQueries = 128, 10, 200
-	setups := []struct {
-		name           string
-		auth, checksum bool
-	}{
-		{"anonymous, no checksums", false, false},
-		{"authenticated, no checksums", true, false},
-		{"anonymous, checksums", false, true},
-		{"authenticated, checksums", true, true},
-	}
-	type result struct{ one, hundred, p50 []float64 }
-	results := make([]result, len(setups))
 	r := testkit.Rand(b)
 	data := make([][]float32, rows)
 	for i := range data {
 		data[i] = testkit.Unit(r, dim)
 	}
-	queries := make([][]float32, latencyQueries)
+	queries := make([][]float32, nq)
 	for i := range queries {
 		queries[i] = testkit.Unit(r, dim)
 	}
+	defer testHooks.noChecksum.Store(false)
+	for _, s := range setups {
+		s.start(b, data)
+	}
 	for b.Loop() {
-		for round := range rounds {
+		for _, batch := range []int{1, 100} {
+			for turn := range nslices {
+				for j := range setups {
+					s := setups[(j+turn)%len(setups)]
+					s.use()
+					calls, took := s.writeSlice(b, data[:batch], slice)
+					w := &s.one
+					if batch != 1 {
+						w = &s.hundred
+					}
+					w.calls, w.took = w.calls+calls, w.took+took
+				}
+			}
+		}
+		for i, q := range queries {
 			for j := range setups {
-				i := (j + round) % len(setups) // rotate the order each round
-				s := setups[i]
-				one, hundred, p50 := securityRound(b, s.auth, s.checksum, data, queries, k, dur)
-				results[i].one = append(results[i].one, one)
-				results[i].hundred = append(results[i].hundred, hundred)
-				results[i].p50 = append(results[i].p50, p50)
-				b.Logf("round %d, %s: %.0f calls/s (1 row), %.0f calls/s (100 rows), search p50 %.3f ms", round, s.name, one, hundred, p50)
+				s := setups[(j+i)%len(setups)]
+				s.use()
+				start := time.Now()
+				if _, err := s.col.Search(context.Background(), q, k); err != nil {
+					b.Fatal(err)
+				}
+				s.lat = append(s.lat, float64(time.Since(start))/float64(time.Millisecond))
 			}
 		}
 	}
 	load, _ := os.ReadFile("/proc/loadavg")
 	var out strings.Builder
-	fmt.Fprintf(&out, "\n%d rounds, %d × %d, k = %d, %v a write run, %d queries; GOMAXPROCS %d; load average at the end: %s\n",
-		rounds, rows, dim, k, dur, latencyQueries, runtime.GOMAXPROCS(0), strings.TrimSpace(string(load)))
+	fmt.Fprintf(&out, "\n%d × %d rows, k = %d; writes in %d slices of %v a setup and kind, %d queries a setup; GOMAXPROCS %d; load average at the end: %s\n",
+		rows, dim, k, nslices, slice, nq, runtime.GOMAXPROCS(0), strings.TrimSpace(string(load)))
 	fmt.Fprintf(&out, "| setup | writes/s, 1 row a call | writes/s, 100 rows a call | search p50 (ms) |\n|---|---|---|---|\n")
-	base := results[0]
-	for i, s := range setups {
-		res := results[i]
+	base := setups[0]
+	for _, s := range setups {
 		fmt.Fprintf(&out, "| %s | %.0f (%.3f×) | %.0f (%.3f×) | %.3f (%.3f×) |\n", s.name,
-			median(res.one), median(res.one)/median(base.one), median(res.hundred), median(res.hundred)/median(base.hundred),
-			median(res.p50), median(res.p50)/median(base.p50))
+			s.one.rate(), s.one.rate()/base.one.rate(), s.hundred.rate(), s.hundred.rate()/base.hundred.rate(),
+			median(s.lat), median(s.lat)/median(base.lat))
 	}
 	b.Log(out.String())
-	last := results[len(results)-1]
-	b.ReportMetric(median(last.one)/median(base.one), "writes-ratio")
-	b.ReportMetric(median(last.p50)/median(base.p50), "p50-ratio")
+	last := setups[len(setups)-1]
+	b.ReportMetric(last.one.rate()/base.one.rate(), "writes-ratio")
+	b.ReportMetric(median(last.lat)/median(base.lat), "p50-ratio")
 }
 
 func envInt(b *testing.B, name string, def int) int {
@@ -109,29 +118,37 @@ func median(xs []float64) float64 {
 	return s[len(s)/2]
 }
 
-// securityRound starts a server (with the two users, or anonymous) and a
-// node, loads rows, and measures: acknowledged calls a second of one row
-// and of 100 rows, and the median latency of one-query searches.
-func securityRound(b *testing.B, auth, checksum bool, data, queries [][]float32, k int, dur time.Duration) (one, hundred, p50 float64) {
+// securitySetup is one server (with the two users, or anonymous), its
+// node and a collection, and what was measured on it.
+type securitySetup struct {
+	name           string
+	auth, checksum bool
+	col            *Collection
+	one, hundred   writeTally
+	lat            []float64
+}
+
+func (s *securitySetup) use() { testHooks.noChecksum.Store(!s.checksum) }
+
+func (s *securitySetup) start(b *testing.B, data [][]float32) {
 	b.Helper()
-	testHooks.noChecksum.Store(!checksum)
-	defer testHooks.noChecksum.Store(false)
+	s.use()
 	dir := b.TempDir()
 	opts, _, err := embeddedOptions(EmbeddedConfig{Listen: "127.0.0.1:0", Dir: dir})
 	if err != nil {
 		b.Fatal(err)
 	}
-	if !auth {
+	if !s.auth {
 		opts.Nkeys = nil
 	}
 	srv, err := startServer(opts)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer srv.Close()
+	b.Cleanup(srv.Close)
 	ctx := context.Background()
 	copts := []ClientOption{AsNode(), Timeout(time.Minute)}
-	if auth {
+	if s.auth {
 		creds, err := LoadCreds(dir + "/creds")
 		if err != nil {
 			b.Fatal(err)
@@ -142,44 +159,50 @@ func securityRound(b *testing.B, auth, checksum bool, data, queries [][]float32,
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer c.Close()
+	b.Cleanup(c.Close)
 	node, err := StartNode(ctx, c, NodeConfig{Dir: dir, Device: engine.CPU})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer node.Close()
-	col, err := c.Create(ctx, "sec", CollectionConfig{Dim: len(data[0]), Shards: 1})
-	if err != nil {
+	b.Cleanup(func() { node.Close() })
+	if s.col, err = c.Create(ctx, "sec", CollectionConfig{Dim: len(data[0]), Shards: 1}); err != nil {
 		b.Fatal(err)
 	}
 	for i := 0; i < len(data); i += 1000 {
-		if _, err := col.Add(ctx, engine.Vectors(data[i:min(i+1000, len(data))]), NoWait()); err != nil {
+		if _, err := s.col.Add(ctx, engine.Vectors(data[i:min(i+1000, len(data))]), NoWait()); err != nil {
 			b.Fatal(err)
 		}
 	}
-	rate := func(batch int) float64 {
-		calls := 0
-		start := time.Now()
-		for time.Since(start) < dur {
-			if _, err := col.Add(ctx, engine.Vectors(data[:batch]), NoWait()); err != nil {
-				b.Fatal(err)
-			}
-			calls++
-		}
-		return float64(calls) / time.Since(start).Seconds()
-	}
-	one, hundred = rate(1), rate(100)
-	// The first search waits for the node to apply every write above.
-	if _, err := col.Search(ctx, queries[0], k); err != nil {
+	if _, err := s.col.Search(ctx, data[0], 1); err != nil { // applied through the last write
 		b.Fatal(err)
 	}
-	lat := make([]float64, len(queries))
-	for i, q := range queries {
-		start := time.Now()
-		if _, err := col.Search(ctx, q, k); err != nil {
+}
+
+// writeSlice writes rows a call (acknowledged, NoWait) for d, then waits
+// with a search until the node applied them; it returns the calls and the
+// time both took.
+func (s *securitySetup) writeSlice(b *testing.B, rows [][]float32, d time.Duration) (int, time.Duration) {
+	ctx := context.Background()
+	start := time.Now()
+	calls := 0
+	for time.Since(start) < d {
+		if _, err := s.col.Add(ctx, engine.Vectors(rows), NoWait()); err != nil {
 			b.Fatal(err)
 		}
-		lat[i] = float64(time.Since(start)) / float64(time.Millisecond)
+		calls++
 	}
-	return one, hundred, median(lat)
+	if _, err := s.col.Search(ctx, rows[0], 1); err != nil {
+		b.Fatal(err)
+	}
+	return calls, time.Since(start)
+}
+
+// writeTally is the calls of one kind of write and the time they took.
+type writeTally struct {
+	calls int
+	took  time.Duration
+}
+
+func (w writeTally) rate() float64 {
+	return float64(w.calls) / w.took.Seconds()
 }
