@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -195,21 +194,6 @@ func TestRowErrorsComeFirst(t *testing.T) {
 	}
 }
 
-// storeFiles is every file beside a store (the base, its log and lock),
-// by name, with its bytes.
-func storeFiles(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	ents, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	out := map[string]string{}
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		require.NoError(t, err)
-		out[e.Name()] = string(b)
-	}
-	return out
-}
-
 // TestRefusedWritesLeaveTheStoreAsItWas: a write refused for its input —
 // a bad row, a row of another dimension, a stored key or ID, bad metadata
 // — leaves a store's files byte for byte as they were, in a store saved
@@ -281,14 +265,14 @@ func TestRefusedWritesLeaveTheStoreAsItWas(t *testing.T) {
 			require.NoError(t, ix.Delete(ctx, engine.WithIDs(19)))
 			require.NoError(t, ix.Close())
 		}
-		before := storeFiles(t, dir)
+		before := testkit.DirFiles(t, dir)
 		require.Equal(t, withLog, before["s.umbra.log"] != "", "the log is there, or not")
 		for _, c := range refusals {
 			ix, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU})
 			require.NoError(t, err)
 			require.ErrorIs(t, c.do(ix), c.is, c.name)
 			require.NoError(t, ix.Close(), c.name)
-			require.Equal(t, before, storeFiles(t, dir), "%s (log before: %v): the store's files changed", c.name, withLog)
+			require.Equal(t, before, testkit.DirFiles(t, dir), "%s (log before: %v): the store's files changed", c.name, withLog)
 		}
 		ix, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU})
 		require.NoError(t, err)

@@ -24,17 +24,7 @@ func TestClusterMemoryFromTheCommandLine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a NATS server (skipped under -short)")
 	}
-	dir := t.TempDir()
-	srv, err := cluster.StartEmbedded(cluster.EmbeddedConfig{Listen: "127.0.0.1:0", Dir: dir})
-	require.NoError(t, err)
-	t.Cleanup(srv.Close)
-	ctx := context.Background()
-	c, err := cluster.Connect(ctx, srv.URL(), cluster.Credentials(srv.NodeCreds()), cluster.AsNode())
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	node, err := cluster.StartNode(ctx, c, cluster.NodeConfig{Dir: dir, Device: engine.CPU})
-	require.NoError(t, err)
-	t.Cleanup(func() { node.Close() })
+	dir, srv, _, _ := testCluster(t, 1)
 
 	rng := testkit.Rand(t)
 	const n, dim = 200, 8
@@ -108,4 +98,31 @@ func TestClusterMemoryFromTheCommandLine(t *testing.T) {
 	ids := writeFile(t, dir, "ids.txt", []byte("1\n"))
 	r = umbra(t, "search", "--cluster", srv.URL(), "--creds", srv.ClientCreds(), "--collection", "mem", "--queries", queries, "--k", "3", "--allow-keys", allowKeys, "--allow", ids)
 	require.Equal(t, exitUsage, r.code, r.String())
+}
+
+// testCluster starts an embedded NATS server in a test's directory and
+// nodes (the first keeping its replicas in that directory, the others in
+// their own), all on one connection with the node's credentials, closed
+// when the test ends. The commands under test connect with --creds.
+func testCluster(t *testing.T, nodes int) (dir string, srv *cluster.Embedded, c *cluster.Client, ns []*cluster.Node) {
+	t.Helper()
+	dir = t.TempDir()
+	srv, err := cluster.StartEmbedded(cluster.EmbeddedConfig{Listen: "127.0.0.1:0", Dir: dir})
+	require.NoError(t, err)
+	t.Cleanup(srv.Close)
+	ctx := context.Background()
+	c, err = cluster.Connect(ctx, srv.URL(), cluster.Credentials(srv.NodeCreds()), cluster.AsNode())
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	for i := range nodes {
+		d := dir
+		if i > 0 {
+			d = t.TempDir()
+		}
+		n, err := cluster.StartNode(ctx, c, cluster.NodeConfig{Dir: d, Device: engine.CPU, Logf: t.Logf})
+		require.NoError(t, err)
+		t.Cleanup(func() { n.Close() })
+		ns = append(ns, n)
+	}
+	return dir, srv, c, ns
 }

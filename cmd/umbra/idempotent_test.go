@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"path/filepath"
 	"regexp"
@@ -9,8 +8,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/umbravec/umbra/cluster"
-	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -22,17 +19,7 @@ func TestClusterWriteRetriedFromTheCommandLine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a NATS server (skipped under -short)")
 	}
-	dir := t.TempDir()
-	srv, err := cluster.StartEmbedded(cluster.EmbeddedConfig{Listen: "127.0.0.1:0", Dir: dir})
-	require.NoError(t, err)
-	t.Cleanup(srv.Close)
-	ctx := context.Background()
-	c, err := cluster.Connect(ctx, srv.URL(), cluster.Credentials(srv.NodeCreds()), cluster.AsNode())
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
-	node, err := cluster.StartNode(ctx, c, cluster.NodeConfig{Dir: dir, Device: engine.CPU})
-	require.NoError(t, err)
-	t.Cleanup(func() { node.Close() })
+	dir, srv, _, _ := testCluster(t, 1)
 
 	rng := testkit.Rand(t)
 	const n, dim = 50, 6

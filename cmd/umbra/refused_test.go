@@ -2,7 +2,6 @@ package main
 
 import (
 	"math"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -10,20 +9,6 @@ import (
 
 	"github.com/umbravec/umbra/internal/testkit"
 )
-
-// dirSnapshot is every file in dir, by name, with its bytes.
-func dirSnapshot(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	ents, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	out := map[string]string{}
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		require.NoError(t, err)
-		out[e.Name()] = string(b)
-	}
-	return out
-}
 
 // TestRefusedAddLeavesTheStore: an add (or delete) refused for its input —
 // a NaN row, vectors of another dimension, a key already stored or given
@@ -63,21 +48,21 @@ func TestRefusedAddLeavesTheStore(t *testing.T) {
 		{"a lone surrogate in metadata", []string{"add", store, "--data", three, "--meta", writeFile(t, in, "ms.jsonl", []byte(repeatLine(`{"s": "\ud800"}`, 3)))}, "surrogate"},
 		{"a delete of an ID not stored", []string{"delete", store, "--ids", "999"}, "999"},
 	} {
-		before := dirSnapshot(t, dir)
+		before := testkit.DirFiles(t, dir)
 		r := umbra(t, c.args...)
 		require.Equal(t, exitFailure, r.code, "%s\n%s", c.name, r)
 		require.Contains(t, requireErrorLine(t, r), c.says, c.name)
-		require.Equal(t, before, dirSnapshot(t, dir), "%s: the store's directory changed", c.name)
+		require.Equal(t, before, testkit.DirFiles(t, dir), "%s: the store's directory changed", c.name)
 		require.NoFileExists(t, store+".log", c.name)
 	}
 	q := writeMatrix(t, in, "q.npy", randomMatrix(rng, 1, dim), "")
 	ok(t, umbra(t, "search", "--store", store, "--queries", q, "--k", "3"))
 	ok(t, umbra(t, "add", store, "--data", three))
 	require.FileExists(t, store+".log", "a good add is logged")
-	logged := dirSnapshot(t, dir)
+	logged := testkit.DirFiles(t, dir)
 	r := umbra(t, "add", store, "--data", nanData)
 	require.Equal(t, exitFailure, r.code, "%s", r)
-	require.Equal(t, logged, dirSnapshot(t, dir), "a refused add beside a log leaves it as it was")
+	require.Equal(t, logged, testkit.DirFiles(t, dir), "a refused add beside a log leaves it as it was")
 	info := decodeInfo(t, ok(t, umbra(t, "info", store, "--json")))
 	require.Equal(t, n+3, info.Count)
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/cluster"
-	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -29,22 +28,9 @@ func TestRepairFromTheCommandLine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a NATS server (skipped under -short)")
 	}
-	dir := t.TempDir()
-	srv, err := cluster.StartEmbedded(cluster.EmbeddedConfig{Listen: "127.0.0.1:0", Dir: dir})
-	require.NoError(t, err)
-	t.Cleanup(srv.Close)
-	ctx := context.Background()
-	c, err := cluster.Connect(ctx, srv.URL(), cluster.Credentials(srv.NodeCreds()), cluster.AsNode())
-	require.NoError(t, err)
-	t.Cleanup(c.Close)
 	// Two nodes, each holding a replica of every shard.
-	var nodes []*cluster.Node
-	for _, d := range []string{dir, t.TempDir()} {
-		node, err := cluster.StartNode(ctx, c, cluster.NodeConfig{Dir: d, Device: engine.CPU, Logf: t.Logf})
-		require.NoError(t, err)
-		t.Cleanup(func() { node.Close() })
-		nodes = append(nodes, node)
-	}
+	dir, srv, c, nodes := testCluster(t, 2)
+	ctx := context.Background()
 
 	rng := testkit.Rand(t)
 	const n, dim = 50, 4

@@ -288,20 +288,6 @@ func TestCorruptLogIsNotTruncatedByOpenLog(t *testing.T) {
 	assert.Equal(t, b, after)
 }
 
-// dirFiles is every file in dir, by name, with its bytes.
-func dirFiles(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	ents, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	out := map[string]string{}
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		require.NoError(t, err)
-		out[e.Name()] = string(b)
-	}
-	return out
-}
-
 // TestOpenLogChangesNothing: opening a log and closing it without an
 // Append leaves the directory byte for byte as it was — no log made where
 // there was none, a stale or empty version-1 log not replaced, a torn tail
@@ -332,12 +318,12 @@ func TestOpenLogChangesNothing(t *testing.T) {
 		if c.log != nil {
 			require.NoError(t, os.WriteFile(path, c.log, 0o644))
 		}
-		before := dirFiles(t, dir)
+		before := testkit.DirFiles(t, dir)
 		l, err := OpenLog(OS, path, c.dim, c.gen, SyncEveryCall)
 		require.NoError(t, err, c.name)
 		require.NoError(t, l.Sync(), c.name)
 		require.NoError(t, l.Close(), c.name)
-		require.Equal(t, before, dirFiles(t, dir), "%s: opened and closed without a record", c.name)
+		require.Equal(t, before, testkit.DirFiles(t, dir), "%s: opened and closed without a record", c.name)
 		require.ErrorIs(t, l.Append(randRecord(r, c.dim)), ErrClosed, c.name)
 
 		l, err = OpenLog(OS, path, c.dim, c.gen, SyncEveryCall)
@@ -351,6 +337,6 @@ func TestOpenLogChangesNothing(t *testing.T) {
 		require.Len(t, got, c.keep+1, c.name)
 		requireSameRecord(t, rec, got[c.keep], c.name)
 		requireLogVersion(t, path, logVersion)
-		require.Len(t, dirFiles(t, dir), 1, "%s: no temporary file left", c.name)
+		require.Len(t, testkit.DirFiles(t, dir), 1, "%s: no temporary file left", c.name)
 	}
 }
