@@ -112,7 +112,9 @@ func TestNodeBoundedUnderFlood(t *testing.T) {
 	bound := Limits{}.MemoryBound(1)
 	t.Logf("%d requests of %d bytes: %d answered behind after the clamped wait, %d refused as busy; node VmRSS %d MiB at rest, VmHWM %d MiB after (bound: rest + %d MiB)",
 		flood, len(body), behind, busy, rest>>10, peak>>10, bound>>20)
-	if (peak-rest)<<10 > bound {
+	if raceBuild {
+		t.Logf("under the race detector: the bound is not checked (its shadow memory is several times what the node holds); .ci/run checks it without -race")
+	} else if (peak-rest)<<10 > bound {
 		t.Fatalf("the node's peak RSS %d MiB is over %d MiB at rest + the bound %d MiB", peak>>10, rest>>10, bound>>20)
 	}
 	stats, err := c.NodeStats(ctx, 2*time.Second)
