@@ -9,7 +9,7 @@ import (
 
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
-	"github.com/umbravec/umbra/fallback"
+	"github.com/umbravec/umbra/internal/fallback"
 	"github.com/umbravec/umbra/internal/gpu"
 	"github.com/umbravec/umbra/internal/testkit"
 )

@@ -5,9 +5,9 @@ import (
 	"strings"
 
 	"github.com/umbravec/umbra/diag"
-	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/exact"
+	"github.com/umbravec/umbra/internal/fallback"
 )
 
 // AdapterInfo describes one wgpu adapter: its Name (e.g. "NVIDIA GeForce

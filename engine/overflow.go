@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/exact"
+	"github.com/umbravec/umbra/internal/fallback"
 	"github.com/umbravec/umbra/internal/packed"
 	"github.com/umbravec/umbra/internal/topk"
 )

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/umbravec/umbra/diag"
-	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/exact"
+	"github.com/umbravec/umbra/internal/fallback"
 	"github.com/umbravec/umbra/internal/packed"
 )
 

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/umbravec/umbra/diag"
-	"github.com/umbravec/umbra/fallback"
+	"github.com/umbravec/umbra/internal/fallback"
 	"github.com/umbravec/umbra/internal/gpu"
 	"github.com/umbravec/umbra/internal/packed"
 )

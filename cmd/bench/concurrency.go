@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/umbravec/umbra/bench"
+	"github.com/umbravec/umbra/internal/bench"
 )
 
 // parseLevels reads --concurrency's comma list of caller counts.

@@ -35,12 +35,12 @@ import (
 
 	"github.com/alecthomas/kong"
 
-	"github.com/umbravec/umbra/bench"
-	"github.com/umbravec/umbra/bench/peers"
 	"github.com/umbravec/umbra/cmd/internal/cmdline"
 	"github.com/umbravec/umbra/cmd/internal/quiet"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
+	"github.com/umbravec/umbra/internal/bench"
+	"github.com/umbravec/umbra/internal/bench/peers"
 	"github.com/umbravec/umbra/internal/kernelset"
 )
 

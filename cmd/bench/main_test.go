@@ -14,11 +14,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/umbravec/umbra/bench"
 	"github.com/umbravec/umbra/cmd/internal/cmdline"
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
+	"github.com/umbravec/umbra/internal/bench"
 	"github.com/umbravec/umbra/internal/kernelset"
 	"github.com/umbravec/umbra/internal/testkit"
 )

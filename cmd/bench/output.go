@@ -7,7 +7,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/umbravec/umbra/bench"
+	"github.com/umbravec/umbra/internal/bench"
 )
 
 // writeJSON writes the report to path, or to stdout for "-".

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/fallback"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/fallback"
 )
 
 // Compressed rows: the same vectors as a float32 Slab, held in fewer bytes

@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/fallback"
 )
 
 // Compressed scans of the reference workload, exact and approximate, next

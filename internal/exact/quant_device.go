@@ -7,8 +7,8 @@ import (
 	"slices"
 	"unsafe"
 
-	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/fallback"
 	"github.com/umbravec/umbra/internal/gpuplan"
 	"github.com/umbravec/umbra/internal/parallel"
 	"github.com/umbravec/umbra/internal/topk"

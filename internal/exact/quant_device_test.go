@@ -7,8 +7,8 @@ import (
 	"math"
 	"testing"
 
-	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/fallback"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 

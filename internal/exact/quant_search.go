@@ -6,8 +6,8 @@ import (
 	"math"
 	"slices"
 
-	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/fallback"
 	"github.com/umbravec/umbra/internal/parallel"
 	"github.com/umbravec/umbra/internal/topk"
 )

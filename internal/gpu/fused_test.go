@@ -12,9 +12,9 @@ import (
 
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/packed"
+	"github.com/umbravec/umbra/internal/shaders"
 	"github.com/umbravec/umbra/internal/testkit"
 	"github.com/umbravec/umbra/internal/topk"
-	"github.com/umbravec/umbra/shaders"
 )
 
 // TestFusedProbed: the probe self-tested the fused path on the software

@@ -6,7 +6,7 @@ import (
 	"github.com/oliverbestmann/webgpu/wgpu"
 
 	"github.com/umbravec/umbra/internal/core"
-	"github.com/umbravec/umbra/shaders"
+	"github.com/umbravec/umbra/internal/shaders"
 )
 
 // pipelineCache holds a device's compiled pipelines and their explicit bind

@@ -14,7 +14,7 @@ import (
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/exact"
 	"github.com/umbravec/umbra/internal/gpuplan"
-	"github.com/umbravec/umbra/shaders"
+	"github.com/umbravec/umbra/internal/shaders"
 )
 
 // quantSelect is what a compressed index keeps for SelectSums

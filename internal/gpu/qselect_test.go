@@ -14,9 +14,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/exact"
+	"github.com/umbravec/umbra/internal/fallback"
 	"github.com/umbravec/umbra/internal/packed"
 	"github.com/umbravec/umbra/internal/testkit"
 	"github.com/umbravec/umbra/internal/topk"

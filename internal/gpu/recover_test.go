@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/fallback"
 	"github.com/umbravec/umbra/internal/packed"
 )
 

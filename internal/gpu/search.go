@@ -15,7 +15,7 @@ import (
 
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/gpuplan"
-	"github.com/umbravec/umbra/shaders"
+	"github.com/umbravec/umbra/internal/shaders"
 )
 
 // growBuffer is a device buffer that is replaced by a larger one when a

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/internal/core"
-	"github.com/umbravec/umbra/shaders"
+	"github.com/umbravec/umbra/internal/shaders"
 )
 
 // TestEveryShaderCompiles compiles, on a working device, every variant

@@ -9,7 +9,7 @@ import (
 
 	"github.com/oliverbestmann/webgpu/wgpu"
 
-	"github.com/umbravec/umbra/shaders"
+	"github.com/umbravec/umbra/internal/shaders"
 )
 
 // This file lets the owner of an adopted device (Adopt) use what an index

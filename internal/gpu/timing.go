@@ -10,7 +10,7 @@ import (
 
 	"github.com/oliverbestmann/webgpu/wgpu"
 
-	"github.com/umbravec/umbra/shaders"
+	"github.com/umbravec/umbra/internal/shaders"
 )
 
 // Floor times one pass of read.wgsl over every resident chunk: the

@@ -10,7 +10,7 @@ import (
 
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/packed"
-	"github.com/umbravec/umbra/shaders"
+	"github.com/umbravec/umbra/internal/shaders"
 )
 
 // teamCandidates are the team widths tune times (shaders.TeamCandidates,

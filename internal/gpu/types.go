@@ -10,7 +10,7 @@ import (
 
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/packed"
-	"github.com/umbravec/umbra/shaders"
+	"github.com/umbravec/umbra/internal/shaders"
 )
 
 // Sentinels the backend's errors wrap; engine maps them to its own.

@@ -9,8 +9,8 @@ import (
 	"slices"
 
 	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/shaders"
 	"github.com/umbravec/umbra/internal/topk"
-	"github.com/umbravec/umbra/shaders"
 )
 
 // Submission is one pass of a search: NQ queries over the first Rows rows.

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/shaders"
 	"github.com/umbravec/umbra/internal/testkit"
-	"github.com/umbravec/umbra/shaders"
 )
 
 // TestDecodeSortsLikeTheFallback: random hits with many equal scores come

@@ -13,7 +13,7 @@ import (
 
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/gpu"
-	"github.com/umbravec/umbra/shaders"
+	"github.com/umbravec/umbra/internal/shaders"
 )
 
 // Device is one WebGPU device and the variant its probe chose: the team

@@ -15,7 +15,7 @@ import (
 	"github.com/umbravec/umbra/internal/gpu"
 	"github.com/umbravec/umbra/internal/gpuplan"
 	"github.com/umbravec/umbra/internal/packed"
-	"github.com/umbravec/umbra/shaders"
+	"github.com/umbravec/umbra/internal/shaders"
 )
 
 // chunk is one resident run of rows: a storage buffer of at most

@@ -17,8 +17,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/umbravec/umbra/internal/browsertest"
+	"github.com/umbravec/umbra/internal/shaders"
 	"github.com/umbravec/umbra/internal/testkit"
-	"github.com/umbravec/umbra/shaders"
 )
 
 type judgeReport struct {

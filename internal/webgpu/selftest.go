@@ -9,9 +9,9 @@ import (
 	"math/rand/v2"
 	"slices"
 
-	"github.com/umbravec/umbra/fallback"
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/exact"
+	"github.com/umbravec/umbra/internal/fallback"
 	"github.com/umbravec/umbra/internal/gpu"
 	"github.com/umbravec/umbra/internal/gpuplan"
 	"github.com/umbravec/umbra/internal/packed"

@@ -20,8 +20,8 @@ import (
 
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/exact"
+	"github.com/umbravec/umbra/internal/shaders"
 	"github.com/umbravec/umbra/internal/webgpu"
-	"github.com/umbravec/umbra/shaders"
 )
 
 // Result is one variant's verdict.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/umbravec/umbra/fallback"
+	"github.com/umbravec/umbra/internal/fallback"
 )
 
 // Three 3-dimensional rows packed with a stride of 4 (the padding is zero).

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/umbravec/umbra/bench/peers"
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/bench/peers"
 )
 
 // PrecisionOptions configures RunPrecision: the storage precisions

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/umbravec/umbra/bench/peers"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/bench/peers"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 

@@ -13,8 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/umbravec/umbra/bench/peers"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/bench/peers"
 )
 
 // ConcurrencyOptions sizes the --concurrency measurement.

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/umbravec/umbra/bench/peers"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/bench/peers"
 )
 
 // PeerResult is another library's figures on the same data and queries,
