@@ -70,11 +70,13 @@ func (ix *Index) searchBatch(ctx context.Context, queries [][]float32, k int, si
 	if err := ix.mapped.check(); err != nil {
 		return nil, err
 	}
-	mask, _, err := ix.mask(&o)
+	mask, admitted, err := ix.mask(&o)
 	if err != nil {
 		return nil, err
 	}
-	if ix.quant.c != nil {
+	if rows, gather := ix.subsetRows(ctx, mask, admitted, len(qs)); gather {
+		all, err = ix.searchGather(ctx, qs, k, rows, o.approximate)
+	} else if ix.quant.c != nil {
 		all, err = ix.searchQuant(ctx, qs, k, mask, o.approximate)
 	} else {
 		all, err = ix.searchMany(ctx, qs, k, mask, o.filtered())
@@ -294,7 +296,12 @@ func (ix *Index) SearchRange(ctx context.Context, query []float32, threshold flo
 	if found == nil {
 		view := ix.view()
 		view.Allow = mask
-		if found, err = fallback.Range(ctx, view, q, threshold, ix.cfg.Metric, ix.cfg.Workers); err != nil {
+		if rows, gather := ix.subsetRows(ctx, mask, allowed, 1); gather {
+			found, err = fallback.RangeRows(ctx, view, rows, q, threshold, ix.cfg.Metric, ix.cfg.Workers)
+		} else {
+			found, err = fallback.Range(ctx, view, q, threshold, ix.cfg.Metric, ix.cfg.Workers)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}

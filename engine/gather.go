@@ -1,0 +1,325 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"math/bits"
+	"sync"
+	"time"
+
+	"github.com/umbravec/umbra/diag"
+	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/exact"
+	"github.com/umbravec/umbra/internal/fallback"
+	"github.com/umbravec/umbra/internal/gpu"
+)
+
+// Gather or scan. A filter (Where, Allow, AllowFunc, and the rows deleted)
+// becomes a bitmap of the rows it admits before any row is read, and its
+// popcount is the admitted count. A scan reads every row and lets the
+// bitmap decide which may enter the top k; a gather lists the admitted rows
+// and reads and scores only them, with the same kernels (the same float32
+// bits) and the same selection and tie rule, so both give the same answer.
+// Which is faster depends on how many rows are admitted, how long a row is
+// and the machine, so it is measured: once per process and precision, a
+// scan and a gather of a scattered sixteenth of the rows are timed on the
+// calibration slab at two row lengths, which gives each path a cost per
+// row and per byte of row (gatherCosts); a search gathers when its admitted
+// rows cost less that way than the scan of every row.
+
+// gatherCosts are the measured costs, in nanoseconds, of one query's scan
+// (per row of the index) and gather (per admitted row): a fixed cost a row
+// plus a cost a byte of row.
+type gatherCosts struct {
+	ScanRow, ScanByte     float64
+	GatherRow, GatherByte float64
+}
+
+// pays reports whether gathering admitted of rows rows, each rowBytes
+// long, costs nq queries less than scanning them all. A batch's scan
+// reads the rows once per block of queries and is then bound by its
+// arithmetic (perQuery bytes a second, 0 when unknown); each query of a
+// gather is priced as if its rows came from memory again.
+func (c gatherCosts) pays(admitted, rows int, rowBytes float64, nq int, perQuery float64) bool {
+	scan := float64(rows) * (c.ScanRow + c.ScanByte*rowBytes)
+	if nq > 1 && perQuery > 0 {
+		scan += float64(nq-1) * float64(rows) * rowBytes / perQuery * 1e9
+	} else {
+		scan *= float64(nq)
+	}
+	gather := float64(nq) * float64(admitted) * (c.GatherRow + c.GatherByte*rowBytes)
+	return gather < scan
+}
+
+// The two row lengths the costs are measured at (float32 components), on
+// gpu.CalibrationSlab's data viewed as rows of each.
+const (
+	gatherShortRow = 64
+	gatherLongRow  = 1024
+)
+
+// measureGather fits gatherCosts from timings of one query: scan(dim,
+// rows) times a scan of the first rows rows of the calibration data viewed
+// as rows of dim components, gather(dim, list) a gather of the listed
+// rows. Each path is timed at two sizes, and its cost a row is the slope
+// between them, so what a search costs whatever its size (preparing the
+// query, a compressed index's rescore) counts for neither. rowBytes gives
+// the bytes a row of dim components costs the path.
+func measureGather(total int, rowBytes func(dim int) float64,
+	scan func(dim, rows int) (time.Duration, error),
+	gather func(dim int, list []uint32) (time.Duration, error)) (gatherCosts, error) {
+	var scanAt, gatherAt [2]float64
+	for i, dim := range []int{gatherShortRow, gatherLongRow} {
+		rows := total / dim
+		big, err := scan(dim, rows)
+		if err != nil {
+			return gatherCosts{}, err
+		}
+		small, err := scan(dim, rows/4)
+		if err != nil {
+			return gatherCosts{}, err
+		}
+		scanAt[i] = float64((big - small).Nanoseconds()) / float64(rows-rows/4)
+		many, few := gatherSample(rows, 8), gatherSample(rows, 32)
+		big, err = gather(dim, many)
+		if err != nil {
+			return gatherCosts{}, err
+		}
+		small, err = gather(dim, few)
+		if err != nil {
+			return gatherCosts{}, err
+		}
+		gatherAt[i] = float64((big - small).Nanoseconds()) / float64(max(1, len(many)-len(few)))
+	}
+	b0, b1 := rowBytes(gatherShortRow), rowBytes(gatherLongRow)
+	line := func(c [2]float64) (perRow, perByte float64) {
+		perByte = max(0, (c[1]-c[0])/(b1-b0))
+		return max(0, c[0]-perByte*b0), perByte
+	}
+	var g gatherCosts
+	g.ScanRow, g.ScanByte = line(scanAt)
+	g.GatherRow, g.GatherByte = line(gatherAt)
+	if g.ScanRow+g.ScanByte <= 0 || g.GatherRow+g.GatherByte <= 0 {
+		return g, fmt.Errorf("gather calibration: no cost measured (scan %v, gather %v ns a row)", scanAt, gatherAt)
+	}
+	return g, nil
+}
+
+// gatherSample lists a scattered one in every rows rows, in order.
+func gatherSample(rows, every int) []uint32 {
+	list := make([]uint32, 0, rows/every+1)
+	x := uint32(2463534242)
+	for r := 0; r < rows; r++ {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		if x%uint32(every) == 0 {
+			list = append(list, uint32(r))
+		}
+	}
+	return list
+}
+
+// gatherCostsF32 is the float32 costs, measured once per process on the
+// whole calibration slab (32 MiB).
+var gatherCostsF32 = sync.OnceValues(func() (gatherCosts, error) {
+	data := gpu.CalibrationSlab().Data
+	ctx := context.Background()
+	view := func(dim, rows int) fallback.Slab {
+		return fallback.Slab{Data: data[:rows*dim], Rows: rows, Dim: dim, Stride: dim}
+	}
+	return measureGather(len(data), func(dim int) float64 { return float64(4 * dim) },
+		func(dim, rows int) (time.Duration, error) {
+			return gpu.MedianOf(5, func() error {
+				_, err := fallback.Search(ctx, view(dim, rows), data[:dim], 10, fallback.Dot, 0)
+				return err
+			})
+		},
+		func(dim int, list []uint32) (time.Duration, error) {
+			s := view(dim, len(data)/dim)
+			return gpu.MedianOf(5, func() error {
+				_, err := fallback.SearchRows(ctx, s, list, data[:dim], 10, fallback.Dot, 0)
+				return err
+			})
+		})
+})
+
+// gatherCostsQuant measures a compressed precision's costs once per
+// process, on a compressed copy of a quarter of the calibration slab
+// (8 MiB of float32 rows; compressing all of it would cost more than the
+// measurement), the exact search over the codes against its gather.
+func gatherCostsQuant(p core.Precision) func() (gatherCosts, error) {
+	return sync.OnceValues(func() (gatherCosts, error) {
+		data := gpu.CalibrationSlab().Data
+		data = data[:len(data)/4]
+		ctx := context.Background()
+		type compressed struct {
+			s fallback.Slab
+			c *exact.Compressed
+		}
+		byDim := map[int]compressed{}
+		get := func(dim int) (compressed, error) {
+			if c, ok := byDim[dim]; ok {
+				return c, nil
+			}
+			s := fallback.Slab{Data: data, Rows: len(data) / dim, Dim: dim, Stride: dim}
+			c, err := exact.NewCompressed(p, dim)
+			if err != nil {
+				return compressed{}, err
+			}
+			c.AppendSlab(s, 0)
+			byDim[dim] = compressed{s, c}
+			return byDim[dim], nil
+		}
+		for _, dim := range []int{gatherShortRow, gatherLongRow} {
+			if _, err := get(dim); err != nil {
+				return gatherCosts{}, err
+			}
+		}
+		return measureGather(len(data), func(dim int) float64 {
+			c := byDim[dim].c
+			return float64(c.Bytes()) / float64(max(c.Rows, 1))
+		}, func(dim, rows int) (time.Duration, error) {
+			sc, _ := get(dim)
+			s := sc.s
+			s.Rows, s.Data = rows, s.Data[:rows*dim]
+			c := *sc.c
+			c.Truncate(rows)
+			qs := [][]float32{data[:dim]}
+			return gpu.MedianOf(5, func() error {
+				_, _, err := exact.ExactSearchBatch(ctx, s, &c, qs, 10, core.Dot, 0, false)
+				return err
+			})
+		}, func(dim int, list []uint32) (time.Duration, error) {
+			sc, _ := get(dim)
+			qs := [][]float32{data[:dim]}
+			return gpu.MedianOf(5, func() error {
+				_, _, err := exact.ExactSearchRows(ctx, sc.s, sc.c, list, qs, 10, core.Dot, 0, false)
+				return err
+			})
+		})
+	})
+}
+
+var (
+	gatherCostsI8  = gatherCostsQuant(core.Int8)
+	gatherCostsF16 = gatherCostsQuant(core.F16)
+)
+
+// gatherCostsFor is the measured costs of the index's precision.
+func (ix *Index) gatherCostsFor() (gatherCosts, error) {
+	switch ix.cfg.Precision {
+	case core.Int8:
+		return gatherCostsI8()
+	case core.F16:
+		return gatherCostsF16()
+	}
+	return gatherCostsF32()
+}
+
+// rowBytes is what one row costs a scan of the index: its float32 stride,
+// or its compressed codes and values.
+func (ix *Index) rowBytes() float64 {
+	if c := ix.quant.c; c != nil && c.Rows > 0 {
+		return float64(c.Bytes()) / float64(c.Rows)
+	}
+	return float64(4 * ix.slab.Stride)
+}
+
+// subsetRows decides how a search of nq queries meets mask, which admits
+// admitted rows (nil: every row): it returns the admitted rows, in order,
+// when gathering them is measured to be cheaper than the scan (gather
+// true), and records the choice in ctx's trace. Only the CPU gathers here:
+// a GPU index scans on its device. The caller holds ix.mu.
+func (ix *Index) subsetRows(ctx context.Context, mask []uint64, admitted, nq int) (rows []uint32, gather bool) {
+	t := traceFrom(ctx)
+	if mask == nil {
+		if t != nil {
+			t.Subset = ""
+			t.Admitted += int64(admitted) * int64(nq)
+		}
+		return nil, false
+	}
+	if t != nil {
+		t.Subset = "scan"
+		t.Admitted += int64(admitted) * int64(nq)
+	}
+	forced := ix.test.subsetForced()
+	if ix.slab.Rows == 0 || ix.onGPU() || forced == subsetScan {
+		return nil, false
+	}
+	if admitted > 0 && forced != subsetGather {
+		costs, err := ix.gatherCostsFor()
+		if err != nil {
+			return nil, false
+		}
+		perQuery, _ := cpuQueryRate()
+		if !costs.pays(admitted, ix.slab.Rows, ix.rowBytes(), nq, perQuery) {
+			return nil, false
+		}
+	}
+	if t != nil {
+		t.Subset = "gather"
+	}
+	return maskRows(mask, admitted, ix.slab.Rows), true
+}
+
+// maskRows lists the rows below n whose bits mask sets (admitted of them).
+func maskRows(mask []uint64, admitted, n int) []uint32 {
+	rows := make([]uint32, 0, admitted)
+	for w, word := range mask {
+		for word != 0 {
+			r := w<<6 | bits.TrailingZeros64(word)
+			if r >= n {
+				return rows
+			}
+			rows = append(rows, uint32(r))
+			word &= word - 1
+		}
+	}
+	return rows
+}
+
+// searchGather answers prepared queries from the listed rows only, on the
+// CPU: fallback.SearchRows for float32 rows, exact.ExactSearchRows (the
+// compressed codes gathered, then the float32 rescore) for a compressed
+// index. The caller holds ix.mu.
+func (ix *Index) searchGather(ctx context.Context, qs [][]float32, k int, rows []uint32, approximate bool) ([][]Hit, error) {
+	t := traceFrom(ctx)
+	start := time.Now()
+	view := ix.view()
+	var res [][]core.Hit
+	if ix.quant.c != nil {
+		var st exact.QuantStats
+		var err error
+		res, st, err = exact.ExactSearchRows(ctx, view, ix.quant.c, rows, qs, k, ix.cfg.Metric, ix.cfg.Workers, approximate)
+		if err != nil {
+			return nil, err
+		}
+		addQuant(t, st, start)
+	} else {
+		var err error
+		res, err = fallback.SearchRowsBatch(ctx, view, rows, qs, k, ix.cfg.Metric, ix.cfg.Workers)
+		if err != nil {
+			return nil, err
+		}
+		addGather(t, start, len(qs), len(rows), ix.slab.Stride)
+	}
+	all := make([][]Hit, len(res))
+	for i, r := range res {
+		all[i] = ix.toHits(r)
+	}
+	return all, nil
+}
+
+// addGather records a float32 gather of listed rows for nq queries in t
+// (nil: nothing).
+func addGather(t *diag.Trace, start time.Time, nq, listed, stride int) {
+	if t == nil {
+		return
+	}
+	lap(&t.Kernel, start)
+	t.KernelClock, t.Device = "cpu", "cpu"
+	t.Searches += nq
+	t.BytesRead += int64(nq) * int64(listed) * int64(stride) * 4
+}
