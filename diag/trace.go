@@ -24,6 +24,10 @@ type Trace struct {
 	Kernel   time.Duration // the scoring and top-k dispatches (GPU) or the scan (CPU)
 	Readback time.Duration // device to host: copy and map the results
 	Select   time.Duration // host: top-k selection over read-back scores
+	// Filter is the host's work on a search's filters before any row is
+	// read: the bitmap of the rows Where, Allow, AllowFunc and the
+	// deletions admit, its count, and for a gather the list of its rows.
+	Filter time.Duration
 
 	// What the GPU path issued, counted where its wgpu calls are made
 	// (zero on the CPU path): compute dispatches, queue submissions, buffer

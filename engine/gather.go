@@ -264,18 +264,31 @@ func (ix *Index) subsetRows(ctx context.Context, mask []uint64, admitted, nq int
 	return maskRows(mask, admitted, ix.slab.Rows), true
 }
 
-// maskRows lists the rows below n whose bits mask sets (admitted of them).
+// maskRows lists the rows below n whose bits mask sets (admitted of them),
+// skipping empty words four at a time: a selective filter's bitmap is
+// nearly all zero.
 func maskRows(mask []uint64, admitted, n int) []uint32 {
 	rows := make([]uint32, 0, admitted)
-	for w, word := range mask {
-		for word != 0 {
-			r := w<<6 | bits.TrailingZeros64(word)
-			if r >= n {
-				return rows
-			}
-			rows = append(rows, uint32(r))
-			word &= word - 1
+	i := 0
+	for ; i+4 <= len(mask); i += 4 {
+		q := mask[i : i+4 : i+4]
+		if q[0]|q[1]|q[2]|q[3] == 0 {
+			continue
 		}
+		for j, word := range q {
+			for word != 0 {
+				rows = append(rows, uint32((i+j)<<6|bits.TrailingZeros64(word)))
+				word &= word - 1
+			}
+		}
+	}
+	for ; i < len(mask); i++ {
+		for word := mask[i]; word != 0; word &= word - 1 {
+			rows = append(rows, uint32(i<<6|bits.TrailingZeros64(word)))
+		}
+	}
+	for len(rows) > 0 && int(rows[len(rows)-1]) >= n {
+		rows = rows[:len(rows)-1]
 	}
 	return rows
 }

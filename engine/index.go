@@ -83,6 +83,7 @@ type Index struct {
 	listShift   atomic.Int32
 	lastFailure string     // guarded by whyMu
 	test        *testHooks // nil outside tests
+	bitmaps     bitmapPool // filters' bitmaps, reused by later searches (memory.go)
 
 	// devCap, when not 0, is how many rows the device may hold: the rest
 	// stay on the CPU (Limits.Overflow, overflow.go).

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math/bits"
 	"slices"
+	"sync"
 
 	"github.com/umbravec/umbra/internal/storefile"
 	"github.com/umbravec/umbra/meta"
@@ -404,42 +405,104 @@ func (ix *Index) loadAttrs(schema []byte, metaRows, payloads [][]byte) error {
 	return nil
 }
 
-// whereMask narrows mask (nil: every live row) to the rows o's Where
-// filter matches, and returns it with the count of rows left. The caller
-// holds ix.mu.
-func (ix *Index) mask(o *searchOptions) ([]uint64, int, error) {
-	mask, n := ix.rid.mask(o)
-	if !o.whereSet {
-		return mask, n, nil
-	}
+// mask returns the bitmap of the rows a search with o may return — live,
+// allowed by Allow or AllowFunc, matched by Where — and how many there
+// are; nil when every row may be returned. The bitmap comes from the
+// index's pool of bitmaps (a million rows' is 122 KiB, too much to
+// allocate afresh for every search): release gives it back once the search
+// is done with it. The caller holds ix.mu.
+func (ix *Index) mask(o *searchOptions) (mask []uint64, n int, release func(), err error) {
 	rows := len(ix.rid.ids)
+	words := (rows + 63) / 64
+	release = func() {}
+	if !o.whereSet {
+		if ix.rid.nDead == 0 && !o.filtered() {
+			return nil, rows, release, nil
+		}
+		buf := ix.bitmaps.get(words)
+		mask, n = ix.rid.mask(o, *buf)
+		*buf = mask
+		return mask, n, func() { ix.bitmaps.put(buf) }, nil
+	}
 	mi := ix.attrs.meta
 	if mi == nil {
 		mi = ix.newMetaIndex() // knows only declared fields: the filter is refused or matches nothing
 		if err := mi.Append(make([]meta.Fields, rows)); err != nil {
-			return nil, 0, err
+			return nil, 0, release, err
 		}
 	}
-	sel := make([]uint64, (mi.Len()+63)/64)
+	selBuf := ix.bitmaps.get(max(words, (mi.Len()+63)/64))
+	release = func() { ix.bitmaps.put(selBuf) }
+	sel := (*selBuf)[:(mi.Len()+63)/64]
 	if err := mi.Eval(o.where, sel); err != nil {
-		return nil, 0, fmt.Errorf("%w: %w", ErrInvalidFilter, err)
+		release()
+		return nil, 0, func() {}, fmt.Errorf("%w: %w", ErrInvalidFilter, err)
 	}
-	// o.filtered() made rid.mask build the bitmap of the live (and
-	// allowed) rows.
-	n = 0
-	for i := range mask {
-		if i < len(sel) {
-			mask[i] &= sel[i]
-		} else {
-			mask[i] = 0
-		}
-		if i == len(mask)-1 && rows&63 != 0 {
-			mask[i] &= 1<<uint(rows&63) - 1
-		}
-		n += bits.OnesCount64(mask[i])
+	// Allow and AllowFunc (which leave out deleted rows themselves), or
+	// the deleted rows, narrow the filter's rows in the same pass that
+	// counts them.
+	var allow []uint64
+	if o.allowIDs != nil || o.allowFn != nil {
+		allowBuf := ix.bitmaps.get(words)
+		allow, _ = ix.rid.mask(o, *allowBuf)
+		defer ix.bitmaps.put(allowBuf)
 	}
-	return mask, n, nil
+	mask = (*selBuf)[:words]
+	if len(sel) < words {
+		clear(mask[len(sel):])
+	}
+	if rows&63 != 0 {
+		mask[words-1] &= 1<<uint(rows&63) - 1
+	}
+	n = narrow(mask, allow, ix.rid.dead)
+	return mask, n, release, nil
 }
+
+// narrow keeps in mask the rows allow admits (when not nil) or else the
+// rows dead does not mark, and returns how many are left: one pass, a
+// loop per case so each is branch-free.
+func narrow(mask, allow, dead []uint64) (n int) {
+	switch {
+	case allow != nil:
+		allow = allow[:len(mask)]
+		for i, w := range mask {
+			w &= allow[i]
+			mask[i] = w
+			n += bits.OnesCount64(w)
+		}
+	case len(dead) > 0:
+		m := mask[:min(len(mask), len(dead))]
+		dead = dead[:len(m)]
+		for i, w := range m {
+			w &^= dead[i]
+			m[i] = w
+			n += bits.OnesCount64(w)
+		}
+		for _, w := range mask[len(m):] {
+			n += bits.OnesCount64(w)
+		}
+	default:
+		for _, w := range mask {
+			n += bits.OnesCount64(w)
+		}
+	}
+	return n
+}
+
+// bitmapPool keeps the bitmaps searches build, for the next search.
+type bitmapPool struct{ p sync.Pool }
+
+// get returns a bitmap of at least words words, of any content.
+func (b *bitmapPool) get(words int) *[]uint64 {
+	if v, ok := b.p.Get().(*[]uint64); ok && cap(*v) >= words {
+		*v = (*v)[:words]
+		return v
+	}
+	s := make([]uint64, words)
+	return &s
+}
+
+func (b *bitmapPool) put(v *[]uint64) { b.p.Put(v) }
 
 // withPayloads sets each hit's payload. The
 // caller holds ix.mu (the one the search held).

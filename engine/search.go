@@ -70,11 +70,17 @@ func (ix *Index) searchBatch(ctx context.Context, queries [][]float32, k int, si
 	if err := ix.mapped.check(); err != nil {
 		return nil, err
 	}
-	mask, admitted, err := ix.mask(&o)
+	filterStart := time.Now()
+	mask, admitted, release, err := ix.mask(&o)
 	if err != nil {
 		return nil, err
 	}
-	if rows, gather := ix.subsetRows(ctx, mask, admitted, len(qs)); gather {
+	defer release()
+	rows, gather := ix.subsetRows(ctx, mask, admitted, len(qs))
+	if t := traceFrom(ctx); t != nil && o.filtered() {
+		lap(&t.Filter, filterStart)
+	}
+	if gather {
 		all, err = ix.searchGather(ctx, qs, k, rows, o.approximate)
 	} else if ix.quant.c != nil {
 		all, err = ix.searchQuant(ctx, qs, k, mask, o.approximate)
@@ -264,9 +270,14 @@ func (ix *Index) SearchRange(ctx context.Context, query []float32, threshold flo
 	if err := ix.mapped.check(); err != nil {
 		return nil, err
 	}
-	mask, allowed, err := ix.mask(&o)
+	filterStart := time.Now()
+	mask, allowed, release, err := ix.mask(&o)
 	if err != nil {
 		return nil, err
+	}
+	defer release()
+	if t := traceFrom(ctx); t != nil && o.filtered() {
+		lap(&t.Filter, filterStart)
 	}
 	if ix.slab.Rows == 0 || allowed == 0 {
 		return []Hit{}, nil

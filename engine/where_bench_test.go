@@ -79,7 +79,8 @@ func BenchmarkWhere(b *testing.B) {
 		for _, f := range filters {
 			o := searchOptions{where: f.f, whereSet: true}
 			ix.mu.RLock()
-			_, n, err := ix.mask(&o)
+			_, n, release, err := ix.mask(&o)
+			release()
 			ix.mu.RUnlock()
 			if err != nil {
 				b.Fatal(err)
@@ -88,7 +89,8 @@ func BenchmarkWhere(b *testing.B) {
 				b.ReportMetric(float64(n), "rows")
 				for b.Loop() {
 					ix.mu.RLock()
-					_, _, err := ix.mask(&o)
+					_, _, release, err := ix.mask(&o)
+					release()
 					ix.mu.RUnlock()
 					if err != nil {
 						b.Fatal(err)
