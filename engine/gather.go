@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/bits"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"github.com/umbravec/umbra/internal/exact"
 	"github.com/umbravec/umbra/internal/fallback"
 	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/topk"
 )
 
 // Gather or scan. A filter (Where, Allow, AllowFunc, and the rows deleted)
@@ -226,42 +228,111 @@ func (ix *Index) rowBytes() float64 {
 	return float64(4 * ix.slab.Stride)
 }
 
+// gatherAt is where a filtered search reads only its admitted rows:
+// nowhere (it scans), on the CPU or on the index's GPU.
+type gatherAt int
+
+const (
+	scanAll gatherAt = iota
+	gatherCPU
+	gatherGPU
+)
+
+// gatherer is a device side that gathers (internal/gpu's Index): the
+// scores of listed rows, and what that costs on the device.
+type gatherer interface {
+	Gather(ctx context.Context, qs [][]float32, rows []uint32, st *core.Stages) ([]float32, error)
+	GatherCosts() (fixed time.Duration, perByte float64, err error)
+}
+
 // subsetRows decides how a search of nq queries meets mask, which admits
 // admitted rows (nil: every row): it returns the admitted rows, in order,
-// when gathering them is measured to be cheaper than the scan (gather
-// true), and records the choice in ctx's trace. Only the CPU gathers here:
-// a GPU index scans on its device. The caller holds ix.mu.
-func (ix *Index) subsetRows(ctx context.Context, mask []uint64, admitted, nq int) (rows []uint32, gather bool) {
+// and where to gather them when that is measured to be cheaper than the
+// scan (on the CPU: gatherCosts; on a GPU index: the device's gather
+// costs against its latency and scan rate, and under Auto the CPU's gather
+// too), and records the choice in ctx's trace. A compressed GPU index, a
+// sharded or isolated one and one whose rows overflow its device scan on
+// the device. The caller holds ix.mu.
+func (ix *Index) subsetRows(ctx context.Context, mask []uint64, admitted, nq int) ([]uint32, gatherAt) {
 	t := traceFrom(ctx)
-	if mask == nil {
-		if t != nil {
-			t.Subset = ""
-			t.Admitted += int64(admitted) * int64(nq)
-		}
-		return nil, false
-	}
 	if t != nil {
-		t.Subset = "scan"
 		t.Admitted += int64(admitted) * int64(nq)
-	}
-	forced := ix.test.subsetForced()
-	if ix.slab.Rows == 0 || ix.onGPU() || forced == subsetScan {
-		return nil, false
-	}
-	if admitted > 0 && forced != subsetGather {
-		costs, err := ix.gatherCostsFor()
-		if err != nil {
-			return nil, false
+		t.Subset = ""
+		if mask != nil {
+			t.Subset = "scan"
 		}
-		perQuery, _ := cpuQueryRate()
-		if !costs.pays(admitted, ix.slab.Rows, ix.rowBytes(), nq, perQuery) {
-			return nil, false
-		}
+	}
+	if mask == nil || ix.slab.Rows == 0 {
+		return nil, scanAll
+	}
+	at := ix.gatherPlace(admitted, nq)
+	if at == scanAll {
+		return nil, scanAll
 	}
 	if t != nil {
 		t.Subset = "gather"
 	}
-	return maskRows(mask, admitted, ix.slab.Rows), true
+	return maskRows(mask, admitted, ix.slab.Rows), at
+}
+
+// gatherPlace is subsetRows' choice. The caller holds ix.mu.
+func (ix *Index) gatherPlace(admitted, nq int) gatherAt {
+	forced := ix.test.subsetForced()
+	if forced == subsetScan {
+		return scanAll
+	}
+	cpuPays := func() bool {
+		if admitted == 0 || forced == subsetGather {
+			return true
+		}
+		costs, err := ix.gatherCostsFor()
+		if err != nil {
+			return false
+		}
+		perQuery, _ := cpuQueryRate()
+		return costs.pays(admitted, ix.slab.Rows, ix.rowBytes(), nq, perQuery)
+	}
+	if !ix.onGPU() {
+		if cpuPays() {
+			return gatherCPU
+		}
+		return scanAll
+	}
+	if admitted == 0 {
+		return gatherCPU // nothing to read anywhere
+	}
+	gd, ok := ix.dev.(gatherer)
+	if !ok || ix.quant.c != nil || ix.overflowing() || ix.stale {
+		return scanAll
+	}
+	if forced == subsetGather {
+		return gatherGPU
+	}
+	lat, rate, err := ix.dev.Calibrate()
+	if err != nil || rate <= 0 {
+		return scanAll
+	}
+	fixed, perByte, err := gd.GatherCosts()
+	if err != nil {
+		return scanAll
+	}
+	b := float64(4 * ix.slab.Stride)
+	scan := float64(nq) * (lat.Seconds() + float64(ix.slab.Rows)*b/rate)
+	gather := float64(nq) * (fixed.Seconds() + float64(admitted)*b*perByte)
+	if ix.cfg.Device == Auto {
+		// The CPU's gather, when it is sooner still (a few rows: the
+		// device's fixed cost is a round trip).
+		if costs, err := ix.gatherCostsFor(); err == nil {
+			cpu := float64(nq) * float64(admitted) * (costs.GatherRow + costs.GatherByte*b) / 1e9
+			if cpu < min(scan, gather) {
+				return gatherCPU
+			}
+		}
+	}
+	if gather < scan {
+		return gatherGPU
+	}
+	return scanAll
 }
 
 // maskRows lists the rows below n whose bits mask sets (admitted of them),
@@ -293,12 +364,27 @@ func maskRows(mask []uint64, admitted, n int) []uint32 {
 	return rows
 }
 
-// searchGather answers prepared queries from the listed rows only, on the
-// CPU: fallback.SearchRows for float32 rows, exact.ExactSearchRows (the
+// searchGather answers prepared queries from the listed rows only, where
+// at says: on the GPU (gather.wgsl's scores, selected here by the rule of
+// every path), falling back to the CPU as a GPU search does; on the CPU
+// fallback.SearchRows for float32 rows, exact.ExactSearchRows (the
 // compressed codes gathered, then the float32 rescore) for a compressed
 // index. The caller holds ix.mu.
-func (ix *Index) searchGather(ctx context.Context, qs [][]float32, k int, rows []uint32, approximate bool) ([][]Hit, error) {
+func (ix *Index) searchGather(ctx context.Context, qs [][]float32, k int, rows []uint32, at gatherAt, approximate bool) ([][]Hit, error) {
 	t := traceFrom(ctx)
+	if at == gatherGPU {
+		all, err := ix.gatherOnGPU(ctx, qs, k, rows)
+		if err == nil {
+			return all, nil
+		}
+		if !errors.Is(err, gpu.ErrSubnormal) {
+			if err := ix.afterGPUFailure(ctx, err); err != nil {
+				return nil, err
+			}
+		}
+		// Scores a device that flushes subnormals could change, or Auto
+		// after a failure: the CPU gathers.
+	}
 	start := time.Now()
 	view := ix.view()
 	var res [][]core.Hit
@@ -321,6 +407,40 @@ func (ix *Index) searchGather(ctx context.Context, qs [][]float32, k int, rows [
 	all := make([][]Hit, len(res))
 	for i, r := range res {
 		all[i] = ix.toHits(r)
+	}
+	return all, nil
+}
+
+// gatherOnGPU is searchGather on the index's device. The caller holds
+// ix.mu.
+func (ix *Index) gatherOnGPU(ctx context.Context, qs [][]float32, k int, rows []uint32) ([][]Hit, error) {
+	t := traceFrom(ctx)
+	var st *core.Stages
+	if t != nil {
+		st = &core.Stages{}
+	}
+	scores, err := ix.dev.(gatherer).Gather(ctx, qs, rows, st)
+	addStages(t, st)
+	if err = gpuError(err); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	n, m, ids := len(rows), ix.cfg.Metric, ix.rid.tieIDs()
+	all := make([][]Hit, len(qs))
+	for j := range qs {
+		keys := scores[j*n : (j+1)*n]
+		topk.ToKeys(m, keys)
+		h := topk.New(min(k, n), n, ids)
+		for i, key := range keys {
+			h.Offer(int(rows[i]), key)
+		}
+		all[j] = ix.toHits(h.Result(m))
+	}
+	if t != nil {
+		lap(&t.Select, start)
+		t.Device = "gpu"
+		t.Searches += len(qs)
+		t.BytesRead += st.BytesRead
 	}
 	return all, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -21,9 +22,31 @@ import (
 func newSubsetIndex(t *testing.T, cfg Config, path subsetPath) *Index {
 	t.Helper()
 	cfg.Device = CPU
-	ix, err := newIndex(context.Background(), cfg, &testHooks{subset: path})
+	return newSubsetIndexOn(t, cfg, path)
+}
+
+// newSubsetIndexOn is newSubsetIndex on cfg's device; a GPU index (on
+// Vulkan, at most 512 rows a device buffer) is skipped where no adapter
+// works, unless UMBRA_REQUIRE_GPU=1.
+func newSubsetIndexOn(t *testing.T, cfg Config, path subsetPath) *Index {
+	t.Helper()
+	hooks := &testHooks{subset: path}
+	if cfg.Device == GPU {
+		cfg.Adapters = []AdapterSelect{{Backend: "vulkan"}}
+		hooks.maxChunkRows = 512
+	}
+	ix, err := newIndex(context.Background(), cfg, hooks)
+	if err != nil && cfg.Device == GPU {
+		if os.Getenv("UMBRA_REQUIRE_GPU") == "1" {
+			t.Fatalf("UMBRA_REQUIRE_GPU=1 but no Vulkan adapter works: %v", err)
+		}
+		t.Skipf("no Vulkan adapter: %v", err)
+	}
 	require.NoError(t, err)
 	t.Cleanup(func() { ix.Close() })
+	if cfg.Device == GPU {
+		require.True(t, ix.onGPU())
+	}
 	return ix
 }
 
@@ -86,17 +109,32 @@ func kitHits(hits []Hit) []testkit.Hit {
 // of near ties), and say in its trace which path ran. Every precision and
 // metric.
 func TestFilteredSearchGatherEqualsScan(t *testing.T) {
+	type run struct {
+		device Device
+		prec   Precision
+		metric Metric
+	}
+	var runs []run
 	for _, prec := range []Precision{F32, Int8, F16} {
 		for _, metric := range []Metric{Dot, L2, Cosine} {
-			t.Run(fmt.Sprintf("%v/%v", prec, metric), func(t *testing.T) {
+			runs = append(runs, run{CPU, prec, metric})
+		}
+	}
+	// On the GPU the gather is gather.wgsl's (float32; a compressed index
+	// scans on its device), held to the device's own scan.
+	runs = append(runs, run{GPU, F32, Dot}, run{GPU, F32, L2}, run{GPU, F32, Cosine}, run{GPU, Int8, Dot})
+	for _, rn := range runs {
+		prec, metric := rn.prec, rn.metric
+		{
+			t.Run(fmt.Sprintf("%v/%v/%v", rn.device, prec, metric), func(t *testing.T) {
 				r := testkit.Rand(t)
 				ctx := context.Background()
 				dim := []int{8, 96, 520}[r.IntN(3)]
-				cfg := Config{Dim: dim, Metric: metric, Precision: prec}
+				cfg := Config{Dim: dim, Metric: metric, Precision: prec, Device: rn.device}
 				paths := []subsetPath{subsetScan, subsetGather, subsetMeasured}
 				ixs := make([]*Index, len(paths))
 				for i, p := range paths {
-					ixs[i] = newSubsetIndex(t, cfg, p)
+					ixs[i] = newSubsetIndexOn(t, cfg, p)
 				}
 				model := gatherModel{vec: map[uint64][]float32{}, user: map[uint64]string{}}
 				n := 600 + r.IntN(600)
@@ -195,13 +233,16 @@ func TestFilteredSearchGatherEqualsScan(t *testing.T) {
 							require.NoError(t, err)
 							answers = append(answers, got)
 							require.Equal(t, int64(admitted), tr.Admitted, "%s k %d: admitted", f.name, k)
-							switch paths[i] {
-							case subsetScan:
+							switch {
+							case paths[i] == subsetScan:
 								require.Equal(t, "scan", tr.Subset, f.name)
-							case subsetGather:
+							case paths[i] == subsetGather && (rn.device == CPU || prec == F32 || admitted == 0):
 								require.Equal(t, "gather", tr.Subset, f.name)
 							default:
 								require.Contains(t, []string{"scan", "gather"}, tr.Subset, f.name)
+							}
+							if rn.device == GPU && admitted > 0 {
+								require.Equal(t, "gpu", tr.Device, "%s: path %v", f.name, paths[i])
 							}
 						}
 						require.Equal(t, answers[0], answers[1], "%s k %d (%d admitted): gather against scan", f.name, k, admitted)
@@ -247,12 +288,16 @@ func TestFilteredSearchGatherEqualsScan(t *testing.T) {
 // lower ID, each score its row's own, and it must hold every row of the
 // user that lived through the whole search and beats its last hit.
 func TestGatherUnderConcurrentWrites(t *testing.T) {
-	for _, prec := range []Precision{F32, Int8} {
-		t.Run(prec.String(), func(t *testing.T) {
+	for _, rn := range []struct {
+		device Device
+		prec   Precision
+	}{{CPU, F32}, {CPU, Int8}, {GPU, F32}} {
+		prec := rn.prec
+		t.Run(fmt.Sprintf("%v/%v", rn.device, prec), func(t *testing.T) {
 			r := testkit.Rand(t)
 			ctx := context.Background()
 			const dim = 32
-			ix := newSubsetIndex(t, Config{Dim: dim, Metric: Dot, Precision: prec}, subsetGather)
+			ix := newSubsetIndexOn(t, Config{Dim: dim, Metric: Dot, Precision: prec, Device: rn.device}, subsetGather)
 			var mu sync.Mutex
 			vecs := map[uint64][]float32{}
 			isAlice := map[uint64]bool{}

@@ -76,12 +76,12 @@ func (ix *Index) searchBatch(ctx context.Context, queries [][]float32, k int, si
 		return nil, err
 	}
 	defer release()
-	rows, gather := ix.subsetRows(ctx, mask, admitted, len(qs))
+	rows, at := ix.subsetRows(ctx, mask, admitted, len(qs))
 	if t := traceFrom(ctx); t != nil && o.filtered() {
 		lap(&t.Filter, filterStart)
 	}
-	if gather {
-		all, err = ix.searchGather(ctx, qs, k, rows, o.approximate)
+	if at != scanAll {
+		all, err = ix.searchGather(ctx, qs, k, rows, at, o.approximate)
 	} else if ix.quant.c != nil {
 		all, err = ix.searchQuant(ctx, qs, k, mask, o.approximate)
 	} else {
@@ -307,7 +307,9 @@ func (ix *Index) SearchRange(ctx context.Context, query []float32, threshold flo
 	if found == nil {
 		view := ix.view()
 		view.Allow = mask
-		if rows, gather := ix.subsetRows(ctx, mask, allowed, 1); gather {
+		if rows, at := ix.subsetRows(ctx, mask, allowed, 1); at != scanAll {
+			// (On the CPU even for a GPU index: its device did not serve
+			// this range search.)
 			found, err = fallback.RangeRows(ctx, view, rows, q, threshold, ix.cfg.Metric, ix.cfg.Workers)
 		} else {
 			found, err = fallback.Range(ctx, view, q, threshold, ix.cfg.Metric, ix.cfg.Workers)
