@@ -150,7 +150,7 @@ func runFrom(ctx context.Context, w int, next func(worker int) int, work func(wo
 // the scan by about one item, not by its share. Cancellation, panics and
 // faults are handled as in Run.
 func RunShares(ctx context.Context, w, n int, work func(worker, item int)) error {
-	if w <= 1 || n <= 1 || n > math.MaxUint32 {
+	if w <= 1 || n <= 1 || uint64(n) > math.MaxUint32 {
 		return Run(ctx, w, n, work)
 	}
 	w = min(w, n)
