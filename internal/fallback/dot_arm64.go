@@ -50,6 +50,7 @@ func asmKernels() []kernelSet {
 		l2Rows:    wrapRows4(l2RowsNEON),
 		read:      wrapStream(streamNEON, 16),
 		dotGather: gatherCopy(wrapRows4(dotRowsNEON)),
+		dotRows4:  wrapRows4(dotRowsNEON),
 		l2Gather:  gatherCopy(wrapRows4(l2RowsNEON)),
 		dotTile:   wrapPanel(dotPanel2x4NEON, wrapRows4(dotRowsNEON), 2),
 		l2Tile:    wrapPanel(l2Panel2x4NEON, wrapRows4(l2RowsNEON), 2),

@@ -26,8 +26,12 @@ type kernelSet struct {
 	l2Rows    rowsKernel
 	dotGather gatherKernel
 	l2Gather  gatherKernel
-	dotTile   tileKernel
-	l2Tile    tileKernel
+	// dotRows4 is the dot kernel walking four rows in step, the shape
+	// every scan had before the rows kernels chose one or eight by the
+	// stride: benchmarks compare the two (BenchmarkScanShape).
+	dotRows4 rowsKernel
+	dotTile  tileKernel
+	l2Tile   tileKernel
 	// read is the floor's kernel: the sum of p, read strictly in order with
 	// the widest loads the set has, no query and no row structure.
 	read func(p []float32) float32
@@ -38,6 +42,7 @@ var genericKernels = kernelSet{
 	dotRows:   dotRowsGo,
 	l2Rows:    l2RowsGo,
 	dotGather: gatherEach(dotRowsGo),
+	dotRows4:  dotRowsGo,
 	l2Gather:  gatherEach(l2RowsGo),
 	dotTile:   dotTileGo,
 	l2Tile:    l2TileGo,
