@@ -245,15 +245,16 @@ type gatherer interface {
 	GatherCosts() (fixed time.Duration, perByte float64, err error)
 }
 
-// subsetRows decides how a search of nq queries meets mask, which admits
-// admitted rows (nil: every row): it returns the admitted rows, in order,
+// subsetRows decides how a search of nq queries meets the rows m admits:
+// it returns the admitted rows, in order,
 // and where to gather them when that is measured to be cheaper than the
 // scan (on the CPU: gatherCosts; on a GPU index: the device's gather
 // costs against its latency and scan rate, and under Auto the CPU's gather
 // too), and records the choice in ctx's trace. A compressed GPU index, a
 // sharded or isolated one and one whose rows overflow its device scan on
 // the device. The caller holds ix.mu.
-func (ix *Index) subsetRows(ctx context.Context, mask []uint64, admitted, nq int) ([]uint32, gatherAt) {
+func (ix *Index) subsetRows(ctx context.Context, m rowMask, nq int) ([]uint32, gatherAt) {
+	mask, admitted := m.bits, m.n
 	t := traceFrom(ctx)
 	if t != nil {
 		t.Admitted += int64(admitted) * int64(nq)
@@ -272,7 +273,7 @@ func (ix *Index) subsetRows(ctx context.Context, mask []uint64, admitted, nq int
 	if t != nil {
 		t.Subset = "gather"
 	}
-	return maskRows(mask, admitted, ix.slab.Rows), at
+	return maskRows(mask, m.words, admitted, ix.slab.Rows), at
 }
 
 // gatherPlace is subsetRows' choice. The caller holds ix.mu.
@@ -335,11 +336,21 @@ func (ix *Index) gatherPlace(admitted, nq int) gatherAt {
 	return scanAll
 }
 
-// maskRows lists the rows below n whose bits mask sets (admitted of them),
-// skipping empty words four at a time: a selective filter's bitmap is
-// nearly all zero.
-func maskRows(mask []uint64, admitted, n int) []uint32 {
+// maskRows lists the rows below n whose bits mask sets (admitted of them):
+// from the words listed in words when not nil, else skipping empty words
+// four at a time (a selective filter's bitmap is nearly all zero).
+func maskRows(mask []uint64, words []uint32, admitted, n int) []uint32 {
 	rows := make([]uint32, 0, admitted)
+	if words != nil {
+		for _, i := range words {
+			for word := mask[i]; word != 0; word &= word - 1 {
+				if r := int(i)<<6 | bits.TrailingZeros64(word); r < n {
+					rows = append(rows, uint32(r))
+				}
+			}
+		}
+		return rows
+	}
 	i := 0
 	for ; i+4 <= len(mask); i += 4 {
 		q := mask[i : i+4 : i+4]

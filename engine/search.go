@@ -71,12 +71,13 @@ func (ix *Index) searchBatch(ctx context.Context, queries [][]float32, k int, si
 		return nil, err
 	}
 	filterStart := time.Now()
-	mask, admitted, release, err := ix.mask(&o)
+	rm, err := ix.mask(&o)
 	if err != nil {
 		return nil, err
 	}
-	defer release()
-	rows, at := ix.subsetRows(ctx, mask, admitted, len(qs))
+	defer rm.release()
+	mask := rm.bits
+	rows, at := ix.subsetRows(ctx, rm, len(qs))
 	if t := traceFrom(ctx); t != nil && o.filtered() {
 		lap(&t.Filter, filterStart)
 	}
@@ -271,11 +272,12 @@ func (ix *Index) SearchRange(ctx context.Context, query []float32, threshold flo
 		return nil, err
 	}
 	filterStart := time.Now()
-	mask, allowed, release, err := ix.mask(&o)
+	rm, err := ix.mask(&o)
 	if err != nil {
 		return nil, err
 	}
-	defer release()
+	defer rm.release()
+	mask, allowed := rm.bits, rm.n
 	if t := traceFrom(ctx); t != nil && o.filtered() {
 		lap(&t.Filter, filterStart)
 	}
@@ -307,7 +309,7 @@ func (ix *Index) SearchRange(ctx context.Context, query []float32, threshold flo
 	if found == nil {
 		view := ix.view()
 		view.Allow = mask
-		if rows, at := ix.subsetRows(ctx, mask, allowed, 1); at != scanAll {
+		if rows, at := ix.subsetRows(ctx, rm, 1); at != scanAll {
 			// (On the CPU even for a GPU index: its device did not serve
 			// this range search.)
 			found, err = fallback.RangeRows(ctx, view, rows, q, threshold, ix.cfg.Metric, ix.cfg.Workers)

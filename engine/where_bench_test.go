@@ -81,8 +81,9 @@ func BenchmarkWhere(b *testing.B) {
 		for _, f := range filters {
 			o := searchOptions{where: f.f, whereSet: true}
 			ix.mu.RLock()
-			_, n, release, err := ix.mask(&o)
-			release()
+			rm, err := ix.mask(&o)
+			rm.release()
+			n := rm.n
 			ix.mu.RUnlock()
 			if err != nil {
 				b.Fatal(err)
@@ -91,8 +92,8 @@ func BenchmarkWhere(b *testing.B) {
 				b.ReportMetric(float64(n), "rows")
 				for b.Loop() {
 					ix.mu.RLock()
-					_, _, release, err := ix.mask(&o)
-					release()
+					rm, err := ix.mask(&o)
+					rm.release()
 					ix.mu.RUnlock()
 					if err != nil {
 						b.Fatal(err)
