@@ -43,6 +43,9 @@ type gatherCosts struct {
 // arithmetic (perQuery bytes a second, 0 when unknown); each query of a
 // gather is priced as if its rows came from memory again.
 func (c gatherCosts) pays(admitted, rows int, rowBytes float64, nq int, perQuery float64) bool {
+	if admitted >= rows {
+		return false // nothing to skip
+	}
 	scan := float64(rows) * (c.ScanRow + c.ScanByte*rowBytes)
 	if nq > 1 && perQuery > 0 {
 		scan += float64(nq-1) * float64(rows) * rowBytes / perQuery * 1e9
@@ -253,7 +256,7 @@ type gatherer interface {
 // too), and records the choice in ctx's trace. A compressed GPU index, a
 // sharded or isolated one and one whose rows overflow its device scan on
 // the device. The caller holds ix.mu.
-func (ix *Index) subsetRows(ctx context.Context, m rowMask, nq int) ([]uint32, gatherAt) {
+func (ix *Index) subsetRows(ctx context.Context, m rowMask, filtered bool, nq int) ([]uint32, gatherAt) {
 	mask, admitted := m.bits, m.n
 	t := traceFrom(ctx)
 	if t != nil {
@@ -266,7 +269,7 @@ func (ix *Index) subsetRows(ctx context.Context, m rowMask, nq int) ([]uint32, g
 	if mask == nil || ix.slab.Rows == 0 {
 		return nil, scanAll
 	}
-	at := ix.gatherPlace(admitted, nq)
+	at := ix.gatherPlace(admitted, nq, filtered && gpu.SelectPathOf(ctx) == gpu.SelectAuto)
 	if at == scanAll {
 		return nil, scanAll
 	}
@@ -276,8 +279,12 @@ func (ix *Index) subsetRows(ctx context.Context, m rowMask, nq int) ([]uint32, g
 	return maskRows(mask, m.words, admitted, ix.slab.Rows), at
 }
 
-// gatherPlace is subsetRows' choice. The caller holds ix.mu.
-func (ix *Index) gatherPlace(admitted, nq int) gatherAt {
+// gatherPlace is subsetRows' choice; gpuGather says a GPU index may
+// gather on its device: the search has a filter (with only deleted rows to
+// leave out, its scan skips them by the tombstones resident on the device
+// and sends nothing) and no caller forced a selection path. The caller
+// holds ix.mu.
+func (ix *Index) gatherPlace(admitted, nq int, gpuGather bool) gatherAt {
 	forced := ix.test.subsetForced()
 	if forced == subsetScan {
 		return scanAll
@@ -303,7 +310,7 @@ func (ix *Index) gatherPlace(admitted, nq int) gatherAt {
 		return gatherCPU // nothing to read anywhere
 	}
 	gd, ok := ix.dev.(gatherer)
-	if !ok || ix.quant.c != nil || ix.overflowing() || ix.stale {
+	if !ok || !gpuGather || ix.quant.c != nil || ix.overflowing() || ix.stale || admitted >= ix.slab.Rows {
 		return scanAll
 	}
 	if forced == subsetGather {

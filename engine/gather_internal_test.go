@@ -400,6 +400,7 @@ func TestGatherCostsMeasured(t *testing.T) {
 		require.Greater(t, c.ScanRow+c.ScanByte, 0.0)
 		require.Greater(t, c.GatherRow+c.GatherByte, 0.0)
 		require.True(t, c.pays(1, 1_000_000, 3072, 1, 0))
-		require.False(t, c.pays(1_000_000, 1_000_000, 3072, 1, 0))
+		require.True(t, c.pays(1, 1_000_000, 384, 1, 0))
+		require.False(t, c.pays(1_000_000, 1_000_000, 3072, 1, 0), "nothing to skip")
 	}
 }

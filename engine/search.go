@@ -77,7 +77,7 @@ func (ix *Index) searchBatch(ctx context.Context, queries [][]float32, k int, si
 	}
 	defer rm.release()
 	mask := rm.bits
-	rows, at := ix.subsetRows(ctx, rm, len(qs))
+	rows, at := ix.subsetRows(ctx, rm, o.filtered(), len(qs))
 	if t := traceFrom(ctx); t != nil && o.filtered() {
 		lap(&t.Filter, filterStart)
 	}
@@ -309,7 +309,7 @@ func (ix *Index) SearchRange(ctx context.Context, query []float32, threshold flo
 	if found == nil {
 		view := ix.view()
 		view.Allow = mask
-		if rows, at := ix.subsetRows(ctx, rm, 1); at != scanAll {
+		if rows, at := ix.subsetRows(ctx, rm, o.filtered(), 1); at != scanAll {
 			// (On the CPU even for a GPU index: its device did not serve
 			// this range search.)
 			found, err = fallback.RangeRows(ctx, view, rows, q, threshold, ix.cfg.Metric, ix.cfg.Workers)
