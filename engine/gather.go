@@ -27,7 +27,8 @@ import (
 // scan and a gather of a scattered sixteenth of the rows are timed on the
 // calibration slab at two row lengths, which gives each path a cost per
 // row and per byte of row (gatherCosts); a search gathers when its admitted
-// rows cost less that way than the scan of every row.
+// rows cost less that way than the scan of every row, and are at most a
+// quarter of them (gatherMaxShare).
 
 // gatherCosts are the measured costs, in nanoseconds, of one query's scan
 // (per row of the index) and gather (per admitted row): a fixed cost a row
@@ -46,6 +47,9 @@ func (c gatherCosts) pays(admitted, rows int, rowBytes float64, nq int, perQuery
 	if admitted >= rows {
 		return false // nothing to skip
 	}
+	if admitted > rows/gatherMaxShare {
+		return false // priced in cache, read from memory: gatherMaxShare
+	}
 	scan := float64(rows) * (c.ScanRow + c.ScanByte*rowBytes)
 	if nq > 1 && perQuery > 0 {
 		scan += float64(nq-1) * float64(rows) * rowBytes / perQuery * 1e9
@@ -55,6 +59,17 @@ func (c gatherCosts) pays(admitted, rows int, rowBytes float64, nq int, perQuery
 	gather := float64(nq) * float64(admitted) * (c.GatherRow + c.GatherByte*rowBytes)
 	return gather < scan
 }
+
+// gatherMaxShare bounds the CPU's gather to a quarter of the rows, whatever
+// the calibrated costs say. The calibration gathers from a 32 MiB slab the
+// caches partly hold, while an index far past the cache gathers its
+// scattered rows from memory, at several times the calibrated cost a row:
+// on this project's Zen 5 test machine, at 1,000,000 × 128, a gather of
+// half the rows took 1.45× the unfiltered scan though the costs priced it
+// under half the scan, while a gather of a quarter was still 1.4× faster
+// than the scan, and of a tenth 3–4× at 96, 128 and 768 components
+// (docs/memory.md).
+const gatherMaxShare = 4
 
 // The two row lengths the costs are measured at (float32 components), on
 // gpu.CalibrationSlab's data viewed as rows of each.
@@ -330,7 +345,7 @@ func (ix *Index) gatherPlace(admitted, nq int, gpuGather bool) gatherAt {
 	if ix.cfg.Device == Auto {
 		// The CPU's gather, when it is sooner still (a few rows: the
 		// device's fixed cost is a round trip).
-		if costs, err := ix.gatherCostsFor(); err == nil {
+		if costs, err := ix.gatherCostsFor(); err == nil && admitted <= ix.slab.Rows/gatherMaxShare {
 			cpu := float64(nq) * float64(admitted) * (costs.GatherRow + costs.GatherByte*b) / 1e9
 			if cpu < min(scan, gather) {
 				return gatherCPU

@@ -403,4 +403,11 @@ func TestGatherCostsMeasured(t *testing.T) {
 		require.True(t, c.pays(1, 1_000_000, 384, 1, 0))
 		require.False(t, c.pays(1_000_000, 1_000_000, 3072, 1, 0), "nothing to skip")
 	}
+	// A gather of more than a quarter of the rows is not taken however
+	// cheap the calibration (in cache) prices it: its rows come from
+	// memory (gatherMaxShare).
+	c := gatherCosts{ScanRow: 1, GatherRow: 0.1}
+	require.False(t, c.pays(500_000, 1_000_000, 512, 1, 0), "a gather of half the rows")
+	require.False(t, c.pays(250_001, 1_000_000, 512, 1, 0), "a gather of just over a quarter")
+	require.True(t, c.pays(250_000, 1_000_000, 512, 1, 0), "a gather of a quarter")
 }
