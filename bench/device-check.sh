@@ -23,6 +23,11 @@
 #               with the CPU's.
 #   bench-N-kK  cmd/bench's kernel and resident tiers and --paths
 #               1,8,64,128 (timings; query 0 of each tier checked).
+#   filter-N    cmd/bench --filter 0.001,0.01,0.1 on the GPU: a Where
+#               admitting each share beside the unfiltered search and an
+#               index of the share alone (gather.wgsl or the scan, as the
+#               device's measured costs choose; every answer checked
+#               against the subset index's).
 # Exit status: 0 when every step passed, 1 when one failed (see
 # summary.txt), 2 for bad usage or missing binaries, 3 no NVIDIA Vulkan
 # driver, 4 no hardware adapter.
@@ -212,6 +217,12 @@ for n in $sizes; do
       --tiers kernel,resident --runs 5 --repeat 3 --warmup 1 --reps 5 --paths "$paths" \
       --seed 42 --json "$out/bench-$n-k$k.json"
   done
+done
+
+# ---- filtered searches: gather or scan ---------------------------------------
+for n in $sizes; do
+  step "filter-$n" "$bin/bench" --device gpu --n "$n" --dim "$dim" --k 10 --metric cosine \
+    --filter 0.001,0.01,0.1 --runs 5 --repeat 3 --seed 42
 done
 
 say "results in $out (took ${SECONDS}s)"

@@ -24,6 +24,10 @@ type Trace struct {
 	Kernel   time.Duration // the scoring and top-k dispatches (GPU) or the scan (CPU)
 	Readback time.Duration // device to host: copy and map the results
 	Select   time.Duration // host: top-k selection over read-back scores
+	// Filter is the host's work on a search's filters before any row is
+	// read: the bitmap of the rows Where, Allow, AllowFunc and the
+	// deletions admit, its count, and for a gather the list of its rows.
+	Filter time.Duration
 
 	// What the GPU path issued, counted where its wgpu calls are made
 	// (zero on the CPU path): compute dispatches, queue submissions, buffer
@@ -49,6 +53,15 @@ type Trace struct {
 	// that flushes subnormals could change (tiny magnitudes, see
 	// docs/how-it-works.md) runs on the CPU.
 	Device string
+	// Subset says how the last traced search met the rows its filters
+	// admitted (Where, Allow, AllowFunc, and the rows deleted): "gather"
+	// when it read and scored only the admitted rows, "scan" when it read
+	// every row and the bitmap decided which may enter the top k, "" when
+	// every row was admitted. Which is faster is measured, not assumed:
+	// docs/memory.md, "What a filter costs". Admitted counts the rows the
+	// filters admitted, summed over the traced queries.
+	Subset   string
+	Admitted int64
 
 	// The scan's cost: Searches counts the queries traced (k-nearest
 	// searches, on every path); BytesRead the row bytes the scan read for

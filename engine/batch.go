@@ -234,6 +234,6 @@ func (ix *Index) searchPrepared(ctx context.Context, qs [][]float32, k int) (all
 	if err := ix.mapped.check(); err != nil {
 		return nil, err
 	}
-	mask, _ := ix.rid.mask(&searchOptions{})
+	mask, _ := ix.rid.mask(&searchOptions{}, nil)
 	return ix.mappedAnswer(ix.searchMany(ctx, qs, k, mask, false))
 }

@@ -186,13 +186,21 @@ func (m *rowIDs) liveIDs() []uint64 {
 
 // mask returns the bitmap of rows a search may return — live, and allowed
 // by o's filter — and how many there are; nil when every row may be
-// returned.
-func (m *rowIDs) mask(o *searchOptions) ([]uint64, int) {
+// returned. It is written into buf when buf is large enough (any content),
+// else into a new slice.
+func (m *rowIDs) mask(o *searchOptions, buf []uint64) ([]uint64, int) {
 	if m.nDead == 0 && !o.filtered() {
 		return nil, len(m.ids)
 	}
 	words := (len(m.ids) + 63) / 64
-	out := make([]uint64, words)
+	out := buf[:0]
+	if cap(buf) < words {
+		out = make([]uint64, words)
+	}
+	out = out[:words]
+	if o.allowIDs != nil || o.allowFn != nil {
+		clear(out)
+	}
 	switch {
 	case o.allowIDs != nil:
 		for _, id := range o.allowIDs {

@@ -81,8 +81,10 @@ type Index struct {
 	// (selectSlots) are doubled: raised when a list overflowed, lowered
 	// when every list used little of its room (qselect.go, adaptLists).
 	listShift   atomic.Int32
-	lastFailure string     // guarded by whyMu
-	test        *testHooks // nil outside tests
+	lastFailure string            // guarded by whyMu
+	test        *testHooks        // nil outside tests
+	bitmaps     slicePool[uint64] // filters' bitmaps, reused by later searches (memory.go)
+	wordLists   slicePool[uint32] // their lists of words holding rows
 
 	// devCap, when not 0, is how many rows the device may hold: the rest
 	// stay on the CPU (Limits.Overflow, overflow.go).

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math/bits"
 	"slices"
+	"sync"
 
 	"github.com/umbravec/umbra/internal/storefile"
 	"github.com/umbravec/umbra/meta"
@@ -404,42 +405,129 @@ func (ix *Index) loadAttrs(schema []byte, metaRows, payloads [][]byte) error {
 	return nil
 }
 
-// whereMask narrows mask (nil: every live row) to the rows o's Where
-// filter matches, and returns it with the count of rows left. The caller
-// holds ix.mu.
-func (ix *Index) mask(o *searchOptions) ([]uint64, int, error) {
-	mask, n := ix.rid.mask(o)
-	if !o.whereSet {
-		return mask, n, nil
-	}
+// rowMask is the rows a search may return: bits, a bitmap over rows (nil:
+// every row), holding n rows; words, when not nil, lists the indices of its
+// words that are not zero, in order (a gather lists its rows from them
+// without reading the rest). release gives the bitmaps back to the index's
+// pool once the search is done with them.
+type rowMask struct {
+	bits    []uint64
+	n       int
+	words   []uint32
+	release func()
+}
+
+// mask returns the rows a search with o may return — live, allowed by
+// Allow or AllowFunc, matched by Where. Its bitmaps come from the index's
+// pool (a million rows' is 122 KiB, too much to allocate afresh for every
+// search). The caller holds ix.mu.
+func (ix *Index) mask(o *searchOptions) (rowMask, error) {
 	rows := len(ix.rid.ids)
+	words := (rows + 63) / 64
+	none := func() {}
+	if !o.whereSet {
+		if ix.rid.nDead == 0 && !o.filtered() {
+			return rowMask{n: rows, release: none}, nil
+		}
+		buf := ix.bitmaps.get(words)
+		mask, n := ix.rid.mask(o, *buf)
+		*buf = mask
+		return rowMask{bits: mask, n: n, release: func() { ix.bitmaps.put(buf) }}, nil
+	}
 	mi := ix.attrs.meta
 	if mi == nil {
 		mi = ix.newMetaIndex() // knows only declared fields: the filter is refused or matches nothing
 		if err := mi.Append(make([]meta.Fields, rows)); err != nil {
-			return nil, 0, err
+			return rowMask{release: none}, err
 		}
 	}
-	sel := make([]uint64, (mi.Len()+63)/64)
+	selBuf := ix.bitmaps.get(max(words, (mi.Len()+63)/64))
+	sel := (*selBuf)[:(mi.Len()+63)/64]
 	if err := mi.Eval(o.where, sel); err != nil {
-		return nil, 0, fmt.Errorf("%w: %w", ErrInvalidFilter, err)
+		ix.bitmaps.put(selBuf)
+		return rowMask{release: none}, fmt.Errorf("%w: %w", ErrInvalidFilter, err)
 	}
-	// o.filtered() made rid.mask build the bitmap of the live (and
-	// allowed) rows.
-	n = 0
-	for i := range mask {
-		if i < len(sel) {
-			mask[i] &= sel[i]
-		} else {
-			mask[i] = 0
-		}
-		if i == len(mask)-1 && rows&63 != 0 {
-			mask[i] &= 1<<uint(rows&63) - 1
-		}
-		n += bits.OnesCount64(mask[i])
+	// Allow and AllowFunc (which leave out deleted rows themselves), or
+	// the deleted rows, narrow the filter's rows in the same pass that
+	// counts them and notes the words left with any.
+	var allow []uint64
+	if o.allowIDs != nil || o.allowFn != nil {
+		allowBuf := ix.bitmaps.get(words)
+		allow, _ = ix.rid.mask(o, *allowBuf)
+		defer ix.bitmaps.put(allowBuf)
 	}
-	return mask, n, nil
+	mask := (*selBuf)[:words]
+	if len(sel) < words {
+		clear(mask[len(sel):])
+	}
+	if rows&63 != 0 {
+		mask[words-1] &= 1<<uint(rows&63) - 1
+	}
+	nz := ix.wordLists.get(words)
+	n := narrow(mask, allow, ix.rid.dead, nz)
+	return rowMask{bits: mask, n: n, words: *nz, release: func() {
+		ix.bitmaps.put(selBuf)
+		ix.wordLists.put(nz)
+	}}, nil
 }
+
+// narrow keeps in mask the rows allow admits (when not nil) or else the
+// rows dead does not mark, returns how many are left, and lists in *nz the
+// indices of the words left with any. The count skips four empty words at
+// a time: a selective filter's words are nearly all zero.
+func narrow(mask, allow, dead []uint64, nz *[]uint32) (n int) {
+	switch {
+	case allow != nil:
+		allow = allow[:len(mask)]
+		for i := range mask {
+			mask[i] &= allow[i]
+		}
+	case len(dead) > 0:
+		m := mask[:min(len(mask), len(dead))]
+		dead = dead[:len(m)]
+		for i := range m {
+			m[i] &^= dead[i]
+		}
+	}
+	list := (*nz)[:0]
+	i := 0
+	for ; i+4 <= len(mask); i += 4 {
+		q := mask[i : i+4 : i+4]
+		if q[0]|q[1]|q[2]|q[3] == 0 {
+			continue
+		}
+		for j, w := range q {
+			if w != 0 {
+				n += bits.OnesCount64(w)
+				list = append(list, uint32(i+j))
+			}
+		}
+	}
+	for ; i < len(mask); i++ {
+		if w := mask[i]; w != 0 {
+			n += bits.OnesCount64(w)
+			list = append(list, uint32(i))
+		}
+	}
+	*nz = list
+	return n
+}
+
+// slicePool keeps the bitmaps (and lists of words) searches build, for
+// the next search.
+type slicePool[T any] struct{ p sync.Pool }
+
+// get returns a slice of length n, of any content.
+func (b *slicePool[T]) get(n int) *[]T {
+	if v, ok := b.p.Get().(*[]T); ok && cap(*v) >= n {
+		*v = (*v)[:n]
+		return v
+	}
+	s := make([]T, n)
+	return &s
+}
+
+func (b *slicePool[T]) put(v *[]T) { b.p.Put(v) }
 
 // withPayloads sets each hit's payload. The
 // caller holds ix.mu (the one the search held).

@@ -47,8 +47,10 @@ func collect(verb string, opts []SearchOption) (searchOptions, error) {
 
 // Allow restricts a search to the stored vectors with these IDs: the
 // result is the true top k among them, however few they are (the filter is
-// applied inside the scan, not after it). IDs that are not stored are
-// ignored. A later Allow or AllowFunc replaces an earlier one.
+// applied in the search, not after it: only the allowed rows are read when
+// they are few, and the scan skips the others when they are not). IDs
+// that are not stored are ignored. A later Allow or AllowFunc replaces an
+// earlier one.
 func Allow(ids ...uint64) SearchOption {
 	if ids == nil {
 		ids = []uint64{}

@@ -70,11 +70,20 @@ func (ix *Index) searchBatch(ctx context.Context, queries [][]float32, k int, si
 	if err := ix.mapped.check(); err != nil {
 		return nil, err
 	}
-	mask, _, err := ix.mask(&o)
+	filterStart := time.Now()
+	rm, err := ix.mask(&o)
 	if err != nil {
 		return nil, err
 	}
-	if ix.quant.c != nil {
+	defer rm.release()
+	mask := rm.bits
+	rows, at := ix.subsetRows(ctx, rm, o.filtered(), len(qs))
+	if t := traceFrom(ctx); t != nil && o.filtered() {
+		lap(&t.Filter, filterStart)
+	}
+	if at != scanAll {
+		all, err = ix.searchGather(ctx, qs, k, rows, at, o.approximate)
+	} else if ix.quant.c != nil {
 		all, err = ix.searchQuant(ctx, qs, k, mask, o.approximate)
 	} else {
 		all, err = ix.searchMany(ctx, qs, k, mask, o.filtered())
@@ -262,9 +271,15 @@ func (ix *Index) SearchRange(ctx context.Context, query []float32, threshold flo
 	if err := ix.mapped.check(); err != nil {
 		return nil, err
 	}
-	mask, allowed, err := ix.mask(&o)
+	filterStart := time.Now()
+	rm, err := ix.mask(&o)
 	if err != nil {
 		return nil, err
+	}
+	defer rm.release()
+	mask, allowed := rm.bits, rm.n
+	if t := traceFrom(ctx); t != nil && o.filtered() {
+		lap(&t.Filter, filterStart)
 	}
 	if ix.slab.Rows == 0 || allowed == 0 {
 		return []Hit{}, nil
@@ -294,7 +309,14 @@ func (ix *Index) SearchRange(ctx context.Context, query []float32, threshold flo
 	if found == nil {
 		view := ix.view()
 		view.Allow = mask
-		if found, err = fallback.Range(ctx, view, q, threshold, ix.cfg.Metric, ix.cfg.Workers); err != nil {
+		if rows, at := ix.subsetRows(ctx, rm, o.filtered(), 1); at != scanAll {
+			// (On the CPU even for a GPU index: its device did not serve
+			// this range search.)
+			found, err = fallback.RangeRows(ctx, view, rows, q, threshold, ix.cfg.Metric, ix.cfg.Workers)
+		} else {
+			found, err = fallback.Range(ctx, view, q, threshold, ix.cfg.Metric, ix.cfg.Workers)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}

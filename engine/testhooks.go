@@ -42,6 +42,26 @@ type testHooks struct {
 	// search's device selection, which then runs whenever it can (not
 	// only where it reads back less than every sum).
 	quantCap int
+	// subset, when not zero, decides every filtered search's path instead
+	// of the measured costs: subsetScan or subsetGather.
+	subset subsetPath
+}
+
+// subsetPath forces how a filtered search meets its filter (tests).
+type subsetPath int
+
+const (
+	subsetMeasured subsetPath = iota
+	subsetScan
+	subsetGather
+)
+
+// subsetForced is the path the hooks force, subsetMeasured without hooks.
+func (h *testHooks) subsetForced() subsetPath {
+	if h == nil {
+		return subsetMeasured
+	}
+	return h.subset
 }
 
 // chunkRows is maxChunkRows, 0 (the adapter's limit) without hooks.

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/internal/testkit"
 	"github.com/umbravec/umbra/meta"
 )
@@ -17,7 +18,8 @@ import (
 // against a search of the same query without a filter ("scan") and with
 // it ("search"), for a selective filter (one user of 10,000: about 100
 // rows), a broad one (one of two values: half the rows), a time range
-// (a tenth), a tag and a conjunction of three. Rows: UMBRA_BENCH_ROWS
+// (a tenth), a tag and a conjunction of three; "gather" says whether the
+// filtered search read only the admitted rows (1) or scanned (0). Rows: UMBRA_BENCH_ROWS
 // (default 1,000,000) of dimension 128; devices: cpu, and vulkan when an
 // adapter works.
 //
@@ -79,7 +81,9 @@ func BenchmarkWhere(b *testing.B) {
 		for _, f := range filters {
 			o := searchOptions{where: f.f, whereSet: true}
 			ix.mu.RLock()
-			_, n, err := ix.mask(&o)
+			rm, err := ix.mask(&o)
+			rm.release()
+			n := rm.n
 			ix.mu.RUnlock()
 			if err != nil {
 				b.Fatal(err)
@@ -88,7 +92,8 @@ func BenchmarkWhere(b *testing.B) {
 				b.ReportMetric(float64(n), "rows")
 				for b.Loop() {
 					ix.mu.RLock()
-					_, _, err := ix.mask(&o)
+					rm, err := ix.mask(&o)
+					rm.release()
 					ix.mu.RUnlock()
 					if err != nil {
 						b.Fatal(err)
@@ -101,6 +106,17 @@ func BenchmarkWhere(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
+				// Which path the search took: gather 1 (only the admitted
+				// rows read), scan 0.
+				var tr diag.Trace
+				if _, err := ix.Search(diag.WithTrace(ctx, &tr), q, 10, Where(f.f)); err != nil {
+					b.Fatal(err)
+				}
+				g := 0.0
+				if tr.Subset == "gather" {
+					g = 1
+				}
+				b.ReportMetric(g, "gather")
 			})
 		}
 		ix.Close()

@@ -9,6 +9,7 @@
 //	go run ./cmd/bench --tiers list --breakdown        # where the time of the per-call path goes
 //	go run ./cmd/bench --json - --plot bench.png       # JSON on stdout (schema: bench/SCHEMA.md), a PNG
 //	go run ./cmd/bench --peers --device cpu            # chromem-go and FAISS on the same data, one query and 64
+//	go run ./cmd/bench --device cpu --tiers fallback --cfloor  # beside an independent C read loop
 //	go run ./cmd/bench --data base.fvecs --queries q.npy
 //	go run ./cmd/bench --concurrency 1,8,64,256 --peers  # many callers at once, coalescing on and off
 //	go run ./cmd/bench --soak 60s                      # mixed load, every answer checked, memory sampled
@@ -106,6 +107,8 @@ type flags struct {
 	Store        bool            `name:"store" help:"measure the store instead of the search tiers: ingest, Save, Open, a logged Add per fsync policy, and filtered searches, each beside its baseline; with --breakdown also each write's stages (pack, IDs, compress, upload, log, publish) (uses --n, --dim, --runs, --repeat, --seed, --device)"`
 	Ingest       bool            `name:"ingest" help:"measure ingest (Add of Flat and of Vectors, Upsert, import of a .npy) and Open against a plain copy or read of the same bytes, each call in a fresh process with its peak memory (uses --n, --dim, --runs: processes per operation)"`
 	Peers        bool            `name:"peers" help:"also run chromem-go and, where Python imports faiss, FAISS IndexFlatIP on the same data and queries, one query and --batch queries (${faiss_install})"`
+	Filter       string          `name:"filter" placeholder:"LIST" help:"measure filtered searches instead of the search tiers: for each share of the rows in this comma LIST (e.g. 0.001,0.01,0.1) a Where admitting that share, beside the unfiltered search and an index holding only those rows, interleaved in every group, every answer checked against the subset index's (uses --n, --dim, --k, --metric, --device, --runs, --repeat, --seed, --workers, and --precision when it names one precision)"`
+	CFloor       bool            `name:"cfloor" help:"also time an independent C read loop (internal/bench/testdata/readloop.c, built now with $$CC or gcc -O3 -march=native -fopenmp) over a buffer of the slab's bytes on as many threads as the fallback has workers, interleaved with the tiers in every group, and state the fallback and its read floor as multiples of it"`
 	Batch        int             `name:"batch" default:"64" help:"queries in the batch comparison of --peers (0: none)"`
 	BatchRepeat  int             `name:"batch-repeat" default:"2" help:"timed batch calls per group (--peers)"`
 	BatchRuns    int             `name:"batch-runs" default:"5" help:"independent groups of batch calls (--peers)"`
@@ -254,6 +257,10 @@ func (f *flags) options() (bench.Options, error) {
 	o.K, o.Repeat, o.Runs, o.Warmup, o.Threshold = f.K, f.Repeat, f.Runs, f.Warmup, f.Threshold
 	o.Breakdown, o.Reps, o.Workers = f.Breakdown, f.Reps, f.Workers
 	o.Peers, o.Batch, o.BatchRepeat, o.BatchRuns = f.Peers, f.Batch, f.BatchRepeat, f.BatchRuns
+	o.CFloor = f.CFloor
+	if o.CFloor && !slices.Contains(o.Tiers, bench.TierFallback) {
+		return o, usagef("--cfloor compares with the fallback tier: add fallback to --tiers")
+	}
 	if f.Python != "" {
 		o.Pythons = []string{f.Python}
 	}
@@ -445,6 +452,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if f.Ingest {
 		return runIngest(ctx, f, opt, stdout, stderr)
 	}
+	if f.Filter != "" {
+		return runFilter(ctx, f, opt, stdout, stderr)
+	}
 	if f.Precision != "" {
 		return runPrecision(ctx, f, opt, stdout, stderr)
 	}
@@ -552,6 +562,58 @@ func runStore(ctx context.Context, f *flags, opt bench.Options, stdout, stderr i
 			return 1
 		}
 		stages.Write(stdout)
+	}
+	return 0
+}
+
+// runFilter is --filter: filtered searches beside the unfiltered one and
+// an index of the admitted rows alone.
+func runFilter(ctx context.Context, f *flags, opt bench.Options, stdout, stderr io.Writer) int {
+	if f.Data != "" || f.Queries != "" || f.Peers || f.JSONOut != "" || f.PlotOut != "" {
+		fmt.Fprintln(stderr, "bench: --filter runs on generated data and prints a table: drop --data, --queries, --peers, --json and --plot")
+		return 2
+	}
+	var fracs []float64
+	for _, part := range strings.Split(f.Filter, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(part), 64)
+		if err != nil || !(v > 0 && v <= 1) {
+			fmt.Fprintf(stderr, "bench: --filter: %q is not a share of the rows in (0, 1]\n", part)
+			return 2
+		}
+		fracs = append(fracs, v)
+	}
+	prec := engine.F32
+	if f.Precision != "" {
+		p, err := engine.ParsePrecision(strings.TrimSpace(f.Precision))
+		if err != nil {
+			fmt.Fprintf(stderr, "bench: --precision with --filter names one precision (f32, f16 or int8), got %q\n", f.Precision)
+			return 2
+		}
+		prec = p
+	}
+	if err := f.generatedSize(); err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 2
+	}
+	device := engine.CPU
+	if opt.Device == engine.GPU {
+		device = engine.GPU
+	}
+	progress := newProgress(stderr)
+	rep, err := bench.RunFilter(ctx, bench.FilterOptions{Device: device, Adapter: opt.Adapter, N: f.N, Dim: f.Dim, K: f.K,
+		Fractions: fracs, Metric: opt.Metric, Precision: prec, Runs: opt.Runs, Repeat: opt.Repeat, Seed: f.runSeed(),
+		Workers: opt.Workers, Progress: progress.show})
+	progress.done()
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 1
+	}
+	rep.Write(stdout)
+	for _, r := range rep.Rows {
+		if !r.Exact {
+			fmt.Fprintf(stderr, "bench: the filtered search admitting %g of the rows did not return the subset index's answer\n", r.Fraction)
+			return 1
+		}
 	}
 	return 0
 }

@@ -31,6 +31,11 @@ func timingOf(groups []float64) Timing {
 type Floors struct {
 	CPU *FloorResult `json:"cpu,omitempty"`
 	GPU *FloorResult `json:"gpu,omitempty"`
+	// C is the independent C read loop (Options.CFloor) over a buffer of
+	// the slab's bytes, timed in the same groups; VsC states the fallback
+	// tier and the CPU floor as multiples of it, paired by group.
+	C   *FloorResult `json:"c,omitempty"`
+	VsC []VsC        `json:"vs_c,omitempty"`
 }
 
 // FloorResult is one device's memory-bandwidth floor for this slab: a plain
@@ -49,8 +54,8 @@ type FloorResult struct {
 }
 
 const (
-	cpuFloorPremise = "engine ReadFloor on the fallback's index: one read of every slab row with the search's kernel " +
-		"shape (four rows in step, the widest vector loads), blocks and goroutines, no query and no arithmetic beyond a running sum"
+	cpuFloorPremise = "engine ReadFloor on the fallback's index: one plain read of the slab's bytes, each worker streaming " +
+		"its contiguous share in order with the widest vector loads, the search's blocks and goroutines, no query, no row structure, a running sum"
 	gpuFloorPremise = "engine ReadFloor on the resident GPU index: read.wgsl over every resident chunk (a warm-up pass, " +
 		"then one pass timed by GPU timestamps where the device has them, else on the wall clock from submit to done)"
 )

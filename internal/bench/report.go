@@ -290,6 +290,17 @@ func (r *Report) WriteText(out io.Writer) error {
 	for _, f := range r.floorList() {
 		fmt.Fprintf(&b, "  %-10s  %s (%s per pass)\n", f.Backend+" floor", f.Premise, bytesHuman(uint64(f.Bytes)))
 	}
+	if r.Floors != nil && len(r.Floors.VsC) > 0 {
+		b.WriteString("  against the C read loop (each group's time / the C loop's in the same group; median, range):")
+		for i, v := range r.Floors.VsC {
+			sep := ","
+			if i == 0 {
+				sep = ""
+			}
+			fmt.Fprintf(&b, "%s %s %.2f× (%.2f–%.2f)", sep, v.Name, v.Median, v.Min, v.Max)
+		}
+		b.WriteString("\n")
+	}
 	if len(r.floorList()) > 0 {
 		b.WriteString("  × floor = tier median / the median read floor of the device it ran on; GB/s = slab bytes / tier median\n")
 		if f := r.Floors.GPU; f != nil && r.KernelClock != "" && f.Clock != "" && f.Clock != r.KernelClock {
@@ -371,7 +382,7 @@ func (r *Report) WriteText(out io.Writer) error {
 func (r *Report) floorList() []*FloorResult {
 	var out []*FloorResult
 	if r.Floors != nil {
-		for _, f := range []*FloorResult{r.Floors.CPU, r.Floors.GPU} {
+		for _, f := range []*FloorResult{r.Floors.CPU, r.Floors.C, r.Floors.GPU} {
 			if f != nil {
 				out = append(out, f)
 			}

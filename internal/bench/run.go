@@ -49,6 +49,10 @@ type Options struct {
 	// (peers.DefaultPythons when empty).
 	Pythons []string
 
+	// CFloor also times the independent C read loop (cfloor.go) beside
+	// the fallback tier and its floor, and states both as multiples of it.
+	CFloor bool
+
 	// Threshold, when positive, replaces the computed consistency
 	// threshold (see Reference.Threshold).
 	Threshold float64
@@ -110,6 +114,7 @@ type harness struct {
 	ref     *Reference
 
 	peers peerState
+	cloop *cLoop // the C read loop of Options.CFloor, while it runs
 }
 
 func (h *harness) progress(format string, args ...any) {
@@ -175,6 +180,7 @@ func Run(ctx context.Context, w *Workload, opt Options) (*Report, error) {
 		}
 	}
 	h.efficiency()
+	h.pairVsC()
 	if opt.Breakdown {
 		if err := h.breakdown(ctx); err != nil {
 			return nil, err
@@ -194,6 +200,9 @@ func Run(ctx context.Context, w *Workload, opt Options) (*Report, error) {
 }
 
 func (h *harness) close() {
+	if h.cloop != nil {
+		h.cloop.close()
+	}
 	for _, r := range h.runners {
 		r.close()
 	}
@@ -520,6 +529,11 @@ func (h *harness) time(ctx context.Context) error {
 		})
 	}
 	items = append(items, h.floorItems(ctx, tiers)...)
+	if h.opt.CFloor && slices.Contains(tiers, TierFallback) {
+		if c := h.cFloorItem(ctx); c != nil {
+			items = append(items, c)
+		}
+	}
 	items = append(items, h.peerItems()...)
 	if err := h.rotate(ctx, "", items, h.opt.Repeat, h.opt.Runs, h.opt.Warmup); err != nil {
 		return err

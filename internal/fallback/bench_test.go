@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/umbravec/umbra/internal/parallel"
 	"github.com/umbravec/umbra/internal/testkit"
+	"github.com/umbravec/umbra/internal/topk"
 )
 
 // The reference workload of umbra's benchmarks: 50,000 rows of 768 floats
@@ -192,4 +195,86 @@ func BenchmarkTiesByID(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkScanShape compares, in one process and taking turns, the
+// single-query scan as it is (Search: contiguous shares, one or eight rows
+// in step by the stride) with the shape it had before (four rows in step,
+// 64 KiB blocks handed out in turn), for every kernel set, at 50,000 and
+// 200,000 rows of 768 (UMBRA_BENCH_BIG=1 for the second: 614 MB). Quote
+// new/old.
+func BenchmarkScanShape(b *testing.B) {
+	sizes := []int{benchRows}
+	if os.Getenv("UMBRA_BENCH_BIG") == "1" {
+		sizes = append(sizes, 200_000)
+	}
+	q := benchQueries(1)[0]
+	for _, rows := range sizes {
+		s := benchData()
+		if rows != benchRows {
+			r := rand.New(rand.NewPCG(7, 8))
+			data := make([]float32, rows*benchDim)
+			for i := range data {
+				data[i] = 2*r.Float32() - 1
+			}
+			s = Slab{Data: data, Rows: rows, Dim: benchDim, Stride: benchDim}
+		}
+		for _, ks := range kernelSets() {
+			b.Run(fmt.Sprintf("rows=%d/%s", rows, ks.name), func(b *testing.B) {
+				saved := active
+				active = ks
+				defer func() { active = saved }()
+				var oldT, newT time.Duration
+				turn := false
+				for b.Loop() {
+					calls := [2]func(){
+						func() { oldScan(s, q, benchK) },
+						func() {
+							if _, err := Search(context.Background(), s, q, benchK, Dot, 0); err != nil {
+								b.Fatal(err)
+							}
+						},
+					}
+					times := [2]*time.Duration{&oldT, &newT}
+					if turn {
+						calls[0], calls[1], times[0], times[1] = calls[1], calls[0], times[1], times[0]
+					}
+					turn = !turn
+					for i, call := range calls {
+						start := time.Now()
+						call()
+						*times[i] += time.Since(start)
+					}
+				}
+				b.ReportMetric(float64(oldT.Nanoseconds())/float64(b.N), "ns/old")
+				b.ReportMetric(float64(newT.Nanoseconds())/float64(b.N), "ns/new")
+				b.ReportMetric(float64(newT)/float64(oldT), "new/old")
+			})
+		}
+	}
+}
+
+// oldScan is Search's dot scan in its former shape: the four-row kernel
+// over 64 KiB blocks that the workers take in turn (parallel.Run).
+func oldScan(s Slab, q []float32, k int) []Hit {
+	kern := active.dotRows4
+	p := newPlan(s, rowsFor(blockBytes, s.Stride, 8))
+	w := parallel.Workers(0, p.nblocks, s.Rows*s.Stride)
+	tops := make([]topk.Heap, w)
+	bufs := make([][]float32, w)
+	for i := range tops {
+		tops[i] = topk.New(k, s.Rows/w+p.blockRows, nil)
+		bufs[i] = make([]float32, p.blockRows)
+	}
+	_ = parallel.Run(context.Background(), w, p.nblocks, func(wk, b int) {
+		lo, rows, n := p.block(b)
+		buf := bufs[wk][:n]
+		kern(buf, q, rows, p.stride)
+		topk.ToKeys(Dot, buf)
+		tops[wk].OfferAllowed(buf, lo, nil)
+	})
+	for i := 1; i < w; i++ {
+		tops[0].Merge(&tops[i])
+	}
+	return tops[0].Result(Dot)
 }

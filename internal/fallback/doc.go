@@ -14,9 +14,24 @@
 // order when IDs increase with the row): internal/topk's rule, the one
 // every path of the engine returns its hits in.
 //
-// [ReadPass] reads a slab once with the same loads and goroutines as Search
-// and nothing else: the memory-bandwidth floor that benchmarks compare
-// Search with.
+// Scans hand each worker a contiguous share of the slab's blocks, walked in
+// order (internal/parallel's RunShares, stealing from the back of the
+// largest share when a worker is done), so every core reads one stream;
+// short rows are scored one at a time (memory read strictly in order),
+// long rows eight in step with a software prefetch ahead of each. Every
+// grouping sums a (row, query) pair in the one order, so the bits do not
+// depend on it.
+//
+// [ReadPass] reads a slab's bytes once as a plain stream with the widest
+// loads and the same workers, and nothing else: the memory-bandwidth floor
+// that benchmarks compare Search with (cmd/bench --cfloor holds it to an
+// independent C read loop).
+//
+// [SearchRows], [SearchRowsBatch] and [RangeRows] score only a list of
+// rows — a filter's admitted rows when they are few — with gather kernels
+// that run the one-row kernel's loop on each listed row (prefetching the
+// rows ahead), so their answers are Search's with those rows in Allow, bit
+// for bit.
 //
 // [ScoreRun] scores a run of rows with the kernel Search uses, so that the
 // exact search of compressed rows (internal/exact), which rescores its

@@ -20,7 +20,7 @@ func dotRowsNEON(dst, q, rows *float32, stride, n, groups int)
 func l2RowsNEON(dst, q, rows *float32, stride, n, groups int)
 
 //go:noescape
-func sumRowsNEON(dst, q, rows *float32, stride, n, groups int)
+func streamNEON(p *float32, n int) float32
 
 //go:noescape
 func dotPanel2x4NEON(dst *float32, ldd int, qs *float32, qstride int, rows *float32, rstride, n, groups int, pf *float32, pfLines int)
@@ -45,11 +45,14 @@ func asmKernels() []kernelSet {
 		return nil
 	}
 	return []kernelSet{{
-		name:    "neon",
-		dotRows: wrapRows(dotRowsNEON),
-		l2Rows:  wrapRows(l2RowsNEON),
-		sumRows: wrapRows(sumRowsNEON),
-		dotTile: wrapPanel(dotPanel2x4NEON, dotRowsNEON, 2),
-		l2Tile:  wrapPanel(l2Panel2x4NEON, l2RowsNEON, 2),
+		name:      "neon",
+		dotRows:   wrapRows4(dotRowsNEON),
+		l2Rows:    wrapRows4(l2RowsNEON),
+		read:      wrapStream(streamNEON, 16),
+		dotGather: gatherCopy(wrapRows4(dotRowsNEON)),
+		dotRows4:  wrapRows4(dotRowsNEON),
+		l2Gather:  gatherCopy(wrapRows4(l2RowsNEON)),
+		dotTile:   wrapPanel(dotPanel2x4NEON, wrapRows4(dotRowsNEON), 2),
+		l2Tile:    wrapPanel(l2Panel2x4NEON, wrapRows4(l2RowsNEON), 2),
 	}}
 }

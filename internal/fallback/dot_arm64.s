@@ -220,98 +220,31 @@ reduce_l2RowsNEON:
 	BNE group_l2RowsNEON
 	RET
 
-// func sumRowsNEON(dst, q, rows *float32, stride, n, groups int)
-TEXT ·sumRowsNEON(SB), NOSPLIT, $0-48
-	MOVD dst+0(FP), R0
-	MOVD q+8(FP), R1
-	MOVD rows+16(FP), R2
-	MOVD stride+24(FP), R3
-	LSL $2, R3, R3
-	MOVD n+32(FP), R4
-	MOVD groups+40(FP), R5
-	LSR $3, R4, R6
-	AND $7, R4, R7
-group_sumRowsNEON:
-	MOVD R1, R8
-	MOVD R2, R9
-	ADD R3, R9, R10
-	ADD R3, R10, R11
-	ADD R3, R11, R12
+// func streamNEON(p *float32, n int) float32
+TEXT ·streamNEON(SB), NOSPLIT, $0-20
+	MOVD p+0(FP), R0
+	MOVD n+8(FP), R1
+	LSR $4, R1, R1
 	VEOR V0.B16, V0.B16, V0.B16
 	VEOR V1.B16, V1.B16, V1.B16
 	VEOR V2.B16, V2.B16, V2.B16
 	VEOR V3.B16, V3.B16, V3.B16
-	VEOR V4.B16, V4.B16, V4.B16
-	VEOR V5.B16, V5.B16, V5.B16
-	VEOR V6.B16, V6.B16, V6.B16
-	VEOR V7.B16, V7.B16, V7.B16
-	MOVD R6, R17
-	CBZ R17, half_sumRowsNEON
-chunk_sumRowsNEON:
-	VLD1.P 32(R9), [V18.S4, V19.S4]
-	WORD $0x4e32d400 // fadd v0.4s, v0.4s, v18.4s
-	WORD $0x4e33d421 // fadd v1.4s, v1.4s, v19.4s
-	VLD1.P 32(R10), [V18.S4, V19.S4]
-	WORD $0x4e32d442 // fadd v2.4s, v2.4s, v18.4s
-	WORD $0x4e33d463 // fadd v3.4s, v3.4s, v19.4s
-	VLD1.P 32(R11), [V18.S4, V19.S4]
-	WORD $0x4e32d484 // fadd v4.4s, v4.4s, v18.4s
-	WORD $0x4e33d4a5 // fadd v5.4s, v5.4s, v19.4s
-	VLD1.P 32(R12), [V18.S4, V19.S4]
-	WORD $0x4e32d4c6 // fadd v6.4s, v6.4s, v18.4s
-	WORD $0x4e33d4e7 // fadd v7.4s, v7.4s, v19.4s
-	SUBS $1, R17, R17
-	BNE chunk_sumRowsNEON
-half_sumRowsNEON:
-	TBZ $2, R7, part_sumRowsNEON
-	VLD1.P 16(R9), [V18.S4]
-	WORD $0x4e32d400 // fadd v0.4s, v0.4s, v18.4s
-	VLD1.P 16(R10), [V18.S4]
-	WORD $0x4e32d442 // fadd v2.4s, v2.4s, v18.4s
-	VLD1.P 16(R11), [V18.S4]
-	WORD $0x4e32d484 // fadd v4.4s, v4.4s, v18.4s
-	VLD1.P 16(R12), [V18.S4]
-	WORD $0x4e32d4c6 // fadd v6.4s, v6.4s, v18.4s
-part_sumRowsNEON:
-	ANDS $3, R7, R17
-	BEQ reduce_sumRowsNEON
-	VEOR V18.B16, V18.B16, V18.B16
-	VEOR V19.B16, V19.B16, V19.B16
-	VEOR V20.B16, V20.B16, V20.B16
-	VEOR V21.B16, V21.B16, V21.B16
-	VLD1.P 4(R9), V18.S[0]
-	VLD1.P 4(R10), V19.S[0]
-	VLD1.P 4(R11), V20.S[0]
-	VLD1.P 4(R12), V21.S[0]
-	CMP $1, R17
-	BEQ fill_sumRowsNEON
-	VLD1.P 4(R9), V18.S[1]
-	VLD1.P 4(R10), V19.S[1]
-	VLD1.P 4(R11), V20.S[1]
-	VLD1.P 4(R12), V21.S[1]
-	CMP $2, R17
-	BEQ fill_sumRowsNEON
-	VLD1.P 4(R9), V18.S[2]
-	VLD1.P 4(R10), V19.S[2]
-	VLD1.P 4(R11), V20.S[2]
-	VLD1.P 4(R12), V21.S[2]
-fill_sumRowsNEON:
-	WORD $0x4e32d400 // fadd v0.4s, v0.4s, v18.4s
-	WORD $0x4e33d442 // fadd v2.4s, v2.4s, v19.4s
-	WORD $0x4e34d484 // fadd v4.4s, v4.4s, v20.4s
-	WORD $0x4e35d4c6 // fadd v6.4s, v6.4s, v21.4s
-reduce_sumRowsNEON:
+	CBZ R1, done_streamNEON
+loop_streamNEON:
+	VLD1.P 64(R0), [V4.S4, V5.S4, V6.S4, V7.S4]
+	WORD $0x4e24d400 // fadd v0.4s, v0.4s, v4.4s
+	WORD $0x4e25d421 // fadd v1.4s, v1.4s, v5.4s
+	WORD $0x4e26d442 // fadd v2.4s, v2.4s, v6.4s
+	WORD $0x4e27d463 // fadd v3.4s, v3.4s, v7.4s
+	SUBS $1, R1, R1
+	BNE loop_streamNEON
+done_streamNEON:
 	WORD $0x4e21d400 // fadd v0.4s, v0.4s, v1.4s
 	WORD $0x4e23d442 // fadd v2.4s, v2.4s, v3.4s
-	WORD $0x4e25d484 // fadd v4.4s, v4.4s, v5.4s
-	WORD $0x4e27d4c6 // fadd v6.4s, v6.4s, v7.4s
-	WORD $0x6e22d400 // faddp v0.4s, v0.4s, v2.4s
-	WORD $0x6e26d484 // faddp v4.4s, v4.4s, v6.4s
-	WORD $0x6e24d400 // faddp v0.4s, v0.4s, v4.4s
-	VST1.P [V0.S4], 16(R0)
-	ADD R3<<2, R2, R2
-	SUBS $1, R5, R5
-	BNE group_sumRowsNEON
+	WORD $0x4e22d400 // fadd v0.4s, v0.4s, v2.4s
+	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
+	WORD $0x6e20d400 // faddp v0.4s, v0.4s, v0.4s
+	FMOVS F0, ret+16(FP)
 	RET
 
 // func dotPanel2x4NEON(dst *float32, ldd int, qs *float32, qstride int, rows *float32, rstride, n, groups int, pf *float32, pfLines int)

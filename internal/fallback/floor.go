@@ -6,13 +6,20 @@ import (
 	"github.com/umbravec/umbra/internal/parallel"
 )
 
-// ReadPass reads every float of the slab once, with the same kernel shape
-// as Search (four rows walked in step, the widest vector loads the CPU
-// has), the same blocks and the same goroutines, but no query and no
-// arithmetic beyond a running sum per row.
-// Its time is the memory-bandwidth floor of an exact scan on this machine;
-// benchmarks report Search as a multiple of it. The sum is returned so the
-// reads cannot be optimised away.
+// floorBlockBytes is a block of the floor's read: large enough that
+// handing it out costs nothing measurable, small enough to balance.
+const floorBlockBytes = 256 << 10
+
+// ReadPass reads every float of the slab once, as a plain stream: the
+// slab's bytes cut into contiguous shares of blocks on the same goroutines
+// as Search (parallel.RunShares), each block read strictly in order with
+// the widest vector loads the CPU has and summed, with no query, no row
+// structure and no selection. Its time is what this machine takes to read
+// those bytes — the memory-bandwidth floor of an exact scan — and
+// benchmarks report Search as a multiple of it. The read is the machine's
+// best whichever kernel set is forced (a forced set changes the search,
+// not the machine). The sum is returned so the reads cannot be optimised
+// away.
 func ReadPass(ctx context.Context, s Slab, workers int) (sum float32, err error) {
 	defer parallel.Recover(&err)
 	if err := s.check(); err != nil {
@@ -21,25 +28,17 @@ func ReadPass(ctx context.Context, s Slab, workers int) (sum float32, err error)
 	if s.Rows == 0 {
 		return 0, nil
 	}
-	kern := active.sumRows
-	p := newPlan(s, rowsFor(blockBytes, s.Stride, 8))
-	w := parallel.Workers(workers, p.nblocks, len(s.Data))
-	sums := make([]float32, w)
-	bufs := make([][]float32, w)
-	for i := range bufs {
-		bufs[i] = make([]float32, p.blockRows)
-	}
-	length := make([]float32, p.stride)
-	err = parallel.Run(ctx, w, p.nblocks, func(wk, blk int) {
-		_, rows, n := p.block(blk)
-		buf := bufs[wk][:n]
-		kern(buf, length, rows, p.stride)
-		for _, x := range buf {
-			sums[wk] += x
-		}
+	read := runnableKernels()[0].read
+	data := s.Data[:min(len(s.Data), s.Rows*s.Stride)]
+	per := floorBlockBytes / 4
+	nblocks := (len(data) + per - 1) / per
+	w := parallel.Workers(workers, nblocks, len(data))
+	sums := make([]float32, w*16) // a cache line per worker
+	err = parallel.RunShares(ctx, w, nblocks, func(wk, b int) {
+		sums[wk*16] += read(data[b*per : min((b+1)*per, len(data))])
 	})
-	for _, x := range sums {
-		sum += x
+	for i := 0; i < len(sums); i += 16 {
+		sum += sums[i]
 	}
 	return sum, err
 }

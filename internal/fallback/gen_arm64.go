@@ -164,8 +164,6 @@ func walk(name, metric string, qp []string, qr []int, rp []string, rr, diff int,
 
 // rowsKernel: func name(dst, q, rows *float32, stride, n, groups int)
 // dst[4g+r] = score(q, row 4g+r) for g < groups; stride and n in floats.
-// metric "sum" is the floor's kernel: the same four-row walk and loads with
-// no query and no multiply, dst[4g+r] = sum of row 4g+r.
 //
 // Pair r's accumulators are V2r and V2r+1; the query is V16–V17, the rows
 // V18–V21 (the partial chunk uses one register per row), differences
@@ -204,6 +202,38 @@ func rowsKernel(metric string) {
 	ins("ADD R3<<2, R2, R2")
 	ins("SUBS $1, R5, R5")
 	ins("BNE group_%s", name)
+	ins("RET")
+}
+
+// streamKernel: func streamNEON(p *float32, n int) float32, the read
+// floor's kernel: the sum of p[0:n), n a multiple of 16, read strictly in
+// order, 64 bytes a load instruction, into four accumulators.
+func streamKernel() {
+	name := "streamNEON"
+	emit("")
+	emit("// func %s(p *float32, n int) float32", name)
+	emit("TEXT ·%s(SB), NOSPLIT, $0-20", name)
+	ins("MOVD p+0(FP), R0")
+	ins("MOVD n+8(FP), R1")
+	ins("LSR $4, R1, R1")
+	for a := 0; a < 4; a++ {
+		zero(a)
+	}
+	ins("CBZ R1, done_%s", name)
+	emit("loop_%s:", name)
+	ins("VLD1.P 64(R0), [V4.S4, V5.S4, V6.S4, V7.S4]")
+	for a := 0; a < 4; a++ {
+		word("fadd.4s", a, a, a+4)
+	}
+	ins("SUBS $1, R1, R1")
+	ins("BNE loop_%s", name)
+	emit("done_%s:", name)
+	word("fadd.4s", 0, 0, 1)
+	word("fadd.4s", 2, 2, 3)
+	word("fadd.4s", 0, 0, 2)
+	word("faddp.4s", 0, 0, 0)
+	word("faddp.4s", 0, 0, 0)
+	ins("FMOVS F0, ret+16(FP)")
 	ins("RET")
 }
 
@@ -278,9 +308,10 @@ func main() {
 	emit("//go:build arm64 && !purego")
 	emit("")
 	emit(`#include "textflag.h"`)
-	for _, metric := range []string{"dot", "l2", "sum"} {
+	for _, metric := range []string{"dot", "l2"} {
 		rowsKernel(metric)
 	}
+	streamKernel()
 	panelKernel(false)
 	panelKernel(true)
 	if err := os.WriteFile("dot_arm64.s", out.Bytes(), 0o644); err != nil {

@@ -14,25 +14,39 @@ type rowsKernel func(dst, q, rows []float32, stride int)
 // rows[i*stride:(i+1)*stride]) for j < nq, i < nr.
 type tileKernel func(dst, qs []float32, nq int, rows []float32, nr, stride int)
 
+// gatherKernel writes dst[j] = score(q, row rows[j]) for every j <
+// len(dst), row i being data[i*stride : i*stride+len(q)]: the rows kernel's
+// scores, bit for bit, of rows scattered over the slab. len(q) == stride;
+// every listed row lies whole in data.
+type gatherKernel func(dst, q, data []float32, rows []uint32, stride int)
+
 type kernelSet struct {
-	name    string
-	dotRows rowsKernel
-	l2Rows  rowsKernel
-	dotTile tileKernel
-	l2Tile  tileKernel
-	// sumRows is the floor's kernel: the rows kernel's walk and loads with
-	// no query and no multiply (dst[i] = sum of row i); q only gives the
-	// length.
-	sumRows rowsKernel
+	name      string
+	dotRows   rowsKernel
+	l2Rows    rowsKernel
+	dotGather gatherKernel
+	l2Gather  gatherKernel
+	// dotRows4 is the dot kernel walking four rows in step, the shape
+	// every scan had before the rows kernels chose one or eight by the
+	// stride: benchmarks compare the two (BenchmarkScanShape).
+	dotRows4 rowsKernel
+	dotTile  tileKernel
+	l2Tile   tileKernel
+	// read is the floor's kernel: the sum of p, read strictly in order with
+	// the widest loads the set has, no query and no row structure.
+	read func(p []float32) float32
 }
 
 var genericKernels = kernelSet{
-	name:    "generic",
-	dotRows: dotRowsGo,
-	l2Rows:  l2RowsGo,
-	dotTile: dotTileGo,
-	l2Tile:  l2TileGo,
-	sumRows: sumRowsGo,
+	name:      "generic",
+	dotRows:   dotRowsGo,
+	l2Rows:    l2RowsGo,
+	dotGather: gatherEach(dotRowsGo),
+	dotRows4:  dotRowsGo,
+	l2Gather:  gatherEach(l2RowsGo),
+	dotTile:   dotTileGo,
+	l2Tile:    l2TileGo,
+	read:      readGo,
 }
 
 // active is chosen once at init (see dot_amd64.go, dot_arm64.go,
@@ -44,6 +58,45 @@ func (ks *kernelSet) rows(m Metric) rowsKernel {
 		return ks.l2Rows
 	}
 	return ks.dotRows
+}
+
+func (ks *kernelSet) gather(m Metric) gatherKernel {
+	if m == L2 {
+		return ks.l2Gather
+	}
+	return ks.dotGather
+}
+
+// gatherEach is a gatherKernel that calls k once per row: for kernels that
+// lose nothing scoring one row at a time.
+func gatherEach(k rowsKernel) gatherKernel {
+	return func(dst, q, data []float32, rows []uint32, stride int) {
+		for j, r := range rows[:len(dst)] {
+			o := int(r) * stride
+			k(dst[j:j+1], q, data[o:o+len(q)], stride)
+		}
+	}
+}
+
+// gatherCopy is a gatherKernel for kernels that score rows in groups:
+// it copies up to eight listed rows side by side and scores them in one
+// call (a row's score does not depend on the rows beside it).
+func gatherCopy(k rowsKernel) gatherKernel {
+	return func(dst, q, data []float32, rows []uint32, stride int) {
+		n := len(dst)
+		if n == 0 {
+			return
+		}
+		buf := make([]float32, min(n, 8)*stride)
+		for j := 0; j < n; j += 8 {
+			m := min(8, n-j)
+			for i, r := range rows[j : j+m] {
+				o := int(r) * stride
+				copy(buf[i*stride:(i+1)*stride], data[o:o+len(q)])
+			}
+			k(dst[j:j+m], q, buf, stride)
+		}
+	}
 }
 
 func (ks *kernelSet) tile(m Metric) tileKernel {
@@ -120,22 +173,21 @@ func l2RowsGo(dst, q, rows []float32, stride int) {
 	}
 }
 
-func sumRowsGo(dst, q, rows []float32, stride int) {
-	for i := range dst {
-		row := rows[i*stride : i*stride+len(q)]
-		var s0, s1, s2, s3 float32
-		j := 0
-		for ; j+4 <= len(row); j += 4 {
-			s0 += row[j]
-			s1 += row[j+1]
-			s2 += row[j+2]
-			s3 += row[j+3]
-		}
-		for ; j < len(row); j++ {
-			s0 += row[j]
-		}
-		dst[i] = (s0 + s1) + (s2 + s3)
+// readGo sums p in order into four running sums.
+func readGo(p []float32) float32 {
+	var s0, s1, s2, s3 float32
+	j := 0
+	for ; j+4 <= len(p); j += 4 {
+		x := p[j : j+4 : j+4]
+		s0 += x[0]
+		s1 += x[1]
+		s2 += x[2]
+		s3 += x[3]
 	}
+	for ; j < len(p); j++ {
+		s0 += p[j]
+	}
+	return (s0 + s1) + (s2 + s3)
 }
 
 // The tile kernels walk rows outermost: a row stays in L1 while every query

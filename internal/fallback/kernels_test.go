@@ -95,23 +95,17 @@ func testKernelAgainstGeneric(t *testing.T, r interface {
 
 func TestReadPass(t *testing.T) {
 	r := testkit.Rand(t)
-	// Every kernel set's sum kernel against float64, rows in groups of
-	// four and leftovers, lengths around the vector widths.
+	// Every kernel set's read kernel against float64, at lengths around
+	// the vector widths and their multiples of four.
 	for _, ks := range kernelSets() {
-		for _, n := range []int{1, 7, 8, 16, 31, 32, 33, 100} {
-			const nr = 6
-			stride := n + r.IntN(3)
-			rows := testkit.Vector(r, nr*stride)
-			dst := make([]float32, nr)
-			ks.sumRows(dst, make([]float32, n), rows, stride)
-			for i := range dst {
-				var want float64
-				for _, v := range rows[i*stride : i*stride+n] {
-					want += float64(v)
-				}
-				if math.Abs(float64(dst[i])-want) > 1e-5*math.Max(1, float64(n)) {
-					t.Errorf("%s n %d row %d: sum %g, float64 %g", ks.name, n, i, dst[i], want)
-				}
+		for _, n := range []int{0, 1, 7, 8, 15, 16, 31, 32, 33, 63, 64, 65, 100, 255, 256, 257, 1000} {
+			p := testkit.Vector(r, n)
+			var want float64
+			for _, v := range p {
+				want += float64(v)
+			}
+			if got := ks.read(p); math.Abs(float64(got)-want) > 1e-5*math.Max(1, float64(n)) {
+				t.Errorf("%s n %d: sum %g, float64 %g", ks.name, n, got, want)
 			}
 		}
 	}
@@ -136,4 +130,30 @@ func TestReadPass(t *testing.T) {
 	d := newDataset(r, 3000, 64, raw)
 	_, err = ReadPass(ctx, newSlab(d.rows, 64, 64, false), 2)
 	isErr(t, err, context.Canceled)
+}
+
+// A rows kernel scores a row the same bits whichever rows share its call:
+// long rows are walked eight in step, short ones and leftovers one at a
+// time, and both must sum a pair in the one order the panels use.
+func TestRowsKernelBitsAnyGrouping(t *testing.T) {
+	r := testkit.Rand(t)
+	forEachKernel(t, func(t *testing.T) {
+		for _, m := range []Metric{Dot, L2} {
+			for _, n := range []int{5, 96, 500, 511, 512, 513, 768, 1029} {
+				stride := n + r.IntN(4)
+				nr := 1 + r.IntN(27)
+				rows := testkit.Vector(r, nr*stride)
+				q := testkit.Vector(r, n)
+				all := make([]float32, nr)
+				active.rows(m)(all, q, rows, stride)
+				one := make([]float32, 1)
+				for i := range nr {
+					active.rows(m)(one, q, rows[i*stride:], stride)
+					if math.Float32bits(one[0]) != math.Float32bits(all[i]) {
+						t.Fatalf("%v n %d stride %d: row %d of %d scores %g alone, %g in one call", m, n, stride, i, nr, one[0], all[i])
+					}
+				}
+			}
+		}
+	})
 }

@@ -9,7 +9,9 @@ import (
 )
 
 // Cache budgets. A block of rows for one query only streams through, so it
-// is sized for cheap cancellation checks and load balance. A batch walks
+// is sized for cheap cancellation checks and load balance; the blocks are
+// handed out in contiguous shares (parallel.RunShares), so each worker's
+// reads stay in order whatever the block size. A batch walks
 // tiles of rows; the kernels keep four rows in L1 while the whole block of
 // queries streams past them from L2, so the query block must leave L2 room
 // (384 KiB of a typical 1-2 MiB) and each row is read from memory once per
@@ -140,7 +142,7 @@ func scanKeys(ctx context.Context, s Slab, qq []float32, m Metric, workers int, 
 		bufs[i] = make([]float32, p.blockRows)
 	}
 	setup(w, s.Rows/w+p.blockRows)
-	return parallel.Run(ctx, w, p.nblocks, func(wk, b int) {
+	return parallel.RunShares(ctx, w, p.nblocks, func(wk, b int) {
 		lo, rows, n := p.block(b)
 		buf := bufs[wk][:n]
 		kern(buf, qq, rows, p.stride)

@@ -156,6 +156,7 @@ type Device struct {
 	info      core.AdapterInfo
 	lim       Limits
 	pipelines pipelineCache
+	gather    gatherPipes           // gather.wgsl, compiled on first use (gather.go)
 	readPipe  *wgpu.ComputePipeline // read.wgsl, compiled on first ReadFloor
 	// owned is set when the caller created the device (Adopt), so it may
 	// use an index's buffers on it (share.go).

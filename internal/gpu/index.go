@@ -82,6 +82,7 @@ type Index struct {
 	deadValid int
 	staging   growBuffer
 	selBind   *wgpu.BindGroup
+	gth       *gatherScratch // gather.go's buffers, made on first use
 	// The fused path's: its plans (smallest first, empty when the device
 	// has not passed the fused self-test), the per-workgroup candidate
 	// lists, the merge's parameters and bind group.

@@ -246,6 +246,7 @@ func (g *Index) scoresBindGroup(label string, ch *gpuChunk, query, scores *wgpu.
 func (g *Index) resetScratch() {
 	_ = gpuCall("reset scratch", func() error {
 		g.dropBinds()
+		g.gth.release()
 		for _, b := range []*growBuffer{&g.query, &g.scoresB, &g.state, &g.hits, &g.allow, &g.staging, &g.cands, &g.mparams} {
 			b.buf.Release()
 			b.buf, b.size = nil, 0

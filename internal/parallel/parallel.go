@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"runtime/debug"
 	"sync"
@@ -64,11 +65,23 @@ func Recover(err *error) {
 // becomes an error wrapping the runtime.Error (with its Addr method)
 // rather than a crash in whichever worker touched the page.
 func Run(ctx context.Context, w, n int, work func(worker, item int)) error {
+	var next atomic.Int64
+	return runFrom(ctx, w, func(int) int {
+		if i := int(next.Add(1) - 1); i < n {
+			return i
+		}
+		return -1
+	}, work)
+}
+
+// runFrom runs w workers, the calling goroutine included, each doing
+// work(worker, next(worker)) until next returns a negative item, ctx is
+// done or a worker panics (see Run).
+func runFrom(ctx context.Context, w int, next func(worker int) int, work func(worker, item int)) error {
 	onFault := debug.SetPanicOnFault(false)
 	debug.SetPanicOnFault(onFault)
 	done := ctx.Done()
 	var (
-		next    atomic.Int64
 		stop    atomic.Bool
 		stopped atomic.Bool
 		once    sync.Once
@@ -97,8 +110,8 @@ func Run(ctx context.Context, w, n int, work func(worker, item int)) error {
 				default:
 				}
 			}
-			i := int(next.Add(1) - 1)
-			if i >= n {
+			i := next(worker)
+			if i < 0 {
 				return
 			}
 			work(worker, i)
@@ -126,4 +139,83 @@ func Run(ctx context.Context, w, n int, work func(worker, item int)) error {
 		return ctx.Err()
 	}
 	return nil
+}
+
+// RunShares is Run for a scan that streams memory: items [0, n) are cut
+// into w contiguous shares, and worker i walks share i front to back, so
+// each core reads one run of memory in order and its prefetchers stay on
+// it (an OpenMP static schedule). A worker that finishes its share then
+// takes items from the back of the share with the most left, one at a
+// time, so a worker the system delays (other load, a slower core) delays
+// the scan by about one item, not by its share. Cancellation, panics and
+// faults are handled as in Run.
+func RunShares(ctx context.Context, w, n int, work func(worker, item int)) error {
+	if w <= 1 || n <= 1 || uint64(n) > math.MaxUint32 {
+		return Run(ctx, w, n, work)
+	}
+	w = min(w, n)
+	shares := make([]share, w)
+	for i := range shares {
+		lo, hi := i*n/w, (i+1)*n/w
+		shares[i].s.Store(uint64(lo)<<32 | uint64(hi))
+	}
+	next := func(worker int) int {
+		if i, ok := shares[worker].front(); ok {
+			return i
+		}
+		for {
+			victim, most := -1, 0
+			for v := range shares {
+				if left := shares[v].left(); left > most {
+					victim, most = v, left
+				}
+			}
+			if victim < 0 {
+				return -1
+			}
+			if i, ok := shares[victim].back(); ok {
+				return i
+			}
+		}
+	}
+	return runFrom(ctx, w, next, work)
+}
+
+// share is a range of items [front, back) packed in one word, so that its
+// owner taking the front and a thief taking the back never both take the
+// last item.
+type share struct {
+	s atomic.Uint64
+	_ [56]byte // one cache line each: the owner writes its own often
+}
+
+func (sh *share) left() int {
+	v := sh.s.Load()
+	return int(uint32(v)) - int(v>>32)
+}
+
+func (sh *share) front() (int, bool) {
+	for {
+		v := sh.s.Load()
+		lo, hi := v>>32, v&math.MaxUint32
+		if lo >= hi {
+			return 0, false
+		}
+		if sh.s.CompareAndSwap(v, (lo+1)<<32|hi) {
+			return int(lo), true
+		}
+	}
+}
+
+func (sh *share) back() (int, bool) {
+	for {
+		v := sh.s.Load()
+		lo, hi := v>>32, v&math.MaxUint32
+		if lo >= hi {
+			return 0, false
+		}
+		if sh.s.CompareAndSwap(v, lo<<32|(hi-1)) {
+			return int(hi - 1), true
+		}
+	}
 }
