@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/meta"
 )
 
@@ -100,7 +100,7 @@ func (c *Client) createThroughNode(ctx context.Context, meta *collectionMeta) (*
 	case adminExists:
 		return nil, fmt.Errorf("%w: %s", ErrCollectionExists, rep.Error)
 	case adminInvalid:
-		return nil, fmt.Errorf("%w: %s", engine.ErrInvalidConfig, rep.Error)
+		return nil, fmt.Errorf("%w: %s", umbra.ErrInvalidConfig, rep.Error)
 	}
 	return nil, fmt.Errorf("creating collection %q: the node said: %s", meta.Name, rep.Error)
 }
@@ -228,7 +228,7 @@ func (c *Client) recordFields(ctx context.Context, name string, rev uint64, fiel
 	case adminMoved:
 		return jetstream.ErrKeyExists
 	case adminInvalid:
-		return fmt.Errorf("%w: %s", engine.ErrInvalidMeta, rep.Error)
+		return fmt.Errorf("%w: %s", umbra.ErrInvalidMeta, rep.Error)
 	}
 	return fmt.Errorf("recording the metadata schema: the node said: %s", rep.Error)
 }
@@ -320,8 +320,8 @@ func checkNewCollection(m *collectionMeta, maxStreamBytes int64) error {
 	switch {
 	case m.Version != 1:
 		return fmt.Errorf("collection %q: record layout version %d; this node writes 1", m.Name, m.Version)
-	case m.Dim < 1 || m.Dim > engine.MaxDim:
-		return fmt.Errorf("collection %q: Dim %d (1 to %d)", m.Name, m.Dim, engine.MaxDim)
+	case m.Dim < 1 || m.Dim > umbra.MaxDim:
+		return fmt.Errorf("collection %q: Dim %d (1 to %d)", m.Name, m.Dim, umbra.MaxDim)
 	case m.Shards < 1 || m.Shards > maxShards:
 		return fmt.Errorf("collection %q: Shards %d (1 to %d)", m.Name, m.Shards, maxShards)
 	case m.Replicas < 1 || m.Replicas > 5:

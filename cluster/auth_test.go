@@ -19,7 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
-	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/internal/testkit"
 	"github.com/umbravec/umbra/meta"
 )
@@ -406,7 +406,7 @@ func TestClusterClientRole(t *testing.T) {
 	if _, err := c.Create(ctx, "app", CollectionConfig{Dim: dim, Shards: 3}); !errors.Is(err, ErrCollectionExists) {
 		t.Fatalf("Create with other shards: %v, want ErrCollectionExists", err)
 	}
-	if _, err := c.Create(ctx, "huge", CollectionConfig{Dim: dim, MaxBytes: DefaultMaxStreamBytes + 1}); !errors.Is(err, engine.ErrInvalidConfig) || !strings.Contains(err.Error(), "MaxBytes") {
+	if _, err := c.Create(ctx, "huge", CollectionConfig{Dim: dim, MaxBytes: DefaultMaxStreamBytes + 1}); !errors.Is(err, umbra.ErrInvalidConfig) || !strings.Contains(err.Error(), "MaxBytes") {
 		t.Fatalf("Create over the node's byte limit: %v, want ErrInvalidConfig naming MaxBytes", err)
 	}
 	vs := make([][]float32, n)
@@ -418,23 +418,23 @@ func TestClusterClientRole(t *testing.T) {
 		keys[i] = fmt.Sprintf("doc-%d", i)
 		fields[i] = meta.Fields{"user": meta.KeywordOf([]string{"ann", "bob"}[i%2])}
 	}
-	ids, err := col.Add(ctx, engine.Vectors(vs), WithKeys(keys...), WithMeta(fields...))
+	ids, err := col.Add(ctx, umbra.Vectors(vs), umbra.WithKeys(keys...), umbra.WithMeta(fields...))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A new field goes into the record through a node; a kind conflict
 	// with it is refused.
-	if _, err := col.Add(ctx, engine.Vectors(vs[:1]), WithKeys("late"), WithMeta(meta.Fields{"n": meta.IntOf(3)})); err != nil {
+	if _, err := col.Add(ctx, umbra.Vectors(vs[:1]), umbra.WithKeys("late"), umbra.WithMeta(meta.Fields{"n": meta.IntOf(3)})); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := col.Add(ctx, engine.Vectors(vs[:1]), WithKeys("later"), WithMeta(meta.Fields{"user": meta.IntOf(3)})); !errors.Is(err, engine.ErrInvalidMeta) {
+	if _, err := col.Add(ctx, umbra.Vectors(vs[:1]), umbra.WithKeys("later"), umbra.WithMeta(meta.Fields{"user": meta.IntOf(3)})); !errors.Is(err, umbra.ErrInvalidMeta) {
 		t.Fatalf("a kind conflict: %v", err)
 	}
 	f, err := meta.ParseWhere([]byte(`{"user": "` + []string{"ann", "bob"}[5%2] + `"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	hits, err := col.Search(ctx, vs[5], 3, Where(f))
+	hits, err := col.Search(ctx, vs[5], 3, umbra.Where(f))
 	if err != nil || len(hits) != 3 || hits[0].ID != ids[5] && hits[0].Score < 0.99999 {
 		t.Fatalf("search: %v, %v", hits, err)
 	}
@@ -451,7 +451,7 @@ func TestClusterClientRole(t *testing.T) {
 	if err != nil {
 		t.Fatalf("stream info (umbra info): %v", err)
 	}
-	if err := col.Delete(ctx, WithKeys(keys[0])); err != nil {
+	if err := col.Delete(ctx, umbra.WithKeys(keys[0])); err != nil {
 		t.Fatal(err)
 	}
 	// A snapshot, so that the object store exists.

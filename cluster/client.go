@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/internal/keyrule"
 	"github.com/umbravec/umbra/meta"
 )
@@ -169,7 +169,7 @@ func (c *Client) Conn() *nats.Conn { return c.nc }
 // CollectionConfig describes a new collection.
 type CollectionConfig struct {
 	Dim    int
-	Metric engine.Metric // Cosine by default
+	Metric umbra.Metric // Cosine by default
 	// Shards is the number of logical shards, fixed for the collection's
 	// life (default 1).
 	Shards int
@@ -196,17 +196,17 @@ func (c *Client) Create(ctx context.Context, name string, cfg CollectionConfig) 
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
-	if cfg.Dim < 1 || cfg.Dim > engine.MaxDim {
-		return nil, fmt.Errorf("%w: Dim %d", engine.ErrInvalidConfig, cfg.Dim)
+	if cfg.Dim < 1 || cfg.Dim > umbra.MaxDim {
+		return nil, fmt.Errorf("%w: Dim %d", umbra.ErrInvalidConfig, cfg.Dim)
 	}
 	if cfg.Shards == 0 {
 		cfg.Shards = 1
 	}
 	if cfg.Shards < 1 || cfg.Shards > maxShards {
-		return nil, fmt.Errorf("%w: Shards %d (1 to %d)", engine.ErrInvalidConfig, cfg.Shards, maxShards)
+		return nil, fmt.Errorf("%w: Shards %d (1 to %d)", umbra.ErrInvalidConfig, cfg.Shards, maxShards)
 	}
 	if cfg.NodeReplicas < 0 {
-		return nil, fmt.Errorf("%w: NodeReplicas %d (0 for the default, 3)", engine.ErrInvalidConfig, cfg.NodeReplicas)
+		return nil, fmt.Errorf("%w: NodeReplicas %d (0 for the default, 3)", umbra.ErrInvalidConfig, cfg.NodeReplicas)
 	}
 	if cfg.Replicas == 0 {
 		cfg.Replicas = c.replicas
@@ -218,7 +218,7 @@ func (c *Client) Create(ctx context.Context, name string, cfg CollectionConfig) 
 		cfg.DedupWindow = DefaultDedupWindow
 	}
 	if cfg.DedupWindow < time.Second || cfg.DedupWindow > MaxDedupWindow {
-		return nil, fmt.Errorf("%w: DedupWindow %v (1s to %v, 0 for the default %v)", engine.ErrInvalidConfig, cfg.DedupWindow, MaxDedupWindow, DefaultDedupWindow)
+		return nil, fmt.Errorf("%w: DedupWindow %v (1s to %v, 0 for the default %v)", umbra.ErrInvalidConfig, cfg.DedupWindow, MaxDedupWindow, DefaultDedupWindow)
 	}
 	meta := &collectionMeta{Version: 1, Name: name, Dim: cfg.Dim, Metric: cfg.Metric.String(), Shards: cfg.Shards,
 		Replicas: cfg.Replicas, NodeReplicas: cfg.NodeReplicas, MaxBytes: cfg.MaxBytes, Created: time.Now().UTC(), DedupWindow: cfg.DedupWindow}
@@ -283,7 +283,7 @@ type Token []uint64
 type Collection struct {
 	c      *Client
 	meta   *collectionMeta
-	metric engine.Metric
+	metric umbra.Metric
 	mu     sync.Mutex
 	token  Token
 	fields map[string]meta.Kind // the schema as last read; a field's kind never changes
@@ -291,10 +291,10 @@ type Collection struct {
 }
 
 // Name, Dim, Metric and Shards describe the collection.
-func (col *Collection) Name() string          { return col.meta.Name }
-func (col *Collection) Dim() int              { return col.meta.Dim }
-func (col *Collection) Metric() engine.Metric { return col.metric }
-func (col *Collection) Shards() int           { return col.meta.Shards }
+func (col *Collection) Name() string         { return col.meta.Name }
+func (col *Collection) Dim() int             { return col.meta.Dim }
+func (col *Collection) Metric() umbra.Metric { return col.metric }
+func (col *Collection) Shards() int          { return col.meta.Shards }
 
 // NodeReplicas is how many nodes hold each shard under placement, as the
 // collection was created with (0: the default, 3).
@@ -313,68 +313,13 @@ func (col *Collection) advance(shard int, seq uint64) {
 	col.mu.Unlock()
 }
 
-// WriteOption names the rows of a write, as engine.WithIDs and
-// engine.WithKeys do.
-type WriteOption func(*writeOptions)
-
-type writeOptions struct {
-	ids      []uint64
-	keys     []string
-	idsSet   bool
-	keysSet  bool
-	noWait   bool
-	meta     []meta.Fields
-	metaSet  bool
-	payloads [][]byte
-	paySet   bool
-	key      string // IdempotencyKey (idempotent.go)
-	keySet   bool
-}
-
-// WithIDs names the rows by ID.
-func WithIDs(ids ...uint64) WriteOption {
-	return func(o *writeOptions) { o.ids, o.idsSet = append(o.ids, ids...), true }
-}
-
-// WithKeys names the rows by key.
-func WithKeys(keys ...string) WriteOption {
-	return func(o *writeOptions) { o.keys, o.keysSet = append(o.keys, keys...), true }
-}
-
-// WithMeta gives each row of an Add or Upsert its metadata, as
-// engine.WithMeta does: one Fields per row (nil: none). A field's kind is
-// the collection's, fixed by the first write anywhere that gives the
-// field (the schema is kept in the collection's record); a value of
-// another kind is refused (engine.ErrInvalidMeta) before anything is
-// written. An Upsert without WithMeta keeps the replaced rows' metadata.
-func WithMeta(rows ...meta.Fields) WriteOption {
-	return func(o *writeOptions) { o.meta, o.metaSet = rows, true }
-}
-
-// WithPayloads gives each row of an Add or Upsert an opaque payload, as
-// engine.WithPayloads does (nil or empty: none; at most
-// engine.DefaultMaxPayloadBytes). An Upsert without WithPayloads keeps the
-// replaced rows' payloads.
-func WithPayloads(payloads ...[]byte) WriteOption {
-	return func(o *writeOptions) { o.payloads, o.paySet = payloads, true }
-}
-
-// NoWait returns once JetStream has acknowledged the write (it is then
-// durable and will be applied), without waiting for a replica to apply it:
-// apply-time refusals (an ID already stored, a key not found) are then not
-// reported, and an Upsert by key returns the IDs new keys get, with 0 for
-// keys that were stored. A call with an IdempotencyKey and keys whose
-// messages JetStream had already (a retry) waits all the same: the IDs
-// its keys got are known from the stored messages' outcomes.
-func NoWait() WriteOption { return func(o *writeOptions) { o.noWait = true } }
-
 // readAll reads a RowSource whole.
-func readAll(rows engine.RowSource, dim int) ([]float32, error) {
+func readAll(rows umbra.RowSource, dim int) ([]float32, error) {
 	if rows == nil {
-		return nil, fmt.Errorf("%w: no rows", engine.ErrInvalidOption)
+		return nil, fmt.Errorf("%w: no rows", umbra.ErrInvalidOption)
 	}
 	if rows.Dim() != dim {
-		return nil, fmt.Errorf("%w: rows of dimension %d for a collection of dimension %d", engine.ErrDimMismatch, rows.Dim(), dim)
+		return nil, fmt.Errorf("%w: rows of dimension %d for a collection of dimension %d", umbra.ErrDimMismatch, rows.Dim(), dim)
 	}
 	n := rows.Rows()
 	out := make([]float32, 0, max(n, 0)*dim)
@@ -386,11 +331,11 @@ func readAll(rows engine.RowSource, dim int) ([]float32, error) {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", engine.ErrSource, err)
+			return nil, fmt.Errorf("%w: %w", umbra.ErrSource, err)
 		}
 	}
 	if n >= 0 && len(out)/dim != n {
-		return nil, fmt.Errorf("%w: the source announced %d rows and gave %d", engine.ErrSource, n, len(out)/dim)
+		return nil, fmt.Errorf("%w: the source announced %d rows and gave %d", umbra.ErrSource, n, len(out)/dim)
 	}
 	return out, nil
 }
@@ -403,12 +348,12 @@ func (col *Collection) checkRows(data []float32) error {
 		zero := true
 		for j, v := range data[i*dim : (i+1)*dim] {
 			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return fmt.Errorf("%w: vector %d, component %d", engine.ErrNonFinite, i, j)
+				return fmt.Errorf("%w: vector %d, component %d", umbra.ErrNonFinite, i, j)
 			}
 			zero = zero && v == 0
 		}
-		if zero && col.metric == engine.Cosine {
-			return fmt.Errorf("%w: vector %d", engine.ErrZeroVector, i)
+		if zero && col.metric == umbra.Cosine {
+			return fmt.Errorf("%w: vector %d", umbra.ErrZeroVector, i)
 		}
 	}
 	return nil
@@ -421,7 +366,7 @@ func checkIDs(ids []uint64) error {
 			return fmt.Errorf("%w: ID %d (argument %d): IDs from %d up are the cluster's", ErrReservedID, id, i, ReservedIDs)
 		}
 		if j, ok := seen[id]; ok {
-			return fmt.Errorf("%w: ID %d (arguments %d and %d)", engine.ErrDuplicateID, id, j, i)
+			return fmt.Errorf("%w: ID %d (arguments %d and %d)", umbra.ErrDuplicateID, id, j, i)
 		}
 		seen[id] = i
 	}
@@ -432,10 +377,10 @@ func checkKeys(keys []string) error {
 	seen := make(map[string]int, len(keys))
 	for i, k := range keys {
 		if err := keyrule.Check(k); err != nil {
-			return fmt.Errorf("%w: argument %d: %v", engine.ErrInvalidKey, i, err)
+			return fmt.Errorf("%w: argument %d: %v", umbra.ErrInvalidKey, i, err)
 		}
 		if j, ok := seen[k]; ok {
-			return fmt.Errorf("%w: key %s (arguments %d and %d)", engine.ErrDuplicateID, keyrule.Quote(k), j, i)
+			return fmt.Errorf("%w: key %s (arguments %d and %d)", umbra.ErrDuplicateID, keyrule.Quote(k), j, i)
 		}
 		seen[k] = i
 	}
@@ -456,41 +401,69 @@ func checkKeys(keys []string) error {
 // applied whole or not at all; a call that spans shards is not atomic as a
 // whole: when a replica refuses one part (an ID already stored), the
 // others stand, and the error says so.
-func (col *Collection) Add(ctx context.Context, rows engine.RowSource, opts ...WriteOption) ([]uint64, error) {
+func (col *Collection) Add(ctx context.Context, rows umbra.RowSource, opts ...umbra.WriteOption) ([]uint64, error) {
 	return col.write(ctx, opAdd, rows, opts)
 }
 
 // Upsert stores rows under the caller's IDs or keys, replacing stored
 // ones.
-func (col *Collection) Upsert(ctx context.Context, rows engine.RowSource, opts ...WriteOption) ([]uint64, error) {
+func (col *Collection) Upsert(ctx context.Context, rows umbra.RowSource, opts ...umbra.WriteOption) ([]uint64, error) {
 	return col.write(ctx, opUpsert, rows, opts)
 }
 
 // Delete removes the rows named by WithIDs or WithKeys.
-func (col *Collection) Delete(ctx context.Context, opts ...WriteOption) error {
+func (col *Collection) Delete(ctx context.Context, opts ...umbra.WriteOption) error {
 	_, err := col.write(ctx, opDelete, nil, opts)
 	return err
 }
 
-func (col *Collection) write(ctx context.Context, op byte, rows engine.RowSource, opts []WriteOption) ([]uint64, error) {
-	var o writeOptions
-	for _, f := range opts {
-		f(&o)
+// writeOptions are a write's options as the collection reads them, from
+// umbra.WriteParams.
+type writeOptions struct {
+	ids      []uint64
+	keys     []string
+	idsSet   bool
+	keysSet  bool
+	noWait   bool
+	meta     []meta.Fields
+	metaSet  bool
+	payloads [][]byte
+	paySet   bool
+	key      string // IdempotencyKey (idempotent.go)
+	keySet   bool
+}
+
+// verbs name the write operations as the API calls them.
+var verbs = map[byte]string{opAdd: "Add", opUpsert: "Upsert", opDelete: "Delete"}
+
+// collectWrite resolves opts for the write op (umbra.ResolveWrite's
+// rules); a cluster names a write's rows by IDs or by keys, not both.
+func collectWrite(op byte, opts []umbra.WriteOption) (writeOptions, error) {
+	p, err := umbra.ResolveWrite(verbs[op], opts)
+	if err != nil {
+		return writeOptions{}, err
+	}
+	if p.IDs != nil && p.Keys != nil {
+		return writeOptions{}, fmt.Errorf("%w: WithIDs and WithKeys together: name rows by IDs or by keys, not both, in a cluster", umbra.ErrInvalidOption)
+	}
+	return writeOptions{
+		ids: p.IDs, keys: p.Keys, idsSet: p.IDs != nil, keysSet: p.Keys != nil, noWait: p.NoWait,
+		meta: p.Meta, metaSet: p.Meta != nil, payloads: p.Payloads, paySet: p.Payloads != nil,
+		key: p.IdempotencyKey, keySet: p.IdempotencyKey != "",
+	}, nil
+}
+
+func (col *Collection) write(ctx context.Context, op byte, rows umbra.RowSource, opts []umbra.WriteOption) ([]uint64, error) {
+	o, err := collectWrite(op, opts)
+	if err != nil {
+		return nil, err
 	}
 	dim := col.meta.Dim
-	if o.idsSet && o.keysSet {
-		return nil, fmt.Errorf("%w: name rows by IDs or by keys, not both, in a cluster", engine.ErrInvalidOption)
-	}
-	if o.keySet {
-		if err := checkIdempotencyKey(o.key); err != nil {
-			return nil, err
-		}
-	}
 	var data []float32
 	n := 0
 	if op == opDelete {
 		if !o.idsSet && !o.keysSet {
-			return nil, fmt.Errorf("%w: Delete names no rows (WithIDs or WithKeys)", engine.ErrInvalidOption)
+			return nil, fmt.Errorf("%w: Delete names no rows (WithIDs or WithKeys)", umbra.ErrInvalidOption)
 		}
 		n = len(o.ids) + len(o.keys)
 	} else {
@@ -503,20 +476,20 @@ func (col *Collection) write(ctx context.Context, op byte, rows engine.RowSource
 			return nil, err
 		}
 		if op == opUpsert && !o.idsSet && !o.keysSet {
-			return nil, fmt.Errorf("%w: Upsert names no rows (WithIDs or WithKeys)", engine.ErrInvalidOption)
+			return nil, fmt.Errorf("%w: Upsert names no rows (WithIDs or WithKeys)", umbra.ErrInvalidOption)
 		}
 		if (o.idsSet && len(o.ids) != n) || (o.keysSet && len(o.keys) != n) {
-			return nil, fmt.Errorf("%w: %d vectors, %d IDs or keys", engine.ErrIDCount, n, len(o.ids)+len(o.keys))
+			return nil, fmt.Errorf("%w: %d vectors, %d IDs or keys", umbra.ErrIDCount, n, len(o.ids)+len(o.keys))
 		}
 	}
 	if op == opDelete && (o.metaSet || o.paySet) {
-		return nil, fmt.Errorf("%w: Delete takes no metadata or payloads", engine.ErrInvalidOption)
+		return nil, fmt.Errorf("%w: Delete takes no metadata or payloads", umbra.ErrInvalidOption)
 	}
 	switch {
 	case o.metaSet && len(o.meta) != n:
-		return nil, fmt.Errorf("%w: %d metadata rows for %d vectors", engine.ErrIDCount, len(o.meta), n)
+		return nil, fmt.Errorf("%w: %d metadata rows for %d vectors", umbra.ErrIDCount, len(o.meta), n)
 	case o.paySet && len(o.payloads) != n:
-		return nil, fmt.Errorf("%w: %d payloads for %d vectors", engine.ErrIDCount, len(o.payloads), n)
+		return nil, fmt.Errorf("%w: %d payloads for %d vectors", umbra.ErrIDCount, len(o.payloads), n)
 	}
 	if n == 0 {
 		return []uint64{}, nil
@@ -532,8 +505,8 @@ func (col *Collection) write(ctx context.Context, op byte, rows engine.RowSource
 		}
 	}
 	for i, p := range o.payloads {
-		if len(p) > engine.DefaultMaxPayloadBytes {
-			return nil, fmt.Errorf("%w: the payload of vector %d is %d bytes, over the limit of %d", engine.ErrTooLarge, i, len(p), engine.DefaultMaxPayloadBytes)
+		if len(p) > umbra.DefaultMaxPayloadBytes {
+			return nil, fmt.Errorf("%w: the payload of vector %d is %d bytes, over the limit of %d", umbra.ErrTooLarge, i, len(p), umbra.DefaultMaxPayloadBytes)
 		}
 	}
 	var encMeta [][]byte
@@ -633,7 +606,7 @@ func (col *Collection) write(ctx context.Context, op byte, rows engine.RowSource
 			rowBytes += 4 + len(o.payloads[i])
 		}
 		if rowBytes+writeHeader > limit {
-			return nil, fmt.Errorf("%w: row %d takes %d bytes, over the NATS max payload of %d (a server's max_payload can be raised to 8 MB; umbra's embedded server runs with 8 MiB)", engine.ErrTooLarge, i, rowBytes, col.c.nc.MaxPayload())
+			return nil, fmt.Errorf("%w: row %d takes %d bytes, over the NATS max payload of %d (a server's max_payload can be raised to 8 MB; umbra's embedded server runs with 8 MiB)", umbra.ErrTooLarge, i, rowBytes, col.c.nc.MaxPayload())
 		}
 		if len(ps) == 0 || ps[len(ps)-1].msg.size()+rowBytes > limit {
 			m := &writeMsg{op: op, dim: dim, metaSet: o.metaSet, paySet: o.paySet}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
 )
@@ -45,22 +46,22 @@ func TestClusterNodeClosedWhileSearching(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := newMirror(t, dim, engine.Cosine)
+	ref := newMirror(t, dim, umbra.Cosine)
 	r := testkit.Rand(t)
 	vs := make([][]float32, 400)
 	for i := range vs {
 		vs[i] = testkit.Grid(r, dim)
 		vs[i][0] += 1.0 / 64
 	}
-	ids, err := col.Add(ctx, engine.Vectors(vs))
+	ids, err := col.Add(ctx, umbra.Vectors(vs))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ref.ix.Add(ctx, engine.Vectors(vs), engine.WithIDs(ids...)); err != nil {
+	if _, err := ref.ix.Add(ctx, umbra.Vectors(vs), umbra.WithIDs(ids...)); err != nil {
 		t.Fatal(err)
 	}
 	qs := make([][]float32, 8)
-	want := make([][]engine.Hit, len(qs))
+	want := make([][]umbra.Hit, len(qs))
 	for i := range qs {
 		qs[i] = testkit.Grid(r, dim)
 		qs[i][1] += 1.0 / 64

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
 )
@@ -298,7 +299,7 @@ func TestClusterLeaderServerKilledMidWrite(t *testing.T) {
 				call := w*calls + i
 				res := result{start: ev.Add(1)}
 				wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
-				_, res.err = col.Add(wctx, engine.Vectors(rows[call]), WithIDs(ids(call)...), NoWait())
+				_, res.err = col.Add(wctx, umbra.Vectors(rows[call]), umbra.WithIDs(ids(call)...), umbra.NoWait())
 				wcancel()
 				res.end = ev.Add(1)
 				results[call] = res
@@ -344,7 +345,7 @@ func TestClusterLeaderServerKilledMidWrite(t *testing.T) {
 		t.Errorf("only %d of %d writes acknowledged with two of three servers up", nacked, len(results))
 	}
 	stored := streamCalls(t, ctx, c, streamName("w", 0), rowsPerCall)
-	ref := newMirror(t, dim, engine.Cosine)
+	ref := newMirror(t, dim, umbra.Cosine)
 	for call, res := range results {
 		n := stored[uint64(call)]
 		if n > 1 {
@@ -354,7 +355,7 @@ func TestClusterLeaderServerKilledMidWrite(t *testing.T) {
 			t.Errorf("call %d was acknowledged and is not stored", call)
 		}
 		if n > 0 {
-			if _, err := ref.ix.Add(ctx, engine.Vectors(rows[call]), engine.WithIDs(ids(call)...)); err != nil {
+			if _, err := ref.ix.Add(ctx, umbra.Vectors(rows[call]), umbra.WithIDs(ids(call)...)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -369,7 +370,7 @@ func TestClusterLeaderServerKilledMidWrite(t *testing.T) {
 	}
 	q := testkit.Grid(r, dim)
 	q[1] += 1.0 / 64
-	got, err := col.Search(ctx, q, len(rows)*rowsPerCall+10, AfterToken(Token{sinfo.State.LastSeq}))
+	got, err := col.Search(ctx, q, len(rows)*rowsPerCall+10, umbra.AfterToken(Token{sinfo.State.LastSeq}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,23 +393,23 @@ func TestClusterReplicaKilledMidSearch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := newMirror(t, dim, engine.Cosine)
+	ref := newMirror(t, dim, umbra.Cosine)
 	r := testkit.Rand(t)
 	vs := make([][]float32, 600)
 	for i := range vs {
 		vs[i] = testkit.Grid(r, dim)
 		vs[i][0] += 1.0 / 64
 	}
-	ids, err := col.Add(ctx, engine.Vectors(vs), NoWait())
+	ids, err := col.Add(ctx, umbra.Vectors(vs), umbra.NoWait())
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref.ix.Add(ctx, engine.Vectors(vs), engine.WithIDs(ids...))
+	ref.ix.Add(ctx, umbra.Vectors(vs), umbra.WithIDs(ids...))
 	slow := "UMBRA_SERVE_DELAY_MS=30"
 	p1, _ := startChildNode(t, srv, dir+"/n1", slow)
 	p2, _ := startChildNode(t, srv, dir+"/n2", slow)
 	qs := make([][]float32, 6)
-	want := make([][]engine.Hit, len(qs))
+	want := make([][]umbra.Hit, len(qs))
 	for i := range qs {
 		qs[i] = testkit.Grid(r, dim)
 		qs[i][2] += 1.0 / 64

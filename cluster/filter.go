@@ -3,7 +3,7 @@ package cluster
 import (
 	"fmt"
 
-	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/meta"
 )
 
@@ -27,7 +27,7 @@ import (
 func localFilter(where []byte, known map[string]meta.Kind) (meta.Filter, error) {
 	f, err := meta.ParseWhere(where)
 	if err != nil {
-		return meta.Filter{}, fmt.Errorf("%w: %w", engine.ErrInvalidFilter, err)
+		return meta.Filter{}, fmt.Errorf("%w: %w", umbra.ErrInvalidFilter, err)
 	}
 	return f.Absent(func(field string) bool { _, ok := known[field]; return ok }), nil
 }

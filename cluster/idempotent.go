@@ -9,15 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"regexp"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/umbravec/umbra/engine"
 )
 
 // Idempotent writes across calls.
@@ -62,27 +59,8 @@ const (
 // MaxDedupWindow.
 const bucketCalls = "umbra_calls"
 
-var keyRule = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
-
-// IdempotencyKey makes a write's retries, by this call or by a later call
-// given the same key within the collection's duplicate window, be stored
-// once: the later call reports the first one's outcome and IDs. key is 1
-// to 128 letters, digits, '-' or '_' (NewIdempotencyKey makes one); it
-// names one write of one collection: the same key with other rows is
-// refused with ErrIdempotencyConflict.
-func IdempotencyKey(key string) WriteOption {
-	return func(o *writeOptions) { o.key, o.keySet = key, true }
-}
-
 // NewIdempotencyKey returns a fresh random key (22 letters and digits).
 func NewIdempotencyKey() string { return nats.NewInbox()[len(nats.InboxPrefix):] }
-
-func checkIdempotencyKey(key string) error {
-	if !keyRule.MatchString(key) {
-		return fmt.Errorf("%w: idempotency key %q: 1 to 128 letters, digits, '-' or '_'", engine.ErrInvalidOption, key)
-	}
-	return nil
-}
 
 // dedupWindow is the collection's duplicate window.
 func (m *collectionMeta) dedupWindow() time.Duration {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -39,13 +39,13 @@ func TestClusterAssignedIDBlocks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows := func(n int) engine.RowSource {
+	rows := func(n int) umbra.RowSource {
 		vs := make([][]float32, n)
 		for i := range vs {
 			vs[i] = testkit.Grid(r, dim)
 			vs[i][0] += 1.0 / 64
 		}
-		return engine.Vectors(vs)
+		return umbra.Vectors(vs)
 	}
 	consecutive := func(what string, ids []uint64, n int) {
 		t.Helper()
@@ -89,7 +89,7 @@ func TestClusterAssignedIDBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	named := a3[0] + 5
-	if _, err := b.Add(ctx, rows(1), WithIDs(named)); err != nil {
+	if _, err := b.Add(ctx, rows(1), umbra.WithIDs(named)); err != nil {
 		t.Fatal(err)
 	}
 	a4, err := a.Add(ctx, rows(4))
@@ -116,7 +116,7 @@ func TestClusterAssignedIDBlocks(t *testing.T) {
 	errs := make(chan error, 8)
 	for w := range 8 {
 		col := []*Collection{a, b}[w%2]
-		mine := make([]engine.RowSource, 12)
+		mine := make([]umbra.RowSource, 12)
 		for i := range mine {
 			mine[i] = rows(1 + (w+i)%3)
 		}
@@ -130,7 +130,7 @@ func TestClusterAssignedIDBlocks(t *testing.T) {
 					for j := range keys {
 						keys[j] = fmt.Sprintf("w%d/%d/%d", w, i, j)
 					}
-					ids, err = col.Add(ctx, mine[i], WithKeys(keys...))
+					ids, err = col.Add(ctx, mine[i], umbra.WithKeys(keys...))
 				} else {
 					ids, err = col.Add(ctx, mine[i])
 					if err == nil {

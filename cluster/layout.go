@@ -8,7 +8,7 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/meta"
 )
 
@@ -101,7 +101,7 @@ func (m *collectionMeta) schema() (map[string]meta.Kind, error) {
 	return out, nil
 }
 
-func (m *collectionMeta) metric() (engine.Metric, error) { return engine.ParseMetric(m.Metric) }
+func (m *collectionMeta) metric() (umbra.Metric, error) { return umbra.ParseMetric(m.Metric) }
 
 func (m *collectionMeta) marshal() []byte {
 	b, _ := json.Marshal(m)

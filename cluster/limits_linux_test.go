@@ -13,7 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -39,7 +39,7 @@ func TestNodeBoundedUnderFlood(t *testing.T) {
 		vs[i] = testkit.Grid(r, dim)
 		vs[i][0] += 1.0 / 64
 	}
-	if _, err := col.Add(ctx, engine.Vectors(vs), NoWait()); err != nil {
+	if _, err := col.Add(ctx, umbra.Vectors(vs), umbra.NoWait()); err != nil {
 		t.Fatal(err)
 	}
 	proc, _ := startChildNode(t, srv, dir+"/node")

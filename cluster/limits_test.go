@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
 	"github.com/umbravec/umbra/meta"
@@ -38,7 +39,7 @@ func boundedNode(t *testing.T, lim Limits, rows int) (*Client, *Collection, *Nod
 		pays[i] = []byte(fmt.Sprintf("payload %d", i))
 		fields[i] = meta.Fields{"user": meta.KeywordOf(fmt.Sprintf("u%d", i))}
 	}
-	if _, err := col.Add(ctx, engine.Vectors(vs), WithPayloads(pays...), WithMeta(fields...), NoWait()); err != nil {
+	if _, err := col.Add(ctx, umbra.Vectors(vs), umbra.WithPayloads(pays...), umbra.WithMeta(fields...), umbra.NoWait()); err != nil {
 		t.Fatal(err)
 	}
 	n, err := StartNode(ctx, c, NodeConfig{Dir: dir + "/node", Device: engine.CPU, Logf: t.Logf, Limits: lim})
@@ -109,7 +110,7 @@ func TestNodeRefusesOverLimits(t *testing.T) {
 	// MaxHits it is answered.
 	_, err = col.SearchRange(short(), q, -1)
 	refused("range without MaxHits", err, "holds over 100 hits")
-	hits, err := col.SearchRange(ctx, q, -1, MaxHits(50), WithPayload())
+	hits, err := col.SearchRange(ctx, q, -1, umbra.MaxHits(50), umbra.WithPayload())
 	if err != nil || len(hits) != 50 {
 		t.Fatalf("range with MaxHits 50: %d hits, %v", len(hits), err)
 	}
@@ -125,14 +126,14 @@ func TestNodeRefusesOverLimits(t *testing.T) {
 	for i := range 700 {
 		conds = append(conds, meta.Eq("user", meta.KeywordOf(fmt.Sprintf("u%d", i))))
 	}
-	_, err = col.Search(short(), q, 5, Where(meta.Or(conds...)))
+	_, err = col.Search(short(), q, 5, umbra.Where(meta.Or(conds...)))
 	refused("a filter of 700 conditions", err, "over the node's limit of 1048576 bytes in flight (Limits.MaxInFlightBytes)")
-	if hits, err := col.Search(ctx, q, 5, Where(meta.Or(conds[:3]...))); err != nil || len(hits) != 3 {
+	if hits, err := col.Search(ctx, q, 5, umbra.Where(meta.Or(conds[:3]...))); err != nil || len(hits) != 3 {
 		t.Fatalf("a filter of 3 conditions: %v, %v", hits, err)
 	}
 	// A request over MaxRequestBytes.
 	allow := make([]uint64, 1<<14)
-	_, err = col.Search(short(), q, 5, Allow(allow...))
+	_, err = col.Search(short(), q, 5, umbra.Allow(allow...))
 	refused("allow list of 16384 IDs", err, "over the node's limit of 65536 (Limits.MaxRequestBytes)")
 	// A request while another is in flight (MaxInFlight 1): the first
 	// is held at the start of its goroutine until the second is refused.
@@ -157,7 +158,7 @@ func TestNodeRefusesOverLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Within the limits, the answer is the reference's.
-	got, err := col.Search(ctx, q, 100, WithPayload())
+	got, err := col.Search(ctx, q, 100, umbra.WithPayload())
 	if err != nil || len(got) != 100 {
 		t.Fatalf("k 100: %d hits, %v", len(got), err)
 	}
@@ -240,7 +241,7 @@ func TestPeekRequest(t *testing.T) {
 func TestClusterPayloadsMatchTheirRows(t *testing.T) {
 	h := newHarness(t, nil)
 	ctx := context.Background()
-	col, err := h.c.Create(ctx, "pay", CollectionConfig{Dim: 2, Metric: engine.L2})
+	col, err := h.c.Create(ctx, "pay", CollectionConfig{Dim: 2, Metric: umbra.L2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +249,7 @@ func TestClusterPayloadsMatchTheirRows(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		for i := 1; i <= rounds; i++ {
-			_, err := col.Upsert(ctx, engine.Vectors([][]float32{{float32(i), 0}}), WithIDs(1), WithPayloads([]byte(fmt.Sprint(i))), NoWait())
+			_, err := col.Upsert(ctx, umbra.Vectors([][]float32{{float32(i), 0}}), umbra.WithIDs(1), umbra.WithPayloads([]byte(fmt.Sprint(i))), umbra.NoWait())
 			if err != nil {
 				done <- err
 				return
@@ -266,7 +267,7 @@ func TestClusterPayloadsMatchTheirRows(t *testing.T) {
 			writing = false
 		default:
 		}
-		hits, err := col.Search(ctx, []float32{0, 0}, 1, WithPayload(), Eventual())
+		hits, err := col.Search(ctx, []float32{0, 0}, 1, umbra.WithPayload(), umbra.Eventual())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
 )
@@ -89,7 +90,7 @@ func TestClusterThreeServers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer node.Close()
-	ref := newMirror(t, dim, engine.Cosine)
+	ref := newMirror(t, dim, umbra.Cosine)
 	r := testkit.Rand(t)
 	for i := range 40 {
 		vs := make([][]float32, 10)
@@ -97,11 +98,11 @@ func TestClusterThreeServers(t *testing.T) {
 			vs[j] = testkit.Grid(r, dim)
 			vs[j][0] += 1.0 / 64
 		}
-		ids, err := col.Add(ctx, engine.Vectors(vs), NoWait())
+		ids, err := col.Add(ctx, umbra.Vectors(vs), umbra.NoWait())
 		if err != nil {
 			t.Fatalf("write %d: %v", i, err)
 		}
-		ref.ix.Add(ctx, engine.Vectors(vs), engine.WithIDs(ids...))
+		ref.ix.Add(ctx, umbra.Vectors(vs), umbra.WithIDs(ids...))
 		if i == 15 {
 			// A server the client is not on goes away: R3 keeps a
 			// majority, writes go on (after an election if it led).

@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
 )
@@ -299,7 +300,7 @@ func TestSecureNATSConfig(t *testing.T) {
 		vs[i] = testkit.Grid(r, 5)
 		vs[i][0] += 1.0 / 64
 	}
-	ids, err := col.Add(ctx, engine.Vectors(vs))
+	ids, err := col.Add(ctx, umbra.Vectors(vs))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
 )
@@ -58,7 +59,7 @@ func TestClusterPartitionedServerConverges(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := testkit.Rand(t)
-	ref := newMirror(t, dim, engine.Cosine)
+	ref := newMirror(t, dim, umbra.Cosine)
 	next := uint64(1)
 	write := func(c *Collection, wctx context.Context) error {
 		vs := make([][]float32, 4)
@@ -69,9 +70,9 @@ func TestClusterPartitionedServerConverges(t *testing.T) {
 			ids[i] = next
 			next++
 		}
-		_, err := c.Add(wctx, engine.Vectors(vs), WithIDs(ids...), NoWait())
+		_, err := c.Add(wctx, umbra.Vectors(vs), umbra.WithIDs(ids...), umbra.NoWait())
 		if err == nil {
-			if _, err := ref.ix.Add(ctx, engine.Vectors(vs), engine.WithIDs(ids...)); err != nil {
+			if _, err := ref.ix.Add(ctx, umbra.Vectors(vs), umbra.WithIDs(ids...)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -134,7 +135,7 @@ func TestClusterPartitionedServerConverges(t *testing.T) {
 	q := testkit.Grid(r, dim)
 	q[1] += 1.0 / 64
 	k := int(next) + 10
-	got, err := colMin.Search(ctx, q, k, AfterToken(tok))
+	got, err := colMin.Search(ctx, q, k, umbra.AfterToken(tok))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
 )
@@ -225,22 +226,22 @@ func (h *placed) settled(what string, live ...string) assignment {
 
 // load writes calls × 20 rows (NoWait) and returns queries and their
 // exact answers at k 10, from a local reference.
-func (h *placed) load(dim, calls int) (queries [][]float32, want [][]engine.Hit) {
+func (h *placed) load(dim, calls int) (queries [][]float32, want [][]umbra.Hit) {
 	t := h.t
 	r := testkit.Rand(t)
-	ref := newMirror(t, dim, engine.Cosine)
+	ref := newMirror(t, dim, umbra.Cosine)
 	for range calls {
 		vs := testkit.Vectors(r, 20, dim)
-		ids, err := h.col.Add(h.ctx, engine.Vectors(vs), NoWait())
+		ids, err := h.col.Add(h.ctx, umbra.Vectors(vs), umbra.NoWait())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ref.ix.Add(h.ctx, engine.Vectors(vs), engine.WithIDs(ids...)); err != nil {
+		if _, err := ref.ix.Add(h.ctx, umbra.Vectors(vs), umbra.WithIDs(ids...)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	queries = testkit.Vectors(r, 16, dim)
-	want = make([][]engine.Hit, len(queries))
+	want = make([][]umbra.Hit, len(queries))
 	for i, q := range queries {
 		var err error
 		if want[i], err = ref.ix.Search(h.ctx, q, 10); err != nil {
@@ -264,7 +265,7 @@ type watch struct {
 	wg       sync.WaitGroup
 }
 
-func (h *placed) watch(queries [][]float32, want [][]engine.Hit) *watch {
+func (h *placed) watch(queries [][]float32, want [][]umbra.Hit) *watch {
 	w := &watch{stop: make(chan struct{})}
 	w.watching.Store(true)
 	for g := range 2 {
@@ -508,7 +509,7 @@ func TestClusterPlacementLoneNodeLeave(t *testing.T) {
 	if n.ID() == "" {
 		t.Fatal("a placement node has no ID")
 	}
-	ids, err := col.Add(ctx, engine.Vectors([][]float32{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}, {1, 1, 0}}))
+	ids, err := col.Add(ctx, umbra.Vectors([][]float32{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}, {1, 1, 0}}))
 	if err != nil {
 		t.Fatal(err) // waits for a replica of each shard touched: all assigned
 	}

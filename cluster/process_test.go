@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
 )
@@ -98,7 +99,7 @@ func TestClusterNodeKilledMidApplyResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := newMirror(t, dim, engine.Cosine)
+	ref := newMirror(t, dim, umbra.Cosine)
 	r := testkit.Rand(t)
 	nodeDir := dir + "/node"
 	proc, _ := startChildNode(t, srv, nodeDir)
@@ -108,22 +109,22 @@ func TestClusterNodeKilledMidApplyResumes(t *testing.T) {
 			vs[j] = testkit.Grid(r, dim)
 			vs[j][0] += 1.0 / 64
 		}
-		ids, err := col.Add(ctx, engine.Vectors(vs), NoWait())
+		ids, err := col.Add(ctx, umbra.Vectors(vs), umbra.NoWait())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ref.ix.Add(ctx, engine.Vectors(vs), engine.WithIDs(ids...)); err != nil {
+		if _, err := ref.ix.Add(ctx, umbra.Vectors(vs), umbra.WithIDs(ids...)); err != nil {
 			t.Fatal(err)
 		}
 		if i%3 == 0 { // upserts and deletes too
-			if _, err := col.Upsert(ctx, engine.Vectors(vs[:5]), WithIDs(ids[10:15]...), NoWait()); err != nil {
+			if _, err := col.Upsert(ctx, umbra.Vectors(vs[:5]), umbra.WithIDs(ids[10:15]...), umbra.NoWait()); err != nil {
 				t.Fatal(err)
 			}
-			ref.ix.Upsert(ctx, engine.Vectors(vs[:5]), engine.WithIDs(ids[10:15]...))
-			if err := col.Delete(ctx, WithIDs(ids[0]), NoWait()); err != nil {
+			ref.ix.Upsert(ctx, umbra.Vectors(vs[:5]), umbra.WithIDs(ids[10:15]...))
+			if err := col.Delete(ctx, umbra.WithIDs(ids[0]), umbra.NoWait()); err != nil {
 				t.Fatal(err)
 			}
-			ref.ix.Delete(ctx, engine.WithIDs(ids[0]))
+			ref.ix.Delete(ctx, umbra.WithIDs(ids[0]))
 		}
 	}
 	for i := range 150 {

@@ -11,8 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra"
 )
 
 // What a replica does with a stream message it cannot apply.
@@ -353,9 +352,9 @@ func (col *Collection) skip(ctx context.Context, shard int, seq uint64) (m *Mess
 	}
 	switch m.Verdict {
 	case VerdictApplies:
-		return nil, false, fmt.Errorf("%w: message %d of shard %d is a readable write (format version %d, %d bytes): replicas apply it, and a skip is only for a message they stop at", engine.ErrInvalidOption, seq, shard, m.Version, m.Size)
+		return nil, false, fmt.Errorf("%w: message %d of shard %d is a readable write (format version %d, %d bytes): replicas apply it, and a skip is only for a message they stop at", umbra.ErrInvalidOption, seq, shard, m.Version, m.Size)
 	case VerdictUnreadable:
-		return nil, false, fmt.Errorf("%w: message %d of shard %d is skipped by every replica on its own (%s): nothing to record", engine.ErrInvalidOption, seq, shard, m.Reason)
+		return nil, false, fmt.Errorf("%w: message %d of shard %d is skipped by every replica on its own (%s): nothing to record", umbra.ErrInvalidOption, seq, shard, m.Reason)
 	}
 	name := streamName(col.meta.Name, shard)
 	st, err := col.c.js.Stream(ctx, name)

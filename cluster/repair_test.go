@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
 	"github.com/umbravec/umbra/meta"
@@ -171,13 +172,13 @@ func TestClusterUnreadableMessageSkipped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := newMirror(t, dim, engine.Cosine)
+	ref := newMirror(t, dim, umbra.Cosine)
 	add := func(id uint64, v []float32) {
 		t.Helper()
-		if _, err := col.Add(ctx, engine.Vectors([][]float32{v}), WithIDs(id)); err != nil {
+		if _, err := col.Add(ctx, umbra.Vectors([][]float32{v}), umbra.WithIDs(id)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ref.ix.Add(ctx, engine.Vectors([][]float32{v}), engine.WithIDs(id)); err != nil {
+		if _, err := ref.ix.Add(ctx, umbra.Vectors([][]float32{v}), umbra.WithIDs(id)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -248,7 +249,7 @@ func TestClusterMutatedMessagesNeverApplied(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := newMirror(t, dim, engine.Cosine)
+	ref := newMirror(t, dim, umbra.Cosine)
 	vecs := func(n int) [][]float32 {
 		vs := make([][]float32, n)
 		for i := range vs {
@@ -263,10 +264,10 @@ func TestClusterMutatedMessagesNeverApplied(t *testing.T) {
 		ids[i] = uint64(100 + i)
 	}
 	fields := randFields(r, len(base))
-	if _, err := col.Add(ctx, engine.Vectors(base), WithIDs(ids...), WithMeta(fields...)); err != nil {
+	if _, err := col.Add(ctx, umbra.Vectors(base), umbra.WithIDs(ids...), umbra.WithMeta(fields...)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ref.ix.Add(ctx, engine.Vectors(base), engine.WithIDs(ids...), engine.WithMeta(fields...)); err != nil {
+	if _, err := ref.ix.Add(ctx, umbra.Vectors(base), umbra.WithIDs(ids...), umbra.WithMeta(fields...)); err != nil {
 		t.Fatal(err)
 	}
 	// The real message: four rows by keys, with metadata and payloads.
@@ -334,15 +335,15 @@ func TestClusterMutatedMessagesNeverApplied(t *testing.T) {
 	if o := awaitOutcomes(t, col, 0, []uint64{seq})[0]; o.code != codeOK {
 		t.Fatalf("the real message: outcome %d %q", o.code, o.msg)
 	}
-	if _, err := ref.ix.Add(ctx, engine.Vectors(rows), engine.WithIDs(newIDs...), engine.WithKeys(keys...), engine.WithMeta(mf...)); err != nil {
+	if _, err := ref.ix.Add(ctx, umbra.Vectors(rows), umbra.WithIDs(newIDs...), umbra.WithKeys(keys...), umbra.WithMeta(mf...)); err != nil {
 		t.Fatal(err)
 	}
 	more := vecs(3)
-	got, err := col.Add(ctx, engine.Vectors(more))
+	got, err := col.Add(ctx, umbra.Vectors(more))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ref.ix.Add(ctx, engine.Vectors(more), engine.WithIDs(got...)); err != nil {
+	if _, err := ref.ix.Add(ctx, umbra.Vectors(more), umbra.WithIDs(got...)); err != nil {
 		t.Fatal(err)
 	}
 	sameAsReference(t, col, ref, dim, "after the real message")
@@ -379,7 +380,7 @@ func TestClusterNewerVersionStopsUntilSkipped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := col.Add(ctx, engine.Vectors([][]float32{{0, 1}}), WithIDs(1)); err != nil {
+	if _, err := col.Add(ctx, umbra.Vectors([][]float32{{0, 1}}), umbra.WithIDs(1)); err != nil {
 		t.Fatal(err)
 	}
 	waitApplied(t, b, "v", col.Token()[0])
@@ -389,7 +390,7 @@ func TestClusterNewerVersionStopsUntilSkipped(t *testing.T) {
 		t.Fatal(err)
 	}
 	col.advance(0, bad)
-	if _, err := col.Add(ctx, engine.Vectors([][]float32{{1, 1}}), WithIDs(2), NoWait()); err != nil {
+	if _, err := col.Add(ctx, umbra.Vectors([][]float32{{1, 1}}), umbra.WithIDs(2), umbra.NoWait()); err != nil {
 		t.Fatal(err)
 	}
 	last := col.Token()[0]
@@ -422,7 +423,7 @@ func TestClusterNewerVersionStopsUntilSkipped(t *testing.T) {
 		t.Fatalf("FindStop: %+v, stop %+v", rep, rep.Stop)
 	}
 	for _, seq := range []uint64{bad - 1, bad + 1} {
-		if _, _, err := col.Skip(ctx, 0, seq); !errors.Is(err, engine.ErrInvalidOption) || !strings.Contains(err.Error(), "readable write") {
+		if _, _, err := col.Skip(ctx, 0, seq); !errors.Is(err, umbra.ErrInvalidOption) || !strings.Contains(err.Error(), "readable write") {
 			t.Fatalf("skipping readable message %d: %v", seq, err)
 		}
 	}
@@ -497,7 +498,7 @@ func TestClusterNewerVersionStopsUntilSkipped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := col.Skip(ctx, 0, junk); !errors.Is(err, engine.ErrInvalidOption) || !strings.Contains(err.Error(), "on its own") {
+	if _, _, err := col.Skip(ctx, 0, junk); !errors.Is(err, umbra.ErrInvalidOption) || !strings.Contains(err.Error(), "on its own") {
 		t.Fatalf("skipping an unreadable message: %v", err)
 	}
 }
@@ -515,7 +516,7 @@ func TestClusterCorruptRequestsAndReplies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := col.Add(ctx, engine.Vectors([][]float32{{1, 0}}), WithIDs(1)); err != nil {
+	if _, err := col.Add(ctx, umbra.Vectors([][]float32{{1, 0}}), umbra.WithIDs(1)); err != nil {
 		t.Fatal(err)
 	}
 	good := (&request{kind: kindSearch, k: 1, dim: 2, queries: []float32{1, 0}}).encode()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/meta"
 )
@@ -35,21 +36,21 @@ const (
 func codeErr(code byte) error {
 	switch code {
 	case codeIDExists:
-		return engine.ErrIDExists
+		return umbra.ErrIDExists
 	case codeKeyExists:
-		return engine.ErrKeyExists
+		return umbra.ErrKeyExists
 	case codeNotFound:
-		return engine.ErrNotFound
+		return umbra.ErrNotFound
 	case codeDuplicateID:
-		return engine.ErrDuplicateID
+		return umbra.ErrDuplicateID
 	case codeInvalidKey:
-		return engine.ErrInvalidKey
+		return umbra.ErrInvalidKey
 	case codeInvalidRow:
-		return engine.ErrInvalidOption
+		return umbra.ErrInvalidOption
 	case codeInvalidMeta:
-		return engine.ErrInvalidMeta
+		return umbra.ErrInvalidMeta
 	case codeTooLarge:
-		return engine.ErrTooLarge
+		return umbra.ErrTooLarge
 	case codeUnreadable, codeSkipped:
 		return ErrUnreadableMessage
 	}
@@ -63,25 +64,25 @@ func codeErr(code byte) error {
 // message and never skips it.
 func deterministicCode(err error) byte {
 	switch {
-	case errors.Is(err, engine.ErrIDExists):
+	case errors.Is(err, umbra.ErrIDExists):
 		return codeIDExists
-	case errors.Is(err, engine.ErrKeyExists):
+	case errors.Is(err, umbra.ErrKeyExists):
 		return codeKeyExists
-	case errors.Is(err, engine.ErrNotFound):
+	case errors.Is(err, umbra.ErrNotFound):
 		return codeNotFound
-	case errors.Is(err, engine.ErrDuplicateID):
+	case errors.Is(err, umbra.ErrDuplicateID):
 		return codeDuplicateID
-	case errors.Is(err, engine.ErrInvalidKey):
+	case errors.Is(err, umbra.ErrInvalidKey):
 		return codeInvalidKey
-	case errors.Is(err, engine.ErrInvalidMeta):
+	case errors.Is(err, umbra.ErrInvalidMeta):
 		// A kind other than the field's, a row over the metadata limits,
 		// a field over its distinct values: decided by the message and
 		// the shard's rows alone. (ErrTooLarge is not here: the engine
 		// also says it of a full device, which is this machine's.)
 		return codeInvalidMeta
-	case errors.Is(err, engine.ErrDimMismatch), errors.Is(err, engine.ErrNonFinite),
-		errors.Is(err, engine.ErrZeroVector), errors.Is(err, engine.ErrIDCount),
-		errors.Is(err, engine.ErrInvalidOption):
+	case errors.Is(err, umbra.ErrDimMismatch), errors.Is(err, umbra.ErrNonFinite),
+		errors.Is(err, umbra.ErrZeroVector), errors.Is(err, umbra.ErrIDCount),
+		errors.Is(err, umbra.ErrInvalidOption):
 		return codeInvalidRow
 	}
 	return codeOther
@@ -175,7 +176,7 @@ func (r *replica) trimSentinels(ctx context.Context, keep int) error {
 		return nil
 	}
 	old := r.live[:len(r.live)-keep]
-	if err := r.ix.Delete(ctx, engine.WithIDs(old...)); err != nil {
+	if err := r.ix.Delete(ctx, umbra.WithIDs(old...)); err != nil {
 		return fmt.Errorf("shard %d: dropping old sequence rows: %w", r.shard, err)
 	}
 	r.live = append([]uint64(nil), r.live[len(r.live)-keep:]...)
@@ -267,7 +268,7 @@ func readWrite(data []byte, dim int) (*writeMsg, *msgAttrs, error) {
 // mark stores the sentinel sid alone: the sequence moves, the rows stay
 // (mu held).
 func (r *replica) mark(ctx context.Context, sid uint64) error {
-	_, err := r.ix.Upsert(ctx, engine.Flat(r.sentinelRow(), r.ix.Dim()), engine.WithIDs(sid))
+	_, err := r.ix.Upsert(ctx, umbra.Flat(r.sentinelRow(), r.ix.Dim()), umbra.WithIDs(sid))
 	return err
 }
 
@@ -365,21 +366,21 @@ func decodeAttrs(m *writeMsg) (*msgAttrs, error) {
 
 // opts are the engine write options giving rows idx (of the message) their
 // attributes, plus extra rows without any (the sentinel).
-func (a *msgAttrs) opts(idx []int, extra int) []engine.WriteOption {
-	var o []engine.WriteOption
+func (a *msgAttrs) opts(idx []int, extra int) []umbra.WriteOption {
+	var o []umbra.WriteOption
 	if a.metaSet {
 		f := make([]meta.Fields, 0, len(idx)+extra)
 		for _, i := range idx {
 			f = append(f, a.meta[i])
 		}
-		o = append(o, engine.WithMeta(append(f, make([]meta.Fields, extra)...)...))
+		o = append(o, umbra.WithMeta(append(f, make([]meta.Fields, extra)...)...))
 	}
 	if a.paySet {
 		p := make([][]byte, 0, len(idx)+extra)
 		for _, i := range idx {
 			p = append(p, a.payloads[i])
 		}
-		o = append(o, engine.WithPayloads(append(p, make([][]byte, extra)...)...))
+		o = append(o, umbra.WithPayloads(append(p, make([][]byte, extra)...)...))
 	}
 	return o
 }
@@ -421,8 +422,8 @@ func (r *replica) applyMsg(ctx context.Context, m *writeMsg, a *msgAttrs, sid ui
 	// every replica has, rather than by the engine's ErrTooLarge, which
 	// also means a full device.
 	for i, p := range a.payloads {
-		if len(p) > engine.DefaultMaxPayloadBytes {
-			return refused(r.refuse(codeTooLarge, "%v: the payload of row %d is %d bytes, over the limit of %d", engine.ErrTooLarge, i, len(p), engine.DefaultMaxPayloadBytes))
+		if len(p) > umbra.DefaultMaxPayloadBytes {
+			return refused(r.refuse(codeTooLarge, "%v: the payload of row %d is %d bytes, over the limit of %d", umbra.ErrTooLarge, i, len(p), umbra.DefaultMaxPayloadBytes))
 		}
 	}
 	all := indices(m.n())
@@ -430,10 +431,10 @@ func (r *replica) applyMsg(ctx context.Context, m *writeMsg, a *msgAttrs, sid ui
 	case m.op == opAdd && m.keys == nil:
 		for _, id := range m.ids {
 			if r.ix.Has(id) {
-				return refused(r.refuse(codeIDExists, "%v: ID %d", engine.ErrIDExists, id))
+				return refused(r.refuse(codeIDExists, "%v: ID %d", umbra.ErrIDExists, id))
 			}
 		}
-		if _, err := r.ix.Add(ctx, engine.Flat(withSentinel(m.rows), dim), append(a.opts(all, 1), engine.WithIDs(append(slices.Clone(m.ids), sid)...))...); err != nil {
+		if _, err := r.ix.Add(ctx, umbra.Flat(withSentinel(m.rows), dim), append(a.opts(all, 1), umbra.WithIDs(append(slices.Clone(m.ids), sid)...))...); err != nil {
 			return engineErr(err)
 		}
 		return outcome{ids: m.ids}, nil
@@ -441,22 +442,22 @@ func (r *replica) applyMsg(ctx context.Context, m *writeMsg, a *msgAttrs, sid ui
 	case m.op == opAdd:
 		for _, k := range m.keys {
 			if _, ok := r.ix.Lookup(k); ok {
-				return refused(r.refuse(codeKeyExists, "%v: key %q", engine.ErrKeyExists, k))
+				return refused(r.refuse(codeKeyExists, "%v: key %q", umbra.ErrKeyExists, k))
 			}
 		}
 		for _, id := range m.ids {
 			if r.ix.Has(id) {
-				return refused(r.refuse(codeIDExists, "%v: ID %d", engine.ErrIDExists, id))
+				return refused(r.refuse(codeIDExists, "%v: ID %d", umbra.ErrIDExists, id))
 			}
 		}
 		keys := append(slices.Clone(m.keys), "") // the sentinel has no key
-		if _, err := r.ix.Add(ctx, engine.Flat(withSentinel(m.rows), dim), append(a.opts(all, 1), engine.WithIDs(append(slices.Clone(m.ids), sid)...), engine.WithKeys(keys...))...); err != nil {
+		if _, err := r.ix.Add(ctx, umbra.Flat(withSentinel(m.rows), dim), append(a.opts(all, 1), umbra.WithIDs(append(slices.Clone(m.ids), sid)...), umbra.WithKeys(keys...))...); err != nil {
 			return engineErr(err)
 		}
 		return outcome{ids: m.ids}, nil
 
 	case m.op == opUpsert && m.keys == nil:
-		if _, err := r.ix.Upsert(ctx, engine.Flat(withSentinel(m.rows), dim), append(a.opts(all, 1), engine.WithIDs(append(slices.Clone(m.ids), sid)...))...); err != nil {
+		if _, err := r.ix.Upsert(ctx, umbra.Flat(withSentinel(m.rows), dim), append(a.opts(all, 1), umbra.WithIDs(append(slices.Clone(m.ids), sid)...))...); err != nil {
 			return engineErr(err)
 		}
 		return outcome{ids: m.ids}, nil
@@ -477,18 +478,18 @@ func (r *replica) applyMsg(ctx context.Context, m *writeMsg, a *msgAttrs, sid ui
 				oldIDs, oldRows, oldIdx = append(oldIDs, id), append(oldRows, row(i)...), append(oldIdx, i)
 			} else {
 				if r.ix.Has(m.ids[i]) {
-					return refused(r.refuse(codeIDExists, "%v: ID %d chosen for key %q", engine.ErrIDExists, m.ids[i], k))
+					return refused(r.refuse(codeIDExists, "%v: ID %d chosen for key %q", umbra.ErrIDExists, m.ids[i], k))
 				}
 				ids[i] = m.ids[i]
 				newIDs, newRows, newKeys, newIdx = append(newIDs, m.ids[i]), append(newRows, row(i)...), append(newKeys, k), append(newIdx, i)
 			}
 		}
 		if len(newIDs) > 0 {
-			if _, err := r.ix.Add(ctx, engine.Flat(newRows, dim), append(a.opts(newIdx, 0), engine.WithIDs(newIDs...), engine.WithKeys(newKeys...))...); err != nil {
+			if _, err := r.ix.Add(ctx, umbra.Flat(newRows, dim), append(a.opts(newIdx, 0), umbra.WithIDs(newIDs...), umbra.WithKeys(newKeys...))...); err != nil {
 				return engineErr(err)
 			}
 		}
-		if _, err := r.ix.Upsert(ctx, engine.Flat(withSentinel(oldRows), dim), append(a.opts(oldIdx, 1), engine.WithIDs(append(oldIDs, sid)...))...); err != nil {
+		if _, err := r.ix.Upsert(ctx, umbra.Flat(withSentinel(oldRows), dim), append(a.opts(oldIdx, 1), umbra.WithIDs(append(oldIDs, sid)...))...); err != nil {
 			if len(newIDs) == 0 {
 				// Nothing was added: a refusal (metadata of another
 				// kind than the stored rows') is the message's outcome.
@@ -505,21 +506,21 @@ func (r *replica) applyMsg(ctx context.Context, m *writeMsg, a *msgAttrs, sid ui
 			for i, k := range m.keys {
 				id, ok := r.ix.Lookup(k)
 				if !ok {
-					return refused(r.refuse(codeNotFound, "%v: key %q", engine.ErrNotFound, k))
+					return refused(r.refuse(codeNotFound, "%v: key %q", umbra.ErrNotFound, k))
 				}
 				ids[i] = id
 			}
 		}
 		for _, id := range ids {
 			if !r.ix.Has(id) {
-				return refused(r.refuse(codeNotFound, "%v: ID %d", engine.ErrNotFound, id))
+				return refused(r.refuse(codeNotFound, "%v: ID %d", umbra.ErrNotFound, id))
 			}
 		}
 		// The delete, then the sentinel: replayed after a crash between
 		// them, the rows are gone and the delete is refused as not found,
 		// which changes nothing: the same end state.
 		if len(ids) > 0 {
-			if err := r.ix.Delete(ctx, engine.WithIDs(ids...)); err != nil {
+			if err := r.ix.Delete(ctx, umbra.WithIDs(ids...)); err != nil {
 				return engineErr(err)
 			}
 		}
@@ -662,22 +663,22 @@ func (r *replica) search(ctx context.Context, q *request, applied uint64, t *tic
 		return &reply{applied: applied, hits: [][]hit{held}}, ix
 	}
 	if q.dim != ix.Dim() {
-		return &reply{status: statusError, applied: applied, msg: fmt.Sprintf("%v: queries of dimension %d for a collection of dimension %d", engine.ErrDimMismatch, q.dim, ix.Dim())}, ix
+		return &reply{status: statusError, applied: applied, msg: fmt.Sprintf("%v: queries of dimension %d for a collection of dimension %d", umbra.ErrDimMismatch, q.dim, ix.Dim())}, ix
 	}
-	var opts []engine.SearchOption
+	var opts []umbra.SearchOption
 	if q.allow != nil {
-		opts = append(opts, engine.Allow(q.allow...))
+		opts = append(opts, umbra.Allow(q.allow...))
 	}
 	if q.where != nil {
 		f, err := localFilter(q.where, ix.Schema())
 		if err != nil {
 			return &reply{status: statusError, applied: applied, msg: err.Error()}, ix
 		}
-		opts = append(opts, engine.Where(f))
+		opts = append(opts, umbra.Where(f))
 	}
 	nq := len(q.queries) / q.dim
 	p := &reply{applied: applied, hits: make([][]hit, nq)}
-	keep := func(hs []engine.Hit, limit int) []hit {
+	keep := func(hs []umbra.Hit, limit int) []hit {
 		out := make([]hit, 0, len(hs))
 		for _, h := range hs {
 			if h.ID >= ReservedIDs {
@@ -712,9 +713,9 @@ func (r *replica) search(ctx context.Context, q *request, applied uint64, t *tic
 	for i := range nq {
 		o := opts
 		if q.maxHits > 0 {
-			o = append(slices.Clone(opts), engine.MaxHits(q.maxHits+sentinelMargin))
+			o = append(slices.Clone(opts), umbra.MaxHits(q.maxHits+sentinelMargin))
 		} else if limit > 0 {
-			o = append(slices.Clone(opts), engine.MaxHits(limit-total+sentinelMargin+1))
+			o = append(slices.Clone(opts), umbra.MaxHits(limit-total+sentinelMargin+1))
 		}
 		hs, err := ix.SearchRange(ctx, q.queries[i*q.dim:(i+1)*q.dim], q.threshold, o...)
 		if err != nil {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/meta"
 )
 
@@ -98,7 +98,7 @@ func (col *Collection) ensureSchema(ctx context.Context, rows []meta.Fields) err
 				fields, fresh = col.cachedFields(), true
 				continue
 			}
-			return fmt.Errorf("%w: %w", engine.ErrInvalidMeta, err)
+			return fmt.Errorf("%w: %w", umbra.ErrInvalidMeta, err)
 		}
 		added := map[string]meta.Kind{}
 		for _, f := range rows {
@@ -129,7 +129,7 @@ func (col *Collection) ensureSchema(ctx context.Context, rows []meta.Fields) err
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		err = col.c.recordFields(actx, col.meta.Name, rev, added, &next)
 		cancel()
-		if errors.Is(err, engine.ErrInvalidMeta) {
+		if errors.Is(err, umbra.ErrInvalidMeta) {
 			return err
 		}
 		if err != nil && ctx.Err() != nil {
@@ -158,7 +158,7 @@ func (col *Collection) checkFilter(ctx context.Context, f meta.Filter) error {
 		return err
 	}
 	if err := schemaIndex(col.cachedFields()).Validate(f); err != nil {
-		return fmt.Errorf("%w: %w", engine.ErrInvalidFilter, err)
+		return fmt.Errorf("%w: %w", umbra.ErrInvalidFilter, err)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
 )
@@ -169,7 +170,7 @@ func (s *securitySetup) start(b *testing.B, data [][]float32) {
 		b.Fatal(err)
 	}
 	for i := 0; i < len(data); i += 1000 {
-		if _, err := s.col.Add(ctx, engine.Vectors(data[i:min(i+1000, len(data))]), NoWait()); err != nil {
+		if _, err := s.col.Add(ctx, umbra.Vectors(data[i:min(i+1000, len(data))]), umbra.NoWait()); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -186,7 +187,7 @@ func (s *securitySetup) writeSlice(b *testing.B, rows [][]float32, d time.Durati
 	start := time.Now()
 	calls := 0
 	for time.Since(start) < d {
-		if _, err := s.col.Add(ctx, engine.Vectors(rows), NoWait()); err != nil {
+		if _, err := s.col.Add(ctx, umbra.Vectors(rows), umbra.NoWait()); err != nil {
 			b.Fatal(err)
 		}
 		calls++

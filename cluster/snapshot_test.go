@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
 )
@@ -27,7 +28,7 @@ func TestClusterReplicaRecoversFromSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := newMirror(t, dim, engine.Cosine)
+	ref := newMirror(t, dim, umbra.Cosine)
 	r := testkit.Rand(t)
 	write := func() {
 		vs := make([][]float32, 30)
@@ -35,11 +36,11 @@ func TestClusterReplicaRecoversFromSnapshot(t *testing.T) {
 			vs[j] = testkit.Grid(r, dim)
 			vs[j][0] += 1.0 / 64
 		}
-		ids, err := col.Add(ctx, engine.Vectors(vs))
+		ids, err := col.Add(ctx, umbra.Vectors(vs))
 		if err != nil {
 			t.Fatal(err)
 		}
-		ref.ix.Add(ctx, engine.Vectors(vs), engine.WithIDs(ids...))
+		ref.ix.Add(ctx, umbra.Vectors(vs), umbra.WithIDs(ids...))
 	}
 	// Two snapshots of each shard: the first trims nothing, the second
 	// trims the stream below the first.
@@ -134,7 +135,7 @@ func TestClusterOneSnapshotARound(t *testing.T) {
 		// Rows with IDs 2i and 2i+1 … land on both shards: one message
 		// each per call.
 		vs := testkit.Vectors(r, 16, dim)
-		if _, err := col.Add(ctx, engine.Vectors(vs)); err != nil {
+		if _, err := col.Add(ctx, umbra.Vectors(vs)); err != nil {
 			t.Fatal(err)
 		}
 	}

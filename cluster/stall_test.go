@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
 )
@@ -173,9 +174,9 @@ func TestClusterNodeResumesAfterLostDeliveries(t *testing.T) {
 			}
 			defer node.Close()
 			r := testkit.Rand(t)
-			ref := newMirror(t, dim, engine.Cosine)
+			ref := newMirror(t, dim, umbra.Cosine)
 			next := uint64(1)
-			write := func(opts ...WriteOption) {
+			write := func(opts ...umbra.WriteOption) {
 				t.Helper()
 				vs := make([][]float32, 6)
 				ids := make([]uint64, len(vs))
@@ -185,10 +186,10 @@ func TestClusterNodeResumesAfterLostDeliveries(t *testing.T) {
 					ids[i] = next
 					next++
 				}
-				if _, err := col.Add(ctx, engine.Vectors(vs), append(opts, WithIDs(ids...))...); err != nil {
+				if _, err := col.Add(ctx, umbra.Vectors(vs), append(opts, umbra.WithIDs(ids...))...); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := ref.ix.Add(ctx, engine.Vectors(vs), engine.WithIDs(ids...)); err != nil {
+				if _, err := ref.ix.Add(ctx, umbra.Vectors(vs), umbra.WithIDs(ids...)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -197,8 +198,8 @@ func TestClusterNodeResumesAfterLostDeliveries(t *testing.T) {
 			before := node.appliedAll("l", 2)
 			px.cut.Store(true)
 			// Delivered to the node by the server, lost on the way.
-			write(NoWait())
-			write(NoWait())
+			write(umbra.NoWait())
+			write(umbra.NoWait())
 			tok := col.Token()
 			if tc.reconnect {
 				// Lost, then the connection drops at once (well
@@ -217,7 +218,7 @@ func TestClusterNodeResumesAfterLostDeliveries(t *testing.T) {
 			}
 			q := testkit.Grid(r, dim)
 			k := int(next) + 5
-			got, err := col.Search(ctx, q, k, AfterToken(tok))
+			got, err := col.Search(ctx, q, k, umbra.AfterToken(tok))
 			if err != nil {
 				t.Fatalf("after the lost deliveries (applied %v, token %v): %v", node.appliedAll("l", 2), tok, err)
 			}

@@ -5,31 +5,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/meta"
 )
-
-// Metric is the similarity an index ranks by: Cosine, Dot or L2.
-type Metric = core.Metric
-
-const (
-	// Cosine ranks by cosine similarity (higher is better). Vectors and
-	// queries are normalised on the host, so a zero vector is rejected.
-	Cosine = core.Cosine
-	// Dot ranks by the inner product (higher is better).
-	Dot = core.Dot
-	// L2 ranks by squared Euclidean distance (lower is better); Hit.Score
-	// is the squared distance.
-	L2 = core.L2
-)
-
-// ParseMetric accepts "cosine", "dot" or "l2" (any case).
-func ParseMetric(s string) (Metric, error) {
-	if m, ok := core.ParseMetric(s); ok {
-		return m, nil
-	}
-	return 0, fmt.Errorf("%w: unknown metric %q (want cosine, dot or l2)", ErrInvalidConfig, s)
-}
 
 // Device chooses where an index computes.
 type Device int
@@ -68,7 +46,7 @@ func ParseDevice(s string) (Device, error) {
 	case "cpu":
 		return CPU, nil
 	}
-	return 0, fmt.Errorf("%w: unknown device %q (want auto, gpu or cpu)", ErrInvalidConfig, s)
+	return 0, fmt.Errorf("%w: unknown device %q (want auto, gpu or cpu)", umbra.ErrInvalidConfig, s)
 }
 
 // Power is the adapter power preference.
@@ -97,10 +75,10 @@ func (s AdapterSelect) validate() error {
 	switch strings.ToLower(s.Backend) {
 	case "", "vulkan", "metal", "dx12", "gl":
 	default:
-		return fmt.Errorf("%w: unknown backend %q (want vulkan, metal, dx12 or gl)", ErrInvalidConfig, s.Backend)
+		return fmt.Errorf("%w: unknown backend %q (want vulkan, metal, dx12 or gl)", umbra.ErrInvalidConfig, s.Backend)
 	}
 	if s.Power != HighPerformance && s.Power != LowPower {
-		return fmt.Errorf("%w: unknown power preference %d", ErrInvalidConfig, s.Power)
+		return fmt.Errorf("%w: unknown power preference %d", umbra.ErrInvalidConfig, s.Power)
 	}
 	return nil
 }
@@ -108,13 +86,13 @@ func (s AdapterSelect) validate() error {
 // Config describes an index. The zero value of every field but Dim is a
 // sensible default.
 type Config struct {
-	Dim    int    // vector dimension, at least 1
-	Metric Metric // Cosine by default
+	Dim    int          // vector dimension, at least 1
+	Metric umbra.Metric // Cosine by default
 	// Precision is how the copy of the vectors that searches scan is
 	// held: F32 (the default), F16 or Int8. Answers are the exact float32
 	// ones at every precision (see Precision). A store keeps its own: Open
 	// takes the store's, and refuses another non-zero one.
-	Precision Precision
+	Precision umbra.Precision
 	// Fields declares metadata fields and their kinds ahead of the first
 	// row that has them (optional: a field's kind is otherwise fixed by
 	// the first value stored for it). A store keeps every field it has
@@ -224,35 +202,29 @@ const defaultBatchQueries = 256
 
 const defaultProbeTimeout = 30 * time.Second
 
-// MaxDim is the largest vector dimension an index accepts: 16,777,216
-// components, 64 MiB a vector, far past any embedding model, and small
-// enough that every size computed from it (a row, a batch of queries, a
-// device binding) stays exact in 64-bit arithmetic.
-const MaxDim = 1 << 24
-
 func (c Config) validate() error {
-	if c.Dim <= 0 || c.Dim > MaxDim {
-		return fmt.Errorf("%w: Dim must be between 1 and %d, got %d", ErrInvalidConfig, MaxDim, c.Dim)
+	if c.Dim <= 0 || c.Dim > umbra.MaxDim {
+		return fmt.Errorf("%w: Dim must be between 1 and %d, got %d", umbra.ErrInvalidConfig, umbra.MaxDim, c.Dim)
 	}
 	switch c.Metric {
-	case Cosine, Dot, L2:
+	case umbra.Cosine, umbra.Dot, umbra.L2:
 	default:
-		return fmt.Errorf("%w: unknown metric %d", ErrInvalidConfig, c.Metric)
+		return fmt.Errorf("%w: unknown metric %d", umbra.ErrInvalidConfig, c.Metric)
 	}
 	switch c.Device {
 	case Auto, GPU, CPU:
 	default:
-		return fmt.Errorf("%w: unknown device %d", ErrInvalidConfig, c.Device)
+		return fmt.Errorf("%w: unknown device %d", umbra.ErrInvalidConfig, c.Device)
 	}
 	if c.Workers < 0 || c.ProbeTimeout < 0 || c.Limits.MaxRows < 0 || c.Limits.MaxHostBytes < 0 || c.Limits.MaxDeviceBytes < 0 ||
 		c.Limits.MaxPayloadBytes < 0 || c.Coalesce.MaxQueries < 0 || c.Coalesce.Wait < 0 {
-		return fmt.Errorf("%w: Workers, ProbeTimeout, Limits.MaxRows, Limits.MaxHostBytes, Limits.MaxDeviceBytes, Limits.MaxPayloadBytes, Coalesce.MaxQueries and Coalesce.Wait must not be negative", ErrInvalidConfig)
+		return fmt.Errorf("%w: Workers, ProbeTimeout, Limits.MaxRows, Limits.MaxHostBytes, Limits.MaxDeviceBytes, Limits.MaxPayloadBytes, Coalesce.MaxQueries and Coalesce.Wait must not be negative", umbra.ErrInvalidConfig)
 	}
 	if len(c.Fields) > 0 {
 		mi := meta.NewIndex(c.Limits.Meta.WithDefaults())
 		for name, kind := range c.Fields {
 			if err := mi.Declare(name, kind); err != nil {
-				return fmt.Errorf("%w: Fields: %v", ErrInvalidConfig, err)
+				return fmt.Errorf("%w: Fields: %v", umbra.ErrInvalidConfig, err)
 			}
 		}
 	}
@@ -281,11 +253,11 @@ func (c Config) validateShards() error {
 		with = "Limits.Overflow"
 	case c.Isolate:
 		with = "Isolate"
-	case c.Precision != F32:
+	case c.Precision != umbra.F32:
 		with = "precision " + c.Precision.String()
 	}
 	if with != "" {
-		return fmt.Errorf("%w: several Adapters (shards) cannot be combined with %s", ErrInvalidConfig, with)
+		return fmt.Errorf("%w: several Adapters (shards) cannot be combined with %s", umbra.ErrInvalidConfig, with)
 	}
 	return nil
 }

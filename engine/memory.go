@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"slices"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/internal/storefile"
 	"github.com/umbravec/umbra/meta"
 )
@@ -16,55 +17,6 @@ import (
 // JSON document the vector embeds) that a search returns on request
 // (WithPayload). Both are written with the row, in the same log record, and
 // kept in the store's base file beside it.
-
-// DefaultMaxPayloadBytes is the largest payload a row takes when
-// Limits.MaxPayloadBytes is 0.
-const DefaultMaxPayloadBytes = 1 << 20
-
-// WithMeta gives each row of an Add or Upsert its metadata, one Fields per
-// row in order (nil: a row without metadata). A field's kind is fixed by
-// the first value the index stores for it (or by Config.Fields); a value of
-// another kind, a field name or value over Limits.Meta, or a count other
-// than the rows' is refused with nothing stored. An Upsert that gives
-// WithMeta replaces the metadata of the rows it replaces; one that does not
-// leaves it as it was.
-func WithMeta(rows ...meta.Fields) WriteOption {
-	return func(o *writeOptions) {
-		o.conflict = o.conflict || o.attrs.metaSet
-		o.attrs.meta, o.attrs.metaSet = rows, true
-	}
-}
-
-// WithPayloads gives each row of an Add or Upsert an opaque payload, one
-// per row in order (nil or empty: none), stored verbatim and returned by
-// Payload and by searches given WithPayload. A payload over
-// Limits.MaxPayloadBytes is refused (ErrTooLarge) with nothing stored. An
-// Upsert that gives WithPayloads replaces the payloads of the rows it
-// replaces; one that does not leaves them as they were.
-func WithPayloads(payloads ...[]byte) WriteOption {
-	return func(o *writeOptions) {
-		o.conflict = o.conflict || o.attrs.paySet
-		o.attrs.payloads, o.attrs.paySet = payloads, true
-	}
-}
-
-// Where restricts a search to the rows whose metadata matches f (see
-// package meta for the filter language): the answer is the true top k of
-// that subset, and k is not capped by it. The filter is evaluated once per
-// call from the index's per-field indexes into the row bitmap the scan
-// takes, on the CPU and on a GPU alike; it combines with Allow or
-// AllowFunc (a row must pass both). A field the index does not know, or a
-// value of another kind than the field's, is an error naming it.
-func Where(f meta.Filter) SearchOption {
-	return func(o *searchOptions) { o.where, o.whereSet = f, true }
-}
-
-// WithPayload makes a search return each hit's payload (Hit.Payload). A search that asks for payloads is not coalesced with others
-// (Config.Coalesce), so that every payload is the one stored with the
-// scored row.
-func WithPayload() SearchOption {
-	return func(o *searchOptions) { o.payload = true }
-}
 
 // callAttrs are the metadata and payloads one write gives its rows, in the
 // call's row order.
@@ -123,9 +75,9 @@ func (a *callAttrs) fits(n int) error {
 	switch {
 	case n < 0:
 	case a.metaSet && len(a.meta) != n:
-		return fmt.Errorf("%w: %d metadata rows for %d vectors", ErrIDCount, len(a.meta), n)
+		return fmt.Errorf("%w: %d metadata rows for %d vectors", umbra.ErrIDCount, len(a.meta), n)
 	case a.paySet && len(a.payloads) != n:
-		return fmt.Errorf("%w: %d payloads for %d vectors", ErrIDCount, len(a.payloads), n)
+		return fmt.Errorf("%w: %d payloads for %d vectors", umbra.ErrIDCount, len(a.payloads), n)
 	}
 	return nil
 }
@@ -146,7 +98,7 @@ func (ix *Index) maxPayload() int {
 	if n := ix.cfg.Limits.MaxPayloadBytes; n > 0 {
 		return n
 	}
-	return DefaultMaxPayloadBytes
+	return umbra.DefaultMaxPayloadBytes
 }
 
 // bytes is the host memory the attributes take.
@@ -168,7 +120,7 @@ func (ix *Index) checkAttrs(a *callAttrs) error {
 		limit := ix.maxPayload()
 		for i, p := range a.payloads {
 			if len(p) > limit {
-				return fmt.Errorf("%w: the payload of vector %d is %d bytes, over the limit of %d (Limits.MaxPayloadBytes)", ErrTooLarge, i, len(p), limit)
+				return fmt.Errorf("%w: the payload of vector %d is %d bytes, over the limit of %d (Limits.MaxPayloadBytes)", umbra.ErrTooLarge, i, len(p), limit)
 			}
 			incoming += int64(len(p)) + 24
 		}
@@ -179,7 +131,7 @@ func (ix *Index) checkAttrs(a *callAttrs) error {
 			mi = ix.newMetaIndex()
 		}
 		if err := mi.Check(a.meta, nil); err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalidMeta, err)
+			return fmt.Errorf("%w: %w", umbra.ErrInvalidMeta, err)
 		}
 		a.encoded = encodeMeta(a.meta)
 		for _, b := range a.encoded {
@@ -190,7 +142,7 @@ func (ix *Index) checkAttrs(a *callAttrs) error {
 		held := ix.hostBytes(ix.slab.Rows)
 		if held+incoming > limit {
 			return fmt.Errorf("%w: the metadata and payloads of this write (%d bytes) would take host memory to %d bytes, over MaxHostBytes %d",
-				ErrTooLarge, incoming, held+incoming, limit)
+				umbra.ErrTooLarge, incoming, held+incoming, limit)
 		}
 	}
 	return nil
@@ -227,7 +179,7 @@ func (ix *Index) appendAttrs(old, n int, a *callAttrs) (undo func(), err error) 
 		}
 		if err := r.meta.Append(rows); err != nil {
 			_ = r.meta.Truncate(old)
-			return nil, fmt.Errorf("%w: %w", ErrInvalidMeta, err)
+			return nil, fmt.Errorf("%w: %w", umbra.ErrInvalidMeta, err)
 		}
 	}
 	if a.paySet || r.payloads != nil {
@@ -296,7 +248,7 @@ func (ix *Index) setAttrs(rows []int, a *callAttrs) (undo func(), err error) {
 					_ = r.meta.Set(rows[i], oldMeta[i])
 				}
 				_ = r.meta.LoadSchema(schema)
-				return nil, fmt.Errorf("%w: %w", ErrInvalidMeta, err)
+				return nil, fmt.Errorf("%w: %w", umbra.ErrInvalidMeta, err)
 			}
 		}
 	}
@@ -376,7 +328,7 @@ func (ix *Index) loadAttrs(schema []byte, metaRows, payloads [][]byte) error {
 		}
 		for _, name := range slices.Sorted(maps.Keys(ix.cfg.Fields)) {
 			if err := r.meta.Declare(name, ix.cfg.Fields[name]); err != nil {
-				return fmt.Errorf("%w: Fields: %v (the store's fields: %v)", ErrInvalidConfig, err, r.meta.Schema())
+				return fmt.Errorf("%w: Fields: %v (the store's fields: %v)", umbra.ErrInvalidConfig, err, r.meta.Schema())
 			}
 		}
 		rows := make([]meta.Fields, n)
@@ -422,7 +374,7 @@ func (ix *Index) mask(o *searchOptions) ([]uint64, int, error) {
 	}
 	sel := make([]uint64, (mi.Len()+63)/64)
 	if err := mi.Eval(o.where, sel); err != nil {
-		return nil, 0, fmt.Errorf("%w: %w", ErrInvalidFilter, err)
+		return nil, 0, fmt.Errorf("%w: %w", umbra.ErrInvalidFilter, err)
 	}
 	// o.filtered() made rid.mask build the bitmap of the live (and
 	// allowed) rows.
@@ -443,7 +395,7 @@ func (ix *Index) mask(o *searchOptions) ([]uint64, int, error) {
 
 // withPayloads sets each hit's payload. The
 // caller holds ix.mu (the one the search held).
-func (ix *Index) withPayloads(all [][]Hit) {
+func (ix *Index) withPayloads(all [][]umbra.Hit) {
 	pays := ix.attrs.payloads
 	if pays == nil {
 		return
@@ -551,11 +503,11 @@ func (ix *Index) loggedAttrs(r storefile.Record) (*callAttrs, error) {
 // The caller holds ix.mu.
 func (ix *Index) liveRow(id uint64) (int, error) {
 	if ix.closed {
-		return 0, ErrClosed
+		return 0, umbra.ErrClosed
 	}
 	row, ok := ix.rid.rowOf[id]
 	if !ok {
-		return 0, fmt.Errorf("%w: ID %d", ErrNotFound, id)
+		return 0, fmt.Errorf("%w: ID %d", umbra.ErrNotFound, id)
 	}
 	return row, nil
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/umbravec/umbra/diag"
+	"github.com/umbravec/umbra/internal/gpu"
 )
 
 // typeOrder ranks adapter types, best first, for each power preference.
@@ -17,7 +18,7 @@ var typeOrder = map[Power]map[string]int{
 
 // rankAdapters orders adapter descriptions best first for the power
 // preference: device type first, then native APIs before GL.
-func rankByPower(infos []AdapterInfo, p Power) []int {
+func rankByPower(infos []diag.AdapterInfo, p Power) []int {
 	order := typeOrder[p]
 	typeRank := func(t string) int {
 		if r, ok := order[t]; ok {
@@ -48,8 +49,8 @@ func rankByPower(infos []AdapterInfo, p Power) []int {
 // rankAdapters returns the indices of the adapters in infos that pass sel's
 // name and backend filters, best first for sel.Power: the order in which
 // Auto and Probe try them.
-func rankAdapters(infos []AdapterInfo, sel AdapterSelect) []int {
-	var keep []AdapterInfo
+func rankAdapters(infos []diag.AdapterInfo, sel AdapterSelect) []int {
+	var keep []diag.AdapterInfo
 	var at []int
 	for i, a := range infos {
 		if sel.matches(a) {
@@ -67,7 +68,7 @@ func rankAdapters(infos []AdapterInfo, sel AdapterSelect) []int {
 
 // matches reports whether adapter a passes the selection's name and backend
 // filters.
-func (s AdapterSelect) matches(a AdapterInfo) bool {
+func (s AdapterSelect) matches(a diag.AdapterInfo) bool {
 	if s.Backend != "" && !strings.EqualFold(s.Backend, a.API) {
 		return false
 	}
@@ -100,3 +101,8 @@ func (s AdapterSelect) describe() string {
 // stack at all, or in a build without the wgpu backend, it returns an empty
 // Adapters list and a reason with a hint.
 func Probe(ctx context.Context, sel AdapterSelect) diag.ProbeReport { return probe(ctx, sel) }
+
+// GPUSupport reports whether this binary contains the wgpu backend (built
+// with cgo and not with the nogpu tag). Without it every index runs on the
+// CPU and Device GPU fails with ErrNoGPUSupport.
+func GPUSupport() bool { return gpu.Built }

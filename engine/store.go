@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/internal/packed"
 	"github.com/umbravec/umbra/internal/storefile"
 )
@@ -106,11 +107,11 @@ func Open(ctx context.Context, path string, cfg Config, opts ...OpenOption) (ix 
 		}
 	}
 	if o.logSync < 0 {
-		return nil, fmt.Errorf("%w: LogSync of %v: a sync interval must not be negative", ErrInvalidOption, o.logSync)
+		return nil, fmt.Errorf("%w: LogSync of %v: a sync interval must not be negative", umbra.ErrInvalidOption, o.logSync)
 	}
 	if o.readOnly {
 		if o.logSyncSet {
-			return nil, fmt.Errorf("%w: LogSync with ReadOnly: a read-only store writes no log", ErrInvalidOption)
+			return nil, fmt.Errorf("%w: LogSync with ReadOnly: a read-only store writes no log", umbra.ErrInvalidOption)
 		}
 		return openReadOnly(ctx, path, cfg, o)
 	}
@@ -184,15 +185,15 @@ func loadStore(ctx context.Context, path string, cfg Config, o openOptions) (ix 
 	// Dim, Metric and Precision are the store's: a zero field takes the
 	// store's value, any other must equal it.
 	if cfg.Dim != 0 && cfg.Dim != head.Dim {
-		return nil, 0, fmt.Errorf("%w: the store %s holds dimension %d, Config.Dim is %d", ErrInvalidConfig, path, head.Dim, cfg.Dim)
+		return nil, 0, fmt.Errorf("%w: the store %s holds dimension %d, Config.Dim is %d", umbra.ErrInvalidConfig, path, head.Dim, cfg.Dim)
 	}
-	if m := Metric(head.Metric); cfg.Metric != 0 && cfg.Metric != m {
-		return nil, 0, fmt.Errorf("%w: the store %s ranks by %v, Config.Metric is %v", ErrInvalidConfig, path, m, cfg.Metric)
+	if m := umbra.Metric(head.Metric); cfg.Metric != 0 && cfg.Metric != m {
+		return nil, 0, fmt.Errorf("%w: the store %s ranks by %v, Config.Metric is %v", umbra.ErrInvalidConfig, path, m, cfg.Metric)
 	}
-	if p := Precision(head.Precision); cfg.Precision != 0 && cfg.Precision != p {
-		return nil, 0, fmt.Errorf("%w: the store %s holds precision %v, Config.Precision is %v", ErrInvalidConfig, path, p, cfg.Precision)
+	if p := umbra.Precision(head.Precision); cfg.Precision != 0 && cfg.Precision != p {
+		return nil, 0, fmt.Errorf("%w: the store %s holds precision %v, Config.Precision is %v", umbra.ErrInvalidConfig, path, p, cfg.Precision)
 	}
-	cfg.Dim, cfg.Metric, cfg.Precision = head.Dim, Metric(head.Metric), Precision(head.Precision)
+	cfg.Dim, cfg.Metric, cfg.Precision = head.Dim, umbra.Metric(head.Metric), umbra.Precision(head.Precision)
 	if err := cfg.validate(); err != nil {
 		return nil, 0, fmt.Errorf("%w (store %s)", err, path)
 	}
@@ -231,7 +232,7 @@ func (ix *Index) loadFrom(ctx context.Context, path string, gen *uint64) (err er
 	defer ix.recoverInto(&err, ix.watchFaults())
 	// The header was read apart from the rest: a store replaced meanwhile
 	// by one of another shape is refused rather than read wrongly.
-	if snap.Dim != ix.cfg.Dim || Metric(snap.Metric) != ix.cfg.Metric || Precision(snap.Precision) != ix.cfg.Precision {
+	if snap.Dim != ix.cfg.Dim || umbra.Metric(snap.Metric) != ix.cfg.Metric || umbra.Precision(snap.Precision) != ix.cfg.Precision {
 		return fmt.Errorf("%w: %s was replaced by a store of another dimension, metric or precision while it was opened", ErrBadStore, path)
 	}
 	if err := ix.load(ctx, snap); err != nil {
@@ -410,7 +411,7 @@ func (ix *Index) replay(ctx context.Context, r storefile.Record) error {
 			ix.nameIDs(r.Keys, r.IDs)
 		}
 	case storefile.OpDelete:
-		err = ix.Delete(ctx, WithIDs(r.IDs...))
+		err = ix.Delete(ctx, umbra.WithIDs(r.IDs...))
 	case storefile.OpSetKey:
 		ix.nameIDs(r.Keys, r.IDs)
 	default:
@@ -597,7 +598,7 @@ func (ix *Index) Save(ctx context.Context, path string) (err error) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	if ix.closed {
-		return ErrClosed
+		return umbra.ErrClosed
 	}
 	if _, err := storefile.WriteBase(storefile.OS, path, ix.snapshot()); err != nil {
 		return fmt.Errorf("save %s: %w", path, err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/storefile/faultfs"
 	"github.com/umbravec/umbra/internal/testkit"
@@ -34,7 +35,7 @@ func TestOpenRemovesCrashTemps(t *testing.T) {
 	for i := range data {
 		data[i] = r.Float32()*2 - 1
 	}
-	_, err = ix.Add(ctx, engine.Flat(data, dim))
+	_, err = ix.Add(ctx, umbra.Flat(data, dim))
 	require.NoError(t, err)
 
 	// The crash: when the checkpoint's new base is complete and about to

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/internal/testkit"
 	"github.com/umbravec/umbra/meta"
 )
@@ -52,7 +53,7 @@ func BenchmarkWhere(b *testing.B) {
 	}
 	ctx := context.Background()
 	for _, dev := range []Device{CPU, GPU} {
-		cfg := Config{Dim: dim, Metric: Dot, Device: dev}
+		cfg := Config{Dim: dim, Metric: umbra.Dot, Device: dev}
 		if dev == GPU {
 			cfg.Adapters = []AdapterSelect{{Backend: "vulkan"}}
 		}
@@ -61,7 +62,7 @@ func BenchmarkWhere(b *testing.B) {
 			b.Logf("%v: %v", dev, err)
 			continue
 		}
-		if _, err := ix.Add(ctx, Flat(data, dim), WithMeta(fields...)); err != nil {
+		if _, err := ix.Add(ctx, umbra.Flat(data, dim), umbra.WithMeta(fields...)); err != nil {
 			b.Fatal(err)
 		}
 		q := testkit.Vector(r, dim)
@@ -97,7 +98,7 @@ func BenchmarkWhere(b *testing.B) {
 			})
 			b.Run(name+"/"+f.name+"/search", func(b *testing.B) {
 				for b.Loop() {
-					if _, err := ix.Search(ctx, q, 10, Where(f.f)); err != nil {
+					if _, err := ix.Search(ctx, q, 10, umbra.Where(f.f)); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/cluster"
 	"github.com/umbravec/umbra/engine"
 )
@@ -170,19 +171,19 @@ func addAll(ctx context.Context, col *cluster.Collection, data []float32, dim, b
 		for i := range ids {
 			ids[i] = uint64(lo + i + 1)
 		}
-		if _, err := col.Add(ctx, engine.Flat(data[lo*dim:hi*dim], dim), cluster.WithIDs(ids...), cluster.NoWait()); err != nil {
+		if _, err := col.Add(ctx, umbra.Flat(data[lo*dim:hi*dim], dim), umbra.WithIDs(ids...), umbra.NoWait()); err != nil {
 			return 0, err
 		}
 	}
 	return time.Since(start), nil
 }
 
-type searchFunc func(ctx context.Context, q []float32) ([]engine.Hit, error)
+type searchFunc func(ctx context.Context, q []float32) ([]umbra.Hit, error)
 
 // measure runs the latency and throughput searches of one configuration
 // and checks every answer against want (the local index's).
-func measure(ctx context.Context, name string, qs [][]float32, want [][]engine.Hit, search searchFunc) error {
-	check := func(i int, got []engine.Hit) error {
+func measure(ctx context.Context, name string, qs [][]float32, want [][]umbra.Hit, search searchFunc) error {
+	check := func(i int, got []umbra.Hit) error {
 		w := want[i%len(want)]
 		if len(got) != len(w) {
 			return fmt.Errorf("%s: query %d: %d hits, want %d", name, i, len(got), len(w))
@@ -258,7 +259,7 @@ func searchRuns(ctx context.Context, tmp string) error {
 	for i := range qs {
 		qs[i] = randRows(r, 1, *dim)
 	}
-	local, err := engine.New(ctx, engine.Config{Dim: *dim, Metric: engine.Cosine, Device: engine.CPU})
+	local, err := engine.New(ctx, engine.Config{Dim: *dim, Metric: umbra.Cosine, Device: engine.CPU})
 	if err != nil {
 		return err
 	}
@@ -267,16 +268,16 @@ func searchRuns(ctx context.Context, tmp string) error {
 	for i := range ids {
 		ids[i] = uint64(i + 1)
 	}
-	if _, err := local.Add(ctx, engine.Flat(data, *dim), engine.WithIDs(ids...)); err != nil {
+	if _, err := local.Add(ctx, umbra.Flat(data, *dim), umbra.WithIDs(ids...)); err != nil {
 		return err
 	}
-	want := make([][]engine.Hit, len(qs))
+	want := make([][]umbra.Hit, len(qs))
 	for i, q := range qs {
 		if want[i], err = local.Search(ctx, q, *k); err != nil {
 			return err
 		}
 	}
-	if err := measure(ctx, "engine index, no cluster", qs, want, func(ctx context.Context, q []float32) ([]engine.Hit, error) {
+	if err := measure(ctx, "engine index, no cluster", qs, want, func(ctx context.Context, q []float32) ([]umbra.Hit, error) {
 		return local.Search(ctx, q, *k)
 	}); err != nil {
 		return err
@@ -306,7 +307,7 @@ func searchRuns(ctx context.Context, tmp string) error {
 			return err
 		}
 		logf("# 1 server, 1 node, %d shard(s): loaded in %.1f s (acknowledged), applied %.1f s later", shards, took.Seconds(), time.Since(t0).Seconds())
-		if err := measure(ctx, fmt.Sprintf("1 server, 1 node, %d shard(s)", shards), qs, want, func(ctx context.Context, q []float32) ([]engine.Hit, error) {
+		if err := measure(ctx, fmt.Sprintf("1 server, 1 node, %d shard(s)", shards), qs, want, func(ctx context.Context, q []float32) ([]umbra.Hit, error) {
 			return col.Search(ctx, q, *k)
 		}); err != nil {
 			return err
@@ -342,7 +343,7 @@ func searchRuns(ctx context.Context, tmp string) error {
 		return err
 	}
 	logf("# 3 servers (R3), 3 nodes, 3 shards: loaded in %.1f s (acknowledged), applied %.1f s later", took.Seconds(), time.Since(t0).Seconds())
-	if err := measure(ctx, "3 servers R3, 3 nodes, 3 shards", qs, want, func(ctx context.Context, q []float32) ([]engine.Hit, error) {
+	if err := measure(ctx, "3 servers R3, 3 nodes, 3 shards", qs, want, func(ctx context.Context, q []float32) ([]umbra.Hit, error) {
 		return col.Search(ctx, q, *k)
 	}); err != nil {
 		return err
@@ -394,7 +395,7 @@ func writeRuns(ctx context.Context, tmp string) error {
 				col := handles[w]
 				wg.Go(func() {
 					for time.Now().Before(stop) {
-						if _, err := col.Add(ctx, engine.Flat(data, *dim), cluster.NoWait()); err != nil {
+						if _, err := col.Add(ctx, umbra.Flat(data, *dim), umbra.NoWait()); err != nil {
 							once.Do(func() { firstErr = err })
 							return
 						}
@@ -466,7 +467,7 @@ func catchup(ctx context.Context, tmp string) error {
 	for i := range ids {
 		ids[i] = uint64(n + i + 1)
 	}
-	if _, err := col.Add(ctx, engine.Flat(tail, *dim), cluster.WithIDs(ids...)); err != nil {
+	if _, err := col.Add(ctx, umbra.Flat(tail, *dim), umbra.WithIDs(ids...)); err != nil {
 		return err
 	}
 	last := col.Token()[0]

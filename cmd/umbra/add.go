@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 )
 
@@ -150,9 +151,9 @@ func (c *addCmd) stream(ctx context.Context, e *env) (err error) {
 	assigned := ids
 	switch {
 	case ids != nil:
-		_, err = ix.Add(addCtx, src, append(extra, engine.WithIDs(ids...))...)
+		_, err = ix.Add(addCtx, src, append(extra, umbra.WithIDs(ids...))...)
 	case keys != nil:
-		assigned, err = ix.Add(addCtx, src, append(extra, engine.WithKeys(keys...))...)
+		assigned, err = ix.Add(addCtx, src, append(extra, umbra.WithKeys(keys...))...)
 	default:
 		assigned, err = ix.Add(addCtx, src, extra...)
 	}
@@ -185,7 +186,7 @@ func (c *addCmd) stream(ctx context.Context, e *env) (err error) {
 
 // upsert is stream's --upsert: the rows of --data replace the vectors
 // stored under their IDs or keys, or are added under them.
-func (c *addCmd) upsert(ctx context.Context, e *env, ix *engine.Index, src *fileRows, ids []uint64, keys []string, extra []engine.WriteOption) error {
+func (c *addCmd) upsert(ctx context.Context, e *env, ix *engine.Index, src *fileRows, ids []uint64, keys []string, extra []umbra.WriteOption) error {
 	replaced := 0
 	for _, id := range ids {
 		if ix.Has(id) {
@@ -197,9 +198,9 @@ func (c *addCmd) upsert(ctx context.Context, e *env, ix *engine.Index, src *file
 			replaced++
 		}
 	}
-	name := engine.WithIDs(ids...)
+	name := umbra.WithIDs(ids...)
 	if keys != nil {
-		name = engine.WithKeys(keys...)
+		name = umbra.WithKeys(keys...)
 	}
 	addCtx, done := e.progress.engineStep(ctx, "upserting "+src.label())
 	got, err := ix.Upsert(addCtx, src, append(extra, name)...)
@@ -256,17 +257,17 @@ func keysStoredAlready(ix *engine.Index, store, file string, keys []string) erro
 // (or --keys), its checks of values (NaN, zero rows under cosine) name
 // --data.
 func addError(c *addCmd, err error) error {
-	if c.Keys != "" && (errors.Is(err, engine.ErrDuplicateID) || errors.Is(err, engine.ErrKeyExists) || errors.Is(err, engine.ErrInvalidKey)) {
+	if c.Keys != "" && (errors.Is(err, umbra.ErrDuplicateID) || errors.Is(err, umbra.ErrKeyExists) || errors.Is(err, umbra.ErrInvalidKey)) {
 		return fmt.Errorf("--keys %s: %s", c.Keys, cause(err))
 	}
 	switch {
-	case errors.Is(err, engine.ErrIDCount):
+	case errors.Is(err, umbra.ErrIDCount):
 		return fmt.Errorf("--ids %s: %s", c.IDs, cause(err))
-	case errors.Is(err, engine.ErrDuplicateID), errors.Is(err, engine.ErrIDExists),
+	case errors.Is(err, umbra.ErrDuplicateID), errors.Is(err, umbra.ErrIDExists),
 		errors.Is(err, engine.ErrLocked), errors.Is(err, engine.ErrBadStore):
 		return writeError(c.Store, "--ids "+c.IDs, err)
-	case errors.Is(err, engine.ErrNonFinite), errors.Is(err, engine.ErrZeroVector),
-		errors.Is(err, engine.ErrDimMismatch), errors.Is(err, engine.ErrTooLarge):
+	case errors.Is(err, umbra.ErrNonFinite), errors.Is(err, umbra.ErrZeroVector),
+		errors.Is(err, umbra.ErrDimMismatch), errors.Is(err, umbra.ErrTooLarge):
 		return fmt.Errorf("--data %s: %s", c.Data, cause(err))
 	}
 	return fmt.Errorf("store %s: %s", c.Store, cause(err))
@@ -398,7 +399,7 @@ func (c *deleteCmd) Run(ctx context.Context, e *env) (err error) {
 	if len(missing) > 0 {
 		return fmt.Errorf("%s: %s not stored in %s; nothing was deleted", flag, someIDs(missing), c.Store)
 	}
-	if err := ix.Delete(ctx, engine.WithIDs(ids...)); err != nil {
+	if err := ix.Delete(ctx, umbra.WithIDs(ids...)); err != nil {
 		return deleteError(c.Store, flag, err)
 	}
 	fmt.Fprintf(e.stdout, "deleted %d vectors from %s; it holds %d\n", len(ids), c.Store, ix.Len())
@@ -437,7 +438,7 @@ func (c *deleteCmd) byKey(ctx context.Context, e *env) (err error) {
 	if missing := unstoredKeys(ix, keys); len(missing) > 0 {
 		return fmt.Errorf("%s: %s not stored in %s; nothing was deleted", flag, someKeys(missing), c.Store)
 	}
-	if err := ix.Delete(ctx, engine.WithKeys(keys...)); err != nil {
+	if err := ix.Delete(ctx, umbra.WithKeys(keys...)); err != nil {
 		return deleteError(c.Store, flag, err)
 	}
 	fmt.Fprintf(e.stdout, "deleted %d keyed vectors from %s; it holds %d\n", len(keys), c.Store, ix.Len())
@@ -446,7 +447,7 @@ func (c *deleteCmd) byKey(ctx context.Context, e *env) (err error) {
 
 // deleteError words the engine's refusal of a delete named by flag.
 func deleteError(path, flag string, err error) error {
-	if errors.Is(err, engine.ErrDuplicateID) || errors.Is(err, engine.ErrNotFound) {
+	if errors.Is(err, umbra.ErrDuplicateID) || errors.Is(err, umbra.ErrNotFound) {
 		return fmt.Errorf("%s: %s; nothing was deleted", flag, cause(err))
 	}
 	return writeError(path, flag, err)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 )
 
@@ -85,11 +86,11 @@ func (b *buildCmd) Run(ctx context.Context, e *env) (err error) {
 	if b.Cluster != "" {
 		return b.runCluster(ctx, e)
 	}
-	metric, err := engine.ParseMetric(string(b.Metric))
+	metric, err := umbra.ParseMetric(string(b.Metric))
 	if err != nil {
 		return usagef("%s", cause(err))
 	}
-	prec, err := engine.ParsePrecision(string(b.Prec))
+	prec, err := umbra.ParsePrecision(string(b.Prec))
 	if err != nil {
 		return usagef("%s", cause(err))
 	}
@@ -117,7 +118,7 @@ func (b *buildCmd) Run(ctx context.Context, e *env) (err error) {
 // stream builds the index from --data read a piece at a time straight into
 // it, under --ids when given (read whole first: 8 bytes a row): the file
 // is never held whole besides the index's rows.
-func (b *buildCmd) stream(ctx context.Context, e *env, metric engine.Metric, prec engine.Precision) (_ *engine.Index, rows, dim int, err error) {
+func (b *buildCmd) stream(ctx context.Context, e *env, metric umbra.Metric, prec umbra.Precision) (_ *engine.Index, rows, dim int, err error) {
 	src, err := openRows(ctx, "--data", b.Data)
 	if err != nil {
 		return nil, 0, 0, err
@@ -163,15 +164,15 @@ func (b *buildCmd) stream(ctx context.Context, e *env, metric engine.Metric, pre
 	var ids []uint64
 	switch {
 	case given != nil && keys != nil:
-		if _, err = ix.Add(addCtx, src, append(extra, engine.WithIDs(given...), engine.WithKeys(keys...))...); err == nil {
+		if _, err = ix.Add(addCtx, src, append(extra, umbra.WithIDs(given...), umbra.WithKeys(keys...))...); err == nil {
 			ids = given
 		}
 	case given != nil:
-		if _, err = ix.Add(addCtx, src, append(extra, engine.WithIDs(given...))...); err == nil {
+		if _, err = ix.Add(addCtx, src, append(extra, umbra.WithIDs(given...))...); err == nil {
 			ids = given
 		}
 	case keys != nil:
-		ids, err = ix.Add(addCtx, src, append(extra, engine.WithKeys(keys...))...)
+		ids, err = ix.Add(addCtx, src, append(extra, umbra.WithKeys(keys...))...)
 	default:
 		ids, err = ix.Add(addCtx, src, extra...)
 	}
@@ -183,10 +184,10 @@ func (b *buildCmd) stream(ctx context.Context, e *env, metric engine.Metric, pre
 			err = serr
 		} else if aerr := b.Attr.attrError(err); aerr != nil {
 			err = aerr
-		} else if b.IDs == "" && (errors.Is(err, engine.ErrDuplicateID) || errors.Is(err, engine.ErrIDCount)) ||
-			errors.Is(err, engine.ErrInvalidKey) {
+		} else if b.IDs == "" && (errors.Is(err, umbra.ErrDuplicateID) || errors.Is(err, umbra.ErrIDCount)) ||
+			errors.Is(err, umbra.ErrInvalidKey) {
 			err = fmt.Errorf("--keys %s: %s", b.Keys, cause(err))
-		} else if errors.Is(err, engine.ErrDuplicateID) || errors.Is(err, engine.ErrIDCount) {
+		} else if errors.Is(err, umbra.ErrDuplicateID) || errors.Is(err, umbra.ErrIDCount) {
 			err = fmt.Errorf("--ids %s: %s", b.IDs, cause(err))
 		} else {
 			err = fmt.Errorf("--data %s: %s", b.Data, cause(err))

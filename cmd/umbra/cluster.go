@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/cluster"
 	"github.com/umbravec/umbra/engine"
 )
@@ -238,7 +239,7 @@ func (s *serveCmd) validateAuth() error {
 }
 
 func (b *buildCmd) runCluster(ctx context.Context, e *env) error {
-	metric, err := engine.ParseMetric(string(b.Metric))
+	metric, err := umbra.ParseMetric(string(b.Metric))
 	if err != nil {
 		return usagef("%s", err)
 	}
@@ -276,17 +277,17 @@ func (c *addCmd) runCluster(ctx context.Context, e *env) error {
 
 // clusterAttrs reads --meta and --payload into a cluster write's options
 // (the collection checks their counts against the rows it reads).
-func clusterAttrs(ctx context.Context, a attrFlags, rows int, what string) ([]cluster.WriteOption, error) {
+func clusterAttrs(ctx context.Context, a attrFlags, rows int, what string) ([]umbra.WriteOption, error) {
 	fields, payloads, err := a.read(ctx, rows, what)
 	if err != nil {
 		return nil, err
 	}
-	var opts []cluster.WriteOption
+	var opts []umbra.WriteOption
 	if a.Meta != "" {
-		opts = append(opts, cluster.WithMeta(fields...))
+		opts = append(opts, umbra.WithMeta(fields...))
 	}
 	if a.Payload != "" {
-		opts = append(opts, cluster.WithPayloads(payloads...))
+		opts = append(opts, umbra.WithPayloads(payloads...))
 	}
 	return opts, nil
 }
@@ -296,20 +297,20 @@ func clusterWrite(ctx context.Context, e *env, col *cluster.Collection, src *fil
 	if err != nil {
 		return err
 	}
-	opts = append(opts, cluster.IdempotencyKey(key))
+	opts = append(opts, umbra.IdempotencyKey(key))
 	if idsPath != "" {
 		ids, err := readIDs(ctx, e, "--ids", idsPath)
 		if err != nil {
 			return err
 		}
-		opts = append(opts, cluster.WithIDs(ids...))
+		opts = append(opts, umbra.WithIDs(ids...))
 	}
 	if keysPath != "" {
 		keys, _, err := readKeys(ctx, "--keys", keysPath, everyRowKeyed)
 		if err != nil {
 			return err
 		}
-		opts = append(opts, cluster.WithKeys(keys...))
+		opts = append(opts, umbra.WithKeys(keys...))
 	}
 	var ids []uint64
 	if upsert {
@@ -331,32 +332,32 @@ func clusterWrite(ctx context.Context, e *env, col *cluster.Collection, src *fil
 }
 
 func (c *deleteCmd) runCluster(ctx context.Context, e *env) error {
-	var opt cluster.WriteOption
+	var opt umbra.WriteOption
 	switch {
 	case c.IDs != "":
 		ids, err := parseIDList(c.IDs)
 		if err != nil {
 			return usagef("%s", err)
 		}
-		opt = cluster.WithIDs(ids...)
+		opt = umbra.WithIDs(ids...)
 	case c.IDsFile != "":
 		ids, err := readIDs(ctx, e, "--ids-file", c.IDsFile)
 		if err != nil {
 			return err
 		}
-		opt = cluster.WithIDs(ids...)
+		opt = umbra.WithIDs(ids...)
 	case c.Keys != "":
 		keys, err := parseKeyList("--keys", c.Keys)
 		if err != nil {
 			return usagef("%s", err)
 		}
-		opt = cluster.WithKeys(keys...)
+		opt = umbra.WithKeys(keys...)
 	default:
 		keys, _, err := readKeys(ctx, "--keys-file", c.KeysFile, keySet)
 		if err != nil {
 			return err
 		}
-		opt = cluster.WithKeys(keys...)
+		opt = umbra.WithKeys(keys...)
 	}
 	cl, col, err := c.open(ctx)
 	if err != nil {
@@ -364,7 +365,7 @@ func (c *deleteCmd) runCluster(ctx context.Context, e *env) error {
 	}
 	defer cl.Close()
 	key := c.key(e)
-	if err := col.Delete(ctx, opt, cluster.IdempotencyKey(key)); err != nil {
+	if err := col.Delete(ctx, opt, umbra.IdempotencyKey(key)); err != nil {
 		return retryWith(err, key)
 	}
 	fmt.Fprintf(e.stdout, "deleted from collection %s (token %v, idempotency key %s)\n", col.Name(), col.Token(), key)
@@ -465,27 +466,27 @@ func (o *searchCmd) runCluster(ctx context.Context, e *env) error {
 	for i := range qs {
 		qs[i] = queries.Row(i)
 	}
-	var opts []cluster.SearchOption
+	var opts []umbra.SearchOption
 	if o.AllowKeys != "" {
 		if allow, err = o.allowedClusterKeys(ctx, e, col); err != nil {
 			return err
 		}
 	}
 	if o.Allow != "" || o.AllowKeys != "" {
-		opts = append(opts, cluster.Allow(allow...))
+		opts = append(opts, umbra.Allow(allow...))
 	}
 	if o.filter != nil {
-		opts = append(opts, cluster.Where(*o.filter))
+		opts = append(opts, umbra.Where(*o.filter))
 	}
 	if o.WithPayload {
-		opts = append(opts, cluster.WithPayload())
+		opts = append(opts, umbra.WithPayload())
 	}
 	start := time.Now()
 	threshold, ranged := o.threshold()
-	var all [][]engine.Hit
+	var all [][]umbra.Hit
 	if ranged {
 		if o.K > 0 {
-			opts = append(opts, cluster.MaxHits(int(o.K)))
+			opts = append(opts, umbra.MaxHits(int(o.K)))
 		}
 		for i, q := range qs {
 			hits, err := col.SearchRange(ctx, q, float32(threshold), opts...)

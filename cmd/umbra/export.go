@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
 	"github.com/umbravec/umbra/internal/keyrule"
@@ -197,7 +198,7 @@ func (c *exportCmd) Run(ctx context.Context, e *env) (err error) {
 		}
 	}
 	fmt.Fprintf(e.stdout, "wrote %s: %d vectors of dimension %d, float32", c.Out, m.Rows, m.Dim)
-	if ix.Metric() == engine.Cosine {
+	if ix.Metric() == umbra.Cosine {
 		fmt.Fprint(e.stdout, " (unit length: the store keeps cosine vectors normalised)")
 	}
 	fmt.Fprintln(e.stdout)

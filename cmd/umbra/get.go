@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 )
 
@@ -153,7 +154,7 @@ func (c *getCmd) Run(ctx context.Context, e *env) (err error) {
 
 func writeGetText(w io.Writer, r getJSON) error {
 	unit := ""
-	if r.Metric == engine.Cosine.String() {
+	if r.Metric == umbra.Cosine.String() {
 		unit = ", each kept at unit length"
 	}
 	fmt.Fprintf(w, "# store %s: dimension %d, %s%s\n", r.Store, r.Dim, r.Metric, unit)

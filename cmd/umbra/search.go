@@ -14,6 +14,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/cmd/internal/cmdline"
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
@@ -140,7 +141,7 @@ func (s *searchCmd) Validate(kctx *kong.Context) error {
 	}
 	s.metricGiven = cmdline.Given(kctx, "metric")
 	if s.Store == "" {
-		metric, err := engine.ParseMetric(string(s.Metric))
+		metric, err := umbra.ParseMetric(string(s.Metric))
 		if err != nil {
 			return usagef("%s", cause(err))
 		}
@@ -230,7 +231,7 @@ func (o *searchCmd) Run(ctx context.Context, e *env) (err error) {
 		return o.runCluster(ctx, e)
 	}
 	// The choices the grammar allows are the engine's names: these cannot fail.
-	metric, err := engine.ParseMetric(string(o.Metric))
+	metric, err := umbra.ParseMetric(string(o.Metric))
 	if err != nil {
 		return usagef("%s", cause(err))
 	}
@@ -297,27 +298,27 @@ func (o *searchCmd) Run(ctx context.Context, e *env) (err error) {
 	for i := range qs {
 		qs[i] = queries.Row(i)
 	}
-	var opts []engine.SearchOption
+	var opts []umbra.SearchOption
 	if o.Allow != "" || o.AllowKeys != "" {
 		// An allow file with no IDs (or keys) admits nothing: the filter
 		// narrows to no hits, it never falls away.
-		opts = append(opts, engine.Allow(allow...))
+		opts = append(opts, umbra.Allow(allow...))
 	}
 	if o.filter != nil {
-		opts = append(opts, engine.Where(*o.filter))
+		opts = append(opts, umbra.Where(*o.filter))
 	}
 	if o.WithPayload {
-		opts = append(opts, engine.WithPayload())
+		opts = append(opts, umbra.WithPayload())
 	}
 	threshold, ranged := o.threshold()
 	searchCtx, done := e.progress.engineStep(ctx, fmt.Sprintf("searching %d queries in %d rows", len(qs), rows))
 	var tr diag.Trace
-	var all [][]engine.Hit
+	var all [][]umbra.Hit
 	if ranged {
 		if o.K > 0 {
-			opts = append(opts, engine.MaxHits(int(o.K)))
+			opts = append(opts, umbra.MaxHits(int(o.K)))
 		}
-		all = make([][]engine.Hit, len(qs))
+		all = make([][]umbra.Hit, len(qs))
 		for i, q := range qs {
 			if all[i], err = ix.SearchRange(diag.WithTrace(searchCtx, &tr), q, float32(threshold), opts...); err != nil {
 				err = fmt.Errorf("query %d: %w", i, err)
@@ -329,10 +330,10 @@ func (o *searchCmd) Run(ctx context.Context, e *env) (err error) {
 	}
 	done()
 	if err != nil {
-		if errors.Is(err, engine.ErrNonFinite) || errors.Is(err, engine.ErrZeroVector) || errors.Is(err, engine.ErrDimMismatch) {
+		if errors.Is(err, umbra.ErrNonFinite) || errors.Is(err, umbra.ErrZeroVector) || errors.Is(err, umbra.ErrDimMismatch) {
 			return fmt.Errorf("--queries %s: %s", o.Queries, cause(err))
 		}
-		if errors.Is(err, engine.ErrInvalidFilter) {
+		if errors.Is(err, umbra.ErrInvalidFilter) {
 			return fmt.Errorf("--where: %s", cause(err))
 		}
 		return fmt.Errorf("search: %s", cause(err))
@@ -429,7 +430,7 @@ func (o *searchCmd) threshold() (float64, bool) {
 
 // checkThreshold refuses the threshold flag that does not fit metric: a
 // similarity has a floor, a distance a ceiling.
-func (o *searchCmd) checkThreshold(metric engine.Metric, from string) error {
+func (o *searchCmd) checkThreshold(metric umbra.Metric, from string) error {
 	switch {
 	case o.MinScore != nil && !metric.HigherIsBetter():
 		return usagef("--min-score is for cosine and dot, and %s %s (a distance, lower is better): use --max-distance", from, metric)
@@ -462,7 +463,7 @@ func (o *searchCmd) openStore(ctx context.Context, e *env, device engine.Device)
 }
 
 // indexData builds an index of --data's rows, IDs their row numbers.
-func (o *searchCmd) indexData(ctx context.Context, e *env, data *host.Matrix, metric engine.Metric, device engine.Device) (*engine.Index, error) {
+func (o *searchCmd) indexData(ctx context.Context, e *env, data *host.Matrix, metric umbra.Metric, device engine.Device) (*engine.Index, error) {
 	cfg := engine.Config{Dim: data.Dim, Metric: metric, Device: device, Adapters: []engine.AdapterSelect{o.Selection.Select()}}
 	addCtx, done := e.progress.engineStep(ctx, fmt.Sprintf("indexing %d rows", data.Rows))
 	defer done()
@@ -470,7 +471,7 @@ func (o *searchCmd) indexData(ctx context.Context, e *env, data *host.Matrix, me
 	if err != nil {
 		return nil, deviceError(device, err)
 	}
-	if _, err = ix.Add(addCtx, engine.Flat(data.Data, ix.Dim())); err != nil {
+	if _, err = ix.Add(addCtx, umbra.Flat(data.Data, ix.Dim())); err != nil {
 		ix.Close()
 		return nil, fmt.Errorf("--data %s: %s", o.Data, cause(err))
 	}

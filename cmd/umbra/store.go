@@ -14,6 +14,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
 	"github.com/umbravec/umbra/internal/storefile"
@@ -232,11 +233,11 @@ func checkIDCount(idsFlag, idsPath string, n int, dataFlag, dataPath string, row
 // to the store at path.
 func writeError(path, idsFlag string, err error) error {
 	switch {
-	case errors.Is(err, engine.ErrDuplicateID):
+	case errors.Is(err, umbra.ErrDuplicateID):
 		return fmt.Errorf("%s: %s; nothing was written", idsFlag, cause(err))
-	case errors.Is(err, engine.ErrIDExists):
+	case errors.Is(err, umbra.ErrIDExists):
 		return fmt.Errorf("%s: an ID is already stored in %s; nothing was written (use --upsert to replace stored vectors)", idsFlag, path)
-	case errors.Is(err, engine.ErrNotFound):
+	case errors.Is(err, umbra.ErrNotFound):
 		return fmt.Errorf("%s: %s; nothing was deleted", idsFlag, cause(err))
 	case errors.Is(err, engine.ErrLocked), errors.Is(err, engine.ErrBadStore):
 		return storeError(path, err)

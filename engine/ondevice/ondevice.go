@@ -8,6 +8,7 @@ import (
 
 	"github.com/oliverbestmann/webgpu/wgpu"
 
+	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/engine/internal/link"
 	"github.com/umbravec/umbra/internal/gpu"
@@ -40,10 +41,10 @@ func New(ctx context.Context, cfg engine.Config, adapter *wgpu.Adapter, device *
 // DescribeAdapter returns what umbra reports about a wgpu adapter (name,
 // vendor, API, type, driver), for callers that choose their own adapter
 // before New.
-func DescribeAdapter(a *wgpu.Adapter) (engine.AdapterInfo, error) {
+func DescribeAdapter(a *wgpu.Adapter) (diag.AdapterInfo, error) {
 	info, err := gpu.DescribeAdapter(a)
 	if err != nil {
-		return engine.AdapterInfo{}, fmt.Errorf("%w: %w", engine.ErrGPU, err)
+		return diag.AdapterInfo{}, fmt.Errorf("%w: %w", engine.ErrGPU, err)
 	}
 	return info, nil
 }
@@ -56,7 +57,7 @@ func Backends(name string) wgpu.InstanceBackend { return gpu.BackendMask(name) }
 // Rank returns the indices of the adapters in infos that pass sel's name
 // and backend filters, best first for sel.Power: the order in which the
 // engine's Device Auto and Probe try them.
-func Rank(infos []engine.AdapterInfo, sel engine.AdapterSelect) []int {
+func Rank(infos []diag.AdapterInfo, sel engine.AdapterSelect) []int {
 	return lent.RankAdapters(infos, sel)
 }
 

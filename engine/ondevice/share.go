@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/oliverbestmann/webgpu/wgpu"
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/engine/internal/link"
 	"github.com/umbravec/umbra/internal/gpu"
@@ -21,19 +23,27 @@ var ErrNotOnDevice = errors.New("index not built on the caller's device (use ond
 
 // Chunk is one device buffer of an index's rows: rows [First, First+Rows)
 // of the index (see RowIDs for their IDs), Stride float32 values each, row
-// First at offset 0, in Buffer (a *wgpu.Buffer). The values are the rows as
+// First at offset 0, in Buffer. The values are the rows as
 // the index stores them: unit vectors under Cosine, zero padded from Dim to
 // Stride (a multiple of 4, so a row is Stride/4 vec4<f32> in WGSL). The
 // buffer has Storage, CopySrc and CopyDst usage and may be longer than its
 // rows.
-type Chunk = gpu.ResidentChunk
+type Chunk struct {
+	Buffer *wgpu.Buffer
+	First  int
+	Rows   int
+	Stride int
+}
 
 // Scores is every resident row's score for one query in a device buffer
-// (Buffer, a *wgpu.Buffer): row r at byte 4r as a float32, the score
+// (Buffer): row r at byte 4r as a float32, the score
 // Search reports for the row's ID (see RowIDs). The buffer has Storage,
 // Vertex and CopySrc usage and at least 4·Rows bytes; Buffer is nil when
 // Rows is 0.
-type Scores = gpu.Scores
+type Scores struct {
+	Buffer *wgpu.Buffer
+	Rows   int
+}
 
 // withDevice runs f on the index's device side with its rows held still,
 // or says why the caller cannot use it.
@@ -44,16 +54,16 @@ func withDevice(ix *engine.Index, f link.Visit) error {
 	err := lent.WithDevice(ix, f)
 	switch {
 	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, engine.ErrClosed), errors.Is(err, engine.ErrGPU), errors.Is(err, engine.ErrTooLarge):
+		errors.Is(err, umbra.ErrClosed), errors.Is(err, engine.ErrGPU), errors.Is(err, umbra.ErrTooLarge):
 		return err
 	case errors.Is(err, link.ErrNoDevice):
 		return fmt.Errorf("%w: the index runs on the CPU", ErrNotOnDevice)
 	case errors.Is(err, gpu.ErrReleased):
-		return engine.ErrClosed
+		return umbra.ErrClosed
 	case errors.Is(err, gpu.ErrNotOwned):
 		return fmt.Errorf("%w: %w", ErrNotOnDevice, err)
 	case errors.Is(err, gpu.ErrTooLarge):
-		return fmt.Errorf("%w: %w", engine.ErrTooLarge, err)
+		return fmt.Errorf("%w: %w", umbra.ErrTooLarge, err)
 	}
 	return fmt.Errorf("%w: %w", engine.ErrGPU, err)
 }
@@ -70,8 +80,10 @@ func withDevice(ix *engine.Index, f link.Visit) error {
 func Resident(ix *engine.Index) ([]Chunk, error) {
 	var out []Chunk
 	err := withDevice(ix, func(g *gpu.Index, _ []uint64, _ func(int) bool) error {
-		var err error
-		out, err = g.Resident()
+		chunks, err := g.Resident()
+		for _, c := range chunks {
+			out = append(out, Chunk(c))
+		}
 		return err
 	})
 	if err != nil {
@@ -116,19 +128,19 @@ func ScoreInto(ctx context.Context, ix *engine.Index, query []float32) (Scores, 
 	}
 	dim := ix.Dim()
 	if len(query) != dim {
-		return Scores{}, fmt.Errorf("%w: query has %d components, index dimension is %d", engine.ErrDimMismatch, len(query), dim)
+		return Scores{}, fmt.Errorf("%w: query has %d components, index dimension is %d", umbra.ErrDimMismatch, len(query), dim)
 	}
 	zero := true
 	for j, x := range query {
 		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-			return Scores{}, fmt.Errorf("%w: query, component %d is %v", engine.ErrNonFinite, j, x)
+			return Scores{}, fmt.Errorf("%w: query, component %d is %v", umbra.ErrNonFinite, j, x)
 		}
 		zero = zero && x == 0
 	}
 	var q []float32
-	if ix.Metric() == engine.Cosine {
+	if ix.Metric() == umbra.Cosine {
 		if zero {
-			return Scores{}, fmt.Errorf("%w: query has norm 0, which has no direction", engine.ErrZeroVector)
+			return Scores{}, fmt.Errorf("%w: query has norm 0, which has no direction", umbra.ErrZeroVector)
 		}
 		q = packed.Normalized(query, packed.StrideFor(dim))
 	} else {
@@ -136,8 +148,8 @@ func ScoreInto(ctx context.Context, ix *engine.Index, query []float32) (Scores, 
 	}
 	var out Scores
 	err := withDevice(ix, func(g *gpu.Index, _ []uint64, _ func(int) bool) error {
-		var err error
-		out, err = g.ScoreInto(ctx, q)
+		s, err := g.ScoreInto(ctx, q)
+		out = Scores(s)
 		return err
 	})
 	if err != nil {

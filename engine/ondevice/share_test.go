@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
+	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/engine/ondevice"
 	"github.com/umbravec/umbra/internal/testkit"
@@ -25,7 +27,7 @@ func ownDevice(t *testing.T) (*wgpu.Adapter, *wgpu.Device) {
 	t.Helper()
 	inst := wgpu.CreateInstance(nil)
 	list := inst.EnumerateAdapters(nil)
-	infos := make([]engine.AdapterInfo, 0, len(list))
+	infos := make([]diag.AdapterInfo, 0, len(list))
 	keep := list[:0]
 	for _, a := range list {
 		if info, err := ondevice.DescribeAdapter(a); err == nil {
@@ -81,14 +83,14 @@ func TestResidentAndScoreInto(t *testing.T) {
 	limits := ondevice.DefaultLimits()
 	limits.MaxStorageBufferBindingSize = 64 << 10
 	const dim, n = 40, 1500
-	ix, err := ondevice.New(context.Background(), engine.Config{Dim: dim, Metric: engine.Cosine}, adapter, dev, &limits)
+	ix, err := ondevice.New(context.Background(), engine.Config{Dim: dim, Metric: umbra.Cosine}, adapter, dev, &limits)
 	require.NoError(t, err)
 	defer ix.Close()
 	data := make([]float32, n*dim)
 	for i := range data {
 		data[i] = r.Float32()*4 - 2
 	}
-	_, err = ix.Add(context.Background(), engine.Flat(data, ix.Dim()))
+	_, err = ix.Add(context.Background(), umbra.Flat(data, ix.Dim()))
 	require.NoError(t, err)
 
 	chunks, err := ondevice.Resident(ix)
@@ -137,7 +139,7 @@ func TestRowIDsMapScores(t *testing.T) {
 	adapter, dev := ownDevice(t)
 	r := testkit.Rand(t)
 	const dim = 8
-	ix, err := ondevice.New(context.Background(), engine.Config{Dim: dim, Metric: engine.Dot}, adapter, dev, nil)
+	ix, err := ondevice.New(context.Background(), engine.Config{Dim: dim, Metric: umbra.Dot}, adapter, dev, nil)
 	require.NoError(t, err)
 	defer ix.Close()
 	ids := []uint64{70, 3, 999, 12, 45}
@@ -148,8 +150,8 @@ func TestRowIDsMapScores(t *testing.T) {
 			vs[i][j] = r.Float32()*2 - 1
 		}
 	}
-	require.NoError(t, testkit.ErrOf(ix.Add(context.Background(), engine.Vectors(vs), engine.WithIDs(ids...))))
-	require.NoError(t, ix.Delete(context.Background(), engine.WithIDs(999)))
+	require.NoError(t, testkit.ErrOf(ix.Add(context.Background(), umbra.Vectors(vs), umbra.WithIDs(ids...))))
+	require.NoError(t, ix.Delete(context.Background(), umbra.WithIDs(999)))
 
 	rowIDs, live, err := ondevice.RowIDs(ix)
 	require.NoError(t, err)
@@ -181,22 +183,22 @@ func TestShareErrors(t *testing.T) {
 	adapter, dev := ownDevice(t)
 	ix, err := ondevice.New(context.Background(), engine.Config{Dim: 3}, adapter, dev, nil)
 	require.NoError(t, err)
-	_, err = ix.Add(context.Background(), engine.Vectors([][]float32{{1, 2, 3}}))
+	_, err = ix.Add(context.Background(), umbra.Vectors([][]float32{{1, 2, 3}}))
 	require.NoError(t, err)
 	ctx := context.Background()
 	_, err = ondevice.ScoreInto(ctx, ix, []float32{1, 2})
-	assert.ErrorIs(t, err, engine.ErrDimMismatch)
+	assert.ErrorIs(t, err, umbra.ErrDimMismatch)
 	_, err = ondevice.ScoreInto(ctx, ix, []float32{1, float32(math.NaN()), 3})
-	assert.ErrorIs(t, err, engine.ErrNonFinite)
+	assert.ErrorIs(t, err, umbra.ErrNonFinite)
 	_, err = ondevice.ScoreInto(ctx, ix, []float32{0, 0, 0})
-	assert.ErrorIs(t, err, engine.ErrZeroVector)
+	assert.ErrorIs(t, err, umbra.ErrZeroVector)
 	require.NoError(t, ix.Close())
 	_, err = ondevice.ScoreInto(ctx, ix, []float32{1, 2, 3})
-	assert.ErrorIs(t, err, engine.ErrClosed)
+	assert.ErrorIs(t, err, umbra.ErrClosed)
 	_, err = ondevice.Resident(ix)
-	assert.ErrorIs(t, err, engine.ErrClosed)
+	assert.ErrorIs(t, err, umbra.ErrClosed)
 	_, _, err = ondevice.RowIDs(ix)
-	assert.ErrorIs(t, err, engine.ErrClosed)
+	assert.ErrorIs(t, err, umbra.ErrClosed)
 
 	cpu, err := engine.New(ctx, engine.Config{Dim: 3, Device: engine.CPU})
 	require.NoError(t, err)
@@ -222,7 +224,7 @@ func ExampleScoreInto() {
 		return
 	}
 	defer ix.Close()
-	if _, err := ix.Add(ctx, engine.Vectors([][]float32{{1, 0, 0}, {0, 1, 0}})); err != nil {
+	if _, err := ix.Add(ctx, umbra.Vectors([][]float32{{1, 0, 0}, {0, 1, 0}})); err != nil {
 		fmt.Println(err)
 		return
 	}
