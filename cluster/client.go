@@ -288,6 +288,7 @@ type Collection struct {
 	token  Token
 	fields map[string]meta.Kind // the schema as last read; a field's kind never changes
 	ids    idAlloc              // the handle's block of IDs (ids.go)
+	closed atomic.Bool          // Close was called (get.go)
 }
 
 // Name, Dim, Metric and Shards describe the collection.
@@ -454,6 +455,9 @@ func collectWrite(op byte, opts []umbra.WriteOption) (writeOptions, error) {
 }
 
 func (col *Collection) write(ctx context.Context, op byte, rows umbra.RowSource, opts []umbra.WriteOption) ([]uint64, error) {
+	if err := col.live(); err != nil {
+		return nil, err
+	}
 	o, err := collectWrite(op, opts)
 	if err != nil {
 		return nil, err

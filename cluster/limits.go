@@ -222,7 +222,7 @@ type shape struct {
 	nq      int
 	k       int
 	maxHits int
-	keys    int // kind lookup
+	keys    int // kind lookup, get: the keys or IDs it names
 	where   int // the where filter's bytes
 	// hits is what admission charges: the most hits the answer holds
 	// (search: queries × (k + sentinelMargin); range: the same with
@@ -282,11 +282,43 @@ func peekRequest(b []byte) (shape, error) {
 	case kindLookup:
 		s.keys = int(r.u32())
 		s.hits = int64(s.keys)
+	case kindGet:
+		r.u64() // from
+		s.k = int(r.u32())
+		r.u8() // include
+		if n := r.u32(); n != noFilter && r.err == nil {
+			if uint64(n) > uint64(len(r.b))/8 {
+				r.err = fmt.Errorf("%w: %d IDs in %d bytes", errWire, n, len(r.b))
+			}
+			r.take(8 * int(n))
+			s.keys = int(n)
+		}
+		if n := r.u32(); n != noFilter && r.err == nil {
+			s.keys = int(n)
+			if uint64(n) > uint64(len(r.b))/4 {
+				r.err = fmt.Errorf("%w: %d keys in %d bytes", errWire, n, len(r.b))
+			}
+			for range n {
+				if r.take(int(r.u32())); r.err != nil {
+					break
+				}
+			}
+		}
+		if n := r.u32(); n != noFilter {
+			s.where = int(n)
+		}
+		s.hits = int64(max(s.k, s.keys))
+	case kindCount:
+		if n := r.u32(); n != noFilter {
+			s.where = int(n)
+		}
 	}
 	return s, r.err
 }
 
-// check refuses a request whose answer may hold more than MaxHits hits.
+// check refuses a request whose answer may hold more than MaxHits hits. A
+// get is not refused: its replica answers at most MaxHits rows, and says
+// it cut the answer short (the client asks again from the last row).
 func (s shape) check(l Limits) string {
 	var asked int64
 	what := ""
@@ -332,5 +364,14 @@ func answerBytes(p *reply) int64 {
 	for _, o := range p.outcomes {
 		n += 16 + int64(len(o.msg)) + 8*int64(len(o.ids))
 	}
+	for _, rec := range p.recs {
+		n += recordBytes(rec)
+	}
 	return n
+}
+
+// recordBytes is what one row of a get's answer costs the node: the row
+// as read from the index and its copy in the reply.
+func recordBytes(rec record) int64 {
+	return hitBytes + 2*int64(len(rec.key)+4*len(rec.vec)+len(rec.meta)+len(rec.payload))
 }

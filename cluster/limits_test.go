@@ -131,6 +131,17 @@ func TestNodeRefusesOverLimits(t *testing.T) {
 	if hits, err := col.Search(ctx, q, 5, umbra.Where(meta.Or(conds[:3]...))); err != nil || len(hits) != 3 {
 		t.Fatalf("a filter of 3 conditions: %v, %v", hits, err)
 	}
+	// A get of more rows than MaxHits is answered in pieces of at most
+	// MaxHits rows, each cut short by the replica.
+	recs, err := col.Get(ctx, umbra.Selection{Payloads: true})
+	if err != nil || len(recs) != rows {
+		t.Fatalf("get of every row: %d rows, %v", len(recs), err)
+	}
+	for i, rec := range recs {
+		if rec.ID != uint64(i) || !strings.HasPrefix(string(rec.Payload), "payload ") {
+			t.Fatalf("row %d: %+v", i, rec)
+		}
+	}
 	// A request over MaxRequestBytes.
 	allow := make([]uint64, 1<<14)
 	_, err = col.Search(short(), q, 5, umbra.Allow(allow...))
@@ -203,6 +214,9 @@ func TestPeekRequest(t *testing.T) {
 		{kind: kindLookup, keys: []string{"a", "b"}},
 		{kind: kindAwait, seqs: []uint64{3}},
 		{kind: kindRows},
+		{kind: kindGet, from: 3, limit: 10, ids: []uint64{1, 2}, where: []byte(`{"a":1}`)},
+		{kind: kindGet, keys: []string{"a", "bc", ""}},
+		{kind: kindCount, where: []byte(`{"a":1}`)},
 	} {
 		b := q.encode()
 		s, err := peekRequest(b)
@@ -213,7 +227,11 @@ func TestPeekRequest(t *testing.T) {
 		if q.dim > 0 {
 			nq = len(q.queries) / q.dim
 		}
-		if s.kind != q.kind || s.waitMs != q.waitMs || s.k != q.k || s.maxHits != q.maxHits || s.nq != nq || s.keys != len(q.keys) || s.where != len(q.where) {
+		k, named := q.k, len(q.keys)
+		if q.kind == kindGet {
+			k, named = q.limit, len(q.keys)+len(q.ids)
+		}
+		if s.kind != q.kind || s.waitMs != q.waitMs || s.k != k || s.maxHits != q.maxHits || s.nq != nq || s.keys != named || s.where != len(q.where) {
 			t.Fatalf("%+v peeked as %+v", q, s)
 		}
 		// Truncated: refused, or (past the fixed fields) left to the decoder.

@@ -114,7 +114,7 @@ func rowsOf(t *testing.T, n *Node, coll string) ([]uint64, [][]float32) {
 	}
 	vs := make([][]float32, len(ids))
 	for i, id := range ids {
-		v, err := r.ix.Get(id)
+		v, err := r.ix.Vector(id)
 		if err != nil {
 			t.Fatal(err)
 		}

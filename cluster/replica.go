@@ -582,6 +582,10 @@ func (r *replica) answer(ctx context.Context, q *request, t *ticket) *reply {
 		r.mu.Lock()
 		p = &reply{applied: applied, rows: uint64(r.ix.Len() - len(r.live))}
 		r.mu.Unlock()
+	case kindGet:
+		p = r.get(ctx, q, t)
+	case kindCount:
+		p = r.count(ctx, q)
 	case kindSearch, kindRange:
 		if q.payload {
 			p = r.searchWithPayloads(ctx, q, t)
@@ -729,4 +733,105 @@ func (r *replica) search(ctx context.Context, q *request, applied uint64, t *tic
 		}
 	}
 	return p, ix
+}
+
+// get answers a get: the rows the request selects, in ID order from its
+// from on, at most its limit and the node's MaxHits, the sentinels left
+// out. Their IDs and keys
+// are read first (the request was charged for limit rows), then each
+// row's vector, metadata and payload, charged to t before the next is
+// read: a row that does not fit the node's bytes in flight cuts the answer
+// short (cut: the client asks again from the last ID), or refuses it when
+// it is the first. Applies wait meanwhile (mu), so every row is read as of
+// one applied sequence.
+func (r *replica) get(ctx context.Context, q *request, t *ticket) *reply {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ixMu.RLock()
+	defer r.ixMu.RUnlock()
+	ix := r.ix
+	applied := r.applied.Load()
+	fail := func(err error) *reply { return &reply{status: statusError, applied: applied, msg: err.Error()} }
+	sel := umbra.Selection{IDs: q.ids, Keys: q.keys, From: q.from, Limit: q.limit}
+	if sel.Limit > 0 && sel.IDs == nil && sel.Keys == nil {
+		sel.Limit += len(r.live) // the sentinels come last, in ID order
+	}
+	if q.where != nil {
+		f, err := localFilter(q.where, ix.Schema())
+		if err != nil {
+			return fail(err)
+		}
+		sel.Where = f
+	}
+	named, err := ix.Get(ctx, sel)
+	if err != nil {
+		return fail(err)
+	}
+	p := &reply{applied: applied, include: q.include, dim: ix.Dim()}
+	most := t.maxHits() // the node's MaxHits: past it the answer is cut
+	for _, rec := range named {
+		if rec.ID >= ReservedIDs || q.limit > 0 && len(p.recs) == q.limit {
+			break
+		}
+		if most > 0 && len(p.recs) == most {
+			p.cut = true
+			break
+		}
+		out := record{id: rec.ID, key: rec.Key}
+		if q.include != 0 {
+			full, err := ix.Get(ctx, umbra.Selection{IDs: []uint64{rec.ID}, Vectors: q.include&includeVector != 0,
+				Meta: q.include&includeMeta != 0, Payloads: q.include&includePayload != 0})
+			if err != nil {
+				return fail(err)
+			}
+			if len(full) == 1 {
+				out.vec, out.payload = full[0].Vector, full[0].Payload
+				if full[0].Meta != nil {
+					out.meta = meta.AppendBinary(nil, full[0].Meta)
+				}
+			}
+		}
+		if err := t.add(recordBytes(out)); err != nil {
+			if len(p.recs) == 0 {
+				return fail(err)
+			}
+			p.cut = true
+			break
+		}
+		p.recs = append(p.recs, out)
+	}
+	return p
+}
+
+// count answers a count: the rows the request's where matches (every
+// row without one), the sentinels left out.
+func (r *replica) count(ctx context.Context, q *request) *reply {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ixMu.RLock()
+	defer r.ixMu.RUnlock()
+	ix := r.ix
+	applied := r.applied.Load()
+	fail := func(err error) *reply { return &reply{status: statusError, applied: applied, msg: err.Error()} }
+	var where meta.Filter
+	if q.where != nil {
+		f, err := localFilter(q.where, ix.Schema())
+		if err != nil {
+			return fail(err)
+		}
+		where = f
+	}
+	n, err := ix.Count(ctx, where)
+	if err != nil {
+		return fail(err)
+	}
+	if len(r.live) > 0 {
+		// The sentinels the filter matches (none has metadata).
+		sent, err := ix.Get(ctx, umbra.Selection{IDs: r.live, Where: where})
+		if err != nil {
+			return fail(err)
+		}
+		n -= len(sent)
+	}
+	return &reply{applied: applied, rows: uint64(n)}
 }

@@ -90,6 +90,9 @@ func (col *Collection) SearchRange(ctx context.Context, query []float32, thresho
 }
 
 func (col *Collection) search(ctx context.Context, kind byte, queries [][]float32, k int, threshold float32, opts []umbra.SearchOption) ([][]umbra.Hit, error) {
+	if err := col.live(); err != nil {
+		return nil, err
+	}
 	o, err := collectSearch(kind, opts)
 	if err != nil {
 		return nil, err
@@ -201,6 +204,9 @@ func (col *Collection) search(ctx context.Context, kind byte, queries [][]float3
 // no write could have stored (empty, broken UTF-8, a line break, over
 // 4096 bytes) is engine.ErrInvalidKey.
 func (col *Collection) Lookup(ctx context.Context, keys ...string) (map[string]uint64, error) {
+	if err := col.live(); err != nil {
+		return nil, err
+	}
 	byShard := make([][]string, col.meta.Shards)
 	for i, k := range keys {
 		if err := keyrule.Check(k); err != nil {
@@ -249,6 +255,9 @@ func (col *Collection) Lookup(ctx context.Context, keys ...string) (map[string]u
 // answers after the handle's writes (its token): the sum is the
 // collection's rows.
 func (col *Collection) ShardRows(ctx context.Context) ([]int, error) {
+	if err := col.live(); err != nil {
+		return nil, err
+	}
 	tok := col.Token()
 	reqs := map[int][]byte{}
 	for s := range col.meta.Shards {

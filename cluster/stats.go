@@ -160,6 +160,9 @@ func (n *Node) admit(m *nats.Msg, r *replica) *ticket {
 		n.refuse(m, r, msg, refuseHits)
 		return nil
 	}
+	if s.kind == kindGet {
+		s.hits = min(s.hits, int64(n.limits.MaxHits)) // its answer is cut there
+	}
 	cost := s.cost(size)
 	if msg, reason := n.budget.admit(cost); msg != "" {
 		n.refuse(m, r, msg, reason)

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+
+	"github.com/umbravec/umbra"
 )
 
 // The wire format. Every message umbra publishes (a write in a shard's
@@ -419,6 +421,15 @@ const (
 	kindAwait  = 3 // wait until applied, then report the outcomes of seqs
 	kindLookup = 4 // the IDs of the keys the shard holds
 	kindRows   = 5 // how many rows the shard holds
+	kindGet    = 6 // stored rows, in ID order, with what the caller asks of each
+	kindCount  = 7 // how many rows a where filter matches
+)
+
+// What a get asks of each row besides its ID and key (request.include).
+const (
+	includeVector  = 1
+	includeMeta    = 2
+	includePayload = 4
 )
 
 // request is one fan-out call to a shard. Its body:
@@ -435,7 +446,12 @@ const (
 //	kind await: u32 n + n × u64 sequences;
 //	kind lookup: u32 n + n × str keys; its reply is a search's with one
 //	  query, a hit (ID, score 0, key) per key held;
-//	kind rows: nothing more.
+//	kind rows: nothing more;
+//	kind get: u64 from, u32 limit, u8 include (includeVector, …),
+//	  u32 idCount (0xFFFFFFFF: none) + idCount × u64 IDs,
+//	  u32 keyCount (0xFFFFFFFF: none) + keyCount × str keys,
+//	  u32 whereLength (0xFFFFFFFF: no filter) + the filter;
+//	kind count: u32 whereLength (0xFFFFFFFF: no filter) + the filter.
 type request struct {
 	kind      byte
 	minSeq    uint64
@@ -450,6 +466,12 @@ type request struct {
 	keys      []string // kind lookup
 	where     []byte   // nil: no filter
 	payload   bool
+	// kind get: rows from ID from on, at most limit of them, among ids or
+	// keys when non-nil, with what include asks.
+	from    uint64
+	limit   int
+	include byte
+	ids     []uint64
 }
 
 const noFilter = 0xFFFFFFFF
@@ -478,6 +500,29 @@ func (q *request) encode() []byte {
 			b = appendStr(b, k)
 		}
 		return sealFrame(b)
+	case kindGet:
+		b = binary.LittleEndian.AppendUint64(b, q.from)
+		b = binary.LittleEndian.AppendUint32(b, uint32(q.limit))
+		b = append(b, q.include)
+		if q.ids == nil {
+			b = binary.LittleEndian.AppendUint32(b, noFilter)
+		} else {
+			b = binary.LittleEndian.AppendUint32(b, uint32(len(q.ids)))
+			for _, id := range q.ids {
+				b = binary.LittleEndian.AppendUint64(b, id)
+			}
+		}
+		if q.keys == nil {
+			b = binary.LittleEndian.AppendUint32(b, noFilter)
+		} else {
+			b = binary.LittleEndian.AppendUint32(b, uint32(len(q.keys)))
+			for _, k := range q.keys {
+				b = appendStr(b, k)
+			}
+		}
+		return sealFrame(appendWhere(b, q.where))
+	case kindCount:
+		return sealFrame(appendWhere(b, q.where))
 	}
 	b = binary.LittleEndian.AppendUint32(b, uint32(q.k))
 	b = binary.LittleEndian.AppendUint32(b, math.Float32bits(q.threshold))
@@ -499,13 +544,31 @@ func (q *request) encode() []byte {
 	for _, v := range q.queries {
 		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
 	}
-	if q.where == nil {
-		b = binary.LittleEndian.AppendUint32(b, noFilter)
-	} else {
-		b = appendBytes(b, q.where)
-	}
+	b = appendWhere(b, q.where)
 	b = append(b, byte(btoi(q.payload)))
 	return sealFrame(b)
+}
+
+// appendWhere appends a request's where filter: its length and bytes, or
+// noFilter.
+func appendWhere(b, where []byte) []byte {
+	if where == nil {
+		return binary.LittleEndian.AppendUint32(b, noFilter)
+	}
+	return appendBytes(b, where)
+}
+
+// where reads a request's where filter (nil: none).
+func (r *reader) where() []byte {
+	n := r.u32()
+	if n == noFilter {
+		return nil
+	}
+	w := r.take(int(n))
+	if w == nil && r.err == nil {
+		w = []byte{}
+	}
+	return w
 }
 
 // decodeRequest reads a request; its errors are decodeWrite's.
@@ -523,6 +586,26 @@ func decodeRequest(b []byte) (*request, error) {
 	case q.kind == kindRows:
 	case q.kind == kindLookup:
 		q.keys = r.strs(int(r.u32()))
+	case q.kind == kindGet:
+		q.from = r.u64()
+		q.limit = int(r.u32())
+		q.include = r.u8()
+		if q.include&^(includeVector|includeMeta|includePayload) != 0 && r.err == nil {
+			r.fail("include %#x", q.include)
+		}
+		if n := r.u32(); n != noFilter {
+			if q.ids = r.u64s(int(n)); q.ids == nil && r.err == nil {
+				q.ids = []uint64{}
+			}
+		}
+		if n := r.u32(); n != noFilter {
+			if q.keys = r.strs(int(n)); q.keys == nil && r.err == nil {
+				q.keys = []string{}
+			}
+		}
+		q.where = r.where()
+	case q.kind == kindCount:
+		q.where = r.where()
 	case q.kind == kindSearch || q.kind == kindRange:
 		q.k = int(r.u32())
 		q.threshold = math.Float32frombits(r.u32())
@@ -539,12 +622,7 @@ func decodeRequest(b []byte) (*request, error) {
 			r.fail("%d queries of dimension %d in %d bytes", nq, q.dim, len(r.b))
 		}
 		q.queries = r.f32s(nq * q.dim)
-		if n := r.u32(); n != noFilter {
-			q.where = r.take(int(n))
-			if q.where == nil && r.err == nil {
-				q.where = []byte{}
-			}
-		}
+		q.where = r.where()
 		switch p := r.u8(); {
 		case r.err != nil:
 		case p > 1:
@@ -589,7 +667,12 @@ type outcome struct {
 // reply is a replica's answer. Its body:
 //
 //	u8 status, u64 applied, str message,
-//	status OK, kind rows: u64 rows;
+//	status OK, kind rows or count: u64 rows;
+//	status OK, kind get: u8 include, u8 cut (1: the replica stopped short
+//	  of limit to bound the answer's bytes: more rows may follow the
+//	  last), u32 dim, u32 n, per row u64 ID, str key, include vector:
+//	  dim × f32, include meta: str meta.AppendBinary, include payload:
+//	  str payload;
 //	status OK, kind await: u32 n, per sequence u8 code, str message,
 //	  u32 m + m × u64 IDs;
 //	status OK, kind search/range/lookup: u8 withPayload, u32 nq, per query
@@ -600,9 +683,28 @@ type reply struct {
 	msg      string
 	hits     [][]hit
 	outcomes []outcome
-	rows     uint64 // kind rows
+	rows     uint64 // kind rows, count
 	payloads bool   // every hit carries its payload
+	// kind get: the rows, what each carries (the request's include), the
+	// dimension of their vectors, and whether the replica cut the answer
+	// short.
+	recs    []record
+	include byte
+	dim     int
+	cut     bool
 }
+
+// record is one row of a get's answer.
+type record struct {
+	id      uint64
+	key     string
+	vec     []float32
+	meta    []byte // meta.AppendBinary of the row's fields
+	payload []byte
+}
+
+// minRecord is the least bytes one row of a get's answer takes.
+const minRecord = 8 + 4
 
 // The least bytes one entry of a reply takes: a hit without and with its
 // payload, an outcome, a query's hit list.
@@ -621,8 +723,27 @@ func (p *reply) encode(kind byte) []byte {
 		return sealFrame(b)
 	}
 	switch kind {
-	case kindRows:
+	case kindRows, kindCount:
 		b = binary.LittleEndian.AppendUint64(b, p.rows)
+	case kindGet:
+		b = append(b, p.include, byte(btoi(p.cut)))
+		b = binary.LittleEndian.AppendUint32(b, uint32(p.dim))
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(p.recs)))
+		for _, rec := range p.recs {
+			b = binary.LittleEndian.AppendUint64(b, rec.id)
+			b = appendStr(b, rec.key)
+			if p.include&includeVector != 0 {
+				for _, v := range rec.vec {
+					b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
+				}
+			}
+			if p.include&includeMeta != 0 {
+				b = appendBytes(b, rec.meta)
+			}
+			if p.include&includePayload != 0 {
+				b = appendBytes(b, rec.payload)
+			}
+		}
 	case kindAwait:
 		b = binary.LittleEndian.AppendUint32(b, uint32(len(p.outcomes)))
 		for _, o := range p.outcomes {
@@ -665,8 +786,40 @@ func decodeReply(b []byte, kind byte) (*reply, error) {
 	case p.status > statusStopped:
 		r.fail("reply status %d", p.status)
 	case p.status != statusOK:
-	case kind == kindRows:
+	case kind == kindRows || kind == kindCount:
 		p.rows = r.u64()
+	case kind == kindGet:
+		p.include = r.u8()
+		switch c := r.u8(); {
+		case r.err != nil:
+		case c > 1 || p.include&^(includeVector|includeMeta|includePayload) != 0:
+			r.fail("get reply: include %#x, cut %d", p.include, c)
+		default:
+			p.cut = c == 1
+		}
+		p.dim = int(r.u32())
+		per := minRecord + 4*btoi(p.include&includeMeta != 0) + 4*btoi(p.include&includePayload != 0)
+		if p.include&includeVector != 0 && r.err == nil {
+			if p.dim <= 0 || p.dim > umbra.MaxDim {
+				r.fail("get reply: vectors of dimension %d", p.dim)
+			}
+			per += 4 * p.dim
+		}
+		n := r.count(per, "rows")
+		p.recs = make([]record, 0, n)
+		for i := 0; i < n && r.err == nil; i++ {
+			rec := record{id: r.u64(), key: r.str()}
+			if p.include&includeVector != 0 {
+				rec.vec = r.f32s(p.dim)
+			}
+			if p.include&includeMeta != 0 {
+				rec.meta = r.bytes()
+			}
+			if p.include&includePayload != 0 {
+				rec.payload = r.bytes()
+			}
+			p.recs = append(p.recs, rec)
+		}
 	case kind == kindAwait:
 		n := r.count(minOutcome, "outcomes")
 		p.outcomes = make([]outcome, 0, n)

@@ -46,10 +46,21 @@ func wireSamples() []struct {
 		{"await", kindAwait, false, (&request{kind: kindAwait, minSeq: 9, waitMs: 1000, seqs: []uint64{8, 9}}).encode()},
 		{"lookup", kindLookup, false, (&request{kind: kindLookup, minSeq: 7, waitMs: 500, keys: []string{"doc/1", "ü"}}).encode()},
 		{"rows", kindRows, false, (&request{kind: kindRows, minSeq: 3}).encode()},
+		{"get", kindGet, false, (&request{kind: kindGet, minSeq: 3, waitMs: 500, from: 9, limit: 1024, include: includeVector | includePayload,
+			where: meta.Eq("x", meta.IntOf(1)).AppendJSON(nil)}).encode()},
+		{"get by IDs", kindGet, false, (&request{kind: kindGet, include: includeMeta, ids: []uint64{4, 1 << 40}}).encode()},
+		{"get by keys", kindGet, false, (&request{kind: kindGet, keys: []string{"a", ""}, ids: nil}).encode()},
+		{"count", kindCount, false, (&request{kind: kindCount, minSeq: 2, waitMs: 500, where: []byte(`{"x": 1}`)}).encode()},
+		{"count all", kindCount, false, (&request{kind: kindCount}).encode()},
 		{"search reply", kindSearch, true, (&reply{applied: 4, hits: [][]hit{{{ID: 1, Score: 0.5, Key: "k", Payload: "p\x00q"}, {ID: 2, Score: 0.25}}, {}}, payloads: true}).encode(kindSearch)},
 		{"lookup reply", kindLookup, true, (&reply{applied: 4, hits: [][]hit{{{ID: 1, Key: "k"}}}}).encode(kindLookup)},
 		{"await reply", kindAwait, true, (&reply{applied: 9, outcomes: []outcome{{ids: []uint64{1, 2}}, {code: codeIDExists, msg: "ID 3"}}}).encode(kindAwait)},
 		{"rows reply", kindRows, true, (&reply{applied: 9, rows: 1 << 40}).encode(kindRows)},
+		{"count reply", kindCount, true, (&reply{applied: 9, rows: 12}).encode(kindCount)},
+		{"get reply", kindGet, true, (&reply{applied: 5, include: includeVector | includeMeta | includePayload, dim: 2, cut: true, recs: []record{
+			{id: 1, key: "k", vec: []float32{1, 2}, meta: meta.AppendBinary(nil, meta.Fields{"x": meta.IntOf(3)}), payload: []byte("p")},
+			{id: 7, vec: []float32{3, 4}}}}).encode(kindGet)},
+		{"get reply of IDs", kindGet, true, (&reply{applied: 5, recs: []record{{id: 3, key: "a"}, {id: 4}}}).encode(kindGet)},
 		{"error reply", kindSearch, true, (&reply{status: statusStopped, applied: 2, msg: "stopped"}).encode(kindSearch)},
 	}
 }
@@ -223,6 +234,8 @@ var decoders = []struct {
 	{"await reply", func(b []byte) { decodeReply(b, kindAwait) }},
 	{"lookup reply", func(b []byte) { decodeReply(b, kindLookup) }},
 	{"rows reply", func(b []byte) { decodeReply(b, kindRows) }},
+	{"get reply", func(b []byte) { decodeReply(b, kindGet) }},
+	{"count reply", func(b []byte) { decodeReply(b, kindCount) }},
 }
 
 // checkAllocs fails t when a decoder allocates more than allocBound on b.
@@ -258,6 +271,11 @@ func TestWireAllocationBounded(t *testing.T) {
 	bodies = append(bodies, append(w, zeros[:n]...))
 	w = u32(u32([]byte{opAdd, 0, attrMeta | attrPayloads}, n/20), 1)
 	bodies = append(bodies, append(w, zeros[:n]...))
+	// A get reply of n/12 rows with empty keys, and one of n/16 rows
+	// with empty metadata and payloads.
+	g := append([]byte{statusOK}, make([]byte, 12)...)
+	bodies = append(bodies, append(u32(u32(append(bytes.Clone(g), 0, 0), 0), n/12), zeros[:n]...))
+	bodies = append(bodies, append(u32(u32(append(bytes.Clone(g), includeMeta|includePayload, 0), 0), n/20), zeros[:n]...))
 	// Counts of 2³²−1.
 	for _, head := range [][]byte{
 		u32(append([]byte{kindLookup}, make([]byte, 12)...), ^uint32(0)),
@@ -305,7 +323,7 @@ func FuzzDecodeFrame(f *testing.F) {
 			if q, err := decodeRequest(b); err == nil && !bytes.Equal(q.encode(), b) {
 				t.Fatalf("request %+v encodes to %x, decoded from %x", q, q.encode(), b)
 			}
-			for _, k := range []byte{kindSearch, kindRange, kindAwait, kindLookup, kindRows} {
+			for _, k := range []byte{kindSearch, kindRange, kindAwait, kindLookup, kindRows, kindGet, kindCount} {
 				if p, err := decodeReply(b, k); err == nil && !bytes.Equal(p.encode(k), b) {
 					t.Fatalf("reply to kind %d %+v encodes to %x, decoded from %x", k, p, p.encode(k), b)
 				}

@@ -66,9 +66,9 @@ func requireSameIndex(t *testing.T, a, b *engine.Index, qs [][]float32, what str
 	ctx := context.Background()
 	require.Equal(t, a.IDs(), b.IDs(), what)
 	for _, id := range a.IDs() {
-		va, err := a.Get(id)
+		va, err := a.Vector(id)
 		require.NoError(t, err)
-		vb, err := b.Get(id)
+		vb, err := b.Vector(id)
 		require.NoError(t, err)
 		for j := range va {
 			if math.Float32bits(va[j]) != math.Float32bits(vb[j]) {
@@ -509,7 +509,7 @@ func TestAddFromGPU(t *testing.T) {
 						got, err := ix.SearchBatch(ctx, qs, k)
 						require.NoError(t, err)
 						for i := range qs {
-							requireSameHits(t, metric, ref.Get, qs[i], want[i], got[i], fmt.Sprintf("%s: k=%d query %d", what, k, i))
+							requireSameHits(t, metric, ref.Vector, qs[i], want[i], got[i], fmt.Sprintf("%s: k=%d query %d", what, k, i))
 						}
 					}
 				}

@@ -145,7 +145,7 @@ func TestConcurrentSearchesAreCoalesced(t *testing.T) {
 				if b.device == engine.CPU {
 					require.Equal(t, want, a.hits, "caller %d: the fallback's batch and single paths agree bit for bit", i)
 				}
-				requireSameHits(t, umbra.Dot, solo.Get, qs[i], want, a.hits, "caller "+strconv.Itoa(i))
+				requireSameHits(t, umbra.Dot, solo.Vector, qs[i], want, a.hits, "caller "+strconv.Itoa(i))
 			}
 			require.Equal(t, callers-len(cancelled), <-sizes, "the queued callers ran as one batch")
 			batches, queries := engine.BatchStats(ix)
@@ -181,11 +181,11 @@ func TestMemoryBudgets(t *testing.T) {
 			require.NoError(t, err, "up to the budget exactly")
 			_, err = ix.Add(ctx, umbra.Vectors(data[:1]))
 			require.ErrorIs(t, err, umbra.ErrTooLarge)
-			before, err := ix.Get(5)
+			before, err := ix.Vector(5)
 			require.NoError(t, err)
 			_, err = ix.Upsert(ctx, umbra.Vectors(data[40:42]), umbra.WithIDs([]uint64{5, 3000}...))
 			require.ErrorIs(t, err, umbra.ErrTooLarge, "an Upsert that adds past the budget")
-			after, err := ix.Get(5)
+			after, err := ix.Vector(5)
 			require.NoError(t, err)
 			require.Equal(t, before, after, "its replaced row is unchanged")
 			require.Equal(t, 150, ix.Len())

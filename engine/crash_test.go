@@ -233,7 +233,7 @@ func TestKilledWriterLosesNothingAcknowledged(t *testing.T) {
 			}
 			same := true
 			for id, row := range md {
-				got, err := ix.Get(id)
+				got, err := ix.Vector(id)
 				if err != nil || !floatsEqual(got, row.v) {
 					same = false
 					break

@@ -33,7 +33,7 @@ func (m storeModel) check(t *testing.T, ix *engine.Index, what string) {
 	slices.Sort(want)
 	require.Equal(t, want, ix.IDs(), "%s: IDs", what)
 	for id, v := range m {
-		got, err := ix.Get(id)
+		got, err := ix.Vector(id)
 		require.NoError(t, err, what)
 		require.Equal(t, v, got, "%s: vector of ID %d", what, id)
 	}

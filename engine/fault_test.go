@@ -120,17 +120,17 @@ func TestEveryGPUFailureThenExactSearches(t *testing.T) {
 					got, err := p.gpu.SearchBatch(ctx, queries, k)
 					require.NoError(t, err, "%s: the search after the failure", what)
 					for qi := range want {
-						requireSameHits(t, m, p.cpu.Get, queries[qi], want[qi], got[qi], fmt.Sprintf("%s: k=%d query %d", what, k, qi))
+						requireSameHits(t, m, p.cpu.Vector, queries[qi], want[qi], got[qi], fmt.Sprintf("%s: k=%d query %d", what, k, qi))
 					}
 					one, err := p.gpu.Search(ctx, queries[3], k)
 					require.NoError(t, err)
-					requireSameHits(t, m, p.cpu.Get, queries[3], want[3], one, fmt.Sprintf("%s: single search k=%d", what, k))
+					requireSameHits(t, m, p.cpu.Vector, queries[3], want[3], one, fmt.Sprintf("%s: single search k=%d", what, k))
 					even := umbra.AllowFunc(func(id uint64) bool { return id%2 == 0 })
 					wantEven, err := p.cpu.Search(ctx, queries[3], k, even)
 					require.NoError(t, err)
 					gotEven, err := p.gpu.Search(ctx, queries[3], k, even)
 					require.NoError(t, err)
-					requireSameHits(t, m, p.cpu.Get, queries[3], wantEven, gotEven, fmt.Sprintf("%s: filtered k=%d", what, k))
+					requireSameHits(t, m, p.cpu.Vector, queries[3], wantEven, gotEven, fmt.Sprintf("%s: filtered k=%d", what, k))
 				}
 			}
 

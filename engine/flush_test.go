@@ -31,7 +31,7 @@ func tinyPositive(r *rand.Rand, n, dim, e int) [][]float32 {
 
 // dot64 is the float64 dot product of row id of ix with q.
 func dot64(t *testing.T, ix *engine.Index, id uint64, q []float32) float64 {
-	v, err := ix.Get(id)
+	v, err := ix.Vector(id)
 	require.NoError(t, err)
 	var s float64
 	for i := range v {

@@ -76,7 +76,7 @@ func requireSearchesMatch(t *testing.T, m umbra.Metric, cpu, ix *engine.Index, q
 			require.NoError(t, err)
 			require.Equal(t, got[3], one, "batched and single search differ, %s", what)
 			for qi := range queries {
-				requireSameHits(t, m, cpu.Get, queries[qi], want[qi], got[qi], fmt.Sprintf("%s query %d (%s path)", what, qi, tr.SelectPath))
+				requireSameHits(t, m, cpu.Vector, queries[qi], want[qi], got[qi], fmt.Sprintf("%s query %d (%s path)", what, qi, tr.SelectPath))
 			}
 		}
 	}

@@ -199,7 +199,7 @@ func requireSameAnswers(t *testing.T, m umbra.Metric, ref, ix *engine.Index, qs 
 		got, err := ix.SearchBatch(ctx, qs, k)
 		require.NoError(t, err)
 		for i := range qs {
-			requireSameHits(t, m, ref.Get, qs[i], want[i], got[i], fmt.Sprintf("%s: k=%d query %d", what, k, i))
+			requireSameHits(t, m, ref.Vector, qs[i], want[i], got[i], fmt.Sprintf("%s: k=%d query %d", what, k, i))
 		}
 	}
 	for i, q := range qs {
@@ -207,7 +207,7 @@ func requireSameAnswers(t *testing.T, m umbra.Metric, ref, ix *engine.Index, qs 
 		require.NoError(t, err)
 		got, err := ix.Search(ctx, q, 5, umbra.Allow(allow...))
 		require.NoError(t, err)
-		requireSameHits(t, m, ref.Get, q, want, got, fmt.Sprintf("%s: filtered query %d", what, i))
+		requireSameHits(t, m, ref.Vector, q, want, got, fmt.Sprintf("%s: filtered query %d", what, i))
 		ranked, err := ref.Search(ctx, q, ref.Len())
 		require.NoError(t, err)
 		j := rangeAt
@@ -217,6 +217,6 @@ func requireSameAnswers(t *testing.T, m umbra.Metric, ref, ix *engine.Index, qs 
 		th := (ranked[j].Score + ranked[j+1].Score) / 2
 		gotR, err := ix.SearchRange(ctx, q, th)
 		require.NoError(t, err)
-		requireSameHits(t, m, ref.Get, q, ranked[:j+1], gotR, fmt.Sprintf("%s: range query %d", what, i))
+		requireSameHits(t, m, ref.Vector, q, ranked[:j+1], gotR, fmt.Sprintf("%s: range query %d", what, i))
 	}
 }

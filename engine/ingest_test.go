@@ -32,7 +32,7 @@ func TestRefusedWritesNameTheFirstBadVector(t *testing.T) {
 			snapshot := func() map[uint64][]float32 {
 				out := map[uint64][]float32{}
 				for _, id := range ix.IDs() {
-					v, err := ix.Get(id)
+					v, err := ix.Vector(id)
 					require.NoError(t, err)
 					out[id] = v
 				}
@@ -157,9 +157,9 @@ func TestParallelPackingMatchesOnePass(t *testing.T) {
 		sameRows := func(what string) {
 			t.Helper()
 			for _, id := range []uint64{0, 1, n / 7, n/2 + 3, n - 1} {
-				a, err := one.Get(id)
+				a, err := one.Vector(id)
 				require.NoError(t, err)
-				b, err := many.Get(id)
+				b, err := many.Vector(id)
 				require.NoError(t, err)
 				for j := range a {
 					require.Equal(t, math.Float32bits(a[j]), math.Float32bits(b[j]), "%s %s: ID %d component %d", m, what, id, j)
@@ -191,7 +191,7 @@ func TestParallelPackingMatchesOnePass(t *testing.T) {
 		require.NoError(t, testkit.ErrOf(one.Upsert(ctx, umbra.Vectors(again), umbra.WithIDs(ids...))))
 		require.NoError(t, testkit.ErrOf(many.Upsert(ctx, umbra.Vectors(again), umbra.WithIDs(ids...))))
 		sameRows("Upsert")
-		before, err := many.Get(n / 2)
+		before, err := many.Vector(n / 2)
 		require.NoError(t, err)
 		badRows := slices.Clone(again)
 		for _, at := range []int{n - 2, n / 2, first} {
@@ -200,7 +200,7 @@ func TestParallelPackingMatchesOnePass(t *testing.T) {
 		_, err = many.Upsert(ctx, umbra.Vectors(badRows), umbra.WithIDs(ids...))
 		require.ErrorIs(t, err, umbra.ErrNonFinite)
 		require.ErrorContains(t, err, fmt.Sprintf("vector %d, component 4", first))
-		after, err := many.Get(n / 2)
+		after, err := many.Vector(n / 2)
 		require.NoError(t, err)
 		require.Equal(t, before, after, "a refused Upsert changed a row")
 	}

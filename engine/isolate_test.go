@@ -72,12 +72,12 @@ func TestIsolatedGPUCrashLeavesTheCallerStanding(t *testing.T) {
 						require.NoError(t, err)
 						got, err := ix.Search(ctx, q, 11)
 						require.NoError(t, err, "%s: query %d", what, i)
-						requireSameHits(t, umbra.Dot, ref.Get, q, want, got, what)
+						requireSameHits(t, umbra.Dot, ref.Vector, q, want, got, what)
 						want, err = ref.Search(ctx, q, 5, umbra.Allow(1, 2, 3, 4, 5000, 9, 599))
 						require.NoError(t, err)
 						got, err = ix.Search(ctx, q, 5, umbra.Allow(1, 2, 3, 4, 5000, 9, 599))
 						require.NoError(t, err)
-						requireSameHits(t, umbra.Dot, ref.Get, q, want, got, what+", filtered")
+						requireSameHits(t, umbra.Dot, ref.Vector, q, want, got, what+", filtered")
 						// A threshold midway across a clear gap in the ranking.
 						ranked, err := ref.Search(ctx, q, 1000)
 						require.NoError(t, err)
@@ -88,14 +88,14 @@ func TestIsolatedGPUCrashLeavesTheCallerStanding(t *testing.T) {
 						th := (ranked[j].Score + ranked[j+1].Score) / 2
 						gotR, err := ix.SearchRange(ctx, q, th)
 						require.NoError(t, err)
-						requireSameHits(t, umbra.Dot, ref.Get, q, ranked[:j+1], gotR, what+", range")
+						requireSameHits(t, umbra.Dot, ref.Vector, q, ranked[:j+1], gotR, what+", range")
 					}
 					all, err := ix.SearchBatch(ctx, qs, 600)
 					require.NoError(t, err)
 					want, err := ref.SearchBatch(ctx, qs, 600)
 					require.NoError(t, err)
 					for i := range all {
-						requireSameHits(t, umbra.Dot, ref.Get, qs[i], want[i], all[i], what+", batch k=Len")
+						requireSameHits(t, umbra.Dot, ref.Vector, qs[i], want[i], all[i], what+", batch k=Len")
 					}
 				}
 				var tr diag.Trace
@@ -112,7 +112,7 @@ func TestIsolatedGPUCrashLeavesTheCallerStanding(t *testing.T) {
 				require.NoError(t, err, "the search that meets the dead child is answered on the CPU")
 				want, err := ref.Search(ctx, qs[1], 11)
 				require.NoError(t, err)
-				requireSameHits(t, umbra.Dot, ref.Get, qs[1], want, got, "after the kill")
+				requireSameHits(t, umbra.Dot, ref.Vector, qs[1], want, got, "after the kill")
 				require.Contains(t, ix.Info().LastFailure, "child process")
 
 				more := testkit.Vectors(r, 50, dim)

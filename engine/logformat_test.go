@@ -123,7 +123,7 @@ func TestMovedLogRecordsAreBadStore(t *testing.T) {
 	// Undamaged, the store holds the last upsert.
 	ro, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU}, engine.ReadOnly())
 	require.NoError(t, err)
-	got, err := ro.Get(1)
+	got, err := ro.Vector(1)
 	require.NoError(t, err)
 	require.Equal(t, vs[n-1], got)
 	require.NoError(t, ro.Close())
@@ -142,7 +142,7 @@ func TestMovedLogRecordsAreBadStore(t *testing.T) {
 				ix, err = engine.Open(ctx, damaged, engine.Config{Device: engine.CPU})
 			}
 			if err == nil {
-				v, _ := ix.Get(1)
+				v, _ := ix.Vector(1)
 				ix.Close()
 				t.Fatalf("%s: opened (read-only %v) with ID 1 = %v; the last upsert was %v", what, readOnly, v, vs[n-1])
 			}

@@ -189,7 +189,7 @@ func TestMappedStoreChangedUnderneath(t *testing.T) {
 		"Search":      func(ix *engine.Index) error { _, err := ix.Search(ctx, q, 5); return err },
 		"SearchBatch": func(ix *engine.Index) error { _, err := ix.SearchBatch(ctx, [][]float32{q, q}, 5); return err },
 		"SearchRange": func(ix *engine.Index) error { _, err := ix.SearchRange(ctx, q, -1e9); return err },
-		"Get":         func(ix *engine.Index) error { _, err := ix.Get(3*2000 + 1); return err },
+		"Get":         func(ix *engine.Index) error { _, err := ix.Vector(3*2000 + 1); return err },
 		"Upsert": func(ix *engine.Index) error {
 			return testkit.ErrOf(ix.Upsert(ctx, umbra.Vectors([][]float32{q}), umbra.WithIDs([]uint64{3*2000 + 1}...)))
 		},

@@ -22,9 +22,9 @@ func sameContents(t *testing.T, want, got *engine.Index, what string) {
 	require.Equal(t, want.Dim(), got.Dim(), what)
 	require.Equal(t, want.Metric(), got.Metric(), what)
 	for _, id := range want.IDs() {
-		a, err := want.Get(id)
+		a, err := want.Vector(id)
 		require.NoError(t, err)
-		b, err := got.Get(id)
+		b, err := got.Vector(id)
 		require.NoError(t, err)
 		require.Equal(t, a, b, "%s: ID %d", what, id)
 		ka, oka := want.KeyOf(id)
@@ -90,7 +90,7 @@ func TestStoreSurvivesReopen(t *testing.T) {
 					require.NoError(t, err)
 					got, err := again.Search(ctx, q, 5, umbra.AllowFunc(func(id uint64) bool { return id%2 == 1 }))
 					require.NoError(t, err)
-					requireSameHits(t, m, ref.Get, q, want, got, what)
+					requireSameHits(t, m, ref.Vector, q, want, got, what)
 					return again
 				}
 				again := check("replayed from the log")

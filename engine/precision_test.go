@@ -83,7 +83,7 @@ func TestPrecisionMatchesFloat32(t *testing.T) {
 						qs := precisionVectors(r, kind, 3, dim, center)
 						if n > 0 && kind >= 2 {
 							ids := f32.IDs()
-							v, err := f32.Get(ids[r.IntN(len(ids))])
+							v, err := f32.Vector(ids[r.IntN(len(ids))])
 							require.NoError(t, err)
 							qs[0] = v // on top of the data: ties and near-ties
 						}

@@ -56,7 +56,7 @@ func TestGPUComesBack(t *testing.T) {
 					require.NoError(t, err)
 					got, err := ix.Search(ctx, q, 9)
 					require.NoError(t, err, "%s: query %d", what, i)
-					requireSameHits(t, umbra.L2, ref.Get, q, want, got, what)
+					requireSameHits(t, umbra.L2, ref.Vector, q, want, got, what)
 				}
 			}
 			same("before the fault")
@@ -67,7 +67,7 @@ func TestGPUComesBack(t *testing.T) {
 			require.NoError(t, err, "the search the device failed is answered on the CPU")
 			want, err := ref.Search(ctx, qs[0], 9)
 			require.NoError(t, err)
-			requireSameHits(t, umbra.L2, ref.Get, qs[0], want, got, "the failed search")
+			requireSameHits(t, umbra.L2, ref.Vector, qs[0], want, got, "the failed search")
 			require.Equal(t, "cpu", tr.Device)
 			info := ix.Info()
 			require.Equal(t, engine.CPU, info.Device)

@@ -249,7 +249,7 @@ func TestShardFault(t *testing.T) {
 		got, err := ix.SearchBatch(ctx, qs, 20)
 		require.NoError(t, err, what)
 		for i := range qs {
-			requireSameHits(t, umbra.Dot, ref.Get, qs[i], want[i], got[i], fmt.Sprintf("%s: query %d", what, i))
+			requireSameHits(t, umbra.Dot, ref.Vector, qs[i], want[i], got[i], fmt.Sprintf("%s: query %d", what, i))
 		}
 	}
 	t.Run("gpu", func(t *testing.T) {
@@ -295,7 +295,7 @@ func TestShardFault(t *testing.T) {
 		require.NoError(t, err)
 		got, err := ix.Search(diag.WithTrace(ctx, &tr), qs[0], 20)
 		require.NoError(t, err, "the search shard 1 failed is answered on the CPU")
-		requireSameHits(t, umbra.Dot, ref.Get, qs[0], want, got, "the failed search")
+		requireSameHits(t, umbra.Dot, ref.Vector, qs[0], want, got, "the failed search")
 		require.Equal(t, "cpu", tr.Device)
 		require.Contains(t, ix.Info().LastFailure, "shard 1")
 		same(ix, "while recovering")
@@ -307,7 +307,7 @@ func TestShardFault(t *testing.T) {
 		got, err = ix.Search(diag.WithTrace(ctx, &tr), qs[0], 20)
 		require.NoError(t, err)
 		require.Equal(t, "gpu", tr.Device)
-		requireSameHits(t, umbra.Dot, ref.Get, qs[0], want, got, "after recovery")
+		requireSameHits(t, umbra.Dot, ref.Vector, qs[0], want, got, "after recovery")
 		same(ix, "after recovery")
 	})
 }

@@ -149,14 +149,14 @@ func TestStoreOperationsMatchAModel(t *testing.T) {
 						require.ErrorIs(t, ix.Delete(ctx, umbra.WithIDs(id, id)), umbra.ErrDuplicateID, what)
 						require.ErrorIs(t, testkit.ErrOf(ix.Upsert(ctx, umbra.Vectors(v), umbra.WithIDs([]uint64{id, id}...))), umbra.ErrDuplicateID, what)
 						require.ErrorIs(t, testkit.ErrOf(ix.Upsert(ctx, umbra.Vectors(v), umbra.WithIDs([]uint64{id}...))), umbra.ErrIDCount, what)
-						_, err := ix.Get(1 << 42)
+						_, err := ix.Vector(1 << 42)
 						require.ErrorIs(t, err, umbra.ErrNotFound, what)
 					}
 					// After every step: contents, then searches.
 					require.Equal(t, len(md.vecs), ix.Len(), what)
 					require.Equal(t, stored(), ix.IDs(), what)
 					id := pick()
-					got, err := ix.Get(id)
+					got, err := ix.Vector(id)
 					require.NoError(t, err, what)
 					want := md.vecs[id]
 					if m == umbra.Cosine {
@@ -290,7 +290,7 @@ func TestStringKeys(t *testing.T) {
 			up, err := ix.Upsert(ctx, umbra.Vectors(nv), umbra.WithKeys([]string{keys[2], "new"}...))
 			require.NoError(t, err)
 			require.Equal(t, ids[2], up[0], "a stored key keeps its ID")
-			got, err := ix.Get(up[0])
+			got, err := ix.Vector(up[0])
 			require.NoError(t, err)
 			require.Equal(t, nv[0], got)
 			require.Equal(t, len(keys)+1, ix.Len())

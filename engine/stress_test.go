@@ -407,7 +407,7 @@ func stress(t *testing.T, b backend, scale int) {
 	fresh := open(t, backends[0], engine.Config{Dim: stressDim, Metric: umbra.Dot})
 	vs := make([][]float32, len(ids))
 	for i, id := range ids {
-		v, err := ix.Get(id)
+		v, err := ix.Vector(id)
 		require.NoError(t, err)
 		require.Equal(t, all[id], v, "ID %d", id)
 		vs[i] = v
@@ -418,7 +418,7 @@ func stress(t *testing.T, b backend, scale int) {
 		require.NoError(t, err)
 		got, err := ix.Search(ctx, q, stressK)
 		require.NoError(t, err)
-		requireSameHits(t, umbra.Dot, fresh.Get, q, want, got, fmt.Sprintf("query %d after the load", i))
+		requireSameHits(t, umbra.Dot, fresh.Vector, q, want, got, fmt.Sprintf("query %d after the load", i))
 	}
 }
 

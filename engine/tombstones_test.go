@@ -41,11 +41,11 @@ func (p tombPair) same(t *testing.T, m umbra.Metric, queries [][]float32, what s
 		got, err := p.gpu.SearchBatch(ctx, queries, k)
 		require.NoError(t, err, "%s: k=%d", what, k)
 		for qi := range want {
-			requireSameHits(t, m, p.cpu.Get, queries[qi], want[qi], got[qi], fmt.Sprintf("%s: k=%d query %d", what, k, qi))
+			requireSameHits(t, m, p.cpu.Vector, queries[qi], want[qi], got[qi], fmt.Sprintf("%s: k=%d query %d", what, k, qi))
 		}
 		one, err := p.gpu.Search(ctx, queries[0], k)
 		require.NoError(t, err, "%s: k=%d", what, k)
-		requireSameHits(t, m, p.cpu.Get, queries[0], want[0], one, fmt.Sprintf("%s: single k=%d", what, k))
+		requireSameHits(t, m, p.cpu.Vector, queries[0], want[0], one, fmt.Sprintf("%s: single k=%d", what, k))
 	}
 }
 
@@ -179,7 +179,7 @@ func TestFailedTombstoneWrite(t *testing.T) {
 					require.NoError(t, err)
 					want, err := p.cpu.Search(ctx, queries[0], 5)
 					require.NoError(t, err)
-					requireSameHits(t, umbra.Dot, p.cpu.Get, queries[0], want, got, "the search after a failed delete write")
+					requireSameHits(t, umbra.Dot, p.cpu.Vector, queries[0], want, got, "the search after a failed delete write")
 				}
 				for _, h := range got {
 					require.NotContains(t, del, h.ID, "a deleted row in an answer")

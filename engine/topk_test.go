@@ -44,7 +44,7 @@ func TestDeviceTopK(t *testing.T) {
 						require.NoError(t, err)
 						require.Equal(t, got[2], one, "batched and single search differ, k=%d", k)
 						for qi := range queries {
-							requireSameHits(t, m, cpu.Get, queries[qi], want[qi], got[qi], fmt.Sprintf("k=%d query %d", k, qi))
+							requireSameHits(t, m, cpu.Vector, queries[qi], want[qi], got[qi], fmt.Sprintf("k=%d query %d", k, qi))
 						}
 					}
 				})

@@ -356,9 +356,10 @@ func (ix *Index) deleteLocked(ctx context.Context, ids []uint64) error {
 // compactMinDead is the fewest dead rows automatic compaction bothers with.
 const compactMinDead = 1024
 
-// Get returns a copy of the vector stored under id (under Cosine, the unit
-// vector the index stores), or ErrNotFound.
-func (ix *Index) Get(id uint64) (v []float32, err error) {
+// Vector returns a copy of the vector stored under id (under Cosine, the
+// unit vector the index stores), or ErrNotFound. Get returns many rows'
+// vectors at once, with their metadata and payloads.
+func (ix *Index) Vector(id uint64) (v []float32, err error) {
 	defer ix.recoverInto(&err, ix.watchFaults())
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()

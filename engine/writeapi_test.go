@@ -141,7 +141,7 @@ func TestWriteVerbsOnEverySource(t *testing.T) {
 					}
 					require.Equal(t, len(want), ix.Len(), what)
 					for id, v := range want {
-						stored, err := ix.Get(id)
+						stored, err := ix.Vector(id)
 						require.NoError(t, err, what)
 						require.Equal(t, v, stored, "%s: ID %d", what, id)
 					}

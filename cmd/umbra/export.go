@@ -146,7 +146,7 @@ func (c *exportCmd) Run(ctx context.Context, e *env) (err error) {
 	}
 	m := &host.Matrix{Rows: len(ids), Dim: ix.Dim(), Data: make([]float32, 0, len(ids)*ix.Dim())}
 	for _, id := range ids {
-		v, err := ix.Get(id)
+		v, err := ix.Vector(id)
 		if err != nil {
 			return fmt.Errorf("store %s: %s", c.Store, cause(err))
 		}

@@ -128,7 +128,7 @@ func (c *getCmd) Run(ctx context.Context, e *env) (err error) {
 	}
 	out := getJSON{Store: c.Store, Dim: ix.Dim(), Metric: ix.Metric().String(), Vectors: make([]storedJSON, len(ids))}
 	for i, id := range ids {
-		v, err := ix.Get(id)
+		v, err := ix.Vector(id)
 		if err != nil {
 			return fmt.Errorf("store %s: %s", c.Store, cause(err))
 		}

@@ -622,7 +622,7 @@ func TestAddWithKeys(t *testing.T) {
 	id, found := ix.Lookup("a/y.md")
 	require.True(t, found)
 	assert.Equal(t, uint64(11), id, "an upsert by key keeps the key's ID")
-	got, err := ix.Get(id)
+	got, err := ix.Vector(id)
 	require.NoError(t, err)
 	want := up.Row(0)
 	var n float64
