@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/umbravec/umbra"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 	"github.com/umbravec/umbra/internal/keyrule"
 	"github.com/umbravec/umbra/meta"
 )
@@ -23,17 +24,12 @@ import (
 // Client is a connection to an umbra cluster: the NATS system its nodes
 // share.
 type Client struct {
-	nc             *nats.Conn
-	js             jetstream.JetStream
-	owns           bool
+	x              *protocol.Conn // the connection, its buckets and the server's refusals
 	timeout        time.Duration
 	attemptTimeout time.Duration
-	colls, ctrs    jetstream.KeyValue
-	replicas       int // of the cluster's buckets: 1 on one server, 3 in a NATS cluster
 	idBlock        uint64
 	callsState                 // umbra_calls, for writes with an idempotency key (idempotent.go)
 	conn           connOptions // Connect's (auth.go)
-	denied         denials
 }
 
 // ClientOption configures Connect.
@@ -49,7 +45,7 @@ func AttemptTimeout(d time.Duration) ClientOption { return func(c *Client) { c.a
 // ErrUnauthorized: the NATS server refused the connection's credentials
 // (none given, or not keys it knows). Connect returns it as an
 // *AuthError.
-var ErrUnauthorized = errors.New("the server refused the credentials")
+var ErrUnauthorized = protocol.ErrUnauthorized
 
 // AuthError is Connect's error when the server refused the credentials.
 type AuthError struct {
@@ -58,19 +54,16 @@ type AuthError struct {
 	Err   error  // NATS's
 }
 
-func (e *AuthError) Error() string {
-	if e.Creds == "" {
-		return fmt.Sprintf("connecting to %s without credentials: the server refused the connection (%v): give credentials (Credentials: umbra serve --dir D writes D/creds/client.nk for applications, D/creds/node.nk for nodes)", e.URL, e.Err)
-	}
-	return fmt.Sprintf("connecting to %s: the server refused the credentials in %s (%v): not keys it knows (another server's, or replaced since: umbra serve prints where it keeps the current ones)", e.URL, e.Creds, e.Err)
-}
+func (e *AuthError) Error() string { return protocol.AuthMessage(e.URL, e.Creds, e.Err) }
 
 func (e *AuthError) Unwrap() []error { return []error{ErrUnauthorized, e.Err} }
 
 func newClientValue(opts []ClientOption) *Client {
-	c := &Client{timeout: 10 * time.Second, attemptTimeout: 3 * time.Second, replicas: 1, idBlock: defaultIDBlock}
+	c := &Client{timeout: 10 * time.Second, attemptTimeout: 3 * time.Second, idBlock: defaultIDBlock}
 	for _, o := range opts {
-		o(c)
+		if o != nil {
+			o(c)
+		}
 	}
 	return c
 }
@@ -79,92 +72,42 @@ func newClientValue(opts []ClientOption) *Client {
 // any of them), with the credentials and TLS settings opts give.
 func Connect(ctx context.Context, url string, opts ...ClientOption) (*Client, error) {
 	c := newClientValue(opts)
-	if c.conn.err != nil {
-		return nil, c.conn.err
+	x, err := protocol.Dial(ctx, url, protocol.DialConfig{Creds: c.conn.creds, Options: c.conn.nats, Node: c.conn.node})
+	var auth *protocol.AuthError
+	if errors.As(err, &auth) {
+		return nil, &AuthError{URL: auth.URL, Creds: auth.Creds, Err: auth.Err}
 	}
-	nopts := []nats.Option{nats.Name("umbra client"), nats.MaxReconnects(-1), nats.ErrorHandler(c.denied.handler)}
-	if c.conn.node {
-		nopts = append(nopts, nats.Name("umbra node"), nats.CustomInboxPrefix(NodeInboxPrefix))
-	}
-	nc, err := nats.Connect(url, append(nopts, c.conn.nats...)...)
 	if err != nil {
-		if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked) {
-			return nil, &AuthError{URL: url, Creds: c.conn.creds, Err: err}
-		}
-		return nil, fmt.Errorf("connecting to %s: %w", url, err)
-	}
-	c.nc, c.owns = nc, true
-	if err := c.init(ctx); err != nil {
-		nc.Close()
 		return nil, err
 	}
+	c.x = x
 	return c, nil
 }
 
 // NewClient makes a Client on an open connection (Close leaves it open).
 // Credentials, TLS and ClientCert are the connection's own then (set on
 // it when it was made); AsNode needs a connection made with
-// nats.CustomInboxPrefix(NodeInboxPrefix).
+// nats.CustomInboxPrefix("_UMBRA_NODE_INBOX"). The server's refusals of
+// rights are not seen on such a connection (its error handler is the
+// caller's), so errors name them less well.
 func NewClient(ctx context.Context, nc *nats.Conn, opts ...ClientOption) (*Client, error) {
 	c := newClientValue(opts)
-	switch {
-	case c.conn.connLevel:
+	if c.conn.connLevel {
 		return nil, errors.New("cluster.NewClient: Credentials, TLS and ClientCert apply to Connect; give nats.Connect the connection's own (nats.UserCredentials, nats.Nkey, nats.RootCAs)")
-	case c.conn.node && nc.Opts.InboxPrefix != NodeInboxPrefix:
-		return nil, fmt.Errorf("cluster.NewClient: AsNode needs a connection made with nats.CustomInboxPrefix(%q), not %q", NodeInboxPrefix, nc.Opts.InboxPrefix)
 	}
-	c.nc = nc
-	if err := c.init(ctx); err != nil {
-		return nil, err
+	x, err := protocol.Open(ctx, nc, c.conn.node)
+	if err != nil {
+		return nil, fmt.Errorf("cluster.NewClient: %w", err)
 	}
+	c.x = x
 	return c, nil
 }
 
-func (c *Client) init(ctx context.Context) error {
-	js, err := jetstream.New(c.nc)
-	if err != nil {
-		return err
-	}
-	c.js = js
-	if c.nc.ConnectedClusterName() != "" {
-		c.replicas = 3
-	}
-	m := c.mark()
-	fctx, cancel := c.denied.failFast(ctx)
-	defer cancel()
-	if c.colls, err = bucket(fctx, js, bucketCollections, c.replicas); err != nil {
-		return c.bucketError(err, m)
-	}
-	if c.ctrs, err = bucket(fctx, js, bucketCounters, c.replicas); err != nil {
-		return c.bucketError(err, m)
-	}
-	return nil
-}
-
-// bucket opens the KV bucket, creating it when absent.
-func bucket(ctx context.Context, js jetstream.JetStream, name string, replicas int) (jetstream.KeyValue, error) {
-	kv, err := js.KeyValue(ctx, name)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: name, Replicas: replicas, Storage: jetstream.FileStorage, History: 1})
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = js.KeyValue(ctx, name)
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("bucket %s: %w", name, err)
-	}
-	return kv, nil
-}
-
 // Close closes the connection, if Connect opened it.
-func (c *Client) Close() {
-	if c.owns {
-		c.nc.Close()
-	}
-}
+func (c *Client) Close() { c.x.Close() }
 
 // Conn is the client's NATS connection.
-func (c *Client) Conn() *nats.Conn { return c.nc }
+func (c *Client) Conn() *nats.Conn { return c.x.NC }
 
 // CollectionConfig describes a new collection.
 type CollectionConfig struct {
@@ -193,7 +136,7 @@ type CollectionConfig struct {
 // Create creates a collection, or opens it when one of that name exists
 // with the same configuration (ErrCollectionExists otherwise).
 func (c *Client) Create(ctx context.Context, name string, cfg CollectionConfig) (*Collection, error) {
-	if err := checkName(name); err != nil {
+	if err := protocol.CheckName(name); err != nil {
 		return nil, err
 	}
 	if cfg.Dim < 1 || cfg.Dim > umbra.MaxDim {
@@ -202,32 +145,32 @@ func (c *Client) Create(ctx context.Context, name string, cfg CollectionConfig) 
 	if cfg.Shards == 0 {
 		cfg.Shards = 1
 	}
-	if cfg.Shards < 1 || cfg.Shards > maxShards {
-		return nil, fmt.Errorf("%w: Shards %d (1 to %d)", umbra.ErrInvalidConfig, cfg.Shards, maxShards)
+	if cfg.Shards < 1 || cfg.Shards > protocol.MaxShards {
+		return nil, fmt.Errorf("%w: Shards %d (1 to %d)", umbra.ErrInvalidConfig, cfg.Shards, protocol.MaxShards)
 	}
 	if cfg.NodeReplicas < 0 {
 		return nil, fmt.Errorf("%w: NodeReplicas %d (0 for the default, 3)", umbra.ErrInvalidConfig, cfg.NodeReplicas)
 	}
 	if cfg.Replicas == 0 {
-		cfg.Replicas = c.replicas
+		cfg.Replicas = c.x.Replicas
 	}
 	if cfg.MaxBytes == 0 {
 		cfg.MaxBytes = 1 << 30
 	}
 	if cfg.DedupWindow == 0 {
-		cfg.DedupWindow = DefaultDedupWindow
+		cfg.DedupWindow = protocol.DefaultDedupWindow
 	}
-	if cfg.DedupWindow < time.Second || cfg.DedupWindow > MaxDedupWindow {
-		return nil, fmt.Errorf("%w: DedupWindow %v (1s to %v, 0 for the default %v)", umbra.ErrInvalidConfig, cfg.DedupWindow, MaxDedupWindow, DefaultDedupWindow)
+	if cfg.DedupWindow < time.Second || cfg.DedupWindow > protocol.MaxDedupWindow {
+		return nil, fmt.Errorf("%w: DedupWindow %v (1s to %v, 0 for the default %v)", umbra.ErrInvalidConfig, cfg.DedupWindow, protocol.MaxDedupWindow, protocol.DefaultDedupWindow)
 	}
-	meta := &collectionMeta{Version: 1, Name: name, Dim: cfg.Dim, Metric: cfg.Metric.String(), Shards: cfg.Shards,
+	meta := &protocol.CollectionRecord{Version: 1, Name: name, Dim: cfg.Dim, Metric: cfg.Metric.String(), Shards: cfg.Shards,
 		Replicas: cfg.Replicas, NodeReplicas: cfg.NodeReplicas, MaxBytes: cfg.MaxBytes, Created: time.Now().UTC(), DedupWindow: cfg.DedupWindow}
-	if e, err := c.colls.Get(ctx, name); err == nil {
-		old, err := unmarshalMeta(e.Value())
+	if e, err := c.x.Colls.Get(ctx, name); err == nil {
+		old, err := protocol.UnmarshalRecord(e.Value())
 		if err != nil {
 			return nil, err
 		}
-		if err := sameCollection(old, meta); err != nil {
+		if err := protocol.SameCollection(old, meta); err != nil {
 			return nil, err
 		}
 		return c.open(old)
@@ -243,29 +186,29 @@ func (c *Client) Create(ctx context.Context, name string, cfg CollectionConfig) 
 
 // Open opens an existing collection.
 func (c *Client) Open(ctx context.Context, name string) (*Collection, error) {
-	if err := checkName(name); err != nil {
+	if err := protocol.CheckName(name); err != nil {
 		return nil, err
 	}
-	e, err := c.colls.Get(ctx, name)
+	e, err := c.x.Colls.Get(ctx, name)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, fmt.Errorf("%w: %q", ErrNoCollection, name)
 	}
 	if err != nil {
 		return nil, err
 	}
-	meta, err := unmarshalMeta(e.Value())
+	meta, err := protocol.UnmarshalRecord(e.Value())
 	if err != nil {
 		return nil, err
 	}
 	return c.open(meta)
 }
 
-func (c *Client) open(meta *collectionMeta) (*Collection, error) {
-	metric, err := meta.metric()
+func (c *Client) open(meta *protocol.CollectionRecord) (*Collection, error) {
+	metric, err := meta.ParseMetric()
 	if err != nil {
 		return nil, err
 	}
-	fields, err := meta.schema()
+	fields, err := meta.Schema()
 	if err != nil {
 		return nil, err
 	}
@@ -282,7 +225,7 @@ type Token []uint64
 // its own writes, and its searches read them.
 type Collection struct {
 	c      *Client
-	meta   *collectionMeta
+	meta   *protocol.CollectionRecord
 	metric umbra.Metric
 	mu     sync.Mutex
 	token  Token
@@ -403,18 +346,18 @@ func checkKeys(keys []string) error {
 // whole: when a replica refuses one part (an ID already stored), the
 // others stand, and the error says so.
 func (col *Collection) Add(ctx context.Context, rows umbra.RowSource, opts ...umbra.WriteOption) ([]uint64, error) {
-	return col.write(ctx, opAdd, rows, opts)
+	return col.write(ctx, protocol.OpAdd, rows, opts)
 }
 
 // Upsert stores rows under the caller's IDs or keys, replacing stored
 // ones.
 func (col *Collection) Upsert(ctx context.Context, rows umbra.RowSource, opts ...umbra.WriteOption) ([]uint64, error) {
-	return col.write(ctx, opUpsert, rows, opts)
+	return col.write(ctx, protocol.OpUpsert, rows, opts)
 }
 
 // Delete removes the rows named by WithIDs or WithKeys.
 func (col *Collection) Delete(ctx context.Context, opts ...umbra.WriteOption) error {
-	_, err := col.write(ctx, opDelete, nil, opts)
+	_, err := col.write(ctx, protocol.OpDelete, nil, opts)
 	return err
 }
 
@@ -435,7 +378,7 @@ type writeOptions struct {
 }
 
 // verbs name the write operations as the API calls them.
-var verbs = map[byte]string{opAdd: "Add", opUpsert: "Upsert", opDelete: "Delete"}
+var verbs = map[byte]string{protocol.OpAdd: "Add", protocol.OpUpsert: "Upsert", protocol.OpDelete: "Delete"}
 
 // collectWrite resolves opts for the write op (umbra.ResolveWrite's
 // rules); a cluster names a write's rows by IDs or by keys, not both.
@@ -465,7 +408,7 @@ func (col *Collection) write(ctx context.Context, op byte, rows umbra.RowSource,
 	dim := col.meta.Dim
 	var data []float32
 	n := 0
-	if op == opDelete {
+	if op == protocol.OpDelete {
 		if !o.idsSet && !o.keysSet {
 			return nil, fmt.Errorf("%w: Delete names no rows (WithIDs or WithKeys)", umbra.ErrInvalidOption)
 		}
@@ -479,14 +422,14 @@ func (col *Collection) write(ctx context.Context, op byte, rows umbra.RowSource,
 		if err := col.checkRows(data); err != nil {
 			return nil, err
 		}
-		if op == opUpsert && !o.idsSet && !o.keysSet {
+		if op == protocol.OpUpsert && !o.idsSet && !o.keysSet {
 			return nil, fmt.Errorf("%w: Upsert names no rows (WithIDs or WithKeys)", umbra.ErrInvalidOption)
 		}
 		if (o.idsSet && len(o.ids) != n) || (o.keysSet && len(o.keys) != n) {
 			return nil, fmt.Errorf("%w: %d vectors, %d IDs or keys", umbra.ErrIDCount, n, len(o.ids)+len(o.keys))
 		}
 	}
-	if op == opDelete && (o.metaSet || o.paySet) {
+	if op == protocol.OpDelete && (o.metaSet || o.paySet) {
 		return nil, fmt.Errorf("%w: Delete takes no metadata or payloads", umbra.ErrInvalidOption)
 	}
 	switch {
@@ -527,7 +470,7 @@ func (col *Collection) write(ctx context.Context, op byte, rows umbra.RowSource,
 		}
 	}
 	S := col.meta.Shards
-	limit := int(col.c.nc.MaxPayload()) - chunkRoom
+	limit := int(col.c.x.NC.MaxPayload()) - protocol.ChunkRoom
 	// With an idempotency key the call is recorded first, or follows the
 	// record of the call that used the key before: the same assigned IDs,
 	// the same cut into messages (idempotent.go).
@@ -536,7 +479,7 @@ func (col *Collection) write(ctx context.Context, op byte, rows umbra.RowSource,
 	if o.keySet {
 		want := callRecord{Hash: callHash(op, &o, data, encMeta), Limit: limit}
 		var assign func() (uint64, error)
-		if op != opDelete && !o.idsSet && !o.keysSet {
+		if op != protocol.OpDelete && !o.idsSet && !o.keysSet {
 			assign = func() (uint64, error) { return col.assign(ctx, uint64(n)) }
 		}
 		r, err := col.claimCall(ctx, o.key, want, assign)
@@ -544,7 +487,7 @@ func (col *Collection) write(ctx context.Context, op byte, rows umbra.RowSource,
 			return nil, err
 		}
 		if r.Limit > limit {
-			return nil, fmt.Errorf("idempotency key %s: its first call cut its messages under %d bytes, over this connection's max payload (%d bytes); retry through a server with the same max_payload", o.key, r.Limit, col.c.nc.MaxPayload())
+			return nil, fmt.Errorf("idempotency key %s: its first call cut its messages under %d bytes, over this connection's max payload (%d bytes); retry through a server with the same max_payload", o.key, r.Limit, col.c.x.NC.MaxPayload())
 		}
 		rec, limit, call = &r, r.Limit, o.key+"."+r.Hash[:16]
 	}
@@ -553,9 +496,9 @@ func (col *Collection) write(ctx context.Context, op byte, rows umbra.RowSource,
 	switch {
 	case o.keysSet:
 		for i, k := range o.keys {
-			shardOf[i] = shardOfKey(k, S)
+			shardOf[i] = protocol.ShardOfKey(k, S)
 		}
-		if op != opDelete {
+		if op != protocol.OpDelete {
 			var err error
 			if ids, err = col.idsForKeys(ctx, shardOf); err != nil {
 				return nil, err
@@ -564,7 +507,7 @@ func (col *Collection) write(ctx context.Context, op byte, rows umbra.RowSource,
 			ids = make([]uint64, n) // unused: the replica looks the keys up
 		}
 	case o.idsSet:
-		if op != opDelete {
+		if op != protocol.OpDelete {
 			if err := col.raiseFloor(ctx, slices.Max(ids)+1); err != nil {
 				return nil, err
 			}
@@ -586,20 +529,20 @@ func (col *Collection) write(ctx context.Context, op byte, rows umbra.RowSource,
 	}
 	if !o.keysSet {
 		for i, id := range ids {
-			shardOf[i] = shardOfID(id, S)
+			shardOf[i] = protocol.ShardOfID(id, S)
 		}
 	}
 	// Each shard's rows, in call order, cut into messages under the max
 	// payload.
 	type part struct {
-		msg  *writeMsg
+		msg  *protocol.WriteMsg
 		rows []int // the call's row indices
 	}
 	byShard := make([][]part, S)
 	for i := range n {
 		s := shardOf[i]
 		ps := byShard[s]
-		rowBytes := 8 + 4*dim*btoi(op != opDelete)
+		rowBytes := 8 + 4*dim*btoi(op != protocol.OpDelete)
 		if o.keysSet {
 			rowBytes += 4 + len(o.keys[i])
 		}
@@ -609,29 +552,29 @@ func (col *Collection) write(ctx context.Context, op byte, rows umbra.RowSource,
 		if o.paySet {
 			rowBytes += 4 + len(o.payloads[i])
 		}
-		if rowBytes+writeHeader > limit {
-			return nil, fmt.Errorf("%w: row %d takes %d bytes, over the NATS max payload of %d (a server's max_payload can be raised to 8 MB; umbra's embedded server runs with 8 MiB)", umbra.ErrTooLarge, i, rowBytes, col.c.nc.MaxPayload())
+		if rowBytes+protocol.WriteHeader > limit {
+			return nil, fmt.Errorf("%w: row %d takes %d bytes, over the NATS max payload of %d (a server's max_payload can be raised to 8 MB; umbra's embedded server runs with 8 MiB)", umbra.ErrTooLarge, i, rowBytes, col.c.x.NC.MaxPayload())
 		}
-		if len(ps) == 0 || ps[len(ps)-1].msg.size()+rowBytes > limit {
-			m := &writeMsg{op: op, dim: dim, metaSet: o.metaSet, paySet: o.paySet}
+		if len(ps) == 0 || ps[len(ps)-1].msg.Size()+rowBytes > limit {
+			m := &protocol.WriteMsg{Op: op, Dim: dim, MetaSet: o.metaSet, PaySet: o.paySet}
 			if o.keysSet {
-				m.keys = []string{}
+				m.Keys = []string{}
 			}
 			ps = append(ps, part{msg: m})
 		}
 		p := &ps[len(ps)-1]
-		p.msg.ids = append(p.msg.ids, ids[i])
+		p.msg.IDs = append(p.msg.IDs, ids[i])
 		if o.keysSet {
-			p.msg.keys = append(p.msg.keys, o.keys[i])
+			p.msg.Keys = append(p.msg.Keys, o.keys[i])
 		}
 		if o.metaSet {
-			p.msg.meta = append(p.msg.meta, encMeta[i])
+			p.msg.Meta = append(p.msg.Meta, encMeta[i])
 		}
 		if o.paySet {
-			p.msg.payloads = append(p.msg.payloads, o.payloads[i])
+			p.msg.Payloads = append(p.msg.Payloads, o.payloads[i])
 		}
-		if op != opDelete {
-			p.msg.rows = append(p.msg.rows, data[i*dim:(i+1)*dim]...)
+		if op != protocol.OpDelete {
+			p.msg.Rows = append(p.msg.Rows, data[i*dim:(i+1)*dim]...)
 		}
 		p.rows = append(p.rows, i)
 		byShard[s] = ps
@@ -650,7 +593,7 @@ func (col *Collection) write(ctx context.Context, op byte, rows umbra.RowSource,
 		}
 		wg.Go(func() {
 			for j, p := range ps {
-				seq, dup, err := col.publishMsg(ctx, s, fmt.Sprintf("%s.%d.%d", call, s, j), p.msg.encode())
+				seq, dup, err := col.publishMsg(ctx, s, fmt.Sprintf("%s.%d.%d", call, s, j), p.msg.Encode())
 				if err == nil {
 					seqs[s] = append(seqs[s], seq)
 					col.advance(s, seq)
@@ -670,13 +613,13 @@ func (col *Collection) write(ctx context.Context, op byte, rows umbra.RowSource,
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("write not acknowledged whole (the shards not named here were; a message is applied whole or not at all): %w", err)
 	}
-	if op == opDelete {
+	if op == protocol.OpDelete {
 		ids = nil
 	}
-	if o.noWait && !(dups.Load() && o.keysSet && op != opDelete) {
+	if o.noWait && !(dups.Load() && o.keysSet && op != protocol.OpDelete) {
 		// (A retry with a key whose messages were stored before waits
 		// for their outcomes: the IDs its keys got are in them.)
-		if op == opUpsert && o.keysSet {
+		if op == protocol.OpUpsert && o.keysSet {
 			// Unknown until applied: the IDs chosen for new keys stand
 			// for the rows; a stored key keeps its own ID.
 		}
@@ -687,29 +630,29 @@ func (col *Collection) write(ctx context.Context, op byte, rows umbra.RowSource,
 	reqs := map[int][]byte{}
 	for s, ss := range seqs {
 		if len(ss) > 0 {
-			reqs[s] = (&request{kind: kindAwait, minSeq: slices.Max(ss), waitMs: 1000, seqs: ss}).encode()
+			reqs[s] = (&protocol.Request{Kind: protocol.KindAwait, MinSeq: slices.Max(ss), WaitMs: 1000, Seqs: ss}).Encode()
 		}
 	}
-	replies, err := col.c.fanout(ctx, col.meta.Name, kindAwait, reqs)
+	replies, err := col.c.fanout(ctx, col.meta.Name, protocol.KindAwait, reqs)
 	if err != nil {
 		return nil, fmt.Errorf("%w (token %v): %w", ErrOutcomeUnknown, col.Token(), err)
 	}
 	var refusals []error
 	for s, ps := range byShard {
 		for j, p := range ps {
-			if len(replies[s].outcomes) != len(ps) {
-				return nil, fmt.Errorf("%w: shard %d reported %d outcomes for %d messages", ErrOutcomeUnknown, s, len(replies[s].outcomes), len(ps))
+			if len(replies[s].Outcomes) != len(ps) {
+				return nil, fmt.Errorf("%w: shard %d reported %d outcomes for %d messages", ErrOutcomeUnknown, s, len(replies[s].Outcomes), len(ps))
 			}
-			out := replies[s].outcomes[j]
-			if out.code != codeOK {
-				refusals = append(refusals, fmt.Errorf("%w: shard %d: %s", codeErr(out.code), s, out.msg))
+			out := replies[s].Outcomes[j]
+			if out.Code != protocol.CodeOK {
+				refusals = append(refusals, fmt.Errorf("%w: shard %d: %s", protocol.CodeErr(out.Code), s, out.Msg))
 				continue
 			}
 			// The IDs as the stored message gave them: the upserted keys'
 			// own, or a first call's (a retry with its key).
-			if (op == opUpsert && o.keysSet || rec != nil && op != opDelete) && len(out.ids) == len(p.rows) {
+			if (op == protocol.OpUpsert && o.keysSet || rec != nil && op != protocol.OpDelete) && len(out.IDs) == len(p.rows) {
 				for k, i := range p.rows {
-					ids[i] = out.ids[k]
+					ids[i] = out.IDs[k]
 				}
 			}
 		}
@@ -754,7 +697,7 @@ func (col *Collection) idsForKeys(ctx context.Context, shardOf []int) ([]uint64,
 			return nil, err
 		}
 		for id := first; id < first+block; id++ {
-			s := shardOfID(id, S)
+			s := protocol.ShardOfID(id, S)
 			free[s] = append(free[s], id)
 		}
 	}
@@ -785,8 +728,8 @@ func (col *Collection) publishMsg(ctx context.Context, shard int, msgID string, 
 	var last error
 	for {
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		ack, err := col.c.js.PublishMsg(actx, &nats.Msg{Subject: writeSubject(col.meta.Name, shard), Data: data},
-			jetstream.WithMsgID(msgID), jetstream.WithExpectStream(streamName(col.meta.Name, shard)))
+		ack, err := col.c.x.JS.PublishMsg(actx, &nats.Msg{Subject: protocol.WriteSubject(col.meta.Name, shard), Data: data},
+			jetstream.WithMsgID(msgID), jetstream.WithExpectStream(protocol.StreamName(col.meta.Name, shard)))
 		cancel()
 		if err == nil {
 			return ack.Sequence, ack.Duplicate, nil

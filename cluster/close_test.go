@@ -11,6 +11,7 @@ import (
 
 	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/cluster/node"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -23,22 +24,22 @@ func TestClusterNodeClosedWhileSearching(t *testing.T) {
 	// Requests to the node being closed are held in their callback for a
 	// moment, so that some are under way while Close runs; a request
 	// goroutine that starts after Close returned is a failure.
-	var closing atomic.Pointer[Node]
+	var closing atomic.Pointer[node.Node]
 	var closedDone atomic.Bool
 	var late atomic.Int64
-	hold := func(n *Node) {
+	hold := func(n *node.Node) {
 		if closing.Load() == n {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	check := func(n *Node) {
+	check := func(n *node.Node) {
 		if closing.Load() == n && closedDone.Load() {
 			late.Add(1)
 		}
 	}
-	testHooks.request.Store(&hold)
-	testHooks.serve.Store(&check)
-	t.Cleanup(func() { testHooks.request.Store(nil); testHooks.serve.Store(nil) })
+	node.TestHooks.Request.Store(&hold)
+	node.TestHooks.Serve.Store(&check)
+	t.Cleanup(func() { node.TestHooks.Request.Store(nil); node.TestHooks.Serve.Store(nil) })
 	h := newHarness(t, nil)
 	ctx := context.Background()
 	const dim, shards = 6, 3
@@ -106,7 +107,7 @@ func TestClusterNodeClosedWhileSearching(t *testing.T) {
 	const rounds = 6
 	served := 0
 	for round := range rounds {
-		n, err := StartNode(ctx, h.c, NodeConfig{Dir: t.TempDir(), Device: engine.CPU})
+		n, err := node.Start(ctx, h.c.x, node.Config{Dir: t.TempDir(), Device: engine.CPU})
 		if err != nil {
 			t.Fatal(err)
 		}

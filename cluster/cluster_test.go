@@ -15,6 +15,8 @@ import (
 
 	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/cluster/node"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -23,9 +25,9 @@ import (
 type harness struct {
 	t    *testing.T
 	dir  string
-	srv  *Embedded
+	srv  *node.Embedded
 	c    *Client
-	node *Node
+	node *node.Node
 }
 
 func newHarness(t *testing.T, serve func(string, int) bool) *harness {
@@ -37,7 +39,7 @@ func newHarness(t *testing.T, serve func(string, int) bool) *harness {
 	h.dir, h.srv, h.c = serverAndClient(t, Timeout(20*time.Second))
 	ctx := context.Background()
 	var err error
-	h.node, err = StartNode(ctx, h.c, NodeConfig{Dir: h.dir, Device: engine.CPU, Serve: serve, Logf: t.Logf})
+	h.node, err = node.Start(ctx, h.c.x, node.Config{Dir: h.dir, Device: engine.CPU, Serve: serve, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,10 +50,10 @@ func newHarness(t *testing.T, serve func(string, int) bool) *harness {
 // serverAndClient starts an embedded NATS server in a test's temporary
 // directory and connects a client to it with the node's credentials (it
 // may run a node), both closed when the test ends.
-func serverAndClient(t *testing.T, opts ...ClientOption) (dir string, srv *Embedded, c *Client) {
+func serverAndClient(t *testing.T, opts ...ClientOption) (dir string, srv *node.Embedded, c *Client) {
 	t.Helper()
 	dir = t.TempDir()
-	srv, err := StartEmbedded(EmbeddedConfig{Listen: "127.0.0.1:0", Dir: dir})
+	srv, err := node.StartEmbedded(node.EmbeddedConfig{Listen: "127.0.0.1:0", Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,10 +290,10 @@ func TestClusterRetriedWriteAppliesOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &writeMsg{op: opAdd, dim: 3, ids: []uint64{9}, rows: []float32{1, 2, 3}}
+	m := &protocol.WriteMsg{Op: protocol.OpAdd, Dim: 3, IDs: []uint64{9}, Rows: []float32{1, 2, 3}}
 	var seqs []uint64
 	for range 2 {
-		seq, err := col.publish(ctx, 0, "call-1.0.0", m.encode())
+		seq, err := col.publish(ctx, 0, "call-1.0.0", m.Encode())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -306,7 +308,7 @@ func TestClusterRetriedWriteAppliesOnce(t *testing.T) {
 	if _, err := col.Add(ctx, umbra.Vectors([][]float32{{3, 2, 1}}), umbra.WithIDs(10)); err != nil {
 		t.Fatal(err)
 	}
-	st, _ := h.c.js.Stream(ctx, streamName("r", 0))
+	st, _ := h.c.x.JS.Stream(ctx, protocol.StreamName("r", 0))
 	info, _ := st.Info(ctx)
 	if info.State.Msgs != 2 {
 		t.Fatalf("stream holds %d messages, want 2", info.State.Msgs)
@@ -371,4 +373,14 @@ func TestClusterReadYourWrites(t *testing.T) {
 	_ = rand.IntN
 	_ = nats.Connect
 	_ = jetstream.New
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); !ok(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 15 s for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

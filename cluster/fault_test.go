@@ -21,6 +21,8 @@ import (
 
 	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/cluster/node"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -28,7 +30,7 @@ import (
 // process, with the options StartEmbedded uses, until it is killed.
 // UMBRA_NATS_ROUTES are the other servers' route URLs, comma-separated.
 func childServer() int {
-	cfg := EmbeddedConfig{
+	cfg := node.EmbeddedConfig{
 		Listen:        os.Getenv("UMBRA_NATS_LISTEN"),
 		Dir:           os.Getenv("UMBRA_NATS_DIR"),
 		Name:          os.Getenv("UMBRA_NATS_NAME"),
@@ -37,7 +39,7 @@ func childServer() int {
 		Routes:        strings.Split(os.Getenv("UMBRA_NATS_ROUTES"), ","),
 		Creds:         os.Getenv("UMBRA_NATS_CREDS_DIR"),
 	}
-	opts, _, err := embeddedOptions(cfg)
+	opts, _, err := node.EmbeddedOptions(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -45,7 +47,7 @@ func childServer() int {
 	// Routes only as configured (a partition test puts proxies on them;
 	// gossiped direct routes would go round the cut).
 	opts.Cluster.NoAdvertise = true
-	if _, err := startServer(opts); err != nil {
+	if _, err := node.StartServer(opts); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -62,7 +64,7 @@ type serverProcs struct {
 	cluster []string // cluster listen addresses
 	routes  [][]string
 	dirs    []string
-	creds   *CredsDir // shared by the servers
+	creds   *node.CredsDir // shared by the servers
 	mu      sync.Mutex
 	procs   []*os.Process
 }
@@ -73,7 +75,7 @@ func startServerProcs(t *testing.T, n int, routes func(i, j int, clusterAddr str
 	t.Helper()
 	sv := &serverProcs{t: t, procs: make([]*os.Process, n)}
 	var err error
-	if sv.creds, err = LoadCreds(filepath.Join(t.TempDir(), "creds")); err != nil {
+	if sv.creds, err = node.LoadCreds(filepath.Join(t.TempDir(), "creds")); err != nil {
 		t.Fatal(err)
 	}
 	for i := range n {
@@ -206,7 +208,7 @@ func (sv *serverProcs) client(ctx context.Context, idx ...int) *Client {
 // stored.
 func streamCalls(t *testing.T, ctx context.Context, c *Client, stream string, rowsPerCall uint64) map[uint64]int {
 	t.Helper()
-	st, err := c.js.Stream(ctx, stream)
+	st, err := c.x.JS.Stream(ctx, stream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,11 +233,11 @@ func streamCalls(t *testing.T, ctx context.Context, c *Client, stream string, ro
 		if err != nil {
 			t.Fatalf("reading message %d of %s: %v", seq, stream, err)
 		}
-		m, err := decodeWrite(msg.Data)
+		m, err := protocol.DecodeWrite(msg.Data)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[(m.ids[0]-1)/rowsPerCall]++
+		out[(m.IDs[0]-1)/rowsPerCall]++
 	}
 	return out
 }
@@ -259,7 +261,7 @@ func TestClusterLeaderServerKilledMidWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	node, err := StartNode(ctx, c, NodeConfig{Dir: t.TempDir(), Device: engine.CPU, Logf: t.Logf})
+	node, err := node.Start(ctx, c.x, node.Config{Dir: t.TempDir(), Device: engine.CPU, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +314,7 @@ func TestClusterLeaderServerKilledMidWrite(t *testing.T) {
 	for acked.Load() < 12 {
 		time.Sleep(time.Millisecond)
 	}
-	st, err := c.js.Stream(ctx, streamName("w", 0))
+	st, err := c.x.JS.Stream(ctx, protocol.StreamName("w", 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +346,7 @@ func TestClusterLeaderServerKilledMidWrite(t *testing.T) {
 		// elections (seconds) and goes through.
 		t.Errorf("only %d of %d writes acknowledged with two of three servers up", nacked, len(results))
 	}
-	stored := streamCalls(t, ctx, c, streamName("w", 0), rowsPerCall)
+	stored := streamCalls(t, ctx, c, protocol.StreamName("w", 0), rowsPerCall)
 	ref := newMirror(t, dim, umbra.Cosine)
 	for call, res := range results {
 		n := stored[uint64(call)]

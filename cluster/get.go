@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/umbravec/umbra"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 	"github.com/umbravec/umbra/internal/keyrule"
 	"github.com/umbravec/umbra/meta"
 )
@@ -47,16 +48,16 @@ func (col *Collection) Get(ctx context.Context, sel umbra.Selection) ([]umbra.Re
 	}
 	var include byte
 	if sel.Vectors {
-		include |= includeVector
+		include |= protocol.IncludeVector
 	}
 	if sel.Meta {
-		include |= includeMeta
+		include |= protocol.IncludeMeta
 	}
 	if sel.Payloads {
-		include |= includePayload
+		include |= protocol.IncludePayload
 	}
 	tok := col.Token()
-	var rows []record
+	var rows []protocol.Row
 	if sel.IDs != nil || sel.Keys != nil {
 		if rows, err = col.getNamed(ctx, tok, sel.IDs, sel.Keys, sel.From, where, include); err != nil {
 			return nil, err
@@ -72,7 +73,7 @@ func (col *Collection) Get(ctx context.Context, sel umbra.Selection) ([]umbra.Re
 		if include != 0 && len(rows) > 0 {
 			ids := make([]uint64, len(rows))
 			for i, r := range rows {
-				ids[i] = r.id
+				ids[i] = r.ID
 			}
 			// The rows read whole, by ID; one deleted meanwhile is left out.
 			if rows, err = col.getNamed(ctx, tok, ids, nil, 0, nil, include); err != nil {
@@ -82,10 +83,10 @@ func (col *Collection) Get(ctx context.Context, sel umbra.Selection) ([]umbra.Re
 	}
 	out := make([]umbra.Record, len(rows))
 	for i, r := range rows {
-		out[i] = umbra.Record{ID: r.id, Key: r.key, Vector: r.vec, Payload: r.payload}
-		if len(r.meta) > 0 {
-			if out[i].Meta, err = meta.DecodeBinary(r.meta, decodeLimits); err != nil {
-				return nil, fmt.Errorf("%w: row %d's metadata: %w", ErrShardsUnavailable, r.id, err)
+		out[i] = umbra.Record{ID: r.ID, Key: r.Key, Vector: r.Vector, Payload: r.Payload}
+		if len(r.Meta) > 0 {
+			if out[i].Meta, err = meta.DecodeBinary(r.Meta, protocol.DecodeLimits); err != nil {
+				return nil, fmt.Errorf("%w: row %d's metadata: %w", ErrShardsUnavailable, r.ID, err)
 			}
 		}
 	}
@@ -109,7 +110,7 @@ func (col *Collection) whereBytes(ctx context.Context, f meta.Filter) ([]byte, e
 // asked of its shard, in requests of at most getPage names under the max
 // payload, again from past the last row a replica returned when it cut its
 // answer short.
-func (col *Collection) getNamed(ctx context.Context, tok Token, ids []uint64, keys []string, from uint64, where []byte, include byte) ([]record, error) {
+func (col *Collection) getNamed(ctx context.Context, tok Token, ids []uint64, keys []string, from uint64, where []byte, include byte) ([]protocol.Row, error) {
 	S := col.meta.Shards
 	type names struct {
 		ids  []uint64
@@ -118,15 +119,15 @@ func (col *Collection) getNamed(ctx context.Context, tok Token, ids []uint64, ke
 	byShard := make([]names, S)
 	for _, id := range ids {
 		if id < ReservedIDs {
-			s := shardOfID(id, S)
+			s := protocol.ShardOfID(id, S)
 			byShard[s].ids = append(byShard[s].ids, id)
 		}
 	}
 	for _, k := range keys {
-		s := shardOfKey(k, S)
+		s := protocol.ShardOfKey(k, S)
 		byShard[s].keys = append(byShard[s].keys, k)
 	}
-	limit := int(col.c.nc.MaxPayload()) - chunkRoom - 64 - len(where)
+	limit := int(col.c.x.NC.MaxPayload()) - protocol.ChunkRoom - 64 - len(where)
 	type cursor struct {
 		names
 		from uint64
@@ -137,7 +138,7 @@ func (col *Collection) getNamed(ctx context.Context, tok Token, ids []uint64, ke
 			todo[s] = &cursor{names: n, from: from}
 		}
 	}
-	var out []record
+	var out []protocol.Row
 	for len(todo) > 0 {
 		// One request a shard a round: its next piece of names.
 		reqs := map[int][]byte{}
@@ -157,18 +158,18 @@ func (col *Collection) getNamed(ctx context.Context, tok Token, ids []uint64, ke
 				piece.keys = c.keys[:n]
 			}
 			sent[s] = piece
-			reqs[s] = (&request{kind: kindGet, minSeq: tok[s], waitMs: 500, from: c.from, include: include,
-				ids: piece.ids, keys: piece.keys, where: where}).encode()
+			reqs[s] = (&protocol.Request{Kind: protocol.KindGet, MinSeq: tok[s], WaitMs: 500, From: c.from, Include: include,
+				IDs: piece.ids, Keys: piece.keys, Where: where}).Encode()
 		}
-		replies, err := col.c.fanout(ctx, col.meta.Name, kindGet, reqs)
+		replies, err := col.c.fanout(ctx, col.meta.Name, protocol.KindGet, reqs)
 		if err != nil {
 			return nil, err
 		}
 		for s, c := range todo {
 			p, piece := replies[s], sent[s]
-			out = append(out, p.recs...)
-			if p.cut && len(p.recs) > 0 {
-				c.from = p.recs[len(p.recs)-1].id + 1 // the same names again, past the rows read
+			out = append(out, p.Recs...)
+			if p.Cut && len(p.Recs) > 0 {
+				c.from = p.Recs[len(p.Recs)-1].ID + 1 // the same names again, past the rows read
 				continue
 			}
 			c.ids, c.keys, c.from = c.ids[len(piece.ids):], c.keys[len(piece.keys):], from
@@ -177,16 +178,16 @@ func (col *Collection) getNamed(ctx context.Context, tok Token, ids []uint64, ke
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b record) int {
+	slices.SortFunc(out, func(a, b protocol.Row) int {
 		switch {
-		case a.id < b.id:
+		case a.ID < b.ID:
 			return -1
-		case a.id > b.id:
+		case a.ID > b.ID:
 			return 1
 		}
 		return 0
 	})
-	return slices.CompactFunc(out, func(a, b record) bool { return a.id == b.id }), nil
+	return slices.CompactFunc(out, func(a, b protocol.Row) bool { return a.ID == b.ID }), nil
 }
 
 // scan returns the IDs and keys of the rows from ID from on that where
@@ -194,35 +195,35 @@ func (col *Collection) getNamed(ctx context.Context, tok Token, ids []uint64, ke
 // every one): each shard is read a page at a time in ID order and the
 // pages merged, a shard asked for its next page only once the merge has
 // used up the one before.
-func (col *Collection) scan(ctx context.Context, tok Token, from uint64, offset, limit int, where []byte) ([]record, error) {
+func (col *Collection) scan(ctx context.Context, tok Token, from uint64, offset, limit int, where []byte) ([]protocol.Row, error) {
 	S := col.meta.Shards
 	next := make([]uint64, S)
 	for s := range next {
 		next[s] = from
 	}
-	bufs := make([][]record, S)
+	bufs := make([][]protocol.Row, S)
 	done := make([]bool, S)
-	var out []record
+	var out []protocol.Row
 	skipped := 0
 	for {
 		reqs := map[int][]byte{}
 		for s := range S {
 			if len(bufs[s]) == 0 && !done[s] {
-				reqs[s] = (&request{kind: kindGet, minSeq: tok[s], waitMs: 500, from: next[s], limit: getPage, where: where}).encode()
+				reqs[s] = (&protocol.Request{Kind: protocol.KindGet, MinSeq: tok[s], WaitMs: 500, From: next[s], Limit: getPage, Where: where}).Encode()
 			}
 		}
 		if len(reqs) > 0 {
-			replies, err := col.c.fanout(ctx, col.meta.Name, kindGet, reqs)
+			replies, err := col.c.fanout(ctx, col.meta.Name, protocol.KindGet, reqs)
 			if err != nil {
 				return nil, err
 			}
 			for s := range reqs {
 				p := replies[s]
-				bufs[s] = p.recs
-				if len(p.recs) > 0 {
-					next[s] = p.recs[len(p.recs)-1].id + 1
+				bufs[s] = p.Recs
+				if len(p.Recs) > 0 {
+					next[s] = p.Recs[len(p.Recs)-1].ID + 1
 				}
-				done[s] = len(p.recs) < getPage && !p.cut
+				done[s] = len(p.Recs) < getPage && !p.Cut
 			}
 		}
 		// Merge while every shard not done has rows buffered: the least ID
@@ -237,7 +238,7 @@ func (col *Collection) scan(ctx context.Context, tok Token, from uint64, offset,
 					}
 					continue
 				}
-				if best == -1 || bufs[s][0].id < bufs[best][0].id {
+				if best == -1 || bufs[s][0].ID < bufs[best][0].ID {
 					best = s
 				}
 			}
@@ -274,15 +275,15 @@ func (col *Collection) Count(ctx context.Context, where meta.Filter) (int, error
 	tok := col.Token()
 	reqs := map[int][]byte{}
 	for s := range col.meta.Shards {
-		reqs[s] = (&request{kind: kindCount, minSeq: tok[s], waitMs: 500, where: w}).encode()
+		reqs[s] = (&protocol.Request{Kind: protocol.KindCount, MinSeq: tok[s], WaitMs: 500, Where: w}).Encode()
 	}
-	replies, err := col.c.fanout(ctx, col.meta.Name, kindCount, reqs)
+	replies, err := col.c.fanout(ctx, col.meta.Name, protocol.KindCount, reqs)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
 	for s := range col.meta.Shards {
-		n += int(replies[s].rows)
+		n += int(replies[s].Rows)
 	}
 	return n, nil
 }
@@ -303,11 +304,11 @@ func (col *Collection) Summary(ctx context.Context) (umbra.Summary, error) {
 	if err != nil {
 		return umbra.Summary{}, err
 	}
-	fields, err := rec.schema()
+	fields, err := rec.Schema()
 	if err != nil {
 		return umbra.Summary{}, err
 	}
-	backend := fmt.Sprintf("cluster at %s: %d shards, each a JetStream stream of %d replicas", col.c.nc.ConnectedUrlRedacted(), rec.Shards, rec.Replicas)
+	backend := fmt.Sprintf("cluster at %s: %d shards, each a JetStream stream of %d replicas", col.c.x.NC.ConnectedUrlRedacted(), rec.Shards, rec.Replicas)
 	if rec.NodeReplicas > 0 {
 		backend += fmt.Sprintf(", held by %d nodes each under placement", rec.NodeReplicas)
 	}

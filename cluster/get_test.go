@@ -11,6 +11,8 @@ import (
 
 	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/cluster/node"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 	"github.com/umbravec/umbra/internal/collectiontest"
 	"github.com/umbravec/umbra/internal/testkit"
 	"github.com/umbravec/umbra/meta"
@@ -43,8 +45,8 @@ func TestCollectionGetPagesBoundedAnswers(t *testing.T) {
 	dir, _, c := serverAndClient(t, Timeout(30*time.Second))
 	ctx := context.Background()
 	// Bytes in flight for about eight of the rows below at a time.
-	node, err := StartNode(ctx, c, NodeConfig{Dir: dir, Device: engine.CPU, Logf: t.Logf,
-		Limits: Limits{MaxRequestBytes: 1 << 20, MaxInFlightBytes: 4 << 20}})
+	node, err := node.Start(ctx, c.x, node.Config{Dir: dir, Device: engine.CPU, Logf: t.Logf,
+		Limits: protocol.Limits{MaxRequestBytes: 1 << 20, MaxInFlightBytes: 4 << 20}})
 	require.NoError(t, err)
 	t.Cleanup(func() { node.Close() })
 	col, err := c.Create(ctx, "pages", CollectionConfig{Dim: 4, Shards: 2})

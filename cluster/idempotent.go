@@ -45,30 +45,8 @@ import (
 // operation.
 var ErrIdempotencyConflict = errors.New("idempotency key used by another call")
 
-// DefaultDedupWindow is a collection's duplicate window unless
-// CollectionConfig.DedupWindow says otherwise; MaxDedupWindow the longest.
-const (
-	DefaultDedupWindow = 10 * time.Minute
-	MaxDedupWindow     = time.Hour
-	// legacyDedupWindow is the window of collections created before it
-	// was recorded.
-	legacyDedupWindow = 2 * time.Minute
-)
-
-// bucketCalls keeps the record of every write with an idempotency key, for
-// MaxDedupWindow.
-const bucketCalls = "umbra_calls"
-
 // NewIdempotencyKey returns a fresh random key (22 letters and digits).
 func NewIdempotencyKey() string { return nats.NewInbox()[len(nats.InboxPrefix):] }
-
-// dedupWindow is the collection's duplicate window.
-func (m *collectionMeta) dedupWindow() time.Duration {
-	if m.DedupWindow > 0 {
-		return m.DedupWindow
-	}
-	return legacyDedupWindow
-}
 
 // callRecord is what umbra_calls keeps of a write with a key.
 type callRecord struct {
@@ -127,30 +105,14 @@ func (c *Client) callsBucket(ctx context.Context) (jetstream.KeyValue, error) {
 	if c.calls != nil {
 		return c.calls, nil
 	}
-	m := c.mark()
-	fctx, cancel := c.denied.failFast(ctx)
+	m := c.x.Mark()
+	fctx, cancel := c.x.FailFast(ctx)
 	defer cancel()
-	kv, err := c.openCalls(fctx)
+	kv, err := c.x.OpenCalls(fctx)
 	if err != nil {
-		return nil, c.bucketError(err, m)
+		return nil, c.x.BucketError(err, m)
 	}
 	c.calls = kv
-	return kv, nil
-}
-
-// openCalls opens umbra_calls, creating it when absent.
-func (c *Client) openCalls(ctx context.Context) (jetstream.KeyValue, error) {
-	kv, err := c.js.KeyValue(ctx, bucketCalls)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = c.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucketCalls, Replicas: c.replicas,
-			Storage: jetstream.FileStorage, History: 1, TTL: MaxDedupWindow})
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = c.js.KeyValue(ctx, bucketCalls)
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("bucket %s: %w", bucketCalls, err)
-	}
 	return kv, nil
 }
 
@@ -164,7 +126,7 @@ func (col *Collection) claimCall(ctx context.Context, key string, want callRecor
 		return callRecord{}, err
 	}
 	name := col.meta.Name + "." + key
-	window := col.meta.dedupWindow()
+	window := col.meta.Window()
 	for {
 		e, err := kv.Get(ctx, name)
 		switch {

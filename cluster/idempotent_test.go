@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/umbravec/umbra"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -244,12 +245,12 @@ func TestClusterIdempotentRetry(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, err := h.c.js.Stream(ctx, streamName(col.Name(), 0))
+		st, err := h.c.x.JS.Stream(ctx, protocol.StreamName(col.Name(), 0))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if w := st.CachedInfo().Config.Duplicates; w != DefaultDedupWindow || col.meta.dedupWindow() != DefaultDedupWindow {
-			t.Fatalf("duplicate window %v, recorded %v; want %v", w, col.meta.dedupWindow(), DefaultDedupWindow)
+		if w := st.CachedInfo().Config.Duplicates; w != protocol.DefaultDedupWindow || col.meta.Window() != protocol.DefaultDedupWindow {
+			t.Fatalf("duplicate window %v, recorded %v; want %v", w, col.meta.Window(), protocol.DefaultDedupWindow)
 		}
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/umbravec/umbra"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -102,7 +103,7 @@ func TestClusterAssignedIDBlocks(t *testing.T) {
 	}
 	all = slices.Concat(a1, b1, a2, a3, []uint64{named}, a4)
 	// Concurrent writers on both handles, IDs assigned and by key.
-	kv, err := c2.js.Stream(ctx, "KV_"+bucketCounters)
+	kv, err := c2.x.JS.Stream(ctx, "KV_"+protocol.BucketCounters)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/umbravec/umbra"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 	"github.com/umbravec/umbra/internal/testkit"
 	"github.com/umbravec/umbra/meta"
 )
@@ -309,7 +310,7 @@ func streamMsgs(t *testing.T, h *harness, coll string, shards int) uint64 {
 	t.Helper()
 	var n uint64
 	for s := range shards {
-		st, err := h.c.js.Stream(context.Background(), streamName(coll, s))
+		st, err := h.c.x.JS.Stream(context.Background(), protocol.StreamName(coll, s))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -352,7 +353,7 @@ func TestClusterLargePayloads(t *testing.T) {
 		t.Fatal(err)
 	}
 	msgs := streamMsgs(t, h, "big", 1)
-	maxPayload := int(h.c.nc.MaxPayload())
+	maxPayload := int(h.c.x.NC.MaxPayload())
 	if min := uint64(total/maxPayload + 1); msgs < min || msgs >= n {
 		t.Fatalf("%d payload bytes went in %d messages (max payload %d): want at least %d and fewer than one a row", total, msgs, maxPayload, min)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/cluster/node"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -26,17 +27,17 @@ func freePort(t *testing.T) int {
 
 // threeServers starts three NATS servers in one cluster on loopback and a
 // client of all three, once JetStream has its meta leader (within 50 s).
-func threeServers(t *testing.T) ([]*Embedded, *Client) {
+func threeServers(t *testing.T) ([]*node.Embedded, *Client) {
 	t.Helper()
 	var routes []string
 	ports := []int{freePort(t), freePort(t), freePort(t)}
 	for _, p := range ports {
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
 	}
-	var srvs []*Embedded
+	var srvs []*node.Embedded
 	creds := filepath.Join(t.TempDir(), "creds")
 	for i, p := range ports {
-		s, err := StartEmbedded(EmbeddedConfig{Listen: "127.0.0.1:0", Dir: t.TempDir(), Name: fmt.Sprintf("n%d", i),
+		s, err := node.StartEmbedded(node.EmbeddedConfig{Listen: "127.0.0.1:0", Dir: t.TempDir(), Name: fmt.Sprintf("n%d", i),
 			ClusterName: "umbra-test", ClusterListen: fmt.Sprintf("127.0.0.1:%d", p), Routes: routes, Creds: creds})
 		if err != nil {
 			t.Fatal(err)
@@ -77,15 +78,15 @@ func TestClusterThreeServers(t *testing.T) {
 	srvs, c := threeServers(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 	defer cancel()
-	if c.replicas != 3 {
-		t.Fatalf("a client of a NATS cluster makes R%d buckets", c.replicas)
+	if c.x.Replicas != 3 {
+		t.Fatalf("a client of a NATS cluster makes R%d buckets", c.x.Replicas)
 	}
 	const dim = 4
 	col, err := c.Create(ctx, "m3", CollectionConfig{Dim: dim, Shards: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	node, err := StartNode(ctx, c, NodeConfig{Dir: t.TempDir(), Device: engine.CPU})
+	node, err := node.Start(ctx, c.x, node.Config{Dir: t.TempDir(), Device: engine.CPU})
 	if err != nil {
 		t.Fatal(err)
 	}

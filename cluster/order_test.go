@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -19,14 +20,14 @@ func TestMergeOrderIsTheEngines(t *testing.T) {
 	nan := float32(math.NaN())
 	negZero := float32(math.Copysign(0, -1))
 	for _, m := range []umbra.Metric{umbra.Cosine, umbra.Dot, umbra.L2} {
-		assert.True(t, better(m, hit{ID: 9, Score: 1}, hit{ID: 1, Score: nan}), "%v: a number before NaN", m)
-		assert.False(t, better(m, hit{ID: 1, Score: nan}, hit{ID: 9, Score: 1}), "%v: NaN after a number", m)
-		assert.True(t, better(m, hit{ID: 1, Score: nan}, hit{ID: 2, Score: nan}), "%v: NaNs by ID", m)
-		assert.True(t, better(m, hit{ID: 1, Score: negZero}, hit{ID: 2, Score: 0}), "%v: -0 and +0 tie, by ID", m)
-		assert.False(t, better(m, hit{ID: 2, Score: 0}, hit{ID: 1, Score: negZero}), "%v: -0 and +0 tie, by ID", m)
+		assert.True(t, better(m, protocol.Hit{ID: 9, Score: 1}, protocol.Hit{ID: 1, Score: nan}), "%v: a number before NaN", m)
+		assert.False(t, better(m, protocol.Hit{ID: 1, Score: nan}, protocol.Hit{ID: 9, Score: 1}), "%v: NaN after a number", m)
+		assert.True(t, better(m, protocol.Hit{ID: 1, Score: nan}, protocol.Hit{ID: 2, Score: nan}), "%v: NaNs by ID", m)
+		assert.True(t, better(m, protocol.Hit{ID: 1, Score: negZero}, protocol.Hit{ID: 2, Score: 0}), "%v: -0 and +0 tie, by ID", m)
+		assert.False(t, better(m, protocol.Hit{ID: 2, Score: 0}, protocol.Hit{ID: 1, Score: negZero}), "%v: -0 and +0 tie, by ID", m)
 	}
-	assert.True(t, better(umbra.Cosine, hit{ID: 5, Score: 0.9}, hit{ID: 1, Score: 0.5}))
-	assert.True(t, better(umbra.L2, hit{ID: 5, Score: 0.5}, hit{ID: 1, Score: 0.9}))
+	assert.True(t, better(umbra.Cosine, protocol.Hit{ID: 5, Score: 0.9}, protocol.Hit{ID: 1, Score: 0.5}))
+	assert.True(t, better(umbra.L2, protocol.Hit{ID: 5, Score: 0.5}, protocol.Hit{ID: 1, Score: 0.9}))
 }
 
 // TestCollectionOptionsAsTheIndexs: a collection judges its options by

@@ -11,6 +11,7 @@ import (
 
 	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/cluster/node"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -44,12 +45,12 @@ func TestClusterPartitionedServerConverges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodeA, err := StartNode(ctx, cMaj, NodeConfig{Dir: t.TempDir(), Device: engine.CPU})
+	nodeA, err := node.Start(ctx, cMaj.x, node.Config{Dir: t.TempDir(), Device: engine.CPU})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nodeA.Close()
-	nodeB, err := StartNode(ctx, cMin, NodeConfig{Dir: t.TempDir(), Device: engine.CPU, Logf: t.Logf})
+	nodeB, err := node.Start(ctx, cMin.x, node.Config{Dir: t.TempDir(), Device: engine.CPU, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}

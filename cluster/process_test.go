@@ -16,6 +16,7 @@ import (
 
 	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/cluster/node"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -36,10 +37,10 @@ func childNode() int {
 	if ms, _ := strconv.Atoi(os.Getenv("UMBRA_SERVE_DELAY_MS")); ms > 0 {
 		// Every request lingers in this replica (fault tests kill it
 		// while requests are in it).
-		hold := func(*Node) { time.Sleep(time.Duration(ms) * time.Millisecond) }
-		testHooks.serve.Store(&hold)
+		hold := func(*node.Node) { time.Sleep(time.Duration(ms) * time.Millisecond) }
+		node.TestHooks.Serve.Store(&hold)
 	}
-	if _, err := StartNode(ctx, c, NodeConfig{Dir: os.Getenv("UMBRA_NODE_DIR"), Device: engine.CPU, Logf: logf}); err != nil {
+	if _, err := node.Start(ctx, c.x, node.Config{Dir: os.Getenv("UMBRA_NODE_DIR"), Device: engine.CPU, Logf: logf}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -49,7 +50,7 @@ func childNode() int {
 
 // startChildNode starts a node process on srv, with its node credentials,
 // and waits for it to be ready; its log lines go to the returned channel.
-func startChildNode(t *testing.T, srv *Embedded, dir string, env ...string) (*os.Process, chan string) {
+func startChildNode(t *testing.T, srv *node.Embedded, dir string, env ...string) (*os.Process, chan string) {
 	t.Helper()
 	cmd := testkit.Child("node", append([]string{"UMBRA_NATS_URL=" + srv.URL(), "UMBRA_NATS_CREDS=" + srv.NodeCreds(), "UMBRA_NODE_DIR=" + dir}, env...)...)
 	stdout, _ := cmd.StdoutPipe()

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/umbravec/umbra"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 	"github.com/umbravec/umbra/internal/keyrule"
 	"github.com/umbravec/umbra/internal/topk"
 	"github.com/umbravec/umbra/meta"
@@ -31,7 +32,7 @@ type searchOptions struct {
 // (a predicate cannot travel to the nodes that hold the rows).
 func collectSearch(kind byte, opts []umbra.SearchOption) (searchOptions, error) {
 	verb := "SearchBatch"
-	if kind == kindRange {
+	if kind == protocol.KindRange {
 		verb = "SearchRange"
 	}
 	p, err := umbra.ResolveSearch(verb, opts)
@@ -53,7 +54,7 @@ func collectSearch(kind byte, opts []umbra.SearchOption) (searchOptions, error) 
 // better reports whether a ranks before b: the ordering rule of every
 // path (topk's: higher score under Cosine and Dot, lower under L2, equal
 // scores by lower ID, NaN last).
-func better(metric umbra.Metric, a, b hit) bool {
+func better(metric umbra.Metric, a, b protocol.Hit) bool {
 	return topk.Before(metric, a.Score, a.ID, b.Score, b.ID)
 }
 
@@ -72,7 +73,7 @@ func (col *Collection) SearchBatch(ctx context.Context, queries [][]float32, k i
 	if k < 1 {
 		return nil, umbra.ErrInvalidK
 	}
-	return col.search(ctx, kindSearch, queries, k, 0, opts)
+	return col.search(ctx, protocol.KindSearch, queries, k, 0, opts)
 }
 
 // SearchRange returns every row whose score for query is within threshold
@@ -82,7 +83,7 @@ func (col *Collection) SearchRange(ctx context.Context, query []float32, thresho
 	if math.IsNaN(float64(threshold)) {
 		return nil, fmt.Errorf("%w: threshold is NaN", umbra.ErrNonFinite)
 	}
-	all, err := col.search(ctx, kindRange, [][]float32{query}, 0, threshold, opts)
+	all, err := col.search(ctx, protocol.KindRange, [][]float32{query}, 0, threshold, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -135,17 +136,17 @@ func (col *Collection) search(ctx context.Context, kind byte, queries [][]float3
 	}
 	// Queries go in groups whose request fits the max payload; replies
 	// come back in pieces when they do not.
-	limit := int(col.c.nc.MaxPayload()) - chunkRoom
+	limit := int(col.c.x.NC.MaxPayload()) - protocol.ChunkRoom
 	fixed := 72 + 8*len(allow) + len(where)
 	if fixed+4*dim > limit {
-		return nil, fmt.Errorf("%w: an allow list of %d IDs and a filter of %d bytes do not fit a NATS message (max payload %d bytes)", umbra.ErrTooLarge, len(allow), len(where), col.c.nc.MaxPayload())
+		return nil, fmt.Errorf("%w: an allow list of %d IDs and a filter of %d bytes do not fit a NATS message (max payload %d bytes)", umbra.ErrTooLarge, len(allow), len(where), col.c.x.NC.MaxPayload())
 	}
 	per := max(1, (limit-fixed)/(4*dim))
-	if kind == kindSearch {
+	if kind == protocol.KindSearch {
 		// A node refuses a request whose answer may hold over its
 		// MaxHits hits (k × queries): under the default, a batch goes in
 		// requests that fit it.
-		per = min(per, max(1, DefaultMaxHits/k))
+		per = min(per, max(1, protocol.DefaultMaxHits/k))
 	}
 	for start := 0; start < len(queries); start += per {
 		end := min(len(queries), start+per)
@@ -155,23 +156,23 @@ func (col *Collection) search(ctx context.Context, kind byte, queries [][]float3
 		}
 		reqs := map[int][]byte{}
 		for s := range col.meta.Shards {
-			q := &request{kind: kind, minSeq: tok[s], waitMs: 500, k: k, threshold: threshold, maxHits: o.maxHits, allow: allow, dim: dim, queries: flat, where: where, payload: o.payload}
-			reqs[s] = q.encode()
+			q := &protocol.Request{Kind: kind, MinSeq: tok[s], WaitMs: 500, K: k, Threshold: threshold, MaxHits: o.maxHits, Allow: allow, Dim: dim, Queries: flat, Where: where, Payload: o.payload}
+			reqs[s] = q.Encode()
 		}
 		replies, err := col.c.fanout(ctx, col.meta.Name, kind, reqs)
 		if err != nil {
 			return nil, err
 		}
 		for qi := start; qi < end; qi++ {
-			var merged []hit
+			var merged []protocol.Hit
 			for s := range col.meta.Shards {
-				hs := replies[s].hits
+				hs := replies[s].Hits
 				if len(hs) != end-start {
 					return nil, fmt.Errorf("%w: shard %d answered %d queries of %d", ErrShardsUnavailable, s, len(hs), end-start)
 				}
 				merged = append(merged, hs[qi-start]...)
 			}
-			slices.SortFunc(merged, func(a, b hit) int {
+			slices.SortFunc(merged, func(a, b protocol.Hit) int {
 				if better(col.metric, a, b) {
 					return -1
 				}
@@ -181,7 +182,7 @@ func (col *Collection) search(ctx context.Context, kind byte, queries [][]float3
 				return 0
 			})
 			limit := k
-			if kind == kindRange {
+			if kind == protocol.KindRange {
 				limit = o.maxHits
 			}
 			if limit > 0 && len(merged) > limit {
@@ -212,39 +213,39 @@ func (col *Collection) Lookup(ctx context.Context, keys ...string) (map[string]u
 		if err := keyrule.Check(k); err != nil {
 			return nil, fmt.Errorf("%w: key %d: %w", umbra.ErrInvalidKey, i, err)
 		}
-		s := shardOfKey(k, col.meta.Shards)
+		s := protocol.ShardOfKey(k, col.meta.Shards)
 		byShard[s] = append(byShard[s], k)
 	}
 	tok := col.Token()
-	limit := int(col.c.nc.MaxPayload()) - chunkRoom - 32
+	limit := int(col.c.x.NC.MaxPayload()) - protocol.ChunkRoom - 32
 	out := make(map[string]uint64, len(keys))
 	// Rounds of at most one request a shard, each under the max payload.
 	for {
 		reqs := map[int][]byte{}
 		for s, ks := range byShard {
 			n, size := 0, 0
-			for n < len(ks) && n < DefaultMaxHits && (n == 0 || size+4+len(ks[n]) <= limit) {
+			for n < len(ks) && n < protocol.DefaultMaxHits && (n == 0 || size+4+len(ks[n]) <= limit) {
 				size += 4 + len(ks[n])
 				n++
 			}
 			if n == 0 {
 				continue
 			}
-			reqs[s] = (&request{kind: kindLookup, minSeq: tok[s], waitMs: 500, keys: ks[:n]}).encode()
+			reqs[s] = (&protocol.Request{Kind: protocol.KindLookup, MinSeq: tok[s], WaitMs: 500, Keys: ks[:n]}).Encode()
 			byShard[s] = ks[n:]
 		}
 		if len(reqs) == 0 {
 			return out, nil
 		}
-		replies, err := col.c.fanout(ctx, col.meta.Name, kindLookup, reqs)
+		replies, err := col.c.fanout(ctx, col.meta.Name, protocol.KindLookup, reqs)
 		if err != nil {
 			return nil, err
 		}
 		for s := range reqs {
-			if hs := replies[s].hits; len(hs) != 1 {
+			if hs := replies[s].Hits; len(hs) != 1 {
 				return nil, fmt.Errorf("%w: shard %d answered a lookup with %d lists", ErrShardsUnavailable, s, len(hs))
 			}
-			for _, h := range replies[s].hits[0] {
+			for _, h := range replies[s].Hits[0] {
 				out[h.Key] = h.ID
 			}
 		}
@@ -261,15 +262,15 @@ func (col *Collection) ShardRows(ctx context.Context) ([]int, error) {
 	tok := col.Token()
 	reqs := map[int][]byte{}
 	for s := range col.meta.Shards {
-		reqs[s] = (&request{kind: kindRows, minSeq: tok[s], waitMs: 500}).encode()
+		reqs[s] = (&protocol.Request{Kind: protocol.KindRows, MinSeq: tok[s], WaitMs: 500}).Encode()
 	}
-	replies, err := col.c.fanout(ctx, col.meta.Name, kindRows, reqs)
+	replies, err := col.c.fanout(ctx, col.meta.Name, protocol.KindRows, reqs)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]int, col.meta.Shards)
 	for s := range out {
-		out[s] = int(replies[s].rows)
+		out[s] = int(replies[s].Rows)
 	}
 	return out, nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/cluster/node"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -143,7 +144,7 @@ func TestClusterNodeResumesAfterLostDeliveries(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 			defer cancel()
 			dir := t.TempDir()
-			srv, err := StartEmbedded(EmbeddedConfig{Listen: "127.0.0.1:0", Dir: dir})
+			srv, err := node.StartEmbedded(node.EmbeddedConfig{Listen: "127.0.0.1:0", Dir: dir})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -168,7 +169,7 @@ func TestClusterNodeResumesAfterLostDeliveries(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			node, err := StartNode(ctx, cNode, NodeConfig{Dir: t.TempDir(), Device: engine.CPU, Logf: t.Logf})
+			node, err := node.Start(ctx, cNode.x, node.Config{Dir: t.TempDir(), Device: engine.CPU, Logf: t.Logf})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -195,7 +196,7 @@ func TestClusterNodeResumesAfterLostDeliveries(t *testing.T) {
 			}
 			// Applied by the node (the write waits for it).
 			write()
-			before := node.appliedAll("l", 2)
+			before := node.AppliedAll("l", 2)
 			px.cut.Store(true)
 			// Delivered to the node by the server, lost on the way.
 			write(umbra.NoWait())
@@ -209,7 +210,7 @@ func TestClusterNodeResumesAfterLostDeliveries(t *testing.T) {
 				// Long enough for the heartbeats to be missed.
 				time.Sleep(3 * time.Second)
 			}
-			if got := node.appliedAll("l", 2); !slices.Equal(got, before) {
+			if got := node.AppliedAll("l", 2); !slices.Equal(got, before) {
 				t.Fatalf("the node applied %v while cut (from %v): the proxy let messages through", got, before)
 			}
 			px.cut.Store(false)
@@ -220,18 +221,10 @@ func TestClusterNodeResumesAfterLostDeliveries(t *testing.T) {
 			k := int(next) + 5
 			got, err := col.Search(ctx, q, k, umbra.AfterToken(tok))
 			if err != nil {
-				t.Fatalf("after the lost deliveries (applied %v, token %v): %v", node.appliedAll("l", 2), tok, err)
+				t.Fatalf("after the lost deliveries (applied %v, token %v): %v", node.AppliedAll("l", 2), tok, err)
 			}
 			want, _ := ref.ix.Search(ctx, q, k)
 			sameHits(t, "after the lost deliveries", want, got)
 		})
 	}
-}
-
-func (n *Node) appliedAll(collection string, shards int) []uint64 {
-	out := make([]uint64, shards)
-	for s := range shards {
-		out[s], _ = n.Applied(collection, s)
-	}
-	return out
 }

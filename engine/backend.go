@@ -8,7 +8,7 @@ import (
 
 	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/diag"
-	"github.com/umbravec/umbra/engine/internal/link"
+	"github.com/umbravec/umbra/engine/internal/devices"
 	"github.com/umbravec/umbra/internal/gpu"
 	"github.com/umbravec/umbra/internal/packed"
 )
@@ -18,12 +18,6 @@ import (
 // reason, and how the backend's neutral types and errors become the
 // engine's. It has no build tags: in a build without the backend, gpu's
 // entry points report gpu.ErrNotBuilt.
-
-func init() {
-	link.Lend(link.Engine[*Index, Config, AdapterSelect]{
-		NewOnDevice: newOnDevice, RankAdapters: rankAdapters, WithDevice: withDevice,
-	})
-}
 
 // gpuError turns a backend error into the engine's: ErrTooLarge for a
 // device limit, ErrGPU for any other device failure; context errors pass
@@ -219,8 +213,10 @@ func newDeviceIndex(d *gpu.Device, cfg Config, maxChunkRows int) (*gpu.Index, er
 }
 
 // newOnDevice is ondevice.New after the device was adopted: an index whose
-// GPU side lives on a device the caller owns.
-func newOnDevice(ctx context.Context, cfg Config, d *gpu.Device) (*Index, error) {
+// GPU side lives on a device the caller owns (slot.Device); slot.Visit is
+// set to reach it.
+func newOnDevice(ctx context.Context, cfg Config, slot *devices.Slot) (*Index, error) {
+	d := slot.Device
 	cfg.Device = GPU
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -240,6 +236,7 @@ func newOnDevice(ctx context.Context, cfg Config, d *gpu.Device) (*Index, error)
 	}
 	ix := emptyIndex(cfg)
 	ix.dev = local{g}
+	slot.Visit = func(f devices.VisitFunc) error { return withDevice(ix, f) }
 	return ix, nil
 }
 
@@ -247,20 +244,20 @@ func newOnDevice(ctx context.Context, cfg Config, d *gpu.Device) (*Index, error)
 // ScoreInto and RowIDs, holding ix's rows still meanwhile: searches may run,
 // writers, compaction and Close wait. ids[r] is the ID of resident row r
 // and dead(r) whether it was deleted (it stays resident until compaction).
-func withDevice(ix *Index, f link.Visit) error {
+func withDevice(ix *Index, f devices.VisitFunc) error {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	switch {
 	case ix.closed:
 		return umbra.ErrClosed
 	case !ix.onGPU():
-		return link.ErrNoDevice
+		return devices.ErrNoDevice
 	case ix.stale:
 		return fmt.Errorf("%w: the resident rows are stale after a failed device write; the next write uploads them again", ErrGPU)
 	}
 	l, ok := ix.dev.(local)
 	if !ok {
-		return link.ErrNoDevice // an isolated index's device is in another process
+		return devices.ErrNoDevice // an isolated index's device is in another process
 	}
 	return f(l.Index, ix.rid.ids, ix.rid.isDead)
 }

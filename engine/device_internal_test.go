@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra"
+	"github.com/umbravec/umbra/engine/internal/devices"
 	"github.com/umbravec/umbra/internal/gpu"
 	"github.com/umbravec/umbra/internal/testkit"
 )
@@ -113,7 +114,7 @@ func TestRequestsSplitToFitTheDevice(t *testing.T) {
 		{"queries past the binding", 4096, 10, 10, []int{3, 10}, umbra.L2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			gx, err := newOnDevice(context.Background(), Config{Dim: c.dim, Metric: c.metric}, small)
+			gx, err := newOnDevice(context.Background(), Config{Dim: c.dim, Metric: c.metric}, &devices.Slot{Device: small})
 			require.NoError(t, err)
 			defer gx.Close()
 			cpu, err := New(context.Background(), Config{Dim: c.dim, Metric: c.metric, Device: CPU})
@@ -162,7 +163,7 @@ func TestAutoAnswersTheFailedCall(t *testing.T) {
 	require.NoError(t, err)
 
 	for _, step := range []string{"write queries", "submit", "map readback"} {
-		auto, err := newOnDevice(context.Background(), Config{Dim: 3}, d)
+		auto, err := newOnDevice(context.Background(), Config{Dim: 3}, &devices.Slot{Device: d})
 		require.NoError(t, err)
 		auto.cfg.Device = Auto // as if Auto had chosen this device
 		_, err = auto.Add(context.Background(), umbra.Vectors(data))
@@ -201,7 +202,7 @@ func TestTooLargeForTheDevice(t *testing.T) {
 	}
 	first, more := vecs(1000), vecs(100)
 
-	ix, err := newOnDevice(context.Background(), Config{Dim: 4}, d)
+	ix, err := newOnDevice(context.Background(), Config{Dim: 4}, &devices.Slot{Device: d})
 	require.NoError(t, err)
 	defer ix.Close()
 	_, err = ix.Add(context.Background(), umbra.Vectors(first))
@@ -214,7 +215,7 @@ func TestTooLargeForTheDevice(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint64(3), hits[0].ID)
 
-	auto, err := newOnDevice(context.Background(), Config{Dim: 4}, d)
+	auto, err := newOnDevice(context.Background(), Config{Dim: 4}, &devices.Slot{Device: d})
 	require.NoError(t, err)
 	defer auto.Close()
 	auto.cfg.Device = Auto // as if Auto had chosen this device
@@ -239,7 +240,7 @@ func TestTooLargeForTheDevice(t *testing.T) {
 func TestScratchGrowthStaysWithinTheBinding(t *testing.T) {
 	r := testkit.Rand(t)
 	small := smallDevice(t, 64<<10) // 1,000 rows: 16 queries' scores per submission
-	gx, err := newOnDevice(context.Background(), Config{Dim: 8, Metric: umbra.Dot}, small)
+	gx, err := newOnDevice(context.Background(), Config{Dim: 8, Metric: umbra.Dot}, &devices.Slot{Device: small})
 	require.NoError(t, err)
 	defer gx.Close()
 	cpu, err := New(context.Background(), Config{Dim: 8, Metric: umbra.Dot, Device: CPU})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/diag"
+	"github.com/umbravec/umbra/engine/internal/devices"
 	"github.com/umbravec/umbra/internal/packed"
 )
 
@@ -80,6 +81,9 @@ type Index struct {
 // why in Info; with Device GPU a failure is returned instead. ctx bounds the
 // probe; a cancelled ctx is an error, never a fallback.
 func New(ctx context.Context, cfg Config) (*Index, error) {
+	if slot := devices.From(ctx); slot != nil {
+		return newOnDevice(ctx, cfg, slot) // ondevice.New's: a device the caller owns
+	}
 	return newIndex(ctx, cfg, nil)
 }
 

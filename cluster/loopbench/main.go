@@ -29,6 +29,8 @@ import (
 	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/cluster"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/cluster/node"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 )
 
 var (
@@ -93,12 +95,12 @@ func randRows(r *rand.Rand, n, dim int) []float32 {
 
 // servers starts n embedded NATS servers (one NATS cluster when n > 1)
 // and a client on each.
-func servers(ctx context.Context, dir string, n int) ([]*cluster.Embedded, []*cluster.Client, error) {
-	var srvs []*cluster.Embedded
-	var cfgs []cluster.EmbeddedConfig
+func servers(ctx context.Context, dir string, n int) ([]*node.Embedded, []*cluster.Client, error) {
+	var srvs []*node.Embedded
+	var cfgs []node.EmbeddedConfig
 	var routes []string
 	for i := range n {
-		cfg := cluster.EmbeddedConfig{Listen: "127.0.0.1:0", Dir: fmt.Sprintf("%s/s%d", dir, i), Name: fmt.Sprintf("s%d", i),
+		cfg := node.EmbeddedConfig{Listen: "127.0.0.1:0", Dir: fmt.Sprintf("%s/s%d", dir, i), Name: fmt.Sprintf("s%d", i),
 			Creds: dir + "/creds"} // one set of keys for the servers of one cluster
 		if n > 1 {
 			port := 16222 + i + 10*rand.IntN(1000)
@@ -112,7 +114,7 @@ func servers(ctx context.Context, dir string, n int) ([]*cluster.Embedded, []*cl
 		if n > 1 {
 			cfg.Routes = routes
 		}
-		s, err := cluster.StartEmbedded(cfg)
+		s, err := node.StartEmbedded(cfg)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -127,7 +129,7 @@ func servers(ctx context.Context, dir string, n int) ([]*cluster.Embedded, []*cl
 	}
 	for _, s := range srvs {
 		for {
-			nc, err := nats.Connect(s.URL(), nkey, nats.CustomInboxPrefix(cluster.NodeInboxPrefix), nats.MaxReconnects(-1))
+			nc, err := nats.Connect(s.URL(), nkey, nats.CustomInboxPrefix(protocol.NodeInboxPrefix), nats.MaxReconnects(-1))
 			if err != nil {
 				return nil, nil, err
 			}
@@ -148,7 +150,7 @@ func servers(ctx context.Context, dir string, n int) ([]*cluster.Embedded, []*cl
 	return srvs, clients, nil
 }
 
-func closeAll(srvs []*cluster.Embedded, clients []*cluster.Client, nodes []*cluster.Node) {
+func closeAll(srvs []*node.Embedded, clients []*cluster.Client, nodes []*node.Node) {
 	for _, n := range nodes {
 		n.Close()
 	}
@@ -294,7 +296,7 @@ func searchRuns(ctx context.Context, tmp string) error {
 		if err != nil {
 			return err
 		}
-		node, err := cluster.StartNode(ctx, c, cluster.NodeConfig{Dir: dir + "/node", Device: engine.CPU})
+		nd, err := startNode(ctx, c, node.Config{Dir: dir + "/node", Device: engine.CPU})
 		if err != nil {
 			return err
 		}
@@ -312,7 +314,7 @@ func searchRuns(ctx context.Context, tmp string) error {
 		}); err != nil {
 			return err
 		}
-		closeAll(srvs, clients, []*cluster.Node{node})
+		closeAll(srvs, clients, []*node.Node{nd})
 	}
 	// Three servers (R3), three nodes, node i holding shard i, each on its
 	// own server; the client on server 0.
@@ -325,9 +327,9 @@ func searchRuns(ctx context.Context, tmp string) error {
 	if err != nil {
 		return err
 	}
-	var nodes []*cluster.Node
+	var nodes []*node.Node
 	for i := range 3 {
-		n, err := cluster.StartNode(ctx, clients[i], cluster.NodeConfig{Dir: fmt.Sprintf("%s/node%d", dir, i), Device: engine.CPU,
+		n, err := startNode(ctx, clients[i], node.Config{Dir: fmt.Sprintf("%s/node%d", dir, i), Device: engine.CPU,
 			Serve: func(_ string, s int) bool { return s == i }})
 		if err != nil {
 			return err
@@ -439,7 +441,7 @@ func catchup(ctx context.Context, tmp string) error {
 	if err != nil {
 		return err
 	}
-	a, err := cluster.StartNode(ctx, c, cluster.NodeConfig{Dir: dir + "/a", Device: engine.CPU})
+	a, err := startNode(ctx, c, node.Config{Dir: dir + "/a", Device: engine.CPU})
 	if err != nil {
 		return err
 	}
@@ -472,7 +474,7 @@ func catchup(ctx context.Context, tmp string) error {
 	}
 	last := col.Token()[0]
 	t0 = time.Now()
-	b, err := cluster.StartNode(ctx, c, cluster.NodeConfig{Dir: dir + "/b", Device: engine.CPU})
+	b, err := startNode(ctx, c, node.Config{Dir: dir + "/b", Device: engine.CPU})
 	if err != nil {
 		return err
 	}
@@ -504,4 +506,14 @@ func catchup(ctx context.Context, tmp string) error {
 	}
 	logf("the new replica, alone, answers as the first did")
 	return nil
+}
+
+// startNode starts a node on the connection of c, a client made with
+// cluster.AsNode.
+func startNode(ctx context.Context, c *cluster.Client, cfg node.Config) (*node.Node, error) {
+	x, err := protocol.Open(ctx, c.Conn(), true)
+	if err != nil {
+		return nil, err
+	}
+	return node.Start(ctx, x, cfg)
 }

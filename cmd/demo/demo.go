@@ -22,7 +22,7 @@ type demo struct {
 	o        options
 	set      *memorySet
 	s        *session
-	ix       *engine.Index
+	ix       *ondevice.Index
 	sc       *scene
 	view     view
 	path     queryPath
@@ -117,7 +117,7 @@ func (d *demo) step(enc *wgpu.CommandEncoder, x, y float32) error {
 		return fmt.Errorf("search: %w", err)
 	}
 	d.searches = append(d.searches, time.Since(start))
-	scores, err := ondevice.ScoreInto(context.Background(), d.ix, d.q)
+	scores, err := d.ix.ScoreInto(context.Background(), d.q)
 	if err != nil {
 		return fmt.Errorf("scoring every row: %w", err)
 	}

@@ -99,7 +99,7 @@ func TestOffscreenDataFile(t *testing.T) {
 // over its rows, for a synthetic set. binding, when not 0, is the storage
 // binding size the index is told to plan with, so that small sets span
 // several chunks.
-func smallScene(t *testing.T, backend string, n, dim int, seed int64, binding uint64) (*session, *scene, *memorySet, *engine.Index) {
+func smallScene(t *testing.T, backend string, n, dim int, seed int64, binding uint64) (*session, *scene, *memorySet, *ondevice.Index) {
 	t.Helper()
 	s := openTestSession(t, backend)
 	set := syntheticSet(n, dim, seed)
@@ -186,7 +186,7 @@ func TestColouringUsesIndexScores(t *testing.T) {
 				for i, h := range hits {
 					rings[i] = int(h.ID)
 				}
-				drawn, err := ondevice.ScoreInto(context.Background(), ix, q)
+				drawn, err := ix.ScoreInto(context.Background(), q)
 				require.NoError(t, err)
 				err = guard("frame", func() error {
 					enc, err := s.device.TryCreateCommandEncoder(nil)

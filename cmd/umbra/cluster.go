@@ -10,11 +10,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/cluster"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/cluster/node"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 )
 
 // clusterFlags are the store commands' cluster form: --cluster URL
@@ -67,26 +70,62 @@ func (f *natsFlags) options() []cluster.ClientOption {
 // connect connects to url with the flags' credentials, as a node or an
 // application; a refusal of them names the flag.
 func (f *natsFlags) connect(ctx context.Context, url string, node bool) (*cluster.Client, error) {
-	opts, which := f.options(), "D/creds/client.nk for applications"
+	opts := f.options()
 	if node {
-		opts, which = append(opts, cluster.AsNode()), "D/creds/node.nk for nodes"
+		opts = append(opts, cluster.AsNode())
 	}
 	c, err := cluster.Connect(ctx, url, opts...)
-	var auth *cluster.AuthError
+	if err != nil {
+		return nil, f.connError(url, node, err)
+	}
+	return c, nil
+}
+
+// dial makes the connection a node, or an operator's command, works on:
+// connect's, without the client.
+func (f *natsFlags) dial(ctx context.Context, url string, node bool) (*protocol.Conn, error) {
+	var opts []nats.Option
+	if f.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(f.TLSCA))
+	}
+	if f.TLSCert != "" {
+		opts = append(opts, nats.ClientCert(f.TLSCert, f.TLSKey))
+	}
+	x, err := protocol.Dial(ctx, url, protocol.DialConfig{Creds: f.Creds, Options: opts, Node: node})
+	if err != nil {
+		return nil, f.connError(url, node, err)
+	}
+	return x, nil
+}
+
+// connError words a failure to connect to url: a refusal of the
+// credentials names the flag.
+func (f *natsFlags) connError(url string, node bool, err error) error {
+	which := "D/creds/client.nk for applications"
+	if node {
+		which = "D/creds/node.nk for nodes"
+	}
+	var auth *protocol.AuthError
+	var cauth *cluster.AuthError
+	var refused error
 	switch {
-	case err == nil:
-		return c, nil
-	case errors.As(err, &auth) && f.Creds == "":
-		return nil, fmt.Errorf("connecting to %s: the server refused the connection without credentials (%v): give --creds FILE (umbra serve --dir D writes %s, and prints where at start)", url, auth.Err, which)
 	case errors.As(err, &auth):
-		return nil, fmt.Errorf("--creds %s: the server at %s refused these credentials (%v): not keys it knows (another server's, or replaced since: umbra serve prints where it keeps the current ones)", f.Creds, url, auth.Err)
+		refused = auth.Err
+	case errors.As(err, &cauth):
+		refused = cauth.Err
+	}
+	switch {
+	case refused != nil && f.Creds == "":
+		return fmt.Errorf("connecting to %s: the server refused the connection without credentials (%v): give --creds FILE (umbra serve --dir D writes %s, and prints where at start)", url, refused, which)
+	case refused != nil:
+		return fmt.Errorf("--creds %s: the server at %s refused these credentials (%v): not keys it knows (another server's, or replaced since: umbra serve prints where it keeps the current ones)", f.Creds, url, refused)
 	}
 	for _, g := range []struct{ flag, file string }{{"--creds", f.Creds}, {"--tls-ca", f.TLSCA}, {"--tls-cert", f.TLSCert}, {"--tls-key", f.TLSKey}} {
 		if g.file != "" && strings.Contains(err.Error(), g.file) {
-			return nil, fmt.Errorf("%s: %w", g.flag, err)
+			return fmt.Errorf("%s: %w", g.flag, err)
 		}
 	}
-	return nil, err
+	return err
 }
 
 // clusterOnly refuses the connection flags without --cluster.
@@ -184,13 +223,13 @@ func (s *serveCmd) Run(ctx context.Context, e *env) error {
 	url := s.NATS
 	if url == "" {
 		if s.Rotate {
-			creds, err := cluster.RotateCreds(filepath.Join(s.Dir, "creds"))
+			creds, err := node.RotateCreds(filepath.Join(s.Dir, "creds"))
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(e.stdout, "umbra serve: new credentials in %s; the old ones are refused from now on\n", creds.Dir())
 		}
-		srv, err := cluster.StartEmbedded(cluster.EmbeddedConfig{Listen: s.Listen, Dir: s.Dir})
+		srv, err := node.StartEmbedded(node.EmbeddedConfig{Listen: s.Listen, Dir: s.Dir})
 		if err != nil {
 			return err
 		}
@@ -203,8 +242,8 @@ func (s *serveCmd) Run(ctx context.Context, e *env) error {
 		fmt.Fprintf(e.stderr, "umbra serve: "+format+"\n", args...)
 	}
 	// A NATS cluster may still be forming: wait for it (--wait).
-	connect := func(ctx context.Context) (*cluster.Client, error) { return s.connect(ctx, url, true) }
-	c, n, err := startServing(ctx, connect, url, cluster.NodeConfig{Dir: filepath.Clean(s.Dir), Device: device, SnapshotEvery: s.Snap, Logf: logf,
+	connect := func(ctx context.Context) (*protocol.Conn, error) { return s.dial(ctx, url, true) }
+	c, n, err := startServing(ctx, connect, url, node.Config{Dir: filepath.Clean(s.Dir), Device: device, SnapshotEvery: s.Snap, Logf: logf,
 		Placement: s.Place, ID: s.NodeID, Memory: s.MemMiB << 20, Limits: limits}, s.Wait, logf)
 	if err != nil {
 		return err

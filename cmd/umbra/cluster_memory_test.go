@@ -13,6 +13,8 @@ import (
 
 	"github.com/umbravec/umbra/cluster"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/cluster/node"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -104,22 +106,25 @@ func TestClusterMemoryFromTheCommandLine(t *testing.T) {
 // nodes (the first keeping its replicas in that directory, the others in
 // their own), all on one connection with the node's credentials, closed
 // when the test ends. The commands under test connect with --creds.
-func testCluster(t *testing.T, nodes int) (dir string, srv *cluster.Embedded, c *cluster.Client, ns []*cluster.Node) {
+func testCluster(t *testing.T, nodes int) (dir string, srv *node.Embedded, c *cluster.Client, ns []*node.Node) {
 	t.Helper()
 	dir = t.TempDir()
-	srv, err := cluster.StartEmbedded(cluster.EmbeddedConfig{Listen: "127.0.0.1:0", Dir: dir})
+	srv, err := node.StartEmbedded(node.EmbeddedConfig{Listen: "127.0.0.1:0", Dir: dir})
 	require.NoError(t, err)
 	t.Cleanup(srv.Close)
 	ctx := context.Background()
 	c, err = cluster.Connect(ctx, srv.URL(), cluster.Credentials(srv.NodeCreds()), cluster.AsNode())
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
+	x, err := protocol.Dial(ctx, srv.URL(), protocol.DialConfig{Creds: srv.NodeCreds(), Node: true})
+	require.NoError(t, err)
+	t.Cleanup(x.Close)
 	for i := range nodes {
 		d := dir
 		if i > 0 {
 			d = t.TempDir()
 		}
-		n, err := cluster.StartNode(ctx, c, cluster.NodeConfig{Dir: d, Device: engine.CPU, Logf: t.Logf})
+		n, err := node.Start(ctx, x, node.Config{Dir: d, Device: engine.CPU, Logf: t.Logf})
 		require.NoError(t, err)
 		t.Cleanup(func() { n.Close() })
 		ns = append(ns, n)

@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/umbravec/umbra/cluster"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -70,12 +70,12 @@ func TestRepairFromTheCommandLine(t *testing.T) {
 		fmt.Sprintf("first bytes: %x", msg), fmt.Sprintf("umbra repair --cluster %s --collection fix --shard 0 --skip %d", url, bad)} {
 		require.Contains(t, out, want)
 	}
-	var rep cluster.ShardRepair
+	var rep protocol.ShardRepair
 	require.NoError(t, json.Unmarshal([]byte(ok(t, runUmbra(t, "repair", "--cluster", url, "--creds", op, "--collection", "fix", "--shard", "0", "--json")).stdout), &rep))
 	require.True(t, rep.Answered)
 	require.Equal(t, bad-1, rep.Applied)
 	require.NotNil(t, rep.Stop)
-	require.Equal(t, [4]any{bad, len(msg), 4, cluster.VerdictStops}, [4]any{rep.Stop.Seq, rep.Stop.Size, rep.Stop.Version, rep.Stop.Verdict})
+	require.Equal(t, [4]any{bad, len(msg), 4, protocol.VerdictStops}, [4]any{rep.Stop.Seq, rep.Stop.Size, rep.Stop.Version, rep.Stop.Verdict})
 	require.Nil(t, rep.Stop.Skip)
 
 	r = runUmbra(t, "repair", "--cluster", url, "--creds", op, "--collection", "fix", "--shard", "0", "--skip", fmt.Sprint(bad-1))

@@ -17,6 +17,8 @@ import (
 
 	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/cluster"
+	"github.com/umbravec/umbra/internal/cluster/node"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -78,8 +80,8 @@ func TestServeWaitsForItsCluster(t *testing.T) {
 	}
 	clientPorts := []int{freePort(t), freePort(t), freePort(t)}
 	creds := filepath.Join(t.TempDir(), "creds") // one set of credentials for the three servers (made 0700)
-	start := func(i int) *cluster.Embedded {
-		s, err := cluster.StartEmbedded(cluster.EmbeddedConfig{Listen: fmt.Sprintf("127.0.0.1:%d", clientPorts[i]), Dir: t.TempDir(), Creds: creds,
+	start := func(i int) *node.Embedded {
+		s, err := node.StartEmbedded(node.EmbeddedConfig{Listen: fmt.Sprintf("127.0.0.1:%d", clientPorts[i]), Dir: t.TempDir(), Creds: creds,
 			Name: fmt.Sprintf("n%d", i), ClusterName: "umbra-serve-test", ClusterListen: fmt.Sprintf("127.0.0.1:%d", ports[i]), Routes: routes})
 		require.NoError(t, err)
 		t.Cleanup(s.Close)
@@ -166,10 +168,10 @@ func TestServeWaitsForItsCluster(t *testing.T) {
 	require.GreaterOrEqual(t, n.Answered, uint64(3)) // the write's outcome, the search, the rows info asked
 	require.Equal(t, n.Refused.Total, n.Refused.Hits)
 	require.NotZero(t, n.Refused.Hits)
-	def := cluster.Limits{}.WithDefaults()
+	def := protocol.Limits{}.WithDefaults()
 	require.Equal(t, [6]int64{def.MaxWait.Milliseconds(), int64(def.MaxRequestBytes), int64(def.MaxInFlight), def.MaxInFlightBytes, 1000, int64(def.PendingBytes)},
 		[6]int64{n.Limits.MaxWaitMs, int64(n.Limits.MaxRequestBytes), int64(n.Limits.MaxInFlight), n.Limits.MaxInFlightBytes, int64(n.Limits.MaxHits), int64(n.Limits.PendingBytes)})
-	require.Equal(t, cluster.Limits{MaxHits: 1000}.MemoryBound(2), n.MemoryBound)
+	require.Equal(t, protocol.Limits{MaxHits: 1000}.MemoryBound(2), n.MemoryBound)
 	text := ok(t, runUmbra(t, "info", "--cluster", url, "--creds", first.ClientCreds())).stdout
 	t.Log(text)
 	require.Contains(t, text, "nodes: 1\n  node "+n.Node+" (")

@@ -11,15 +11,14 @@ import (
 	"github.com/oliverbestmann/webgpu/wgpu"
 	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
-	"github.com/umbravec/umbra/engine/internal/link"
+	"github.com/umbravec/umbra/engine/internal/devices"
 	"github.com/umbravec/umbra/internal/gpu"
 	"github.com/umbravec/umbra/internal/packed"
 )
 
-// ErrNotOnDevice: Resident and ScoreInto need an index made by New; any
-// other keeps its rows on the CPU, or on a device umbra opened itself
-// whose buffers no caller can use.
-var ErrNotOnDevice = errors.New("index not built on the caller's device (use ondevice.New)")
+// ErrNotOnDevice: the index made by New no longer runs on the caller's
+// device (a GPU failure moved it to the CPU), or is nil.
+var ErrNotOnDevice = errors.New("index not on the caller's device")
 
 // Chunk is one device buffer of an index's rows: rows [First, First+Rows)
 // of the index (see RowIDs for their IDs), Stride float32 values each, row
@@ -47,16 +46,16 @@ type Scores struct {
 
 // withDevice runs f on the index's device side with its rows held still,
 // or says why the caller cannot use it.
-func withDevice(ix *engine.Index, f link.Visit) error {
-	if ix == nil {
+func withDevice(ix *Index, f devices.VisitFunc) error {
+	if ix == nil || ix.visit == nil {
 		return fmt.Errorf("%w: the index is nil", ErrNotOnDevice)
 	}
-	err := lent.WithDevice(ix, f)
+	err := ix.visit(f)
 	switch {
 	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, umbra.ErrClosed), errors.Is(err, engine.ErrGPU), errors.Is(err, umbra.ErrTooLarge):
 		return err
-	case errors.Is(err, link.ErrNoDevice):
+	case errors.Is(err, devices.ErrNoDevice):
 		return fmt.Errorf("%w: the index runs on the CPU", ErrNotOnDevice)
 	case errors.Is(err, gpu.ErrReleased):
 		return umbra.ErrClosed
@@ -77,7 +76,7 @@ func withDevice(ix *engine.Index, f link.Visit) error {
 // several chunks; an empty one has none. The caller must not use the
 // device from another goroutine while it calls into the index (wgpu error
 // scopes are per device).
-func Resident(ix *engine.Index) ([]Chunk, error) {
+func (ix *Index) Resident() ([]Chunk, error) {
 	var out []Chunk
 	err := withDevice(ix, func(g *gpu.Index, _ []uint64, _ func(int) bool) error {
 		chunks, err := g.Resident()
@@ -96,7 +95,7 @@ func Resident(ix *engine.Index) ([]Chunk, error) {
 // whether it is live: a deleted row keeps its place (and a score) until a
 // compaction renumbers the rows. An index filled only by Add with assigned
 // IDs and never deleted from has ID r in row r.
-func RowIDs(ix *engine.Index) (ids []uint64, live []bool, err error) {
+func (ix *Index) RowIDs() (ids []uint64, live []bool, err error) {
 	err = withDevice(ix, func(_ *gpu.Index, all []uint64, dead func(int) bool) error {
 		ids = append([]uint64(nil), all...)
 		live = make([]bool, len(all))
@@ -122,7 +121,7 @@ func RowIDs(ix *engine.Index) (ids []uint64, live []bool, err error) {
 // query is checked as Search checks it (ErrDimMismatch, ErrNonFinite,
 // ErrZeroVector). The caller must not use the device from another
 // goroutine meanwhile.
-func ScoreInto(ctx context.Context, ix *engine.Index, query []float32) (Scores, error) {
+func (ix *Index) ScoreInto(ctx context.Context, query []float32) (Scores, error) {
 	if ix == nil {
 		return Scores{}, fmt.Errorf("%w: the index is nil", ErrNotOnDevice)
 	}

@@ -1,4 +1,4 @@
-package cluster
+package node
 
 import (
 	"bufio"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 )
 
 // Placement (NodeConfig.Placement): which nodes hold which shards.
@@ -51,8 +52,8 @@ var (
 )
 
 const (
-	bucketNodes     = "umbra_nodes"     // node ID → nodeRecord (TTL nodeTTL)
-	bucketPlacement = "umbra_placement" // "controller" → node ID; "assign.NAME" → assignment
+	BucketNodes     = "umbra_nodes"     // node ID → nodeRecord (TTL nodeTTL)
+	BucketPlacement = "umbra_placement" // "controller" → node ID; "assign.NAME" → assignment
 	keyController   = "controller"
 )
 
@@ -223,17 +224,17 @@ func (n *Node) startPlacement(ctx context.Context) error {
 	}
 	p := &placement{n: n, id: id, memory: mem}
 	var err error
-	if p.nodes, err = n.c.js.KeyValue(ctx, bucketNodes); errors.Is(err, jetstream.ErrBucketNotFound) {
-		p.nodes, err = n.c.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucketNodes, Replicas: n.c.replicas,
+	if p.nodes, err = n.c.JS.KeyValue(ctx, BucketNodes); errors.Is(err, jetstream.ErrBucketNotFound) {
+		p.nodes, err = n.c.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: BucketNodes, Replicas: n.c.Replicas,
 			Storage: jetstream.MemoryStorage, History: 1, TTL: nodeTTL})
 		if errors.Is(err, jetstream.ErrBucketExists) {
-			p.nodes, err = n.c.js.KeyValue(ctx, bucketNodes)
+			p.nodes, err = n.c.JS.KeyValue(ctx, BucketNodes)
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("bucket %s: %w", bucketNodes, err)
+		return fmt.Errorf("bucket %s: %w", BucketNodes, err)
 	}
-	if p.kv, err = bucket(ctx, n.c.js, bucketPlacement, n.c.replicas); err != nil {
+	if p.kv, err = protocol.Bucket(ctx, n.c.JS, BucketPlacement, n.c.Replicas); err != nil {
 		return err
 	}
 	n.place = p
@@ -356,17 +357,17 @@ func (p *placement) lease(ctx context.Context) error {
 
 // control brings every collection's assignment up to date.
 func (p *placement) control(ctx context.Context) error {
-	var metas []*collectionMeta
-	ckeys, err := p.n.c.colls.ListKeys(ctx)
+	var metas []*protocol.CollectionRecord
+	ckeys, err := p.n.c.Colls.ListKeys(ctx)
 	if err != nil {
 		return err
 	}
 	for name := range ckeys.Keys() {
-		e, err := p.n.c.colls.Get(ctx, name)
+		e, err := p.n.c.Colls.Get(ctx, name)
 		if err != nil {
 			continue
 		}
-		if meta, err := unmarshalMeta(e.Value()); err == nil {
+		if meta, err := protocol.UnmarshalRecord(e.Value()); err == nil {
 			metas = append(metas, meta)
 		}
 	}
@@ -381,7 +382,7 @@ func (p *placement) control(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	hide := testHooks.listNodes.Load()
+	hide := TestHooks.ListNodes.Load()
 	for k := range keys.Keys() {
 		if hide == nil || !(*hide)(k) {
 			ids[k] = true
@@ -431,7 +432,7 @@ func (p *placement) control(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func (p *placement) controlOne(ctx context.Context, meta *collectionMeta, nodes map[string]nodeRecord) error {
+func (p *placement) controlOne(ctx context.Context, meta *protocol.CollectionRecord, nodes map[string]nodeRecord) error {
 	var cur assignment
 	var rev uint64
 	e, err := p.kv.Get(ctx, assignKey(meta.Name))
@@ -499,7 +500,7 @@ func (p *placement) controlOne(ctx context.Context, meta *collectionMeta, nodes 
 				np = shardPlacement{Serving: want[s]}
 			}
 		default:
-			st, err := p.n.c.js.Stream(ctx, streamName(meta.Name, s))
+			st, err := p.n.c.JS.Stream(ctx, protocol.StreamName(meta.Name, s))
 			if err != nil {
 				return fmt.Errorf("shard %d: %w", s, err)
 			}
@@ -526,7 +527,7 @@ func (p *placement) controlOne(ctx context.Context, meta *collectionMeta, nodes 
 // follow makes the node hold what its collections' assignments give it.
 func (p *placement) follow(ctx context.Context) error {
 	p.n.mu.Lock()
-	var colls []*collectionMeta
+	var colls []*protocol.CollectionRecord
 	for _, m := range p.n.metas {
 		colls = append(colls, m)
 	}

@@ -1,4 +1,4 @@
-package cluster
+package node
 
 import (
 	"cmp"
@@ -15,11 +15,13 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 )
 
 // NodeConfig describes a node: a process holding replicas of shards.
-type NodeConfig struct {
+type Config struct {
 	// Dir keeps the replicas' stores: Dir/replicas/COLLECTION/shard-N.umbra.
 	Dir string
 	// Device is what the replicas search on (engine.Config.Device).
@@ -44,7 +46,7 @@ type NodeConfig struct {
 	Memory int64
 	// Limits bound what requests can make the node hold (limits.go;
 	// zero fields take the defaults).
-	Limits Limits
+	Limits protocol.Limits
 	// MaxStreamBytes is the largest byte limit of a shard's stream the
 	// node gives a collection a client asks it to create (default
 	// DefaultMaxStreamBytes).
@@ -54,8 +56,8 @@ type NodeConfig struct {
 // Node serves shard replicas: it follows each shard's stream into an
 // engine store and answers searches on it.
 type Node struct {
-	cfg    NodeConfig
-	c      *Client
+	cfg    Config
+	c      *protocol.Conn
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -69,14 +71,14 @@ type Node struct {
 
 	mu       sync.Mutex
 	replicas map[string][]*replica // collection → shard → replica (nil: not held)
-	metas    map[string]*collectionMeta
+	metas    map[string]*protocol.CollectionRecord
 	closed   bool
 
 	place   *placement // nil without NodeConfig.Placement
 	leaving atomic.Bool
 
-	limits   Limits  // cfg.Limits with the defaults
-	budget   *budget // the requests in flight
+	limits   protocol.Limits // cfg.Limits with the defaults
+	budget   *budget         // the requests in flight
 	counts   counters
 	id       string             // the node's name in its stats
 	statsSub *nats.Subscription // answers umbra.stats
@@ -89,17 +91,16 @@ type Node struct {
 // the nodes miss one (listNodes), see each snapshot uploaded
 // (snapshot), and leave out the frames' checksums (noChecksum, to measure
 // what they cost beside the same run with them).
-var testHooks struct {
-	noChecksum     atomic.Bool
-	request, serve atomic.Pointer[func(*Node)]
-	apply          atomic.Pointer[func(*Node)]                 // before each message a replica applies
-	listNodes      atomic.Pointer[func(id string) bool]        // true: the controller's listing of the nodes misses id
-	snapshot       atomic.Pointer[func(shard int, seq uint64)] // a snapshot uploaded, before its manifest is written
+var TestHooks struct {
+	Request, Serve atomic.Pointer[func(*Node)]
+	Apply          atomic.Pointer[func(*Node)]                 // before each message a replica applies
+	ListNodes      atomic.Pointer[func(id string) bool]        // true: the controller's listing of the nodes misses id
+	Snapshot       atomic.Pointer[func(shard int, seq uint64)] // a snapshot uploaded, before its manifest is written
 }
 
 // StartNode starts a node on c's connection. It picks up every collection
 // in the cluster, now and later.
-func StartNode(ctx context.Context, c *Client, cfg NodeConfig) (*Node, error) {
+func Start(ctx context.Context, c *protocol.Conn, cfg Config) (*Node, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("node: no directory")
 	}
@@ -109,33 +110,33 @@ func StartNode(ctx context.Context, c *Client, cfg NodeConfig) (*Node, error) {
 	if cfg.Placement && cfg.Serve != nil {
 		return nil, errors.New("node: Placement and Serve exclude each other")
 	}
-	if err := cfg.Limits.check(); err != nil {
+	if err := cfg.Limits.Check(); err != nil {
 		return nil, err
 	}
-	if p := c.nc.Opts.InboxPrefix; p != NodeInboxPrefix {
+	if p := c.NC.Opts.InboxPrefix; p != protocol.NodeInboxPrefix {
 		return nil, fmt.Errorf("node: the connection's replies arrive under %q, where clients may read them; connect with cluster.AsNode() (or nats.CustomInboxPrefix(cluster.NodeInboxPrefix))", cmp.Or(p, "_INBOX"))
 	}
 	nctx, cancel := context.WithCancel(context.Background())
-	n := &Node{cfg: cfg, c: c, ctx: nctx, cancel: cancel, replicas: map[string][]*replica{}, metas: map[string]*collectionMeta{}}
+	n := &Node{cfg: cfg, c: c, ctx: nctx, cancel: cancel, replicas: map[string][]*replica{}, metas: map[string]*protocol.CollectionRecord{}}
 	n.limits = cfg.Limits.WithDefaults()
 	n.budget = &budget{l: n.limits}
 	if err := n.startStats(); err != nil {
 		cancel()
 		return nil, err
 	}
-	m := c.mark()
+	m := c.Mark()
 	// The bucket of writes with an idempotency key: made here, since a
 	// client's credentials may not make buckets.
-	if _, err := c.openCalls(ctx); err != nil {
+	if _, err := c.OpenCalls(ctx); err != nil {
 		n.stopStats()
 		cancel()
-		return nil, fmt.Errorf("node: %w", c.bucketError(err, m))
+		return nil, fmt.Errorf("node: %w", c.BucketError(err, m))
 	}
-	w, err := c.colls.WatchAll(nctx)
+	w, err := c.Colls.WatchAll(nctx)
 	if err != nil {
 		n.stopStats()
 		cancel()
-		return nil, fmt.Errorf("node: watching the collections: %w", c.explain(err, m))
+		return nil, fmt.Errorf("node: watching the collections: %w", c.Explain(err, m))
 	}
 	// The collections there now are started before StartNode returns.
 	for e := range w.Updates() {
@@ -185,7 +186,7 @@ func (n *Node) startCollection(ctx context.Context, e jetstream.KeyValueEntry) e
 	if e.Operation() != jetstream.KeyValuePut {
 		return nil
 	}
-	meta, err := unmarshalMeta(e.Value())
+	meta, err := protocol.UnmarshalRecord(e.Value())
 	if err != nil {
 		return err
 	}
@@ -235,8 +236,8 @@ func (n *Node) startCollection(ctx context.Context, e jetstream.KeyValueEntry) e
 }
 
 // openShard opens the node's store of one shard. Called with n.mu held.
-func (n *Node) openShard(ctx context.Context, meta *collectionMeta, s int) (*replica, error) {
-	metric, err := meta.metric()
+func (n *Node) openShard(ctx context.Context, meta *protocol.CollectionRecord, s int) (*replica, error) {
+	metric, err := meta.ParseMetric()
 	if err != nil {
 		return nil, err
 	}
@@ -258,7 +259,7 @@ func (n *Node) openShard(ctx context.Context, meta *collectionMeta, s int) (*rep
 // startShard starts following the shard's stream and, once the replica
 // has applied through r.since, answering its searches. Called with n.mu
 // held.
-func (n *Node) startShard(r *replica, meta *collectionMeta) error {
+func (n *Node) startShard(r *replica, meta *protocol.CollectionRecord) error {
 	r.wg.Add(1)
 	n.wg.Go(func() {
 		defer r.wg.Done()
@@ -274,8 +275,8 @@ func (n *Node) answerShard(r *replica) error {
 	if r.sub != nil || r.applied.Load() < r.since {
 		return nil
 	}
-	sub, err := n.c.nc.QueueSubscribe(querySubject(r.coll, r.shard), queueGroup(r.coll, r.shard), func(m *nats.Msg) {
-		if h := testHooks.request.Load(); h != nil {
+	sub, err := n.c.NC.QueueSubscribe(protocol.QuerySubject(r.coll, r.shard), protocol.QueueGroup(r.coll, r.shard), func(m *nats.Msg) {
+		if h := TestHooks.Request.Load(); h != nil {
 			(*h)(n)
 		}
 		n.gate.RLock()
@@ -316,7 +317,7 @@ func (n *Node) answerShard(r *replica) error {
 
 // hold makes the node hold shard s of meta, answering its searches once
 // it has applied through since.
-func (n *Node) hold(ctx context.Context, meta *collectionMeta, s int, since uint64) error {
+func (n *Node) hold(ctx context.Context, meta *protocol.CollectionRecord, s int, since uint64) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
@@ -399,7 +400,7 @@ func countHeld(reps []*replica) int {
 const (
 	followHeartbeat      = time.Second
 	followExpiry         = 5 * time.Second // pull request lifetime (≥ 2 heartbeats)
-	followRequestTimeout = 3 * time.Second // consumer create and delete
+	FollowRequestTimeout = 3 * time.Second // consumer create and delete
 	followMaxBackoff     = time.Second
 	// followInactive lets the server delete a consumer this node no
 	// longer pulls from (one whose delete was lost, or whose creation
@@ -417,7 +418,7 @@ var errDeliveryGap = errors.New("a delivery was lost (gap in the consumer sequen
 
 // follow applies the shard's stream to the replica, from the message
 // after the one its store says it applied, for as long as the node runs.
-func (n *Node) follow(r *replica, meta *collectionMeta) {
+func (n *Node) follow(r *replica, meta *protocol.CollectionRecord) {
 	backoff := 100 * time.Millisecond
 	for r.ctx.Err() == nil {
 		before := r.applied.Load()
@@ -443,13 +444,13 @@ func (n *Node) follow(r *replica, meta *collectionMeta) {
 	}
 }
 
-func (n *Node) followOnce(r *replica, meta *collectionMeta) error {
-	stream := streamName(meta.Name, r.shard)
+func (n *Node) followOnce(r *replica, meta *protocol.CollectionRecord) error {
+	stream := protocol.StreamName(meta.Name, r.shard)
 	if r.applied.Load() == 0 {
 		// A replica with nothing applied starts from the newest snapshot
 		// where there is one, rather than from the stream's first message
 		// kept (which may be a snapshot's worth of messages behind it).
-		sctx, cancel := context.WithTimeout(r.ctx, followRequestTimeout)
+		sctx, cancel := context.WithTimeout(r.ctx, FollowRequestTimeout)
 		man, err := n.newestSnapshot(sctx, meta.Name, r.shard)
 		cancel()
 		if err != nil {
@@ -461,10 +462,10 @@ func (n *Node) followOnce(r *replica, meta *collectionMeta) error {
 	}
 	// Listening before the consumer exists: a reconnect from here on
 	// ends it (see below).
-	status := n.c.nc.StatusChanged(nats.CONNECTED)
-	defer n.c.nc.RemoveStatusListener(status)
-	cctx, cancel := context.WithTimeout(r.ctx, followRequestTimeout)
-	cons, err := n.c.js.CreateConsumer(cctx, stream, jetstream.ConsumerConfig{
+	status := n.c.NC.StatusChanged(nats.CONNECTED)
+	defer n.c.NC.RemoveStatusListener(status)
+	cctx, cancel := context.WithTimeout(r.ctx, FollowRequestTimeout)
+	cons, err := n.c.JS.CreateConsumer(cctx, stream, jetstream.ConsumerConfig{
 		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:       r.applied.Load() + 1,
 		AckPolicy:         jetstream.AckNonePolicy,
@@ -479,9 +480,9 @@ func (n *Node) followOnce(r *replica, meta *collectionMeta) error {
 	name := cons.CachedInfo().Name
 	defer n.wg.Go(func() {
 		// Best effort: followInactive removes it otherwise.
-		dctx, cancel := context.WithTimeout(n.ctx, followRequestTimeout)
+		dctx, cancel := context.WithTimeout(n.ctx, FollowRequestTimeout)
 		defer cancel()
-		_ = n.c.js.DeleteConsumer(dctx, stream, name)
+		_ = n.c.JS.DeleteConsumer(dctx, stream, name)
 	})
 	it, err := cons.Messages(jetstream.PullMaxMessages(64), jetstream.PullExpiry(followExpiry),
 		jetstream.PullHeartbeat(followHeartbeat), jetstream.WithMessagesErrOnMissingHeartbeat(true))
@@ -535,7 +536,7 @@ func (n *Node) followOnce(r *replica, meta *collectionMeta) error {
 			// needs: they were trimmed below a snapshot.
 			return n.recover(r, meta, seq)
 		}
-		if h := testHooks.apply.Load(); h != nil {
+		if h := TestHooks.Apply.Load(); h != nil {
 			(*h)(n)
 		}
 		for {
@@ -564,33 +565,33 @@ func (n *Node) followOnce(r *replica, meta *collectionMeta) error {
 // serve answers one request to a replica, admitted under t, in pieces
 // under the max payload.
 func (n *Node) serve(r *replica, m *nats.Msg, t *ticket) {
-	if h := testHooks.serve.Load(); h != nil {
+	if h := TestHooks.Serve.Load(); h != nil {
 		(*h)(n)
 	}
 	if m.Reply == "" {
 		return
 	}
-	q, err := decodeRequest(m.Data)
-	var p *reply
-	kind := byte(kindSearch)
+	q, err := protocol.DecodeRequest(m.Data)
+	var p *protocol.Reply
+	kind := byte(protocol.KindSearch)
 	if err != nil {
-		p = &reply{status: statusError, applied: r.applied.Load(), msg: "request refused: " + err.Error()}
+		p = &protocol.Reply{Status: protocol.StatusError, Applied: r.applied.Load(), Msg: "request refused: " + err.Error()}
 	} else {
-		kind = q.kind
+		kind = q.Kind
 		// The caller's wait, clamped to the node's limit.
-		wait := time.Duration(q.waitMs) * time.Millisecond
+		wait := time.Duration(q.WaitMs) * time.Millisecond
 		if wait > n.limits.MaxWait {
 			wait = n.limits.MaxWait
 			n.counts.clamped.Add(1)
 		}
 		wctx, cancel := context.WithTimeout(n.ctx, wait)
-		ok := r.waitApplied(wctx, q.minSeq)
+		ok := r.waitApplied(wctx, q.MinSeq)
 		cancel()
 		if !ok {
 			// Stopped at a message it cannot apply, it will not catch up
 			// until skipped or upgraded, and says so.
 			if p = r.stoppedReply(); p == nil {
-				p = &reply{status: statusBehind, applied: r.applied.Load()}
+				p = &protocol.Reply{Status: protocol.StatusBehind, Applied: r.applied.Load()}
 			}
 		} else {
 			p = r.answer(n.ctx, q, t)
@@ -601,16 +602,16 @@ func (n *Node) serve(r *replica, m *nats.Msg, t *ticket) {
 }
 
 // reply sends p to m's reply subject in pieces under the max payload.
-func (n *Node) reply(m *nats.Msg, p *reply, kind byte) {
+func (n *Node) reply(m *nats.Msg, p *protocol.Reply, kind byte) {
 	if m.Reply == "" {
 		return
 	}
-	pieces := chunks(p.encode(kind), n.c.nc.MaxPayload())
+	pieces := protocol.Chunks(p.Encode(kind), n.c.NC.MaxPayload())
 	for i, b := range pieces {
 		out := nats.NewMsg(m.Reply)
-		out.Header.Set(hdrChunk, fmt.Sprintf("%d/%d", i, len(pieces)))
+		out.Header.Set(protocol.HdrChunk, fmt.Sprintf("%d/%d", i, len(pieces)))
 		out.Data = b
-		if err := n.c.nc.PublishMsg(out); err != nil {
+		if err := n.c.NC.PublishMsg(out); err != nil {
 			return
 		}
 	}
@@ -626,6 +627,16 @@ func (n *Node) Applied(collection string, shard int) (uint64, bool) {
 		return 0, false
 	}
 	return reps[shard].applied.Load(), true
+}
+
+// AppliedAll is Applied for each of a collection's shards (0 where the
+// node holds none).
+func (n *Node) AppliedAll(collection string, shards int) []uint64 {
+	out := make([]uint64, shards)
+	for s := range shards {
+		out[s], _ = n.Applied(collection, s)
+	}
+	return out
 }
 
 // Close stops the node and closes its stores. What it applied is on disk.
@@ -665,3 +676,48 @@ func (n *Node) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// ShardRows returns the rows the node's replica of a collection's shard
+// holds, sentinels apart: IDs ascending and vectors (for tests).
+func (n *Node) ShardRows(collection string, shard int) ([]uint64, [][]float32, error) {
+	n.mu.Lock()
+	reps := n.replicas[collection]
+	n.mu.Unlock()
+	if shard >= len(reps) || reps[shard] == nil {
+		return nil, nil, fmt.Errorf("node %s holds no replica of %s/%d", n.id, collection, shard)
+	}
+	r := reps[shard]
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	recs, err := r.ix.Get(context.Background(), umbra.Selection{Vectors: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	var ids []uint64
+	var vs [][]float32
+	for _, rec := range recs {
+		if rec.ID < protocol.ReservedIDs {
+			ids, vs = append(ids, rec.ID), append(vs, rec.Vector)
+		}
+	}
+	return ids, vs, nil
+}
+
+// Outcome is how the node's replica of a collection's shard applied the
+// write message at seq, while it keeps it (for tests).
+func (n *Node) Outcome(collection string, shard int, seq uint64) (protocol.Outcome, bool) {
+	n.mu.Lock()
+	reps := n.replicas[collection]
+	n.mu.Unlock()
+	if shard >= len(reps) || reps[shard] == nil {
+		return protocol.Outcome{}, false
+	}
+	r := reps[shard]
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	o, ok := r.outs[seq]
+	return o, ok
+}
+
+// Dir is the directory the node keeps its replicas in.
+func (n *Node) Dir() string { return n.cfg.Dir }

@@ -1,4 +1,4 @@
-package cluster
+package protocol
 
 import (
 	"encoding/json"
@@ -54,7 +54,7 @@ const ReservedIDs = uint64(0xFFFF) << 48
 // collectionMeta is a collection's schema and layout, kept in the
 // collections bucket under its name. Shards and the hash functions are
 // fixed when a collection is created: a row's shard never changes.
-type collectionMeta struct {
+type CollectionRecord struct {
 	Version  int    `json:"version"` // of this record's layout; 1
 	Name     string `json:"name"`
 	Dim      int    `json:"dim"`
@@ -80,7 +80,7 @@ type collectionMeta struct {
 }
 
 // kinds maps meta.Kind names back to kinds.
-var kinds = func() map[string]meta.Kind {
+var Kinds = func() map[string]meta.Kind {
 	m := map[string]meta.Kind{}
 	for k := meta.Keyword; k <= meta.Tags; k++ {
 		m[k.String()] = k
@@ -89,10 +89,10 @@ var kinds = func() map[string]meta.Kind {
 }()
 
 // schema is the record's fields as kinds.
-func (m *collectionMeta) schema() (map[string]meta.Kind, error) {
+func (m *CollectionRecord) Schema() (map[string]meta.Kind, error) {
 	out := make(map[string]meta.Kind, len(m.Fields))
 	for name, kn := range m.Fields {
-		k, ok := kinds[kn]
+		k, ok := Kinds[kn]
 		if !ok {
 			return nil, fmt.Errorf("collection record %q: field %q has kind %q, which this build does not know (upgrade umbra)", m.Name, name, kn)
 		}
@@ -101,32 +101,32 @@ func (m *collectionMeta) schema() (map[string]meta.Kind, error) {
 	return out, nil
 }
 
-func (m *collectionMeta) metric() (umbra.Metric, error) { return umbra.ParseMetric(m.Metric) }
+func (m *CollectionRecord) ParseMetric() (umbra.Metric, error) { return umbra.ParseMetric(m.Metric) }
 
-func (m *collectionMeta) marshal() []byte {
+func (m *CollectionRecord) Marshal() []byte {
 	b, _ := json.Marshal(m)
 	return b
 }
 
-func unmarshalMeta(b []byte) (*collectionMeta, error) {
-	var m collectionMeta
+func UnmarshalRecord(b []byte) (*CollectionRecord, error) {
+	var m CollectionRecord
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("collection record: %w", err)
 	}
 	if m.Version != 1 {
 		return nil, fmt.Errorf("collection record %q has layout version %d; this build reads 1 (upgrade umbra)", m.Name, m.Version)
 	}
-	if m.Dim < 1 || m.Shards < 1 || m.Shards > maxShards {
+	if m.Dim < 1 || m.Shards < 1 || m.Shards > MaxShards {
 		return nil, fmt.Errorf("collection record %q: dim %d, shards %d", m.Name, m.Dim, m.Shards)
 	}
 	return &m, nil
 }
 
-const maxShards = 1024
+const MaxShards = 1024
 
 var nameRule = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$`)
 
-func checkName(name string) error {
+func CheckName(name string) error {
 	if !nameRule.MatchString(name) {
 		return fmt.Errorf("collection name %q: a name is 1 to 64 letters, digits, '_' or '-', starting with a letter or digit", name)
 	}
@@ -136,21 +136,21 @@ func checkName(name string) error {
 // Buckets and subjects. Everything of umbra's lives under these names, so a
 // NATS system shared with other applications keeps them apart.
 const (
-	bucketCollections = "umbra_collections" // name → collectionMeta
-	bucketCounters    = "umbra_counters"    // name → where the next ID block starts; name.floor → past every caller ID (decimal)
-	bucketSnapshots   = "umbra_snapshots"   // name.shard → snapshotManifest
-	objectSnapshots   = "umbra_snapshots"   // snapshot files
-	bucketRepairs     = "umbra_repairs"     // name.shard.seq → repairRecord (an operator's skip)
+	BucketCollections = "umbra_collections" // name → collectionMeta
+	BucketCounters    = "umbra_counters"    // name → where the next ID block starts; name.floor → past every caller ID (decimal)
+	BucketSnapshots   = "umbra_snapshots"   // name.shard → snapshotManifest
+	ObjectSnapshots   = "umbra_snapshots"   // snapshot files
+	BucketRepairs     = "umbra_repairs"     // name.shard.seq → repairRecord (an operator's skip)
 )
 
-func streamName(coll string, shard int) string { return fmt.Sprintf("UMBRA_%s_%d", coll, shard) }
-func writeSubject(coll string, shard int) string {
+func StreamName(coll string, shard int) string { return fmt.Sprintf("UMBRA_%s_%d", coll, shard) }
+func WriteSubject(coll string, shard int) string {
 	return fmt.Sprintf("umbra.w.%s.%d", coll, shard)
 }
-func querySubject(coll string, shard int) string {
+func QuerySubject(coll string, shard int) string {
 	return fmt.Sprintf("umbra.q.%s.%d", coll, shard)
 }
-func queueGroup(coll string, shard int) string { return fmt.Sprintf("umbra_%s_%d", coll, shard) }
+func QueueGroup(coll string, shard int) string { return fmt.Sprintf("umbra_%s_%d", coll, shard) }
 
 // mix is splitmix64's finaliser: a bijection that spreads consecutive or
 // strided IDs evenly over the shards.
@@ -164,12 +164,12 @@ func mix(x uint64) uint64 {
 }
 
 // shardOfID is the shard a row named by ID lives in.
-func shardOfID(id uint64, shards int) int { return int(mix(id) % uint64(shards)) }
+func ShardOfID(id uint64, shards int) int { return int(mix(id) % uint64(shards)) }
 
 // shardOfKey is the shard a row named by key lives in: its key decides, so
 // that every write of one key meets the same shard, which holds the key's
 // ID. The ID a new key gets is chosen so that shardOfID agrees.
-func shardOfKey(key string, shards int) int {
+func ShardOfKey(key string, shards int) int {
 	h := fnv.New64a()
 	h.Write([]byte(key))
 	return int(mix(h.Sum64()) % uint64(shards))

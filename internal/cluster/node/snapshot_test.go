@@ -1,4 +1,4 @@
-package cluster
+package node
 
 import (
 	"context"
@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/umbravec/umbra"
+	"github.com/umbravec/umbra/cluster"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -24,7 +26,7 @@ func TestClusterReplicaRecoversFromSnapshot(t *testing.T) {
 	h := newHarness(t, nil)
 	ctx := context.Background()
 	const dim = 5
-	col, err := h.c.Create(ctx, "s", CollectionConfig{Dim: dim, Shards: 2})
+	col, err := h.c.Create(ctx, "s", cluster.CollectionConfig{Dim: dim, Shards: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +56,7 @@ func TestClusterReplicaRecoversFromSnapshot(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			st, _ := h.c.js.Stream(ctx, streamName("s", s))
+			st, _ := h.x.JS.Stream(ctx, protocol.StreamName("s", s))
 			info, _ := st.Info(ctx)
 			want := uint64(1)
 			if round == 0 {
@@ -74,7 +76,7 @@ func TestClusterReplicaRecoversFromSnapshot(t *testing.T) {
 	// from the newest snapshots (the stream no longer starts at 1, and a
 	// replica with nothing applied starts from a snapshot anyway).
 	h.node.Close()
-	n2, err := StartNode(ctx, h.c, NodeConfig{Dir: t.TempDir(), Device: engine.CPU, Logf: t.Logf})
+	n2, err := Start(ctx, connOf(t, h.c), Config{Dir: t.TempDir(), Device: engine.CPU, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,18 +113,18 @@ func TestClusterOneSnapshotARound(t *testing.T) {
 		uploaded[[2]int{shard, int(seq)}]++
 		mu.Unlock()
 	}
-	testHooks.snapshot.Store(&count)
-	defer testHooks.snapshot.Store(nil)
-	dir, _, c := serverAndClient(t, Timeout(20*time.Second))
+	TestHooks.Snapshot.Store(&count)
+	defer TestHooks.Snapshot.Store(nil)
+	dir, _, c := serverAndClient(t, cluster.Timeout(20*time.Second))
 	ctx := context.Background()
 	const dim, shards, every, calls = 5, 2, 4, 20
-	col, err := c.Create(ctx, "c", CollectionConfig{Dim: dim, Shards: shards})
+	col, err := c.Create(ctx, "c", cluster.CollectionConfig{Dim: dim, Shards: shards})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var nodes []*Node
 	for _, id := range []string{"x", "y"} {
-		n, err := StartNode(ctx, c, NodeConfig{Dir: filepath.Join(dir, id), Device: engine.CPU, SnapshotEvery: every,
+		n, err := Start(ctx, connOf(t, c), Config{Dir: filepath.Join(dir, id), Device: engine.CPU, SnapshotEvery: every,
 			Logf: func(f string, a ...any) { t.Logf(id+": "+f, a...) }})
 		if err != nil {
 			t.Fatal(err)
@@ -145,7 +147,7 @@ func TestClusterOneSnapshotARound(t *testing.T) {
 	}
 	last := make([]uint64, shards)
 	for s := range shards {
-		st, err := c.js.Stream(ctx, streamName("c", s))
+		st, err := connOf(t, c).JS.Stream(ctx, protocol.StreamName("c", s))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -185,7 +187,7 @@ func TestClusterOneSnapshotARound(t *testing.T) {
 				break
 			}
 			want = append(append(want, man.objects()...), man.Prev.objects()...)
-			st, err := c.js.Stream(ctx, streamName("c", s))
+			st, err := connOf(t, c).JS.Stream(ctx, protocol.StreamName("c", s))
 			if err != nil {
 				t.Fatal(err)
 			}

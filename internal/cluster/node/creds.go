@@ -1,4 +1,4 @@
-package cluster
+package node
 
 import (
 	"bufio"
@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/nats-io/nkeys"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 )
 
 // CredsDir holds the keys of an umbra cluster's embedded NATS servers,
@@ -36,14 +37,14 @@ type CredsDir struct {
 	dir         string
 	node        string // public nkeys
 	client      string
-	routeSecret string
+	RouteSecret string
 }
 
 // The files of a credentials directory.
 const (
 	NodeCredsFile   = "node.nk"
 	ClientCredsFile = "client.nk"
-	routeSecretFile = "route.secret"
+	RouteSecretFile = "route.secret"
 	routeUser       = "umbra-route"
 )
 
@@ -78,7 +79,7 @@ func LoadCreds(dir string) (*CredsDir, error) {
 	if err := checkPrivate(dir, true); err != nil {
 		return nil, err
 	}
-	for _, f := range []string{NodeCredsFile, ClientCredsFile, routeSecretFile} {
+	for _, f := range []string{NodeCredsFile, ClientCredsFile, RouteSecretFile} {
 		path := filepath.Join(dir, f)
 		if _, err := os.Lstat(path); err == nil {
 			continue
@@ -105,7 +106,7 @@ func RotateCreds(dir string) (*CredsDir, error) {
 	if _, err := LoadCreds(dir); err != nil {
 		return nil, err
 	}
-	for _, f := range []string{NodeCredsFile, ClientCredsFile, routeSecretFile} {
+	for _, f := range []string{NodeCredsFile, ClientCredsFile, RouteSecretFile} {
 		body, err := newCredential(f)
 		if err != nil {
 			return nil, err
@@ -129,13 +130,13 @@ func readCreds(dir string) (*CredsDir, error) {
 	if c.node == c.client {
 		return nil, fmt.Errorf("credentials in %s: the node and client files hold the same key; give each role its own (delete both files and start again to make new ones)", dir)
 	}
-	path := filepath.Join(dir, routeSecretFile)
+	path := filepath.Join(dir, RouteSecretFile)
 	body, err := readPrivate(path)
 	if err != nil {
 		return nil, err
 	}
-	c.routeSecret = lastLine(body)
-	if len(c.routeSecret) < 32 {
+	c.RouteSecret = lastLine(body)
+	if len(c.RouteSecret) < 32 {
 		return nil, fmt.Errorf("credentials file %s: no route secret (a line of at least 32 characters)", path)
 	}
 	return c, nil
@@ -147,7 +148,7 @@ func readSeedPublic(path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer wipe(body)
+	defer protocol.Wipe(body)
 	kp, err := nkeys.ParseDecoratedUserNKey(body)
 	if err != nil {
 		return "", fmt.Errorf("credentials file %s: not an NATS user nkey seed: %w", path, err)
@@ -195,7 +196,7 @@ func checkPrivate(path string, dir bool) error {
 func newCredential(file string) ([]byte, error) {
 	var b bytes.Buffer
 	switch file {
-	case routeSecretFile:
+	case RouteSecretFile:
 		secret := make([]byte, 32)
 		if _, err := rand.Read(secret); err != nil {
 			return nil, fmt.Errorf("credentials: %w", err)
@@ -213,7 +214,7 @@ func newCredential(file string) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("credentials: %w", err)
 		}
-		defer wipe(seed)
+		defer protocol.Wipe(seed)
 		if file == NodeCredsFile {
 			b.WriteString("# umbra node credentials (an NATS user nkey seed): nodes and operator commands.\n")
 			b.WriteString("# Keep it secret (mode 0600): umbra serve --nats URL --creds FILE, cluster.Credentials(FILE).\n")
@@ -303,10 +304,4 @@ func lastLine(body []byte) string {
 		}
 	}
 	return last
-}
-
-func wipe(b []byte) {
-	for i := range b {
-		b[i] = 'x'
-	}
 }

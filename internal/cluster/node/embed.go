@@ -1,4 +1,4 @@
-package cluster
+package node
 
 import (
 	"errors"
@@ -72,11 +72,11 @@ func loopbackHostPort(what, hp string) (string, int, error) {
 // streams written with sync always (every write fsynced before it is
 // acknowledged: JetStream's default syncs every 2 minutes).
 func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
-	opts, creds, err := embeddedOptions(cfg)
+	opts, creds, err := EmbeddedOptions(cfg)
 	if err != nil {
 		return nil, err
 	}
-	e, err := startServer(opts)
+	e, err := StartServer(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +85,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*Embedded, error) {
 }
 
 // embeddedOptions are the nats-server options StartEmbedded runs with.
-func embeddedOptions(cfg EmbeddedConfig) (*server.Options, *CredsDir, error) {
+func EmbeddedOptions(cfg EmbeddedConfig) (*server.Options, *CredsDir, error) {
 	if cfg.Listen == "" {
 		cfg.Listen = "127.0.0.1:4222"
 	}
@@ -141,11 +141,11 @@ func embeddedOptions(cfg EmbeddedConfig) (*server.Options, *CredsDir, error) {
 		// A route is another server: without the secret, anyone local
 		// could join as one and see every message.
 		opts.Cluster = server.ClusterOpts{Name: cfg.ClusterName, Host: chost, Port: cport,
-			Username: routeUser, Password: creds.routeSecret}
+			Username: routeUser, Password: creds.RouteSecret}
 		for _, r := range cfg.Routes {
 			for _, u := range server.RoutesFromStr(r) {
 				if u.User == nil {
-					u.User = url.UserPassword(routeUser, creds.routeSecret)
+					u.User = url.UserPassword(routeUser, creds.RouteSecret)
 				}
 				opts.Routes = append(opts.Routes, u)
 			}
@@ -154,7 +154,7 @@ func embeddedOptions(cfg EmbeddedConfig) (*server.Options, *CredsDir, error) {
 	return opts, creds, nil
 }
 
-func startServer(opts *server.Options) (*Embedded, error) {
+func StartServer(opts *server.Options) (*Embedded, error) {
 	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("embedded NATS server: %w", err)

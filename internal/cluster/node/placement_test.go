@@ -1,4 +1,4 @@
-package cluster
+package node
 
 import (
 	"context"
@@ -14,7 +14,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/umbravec/umbra"
+	"github.com/umbravec/umbra/cluster"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -79,26 +81,26 @@ type placed struct {
 	ctx    context.Context
 	dir    string
 	urls   []string // the servers; node i connects to urls[i % len]
-	c      *Client
-	col    *Collection
+	c      *cluster.Client
+	col    *cluster.Collection
 	shards int
 	R      int
 	mu     sync.Mutex
 	nodes  map[string]*Node
-	conns  map[string]*Client
+	conns  map[string]*protocol.Conn
 	pkv    jetstream.KeyValue
 	creds  string // the node credentials file
 }
 
 func newPlaced(t *testing.T, dim, shards, R int) *placed {
-	dir, srv, c := serverAndClient(t, Timeout(20*time.Second))
+	dir, srv, c := serverAndClient(t, cluster.Timeout(20*time.Second))
 	return placedOn(t, dir, []string{srv.URL()}, srv.NodeCreds(), c, dim, shards, R)
 }
 
-func placedOn(t *testing.T, dir string, urls []string, creds string, c *Client, dim, shards, R int) *placed {
-	h := &placed{t: t, ctx: context.Background(), dir: dir, urls: urls, creds: creds, c: c, shards: shards, R: R, nodes: map[string]*Node{}, conns: map[string]*Client{}}
+func placedOn(t *testing.T, dir string, urls []string, creds string, c *cluster.Client, dim, shards, R int) *placed {
+	h := &placed{t: t, ctx: context.Background(), dir: dir, urls: urls, creds: creds, c: c, shards: shards, R: R, nodes: map[string]*Node{}, conns: map[string]*protocol.Conn{}}
 	var err error
-	if h.col, err = h.c.Create(h.ctx, "pl", CollectionConfig{Dim: dim, Shards: shards, NodeReplicas: R}); err != nil {
+	if h.col, err = h.c.Create(h.ctx, "pl", cluster.CollectionConfig{Dim: dim, Shards: shards, NodeReplicas: R}); err != nil {
 		t.Fatal(err)
 	}
 	return h
@@ -110,13 +112,13 @@ func (h *placed) start(id string) {
 	h.mu.Lock()
 	url := h.urls[len(h.conns)%len(h.urls)]
 	h.mu.Unlock()
-	nc, err := Connect(h.ctx, url, Credentials(h.creds), AsNode(), Timeout(20*time.Second))
+	nc, err := protocol.Dial(h.ctx, url, protocol.DialConfig{Creds: h.creds, Node: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
 	noDenials(t, nc)
-	n, err := StartNode(h.ctx, nc, NodeConfig{Dir: filepath.Join(h.dir, id), Device: engine.CPU, Placement: true,
+	n, err := Start(h.ctx, nc, Config{Dir: filepath.Join(h.dir, id), Device: engine.CPU, Placement: true,
 		ID: id, Memory: 1 << 30, Logf: func(f string, a ...any) { t.Logf(time.Now().Format("15:04:05.000 ")+id+": "+f, a...) }})
 	if err != nil {
 		t.Fatal(err)
@@ -174,7 +176,7 @@ func (h *placed) answered(s int, tok uint64) bool {
 func (h *placed) assignment() (assignment, string, bool) {
 	if h.pkv == nil {
 		var err error
-		if h.pkv, err = h.c.js.KeyValue(h.ctx, bucketPlacement); err != nil {
+		if h.pkv, err = connOf(h.t, h.c).JS.KeyValue(h.ctx, BucketPlacement); err != nil {
 			return assignment{}, "", false
 		}
 	}
@@ -344,8 +346,8 @@ func (h *placed) slowNode(id string) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	testHooks.apply.Store(&slow)
-	h.t.Cleanup(func() { testHooks.apply.Store(nil) })
+	TestHooks.Apply.Store(&slow)
+	h.t.Cleanup(func() { TestHooks.Apply.Store(nil) })
 }
 
 // twoNodesWatched starts a placement cluster of shards shards and R node
@@ -495,13 +497,13 @@ func TestClusterPlacementLoneNodeLeave(t *testing.T) {
 	oldTick := placementTick
 	placementTick = 100 * time.Millisecond
 	t.Cleanup(func() { placementTick = oldTick })
-	dir, _, c := serverAndClient(t, Timeout(20*time.Second))
+	dir, _, c := serverAndClient(t, cluster.Timeout(20*time.Second))
 	ctx := context.Background()
-	col, err := c.Create(ctx, "lone", CollectionConfig{Dim: 3, Shards: 3})
+	col, err := c.Create(ctx, "lone", cluster.CollectionConfig{Dim: 3, Shards: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := StartNode(ctx, c, NodeConfig{Dir: dir, Device: engine.CPU, Placement: true, Logf: t.Logf})
+	n, err := Start(ctx, connOf(t, c), Config{Dir: dir, Device: engine.CPU, Placement: true, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -568,8 +570,8 @@ func TestClusterNewControllerKeepsAMissedNode(t *testing.T) {
 	// From here on every listing misses c; a, which saw c, leaves and
 	// closes, and b or c takes the controller over.
 	hide := func(id string) bool { return id == "c" }
-	testHooks.listNodes.Store(&hide)
-	defer testHooks.listNodes.Store(nil)
+	TestHooks.ListNodes.Store(&hide)
+	defer TestHooks.ListNodes.Store(nil)
 	lctx, cancel := context.WithTimeout(h.ctx, 15*time.Second)
 	err := h.node("a").Leave(lctx)
 	cancel()

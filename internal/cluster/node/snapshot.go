@@ -1,4 +1,4 @@
-package cluster
+package node
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 )
 
 // snapshotManifest names a shard's newest snapshot: a store base file
@@ -73,7 +74,7 @@ type snapshotClaim struct {
 // compare-and-set) takes it, the others leave it. A node that claims and
 // dies leaves that round without a snapshot; the next round is claimed
 // anew.
-func (n *Node) periodicSnapshot(ctx context.Context, r *replica, meta *collectionMeta, seq uint64) error {
+func (n *Node) periodicSnapshot(ctx context.Context, r *replica, meta *protocol.CollectionRecord, seq uint64) error {
 	kv, _, err := n.snapshotStores(ctx)
 	if err != nil {
 		return err
@@ -111,19 +112,19 @@ func (n *Node) periodicSnapshot(ctx context.Context, r *replica, meta *collectio
 func isWrongRevision(err error) bool { return errors.Is(err, jetstream.ErrKeyExists) }
 
 func (n *Node) snapshotStores(ctx context.Context) (jetstream.KeyValue, jetstream.ObjectStore, error) {
-	kv, err := bucket(ctx, n.c.js, bucketSnapshots, n.c.replicas)
+	kv, err := protocol.Bucket(ctx, n.c.JS, protocol.BucketSnapshots, n.c.Replicas)
 	if err != nil {
 		return nil, nil, err
 	}
-	obs, err := n.c.js.ObjectStore(ctx, objectSnapshots)
+	obs, err := n.c.JS.ObjectStore(ctx, protocol.ObjectSnapshots)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		obs, err = n.c.js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: objectSnapshots, Replicas: n.c.replicas, Storage: jetstream.FileStorage})
+		obs, err = n.c.JS.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: protocol.ObjectSnapshots, Replicas: n.c.Replicas, Storage: jetstream.FileStorage})
 		if errors.Is(err, jetstream.ErrBucketExists) {
-			obs, err = n.c.js.ObjectStore(ctx, objectSnapshots)
+			obs, err = n.c.JS.ObjectStore(ctx, protocol.ObjectSnapshots)
 		}
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("object store %s: %w", objectSnapshots, err)
+		return nil, nil, fmt.Errorf("object store %s: %w", protocol.ObjectSnapshots, err)
 	}
 	return kv, obs, nil
 }
@@ -139,11 +140,11 @@ func (n *Node) Snapshot(ctx context.Context, collection string, shard int) (uint
 	if shard < 0 || shard >= len(reps) || reps[shard] == nil {
 		return 0, fmt.Errorf("this node holds no replica of %s/%d", collection, shard)
 	}
-	e, err := n.c.colls.Get(ctx, collection)
+	e, err := n.c.Colls.Get(ctx, collection)
 	if err != nil {
 		return 0, err
 	}
-	meta, err := unmarshalMeta(e.Value())
+	meta, err := protocol.UnmarshalRecord(e.Value())
 	if err != nil {
 		return 0, err
 	}
@@ -153,7 +154,7 @@ func (n *Node) Snapshot(ctx context.Context, collection string, shard int) (uint
 	return reps[shard].applied.Load(), nil
 }
 
-func (n *Node) snapshot(ctx context.Context, r *replica, meta *collectionMeta) error {
+func (n *Node) snapshot(ctx context.Context, r *replica, meta *protocol.CollectionRecord) error {
 	kv, obs, err := n.snapshotStores(ctx)
 	if err != nil {
 		return err
@@ -199,7 +200,7 @@ func (n *Node) snapshot(ctx context.Context, r *replica, meta *collectionMeta) e
 			return fmt.Errorf("uploading %s: %w", o, err)
 		}
 	}
-	if h := testHooks.snapshot.Load(); h != nil {
+	if h := TestHooks.Snapshot.Load(); h != nil {
 		(*h)(r.shard, seq)
 	}
 	// The manifest moves forward only, by compare-and-set: of two
@@ -247,7 +248,7 @@ func (n *Node) snapshot(ctx context.Context, r *replica, meta *collectionMeta) e
 	}
 	// Trim the stream below the older snapshot kept: a replica further
 	// behind recovers from the newest snapshot, then the tail.
-	st, err := n.c.js.Stream(ctx, streamName(meta.Name, r.shard))
+	st, err := n.c.JS.Stream(ctx, protocol.StreamName(meta.Name, r.shard))
 	if err != nil {
 		return err
 	}
@@ -261,7 +262,7 @@ func (n *Node) snapshot(ctx context.Context, r *replica, meta *collectionMeta) e
 // recover replaces a replica that fell behind its trimmed stream (the next
 // message it can read is next) with the shard's newest snapshot, then the
 // follower goes on from the snapshot's sequence.
-func (n *Node) recover(r *replica, meta *collectionMeta, next uint64) error {
+func (n *Node) recover(r *replica, meta *protocol.CollectionRecord, next uint64) error {
 	ctx := r.ctx
 	_, obs, err := n.snapshotStores(ctx)
 	if err != nil {
@@ -305,7 +306,7 @@ func (n *Node) recover(r *replica, meta *collectionMeta, next uint64) error {
 	}
 	// Check the download is a store, and what it applied, before it
 	// replaces anything.
-	metric, _ := meta.metric()
+	metric, _ := meta.ParseMetric()
 	cfg := engine.Config{Dim: meta.Dim, Metric: metric, Device: n.cfg.Device}
 	probe, err := openReplica(ctx, meta.Name, r.shard, tmp, engine.Config{Dim: meta.Dim, Metric: metric, Device: engine.CPU})
 	if err != nil {
@@ -343,7 +344,7 @@ func (n *Node) recover(r *replica, meta *collectionMeta, next uint64) error {
 	r.ix = ix
 	r.live = nil
 	ids := ix.IDs()
-	for i := len(ids) - 1; i >= 0 && ids[i] >= ReservedIDs; i-- {
+	for i := len(ids) - 1; i >= 0 && ids[i] >= protocol.ReservedIDs; i-- {
 		r.live = append([]uint64{ids[i]}, r.live...)
 	}
 	r.applied.Store(got)
@@ -355,7 +356,7 @@ func (n *Node) recover(r *replica, meta *collectionMeta, next uint64) error {
 // newestSnapshot returns the manifest of the shard's newest snapshot, or
 // nil when it has none (nor a snapshot bucket).
 func (n *Node) newestSnapshot(ctx context.Context, coll string, shard int) (*snapshotManifest, error) {
-	kv, err := n.c.js.KeyValue(ctx, bucketSnapshots)
+	kv, err := n.c.JS.KeyValue(ctx, protocol.BucketSnapshots)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, nil
 	}

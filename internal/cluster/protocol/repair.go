@@ -1,4 +1,4 @@
-package cluster
+package protocol
 
 import (
 	"context"
@@ -40,42 +40,14 @@ import (
 // before it stops, so every replica skips it, recording codeSkipped as its
 // outcome.
 
-// repairPoll is how often a stopped replica looks for a repair record.
-const repairPoll = time.Second
-
 // headBytes is how much of a message a report shows, in hex.
 const headBytes = 32
 
-func headHex(b []byte) string { return hex.EncodeToString(b[:min(len(b), headBytes)]) }
+func HeadHex(b []byte) string { return hex.EncodeToString(b[:min(len(b), headBytes)]) }
 
-func repairKey(coll string, shard int, seq uint64) string {
+func RepairKey(coll string, shard int, seq uint64) string {
 	return coll + "." + strconv.Itoa(shard) + "." + strconv.FormatUint(seq, 10)
 }
-
-// stopError is a replica stopped at stream message seq: its checksum
-// holds, its format version is newer than this build's.
-type stopError struct {
-	coll    string
-	shard   int
-	seq     uint64
-	size    int
-	version byte
-	crc     uint32
-	head    string
-}
-
-func newStopError(coll string, shard int, seq uint64, data []byte, ve *versionError) *stopError {
-	return &stopError{coll: coll, shard: shard, seq: seq, size: len(data), version: ve.version, crc: frameSum(data), head: headHex(data)}
-}
-
-func (e *stopError) Error() string {
-	return fmt.Sprintf("shard %s/%d stopped at stream message %d of %s (%d bytes, first bytes %s): %v; "+
-		"upgrade umbra on this node, or skip the message on every replica with 'umbra repair --cluster URL --collection %s --shard %d --skip %d'",
-		e.coll, e.shard, e.seq, streamName(e.coll, e.shard), e.size, e.head, &versionError{version: e.version},
-		e.coll, e.shard, e.seq)
-}
-
-func (e *stopError) Unwrap() error { return ErrShardStopped }
 
 // RepairRecord is an operator's decision on one stream message, kept in
 // the KV bucket umbra_repairs under COLLECTION.SHARD.SEQ. It names the
@@ -93,21 +65,17 @@ type RepairRecord struct {
 	At            time.Time `json:"at"`
 }
 
-func (rec *RepairRecord) matches(se *stopError) bool {
-	return rec.Version == 1 && rec.Action == "skip" && rec.Seq == se.seq && rec.Size == se.size && rec.CRC32C == se.crc
-}
-
 // repairRecord reads the record for se's message, or nil when there is
 // none (nor the bucket).
-func repairRecord(ctx context.Context, js jetstream.JetStream, coll string, shard int, seq uint64) (*RepairRecord, error) {
-	kv, err := js.KeyValue(ctx, bucketRepairs)
+func ReadRepairRecord(ctx context.Context, js jetstream.JetStream, coll string, shard int, seq uint64) (*RepairRecord, error) {
+	kv, err := js.KeyValue(ctx, BucketRepairs)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	e, err := kv.Get(ctx, repairKey(coll, shard, seq))
+	e, err := kv.Get(ctx, RepairKey(coll, shard, seq))
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 		return nil, nil
 	}
@@ -119,48 +87,6 @@ func repairRecord(ctx context.Context, js jetstream.JetStream, coll string, shar
 		return nil, fmt.Errorf("repair record %s: %w", e.Key(), err)
 	}
 	return &rec, nil
-}
-
-// awaitRepair holds the replica at se's message until a repair record
-// skips it, or the node drops the replica. A record already there skips it
-// at once, with no stop.
-func (n *Node) awaitRepair(r *replica, se *stopError) {
-	key := repairKey(r.coll, r.shard, se.seq)
-	stopped, lastErr := false, ""
-	for {
-		ctx, cancel := context.WithTimeout(r.ctx, followRequestTimeout)
-		rec, err := repairRecord(ctx, n.c.js, r.coll, r.shard, se.seq)
-		cancel()
-		switch {
-		case r.ctx.Err() != nil:
-			return
-		case err != nil:
-			err = fmt.Errorf("shard %s/%d: reading repair record %s: %w", r.coll, r.shard, key, err)
-		case rec != nil && !rec.matches(se):
-			err = fmt.Errorf("shard %s/%d: repair record %s names a message of %d bytes, checksum %08x; message %d has %d bytes, checksum %08x: not skipped",
-				r.coll, r.shard, key, rec.Size, rec.CRC32C, se.seq, se.size, se.crc)
-		case rec != nil:
-			if err = r.skip(r.ctx, se, rec); err == nil {
-				n.cfg.Logf("shard %s/%d: skipped stream message %d of %s (%d bytes, format version %d) as repair record %s says (recorded %s)",
-					r.coll, r.shard, se.seq, streamName(r.coll, r.shard), se.size, se.version, key, rec.At.Format(time.RFC3339))
-				return
-			}
-		}
-		if err != nil && err.Error() != lastErr {
-			n.cfg.Logf("%v", err)
-			lastErr = err.Error()
-		}
-		if !stopped {
-			r.stopAt(se)
-			n.cfg.Logf("%v", se)
-			stopped = true
-		}
-		select {
-		case <-r.ctx.Done():
-			return
-		case <-time.After(repairPoll):
-		}
-	}
 }
 
 // Verdicts on a stream message, as this build's replicas see it.
@@ -185,13 +111,13 @@ type MessageReport struct {
 }
 
 // inspect judges message data at seq of a collection of dimension dim.
-func inspect(seq uint64, data []byte, dim int) *MessageReport {
-	m := &MessageReport{Seq: seq, Size: len(data), Version: -1, Verdict: VerdictApplies, Head: headHex(data)}
+func InspectMessage(seq uint64, data []byte, dim int) *MessageReport {
+	m := &MessageReport{Seq: seq, Size: len(data), Version: -1, Verdict: VerdictApplies, Head: HeadHex(data)}
 	if len(data) > 0 {
 		m.Version = int(data[0])
 	}
-	_, _, err := readWrite(data, dim)
-	var ve *versionError
+	_, _, err := ReadWrite(data, dim)
+	var ve *VersionError
 	switch {
 	case errors.As(err, &ve):
 		m.Verdict, m.Reason = VerdictStops, err.Error()
@@ -224,27 +150,56 @@ type ShardRepair struct {
 	Unreadable []uint64 `json:"unreadable"`
 }
 
+// Repairer is an operator's handle on the streams of one collection's
+// shards: it finds the message a shard's replicas stop at, reads any
+// message of them, and records the skip of a message (umbra repair).
+type Repairer struct {
+	c       *Conn
+	meta    *CollectionRecord
+	attempt time.Duration // how long a replica is given to answer
+}
+
+// NewRepairer opens collection name's record on c; attempt is how long a
+// replica is given to answer.
+func NewRepairer(ctx context.Context, c *Conn, name string, attempt time.Duration) (*Repairer, error) {
+	e, err := c.Colls.Get(ctx, name)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, fmt.Errorf("%w: %q", ErrNoCollection, name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	rec, err := UnmarshalRecord(e.Value())
+	if err != nil {
+		return nil, err
+	}
+	return &Repairer{c: c, meta: rec, attempt: attempt}, nil
+}
+
+// Shards is the collection's number of shards.
+func (col *Repairer) Shards() int { return col.meta.Shards }
+
 // FindStop finds the message at which the shard's replicas stop, if any:
 // it asks a replica of the shard how far it applied (a stopped one says
 // so), then reads the shard's stream from the message after it (from the
 // stream's first when no replica answers) to the first message a replica
 // of this build stops at, or the stream's end. The report of that message
 // says whether a skip is recorded for it.
-func (col *Collection) FindStop(ctx context.Context, shard int) (*ShardRepair, error) {
-	m := col.c.mark()
-	ctx, cancel := col.c.denied.failFast(ctx)
+func (col *Repairer) FindStop(ctx context.Context, shard int) (*ShardRepair, error) {
+	m := col.c.Mark()
+	ctx, cancel := col.c.FailFast(ctx)
 	defer cancel()
 	out, err := col.findStop(ctx, shard)
-	return out, col.c.explain(err, m)
+	return out, col.c.Explain(err, m)
 }
 
-func (col *Collection) findStop(ctx context.Context, shard int) (*ShardRepair, error) {
+func (col *Repairer) findStop(ctx context.Context, shard int) (*ShardRepair, error) {
 	if shard < 0 || shard >= col.meta.Shards {
 		return nil, fmt.Errorf("shard %d: collection %q has shards 0 to %d", shard, col.meta.Name, col.meta.Shards-1)
 	}
 	c := col.c
-	out := &ShardRepair{Collection: col.meta.Name, Shard: shard, Stream: streamName(col.meta.Name, shard), Unreadable: []uint64{}}
-	st, err := c.js.Stream(ctx, out.Stream)
+	out := &ShardRepair{Collection: col.meta.Name, Shard: shard, Stream: StreamName(col.meta.Name, shard), Unreadable: []uint64{}}
+	st, err := c.JS.Stream(ctx, out.Stream)
 	if err != nil {
 		return nil, fmt.Errorf("shard %d's stream %s: %w", shard, out.Stream, err)
 	}
@@ -254,17 +209,17 @@ func (col *Collection) findStop(ctx context.Context, shard int) (*ShardRepair, e
 	}
 	out.FirstSeq, out.LastSeq = info.State.FirstSeq, info.State.LastSeq
 	out.ScannedFrom = out.FirstSeq
-	if p, err := c.askOnce(ctx, col.meta.Name, shard, &request{kind: kindRows}); err == nil {
-		out.Answered, out.Applied = true, p.applied
-		out.ScannedFrom = max(out.FirstSeq, p.applied+1)
-		if p.status != statusOK {
-			out.ReplicaSays = p.msg
+	if p, err := col.askOnce(ctx, col.meta.Name, shard, &Request{Kind: KindRows}); err == nil {
+		out.Answered, out.Applied = true, p.Applied
+		out.ScannedFrom = max(out.FirstSeq, p.Applied+1)
+		if p.Status != StatusOK {
+			out.ReplicaSays = p.Msg
 		}
 	}
 	if info.State.Msgs == 0 || out.ScannedFrom > out.LastSeq {
 		return out, nil
 	}
-	cons, err := c.js.OrderedConsumer(ctx, out.Stream, jetstream.OrderedConsumerConfig{
+	cons, err := c.JS.OrderedConsumer(ctx, out.Stream, jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: out.ScannedFrom})
 	if err != nil {
 		return nil, fmt.Errorf("reading stream %s: %w", out.Stream, err)
@@ -279,10 +234,10 @@ func (col *Collection) findStop(ctx context.Context, shard int) (*ShardRepair, e
 			return nil, err
 		}
 		seq := md.Sequence.Stream
-		m := inspect(seq, msg.Data(), col.meta.Dim)
+		m := InspectMessage(seq, msg.Data(), col.meta.Dim)
 		switch m.Verdict {
 		case VerdictStops:
-			if m.Skip, err = repairRecord(ctx, c.js, col.meta.Name, shard, seq); err != nil {
+			if m.Skip, err = ReadRepairRecord(ctx, c.JS, col.meta.Name, shard, seq); err != nil {
 				return nil, err
 			}
 			out.Stop = m
@@ -300,20 +255,20 @@ func (col *Collection) findStop(ctx context.Context, shard int) (*ShardRepair, e
 
 // Inspect reads message seq of the shard's stream and says what a replica
 // of this build does with it.
-func (col *Collection) Inspect(ctx context.Context, shard int, seq uint64) (*MessageReport, error) {
-	m := col.c.mark()
-	ctx, cancel := col.c.denied.failFast(ctx)
+func (col *Repairer) Inspect(ctx context.Context, shard int, seq uint64) (*MessageReport, error) {
+	m := col.c.Mark()
+	ctx, cancel := col.c.FailFast(ctx)
 	defer cancel()
 	out, err := col.inspect(ctx, shard, seq)
-	return out, col.c.explain(err, m)
+	return out, col.c.Explain(err, m)
 }
 
-func (col *Collection) inspect(ctx context.Context, shard int, seq uint64) (*MessageReport, error) {
+func (col *Repairer) inspect(ctx context.Context, shard int, seq uint64) (*MessageReport, error) {
 	if shard < 0 || shard >= col.meta.Shards {
 		return nil, fmt.Errorf("shard %d: collection %q has shards 0 to %d", shard, col.meta.Name, col.meta.Shards-1)
 	}
-	name := streamName(col.meta.Name, shard)
-	st, err := col.c.js.Stream(ctx, name)
+	name := StreamName(col.meta.Name, shard)
+	st, err := col.c.JS.Stream(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("shard %d's stream %s: %w", shard, name, err)
 	}
@@ -321,8 +276,8 @@ func (col *Collection) inspect(ctx context.Context, shard int, seq uint64) (*Mes
 	if err != nil {
 		return nil, fmt.Errorf("message %d of stream %s: %w", seq, name, err)
 	}
-	m := inspect(seq, raw.Data, col.meta.Dim)
-	if m.Skip, err = repairRecord(ctx, col.c.js, col.meta.Name, shard, seq); err != nil {
+	m := InspectMessage(seq, raw.Data, col.meta.Dim)
+	if m.Skip, err = ReadRepairRecord(ctx, col.c.JS, col.meta.Name, shard, seq); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -335,15 +290,15 @@ func (col *Collection) inspect(ctx context.Context, shard int, seq uint64) (*Mes
 // that has not reached it skips it when it does. Skipping a message this
 // build reads, or one every replica skips on its own, is refused. A skip
 // already recorded for the message is returned, with created false.
-func (col *Collection) Skip(ctx context.Context, shard int, seq uint64) (*MessageReport, bool, error) {
-	mark := col.c.mark()
-	ctx, cancel := col.c.denied.failFast(ctx)
+func (col *Repairer) Skip(ctx context.Context, shard int, seq uint64) (*MessageReport, bool, error) {
+	mark := col.c.Mark()
+	ctx, cancel := col.c.FailFast(ctx)
 	defer cancel()
 	out, created, err := col.skip(ctx, shard, seq)
-	return out, created, col.c.explain(err, mark)
+	return out, created, col.c.Explain(err, mark)
 }
 
-func (col *Collection) skip(ctx context.Context, shard int, seq uint64) (m *MessageReport, created bool, err error) {
+func (col *Repairer) skip(ctx context.Context, shard int, seq uint64) (m *MessageReport, created bool, err error) {
 	if m, err = col.inspect(ctx, shard, seq); err != nil {
 		return nil, false, err
 	}
@@ -356,8 +311,8 @@ func (col *Collection) skip(ctx context.Context, shard int, seq uint64) (m *Mess
 	case VerdictUnreadable:
 		return nil, false, fmt.Errorf("%w: message %d of shard %d is skipped by every replica on its own (%s): nothing to record", umbra.ErrInvalidOption, seq, shard, m.Reason)
 	}
-	name := streamName(col.meta.Name, shard)
-	st, err := col.c.js.Stream(ctx, name)
+	name := StreamName(col.meta.Name, shard)
+	st, err := col.c.JS.Stream(ctx, name)
 	if err != nil {
 		return nil, false, err
 	}
@@ -366,17 +321,17 @@ func (col *Collection) skip(ctx context.Context, shard int, seq uint64) (m *Mess
 		return nil, false, fmt.Errorf("message %d of stream %s: %w", seq, name, err)
 	}
 	rec := &RepairRecord{Version: 1, Action: "skip", Collection: col.meta.Name, Shard: shard, Seq: seq, Size: len(raw.Data),
-		CRC32C: frameSum(raw.Data), FormatVersion: m.Version, At: time.Now().UTC().Truncate(time.Second)}
-	kv, err := bucket(ctx, col.c.js, bucketRepairs, col.c.replicas)
+		CRC32C: FrameSum(raw.Data), FormatVersion: m.Version, At: time.Now().UTC().Truncate(time.Second)}
+	kv, err := Bucket(ctx, col.c.JS, BucketRepairs, col.c.Replicas)
 	if err != nil {
 		return nil, false, err
 	}
 	b, _ := json.Marshal(rec)
-	if _, err := kv.Create(ctx, repairKey(col.meta.Name, shard, seq), b); err != nil {
+	if _, err := kv.Create(ctx, RepairKey(col.meta.Name, shard, seq), b); err != nil {
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			return col.Skip(ctx, shard, seq) // recorded meanwhile
 		}
-		return nil, false, fmt.Errorf("recording the skip in %s: %w", bucketRepairs, err)
+		return nil, false, fmt.Errorf("recording the skip in %s: %w", BucketRepairs, err)
 	}
 	m.Skip = rec
 	return m, true, nil
@@ -384,15 +339,16 @@ func (col *Collection) skip(ctx context.Context, shard int, seq uint64) (m *Mess
 
 // askOnce sends one request to a replica of the shard and returns its
 // answer, whatever its status; an error when none answers.
-func (c *Client) askOnce(ctx context.Context, coll string, shard int, q *request) (*reply, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.attemptTimeout)
+func (col *Repairer) askOnce(ctx context.Context, coll string, shard int, q *Request) (*Reply, error) {
+	c := col.c
+	ctx, cancel := context.WithTimeout(ctx, col.attempt)
 	defer cancel()
-	m, err := c.nc.RequestMsgWithContext(ctx, &nats.Msg{Subject: querySubject(coll, shard), Data: q.encode()})
+	m, err := c.NC.RequestMsgWithContext(ctx, &nats.Msg{Subject: QuerySubject(coll, shard), Data: q.Encode()})
 	if err != nil {
 		return nil, err
 	}
-	if h := m.Header.Get(hdrChunk); h != "0/1" {
+	if h := m.Header.Get(HdrChunk); h != "0/1" {
 		return nil, fmt.Errorf("a reply in pieces (%q) to a small request", h)
 	}
-	return decodeReply(m.Data, q.kind)
+	return DecodeReply(m.Data, q.Kind)
 }

@@ -1,4 +1,4 @@
-package cluster
+package protocol
 
 import (
 	"encoding/binary"
@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"sync/atomic"
 
 	"github.com/umbravec/umbra"
 )
@@ -44,8 +45,8 @@ import (
 // against the bytes left before anything is made for it
 // (TestWireAllocationBounded, FuzzDecodeFrame).
 const (
-	wireVersion = 3 // the version this build reads and writes
-	frameHeader = 5 // u8 version, u32 checksum
+	WireVersion = 3 // the version this build reads and writes
+	FrameHeader = 5 // u8 version, u32 checksum
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -53,83 +54,88 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // errWire is a message that cannot be read: too short for a frame, a
 // checksum that does not match, or a body that does not decode. No build
 // can read it.
-var errWire = errors.New("unreadable cluster message")
+var ErrWire = errors.New("unreadable cluster message")
 
 // versionError is a message whose checksum holds but whose version this
 // build does not know: a newer build wrote it, and may read it.
-type versionError struct{ version byte }
+type VersionError struct{ Version byte }
 
-func (e *versionError) Error() string {
-	return fmt.Sprintf("format version %d, and this build reads version %d: a newer umbra wrote it", e.version, wireVersion)
+func (e *VersionError) Error() string {
+	return fmt.Sprintf("format version %d, and this build reads version %d: a newer umbra wrote it", e.Version, WireVersion)
 }
 
 // newFrame starts a message of this build's version with room for a body
 // of size bytes; sealFrame fills in its checksum.
-func newFrame(size int) []byte {
-	b := make([]byte, frameHeader, frameHeader+size)
-	b[0] = wireVersion
+func NewFrame(size int) []byte {
+	b := make([]byte, FrameHeader, FrameHeader+size)
+	b[0] = WireVersion
 	return b
 }
 
+// NoChecksum, set by a benchmark, leaves the frames' checksums out, to
+// measure their cost (BenchmarkLoopbackSecurity). Never set outside
+// benchmarks.
+var NoChecksum atomic.Bool
+
 // frameSum is the checksum of a frame: over its version byte and its body.
-func frameSum(b []byte) uint32 {
-	return crc32.Update(crc32.Update(0, castagnoli, b[:1]), castagnoli, b[frameHeader:])
+func FrameSum(b []byte) uint32 {
+	return crc32.Update(crc32.Update(0, castagnoli, b[:1]), castagnoli, b[FrameHeader:])
 }
 
-func sealFrame(b []byte) []byte {
-	if testHooks.noChecksum.Load() {
+func SealFrame(b []byte) []byte {
+	if NoChecksum.Load() {
 		return b // the checksum's cost, measured (BenchmarkLoopbackSecurity)
 	}
-	binary.LittleEndian.PutUint32(b[1:frameHeader], frameSum(b))
+	binary.LittleEndian.PutUint32(b[1:FrameHeader], FrameSum(b))
 	return b
 }
 
 // openFrame checks b's checksum, then its version, and returns its body.
 // The error wraps errWire, or is a *versionError.
-func openFrame(b []byte) ([]byte, error) {
-	if len(b) < frameHeader {
-		return nil, fmt.Errorf("%w: %d bytes, too short to carry a checksum (%d)", errWire, len(b), frameHeader)
+func OpenFrame(b []byte) ([]byte, error) {
+	if len(b) < FrameHeader {
+		return nil, fmt.Errorf("%w: %d bytes, too short to carry a checksum (%d)", ErrWire, len(b), FrameHeader)
 	}
-	if testHooks.noChecksum.Load() {
+	if NoChecksum.Load() {
 		// The checksum's cost, measured (BenchmarkLoopbackSecurity).
-	} else if want, got := binary.LittleEndian.Uint32(b[1:frameHeader]), frameSum(b); want != got {
-		return nil, fmt.Errorf("%w: checksum mismatch (the message says %08x, its %d bytes give %08x)", errWire, want, len(b), got)
+	} else if want, got := binary.LittleEndian.Uint32(b[1:FrameHeader]), FrameSum(b); want != got {
+		return nil, fmt.Errorf("%w: checksum mismatch (the message says %08x, its %d bytes give %08x)", ErrWire, want, len(b), got)
 	}
 	switch v := b[0]; {
-	case v > wireVersion:
-		return nil, &versionError{version: v}
-	case v < wireVersion:
-		return nil, fmt.Errorf("%w: format version %d in a checksummed frame, which no umbra writes", errWire, v)
+	case v > WireVersion:
+		return nil, &VersionError{Version: v}
+	case v < WireVersion:
+		return nil, fmt.Errorf("%w: format version %d in a checksummed frame, which no umbra writes", ErrWire, v)
 	}
-	return b[frameHeader:], nil
+	return b[FrameHeader:], nil
 }
 
 // frameJSON frames v's JSON (the admin requests and replies, a node's
 // stats): the same version and checksum as every other cluster message.
-func frameJSON(v any) []byte {
+func FrameJSON(v any) []byte {
 	// umbra's own types, which always encode (an empty body would fail
 	// its reader's decode, naming the message).
 	j, _ := json.Marshal(v)
-	return sealFrame(append(newFrame(len(j)), j...))
+	return SealFrame(append(NewFrame(len(j)), j...))
 }
 
 // openJSON checks b's frame and decodes its JSON body into v.
-func openJSON(b []byte, v any) error {
-	body, err := openFrame(b)
+func OpenJSON(b []byte, v any) error {
+	body, err := OpenFrame(b)
 	if err != nil {
 		return err
 	}
 	if err := json.Unmarshal(body, v); err != nil {
-		return fmt.Errorf("%w: %v", errWire, err)
+		return fmt.Errorf("%w: %v", ErrWire, err)
 	}
 	return nil
 }
 
 // Write operations, as logged in a shard's stream.
 const (
-	opAdd    = 1
-	opUpsert = 2
-	opDelete = 3
+	OpAdd    = 1
+	OpUpsert = 2
+	OpDelete = 3
 )
 
 // writeMsg is one shard's part of a write: the rows of the call that hash
@@ -147,16 +153,16 @@ const (
 //
 // "Given" keeps the engine's distinction: an upsert without metadata
 // keeps the replaced rows' own, one with it (even empty) replaces it.
-type writeMsg struct {
-	op       byte
-	keys     []string // nil: named by IDs
-	ids      []uint64
-	dim      int
-	rows     []float32 // n × dim; nil for a delete
-	metaSet  bool
-	meta     [][]byte // n encoded rows (meta.AppendBinary), when metaSet
-	paySet   bool
-	payloads [][]byte // n payloads, when paySet
+type WriteMsg struct {
+	Op       byte
+	Keys     []string // nil: named by IDs
+	IDs      []uint64
+	Dim      int
+	Rows     []float32 // n × dim; nil for a delete
+	MetaSet  bool
+	Meta     [][]byte // n encoded rows (meta.AppendBinary), when metaSet
+	PaySet   bool
+	Payloads [][]byte // n payloads, when paySet
 }
 
 const (
@@ -165,57 +171,57 @@ const (
 )
 
 // writeHeader is the bytes of a write message besides its rows' own.
-const writeHeader = frameHeader + 11
+const WriteHeader = FrameHeader + 11
 
-func (m *writeMsg) n() int { return len(m.ids) }
+func (m *WriteMsg) N() int { return len(m.IDs) }
 
 // size is the encoded length in bytes.
-func (m *writeMsg) size() int {
-	s := writeHeader + 8*len(m.ids) + 4*len(m.rows)
-	for _, k := range m.keys {
+func (m *WriteMsg) Size() int {
+	s := WriteHeader + 8*len(m.IDs) + 4*len(m.Rows)
+	for _, k := range m.Keys {
 		s += 4 + len(k)
 	}
-	for _, b := range m.meta {
+	for _, b := range m.Meta {
 		s += 4 + len(b)
 	}
-	for _, b := range m.payloads {
+	for _, b := range m.Payloads {
 		s += 4 + len(b)
 	}
 	return s
 }
 
-func (m *writeMsg) encode() []byte {
-	b := newFrame(m.size() - frameHeader)
+func (m *WriteMsg) Encode() []byte {
+	b := NewFrame(m.Size() - FrameHeader)
 	naming := byte(0)
-	if m.keys != nil {
+	if m.Keys != nil {
 		naming = 1
 	}
 	attrs := byte(0)
-	if m.metaSet {
+	if m.MetaSet {
 		attrs |= attrMeta
 	}
-	if m.paySet {
+	if m.PaySet {
 		attrs |= attrPayloads
 	}
-	b = append(b, m.op, naming, attrs)
-	b = binary.LittleEndian.AppendUint32(b, uint32(len(m.ids)))
-	b = binary.LittleEndian.AppendUint32(b, uint32(m.dim))
-	for _, id := range m.ids {
+	b = append(b, m.Op, naming, attrs)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(m.IDs)))
+	b = binary.LittleEndian.AppendUint32(b, uint32(m.Dim))
+	for _, id := range m.IDs {
 		b = binary.LittleEndian.AppendUint64(b, id)
 	}
-	for _, k := range m.keys {
+	for _, k := range m.Keys {
 		b = appendStr(b, k)
 	}
-	for _, v := range m.rows {
+	for _, v := range m.Rows {
 		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
 	}
-	for _, x := range m.meta {
+	for _, x := range m.Meta {
 		b = appendBytes(b, x)
 	}
-	for _, x := range m.payloads {
+	for _, x := range m.Payloads {
 		b = appendBytes(b, x)
 	}
-	return sealFrame(b)
+	return SealFrame(b)
 }
 
 func appendBytes(b, x []byte) []byte {
@@ -236,7 +242,7 @@ type reader struct {
 
 func (r *reader) fail(format string, args ...any) {
 	if r.err == nil {
-		r.err = fmt.Errorf("%w: "+format, append([]any{errWire}, args...)...)
+		r.err = fmt.Errorf("%w: "+format, append([]any{ErrWire}, args...)...)
 	}
 }
 
@@ -373,40 +379,40 @@ func (r *reader) end() error {
 
 // decodeWrite reads a write message. The error wraps errWire (no build
 // can read it) or is a *versionError (a newer build may).
-func decodeWrite(b []byte) (*writeMsg, error) {
-	body, err := openFrame(b)
+func DecodeWrite(b []byte) (*WriteMsg, error) {
+	body, err := OpenFrame(b)
 	if err != nil {
 		return nil, err
 	}
 	r := &reader{b: body}
-	m := &writeMsg{op: r.u8()}
+	m := &WriteMsg{Op: r.u8()}
 	naming := r.u8()
 	attrs := r.u8()
 	n := int(r.u32())
-	m.dim = int(r.u32())
+	m.Dim = int(r.u32())
 	switch {
 	case r.err != nil:
-	case m.op < opAdd || m.op > opDelete || naming > 1:
-		r.fail("op %d, naming %d", m.op, naming)
-	case attrs&^(attrMeta|attrPayloads) != 0 || attrs != 0 && m.op == opDelete:
-		r.fail("attributes %#x on op %d", attrs, m.op)
+	case m.Op < OpAdd || m.Op > OpDelete || naming > 1:
+		r.fail("op %d, naming %d", m.Op, naming)
+	case attrs&^(attrMeta|attrPayloads) != 0 || attrs != 0 && m.Op == OpDelete:
+		r.fail("attributes %#x on op %d", attrs, m.Op)
 	}
-	m.ids = r.u64s(n)
+	m.IDs = r.u64s(n)
 	if naming == 1 {
-		m.keys = r.strs(n)
+		m.Keys = r.strs(n)
 	}
-	if m.op != opDelete && r.err == nil {
-		if m.dim <= 0 || n < 0 || n > 0 && m.dim > len(r.b)/4/n {
-			r.fail("%d rows of dimension %d in %d bytes", n, m.dim, len(r.b))
+	if m.Op != OpDelete && r.err == nil {
+		if m.Dim <= 0 || n < 0 || n > 0 && m.Dim > len(r.b)/4/n {
+			r.fail("%d rows of dimension %d in %d bytes", n, m.Dim, len(r.b))
 		} else {
-			m.rows = r.f32s(n * m.dim)
+			m.Rows = r.f32s(n * m.Dim)
 		}
 	}
 	if attrs&attrMeta != 0 {
-		m.metaSet, m.meta = true, r.list(n)
+		m.MetaSet, m.Meta = true, r.list(n)
 	}
 	if attrs&attrPayloads != 0 {
-		m.paySet, m.payloads = true, r.list(n)
+		m.PaySet, m.Payloads = true, r.list(n)
 	}
 	if err := r.end(); err != nil {
 		return nil, err
@@ -416,20 +422,20 @@ func decodeWrite(b []byte) (*writeMsg, error) {
 
 // Request kinds a replica answers.
 const (
-	kindSearch = 1 // top k of each query
-	kindRange  = 2 // every row within a threshold, up to maxHits
-	kindAwait  = 3 // wait until applied, then report the outcomes of seqs
-	kindLookup = 4 // the IDs of the keys the shard holds
-	kindRows   = 5 // how many rows the shard holds
-	kindGet    = 6 // stored rows, in ID order, with what the caller asks of each
-	kindCount  = 7 // how many rows a where filter matches
+	KindSearch = 1 // top k of each query
+	KindRange  = 2 // every row within a threshold, up to maxHits
+	KindAwait  = 3 // wait until applied, then report the outcomes of seqs
+	KindLookup = 4 // the IDs of the keys the shard holds
+	KindRows   = 5 // how many rows the shard holds
+	KindGet    = 6 // stored rows, in ID order, with what the caller asks of each
+	KindCount  = 7 // how many rows a where filter matches
 )
 
 // What a get asks of each row besides its ID and key (request.include).
 const (
-	includeVector  = 1
-	includeMeta    = 2
-	includePayload = 4
+	IncludeVector  = 1
+	IncludeMeta    = 2
+	IncludePayload = 4
 )
 
 // request is one fan-out call to a shard. Its body:
@@ -452,108 +458,108 @@ const (
 //	  u32 keyCount (0xFFFFFFFF: none) + keyCount × str keys,
 //	  u32 whereLength (0xFFFFFFFF: no filter) + the filter;
 //	kind count: u32 whereLength (0xFFFFFFFF: no filter) + the filter.
-type request struct {
-	kind      byte
-	minSeq    uint64
-	waitMs    uint32
-	k         int
-	threshold float32
-	maxHits   int
-	allow     []uint64 // nil: no filter
-	dim       int
-	queries   []float32 // nq × dim
-	seqs      []uint64
-	keys      []string // kind lookup
-	where     []byte   // nil: no filter
-	payload   bool
+type Request struct {
+	Kind      byte
+	MinSeq    uint64
+	WaitMs    uint32
+	K         int
+	Threshold float32
+	MaxHits   int
+	Allow     []uint64 // nil: no filter
+	Dim       int
+	Queries   []float32 // nq × dim
+	Seqs      []uint64
+	Keys      []string // kind lookup
+	Where     []byte   // nil: no filter
+	Payload   bool
 	// kind get: rows from ID from on, at most limit of them, among ids or
 	// keys when non-nil, with what include asks.
-	from    uint64
-	limit   int
-	include byte
-	ids     []uint64
+	From    uint64
+	Limit   int
+	Include byte
+	IDs     []uint64
 }
 
-const noFilter = 0xFFFFFFFF
+const NoFilter = 0xFFFFFFFF
 
-func (q *request) encode() []byte {
-	size := 48 + 8*len(q.allow) + 4*len(q.queries) + 8*len(q.seqs) + len(q.where)
-	for _, k := range q.keys {
+func (q *Request) Encode() []byte {
+	size := 48 + 8*len(q.Allow) + 4*len(q.Queries) + 8*len(q.Seqs) + len(q.Where)
+	for _, k := range q.Keys {
 		size += 4 + len(k)
 	}
-	b := newFrame(size)
-	b = append(b, q.kind)
-	b = binary.LittleEndian.AppendUint64(b, q.minSeq)
-	b = binary.LittleEndian.AppendUint32(b, q.waitMs)
-	switch q.kind {
-	case kindAwait:
-		b = binary.LittleEndian.AppendUint32(b, uint32(len(q.seqs)))
-		for _, s := range q.seqs {
+	b := NewFrame(size)
+	b = append(b, q.Kind)
+	b = binary.LittleEndian.AppendUint64(b, q.MinSeq)
+	b = binary.LittleEndian.AppendUint32(b, q.WaitMs)
+	switch q.Kind {
+	case KindAwait:
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(q.Seqs)))
+		for _, s := range q.Seqs {
 			b = binary.LittleEndian.AppendUint64(b, s)
 		}
-		return sealFrame(b)
-	case kindRows:
-		return sealFrame(b)
-	case kindLookup:
-		b = binary.LittleEndian.AppendUint32(b, uint32(len(q.keys)))
-		for _, k := range q.keys {
+		return SealFrame(b)
+	case KindRows:
+		return SealFrame(b)
+	case KindLookup:
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(q.Keys)))
+		for _, k := range q.Keys {
 			b = appendStr(b, k)
 		}
-		return sealFrame(b)
-	case kindGet:
-		b = binary.LittleEndian.AppendUint64(b, q.from)
-		b = binary.LittleEndian.AppendUint32(b, uint32(q.limit))
-		b = append(b, q.include)
-		if q.ids == nil {
-			b = binary.LittleEndian.AppendUint32(b, noFilter)
+		return SealFrame(b)
+	case KindGet:
+		b = binary.LittleEndian.AppendUint64(b, q.From)
+		b = binary.LittleEndian.AppendUint32(b, uint32(q.Limit))
+		b = append(b, q.Include)
+		if q.IDs == nil {
+			b = binary.LittleEndian.AppendUint32(b, NoFilter)
 		} else {
-			b = binary.LittleEndian.AppendUint32(b, uint32(len(q.ids)))
-			for _, id := range q.ids {
+			b = binary.LittleEndian.AppendUint32(b, uint32(len(q.IDs)))
+			for _, id := range q.IDs {
 				b = binary.LittleEndian.AppendUint64(b, id)
 			}
 		}
-		if q.keys == nil {
-			b = binary.LittleEndian.AppendUint32(b, noFilter)
+		if q.Keys == nil {
+			b = binary.LittleEndian.AppendUint32(b, NoFilter)
 		} else {
-			b = binary.LittleEndian.AppendUint32(b, uint32(len(q.keys)))
-			for _, k := range q.keys {
+			b = binary.LittleEndian.AppendUint32(b, uint32(len(q.Keys)))
+			for _, k := range q.Keys {
 				b = appendStr(b, k)
 			}
 		}
-		return sealFrame(appendWhere(b, q.where))
-	case kindCount:
-		return sealFrame(appendWhere(b, q.where))
+		return SealFrame(appendWhere(b, q.Where))
+	case KindCount:
+		return SealFrame(appendWhere(b, q.Where))
 	}
-	b = binary.LittleEndian.AppendUint32(b, uint32(q.k))
-	b = binary.LittleEndian.AppendUint32(b, math.Float32bits(q.threshold))
-	b = binary.LittleEndian.AppendUint32(b, uint32(q.maxHits))
-	if q.allow == nil {
-		b = binary.LittleEndian.AppendUint32(b, noFilter)
+	b = binary.LittleEndian.AppendUint32(b, uint32(q.K))
+	b = binary.LittleEndian.AppendUint32(b, math.Float32bits(q.Threshold))
+	b = binary.LittleEndian.AppendUint32(b, uint32(q.MaxHits))
+	if q.Allow == nil {
+		b = binary.LittleEndian.AppendUint32(b, NoFilter)
 	} else {
-		b = binary.LittleEndian.AppendUint32(b, uint32(len(q.allow)))
-		for _, id := range q.allow {
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(q.Allow)))
+		for _, id := range q.Allow {
 			b = binary.LittleEndian.AppendUint64(b, id)
 		}
 	}
 	nq := 0
-	if q.dim > 0 {
-		nq = len(q.queries) / q.dim
+	if q.Dim > 0 {
+		nq = len(q.Queries) / q.Dim
 	}
 	b = binary.LittleEndian.AppendUint32(b, uint32(nq))
-	b = binary.LittleEndian.AppendUint32(b, uint32(q.dim))
-	for _, v := range q.queries {
+	b = binary.LittleEndian.AppendUint32(b, uint32(q.Dim))
+	for _, v := range q.Queries {
 		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
 	}
-	b = appendWhere(b, q.where)
-	b = append(b, byte(btoi(q.payload)))
-	return sealFrame(b)
+	b = appendWhere(b, q.Where)
+	b = append(b, byte(btoi(q.Payload)))
+	return SealFrame(b)
 }
 
 // appendWhere appends a request's where filter: its length and bytes, or
 // noFilter.
 func appendWhere(b, where []byte) []byte {
 	if where == nil {
-		return binary.LittleEndian.AppendUint32(b, noFilter)
+		return binary.LittleEndian.AppendUint32(b, NoFilter)
 	}
 	return appendBytes(b, where)
 }
@@ -561,7 +567,7 @@ func appendWhere(b, where []byte) []byte {
 // where reads a request's where filter (nil: none).
 func (r *reader) where() []byte {
 	n := r.u32()
-	if n == noFilter {
+	if n == NoFilter {
 		return nil
 	}
 	w := r.take(int(n))
@@ -572,66 +578,66 @@ func (r *reader) where() []byte {
 }
 
 // decodeRequest reads a request; its errors are decodeWrite's.
-func decodeRequest(b []byte) (*request, error) {
-	body, err := openFrame(b)
+func DecodeRequest(b []byte) (*Request, error) {
+	body, err := OpenFrame(b)
 	if err != nil {
 		return nil, err
 	}
 	r := &reader{b: body}
-	q := &request{kind: r.u8(), minSeq: r.u64(), waitMs: r.u32()}
+	q := &Request{Kind: r.u8(), MinSeq: r.u64(), WaitMs: r.u32()}
 	switch {
 	case r.err != nil:
-	case q.kind == kindAwait:
-		q.seqs = r.u64s(int(r.u32()))
-	case q.kind == kindRows:
-	case q.kind == kindLookup:
-		q.keys = r.strs(int(r.u32()))
-	case q.kind == kindGet:
-		q.from = r.u64()
-		q.limit = int(r.u32())
-		q.include = r.u8()
-		if q.include&^(includeVector|includeMeta|includePayload) != 0 && r.err == nil {
-			r.fail("include %#x", q.include)
+	case q.Kind == KindAwait:
+		q.Seqs = r.u64s(int(r.u32()))
+	case q.Kind == KindRows:
+	case q.Kind == KindLookup:
+		q.Keys = r.strs(int(r.u32()))
+	case q.Kind == KindGet:
+		q.From = r.u64()
+		q.Limit = int(r.u32())
+		q.Include = r.u8()
+		if q.Include&^(IncludeVector|IncludeMeta|IncludePayload) != 0 && r.err == nil {
+			r.fail("include %#x", q.Include)
 		}
-		if n := r.u32(); n != noFilter {
-			if q.ids = r.u64s(int(n)); q.ids == nil && r.err == nil {
-				q.ids = []uint64{}
+		if n := r.u32(); n != NoFilter {
+			if q.IDs = r.u64s(int(n)); q.IDs == nil && r.err == nil {
+				q.IDs = []uint64{}
 			}
 		}
-		if n := r.u32(); n != noFilter {
-			if q.keys = r.strs(int(n)); q.keys == nil && r.err == nil {
-				q.keys = []string{}
+		if n := r.u32(); n != NoFilter {
+			if q.Keys = r.strs(int(n)); q.Keys == nil && r.err == nil {
+				q.Keys = []string{}
 			}
 		}
-		q.where = r.where()
-	case q.kind == kindCount:
-		q.where = r.where()
-	case q.kind == kindSearch || q.kind == kindRange:
-		q.k = int(r.u32())
-		q.threshold = math.Float32frombits(r.u32())
-		q.maxHits = int(r.u32())
-		if n := r.u32(); n != noFilter {
-			q.allow = r.u64s(int(n))
-			if q.allow == nil && r.err == nil {
-				q.allow = []uint64{}
+		q.Where = r.where()
+	case q.Kind == KindCount:
+		q.Where = r.where()
+	case q.Kind == KindSearch || q.Kind == KindRange:
+		q.K = int(r.u32())
+		q.Threshold = math.Float32frombits(r.u32())
+		q.MaxHits = int(r.u32())
+		if n := r.u32(); n != NoFilter {
+			q.Allow = r.u64s(int(n))
+			if q.Allow == nil && r.err == nil {
+				q.Allow = []uint64{}
 			}
 		}
 		nq := int(r.u32())
-		q.dim = int(r.u32())
-		if r.err == nil && (q.dim <= 0 || nq < 0 || nq > len(r.b)/4/q.dim) {
-			r.fail("%d queries of dimension %d in %d bytes", nq, q.dim, len(r.b))
+		q.Dim = int(r.u32())
+		if r.err == nil && (q.Dim <= 0 || nq < 0 || nq > len(r.b)/4/q.Dim) {
+			r.fail("%d queries of dimension %d in %d bytes", nq, q.Dim, len(r.b))
 		}
-		q.queries = r.f32s(nq * q.dim)
-		q.where = r.where()
+		q.Queries = r.f32s(nq * q.Dim)
+		q.Where = r.where()
 		switch p := r.u8(); {
 		case r.err != nil:
 		case p > 1:
 			r.fail("withPayload %d", p)
 		default:
-			q.payload = p == 1
+			q.Payload = p == 1
 		}
 	default:
-		r.fail("request kind %d", q.kind)
+		r.fail("request kind %d", q.Kind)
 	}
 	if err := r.end(); err != nil {
 		return nil, err
@@ -641,14 +647,14 @@ func decodeRequest(b []byte) (*request, error) {
 
 // Reply statuses.
 const (
-	statusOK      = 0
-	statusBehind  = 1 // not applied up to minSeq within waitMillis: ask another replica
-	statusError   = 2 // the replica cannot answer (message says why)
-	statusStopped = 3 // the replica stopped at a message it cannot apply (message names it and the way out)
+	StatusOK      = 0
+	StatusBehind  = 1 // not applied up to minSeq within waitMillis: ask another replica
+	StatusError   = 2 // the replica cannot answer (message says why)
+	StatusStopped = 3 // the replica stopped at a message it cannot apply (message names it and the way out)
 )
 
 // hit is one result on the wire.
-type hit struct {
+type Hit struct {
 	ID      uint64
 	Score   float32
 	Key     string
@@ -658,10 +664,10 @@ type hit struct {
 // outcome is how a replica applied one write message: every replica
 // applies the same messages in the same order to the same state, so every
 // one reaches the same outcome.
-type outcome struct {
-	code byte   // outcome code (codeOK, codeIDExists, …)
-	msg  string // the error, in words
-	ids  []uint64
+type Outcome struct {
+	Code byte   // outcome code (codeOK, codeIDExists, …)
+	Msg  string // the error, in words
+	IDs  []uint64
 }
 
 // reply is a replica's answer. Its body:
@@ -677,30 +683,30 @@ type outcome struct {
 //	  u32 m + m × u64 IDs;
 //	status OK, kind search/range/lookup: u8 withPayload, u32 nq, per query
 //	  u32 n + n × (u64 ID, f32 score, str key, withPayload 1: str payload).
-type reply struct {
-	status   byte
-	applied  uint64
-	msg      string
-	hits     [][]hit
-	outcomes []outcome
-	rows     uint64 // kind rows, count
-	payloads bool   // every hit carries its payload
+type Reply struct {
+	Status   byte
+	Applied  uint64
+	Msg      string
+	Hits     [][]Hit
+	Outcomes []Outcome
+	Rows     uint64 // kind rows, count
+	Payloads bool   // every hit carries its payload
 	// kind get: the rows, what each carries (the request's include), the
 	// dimension of their vectors, and whether the replica cut the answer
 	// short.
-	recs    []record
-	include byte
-	dim     int
-	cut     bool
+	Recs    []Row
+	Include byte
+	Dim     int
+	Cut     bool
 }
 
 // record is one row of a get's answer.
-type record struct {
-	id      uint64
-	key     string
-	vec     []float32
-	meta    []byte // meta.AppendBinary of the row's fields
-	payload []byte
+type Row struct {
+	ID      uint64
+	Key     string
+	Vector  []float32
+	Meta    []byte // meta.AppendBinary of the row's fields
+	Payload []byte
 }
 
 // minRecord is the least bytes one row of a get's answer takes.
@@ -714,119 +720,119 @@ const (
 	minHits    = 4
 )
 
-func (p *reply) encode(kind byte) []byte {
-	b := newFrame(64 + len(p.msg))
-	b = append(b, p.status)
-	b = binary.LittleEndian.AppendUint64(b, p.applied)
-	b = appendStr(b, p.msg)
-	if p.status != statusOK {
-		return sealFrame(b)
+func (p *Reply) Encode(kind byte) []byte {
+	b := NewFrame(64 + len(p.Msg))
+	b = append(b, p.Status)
+	b = binary.LittleEndian.AppendUint64(b, p.Applied)
+	b = appendStr(b, p.Msg)
+	if p.Status != StatusOK {
+		return SealFrame(b)
 	}
 	switch kind {
-	case kindRows, kindCount:
-		b = binary.LittleEndian.AppendUint64(b, p.rows)
-	case kindGet:
-		b = append(b, p.include, byte(btoi(p.cut)))
-		b = binary.LittleEndian.AppendUint32(b, uint32(p.dim))
-		b = binary.LittleEndian.AppendUint32(b, uint32(len(p.recs)))
-		for _, rec := range p.recs {
-			b = binary.LittleEndian.AppendUint64(b, rec.id)
-			b = appendStr(b, rec.key)
-			if p.include&includeVector != 0 {
-				for _, v := range rec.vec {
+	case KindRows, KindCount:
+		b = binary.LittleEndian.AppendUint64(b, p.Rows)
+	case KindGet:
+		b = append(b, p.Include, byte(btoi(p.Cut)))
+		b = binary.LittleEndian.AppendUint32(b, uint32(p.Dim))
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(p.Recs)))
+		for _, rec := range p.Recs {
+			b = binary.LittleEndian.AppendUint64(b, rec.ID)
+			b = appendStr(b, rec.Key)
+			if p.Include&IncludeVector != 0 {
+				for _, v := range rec.Vector {
 					b = binary.LittleEndian.AppendUint32(b, math.Float32bits(v))
 				}
 			}
-			if p.include&includeMeta != 0 {
-				b = appendBytes(b, rec.meta)
+			if p.Include&IncludeMeta != 0 {
+				b = appendBytes(b, rec.Meta)
 			}
-			if p.include&includePayload != 0 {
-				b = appendBytes(b, rec.payload)
+			if p.Include&IncludePayload != 0 {
+				b = appendBytes(b, rec.Payload)
 			}
 		}
-	case kindAwait:
-		b = binary.LittleEndian.AppendUint32(b, uint32(len(p.outcomes)))
-		for _, o := range p.outcomes {
-			b = append(b, o.code)
-			b = appendStr(b, o.msg)
-			b = binary.LittleEndian.AppendUint32(b, uint32(len(o.ids)))
-			for _, id := range o.ids {
+	case KindAwait:
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(p.Outcomes)))
+		for _, o := range p.Outcomes {
+			b = append(b, o.Code)
+			b = appendStr(b, o.Msg)
+			b = binary.LittleEndian.AppendUint32(b, uint32(len(o.IDs)))
+			for _, id := range o.IDs {
 				b = binary.LittleEndian.AppendUint64(b, id)
 			}
 		}
 	default:
-		b = append(b, byte(btoi(p.payloads)))
-		b = binary.LittleEndian.AppendUint32(b, uint32(len(p.hits)))
-		for _, hs := range p.hits {
+		b = append(b, byte(btoi(p.Payloads)))
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(p.Hits)))
+		for _, hs := range p.Hits {
 			b = binary.LittleEndian.AppendUint32(b, uint32(len(hs)))
 			for _, h := range hs {
 				b = binary.LittleEndian.AppendUint64(b, h.ID)
 				b = binary.LittleEndian.AppendUint32(b, math.Float32bits(h.Score))
 				b = appendStr(b, h.Key)
-				if p.payloads {
+				if p.Payloads {
 					b = appendStr(b, h.Payload)
 				}
 			}
 		}
 	}
-	return sealFrame(b)
+	return SealFrame(b)
 }
 
 // decodeReply reads a reply to a request of kind; its errors are
 // decodeWrite's.
-func decodeReply(b []byte, kind byte) (*reply, error) {
-	body, err := openFrame(b)
+func DecodeReply(b []byte, kind byte) (*Reply, error) {
+	body, err := OpenFrame(b)
 	if err != nil {
 		return nil, err
 	}
 	r := &reader{b: body}
-	p := &reply{status: r.u8(), applied: r.u64(), msg: r.str()}
+	p := &Reply{Status: r.u8(), Applied: r.u64(), Msg: r.str()}
 	switch {
 	case r.err != nil:
-	case p.status > statusStopped:
-		r.fail("reply status %d", p.status)
-	case p.status != statusOK:
-	case kind == kindRows || kind == kindCount:
-		p.rows = r.u64()
-	case kind == kindGet:
-		p.include = r.u8()
+	case p.Status > StatusStopped:
+		r.fail("reply status %d", p.Status)
+	case p.Status != StatusOK:
+	case kind == KindRows || kind == KindCount:
+		p.Rows = r.u64()
+	case kind == KindGet:
+		p.Include = r.u8()
 		switch c := r.u8(); {
 		case r.err != nil:
-		case c > 1 || p.include&^(includeVector|includeMeta|includePayload) != 0:
-			r.fail("get reply: include %#x, cut %d", p.include, c)
+		case c > 1 || p.Include&^(IncludeVector|IncludeMeta|IncludePayload) != 0:
+			r.fail("get reply: include %#x, cut %d", p.Include, c)
 		default:
-			p.cut = c == 1
+			p.Cut = c == 1
 		}
-		p.dim = int(r.u32())
-		per := minRecord + 4*btoi(p.include&includeMeta != 0) + 4*btoi(p.include&includePayload != 0)
-		if p.include&includeVector != 0 && r.err == nil {
-			if p.dim <= 0 || p.dim > umbra.MaxDim {
-				r.fail("get reply: vectors of dimension %d", p.dim)
+		p.Dim = int(r.u32())
+		per := minRecord + 4*btoi(p.Include&IncludeMeta != 0) + 4*btoi(p.Include&IncludePayload != 0)
+		if p.Include&IncludeVector != 0 && r.err == nil {
+			if p.Dim <= 0 || p.Dim > umbra.MaxDim {
+				r.fail("get reply: vectors of dimension %d", p.Dim)
 			}
-			per += 4 * p.dim
+			per += 4 * p.Dim
 		}
 		n := r.count(per, "rows")
-		p.recs = make([]record, 0, n)
+		p.Recs = make([]Row, 0, n)
 		for i := 0; i < n && r.err == nil; i++ {
-			rec := record{id: r.u64(), key: r.str()}
-			if p.include&includeVector != 0 {
-				rec.vec = r.f32s(p.dim)
+			rec := Row{ID: r.u64(), Key: r.str()}
+			if p.Include&IncludeVector != 0 {
+				rec.Vector = r.f32s(p.Dim)
 			}
-			if p.include&includeMeta != 0 {
-				rec.meta = r.bytes()
+			if p.Include&IncludeMeta != 0 {
+				rec.Meta = r.bytes()
 			}
-			if p.include&includePayload != 0 {
-				rec.payload = r.bytes()
+			if p.Include&IncludePayload != 0 {
+				rec.Payload = r.bytes()
 			}
-			p.recs = append(p.recs, rec)
+			p.Recs = append(p.Recs, rec)
 		}
-	case kind == kindAwait:
+	case kind == KindAwait:
 		n := r.count(minOutcome, "outcomes")
-		p.outcomes = make([]outcome, 0, n)
+		p.Outcomes = make([]Outcome, 0, n)
 		for i := 0; i < n && r.err == nil; i++ {
-			o := outcome{code: r.u8(), msg: r.str()}
-			o.ids = r.u64s(int(r.u32()))
-			p.outcomes = append(p.outcomes, o)
+			o := Outcome{Code: r.u8(), Msg: r.str()}
+			o.IDs = r.u64s(int(r.u32()))
+			p.Outcomes = append(p.Outcomes, o)
 		}
 	default:
 		switch w := r.u8(); {
@@ -834,24 +840,38 @@ func decodeReply(b []byte, kind byte) (*reply, error) {
 		case w > 1:
 			r.fail("withPayload %d", w)
 		default:
-			p.payloads = w == 1
+			p.Payloads = w == 1
 		}
 		n := r.count(minHits, "hit lists")
-		p.hits = make([][]hit, 0, n)
+		p.Hits = make([][]Hit, 0, n)
 		for i := 0; i < n && r.err == nil; i++ {
-			m := r.count(minHit+4*btoi(p.payloads), "hits")
-			hs := make([]hit, m)
+			m := r.count(minHit+4*btoi(p.Payloads), "hits")
+			hs := make([]Hit, m)
 			for j := 0; j < m && r.err == nil; j++ {
-				hs[j] = hit{ID: r.u64(), Score: math.Float32frombits(r.u32()), Key: r.str()}
-				if p.payloads {
+				hs[j] = Hit{ID: r.u64(), Score: math.Float32frombits(r.u32()), Key: r.str()}
+				if p.Payloads {
 					hs[j].Payload = r.str()
 				}
 			}
-			p.hits = append(p.hits, hs)
+			p.Hits = append(p.Hits, hs)
 		}
 	}
 	if err := r.end(); err != nil {
 		return nil, err
 	}
 	return p, nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Frame makes a frame of version v around body, its checksum right (for
+// tests of what a reader does with other versions).
+func Frame(v byte, body []byte) []byte {
+	b := append([]byte{v, 0, 0, 0, 0}, body...)
+	return SealFrame(b)
 }
