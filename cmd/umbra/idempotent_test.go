@@ -65,7 +65,7 @@ func TestClusterWriteRetriedFromTheCommandLine(t *testing.T) {
 	}
 	require.Equal(t, n+18, rows())
 	line = requireErrorLine(t, runUmbra(t, append([]string{"delete", "--ids-file", ids}, at...)...))
-	require.Contains(t, line, "(to retry, applied once: --idempotency-key ")
+	require.Contains(t, line, "2 IDs (0, 1) are not stored in collection retry; nothing was deleted", "named before anything is written, as for a store")
 	// Usage: only with --cluster, and a key of the allowed characters.
 	store := filepath.Join(dir, "s.umbra")
 	r = runUmbra(t, "build", "--data", data, "--out", store, "--idempotency-key", "k")

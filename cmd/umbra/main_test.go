@@ -196,7 +196,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"flag before command", []string{"--bogus"}, "flags go after the command"},
 		{"unknown flag", []string{"search", "--bogus"}, "unknown flag --bogus"},
 		{"missing --data", []string{"search", "--queries", queries, "--k", "3"}, "missing required flag --data"},
-		{"missing --queries", []string{"search", "--data", data, "--k", "3"}, "missing required flag --queries"},
+		{"missing --queries", []string{"search", "--data", data, "--k", "3"}, "missing the queries: give --queries FILE, --near KEY or --vector V"},
 		{"missing --k", base, "missing required flag --k"},
 		{"k zero", append(base, "--k", "0"), "--k must be at least 1"},
 		{"k negative", append(base, "--k=-2"), "--k must be at least 1"},

@@ -247,10 +247,14 @@ func writeError(path, idsFlag string, err error) error {
 
 // storedAlready refuses IDs that are stored in ix, before AddWithIDs would:
 // the engine's own message suggests its API, this one the flag.
-func storedAlready(ix *engine.Index, path, idsFlag, idsPath string, ids []uint64) error {
+func storedAlready(ctx context.Context, t *target, idsFlag, idsPath string, ids []uint64) error {
+	held, err := storedIDs(ctx, t, ids)
+	if err != nil {
+		return fmt.Errorf("%s: %s", t.what(), cause(err))
+	}
 	var found []uint64
 	for _, id := range ids {
-		if ix.Has(id) {
+		if held[id] {
 			found = append(found, id)
 		}
 	}
@@ -258,7 +262,7 @@ func storedAlready(ix *engine.Index, path, idsFlag, idsPath string, ids []uint64
 		return nil
 	}
 	return fmt.Errorf("%s %s: %s already stored in %s; nothing was written (use --upsert to replace stored vectors)",
-		idsFlag, idsPath, someIDs(found), path)
+		idsFlag, idsPath, someIDs(found), t.label)
 }
 
 // someIDs names a few IDs: "ID 7", "3 IDs (4, 9, 12)", "40 IDs (4, 9, 12, …)".
