@@ -18,6 +18,7 @@ import (
 	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/internal/cluster/protocol"
 	"github.com/umbravec/umbra/internal/keyrule"
+	"github.com/umbravec/umbra/internal/metaindex"
 	"github.com/umbravec/umbra/meta"
 )
 
@@ -466,7 +467,7 @@ func (col *Collection) write(ctx context.Context, op byte, rows umbra.RowSource,
 		}
 		encMeta = make([][]byte, n)
 		for i, f := range o.meta {
-			encMeta[i] = meta.AppendBinary(nil, f)
+			encMeta[i] = metaindex.AppendBinary(nil, f)
 		}
 	}
 	S := col.meta.Shards

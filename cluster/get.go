@@ -8,6 +8,7 @@ import (
 	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/internal/cluster/protocol"
 	"github.com/umbravec/umbra/internal/keyrule"
+	"github.com/umbravec/umbra/internal/metaindex"
 	"github.com/umbravec/umbra/meta"
 )
 
@@ -85,7 +86,7 @@ func (col *Collection) Get(ctx context.Context, sel umbra.Selection) ([]umbra.Re
 	for i, r := range rows {
 		out[i] = umbra.Record{ID: r.ID, Key: r.Key, Vector: r.Vector, Payload: r.Payload}
 		if len(r.Meta) > 0 {
-			if out[i].Meta, err = meta.DecodeBinary(r.Meta, protocol.DecodeLimits); err != nil {
+			if out[i].Meta, err = metaindex.DecodeBinary(r.Meta, protocol.DecodeLimits); err != nil {
 				return nil, fmt.Errorf("%w: row %d's metadata: %w", ErrShardsUnavailable, r.ID, err)
 			}
 		}

@@ -17,8 +17,8 @@ import (
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/cluster/node"
 	"github.com/umbravec/umbra/internal/cluster/protocol"
+	"github.com/umbravec/umbra/internal/metaindex"
 	"github.com/umbravec/umbra/internal/testkit"
-	"github.com/umbravec/umbra/meta"
 )
 
 // nodeLog keeps what a node logs, and passes it on to the test's log.
@@ -264,7 +264,7 @@ func TestClusterMutatedMessagesNeverApplied(t *testing.T) {
 	mf := randFields(r, 4)
 	enc := make([][]byte, 4)
 	for i, f := range mf {
-		enc[i] = meta.AppendBinary(nil, f)
+		enc[i] = metaindex.AppendBinary(nil, f)
 	}
 	msg := (&protocol.WriteMsg{Op: protocol.OpAdd, Dim: dim, IDs: newIDs, Keys: keys, Rows: slices.Concat(rows...), MetaSet: true, Meta: enc,
 		PaySet: true, Payloads: randPayloads(r, 4)}).Encode()

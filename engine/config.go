@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/umbravec/umbra"
+	"github.com/umbravec/umbra/internal/metaindex"
 	"github.com/umbravec/umbra/meta"
 )
 
@@ -221,7 +222,7 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: Workers, ProbeTimeout, Limits.MaxRows, Limits.MaxHostBytes, Limits.MaxDeviceBytes, Limits.MaxPayloadBytes, Coalesce.MaxQueries and Coalesce.Wait must not be negative", umbra.ErrInvalidConfig)
 	}
 	if len(c.Fields) > 0 {
-		mi := meta.NewIndex(c.Limits.Meta.WithDefaults())
+		mi := metaindex.NewIndex(c.Limits.Meta.WithDefaults())
 		for name, kind := range c.Fields {
 			if err := mi.Declare(name, kind); err != nil {
 				return fmt.Errorf("%w: Fields: %v", umbra.ErrInvalidConfig, err)

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/umbravec/umbra"
+	"github.com/umbravec/umbra/internal/metaindex"
 	"github.com/umbravec/umbra/internal/storefile"
 	"github.com/umbravec/umbra/meta"
 )
@@ -87,7 +88,7 @@ func (a *callAttrs) fits(n int) error {
 // that has one is stored, so an index that uses neither pays nothing. The
 // writers change it under wmu and ix.mu; searches read it under ix.mu.
 type rowAttrs struct {
-	meta     *meta.Index
+	meta     *metaindex.Index
 	payloads [][]byte // nil, or one entry per row (nil: none)
 	payBytes int64
 }
@@ -150,8 +151,8 @@ func (ix *Index) checkAttrs(a *callAttrs) error {
 
 // newMetaIndex is an empty metadata index under the configured limits and
 // declared fields.
-func (ix *Index) newMetaIndex() *meta.Index {
-	mi := meta.NewIndex(ix.metaLimits())
+func (ix *Index) newMetaIndex() *metaindex.Index {
+	mi := metaindex.NewIndex(ix.metaLimits())
 	for _, name := range slices.Sorted(maps.Keys(ix.cfg.Fields)) {
 		_ = mi.Declare(name, ix.cfg.Fields[name]) // validated by Config.validate
 	}
@@ -308,7 +309,7 @@ func encodeMeta(rows []meta.Fields) [][]byte {
 	out := make([][]byte, len(rows))
 	for i, f := range rows {
 		if len(f) > 0 {
-			out[i] = meta.AppendBinary(nil, f)
+			out[i] = metaindex.AppendBinary(nil, f)
 		}
 	}
 	return out
@@ -320,7 +321,7 @@ func (ix *Index) loadAttrs(schema []byte, metaRows, payloads [][]byte) error {
 	r := &ix.attrs
 	n := ix.slab.Rows
 	if schema != nil || metaRows != nil {
-		r.meta = meta.NewIndex(ix.metaLimits())
+		r.meta = metaindex.NewIndex(ix.metaLimits())
 		if schema != nil {
 			if err := r.meta.LoadSchema(schema); err != nil {
 				return fmt.Errorf("%w: metadata schema: %v", ErrBadStore, err)
@@ -337,7 +338,7 @@ func (ix *Index) loadAttrs(schema []byte, metaRows, payloads [][]byte) error {
 			if len(b) == 0 {
 				continue
 			}
-			f, err := meta.DecodeBinary(b, lim)
+			f, err := metaindex.DecodeBinary(b, lim)
 			if err != nil {
 				return fmt.Errorf("%w: metadata of row %d: %v", ErrBadStore, i, err)
 			}
@@ -489,7 +490,7 @@ func (ix *Index) loggedAttrs(r storefile.Record) (*callAttrs, error) {
 			if len(b) == 0 {
 				continue
 			}
-			f, err := meta.DecodeBinary(b, lim)
+			f, err := metaindex.DecodeBinary(b, lim)
 			if err != nil {
 				return nil, fmt.Errorf("metadata of ID %d: %v", r.IDs[i], err)
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/metaindex"
 	"github.com/umbravec/umbra/internal/testkit"
 	"github.com/umbravec/umbra/meta"
 )
@@ -19,7 +20,7 @@ import (
 // sameFields reports whether two rows' metadata are equal, by their
 // canonical encodings.
 func sameFields(a, b meta.Fields) bool {
-	return string(meta.AppendBinary(nil, a)) == string(meta.AppendBinary(nil, b))
+	return string(metaindex.AppendBinary(nil, a)) == string(metaindex.AppendBinary(nil, b))
 }
 
 // memRow makes row i's metadata: a user among 12, a time, a score, a few

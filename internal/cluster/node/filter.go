@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/umbravec/umbra"
+	"github.com/umbravec/umbra/internal/metaindex"
 	"github.com/umbravec/umbra/meta"
 )
 
@@ -29,5 +30,5 @@ func localFilter(where []byte, known map[string]meta.Kind) (meta.Filter, error) 
 	if err != nil {
 		return meta.Filter{}, fmt.Errorf("%w: %w", umbra.ErrInvalidFilter, err)
 	}
-	return f.Absent(func(field string) bool { _, ok := known[field]; return ok }), nil
+	return metaindex.Absent(f, func(field string) bool { _, ok := known[field]; return ok }), nil
 }

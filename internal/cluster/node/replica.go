@@ -14,6 +14,7 @@ import (
 	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/cluster/protocol"
+	"github.com/umbravec/umbra/internal/metaindex"
 	"github.com/umbravec/umbra/meta"
 )
 
@@ -622,7 +623,7 @@ func (r *replica) get(ctx context.Context, q *protocol.Request, t *ticket) *prot
 			if len(full) == 1 {
 				out.Vector, out.Payload = full[0].Vector, full[0].Payload
 				if full[0].Meta != nil {
-					out.Meta = meta.AppendBinary(nil, full[0].Meta)
+					out.Meta = metaindex.AppendBinary(nil, full[0].Meta)
 				}
 			}
 		}

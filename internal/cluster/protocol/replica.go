@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/umbravec/umbra"
+	"github.com/umbravec/umbra/internal/metaindex"
 	"github.com/umbravec/umbra/meta"
 )
 
@@ -139,7 +140,7 @@ func DecodeAttrs(m *WriteMsg) (*MsgAttrs, error) {
 			if len(b) == 0 {
 				continue
 			}
-			f, err := meta.DecodeBinary(b, DecodeLimits)
+			f, err := metaindex.DecodeBinary(b, DecodeLimits)
 			if err != nil {
 				return nil, fmt.Errorf("%w: metadata of row %d: %w", ErrWire, i, err)
 			}

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"github.com/umbravec/umbra/internal/metaindex"
 	"github.com/umbravec/umbra/meta"
 )
 
@@ -18,8 +19,8 @@ import (
 // matches as a field no row has.
 
 // schemaIndex is an empty metadata index that knows fields.
-func SchemaIndex(fields map[string]meta.Kind) *meta.Index {
-	mi := meta.NewIndex(meta.Limits{})
+func SchemaIndex(fields map[string]meta.Kind) *metaindex.Index {
+	mi := metaindex.NewIndex(meta.Limits{})
 	for name, k := range fields {
 		_ = mi.Declare(name, k) // a fresh index: only a bad name fails, and the record's were checked
 	}

@@ -148,7 +148,7 @@ const (
 //	  gets, chosen by the client so that every replica assigns the same),
 //	naming keys: n × str keys,
 //	op add/upsert: n × dim float32 rows,
-//	attrs bit 0: n × str meta.AppendBinary of the row's fields (empty: none),
+//	attrs bit 0: n × str metaindex.AppendBinary of the row's fields (empty: none),
 //	attrs bit 1: n × str payloads (empty: none).
 //
 // "Given" keeps the engine's distinction: an upsert without metadata
@@ -160,7 +160,7 @@ type WriteMsg struct {
 	Dim      int
 	Rows     []float32 // n × dim; nil for a delete
 	MetaSet  bool
-	Meta     [][]byte // n encoded rows (meta.AppendBinary), when metaSet
+	Meta     [][]byte // n encoded rows (metaindex.AppendBinary), when metaSet
 	PaySet   bool
 	Payloads [][]byte // n payloads, when paySet
 }
@@ -677,7 +677,7 @@ type Outcome struct {
 //	status OK, kind get: u8 include, u8 cut (1: the replica stopped short
 //	  of limit to bound the answer's bytes: more rows may follow the
 //	  last), u32 dim, u32 n, per row u64 ID, str key, include vector:
-//	  dim × f32, include meta: str meta.AppendBinary, include payload:
+//	  dim × f32, include meta: str metaindex.AppendBinary, include payload:
 //	  str payload;
 //	status OK, kind await: u32 n, per sequence u8 code, str message,
 //	  u32 m + m × u64 IDs;
@@ -705,7 +705,7 @@ type Row struct {
 	ID      uint64
 	Key     string
 	Vector  []float32
-	Meta    []byte // meta.AppendBinary of the row's fields
+	Meta    []byte // metaindex.AppendBinary of the row's fields
 	Payload []byte
 }
 

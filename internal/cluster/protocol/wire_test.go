@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/umbravec/umbra/internal/metaindex"
 	"github.com/umbravec/umbra/internal/testkit"
 	"github.com/umbravec/umbra/meta"
 )
@@ -22,7 +23,7 @@ func wireSamples() []struct {
 	b    []byte
 } {
 	w := &WriteMsg{Op: OpUpsert, Dim: 2, IDs: []uint64{1, 2}, Keys: []string{"a", "b"}, Rows: []float32{1, 2, 3, 4},
-		MetaSet: true, Meta: [][]byte{meta.AppendBinary(nil, meta.Fields{"x": meta.IntOf(3)}), nil},
+		MetaSet: true, Meta: [][]byte{metaindex.AppendBinary(nil, meta.Fields{"x": meta.IntOf(3)}), nil},
 		PaySet: true, Payloads: [][]byte{nil, []byte("hello")}}
 	type s = struct {
 		name string
@@ -52,7 +53,7 @@ func wireSamples() []struct {
 		{"rows reply", KindRows, true, (&Reply{Applied: 9, Rows: 1 << 40}).Encode(KindRows)},
 		{"count reply", KindCount, true, (&Reply{Applied: 9, Rows: 12}).Encode(KindCount)},
 		{"get reply", KindGet, true, (&Reply{Applied: 5, Include: IncludeVector | IncludeMeta | IncludePayload, Dim: 2, Cut: true, Recs: []Row{
-			{ID: 1, Key: "k", Vector: []float32{1, 2}, Meta: meta.AppendBinary(nil, meta.Fields{"x": meta.IntOf(3)}), Payload: []byte("p")},
+			{ID: 1, Key: "k", Vector: []float32{1, 2}, Meta: metaindex.AppendBinary(nil, meta.Fields{"x": meta.IntOf(3)}), Payload: []byte("p")},
 			{ID: 7, Vector: []float32{3, 4}}}}).Encode(KindGet)},
 		{"get reply of IDs", KindGet, true, (&Reply{Applied: 5, Recs: []Row{{ID: 3, Key: "a"}, {ID: 4}}}).Encode(KindGet)},
 		{"error reply", KindSearch, true, (&Reply{Status: StatusStopped, Applied: 2, Msg: "stopped"}).Encode(KindSearch)},

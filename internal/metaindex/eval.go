@@ -1,9 +1,11 @@
-package meta
+package metaindex
 
 import (
 	"math"
 	"math/bits"
 	"slices"
+
+	"github.com/umbravec/umbra/meta"
 )
 
 // Eval sets in out exactly the bits of the rows whose metadata matches f
@@ -12,33 +14,39 @@ import (
 // an operator that does not apply to a field's kind, or a value of a kind
 // the field cannot be compared with is an error naming them, and out is
 // left as it was. See the package doc for the rules.
-func (x *Index) Eval(f Filter, out []uint64) error {
+func (x *Index) Eval(f meta.Filter, out []uint64) error {
 	if len(out) != words(x.n) {
 		return invalidf("filter: the bitmap has %d words, but %d rows take %d", len(out), x.n, words(x.n))
 	}
-	if err := x.validate(f, 0); err != nil {
+	n, err := compile(f, 0)
+	if err != nil {
 		return err
 	}
-	x.eval(f, out)
+	if err := x.validate(n); err != nil {
+		return err
+	}
+	x.eval(n, out)
 	return nil
 }
 
 // Validate checks f against the index's schema as Eval does, without
 // evaluating it.
-func (x *Index) Validate(f Filter) error { return x.validate(f, 0) }
+func (x *Index) Validate(f meta.Filter) error {
+	n, err := compile(f, 0)
+	if err != nil {
+		return err
+	}
+	return x.validate(n)
+}
 
-func (x *Index) validate(f Filter, depth int) error {
-	n := f.n
+func (x *Index) validate(n *node) error {
 	if n == nil {
 		return nil
-	}
-	if depth > 10*maxWhereDepth {
-		return tooLargef("filter: nested deeper than %d", 10*maxWhereDepth)
 	}
 	switch n.op {
 	case opAnd, opOr, opNot:
 		for _, s := range n.subs {
-			if err := x.validate(s, depth+1); err != nil {
+			if err := x.validate(s); err != nil {
 				return err
 			}
 		}
@@ -50,11 +58,11 @@ func (x *Index) validate(f Filter, depth int) error {
 	}
 	name := opNames[n.op]
 	switch {
-	case c.kind == Tags && n.op != opContains && n.op != opNotContains:
+	case c.kind == meta.Tags && n.op != opContains && n.op != opNotContains:
 		return invalidf("filter: field %q is tags: it takes $contains or $not_contains, not %s", n.field, name)
-	case c.kind != Tags && (n.op == opContains || n.op == opNotContains):
+	case c.kind != meta.Tags && (n.op == opContains || n.op == opNotContains):
 		return invalidf("filter: %s applies to tags fields; field %q is %s (use $eq or $in)", name, n.field, c.kind)
-	case c.kind == Keyword && n.op >= opGt && n.op <= opLte:
+	case c.kind == meta.Keyword && n.op >= opGt && n.op <= opLte:
 		return invalidf("filter: %s compares ints, floats and times; field %q is keyword", name, n.field)
 	}
 	for _, v := range n.vals {
@@ -66,34 +74,33 @@ func (x *Index) validate(f Filter, depth int) error {
 }
 
 // filterValue checks that operand v of field (of kind k) can be compared.
-func filterValue(field, op string, k Kind, v Value) error {
-	switch v.kind {
-	case Float:
-		if math.IsNaN(v.flt()) || math.IsInf(v.flt(), 0) {
-			return invalidf("filter: field %q: %s %v is not finite", field, op, v.flt())
+func filterValue(field, op string, k meta.Kind, v meta.Value) error {
+	switch v.Kind() {
+	case meta.Float:
+		if math.IsNaN(v.Float()) || math.IsInf(v.Float(), 0) {
+			return invalidf("filter: field %q: %s %v is not finite", field, op, v.Float())
 		}
-	case Time:
-		if v.bad {
+	case meta.Time:
+		if badTime(v) {
 			return invalidf("filter: field %q: %s time outside 1677-09-21..2262-04-11", field, op)
 		}
 	case 0:
-		return invalidf("filter: field %q: %s has no value (the zero Value)", field, op)
+		return invalidf("filter: field %q: %s has no value (the zero meta.Value)", field, op)
 	}
-	ok := v.kind == k
+	ok := v.Kind() == k
 	switch k {
-	case Int, Float:
-		ok = v.kind == Int || v.kind == Float
-	case Tags:
-		ok = v.kind == Keyword // the tag of $contains
+	case meta.Int, meta.Float:
+		ok = v.Kind() == meta.Int || v.Kind() == meta.Float
+	case meta.Tags:
+		ok = v.Kind() == meta.Keyword // the tag of $contains
 	}
 	if !ok {
-		return invalidf("filter: field %q is %s, but %s is given the %s value %s", field, k, op, v.kind, v)
+		return invalidf("filter: field %q is %s, but %s is given the %s value %s", field, k, op, v.Kind(), v)
 	}
 	return nil
 }
 
-func (x *Index) eval(f Filter, out []uint64) {
-	n := f.n
+func (x *Index) eval(n *node, out []uint64) {
 	if n == nil {
 		x.fill(out)
 		return
@@ -146,18 +153,18 @@ func (x *Index) eval(f Filter, out []uint64) {
 // numeric field merge into one interval; conditions answered by postings go
 // first; ranges are evaluated last and only over the words where rows are
 // still set.
-func (x *Index) evalAnd(subs []Filter, out []uint64) {
+func (x *Index) evalAnd(subs []*node, out []uint64) {
 	type span struct {
 		c      *column
 		lo, hi uint64
 	}
 	var spans []span
-	var posts, rest []Filter
+	var posts, rest []*node
 outer:
 	for _, s := range subs {
-		n := s.n
+		n := s
 		if n != nil && n.op >= opEq && n.op <= opLte && n.op != opNe {
-			if c := x.cols[n.field]; c.kind.numeric() {
+			if c := x.cols[n.field]; numeric(c.kind) {
 				lo, hi, ok := keyBounds(c.kind, n.op, n.vals[0])
 				if !ok {
 					clear(out)
@@ -179,7 +186,7 @@ outer:
 			posts = append(posts, s)
 			continue
 		}
-		if n != nil && (n.op == opIn || n.op == opContains) && !x.cols[n.field].kind.numeric() {
+		if n != nil && (n.op == opIn || n.op == opContains) && !numeric(x.cols[n.field].kind) {
 			posts = append(posts, s)
 			continue
 		}
@@ -251,9 +258,9 @@ func (x *Index) leaf(n *node, o op, out []uint64) {
 	clear(out)
 	c := x.cols[n.field]
 	switch c.kind {
-	case Keyword, Tags:
+	case meta.Keyword, meta.Tags:
 		for _, v := range n.vals {
-			if code, ok := c.dict[v.s]; ok {
+			if code, ok := c.dict[v.Str()]; ok {
 				c.posts[code].orInto(out)
 			}
 		}
@@ -276,8 +283,8 @@ func (x *Index) leaf(n *node, o op, out []uint64) {
 
 // keyBounds is the closed interval [lo, hi] of order keys of a column of
 // kind k whose values satisfy "value o v"; ok is false when none does.
-func keyBounds(k Kind, o op, v Value) (lo, hi uint64, ok bool) {
-	if k == Float {
+func keyBounds(k meta.Kind, o op, v meta.Value) (lo, hi uint64, ok bool) {
+	if k == meta.Float {
 		flo, fhi, ok := floatBounds(o, v)
 		if flo == 0 {
 			flo = 0 // -0 → +0: the stored 0 is +0, and 0 ≥ -0
@@ -306,12 +313,12 @@ func (p *posting) orInto(out []uint64) {
 
 const two63 = 9223372036854775808.0 // 2^63, exactly
 
-// intBounds is the closed interval [lo, hi] of int64 column values v (Int
-// or Time; for an Int column also Float) that satisfy "value o v", exactly;
+// intBounds is the closed interval [lo, hi] of int64 column values v (meta.Int
+// or meta.Time; for an meta.Int column also meta.Float) that satisfy "value o v", exactly;
 // ok is false when none does.
-func intBounds(o op, v Value) (lo, hi int64, ok bool) {
-	if v.kind != Float {
-		b := v.i
+func intBounds(o op, v meta.Value) (lo, hi int64, ok bool) {
+	if v.Kind() != meta.Float {
+		b := intOf(v)
 		switch o {
 		case opEq:
 			return b, b, true
@@ -326,7 +333,7 @@ func intBounds(o op, v Value) (lo, hi int64, ok bool) {
 		}
 		return 0, 0, false
 	}
-	x := v.flt()
+	x := v.Float()
 	switch o {
 	case opEq:
 		if x != math.Trunc(x) || x >= two63 || x < -two63 {
@@ -387,14 +394,14 @@ func cmpFloatInt(r float64, i int64) int {
 }
 
 // floatBounds is the closed interval [lo, hi] of finite float column values
-// that satisfy "value o v" (v Float or Int, compared exactly); ok is false
+// that satisfy "value o v" (v meta.Float or meta.Int, compared exactly); ok is false
 // when none does.
-func floatBounds(o op, v Value) (lo, hi float64, ok bool) {
+func floatBounds(o op, v meta.Value) (lo, hi float64, ok bool) {
 	inf := math.Inf(1)
 	up := func(f float64) float64 { return math.Nextafter(f, inf) }
 	down := func(f float64) float64 { return math.Nextafter(f, -inf) }
-	if v.kind == Float {
-		x := v.flt()
+	if v.Kind() == meta.Float {
+		x := v.Float()
 		if x == 0 {
 			x = 0
 		}
@@ -412,8 +419,8 @@ func floatBounds(o op, v Value) (lo, hi float64, ok bool) {
 		}
 		return 0, 0, false
 	}
-	r := float64(v.i) // rounded to nearest; an integer value
-	c := cmpFloatInt(r, v.i)
+	r := float64(intOf(v)) // rounded to nearest; an integer value
+	c := cmpFloatInt(r, intOf(v))
 	switch o {
 	case opEq:
 		return r, r, c == 0

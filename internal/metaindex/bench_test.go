@@ -1,4 +1,4 @@
-package meta
+package metaindex
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/umbravec/umbra/meta"
 )
 
 // The Eval benchmarks run on one index of 1,000,000 rows, built once:
@@ -23,21 +25,21 @@ var (
 func benchIdx(b *testing.B) *Index {
 	benchOnce.Do(func() {
 		r := rand.New(rand.NewPCG(1, 2))
-		x := NewIndex(Limits{})
+		x := NewIndex(meta.Limits{})
 		year := int64(365 * 24 * time.Hour)
 		plans := []string{"free", "paid"}
-		batch := make([]Fields, 0, 10000)
+		batch := make([]meta.Fields, 0, 10000)
 		for i := range benchRows {
 			tags := make([]string, 1+r.IntN(3))
 			for j := range tags {
 				tags[j] = fmt.Sprintf("t%d", r.IntN(40))
 			}
-			batch = append(batch, Fields{
-				"user":  KeywordOf(fmt.Sprintf("u%d", r.IntN(10000))),
-				"plan":  KeywordOf(plans[r.IntN(2)]),
-				"at":    TimeOf(benchStart.Add(time.Duration(r.Int64N(year)))),
-				"price": FloatOf(r.Float64() * 100),
-				"tags":  TagsOf(tags...),
+			batch = append(batch, meta.Fields{
+				"user":  meta.KeywordOf(fmt.Sprintf("u%d", r.IntN(10000))),
+				"plan":  meta.KeywordOf(plans[r.IntN(2)]),
+				"at":    meta.TimeOf(benchStart.Add(time.Duration(r.Int64N(year)))),
+				"price": meta.FloatOf(r.Float64() * 100),
+				"tags":  meta.TagsOf(tags...),
 			})
 			if len(batch) == cap(batch) || i == benchRows-1 {
 				if err := x.Append(batch); err != nil {
@@ -53,27 +55,27 @@ func benchIdx(b *testing.B) *Index {
 
 func BenchmarkEval(b *testing.B) {
 	x := benchIdx(b)
-	month := func(m int) Value { return TimeOf(benchStart.AddDate(0, m, 0)) }
+	month := func(m int) meta.Value { return meta.TimeOf(benchStart.AddDate(0, m, 0)) }
 	cases := []struct {
 		name string
-		f    Filter
+		f    meta.Filter
 	}{
-		{"keyword-eq-1-of-10000", Eq("user", KeywordOf("u1234"))},
-		{"keyword-eq-1-of-2", Eq("plan", KeywordOf("free"))},
-		{"keyword-in-100-of-10000", In("user", func() []Value {
-			var vs []Value
+		{"keyword-eq-1-of-10000", meta.Eq("user", meta.KeywordOf("u1234"))},
+		{"keyword-eq-1-of-2", meta.Eq("plan", meta.KeywordOf("free"))},
+		{"keyword-in-100-of-10000", meta.In("user", func() []meta.Value {
+			var vs []meta.Value
 			for i := range 100 {
-				vs = append(vs, KeywordOf(fmt.Sprintf("u%d", i*97)))
+				vs = append(vs, meta.KeywordOf(fmt.Sprintf("u%d", i*97)))
 			}
 			return vs
 		}()...)},
-		{"time-range-1-month", And(Gte("at", month(3)), Lt("at", month(4)))},
-		{"time-gte", Gte("at", month(6))},
-		{"float-lt", Lt("price", FloatOf(10))},
-		{"tags-contains-1-of-40", Contains("tags", "t7")},
-		{"and-of-3", And(Eq("plan", KeywordOf("paid")), Contains("tags", "t7"), Gte("at", month(6)))},
-		{"and-user-time", And(Eq("user", KeywordOf("u1234")), Gte("at", month(6)))},
-		{"ne-1-of-10000", Ne("user", KeywordOf("u1234"))},
+		{"time-range-1-month", meta.And(meta.Gte("at", month(3)), meta.Lt("at", month(4)))},
+		{"time-gte", meta.Gte("at", month(6))},
+		{"float-lt", meta.Lt("price", meta.FloatOf(10))},
+		{"tags-contains-1-of-40", meta.Contains("tags", "t7")},
+		{"and-of-3", meta.And(meta.Eq("plan", meta.KeywordOf("paid")), meta.Contains("tags", "t7"), meta.Gte("at", month(6)))},
+		{"and-user-time", meta.And(meta.Eq("user", meta.KeywordOf("u1234")), meta.Gte("at", month(6)))},
+		{"ne-1-of-10000", meta.Ne("user", meta.KeywordOf("u1234"))},
 	}
 	out := make([]uint64, words(x.Len()))
 	for _, c := range cases {
@@ -104,17 +106,17 @@ func popcount(w uint64) int {
 // BenchmarkIndexAppend is the cost of adding rows of five fields.
 func BenchmarkIndexAppend(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
-	rows := make([]Fields, 10000)
+	rows := make([]meta.Fields, 10000)
 	for i := range rows {
-		rows[i] = Fields{
-			"user": KeywordOf(fmt.Sprintf("u%d", r.IntN(10000))),
-			"plan": KeywordOf("free"),
-			"at":   TimeOf(benchStart.Add(time.Duration(r.Int64N(1e15)))),
-			"tags": TagsOf("a", fmt.Sprintf("t%d", r.IntN(40))),
+		rows[i] = meta.Fields{
+			"user": meta.KeywordOf(fmt.Sprintf("u%d", r.IntN(10000))),
+			"plan": meta.KeywordOf("free"),
+			"at":   meta.TimeOf(benchStart.Add(time.Duration(r.Int64N(1e15)))),
+			"tags": meta.TagsOf("a", fmt.Sprintf("t%d", r.IntN(40))),
 		}
 	}
 	for b.Loop() {
-		x := NewIndex(Limits{})
+		x := NewIndex(meta.Limits{})
 		if err := x.Append(rows); err != nil {
 			b.Fatal(err)
 		}
@@ -123,9 +125,9 @@ func BenchmarkIndexAppend(b *testing.B) {
 }
 
 // BenchmarkParseWhere: what reading a large filter costs; B/op is the
-// bytes ParseWhere allocates per filter (docs/memory.md, "Limits"):
+// bytes meta.ParseWhere allocates per filter (docs/memory.md, "Limits"):
 //
-//	go test -run '^$' -bench ParseWhere -benchmem ./meta/
+//	go test -run '^$' -bench meta.ParseWhere -benchmem ./meta/
 func BenchmarkParseWhere(b *testing.B) {
 	ints := func(n int) string {
 		parts := make([]string, n)
@@ -144,15 +146,15 @@ func BenchmarkParseWhere(b *testing.B) {
 	for _, c := range []struct{ name, doc string }{
 		{"or-32000", ors(32000)},
 		{"in-65000", ints(65000)},
-		{"or-4MB", ors(4 << 20 / 18)}, // over MaxWhereTerms: refused
-		{"in-500000", ints(500000)},   // over MaxWhereTerms: refused
+		{"or-4MB", ors(4 << 20 / 18)}, // over meta.MaxWhereTerms: refused
+		{"in-500000", ints(500000)},   // over meta.MaxWhereTerms: refused
 	} {
 		doc := []byte(c.doc)
 		b.Run(c.name, func(b *testing.B) {
 			b.SetBytes(int64(len(doc)))
 			b.ReportAllocs()
 			for b.Loop() {
-				_, _ = ParseWhere(doc)
+				_, _ = meta.ParseWhere(doc)
 			}
 		})
 	}

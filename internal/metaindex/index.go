@@ -1,10 +1,12 @@
-package meta
+package metaindex
 
 import (
 	"math"
 	"math/bits"
 	"slices"
 	"strings"
+
+	"github.com/umbravec/umbra/meta"
 )
 
 // Index holds the metadata of rows 0..Len()-1 as columns, one per field,
@@ -17,7 +19,7 @@ import (
 // An Index is not safe for concurrent use with writes; concurrent Evals (and
 // other reads) are safe.
 type Index struct {
-	lim   Limits
+	lim   meta.Limits
 	n     int
 	cols  map[string]*column
 	names []string // sorted keys of cols
@@ -26,17 +28,17 @@ type Index struct {
 // column is one field.
 type column struct {
 	name  string
-	kind  Kind
+	kind  meta.Kind
 	has   []uint64 // presence; may be shorter than the index's words (missing = 0)
 	count int      // rows that have the field
 
-	// Int, Time, Float: per row, the value's order key (intKey, floatKey:
+	// meta.Int, meta.Time, meta.Float: per row, the value's order key (intKey, floatKey:
 	// unsigned order is the values' order); may be shorter than Len.
 	nums []uint64
 
-	codes   []uint32   // Keyword: per row, the value's code
-	rowTags [][]uint32 // Tags: per row, the tags' codes
-	tagRefs int        // Tags: sum of len(rowTags[i])
+	codes   []uint32   // meta.Keyword: per row, the value's code
+	rowTags [][]uint32 // meta.Tags: per row, the tags' codes
+	tagRefs int        // meta.Tags: sum of len(rowTags[i])
 
 	dict     map[string]uint32
 	vals     []string // code → value ("" once freed)
@@ -64,7 +66,7 @@ func words(n int) int { return (n + 63) / 64 }
 
 // NewIndex is an empty index with limits lim (zero fields take their
 // defaults).
-func NewIndex(lim Limits) *Index {
+func NewIndex(lim meta.Limits) *Index {
 	return &Index{lim: lim.WithDefaults(), cols: map[string]*column{}}
 }
 
@@ -72,13 +74,13 @@ func NewIndex(lim Limits) *Index {
 func (x *Index) Len() int { return x.n }
 
 // Limits are the index's limits, defaults filled in.
-func (x *Index) Limits() Limits { return x.lim }
+func (x *Index) Limits() meta.Limits { return x.lim }
 
 // Schema is every field the index knows with its kind: those declared and
 // those of every value ever added (a field's kind is fixed by its first
 // value). Truncate and Keep do not forget fields; LoadSchema can.
-func (x *Index) Schema() map[string]Kind {
-	s := make(map[string]Kind, len(x.cols))
+func (x *Index) Schema() map[string]meta.Kind {
+	s := make(map[string]meta.Kind, len(x.cols))
 	for n, c := range x.cols {
 		s[n] = c.kind
 	}
@@ -87,11 +89,11 @@ func (x *Index) Schema() map[string]Kind {
 
 // Declare fixes field's kind before any value of it is added. Declaring a
 // known field again with its kind is a no-op; with another kind an error.
-func (x *Index) Declare(field string, k Kind) error {
+func (x *Index) Declare(field string, k meta.Kind) error {
 	if err := checkName(field, x.lim); err != nil {
 		return err
 	}
-	if !k.valid() {
+	if !validKind(k) {
 		return invalidf("field %q: declared with an invalid kind %d", field, uint8(k))
 	}
 	if c, ok := x.cols[field]; ok {
@@ -107,9 +109,9 @@ func (x *Index) Declare(field string, k Kind) error {
 	return nil
 }
 
-func (x *Index) addColumn(name string, k Kind) *column {
+func (x *Index) addColumn(name string, k meta.Kind) *column {
 	c := &column{name: name, kind: k}
-	if k == Keyword || k == Tags {
+	if k == meta.Keyword || k == meta.Tags {
 		c.dict = map[string]uint32{}
 	}
 	x.cols[name] = c
@@ -123,7 +125,7 @@ func (x *Index) addColumn(name string, k Kind) *column {
 func (x *Index) MarshalSchema() []byte { return appendSchema(nil, x.Schema()) }
 
 // LoadSchema makes the index's schema the one in blob (MarshalSchema's).
-// Fields of the blob are declared; fields of the index the blob lacks are
+// meta.Fields of the blob are declared; fields of the index the blob lacks are
 // forgotten, which is allowed only while no row has them (so that saving
 // the schema before an append and loading it after Truncate undoes the
 // append's new fields). A malformed blob, a kind conflict or a forgotten
@@ -164,7 +166,7 @@ func (x *Index) LoadSchema(b []byte) error {
 // field, the same in the whole batch), the index's limits on fields and
 // distinct values kept. The error names the row by its index i in rows and
 // the field.
-func (x *Index) Check(rows []Fields, replace []int) error {
+func (x *Index) Check(rows []meta.Fields, replace []int) error {
 	if replace != nil && len(replace) != len(rows) {
 		return invalidf("%d rows to replace, but %d rows of metadata", len(replace), len(rows))
 	}
@@ -173,16 +175,16 @@ func (x *Index) Check(rows []Fields, replace []int) error {
 			return invalidf("row %d: replaces row %d, outside 0..%d", i, r, x.n-1)
 		}
 	}
-	newKinds := map[string]Kind{} // new fields: kind, from the first row that has them
+	newKinds := map[string]meta.Kind{} // new fields: kind, from the first row that has them
 	newFrom := map[string]int{}
 	newVals := map[string]map[string]struct{}{}
 	for i, f := range rows {
-		if err := f.check(x.lim); err != nil {
+		if err := f.Check(x.lim); err != nil {
 			return rowErr(i, err)
 		}
-		for _, name := range f.names() {
+		for _, name := range names(f) {
 			v := f[name]
-			k, from := v.kind, ""
+			k, from := v.Kind(), ""
 			if c, ok := x.cols[name]; ok {
 				k, from = c.kind, "in the index"
 			} else if nk, ok := newKinds[name]; ok {
@@ -191,16 +193,16 @@ func (x *Index) Check(rows []Fields, replace []int) error {
 				if len(x.cols)+len(newKinds) >= x.lim.MaxSchema {
 					return rowErr(i, tooLargef("field %q: a new field, but the index would pass its limit of %d fields", name, x.lim.MaxSchema))
 				}
-				newKinds[name], newFrom[name] = v.kind, i
+				newKinds[name], newFrom[name] = v.Kind(), i
 			}
-			if k != v.kind {
+			if k != v.Kind() {
 				hint := ""
-				if k == Float && v.kind == Int {
+				if k == meta.Float && v.Kind() == meta.Int {
 					hint = " (write 2.0, not 2, for a float)"
 				}
-				return rowErr(i, invalidf("field %q: %s value, but the field is %s (%s)%s", name, v.kind, k, from, hint))
+				return rowErr(i, invalidf("field %q: %s value, but the field is %s (%s)%s", name, v.Kind(), k, from, hint))
 			}
-			if k != Keyword && k != Tags {
+			if k != meta.Keyword && k != meta.Tags {
 				continue
 			}
 			var dict map[string]uint32
@@ -226,12 +228,12 @@ func (x *Index) Check(rows []Fields, replace []int) error {
 				}
 				return nil
 			}
-			if k == Keyword {
-				if err := see(v.s); err != nil {
+			if k == meta.Keyword {
+				if err := see(v.Str()); err != nil {
 					return err
 				}
 			} else {
-				for _, t := range v.tagList() {
+				for _, t := range v.Tags() {
 					if err := see(t); err != nil {
 						return err
 					}
@@ -250,9 +252,9 @@ func rowErr(i int, err error) error {
 	return err
 }
 
-// Append adds len(rows) rows after the last (a nil or empty Fields: a row
+// Append adds len(rows) rows after the last (a nil or empty meta.Fields: a row
 // without metadata). It checks first (Check) and on an error adds nothing.
-func (x *Index) Append(rows []Fields) error {
+func (x *Index) Append(rows []meta.Fields) error {
 	if err := x.Check(rows, nil); err != nil {
 		return err
 	}
@@ -266,8 +268,8 @@ func (x *Index) Append(rows []Fields) error {
 
 // Set replaces row's metadata (an Upsert in place); nil clears it. It
 // checks first and on an error changes nothing.
-func (x *Index) Set(row int, f Fields) error {
-	if err := x.Check([]Fields{f}, []int{row}); err != nil {
+func (x *Index) Set(row int, f meta.Fields) error {
+	if err := x.Check([]meta.Fields{f}, []int{row}); err != nil {
 		return err
 	}
 	for _, name := range x.names {
@@ -278,11 +280,11 @@ func (x *Index) Set(row int, f Fields) error {
 }
 
 // put writes f into row, which holds no field.
-func (x *Index) put(row int, f Fields) {
+func (x *Index) put(row int, f meta.Fields) {
 	for name, v := range f {
 		c := x.cols[name]
 		if c == nil {
-			c = x.addColumn(name, v.kind)
+			c = x.addColumn(name, v.Kind())
 		}
 		c.put(row, v, x.n)
 	}
@@ -290,18 +292,18 @@ func (x *Index) put(row int, f Fields) {
 
 // Row is a copy of row's metadata (nil when it has none or row is out of
 // range).
-func (x *Index) Row(row int) Fields {
+func (x *Index) Row(row int) meta.Fields {
 	if row < 0 || row >= x.n {
 		return nil
 	}
-	var f Fields
+	var f meta.Fields
 	for _, name := range x.names {
 		c := x.cols[name]
 		if !c.present(row) {
 			continue
 		}
 		if f == nil {
-			f = Fields{}
+			f = meta.Fields{}
 		}
 		f[name] = c.value(row)
 	}
@@ -384,17 +386,17 @@ func (c *column) present(row int) bool {
 	return w < len(c.has) && c.has[w]&(1<<(uint(row)&63)) != 0
 }
 
-func (c *column) value(row int) Value {
+func (c *column) value(row int) meta.Value {
 	switch c.kind {
-	case Keyword:
-		return KeywordOf(c.vals[c.codes[row]])
-	case Int:
-		return IntOf(keyInt(c.nums[row]))
-	case Time:
+	case meta.Keyword:
+		return meta.KeywordOf(c.vals[c.codes[row]])
+	case meta.Int:
+		return meta.IntOf(keyInt(c.nums[row]))
+	case meta.Time:
 		return timeNanos(keyInt(c.nums[row]))
-	case Float:
-		return FloatOf(keyFloat(c.nums[row]))
-	case Tags:
+	case meta.Float:
+		return meta.FloatOf(keyFloat(c.nums[row]))
+	case meta.Tags:
 		ts := make([]string, len(c.rowTags[row]))
 		for i, code := range c.rowTags[row] {
 			ts[i] = c.vals[code]
@@ -402,7 +404,7 @@ func (c *column) value(row int) Value {
 		slices.Sort(ts)
 		return tagsValue(ts)
 	}
-	return Value{}
+	return meta.Value{}
 }
 
 // grow extends s with zeros to hold index row.
@@ -419,25 +421,25 @@ func grow[T any](s []T, row int) []T {
 
 // put stores v at row, which does not have the field; n is the index's
 // row count.
-func (c *column) put(row int, v Value, n int) {
+func (c *column) put(row int, v meta.Value, n int) {
 	c.has = grow(c.has, row>>6)
 	c.has[row>>6] |= 1 << (uint(row) & 63)
 	c.count++
 	switch c.kind {
-	case Int, Time:
+	case meta.Int, meta.Time:
 		c.nums = grow(c.nums, row)
-		c.nums[row] = intKey(v.i)
-	case Float:
+		c.nums[row] = intKey(intOf(v))
+	case meta.Float:
 		c.nums = grow(c.nums, row)
-		c.nums[row] = floatKey(v.flt())
-	case Keyword:
-		code := c.intern(v.s)
+		c.nums[row] = floatKey(v.Float())
+	case meta.Keyword:
+		code := c.intern(v.Str())
 		c.codes = grow(c.codes, row)
 		c.codes[row] = code
 		c.add(code, uint32(row), n)
-	case Tags:
-		codes := make([]uint32, len(v.tagList()))
-		for i, t := range v.tagList() {
+	case meta.Tags:
+		codes := make([]uint32, len(v.Tags()))
+		for i, t := range v.Tags() {
 			codes[i] = c.intern(t)
 			c.add(codes[i], uint32(row), n)
 		}
@@ -455,10 +457,10 @@ func (c *column) clear(row, n int) {
 	c.has[row>>6] &^= 1 << (uint(row) & 63)
 	c.count--
 	switch c.kind {
-	case Keyword:
+	case meta.Keyword:
 		c.remove(c.codes[row], uint32(row), n)
 		c.codes[row] = 0
-	case Tags:
+	case meta.Tags:
 		for _, code := range c.rowTags[row] {
 			c.remove(code, uint32(row), n)
 		}
@@ -609,19 +611,19 @@ func (c *column) keep(rows []int) {
 		has[i>>6] |= 1 << (uint(i) & 63)
 		count++
 		switch c.kind {
-		case Int, Time, Float:
+		case meta.Int, meta.Time, meta.Float:
 			nums = grow(nums, i)
 			nums[i] = c.nums[r]
-		case Keyword:
+		case meta.Keyword:
 			codes = grow(codes, i)
 			codes[i] = c.codes[r]
-		case Tags:
+		case meta.Tags:
 			rowTags = grow(rowTags, i)
 			rowTags[i] = c.rowTags[r]
 		}
 	}
 	c.has, c.count, c.nums, c.codes, c.rowTags = has, count, nums, codes, rowTags
-	if c.kind != Keyword && c.kind != Tags {
+	if c.kind != meta.Keyword && c.kind != meta.Tags {
 		return
 	}
 	// Rebuild the dictionary (codes renumbered densely, in order of first
@@ -651,7 +653,7 @@ func (c *column) keep(rows []int) {
 		if has[i>>6]&(1<<(uint(i)&63)) == 0 {
 			continue
 		}
-		if c.kind == Keyword {
+		if c.kind == meta.Keyword {
 			codes[i] = code(codes[i])
 		} else {
 			for j, old := range rowTags[i] {
@@ -685,7 +687,7 @@ func (c *column) keep(rows []int) {
 		if has[i>>6]&(1<<(uint(i)&63)) == 0 {
 			continue
 		}
-		if c.kind == Keyword {
+		if c.kind == meta.Keyword {
 			put(codes[i], i)
 		} else {
 			for _, code := range rowTags[i] {

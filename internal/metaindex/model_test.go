@@ -1,4 +1,4 @@
-package meta
+package metaindex
 
 import (
 	"errors"
@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/internal/testkit"
+	"github.com/umbravec/umbra/meta"
 )
 
 // The model test: an Index under random appends, sets, truncates and keeps
@@ -23,8 +24,8 @@ import (
 // gen draws rows and filters from small pools so that values repeat.
 type gen struct {
 	r     *rand.Rand
-	hot   int             // the keyword value most rows take in this phase
-	kinds map[string]Kind // of fields beyond modelKinds
+	hot   int                  // the keyword value most rows take in this phase
+	kinds map[string]meta.Kind // of fields beyond modelKinds
 }
 
 var (
@@ -78,98 +79,98 @@ func (g *gen) timev() int64 {
 
 // row draws one row's fields: each field of the fixed schema present with
 // some probability; sometimes none at all.
-func (g *gen) row() Fields {
+func (g *gen) row() meta.Fields {
 	if g.r.IntN(8) == 0 {
 		return nil
 	}
-	f := Fields{}
+	f := meta.Fields{}
 	if g.r.IntN(10) < 8 {
-		f["kw"] = KeywordOf(g.keyword())
+		f["kw"] = meta.KeywordOf(g.keyword())
 	}
 	if g.r.IntN(10) < 6 {
-		f["user"] = KeywordOf(g.user())
+		f["user"] = meta.KeywordOf(g.user())
 	}
 	if g.r.IntN(10) < 6 {
-		f["n"] = IntOf(g.intv())
+		f["n"] = meta.IntOf(g.intv())
 	}
 	if g.r.IntN(10) < 6 {
-		f["x"] = FloatOf(g.floatv())
+		f["x"] = meta.FloatOf(g.floatv())
 	}
 	if g.r.IntN(10) < 5 {
 		f["t"] = timeNanos(g.timev())
 	}
 	if g.r.IntN(10) < 5 {
-		f["tags"] = TagsOf(g.tags()...)
+		f["tags"] = meta.TagsOf(g.tags()...)
 	}
 	if g.r.IntN(20) == 0 {
-		f["rare"] = IntOf(g.intv())
+		f["rare"] = meta.IntOf(g.intv())
 	}
 	return f
 }
 
-var modelKinds = map[string]Kind{"kw": Keyword, "user": Keyword, "n": Int, "x": Float, "t": Time, "tags": Tags, "rare": Int}
+var modelKinds = map[string]meta.Kind{"kw": meta.Keyword, "user": meta.Keyword, "n": meta.Int, "x": meta.Float, "t": meta.Time, "tags": meta.Tags, "rare": meta.Int}
 
 // operand draws a value to compare field (of kind k) with.
-func (g *gen) operand(k Kind) Value {
+func (g *gen) operand(k meta.Kind) meta.Value {
 	switch k {
-	case Keyword:
+	case meta.Keyword:
 		if g.r.IntN(2) == 0 {
-			return KeywordOf(g.user())
+			return meta.KeywordOf(g.user())
 		}
-		return KeywordOf(g.keyword())
-	case Int, Float:
+		return meta.KeywordOf(g.keyword())
+	case meta.Int, meta.Float:
 		if g.r.IntN(2) == 0 {
-			return IntOf(g.intv())
+			return meta.IntOf(g.intv())
 		}
-		return FloatOf(g.floatv())
-	case Time:
+		return meta.FloatOf(g.floatv())
+	case meta.Time:
 		return timeNanos(g.timev())
 	}
-	return Value{}
+	return meta.Value{}
 }
 
-func (g *gen) filter(depth int, names []string) Filter {
+func (g *gen) filter(depth int, names []string) meta.Filter {
 	if depth > 0 && g.r.IntN(3) == 0 {
 		switch g.pick(4) {
 		case 0:
-			return Not(g.filter(depth-1, names))
+			return meta.Not(g.filter(depth-1, names))
 		case 1:
-			return And(g.filter(depth-1, names), g.filter(depth-1, names))
+			return meta.And(g.filter(depth-1, names), g.filter(depth-1, names))
 		case 2:
-			return Or(g.filter(depth-1, names), g.filter(depth-1, names), g.filter(depth-1, names))
+			return meta.Or(g.filter(depth-1, names), g.filter(depth-1, names), g.filter(depth-1, names))
 		default:
-			return And(g.filter(depth-1, names), Or(g.filter(depth-1, names)))
+			return meta.And(g.filter(depth-1, names), meta.Or(g.filter(depth-1, names)))
 		}
 	}
 	if g.r.IntN(40) == 0 || len(names) == 0 {
-		return Filter{}
+		return meta.Filter{}
 	}
 	field := names[g.pick(len(names))]
 	k := modelKinds[field]
 	if k == 0 {
 		k = g.kinds[field]
 	}
-	if k == Tags {
+	if k == meta.Tags {
 		tag := tagPool[g.pick(len(tagPool))]
 		if g.r.IntN(2) == 0 {
-			return Contains(field, tag)
+			return meta.Contains(field, tag)
 		}
-		return NotContains(field, tag)
+		return meta.NotContains(field, tag)
 	}
-	var vs []Value
+	var vs []meta.Value
 	for range g.pick(4) {
 		vs = append(vs, g.operand(k))
 	}
 	v := g.operand(k)
-	ops := []func(string, Value) Filter{Eq, Ne}
-	if k != Keyword {
-		ops = append(ops, Gt, Gte, Lt, Lte)
+	ops := []func(string, meta.Value) meta.Filter{meta.Eq, meta.Ne}
+	if k != meta.Keyword {
+		ops = append(ops, meta.Gt, meta.Gte, meta.Lt, meta.Lte)
 	}
 	switch g.pick(len(ops) + 2) {
 	case len(ops):
-		return In(field, vs...)
+		return meta.In(field, vs...)
 	case len(ops) + 1:
-		return Nin(field, vs...)
+		return meta.Nin(field, vs...)
 	default:
 		return ops[g.pick(len(ops))](field, v)
 	}
@@ -177,78 +178,79 @@ func (g *gen) filter(depth int, names []string) Filter {
 
 // --- the brute-force evaluator ---
 
-func bigOf(v Value) *big.Float {
-	if v.kind == Float {
-		return new(big.Float).SetFloat64(v.flt())
+func bigOf(v meta.Value) *big.Float {
+	if v.Kind() == meta.Float {
+		return new(big.Float).SetFloat64(v.Float())
 	}
-	return new(big.Float).SetInt64(v.i)
+	return new(big.Float).SetInt64(intOf(v))
 }
 
 // cmpExact compares two ints, floats or times exactly.
-func cmpExact(a, b Value) int { return bigOf(a).Cmp(bigOf(b)) }
+func cmpExact(a, b meta.Value) int { return bigOf(a).Cmp(bigOf(b)) }
 
-func match(f Filter, row Fields) bool {
-	n := f.n
-	if n == nil {
+// match is the brute-force evaluator: f read through its Parts, apart
+// from the index's own tree.
+func match(f meta.Filter, row meta.Fields) bool {
+	op, field, vals, subs := f.Parts()
+	switch op {
+	case "":
 		return true
-	}
-	switch n.op {
-	case opAnd:
-		for _, s := range n.subs {
+	case "$and":
+		for _, s := range subs {
 			if !match(s, row) {
 				return false
 			}
 		}
 		return true
-	case opOr:
-		for _, s := range n.subs {
+	case "$or":
+		for _, s := range subs {
 			if match(s, row) {
 				return true
 			}
 		}
 		return false
-	case opNot:
-		return !match(n.subs[0], row)
-	case opNe:
-		return !match(Eq(n.field, n.vals[0]), row)
-	case opNin:
-		return !match(In(n.field, n.vals...), row)
-	case opNotContains:
-		return !match(Contains(n.field, n.vals[0].s), row)
+	case "$not":
+		return !match(subs[0], row)
+	case "$ne":
+		return !match(meta.Eq(field, vals[0]), row)
+	case "$nin":
+		return !match(meta.In(field, vals...), row)
+	case "$not_contains":
+		return !match(meta.Contains(field, vals[0].Str()), row)
 	}
-	v, ok := row[n.field]
+	v, ok := row[field]
 	if !ok {
 		return false
 	}
-	switch n.op {
-	case opContains:
-		return slices.Contains(v.tagList(), n.vals[0].s)
-	case opIn:
-		for _, w := range n.vals {
-			if match(Eq(n.field, w), row) {
+	switch op {
+	case "$contains":
+		return slices.Contains(v.Tags(), vals[0].Str())
+	case "$in":
+		for _, w := range vals {
+			if match(meta.Eq(field, w), row) {
 				return true
 			}
 		}
 		return false
-	case opEq:
-		if v.kind == Keyword {
-			return v.s == n.vals[0].s
+	case "$eq":
+		if v.Kind() == meta.Keyword {
+			return v.Str() == vals[0].Str()
 		}
-		return cmpExact(v, n.vals[0]) == 0
-	case opGt:
-		return cmpExact(v, n.vals[0]) > 0
-	case opGte:
-		return cmpExact(v, n.vals[0]) >= 0
-	case opLt:
-		return cmpExact(v, n.vals[0]) < 0
-	case opLte:
-		return cmpExact(v, n.vals[0]) <= 0
+		return cmpExact(v, vals[0]) == 0
+	case "$gt":
+		return cmpExact(v, vals[0]) > 0
+	case "$gte":
+		return cmpExact(v, vals[0]) >= 0
+	case "$lt":
+		return cmpExact(v, vals[0]) < 0
+	case "$lte":
+		return cmpExact(v, vals[0]) <= 0
 	}
-	panic("unreachable")
+	panic("unknown operator " + op)
 }
 
 // checkModel compares x with the model rows.
-func checkModel(t *testing.T, g *gen, x *Index, model []Fields, step string) {
+func checkModel(t *testing.T, g *gen, x *Index, model []meta.Fields, step string) {
 	t.Helper()
 	require.Equal(t, len(model), x.Len(), step)
 	for i, want := range model {
@@ -299,7 +301,7 @@ func checkPostings(t *testing.T, x *Index, step string) {
 		}
 		require.Equal(t, count, c.count, "%s: field %s count", step, name)
 		require.LessOrEqual(t, len(c.has), words(x.n), "%s: field %s presence words", step, name)
-		if c.kind != Keyword && c.kind != Tags {
+		if c.kind != meta.Keyword && c.kind != meta.Tags {
 			continue
 		}
 		want := make([][]uint32, len(c.posts))
@@ -308,7 +310,7 @@ func checkPostings(t *testing.T, x *Index, step string) {
 			if !c.present(r) {
 				continue
 			}
-			if c.kind == Keyword {
+			if c.kind == meta.Keyword {
 				want[c.codes[r]] = append(want[c.codes[r]], uint32(r))
 			} else {
 				for _, code := range c.rowTags[r] {
@@ -356,8 +358,8 @@ func checkPostings(t *testing.T, x *Index, step string) {
 func TestIndexModel(t *testing.T) {
 	r := testkit.Rand(t)
 	g := &gen{r: r}
-	x := NewIndex(Limits{})
-	var model []Fields
+	x := NewIndex(meta.Limits{})
+	var model []meta.Fields
 	steps := 300
 	if testing.Short() {
 		steps = 120
@@ -374,7 +376,7 @@ func TestIndexModel(t *testing.T) {
 			if r.IntN(10) == 0 {
 				k = 200 + r.IntN(600)
 			}
-			rows := make([]Fields, k)
+			rows := make([]meta.Fields, k)
 			for i := range rows {
 				rows[i] = g.row()
 			}
@@ -409,25 +411,25 @@ func TestIndexModel(t *testing.T) {
 				}
 			}
 			require.NoError(t, x.Keep(keep))
-			next := make([]Fields, len(keep))
+			next := make([]meta.Fields, len(keep))
 			for i, k := range keep {
 				next[i] = model[k]
 			}
 			model = next
 			name = fmt.Sprintf("step %d: keep %d", step, len(keep))
 		default: // a refused write changes nothing
-			if s := x.Schema(); s["n"] != Int || s["tags"] != Tags {
+			if s := x.Schema(); s["n"] != meta.Int || s["tags"] != meta.Tags {
 				// A field's kind is fixed by its first value: until the
 				// index has seen n and tags, these writes are not refused.
 				name = fmt.Sprintf("step %d: no refused writes yet", step)
 				break
 			}
-			bad := []Fields{g.row(), {"n": KeywordOf("not an int")}}
+			bad := []meta.Fields{g.row(), {"n": meta.KeywordOf("not an int")}}
 			err := x.Append(bad)
-			require.ErrorIs(t, err, ErrInvalid)
+			require.ErrorIs(t, err, meta.ErrInvalid)
 			require.ErrorContains(t, err, `row 1: field "n"`)
 			if len(model) > 0 {
-				require.ErrorIs(t, x.Set(r.IntN(len(model)), Fields{"tags": KeywordOf("x")}), ErrInvalid)
+				require.ErrorIs(t, x.Set(r.IntN(len(model)), meta.Fields{"tags": meta.KeywordOf("x")}), meta.ErrInvalid)
 			}
 			name = fmt.Sprintf("step %d: refused writes", step)
 		}
@@ -452,11 +454,11 @@ func TestIndexModel(t *testing.T) {
 	}
 }
 
-func cloneFields(f Fields) Fields {
+func cloneFields(f meta.Fields) meta.Fields {
 	if len(f) == 0 {
 		return nil
 	}
-	c := Fields{}
+	c := meta.Fields{}
 	for k, v := range f {
 		c[k] = v
 	}
@@ -468,13 +470,13 @@ func cloneFields(f Fields) Fields {
 func TestIndexBitmapPostings(t *testing.T) {
 	r := testkit.Rand(t)
 	g := &gen{r: r}
-	x := NewIndex(Limits{})
+	x := NewIndex(meta.Limits{})
 	const n = 4096
-	model := make([]Fields, n)
+	model := make([]meta.Fields, n)
 	for i := range model {
-		model[i] = Fields{"kw": KeywordOf(fmt.Sprintf("v%d", r.IntN(3)))}
+		model[i] = meta.Fields{"kw": meta.KeywordOf(fmt.Sprintf("v%d", r.IntN(3)))}
 		if r.IntN(400) == 0 {
-			model[i]["kw"] = KeywordOf("rare")
+			model[i]["kw"] = meta.KeywordOf("rare")
 		}
 	}
 	require.NoError(t, x.Append(model))
@@ -482,8 +484,8 @@ func TestIndexBitmapPostings(t *testing.T) {
 	require.NotNil(t, c.posts[c.dict["v0"]].bits, "a third of the rows: a bitmap")
 	// Move nearly all of v0 away: its bitmap must turn back into a list.
 	for i, f := range model {
-		if f["kw"].s == "v0" && r.IntN(100) != 0 {
-			model[i] = Fields{"kw": KeywordOf("v1")}
+		if f["kw"].Str() == "v0" && r.IntN(100) != 0 {
+			model[i] = meta.Fields{"kw": meta.KeywordOf("v1")}
 			require.NoError(t, x.Set(i, model[i]))
 		}
 	}
@@ -492,7 +494,7 @@ func TestIndexBitmapPostings(t *testing.T) {
 	// Bring it back row by row.
 	for i := range model {
 		if r.IntN(2) == 0 {
-			model[i] = Fields{"kw": KeywordOf("v0")}
+			model[i] = meta.Fields{"kw": meta.KeywordOf("v0")}
 			require.NoError(t, x.Set(i, model[i]))
 		}
 	}
@@ -508,7 +510,7 @@ func TestIndexBitmapPostings(t *testing.T) {
 		}
 	}
 	require.NoError(t, x.Keep(keep))
-	next := []Fields{}
+	next := []meta.Fields{}
 	for _, k := range keep {
 		next = append(next, model[k])
 	}
@@ -523,32 +525,32 @@ func TestIndexBitmapPostings(t *testing.T) {
 func TestIndexNumericEdges(t *testing.T) {
 	ints := []int64{math.MinInt64, math.MinInt64 + 1, -(1 << 53) - 1, -(1 << 53), -1, 0, 1, 1 << 53, 1<<53 + 1, 1<<53 + 2, math.MaxInt64 - 1, math.MaxInt64}
 	floats := []float64{-math.MaxFloat64, -two63 * 2, -two63, -9007199254740994, -9007199254740992, -1.5, -5e-324, 0, 5e-324, 0.5, 1, 9007199254740992, 9007199254740994, two63, two63 * 2, math.MaxFloat64}
-	x := NewIndex(Limits{})
-	var model []Fields
+	x := NewIndex(meta.Limits{})
+	var model []meta.Fields
 	for _, i := range ints {
-		model = append(model, Fields{"i": IntOf(i)})
+		model = append(model, meta.Fields{"i": meta.IntOf(i)})
 	}
 	for _, f := range floats {
-		model = append(model, Fields{"f": FloatOf(f)})
+		model = append(model, meta.Fields{"f": meta.FloatOf(f)})
 	}
 	model = append(model, nil)
 	require.NoError(t, x.Append(model))
-	var operands []Value
+	var operands []meta.Value
 	for _, i := range ints {
-		operands = append(operands, IntOf(i))
+		operands = append(operands, meta.IntOf(i))
 	}
 	for _, f := range floats {
 		for _, o := range []float64{f, math.Nextafter(f, 0), math.Nextafter(f, math.Inf(1))} {
 			if !math.IsInf(o, 0) {
-				operands = append(operands, FloatOf(o))
+				operands = append(operands, meta.FloatOf(o))
 			}
 		}
 	}
-	operands = append(operands, FloatOf(0.5), FloatOf(-0.5), FloatOf(math.Copysign(0, -1)))
+	operands = append(operands, meta.FloatOf(0.5), meta.FloatOf(-0.5), meta.FloatOf(math.Copysign(0, -1)))
 	out := make([]uint64, words(len(model)))
 	for _, field := range []string{"i", "f"} {
 		for _, v := range operands {
-			for _, mk := range []func(string, Value) Filter{Eq, Ne, Gt, Gte, Lt, Lte} {
+			for _, mk := range []func(string, meta.Value) meta.Filter{meta.Eq, meta.Ne, meta.Gt, meta.Gte, meta.Lt, meta.Lte} {
 				f := mk(field, v)
 				require.NoError(t, x.Eval(f, out))
 				for i, row := range model {
@@ -565,47 +567,47 @@ func TestIndexNumericEdges(t *testing.T) {
 // of the wrong kind and a bitmap of the wrong size are errors naming them,
 // and leave the bitmap as it was.
 func TestEvalErrors(t *testing.T) {
-	x := NewIndex(Limits{})
-	require.NoError(t, x.Append([]Fields{{
-		"user": KeywordOf("ann"), "age": IntOf(3), "price": FloatOf(2.5),
-		"at": TimeOf(time.Unix(5, 0)), "tags": TagsOf("a"),
+	x := NewIndex(meta.Limits{})
+	require.NoError(t, x.Append([]meta.Fields{{
+		"user": meta.KeywordOf("ann"), "age": meta.IntOf(3), "price": meta.FloatOf(2.5),
+		"at": meta.TimeOf(time.Unix(5, 0)), "tags": meta.TagsOf("a"),
 	}}))
 	out := []uint64{0xdead}
 	cases := []struct {
-		f    Filter
+		f    meta.Filter
 		want string
 	}{
-		{Eq("nope", IntOf(1)), `unknown field "nope" (known: age, at, price, tags, user)`},
-		{Gt("user", KeywordOf("a")), `$gt compares ints, floats and times; field "user" is keyword`},
-		{Eq("user", IntOf(1)), `field "user" is keyword, but $eq is given the int value 1`},
-		{Eq("age", KeywordOf("3")), `field "age" is int, but $eq is given the keyword value "3"`},
-		{Eq("at", IntOf(5)), `field "at" is time, but $eq is given the int value 5`},
-		{Lt("price", TimeOf(time.Unix(1, 0))), `field "price" is float, but $lt is given the time value`},
-		{Eq("tags", KeywordOf("a")), `field "tags" is tags: it takes $contains or $not_contains, not $eq`},
-		{Contains("user", "a"), `$contains applies to tags fields; field "user" is keyword`},
-		{Eq("price", FloatOf(math.NaN())), `field "price": $eq NaN is not finite`},
-		{Eq("age", Value{}), `field "age": $eq has no value`},
-		{Eq("at", TimeOf(time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC))), `field "at": $eq time outside`},
-		{And(Eq("age", IntOf(3)), Not(Eq("zzz", IntOf(3)))), `unknown field "zzz"`},
+		{meta.Eq("nope", meta.IntOf(1)), `unknown field "nope" (known: age, at, price, tags, user)`},
+		{meta.Gt("user", meta.KeywordOf("a")), `$gt compares ints, floats and times; field "user" is keyword`},
+		{meta.Eq("user", meta.IntOf(1)), `field "user" is keyword, but $eq is given the int value 1`},
+		{meta.Eq("age", meta.KeywordOf("3")), `field "age" is int, but $eq is given the keyword value "3"`},
+		{meta.Eq("at", meta.IntOf(5)), `field "at" is time, but $eq is given the int value 5`},
+		{meta.Lt("price", meta.TimeOf(time.Unix(1, 0))), `field "price" is float, but $lt is given the time value`},
+		{meta.Eq("tags", meta.KeywordOf("a")), `field "tags" is tags: it takes $contains or $not_contains, not $eq`},
+		{meta.Contains("user", "a"), `$contains applies to tags fields; field "user" is keyword`},
+		{meta.Eq("price", meta.FloatOf(math.NaN())), `field "price": $eq NaN is not finite`},
+		{meta.Eq("age", meta.Value{}), `field "age": $eq has no value`},
+		{meta.Eq("at", meta.TimeOf(time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC))), `field "at": $eq time outside`},
+		{meta.And(meta.Eq("age", meta.IntOf(3)), meta.Not(meta.Eq("zzz", meta.IntOf(3)))), `unknown field "zzz"`},
 	}
 	for _, c := range cases {
 		err := x.Eval(c.f, out)
-		require.ErrorIs(t, err, ErrInvalid, c.f.String())
+		require.ErrorIs(t, err, meta.ErrInvalid, c.f.String())
 		require.ErrorContains(t, err, c.want)
 		require.Equal(t, []uint64{0xdead}, out, "a refused filter leaves the bitmap alone")
 	}
-	require.ErrorIs(t, x.Eval(Filter{}, make([]uint64, 2)), ErrInvalid)
-	require.NoError(t, x.Eval(Eq("age", FloatOf(3)), out))
+	require.ErrorIs(t, x.Eval(meta.Filter{}, make([]uint64, 2)), meta.ErrInvalid)
+	require.NoError(t, x.Eval(meta.Eq("age", meta.FloatOf(3)), out))
 	require.Equal(t, []uint64{1}, out, "a float operand on an int field compares numerically")
-	require.NoError(t, x.Eval(Gt("price", IntOf(2)), out))
+	require.NoError(t, x.Eval(meta.Gt("price", meta.IntOf(2)), out))
 	require.Equal(t, []uint64{1}, out, "an int operand on a float field compares numerically")
-	require.NoError(t, x.Eval(Or(), out))
+	require.NoError(t, x.Eval(meta.Or(), out))
 	require.Equal(t, []uint64{0}, out, "Or() matches nothing")
-	require.NoError(t, x.Eval(And(), out))
+	require.NoError(t, x.Eval(meta.And(), out))
 	require.Equal(t, []uint64{1}, out, "And() matches every row")
-	require.NoError(t, x.Eval(In("age"), out))
+	require.NoError(t, x.Eval(meta.In("age"), out))
 	require.Equal(t, []uint64{0}, out, "In with no values matches nothing")
-	require.NoError(t, x.Eval(Nin("age"), out))
+	require.NoError(t, x.Eval(meta.Nin("age"), out))
 	require.Equal(t, []uint64{1}, out, "Nin with no values matches every row")
 }
 
@@ -613,37 +615,37 @@ func TestEvalErrors(t *testing.T) {
 // conflicts inside a batch, distinct values over the cap, too many fields —
 // naming the row and field, and neither changes anything.
 func TestIndexCheckLimits(t *testing.T) {
-	x := NewIndex(Limits{MaxDistinct: 3, MaxSchema: 3})
-	require.NoError(t, x.Append([]Fields{{"k": KeywordOf("a")}, {"k": KeywordOf("b")}}))
+	x := NewIndex(meta.Limits{MaxDistinct: 3, MaxSchema: 3})
+	require.NoError(t, x.Append([]meta.Fields{{"k": meta.KeywordOf("a")}, {"k": meta.KeywordOf("b")}}))
 	before := x.Bytes()
 
-	err := x.Check([]Fields{{"new": IntOf(1)}, {"new": FloatOf(1)}}, nil)
-	require.ErrorIs(t, err, ErrInvalid)
+	err := x.Check([]meta.Fields{{"new": meta.IntOf(1)}, {"new": meta.FloatOf(1)}}, nil)
+	require.ErrorIs(t, err, meta.ErrInvalid)
 	require.ErrorContains(t, err, `row 1: field "new": float value, but the field is int (from row 0 of this batch)`)
 
-	err = x.Check([]Fields{{"k": KeywordOf("c")}, {"k": KeywordOf("a")}, {"k": KeywordOf("d")}}, nil)
-	require.ErrorIs(t, err, ErrTooLarge)
+	err = x.Check([]meta.Fields{{"k": meta.KeywordOf("c")}, {"k": meta.KeywordOf("a")}, {"k": meta.KeywordOf("d")}}, nil)
+	require.ErrorIs(t, err, meta.ErrTooLarge)
 	require.ErrorContains(t, err, `row 2: field "k": more than 3 distinct values`)
-	require.ErrorIs(t, x.Append([]Fields{{"k": KeywordOf("c")}, {"k": KeywordOf("d")}}), ErrTooLarge)
+	require.ErrorIs(t, x.Append([]meta.Fields{{"k": meta.KeywordOf("c")}, {"k": meta.KeywordOf("d")}}), meta.ErrTooLarge)
 
-	err = x.Check([]Fields{{"f1": IntOf(1)}, {"f2": IntOf(1), "f3": IntOf(1)}}, nil)
-	require.ErrorIs(t, err, ErrTooLarge)
+	err = x.Check([]meta.Fields{{"f1": meta.IntOf(1)}, {"f2": meta.IntOf(1), "f3": meta.IntOf(1)}}, nil)
+	require.ErrorIs(t, err, meta.ErrTooLarge)
 	require.ErrorContains(t, err, `row 1: field "f3": a new field`)
 
-	err = x.Check([]Fields{{"k": IntOf(1)}}, []int{1})
+	err = x.Check([]meta.Fields{{"k": meta.IntOf(1)}}, []int{1})
 	require.ErrorContains(t, err, `row 0: field "k": int value, but the field is keyword (in the index)`)
-	require.ErrorIs(t, x.Check([]Fields{nil}, []int{2}), ErrInvalid)
-	require.ErrorIs(t, x.Check([]Fields{nil}, nil), nil)
-	require.ErrorIs(t, x.Set(5, nil), ErrInvalid)
+	require.ErrorIs(t, x.Check([]meta.Fields{nil}, []int{2}), meta.ErrInvalid)
+	require.ErrorIs(t, x.Check([]meta.Fields{nil}, nil), nil)
+	require.ErrorIs(t, x.Set(5, nil), meta.ErrInvalid)
 
 	require.Equal(t, 2, x.Len())
 	require.Equal(t, before, x.Bytes())
-	require.Equal(t, map[string]Kind{"k": Keyword}, x.Schema())
-	require.True(t, x.Row(0).Equal(Fields{"k": KeywordOf("a")}))
+	require.Equal(t, map[string]meta.Kind{"k": meta.Keyword}, x.Schema())
+	require.True(t, x.Row(0).Equal(meta.Fields{"k": meta.KeywordOf("a")}))
 
-	require.ErrorIs(t, x.Keep([]int{1, 0}), ErrInvalid)
-	require.ErrorIs(t, x.Keep([]int{0, 2}), ErrInvalid)
-	require.ErrorIs(t, x.Truncate(-1), ErrInvalid)
+	require.ErrorIs(t, x.Keep([]int{1, 0}), meta.ErrInvalid)
+	require.ErrorIs(t, x.Keep([]int{0, 2}), meta.ErrInvalid)
+	require.ErrorIs(t, x.Truncate(-1), meta.ErrInvalid)
 	require.NoError(t, x.Truncate(9))
 	require.Equal(t, 2, x.Len())
 }
@@ -651,30 +653,30 @@ func TestIndexCheckLimits(t *testing.T) {
 // TestIndexSchema: Declare fixes kinds; the schema blob round-trips, is
 // strict, and LoadSchema undoes the new fields of an undone append.
 func TestIndexSchema(t *testing.T) {
-	x := NewIndex(Limits{})
-	require.NoError(t, x.Declare("price", Float))
-	require.NoError(t, x.Declare("price", Float))
-	require.ErrorContains(t, x.Declare("price", Int), `field "price": declared int, but it is already float`)
-	require.ErrorIs(t, x.Declare("$x", Int), ErrInvalid)
-	require.ErrorIs(t, x.Declare("y", 0), ErrInvalid)
-	err := x.Append([]Fields{{"price": IntOf(2)}})
+	x := NewIndex(meta.Limits{})
+	require.NoError(t, x.Declare("price", meta.Float))
+	require.NoError(t, x.Declare("price", meta.Float))
+	require.ErrorContains(t, x.Declare("price", meta.Int), `field "price": declared int, but it is already float`)
+	require.ErrorIs(t, x.Declare("$x", meta.Int), meta.ErrInvalid)
+	require.ErrorIs(t, x.Declare("y", 0), meta.ErrInvalid)
+	err := x.Append([]meta.Fields{{"price": meta.IntOf(2)}})
 	require.ErrorContains(t, err, `row 0: field "price": int value, but the field is float (in the index) (write 2.0, not 2, for a float)`)
 
-	require.NoError(t, x.Append([]Fields{{"price": FloatOf(2)}, {"user": KeywordOf("a")}}))
+	require.NoError(t, x.Append([]meta.Fields{{"price": meta.FloatOf(2)}, {"user": meta.KeywordOf("a")}}))
 	saved := x.MarshalSchema()
-	require.NoError(t, x.Append([]Fields{{"extra": TagsOf("q")}}))
+	require.NoError(t, x.Append([]meta.Fields{{"extra": meta.TagsOf("q")}}))
 	require.Contains(t, x.Schema(), "extra")
 	require.ErrorContains(t, x.LoadSchema(saved), `lacks field "extra", which 1 rows hold`)
 	require.NoError(t, x.Truncate(2))
 	require.Contains(t, x.Schema(), "extra", "Truncate keeps the schema")
 	require.NoError(t, x.LoadSchema(saved))
-	require.Equal(t, map[string]Kind{"price": Float, "user": Keyword}, x.Schema())
+	require.Equal(t, map[string]meta.Kind{"price": meta.Float, "user": meta.Keyword}, x.Schema())
 	require.Equal(t, saved, x.MarshalSchema())
 
-	y := NewIndex(Limits{})
+	y := NewIndex(meta.Limits{})
 	require.NoError(t, y.LoadSchema(saved))
 	require.Equal(t, x.Schema(), y.Schema())
-	require.ErrorContains(t, y.Append([]Fields{{"user": IntOf(1)}}), "keyword")
+	require.ErrorContains(t, y.Append([]meta.Fields{{"user": meta.IntOf(1)}}), "keyword")
 
 	// Strictness: every change to a valid blob that is not itself the
 	// canonical encoding of a schema is refused.
@@ -682,21 +684,21 @@ func TestIndexSchema(t *testing.T) {
 		for _, d := range []byte{1, 0x80, 0xff} {
 			b := slices.Clone(saved)
 			b[i] ^= d
-			z := NewIndex(Limits{})
+			z := NewIndex(meta.Limits{})
 			if err := z.LoadSchema(b); err == nil {
 				require.Equal(t, b, z.MarshalSchema(), "accepted blob %x is not canonical", b)
 			} else {
-				require.ErrorIs(t, err, ErrInvalid)
+				require.ErrorIs(t, err, meta.ErrInvalid)
 			}
 		}
 	}
 	for n := range len(saved) {
-		require.Error(t, NewIndex(Limits{}).LoadSchema(saved[:n]), "truncated to %d bytes", n)
+		require.Error(t, NewIndex(meta.Limits{}).LoadSchema(saved[:n]), "truncated to %d bytes", n)
 	}
-	require.Error(t, NewIndex(Limits{}).LoadSchema(append(slices.Clone(saved), 0)))
-	require.ErrorIs(t, NewIndex(Limits{MaxSchema: 1}).LoadSchema(saved), ErrTooLarge)
-	z := NewIndex(Limits{})
-	require.NoError(t, z.Append([]Fields{{"price": IntOf(1)}}))
+	require.Error(t, NewIndex(meta.Limits{}).LoadSchema(append(slices.Clone(saved), 0)))
+	require.ErrorIs(t, NewIndex(meta.Limits{MaxSchema: 1}).LoadSchema(saved), meta.ErrTooLarge)
+	z := NewIndex(meta.Limits{})
+	require.NoError(t, z.Append([]meta.Fields{{"price": meta.IntOf(1)}}))
 	require.ErrorContains(t, z.LoadSchema(saved), `field "price" is float, but the index has it as int`)
 }
 
@@ -704,15 +706,15 @@ func TestIndexSchema(t *testing.T) {
 func TestIndexBytes(t *testing.T) {
 	r := testkit.Rand(t)
 	g := &gen{r: r}
-	x := NewIndex(Limits{})
+	x := NewIndex(meta.Limits{})
 	empty := x.Bytes()
-	rows := make([]Fields, 5000)
+	rows := make([]meta.Fields, 5000)
 	for i := range rows {
 		rows[i] = g.row()
 		if rows[i] == nil {
-			rows[i] = Fields{}
+			rows[i] = meta.Fields{}
 		}
-		rows[i]["id"] = KeywordOf(fmt.Sprintf("id-%d-%d", i, r.Uint64()))
+		rows[i]["id"] = meta.KeywordOf(fmt.Sprintf("id-%d-%d", i, r.Uint64()))
 	}
 	require.NoError(t, x.Append(rows))
 	full := x.Bytes()
@@ -730,5 +732,5 @@ func TestIndexBytes(t *testing.T) {
 	require.Less(t, x.Bytes(), full/10)
 	require.NoError(t, x.Truncate(0))
 	require.Less(t, x.Bytes(), full/10)
-	require.True(t, errors.Is(x.Set(0, nil), ErrInvalid))
+	require.True(t, errors.Is(x.Set(0, nil), meta.ErrInvalid))
 }

@@ -1,4 +1,4 @@
-package meta
+package metaindex
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/internal/testkit"
+	"github.com/umbravec/umbra/meta"
 )
 
 // randString draws a string full of what JSON must escape.
@@ -27,15 +28,15 @@ func randString(r *rand.Rand) string {
 	return b.String()
 }
 
-func randValue(r *rand.Rand) Value {
+func randValue(r *rand.Rand) meta.Value {
 	switch r.IntN(5) {
 	case 0:
-		return KeywordOf(randString(r))
+		return meta.KeywordOf(randString(r))
 	case 1:
 		if r.IntN(2) == 0 {
-			return IntOf(int64(r.Uint64()))
+			return meta.IntOf(int64(r.Uint64()))
 		}
-		return IntOf(int64(r.IntN(2001) - 1000))
+		return meta.IntOf(int64(r.IntN(2001) - 1000))
 	case 2:
 		for {
 			var f float64
@@ -48,7 +49,7 @@ func randValue(r *rand.Rand) Value {
 				f = r.NormFloat64() * math.Pow(10, float64(r.IntN(40)-20))
 			}
 			if !math.IsNaN(f) && !math.IsInf(f, 0) {
-				return FloatOf(f)
+				return meta.FloatOf(f)
 			}
 		}
 	case 3:
@@ -58,11 +59,11 @@ func randValue(r *rand.Rand) Value {
 	for i := range tags {
 		tags[i] = randString(r)
 	}
-	return TagsOf(tags...)
+	return meta.TagsOf(tags...)
 }
 
-func randFields(r *rand.Rand) Fields {
-	f := Fields{}
+func randFields(r *rand.Rand) meta.Fields {
+	f := meta.Fields{}
 	for range r.IntN(8) {
 		name := randString(r)
 		if name == "" || name[0] == '$' {
@@ -80,9 +81,9 @@ func TestRoundTrip(t *testing.T) {
 	r := testkit.Rand(t)
 	for range 3000 {
 		f := randFields(r)
-		require.NoError(t, f.Check(Limits{}))
+		require.NoError(t, f.Check(meta.Limits{}))
 		js := f.AppendJSON(nil)
-		g, err := ParseFields(js, Limits{})
+		g, err := meta.ParseFields(js, meta.Limits{})
 		require.NoError(t, err, "%s", js)
 		require.True(t, f.Equal(g), "%s came back as %s", js, g)
 		require.Equal(t, js, g.AppendJSON(nil))
@@ -90,7 +91,7 @@ func TestRoundTrip(t *testing.T) {
 			require.Equal(t, f[name].Kind(), v.Kind(), "field %q of %s", name, js)
 		}
 		bin := AppendBinary(nil, f)
-		h, err := DecodeBinary(bin, Limits{})
+		h, err := DecodeBinary(bin, meta.Limits{})
 		require.NoError(t, err, "%x", bin)
 		require.True(t, f.Equal(h), "%s came back as %s", js, h)
 		require.Equal(t, bin, AppendBinary(nil, h))
@@ -104,20 +105,20 @@ func TestParseFieldsTyping(t *testing.T) {
 	at := time.Date(2024, 5, 1, 10, 0, 0, 123, time.UTC)
 	cases := []struct {
 		in   string
-		want Fields
+		want meta.Fields
 	}{
-		{`{}`, Fields{}},
-		{" \n{ \"a\" :\t1 } \n", Fields{"a": IntOf(1)}},
-		{`{"a": -0}`, Fields{"a": IntOf(0)}},
-		{`{"a": 9223372036854775807, "b": -9223372036854775808}`, Fields{"a": IntOf(math.MaxInt64), "b": IntOf(math.MinInt64)}},
-		{`{"a": 1.0, "b": 1e0, "c": -0.0, "d": 2.5E-3}`, Fields{"a": FloatOf(1), "b": FloatOf(1), "c": FloatOf(0), "d": FloatOf(0.0025)}},
-		{`{"a": "x\u00e9\n"}`, Fields{"a": KeywordOf("xé\n")}},
-		{`{"a": ["b", "a", "b"], "e": []}`, Fields{"a": TagsOf("a", "b"), "e": TagsOf()}},
-		{`{"t": {"$time": "2024-05-01T12:00:00.000000123+02:00"}}`, Fields{"t": TimeOf(at)}},
-		{`{"é": "ok", "a b": 1}`, Fields{"é": KeywordOf("ok"), "a b": IntOf(1)}},
+		{`{}`, meta.Fields{}},
+		{" \n{ \"a\" :\t1 } \n", meta.Fields{"a": meta.IntOf(1)}},
+		{`{"a": -0}`, meta.Fields{"a": meta.IntOf(0)}},
+		{`{"a": 9223372036854775807, "b": -9223372036854775808}`, meta.Fields{"a": meta.IntOf(math.MaxInt64), "b": meta.IntOf(math.MinInt64)}},
+		{`{"a": 1.0, "b": 1e0, "c": -0.0, "d": 2.5E-3}`, meta.Fields{"a": meta.FloatOf(1), "b": meta.FloatOf(1), "c": meta.FloatOf(0), "d": meta.FloatOf(0.0025)}},
+		{`{"a": "x\u00e9\n"}`, meta.Fields{"a": meta.KeywordOf("xé\n")}},
+		{`{"a": ["b", "a", "b"], "e": []}`, meta.Fields{"a": meta.TagsOf("a", "b"), "e": meta.TagsOf()}},
+		{`{"t": {"$time": "2024-05-01T12:00:00.000000123+02:00"}}`, meta.Fields{"t": meta.TimeOf(at)}},
+		{`{"é": "ok", "a b": 1}`, meta.Fields{"é": meta.KeywordOf("ok"), "a b": meta.IntOf(1)}},
 	}
 	for _, c := range cases {
-		got, err := ParseFields([]byte(c.in), Limits{})
+		got, err := meta.ParseFields([]byte(c.in), meta.Limits{})
 		require.NoError(t, err, c.in)
 		require.True(t, c.want.Equal(got), "%s: got %s, want %s", c.in, got, c.want)
 		for k, v := range c.want {
@@ -125,9 +126,9 @@ func TestParseFieldsTyping(t *testing.T) {
 		}
 	}
 	require.Equal(t, `{"a":2.0,"b":1e+21,"c":1e-7,"d":0.0,"e":-3.5}`,
-		Fields{"a": FloatOf(2), "b": FloatOf(1e21), "c": FloatOf(1e-7), "d": FloatOf(math.Copysign(0, -1)), "e": FloatOf(-3.5)}.String())
+		meta.Fields{"a": meta.FloatOf(2), "b": meta.FloatOf(1e21), "c": meta.FloatOf(1e-7), "d": meta.FloatOf(math.Copysign(0, -1)), "e": meta.FloatOf(-3.5)}.String())
 	require.Equal(t, `{"t":{"$time":"2024-05-01T10:00:00.000000123Z"},"u":"\"\\\n\u0001\u2028"}`,
-		Fields{"t": TimeOf(at.In(time.FixedZone("x", 3600))), "u": KeywordOf("\"\\\n\x01\u2028")}.String())
+		meta.Fields{"t": meta.TimeOf(at.In(time.FixedZone("x", 3600))), "u": meta.KeywordOf("\"\\\n\x01\u2028")}.String())
 }
 
 func TestParseFieldsErrors(t *testing.T) {
@@ -158,17 +159,17 @@ func TestParseFieldsErrors(t *testing.T) {
 		{`{"a": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[`, `field "a": tags must be strings, got an array`},
 	}
 	for _, c := range cases {
-		_, err := ParseFields([]byte(c.in), Limits{})
-		require.ErrorIs(t, err, ErrInvalid, c.in)
+		_, err := meta.ParseFields([]byte(c.in), meta.Limits{})
+		require.ErrorIs(t, err, meta.ErrInvalid, c.in)
 		require.ErrorContains(t, err, c.want, c.in)
 	}
 }
 
-// TestParseFieldsLimits: each limit is an ErrTooLarge naming the field, and
+// TestParseFieldsLimits: each limit is an meta.ErrTooLarge naming the field, and
 // hostile input (millions of tags, a huge string, deep nesting) stops at
 // the first thing over.
 func TestParseFieldsLimits(t *testing.T) {
-	lim := Limits{MaxFields: 2, MaxNameBytes: 4, MaxStringBytes: 5, MaxTags: 3, MaxRowBytes: 15}
+	lim := meta.Limits{MaxFields: 2, MaxNameBytes: 4, MaxStringBytes: 5, MaxTags: 3, MaxRowBytes: 15}
 	cases := []struct{ in, want string }{
 		{`{"a": 1, "b": 2, "c": 3}`, "more than 2 fields"},
 		{`{"abcde": 1}`, "is 5 bytes, over the limit of 4"},
@@ -178,8 +179,8 @@ func TestParseFieldsLimits(t *testing.T) {
 		{`{"a": ["1","2","3"], "b": "12345"}`, "row encodes to"},
 	}
 	for _, c := range cases {
-		_, err := ParseFields([]byte(c.in), lim)
-		require.ErrorIs(t, err, ErrTooLarge, c.in)
+		_, err := meta.ParseFields([]byte(c.in), lim)
+		require.ErrorIs(t, err, meta.ErrTooLarge, c.in)
 		require.ErrorContains(t, err, c.want, c.in)
 	}
 	var b bytes.Buffer
@@ -191,46 +192,46 @@ func TestParseFieldsLimits(t *testing.T) {
 		b.WriteString(`"t"`)
 	}
 	b.WriteString(`]}`)
-	_, err := ParseFields(b.Bytes(), Limits{})
-	require.ErrorIs(t, err, ErrTooLarge)
+	_, err := meta.ParseFields(b.Bytes(), meta.Limits{})
+	require.ErrorIs(t, err, meta.ErrTooLarge)
 	require.ErrorContains(t, err, `field "tags": more than 1024 tags`)
-	_, err = ParseFields([]byte(`{"s": "`+strings.Repeat("x", 1<<20)+`"}`), Limits{})
-	require.ErrorIs(t, err, ErrTooLarge)
-	_, err = ParseFields([]byte(`{"a":`+strings.Repeat("[", 1<<20)), Limits{})
-	require.ErrorIs(t, err, ErrInvalid)
+	_, err = meta.ParseFields([]byte(`{"s": "`+strings.Repeat("x", 1<<20)+`"}`), meta.Limits{})
+	require.ErrorIs(t, err, meta.ErrTooLarge)
+	_, err = meta.ParseFields([]byte(`{"a":`+strings.Repeat("[", 1<<20)), meta.Limits{})
+	require.ErrorIs(t, err, meta.ErrInvalid)
 }
 
 // TestFieldsCheck: Check refuses NaN, ±Inf, times out of range, zero
 // values, bad names and invalid UTF-8.
 func TestFieldsCheck(t *testing.T) {
 	cases := []struct {
-		f    Fields
+		f    meta.Fields
 		want string
 	}{
-		{Fields{"a": FloatOf(math.NaN())}, `field "a": float NaN is not finite`},
-		{Fields{"a": FloatOf(math.Inf(-1))}, `field "a": float -Inf is not finite`},
-		{Fields{"a": TimeOf(time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC))}, `field "a": time outside`},
-		{Fields{"a": {}}, `field "a": no value`},
-		{Fields{"$a": IntOf(1)}, "starts with '$'"},
-		{Fields{"\xff": IntOf(1)}, "not valid UTF-8"},
-		{Fields{"a": KeywordOf("\xff")}, `field "a": keyword "\xff" is not valid UTF-8`},
-		{Fields{"a": TagsOf("ok", "\xfe")}, `field "a": tag "\xfe" is not valid UTF-8`},
+		{meta.Fields{"a": meta.FloatOf(math.NaN())}, `field "a": float NaN is not finite`},
+		{meta.Fields{"a": meta.FloatOf(math.Inf(-1))}, `field "a": float -Inf is not finite`},
+		{meta.Fields{"a": meta.TimeOf(time.Date(1600, 1, 1, 0, 0, 0, 0, time.UTC))}, `field "a": time outside`},
+		{meta.Fields{"a": {}}, `field "a": no value`},
+		{meta.Fields{"$a": meta.IntOf(1)}, "starts with '$'"},
+		{meta.Fields{"\xff": meta.IntOf(1)}, "not valid UTF-8"},
+		{meta.Fields{"a": meta.KeywordOf("\xff")}, `field "a": keyword "\xff" is not valid UTF-8`},
+		{meta.Fields{"a": meta.TagsOf("ok", "\xfe")}, `field "a": tag "\xfe" is not valid UTF-8`},
 	}
 	for _, c := range cases {
-		err := c.f.Check(Limits{})
-		require.ErrorIs(t, err, ErrInvalid)
+		err := c.f.Check(meta.Limits{})
+		require.ErrorIs(t, err, meta.ErrInvalid)
 		require.ErrorContains(t, err, c.want)
 	}
-	require.NoError(t, Fields{"a": TimeOf(time.Unix(0, math.MaxInt64)), "b": TimeOf(time.Unix(0, math.MinInt64))}.Check(Limits{}))
-	v := TimeOf(time.Date(2024, 1, 2, 3, 4, 5, 6, time.FixedZone("x", -7200)))
+	require.NoError(t, meta.Fields{"a": meta.TimeOf(time.Unix(0, math.MaxInt64)), "b": meta.TimeOf(time.Unix(0, math.MinInt64))}.Check(meta.Limits{}))
+	v := meta.TimeOf(time.Date(2024, 1, 2, 3, 4, 5, 6, time.FixedZone("x", -7200)))
 	require.Equal(t, time.Date(2024, 1, 2, 5, 4, 5, 6, time.UTC), v.Time())
 	require.Equal(t, time.UTC, v.Time().Location())
-	tags := TagsOf("b", "a")
+	tags := meta.TagsOf("b", "a")
 	got := tags.Tags()
 	got[0] = "changed"
 	require.Equal(t, []string{"a", "b"}, tags.Tags(), "Tags is a copy")
-	require.Equal(t, "int", Int.String())
-	require.Equal(t, "kind(9)", Kind(9).String())
+	require.Equal(t, "int", meta.Int.String())
+	require.Equal(t, "kind(9)", meta.Kind(9).String())
 }
 
 // TestDecodeBinaryStrict: every byte flip or truncation of valid encodings
@@ -244,64 +245,64 @@ func TestDecodeBinaryStrict(t *testing.T) {
 		for i := range b {
 			c := slices.Clone(b)
 			c[i] ^= byte(1 << r.IntN(8))
-			if g, err := DecodeBinary(c, Limits{}); err == nil {
+			if g, err := DecodeBinary(c, meta.Limits{}); err == nil {
 				require.Equal(t, c, AppendBinary(nil, g), "accepted %x is not canonical", c)
 			}
 		}
 		for n := 1; n < len(b); n++ {
-			_, err := DecodeBinary(b[:n], Limits{})
+			_, err := DecodeBinary(b[:n], meta.Limits{})
 			require.Error(t, err, "%x cut to %d bytes", b, n)
 		}
-		_, err := DecodeBinary(append(slices.Clone(b), 0), Limits{})
+		_, err := DecodeBinary(append(slices.Clone(b), 0), meta.Limits{})
 		require.Error(t, err)
 	}
-	one := AppendBinary(nil, Fields{"a": IntOf(1)}) // 01 01 'a' 02 02
-	require.Equal(t, []byte{1, 1, 'a', byte(Int), 2}, one)
+	one := AppendBinary(nil, meta.Fields{"a": meta.IntOf(1)}) // 01 01 'a' 02 02
+	require.Equal(t, []byte{1, 1, 'a', byte(meta.Int), 2}, one)
 	bad := []struct {
 		b    []byte
 		want string
 	}{
 		{[]byte{0}, "not a zero count"},
 		{[]byte{0x81, 0}, "varint not minimal"},
-		{[]byte{1, 1, 'a', byte(Int), 0x82, 0}, "varint not minimal"},
+		{[]byte{1, 1, 'a', byte(meta.Int), 0x82, 0}, "varint not minimal"},
 		{[]byte{1, 1, 'a', 9, 2}, "unknown kind 9"},
 		{[]byte{1, 1, 'a', 0, 2}, "unknown kind 0"},
-		{[]byte{2, 1, 'b', byte(Int), 2, 1, 'a', byte(Int), 2}, "not strictly increasing"},
-		{[]byte{2, 1, 'a', byte(Int), 2, 1, 'a', byte(Int), 2}, "not strictly increasing"},
-		{binary.LittleEndian.AppendUint64([]byte{1, 1, 'a', byte(Float)}, 1<<63), "float -0"},
-		{binary.LittleEndian.AppendUint64([]byte{1, 1, 'a', byte(Float)}, math.Float64bits(math.NaN())), "not finite"},
-		{binary.LittleEndian.AppendUint64([]byte{1, 1, 'a', byte(Float)}, math.Float64bits(math.Inf(1))), "not finite"},
-		{[]byte{1, 1, 'a', byte(Tags), 2, 1, 'b', 1, 'a'}, "tags not strictly increasing"},
-		{[]byte{1, 1, 'a', byte(Tags), 2, 1, 'a', 1, 'a'}, "tags not strictly increasing"},
-		{[]byte{1, 1, 'a', byte(Keyword), 5, 'x'}, "runs past the end"},
-		{[]byte{1, 1, '$', byte(Int), 2}, "starts with '$'"},
-		{[]byte{1, 0, byte(Int), 2}, "empty field name"},
-		{[]byte{1, 1, 'a', byte(Keyword), 1, 0xff}, "not valid UTF-8"},
-		{[]byte{1, 1, 'a', byte(Int), 2, 7}, "1 bytes left over"},
+		{[]byte{2, 1, 'b', byte(meta.Int), 2, 1, 'a', byte(meta.Int), 2}, "not strictly increasing"},
+		{[]byte{2, 1, 'a', byte(meta.Int), 2, 1, 'a', byte(meta.Int), 2}, "not strictly increasing"},
+		{binary.LittleEndian.AppendUint64([]byte{1, 1, 'a', byte(meta.Float)}, 1<<63), "float -0"},
+		{binary.LittleEndian.AppendUint64([]byte{1, 1, 'a', byte(meta.Float)}, math.Float64bits(math.NaN())), "not finite"},
+		{binary.LittleEndian.AppendUint64([]byte{1, 1, 'a', byte(meta.Float)}, math.Float64bits(math.Inf(1))), "not finite"},
+		{[]byte{1, 1, 'a', byte(meta.Tags), 2, 1, 'b', 1, 'a'}, "tags not strictly increasing"},
+		{[]byte{1, 1, 'a', byte(meta.Tags), 2, 1, 'a', 1, 'a'}, "tags not strictly increasing"},
+		{[]byte{1, 1, 'a', byte(meta.Keyword), 5, 'x'}, "runs past the end"},
+		{[]byte{1, 1, '$', byte(meta.Int), 2}, "starts with '$'"},
+		{[]byte{1, 0, byte(meta.Int), 2}, "empty field name"},
+		{[]byte{1, 1, 'a', byte(meta.Keyword), 1, 0xff}, "not valid UTF-8"},
+		{[]byte{1, 1, 'a', byte(meta.Int), 2, 7}, "1 bytes left over"},
 		{[]byte{200, 1}, "over the limit of 64"},
 	}
 	for _, c := range bad {
-		_, err := DecodeBinary(c.b, Limits{})
+		_, err := DecodeBinary(c.b, meta.Limits{})
 		require.Error(t, err, "%x", c.b)
 		require.ErrorContains(t, err, c.want, "%x", c.b)
 	}
-	_, err := DecodeBinary([]byte{1, 1, 'a', byte(Tags), 0xff, 0xff, 0x3f}, Limits{})
-	require.ErrorIs(t, err, ErrTooLarge, "a huge tag count is refused before anything is allocated")
-	_, err = DecodeBinary(make([]byte, 70000), Limits{})
-	require.ErrorIs(t, err, ErrTooLarge)
+	_, err := DecodeBinary([]byte{1, 1, 'a', byte(meta.Tags), 0xff, 0xff, 0x3f}, meta.Limits{})
+	require.ErrorIs(t, err, meta.ErrTooLarge, "a huge tag count is refused before anything is allocated")
+	_, err = DecodeBinary(make([]byte, 70000), meta.Limits{})
+	require.ErrorIs(t, err, meta.ErrTooLarge)
 }
 
 // FuzzDecodeBinary: no input panics; what decodes passes Check and encodes
 // back to the same bytes.
 func FuzzDecodeBinary(f *testing.F) {
 	f.Add([]byte{})
-	f.Add(AppendBinary(nil, Fields{"a": IntOf(-5), "b": FloatOf(2.5), "c": KeywordOf("x"), "d": TagsOf("p", "q"), "e": timeNanos(77)}))
+	f.Add(AppendBinary(nil, meta.Fields{"a": meta.IntOf(-5), "b": meta.FloatOf(2.5), "c": meta.KeywordOf("x"), "d": meta.TagsOf("p", "q"), "e": timeNanos(77)}))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		g, err := DecodeBinary(b, Limits{})
+		g, err := DecodeBinary(b, meta.Limits{})
 		if err != nil {
 			return
 		}
-		if err := g.Check(Limits{}); err != nil {
+		if err := g.Check(meta.Limits{}); err != nil {
 			t.Fatalf("%x decoded to %s, which Check refuses: %v", b, g, err)
 		}
 		if !bytes.Equal(b, AppendBinary(nil, g)) {
@@ -323,24 +324,42 @@ func FuzzParseFields(f *testing.F) {
 		f.Add([]byte(`{` + c.json + `: 1}`))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		g, err := ParseFields(b, Limits{})
+		g, err := meta.ParseFields(b, meta.Limits{})
 		if err != nil {
 			return
 		}
 		if !json.Valid(b) || !utf8.Valid(b) {
 			t.Fatalf("%q is not JSON text, yet parsed to %s", b, g)
 		}
-		if err := g.Check(Limits{}); err != nil {
+		if err := g.Check(meta.Limits{}); err != nil {
 			t.Fatalf("%q parsed to %s, which Check refuses: %v", b, g, err)
 		}
 		js := g.AppendJSON(nil)
-		h, err := ParseFields(js, Limits{})
+		h, err := meta.ParseFields(js, meta.Limits{})
 		if err != nil || !g.Equal(h) || !bytes.Equal(js, h.AppendJSON(nil)) {
 			t.Fatalf("%q parsed to %s; its JSON %s read back as %s, %v", b, g, js, h, err)
 		}
-		k, err := DecodeBinary(AppendBinary(nil, g), Limits{})
+		k, err := DecodeBinary(AppendBinary(nil, g), meta.Limits{})
 		if err != nil || !g.Equal(k) {
 			t.Fatalf("%q parsed to %s; binary round trip gave %s, %v", b, g, k, err)
 		}
 	})
+}
+
+// notUnicode are strings as they can be written in JSON that are not
+// Unicode text: encoding/json reads each as U+FFFD, so a row or a filter
+// would hold another string than the one written. Each must be refused.
+var notUnicode = []struct{ name, json, want string }{
+	{"high surrogate alone", `"\ud800"`, `lone UTF-16 surrogate \ud800`},
+	{"low surrogate alone", `"\udc00"`, `lone UTF-16 surrogate \udc00`},
+	{"high surrogate before a low one's end", `"x\uDBFF"`, `lone UTF-16 surrogate \udbff`},
+	{"high surrogate then a non-surrogate escape", `"\ud800\u0041"`, `lone UTF-16 surrogate \ud800`},
+	{"high surrogate then a high one", `"\ud800\ud800"`, `lone UTF-16 surrogate \ud800`},
+	{"high surrogate then a letter", `"\ud83dx"`, `lone UTF-16 surrogate \ud83d`},
+	{"low surrogate after a pair", `"\ud83d\ude00\ude00"`, `lone UTF-16 surrogate \ude00`},
+	{"raw byte 0xff", "\"a\xffb\"", "byte 0xff in a string is not valid UTF-8"},
+	{"raw truncated sequence", "\"\xc3\"", "byte 0xc3 in a string is not valid UTF-8"},
+	{"raw surrogate encoded in UTF-8", "\"\xed\xa0\x80\"", "byte 0xed in a string is not valid UTF-8"},
+	{"raw overlong encoding", "\"\xc0\xaf\"", "byte 0xc0 in a string is not valid UTF-8"},
+	{"raw byte after an escape", "\"\\n\xfe\"", "byte 0xfe in a string is not valid UTF-8"},
 }
