@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -99,7 +100,12 @@ type Config struct {
 	// the first value stored for it). A store keeps every field it has
 	// known; a declared one must agree with it.
 	Fields map[string]meta.Kind
-	Device Device // Auto by default
+	// Device is where the index computes: Auto by default. Under CPU the
+	// fields only a GPU reads (an Adapters entry other than the zero
+	// selection, Isolate, ProbeTimeout,
+	// Limits.MaxDeviceBytes, Limits.Overflow) are refused with
+	// umbra.ErrInvalidConfig naming them, not ignored.
+	Device Device
 	// Adapters picks the GPU adapters the index runs on. Empty: the best
 	// working adapter (Device GPU admits software ones, Auto does not).
 	// One entry: the best working adapter that matches it. Several: the
@@ -232,7 +238,35 @@ func (c Config) validate() error {
 	if err := c.validatePrecision(); err != nil {
 		return err
 	}
+	if err := c.validateCPU(); err != nil {
+		return err
+	}
 	return c.validateShards()
+}
+
+// validateCPU refuses, under Device CPU, the fields that only a GPU reads,
+// rather than ignoring them: the CPU path probes no adapter, starts no
+// child and holds no device memory.
+func (c Config) validateCPU() error {
+	if c.Device != CPU {
+		return nil
+	}
+	var field string
+	switch {
+	case slices.ContainsFunc(c.Adapters, func(s AdapterSelect) bool { return s != AdapterSelect{} }):
+		field = "Adapters (no adapter is used)"
+	case c.Isolate:
+		field = "Isolate (no GPU work to isolate)"
+	case c.ProbeTimeout != 0:
+		field = "ProbeTimeout (no adapter is probed)"
+	case c.Limits.MaxDeviceBytes != 0:
+		field = "Limits.MaxDeviceBytes (no device memory is used; Limits.MaxHostBytes caps the rows)"
+	case c.Limits.Overflow:
+		field = "Limits.Overflow (every row is on the CPU already)"
+	default:
+		return nil
+	}
+	return fmt.Errorf("%w: Device CPU with %s", umbra.ErrInvalidConfig, field)
 }
 
 // validateShards checks each adapter selection, and refuses shards (several

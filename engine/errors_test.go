@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -33,6 +34,13 @@ func TestConfigErrors(t *testing.T) {
 		{"unknown device", engine.Config{Dim: 4, Device: 7}, "unknown device"},
 		{"unknown backend", engine.Config{Dim: 4, Adapters: []engine.AdapterSelect{engine.AdapterSelect{Backend: "glide"}}}, `unknown backend "glide"`},
 		{"negative workers", engine.Config{Dim: 4, Workers: -1}, "must not be negative"},
+		// Under Device CPU the fields only a GPU reads are refused by
+		// name, not ignored.
+		{"cpu with an adapter", engine.Config{Dim: 4, Device: engine.CPU, Adapters: []engine.AdapterSelect{{Name: "nvidia"}}}, "Device CPU with Adapters"},
+		{"cpu with isolate", engine.Config{Dim: 4, Device: engine.CPU, Isolate: true}, "Device CPU with Isolate"},
+		{"cpu with a probe timeout", engine.Config{Dim: 4, Device: engine.CPU, ProbeTimeout: time.Second}, "Device CPU with ProbeTimeout"},
+		{"cpu with device bytes", engine.Config{Dim: 4, Device: engine.CPU, Limits: engine.Limits{MaxDeviceBytes: 1 << 20}}, "Device CPU with Limits.MaxDeviceBytes"},
+		{"cpu with overflow", engine.Config{Dim: 4, Device: engine.CPU, Limits: engine.Limits{Overflow: true}}, "Device CPU with Limits.Overflow"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -184,4 +192,27 @@ func TestExtremeMagnitudesNormalise(t *testing.T) {
 			assert.InDelta(t, -1, hits[3].Score, 1e-6)
 		})
 	}
+}
+
+// TestCPUTakesTheZeroAdapter: the zero adapter selection (what a command
+// passes when no adapter flag is given) asks for nothing, and Device CPU
+// takes it.
+func TestCPUTakesTheZeroAdapter(t *testing.T) {
+	ix, err := engine.New(context.Background(), engine.Config{Dim: 4, Device: engine.CPU, Adapters: []engine.AdapterSelect{{}}})
+	require.NoError(t, err)
+	require.NoError(t, ix.Close())
+}
+
+// TestCheckpointWithoutAStore: Checkpoint on an index made by New is
+// refused, not a silent success: its rows are in memory only.
+func TestCheckpointWithoutAStore(t *testing.T) {
+	ctx := context.Background()
+	ix, err := engine.New(ctx, engine.Config{Dim: 2, Device: engine.CPU})
+	require.NoError(t, err)
+	defer ix.Close()
+	_, err = ix.Add(ctx, umbra.Vectors([][]float32{{1, 2}}))
+	require.NoError(t, err)
+	err = ix.Checkpoint(ctx)
+	require.ErrorIs(t, err, umbra.ErrInvalidConfig)
+	require.ErrorContains(t, err, "without a store")
 }

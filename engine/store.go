@@ -476,7 +476,9 @@ func (ix *Index) repairStore() error {
 
 // Checkpoint folds the store's log into a new base file, so the next Open
 // reads one file and replays nothing. A crash at any point leaves the old
-// or the new state, whole. It is a no-op for an index without a store.
+// or the new state, whole. An index without a store (made by New) has
+// nothing to fold: Checkpoint on it is umbra.ErrInvalidConfig, so that a
+// program that meant to make its rows durable learns they are not.
 func (ix *Index) Checkpoint(ctx context.Context) (err error) {
 	defer ix.recoverInto(&err, ix.watchFaults())
 	if err := ix.writable(); err != nil {
@@ -485,7 +487,7 @@ func (ix *Index) Checkpoint(ctx context.Context) (err error) {
 	ix.wmu.Lock()
 	defer ix.wmu.Unlock()
 	if ix.store == nil {
-		return nil
+		return fmt.Errorf("%w: Checkpoint on an index without a store (made by New, not Open): its rows live in memory only", umbra.ErrInvalidConfig)
 	}
 	return ix.checkpointLocked()
 }

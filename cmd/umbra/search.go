@@ -262,6 +262,9 @@ func (o *searchCmd) Run(ctx context.Context, e *env) (err error) {
 	if err != nil {
 		return usagef("%s", cause(err))
 	}
+	if err := o.Selection.CheckDevice(device); err != nil {
+		return usagef("%s", err)
+	}
 	var t *target
 	switch {
 	case o.Cluster != "":

@@ -109,7 +109,7 @@ func RunConcurrency(ctx context.Context, o ConcurrencyOptions) (*ConcurrencyRepo
 	}
 	for _, tg := range targets {
 		for _, batching := range []string{"on", "off"} {
-			cfg := engine.Config{Dim: o.Dim, Metric: o.Metric, Device: tg.device, Adapters: []engine.AdapterSelect{o.Adapter},
+			cfg := engine.Config{Dim: o.Dim, Metric: o.Metric, Device: tg.device, Adapters: adapterFor(tg.device, o.Adapter),
 				Coalesce: engine.Coalesce{MaxQueries: o.BatchQueries, Wait: o.BatchWait}}
 			if batching == "off" {
 				cfg.Coalesce.MaxQueries = 1

@@ -188,7 +188,7 @@ func RunPrecision(ctx context.Context, o PrecisionOptions) (*PrecisionReport, er
 	var floors []float64
 	for _, p := range o.Precisions {
 		say(fmt.Sprintf("%v: building the index", p))
-		ix, err := engine.New(ctx, engine.Config{Dim: o.Dim, Metric: o.Metric, Device: device, Adapters: []engine.AdapterSelect{o.Adapter}, Precision: p, Workers: o.Workers})
+		ix, err := engine.New(ctx, engine.Config{Dim: o.Dim, Metric: o.Metric, Device: device, Adapters: adapterFor(device, o.Adapter), Precision: p, Workers: o.Workers})
 		if err != nil {
 			return nil, err
 		}

@@ -206,9 +206,18 @@ func (h *harness) close() {
 	}
 }
 
+// adapterFor is the Adapters of an index on device d that the run's
+// adapter selection a applies to: none on the CPU, which refuses one.
+func adapterFor(d engine.Device, a engine.AdapterSelect) []engine.AdapterSelect {
+	if d == engine.CPU {
+		return nil
+	}
+	return []engine.AdapterSelect{a}
+}
+
 // config is the index configuration for device d with the run's metric.
 func (h *harness) config(d engine.Device) engine.Config {
-	return engine.Config{Dim: h.w.Dim, Metric: h.opt.Metric, Device: d, Adapters: []engine.AdapterSelect{h.opt.Adapter},
+	return engine.Config{Dim: h.w.Dim, Metric: h.opt.Metric, Device: d, Adapters: adapterFor(d, h.opt.Adapter),
 		Workers: h.opt.Workers}
 }
 

@@ -70,7 +70,7 @@ func RunSoak(ctx context.Context, o SoakOptions) (*SoakReport, error) {
 	if o.SampleEach <= 0 {
 		o.SampleEach = max(o.Duration/10, time.Second)
 	}
-	ix, err := engine.New(ctx, engine.Config{Dim: o.Dim, Metric: umbra.Dot, Device: o.Device, Adapters: []engine.AdapterSelect{o.Adapter}})
+	ix, err := engine.New(ctx, engine.Config{Dim: o.Dim, Metric: umbra.Dot, Device: o.Device, Adapters: adapterFor(o.Device, o.Adapter)})
 	if err != nil {
 		return nil, err
 	}

@@ -282,7 +282,7 @@ func RunStore(ctx context.Context, o StoreOptions) (*StoreReport, error) {
 	}
 
 	// Filtered searches against the unfiltered one, on the chosen device.
-	sx, err := engine.New(ctx, engine.Config{Dim: o.Dim, Device: o.Device, Adapters: []engine.AdapterSelect{o.Adapter}})
+	sx, err := engine.New(ctx, engine.Config{Dim: o.Dim, Device: o.Device, Adapters: adapterFor(o.Device, o.Adapter)})
 	if err != nil {
 		return nil, err
 	}
