@@ -388,8 +388,10 @@ func (c *deleteCmd) Run(ctx context.Context, e *env) (err error) {
 		if err != nil {
 			return fmt.Errorf("%s: %s", t.what(), cause(err))
 		}
-		if len(stored) < len(ids)+len(keys) {
-			return fmt.Errorf("%s: %s not stored in %s; nothing was deleted", flag, missingOf(stored, ids, keys), t.label)
+		// Get returns a row named twice once: count what is missing, not
+		// what came back (a repeated name is the delete's own error).
+		if missing := missingOf(stored, ids, keys); missing != "" {
+			return fmt.Errorf("%s: %s not stored in %s; nothing was deleted", flag, missing, t.label)
 		}
 	}
 	if err := t.Delete(ctx, append(t.writeOptions(e, &c.idempotencyFlag), name)...); err != nil {
@@ -443,7 +445,7 @@ func (c *deleteCmd) names(ctx context.Context, e *env) (flag string, ids []uint6
 }
 
 // missingOf names the IDs or keys (whichever were asked) that stored,
-// what Get found of them, lacks.
+// what Get found of them, lacks; "" when none is missing.
 func missingOf(stored []umbra.Record, ids []uint64, keys []string) string {
 	if keys != nil {
 		held := make(map[string]bool, len(stored))
@@ -456,6 +458,9 @@ func missingOf(stored []umbra.Record, ids []uint64, keys []string) string {
 				missing = append(missing, k)
 			}
 		}
+		if missing == nil {
+			return ""
+		}
 		return someKeys(missing)
 	}
 	held := make(map[uint64]bool, len(stored))
@@ -467,6 +472,9 @@ func missingOf(stored []umbra.Record, ids []uint64, keys []string) string {
 		if !held[id] {
 			missing = append(missing, id)
 		}
+	}
+	if missing == nil {
+		return ""
 	}
 	return someIDs(missing)
 }
