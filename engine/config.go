@@ -138,6 +138,30 @@ type Config struct {
 	Isolate  bool
 	Limits   Limits   // how much the index may hold; none by default
 	Coalesce Coalesce // how concurrent single searches share a pass
+
+	// ReadOnly makes Open open the existing store at its path for
+	// searching only. It takes no lock, so it works while another process
+	// has the store open for writing, and it never changes the store's
+	// files: a torn tail of the log is read past, not cut off. Every write
+	// — Add, Upsert, Delete, Compact, Checkpoint — returns ErrReadOnly.
+	//
+	// The index holds the store as it was while Open read it: the base
+	// file, and every log record that was complete by the time the replay
+	// reached it (a record a writer is appending is either whole or left
+	// out, never half applied). It does not follow later writes; open
+	// again to see them. If a writer checkpoints while the store is being
+	// read (a new base replaces the one read, and the log restarts), the
+	// read starts over, up to a few times, so the result is never the old
+	// base without the log that had extended it; a store checkpointed
+	// faster than it can be read is ErrLocked.
+	ReadOnly bool
+	// LogSync is how a store Open opens for writing makes its log
+	// durable. 0 (the default) fsyncs it inside every write call, so an
+	// acknowledged write survives a power loss; a positive interval
+	// acknowledges a write once the operating system has it and fsyncs
+	// within that interval, so a power loss (not a process crash) can lose
+	// the writes of the last interval, and never corrupts the store.
+	LogSync time.Duration
 }
 
 // Limits caps what an index holds, so that running out of memory is an

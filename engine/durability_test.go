@@ -81,7 +81,7 @@ func newModelStore(t *testing.T, r *rand.Rand, dir string, n, dim int, b backend
 	t.Helper()
 	ctx := context.Background()
 	path := filepath.Join(dir, "s.umbra")
-	ix, err := engine.Open(ctx, path, engine.Config{Dim: dim, Metric: umbra.Dot, Device: b.device, Adapters: []engine.AdapterSelect{b.adapter}}, opts...)
+	ix, err := engine.OpenWith(ctx, path, engine.Config{Dim: dim, Metric: umbra.Dot, Device: b.device, Adapters: []engine.AdapterSelect{b.adapter}}, opts...)
 	if err != nil && b.device == engine.GPU {
 		if requireGPU() {
 			t.Fatalf("UMBRA_REQUIRE_GPU=1 but no %s adapter works: %v", b.name, err)
@@ -106,7 +106,7 @@ func newModelStore(t *testing.T, r *rand.Rand, dir string, n, dim int, b backend
 func (m storeModel) reopened(t *testing.T, path string, live *engine.Index, what string) {
 	t.Helper()
 	ctx := context.Background()
-	ro, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU}, engine.ReadOnly())
+	ro, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU, ReadOnly: true})
 	require.NoError(t, err, what)
 	m.check(t, ro, what+", read-only beside the writer")
 	require.NoError(t, ro.Close())
@@ -199,7 +199,7 @@ func TestStoreThroughSymlink(t *testing.T) {
 	for _, open := range []func() (*engine.Index, error){
 		func() (*engine.Index, error) { return engine.Open(ctx, link, engine.Config{Device: engine.CPU}) },
 		func() (*engine.Index, error) {
-			return engine.Open(ctx, link, engine.Config{Device: engine.CPU}, engine.ReadOnly())
+			return engine.Open(ctx, link, engine.Config{Device: engine.CPU, ReadOnly: true})
 		},
 	} {
 		ix, err := open()
@@ -268,7 +268,7 @@ func TestDeleteKeysRacesIDWrites(t *testing.T) {
 			if dir == "" {
 				ix, err = engine.New(ctx, engine.Config{Dim: dim, Device: engine.CPU})
 			} else {
-				ix, err = engine.Open(ctx, filepath.Join(dir, fmt.Sprintf("s%d.umbra", i)), engine.Config{Dim: dim, Device: engine.CPU}, engine.LogSync(1<<30))
+				ix, err = engine.Open(ctx, filepath.Join(dir, fmt.Sprintf("s%d.umbra", i)), engine.Config{Dim: dim, Device: engine.CPU, LogSync: 1 << 30})
 			}
 			require.NoError(t, err)
 			ids, err := ix.Add(ctx, umbra.Vectors(testkit.Vectors(r, 1, dim)), umbra.WithKeys([]string{"a"}...))

@@ -81,6 +81,12 @@ type Index struct {
 // why in Info; with Device GPU a failure is returned instead. ctx bounds the
 // probe; a cancelled ctx is an error, never a fallback.
 func New(ctx context.Context, cfg Config) (*Index, error) {
+	switch {
+	case cfg.ReadOnly:
+		return nil, fmt.Errorf("%w: ReadOnly: New makes an index without a store (ReadOnly is Open's)", umbra.ErrInvalidConfig)
+	case cfg.LogSync != 0:
+		return nil, fmt.Errorf("%w: LogSync: New makes an index without a store and log (LogSync is Open's)", umbra.ErrInvalidConfig)
+	}
 	if slot := devices.From(ctx); slot != nil {
 		return newOnDevice(ctx, cfg, slot) // ondevice.New's: a device the caller owns
 	}

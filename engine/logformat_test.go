@@ -54,7 +54,7 @@ func TestOpensAVersion1Store(t *testing.T) {
 	want := v1StoreWant(t)
 	path := copyStore(t, "testdata/v1/store.umbra")
 
-	ro, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU}, engine.ReadOnly())
+	ro, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU, ReadOnly: true})
 	require.NoError(t, err)
 	sameContents(t, want, ro, "read-only")
 	require.NoError(t, ro.Close())
@@ -121,7 +121,7 @@ func TestMovedLogRecordsAreBadStore(t *testing.T) {
 	at := func(i int) int { return header + i*flen }
 
 	// Undamaged, the store holds the last upsert.
-	ro, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU}, engine.ReadOnly())
+	ro, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU, ReadOnly: true})
 	require.NoError(t, err)
 	got, err := ro.Vector(1)
 	require.NoError(t, err)
@@ -137,7 +137,7 @@ func TestMovedLogRecordsAreBadStore(t *testing.T) {
 			var ix *engine.Index
 			var err error
 			if readOnly {
-				ix, err = engine.Open(ctx, damaged, engine.Config{Device: engine.CPU}, engine.ReadOnly())
+				ix, err = engine.Open(ctx, damaged, engine.Config{Device: engine.CPU, ReadOnly: true})
 			} else {
 				ix, err = engine.Open(ctx, damaged, engine.Config{Device: engine.CPU})
 			}

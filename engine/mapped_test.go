@@ -86,7 +86,7 @@ func TestOpenMapsOnCPU(t *testing.T) {
 				before, err := os.ReadFile(path)
 				require.NoError(t, err)
 
-				ro, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU}, engine.ReadOnly())
+				ro, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU, ReadOnly: true})
 				require.NoError(t, err)
 				defer ro.Close()
 				require.True(t, engine.Mapped(ro), "OpenReadOnly maps on the CPU path")
@@ -207,7 +207,7 @@ func TestMappedStoreChangedUnderneath(t *testing.T) {
 						if c.noStat {
 							opts = append(opts, engine.SkipMappedStat())
 						}
-						ix, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU, Workers: workers}, opts...)
+						ix, err := engine.OpenWith(ctx, path, engine.Config{Device: engine.CPU, Workers: workers}, opts...)
 						require.NoError(t, err)
 						defer ix.Close()
 						require.True(t, engine.Mapped(ix))
@@ -244,7 +244,7 @@ func TestMappedStoreChangedUnderneath(t *testing.T) {
 // fault into ErrStoreChanged, which it prints; a crash exits otherwise.
 func sigbusChild(path string) error {
 	ctx := context.Background()
-	ix, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU, Workers: 2}, engine.ReadOnly(), engine.SkipMappedStat())
+	ix, err := engine.OpenWith(ctx, path, engine.Config{Device: engine.CPU, Workers: 2, ReadOnly: true}, engine.SkipMappedStat())
 	if err != nil {
 		return err
 	}

@@ -334,7 +334,7 @@ func TestMetaAndPayloadsKeptByTheStore(t *testing.T) {
 	require.NoError(t, ix.Save(ctx, saved))
 	require.NoError(t, ix.Close())
 	for _, p := range []string{path, saved} {
-		ix, err = engine.Open(ctx, p, engine.Config{}, engine.ReadOnly())
+		ix, err = engine.Open(ctx, p, engine.Config{ReadOnly: true})
 		require.NoError(t, err)
 		check(ix, "reopened "+filepath.Base(p))
 		require.NoError(t, ix.Close())

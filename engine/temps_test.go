@@ -29,7 +29,7 @@ func TestOpenRemovesCrashTemps(t *testing.T) {
 	const dim, n = 8, 20
 	cfg := engine.Config{Dim: dim, Device: engine.CPU}
 	fsys := faultfs.New(nil, nil)
-	ix, err := engine.Open(ctx, path, cfg, engine.WithFS(fsys))
+	ix, err := engine.OpenWith(ctx, path, cfg, engine.WithFS(fsys))
 	require.NoError(t, err)
 	data := make([]float32, n*dim)
 	for i := range data {
@@ -70,7 +70,7 @@ func TestOpenRemovesCrashTemps(t *testing.T) {
 	neighbour := filepath.Join(dir, ".s.umbra.tmp-x.tmp-0123456789abcdef")
 	require.NoError(t, os.WriteFile(neighbour, []byte("someone else's"), 0o644))
 
-	ro, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU}, engine.ReadOnly())
+	ro, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU, ReadOnly: true})
 	require.NoError(t, err)
 	require.Equal(t, n, ro.Len())
 	require.NoError(t, ro.Close())

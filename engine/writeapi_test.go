@@ -286,24 +286,32 @@ func TestSearchOptionsRefused(t *testing.T) {
 	require.Len(t, hits, 3)
 }
 
-// TestOpenOptions: ReadOnly opens beside a writer and refuses writes;
-// LogSync is taken by a writer and refused where it cannot apply.
-func TestOpenOptions(t *testing.T) {
+// TestOpenConfig: Config.ReadOnly opens beside a writer and refuses
+// writes; Config.LogSync is taken by a writer and refused where it cannot
+// apply, as both are by New.
+func TestOpenConfig(t *testing.T) {
 	r := testkit.Rand(t)
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "s.umbra")
-	_, err := engine.Open(ctx, path, engine.Config{Dim: 3}, engine.LogSync(-time.Second))
-	require.ErrorIs(t, err, umbra.ErrInvalidOption)
-	_, err = engine.Open(ctx, path, engine.Config{Dim: 3}, engine.ReadOnly())
+	_, err := engine.Open(ctx, path, engine.Config{Dim: 3, LogSync: -time.Second})
+	require.ErrorIs(t, err, umbra.ErrInvalidConfig)
+	_, err = engine.Open(ctx, path, engine.Config{Dim: 3, ReadOnly: true})
 	require.Error(t, err, "a read-only open creates nothing")
-	w, err := engine.Open(ctx, path, engine.Config{Dim: 3, Device: engine.CPU}, engine.LogSync(time.Hour))
+	w, err := engine.Open(ctx, path, engine.Config{Dim: 3, Device: engine.CPU, LogSync: time.Hour})
 	require.NoError(t, err)
 	defer w.Close()
 	_, err = w.Add(ctx, umbra.Vectors(testkit.Vectors(r, 4, 3)))
 	require.NoError(t, err)
-	_, err = engine.Open(ctx, path, engine.Config{}, engine.ReadOnly(), engine.LogSync(time.Second))
-	require.ErrorIs(t, err, umbra.ErrInvalidOption)
-	ro, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU}, engine.ReadOnly())
+	_, err = engine.Open(ctx, path, engine.Config{ReadOnly: true, LogSync: time.Second})
+	require.ErrorIs(t, err, umbra.ErrInvalidConfig)
+	// New makes no store: the store's fields are refused there by name.
+	_, err = engine.New(ctx, engine.Config{Dim: 3, ReadOnly: true})
+	require.ErrorIs(t, err, umbra.ErrInvalidConfig)
+	require.ErrorContains(t, err, "ReadOnly")
+	_, err = engine.New(ctx, engine.Config{Dim: 3, LogSync: time.Second})
+	require.ErrorIs(t, err, umbra.ErrInvalidConfig)
+	require.ErrorContains(t, err, "LogSync")
+	ro, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU, ReadOnly: true})
 	require.NoError(t, err)
 	defer ro.Close()
 	require.Equal(t, 4, ro.Len(), "the writer's acknowledged rows, read beside it")
@@ -343,7 +351,9 @@ func TestOpenRefusesAnotherMetricOrPrecision(t *testing.T) {
 	} {
 		_, err := engine.Open(ctx, path, cfg)
 		require.ErrorIs(t, err, umbra.ErrInvalidConfig, "%+v", cfg)
-		_, err = engine.Open(ctx, path, cfg, engine.ReadOnly())
+		ro := cfg
+		ro.ReadOnly = true
+		_, err = engine.Open(ctx, path, ro)
 		require.ErrorIs(t, err, umbra.ErrInvalidConfig, "read-only, %+v", cfg)
 	}
 	st, err = engine.Open(ctx, path, engine.Config{Device: engine.CPU})

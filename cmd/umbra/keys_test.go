@@ -243,7 +243,7 @@ func TestDeleteByKeys(t *testing.T) {
 	assert.Contains(t, r.stdout, fmt.Sprintf("deleted 2 keyed vectors from %s; it holds %d", store, n-2))
 	r = ok(t, runUmbra(t, "delete", store, "--keys-file", writeKeys(t, dir, "gone.txt", "", keys[3], "", keys[4])))
 	assert.Contains(t, r.stdout, fmt.Sprintf("it holds %d", n-4))
-	ix, err := engine.Open(context.Background(), store, engine.Config{Device: engine.CPU}, engine.ReadOnly())
+	ix, err := engine.Open(context.Background(), store, engine.Config{Device: engine.CPU, ReadOnly: true})
 	require.NoError(t, err)
 	defer ix.Close()
 	assert.Equal(t, n-4, ix.Len())
@@ -334,7 +334,7 @@ func TestExportKeysRoundTrip(t *testing.T) {
 
 func openReadOnly(t *testing.T, store string) *engine.Index {
 	t.Helper()
-	ix, err := engine.Open(context.Background(), store, engine.Config{Device: engine.CPU}, engine.ReadOnly())
+	ix, err := engine.Open(context.Background(), store, engine.Config{Device: engine.CPU, ReadOnly: true})
 	require.NoError(t, err)
 	t.Cleanup(func() { ix.Close() })
 	return ix

@@ -96,7 +96,7 @@ func TestBuildShowsProgress(t *testing.T) {
 	require.Equal(t, exitOK, status, "stderr: %s", stderr.String())
 	assert.Regexp(t, regexp.QuoteMeta(label+": done in ")+`[0-9.]+s\n$`, line.String())
 	assert.Equal(t, "wrote "+store+": 150000 vectors of dimension 8, cosine, precision f32\n", stdout.String())
-	ix, err := engine.Open(context.Background(), store, engine.Config{Device: engine.CPU}, engine.ReadOnly())
+	ix, err := engine.Open(context.Background(), store, engine.Config{Device: engine.CPU, ReadOnly: true})
 	require.NoError(t, err)
 	defer ix.Close()
 	assert.Equal(t, rows, ix.Len())

@@ -41,10 +41,11 @@ func openStore(ctx context.Context, e *env, path string, cfg engine.Config) (*en
 // (info, search, export): it takes no lock, so it works while another
 // process writes the store, and sees what that process had acknowledged.
 func openStoreReadOnly(ctx context.Context, e *env, path string, cfg engine.Config) (*engine.Index, error) {
-	return openExisting(ctx, e, path, cfg, engine.ReadOnly())
+	cfg.ReadOnly = true
+	return openExisting(ctx, e, path, cfg)
 }
 
-func openExisting(ctx context.Context, e *env, path string, cfg engine.Config, opts ...engine.OpenOption) (*engine.Index, error) {
+func openExisting(ctx context.Context, e *env, path string, cfg engine.Config) (*engine.Index, error) {
 	fi, err := os.Stat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -55,7 +56,7 @@ func openExisting(ctx context.Context, e *env, path string, cfg engine.Config, o
 		return nil, fmt.Errorf("store %s is a directory: want a store file written by 'umbra build'", path)
 	}
 	ctx, done := e.progress.engineStep(ctx, "opening "+path)
-	ix, err := engine.Open(ctx, path, cfg, opts...)
+	ix, err := engine.Open(ctx, path, cfg)
 	done()
 	if err != nil {
 		if isDeviceError(err) {

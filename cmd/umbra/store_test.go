@@ -615,7 +615,7 @@ func TestAddWithKeys(t *testing.T) {
 	up := randomMatrix(rng, 2, dim)
 	r = ok(t, runUmbra(t, "add", store, "--data", writeMatrix(t, dir, "f.npy", up, ""), "--keys", keys("f.txt", "a/y.md", "c/w.md"), "--upsert"))
 	assert.Contains(t, r.stdout, "1 replaced, 1 added")
-	ix, err := engine.Open(context.Background(), store, engine.Config{Device: engine.CPU}, engine.ReadOnly())
+	ix, err := engine.Open(context.Background(), store, engine.Config{Device: engine.CPU, ReadOnly: true})
 	require.NoError(t, err)
 	defer ix.Close()
 	assert.Equal(t, 14, ix.Len())

@@ -263,7 +263,7 @@ func RunStore(ctx context.Context, o StoreOptions) (*StoreReport, error) {
 		sync time.Duration
 	}{{"Add 1 vector, log fsync per call", 0}, {"Add 1 vector, log fsync within 1s", time.Second}} {
 		spath := filepath.Join(dir, fmt.Sprintf("log%d.umbra", c.sync))
-		s, err := engine.Open(ctx, spath, engine.Config{Dim: o.Dim, Device: engine.CPU}, engine.LogSync(c.sync))
+		s, err := engine.Open(ctx, spath, engine.Config{Dim: o.Dim, Device: engine.CPU, LogSync: c.sync})
 		if err != nil {
 			return nil, err
 		}
