@@ -224,15 +224,15 @@ type Limits struct {
 	MaxSchema      int // distinct field names in an index or a stored schema (default 1024)
 }
 
-// Default limits.
+// The default limits (Limits.WithDefaults gives them to a program).
 const (
-	DefaultMaxFields      = 64
-	DefaultMaxNameBytes   = 256
-	DefaultMaxStringBytes = 4096
-	DefaultMaxTags        = 1024
-	DefaultMaxRowBytes    = 64 << 10
-	DefaultMaxDistinct    = 1 << 20
-	DefaultMaxSchema      = 1024
+	defaultMaxFields      = 64
+	defaultMaxNameBytes   = 256
+	defaultMaxStringBytes = 4096
+	defaultMaxTags        = 1024
+	defaultMaxRowBytes    = 64 << 10
+	defaultMaxDistinct    = 1 << 20
+	defaultMaxSchema      = 1024
 )
 
 // WithDefaults is l with every zero (or negative) field set to its default.
@@ -242,13 +242,13 @@ func (l Limits) WithDefaults() Limits {
 			*p = d
 		}
 	}
-	def(&l.MaxFields, DefaultMaxFields)
-	def(&l.MaxNameBytes, DefaultMaxNameBytes)
-	def(&l.MaxStringBytes, DefaultMaxStringBytes)
-	def(&l.MaxTags, DefaultMaxTags)
-	def(&l.MaxRowBytes, DefaultMaxRowBytes)
-	def(&l.MaxDistinct, DefaultMaxDistinct)
-	def(&l.MaxSchema, DefaultMaxSchema)
+	def(&l.MaxFields, defaultMaxFields)
+	def(&l.MaxNameBytes, defaultMaxNameBytes)
+	def(&l.MaxStringBytes, defaultMaxStringBytes)
+	def(&l.MaxTags, defaultMaxTags)
+	def(&l.MaxRowBytes, defaultMaxRowBytes)
+	def(&l.MaxDistinct, defaultMaxDistinct)
+	def(&l.MaxSchema, defaultMaxSchema)
 	return l
 }
 
