@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -13,62 +12,10 @@ import (
 
 	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/internal/cluster/protocol"
+	"github.com/umbravec/umbra/internal/collectiontest"
 	"github.com/umbravec/umbra/internal/testkit"
 	"github.com/umbravec/umbra/meta"
 )
-
-// randFields is random metadata over a fixed schema: some rows without
-// any, most with some of the fields.
-func randFields(r *rand.Rand, n int) []meta.Fields {
-	users := []string{"ann", "bob", "cy", "dee", "eve"}
-	tags := []string{"red", "green", "blue", "work", "home"}
-	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	out := make([]meta.Fields, n)
-	for i := range out {
-		if r.IntN(8) == 0 {
-			continue // no metadata
-		}
-		f := meta.Fields{}
-		if r.IntN(5) > 0 {
-			f["user"] = meta.KeywordOf(users[r.IntN(len(users))])
-		}
-		if r.IntN(3) > 0 {
-			f["n"] = meta.IntOf(int64(r.IntN(100)))
-		}
-		if r.IntN(2) == 0 {
-			f["score"] = meta.FloatOf(float64(r.IntN(1000)) / 10)
-		}
-		if r.IntN(2) == 0 {
-			f["at"] = meta.TimeOf(base.Add(time.Duration(r.IntN(365*24)) * time.Hour))
-		}
-		if r.IntN(3) > 0 {
-			var ts []string
-			for _, t := range tags {
-				if r.IntN(3) == 0 {
-					ts = append(ts, t)
-				}
-			}
-			f["tags"] = meta.TagsOf(ts...)
-		}
-		out[i] = f
-	}
-	return out
-}
-
-func randPayloads(r *rand.Rand, n int) [][]byte {
-	out := make([][]byte, n)
-	for i := range out {
-		if r.IntN(6) == 0 {
-			continue // none
-		}
-		p := make([]byte, 1+r.IntN(200))
-		for j := range p {
-			p[j] = byte(r.IntN(256))
-		}
-		out[i] = p
-	}
-	return out
-}
 
 func pick[T any](xs []T, idx []int) []T {
 	out := make([]T, len(idx))
@@ -114,7 +61,7 @@ func TestClusterMetaMatchesReference(t *testing.T) {
 			}
 			// Assigned IDs, metadata and payloads.
 			vs := grid(240)
-			mf, pl := randFields(r, len(vs)), randPayloads(r, len(vs))
+			mf, pl := collectiontest.RandomFields(r, len(vs)), collectiontest.RandomPayloads(r, len(vs))
 			ids, err := col.Add(ctx, umbra.Vectors(vs), umbra.WithMeta(mf...), umbra.WithPayloads(pl...))
 			must("add", err)
 			_, err = ref.ix.Add(ctx, umbra.Vectors(vs), umbra.WithIDs(ids...), umbra.WithMeta(mf...), umbra.WithPayloads(pl...))
@@ -125,7 +72,7 @@ func TestClusterMetaMatchesReference(t *testing.T) {
 			for i := range keys {
 				keys[i] = fmt.Sprintf("doc/%d", i)
 			}
-			mf = randFields(r, len(vs))
+			mf = collectiontest.RandomFields(r, len(vs))
 			kids, err := col.Add(ctx, umbra.Vectors(vs), umbra.WithKeys(keys...), umbra.WithMeta(mf...))
 			must("add keys", err)
 			_, err = ref.ix.Add(ctx, umbra.Vectors(vs), umbra.WithIDs(kids...), umbra.WithKeys(keys...), umbra.WithMeta(mf...))
@@ -139,7 +86,7 @@ func TestClusterMetaMatchesReference(t *testing.T) {
 					ukeys[i] = fmt.Sprintf("doc/%d", 40+20*round+i)
 				}
 				var opts []umbra.WriteOption
-				pl = randPayloads(r, len(vs))
+				pl = collectiontest.RandomPayloads(r, len(vs))
 				if round == 1 {
 					opts = append(opts, umbra.WithPayloads(pl...))
 				}
@@ -174,7 +121,7 @@ func TestClusterMetaMatchesReference(t *testing.T) {
 				for i := range 10 {
 					up = append(up, 5000+uint64(10*round+i))
 				}
-				mf, pl = randFields(r, len(vs)), randPayloads(r, len(vs))
+				mf, pl = collectiontest.RandomFields(r, len(vs)), collectiontest.RandomPayloads(r, len(vs))
 				var co []umbra.WriteOption
 				var eo []umbra.WriteOption
 				switch round {

@@ -17,6 +17,7 @@ import (
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/cluster/node"
 	"github.com/umbravec/umbra/internal/cluster/protocol"
+	"github.com/umbravec/umbra/internal/collectiontest"
 	"github.com/umbravec/umbra/internal/metaindex"
 	"github.com/umbravec/umbra/internal/testkit"
 )
@@ -250,7 +251,7 @@ func TestClusterMutatedMessagesNeverApplied(t *testing.T) {
 	for i := range ids {
 		ids[i] = uint64(100 + i)
 	}
-	fields := randFields(r, len(base))
+	fields := collectiontest.RandomFields(r, len(base))
 	if _, err := col.Add(ctx, umbra.Vectors(base), umbra.WithIDs(ids...), umbra.WithMeta(fields...)); err != nil {
 		t.Fatal(err)
 	}
@@ -261,13 +262,13 @@ func TestClusterMutatedMessagesNeverApplied(t *testing.T) {
 	rows := vecs(4)
 	keys := []string{"k0", "k1", "k2", "k3"}
 	newIDs := []uint64{1000, 1001, 1002, 1003}
-	mf := randFields(r, 4)
+	mf := collectiontest.RandomFields(r, 4)
 	enc := make([][]byte, 4)
 	for i, f := range mf {
 		enc[i] = metaindex.AppendBinary(nil, f)
 	}
 	msg := (&protocol.WriteMsg{Op: protocol.OpAdd, Dim: dim, IDs: newIDs, Keys: keys, Rows: slices.Concat(rows...), MetaSet: true, Meta: enc,
-		PaySet: true, Payloads: randPayloads(r, 4)}).Encode()
+		PaySet: true, Payloads: collectiontest.RandomPayloads(r, 4)}).Encode()
 	var mutants [][]byte
 	flip := func(bit int) {
 		b := bytes.Clone(msg)

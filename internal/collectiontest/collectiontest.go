@@ -12,9 +12,11 @@ package collectiontest
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -227,6 +229,62 @@ func hits(hs []umbra.Hit) []umbra.Hit {
 		if out[i].Key != "" {
 			out[i].ID = 0
 		}
+	}
+	return out
+}
+
+// RandomFields is n rows of random metadata over a fixed schema (user,
+// n, score, at, tags): some rows without any, most with some of the
+// fields. The cluster's tests write it beside a reference index.
+func RandomFields(r *rand.Rand, n int) []meta.Fields {
+	users := []string{"ann", "bob", "cy", "dee", "eve"}
+	tags := []string{"red", "green", "blue", "work", "home"}
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	out := make([]meta.Fields, n)
+	for i := range out {
+		if r.IntN(8) == 0 {
+			continue // no metadata
+		}
+		f := meta.Fields{}
+		if r.IntN(5) > 0 {
+			f["user"] = meta.KeywordOf(users[r.IntN(len(users))])
+		}
+		if r.IntN(3) > 0 {
+			f["n"] = meta.IntOf(int64(r.IntN(100)))
+		}
+		if r.IntN(2) == 0 {
+			f["score"] = meta.FloatOf(float64(r.IntN(1000)) / 10)
+		}
+		if r.IntN(2) == 0 {
+			f["at"] = meta.TimeOf(base.Add(time.Duration(r.IntN(365*24)) * time.Hour))
+		}
+		if r.IntN(3) > 0 {
+			var ts []string
+			for _, t := range tags {
+				if r.IntN(3) == 0 {
+					ts = append(ts, t)
+				}
+			}
+			f["tags"] = meta.TagsOf(ts...)
+		}
+		out[i] = f
+	}
+	return out
+}
+
+// RandomPayloads is n random payloads of 1 to 200 bytes, some rows
+// without one.
+func RandomPayloads(r *rand.Rand, n int) [][]byte {
+	out := make([][]byte, n)
+	for i := range out {
+		if r.IntN(6) == 0 {
+			continue // none
+		}
+		p := make([]byte, 1+r.IntN(200))
+		for j := range p {
+			p[j] = byte(r.IntN(256))
+		}
+		out[i] = p
 	}
 	return out
 }

@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"path/filepath"
 	"testing"
@@ -14,7 +13,6 @@ import (
 	"github.com/umbravec/umbra/cluster"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/cluster/protocol"
-	"github.com/umbravec/umbra/meta"
 )
 
 // harness is one embedded NATS server, a client and a node, all under a
@@ -90,59 +88,6 @@ func sameHits(t *testing.T, what string, want, got []umbra.Hit) {
 			t.Fatalf("%s: hit %d is %+v, want %+v\n got %v\nwant %v", what, i, got[i], want[i], got, want)
 		}
 	}
-}
-
-// randFields is random metadata over a fixed schema: some rows without
-// any, most with some of the fields.
-func randFields(r *rand.Rand, n int) []meta.Fields {
-	users := []string{"ann", "bob", "cy", "dee", "eve"}
-	tags := []string{"red", "green", "blue", "work", "home"}
-	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	out := make([]meta.Fields, n)
-	for i := range out {
-		if r.IntN(8) == 0 {
-			continue // no metadata
-		}
-		f := meta.Fields{}
-		if r.IntN(5) > 0 {
-			f["user"] = meta.KeywordOf(users[r.IntN(len(users))])
-		}
-		if r.IntN(3) > 0 {
-			f["n"] = meta.IntOf(int64(r.IntN(100)))
-		}
-		if r.IntN(2) == 0 {
-			f["score"] = meta.FloatOf(float64(r.IntN(1000)) / 10)
-		}
-		if r.IntN(2) == 0 {
-			f["at"] = meta.TimeOf(base.Add(time.Duration(r.IntN(365*24)) * time.Hour))
-		}
-		if r.IntN(3) > 0 {
-			var ts []string
-			for _, t := range tags {
-				if r.IntN(3) == 0 {
-					ts = append(ts, t)
-				}
-			}
-			f["tags"] = meta.TagsOf(ts...)
-		}
-		out[i] = f
-	}
-	return out
-}
-
-func randPayloads(r *rand.Rand, n int) [][]byte {
-	out := make([][]byte, n)
-	for i := range out {
-		if r.IntN(6) == 0 {
-			continue // none
-		}
-		p := make([]byte, 1+r.IntN(200))
-		for j := range p {
-			p[j] = byte(r.IntN(256))
-		}
-		out[i] = p
-	}
-	return out
 }
 
 // threeServers starts three NATS servers in one cluster on loopback and a
