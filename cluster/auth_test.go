@@ -19,7 +19,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
-	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra"
+	"github.com/umbravec/umbra/internal/cluster/node"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 	"github.com/umbravec/umbra/internal/testkit"
 	"github.com/umbravec/umbra/meta"
 )
@@ -32,15 +34,15 @@ func nodeNATS(t *testing.T, creds string) []nats.Option {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return []nats.Option{opt, nats.CustomInboxPrefix(NodeInboxPrefix)}
+	return []nats.Option{opt, nats.CustomInboxPrefix(protocol.NodeInboxPrefix)}
 }
 
 // noDenials fails the test at its end if the server refused c anything:
 // what a role needs must be in its permissions.
 func noDenials(t *testing.T, c *Client) {
 	t.Cleanup(func() {
-		if n := c.denied.n.Load(); n > 0 {
-			t.Errorf("the server refused the connection %d requests, the last: %s", n, *c.denied.last.Load())
+		if n, last := c.x.Denials(); n > 0 {
+			t.Errorf("the server refused the connection %d requests, the last: %s", n, last)
 		}
 	})
 }
@@ -116,7 +118,7 @@ func TestEmbeddedRefusesAnonymous(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts NATS servers (skipped under -short)")
 	}
-	check := func(t *testing.T, srv *Embedded) {
+	check := func(t *testing.T, srv *node.Embedded) {
 		t.Helper()
 		if nc, err := nats.Connect(srv.URL()); !errors.Is(err, nats.ErrAuthorization) {
 			if nc != nil {
@@ -147,7 +149,7 @@ func TestEmbeddedRefusesAnonymous(t *testing.T) {
 		}
 	}
 	t.Run("single", func(t *testing.T) {
-		srv, err := StartEmbedded(EmbeddedConfig{Listen: "127.0.0.1:0", Dir: t.TempDir()})
+		srv, err := node.StartEmbedded(node.EmbeddedConfig{Listen: "127.0.0.1:0", Dir: t.TempDir()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -164,7 +166,7 @@ func TestEmbeddedRefusesAnonymous(t *testing.T) {
 
 // routedPair starts two embedded servers routed to each other (one
 // credentials directory) and waits for their route.
-func routedPair(t *testing.T) []*Embedded {
+func routedPair(t *testing.T) []*node.Embedded {
 	t.Helper()
 	ports := []int{freePort(t), freePort(t)}
 	var routes []string
@@ -172,9 +174,9 @@ func routedPair(t *testing.T) []*Embedded {
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
 	}
 	creds := filepath.Join(t.TempDir(), "creds")
-	var srvs []*Embedded
+	var srvs []*node.Embedded
 	for i, p := range ports {
-		s, err := StartEmbedded(EmbeddedConfig{Listen: "127.0.0.1:0", Dir: t.TempDir(), Name: fmt.Sprintf("r%d", i),
+		s, err := node.StartEmbedded(node.EmbeddedConfig{Listen: "127.0.0.1:0", Dir: t.TempDir(), Name: fmt.Sprintf("r%d", i),
 			ClusterName: "umbra-auth", ClusterListen: fmt.Sprintf("127.0.0.1:%d", p), Routes: routes, Creds: creds})
 		if err != nil {
 			t.Fatal(err)
@@ -242,7 +244,7 @@ func TestEmbeddedRouteNeedsSecret(t *testing.T) {
 // restarts; a file or directory others may read is refused, naming it.
 func TestCredsFiles(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "creds")
-	a, err := LoadCreds(dir)
+	a, err := node.LoadCreds(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +255,7 @@ func TestCredsFiles(t *testing.T) {
 	if fi.Mode().Perm() != 0o700 {
 		t.Errorf("%s: mode %04o, want 0700", dir, fi.Mode().Perm())
 	}
-	for _, f := range []string{NodeCredsFile, ClientCredsFile, routeSecretFile} {
+	for _, f := range []string{node.NodeCredsFile, node.ClientCredsFile, node.RouteSecretFile} {
 		fi, err := os.Stat(filepath.Join(dir, f))
 		if err != nil {
 			t.Fatal(err)
@@ -265,7 +267,7 @@ func TestCredsFiles(t *testing.T) {
 	if _, err := nats.NkeyOptionFromSeed(a.ClientFile()); err != nil {
 		t.Fatalf("nats.go cannot read %s: %v", a.ClientFile(), err)
 	}
-	b, err := LoadCreds(dir)
+	b, err := node.LoadCreds(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,10 +281,10 @@ func TestCredsFiles(t *testing.T) {
 	if err := os.Chmod(a.ClientFile(), 0o640); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadCreds(dir); err == nil || !strings.Contains(err.Error(), a.ClientFile()) || !strings.Contains(err.Error(), "0640") {
+	if _, err := node.LoadCreds(dir); err == nil || !strings.Contains(err.Error(), a.ClientFile()) || !strings.Contains(err.Error(), "0640") {
 		t.Fatalf("a 0640 file: %v", err)
 	}
-	if _, err := StartEmbedded(EmbeddedConfig{Listen: "127.0.0.1:0", Dir: t.TempDir(), Creds: dir}); err == nil || !strings.Contains(err.Error(), a.ClientFile()) {
+	if _, err := node.StartEmbedded(node.EmbeddedConfig{Listen: "127.0.0.1:0", Dir: t.TempDir(), Creds: dir}); err == nil || !strings.Contains(err.Error(), a.ClientFile()) {
 		t.Fatalf("StartEmbedded with a 0640 file: %v", err)
 	}
 	if err := os.Chmod(a.ClientFile(), 0o600); err != nil {
@@ -291,7 +293,7 @@ func TestCredsFiles(t *testing.T) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadCreds(dir); err == nil || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "directory") {
+	if _, err := node.LoadCreds(dir); err == nil || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "directory") {
 		t.Fatalf("a 0755 directory: %v", err)
 	}
 }
@@ -303,11 +305,11 @@ func TestEmbeddedCredsKeptAcrossRestarts(t *testing.T) {
 		t.Skip("starts NATS servers (skipped under -short)")
 	}
 	dir := t.TempDir()
-	srv, err := StartEmbedded(EmbeddedConfig{Listen: "127.0.0.1:0", Dir: dir})
+	srv, err := node.StartEmbedded(node.EmbeddedConfig{Listen: "127.0.0.1:0", Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := filepath.Join(dir, "creds", ClientCredsFile); srv.ClientCreds() != want {
+	if want := filepath.Join(dir, "creds", node.ClientCredsFile); srv.ClientCreds() != want {
 		t.Fatalf("client credentials at %s, want %s", srv.ClientCreds(), want)
 	}
 	before, err := os.ReadFile(srv.ClientCreds())
@@ -319,7 +321,7 @@ func TestEmbeddedCredsKeptAcrossRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.Close()
-	srv, err = StartEmbedded(EmbeddedConfig{Listen: "127.0.0.1:0", Dir: dir})
+	srv, err = node.StartEmbedded(node.EmbeddedConfig{Listen: "127.0.0.1:0", Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +339,7 @@ func TestEmbeddedRotateCreds(t *testing.T) {
 		t.Skip("starts NATS servers (skipped under -short)")
 	}
 	dir := t.TempDir()
-	srv, err := StartEmbedded(EmbeddedConfig{Listen: "127.0.0.1:0", Dir: dir})
+	srv, err := node.StartEmbedded(node.EmbeddedConfig{Listen: "127.0.0.1:0", Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,14 +356,14 @@ func TestEmbeddedRotateCreds(t *testing.T) {
 		}
 	}
 	srv.Close()
-	rotated, err := RotateCreds(old.Dir())
+	rotated, err := node.RotateCreds(old.Dir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rotated.NodePublicKey() == old.NodePublicKey() || rotated.ClientPublicKey() == old.ClientPublicKey() || rotated.routeSecret == old.routeSecret {
+	if rotated.NodePublicKey() == old.NodePublicKey() || rotated.ClientPublicKey() == old.ClientPublicKey() || rotated.RouteSecret == old.RouteSecret {
 		t.Fatal("rotation kept a key")
 	}
-	srv, err = StartEmbedded(EmbeddedConfig{Listen: "127.0.0.1:0", Dir: dir})
+	srv, err = node.StartEmbedded(node.EmbeddedConfig{Listen: "127.0.0.1:0", Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -406,7 +408,7 @@ func TestClusterClientRole(t *testing.T) {
 	if _, err := c.Create(ctx, "app", CollectionConfig{Dim: dim, Shards: 3}); !errors.Is(err, ErrCollectionExists) {
 		t.Fatalf("Create with other shards: %v, want ErrCollectionExists", err)
 	}
-	if _, err := c.Create(ctx, "huge", CollectionConfig{Dim: dim, MaxBytes: DefaultMaxStreamBytes + 1}); !errors.Is(err, engine.ErrInvalidConfig) || !strings.Contains(err.Error(), "MaxBytes") {
+	if _, err := c.Create(ctx, "huge", CollectionConfig{Dim: dim, MaxBytes: node.DefaultMaxStreamBytes + 1}); !errors.Is(err, umbra.ErrInvalidConfig) || !strings.Contains(err.Error(), "MaxBytes") {
 		t.Fatalf("Create over the node's byte limit: %v, want ErrInvalidConfig naming MaxBytes", err)
 	}
 	vs := make([][]float32, n)
@@ -418,23 +420,23 @@ func TestClusterClientRole(t *testing.T) {
 		keys[i] = fmt.Sprintf("doc-%d", i)
 		fields[i] = meta.Fields{"user": meta.KeywordOf([]string{"ann", "bob"}[i%2])}
 	}
-	ids, err := col.Add(ctx, engine.Vectors(vs), WithKeys(keys...), WithMeta(fields...))
+	ids, err := col.Add(ctx, umbra.Vectors(vs), umbra.WithKeys(keys...), umbra.WithMeta(fields...))
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A new field goes into the record through a node; a kind conflict
 	// with it is refused.
-	if _, err := col.Add(ctx, engine.Vectors(vs[:1]), WithKeys("late"), WithMeta(meta.Fields{"n": meta.IntOf(3)})); err != nil {
+	if _, err := col.Add(ctx, umbra.Vectors(vs[:1]), umbra.WithKeys("late"), umbra.WithMeta(meta.Fields{"n": meta.IntOf(3)})); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := col.Add(ctx, engine.Vectors(vs[:1]), WithKeys("later"), WithMeta(meta.Fields{"user": meta.IntOf(3)})); !errors.Is(err, engine.ErrInvalidMeta) {
+	if _, err := col.Add(ctx, umbra.Vectors(vs[:1]), umbra.WithKeys("later"), umbra.WithMeta(meta.Fields{"user": meta.IntOf(3)})); !errors.Is(err, umbra.ErrInvalidMeta) {
 		t.Fatalf("a kind conflict: %v", err)
 	}
 	f, err := meta.ParseWhere([]byte(`{"user": "` + []string{"ann", "bob"}[5%2] + `"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	hits, err := col.Search(ctx, vs[5], 3, Where(f))
+	hits, err := col.Search(ctx, vs[5], 3, umbra.Where(f))
 	if err != nil || len(hits) != 3 || hits[0].ID != ids[5] && hits[0].Score < 0.99999 {
 		t.Fatalf("search: %v, %v", hits, err)
 	}
@@ -447,11 +449,11 @@ func TestClusterClientRole(t *testing.T) {
 		t.Fatalf("rows: %v, %v", rows, err)
 	}
 	js, _ := jetstream.New(c.Conn())
-	st, err := js.Stream(ctx, streamName("app", 0))
+	st, err := js.Stream(ctx, protocol.StreamName("app", 0))
 	if err != nil {
 		t.Fatalf("stream info (umbra info): %v", err)
 	}
-	if err := col.Delete(ctx, WithKeys(keys[0])); err != nil {
+	if err := col.Delete(ctx, umbra.WithKeys(keys[0])); err != nil {
 		t.Fatal(err)
 	}
 	// A snapshot, so that the object store exists.
@@ -460,7 +462,7 @@ func TestClusterClientRole(t *testing.T) {
 	}
 
 	v := connectWatched(t, h.srv.URL(), clientNATS(t, h.srv.ClientCreds()))
-	s0 := streamName("app", 0)
+	s0 := protocol.StreamName("app", 0)
 	for _, tc := range []struct{ what, subject, body string }{
 		{"purge a stream", "$JS.API.STREAM.PURGE." + s0, ""},
 		{"delete a stream", "$JS.API.STREAM.DELETE." + s0, ""},
@@ -474,23 +476,23 @@ func TestClusterClientRole(t *testing.T) {
 		{"direct-read a shard's stream by subject", "$JS.API.DIRECT.GET." + s0 + ".umbra.w.app.0", ``},
 		{"list the streams", "$JS.API.STREAM.LIST", `{}`},
 		{"list the stream names", "$JS.API.STREAM.NAMES", `{}`},
-		{"read the snapshots", "$JS.API.CONSUMER.CREATE.OBJ_" + objectSnapshots, `{"stream_name":"OBJ_umbra_snapshots","config":{"deliver_policy":"all","ack_policy":"none"}}`},
-		{"direct-read the snapshots", "$JS.API.DIRECT.GET.OBJ_" + objectSnapshots, `{"seq":1}`},
-		{"read the snapshots' stream", "$JS.API.STREAM.MSG.GET.OBJ_" + objectSnapshots, `{"seq":1}`},
-		{"purge a bucket", "$JS.API.STREAM.PURGE.KV_" + bucketCollections, ""},
+		{"read the snapshots", "$JS.API.CONSUMER.CREATE.OBJ_" + protocol.ObjectSnapshots, `{"stream_name":"OBJ_umbra_snapshots","config":{"deliver_policy":"all","ack_policy":"none"}}`},
+		{"direct-read the snapshots", "$JS.API.DIRECT.GET.OBJ_" + protocol.ObjectSnapshots, `{"seq":1}`},
+		{"read the snapshots' stream", "$JS.API.STREAM.MSG.GET.OBJ_" + protocol.ObjectSnapshots, `{"seq":1}`},
+		{"purge a bucket", "$JS.API.STREAM.PURGE.KV_" + protocol.BucketCollections, ""},
 		{"delete a consumer", "$JS.API.CONSUMER.DELETE." + s0 + ".x", ""},
-		{"read the snapshot manifests", "$JS.API.DIRECT.GET.KV_" + bucketSnapshots + ".$KV.umbra_snapshots.app.0", ""},
+		{"read the snapshot manifests", "$JS.API.DIRECT.GET.KV_" + protocol.BucketSnapshots + ".$KV.umbra_snapshots.app.0", ""},
 	} {
 		v.requestRefused(t, tc.what, tc.subject, []byte(tc.body))
 	}
 	for _, tc := range []struct{ what, subject string }{
-		{"write the placement bucket", "$KV." + bucketPlacement + ".controller"},
-		{"write the nodes bucket", "$KV." + bucketNodes + ".me"},
-		{"write the snapshot manifests", "$KV." + bucketSnapshots + ".app.0"},
-		{"write a collection record", "$KV." + bucketCollections + ".app"},
-		{"write the snapshot store", "$O." + objectSnapshots + ".M.x"},
+		{"write the placement bucket", "$KV." + node.BucketPlacement + ".controller"},
+		{"write the nodes bucket", "$KV." + node.BucketNodes + ".me"},
+		{"write the snapshot manifests", "$KV." + protocol.BucketSnapshots + ".app.0"},
+		{"write a collection record", "$KV." + protocol.BucketCollections + ".app"},
+		{"write the snapshot store", "$O." + protocol.ObjectSnapshots + ".M.x"},
 		{"answer another client's request", "_INBOX.someone.1.1"},
-		{"answer a node's request", NodeInboxPrefix + ".x"},
+		{"answer a node's request", protocol.NodeInboxPrefix + ".x"},
 		{"ack a message", "$JS.ACK.x"},
 	} {
 		if err := v.nc.Publish(tc.subject, []byte("{}")); err != nil {
@@ -498,13 +500,13 @@ func TestClusterClientRole(t *testing.T) {
 		}
 		v.refused(t, tc.what, tc.subject)
 	}
-	for _, subject := range []string{"umbra.q.>", "umbra.q.app.0", "umbra.w.>", "umbra.admin.>", "umbra.>", NodeInboxPrefix + ".>", ">", "$KV.>"} {
+	for _, subject := range []string{"umbra.q.>", "umbra.q.app.0", "umbra.w.>", "umbra.admin.>", "umbra.>", protocol.NodeInboxPrefix + ".>", ">", "$KV.>"} {
 		if _, err := v.nc.Subscribe(subject, func(*nats.Msg) {}); err != nil {
 			t.Fatal(err)
 		}
 		v.refused(t, "subscribe to "+subject, subject)
 	}
-	if _, err := v.nc.QueueSubscribe("umbra.q.app.0", queueGroup("app", 0), func(*nats.Msg) {}); err != nil {
+	if _, err := v.nc.QueueSubscribe("umbra.q.app.0", protocol.QueueGroup("app", 0), func(*nats.Msg) {}); err != nil {
 		t.Fatal(err)
 	}
 	v.refused(t, "join a shard's queue group", "umbra.q.app.0")
@@ -544,7 +546,7 @@ func TestClusterClientCreateNeedsANode(t *testing.T) {
 	}
 	// Before any node made the buckets, a client cannot open them.
 	dir := t.TempDir()
-	fresh, err := StartEmbedded(EmbeddedConfig{Listen: "127.0.0.1:0", Dir: dir})
+	fresh, err := node.StartEmbedded(node.EmbeddedConfig{Listen: "127.0.0.1:0", Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

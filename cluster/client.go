@@ -15,25 +15,22 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 	"github.com/umbravec/umbra/internal/keyrule"
+	"github.com/umbravec/umbra/internal/metaindex"
 	"github.com/umbravec/umbra/meta"
 )
 
 // Client is a connection to an umbra cluster: the NATS system its nodes
 // share.
 type Client struct {
-	nc             *nats.Conn
-	js             jetstream.JetStream
-	owns           bool
+	x              *protocol.Conn // the connection, its buckets and the server's refusals
 	timeout        time.Duration
 	attemptTimeout time.Duration
-	colls, ctrs    jetstream.KeyValue
-	replicas       int // of the cluster's buckets: 1 on one server, 3 in a NATS cluster
 	idBlock        uint64
 	callsState                 // umbra_calls, for writes with an idempotency key (idempotent.go)
 	conn           connOptions // Connect's (auth.go)
-	denied         denials
 }
 
 // ClientOption configures Connect.
@@ -49,7 +46,7 @@ func AttemptTimeout(d time.Duration) ClientOption { return func(c *Client) { c.a
 // ErrUnauthorized: the NATS server refused the connection's credentials
 // (none given, or not keys it knows). Connect returns it as an
 // *AuthError.
-var ErrUnauthorized = errors.New("the server refused the credentials")
+var ErrUnauthorized = protocol.ErrUnauthorized
 
 // AuthError is Connect's error when the server refused the credentials.
 type AuthError struct {
@@ -58,19 +55,16 @@ type AuthError struct {
 	Err   error  // NATS's
 }
 
-func (e *AuthError) Error() string {
-	if e.Creds == "" {
-		return fmt.Sprintf("connecting to %s without credentials: the server refused the connection (%v): give credentials (Credentials: umbra serve --dir D writes D/creds/client.nk for applications, D/creds/node.nk for nodes)", e.URL, e.Err)
-	}
-	return fmt.Sprintf("connecting to %s: the server refused the credentials in %s (%v): not keys it knows (another server's, or replaced since: umbra serve prints where it keeps the current ones)", e.URL, e.Creds, e.Err)
-}
+func (e *AuthError) Error() string { return protocol.AuthMessage(e.URL, e.Creds, e.Err) }
 
 func (e *AuthError) Unwrap() []error { return []error{ErrUnauthorized, e.Err} }
 
 func newClientValue(opts []ClientOption) *Client {
-	c := &Client{timeout: 10 * time.Second, attemptTimeout: 3 * time.Second, replicas: 1, idBlock: defaultIDBlock}
+	c := &Client{timeout: 10 * time.Second, attemptTimeout: 3 * time.Second, idBlock: defaultIDBlock}
 	for _, o := range opts {
-		o(c)
+		if o != nil {
+			o(c)
+		}
 	}
 	return c
 }
@@ -79,97 +73,47 @@ func newClientValue(opts []ClientOption) *Client {
 // any of them), with the credentials and TLS settings opts give.
 func Connect(ctx context.Context, url string, opts ...ClientOption) (*Client, error) {
 	c := newClientValue(opts)
-	if c.conn.err != nil {
-		return nil, c.conn.err
+	x, err := protocol.Dial(ctx, url, protocol.DialConfig{Creds: c.conn.creds, Options: c.conn.nats, Node: c.conn.node})
+	var auth *protocol.AuthError
+	if errors.As(err, &auth) {
+		return nil, &AuthError{URL: auth.URL, Creds: auth.Creds, Err: auth.Err}
 	}
-	nopts := []nats.Option{nats.Name("umbra client"), nats.MaxReconnects(-1), nats.ErrorHandler(c.denied.handler)}
-	if c.conn.node {
-		nopts = append(nopts, nats.Name("umbra node"), nats.CustomInboxPrefix(NodeInboxPrefix))
-	}
-	nc, err := nats.Connect(url, append(nopts, c.conn.nats...)...)
 	if err != nil {
-		if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked) {
-			return nil, &AuthError{URL: url, Creds: c.conn.creds, Err: err}
-		}
-		return nil, fmt.Errorf("connecting to %s: %w", url, err)
-	}
-	c.nc, c.owns = nc, true
-	if err := c.init(ctx); err != nil {
-		nc.Close()
 		return nil, err
 	}
+	c.x = x
 	return c, nil
 }
 
 // NewClient makes a Client on an open connection (Close leaves it open).
 // Credentials, TLS and ClientCert are the connection's own then (set on
 // it when it was made); AsNode needs a connection made with
-// nats.CustomInboxPrefix(NodeInboxPrefix).
+// nats.CustomInboxPrefix("_UMBRA_NODE_INBOX"). The server's refusals of
+// rights are not seen on such a connection (its error handler is the
+// caller's), so errors name them less well.
 func NewClient(ctx context.Context, nc *nats.Conn, opts ...ClientOption) (*Client, error) {
 	c := newClientValue(opts)
-	switch {
-	case c.conn.connLevel:
+	if c.conn.connLevel {
 		return nil, errors.New("cluster.NewClient: Credentials, TLS and ClientCert apply to Connect; give nats.Connect the connection's own (nats.UserCredentials, nats.Nkey, nats.RootCAs)")
-	case c.conn.node && nc.Opts.InboxPrefix != NodeInboxPrefix:
-		return nil, fmt.Errorf("cluster.NewClient: AsNode needs a connection made with nats.CustomInboxPrefix(%q), not %q", NodeInboxPrefix, nc.Opts.InboxPrefix)
 	}
-	c.nc = nc
-	if err := c.init(ctx); err != nil {
-		return nil, err
+	x, err := protocol.Open(ctx, nc, c.conn.node)
+	if err != nil {
+		return nil, fmt.Errorf("cluster.NewClient: %w", err)
 	}
+	c.x = x
 	return c, nil
 }
 
-func (c *Client) init(ctx context.Context) error {
-	js, err := jetstream.New(c.nc)
-	if err != nil {
-		return err
-	}
-	c.js = js
-	if c.nc.ConnectedClusterName() != "" {
-		c.replicas = 3
-	}
-	m := c.mark()
-	fctx, cancel := c.denied.failFast(ctx)
-	defer cancel()
-	if c.colls, err = bucket(fctx, js, bucketCollections, c.replicas); err != nil {
-		return c.bucketError(err, m)
-	}
-	if c.ctrs, err = bucket(fctx, js, bucketCounters, c.replicas); err != nil {
-		return c.bucketError(err, m)
-	}
-	return nil
-}
-
-// bucket opens the KV bucket, creating it when absent.
-func bucket(ctx context.Context, js jetstream.JetStream, name string, replicas int) (jetstream.KeyValue, error) {
-	kv, err := js.KeyValue(ctx, name)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: name, Replicas: replicas, Storage: jetstream.FileStorage, History: 1})
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = js.KeyValue(ctx, name)
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("bucket %s: %w", name, err)
-	}
-	return kv, nil
-}
-
 // Close closes the connection, if Connect opened it.
-func (c *Client) Close() {
-	if c.owns {
-		c.nc.Close()
-	}
-}
+func (c *Client) Close() { c.x.Close() }
 
 // Conn is the client's NATS connection.
-func (c *Client) Conn() *nats.Conn { return c.nc }
+func (c *Client) Conn() *nats.Conn { return c.x.NC }
 
 // CollectionConfig describes a new collection.
 type CollectionConfig struct {
 	Dim    int
-	Metric engine.Metric // Cosine by default
+	Metric umbra.Metric // Cosine by default
 	// Shards is the number of logical shards, fixed for the collection's
 	// life (default 1).
 	Shards int
@@ -193,41 +137,41 @@ type CollectionConfig struct {
 // Create creates a collection, or opens it when one of that name exists
 // with the same configuration (ErrCollectionExists otherwise).
 func (c *Client) Create(ctx context.Context, name string, cfg CollectionConfig) (*Collection, error) {
-	if err := checkName(name); err != nil {
+	if err := protocol.CheckName(name); err != nil {
 		return nil, err
 	}
-	if cfg.Dim < 1 || cfg.Dim > engine.MaxDim {
-		return nil, fmt.Errorf("%w: Dim %d", engine.ErrInvalidConfig, cfg.Dim)
+	if cfg.Dim < 1 || cfg.Dim > umbra.MaxDim {
+		return nil, fmt.Errorf("%w: Dim %d", umbra.ErrInvalidConfig, cfg.Dim)
 	}
 	if cfg.Shards == 0 {
 		cfg.Shards = 1
 	}
-	if cfg.Shards < 1 || cfg.Shards > maxShards {
-		return nil, fmt.Errorf("%w: Shards %d (1 to %d)", engine.ErrInvalidConfig, cfg.Shards, maxShards)
+	if cfg.Shards < 1 || cfg.Shards > protocol.MaxShards {
+		return nil, fmt.Errorf("%w: Shards %d (1 to %d)", umbra.ErrInvalidConfig, cfg.Shards, protocol.MaxShards)
 	}
 	if cfg.NodeReplicas < 0 {
-		return nil, fmt.Errorf("%w: NodeReplicas %d (0 for the default, 3)", engine.ErrInvalidConfig, cfg.NodeReplicas)
+		return nil, fmt.Errorf("%w: NodeReplicas %d (0 for the default, 3)", umbra.ErrInvalidConfig, cfg.NodeReplicas)
 	}
 	if cfg.Replicas == 0 {
-		cfg.Replicas = c.replicas
+		cfg.Replicas = c.x.Replicas
 	}
 	if cfg.MaxBytes == 0 {
 		cfg.MaxBytes = 1 << 30
 	}
 	if cfg.DedupWindow == 0 {
-		cfg.DedupWindow = DefaultDedupWindow
+		cfg.DedupWindow = protocol.DefaultDedupWindow
 	}
-	if cfg.DedupWindow < time.Second || cfg.DedupWindow > MaxDedupWindow {
-		return nil, fmt.Errorf("%w: DedupWindow %v (1s to %v, 0 for the default %v)", engine.ErrInvalidConfig, cfg.DedupWindow, MaxDedupWindow, DefaultDedupWindow)
+	if cfg.DedupWindow < time.Second || cfg.DedupWindow > protocol.MaxDedupWindow {
+		return nil, fmt.Errorf("%w: DedupWindow %v (1s to %v, 0 for the default %v)", umbra.ErrInvalidConfig, cfg.DedupWindow, protocol.MaxDedupWindow, protocol.DefaultDedupWindow)
 	}
-	meta := &collectionMeta{Version: 1, Name: name, Dim: cfg.Dim, Metric: cfg.Metric.String(), Shards: cfg.Shards,
+	meta := &protocol.CollectionRecord{Version: 1, Name: name, Dim: cfg.Dim, Metric: cfg.Metric.String(), Shards: cfg.Shards,
 		Replicas: cfg.Replicas, NodeReplicas: cfg.NodeReplicas, MaxBytes: cfg.MaxBytes, Created: time.Now().UTC(), DedupWindow: cfg.DedupWindow}
-	if e, err := c.colls.Get(ctx, name); err == nil {
-		old, err := unmarshalMeta(e.Value())
+	if e, err := c.x.Colls.Get(ctx, name); err == nil {
+		old, err := protocol.UnmarshalRecord(e.Value())
 		if err != nil {
 			return nil, err
 		}
-		if err := sameCollection(old, meta); err != nil {
+		if err := protocol.SameCollection(old, meta); err != nil {
 			return nil, err
 		}
 		return c.open(old)
@@ -243,29 +187,29 @@ func (c *Client) Create(ctx context.Context, name string, cfg CollectionConfig) 
 
 // Open opens an existing collection.
 func (c *Client) Open(ctx context.Context, name string) (*Collection, error) {
-	if err := checkName(name); err != nil {
+	if err := protocol.CheckName(name); err != nil {
 		return nil, err
 	}
-	e, err := c.colls.Get(ctx, name)
+	e, err := c.x.Colls.Get(ctx, name)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, fmt.Errorf("%w: %q", ErrNoCollection, name)
 	}
 	if err != nil {
 		return nil, err
 	}
-	meta, err := unmarshalMeta(e.Value())
+	meta, err := protocol.UnmarshalRecord(e.Value())
 	if err != nil {
 		return nil, err
 	}
 	return c.open(meta)
 }
 
-func (c *Client) open(meta *collectionMeta) (*Collection, error) {
-	metric, err := meta.metric()
+func (c *Client) open(meta *protocol.CollectionRecord) (*Collection, error) {
+	metric, err := meta.ParseMetric()
 	if err != nil {
 		return nil, err
 	}
-	fields, err := meta.schema()
+	fields, err := meta.Schema()
 	if err != nil {
 		return nil, err
 	}
@@ -282,19 +226,20 @@ type Token []uint64
 // its own writes, and its searches read them.
 type Collection struct {
 	c      *Client
-	meta   *collectionMeta
-	metric engine.Metric
+	meta   *protocol.CollectionRecord
+	metric umbra.Metric
 	mu     sync.Mutex
 	token  Token
 	fields map[string]meta.Kind // the schema as last read; a field's kind never changes
 	ids    idAlloc              // the handle's block of IDs (ids.go)
+	closed atomic.Bool          // Close was called (get.go)
 }
 
 // Name, Dim, Metric and Shards describe the collection.
-func (col *Collection) Name() string          { return col.meta.Name }
-func (col *Collection) Dim() int              { return col.meta.Dim }
-func (col *Collection) Metric() engine.Metric { return col.metric }
-func (col *Collection) Shards() int           { return col.meta.Shards }
+func (col *Collection) Name() string         { return col.meta.Name }
+func (col *Collection) Dim() int             { return col.meta.Dim }
+func (col *Collection) Metric() umbra.Metric { return col.metric }
+func (col *Collection) Shards() int          { return col.meta.Shards }
 
 // NodeReplicas is how many nodes hold each shard under placement, as the
 // collection was created with (0: the default, 3).
@@ -313,68 +258,13 @@ func (col *Collection) advance(shard int, seq uint64) {
 	col.mu.Unlock()
 }
 
-// WriteOption names the rows of a write, as engine.WithIDs and
-// engine.WithKeys do.
-type WriteOption func(*writeOptions)
-
-type writeOptions struct {
-	ids      []uint64
-	keys     []string
-	idsSet   bool
-	keysSet  bool
-	noWait   bool
-	meta     []meta.Fields
-	metaSet  bool
-	payloads [][]byte
-	paySet   bool
-	key      string // IdempotencyKey (idempotent.go)
-	keySet   bool
-}
-
-// WithIDs names the rows by ID.
-func WithIDs(ids ...uint64) WriteOption {
-	return func(o *writeOptions) { o.ids, o.idsSet = append(o.ids, ids...), true }
-}
-
-// WithKeys names the rows by key.
-func WithKeys(keys ...string) WriteOption {
-	return func(o *writeOptions) { o.keys, o.keysSet = append(o.keys, keys...), true }
-}
-
-// WithMeta gives each row of an Add or Upsert its metadata, as
-// engine.WithMeta does: one Fields per row (nil: none). A field's kind is
-// the collection's, fixed by the first write anywhere that gives the
-// field (the schema is kept in the collection's record); a value of
-// another kind is refused (engine.ErrInvalidMeta) before anything is
-// written. An Upsert without WithMeta keeps the replaced rows' metadata.
-func WithMeta(rows ...meta.Fields) WriteOption {
-	return func(o *writeOptions) { o.meta, o.metaSet = rows, true }
-}
-
-// WithPayloads gives each row of an Add or Upsert an opaque payload, as
-// engine.WithPayloads does (nil or empty: none; at most
-// engine.DefaultMaxPayloadBytes). An Upsert without WithPayloads keeps the
-// replaced rows' payloads.
-func WithPayloads(payloads ...[]byte) WriteOption {
-	return func(o *writeOptions) { o.payloads, o.paySet = payloads, true }
-}
-
-// NoWait returns once JetStream has acknowledged the write (it is then
-// durable and will be applied), without waiting for a replica to apply it:
-// apply-time refusals (an ID already stored, a key not found) are then not
-// reported, and an Upsert by key returns the IDs new keys get, with 0 for
-// keys that were stored. A call with an IdempotencyKey and keys whose
-// messages JetStream had already (a retry) waits all the same: the IDs
-// its keys got are known from the stored messages' outcomes.
-func NoWait() WriteOption { return func(o *writeOptions) { o.noWait = true } }
-
 // readAll reads a RowSource whole.
-func readAll(rows engine.RowSource, dim int) ([]float32, error) {
+func readAll(rows umbra.RowSource, dim int) ([]float32, error) {
 	if rows == nil {
-		return nil, fmt.Errorf("%w: no rows", engine.ErrInvalidOption)
+		return nil, fmt.Errorf("%w: no rows", umbra.ErrInvalidOption)
 	}
 	if rows.Dim() != dim {
-		return nil, fmt.Errorf("%w: rows of dimension %d for a collection of dimension %d", engine.ErrDimMismatch, rows.Dim(), dim)
+		return nil, fmt.Errorf("%w: rows of dimension %d for a collection of dimension %d", umbra.ErrDimMismatch, rows.Dim(), dim)
 	}
 	n := rows.Rows()
 	out := make([]float32, 0, max(n, 0)*dim)
@@ -386,11 +276,11 @@ func readAll(rows engine.RowSource, dim int) ([]float32, error) {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", engine.ErrSource, err)
+			return nil, fmt.Errorf("%w: %w", umbra.ErrSource, err)
 		}
 	}
 	if n >= 0 && len(out)/dim != n {
-		return nil, fmt.Errorf("%w: the source announced %d rows and gave %d", engine.ErrSource, n, len(out)/dim)
+		return nil, fmt.Errorf("%w: the source announced %d rows and gave %d", umbra.ErrSource, n, len(out)/dim)
 	}
 	return out, nil
 }
@@ -403,12 +293,12 @@ func (col *Collection) checkRows(data []float32) error {
 		zero := true
 		for j, v := range data[i*dim : (i+1)*dim] {
 			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return fmt.Errorf("%w: vector %d, component %d", engine.ErrNonFinite, i, j)
+				return fmt.Errorf("%w: vector %d, component %d", umbra.ErrNonFinite, i, j)
 			}
 			zero = zero && v == 0
 		}
-		if zero && col.metric == engine.Cosine {
-			return fmt.Errorf("%w: vector %d", engine.ErrZeroVector, i)
+		if zero && col.metric == umbra.Cosine {
+			return fmt.Errorf("%w: vector %d", umbra.ErrZeroVector, i)
 		}
 	}
 	return nil
@@ -421,7 +311,7 @@ func checkIDs(ids []uint64) error {
 			return fmt.Errorf("%w: ID %d (argument %d): IDs from %d up are the cluster's", ErrReservedID, id, i, ReservedIDs)
 		}
 		if j, ok := seen[id]; ok {
-			return fmt.Errorf("%w: ID %d (arguments %d and %d)", engine.ErrDuplicateID, id, j, i)
+			return fmt.Errorf("%w: ID %d (arguments %d and %d)", umbra.ErrDuplicateID, id, j, i)
 		}
 		seen[id] = i
 	}
@@ -432,10 +322,10 @@ func checkKeys(keys []string) error {
 	seen := make(map[string]int, len(keys))
 	for i, k := range keys {
 		if err := keyrule.Check(k); err != nil {
-			return fmt.Errorf("%w: argument %d: %v", engine.ErrInvalidKey, i, err)
+			return fmt.Errorf("%w: argument %d: %v", umbra.ErrInvalidKey, i, err)
 		}
 		if j, ok := seen[k]; ok {
-			return fmt.Errorf("%w: key %s (arguments %d and %d)", engine.ErrDuplicateID, keyrule.Quote(k), j, i)
+			return fmt.Errorf("%w: key %s (arguments %d and %d)", umbra.ErrDuplicateID, keyrule.Quote(k), j, i)
 		}
 		seen[k] = i
 	}
@@ -456,41 +346,72 @@ func checkKeys(keys []string) error {
 // applied whole or not at all; a call that spans shards is not atomic as a
 // whole: when a replica refuses one part (an ID already stored), the
 // others stand, and the error says so.
-func (col *Collection) Add(ctx context.Context, rows engine.RowSource, opts ...WriteOption) ([]uint64, error) {
-	return col.write(ctx, opAdd, rows, opts)
+func (col *Collection) Add(ctx context.Context, rows umbra.RowSource, opts ...umbra.WriteOption) ([]uint64, error) {
+	return col.write(ctx, protocol.OpAdd, rows, opts)
 }
 
 // Upsert stores rows under the caller's IDs or keys, replacing stored
 // ones.
-func (col *Collection) Upsert(ctx context.Context, rows engine.RowSource, opts ...WriteOption) ([]uint64, error) {
-	return col.write(ctx, opUpsert, rows, opts)
+func (col *Collection) Upsert(ctx context.Context, rows umbra.RowSource, opts ...umbra.WriteOption) ([]uint64, error) {
+	return col.write(ctx, protocol.OpUpsert, rows, opts)
 }
 
 // Delete removes the rows named by WithIDs or WithKeys.
-func (col *Collection) Delete(ctx context.Context, opts ...WriteOption) error {
-	_, err := col.write(ctx, opDelete, nil, opts)
+func (col *Collection) Delete(ctx context.Context, opts ...umbra.WriteOption) error {
+	_, err := col.write(ctx, protocol.OpDelete, nil, opts)
 	return err
 }
 
-func (col *Collection) write(ctx context.Context, op byte, rows engine.RowSource, opts []WriteOption) ([]uint64, error) {
-	var o writeOptions
-	for _, f := range opts {
-		f(&o)
+// writeOptions are a write's options as the collection reads them, from
+// umbra.WriteParams.
+type writeOptions struct {
+	ids      []uint64
+	keys     []string
+	idsSet   bool
+	keysSet  bool
+	noWait   bool
+	meta     []meta.Fields
+	metaSet  bool
+	payloads [][]byte
+	paySet   bool
+	key      string // IdempotencyKey (idempotent.go)
+	keySet   bool
+}
+
+// verbs name the write operations as the API calls them.
+var verbs = map[byte]string{protocol.OpAdd: "Add", protocol.OpUpsert: "Upsert", protocol.OpDelete: "Delete"}
+
+// collectWrite resolves opts for the write op (umbra.ResolveWrite's
+// rules); a cluster names a write's rows by IDs or by keys, not both.
+func collectWrite(op byte, opts []umbra.WriteOption) (writeOptions, error) {
+	p, err := umbra.ResolveWrite(verbs[op], opts)
+	if err != nil {
+		return writeOptions{}, err
+	}
+	if p.IDs != nil && p.Keys != nil {
+		return writeOptions{}, fmt.Errorf("%w: WithIDs and WithKeys together: name rows by IDs or by keys, not both, in a cluster", umbra.ErrInvalidOption)
+	}
+	return writeOptions{
+		ids: p.IDs, keys: p.Keys, idsSet: p.IDs != nil, keysSet: p.Keys != nil, noWait: p.NoWait,
+		meta: p.Meta, metaSet: p.Meta != nil, payloads: p.Payloads, paySet: p.Payloads != nil,
+		key: p.IdempotencyKey, keySet: p.IdempotencyKey != "",
+	}, nil
+}
+
+func (col *Collection) write(ctx context.Context, op byte, rows umbra.RowSource, opts []umbra.WriteOption) ([]uint64, error) {
+	if err := col.live(); err != nil {
+		return nil, err
+	}
+	o, err := collectWrite(op, opts)
+	if err != nil {
+		return nil, err
 	}
 	dim := col.meta.Dim
-	if o.idsSet && o.keysSet {
-		return nil, fmt.Errorf("%w: name rows by IDs or by keys, not both, in a cluster", engine.ErrInvalidOption)
-	}
-	if o.keySet {
-		if err := checkIdempotencyKey(o.key); err != nil {
-			return nil, err
-		}
-	}
 	var data []float32
 	n := 0
-	if op == opDelete {
+	if op == protocol.OpDelete {
 		if !o.idsSet && !o.keysSet {
-			return nil, fmt.Errorf("%w: Delete names no rows (WithIDs or WithKeys)", engine.ErrInvalidOption)
+			return nil, fmt.Errorf("%w: Delete names no rows (WithIDs or WithKeys)", umbra.ErrInvalidOption)
 		}
 		n = len(o.ids) + len(o.keys)
 	} else {
@@ -502,21 +423,21 @@ func (col *Collection) write(ctx context.Context, op byte, rows engine.RowSource
 		if err := col.checkRows(data); err != nil {
 			return nil, err
 		}
-		if op == opUpsert && !o.idsSet && !o.keysSet {
-			return nil, fmt.Errorf("%w: Upsert names no rows (WithIDs or WithKeys)", engine.ErrInvalidOption)
+		if op == protocol.OpUpsert && !o.idsSet && !o.keysSet {
+			return nil, fmt.Errorf("%w: Upsert names no rows (WithIDs or WithKeys)", umbra.ErrInvalidOption)
 		}
 		if (o.idsSet && len(o.ids) != n) || (o.keysSet && len(o.keys) != n) {
-			return nil, fmt.Errorf("%w: %d vectors, %d IDs or keys", engine.ErrIDCount, n, len(o.ids)+len(o.keys))
+			return nil, fmt.Errorf("%w: %d vectors, %d IDs or keys", umbra.ErrIDCount, n, len(o.ids)+len(o.keys))
 		}
 	}
-	if op == opDelete && (o.metaSet || o.paySet) {
-		return nil, fmt.Errorf("%w: Delete takes no metadata or payloads", engine.ErrInvalidOption)
+	if op == protocol.OpDelete && (o.metaSet || o.paySet) {
+		return nil, fmt.Errorf("%w: Delete takes no metadata or payloads", umbra.ErrInvalidOption)
 	}
 	switch {
 	case o.metaSet && len(o.meta) != n:
-		return nil, fmt.Errorf("%w: %d metadata rows for %d vectors", engine.ErrIDCount, len(o.meta), n)
+		return nil, fmt.Errorf("%w: %d metadata rows for %d vectors", umbra.ErrIDCount, len(o.meta), n)
 	case o.paySet && len(o.payloads) != n:
-		return nil, fmt.Errorf("%w: %d payloads for %d vectors", engine.ErrIDCount, len(o.payloads), n)
+		return nil, fmt.Errorf("%w: %d payloads for %d vectors", umbra.ErrIDCount, len(o.payloads), n)
 	}
 	if n == 0 {
 		return []uint64{}, nil
@@ -532,8 +453,8 @@ func (col *Collection) write(ctx context.Context, op byte, rows engine.RowSource
 		}
 	}
 	for i, p := range o.payloads {
-		if len(p) > engine.DefaultMaxPayloadBytes {
-			return nil, fmt.Errorf("%w: the payload of vector %d is %d bytes, over the limit of %d", engine.ErrTooLarge, i, len(p), engine.DefaultMaxPayloadBytes)
+		if len(p) > umbra.DefaultMaxPayloadBytes {
+			return nil, fmt.Errorf("%w: the payload of vector %d is %d bytes, over the limit of %d", umbra.ErrTooLarge, i, len(p), umbra.DefaultMaxPayloadBytes)
 		}
 	}
 	var encMeta [][]byte
@@ -546,11 +467,11 @@ func (col *Collection) write(ctx context.Context, op byte, rows engine.RowSource
 		}
 		encMeta = make([][]byte, n)
 		for i, f := range o.meta {
-			encMeta[i] = meta.AppendBinary(nil, f)
+			encMeta[i] = metaindex.AppendBinary(nil, f)
 		}
 	}
 	S := col.meta.Shards
-	limit := int(col.c.nc.MaxPayload()) - chunkRoom
+	limit := int(col.c.x.NC.MaxPayload()) - protocol.ChunkRoom
 	// With an idempotency key the call is recorded first, or follows the
 	// record of the call that used the key before: the same assigned IDs,
 	// the same cut into messages (idempotent.go).
@@ -559,7 +480,7 @@ func (col *Collection) write(ctx context.Context, op byte, rows engine.RowSource
 	if o.keySet {
 		want := callRecord{Hash: callHash(op, &o, data, encMeta), Limit: limit}
 		var assign func() (uint64, error)
-		if op != opDelete && !o.idsSet && !o.keysSet {
+		if op != protocol.OpDelete && !o.idsSet && !o.keysSet {
 			assign = func() (uint64, error) { return col.assign(ctx, uint64(n)) }
 		}
 		r, err := col.claimCall(ctx, o.key, want, assign)
@@ -567,7 +488,7 @@ func (col *Collection) write(ctx context.Context, op byte, rows engine.RowSource
 			return nil, err
 		}
 		if r.Limit > limit {
-			return nil, fmt.Errorf("idempotency key %s: its first call cut its messages under %d bytes, over this connection's max payload (%d bytes); retry through a server with the same max_payload", o.key, r.Limit, col.c.nc.MaxPayload())
+			return nil, fmt.Errorf("idempotency key %s: its first call cut its messages under %d bytes, over this connection's max payload (%d bytes); retry through a server with the same max_payload", o.key, r.Limit, col.c.x.NC.MaxPayload())
 		}
 		rec, limit, call = &r, r.Limit, o.key+"."+r.Hash[:16]
 	}
@@ -576,9 +497,9 @@ func (col *Collection) write(ctx context.Context, op byte, rows engine.RowSource
 	switch {
 	case o.keysSet:
 		for i, k := range o.keys {
-			shardOf[i] = shardOfKey(k, S)
+			shardOf[i] = protocol.ShardOfKey(k, S)
 		}
-		if op != opDelete {
+		if op != protocol.OpDelete {
 			var err error
 			if ids, err = col.idsForKeys(ctx, shardOf); err != nil {
 				return nil, err
@@ -587,7 +508,7 @@ func (col *Collection) write(ctx context.Context, op byte, rows engine.RowSource
 			ids = make([]uint64, n) // unused: the replica looks the keys up
 		}
 	case o.idsSet:
-		if op != opDelete {
+		if op != protocol.OpDelete {
 			if err := col.raiseFloor(ctx, slices.Max(ids)+1); err != nil {
 				return nil, err
 			}
@@ -609,20 +530,20 @@ func (col *Collection) write(ctx context.Context, op byte, rows engine.RowSource
 	}
 	if !o.keysSet {
 		for i, id := range ids {
-			shardOf[i] = shardOfID(id, S)
+			shardOf[i] = protocol.ShardOfID(id, S)
 		}
 	}
 	// Each shard's rows, in call order, cut into messages under the max
 	// payload.
 	type part struct {
-		msg  *writeMsg
+		msg  *protocol.WriteMsg
 		rows []int // the call's row indices
 	}
 	byShard := make([][]part, S)
 	for i := range n {
 		s := shardOf[i]
 		ps := byShard[s]
-		rowBytes := 8 + 4*dim*btoi(op != opDelete)
+		rowBytes := 8 + 4*dim*btoi(op != protocol.OpDelete)
 		if o.keysSet {
 			rowBytes += 4 + len(o.keys[i])
 		}
@@ -632,29 +553,29 @@ func (col *Collection) write(ctx context.Context, op byte, rows engine.RowSource
 		if o.paySet {
 			rowBytes += 4 + len(o.payloads[i])
 		}
-		if rowBytes+writeHeader > limit {
-			return nil, fmt.Errorf("%w: row %d takes %d bytes, over the NATS max payload of %d (a server's max_payload can be raised to 8 MB; umbra's embedded server runs with 8 MiB)", engine.ErrTooLarge, i, rowBytes, col.c.nc.MaxPayload())
+		if rowBytes+protocol.WriteHeader > limit {
+			return nil, fmt.Errorf("%w: row %d takes %d bytes, over the NATS max payload of %d (a server's max_payload can be raised to 8 MB; umbra's embedded server runs with 8 MiB)", umbra.ErrTooLarge, i, rowBytes, col.c.x.NC.MaxPayload())
 		}
-		if len(ps) == 0 || ps[len(ps)-1].msg.size()+rowBytes > limit {
-			m := &writeMsg{op: op, dim: dim, metaSet: o.metaSet, paySet: o.paySet}
+		if len(ps) == 0 || ps[len(ps)-1].msg.Size()+rowBytes > limit {
+			m := &protocol.WriteMsg{Op: op, Dim: dim, MetaSet: o.metaSet, PaySet: o.paySet}
 			if o.keysSet {
-				m.keys = []string{}
+				m.Keys = []string{}
 			}
 			ps = append(ps, part{msg: m})
 		}
 		p := &ps[len(ps)-1]
-		p.msg.ids = append(p.msg.ids, ids[i])
+		p.msg.IDs = append(p.msg.IDs, ids[i])
 		if o.keysSet {
-			p.msg.keys = append(p.msg.keys, o.keys[i])
+			p.msg.Keys = append(p.msg.Keys, o.keys[i])
 		}
 		if o.metaSet {
-			p.msg.meta = append(p.msg.meta, encMeta[i])
+			p.msg.Meta = append(p.msg.Meta, encMeta[i])
 		}
 		if o.paySet {
-			p.msg.payloads = append(p.msg.payloads, o.payloads[i])
+			p.msg.Payloads = append(p.msg.Payloads, o.payloads[i])
 		}
-		if op != opDelete {
-			p.msg.rows = append(p.msg.rows, data[i*dim:(i+1)*dim]...)
+		if op != protocol.OpDelete {
+			p.msg.Rows = append(p.msg.Rows, data[i*dim:(i+1)*dim]...)
 		}
 		p.rows = append(p.rows, i)
 		byShard[s] = ps
@@ -673,7 +594,7 @@ func (col *Collection) write(ctx context.Context, op byte, rows engine.RowSource
 		}
 		wg.Go(func() {
 			for j, p := range ps {
-				seq, dup, err := col.publishMsg(ctx, s, fmt.Sprintf("%s.%d.%d", call, s, j), p.msg.encode())
+				seq, dup, err := col.publishMsg(ctx, s, fmt.Sprintf("%s.%d.%d", call, s, j), p.msg.Encode())
 				if err == nil {
 					seqs[s] = append(seqs[s], seq)
 					col.advance(s, seq)
@@ -693,13 +614,13 @@ func (col *Collection) write(ctx context.Context, op byte, rows engine.RowSource
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("write not acknowledged whole (the shards not named here were; a message is applied whole or not at all): %w", err)
 	}
-	if op == opDelete {
+	if op == protocol.OpDelete {
 		ids = nil
 	}
-	if o.noWait && !(dups.Load() && o.keysSet && op != opDelete) {
+	if o.noWait && !(dups.Load() && o.keysSet && op != protocol.OpDelete) {
 		// (A retry with a key whose messages were stored before waits
 		// for their outcomes: the IDs its keys got are in them.)
-		if op == opUpsert && o.keysSet {
+		if op == protocol.OpUpsert && o.keysSet {
 			// Unknown until applied: the IDs chosen for new keys stand
 			// for the rows; a stored key keeps its own ID.
 		}
@@ -710,29 +631,29 @@ func (col *Collection) write(ctx context.Context, op byte, rows engine.RowSource
 	reqs := map[int][]byte{}
 	for s, ss := range seqs {
 		if len(ss) > 0 {
-			reqs[s] = (&request{kind: kindAwait, minSeq: slices.Max(ss), waitMs: 1000, seqs: ss}).encode()
+			reqs[s] = (&protocol.Request{Kind: protocol.KindAwait, MinSeq: slices.Max(ss), WaitMs: 1000, Seqs: ss}).Encode()
 		}
 	}
-	replies, err := col.c.fanout(ctx, col.meta.Name, kindAwait, reqs)
+	replies, err := col.c.fanout(ctx, col.meta.Name, protocol.KindAwait, reqs)
 	if err != nil {
 		return nil, fmt.Errorf("%w (token %v): %w", ErrOutcomeUnknown, col.Token(), err)
 	}
 	var refusals []error
 	for s, ps := range byShard {
 		for j, p := range ps {
-			if len(replies[s].outcomes) != len(ps) {
-				return nil, fmt.Errorf("%w: shard %d reported %d outcomes for %d messages", ErrOutcomeUnknown, s, len(replies[s].outcomes), len(ps))
+			if len(replies[s].Outcomes) != len(ps) {
+				return nil, fmt.Errorf("%w: shard %d reported %d outcomes for %d messages", ErrOutcomeUnknown, s, len(replies[s].Outcomes), len(ps))
 			}
-			out := replies[s].outcomes[j]
-			if out.code != codeOK {
-				refusals = append(refusals, fmt.Errorf("%w: shard %d: %s", codeErr(out.code), s, out.msg))
+			out := replies[s].Outcomes[j]
+			if out.Code != protocol.CodeOK {
+				refusals = append(refusals, fmt.Errorf("%w: shard %d: %s", protocol.CodeErr(out.Code), s, out.Msg))
 				continue
 			}
 			// The IDs as the stored message gave them: the upserted keys'
 			// own, or a first call's (a retry with its key).
-			if (op == opUpsert && o.keysSet || rec != nil && op != opDelete) && len(out.ids) == len(p.rows) {
+			if (op == protocol.OpUpsert && o.keysSet || rec != nil && op != protocol.OpDelete) && len(out.IDs) == len(p.rows) {
 				for k, i := range p.rows {
-					ids[i] = out.ids[k]
+					ids[i] = out.IDs[k]
 				}
 			}
 		}
@@ -777,7 +698,7 @@ func (col *Collection) idsForKeys(ctx context.Context, shardOf []int) ([]uint64,
 			return nil, err
 		}
 		for id := first; id < first+block; id++ {
-			s := shardOfID(id, S)
+			s := protocol.ShardOfID(id, S)
 			free[s] = append(free[s], id)
 		}
 	}
@@ -808,8 +729,8 @@ func (col *Collection) publishMsg(ctx context.Context, shard int, msgID string, 
 	var last error
 	for {
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		ack, err := col.c.js.PublishMsg(actx, &nats.Msg{Subject: writeSubject(col.meta.Name, shard), Data: data},
-			jetstream.WithMsgID(msgID), jetstream.WithExpectStream(streamName(col.meta.Name, shard)))
+		ack, err := col.c.x.JS.PublishMsg(actx, &nats.Msg{Subject: protocol.WriteSubject(col.meta.Name, shard), Data: data},
+			jetstream.WithMsgID(msgID), jetstream.WithExpectStream(protocol.StreamName(col.meta.Name, shard)))
 		cancel()
 		if err == nil {
 			return ack.Sequence, ack.Duplicate, nil

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/cluster/node"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -22,22 +24,22 @@ func TestClusterNodeClosedWhileSearching(t *testing.T) {
 	// Requests to the node being closed are held in their callback for a
 	// moment, so that some are under way while Close runs; a request
 	// goroutine that starts after Close returned is a failure.
-	var closing atomic.Pointer[Node]
+	var closing atomic.Pointer[node.Node]
 	var closedDone atomic.Bool
 	var late atomic.Int64
-	hold := func(n *Node) {
+	hold := func(n *node.Node) {
 		if closing.Load() == n {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	check := func(n *Node) {
+	check := func(n *node.Node) {
 		if closing.Load() == n && closedDone.Load() {
 			late.Add(1)
 		}
 	}
-	testHooks.request.Store(&hold)
-	testHooks.serve.Store(&check)
-	t.Cleanup(func() { testHooks.request.Store(nil); testHooks.serve.Store(nil) })
+	node.TestHooks.Request.Store(&hold)
+	node.TestHooks.Serve.Store(&check)
+	t.Cleanup(func() { node.TestHooks.Request.Store(nil); node.TestHooks.Serve.Store(nil) })
 	h := newHarness(t, nil)
 	ctx := context.Background()
 	const dim, shards = 6, 3
@@ -45,22 +47,22 @@ func TestClusterNodeClosedWhileSearching(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := newMirror(t, dim, engine.Cosine)
+	ref := newMirror(t, dim, umbra.Cosine)
 	r := testkit.Rand(t)
 	vs := make([][]float32, 400)
 	for i := range vs {
 		vs[i] = testkit.Grid(r, dim)
 		vs[i][0] += 1.0 / 64
 	}
-	ids, err := col.Add(ctx, engine.Vectors(vs))
+	ids, err := col.Add(ctx, umbra.Vectors(vs))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ref.ix.Add(ctx, engine.Vectors(vs), engine.WithIDs(ids...)); err != nil {
+	if _, err := ref.ix.Add(ctx, umbra.Vectors(vs), umbra.WithIDs(ids...)); err != nil {
 		t.Fatal(err)
 	}
 	qs := make([][]float32, 8)
-	want := make([][]engine.Hit, len(qs))
+	want := make([][]umbra.Hit, len(qs))
 	for i := range qs {
 		qs[i] = testkit.Grid(r, dim)
 		qs[i][1] += 1.0 / 64
@@ -105,7 +107,7 @@ func TestClusterNodeClosedWhileSearching(t *testing.T) {
 	const rounds = 6
 	served := 0
 	for round := range rounds {
-		n, err := StartNode(ctx, h.c, NodeConfig{Dir: t.TempDir(), Device: engine.CPU})
+		n, err := node.Start(ctx, h.c.x, node.Config{Dir: t.TempDir(), Device: engine.CPU})
 		if err != nil {
 			t.Fatal(err)
 		}

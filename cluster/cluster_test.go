@@ -13,7 +13,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/cluster/node"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -22,9 +25,9 @@ import (
 type harness struct {
 	t    *testing.T
 	dir  string
-	srv  *Embedded
+	srv  *node.Embedded
 	c    *Client
-	node *Node
+	node *node.Node
 }
 
 func newHarness(t *testing.T, serve func(string, int) bool) *harness {
@@ -36,7 +39,7 @@ func newHarness(t *testing.T, serve func(string, int) bool) *harness {
 	h.dir, h.srv, h.c = serverAndClient(t, Timeout(20*time.Second))
 	ctx := context.Background()
 	var err error
-	h.node, err = StartNode(ctx, h.c, NodeConfig{Dir: h.dir, Device: engine.CPU, Serve: serve, Logf: t.Logf})
+	h.node, err = node.Start(ctx, h.c.x, node.Config{Dir: h.dir, Device: engine.CPU, Serve: serve, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,10 +50,10 @@ func newHarness(t *testing.T, serve func(string, int) bool) *harness {
 // serverAndClient starts an embedded NATS server in a test's temporary
 // directory and connects a client to it with the node's credentials (it
 // may run a node), both closed when the test ends.
-func serverAndClient(t *testing.T, opts ...ClientOption) (dir string, srv *Embedded, c *Client) {
+func serverAndClient(t *testing.T, opts ...ClientOption) (dir string, srv *node.Embedded, c *Client) {
 	t.Helper()
 	dir = t.TempDir()
-	srv, err := StartEmbedded(EmbeddedConfig{Listen: "127.0.0.1:0", Dir: dir})
+	srv, err := node.StartEmbedded(node.EmbeddedConfig{Listen: "127.0.0.1:0", Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +73,7 @@ type mirror struct {
 	ix *engine.Index
 }
 
-func newMirror(t *testing.T, dim int, metric engine.Metric) *mirror {
+func newMirror(t *testing.T, dim int, metric umbra.Metric) *mirror {
 	ix, err := engine.New(context.Background(), engine.Config{Dim: dim, Metric: metric, Device: engine.CPU})
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +82,7 @@ func newMirror(t *testing.T, dim int, metric engine.Metric) *mirror {
 	return &mirror{ix: ix}
 }
 
-func sameHits(t *testing.T, what string, want, got []engine.Hit) {
+func sameHits(t *testing.T, what string, want, got []umbra.Hit) {
 	t.Helper()
 	if len(want) != len(got) {
 		t.Fatalf("%s: %d hits, want %d\n got %v\nwant %v", what, len(got), len(want), got, want)
@@ -93,7 +96,7 @@ func sameHits(t *testing.T, what string, want, got []engine.Hit) {
 
 func TestClusterMatchesReference(t *testing.T) {
 	for _, shards := range []int{1, 3, 7} {
-		for _, metric := range []engine.Metric{engine.Cosine, engine.L2} {
+		for _, metric := range []umbra.Metric{umbra.Cosine, umbra.L2} {
 			t.Run(fmt.Sprintf("S%d/%v", shards, metric), func(t *testing.T) {
 				h := newHarness(t, nil)
 				r := testkit.Rand(t)
@@ -118,11 +121,11 @@ func TestClusterMatchesReference(t *testing.T) {
 				}
 				// Assigned IDs.
 				vs := grid(300)
-				ids, err := col.Add(ctx, engine.Vectors(vs))
+				ids, err := col.Add(ctx, umbra.Vectors(vs))
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, err := ref.ix.Add(ctx, engine.Vectors(vs), engine.WithIDs(ids...)); err != nil {
+				if _, err := ref.ix.Add(ctx, umbra.Vectors(vs), umbra.WithIDs(ids...)); err != nil {
 					t.Fatal(err)
 				}
 				// The caller's IDs, past the assigned ones.
@@ -131,21 +134,21 @@ func TestClusterMatchesReference(t *testing.T) {
 				for i := range mine {
 					mine[i] = 1000 + uint64(i)*7
 				}
-				if _, err := col.Add(ctx, engine.Vectors(vs), WithIDs(mine...)); err != nil {
+				if _, err := col.Add(ctx, umbra.Vectors(vs), umbra.WithIDs(mine...)); err != nil {
 					t.Fatal(err)
 				}
-				ref.ix.Add(ctx, engine.Vectors(vs), engine.WithIDs(mine...))
+				ref.ix.Add(ctx, umbra.Vectors(vs), umbra.WithIDs(mine...))
 				// Keys: added, then upserted (half stored, half new).
 				vs = grid(80)
 				keys := make([]string, len(vs))
 				for i := range keys {
 					keys[i] = fmt.Sprintf("doc/%d", i)
 				}
-				kids, err := col.Add(ctx, engine.Vectors(vs), WithKeys(keys...))
+				kids, err := col.Add(ctx, umbra.Vectors(vs), umbra.WithKeys(keys...))
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, err := ref.ix.Add(ctx, engine.Vectors(vs), engine.WithIDs(kids...), engine.WithKeys(keys...)); err != nil {
+				if _, err := ref.ix.Add(ctx, umbra.Vectors(vs), umbra.WithIDs(kids...), umbra.WithKeys(keys...)); err != nil {
 					t.Fatal(err)
 				}
 				vs = grid(80)
@@ -153,7 +156,7 @@ func TestClusterMatchesReference(t *testing.T) {
 				for i := range ukeys {
 					ukeys[i] = fmt.Sprintf("doc/%d", 40+i)
 				}
-				uids, err := col.Upsert(ctx, engine.Vectors(vs), WithKeys(ukeys...))
+				uids, err := col.Upsert(ctx, umbra.Vectors(vs), umbra.WithKeys(ukeys...))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -172,23 +175,23 @@ func TestClusterMatchesReference(t *testing.T) {
 						newIDs, newRows, newKeys = append(newIDs, uids[i]), append(newRows, vs[i]), append(newKeys, ukeys[i])
 					}
 				}
-				ref.ix.Upsert(ctx, engine.Vectors(oldRows), engine.WithIDs(uids[:40]...))
-				ref.ix.Add(ctx, engine.Vectors(newRows), engine.WithIDs(newIDs...), engine.WithKeys(newKeys...))
+				ref.ix.Upsert(ctx, umbra.Vectors(oldRows), umbra.WithIDs(uids[:40]...))
+				ref.ix.Add(ctx, umbra.Vectors(newRows), umbra.WithIDs(newIDs...), umbra.WithKeys(newKeys...))
 				// Upserts by ID (stored and new) and deletes by ID and key.
 				vs = grid(30)
 				up := append(slices.Clone(ids[:20]), 5000, 5001, 5002, 5003, 5004, 5005, 5006, 5007, 5008, 5009)
-				if _, err := col.Upsert(ctx, engine.Vectors(vs), WithIDs(up...)); err != nil {
+				if _, err := col.Upsert(ctx, umbra.Vectors(vs), umbra.WithIDs(up...)); err != nil {
 					t.Fatal(err)
 				}
-				ref.ix.Upsert(ctx, engine.Vectors(vs), engine.WithIDs(up...))
-				if err := col.Delete(ctx, WithIDs(ids[50:90]...)); err != nil {
+				ref.ix.Upsert(ctx, umbra.Vectors(vs), umbra.WithIDs(up...))
+				if err := col.Delete(ctx, umbra.WithIDs(ids[50:90]...)); err != nil {
 					t.Fatal(err)
 				}
-				ref.ix.Delete(ctx, engine.WithIDs(ids[50:90]...))
-				if err := col.Delete(ctx, WithKeys("doc/1", "doc/2", "doc/100")); err != nil {
+				ref.ix.Delete(ctx, umbra.WithIDs(ids[50:90]...))
+				if err := col.Delete(ctx, umbra.WithKeys("doc/1", "doc/2", "doc/100")); err != nil {
 					t.Fatal(err)
 				}
-				ref.ix.Delete(ctx, engine.WithKeys("doc/1", "doc/2", "doc/100"))
+				ref.ix.Delete(ctx, umbra.WithKeys("doc/1", "doc/2", "doc/100"))
 				// Lookup: every key's ID, as the reference's; deleted and
 				// unknown keys absent; a key no write could store refused.
 				var asked []string
@@ -208,7 +211,7 @@ func TestClusterMatchesReference(t *testing.T) {
 				if len(want) != 117 || !maps.Equal(held, want) {
 					t.Fatalf("Lookup: %d keys %v, want %d %v", len(held), held, len(want), want)
 				}
-				if _, err := col.Lookup(ctx, "doc/3", "two\nlines"); !errors.Is(err, engine.ErrInvalidKey) {
+				if _, err := col.Lookup(ctx, "doc/3", "two\nlines"); !errors.Is(err, umbra.ErrInvalidKey) {
 					t.Fatalf("Lookup of a key with a line break: %v, want ErrInvalidKey", err)
 				}
 				// The shards' rows add up to the reference's.
@@ -225,13 +228,13 @@ func TestClusterMatchesReference(t *testing.T) {
 					t.Fatalf("ShardRows %v (sum %d), want %d shards summing to %d", rows, sum, shards, ref.ix.Len())
 				}
 				// Apply-time refusals come back as the engine's errors.
-				if _, err := col.Add(ctx, engine.Vectors(grid(1)), WithIDs(mine[3])); !errors.Is(err, engine.ErrIDExists) {
+				if _, err := col.Add(ctx, umbra.Vectors(grid(1)), umbra.WithIDs(mine[3])); !errors.Is(err, umbra.ErrIDExists) {
 					t.Fatalf("Add of a stored ID: %v, want ErrIDExists", err)
 				}
-				if err := col.Delete(ctx, WithIDs(ids[50])); !errors.Is(err, engine.ErrNotFound) {
+				if err := col.Delete(ctx, umbra.WithIDs(ids[50])); !errors.Is(err, umbra.ErrNotFound) {
 					t.Fatalf("Delete of a deleted ID: %v, want ErrNotFound", err)
 				}
-				if _, err := col.Add(ctx, engine.Vectors(grid(1)), WithIDs(ReservedIDs+3)); !errors.Is(err, ErrReservedID) {
+				if _, err := col.Add(ctx, umbra.Vectors(grid(1)), umbra.WithIDs(ReservedIDs+3)); !errors.Is(err, ErrReservedID) {
 					t.Fatalf("Add of a reserved ID: %v", err)
 				}
 
@@ -250,14 +253,14 @@ func TestClusterMatchesReference(t *testing.T) {
 				allow := append(slices.Clone(ids[:100:100]), mine[:10]...)
 				allow = append(allow, kids[:10]...)
 				for i, q := range queries[:4] {
-					got, err := col.Search(ctx, q, 15, Allow(allow...))
+					got, err := col.Search(ctx, q, 15, umbra.Allow(allow...))
 					if err != nil {
 						t.Fatal(err)
 					}
-					want, _ := ref.ix.Search(ctx, q, 15, engine.Allow(allow...))
+					want, _ := ref.ix.Search(ctx, q, 15, umbra.Allow(allow...))
 					sameHits(t, fmt.Sprintf("allow query %d", i), want, got)
 					thr := float32(0.5)
-					if metric == engine.L2 {
+					if metric == umbra.L2 {
 						thr = 0.6
 					}
 					got, err = col.SearchRange(ctx, q, thr)
@@ -266,11 +269,11 @@ func TestClusterMatchesReference(t *testing.T) {
 					}
 					want, _ = ref.ix.SearchRange(ctx, q, thr)
 					sameHits(t, fmt.Sprintf("range query %d", i), want, got)
-					got, err = col.SearchRange(ctx, q, thr, MaxHits(5))
+					got, err = col.SearchRange(ctx, q, thr, umbra.MaxHits(5))
 					if err != nil {
 						t.Fatal(err)
 					}
-					want, _ = ref.ix.SearchRange(ctx, q, thr, engine.MaxHits(5))
+					want, _ = ref.ix.SearchRange(ctx, q, thr, umbra.MaxHits(5))
 					sameHits(t, fmt.Sprintf("range (max 5) query %d", i), want, got)
 				}
 			})
@@ -287,10 +290,10 @@ func TestClusterRetriedWriteAppliesOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &writeMsg{op: opAdd, dim: 3, ids: []uint64{9}, rows: []float32{1, 2, 3}}
+	m := &protocol.WriteMsg{Op: protocol.OpAdd, Dim: 3, IDs: []uint64{9}, Rows: []float32{1, 2, 3}}
 	var seqs []uint64
 	for range 2 {
-		seq, err := col.publish(ctx, 0, "call-1.0.0", m.encode())
+		seq, err := col.publish(ctx, 0, "call-1.0.0", m.Encode())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -302,10 +305,10 @@ func TestClusterRetriedWriteAppliesOnce(t *testing.T) {
 	// A later write must see exactly one row 9 and no refusal for the
 	// duplicate (had it been applied twice, the second Add would have been
 	// refused and recorded).
-	if _, err := col.Add(ctx, engine.Vectors([][]float32{{3, 2, 1}}), WithIDs(10)); err != nil {
+	if _, err := col.Add(ctx, umbra.Vectors([][]float32{{3, 2, 1}}), umbra.WithIDs(10)); err != nil {
 		t.Fatal(err)
 	}
-	st, _ := h.c.js.Stream(ctx, streamName("r", 0))
+	st, _ := h.c.x.JS.Stream(ctx, protocol.StreamName("r", 0))
 	info, _ := st.Info(ctx)
 	if info.State.Msgs != 2 {
 		t.Fatalf("stream holds %d messages, want 2", info.State.Msgs)
@@ -355,7 +358,7 @@ func TestClusterReadYourWrites(t *testing.T) {
 	for i := range 20 {
 		v := []float32{float32(r.NormFloat64()), float32(r.NormFloat64())}
 		id := uint64(i)
-		if _, err := col.Add(ctx, engine.Vectors([][]float32{v}), WithIDs(id), NoWait()); err != nil {
+		if _, err := col.Add(ctx, umbra.Vectors([][]float32{v}), umbra.WithIDs(id), umbra.NoWait()); err != nil {
 			t.Fatal(err)
 		}
 		// Without waiting for the apply, the next search still sees it.
@@ -370,4 +373,14 @@ func TestClusterReadYourWrites(t *testing.T) {
 	_ = rand.IntN
 	_ = nats.Connect
 	_ = jetstream.New
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); !ok(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 15 s for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 )
 
 // ShardsError is ErrShardsUnavailable with the shards that gave no
@@ -45,25 +46,6 @@ func (e *ShardsError) Unwrap() []error {
 	return []error{ErrShardsUnavailable}
 }
 
-const (
-	hdrChunk  = "Umbra-Chunk" // "i/n": this message is piece i of n of one reply
-	chunkRoom = 1024          // bytes left under the max payload for headers
-)
-
-// chunks splits b into pieces under the connection's max payload.
-func chunks(b []byte, maxPayload int64) [][]byte {
-	size := int(maxPayload) - chunkRoom
-	if size < 1024 {
-		size = 1024
-	}
-	var out [][]byte
-	for len(b) > size {
-		out = append(out, b[:size])
-		b = b[size:]
-	}
-	return append(out, b)
-}
-
 // shardState is one shard's progress through a fan-out call.
 type shardState struct {
 	attempt int
@@ -72,7 +54,7 @@ type shardState struct {
 	pieces  [][]byte
 	got     int
 	reason  string
-	reply   *reply
+	reply   *protocol.Reply
 	backoff time.Duration
 	stopped bool // the last answer: the replica stopped at a message
 }
@@ -82,19 +64,19 @@ type shardState struct {
 // is absent or goes silent, and returns every shard's reply, or an
 // ErrShardsUnavailable naming the shards that gave none by the deadline:
 // never some of them.
-func (c *Client) fanout(ctx context.Context, coll string, kind byte, reqs map[int][]byte) (map[int]*reply, error) {
+func (c *Client) fanout(ctx context.Context, coll string, kind byte, reqs map[int][]byte) (map[int]*protocol.Reply, error) {
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(c.timeout)
 	}
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	inbox := c.nc.NewRespInbox()
+	inbox := c.x.NC.NewRespInbox()
 	// A channel subscription hands over the no-responders status as a
 	// message (a synchronous one turns it into an error that does not say
 	// for which shard).
 	ch := make(chan *nats.Msg, 4096)
-	sub, err := c.nc.ChanSubscribe(inbox+".>", ch)
+	sub, err := c.x.NC.ChanSubscribe(inbox+".>", ch)
 	if err != nil {
 		return nil, err
 	}
@@ -105,8 +87,8 @@ func (c *Client) fanout(ctx context.Context, coll string, kind byte, reqs map[in
 		st.attempt++
 		st.pieces, st.got, st.retryAt = nil, 0, time.Time{}
 		st.sentAt = time.Now()
-		err := c.nc.PublishMsg(&nats.Msg{
-			Subject: querySubject(coll, shard),
+		err := c.x.NC.PublishMsg(&nats.Msg{
+			Subject: protocol.QuerySubject(coll, shard),
 			Reply:   fmt.Sprintf("%s.%d.%d", inbox, shard, st.attempt),
 			Data:    reqs[shard],
 		})
@@ -183,7 +165,7 @@ func (c *Client) fanout(ctx context.Context, coll string, kind byte, reqs map[in
 			continue
 		}
 		var i, n int
-		if _, err := fmt.Sscanf(msg.Header.Get(hdrChunk), "%d/%d", &i, &n); err != nil || n < 1 || i < 0 || i >= n || n > 1<<20 {
+		if _, err := fmt.Sscanf(msg.Header.Get(protocol.HdrChunk), "%d/%d", &i, &n); err != nil || n < 1 || i < 0 || i >= n || n > 1<<20 {
 			retry(st, "a malformed reply", 50*time.Millisecond)
 			continue
 		}
@@ -202,26 +184,26 @@ func (c *Client) fanout(ctx context.Context, coll string, kind byte, reqs map[in
 		}
 		// The checksum covers the reply whole: a piece damaged or out of
 		// place fails it, and the attempt counts as failed.
-		p, err := decodeReply(slices.Concat(st.pieces...), kind)
+		p, err := protocol.DecodeReply(slices.Concat(st.pieces...), kind)
 		switch {
 		case err != nil:
 			retry(st, "a reply refused: "+err.Error(), 50*time.Millisecond)
-		case p.status == statusStopped:
+		case p.Status == protocol.StatusStopped:
 			// Another replica may read the message (a newer build), or an
 			// operator may skip it meanwhile: asked again to the deadline.
-			retry(st, p.msg, 100*time.Millisecond)
+			retry(st, p.Msg, 100*time.Millisecond)
 			st.stopped = true
-		case p.status == statusBehind:
-			retry(st, fmt.Sprintf("replicas behind the caller's writes (one had applied %d)", p.applied), 20*time.Millisecond)
-		case p.status == statusError:
-			retry(st, p.msg, 100*time.Millisecond)
+		case p.Status == protocol.StatusBehind:
+			retry(st, fmt.Sprintf("replicas behind the caller's writes (one had applied %d)", p.Applied), 20*time.Millisecond)
+		case p.Status == protocol.StatusError:
+			retry(st, p.Msg, 100*time.Millisecond)
 		default:
 			st.reply = p
 			pending--
 		}
 	}
 	if pending == 0 {
-		out := make(map[int]*reply, len(states))
+		out := make(map[int]*protocol.Reply, len(states))
 		for shard, st := range states {
 			out[shard] = st.reply
 		}

@@ -19,7 +19,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/cluster/node"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -27,7 +30,7 @@ import (
 // process, with the options StartEmbedded uses, until it is killed.
 // UMBRA_NATS_ROUTES are the other servers' route URLs, comma-separated.
 func childServer() int {
-	cfg := EmbeddedConfig{
+	cfg := node.EmbeddedConfig{
 		Listen:        os.Getenv("UMBRA_NATS_LISTEN"),
 		Dir:           os.Getenv("UMBRA_NATS_DIR"),
 		Name:          os.Getenv("UMBRA_NATS_NAME"),
@@ -36,7 +39,7 @@ func childServer() int {
 		Routes:        strings.Split(os.Getenv("UMBRA_NATS_ROUTES"), ","),
 		Creds:         os.Getenv("UMBRA_NATS_CREDS_DIR"),
 	}
-	opts, _, err := embeddedOptions(cfg)
+	opts, _, err := node.EmbeddedOptions(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -44,7 +47,7 @@ func childServer() int {
 	// Routes only as configured (a partition test puts proxies on them;
 	// gossiped direct routes would go round the cut).
 	opts.Cluster.NoAdvertise = true
-	if _, err := startServer(opts); err != nil {
+	if _, err := node.StartServer(opts); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -61,7 +64,7 @@ type serverProcs struct {
 	cluster []string // cluster listen addresses
 	routes  [][]string
 	dirs    []string
-	creds   *CredsDir // shared by the servers
+	creds   *node.CredsDir // shared by the servers
 	mu      sync.Mutex
 	procs   []*os.Process
 }
@@ -72,7 +75,7 @@ func startServerProcs(t *testing.T, n int, routes func(i, j int, clusterAddr str
 	t.Helper()
 	sv := &serverProcs{t: t, procs: make([]*os.Process, n)}
 	var err error
-	if sv.creds, err = LoadCreds(filepath.Join(t.TempDir(), "creds")); err != nil {
+	if sv.creds, err = node.LoadCreds(filepath.Join(t.TempDir(), "creds")); err != nil {
 		t.Fatal(err)
 	}
 	for i := range n {
@@ -205,7 +208,7 @@ func (sv *serverProcs) client(ctx context.Context, idx ...int) *Client {
 // stored.
 func streamCalls(t *testing.T, ctx context.Context, c *Client, stream string, rowsPerCall uint64) map[uint64]int {
 	t.Helper()
-	st, err := c.js.Stream(ctx, stream)
+	st, err := c.x.JS.Stream(ctx, stream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,11 +233,11 @@ func streamCalls(t *testing.T, ctx context.Context, c *Client, stream string, ro
 		if err != nil {
 			t.Fatalf("reading message %d of %s: %v", seq, stream, err)
 		}
-		m, err := decodeWrite(msg.Data)
+		m, err := protocol.DecodeWrite(msg.Data)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[(m.ids[0]-1)/rowsPerCall]++
+		out[(m.IDs[0]-1)/rowsPerCall]++
 	}
 	return out
 }
@@ -258,7 +261,7 @@ func TestClusterLeaderServerKilledMidWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	node, err := StartNode(ctx, c, NodeConfig{Dir: t.TempDir(), Device: engine.CPU, Logf: t.Logf})
+	node, err := node.Start(ctx, c.x, node.Config{Dir: t.TempDir(), Device: engine.CPU, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +301,7 @@ func TestClusterLeaderServerKilledMidWrite(t *testing.T) {
 				call := w*calls + i
 				res := result{start: ev.Add(1)}
 				wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
-				_, res.err = col.Add(wctx, engine.Vectors(rows[call]), WithIDs(ids(call)...), NoWait())
+				_, res.err = col.Add(wctx, umbra.Vectors(rows[call]), umbra.WithIDs(ids(call)...), umbra.NoWait())
 				wcancel()
 				res.end = ev.Add(1)
 				results[call] = res
@@ -311,7 +314,7 @@ func TestClusterLeaderServerKilledMidWrite(t *testing.T) {
 	for acked.Load() < 12 {
 		time.Sleep(time.Millisecond)
 	}
-	st, err := c.js.Stream(ctx, streamName("w", 0))
+	st, err := c.x.JS.Stream(ctx, protocol.StreamName("w", 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,8 +346,8 @@ func TestClusterLeaderServerKilledMidWrite(t *testing.T) {
 		// elections (seconds) and goes through.
 		t.Errorf("only %d of %d writes acknowledged with two of three servers up", nacked, len(results))
 	}
-	stored := streamCalls(t, ctx, c, streamName("w", 0), rowsPerCall)
-	ref := newMirror(t, dim, engine.Cosine)
+	stored := streamCalls(t, ctx, c, protocol.StreamName("w", 0), rowsPerCall)
+	ref := newMirror(t, dim, umbra.Cosine)
 	for call, res := range results {
 		n := stored[uint64(call)]
 		if n > 1 {
@@ -354,7 +357,7 @@ func TestClusterLeaderServerKilledMidWrite(t *testing.T) {
 			t.Errorf("call %d was acknowledged and is not stored", call)
 		}
 		if n > 0 {
-			if _, err := ref.ix.Add(ctx, engine.Vectors(rows[call]), engine.WithIDs(ids(call)...)); err != nil {
+			if _, err := ref.ix.Add(ctx, umbra.Vectors(rows[call]), umbra.WithIDs(ids(call)...)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -369,7 +372,7 @@ func TestClusterLeaderServerKilledMidWrite(t *testing.T) {
 	}
 	q := testkit.Grid(r, dim)
 	q[1] += 1.0 / 64
-	got, err := col.Search(ctx, q, len(rows)*rowsPerCall+10, AfterToken(Token{sinfo.State.LastSeq}))
+	got, err := col.Search(ctx, q, len(rows)*rowsPerCall+10, umbra.AfterToken(Token{sinfo.State.LastSeq}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,23 +395,23 @@ func TestClusterReplicaKilledMidSearch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := newMirror(t, dim, engine.Cosine)
+	ref := newMirror(t, dim, umbra.Cosine)
 	r := testkit.Rand(t)
 	vs := make([][]float32, 600)
 	for i := range vs {
 		vs[i] = testkit.Grid(r, dim)
 		vs[i][0] += 1.0 / 64
 	}
-	ids, err := col.Add(ctx, engine.Vectors(vs), NoWait())
+	ids, err := col.Add(ctx, umbra.Vectors(vs), umbra.NoWait())
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref.ix.Add(ctx, engine.Vectors(vs), engine.WithIDs(ids...))
+	ref.ix.Add(ctx, umbra.Vectors(vs), umbra.WithIDs(ids...))
 	slow := "UMBRA_SERVE_DELAY_MS=30"
 	p1, _ := startChildNode(t, srv, dir+"/n1", slow)
 	p2, _ := startChildNode(t, srv, dir+"/n2", slow)
 	qs := make([][]float32, 6)
-	want := make([][]engine.Hit, len(qs))
+	want := make([][]umbra.Hit, len(qs))
 	for i := range qs {
 		qs[i] = testkit.Grid(r, dim)
 		qs[i][2] += 1.0 / 64

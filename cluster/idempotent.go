@@ -9,15 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"regexp"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/umbravec/umbra/engine"
 )
 
 // Idempotent writes across calls.
@@ -48,49 +45,8 @@ import (
 // operation.
 var ErrIdempotencyConflict = errors.New("idempotency key used by another call")
 
-// DefaultDedupWindow is a collection's duplicate window unless
-// CollectionConfig.DedupWindow says otherwise; MaxDedupWindow the longest.
-const (
-	DefaultDedupWindow = 10 * time.Minute
-	MaxDedupWindow     = time.Hour
-	// legacyDedupWindow is the window of collections created before it
-	// was recorded.
-	legacyDedupWindow = 2 * time.Minute
-)
-
-// bucketCalls keeps the record of every write with an idempotency key, for
-// MaxDedupWindow.
-const bucketCalls = "umbra_calls"
-
-var keyRule = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
-
-// IdempotencyKey makes a write's retries, by this call or by a later call
-// given the same key within the collection's duplicate window, be stored
-// once: the later call reports the first one's outcome and IDs. key is 1
-// to 128 letters, digits, '-' or '_' (NewIdempotencyKey makes one); it
-// names one write of one collection: the same key with other rows is
-// refused with ErrIdempotencyConflict.
-func IdempotencyKey(key string) WriteOption {
-	return func(o *writeOptions) { o.key, o.keySet = key, true }
-}
-
 // NewIdempotencyKey returns a fresh random key (22 letters and digits).
 func NewIdempotencyKey() string { return nats.NewInbox()[len(nats.InboxPrefix):] }
-
-func checkIdempotencyKey(key string) error {
-	if !keyRule.MatchString(key) {
-		return fmt.Errorf("%w: idempotency key %q: 1 to 128 letters, digits, '-' or '_'", engine.ErrInvalidOption, key)
-	}
-	return nil
-}
-
-// dedupWindow is the collection's duplicate window.
-func (m *collectionMeta) dedupWindow() time.Duration {
-	if m.DedupWindow > 0 {
-		return m.DedupWindow
-	}
-	return legacyDedupWindow
-}
 
 // callRecord is what umbra_calls keeps of a write with a key.
 type callRecord struct {
@@ -149,30 +105,14 @@ func (c *Client) callsBucket(ctx context.Context) (jetstream.KeyValue, error) {
 	if c.calls != nil {
 		return c.calls, nil
 	}
-	m := c.mark()
-	fctx, cancel := c.denied.failFast(ctx)
+	m := c.x.Mark()
+	fctx, cancel := c.x.FailFast(ctx)
 	defer cancel()
-	kv, err := c.openCalls(fctx)
+	kv, err := c.x.OpenCalls(fctx)
 	if err != nil {
-		return nil, c.bucketError(err, m)
+		return nil, c.x.BucketError(err, m)
 	}
 	c.calls = kv
-	return kv, nil
-}
-
-// openCalls opens umbra_calls, creating it when absent.
-func (c *Client) openCalls(ctx context.Context) (jetstream.KeyValue, error) {
-	kv, err := c.js.KeyValue(ctx, bucketCalls)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = c.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucketCalls, Replicas: c.replicas,
-			Storage: jetstream.FileStorage, History: 1, TTL: MaxDedupWindow})
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = c.js.KeyValue(ctx, bucketCalls)
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("bucket %s: %w", bucketCalls, err)
-	}
 	return kv, nil
 }
 
@@ -186,7 +126,7 @@ func (col *Collection) claimCall(ctx context.Context, key string, want callRecor
 		return callRecord{}, err
 	}
 	name := col.meta.Name + "." + key
-	window := col.meta.dedupWindow()
+	window := col.meta.Window()
 	for {
 		e, err := kv.Get(ctx, name)
 		switch {

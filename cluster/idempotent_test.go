@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -76,12 +77,12 @@ func TestClusterIdempotentRetry(t *testing.T) {
 		}
 		vs := rows(30)
 		loseAcks(t, lost)
-		if _, err := col.Add(ctx, engine.Vectors(vs), IdempotencyKey("add-1")); !errors.Is(err, errAckLost) {
+		if _, err := col.Add(ctx, umbra.Vectors(vs), umbra.IdempotencyKey("add-1")); !errors.Is(err, errAckLost) {
 			t.Fatalf("first call: %v, want the acknowledgement lost", err)
 		}
 		loseAcks(t, nil)
 		stored := streamMsgs(t, h, col.Name(), col.Shards())
-		ids, err := col.Add(ctx, engine.Vectors(vs), IdempotencyKey("add-1"))
+		ids, err := col.Add(ctx, umbra.Vectors(vs), umbra.IdempotencyKey("add-1"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,18 +92,18 @@ func TestClusterIdempotentRetry(t *testing.T) {
 		if held := allIDs(t, col, q); !slices.Equal(held, ids) || len(held) != 30 {
 			t.Fatalf("the collection holds IDs %v; the retry says %v", held, ids)
 		}
-		again, err := col.Add(ctx, engine.Vectors(vs), IdempotencyKey("add-1"), NoWait())
+		again, err := col.Add(ctx, umbra.Vectors(vs), umbra.IdempotencyKey("add-1"), umbra.NoWait())
 		if err != nil || !slices.Equal(again, ids) {
 			t.Fatalf("a third call (NoWait): %v, %v; want %v", again, err, ids)
 		}
 		// Without a key, the same retry stores the rows again, under
 		// new IDs.
 		loseAcks(t, lost)
-		if _, err := col.Add(ctx, engine.Vectors(vs[:5])); !errors.Is(err, errAckLost) {
+		if _, err := col.Add(ctx, umbra.Vectors(vs[:5])); !errors.Is(err, errAckLost) {
 			t.Fatal(err)
 		}
 		loseAcks(t, nil)
-		if _, err := col.Add(ctx, engine.Vectors(vs[:5])); err != nil {
+		if _, err := col.Add(ctx, umbra.Vectors(vs[:5])); err != nil {
 			t.Fatal(err)
 		}
 		if held := allIDs(t, col, q); len(held) != 40 {
@@ -111,10 +112,10 @@ func TestClusterIdempotentRetry(t *testing.T) {
 		// The key with other rows, or for a delete, is refused before
 		// anything is published.
 		stored = streamMsgs(t, h, col.Name(), col.Shards())
-		if _, err := col.Add(ctx, engine.Vectors(vs[1:]), IdempotencyKey("add-1")); !errors.Is(err, ErrIdempotencyConflict) {
+		if _, err := col.Add(ctx, umbra.Vectors(vs[1:]), umbra.IdempotencyKey("add-1")); !errors.Is(err, ErrIdempotencyConflict) {
 			t.Fatalf("the key with other rows: %v", err)
 		}
-		if err := col.Delete(ctx, WithIDs(ids[0]), IdempotencyKey("add-1")); !errors.Is(err, ErrIdempotencyConflict) {
+		if err := col.Delete(ctx, umbra.WithIDs(ids[0]), umbra.IdempotencyKey("add-1")); !errors.Is(err, ErrIdempotencyConflict) {
 			t.Fatalf("the key for a delete: %v", err)
 		} else {
 			t.Log(err)
@@ -123,7 +124,7 @@ func TestClusterIdempotentRetry(t *testing.T) {
 			t.Fatalf("a refused call stored %d messages", n-stored)
 		}
 		for _, bad := range []string{"", "a b", "ü", "a.b", strings.Repeat("k", 129)} {
-			if _, err := col.Add(ctx, engine.Vectors(vs[:1]), IdempotencyKey(bad)); !errors.Is(err, engine.ErrInvalidOption) {
+			if _, err := col.Add(ctx, umbra.Vectors(vs[:1]), umbra.IdempotencyKey(bad)); !errors.Is(err, umbra.ErrInvalidOption) {
 				t.Fatalf("key %q: %v", bad, err)
 			}
 		}
@@ -142,14 +143,14 @@ func TestClusterIdempotentRetry(t *testing.T) {
 			pays[i] = []byte(strings.Repeat(fmt.Sprint(i%10), 1<<20-64))
 		}
 		loseAcks(t, func(_, piece int) bool { return piece == 0 })
-		if _, err := col.Add(ctx, engine.Vectors(vs), WithPayloads(pays...), IdempotencyKey("big")); !errors.Is(err, errAckLost) {
+		if _, err := col.Add(ctx, umbra.Vectors(vs), umbra.WithPayloads(pays...), umbra.IdempotencyKey("big")); !errors.Is(err, errAckLost) {
 			t.Fatalf("first call: %v", err)
 		}
 		loseAcks(t, nil)
 		if n := streamMsgs(t, h, col.Name(), col.Shards()); n != 1 {
 			t.Fatalf("%d messages stored by the first call, want 1 of several", n)
 		}
-		ids, err := col.Add(ctx, engine.Vectors(vs), WithPayloads(pays...), IdempotencyKey("big"))
+		ids, err := col.Add(ctx, umbra.Vectors(vs), umbra.WithPayloads(pays...), umbra.IdempotencyKey("big"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -172,12 +173,12 @@ func TestClusterIdempotentRetry(t *testing.T) {
 		}
 		vs := rows(20)
 		loseAcks(t, lost)
-		if _, err := col.Add(ctx, engine.Vectors(vs), WithKeys(keys...), IdempotencyKey("keys-1")); !errors.Is(err, errAckLost) {
+		if _, err := col.Add(ctx, umbra.Vectors(vs), umbra.WithKeys(keys...), umbra.IdempotencyKey("keys-1")); !errors.Is(err, errAckLost) {
 			t.Fatal(err)
 		}
 		loseAcks(t, nil)
-		for _, opt := range [][]WriteOption{nil, {NoWait()}} {
-			ids, err := col.Add(ctx, engine.Vectors(vs), append(opt, WithKeys(keys...), IdempotencyKey("keys-1"))...)
+		for _, opt := range [][]umbra.WriteOption{nil, {umbra.NoWait()}} {
+			ids, err := col.Add(ctx, umbra.Vectors(vs), append(opt, umbra.WithKeys(keys...), umbra.IdempotencyKey("keys-1"))...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -200,11 +201,11 @@ func TestClusterIdempotentRetry(t *testing.T) {
 		ukeys := append(slices.Clone(keys[5:15]), "new/1", "new/2", "new/3", "new/4", "new/5")
 		uvs := rows(len(ukeys))
 		loseAcks(t, lost)
-		if _, err := col.Upsert(ctx, engine.Vectors(uvs), WithKeys(ukeys...), IdempotencyKey("up-1")); !errors.Is(err, errAckLost) {
+		if _, err := col.Upsert(ctx, umbra.Vectors(uvs), umbra.WithKeys(ukeys...), umbra.IdempotencyKey("up-1")); !errors.Is(err, errAckLost) {
 			t.Fatal(err)
 		}
 		loseAcks(t, nil)
-		uids, err := col.Upsert(ctx, engine.Vectors(uvs), WithKeys(ukeys...), IdempotencyKey("up-1"))
+		uids, err := col.Upsert(ctx, umbra.Vectors(uvs), umbra.WithKeys(ukeys...), umbra.IdempotencyKey("up-1"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -221,14 +222,14 @@ func TestClusterIdempotentRetry(t *testing.T) {
 			t.Fatalf("%d rows after the upsert, want 25", n)
 		}
 		loseAcks(t, lost)
-		if err := col.Delete(ctx, WithIDs(uids[:3]...), IdempotencyKey("del-1")); !errors.Is(err, errAckLost) {
+		if err := col.Delete(ctx, umbra.WithIDs(uids[:3]...), umbra.IdempotencyKey("del-1")); !errors.Is(err, errAckLost) {
 			t.Fatal(err)
 		}
 		loseAcks(t, nil)
-		if err := col.Delete(ctx, WithIDs(uids[:3]...), IdempotencyKey("del-1")); err != nil {
+		if err := col.Delete(ctx, umbra.WithIDs(uids[:3]...), umbra.IdempotencyKey("del-1")); err != nil {
 			t.Fatalf("the delete's retry: %v", err)
 		}
-		if err := col.Delete(ctx, WithIDs(uids[:3]...)); !errors.Is(err, engine.ErrNotFound) {
+		if err := col.Delete(ctx, umbra.WithIDs(uids[:3]...)); !errors.Is(err, umbra.ErrNotFound) {
 			t.Fatalf("the delete again without its key: %v, want not found", err)
 		}
 		if n := len(allIDs(t, col, q)); n != 22 {
@@ -237,19 +238,19 @@ func TestClusterIdempotentRetry(t *testing.T) {
 	})
 
 	t.Run("dedup window", func(t *testing.T) {
-		if _, err := h.c.Create(ctx, "iw", CollectionConfig{Dim: dim, DedupWindow: 2 * time.Hour}); !errors.Is(err, engine.ErrInvalidConfig) {
+		if _, err := h.c.Create(ctx, "iw", CollectionConfig{Dim: dim, DedupWindow: 2 * time.Hour}); !errors.Is(err, umbra.ErrInvalidConfig) {
 			t.Fatalf("a window of 2 h: %v", err)
 		}
 		col, err := h.c.Create(ctx, "iw", CollectionConfig{Dim: dim})
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, err := h.c.js.Stream(ctx, streamName(col.Name(), 0))
+		st, err := h.c.x.JS.Stream(ctx, protocol.StreamName(col.Name(), 0))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if w := st.CachedInfo().Config.Duplicates; w != DefaultDedupWindow || col.meta.dedupWindow() != DefaultDedupWindow {
-			t.Fatalf("duplicate window %v, recorded %v; want %v", w, col.meta.dedupWindow(), DefaultDedupWindow)
+		if w := st.CachedInfo().Config.Duplicates; w != protocol.DefaultDedupWindow || col.meta.Window() != protocol.DefaultDedupWindow {
+			t.Fatalf("duplicate window %v, recorded %v; want %v", w, col.meta.Window(), protocol.DefaultDedupWindow)
 		}
 	})
 }

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 )
 
 // IDs the cluster assigns come from blocks. The collection's counter (key
@@ -64,7 +64,7 @@ func (c *Client) withDeadline(ctx context.Context) (context.Context, context.Can
 // (a KV Get may be answered by a follower that has not yet applied the
 // latest update; the floor must not be read stale). Absent: 0, revision 0.
 func (c *Client) readCounter(ctx context.Context, key string) (uint64, uint64, error) {
-	data, seq, err := c.leaderGet(ctx, bucketCounters, key)
+	data, seq, err := c.x.LeaderGet(ctx, protocol.BucketCounters, key)
 	if err != nil || len(data) == 0 {
 		return 0, seq, err
 	}
@@ -73,45 +73,6 @@ func (c *Client) readCounter(ctx context.Context, key string) (uint64, uint64, e
 		return 0, 0, fmt.Errorf("ID counter %s holds %q", key, data)
 	}
 	return v, seq, nil
-}
-
-// leaderGet reads key of bucket from its stream's leader: the value and
-// its revision; absent, nil and 0; deleted, nil and the delete's
-// revision.
-func (c *Client) leaderGet(ctx context.Context, bucket, key string) ([]byte, uint64, error) {
-	req, _ := json.Marshal(map[string]string{"last_by_subj": "$KV." + bucket + "." + key})
-	msg, err := c.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+bucket, req)
-	if err != nil {
-		return nil, 0, err
-	}
-	var resp struct {
-		Error *struct {
-			Code        int    `json:"code"`
-			ErrCode     int    `json:"err_code"`
-			Description string `json:"description"`
-		} `json:"error"`
-		Message *struct {
-			Seq  uint64 `json:"seq"`
-			Data []byte `json:"data"`
-			Hdrs []byte `json:"hdrs"`
-		} `json:"message"`
-	}
-	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return nil, 0, fmt.Errorf("reading %s: %w", key, err)
-	}
-	if resp.Error != nil {
-		if resp.Error.ErrCode == 10037 || resp.Error.Code == 404 { // no message found
-			return nil, 0, nil
-		}
-		return nil, 0, fmt.Errorf("reading %s: %s (code %d)", key, resp.Error.Description, resp.Error.Code)
-	}
-	if resp.Message == nil {
-		return nil, 0, fmt.Errorf("reading %s: empty answer", key)
-	}
-	if len(resp.Message.Hdrs) > 0 && len(resp.Message.Data) == 0 {
-		return nil, resp.Message.Seq, nil // a delete marker
-	}
-	return resp.Message.Data, resp.Message.Seq, nil
 }
 
 // moveCounter sets key to next(cur) by compare-and-set, retrying while
@@ -148,9 +109,9 @@ func (c *Client) moveCounter(ctx context.Context, key string, next func(cur uint
 		actx, acancel = context.WithTimeout(ctx, 2*time.Second)
 		val := []byte(strconv.FormatUint(n, 10))
 		if rev == 0 {
-			_, err = c.ctrs.Create(actx, key, val)
+			_, err = c.x.Ctrs.Create(actx, key, val)
 		} else {
-			_, err = c.ctrs.Update(actx, key, val, rev)
+			_, err = c.x.Ctrs.Update(actx, key, val, rev)
 		}
 		acancel()
 		if err == nil {

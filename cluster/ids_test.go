@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -39,13 +40,13 @@ func TestClusterAssignedIDBlocks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows := func(n int) engine.RowSource {
+	rows := func(n int) umbra.RowSource {
 		vs := make([][]float32, n)
 		for i := range vs {
 			vs[i] = testkit.Grid(r, dim)
 			vs[i][0] += 1.0 / 64
 		}
-		return engine.Vectors(vs)
+		return umbra.Vectors(vs)
 	}
 	consecutive := func(what string, ids []uint64, n int) {
 		t.Helper()
@@ -89,7 +90,7 @@ func TestClusterAssignedIDBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	named := a3[0] + 5
-	if _, err := b.Add(ctx, rows(1), WithIDs(named)); err != nil {
+	if _, err := b.Add(ctx, rows(1), umbra.WithIDs(named)); err != nil {
 		t.Fatal(err)
 	}
 	a4, err := a.Add(ctx, rows(4))
@@ -102,7 +103,7 @@ func TestClusterAssignedIDBlocks(t *testing.T) {
 	}
 	all = slices.Concat(a1, b1, a2, a3, []uint64{named}, a4)
 	// Concurrent writers on both handles, IDs assigned and by key.
-	kv, err := c2.js.Stream(ctx, "KV_"+bucketCounters)
+	kv, err := c2.x.JS.Stream(ctx, "KV_"+protocol.BucketCounters)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +117,7 @@ func TestClusterAssignedIDBlocks(t *testing.T) {
 	errs := make(chan error, 8)
 	for w := range 8 {
 		col := []*Collection{a, b}[w%2]
-		mine := make([]engine.RowSource, 12)
+		mine := make([]umbra.RowSource, 12)
 		for i := range mine {
 			mine[i] = rows(1 + (w+i)%3)
 		}
@@ -130,7 +131,7 @@ func TestClusterAssignedIDBlocks(t *testing.T) {
 					for j := range keys {
 						keys[j] = fmt.Sprintf("w%d/%d/%d", w, i, j)
 					}
-					ids, err = col.Add(ctx, mine[i], WithKeys(keys...))
+					ids, err = col.Add(ctx, mine[i], umbra.WithKeys(keys...))
 				} else {
 					ids, err = col.Add(ctx, mine[i])
 					if err == nil {

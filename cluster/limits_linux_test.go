@@ -13,7 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -39,7 +40,7 @@ func TestNodeBoundedUnderFlood(t *testing.T) {
 		vs[i] = testkit.Grid(r, dim)
 		vs[i][0] += 1.0 / 64
 	}
-	if _, err := col.Add(ctx, engine.Vectors(vs), NoWait()); err != nil {
+	if _, err := col.Add(ctx, umbra.Vectors(vs), umbra.NoWait()); err != nil {
 		t.Fatal(err)
 	}
 	proc, _ := startChildNode(t, srv, dir+"/node")
@@ -52,10 +53,10 @@ func TestNodeBoundedUnderFlood(t *testing.T) {
 	rest := procKiB(t, proc.Pid, "VmRSS")
 	// ~4 MiB each (an allow list of 512Ki IDs), a token far past the
 	// stream's end, the longest wait the wire can say.
-	body := (&request{kind: kindSearch, minSeq: 1 << 62, waitMs: math.MaxUint32, k: 10, allow: make([]uint64, 1<<19), dim: dim, queries: q}).encode()
+	body := (&protocol.Request{Kind: protocol.KindSearch, MinSeq: 1 << 62, WaitMs: math.MaxUint32, K: 10, Allow: make([]uint64, 1<<19), Dim: dim, Queries: q}).Encode()
 	inbox := nats.NewInbox()
 	ch := make(chan *nats.Msg, 2*flood)
-	sub, err := c.nc.ChanSubscribe(inbox+".*", ch)
+	sub, err := c.x.NC.ChanSubscribe(inbox+".*", ch)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,15 +71,15 @@ func TestNodeBoundedUnderFlood(t *testing.T) {
 	// the requests are in flight together.
 	pacingRefused := 0
 	for i := range flood {
-		if err := c.nc.PublishMsg(&nats.Msg{Subject: querySubject("flood", 0), Reply: fmt.Sprintf("%s.%d", inbox, i), Data: body}); err != nil {
+		if err := c.x.NC.PublishMsg(&nats.Msg{Subject: protocol.QuerySubject("flood", 0), Reply: fmt.Sprintf("%s.%d", inbox, i), Data: body}); err != nil {
 			t.Fatal(err)
 		}
 		if i%4 == 3 {
-			m, err := c.nc.Request(querySubject("flood", 0), (&request{kind: kindRows, waitMs: 500}).encode(), time.Minute)
+			m, err := c.x.NC.Request(protocol.QuerySubject("flood", 0), (&protocol.Request{Kind: protocol.KindRows, WaitMs: 500}).Encode(), time.Minute)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if p, err := decodeReply(m.Data, kindRows); err != nil || p.status != statusOK {
+			if p, err := protocol.DecodeReply(m.Data, protocol.KindRows); err != nil || p.Status != protocol.StatusOK {
 				pacingRefused++
 			}
 		}
@@ -93,23 +94,23 @@ func TestNodeBoundedUnderFlood(t *testing.T) {
 				t.Fatalf("two answers to %s", m.Subject)
 			}
 			seen[m.Subject] = true
-			p, err := decodeReply(m.Data, kindSearch)
+			p, err := protocol.DecodeReply(m.Data, protocol.KindSearch)
 			switch {
 			case err != nil:
 				t.Fatalf("reply %s %v %q: %v", m.Subject, m.Header, m.Data, err)
-			case p.status == statusBehind:
+			case p.Status == protocol.StatusBehind:
 				behind++
-			case p.status == statusError && strings.HasPrefix(p.msg, "node busy: "):
+			case p.Status == protocol.StatusError && strings.HasPrefix(p.Msg, "node busy: "):
 				busy++
 			default:
-				t.Fatalf("reply status %d %q: want behind or busy", p.status, p.msg)
+				t.Fatalf("reply status %d %q: want behind or busy", p.Status, p.Msg)
 			}
 		case <-deadline:
 			t.Fatalf("%d of %d requests answered (%d behind, %d busy); the node holds %d MiB", behind+busy, flood, behind, busy, procKiB(t, proc.Pid, "VmRSS")>>10)
 		}
 	}
 	peak := procKiB(t, proc.Pid, "VmHWM")
-	bound := Limits{}.MemoryBound(1)
+	bound := protocol.Limits{}.MemoryBound(1)
 	t.Logf("%d requests of %d bytes: %d answered behind after the clamped wait, %d refused as busy; node VmRSS %d MiB at rest, VmHWM %d MiB after (bound: rest + %d MiB)",
 		flood, len(body), behind, busy, rest>>10, peak>>10, bound>>20)
 	if raceBuild {
@@ -117,7 +118,7 @@ func TestNodeBoundedUnderFlood(t *testing.T) {
 	} else if (peak-rest)<<10 > bound {
 		t.Fatalf("the node's peak RSS %d MiB is over %d MiB at rest + the bound %d MiB", peak>>10, rest>>10, bound>>20)
 	}
-	stats, err := c.NodeStats(ctx, 2*time.Second)
+	stats, err := protocol.FetchStats(ctx, c.Conn(), 2*time.Second)
 	if err != nil || len(stats) != 1 {
 		t.Fatalf("stats of %d nodes: %v", len(stats), err)
 	}

@@ -9,14 +9,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/cluster/node"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 	"github.com/umbravec/umbra/internal/testkit"
 	"github.com/umbravec/umbra/meta"
 )
 
 // boundedNode is an embedded server, a client, a collection of rows and a
 // node with limits, in the test process.
-func boundedNode(t *testing.T, lim Limits, rows int) (*Client, *Collection, *Node) {
+func boundedNode(t *testing.T, lim protocol.Limits, rows int) (*Client, *Collection, *node.Node) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a NATS server (skipped under -short)")
@@ -38,10 +41,10 @@ func boundedNode(t *testing.T, lim Limits, rows int) (*Client, *Collection, *Nod
 		pays[i] = []byte(fmt.Sprintf("payload %d", i))
 		fields[i] = meta.Fields{"user": meta.KeywordOf(fmt.Sprintf("u%d", i))}
 	}
-	if _, err := col.Add(ctx, engine.Vectors(vs), WithPayloads(pays...), WithMeta(fields...), NoWait()); err != nil {
+	if _, err := col.Add(ctx, umbra.Vectors(vs), umbra.WithPayloads(pays...), umbra.WithMeta(fields...), umbra.NoWait()); err != nil {
 		t.Fatal(err)
 	}
-	n, err := StartNode(ctx, c, NodeConfig{Dir: dir + "/node", Device: engine.CPU, Logf: t.Logf, Limits: lim})
+	n, err := node.Start(ctx, c.x, node.Config{Dir: dir + "/node", Device: engine.CPU, Logf: t.Logf, Limits: lim})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,13 +54,13 @@ func boundedNode(t *testing.T, lim Limits, rows int) (*Client, *Collection, *Nod
 
 // rawRequest sends body to shard 0 of collection lim and returns the
 // reply, or fails the test when none comes within a minute.
-func rawRequest(t *testing.T, c *Client, coll string, body []byte) *reply {
+func rawRequest(t *testing.T, c *Client, coll string, body []byte) *protocol.Reply {
 	t.Helper()
-	m, err := c.nc.Request(querySubject(coll, 0), body, time.Minute)
+	m, err := c.x.NC.Request(protocol.QuerySubject(coll, 0), body, time.Minute)
 	if err != nil {
 		t.Fatalf("no answer to the request: %v", err)
 	}
-	p, err := decodeReply(m.Data, kindSearch)
+	p, err := protocol.DecodeReply(m.Data, protocol.KindSearch)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,11 +71,11 @@ func rawRequest(t *testing.T, c *Client, coll string, body []byte) *reply {
 // answered "behind" after the node's MaxWait: it is answered at all
 // before the test's deadline, and counted as a clamped wait.
 func TestNodeClampsWait(t *testing.T) {
-	c, col, n := boundedNode(t, Limits{MaxWait: 300 * time.Millisecond}, 10)
-	body := (&request{kind: kindSearch, minSeq: 1 << 62, waitMs: math.MaxUint32, k: 3, dim: 4, queries: []float32{1, 0, 0, 0}}).encode()
+	c, col, n := boundedNode(t, protocol.Limits{MaxWait: 300 * time.Millisecond}, 10)
+	body := (&protocol.Request{Kind: protocol.KindSearch, MinSeq: 1 << 62, WaitMs: math.MaxUint32, K: 3, Dim: 4, Queries: []float32{1, 0, 0, 0}}).Encode()
 	p := rawRequest(t, c, col.Name(), body)
-	if p.status != statusBehind {
-		t.Fatalf("status %d (%s), want behind", p.status, p.msg)
+	if p.Status != protocol.StatusBehind {
+		t.Fatalf("status %d (%s), want behind", p.Status, p.Msg)
 	}
 	// A request's charge is given back just after its reply is sent.
 	waitFor(t, "every charge given back", func() bool { s := n.Stats(); return s.InFlight == 0 && s.InFlightBytes == 0 })
@@ -88,7 +91,7 @@ func TestNodeClampsWait(t *testing.T) {
 // answered exactly as before.
 func TestNodeRefusesOverLimits(t *testing.T) {
 	const rows = 200
-	c, col, n := boundedNode(t, Limits{MaxHits: 100, MaxInFlight: 1, MaxRequestBytes: 1 << 16, MaxInFlightBytes: 1 << 20}, rows)
+	c, col, n := boundedNode(t, protocol.Limits{MaxHits: 100, MaxInFlight: 1, MaxRequestBytes: 1 << 16, MaxInFlightBytes: 1 << 20}, rows)
 	ctx := context.Background()
 	q := []float32{1, 0, 0, 0}
 	short := func() context.Context {
@@ -109,7 +112,7 @@ func TestNodeRefusesOverLimits(t *testing.T) {
 	// MaxHits it is answered.
 	_, err = col.SearchRange(short(), q, -1)
 	refused("range without MaxHits", err, "holds over 100 hits")
-	hits, err := col.SearchRange(ctx, q, -1, MaxHits(50), WithPayload())
+	hits, err := col.SearchRange(ctx, q, -1, umbra.MaxHits(50), umbra.WithPayload())
 	if err != nil || len(hits) != 50 {
 		t.Fatalf("range with MaxHits 50: %d hits, %v", len(hits), err)
 	}
@@ -125,20 +128,31 @@ func TestNodeRefusesOverLimits(t *testing.T) {
 	for i := range 700 {
 		conds = append(conds, meta.Eq("user", meta.KeywordOf(fmt.Sprintf("u%d", i))))
 	}
-	_, err = col.Search(short(), q, 5, Where(meta.Or(conds...)))
+	_, err = col.Search(short(), q, 5, umbra.Where(meta.Or(conds...)))
 	refused("a filter of 700 conditions", err, "over the node's limit of 1048576 bytes in flight (Limits.MaxInFlightBytes)")
-	if hits, err := col.Search(ctx, q, 5, Where(meta.Or(conds[:3]...))); err != nil || len(hits) != 3 {
+	if hits, err := col.Search(ctx, q, 5, umbra.Where(meta.Or(conds[:3]...))); err != nil || len(hits) != 3 {
 		t.Fatalf("a filter of 3 conditions: %v, %v", hits, err)
+	}
+	// A get of more rows than MaxHits is answered in pieces of at most
+	// MaxHits rows, each cut short by the replica.
+	recs, err := col.Get(ctx, umbra.Selection{Payloads: true})
+	if err != nil || len(recs) != rows {
+		t.Fatalf("get of every row: %d rows, %v", len(recs), err)
+	}
+	for i, rec := range recs {
+		if rec.ID != uint64(i) || !strings.HasPrefix(string(rec.Payload), "payload ") {
+			t.Fatalf("row %d: %+v", i, rec)
+		}
 	}
 	// A request over MaxRequestBytes.
 	allow := make([]uint64, 1<<14)
-	_, err = col.Search(short(), q, 5, Allow(allow...))
+	_, err = col.Search(short(), q, 5, umbra.Allow(allow...))
 	refused("allow list of 16384 IDs", err, "over the node's limit of 65536 (Limits.MaxRequestBytes)")
 	// A request while another is in flight (MaxInFlight 1): the first
 	// is held at the start of its goroutine until the second is refused.
 	release := make(chan struct{})
-	hold := func(*Node) { <-release }
-	testHooks.serve.Store(&hold)
+	hold := func(*node.Node) { <-release }
+	node.TestHooks.Serve.Store(&hold)
 	first := make(chan error, 1)
 	go func() {
 		_, err := col.Search(ctx, q, 5)
@@ -147,17 +161,17 @@ func TestNodeRefusesOverLimits(t *testing.T) {
 	for n.Stats().InFlight == 0 {
 		time.Sleep(time.Millisecond)
 	}
-	p := rawRequest(t, c, col.Name(), (&request{kind: kindSearch, k: 5, dim: 4, queries: q, waitMs: 500}).encode())
-	testHooks.serve.Store(nil)
+	p := rawRequest(t, c, col.Name(), (&protocol.Request{Kind: protocol.KindSearch, K: 5, Dim: 4, Queries: q, WaitMs: 500}).Encode())
+	node.TestHooks.Serve.Store(nil)
 	close(release)
-	if p.status != statusError || p.msg != "node busy: 1 requests in flight (limit 1, Limits.MaxInFlight)" {
-		t.Fatalf("a second request in flight: status %d %q, want refused as busy", p.status, p.msg)
+	if p.Status != protocol.StatusError || p.Msg != "node busy: 1 requests in flight (limit 1, Limits.MaxInFlight)" {
+		t.Fatalf("a second request in flight: status %d %q, want refused as busy", p.Status, p.Msg)
 	}
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
 	// Within the limits, the answer is the reference's.
-	got, err := col.Search(ctx, q, 100, WithPayload())
+	got, err := col.Search(ctx, q, 100, umbra.WithPayload())
 	if err != nil || len(got) != 100 {
 		t.Fatalf("k 100: %d hits, %v", len(got), err)
 	}
@@ -174,7 +188,7 @@ func TestNodeRefusesOverLimits(t *testing.T) {
 // default MaxHits: a batch of 40 queries with k 10,000 (400,000 hits) is
 // answered, not refused.
 func TestClusterSplitsBatchesUnderMaxHits(t *testing.T) {
-	_, col, n := boundedNode(t, Limits{}, 50)
+	_, col, n := boundedNode(t, protocol.Limits{}, 50)
 	qs := make([][]float32, 40)
 	for i := range qs {
 		qs[i] = []float32{1, float32(i), 0, 0}
@@ -195,39 +209,46 @@ func TestClusterSplitsBatchesUnderMaxHits(t *testing.T) {
 
 // peekRequest reads what decodeRequest reads of the fixed fields.
 func TestPeekRequest(t *testing.T) {
-	for _, q := range []*request{
-		{kind: kindSearch, minSeq: 5, waitMs: 7, k: 9, dim: 2, queries: []float32{1, 2, 3, 4}, allow: []uint64{1, 2, 3}},
-		{kind: kindRange, waitMs: 1, maxHits: 4, dim: 1, queries: []float32{1}, where: []byte(`{"a":1}`)},
-		{kind: kindRange, dim: 1, queries: []float32{1, 2}},
-		{kind: kindLookup, keys: []string{"a", "b"}},
-		{kind: kindAwait, seqs: []uint64{3}},
-		{kind: kindRows},
+	for _, q := range []*protocol.Request{
+		{Kind: protocol.KindSearch, MinSeq: 5, WaitMs: 7, K: 9, Dim: 2, Queries: []float32{1, 2, 3, 4}, Allow: []uint64{1, 2, 3}},
+		{Kind: protocol.KindRange, WaitMs: 1, MaxHits: 4, Dim: 1, Queries: []float32{1}, Where: []byte(`{"a":1}`)},
+		{Kind: protocol.KindRange, Dim: 1, Queries: []float32{1, 2}},
+		{Kind: protocol.KindLookup, Keys: []string{"a", "b"}},
+		{Kind: protocol.KindAwait, Seqs: []uint64{3}},
+		{Kind: protocol.KindRows},
+		{Kind: protocol.KindGet, From: 3, Limit: 10, IDs: []uint64{1, 2}, Where: []byte(`{"a":1}`)},
+		{Kind: protocol.KindGet, Keys: []string{"a", "bc", ""}},
+		{Kind: protocol.KindCount, Where: []byte(`{"a":1}`)},
 	} {
-		b := q.encode()
-		s, err := peekRequest(b)
+		b := q.Encode()
+		s, err := protocol.Peek(b)
 		if err != nil {
 			t.Fatal(err)
 		}
 		nq := 0
-		if q.dim > 0 {
-			nq = len(q.queries) / q.dim
+		if q.Dim > 0 {
+			nq = len(q.Queries) / q.Dim
 		}
-		if s.kind != q.kind || s.waitMs != q.waitMs || s.k != q.k || s.maxHits != q.maxHits || s.nq != nq || s.keys != len(q.keys) || s.where != len(q.where) {
+		k, named := q.K, len(q.Keys)
+		if q.Kind == protocol.KindGet {
+			k, named = q.Limit, len(q.Keys)+len(q.IDs)
+		}
+		if s.Kind != q.Kind || s.WaitMs != q.WaitMs || s.K != k || s.MaxHits != q.MaxHits || s.NQ != nq || s.Keys != named || s.Where != len(q.Where) {
 			t.Fatalf("%+v peeked as %+v", q, s)
 		}
 		// Truncated: refused, or (past the fixed fields) left to the decoder.
 		for cut := range len(b) {
-			if _, err := peekRequest(b[:cut]); err == nil {
-				if _, err := decodeRequest(b[:cut]); err == nil {
+			if _, err := protocol.Peek(b[:cut]); err == nil {
+				if _, err := protocol.DecodeRequest(b[:cut]); err == nil {
 					t.Fatalf("%+v cut at %d: read by both", q, cut)
 				}
 			}
 		}
 	}
-	if err := (Limits{MaxInFlightBytes: 1 << 20, MaxRequestBytes: 1 << 20}).check(); err == nil {
+	if err := (protocol.Limits{MaxInFlightBytes: 1 << 20, MaxRequestBytes: 1 << 20}).Check(); err == nil {
 		t.Fatal("a request limit no request under it could be admitted with: accepted")
 	}
-	if err := (Limits{MaxWait: -1}).check(); err == nil || !strings.Contains(err.Error(), "MaxWait") {
+	if err := (protocol.Limits{MaxWait: -1}).Check(); err == nil || !strings.Contains(err.Error(), "MaxWait") {
 		t.Fatalf("a negative MaxWait: %v", err)
 	}
 }
@@ -240,7 +261,7 @@ func TestPeekRequest(t *testing.T) {
 func TestClusterPayloadsMatchTheirRows(t *testing.T) {
 	h := newHarness(t, nil)
 	ctx := context.Background()
-	col, err := h.c.Create(ctx, "pay", CollectionConfig{Dim: 2, Metric: engine.L2})
+	col, err := h.c.Create(ctx, "pay", CollectionConfig{Dim: 2, Metric: umbra.L2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +269,7 @@ func TestClusterPayloadsMatchTheirRows(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		for i := 1; i <= rounds; i++ {
-			_, err := col.Upsert(ctx, engine.Vectors([][]float32{{float32(i), 0}}), WithIDs(1), WithPayloads([]byte(fmt.Sprint(i))), NoWait())
+			_, err := col.Upsert(ctx, umbra.Vectors([][]float32{{float32(i), 0}}), umbra.WithIDs(1), umbra.WithPayloads([]byte(fmt.Sprint(i))), umbra.NoWait())
 			if err != nil {
 				done <- err
 				return
@@ -266,7 +287,7 @@ func TestClusterPayloadsMatchTheirRows(t *testing.T) {
 			writing = false
 		default:
 		}
-		hits, err := col.Search(ctx, []float32{0, 0}, 1, WithPayload(), Eventual())
+		hits, err := col.Search(ctx, []float32{0, 0}, 1, umbra.WithPayload(), umbra.Eventual())
 		if err != nil {
 			t.Fatal(err)
 		}

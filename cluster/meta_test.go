@@ -5,69 +5,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
+	"github.com/umbravec/umbra/internal/collectiontest"
 	"github.com/umbravec/umbra/internal/testkit"
 	"github.com/umbravec/umbra/meta"
 )
-
-// randFields is random metadata over a fixed schema: some rows without
-// any, most with some of the fields.
-func randFields(r *rand.Rand, n int) []meta.Fields {
-	users := []string{"ann", "bob", "cy", "dee", "eve"}
-	tags := []string{"red", "green", "blue", "work", "home"}
-	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	out := make([]meta.Fields, n)
-	for i := range out {
-		if r.IntN(8) == 0 {
-			continue // no metadata
-		}
-		f := meta.Fields{}
-		if r.IntN(5) > 0 {
-			f["user"] = meta.KeywordOf(users[r.IntN(len(users))])
-		}
-		if r.IntN(3) > 0 {
-			f["n"] = meta.IntOf(int64(r.IntN(100)))
-		}
-		if r.IntN(2) == 0 {
-			f["score"] = meta.FloatOf(float64(r.IntN(1000)) / 10)
-		}
-		if r.IntN(2) == 0 {
-			f["at"] = meta.TimeOf(base.Add(time.Duration(r.IntN(365*24)) * time.Hour))
-		}
-		if r.IntN(3) > 0 {
-			var ts []string
-			for _, t := range tags {
-				if r.IntN(3) == 0 {
-					ts = append(ts, t)
-				}
-			}
-			f["tags"] = meta.TagsOf(ts...)
-		}
-		out[i] = f
-	}
-	return out
-}
-
-func randPayloads(r *rand.Rand, n int) [][]byte {
-	out := make([][]byte, n)
-	for i := range out {
-		if r.IntN(6) == 0 {
-			continue // none
-		}
-		p := make([]byte, 1+r.IntN(200))
-		for j := range p {
-			p[j] = byte(r.IntN(256))
-		}
-		out[i] = p
-	}
-	return out
-}
 
 func pick[T any](xs []T, idx []int) []T {
 	out := make([]T, len(idx))
@@ -92,7 +40,7 @@ func TestClusterMetaMatchesReference(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ref := newMirror(t, dim, engine.Cosine)
+			ref := newMirror(t, dim, umbra.Cosine)
 			grid := func(n int) [][]float32 {
 				vs := make([][]float32, n)
 				for i := range vs {
@@ -113,10 +61,10 @@ func TestClusterMetaMatchesReference(t *testing.T) {
 			}
 			// Assigned IDs, metadata and payloads.
 			vs := grid(240)
-			mf, pl := randFields(r, len(vs)), randPayloads(r, len(vs))
-			ids, err := col.Add(ctx, engine.Vectors(vs), WithMeta(mf...), WithPayloads(pl...))
+			mf, pl := collectiontest.RandomFields(r, len(vs)), collectiontest.RandomPayloads(r, len(vs))
+			ids, err := col.Add(ctx, umbra.Vectors(vs), umbra.WithMeta(mf...), umbra.WithPayloads(pl...))
 			must("add", err)
-			_, err = ref.ix.Add(ctx, engine.Vectors(vs), engine.WithIDs(ids...), engine.WithMeta(mf...), engine.WithPayloads(pl...))
+			_, err = ref.ix.Add(ctx, umbra.Vectors(vs), umbra.WithIDs(ids...), umbra.WithMeta(mf...), umbra.WithPayloads(pl...))
 			must("ref add", err)
 			// Keys with metadata only.
 			vs = grid(60)
@@ -124,10 +72,10 @@ func TestClusterMetaMatchesReference(t *testing.T) {
 			for i := range keys {
 				keys[i] = fmt.Sprintf("doc/%d", i)
 			}
-			mf = randFields(r, len(vs))
-			kids, err := col.Add(ctx, engine.Vectors(vs), WithKeys(keys...), WithMeta(mf...))
+			mf = collectiontest.RandomFields(r, len(vs))
+			kids, err := col.Add(ctx, umbra.Vectors(vs), umbra.WithKeys(keys...), umbra.WithMeta(mf...))
 			must("add keys", err)
-			_, err = ref.ix.Add(ctx, engine.Vectors(vs), engine.WithIDs(kids...), engine.WithKeys(keys...), engine.WithMeta(mf...))
+			_, err = ref.ix.Add(ctx, umbra.Vectors(vs), umbra.WithIDs(kids...), umbra.WithKeys(keys...), umbra.WithMeta(mf...))
 			must("ref add keys", err)
 			// Upsert by keys, half stored and half new, without metadata:
 			// the stored keep theirs. Then by keys with payloads only.
@@ -137,12 +85,12 @@ func TestClusterMetaMatchesReference(t *testing.T) {
 				for i := range ukeys {
 					ukeys[i] = fmt.Sprintf("doc/%d", 40+20*round+i)
 				}
-				var opts []WriteOption
-				pl = randPayloads(r, len(vs))
+				var opts []umbra.WriteOption
+				pl = collectiontest.RandomPayloads(r, len(vs))
 				if round == 1 {
-					opts = append(opts, WithPayloads(pl...))
+					opts = append(opts, umbra.WithPayloads(pl...))
 				}
-				uids, err := col.Upsert(ctx, engine.Vectors(vs), append(opts, WithKeys(ukeys...))...)
+				uids, err := col.Upsert(ctx, umbra.Vectors(vs), append(opts, umbra.WithKeys(ukeys...))...)
 				must("upsert keys", err)
 				var oldIdx, newIdx []int
 				for i, k := range ukeys {
@@ -155,14 +103,14 @@ func TestClusterMetaMatchesReference(t *testing.T) {
 						newIdx = append(newIdx, i)
 					}
 				}
-				var ro, rn []engine.WriteOption
+				var ro, rn []umbra.WriteOption
 				if round == 1 {
-					ro = append(ro, engine.WithPayloads(pick(pl, oldIdx)...))
-					rn = append(rn, engine.WithPayloads(pick(pl, newIdx)...))
+					ro = append(ro, umbra.WithPayloads(pick(pl, oldIdx)...))
+					rn = append(rn, umbra.WithPayloads(pick(pl, newIdx)...))
 				}
-				_, err = ref.ix.Upsert(ctx, engine.Vectors(pick(vs, oldIdx)), append(ro, engine.WithIDs(pick(uids, oldIdx)...))...)
+				_, err = ref.ix.Upsert(ctx, umbra.Vectors(pick(vs, oldIdx)), append(ro, umbra.WithIDs(pick(uids, oldIdx)...))...)
 				must("ref upsert", err)
-				_, err = ref.ix.Add(ctx, engine.Vectors(pick(vs, newIdx)), append(rn, engine.WithIDs(pick(uids, newIdx)...), engine.WithKeys(pick(ukeys, newIdx)...))...)
+				_, err = ref.ix.Add(ctx, umbra.Vectors(pick(vs, newIdx)), append(rn, umbra.WithIDs(pick(uids, newIdx)...), umbra.WithKeys(pick(ukeys, newIdx)...))...)
 				must("ref add new keys", err)
 			}
 			// Upserts by ID, stored and new: with metadata (replaced),
@@ -173,42 +121,42 @@ func TestClusterMetaMatchesReference(t *testing.T) {
 				for i := range 10 {
 					up = append(up, 5000+uint64(10*round+i))
 				}
-				mf, pl = randFields(r, len(vs)), randPayloads(r, len(vs))
-				var co []WriteOption
-				var eo []engine.WriteOption
+				mf, pl = collectiontest.RandomFields(r, len(vs)), collectiontest.RandomPayloads(r, len(vs))
+				var co []umbra.WriteOption
+				var eo []umbra.WriteOption
 				switch round {
 				case 0:
-					co, eo = []WriteOption{WithMeta(mf...)}, []engine.WriteOption{engine.WithMeta(mf...)}
+					co, eo = []umbra.WriteOption{umbra.WithMeta(mf...)}, []umbra.WriteOption{umbra.WithMeta(mf...)}
 				case 2:
-					co, eo = []WriteOption{WithPayloads(pl...)}, []engine.WriteOption{engine.WithPayloads(pl...)}
+					co, eo = []umbra.WriteOption{umbra.WithPayloads(pl...)}, []umbra.WriteOption{umbra.WithPayloads(pl...)}
 				}
-				_, err = col.Upsert(ctx, engine.Vectors(vs), append(co, WithIDs(up...))...)
+				_, err = col.Upsert(ctx, umbra.Vectors(vs), append(co, umbra.WithIDs(up...))...)
 				must("upsert ids", err)
-				_, err = ref.ix.Upsert(ctx, engine.Vectors(vs), append(eo, engine.WithIDs(up...))...)
+				_, err = ref.ix.Upsert(ctx, umbra.Vectors(vs), append(eo, umbra.WithIDs(up...))...)
 				must("ref upsert ids", err)
 			}
 			// A field that only a few rows have, added late.
 			vs = grid(4)
 			late := []meta.Fields{{"late": meta.IntOf(1)}, nil, {"late": meta.IntOf(2), "user": meta.KeywordOf("ann")}, {"late": meta.IntOf(3)}}
-			lids, err := col.Add(ctx, engine.Vectors(vs), WithMeta(late...))
+			lids, err := col.Add(ctx, umbra.Vectors(vs), umbra.WithMeta(late...))
 			must("add late", err)
-			_, err = ref.ix.Add(ctx, engine.Vectors(vs), engine.WithIDs(lids...), engine.WithMeta(late...))
+			_, err = ref.ix.Add(ctx, umbra.Vectors(vs), umbra.WithIDs(lids...), umbra.WithMeta(late...))
 			must("ref add late", err)
 			// Deletes.
-			must("delete", col.Delete(ctx, WithIDs(ids[100:130]...)))
-			must("ref delete", ref.ix.Delete(ctx, engine.WithIDs(ids[100:130]...)))
-			must("delete keys", col.Delete(ctx, WithKeys("doc/3", "doc/50")))
-			must("ref delete keys", ref.ix.Delete(ctx, engine.WithKeys("doc/3", "doc/50")))
+			must("delete", col.Delete(ctx, umbra.WithIDs(ids[100:130]...)))
+			must("ref delete", ref.ix.Delete(ctx, umbra.WithIDs(ids[100:130]...)))
+			must("delete keys", col.Delete(ctx, umbra.WithKeys("doc/3", "doc/50")))
+			must("ref delete keys", ref.ix.Delete(ctx, umbra.WithKeys("doc/3", "doc/50")))
 
 			// A value of another kind than the field's is refused before
 			// anything is published.
 			before := streamMsgs(t, h, "m", shards)
-			_, err = col.Add(ctx, engine.Vectors(grid(2)), WithMeta(meta.Fields{"n": meta.IntOf(1)}, meta.Fields{"n": meta.KeywordOf("x")}))
-			if !errors.Is(err, engine.ErrInvalidMeta) {
+			_, err = col.Add(ctx, umbra.Vectors(grid(2)), umbra.WithMeta(meta.Fields{"n": meta.IntOf(1)}, meta.Fields{"n": meta.KeywordOf("x")}))
+			if !errors.Is(err, umbra.ErrInvalidMeta) {
 				t.Fatalf("a call giving two kinds for a field: %v, want ErrInvalidMeta", err)
 			}
-			_, err = col.Add(ctx, engine.Vectors(grid(1)), WithMeta(meta.Fields{"user": meta.IntOf(1)}))
-			if !errors.Is(err, engine.ErrInvalidMeta) || !strings.Contains(err.Error(), "user") {
+			_, err = col.Add(ctx, umbra.Vectors(grid(1)), umbra.WithMeta(meta.Fields{"user": meta.IntOf(1)}))
+			if !errors.Is(err, umbra.ErrInvalidMeta) || !strings.Contains(err.Error(), "user") {
 				t.Fatalf("an int for the keyword field user: %v, want ErrInvalidMeta naming it", err)
 			}
 			// … also through a handle that has not seen the field yet.
@@ -217,10 +165,10 @@ func TestClusterMetaMatchesReference(t *testing.T) {
 			other.mu.Lock()
 			other.fields = nil
 			other.mu.Unlock()
-			if _, err = other.Add(ctx, engine.Vectors(grid(1)), WithMeta(meta.Fields{"late": meta.FloatOf(1.5)})); !errors.Is(err, engine.ErrInvalidMeta) {
+			if _, err = other.Add(ctx, umbra.Vectors(grid(1)), umbra.WithMeta(meta.Fields{"late": meta.FloatOf(1.5)})); !errors.Is(err, umbra.ErrInvalidMeta) {
 				t.Fatalf("a float for the int field late, from a fresh handle: %v, want ErrInvalidMeta", err)
 			}
-			if _, err = col.Add(ctx, engine.Vectors(grid(1)), WithPayloads(make([]byte, engine.DefaultMaxPayloadBytes+1))); !errors.Is(err, engine.ErrTooLarge) {
+			if _, err = col.Add(ctx, umbra.Vectors(grid(1)), umbra.WithPayloads(make([]byte, umbra.DefaultMaxPayloadBytes+1))); !errors.Is(err, umbra.ErrTooLarge) {
 				t.Fatalf("a payload over the limit: %v, want ErrTooLarge", err)
 			}
 			if after := streamMsgs(t, h, "m", shards); after != before {
@@ -256,9 +204,9 @@ func TestClusterMetaMatchesReference(t *testing.T) {
 			for fi, f := range filters {
 				for _, k := range []int{1, 10, 500} {
 					for _, withPay := range []bool{false, true} {
-						co, eo := []SearchOption{Where(f)}, []engine.SearchOption{engine.Where(f)}
+						co, eo := []umbra.SearchOption{umbra.Where(f)}, []umbra.SearchOption{umbra.Where(f)}
 						if withPay {
-							co, eo = append(co, WithPayload()), append(eo, engine.WithPayload())
+							co, eo = append(co, umbra.WithPayload()), append(eo, umbra.WithPayload())
 						}
 						got, err := col.SearchBatch(ctx, queries, k, co...)
 						must(fmt.Sprintf("search filter %d (%v)", fi, f), err)
@@ -271,18 +219,18 @@ func TestClusterMetaMatchesReference(t *testing.T) {
 				}
 				// Range, with MaxHits, and beside Allow.
 				q := queries[fi%len(queries)]
-				got, err := col.SearchRange(ctx, q, 0.3, Where(f), WithPayload(), MaxHits(40))
+				got, err := col.SearchRange(ctx, q, 0.3, umbra.Where(f), umbra.WithPayload(), umbra.MaxHits(40))
 				must("range", err)
-				want, _ := ref.ix.SearchRange(ctx, q, 0.3, engine.Where(f), engine.WithPayload(), engine.MaxHits(40))
+				want, _ := ref.ix.SearchRange(ctx, q, 0.3, umbra.Where(f), umbra.WithPayload(), umbra.MaxHits(40))
 				sameHits(t, fmt.Sprintf("range filter %v", f), want, got)
 				allow := append(slices.Clone(ids[:150]), kids...)
-				got, err = col.Search(ctx, q, 20, Where(f), Allow(allow...), WithPayload())
+				got, err = col.Search(ctx, q, 20, umbra.Where(f), umbra.Allow(allow...), umbra.WithPayload())
 				must("allow", err)
-				want, _ = ref.ix.Search(ctx, q, 20, engine.Where(f), engine.Allow(allow...), engine.WithPayload())
+				want, _ = ref.ix.Search(ctx, q, 20, umbra.Where(f), umbra.Allow(allow...), umbra.WithPayload())
 				sameHits(t, fmt.Sprintf("allow+filter %v", f), want, got)
 			}
 			// Payloads were compared above; make sure some were there.
-			got, err := col.Search(ctx, queries[0], 500, WithPayload())
+			got, err := col.Search(ctx, queries[0], 500, umbra.WithPayload())
 			must("search payloads", err)
 			withPay := 0
 			for _, hh := range got {
@@ -295,9 +243,9 @@ func TestClusterMetaMatchesReference(t *testing.T) {
 			}
 			// Filters the collection cannot take, as the engine cannot.
 			for _, f := range []meta.Filter{meta.Eq("nope", meta.IntOf(1)), meta.Eq("n", meta.KeywordOf("x")), meta.Contains("user", "ann")} {
-				_, err := col.Search(ctx, queries[0], 5, Where(f))
-				_, rerr := ref.ix.Search(ctx, queries[0], 5, engine.Where(f))
-				if !errors.Is(err, engine.ErrInvalidFilter) || !errors.Is(rerr, engine.ErrInvalidFilter) {
+				_, err := col.Search(ctx, queries[0], 5, umbra.Where(f))
+				_, rerr := ref.ix.Search(ctx, queries[0], 5, umbra.Where(f))
+				if !errors.Is(err, umbra.ErrInvalidFilter) || !errors.Is(rerr, umbra.ErrInvalidFilter) {
 					t.Fatalf("filter %v: cluster %v, engine %v; want ErrInvalidFilter from both", f, err, rerr)
 				}
 			}
@@ -309,7 +257,7 @@ func streamMsgs(t *testing.T, h *harness, coll string, shards int) uint64 {
 	t.Helper()
 	var n uint64
 	for s := range shards {
-		st, err := h.c.js.Stream(context.Background(), streamName(coll, s))
+		st, err := h.c.x.JS.Stream(context.Background(), protocol.StreamName(coll, s))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -339,7 +287,7 @@ func TestClusterLargePayloads(t *testing.T) {
 	for i := range pl {
 		size := 1 + r.IntN(300<<10)
 		if i%4 == 0 {
-			size = engine.DefaultMaxPayloadBytes
+			size = umbra.DefaultMaxPayloadBytes
 		}
 		pl[i] = make([]byte, size)
 		for j := range pl[i] {
@@ -347,16 +295,16 @@ func TestClusterLargePayloads(t *testing.T) {
 		}
 		total += size
 	}
-	ids, err := col.Add(ctx, engine.Vectors(vs), WithPayloads(pl...), WithMeta(make([]meta.Fields, n)...))
+	ids, err := col.Add(ctx, umbra.Vectors(vs), umbra.WithPayloads(pl...), umbra.WithMeta(make([]meta.Fields, n)...))
 	if err != nil {
 		t.Fatal(err)
 	}
 	msgs := streamMsgs(t, h, "big", 1)
-	maxPayload := int(h.c.nc.MaxPayload())
+	maxPayload := int(h.c.x.NC.MaxPayload())
 	if min := uint64(total/maxPayload + 1); msgs < min || msgs >= n {
 		t.Fatalf("%d payload bytes went in %d messages (max payload %d): want at least %d and fewer than one a row", total, msgs, maxPayload, min)
 	}
-	got, err := col.Search(ctx, vs[0], n, WithPayload())
+	got, err := col.Search(ctx, vs[0], n, umbra.WithPayload())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/cluster/node"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -25,17 +27,17 @@ func freePort(t *testing.T) int {
 
 // threeServers starts three NATS servers in one cluster on loopback and a
 // client of all three, once JetStream has its meta leader (within 50 s).
-func threeServers(t *testing.T) ([]*Embedded, *Client) {
+func threeServers(t *testing.T) ([]*node.Embedded, *Client) {
 	t.Helper()
 	var routes []string
 	ports := []int{freePort(t), freePort(t), freePort(t)}
 	for _, p := range ports {
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
 	}
-	var srvs []*Embedded
+	var srvs []*node.Embedded
 	creds := filepath.Join(t.TempDir(), "creds")
 	for i, p := range ports {
-		s, err := StartEmbedded(EmbeddedConfig{Listen: "127.0.0.1:0", Dir: t.TempDir(), Name: fmt.Sprintf("n%d", i),
+		s, err := node.StartEmbedded(node.EmbeddedConfig{Listen: "127.0.0.1:0", Dir: t.TempDir(), Name: fmt.Sprintf("n%d", i),
 			ClusterName: "umbra-test", ClusterListen: fmt.Sprintf("127.0.0.1:%d", p), Routes: routes, Creds: creds})
 		if err != nil {
 			t.Fatal(err)
@@ -76,20 +78,20 @@ func TestClusterThreeServers(t *testing.T) {
 	srvs, c := threeServers(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 	defer cancel()
-	if c.replicas != 3 {
-		t.Fatalf("a client of a NATS cluster makes R%d buckets", c.replicas)
+	if c.x.Replicas != 3 {
+		t.Fatalf("a client of a NATS cluster makes R%d buckets", c.x.Replicas)
 	}
 	const dim = 4
 	col, err := c.Create(ctx, "m3", CollectionConfig{Dim: dim, Shards: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	node, err := StartNode(ctx, c, NodeConfig{Dir: t.TempDir(), Device: engine.CPU})
+	node, err := node.Start(ctx, c.x, node.Config{Dir: t.TempDir(), Device: engine.CPU})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer node.Close()
-	ref := newMirror(t, dim, engine.Cosine)
+	ref := newMirror(t, dim, umbra.Cosine)
 	r := testkit.Rand(t)
 	for i := range 40 {
 		vs := make([][]float32, 10)
@@ -97,11 +99,11 @@ func TestClusterThreeServers(t *testing.T) {
 			vs[j] = testkit.Grid(r, dim)
 			vs[j][0] += 1.0 / 64
 		}
-		ids, err := col.Add(ctx, engine.Vectors(vs), NoWait())
+		ids, err := col.Add(ctx, umbra.Vectors(vs), umbra.NoWait())
 		if err != nil {
 			t.Fatalf("write %d: %v", i, err)
 		}
-		ref.ix.Add(ctx, engine.Vectors(vs), engine.WithIDs(ids...))
+		ref.ix.Add(ctx, umbra.Vectors(vs), umbra.WithIDs(ids...))
 		if i == 15 {
 			// A server the client is not on goes away: R3 keeps a
 			// majority, writes go on (after an election if it led).

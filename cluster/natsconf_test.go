@@ -23,7 +23,10 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/cluster/node"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -134,7 +137,7 @@ func checkDocUsers(t *testing.T, path string, o *server.Options, nodeKey, client
 		want := map[string]struct {
 			role  string
 			perms func() *server.Permissions
-		}{nodeKey: {"node", NodePermissions}, clientKey: {"client", ClientPermissions}}[u.Nkey]
+		}{nodeKey: {"node", node.NodePermissions}, clientKey: {"client", node.ClientPermissions}}[u.Nkey]
 		if want.perms == nil {
 			t.Fatalf("%s: a user %s", path, u.Nkey)
 		}
@@ -223,7 +226,7 @@ func TestSecureNATSConfig(t *testing.T) {
 			t.Errorf("docs/cluster.md does not show docs/nats/%s as it is (a fenced block of the file's text)", f)
 		}
 	}
-	creds, err := LoadCreds(filepath.Join(t.TempDir(), "creds"))
+	creds, err := node.LoadCreds(filepath.Join(t.TempDir(), "creds"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +242,7 @@ func TestSecureNATSConfig(t *testing.T) {
 	}
 	// The test's own port on loopback, not 0.0.0.0:4222; nothing else.
 	o.Host, o.Port, o.NoSigs, o.NoLog = "127.0.0.1", server.RANDOM_PORT, true, true
-	srv, err := startServer(o)
+	srv, err := node.StartServer(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +281,7 @@ func TestSecureNATSConfig(t *testing.T) {
 	}
 	defer nodeC.Close()
 	noDenials(t, nodeC)
-	node, err := StartNode(ctx, nodeC, NodeConfig{Dir: t.TempDir(), Device: engine.CPU, Logf: t.Logf})
+	node, err := node.Start(ctx, nodeC.x, node.Config{Dir: t.TempDir(), Device: engine.CPU, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +302,7 @@ func TestSecureNATSConfig(t *testing.T) {
 		vs[i] = testkit.Grid(r, 5)
 		vs[i][0] += 1.0 / 64
 	}
-	ids, err := col.Add(ctx, engine.Vectors(vs))
+	ids, err := col.Add(ctx, umbra.Vectors(vs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,5 +311,5 @@ func TestSecureNATSConfig(t *testing.T) {
 		t.Fatalf("search: %v, %v", hits, err)
 	}
 	v := connectWatched(t, url, clientNATS(t, creds.ClientFile()), nats.RootCAs(ca))
-	v.requestRefused(t, "purge a stream", "$JS.API.STREAM.PURGE."+streamName("ext", 0), nil)
+	v.requestRefused(t, "purge a stream", "$JS.API.STREAM.PURGE."+protocol.StreamName("ext", 0), nil)
 }

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/cluster/node"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -43,12 +45,12 @@ func TestClusterPartitionedServerConverges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodeA, err := StartNode(ctx, cMaj, NodeConfig{Dir: t.TempDir(), Device: engine.CPU})
+	nodeA, err := node.Start(ctx, cMaj.x, node.Config{Dir: t.TempDir(), Device: engine.CPU})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nodeA.Close()
-	nodeB, err := StartNode(ctx, cMin, NodeConfig{Dir: t.TempDir(), Device: engine.CPU, Logf: t.Logf})
+	nodeB, err := node.Start(ctx, cMin.x, node.Config{Dir: t.TempDir(), Device: engine.CPU, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +60,7 @@ func TestClusterPartitionedServerConverges(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := testkit.Rand(t)
-	ref := newMirror(t, dim, engine.Cosine)
+	ref := newMirror(t, dim, umbra.Cosine)
 	next := uint64(1)
 	write := func(c *Collection, wctx context.Context) error {
 		vs := make([][]float32, 4)
@@ -69,9 +71,9 @@ func TestClusterPartitionedServerConverges(t *testing.T) {
 			ids[i] = next
 			next++
 		}
-		_, err := c.Add(wctx, engine.Vectors(vs), WithIDs(ids...), NoWait())
+		_, err := c.Add(wctx, umbra.Vectors(vs), umbra.WithIDs(ids...), umbra.NoWait())
 		if err == nil {
-			if _, err := ref.ix.Add(ctx, engine.Vectors(vs), engine.WithIDs(ids...)); err != nil {
+			if _, err := ref.ix.Add(ctx, umbra.Vectors(vs), umbra.WithIDs(ids...)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -134,7 +136,7 @@ func TestClusterPartitionedServerConverges(t *testing.T) {
 	q := testkit.Grid(r, dim)
 	q[1] += 1.0 / 64
 	k := int(next) + 10
-	got, err := colMin.Search(ctx, q, k, AfterToken(tok))
+	got, err := colMin.Search(ctx, q, k, umbra.AfterToken(tok))
 	if err != nil {
 		t.Fatal(err)
 	}

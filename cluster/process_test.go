@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/cluster/node"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -35,10 +37,10 @@ func childNode() int {
 	if ms, _ := strconv.Atoi(os.Getenv("UMBRA_SERVE_DELAY_MS")); ms > 0 {
 		// Every request lingers in this replica (fault tests kill it
 		// while requests are in it).
-		hold := func(*Node) { time.Sleep(time.Duration(ms) * time.Millisecond) }
-		testHooks.serve.Store(&hold)
+		hold := func(*node.Node) { time.Sleep(time.Duration(ms) * time.Millisecond) }
+		node.TestHooks.Serve.Store(&hold)
 	}
-	if _, err := StartNode(ctx, c, NodeConfig{Dir: os.Getenv("UMBRA_NODE_DIR"), Device: engine.CPU, Logf: logf}); err != nil {
+	if _, err := node.Start(ctx, c.x, node.Config{Dir: os.Getenv("UMBRA_NODE_DIR"), Device: engine.CPU, Logf: logf}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -48,7 +50,7 @@ func childNode() int {
 
 // startChildNode starts a node process on srv, with its node credentials,
 // and waits for it to be ready; its log lines go to the returned channel.
-func startChildNode(t *testing.T, srv *Embedded, dir string, env ...string) (*os.Process, chan string) {
+func startChildNode(t *testing.T, srv *node.Embedded, dir string, env ...string) (*os.Process, chan string) {
 	t.Helper()
 	cmd := testkit.Child("node", append([]string{"UMBRA_NATS_URL=" + srv.URL(), "UMBRA_NATS_CREDS=" + srv.NodeCreds(), "UMBRA_NODE_DIR=" + dir}, env...)...)
 	stdout, _ := cmd.StdoutPipe()
@@ -98,7 +100,7 @@ func TestClusterNodeKilledMidApplyResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := newMirror(t, dim, engine.Cosine)
+	ref := newMirror(t, dim, umbra.Cosine)
 	r := testkit.Rand(t)
 	nodeDir := dir + "/node"
 	proc, _ := startChildNode(t, srv, nodeDir)
@@ -108,22 +110,22 @@ func TestClusterNodeKilledMidApplyResumes(t *testing.T) {
 			vs[j] = testkit.Grid(r, dim)
 			vs[j][0] += 1.0 / 64
 		}
-		ids, err := col.Add(ctx, engine.Vectors(vs), NoWait())
+		ids, err := col.Add(ctx, umbra.Vectors(vs), umbra.NoWait())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ref.ix.Add(ctx, engine.Vectors(vs), engine.WithIDs(ids...)); err != nil {
+		if _, err := ref.ix.Add(ctx, umbra.Vectors(vs), umbra.WithIDs(ids...)); err != nil {
 			t.Fatal(err)
 		}
 		if i%3 == 0 { // upserts and deletes too
-			if _, err := col.Upsert(ctx, engine.Vectors(vs[:5]), WithIDs(ids[10:15]...), NoWait()); err != nil {
+			if _, err := col.Upsert(ctx, umbra.Vectors(vs[:5]), umbra.WithIDs(ids[10:15]...), umbra.NoWait()); err != nil {
 				t.Fatal(err)
 			}
-			ref.ix.Upsert(ctx, engine.Vectors(vs[:5]), engine.WithIDs(ids[10:15]...))
-			if err := col.Delete(ctx, WithIDs(ids[0]), NoWait()); err != nil {
+			ref.ix.Upsert(ctx, umbra.Vectors(vs[:5]), umbra.WithIDs(ids[10:15]...))
+			if err := col.Delete(ctx, umbra.WithIDs(ids[0]), umbra.NoWait()); err != nil {
 				t.Fatal(err)
 			}
-			ref.ix.Delete(ctx, engine.WithIDs(ids[0]))
+			ref.ix.Delete(ctx, umbra.WithIDs(ids[0]))
 		}
 	}
 	for i := range 150 {

@@ -13,9 +13,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/cluster/node"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
+	"github.com/umbravec/umbra/internal/collectiontest"
+	"github.com/umbravec/umbra/internal/metaindex"
 	"github.com/umbravec/umbra/internal/testkit"
-	"github.com/umbravec/umbra/meta"
 )
 
 // nodeLog keeps what a node logs, and passes it on to the test's log.
@@ -52,10 +56,10 @@ func (l *nodeLog) has(parts ...string) bool {
 
 // startNodeAt starts a node holding every shard, its stores under dir,
 // closed when the test ends (Close twice is harmless).
-func startNodeAt(t *testing.T, c *Client, dir, name string) (*Node, *nodeLog) {
+func startNodeAt(t *testing.T, c *Client, dir, name string) (*node.Node, *nodeLog) {
 	t.Helper()
 	l := &nodeLog{t: t, name: name}
-	n, err := StartNode(context.Background(), c, NodeConfig{Dir: dir, Device: engine.CPU, Logf: l.logf})
+	n, err := node.Start(context.Background(), c.x, node.Config{Dir: dir, Device: engine.CPU, Logf: l.logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +69,7 @@ func startNodeAt(t *testing.T, c *Client, dir, name string) (*Node, *nodeLog) {
 
 // waitApplied waits until node n's replica of shard 0 of coll has applied
 // through seq.
-func waitApplied(t *testing.T, n *Node, coll string, seq uint64) {
+func waitApplied(t *testing.T, n *node.Node, coll string, seq uint64) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -81,43 +85,28 @@ func waitApplied(t *testing.T, n *Node, coll string, seq uint64) {
 }
 
 // awaitOutcomes asks a replica of the shard for the outcomes of seqs.
-func awaitOutcomes(t *testing.T, col *Collection, shard int, seqs []uint64) []outcome {
+func awaitOutcomes(t *testing.T, col *Collection, shard int, seqs []uint64) []protocol.Outcome {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	q := &request{kind: kindAwait, minSeq: slices.Max(seqs), waitMs: 1000, seqs: seqs}
-	replies, err := col.c.fanout(ctx, col.meta.Name, kindAwait, map[int][]byte{shard: q.encode()})
+	q := &protocol.Request{Kind: protocol.KindAwait, MinSeq: slices.Max(seqs), WaitMs: 1000, Seqs: seqs}
+	replies, err := col.c.fanout(ctx, col.meta.Name, protocol.KindAwait, map[int][]byte{shard: q.Encode()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := replies[shard].outcomes; len(got) != len(seqs) {
+	if got := replies[shard].Outcomes; len(got) != len(seqs) {
 		t.Fatalf("%d outcomes for %d messages", len(got), len(seqs))
 	}
-	return replies[shard].outcomes
+	return replies[shard].Outcomes
 }
 
 // rowsOf returns the replica's rows of shard 0 of coll, sentinels apart:
 // IDs and vectors.
-func rowsOf(t *testing.T, n *Node, coll string) ([]uint64, [][]float32) {
+func rowsOf(t *testing.T, n *node.Node, coll string) ([]uint64, [][]float32) {
 	t.Helper()
-	n.mu.Lock()
-	r := n.replicas[coll][0]
-	n.mu.Unlock()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var ids []uint64
-	for _, id := range r.ix.IDs() {
-		if id < ReservedIDs {
-			ids = append(ids, id)
-		}
-	}
-	vs := make([][]float32, len(ids))
-	for i, id := range ids {
-		v, err := r.ix.Get(id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		vs[i] = v
+	ids, vs, err := n.ShardRows(coll, 0)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return ids, vs
 }
@@ -159,7 +148,7 @@ func sameAsReference(t *testing.T, col *Collection, ref *mirror, dim int, what s
 // metadata is not a canonical encoding, one of rows of another dimension,
 // and one naming an ID of the cluster's own (which, stored, would read as
 // the applied sequence after a restart). Each gets the outcome codeUnreadable (a writer awaiting it
-// learns ErrUnreadableMessage, why), every replica's applied sequence
+// learns protocol.ErrUnreadableMessage, why), every replica's applied sequence
 // moves past it with no row changed and the same rows on both, and later
 // writes and searches work, also after both nodes restart.
 func TestClusterUnreadableMessageSkipped(t *testing.T) {
@@ -171,22 +160,22 @@ func TestClusterUnreadableMessageSkipped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := newMirror(t, dim, engine.Cosine)
+	ref := newMirror(t, dim, umbra.Cosine)
 	add := func(id uint64, v []float32) {
 		t.Helper()
-		if _, err := col.Add(ctx, engine.Vectors([][]float32{v}), WithIDs(id)); err != nil {
+		if _, err := col.Add(ctx, umbra.Vectors([][]float32{v}), umbra.WithIDs(id)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ref.ix.Add(ctx, engine.Vectors([][]float32{v}), engine.WithIDs(id)); err != nil {
+		if _, err := ref.ix.Add(ctx, umbra.Vectors([][]float32{v}), umbra.WithIDs(id)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	add(1, []float32{0, 1})
 	bad := [][]byte{
 		{0x09, 0x01, 0x02, 0x03},
-		(&writeMsg{op: opAdd, dim: dim, ids: []uint64{7}, rows: []float32{1, 0}, metaSet: true, meta: [][]byte{{0x01, 0x01, 'a', 0x09}}}).encode(),
-		(&writeMsg{op: opAdd, dim: dim + 1, ids: []uint64{8}, rows: []float32{1, 0, 0}}).encode(),
-		(&writeMsg{op: opAdd, dim: dim, ids: []uint64{ReservedIDs + 1000}, rows: []float32{1, 0}}).encode(),
+		(&protocol.WriteMsg{Op: protocol.OpAdd, Dim: dim, IDs: []uint64{7}, Rows: []float32{1, 0}, MetaSet: true, Meta: [][]byte{{0x01, 0x01, 'a', 0x09}}}).Encode(),
+		(&protocol.WriteMsg{Op: protocol.OpAdd, Dim: dim + 1, IDs: []uint64{8}, Rows: []float32{1, 0, 0}}).Encode(),
+		(&protocol.WriteMsg{Op: protocol.OpAdd, Dim: dim, IDs: []uint64{protocol.ReservedIDs + 1000}, Rows: []float32{1, 0}}).Encode(),
 	}
 	want := []string{"too short to carry a checksum", "metadata of row 0", "rows of dimension 3 for a collection of dimension 2", "one of the cluster's own"}
 	var seqs []uint64
@@ -200,13 +189,13 @@ func TestClusterUnreadableMessageSkipped(t *testing.T) {
 	}
 	add(2, []float32{1, 1})
 	for i, o := range awaitOutcomes(t, col, 0, seqs) {
-		err := fmt.Errorf("%w: %s", codeErr(o.code), o.msg)
-		if o.code != codeUnreadable || !errors.Is(err, ErrUnreadableMessage) || !strings.Contains(o.msg, want[i]) || !strings.Contains(o.msg, fmt.Sprintf("stream message %d", seqs[i])) {
-			t.Fatalf("message %d: outcome %d %q, want codeUnreadable saying %q", seqs[i], o.code, o.msg, want[i])
+		err := fmt.Errorf("%w: %s", protocol.CodeErr(o.Code), o.Msg)
+		if o.Code != protocol.CodeUnreadable || !errors.Is(err, protocol.ErrUnreadableMessage) || !strings.Contains(o.Msg, want[i]) || !strings.Contains(o.Msg, fmt.Sprintf("stream message %d", seqs[i])) {
+			t.Fatalf("message %d: outcome %d %q, want codeUnreadable saying %q", seqs[i], o.Code, o.Msg, want[i])
 		}
 	}
 	last := col.Token()[0]
-	for _, n := range []*Node{h.node, b} {
+	for _, n := range []*node.Node{h.node, b} {
 		waitApplied(t, n, "u", last)
 	}
 	idsA, vsA := rowsOf(t, h.node, "u")
@@ -221,14 +210,14 @@ func TestClusterUnreadableMessageSkipped(t *testing.T) {
 	h.node.Close()
 	b.Close()
 	a2, la := startNodeAt(t, h.c, h.dir, "a2")
-	b2, lb := startNodeAt(t, h.c, b.cfg.Dir, "b2")
+	b2, lb := startNodeAt(t, h.c, b.Dir(), "b2")
 	for _, l := range []*nodeLog{la, lb} {
 		if !l.has(fmt.Sprintf("store applied through message %d", last)) || l.has("skipping stream message") {
 			t.Fatalf("%s restarted: %q", l.name, l.lines)
 		}
 	}
 	add(3, []float32{1, -1})
-	for _, n := range []*Node{a2, b2} {
+	for _, n := range []*node.Node{a2, b2} {
 		waitApplied(t, n, "u", col.Token()[0])
 	}
 	sameAsReference(t, col, ref, dim, "after a restart")
@@ -248,7 +237,7 @@ func TestClusterMutatedMessagesNeverApplied(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := newMirror(t, dim, engine.Cosine)
+	ref := newMirror(t, dim, umbra.Cosine)
 	vecs := func(n int) [][]float32 {
 		vs := make([][]float32, n)
 		for i := range vs {
@@ -262,41 +251,41 @@ func TestClusterMutatedMessagesNeverApplied(t *testing.T) {
 	for i := range ids {
 		ids[i] = uint64(100 + i)
 	}
-	fields := randFields(r, len(base))
-	if _, err := col.Add(ctx, engine.Vectors(base), WithIDs(ids...), WithMeta(fields...)); err != nil {
+	fields := collectiontest.RandomFields(r, len(base))
+	if _, err := col.Add(ctx, umbra.Vectors(base), umbra.WithIDs(ids...), umbra.WithMeta(fields...)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ref.ix.Add(ctx, engine.Vectors(base), engine.WithIDs(ids...), engine.WithMeta(fields...)); err != nil {
+	if _, err := ref.ix.Add(ctx, umbra.Vectors(base), umbra.WithIDs(ids...), umbra.WithMeta(fields...)); err != nil {
 		t.Fatal(err)
 	}
 	// The real message: four rows by keys, with metadata and payloads.
 	rows := vecs(4)
 	keys := []string{"k0", "k1", "k2", "k3"}
 	newIDs := []uint64{1000, 1001, 1002, 1003}
-	mf := randFields(r, 4)
+	mf := collectiontest.RandomFields(r, 4)
 	enc := make([][]byte, 4)
 	for i, f := range mf {
-		enc[i] = meta.AppendBinary(nil, f)
+		enc[i] = metaindex.AppendBinary(nil, f)
 	}
-	msg := (&writeMsg{op: opAdd, dim: dim, ids: newIDs, keys: keys, rows: slices.Concat(rows...), metaSet: true, meta: enc,
-		paySet: true, payloads: randPayloads(r, 4)}).encode()
+	msg := (&protocol.WriteMsg{Op: protocol.OpAdd, Dim: dim, IDs: newIDs, Keys: keys, Rows: slices.Concat(rows...), MetaSet: true, Meta: enc,
+		PaySet: true, Payloads: collectiontest.RandomPayloads(r, 4)}).Encode()
 	var mutants [][]byte
 	flip := func(bit int) {
 		b := bytes.Clone(msg)
 		b[bit/8] ^= 1 << (bit % 8)
 		mutants = append(mutants, b)
 	}
-	for bit := range 8 * writeHeader {
+	for bit := range 8 * protocol.WriteHeader {
 		flip(bit)
 	}
 	for range 64 {
-		flip(8*writeHeader + r.IntN(8*(len(msg)-writeHeader)))
+		flip(8*protocol.WriteHeader + r.IntN(8*(len(msg)-protocol.WriteHeader)))
 	}
-	for cut := range frameHeader + 2 {
+	for cut := range protocol.FrameHeader + 2 {
 		mutants = append(mutants, msg[:cut])
 	}
 	for range 16 {
-		mutants = append(mutants, msg[:frameHeader+r.IntN(len(msg)-frameHeader)])
+		mutants = append(mutants, msg[:protocol.FrameHeader+r.IntN(len(msg)-protocol.FrameHeader)])
 	}
 	for _, n := range []int{1, 4, 100} {
 		extra := make([]byte, n)
@@ -316,8 +305,8 @@ func TestClusterMutatedMessagesNeverApplied(t *testing.T) {
 		seqs = append(seqs, seq)
 	}
 	for i, o := range awaitOutcomes(t, col, 0, seqs) {
-		if o.code != codeUnreadable {
-			t.Fatalf("mutant %d (message %d, %d bytes): outcome %d %q, want codeUnreadable", i, seqs[i], len(mutants[i]), o.code, o.msg)
+		if o.Code != protocol.CodeUnreadable {
+			t.Fatalf("mutant %d (message %d, %d bytes): outcome %d %q, want codeUnreadable", i, seqs[i], len(mutants[i]), o.Code, o.Msg)
 		}
 	}
 	t.Logf("%d mutants of a %d-byte message refused", len(mutants), len(msg))
@@ -331,18 +320,18 @@ func TestClusterMutatedMessagesNeverApplied(t *testing.T) {
 		t.Fatal(err)
 	}
 	col.advance(0, seq)
-	if o := awaitOutcomes(t, col, 0, []uint64{seq})[0]; o.code != codeOK {
-		t.Fatalf("the real message: outcome %d %q", o.code, o.msg)
+	if o := awaitOutcomes(t, col, 0, []uint64{seq})[0]; o.Code != protocol.CodeOK {
+		t.Fatalf("the real message: outcome %d %q", o.Code, o.Msg)
 	}
-	if _, err := ref.ix.Add(ctx, engine.Vectors(rows), engine.WithIDs(newIDs...), engine.WithKeys(keys...), engine.WithMeta(mf...)); err != nil {
+	if _, err := ref.ix.Add(ctx, umbra.Vectors(rows), umbra.WithIDs(newIDs...), umbra.WithKeys(keys...), umbra.WithMeta(mf...)); err != nil {
 		t.Fatal(err)
 	}
 	more := vecs(3)
-	got, err := col.Add(ctx, engine.Vectors(more))
+	got, err := col.Add(ctx, umbra.Vectors(more))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ref.ix.Add(ctx, engine.Vectors(more), engine.WithIDs(got...)); err != nil {
+	if _, err := ref.ix.Add(ctx, umbra.Vectors(more), umbra.WithIDs(got...)); err != nil {
 		t.Fatal(err)
 	}
 	sameAsReference(t, col, ref, dim, "after the real message")
@@ -351,11 +340,11 @@ func TestClusterMutatedMessagesNeverApplied(t *testing.T) {
 // futureMsg is a well-formed, checksummed message of the next format
 // version: no build yet reads it.
 func futureMsg() []byte {
-	return frame(wireVersion+1, []byte("a write in a format to come"))
+	return protocol.Frame(protocol.WireVersion+1, []byte("a write in a format to come"))
 }
 
 // A checksummed message of a newer format version stops the shard: every
-// search fails with ErrShardStopped naming the message and the way out;
+// search fails with protocol.ErrShardStopped naming the message and the way out;
 // FindStop shows it; a forged repair record for another message skips
 // nothing; Skip records the skip, and both replicas move on identically —
 // the one stopped there, and one that was down and reaches the message
@@ -367,7 +356,7 @@ func TestClusterNewerVersionStopsUntilSkipped(t *testing.T) {
 	// the message and comes back after the skip.
 	la := &nodeLog{t: t, name: "a"}
 	h.node.Close()
-	a, err := StartNode(ctx, h.c, NodeConfig{Dir: h.dir, Device: engine.CPU, Logf: la.logf})
+	a, err := node.Start(ctx, h.c.x, node.Config{Dir: h.dir, Device: engine.CPU, Logf: la.logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +368,7 @@ func TestClusterNewerVersionStopsUntilSkipped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := col.Add(ctx, engine.Vectors([][]float32{{0, 1}}), WithIDs(1)); err != nil {
+	if _, err := col.Add(ctx, umbra.Vectors([][]float32{{0, 1}}), umbra.WithIDs(1)); err != nil {
 		t.Fatal(err)
 	}
 	waitApplied(t, b, "v", col.Token()[0])
@@ -389,7 +378,7 @@ func TestClusterNewerVersionStopsUntilSkipped(t *testing.T) {
 		t.Fatal(err)
 	}
 	col.advance(0, bad)
-	if _, err := col.Add(ctx, engine.Vectors([][]float32{{1, 1}}), WithIDs(2), NoWait()); err != nil {
+	if _, err := col.Add(ctx, umbra.Vectors([][]float32{{1, 1}}), umbra.WithIDs(2), umbra.NoWait()); err != nil {
 		t.Fatal(err)
 	}
 	last := col.Token()[0]
@@ -399,8 +388,8 @@ func TestClusterNewerVersionStopsUntilSkipped(t *testing.T) {
 	cancel()
 	for _, want := range []string{fmt.Sprintf("stream message %d", bad), "format version 4", "upgrade umbra",
 		fmt.Sprintf("umbra repair --cluster URL --collection v --shard 0 --skip %d", bad)} {
-		if !errors.Is(err, ErrShardsUnavailable) || !errors.Is(err, ErrShardStopped) || hits != nil || !strings.Contains(err.Error(), want) {
-			t.Fatalf("search at a stopped shard: %v, %v; want ErrShardStopped saying %q", hits, err, want)
+		if !errors.Is(err, protocol.ErrShardsUnavailable) || !errors.Is(err, protocol.ErrShardStopped) || hits != nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("search at a stopped shard: %v, %v; want protocol.ErrShardStopped saying %q", hits, err, want)
 		}
 	}
 	if got, _ := a.Applied("v", 0); got != bad-1 {
@@ -412,28 +401,28 @@ func TestClusterNewerVersionStopsUntilSkipped(t *testing.T) {
 
 	// FindStop names the message; a readable one and the message before
 	// cannot be skipped.
-	rep, err := col.FindStop(ctx, 0)
+	rep, err := repairer(t, col).FindStop(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !rep.Answered || rep.Applied != bad-1 || !strings.Contains(rep.ReplicaSays, "stopped") || rep.Stop == nil ||
-		rep.Stop.Seq != bad || rep.Stop.Verdict != VerdictStops || rep.Stop.Version != wireVersion+1 ||
+		rep.Stop.Seq != bad || rep.Stop.Verdict != protocol.VerdictStops || rep.Stop.Version != protocol.WireVersion+1 ||
 		rep.Stop.Size != len(futureMsg()) || rep.Stop.Skip != nil || rep.LastSeq != last {
 		t.Fatalf("FindStop: %+v, stop %+v", rep, rep.Stop)
 	}
 	for _, seq := range []uint64{bad - 1, bad + 1} {
-		if _, _, err := col.Skip(ctx, 0, seq); !errors.Is(err, engine.ErrInvalidOption) || !strings.Contains(err.Error(), "readable write") {
+		if _, _, err := repairer(t, col).Skip(ctx, 0, seq); !errors.Is(err, umbra.ErrInvalidOption) || !strings.Contains(err.Error(), "readable write") {
 			t.Fatalf("skipping readable message %d: %v", seq, err)
 		}
 	}
 
 	// A record that names another message (another checksum) skips
 	// nothing.
-	kv, err := bucket(ctx, h.c.js, bucketRepairs, 1)
+	kv, err := protocol.Bucket(ctx, h.c.x.JS, protocol.BucketRepairs, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := repairKey("v", 0, bad)
+	key := protocol.RepairKey("v", 0, bad)
 	if _, err := kv.Create(ctx, key, []byte(fmt.Sprintf(`{"version":1,"action":"skip","collection":"v","shard":0,"seq":%d,"size":%d,"crc32c":1}`, bad, len(futureMsg())))); err != nil {
 		t.Fatal(err)
 	}
@@ -451,11 +440,11 @@ func TestClusterNewerVersionStopsUntilSkipped(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	m, created, err := col.Skip(ctx, 0, bad)
-	if err != nil || !created || m.Skip == nil || m.Skip.Seq != bad || m.Skip.CRC32C != frameSum(futureMsg()) {
+	m, created, err := repairer(t, col).Skip(ctx, 0, bad)
+	if err != nil || !created || m.Skip == nil || m.Skip.Seq != bad || m.Skip.CRC32C != protocol.FrameSum(futureMsg()) {
 		t.Fatalf("Skip: %+v, %v, %v", m, created, err)
 	}
-	if again, created, err := col.Skip(ctx, 0, bad); err != nil || created || again.Skip == nil || !again.Skip.At.Equal(m.Skip.At) {
+	if again, created, err := repairer(t, col).Skip(ctx, 0, bad); err != nil || created || again.Skip == nil || !again.Skip.At.Equal(m.Skip.At) {
 		t.Fatalf("Skip again: %+v, %v, %v", again, created, err)
 	}
 	waitApplied(t, a, "v", last)
@@ -474,22 +463,17 @@ func TestClusterNewerVersionStopsUntilSkipped(t *testing.T) {
 	if !slices.Equal(idsA, []uint64{1, 2}) || !slices.Equal(idsA, idsB) || fmt.Sprint(vsA) != fmt.Sprint(vsB) || appA != last || appB != last {
 		t.Fatalf("a: %v %v through %d; b: %v %v through %d; want IDs 1 and 2 through %d on both", idsA, vsA, appA, idsB, vsB, appB, last)
 	}
-	for _, n := range []*Node{a, b2} {
-		n.mu.Lock()
-		r := n.replicas["v"][0]
-		n.mu.Unlock()
-		r.mu.Lock()
-		o := r.outs[bad]
-		r.mu.Unlock()
-		if o.code != codeSkipped || !errors.Is(codeErr(o.code), ErrUnreadableMessage) || !strings.Contains(o.msg, key) {
-			t.Fatalf("the skipped message's outcome: %d %q", o.code, o.msg)
+	for _, n := range []*node.Node{a, b2} {
+		o, _ := n.Outcome("v", 0, bad)
+		if o.Code != protocol.CodeSkipped || !errors.Is(protocol.CodeErr(o.Code), protocol.ErrUnreadableMessage) || !strings.Contains(o.Msg, key) {
+			t.Fatalf("the skipped message's outcome: %d %q", o.Code, o.Msg)
 		}
 	}
 	hits, err = col.Search(ctx, []float32{1, 0}, 5)
 	if err != nil || len(hits) != 2 || hits[0].ID != 2 || hits[1].ID != 1 {
 		t.Fatalf("search after the skip: %v, %v", hits, err)
 	}
-	if rep, err := col.FindStop(ctx, 0); err != nil || rep.Stop != nil || !rep.Answered || rep.Applied != last {
+	if rep, err := repairer(t, col).FindStop(ctx, 0); err != nil || rep.Stop != nil || !rep.Answered || rep.Applied != last {
 		t.Fatalf("FindStop after the skip: %+v, %v", rep, err)
 	}
 	// An unreadable message needs no skip.
@@ -497,7 +481,7 @@ func TestClusterNewerVersionStopsUntilSkipped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := col.Skip(ctx, 0, junk); !errors.Is(err, engine.ErrInvalidOption) || !strings.Contains(err.Error(), "on its own") {
+	if _, _, err := repairer(t, col).Skip(ctx, 0, junk); !errors.Is(err, umbra.ErrInvalidOption) || !strings.Contains(err.Error(), "on its own") {
 		t.Fatalf("skipping an unreadable message: %v", err)
 	}
 }
@@ -515,10 +499,10 @@ func TestClusterCorruptRequestsAndReplies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := col.Add(ctx, engine.Vectors([][]float32{{1, 0}}), WithIDs(1)); err != nil {
+	if _, err := col.Add(ctx, umbra.Vectors([][]float32{{1, 0}}), umbra.WithIDs(1)); err != nil {
 		t.Fatal(err)
 	}
-	good := (&request{kind: kindSearch, k: 1, dim: 2, queries: []float32{1, 0}}).encode()
+	good := (&protocol.Request{Kind: protocol.KindSearch, K: 1, Dim: 2, Queries: []float32{1, 0}}).Encode()
 	flipped := bytes.Clone(good)
 	flipped[len(flipped)-3] ^= 0x10
 	for _, c := range []struct {
@@ -528,20 +512,20 @@ func TestClusterCorruptRequestsAndReplies(t *testing.T) {
 	}{
 		{"a bit flipped", flipped, "checksum mismatch"},
 		{"four bytes", []byte{9, 1, 2, 3}, "too short to carry a checksum"},
-		{"a newer version", frame(wireVersion+1, good[frameHeader:]), "newer umbra"},
+		{"a newer version", protocol.Frame(protocol.WireVersion+1, good[protocol.FrameHeader:]), "newer umbra"},
 	} {
-		m, err := h.c.nc.Request(querySubject("q", 0), c.b, 5*time.Second)
+		m, err := h.c.x.NC.Request(protocol.QuerySubject("q", 0), c.b, 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := decodeReply(m.Data, kindSearch)
-		if err != nil || p.status != statusError || !strings.Contains(p.msg, "request refused") || !strings.Contains(p.msg, c.want) {
+		p, err := protocol.DecodeReply(m.Data, protocol.KindSearch)
+		if err != nil || p.Status != protocol.StatusError || !strings.Contains(p.Msg, "request refused") || !strings.Contains(p.Msg, c.want) {
 			t.Fatalf("%s: reply %+v, %v; want an error status saying %q", c.name, p, err, c.want)
 		}
 	}
-	if m, err := h.c.nc.Request(querySubject("q", 0), good, 5*time.Second); err != nil {
+	if m, err := h.c.x.NC.Request(protocol.QuerySubject("q", 0), good, 5*time.Second); err != nil {
 		t.Fatal(err)
-	} else if p, err := decodeReply(m.Data, kindSearch); err != nil || p.status != statusOK || len(p.hits) != 1 || len(p.hits[0]) != 1 || p.hits[0][0].ID != 1 {
+	} else if p, err := protocol.DecodeReply(m.Data, protocol.KindSearch); err != nil || p.Status != protocol.StatusOK || len(p.Hits) != 1 || len(p.Hits[0]) != 1 || p.Hits[0][0].ID != 1 {
 		t.Fatalf("the request unflipped: %+v, %v", p, err)
 	}
 
@@ -552,11 +536,11 @@ func TestClusterCorruptRequestsAndReplies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	right := (&reply{hits: [][]hit{{{ID: 1, Score: 0.5}}}}).encode(kindSearch)
+	right := (&protocol.Reply{Hits: [][]protocol.Hit{{{ID: 1, Score: 0.5}}}}).Encode(protocol.KindSearch)
 	// The same reply with one bit of the hit's ID flipped: without the
 	// checksum it decodes, as ID 3.
 	wrong := bytes.Clone(right)
-	wrong[frameHeader+1+8+4+1+4+4] ^= 0x02
+	wrong[protocol.FrameHeader+1+8+4+1+4+4] ^= 0x02
 	pieces := func(b []byte) [][]byte { n := len(b) / 3; return [][]byte{b[:n], b[n : 2*n], b[2*n:]} }
 	for _, c := range []struct {
 		name   string
@@ -571,8 +555,8 @@ func TestClusterCorruptRequestsAndReplies(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var mu sync.Mutex
 			attempts := 0
-			sub, err := h.c.nc.QueueSubscribe(querySubject("r", 0), queueGroup("r", 0), func(m *nats.Msg) {
-				if _, err := decodeRequest(m.Data); err != nil {
+			sub, err := h.c.x.NC.QueueSubscribe(protocol.QuerySubject("r", 0), protocol.QueueGroup("r", 0), func(m *nats.Msg) {
+				if _, err := protocol.DecodeRequest(m.Data); err != nil {
 					t.Errorf("the client's request: %v", err)
 					return
 				}
@@ -586,9 +570,9 @@ func TestClusterCorruptRequestsAndReplies(t *testing.T) {
 				}
 				for i, p := range ps {
 					out := nats.NewMsg(m.Reply)
-					out.Header.Set(hdrChunk, fmt.Sprintf("%d/%d", i, len(ps)))
+					out.Header.Set(protocol.HdrChunk, fmt.Sprintf("%d/%d", i, len(ps)))
 					out.Data = p
-					h.c.nc.PublishMsg(out)
+					h.c.x.NC.PublishMsg(out)
 				}
 			})
 			if err != nil {
@@ -602,8 +586,8 @@ func TestClusterCorruptRequestsAndReplies(t *testing.T) {
 			n := attempts
 			mu.Unlock()
 			if c.always {
-				if !errors.Is(err, ErrShardsUnavailable) || hits != nil || !strings.Contains(err.Error(), "a reply refused") || !strings.Contains(err.Error(), "checksum mismatch") {
-					t.Fatalf("every reply corrupt: %v, %v; want ErrShardsUnavailable naming the checksum", hits, err)
+				if !errors.Is(err, protocol.ErrShardsUnavailable) || hits != nil || !strings.Contains(err.Error(), "a reply refused") || !strings.Contains(err.Error(), "checksum mismatch") {
+					t.Fatalf("every reply corrupt: %v, %v; want protocol.ErrShardsUnavailable naming the checksum", hits, err)
 				}
 				return
 			}
@@ -612,4 +596,14 @@ func TestClusterCorruptRequestsAndReplies(t *testing.T) {
 			}
 		})
 	}
+}
+
+// repairer is the operator's handle on col's shards (umbra repair).
+func repairer(t *testing.T, col *Collection) *protocol.Repairer {
+	t.Helper()
+	r, err := protocol.NewRepairer(context.Background(), col.c.x, col.meta.Name, col.c.attemptTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

@@ -9,7 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 	"github.com/umbravec/umbra/meta"
 )
 
@@ -26,15 +27,6 @@ import (
 // another reason (an ID already stored): a filter may name it, and it
 // matches as a field no row has.
 
-// schemaIndex is an empty metadata index that knows fields.
-func schemaIndex(fields map[string]meta.Kind) *meta.Index {
-	mi := meta.NewIndex(meta.Limits{})
-	for name, k := range fields {
-		_ = mi.Declare(name, k) // a fresh index: only a bad name fails, and the record's were checked
-	}
-	return mi
-}
-
 // cachedFields is the schema as this handle last read it.
 func (col *Collection) cachedFields() map[string]meta.Kind {
 	col.mu.Lock()
@@ -44,18 +36,18 @@ func (col *Collection) cachedFields() map[string]meta.Kind {
 
 // readRecord reads the collection's record and its revision, retrying
 // while the bucket has no leader, and refreshes the cached schema.
-func (col *Collection) readRecord(ctx context.Context) (*collectionMeta, uint64, error) {
+func (col *Collection) readRecord(ctx context.Context) (*protocol.CollectionRecord, uint64, error) {
 	backoff := 50 * time.Millisecond
 	for {
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		e, err := col.c.colls.Get(actx, col.meta.Name)
+		e, err := col.c.x.Colls.Get(actx, col.meta.Name)
 		cancel()
 		if err == nil {
-			rec, err := unmarshalMeta(e.Value())
+			rec, err := protocol.UnmarshalRecord(e.Value())
 			if err != nil {
 				return nil, 0, err
 			}
-			fields, err := rec.schema()
+			fields, err := rec.Schema()
 			if err != nil {
 				return nil, 0, err
 			}
@@ -89,7 +81,7 @@ func (col *Collection) ensureSchema(ctx context.Context, rows []meta.Fields) err
 	fields := col.cachedFields()
 	fresh := false
 	for {
-		if err := schemaIndex(fields).Check(rows, nil); err != nil {
+		if err := protocol.SchemaIndex(fields).Check(rows, nil); err != nil {
 			if !fresh {
 				// The record may know more than this handle: read it.
 				if _, _, err := col.readRecord(ctx); err != nil {
@@ -98,7 +90,7 @@ func (col *Collection) ensureSchema(ctx context.Context, rows []meta.Fields) err
 				fields, fresh = col.cachedFields(), true
 				continue
 			}
-			return fmt.Errorf("%w: %w", engine.ErrInvalidMeta, err)
+			return fmt.Errorf("%w: %w", umbra.ErrInvalidMeta, err)
 		}
 		added := map[string]meta.Kind{}
 		for _, f := range rows {
@@ -129,7 +121,7 @@ func (col *Collection) ensureSchema(ctx context.Context, rows []meta.Fields) err
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		err = col.c.recordFields(actx, col.meta.Name, rev, added, &next)
 		cancel()
-		if errors.Is(err, engine.ErrInvalidMeta) {
+		if errors.Is(err, umbra.ErrInvalidMeta) {
 			return err
 		}
 		if err != nil && ctx.Err() != nil {
@@ -151,14 +143,14 @@ func (col *Collection) ensureSchema(ctx context.Context, rows []meta.Fields) err
 // against a store's: a field the collection does not know, or a value of
 // another kind, is engine.ErrInvalidFilter.
 func (col *Collection) checkFilter(ctx context.Context, f meta.Filter) error {
-	if err := schemaIndex(col.cachedFields()).Validate(f); err == nil {
+	if err := protocol.SchemaIndex(col.cachedFields()).Validate(f); err == nil {
 		return nil
 	}
 	if _, _, err := col.readRecord(ctx); err != nil {
 		return err
 	}
-	if err := schemaIndex(col.cachedFields()).Validate(f); err != nil {
-		return fmt.Errorf("%w: %w", engine.ErrInvalidFilter, err)
+	if err := protocol.SchemaIndex(col.cachedFields()).Validate(f); err != nil {
+		return fmt.Errorf("%w: %w", umbra.ErrInvalidFilter, err)
 	}
 	return nil
 }

@@ -6,69 +6,61 @@ import (
 	"math"
 	"slices"
 
-	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 	"github.com/umbravec/umbra/internal/keyrule"
+	"github.com/umbravec/umbra/internal/topk"
 	"github.com/umbravec/umbra/meta"
 )
 
-// SearchOption restricts or tunes a search.
-type SearchOption func(*searchOptions)
-
+// searchOptions are a search's options as the collection reads them, from
+// umbra.SearchParams.
 type searchOptions struct {
 	allow    []uint64
 	allowSet bool
 	maxHits  int
-	token    Token
+	token    []uint64
 	eventual bool
 	where    meta.Filter
 	whereSet bool
 	payload  bool
 }
 
-// Allow restricts a search to the rows with these IDs, exactly (IDs not
-// stored are ignored).
-func Allow(ids ...uint64) SearchOption {
-	return func(o *searchOptions) { o.allow, o.allowSet = append(o.allow, ids...), true }
-}
-
-// MaxHits caps a range search's answer (the best n).
-func MaxHits(n int) SearchOption { return func(o *searchOptions) { o.maxHits = n } }
-
-// AfterToken makes the search see every write tok covers (another
-// handle's, say), besides the handle's own.
-func AfterToken(tok Token) SearchOption { return func(o *searchOptions) { o.token = tok } }
-
-// Where restricts a search to the rows whose metadata matches f, as
-// engine.Where does: the exact top k of that subset over every shard. A
-// field the collection does not know (none of its writes ever gave it),
-// or a value of another kind than the field's, is
-// engine.ErrInvalidFilter.
-func Where(f meta.Filter) SearchOption {
-	return func(o *searchOptions) { o.where, o.whereSet = f, true }
-}
-
-// WithPayload makes a search return each hit's payload (Hit.Payload).
-func WithPayload() SearchOption { return func(o *searchOptions) { o.payload = true } }
-
-// Eventual drops read-your-writes: any replica answers, however far it
-// has applied. The answer is still exact for the rows that replica holds.
-func Eventual() SearchOption { return func(o *searchOptions) { o.eventual = true } }
-
-// better reports whether a ranks before b: higher score under Cosine and
-// Dot, lower under L2, equal scores by lower ID.
-func better(metric engine.Metric, a, b hit) bool {
-	if a.Score != b.Score {
-		if metric == engine.L2 {
-			return a.Score < b.Score
-		}
-		return a.Score > b.Score
+// collectSearch resolves opts for a search of kind (umbra.ResolveSearch's
+// rules), refusing what a collection cannot honour: Approximate (its
+// answers are always exact: its replicas hold float32 rows) and AllowFunc
+// (a predicate cannot travel to the nodes that hold the rows).
+func collectSearch(kind byte, opts []umbra.SearchOption) (searchOptions, error) {
+	verb := "SearchBatch"
+	if kind == protocol.KindRange {
+		verb = "SearchRange"
 	}
-	return a.ID < b.ID
+	p, err := umbra.ResolveSearch(verb, opts)
+	if err != nil {
+		return searchOptions{}, err
+	}
+	if err := p.Refuse("a cluster collection's searches are always exact", "Approximate"); err != nil {
+		return searchOptions{}, err
+	}
+	if err := p.Refuse("a predicate cannot travel to the nodes that hold the rows: give the IDs (Allow) or a Where filter", "AllowFunc"); err != nil {
+		return searchOptions{}, err
+	}
+	return searchOptions{
+		allow: p.Allow, allowSet: p.Allow != nil, maxHits: p.MaxHits, token: p.After, eventual: p.Eventual,
+		where: p.Where, whereSet: p.Where != (meta.Filter{}), payload: p.Payload,
+	}, nil
+}
+
+// better reports whether a ranks before b: the ordering rule of every
+// path (topk's: higher score under Cosine and Dot, lower under L2, equal
+// scores by lower ID, NaN last).
+func better(metric umbra.Metric, a, b protocol.Hit) bool {
+	return topk.Before(metric, a.Score, a.ID, b.Score, b.ID)
 }
 
 // Search returns the k rows most similar to query, best first, equal
 // scores by lower ID: the exact answer over every shard, or an error.
-func (col *Collection) Search(ctx context.Context, query []float32, k int, opts ...SearchOption) ([]engine.Hit, error) {
+func (col *Collection) Search(ctx context.Context, query []float32, k int, opts ...umbra.SearchOption) ([]umbra.Hit, error) {
 	all, err := col.SearchBatch(ctx, [][]float32{query}, k, opts...)
 	if err != nil {
 		return nil, err
@@ -77,47 +69,47 @@ func (col *Collection) Search(ctx context.Context, query []float32, k int, opts 
 }
 
 // SearchBatch runs Search for every query.
-func (col *Collection) SearchBatch(ctx context.Context, queries [][]float32, k int, opts ...SearchOption) ([][]engine.Hit, error) {
+func (col *Collection) SearchBatch(ctx context.Context, queries [][]float32, k int, opts ...umbra.SearchOption) ([][]umbra.Hit, error) {
 	if k < 1 {
-		return nil, engine.ErrInvalidK
+		return nil, umbra.ErrInvalidK
 	}
-	return col.search(ctx, kindSearch, queries, k, 0, opts)
+	return col.search(ctx, protocol.KindSearch, queries, k, 0, opts)
 }
 
 // SearchRange returns every row whose score for query is within threshold
 // (at least it under Cosine and Dot, at most under L2), best first; MaxHits
 // caps how many.
-func (col *Collection) SearchRange(ctx context.Context, query []float32, threshold float32, opts ...SearchOption) ([]engine.Hit, error) {
+func (col *Collection) SearchRange(ctx context.Context, query []float32, threshold float32, opts ...umbra.SearchOption) ([]umbra.Hit, error) {
 	if math.IsNaN(float64(threshold)) {
-		return nil, fmt.Errorf("%w: threshold is NaN", engine.ErrNonFinite)
+		return nil, fmt.Errorf("%w: threshold is NaN", umbra.ErrNonFinite)
 	}
-	all, err := col.search(ctx, kindRange, [][]float32{query}, 0, threshold, opts)
+	all, err := col.search(ctx, protocol.KindRange, [][]float32{query}, 0, threshold, opts)
 	if err != nil {
 		return nil, err
 	}
 	return all[0], nil
 }
 
-func (col *Collection) search(ctx context.Context, kind byte, queries [][]float32, k int, threshold float32, opts []SearchOption) ([][]engine.Hit, error) {
-	var o searchOptions
-	for _, f := range opts {
-		f(&o)
+func (col *Collection) search(ctx context.Context, kind byte, queries [][]float32, k int, threshold float32, opts []umbra.SearchOption) ([][]umbra.Hit, error) {
+	if err := col.live(); err != nil {
+		return nil, err
 	}
-	if o.maxHits < 0 {
-		return nil, fmt.Errorf("%w: MaxHits %d", engine.ErrInvalidOption, o.maxHits)
+	o, err := collectSearch(kind, opts)
+	if err != nil {
+		return nil, err
 	}
 	dim := col.meta.Dim
 	for i, q := range queries {
 		if len(q) != dim {
-			return nil, fmt.Errorf("%w: query %d has %d components, the collection %d", engine.ErrDimMismatch, i, len(q), dim)
+			return nil, fmt.Errorf("%w: query %d has %d components, the collection %d", umbra.ErrDimMismatch, i, len(q), dim)
 		}
 		for j, v := range q {
 			if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-				return nil, fmt.Errorf("%w: query %d, component %d", engine.ErrNonFinite, i, j)
+				return nil, fmt.Errorf("%w: query %d, component %d", umbra.ErrNonFinite, i, j)
 			}
 		}
 	}
-	out := make([][]engine.Hit, len(queries))
+	out := make([][]umbra.Hit, len(queries))
 	if len(queries) == 0 {
 		return out, nil
 	}
@@ -144,17 +136,17 @@ func (col *Collection) search(ctx context.Context, kind byte, queries [][]float3
 	}
 	// Queries go in groups whose request fits the max payload; replies
 	// come back in pieces when they do not.
-	limit := int(col.c.nc.MaxPayload()) - chunkRoom
+	limit := int(col.c.x.NC.MaxPayload()) - protocol.ChunkRoom
 	fixed := 72 + 8*len(allow) + len(where)
 	if fixed+4*dim > limit {
-		return nil, fmt.Errorf("%w: an allow list of %d IDs and a filter of %d bytes do not fit a NATS message (max payload %d bytes)", engine.ErrTooLarge, len(allow), len(where), col.c.nc.MaxPayload())
+		return nil, fmt.Errorf("%w: an allow list of %d IDs and a filter of %d bytes do not fit a NATS message (max payload %d bytes)", umbra.ErrTooLarge, len(allow), len(where), col.c.x.NC.MaxPayload())
 	}
 	per := max(1, (limit-fixed)/(4*dim))
-	if kind == kindSearch {
+	if kind == protocol.KindSearch {
 		// A node refuses a request whose answer may hold over its
 		// MaxHits hits (k × queries): under the default, a batch goes in
 		// requests that fit it.
-		per = min(per, max(1, DefaultMaxHits/k))
+		per = min(per, max(1, protocol.DefaultMaxHits/k))
 	}
 	for start := 0; start < len(queries); start += per {
 		end := min(len(queries), start+per)
@@ -164,23 +156,23 @@ func (col *Collection) search(ctx context.Context, kind byte, queries [][]float3
 		}
 		reqs := map[int][]byte{}
 		for s := range col.meta.Shards {
-			q := &request{kind: kind, minSeq: tok[s], waitMs: 500, k: k, threshold: threshold, maxHits: o.maxHits, allow: allow, dim: dim, queries: flat, where: where, payload: o.payload}
-			reqs[s] = q.encode()
+			q := &protocol.Request{Kind: kind, MinSeq: tok[s], WaitMs: 500, K: k, Threshold: threshold, MaxHits: o.maxHits, Allow: allow, Dim: dim, Queries: flat, Where: where, Payload: o.payload}
+			reqs[s] = q.Encode()
 		}
 		replies, err := col.c.fanout(ctx, col.meta.Name, kind, reqs)
 		if err != nil {
 			return nil, err
 		}
 		for qi := start; qi < end; qi++ {
-			var merged []hit
+			var merged []protocol.Hit
 			for s := range col.meta.Shards {
-				hs := replies[s].hits
+				hs := replies[s].Hits
 				if len(hs) != end-start {
 					return nil, fmt.Errorf("%w: shard %d answered %d queries of %d", ErrShardsUnavailable, s, len(hs), end-start)
 				}
 				merged = append(merged, hs[qi-start]...)
 			}
-			slices.SortFunc(merged, func(a, b hit) int {
+			slices.SortFunc(merged, func(a, b protocol.Hit) int {
 				if better(col.metric, a, b) {
 					return -1
 				}
@@ -190,15 +182,15 @@ func (col *Collection) search(ctx context.Context, kind byte, queries [][]float3
 				return 0
 			})
 			limit := k
-			if kind == kindRange {
+			if kind == protocol.KindRange {
 				limit = o.maxHits
 			}
 			if limit > 0 && len(merged) > limit {
 				merged = merged[:limit]
 			}
-			hits := make([]engine.Hit, len(merged))
+			hits := make([]umbra.Hit, len(merged))
 			for i, h := range merged {
-				hits[i] = engine.Hit{ID: h.ID, Score: h.Score, Key: h.Key, Payload: h.Payload}
+				hits[i] = umbra.Hit{ID: h.ID, Score: h.Score, Key: h.Key, Payload: h.Payload}
 			}
 			out[qi] = hits
 		}
@@ -213,44 +205,47 @@ func (col *Collection) search(ctx context.Context, kind byte, queries [][]float3
 // no write could have stored (empty, broken UTF-8, a line break, over
 // 4096 bytes) is engine.ErrInvalidKey.
 func (col *Collection) Lookup(ctx context.Context, keys ...string) (map[string]uint64, error) {
+	if err := col.live(); err != nil {
+		return nil, err
+	}
 	byShard := make([][]string, col.meta.Shards)
 	for i, k := range keys {
 		if err := keyrule.Check(k); err != nil {
-			return nil, fmt.Errorf("%w: key %d: %w", engine.ErrInvalidKey, i, err)
+			return nil, fmt.Errorf("%w: key %d: %w", umbra.ErrInvalidKey, i, err)
 		}
-		s := shardOfKey(k, col.meta.Shards)
+		s := protocol.ShardOfKey(k, col.meta.Shards)
 		byShard[s] = append(byShard[s], k)
 	}
 	tok := col.Token()
-	limit := int(col.c.nc.MaxPayload()) - chunkRoom - 32
+	limit := int(col.c.x.NC.MaxPayload()) - protocol.ChunkRoom - 32
 	out := make(map[string]uint64, len(keys))
 	// Rounds of at most one request a shard, each under the max payload.
 	for {
 		reqs := map[int][]byte{}
 		for s, ks := range byShard {
 			n, size := 0, 0
-			for n < len(ks) && n < DefaultMaxHits && (n == 0 || size+4+len(ks[n]) <= limit) {
+			for n < len(ks) && n < protocol.DefaultMaxHits && (n == 0 || size+4+len(ks[n]) <= limit) {
 				size += 4 + len(ks[n])
 				n++
 			}
 			if n == 0 {
 				continue
 			}
-			reqs[s] = (&request{kind: kindLookup, minSeq: tok[s], waitMs: 500, keys: ks[:n]}).encode()
+			reqs[s] = (&protocol.Request{Kind: protocol.KindLookup, MinSeq: tok[s], WaitMs: 500, Keys: ks[:n]}).Encode()
 			byShard[s] = ks[n:]
 		}
 		if len(reqs) == 0 {
 			return out, nil
 		}
-		replies, err := col.c.fanout(ctx, col.meta.Name, kindLookup, reqs)
+		replies, err := col.c.fanout(ctx, col.meta.Name, protocol.KindLookup, reqs)
 		if err != nil {
 			return nil, err
 		}
 		for s := range reqs {
-			if hs := replies[s].hits; len(hs) != 1 {
+			if hs := replies[s].Hits; len(hs) != 1 {
 				return nil, fmt.Errorf("%w: shard %d answered a lookup with %d lists", ErrShardsUnavailable, s, len(hs))
 			}
-			for _, h := range replies[s].hits[0] {
+			for _, h := range replies[s].Hits[0] {
 				out[h.Key] = h.ID
 			}
 		}
@@ -261,18 +256,21 @@ func (col *Collection) Lookup(ctx context.Context, keys ...string) (map[string]u
 // answers after the handle's writes (its token): the sum is the
 // collection's rows.
 func (col *Collection) ShardRows(ctx context.Context) ([]int, error) {
+	if err := col.live(); err != nil {
+		return nil, err
+	}
 	tok := col.Token()
 	reqs := map[int][]byte{}
 	for s := range col.meta.Shards {
-		reqs[s] = (&request{kind: kindRows, minSeq: tok[s], waitMs: 500}).encode()
+		reqs[s] = (&protocol.Request{Kind: protocol.KindRows, MinSeq: tok[s], WaitMs: 500}).Encode()
 	}
-	replies, err := col.c.fanout(ctx, col.meta.Name, kindRows, reqs)
+	replies, err := col.c.fanout(ctx, col.meta.Name, protocol.KindRows, reqs)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]int, col.meta.Shards)
 	for s := range out {
-		out[s] = int(replies[s].rows)
+		out[s] = int(replies[s].Rows)
 	}
 	return out, nil
 }

@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/cluster/node"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -52,7 +55,7 @@ func BenchmarkLoopbackSecurity(b *testing.B) {
 	for i := range queries {
 		queries[i] = testkit.Unit(r, dim)
 	}
-	defer testHooks.noChecksum.Store(false)
+	defer protocol.NoChecksum.Store(false)
 	for _, s := range setups {
 		s.start(b, data)
 	}
@@ -128,20 +131,20 @@ type securitySetup struct {
 	lat            []float64
 }
 
-func (s *securitySetup) use() { testHooks.noChecksum.Store(!s.checksum) }
+func (s *securitySetup) use() { protocol.NoChecksum.Store(!s.checksum) }
 
 func (s *securitySetup) start(b *testing.B, data [][]float32) {
 	b.Helper()
 	s.use()
 	dir := b.TempDir()
-	opts, _, err := embeddedOptions(EmbeddedConfig{Listen: "127.0.0.1:0", Dir: dir})
+	opts, _, err := node.EmbeddedOptions(node.EmbeddedConfig{Listen: "127.0.0.1:0", Dir: dir})
 	if err != nil {
 		b.Fatal(err)
 	}
 	if !s.auth {
 		opts.Nkeys = nil
 	}
-	srv, err := startServer(opts)
+	srv, err := node.StartServer(opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -149,7 +152,7 @@ func (s *securitySetup) start(b *testing.B, data [][]float32) {
 	ctx := context.Background()
 	copts := []ClientOption{AsNode(), Timeout(time.Minute)}
 	if s.auth {
-		creds, err := LoadCreds(dir + "/creds")
+		creds, err := node.LoadCreds(dir + "/creds")
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -160,7 +163,7 @@ func (s *securitySetup) start(b *testing.B, data [][]float32) {
 		b.Fatal(err)
 	}
 	b.Cleanup(c.Close)
-	node, err := StartNode(ctx, c, NodeConfig{Dir: dir, Device: engine.CPU})
+	node, err := node.Start(ctx, c.x, node.Config{Dir: dir, Device: engine.CPU})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -169,7 +172,7 @@ func (s *securitySetup) start(b *testing.B, data [][]float32) {
 		b.Fatal(err)
 	}
 	for i := 0; i < len(data); i += 1000 {
-		if _, err := s.col.Add(ctx, engine.Vectors(data[i:min(i+1000, len(data))]), NoWait()); err != nil {
+		if _, err := s.col.Add(ctx, umbra.Vectors(data[i:min(i+1000, len(data))]), umbra.NoWait()); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -186,7 +189,7 @@ func (s *securitySetup) writeSlice(b *testing.B, rows [][]float32, d time.Durati
 	start := time.Now()
 	calls := 0
 	for time.Since(start) < d {
-		if _, err := s.col.Add(ctx, engine.Vectors(rows), NoWait()); err != nil {
+		if _, err := s.col.Add(ctx, umbra.Vectors(rows), umbra.NoWait()); err != nil {
 			b.Fatal(err)
 		}
 		calls++

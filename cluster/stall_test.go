@@ -15,7 +15,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/cluster/node"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -142,7 +144,7 @@ func TestClusterNodeResumesAfterLostDeliveries(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 			defer cancel()
 			dir := t.TempDir()
-			srv, err := StartEmbedded(EmbeddedConfig{Listen: "127.0.0.1:0", Dir: dir})
+			srv, err := node.StartEmbedded(node.EmbeddedConfig{Listen: "127.0.0.1:0", Dir: dir})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -167,15 +169,15 @@ func TestClusterNodeResumesAfterLostDeliveries(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			node, err := StartNode(ctx, cNode, NodeConfig{Dir: t.TempDir(), Device: engine.CPU, Logf: t.Logf})
+			node, err := node.Start(ctx, cNode.x, node.Config{Dir: t.TempDir(), Device: engine.CPU, Logf: t.Logf})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer node.Close()
 			r := testkit.Rand(t)
-			ref := newMirror(t, dim, engine.Cosine)
+			ref := newMirror(t, dim, umbra.Cosine)
 			next := uint64(1)
-			write := func(opts ...WriteOption) {
+			write := func(opts ...umbra.WriteOption) {
 				t.Helper()
 				vs := make([][]float32, 6)
 				ids := make([]uint64, len(vs))
@@ -185,20 +187,20 @@ func TestClusterNodeResumesAfterLostDeliveries(t *testing.T) {
 					ids[i] = next
 					next++
 				}
-				if _, err := col.Add(ctx, engine.Vectors(vs), append(opts, WithIDs(ids...))...); err != nil {
+				if _, err := col.Add(ctx, umbra.Vectors(vs), append(opts, umbra.WithIDs(ids...))...); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := ref.ix.Add(ctx, engine.Vectors(vs), engine.WithIDs(ids...)); err != nil {
+				if _, err := ref.ix.Add(ctx, umbra.Vectors(vs), umbra.WithIDs(ids...)); err != nil {
 					t.Fatal(err)
 				}
 			}
 			// Applied by the node (the write waits for it).
 			write()
-			before := node.appliedAll("l", 2)
+			before := node.AppliedAll("l", 2)
 			px.cut.Store(true)
 			// Delivered to the node by the server, lost on the way.
-			write(NoWait())
-			write(NoWait())
+			write(umbra.NoWait())
+			write(umbra.NoWait())
 			tok := col.Token()
 			if tc.reconnect {
 				// Lost, then the connection drops at once (well
@@ -208,7 +210,7 @@ func TestClusterNodeResumesAfterLostDeliveries(t *testing.T) {
 				// Long enough for the heartbeats to be missed.
 				time.Sleep(3 * time.Second)
 			}
-			if got := node.appliedAll("l", 2); !slices.Equal(got, before) {
+			if got := node.AppliedAll("l", 2); !slices.Equal(got, before) {
 				t.Fatalf("the node applied %v while cut (from %v): the proxy let messages through", got, before)
 			}
 			px.cut.Store(false)
@@ -217,20 +219,12 @@ func TestClusterNodeResumesAfterLostDeliveries(t *testing.T) {
 			}
 			q := testkit.Grid(r, dim)
 			k := int(next) + 5
-			got, err := col.Search(ctx, q, k, AfterToken(tok))
+			got, err := col.Search(ctx, q, k, umbra.AfterToken(tok))
 			if err != nil {
-				t.Fatalf("after the lost deliveries (applied %v, token %v): %v", node.appliedAll("l", 2), tok, err)
+				t.Fatalf("after the lost deliveries (applied %v, token %v): %v", node.AppliedAll("l", 2), tok, err)
 			}
 			want, _ := ref.ix.Search(ctx, q, k)
 			sameHits(t, "after the lost deliveries", want, got)
 		})
 	}
-}
-
-func (n *Node) appliedAll(collection string, shards int) []uint64 {
-	out := make([]uint64, shards)
-	for s := range shards {
-		out[s], _ = n.Applied(collection, s)
-	}
-	return out
 }

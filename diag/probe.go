@@ -3,14 +3,13 @@ package diag
 import (
 	"time"
 
-	"github.com/umbravec/umbra/internal/core"
-	"github.com/umbravec/umbra/internal/hint"
+	"github.com/umbravec/umbra"
 )
 
 // AdapterReport is what the probe (engine.Probe) found out about one
 // adapter.
 type AdapterReport struct {
-	Adapter  core.AdapterInfo
+	Adapter  AdapterInfo
 	Limits   Limits
 	Features []string
 	// Works is true when a device was created on the adapter and the real
@@ -33,7 +32,7 @@ type ProbeReport struct {
 	// or -1 when Auto would use the CPU.
 	Auto int
 	// Reason and Hint say why Auto would use the CPU and what to do
-	// (empty when Auto is not -1); Hint is an engine.Hint.
+	// (empty when Auto is not -1).
 	Reason string
-	Hint   hint.Hint
+	Hint   umbra.Hint
 }

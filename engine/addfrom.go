@@ -8,29 +8,9 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/internal/packed"
 )
-
-// RowSource gives rows a piece at a time, as a vector file being read
-// does (host.MatrixReader is one): Add stores them as they come, without
-// a copy of them all first. Vectors and Flat are RowSources over memory.
-type RowSource interface {
-	// Dim is every row's number of components.
-	Dim() int
-	// Rows is how many rows the source holds, or -1 when it cannot tell
-	// before its end (a pipe).
-	Rows() int
-	// ReadRows fills dst with the next whole rows, len(dst)/Dim of them
-	// (at least one), and returns how many it read: fewer only at the end.
-	// After the last row it returns 0 and io.EOF. Given an empty dst it
-	// reads no row: 0 and io.EOF at the end, 0 and nil when rows remain.
-	ReadRows(dst []float32) (int, error)
-}
-
-// ErrSource is wrapped, beside the source's own error, by the error of an
-// Add or Upsert whose RowSource failed to give a row (a malformed or truncated file,
-// a failed read) or gave other rows than it announced.
-var ErrSource = errors.New("reading rows failed")
 
 // streamPieceBytes is how many bytes of rows each packing goroutine of
 // a streamed Add is given per piece: read, then packed while they are still in
@@ -45,15 +25,15 @@ const streamHeadroom = 64 << 20
 
 // sourceFits refuses a source Add cannot read: nil, rows of another
 // dimension, a negative row count other than -1 (unknown).
-func (ix *Index) sourceFits(src RowSource) error {
+func (ix *Index) sourceFits(src umbra.RowSource) error {
 	if src == nil {
-		return fmt.Errorf("%w: a nil RowSource", ErrSource)
+		return fmt.Errorf("%w: a nil RowSource", umbra.ErrSource)
 	}
 	if d := src.Dim(); d != ix.cfg.Dim {
-		return fmt.Errorf("%w: source rows have %d components, index dimension is %d", ErrDimMismatch, d, ix.cfg.Dim)
+		return fmt.Errorf("%w: source rows have %d components, index dimension is %d", umbra.ErrDimMismatch, d, ix.cfg.Dim)
 	}
 	if n := src.Rows(); n < -1 {
-		return fmt.Errorf("%w: source says it holds %d rows", ErrSource, n)
+		return fmt.Errorf("%w: source says it holds %d rows", umbra.ErrSource, n)
 	}
 	return nil
 }
@@ -64,7 +44,7 @@ func (ix *Index) sourceFits(src RowSource) error {
 // the call whatever is wrong with the names, so a source is read to its
 // end (or to its first bad row) before a stored or repeated name is
 // refused. Nothing is stored either way.
-func (ix *Index) addFrom(ctx context.Context, start time.Time, src RowSource, ids []uint64, keys []string, a *callAttrs) ([]uint64, error) {
+func (ix *Index) addFrom(ctx context.Context, start time.Time, src umbra.RowSource, ids []uint64, keys []string, a *callAttrs) ([]uint64, error) {
 	if err := ix.sourceFits(src); err != nil {
 		return nil, err
 	}
@@ -85,7 +65,7 @@ func (ix *Index) addFrom(ctx context.Context, start time.Time, src RowSource, id
 type stream struct {
 	ix  *Index
 	ctx context.Context
-	src RowSource
+	src umbra.RowSource
 	s   *packed.Slab
 	n   int // rows src announced, -1 unknown
 
@@ -168,7 +148,7 @@ func (st *stream) run() (err error) {
 			if err := wait(); err != nil {
 				return err
 			}
-			return fmt.Errorf("%w: after %d rows: %w", ErrSource, st.got+rows, rerr)
+			return fmt.Errorf("%w: after %d rows: %w", umbra.ErrSource, st.got+rows, rerr)
 		}
 		if err := wait(); err != nil {
 			return err
@@ -207,7 +187,7 @@ func (st *stream) run() (err error) {
 	}
 	if st.n >= 0 {
 		if st.got < st.n {
-			return fmt.Errorf("%w: the source ended after %d of the %d rows it announced", ErrSource, st.got, st.n)
+			return fmt.Errorf("%w: the source ended after %d of the %d rows it announced", umbra.ErrSource, st.got, st.n)
 		}
 		// Every announced row is in: the source must now be at its end
 		// (which is where a file's trailing bytes are found). Room for a
@@ -220,11 +200,11 @@ func (st *stream) run() (err error) {
 		k, err := st.src.ReadRows(probe)
 		switch {
 		case k > 0:
-			return fmt.Errorf("%w: the source holds more than the %d rows it announced", ErrSource, st.n)
+			return fmt.Errorf("%w: the source holds more than the %d rows it announced", umbra.ErrSource, st.n)
 		case err == nil:
-			return fmt.Errorf("%w: the source gave no row and no error after its %d rows", ErrSource, st.n)
+			return fmt.Errorf("%w: the source gave no row and no error after its %d rows", umbra.ErrSource, st.n)
 		case !errors.Is(err, io.EOF):
-			return fmt.Errorf("%w: after %d rows: %w", ErrSource, st.got, err)
+			return fmt.Errorf("%w: after %d rows: %w", umbra.ErrSource, st.got, err)
 		}
 	}
 	if err := st.ctx.Err(); err != nil {
@@ -261,7 +241,7 @@ func (st *stream) grow(want int, wait func() error) error {
 // readRows fills dst with whole rows of dim from src, calling ReadRows
 // until dst is full or src ends, and returns the rows read: io.EOF with
 // them when src ended.
-func readRows(src RowSource, dst []float32, dim int) (int, error) {
+func readRows(src umbra.RowSource, dst []float32, dim int) (int, error) {
 	rows := 0
 	for rows*dim < len(dst) {
 		room := (len(dst) - rows*dim) / dim

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
 	"github.com/umbravec/umbra/internal/testkit"
@@ -65,9 +66,9 @@ func requireSameIndex(t *testing.T, a, b *engine.Index, qs [][]float32, what str
 	ctx := context.Background()
 	require.Equal(t, a.IDs(), b.IDs(), what)
 	for _, id := range a.IDs() {
-		va, err := a.Get(id)
+		va, err := a.Vector(id)
 		require.NoError(t, err)
-		vb, err := b.Get(id)
+		vb, err := b.Vector(id)
 		require.NoError(t, err)
 		for j := range va {
 			if math.Float32bits(va[j]) != math.Float32bits(vb[j]) {
@@ -89,7 +90,7 @@ func requireSameIndex(t *testing.T, a, b *engine.Index, qs [][]float32, what str
 // shyRows hides its source's row count (as a pipe would) and, with small
 // set, gives at most 3 rows per ReadRows.
 type shyRows struct {
-	engine.RowSource
+	umbra.RowSource
 	hide, small bool
 }
 
@@ -139,12 +140,12 @@ func TestAddFromEqualsAddFlat(t *testing.T) {
 					// Half the time both already hold rows.
 					if r.IntN(2) == 0 {
 						pre := randomMatrix(r, 1+r.IntN(50), dim)
-						_, err := ref.Add(ctx, engine.Flat(pre.Data, ref.Dim()))
+						_, err := ref.Add(ctx, umbra.Flat(pre.Data, ref.Dim()))
 						require.NoError(t, err)
-						_, err = got.Add(ctx, engine.Flat(pre.Data, got.Dim()))
+						_, err = got.Add(ctx, umbra.Flat(pre.Data, got.Dim()))
 						require.NoError(t, err)
 					}
-					wantIDs, err := ref.Add(ctx, engine.Flat(want.Data, ref.Dim()))
+					wantIDs, err := ref.Add(ctx, umbra.Flat(want.Data, ref.Dim()))
 					require.NoError(t, err)
 					src, err := host.OpenMatrixFile(ctx, path)
 					require.NoError(t, err)
@@ -188,26 +189,26 @@ func TestAddFromRefusesBadRows(t *testing.T) {
 					v = float32(math.Inf(1))
 				}
 				m.Data[row*dim+col] = v
-				want, sentinel = fmt.Sprintf("vector %d, component %d is %v", row, col, v), engine.ErrNonFinite
+				want, sentinel = fmt.Sprintf("vector %d, component %d is %v", row, col, v), umbra.ErrNonFinite
 			case "zero":
 				clear(m.Data[row*dim : (row+1)*dim])
-				want, sentinel = fmt.Sprintf("vector %d has norm 0", row), engine.ErrZeroVector
+				want, sentinel = fmt.Sprintf("vector %d has norm 0", row), umbra.ErrZeroVector
 			}
 			data := filepath.Join(dir, bad+".npy")
 			require.NoError(t, host.WriteMatrixFile(data, m, ""))
 			// The same error as AddFlat's.
 			ref := open(t, backends[0], engine.Config{Dim: dim})
-			_, flatErr := ref.Add(ctx, engine.Flat(m.Data, ref.Dim()))
+			_, flatErr := ref.Add(ctx, umbra.Flat(m.Data, ref.Dim()))
 			require.ErrorIs(t, flatErr, sentinel)
 
 			store := filepath.Join(dir, bad+".umbra")
 			ix, err := engine.Open(ctx, store, engine.Config{Dim: dim, Device: engine.CPU})
 			require.NoError(t, err)
 			pre := randomMatrix(r, 20, dim)
-			_, err = ix.Add(ctx, engine.Flat(pre.Data, ix.Dim()))
+			_, err = ix.Add(ctx, umbra.Flat(pre.Data, ix.Dim()))
 			require.NoError(t, err)
 			keep := open(t, backends[0], engine.Config{Dim: dim})
-			_, err = keep.Add(ctx, engine.Flat(pre.Data, keep.Dim()))
+			_, err = keep.Add(ctx, umbra.Flat(pre.Data, keep.Dim()))
 			require.NoError(t, err)
 
 			src, err := host.OpenMatrixFile(ctx, data)
@@ -282,7 +283,7 @@ func TestAddFromFileErrors(t *testing.T) {
 			if err == nil {
 				defer src.Close()
 				_, err = ix.Add(ctx, src)
-				require.ErrorIs(t, err, engine.ErrSource)
+				require.ErrorIs(t, err, umbra.ErrSource)
 			}
 			require.ErrorIs(t, err, host.ErrFormat)
 			require.Contains(t, err.Error(), readErr.Error())
@@ -361,22 +362,22 @@ func TestAddFromFailingSource(t *testing.T) {
 		cancel   bool
 		want     []error
 	}{
-		{"fails", n, n, n/2 + r.IntN(n/2), false, []error{engine.ErrSource, boom}},
-		{"fails, count unknown", -1, n, n/2 + r.IntN(n/2), false, []error{engine.ErrSource, boom}},
+		{"fails", n, n, n/2 + r.IntN(n/2), false, []error{umbra.ErrSource, boom}},
+		{"fails, count unknown", -1, n, n/2 + r.IntN(n/2), false, []error{umbra.ErrSource, boom}},
 		{"cancelled", n, n, n / 2, true, []error{context.Canceled}},
 		{"cancelled, count unknown", -1, n, n / 2, true, []error{context.Canceled}},
-		{"fewer rows", n + 5, n, -1, false, []error{engine.ErrSource}},
-		{"more rows", n - 5, n, -1, false, []error{engine.ErrSource}},
+		{"fewer rows", n + 5, n, -1, false, []error{umbra.ErrSource}},
+		{"more rows", n - 5, n, -1, false, []error{umbra.ErrSource}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			store := filepath.Join(t.TempDir(), "s.umbra")
 			ix, err := engine.Open(ctx, store, engine.Config{Dim: dim, Device: engine.CPU, Workers: 1 + r.IntN(3)})
 			require.NoError(t, err)
 			pre := randomMatrix(r, 10, dim)
-			_, err = ix.Add(ctx, engine.Flat(pre.Data, ix.Dim()))
+			_, err = ix.Add(ctx, umbra.Flat(pre.Data, ix.Dim()))
 			require.NoError(t, err)
 			keep := open(t, backends[0], engine.Config{Dim: dim})
-			_, err = keep.Add(ctx, engine.Flat(pre.Data, keep.Dim()))
+			_, err = keep.Add(ctx, umbra.Flat(pre.Data, keep.Dim()))
 			require.NoError(t, err)
 			cctx, cancel := context.WithCancel(ctx)
 			defer cancel()
@@ -422,17 +423,17 @@ func TestAddFromStore(t *testing.T) {
 		data := filepath.Join(dir, fmt.Sprintf("d%d.npy", dim))
 		require.NoError(t, host.WriteMatrixFile(data, m, ""))
 		a, b := filepath.Join(dir, fmt.Sprintf("a%d.umbra", dim)), filepath.Join(dir, fmt.Sprintf("b%d.umbra", dim))
-		cfg := engine.Config{Dim: dim, Metric: engine.Cosine, Device: engine.CPU}
+		cfg := engine.Config{Dim: dim, Metric: umbra.Cosine, Device: engine.CPU}
 		sa, err := engine.Open(ctx, a, cfg)
 		require.NoError(t, err)
 		sb, err := engine.Open(ctx, b, cfg)
 		require.NoError(t, err)
 		pre := randomMatrix(r, 30, dim)
-		_, err = sa.Add(ctx, engine.Flat(pre.Data, sa.Dim()))
+		_, err = sa.Add(ctx, umbra.Flat(pre.Data, sa.Dim()))
 		require.NoError(t, err)
-		_, err = sb.Add(ctx, engine.Flat(pre.Data, sb.Dim()))
+		_, err = sb.Add(ctx, umbra.Flat(pre.Data, sb.Dim()))
 		require.NoError(t, err)
-		_, err = sa.Add(ctx, engine.Flat(m.Data, sa.Dim()))
+		_, err = sa.Add(ctx, umbra.Flat(m.Data, sa.Dim()))
 		require.NoError(t, err)
 		src, err := host.OpenMatrixFile(ctx, data)
 		require.NoError(t, err)
@@ -488,7 +489,7 @@ func TestAddFromGPU(t *testing.T) {
 					cfg := engine.Config{Dim: dim, Metric: metric}
 					ix := open(t, b, cfg, 1000)
 					ref := open(t, backends[0], cfg)
-					_, err = ref.Add(ctx, engine.Flat(want.Data, ref.Dim()))
+					_, err = ref.Add(ctx, umbra.Flat(want.Data, ref.Dim()))
 					require.NoError(t, err)
 					src, err := host.OpenMatrixFile(ctx, path)
 					require.NoError(t, err)
@@ -498,7 +499,7 @@ func TestAddFromGPU(t *testing.T) {
 					require.Equal(t, engine.GPU, ix.Info().Device)
 					qs := testkit.Vectors(r, 4, dim)
 					what := fmt.Sprintf("%s %s dim %d", b.name, metric, dim)
-					if metric == engine.L2 {
+					if metric == umbra.L2 {
 						requireSameAnswers(t, metric, ref, ix, qs, []int{1, 10, 100}, ref.IDs()[:n/2], 20, what)
 						continue
 					}
@@ -508,7 +509,7 @@ func TestAddFromGPU(t *testing.T) {
 						got, err := ix.SearchBatch(ctx, qs, k)
 						require.NoError(t, err)
 						for i := range qs {
-							requireSameHits(t, metric, ref.Get, qs[i], want[i], got[i], fmt.Sprintf("%s: k=%d query %d", what, k, i))
+							requireSameHits(t, metric, ref.Vector, qs[i], want[i], got[i], fmt.Sprintf("%s: k=%d query %d", what, k, i))
 						}
 					}
 				}
@@ -528,10 +529,10 @@ func TestAddFromCompressed(t *testing.T) {
 	m := randomMatrix(r, n, dim)
 	path := filepath.Join(dir, "c.fvecs")
 	require.NoError(t, host.WriteMatrixFile(path, m, ""))
-	for _, prec := range []engine.Precision{engine.F16, engine.Int8} {
-		cfg := engine.Config{Dim: dim, Precision: prec, Metric: engine.Dot}
+	for _, prec := range []umbra.Precision{umbra.F16, umbra.Int8} {
+		cfg := engine.Config{Dim: dim, Precision: prec, Metric: umbra.Dot}
 		ref := open(t, backends[0], cfg)
-		_, err := ref.Add(ctx, engine.Flat(m.Data, ref.Dim()))
+		_, err := ref.Add(ctx, umbra.Flat(m.Data, ref.Dim()))
 		require.NoError(t, err)
 		got := open(t, backends[0], cfg)
 		src, err := host.OpenMatrixFile(ctx, path)
@@ -564,10 +565,10 @@ func TestAddFromWithIDs(t *testing.T) {
 		for _, given := range [][]uint64{ids, shuffled} {
 			want, err := engine.New(ctx, engine.Config{Dim: dim, Device: engine.CPU})
 			require.NoError(t, err)
-			require.NoError(t, testkit.ErrOf(want.Add(ctx, engine.Vectors(rows), engine.WithIDs(given...))))
+			require.NoError(t, testkit.ErrOf(want.Add(ctx, umbra.Vectors(rows), umbra.WithIDs(given...))))
 			got, err := engine.New(ctx, engine.Config{Dim: dim, Device: engine.CPU})
 			require.NoError(t, err)
-			require.NoError(t, testkit.ErrOf(got.Add(ctx, shyRows{RowSource: open(t), hide: hide}, engine.WithIDs(given...))))
+			require.NoError(t, testkit.ErrOf(got.Add(ctx, shyRows{RowSource: open(t), hide: hide}, umbra.WithIDs(given...))))
 			requireSameIndex(t, want, got, qs, fmt.Sprintf("hidden count %v", hide))
 
 			// Stored already, repeated, too few, too many: refused, the
@@ -582,12 +583,12 @@ func TestAddFromWithIDs(t *testing.T) {
 				ids  []uint64
 				want error
 			}{
-				{given, engine.ErrIDExists},
-				{dup, engine.ErrDuplicateID},
-				{fresh[:n-1], engine.ErrIDCount},
-				{append(slices.Clone(fresh), 1<<40), engine.ErrIDCount},
+				{given, umbra.ErrIDExists},
+				{dup, umbra.ErrDuplicateID},
+				{fresh[:n-1], umbra.ErrIDCount},
+				{append(slices.Clone(fresh), 1<<40), umbra.ErrIDCount},
 			} {
-				_, err := got.Add(ctx, shyRows{RowSource: open(t), hide: hide}, engine.WithIDs(bad.ids...))
+				_, err := got.Add(ctx, shyRows{RowSource: open(t), hide: hide}, umbra.WithIDs(bad.ids...))
 				require.ErrorIs(t, err, bad.want, "hidden count %v", hide)
 				requireSameIndex(t, want, got, qs, fmt.Sprintf("after a refused call (%v)", bad.want))
 			}
@@ -601,9 +602,9 @@ func TestAddFromWithIDs(t *testing.T) {
 	path := filepath.Join(dir, "s.umbra")
 	st, err := engine.Open(ctx, path, engine.Config{Dim: dim, Device: engine.CPU})
 	require.NoError(t, err)
-	require.ErrorIs(t, testkit.ErrOf(st.Add(ctx, shyRows{RowSource: open(t), hide: true}, engine.WithIDs(ids[:n-1]...))), engine.ErrIDCount)
+	require.ErrorIs(t, testkit.ErrOf(st.Add(ctx, shyRows{RowSource: open(t), hide: true}, umbra.WithIDs(ids[:n-1]...))), umbra.ErrIDCount)
 	require.Zero(t, st.Len())
-	require.NoError(t, testkit.ErrOf(st.Add(ctx, open(t), engine.WithIDs(ids...))))
+	require.NoError(t, testkit.ErrOf(st.Add(ctx, open(t), umbra.WithIDs(ids...))))
 	require.NoError(t, st.Close())
 	back, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU})
 	require.NoError(t, err)
@@ -629,11 +630,11 @@ func TestAddFromWithKeys(t *testing.T) {
 	for _, hide := range []bool{false, true} {
 		want, err := engine.New(ctx, engine.Config{Dim: dim, Device: engine.CPU})
 		require.NoError(t, err)
-		wantIDs, err := want.Add(ctx, engine.Vectors(rows), engine.WithKeys(keys...))
+		wantIDs, err := want.Add(ctx, umbra.Vectors(rows), umbra.WithKeys(keys...))
 		require.NoError(t, err)
 		got, err := engine.New(ctx, engine.Config{Dim: dim, Device: engine.CPU})
 		require.NoError(t, err)
-		gotIDs, err := got.Add(ctx, shyRows{RowSource: open(t), hide: hide}, engine.WithKeys(keys...))
+		gotIDs, err := got.Add(ctx, shyRows{RowSource: open(t), hide: hide}, umbra.WithKeys(keys...))
 		require.NoError(t, err)
 		require.Equal(t, wantIDs, gotIDs)
 		requireSameIndex(t, want, got, qs, fmt.Sprintf("hidden count %v", hide))
@@ -653,12 +654,12 @@ func TestAddFromWithKeys(t *testing.T) {
 			keys []string
 			want error
 		}{
-			{keys, engine.ErrKeyExists},
-			{dup, engine.ErrDuplicateID},
-			{fresh[:n-1], engine.ErrIDCount},
-			{append(slices.Clone(fresh), "one-more"), engine.ErrIDCount},
+			{keys, umbra.ErrKeyExists},
+			{dup, umbra.ErrDuplicateID},
+			{fresh[:n-1], umbra.ErrIDCount},
+			{append(slices.Clone(fresh), "one-more"), umbra.ErrIDCount},
 		} {
-			_, err := got.Add(ctx, shyRows{RowSource: open(t), hide: hide}, engine.WithKeys(bad.keys...))
+			_, err := got.Add(ctx, shyRows{RowSource: open(t), hide: hide}, umbra.WithKeys(bad.keys...))
 			require.ErrorIs(t, err, bad.want, "hidden count %v", hide)
 			requireSameIndex(t, want, got, qs, fmt.Sprintf("after a refused call (%v)", bad.want))
 			_, ok := got.Lookup(fresh[0])
@@ -671,9 +672,9 @@ func TestAddFromWithKeys(t *testing.T) {
 	path := filepath.Join(dir, "s.umbra")
 	st, err := engine.Open(ctx, path, engine.Config{Dim: dim, Device: engine.CPU})
 	require.NoError(t, err)
-	_, err = st.Add(ctx, shyRows{RowSource: open(t), hide: true}, engine.WithKeys(keys[:n-1]...))
-	require.ErrorIs(t, err, engine.ErrIDCount)
-	ids, err := st.Add(ctx, open(t), engine.WithKeys(keys...))
+	_, err = st.Add(ctx, shyRows{RowSource: open(t), hide: true}, umbra.WithKeys(keys[:n-1]...))
+	require.ErrorIs(t, err, umbra.ErrIDCount)
+	ids, err := st.Add(ctx, open(t), umbra.WithKeys(keys...))
 	require.NoError(t, err)
 	require.NoError(t, st.Close())
 	for _, checkpoint := range []bool{false, true} {
@@ -695,7 +696,7 @@ func TestAddFromWithKeys(t *testing.T) {
 // streamFixture writes n random rows of dim to a .npy in a temporary
 // directory and returns the directory, the rows, three queries, and a
 // function that opens the file as a RowSource closed when t ends.
-func streamFixture(t *testing.T, r *rand.Rand, n, dim int) (string, [][]float32, [][]float32, func(*testing.T) engine.RowSource) {
+func streamFixture(t *testing.T, r *rand.Rand, n, dim int) (string, [][]float32, [][]float32, func(*testing.T) umbra.RowSource) {
 	t.Helper()
 	dir := t.TempDir()
 	m := randomMatrix(r, n, dim)
@@ -705,7 +706,7 @@ func streamFixture(t *testing.T, r *rand.Rand, n, dim int) (string, [][]float32,
 	for i := range rows {
 		rows[i] = m.Row(i)
 	}
-	open := func(t *testing.T) engine.RowSource {
+	open := func(t *testing.T) umbra.RowSource {
 		src, err := host.OpenMatrixFile(context.Background(), data)
 		require.NoError(t, err)
 		t.Cleanup(func() { src.Close() })

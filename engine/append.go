@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/packed"
 	"github.com/umbravec/umbra/internal/storefile"
@@ -32,7 +33,7 @@ func (ix *Index) lockWriter() error {
 	ix.wmu.Lock()
 	if ix.closed {
 		ix.wmu.Unlock()
-		return ErrClosed
+		return umbra.ErrClosed
 	}
 	if err := ix.repairStore(); err != nil {
 		ix.wmu.Unlock()
@@ -66,7 +67,7 @@ func (ix *Index) addLocked(ctx context.Context, start time.Time, ids []uint64, n
 	rec := storefile.Record{Op: storefile.OpAdd, IDs: p.ids}
 	if keys != nil {
 		if len(keys) != len(p.ids) {
-			return nil, fmt.Errorf("%w: %d keys for %d vectors", ErrIDCount, len(keys), len(p.ids))
+			return nil, fmt.Errorf("%w: %d keys for %d vectors", umbra.ErrIDCount, len(keys), len(p.ids))
 		}
 		if !namesChecked {
 			if err := checkKeys(keys, ids != nil); err != nil {
@@ -157,7 +158,7 @@ func (ix *Index) stageAppend(ctx context.Context, start time.Time, ids []uint64,
 	lapWrite(t, stagePack, &start)
 	n = p.slab.Rows - old // what pack committed: n, or, when n < 0, what arrived
 	if ids != nil && len(ids) != n {
-		return nil, fmt.Errorf("%w: %d IDs for %d vectors", ErrIDCount, len(ids), n)
+		return nil, fmt.Errorf("%w: %d IDs for %d vectors", umbra.ErrIDCount, len(ids), n)
 	}
 	if ids == nil {
 		var err error
@@ -175,7 +176,7 @@ func (ix *Index) stageAppend(ctx context.Context, start time.Time, ids []uint64,
 		return p, nil
 	}
 	p.quant = ix.quant.stage(&p.slab, old)
-	if ix.cfg.Precision != F32 {
+	if ix.cfg.Precision != umbra.F32 {
 		lapWrite(t, stageCompress, &start)
 	}
 	if err := ctx.Err(); err != nil {
@@ -222,10 +223,10 @@ func (ix *Index) stageAppend(ctx context.Context, start time.Time, ids []uint64,
 func (ix *Index) checkAppend(n int) error {
 	old := ix.slab.Rows
 	if ix.cfg.Limits.MaxRows > 0 && old+n > ix.cfg.Limits.MaxRows {
-		return fmt.Errorf("%w: adding %d vectors to %d would exceed MaxRows %d", ErrTooLarge, n, old, ix.cfg.Limits.MaxRows)
+		return fmt.Errorf("%w: adding %d vectors to %d would exceed MaxRows %d", umbra.ErrTooLarge, n, old, ix.cfg.Limits.MaxRows)
 	}
 	if err := packed.CheckSize(old+n, ix.slab.Stride); err != nil {
-		return fmt.Errorf("%w: %v", ErrTooLarge, err)
+		return fmt.Errorf("%w: %v", umbra.ErrTooLarge, err)
 	}
 	return ix.checkBudget(n)
 }
@@ -308,7 +309,7 @@ func (ix *Index) checkBudget(n int) error {
 	bytes := ix.hostBytes(ix.slab.Rows + n)
 	if max := ix.cfg.Limits.MaxHostBytes; max > 0 && bytes > max {
 		return fmt.Errorf("%w: %d vectors would take %d bytes of host memory, over MaxHostBytes %d",
-			ErrTooLarge, ix.slab.Rows+n, bytes, max)
+			umbra.ErrTooLarge, ix.slab.Rows+n, bytes, max)
 	}
 	// The device holds the float32 rows, or a compressed precision's codes
 	// alone.
@@ -318,7 +319,7 @@ func (ix *Index) checkBudget(n int) error {
 	}
 	if max := ix.cfg.Limits.MaxDeviceBytes; max > 0 && ix.onGPU() && devBytes > max && ix.devCap == 0 {
 		err := fmt.Errorf("%w: %d vectors would take %d bytes of device memory, over MaxDeviceBytes %d",
-			ErrTooLarge, ix.slab.Rows+n, devBytes, max)
+			umbra.ErrTooLarge, ix.slab.Rows+n, devBytes, max)
 		if ix.cfg.Device == GPU {
 			return err
 		}

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
 )
@@ -20,7 +19,7 @@ import (
 // a working hardware adapter, or the fallback with a reason and a hint when
 // there is none (as on a machine with only lavapipe and llvmpipe).
 func TestAutoMatchesProbe(t *testing.T) {
-	if !diag.GPUSupport() {
+	if !engine.GPUSupport() {
 		t.Skip("built without the wgpu backend; TestNoGPUBuild covers this build")
 	}
 	rep := engine.Probe(context.Background(), engine.AdapterSelect{})
@@ -68,7 +67,7 @@ func TestCPUNeverProbes(t *testing.T) {
 // no driver and checks that Auto falls back with a reason, and that Device
 // GPU restricted to Vulkan fails with ErrNoAdapter instead of crashing.
 func TestNoVulkanDriver(t *testing.T) {
-	if !diag.GPUSupport() {
+	if !engine.GPUSupport() {
 		t.Skip("built without the wgpu backend; TestNoGPUBuild covers this build")
 	}
 	child := testkit.Run(t, testkit.Child("no-driver", "VK_DRIVER_FILES=/nonexistent", "VK_ICD_FILENAMES=/nonexistent"))

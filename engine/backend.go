@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/diag"
-	"github.com/umbravec/umbra/engine/internal/link"
+	"github.com/umbravec/umbra/engine/internal/devices"
 	"github.com/umbravec/umbra/internal/gpu"
-	"github.com/umbravec/umbra/internal/hint"
 	"github.com/umbravec/umbra/internal/packed"
 )
 
@@ -19,22 +19,16 @@ import (
 // engine's. It has no build tags: in a build without the backend, gpu's
 // entry points report gpu.ErrNotBuilt.
 
-func init() {
-	link.Lend(link.Engine[*Index, Config, AdapterSelect]{
-		NewOnDevice: newOnDevice, RankAdapters: rankAdapters, WithDevice: withDevice,
-	})
-}
-
 // gpuError turns a backend error into the engine's: ErrTooLarge for a
 // device limit, ErrGPU for any other device failure; context errors pass
 // through.
 func gpuError(err error) error {
 	switch {
-	case err == nil, errors.Is(err, ErrGPU), errors.Is(err, ErrTooLarge),
+	case err == nil, errors.Is(err, ErrGPU), errors.Is(err, umbra.ErrTooLarge),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return err
 	case errors.Is(err, gpu.ErrTooLarge):
-		return fmt.Errorf("%w: %w", ErrTooLarge, err)
+		return fmt.Errorf("%w: %w", umbra.ErrTooLarge, err)
 	}
 	return fmt.Errorf("%w: %w", ErrGPU, err)
 }
@@ -45,7 +39,7 @@ func candidates(sel AdapterSelect) ([]*gpu.Adapter, error) {
 	if err != nil {
 		return nil, err
 	}
-	infos := make([]AdapterInfo, len(list))
+	infos := make([]diag.AdapterInfo, len(list))
 	for i, a := range list {
 		infos[i] = a.Info
 	}
@@ -60,7 +54,7 @@ func candidates(sel AdapterSelect) ([]*gpu.Adapter, error) {
 // report converts the backend's probe report for adapter a.
 func report(a *gpu.Adapter, r gpu.Report) diag.AdapterReport {
 	info := a.Info
-	return diag.AdapterReport{Adapter: info, Limits: r.Limits, Features: r.Features, Works: r.Works,
+	return diag.AdapterReport{Adapter: info, Limits: diag.Limits(r.Limits), Features: r.Features, Works: r.Works,
 		Error: r.Error, Eligible: r.Works && !info.Software(), Elapsed: r.Elapsed}
 }
 
@@ -71,12 +65,12 @@ func probe(ctx context.Context, sel AdapterSelect) diag.ProbeReport {
 		return rep
 	}
 	if err := sel.validate(); err != nil {
-		rep.Reason, rep.Hint = err.Error(), hintFor(hint.NoMatch, sel)
+		rep.Reason, rep.Hint = err.Error(), hintFor(umbra.HintNoMatch, sel)
 		return rep
 	}
 	as, err := candidates(sel)
 	if err != nil {
-		rep.Reason, rep.Hint = err.Error(), hintFor(hint.NoAdapter, sel)
+		rep.Reason, rep.Hint = err.Error(), hintFor(umbra.HintNoAdapter, sel)
 		return rep
 	}
 	for i, a := range as {
@@ -103,21 +97,21 @@ func probe(ctx context.Context, sel AdapterSelect) diag.ProbeReport {
 
 const reasonNoCgo = "built without GPU support (no cgo, or the nogpu tag)"
 
-var noGPUSupport = Hint{Code: hint.NoGPUSupport}
+var noGPUSupport = umbra.Hint{Code: umbra.HintNoGPUSupport}
 
 // fallbackReason explains, from the probe reports, why no adapter was
 // chosen.
-func fallbackReason(sel AdapterSelect, reports []diag.AdapterReport, allowSoftware bool) (string, Hint) {
+func fallbackReason(sel AdapterSelect, reports []diag.AdapterReport, allowSoftware bool) (string, umbra.Hint) {
 	if len(reports) == 0 {
 		if sel.Backend != "" && sel.Name == "" {
-			return fmt.Sprintf("no %s adapter found (no %s driver answered)", sel.Backend, sel.Backend), hintFor(hint.NoAdapter, sel)
+			return fmt.Sprintf("no %s adapter found (no %s driver answered)", sel.Backend, sel.Backend), hintFor(umbra.HintNoAdapter, sel)
 		}
 		if sel.Name != "" || sel.Backend != "" {
 			if all, _ := candidates(AdapterSelect{}); len(all) > 0 {
-				return fmt.Sprintf("no adapter matches %s", sel.describe()), hintFor(hint.NoMatch, sel)
+				return fmt.Sprintf("no adapter matches %s", sel.describe()), hintFor(umbra.HintNoMatch, sel)
 			}
 		}
-		return "no GPU adapter found (no Vulkan, Metal, DX12 or GL driver answered)", hintFor(hint.NoAdapter, sel)
+		return "no GPU adapter found (no Vulkan, Metal, DX12 or GL driver answered)", hintFor(umbra.HintNoAdapter, sel)
 	}
 	var failed, soft []string
 	for _, r := range reports {
@@ -130,17 +124,17 @@ func fallbackReason(sel AdapterSelect, reports []diag.AdapterReport, allowSoftwa
 		}
 	}
 	if len(failed) > 0 && len(soft) == 0 {
-		return "every adapter failed its probe: " + strings.Join(failed, "; "), hintFor(hint.ProbeFailed, sel)
+		return "every adapter failed its probe: " + strings.Join(failed, "; "), hintFor(umbra.HintProbeFailed, sel)
 	}
 	if len(failed) > 0 {
-		return "only software adapters work (" + strings.Join(soft, ", ") + "); failed: " + strings.Join(failed, "; "), hintFor(hint.SoftwareOnly, sel)
+		return "only software adapters work (" + strings.Join(soft, ", ") + "); failed: " + strings.Join(failed, "; "), hintFor(umbra.HintSoftwareOnly, sel)
 	}
-	return "only software adapters found: " + strings.Join(soft, ", "), hintFor(hint.SoftwareOnly, sel)
+	return "only software adapters found: " + strings.Join(soft, ", "), hintFor(umbra.HintSoftwareOnly, sel)
 }
 
 // openDevice opens an index's device side for cfg: in this process, or
 // under Isolate in a child process.
-func openDevice(ctx context.Context, cfg Config, test *testHooks) (device, string, Hint, error) {
+func openDevice(ctx context.Context, cfg Config, test *testHooks) (device, string, umbra.Hint, error) {
 	allowSoftware := cfg.Device == GPU || test != nil && test.softwareAuto
 	if len(cfg.shards()) > 0 {
 		return openShards(ctx, cfg, test, allowSoftware)
@@ -158,16 +152,16 @@ func openDevice(ctx context.Context, cfg Config, test *testHooks) (device, strin
 		if errors.As(err, &ae) {
 			return nil, ae.Reason, ae.Hint, err
 		}
-		return nil, err.Error(), hintFor(hint.ProbeFailed, cfg.adapter()), err
+		return nil, err.Error(), hintFor(umbra.HintProbeFailed, cfg.adapter()), err
 	}
-	return c, "", Hint{}, nil
+	return c, "", umbra.Hint{}, nil
 }
 
 // openGPU finds the best working adapter for cfg and returns an index's
 // device side on it, with at most maxChunkRows rows in a device buffer (0:
 // the adapter's limit). allowSoftware admits CPU-type adapters (Device
 // GPU).
-func openGPU(ctx context.Context, cfg Config, maxChunkRows int, allowSoftware bool) (device, string, Hint, error) {
+func openGPU(ctx context.Context, cfg Config, maxChunkRows int, allowSoftware bool) (device, string, umbra.Hint, error) {
 	if browserBuilt {
 		return openBrowser(ctx, cfg, maxChunkRows, allowSoftware) // browser_js.go
 	}
@@ -180,7 +174,7 @@ func openGPU(ctx context.Context, cfg Config, maxChunkRows int, allowSoftware bo
 	}
 	as, err := candidates(cfg.adapter())
 	if err != nil {
-		h := hintFor(hint.NoAdapter, cfg.adapter())
+		h := hintFor(umbra.HintNoAdapter, cfg.adapter())
 		return nil, err.Error(), h, &AdapterError{Reason: err.Error(), Hint: h, kind: ErrNoAdapter}
 	}
 	var reports []diag.AdapterReport
@@ -192,7 +186,7 @@ func openGPU(ctx context.Context, cfg Config, maxChunkRows int, allowSoftware bo
 		}
 		dev, r := a.Probe(ctx, timeout)
 		if err := ctx.Err(); err != nil {
-			return nil, "", Hint{}, fmt.Errorf("probing %s: %w", info, err)
+			return nil, "", umbra.Hint{}, fmt.Errorf("probing %s: %w", info, err)
 		}
 		reports = append(reports, report(a, r))
 		if dev == nil {
@@ -201,9 +195,9 @@ func openGPU(ctx context.Context, cfg Config, maxChunkRows int, allowSoftware bo
 		g, err := newDeviceIndex(dev, cfg, maxChunkRows)
 		if err != nil {
 			err = gpuError(err)
-			return nil, err.Error(), hintFor(hint.ProbeFailed, cfg.adapter()), err
+			return nil, err.Error(), hintFor(umbra.HintProbeFailed, cfg.adapter()), err
 		}
-		return local{g}, "", Hint{}, nil
+		return local{g}, "", umbra.Hint{}, nil
 	}
 	reason, h := fallbackReason(cfg.adapter(), reports, allowSoftware)
 	return nil, reason, h, &AdapterError{Reason: reason, Hint: h, kind: ErrNoAdapter}
@@ -212,27 +206,29 @@ func openGPU(ctx context.Context, cfg Config, maxChunkRows int, allowSoftware bo
 // newDeviceIndex returns an index's device side on d for cfg: float32
 // rows, or the codes of a compressed precision (precision.go).
 func newDeviceIndex(d *gpu.Device, cfg Config, maxChunkRows int) (*gpu.Index, error) {
-	if cfg.Precision == F32 {
+	if cfg.Precision == umbra.F32 {
 		return d.NewIndex(packed.StrideFor(cfg.Dim), cfg.Metric, maxChunkRows)
 	}
 	return d.NewCompressedIndex(codeWords(cfg.Precision, cfg.Dim), cfg.Precision, cfg.Metric, maxChunkRows)
 }
 
 // newOnDevice is ondevice.New after the device was adopted: an index whose
-// GPU side lives on a device the caller owns.
-func newOnDevice(ctx context.Context, cfg Config, d *gpu.Device) (*Index, error) {
+// GPU side lives on a device the caller owns (slot.Device); slot.Visit is
+// set to reach it.
+func newOnDevice(ctx context.Context, cfg Config, slot *devices.Slot) (*Index, error) {
+	d := slot.Device
 	cfg.Device = GPU
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	if len(cfg.shards()) > 0 {
-		return nil, fmt.Errorf("%w: an index on the caller's device cannot have Shards", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: an index on the caller's device cannot have Shards", umbra.ErrInvalidConfig)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("creating the index: %w", err)
 	}
-	if cfg.Precision != F32 {
-		return nil, fmt.Errorf("%w: an index on a caller's device shares float32 rows; precision %v is not one", ErrInvalidConfig, cfg.Precision)
+	if cfg.Precision != umbra.F32 {
+		return nil, fmt.Errorf("%w: an index on a caller's device shares float32 rows; precision %v is not one", umbra.ErrInvalidConfig, cfg.Precision)
 	}
 	g, err := newDeviceIndex(d, cfg, 0)
 	if err != nil {
@@ -240,6 +236,7 @@ func newOnDevice(ctx context.Context, cfg Config, d *gpu.Device) (*Index, error)
 	}
 	ix := emptyIndex(cfg)
 	ix.dev = local{g}
+	slot.Visit = func(f devices.VisitFunc) error { return withDevice(ix, f) }
 	return ix, nil
 }
 
@@ -247,20 +244,20 @@ func newOnDevice(ctx context.Context, cfg Config, d *gpu.Device) (*Index, error)
 // ScoreInto and RowIDs, holding ix's rows still meanwhile: searches may run,
 // writers, compaction and Close wait. ids[r] is the ID of resident row r
 // and dead(r) whether it was deleted (it stays resident until compaction).
-func withDevice(ix *Index, f link.Visit) error {
+func withDevice(ix *Index, f devices.VisitFunc) error {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	switch {
 	case ix.closed:
-		return ErrClosed
+		return umbra.ErrClosed
 	case !ix.onGPU():
-		return link.ErrNoDevice
+		return devices.ErrNoDevice
 	case ix.stale:
 		return fmt.Errorf("%w: the resident rows are stale after a failed device write; the next write uploads them again", ErrGPU)
 	}
 	l, ok := ix.dev.(local)
 	if !ok {
-		return link.ErrNoDevice // an isolated index's device is in another process
+		return devices.ErrNoDevice // an isolated index's device is in another process
 	}
 	return f(l.Index, ix.rid.ids, ix.rid.isDead)
 }

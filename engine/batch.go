@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/internal/gpu"
 	"github.com/umbravec/umbra/internal/packed"
 )
@@ -49,7 +50,7 @@ type request struct {
 }
 
 type result struct {
-	hits []Hit
+	hits []umbra.Hit
 	err  error
 }
 
@@ -80,9 +81,9 @@ func (ix *Index) coalesce(ctx context.Context, o *searchOptions) bool {
 }
 
 // searchCoalesced is Search through the queue.
-func (ix *Index) searchCoalesced(ctx context.Context, query []float32, k int) ([]Hit, error) {
+func (ix *Index) searchCoalesced(ctx context.Context, query []float32, k int) ([]umbra.Hit, error) {
 	if k <= 0 {
-		return nil, fmt.Errorf("%w: got k=%d", ErrInvalidK, k)
+		return nil, fmt.Errorf("%w: got k=%d", umbra.ErrInvalidK, k)
 	}
 	// Validation needs nothing the writers change: the configuration only.
 	if err := ix.checkVector(query, input{"query", -1}); err != nil {
@@ -93,7 +94,7 @@ func (ix *Index) searchCoalesced(ctx context.Context, query []float32, k int) ([
 	}
 	stride := packed.StrideFor(ix.cfg.Dim)
 	var q []float32
-	if ix.cfg.Metric == Cosine {
+	if ix.cfg.Metric == umbra.Cosine {
 		q = packed.Normalized(query, stride)
 	} else {
 		q = packed.Padded(query, stride)
@@ -135,7 +136,7 @@ func (ix *Index) searchCoalesced(ctx context.Context, query []float32, k int) ([
 // answer is what the caller returns for r: its own context's error when
 // that ended (a batch cancelled once every caller had gone says so with
 // its own error).
-func (r *request) answer(res result) ([]Hit, error) {
+func (r *request) answer(res result) ([]umbra.Hit, error) {
 	if res.err != nil {
 		if err := r.ctx.Err(); err != nil {
 			return nil, err
@@ -224,12 +225,12 @@ func (ix *Index) runBatch(batch []*request) {
 
 // searchPrepared searches prepared queries (unfiltered) under the read
 // lock; a panic below becomes an error.
-func (ix *Index) searchPrepared(ctx context.Context, qs [][]float32, k int) (all [][]Hit, err error) {
+func (ix *Index) searchPrepared(ctx context.Context, qs [][]float32, k int) (all [][]umbra.Hit, err error) {
 	defer ix.recoverInto(&err, ix.watchFaults())
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	if ix.closed {
-		return nil, ErrClosed
+		return nil, umbra.ErrClosed
 	}
 	if err := ix.mapped.check(); err != nil {
 		return nil, err

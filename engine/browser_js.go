@@ -6,8 +6,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/internal/core"
-	"github.com/umbravec/umbra/internal/hint"
 	"github.com/umbravec/umbra/internal/packed"
 	"github.com/umbravec/umbra/internal/webgpu"
 )
@@ -19,33 +19,33 @@ const browserBuilt = true
 // openBrowser opens an index's device side on the browser's WebGPU
 // adapter, probed (and its variant self-tested) once per page. A software
 // adapter (SwiftShader) is used only where allowSoftware (Device GPU).
-func openBrowser(ctx context.Context, cfg Config, maxChunkRows int, allowSoftware bool) (device, string, Hint, error) {
+func openBrowser(ctx context.Context, cfg Config, maxChunkRows int, allowSoftware bool) (device, string, umbra.Hint, error) {
 	d, rep := webgpu.Probe(ctx)
 	if d == nil {
 		reason := "WebGPU: " + rep.Error
-		h := hintFor(hint.ProbeFailed, cfg.adapter())
+		h := hintFor(umbra.HintProbeFailed, cfg.adapter())
 		if !webgpu.Supported() {
-			h = hintFor(hint.NoAdapter, cfg.adapter())
+			h = hintFor(umbra.HintNoAdapter, cfg.adapter())
 		}
 		return nil, reason, h, &AdapterError{Reason: reason, Hint: h, kind: ErrNoAdapter}
 	}
 	if d.Info().Software() && !allowSoftware {
 		reason := "only a software WebGPU adapter: " + d.Info().String()
-		h := hintFor(hint.SoftwareOnly, cfg.adapter())
+		h := hintFor(umbra.HintSoftwareOnly, cfg.adapter())
 		return nil, reason, h, &AdapterError{Reason: reason, Hint: h, kind: ErrNoAdapter}
 	}
 	var g *webgpu.Index
 	var err error
-	if cfg.Precision == F32 {
+	if cfg.Precision == umbra.F32 {
 		g, err = d.NewIndex(packed.StrideFor(cfg.Dim), cfg.Metric, maxChunkRows)
 	} else {
 		g, err = d.NewCompressedIndex(codeWords(cfg.Precision, cfg.Dim), cfg.Precision, cfg.Metric, maxChunkRows)
 	}
 	if err != nil {
 		err = gpuError(err)
-		return nil, err.Error(), hintFor(hint.ProbeFailed, cfg.adapter()), err
+		return nil, err.Error(), hintFor(umbra.HintProbeFailed, cfg.adapter()), err
 	}
-	return browser{g}, "", Hint{}, nil
+	return browser{g}, "", umbra.Hint{}, nil
 }
 
 // browser is the WebGPU backend's index as the engine's device.

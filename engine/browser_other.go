@@ -2,11 +2,15 @@
 
 package engine
 
-import "context"
+import (
+	"context"
+
+	"github.com/umbravec/umbra"
+)
 
 // browserBuilt: outside a browser the device is wgpu's (backend.go).
 const browserBuilt = false
 
-func openBrowser(ctx context.Context, cfg Config, maxChunkRows int, allowSoftware bool) (device, string, Hint, error) {
+func openBrowser(ctx context.Context, cfg Config, maxChunkRows int, allowSoftware bool) (device, string, umbra.Hint, error) {
 	panic("unreachable: openBrowser outside a browser")
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
@@ -22,9 +23,9 @@ func TestSearchesRunWhileAnAddIsStaged(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			r := testkit.Rand(t)
 			const dim = 24
-			ix := open(t, b, engine.Config{Dim: dim, Metric: engine.L2}, 300)
+			ix := open(t, b, engine.Config{Dim: dim, Metric: umbra.L2}, 300)
 			first := testkit.Vectors(r, 500, dim)
-			_, err := ix.Add(context.Background(), engine.Vectors(first))
+			_, err := ix.Add(context.Background(), umbra.Vectors(first))
 			require.NoError(t, err)
 
 			staged, release := make(chan struct{}), make(chan struct{})
@@ -35,7 +36,7 @@ func TestSearchesRunWhileAnAddIsStaged(t *testing.T) {
 			second := testkit.Vectors(r, 700, dim) // grows the slab and crosses chunks
 			added := make(chan error, 1)
 			go func() {
-				_, err := ix.Add(context.Background(), engine.Vectors(second))
+				_, err := ix.Add(context.Background(), umbra.Vectors(second))
 				added <- err
 			}()
 			select {
@@ -49,7 +50,7 @@ func TestSearchesRunWhileAnAddIsStaged(t *testing.T) {
 			for _, q := range qs {
 				hits, err := ix.Search(ctx, q, 10)
 				require.NoError(t, err, "a search while an Add is staged")
-				checkHits(t, engine.L2, first, q, 10, hits)
+				checkHits(t, umbra.L2, first, q, 10, hits)
 			}
 			all, err := ix.SearchBatch(ctx, qs, len(first)+50)
 			require.NoError(t, err)
@@ -65,7 +66,7 @@ func TestSearchesRunWhileAnAddIsStaged(t *testing.T) {
 			for _, q := range qs {
 				hits, err := ix.Search(ctx, q, 25)
 				require.NoError(t, err)
-				checkHits(t, engine.L2, both, q, 25, hits)
+				checkHits(t, umbra.L2, both, q, 25, hits)
 			}
 		})
 	}
@@ -81,13 +82,13 @@ func TestConcurrentSearchesAreCoalesced(t *testing.T) {
 			r := testkit.Rand(t)
 			const dim, n, callers = 40, 900, 24
 			data := testkit.Vectors(r, n, dim)
-			ix := open(t, b, engine.Config{Dim: dim, Metric: engine.Dot}, 400)
-			solo := open(t, b, engine.Config{Dim: dim, Metric: engine.Dot, Coalesce: engine.Coalesce{MaxQueries: 1}}, 400)
+			ix := open(t, b, engine.Config{Dim: dim, Metric: umbra.Dot}, 400)
+			solo := open(t, b, engine.Config{Dim: dim, Metric: umbra.Dot, Coalesce: engine.Coalesce{MaxQueries: 1}}, 400)
 			for _, x := range []*engine.Index{ix, solo} {
-				_, err := x.Add(context.Background(), engine.Vectors(data))
+				_, err := x.Add(context.Background(), umbra.Vectors(data))
 				require.NoError(t, err)
 			}
-			require.NoError(t, ix.Delete(context.Background(), engine.WithIDs(3, 500))) // tombstones ride along
+			require.NoError(t, ix.Delete(context.Background(), umbra.WithIDs(3, 500))) // tombstones ride along
 
 			hold, sizes := make(chan struct{}), make(chan int, 64)
 			engine.SetBeforeBatch(ix, func(size int) {
@@ -106,7 +107,7 @@ func TestConcurrentSearchesAreCoalesced(t *testing.T) {
 
 			qs := testkit.Vectors(r, callers, dim)
 			type answer struct {
-				hits []engine.Hit
+				hits []umbra.Hit
 				err  error
 			}
 			answers := make([]chan answer, callers)
@@ -139,12 +140,12 @@ func TestConcurrentSearchesAreCoalesced(t *testing.T) {
 				}
 				a := <-answers[i]
 				require.NoError(t, a.err, "caller %d", i)
-				want, err := solo.Search(ctx, qs[i], 7, engine.AllowFunc(func(id uint64) bool { return id != 3 && id != 500 }))
+				want, err := solo.Search(ctx, qs[i], 7, umbra.AllowFunc(func(id uint64) bool { return id != 3 && id != 500 }))
 				require.NoError(t, err)
 				if b.device == engine.CPU {
 					require.Equal(t, want, a.hits, "caller %d: the fallback's batch and single paths agree bit for bit", i)
 				}
-				requireSameHits(t, engine.Dot, solo.Get, qs[i], want, a.hits, "caller "+strconv.Itoa(i))
+				requireSameHits(t, umbra.Dot, solo.Vector, qs[i], want, a.hits, "caller "+strconv.Itoa(i))
 			}
 			require.Equal(t, callers-len(cancelled), <-sizes, "the queued callers ran as one batch")
 			batches, queries := engine.BatchStats(ix)
@@ -167,24 +168,24 @@ func TestMemoryBudgets(t *testing.T) {
 
 	for _, b := range backends {
 		t.Run(b.name+"/host", func(t *testing.T) {
-			ix := open(t, b, engine.Config{Dim: dim, Metric: engine.L2, Limits: engine.Limits{MaxHostBytes: 150 * rowBytes}})
-			_, err := ix.Add(ctx, engine.Vectors(data))
+			ix := open(t, b, engine.Config{Dim: dim, Metric: umbra.L2, Limits: engine.Limits{MaxHostBytes: 150 * rowBytes}})
+			_, err := ix.Add(ctx, umbra.Vectors(data))
 			require.NoError(t, err)
-			_, err = ix.Add(ctx, engine.Vectors(data))
-			require.ErrorIs(t, err, engine.ErrTooLarge)
+			_, err = ix.Add(ctx, umbra.Vectors(data))
+			require.ErrorIs(t, err, umbra.ErrTooLarge)
 			require.ErrorContains(t, err, "MaxHostBytes")
 			require.Equal(t, 100, ix.Len(), "nothing of the refused Add is stored")
-			require.NoError(t, testkit.ErrOf(ix.Upsert(ctx, engine.Vectors(data[:2]), engine.WithIDs([]uint64{1000, 1001}...))), "an Upsert within the budget")
-			require.NoError(t, testkit.ErrOf(ix.Upsert(ctx, engine.Vectors(data[:2]), engine.WithIDs([]uint64{5, 2000}...))), "one replaced, one added")
-			_, err = ix.Add(ctx, engine.Vectors(data[:47])) // 103 + 47 = 150 rows
+			require.NoError(t, testkit.ErrOf(ix.Upsert(ctx, umbra.Vectors(data[:2]), umbra.WithIDs([]uint64{1000, 1001}...))), "an Upsert within the budget")
+			require.NoError(t, testkit.ErrOf(ix.Upsert(ctx, umbra.Vectors(data[:2]), umbra.WithIDs([]uint64{5, 2000}...))), "one replaced, one added")
+			_, err = ix.Add(ctx, umbra.Vectors(data[:47])) // 103 + 47 = 150 rows
 			require.NoError(t, err, "up to the budget exactly")
-			_, err = ix.Add(ctx, engine.Vectors(data[:1]))
-			require.ErrorIs(t, err, engine.ErrTooLarge)
-			before, err := ix.Get(5)
+			_, err = ix.Add(ctx, umbra.Vectors(data[:1]))
+			require.ErrorIs(t, err, umbra.ErrTooLarge)
+			before, err := ix.Vector(5)
 			require.NoError(t, err)
-			_, err = ix.Upsert(ctx, engine.Vectors(data[40:42]), engine.WithIDs([]uint64{5, 3000}...))
-			require.ErrorIs(t, err, engine.ErrTooLarge, "an Upsert that adds past the budget")
-			after, err := ix.Get(5)
+			_, err = ix.Upsert(ctx, umbra.Vectors(data[40:42]), umbra.WithIDs([]uint64{5, 3000}...))
+			require.ErrorIs(t, err, umbra.ErrTooLarge, "an Upsert that adds past the budget")
+			after, err := ix.Vector(5)
 			require.NoError(t, err)
 			require.Equal(t, before, after, "its replaced row is unchanged")
 			require.Equal(t, 150, ix.Len())
@@ -192,22 +193,22 @@ func TestMemoryBudgets(t *testing.T) {
 	}
 	for _, b := range backends[1:] {
 		t.Run(b.name+"/device", func(t *testing.T) {
-			ix := open(t, b, engine.Config{Dim: dim, Metric: engine.L2, Limits: engine.Limits{MaxDeviceBytes: 150 * rowBytes}})
-			_, err := ix.Add(ctx, engine.Vectors(data))
+			ix := open(t, b, engine.Config{Dim: dim, Metric: umbra.L2, Limits: engine.Limits{MaxDeviceBytes: 150 * rowBytes}})
+			_, err := ix.Add(ctx, umbra.Vectors(data))
 			require.NoError(t, err)
-			_, err = ix.Add(ctx, engine.Vectors(data))
-			require.ErrorIs(t, err, engine.ErrTooLarge)
+			_, err = ix.Add(ctx, umbra.Vectors(data))
+			require.ErrorIs(t, err, umbra.ErrTooLarge)
 			require.ErrorContains(t, err, "MaxDeviceBytes")
 			require.Equal(t, 100, ix.Len())
 			require.Equal(t, engine.GPU, ix.Info().Device)
 
-			auto, err := engine.NewSoftwareAuto(ctx, engine.Config{Dim: dim, Metric: engine.L2, Adapters: []engine.AdapterSelect{b.adapter},
+			auto, err := engine.NewSoftwareAuto(ctx, engine.Config{Dim: dim, Metric: umbra.L2, Adapters: []engine.AdapterSelect{b.adapter},
 				Limits: engine.Limits{MaxDeviceBytes: 150 * rowBytes}}, 0, time.Hour, nil)
 			require.NoError(t, err)
 			defer auto.Close()
 			require.Equal(t, engine.GPU, auto.Info().Device)
 			for range 2 {
-				_, err = auto.Add(ctx, engine.Vectors(data))
+				_, err = auto.Add(ctx, umbra.Vectors(data))
 				require.NoError(t, err, "under Auto the rows past the device budget go to the CPU")
 			}
 			info := auto.Info()
@@ -217,13 +218,13 @@ func TestMemoryBudgets(t *testing.T) {
 			for _, q := range testkit.Vectors(r, 3, dim) {
 				hits, err := auto.Search(ctx, q, 7)
 				require.NoError(t, err)
-				checkHits(t, engine.L2, both, q, 7, hits)
+				checkHits(t, umbra.L2, both, q, 7, hits)
 			}
 		})
 	}
 	for _, cfg := range []engine.Config{{Dim: 4, Limits: engine.Limits{MaxHostBytes: -1}}, {Dim: 4, Limits: engine.Limits{MaxDeviceBytes: -1}}, {Dim: 4, Coalesce: engine.Coalesce{MaxQueries: -1}}, {Dim: 4, Coalesce: engine.Coalesce{Wait: -1}}} {
 		_, err := engine.New(ctx, cfg)
-		require.ErrorIs(t, err, engine.ErrInvalidConfig, "%+v", cfg)
+		require.ErrorIs(t, err, umbra.ErrInvalidConfig, "%+v", cfg)
 	}
 }
 
@@ -237,14 +238,14 @@ func TestOverflowMergesExactly(t *testing.T) {
 			r := testkit.Rand(t)
 			const dim = 10 // 48 bytes a row
 			ctx := context.Background()
-			cfg := engine.Config{Dim: dim, Metric: engine.L2, Limits: engine.Limits{MaxDeviceBytes: 300 * 48, Overflow: true}}
+			cfg := engine.Config{Dim: dim, Metric: umbra.L2, Limits: engine.Limits{MaxDeviceBytes: 300 * 48, Overflow: true}}
 			ix := open(t, b, cfg, 100) // the device holds 256 rows in 3 chunks
-			ref := open(t, backends[0], engine.Config{Dim: dim, Metric: engine.L2})
+			ref := open(t, backends[0], engine.Config{Dim: dim, Metric: umbra.L2})
 			data := testkit.Vectors(r, 700, dim)
 			for _, x := range []*engine.Index{ix, ref} {
-				_, err := x.Add(ctx, engine.Vectors(data[:200]))
+				_, err := x.Add(ctx, umbra.Vectors(data[:200]))
 				require.NoError(t, err)
-				_, err = x.Add(ctx, engine.Vectors(data[200:]))
+				_, err = x.Add(ctx, umbra.Vectors(data[200:]))
 				require.NoError(t, err)
 			}
 			info := ix.Info()
@@ -254,7 +255,7 @@ func TestOverflowMergesExactly(t *testing.T) {
 			allow := []uint64{1, 5, 255, 256, 257, 300, 699, 4000}
 			same := func(what string) {
 				t.Helper()
-				requireSameAnswers(t, engine.L2, ref, ix, qs, []int{1, 7, 255, 256, 257, 699, 700}, allow, 300, what)
+				requireSameAnswers(t, umbra.L2, ref, ix, qs, []int{1, 7, 255, 256, 257, 699, 700}, allow, 300, what)
 			}
 			same("after adds")
 			var tr diag.Trace
@@ -263,8 +264,8 @@ func TestOverflowMergesExactly(t *testing.T) {
 			require.Equal(t, "gpu", tr.Device, "the device takes part")
 			up := testkit.Vectors(r, 3, dim)
 			for _, x := range []*engine.Index{ix, ref} {
-				require.NoError(t, testkit.ErrOf(x.Upsert(ctx, engine.Vectors(up), engine.WithIDs([]uint64{3, 600, 9000}...)))) // a device row, a CPU row, a new one
-				require.NoError(t, x.Delete(ctx, engine.WithIDs(4, 10, 500)))
+				require.NoError(t, testkit.ErrOf(x.Upsert(ctx, umbra.Vectors(up), umbra.WithIDs([]uint64{3, 600, 9000}...)))) // a device row, a CPU row, a new one
+				require.NoError(t, x.Delete(ctx, umbra.WithIDs(4, 10, 500)))
 			}
 			same("after upserts and deletes")
 			for _, x := range []*engine.Index{ix, ref} {
@@ -275,7 +276,7 @@ func TestOverflowMergesExactly(t *testing.T) {
 		})
 	}
 	_, err := engine.New(context.Background(), engine.Config{Dim: 10, Limits: engine.Limits{Overflow: true}})
-	require.ErrorIs(t, err, engine.ErrInvalidConfig, "Overflow without MaxDeviceBytes")
+	require.ErrorIs(t, err, umbra.ErrInvalidConfig, "Overflow without MaxDeviceBytes")
 	_, err = engine.New(context.Background(), engine.Config{Dim: 10, Limits: engine.Limits{Overflow: true, MaxDeviceBytes: 63 * 48}})
-	require.ErrorIs(t, err, engine.ErrInvalidConfig, "a budget under 64 rows")
+	require.ErrorIs(t, err, umbra.ErrInvalidConfig, "a budget under 64 rows")
 }

@@ -2,34 +2,14 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
-	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra"
+	"github.com/umbravec/umbra/internal/metaindex"
 	"github.com/umbravec/umbra/meta"
 )
-
-// Metric is the similarity an index ranks by: Cosine, Dot or L2.
-type Metric = core.Metric
-
-const (
-	// Cosine ranks by cosine similarity (higher is better). Vectors and
-	// queries are normalised on the host, so a zero vector is rejected.
-	Cosine = core.Cosine
-	// Dot ranks by the inner product (higher is better).
-	Dot = core.Dot
-	// L2 ranks by squared Euclidean distance (lower is better); Hit.Score
-	// is the squared distance.
-	L2 = core.L2
-)
-
-// ParseMetric accepts "cosine", "dot" or "l2" (any case).
-func ParseMetric(s string) (Metric, error) {
-	if m, ok := core.ParseMetric(s); ok {
-		return m, nil
-	}
-	return 0, fmt.Errorf("%w: unknown metric %q (want cosine, dot or l2)", ErrInvalidConfig, s)
-}
 
 // Device chooses where an index computes.
 type Device int
@@ -68,7 +48,7 @@ func ParseDevice(s string) (Device, error) {
 	case "cpu":
 		return CPU, nil
 	}
-	return 0, fmt.Errorf("%w: unknown device %q (want auto, gpu or cpu)", ErrInvalidConfig, s)
+	return 0, fmt.Errorf("%w: unknown device %q (want auto, gpu or cpu)", umbra.ErrInvalidConfig, s)
 }
 
 // Power is the adapter power preference.
@@ -97,10 +77,10 @@ func (s AdapterSelect) validate() error {
 	switch strings.ToLower(s.Backend) {
 	case "", "vulkan", "metal", "dx12", "gl":
 	default:
-		return fmt.Errorf("%w: unknown backend %q (want vulkan, metal, dx12 or gl)", ErrInvalidConfig, s.Backend)
+		return fmt.Errorf("%w: unknown backend %q (want vulkan, metal, dx12 or gl)", umbra.ErrInvalidConfig, s.Backend)
 	}
 	if s.Power != HighPerformance && s.Power != LowPower {
-		return fmt.Errorf("%w: unknown power preference %d", ErrInvalidConfig, s.Power)
+		return fmt.Errorf("%w: unknown power preference %d", umbra.ErrInvalidConfig, s.Power)
 	}
 	return nil
 }
@@ -108,19 +88,24 @@ func (s AdapterSelect) validate() error {
 // Config describes an index. The zero value of every field but Dim is a
 // sensible default.
 type Config struct {
-	Dim    int    // vector dimension, at least 1
-	Metric Metric // Cosine by default
+	Dim    int          // vector dimension, at least 1
+	Metric umbra.Metric // Cosine by default
 	// Precision is how the copy of the vectors that searches scan is
 	// held: F32 (the default), F16 or Int8. Answers are the exact float32
 	// ones at every precision (see Precision). A store keeps its own: Open
 	// takes the store's, and refuses another non-zero one.
-	Precision Precision
+	Precision umbra.Precision
 	// Fields declares metadata fields and their kinds ahead of the first
 	// row that has them (optional: a field's kind is otherwise fixed by
 	// the first value stored for it). A store keeps every field it has
 	// known; a declared one must agree with it.
 	Fields map[string]meta.Kind
-	Device Device // Auto by default
+	// Device is where the index computes: Auto by default. Under CPU the
+	// fields only a GPU reads (an Adapters entry other than the zero
+	// selection, Isolate, ProbeTimeout,
+	// Limits.MaxDeviceBytes, Limits.Overflow) are refused with
+	// umbra.ErrInvalidConfig naming them, not ignored.
+	Device Device
 	// Adapters picks the GPU adapters the index runs on. Empty: the best
 	// working adapter (Device GPU admits software ones, Auto does not).
 	// One entry: the best working adapter that matches it. Several: the
@@ -153,6 +138,30 @@ type Config struct {
 	Isolate  bool
 	Limits   Limits   // how much the index may hold; none by default
 	Coalesce Coalesce // how concurrent single searches share a pass
+
+	// ReadOnly makes Open open the existing store at its path for
+	// searching only. It takes no lock, so it works while another process
+	// has the store open for writing, and it never changes the store's
+	// files: a torn tail of the log is read past, not cut off. Every write
+	// — Add, Upsert, Delete, Compact, Checkpoint — returns ErrReadOnly.
+	//
+	// The index holds the store as it was while Open read it: the base
+	// file, and every log record that was complete by the time the replay
+	// reached it (a record a writer is appending is either whole or left
+	// out, never half applied). It does not follow later writes; open
+	// again to see them. If a writer checkpoints while the store is being
+	// read (a new base replaces the one read, and the log restarts), the
+	// read starts over, up to a few times, so the result is never the old
+	// base without the log that had extended it; a store checkpointed
+	// faster than it can be read is ErrLocked.
+	ReadOnly bool
+	// LogSync is how a store Open opens for writing makes its log
+	// durable. 0 (the default) fsyncs it inside every write call, so an
+	// acknowledged write survives a power loss; a positive interval
+	// acknowledges a write once the operating system has it and fsyncs
+	// within that interval, so a power loss (not a process crash) can lose
+	// the writes of the last interval, and never corrupts the store.
+	LogSync time.Duration
 }
 
 // Limits caps what an index holds, so that running out of memory is an
@@ -224,42 +233,64 @@ const defaultBatchQueries = 256
 
 const defaultProbeTimeout = 30 * time.Second
 
-// MaxDim is the largest vector dimension an index accepts: 16,777,216
-// components, 64 MiB a vector, far past any embedding model, and small
-// enough that every size computed from it (a row, a batch of queries, a
-// device binding) stays exact in 64-bit arithmetic.
-const MaxDim = 1 << 24
-
 func (c Config) validate() error {
-	if c.Dim <= 0 || c.Dim > MaxDim {
-		return fmt.Errorf("%w: Dim must be between 1 and %d, got %d", ErrInvalidConfig, MaxDim, c.Dim)
+	if c.Dim <= 0 || c.Dim > umbra.MaxDim {
+		return fmt.Errorf("%w: Dim must be between 1 and %d, got %d", umbra.ErrInvalidConfig, umbra.MaxDim, c.Dim)
 	}
 	switch c.Metric {
-	case Cosine, Dot, L2:
+	case umbra.Cosine, umbra.Dot, umbra.L2:
 	default:
-		return fmt.Errorf("%w: unknown metric %d", ErrInvalidConfig, c.Metric)
+		return fmt.Errorf("%w: unknown metric %d", umbra.ErrInvalidConfig, c.Metric)
 	}
 	switch c.Device {
 	case Auto, GPU, CPU:
 	default:
-		return fmt.Errorf("%w: unknown device %d", ErrInvalidConfig, c.Device)
+		return fmt.Errorf("%w: unknown device %d", umbra.ErrInvalidConfig, c.Device)
 	}
 	if c.Workers < 0 || c.ProbeTimeout < 0 || c.Limits.MaxRows < 0 || c.Limits.MaxHostBytes < 0 || c.Limits.MaxDeviceBytes < 0 ||
 		c.Limits.MaxPayloadBytes < 0 || c.Coalesce.MaxQueries < 0 || c.Coalesce.Wait < 0 {
-		return fmt.Errorf("%w: Workers, ProbeTimeout, Limits.MaxRows, Limits.MaxHostBytes, Limits.MaxDeviceBytes, Limits.MaxPayloadBytes, Coalesce.MaxQueries and Coalesce.Wait must not be negative", ErrInvalidConfig)
+		return fmt.Errorf("%w: Workers, ProbeTimeout, Limits.MaxRows, Limits.MaxHostBytes, Limits.MaxDeviceBytes, Limits.MaxPayloadBytes, Coalesce.MaxQueries and Coalesce.Wait must not be negative", umbra.ErrInvalidConfig)
 	}
 	if len(c.Fields) > 0 {
-		mi := meta.NewIndex(c.Limits.Meta.WithDefaults())
+		mi := metaindex.NewIndex(c.Limits.Meta.WithDefaults())
 		for name, kind := range c.Fields {
 			if err := mi.Declare(name, kind); err != nil {
-				return fmt.Errorf("%w: Fields: %v", ErrInvalidConfig, err)
+				return fmt.Errorf("%w: Fields: %v", umbra.ErrInvalidConfig, err)
 			}
 		}
 	}
 	if err := c.validatePrecision(); err != nil {
 		return err
 	}
+	if err := c.validateCPU(); err != nil {
+		return err
+	}
 	return c.validateShards()
+}
+
+// validateCPU refuses, under Device CPU, the fields that only a GPU reads,
+// rather than ignoring them: the CPU path probes no adapter, starts no
+// child and holds no device memory.
+func (c Config) validateCPU() error {
+	if c.Device != CPU {
+		return nil
+	}
+	var field string
+	switch {
+	case slices.ContainsFunc(c.Adapters, func(s AdapterSelect) bool { return s != AdapterSelect{} }):
+		field = "Adapters (no adapter is used)"
+	case c.Isolate:
+		field = "Isolate (no GPU work to isolate)"
+	case c.ProbeTimeout != 0:
+		field = "ProbeTimeout (no adapter is probed)"
+	case c.Limits.MaxDeviceBytes != 0:
+		field = "Limits.MaxDeviceBytes (no device memory is used; Limits.MaxHostBytes caps the rows)"
+	case c.Limits.Overflow:
+		field = "Limits.Overflow (every row is on the CPU already)"
+	default:
+		return nil
+	}
+	return fmt.Errorf("%w: Device CPU with %s", umbra.ErrInvalidConfig, field)
 }
 
 // validateShards checks each adapter selection, and refuses shards (several
@@ -281,11 +312,11 @@ func (c Config) validateShards() error {
 		with = "Limits.Overflow"
 	case c.Isolate:
 		with = "Isolate"
-	case c.Precision != F32:
+	case c.Precision != umbra.F32:
 		with = "precision " + c.Precision.String()
 	}
 	if with != "" {
-		return fmt.Errorf("%w: several Adapters (shards) cannot be combined with %s", ErrInvalidConfig, with)
+		return fmt.Errorf("%w: several Adapters (shards) cannot be combined with %s", umbra.ErrInvalidConfig, with)
 	}
 	return nil
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
 	"github.com/umbravec/umbra/meta"
@@ -138,17 +139,17 @@ func crashChild(spec string) error {
 	next := uint64(0)
 	for i := 0; ; i++ {
 		kind, ids, vs := crashOp(seed, i, slices.Sorted(maps.Keys(md)), next)
-		opts := []engine.WriteOption{engine.WithIDs(ids...)}
+		opts := []umbra.WriteOption{umbra.WithIDs(ids...)}
 		if fs, ps, given := crashAttrs(i, len(ids)); given {
-			opts = append(opts, engine.WithMeta(fs...), engine.WithPayloads(ps...))
+			opts = append(opts, umbra.WithMeta(fs...), umbra.WithPayloads(ps...))
 		}
 		switch kind {
 		case "add":
-			_, err = ix.Add(ctx, engine.Vectors(vs), opts...)
+			_, err = ix.Add(ctx, umbra.Vectors(vs), opts...)
 		case "upsert":
-			_, err = ix.Upsert(ctx, engine.Vectors(vs), opts...)
+			_, err = ix.Upsert(ctx, umbra.Vectors(vs), opts...)
 		case "delete":
-			err = ix.Delete(ctx, engine.WithIDs(ids...))
+			err = ix.Delete(ctx, umbra.WithIDs(ids...))
 		case "checkpoint":
 			err = ix.Checkpoint(ctx)
 		}
@@ -232,7 +233,7 @@ func TestKilledWriterLosesNothingAcknowledged(t *testing.T) {
 			}
 			same := true
 			for id, row := range md {
-				got, err := ix.Get(id)
+				got, err := ix.Vector(id)
 				if err != nil || !floatsEqual(got, row.v) {
 					same = false
 					break

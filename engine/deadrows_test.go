@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
 )
@@ -20,10 +21,10 @@ func TestDeadRowsCounted(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s.umbra")
 	st, err := engine.Open(ctx, path, engine.Config{Dim: 4, Device: engine.CPU})
 	require.NoError(t, err)
-	_, err = st.Add(ctx, engine.Vectors(testkit.Vectors(r, 20, 4)))
+	_, err = st.Add(ctx, umbra.Vectors(testkit.Vectors(r, 20, 4)))
 	require.NoError(t, err)
 	require.Zero(t, st.Info().DeadRows)
-	require.NoError(t, st.Delete(ctx, engine.WithIDs(3, 7, 11)))
+	require.NoError(t, st.Delete(ctx, umbra.WithIDs(3, 7, 11)))
 	require.Equal(t, 3, st.Info().DeadRows)
 	require.NoError(t, st.Close())
 

@@ -13,8 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
+	"github.com/umbravec/umbra/engine/internal/devices"
 	"github.com/umbravec/umbra/internal/gpu"
-	"github.com/umbravec/umbra/internal/hint"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -104,23 +105,23 @@ func TestRequestsSplitToFitTheDevice(t *testing.T) {
 		name          string
 		dim, rows, nq int
 		ks            []int
-		metric        Metric
+		metric        umbra.Metric
 	}{
 		// 64 KiB holds 16 queries' scores of 1,000 rows, but k = 1,000
 		// hits of 8 bytes for 16 queries would need 128,000 bytes.
-		{"hits past the binding", 8, 1000, 40, []int{1000, 999, 501, 499, 7}, Dot},
+		{"hits past the binding", 8, 1000, 40, []int{1000, 999, 501, 499, 7}, umbra.Dot},
 		// 10 queries of 4,096 floats are 160 KiB of queries.
-		{"queries past the binding", 4096, 10, 10, []int{3, 10}, L2},
+		{"queries past the binding", 4096, 10, 10, []int{3, 10}, umbra.L2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			gx, err := newOnDevice(context.Background(), Config{Dim: c.dim, Metric: c.metric}, small)
+			gx, err := newOnDevice(context.Background(), Config{Dim: c.dim, Metric: c.metric}, &devices.Slot{Device: small})
 			require.NoError(t, err)
 			defer gx.Close()
 			cpu, err := New(context.Background(), Config{Dim: c.dim, Metric: c.metric, Device: CPU})
 			require.NoError(t, err)
 			data := vecs(c.rows, c.dim)
 			for _, ix := range []*Index{gx, cpu} {
-				_, err := ix.Add(context.Background(), Vectors(data))
+				_, err := ix.Add(context.Background(), umbra.Vectors(data))
 				require.NoError(t, err)
 			}
 			qs := vecs(c.nq, c.dim)
@@ -156,16 +157,16 @@ func TestAutoAnswersTheFailedCall(t *testing.T) {
 	q := []float32{0.3, -0.2, 0.9}
 	cpu, err := New(context.Background(), Config{Dim: 3, Device: CPU})
 	require.NoError(t, err)
-	_, err = cpu.Add(context.Background(), Vectors(data))
+	_, err = cpu.Add(context.Background(), umbra.Vectors(data))
 	require.NoError(t, err)
 	want, err := cpu.Search(context.Background(), q, 7)
 	require.NoError(t, err)
 
 	for _, step := range []string{"write queries", "submit", "map readback"} {
-		auto, err := newOnDevice(context.Background(), Config{Dim: 3}, d)
+		auto, err := newOnDevice(context.Background(), Config{Dim: 3}, &devices.Slot{Device: d})
 		require.NoError(t, err)
 		auto.cfg.Device = Auto // as if Auto had chosen this device
-		_, err = auto.Add(context.Background(), Vectors(data))
+		_, err = auto.Add(context.Background(), umbra.Vectors(data))
 		require.NoError(t, err)
 		auto.dev.SetFault(func(s string) error {
 			if s == step {
@@ -201,32 +202,32 @@ func TestTooLargeForTheDevice(t *testing.T) {
 	}
 	first, more := vecs(1000), vecs(100)
 
-	ix, err := newOnDevice(context.Background(), Config{Dim: 4}, d)
+	ix, err := newOnDevice(context.Background(), Config{Dim: 4}, &devices.Slot{Device: d})
 	require.NoError(t, err)
 	defer ix.Close()
-	_, err = ix.Add(context.Background(), Vectors(first))
+	_, err = ix.Add(context.Background(), umbra.Vectors(first))
 	require.NoError(t, err)
-	_, err = ix.Add(context.Background(), Vectors(more))
-	require.ErrorIs(t, err, ErrTooLarge)
+	_, err = ix.Add(context.Background(), umbra.Vectors(more))
+	require.ErrorIs(t, err, umbra.ErrTooLarge)
 	assert.Contains(t, err.Error(), "1100 rows need a 4400-byte scores binding, the device allows 4096")
 	assert.Equal(t, 1000, ix.Len())
 	hits, err := ix.Search(context.Background(), first[3], 1)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(3), hits[0].ID)
 
-	auto, err := newOnDevice(context.Background(), Config{Dim: 4}, d)
+	auto, err := newOnDevice(context.Background(), Config{Dim: 4}, &devices.Slot{Device: d})
 	require.NoError(t, err)
 	defer auto.Close()
 	auto.cfg.Device = Auto // as if Auto had chosen this device
-	_, err = auto.Add(context.Background(), Vectors(first))
+	_, err = auto.Add(context.Background(), umbra.Vectors(first))
 	require.NoError(t, err)
-	_, err = auto.Add(context.Background(), Vectors(more))
+	_, err = auto.Add(context.Background(), umbra.Vectors(more))
 	require.NoError(t, err, "under Auto the fallback takes what the device cannot hold")
 	assert.Equal(t, 1100, auto.Len())
 	info := auto.Info()
 	assert.Equal(t, CPU, info.Device)
 	assert.Contains(t, info.Reason, "outgrew what the GPU can hold")
-	assert.Equal(t, hint.TooLarge, info.Hint.Code)
+	assert.Equal(t, umbra.HintTooLarge, info.Hint.Code)
 	hits, err = auto.Search(context.Background(), more[7], 1)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1007), hits[0].ID)
@@ -239,10 +240,10 @@ func TestTooLargeForTheDevice(t *testing.T) {
 func TestScratchGrowthStaysWithinTheBinding(t *testing.T) {
 	r := testkit.Rand(t)
 	small := smallDevice(t, 64<<10) // 1,000 rows: 16 queries' scores per submission
-	gx, err := newOnDevice(context.Background(), Config{Dim: 8, Metric: Dot}, small)
+	gx, err := newOnDevice(context.Background(), Config{Dim: 8, Metric: umbra.Dot}, &devices.Slot{Device: small})
 	require.NoError(t, err)
 	defer gx.Close()
-	cpu, err := New(context.Background(), Config{Dim: 8, Metric: Dot, Device: CPU})
+	cpu, err := New(context.Background(), Config{Dim: 8, Metric: umbra.Dot, Device: CPU})
 	require.NoError(t, err)
 	vecs := func(n int) [][]float32 {
 		vs := make([][]float32, n)
@@ -255,9 +256,9 @@ func TestScratchGrowthStaysWithinTheBinding(t *testing.T) {
 		return vs
 	}
 	data := vecs(1000)
-	_, err = gx.Add(context.Background(), Vectors(data))
+	_, err = gx.Add(context.Background(), umbra.Vectors(data))
 	require.NoError(t, err)
-	_, err = cpu.Add(context.Background(), Vectors(data))
+	_, err = cpu.Add(context.Background(), umbra.Vectors(data))
 	require.NoError(t, err)
 	for _, nq := range []int{3, 10, 16, 40} {
 		qs := vecs(nq)

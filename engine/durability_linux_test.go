@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
 	"github.com/umbravec/umbra/meta"
@@ -79,7 +80,7 @@ func TestRefusedWriteFixesNoField(t *testing.T) {
 	ix, err := engine.Open(ctx, path, engine.Config{Dim: 4, Device: engine.CPU})
 	require.NoError(t, err)
 	defer ix.Close()
-	ids, err := ix.Add(ctx, engine.Vectors(testkit.Vectors(r, 2, 4)), engine.WithMeta(meta.Fields{"user": meta.KeywordOf("a")}, nil))
+	ids, err := ix.Add(ctx, umbra.Vectors(testkit.Vectors(r, 2, 4)), umbra.WithMeta(meta.Fields{"user": meta.KeywordOf("a")}, nil))
 	require.NoError(t, err)
 
 	// Fill the disk, then write records that cannot fit.
@@ -91,9 +92,9 @@ func TestRefusedWriteFixesNoField(t *testing.T) {
 		}
 	}
 	big := make([]byte, 200<<10)
-	_, err = ix.Add(ctx, engine.Vectors(testkit.Vectors(r, 1, 4)), engine.WithMeta(meta.Fields{"n": meta.KeywordOf("x")}), engine.WithPayloads(big))
+	_, err = ix.Add(ctx, umbra.Vectors(testkit.Vectors(r, 1, 4)), umbra.WithMeta(meta.Fields{"n": meta.KeywordOf("x")}), umbra.WithPayloads(big))
 	require.ErrorContains(t, err, "no space left")
-	_, err = ix.Upsert(ctx, engine.Vectors(testkit.Vectors(r, 1, 4)), engine.WithIDs(ids[1]), engine.WithMeta(meta.Fields{"m": meta.KeywordOf("x")}), engine.WithPayloads(big))
+	_, err = ix.Upsert(ctx, umbra.Vectors(testkit.Vectors(r, 1, 4)), umbra.WithIDs(ids[1]), umbra.WithMeta(meta.Fields{"m": meta.KeywordOf("x")}), umbra.WithPayloads(big))
 	require.ErrorContains(t, err, "no space left")
 	require.Equal(t, 2, ix.Len())
 	require.Equal(t, map[string]meta.Kind{"user": meta.Keyword}, ix.Schema())
@@ -103,7 +104,7 @@ func TestRefusedWriteFixesNoField(t *testing.T) {
 
 	require.NoError(t, filler.Close())
 	require.NoError(t, os.Remove(dir+"/filler"))
-	_, err = ix.Add(ctx, engine.Vectors(testkit.Vectors(r, 1, 4)), engine.WithMeta(meta.Fields{"n": meta.IntOf(1), "m": meta.FloatOf(2)}))
+	_, err = ix.Add(ctx, umbra.Vectors(testkit.Vectors(r, 1, 4)), umbra.WithMeta(meta.Fields{"n": meta.IntOf(1), "m": meta.FloatOf(2)}))
 	require.NoError(t, err, "n and m take their kinds from the first write that was stored")
 	require.NoError(t, ix.Close())
 	ix, err = engine.Open(ctx, path, engine.Config{})

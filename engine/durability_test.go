@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/storefile/faultfs"
 	"github.com/umbravec/umbra/internal/testkit"
@@ -32,7 +33,7 @@ func (m storeModel) check(t *testing.T, ix *engine.Index, what string) {
 	slices.Sort(want)
 	require.Equal(t, want, ix.IDs(), "%s: IDs", what)
 	for id, v := range m {
-		got, err := ix.Get(id)
+		got, err := ix.Vector(id)
 		require.NoError(t, err, what)
 		require.Equal(t, v, got, "%s: vector of ID %d", what, id)
 	}
@@ -49,7 +50,7 @@ func (m storeModel) writeOnce(t *testing.T, r *rand.Rand, ix *engine.Index, next
 	id := *next
 	*next++
 	v := testkit.Vectors(r, 1, dim)[0]
-	if _, err := ix.Add(ctx, engine.Vectors([][]float32{v}), engine.WithIDs([]uint64{id}...)); err == nil {
+	if _, err := ix.Add(ctx, umbra.Vectors([][]float32{v}), umbra.WithIDs([]uint64{id}...)); err == nil {
 		m[id] = v
 		acked++
 	}
@@ -61,12 +62,12 @@ func (m storeModel) writeOnce(t *testing.T, r *rand.Rand, ix *engine.Index, next
 	if len(stored) >= 2 {
 		up := stored[r.IntN(len(stored))]
 		w := testkit.Vectors(r, 1, dim)[0]
-		if _, err := ix.Upsert(ctx, engine.Vectors([][]float32{w}), engine.WithIDs([]uint64{up}...)); err == nil {
+		if _, err := ix.Upsert(ctx, umbra.Vectors([][]float32{w}), umbra.WithIDs([]uint64{up}...)); err == nil {
 			m[up] = w
 			acked++
 		}
 		del := stored[r.IntN(len(stored))]
-		if err := ix.Delete(ctx, engine.WithIDs(del)); err == nil {
+		if err := ix.Delete(ctx, umbra.WithIDs(del)); err == nil {
 			delete(m, del)
 			acked++
 		}
@@ -80,7 +81,7 @@ func newModelStore(t *testing.T, r *rand.Rand, dir string, n, dim int, b backend
 	t.Helper()
 	ctx := context.Background()
 	path := filepath.Join(dir, "s.umbra")
-	ix, err := engine.Open(ctx, path, engine.Config{Dim: dim, Metric: engine.Dot, Device: b.device, Adapters: []engine.AdapterSelect{b.adapter}}, opts...)
+	ix, err := engine.OpenWith(ctx, path, engine.Config{Dim: dim, Metric: umbra.Dot, Device: b.device, Adapters: []engine.AdapterSelect{b.adapter}}, opts...)
 	if err != nil && b.device == engine.GPU {
 		if requireGPU() {
 			t.Fatalf("UMBRA_REQUIRE_GPU=1 but no %s adapter works: %v", b.name, err)
@@ -95,7 +96,7 @@ func newModelStore(t *testing.T, r *rand.Rand, dir string, n, dim int, b backend
 		ids[i] = uint64(i)
 		m[ids[i]] = vs[i]
 	}
-	require.NoError(t, testkit.ErrOf(ix.Add(ctx, engine.Vectors(vs), engine.WithIDs(ids...))))
+	require.NoError(t, testkit.ErrOf(ix.Add(ctx, umbra.Vectors(vs), umbra.WithIDs(ids...))))
 	require.NoError(t, ix.Checkpoint(ctx))
 	return ix, m, uint64(n), path
 }
@@ -105,7 +106,7 @@ func newModelStore(t *testing.T, r *rand.Rand, dir string, n, dim int, b backend
 func (m storeModel) reopened(t *testing.T, path string, live *engine.Index, what string) {
 	t.Helper()
 	ctx := context.Background()
-	ro, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU}, engine.ReadOnly())
+	ro, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU, ReadOnly: true})
 	require.NoError(t, err, what)
 	m.check(t, ro, what+", read-only beside the writer")
 	require.NoError(t, ro.Close())
@@ -198,7 +199,7 @@ func TestStoreThroughSymlink(t *testing.T) {
 	for _, open := range []func() (*engine.Index, error){
 		func() (*engine.Index, error) { return engine.Open(ctx, link, engine.Config{Device: engine.CPU}) },
 		func() (*engine.Index, error) {
-			return engine.Open(ctx, link, engine.Config{Device: engine.CPU}, engine.ReadOnly())
+			return engine.Open(ctx, link, engine.Config{Device: engine.CPU, ReadOnly: true})
 		},
 	} {
 		ix, err := open()
@@ -227,10 +228,10 @@ func TestStoreThroughSymlink(t *testing.T) {
 	m.reopened(t, path, nil, "the real file after writes through the link")
 
 	// Save through a link replaces the file it points at.
-	mem, err := engine.New(ctx, engine.Config{Dim: dim, Metric: engine.Dot, Device: engine.CPU})
+	mem, err := engine.New(ctx, engine.Config{Dim: dim, Metric: umbra.Dot, Device: engine.CPU})
 	require.NoError(t, err)
 	defer mem.Close()
-	require.NoError(t, testkit.ErrOf(mem.Add(ctx, engine.Vectors(testkit.Vectors(r, 1, dim)), engine.WithIDs([]uint64{7}...))))
+	require.NoError(t, testkit.ErrOf(mem.Add(ctx, umbra.Vectors(testkit.Vectors(r, 1, dim)), umbra.WithIDs([]uint64{7}...))))
 	saved := filepath.Join(dir, "saved.umbra")
 	savedLink := filepath.Join(other, "saved-link.umbra")
 	require.NoError(t, os.WriteFile(saved, nil, 0o644))
@@ -267,18 +268,18 @@ func TestDeleteKeysRacesIDWrites(t *testing.T) {
 			if dir == "" {
 				ix, err = engine.New(ctx, engine.Config{Dim: dim, Device: engine.CPU})
 			} else {
-				ix, err = engine.Open(ctx, filepath.Join(dir, fmt.Sprintf("s%d.umbra", i)), engine.Config{Dim: dim, Device: engine.CPU}, engine.LogSync(1<<30))
+				ix, err = engine.Open(ctx, filepath.Join(dir, fmt.Sprintf("s%d.umbra", i)), engine.Config{Dim: dim, Device: engine.CPU, LogSync: 1 << 30})
 			}
 			require.NoError(t, err)
-			ids, err := ix.Add(ctx, engine.Vectors(testkit.Vectors(r, 1, dim)), engine.WithKeys([]string{"a"}...))
+			ids, err := ix.Add(ctx, umbra.Vectors(testkit.Vectors(r, 1, dim)), umbra.WithKeys([]string{"a"}...))
 			require.NoError(t, err)
 			x := ids[0]
 			var errA, errDel, errAdd error
 			var wg sync.WaitGroup
-			wg.Go(func() { errA = ix.Delete(ctx, engine.WithKeys("a")) })
+			wg.Go(func() { errA = ix.Delete(ctx, umbra.WithKeys("a")) })
 			wg.Go(func() {
-				if errDel = ix.Delete(ctx, engine.WithIDs(x)); errDel == nil {
-					_, errAdd = ix.Add(ctx, engine.Vectors(testkit.Vectors(r, 1, dim)), engine.WithIDs([]uint64{x}...))
+				if errDel = ix.Delete(ctx, umbra.WithIDs(x)); errDel == nil {
+					_, errAdd = ix.Add(ctx, umbra.Vectors(testkit.Vectors(r, 1, dim)), umbra.WithIDs([]uint64{x}...))
 				}
 			})
 			wg.Wait()
@@ -304,14 +305,14 @@ func TestEmptyWritesAreNoOps(t *testing.T) {
 	require.NoError(t, err)
 	defer st.Close()
 	for _, ix := range []*engine.Index{mem, st} {
-		require.NoError(t, testkit.ErrOf(ix.Add(ctx, engine.Vectors(nil), engine.WithIDs(nil...))))
-		require.NoError(t, testkit.ErrOf(ix.Upsert(ctx, engine.Vectors([][]float32{}), engine.WithIDs([]uint64{}...))))
-		_, err := ix.Add(ctx, engine.Vectors(nil), engine.WithKeys(nil...))
+		require.NoError(t, testkit.ErrOf(ix.Add(ctx, umbra.Vectors(nil), umbra.WithIDs(nil...))))
+		require.NoError(t, testkit.ErrOf(ix.Upsert(ctx, umbra.Vectors([][]float32{}), umbra.WithIDs([]uint64{}...))))
+		_, err := ix.Add(ctx, umbra.Vectors(nil), umbra.WithKeys(nil...))
 		require.NoError(t, err)
-		_, err = ix.Upsert(ctx, engine.Vectors(nil), engine.WithKeys(nil...))
+		_, err = ix.Upsert(ctx, umbra.Vectors(nil), umbra.WithKeys(nil...))
 		require.NoError(t, err)
-		require.NoError(t, ix.Delete(ctx, engine.WithIDs()))
-		require.NoError(t, ix.Delete(ctx, engine.WithKeys()))
+		require.NoError(t, ix.Delete(ctx, umbra.WithIDs()))
+		require.NoError(t, ix.Delete(ctx, umbra.WithKeys()))
 		require.Zero(t, ix.Len())
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 )
@@ -19,7 +20,7 @@ func Example() {
 	}
 	defer ix.Close()
 
-	ids, err := ix.Add(context.Background(), engine.Vectors([][]float32{
+	ids, err := ix.Add(context.Background(), umbra.Vectors([][]float32{
 		{1, 0, 0},
 		{0, 1, 0},
 		{0.9, 0.1, 0},
@@ -57,7 +58,7 @@ func ExampleIndex_Info() {
 // Errors name the problem and wrap a sentinel usable with errors.Is.
 func ExampleIndex_Add_errors() {
 	ix, _ := engine.New(context.Background(), engine.Config{Dim: 2, Device: engine.CPU})
-	_, err := ix.Add(context.Background(), engine.Vectors([][]float32{{1, 2}, {3}}))
+	_, err := ix.Add(context.Background(), umbra.Vectors([][]float32{{1, 2}, {3}}))
 	fmt.Println(err)
 	// Output: dimension mismatch: vector 1 has 1 components, index dimension is 2
 }
@@ -65,7 +66,7 @@ func ExampleIndex_Add_errors() {
 // WithTrace records where a search spent its time.
 func ExampleWithTrace() {
 	ix, _ := engine.New(context.Background(), engine.Config{Dim: 2, Device: engine.CPU})
-	_, _ = ix.Add(context.Background(), engine.Vectors([][]float32{{1, 2}, {3, 4}}))
+	_, _ = ix.Add(context.Background(), umbra.Vectors([][]float32{{1, 2}, {3, 4}}))
 	var tr diag.Trace
 	_, _ = ix.Search(diag.WithTrace(context.Background(), &tr), []float32{1, 1}, 1)
 	fmt.Println(tr.KernelClock)
@@ -77,9 +78,9 @@ func ExampleWithTrace() {
 // Under L2 the score is the squared distance, lowest first; rows 1 and 2 tie
 // for the second query, and the lower ID wins.
 func ExampleIndex_SearchBatch() {
-	ix, _ := engine.New(context.Background(), engine.Config{Dim: 2, Metric: engine.L2, Device: engine.CPU})
+	ix, _ := engine.New(context.Background(), engine.Config{Dim: 2, Metric: umbra.L2, Device: engine.CPU})
 	defer ix.Close()
-	_, _ = ix.Add(context.Background(), engine.Vectors([][]float32{{0, 0}, {1, 0}, {0, 1}, {5, 5}}))
+	_, _ = ix.Add(context.Background(), umbra.Vectors([][]float32{{0, 0}, {1, 0}, {0, 1}, {5, 5}}))
 	all, err := ix.SearchBatch(context.Background(), [][]float32{{0.9, 0}, {4, 4}}, 2)
 	if err != nil {
 		panic(err)
@@ -95,12 +96,12 @@ func ExampleIndex_SearchBatch() {
 // Flat gives Add rows as one row-major slice, as read from a .npy or .fvecs
 // file, without a slice per row; WithKeys names them.
 func ExampleFlat() {
-	ix, _ := engine.New(context.Background(), engine.Config{Dim: 3, Metric: engine.Dot, Device: engine.CPU})
+	ix, _ := engine.New(context.Background(), engine.Config{Dim: 3, Metric: umbra.Dot, Device: engine.CPU})
 	defer ix.Close()
-	ids, err := ix.Add(context.Background(), engine.Flat([]float32{
+	ids, err := ix.Add(context.Background(), umbra.Flat([]float32{
 		1, 0, 0,
 		0, 2, 0,
-	}, 3), engine.WithKeys("a", "b"))
+	}, 3), umbra.WithKeys("a", "b"))
 	fmt.Println(ids, err, ix.Len())
 	id, _ := ix.Lookup("b")
 	fmt.Println(id)
@@ -114,19 +115,19 @@ func ExampleFlat() {
 // already stored, or one breaking the key rule, is refused by name.
 func ExampleWithKeys() {
 	ctx := context.Background()
-	ix, _ := engine.New(ctx, engine.Config{Dim: 2, Metric: engine.L2, Device: engine.CPU})
+	ix, _ := engine.New(ctx, engine.Config{Dim: 2, Metric: umbra.L2, Device: engine.CPU})
 	defer ix.Close()
-	_, err := ix.Add(ctx, engine.Vectors([][]float32{{0, 1}, {1, 0}, {1, 1}}),
-		engine.WithIDs(40, 7, 12), engine.WithKeys("alice/m1", "", "bob/m1"))
+	_, err := ix.Add(ctx, umbra.Vectors([][]float32{{0, 1}, {1, 0}, {1, 1}}),
+		umbra.WithIDs(40, 7, 12), umbra.WithKeys("alice/m1", "", "bob/m1"))
 	fmt.Println(err)
 	hits, _ := ix.Search(ctx, []float32{0, 0.9}, 2)
 	for _, h := range hits {
 		fmt.Printf("id %d key %q\n", h.ID, h.Key)
 	}
-	_, err = ix.Add(ctx, engine.Vectors([][]float32{{2, 2}}), engine.WithKeys("bob/m1"))
-	fmt.Println(errors.Is(err, engine.ErrKeyExists), err)
-	_, err = ix.Add(ctx, engine.Vectors([][]float32{{2, 2}}), engine.WithKeys("two\nlines"))
-	fmt.Println(errors.Is(err, engine.ErrInvalidKey))
+	_, err = ix.Add(ctx, umbra.Vectors([][]float32{{2, 2}}), umbra.WithKeys("bob/m1"))
+	fmt.Println(errors.Is(err, umbra.ErrKeyExists), err)
+	_, err = ix.Add(ctx, umbra.Vectors([][]float32{{2, 2}}), umbra.WithKeys("two\nlines"))
+	fmt.Println(errors.Is(err, umbra.ErrInvalidKey))
 	// Output:
 	// <nil>
 	// id 40 key "alice/m1"
@@ -137,12 +138,12 @@ func ExampleWithKeys() {
 
 // WithProgress reports how far a long Add or SearchBatch has got.
 func ExampleWithProgress() {
-	ix, _ := engine.New(context.Background(), engine.Config{Dim: 1, Metric: engine.Dot, Device: engine.CPU})
+	ix, _ := engine.New(context.Background(), engine.Config{Dim: 1, Metric: umbra.Dot, Device: engine.CPU})
 	defer ix.Close()
 	ctx := engine.WithProgress(context.Background(), func(stage string, done, total int) {
 		fmt.Printf("%s %d/%d\n", stage, done, total)
 	})
-	_, _ = ix.Add(ctx, engine.Vectors([][]float32{{1}, {2}, {3}}))
+	_, _ = ix.Add(ctx, umbra.Vectors([][]float32{{1}, {2}, {3}}))
 	// Output: validate 3/3
 }
 
@@ -160,11 +161,11 @@ func ExampleProbe() {
 
 // ParseMetric and ParseDevice read the names a command line uses.
 func ExampleParseMetric() {
-	m, err := engine.ParseMetric("L2")
+	m, err := umbra.ParseMetric("L2")
 	fmt.Println(m, m.HigherIsBetter(), err)
 	d, err := engine.ParseDevice("gpu")
 	fmt.Println(d, err)
-	_, err = engine.ParseMetric("manhattan")
+	_, err = umbra.ParseMetric("manhattan")
 	fmt.Println(err)
 	// Output:
 	// l2 false <nil>

@@ -8,6 +8,14 @@ import (
 	"github.com/umbravec/umbra/internal/storefile"
 )
 
+// OpenOption is a test hook for OpenWith.
+type OpenOption = openOption
+
+// OpenWith is Open with test hooks.
+func OpenWith(ctx context.Context, path string, cfg Config, opts ...OpenOption) (*Index, error) {
+	return open(ctx, path, cfg, opts...)
+}
+
 // WithFS makes Open replace the store's files (its checkpoints, its log's
 // resets, the removal of a crash's temporary files) through fsys, which a
 // test makes fail.

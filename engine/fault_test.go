@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
@@ -40,14 +41,14 @@ func TestEveryGPUFailureThenExactSearches(t *testing.T) {
 	// qsel forces the compressed searches' device-side candidate
 	// selection (engine.SetQuantCap), which small indexes otherwise skip.
 	type sweep struct {
-		m    engine.Metric
-		p    engine.Precision
+		m    umbra.Metric
+		p    umbra.Precision
 		qsel bool
 	}
 	sweeps := map[string][]sweep{
-		"vulkan": {{engine.Cosine, engine.F32, false}, {engine.L2, engine.F32, false}, {engine.Dot, engine.Int8, false},
-			{engine.L2, engine.F16, true}},
-		"gl": {{engine.Dot, engine.F32, false}, {engine.L2, engine.F16, false}, {engine.Dot, engine.Int8, true}},
+		"vulkan": {{umbra.Cosine, umbra.F32, false}, {umbra.L2, umbra.F32, false}, {umbra.Dot, umbra.Int8, false},
+			{umbra.L2, umbra.F16, true}},
+		"gl": {{umbra.Dot, umbra.F32, false}, {umbra.L2, umbra.F16, false}, {umbra.Dot, umbra.Int8, true}},
 	}
 	if !fullSweeps() {
 		// The README's test command (and CI's race run) sweeps one metric
@@ -70,7 +71,7 @@ func TestEveryGPUFailureThenExactSearches(t *testing.T) {
 					engine.SetQuantCap(p.gpu, 48)
 				}
 				for _, ix := range []*engine.Index{p.gpu, p.cpu} {
-					_, err := ix.Add(context.Background(), engine.Vectors(base))
+					_, err := ix.Add(context.Background(), umbra.Vectors(base))
 					require.NoError(t, err)
 				}
 				return p
@@ -80,9 +81,9 @@ func TestEveryGPUFailureThenExactSearches(t *testing.T) {
 			ops := func(p pair) []error {
 				var errs []error
 				before := p.gpu.Len()
-				_, err := p.gpu.Add(context.Background(), engine.Vectors(more))
+				_, err := p.gpu.Add(context.Background(), umbra.Vectors(more))
 				if err == nil {
-					_, cerr := p.cpu.Add(context.Background(), engine.Vectors(more))
+					_, cerr := p.cpu.Add(context.Background(), umbra.Vectors(more))
 					require.NoError(t, cerr)
 				} else {
 					require.Equal(t, before, p.gpu.Len(), "a failed Add stored rows")
@@ -100,13 +101,13 @@ func TestEveryGPUFailureThenExactSearches(t *testing.T) {
 				// An upsert that replaces two rows in place and adds one,
 				// then a delete, a filtered search and a range search.
 				ids, vs := []uint64{3, 17, 1 << 40}, queries[4:7]
-				if _, err = p.gpu.Upsert(ctx, engine.Vectors(vs), engine.WithIDs(ids...)); err == nil {
-					require.NoError(t, testkit.ErrOf(p.cpu.Upsert(ctx, engine.Vectors(vs), engine.WithIDs(ids...))))
+				if _, err = p.gpu.Upsert(ctx, umbra.Vectors(vs), umbra.WithIDs(ids...)); err == nil {
+					require.NoError(t, testkit.ErrOf(p.cpu.Upsert(ctx, umbra.Vectors(vs), umbra.WithIDs(ids...))))
 				}
 				errs = append(errs, err)
-				require.NoError(t, p.gpu.Delete(ctx, engine.WithIDs(5)))
-				require.NoError(t, p.cpu.Delete(ctx, engine.WithIDs(5)))
-				_, err = p.gpu.Search(ctx, queries[7], 4, engine.AllowFunc(func(id uint64) bool { return id%3 == 0 }))
+				require.NoError(t, p.gpu.Delete(ctx, umbra.WithIDs(5)))
+				require.NoError(t, p.cpu.Delete(ctx, umbra.WithIDs(5)))
+				_, err = p.gpu.Search(ctx, queries[7], 4, umbra.AllowFunc(func(id uint64) bool { return id%3 == 0 }))
 				errs = append(errs, err)
 				_, err = p.gpu.SearchRange(ctx, queries[8], 0.5)
 				return append(errs, err)
@@ -119,17 +120,17 @@ func TestEveryGPUFailureThenExactSearches(t *testing.T) {
 					got, err := p.gpu.SearchBatch(ctx, queries, k)
 					require.NoError(t, err, "%s: the search after the failure", what)
 					for qi := range want {
-						requireSameHits(t, m, p.cpu.Get, queries[qi], want[qi], got[qi], fmt.Sprintf("%s: k=%d query %d", what, k, qi))
+						requireSameHits(t, m, p.cpu.Vector, queries[qi], want[qi], got[qi], fmt.Sprintf("%s: k=%d query %d", what, k, qi))
 					}
 					one, err := p.gpu.Search(ctx, queries[3], k)
 					require.NoError(t, err)
-					requireSameHits(t, m, p.cpu.Get, queries[3], want[3], one, fmt.Sprintf("%s: single search k=%d", what, k))
-					even := engine.AllowFunc(func(id uint64) bool { return id%2 == 0 })
+					requireSameHits(t, m, p.cpu.Vector, queries[3], want[3], one, fmt.Sprintf("%s: single search k=%d", what, k))
+					even := umbra.AllowFunc(func(id uint64) bool { return id%2 == 0 })
 					wantEven, err := p.cpu.Search(ctx, queries[3], k, even)
 					require.NoError(t, err)
 					gotEven, err := p.gpu.Search(ctx, queries[3], k, even)
 					require.NoError(t, err)
-					requireSameHits(t, m, p.cpu.Get, queries[3], wantEven, gotEven, fmt.Sprintf("%s: filtered k=%d", what, k))
+					requireSameHits(t, m, p.cpu.Vector, queries[3], wantEven, gotEven, fmt.Sprintf("%s: filtered k=%d", what, k))
 				}
 			}
 

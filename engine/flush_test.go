@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
@@ -30,7 +31,7 @@ func tinyPositive(r *rand.Rand, n, dim, e int) [][]float32 {
 
 // dot64 is the float64 dot product of row id of ix with q.
 func dot64(t *testing.T, ix *engine.Index, id uint64, q []float32) float64 {
-	v, err := ix.Get(id)
+	v, err := ix.Vector(id)
 	require.NoError(t, err)
 	var s float64
 	for i := range v {
@@ -53,12 +54,12 @@ func TestTinyMagnitudesAnswerAsTheCPU(t *testing.T) {
 	ctx := context.Background()
 	const n, dim = 400, 32
 	cases := []struct {
-		metric engine.Metric
+		metric umbra.Metric
 		exp    int
 		device string
 	}{
-		{engine.Dot, -65, "gpu"}, // products below 2^-128, scores about 2^-124
-		{engine.L2, -50, "cpu"},
+		{umbra.Dot, -65, "gpu"}, // products below 2^-128, scores about 2^-124
+		{umbra.L2, -50, "cpu"},
 	}
 	for _, c := range cases {
 		t.Run(c.metric.String(), func(t *testing.T) {
@@ -67,7 +68,7 @@ func TestTinyMagnitudesAnswerAsTheCPU(t *testing.T) {
 			cpu := cpuTwin(t, engine.Config{Dim: dim, Metric: c.metric})
 			ix := open(t, backends[1], engine.Config{Dim: dim, Metric: c.metric})
 			for _, x := range []*engine.Index{cpu, ix} {
-				_, err := x.Add(ctx, engine.Vectors(vs))
+				_, err := x.Add(ctx, umbra.Vectors(vs))
 				require.NoError(t, err)
 			}
 			for _, k := range []int{1, 10, n} {
@@ -113,10 +114,10 @@ func TestTinyMagnitudesAnswerAsTheCPU(t *testing.T) {
 	// index is not moved off the GPU as after a failure.
 	t.Run("isolated", func(t *testing.T) {
 		vs, qs := tinyPositive(r, 200, dim, -50), tinyPositive(r, 3, dim, -50)
-		cpu := cpuTwin(t, engine.Config{Dim: dim, Metric: engine.L2})
-		ix := openIsolated(t, backends[1], engine.Config{Dim: dim, Metric: engine.L2})
+		cpu := cpuTwin(t, engine.Config{Dim: dim, Metric: umbra.L2})
+		ix := openIsolated(t, backends[1], engine.Config{Dim: dim, Metric: umbra.L2})
 		for _, x := range []*engine.Index{cpu, ix} {
-			_, err := x.Add(ctx, engine.Vectors(vs))
+			_, err := x.Add(ctx, umbra.Vectors(vs))
 			require.NoError(t, err)
 		}
 		want, err := cpu.SearchBatch(ctx, qs, 10)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/fallback"
@@ -37,12 +38,12 @@ func TestFusedTopK(t *testing.T) {
 				continue
 			}
 			cpu := open(t, backends[0], engine.Config{Dim: dim, Metric: m})
-			_, err := cpu.Add(context.Background(), engine.Vectors(data))
+			_, err := cpu.Add(context.Background(), umbra.Vectors(data))
 			require.NoError(t, err)
 			for _, b := range backends[1:] {
 				t.Run(fmt.Sprintf("%s/%s/n%d", b.name, m, n), func(t *testing.T) {
 					ix := open(t, b, engine.Config{Dim: dim, Metric: m}, 500)
-					_, err := ix.Add(context.Background(), engine.Vectors(data))
+					_, err := ix.Add(context.Background(), umbra.Vectors(data))
 					require.NoError(t, err)
 					requireSearchesMatch(t, m, cpu, ix, queries, []int{1, 3, 10, 59, 60, 61, 124, 125, 255, 256, 257, n / 2, n}, keep, nil)
 				})
@@ -54,14 +55,14 @@ func TestFusedTopK(t *testing.T) {
 // requireSearchesMatch requires ix's batched, single and filtered (keep)
 // searches to return cpu's hits for every k in ks within 1..Len; check,
 // when set, is called with each batch's trace.
-func requireSearchesMatch(t *testing.T, m engine.Metric, cpu, ix *engine.Index, queries [][]float32, ks []int, keep func(uint64) bool, check func(tr diag.Trace, what string)) {
+func requireSearchesMatch(t *testing.T, m umbra.Metric, cpu, ix *engine.Index, queries [][]float32, ks []int, keep func(uint64) bool, check func(tr diag.Trace, what string)) {
 	t.Helper()
 	ctx := context.Background()
 	for _, k := range ks {
 		if k < 1 || k > ix.Len() {
 			continue
 		}
-		for _, opts := range [][]engine.SearchOption{nil, {engine.AllowFunc(keep)}} {
+		for _, opts := range [][]umbra.SearchOption{nil, {umbra.AllowFunc(keep)}} {
 			what := fmt.Sprintf("k=%d filtered=%v", k, opts != nil)
 			want, err := cpu.SearchBatch(ctx, queries, k, opts...)
 			require.NoError(t, err)
@@ -75,7 +76,7 @@ func requireSearchesMatch(t *testing.T, m engine.Metric, cpu, ix *engine.Index, 
 			require.NoError(t, err)
 			require.Equal(t, got[3], one, "batched and single search differ, %s", what)
 			for qi := range queries {
-				requireSameHits(t, m, cpu.Get, queries[qi], want[qi], got[qi], fmt.Sprintf("%s query %d (%s path)", what, qi, tr.SelectPath))
+				requireSameHits(t, m, cpu.Vector, queries[qi], want[qi], got[qi], fmt.Sprintf("%s query %d (%s path)", what, qi, tr.SelectPath))
 			}
 		}
 	}
@@ -91,8 +92,8 @@ func TestFusedTraceCounts(t *testing.T) {
 	for _, b := range backends[1:] {
 		t.Run(b.name, func(t *testing.T) {
 			for _, chunk := range []int{0, 1000} {
-				ix := open(t, b, engine.Config{Dim: dim, Metric: engine.Dot}, chunk)
-				_, err := ix.Add(context.Background(), engine.Vectors(data))
+				ix := open(t, b, engine.Config{Dim: dim, Metric: umbra.Dot}, chunk)
+				_, err := ix.Add(context.Background(), umbra.Vectors(data))
 				require.NoError(t, err)
 				if ix.Info().Limits.FusedK < k {
 					t.Fatalf("the adapter's fused limit %d is below k = %d", ix.Info().Limits.FusedK, k)
@@ -147,8 +148,8 @@ func TestTraceBytesRead(t *testing.T) {
 				chunks, ks = []int{0, 700}, []int{10, 300, n / 2}
 			}
 			for _, chunk := range chunks {
-				ix := open(t, b, engine.Config{Dim: dim, Metric: engine.L2}, chunk)
-				_, err := ix.Add(context.Background(), engine.Vectors(data))
+				ix := open(t, b, engine.Config{Dim: dim, Metric: umbra.L2}, chunk)
+				_, err := ix.Add(context.Background(), umbra.Vectors(data))
 				require.NoError(t, err)
 				for _, kernel := range []gpu.BatchKernel{gpu.BatchTile, gpu.BatchGemm} {
 					tile := gpu.BatchQueries
@@ -187,9 +188,9 @@ func TestTraceBytesReadOverflow(t *testing.T) {
 	r := testkit.Rand(t)
 	const dim, n, devRows = 32, 2000, 1024
 	data := testkit.Vectors(r, n, dim)
-	ix := open(t, backends[1], engine.Config{Dim: dim, Metric: engine.Dot,
+	ix := open(t, backends[1], engine.Config{Dim: dim, Metric: umbra.Dot,
 		Limits: engine.Limits{MaxDeviceBytes: devRows * dim * 4, Overflow: true}})
-	_, err := ix.Add(context.Background(), engine.Vectors(data))
+	_, err := ix.Add(context.Background(), umbra.Vectors(data))
 	require.NoError(t, err)
 	require.Equal(t, devRows, ix.Info().DeviceRows)
 	for _, nq := range []int{1, 13, 64} {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/exact"
@@ -403,7 +404,7 @@ func maskRows(mask []uint64, words []uint32, admitted, n int) []uint32 {
 // fallback.SearchRows for float32 rows, exact.ExactSearchRows (the
 // compressed codes gathered, then the float32 rescore) for a compressed
 // index. The caller holds ix.mu.
-func (ix *Index) searchGather(ctx context.Context, qs [][]float32, k int, rows []uint32, at gatherAt, approximate bool) ([][]Hit, error) {
+func (ix *Index) searchGather(ctx context.Context, qs [][]float32, k int, rows []uint32, at gatherAt, approximate bool) ([][]umbra.Hit, error) {
 	t := traceFrom(ctx)
 	if at == gatherGPU {
 		all, err := ix.gatherOnGPU(ctx, qs, k, rows)
@@ -437,7 +438,7 @@ func (ix *Index) searchGather(ctx context.Context, qs [][]float32, k int, rows [
 		}
 		addGather(t, start, len(qs), len(rows), ix.slab.Stride)
 	}
-	all := make([][]Hit, len(res))
+	all := make([][]umbra.Hit, len(res))
 	for i, r := range res {
 		all[i] = ix.toHits(r)
 	}
@@ -446,7 +447,7 @@ func (ix *Index) searchGather(ctx context.Context, qs [][]float32, k int, rows [
 
 // gatherOnGPU is searchGather on the index's device. The caller holds
 // ix.mu.
-func (ix *Index) gatherOnGPU(ctx context.Context, qs [][]float32, k int, rows []uint32) ([][]Hit, error) {
+func (ix *Index) gatherOnGPU(ctx context.Context, qs [][]float32, k int, rows []uint32) ([][]umbra.Hit, error) {
 	t := traceFrom(ctx)
 	var st *core.Stages
 	if t != nil {
@@ -459,7 +460,7 @@ func (ix *Index) gatherOnGPU(ctx context.Context, qs [][]float32, k int, rows []
 	}
 	start := time.Now()
 	n, m, ids := len(rows), ix.cfg.Metric, ix.rid.tieIDs()
-	all := make([][]Hit, len(qs))
+	all := make([][]umbra.Hit, len(qs))
 	for j := range qs {
 		keys := scores[j*n : (j+1)*n]
 		topk.ToKeys(m, keys)

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"github.com/umbravec/umbra"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -58,8 +59,8 @@ type gatherModel struct {
 
 // ranking is the model's float64 answer among the IDs keep admits, top k
 // by score then lower ID, and the reference of every ID it scored.
-func (m gatherModel) ranking(metric Metric, q []float32, k int, keep func(id uint64) bool) ([]testkit.Hit, map[uint64]testkit.Ref) {
-	tm := map[Metric]testkit.Metric{Cosine: testkit.Cosine, Dot: testkit.Dot, L2: testkit.L2}[metric]
+func (m gatherModel) ranking(metric umbra.Metric, q []float32, k int, keep func(id uint64) bool) ([]testkit.Hit, map[uint64]testkit.Ref) {
+	tm := map[umbra.Metric]testkit.Metric{umbra.Cosine: testkit.Cosine, umbra.Dot: testkit.Dot, umbra.L2: testkit.L2}[metric]
 	refs := map[uint64]testkit.Ref{}
 	var all []testkit.Ref
 	for id, v := range m.vec {
@@ -71,7 +72,7 @@ func (m gatherModel) ranking(metric Metric, q []float32, k int, keep func(id uin
 	}
 	slices.SortFunc(all, func(a, b testkit.Ref) int {
 		sa, sb := a.Score, b.Score
-		if metric == L2 {
+		if metric == umbra.L2 {
 			sa, sb = -sa, -sb
 		}
 		switch {
@@ -89,7 +90,7 @@ func (m gatherModel) ranking(metric Metric, q []float32, k int, keep func(id uin
 	return want, refs
 }
 
-func kitHits(hits []Hit) []testkit.Hit {
+func kitHits(hits []umbra.Hit) []testkit.Hit {
 	out := make([]testkit.Hit, len(hits))
 	for i, h := range hits {
 		out[i] = testkit.Hit{ID: h.ID, Score: h.Score}
@@ -102,8 +103,8 @@ func kitHits(hits []Hit) []testkit.Hit {
 // (IDs that do not follow the rows, duplicate vectors so scores tie,
 // metadata whose users own one row, a few rows, half the rows, or none,
 // upserts, and deletes inside the subsets), one forced to scan, one
-// forced to gather, one choosing by its measured costs, and every Where,
-// Allow and AllowFunc search, top k and range, with k from 1 past the
+// forced to gather, one choosing by its measured costs, and every umbra.Where,
+// umbra.Allow and umbra.AllowFunc search, top k and range, with k from 1 past the
 // subset's size, must give the same hits and score bits on all three, be
 // the float64 reference's top k of the subset (within float32's rounding
 // of near ties), and say in its trace which path ran. Every precision and
@@ -111,18 +112,18 @@ func kitHits(hits []Hit) []testkit.Hit {
 func TestFilteredSearchGatherEqualsScan(t *testing.T) {
 	type run struct {
 		device Device
-		prec   Precision
-		metric Metric
+		prec   umbra.Precision
+		metric umbra.Metric
 	}
 	var runs []run
-	for _, prec := range []Precision{F32, Int8, F16} {
-		for _, metric := range []Metric{Dot, L2, Cosine} {
+	for _, prec := range []umbra.Precision{umbra.F32, umbra.Int8, umbra.F16} {
+		for _, metric := range []umbra.Metric{umbra.Dot, umbra.L2, umbra.Cosine} {
 			runs = append(runs, run{CPU, prec, metric})
 		}
 	}
 	// On the GPU the gather is gather.wgsl's (float32; a compressed index
 	// scans on its device), held to the device's own scan.
-	runs = append(runs, run{GPU, F32, Dot}, run{GPU, F32, L2}, run{GPU, F32, Cosine}, run{GPU, Int8, Dot})
+	runs = append(runs, run{GPU, umbra.F32, umbra.Dot}, run{GPU, umbra.F32, umbra.L2}, run{GPU, umbra.F32, umbra.Cosine}, run{GPU, umbra.Int8, umbra.Dot})
 	for _, rn := range runs {
 		prec, metric := rn.prec, rn.metric
 		{
@@ -161,7 +162,7 @@ func TestFilteredSearchGatherEqualsScan(t *testing.T) {
 					model.vec[ids[i]], model.user[ids[i]] = vs[i], u
 				}
 				for _, ix := range ixs {
-					_, err := ix.Add(ctx, Vectors(vs), WithIDs(ids...), WithMeta(users...))
+					_, err := ix.Add(ctx, umbra.Vectors(vs), umbra.WithIDs(ids...), umbra.WithMeta(users...))
 					require.NoError(t, err)
 				}
 				// Upserts and deletes, some inside the small subsets.
@@ -185,9 +186,9 @@ func TestFilteredSearchGatherEqualsScan(t *testing.T) {
 					}
 				}
 				for _, ix := range ixs {
-					_, err := ix.Upsert(ctx, Vectors(upVs), WithIDs(up...), WithMeta(upUsers...))
+					_, err := ix.Upsert(ctx, umbra.Vectors(upVs), umbra.WithIDs(up...), umbra.WithMeta(upUsers...))
 					require.NoError(t, err)
-					require.NoError(t, ix.Delete(ctx, WithIDs(del...)))
+					require.NoError(t, ix.Delete(ctx, umbra.WithIDs(del...)))
 				}
 				for _, id := range del {
 					delete(model.vec, id)
@@ -199,22 +200,22 @@ func TestFilteredSearchGatherEqualsScan(t *testing.T) {
 				}
 				type filter struct {
 					name string
-					opts []SearchOption
+					opts []umbra.SearchOption
 					keep func(id uint64) bool
 				}
 				userIs := func(u string) filter {
-					return filter{"user " + u, []SearchOption{Where(meta.Eq("user", meta.KeywordOf(u)))},
+					return filter{"user " + u, []umbra.SearchOption{umbra.Where(meta.Eq("user", meta.KeywordOf(u)))},
 						func(id uint64) bool { return model.user[id] == u }}
 				}
 				filters := []filter{
 					userIs("one"), userIs("few"), userIs("half"), userIs("nobody"), userIs("u9"),
-					{"not half", []SearchOption{Where(meta.Not(meta.Eq("user", meta.KeywordOf("half"))))},
+					{"not half", []umbra.SearchOption{umbra.Where(meta.Not(meta.Eq("user", meta.KeywordOf("half"))))},
 						func(id uint64) bool { return model.user[id] != "half" }},
-					{"allow", []SearchOption{Allow(allowSome...)},
+					{"allow", []umbra.SearchOption{umbra.Allow(allowSome...)},
 						func(id uint64) bool { return slices.Contains(allowSome, id) }},
-					{"allow func", []SearchOption{AllowFunc(func(id uint64) bool { return id%5 == 0 })},
+					{"allow func", []umbra.SearchOption{umbra.AllowFunc(func(id uint64) bool { return id%5 == 0 })},
 						func(id uint64) bool { return id%5 == 0 }},
-					{"where and allow", []SearchOption{Where(meta.Eq("user", meta.KeywordOf("half"))), Allow(allowSome...)},
+					{"where and allow", []umbra.SearchOption{umbra.Where(meta.Eq("user", meta.KeywordOf("half"))), umbra.Allow(allowSome...)},
 						func(id uint64) bool { return model.user[id] == "half" && slices.Contains(allowSome, id) }},
 				}
 				for _, f := range filters {
@@ -226,7 +227,7 @@ func TestFilteredSearchGatherEqualsScan(t *testing.T) {
 					}
 					q := testkit.Vector(r, dim)
 					for _, k := range []int{1, 7, admitted + 3} {
-						var answers [][]Hit
+						var answers [][]umbra.Hit
 						for i, ix := range ixs {
 							var tr diag.Trace
 							got, err := ix.Search(diag.WithTrace(ctx, &tr), q, k, f.opts...)
@@ -236,7 +237,7 @@ func TestFilteredSearchGatherEqualsScan(t *testing.T) {
 							switch {
 							case paths[i] == subsetScan:
 								require.Equal(t, "scan", tr.Subset, f.name)
-							case paths[i] == subsetGather && (rn.device == CPU || prec == F32 || admitted == 0):
+							case paths[i] == subsetGather && (rn.device == CPU || prec == umbra.F32 || admitted == 0):
 								require.Equal(t, "gather", tr.Subset, f.name)
 							default:
 								require.Contains(t, []string{"scan", "gather"}, tr.Subset, f.name)
@@ -258,14 +259,14 @@ func TestFilteredSearchGatherEqualsScan(t *testing.T) {
 					}
 					// A batch and a range search, the same way.
 					qs := testkit.Vectors(r, 3, dim)
-					var batches [][][]Hit
-					var ranges [][]Hit
+					var batches [][][]umbra.Hit
+					var ranges [][]umbra.Hit
 					for _, ix := range ixs {
 						b, err := ix.SearchBatch(ctx, qs, 5, f.opts...)
 						require.NoError(t, err)
 						batches = append(batches, b)
 						th := float32(0)
-						if metric == L2 {
+						if metric == umbra.L2 {
 							th = float32(dim) / 3
 						}
 						rg, err := ix.SearchRange(ctx, qs[0], th, f.opts...)
@@ -290,14 +291,14 @@ func TestFilteredSearchGatherEqualsScan(t *testing.T) {
 func TestGatherUnderConcurrentWrites(t *testing.T) {
 	for _, rn := range []struct {
 		device Device
-		prec   Precision
-	}{{CPU, F32}, {CPU, Int8}, {GPU, F32}} {
+		prec   umbra.Precision
+	}{{CPU, umbra.F32}, {CPU, umbra.Int8}, {GPU, umbra.F32}} {
 		prec := rn.prec
 		t.Run(fmt.Sprintf("%v/%v", rn.device, prec), func(t *testing.T) {
 			r := testkit.Rand(t)
 			ctx := context.Background()
 			const dim = 32
-			ix := newSubsetIndexOn(t, Config{Dim: dim, Metric: Dot, Precision: prec, Device: rn.device}, subsetGather)
+			ix := newSubsetIndexOn(t, Config{Dim: dim, Metric: umbra.Dot, Precision: prec, Device: rn.device}, subsetGather)
 			var mu sync.Mutex
 			vecs := map[uint64][]float32{}
 			isAlice := map[uint64]bool{}
@@ -318,7 +319,7 @@ func TestGatherUnderConcurrentWrites(t *testing.T) {
 					vecs[ids[i]], isAlice[ids[i]] = vs[i], alice
 				}
 				mu.Unlock()
-				_, err := ix.Add(ctx, Vectors(vs), WithIDs(ids...), WithMeta(users...))
+				_, err := ix.Add(ctx, umbra.Vectors(vs), umbra.WithIDs(ids...), umbra.WithMeta(users...))
 				require.NoError(t, err)
 				return ids
 			}
@@ -339,12 +340,12 @@ func TestGatherUnderConcurrentWrites(t *testing.T) {
 					}
 					ids := add(wr, 1+wr.IntN(20), wr.IntN(2) == 0)
 					if wr.IntN(2) == 0 {
-						require.NoError(t, ix.Delete(ctx, WithIDs(ids[:1+wr.IntN(len(ids))]...)))
+						require.NoError(t, ix.Delete(ctx, umbra.WithIDs(ids[:1+wr.IntN(len(ids))]...)))
 					}
 					writes.Add(1)
 				}
 			})
-			where := Where(meta.Eq("user", meta.KeywordOf("alice")))
+			where := umbra.Where(meta.Eq("user", meta.KeywordOf("alice")))
 			for i := 0; i < 200 || writes.Load() < 100; i++ {
 				q := testkit.Vector(r, dim)
 				k := 1 + r.IntN(60)

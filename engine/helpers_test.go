@@ -9,22 +9,23 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // refScore is the float64 reference for one pair under m.
-func refScore(m engine.Metric, v, q []float32) float64 { return refOf(m, 0, v, q).Score }
+func refScore(m umbra.Metric, v, q []float32) float64 { return refOf(m, 0, v, q).Score }
 
 // refOf is the reference of row id, holding v, for q under m.
-func refOf(m engine.Metric, id uint64, v, q []float32) testkit.Ref {
+func refOf(m umbra.Metric, id uint64, v, q []float32) testkit.Ref {
 	return testkit.Score(engine.KitMetric(m), id, v, q)
 }
 
 // tolerance is the allowed difference between a float32 score and its
 // float64 reference where the terms are not at hand (testkit.Tolerance): a
 // threshold kept clear of the rows on either side of it.
-func tolerance(_ engine.Metric, ref float64) float64 { return testkit.Tolerance(ref, 0) }
+func tolerance(_ umbra.Metric, ref float64) float64 { return testkit.Tolerance(ref, 0) }
 
 type ranked struct {
 	id    uint64
@@ -33,7 +34,7 @@ type ranked struct {
 
 // reference returns every row ranked by the float64 reference, best first,
 // ties by lower ID.
-func reference(m engine.Metric, data [][]float32, q []float32) []ranked {
+func reference(m umbra.Metric, data [][]float32, q []float32) []ranked {
 	out := make([]ranked, len(data))
 	for i, v := range data {
 		out[i] = ranked{uint64(i), refScore(m, v, q)}
@@ -62,7 +63,7 @@ func rowsOf(data [][]float32) func(id uint64) ([]float32, error) {
 }
 
 // kitHits are hits as testkit compares them.
-func kitHits(hs []engine.Hit) []testkit.Hit {
+func kitHits(hs []umbra.Hit) []testkit.Hit {
 	out := make([]testkit.Hit, len(hs))
 	for i, h := range hs {
 		out[i] = testkit.Hit{ID: h.ID, Score: h.Score}
@@ -76,7 +77,7 @@ func kitHits(hs []engine.Hit) []testkit.Hit {
 // testkit.SameRanking, which checks every rank's ID and every reported
 // score against the float64 references of the rows themselves. It returns instead of failing so that goroutines can
 // use it.
-func sameHitsError(m engine.Metric, rows func(uint64) ([]float32, error), q []float32, want, got []engine.Hit) error {
+func sameHitsError(m umbra.Metric, rows func(uint64) ([]float32, error), q []float32, want, got []umbra.Hit) error {
 	if err := orderError(m, got); err != nil {
 		return err
 	}
@@ -91,14 +92,14 @@ func sameHitsError(m engine.Metric, rows func(uint64) ([]float32, error), q []fl
 
 // requireSameHits requires two best-first answers for q to agree (see
 // sameHitsError).
-func requireSameHits(t *testing.T, m engine.Metric, rows func(uint64) ([]float32, error), q []float32, want, got []engine.Hit, what string) {
+func requireSameHits(t *testing.T, m umbra.Metric, rows func(uint64) ([]float32, error), q []float32, want, got []umbra.Hit, what string) {
 	t.Helper()
 	require.NoError(t, sameHitsError(m, rows, q, want, got), what)
 }
 
 // checkHits asserts hits is a correct exact top-k of data for q (see
 // topKError).
-func checkHits(t *testing.T, m engine.Metric, data [][]float32, q []float32, k int, hits []engine.Hit) {
+func checkHits(t *testing.T, m umbra.Metric, data [][]float32, q []float32, k int, hits []umbra.Hit) {
 	t.Helper()
 	require.NoError(t, topKError(m, data, q, k, hits))
 }
@@ -107,18 +108,18 @@ func checkHits(t *testing.T, m engine.Metric, data [][]float32, q []float32, k i
 // or returns nil: the float64 reference's top k up to near-ties, in order,
 // every reported score within tolerance (sameHitsError). It returns instead
 // of failing so that goroutines can use it.
-func topKError(m engine.Metric, data [][]float32, q []float32, k int, hits []engine.Hit) error {
+func topKError(m umbra.Metric, data [][]float32, q []float32, k int, hits []umbra.Hit) error {
 	ref := reference(m, data, q)
-	want := make([]engine.Hit, min(k, len(data)))
+	want := make([]umbra.Hit, min(k, len(data)))
 	for i := range want {
-		want[i] = engine.Hit{ID: ref[i].id, Score: float32(ref[i].score)}
+		want[i] = umbra.Hit{ID: ref[i].id, Score: float32(ref[i].score)}
 	}
 	return sameHitsError(m, rowsOf(data), q, want, hits)
 }
 
 // orderError says where hits break the order every answer keeps: best
 // first by the scores reported, equal scores by lower ID.
-func orderError(m engine.Metric, hits []engine.Hit) error {
+func orderError(m umbra.Metric, hits []umbra.Hit) error {
 	better := func(a, b float32) bool { return a > b == m.HigherIsBetter() && a != b }
 	for i := 1; i < len(hits); i++ {
 		p, h := hits[i-1], hits[i]
@@ -189,7 +190,7 @@ func open(t *testing.T, b backend, cfg engine.Config, chunkRows ...int) *engine.
 // in ks, a search for 5 within allow, and a range search whose threshold
 // falls between two ranks from rangeAt on (where the scores part by at
 // least 1e-3, so rounding cannot move a row across it).
-func requireSameAnswers(t *testing.T, m engine.Metric, ref, ix *engine.Index, qs [][]float32, ks []int, allow []uint64, rangeAt int, what string) {
+func requireSameAnswers(t *testing.T, m umbra.Metric, ref, ix *engine.Index, qs [][]float32, ks []int, allow []uint64, rangeAt int, what string) {
 	t.Helper()
 	ctx := context.Background()
 	for _, k := range ks {
@@ -198,15 +199,15 @@ func requireSameAnswers(t *testing.T, m engine.Metric, ref, ix *engine.Index, qs
 		got, err := ix.SearchBatch(ctx, qs, k)
 		require.NoError(t, err)
 		for i := range qs {
-			requireSameHits(t, m, ref.Get, qs[i], want[i], got[i], fmt.Sprintf("%s: k=%d query %d", what, k, i))
+			requireSameHits(t, m, ref.Vector, qs[i], want[i], got[i], fmt.Sprintf("%s: k=%d query %d", what, k, i))
 		}
 	}
 	for i, q := range qs {
-		want, err := ref.Search(ctx, q, 5, engine.Allow(allow...))
+		want, err := ref.Search(ctx, q, 5, umbra.Allow(allow...))
 		require.NoError(t, err)
-		got, err := ix.Search(ctx, q, 5, engine.Allow(allow...))
+		got, err := ix.Search(ctx, q, 5, umbra.Allow(allow...))
 		require.NoError(t, err)
-		requireSameHits(t, m, ref.Get, q, want, got, fmt.Sprintf("%s: filtered query %d", what, i))
+		requireSameHits(t, m, ref.Vector, q, want, got, fmt.Sprintf("%s: filtered query %d", what, i))
 		ranked, err := ref.Search(ctx, q, ref.Len())
 		require.NoError(t, err)
 		j := rangeAt
@@ -216,6 +217,6 @@ func requireSameAnswers(t *testing.T, m engine.Metric, ref, ix *engine.Index, qs
 		th := (ranked[j].Score + ranked[j+1].Score) / 2
 		gotR, err := ix.SearchRange(ctx, q, th)
 		require.NoError(t, err)
-		requireSameHits(t, m, ref.Get, q, ranked[:j+1], gotR, fmt.Sprintf("%s: range query %d", what, i))
+		requireSameHits(t, m, ref.Vector, q, ranked[:j+1], gotR, fmt.Sprintf("%s: range query %d", what, i))
 	}
 }

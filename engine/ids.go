@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+
+	"github.com/umbravec/umbra"
 )
 
 // rowIDs maps the slab's rows to the caller's IDs. Rows are never reordered
@@ -36,7 +38,7 @@ func (m *rowIDs) isDead(row int) bool {
 // run past the largest uint64.
 func (m *rowIDs) assign(n int) ([]uint64, error) {
 	if uint64(n) > math.MaxUint64-m.nextID {
-		return nil, fmt.Errorf("%w: no %d IDs are left after %d", ErrTooLarge, n, m.nextID)
+		return nil, fmt.Errorf("%w: no %d IDs are left after %d", umbra.ErrTooLarge, n, m.nextID)
 	}
 	ids := make([]uint64, n)
 	for i := range ids {
@@ -60,7 +62,7 @@ func (m *rowIDs) checkNew(ids []uint64, upsert bool) error {
 		}
 		for i, id := range ids {
 			if _, ok := m.rowOf[id]; ok {
-				return fmt.Errorf("%w: ID %d (vector %d); use Upsert to replace it", ErrIDExists, id, i)
+				return fmt.Errorf("%w: ID %d (vector %d); use Upsert to replace it", umbra.ErrIDExists, id, i)
 			}
 		}
 		return nil
@@ -68,11 +70,11 @@ func (m *rowIDs) checkNew(ids []uint64, upsert bool) error {
 	seen := make(map[uint64]int, len(ids))
 	for i, id := range ids {
 		if j, ok := seen[id]; ok {
-			return fmt.Errorf("%w: ID %d is given for vectors %d and %d", ErrDuplicateID, id, j, i)
+			return fmt.Errorf("%w: ID %d is given for vectors %d and %d", umbra.ErrDuplicateID, id, j, i)
 		}
 		seen[id] = i
 		if _, ok := m.rowOf[id]; ok && !upsert {
-			return fmt.Errorf("%w: ID %d (vector %d); use Upsert to replace it", ErrIDExists, id, i)
+			return fmt.Errorf("%w: ID %d (vector %d); use Upsert to replace it", umbra.ErrIDExists, id, i)
 		}
 	}
 	return nil

@@ -7,24 +7,11 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/diag"
-	"github.com/umbravec/umbra/internal/hint"
+	"github.com/umbravec/umbra/engine/internal/devices"
 	"github.com/umbravec/umbra/internal/packed"
 )
-
-// Hit is one search result: the vector's ID, its score (cosine similarity,
-// inner product, or squared L2 distance) and its key, if it has one.
-type Hit struct {
-	ID    uint64
-	Score float32
-	// Key is the row's key when it was stored under one (WithKeys), and
-	// empty otherwise.
-	Key string
-	// Payload is the row's payload (its bytes, as stored) for a search
-	// given WithPayload, and empty otherwise or when the row has none. A
-	// string keeps Hit comparable and lets hits share it without a copy.
-	Payload string
-}
 
 // Index is an exact similarity index. All methods are safe for concurrent
 // use: on the CPU path searches run in parallel with each other, on a GPU
@@ -63,7 +50,7 @@ type Index struct {
 	gpuDown atomic.Bool
 	whyMu   sync.Mutex
 	reason  string
-	hint    Hint
+	hint    umbra.Hint
 
 	// batch queues concurrent single searches into batches (batch.go).
 	batch coalescer
@@ -96,6 +83,15 @@ type Index struct {
 // why in Info; with Device GPU a failure is returned instead. ctx bounds the
 // probe; a cancelled ctx is an error, never a fallback.
 func New(ctx context.Context, cfg Config) (*Index, error) {
+	switch {
+	case cfg.ReadOnly:
+		return nil, fmt.Errorf("%w: ReadOnly: New makes an index without a store (ReadOnly is Open's)", umbra.ErrInvalidConfig)
+	case cfg.LogSync != 0:
+		return nil, fmt.Errorf("%w: LogSync: New makes an index without a store and log (LogSync is Open's)", umbra.ErrInvalidConfig)
+	}
+	if slot := devices.From(ctx); slot != nil {
+		return newOnDevice(ctx, cfg, slot) // ondevice.New's: a device the caller owns
+	}
 	return newIndex(ctx, cfg, nil)
 }
 
@@ -144,7 +140,7 @@ func newIndex(ctx context.Context, cfg Config, test *testHooks) (ix *Index, err 
 		r, err := routingFor(g)
 		if err != nil {
 			g.Release()
-			ix.dev, ix.reason, ix.hint = nil, "GPU calibration failed: "+err.Error(), hintFor(hint.ProbeFailed, cfg.adapter())
+			ix.dev, ix.reason, ix.hint = nil, "GPU calibration failed: "+err.Error(), hintFor(umbra.HintProbeFailed, cfg.adapter())
 			return ix, nil
 		}
 		ix.route = r
@@ -156,7 +152,7 @@ func newIndex(ctx context.Context, cfg Config, test *testHooks) (ix *Index, err 
 func (ix *Index) Dim() int { return ix.cfg.Dim }
 
 // Metric returns the index's metric.
-func (ix *Index) Metric() Metric { return ix.cfg.Metric }
+func (ix *Index) Metric() umbra.Metric { return ix.cfg.Metric }
 
 // Len returns the number of stored vectors (deleted ones not counted).
 func (ix *Index) Len() int {

@@ -9,11 +9,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
-var metrics = []engine.Metric{engine.Cosine, engine.Dot, engine.L2}
+var metrics = []umbra.Metric{umbra.Cosine, umbra.Dot, umbra.L2}
 
 // TestSearchMatchesReference checks every backend against a float64
 // reference across dimensions (1 and 3 exercise the vec4 padding), a row
@@ -31,7 +32,7 @@ func TestSearchMatchesReference(t *testing.T) {
 			for _, m := range metrics {
 				t.Run(fmt.Sprintf("%s/%s/dim%d", b.name, m, dim), func(t *testing.T) {
 					ix := open(t, b, engine.Config{Dim: dim, Metric: m}, 400)
-					ids, err := ix.Add(context.Background(), engine.Vectors(data))
+					ids, err := ix.Add(context.Background(), umbra.Vectors(data))
 					require.NoError(t, err)
 					require.Len(t, ids, n)
 					assert.Equal(t, uint64(0), ids[0])
@@ -54,11 +55,11 @@ func TestSearchMatchesReference(t *testing.T) {
 					checkHits(t, m, data, self, 1, hits)
 					own := refScore(m, self, self)
 					switch m {
-					case engine.Cosine:
+					case umbra.Cosine:
 						// In one dimension every vector of the same sign
 						// ties at 1, so check the score, not the ID.
 						assert.InDelta(t, 1, hits[0].Score, 1e-6, "a stored vector has cosine 1 with itself")
-					case engine.Dot:
+					case umbra.Dot:
 						// Another row may have a larger dot product (a
 						// longer one in the same direction); none is
 						// smaller than the vector's own squared norm.
@@ -66,7 +67,7 @@ func TestSearchMatchesReference(t *testing.T) {
 						if hits[0].ID != 17 {
 							assert.Greater(t, refScore(m, data[hits[0].ID], self), own, "ID %d beats ID 17 only with a larger dot", hits[0].ID)
 						}
-					case engine.L2:
+					case umbra.L2:
 						assert.Equal(t, uint64(17), hits[0].ID)
 						assert.InDelta(t, 0, hits[0].Score, 1e-6)
 					}
@@ -84,14 +85,14 @@ func TestBackendsAgree(t *testing.T) {
 	data := testkit.Vectors(r, n, dim)
 	queries := testkit.Vectors(r, 8, dim)
 	for _, m := range metrics {
-		var results [][][]engine.Hit
+		var results [][][]umbra.Hit
 		var names []string
 		for _, b := range backends {
 			ok := t.Run(fmt.Sprintf("%s/%s", b.name, m), func(t *testing.T) {
 				ix := open(t, b, engine.Config{Dim: dim, Metric: m}, 1000)
-				_, err := ix.Add(context.Background(), engine.Vectors(data))
+				_, err := ix.Add(context.Background(), umbra.Vectors(data))
 				require.NoError(t, err)
-				var res [][]engine.Hit
+				var res [][]umbra.Hit
 				for _, k := range []int{1, 7, 64, n + 5} {
 					all, err := ix.SearchBatch(context.Background(), queries, k)
 					require.NoError(t, err)
@@ -121,11 +122,11 @@ func TestIncrementalAdd(t *testing.T) {
 	sizes := []int{1, 49, 50, 1, 99, 300, 7}
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
-			ix := open(t, b, engine.Config{Dim: dim, Metric: engine.Dot}, 100)
+			ix := open(t, b, engine.Config{Dim: dim, Metric: umbra.Dot}, 100)
 			var data [][]float32
 			for _, s := range sizes {
 				batch := testkit.Vectors(r, s, dim)
-				ids, err := ix.Add(context.Background(), engine.Vectors(batch))
+				ids, err := ix.Add(context.Background(), umbra.Vectors(batch))
 				require.NoError(t, err)
 				require.Equal(t, uint64(len(data)), ids[0])
 				data = append(data, batch...)
@@ -133,7 +134,7 @@ func TestIncrementalAdd(t *testing.T) {
 				q := testkit.Vectors(r, 1, dim)[0]
 				hits, err := ix.Search(context.Background(), q, len(data))
 				require.NoError(t, err)
-				checkHits(t, engine.Dot, data, q, len(data), hits)
+				checkHits(t, umbra.Dot, data, q, len(data), hits)
 			}
 		})
 	}
@@ -147,17 +148,17 @@ func TestEmptyIndexAndLargeK(t *testing.T) {
 			hits, err := ix.Search(context.Background(), []float32{1, 2, 3, 4, 5}, 3)
 			require.NoError(t, err)
 			assert.Empty(t, hits)
-			ids, err := ix.Add(context.Background(), engine.Vectors(nil))
+			ids, err := ix.Add(context.Background(), umbra.Vectors(nil))
 			require.NoError(t, err)
 			assert.Empty(t, ids)
 			_, err = ix.Add(context.Background(), nil)
-			require.ErrorIs(t, err, engine.ErrSource, "a nil RowSource is a mistake, not an empty write")
+			require.ErrorIs(t, err, umbra.ErrSource, "a nil RowSource is a mistake, not an empty write")
 			data := testkit.Vectors(r, 4, 5)
-			_, err = ix.Add(context.Background(), engine.Vectors(data))
+			_, err = ix.Add(context.Background(), umbra.Vectors(data))
 			require.NoError(t, err)
 			hits, err = ix.Search(context.Background(), data[2], 1000)
 			require.NoError(t, err)
-			checkHits(t, engine.Cosine, data, data[2], 1000, hits)
+			checkHits(t, umbra.Cosine, data, data[2], 1000, hits)
 			assert.Len(t, hits, 4, "k > Len returns every vector")
 		})
 	}
@@ -174,7 +175,7 @@ func TestTiesBreakByLowerID(t *testing.T) {
 		for _, m := range metrics {
 			t.Run(fmt.Sprintf("%s/%s", b.name, m), func(t *testing.T) {
 				ix := open(t, b, engine.Config{Dim: 33, Metric: m})
-				_, err := ix.Add(context.Background(), engine.Vectors(data))
+				_, err := ix.Add(context.Background(), umbra.Vectors(data))
 				require.NoError(t, err)
 				hits, err := ix.Search(context.Background(), v, 4)
 				require.NoError(t, err)
@@ -196,10 +197,10 @@ func TestConcurrentSearchAndAdd(t *testing.T) {
 	queries := testkit.Vectors(r, 4, dim)
 	// matchesAPrefix returns the sizes of the stored prefixes whose exact
 	// top-k hits is.
-	matchesAPrefix := func(q []float32, hits []engine.Hit) []int {
+	matchesAPrefix := func(q []float32, hits []umbra.Hit) []int {
 		var sizes []int
 		for n := first; n <= len(data); n += step {
-			if topKError(engine.L2, data[:n], q, k, hits) == nil {
+			if topKError(umbra.L2, data[:n], q, k, hits) == nil {
 				sizes = append(sizes, n)
 			}
 		}
@@ -207,8 +208,8 @@ func TestConcurrentSearchAndAdd(t *testing.T) {
 	}
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
-			ix := open(t, b, engine.Config{Dim: dim, Metric: engine.L2}, 128)
-			_, err := ix.Add(context.Background(), engine.Vectors(data[:first]))
+			ix := open(t, b, engine.Config{Dim: dim, Metric: umbra.L2}, 128)
+			_, err := ix.Add(context.Background(), umbra.Vectors(data[:first]))
 			require.NoError(t, err)
 			var wg sync.WaitGroup
 			errs := make(chan error, 64)
@@ -230,7 +231,7 @@ func TestConcurrentSearchAndAdd(t *testing.T) {
 				}(g)
 			}
 			for lo := first; lo < len(data); lo += step {
-				_, err := ix.Add(context.Background(), engine.Vectors(data[lo:lo+step]))
+				_, err := ix.Add(context.Background(), umbra.Vectors(data[lo:lo+step]))
 				require.NoError(t, err)
 			}
 			wg.Wait()
@@ -242,7 +243,7 @@ func TestConcurrentSearchAndAdd(t *testing.T) {
 			for _, q := range queries {
 				hits, err := ix.Search(context.Background(), q, k)
 				require.NoError(t, err)
-				checkHits(t, engine.L2, data, q, k, hits)
+				checkHits(t, umbra.L2, data, q, k, hits)
 			}
 		})
 	}
@@ -258,19 +259,19 @@ func TestIndexesShareADevice(t *testing.T) {
 	b := testkit.Vectors(r, 300, 130)
 	for _, be := range backends[1:] {
 		t.Run(be.name, func(t *testing.T) {
-			ixA := open(t, be, engine.Config{Dim: 40, Metric: engine.Dot}, 256)
-			ixB := open(t, be, engine.Config{Dim: 130, Metric: engine.L2})
-			_, err := ixA.Add(context.Background(), engine.Vectors(a))
+			ixA := open(t, be, engine.Config{Dim: 40, Metric: umbra.Dot}, 256)
+			ixB := open(t, be, engine.Config{Dim: 130, Metric: umbra.L2})
+			_, err := ixA.Add(context.Background(), umbra.Vectors(a))
 			require.NoError(t, err)
-			_, err = ixB.Add(context.Background(), engine.Vectors(b))
+			_, err = ixB.Add(context.Background(), umbra.Vectors(b))
 			require.NoError(t, err)
 			qa, qb := testkit.Vectors(r, 1, 40)[0], testkit.Vectors(r, 1, 130)[0]
 			wantA, err := ixA.Search(context.Background(), qa, 9)
 			require.NoError(t, err)
 			wantB, err := ixB.Search(context.Background(), qb, 9)
 			require.NoError(t, err)
-			checkHits(t, engine.Dot, a, qa, 9, wantA)
-			checkHits(t, engine.L2, b, qb, 9, wantB)
+			checkHits(t, umbra.Dot, a, qa, 9, wantA)
+			checkHits(t, umbra.L2, b, qb, 9, wantB)
 			var wg sync.WaitGroup
 			errs := make(chan error, 8)
 			for g := 0; g < 4; g++ {

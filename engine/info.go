@@ -4,19 +4,11 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/diag"
-	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/exact"
 	"github.com/umbravec/umbra/internal/fallback"
 )
-
-// AdapterInfo describes one wgpu adapter: its Name (e.g. "NVIDIA GeForce
-// RTX 3050 Laptop GPU"), Vendor, VendorID, DeviceID, API ("vulkan",
-// "metal", "dx12", "gl"), Type ("discrete", "integrated", "cpu" or
-// "unknown") and Driver description. String names it with its API and
-// type; Software reports whether it runs on the CPU (lavapipe, llvmpipe,
-// WARP, SwiftShader).
-type AdapterInfo = core.AdapterInfo
 
 // Info says how an index computes and, when it fell back to the CPU, why and
 // how to fix it.
@@ -26,7 +18,7 @@ type Info struct {
 	// Adapter and Limits describe the GPU the index was created on; they
 	// stay set after a GPU failure moved it to the CPU (Device CPU,
 	// Reason says why), and are zero when it never had one.
-	Adapter AdapterInfo
+	Adapter diag.AdapterInfo
 	Limits  diag.Limits
 	Chunks  int // device buffers the slab occupies
 	// DeviceRows is how many rows the device holds: all of them, unless
@@ -37,13 +29,13 @@ type Info struct {
 	// Precision is the index's storage precision; QuantKernel names the
 	// CPU's kernel set for compressed rows, e.g. "avx512vnni", "avx2+f16c",
 	// "neon+dotprod" or "generic" (empty under F32).
-	Precision   Precision
+	Precision   umbra.Precision
 	QuantKernel string
 	// Reason says why the fallback serves searches under Device Auto
 	// (empty when the GPU does, or when Device CPU was asked for).
 	Reason string
 	// Hint says what a user can do about Reason.
-	Hint Hint
+	Hint umbra.Hint
 	// Recoveries counts the times a failed GPU came back under Device
 	// Auto (the device passed its self-test again, or a new one was
 	// opened, and every row was uploaded again); LastFailure is the GPU
@@ -67,7 +59,7 @@ type Info struct {
 // ShardInfo is one shard of an index sharded over several Config.Adapters: its adapter and
 // the contiguous rows [Start, Start+Rows) it holds.
 type ShardInfo struct {
-	Adapter AdapterInfo
+	Adapter diag.AdapterInfo
 	Start   int
 	Rows    int
 }
@@ -95,7 +87,7 @@ func (i Info) String() string {
 			fmt.Fprintf(&b, "; searches on the pure-Go path (%s kernel)", i.CPUKernel)
 		}
 	}
-	if i.Precision != F32 {
+	if i.Precision != umbra.F32 {
 		fmt.Fprintf(&b, "; precision %v (%s kernel), exact float32 answers", i.Precision, i.QuantKernel)
 	}
 	if i.Reason != "" {
@@ -125,7 +117,7 @@ func (ix *Index) Info() Info {
 	}
 	if ix.dev != nil {
 		info.Adapter = ix.dev.Adapter()
-		info.Limits = ix.dev.Limits()
+		info.Limits = diag.Limits(ix.dev.Limits())
 		info.ChunkRows = ix.dev.ChunkRows()
 		info.DeviceRows = ix.deviceRows(ix.slab.Rows)
 		info.Chunks = (info.DeviceRows + info.ChunkRows - 1) / info.ChunkRows

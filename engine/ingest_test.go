@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
 )
@@ -26,12 +27,12 @@ func TestRefusedWritesNameTheFirstBadVector(t *testing.T) {
 		t.Run(m.String(), func(t *testing.T) {
 			ix := open(t, backends[0], engine.Config{Dim: dim, Metric: m})
 			stored := testkit.Vectors(r, 30, dim)
-			ids, err := ix.Add(ctx, engine.Vectors(stored))
+			ids, err := ix.Add(ctx, umbra.Vectors(stored))
 			require.NoError(t, err)
 			snapshot := func() map[uint64][]float32 {
 				out := map[uint64][]float32{}
 				for _, id := range ix.IDs() {
-					v, err := ix.Get(id)
+					v, err := ix.Vector(id)
 					require.NoError(t, err)
 					out[id] = v
 				}
@@ -55,15 +56,15 @@ func TestRefusedWritesNameTheFirstBadVector(t *testing.T) {
 					vs[later][0] = nan // a later bad vector is not the one named
 				}
 				want := fmt.Sprintf("vector %d, component %d is %v", bad, col, val)
-				_, err := ix.Add(ctx, engine.Vectors(vs))
-				require.ErrorIs(t, err, engine.ErrNonFinite)
+				_, err := ix.Add(ctx, umbra.Vectors(vs))
+				require.ErrorIs(t, err, umbra.ErrNonFinite)
 				require.Contains(t, err.Error(), want, "Add")
 				flat := make([]float32, 0, n*dim)
 				for _, v := range vs {
 					flat = append(flat, v...)
 				}
-				_, err = ix.Add(ctx, engine.Flat(flat, ix.Dim()))
-				require.ErrorIs(t, err, engine.ErrNonFinite)
+				_, err = ix.Add(ctx, umbra.Flat(flat, ix.Dim()))
+				require.ErrorIs(t, err, umbra.ErrNonFinite)
 				require.Contains(t, err.Error(), want, "AddFlat")
 				// Upsert: each vector replaces a stored ID or adds a new one.
 				up := make([]uint64, n)
@@ -74,22 +75,22 @@ func TestRefusedWritesNameTheFirstBadVector(t *testing.T) {
 						up[i] = uint64(1_000_000 + i)
 					}
 				}
-				_, err = ix.Upsert(ctx, engine.Vectors(vs), engine.WithIDs(up...))
-				require.ErrorIs(t, err, engine.ErrNonFinite)
+				_, err = ix.Upsert(ctx, umbra.Vectors(vs), umbra.WithIDs(up...))
+				require.ErrorIs(t, err, umbra.ErrNonFinite)
 				require.Contains(t, err.Error(), want, "Upsert")
 				require.Equal(t, before, snapshot(), "trial %d: a refused write changed the index", trial)
 			}
-			if m == engine.Cosine {
+			if m == umbra.Cosine {
 				vs := testkit.Vectors(r, 6, dim)
 				vs[4] = make([]float32, dim)
-				_, err := ix.Upsert(ctx, engine.Vectors(vs), engine.WithIDs([]uint64{ids[0], 5000, ids[1], 5001, 5002, ids[2]}...))
-				require.ErrorIs(t, err, engine.ErrZeroVector)
+				_, err := ix.Upsert(ctx, umbra.Vectors(vs), umbra.WithIDs([]uint64{ids[0], 5000, ids[1], 5001, 5002, ids[2]}...))
+				require.ErrorIs(t, err, umbra.ErrZeroVector)
 				require.Contains(t, err.Error(), "vector 4 has norm 0")
 				require.Equal(t, before, snapshot())
 			}
 			// A good upsert of the same shape then goes through.
 			vs := testkit.Vectors(r, 3, dim)
-			require.NoError(t, testkit.ErrOf(ix.Upsert(ctx, engine.Vectors(vs), engine.WithIDs([]uint64{ids[3], 7000, ids[4]}...))))
+			require.NoError(t, testkit.ErrOf(ix.Upsert(ctx, umbra.Vectors(vs), umbra.WithIDs([]uint64{ids[3], 7000, ids[4]}...))))
 			require.Equal(t, len(stored)+1, ix.Len())
 		})
 	}
@@ -112,22 +113,22 @@ func TestAdoptFlatStoresWhatAddFlatStores(t *testing.T) {
 				return f
 			}
 			want := open(t, backends[0], engine.Config{Dim: dim, Metric: m})
-			_, err := want.Add(ctx, engine.Flat(flat(), want.Dim()))
+			_, err := want.Add(ctx, umbra.Flat(flat(), want.Dim()))
 			require.NoError(t, err)
-			_, err = want.Add(ctx, engine.Flat(flat()[:10*dim], want.Dim()))
+			_, err = want.Add(ctx, umbra.Flat(flat()[:10*dim], want.Dim()))
 			require.NoError(t, err)
 
 			got := open(t, backends[0], engine.Config{Dim: dim, Metric: m})
 			bad := flat()
 			bad[37*dim+dim/2] = float32(math.NaN())
-			_, err = got.Add(ctx, engine.Flat(bad, got.Dim()))
-			require.ErrorIs(t, err, engine.ErrNonFinite)
+			_, err = got.Add(ctx, umbra.Flat(bad, got.Dim()))
+			require.ErrorIs(t, err, umbra.ErrNonFinite)
 			require.Contains(t, err.Error(), fmt.Sprintf("vector 37, component %d is NaN", dim/2))
 			require.Zero(t, got.Len())
-			ids, err := got.Add(ctx, engine.Flat(flat(), got.Dim()))
+			ids, err := got.Add(ctx, umbra.Flat(flat(), got.Dim()))
 			require.NoError(t, err)
 			require.Len(t, ids, 50)
-			_, err = got.Add(ctx, engine.Flat(flat()[:10*dim], got.Dim())) // not empty: copied
+			_, err = got.Add(ctx, umbra.Flat(flat()[:10*dim], got.Dim())) // not empty: copied
 			require.NoError(t, err)
 			sameContents(t, want, got, fmt.Sprintf("dim %d %s", dim, m))
 		}
@@ -149,16 +150,16 @@ func TestParallelPackingMatchesOnePass(t *testing.T) {
 	for _, m := range metrics {
 		one := open(t, backends[0], engine.Config{Dim: dim, Metric: m, Workers: 1})
 		many := open(t, backends[0], engine.Config{Dim: dim, Metric: m, Workers: 7})
-		_, err := one.Add(ctx, engine.Flat(flat, one.Dim()))
+		_, err := one.Add(ctx, umbra.Flat(flat, one.Dim()))
 		require.NoError(t, err)
-		_, err = many.Add(ctx, engine.Flat(flat, many.Dim()))
+		_, err = many.Add(ctx, umbra.Flat(flat, many.Dim()))
 		require.NoError(t, err)
 		sameRows := func(what string) {
 			t.Helper()
 			for _, id := range []uint64{0, 1, n / 7, n/2 + 3, n - 1} {
-				a, err := one.Get(id)
+				a, err := one.Vector(id)
 				require.NoError(t, err)
-				b, err := many.Get(id)
+				b, err := many.Vector(id)
 				require.NoError(t, err)
 				for j := range a {
 					require.Equal(t, math.Float32bits(a[j]), math.Float32bits(b[j]), "%s %s: ID %d component %d", m, what, id, j)
@@ -173,8 +174,8 @@ func TestParallelPackingMatchesOnePass(t *testing.T) {
 			bad[at*dim+4] = float32(math.NaN())
 		}
 		fresh := open(t, backends[0], engine.Config{Dim: dim, Metric: m, Workers: 7})
-		_, err = fresh.Add(ctx, engine.Flat(bad, fresh.Dim()))
-		require.ErrorIs(t, err, engine.ErrNonFinite)
+		_, err = fresh.Add(ctx, umbra.Flat(bad, fresh.Dim()))
+		require.ErrorIs(t, err, umbra.ErrNonFinite)
 		require.ErrorContains(t, err, fmt.Sprintf("vector %d, component 4", first))
 		require.Equal(t, 0, fresh.Len())
 
@@ -187,19 +188,19 @@ func TestParallelPackingMatchesOnePass(t *testing.T) {
 			ids[i] = uint64(n - 1 - i) // every row replaced, in reverse
 			again[i] = flat[((i+1)%n)*dim : ((i+1)%n+1)*dim]
 		}
-		require.NoError(t, testkit.ErrOf(one.Upsert(ctx, engine.Vectors(again), engine.WithIDs(ids...))))
-		require.NoError(t, testkit.ErrOf(many.Upsert(ctx, engine.Vectors(again), engine.WithIDs(ids...))))
+		require.NoError(t, testkit.ErrOf(one.Upsert(ctx, umbra.Vectors(again), umbra.WithIDs(ids...))))
+		require.NoError(t, testkit.ErrOf(many.Upsert(ctx, umbra.Vectors(again), umbra.WithIDs(ids...))))
 		sameRows("Upsert")
-		before, err := many.Get(n / 2)
+		before, err := many.Vector(n / 2)
 		require.NoError(t, err)
 		badRows := slices.Clone(again)
 		for _, at := range []int{n - 2, n / 2, first} {
 			badRows[at] = bad[at*dim : (at+1)*dim]
 		}
-		_, err = many.Upsert(ctx, engine.Vectors(badRows), engine.WithIDs(ids...))
-		require.ErrorIs(t, err, engine.ErrNonFinite)
+		_, err = many.Upsert(ctx, umbra.Vectors(badRows), umbra.WithIDs(ids...))
+		require.ErrorIs(t, err, umbra.ErrNonFinite)
 		require.ErrorContains(t, err, fmt.Sprintf("vector %d, component 4", first))
-		after, err := many.Get(n / 2)
+		after, err := many.Vector(n / 2)
 		require.NoError(t, err)
 		require.Equal(t, before, after, "a refused Upsert changed a row")
 	}

@@ -14,9 +14,9 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/gpu"
-	"github.com/umbravec/umbra/internal/hint"
 	"github.com/umbravec/umbra/internal/packed"
 )
 
@@ -99,7 +99,7 @@ func ServeGPUChildIfRequested() {
 // childHello is the parent's first message: what index to make.
 type childHello struct {
 	Dim, Metric   int
-	Precision     Precision // a compressed precision's child holds its codes
+	Precision     umbra.Precision // a compressed precision's child holds its codes
 	Adapter       AdapterSelect
 	AllowSoftware bool
 	MaxChunkRows  int
@@ -233,7 +233,7 @@ func startChild(ctx context.Context, h childHello, greet time.Duration) (*childD
 	}
 	if c.info.Err != "" {
 		c.kill()
-		return nil, &AdapterError{Reason: c.info.Err, Hint: hintFor(hint.ProbeFailed, h.Adapter), kind: ErrNoAdapter}
+		return nil, &AdapterError{Reason: c.info.Err, Hint: hintFor(umbra.HintProbeFailed, h.Adapter), kind: ErrNoAdapter}
 	}
 	return c, nil
 }
@@ -281,7 +281,7 @@ func (c *childDevice) greeting(ctx context.Context, in io.Reader, timeout time.D
 // childStride is the float32 elements (or code words) of one row the child
 // holds.
 func childStride(h childHello) int {
-	if h.Precision != F32 {
+	if h.Precision != umbra.F32 {
 		return codeWords(h.Precision, h.Dim)
 	}
 	return packed.StrideFor(h.Dim)
@@ -321,7 +321,7 @@ func (c *childDevice) call(req childRequest) (childReply, error) {
 	}
 	if rep.Err != "" {
 		if rep.TooLarge {
-			return rep, fmt.Errorf("%w: %s", ErrTooLarge, rep.Err)
+			return rep, fmt.Errorf("%w: %s", umbra.ErrTooLarge, rep.Err)
 		}
 		if rep.Subnormal {
 			return rep, fmt.Errorf("%w: %w", ErrGPU, gpu.ErrSubnormal)
@@ -501,7 +501,7 @@ func serveChild(in io.Reader, out io.Writer) int {
 	if err := dec.Decode(&h); err != nil {
 		return 2
 	}
-	cfg := Config{Dim: h.Dim, Metric: Metric(h.Metric), Device: GPU, Adapters: []AdapterSelect{h.Adapter}, ProbeTimeout: h.ProbeTimeout, Precision: h.Precision}
+	cfg := Config{Dim: h.Dim, Metric: umbra.Metric(h.Metric), Device: GPU, Adapters: []AdapterSelect{h.Adapter}, ProbeTimeout: h.ProbeTimeout, Precision: h.Precision}
 	dev, reason, _, err := openGPU(context.Background(), cfg, h.MaxChunkRows, h.AllowSoftware)
 	if err != nil {
 		if reason == "" {
@@ -517,7 +517,7 @@ func serveChild(in io.Reader, out io.Writer) int {
 	// mirror is the packed rows as the parent last sent them; staged are
 	// uploads waiting for their publish.
 	mirror := packed.NewSlab(h.Dim)
-	if h.Precision != F32 {
+	if h.Precision != umbra.F32 {
 		w := childStride(h)
 		mirror = &packed.Slab{Dim: w, Stride: w}
 	}
@@ -525,7 +525,7 @@ func serveChild(in io.Reader, out io.Writer) int {
 	token := 0
 	ctx := context.Background()
 	fail := func(err error) childReply {
-		return childReply{Err: err.Error(), TooLarge: errors.Is(err, gpu.ErrTooLarge) || errors.Is(err, ErrTooLarge),
+		return childReply{Err: err.Error(), TooLarge: errors.Is(err, gpu.ErrTooLarge) || errors.Is(err, umbra.ErrTooLarge),
 			Subnormal: errors.Is(err, gpu.ErrSubnormal)}
 	}
 	take := func(from, total int, rows []byte) {

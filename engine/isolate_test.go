@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
@@ -41,12 +42,12 @@ func openIsolated(t *testing.T, b backend, cfg engine.Config) *engine.Index {
 // A compressed index's child holds the codes and returns their sums; the
 // answers must be the same.
 func TestIsolatedGPUCrashLeavesTheCallerStanding(t *testing.T) {
-	precs := map[string][]engine.Precision{"vulkan": {engine.F32, engine.Int8}, "gl": {engine.F32, engine.F16}}
+	precs := map[string][]umbra.Precision{"vulkan": {umbra.F32, umbra.Int8}, "gl": {umbra.F32, umbra.F16}}
 	if !fullSweeps() {
 		// The README's test command (and CI's race run) kills one child
 		// per adapter: float32 on Vulkan, a compressed index on GL; CI
 		// (UMBRA_FULL=1, without -race) kills every pairing.
-		precs = map[string][]engine.Precision{"vulkan": {engine.F32}, "gl": {engine.F16}}
+		precs = map[string][]umbra.Precision{"vulkan": {umbra.F32}, "gl": {umbra.F16}}
 	}
 	for _, b := range backends[1:] {
 		for _, prec := range precs[b.name] {
@@ -54,14 +55,14 @@ func TestIsolatedGPUCrashLeavesTheCallerStanding(t *testing.T) {
 				r := testkit.Rand(t)
 				const dim = 14
 				ctx := context.Background()
-				ix := openIsolated(t, b, engine.Config{Dim: dim, Metric: engine.Dot, Precision: prec})
-				ref := open(t, backends[0], engine.Config{Dim: dim, Metric: engine.Dot})
+				ix := openIsolated(t, b, engine.Config{Dim: dim, Metric: umbra.Dot, Precision: prec})
+				ref := open(t, backends[0], engine.Config{Dim: dim, Metric: umbra.Dot})
 				data := testkit.Vectors(r, 600, dim)
 				for _, x := range []*engine.Index{ix, ref} {
-					_, err := x.Add(ctx, engine.Vectors(data))
+					_, err := x.Add(ctx, umbra.Vectors(data))
 					require.NoError(t, err)
-					require.NoError(t, testkit.ErrOf(x.Upsert(ctx, engine.Vectors(data[10:12]), engine.WithIDs([]uint64{3, 5000}...))))
-					require.NoError(t, x.Delete(ctx, engine.WithIDs(7, 8)))
+					require.NoError(t, testkit.ErrOf(x.Upsert(ctx, umbra.Vectors(data[10:12]), umbra.WithIDs([]uint64{3, 5000}...))))
+					require.NoError(t, x.Delete(ctx, umbra.WithIDs(7, 8)))
 				}
 				qs := testkit.Vectors(r, 4, dim)
 				same := func(what string) {
@@ -71,12 +72,12 @@ func TestIsolatedGPUCrashLeavesTheCallerStanding(t *testing.T) {
 						require.NoError(t, err)
 						got, err := ix.Search(ctx, q, 11)
 						require.NoError(t, err, "%s: query %d", what, i)
-						requireSameHits(t, engine.Dot, ref.Get, q, want, got, what)
-						want, err = ref.Search(ctx, q, 5, engine.Allow(1, 2, 3, 4, 5000, 9, 599))
+						requireSameHits(t, umbra.Dot, ref.Vector, q, want, got, what)
+						want, err = ref.Search(ctx, q, 5, umbra.Allow(1, 2, 3, 4, 5000, 9, 599))
 						require.NoError(t, err)
-						got, err = ix.Search(ctx, q, 5, engine.Allow(1, 2, 3, 4, 5000, 9, 599))
+						got, err = ix.Search(ctx, q, 5, umbra.Allow(1, 2, 3, 4, 5000, 9, 599))
 						require.NoError(t, err)
-						requireSameHits(t, engine.Dot, ref.Get, q, want, got, what+", filtered")
+						requireSameHits(t, umbra.Dot, ref.Vector, q, want, got, what+", filtered")
 						// A threshold midway across a clear gap in the ranking.
 						ranked, err := ref.Search(ctx, q, 1000)
 						require.NoError(t, err)
@@ -87,14 +88,14 @@ func TestIsolatedGPUCrashLeavesTheCallerStanding(t *testing.T) {
 						th := (ranked[j].Score + ranked[j+1].Score) / 2
 						gotR, err := ix.SearchRange(ctx, q, th)
 						require.NoError(t, err)
-						requireSameHits(t, engine.Dot, ref.Get, q, ranked[:j+1], gotR, what+", range")
+						requireSameHits(t, umbra.Dot, ref.Vector, q, ranked[:j+1], gotR, what+", range")
 					}
 					all, err := ix.SearchBatch(ctx, qs, 600)
 					require.NoError(t, err)
 					want, err := ref.SearchBatch(ctx, qs, 600)
 					require.NoError(t, err)
 					for i := range all {
-						requireSameHits(t, engine.Dot, ref.Get, qs[i], want[i], all[i], what+", batch k=Len")
+						requireSameHits(t, umbra.Dot, ref.Vector, qs[i], want[i], all[i], what+", batch k=Len")
 					}
 				}
 				var tr diag.Trace
@@ -111,12 +112,12 @@ func TestIsolatedGPUCrashLeavesTheCallerStanding(t *testing.T) {
 				require.NoError(t, err, "the search that meets the dead child is answered on the CPU")
 				want, err := ref.Search(ctx, qs[1], 11)
 				require.NoError(t, err)
-				requireSameHits(t, engine.Dot, ref.Get, qs[1], want, got, "after the kill")
+				requireSameHits(t, umbra.Dot, ref.Vector, qs[1], want, got, "after the kill")
 				require.Contains(t, ix.Info().LastFailure, "child process")
 
 				more := testkit.Vectors(r, 50, dim)
 				for _, x := range []*engine.Index{ix, ref} {
-					_, err := x.Add(ctx, engine.Vectors(more))
+					_, err := x.Add(ctx, umbra.Vectors(more))
 					require.NoError(t, err)
 				}
 				require.Eventually(t, func() bool { return ix.Info().Device == engine.GPU },

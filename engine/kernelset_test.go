@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/kernelset"
 	"github.com/umbravec/umbra/internal/testkit"
@@ -27,8 +28,8 @@ func TestPrecisionEveryKernelSet(t *testing.T) {
 			restore, err := kernelset.Force(kernelset.Compressed, name)
 			require.NoError(t, err)
 			defer restore()
-			for _, prec := range []engine.Precision{engine.F16, engine.Int8} {
-				for _, m := range []engine.Metric{engine.Cosine, engine.Dot, engine.L2} {
+			for _, prec := range []umbra.Precision{umbra.F16, umbra.Int8} {
+				for _, m := range []umbra.Metric{umbra.Cosine, umbra.Dot, umbra.L2} {
 					dim := []int{7, 64, 65, 131, 200}[r.IntN(5)]
 					kind := r.IntN(4)
 					n := 200 + r.IntN(400)
@@ -41,16 +42,16 @@ func TestPrecisionEveryKernelSet(t *testing.T) {
 					require.Equal(t, name, cmp.Info().QuantKernel)
 					vs := precisionVectors(r, kind, n, dim, center)
 					for _, ix := range []*engine.Index{f32, cmp} {
-						_, err := ix.Add(ctx, engine.Vectors(vs))
+						_, err := ix.Add(ctx, umbra.Vectors(vs))
 						require.NoError(t, err)
 					}
 					qs := precisionVectors(r, kind, 2+r.IntN(10), dim, center)
 					qs[0] = vs[r.IntN(n)] // on top of a row: ties and near-ties
 					ids := f32.IDs()
 					for _, k := range []int{1, 10, n, n + 1} {
-						var opts []engine.SearchOption
+						var opts []umbra.SearchOption
 						if k == 10 {
-							opts = append(opts, engine.Allow(ids[:n/2]...))
+							opts = append(opts, umbra.Allow(ids[:n/2]...))
 						}
 						want, err := f32.SearchBatch(ctx, qs, k, opts...)
 						require.NoError(t, err)

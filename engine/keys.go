@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/internal/keyrule"
 )
 
@@ -47,7 +48,7 @@ func (ix *Index) keyed(ctx context.Context, keys []string, vectors [][]float32, 
 		return nil, err
 	}
 	if len(keys) != len(vectors) {
-		return nil, fmt.Errorf("%w: %d keys for %d vectors", ErrIDCount, len(keys), len(vectors))
+		return nil, fmt.Errorf("%w: %d keys for %d vectors", umbra.ErrIDCount, len(keys), len(vectors))
 	}
 	// IDs are decided under the writers' lock, so no other writer can take
 	// one between here and the write itself.
@@ -118,7 +119,7 @@ func (ix *Index) idsOfKeys(keys []string) ([]uint64, error) {
 	for i, key := range keys {
 		id, ok := ix.keys.id[key]
 		if !ok {
-			return nil, &keyError{fmt.Sprintf("key not found: %s (argument %d)", keyrule.Quote(key), i), ErrNotFound}
+			return nil, &keyError{fmt.Sprintf("key not found: %s (argument %d)", keyrule.Quote(key), i), umbra.ErrNotFound}
 		}
 		ids[i] = id
 	}
@@ -151,7 +152,7 @@ func checkKeys(keys []string, unnamed bool) error {
 			continue
 		}
 		if err := keyrule.Check(key); err != nil {
-			return fmt.Errorf("%w: vector %d: %v", ErrInvalidKey, i, err)
+			return fmt.Errorf("%w: vector %d: %v", umbra.ErrInvalidKey, i, err)
 		}
 	}
 	return distinctKeys(keys, "vectors")
@@ -167,7 +168,7 @@ func distinctKeys(keys []string, what string) error {
 			continue
 		}
 		if j, ok := seen[key]; ok {
-			return &keyError{fmt.Sprintf("duplicate key: %s is given for %s %d and %d", keyrule.Quote(key), what, j, i), ErrDuplicateID}
+			return &keyError{fmt.Sprintf("duplicate key: %s is given for %s %d and %d", keyrule.Quote(key), what, j, i), umbra.ErrDuplicateID}
 		}
 		seen[key] = i
 	}
@@ -191,5 +192,5 @@ func (ix *Index) keysNew(keys []string) error {
 
 // keyStored is the error of an Add of a stored key, given for vector i.
 func keyStored(key string, i int) error {
-	return fmt.Errorf("%w: %s (vector %d); use Upsert to replace its vector", ErrKeyExists, keyrule.Quote(key), i)
+	return fmt.Errorf("%w: %s (vector %d); use Upsert to replace its vector", umbra.ErrKeyExists, keyrule.Quote(key), i)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/storefile"
 	"github.com/umbravec/umbra/internal/testkit"
@@ -36,10 +37,10 @@ func TestKeyRule(t *testing.T) {
 	for name, src := range sources(rows, dim) {
 		ix := open(t, backends[0], engine.Config{Dim: dim})
 		writes := map[string]func(keys []string) error{
-			"add":    func(keys []string) error { _, err := ix.Add(ctx, src(), engine.WithKeys(keys...)); return err },
-			"upsert": func(keys []string) error { _, err := ix.Upsert(ctx, src(), engine.WithKeys(keys...)); return err },
+			"add":    func(keys []string) error { _, err := ix.Add(ctx, src(), umbra.WithKeys(keys...)); return err },
+			"upsert": func(keys []string) error { _, err := ix.Upsert(ctx, src(), umbra.WithKeys(keys...)); return err },
 			"add with ids": func(keys []string) error {
-				_, err := ix.Add(ctx, src(), engine.WithIDs(7, 8, 9), engine.WithKeys(keys...))
+				_, err := ix.Add(ctx, src(), umbra.WithIDs(7, 8, 9), umbra.WithKeys(keys...))
 				return err
 			},
 		}
@@ -50,7 +51,7 @@ func TestKeyRule(t *testing.T) {
 				}
 				what := fmt.Sprintf("%s, %s of %q", name, verb, b.key[:min(len(b.key), 8)])
 				err := write([]string{"ok", "fine", b.key})
-				require.ErrorIs(t, err, engine.ErrInvalidKey, what)
+				require.ErrorIs(t, err, umbra.ErrInvalidKey, what)
 				assert.Contains(t, err.Error(), "vector 2", what)
 				assert.Contains(t, err.Error(), b.says, what)
 				assert.Less(t, len(err.Error()), 400, "%s: a long key is cut in the message", what)
@@ -60,7 +61,7 @@ func TestKeyRule(t *testing.T) {
 			}
 		}
 		atLimit := strings.Repeat("é", 2048) // 4096 bytes
-		ids, err := ix.Add(ctx, src(), engine.WithKeys("ok", atLimit, "ключ 🔑, with spaces"))
+		ids, err := ix.Add(ctx, src(), umbra.WithKeys("ok", atLimit, "ключ 🔑, with spaces"))
 		require.NoError(t, err, name)
 		id, found := ix.Lookup(atLimit)
 		require.True(t, found, name)
@@ -74,20 +75,20 @@ func TestKeyErrorsNameKeys(t *testing.T) {
 	r := testkit.Rand(t)
 	ctx := context.Background()
 	ix := open(t, backends[0], engine.Config{Dim: 3})
-	_, err := ix.Add(ctx, engine.Vectors(testkit.Vectors(r, 2, 3)), engine.WithKeys("alice/m1", "alice/m2"))
+	_, err := ix.Add(ctx, umbra.Vectors(testkit.Vectors(r, 2, 3)), umbra.WithKeys("alice/m1", "alice/m2"))
 	require.NoError(t, err)
-	_, err = ix.Add(ctx, engine.Vectors(testkit.Vectors(r, 2, 3)), engine.WithKeys("bob/m1", "alice/m2"))
-	require.ErrorIs(t, err, engine.ErrKeyExists)
-	assert.False(t, errors.Is(err, engine.ErrIDExists), "a stored key is not a stored ID")
+	_, err = ix.Add(ctx, umbra.Vectors(testkit.Vectors(r, 2, 3)), umbra.WithKeys("bob/m1", "alice/m2"))
+	require.ErrorIs(t, err, umbra.ErrKeyExists)
+	assert.False(t, errors.Is(err, umbra.ErrIDExists), "a stored key is not a stored ID")
 	assert.Equal(t, `key already stored: "alice/m2" (vector 1); use Upsert to replace its vector`, err.Error())
-	_, err = ix.Upsert(ctx, engine.Vectors(testkit.Vectors(r, 2, 3)), engine.WithKeys("x", "x"))
-	require.ErrorIs(t, err, engine.ErrDuplicateID)
+	_, err = ix.Upsert(ctx, umbra.Vectors(testkit.Vectors(r, 2, 3)), umbra.WithKeys("x", "x"))
+	require.ErrorIs(t, err, umbra.ErrDuplicateID)
 	assert.Equal(t, `duplicate key: "x" is given for vectors 0 and 1`, err.Error())
-	err = ix.Delete(ctx, engine.WithKeys("alice/m1", "carol/m9"))
-	require.ErrorIs(t, err, engine.ErrNotFound)
+	err = ix.Delete(ctx, umbra.WithKeys("alice/m1", "carol/m9"))
+	require.ErrorIs(t, err, umbra.ErrNotFound)
 	assert.Equal(t, `key not found: "carol/m9" (argument 1)`, err.Error())
-	err = ix.Delete(ctx, engine.WithKeys("alice/m1", "alice/m1"))
-	require.ErrorIs(t, err, engine.ErrDuplicateID)
+	err = ix.Delete(ctx, umbra.WithKeys("alice/m1", "alice/m1"))
+	require.ErrorIs(t, err, umbra.ErrDuplicateID)
 	assert.Contains(t, err.Error(), `duplicate key: "alice/m1"`)
 	require.Equal(t, 2, ix.Len(), "the refused calls changed nothing")
 }
@@ -121,14 +122,14 @@ func TestAddUnderIDsAndKeys(t *testing.T) {
 		for i, id := range ids {
 			hits, err := ix.Search(ctx, vs[i], 1)
 			require.NoError(t, err)
-			require.Equal(t, engine.Hit{ID: id, Score: hits[0].Score, Key: keys[i]}, hits[0], "%s: row %d", what, i)
+			require.Equal(t, umbra.Hit{ID: id, Score: hits[0].Score, Key: keys[i]}, hits[0], "%s: row %d", what, i)
 		}
 	}
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			for name, src := range sources(vs, dim) {
-				ix := open(t, b, engine.Config{Dim: dim, Metric: engine.L2})
-				got, err := ix.Add(ctx, src(), engine.WithIDs(ids...), engine.WithKeys(keys...))
+				ix := open(t, b, engine.Config{Dim: dim, Metric: umbra.L2})
+				got, err := ix.Add(ctx, src(), umbra.WithIDs(ids...), umbra.WithKeys(keys...))
 				require.NoError(t, err, name)
 				require.Equal(t, ids, got, name)
 				check(t, ix, name)
@@ -139,19 +140,19 @@ func TestAddUnderIDsAndKeys(t *testing.T) {
 					keys []string
 					want error
 				}{
-					{[]uint64{1, 3}, []string{"new", ""}, engine.ErrIDExists},
-					{[]uint64{1, 2}, []string{"", "bob/m1"}, engine.ErrKeyExists},
-					{[]uint64{1, 2}, []string{"x", "x"}, engine.ErrDuplicateID},
-					{[]uint64{1, 1}, []string{"", ""}, engine.ErrDuplicateID},
-					{[]uint64{1, 2}, []string{"x\ny", ""}, engine.ErrInvalidKey},
-					{[]uint64{1, 2}, []string{"x"}, engine.ErrIDCount},
+					{[]uint64{1, 3}, []string{"new", ""}, umbra.ErrIDExists},
+					{[]uint64{1, 2}, []string{"", "bob/m1"}, umbra.ErrKeyExists},
+					{[]uint64{1, 2}, []string{"x", "x"}, umbra.ErrDuplicateID},
+					{[]uint64{1, 1}, []string{"", ""}, umbra.ErrDuplicateID},
+					{[]uint64{1, 2}, []string{"x\ny", ""}, umbra.ErrInvalidKey},
+					{[]uint64{1, 2}, []string{"x"}, umbra.ErrIDCount},
 				} {
-					_, err := ix.Add(ctx, engine.Vectors(more), engine.WithIDs(c.ids...), engine.WithKeys(c.keys...))
+					_, err := ix.Add(ctx, umbra.Vectors(more), umbra.WithIDs(c.ids...), umbra.WithKeys(c.keys...))
 					require.ErrorIs(t, err, c.want, "%s: %v %q", name, c.ids, c.keys)
 				}
 				check(t, ix, name+", after refused adds")
 				// Two rows without a key are fine.
-				_, err = ix.Add(ctx, engine.Vectors(more), engine.WithIDs(1, 2), engine.WithKeys("", ""))
+				_, err = ix.Add(ctx, umbra.Vectors(more), umbra.WithIDs(1, 2), umbra.WithKeys("", ""))
 				require.NoError(t, err, name)
 				_, found := ix.KeyOf(1)
 				require.False(t, found)
@@ -161,9 +162,9 @@ func TestAddUnderIDsAndKeys(t *testing.T) {
 
 	t.Run("store", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "s.umbra")
-		st, err := engine.Open(ctx, path, engine.Config{Dim: dim, Metric: engine.L2, Device: engine.CPU})
+		st, err := engine.Open(ctx, path, engine.Config{Dim: dim, Metric: umbra.L2, Device: engine.CPU})
 		require.NoError(t, err)
-		_, err = st.Add(ctx, engine.Vectors(vs), engine.WithIDs(ids...), engine.WithKeys(keys...))
+		_, err = st.Add(ctx, umbra.Vectors(vs), umbra.WithIDs(ids...), umbra.WithKeys(keys...))
 		require.NoError(t, err)
 		require.NoError(t, st.Close())
 		for _, step := range []string{"log", "checkpoint"} {
@@ -186,7 +187,7 @@ func TestKeysBeforeTheRule(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "old.umbra")
 	_, err := storefile.WriteBase(storefile.OS, path, &storefile.Snapshot{
-		Dim: 2, Stride: 4, Metric: uint8(engine.L2), Precision: storefile.PrecisionFloat32, NextID: 3,
+		Dim: 2, Stride: 4, Metric: uint8(umbra.L2), Precision: storefile.PrecisionFloat32, NextID: 3,
 		IDs:  []uint64{0, 1, 2},
 		Rows: []float32{1, 0, 0, 0, 0, 1, 0, 0, 1, 1, 0, 0},
 		Keys: map[uint64]string{0: "", 1: "a\nb", 2: "fine"},
@@ -203,9 +204,9 @@ func TestKeysBeforeTheRule(t *testing.T) {
 	hits, err := st.Search(ctx, []float32{0, 1}, 1)
 	require.NoError(t, err)
 	require.Equal(t, "a\nb", hits[0].Key)
-	_, err = st.Upsert(ctx, engine.Vectors([][]float32{{2, 2}}), engine.WithKeys("a\nb"))
-	require.ErrorIs(t, err, engine.ErrInvalidKey, "a breaking key is not written again")
-	require.NoError(t, st.Delete(ctx, engine.WithKeys("a\nb", "")))
+	_, err = st.Upsert(ctx, umbra.Vectors([][]float32{{2, 2}}), umbra.WithKeys("a\nb"))
+	require.ErrorIs(t, err, umbra.ErrInvalidKey, "a breaking key is not written again")
+	require.NoError(t, st.Delete(ctx, umbra.WithKeys("a\nb", "")))
 	require.Equal(t, 1, st.Len())
 	_, ok := st.Lookup("a\nb")
 	require.False(t, ok)

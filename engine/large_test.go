@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
 )
@@ -43,7 +44,7 @@ func TestSeedWorkload(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			ix := open(t, b, engine.Config{Dim: dim})
-			ids, err := ix.Add(context.Background(), engine.Flat(flat, ix.Dim()))
+			ids, err := ix.Add(context.Background(), umbra.Flat(flat, ix.Dim()))
 			require.NoError(t, err)
 			require.Len(t, ids, n)
 			if b.device == engine.GPU {
@@ -56,7 +57,7 @@ func TestSeedWorkload(t *testing.T) {
 			for _, q := range queries {
 				hits, err := ix.Search(context.Background(), q, 10)
 				require.NoError(t, err)
-				checkHits(t, engine.Cosine, rows, q, 10, hits)
+				checkHits(t, umbra.Cosine, rows, q, 10, hits)
 			}
 		})
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
 )
@@ -32,16 +33,16 @@ func copyStore(t *testing.T, from string) string {
 // the log, written by the version-1 log writer, the rest).
 func v1StoreWant(t *testing.T) *engine.Index {
 	ctx := context.Background()
-	ix, err := engine.New(ctx, engine.Config{Dim: 3, Metric: engine.Cosine, Device: engine.CPU})
+	ix, err := engine.New(ctx, engine.Config{Dim: 3, Metric: umbra.Cosine, Device: engine.CPU})
 	require.NoError(t, err)
 	t.Cleanup(func() { ix.Close() })
-	_, err = ix.Add(ctx, engine.Vectors([][]float32{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}}))
+	_, err = ix.Add(ctx, umbra.Vectors([][]float32{{1, 0, 0}, {0, 1, 0}, {0, 0, 1}}))
 	require.NoError(t, err)
-	require.NoError(t, testkit.ErrOf(ix.Upsert(ctx, engine.Vectors([][]float32{{1, 1, 0}}), engine.WithIDs([]uint64{1}...))))
-	require.NoError(t, testkit.ErrOf(ix.Upsert(ctx, engine.Vectors([][]float32{{1, 2, 0}}), engine.WithIDs([]uint64{1}...))))
-	_, err = ix.Add(ctx, engine.Vectors([][]float32{{3, 2, 1}}), engine.WithKeys([]string{"k"}...))
+	require.NoError(t, testkit.ErrOf(ix.Upsert(ctx, umbra.Vectors([][]float32{{1, 1, 0}}), umbra.WithIDs([]uint64{1}...))))
+	require.NoError(t, testkit.ErrOf(ix.Upsert(ctx, umbra.Vectors([][]float32{{1, 2, 0}}), umbra.WithIDs([]uint64{1}...))))
+	_, err = ix.Add(ctx, umbra.Vectors([][]float32{{3, 2, 1}}), umbra.WithKeys([]string{"k"}...))
 	require.NoError(t, err)
-	require.NoError(t, ix.Delete(ctx, engine.WithIDs(2)))
+	require.NoError(t, ix.Delete(ctx, umbra.WithIDs(2)))
 	return ix
 }
 
@@ -53,7 +54,7 @@ func TestOpensAVersion1Store(t *testing.T) {
 	want := v1StoreWant(t)
 	path := copyStore(t, "testdata/v1/store.umbra")
 
-	ro, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU}, engine.ReadOnly())
+	ro, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU, ReadOnly: true})
 	require.NoError(t, err)
 	sameContents(t, want, ro, "read-only")
 	require.NoError(t, ro.Close())
@@ -61,16 +62,16 @@ func TestOpensAVersion1Store(t *testing.T) {
 	ix, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU})
 	require.NoError(t, err)
 	sameContents(t, want, ix, "writer")
-	require.NoError(t, testkit.ErrOf(ix.Upsert(ctx, engine.Vectors([][]float32{{0, 3, 4}}), engine.WithIDs([]uint64{0}...))))
-	require.NoError(t, testkit.ErrOf(want.Upsert(ctx, engine.Vectors([][]float32{{0, 3, 4}}), engine.WithIDs([]uint64{0}...))))
+	require.NoError(t, testkit.ErrOf(ix.Upsert(ctx, umbra.Vectors([][]float32{{0, 3, 4}}), umbra.WithIDs([]uint64{0}...))))
+	require.NoError(t, testkit.ErrOf(want.Upsert(ctx, umbra.Vectors([][]float32{{0, 3, 4}}), umbra.WithIDs([]uint64{0}...))))
 	require.NoError(t, ix.Close())
 
 	again, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU})
 	require.NoError(t, err)
 	sameContents(t, want, again, "reopened after a write")
 	require.NoError(t, again.Checkpoint(ctx))
-	require.NoError(t, testkit.ErrOf(again.Upsert(ctx, engine.Vectors([][]float32{{1, 1, 1}}), engine.WithIDs([]uint64{3}...))))
-	require.NoError(t, testkit.ErrOf(want.Upsert(ctx, engine.Vectors([][]float32{{1, 1, 1}}), engine.WithIDs([]uint64{3}...))))
+	require.NoError(t, testkit.ErrOf(again.Upsert(ctx, umbra.Vectors([][]float32{{1, 1, 1}}), umbra.WithIDs([]uint64{3}...))))
+	require.NoError(t, testkit.ErrOf(want.Upsert(ctx, umbra.Vectors([][]float32{{1, 1, 1}}), umbra.WithIDs([]uint64{3}...))))
 	require.NoError(t, again.Close())
 
 	last, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU})
@@ -89,17 +90,17 @@ func TestMovedLogRecordsAreBadStore(t *testing.T) {
 	r := testkit.Rand(t)
 	ctx := context.Background()
 	const dim, n = 4, 5
-	cfg := engine.Config{Dim: dim, Metric: engine.L2, Device: engine.CPU}
+	cfg := engine.Config{Dim: dim, Metric: umbra.L2, Device: engine.CPU}
 	path := filepath.Join(t.TempDir(), "s.umbra")
 	ix, err := engine.Open(ctx, path, cfg)
 	require.NoError(t, err)
-	_, err = ix.Add(ctx, engine.Vectors(testkit.Vectors(r, 3, dim)))
+	_, err = ix.Add(ctx, umbra.Vectors(testkit.Vectors(r, 3, dim)))
 	require.NoError(t, err)
 	// Upserts of one ID: log records of one length.
 	upserts := func() [][]float32 {
 		vs := testkit.Vectors(r, n, dim)
 		for _, v := range vs {
-			require.NoError(t, testkit.ErrOf(ix.Upsert(ctx, engine.Vectors([][]float32{v}), engine.WithIDs([]uint64{1}...))))
+			require.NoError(t, testkit.ErrOf(ix.Upsert(ctx, umbra.Vectors([][]float32{v}), umbra.WithIDs([]uint64{1}...))))
 		}
 		return vs
 	}
@@ -120,9 +121,9 @@ func TestMovedLogRecordsAreBadStore(t *testing.T) {
 	at := func(i int) int { return header + i*flen }
 
 	// Undamaged, the store holds the last upsert.
-	ro, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU}, engine.ReadOnly())
+	ro, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU, ReadOnly: true})
 	require.NoError(t, err)
-	got, err := ro.Get(1)
+	got, err := ro.Vector(1)
 	require.NoError(t, err)
 	require.Equal(t, vs[n-1], got)
 	require.NoError(t, ro.Close())
@@ -136,12 +137,12 @@ func TestMovedLogRecordsAreBadStore(t *testing.T) {
 			var ix *engine.Index
 			var err error
 			if readOnly {
-				ix, err = engine.Open(ctx, damaged, engine.Config{Device: engine.CPU}, engine.ReadOnly())
+				ix, err = engine.Open(ctx, damaged, engine.Config{Device: engine.CPU, ReadOnly: true})
 			} else {
 				ix, err = engine.Open(ctx, damaged, engine.Config{Device: engine.CPU})
 			}
 			if err == nil {
-				v, _ := ix.Get(1)
+				v, _ := ix.Vector(1)
 				ix.Close()
 				t.Fatalf("%s: opened (read-only %v) with ID 1 = %v; the last upsert was %v", what, readOnly, v, vs[n-1])
 			}

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/internal/packed"
 	"github.com/umbravec/umbra/internal/storefile"
 )
@@ -148,7 +149,7 @@ func (ix *Index) watchFaults() faultWatch {
 
 // mappedAnswer returns a search's answer, or nothing and ErrStoreChanged
 // when the mapped file changed while it was being read.
-func (ix *Index) mappedAnswer(all [][]Hit, err error) ([][]Hit, error) {
+func (ix *Index) mappedAnswer(all [][]umbra.Hit, err error) ([][]umbra.Hit, error) {
 	if err == nil {
 		if err = ix.mapped.check(); err != nil {
 			return nil, err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
 )
@@ -20,7 +21,7 @@ import (
 // mappedStore writes a store of n random rows (dimension 37, so rows are
 // padded) at a new path, checkpointed so Open maps it, and returns the
 // path and an in-memory index holding the same rows.
-func mappedStore(t *testing.T, n int, m engine.Metric, p engine.Precision) (string, *engine.Index) {
+func mappedStore(t *testing.T, n int, m umbra.Metric, p umbra.Precision) (string, *engine.Index) {
 	t.Helper()
 	r := testkit.Rand(t)
 	ctx := context.Background()
@@ -37,8 +38,8 @@ func mappedStore(t *testing.T, n int, m engine.Metric, p engine.Precision) (stri
 	for i := range ids {
 		ids[i] = uint64(3*i + 1)
 	}
-	require.NoError(t, testkit.ErrOf(w.Add(ctx, engine.Vectors(vs), engine.WithIDs(ids...))))
-	require.NoError(t, testkit.ErrOf(mem.Add(ctx, engine.Vectors(vs), engine.WithIDs(ids...))))
+	require.NoError(t, testkit.ErrOf(w.Add(ctx, umbra.Vectors(vs), umbra.WithIDs(ids...))))
+	require.NoError(t, testkit.ErrOf(mem.Add(ctx, umbra.Vectors(vs), umbra.WithIDs(ids...))))
 	require.NoError(t, w.Close()) // Close checkpoints nothing: the log holds the add
 	w, err = engine.Open(ctx, path, engine.Config{Device: engine.CPU})
 	require.NoError(t, err)
@@ -78,14 +79,14 @@ func sameSearches(t *testing.T, want, got *engine.Index, dim int, what string) {
 func TestOpenMapsOnCPU(t *testing.T) {
 	ctx := context.Background()
 	r := testkit.Rand(t)
-	for _, p := range []engine.Precision{engine.F32, engine.F16} {
+	for _, p := range []umbra.Precision{umbra.F32, umbra.F16} {
 		for _, m := range metrics {
 			t.Run(fmt.Sprintf("%s/%s", p, m), func(t *testing.T) {
 				path, mem := mappedStore(t, 3000, m, p)
 				before, err := os.ReadFile(path)
 				require.NoError(t, err)
 
-				ro, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU}, engine.ReadOnly())
+				ro, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU, ReadOnly: true})
 				require.NoError(t, err)
 				defer ro.Close()
 				require.True(t, engine.Mapped(ro), "OpenReadOnly maps on the CPU path")
@@ -102,10 +103,10 @@ func TestOpenMapsOnCPU(t *testing.T) {
 				// the file does not change.
 				ids := []uint64{1, 4, 3*1500 + 1, 3*2999 + 1}
 				vs := testkit.Vectors(r, len(ids), 37)
-				require.NoError(t, testkit.ErrOf(ix.Upsert(ctx, engine.Vectors(vs), engine.WithIDs(ids...))))
-				require.NoError(t, testkit.ErrOf(mem.Upsert(ctx, engine.Vectors(vs), engine.WithIDs(ids...))))
-				require.NoError(t, ix.Delete(ctx, engine.WithIDs(7, 10)))
-				require.NoError(t, mem.Delete(ctx, engine.WithIDs(7, 10)))
+				require.NoError(t, testkit.ErrOf(ix.Upsert(ctx, umbra.Vectors(vs), umbra.WithIDs(ids...))))
+				require.NoError(t, testkit.ErrOf(mem.Upsert(ctx, umbra.Vectors(vs), umbra.WithIDs(ids...))))
+				require.NoError(t, ix.Delete(ctx, umbra.WithIDs(7, 10)))
+				require.NoError(t, mem.Delete(ctx, umbra.WithIDs(7, 10)))
 				require.True(t, engine.Mapped(ix), "an upsert keeps the mapping")
 				sameContents(t, mem, ix, "after upsert")
 				sameSearches(t, mem, ix, 37, "after upsert")
@@ -130,9 +131,9 @@ func TestOpenMapsOnCPU(t *testing.T) {
 
 				// An Add grows the rows into the heap: the mapping goes.
 				add := testkit.Vectors(r, 3, 37)
-				_, err = ix.Add(ctx, engine.Vectors(add))
+				_, err = ix.Add(ctx, umbra.Vectors(add))
 				require.NoError(t, err)
-				_, err = mem.Add(ctx, engine.Vectors(add))
+				_, err = mem.Add(ctx, umbra.Vectors(add))
 				require.NoError(t, err)
 				require.False(t, engine.Mapped(ix), "an add moves the rows to the heap")
 				sameSearches(t, mem, ix, 37, "after add")
@@ -144,7 +145,7 @@ func TestOpenMapsOnCPU(t *testing.T) {
 
 // mustOpenMem opens a copy of a base file's bytes as a new store and
 // returns its index: what a reader that mapped those bytes must answer.
-func mustOpenMem(t *testing.T, base []byte, p engine.Precision) *engine.Index {
+func mustOpenMem(t *testing.T, base []byte, p umbra.Precision) *engine.Index {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "copy.umbra")
 	require.NoError(t, os.WriteFile(path, base, 0o644))
@@ -188,25 +189,25 @@ func TestMappedStoreChangedUnderneath(t *testing.T) {
 		"Search":      func(ix *engine.Index) error { _, err := ix.Search(ctx, q, 5); return err },
 		"SearchBatch": func(ix *engine.Index) error { _, err := ix.SearchBatch(ctx, [][]float32{q, q}, 5); return err },
 		"SearchRange": func(ix *engine.Index) error { _, err := ix.SearchRange(ctx, q, -1e9); return err },
-		"Get":         func(ix *engine.Index) error { _, err := ix.Get(3*2000 + 1); return err },
+		"Get":         func(ix *engine.Index) error { _, err := ix.Vector(3*2000 + 1); return err },
 		"Upsert": func(ix *engine.Index) error {
-			return testkit.ErrOf(ix.Upsert(ctx, engine.Vectors([][]float32{q}), engine.WithIDs([]uint64{3*2000 + 1}...)))
+			return testkit.ErrOf(ix.Upsert(ctx, umbra.Vectors([][]float32{q}), umbra.WithIDs([]uint64{3*2000 + 1}...)))
 		},
-		"Add":        func(ix *engine.Index) error { _, err := ix.Add(ctx, engine.Vectors([][]float32{q})); return err },
+		"Add":        func(ix *engine.Index) error { _, err := ix.Add(ctx, umbra.Vectors([][]float32{q})); return err },
 		"Checkpoint": func(ix *engine.Index) error { return ix.Checkpoint(ctx) },
 		"Compact":    func(ix *engine.Index) error { return ix.Compact(ctx) },
 	}
-	for _, p := range []engine.Precision{engine.F32, engine.F16} {
+	for _, p := range []umbra.Precision{umbra.F32, umbra.F16} {
 		for _, c := range changes {
 			for first, call := range calls {
 				for _, workers := range []int{1, 4} {
 					t.Run(fmt.Sprintf("%s/%s/%s/workers=%d", p, c.name, first, workers), func(t *testing.T) {
-						path, _ := mappedStore(t, 3000, engine.Dot, p)
+						path, _ := mappedStore(t, 3000, umbra.Dot, p)
 						var opts []engine.OpenOption
 						if c.noStat {
 							opts = append(opts, engine.SkipMappedStat())
 						}
-						ix, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU, Workers: workers}, opts...)
+						ix, err := engine.OpenWith(ctx, path, engine.Config{Device: engine.CPU, Workers: workers}, opts...)
 						require.NoError(t, err)
 						defer ix.Close()
 						require.True(t, engine.Mapped(ix))
@@ -214,7 +215,7 @@ func TestMappedStoreChangedUnderneath(t *testing.T) {
 						// a row deleted so Compact has work to do.
 						_, err = ix.Search(ctx, q, 5)
 						require.NoError(t, err, "before the change")
-						require.NoError(t, ix.Delete(ctx, engine.WithIDs(1)))
+						require.NoError(t, ix.Delete(ctx, umbra.WithIDs(1)))
 						require.NoError(t, c.do(path))
 						// The first call after it notices, by the file's
 						// size and time or by the fault.
@@ -243,7 +244,7 @@ func TestMappedStoreChangedUnderneath(t *testing.T) {
 // fault into ErrStoreChanged, which it prints; a crash exits otherwise.
 func sigbusChild(path string) error {
 	ctx := context.Background()
-	ix, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU, Workers: 2}, engine.ReadOnly(), engine.SkipMappedStat())
+	ix, err := engine.OpenWith(ctx, path, engine.Config{Device: engine.CPU, Workers: 2, ReadOnly: true}, engine.SkipMappedStat())
 	if err != nil {
 		return err
 	}
@@ -272,7 +273,7 @@ func sigbusChild(path string) error {
 // in a child, so that were the fault ever fatal again it would fail this
 // test, not end the test binary.
 func TestMappedFaultInAChildProcess(t *testing.T) {
-	path, _ := mappedStore(t, 3000, engine.Dot, engine.F32)
+	path, _ := mappedStore(t, 3000, umbra.Dot, umbra.F32)
 	out := testkit.Run(t, testkit.Child("sigbus", "UMBRA_SIGBUS_CHILD="+path))
 	require.Zero(t, out.Code, "the child: %+v", out)
 	require.Contains(t, out.Stdout, "refused:")

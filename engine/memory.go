@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/umbravec/umbra"
+	"github.com/umbravec/umbra/internal/metaindex"
 	"github.com/umbravec/umbra/internal/storefile"
 	"github.com/umbravec/umbra/meta"
 )
@@ -17,55 +19,6 @@ import (
 // JSON document the vector embeds) that a search returns on request
 // (WithPayload). Both are written with the row, in the same log record, and
 // kept in the store's base file beside it.
-
-// DefaultMaxPayloadBytes is the largest payload a row takes when
-// Limits.MaxPayloadBytes is 0.
-const DefaultMaxPayloadBytes = 1 << 20
-
-// WithMeta gives each row of an Add or Upsert its metadata, one Fields per
-// row in order (nil: a row without metadata). A field's kind is fixed by
-// the first value the index stores for it (or by Config.Fields); a value of
-// another kind, a field name or value over Limits.Meta, or a count other
-// than the rows' is refused with nothing stored. An Upsert that gives
-// WithMeta replaces the metadata of the rows it replaces; one that does not
-// leaves it as it was.
-func WithMeta(rows ...meta.Fields) WriteOption {
-	return func(o *writeOptions) {
-		o.conflict = o.conflict || o.attrs.metaSet
-		o.attrs.meta, o.attrs.metaSet = rows, true
-	}
-}
-
-// WithPayloads gives each row of an Add or Upsert an opaque payload, one
-// per row in order (nil or empty: none), stored verbatim and returned by
-// Payload and by searches given WithPayload. A payload over
-// Limits.MaxPayloadBytes is refused (ErrTooLarge) with nothing stored. An
-// Upsert that gives WithPayloads replaces the payloads of the rows it
-// replaces; one that does not leaves them as they were.
-func WithPayloads(payloads ...[]byte) WriteOption {
-	return func(o *writeOptions) {
-		o.conflict = o.conflict || o.attrs.paySet
-		o.attrs.payloads, o.attrs.paySet = payloads, true
-	}
-}
-
-// Where restricts a search to the rows whose metadata matches f (see
-// package meta for the filter language): the answer is the true top k of
-// that subset, and k is not capped by it. The filter is evaluated once per
-// call from the index's per-field indexes into the row bitmap the scan
-// takes, on the CPU and on a GPU alike; it combines with Allow or
-// AllowFunc (a row must pass both). A field the index does not know, or a
-// value of another kind than the field's, is an error naming it.
-func Where(f meta.Filter) SearchOption {
-	return func(o *searchOptions) { o.where, o.whereSet = f, true }
-}
-
-// WithPayload makes a search return each hit's payload (Hit.Payload). A search that asks for payloads is not coalesced with others
-// (Config.Coalesce), so that every payload is the one stored with the
-// scored row.
-func WithPayload() SearchOption {
-	return func(o *searchOptions) { o.payload = true }
-}
 
 // callAttrs are the metadata and payloads one write gives its rows, in the
 // call's row order.
@@ -124,9 +77,9 @@ func (a *callAttrs) fits(n int) error {
 	switch {
 	case n < 0:
 	case a.metaSet && len(a.meta) != n:
-		return fmt.Errorf("%w: %d metadata rows for %d vectors", ErrIDCount, len(a.meta), n)
+		return fmt.Errorf("%w: %d metadata rows for %d vectors", umbra.ErrIDCount, len(a.meta), n)
 	case a.paySet && len(a.payloads) != n:
-		return fmt.Errorf("%w: %d payloads for %d vectors", ErrIDCount, len(a.payloads), n)
+		return fmt.Errorf("%w: %d payloads for %d vectors", umbra.ErrIDCount, len(a.payloads), n)
 	}
 	return nil
 }
@@ -136,7 +89,7 @@ func (a *callAttrs) fits(n int) error {
 // that has one is stored, so an index that uses neither pays nothing. The
 // writers change it under wmu and ix.mu; searches read it under ix.mu.
 type rowAttrs struct {
-	meta     *meta.Index
+	meta     *metaindex.Index
 	payloads [][]byte // nil, or one entry per row (nil: none)
 	payBytes int64
 }
@@ -147,7 +100,7 @@ func (ix *Index) maxPayload() int {
 	if n := ix.cfg.Limits.MaxPayloadBytes; n > 0 {
 		return n
 	}
-	return DefaultMaxPayloadBytes
+	return umbra.DefaultMaxPayloadBytes
 }
 
 // bytes is the host memory the attributes take.
@@ -169,7 +122,7 @@ func (ix *Index) checkAttrs(a *callAttrs) error {
 		limit := ix.maxPayload()
 		for i, p := range a.payloads {
 			if len(p) > limit {
-				return fmt.Errorf("%w: the payload of vector %d is %d bytes, over the limit of %d (Limits.MaxPayloadBytes)", ErrTooLarge, i, len(p), limit)
+				return fmt.Errorf("%w: the payload of vector %d is %d bytes, over the limit of %d (Limits.MaxPayloadBytes)", umbra.ErrTooLarge, i, len(p), limit)
 			}
 			incoming += int64(len(p)) + 24
 		}
@@ -180,7 +133,7 @@ func (ix *Index) checkAttrs(a *callAttrs) error {
 			mi = ix.newMetaIndex()
 		}
 		if err := mi.Check(a.meta, nil); err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalidMeta, err)
+			return fmt.Errorf("%w: %w", umbra.ErrInvalidMeta, err)
 		}
 		a.encoded = encodeMeta(a.meta)
 		for _, b := range a.encoded {
@@ -191,7 +144,7 @@ func (ix *Index) checkAttrs(a *callAttrs) error {
 		held := ix.hostBytes(ix.slab.Rows)
 		if held+incoming > limit {
 			return fmt.Errorf("%w: the metadata and payloads of this write (%d bytes) would take host memory to %d bytes, over MaxHostBytes %d",
-				ErrTooLarge, incoming, held+incoming, limit)
+				umbra.ErrTooLarge, incoming, held+incoming, limit)
 		}
 	}
 	return nil
@@ -199,8 +152,8 @@ func (ix *Index) checkAttrs(a *callAttrs) error {
 
 // newMetaIndex is an empty metadata index under the configured limits and
 // declared fields.
-func (ix *Index) newMetaIndex() *meta.Index {
-	mi := meta.NewIndex(ix.metaLimits())
+func (ix *Index) newMetaIndex() *metaindex.Index {
+	mi := metaindex.NewIndex(ix.metaLimits())
 	for _, name := range slices.Sorted(maps.Keys(ix.cfg.Fields)) {
 		_ = mi.Declare(name, ix.cfg.Fields[name]) // validated by Config.validate
 	}
@@ -228,7 +181,7 @@ func (ix *Index) appendAttrs(old, n int, a *callAttrs) (undo func(), err error) 
 		}
 		if err := r.meta.Append(rows); err != nil {
 			_ = r.meta.Truncate(old)
-			return nil, fmt.Errorf("%w: %w", ErrInvalidMeta, err)
+			return nil, fmt.Errorf("%w: %w", umbra.ErrInvalidMeta, err)
 		}
 	}
 	if a.paySet || r.payloads != nil {
@@ -297,7 +250,7 @@ func (ix *Index) setAttrs(rows []int, a *callAttrs) (undo func(), err error) {
 					_ = r.meta.Set(rows[i], oldMeta[i])
 				}
 				_ = r.meta.LoadSchema(schema)
-				return nil, fmt.Errorf("%w: %w", ErrInvalidMeta, err)
+				return nil, fmt.Errorf("%w: %w", umbra.ErrInvalidMeta, err)
 			}
 		}
 	}
@@ -357,7 +310,7 @@ func encodeMeta(rows []meta.Fields) [][]byte {
 	out := make([][]byte, len(rows))
 	for i, f := range rows {
 		if len(f) > 0 {
-			out[i] = meta.AppendBinary(nil, f)
+			out[i] = metaindex.AppendBinary(nil, f)
 		}
 	}
 	return out
@@ -369,7 +322,7 @@ func (ix *Index) loadAttrs(schema []byte, metaRows, payloads [][]byte) error {
 	r := &ix.attrs
 	n := ix.slab.Rows
 	if schema != nil || metaRows != nil {
-		r.meta = meta.NewIndex(ix.metaLimits())
+		r.meta = metaindex.NewIndex(ix.metaLimits())
 		if schema != nil {
 			if err := r.meta.LoadSchema(schema); err != nil {
 				return fmt.Errorf("%w: metadata schema: %v", ErrBadStore, err)
@@ -377,7 +330,7 @@ func (ix *Index) loadAttrs(schema []byte, metaRows, payloads [][]byte) error {
 		}
 		for _, name := range slices.Sorted(maps.Keys(ix.cfg.Fields)) {
 			if err := r.meta.Declare(name, ix.cfg.Fields[name]); err != nil {
-				return fmt.Errorf("%w: Fields: %v (the store's fields: %v)", ErrInvalidConfig, err, r.meta.Schema())
+				return fmt.Errorf("%w: Fields: %v (the store's fields: %v)", umbra.ErrInvalidConfig, err, r.meta.Schema())
 			}
 		}
 		rows := make([]meta.Fields, n)
@@ -386,7 +339,7 @@ func (ix *Index) loadAttrs(schema []byte, metaRows, payloads [][]byte) error {
 			if len(b) == 0 {
 				continue
 			}
-			f, err := meta.DecodeBinary(b, lim)
+			f, err := metaindex.DecodeBinary(b, lim)
 			if err != nil {
 				return fmt.Errorf("%w: metadata of row %d: %v", ErrBadStore, i, err)
 			}
@@ -445,7 +398,7 @@ func (ix *Index) mask(o *searchOptions) (rowMask, error) {
 	sel := (*selBuf)[:(mi.Len()+63)/64]
 	if err := mi.Eval(o.where, sel); err != nil {
 		ix.bitmaps.put(selBuf)
-		return rowMask{release: none}, fmt.Errorf("%w: %w", ErrInvalidFilter, err)
+		return rowMask{release: none}, fmt.Errorf("%w: %w", umbra.ErrInvalidFilter, err)
 	}
 	// Allow and AllowFunc (which leave out deleted rows themselves), or
 	// the deleted rows, narrow the filter's rows in the same pass that
@@ -531,7 +484,7 @@ func (b *slicePool[T]) put(v *[]T) { b.p.Put(v) }
 
 // withPayloads sets each hit's payload. The
 // caller holds ix.mu (the one the search held).
-func (ix *Index) withPayloads(all [][]Hit) {
+func (ix *Index) withPayloads(all [][]umbra.Hit) {
 	pays := ix.attrs.payloads
 	if pays == nil {
 		return
@@ -625,7 +578,7 @@ func (ix *Index) loggedAttrs(r storefile.Record) (*callAttrs, error) {
 			if len(b) == 0 {
 				continue
 			}
-			f, err := meta.DecodeBinary(b, lim)
+			f, err := metaindex.DecodeBinary(b, lim)
 			if err != nil {
 				return nil, fmt.Errorf("metadata of ID %d: %v", r.IDs[i], err)
 			}
@@ -639,11 +592,11 @@ func (ix *Index) loggedAttrs(r storefile.Record) (*callAttrs, error) {
 // The caller holds ix.mu.
 func (ix *Index) liveRow(id uint64) (int, error) {
 	if ix.closed {
-		return 0, ErrClosed
+		return 0, umbra.ErrClosed
 	}
 	row, ok := ix.rid.rowOf[id]
 	if !ok {
-		return 0, fmt.Errorf("%w: ID %d", ErrNotFound, id)
+		return 0, fmt.Errorf("%w: ID %d", umbra.ErrNotFound, id)
 	}
 	return row, nil
 }

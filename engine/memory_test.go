@@ -10,7 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/metaindex"
 	"github.com/umbravec/umbra/internal/testkit"
 	"github.com/umbravec/umbra/meta"
 )
@@ -18,7 +20,7 @@ import (
 // sameFields reports whether two rows' metadata are equal, by their
 // canonical encodings.
 func sameFields(a, b meta.Fields) bool {
-	return string(meta.AppendBinary(nil, a)) == string(meta.AppendBinary(nil, b))
+	return string(metaindex.AppendBinary(nil, a)) == string(metaindex.AppendBinary(nil, b))
 }
 
 // memRow makes row i's metadata: a user among 12, a time, a score, a few
@@ -123,13 +125,13 @@ func TestWhereIsTheExactTopKOfTheSubset(t *testing.T) {
 			ctx := context.Background()
 			const dim = 24
 			n := 1500
-			ix := open(t, b, engine.Config{Dim: dim, Metric: engine.Dot}, 512)
+			ix := open(t, b, engine.Config{Dim: dim, Metric: umbra.Dot}, 512)
 			vs := testkit.Vectors(r, n, dim)
 			rows := make([]meta.Fields, n)
 			for i := range rows {
 				rows[i] = memRow(r)
 			}
-			ids, err := ix.Add(ctx, engine.Vectors(vs), engine.WithMeta(rows...))
+			ids, err := ix.Add(ctx, umbra.Vectors(vs), umbra.WithMeta(rows...))
 			require.NoError(t, err)
 			model := map[uint64]meta.Fields{}
 			for i, id := range ids {
@@ -145,7 +147,7 @@ func TestWhereIsTheExactTopKOfTheSubset(t *testing.T) {
 						up, upRows = append(up, id), append(upRows, memRow(r))
 					}
 				}
-				_, err := ix.Upsert(ctx, engine.Vectors(testkit.Vectors(r, len(up), dim)), engine.WithIDs(up...), engine.WithMeta(upRows...))
+				_, err := ix.Upsert(ctx, umbra.Vectors(testkit.Vectors(r, len(up), dim)), umbra.WithIDs(up...), umbra.WithMeta(upRows...))
 				require.NoError(t, err)
 				for i, id := range up {
 					model[id] = upRows[i]
@@ -157,7 +159,7 @@ func TestWhereIsTheExactTopKOfTheSubset(t *testing.T) {
 						del = append(del, id)
 					}
 				}
-				require.NoError(t, ix.Delete(ctx, engine.WithIDs(del...)))
+				require.NoError(t, ix.Delete(ctx, umbra.WithIDs(del...)))
 				for _, id := range del {
 					delete(model, id)
 				}
@@ -173,22 +175,22 @@ func TestWhereIsTheExactTopKOfTheSubset(t *testing.T) {
 				slices.Sort(allow)
 				q := testkit.Vector(r, dim)
 				for _, k := range []int{1, 10, n} {
-					want, err := ix.Search(ctx, q, k, engine.Allow(allow...))
+					want, err := ix.Search(ctx, q, k, umbra.Allow(allow...))
 					require.NoError(t, err)
-					got, err := ix.Search(ctx, q, k, engine.Where(mf.f))
+					got, err := ix.Search(ctx, q, k, umbra.Where(mf.f))
 					require.NoError(t, err, "filter %v", mf.f)
 					require.Equal(t, want, got, "filter %v, k=%d (%d rows match)", mf.f, k, len(allow))
 				}
 				// Where and Allow together: both must pass.
 				some := slices.Clone(ids[:len(ids)/2])
-				want, err := ix.Search(ctx, q, 10, engine.Allow(intersect(allow, some)...))
+				want, err := ix.Search(ctx, q, 10, umbra.Allow(intersect(allow, some)...))
 				require.NoError(t, err)
-				got, err := ix.Search(ctx, q, 10, engine.Where(mf.f), engine.Allow(some...))
+				got, err := ix.Search(ctx, q, 10, umbra.Where(mf.f), umbra.Allow(some...))
 				require.NoError(t, err)
 				require.Equal(t, want, got, "filter %v with Allow", mf.f)
-				wantR, err := ix.SearchRange(ctx, q, 0, engine.Allow(allow...))
+				wantR, err := ix.SearchRange(ctx, q, 0, umbra.Allow(allow...))
 				require.NoError(t, err)
-				gotR, err := ix.SearchRange(ctx, q, 0, engine.Where(mf.f))
+				gotR, err := ix.SearchRange(ctx, q, 0, umbra.Where(mf.f))
 				require.NoError(t, err)
 				require.Equal(t, wantR, gotR, "range, filter %v", mf.f)
 			}
@@ -243,7 +245,7 @@ func TestMetaAndPayloadsKeptByTheStore(t *testing.T) {
 			fs[i], ps[i] = memRow(r), payload(next)
 			next++
 		}
-		_, err := ix.Add(ctx, engine.Vectors(testkit.Vectors(r, n, dim)), engine.WithKeys(keys...), engine.WithMeta(fs...), engine.WithPayloads(ps...))
+		_, err := ix.Add(ctx, umbra.Vectors(testkit.Vectors(r, n, dim)), umbra.WithKeys(keys...), umbra.WithMeta(fs...), umbra.WithPayloads(ps...))
 		require.NoError(t, err)
 		for i, k := range keys {
 			model[k] = row{fs[i], ps[i]}
@@ -263,16 +265,16 @@ func TestMetaAndPayloadsKeptByTheStore(t *testing.T) {
 		r.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
 		keys = append(keys[:5], fmt.Sprintf("alice/m%d", next))
 		next++
-		opts := []engine.WriteOption{engine.WithKeys(keys...)}
+		opts := []umbra.WriteOption{umbra.WithKeys(keys...)}
 		fs := make([]meta.Fields, len(keys))
 		ps := make([][]byte, len(keys))
 		if withAttrs {
 			for i := range keys {
 				fs[i], ps[i] = memRow(r), payload(next+i)
 			}
-			opts = append(opts, engine.WithMeta(fs...), engine.WithPayloads(ps...))
+			opts = append(opts, umbra.WithMeta(fs...), umbra.WithPayloads(ps...))
 		}
-		_, err := ix.Upsert(ctx, engine.Vectors(testkit.Vectors(r, len(keys), dim)), opts...)
+		_, err := ix.Upsert(ctx, umbra.Vectors(testkit.Vectors(r, len(keys), dim)), opts...)
 		require.NoError(t, err)
 		for i, k := range keys {
 			if withAttrs {
@@ -284,7 +286,7 @@ func TestMetaAndPayloadsKeptByTheStore(t *testing.T) {
 	}
 	del := func(n int) {
 		keys := stored()[:n]
-		require.NoError(t, ix.Delete(ctx, engine.WithKeys(keys...)))
+		require.NoError(t, ix.Delete(ctx, umbra.WithKeys(keys...)))
 		for _, k := range keys {
 			delete(model, k)
 		}
@@ -302,7 +304,7 @@ func TestMetaAndPayloadsKeptByTheStore(t *testing.T) {
 			require.Equal(t, string(want.p), string(p), "%s: payload of %s", what, k)
 		}
 		q := testkit.Vector(r, dim)
-		hits, err := ix.Search(ctx, q, 5, engine.Where(meta.Contains("tags", "work")), engine.WithPayload())
+		hits, err := ix.Search(ctx, q, 5, umbra.Where(meta.Contains("tags", "work")), umbra.WithPayload())
 		require.NoError(t, err)
 		for _, h := range hits {
 			want := model[h.Key]
@@ -332,7 +334,7 @@ func TestMetaAndPayloadsKeptByTheStore(t *testing.T) {
 	require.NoError(t, ix.Save(ctx, saved))
 	require.NoError(t, ix.Close())
 	for _, p := range []string{path, saved} {
-		ix, err = engine.Open(ctx, p, engine.Config{}, engine.ReadOnly())
+		ix, err = engine.Open(ctx, p, engine.Config{ReadOnly: true})
 		require.NoError(t, err)
 		check(ix, "reopened "+filepath.Base(p))
 		require.NoError(t, ix.Close())
@@ -352,34 +354,34 @@ func TestMetaAndPayloadRefusals(t *testing.T) {
 	require.NoError(t, err)
 	defer ix.Close()
 	vs := testkit.Vectors(r, 3, dim)
-	_, err = ix.Add(ctx, engine.Vectors(vs), engine.WithMeta(meta.Fields{"n": meta.IntOf(1)}, nil, meta.Fields{"n": meta.IntOf(2)}))
+	_, err = ix.Add(ctx, umbra.Vectors(vs), umbra.WithMeta(meta.Fields{"n": meta.IntOf(1)}, nil, meta.Fields{"n": meta.IntOf(2)}))
 	require.NoError(t, err)
 
 	cases := []struct {
 		name string
-		opts []engine.WriteOption
+		opts []umbra.WriteOption
 		want error
 		says string
 	}{
-		{"kind", []engine.WriteOption{engine.WithMeta(nil, meta.Fields{"n": meta.KeywordOf("x")}, nil)}, engine.ErrInvalidMeta, "n"},
-		{"kind inside the call", []engine.WriteOption{engine.WithMeta(meta.Fields{"m": meta.IntOf(1)}, meta.Fields{"m": meta.FloatOf(1.5)}, nil)}, engine.ErrInvalidMeta, "m"},
-		{"payload", []engine.WriteOption{engine.WithPayloads(nil, make([]byte, 101), nil)}, engine.ErrTooLarge, "payload of vector 1"},
-		{"meta count", []engine.WriteOption{engine.WithMeta(nil, nil)}, engine.ErrIDCount, "2 metadata rows for 3 vectors"},
-		{"payload count", []engine.WriteOption{engine.WithPayloads(nil)}, engine.ErrIDCount, "1 payloads for 3 vectors"},
-		{"twice", []engine.WriteOption{engine.WithMeta(nil, nil, nil), engine.WithMeta(nil, nil, nil)}, engine.ErrInvalidOption, ""},
+		{"kind", []umbra.WriteOption{umbra.WithMeta(nil, meta.Fields{"n": meta.KeywordOf("x")}, nil)}, umbra.ErrInvalidMeta, "n"},
+		{"kind inside the call", []umbra.WriteOption{umbra.WithMeta(meta.Fields{"m": meta.IntOf(1)}, meta.Fields{"m": meta.FloatOf(1.5)}, nil)}, umbra.ErrInvalidMeta, "m"},
+		{"payload", []umbra.WriteOption{umbra.WithPayloads(nil, make([]byte, 101), nil)}, umbra.ErrTooLarge, "payload of vector 1"},
+		{"meta count", []umbra.WriteOption{umbra.WithMeta(nil, nil)}, umbra.ErrIDCount, "2 metadata rows for 3 vectors"},
+		{"payload count", []umbra.WriteOption{umbra.WithPayloads(nil)}, umbra.ErrIDCount, "1 payloads for 3 vectors"},
+		{"twice", []umbra.WriteOption{umbra.WithMeta(nil, nil, nil), umbra.WithMeta(nil, nil, nil)}, umbra.ErrInvalidOption, ""},
 	}
 	for _, c := range cases {
-		_, err := ix.Add(ctx, engine.Vectors(testkit.Vectors(r, 3, dim)), c.opts...)
+		_, err := ix.Add(ctx, umbra.Vectors(testkit.Vectors(r, 3, dim)), c.opts...)
 		require.ErrorIs(t, err, c.want, c.name)
 		require.ErrorContains(t, err, c.says, c.name)
 		require.Equal(t, 3, ix.Len(), c.name)
 	}
-	require.ErrorIs(t, ix.Delete(ctx, engine.WithIDs(0), engine.WithMeta(nil)), engine.ErrInvalidOption)
-	_, err = ix.Search(ctx, vs[0], 3, engine.Where(meta.Eq("who", meta.KeywordOf("x"))))
-	require.ErrorIs(t, err, engine.ErrInvalidFilter)
+	require.ErrorIs(t, ix.Delete(ctx, umbra.WithIDs(0), umbra.WithMeta(nil)), umbra.ErrInvalidOption)
+	_, err = ix.Search(ctx, vs[0], 3, umbra.Where(meta.Eq("who", meta.KeywordOf("x"))))
+	require.ErrorIs(t, err, umbra.ErrInvalidFilter)
 	require.ErrorContains(t, err, "who")
-	_, err = ix.Search(ctx, vs[0], 3, engine.Where(meta.Eq("n", meta.KeywordOf("x"))))
-	require.ErrorIs(t, err, engine.ErrInvalidFilter)
+	_, err = ix.Search(ctx, vs[0], 3, umbra.Where(meta.Eq("n", meta.KeywordOf("x"))))
+	require.ErrorIs(t, err, umbra.ErrInvalidFilter)
 
 	// What was refused left no trace in the store either.
 	require.NoError(t, ix.Close())
@@ -392,8 +394,8 @@ func TestMetaAndPayloadRefusals(t *testing.T) {
 	small, err := engine.New(ctx, engine.Config{Dim: dim, Device: engine.CPU, Limits: engine.Limits{MaxHostBytes: 4096}})
 	require.NoError(t, err)
 	defer small.Close()
-	_, err = small.Add(ctx, engine.Vectors(testkit.Vectors(r, 2, dim)), engine.WithPayloads(make([]byte, 3000), make([]byte, 3000)))
-	require.ErrorIs(t, err, engine.ErrTooLarge)
+	_, err = small.Add(ctx, umbra.Vectors(testkit.Vectors(r, 2, dim)), umbra.WithPayloads(make([]byte, 3000), make([]byte, 3000)))
+	require.ErrorIs(t, err, umbra.ErrTooLarge)
 	require.Zero(t, small.Len())
 }
 
@@ -406,10 +408,10 @@ func TestDeclaredFields(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "fields.umbra")
 	ix, err := engine.Open(ctx, path, engine.Config{Dim: 4, Device: engine.CPU, Fields: map[string]meta.Kind{"ts": meta.Time}})
 	require.NoError(t, err)
-	_, err = ix.Add(ctx, engine.Vectors(testkit.Vectors(r, 1, 4)), engine.WithMeta(meta.Fields{"ts": meta.IntOf(5)}))
-	require.ErrorIs(t, err, engine.ErrInvalidMeta)
+	_, err = ix.Add(ctx, umbra.Vectors(testkit.Vectors(r, 1, 4)), umbra.WithMeta(meta.Fields{"ts": meta.IntOf(5)}))
+	require.ErrorIs(t, err, umbra.ErrInvalidMeta)
 	require.ErrorContains(t, err, "ts")
-	_, err = ix.Add(ctx, engine.Vectors(testkit.Vectors(r, 1, 4)), engine.WithMeta(meta.Fields{"user": meta.KeywordOf("a")}))
+	_, err = ix.Add(ctx, umbra.Vectors(testkit.Vectors(r, 1, 4)), umbra.WithMeta(meta.Fields{"user": meta.KeywordOf("a")}))
 	require.NoError(t, err)
 	require.NoError(t, ix.Checkpoint(ctx))
 	require.NoError(t, ix.Close())
@@ -419,6 +421,6 @@ func TestDeclaredFields(t *testing.T) {
 	require.Equal(t, map[string]meta.Kind{"ts": meta.Time, "user": meta.Keyword}, ix.Schema())
 	require.NoError(t, ix.Close())
 	_, err = engine.Open(ctx, path, engine.Config{Fields: map[string]meta.Kind{"user": meta.Int}})
-	require.ErrorIs(t, err, engine.ErrInvalidConfig)
+	require.ErrorIs(t, err, umbra.ErrInvalidConfig)
 	require.ErrorContains(t, err, "user")
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 )
 
@@ -41,22 +42,22 @@ func nonFiniteRanks(t *testing.T, ctx context.Context) {
 	}
 	nan := float32(math.NaN())
 	inf := float32(math.Inf(1))
-	dot := []engine.Hit{{ID: 2, Score: inf}, {ID: 6, Score: 3}, {ID: 0, Score: 0.75}, {ID: 8, Score: 0.75}, {ID: 5, Score: -0.5}, {ID: 9, Score: -3}, {ID: 3, Score: -inf}, {ID: 1, Score: nan}, {ID: 4, Score: nan}, {ID: 7, Score: nan}}
+	dot := []umbra.Hit{{ID: 2, Score: inf}, {ID: 6, Score: 3}, {ID: 0, Score: 0.75}, {ID: 8, Score: 0.75}, {ID: 5, Score: -0.5}, {ID: 9, Score: -3}, {ID: 3, Score: -inf}, {ID: 1, Score: nan}, {ID: 4, Score: nan}, {ID: 7, Score: nan}}
 	// Under L2 the far rows are +Inf away, the worst numbers; none is NaN.
 	lq := []float32{0, 0, 1, 1}
 	ldata := [][]float32{{0, 0, 1, 1}, {big, big, 0, 0}, {0, 0, 2, 1}, {-big, 0, 0, 0}, {0, 0, 1, 0}}
-	l2 := []engine.Hit{{ID: 0, Score: 0}, {ID: 2, Score: 1}, {ID: 4, Score: 1}, {ID: 1, Score: inf}, {ID: 3, Score: inf}}
+	l2 := []umbra.Hit{{ID: 0, Score: 0}, {ID: 2, Score: 1}, {ID: 4, Score: 1}, {ID: 1, Score: inf}, {ID: 3, Score: inf}}
 
 	for _, b := range backends {
 		for _, c := range []struct {
-			m    engine.Metric
+			m    umbra.Metric
 			data [][]float32
 			q    []float32
-			want []engine.Hit
-		}{{engine.Dot, data, q, dot}, {engine.L2, ldata, lq, l2}} {
+			want []umbra.Hit
+		}{{umbra.Dot, data, q, dot}, {umbra.L2, ldata, lq, l2}} {
 			t.Run(fmt.Sprintf("%s/%s", b.name, c.m), func(t *testing.T) {
 				ix := open(t, b, engine.Config{Dim: 4, Metric: c.m})
-				_, err := ix.Add(ctx, engine.Vectors(c.data))
+				_, err := ix.Add(ctx, umbra.Vectors(c.data))
 				require.NoError(t, err)
 				// Small k selects on the device; k past half the rows
 				// selects on the host from every read-back score.

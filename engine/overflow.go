@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/exact"
 	"github.com/umbravec/umbra/internal/fallback"
@@ -28,10 +29,10 @@ func overflowCap(cfg Config) (int, error) {
 		return 0, nil
 	}
 	if cfg.Limits.MaxDeviceBytes <= 0 {
-		return 0, fmt.Errorf("%w: Overflow needs MaxDeviceBytes, the device's share", ErrInvalidConfig)
+		return 0, fmt.Errorf("%w: Overflow needs MaxDeviceBytes, the device's share", umbra.ErrInvalidConfig)
 	}
 	rowBytes := int64(packed.StrideFor(cfg.Dim)) * 4
-	if cfg.Precision != F32 {
+	if cfg.Precision != umbra.F32 {
 		// The device holds the codes alone; the float32 rows stay on the
 		// host.
 		rowBytes = int64(codeWords(cfg.Precision, cfg.Dim)) * 4
@@ -39,7 +40,7 @@ func overflowCap(cfg Config) (int, error) {
 	rows := cfg.Limits.MaxDeviceBytes / rowBytes &^ 63
 	if rows < 64 {
 		return 0, fmt.Errorf("%w: MaxDeviceBytes %d holds fewer than 64 rows of %d bytes; Overflow needs at least %d",
-			ErrInvalidConfig, cfg.Limits.MaxDeviceBytes, rowBytes, 64*rowBytes)
+			umbra.ErrInvalidConfig, cfg.Limits.MaxDeviceBytes, rowBytes, 64*rowBytes)
 	}
 	return int(min(rows, int64(^uint(0)>>1))), nil
 }

@@ -10,13 +10,14 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/internal/packed"
 )
 
 // packMode is how the index packs and checks a caller's rows; raw rows
 // (replayed from a log) are stored as they are, already normalised.
 func (ix *Index) packMode(raw bool) packed.Mode {
-	cos := ix.cfg.Metric == Cosine
+	cos := ix.cfg.Metric == umbra.Cosine
 	return packed.Mode{Normalize: cos && !raw, Check: true, RejectZero: cos}
 }
 
@@ -141,11 +142,11 @@ func (ix *Index) badRow(err error, lo int, what input) error {
 	what.index = lo + b.Row
 	switch {
 	case b.WrongLen:
-		return fmt.Errorf("%w: %s has %d components, index dimension is %d", ErrDimMismatch, what, b.Len, ix.cfg.Dim)
+		return fmt.Errorf("%w: %s has %d components, index dimension is %d", umbra.ErrDimMismatch, what, b.Len, ix.cfg.Dim)
 	case b.Zero:
-		return fmt.Errorf("%w: %s has norm 0, which has no direction", ErrZeroVector, what)
+		return fmt.Errorf("%w: %s has norm 0, which has no direction", umbra.ErrZeroVector, what)
 	}
-	return fmt.Errorf("%w: %s, component %d is %v", ErrNonFinite, what, b.Col, b.Value)
+	return fmt.Errorf("%w: %s, component %d is %v", umbra.ErrNonFinite, what, b.Col, b.Value)
 }
 
 // input names one vector of a call's input in an error: "vector 3",
@@ -167,12 +168,12 @@ func (in input) String() string {
 // under Cosine, a non-zero norm. what names it in the error.
 func (ix *Index) checkVector(v []float32, what input) error {
 	if len(v) != ix.cfg.Dim {
-		return fmt.Errorf("%w: %s has %d components, index dimension is %d", ErrDimMismatch, what, len(v), ix.cfg.Dim)
+		return fmt.Errorf("%w: %s has %d components, index dimension is %d", umbra.ErrDimMismatch, what, len(v), ix.cfg.Dim)
 	}
 	zero := true
 	for j, x := range v {
 		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-			return fmt.Errorf("%w: %s, component %d is %v", ErrNonFinite, what, j, x)
+			return fmt.Errorf("%w: %s, component %d is %v", umbra.ErrNonFinite, what, j, x)
 		}
 		if x != 0 {
 			zero = false
@@ -180,8 +181,8 @@ func (ix *Index) checkVector(v []float32, what input) error {
 	}
 	// Any other finite vector normalises: the norm is taken in float64, where
 	// neither float32's largest nor its smallest values overflow or vanish.
-	if zero && ix.cfg.Metric == Cosine {
-		return fmt.Errorf("%w: %s has norm 0, which has no direction", ErrZeroVector, what)
+	if zero && ix.cfg.Metric == umbra.Cosine {
+		return fmt.Errorf("%w: %s has norm 0, which has no direction", umbra.ErrZeroVector, what)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
 )
@@ -21,9 +22,9 @@ func sameContents(t *testing.T, want, got *engine.Index, what string) {
 	require.Equal(t, want.Dim(), got.Dim(), what)
 	require.Equal(t, want.Metric(), got.Metric(), what)
 	for _, id := range want.IDs() {
-		a, err := want.Get(id)
+		a, err := want.Vector(id)
 		require.NoError(t, err)
-		b, err := got.Get(id)
+		b, err := got.Vector(id)
 		require.NoError(t, err)
 		require.Equal(t, a, b, "%s: ID %d", what, id)
 		ka, oka := want.KeyOf(id)
@@ -59,25 +60,25 @@ func TestStoreSurvivesReopen(t *testing.T) {
 					require.NoError(t, f(ref))
 				}
 				vs := testkit.Vectors(r, 50, dim)
-				both(func(ix *engine.Index) error { _, err := ix.Add(ctx, engine.Vectors(vs)); return err })
+				both(func(ix *engine.Index) error { _, err := ix.Add(ctx, umbra.Vectors(vs)); return err })
 				ids := []uint64{1 << 33, 7, 1 << 34}
 				up := testkit.Vectors(r, 3, dim)
 				both(func(ix *engine.Index) error {
-					return testkit.ErrOf(ix.Upsert(ctx, engine.Vectors(up), engine.WithIDs(ids...)))
+					return testkit.ErrOf(ix.Upsert(ctx, umbra.Vectors(up), umbra.WithIDs(ids...)))
 				})
-				both(func(ix *engine.Index) error { return ix.Delete(ctx, engine.WithIDs(3, 9, 1<<33)) })
+				both(func(ix *engine.Index) error { return ix.Delete(ctx, umbra.WithIDs(3, 9, 1<<33)) })
 				// An ID deleted and added again: a dead row and a live one share it.
 				again9 := testkit.Vectors(r, 1, dim)
 				both(func(ix *engine.Index) error {
-					return testkit.ErrOf(ix.Add(ctx, engine.Vectors(again9), engine.WithIDs([]uint64{9}...)))
+					return testkit.ErrOf(ix.Add(ctx, umbra.Vectors(again9), umbra.WithIDs([]uint64{9}...)))
 				})
 				keys := testkit.Vectors(r, 2, dim)
 				both(func(ix *engine.Index) error {
-					_, err := ix.Add(ctx, engine.Vectors(keys), engine.WithKeys([]string{"a", "b"}...))
+					_, err := ix.Add(ctx, umbra.Vectors(keys), umbra.WithKeys([]string{"a", "b"}...))
 					return err
 				})
 				// A failed call is not logged.
-				require.ErrorIs(t, st.Delete(ctx, engine.WithIDs(12345)), engine.ErrNotFound)
+				require.ErrorIs(t, st.Delete(ctx, umbra.WithIDs(12345)), umbra.ErrNotFound)
 				require.NoError(t, st.Close())
 
 				check := func(what string) *engine.Index {
@@ -85,11 +86,11 @@ func TestStoreSurvivesReopen(t *testing.T) {
 					require.NoError(t, err, what)
 					sameContents(t, ref, again, what)
 					q := testkit.Vectors(r, 1, dim)[0]
-					want, err := ref.Search(ctx, q, 5, engine.AllowFunc(func(id uint64) bool { return id%2 == 1 }))
+					want, err := ref.Search(ctx, q, 5, umbra.AllowFunc(func(id uint64) bool { return id%2 == 1 }))
 					require.NoError(t, err)
-					got, err := again.Search(ctx, q, 5, engine.AllowFunc(func(id uint64) bool { return id%2 == 1 }))
+					got, err := again.Search(ctx, q, 5, umbra.AllowFunc(func(id uint64) bool { return id%2 == 1 }))
 					require.NoError(t, err)
-					requireSameHits(t, m, ref.Get, q, want, got, what)
+					requireSameHits(t, m, ref.Vector, q, want, got, what)
 					return again
 				}
 				again := check("replayed from the log")
@@ -97,11 +98,11 @@ func TestStoreSurvivesReopen(t *testing.T) {
 				_, err = engine.Open(ctx, path, cfg)
 				require.ErrorIs(t, err, engine.ErrLocked)
 				more := testkit.Vectors(r, 5, dim)
-				require.NoError(t, testkit.ErrOf(again.Add(ctx, engine.Vectors(more), engine.WithIDs([]uint64{100, 101, 102, 103, 104}...))))
-				require.NoError(t, testkit.ErrOf(ref.Add(ctx, engine.Vectors(more), engine.WithIDs([]uint64{100, 101, 102, 103, 104}...))))
+				require.NoError(t, testkit.ErrOf(again.Add(ctx, umbra.Vectors(more), umbra.WithIDs([]uint64{100, 101, 102, 103, 104}...))))
+				require.NoError(t, testkit.ErrOf(ref.Add(ctx, umbra.Vectors(more), umbra.WithIDs([]uint64{100, 101, 102, 103, 104}...))))
 				require.NoError(t, again.Checkpoint(ctx))
-				require.NoError(t, again.Delete(ctx, engine.WithIDs(101)))
-				require.NoError(t, ref.Delete(ctx, engine.WithIDs(101)))
+				require.NoError(t, again.Delete(ctx, umbra.WithIDs(101)))
+				require.NoError(t, ref.Delete(ctx, umbra.WithIDs(101)))
 				require.NoError(t, again.Close())
 				again = check("from a checkpoint and its log")
 				require.NoError(t, again.Close())
@@ -128,11 +129,11 @@ func TestBadStoreFiles(t *testing.T) {
 	path := filepath.Join(dir, "good.umbra")
 	ix, err := engine.New(ctx, engine.Config{Dim: 6, Device: engine.CPU})
 	require.NoError(t, err)
-	_, err = ix.Add(ctx, engine.Vectors(testkit.Vectors(r, 40, 6)))
+	_, err = ix.Add(ctx, umbra.Vectors(testkit.Vectors(r, 40, 6)))
 	require.NoError(t, err)
-	_, err = ix.Add(ctx, engine.Vectors(testkit.Vectors(r, 1, 6)), engine.WithKeys([]string{"k"}...))
+	_, err = ix.Add(ctx, umbra.Vectors(testkit.Vectors(r, 1, 6)), umbra.WithKeys([]string{"k"}...))
 	require.NoError(t, err)
-	require.NoError(t, ix.Delete(ctx, engine.WithIDs(5)))
+	require.NoError(t, ix.Delete(ctx, umbra.WithIDs(5)))
 	require.NoError(t, ix.Save(ctx, path))
 	good, err := os.ReadFile(path)
 	require.NoError(t, err)
@@ -162,7 +163,7 @@ func TestBadStoreFiles(t *testing.T) {
 	try([]byte("not a store file at all, just text\n"), "text")
 
 	_, err = engine.Open(ctx, path, engine.Config{Dim: 7, Device: engine.CPU})
-	require.ErrorIs(t, err, engine.ErrInvalidConfig)
+	require.ErrorIs(t, err, umbra.ErrInvalidConfig)
 	opened, err := engine.Open(ctx, path, engine.Config{Dim: 6, Device: engine.CPU})
 	require.NoError(t, err)
 	sameContents(t, ix, opened, "good file")

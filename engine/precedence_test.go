@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
 	"github.com/umbravec/umbra/meta"
@@ -39,14 +40,14 @@ func TestRowErrorsComeFirst(t *testing.T) {
 			v := good()
 			v[3] = float32(math.NaN())
 			return [][]float32{good(), v, good()}
-		}, engine.ErrNonFinite, "vector 1, component 3 is NaN"},
+		}, umbra.ErrNonFinite, "vector 1, component 3 is NaN"},
 		{"inf", func() [][]float32 {
 			v := good()
 			v[0] = float32(math.Inf(-1))
 			return [][]float32{good(), good(), v}
-		}, engine.ErrNonFinite, "vector 2, component 0 is -Inf"},
-		{"zero", func() [][]float32 { return [][]float32{good(), make([]float32, dim), good()} }, engine.ErrZeroVector, "vector 1 has norm 0"},
-		{"dimension", func() [][]float32 { return [][]float32{good(), good()[:dim-1], good()} }, engine.ErrDimMismatch, "vector 1 has 4 components"},
+		}, umbra.ErrNonFinite, "vector 2, component 0 is -Inf"},
+		{"zero", func() [][]float32 { return [][]float32{good(), make([]float32, dim), good()} }, umbra.ErrZeroVector, "vector 1 has norm 0"},
+		{"dimension", func() [][]float32 { return [][]float32{good(), good()[:dim-1], good()} }, umbra.ErrDimMismatch, "vector 1 has 4 components"},
 	}
 	const last = math.MaxUint64
 	// Names, each wrong in its own way, for three rows.
@@ -72,7 +73,7 @@ func TestRowErrorsComeFirst(t *testing.T) {
 		ix, err := engine.New(ctx, engine.Config{Dim: dim, Device: engine.CPU})
 		require.NoError(t, err)
 		t.Cleanup(func() { ix.Close() })
-		_, err = ix.Add(ctx, engine.Vectors([][]float32{good()}), engine.WithIDs(last), engine.WithKeys("last"))
+		_, err = ix.Add(ctx, umbra.Vectors([][]float32{good()}), umbra.WithIDs(last), umbra.WithKeys("last"))
 		require.NoError(t, err)
 		return ix
 	}
@@ -80,9 +81,9 @@ func TestRowErrorsComeFirst(t *testing.T) {
 	// said ErrTooLarge (no ID left), not ErrNonFinite.
 	nan := good()
 	nan[2] = float32(math.NaN())
-	_, err := fresh(t).Add(ctx, engine.Vectors([][]float32{nan}), engine.WithKeys("new"))
-	require.ErrorIs(t, err, engine.ErrNonFinite)
-	require.NotErrorIs(t, err, engine.ErrTooLarge)
+	_, err := fresh(t).Add(ctx, umbra.Vectors([][]float32{nan}), umbra.WithKeys("new"))
+	require.ErrorIs(t, err, umbra.ErrNonFinite)
+	require.NotErrorIs(t, err, umbra.ErrTooLarge)
 
 	for _, rc := range rowCases {
 		for _, nc := range allNames {
@@ -97,20 +98,20 @@ func TestRowErrorsComeFirst(t *testing.T) {
 					name := fmt.Sprintf("%s %s, %s, %s rows", verb, map[bool]string{false: "from memory", true: "streamed"}[streamed], nc.name, rc.name)
 					ix := fresh(t)
 					rows := rc.rows()
-					var src engine.RowSource = engine.Vectors(rows)
+					var src umbra.RowSource = umbra.Vectors(rows)
 					if streamed {
 						flat := make([]float32, 0, len(rows)*dim)
 						for _, v := range rows {
 							flat = append(flat, v...)
 						}
-						src = shyRows{RowSource: engine.Flat(flat, dim), small: true}
+						src = shyRows{RowSource: umbra.Flat(flat, dim), small: true}
 					}
-					var opts []engine.WriteOption
+					var opts []umbra.WriteOption
 					if nc.ids != nil {
-						opts = append(opts, engine.WithIDs(nc.ids...))
+						opts = append(opts, umbra.WithIDs(nc.ids...))
 					}
 					if nc.keys != nil {
-						opts = append(opts, engine.WithKeys(nc.keys...))
+						opts = append(opts, umbra.WithKeys(nc.keys...))
 					}
 					var err error
 					if verb == "Add" {
@@ -136,16 +137,16 @@ func TestRowErrorsComeFirst(t *testing.T) {
 				name := fmt.Sprintf("%s, streamed %v, %s, bad metadata and a NaN row", verb, streamed, nc.name)
 				ix := fresh(t)
 				rows := rowCases[0].rows()
-				var src engine.RowSource = engine.Vectors(rows)
+				var src umbra.RowSource = umbra.Vectors(rows)
 				if streamed {
-					src = shyRows{RowSource: engine.Flat(append(append(append([]float32{}, rows[0]...), rows[1]...), rows[2]...), dim)}
+					src = shyRows{RowSource: umbra.Flat(append(append(append([]float32{}, rows[0]...), rows[1]...), rows[2]...), dim)}
 				}
-				opts := []engine.WriteOption{engine.WithMeta(nil, meta.Fields{"$bad": meta.IntOf(1)}, nil)}
+				opts := []umbra.WriteOption{umbra.WithMeta(nil, meta.Fields{"$bad": meta.IntOf(1)}, nil)}
 				if nc.ids != nil {
-					opts = append(opts, engine.WithIDs(nc.ids...))
+					opts = append(opts, umbra.WithIDs(nc.ids...))
 				}
 				if nc.keys != nil {
-					opts = append(opts, engine.WithKeys(nc.keys...))
+					opts = append(opts, umbra.WithKeys(nc.keys...))
 				}
 				var err error
 				if verb == "Add" {
@@ -153,7 +154,7 @@ func TestRowErrorsComeFirst(t *testing.T) {
 				} else {
 					_, err = ix.Upsert(ctx, src, opts...)
 				}
-				require.ErrorIs(t, err, engine.ErrInvalidMeta, name)
+				require.ErrorIs(t, err, umbra.ErrInvalidMeta, name)
 				require.ErrorContains(t, err, "$bad", name)
 				require.Equal(t, 1, ix.Len(), name)
 			}
@@ -163,30 +164,30 @@ func TestRowErrorsComeFirst(t *testing.T) {
 	// A source's rows all have its dimension: one of another is refused
 	// before its names are read.
 	ix := fresh(t)
-	_, err = ix.Add(ctx, engine.Flat(make([]float32, 3*(dim+1)), dim+1), engine.WithKeys("x", "last", "x"))
-	require.ErrorIs(t, err, engine.ErrDimMismatch)
-	_, err = ix.Add(ctx, shyRows{RowSource: engine.Flat(make([]float32, 3*(dim+1)), dim+1)}, engine.WithIDs(7, last, 7))
-	require.ErrorIs(t, err, engine.ErrDimMismatch)
+	_, err = ix.Add(ctx, umbra.Flat(make([]float32, 3*(dim+1)), dim+1), umbra.WithKeys("x", "last", "x"))
+	require.ErrorIs(t, err, umbra.ErrDimMismatch)
+	_, err = ix.Add(ctx, shyRows{RowSource: umbra.Flat(make([]float32, 3*(dim+1)), dim+1)}, umbra.WithIDs(7, last, 7))
+	require.ErrorIs(t, err, umbra.ErrDimMismatch)
 
 	// With good rows each name is what is wrong.
 	for _, nc := range allNames {
 		rows := [][]float32{good(), good(), good()}
 		for _, streamed := range []bool{false, true} {
 			ix := fresh(t)
-			var src engine.RowSource = engine.Vectors(rows)
+			var src umbra.RowSource = umbra.Vectors(rows)
 			if streamed {
-				src = shyRows{RowSource: engine.Flat(append(append(append([]float32{}, rows[0]...), rows[1]...), rows[2]...), dim)}
+				src = shyRows{RowSource: umbra.Flat(append(append(append([]float32{}, rows[0]...), rows[1]...), rows[2]...), dim)}
 			}
-			var opts []engine.WriteOption
+			var opts []umbra.WriteOption
 			if nc.ids != nil {
-				opts = append(opts, engine.WithIDs(nc.ids...))
+				opts = append(opts, umbra.WithIDs(nc.ids...))
 			}
 			if nc.keys != nil {
-				opts = append(opts, engine.WithKeys(nc.keys...))
+				opts = append(opts, umbra.WithKeys(nc.keys...))
 			}
 			_, err := ix.Add(ctx, src, opts...)
 			require.Error(t, err, nc.name)
-			for _, rowErr := range []error{engine.ErrNonFinite, engine.ErrZeroVector, engine.ErrDimMismatch} {
+			for _, rowErr := range []error{umbra.ErrNonFinite, umbra.ErrZeroVector, umbra.ErrDimMismatch} {
 				require.NotErrorIs(t, err, rowErr, nc.name)
 			}
 			require.Equal(t, 1, ix.Len(), nc.name)
@@ -212,37 +213,37 @@ func TestRefusedWritesLeaveTheStoreAsItWas(t *testing.T) {
 		is   error
 	}{
 		{"a NaN row", func(ix *engine.Index) error {
-			_, err := ix.Add(ctx, engine.Vectors(nan))
+			_, err := ix.Add(ctx, umbra.Vectors(nan))
 			return err
-		}, engine.ErrNonFinite},
+		}, umbra.ErrNonFinite},
 		{"a streamed NaN row by key", func(ix *engine.Index) error {
 			flat := append(append(append([]float32{}, nan[0]...), nan[1]...), nan[2]...)
-			_, err := ix.Add(ctx, shyRows{RowSource: engine.Flat(flat, dim), hide: true}, engine.WithKeys("p", "q", "r"))
+			_, err := ix.Add(ctx, shyRows{RowSource: umbra.Flat(flat, dim), hide: true}, umbra.WithKeys("p", "q", "r"))
 			return err
-		}, engine.ErrNonFinite},
+		}, umbra.ErrNonFinite},
 		{"another dimension", func(ix *engine.Index) error {
-			_, err := ix.Add(ctx, engine.Flat(make([]float32, 2*(dim+1)), dim+1))
+			_, err := ix.Add(ctx, umbra.Flat(make([]float32, 2*(dim+1)), dim+1))
 			return err
-		}, engine.ErrDimMismatch},
+		}, umbra.ErrDimMismatch},
 		{"a stored key", func(ix *engine.Index) error {
-			_, err := ix.Add(ctx, engine.Vectors(testkit.Vectors(r, 2, dim)), engine.WithKeys("new", "k3"))
+			_, err := ix.Add(ctx, umbra.Vectors(testkit.Vectors(r, 2, dim)), umbra.WithKeys("new", "k3"))
 			return err
-		}, engine.ErrKeyExists},
+		}, umbra.ErrKeyExists},
 		{"a stored ID", func(ix *engine.Index) error {
-			_, err := ix.Add(ctx, engine.Vectors(testkit.Vectors(r, 1, dim)), engine.WithIDs(2))
+			_, err := ix.Add(ctx, umbra.Vectors(testkit.Vectors(r, 1, dim)), umbra.WithIDs(2))
 			return err
-		}, engine.ErrIDExists},
+		}, umbra.ErrIDExists},
 		{"an upsert of a zero row", func(ix *engine.Index) error {
-			_, err := ix.Upsert(ctx, engine.Vectors([][]float32{make([]float32, dim)}), engine.WithIDs(2))
+			_, err := ix.Upsert(ctx, umbra.Vectors([][]float32{make([]float32, dim)}), umbra.WithIDs(2))
 			return err
-		}, engine.ErrZeroVector},
+		}, umbra.ErrZeroVector},
 		{"metadata of another kind", func(ix *engine.Index) error {
-			_, err := ix.Add(ctx, engine.Vectors(testkit.Vectors(r, 1, dim)), engine.WithMeta(meta.Fields{"n": meta.KeywordOf("x")}))
+			_, err := ix.Add(ctx, umbra.Vectors(testkit.Vectors(r, 1, dim)), umbra.WithMeta(meta.Fields{"n": meta.KeywordOf("x")}))
 			return err
-		}, engine.ErrInvalidMeta},
+		}, umbra.ErrInvalidMeta},
 		{"a delete of an ID not stored", func(ix *engine.Index) error {
-			return ix.Delete(ctx, engine.WithIDs(999))
-		}, engine.ErrNotFound},
+			return ix.Delete(ctx, umbra.WithIDs(999))
+		}, umbra.ErrNotFound},
 	}
 	keys := make([]string, len(base))
 	metas := make([]meta.Fields, len(base))
@@ -255,14 +256,14 @@ func TestRefusedWritesLeaveTheStoreAsItWas(t *testing.T) {
 		path := filepath.Join(dir, "s.umbra")
 		src, err := engine.New(ctx, engine.Config{Dim: dim, Device: engine.CPU})
 		require.NoError(t, err)
-		_, err = src.Add(ctx, engine.Vectors(base), engine.WithIDs(ids(0, len(base))...), engine.WithKeys(keys...), engine.WithMeta(metas...))
+		_, err = src.Add(ctx, umbra.Vectors(base), umbra.WithIDs(ids(0, len(base))...), umbra.WithKeys(keys...), umbra.WithMeta(metas...))
 		require.NoError(t, err)
 		require.NoError(t, src.Save(ctx, path)) // a base, no log
 		require.NoError(t, src.Close())
 		if withLog {
 			ix, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU})
 			require.NoError(t, err)
-			require.NoError(t, ix.Delete(ctx, engine.WithIDs(19)))
+			require.NoError(t, ix.Delete(ctx, umbra.WithIDs(19)))
 			require.NoError(t, ix.Close())
 		}
 		before := testkit.DirFiles(t, dir)
@@ -279,7 +280,7 @@ func TestRefusedWritesLeaveTheStoreAsItWas(t *testing.T) {
 		hits, err := ix.Search(ctx, base[3], 1)
 		require.NoError(t, err)
 		require.Equal(t, uint64(3), hits[0].ID)
-		_, err = ix.Add(ctx, engine.Vectors(testkit.Vectors(r, 1, dim)), engine.WithKeys("later"))
+		_, err = ix.Add(ctx, umbra.Vectors(testkit.Vectors(r, 1, dim)), umbra.WithKeys("later"))
 		require.NoError(t, err)
 		require.NoError(t, ix.Close())
 		ix, err = engine.Open(ctx, path, engine.Config{Device: engine.CPU})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/exact"
@@ -13,56 +14,26 @@ import (
 	"github.com/umbravec/umbra/internal/packed"
 )
 
-// Precision is how an index holds the copy of its vectors that a search
-// scans. Whatever the precision, searches return the exact float32 answer:
-// the float32 rows stay on the host, the scan of the compressed copy
-// bounds every row's float32 score, and only the rows whose bound can reach
-// the k-th best are scored again in float32 (see docs/library.md, "Compressed
-// rows, exact answers"). A compressed precision reads 2× (F16) or about 4×
-// (Int8) fewer bytes per scan and keeps both copies in host memory; on a
-// GPU the device holds only the compressed copy, scans it there, and the
-// host bounds and rescores.
-type Precision = core.Precision
-
-const (
-	// F32 scans the float32 rows themselves (the default).
-	F32 = core.F32
-	// F16 scans IEEE half floats of each row scaled by a power of two.
-	F16 = core.F16
-	// Int8 scans each row as signed bytes with one scale per row
-	// (symmetric: code = round(x·127/max|x|)).
-	Int8 = core.Int8
-)
-
-// ParsePrecision accepts "f32", "f16" or "int8" (any case; "float32",
-// "float16", "fp16", "i8" too).
-func ParsePrecision(s string) (Precision, error) {
-	if p, ok := core.ParsePrecision(s); ok {
-		return p, nil
-	}
-	return 0, fmt.Errorf("%w: unknown precision %q (want f32, f16 or int8)", ErrInvalidConfig, s)
-}
-
 // validate checks a Config's precision against its dimension and device.
 func (c Config) validatePrecision() error {
 	switch c.Precision {
-	case F32:
+	case umbra.F32:
 		return nil
-	case F16, Int8:
+	case umbra.F16, umbra.Int8:
 	default:
-		return fmt.Errorf("%w: unknown precision %d", ErrInvalidConfig, c.Precision)
+		return fmt.Errorf("%w: unknown precision %d", umbra.ErrInvalidConfig, c.Precision)
 	}
 	if c.Dim > exact.MaxQuantDim {
-		return fmt.Errorf("%w: precision %v takes dimensions up to %d, got %d", ErrInvalidConfig, c.Precision, exact.MaxQuantDim, c.Dim)
+		return fmt.Errorf("%w: precision %v takes dimensions up to %d, got %d", umbra.ErrInvalidConfig, c.Precision, exact.MaxQuantDim, c.Dim)
 	}
 	return nil
 }
 
 // codeWords is how many 4-byte words one compressed row of dimension dim
 // takes on a device under p.
-func codeWords(p Precision, dim int) int {
+func codeWords(p umbra.Precision, dim int) int {
 	s := exact.CodeStride(p, dim)
-	if p == Int8 {
+	if p == umbra.Int8 {
 		return s / 4
 	}
 	return s / 2
@@ -76,7 +47,7 @@ type quantRows struct {
 }
 
 func newQuantRows(cfg Config) quantRows {
-	if cfg.Precision == F32 {
+	if cfg.Precision == umbra.F32 {
 		return quantRows{}
 	}
 	c, err := exact.NewCompressed(cfg.Precision, cfg.Dim)
@@ -162,22 +133,12 @@ func (q *quantRows) forSlab(s *packed.Slab) quantRows {
 	return quantRows{c: c}
 }
 
-// Approximate makes a search over a compressed index skip the float32
-// rescore: the hits are the k best compressed estimates and their scores
-// are those estimates, faster by the rescore's share but no longer
-// guaranteed to be the exact answer (cmd/bench reports the recall). It
-// changes nothing under Precision F32, which stays exact; SearchRange, which
-// is always exact, refuses it (ErrInvalidOption).
-func Approximate() SearchOption {
-	return func(o *searchOptions) { o.approximate = true }
-}
-
 // searchQuant is searchMany for an index of a compressed precision: the
 // compressed rows are scanned (on the GPU, or by the CPU kernels) and the
 // candidates rescored in float32 on the host. Under Device Auto a GPU
 // failure moves this and later searches to the CPU. The caller holds
 // ix.mu.
-func (ix *Index) searchQuant(ctx context.Context, qs [][]float32, k int, mask []uint64, approximate bool) ([][]Hit, error) {
+func (ix *Index) searchQuant(ctx context.Context, qs [][]float32, k int, mask []uint64, approximate bool) ([][]umbra.Hit, error) {
 	t := traceFrom(ctx)
 	if err := ix.checkStale(); err != nil {
 		return nil, err
@@ -203,7 +164,7 @@ func (ix *Index) searchQuant(ctx context.Context, qs [][]float32, k int, mask []
 		return nil, err
 	}
 	addQuant(t, st, start)
-	all := make([][]Hit, len(res))
+	all := make([][]umbra.Hit, len(res))
 	for i, r := range res {
 		all[i] = ix.toHits(r)
 	}
@@ -226,7 +187,7 @@ func (e hostError) Error() string { return e.err.Error() }
 // the device where that pays and fits (searchQuantSelect), else its sums,
 // a piece of the batch at a time (searchQuantSums). The caller holds
 // ix.mu.
-func (ix *Index) searchQuantGPU(ctx context.Context, qs [][]float32, k int, mask []uint64, approximate bool) ([][]Hit, error) {
+func (ix *Index) searchQuantGPU(ctx context.Context, qs [][]float32, k int, mask []uint64, approximate bool) ([][]umbra.Hit, error) {
 	if !approximate {
 		if all, done, err := ix.searchQuantSelect(ctx, qs, k, mask); done {
 			return all, err
@@ -237,7 +198,7 @@ func (ix *Index) searchQuantGPU(ctx context.Context, qs [][]float32, k int, mask
 
 // searchQuantSums is searchQuant on the device's sums, a piece of the batch
 // at a time (sumsPieceBytes). The caller holds ix.mu.
-func (ix *Index) searchQuantSums(ctx context.Context, qs [][]float32, k int, mask []uint64, approximate bool) ([][]Hit, error) {
+func (ix *Index) searchQuantSums(ctx context.Context, qs [][]float32, k int, mask []uint64, approximate bool) ([][]umbra.Hit, error) {
 	t := traceFrom(ctx)
 	rows := ix.deviceRows(ix.slab.Rows)
 	pieceBytes := sumsPieceBytes
@@ -247,7 +208,7 @@ func (ix *Index) searchQuantSums(ctx context.Context, qs [][]float32, k int, mas
 	piece := max(1, pieceBytes/(4*max(rows, 1)))
 	view := ix.view()
 	view.Allow = mask
-	all := make([][]Hit, 0, len(qs))
+	all := make([][]umbra.Hit, 0, len(qs))
 	for lo := 0; lo < len(qs); lo += piece {
 		part := qs[lo:min(lo+piece, len(qs))]
 		sums, scans, err := ix.deviceSums(ctx, part)

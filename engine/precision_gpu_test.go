@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
@@ -32,7 +33,7 @@ func addTwins(t *testing.T, vs [][]float32, ixs ...*engine.Index) map[uint64][]f
 	t.Helper()
 	data := map[uint64][]float32{}
 	for _, ix := range ixs {
-		ids, err := ix.Add(context.Background(), engine.Vectors(vs))
+		ids, err := ix.Add(context.Background(), umbra.Vectors(vs))
 		require.NoError(t, err)
 		for i, id := range ids {
 			data[id] = vs[i]
@@ -46,7 +47,7 @@ func addTwins(t *testing.T, vs [][]float32, ixs ...*engine.Index) map[uint64][]f
 // same IDs and score bits everywhere, and, under Cosine, the float64
 // reference's top k up to near-ties. It returns the most rows one query
 // rescored for a k of at most 100.
-func compareTwins(t *testing.T, gpu bool, m engine.Metric, f32, cmp *engine.Index, data map[uint64][]float32, qs [][]float32, ks []int, what string) int {
+func compareTwins(t *testing.T, gpu bool, m umbra.Metric, f32, cmp *engine.Index, data map[uint64][]float32, qs [][]float32, ks []int, what string) int {
 	t.Helper()
 	ctx := context.Background()
 	most := 0
@@ -55,9 +56,9 @@ func compareTwins(t *testing.T, gpu bool, m engine.Metric, f32, cmp *engine.Inde
 	for _, id := range ids {
 		rows = append(rows, data[id])
 	}
-	odd := engine.AllowFunc(func(id uint64) bool { return id%3 != 1 })
+	odd := umbra.AllowFunc(func(id uint64) bool { return id%3 != 1 })
 	for _, k := range ks {
-		for _, opts := range [][]engine.SearchOption{nil, {odd}} {
+		for _, opts := range [][]umbra.SearchOption{nil, {odd}} {
 			want, err := f32.SearchBatch(ctx, qs, k, opts...)
 			require.NoError(t, err)
 			var tr diag.Trace
@@ -75,7 +76,7 @@ func compareTwins(t *testing.T, gpu bool, m engine.Metric, f32, cmp *engine.Inde
 			one, err := cmp.Search(ctx, qs[0], k, opts...)
 			require.NoError(t, err)
 			sameHitBits(t, want[0], one, "%s: single k %d filtered %v", what, k, opts != nil)
-			if opts == nil && m == engine.Cosine {
+			if opts == nil && m == umbra.Cosine {
 				// The float64 reference, by ID = position among live rows
 				// (under Cosine: with norms over six orders of magnitude a
 				// dot or L2 score's float32 error is relative to the
@@ -85,9 +86,9 @@ func compareTwins(t *testing.T, gpu bool, m engine.Metric, f32, cmp *engine.Inde
 				for i, id := range ids {
 					pos[id] = uint64(i)
 				}
-				hs := make([]engine.Hit, len(one))
+				hs := make([]umbra.Hit, len(one))
 				for i, h := range one {
-					hs[i] = engine.Hit{ID: pos[h.ID], Score: h.Score}
+					hs[i] = umbra.Hit{ID: pos[h.ID], Score: h.Score}
 				}
 				require.NoError(t, topKError(m, rows, qs[0], k, hs), "%s: k %d against float64", what, k)
 			}
@@ -124,8 +125,8 @@ func TestPrecisionGPUAdversarial(t *testing.T) {
 	r := testkit.Rand(t)
 	ctx := context.Background()
 	for _, b := range backends[1:] {
-		for _, prec := range []engine.Precision{engine.F16, engine.Int8} {
-			for _, m := range []engine.Metric{engine.Dot, engine.L2, engine.Cosine} {
+		for _, prec := range []umbra.Precision{umbra.F16, umbra.Int8} {
+			for _, m := range []umbra.Metric{umbra.Dot, umbra.L2, umbra.Cosine} {
 				// qsel: the candidates selected on the device (issue 24),
 				// 256 slots a query, which the cluster overflows.
 				for _, qsel := range []bool{false, true} {
@@ -169,13 +170,13 @@ func TestPrecisionGPUAdversarial(t *testing.T) {
 						n := f32.Len()
 						most := compareTwins(t, true, m, f32, cmp, data, qs, []int{1, 10, 100, n}, "full")
 						t.Logf("%d rows, at most %d rescored for one query at k ≤ 100", n, most)
-						if m != engine.Cosine {
+						if m != umbra.Cosine {
 							require.Greater(t, most, 100, "the cluster puts many rows within the bound")
 						}
 						ids := f32.IDs()
 						del := ids[:n/3]
 						for _, ix := range []*engine.Index{f32, cmp} {
-							require.NoError(t, ix.Delete(ctx, engine.WithIDs(del...)))
+							require.NoError(t, ix.Delete(ctx, umbra.WithIDs(del...)))
 						}
 						compareTwins(t, true, m, f32, cmp, data, qs[:9], []int{1, 7, f32.Len()}, "after deletes")
 						for _, ix := range []*engine.Index{f32, cmp} {
@@ -194,22 +195,22 @@ func TestPrecisionGPUAdversarial(t *testing.T) {
 func TestPrecisionGPUOverflow(t *testing.T) {
 	r := testkit.Rand(t)
 	for _, b := range backends[1:] {
-		for _, prec := range []engine.Precision{engine.F16, engine.Int8} {
+		for _, prec := range []umbra.Precision{umbra.F16, umbra.Int8} {
 			t.Run(fmt.Sprintf("%s/%v", b.name, prec), func(t *testing.T) {
 				const dim = 40
 				vs := testkit.Vectors(r, 1000, dim)
-				f32 := cpuTwin(t, engine.Config{Dim: dim, Metric: engine.L2})
+				f32 := cpuTwin(t, engine.Config{Dim: dim, Metric: umbra.L2})
 				// 256 rows of codes on the device (int8: 64 bytes a row,
 				// f16: 128).
 				words := int64(64)
-				if prec == engine.F16 {
+				if prec == umbra.F16 {
 					words = 128
 				}
-				cmp := open(t, b, engine.Config{Dim: dim, Metric: engine.L2, Precision: prec, Limits: engine.Limits{Overflow: true, MaxDeviceBytes: 256 * words}})
+				cmp := open(t, b, engine.Config{Dim: dim, Metric: umbra.L2, Precision: prec, Limits: engine.Limits{Overflow: true, MaxDeviceBytes: 256 * words}})
 				data := addTwins(t, vs, f32, cmp)
 				require.Equal(t, 256, cmp.Info().DeviceRows)
 				qs := testkit.Vectors(r, 9, dim)
-				compareTwins(t, true, engine.L2, f32, cmp, data, qs, []int{1, 20, 1000}, "overflow")
+				compareTwins(t, true, umbra.L2, f32, cmp, data, qs, []int{1, 20, 1000}, "overflow")
 			})
 		}
 	}
@@ -225,8 +226,8 @@ func TestPrecisionGPUProperty(t *testing.T) {
 			for it := range 12 {
 				dim := 1 + r.IntN(130)
 				n := 1 + r.IntN(700)
-				m := []engine.Metric{engine.Dot, engine.L2, engine.Cosine}[r.IntN(3)]
-				prec := []engine.Precision{engine.F16, engine.Int8}[r.IntN(2)]
+				m := []umbra.Metric{umbra.Dot, umbra.L2, umbra.Cosine}[r.IntN(3)]
+				prec := []umbra.Precision{umbra.F16, umbra.Int8}[r.IntN(2)]
 				kind := r.IntN(4)
 				center := testkit.Vectors(r, 1, dim)[0]
 				vs := precisionVectors(r, kind, n, dim, center)
@@ -250,13 +251,13 @@ func TestPrecisionGPUApproximate(t *testing.T) {
 	r := testkit.Rand(t)
 	ctx := context.Background()
 	for _, b := range backends[1:] {
-		for _, prec := range []engine.Precision{engine.F16, engine.Int8} {
+		for _, prec := range []umbra.Precision{umbra.F16, umbra.Int8} {
 			cmp := open(t, b, engine.Config{Dim: 32, Precision: prec})
 			vs := testkit.Vectors(r, 500, 32)
-			_, err := cmp.Add(ctx, engine.Vectors(vs))
+			_, err := cmp.Add(ctx, umbra.Vectors(vs))
 			require.NoError(t, err)
 			var tr diag.Trace
-			got, err := cmp.Search(diag.WithTrace(ctx, &tr), vs[0], 10, engine.Approximate())
+			got, err := cmp.Search(diag.WithTrace(ctx, &tr), vs[0], 10, umbra.Approximate())
 			require.NoError(t, err)
 			require.Len(t, got, 10)
 			require.Zero(t, tr.Rescored)
@@ -272,11 +273,11 @@ func TestPrecisionGPUDeviceBudget(t *testing.T) {
 	r := testkit.Rand(t)
 	ctx := context.Background()
 	for _, b := range backends[1:] {
-		ix := open(t, b, engine.Config{Dim: 40, Precision: engine.Int8, Limits: engine.Limits{MaxDeviceBytes: 64 * 100}})
-		_, err := ix.Add(ctx, engine.Vectors(testkit.Vectors(r, 100, 40)))
+		ix := open(t, b, engine.Config{Dim: 40, Precision: umbra.Int8, Limits: engine.Limits{MaxDeviceBytes: 64 * 100}})
+		_, err := ix.Add(ctx, umbra.Vectors(testkit.Vectors(r, 100, 40)))
 		require.NoError(t, err, "%s: 100 rows of codes fit", b.name)
-		_, err = ix.Add(ctx, engine.Vectors(testkit.Vectors(r, 1, 40)))
-		require.ErrorIs(t, err, engine.ErrTooLarge, b.name)
+		_, err = ix.Add(ctx, umbra.Vectors(testkit.Vectors(r, 1, 40)))
+		require.ErrorIs(t, err, umbra.ErrTooLarge, b.name)
 		require.Equal(t, 100, ix.Len())
 		require.Equal(t, engine.GPU, ix.Info().Device)
 	}
@@ -288,14 +289,14 @@ func TestPrecisionGPUBatchPieces(t *testing.T) {
 	r := testkit.Rand(t)
 	ctx := context.Background()
 	for _, b := range backends[1:] {
-		for _, prec := range []engine.Precision{engine.F16, engine.Int8} {
+		for _, prec := range []umbra.Precision{umbra.F16, umbra.Int8} {
 			f32 := cpuTwin(t, engine.Config{Dim: 24})
 			cmp := open(t, b, engine.Config{Dim: 24, Precision: prec})
 			engine.SetSumsPiece(cmp, 3*4*700) // 3 queries of 700 rows a piece
 			vs := testkit.Vectors(r, 700, 24)
 			data := addTwins(t, vs, f32, cmp)
 			qs := testkit.Vectors(r, 10, 24)
-			compareTwins(t, true, engine.Cosine, f32, cmp, data, qs, []int{1, 9}, fmt.Sprintf("%s %v in pieces", b.name, prec))
+			compareTwins(t, true, umbra.Cosine, f32, cmp, data, qs, []int{1, 9}, fmt.Sprintf("%s %v in pieces", b.name, prec))
 			var tr diag.Trace
 			_, err := cmp.SearchBatch(diag.WithTrace(ctx, &tr), qs, 5)
 			require.NoError(t, err)
@@ -321,12 +322,12 @@ func TestPrecisionGPUExtremes(t *testing.T) {
 		}
 	}
 	for _, b := range backends[1:] {
-		for _, prec := range []engine.Precision{engine.F16, engine.Int8} {
-			for _, m := range []engine.Metric{engine.Dot, engine.L2} {
+		for _, prec := range []umbra.Precision{umbra.F16, umbra.Int8} {
+			for _, m := range []umbra.Metric{umbra.Dot, umbra.L2} {
 				f32 := cpuTwin(t, engine.Config{Dim: dim, Metric: m})
 				cmp := open(t, b, engine.Config{Dim: dim, Metric: m, Precision: prec})
 				for _, ix := range []*engine.Index{f32, cmp} {
-					_, err := ix.Add(ctx, engine.Vectors(vs))
+					_, err := ix.Add(ctx, umbra.Vectors(vs))
 					require.NoError(t, err)
 				}
 				for _, scale := range []float32{1e-30, 1, 1e30} {
@@ -361,8 +362,8 @@ func TestPrecisionGPUSelect(t *testing.T) {
 	r := testkit.Rand(t)
 	ctx := context.Background()
 	const dim, n = 32, 3000
-	for _, prec := range []engine.Precision{engine.F16, engine.Int8} {
-		for _, m := range []engine.Metric{engine.Dot, engine.L2, engine.Cosine} {
+	for _, prec := range []umbra.Precision{umbra.F16, umbra.Int8} {
+		for _, m := range []umbra.Metric{umbra.Dot, umbra.L2, umbra.Cosine} {
 			t.Run(fmt.Sprintf("%v/%v", prec, m), func(t *testing.T) {
 				vs := testkit.Vectors(r, n, dim)
 				f32 := cpuTwin(t, engine.Config{Dim: dim, Metric: m})
@@ -395,7 +396,7 @@ func TestPrecisionGPUSelect(t *testing.T) {
 				// Deletes reach the device selection through the mask.
 				ids := f32.IDs()
 				for _, ix := range []*engine.Index{f32, cmp} {
-					require.NoError(t, ix.Delete(ctx, engine.WithIDs(ids[:n/4]...)))
+					require.NoError(t, ix.Delete(ctx, umbra.WithIDs(ids[:n/4]...)))
 				}
 				compareTwins(t, true, m, f32, cmp, data, qs[:4], []int{1, 10}, "after deletes")
 			})
@@ -411,8 +412,8 @@ func TestPrecisionGPUSelectConcurrent(t *testing.T) {
 	r := testkit.Rand(t)
 	ctx := context.Background()
 	const dim = 24
-	f32 := cpuTwin(t, engine.Config{Dim: dim, Metric: engine.L2})
-	cmp := open(t, backends[1], engine.Config{Dim: dim, Metric: engine.L2, Precision: engine.Int8}, 512)
+	f32 := cpuTwin(t, engine.Config{Dim: dim, Metric: umbra.L2})
+	cmp := open(t, backends[1], engine.Config{Dim: dim, Metric: umbra.L2, Precision: umbra.Int8}, 512)
 	engine.SetQuantCap(cmp, 64)
 	data := addTwins(t, testkit.Vectors(r, 1500, dim), f32, cmp)
 	qs := testkit.Vectors(r, 6, dim)
@@ -450,23 +451,23 @@ func TestPrecisionGPUSelectConcurrent(t *testing.T) {
 	for i := range adds {
 		ids := []uint64{uint64(3 + 7*i), uint64(400 + i), uint64(1000 + 11*i)}
 		for _, ix := range []*engine.Index{cmp, f32} {
-			got, err := ix.Add(ctx, engine.Vectors(adds[i]))
+			got, err := ix.Add(ctx, umbra.Vectors(adds[i]))
 			require.NoError(t, err)
 			for j, id := range got {
 				data[id] = adds[i][j]
 			}
-			require.NoError(t, testkit.ErrOf(ix.Upsert(ctx, engine.Vectors(ups[i]), engine.WithIDs(ids...))))
+			require.NoError(t, testkit.ErrOf(ix.Upsert(ctx, umbra.Vectors(ups[i]), umbra.WithIDs(ids...))))
 			for j, id := range ids {
 				data[id] = ups[i][j]
 			}
-			require.NoError(t, ix.Delete(ctx, engine.WithIDs(uint64(50+i))))
+			require.NoError(t, ix.Delete(ctx, umbra.WithIDs(uint64(50+i))))
 		}
 	}
 	close(stop)
 	for range 3 {
 		require.NoError(t, <-errs)
 	}
-	compareTwins(t, true, engine.L2, f32, cmp, data, qs, []int{1, 10, 60}, "after concurrent writes")
+	compareTwins(t, true, umbra.L2, f32, cmp, data, qs, []int{1, 10, 60}, "after concurrent writes")
 }
 
 // Under Overflow the codes fill MaxDeviceBytes, leaving no room for the
@@ -476,12 +477,12 @@ func TestPrecisionGPUSelectBudget(t *testing.T) {
 	ctx := context.Background()
 	const dim, n = 32, 3000
 	f32 := cpuTwin(t, engine.Config{Dim: dim})
-	cmp := open(t, backends[1], engine.Config{Dim: dim, Precision: engine.Int8,
+	cmp := open(t, backends[1], engine.Config{Dim: dim, Precision: umbra.Int8,
 		Limits: engine.Limits{Overflow: true, MaxDeviceBytes: 2500 * 64}}, 1000)
 	data := addTwins(t, testkit.Vectors(r, n, dim), f32, cmp)
 	require.Less(t, cmp.Info().DeviceRows, n)
 	qs := testkit.Vectors(r, 3, dim)
-	compareTwins(t, true, engine.Cosine, f32, cmp, data, qs, []int{1, 10}, "overflow")
+	compareTwins(t, true, umbra.Cosine, f32, cmp, data, qs, []int{1, 10}, "overflow")
 	var tr diag.Trace
 	_, err := cmp.SearchBatch(diag.WithTrace(ctx, &tr), qs, 10)
 	require.NoError(t, err)
@@ -505,8 +506,8 @@ func TestPrecisionGPUSelectListsGrow(t *testing.T) {
 			vs[i][j] = centre[j] * (1 + 1e-4*(r.Float32()-0.5))
 		}
 	}
-	f32 := cpuTwin(t, engine.Config{Dim: dim, Metric: engine.Cosine})
-	cmp := open(t, backends[1], engine.Config{Dim: dim, Metric: engine.Cosine, Precision: engine.Int8}, 0)
+	f32 := cpuTwin(t, engine.Config{Dim: dim, Metric: umbra.Cosine})
+	cmp := open(t, backends[1], engine.Config{Dim: dim, Metric: umbra.Cosine, Precision: umbra.Int8}, 0)
 	data := addTwins(t, vs, f32, cmp)
 	require.Zero(t, engine.ListShift(cmp))
 	near := [][]float32{centre}
@@ -523,10 +524,10 @@ func TestPrecisionGPUSelectListsGrow(t *testing.T) {
 	require.Equal(t, grown, engine.ListShift(cmp))
 	// Exact throughout, and range searches whose answers overflow any
 	// list leave the size alone.
-	compareTwins(t, true, engine.Cosine, f32, cmp, data, near, []int{10}, "grown")
+	compareTwins(t, true, umbra.Cosine, f32, cmp, data, near, []int{10}, "grown")
 	require.Equal(t, grown, engine.ListShift(cmp))
 	// Queries far from the cluster fill little of the lists: they shrink.
 	far := testkit.Vectors(r, 4, dim)
-	compareTwins(t, true, engine.Cosine, f32, cmp, data, far, []int{10}, "far")
+	compareTwins(t, true, umbra.Cosine, f32, cmp, data, far, []int{10}, "far")
 	require.Less(t, engine.ListShift(cmp), grown)
 }

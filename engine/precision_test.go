@@ -11,13 +11,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // sameHitBits requires identical IDs and identical score bits.
-func sameHitBits(t *testing.T, want, got []engine.Hit, format string, args ...any) {
+func sameHitBits(t *testing.T, want, got []umbra.Hit, format string, args ...any) {
 	t.Helper()
 	ok := len(want) == len(got)
 	for i := 0; ok && i < len(want); i++ {
@@ -62,8 +63,8 @@ func TestPrecisionMatchesFloat32(t *testing.T) {
 	r := testkit.Rand(t)
 	ctx := context.Background()
 	for _, b := range backends {
-		for _, prec := range []engine.Precision{engine.F16, engine.Int8} {
-			for _, m := range []engine.Metric{engine.Cosine, engine.Dot, engine.L2} {
+		for _, prec := range []umbra.Precision{umbra.F16, umbra.Int8} {
+			for _, m := range []umbra.Metric{umbra.Cosine, umbra.Dot, umbra.L2} {
 				t.Run(fmt.Sprintf("%s/%v/%v", b.name, prec, m), func(t *testing.T) {
 					dim := 8 + r.IntN(90)
 					kind := r.IntN(4)
@@ -82,15 +83,15 @@ func TestPrecisionMatchesFloat32(t *testing.T) {
 						qs := precisionVectors(r, kind, 3, dim, center)
 						if n > 0 && kind >= 2 {
 							ids := f32.IDs()
-							v, err := f32.Get(ids[r.IntN(len(ids))])
+							v, err := f32.Vector(ids[r.IntN(len(ids))])
 							require.NoError(t, err)
 							qs[0] = v // on top of the data: ties and near-ties
 						}
 						ids := f32.IDs()
-						allow := []engine.SearchOption{}
+						allow := []umbra.SearchOption{}
 						if len(ids) > 0 && r.IntN(2) == 0 {
 							keep := ids[:1+r.IntN(len(ids))]
-							allow = append(allow, engine.Allow(keep...))
+							allow = append(allow, umbra.Allow(keep...))
 						}
 						for _, k := range []int{1, 1 + r.IntN(12), max(1, n), n + 2} {
 							want, err := f32.SearchBatch(ctx, qs, k, allow...)
@@ -130,7 +131,7 @@ func TestPrecisionMatchesFloat32(t *testing.T) {
 						switch op := r.IntN(5); {
 						case op <= 1 || f32.Len() < 4:
 							vs := precisionVectors(r, kind, 1+r.IntN(60), dim, center)
-							both(func(ix *engine.Index) error { _, err := ix.Add(ctx, engine.Vectors(vs)); return err })
+							both(func(ix *engine.Index) error { _, err := ix.Add(ctx, umbra.Vectors(vs)); return err })
 						case op == 2:
 							ids := f32.IDs()
 							up := []uint64{ids[r.IntN(len(ids))], 1 << 40}
@@ -139,12 +140,12 @@ func TestPrecisionMatchesFloat32(t *testing.T) {
 							}
 							vs := precisionVectors(r, kind, len(up), dim, center)
 							both(func(ix *engine.Index) error {
-								return testkit.ErrOf(ix.Upsert(ctx, engine.Vectors(vs), engine.WithIDs(up...)))
+								return testkit.ErrOf(ix.Upsert(ctx, umbra.Vectors(vs), umbra.WithIDs(up...)))
 							})
 						case op == 3:
 							ids := f32.IDs()
 							del := ids[:1+r.IntN(len(ids)/2)]
-							both(func(ix *engine.Index) error { return ix.Delete(ctx, engine.WithIDs(del...)) })
+							both(func(ix *engine.Index) error { return ix.Delete(ctx, umbra.WithIDs(del...)) })
 						default:
 							both(func(ix *engine.Index) error { return ix.Compact(ctx) })
 						}
@@ -163,7 +164,7 @@ func TestPrecisionMatchesFloat32(t *testing.T) {
 					vs := precisionVectors(r, kind, 5, dim, center)
 					ids := []uint64{1 << 41, 1<<41 + 1, 1<<41 + 2, 1<<41 + 3, 1<<41 + 4}
 					both(func(ix *engine.Index) error {
-						return testkit.ErrOf(ix.Add(ctx, engine.Vectors(vs), engine.WithIDs(ids...)))
+						return testkit.ErrOf(ix.Add(ctx, umbra.Vectors(vs), umbra.WithIDs(ids...)))
 					})
 					require.NoError(t, cmp.Close())
 					cmp, err = engine.Open(ctx, path, engine.Config{Device: b.device, Adapters: []engine.AdapterSelect{b.adapter}})
@@ -186,20 +187,20 @@ func TestApproximateOption(t *testing.T) {
 	f32, err := engine.New(ctx, engine.Config{Dim: dim, Device: engine.CPU})
 	require.NoError(t, err)
 	defer f32.Close()
-	_, err = f32.Add(ctx, engine.Vectors(vs))
+	_, err = f32.Add(ctx, umbra.Vectors(vs))
 	require.NoError(t, err)
 	want, err := f32.Search(ctx, q, 10)
 	require.NoError(t, err)
-	same, err := f32.Search(ctx, q, 10, engine.Approximate())
+	same, err := f32.Search(ctx, q, 10, umbra.Approximate())
 	require.NoError(t, err)
 	sameHitBits(t, want, same, "F32 ignores Approximate")
-	for _, prec := range []engine.Precision{engine.F16, engine.Int8} {
+	for _, prec := range []umbra.Precision{umbra.F16, umbra.Int8} {
 		ix, err := engine.New(ctx, engine.Config{Dim: dim, Device: engine.CPU, Precision: prec})
 		require.NoError(t, err)
-		_, err = ix.Add(ctx, engine.Vectors(vs))
+		_, err = ix.Add(ctx, umbra.Vectors(vs))
 		require.NoError(t, err)
 		var tr diag.Trace
-		got, err := ix.Search(diag.WithTrace(ctx, &tr), q, 10, engine.Approximate())
+		got, err := ix.Search(diag.WithTrace(ctx, &tr), q, 10, umbra.Approximate())
 		require.NoError(t, err)
 		require.Len(t, got, 10)
 		require.Zero(t, tr.Rescored, "%v", prec)
@@ -228,16 +229,16 @@ func TestApproximateOption(t *testing.T) {
 func TestPrecisionConfig(t *testing.T) {
 	ctx := context.Background()
 	for _, s := range []string{"f32", "F16", "int8", "fp16", "i8"} {
-		_, err := engine.ParsePrecision(s)
+		_, err := umbra.ParsePrecision(s)
 		require.NoError(t, err, s)
 	}
-	_, err := engine.ParsePrecision("int4")
-	require.ErrorIs(t, err, engine.ErrInvalidConfig)
+	_, err := umbra.ParsePrecision("int4")
+	require.ErrorIs(t, err, umbra.ErrInvalidConfig)
 	_, err = engine.New(ctx, engine.Config{Dim: 8, Precision: 9, Device: engine.CPU})
-	require.ErrorIs(t, err, engine.ErrInvalidConfig)
-	_, err = engine.New(ctx, engine.Config{Dim: 1 << 17, Precision: engine.Int8, Device: engine.CPU})
-	require.ErrorIs(t, err, engine.ErrInvalidConfig)
-	ix, err := engine.New(ctx, engine.Config{Dim: 8, Precision: engine.Int8, Device: engine.CPU})
+	require.ErrorIs(t, err, umbra.ErrInvalidConfig)
+	_, err = engine.New(ctx, engine.Config{Dim: 1 << 17, Precision: umbra.Int8, Device: engine.CPU})
+	require.ErrorIs(t, err, umbra.ErrInvalidConfig)
+	ix, err := engine.New(ctx, engine.Config{Dim: 8, Precision: umbra.Int8, Device: engine.CPU})
 	require.NoError(t, err)
 	defer ix.Close()
 	info := ix.Info()
@@ -256,12 +257,12 @@ func TestPrecisionCoalescedSearches(t *testing.T) {
 	f32, err := engine.New(ctx, engine.Config{Dim: dim, Device: engine.CPU, Coalesce: engine.Coalesce{MaxQueries: 1}})
 	require.NoError(t, err)
 	defer f32.Close()
-	ix, err := engine.New(ctx, engine.Config{Dim: dim, Device: engine.CPU, Precision: engine.Int8})
+	ix, err := engine.New(ctx, engine.Config{Dim: dim, Device: engine.CPU, Precision: umbra.Int8})
 	require.NoError(t, err)
 	defer ix.Close()
-	_, err = f32.Add(ctx, engine.Vectors(vs))
+	_, err = f32.Add(ctx, umbra.Vectors(vs))
 	require.NoError(t, err)
-	_, err = ix.Add(ctx, engine.Vectors(vs))
+	_, err = ix.Add(ctx, umbra.Vectors(vs))
 	require.NoError(t, err)
 	qs := testkit.Vectors(r, 16, dim)
 	want, err := f32.SearchBatch(ctx, qs, 7)

@@ -4,10 +4,11 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/umbravec/umbra/diag"
 )
 
 func TestRankAdapters(t *testing.T) {
-	infos := []AdapterInfo{
+	infos := []diag.AdapterInfo{
 		{Name: "llvmpipe", API: "vulkan", Type: "cpu"},
 		{Name: "Intel(R) UHD Graphics", API: "gl", Type: "integrated"},
 		{Name: "NVIDIA GeForce RTX 3050 Laptop GPU", API: "vulkan", Type: "discrete"},

@@ -6,6 +6,7 @@ import (
 	"math/bits"
 	"time"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/exact"
 	"github.com/umbravec/umbra/internal/gpu"
@@ -82,7 +83,7 @@ func (ix *Index) adaptLists(counts []int, slots, rows int) {
 // selection does not apply (the device side lacks it, k passes the rows
 // the device holds and the mask allows, it would not pay, or it does not
 // fit the device): then nothing was searched. The caller holds ix.mu.
-func (ix *Index) searchQuantSelect(ctx context.Context, qs [][]float32, k int, mask []uint64) (all [][]Hit, done bool, err error) {
+func (ix *Index) searchQuantSelect(ctx context.Context, qs [][]float32, k int, mask []uint64) (all [][]umbra.Hit, done bool, err error) {
 	sel, ok := ix.dev.(quantSelector)
 	rows := ix.deviceRows(ix.slab.Rows)
 	if !ok || rows == 0 || k < 1 || len(qs) == 0 {
@@ -138,7 +139,7 @@ func (ix *Index) searchQuantSelect(ctx context.Context, qs [][]float32, k int, m
 			rest = append(rest, j)
 		}
 	}
-	all = make([][]Hit, len(qs))
+	all = make([][]umbra.Hit, len(qs))
 	if len(good) > 0 {
 		start := time.Now()
 		gq, gc := make([][]float32, len(good)), make([][]exact.DeviceCand, len(good))

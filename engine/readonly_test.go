@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
 )
@@ -28,17 +29,17 @@ func TestOpenReadOnlyBesideAWriter(t *testing.T) {
 	w, err := engine.Open(ctx, path, engine.Config{Dim: dim, Device: engine.CPU})
 	require.NoError(t, err)
 	defer w.Close()
-	_, err = w.Add(ctx, engine.Vectors(testkit.Vectors(r, 40, dim)))
+	_, err = w.Add(ctx, umbra.Vectors(testkit.Vectors(r, 40, dim)))
 	require.NoError(t, err)
 	require.NoError(t, w.Checkpoint(ctx))
-	require.NoError(t, testkit.ErrOf(w.Upsert(ctx, engine.Vectors(testkit.Vectors(r, 2, dim)), engine.WithIDs([]uint64{3, 1000}...))))
-	require.NoError(t, w.Delete(ctx, engine.WithIDs(5, 6)))
-	_, err = w.Add(ctx, engine.Vectors(testkit.Vectors(r, 2, dim)), engine.WithKeys([]string{"x", "y"}...))
+	require.NoError(t, testkit.ErrOf(w.Upsert(ctx, umbra.Vectors(testkit.Vectors(r, 2, dim)), umbra.WithIDs([]uint64{3, 1000}...))))
+	require.NoError(t, w.Delete(ctx, umbra.WithIDs(5, 6)))
+	_, err = w.Add(ctx, umbra.Vectors(testkit.Vectors(r, 2, dim)), umbra.WithKeys([]string{"x", "y"}...))
 	require.NoError(t, err)
 
 	_, err = engine.Open(ctx, path, engine.Config{Device: engine.CPU})
 	require.ErrorIs(t, err, engine.ErrLocked, "a second writer")
-	ro, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU}, engine.ReadOnly())
+	ro, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU, ReadOnly: true})
 	require.NoError(t, err, "a reader beside the writer")
 	defer ro.Close()
 	sameContents(t, w, ro, "reader beside the writer")
@@ -52,17 +53,17 @@ func TestOpenReadOnlyBesideAWriter(t *testing.T) {
 	// Every write is refused and changes nothing.
 	v := testkit.Vectors(r, 1, dim)
 	for name, err := range map[string]error{
-		"Add":        func() error { _, err := ro.Add(ctx, engine.Vectors(v)); return err }(),
-		"AddFlat":    func() error { _, err := ro.Add(ctx, engine.Flat(v[0], ro.Dim())); return err }(),
-		"AddWithIDs": testkit.ErrOf(ro.Add(ctx, engine.Vectors(v), engine.WithIDs([]uint64{77777}...))),
-		"Upsert":     testkit.ErrOf(ro.Upsert(ctx, engine.Vectors(v), engine.WithIDs([]uint64{3}...))),
-		"Delete":     ro.Delete(ctx, engine.WithIDs(3)),
-		"AddKeys":    func() error { _, err := ro.Add(ctx, engine.Vectors(v), engine.WithKeys([]string{"z"}...)); return err }(),
+		"Add":        func() error { _, err := ro.Add(ctx, umbra.Vectors(v)); return err }(),
+		"AddFlat":    func() error { _, err := ro.Add(ctx, umbra.Flat(v[0], ro.Dim())); return err }(),
+		"AddWithIDs": testkit.ErrOf(ro.Add(ctx, umbra.Vectors(v), umbra.WithIDs([]uint64{77777}...))),
+		"Upsert":     testkit.ErrOf(ro.Upsert(ctx, umbra.Vectors(v), umbra.WithIDs([]uint64{3}...))),
+		"Delete":     ro.Delete(ctx, umbra.WithIDs(3)),
+		"AddKeys":    func() error { _, err := ro.Add(ctx, umbra.Vectors(v), umbra.WithKeys([]string{"z"}...)); return err }(),
 		"UpsertKeys": func() error {
-			_, err := ro.Upsert(ctx, engine.Vectors(v), engine.WithKeys([]string{"x"}...))
+			_, err := ro.Upsert(ctx, umbra.Vectors(v), umbra.WithKeys([]string{"x"}...))
 			return err
 		}(),
-		"DeleteKeys": ro.Delete(ctx, engine.WithKeys("x")),
+		"DeleteKeys": ro.Delete(ctx, umbra.WithKeys("x")),
 		"Compact":    ro.Compact(ctx),
 		"Checkpoint": ro.Checkpoint(ctx),
 		"Save":       ro.Save(ctx, path),
@@ -74,10 +75,10 @@ func TestOpenReadOnlyBesideAWriter(t *testing.T) {
 
 	// A reader is a snapshot: later writes show in a new reader only.
 	before := ro.IDs()
-	_, err = w.Add(ctx, engine.Vectors(testkit.Vectors(r, 3, dim)))
+	_, err = w.Add(ctx, umbra.Vectors(testkit.Vectors(r, 3, dim)))
 	require.NoError(t, err)
 	require.Equal(t, before, ro.IDs(), "a reader followed a later write")
-	ro2, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU}, engine.ReadOnly())
+	ro2, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU, ReadOnly: true})
 	require.NoError(t, err)
 	sameContents(t, w, ro2, "a new reader")
 	require.NoError(t, ro2.Close())
@@ -96,7 +97,7 @@ func TestOpenReadOnlyBesideAWriter(t *testing.T) {
 	require.NoError(t, f.Close())
 	st, err := os.Stat(logPath)
 	require.NoError(t, err)
-	ro3, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU}, engine.ReadOnly())
+	ro3, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU, ReadOnly: true})
 	require.NoError(t, err)
 	st2, err := os.Stat(logPath)
 	require.NoError(t, err)
@@ -105,7 +106,7 @@ func TestOpenReadOnlyBesideAWriter(t *testing.T) {
 	require.NoError(t, ro3.Close())
 
 	missing := filepath.Join(dir, "none.umbra")
-	_, err = engine.Open(ctx, missing, engine.Config{Dim: dim, Device: engine.CPU}, engine.ReadOnly())
+	_, err = engine.Open(ctx, missing, engine.Config{Dim: dim, Device: engine.CPU, ReadOnly: true})
 	require.ErrorIs(t, err, fs.ErrNotExist)
 	_, err = os.Stat(missing)
 	require.ErrorIs(t, err, fs.ErrNotExist, "a reader created a store")
@@ -134,22 +135,22 @@ func TestOpenReadOnlyStartsOverAfterACheckpoint(t *testing.T) {
 	w, err := engine.Open(ctx, path, engine.Config{Dim: dim, Device: engine.CPU})
 	require.NoError(t, err)
 	defer w.Close()
-	_, err = w.Add(ctx, engine.Vectors(testkit.Vectors(r, 20, dim)))
+	_, err = w.Add(ctx, umbra.Vectors(testkit.Vectors(r, 20, dim)))
 	require.NoError(t, err)
 	require.NoError(t, w.Checkpoint(ctx))
-	_, err = w.Add(ctx, engine.Vectors(testkit.Vectors(r, 5, dim))) // in the log only
+	_, err = w.Add(ctx, umbra.Vectors(testkit.Vectors(r, 5, dim))) // in the log only
 	require.NoError(t, err)
 
 	loads := 0
 	afterLoad := engine.AfterReadOnlyLoad(func() {
 		loads++
 		if loads == 1 {
-			_, err := w.Add(ctx, engine.Vectors(testkit.Vectors(r, 3, dim)))
+			_, err := w.Add(ctx, umbra.Vectors(testkit.Vectors(r, 3, dim)))
 			require.NoError(t, err)
 			require.NoError(t, w.Checkpoint(ctx))
 		}
 	})
-	ro, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU}, engine.ReadOnly(), afterLoad)
+	ro, err := engine.OpenWith(ctx, path, engine.Config{Device: engine.CPU, ReadOnly: true}, afterLoad)
 	require.NoError(t, err)
 	defer ro.Close()
 	require.Equal(t, 2, loads, "the reader did not start over after the checkpoint")

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/umbravec/umbra/internal/hint"
+	"github.com/umbravec/umbra"
 )
 
 // A GPU that comes back.
@@ -79,7 +79,7 @@ func (ix *Index) tryRecover(attempt int) (err error) {
 	defer ix.wmu.Unlock()
 	old := ix.dev
 	if ix.closed || old == nil {
-		return ErrClosed
+		return umbra.ErrClosed
 	}
 	timeout := ix.cfg.ProbeTimeout
 	if timeout == 0 {
@@ -102,7 +102,7 @@ func (ix *Index) tryRecover(attempt int) (err error) {
 	ix.whyMu.Lock()
 	ix.gpuDown.Store(false)
 	ix.recovering.Store(false)
-	ix.reason, ix.hint = "", Hint{}
+	ix.reason, ix.hint = "", umbra.Hint{}
 	ix.whyMu.Unlock()
 	ix.recoveries.Add(1)
 	ix.mu.Unlock()
@@ -131,7 +131,7 @@ func (ix *Index) afterGPUFailure(ctx context.Context, err error) error {
 	if ctx.Err() != nil || ix.cfg.Device == GPU {
 		return err
 	}
-	if !errors.Is(err, ErrTooLarge) {
+	if !errors.Is(err, umbra.ErrTooLarge) {
 		ix.demote(err)
 	}
 	return nil
@@ -144,13 +144,13 @@ func (ix *Index) demote(err error) {
 	defer ix.whyMu.Unlock()
 	if ix.gpuDown.CompareAndSwap(false, true) {
 		ix.lastFailure = err.Error()
-		if errors.Is(err, ErrTooLarge) {
+		if errors.Is(err, umbra.ErrTooLarge) {
 			ix.reason = "the index outgrew what the GPU can hold, searches moved to the CPU: " + err.Error()
-			ix.hint = Hint{Code: hint.TooLarge}
+			ix.hint = umbra.Hint{Code: umbra.HintTooLarge}
 			return
 		}
 		ix.reason = "GPU failed after start-up, searches moved to the CPU: " + err.Error()
-		ix.hint = hintFor(hint.ProbeFailed, ix.cfg.adapter())
+		ix.hint = hintFor(umbra.HintProbeFailed, ix.cfg.adapter())
 		if ix.dev != nil && ix.recovering.CompareAndSwap(false, true) {
 			ix.reason += "; recovering in the background"
 			ix.background.Add(1)

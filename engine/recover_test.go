@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
@@ -25,7 +26,7 @@ func TestGPUComesBack(t *testing.T) {
 			r := testkit.Rand(t)
 			const dim = 20
 			var attempts atomic.Int32
-			cfg := engine.Config{Dim: dim, Metric: engine.L2, Adapters: []engine.AdapterSelect{b.adapter}}
+			cfg := engine.Config{Dim: dim, Metric: umbra.L2, Adapters: []engine.AdapterSelect{b.adapter}}
 			ix, err := engine.NewSoftwareAuto(context.Background(), cfg, 256, 20*time.Millisecond, func(n int) error {
 				attempts.Store(int32(n))
 				if n < 3 {
@@ -40,11 +41,11 @@ func TestGPUComesBack(t *testing.T) {
 				t.Skipf("no %s adapter: %v", b.name, err)
 			}
 			t.Cleanup(func() { ix.Close() })
-			ref := open(t, backends[0], engine.Config{Dim: dim, Metric: engine.L2})
+			ref := open(t, backends[0], engine.Config{Dim: dim, Metric: umbra.L2})
 			ctx := context.Background()
 			data := testkit.Vectors(r, 700, dim)
 			for _, x := range []*engine.Index{ix, ref} {
-				_, err := x.Add(ctx, engine.Vectors(data))
+				_, err := x.Add(ctx, umbra.Vectors(data))
 				require.NoError(t, err)
 			}
 			qs := testkit.Vectors(r, 6, dim)
@@ -55,7 +56,7 @@ func TestGPUComesBack(t *testing.T) {
 					require.NoError(t, err)
 					got, err := ix.Search(ctx, q, 9)
 					require.NoError(t, err, "%s: query %d", what, i)
-					requireSameHits(t, engine.L2, ref.Get, q, want, got, what)
+					requireSameHits(t, umbra.L2, ref.Vector, q, want, got, what)
 				}
 			}
 			same("before the fault")
@@ -66,7 +67,7 @@ func TestGPUComesBack(t *testing.T) {
 			require.NoError(t, err, "the search the device failed is answered on the CPU")
 			want, err := ref.Search(ctx, qs[0], 9)
 			require.NoError(t, err)
-			requireSameHits(t, engine.L2, ref.Get, qs[0], want, got, "the failed search")
+			requireSameHits(t, umbra.L2, ref.Vector, qs[0], want, got, "the failed search")
 			require.Equal(t, "cpu", tr.Device)
 			info := ix.Info()
 			require.Equal(t, engine.CPU, info.Device)
@@ -76,9 +77,9 @@ func TestGPUComesBack(t *testing.T) {
 			// Writes while the GPU is down reach the rows recovery uploads.
 			more := testkit.Vectors(r, 300, dim)
 			for _, x := range []*engine.Index{ix, ref} {
-				_, err := x.Add(ctx, engine.Vectors(more))
+				_, err := x.Add(ctx, umbra.Vectors(more))
 				require.NoError(t, err)
-				require.NoError(t, x.Delete(ctx, engine.WithIDs(5, 650, 900)))
+				require.NoError(t, x.Delete(ctx, umbra.WithIDs(5, 650, 900)))
 			}
 			same("while the GPU is down")
 
@@ -121,7 +122,7 @@ func TestCloseStopsRecovery(t *testing.T) {
 		}
 		t.Skipf("no %s adapter: %v", b.name, err)
 	}
-	_, err = ix.Add(context.Background(), engine.Vectors([][]float32{{1, 2, 3, 4, 5, 6, 7, 8}}))
+	_, err = ix.Add(context.Background(), umbra.Vectors([][]float32{{1, 2, 3, 4, 5, 6, 7, 8}}))
 	require.NoError(t, err)
 	engine.SetGPUFault(ix, func(string) error { return errDeviceGone })
 	_, err = ix.Search(context.Background(), []float32{1, 0, 0, 0, 0, 0, 0, 0}, 1)

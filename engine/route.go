@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/internal/fallback"
 	"github.com/umbravec/umbra/internal/gpu"
@@ -20,7 +21,7 @@ func (ix *Index) ReadFloor(ctx context.Context) (f diag.Floor, err error) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	if ix.closed {
-		return diag.Floor{}, ErrClosed
+		return diag.Floor{}, umbra.ErrClosed
 	}
 	if ix.onGPU() {
 		d, b, clock, err := ix.dev.Floor(ctx)

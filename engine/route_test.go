@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
@@ -65,10 +66,10 @@ func TestRoutingMeasuresBatchArithmetic(t *testing.T) {
 func BenchmarkRoutingModel(b *testing.B) {
 	const n, dim = 50_000, 768
 	r := testkit.Rand(b)
-	ix, err := engine.New(context.Background(), engine.Config{Dim: dim, Metric: engine.Dot, Device: engine.CPU})
+	ix, err := engine.New(context.Background(), engine.Config{Dim: dim, Metric: umbra.Dot, Device: engine.CPU})
 	require.NoError(b, err)
 	b.Cleanup(func() { ix.Close() })
-	_, err = ix.Add(context.Background(), engine.Vectors(testkit.Vectors(r, n, dim)))
+	_, err = ix.Add(context.Background(), umbra.Vectors(testkit.Vectors(r, n, dim)))
 	require.NoError(b, err)
 	queries := testkit.Vectors(r, 64, dim)
 	ctx := context.Background()
@@ -101,7 +102,7 @@ func TestReadFloor(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			ix := open(t, b, engine.Config{Dim: 100}, 1000)
-			_, err := ix.Add(context.Background(), engine.Vectors(data))
+			_, err := ix.Add(context.Background(), umbra.Vectors(data))
 			require.NoError(t, err)
 			f, err := ix.ReadFloor(context.Background())
 			require.NoError(t, err)
@@ -129,7 +130,7 @@ func TestTraceRecordsBackend(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			ix := open(t, b, engine.Config{Dim: 8})
-			_, err := ix.Add(context.Background(), engine.Vectors(data))
+			_, err := ix.Add(context.Background(), umbra.Vectors(data))
 			require.NoError(t, err)
 			var tr diag.Trace
 			_, err = ix.Search(diag.WithTrace(context.Background(), &tr), data[0], 3)
@@ -158,7 +159,7 @@ func TestProgress(t *testing.T) {
 	queries := testkit.Vectors(r, 300, 4)
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
-			ix := open(t, b, engine.Config{Dim: 4, Metric: engine.Dot})
+			ix := open(t, b, engine.Config{Dim: 4, Metric: umbra.Dot})
 			last := map[string][2]int{}
 			calls := map[string]int{}
 			ctx := engine.WithProgress(context.Background(), func(stage string, done, total int) {
@@ -168,7 +169,7 @@ func TestProgress(t *testing.T) {
 				last[stage] = [2]int{done, total}
 				calls[stage]++
 			})
-			_, err := ix.Add(ctx, engine.Vectors(data))
+			_, err := ix.Add(ctx, umbra.Vectors(data))
 			require.NoError(t, err)
 			all, err := ix.SearchBatch(ctx, queries, 3)
 			require.NoError(t, err)

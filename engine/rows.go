@@ -6,88 +6,21 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/umbravec/umbra"
 )
 
 // The write API is two verbs and one delete:
 //
-//	ids, err := ix.Add(ctx, engine.Vectors(vs))                      // IDs assigned
-//	_, err = ix.Add(ctx, engine.Flat(data, dim), engine.WithIDs(ids...)) // the caller's IDs
-//	ids, err = ix.Upsert(ctx, engine.Vectors(vs), engine.WithKeys("a", "b"))
-//	err = ix.Delete(ctx, engine.WithKeys("a"))
+//	ids, err := ix.Add(ctx, umbra.Vectors(vs))                     // IDs assigned
+//	_, err = ix.Add(ctx, umbra.Flat(data, dim), umbra.WithIDs(ids...)) // the caller's IDs
+//	ids, err = ix.Upsert(ctx, umbra.Vectors(vs), umbra.WithKeys("a", "b"))
+//	err = ix.Delete(ctx, umbra.WithKeys("a"))
 //
-// Rows come as a RowSource: Vectors (one slice per vector), Flat (one
-// row-major slice) or a source read a piece at a time, such as
+// Rows come as an umbra.RowSource: Vectors (one slice per vector), Flat
+// (one row-major slice) or a source read a piece at a time, such as
 // host.MatrixReader over a vector file. WithIDs and WithKeys name them;
 // every combination works on every source.
-
-// Vectors is a RowSource of vectors in memory, one slice each. Add and
-// Upsert read them in place, without a copy; a vector of the wrong length
-// is refused by name ("vector 3: dimension 5, index dimension 4").
-func Vectors(vs [][]float32) RowSource { return &vectorRows{vs: vs} }
-
-// Flat is a RowSource of rows laid one after another in data, dim values
-// each, as a .npy or .fvecs file holds them: no slice per row is built.
-// len(data) must be a whole number of rows.
-func Flat(data []float32, dim int) RowSource { return &flatRows{data: data, dim: dim} }
-
-type vectorRows struct {
-	vs   [][]float32
-	next int
-}
-
-func (r *vectorRows) Dim() int {
-	if len(r.vs) == 0 {
-		return 0
-	}
-	return len(r.vs[0])
-}
-
-func (r *vectorRows) Rows() int { return len(r.vs) }
-
-func (r *vectorRows) ReadRows(dst []float32) (int, error) {
-	return readRowsFrom(dst, r.Dim(), &r.next, len(r.vs), func(i int) []float32 { return r.vs[i] })
-}
-
-type flatRows struct {
-	data []float32
-	dim  int
-	next int
-}
-
-func (r *flatRows) Dim() int { return r.dim }
-
-func (r *flatRows) Rows() int {
-	if r.dim <= 0 {
-		return 0
-	}
-	return len(r.data) / r.dim
-}
-
-func (r *flatRows) row(i int) []float32 { return r.data[i*r.dim : (i+1)*r.dim : (i+1)*r.dim] }
-
-func (r *flatRows) ReadRows(dst []float32) (int, error) {
-	return readRowsFrom(dst, r.dim, &r.next, r.Rows(), r.row)
-}
-
-// readRowsFrom is ReadRows over n rows that row gives, from *next on.
-func readRowsFrom(dst []float32, dim int, next *int, n int, row func(i int) []float32) (int, error) {
-	if *next >= n {
-		return 0, io.EOF
-	}
-	if dim <= 0 {
-		return 0, fmt.Errorf("rows of dimension %d", dim)
-	}
-	got := 0
-	for ; got < len(dst)/dim && *next < n; got++ {
-		v := row(*next)
-		if len(v) != dim {
-			return got, fmt.Errorf("%w: vector %d has dimension %d, the first %d", ErrDimMismatch, *next, len(v), dim)
-		}
-		copy(dst[got*dim:], v)
-		*next++
-	}
-	return got, nil
-}
 
 // memRows are the rows of an in-memory source, read in place: n of them,
 // row(i) the i-th.
@@ -114,95 +47,50 @@ func (m memRows) vectors() [][]float32 {
 // inMemory returns the rows of an in-memory source, or ok false for a
 // streamed source. A Flat source of another dimension, or whose length is
 // not a whole number of rows, is an error.
-func (ix *Index) inMemory(src RowSource) (m memRows, ok bool, err error) {
+func (ix *Index) inMemory(src umbra.RowSource) (m memRows, ok bool, err error) {
 	switch r := src.(type) {
-	case *vectorRows:
-		return memRows{n: len(r.vs), row: func(i int) []float32 { return r.vs[i] }, vs: r.vs}, true, nil
-	case *flatRows:
-		if r.dim != ix.cfg.Dim {
-			return m, true, fmt.Errorf("%w: Flat rows of dimension %d, index dimension is %d", ErrDimMismatch, r.dim, ix.cfg.Dim)
+	case interface{ InMemory() [][]float32 }: // umbra.Vectors
+		vs := r.InMemory()
+		return memRows{n: len(vs), row: func(i int) []float32 { return vs[i] }, vs: vs}, true, nil
+	case interface{ InMemoryFlat() ([]float32, int) }: // umbra.Flat
+		data, dim := r.InMemoryFlat()
+		if dim != ix.cfg.Dim {
+			return m, true, fmt.Errorf("%w: Flat rows of dimension %d, index dimension is %d", umbra.ErrDimMismatch, dim, ix.cfg.Dim)
 		}
-		if len(r.data)%r.dim != 0 {
-			return m, true, fmt.Errorf("%w: %d values is not a whole number of rows of dimension %d", ErrDimMismatch, len(r.data), r.dim)
+		if len(data)%dim != 0 {
+			return m, true, fmt.Errorf("%w: %d values is not a whole number of rows of dimension %d", umbra.ErrDimMismatch, len(data), dim)
 		}
-		return memRows{n: r.Rows(), row: r.row}, true, nil
+		return memRows{n: len(data) / dim, row: func(i int) []float32 { return data[i*dim : (i+1)*dim : (i+1)*dim] }}, true, nil
 	}
 	return m, false, nil
 }
 
-// WriteOption names the rows of an Add or Upsert, or what a Delete
-// removes.
-type WriteOption func(*writeOptions)
-
+// writeOptions are a write's options as the index reads them, from
+// umbra.WriteParams.
 type writeOptions struct {
-	ids      []uint64
-	keys     []string
-	idsSet   bool
-	keysSet  bool
-	conflict bool
-	attrs    callAttrs // WithMeta, WithPayloads (memory.go)
+	ids     []uint64
+	keys    []string
+	idsSet  bool
+	keysSet bool
+	attrs   callAttrs // WithMeta, WithPayloads (memory.go)
 }
 
-// WithIDs names the rows by the caller's IDs, one per row in order (for
-// Delete: the IDs to delete). An Add may give WithKeys beside it: see
-// WithKeys.
-func WithIDs(ids ...uint64) WriteOption {
-	return func(o *writeOptions) {
-		o.conflict = o.conflict || o.idsSet
-		o.ids, o.idsSet = ids, true
-		if o.ids == nil {
-			o.ids = []uint64{}
-		}
+// collectWrite resolves opts for the write named verb
+// (umbra.ResolveWrite's rules), refusing the options of a cluster
+// collection.
+func collectWrite(verb string, opts []umbra.WriteOption) (writeOptions, error) {
+	p, err := umbra.ResolveWrite(verb, opts)
+	if err != nil {
+		return writeOptions{}, err
 	}
+	if err := p.Refuse(localOnly, "NoWait", "IdempotencyKey"); err != nil {
+		return writeOptions{}, err
+	}
+	return writeOptions{
+		ids: p.IDs, keys: p.Keys, idsSet: p.IDs != nil, keysSet: p.Keys != nil,
+		attrs: callAttrs{meta: p.Meta, payloads: p.Payloads, metaSet: p.Meta != nil, paySet: p.Payloads != nil},
+	}, nil
 }
-
-// WithKeys names the rows by string keys, one per row in order: each new
-// key gets a new ID (KeyOf and Lookup map between them), a stored key
-// names its vector (for Delete: the keys to delete).
-//
-// A key is non-empty, valid UTF-8, holds no line break (\n, \r) and is at
-// most 4096 bytes: keys come back as text, one per line in the umbra
-// command's key files and as JSON strings, where an empty, broken or
-// multi-line key could not be read back as itself. Add and Upsert refuse
-// any other with ErrInvalidKey, naming the key and its vector, and store
-// nothing.
-//
-// An Add may name its rows by WithIDs and WithKeys together: each row is
-// stored under its ID and named by its key, and an empty key leaves that
-// row without one. That is how a store is rebuilt from its export with the
-// same IDs and keys. Upsert and Delete take one of the two.
-func WithKeys(keys ...string) WriteOption {
-	return func(o *writeOptions) {
-		o.conflict = o.conflict || o.keysSet
-		o.keys, o.keysSet = keys, true
-		if o.keys == nil {
-			o.keys = []string{}
-		}
-	}
-}
-
-func collectWrite(verb string, opts []WriteOption) (writeOptions, error) {
-	var o writeOptions
-	for _, f := range opts {
-		if f != nil {
-			f(&o)
-		}
-	}
-	switch {
-	case o.conflict:
-		return o, fmt.Errorf("%w: %s takes WithIDs or WithKeys once, not twice", ErrInvalidOption, verb)
-	case o.idsSet && o.keysSet && verb != "Add":
-		return o, fmt.Errorf("%w: %s takes one WithIDs or one WithKeys, not both (both together name new rows, in Add)", ErrInvalidOption, verb)
-	case o.attrs.given() && verb == "Delete":
-		return o, fmt.Errorf("%w: Delete takes no WithMeta or WithPayloads", ErrInvalidOption)
-	}
-	return o, nil
-}
-
-// ErrInvalidOption: a call was given options it cannot honour (two ways of
-// naming rows, an Upsert with no names, a search option for another kind
-// of search).
-var ErrInvalidOption = errors.New("invalid option")
 
 // Add stores rows, each under a new ID: assigned by the index
 // (consecutive, past every ID stored before), the caller's (WithIDs), or
@@ -227,14 +115,14 @@ var ErrInvalidOption = errors.New("invalid option")
 // to its first bad row).
 //
 // ctx may carry a Trace (WithTrace) and a Progress (WithProgress).
-func (ix *Index) Add(ctx context.Context, rows RowSource, opts ...WriteOption) (ids []uint64, err error) {
+func (ix *Index) Add(ctx context.Context, rows umbra.RowSource, opts ...umbra.WriteOption) (ids []uint64, err error) {
 	defer ix.recoverInto(&err, ix.watchFaults())
 	o, err := collectWrite("Add", opts)
 	if err != nil {
 		return nil, err
 	}
 	if rows == nil {
-		return nil, fmt.Errorf("%w: Add of nil rows", ErrSource)
+		return nil, fmt.Errorf("%w: Add of nil rows", umbra.ErrSource)
 	}
 	m, mem, err := ix.inMemory(rows)
 	if err != nil {
@@ -284,17 +172,17 @@ func (ix *Index) Add(ctx context.Context, rows RowSource, opts ...WriteOption) (
 // (see WithKeys); an Upsert that names no rows, or names them both ways,
 // is ErrInvalidOption. A streamed source is read whole before anything is
 // changed (the rows an upsert replaces are kept aside to undo it).
-func (ix *Index) Upsert(ctx context.Context, rows RowSource, opts ...WriteOption) (ids []uint64, err error) {
+func (ix *Index) Upsert(ctx context.Context, rows umbra.RowSource, opts ...umbra.WriteOption) (ids []uint64, err error) {
 	defer ix.recoverInto(&err, ix.watchFaults())
 	o, err := collectWrite("Upsert", opts)
 	if err != nil {
 		return nil, err
 	}
 	if !o.idsSet && !o.keysSet {
-		return nil, fmt.Errorf("%w: Upsert needs WithIDs or WithKeys to say which vectors it replaces", ErrInvalidOption)
+		return nil, fmt.Errorf("%w: Upsert needs WithIDs or WithKeys to say which vectors it replaces", umbra.ErrInvalidOption)
 	}
 	if rows == nil {
-		return nil, fmt.Errorf("%w: Upsert of nil rows", ErrSource)
+		return nil, fmt.Errorf("%w: Upsert of nil rows", umbra.ErrSource)
 	}
 	m, mem, err := ix.inMemory(rows)
 	if err != nil {
@@ -335,14 +223,14 @@ func (ix *Index) Upsert(ctx context.Context, rows RowSource, opts ...WriteOption
 // dead rows are at least 1,024 and a quarter of the index. Keys are looked
 // up under the writers' lock, so a delete by key removes what the keys
 // named at one instant.
-func (ix *Index) Delete(ctx context.Context, opts ...WriteOption) (err error) {
+func (ix *Index) Delete(ctx context.Context, opts ...umbra.WriteOption) (err error) {
 	defer ix.recoverInto(&err, ix.watchFaults())
 	o, err := collectWrite("Delete", opts)
 	if err != nil {
 		return err
 	}
 	if !o.idsSet && !o.keysSet {
-		return fmt.Errorf("%w: Delete needs WithIDs or WithKeys to say what it deletes", ErrInvalidOption)
+		return fmt.Errorf("%w: Delete needs WithIDs or WithKeys to say what it deletes", umbra.ErrInvalidOption)
 	}
 	if err := ix.lockWriter(); err != nil {
 		return err
@@ -385,16 +273,16 @@ func namesFit(n int, o writeOptions) error {
 	switch {
 	case n < 0:
 	case o.idsSet && len(o.ids) != n:
-		return fmt.Errorf("%w: %d IDs for %d vectors", ErrIDCount, len(o.ids), n)
+		return fmt.Errorf("%w: %d IDs for %d vectors", umbra.ErrIDCount, len(o.ids), n)
 	case o.keysSet && len(o.keys) != n:
-		return fmt.Errorf("%w: %d keys for %d vectors", ErrIDCount, len(o.keys), n)
+		return fmt.Errorf("%w: %d keys for %d vectors", umbra.ErrIDCount, len(o.keys), n)
 	}
 	return o.attrs.fits(n)
 }
 
 // readAll reads a streamed source's rows into memory, one slice per row
 // over one allocation, checking their dimension and count as Add does.
-func (ix *Index) readAll(ctx context.Context, src RowSource) ([][]float32, error) {
+func (ix *Index) readAll(ctx context.Context, src umbra.RowSource) ([][]float32, error) {
 	if err := ix.sourceFits(src); err != nil {
 		return nil, err
 	}
@@ -414,15 +302,15 @@ func (ix *Index) readAll(ctx context.Context, src RowSource) ([][]float32, error
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrSource, err)
+			return nil, fmt.Errorf("%w: %w", umbra.ErrSource, err)
 		}
 		if got == 0 {
-			return nil, fmt.Errorf("%w: the source gave no rows and no end", ErrSource)
+			return nil, fmt.Errorf("%w: the source gave no rows and no end", umbra.ErrSource)
 		}
 	}
 	rows := len(data) / dim
 	if n >= 0 && rows != n {
-		return nil, fmt.Errorf("%w: the source announced %d rows and gave %d", ErrSource, n, rows)
+		return nil, fmt.Errorf("%w: the source announced %d rows and gave %d", umbra.ErrSource, n, rows)
 	}
 	vs := make([][]float32, rows)
 	for i := range vs {

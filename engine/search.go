@@ -7,6 +7,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/fallback"
 	"github.com/umbravec/umbra/internal/gpu"
@@ -19,7 +20,7 @@ import (
 // Allow and AllowFunc restrict it to a subset, exactly. Searches from many
 // goroutines at once are coalesced into batches (see Config.Coalesce);
 // each still gets exactly its own answer, and its ctx cancels only it.
-func (ix *Index) Search(ctx context.Context, query []float32, k int, opts ...SearchOption) (hits []Hit, err error) {
+func (ix *Index) Search(ctx context.Context, query []float32, k int, opts ...umbra.SearchOption) (hits []umbra.Hit, err error) {
 	o, err := collect("Search", opts)
 	if err != nil {
 		return nil, err
@@ -36,13 +37,13 @@ func (ix *Index) Search(ctx context.Context, query []float32, k int, opts ...Sea
 
 // SearchBatch runs Search for every query. All queries are validated before
 // any is searched.
-func (ix *Index) SearchBatch(ctx context.Context, queries [][]float32, k int, opts ...SearchOption) (all [][]Hit, err error) {
+func (ix *Index) SearchBatch(ctx context.Context, queries [][]float32, k int, opts ...umbra.SearchOption) (all [][]umbra.Hit, err error) {
 	return ix.searchBatch(ctx, queries, k, false, opts)
 }
 
 // searchBatch is SearchBatch; single names the query "query" in errors,
 // as Search's only one.
-func (ix *Index) searchBatch(ctx context.Context, queries [][]float32, k int, single bool, opts []SearchOption) (all [][]Hit, err error) {
+func (ix *Index) searchBatch(ctx context.Context, queries [][]float32, k int, single bool, opts []umbra.SearchOption) (all [][]umbra.Hit, err error) {
 	defer ix.recoverInto(&err, ix.watchFaults())
 	verb := "SearchBatch"
 	if single {
@@ -55,7 +56,7 @@ func (ix *Index) searchBatch(ctx context.Context, queries [][]float32, k int, si
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	if k <= 0 {
-		return nil, fmt.Errorf("%w: got k=%d", ErrInvalidK, k)
+		return nil, fmt.Errorf("%w: got k=%d", umbra.ErrInvalidK, k)
 	}
 	qs := make([][]float32, len(queries))
 	for i, query := range queries {
@@ -98,7 +99,7 @@ func (ix *Index) searchBatch(ctx context.Context, queries [][]float32, k int, si
 // padded to the slab stride. The caller holds ix.mu.
 func (ix *Index) prepare(ctx context.Context, query []float32, what input) ([]float32, error) {
 	if ix.closed {
-		return nil, ErrClosed
+		return nil, umbra.ErrClosed
 	}
 	if err := ix.checkVector(query, what); err != nil {
 		return nil, err
@@ -106,7 +107,7 @@ func (ix *Index) prepare(ctx context.Context, query []float32, what input) ([]fl
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if ix.cfg.Metric == Cosine {
+	if ix.cfg.Metric == umbra.Cosine {
 		return packed.Normalized(query, ix.slab.Stride), nil
 	}
 	return packed.Padded(query, ix.slab.Stride), nil
@@ -121,15 +122,15 @@ func (ix *Index) prepare(ctx context.Context, query []float32, what input) ([]fl
 // filtered says mask holds a caller's filter; without one, a GPU search
 // leaves out deleted rows by the device's resident tombstones and sends no
 // bitmap.
-func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int, mask []uint64, filtered bool) ([][]Hit, error) {
+func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int, mask []uint64, filtered bool) ([][]umbra.Hit, error) {
 	if ix.quant.c != nil {
 		return ix.searchQuant(ctx, qs, k, mask, false)
 	}
-	all := make([][]Hit, len(qs))
+	all := make([][]umbra.Hit, len(qs))
 	t := traceFrom(ctx)
 	if ix.slab.Rows == 0 {
 		for i := range all {
-			all[i] = []Hit{}
+			all[i] = []umbra.Hit{}
 		}
 		return all, nil
 	}
@@ -211,10 +212,10 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int, mask []u
 // Progress can be told how far it has got. Each piece still reads a row once
 // per tile of queries, so the split costs one pass over the slab per piece.
 // The caller holds ix.mu.
-func (ix *Index) searchInPieces(ctx context.Context, qs [][]float32, k int, mask []uint64, filtered bool) ([][]Hit, error) {
+func (ix *Index) searchInPieces(ctx context.Context, qs [][]float32, k int, mask []uint64, filtered bool) ([][]umbra.Hit, error) {
 	report := progressFrom(ctx)
 	quiet := context.WithValue(ctx, progressKey{}, Progress(nil))
-	all := make([][]Hit, 0, len(qs))
+	all := make([][]umbra.Hit, 0, len(qs))
 	for lo := 0; lo < len(qs); lo += progressQueries {
 		part, err := ix.searchMany(quiet, qs[lo:min(lo+progressQueries, len(qs))], k, mask, filtered)
 		if err != nil {
@@ -236,11 +237,11 @@ func (ix *Index) view() fallback.Slab {
 
 // toHits turns rows into the caller's IDs, with their keys. The caller
 // holds ix.mu.
-func (ix *Index) toHits(r []core.Hit) []Hit {
-	hits := make([]Hit, len(r))
+func (ix *Index) toHits(r []core.Hit) []umbra.Hit {
+	hits := make([]umbra.Hit, len(r))
 	for i, h := range r {
 		id := ix.rid.ids[h.Row]
-		hits[i] = Hit{ID: id, Score: h.Score, Key: ix.keys.key[id]}
+		hits[i] = umbra.Hit{ID: id, Score: h.Score, Key: ix.keys.key[id]}
 	}
 	return hits
 }
@@ -250,17 +251,17 @@ func (ix *Index) toHits(r []core.Hit) []Hit {
 // (a squared distance) under L2 — best first, equal scores by lower ID.
 // There is no cap on how many unless MaxHits gives one; Allow and
 // AllowFunc restrict it to a subset.
-func (ix *Index) SearchRange(ctx context.Context, query []float32, threshold float32, opts ...SearchOption) (hits []Hit, err error) {
+func (ix *Index) SearchRange(ctx context.Context, query []float32, threshold float32, opts ...umbra.SearchOption) (hits []umbra.Hit, err error) {
 	defer ix.recoverInto(&err, ix.watchFaults())
 	o, err := collect("SearchRange", opts)
 	if err != nil {
 		return nil, err
 	}
 	if math.IsNaN(float64(threshold)) {
-		return nil, fmt.Errorf("%w: the threshold is NaN", ErrNonFinite)
+		return nil, fmt.Errorf("%w: the threshold is NaN", umbra.ErrNonFinite)
 	}
 	if o.maxHits < 0 {
-		return nil, fmt.Errorf("%w: MaxHits(%d)", ErrInvalidK, o.maxHits)
+		return nil, fmt.Errorf("%w: MaxHits(%d)", umbra.ErrInvalidK, o.maxHits)
 	}
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
@@ -282,7 +283,7 @@ func (ix *Index) SearchRange(ctx context.Context, query []float32, threshold flo
 		lap(&t.Filter, filterStart)
 	}
 	if ix.slab.Rows == 0 || allowed == 0 {
-		return []Hit{}, nil
+		return []umbra.Hit{}, nil
 	}
 	var found []core.Hit
 	if err := ix.checkStale(); err != nil {
@@ -328,7 +329,7 @@ func (ix *Index) SearchRange(ctx context.Context, query []float32, threshold flo
 	}
 	hits = ix.toHits(found)
 	if o.payload {
-		ix.withPayloads([][]Hit{hits})
+		ix.withPayloads([][]umbra.Hit{hits})
 	}
 	return hits, nil
 }

@@ -9,9 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/gpu"
-	"github.com/umbravec/umbra/internal/hint"
 	"github.com/umbravec/umbra/internal/packed"
 	"github.com/umbravec/umbra/internal/topk"
 )
@@ -79,9 +79,9 @@ func (sh *shards) dropPending() {
 // openShards opens one device side per entry of cfg.shards(), as openGPU
 // does for one adapter, and weighs them by their measured scan rate
 // (test.equalShards: equally).
-func openShards(ctx context.Context, cfg Config, test *testHooks, allowSoftware bool) (device, string, Hint, error) {
+func openShards(ctx context.Context, cfg Config, test *testHooks, allowSoftware bool) (device, string, umbra.Hint, error) {
 	sh := &shards{metric: cfg.Metric}
-	fail := func(i int, reason string, h Hint, err error) (device, string, Hint, error) {
+	fail := func(i int, reason string, h umbra.Hint, err error) (device, string, umbra.Hint, error) {
 		sh.Release()
 		reason = fmt.Sprintf("shard %d (%s): %s", i, cfg.shards()[i].describe(), reason)
 		var ae *AdapterError
@@ -103,14 +103,14 @@ func openShards(ctx context.Context, cfg Config, test *testHooks, allowSoftware 
 			if err != nil {
 				d.Release()
 				err = gpuError(err)
-				return fail(i, "calibration failed: "+err.Error(), hintFor(hint.ProbeFailed, sel), err)
+				return fail(i, "calibration failed: "+err.Error(), hintFor(umbra.HintProbeFailed, sel), err)
 			}
 			w = max(rate, 1)
 		}
 		sh.parts = append(sh.parts, shardPart{dev: d})
 		sh.weights = append(sh.weights, w)
 	}
-	return sh, "", Hint{}, nil
+	return sh, "", umbra.Hint{}, nil
 }
 
 // split returns the first global row of each shard for rows rows: shares

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
@@ -93,15 +94,15 @@ func TestShardsMatchFallback(t *testing.T) {
 			keep := func(id uint64) bool { return id%5 != 2 }
 			ms := metrics
 			if set.name != "vulkan+gl" {
-				ms = []engine.Metric{engine.L2}
+				ms = []umbra.Metric{umbra.L2}
 			}
 			for _, m := range ms {
 				t.Run(fmt.Sprintf("%s/%s/n%d", set.name, m, n), func(t *testing.T) {
 					cpu := open(t, backends[0], engine.Config{Dim: dim, Metric: m})
-					_, err := cpu.Add(context.Background(), engine.Vectors(data))
+					_, err := cpu.Add(context.Background(), umbra.Vectors(data))
 					require.NoError(t, err)
 					ix := openSharded(t, set, engine.Config{Dim: dim, Metric: m}, 500, false)
-					_, err = ix.Add(context.Background(), engine.Vectors(data))
+					_, err = ix.Add(context.Background(), umbra.Vectors(data))
 					require.NoError(t, err)
 					requireSplit(t, ix, n)
 					requireSearchesMatch(t, m, cpu, ix, queries, []int{1, 3, 10, 63, 64, 65, 256, 257, n / 2, n - 1, n}, keep,
@@ -140,12 +141,12 @@ func TestShardsTiesExact(t *testing.T) {
 	const dim, n = 8, 1100
 	data := integerRows(r, n, 12, dim)
 	queries := integerRows(r, 5, 7, dim)
-	for _, m := range []engine.Metric{engine.Dot, engine.L2} {
+	for _, m := range []umbra.Metric{umbra.Dot, umbra.L2} {
 		t.Run(m.String(), func(t *testing.T) {
 			cpu := open(t, backends[0], engine.Config{Dim: dim, Metric: m})
 			ix := openSharded(t, shardSets[0], engine.Config{Dim: dim, Metric: m}, 300, false)
 			for _, x := range []*engine.Index{cpu, ix} {
-				_, err := x.Add(context.Background(), engine.Vectors(data))
+				_, err := x.Add(context.Background(), umbra.Vectors(data))
 				require.NoError(t, err)
 			}
 			requireSplit(t, ix, n)
@@ -176,13 +177,13 @@ func TestShardsThroughWrites(t *testing.T) {
 			r := testkit.Rand(t)
 			const dim = 10
 			ctx := context.Background()
-			ix := openSharded(t, set, engine.Config{Dim: dim, Metric: engine.L2}, 100, false)
-			ref := open(t, backends[0], engine.Config{Dim: dim, Metric: engine.L2})
+			ix := openSharded(t, set, engine.Config{Dim: dim, Metric: umbra.L2}, 100, false)
+			ref := open(t, backends[0], engine.Config{Dim: dim, Metric: umbra.L2})
 			data := testkit.Vectors(r, 1200, dim)
 			rows := 0
 			for _, step := range []int{50, 150, 100, 300, 600} {
 				for _, x := range []*engine.Index{ix, ref} {
-					_, err := x.Add(ctx, engine.Vectors(data[rows:rows+step]))
+					_, err := x.Add(ctx, umbra.Vectors(data[rows:rows+step]))
 					require.NoError(t, err)
 				}
 				rows += step
@@ -194,15 +195,15 @@ func TestShardsThroughWrites(t *testing.T) {
 				t.Helper()
 				n := ix.Len()
 				allow := []uint64{1, 5, uint64(first - 1), uint64(first), uint64(first + 1), 1199, 4000}
-				requireSameAnswers(t, engine.L2, ref, ix, qs, []int{1, 7, first - 1, first, first + 1, 600, n - 1, n}, allow, n/2, what)
+				requireSameAnswers(t, umbra.L2, ref, ix, qs, []int{1, 7, first - 1, first, first + 1, 600, n - 1, n}, allow, n/2, what)
 			}
 			same("after adds")
 			up := testkit.Vectors(r, 4, dim)
 			for _, x := range []*engine.Index{ix, ref} {
 				// a row on the first shard, one on each side of the
 				// boundary, and a new one
-				require.NoError(t, testkit.ErrOf(x.Upsert(ctx, engine.Vectors(up), engine.WithIDs([]uint64{3, uint64(first - 1), uint64(first), 9000}...))))
-				require.NoError(t, x.Delete(ctx, engine.WithIDs(4, 10, uint64(first+2), 1100)))
+				require.NoError(t, testkit.ErrOf(x.Upsert(ctx, umbra.Vectors(up), umbra.WithIDs([]uint64{3, uint64(first - 1), uint64(first), 9000}...))))
+				require.NoError(t, x.Delete(ctx, umbra.WithIDs(4, 10, uint64(first+2), 1100)))
 			}
 			same("after upserts and deletes")
 			// Enough new rows to double them: a new split, whose shards
@@ -210,7 +211,7 @@ func TestShardsThroughWrites(t *testing.T) {
 			before := ix.Info().Shards[1].Start
 			more := testkit.Vectors(r, 1300, dim)
 			for _, x := range []*engine.Index{ix, ref} {
-				_, err := x.Add(ctx, engine.Vectors(more))
+				_, err := x.Add(ctx, umbra.Vectors(more))
 				require.NoError(t, err)
 			}
 			require.NotEqual(t, before, ix.Info().Shards[1].Start, "the adds did not re-split")
@@ -238,8 +239,8 @@ func TestShardFault(t *testing.T) {
 	ctx := context.Background()
 	data := testkit.Vectors(r, 900, dim)
 	qs := testkit.Vectors(r, 4, dim)
-	ref := open(t, backends[0], engine.Config{Dim: dim, Metric: engine.Dot})
-	_, err := ref.Add(ctx, engine.Vectors(data))
+	ref := open(t, backends[0], engine.Config{Dim: dim, Metric: umbra.Dot})
+	_, err := ref.Add(ctx, umbra.Vectors(data))
 	require.NoError(t, err)
 	same := func(ix *engine.Index, what string) {
 		t.Helper()
@@ -248,12 +249,12 @@ func TestShardFault(t *testing.T) {
 		got, err := ix.SearchBatch(ctx, qs, 20)
 		require.NoError(t, err, what)
 		for i := range qs {
-			requireSameHits(t, engine.Dot, ref.Get, qs[i], want[i], got[i], fmt.Sprintf("%s: query %d", what, i))
+			requireSameHits(t, umbra.Dot, ref.Vector, qs[i], want[i], got[i], fmt.Sprintf("%s: query %d", what, i))
 		}
 	}
 	t.Run("gpu", func(t *testing.T) {
-		ix := openSharded(t, set, engine.Config{Dim: dim, Metric: engine.Dot}, 0, false)
-		_, err := ix.Add(ctx, engine.Vectors(data[:800]))
+		ix := openSharded(t, set, engine.Config{Dim: dim, Metric: umbra.Dot}, 0, false)
+		_, err := ix.Add(ctx, umbra.Vectors(data[:800]))
 		require.NoError(t, err)
 		for shard := range set.shards {
 			engine.SetShardFault(ix, shard, func(string) error { return errDeviceGone })
@@ -264,7 +265,7 @@ func TestShardFault(t *testing.T) {
 		}
 		// Appends go to the last shard: failing it fails the Add whole.
 		engine.SetShardFault(ix, 1, func(string) error { return errDeviceGone })
-		_, err = ix.Add(ctx, engine.Vectors(data[800:]))
+		_, err = ix.Add(ctx, umbra.Vectors(data[800:]))
 		require.ErrorIs(t, err, engine.ErrGPU)
 		require.Equal(t, 800, ix.Len(), "a failed Add stores nothing")
 		engine.SetShardFault(ix, 1, nil)
@@ -272,20 +273,20 @@ func TestShardFault(t *testing.T) {
 		// be stale, so searches refuse until the next write uploads every
 		// row again (with a new split).
 		engine.SetShardFault(ix, 0, func(string) error { return errDeviceGone })
-		_, err = ix.Upsert(ctx, engine.Vectors([][]float32{data[5]}), engine.WithIDs([]uint64{3}...))
+		_, err = ix.Upsert(ctx, umbra.Vectors([][]float32{data[5]}), umbra.WithIDs([]uint64{3}...))
 		require.ErrorIs(t, err, engine.ErrGPU)
 		engine.SetShardFault(ix, 0, nil)
 		if _, err := ix.SearchBatch(ctx, qs, 20); err != nil {
 			require.ErrorIs(t, err, engine.ErrGPU, "a stale device refuses, never answers")
 		}
-		_, err = ix.Add(ctx, engine.Vectors(data[800:]))
+		_, err = ix.Add(ctx, umbra.Vectors(data[800:]))
 		require.NoError(t, err)
 		requireSplit(t, ix, len(data))
 		same(ix, "after the faults")
 	})
 	t.Run("auto", func(t *testing.T) {
-		ix := openSharded(t, set, engine.Config{Dim: dim, Metric: engine.Dot}, 0, true)
-		_, err := ix.Add(ctx, engine.Vectors(data))
+		ix := openSharded(t, set, engine.Config{Dim: dim, Metric: umbra.Dot}, 0, true)
+		_, err := ix.Add(ctx, umbra.Vectors(data))
 		require.NoError(t, err)
 		same(ix, "before the fault")
 		engine.SetShardFault(ix, 1, func(string) error { return errDeviceGone })
@@ -294,7 +295,7 @@ func TestShardFault(t *testing.T) {
 		require.NoError(t, err)
 		got, err := ix.Search(diag.WithTrace(ctx, &tr), qs[0], 20)
 		require.NoError(t, err, "the search shard 1 failed is answered on the CPU")
-		requireSameHits(t, engine.Dot, ref.Get, qs[0], want, got, "the failed search")
+		requireSameHits(t, umbra.Dot, ref.Vector, qs[0], want, got, "the failed search")
 		require.Equal(t, "cpu", tr.Device)
 		require.Contains(t, ix.Info().LastFailure, "shard 1")
 		same(ix, "while recovering")
@@ -306,7 +307,7 @@ func TestShardFault(t *testing.T) {
 		got, err = ix.Search(diag.WithTrace(ctx, &tr), qs[0], 20)
 		require.NoError(t, err)
 		require.Equal(t, "gpu", tr.Device)
-		requireSameHits(t, engine.Dot, ref.Get, qs[0], want, got, "after recovery")
+		requireSameHits(t, umbra.Dot, ref.Vector, qs[0], want, got, "after recovery")
 		same(ix, "after recovery")
 	})
 }
@@ -320,11 +321,11 @@ func TestShardsRefused(t *testing.T) {
 		{Dim: 8, Adapters: two, Device: engine.CPU},
 		{Dim: 8, Adapters: two, Limits: engine.Limits{Overflow: true, MaxDeviceBytes: 1 << 20}},
 		{Dim: 8, Adapters: two, Isolate: true},
-		{Dim: 8, Adapters: two, Precision: engine.F16},
+		{Dim: 8, Adapters: two, Precision: umbra.F16},
 		{Dim: 8, Adapters: []engine.AdapterSelect{{Backend: "vulkan"}, {Backend: "glide"}}},
 	} {
 		_, err := engine.New(context.Background(), cfg)
-		require.ErrorIs(t, err, engine.ErrInvalidConfig, "%+v", cfg)
+		require.ErrorIs(t, err, umbra.ErrInvalidConfig, "%+v", cfg)
 	}
 	missing := []engine.AdapterSelect{{Name: "no such adapter anywhere"}, {Backend: "vulkan"}}
 	_, err := engine.New(context.Background(), engine.Config{Dim: 8, Adapters: missing, Device: engine.GPU})
@@ -346,16 +347,16 @@ func TestShardsSearchWhileAdding(t *testing.T) {
 	const dim, first, step, k = 16, 100, 50, 5
 	data := testkit.Vectors(r, 700, dim)
 	queries := testkit.Vectors(r, 4, dim)
-	matchesAPrefix := func(q []float32, hits []engine.Hit) bool {
+	matchesAPrefix := func(q []float32, hits []umbra.Hit) bool {
 		for n := first; n <= len(data); n += step {
-			if topKError(engine.L2, data[:n], q, k, hits) == nil {
+			if topKError(umbra.L2, data[:n], q, k, hits) == nil {
 				return true
 			}
 		}
 		return false
 	}
-	ix := openSharded(t, shardSets[0], engine.Config{Dim: dim, Metric: engine.L2}, 128, false)
-	_, err := ix.Add(context.Background(), engine.Vectors(data[:first]))
+	ix := openSharded(t, shardSets[0], engine.Config{Dim: dim, Metric: umbra.L2}, 128, false)
+	_, err := ix.Add(context.Background(), umbra.Vectors(data[:first]))
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
@@ -377,7 +378,7 @@ func TestShardsSearchWhileAdding(t *testing.T) {
 		}()
 	}
 	for lo := first; lo < len(data); lo += step {
-		_, err := ix.Add(context.Background(), engine.Vectors(data[lo:lo+step]))
+		_, err := ix.Add(context.Background(), umbra.Vectors(data[lo:lo+step]))
 		require.NoError(t, err)
 	}
 	wg.Wait()
@@ -389,6 +390,6 @@ func TestShardsSearchWhileAdding(t *testing.T) {
 	for _, q := range queries {
 		hits, err := ix.Search(context.Background(), q, k)
 		require.NoError(t, err)
-		checkHits(t, engine.L2, data, q, k, hits)
+		checkHits(t, umbra.L2, data, q, k, hits)
 	}
 }

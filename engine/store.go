@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"time"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/internal/packed"
 	"github.com/umbravec/umbra/internal/storefile"
 )
@@ -43,31 +43,11 @@ type store struct {
 	baseHolds bool
 }
 
-// ReadOnly makes Open open the existing store at path for searching only. It
-// takes no lock, so it works while another process has the store open for
-// writing (Open without ReadOnly there), and it never changes the store's files: a torn
-// tail of the log is read past, not cut off. Every write — Add, Upsert,
-// Delete, Compact, Checkpoint, a Save to path — returns
-// ErrReadOnly.
-//
-// The index holds the store as it was while Open read it: the base
-// file, and every log record that was complete by the time the replay
-// reached it (a record a writer is appending is either whole or left out,
-// never half applied). It does not follow later writes; open again to see
-// them. If a writer checkpoints while the store is being read (a new base
-// replaces the one read, and the log restarts), the read starts over, up
-// to a few times, so the result is never the old base without the log
-// that had extended it; a store checkpointed faster than it can be read
-// is ErrLocked.
-func ReadOnly() OpenOption { return func(o *openOptions) { o.readOnly = true } }
-
-// OpenOption changes how Open opens a store.
-type OpenOption func(*openOptions)
+// openOption changes how open opens a store: test hooks only
+// (export_test.go); what a program chooses is in Config.
+type openOption func(*openOptions)
 
 type openOptions struct {
-	readOnly   bool
-	logSync    time.Duration
-	logSyncSet bool
 	// fs is what the store's files are replaced through: storefile.OS
 	// unless a test's option (export_test.go) makes steps fail.
 	fs storefile.FS
@@ -75,22 +55,13 @@ type openOptions struct {
 	test *testHooks
 }
 
-// LogSync sets how an opened store makes its log durable. 0 (the default)
-// fsyncs it inside every write call, so an acknowledged write survives a
-// power loss; a positive interval acknowledges a write once the operating
-// system has it and fsyncs within that interval, so a power loss (not a
-// process crash) can lose the writes of the last interval, and never
-// corrupts the store.
-func LogSync(interval time.Duration) OpenOption {
-	return func(o *openOptions) { o.logSync, o.logSyncSet = interval, true }
-}
-
 // Open opens the store at path, or creates an empty one there from cfg
 // when no file exists, and returns its index: every later Add, Upsert and
 // Delete is written to the store's log before the call returns (fsynced
-// per call, or as LogSync says), Checkpoint folds the log into the base
-// file, and Close releases the store. With ReadOnly the store is read and
-// never written (see ReadOnly). An existing store gives Dim, Metric and
+// per call, or as Config.LogSync says), Checkpoint folds the log into the
+// base file, and Close releases the store. With Config.ReadOnly the store
+// is read and never written (see Config.ReadOnly). Everything Open is told is in
+// cfg. An existing store gives Dim, Metric and
 // Precision: a zero field of cfg takes the store's, another must equal it
 // (ErrInvalidConfig), so a Dot config never silently opens a cosine store
 // (Cosine and F32, the zero values, cannot be told from "the store's").
@@ -98,19 +69,22 @@ func LogSync(interval time.Duration) OpenOption {
 // files a writer killed mid-write left beside it are removed. A second Open of the same store, in
 // this process or another, fails with ErrLocked; a damaged file with
 // ErrBadStore naming the section.
-func Open(ctx context.Context, path string, cfg Config, opts ...OpenOption) (ix *Index, err error) {
+func Open(ctx context.Context, path string, cfg Config) (*Index, error) {
+	return open(ctx, path, cfg)
+}
+
+// open is Open, with test hooks.
+func open(ctx context.Context, path string, cfg Config, opts ...openOption) (ix *Index, err error) {
 	o := openOptions{fs: storefile.OS}
 	for _, f := range opts {
-		if f != nil {
-			f(&o)
-		}
+		f(&o)
 	}
-	if o.logSync < 0 {
-		return nil, fmt.Errorf("%w: LogSync of %v: a sync interval must not be negative", ErrInvalidOption, o.logSync)
+	if cfg.LogSync < 0 {
+		return nil, fmt.Errorf("%w: LogSync of %v: a sync interval must not be negative", umbra.ErrInvalidConfig, cfg.LogSync)
 	}
-	if o.readOnly {
-		if o.logSyncSet {
-			return nil, fmt.Errorf("%w: LogSync with ReadOnly: a read-only store writes no log", ErrInvalidOption)
+	if cfg.ReadOnly {
+		if cfg.LogSync != 0 {
+			return nil, fmt.Errorf("%w: LogSync with ReadOnly: a read-only store writes no log", umbra.ErrInvalidConfig)
 		}
 		return openReadOnly(ctx, path, cfg, o)
 	}
@@ -148,8 +122,8 @@ func Open(ctx context.Context, path string, cfg Config, opts ...OpenOption) (ix 
 		return nil, err
 	}
 	policy := storefile.SyncEveryCall
-	if o.logSync > 0 {
-		policy = storefile.SyncInterval(o.logSync)
+	if cfg.LogSync > 0 {
+		policy = storefile.SyncInterval(cfg.LogSync)
 	}
 	log, err := storefile.OpenLog(o.fs, storefile.LogPath(path), ix.cfg.Dim, gen, policy)
 	if err != nil {
@@ -166,7 +140,7 @@ func Open(ctx context.Context, path string, cfg Config, opts ...OpenOption) (ix 
 // lock). An index on the CPU path maps the base's rows instead of reading
 // them (mapped.go).
 func loadStore(ctx context.Context, path string, cfg Config, o openOptions) (ix *Index, gen uint64, err error) {
-	create := !o.readOnly
+	create := !cfg.ReadOnly
 	head, err := storefile.PeekBase(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && create:
@@ -184,15 +158,15 @@ func loadStore(ctx context.Context, path string, cfg Config, o openOptions) (ix 
 	// Dim, Metric and Precision are the store's: a zero field takes the
 	// store's value, any other must equal it.
 	if cfg.Dim != 0 && cfg.Dim != head.Dim {
-		return nil, 0, fmt.Errorf("%w: the store %s holds dimension %d, Config.Dim is %d", ErrInvalidConfig, path, head.Dim, cfg.Dim)
+		return nil, 0, fmt.Errorf("%w: the store %s holds dimension %d, Config.Dim is %d", umbra.ErrInvalidConfig, path, head.Dim, cfg.Dim)
 	}
-	if m := Metric(head.Metric); cfg.Metric != 0 && cfg.Metric != m {
-		return nil, 0, fmt.Errorf("%w: the store %s ranks by %v, Config.Metric is %v", ErrInvalidConfig, path, m, cfg.Metric)
+	if m := umbra.Metric(head.Metric); cfg.Metric != 0 && cfg.Metric != m {
+		return nil, 0, fmt.Errorf("%w: the store %s ranks by %v, Config.Metric is %v", umbra.ErrInvalidConfig, path, m, cfg.Metric)
 	}
-	if p := Precision(head.Precision); cfg.Precision != 0 && cfg.Precision != p {
-		return nil, 0, fmt.Errorf("%w: the store %s holds precision %v, Config.Precision is %v", ErrInvalidConfig, path, p, cfg.Precision)
+	if p := umbra.Precision(head.Precision); cfg.Precision != 0 && cfg.Precision != p {
+		return nil, 0, fmt.Errorf("%w: the store %s holds precision %v, Config.Precision is %v", umbra.ErrInvalidConfig, path, p, cfg.Precision)
 	}
-	cfg.Dim, cfg.Metric, cfg.Precision = head.Dim, Metric(head.Metric), Precision(head.Precision)
+	cfg.Dim, cfg.Metric, cfg.Precision = head.Dim, umbra.Metric(head.Metric), umbra.Precision(head.Precision)
 	if err := cfg.validate(); err != nil {
 		return nil, 0, fmt.Errorf("%w (store %s)", err, path)
 	}
@@ -231,7 +205,7 @@ func (ix *Index) loadFrom(ctx context.Context, path string, gen *uint64) (err er
 	defer ix.recoverInto(&err, ix.watchFaults())
 	// The header was read apart from the rest: a store replaced meanwhile
 	// by one of another shape is refused rather than read wrongly.
-	if snap.Dim != ix.cfg.Dim || Metric(snap.Metric) != ix.cfg.Metric || Precision(snap.Precision) != ix.cfg.Precision {
+	if snap.Dim != ix.cfg.Dim || umbra.Metric(snap.Metric) != ix.cfg.Metric || umbra.Precision(snap.Precision) != ix.cfg.Precision {
 		return fmt.Errorf("%w: %s was replaced by a store of another dimension, metric or precision while it was opened", ErrBadStore, path)
 	}
 	if err := ix.load(ctx, snap); err != nil {
@@ -246,7 +220,7 @@ func (ix *Index) loadFrom(ctx context.Context, path string, gen *uint64) (err er
 	return ix.mapped.check()
 }
 
-// openReadOnly is Open with ReadOnly.
+// openReadOnly is Open with Config.ReadOnly.
 func openReadOnly(ctx context.Context, path string, cfg Config, o openOptions) (*Index, error) {
 	path, err := storefile.Resolve(path)
 	if err != nil {
@@ -410,7 +384,7 @@ func (ix *Index) replay(ctx context.Context, r storefile.Record) error {
 			ix.nameIDs(r.Keys, r.IDs)
 		}
 	case storefile.OpDelete:
-		err = ix.Delete(ctx, WithIDs(r.IDs...))
+		err = ix.Delete(ctx, umbra.WithIDs(r.IDs...))
 	case storefile.OpSetKey:
 		ix.nameIDs(r.Keys, r.IDs)
 	default:
@@ -475,7 +449,9 @@ func (ix *Index) repairStore() error {
 
 // Checkpoint folds the store's log into a new base file, so the next Open
 // reads one file and replays nothing. A crash at any point leaves the old
-// or the new state, whole. It is a no-op for an index without a store.
+// or the new state, whole. An index without a store (made by New) has
+// nothing to fold: Checkpoint on it is umbra.ErrInvalidConfig, so that a
+// program that meant to make its rows durable learns they are not.
 func (ix *Index) Checkpoint(ctx context.Context) (err error) {
 	defer ix.recoverInto(&err, ix.watchFaults())
 	if err := ix.writable(); err != nil {
@@ -484,7 +460,7 @@ func (ix *Index) Checkpoint(ctx context.Context) (err error) {
 	ix.wmu.Lock()
 	defer ix.wmu.Unlock()
 	if ix.store == nil {
-		return nil
+		return fmt.Errorf("%w: Checkpoint on an index without a store (made by New, not Open): its rows live in memory only", umbra.ErrInvalidConfig)
 	}
 	return ix.checkpointLocked()
 }
@@ -597,7 +573,7 @@ func (ix *Index) Save(ctx context.Context, path string) (err error) {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	if ix.closed {
-		return ErrClosed
+		return umbra.ErrClosed
 	}
 	if _, err := storefile.WriteBase(storefile.OS, path, ix.snapshot()); err != nil {
 		return fmt.Errorf("save %s: %w", path, err)

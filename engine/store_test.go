@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
 )
@@ -16,7 +17,7 @@ import (
 // model is the plain reference an index is checked against: a map from ID
 // to vector, searched by brute force in float64.
 type model struct {
-	m    engine.Metric
+	m    umbra.Metric
 	vecs map[uint64][]float32
 }
 
@@ -45,12 +46,12 @@ func (md *model) ranked(q []float32, keep func(uint64) bool) []ranked {
 // checkAgainst asserts hits are the model's top k (up to near-ties): the
 // right count, stored IDs admitted by keep, and the model's ranking by
 // sameHitsError.
-func (md *model) checkAgainst(t *testing.T, q []float32, k int, keep func(uint64) bool, hits []engine.Hit, what string) {
+func (md *model) checkAgainst(t *testing.T, q []float32, k int, keep func(uint64) bool, hits []umbra.Hit, what string) {
 	t.Helper()
 	ref := md.ranked(q, keep)
-	want := make([]engine.Hit, min(k, len(ref)))
+	want := make([]umbra.Hit, min(k, len(ref)))
 	for i := range want {
-		want[i] = engine.Hit{ID: ref[i].id, Score: float32(ref[i].score)}
+		want[i] = umbra.Hit{ID: ref[i].id, Score: float32(ref[i].score)}
 	}
 	for i, h := range hits {
 		require.True(t, keep == nil || keep(h.ID), "%s: hit %d (ID %d) is filtered out", what, i, h.ID)
@@ -105,13 +106,13 @@ func TestStoreOperationsMatchAModel(t *testing.T) {
 							}
 						}
 						vs := testkit.Vectors(r, n, dim)
-						require.NoError(t, testkit.ErrOf(ix.Add(ctx, engine.Vectors(vs), engine.WithIDs(ids...))), what)
+						require.NoError(t, testkit.ErrOf(ix.Add(ctx, umbra.Vectors(vs), umbra.WithIDs(ids...))), what)
 						for i, id := range ids {
 							md.vecs[id] = vs[i]
 						}
 					case op == 3: // auto IDs: past every stored ID
 						vs := testkit.Vectors(r, 1+r.IntN(10), dim)
-						ids, err := ix.Add(ctx, engine.Vectors(vs))
+						ids, err := ix.Add(ctx, umbra.Vectors(vs))
 						require.NoError(t, err, what)
 						for i, id := range ids {
 							require.Nil(t, md.vecs[id], "%s: Add assigned ID %d, which is stored", what, id)
@@ -123,7 +124,7 @@ func TestStoreOperationsMatchAModel(t *testing.T) {
 							ids = ids[:2]
 						}
 						vs := testkit.Vectors(r, len(ids), dim)
-						require.NoError(t, testkit.ErrOf(ix.Upsert(ctx, engine.Vectors(vs), engine.WithIDs(ids...))), what)
+						require.NoError(t, testkit.ErrOf(ix.Upsert(ctx, umbra.Vectors(vs), umbra.WithIDs(ids...))), what)
 						for i, id := range ids {
 							md.vecs[id] = vs[i]
 						}
@@ -131,7 +132,7 @@ func TestStoreOperationsMatchAModel(t *testing.T) {
 						n := min(1+r.IntN(8), len(md.vecs)-1)
 						ids := stored()
 						r.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
-						require.NoError(t, ix.Delete(ctx, engine.WithIDs(ids[:n]...)), what)
+						require.NoError(t, ix.Delete(ctx, umbra.WithIDs(ids[:n]...)), what)
 						for _, id := range ids[:n] {
 							delete(md.vecs, id)
 						}
@@ -140,25 +141,25 @@ func TestStoreOperationsMatchAModel(t *testing.T) {
 					default: // every bad call fails with its sentinel, changing nothing
 						id := pick()
 						v := testkit.Vectors(r, 2, dim)
-						require.ErrorIs(t, testkit.ErrOf(ix.Add(ctx, engine.Vectors(v), engine.WithIDs([]uint64{id + 1<<40, id + 1<<40}...))), engine.ErrDuplicateID, what)
-						require.ErrorIs(t, testkit.ErrOf(ix.Add(ctx, engine.Vectors(v), engine.WithIDs([]uint64{1<<41 + 7, id}...))), engine.ErrIDExists, what)
+						require.ErrorIs(t, testkit.ErrOf(ix.Add(ctx, umbra.Vectors(v), umbra.WithIDs([]uint64{id + 1<<40, id + 1<<40}...))), umbra.ErrDuplicateID, what)
+						require.ErrorIs(t, testkit.ErrOf(ix.Add(ctx, umbra.Vectors(v), umbra.WithIDs([]uint64{1<<41 + 7, id}...))), umbra.ErrIDExists, what)
 						// In increasing order (checked without a map) too.
-						require.ErrorIs(t, testkit.ErrOf(ix.Add(ctx, engine.Vectors(v), engine.WithIDs([]uint64{id, 1<<41 + 7}...))), engine.ErrIDExists, what)
-						require.ErrorIs(t, ix.Delete(ctx, engine.WithIDs(id, 1<<42)), engine.ErrNotFound, what)
-						require.ErrorIs(t, ix.Delete(ctx, engine.WithIDs(id, id)), engine.ErrDuplicateID, what)
-						require.ErrorIs(t, testkit.ErrOf(ix.Upsert(ctx, engine.Vectors(v), engine.WithIDs([]uint64{id, id}...))), engine.ErrDuplicateID, what)
-						require.ErrorIs(t, testkit.ErrOf(ix.Upsert(ctx, engine.Vectors(v), engine.WithIDs([]uint64{id}...))), engine.ErrIDCount, what)
-						_, err := ix.Get(1 << 42)
-						require.ErrorIs(t, err, engine.ErrNotFound, what)
+						require.ErrorIs(t, testkit.ErrOf(ix.Add(ctx, umbra.Vectors(v), umbra.WithIDs([]uint64{id, 1<<41 + 7}...))), umbra.ErrIDExists, what)
+						require.ErrorIs(t, ix.Delete(ctx, umbra.WithIDs(id, 1<<42)), umbra.ErrNotFound, what)
+						require.ErrorIs(t, ix.Delete(ctx, umbra.WithIDs(id, id)), umbra.ErrDuplicateID, what)
+						require.ErrorIs(t, testkit.ErrOf(ix.Upsert(ctx, umbra.Vectors(v), umbra.WithIDs([]uint64{id, id}...))), umbra.ErrDuplicateID, what)
+						require.ErrorIs(t, testkit.ErrOf(ix.Upsert(ctx, umbra.Vectors(v), umbra.WithIDs([]uint64{id}...))), umbra.ErrIDCount, what)
+						_, err := ix.Vector(1 << 42)
+						require.ErrorIs(t, err, umbra.ErrNotFound, what)
 					}
 					// After every step: contents, then searches.
 					require.Equal(t, len(md.vecs), ix.Len(), what)
 					require.Equal(t, stored(), ix.IDs(), what)
 					id := pick()
-					got, err := ix.Get(id)
+					got, err := ix.Vector(id)
 					require.NoError(t, err, what)
 					want := md.vecs[id]
-					if m == engine.Cosine {
+					if m == umbra.Cosine {
 						want = unit(want)
 					}
 					require.InDeltaSlice(t, want, got, 1e-6, "%s: Get(%d)", what, id)
@@ -172,7 +173,7 @@ func TestStoreOperationsMatchAModel(t *testing.T) {
 					// A filter that admits about one ID in ten, by predicate
 					// and by list.
 					keep := func(id uint64) bool { return id%10 == 3 }
-					hits, err := ix.Search(ctx, q, 5, engine.AllowFunc(keep))
+					hits, err := ix.Search(ctx, q, 5, umbra.AllowFunc(keep))
 					require.NoError(t, err, what)
 					md.checkAgainst(t, q, 5, keep, hits, what+": AllowFunc")
 					var list []uint64
@@ -182,7 +183,7 @@ func TestStoreOperationsMatchAModel(t *testing.T) {
 						}
 					}
 					list = append(list, 1<<43) // not stored: ignored
-					batch, err := ix.SearchBatch(ctx, [][]float32{q, q}, 5, engine.Allow(list...))
+					batch, err := ix.SearchBatch(ctx, [][]float32{q, q}, 5, umbra.Allow(list...))
 					require.NoError(t, err, what)
 					md.checkAgainst(t, q, 5, keep, batch[1], what+": Allow")
 					// Range: at the score of the model's 6th best, everything
@@ -194,7 +195,7 @@ func TestStoreOperationsMatchAModel(t *testing.T) {
 							within, err := ix.SearchRange(ctx, q, float32(th))
 							require.NoError(t, err, what)
 							md.checkAgainst(t, q, 6, nil, within, what+": range")
-							capped, err := ix.SearchRange(ctx, q, float32(th), engine.MaxHits(2))
+							capped, err := ix.SearchRange(ctx, q, float32(th), umbra.MaxHits(2))
 							require.NoError(t, err, what)
 							require.Equal(t, within[:2], capped, what)
 						}
@@ -231,16 +232,16 @@ func TestSearchWithinOneRowInAThousand(t *testing.T) {
 	q := testkit.Vectors(r, 1, dim)[0]
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
-			ix := open(t, b, engine.Config{Dim: dim, Metric: engine.Dot})
-			_, err := ix.Add(context.Background(), engine.Vectors(data))
+			ix := open(t, b, engine.Config{Dim: dim, Metric: umbra.Dot})
+			_, err := ix.Add(context.Background(), umbra.Vectors(data))
 			require.NoError(t, err)
-			md := &model{m: engine.Dot, vecs: map[uint64][]float32{}}
+			md := &model{m: umbra.Dot, vecs: map[uint64][]float32{}}
 			for i, v := range data {
 				md.vecs[uint64(i)] = v
 			}
 			keep := func(id uint64) bool { return slices.Contains(allow, id) }
 			for _, k := range []int{1, 3, 5, 10} {
-				hits, err := ix.Search(context.Background(), q, k, engine.Allow(allow...))
+				hits, err := ix.Search(context.Background(), q, k, umbra.Allow(allow...))
 				require.NoError(t, err)
 				md.checkAgainst(t, q, k, keep, hits, fmt.Sprintf("k=%d", k))
 			}
@@ -258,10 +259,10 @@ func TestStringKeys(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			// L2: a stored vector is its own nearest neighbour (under dot a
 			// longer one can outscore it).
-			ix := open(t, b, engine.Config{Dim: 8, Metric: engine.L2})
+			ix := open(t, b, engine.Config{Dim: 8, Metric: umbra.L2})
 			keys := []string{"notes/a.md", "550e8400-e29b-41d4-a716-446655440000", " spaced, and commas ", "ü"}
 			vs := testkit.Vectors(r, len(keys), 8)
-			ids, err := ix.Add(ctx, engine.Vectors(vs), engine.WithKeys(keys...))
+			ids, err := ix.Add(ctx, umbra.Vectors(vs), umbra.WithKeys(keys...))
 			require.NoError(t, err)
 			for i, key := range keys {
 				id, ok := ix.Lookup(key)
@@ -276,25 +277,25 @@ func TestStringKeys(t *testing.T) {
 			key, _ := ix.KeyOf(hits[0].ID)
 			require.Equal(t, keys[1], key)
 
-			_, err = ix.Add(ctx, engine.Vectors(testkit.Vectors(r, 2, 8)), engine.WithKeys([]string{"x", "x"}...))
-			require.ErrorIs(t, err, engine.ErrDuplicateID)
-			_, err = ix.Add(ctx, engine.Vectors(testkit.Vectors(r, 2, 8)), engine.WithKeys([]string{"y", keys[0]}...))
-			require.ErrorIs(t, err, engine.ErrKeyExists)
-			require.ErrorIs(t, ix.Delete(ctx, engine.WithKeys(keys[0], "nope")), engine.ErrNotFound)
+			_, err = ix.Add(ctx, umbra.Vectors(testkit.Vectors(r, 2, 8)), umbra.WithKeys([]string{"x", "x"}...))
+			require.ErrorIs(t, err, umbra.ErrDuplicateID)
+			_, err = ix.Add(ctx, umbra.Vectors(testkit.Vectors(r, 2, 8)), umbra.WithKeys([]string{"y", keys[0]}...))
+			require.ErrorIs(t, err, umbra.ErrKeyExists)
+			require.ErrorIs(t, ix.Delete(ctx, umbra.WithKeys(keys[0], "nope")), umbra.ErrNotFound)
 			require.Equal(t, len(keys), ix.Len(), "failed calls changed nothing")
 			_, ok := ix.Lookup("y")
 			require.False(t, ok)
 
 			nv := testkit.Vectors(r, 2, 8)
-			up, err := ix.Upsert(ctx, engine.Vectors(nv), engine.WithKeys([]string{keys[2], "new"}...))
+			up, err := ix.Upsert(ctx, umbra.Vectors(nv), umbra.WithKeys([]string{keys[2], "new"}...))
 			require.NoError(t, err)
 			require.Equal(t, ids[2], up[0], "a stored key keeps its ID")
-			got, err := ix.Get(up[0])
+			got, err := ix.Vector(up[0])
 			require.NoError(t, err)
 			require.Equal(t, nv[0], got)
 			require.Equal(t, len(keys)+1, ix.Len())
 
-			require.NoError(t, ix.Delete(ctx, engine.WithKeys(keys[0], "new")))
+			require.NoError(t, ix.Delete(ctx, umbra.WithKeys(keys[0], "new")))
 			_, ok = ix.Lookup(keys[0])
 			require.False(t, ok)
 			_, ok = ix.KeyOf(ids[0])
@@ -316,8 +317,8 @@ func TestCancelledAddStoresNothing(t *testing.T) {
 	}
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
-			ix := open(t, b, engine.Config{Dim: dim, Metric: engine.Dot})
-			_, err := ix.Add(context.Background(), engine.Flat(flat[:10*dim], ix.Dim()))
+			ix := open(t, b, engine.Config{Dim: dim, Metric: umbra.Dot})
+			_, err := ix.Add(context.Background(), umbra.Flat(flat[:10*dim], ix.Dim()))
 			require.NoError(t, err)
 			for _, stage := range []string{"validate", "upload"} {
 				ctx, cancel := context.WithCancel(context.Background())
@@ -326,18 +327,18 @@ func TestCancelledAddStoresNothing(t *testing.T) {
 						cancel()
 					}
 				})
-				_, err := ix.Add(ctx, engine.Flat(flat, ix.Dim()))
+				_, err := ix.Add(ctx, umbra.Flat(flat, ix.Dim()))
 				cancel()
 				if stage == "upload" && b.device == engine.CPU {
 					require.NoError(t, err, "the CPU path has no upload to cancel")
-					require.NoError(t, ix.Delete(context.Background(), engine.WithIDs(ix.IDs()[10:]...)))
+					require.NoError(t, ix.Delete(context.Background(), umbra.WithIDs(ix.IDs()[10:]...)))
 					require.NoError(t, ix.Compact(context.Background()))
 					continue
 				}
 				require.ErrorIs(t, err, context.Canceled, stage)
 				require.Equal(t, 10, ix.Len(), "%s: a cancelled Add stored rows", stage)
 			}
-			ids, err := ix.Add(context.Background(), engine.Flat(flat[:50*dim], ix.Dim()))
+			ids, err := ix.Add(context.Background(), umbra.Flat(flat[:50*dim], ix.Dim()))
 			require.NoError(t, err)
 			require.Len(t, ids, 50)
 			hits, err := ix.Search(context.Background(), flat[20*dim:21*dim], 60)

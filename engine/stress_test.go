@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
 )
@@ -73,7 +74,7 @@ func stress(t *testing.T, b backend, scale int) {
 	r := testkit.Rand(t)
 	seed := r.Uint64()
 	ctx := context.Background()
-	cfg := engine.Config{Dim: stressDim, Metric: engine.Dot}
+	cfg := engine.Config{Dim: stressDim, Metric: umbra.Dot}
 	var ix *engine.Index
 	faults := b.device == engine.GPU
 	if faults {
@@ -90,7 +91,7 @@ func stress(t *testing.T, b backend, scale int) {
 	} else {
 		ix = open(t, b, cfg)
 	}
-	ref := open(t, backends[0], engine.Config{Dim: stressDim, Metric: engine.Dot})
+	ref := open(t, backends[0], engine.Config{Dim: stressDim, Metric: umbra.Dot})
 
 	// The stable rows, and each query's answers over them alone.
 	stable := testkit.Vectors(r, stressStable, stressDim)
@@ -98,25 +99,25 @@ func stress(t *testing.T, b backend, scale int) {
 	for i := range stableIDs {
 		stableIDs[i] = uint64(i) * 3 // not consecutive, not row numbers
 	}
-	require.NoError(t, testkit.ErrOf(ix.Add(ctx, engine.Vectors(stable), engine.WithIDs(stableIDs...))))
-	require.NoError(t, testkit.ErrOf(ref.Add(ctx, engine.Vectors(stable), engine.WithIDs(stableIDs...))))
+	require.NoError(t, testkit.ErrOf(ix.Add(ctx, umbra.Vectors(stable), umbra.WithIDs(stableIDs...))))
+	require.NoError(t, testkit.ErrOf(ref.Add(ctx, umbra.Vectors(stable), umbra.WithIDs(stableIDs...))))
 	queries := testkit.Vectors(r, 32, stressDim)
 	allowSome := slices.Clone(stableIDs[:stressStable/3])
 	type expected struct {
-		top, filtered []engine.Hit // best stable rows; best among allowSome
+		top, filtered []umbra.Hit // best stable rows; best among allowSome
 		threshold     float32
-		inRange       []engine.Hit
+		inRange       []umbra.Hit
 	}
 	want := make([]expected, len(queries))
 	for i, q := range queries {
 		top, err := ref.Search(ctx, q, stressStable)
 		require.NoError(t, err)
-		filtered, err := ref.Search(ctx, q, stressK, engine.Allow(allowSome...))
+		filtered, err := ref.Search(ctx, q, stressK, umbra.Allow(allowSome...))
 		require.NoError(t, err)
 		// A threshold between two ranks far enough apart that float32
 		// rounding on any path keeps them on their own sides.
 		j := 40
-		for math.Abs(float64(top[j].Score-top[j+1].Score)) <= 4*tolerance(engine.Dot, float64(top[j].Score)) {
+		for math.Abs(float64(top[j].Score-top[j+1].Score)) <= 4*tolerance(umbra.Dot, float64(top[j].Score)) {
 			j++
 		}
 		th := (top[j].Score + top[j+1].Score) / 2
@@ -153,7 +154,7 @@ func stress(t *testing.T, b backend, scale int) {
 			return false
 		}
 		for _, v := range got.([][]float32) {
-			if ref := refOf(engine.Dot, id, v, q); math.Abs(ref.Score-float64(score)) <= ref.Tol {
+			if ref := refOf(umbra.Dot, id, v, q); math.Abs(ref.Score-float64(score)) <= ref.Tol {
 				return true
 			}
 		}
@@ -173,12 +174,12 @@ func stress(t *testing.T, b backend, scale int) {
 	}
 	// sameTop checks got against the stable answer want for query qi,
 	// allowing only near-ties to swap (sameHitsError).
-	sameTop := func(qi int, want, got []engine.Hit) error {
-		return sameHitsError(engine.Dot, stableRow, queries[qi], want, got)
+	sameTop := func(qi int, want, got []umbra.Hit) error {
+		return sameHitsError(umbra.Dot, stableRow, queries[qi], want, got)
 	}
 	// checkUnfiltered: the stable hits are the best stable rows in order.
-	checkUnfiltered := func(qi int, hits []engine.Hit) error {
-		var stableHits []engine.Hit
+	checkUnfiltered := func(qi int, hits []umbra.Hit) error {
+		var stableHits []umbra.Hit
 		for i, h := range hits {
 			if !scoreOK(h.ID, queries[qi], h.Score) {
 				return fmt.Errorf("hit %d: ID %d scores %v, which no vector it held gives", i, h.ID, h.Score)
@@ -250,7 +251,7 @@ func stress(t *testing.T, b backend, scale int) {
 					for i, id := range ids {
 						addVersion(id, vs[i]) // before any search can see it
 					}
-					_, err = ix.Add(octx, engine.Vectors(vs), engine.WithIDs(ids...))
+					_, err = ix.Add(octx, umbra.Vectors(vs), umbra.WithIDs(ids...))
 					apply = func() {
 						next += uint64(n)
 						for i, id := range ids {
@@ -266,7 +267,7 @@ func stress(t *testing.T, b backend, scale int) {
 					for i, id := range ids {
 						addVersion(id, vs[i])
 					}
-					_, err = ix.Upsert(octx, engine.Vectors(vs), engine.WithIDs(ids...))
+					_, err = ix.Upsert(octx, umbra.Vectors(vs), umbra.WithIDs(ids...))
 					apply = func() {
 						for i, id := range ids {
 							model[id] = vs[i]
@@ -277,7 +278,7 @@ func stress(t *testing.T, b backend, scale int) {
 					}
 				case op < 9:
 					ids := pickIDs(wr, model, 1+wr.IntN(8))
-					err = ix.Delete(octx, engine.WithIDs(ids...))
+					err = ix.Delete(octx, umbra.WithIDs(ids...))
 					apply = func() {
 						for _, id := range ids {
 							delete(model, id)
@@ -322,7 +323,7 @@ func stress(t *testing.T, b backend, scale int) {
 					}
 				case 2:
 					if sr.IntN(2) == 0 {
-						hits, err := ix.Search(ctx, q, stressK, engine.Allow(allowSome...))
+						hits, err := ix.Search(ctx, q, stressK, umbra.Allow(allowSome...))
 						if err != nil {
 							fail("filtered search: %v", err)
 						} else if err := sameTop(qi, want[qi].filtered, hits); err != nil {
@@ -335,7 +336,7 @@ func stress(t *testing.T, b backend, scale int) {
 						fail("range search: %v", err)
 						continue
 					}
-					var got []engine.Hit
+					var got []umbra.Hit
 					for _, h := range hits {
 						if isStable(h.ID) {
 							got = append(got, h)
@@ -403,21 +404,21 @@ func stress(t *testing.T, b backend, scale int) {
 	require.Equal(t, len(all), ix.Len())
 	ids := ix.IDs()
 	require.Len(t, ids, len(all))
-	fresh := open(t, backends[0], engine.Config{Dim: stressDim, Metric: engine.Dot})
+	fresh := open(t, backends[0], engine.Config{Dim: stressDim, Metric: umbra.Dot})
 	vs := make([][]float32, len(ids))
 	for i, id := range ids {
-		v, err := ix.Get(id)
+		v, err := ix.Vector(id)
 		require.NoError(t, err)
 		require.Equal(t, all[id], v, "ID %d", id)
 		vs[i] = v
 	}
-	require.NoError(t, testkit.ErrOf(fresh.Add(ctx, engine.Vectors(vs), engine.WithIDs(ids...))))
+	require.NoError(t, testkit.ErrOf(fresh.Add(ctx, umbra.Vectors(vs), umbra.WithIDs(ids...))))
 	for i, q := range queries {
 		want, err := fresh.Search(ctx, q, stressK)
 		require.NoError(t, err)
 		got, err := ix.Search(ctx, q, stressK)
 		require.NoError(t, err)
-		requireSameHits(t, engine.Dot, fresh.Get, q, want, got, fmt.Sprintf("query %d after the load", i))
+		requireSameHits(t, umbra.Dot, fresh.Vector, q, want, got, fmt.Sprintf("query %d after the load", i))
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/storefile/faultfs"
 	"github.com/umbravec/umbra/internal/testkit"
@@ -28,13 +29,13 @@ func TestOpenRemovesCrashTemps(t *testing.T) {
 	const dim, n = 8, 20
 	cfg := engine.Config{Dim: dim, Device: engine.CPU}
 	fsys := faultfs.New(nil, nil)
-	ix, err := engine.Open(ctx, path, cfg, engine.WithFS(fsys))
+	ix, err := engine.OpenWith(ctx, path, cfg, engine.WithFS(fsys))
 	require.NoError(t, err)
 	data := make([]float32, n*dim)
 	for i := range data {
 		data[i] = r.Float32()*2 - 1
 	}
-	_, err = ix.Add(ctx, engine.Flat(data, dim))
+	_, err = ix.Add(ctx, umbra.Flat(data, dim))
 	require.NoError(t, err)
 
 	// The crash: when the checkpoint's new base is complete and about to
@@ -69,7 +70,7 @@ func TestOpenRemovesCrashTemps(t *testing.T) {
 	neighbour := filepath.Join(dir, ".s.umbra.tmp-x.tmp-0123456789abcdef")
 	require.NoError(t, os.WriteFile(neighbour, []byte("someone else's"), 0o644))
 
-	ro, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU}, engine.ReadOnly())
+	ro, err := engine.Open(ctx, path, engine.Config{Device: engine.CPU, ReadOnly: true})
 	require.NoError(t, err)
 	require.Equal(t, n, ro.Len())
 	require.NoError(t, ro.Close())

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/fallback"
 	"github.com/umbravec/umbra/internal/testkit"
@@ -88,9 +89,9 @@ func TestDeviceTopKTies(t *testing.T) {
 				dev.scores[q][i] = float32(r.IntN(levels))
 			}
 		}
-		ix := emptyIndex(Config{Dim: 1, Metric: Dot})
+		ix := emptyIndex(Config{Dim: 1, Metric: umbra.Dot})
 		if m == fallback.L2 {
-			ix.cfg.Metric = L2
+			ix.cfg.Metric = umbra.L2
 		}
 		ix.dev = dev
 		ids := make([]uint64, n)

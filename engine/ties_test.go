@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/gpu"
 	"github.com/umbravec/umbra/internal/testkit"
@@ -42,7 +43,7 @@ func tieVec(r *rand.Rand) []float32 {
 // the GPU, the select path, shards or overflow.
 type tiePath struct {
 	name  string
-	prec  engine.Precision
+	prec  umbra.Precision
 	radix bool // force the GPU's radix select (no fused top-k)
 	open  func(t *testing.T, cfg engine.Config) *engine.Index
 	// slow paths (a child process per index) run fewer cases.
@@ -68,24 +69,24 @@ func tiePaths() []tiePath {
 	overflow := func(t *testing.T, cfg engine.Config) *engine.Index {
 		// 64 rows: 32 bytes a float32 row, 64 an int8 row's codes.
 		cfg.Limits.Overflow, cfg.Limits.MaxDeviceBytes = true, 64*tieDim*4
-		if cfg.Precision == engine.Int8 {
+		if cfg.Precision == umbra.Int8 {
 			cfg.Limits.MaxDeviceBytes *= 2
 		}
 		return open(t, backends[1], cfg, 64)
 	}
 	paths := []tiePath{
-		{"cpu/f32", engine.F32, false, cpu, false},
-		{"cpu/f16", engine.F16, false, cpu, false},
-		{"cpu/int8", engine.Int8, false, cpu, false},
-		{"vulkan/f32", engine.F32, false, vulkan, false},
-		{"vulkan/f32/radix", engine.F32, true, vulkan, false},
-		{"gl/f32", engine.F32, false, gl, false},
-		{"vulkan/f16", engine.F16, false, vulkan, false},
-		{"vulkan/int8", engine.Int8, false, vulkan, false},
-		{"shards/f32", engine.F32, false, sharded, false},
-		{"isolated/f32", engine.F32, false, isolated, true},
-		{"overflow/f32", engine.F32, false, overflow, false},
-		{"overflow/int8", engine.Int8, false, overflow, false},
+		{"cpu/f32", umbra.F32, false, cpu, false},
+		{"cpu/f16", umbra.F16, false, cpu, false},
+		{"cpu/int8", umbra.Int8, false, cpu, false},
+		{"vulkan/f32", umbra.F32, false, vulkan, false},
+		{"vulkan/f32/radix", umbra.F32, true, vulkan, false},
+		{"gl/f32", umbra.F32, false, gl, false},
+		{"vulkan/f16", umbra.F16, false, vulkan, false},
+		{"vulkan/int8", umbra.Int8, false, vulkan, false},
+		{"shards/f32", umbra.F32, false, sharded, false},
+		{"isolated/f32", umbra.F32, false, isolated, true},
+		{"overflow/f32", umbra.F32, false, overflow, false},
+		{"overflow/int8", umbra.Int8, false, overflow, false},
 	}
 	if !fullTests() {
 		// The isolated path starts a child process per index, most of these
@@ -129,16 +130,16 @@ func TestTieGoesToLowerID(t *testing.T) {
 						for i := range ids {
 							ids[i] = from + uint64(i)
 						}
-						require.NoError(t, testkit.ErrOf(ix.Add(ctx, engine.Vectors(vs), engine.WithIDs(ids...))))
+						require.NoError(t, testkit.ErrOf(ix.Add(ctx, umbra.Vectors(vs), umbra.WithIDs(ids...))))
 					}
 					add(others[:before], 1000)
-					require.NoError(t, testkit.ErrOf(ix.Add(ctx, engine.Vectors([][]float32{v}), engine.WithIDs([]uint64{10}...))))
-					require.NoError(t, testkit.ErrOf(ix.Add(ctx, engine.Vectors([][]float32{v}), engine.WithIDs([]uint64{5}...))))
+					require.NoError(t, testkit.ErrOf(ix.Add(ctx, umbra.Vectors([][]float32{v}), umbra.WithIDs([]uint64{10}...))))
+					require.NoError(t, testkit.ErrOf(ix.Add(ctx, umbra.Vectors([][]float32{v}), umbra.WithIDs([]uint64{5}...))))
 					add(others[before:before+100], 2000)
 					if strings.HasPrefix(p.name, "overflow") {
 						require.Equal(t, 64, ix.Info().DeviceRows, "the rest are the host's")
 					}
-					ids := func(hs []engine.Hit) []uint64 {
+					ids := func(hs []umbra.Hit) []uint64 {
 						out := make([]uint64, len(hs))
 						for i, h := range hs {
 							out[i] = h.ID
@@ -155,24 +156,24 @@ func TestTieGoesToLowerID(t *testing.T) {
 					require.NoError(t, err)
 					require.Equal(t, []uint64{5}, ids(batch[0]), "SearchBatch")
 					require.Equal(t, []uint64{5}, ids(batch[2]), "SearchBatch")
-					hits, err = ix.Search(ctx, v, 1, engine.Allow(10, 5, 2001))
+					hits, err = ix.Search(ctx, v, 1, umbra.Allow(10, 5, 2001))
 					require.NoError(t, err)
 					require.Equal(t, []uint64{5}, ids(hits), "Allow")
-					hits, err = ix.Search(ctx, v, 1, engine.AllowFunc(func(id uint64) bool { return id != 7 }))
+					hits, err = ix.Search(ctx, v, 1, umbra.AllowFunc(func(id uint64) bool { return id != 7 }))
 					require.NoError(t, err)
 					require.Equal(t, []uint64{5}, ids(hits), "AllowFunc")
 					th := float32(1)
-					if m == engine.L2 {
+					if m == umbra.L2 {
 						th = 0
 					}
 					hits, err = ix.SearchRange(ctx, v, th)
 					require.NoError(t, err)
 					require.Equal(t, []uint64{5, 10}, ids(hits), "SearchRange")
-					hits, err = ix.SearchRange(ctx, v, th, engine.MaxHits(1))
+					hits, err = ix.SearchRange(ctx, v, th, umbra.MaxHits(1))
 					require.NoError(t, err)
 					require.Equal(t, []uint64{5}, ids(hits), "SearchRange MaxHits(1)")
-					if p.prec != engine.F32 {
-						hits, err = ix.Search(ctx, v, 1, engine.Approximate())
+					if p.prec != umbra.F32 {
+						hits, err = ix.Search(ctx, v, 1, umbra.Approximate())
 						require.NoError(t, err)
 						require.Equal(t, []uint64{5}, ids(hits), "Approximate")
 					}
@@ -200,14 +201,14 @@ func TestTieGoesToLowerID(t *testing.T) {
 // tieRef is the brute-force answer: every vector of data that keep admits
 // (nil: all), scored in float64 (exact for tieVec's vectors), sorted by
 // score (best first), then by lower ID.
-func tieRef(m engine.Metric, data map[uint64][]float32, q []float32, keep func(uint64) bool) []engine.Hit {
-	var out []engine.Hit
+func tieRef(m umbra.Metric, data map[uint64][]float32, q []float32, keep func(uint64) bool) []umbra.Hit {
+	var out []umbra.Hit
 	for id, v := range data {
 		if keep == nil || keep(id) {
-			out = append(out, engine.Hit{ID: id, Score: float32(refScore(m, v, q))})
+			out = append(out, umbra.Hit{ID: id, Score: float32(refScore(m, v, q))})
 		}
 	}
-	slices.SortFunc(out, func(a, b engine.Hit) int {
+	slices.SortFunc(out, func(a, b umbra.Hit) int {
 		if a.Score != b.Score {
 			if m.HigherIsBetter() {
 				return cmp.Compare(b.Score, a.Score)
@@ -256,7 +257,7 @@ func TestTiesProperty(t *testing.T) {
 						ids[i], vs[i] = uint64(fresh[i]), vec()
 						data[ids[i]] = vs[i]
 					}
-					require.NoError(t, testkit.ErrOf(ix.Add(ctx, engine.Vectors(vs), engine.WithIDs(ids...))))
+					require.NoError(t, testkit.ErrOf(ix.Add(ctx, umbra.Vectors(vs), umbra.WithIDs(ids...))))
 					fresh = fresh[b:]
 				}
 				live := func() []uint64 {
@@ -278,9 +279,9 @@ func TestTiesProperty(t *testing.T) {
 					vs[i] = vec()
 					data[id] = vs[i]
 				}
-				require.NoError(t, testkit.ErrOf(ix.Upsert(ctx, engine.Vectors(vs), engine.WithIDs(up...))))
+				require.NoError(t, testkit.ErrOf(ix.Upsert(ctx, umbra.Vectors(vs), umbra.WithIDs(up...))))
 				gone := ids[len(ids)-r.IntN(n/4):]
-				require.NoError(t, ix.Delete(ctx, engine.WithIDs(gone...)))
+				require.NoError(t, ix.Delete(ctx, umbra.WithIDs(gone...)))
 				for _, id := range gone {
 					delete(data, id)
 				}
@@ -319,10 +320,10 @@ func TestTiesProperty(t *testing.T) {
 					k := 1 + r.IntN(len(allow))
 					want := tieRef(m, data, q, keep)
 					want = want[:min(k, len(want))]
-					got, err := ix.Search(ctx, q, k, engine.Allow(allow...))
+					got, err := ix.Search(ctx, q, k, umbra.Allow(allow...))
 					require.NoError(t, err)
 					require.Equal(t, want, got, "%s: Allow k=%d query %d", what, k, j)
-					got, err = ix.Search(ctx, q, k, engine.AllowFunc(keep))
+					got, err = ix.Search(ctx, q, k, umbra.AllowFunc(keep))
 					require.NoError(t, err)
 					require.Equal(t, want, got, "%s: AllowFunc k=%d query %d", what, k, j)
 				}
@@ -331,7 +332,7 @@ func TestTiesProperty(t *testing.T) {
 				for j, q := range qs {
 					all := tieRef(m, data, q, nil)
 					th := all[r.IntN(len(all))].Score
-					var want []engine.Hit
+					var want []umbra.Hit
 					for _, h := range all {
 						if h.Score == th || (h.Score > th) == m.HigherIsBetter() {
 							want = append(want, h)
@@ -340,16 +341,16 @@ func TestTiesProperty(t *testing.T) {
 					got, err := ix.SearchRange(ctx, q, th)
 					require.NoError(t, err)
 					require.Equal(t, want, got, "%s: SearchRange %g query %d", what, th, j)
-					fil, err := ix.SearchRange(ctx, q, th, engine.AllowFunc(keep))
+					fil, err := ix.SearchRange(ctx, q, th, umbra.AllowFunc(keep))
 					require.NoError(t, err)
-					var wantF []engine.Hit
+					var wantF []umbra.Hit
 					for _, h := range want {
 						if keep(h.ID) {
 							wantF = append(wantF, h)
 						}
 					}
 					if wantF == nil {
-						wantF = []engine.Hit{}
+						wantF = []umbra.Hit{}
 					}
 					require.Equal(t, wantF, fil, "%s: filtered SearchRange %g query %d", what, th, j)
 				}
@@ -400,7 +401,7 @@ func BenchmarkTiesByID(b *testing.B) {
 		b.Run(be.name, func(b *testing.B) {
 			var ixs [2]*engine.Index
 			for i := range ixs {
-				ix, err := engine.New(ctx, engine.Config{Dim: dim, Metric: engine.Dot, Device: be.device, Adapters: []engine.AdapterSelect{be.adapter}})
+				ix, err := engine.New(ctx, engine.Config{Dim: dim, Metric: umbra.Dot, Device: be.device, Adapters: []engine.AdapterSelect{be.adapter}})
 				if err != nil {
 					if requireGPU() {
 						b.Fatalf("UMBRA_REQUIRE_GPU=1 but no %s adapter works: %v", be.name, err)
@@ -409,9 +410,9 @@ func BenchmarkTiesByID(b *testing.B) {
 				}
 				b.Cleanup(func() { ix.Close() })
 				if i == 0 {
-					_, err = ix.Add(ctx, engine.Vectors(data))
+					_, err = ix.Add(ctx, umbra.Vectors(data))
 				} else {
-					_, err = ix.Add(ctx, engine.Vectors(data), engine.WithIDs(shuffled...))
+					_, err = ix.Add(ctx, umbra.Vectors(data), umbra.WithIDs(shuffled...))
 				}
 				require.NoError(b, err)
 				ixs[i] = ix

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/gpu"
@@ -30,7 +31,7 @@ func (p tombPair) both(t *testing.T, f func(ix *engine.Index) error) {
 // same asserts the GPU index answers every unfiltered search, single and
 // batched, as the CPU one does, over k from 1 to every row (the fused
 // select, the radix select and the host's selection).
-func (p tombPair) same(t *testing.T, m engine.Metric, queries [][]float32, what string) {
+func (p tombPair) same(t *testing.T, m umbra.Metric, queries [][]float32, what string) {
 	t.Helper()
 	ctx := p.ctx
 	require.Equal(t, p.cpu.Len(), p.gpu.Len(), what)
@@ -40,11 +41,11 @@ func (p tombPair) same(t *testing.T, m engine.Metric, queries [][]float32, what 
 		got, err := p.gpu.SearchBatch(ctx, queries, k)
 		require.NoError(t, err, "%s: k=%d", what, k)
 		for qi := range want {
-			requireSameHits(t, m, p.cpu.Get, queries[qi], want[qi], got[qi], fmt.Sprintf("%s: k=%d query %d", what, k, qi))
+			requireSameHits(t, m, p.cpu.Vector, queries[qi], want[qi], got[qi], fmt.Sprintf("%s: k=%d query %d", what, k, qi))
 		}
 		one, err := p.gpu.Search(ctx, queries[0], k)
 		require.NoError(t, err, "%s: k=%d", what, k)
-		requireSameHits(t, m, p.cpu.Get, queries[0], want[0], one, fmt.Sprintf("%s: single k=%d", what, k))
+		requireSameHits(t, m, p.cpu.Vector, queries[0], want[0], one, fmt.Sprintf("%s: single k=%d", what, k))
 	}
 }
 
@@ -60,7 +61,7 @@ func TestResidentTombstones(t *testing.T) {
 	const dim = 24
 	ctx := context.Background()
 	queries := testkit.Vectors(r, 5, dim)
-	metricOf := map[string]engine.Metric{"vulkan": engine.Cosine, "gl": engine.L2}
+	metricOf := map[string]umbra.Metric{"vulkan": umbra.Cosine, "gl": umbra.L2}
 	for _, b := range backends[1:] {
 		for _, path := range []gpu.SelectPath{gpu.SelectAuto, gpu.SelectRadix} {
 			m := metricOf[b.name]
@@ -72,8 +73,8 @@ func TestResidentTombstones(t *testing.T) {
 					ctx: ctx,
 				}
 				base := testkit.Vectors(r, 2000, dim)
-				p.both(t, func(ix *engine.Index) error { _, err := ix.Add(ctx, engine.Vectors(base)); return err })
-				traced := func(opts ...engine.SearchOption) int64 {
+				p.both(t, func(ix *engine.Index) error { _, err := ix.Add(ctx, umbra.Vectors(base)); return err })
+				traced := func(opts ...umbra.SearchOption) int64 {
 					var tr diag.Trace
 					_, err := p.gpu.Search(diag.WithTrace(ctx, &tr), queries[1], 10, opts...)
 					require.NoError(t, err)
@@ -92,11 +93,11 @@ func TestResidentTombstones(t *testing.T) {
 					for i, id := range part {
 						del[i] = uint64(id)
 					}
-					p.both(t, func(ix *engine.Index) error { return ix.Delete(ctx, engine.WithIDs(del...)) })
+					p.both(t, func(ix *engine.Index) error { return ix.Delete(ctx, umbra.WithIDs(del...)) })
 				}
 				p.same(t, m, queries, "after deletes")
 				require.Equal(t, clean, traced(), "an unfiltered search after deletes sends no bitmap")
-				keep := engine.AllowFunc(func(id uint64) bool { return id%2 == 0 })
+				keep := umbra.AllowFunc(func(id uint64) bool { return id%2 == 0 })
 				require.GreaterOrEqual(t, traced(keep), clean+2000/8, "a filtered search sends its bitmap")
 				require.Equal(t, clean, traced(), "a filtered search leaves the tombstones resident")
 
@@ -104,7 +105,7 @@ func TestResidentTombstones(t *testing.T) {
 				var one uint64
 				for one = 0; !p.cpu.Has(one); one++ {
 				}
-				p.both(t, func(ix *engine.Index) error { return ix.Delete(ctx, engine.WithIDs(one)) })
+				p.both(t, func(ix *engine.Index) error { return ix.Delete(ctx, umbra.WithIDs(one)) })
 				require.Equal(t, clean, traced(), "a delete writes its word, not the search")
 				p.same(t, m, queries, "after one more delete")
 
@@ -112,20 +113,20 @@ func TestResidentTombstones(t *testing.T) {
 				// ID (a new row) and of live ones (in place), deletes of
 				// new rows.
 				more := testkit.Vectors(r, 900, dim)
-				p.both(t, func(ix *engine.Index) error { _, err := ix.Add(ctx, engine.Vectors(more)); return err })
+				p.both(t, func(ix *engine.Index) error { _, err := ix.Add(ctx, umbra.Vectors(more)); return err })
 				up := testkit.Vectors(r, 3, dim)
 				upIDs := []uint64{one, 2000, 2001}
 				p.both(t, func(ix *engine.Index) error {
-					return testkit.ErrOf(ix.Upsert(ctx, engine.Vectors(up), engine.WithIDs(upIDs...)))
+					return testkit.ErrOf(ix.Upsert(ctx, umbra.Vectors(up), umbra.WithIDs(upIDs...)))
 				})
-				p.both(t, func(ix *engine.Index) error { return ix.Delete(ctx, engine.WithIDs(2002, 2899)) })
+				p.both(t, func(ix *engine.Index) error { return ix.Delete(ctx, umbra.WithIDs(2002, 2899)) })
 				p.same(t, m, queries, "after adds, upserts and deletes of new rows")
 
 				// Compaction moves every row: the new device side holds no
 				// tombstones, and deletes after it mark the new rows.
 				p.both(t, func(ix *engine.Index) error { return ix.Compact(ctx) })
 				p.same(t, m, queries, "after compaction")
-				p.both(t, func(ix *engine.Index) error { return ix.Delete(ctx, engine.WithIDs(2003, 2004, 2500)) })
+				p.both(t, func(ix *engine.Index) error { return ix.Delete(ctx, umbra.WithIDs(2003, 2004, 2500)) })
 				p.same(t, m, queries, "after deletes past compaction")
 			})
 		}
@@ -146,14 +147,14 @@ func TestFailedTombstoneWrite(t *testing.T) {
 		for _, lasting := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/lasting=%v", b.name, lasting), func(t *testing.T) {
 				p := tombPair{
-					gpu: open(t, b, engine.Config{Dim: dim, Metric: engine.Dot}, 700),
-					cpu: open(t, backends[0], engine.Config{Dim: dim, Metric: engine.Dot}),
+					gpu: open(t, b, engine.Config{Dim: dim, Metric: umbra.Dot}, 700),
+					cpu: open(t, backends[0], engine.Config{Dim: dim, Metric: umbra.Dot}),
 					ctx: ctx,
 				}
 				base := testkit.Vectors(r, 1500, dim)
-				p.both(t, func(ix *engine.Index) error { _, err := ix.Add(ctx, engine.Vectors(base)); return err })
-				p.both(t, func(ix *engine.Index) error { return ix.Delete(ctx, engine.WithIDs(1, 2, 3)) })
-				p.same(t, engine.Dot, queries, "before the fault") // tombstones resident now
+				p.both(t, func(ix *engine.Index) error { _, err := ix.Add(ctx, umbra.Vectors(base)); return err })
+				p.both(t, func(ix *engine.Index) error { return ix.Delete(ctx, umbra.WithIDs(1, 2, 3)) })
+				p.same(t, umbra.Dot, queries, "before the fault") // tombstones resident now
 
 				// Delete the best rows of query 0, so a stale tombstone
 				// would show.
@@ -168,7 +169,7 @@ func TestFailedTombstoneWrite(t *testing.T) {
 					}
 					return nil
 				})
-				p.both(t, func(ix *engine.Index) error { return ix.Delete(ctx, engine.WithIDs(del...)) })
+				p.both(t, func(ix *engine.Index) error { return ix.Delete(ctx, umbra.WithIDs(del...)) })
 				require.Equal(t, 1, fired, "Delete wrote the changed word")
 				got, err := p.gpu.Search(ctx, queries[0], 5)
 				if lasting {
@@ -178,13 +179,13 @@ func TestFailedTombstoneWrite(t *testing.T) {
 					require.NoError(t, err)
 					want, err := p.cpu.Search(ctx, queries[0], 5)
 					require.NoError(t, err)
-					requireSameHits(t, engine.Dot, p.cpu.Get, queries[0], want, got, "the search after a failed delete write")
+					requireSameHits(t, umbra.Dot, p.cpu.Vector, queries[0], want, got, "the search after a failed delete write")
 				}
 				for _, h := range got {
 					require.NotContains(t, del, h.ID, "a deleted row in an answer")
 				}
 				engine.SetGPUFault(p.gpu, nil)
-				p.same(t, engine.Dot, queries, "after the fault")
+				p.same(t, umbra.Dot, queries, "after the fault")
 			})
 		}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
 )
@@ -27,12 +28,12 @@ func TestDeviceTopK(t *testing.T) {
 		queries := append(testkit.Vectors(r, 5, dim), data[0])
 		for _, m := range metrics {
 			cpu := open(t, backends[0], engine.Config{Dim: dim, Metric: m})
-			_, err := cpu.Add(context.Background(), engine.Vectors(data))
+			_, err := cpu.Add(context.Background(), umbra.Vectors(data))
 			require.NoError(t, err)
 			for _, b := range backends[1:] {
 				t.Run(fmt.Sprintf("%s/%s/n%d", b.name, m, n), func(t *testing.T) {
 					ix := open(t, b, engine.Config{Dim: dim, Metric: m}, 1000)
-					_, err := ix.Add(context.Background(), engine.Vectors(data))
+					_, err := ix.Add(context.Background(), umbra.Vectors(data))
 					require.NoError(t, err)
 					for _, k := range []int{1, 2, 10, 100, 1000} {
 						want, err := cpu.SearchBatch(context.Background(), queries, k)
@@ -43,7 +44,7 @@ func TestDeviceTopK(t *testing.T) {
 						require.NoError(t, err)
 						require.Equal(t, got[2], one, "batched and single search differ, k=%d", k)
 						for qi := range queries {
-							requireSameHits(t, m, cpu.Get, queries[qi], want[qi], got[qi], fmt.Sprintf("k=%d query %d", k, qi))
+							requireSameHits(t, m, cpu.Vector, queries[qi], want[qi], got[qi], fmt.Sprintf("k=%d query %d", k, qi))
 						}
 					}
 				})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
@@ -29,7 +30,7 @@ func TestWriteTrace(t *testing.T) {
 		vectors[i] = flat[i*dim : (i+1)*dim]
 	}
 	for _, b := range backends {
-		for _, prec := range []engine.Precision{engine.F32, engine.Int8} {
+		for _, prec := range []umbra.Precision{umbra.F32, umbra.Int8} {
 			t.Run(b.name+"/"+prec.String(), func(t *testing.T) {
 				ctx := context.Background()
 				ix := open(t, b, engine.Config{Dim: dim, Precision: prec})
@@ -39,7 +40,7 @@ func TestWriteTrace(t *testing.T) {
 					require.Positive(t, tr.Pack, what)
 					require.Equal(t, tr.Pack+tr.Assign+tr.Compress, tr.Marshal, "%s: Marshal is its stages", what)
 					require.Positive(t, tr.Publish, what)
-					if prec != engine.F32 {
+					if prec != umbra.F32 {
 						require.Positive(t, tr.Compress, what)
 					} else {
 						require.Zero(t, tr.Compress, what)
@@ -51,13 +52,13 @@ func TestWriteTrace(t *testing.T) {
 					}
 				}
 				var tr diag.Trace
-				_, err := ix.Add(diag.WithTrace(ctx, &tr), engine.Flat(flat[:100*dim], ix.Dim()))
+				_, err := ix.Add(diag.WithTrace(ctx, &tr), umbra.Flat(flat[:100*dim], ix.Dim()))
 				require.NoError(t, err)
 				stages(&tr, 100, "AddFlat")
 				require.Zero(t, tr.Log, "no store, no log")
 
 				tr = diag.Trace{}
-				_, err = ix.Add(diag.WithTrace(ctx, &tr), engine.Vectors(vectors[100:200]))
+				_, err = ix.Add(diag.WithTrace(ctx, &tr), umbra.Vectors(vectors[100:200]))
 				require.NoError(t, err)
 				stages(&tr, 100, "Add")
 
@@ -85,12 +86,12 @@ func TestWriteTrace(t *testing.T) {
 					ids[i] = uint64(150 + i)
 				}
 				tr = diag.Trace{}
-				require.NoError(t, testkit.ErrOf(st.Upsert(diag.WithTrace(ctx, &tr), engine.Vectors(vectors[150:300]), engine.WithIDs(ids...))))
+				require.NoError(t, testkit.ErrOf(st.Upsert(diag.WithTrace(ctx, &tr), umbra.Vectors(vectors[150:300]), umbra.WithIDs(ids...))))
 				stages(&tr, 150, "Upsert")
 				require.Positive(t, tr.Log, "Upsert with a store")
 
 				tr = diag.Trace{}
-				_, err = st.Add(diag.WithTrace(ctx, &tr), engine.Flat(flat[:dim], st.Dim()))
+				_, err = st.Add(diag.WithTrace(ctx, &tr), umbra.Flat(flat[:dim], st.Dim()))
 				require.NoError(t, err)
 				stages(&tr, 1, "AddFlat with a store")
 				require.Positive(t, tr.Log, "AddFlat with a store")

@@ -8,12 +8,13 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/internal/testkit"
 	"github.com/umbravec/umbra/meta"
 )
 
-// BenchmarkWhere measures what a Where filter costs beside the scan it
+// BenchmarkWhere measures what a umbra.Where filter costs beside the scan it
 // narrows: building the row bitmap from the per-field indexes ("mask"),
 // against a search of the same query without a filter ("scan") and with
 // it ("search"), for a selective filter (one user of 10,000: about 100
@@ -23,7 +24,7 @@ import (
 // (default 1,000,000) of dimension 128; devices: cpu, and vulkan when an
 // adapter works.
 //
-//	go test -run '^$' -bench Where -benchtime 20x ./engine/
+//	go test -run '^$' -bench umbra.Where -benchtime 20x ./engine/
 func BenchmarkWhere(b *testing.B) {
 	rows := 1_000_000
 	if s := os.Getenv("UMBRA_BENCH_ROWS"); s != "" {
@@ -54,7 +55,7 @@ func BenchmarkWhere(b *testing.B) {
 	}
 	ctx := context.Background()
 	for _, dev := range []Device{CPU, GPU} {
-		cfg := Config{Dim: dim, Metric: Dot, Device: dev}
+		cfg := Config{Dim: dim, Metric: umbra.Dot, Device: dev}
 		if dev == GPU {
 			cfg.Adapters = []AdapterSelect{{Backend: "vulkan"}}
 		}
@@ -63,7 +64,7 @@ func BenchmarkWhere(b *testing.B) {
 			b.Logf("%v: %v", dev, err)
 			continue
 		}
-		if _, err := ix.Add(ctx, Flat(data, dim), WithMeta(fields...)); err != nil {
+		if _, err := ix.Add(ctx, umbra.Flat(data, dim), umbra.WithMeta(fields...)); err != nil {
 			b.Fatal(err)
 		}
 		q := testkit.Vector(r, dim)
@@ -102,14 +103,14 @@ func BenchmarkWhere(b *testing.B) {
 			})
 			b.Run(name+"/"+f.name+"/search", func(b *testing.B) {
 				for b.Loop() {
-					if _, err := ix.Search(ctx, q, 10, Where(f.f)); err != nil {
+					if _, err := ix.Search(ctx, q, 10, umbra.Where(f.f)); err != nil {
 						b.Fatal(err)
 					}
 				}
 				// Which path the search took: gather 1 (only the admitted
 				// rows read), scan 0.
 				var tr diag.Trace
-				if _, err := ix.Search(diag.WithTrace(ctx, &tr), q, 10, Where(f.f)); err != nil {
+				if _, err := ix.Search(diag.WithTrace(ctx, &tr), q, 10, umbra.Where(f.f)); err != nil {
 					b.Fatal(err)
 				}
 				g := 0.0

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/internal/packed"
 	"github.com/umbravec/umbra/internal/storefile"
 )
@@ -33,7 +34,7 @@ func (ix *Index) upsertStored(ctx context.Context, ids []uint64, rows [][]float3
 func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]float32, keys []string, a *callAttrs, raw bool) error {
 	start := time.Now()
 	if ix.closed {
-		return ErrClosed
+		return umbra.ErrClosed
 	}
 	if a == nil {
 		a = &callAttrs{}
@@ -314,7 +315,7 @@ func (ix *Index) deleteLocked(ctx context.Context, ids []uint64) error {
 		ix.mu.Lock()
 		defer ix.mu.Unlock()
 		if ix.closed {
-			return ErrClosed
+			return umbra.ErrClosed
 		}
 		if len(ids) == 0 {
 			return nil
@@ -322,11 +323,11 @@ func (ix *Index) deleteLocked(ctx context.Context, ids []uint64) error {
 		seen := make(map[uint64]bool, len(ids))
 		for i, id := range ids {
 			if seen[id] {
-				return fmt.Errorf("%w: ID %d is given twice", ErrDuplicateID, id)
+				return fmt.Errorf("%w: ID %d is given twice", umbra.ErrDuplicateID, id)
 			}
 			seen[id] = true
 			if _, ok := ix.rid.rowOf[id]; !ok {
-				return fmt.Errorf("%w: ID %d (argument %d)", ErrNotFound, id, i)
+				return fmt.Errorf("%w: ID %d (argument %d)", umbra.ErrNotFound, id, i)
 			}
 		}
 		if err := ix.logged(storefile.Record{Op: storefile.OpDelete, IDs: ids}); err != nil {
@@ -355,21 +356,22 @@ func (ix *Index) deleteLocked(ctx context.Context, ids []uint64) error {
 // compactMinDead is the fewest dead rows automatic compaction bothers with.
 const compactMinDead = 1024
 
-// Get returns a copy of the vector stored under id (under Cosine, the unit
-// vector the index stores), or ErrNotFound.
-func (ix *Index) Get(id uint64) (v []float32, err error) {
+// Vector returns a copy of the vector stored under id (under Cosine, the
+// unit vector the index stores), or ErrNotFound. Get returns many rows'
+// vectors at once, with their metadata and payloads.
+func (ix *Index) Vector(id uint64) (v []float32, err error) {
 	defer ix.recoverInto(&err, ix.watchFaults())
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	if ix.closed {
-		return nil, ErrClosed
+		return nil, umbra.ErrClosed
 	}
 	if err := ix.mapped.check(); err != nil {
 		return nil, err
 	}
 	row, ok := ix.rid.rowOf[id]
 	if !ok {
-		return nil, fmt.Errorf("%w: ID %d", ErrNotFound, id)
+		return nil, fmt.Errorf("%w: ID %d", umbra.ErrNotFound, id)
 	}
 	v = append([]float32(nil), ix.slab.Row(row)...)
 	if err := ix.mapped.check(); err != nil {
@@ -419,7 +421,7 @@ func (ix *Index) compactLocked(ctx context.Context) error {
 		ix.mu.RLock()
 		defer ix.mu.RUnlock()
 		if ix.closed {
-			return ErrClosed
+			return umbra.ErrClosed
 		}
 		if ix.rid.nDead == 0 {
 			none = true

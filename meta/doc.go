@@ -1,7 +1,6 @@
-// Package meta is typed metadata per row and exact filters over it: the
-// values, their JSON and binary encodings, the where syntax, and Index, the
-// columns kept beside a slab of rows that turn a filter into the row bitmap
-// a scan takes (bit i%64 of word i/64 set: row i may be returned).
+// Package meta is the vocabulary of typed metadata per row and exact
+// filters over it: the values, their JSON encoding, the filters and the
+// where syntax that reads them, and the limits that bound them.
 //
 // # Kinds
 //
@@ -14,7 +13,8 @@
 //	Time     an instant, as int64 Unix nanoseconds      TimeOf(t)
 //	Tags     a set of strings, sorted, no duplicates    TagsOf("red", "new")
 //
-// A field's kind is fixed by its first value in an Index (or by Declare);
+// A field's kind is fixed by its first value in an index (or by declaring
+// it: engine.Config.Fields);
 // a later value of another kind is an error. An empty tag set is a value: the
 // row has the field, with no tags. Field names are non-empty valid UTF-8 and
 // do not start with '$' (reserved for operators); keywords and tags are valid
@@ -57,7 +57,7 @@
 // none; {"$nin": []} every row. Nesting is bounded (32 objects). Operand
 // values are typed as in JSON rows.
 //
-// Kinds at evaluation (Index.Eval, against the index's schema): a keyword
+// Kinds at evaluation (against the index's schema): a keyword
 // field takes $eq, $ne, $in, $nin with strings; an int or float field takes
 // every operator but $contains with ints or floats, compared numerically and
 // exactly (age > 2.5 on an int field, price == 3 on a float field; no
@@ -80,7 +80,7 @@
 // # Limits
 //
 // Limits bound a row (fields, name and string bytes, tags, encoded bytes) and
-// an Index (distinct keyword or tag values per field, fields in all). The
+// an index (distinct keyword or tag values per field, fields in all). The
 // zero Limits takes the defaults: 64 fields, 256-byte names, 4096-byte
 // strings, 1024 tags, 64 KiB per row, 2^20 distinct values per field, 1024
 // fields. Errors wrap ErrInvalid (bad input, a kind mismatch, an unknown
@@ -101,44 +101,12 @@
 // encoding/json would read either as U+FFFD, so a stored or matched string
 // would differ from the one written. A surrogate pair is its character.
 //
-// # Binary encoding
+// # Evaluation
 //
-// AppendBinary and DecodeBinary are the per-row encoding for a store file
-// or log: a row without fields is no bytes; otherwise uvarint(count), then
-// per field in byte order of names: uvarint(len) name, kind byte, payload
-// (Keyword: uvarint(len) bytes; Int, Time: zigzag varint; Float: 8 bytes
-// little-endian IEEE 754; Tags: uvarint(count), then each tag as
-// uvarint(len) bytes in byte order). Every varint is minimal, so each row
-// has exactly one encoding; DecodeBinary refuses any other (bytes out of
-// order, a repeated name or tag, -0, NaN, an unknown kind, trailing bytes).
-// Index.MarshalSchema and LoadSchema carry the schema (field names and
-// kinds) as one blob: "umeta", a version byte, uvarint(count), then per field
-// in name order uvarint(len) name kind.
-//
-// # Index
-//
-// Index keeps rows 0..Len()-1 parallel to the engine's slab: Append (after
-// Check), Set (an upsert in place), Truncate (an undone append), Keep
-// (compaction: new row i is old row rows[i]). A keyword or tags field is a
-// dictionary value→code, a per-row code column, and per value a sorted
-// posting list of rows — or a bitmap once the value is in 1/32 of the rows
-// or more, where a bitmap is no larger (back to a list under 1/128). Eq, In
-// and Contains OR postings into the output; Ne, Nin and NotContains
-// complement them. An int, float or time field is a dense column of order
-// keys (uint64s whose unsigned order is the values' order) and a presence
-// bitmap; a range is one branch-free pass over the column, and ranges under
-// And are merged per field and evaluated last, only over words where rows
-// are still set. Bytes estimates the memory held, for the engine's budgets.
-//
-// # Cost
-//
-// BenchmarkEval, 1,000,000 rows (user: 1 of 10,000 keywords; plan: 1 of 2;
-// at: a time over one year; price: a float; tags: 1–3 of 40), one core,
-// ns per Eval:
-//
-//	go test -run '^$' -bench Eval -benchtime 1s -count 5 -cpu 1 ./meta/
-//
-// README.md in this directory has the figures and the machine: about 2 µs
-// for a keyword matching 1 row in 10,000, 10 µs for one matching half the
-// rows, 0.7 ms for a time or float range (0.7 ns per row).
+// An engine.Index or a cluster collection keeps the fields of its rows in
+// columns beside its vectors and turns a filter into the set of rows a
+// search may return; that machinery, and the binary encoding a store file
+// and the cluster's wire carry, are umbra's own (internal/metaindex). A
+// program that checks filters against a schema of its own or translates
+// them into another store's query reads them through Filter.Parts.
 package meta

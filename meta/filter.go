@@ -59,7 +59,7 @@ func (o op) negated() (op, bool) {
 }
 
 // Filter is a condition on a row's metadata, built with Eq, In, And, ... or
-// read by ParseWhere, and evaluated by Index.Eval. The zero Filter matches
+// read by ParseWhere, and evaluated by the index a search runs on. The zero Filter matches
 // every row. Filters are immutable and safe to share.
 type Filter struct{ n *node }
 
@@ -143,6 +143,22 @@ func Or(fs ...Filter) Filter {
 // Not matches the rows f does not match.
 func Not(f Filter) Filter { return Filter{&node{op: opNot, subs: []Filter{f}}} }
 
+// Parts returns what f is made of: its operator as the where syntax names
+// it ("$and", "$or" and "$not" combine parts; "$eq", "$ne", "$gt", "$gte",
+// "$lt", "$lte", "$in", "$nin", "$contains" and "$not_contains" are
+// conditions on field, compared with values, a tag for the two last), or
+// "" for the zero Filter, which matches every row. An "$or" of no parts
+// matches none. For a program that checks a filter against a schema of
+// its own or turns it into another store's query; umbra's own index reads
+// filters through it.
+func (f Filter) Parts() (op, field string, values []Value, parts []Filter) {
+	n := f.n
+	if n == nil {
+		return "", "", nil, nil
+	}
+	return opNames[n.op], n.field, n.vals, n.subs
+}
+
 // String is f written readably, for errors and traces: user == "ann",
 // (age >= 18 AND tags contains "x"), NOT (...); the zero Filter is "all".
 func (f Filter) String() string {
@@ -201,47 +217,6 @@ func (f Filter) write(b *strings.Builder) {
 	}
 }
 
-// Absent is f with every condition on a field that known says no row has
-// replaced by what it means then: a comparison ($eq, $gt, $gte, $lt, $lte,
-// $in, $contains) by a filter matching no row, a negation ($ne, $nin,
-// $not_contains) by one matching every row — the rule for rows without a
-// field (see the package doc). An Index refuses a filter on a field it
-// does not know (a typo must not filter everything out); a shard of a
-// collection whose rows never brought a field the collection knows
-// answers a filter on it with f.Absent instead, as one index holding every
-// row would. f itself is unchanged; the parts with no such field are
-// shared.
-func (f Filter) Absent(known func(field string) bool) Filter {
-	n := f.n
-	if n == nil {
-		return f
-	}
-	switch n.op {
-	case opAnd, opOr, opNot:
-		var subs []Filter // copied at the first part that changes
-		for i, s := range n.subs {
-			t := s.Absent(known)
-			if subs == nil && t.n != s.n {
-				subs = slices.Clone(n.subs)
-			}
-			if subs != nil {
-				subs[i] = t
-			}
-		}
-		if subs == nil {
-			return f
-		}
-		return Filter{&node{op: n.op, subs: subs}}
-	}
-	if known(n.field) {
-		return f
-	}
-	if _, negative := n.op.negated(); negative {
-		return Filter{}
-	}
-	return Or()
-}
-
 // maxWhereDepth bounds the nesting of a where document.
 const maxWhereDepth = 32
 
@@ -273,7 +248,8 @@ const WhereAllocPerByte = 32
 // more than MaxWhereTerms terms and a string that is not Unicode (invalid
 // UTF-8, or a \u escape of a lone UTF-16 surrogate such as "\ud800") are
 // errors naming the field and operator. Whether the fields exist and their
-// kinds fit is checked by Index.Eval, against the index's schema. Parsing
+// kinds fit is checked where the filter is evaluated, against the index's
+// schema. Parsing
 // allocates at most WhereAllocPerByte bytes per byte of b.
 func ParseWhere(b []byte) (Filter, error) {
 	p := &whereParser{sc: newScanner(b)}

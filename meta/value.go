@@ -78,7 +78,7 @@ func KeywordOf(s string) Value { return Value{kind: Keyword, s: s} }
 func IntOf(i int64) Value { return Value{kind: Int, i: i} }
 
 // FloatOf is a Float value; -0 becomes 0. NaN and ±Inf are refused where
-// the value is validated (Check, Append, Set, Eval, AppendBinary's callers).
+// the value is validated (Fields.Check, and wherever an index takes it).
 func FloatOf(f float64) Value {
 	if f == 0 {
 		f = 0 // -0 → +0
@@ -212,7 +212,7 @@ func (f Fields) names() []string {
 	return ns
 }
 
-// Limits bound what one row, and an Index, may hold. A zero field takes its
+// Limits bound what one row, and an index (engine.Index, a collection's shard), may hold. A zero field takes its
 // default (WithDefaults); a negative one is treated as its default too.
 type Limits struct {
 	MaxFields      int // fields per row (default 64)
@@ -220,19 +220,19 @@ type Limits struct {
 	MaxStringBytes int // bytes of a keyword or of one tag (default 4096)
 	MaxTags        int // tags per row (default 1024)
 	MaxRowBytes    int // a row's binary encoding (default 64 KiB)
-	MaxDistinct    int // distinct keyword or tag values per field in an Index (default 1<<20)
-	MaxSchema      int // distinct field names in an Index or a schema blob (default 1024)
+	MaxDistinct    int // distinct keyword or tag values per field in an index (default 1<<20)
+	MaxSchema      int // distinct field names in an index or a stored schema (default 1024)
 }
 
-// Default limits.
+// The default limits (Limits.WithDefaults gives them to a program).
 const (
-	DefaultMaxFields      = 64
-	DefaultMaxNameBytes   = 256
-	DefaultMaxStringBytes = 4096
-	DefaultMaxTags        = 1024
-	DefaultMaxRowBytes    = 64 << 10
-	DefaultMaxDistinct    = 1 << 20
-	DefaultMaxSchema      = 1024
+	defaultMaxFields      = 64
+	defaultMaxNameBytes   = 256
+	defaultMaxStringBytes = 4096
+	defaultMaxTags        = 1024
+	defaultMaxRowBytes    = 64 << 10
+	defaultMaxDistinct    = 1 << 20
+	defaultMaxSchema      = 1024
 )
 
 // WithDefaults is l with every zero (or negative) field set to its default.
@@ -242,13 +242,13 @@ func (l Limits) WithDefaults() Limits {
 			*p = d
 		}
 	}
-	def(&l.MaxFields, DefaultMaxFields)
-	def(&l.MaxNameBytes, DefaultMaxNameBytes)
-	def(&l.MaxStringBytes, DefaultMaxStringBytes)
-	def(&l.MaxTags, DefaultMaxTags)
-	def(&l.MaxRowBytes, DefaultMaxRowBytes)
-	def(&l.MaxDistinct, DefaultMaxDistinct)
-	def(&l.MaxSchema, DefaultMaxSchema)
+	def(&l.MaxFields, defaultMaxFields)
+	def(&l.MaxNameBytes, defaultMaxNameBytes)
+	def(&l.MaxStringBytes, defaultMaxStringBytes)
+	def(&l.MaxTags, defaultMaxTags)
+	def(&l.MaxRowBytes, defaultMaxRowBytes)
+	def(&l.MaxDistinct, defaultMaxDistinct)
+	def(&l.MaxSchema, defaultMaxSchema)
 	return l
 }
 
@@ -328,8 +328,8 @@ func checkValue(name string, v Value, lim Limits) error {
 }
 
 // Check validates f on its own against lim (zero fields of lim take their
-// defaults): names, values and the size of its encoding. Index.Check also
-// checks the kinds against an index's schema.
+// defaults): names, values and the size of its binary encoding. An index
+// also checks the kinds against its schema.
 func (f Fields) Check(lim Limits) error {
 	return f.check(lim.WithDefaults())
 }

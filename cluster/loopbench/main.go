@@ -26,8 +26,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/cluster"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/cluster/node"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 )
 
 var (
@@ -92,12 +95,12 @@ func randRows(r *rand.Rand, n, dim int) []float32 {
 
 // servers starts n embedded NATS servers (one NATS cluster when n > 1)
 // and a client on each.
-func servers(ctx context.Context, dir string, n int) ([]*cluster.Embedded, []*cluster.Client, error) {
-	var srvs []*cluster.Embedded
-	var cfgs []cluster.EmbeddedConfig
+func servers(ctx context.Context, dir string, n int) ([]*node.Embedded, []*cluster.Client, error) {
+	var srvs []*node.Embedded
+	var cfgs []node.EmbeddedConfig
 	var routes []string
 	for i := range n {
-		cfg := cluster.EmbeddedConfig{Listen: "127.0.0.1:0", Dir: fmt.Sprintf("%s/s%d", dir, i), Name: fmt.Sprintf("s%d", i),
+		cfg := node.EmbeddedConfig{Listen: "127.0.0.1:0", Dir: fmt.Sprintf("%s/s%d", dir, i), Name: fmt.Sprintf("s%d", i),
 			Creds: dir + "/creds"} // one set of keys for the servers of one cluster
 		if n > 1 {
 			port := 16222 + i + 10*rand.IntN(1000)
@@ -111,7 +114,7 @@ func servers(ctx context.Context, dir string, n int) ([]*cluster.Embedded, []*cl
 		if n > 1 {
 			cfg.Routes = routes
 		}
-		s, err := cluster.StartEmbedded(cfg)
+		s, err := node.StartEmbedded(cfg)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -126,7 +129,7 @@ func servers(ctx context.Context, dir string, n int) ([]*cluster.Embedded, []*cl
 	}
 	for _, s := range srvs {
 		for {
-			nc, err := nats.Connect(s.URL(), nkey, nats.CustomInboxPrefix(cluster.NodeInboxPrefix), nats.MaxReconnects(-1))
+			nc, err := nats.Connect(s.URL(), nkey, nats.CustomInboxPrefix(protocol.NodeInboxPrefix), nats.MaxReconnects(-1))
 			if err != nil {
 				return nil, nil, err
 			}
@@ -147,7 +150,7 @@ func servers(ctx context.Context, dir string, n int) ([]*cluster.Embedded, []*cl
 	return srvs, clients, nil
 }
 
-func closeAll(srvs []*cluster.Embedded, clients []*cluster.Client, nodes []*cluster.Node) {
+func closeAll(srvs []*node.Embedded, clients []*cluster.Client, nodes []*node.Node) {
 	for _, n := range nodes {
 		n.Close()
 	}
@@ -170,19 +173,19 @@ func addAll(ctx context.Context, col *cluster.Collection, data []float32, dim, b
 		for i := range ids {
 			ids[i] = uint64(lo + i + 1)
 		}
-		if _, err := col.Add(ctx, engine.Flat(data[lo*dim:hi*dim], dim), cluster.WithIDs(ids...), cluster.NoWait()); err != nil {
+		if _, err := col.Add(ctx, umbra.Flat(data[lo*dim:hi*dim], dim), umbra.WithIDs(ids...), umbra.NoWait()); err != nil {
 			return 0, err
 		}
 	}
 	return time.Since(start), nil
 }
 
-type searchFunc func(ctx context.Context, q []float32) ([]engine.Hit, error)
+type searchFunc func(ctx context.Context, q []float32) ([]umbra.Hit, error)
 
 // measure runs the latency and throughput searches of one configuration
 // and checks every answer against want (the local index's).
-func measure(ctx context.Context, name string, qs [][]float32, want [][]engine.Hit, search searchFunc) error {
-	check := func(i int, got []engine.Hit) error {
+func measure(ctx context.Context, name string, qs [][]float32, want [][]umbra.Hit, search searchFunc) error {
+	check := func(i int, got []umbra.Hit) error {
 		w := want[i%len(want)]
 		if len(got) != len(w) {
 			return fmt.Errorf("%s: query %d: %d hits, want %d", name, i, len(got), len(w))
@@ -258,7 +261,7 @@ func searchRuns(ctx context.Context, tmp string) error {
 	for i := range qs {
 		qs[i] = randRows(r, 1, *dim)
 	}
-	local, err := engine.New(ctx, engine.Config{Dim: *dim, Metric: engine.Cosine, Device: engine.CPU})
+	local, err := engine.New(ctx, engine.Config{Dim: *dim, Metric: umbra.Cosine, Device: engine.CPU})
 	if err != nil {
 		return err
 	}
@@ -267,16 +270,16 @@ func searchRuns(ctx context.Context, tmp string) error {
 	for i := range ids {
 		ids[i] = uint64(i + 1)
 	}
-	if _, err := local.Add(ctx, engine.Flat(data, *dim), engine.WithIDs(ids...)); err != nil {
+	if _, err := local.Add(ctx, umbra.Flat(data, *dim), umbra.WithIDs(ids...)); err != nil {
 		return err
 	}
-	want := make([][]engine.Hit, len(qs))
+	want := make([][]umbra.Hit, len(qs))
 	for i, q := range qs {
 		if want[i], err = local.Search(ctx, q, *k); err != nil {
 			return err
 		}
 	}
-	if err := measure(ctx, "engine index, no cluster", qs, want, func(ctx context.Context, q []float32) ([]engine.Hit, error) {
+	if err := measure(ctx, "engine index, no cluster", qs, want, func(ctx context.Context, q []float32) ([]umbra.Hit, error) {
 		return local.Search(ctx, q, *k)
 	}); err != nil {
 		return err
@@ -293,7 +296,7 @@ func searchRuns(ctx context.Context, tmp string) error {
 		if err != nil {
 			return err
 		}
-		node, err := cluster.StartNode(ctx, c, cluster.NodeConfig{Dir: dir + "/node", Device: engine.CPU})
+		nd, err := startNode(ctx, c, node.Config{Dir: dir + "/node", Device: engine.CPU})
 		if err != nil {
 			return err
 		}
@@ -306,12 +309,12 @@ func searchRuns(ctx context.Context, tmp string) error {
 			return err
 		}
 		logf("# 1 server, 1 node, %d shard(s): loaded in %.1f s (acknowledged), applied %.1f s later", shards, took.Seconds(), time.Since(t0).Seconds())
-		if err := measure(ctx, fmt.Sprintf("1 server, 1 node, %d shard(s)", shards), qs, want, func(ctx context.Context, q []float32) ([]engine.Hit, error) {
+		if err := measure(ctx, fmt.Sprintf("1 server, 1 node, %d shard(s)", shards), qs, want, func(ctx context.Context, q []float32) ([]umbra.Hit, error) {
 			return col.Search(ctx, q, *k)
 		}); err != nil {
 			return err
 		}
-		closeAll(srvs, clients, []*cluster.Node{node})
+		closeAll(srvs, clients, []*node.Node{nd})
 	}
 	// Three servers (R3), three nodes, node i holding shard i, each on its
 	// own server; the client on server 0.
@@ -324,9 +327,9 @@ func searchRuns(ctx context.Context, tmp string) error {
 	if err != nil {
 		return err
 	}
-	var nodes []*cluster.Node
+	var nodes []*node.Node
 	for i := range 3 {
-		n, err := cluster.StartNode(ctx, clients[i], cluster.NodeConfig{Dir: fmt.Sprintf("%s/node%d", dir, i), Device: engine.CPU,
+		n, err := startNode(ctx, clients[i], node.Config{Dir: fmt.Sprintf("%s/node%d", dir, i), Device: engine.CPU,
 			Serve: func(_ string, s int) bool { return s == i }})
 		if err != nil {
 			return err
@@ -342,7 +345,7 @@ func searchRuns(ctx context.Context, tmp string) error {
 		return err
 	}
 	logf("# 3 servers (R3), 3 nodes, 3 shards: loaded in %.1f s (acknowledged), applied %.1f s later", took.Seconds(), time.Since(t0).Seconds())
-	if err := measure(ctx, "3 servers R3, 3 nodes, 3 shards", qs, want, func(ctx context.Context, q []float32) ([]engine.Hit, error) {
+	if err := measure(ctx, "3 servers R3, 3 nodes, 3 shards", qs, want, func(ctx context.Context, q []float32) ([]umbra.Hit, error) {
 		return col.Search(ctx, q, *k)
 	}); err != nil {
 		return err
@@ -394,7 +397,7 @@ func writeRuns(ctx context.Context, tmp string) error {
 				col := handles[w]
 				wg.Go(func() {
 					for time.Now().Before(stop) {
-						if _, err := col.Add(ctx, engine.Flat(data, *dim), cluster.NoWait()); err != nil {
+						if _, err := col.Add(ctx, umbra.Flat(data, *dim), umbra.NoWait()); err != nil {
 							once.Do(func() { firstErr = err })
 							return
 						}
@@ -438,7 +441,7 @@ func catchup(ctx context.Context, tmp string) error {
 	if err != nil {
 		return err
 	}
-	a, err := cluster.StartNode(ctx, c, cluster.NodeConfig{Dir: dir + "/a", Device: engine.CPU})
+	a, err := startNode(ctx, c, node.Config{Dir: dir + "/a", Device: engine.CPU})
 	if err != nil {
 		return err
 	}
@@ -466,12 +469,12 @@ func catchup(ctx context.Context, tmp string) error {
 	for i := range ids {
 		ids[i] = uint64(n + i + 1)
 	}
-	if _, err := col.Add(ctx, engine.Flat(tail, *dim), cluster.WithIDs(ids...)); err != nil {
+	if _, err := col.Add(ctx, umbra.Flat(tail, *dim), umbra.WithIDs(ids...)); err != nil {
 		return err
 	}
 	last := col.Token()[0]
 	t0 = time.Now()
-	b, err := cluster.StartNode(ctx, c, cluster.NodeConfig{Dir: dir + "/b", Device: engine.CPU})
+	b, err := startNode(ctx, c, node.Config{Dir: dir + "/b", Device: engine.CPU})
 	if err != nil {
 		return err
 	}
@@ -503,4 +506,14 @@ func catchup(ctx context.Context, tmp string) error {
 	}
 	logf("the new replica, alone, answers as the first did")
 	return nil
+}
+
+// startNode starts a node on the connection of c, a client made with
+// cluster.AsNode.
+func startNode(ctx context.Context, c *cluster.Client, cfg node.Config) (*node.Node, error) {
+	x, err := protocol.Open(ctx, c.Conn(), true)
+	if err != nil {
+		return nil, err
+	}
+	return node.Start(ctx, x, cfg)
 }

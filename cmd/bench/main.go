@@ -36,6 +36,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/cmd/internal/cmdline"
 	"github.com/umbravec/umbra/cmd/internal/quiet"
 	"github.com/umbravec/umbra/engine"
@@ -226,7 +227,7 @@ func (f *flags) options() (bench.Options, error) {
 	if o.Tiers, err = bench.ParseTiers(f.Tiers); err != nil {
 		return o, usagef("--tiers: %v", err)
 	}
-	if o.Metric, err = engine.ParseMetric(f.Metric); err != nil {
+	if o.Metric, err = umbra.ParseMetric(f.Metric); err != nil {
 		return o, usagef("--metric: unknown metric %q (want cosine, dot or l2)", f.Metric)
 	}
 	if o.Device, err = engine.ParseDevice(f.Device); err != nil {
@@ -582,9 +583,9 @@ func runFilter(ctx context.Context, f *flags, opt bench.Options, stdout, stderr 
 		}
 		fracs = append(fracs, v)
 	}
-	prec := engine.F32
+	prec := umbra.F32
 	if f.Precision != "" {
-		p, err := engine.ParsePrecision(strings.TrimSpace(f.Precision))
+		p, err := umbra.ParsePrecision(strings.TrimSpace(f.Precision))
 		if err != nil {
 			fmt.Fprintf(stderr, "bench: --precision with --filter names one precision (f32, f16 or int8), got %q\n", f.Precision)
 			return 2
@@ -624,9 +625,9 @@ func runPrecision(ctx context.Context, f *flags, opt bench.Options, stdout, stde
 		fmt.Fprintln(stderr, "bench: --precision runs on generated data and prints a table: drop --data, --queries, --json and --plot")
 		return 2
 	}
-	var precs []engine.Precision
+	var precs []umbra.Precision
 	for _, s := range strings.Split(f.Precision, ",") {
-		p, err := engine.ParsePrecision(strings.TrimSpace(s))
+		p, err := umbra.ParsePrecision(strings.TrimSpace(s))
 		if err != nil || strings.TrimSpace(s) == "" {
 			fmt.Fprintf(stderr, "bench: --precision: unknown precision %q (want f32, f16 or int8)\n", s)
 			return 2

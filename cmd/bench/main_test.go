@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/cmd/internal/cmdline"
-	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
 	"github.com/umbravec/umbra/internal/bench"
@@ -476,7 +476,7 @@ func TestKernelFlags(t *testing.T) {
 	assert.Contains(t, out, "compressed kernels forced to generic by --quant-kernel")
 	assert.Contains(t, out, "| umbra f32 | generic |")
 	assert.Contains(t, out, "| umbra int8 exact | generic, rescore generic |")
-	ix, err := engine.New(context.Background(), engine.Config{Dim: 4, Device: engine.CPU, Precision: engine.Int8})
+	ix, err := engine.New(context.Background(), engine.Config{Dim: 4, Device: engine.CPU, Precision: umbra.Int8})
 	require.NoError(t, err)
 	defer ix.Close()
 	assert.Equal(t, kernelset.Sets(kernelset.Float32)[0], ix.Info().CPUKernel, "restored after the run")
@@ -529,7 +529,7 @@ func TestShardsFlag(t *testing.T) {
 		assert.Contains(t, stderr, "--shards", bad)
 	}
 	code, out, stderr := runBench(t, "--shards", "vulkan,gl", "--n", "300", "--dim", "16", "--runs", "1", "--repeat", "1", "--paths", "1,4")
-	if code != 0 && os.Getenv("UMBRA_REQUIRE_GPU") != "1" && (!diag.GPUSupport() || strings.Contains(stderr, "adapter")) {
+	if code != 0 && os.Getenv("UMBRA_REQUIRE_GPU") != "1" && (!engine.GPUSupport() || strings.Contains(stderr, "adapter")) {
 		t.Skipf("no software adapters: %s", stderr)
 	}
 	require.Equal(t, 0, code, stderr)

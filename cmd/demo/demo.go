@@ -11,6 +11,7 @@ import (
 
 	"github.com/oliverbestmann/webgpu/wgpu"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/engine/ondevice"
 )
@@ -21,7 +22,7 @@ type demo struct {
 	o        options
 	set      *memorySet
 	s        *session
-	ix       *engine.Index
+	ix       *ondevice.Index
 	sc       *scene
 	view     view
 	path     queryPath
@@ -61,10 +62,10 @@ func newDemo(o options, inst *wgpu.Instance, surface *wgpu.Surface, width, heigh
 	}
 
 	start = time.Now()
-	if d.ix, err = ondevice.New(context.Background(), engine.Config{Dim: d.set.dim, Metric: engine.Cosine}, d.s.adapter, d.s.device, &d.s.limits); err != nil {
+	if d.ix, err = ondevice.New(context.Background(), engine.Config{Dim: d.set.dim, Metric: umbra.Cosine}, d.s.adapter, d.s.device, &d.s.limits); err != nil {
 		return d, fmt.Errorf("umbra index on %s: %w", d.s.info.String(), err)
 	}
-	if _, err = d.ix.Add(context.Background(), engine.Flat(d.set.data, d.ix.Dim())); err != nil {
+	if _, err = d.ix.Add(context.Background(), umbra.Flat(d.set.data, d.ix.Dim())); err != nil {
 		return d, fmt.Errorf("adding the vectors to the index: %w", err)
 	}
 	d.logf("index: %d rows resident on the device (%v)", d.ix.Len(), time.Since(start).Round(time.Millisecond))
@@ -116,7 +117,7 @@ func (d *demo) step(enc *wgpu.CommandEncoder, x, y float32) error {
 		return fmt.Errorf("search: %w", err)
 	}
 	d.searches = append(d.searches, time.Since(start))
-	scores, err := ondevice.ScoreInto(context.Background(), d.ix, d.q)
+	scores, err := d.ix.ScoreInto(context.Background(), d.q)
 	if err != nil {
 		return fmt.Errorf("scoring every row: %w", err)
 	}

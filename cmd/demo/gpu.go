@@ -12,6 +12,7 @@ import (
 
 	"github.com/oliverbestmann/webgpu/wgpu"
 
+	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/engine/ondevice"
 )
@@ -39,7 +40,7 @@ type session struct {
 	device   *wgpu.Device
 	queue    *wgpu.Queue
 	limits   wgpu.Limits // what the device was created with (Device.GetLimits can abort)
-	info     engine.AdapterInfo
+	info     diag.AdapterInfo
 }
 
 func newInstance(backend string) (inst *wgpu.Instance, err error) {
@@ -59,7 +60,7 @@ func openSession(inst *wgpu.Instance, o options, surface *wgpu.Surface) (*sessio
 		list := inst.EnumerateAdapters(&wgpu.InstanceEnumerateAdapterOptons{Backends: ondevice.Backends(o.backend)})
 		var found []string
 		var keep []*wgpu.Adapter
-		var infos []engine.AdapterInfo
+		var infos []diag.AdapterInfo
 		glCannotPresent := false
 		for _, a := range list {
 			info, err := ondevice.DescribeAdapter(a)

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/engine/ondevice"
 	"github.com/umbravec/umbra/host"
@@ -98,7 +99,7 @@ func TestOffscreenDataFile(t *testing.T) {
 // over its rows, for a synthetic set. binding, when not 0, is the storage
 // binding size the index is told to plan with, so that small sets span
 // several chunks.
-func smallScene(t *testing.T, backend string, n, dim int, seed int64, binding uint64) (*session, *scene, *memorySet, *engine.Index) {
+func smallScene(t *testing.T, backend string, n, dim int, seed int64, binding uint64) (*session, *scene, *memorySet, *ondevice.Index) {
 	t.Helper()
 	s := openTestSession(t, backend)
 	set := syntheticSet(n, dim, seed)
@@ -106,10 +107,10 @@ func smallScene(t *testing.T, backend string, n, dim int, seed int64, binding ui
 	if binding > 0 {
 		limits.MaxStorageBufferBindingSize = binding
 	}
-	ix, err := ondevice.New(context.Background(), engine.Config{Dim: dim, Metric: engine.Cosine}, s.adapter, s.device, &limits)
+	ix, err := ondevice.New(context.Background(), engine.Config{Dim: dim, Metric: umbra.Cosine}, s.adapter, s.device, &limits)
 	require.NoError(t, err)
 	t.Cleanup(func() { ix.Close() })
-	_, err = ix.Add(context.Background(), engine.Flat(set.data, ix.Dim()))
+	_, err = ix.Add(context.Background(), umbra.Flat(set.data, ix.Dim()))
 	require.NoError(t, err)
 	sc, err := newScene(s, set, ix, 64, 64, 16)
 	require.NoError(t, err)
@@ -185,7 +186,7 @@ func TestColouringUsesIndexScores(t *testing.T) {
 				for i, h := range hits {
 					rings[i] = int(h.ID)
 				}
-				drawn, err := ondevice.ScoreInto(context.Background(), ix, q)
+				drawn, err := ix.ScoreInto(context.Background(), q)
 				require.NoError(t, err)
 				err = guard("frame", func() error {
 					enc, err := s.device.TryCreateCommandEncoder(nil)
@@ -249,18 +250,18 @@ func TestSceneRefusesAnotherIndex(t *testing.T) {
 	ix, err := ondevice.New(context.Background(), engine.Config{Dim: 16}, s.adapter, s.device, &limits)
 	require.NoError(t, err)
 	defer ix.Close()
-	_, err = ix.Add(context.Background(), engine.Flat(set.data[:400*16], ix.Dim()))
+	_, err = ix.Add(context.Background(), umbra.Flat(set.data[:400*16], ix.Dim()))
 	require.NoError(t, err)
 	_, err = newScene(s, set, ix, 64, 64, 4)
 	assert.ErrorContains(t, err, "the index holds 400 rows on the device, the demo draws 500")
-	_, err = ix.Add(context.Background(), engine.Flat(set.data[400*16:], ix.Dim()))
+	_, err = ix.Add(context.Background(), umbra.Flat(set.data[400*16:], ix.Dim()))
 	require.NoError(t, err)
-	require.NoError(t, ix.Delete(context.Background(), engine.WithIDs(7)))
+	require.NoError(t, ix.Delete(context.Background(), umbra.WithIDs(7)))
 	_, err = newScene(s, set, ix, 64, 64, 4)
 	assert.ErrorContains(t, err, "row 7 holds ID 7 (live: false)")
 	require.NoError(t, ix.Close())
 	_, err = newScene(s, set, ix, 64, 64, 4)
-	assert.ErrorIs(t, err, engine.ErrClosed)
+	assert.ErrorIs(t, err, umbra.ErrClosed)
 }
 
 // dot64f is the dot product of two float32 vectors in float64.

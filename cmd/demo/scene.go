@@ -10,7 +10,6 @@ import (
 
 	"github.com/oliverbestmann/webgpu/wgpu"
 
-	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/engine/ondevice"
 )
 
@@ -26,7 +25,7 @@ const (
 // scene owns the demo's device resources: the layout positions, the
 // pipelines and the render target, and bind groups over the umbra index's
 // resident rows (the projection reads them there; the demo keeps no copy)
-// and over the index's per-frame scores (ondevice.ScoreInto).
+// and over the index's per-frame scores (Index.ScoreInto).
 type scene struct {
 	s           *session
 	set         *memorySet
@@ -79,11 +78,11 @@ const projParamsBytes = 48
 // newScene builds the pipelines for a width×height target over the rows
 // of set as ix holds them on s's device. ix must not be added to while the
 // scene lives: the scene binds its buffers.
-func newScene(s *session, set *memorySet, ix *engine.Index, width, height, maxRings int) (*scene, error) {
+func newScene(s *session, set *memorySet, ix *ondevice.Index, width, height, maxRings int) (*scene, error) {
 	if err := checkSceneSize(s, set); err != nil {
 		return nil, err
 	}
-	chunks, err := ondevice.Resident(ix)
+	chunks, err := ix.Resident()
 	if err != nil {
 		return nil, fmt.Errorf("the index's resident rows: %w", err)
 	}
@@ -98,7 +97,7 @@ func newScene(s *session, set *memorySet, ix *engine.Index, width, height, maxRi
 	}
 	// The rings are drawn at the hits' IDs, so row r must hold ID r: the
 	// index was filled by Add alone and nothing was deleted.
-	ids, live, err := ondevice.RowIDs(ix)
+	ids, live, err := ix.RowIDs()
 	if err != nil {
 		return nil, fmt.Errorf("the index's rows: %w", err)
 	}

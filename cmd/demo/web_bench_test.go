@@ -18,6 +18,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/browsertest"
 	"github.com/umbravec/umbra/internal/testkit"
@@ -65,7 +66,7 @@ func BenchmarkWebSearch(b *testing.B) {
 		if err != nil {
 			b.Fatalf("native %v: %v", cfg.Device, err)
 		}
-		if _, err := ix.Add(ctx, engine.Flat(set.data, dim)); err != nil {
+		if _, err := ix.Add(ctx, umbra.Flat(set.data, dim)); err != nil {
 			b.Fatal(err)
 		}
 		info := ix.Info()

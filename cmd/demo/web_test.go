@@ -19,6 +19,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/browsertest"
 	"github.com/umbravec/umbra/internal/testkit"
@@ -297,7 +298,7 @@ func answersExactly(t *testing.T, bctx context.Context, set *memorySet, r *rand.
 		t.Fatal(err)
 	}
 	defer ref.Close()
-	if _, err := ref.Add(context.Background(), engine.Flat(set.data, dim)); err != nil {
+	if _, err := ref.Add(context.Background(), umbra.Flat(set.data, dim)); err != nil {
 		t.Fatal(err)
 	}
 	for qi, k := range []int{1, 10, 257, n / 2, n} {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 )
 
@@ -49,20 +50,13 @@ type addCmd struct {
 }
 
 func (c *addCmd) Validate() error {
-	if err := c.clusterOnly(); err != nil {
+	if err := c.checkTarget(c.Store, "umbra add STORE --data FILE", c.Extra); err != nil {
 		return err
 	}
 	if err := c.checkKey(c.Cluster); err != nil {
 		return err
 	}
-	if c.Cluster != "" {
-		return c.validateCluster(c.Store)
-	}
 	switch {
-	case c.Store == "":
-		return usagef("missing STORE: umbra add STORE --data FILE")
-	case len(c.Extra) > 0:
-		return usagef("unexpected argument %q", c.Extra[0])
 	case c.Data == "":
 		return usagef("missing required flag --data")
 	case c.IDs != "" && c.Keys != "":
@@ -73,20 +67,14 @@ func (c *addCmd) Validate() error {
 	return nil
 }
 
+// Run adds --data to the store or collection through its RowSource: a
+// store's Add reads it a piece at a time straight into the store's index,
+// never held whole besides it; Upsert (--upsert) reads it into one buffer
+// first, as it keeps the rows it replaces aside to undo. --ids and --keys
+// are read whole first. The file's header is checked before the store or
+// collection is opened; a bad row, or a file that turns out malformed,
+// leaves it as it was.
 func (c *addCmd) Run(ctx context.Context, e *env) (err error) {
-	if c.Cluster != "" {
-		return c.runCluster(ctx, e)
-	}
-	return c.stream(ctx, e)
-}
-
-// stream adds --data to the store through the engine's RowSource: Add
-// reads it a piece at a time straight into the store's index, never held
-// whole besides it; Upsert (--upsert) reads it into one buffer first, as it
-// keeps the rows it replaces aside to undo. --ids and --keys are read whole
-// first. The file's header is checked before the store is opened; a bad
-// row, or a file that turns out malformed, leaves the store as it was.
-func (c *addCmd) stream(ctx context.Context, e *env) (err error) {
 	src, err := openRows(ctx, "--data", c.Data)
 	if err != nil {
 		return err
@@ -120,29 +108,37 @@ func (c *addCmd) stream(ctx context.Context, e *env) (err error) {
 				c.Keys, plural(len(keys), "key"), c.Data, plural(src.Rows(), "vector"))
 		}
 	}
-	ix, err := openStore(ctx, e, c.Store, engine.Config{Device: engine.CPU})
+	t, err := openTarget(ctx, e, c.Store, &c.clusterFlags, false, engine.Config{Device: engine.CPU})
 	if err != nil {
 		return err
 	}
-	defer closeStore(c.Store, ix, &err)
-	if src.Dim() != ix.Dim() {
-		return fmt.Errorf("dimension mismatch: --data %s has dimension %d, store %s holds dimension %d",
-			c.Data, src.Dim(), c.Store, ix.Dim())
+	defer t.close(&err)
+	s, err := t.Summary(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: %s", t.what(), cause(err))
+	}
+	if src.Dim() != s.Dim {
+		return fmt.Errorf("dimension mismatch: --data %s has dimension %d, %s holds dimension %d",
+			c.Data, src.Dim(), t.what(), s.Dim)
 	}
 	extra, err := c.Attr.options(ctx, src.Rows(), "--data "+c.Data)
 	if err != nil {
 		return err
 	}
+	extra = append(extra, t.writeOptions(e, &c.idempotencyFlag)...)
 	if c.Upsert {
-		return c.upsert(ctx, e, ix, src, ids, keys, extra)
+		return c.upsert(ctx, e, t, src, ids, keys, extra)
 	}
-	if ids != nil {
-		if err := storedAlready(ix, c.Store, "--ids", c.IDs, ids); err != nil {
+	// IDs and keys already stored are named before anything is written,
+	// unless this is the rerun of a collection write (its idempotency
+	// key given), which reports the first run's outcome.
+	if ids != nil && c.IdempotencyKey == "" {
+		if err := storedAlready(ctx, t, "--ids", c.IDs, ids); err != nil {
 			return err
 		}
 	}
-	if keys != nil {
-		if err := keysStoredAlready(ix, c.Store, c.Keys, keys); err != nil {
+	if keys != nil && c.IdempotencyKey == "" {
+		if err := keysStoredAlready(ctx, t, c.Keys, keys); err != nil {
 			return err
 		}
 	}
@@ -150,11 +146,11 @@ func (c *addCmd) stream(ctx context.Context, e *env) (err error) {
 	assigned := ids
 	switch {
 	case ids != nil:
-		_, err = ix.Add(addCtx, src, append(extra, engine.WithIDs(ids...))...)
+		_, err = t.Add(addCtx, src, append(extra, umbra.WithIDs(ids...))...)
 	case keys != nil:
-		assigned, err = ix.Add(addCtx, src, append(extra, engine.WithKeys(keys...))...)
+		assigned, err = t.Add(addCtx, src, append(extra, umbra.WithKeys(keys...))...)
 	default:
-		assigned, err = ix.Add(addCtx, src, extra...)
+		assigned, err = t.Add(addCtx, src, extra...)
 	}
 	done()
 	if err != nil {
@@ -164,45 +160,44 @@ func (c *addCmd) stream(ctx context.Context, e *env) (err error) {
 		if aerr := c.Attr.attrError(err); aerr != nil {
 			return aerr
 		}
-		return addError(c, err)
+		return t.writeFailed(addError(c, t, err))
 	}
 	if len(assigned) == 0 {
 		return fmt.Errorf("--data %s holds no vectors (0 rows): nothing to add", c.Data)
 	}
+	held, err := t.rows(ctx)
+	if err != nil {
+		return err
+	}
 	switch {
 	case ids != nil:
-		fmt.Fprintf(e.stdout, "added %d vectors to %s; it holds %d\n", len(ids), c.Store, ix.Len())
+		fmt.Fprintf(e.stdout, "added %d vectors to %s; it holds %d%s\n", len(ids), t.label, held, t.wrote())
 		return nil
 	case keys != nil:
-		fmt.Fprintf(e.stdout, "added %d keyed vectors to %s as IDs %s; it holds %d\n",
-			len(keys), c.Store, idSpan(assigned), ix.Len())
+		fmt.Fprintf(e.stdout, "added %d keyed vectors to %s as IDs %s; it holds %d%s\n",
+			len(keys), t.label, idSpan(assigned), held, t.wrote())
 		return nil
 	}
-	fmt.Fprintf(e.stdout, "added %d vectors to %s as IDs %d to %d; it holds %d\n",
-		len(assigned), c.Store, assigned[0], assigned[len(assigned)-1], ix.Len())
+	fmt.Fprintf(e.stdout, "added %d vectors to %s as IDs %d to %d; it holds %d%s\n",
+		len(assigned), t.label, assigned[0], assigned[len(assigned)-1], held, t.wrote())
 	return nil
 }
 
 // upsert is stream's --upsert: the rows of --data replace the vectors
 // stored under their IDs or keys, or are added under them.
-func (c *addCmd) upsert(ctx context.Context, e *env, ix *engine.Index, src *fileRows, ids []uint64, keys []string, extra []engine.WriteOption) error {
-	replaced := 0
-	for _, id := range ids {
-		if ix.Has(id) {
-			replaced++
-		}
-	}
-	for _, key := range keys {
-		if _, ok := ix.Lookup(key); ok {
-			replaced++
-		}
-	}
-	name := engine.WithIDs(ids...)
+func (c *addCmd) upsert(ctx context.Context, e *env, t *target, src *fileRows, ids []uint64, keys []string, extra []umbra.WriteOption) error {
+	name := umbra.WithIDs(ids...)
+	sel := umbra.Selection{IDs: ids}
 	if keys != nil {
-		name = engine.WithKeys(keys...)
+		name, sel = umbra.WithKeys(keys...), umbra.Selection{Keys: keys}
 	}
+	stored, err := t.Get(ctx, sel)
+	if err != nil {
+		return fmt.Errorf("%s: %s", t.what(), cause(err))
+	}
+	replaced := len(stored)
 	addCtx, done := e.progress.engineStep(ctx, "upserting "+src.label())
-	got, err := ix.Upsert(addCtx, src, append(extra, name)...)
+	got, err := t.Upsert(addCtx, src, append(extra, name)...)
 	done()
 	if err != nil {
 		if serr := src.sourceError(err); serr != nil {
@@ -211,14 +206,18 @@ func (c *addCmd) upsert(ctx context.Context, e *env, ix *engine.Index, src *file
 		if aerr := c.Attr.attrError(err); aerr != nil {
 			return aerr
 		}
-		return addError(c, err)
+		return t.writeFailed(addError(c, t, err))
 	}
 	what := "vectors"
 	if keys != nil {
 		what = "keyed vectors"
 	}
-	fmt.Fprintf(e.stdout, "upserted %d %s into %s (%d replaced, %d added); it holds %d\n",
-		len(got), what, c.Store, replaced, len(got)-replaced, ix.Len())
+	held, err := t.rows(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "upserted %d %s into %s (%d replaced, %d added); it holds %d%s\n",
+		len(got), what, t.label, replaced, len(got)-replaced, held, t.wrote())
 	return nil
 }
 
@@ -230,10 +229,14 @@ func idSpan(ids []uint64) string {
 
 // keysStoredAlready refuses an add (not an upsert) of keys the store
 // already holds, naming a few.
-func keysStoredAlready(ix *engine.Index, store, file string, keys []string) error {
+func keysStoredAlready(ctx context.Context, t *target, file string, keys []string) error {
+	held, err := storedKeys(ctx, t, keys)
+	if err != nil {
+		return fmt.Errorf("%s: %s", t.what(), cause(err))
+	}
 	var dup []string
 	for _, k := range keys {
-		if _, ok := ix.Lookup(k); ok {
+		if _, ok := held[k]; ok {
 			dup = append(dup, strconv.Quote(k))
 		}
 	}
@@ -249,27 +252,27 @@ func keysStoredAlready(ix *engine.Index, store, file string, keys []string) erro
 		what += ") are"
 	}
 	return fmt.Errorf("--keys %s: %s already stored in %s; nothing was added (use --upsert to replace stored vectors)",
-		file, what, store)
+		file, what, t.label)
 }
 
 // addError words a refused add: the engine's checks of IDs name --ids
 // (or --keys), its checks of values (NaN, zero rows under cosine) name
 // --data.
-func addError(c *addCmd, err error) error {
-	if c.Keys != "" && (errors.Is(err, engine.ErrDuplicateID) || errors.Is(err, engine.ErrKeyExists) || errors.Is(err, engine.ErrInvalidKey)) {
+func addError(c *addCmd, t *target, err error) error {
+	if c.Keys != "" && (errors.Is(err, umbra.ErrDuplicateID) || errors.Is(err, umbra.ErrKeyExists) || errors.Is(err, umbra.ErrInvalidKey)) {
 		return fmt.Errorf("--keys %s: %s", c.Keys, cause(err))
 	}
 	switch {
-	case errors.Is(err, engine.ErrIDCount):
+	case errors.Is(err, umbra.ErrIDCount):
 		return fmt.Errorf("--ids %s: %s", c.IDs, cause(err))
-	case errors.Is(err, engine.ErrDuplicateID), errors.Is(err, engine.ErrIDExists),
+	case errors.Is(err, umbra.ErrDuplicateID), errors.Is(err, umbra.ErrIDExists),
 		errors.Is(err, engine.ErrLocked), errors.Is(err, engine.ErrBadStore):
-		return writeError(c.Store, "--ids "+c.IDs, err)
-	case errors.Is(err, engine.ErrNonFinite), errors.Is(err, engine.ErrZeroVector),
-		errors.Is(err, engine.ErrDimMismatch), errors.Is(err, engine.ErrTooLarge):
+		return writeError(t.label, "--ids "+c.IDs, err)
+	case errors.Is(err, umbra.ErrNonFinite), errors.Is(err, umbra.ErrZeroVector),
+		errors.Is(err, umbra.ErrDimMismatch), errors.Is(err, umbra.ErrTooLarge):
 		return fmt.Errorf("--data %s: %s", c.Data, cause(err))
 	}
-	return fmt.Errorf("store %s: %s", c.Store, cause(err))
+	return fmt.Errorf("%s: %s", t.what(), cause(err))
 }
 
 func (*deleteCmd) Help() string {
@@ -307,7 +310,7 @@ type deleteCmd struct {
 }
 
 func (c *deleteCmd) Validate() error {
-	if err := c.clusterOnly(); err != nil {
+	if err := c.checkTarget(c.Store, "umbra delete STORE --ids 1,2,3", c.Extra); err != nil {
 		return err
 	}
 	if err := c.checkKey(c.Cluster); err != nil {
@@ -320,12 +323,6 @@ func (c *deleteCmd) Validate() error {
 		}
 	}
 	switch {
-	case c.Cluster != "" && given == 1:
-		return c.validateCluster(c.Store)
-	case c.Store == "" && c.Cluster == "":
-		return usagef("missing STORE: umbra delete STORE --ids 1,2,3")
-	case len(c.Extra) > 0:
-		return usagef("unexpected argument %q", c.Extra[0])
 	case given == 0:
 		return usagef("missing the vectors to delete: give --ids 1,2,3 or --ids-file FILE, or --keys a,b or --keys-file FILE")
 	case given > 1 && c.IDs != "" && c.IDsFile != "":
@@ -333,13 +330,18 @@ func (c *deleteCmd) Validate() error {
 	case given > 1:
 		return usagef("--ids, --ids-file, --keys and --keys-file exclude each other: give one (delete by ID or by key)")
 	}
-	if c.IDs != "" {
-		if _, err := parseIDList(c.IDs); err != nil {
+	return checkLists(c.IDs, c.Keys)
+}
+
+// checkLists checks an --ids and a --keys list, either "" when not given.
+func checkLists(ids, keys string) error {
+	if ids != "" {
+		if _, err := parseIDList(ids); err != nil {
 			return usagef("%s", err)
 		}
 	}
-	if c.Keys != "" {
-		if _, err := parseKeyList("--keys", c.Keys); err != nil {
+	if keys != "" {
+		if _, err := parseKeyList("--keys", keys); err != nil {
 			return usagef("%s", err)
 		}
 	}
@@ -364,90 +366,123 @@ func parseIDList(s string) ([]uint64, error) {
 	return ids, nil
 }
 
+// Run deletes the rows --ids, --ids-file, --keys or --keys-file name:
+// every ID or key is read and checked (the rule, repeats) before the store
+// or collection is opened, and looked up before anything is deleted.
 func (c *deleteCmd) Run(ctx context.Context, e *env) (err error) {
-	if c.Cluster != "" {
-		return c.runCluster(ctx, e)
-	}
-	if c.Keys != "" || c.KeysFile != "" {
-		return c.byKey(ctx, e)
-	}
-	var ids []uint64
-	flag := "--ids"
-	if c.IDsFile != "" {
-		flag = "--ids-file " + c.IDsFile
-		if ids, err = readIDs(ctx, e, "--ids-file", c.IDsFile); err != nil {
-			return err
-		}
-		if len(ids) == 0 {
-			return fmt.Errorf("--ids-file %s holds no IDs: nothing to delete", c.IDsFile)
-		}
-	} else if ids, err = parseIDList(c.IDs); err != nil {
-		return usagef("%s", err)
-	}
-	ix, err := openStore(ctx, e, c.Store, engine.Config{Device: engine.CPU})
+	flag, ids, keys, err := c.names(ctx, e)
 	if err != nil {
 		return err
 	}
-	defer closeStore(c.Store, ix, &err)
-	var missing []uint64
-	for _, id := range ids {
-		if !ix.Has(id) {
-			missing = append(missing, id)
+	t, err := openTarget(ctx, e, c.Store, &c.clusterFlags, false, engine.Config{Device: engine.CPU})
+	if err != nil {
+		return err
+	}
+	defer t.close(&err)
+	name, what := umbra.WithIDs(ids...), "vectors"
+	if keys != nil {
+		name, what = umbra.WithKeys(keys...), "keyed vectors"
+	}
+	if c.IdempotencyKey == "" { // (a rerun reports the first run's outcome)
+		stored, err := t.Get(ctx, umbra.Selection{IDs: ids, Keys: keys})
+		if err != nil {
+			return fmt.Errorf("%s: %s", t.what(), cause(err))
+		}
+		// Get returns a row named twice once: count what is missing, not
+		// what came back (a repeated name is the delete's own error).
+		if missing := missingOf(stored, ids, keys); missing != "" {
+			return fmt.Errorf("%s: %s not stored in %s; nothing was deleted", flag, missing, t.label)
 		}
 	}
-	if len(missing) > 0 {
-		return fmt.Errorf("%s: %s not stored in %s; nothing was deleted", flag, someIDs(missing), c.Store)
+	if err := t.Delete(ctx, append(t.writeOptions(e, &c.idempotencyFlag), name)...); err != nil {
+		return t.writeFailed(deleteError(t, flag, err))
 	}
-	if err := ix.Delete(ctx, engine.WithIDs(ids...)); err != nil {
-		return deleteError(c.Store, flag, err)
+	rows, err := t.rows(ctx)
+	if err != nil {
+		return err
 	}
-	fmt.Fprintf(e.stdout, "deleted %d vectors from %s; it holds %d\n", len(ids), c.Store, ix.Len())
+	fmt.Fprintf(e.stdout, "deleted %d %s from %s; it holds %d%s\n", len(ids)+len(keys), what, t.label, rows, t.wrote())
 	return nil
 }
 
-// byKey is Run for --keys and --keys-file: every key is read and checked
-// (the rule, repeats) before the store is opened, and looked up before
-// anything is deleted.
-func (c *deleteCmd) byKey(ctx context.Context, e *env) (err error) {
-	var keys []string
+// names reads the rows delete names, and says which flag gave them.
+func (c *deleteCmd) names(ctx context.Context, e *env) (flag string, ids []uint64, keys []string, err error) {
+	switch {
+	case c.IDsFile != "":
+		if ids, err = readIDs(ctx, e, "--ids-file", c.IDsFile); err != nil {
+			return "", nil, nil, err
+		}
+		if len(ids) == 0 {
+			return "", nil, nil, fmt.Errorf("--ids-file %s holds no IDs: nothing to delete", c.IDsFile)
+		}
+		return "--ids-file " + c.IDsFile, ids, nil, nil
+	case c.IDs != "":
+		if ids, err = parseIDList(c.IDs); err != nil {
+			return "", nil, nil, usagef("%s", err)
+		}
+		return "--ids", ids, nil, nil
+	}
 	var at []int
 	flag, unit := "--keys", "entries"
 	if c.KeysFile != "" {
 		flag, unit = "--keys-file "+c.KeysFile, "lines"
 		if keys, at, err = readKeys(ctx, "--keys-file", c.KeysFile, keySet); err != nil {
-			return err
+			return "", nil, nil, err
 		}
 		if len(keys) == 0 {
-			return fmt.Errorf("--keys-file %s holds no keys: nothing to delete", c.KeysFile)
+			return "", nil, nil, fmt.Errorf("--keys-file %s holds no keys: nothing to delete", c.KeysFile)
 		}
 	} else {
 		if keys, err = parseKeyList("--keys", c.Keys); err != nil {
-			return usagef("%s", err)
+			return "", nil, nil, usagef("%s", err)
 		}
 		at = positions(len(keys))
 	}
 	if err := repeatedKey(keys, at, unit); err != nil {
-		return fmt.Errorf("%s: %s; nothing was deleted", flag, err)
+		return "", nil, nil, fmt.Errorf("%s: %s; nothing was deleted", flag, err)
 	}
-	ix, err := openStore(ctx, e, c.Store, engine.Config{Device: engine.CPU})
-	if err != nil {
-		return err
+	return flag, nil, keys, nil
+}
+
+// missingOf names the IDs or keys (whichever were asked) that stored,
+// what Get found of them, lacks; "" when none is missing.
+func missingOf(stored []umbra.Record, ids []uint64, keys []string) string {
+	if keys != nil {
+		held := make(map[string]bool, len(stored))
+		for _, r := range stored {
+			held[r.Key] = true
+		}
+		var missing []string
+		for _, k := range keys {
+			if !held[k] {
+				missing = append(missing, k)
+			}
+		}
+		if missing == nil {
+			return ""
+		}
+		return someKeys(missing)
 	}
-	defer closeStore(c.Store, ix, &err)
-	if missing := unstoredKeys(ix, keys); len(missing) > 0 {
-		return fmt.Errorf("%s: %s not stored in %s; nothing was deleted", flag, someKeys(missing), c.Store)
+	held := make(map[uint64]bool, len(stored))
+	for _, r := range stored {
+		held[r.ID] = true
 	}
-	if err := ix.Delete(ctx, engine.WithKeys(keys...)); err != nil {
-		return deleteError(c.Store, flag, err)
+	var missing []uint64
+	for _, id := range ids {
+		if !held[id] {
+			missing = append(missing, id)
+		}
 	}
-	fmt.Fprintf(e.stdout, "deleted %d keyed vectors from %s; it holds %d\n", len(keys), c.Store, ix.Len())
-	return nil
+	if missing == nil {
+		return ""
+	}
+	return someIDs(missing)
 }
 
 // deleteError words the engine's refusal of a delete named by flag.
-func deleteError(path, flag string, err error) error {
-	if errors.Is(err, engine.ErrDuplicateID) || errors.Is(err, engine.ErrNotFound) {
+func deleteError(t *target, flag string, err error) error {
+	if errors.Is(err, umbra.ErrDuplicateID) || errors.Is(err, umbra.ErrNotFound) {
 		return fmt.Errorf("%s: %s; nothing was deleted", flag, cause(err))
 	}
-	return writeError(path, flag, err)
+	return writeError(t.label, flag, err)
 }

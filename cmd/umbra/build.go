@@ -9,6 +9,8 @@ import (
 	"os"
 	"slices"
 
+	"github.com/umbravec/umbra"
+	"github.com/umbravec/umbra/cluster"
 	"github.com/umbravec/umbra/engine"
 )
 
@@ -64,10 +66,23 @@ func (b *buildCmd) Validate() error {
 	switch {
 	case b.NodeReplicas < 0:
 		return usagef("--node-replicas %d: want 0 (the default, 3) or more", b.NodeReplicas)
+	case b.Cluster != "" && b.Prec != "" && b.Prec != "f32":
+		return usagef("--precision %s needs a store: a cluster collection's replicas scan float32 rows", b.Prec)
 	case b.Cluster != "":
-		return b.validateCluster(b.Out)
+		if err := b.validateCluster(b.Out); err != nil {
+			return err
+		}
+		if err := noArguments(b.Args); err != nil {
+			return err
+		}
+		if b.Data == "" {
+			return usagef("missing required flag --data")
+		}
+		return nil
 	case b.NodeReplicas != 0:
 		return usagef("--node-replicas needs --cluster")
+	case b.Shards != 1:
+		return usagef("--shards needs --cluster: a store is one file")
 	}
 	if err := noArguments(b.Args); err != nil {
 		return err
@@ -82,30 +97,30 @@ func (b *buildCmd) Validate() error {
 }
 
 func (b *buildCmd) Run(ctx context.Context, e *env) (err error) {
-	if b.Cluster != "" {
-		return b.runCluster(ctx, e)
-	}
-	metric, err := engine.ParseMetric(string(b.Metric))
+	metric, err := umbra.ParseMetric(string(b.Metric))
 	if err != nil {
 		return usagef("%s", cause(err))
 	}
-	prec, err := engine.ParsePrecision(string(b.Prec))
+	prec, err := umbra.ParsePrecision(string(b.Prec))
 	if err != nil {
 		return usagef("%s", cause(err))
 	}
-	if err := replaceable(b.Out); err != nil {
-		return err
+	if b.Cluster == "" {
+		if err := replaceable(b.Out); err != nil {
+			return err
+		}
 	}
-	var ix *engine.Index
-	var rows, dim int
-	ix, rows, dim, err = b.stream(ctx, e, metric, prec)
+	t, rows, dim, err := b.stream(ctx, e, metric, prec)
 	if err != nil {
 		return err
 	}
-	defer ix.Close()
-
+	defer t.close(&err)
+	if t.col != nil {
+		fmt.Fprintf(e.stdout, "wrote %d vectors to %s%s\n", rows, t.label, t.wrote())
+		return nil
+	}
 	done := e.progress.step("writing " + b.Out)
-	err = ix.Save(ctx, b.Out)
+	err = t.store.Save(ctx, b.Out)
 	done()
 	if err != nil {
 		return storeError(b.Out, err)
@@ -114,10 +129,33 @@ func (b *buildCmd) Run(ctx context.Context, e *env) (err error) {
 	return nil
 }
 
-// stream builds the index from --data read a piece at a time straight into
-// it, under --ids when given (read whole first: 8 bytes a row): the file
-// is never held whole besides the index's rows.
-func (b *buildCmd) stream(ctx context.Context, e *env, metric engine.Metric, prec engine.Precision) (_ *engine.Index, rows, dim int, err error) {
+// create makes what build writes into: an index in memory, which Run
+// saves as --out, or, with --cluster, the collection.
+func (b *buildCmd) create(ctx context.Context, dim int, metric umbra.Metric, prec umbra.Precision) (*target, error) {
+	if b.Cluster == "" {
+		ix, err := engine.New(ctx, engine.Config{Dim: dim, Metric: metric, Device: engine.CPU, Precision: prec})
+		if err != nil {
+			return nil, fmt.Errorf("--data %s: %s", b.Data, cause(err))
+		}
+		return indexTarget(ix, b.Out), nil
+	}
+	c, err := b.connect(ctx, b.Cluster, false)
+	if err != nil {
+		return nil, err
+	}
+	col, err := c.Create(ctx, b.Collection, cluster.CollectionConfig{Dim: dim, Metric: metric, Shards: b.Shards,
+		NodeReplicas: b.NodeReplicas})
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return &target{Collection: col, label: "collection " + b.Collection, col: col, client: c}, nil
+}
+
+// stream writes --data, read a piece at a time, into a new store's index
+// (or collection), under --ids when given (read whole first: 8 bytes a
+// row): the file is never held whole besides the index's rows.
+func (b *buildCmd) stream(ctx context.Context, e *env, metric umbra.Metric, prec umbra.Precision) (_ *target, rows, dim int, err error) {
 	src, err := openRows(ctx, "--data", b.Data)
 	if err != nil {
 		return nil, 0, 0, err
@@ -155,25 +193,26 @@ func (b *buildCmd) stream(ctx context.Context, e *env, metric engine.Metric, pre
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	ix, err := engine.New(ctx, engine.Config{Dim: src.Dim(), Metric: metric, Device: engine.CPU, Precision: prec})
+	t, err := b.create(ctx, src.Dim(), metric, prec)
 	if err != nil {
-		return nil, 0, 0, fmt.Errorf("--data %s: %s", b.Data, cause(err))
+		return nil, 0, 0, err
 	}
+	extra = append(extra, t.writeOptions(e, &b.idempotencyFlag)...)
 	addCtx, done := e.progress.engineStep(ctx, "indexing "+src.label())
 	var ids []uint64
 	switch {
 	case given != nil && keys != nil:
-		if _, err = ix.Add(addCtx, src, append(extra, engine.WithIDs(given...), engine.WithKeys(keys...))...); err == nil {
+		if _, err = t.Add(addCtx, src, append(extra, umbra.WithIDs(given...), umbra.WithKeys(keys...))...); err == nil {
 			ids = given
 		}
 	case given != nil:
-		if _, err = ix.Add(addCtx, src, append(extra, engine.WithIDs(given...))...); err == nil {
+		if _, err = t.Add(addCtx, src, append(extra, umbra.WithIDs(given...))...); err == nil {
 			ids = given
 		}
 	case keys != nil:
-		ids, err = ix.Add(addCtx, src, append(extra, engine.WithKeys(keys...))...)
+		ids, err = t.Add(addCtx, src, append(extra, umbra.WithKeys(keys...))...)
 	default:
-		ids, err = ix.Add(addCtx, src, extra...)
+		ids, err = t.Add(addCtx, src, extra...)
 	}
 	done()
 	if err == nil && len(ids) == 0 {
@@ -183,20 +222,20 @@ func (b *buildCmd) stream(ctx context.Context, e *env, metric engine.Metric, pre
 			err = serr
 		} else if aerr := b.Attr.attrError(err); aerr != nil {
 			err = aerr
-		} else if b.IDs == "" && (errors.Is(err, engine.ErrDuplicateID) || errors.Is(err, engine.ErrIDCount)) ||
-			errors.Is(err, engine.ErrInvalidKey) {
+		} else if b.IDs == "" && (errors.Is(err, umbra.ErrDuplicateID) || errors.Is(err, umbra.ErrIDCount)) ||
+			errors.Is(err, umbra.ErrInvalidKey) {
 			err = fmt.Errorf("--keys %s: %s", b.Keys, cause(err))
-		} else if errors.Is(err, engine.ErrDuplicateID) || errors.Is(err, engine.ErrIDCount) {
+		} else if errors.Is(err, umbra.ErrDuplicateID) || errors.Is(err, umbra.ErrIDCount) {
 			err = fmt.Errorf("--ids %s: %s", b.IDs, cause(err))
 		} else {
-			err = fmt.Errorf("--data %s: %s", b.Data, cause(err))
+			err = t.writeFailed(fmt.Errorf("--data %s: %s", b.Data, cause(err)))
 		}
 	}
 	if err != nil {
-		ix.Close()
+		t.close(&err)
 		return nil, 0, 0, err
 	}
-	return ix, len(ids), src.Dim(), nil
+	return t, len(ids), src.Dim(), nil
 }
 
 // readKeys reads --keys: one line per row, an empty line a row without a

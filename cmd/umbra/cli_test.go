@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
 )
@@ -67,8 +68,8 @@ func TestLibraryErrorsReadEmbedded(t *testing.T) {
 	ix, err := engine.New(context.Background(), engine.Config{Dim: 2, Device: engine.CPU})
 	require.NoError(t, err)
 	defer ix.Close()
-	_, engineErr := ix.Add(context.Background(), engine.Vectors([][]float32{{1, float32(math.NaN())}}))
-	require.ErrorIs(t, engineErr, engine.ErrNonFinite)
+	_, engineErr := ix.Add(context.Background(), umbra.Vectors([][]float32{{1, float32(math.NaN())}}))
+	require.ErrorIs(t, engineErr, umbra.ErrNonFinite)
 	bad := filepath.Join(t.TempDir(), "bad.npy")
 	require.NoError(t, os.WriteFile(bad, []byte("garbage"), 0o644))
 	_, hostErr := host.ReadMatrixFile(context.Background(), bad)
@@ -178,7 +179,7 @@ func TestProgress(t *testing.T) {
 		for i := range flat {
 			flat[i] = float32(i%7) + 1
 		}
-		_, err = ix.Add(ctx, engine.Flat(flat, ix.Dim()))
+		_, err = ix.Add(ctx, umbra.Flat(flat, ix.Dim()))
 		require.NoError(t, err)
 		clock.tick(3 * time.Second)
 		done()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -10,10 +9,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go"
 
 	"github.com/umbravec/umbra/cluster"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/cluster/node"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 )
 
 // clusterFlags are the store commands' cluster form: --cluster URL
@@ -66,32 +67,89 @@ func (f *natsFlags) options() []cluster.ClientOption {
 // connect connects to url with the flags' credentials, as a node or an
 // application; a refusal of them names the flag.
 func (f *natsFlags) connect(ctx context.Context, url string, node bool) (*cluster.Client, error) {
-	opts, which := f.options(), "D/creds/client.nk for applications"
+	opts := f.options()
 	if node {
-		opts, which = append(opts, cluster.AsNode()), "D/creds/node.nk for nodes"
+		opts = append(opts, cluster.AsNode())
 	}
 	c, err := cluster.Connect(ctx, url, opts...)
-	var auth *cluster.AuthError
+	if err != nil {
+		return nil, f.connError(url, node, err)
+	}
+	return c, nil
+}
+
+// dial makes the connection a node, or an operator's command, works on:
+// connect's, without the client.
+func (f *natsFlags) dial(ctx context.Context, url string, node bool) (*protocol.Conn, error) {
+	var opts []nats.Option
+	if f.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(f.TLSCA))
+	}
+	if f.TLSCert != "" {
+		opts = append(opts, nats.ClientCert(f.TLSCert, f.TLSKey))
+	}
+	x, err := protocol.Dial(ctx, url, protocol.DialConfig{Creds: f.Creds, Options: opts, Node: node})
+	if err != nil {
+		return nil, f.connError(url, node, err)
+	}
+	return x, nil
+}
+
+// connError words a failure to connect to url: a refusal of the
+// credentials names the flag.
+func (f *natsFlags) connError(url string, node bool, err error) error {
+	which := "D/creds/client.nk for applications"
+	if node {
+		which = "D/creds/node.nk for nodes"
+	}
+	var auth *protocol.AuthError
+	var cauth *cluster.AuthError
+	var refused error
 	switch {
-	case err == nil:
-		return c, nil
-	case errors.As(err, &auth) && f.Creds == "":
-		return nil, fmt.Errorf("connecting to %s: the server refused the connection without credentials (%v): give --creds FILE (umbra serve --dir D writes %s, and prints where at start)", url, auth.Err, which)
 	case errors.As(err, &auth):
-		return nil, fmt.Errorf("--creds %s: the server at %s refused these credentials (%v): not keys it knows (another server's, or replaced since: umbra serve prints where it keeps the current ones)", f.Creds, url, auth.Err)
+		refused = auth.Err
+	case errors.As(err, &cauth):
+		refused = cauth.Err
+	}
+	switch {
+	case refused != nil && f.Creds == "":
+		return fmt.Errorf("connecting to %s: the server refused the connection without credentials (%v): give --creds FILE (umbra serve --dir D writes %s, and prints where at start)", url, refused, which)
+	case refused != nil:
+		return fmt.Errorf("--creds %s: the server at %s refused these credentials (%v): not keys it knows (another server's, or replaced since: umbra serve prints where it keeps the current ones)", f.Creds, url, refused)
 	}
 	for _, g := range []struct{ flag, file string }{{"--creds", f.Creds}, {"--tls-ca", f.TLSCA}, {"--tls-cert", f.TLSCert}, {"--tls-key", f.TLSKey}} {
 		if g.file != "" && strings.Contains(err.Error(), g.file) {
-			return nil, fmt.Errorf("%s: %w", g.flag, err)
+			return fmt.Errorf("%s: %w", g.flag, err)
 		}
 	}
-	return nil, err
+	return err
 }
 
 // clusterOnly refuses the connection flags without --cluster.
 func (f *clusterFlags) clusterOnly() error {
 	if g := f.given(); g != "" && f.Cluster == "" {
 		return usagef("%s needs --cluster", g)
+	}
+	return nil
+}
+
+// checkTarget is every command's check of what it talks to: the
+// connection flags only with --cluster; with it --collection and no STORE;
+// without it a STORE (usage says how to give one); no other argument.
+func (f *clusterFlags) checkTarget(store, usage string, extra []string) error {
+	if err := f.clusterOnly(); err != nil {
+		return err
+	}
+	switch {
+	case f.Cluster != "":
+		if err := f.validateCluster(store); err != nil {
+			return err
+		}
+	case store == "":
+		return usagef("missing STORE: %s", usage)
+	}
+	if len(extra) > 0 {
+		return usagef("unexpected argument %q", extra[0])
 	}
 	return nil
 }
@@ -183,13 +241,13 @@ func (s *serveCmd) Run(ctx context.Context, e *env) error {
 	url := s.NATS
 	if url == "" {
 		if s.Rotate {
-			creds, err := cluster.RotateCreds(filepath.Join(s.Dir, "creds"))
+			creds, err := node.RotateCreds(filepath.Join(s.Dir, "creds"))
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(e.stdout, "umbra serve: new credentials in %s; the old ones are refused from now on\n", creds.Dir())
 		}
-		srv, err := cluster.StartEmbedded(cluster.EmbeddedConfig{Listen: s.Listen, Dir: s.Dir})
+		srv, err := node.StartEmbedded(node.EmbeddedConfig{Listen: s.Listen, Dir: s.Dir})
 		if err != nil {
 			return err
 		}
@@ -202,8 +260,8 @@ func (s *serveCmd) Run(ctx context.Context, e *env) error {
 		fmt.Fprintf(e.stderr, "umbra serve: "+format+"\n", args...)
 	}
 	// A NATS cluster may still be forming: wait for it (--wait).
-	connect := func(ctx context.Context) (*cluster.Client, error) { return s.connect(ctx, url, true) }
-	c, n, err := startServing(ctx, connect, url, cluster.NodeConfig{Dir: filepath.Clean(s.Dir), Device: device, SnapshotEvery: s.Snap, Logf: logf,
+	connect := func(ctx context.Context) (*protocol.Conn, error) { return s.dial(ctx, url, true) }
+	c, n, err := startServing(ctx, connect, url, node.Config{Dir: filepath.Clean(s.Dir), Device: device, SnapshotEvery: s.Snap, Logf: logf,
 		Placement: s.Place, ID: s.NodeID, Memory: s.MemMiB << 20, Limits: limits}, s.Wait, logf)
 	if err != nil {
 		return err
@@ -237,140 +295,6 @@ func (s *serveCmd) validateAuth() error {
 	return s.natsFlags.validate()
 }
 
-func (b *buildCmd) runCluster(ctx context.Context, e *env) error {
-	metric, err := engine.ParseMetric(string(b.Metric))
-	if err != nil {
-		return usagef("%s", err)
-	}
-	src, err := openRows(ctx, "--data", b.Data)
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	c, err := b.connect(ctx, b.Cluster, false)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	col, err := c.Create(ctx, b.Collection, cluster.CollectionConfig{Dim: src.Dim(), Metric: metric, Shards: b.Shards,
-		NodeReplicas: b.NodeReplicas})
-	if err != nil {
-		return err
-	}
-	return clusterWrite(ctx, e, col, src, b.IDs, b.Keys, b.Attr, false, b.key(e))
-}
-
-func (c *addCmd) runCluster(ctx context.Context, e *env) error {
-	src, err := openRows(ctx, "--data", c.Data)
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	cl, col, err := c.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	return clusterWrite(ctx, e, col, src, c.IDs, c.Keys, c.Attr, c.Upsert, c.key(e))
-}
-
-// clusterAttrs reads --meta and --payload into a cluster write's options
-// (the collection checks their counts against the rows it reads).
-func clusterAttrs(ctx context.Context, a attrFlags, rows int, what string) ([]cluster.WriteOption, error) {
-	fields, payloads, err := a.read(ctx, rows, what)
-	if err != nil {
-		return nil, err
-	}
-	var opts []cluster.WriteOption
-	if a.Meta != "" {
-		opts = append(opts, cluster.WithMeta(fields...))
-	}
-	if a.Payload != "" {
-		opts = append(opts, cluster.WithPayloads(payloads...))
-	}
-	return opts, nil
-}
-
-func clusterWrite(ctx context.Context, e *env, col *cluster.Collection, src *fileRows, idsPath, keysPath string, attr attrFlags, upsert bool, key string) error {
-	opts, err := clusterAttrs(ctx, attr, src.Rows(), "--data")
-	if err != nil {
-		return err
-	}
-	opts = append(opts, cluster.IdempotencyKey(key))
-	if idsPath != "" {
-		ids, err := readIDs(ctx, e, "--ids", idsPath)
-		if err != nil {
-			return err
-		}
-		opts = append(opts, cluster.WithIDs(ids...))
-	}
-	if keysPath != "" {
-		keys, _, err := readKeys(ctx, "--keys", keysPath, everyRowKeyed)
-		if err != nil {
-			return err
-		}
-		opts = append(opts, cluster.WithKeys(keys...))
-	}
-	var ids []uint64
-	if upsert {
-		ids, err = col.Upsert(ctx, src, opts...)
-	} else {
-		ids, err = col.Add(ctx, src, opts...)
-	}
-	if err != nil {
-		if serr := src.sourceError(err); serr != nil {
-			return serr
-		}
-		if aerr := attr.attrError(err); aerr != nil {
-			return aerr
-		}
-		return retryWith(err, key)
-	}
-	fmt.Fprintf(e.stdout, "wrote %d vectors to collection %s (token %v, idempotency key %s)\n", len(ids), col.Name(), col.Token(), key)
-	return nil
-}
-
-func (c *deleteCmd) runCluster(ctx context.Context, e *env) error {
-	var opt cluster.WriteOption
-	switch {
-	case c.IDs != "":
-		ids, err := parseIDList(c.IDs)
-		if err != nil {
-			return usagef("%s", err)
-		}
-		opt = cluster.WithIDs(ids...)
-	case c.IDsFile != "":
-		ids, err := readIDs(ctx, e, "--ids-file", c.IDsFile)
-		if err != nil {
-			return err
-		}
-		opt = cluster.WithIDs(ids...)
-	case c.Keys != "":
-		keys, err := parseKeyList("--keys", c.Keys)
-		if err != nil {
-			return usagef("%s", err)
-		}
-		opt = cluster.WithKeys(keys...)
-	default:
-		keys, _, err := readKeys(ctx, "--keys-file", c.KeysFile, keySet)
-		if err != nil {
-			return err
-		}
-		opt = cluster.WithKeys(keys...)
-	}
-	cl, col, err := c.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	key := c.key(e)
-	if err := col.Delete(ctx, opt, cluster.IdempotencyKey(key)); err != nil {
-		return retryWith(err, key)
-	}
-	fmt.Fprintf(e.stdout, "deleted from collection %s (token %v, idempotency key %s)\n", col.Name(), col.Token(), key)
-	return nil
-}
-
 type clusterInfoJSON struct {
 	Collection string `json:"collection"`
 	Dim        int    `json:"dim"`
@@ -379,7 +303,10 @@ type clusterInfoJSON struct {
 	// NodeReplicas: nodes holding each shard under placement (0: the
 	// default, 3).
 	NodeReplicas int               `json:"node_replicas"`
-	Rows         int               `json:"rows"` // the shards' rows, summed
+	Rows         int               `json:"rows"`  // the shards' rows, summed
+	Count        int               `json:"count"` // the same, as a store's info names it
+	Precision    string            `json:"precision"`
+	Backend      string            `json:"backend"` // in words: the cluster and its shards
 	Streams      []clusterShardLog `json:"streams"`
 	Nodes        []nodeJSON        `json:"nodes"` // every node's request counts and limits (info_nodes.go)
 }
@@ -392,141 +319,4 @@ type clusterShardLog struct {
 	FirstSeq uint64 `json:"first_seq"`
 	LastSeq  uint64 `json:"last_seq"`
 	Replicas int    `json:"replicas"`
-}
-
-func (c *infoCmd) runCluster(ctx context.Context, e *env) error {
-	if c.Collection == "" {
-		return c.runNodes(ctx, e)
-	}
-	cl, col, err := c.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	js, err := jetstream.New(cl.Conn())
-	if err != nil {
-		return err
-	}
-	out := clusterInfoJSON{Collection: col.Name(), Dim: col.Dim(), Metric: col.Metric().String(), Shards: col.Shards(),
-		NodeReplicas: col.NodeReplicas()}
-	rows, err := col.ShardRows(ctx)
-	if err != nil {
-		return err
-	}
-	for s := range col.Shards() {
-		out.Rows += rows[s]
-		st, err := js.Stream(ctx, fmt.Sprintf("UMBRA_%s_%d", col.Name(), s))
-		if err != nil {
-			return fmt.Errorf("shard %d: %w", s, err)
-		}
-		info, err := st.Info(ctx)
-		if err != nil {
-			return fmt.Errorf("shard %d: %w", s, err)
-		}
-		out.Streams = append(out.Streams, clusterShardLog{Shard: s, Rows: rows[s], Messages: info.State.Msgs, Bytes: info.State.Bytes,
-			FirstSeq: info.State.FirstSeq, LastSeq: info.State.LastSeq, Replicas: info.Config.Replicas})
-	}
-	if out.Nodes, err = clusterNodes(ctx, cl); err != nil {
-		return err
-	}
-	if c.JSON {
-		return json.NewEncoder(e.stdout).Encode(out)
-	}
-	fmt.Fprintf(e.stdout, "collection %s: %d rows, dimension %d, %s, %d shards", out.Collection, out.Rows, out.Dim, out.Metric, out.Shards)
-	if out.NodeReplicas > 0 {
-		fmt.Fprintf(e.stdout, ", %d nodes each under placement", out.NodeReplicas)
-	}
-	fmt.Fprintln(e.stdout)
-	for _, s := range out.Streams {
-		fmt.Fprintf(e.stdout, "  shard %d: %d rows; stream: %d messages, %d bytes, sequences %d–%d, R%d\n", s.Shard, s.Rows, s.Messages, s.Bytes, s.FirstSeq, s.LastSeq, s.Replicas)
-	}
-	writeNodes(e.stdout, out.Nodes)
-	return nil
-}
-
-func (o *searchCmd) runCluster(ctx context.Context, e *env) error {
-	var allow []uint64
-	var err error
-	if o.Allow != "" {
-		if allow, err = readIDs(ctx, e, "--allow", o.Allow); err != nil {
-			return err
-		}
-	}
-	queries, err := loadMatrix(ctx, e, "--queries", o.Queries)
-	if err != nil {
-		return err
-	}
-	cl, col, err := o.open(ctx)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	qs := make([][]float32, queries.Rows)
-	for i := range qs {
-		qs[i] = queries.Row(i)
-	}
-	var opts []cluster.SearchOption
-	if o.AllowKeys != "" {
-		if allow, err = o.allowedClusterKeys(ctx, e, col); err != nil {
-			return err
-		}
-	}
-	if o.Allow != "" || o.AllowKeys != "" {
-		opts = append(opts, cluster.Allow(allow...))
-	}
-	if o.filter != nil {
-		opts = append(opts, cluster.Where(*o.filter))
-	}
-	if o.WithPayload {
-		opts = append(opts, cluster.WithPayload())
-	}
-	start := time.Now()
-	threshold, ranged := o.threshold()
-	var all [][]engine.Hit
-	if ranged {
-		if o.K > 0 {
-			opts = append(opts, cluster.MaxHits(int(o.K)))
-		}
-		for i, q := range qs {
-			hits, err := col.SearchRange(ctx, q, float32(threshold), opts...)
-			if err != nil {
-				return fmt.Errorf("query %d: %w", i, err)
-			}
-			all = append(all, hits)
-		}
-	} else if all, err = col.SearchBatch(ctx, qs, int(o.K), opts...); err != nil {
-		return fmt.Errorf("search: %w", err)
-	}
-	_ = start
-	out := searchJSON{Backend: "cluster", Metric: col.Metric().String(), K: int(o.K), Dim: col.Dim(), Store: o.Cluster + "#" + o.Collection,
-		Queries: o.Queries, Allow: o.Allow, Where: o.Where, Results: make([]resultJSON, len(all))}
-	if given := float64(threshold); ranged && col.Metric().HigherIsBetter() {
-		out.MinScore = &given
-	} else if ranged {
-		out.MaxDistance = &given
-	}
-	for i, hits := range all {
-		r := resultJSON{Hits: make([]hitJSON, len(hits))}
-		for j, h := range hits {
-			r.Hits[j] = hitJSON{ID: h.ID, Key: h.Key, Score: score(h.Score)}
-			if o.WithPayload {
-				r.Hits[j].Payload = payloadJSON([]byte(h.Payload))
-			}
-		}
-		out.Results[i] = r
-	}
-	if o.JSON {
-		return json.NewEncoder(e.stdout).Encode(out)
-	}
-	return writeSearchText(e.stdout, out)
-}
-
-// allowedClusterKeys reads --allow-keys and maps the keys to IDs through
-// the collection: a key it does not hold is an error naming it, as with
-// --store.
-func (o *searchCmd) allowedClusterKeys(ctx context.Context, e *env, col *cluster.Collection) ([]uint64, error) {
-	return o.allowKeyIDs(ctx, e, "collection "+col.Name(), func(keys []string) (func(string) (uint64, bool), error) {
-		held, err := col.Lookup(ctx, keys...)
-		return func(k string) (uint64, bool) { id, ok := held[k]; return id, ok }, err
-	})
 }

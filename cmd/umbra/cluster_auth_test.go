@@ -103,17 +103,17 @@ func TestClusterCredsFromTheCommandLine(t *testing.T) {
 	require.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
 
 	// Without credentials: refused, naming the flag and the file.
-	line := requireErrorLine(t, umbra(t, "build", "--cluster", s.url, "--collection", "docs", "--data", data, "--shards", "2"))
+	line := requireErrorLine(t, runUmbra(t, "build", "--cluster", s.url, "--collection", "docs", "--data", data, "--shards", "2"))
 	require.Contains(t, line, "--creds FILE")
 	require.Contains(t, line, "D/creds/client.nk")
 	require.Contains(t, strings.ToLower(line), "authorization violation")
 	// The client's: build (created through the node), info, search.
-	ok(t, umbra(t, "build", "--cluster", s.url, "--creds", s.client, "--collection", "docs", "--data", data, "--shards", "2"))
-	require.Contains(t, ok(t, umbra(t, "info", "--cluster", s.url, "--creds", s.client, "--collection", "docs")).stdout, "collection docs: 40 rows")
-	ok(t, umbra(t, "search", "--cluster", s.url, "--creds", s.client, "--collection", "docs", "--queries", queries, "--k", "3"))
-	ok(t, umbra(t, "delete", "--cluster", s.url, "--creds", s.client, "--collection", "docs", "--ids", "1"))
+	ok(t, runUmbra(t, "build", "--cluster", s.url, "--creds", s.client, "--collection", "docs", "--data", data, "--shards", "2"))
+	require.Contains(t, ok(t, runUmbra(t, "info", "--cluster", s.url, "--creds", s.client, "--collection", "docs")).stdout, "collection docs: 40 rows")
+	ok(t, runUmbra(t, "search", "--cluster", s.url, "--creds", s.client, "--collection", "docs", "--queries", queries, "--k", "3"))
+	ok(t, runUmbra(t, "delete", "--cluster", s.url, "--creds", s.client, "--collection", "docs", "--ids", "1"))
 	// --creds without --cluster is a usage error.
-	r := umbra(t, "info", filepath.Join(dir, "x.umbra"), "--creds", s.client)
+	r := runUmbra(t, "info", filepath.Join(dir, "x.umbra"), "--creds", s.client)
 	require.Equal(t, exitUsage, r.code, r.String())
 	require.Contains(t, r.stderr, "--creds needs --cluster")
 
@@ -123,15 +123,15 @@ func TestClusterCredsFromTheCommandLine(t *testing.T) {
 	stop()
 	s, stop = startServe(t, "--dir", node)
 	require.Equal(t, string(mustRead(t, saved)), string(mustRead(t, s.client)), "the client credentials changed across a restart")
-	ok(t, umbra(t, "add", "--cluster", s.url, "--creds", saved, "--collection", "docs", "--data", data))
+	ok(t, runUmbra(t, "add", "--cluster", s.url, "--creds", saved, "--collection", "docs", "--data", data))
 
 	// Rotated: the saved file is refused, naming it; the new one works.
 	stop()
 	s, stop = startServe(t, "--dir", node, "--rotate-creds")
-	line = requireErrorLine(t, umbra(t, "search", "--cluster", s.url, "--creds", saved, "--collection", "docs", "--queries", queries, "--k", "3"))
+	line = requireErrorLine(t, runUmbra(t, "search", "--cluster", s.url, "--creds", saved, "--collection", "docs", "--queries", queries, "--k", "3"))
 	require.Contains(t, line, "--creds "+saved)
 	require.Contains(t, strings.ToLower(line), "authorization violation")
-	ok(t, umbra(t, "search", "--cluster", s.url, "--creds", s.client, "--collection", "docs", "--queries", queries, "--k", "3"))
+	ok(t, runUmbra(t, "search", "--cluster", s.url, "--creds", s.client, "--collection", "docs", "--queries", queries, "--k", "3"))
 
 	// A credentials file others may read: serve refuses to start, naming it.
 	stop()

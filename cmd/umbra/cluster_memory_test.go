@@ -13,6 +13,8 @@ import (
 
 	"github.com/umbravec/umbra/cluster"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/cluster/node"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -32,8 +34,8 @@ func TestClusterMemoryFromTheCommandLine(t *testing.T) {
 	data := writeMatrix(t, dir, "v.npy", randomMatrix(rng, n, dim), "")
 	queries := writeMatrix(t, dir, "q.npy", randomMatrix(rng, 4, dim), "")
 	store := filepath.Join(dir, "mem.umbra")
-	ok(t, umbra(t, "build", "--data", data, "--keys", keys, "--meta", metaF, "--payload", payF, "--out", store))
-	ok(t, umbra(t, "build", "--cluster", srv.URL(), "--creds", srv.ClientCreds(), "--collection", "mem", "--shards", "3", "--node-replicas", "2", "--data", data, "--keys", keys, "--meta", metaF, "--payload", payF))
+	ok(t, runUmbra(t, "build", "--data", data, "--keys", keys, "--meta", metaF, "--payload", payF, "--out", store))
+	ok(t, runUmbra(t, "build", "--cluster", srv.URL(), "--creds", srv.ClientCreds(), "--collection", "mem", "--shards", "3", "--node-replicas", "2", "--data", data, "--keys", keys, "--meta", metaF, "--payload", payF))
 	var info struct {
 		Shards       int `json:"shards"`
 		NodeReplicas int `json:"node_replicas"`
@@ -42,17 +44,17 @@ func TestClusterMemoryFromTheCommandLine(t *testing.T) {
 			Rows int `json:"rows"`
 		} `json:"streams"`
 	}
-	require.NoError(t, json.Unmarshal([]byte(ok(t, umbra(t, "info", "--cluster", srv.URL(), "--creds", srv.ClientCreds(), "--collection", "mem", "--json")).stdout), &info))
+	require.NoError(t, json.Unmarshal([]byte(ok(t, runUmbra(t, "info", "--cluster", srv.URL(), "--creds", srv.ClientCreds(), "--collection", "mem", "--json")).stdout), &info))
 	require.Equal(t, [3]int{3, 2, n}, [3]int{info.Shards, info.NodeReplicas, info.Rows}, "info --json: shards, node_replicas, rows")
 	require.Len(t, info.Streams, 3)
 	require.Equal(t, n, info.Streams[0].Rows+info.Streams[1].Rows+info.Streams[2].Rows, "info --json: the shards' rows")
-	require.Contains(t, ok(t, umbra(t, "info", "--cluster", srv.URL(), "--creds", srv.ClientCreds(), "--collection", "mem")).stdout, fmt.Sprintf("collection mem: %d rows,", n))
+	require.Contains(t, ok(t, runUmbra(t, "info", "--cluster", srv.URL(), "--creds", srv.ClientCreds(), "--collection", "mem")).stdout, fmt.Sprintf("collection mem: %d rows,", n))
 	// The collection exists with 2 node replicas: another count is refused,
 	// and --node-replicas means nothing without --cluster.
-	r := umbra(t, "build", "--cluster", srv.URL(), "--creds", srv.ClientCreds(), "--collection", "mem", "--shards", "3", "--node-replicas", "1", "--data", data)
+	r := runUmbra(t, "build", "--cluster", srv.URL(), "--creds", srv.ClientCreds(), "--collection", "mem", "--shards", "3", "--node-replicas", "1", "--data", data)
 	require.Equal(t, exitFailure, r.code, r.stderr)
 	require.Contains(t, r.stderr, "node replicas 2")
-	r = umbra(t, "build", "--node-replicas", "2", "--data", data, "--out", filepath.Join(dir, "x.umbra"))
+	r = runUmbra(t, "build", "--node-replicas", "2", "--data", data, "--out", filepath.Join(dir, "x.umbra"))
 	require.Equal(t, exitUsage, r.code, r.stderr)
 	require.Contains(t, r.stderr, "--node-replicas needs --cluster")
 
@@ -74,8 +76,8 @@ func TestClusterMemoryFromTheCommandLine(t *testing.T) {
 		{"--where", `{"$and": [{"tags": {"$contains": "work"}}, {"ts": {"$gte": 1700432000}}]}`},
 		{"--where", `{"tags": {"$not_contains": "todo"}}`, "--with-payload"},
 	} {
-		local := decodeSearch(t, umbra(t, append([]string{"search", "--store", store, "--queries", queries, "--k", "7", "--device", "cpu", "--json"}, args...)...))
-		remote := decodeSearch(t, umbra(t, append([]string{"search", "--cluster", srv.URL(), "--creds", srv.ClientCreds(), "--collection", "mem", "--queries", queries, "--k", "7", "--json"}, args...)...))
+		local := decodeSearch(t, runUmbra(t, append([]string{"search", "--store", store, "--queries", queries, "--k", "7", "--device", "cpu", "--json"}, args...)...))
+		remote := decodeSearch(t, runUmbra(t, append([]string{"search", "--cluster", srv.URL(), "--creds", srv.ClientCreds(), "--collection", "mem", "--queries", queries, "--k", "7", "--json"}, args...)...))
 		require.Len(t, remote.Results, len(local.Results))
 		for q := range local.Results {
 			require.Len(t, remote.Results[q].Hits, len(local.Results[q].Hits), "search %v query %d", args, q)
@@ -88,15 +90,15 @@ func TestClusterMemoryFromTheCommandLine(t *testing.T) {
 	// A kind other than the collection's is refused, naming the file.
 	bad := writeFile(t, dir, "bad.jsonl", []byte(`{"user": 3}`+"\n"))
 	one := writeMatrix(t, dir, "one.npy", randomMatrix(rng, 1, dim), "")
-	line := requireErrorLine(t, umbra(t, "add", "--cluster", srv.URL(), "--creds", srv.ClientCreds(), "--collection", "mem", "--data", one, "--meta", bad))
+	line := requireErrorLine(t, runUmbra(t, "add", "--cluster", srv.URL(), "--creds", srv.ClientCreds(), "--collection", "mem", "--data", one, "--meta", bad))
 	require.Contains(t, line, "--meta "+bad)
 	// A key the collection does not hold is named; --allow with
 	// --allow-keys is a usage error, as with --store.
 	unknown := writeFile(t, dir, "unknown-keys.txt", []byte(some[0]+"\nnobody/m1\n"))
-	line = requireErrorLine(t, umbra(t, "search", "--cluster", srv.URL(), "--creds", srv.ClientCreds(), "--collection", "mem", "--queries", queries, "--k", "3", "--allow-keys", unknown))
+	line = requireErrorLine(t, runUmbra(t, "search", "--cluster", srv.URL(), "--creds", srv.ClientCreds(), "--collection", "mem", "--queries", queries, "--k", "3", "--allow-keys", unknown))
 	require.Contains(t, line, `key "nobody/m1" is not stored in collection mem`)
 	ids := writeFile(t, dir, "ids.txt", []byte("1\n"))
-	r = umbra(t, "search", "--cluster", srv.URL(), "--creds", srv.ClientCreds(), "--collection", "mem", "--queries", queries, "--k", "3", "--allow-keys", allowKeys, "--allow", ids)
+	r = runUmbra(t, "search", "--cluster", srv.URL(), "--creds", srv.ClientCreds(), "--collection", "mem", "--queries", queries, "--k", "3", "--allow-keys", allowKeys, "--allow", ids)
 	require.Equal(t, exitUsage, r.code, r.String())
 }
 
@@ -104,22 +106,25 @@ func TestClusterMemoryFromTheCommandLine(t *testing.T) {
 // nodes (the first keeping its replicas in that directory, the others in
 // their own), all on one connection with the node's credentials, closed
 // when the test ends. The commands under test connect with --creds.
-func testCluster(t *testing.T, nodes int) (dir string, srv *cluster.Embedded, c *cluster.Client, ns []*cluster.Node) {
+func testCluster(t *testing.T, nodes int) (dir string, srv *node.Embedded, c *cluster.Client, ns []*node.Node) {
 	t.Helper()
 	dir = t.TempDir()
-	srv, err := cluster.StartEmbedded(cluster.EmbeddedConfig{Listen: "127.0.0.1:0", Dir: dir})
+	srv, err := node.StartEmbedded(node.EmbeddedConfig{Listen: "127.0.0.1:0", Dir: dir})
 	require.NoError(t, err)
 	t.Cleanup(srv.Close)
 	ctx := context.Background()
 	c, err = cluster.Connect(ctx, srv.URL(), cluster.Credentials(srv.NodeCreds()), cluster.AsNode())
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
+	x, err := protocol.Dial(ctx, srv.URL(), protocol.DialConfig{Creds: srv.NodeCreds(), Node: true})
+	require.NoError(t, err)
+	t.Cleanup(x.Close)
 	for i := range nodes {
 		d := dir
 		if i > 0 {
 			d = t.TempDir()
 		}
-		n, err := cluster.StartNode(ctx, c, cluster.NodeConfig{Dir: d, Device: engine.CPU, Logf: t.Logf})
+		n, err := node.Start(ctx, x, node.Config{Dir: d, Device: engine.CPU, Logf: t.Logf})
 		require.NoError(t, err)
 		t.Cleanup(func() { n.Close() })
 		ns = append(ns, n)

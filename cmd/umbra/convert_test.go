@@ -26,7 +26,7 @@ func readMatrix(t *testing.T, path string) *host.Matrix {
 
 func convert(t *testing.T, args ...string) {
 	t.Helper()
-	r := umbra(t, append([]string{"convert"}, args...)...)
+	r := runUmbra(t, append([]string{"convert"}, args...)...)
 	require.Equal(t, exitOK, r.code, "%s", r)
 	assert.Empty(t, r.stderr)
 	assert.Contains(t, r.stdout, "wrote ")
@@ -104,7 +104,7 @@ func TestConvertFailures(t *testing.T) {
 	m.Data[2*4+3] = 1e5
 	big := writeMatrix(t, dir, "big.npy", m, "")
 
-	r := umbra(t, "convert", big, filepath.Join(dir, "big16.npy"), "--dtype", "f16")
+	r := runUmbra(t, "convert", big, filepath.Join(dir, "big16.npy"), "--dtype", "f16")
 	require.Equal(t, exitFailure, r.code, "%s", r)
 	line := requireErrorLine(t, r)
 	assert.Contains(t, line, "row 2, column 3")
@@ -112,12 +112,12 @@ func TestConvertFailures(t *testing.T) {
 	assert.NoFileExists(t, filepath.Join(dir, "big16.npy"))
 
 	trunc := writeFile(t, dir, "trunc.npy", testkit.NPY("<f4", "(4, 4)", float32Bytes(m.Data[:10])))
-	r = umbra(t, "convert", trunc, filepath.Join(dir, "out.fvecs"))
+	r = runUmbra(t, "convert", trunc, filepath.Join(dir, "out.fvecs"))
 	require.Equal(t, exitFailure, r.code, "%s", r)
 	assert.Contains(t, requireErrorLine(t, r), "trunc.npy")
 	assert.NoFileExists(t, filepath.Join(dir, "out.fvecs"))
 
-	r = umbra(t, "convert", big, filepath.Join(dir, "no-such-dir", "out.npy"))
+	r = runUmbra(t, "convert", big, filepath.Join(dir, "no-such-dir", "out.npy"))
 	require.Equal(t, exitFailure, r.code, "%s", r)
 	assert.Contains(t, requireErrorLine(t, r), "no-such-dir")
 }

@@ -8,9 +8,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
-	"github.com/umbravec/umbra/internal/hint"
 )
 
 // finding is one likely reason --device auto would not use a GPU, with the
@@ -23,16 +23,16 @@ type finding struct {
 
 // Cause tokens. Those the engine also finds are its hint codes.
 const (
-	causeNoGPUSupport   = hint.NoGPUSupport
-	causeNoMatch        = hint.NoMatch
+	causeNoGPUSupport   = umbra.HintNoGPUSupport
+	causeNoMatch        = umbra.HintNoMatch
 	causeNoLoader       = "no-vulkan-loader"
 	causeNoDriver       = "no-vulkan-driver"
 	causeNoDevice       = "no-gpu-device"
 	causeDevicePerm     = "gpu-device-permission"
-	causeSoftwareOnly   = hint.SoftwareOnly
-	causeProbeFailed    = hint.ProbeFailed
+	causeSoftwareOnly   = umbra.HintSoftwareOnly
+	causeProbeFailed    = umbra.HintProbeFailed
 	causeLimitsTooSmall = "limits-too-small"
-	causeNoAdapter      = hint.NoAdapter
+	causeNoAdapter      = umbra.HintNoAdapter
 )
 
 // system is what diagnose inspects besides the probe report: files and
@@ -78,7 +78,7 @@ const (
 // manifests, device nodes), since an adapter that never appeared left no
 // error to report.
 func diagnose(rep diag.ProbeReport, sel engine.AdapterSelect, sys system) []finding {
-	return diagnoseBuild(rep, sel, sys, diag.GPUSupport())
+	return diagnoseBuild(rep, sel, sys, engine.GPUSupport())
 }
 
 func diagnoseBuild(rep diag.ProbeReport, sel engine.AdapterSelect, sys system, gpu bool) []finding {

@@ -21,12 +21,12 @@ func TestSearchEmptyAllowFileAdmitsNothing(t *testing.T) {
 	data := writeMatrix(t, dir, "data.npy", randomMatrix(rng, 30, 8), "")
 	queries := writeMatrix(t, dir, "q.npy", randomMatrix(rng, 2, 8), "")
 	store := filepath.Join(dir, "s.umbra")
-	ok(t, umbra(t, "build", "--data", data, "--out", store))
+	ok(t, runUmbra(t, "build", "--data", data, "--out", store))
 	for _, body := range []string{"", "\n\n  \n"} {
 		allow := writeFile(t, dir, "allow.txt", []byte(body))
 		for _, source := range [][]string{{"--store", store}, {"--data", data}} {
 			args := append([]string{"search", "--queries", queries, "--k", "5", "--allow", allow, "--json"}, source...)
-			s := decodeSearch(t, ok(t, umbra(t, args...)))
+			s := decodeSearch(t, ok(t, runUmbra(t, args...)))
 			require.Len(t, s.Results, 2)
 			for _, res := range s.Results {
 				require.Empty(t, res.Hits, "%v with an allow file of %q", source, body)
@@ -43,19 +43,19 @@ func TestExportRefusesTheStoreItself(t *testing.T) {
 	dir := t.TempDir()
 	data := writeMatrix(t, dir, "data.npy", randomMatrix(rng, 10, 4), "")
 	store := filepath.Join(dir, "store.npy")
-	ok(t, umbra(t, "build", "--data", data, "--out", store))
+	ok(t, runUmbra(t, "build", "--data", data, "--out", store))
 	before := mustRead(t, store)
 	link := filepath.Join(dir, "link.npy")
 	require.NoError(t, os.Symlink(store, link))
 	for _, out := range []string{store, link} {
-		r := umbra(t, "export", store, "--out", out)
+		r := runUmbra(t, "export", store, "--out", out)
 		require.Equal(t, exitFailure, r.code, "%s", r)
 		require.Contains(t, requireErrorLine(t, r), "the store's own file")
-		r = umbra(t, "export", store, "--out", filepath.Join(dir, "fine.npy"), "--ids-out", out)
+		r = runUmbra(t, "export", store, "--out", filepath.Join(dir, "fine.npy"), "--ids-out", out)
 		require.Equal(t, exitFailure, r.code, "%s", r)
 	}
 	require.Equal(t, before, mustRead(t, store))
-	ok(t, umbra(t, "info", store))
+	ok(t, runUmbra(t, "info", store))
 }
 
 // TestTooManyIDsRefusedEarly: a text --ids file with far more IDs than
@@ -84,10 +84,10 @@ func TestTooManyIDsRefusedEarly(t *testing.T) {
 	} {
 		if args[0] == "add" {
 			if _, err := os.Stat(store); err != nil {
-				ok(t, umbra(t, "build", "--data", data, "--out", store))
+				ok(t, runUmbra(t, "build", "--data", data, "--out", store))
 			}
 		}
-		r := umbra(t, args...)
+		r := runUmbra(t, args...)
 		require.Equal(t, exitFailure, r.code, "%v: %s", args, r)
 		line := requireErrorLine(t, r)
 		require.Contains(t, line, "more than 20 IDs", "%v", args)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
 	"github.com/umbravec/umbra/internal/keyrule"
@@ -17,7 +18,8 @@ import (
 )
 
 func (*exportCmd) Help() string {
-	return `Write every vector STORE holds to --out as a 2-D float32 .npy, in
+	return `Write every vector STORE (or, with --cluster, the collection) holds to
+--out as a 2-D float32 .npy, in
 ascending ID order; with --ids-out their IDs, in the same order, as a 1-D
 uint64 .npy; and with --keys-out their keys, in the same order, as text,
 one key per line, an empty line for a vector without a key (no key is
@@ -36,17 +38,19 @@ func (*exportCmd) Examples() []string {
 	return []string{
 		"umbra export docs.umbra --out docs-vectors.npy --ids-out docs-ids.npy",
 		"umbra export notes.umbra --out v.npy --ids-out ids.npy --keys-out keys.txt",
+		"umbra export --cluster nats://127.0.0.1:4222 --creds node1/creds/client.nk --collection docs --out docs.npy --ids-out ids.npy",
 	}
 }
 
 type exportCmd struct {
-	Store   string   `arg:"" optional:"" name:"store" help:"the store to export"`
-	Out     string   `name:"out" placeholder:"FILE.npy" help:"the vectors (required)"`
-	IDsOut  string   `name:"ids-out" placeholder:"FILE.npy" help:"the IDs"`
-	KeysOut string   `name:"keys-out" placeholder:"FILE" help:"the keys: text, one line per vector, empty for a vector without a key"`
-	MetaOut string   `name:"meta-out" placeholder:"FILE.jsonl" help:"the metadata: JSON Lines, one object per vector ({} for none), as 'build --meta' reads it"`
-	PayOut  string   `name:"payload-out" placeholder:"FILE.jsonl" help:"the payloads: JSON Lines, one value per vector (null for none), as 'build --payload' reads it"`
-	Extra   []string `arg:"" optional:"" hidden:""`
+	Store        string `arg:"" optional:"" name:"store" help:"the store to export"`
+	clusterFlags `embed:""`
+	Out          string   `name:"out" placeholder:"FILE.npy" help:"the vectors (required)"`
+	IDsOut       string   `name:"ids-out" placeholder:"FILE.npy" help:"the IDs"`
+	KeysOut      string   `name:"keys-out" placeholder:"FILE" help:"the keys: text, one line per vector, empty for a vector without a key"`
+	MetaOut      string   `name:"meta-out" placeholder:"FILE.jsonl" help:"the metadata: JSON Lines, one object per vector ({} for none), as 'build --meta' reads it"`
+	PayOut       string   `name:"payload-out" placeholder:"FILE.jsonl" help:"the payloads: JSON Lines, one value per vector (null for none), as 'build --payload' reads it"`
+	Extra        []string `arg:"" optional:"" hidden:""`
 }
 
 // outputs are export's output flags and their files, the given ones.
@@ -61,11 +65,10 @@ func (c *exportCmd) outputs() [][2]string {
 }
 
 func (c *exportCmd) Validate() error {
+	if err := c.checkTarget(c.Store, "umbra export STORE --out FILE.npy", c.Extra); err != nil {
+		return err
+	}
 	switch {
-	case c.Store == "":
-		return usagef("missing STORE: umbra export STORE --out FILE.npy")
-	case len(c.Extra) > 0:
-		return usagef("unexpected argument %q", c.Extra[0])
 	case c.Out == "":
 		return usagef("missing required flag --out")
 	}
@@ -85,72 +88,73 @@ func (c *exportCmd) Validate() error {
 	return nil
 }
 
+// exportPage is how many rows export reads at once.
+const exportPage = 4096
+
 func (c *exportCmd) Run(ctx context.Context, e *env) (err error) {
 	for _, f := range c.outputs() {
 		if err := notDir(f[0], f[1]); err != nil {
 			return err
 		}
-		if err := notStoreFile(f[0], f[1], c.Store); err != nil {
-			return err
+		if c.Store != "" {
+			if err := notStoreFile(f[0], f[1], c.Store); err != nil {
+				return err
+			}
 		}
 	}
-	ix, err := openStoreReadOnly(ctx, e, c.Store, engine.Config{Device: engine.CPU})
+	t, err := openTarget(ctx, e, c.Store, &c.clusterFlags, true, engine.Config{Device: engine.CPU})
 	if err != nil {
 		return err
 	}
-	defer closeStore(c.Store, ix, &err)
-	ids := ix.IDs()
-	var keys []string
-	keyless := 0
-	if c.KeysOut != "" {
-		// Every key is checked before any file is written: a store
-		// written before the key rule may hold one that a line cannot.
-		keys = make([]string, len(ids))
-		for i, id := range ids {
-			key, ok := ix.KeyOf(id)
-			if !ok {
-				keyless++
-				continue
-			}
-			if err := keyrule.Check(key); err != nil {
-				return fmt.Errorf("--keys-out: ID %d of store %s has a key a key file cannot hold: %s; nothing was written", id, c.Store, err)
-			}
-			keys[i] = key
-		}
+	defer t.close(&err)
+	sum, err := t.Summary(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: %s", t.what(), cause(err))
 	}
+	// Every row, a page at a time in ID order (a collection answers each
+	// page within its nodes' bounds), before any file is written.
+	var ids []uint64
+	var keys []string
 	var metas []meta.Fields
 	var pays [][]byte
-	if c.MetaOut != "" {
-		metas = make([]meta.Fields, len(ids))
-		for i, id := range ids {
-			if metas[i], err = ix.Meta(id); err != nil {
-				return fmt.Errorf("store %s: %s", c.Store, cause(err))
-			}
-		}
-	}
-	if c.PayOut != "" {
-		// Every payload is checked before any file is written: one line
-		// of JSON Lines holds a JSON value, and only that.
-		pays = make([][]byte, len(ids))
-		for i, id := range ids {
-			p, err := ix.Payload(id)
-			if err != nil {
-				return fmt.Errorf("store %s: %s", c.Store, cause(err))
-			}
-			if p != nil && !jsonText(p) {
-				return fmt.Errorf("--payload-out: the payload of ID %d in store %s is not JSON, which a JSON Lines file cannot hold; nothing was written", id, c.Store)
-			}
-			pays[i] = p
-		}
-	}
-	m := &host.Matrix{Rows: len(ids), Dim: ix.Dim(), Data: make([]float32, 0, len(ids)*ix.Dim())}
-	for _, id := range ids {
-		v, err := ix.Get(id)
+	keyless := 0
+	m := &host.Matrix{Dim: sum.Dim, Data: make([]float32, 0, sum.Rows*sum.Dim)}
+	for from := uint64(0); ; {
+		recs, err := t.Get(ctx, umbra.Selection{From: from, Limit: exportPage, Vectors: true, Meta: c.MetaOut != "", Payloads: c.PayOut != ""})
 		if err != nil {
-			return fmt.Errorf("store %s: %s", c.Store, cause(err))
+			return fmt.Errorf("%s: %s", t.what(), cause(err))
 		}
-		m.Data = append(m.Data, v...)
+		for _, r := range recs {
+			ids = append(ids, r.ID)
+			m.Data = append(m.Data, r.Vector...)
+			if c.KeysOut != "" {
+				// Every key is checked before any file is written: a
+				// store written before the key rule may hold one that a
+				// line cannot.
+				if r.Key == "" {
+					keyless++
+				} else if err := keyrule.Check(r.Key); err != nil {
+					return fmt.Errorf("--keys-out: ID %d of %s has a key a key file cannot hold: %s; nothing was written", r.ID, t.what(), err)
+				}
+				keys = append(keys, r.Key)
+			}
+			if c.MetaOut != "" {
+				metas = append(metas, r.Meta)
+			}
+			if c.PayOut != "" {
+				// One line of JSON Lines holds a JSON value, and only that.
+				if r.Payload != nil && !jsonText(r.Payload) {
+					return fmt.Errorf("--payload-out: the payload of ID %d in %s is not JSON, which a JSON Lines file cannot hold; nothing was written", r.ID, t.what())
+				}
+				pays = append(pays, r.Payload)
+			}
+		}
+		if len(recs) < exportPage {
+			break
+		}
+		from = recs[len(recs)-1].ID + 1
 	}
+	m.Rows = len(ids)
 	done := e.progress.step("writing " + c.Out)
 	err = host.WriteMatrixFile(c.Out, m, "<f4")
 	done()
@@ -197,7 +201,7 @@ func (c *exportCmd) Run(ctx context.Context, e *env) (err error) {
 		}
 	}
 	fmt.Fprintf(e.stdout, "wrote %s: %d vectors of dimension %d, float32", c.Out, m.Rows, m.Dim)
-	if ix.Metric() == engine.Cosine {
+	if sum.Metric == umbra.Cosine {
 		fmt.Fprint(e.stdout, " (unit length: the store keeps cosine vectors normalised)")
 	}
 	fmt.Fprintln(e.stdout)

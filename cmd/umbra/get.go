@@ -9,12 +9,14 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 )
 
 func (*getCmd) Help() string {
-	return `Print the vectors STORE holds under the given IDs or keys, with their
-ID and key, in the order given. The vectors are as the store keeps them:
+	return `Print the vectors STORE (or, with --cluster, the collection) holds under
+the given IDs or keys, with their ID, key, metadata and payload, in the
+order given. The vectors are as the store keeps them:
 under cosine each is scaled to unit length. An ID or key that is not
 stored, or one given twice, is an error naming it, and nothing is printed.
 
@@ -30,47 +32,39 @@ func (*getCmd) Examples() []string {
 	return []string{
 		"umbra get docs.umbra --ids 4,17",
 		"umbra get notes.umbra --keys alice/m1,alice/m7 --json",
+		"umbra get --cluster nats://127.0.0.1:4222 --creds node1/creds/client.nk --collection docs --ids 4,17",
 	}
 }
 
 type getCmd struct {
-	Store string   `arg:"" optional:"" name:"store" help:"the store to read"`
-	IDs   string   `name:"ids" placeholder:"LIST" help:"IDs separated by commas: --ids 4,17,230"`
-	Keys  string   `name:"keys" placeholder:"LIST" help:"keys separated by commas, each as written: --keys alice/m1,alice/m7"`
-	JSON  bool     `name:"json" help:"print JSON (schema: cmd/umbra/README.md)"`
-	Extra []string `arg:"" optional:"" hidden:""`
+	Store        string   `arg:"" optional:"" name:"store" help:"the store to read"`
+	IDs          string   `name:"ids" placeholder:"LIST" help:"IDs separated by commas: --ids 4,17,230"`
+	Keys         string   `name:"keys" placeholder:"LIST" help:"keys separated by commas, each as written: --keys alice/m1,alice/m7"`
+	JSON         bool     `name:"json" help:"print JSON (schema: cmd/umbra/README.md)"`
+	Extra        []string `arg:"" optional:"" hidden:""`
+	clusterFlags `embed:""`
 }
 
 func (c *getCmd) Validate() error {
+	if err := c.checkTarget(c.Store, "umbra get STORE --ids 1,2,3", c.Extra); err != nil {
+		return err
+	}
 	switch {
-	case c.Store == "":
-		return usagef("missing STORE: umbra get STORE --ids 1,2,3")
-	case len(c.Extra) > 0:
-		return usagef("unexpected argument %q", c.Extra[0])
 	case c.IDs == "" && c.Keys == "":
 		return usagef("missing the vectors to get: give --ids 1,2,3 or --keys a,b")
 	case c.IDs != "" && c.Keys != "":
 		return usagef("--ids and --keys exclude each other: give one")
 	}
-	if c.IDs != "" {
-		if _, err := parseIDList(c.IDs); err != nil {
-			return usagef("%s", err)
-		}
-	}
-	if c.Keys != "" {
-		if _, err := parseKeyList("--keys", c.Keys); err != nil {
-			return usagef("%s", err)
-		}
-	}
-	return nil
+	return checkLists(c.IDs, c.Keys)
 }
 
 // getJSON is what get --json prints; README.md documents it.
 type getJSON struct {
-	Store   string       `json:"store"`
-	Dim     int          `json:"dim"`
-	Metric  string       `json:"metric"`
-	Vectors []storedJSON `json:"vectors"`
+	Store      string       `json:"store"`                // the store's path ("" for a collection)
+	Collection string       `json:"collection,omitempty"` // with --cluster: the collection
+	Dim        int          `json:"dim"`
+	Metric     string       `json:"metric"`
+	Vectors    []storedJSON `json:"vectors"`
 }
 
 type storedJSON struct {
@@ -101,48 +95,59 @@ func (c *getCmd) Run(ctx context.Context, e *env) (err error) {
 			return fmt.Errorf("--keys: %s", err)
 		}
 	}
-	ix, err := openStoreReadOnly(ctx, e, c.Store, engine.Config{Device: engine.CPU})
+	t, err := openTarget(ctx, e, c.Store, &c.clusterFlags, true, engine.Config{Device: engine.CPU})
 	if err != nil {
 		return err
 	}
-	defer closeStore(c.Store, ix, &err)
+	defer t.close(&err)
+	sel := umbra.Selection{IDs: ids, Keys: keys, Vectors: true, Meta: true, Payloads: true}
+	recs, err := t.Get(ctx, sel)
+	if err != nil {
+		return fmt.Errorf("%s: %s", t.what(), cause(err))
+	}
+	// Get answers in ID order, without what is not stored: the rows go
+	// back in the order given, and a missing one is named.
+	byID := make(map[uint64]umbra.Record, len(recs))
+	byKey := make(map[string]umbra.Record, len(recs))
+	for _, r := range recs {
+		byID[r.ID], byKey[r.Key] = r, r
+	}
+	var order []umbra.Record
 	if keys != nil {
-		if missing := unstoredKeys(ix, keys); len(missing) > 0 {
-			return fmt.Errorf("--keys: %s not stored in %s", someKeys(missing), c.Store)
-		}
+		var missing []string
 		for _, k := range keys {
-			id, _ := ix.Lookup(k)
-			ids = append(ids, id)
+			r, ok := byKey[k]
+			if !ok {
+				missing = append(missing, k)
+			}
+			order = append(order, r)
+		}
+		if len(missing) > 0 {
+			return fmt.Errorf("--keys: %s not stored in %s", someKeys(missing), t.label)
 		}
 	} else {
 		var missing []uint64
 		for _, id := range ids {
-			if !ix.Has(id) {
+			r, ok := byID[id]
+			if !ok {
 				missing = append(missing, id)
 			}
+			order = append(order, r)
 		}
 		if len(missing) > 0 {
-			return fmt.Errorf("--ids: %s not stored in %s", someIDs(missing), c.Store)
+			return fmt.Errorf("--ids: %s not stored in %s", someIDs(missing), t.label)
 		}
 	}
-	out := getJSON{Store: c.Store, Dim: ix.Dim(), Metric: ix.Metric().String(), Vectors: make([]storedJSON, len(ids))}
-	for i, id := range ids {
-		v, err := ix.Get(id)
-		if err != nil {
-			return fmt.Errorf("store %s: %s", c.Store, cause(err))
+	s, err := t.Summary(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: %s", t.what(), cause(err))
+	}
+	out := getJSON{Store: c.Store, Collection: c.Collection, Dim: s.Dim, Metric: s.Metric.String(), Vectors: make([]storedJSON, len(order))}
+	for i, r := range order {
+		out.Vectors[i] = storedJSON{ID: r.ID, Key: r.Key, Vector: r.Vector, Payload: payloadJSON(r.Payload)}
+		if len(r.Meta) > 0 {
+			out.Vectors[i].Meta = r.Meta.AppendJSON(nil)
 		}
-		key, _ := ix.KeyOf(id)
-		out.Vectors[i] = storedJSON{ID: id, Key: key, Vector: v}
-		if f, err := ix.Meta(id); err != nil {
-			return fmt.Errorf("store %s: %s", c.Store, cause(err))
-		} else if len(f) > 0 {
-			out.Vectors[i].Meta = f.AppendJSON(nil)
-		}
-		p, err := ix.Payload(id)
-		if err != nil {
-			return fmt.Errorf("store %s: %s", c.Store, cause(err))
-		}
-		out.Vectors[i].Payload = payloadJSON(p)
 	}
 	if c.JSON {
 		// One line: a vector may have thousands of components.
@@ -153,10 +158,14 @@ func (c *getCmd) Run(ctx context.Context, e *env) (err error) {
 
 func writeGetText(w io.Writer, r getJSON) error {
 	unit := ""
-	if r.Metric == engine.Cosine.String() {
+	if r.Metric == umbra.Cosine.String() {
 		unit = ", each kept at unit length"
 	}
-	fmt.Fprintf(w, "# store %s: dimension %d, %s%s\n", r.Store, r.Dim, r.Metric, unit)
+	what := "store " + r.Store
+	if r.Collection != "" {
+		what = "collection " + r.Collection
+	}
+	fmt.Fprintf(w, "# %s: dimension %d, %s%s\n", what, r.Dim, r.Metric, unit)
 	keyed, attrs := false, false
 	for _, v := range r.Vectors {
 		keyed = keyed || v.Key != ""

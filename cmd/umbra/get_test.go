@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 )
 
@@ -27,7 +28,7 @@ func TestGet(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(ok(t, r).stdout), &g), r.stdout)
 		return g
 	}
-	g := decode(umbra(t, "get", store, "--keys", keys[5]+","+keys[1], "--json"))
+	g := decode(runUmbra(t, "get", store, "--keys", keys[5]+","+keys[1], "--json"))
 	assert.Equal(t, store, g.Store)
 	assert.Equal(t, dim, g.Dim)
 	assert.Equal(t, "l2", g.Metric)
@@ -35,13 +36,13 @@ func TestGet(t *testing.T) {
 	for j, i := range []int{5, 1} {
 		assert.Equal(t, storedJSON{ID: uint64(100 + i), Key: keys[i], Vector: m.Row(i)}, g.Vectors[j], "l2 keeps vectors as given")
 	}
-	g = decode(umbra(t, "get", store, "--ids", "102,103", "--json"))
+	g = decode(runUmbra(t, "get", store, "--ids", "102,103", "--json"))
 	require.Len(t, g.Vectors, 2)
 	assert.Empty(t, g.Vectors[0].Key, "ID 102 has no key")
 	assert.Equal(t, keys[3], g.Vectors[1].Key)
 	assert.Equal(t, m.Row(2), g.Vectors[0].Vector)
 
-	text := ok(t, umbra(t, "get", store, "--ids", "103,102"))
+	text := ok(t, runUmbra(t, "get", store, "--ids", "103,102"))
 	lines := strings.Split(strings.TrimSpace(text.stdout), "\n")
 	require.Len(t, lines, 4, text.stdout)
 	assert.True(t, strings.HasPrefix(lines[0], "# store "+store), lines[0])
@@ -55,9 +56,9 @@ func TestGet(t *testing.T) {
 	// Beside a writer: read-only, and it sees the writer's acknowledged add.
 	w, err := engine.Open(context.Background(), store, engine.Config{Device: engine.CPU})
 	require.NoError(t, err)
-	_, err = w.Add(context.Background(), engine.Vectors([][]float32{{1, 2, 3}}), engine.WithKeys("late"))
+	_, err = w.Add(context.Background(), umbra.Vectors([][]float32{{1, 2, 3}}), umbra.WithKeys("late"))
 	require.NoError(t, err)
-	g = decode(umbra(t, "get", store, "--keys", "late", "--json"))
+	g = decode(runUmbra(t, "get", store, "--keys", "late", "--json"))
 	assert.Equal(t, []float32{1, 2, 3}, g.Vectors[0].Vector)
 	require.NoError(t, w.Close())
 
@@ -78,7 +79,7 @@ func TestGet(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := umbra(t, append([]string{"get", store}, tc.args...)...)
+			r := runUmbra(t, append([]string{"get", store}, tc.args...)...)
 			require.Equal(t, tc.code, r.code, "%s", r)
 			line := requireErrorLine(t, r)
 			for _, w := range tc.want {
@@ -87,7 +88,7 @@ func TestGet(t *testing.T) {
 			assert.Empty(t, r.stdout, "nothing printed")
 		})
 	}
-	r := umbra(t, "get", filepath.Join(dir, "none.umbra"), "--ids", "1")
+	r := runUmbra(t, "get", filepath.Join(dir, "none.umbra"), "--ids", "1")
 	require.Equal(t, exitFailure, r.code, "%s", r)
 	assert.Contains(t, requireErrorLine(t, r), "no store at")
 }

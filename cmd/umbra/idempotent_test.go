@@ -31,47 +31,47 @@ func TestClusterWriteRetriedFromTheCommandLine(t *testing.T) {
 		var info struct {
 			Rows int `json:"rows"`
 		}
-		require.NoError(t, json.Unmarshal([]byte(ok(t, umbra(t, append([]string{"info", "--json"}, at...)...)).stdout), &info))
+		require.NoError(t, json.Unmarshal([]byte(ok(t, runUmbra(t, append([]string{"info", "--json"}, at...)...)).stdout), &info))
 		return info.Rows
 	}
 	// build, twice with its key: stored once.
 	for range 2 {
-		r := ok(t, umbra(t, append([]string{"build", "--shards", "3", "--data", data, "--idempotency-key", "build-1"}, at...)...))
+		r := ok(t, runUmbra(t, append([]string{"build", "--shards", "3", "--data", data, "--idempotency-key", "build-1"}, at...)...))
 		require.Contains(t, r.stdout, "idempotency key build-1")
 	}
 	require.Equal(t, n, rows())
 	// add without a key: a fresh one, printed, with which a rerun is
 	// applied once.
-	r := ok(t, umbra(t, append([]string{"add", "--data", more}, at...)...))
+	r := ok(t, runUmbra(t, append([]string{"add", "--data", more}, at...)...))
 	m := regexp.MustCompile(`(?m)^idempotency key ([A-Za-z0-9_-]+) \(if this write fails or is cut short, run it again with --idempotency-key ([A-Za-z0-9_-]+): it is applied once\)$`).FindStringSubmatch(r.stderr)
 	require.NotNil(t, m, r.String())
 	require.Equal(t, m[1], m[2])
 	key := m[1]
 	require.Contains(t, r.stdout, "idempotency key "+key)
 	require.Equal(t, n+10, rows())
-	ok(t, umbra(t, append([]string{"add", "--data", more, "--idempotency-key", key}, at...)...))
+	ok(t, runUmbra(t, append([]string{"add", "--data", more, "--idempotency-key", key}, at...)...))
 	require.Equal(t, n+10, rows())
 	// Without the key, the rerun stores the rows again.
-	ok(t, umbra(t, append([]string{"add", "--data", more}, at...)...))
+	ok(t, runUmbra(t, append([]string{"add", "--data", more}, at...)...))
 	require.Equal(t, n+20, rows())
 	// The key with other rows is refused.
-	line := requireErrorLine(t, umbra(t, append([]string{"add", "--data", other, "--idempotency-key", key}, at...)...))
+	line := requireErrorLine(t, runUmbra(t, append([]string{"add", "--data", other, "--idempotency-key", key}, at...)...))
 	require.Contains(t, line, "idempotency key used by another call: key "+key+" was used for another write to collection retry")
 	require.Equal(t, n+20, rows())
 	// A delete rerun with its key is not refused.
 	ids := writeFile(t, dir, "ids.txt", []byte("0\n1\n"))
 	for range 2 {
-		ok(t, umbra(t, append([]string{"delete", "--ids-file", ids, "--idempotency-key", "del-1"}, at...)...))
+		ok(t, runUmbra(t, append([]string{"delete", "--ids-file", ids, "--idempotency-key", "del-1"}, at...)...))
 	}
 	require.Equal(t, n+18, rows())
-	line = requireErrorLine(t, umbra(t, append([]string{"delete", "--ids-file", ids}, at...)...))
-	require.Contains(t, line, "(to retry, applied once: --idempotency-key ")
+	line = requireErrorLine(t, runUmbra(t, append([]string{"delete", "--ids-file", ids}, at...)...))
+	require.Contains(t, line, "2 IDs (0, 1) are not stored in collection retry; nothing was deleted", "named before anything is written, as for a store")
 	// Usage: only with --cluster, and a key of the allowed characters.
 	store := filepath.Join(dir, "s.umbra")
-	r = umbra(t, "build", "--data", data, "--out", store, "--idempotency-key", "k")
+	r = runUmbra(t, "build", "--data", data, "--out", store, "--idempotency-key", "k")
 	require.Equal(t, exitUsage, r.code, r.String())
 	require.Contains(t, requireErrorLine(t, r), "--idempotency-key needs --cluster")
-	r = umbra(t, append([]string{"add", "--data", more, "--idempotency-key", "a.b"}, at...)...)
+	r = runUmbra(t, append([]string{"add", "--data", more, "--idempotency-key", "a.b"}, at...)...)
 	require.Equal(t, exitUsage, r.code, r.String())
 	require.Contains(t, requireErrorLine(t, r), `--idempotency-key "a.b": 1 to 128 letters, digits, '-' or '_'`)
 }

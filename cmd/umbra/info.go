@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"text/tabwriter"
 
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 )
 
@@ -67,27 +70,44 @@ type infoJSON struct {
 }
 
 func (c *infoCmd) Run(ctx context.Context, e *env) (err error) {
-	if c.Cluster != "" {
-		return c.runCluster(ctx, e)
+	if c.Cluster != "" && c.Collection == "" {
+		return c.runNodes(ctx, e)
 	}
-	ix, err := openStoreReadOnly(ctx, e, c.Store, engine.Config{Device: engine.CPU})
+	t, err := openTarget(ctx, e, c.Store, &c.clusterFlags, true, engine.Config{Device: engine.CPU})
 	if err != nil {
 		return err
 	}
-	info := ix.Info()
-	out := infoJSON{Path: c.Store, Dim: ix.Dim(), Metric: ix.Metric().String(), Precision: info.Precision.String(), Count: ix.Len(), DeadRows: info.DeadRows}
-	ids := ix.IDs()
-	if len(ids) > 0 {
-		lo, hi := ids[0], ids[len(ids)-1]
+	defer func() {
+		if t != nil {
+			t.close(&err)
+		}
+	}()
+	s, err := t.Summary(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: %s", t.what(), cause(err))
+	}
+	if t.col != nil {
+		return c.writeCollection(ctx, e, t, s)
+	}
+	out := infoJSON{Path: c.Store, Dim: s.Dim, Metric: s.Metric.String(), Precision: s.Precision.String(), Count: s.Rows,
+		DeadRows: t.store.Info().DeadRows}
+	rows, err := t.Get(ctx, umbra.Selection{})
+	if err != nil {
+		return fmt.Errorf("%s: %s", t.what(), cause(err))
+	}
+	if len(rows) > 0 {
+		lo, hi := rows[0].ID, rows[len(rows)-1].ID
 		out.MinID, out.MaxID = &lo, &hi
 	}
-	for _, id := range ids {
-		if _, ok := ix.KeyOf(id); ok {
+	for _, r := range rows {
+		if r.Key != "" {
 			out.Keys++
 		}
 	}
-	if err := ix.Close(); err != nil {
-		return fmt.Errorf("store %s: closing: %s", c.Store, cause(err))
+	t.close(&err)
+	t = nil
+	if err != nil {
+		return err
 	}
 	// Sizes after Close: what is on disk once the store is released.
 	if out.BaseBytes, out.LogBytes, err = storeSizes(c.Store); err != nil {
@@ -124,4 +144,50 @@ func fileSize(path string) (int64, error) {
 		return 0, fmt.Errorf("%s: %s", path, cause(err))
 	}
 	return fi.Size(), nil
+}
+
+// writeCollection is info's report of a collection: its summary, each
+// shard's rows and stream, and every node's request counts.
+func (c *infoCmd) writeCollection(ctx context.Context, e *env, t *target, s umbra.Summary) error {
+	cl := t.client
+	js, err := jetstream.New(cl.Conn())
+	if err != nil {
+		return err
+	}
+	out := clusterInfoJSON{Collection: s.Name, Dim: s.Dim, Metric: s.Metric.String(), Precision: s.Precision.String(), Shards: s.Shards,
+		NodeReplicas: t.col.NodeReplicas(), Rows: s.Rows, Count: s.Rows, Backend: s.Backend}
+	rows, err := t.col.ShardRows(ctx)
+	if err != nil {
+		return err
+	}
+	for sh := range s.Shards {
+		n := rows[sh]
+		st, err := js.Stream(ctx, fmt.Sprintf("UMBRA_%s_%d", s.Name, sh))
+		if err != nil {
+			return fmt.Errorf("shard %d: %w", sh, err)
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("shard %d: %w", sh, err)
+		}
+		out.Streams = append(out.Streams, clusterShardLog{Shard: sh, Rows: n, Messages: info.State.Msgs, Bytes: info.State.Bytes,
+			FirstSeq: info.State.FirstSeq, LastSeq: info.State.LastSeq, Replicas: info.Config.Replicas})
+	}
+	if out.Nodes, err = clusterNodes(ctx, cl); err != nil {
+		return err
+	}
+	if c.JSON {
+		return json.NewEncoder(e.stdout).Encode(out)
+	}
+	fmt.Fprintf(e.stdout, "collection %s: %d rows, dimension %d, %s, %d shards", out.Collection, out.Rows, out.Dim, out.Metric, out.Shards)
+	if out.NodeReplicas > 0 {
+		fmt.Fprintf(e.stdout, ", %d nodes each under placement", out.NodeReplicas)
+	}
+	fmt.Fprintln(e.stdout)
+	fmt.Fprintf(e.stdout, "  backend: %s\n", out.Backend)
+	for _, s := range out.Streams {
+		fmt.Fprintf(e.stdout, "  shard %d: %d rows; stream: %d messages, %d bytes, sequences %d–%d, R%d\n", s.Shard, s.Rows, s.Messages, s.Bytes, s.FirstSeq, s.LastSeq, s.Replicas)
+	}
+	writeNodes(e.stdout, out.Nodes)
+	return nil
 }

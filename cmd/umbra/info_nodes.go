@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/umbravec/umbra/cluster"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 )
 
 // nodesWait is how long info --cluster collects the nodes' stats.
@@ -32,7 +33,7 @@ type nodeJSON struct {
 
 type refusedJSON struct {
 	Total uint64 `json:"total"`
-	cluster.RefusedStats
+	protocol.RefusedStats
 }
 
 type nodeLimitsJSON struct {
@@ -47,7 +48,7 @@ type nodeLimitsJSON struct {
 
 // clusterNodes asks every node for its stats.
 func clusterNodes(ctx context.Context, c *cluster.Client) ([]nodeJSON, error) {
-	stats, err := c.NodeStats(ctx, nodesWait)
+	stats, err := protocol.FetchStats(ctx, c.Conn(), nodesWait)
 	if err != nil {
 		return nil, fmt.Errorf("nodes' stats: %w", err)
 	}

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/keyrule"
 )
 
@@ -117,17 +116,6 @@ func positions(n int) []int {
 		at[i] = i + 1
 	}
 	return at
-}
-
-// unstoredKeys returns the keys that ix does not store, in order.
-func unstoredKeys(ix *engine.Index, keys []string) []string {
-	var missing []string
-	for _, k := range keys {
-		if _, ok := ix.Lookup(k); !ok {
-			missing = append(missing, k)
-		}
-	}
-	return missing
 }
 
 // someKeys names a few keys: `key "a" is`, `3 keys ("a", "b", "c") are`,

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
 	"github.com/umbravec/umbra/internal/storefile"
@@ -74,7 +75,7 @@ func keyedStore(t *testing.T, dir string, n, dim int, keyed func(i int) bool) (s
 		}
 	}
 	store = filepath.Join(dir, "keyed.umbra")
-	ok(t, umbra(t, "build", "--data", writeMatrix(t, dir, "keyed.npy", m, ""), "--ids", writeIDsText(t, dir, "keyed-ids.txt", ids),
+	ok(t, runUmbra(t, "build", "--data", writeMatrix(t, dir, "keyed.npy", m, ""), "--ids", writeIDsText(t, dir, "keyed-ids.txt", ids),
 		"--keys", writeKeys(t, dir, "keyed-keys.txt", keys...), "--metric", "l2", "--out", store))
 	return store, m, keys
 }
@@ -88,7 +89,7 @@ func TestSearchShowsKeys(t *testing.T) {
 	store, _, keys := keyedStore(t, dir, n, dim, func(i int) bool { return i%4 != 0 })
 	queries := writeMatrix(t, dir, "q.npy", randomMatrix(testkit.Rand(t), nq, dim), "")
 	args := []string{"search", "--store", store, "--queries", queries, "--k", strconv.Itoa(n), "--device", "cpu"}
-	r := ok(t, umbra(t, append(args, "--json")...))
+	r := ok(t, runUmbra(t, append(args, "--json")...))
 	s := decodeSearch(t, r)
 	for _, res := range s.Results {
 		require.Len(t, res.Hits, n)
@@ -109,7 +110,7 @@ func TestSearchShowsKeys(t *testing.T) {
 			assert.Equal(t, keys[id-100], h["key"])
 		}
 	}
-	text := ok(t, umbra(t, args...))
+	text := ok(t, runUmbra(t, args...))
 	assert.Equal(t, s.Results[0].Hits, parseSearchText(t, text.stdout, nq)[0], "text and JSON agree, keys included")
 	for i, hits := range parseSearchText(t, text.stdout, nq) {
 		assert.Equal(t, s.Results[i].Hits, hits, "query %d", i)
@@ -118,13 +119,13 @@ func TestSearchShowsKeys(t *testing.T) {
 	// No hits: every row filtered out, or none within the threshold.
 	empty := writeFile(t, dir, "none.txt", nil)
 	for _, extra := range [][]string{{"--allow-keys", empty}, {"--allow", empty}, {"--max-distance", "0"}} {
-		text := ok(t, umbra(t, append(slices.Clone(args), extra...)...))
+		text := ok(t, runUmbra(t, append(slices.Clone(args), extra...)...))
 		got := parseSearchText(t, text.stdout, nq)
 		for q := range nq {
 			assert.Empty(t, got[q], "%v", extra)
 			assert.Regexp(t, fmt.Sprintf(`\n%d +\(no hits\)\n`, q), text.stdout, "%v", extra)
 		}
-		s := decodeSearch(t, ok(t, umbra(t, append(append(slices.Clone(args), extra...), "--json")...)))
+		s := decodeSearch(t, ok(t, runUmbra(t, append(append(slices.Clone(args), extra...), "--json")...)))
 		for _, res := range s.Results {
 			assert.NotNil(t, res.Hits, "JSON says [] for no hits")
 			assert.Empty(t, res.Hits)
@@ -153,7 +154,7 @@ func TestAllowKeys(t *testing.T) {
 	search := func(extra ...string) searchJSON {
 		t.Helper()
 		args := append([]string{"search", "--store", store, "--queries", queries, "--k", "7", "--device", "cpu", "--json"}, extra...)
-		return decodeSearch(t, ok(t, umbra(t, args...)))
+		return decodeSearch(t, ok(t, runUmbra(t, args...)))
 	}
 	byKeys := search("--allow-keys", allowKeys)
 	byIDs := search("--allow", writeIDsText(t, dir, "allow-ids.txt", pickIDs))
@@ -165,7 +166,7 @@ func TestAllowKeys(t *testing.T) {
 			assert.Contains(t, pick, h.Key)
 		}
 	}
-	text := ok(t, umbra(t, "search", "--store", store, "--queries", queries, "--k", "7", "--device", "cpu", "--allow-keys", allowKeys))
+	text := ok(t, runUmbra(t, "search", "--store", store, "--queries", queries, "--k", "7", "--device", "cpu", "--allow-keys", allowKeys))
 	assert.Contains(t, text.stdout, "only keys in "+allowKeys)
 
 	queriesArg := []string{"search", "--store", store, "--queries", queries, "--k", "3"}
@@ -187,7 +188,7 @@ func TestAllowKeys(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := umbra(t, tc.args...)
+			r := runUmbra(t, tc.args...)
 			require.Equal(t, tc.code, r.code, "%s", r)
 			line := requireErrorLine(t, r)
 			for _, w := range tc.want {
@@ -228,7 +229,7 @@ func TestDeleteByKeys(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := umbra(t, append([]string{"delete", store}, tc.args...)...)
+			r := runUmbra(t, append([]string{"delete", store}, tc.args...)...)
 			require.Equal(t, tc.code, r.code, "%s", r)
 			line := requireErrorLine(t, r)
 			for _, w := range tc.want {
@@ -238,11 +239,11 @@ func TestDeleteByKeys(t *testing.T) {
 		})
 	}
 
-	r := ok(t, umbra(t, "delete", store, "--keys", keys[1]+","+keys[2]))
+	r := ok(t, runUmbra(t, "delete", store, "--keys", keys[1]+","+keys[2]))
 	assert.Contains(t, r.stdout, fmt.Sprintf("deleted 2 keyed vectors from %s; it holds %d", store, n-2))
-	r = ok(t, umbra(t, "delete", store, "--keys-file", writeKeys(t, dir, "gone.txt", "", keys[3], "", keys[4])))
+	r = ok(t, runUmbra(t, "delete", store, "--keys-file", writeKeys(t, dir, "gone.txt", "", keys[3], "", keys[4])))
 	assert.Contains(t, r.stdout, fmt.Sprintf("it holds %d", n-4))
-	ix, err := engine.Open(context.Background(), store, engine.Config{Device: engine.CPU}, engine.ReadOnly())
+	ix, err := engine.Open(context.Background(), store, engine.Config{Device: engine.CPU, ReadOnly: true})
 	require.NoError(t, err)
 	defer ix.Close()
 	assert.Equal(t, n-4, ix.Len())
@@ -274,19 +275,19 @@ func TestExportKeysRoundTrip(t *testing.T) {
 				return ks
 			}
 			first := keysOf("a", 20)
-			ok(t, umbra(t, "build", "--data", writeMatrix(t, dir, "a.npy", randomMatrix(rng, 20, dim), ""), "--keys", writeKeys(t, dir, "a.txt", first...), "--metric", metric, "--out", store))
-			ok(t, umbra(t, "add", store, "--data", writeMatrix(t, dir, "b.npy", randomMatrix(rng, 15, dim), "")))
+			ok(t, runUmbra(t, "build", "--data", writeMatrix(t, dir, "a.npy", randomMatrix(rng, 20, dim), ""), "--keys", writeKeys(t, dir, "a.txt", first...), "--metric", metric, "--out", store))
+			ok(t, runUmbra(t, "add", store, "--data", writeMatrix(t, dir, "b.npy", randomMatrix(rng, 15, dim), "")))
 			second := keysOf("c", 10)
-			ok(t, umbra(t, "add", store, "--data", writeMatrix(t, dir, "c.npy", randomMatrix(rng, 10, dim), ""), "--keys", writeKeys(t, dir, "c.txt", second...)))
-			ok(t, umbra(t, "add", store, "--data", writeMatrix(t, dir, "d.npy", randomMatrix(rng, 3, dim), ""), "--keys", writeKeys(t, dir, "d.txt", first[2], first[5], "e/new"), "--upsert"))
+			ok(t, runUmbra(t, "add", store, "--data", writeMatrix(t, dir, "c.npy", randomMatrix(rng, 10, dim), ""), "--keys", writeKeys(t, dir, "c.txt", second...)))
+			ok(t, runUmbra(t, "add", store, "--data", writeMatrix(t, dir, "d.npy", randomMatrix(rng, 3, dim), ""), "--keys", writeKeys(t, dir, "d.txt", first[2], first[5], "e/new"), "--upsert"))
 			// Keys holding commas: a list cannot give them, a file can.
-			r := umbra(t, "delete", store, "--keys", first[0]+","+second[9])
+			r := runUmbra(t, "delete", store, "--keys", first[0]+","+second[9])
 			require.Equal(t, exitFailure, r.code, "%s", r)
-			ok(t, umbra(t, "delete", store, "--keys-file", writeKeys(t, dir, "gone.txt", first[0], second[9])))
-			ok(t, umbra(t, "delete", store, "--ids", "21,22"))
+			ok(t, runUmbra(t, "delete", store, "--keys-file", writeKeys(t, dir, "gone.txt", first[0], second[9])))
+			ok(t, runUmbra(t, "delete", store, "--ids", "21,22"))
 
 			out, idsOut, keysOut := filepath.Join(dir, "x.npy"), filepath.Join(dir, "x-ids.npy"), filepath.Join(dir, "x-keys.txt")
-			r = ok(t, umbra(t, "export", store, "--out", out, "--ids-out", idsOut, "--keys-out", keysOut))
+			r = ok(t, runUmbra(t, "export", store, "--out", out, "--ids-out", idsOut, "--keys-out", keysOut))
 			assert.Contains(t, r.stdout, "wrote "+keysOut+": 29 keys, one per line (13 vectors without a key: an empty line each)")
 			lines := strings.Split(strings.TrimSuffix(string(mustRead(t, keysOut)), "\n"), "\n")
 			ids, err := host.ReadIDsFile(context.Background(), idsOut)
@@ -294,7 +295,7 @@ func TestExportKeysRoundTrip(t *testing.T) {
 			require.Len(t, lines, len(ids), "one line per vector")
 
 			again := filepath.Join(dir, "again.umbra")
-			ok(t, umbra(t, "build", "--data", out, "--ids", idsOut, "--keys", keysOut, "--metric", metric, "--out", again))
+			ok(t, runUmbra(t, "build", "--data", out, "--ids", idsOut, "--keys", keysOut, "--metric", metric, "--out", again))
 			a, b := openReadOnly(t, store), openReadOnly(t, again)
 			require.Equal(t, a.IDs(), b.IDs())
 			for i, id := range a.IDs() {
@@ -304,11 +305,11 @@ func TestExportKeysRoundTrip(t *testing.T) {
 				require.Equal(t, ka, kb, "ID %d", id)
 				require.Equal(t, ka, lines[i], "line %d of the key file", i+1)
 			}
-			assert.Equal(t, decodeInfo(t, umbra(t, "info", store, "--json")).Keys, decodeInfo(t, umbra(t, "info", again, "--json")).Keys)
+			assert.Equal(t, decodeInfo(t, runUmbra(t, "info", store, "--json")).Keys, decodeInfo(t, runUmbra(t, "info", again, "--json")).Keys)
 
 			qPath := writeMatrix(t, dir, "q.npy", randomMatrix(rng, nq, dim), "")
 			search := func(s string) searchJSON {
-				return decodeSearch(t, umbra(t, "search", "--store", s, "--queries", qPath, "--k", "100", "--device", "cpu", "--json"))
+				return decodeSearch(t, runUmbra(t, "search", "--store", s, "--queries", qPath, "--k", "100", "--device", "cpu", "--json"))
 			}
 			want, got := search(store), search(again)
 			require.Equal(t, want.Rows, got.Rows)
@@ -317,7 +318,7 @@ func TestExportKeysRoundTrip(t *testing.T) {
 			// --keys alone (no --ids): the keyless rows are numbered with
 			// the rest, and every hit keeps its key.
 			renumbered := filepath.Join(dir, "renumbered.umbra")
-			ok(t, umbra(t, "build", "--data", out, "--keys", keysOut, "--metric", metric, "--out", renumbered))
+			ok(t, runUmbra(t, "build", "--data", out, "--keys", keysOut, "--metric", metric, "--out", renumbered))
 			c := search(renumbered)
 			for q := range nq {
 				for j, h := range c.Results[q].Hits {
@@ -333,7 +334,7 @@ func TestExportKeysRoundTrip(t *testing.T) {
 
 func openReadOnly(t *testing.T, store string) *engine.Index {
 	t.Helper()
-	ix, err := engine.Open(context.Background(), store, engine.Config{Device: engine.CPU}, engine.ReadOnly())
+	ix, err := engine.Open(context.Background(), store, engine.Config{Device: engine.CPU, ReadOnly: true})
 	require.NoError(t, err)
 	t.Cleanup(func() { ix.Close() })
 	return ix
@@ -348,7 +349,7 @@ func TestKeyFilesFollowTheRule(t *testing.T) {
 	dir := t.TempDir()
 	data := writeMatrix(t, dir, "d.npy", randomMatrix(rng, 3, 4), "")
 	store := filepath.Join(dir, "s.umbra")
-	ok(t, umbra(t, "build", "--data", data, "--keys", writeKeys(t, dir, "k.txt", "a", "", "c"), "--out", store))
+	ok(t, runUmbra(t, "build", "--data", data, "--keys", writeKeys(t, dir, "k.txt", "a", "", "c"), "--out", store))
 	ix := openReadOnly(t, store)
 	_, found := ix.KeyOf(1)
 	assert.False(t, found, "an empty line is a vector without a key")
@@ -376,7 +377,7 @@ func TestKeyFilesFollowTheRule(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := umbra(t, tc.args...)
+			r := runUmbra(t, tc.args...)
 			require.Equal(t, exitFailure, r.code, "%s", r)
 			line := requireErrorLine(t, r)
 			for _, w := range tc.want {
@@ -396,14 +397,14 @@ func TestExportRefusesKeysBeforeTheRule(t *testing.T) {
 	dir := t.TempDir()
 	store := filepath.Join(dir, "old.umbra")
 	_, err := storefile.WriteBase(storefile.OS, store, &storefile.Snapshot{
-		Dim: 2, Stride: 4, Metric: uint8(engine.L2), Precision: storefile.PrecisionFloat32, NextID: 8,
+		Dim: 2, Stride: 4, Metric: uint8(umbra.L2), Precision: storefile.PrecisionFloat32, NextID: 8,
 		IDs:  []uint64{5, 7},
 		Rows: []float32{1, 0, 0, 0, 0, 1, 0, 0},
 		Keys: map[uint64]string{5: "fine", 7: "two\nlines"},
 	})
 	require.NoError(t, err)
 	out, keysOut := filepath.Join(dir, "x.npy"), filepath.Join(dir, "x-keys.txt")
-	r := umbra(t, "export", store, "--out", out, "--keys-out", keysOut)
+	r := runUmbra(t, "export", store, "--out", out, "--keys-out", keysOut)
 	require.Equal(t, exitFailure, r.code, "%s", r)
 	line := requireErrorLine(t, r)
 	assert.Contains(t, line, "--keys-out")
@@ -411,10 +412,10 @@ func TestExportRefusesKeysBeforeTheRule(t *testing.T) {
 	assert.Contains(t, line, `"two\nlines" holds a line break`)
 	assert.NoFileExists(t, out)
 	assert.NoFileExists(t, keysOut)
-	ok(t, umbra(t, "export", store, "--out", out))
+	ok(t, runUmbra(t, "export", store, "--out", out))
 	q := writeMatrix(t, dir, "q.npy", &host.Matrix{Rows: 1, Dim: 2, Data: []float32{0, 1}}, "")
-	s := decodeSearch(t, umbra(t, "search", "--store", store, "--queries", q, "--k", "1", "--device", "cpu", "--json"))
+	s := decodeSearch(t, runUmbra(t, "search", "--store", store, "--queries", q, "--k", "1", "--device", "cpu", "--json"))
 	assert.Equal(t, "two\nlines", s.Results[0].Hits[0].Key, "JSON carries any key")
-	text := ok(t, umbra(t, "search", "--store", store, "--queries", q, "--k", "1", "--device", "cpu"))
+	text := ok(t, runUmbra(t, "search", "--store", store, "--queries", q, "--k", "1", "--device", "cpu"))
 	assert.Regexp(t, `\n0 +1 +7 +0 +"two\\nlines"\n$`, text.stdout, "the text table quotes it")
 }

@@ -22,7 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/cmd/internal/cmdline"
-	"github.com/umbravec/umbra/diag"
+	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
 	"github.com/umbravec/umbra/internal/testkit"
 )
@@ -118,7 +118,7 @@ func tail(s string) string {
 	return fmt.Sprintf("[%d bytes cut]...%s", len(s)-max, s[len(s)-max:])
 }
 
-func umbra(t *testing.T, args ...string) result {
+func runUmbra(t *testing.T, args ...string) result {
 	t.Helper()
 	return runBinary(t, umbraBin, args...)
 }
@@ -196,7 +196,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 		{"flag before command", []string{"--bogus"}, "flags go after the command"},
 		{"unknown flag", []string{"search", "--bogus"}, "unknown flag --bogus"},
 		{"missing --data", []string{"search", "--queries", queries, "--k", "3"}, "missing required flag --data"},
-		{"missing --queries", []string{"search", "--data", data, "--k", "3"}, "missing required flag --queries"},
+		{"missing --queries", []string{"search", "--data", data, "--k", "3"}, "missing the queries: give --queries FILE, --near KEY or --vector V"},
 		{"missing --k", base, "missing required flag --k"},
 		{"k zero", append(base, "--k", "0"), "--k must be at least 1"},
 		{"k negative", append(base, "--k=-2"), "--k must be at least 1"},
@@ -225,7 +225,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := umbra(t, tc.args...)
+			r := runUmbra(t, tc.args...)
 			require.Equal(t, exitUsage, r.code, "%s", r)
 			assert.Empty(t, r.stdout)
 			if tc.args == nil {
@@ -249,7 +249,7 @@ func TestHelpPrintsUsageAndExample(t *testing.T) {
 	}
 	for _, args := range calls {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
-			r := umbra(t, args...)
+			r := runUmbra(t, args...)
 			require.Equal(t, exitOK, r.code, "%s", r)
 			assert.Empty(t, r.stderr)
 			assert.Contains(t, r.stdout, "Usage:")
@@ -320,7 +320,7 @@ func TestCommandHelpIsItsOwn(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.command, func(t *testing.T) {
 			for _, args := range [][]string{{tc.command, "--help"}, {"help", tc.command}} {
-				r := umbra(t, args...)
+				r := runUmbra(t, args...)
 				require.Equal(t, exitOK, r.code, "%s", r)
 				for _, w := range tc.want {
 					assert.Contains(t, r.stdout, w, "umbra %s", strings.Join(args, " "))
@@ -334,23 +334,23 @@ func TestCommandHelpIsItsOwn(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
-	r := umbra(t, "version")
+	r := runUmbra(t, "version")
 	require.Equal(t, exitOK, r.code, "%s", r)
 	assert.Contains(t, r.stdout, runtime.Version())
-	if diag.GPUSupport() {
+	if engine.GPUSupport() {
 		assert.Contains(t, r.stdout, "gpu         yes")
 	}
 
-	r = umbra(t, "version", "--json")
+	r = runUmbra(t, "version", "--json")
 	require.Equal(t, exitOK, r.code, "%s", r)
 	var v versionJSON
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &v), r.stdout)
 	assert.Equal(t, runtime.Version(), v.Go)
-	assert.Equal(t, diag.GPUSupport(), v.GPUSupport)
+	assert.Equal(t, engine.GPUSupport(), v.GPUSupport)
 	assert.Regexp(t, `^v\d`, v.Version, "a module version or the fallback, never (devel)")
 	assert.NotEmpty(t, v.CPUKernel)
 
-	r = umbra(t, "--version")
+	r = runUmbra(t, "--version")
 	require.Equal(t, exitOK, r.code, "%s", r)
 	assert.Contains(t, r.stdout, "umbra ")
 }

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/host"
 	"github.com/umbravec/umbra/meta"
 )
@@ -37,7 +37,7 @@ func (a attrFlags) read(ctx context.Context, rows int, what string) (fields []me
 		}
 	}
 	if a.Payload != "" {
-		if payloads, err = readPayloadFile(ctx, a.Payload, engine.DefaultMaxPayloadBytes); err != nil {
+		if payloads, err = readPayloadFile(ctx, a.Payload, umbra.DefaultMaxPayloadBytes); err != nil {
 			return nil, nil, err
 		}
 		if rows >= 0 && len(payloads) != rows {
@@ -48,17 +48,17 @@ func (a attrFlags) read(ctx context.Context, rows int, what string) (fields []me
 }
 
 // options is read's result as the engine's write options.
-func (a attrFlags) options(ctx context.Context, rows int, what string) ([]engine.WriteOption, error) {
+func (a attrFlags) options(ctx context.Context, rows int, what string) ([]umbra.WriteOption, error) {
 	fields, payloads, err := a.read(ctx, rows, what)
 	if err != nil {
 		return nil, err
 	}
-	var opts []engine.WriteOption
+	var opts []umbra.WriteOption
 	if a.Meta != "" {
-		opts = append(opts, engine.WithMeta(fields...))
+		opts = append(opts, umbra.WithMeta(fields...))
 	}
 	if a.Payload != "" {
-		opts = append(opts, engine.WithPayloads(payloads...))
+		opts = append(opts, umbra.WithPayloads(payloads...))
 	}
 	return opts, nil
 }
@@ -67,11 +67,11 @@ func (a attrFlags) options(ctx context.Context, rows int, what string) ([]engine
 // whose file gave them, or returns nil for another error.
 func (a attrFlags) attrError(err error) error {
 	switch {
-	case a.Meta != "" && errors.Is(err, engine.ErrInvalidMeta):
+	case a.Meta != "" && errors.Is(err, umbra.ErrInvalidMeta):
 		return fmt.Errorf("--meta %s: %s", a.Meta, cause(err))
-	case a.Payload != "" && errors.Is(err, engine.ErrTooLarge) && bytes.Contains([]byte(err.Error()), []byte("payload")):
+	case a.Payload != "" && errors.Is(err, umbra.ErrTooLarge) && bytes.Contains([]byte(err.Error()), []byte("payload")):
 		return fmt.Errorf("--payload %s: %s", a.Payload, cause(err))
-	case errors.Is(err, engine.ErrIDCount) && (a.Meta != "" || a.Payload != ""):
+	case errors.Is(err, umbra.ErrIDCount) && (a.Meta != "" || a.Payload != ""):
 		return fmt.Errorf("--meta/--payload: %s", cause(err))
 	}
 	return nil

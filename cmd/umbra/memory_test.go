@@ -69,7 +69,7 @@ func TestMemoryFromTheCommandLine(t *testing.T) {
 	keys, metaF, payF, rows := memoryFiles(t, dir, n)
 	data := writeMatrix(t, dir, "v.npy", randomMatrix(rng, n, dim), "")
 	store := filepath.Join(dir, "mem.umbra")
-	ok(t, umbra(t, "build", "--data", data, "--keys", keys, "--meta", metaF, "--payload", payF, "--out", store))
+	ok(t, runUmbra(t, "build", "--data", data, "--keys", keys, "--meta", metaF, "--payload", payF, "--out", store))
 	queries := writeMatrix(t, dir, "q.npy", randomMatrix(rng, nq, dim), "")
 
 	const from, to = 1_700_000_000 + 5*86400, 1_700_000_000 + 20*86400
@@ -83,7 +83,7 @@ func TestMemoryFromTheCommandLine(t *testing.T) {
 	require.NotEmpty(t, subset)
 	allow := writeKeys(t, dir, "subset.txt", subset...)
 	search := func(s string, args ...string) searchJSON {
-		return decodeSearch(t, umbra(t, append([]string{"search", "--store", s, "--queries", queries, "--k", "5", "--device", "cpu", "--json"}, args...)...))
+		return decodeSearch(t, runUmbra(t, append([]string{"search", "--store", s, "--queries", queries, "--k", "5", "--device", "cpu", "--json"}, args...)...))
 	}
 	got := search(store, "--where", where, "--with-payload")
 	want := search(store, "--allow-keys", allow, "--with-payload")
@@ -101,16 +101,16 @@ func TestMemoryFromTheCommandLine(t *testing.T) {
 		}
 	}
 	// The text output shows payloads last.
-	text := ok(t, umbra(t, "search", "--store", store, "--queries", queries, "--k", "2", "--device", "cpu", "--where", where, "--with-payload")).stdout
+	text := ok(t, runUmbra(t, "search", "--store", store, "--queries", queries, "--k", "2", "--device", "cpu", "--where", where, "--with-payload")).stdout
 	assert.Contains(t, text, "payload")
 	assert.Contains(t, text, "only where "+where)
 
 	// Export and rebuild: every search answers identically, filters too.
 	out, idsOut, keysOut := filepath.Join(dir, "x.npy"), filepath.Join(dir, "x-ids.npy"), filepath.Join(dir, "x-keys.txt")
 	metaOut, payOut := filepath.Join(dir, "x-meta.jsonl"), filepath.Join(dir, "x-payload.jsonl")
-	ok(t, umbra(t, "export", store, "--out", out, "--ids-out", idsOut, "--keys-out", keysOut, "--meta-out", metaOut, "--payload-out", payOut))
+	ok(t, runUmbra(t, "export", store, "--out", out, "--ids-out", idsOut, "--keys-out", keysOut, "--meta-out", metaOut, "--payload-out", payOut))
 	again := filepath.Join(dir, "again.umbra")
-	ok(t, umbra(t, "build", "--data", out, "--ids", idsOut, "--keys", keysOut, "--meta", metaOut, "--payload", payOut, "--out", again))
+	ok(t, runUmbra(t, "build", "--data", out, "--ids", idsOut, "--keys", keysOut, "--meta", metaOut, "--payload", payOut, "--out", again))
 	for _, args := range [][]string{nil, {"--where", where, "--with-payload"}, {"--where", `{"tags": {"$not_contains": "todo"}}`, "--with-payload"}} {
 		assert.Equal(t, search(store, args...).Results, search(again, args...).Results, "rebuilt store, search %v", args)
 	}
@@ -118,7 +118,7 @@ func TestMemoryFromTheCommandLine(t *testing.T) {
 
 	// get shows metadata and the payload.
 	var g getJSON
-	r := ok(t, umbra(t, "get", store, "--keys", subset[0], "--json"))
+	r := ok(t, runUmbra(t, "get", store, "--keys", subset[0], "--json"))
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &g))
 	require.Len(t, g.Vectors, 1)
 	assert.Contains(t, string(g.Vectors[0].Meta), `"user":"alice"`)
@@ -128,7 +128,7 @@ func TestMemoryFromTheCommandLine(t *testing.T) {
 func exportAgain(t *testing.T, store, dir string) string {
 	t.Helper()
 	metaOut := filepath.Join(dir, "again-meta.jsonl")
-	ok(t, umbra(t, "export", store, "--out", filepath.Join(dir, "again.npy"), "--meta-out", metaOut))
+	ok(t, runUmbra(t, "export", store, "--out", filepath.Join(dir, "again.npy"), "--meta-out", metaOut))
 	return metaOut
 }
 
@@ -151,12 +151,12 @@ func TestMemoryFlagErrors(t *testing.T) {
 		{[]string{"--payload", writeFile(t, dir, "p1.jsonl", []byte("1\n{bad\n2\n"))}, "line 2: not a JSON value"},
 		{[]string{"--meta", writeFile(t, dir, "m5.jsonl", []byte("{\"a\": {\"b\": 1}}\n{}\n{}\n"))}, "line 1"},
 	} {
-		r := umbra(t, append([]string{"build", "--data", data, "--out", store}, c.args...)...)
+		r := runUmbra(t, append([]string{"build", "--data", data, "--out", store}, c.args...)...)
 		require.Equal(t, exitFailure, r.code, "%v\n%s", c.args, r)
 		assert.Contains(t, requireErrorLine(t, r), c.says, "%v", c.args)
 		assert.NoFileExists(t, store)
 	}
-	ok(t, umbra(t, "build", "--data", data, "--out", store, "--meta", writeFile(t, dir, "m.jsonl", []byte("{\"n\": 1}\n{\"n\": 2}\n{}\n"))))
+	ok(t, runUmbra(t, "build", "--data", data, "--out", store, "--meta", writeFile(t, dir, "m.jsonl", []byte("{\"n\": 1}\n{\"n\": 2}\n{}\n"))))
 	q := writeMatrix(t, dir, "q.npy", randomMatrix(rng, 1, 4), "")
 	for where, says := range map[string]string{
 		`{"who": "x"}`:        "who",
@@ -164,11 +164,11 @@ func TestMemoryFlagErrors(t *testing.T) {
 		`{"n": {"$near": 1}}`: "$near",
 		`{`:                   "--where",
 	} {
-		r := umbra(t, "search", "--store", store, "--queries", q, "--k", "1", "--where", where)
+		r := runUmbra(t, "search", "--store", store, "--queries", q, "--k", "1", "--where", where)
 		require.NotEqual(t, 0, r.code, "%s", where)
 		assert.Contains(t, requireErrorLine(t, r), says, "%s", where)
 	}
-	r := umbra(t, "search", "--data", data, "--queries", q, "--k", "1", "--where", `{"n": 1}`)
+	r := runUmbra(t, "search", "--data", data, "--queries", q, "--k", "1", "--where", `{"n": 1}`)
 	assert.Contains(t, requireErrorLine(t, r), "--where and --with-payload need --store")
 }
 
@@ -196,7 +196,7 @@ func TestNonUnicodeInputs(t *testing.T) {
 			{`{"n": 1, ` + c.json + `: 1}`, "the name of field 2"},
 		} {
 			metaF := writeFile(t, dir, fmt.Sprintf("m%d.jsonl", i), []byte("{}\n"+line.json+"\n{}\n"))
-			r := umbra(t, "build", "--data", data, "--out", store, "--meta", metaF)
+			r := runUmbra(t, "build", "--data", data, "--out", store, "--meta", metaF)
 			require.Equal(t, exitFailure, r.code, "%s\n%s", line.json, r)
 			msg := requireErrorLine(t, r)
 			for _, want := range []string{"--meta", metaF, "line 2", line.says, c.says} {
@@ -210,21 +210,21 @@ func TestNonUnicodeInputs(t *testing.T) {
 	payF := writeFile(t, dir, "p.jsonl", []byte("{\"p\":\"\\ud800\"}\nnull\n\"\\udc00 \\ud83d\\ude00\"\n"))
 	metaF := writeFile(t, dir, "m.jsonl", []byte("{\"a\":\"\\ud83d\\ude00\"}\n{\"a\":\"x\"}\n{\"a\":\"\\ufffd\"}\n"))
 	badPay := writeFile(t, dir, "bad.jsonl", []byte("1\n\"ok\xfe\"\n3\n"))
-	r := umbra(t, "build", "--data", data, "--out", store, "--payload", badPay)
+	r := runUmbra(t, "build", "--data", data, "--out", store, "--payload", badPay)
 	require.Equal(t, exitFailure, r.code, "%s", r)
 	msg := requireErrorLine(t, r)
 	for _, want := range []string{"--payload", badPay, "line 2", "the byte at offset 3 (0xfe) is not valid UTF-8"} {
 		assert.Contains(t, msg, want)
 	}
 	assert.NoFileExists(t, store)
-	ok(t, umbra(t, "build", "--data", data, "--out", store, "--payload", payF, "--meta", metaF))
-	out := ok(t, umbra(t, "get", store, "--ids", "0,2", "--json")).stdout
+	ok(t, runUmbra(t, "build", "--data", data, "--out", store, "--payload", payF, "--meta", metaF))
+	out := ok(t, runUmbra(t, "get", store, "--ids", "0,2", "--json")).stdout
 	assert.Contains(t, out, `"payload":{"p":"\ud800"}`, "the payload as written")
 	assert.Contains(t, out, `"payload":"\udc00 \ud83d\ude00"`, "the payload as written")
 	assert.Contains(t, out, `"meta":{"a":"😀"}`, "a surrogate pair is its character")
 	q := writeMatrix(t, dir, "q.npy", randomMatrix(rng, 1, 4), "")
 	var s searchJSON
-	require.NoError(t, json.Unmarshal([]byte(ok(t, umbra(t, "search", "--store", store, "--queries", q, "--k", "3", "--where", `{"a": "\ud83d\ude00"}`, "--json")).stdout), &s))
+	require.NoError(t, json.Unmarshal([]byte(ok(t, runUmbra(t, "search", "--store", store, "--queries", q, "--k", "3", "--where", `{"a": "\ud83d\ude00"}`, "--json")).stdout), &s))
 	require.Len(t, s.Results, 1)
 	require.Len(t, s.Results[0].Hits, 1, "only the row that holds the character, not the U+FFFD one")
 	require.Equal(t, uint64(0), s.Results[0].Hits[0].ID)
@@ -234,7 +234,7 @@ func TestNonUnicodeInputs(t *testing.T) {
 			`{"a": {"$in": ["x", ` + c.json + `]}}`:                 `field "a": $in`,
 			`{"$or": [{"a": "x"}, {"a": {"$ne": ` + c.json + `}}]}`: `field "a": $ne`,
 		} {
-			r := umbra(t, "search", "--store", store, "--queries", q, "--k", "1", "--where", where)
+			r := runUmbra(t, "search", "--store", store, "--queries", q, "--k", "1", "--where", where)
 			require.Equal(t, exitUsage, r.code, "%s\n%s", where, r)
 			msg := requireErrorLine(t, r)
 			for _, want := range []string{"--where", says, c.says} {
@@ -244,7 +244,7 @@ func TestNonUnicodeInputs(t *testing.T) {
 	}
 	// Keys are text, not JSON: a byte that is not UTF-8 is refused by line.
 	keys := writeFile(t, dir, "k.txt", []byte("a\nb\xff\nc\n"))
-	r = umbra(t, "build", "--data", data, "--out", filepath.Join(dir, "k.umbra"), "--keys", keys)
+	r = runUmbra(t, "build", "--data", data, "--out", filepath.Join(dir, "k.umbra"), "--keys", keys)
 	require.Equal(t, exitFailure, r.code, "%s", r)
 	msg = requireErrorLine(t, r)
 	assert.Contains(t, msg, "line 2")

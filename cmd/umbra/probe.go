@@ -83,7 +83,7 @@ type adapterJSON struct {
 	Driver   string `json:"driver"`
 }
 
-func adapterOf(a engine.AdapterInfo) adapterJSON {
+func adapterOf(a diag.AdapterInfo) adapterJSON {
 	return adapterJSON{Name: a.Name, Vendor: a.Vendor, VendorID: a.VendorID, DeviceID: a.DeviceID,
 		Backend: a.API, Type: a.Type, Driver: a.Driver}
 }
@@ -138,7 +138,7 @@ func probeReport(rep diag.ProbeReport, sel engine.AdapterSelect, sys system) pro
 		power = "low"
 	}
 	out := probeJSON{
-		GPUSupport: diag.GPUSupport(),
+		GPUSupport: engine.GPUSupport(),
 		Selection:  selectionJSON{Backend: sel.Backend, Adapter: sel.Name, Power: power},
 		Adapters:   []probedAdapterJSON{},
 		Why:        oneLine(rep.Reason),

@@ -11,14 +11,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
-	"github.com/umbravec/umbra/internal/hint"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
 func TestProbeJSON(t *testing.T) {
-	r := umbra(t, "probe", "--json")
+	r := runUmbra(t, "probe", "--json")
 	var doc map[string]any
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &doc), "%s", r)
 	for _, key := range []string{"gpu_support", "selection", "adapters", "auto", "why", "hint", "findings", "cpu_kernel"} {
@@ -26,7 +26,7 @@ func TestProbeJSON(t *testing.T) {
 	}
 	var p probeJSON
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &p))
-	assert.Equal(t, diag.GPUSupport(), p.GPUSupport)
+	assert.Equal(t, engine.GPUSupport(), p.GPUSupport)
 	for i, a := range p.Adapters {
 		t.Logf("adapter %d: %s (%s, %s) works=%v eligible=%v %s", i, a.Name, a.Backend, a.Type, a.Works, a.AutoEligible, a.Error)
 		assert.NotEmpty(t, a.Backend)
@@ -66,7 +66,7 @@ func TestProbeJSON(t *testing.T) {
 	}
 
 	// The text report says the same.
-	text := umbra(t, "probe")
+	text := runUmbra(t, "probe")
 	assert.Equal(t, r.code, text.code, "%s", text)
 	assert.Contains(t, text.stdout, "Auto would use: ")
 	for _, a := range p.Adapters {
@@ -81,10 +81,10 @@ func TestProbeJSON(t *testing.T) {
 }
 
 func TestProbeSelectionMatchingNothing(t *testing.T) {
-	if !diag.GPUSupport() {
+	if !engine.GPUSupport() {
 		t.Skip("built without the wgpu backend")
 	}
-	r := umbra(t, "probe", "--json", "--adapter", "no adapter is called this")
+	r := runUmbra(t, "probe", "--json", "--adapter", "no adapter is called this")
 	require.Equal(t, exitFailure, r.code, "%s", r)
 	var p probeJSON
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &p))
@@ -103,13 +103,13 @@ func TestProbeSelectionMatchingNothing(t *testing.T) {
 	rng := testkit.Rand(t)
 	dir := t.TempDir()
 	data := writeMatrix(t, dir, "d.npy", randomMatrix(rng, 10, 3), "")
-	r = umbra(t, "search", "--data", data, "--queries", data, "--k", "1", "--device", "gpu", "--adapter", "no adapter is called this")
+	r = runUmbra(t, "search", "--data", data, "--queries", data, "--k", "1", "--device", "gpu", "--adapter", "no adapter is called this")
 	require.Equal(t, exitFailure, r.code, "%s", r)
 	line := requireErrorLine(t, r)
 	assert.Contains(t, line, "umbra probe")
 	assert.Contains(t, line, "--adapter", "the hint says which flag to loosen")
 	assert.NotRegexp(t, libraryWording, line)
-	s := decodeSearch(t, umbra(t, "search", "--data", data, "--queries", data, "--k", "1", "--adapter", "no adapter is called this", "--json"))
+	s := decodeSearch(t, runUmbra(t, "search", "--data", data, "--queries", data, "--k", "1", "--adapter", "no adapter is called this", "--json"))
 	assert.Equal(t, "cpu", s.Backend)
 	assert.NotEmpty(t, s.Reason)
 	assert.Contains(t, s.Hint, "--adapter")
@@ -118,7 +118,7 @@ func TestProbeSelectionMatchingNothing(t *testing.T) {
 		assert.Equal(t, uint64(i), res.Hits[0].ID, "each row is its own nearest under cosine")
 	}
 	if runtime.GOOS == "linux" {
-		r = umbra(t, "probe", "--backend", "metal")
+		r = runUmbra(t, "probe", "--backend", "metal")
 		require.Equal(t, exitFailure, r.code, "%s", r)
 		assert.Contains(t, r.stdout, "["+causeNoMatch+"]")
 	}
@@ -155,12 +155,12 @@ func causes(fs []finding) []string {
 
 func TestDiagnose(t *testing.T) {
 	lavapipe := diag.AdapterReport{
-		Adapter: engine.AdapterInfo{Name: "llvmpipe (LLVM 15.0.6, 256 bits)", API: "vulkan", Type: "cpu"},
+		Adapter: diag.AdapterInfo{Name: "llvmpipe (LLVM 15.0.6, 256 bits)", API: "vulkan", Type: "cpu"},
 		Limits:  diag.Limits{MaxStorageBindingBytes: 128 << 20, MaxBufferBytes: 2 << 30, MaxWorkgroupsPerDim: 65535, MaxInvocations: 1024},
 		Works:   true,
 	}
 	broken := diag.AdapterReport{
-		Adapter: engine.AdapterInfo{Name: "NVIDIA GeForce RTX 3050", API: "vulkan", Type: "discrete"},
+		Adapter: diag.AdapterInfo{Name: "NVIDIA GeForce RTX 3050", API: "vulkan", Type: "discrete"},
 		Limits:  diag.Limits{MaxStorageBindingBytes: 64 << 20, MaxBufferBytes: 2 << 30, MaxWorkgroupsPerDim: 65535, MaxInvocations: 1024},
 		Error:   "GPU failure: compile scores shader: boom",
 	}
@@ -200,7 +200,7 @@ func TestDiagnose(t *testing.T) {
 			without(machine, "libvulkan", "icd.d"), true, []string{causeSoftwareOnly, causeProbeFailed, causeLimitsTooSmall}, "64 MiB < 128 MiB"},
 		{"selection matches nothing", diag.ProbeReport{Reason: "no adapter matches backend dx12"}, engine.AdapterSelect{Backend: "dx12"},
 			machine, true, []string{causeNoMatch}, "dx12"},
-		{"other OS: report only", diag.ProbeReport{Reason: "no GPU adapter found", Hint: engine.Hint{Code: hint.NoAdapter}}, engine.AdapterSelect{},
+		{"other OS: report only", diag.ProbeReport{Reason: "no GPU adapter found", Hint: umbra.Hint{Code: umbra.HintNoAdapter}}, engine.AdapterSelect{},
 			fakeSystem{os: "windows"}, true, []string{causeNoAdapter}, "no GPU adapter found"},
 	}
 	for _, tc := range tests {

@@ -27,7 +27,7 @@ func TestRefusedAddLeavesTheStore(t *testing.T) {
 		keys[i] = "doc/" + string(rune('a'+i))
 	}
 	store := filepath.Join(dir, "s.umbra")
-	ok(t, umbra(t, "build", "--data", data, "--keys", writeKeys(t, in, "keys.txt", keys...), "--out", store,
+	ok(t, runUmbra(t, "build", "--data", data, "--keys", writeKeys(t, in, "keys.txt", keys...), "--out", store,
 		"--meta", writeFile(t, in, "m.jsonl", []byte(repeatLine(`{"n": 1}`, n)))))
 	nanRows := randomMatrix(rng, 3, dim)
 	nanRows.Data[1*dim+2] = float32(math.NaN())
@@ -49,21 +49,21 @@ func TestRefusedAddLeavesTheStore(t *testing.T) {
 		{"a delete of an ID not stored", []string{"delete", store, "--ids", "999"}, "999"},
 	} {
 		before := testkit.DirFiles(t, dir)
-		r := umbra(t, c.args...)
+		r := runUmbra(t, c.args...)
 		require.Equal(t, exitFailure, r.code, "%s\n%s", c.name, r)
 		require.Contains(t, requireErrorLine(t, r), c.says, c.name)
 		require.Equal(t, before, testkit.DirFiles(t, dir), "%s: the store's directory changed", c.name)
 		require.NoFileExists(t, store+".log", c.name)
 	}
 	q := writeMatrix(t, in, "q.npy", randomMatrix(rng, 1, dim), "")
-	ok(t, umbra(t, "search", "--store", store, "--queries", q, "--k", "3"))
-	ok(t, umbra(t, "add", store, "--data", three))
+	ok(t, runUmbra(t, "search", "--store", store, "--queries", q, "--k", "3"))
+	ok(t, runUmbra(t, "add", store, "--data", three))
 	require.FileExists(t, store+".log", "a good add is logged")
 	logged := testkit.DirFiles(t, dir)
-	r := umbra(t, "add", store, "--data", nanData)
+	r := runUmbra(t, "add", store, "--data", nanData)
 	require.Equal(t, exitFailure, r.code, "%s", r)
 	require.Equal(t, logged, testkit.DirFiles(t, dir), "a refused add beside a log leaves it as it was")
-	info := decodeInfo(t, ok(t, umbra(t, "info", store, "--json")))
+	info := decodeInfo(t, ok(t, runUmbra(t, "info", store, "--json")))
 	require.Equal(t, n+3, info.Count)
 }
 

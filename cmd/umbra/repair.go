@@ -7,7 +7,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/umbravec/umbra/cluster"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 )
 
 type repairCmd struct {
@@ -69,8 +69,8 @@ func (c *repairCmd) Validate() error {
 
 // repairSkipJSON is what repair --skip --json prints.
 type repairSkipJSON struct {
-	Recorded bool                   `json:"recorded"` // false: the skip was recorded before
-	Message  *cluster.MessageReport `json:"message"`
+	Recorded bool                    `json:"recorded"` // false: the skip was recorded before
+	Message  *protocol.MessageReport `json:"message"`
 }
 
 func (c *repairCmd) Run(ctx context.Context, e *env) error {
@@ -79,13 +79,17 @@ func (c *repairCmd) Run(ctx context.Context, e *env) error {
 		ctx, cancel = context.WithTimeout(ctx, time.Minute)
 		defer cancel()
 	}
-	cl, col, err := c.open(ctx)
+	x, err := c.dial(ctx, c.Cluster, false)
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
+	defer x.Close()
+	col, err := protocol.NewRepairer(ctx, x, c.Collection, 3*time.Second)
+	if err != nil {
+		return err
+	}
 	if c.Shard >= col.Shards() {
-		return usagef("--shard %d: collection %s has shards 0 to %d", c.Shard, col.Name(), col.Shards()-1)
+		return usagef("--shard %d: collection %s has shards 0 to %d", c.Shard, c.Collection, col.Shards()-1)
 	}
 	switch {
 	case c.Skip != 0:
@@ -98,9 +102,9 @@ func (c *repairCmd) Run(ctx context.Context, e *env) error {
 		}
 		if created {
 			fmt.Fprintf(e.stdout, "recorded: every replica of shard %d of %s skips message %d (%d bytes, format version %d, crc32c %08x); a replica stopped there moves on within a second\n",
-				c.Shard, col.Name(), m.Seq, m.Size, m.Version, m.Skip.CRC32C)
+				c.Shard, c.Collection, m.Seq, m.Size, m.Version, m.Skip.CRC32C)
 		} else {
-			fmt.Fprintf(e.stdout, "already recorded at %s: every replica of shard %d of %s skips message %d\n", m.Skip.At.Format(time.RFC3339), c.Shard, col.Name(), m.Seq)
+			fmt.Fprintf(e.stdout, "already recorded at %s: every replica of shard %d of %s skips message %d\n", m.Skip.At.Format(time.RFC3339), c.Shard, c.Collection, m.Seq)
 		}
 		return nil
 	case c.Seq != 0:
@@ -146,14 +150,14 @@ func (c *repairCmd) Run(ctx context.Context, e *env) error {
 	return nil
 }
 
-func writeMessageReport(w io.Writer, c *repairCmd, m *cluster.MessageReport) {
-	verdict := map[string]string{cluster.VerdictApplies: "a readable write, which replicas apply",
-		cluster.VerdictUnreadable: "unreadable", cluster.VerdictStops: "replicas of this build stop at it"}[m.Verdict]
+func writeMessageReport(w io.Writer, c *repairCmd, m *protocol.MessageReport) {
+	verdict := map[string]string{protocol.VerdictApplies: "a readable write, which replicas apply",
+		protocol.VerdictUnreadable: "unreadable", protocol.VerdictStops: "replicas of this build stop at it"}[m.Verdict]
 	first := fmt.Sprintf("format version %d", m.Version)
 	switch {
 	case m.Version < 0:
 		first = "empty"
-	case m.Verdict == cluster.VerdictUnreadable:
+	case m.Verdict == protocol.VerdictUnreadable:
 		first = fmt.Sprintf("first byte %d", m.Version)
 	}
 	fmt.Fprintf(w, "message %d (%d bytes, %s): %s", m.Seq, m.Size, first, verdict)
@@ -164,10 +168,10 @@ func writeMessageReport(w io.Writer, c *repairCmd, m *cluster.MessageReport) {
 	switch {
 	case m.Skip != nil:
 		fmt.Fprintf(w, "  a skip is recorded for it (at %s): every replica passes it\n", m.Skip.At.Format(time.RFC3339))
-	case m.Verdict == cluster.VerdictStops:
+	case m.Verdict == protocol.VerdictStops:
 		fmt.Fprintf(w, "  way out: upgrade umbra on the nodes holding the shard, or skip it on every replica with\n"+
 			"  umbra repair --cluster %s --collection %s --shard %d --skip %d\n", c.Cluster, c.Collection, c.Shard, m.Seq)
-	case m.Verdict == cluster.VerdictUnreadable:
+	case m.Verdict == protocol.VerdictUnreadable:
 		fmt.Fprintln(w, "  every replica skips it on its own, recording it as refused")
 	}
 }

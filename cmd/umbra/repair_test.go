@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/umbravec/umbra/cluster"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -37,10 +37,10 @@ func TestRepairFromTheCommandLine(t *testing.T) {
 	data := writeMatrix(t, dir, "v.npy", randomMatrix(rng, n, dim), "")
 	queries := writeMatrix(t, dir, "q.npy", randomMatrix(rng, 3, dim), "")
 	store := filepath.Join(dir, "ref.umbra")
-	ok(t, umbra(t, "build", "--data", data, "--out", store))
+	ok(t, runUmbra(t, "build", "--data", data, "--out", store))
 	url := srv.URL()
 	app, op := srv.ClientCreds(), srv.NodeCreds() // applications write and search; the operator repairs
-	ok(t, umbra(t, "build", "--cluster", url, "--creds", app, "--collection", "fix", "--data", data))
+	ok(t, runUmbra(t, "build", "--cluster", url, "--creds", app, "--collection", "fix", "--data", data))
 
 	// A write of the next format version: checksummed, unknown here.
 	body := []byte("a write in a format to come")
@@ -53,7 +53,7 @@ func TestRepairFromTheCommandLine(t *testing.T) {
 	require.NoError(t, err)
 	bad := ack.Sequence
 
-	r := umbra(t, "search", "--cluster", url, "--creds", app, "--collection", "fix", "--queries", queries, "--k", "5")
+	r := runUmbra(t, "search", "--cluster", url, "--creds", app, "--collection", "fix", "--queries", queries, "--k", "5")
 	require.Equal(t, exitFailure, r.code, "%s", r)
 	line := requireErrorLine(t, r)
 	for _, want := range []string{fmt.Sprintf("stopped at stream message %d", bad), "format version 4", fmt.Sprintf("--shard 0 --skip %d", bad)} {
@@ -61,37 +61,37 @@ func TestRepairFromTheCommandLine(t *testing.T) {
 	}
 
 	// An application's credentials may not read the stream or record a skip.
-	r = umbra(t, "repair", "--cluster", url, "--creds", app, "--collection", "fix", "--shard", "0")
+	r = runUmbra(t, "repair", "--cluster", url, "--creds", app, "--collection", "fix", "--shard", "0")
 	require.Equal(t, exitFailure, r.code, r.String())
 	require.Contains(t, r.stderr, "refused", r.String())
-	out := ok(t, umbra(t, "repair", "--cluster", url, "--creds", op, "--collection", "fix", "--shard", "0")).stdout
+	out := ok(t, runUmbra(t, "repair", "--cluster", url, "--creds", op, "--collection", "fix", "--shard", "0")).stdout
 	t.Logf("umbra repair:\n%s", out)
 	for _, want := range []string{fmt.Sprintf("applied through message %d", bad-1), fmt.Sprintf("message %d (%d bytes, format version 4): replicas of this build stop at it", bad, len(msg)),
 		fmt.Sprintf("first bytes: %x", msg), fmt.Sprintf("umbra repair --cluster %s --collection fix --shard 0 --skip %d", url, bad)} {
 		require.Contains(t, out, want)
 	}
-	var rep cluster.ShardRepair
-	require.NoError(t, json.Unmarshal([]byte(ok(t, umbra(t, "repair", "--cluster", url, "--creds", op, "--collection", "fix", "--shard", "0", "--json")).stdout), &rep))
+	var rep protocol.ShardRepair
+	require.NoError(t, json.Unmarshal([]byte(ok(t, runUmbra(t, "repair", "--cluster", url, "--creds", op, "--collection", "fix", "--shard", "0", "--json")).stdout), &rep))
 	require.True(t, rep.Answered)
 	require.Equal(t, bad-1, rep.Applied)
 	require.NotNil(t, rep.Stop)
-	require.Equal(t, [4]any{bad, len(msg), 4, cluster.VerdictStops}, [4]any{rep.Stop.Seq, rep.Stop.Size, rep.Stop.Version, rep.Stop.Verdict})
+	require.Equal(t, [4]any{bad, len(msg), 4, protocol.VerdictStops}, [4]any{rep.Stop.Seq, rep.Stop.Size, rep.Stop.Version, rep.Stop.Verdict})
 	require.Nil(t, rep.Stop.Skip)
 
-	r = umbra(t, "repair", "--cluster", url, "--creds", op, "--collection", "fix", "--shard", "0", "--skip", fmt.Sprint(bad-1))
+	r = runUmbra(t, "repair", "--cluster", url, "--creds", op, "--collection", "fix", "--shard", "0", "--skip", fmt.Sprint(bad-1))
 	require.Equal(t, exitFailure, r.code, "%s", r)
 	require.Contains(t, requireErrorLine(t, r), "a readable write")
-	r = umbra(t, "repair", "--cluster", url, "--creds", op, "--collection", "fix", "--shard", "1")
+	r = runUmbra(t, "repair", "--cluster", url, "--creds", op, "--collection", "fix", "--shard", "1")
 	require.Equal(t, exitUsage, r.code, "%s", r)
 	require.Contains(t, requireErrorLine(t, r), "--shard 1: collection fix has shards 0 to 0")
-	r = umbra(t, "repair", "--cluster", url, "--creds", op, "--shard", "0")
+	r = runUmbra(t, "repair", "--cluster", url, "--creds", op, "--shard", "0")
 	require.Equal(t, exitUsage, r.code, "%s", r)
 	require.Contains(t, requireErrorLine(t, r), "--collection")
 
-	require.Contains(t, ok(t, umbra(t, "repair", "--cluster", url, "--creds", op, "--collection", "fix", "--shard", "0", "--skip", fmt.Sprint(bad))).stdout,
+	require.Contains(t, ok(t, runUmbra(t, "repair", "--cluster", url, "--creds", op, "--collection", "fix", "--shard", "0", "--skip", fmt.Sprint(bad))).stdout,
 		fmt.Sprintf("recorded: every replica of shard 0 of fix skips message %d", bad))
 	var again repairSkipJSON
-	require.NoError(t, json.Unmarshal([]byte(ok(t, umbra(t, "repair", "--cluster", url, "--creds", op, "--collection", "fix", "--shard", "0", "--skip", fmt.Sprint(bad), "--json")).stdout), &again))
+	require.NoError(t, json.Unmarshal([]byte(ok(t, runUmbra(t, "repair", "--cluster", url, "--creds", op, "--collection", "fix", "--shard", "0", "--skip", fmt.Sprint(bad), "--json")).stdout), &again))
 	require.False(t, again.Recorded)
 	require.Equal(t, bad, again.Message.Skip.Seq)
 
@@ -109,11 +109,11 @@ func TestRepairFromTheCommandLine(t *testing.T) {
 	a0, _ := nodes[0].Applied("fix", 0)
 	a1, _ := nodes[1].Applied("fix", 0)
 	require.Equal(t, [2]uint64{bad, bad}, [2]uint64{a0, a1}, "the replicas' applied sequences")
-	require.Contains(t, ok(t, umbra(t, "repair", "--cluster", url, "--creds", op, "--collection", "fix", "--shard", "0")).stdout, "the shard is not stopped")
-	want := ok(t, umbra(t, "search", "--store", store, "--queries", queries, "--k", "5", "--json")).stdout
-	got := ok(t, umbra(t, "search", "--cluster", url, "--creds", app, "--collection", "fix", "--queries", queries, "--k", "5", "--json")).stdout
+	require.Contains(t, ok(t, runUmbra(t, "repair", "--cluster", url, "--creds", op, "--collection", "fix", "--shard", "0")).stdout, "the shard is not stopped")
+	want := ok(t, runUmbra(t, "search", "--store", store, "--queries", queries, "--k", "5", "--json")).stdout
+	got := ok(t, runUmbra(t, "search", "--cluster", url, "--creds", app, "--collection", "fix", "--queries", queries, "--k", "5", "--json")).stdout
 	require.Equal(t, hitsOf(t, want), hitsOf(t, got))
-	r = umbra(t, "repair", "--cluster", url, "--creds", op, "--collection", "fix", "--shard", "0", "--seq", fmt.Sprint(bad))
+	r = runUmbra(t, "repair", "--cluster", url, "--creds", op, "--collection", "fix", "--shard", "0", "--seq", fmt.Sprint(bad))
 	require.Contains(t, ok(t, r).stdout, "a skip is recorded for it")
 }
 

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/host"
 )
 
@@ -44,7 +44,7 @@ func (f *fileRows) ReadRows(dst []float32) (int, error) {
 // truncated, unreadable) as loadMatrix would have; nil when the file was
 // not at fault.
 func (f *fileRows) sourceError(err error) error {
-	if f.err != nil && errors.Is(err, engine.ErrSource) {
+	if f.err != nil && errors.Is(err, umbra.ErrSource) {
 		return fmt.Errorf("%s: %s", f.flag, cause(f.err))
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 
 	"github.com/alecthomas/kong"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/cmd/internal/cmdline"
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
@@ -22,8 +23,11 @@ import (
 )
 
 func (*searchCmd) Help() string {
-	return `For every row of --queries, find the K vectors of --data, or of the store
---store, most similar to it. The search is exact: every vector is scored.
+	return `For every query, find the K vectors of --data, of the store --store, or
+of the cluster collection (--cluster, --collection), most similar to it.
+The queries are the rows of --queries, the vector stored under a key
+(--near KEY, with --store or --cluster), or vectors given inline
+(--vector '0.1,-2,3e-4', repeated for more). The search is exact: every vector is scored.
 IDs are row numbers of --data, counting from 0, or the store's IDs;
 results are best first, equal scores by lower ID. A hit on a store's
 vector that has a key shows the key too.
@@ -60,18 +64,22 @@ func (*searchCmd) Examples() []string {
 		"umbra search --data base.fvecs --queries query.fvecs --k 100 --metric l2 --device gpu --json",
 		"umbra search --store docs.umbra --queries questions.npy --min-score 0.8 --k 20 --allow mine.txt",
 		"umbra search --store notes.umbra --queries q.npy --k 10 --allow-keys alice-keys.txt --json",
+		"umbra search --store notes.umbra --near alice/m1 --k 5",
+		"umbra search --cluster nats://127.0.0.1:4222 --creds node1/creds/client.nk --collection docs --vector '0.1,0.5,-0.2' --k 3",
 	}
 }
 
 type searchCmd struct {
 	Data        string          `name:"data" placeholder:"FILE" help:"the vectors to search"`
 	Store       string          `name:"store" placeholder:"STORE" help:"a store written by 'umbra build', instead of --data; its metric applies"`
-	Queries     string          `name:"queries" placeholder:"FILE" help:"the query vectors (required)"`
+	Queries     string          `name:"queries" placeholder:"FILE" help:"the query vectors (one of --queries, --near, --vector is required)"`
+	Near        string          `name:"near" placeholder:"KEY" help:"(with --store or --cluster) one query: the vector stored under KEY (it finds itself first, at score 1 under cosine)"`
+	Vector      []string        `name:"vector" sep:"none" placeholder:"V" help:"a query given inline, its components separated by commas: --vector '0.1,-2,3e-4' (--vector=-0.1,2 when the first is negative); repeat the flag for more queries"`
 	K           int             `name:"k" placeholder:"K" help:"results per query, at least 1 (required without a threshold); K above the number of vectors returns all. With a threshold, K caps the hits per query"`
 	Allow       string          `name:"allow" placeholder:"FILE" help:"search only the vectors with these IDs: an ID file (text, one decimal ID per line, or a 1-D int64/uint64 .npy); IDs that are not there are ignored"`
 	AllowKeys   string          `name:"allow-keys" placeholder:"FILE" help:"(with --store or --cluster) search only the vectors with these keys: text, one key per line; a key not held is an error. Not with --allow"`
-	Where       string          `name:"where" placeholder:"JSON" help:"(with --store) search only the vectors whose metadata matches this filter: {\"user\": \"alice\"}, {\"ts\": {\"$gte\": 1700000000}}, {\"tags\": {\"$contains\": \"work\"}}, $eq $ne $gt $gte $lt $lte $in $nin, $and/$or over lists, $not. Combines with --allow and --allow-keys"`
-	WithPayload bool            `name:"with-payload" help:"(with --store) print each hit's payload"`
+	Where       string          `name:"where" placeholder:"JSON" help:"(with --store or --cluster) search only the vectors whose metadata matches this filter: {\"user\": \"alice\"}, {\"ts\": {\"$gte\": 1700000000}}, {\"tags\": {\"$contains\": \"work\"}}, $eq $ne $gt $gte $lt $lte $in $nin, $and/$or over lists, $not. Combines with --allow and --allow-keys"`
+	WithPayload bool            `name:"with-payload" help:"(with --store or --cluster) print each hit's payload"`
 	MinScore    *limit          `name:"min-score" placeholder:"T" help:"(cosine, dot) every vector scoring at least T"`
 	MaxDistance *limit          `name:"max-distance" placeholder:"T" help:"(l2) every vector within squared distance T"`
 	Metric      choice          `name:"metric" choices:"cosine,dot,l2" default:"cosine" placeholder:"M" help:"cosine, dot (inner product) or l2 (squared Euclidean distance; lower is better, and it is the score). With --store, the store's metric; a different one is an error"`
@@ -115,11 +123,27 @@ func (s *searchCmd) Validate(kctx *kong.Context) error {
 		return usagef("--allow-keys needs --store: the rows of --data have no keys (use --allow with row numbers)")
 	case (cmdline.Given(kctx, "where") || cmdline.Given(kctx, "with-payload")) && !storeGiven:
 		return usagef("--where and --with-payload need --store: the rows of --data have no metadata or payloads")
+	case cmdline.Given(kctx, "near") && !storeGiven:
+		return usagef("--near needs --store or --cluster: the rows of --data have no keys (give the query with --vector)")
 	case cmdline.Given(kctx, "allow-keys") && cmdline.Given(kctx, "allow"):
 		return usagef("--allow and --allow-keys exclude each other: give the subset by IDs or by keys")
 	}
-	if !cmdline.Given(kctx, "queries") {
-		return usagef("missing required flag --queries")
+	given := 0
+	for _, f := range []string{"queries", "near", "vector"} {
+		if cmdline.Given(kctx, f) {
+			given++
+		}
+	}
+	switch {
+	case given == 0:
+		return usagef("missing the queries: give --queries FILE, --near KEY or --vector V")
+	case given > 1:
+		return usagef("--queries, --near and --vector exclude each other: give the queries one way")
+	}
+	for i, v := range s.Vector {
+		if _, err := parseVector(v); err != nil {
+			return usagef("--vector %d: %s", i+1, err)
+		}
 	}
 	if s.Where != "" {
 		f, err := meta.ParseWhere([]byte(s.Where))
@@ -139,8 +163,8 @@ func (s *searchCmd) Validate(kctx *kong.Context) error {
 		return usagef("missing required flag --k (or a threshold: --min-score, --max-distance)")
 	}
 	s.metricGiven = cmdline.Given(kctx, "metric")
-	if s.Store == "" {
-		metric, err := engine.ParseMetric(string(s.Metric))
+	if s.Store == "" && s.Cluster == "" {
+		metric, err := umbra.ParseMetric(string(s.Metric))
 		if err != nil {
 			return usagef("%s", cause(err))
 		}
@@ -177,13 +201,16 @@ type searchJSON struct {
 	K           int          `json:"k"`
 	Dim         int          `json:"dim"`
 	Rows        int          `json:"rows"`
-	Data        string       `json:"data"`  // --data as given, "" with --store
-	Store       string       `json:"store"` // --store as given, "" with --data
-	Queries     string       `json:"queries"`
-	Allow       string       `json:"allow"`           // --allow as given, or ""
-	AllowKeys   string       `json:"allow_keys"`      // --allow-keys as given, or ""
-	Where       string       `json:"where,omitempty"` // --where as given
-	MinScore    *float64     `json:"min_score"`       // the threshold, or null
+	Data        string       `json:"data"`                 // --data as given, "" with --store
+	Store       string       `json:"store"`                // --store as given, "" with --data
+	Collection  string       `json:"collection,omitempty"` // with --cluster: the collection
+	Cluster     string       `json:"cluster,omitempty"`    // with --cluster: the cluster and its shards, in words
+	Queries     string       `json:"queries"`              // --queries as given, "" with --near or --vector
+	Near        string       `json:"near,omitempty"`       // --near as given: the key whose vector is the query
+	Allow       string       `json:"allow"`                // --allow as given, or ""
+	AllowKeys   string       `json:"allow_keys"`           // --allow-keys as given, or ""
+	Where       string       `json:"where,omitempty"`      // --where as given
+	MinScore    *float64     `json:"min_score"`            // the threshold, or null
 	MaxDistance *float64     `json:"max_distance"`
 	Results     []resultJSON `json:"results"`
 }
@@ -226,11 +253,8 @@ func (s score) MarshalJSON() ([]byte, error) {
 }
 
 func (o *searchCmd) Run(ctx context.Context, e *env) (err error) {
-	if o.Cluster != "" {
-		return o.runCluster(ctx, e)
-	}
 	// The choices the grammar allows are the engine's names: these cannot fail.
-	metric, err := engine.ParseMetric(string(o.Metric))
+	metric, err := umbra.ParseMetric(string(o.Metric))
 	if err != nil {
 		return usagef("%s", cause(err))
 	}
@@ -238,14 +262,34 @@ func (o *searchCmd) Run(ctx context.Context, e *env) (err error) {
 	if err != nil {
 		return usagef("%s", cause(err))
 	}
-	var ix *engine.Index
-	if o.Store != "" {
-		ix, err = o.openStore(ctx, e, device)
+	if err := o.Selection.CheckDevice(device); err != nil {
+		return usagef("%s", err)
+	}
+	var t *target
+	switch {
+	case o.Cluster != "":
+		if t, err = openTarget(ctx, e, "", &o.clusterFlags, true, engine.Config{}); err != nil {
+			return err
+		}
+	case o.Store != "":
+		ix, err := o.openStore(ctx, e, device)
 		if err != nil {
 			return err
 		}
-		defer closeStore(o.Store, ix, &err)
-		metric = ix.Metric()
+		t = &target{Collection: ix, label: o.Store, store: ix}
+	}
+	if t != nil {
+		defer t.close(&err)
+		s, err := t.Summary(ctx)
+		if err != nil {
+			return fmt.Errorf("%s: %s", t.what(), cause(err))
+		}
+		metric = s.Metric
+		if o.Cluster != "" {
+			if err := o.checkThreshold(metric, t.label+" ranks by"); err != nil {
+				return err
+			}
+		}
 	}
 	var allow []uint64
 	if o.Allow != "" {
@@ -254,12 +298,12 @@ func (o *searchCmd) Run(ctx context.Context, e *env) (err error) {
 		}
 	}
 	if o.AllowKeys != "" {
-		if allow, err = o.allowedKeys(ctx, e, ix); err != nil {
+		if allow, err = o.allowedKeys(ctx, e, t); err != nil {
 			return err
 		}
 	}
 	var data *host.Matrix
-	if ix == nil {
+	if t == nil {
 		data, err = loadMatrix(ctx, e, "--data", o.Data)
 		if err != nil {
 			return err
@@ -268,103 +312,112 @@ func (o *searchCmd) Run(ctx context.Context, e *env) (err error) {
 			return fmt.Errorf("--data %s holds no vectors (0 rows): nothing to search", o.Data)
 		}
 	}
-	queries, err := loadMatrix(ctx, e, "--queries", o.Queries)
+	qs, queriesLabel, err := o.queries(ctx, e, t)
 	if err != nil {
 		return err
 	}
-	if queries.Rows == 0 {
-		return fmt.Errorf("--queries %s holds no vectors (0 rows): nothing to search for", o.Queries)
-	}
-	if ix != nil && queries.Dim != ix.Dim() {
-		return fmt.Errorf("dimension mismatch: --queries %s has dimension %d, store %s holds dimension %d",
-			o.Queries, queries.Dim, o.Store, ix.Dim())
-	}
-	if ix == nil {
-		if queries.Dim != data.Dim {
-			return fmt.Errorf("dimension mismatch: --queries %s has dimension %d, --data %s has dimension %d",
-				o.Queries, queries.Dim, o.Data, data.Dim)
+	dim := 0
+	if t != nil {
+		s, err := t.Summary(ctx)
+		if err != nil {
+			return fmt.Errorf("%s: %s", t.what(), cause(err))
 		}
-		ix, err = o.indexData(ctx, e, data, metric, device)
+		dim = s.Dim
+		if len(qs[0]) != dim {
+			return fmt.Errorf("dimension mismatch: %s has dimension %d, %s holds dimension %d",
+				queriesLabel, len(qs[0]), t.what(), dim)
+		}
+	} else {
+		if len(qs[0]) != data.Dim {
+			return fmt.Errorf("dimension mismatch: %s has dimension %d, --data %s has dimension %d",
+				queriesLabel, len(qs[0]), o.Data, data.Dim)
+		}
+		ix, err := o.indexData(ctx, e, data, metric, device)
 		if err != nil {
 			return err
 		}
-		defer ix.Close()
-		data = nil // the index holds its own copy
+		t = indexTarget(ix, o.Data)
+		defer t.close(&err)
+		dim, data = data.Dim, nil // the index holds its own copy
 	}
-	rows := ix.Len()
-
-	qs := make([][]float32, queries.Rows)
-	for i := range qs {
-		qs[i] = queries.Row(i)
+	rows, err := t.rows(ctx)
+	if err != nil {
+		return err
 	}
-	var opts []engine.SearchOption
+	var opts []umbra.SearchOption
 	if o.Allow != "" || o.AllowKeys != "" {
 		// An allow file with no IDs (or keys) admits nothing: the filter
 		// narrows to no hits, it never falls away.
-		opts = append(opts, engine.Allow(allow...))
+		opts = append(opts, umbra.Allow(allow...))
 	}
 	if o.filter != nil {
-		opts = append(opts, engine.Where(*o.filter))
+		opts = append(opts, umbra.Where(*o.filter))
 	}
 	if o.WithPayload {
-		opts = append(opts, engine.WithPayload())
+		opts = append(opts, umbra.WithPayload())
 	}
 	threshold, ranged := o.threshold()
 	searchCtx, done := e.progress.engineStep(ctx, fmt.Sprintf("searching %d queries in %d rows", len(qs), rows))
 	var tr diag.Trace
-	var all [][]engine.Hit
+	var all [][]umbra.Hit
 	if ranged {
 		if o.K > 0 {
-			opts = append(opts, engine.MaxHits(int(o.K)))
+			opts = append(opts, umbra.MaxHits(int(o.K)))
 		}
-		all = make([][]engine.Hit, len(qs))
+		all = make([][]umbra.Hit, len(qs))
 		for i, q := range qs {
-			if all[i], err = ix.SearchRange(diag.WithTrace(searchCtx, &tr), q, float32(threshold), opts...); err != nil {
+			if all[i], err = t.SearchRange(diag.WithTrace(searchCtx, &tr), q, float32(threshold), opts...); err != nil {
 				err = fmt.Errorf("query %d: %w", i, err)
 				break
 			}
 		}
 	} else {
-		all, err = ix.SearchBatch(diag.WithTrace(searchCtx, &tr), qs, int(o.K), opts...)
+		all, err = t.SearchBatch(diag.WithTrace(searchCtx, &tr), qs, int(o.K), opts...)
 	}
 	done()
 	if err != nil {
-		if errors.Is(err, engine.ErrNonFinite) || errors.Is(err, engine.ErrZeroVector) || errors.Is(err, engine.ErrDimMismatch) {
-			return fmt.Errorf("--queries %s: %s", o.Queries, cause(err))
+		if errors.Is(err, umbra.ErrNonFinite) || errors.Is(err, umbra.ErrZeroVector) || errors.Is(err, umbra.ErrDimMismatch) {
+			return fmt.Errorf("%s: %s", queriesLabel, cause(err))
 		}
-		if errors.Is(err, engine.ErrInvalidFilter) {
+		if errors.Is(err, umbra.ErrInvalidFilter) {
 			return fmt.Errorf("--where: %s", cause(err))
 		}
 		return fmt.Errorf("search: %s", cause(err))
 	}
 
-	info := ix.Info()
 	out := searchJSON{
-		Backend:   servedBy(info, tr),
-		Route:     routeOf(info),
-		CPUKernel: info.CPUKernel,
-		Reason:    oneLine(info.Reason),
-		Hint:      cliHint(info.Hint),
 		Metric:    metric.String(),
 		K:         int(o.K),
-		Dim:       ix.Dim(),
+		Dim:       dim,
 		Rows:      rows,
 		Data:      o.Data,
 		Store:     o.Store,
 		Queries:   o.Queries,
+		Near:      o.Near,
 		Allow:     o.Allow,
 		AllowKeys: o.AllowKeys,
 		Where:     o.Where,
 		Results:   make([]resultJSON, len(all)),
 	}
+	if t.store != nil {
+		info := t.store.Info()
+		out.Backend, out.Route, out.CPUKernel = servedBy(info, tr), routeOf(info), info.CPUKernel
+		out.Reason, out.Hint = oneLine(info.Reason), cliHint(info.Hint)
+		if info.Device == engine.GPU {
+			a := adapterOf(info.Adapter)
+			out.Adapter = &a
+		}
+	} else {
+		s, err := t.Summary(ctx)
+		if err != nil {
+			return fmt.Errorf("%s: %s", t.what(), cause(err))
+		}
+		out.Backend, out.Collection, out.Cluster = "cluster", o.Collection, s.Backend
+	}
 	if given := float64(threshold); ranged && metric.HigherIsBetter() {
 		out.MinScore = &given
 	} else if ranged {
 		out.MaxDistance = &given
-	}
-	if info.Device == engine.GPU {
-		a := adapterOf(info.Adapter)
-		out.Adapter = &a
 	}
 	for i, hits := range all {
 		r := resultJSON{Hits: make([]hitJSON, len(hits))}
@@ -380,11 +433,71 @@ func (o *searchCmd) Run(ctx context.Context, e *env) (err error) {
 	return writeSearchText(e.stdout, out)
 }
 
+// queries returns the queries --queries, --near or --vector give, and how
+// messages and the output name them: --queries' file; "near KEY" (the
+// vector t stores under KEY); "vector" (the inline ones).
+func (o *searchCmd) queries(ctx context.Context, e *env, t *target) ([][]float32, string, error) {
+	switch {
+	case o.Near != "":
+		label := "--near " + strconv.Quote(o.Near)
+		recs, err := t.Get(ctx, umbra.Selection{Keys: []string{o.Near}, Vectors: true})
+		if err != nil {
+			return nil, "", fmt.Errorf("%s: %s", label, cause(err))
+		}
+		if len(recs) == 0 {
+			return nil, "", fmt.Errorf("%s: %s not stored in %s", label, someKeys([]string{o.Near}), t.label)
+		}
+		return [][]float32{recs[0].Vector}, label, nil
+	case len(o.Vector) > 0:
+		qs := make([][]float32, len(o.Vector))
+		for i, v := range o.Vector {
+			qs[i], _ = parseVector(v) // Validate parsed them
+		}
+		if len(qs) > 1 {
+			for i, q := range qs[1:] {
+				if len(q) != len(qs[0]) {
+					return nil, "", usagef("--vector %d has %d components, the first %d", i+2, len(q), len(qs[0]))
+				}
+			}
+		}
+		return qs, "--vector", nil
+	}
+	queries, err := loadMatrix(ctx, e, "--queries", o.Queries)
+	if err != nil {
+		return nil, "", err
+	}
+	if queries.Rows == 0 {
+		return nil, "", fmt.Errorf("--queries %s holds no vectors (0 rows): nothing to search for", o.Queries)
+	}
+	qs := make([][]float32, queries.Rows)
+	for i := range qs {
+		qs[i] = queries.Row(i)
+	}
+	return qs, "--queries " + o.Queries, nil
+}
+
+// parseVector reads an inline vector: finite numbers separated by commas.
+func parseVector(s string) ([]float32, error) {
+	parts := strings.Split(s, ",")
+	v := make([]float32, len(parts))
+	for i, p := range parts {
+		f, err := strconv.ParseFloat(strings.TrimSpace(p), 32)
+		if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+			return nil, fmt.Errorf("component %d is %q: want finite numbers separated by commas, like --vector '0.1,-2,3e-4'", i+1, strings.TrimSpace(p))
+		}
+		v[i] = float32(f)
+	}
+	return v, nil
+}
+
 // allowedKeys reads --allow-keys and returns the IDs the store holds under
 // its keys; a key it does not hold is an error naming it (a mistyped key
 // would otherwise narrow the search silently).
-func (o *searchCmd) allowedKeys(ctx context.Context, e *env, ix *engine.Index) ([]uint64, error) {
-	return o.allowKeyIDs(ctx, e, o.Store, func([]string) (func(string) (uint64, bool), error) { return ix.Lookup, nil })
+func (o *searchCmd) allowedKeys(ctx context.Context, e *env, t *target) ([]uint64, error) {
+	return o.allowKeyIDs(ctx, e, t.label, func(keys []string) (func(string) (uint64, bool), error) {
+		held, err := storedKeys(ctx, t, keys)
+		return func(k string) (uint64, bool) { id, ok := held[k]; return id, ok }, err
+	})
 }
 
 // allowKeyIDs reads --allow-keys and maps each key to its ID through
@@ -429,7 +542,7 @@ func (o *searchCmd) threshold() (float64, bool) {
 
 // checkThreshold refuses the threshold flag that does not fit metric: a
 // similarity has a floor, a distance a ceiling.
-func (o *searchCmd) checkThreshold(metric engine.Metric, from string) error {
+func (o *searchCmd) checkThreshold(metric umbra.Metric, from string) error {
 	switch {
 	case o.MinScore != nil && !metric.HigherIsBetter():
 		return usagef("--min-score is for cosine and dot, and %s %s (a distance, lower is better): use --max-distance", from, metric)
@@ -462,7 +575,7 @@ func (o *searchCmd) openStore(ctx context.Context, e *env, device engine.Device)
 }
 
 // indexData builds an index of --data's rows, IDs their row numbers.
-func (o *searchCmd) indexData(ctx context.Context, e *env, data *host.Matrix, metric engine.Metric, device engine.Device) (*engine.Index, error) {
+func (o *searchCmd) indexData(ctx context.Context, e *env, data *host.Matrix, metric umbra.Metric, device engine.Device) (*engine.Index, error) {
 	cfg := engine.Config{Dim: data.Dim, Metric: metric, Device: device, Adapters: []engine.AdapterSelect{o.Selection.Select()}}
 	addCtx, done := e.progress.engineStep(ctx, fmt.Sprintf("indexing %d rows", data.Rows))
 	defer done()
@@ -470,7 +583,7 @@ func (o *searchCmd) indexData(ctx context.Context, e *env, data *host.Matrix, me
 	if err != nil {
 		return nil, deviceError(device, err)
 	}
-	if _, err = ix.Add(addCtx, engine.Flat(data.Data, ix.Dim())); err != nil {
+	if _, err = ix.Add(addCtx, umbra.Flat(data.Data, ix.Dim())); err != nil {
 		ix.Close()
 		return nil, fmt.Errorf("--data %s: %s", o.Data, cause(err))
 	}
@@ -521,6 +634,8 @@ func notDir(flagName, path string) error {
 
 func writeSearchText(w io.Writer, r searchJSON) error {
 	switch {
+	case r.Backend == "cluster":
+		fmt.Fprintf(w, "# backend %s\n", r.Cluster)
 	case r.Adapter != nil && r.Backend == engine.GPU.String():
 		fmt.Fprintf(w, "# backend gpu: %s (%s, %s), driver %s\n", r.Adapter.Name, r.Adapter.Backend, r.Adapter.Type, r.Adapter.Driver)
 	case r.Adapter != nil:
@@ -541,8 +656,11 @@ func writeSearchText(w io.Writer, r searchJSON) error {
 		bound += fmt.Sprintf(", at most %d hits", r.K)
 	}
 	source := fmt.Sprintf("data %s: %d rows", r.Data, r.Rows)
-	if r.Store != "" {
+	switch {
+	case r.Store != "":
 		source = fmt.Sprintf("store %s: %d vectors", r.Store, r.Rows)
+	case r.Collection != "":
+		source = fmt.Sprintf("collection %s: %d vectors", r.Collection, r.Rows)
 	}
 	if r.Allow != "" {
 		source += ", only IDs in " + r.Allow
@@ -553,8 +671,15 @@ func writeSearchText(w io.Writer, r searchJSON) error {
 	if r.Where != "" {
 		source += ", only where " + r.Where
 	}
+	queries := r.Queries
+	switch {
+	case r.Near != "":
+		queries = "near key " + textKey(r.Near)
+	case queries == "":
+		queries = "--vector"
+	}
 	fmt.Fprintf(w, "# metric %s, %s; %s of dimension %d; queries %s: %d rows\n",
-		r.Metric, bound, source, r.Dim, r.Queries, len(r.Results))
+		r.Metric, bound, source, r.Dim, queries, len(r.Results))
 	// The key column is there when a hit has a key, last, where a key
 	// with spaces cannot shift the columns before it.
 	// The payload column, when a hit has a payload, comes last of all.

@@ -205,7 +205,7 @@ func TestSearchMatchesFloat64Reference(t *testing.T) {
 			if tc.metric != "" {
 				args = append(args, "--metric", tc.metric)
 			}
-			s := decodeSearch(t, umbra(t, append(args, "--json")...))
+			s := decodeSearch(t, runUmbra(t, append(args, "--json")...))
 			assert.Equal(t, "cpu", s.Backend)
 			assert.Nil(t, s.Adapter)
 			assert.Empty(t, s.Reason, "--device cpu is no fallback")
@@ -219,7 +219,7 @@ func TestSearchMatchesFloat64Reference(t *testing.T) {
 				checkHits(t, ranked, byRow, k, s.Results[i].Hits, metric)
 			}
 
-			text := umbra(t, args...)
+			text := runUmbra(t, args...)
 			require.Equal(t, exitOK, text.code, "%s", text)
 			assert.Empty(t, text.stderr)
 			assert.Contains(t, text.stdout, "# backend cpu")
@@ -238,7 +238,7 @@ func TestSearchJSONShape(t *testing.T) {
 	dir := t.TempDir()
 	data := writeMatrix(t, dir, "data.npy", randomMatrix(rng, 40, 8), "")
 	queries := writeMatrix(t, dir, "q.npy", randomMatrix(rng, 3, 8), "")
-	r := umbra(t, "search", "--data", data, "--queries", queries, "--k", "4", "--json")
+	r := runUmbra(t, "search", "--data", data, "--queries", queries, "--k", "4", "--json")
 	require.Equal(t, exitOK, r.code, "%s", r)
 	var doc map[string]any
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &doc))
@@ -283,14 +283,14 @@ func TestSearchTiesAndSmallInputs(t *testing.T) {
 
 	t.Run("equal rows rank by lower id", func(t *testing.T) {
 		for _, metric := range []string{"cosine", "l2"} {
-			s := decodeSearch(t, umbra(t, "search", "--data", data, "--queries", queries, "--k", "3", "--metric", metric, "--device", "cpu", "--json"))
+			s := decodeSearch(t, runUmbra(t, "search", "--data", data, "--queries", queries, "--k", "3", "--metric", metric, "--device", "cpu", "--json"))
 			hits := s.Results[0].Hits
 			assert.Equal(t, []uint64{3, 17}, []uint64{hits[0].ID, hits[1].ID}, metric)
 			assert.Equal(t, hits[0].Score, hits[1].Score, metric)
 		}
 	})
 	t.Run("k above rows returns every row", func(t *testing.T) {
-		s := decodeSearch(t, umbra(t, "search", "--data", data, "--queries", queries, "--k", "1000", "--device", "cpu", "--json"))
+		s := decodeSearch(t, runUmbra(t, "search", "--data", data, "--queries", queries, "--k", "1000", "--device", "cpu", "--json"))
 		assert.Len(t, s.Results[0].Hits, 30)
 	})
 	t.Run("an empty file is an error naming it", func(t *testing.T) {
@@ -305,7 +305,7 @@ func TestSearchTiesAndSmallInputs(t *testing.T) {
 			{emptyFvecs, queries, "--data", emptyFvecs},
 		}
 		for _, tc := range tests {
-			r := umbra(t, "search", "--data", tc.data, "--queries", tc.queries, "--k", "2", "--device", "cpu", "--json")
+			r := runUmbra(t, "search", "--data", tc.data, "--queries", tc.queries, "--k", "2", "--device", "cpu", "--json")
 			require.Equal(t, exitFailure, r.code, "%s", r)
 			assert.Empty(t, r.stdout)
 			line := requireErrorLine(t, r)
@@ -315,7 +315,7 @@ func TestSearchTiesAndSmallInputs(t *testing.T) {
 		}
 	})
 	t.Run("flags in any order and with =", func(t *testing.T) {
-		s := decodeSearch(t, umbra(t, "search", "--json", "-k=2", "--queries="+queries, "-data", data, "--device=CPU"))
+		s := decodeSearch(t, runUmbra(t, "search", "--json", "-k=2", "--queries="+queries, "-data", data, "--device=CPU"))
 		assert.Len(t, s.Results[0].Hits, 2)
 	})
 }
@@ -376,7 +376,7 @@ func TestSearchRejectsBadInput(t *testing.T) {
 			if tc.metric != "" {
 				args = append(args, "--metric", tc.metric)
 			}
-			r := umbra(t, args...)
+			r := runUmbra(t, args...)
 			require.Equal(t, exitFailure, r.code, "%s", r)
 			assert.Empty(t, r.stdout)
 			line := requireErrorLine(t, r)
@@ -392,7 +392,7 @@ func TestSearchRejectsBadInput(t *testing.T) {
 	}
 
 	t.Run("zero row under dot is fine", func(t *testing.T) {
-		r := umbra(t, "search", "--data", zeroRow("zero-dot.npy", 7), "--queries", goodQ, "--k", "3", "--metric", "dot", "--device", "cpu")
+		r := runUmbra(t, "search", "--data", zeroRow("zero-dot.npy", 7), "--queries", goodQ, "--k", "3", "--metric", "dot", "--device", "cpu")
 		require.Equal(t, exitOK, r.code, "%s", r)
 	})
 }
@@ -408,7 +408,7 @@ func mkdir(t *testing.T, dir, name string) string {
 // software adapter the machine has (lavapipe on Vulkan, llvmpipe on GL) and
 // checks it agrees with the CPU path.
 func TestSearchOnSoftwareAdapters(t *testing.T) {
-	if !diag.GPUSupport() {
+	if !engine.GPUSupport() {
 		t.Skip("built without the wgpu backend")
 	}
 	rng := testkit.Rand(t)
@@ -417,7 +417,7 @@ func TestSearchOnSoftwareAdapters(t *testing.T) {
 	queries := writeMatrix(t, dir, "q.fvecs", randomMatrix(rng, 4, 19), "")
 	for _, backend := range []string{"vulkan", "gl"} {
 		t.Run(backend, func(t *testing.T) {
-			r := umbra(t, "probe", "--json", "--backend", backend)
+			r := runUmbra(t, "probe", "--json", "--backend", backend)
 			var p probeJSON
 			require.NoError(t, json.Unmarshal([]byte(r.stdout), &p), "%s", r)
 			works := false
@@ -432,8 +432,8 @@ func TestSearchOnSoftwareAdapters(t *testing.T) {
 			}
 			for _, metric := range []string{"cosine", "dot", "l2"} {
 				args := []string{"search", "--data", data, "--queries", queries, "--k", "10", "--metric", metric, "--json"}
-				gpu := decodeSearch(t, umbra(t, append(args, "--device", "gpu", "--backend", backend)...))
-				cpu := decodeSearch(t, umbra(t, append(args, "--device", "cpu")...))
+				gpu := decodeSearch(t, runUmbra(t, append(args, "--device", "gpu", "--backend", backend)...))
+				cpu := decodeSearch(t, runUmbra(t, append(args, "--device", "cpu")...))
 				require.Equal(t, "gpu", gpu.Backend, metric)
 				require.NotNil(t, gpu.Adapter)
 				assert.Equal(t, backend, gpu.Adapter.Backend)

@@ -10,10 +10,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/umbravec/umbra/cluster"
+	"github.com/umbravec/umbra/internal/cluster/node"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 )
 
-// serveLimitFlags are serve's bounds on requests (cluster.Limits) and how
+// serveLimitFlags are serve's bounds on requests (protocol.Limits) and how
 // long it waits for its NATS system.
 type serveLimitFlags struct {
 	MaxWait        time.Duration `name:"max-wait" default:"2s" placeholder:"D" help:"the longest a request may wait for this node to apply the caller's writes; a longer wait asked is clamped to it"`
@@ -25,26 +26,26 @@ type serveLimitFlags struct {
 	Wait           time.Duration `name:"wait" default:"2m" placeholder:"D" help:"how long to wait at start for the NATS system (a cluster forming, JetStream without a leader yet), retrying, before giving up"`
 }
 
-func (f *serveLimitFlags) limits() (cluster.Limits, error) {
+func (f *serveLimitFlags) limits() (protocol.Limits, error) {
 	switch {
 	case f.MaxWait <= 0:
-		return cluster.Limits{}, usagef("--max-wait %v: a duration above 0", f.MaxWait)
+		return protocol.Limits{}, usagef("--max-wait %v: a duration above 0", f.MaxWait)
 	case f.MaxRequestMiB <= 0:
-		return cluster.Limits{}, usagef("--max-request-mib %d: a size in MiB above 0", f.MaxRequestMiB)
+		return protocol.Limits{}, usagef("--max-request-mib %d: a size in MiB above 0", f.MaxRequestMiB)
 	case f.MaxInFlight <= 0:
-		return cluster.Limits{}, usagef("--max-in-flight %d: a count above 0", f.MaxInFlight)
+		return protocol.Limits{}, usagef("--max-in-flight %d: a count above 0", f.MaxInFlight)
 	case f.MaxInFlightMiB <= 0:
-		return cluster.Limits{}, usagef("--max-in-flight-mib %d: a size in MiB above 0", f.MaxInFlightMiB)
+		return protocol.Limits{}, usagef("--max-in-flight-mib %d: a size in MiB above 0", f.MaxInFlightMiB)
 	case f.MaxHits <= 0:
-		return cluster.Limits{}, usagef("--max-hits %d: a count above 0", f.MaxHits)
+		return protocol.Limits{}, usagef("--max-hits %d: a count above 0", f.MaxHits)
 	case f.PendingMiB <= 0:
-		return cluster.Limits{}, usagef("--pending-mib %d: a size in MiB above 0", f.PendingMiB)
+		return protocol.Limits{}, usagef("--pending-mib %d: a size in MiB above 0", f.PendingMiB)
 	case f.Wait < 0:
-		return cluster.Limits{}, usagef("--wait %v: a duration, 0 to try once", f.Wait)
+		return protocol.Limits{}, usagef("--wait %v: a duration, 0 to try once", f.Wait)
 	case int64(f.MaxRequestMiB)*2 > f.MaxInFlightMiB:
-		return cluster.Limits{}, usagef("--max-in-flight-mib %d is under twice --max-request-mib %d: the largest request could never be admitted", f.MaxInFlightMiB, f.MaxRequestMiB)
+		return protocol.Limits{}, usagef("--max-in-flight-mib %d is under twice --max-request-mib %d: the largest request could never be admitted", f.MaxInFlightMiB, f.MaxRequestMiB)
 	}
-	return cluster.Limits{MaxWait: f.MaxWait, MaxRequestBytes: f.MaxRequestMiB << 20, MaxInFlight: f.MaxInFlight,
+	return protocol.Limits{MaxWait: f.MaxWait, MaxRequestBytes: f.MaxRequestMiB << 20, MaxInFlight: f.MaxInFlight,
 		MaxInFlightBytes: f.MaxInFlightMiB << 20, MaxHits: f.MaxHits, PendingBytes: f.PendingMiB << 20}, nil
 }
 
@@ -54,7 +55,7 @@ func (f *serveLimitFlags) limits() (cluster.Limits, error) {
 // time out) — until wait has passed, saying each time what it waits for.
 // Other failures (a store that cannot be opened, credentials refused) end
 // it at once.
-func startServing(ctx context.Context, connect func(context.Context) (*cluster.Client, error), url string, cfg cluster.NodeConfig, wait time.Duration, logf func(string, ...any)) (*cluster.Client, *cluster.Node, error) {
+func startServing(ctx context.Context, connect func(context.Context) (*protocol.Conn, error), url string, cfg node.Config, wait time.Duration, logf func(string, ...any)) (*protocol.Conn, *node.Node, error) {
 	start := time.Now()
 	deadline := start.Add(wait)
 	backoff := 250 * time.Millisecond
@@ -87,12 +88,12 @@ func startServing(ctx context.Context, connect func(context.Context) (*cluster.C
 	}
 }
 
-func startOnce(ctx context.Context, connect func(context.Context) (*cluster.Client, error), cfg cluster.NodeConfig) (*cluster.Client, *cluster.Node, error) {
+func startOnce(ctx context.Context, connect func(context.Context) (*protocol.Conn, error), cfg node.Config) (*protocol.Conn, *node.Node, error) {
 	c, err := connect(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	n, err := cluster.StartNode(ctx, c, cfg)
+	n, err := node.Start(ctx, c, cfg)
 	if err != nil {
 		c.Close()
 		return nil, nil, err

@@ -15,8 +15,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/cluster"
-	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/cluster/node"
+	"github.com/umbravec/umbra/internal/cluster/protocol"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -78,8 +80,8 @@ func TestServeWaitsForItsCluster(t *testing.T) {
 	}
 	clientPorts := []int{freePort(t), freePort(t), freePort(t)}
 	creds := filepath.Join(t.TempDir(), "creds") // one set of credentials for the three servers (made 0700)
-	start := func(i int) *cluster.Embedded {
-		s, err := cluster.StartEmbedded(cluster.EmbeddedConfig{Listen: fmt.Sprintf("127.0.0.1:%d", clientPorts[i]), Dir: t.TempDir(), Creds: creds,
+	start := func(i int) *node.Embedded {
+		s, err := node.StartEmbedded(node.EmbeddedConfig{Listen: fmt.Sprintf("127.0.0.1:%d", clientPorts[i]), Dir: t.TempDir(), Creds: creds,
 			Name: fmt.Sprintf("n%d", i), ClusterName: "umbra-serve-test", ClusterListen: fmt.Sprintf("127.0.0.1:%d", ports[i]), Routes: routes})
 		require.NoError(t, err)
 		t.Cleanup(s.Close)
@@ -126,7 +128,7 @@ func TestServeWaitsForItsCluster(t *testing.T) {
 	require.NoError(t, err)
 	r := testkit.Rand(t)
 	vs := [][]float32{testkit.Unit(r, 4), testkit.Unit(r, 4), testkit.Unit(r, 4)}
-	ids, err := col.Add(ctx, engine.Vectors(vs))
+	ids, err := col.Add(ctx, umbra.Vectors(vs))
 	require.NoError(t, err)
 	hits, err := col.Search(ctx, vs[1], 1)
 	require.NoError(t, err)
@@ -159,18 +161,18 @@ func TestServeWaitsForItsCluster(t *testing.T) {
 	scancel()
 	require.ErrorIs(t, err, cluster.ErrShardsUnavailable)
 	require.Contains(t, err.Error(), "over the node's limit of 1000 (Limits.MaxHits)")
-	require.NoError(t, json.Unmarshal([]byte(ok(t, umbra(t, "info", "--cluster", url, "--creds", first.ClientCreds(), "--collection", "formed", "--json")).stdout), &info))
+	require.NoError(t, json.Unmarshal([]byte(ok(t, runUmbra(t, "info", "--cluster", url, "--creds", first.ClientCreds(), "--collection", "formed", "--json")).stdout), &info))
 	require.Len(t, info.Nodes, 1)
 	n := info.Nodes[0]
 	require.Equal(t, 2, n.Shards)
 	require.GreaterOrEqual(t, n.Answered, uint64(3)) // the write's outcome, the search, the rows info asked
 	require.Equal(t, n.Refused.Total, n.Refused.Hits)
 	require.NotZero(t, n.Refused.Hits)
-	def := cluster.Limits{}.WithDefaults()
+	def := protocol.Limits{}.WithDefaults()
 	require.Equal(t, [6]int64{def.MaxWait.Milliseconds(), int64(def.MaxRequestBytes), int64(def.MaxInFlight), def.MaxInFlightBytes, 1000, int64(def.PendingBytes)},
 		[6]int64{n.Limits.MaxWaitMs, int64(n.Limits.MaxRequestBytes), int64(n.Limits.MaxInFlight), n.Limits.MaxInFlightBytes, int64(n.Limits.MaxHits), int64(n.Limits.PendingBytes)})
-	require.Equal(t, cluster.Limits{MaxHits: 1000}.MemoryBound(2), n.MemoryBound)
-	text := ok(t, umbra(t, "info", "--cluster", url, "--creds", first.ClientCreds())).stdout
+	require.Equal(t, protocol.Limits{MaxHits: 1000}.MemoryBound(2), n.MemoryBound)
+	text := ok(t, runUmbra(t, "info", "--cluster", url, "--creds", first.ClientCreds())).stdout
 	t.Log(text)
 	require.Contains(t, text, "nodes: 1\n  node "+n.Node+" (")
 	require.Contains(t, text, "limits: wait 2s, request 8.0 MiB, 64 requests and 128.0 MiB in flight, 1000 hits an answer")
@@ -184,14 +186,14 @@ func TestServeGivesUp(t *testing.T) {
 	}
 	port := freePort(t)
 	// Nothing listens: given up after --wait, naming the flag.
-	r := umbra(t, "serve", "--nats", fmt.Sprintf("nats://127.0.0.1:%d", port), "--dir", t.TempDir(), "--device", "cpu", "--wait", "1s")
+	r := runUmbra(t, "serve", "--nats", fmt.Sprintf("nats://127.0.0.1:%d", port), "--dir", t.TempDir(), "--device", "cpu", "--wait", "1s")
 	require.Equal(t, exitFailure, r.code, r.String())
 	lines := strings.Split(strings.TrimRight(r.stderr, "\n"), "\n")
 	require.True(t, strings.HasPrefix(lines[len(lines)-1], "umbra: the NATS system at "), r.String())
 	require.Contains(t, lines[len(lines)-1], "was not ready within 1s (--wait)")
 	require.Contains(t, r.stderr, "umbra serve: waiting for the NATS cluster: ")
 	// Bad limits are usage errors.
-	r = umbra(t, "serve", "--dir", t.TempDir(), "--max-request-mib", "100")
+	r = runUmbra(t, "serve", "--dir", t.TempDir(), "--max-request-mib", "100")
 	require.Equal(t, exitUsage, r.code, r.String())
 	require.Contains(t, requireErrorLine(t, r), "--max-in-flight-mib 128 is under twice --max-request-mib 100")
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
 	"github.com/umbravec/umbra/internal/storefile"
@@ -40,10 +41,11 @@ func openStore(ctx context.Context, e *env, path string, cfg engine.Config) (*en
 // (info, search, export): it takes no lock, so it works while another
 // process writes the store, and sees what that process had acknowledged.
 func openStoreReadOnly(ctx context.Context, e *env, path string, cfg engine.Config) (*engine.Index, error) {
-	return openExisting(ctx, e, path, cfg, engine.ReadOnly())
+	cfg.ReadOnly = true
+	return openExisting(ctx, e, path, cfg)
 }
 
-func openExisting(ctx context.Context, e *env, path string, cfg engine.Config, opts ...engine.OpenOption) (*engine.Index, error) {
+func openExisting(ctx context.Context, e *env, path string, cfg engine.Config) (*engine.Index, error) {
 	fi, err := os.Stat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -54,7 +56,7 @@ func openExisting(ctx context.Context, e *env, path string, cfg engine.Config, o
 		return nil, fmt.Errorf("store %s is a directory: want a store file written by 'umbra build'", path)
 	}
 	ctx, done := e.progress.engineStep(ctx, "opening "+path)
-	ix, err := engine.Open(ctx, path, cfg, opts...)
+	ix, err := engine.Open(ctx, path, cfg)
 	done()
 	if err != nil {
 		if isDeviceError(err) {
@@ -232,11 +234,11 @@ func checkIDCount(idsFlag, idsPath string, n int, dataFlag, dataPath string, row
 // to the store at path.
 func writeError(path, idsFlag string, err error) error {
 	switch {
-	case errors.Is(err, engine.ErrDuplicateID):
+	case errors.Is(err, umbra.ErrDuplicateID):
 		return fmt.Errorf("%s: %s; nothing was written", idsFlag, cause(err))
-	case errors.Is(err, engine.ErrIDExists):
+	case errors.Is(err, umbra.ErrIDExists):
 		return fmt.Errorf("%s: an ID is already stored in %s; nothing was written (use --upsert to replace stored vectors)", idsFlag, path)
-	case errors.Is(err, engine.ErrNotFound):
+	case errors.Is(err, umbra.ErrNotFound):
 		return fmt.Errorf("%s: %s; nothing was deleted", idsFlag, cause(err))
 	case errors.Is(err, engine.ErrLocked), errors.Is(err, engine.ErrBadStore):
 		return storeError(path, err)
@@ -246,10 +248,14 @@ func writeError(path, idsFlag string, err error) error {
 
 // storedAlready refuses IDs that are stored in ix, before AddWithIDs would:
 // the engine's own message suggests its API, this one the flag.
-func storedAlready(ix *engine.Index, path, idsFlag, idsPath string, ids []uint64) error {
+func storedAlready(ctx context.Context, t *target, idsFlag, idsPath string, ids []uint64) error {
+	held, err := storedIDs(ctx, t, ids)
+	if err != nil {
+		return fmt.Errorf("%s: %s", t.what(), cause(err))
+	}
 	var found []uint64
 	for _, id := range ids {
-		if ix.Has(id) {
+		if held[id] {
 			found = append(found, id)
 		}
 	}
@@ -257,7 +263,7 @@ func storedAlready(ix *engine.Index, path, idsFlag, idsPath string, ids []uint64
 		return nil
 	}
 	return fmt.Errorf("%s %s: %s already stored in %s; nothing was written (use --upsert to replace stored vectors)",
-		idsFlag, idsPath, someIDs(found), path)
+		idsFlag, idsPath, someIDs(found), t.label)
 }
 
 // someIDs names a few IDs: "ID 7", "3 IDs (4, 9, 12)", "40 IDs (4, 9, 12, …)".

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
 	"github.com/umbravec/umbra/internal/testkit"
@@ -146,12 +147,12 @@ func TestStoreLifecycle(t *testing.T) {
 			qPath := writeMatrix(t, dir, "q.npy", queries, "")
 
 			// build
-			r := ok(t, umbra(t, "build", "--data", dataPath, "--ids", idsPath, "--metric", metric, "--out", store))
+			r := ok(t, runUmbra(t, "build", "--data", dataPath, "--ids", idsPath, "--metric", metric, "--out", store))
 			assert.Contains(t, r.stdout, fmt.Sprintf("%d vectors of dimension %d", n, dim))
 			add(ids, data)
 
 			// info
-			info := decodeInfo(t, umbra(t, "info", store, "--json"))
+			info := decodeInfo(t, runUmbra(t, "info", store, "--json"))
 			assert.Equal(t, store, info.Path)
 			assert.Equal(t, dim, info.Dim)
 			assert.Equal(t, metric, info.Metric)
@@ -161,13 +162,13 @@ func TestStoreLifecycle(t *testing.T) {
 			assert.Equal(t, model.ids()[n-1], *info.MaxID)
 			assert.Zero(t, info.Keys)
 			assert.Positive(t, info.BaseBytes)
-			text := ok(t, umbra(t, "info", store))
+			text := ok(t, runUmbra(t, "info", store))
 			assert.Regexp(t, `count\s+150\n`, text.stdout)
 
 			search := func(extra ...string) searchJSON {
 				t.Helper()
 				args := append([]string{"search", "--store", store, "--queries", qPath, "--device", "cpu", "--json"}, extra...)
-				s := decodeSearch(t, umbra(t, args...))
+				s := decodeSearch(t, runUmbra(t, args...))
 				assert.Equal(t, store, s.Store)
 				assert.Empty(t, s.Data)
 				assert.Equal(t, metric, s.Metric)
@@ -178,7 +179,7 @@ func TestStoreLifecycle(t *testing.T) {
 
 			// add without IDs: the store assigns new ones, above all before.
 			more := randomMatrix(rng, 20, dim)
-			r = ok(t, umbra(t, "add", store, "--data", writeMatrix(t, dir, "more.fvecs", more, "")))
+			r = ok(t, runUmbra(t, "add", store, "--data", writeMatrix(t, dir, "more.fvecs", more, "")))
 			m := regexp.MustCompile(`as IDs (\d+) to (\d+)`).FindStringSubmatch(r.stdout)
 			require.NotNil(t, m, r.stdout)
 			lo, _ := strconv.ParseUint(m[1], 10, 64)
@@ -194,7 +195,7 @@ func TestStoreLifecycle(t *testing.T) {
 			// add with IDs; flags after or before the store.
 			withIDs := randomMatrix(rng, 10, dim)
 			newIDs := distinctIDs(rng, 10, 1<<40, model)
-			ok(t, umbra(t, "add", "--ids", writeIDsText(t, dir, "new.txt", newIDs), store, "--data", writeMatrix(t, dir, "new.npy", withIDs, "")))
+			ok(t, runUmbra(t, "add", "--ids", writeIDsText(t, dir, "new.txt", newIDs), store, "--data", writeMatrix(t, dir, "new.npy", withIDs, "")))
 			add(newIDs, withIDs)
 
 			// upsert: 6 stored IDs replaced, 4 new ones added.
@@ -203,25 +204,25 @@ func TestStoreLifecycle(t *testing.T) {
 			upIDs = append(upIDs, distinctIDs(rng, 4, 1<<40, model)...)
 			upPath := writeMatrix(t, dir, "up.npy", up, "")
 			upIDsPath := writeIDsNPYFile(t, dir, "up-ids.npy", upIDs)
-			r = umbra(t, "add", store, "--data", upPath, "--ids", upIDsPath)
+			r = runUmbra(t, "add", store, "--data", upPath, "--ids", upIDsPath)
 			require.Equal(t, exitFailure, r.code, "stored IDs without --upsert\n%s", r)
 			line := requireErrorLine(t, r)
 			assert.Contains(t, line, "already stored")
 			assert.Contains(t, line, "--upsert")
-			r = ok(t, umbra(t, "add", store, "--data", upPath, "--ids", upIDsPath, "--upsert"))
+			r = ok(t, runUmbra(t, "add", store, "--data", upPath, "--ids", upIDsPath, "--upsert"))
 			assert.Contains(t, r.stdout, "6 replaced, 4 added")
 			add(upIDs, up)
 
 			// delete, by list and by file.
 			gone := []uint64{ids[10], assigned[5], newIDs[0]}
-			ok(t, umbra(t, "delete", store, "--ids", fmt.Sprintf("%d,%d,%d", gone[0], gone[1], gone[2])))
+			ok(t, runUmbra(t, "delete", store, "--ids", fmt.Sprintf("%d,%d,%d", gone[0], gone[1], gone[2])))
 			goneFile := []uint64{ids[20], ids[21]}
-			ok(t, umbra(t, "delete", store, "--ids-file", writeIDsText(t, dir, "gone.txt", goneFile)))
+			ok(t, runUmbra(t, "delete", store, "--ids-file", writeIDsText(t, dir, "gone.txt", goneFile)))
 			for _, id := range append(gone, goneFile...) {
 				delete(model, id)
 			}
 
-			info = decodeInfo(t, umbra(t, "info", store, "--json"))
+			info = decodeInfo(t, runUmbra(t, "info", store, "--json"))
 			assert.Equal(t, len(model), info.Count)
 			assert.Positive(t, info.LogBytes, "the changes are in the log")
 			checkStoreSearch(t, search("--k", strconv.Itoa(k)), model, queries, k, metric, nil)
@@ -301,7 +302,7 @@ func TestStoreLifecycle(t *testing.T) {
 
 			// export, then read both files back.
 			out, idsOut := filepath.Join(dir, "export.npy"), filepath.Join(dir, "export-ids.npy")
-			r = ok(t, umbra(t, "export", store, "--out", out, "--ids-out", idsOut))
+			r = ok(t, runUmbra(t, "export", store, "--out", out, "--ids-out", idsOut))
 			if metric == "cosine" {
 				assert.Contains(t, r.stdout, "unit length")
 			}
@@ -331,8 +332,8 @@ func TestStoreLifecycle(t *testing.T) {
 
 			// The export builds the same store again.
 			again := filepath.Join(dir, "again.umbra")
-			ok(t, umbra(t, "build", "--data", out, "--ids", idsOut, "--metric", metric, "--out", again))
-			a := decodeSearch(t, umbra(t, "search", "--store", again, "--queries", qPath, "--k", strconv.Itoa(k), "--device", "cpu", "--json"))
+			ok(t, runUmbra(t, "build", "--data", out, "--ids", idsOut, "--metric", metric, "--out", again))
+			a := decodeSearch(t, runUmbra(t, "search", "--store", again, "--queries", qPath, "--k", strconv.Itoa(k), "--device", "cpu", "--json"))
 			b := search("--k", strconv.Itoa(k))
 			for i := range nq {
 				for j := range b.Results[i].Hits {
@@ -354,8 +355,8 @@ func TestBuildWithKeysAndDefaults(t *testing.T) {
 		fmt.Fprintf(&keys, "doc-%d\r\n", i)
 	}
 	store := filepath.Join(dir, "keyed.umbra")
-	ok(t, umbra(t, "build", "--data", data, "--keys", writeFile(t, dir, "keys.txt", []byte(keys.String())), "--out", store))
-	info := decodeInfo(t, umbra(t, "info", store, "--json"))
+	ok(t, runUmbra(t, "build", "--data", data, "--keys", writeFile(t, dir, "keys.txt", []byte(keys.String())), "--out", store))
+	info := decodeInfo(t, runUmbra(t, "info", store, "--json"))
 	assert.Equal(t, n, info.Keys)
 	assert.Equal(t, "cosine", info.Metric)
 
@@ -368,8 +369,8 @@ func TestBuildWithKeysAndDefaults(t *testing.T) {
 	require.NoError(t, ix.Close())
 
 	plain := filepath.Join(dir, "plain.umbra")
-	ok(t, umbra(t, "build", "--data", data, "--out", plain))
-	info = decodeInfo(t, umbra(t, "info", plain, "--json"))
+	ok(t, runUmbra(t, "build", "--data", data, "--out", plain))
+	info = decodeInfo(t, runUmbra(t, "info", plain, "--json"))
 	assert.Equal(t, uint64(0), *info.MinID)
 	assert.Equal(t, uint64(n-1), *info.MaxID, "IDs are row numbers")
 }
@@ -378,15 +379,15 @@ func TestBuildReplacesAStore(t *testing.T) {
 	rng := testkit.Rand(t)
 	dir := t.TempDir()
 	store := filepath.Join(dir, "s.umbra")
-	ok(t, umbra(t, "build", "--data", writeMatrix(t, dir, "a.npy", randomMatrix(rng, 40, 5), ""), "--out", store))
-	ok(t, umbra(t, "add", store, "--data", writeMatrix(t, dir, "b.npy", randomMatrix(rng, 7, 5), "")))
-	before := decodeInfo(t, umbra(t, "info", store, "--json"))
+	ok(t, runUmbra(t, "build", "--data", writeMatrix(t, dir, "a.npy", randomMatrix(rng, 40, 5), ""), "--out", store))
+	ok(t, runUmbra(t, "add", store, "--data", writeMatrix(t, dir, "b.npy", randomMatrix(rng, 7, 5), "")))
+	before := decodeInfo(t, runUmbra(t, "info", store, "--json"))
 	require.Equal(t, 47, before.Count)
 
 	// A different dimension and metric: nothing of the old store survives,
 	// its log included.
-	ok(t, umbra(t, "build", "--data", writeMatrix(t, dir, "c.npy", randomMatrix(rng, 9, 3), ""), "--metric", "dot", "--out", store))
-	after := decodeInfo(t, umbra(t, "info", store, "--json"))
+	ok(t, runUmbra(t, "build", "--data", writeMatrix(t, dir, "c.npy", randomMatrix(rng, 9, 3), ""), "--metric", "dot", "--out", store))
+	after := decodeInfo(t, runUmbra(t, "info", store, "--json"))
 	assert.Equal(t, 9, after.Count)
 	assert.Equal(t, 3, after.Dim)
 	assert.Equal(t, "dot", after.Metric)
@@ -403,19 +404,19 @@ func TestBuildPrecision(t *testing.T) {
 	data := writeMatrix(t, dir, "a.npy", randomMatrix(rng, 300, 24), "")
 	queries := writeMatrix(t, dir, "q.npy", randomMatrix(rng, 3, 24), "")
 	f32 := filepath.Join(dir, "f32.umbra")
-	ok(t, umbra(t, "build", "--data", data, "--out", f32))
-	want := decodeSearch(t, umbra(t, "search", "--store", f32, "--queries", queries, "--k", "7", "--device", "cpu", "--json"))
+	ok(t, runUmbra(t, "build", "--data", data, "--out", f32))
+	want := decodeSearch(t, runUmbra(t, "search", "--store", f32, "--queries", queries, "--k", "7", "--device", "cpu", "--json"))
 	for _, p := range []string{"f16", "int8"} {
 		store := filepath.Join(dir, p+".umbra")
-		r := ok(t, umbra(t, "build", "--data", data, "--precision", p, "--out", store))
+		r := ok(t, runUmbra(t, "build", "--data", data, "--precision", p, "--out", store))
 		assert.Contains(t, r.stdout, "precision "+p)
-		info := decodeInfo(t, umbra(t, "info", store, "--json"))
+		info := decodeInfo(t, runUmbra(t, "info", store, "--json"))
 		assert.Equal(t, p, info.Precision)
-		assert.Contains(t, umbra(t, "info", store).stdout, p)
-		got := decodeSearch(t, umbra(t, "search", "--store", store, "--queries", queries, "--k", "7", "--device", "cpu", "--json"))
+		assert.Contains(t, runUmbra(t, "info", store).stdout, p)
+		got := decodeSearch(t, runUmbra(t, "search", "--store", store, "--queries", queries, "--k", "7", "--device", "cpu", "--json"))
 		assert.Equal(t, want.Results, got.Results, p)
 	}
-	r := umbra(t, "build", "--data", data, "--precision", "int4", "--out", filepath.Join(dir, "x.umbra"))
+	r := runUmbra(t, "build", "--data", data, "--precision", "int4", "--out", filepath.Join(dir, "x.umbra"))
 	assert.Equal(t, exitUsage, r.code, "%s", r)
 }
 
@@ -431,9 +432,9 @@ func TestStoreErrors(t *testing.T) {
 	}
 	idsPath := writeIDsText(t, dir, "ids.txt", ids)
 	store := filepath.Join(dir, "s.umbra")
-	ok(t, umbra(t, "build", "--data", data, "--ids", idsPath, "--out", store))
+	ok(t, runUmbra(t, "build", "--data", data, "--ids", idsPath, "--out", store))
 	l2store := filepath.Join(dir, "l2.umbra")
-	ok(t, umbra(t, "build", "--data", data, "--metric", "l2", "--out", l2store))
+	ok(t, runUmbra(t, "build", "--data", data, "--metric", "l2", "--out", l2store))
 
 	dup := slices.Clone(ids)
 	dup[17] = dup[4]
@@ -517,7 +518,7 @@ func TestStoreErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := umbra(t, tc.args...)
+			r := runUmbra(t, tc.args...)
 			require.Equal(t, tc.code, r.code, "%s", r)
 			line := requireErrorLine(t, r)
 			for _, w := range tc.want {
@@ -529,7 +530,7 @@ func TestStoreErrors(t *testing.T) {
 	assert.NoFileExists(t, out("x.umbra"))
 	assert.NoFileExists(t, out("none.umbra"), "a failed command creates no store")
 	assert.Equal(t, "precious\n", string(mustRead(t, notAStore)))
-	info := decodeInfo(t, umbra(t, "info", store, "--json"))
+	info := decodeInfo(t, runUmbra(t, "info", store, "--json"))
 	assert.Equal(t, n, info.Count, "the refused writes changed nothing")
 }
 
@@ -544,12 +545,12 @@ func TestLockedStore(t *testing.T) {
 	data := writeMatrix(t, dir, "data.npy", randomMatrix(rng, 20, 4), "")
 	queries := writeMatrix(t, dir, "q.npy", randomMatrix(rng, 2, 4), "")
 	store := filepath.Join(dir, "s.umbra")
-	ok(t, umbra(t, "build", "--data", data, "--out", store))
+	ok(t, runUmbra(t, "build", "--data", data, "--out", store))
 
 	ix, err := engine.Open(context.Background(), store, engine.Config{Device: engine.CPU})
 	require.NoError(t, err)
 	extra := randomMatrix(rng, 3, 4)
-	added, err := ix.Add(context.Background(), engine.Flat(extra.Data, ix.Dim()))
+	added, err := ix.Add(context.Background(), umbra.Flat(extra.Data, ix.Dim()))
 	require.NoError(t, err)
 	for _, args := range [][]string{
 		{"build", "--data", data, "--out", store},
@@ -557,26 +558,26 @@ func TestLockedStore(t *testing.T) {
 		{"delete", store, "--ids", "1"},
 	} {
 		t.Run(args[0], func(t *testing.T) {
-			r := umbra(t, args...)
+			r := runUmbra(t, args...)
 			require.Equal(t, exitFailure, r.code, "%s", r)
 			line := requireErrorLine(t, r)
 			assert.Contains(t, line, "locked")
 			assert.Contains(t, line, store+".lock")
 		})
 	}
-	info := decodeInfo(t, umbra(t, "info", store, "--json"))
+	info := decodeInfo(t, runUmbra(t, "info", store, "--json"))
 	assert.Equal(t, 23, info.Count, "info beside the writer sees its add")
 	assert.Equal(t, added[2], *info.MaxID)
-	s := decodeSearch(t, umbra(t, "search", "--store", store, "--queries", queries, "--k", "23", "--device", "cpu", "--json"))
+	s := decodeSearch(t, runUmbra(t, "search", "--store", store, "--queries", queries, "--k", "23", "--device", "cpu", "--json"))
 	require.Len(t, s.Results, 2)
 	assert.Len(t, s.Results[0].Hits, 23, "search beside the writer sees every acknowledged vector")
 	out := filepath.Join(dir, "e.npy")
-	ok(t, umbra(t, "export", store, "--out", out))
+	ok(t, runUmbra(t, "export", store, "--out", out))
 	m, err := host.ReadMatrixFile(context.Background(), out)
 	require.NoError(t, err)
 	assert.Equal(t, 23, m.Rows)
 	require.NoError(t, ix.Close())
-	assert.Equal(t, 23, decodeInfo(t, umbra(t, "info", store, "--json")).Count)
+	assert.Equal(t, 23, decodeInfo(t, runUmbra(t, "info", store, "--json")).Count)
 }
 
 // TestAddWithKeys: add --keys names new vectors by key (IDs assigned past
@@ -588,40 +589,40 @@ func TestAddWithKeys(t *testing.T) {
 	dir := t.TempDir()
 	const dim = 5
 	store := filepath.Join(dir, "k.umbra")
-	ok(t, umbra(t, "build", "--data", writeMatrix(t, dir, "a.npy", randomMatrix(rng, 10, dim), ""), "--out", store))
+	ok(t, runUmbra(t, "build", "--data", writeMatrix(t, dir, "a.npy", randomMatrix(rng, 10, dim), ""), "--out", store))
 	keys := func(name string, ks ...string) string {
 		return writeFile(t, dir, name, []byte(strings.Join(ks, "\n")+"\n"))
 	}
 	first := randomMatrix(rng, 3, dim)
-	r := ok(t, umbra(t, "add", store, "--data", writeMatrix(t, dir, "b.npy", first, ""), "--keys", keys("b.txt", "a/x.md", "a/y.md", "b/z.md")))
+	r := ok(t, runUmbra(t, "add", store, "--data", writeMatrix(t, dir, "b.npy", first, ""), "--keys", keys("b.txt", "a/x.md", "a/y.md", "b/z.md")))
 	assert.Contains(t, r.stdout, "added 3 keyed vectors")
 	assert.Contains(t, r.stdout, "as IDs 10 to 12")
 
 	// A stored key without --upsert: refused, nothing written.
-	r = umbra(t, "add", store, "--data", writeMatrix(t, dir, "c.npy", randomMatrix(rng, 2, dim), ""), "--keys", keys("c.txt", "new.md", "a/y.md"))
+	r = runUmbra(t, "add", store, "--data", writeMatrix(t, dir, "c.npy", randomMatrix(rng, 2, dim), ""), "--keys", keys("c.txt", "new.md", "a/y.md"))
 	require.Equal(t, exitFailure, r.code, "%s", r)
 	line := requireErrorLine(t, r)
 	assert.Contains(t, line, `key "a/y.md" is already stored`)
 	assert.Contains(t, line, "--upsert")
-	assert.Equal(t, 13, decodeInfo(t, umbra(t, "info", store, "--json")).Count)
+	assert.Equal(t, 13, decodeInfo(t, runUmbra(t, "info", store, "--json")).Count)
 	// A key count that is not the vector count.
-	r = umbra(t, "add", store, "--data", writeMatrix(t, dir, "d.npy", randomMatrix(rng, 2, dim), ""), "--keys", keys("d.txt", "only-one"))
+	r = runUmbra(t, "add", store, "--data", writeMatrix(t, dir, "d.npy", randomMatrix(rng, 2, dim), ""), "--keys", keys("d.txt", "only-one"))
 	require.Equal(t, exitFailure, r.code, "%s", r)
 	assert.Contains(t, requireErrorLine(t, r), "holds 1 key")
-	r = umbra(t, "add", store, "--data", writeMatrix(t, dir, "e.npy", randomMatrix(rng, 1, dim), ""), "--keys", keys("e.txt", "z"), "--ids", writeIDsText(t, dir, "e-ids.txt", []uint64{99}))
+	r = runUmbra(t, "add", store, "--data", writeMatrix(t, dir, "e.npy", randomMatrix(rng, 1, dim), ""), "--keys", keys("e.txt", "z"), "--ids", writeIDsText(t, dir, "e-ids.txt", []uint64{99}))
 	require.Equal(t, exitUsage, r.code, "%s", r)
 
 	up := randomMatrix(rng, 2, dim)
-	r = ok(t, umbra(t, "add", store, "--data", writeMatrix(t, dir, "f.npy", up, ""), "--keys", keys("f.txt", "a/y.md", "c/w.md"), "--upsert"))
+	r = ok(t, runUmbra(t, "add", store, "--data", writeMatrix(t, dir, "f.npy", up, ""), "--keys", keys("f.txt", "a/y.md", "c/w.md"), "--upsert"))
 	assert.Contains(t, r.stdout, "1 replaced, 1 added")
-	ix, err := engine.Open(context.Background(), store, engine.Config{Device: engine.CPU}, engine.ReadOnly())
+	ix, err := engine.Open(context.Background(), store, engine.Config{Device: engine.CPU, ReadOnly: true})
 	require.NoError(t, err)
 	defer ix.Close()
 	assert.Equal(t, 14, ix.Len())
 	id, found := ix.Lookup("a/y.md")
 	require.True(t, found)
 	assert.Equal(t, uint64(11), id, "an upsert by key keeps the key's ID")
-	got, err := ix.Get(id)
+	got, err := ix.Vector(id)
 	require.NoError(t, err)
 	want := up.Row(0)
 	var n float64

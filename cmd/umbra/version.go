@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"runtime"
 
-	"github.com/umbravec/umbra/diag"
+	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/version"
 )
 
@@ -63,5 +63,5 @@ func buildVersion() versionJSON {
 	b := version.Get()
 	return versionJSON{Version: b.Version, Revision: b.Revision, Modified: b.Modified,
 		Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
-		GPUSupport: diag.GPUSupport(), CPUKernel: cpuKernel()}
+		GPUSupport: engine.GPUSupport(), CPUKernel: cpuKernel()}
 }

@@ -4,9 +4,13 @@
 //
 // Its functions take and return wgpu types, so they exist only in builds
 // with the wgpu backend (cgo, without the nogpu tag); package engine's own
-// API is the same in every build and names no wgpu type. Resident, RowIDs
-// and ScoreInto let the device's owner use what such an index keeps there
-// — its rows, and every row's score for a query — in its own passes,
-// without a second copy or a second scoring shader. Everything else —
-// adding, searching, Info, Close — is the engine's.
+// API is the same in every build and names no wgpu type. New returns an
+// Index: an *engine.Index (adding, searching, Info, Close are the
+// engine's) whose Resident, RowIDs and ScoreInto let the device's owner
+// use what it keeps there — its rows, and every row's score for a query —
+// in its own passes, without a second copy or a second scoring shader.
+//
+// The device reaches engine.New, and the index's device side comes back,
+// through package engine/internal/devices by plain import: nothing is
+// registered at init.
 package ondevice

@@ -8,52 +8,61 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/oliverbestmann/webgpu/wgpu"
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
-	"github.com/umbravec/umbra/engine/internal/link"
+	"github.com/umbravec/umbra/engine/internal/devices"
 	"github.com/umbravec/umbra/internal/gpu"
 	"github.com/umbravec/umbra/internal/packed"
 )
 
-// ErrNotOnDevice: Resident and ScoreInto need an index made by New; any
-// other keeps its rows on the CPU, or on a device umbra opened itself
-// whose buffers no caller can use.
-var ErrNotOnDevice = errors.New("index not built on the caller's device (use ondevice.New)")
+// ErrNotOnDevice: the index made by New no longer runs on the caller's
+// device (a GPU failure moved it to the CPU), or is nil.
+var ErrNotOnDevice = errors.New("index not on the caller's device")
 
 // Chunk is one device buffer of an index's rows: rows [First, First+Rows)
 // of the index (see RowIDs for their IDs), Stride float32 values each, row
-// First at offset 0, in Buffer (a *wgpu.Buffer). The values are the rows as
+// First at offset 0, in Buffer. The values are the rows as
 // the index stores them: unit vectors under Cosine, zero padded from Dim to
 // Stride (a multiple of 4, so a row is Stride/4 vec4<f32> in WGSL). The
 // buffer has Storage, CopySrc and CopyDst usage and may be longer than its
 // rows.
-type Chunk = gpu.ResidentChunk
+type Chunk struct {
+	Buffer *wgpu.Buffer
+	First  int
+	Rows   int
+	Stride int
+}
 
 // Scores is every resident row's score for one query in a device buffer
-// (Buffer, a *wgpu.Buffer): row r at byte 4r as a float32, the score
+// (Buffer): row r at byte 4r as a float32, the score
 // Search reports for the row's ID (see RowIDs). The buffer has Storage,
 // Vertex and CopySrc usage and at least 4·Rows bytes; Buffer is nil when
 // Rows is 0.
-type Scores = gpu.Scores
+type Scores struct {
+	Buffer *wgpu.Buffer
+	Rows   int
+}
 
 // withDevice runs f on the index's device side with its rows held still,
 // or says why the caller cannot use it.
-func withDevice(ix *engine.Index, f link.Visit) error {
-	if ix == nil {
+func withDevice(ix *Index, f devices.VisitFunc) error {
+	if ix == nil || ix.visit == nil {
 		return fmt.Errorf("%w: the index is nil", ErrNotOnDevice)
 	}
-	err := lent.WithDevice(ix, f)
+	err := ix.visit(f)
 	switch {
 	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
-		errors.Is(err, engine.ErrClosed), errors.Is(err, engine.ErrGPU), errors.Is(err, engine.ErrTooLarge):
+		errors.Is(err, umbra.ErrClosed), errors.Is(err, engine.ErrGPU), errors.Is(err, umbra.ErrTooLarge):
 		return err
-	case errors.Is(err, link.ErrNoDevice):
+	case errors.Is(err, devices.ErrNoDevice):
 		return fmt.Errorf("%w: the index runs on the CPU", ErrNotOnDevice)
 	case errors.Is(err, gpu.ErrReleased):
-		return engine.ErrClosed
+		return umbra.ErrClosed
 	case errors.Is(err, gpu.ErrNotOwned):
 		return fmt.Errorf("%w: %w", ErrNotOnDevice, err)
 	case errors.Is(err, gpu.ErrTooLarge):
-		return fmt.Errorf("%w: %w", engine.ErrTooLarge, err)
+		return fmt.Errorf("%w: %w", umbra.ErrTooLarge, err)
 	}
 	return fmt.Errorf("%w: %w", engine.ErrGPU, err)
 }
@@ -67,11 +76,13 @@ func withDevice(ix *engine.Index, f link.Visit) error {
 // several chunks; an empty one has none. The caller must not use the
 // device from another goroutine while it calls into the index (wgpu error
 // scopes are per device).
-func Resident(ix *engine.Index) ([]Chunk, error) {
+func (ix *Index) Resident() ([]Chunk, error) {
 	var out []Chunk
 	err := withDevice(ix, func(g *gpu.Index, _ []uint64, _ func(int) bool) error {
-		var err error
-		out, err = g.Resident()
+		chunks, err := g.Resident()
+		for _, c := range chunks {
+			out = append(out, Chunk(c))
+		}
 		return err
 	})
 	if err != nil {
@@ -84,7 +95,7 @@ func Resident(ix *engine.Index) ([]Chunk, error) {
 // whether it is live: a deleted row keeps its place (and a score) until a
 // compaction renumbers the rows. An index filled only by Add with assigned
 // IDs and never deleted from has ID r in row r.
-func RowIDs(ix *engine.Index) (ids []uint64, live []bool, err error) {
+func (ix *Index) RowIDs() (ids []uint64, live []bool, err error) {
 	err = withDevice(ix, func(_ *gpu.Index, all []uint64, dead func(int) bool) error {
 		ids = append([]uint64(nil), all...)
 		live = make([]bool, len(all))
@@ -110,25 +121,25 @@ func RowIDs(ix *engine.Index) (ids []uint64, live []bool, err error) {
 // query is checked as Search checks it (ErrDimMismatch, ErrNonFinite,
 // ErrZeroVector). The caller must not use the device from another
 // goroutine meanwhile.
-func ScoreInto(ctx context.Context, ix *engine.Index, query []float32) (Scores, error) {
+func (ix *Index) ScoreInto(ctx context.Context, query []float32) (Scores, error) {
 	if ix == nil {
 		return Scores{}, fmt.Errorf("%w: the index is nil", ErrNotOnDevice)
 	}
 	dim := ix.Dim()
 	if len(query) != dim {
-		return Scores{}, fmt.Errorf("%w: query has %d components, index dimension is %d", engine.ErrDimMismatch, len(query), dim)
+		return Scores{}, fmt.Errorf("%w: query has %d components, index dimension is %d", umbra.ErrDimMismatch, len(query), dim)
 	}
 	zero := true
 	for j, x := range query {
 		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-			return Scores{}, fmt.Errorf("%w: query, component %d is %v", engine.ErrNonFinite, j, x)
+			return Scores{}, fmt.Errorf("%w: query, component %d is %v", umbra.ErrNonFinite, j, x)
 		}
 		zero = zero && x == 0
 	}
 	var q []float32
-	if ix.Metric() == engine.Cosine {
+	if ix.Metric() == umbra.Cosine {
 		if zero {
-			return Scores{}, fmt.Errorf("%w: query has norm 0, which has no direction", engine.ErrZeroVector)
+			return Scores{}, fmt.Errorf("%w: query has norm 0, which has no direction", umbra.ErrZeroVector)
 		}
 		q = packed.Normalized(query, packed.StrideFor(dim))
 	} else {
@@ -136,8 +147,8 @@ func ScoreInto(ctx context.Context, ix *engine.Index, query []float32) (Scores, 
 	}
 	var out Scores
 	err := withDevice(ix, func(g *gpu.Index, _ []uint64, _ func(int) bool) error {
-		var err error
-		out, err = g.ScoreInto(ctx, q)
+		s, err := g.ScoreInto(ctx, q)
+		out = Scores(s)
 		return err
 	})
 	if err != nil {

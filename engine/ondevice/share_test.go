@@ -9,11 +9,14 @@ import (
 	"os"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/oliverbestmann/webgpu/wgpu"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
+	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/engine/ondevice"
 	"github.com/umbravec/umbra/internal/testkit"
@@ -25,7 +28,7 @@ func ownDevice(t *testing.T) (*wgpu.Adapter, *wgpu.Device) {
 	t.Helper()
 	inst := wgpu.CreateInstance(nil)
 	list := inst.EnumerateAdapters(nil)
-	infos := make([]engine.AdapterInfo, 0, len(list))
+	infos := make([]diag.AdapterInfo, 0, len(list))
 	keep := list[:0]
 	for _, a := range list {
 		if info, err := ondevice.DescribeAdapter(a); err == nil {
@@ -81,17 +84,17 @@ func TestResidentAndScoreInto(t *testing.T) {
 	limits := ondevice.DefaultLimits()
 	limits.MaxStorageBufferBindingSize = 64 << 10
 	const dim, n = 40, 1500
-	ix, err := ondevice.New(context.Background(), engine.Config{Dim: dim, Metric: engine.Cosine}, adapter, dev, &limits)
+	ix, err := ondevice.New(context.Background(), engine.Config{Dim: dim, Metric: umbra.Cosine}, adapter, dev, &limits)
 	require.NoError(t, err)
 	defer ix.Close()
 	data := make([]float32, n*dim)
 	for i := range data {
 		data[i] = r.Float32()*4 - 2
 	}
-	_, err = ix.Add(context.Background(), engine.Flat(data, ix.Dim()))
+	_, err = ix.Add(context.Background(), umbra.Flat(data, ix.Dim()))
 	require.NoError(t, err)
 
-	chunks, err := ondevice.Resident(ix)
+	chunks, err := ix.Resident()
 	require.NoError(t, err)
 	require.Greater(t, len(chunks), 1, "64 KiB bindings split %d rows", n)
 	next := 0
@@ -117,7 +120,7 @@ func TestResidentAndScoreInto(t *testing.T) {
 	for i := range q {
 		q[i] = 3 * data[i]
 	}
-	s, err := ondevice.ScoreInto(context.Background(), ix, q)
+	s, err := ix.ScoreInto(context.Background(), q)
 	require.NoError(t, err)
 	require.Equal(t, n, s.Rows)
 	scores := wgpu.FromBytes[float32](readBack(t, dev, s.Buffer, n*4))
@@ -137,7 +140,7 @@ func TestRowIDsMapScores(t *testing.T) {
 	adapter, dev := ownDevice(t)
 	r := testkit.Rand(t)
 	const dim = 8
-	ix, err := ondevice.New(context.Background(), engine.Config{Dim: dim, Metric: engine.Dot}, adapter, dev, nil)
+	ix, err := ondevice.New(context.Background(), engine.Config{Dim: dim, Metric: umbra.Dot}, adapter, dev, nil)
 	require.NoError(t, err)
 	defer ix.Close()
 	ids := []uint64{70, 3, 999, 12, 45}
@@ -148,16 +151,16 @@ func TestRowIDsMapScores(t *testing.T) {
 			vs[i][j] = r.Float32()*2 - 1
 		}
 	}
-	require.NoError(t, testkit.ErrOf(ix.Add(context.Background(), engine.Vectors(vs), engine.WithIDs(ids...))))
-	require.NoError(t, ix.Delete(context.Background(), engine.WithIDs(999)))
+	require.NoError(t, testkit.ErrOf(ix.Add(context.Background(), umbra.Vectors(vs), umbra.WithIDs(ids...))))
+	require.NoError(t, ix.Delete(context.Background(), umbra.WithIDs(999)))
 
-	rowIDs, live, err := ondevice.RowIDs(ix)
+	rowIDs, live, err := ix.RowIDs()
 	require.NoError(t, err)
 	assert.Equal(t, ids, rowIDs, "rows keep the order they were added in")
 	assert.Equal(t, []bool{true, true, false, true, true}, live)
 
 	q := vs[1]
-	s, err := ondevice.ScoreInto(context.Background(), ix, q)
+	s, err := ix.ScoreInto(context.Background(), q)
 	require.NoError(t, err)
 	require.Equal(t, len(ids), s.Rows, "the deleted row is still resident")
 	scores := wgpu.FromBytes[float32](readBack(t, dev, s.Buffer, uint64(s.Rows)*4))
@@ -181,38 +184,32 @@ func TestShareErrors(t *testing.T) {
 	adapter, dev := ownDevice(t)
 	ix, err := ondevice.New(context.Background(), engine.Config{Dim: 3}, adapter, dev, nil)
 	require.NoError(t, err)
-	_, err = ix.Add(context.Background(), engine.Vectors([][]float32{{1, 2, 3}}))
+	_, err = ix.Add(context.Background(), umbra.Vectors([][]float32{{1, 2, 3}}))
 	require.NoError(t, err)
 	ctx := context.Background()
-	_, err = ondevice.ScoreInto(ctx, ix, []float32{1, 2})
-	assert.ErrorIs(t, err, engine.ErrDimMismatch)
-	_, err = ondevice.ScoreInto(ctx, ix, []float32{1, float32(math.NaN()), 3})
-	assert.ErrorIs(t, err, engine.ErrNonFinite)
-	_, err = ondevice.ScoreInto(ctx, ix, []float32{0, 0, 0})
-	assert.ErrorIs(t, err, engine.ErrZeroVector)
+	_, err = ix.ScoreInto(ctx, []float32{1, 2})
+	assert.ErrorIs(t, err, umbra.ErrDimMismatch)
+	_, err = ix.ScoreInto(ctx, []float32{1, float32(math.NaN()), 3})
+	assert.ErrorIs(t, err, umbra.ErrNonFinite)
+	_, err = ix.ScoreInto(ctx, []float32{0, 0, 0})
+	assert.ErrorIs(t, err, umbra.ErrZeroVector)
 	require.NoError(t, ix.Close())
-	_, err = ondevice.ScoreInto(ctx, ix, []float32{1, 2, 3})
-	assert.ErrorIs(t, err, engine.ErrClosed)
-	_, err = ondevice.Resident(ix)
-	assert.ErrorIs(t, err, engine.ErrClosed)
-	_, _, err = ondevice.RowIDs(ix)
-	assert.ErrorIs(t, err, engine.ErrClosed)
+	_, err = ix.ScoreInto(ctx, []float32{1, 2, 3})
+	assert.ErrorIs(t, err, umbra.ErrClosed)
+	_, err = ix.Resident()
+	assert.ErrorIs(t, err, umbra.ErrClosed)
+	_, _, err = ix.RowIDs()
+	assert.ErrorIs(t, err, umbra.ErrClosed)
 
-	cpu, err := engine.New(ctx, engine.Config{Dim: 3, Device: engine.CPU})
-	require.NoError(t, err)
-	defer cpu.Close()
-	_, err = ondevice.Resident(cpu)
-	assert.ErrorIs(t, err, ondevice.ErrNotOnDevice)
-	_, err = ondevice.ScoreInto(ctx, cpu, []float32{1, 2, 3})
-	assert.ErrorIs(t, err, ondevice.ErrNotOnDevice)
-	_, err = ondevice.Resident(nil)
+	var none *ondevice.Index
+	_, err = none.Resident()
 	assert.ErrorIs(t, err, ondevice.ErrNotOnDevice)
 }
 
-// ExampleScoreInto colours a draw by every row's similarity to a query
+// ExampleIndex_ScoreInto colours a draw by every row's similarity to a query
 // without reading the scores back: the buffer is bound as a vertex buffer
 // of the caller's render pass.
-func ExampleScoreInto() {
+func ExampleIndex_ScoreInto() {
 	var adapter *wgpu.Adapter // the caller's, as is device
 	var device *wgpu.Device
 	ctx := context.Background()
@@ -222,11 +219,11 @@ func ExampleScoreInto() {
 		return
 	}
 	defer ix.Close()
-	if _, err := ix.Add(ctx, engine.Vectors([][]float32{{1, 0, 0}, {0, 1, 0}})); err != nil {
+	if _, err := ix.Add(ctx, umbra.Vectors([][]float32{{1, 0, 0}, {0, 1, 0}})); err != nil {
 		fmt.Println(err)
 		return
 	}
-	scores, err := ondevice.ScoreInto(ctx, ix, []float32{1, 1, 0})
+	scores, err := ix.ScoreInto(ctx, []float32{1, 1, 0})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -238,11 +235,11 @@ func ExampleScoreInto() {
 	pass.Draw(6, uint32(scores.Rows), 0, 0)
 }
 
-// ExampleResident binds an index's rows in the caller's own compute pass,
+// ExampleIndex_Resident binds an index's rows in the caller's own compute pass,
 // chunk by chunk, instead of uploading a second copy.
-func ExampleResident() {
-	var ix *engine.Index // made by ondevice.New, with rows added
-	chunks, err := ondevice.Resident(ix)
+func ExampleIndex_Resident() {
+	var ix *ondevice.Index // made by New, with rows added
+	chunks, err := ix.Resident()
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -251,5 +248,23 @@ func ExampleResident() {
 		// Bind c.Buffer as array<vec4<f32>>, c.Stride/4 vec4 per row;
 		// its row i is the index's row c.First+i.
 		fmt.Println(c.First, c.Rows, c.Stride)
+	}
+}
+
+// TestNewRefusesWhatCannotApply: a Config field that cannot apply to an
+// index on the caller's device is refused by name, before the device is
+// touched, rather than ignored.
+func TestNewRefusesWhatCannotApply(t *testing.T) {
+	ctx := context.Background()
+	for field, cfg := range map[string]engine.Config{
+		"Device CPU":      {Dim: 3, Device: engine.CPU},
+		"Adapters":        {Dim: 3, Adapters: []engine.AdapterSelect{{Name: "x"}}},
+		"Isolate":         {Dim: 3, Isolate: true},
+		"Limits.Overflow": {Dim: 3, Limits: engine.Limits{Overflow: true, MaxDeviceBytes: 1 << 20}},
+		"ProbeTimeout":    {Dim: 3, ProbeTimeout: time.Second},
+	} {
+		_, err := ondevice.New(ctx, cfg, nil, nil, nil)
+		require.ErrorIs(t, err, umbra.ErrInvalidConfig, field)
+		assert.Contains(t, err.Error(), field)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 )
 
@@ -34,7 +35,7 @@ func benchRunner(b *testing.B, t Tier) runner {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := ix.Add(ctx, engine.Flat(w.Data, ix.Dim())); err != nil {
+		if _, err := ix.Add(ctx, umbra.Flat(w.Data, ix.Dim())); err != nil {
 			b.Fatal(err)
 		}
 		return &residentRunner{ix: ix, owned: true}
@@ -48,7 +49,7 @@ func benchRunner(b *testing.B, t Tier) runner {
 		ix.Close()
 		return &rebuildRunner{cfg: benchConfig(engine.GPU), w: w, flat: t == TierContiguous}
 	}
-	if _, err := ix.Add(ctx, engine.Flat(w.Data, ix.Dim())); err != nil {
+	if _, err := ix.Add(ctx, umbra.Flat(w.Data, ix.Dim())); err != nil {
 		b.Fatal(err)
 	}
 	return &residentRunner{ix: ix, owned: true, kernelOnly: t == TierKernel}
@@ -89,6 +90,6 @@ func BenchmarkTier(b *testing.B) {
 func BenchmarkReference(b *testing.B) {
 	w := benchData()
 	for b.Loop() {
-		NewReference(w.Data, benchDim, w.Queries[0], engine.Cosine)
+		NewReference(w.Data, benchDim, w.Queries[0], umbra.Cosine)
 	}
 }

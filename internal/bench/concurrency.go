@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/bench/peers"
 )
@@ -20,7 +21,7 @@ import (
 // ConcurrencyOptions sizes the --concurrency measurement.
 type ConcurrencyOptions struct {
 	N, Dim, K int
-	Metric    engine.Metric
+	Metric    umbra.Metric
 	Levels    []int         // concurrent callers, e.g. 1, 8, 64, 256
 	Duration  time.Duration // per cell
 	Device    engine.Device // CPU: the fallback only; GPU: the fallback and the GPU, software adapters too; Auto: the GPU if a hardware one works
@@ -88,7 +89,7 @@ func RunConcurrency(ctx context.Context, o ConcurrencyOptions) (*ConcurrencyRepo
 	if err != nil {
 		return nil, err
 	}
-	if _, err := ref.Add(ctx, engine.Flat(data, ref.Dim())); err != nil {
+	if _, err := ref.Add(ctx, umbra.Flat(data, ref.Dim())); err != nil {
 		ref.Close()
 		return nil, err
 	}
@@ -108,7 +109,7 @@ func RunConcurrency(ctx context.Context, o ConcurrencyOptions) (*ConcurrencyRepo
 	}
 	for _, tg := range targets {
 		for _, batching := range []string{"on", "off"} {
-			cfg := engine.Config{Dim: o.Dim, Metric: o.Metric, Device: tg.device, Adapters: []engine.AdapterSelect{o.Adapter},
+			cfg := engine.Config{Dim: o.Dim, Metric: o.Metric, Device: tg.device, Adapters: adapterFor(tg.device, o.Adapter),
 				Coalesce: engine.Coalesce{MaxQueries: o.BatchQueries, Wait: o.BatchWait}}
 			if batching == "off" {
 				cfg.Coalesce.MaxQueries = 1
@@ -128,7 +129,7 @@ func RunConcurrency(ctx context.Context, o ConcurrencyOptions) (*ConcurrencyRepo
 			if tg.device != engine.CPU {
 				rep.Adapter = info.Adapter.String()
 			}
-			if _, err := ix.Add(ctx, engine.Flat(data, ix.Dim())); err != nil {
+			if _, err := ix.Add(ctx, umbra.Flat(data, ix.Dim())); err != nil {
 				ix.Close()
 				return nil, err
 			}
@@ -158,7 +159,7 @@ func RunConcurrency(ctx context.Context, o ConcurrencyOptions) (*ConcurrencyRepo
 	if !o.Peers {
 		return rep, nil
 	}
-	if o.Metric == engine.Cosine {
+	if o.Metric == umbra.Cosine {
 		say("chromem-go: adding the vectors")
 		ch, err := peers.NewChromem(ctx, data, o.Dim)
 		if err != nil {
@@ -245,7 +246,7 @@ func percentileMs(sorted []time.Duration, p float64) float64 {
 // sameAnswer reports whether got is want: the same IDs in order, except
 // that IDs may swap between scores within tol of each other, and every
 // score within tol of want's.
-func sameAnswer(want, got []engine.Hit, tol float64) bool {
+func sameAnswer(want, got []umbra.Hit, tol float64) bool {
 	if len(want) != len(got) {
 		return false
 	}

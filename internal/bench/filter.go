@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"github.com/umbravec/umbra"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -27,8 +28,8 @@ type FilterOptions struct {
 	// Fractions are the shares of the rows a Where admits, one filter each
 	// (each a disjoint group of rows, chosen at random).
 	Fractions []float64
-	Metric    engine.Metric
-	Precision engine.Precision
+	Metric    umbra.Metric
+	Precision umbra.Precision
 	// Runs groups of Repeat calls of every search, interleaved: each
 	// group calls the unfiltered search, and every filtered search and its
 	// subset-only index, in turn.
@@ -162,7 +163,7 @@ func RunFilter(ctx context.Context, o FilterOptions) (*FilterReport, error) {
 			}
 			fields[i] = meta.Fields{"user": meta.KeywordOf(u)}
 		}
-		if _, err := ix.Add(ctx, engine.Flat(rowsOf(lo, hi), o.Dim), engine.WithIDs(ids[lo:hi]...), engine.WithMeta(fields...)); err != nil {
+		if _, err := ix.Add(ctx, umbra.Flat(rowsOf(lo, hi), o.Dim), umbra.WithIDs(ids[lo:hi]...), umbra.WithMeta(fields...)); err != nil {
 			return nil, err
 		}
 	}
@@ -186,17 +187,17 @@ func RunFilter(ctx context.Context, o FilterOptions) (*FilterReport, error) {
 			flat = append(flat, cur[off:off+o.Dim]...)
 			subIDs[i] = uint64(row)
 		}
-		if _, err := sub.Add(ctx, engine.Flat(flat, o.Dim), engine.WithIDs(subIDs...)); err != nil {
+		if _, err := sub.Add(ctx, umbra.Flat(flat, o.Dim), umbra.WithIDs(subIDs...)); err != nil {
 			return nil, err
 		}
 		subs[g] = sub
 	}
 	queries := RandomRows(8, o.Dim, o.Seed, 999)
 	rep.Rows = make([]FilterRow, len(o.Fractions))
-	wheres := make([]engine.SearchOption, len(o.Fractions))
+	wheres := make([]umbra.SearchOption, len(o.Fractions))
 	for g, f := range o.Fractions {
 		rep.Rows[g] = FilterRow{Fraction: f, Admitted: len(members[g]), Exact: true}
-		wheres[g] = engine.Where(meta.Eq("user", meta.KeywordOf(user(g))))
+		wheres[g] = umbra.Where(meta.Eq("user", meta.KeywordOf(user(g))))
 	}
 
 	// The check, before timing: every filtered answer is the subset's.
@@ -224,14 +225,14 @@ func RunFilter(ctx context.Context, o FilterOptions) (*FilterReport, error) {
 		groups []float64
 		filter []float64
 	}
-	search := func(x *engine.Index, opt engine.SearchOption) func(int) (time.Duration, float64, error) {
+	search := func(x *engine.Index, opt umbra.SearchOption) func(int) (time.Duration, float64, error) {
 		return func(slot int) (time.Duration, float64, error) {
 			var tr diag.Trace
 			c := ctx
-			var opts []engine.SearchOption
+			var opts []umbra.SearchOption
 			if opt != nil {
 				c = diag.WithTrace(ctx, &tr)
-				opts = []engine.SearchOption{opt}
+				opts = []umbra.SearchOption{opt}
 			}
 			start := time.Now()
 			_, err := x.Search(c, queries[slot%len(queries)], o.K, opts...)
@@ -293,8 +294,8 @@ func RunFilter(ctx context.Context, o FilterOptions) (*FilterReport, error) {
 
 // sameHits reports whether two answers hold the same IDs with the same
 // score bits, in the same order.
-func sameHits(a, b []engine.Hit) bool {
-	return slices.EqualFunc(a, b, func(x, y engine.Hit) bool {
+func sameHits(a, b []umbra.Hit) bool {
+	return slices.EqualFunc(a, b, func(x, y umbra.Hit) bool {
 		return x.ID == y.ID && math.Float32bits(x.Score) == math.Float32bits(y.Score)
 	})
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"github.com/umbravec/umbra"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -14,7 +15,7 @@ import (
 // subset index's, a tiny share is gathered, and the table says so.
 func TestRunFilter(t *testing.T) {
 	rep, err := RunFilter(context.Background(), FilterOptions{Device: engine.CPU, N: 4000, Dim: 24, K: 10,
-		Fractions: []float64{0.001, 0.05, 0.5}, Metric: engine.Cosine, Runs: 2, Repeat: 1, Seed: 3})
+		Fractions: []float64{0.001, 0.05, 0.5}, Metric: umbra.Cosine, Runs: 2, Repeat: 1, Seed: 3})
 	require.NoError(t, err)
 	require.Len(t, rep.Rows, 3)
 	for _, r := range rep.Rows {
@@ -38,7 +39,7 @@ func TestRunFilter(t *testing.T) {
 func TestCFloor(t *testing.T) {
 	w := RandomWorkload(3000, 64, 2, 5)
 	rep, err := Run(context.Background(), w, Options{K: 5, Repeat: 1, Runs: 3, Tiers: []Tier{TierFallback},
-		Metric: engine.Dot, Device: engine.CPU, CFloor: true})
+		Metric: umbra.Dot, Device: engine.CPU, CFloor: true})
 	require.NoError(t, err)
 	require.NotNil(t, rep.Floors)
 	c := rep.Floors.C

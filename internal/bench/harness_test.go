@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/bench/peers"
 	"github.com/umbravec/umbra/internal/testkit"
@@ -45,21 +46,21 @@ func RandomWorkload(n, dim, nq int, seed uint64) *Workload {
 // says whether it was in the data or the queries.
 func TestRunRefusesInput(t *testing.T) {
 	seed := testkit.Seed(t)
-	opt := func(m engine.Metric) Options {
+	opt := func(m umbra.Metric) Options {
 		return Options{K: 1, Repeat: 1, Runs: 1, Tiers: []Tier{TierFallback}, Device: engine.CPU, Metric: m}
 	}
 	cases := []struct {
 		name   string
-		metric engine.Metric
+		metric umbra.Metric
 		spoil  func(w *Workload)
 		what   string
 		want   error
 	}{
-		{"NaN in the data", engine.Dot, func(w *Workload) { w.Data[len(w.Data)-3] = float32(math.NaN()) }, "data", engine.ErrNonFinite},
-		{"-Inf in a query", engine.L2, func(w *Workload) { w.Queries[1][2] = float32(math.Inf(-1)) }, "queries", engine.ErrNonFinite},
-		{"zero row under cosine", engine.Cosine, func(w *Workload) { clear(w.Data[5*w.Dim : 6*w.Dim]) }, "data", engine.ErrZeroVector},
-		{"zero query under cosine", engine.Cosine, func(w *Workload) { clear(w.Queries[0]) }, "queries", engine.ErrZeroVector},
-		{"short query", engine.Dot, func(w *Workload) { w.Queries[1] = w.Queries[1][:3] }, "queries", engine.ErrDimMismatch},
+		{"NaN in the data", umbra.Dot, func(w *Workload) { w.Data[len(w.Data)-3] = float32(math.NaN()) }, "data", umbra.ErrNonFinite},
+		{"-Inf in a query", umbra.L2, func(w *Workload) { w.Queries[1][2] = float32(math.Inf(-1)) }, "queries", umbra.ErrNonFinite},
+		{"zero row under cosine", umbra.Cosine, func(w *Workload) { clear(w.Data[5*w.Dim : 6*w.Dim]) }, "data", umbra.ErrZeroVector},
+		{"zero query under cosine", umbra.Cosine, func(w *Workload) { clear(w.Queries[0]) }, "queries", umbra.ErrZeroVector},
+		{"short query", umbra.Dot, func(w *Workload) { w.Queries[1] = w.Queries[1][:3] }, "queries", umbra.ErrDimMismatch},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -76,7 +77,7 @@ func TestRunRefusesInput(t *testing.T) {
 	w := RandomWorkload(40, 6, 2, seed)
 	clear(w.Data[:6])
 	clear(w.Queries[0])
-	rep, err := Run(context.Background(), w, opt(engine.L2))
+	rep, err := Run(context.Background(), w, opt(umbra.L2))
 	require.NoError(t, err, "zero vectors are fine under L2")
 	assert.True(t, rep.Pass, rep.Verdict)
 }
@@ -97,7 +98,7 @@ func TestWorkloadLayouts(t *testing.T) {
 
 func TestRunCPU(t *testing.T) {
 	w := RandomWorkload(1500, 48, 3, testkit.Seed(t))
-	for _, m := range []engine.Metric{engine.Cosine, engine.Dot, engine.L2} {
+	for _, m := range []umbra.Metric{umbra.Cosine, umbra.Dot, umbra.L2} {
 		t.Run(m.String(), func(t *testing.T) {
 			rep, err := Run(context.Background(), w, Options{K: 5, Repeat: 2, Runs: 3, Warmup: 1, Tiers: AllTiers,
 				Metric: m, Device: engine.CPU, Breakdown: true, Reps: 2})
@@ -274,7 +275,7 @@ func TestRunPeers(t *testing.T) {
 // Python that has it, and the fallback tier that peers need.
 func TestRunPeersSkips(t *testing.T) {
 	w := RandomWorkload(300, 16, 2, testkit.Seed(t))
-	rep, err := Run(context.Background(), w, Options{K: 3, Repeat: 1, Runs: 2, Tiers: []Tier{TierFallback}, Metric: engine.Dot,
+	rep, err := Run(context.Background(), w, Options{K: 3, Repeat: 1, Runs: 2, Tiers: []Tier{TierFallback}, Metric: umbra.Dot,
 		Device: engine.CPU, Peers: true, Batch: 4, BatchRepeat: 1, BatchRuns: 1,
 		Pythons: []string{filepath.Join(t.TempDir(), "python3")}})
 	require.NoError(t, err)

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
 )
@@ -82,7 +83,7 @@ func RunIngest(ctx context.Context, o IngestOptions) (*StoreReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, err = ix.Add(ctx, engine.Flat(m.Data, ix.Dim()))
+	_, err = ix.Add(ctx, umbra.Flat(m.Data, ix.Dim()))
 	if err == nil {
 		err = ix.Save(ctx, filepath.Join(dir, "store.umbra"))
 	}
@@ -184,7 +185,7 @@ func IngestChild(ctx context.Context, spec string) ([]byte, error) {
 			return nil, err
 		}
 		if op == "upsert-replace" {
-			if _, err := target.Add(ctx, engine.Flat(flat, target.Dim())); err != nil {
+			if _, err := target.Add(ctx, umbra.Flat(flat, target.Dim())); err != nil {
 				return nil, err
 			}
 		}
@@ -194,12 +195,12 @@ func IngestChild(ctx context.Context, spec string) ([]byte, error) {
 	case "copy":
 		call = func() error { c := make([]float32, len(flat)); copy(c, flat); runtime.KeepAlive(c); return nil }
 	case "addflat":
-		call = func() error { _, err := target.Add(ctx, engine.Flat(flat, target.Dim())); return err }
+		call = func() error { _, err := target.Add(ctx, umbra.Flat(flat, target.Dim())); return err }
 	case "add":
-		call = func() error { _, err := target.Add(ctx, engine.Vectors(vectors)); return err }
+		call = func() error { _, err := target.Add(ctx, umbra.Vectors(vectors)); return err }
 	case "upsert-new", "upsert-replace":
 		call = func() error {
-			_, err := target.Upsert(ctx, engine.Vectors(vectors), engine.WithIDs(ids...))
+			_, err := target.Upsert(ctx, umbra.Vectors(vectors), umbra.WithIDs(ids...))
 			return err
 		}
 	case "import":
@@ -228,7 +229,7 @@ func IngestChild(ctx context.Context, spec string) ([]byte, error) {
 				return err
 			}
 			defer ix.Close()
-			_, err = ix.Add(ctx, engine.Flat(m.Data, ix.Dim()))
+			_, err = ix.Add(ctx, umbra.Flat(m.Data, ix.Dim()))
 			return err
 		}
 	case "read-npy", "read-store":

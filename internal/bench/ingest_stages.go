@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
@@ -73,11 +74,11 @@ func RunIngestStages(ctx context.Context, o StoreOptions) (*IngestStages, error)
 		call  func(context.Context, *engine.Index) error
 	}{
 		{"Add (Flat)", nil, func(ctx context.Context, ix *engine.Index) error {
-			_, err := ix.Add(ctx, engine.Flat(flat, ix.Dim()))
+			_, err := ix.Add(ctx, umbra.Flat(flat, ix.Dim()))
 			return err
 		}},
 		{"Add (Vectors)", nil, func(ctx context.Context, ix *engine.Index) error {
-			_, err := ix.Add(ctx, engine.Vectors(vectors))
+			_, err := ix.Add(ctx, umbra.Vectors(vectors))
 			return err
 		}},
 		{"import .npy (streamed Add)", nil, func(ctx context.Context, ix *engine.Index) error {
@@ -90,17 +91,17 @@ func RunIngestStages(ctx context.Context, o StoreOptions) (*IngestStages, error)
 			return err
 		}},
 		{"Upsert, every ID new", nil, func(ctx context.Context, ix *engine.Index) error {
-			_, err := ix.Upsert(ctx, engine.Vectors(vectors), engine.WithIDs(ids...))
+			_, err := ix.Upsert(ctx, umbra.Vectors(vectors), umbra.WithIDs(ids...))
 			return err
 		}},
 		{"Upsert, replacing every row", func() (*engine.Index, error) {
 			ix, err := engine.New(ctx, cfg)
 			if err == nil {
-				_, err = ix.Add(ctx, engine.Flat(flat, ix.Dim()))
+				_, err = ix.Add(ctx, umbra.Flat(flat, ix.Dim()))
 			}
 			return ix, err
 		}, func(ctx context.Context, ix *engine.Index) error {
-			_, err := ix.Upsert(ctx, engine.Vectors(vectors), engine.WithIDs(ids...))
+			_, err := ix.Upsert(ctx, umbra.Vectors(vectors), umbra.WithIDs(ids...))
 			return err
 		}},
 		{"Add (Flat) to a store, log fsync per call", func() (*engine.Index, error) {
@@ -115,7 +116,7 @@ func RunIngestStages(ctx context.Context, o StoreOptions) (*IngestStages, error)
 			}
 			return engine.Open(ctx, store, engine.Config{Device: cfg.Device, Adapters: cfg.Adapters})
 		}, func(ctx context.Context, ix *engine.Index) error {
-			_, err := ix.Add(ctx, engine.Flat(flat, ix.Dim()))
+			_, err := ix.Add(ctx, umbra.Flat(flat, ix.Dim()))
 			return err
 		}},
 	}

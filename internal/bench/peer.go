@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/bench/peers"
 )
@@ -113,7 +114,7 @@ type answerCheck struct {
 
 // compare checks answers[i] against refs[i] for every i: the top-k IDs up
 // to near-ties, and the scores given.
-func (h *harness) compare(refs []*Reference, answers [][]engine.Hit) *answerCheck {
+func (h *harness) compare(refs []*Reference, answers [][]umbra.Hit) *answerCheck {
 	c := &answerCheck{match: true, exact: true, pass: true}
 	if len(answers) != len(refs) {
 		*c = answerCheck{detail: fmt.Sprintf("%d answers for %d queries", len(answers), len(refs))}
@@ -189,15 +190,15 @@ func (h *harness) openPeers(ctx context.Context) {
 	c := &PeerResult{Name: "chromem-go", Version: peers.ChromemVersion(), Index: "Collection.QueryEmbedding",
 		Premise: peers.ChromemPremise, BatchPremise: chromemBatchPremise}
 	h.peers.chromemRes = c
-	if h.opt.Metric != engine.Cosine {
+	if h.opt.Metric != umbra.Cosine {
 		c.Skipped, c.SkipReason = true, fmt.Sprintf("chromem-go computes cosine similarity only (this run: %s)", h.opt.Metric)
 	} else {
 		h.progress("filling a chromem-go collection with %d vectors", h.w.N())
 		col, err := peers.NewChromem(ctx, h.w.Data, h.w.Dim)
 		if err == nil {
-			var top []engine.Hit
+			var top []umbra.Hit
 			if top, err = col.Search(ctx, h.w.Queries[0], h.opt.K); err == nil {
-				c.oneCheck = h.compare([]*Reference{h.ref}, [][]engine.Hit{top})
+				c.oneCheck = h.compare([]*Reference{h.ref}, [][]umbra.Hit{top})
 				h.peers.chromem = col
 			}
 		}
@@ -207,7 +208,7 @@ func (h *harness) openPeers(ctx context.Context) {
 	}
 
 	index := "IndexFlatIP"
-	if h.opt.Metric == engine.L2 {
+	if h.opt.Metric == umbra.L2 {
 		index = "IndexFlatL2"
 	}
 	f := &PeerResult{Name: "faiss", Index: index, BatchPremise: faissBatchPremise, Premise: peers.FAISSPremise(index, 0, h.opt.Metric)}
@@ -369,7 +370,7 @@ func (h *harness) runFAISS(ctx context.Context) {
 		f.Premise += "; " + blas
 	}
 	f.Timing = timingOf(res.GroupsMS)
-	f.oneCheck = h.compare([]*Reference{h.ref}, [][]engine.Hit{res.Top})
+	f.oneCheck = h.compare([]*Reference{h.ref}, [][]umbra.Hit{res.Top})
 	if len(h.peers.batch) > 0 {
 		t := timingOf(res.BatchGroupsMS)
 		f.BatchMedianMS, f.BatchMinMS, f.BatchMaxMS, f.BatchJitter, f.BatchGroupsMS = t.MedianMS, t.MinMS, t.MaxMS, t.Jitter, t.GroupsMS

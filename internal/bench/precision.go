@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/bench/peers"
@@ -25,8 +26,8 @@ type PrecisionOptions struct {
 	N, Dim, K  int
 	Queries    int // distinct single queries, used in turn
 	Batch      int // queries in the batch call (0: no batch)
-	Precisions []engine.Precision
-	Metric     engine.Metric
+	Precisions []umbra.Precision
+	Metric     umbra.Metric
 	Runs       int // groups; each keeps the minimum of Repeat calls
 	Repeat     int
 	BatchRuns  int
@@ -160,7 +161,7 @@ func RunPrecision(ctx context.Context, o PrecisionOptions) (*PrecisionReport, er
 		return nil, err
 	}
 	defer fx.Close()
-	if _, err := fx.Add(ctx, engine.Flat(data, o.Dim)); err != nil {
+	if _, err := fx.Add(ctx, umbra.Flat(data, o.Dim)); err != nil {
 		return nil, err
 	}
 	rep := &PrecisionReport{Opt: o, Kernel: fx.Info().CPUKernel}
@@ -170,7 +171,7 @@ func RunPrecision(ctx context.Context, o PrecisionOptions) (*PrecisionReport, er
 	if len(probe) == 0 {
 		probe = qs
 	}
-	var want [][]engine.Hit
+	var want [][]umbra.Hit
 	timeIt := func(f func() error) (float64, error) {
 		t0 := time.Now()
 		err := f()
@@ -187,7 +188,7 @@ func RunPrecision(ctx context.Context, o PrecisionOptions) (*PrecisionReport, er
 	var floors []float64
 	for _, p := range o.Precisions {
 		say(fmt.Sprintf("%v: building the index", p))
-		ix, err := engine.New(ctx, engine.Config{Dim: o.Dim, Metric: o.Metric, Device: device, Adapters: []engine.AdapterSelect{o.Adapter}, Precision: p, Workers: o.Workers})
+		ix, err := engine.New(ctx, engine.Config{Dim: o.Dim, Metric: o.Metric, Device: device, Adapters: adapterFor(device, o.Adapter), Precision: p, Workers: o.Workers})
 		if err != nil {
 			return nil, err
 		}
@@ -197,7 +198,7 @@ func RunPrecision(ctx context.Context, o PrecisionOptions) (*PrecisionReport, er
 		if qk := ix.Info().QuantKernel; qk != "" && !strings.Contains(rep.Kernel, ", ") {
 			rep.Kernel += ", " + qk
 		}
-		if _, err := ix.Add(ctx, engine.Flat(data, ix.Dim())); err != nil {
+		if _, err := ix.Add(ctx, umbra.Flat(data, ix.Dim())); err != nil {
 			ix.Close()
 			return nil, err
 		}
@@ -222,8 +223,8 @@ func RunPrecision(ctx context.Context, o PrecisionOptions) (*PrecisionReport, er
 					return nil, err
 				}
 				search = min(search, ms)
-				if p != engine.F32 {
-					ms, err = timeIt(func() error { _, err := ix.Search(ctx, q, o.K, engine.Approximate()); return err })
+				if p != umbra.F32 {
+					ms, err = timeIt(func() error { _, err := ix.Search(ctx, q, o.K, umbra.Approximate()); return err })
 					if err != nil {
 						ix.Close()
 						return nil, err
@@ -237,12 +238,12 @@ func RunPrecision(ctx context.Context, o PrecisionOptions) (*PrecisionReport, er
 			approx = append(approx, ap)
 		}
 		row.SearchMS, row.FloorX = Median(times), Median(ratios)
-		if p != engine.F32 {
+		if p != umbra.F32 {
 			row.ApproxMS = Median(approx)
 		}
 		// Cost and exactness over the probe queries, one search each.
 		var tr diag.Trace
-		got := make([][]engine.Hit, len(probe))
+		got := make([][]umbra.Hit, len(probe))
 		var up, kern, back, host, resc, mb, kb []float64
 		for j, q := range probe {
 			var one diag.Trace
@@ -270,15 +271,15 @@ func RunPrecision(ctx context.Context, o PrecisionOptions) (*PrecisionReport, er
 			n := float64(max(1, len(probe)))
 			row.KernelMS, row.HostMS = tr.Kernel.Seconds()*1e3/n, tr.Select.Seconds()*1e3/n
 		}
-		if p == engine.F32 && onGPU {
+		if p == umbra.F32 && onGPU {
 			row.Name = "umbra f32"
 			row.Exact = want != nil && sameAnswers(want, got, false)
-		} else if p == engine.F32 {
+		} else if p == umbra.F32 {
 			want = got
 			row.Name = "umbra f32"
 		} else if want != nil {
 			row.Exact = sameAnswers(want, got, true)
-			ap, err := ix.SearchBatch(ctx, probe, o.K, engine.Approximate())
+			ap, err := ix.SearchBatch(ctx, probe, o.K, umbra.Approximate())
 			if err != nil {
 				ix.Close()
 				return nil, err
@@ -289,14 +290,14 @@ func RunPrecision(ctx context.Context, o PrecisionOptions) (*PrecisionReport, er
 			say(fmt.Sprintf("%v: %d batch calls of %d queries", p, o.BatchRuns, len(batch)))
 			var bt []float64
 			for range o.BatchRuns {
-				var res [][]engine.Hit
+				var res [][]umbra.Hit
 				ms, err := timeIt(func() error { var err error; res, err = ix.SearchBatch(ctx, batch, o.K); return err })
 				if err != nil {
 					ix.Close()
 					return nil, err
 				}
 				bt = append(bt, ms)
-				if want != nil && !sameAnswers(want, res, !(onGPU && p == engine.F32)) {
+				if want != nil && !sameAnswers(want, res, !(onGPU && p == umbra.F32)) {
 					row.Exact = false
 				}
 			}
@@ -347,7 +348,7 @@ func rowKernel(info engine.Info, onGPU bool) string {
 	if onGPU {
 		scan = "gpu"
 	}
-	if info.Precision == engine.F32 {
+	if info.Precision == umbra.F32 {
 		if onGPU {
 			return "gpu"
 		}
@@ -358,7 +359,7 @@ func rowKernel(info engine.Info, onGPU bool) string {
 
 // sameAnswers reports whether got equals want query by query: IDs, and
 // with bits set the score bits too.
-func sameAnswers(want, got [][]engine.Hit, bits bool) bool {
+func sameAnswers(want, got [][]umbra.Hit, bits bool) bool {
 	if len(want) != len(got) {
 		return false
 	}
@@ -376,7 +377,7 @@ func sameAnswers(want, got [][]engine.Hit, bits bool) bool {
 }
 
 // recall is the mean fraction of want's IDs that got holds, per query.
-func recall(want, got [][]engine.Hit) float64 {
+func recall(want, got [][]umbra.Hit) float64 {
 	if len(want) == 0 || len(want) != len(got) {
 		return math.NaN()
 	}

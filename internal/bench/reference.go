@@ -7,14 +7,14 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra"
 )
 
 // Reference holds the float64 scores of every stored row for one query,
 // computed from the raw input values, and what a float32 path may deviate
 // from them.
 type Reference struct {
-	Metric engine.Metric
+	Metric umbra.Metric
 	Scores []float64 // Scores[id]: cosine, inner product or squared L2
 	// Threshold is the largest |float32 score − Scores[id]| a correct path
 	// may show: 8·√dim·2⁻²⁴·S, where S is the largest sum of absolute
@@ -28,11 +28,11 @@ type Reference struct {
 
 // NewReference scores every row of data (row-major, dim values per row)
 // against q in float64, using every CPU.
-func NewReference(data []float32, dim int, q []float32, m engine.Metric) *Reference {
+func NewReference(data []float32, dim int, q []float32, m umbra.Metric) *Reference {
 	n := len(data) / dim
 	ref := &Reference{Metric: m, Scores: make([]float64, n)}
 	qn := 1.0
-	if m == engine.Cosine {
+	if m == umbra.Cosine {
 		qn = norm64(q)
 	}
 	workers := min(runtime.GOMAXPROCS(0), max(1, n/1024))
@@ -66,16 +66,16 @@ func norm64(v []float32) float64 {
 
 // score64 returns row's score against q and the sum of the absolute terms
 // that made it. qn is q's norm under Cosine.
-func score64(row, q []float32, qn float64, m engine.Metric) (score, mag float64) {
+func score64(row, q []float32, qn float64, m umbra.Metric) (score, mag float64) {
 	switch m {
-	case engine.L2:
+	case umbra.L2:
 		for j, x := range row {
 			d := float64(x) - float64(q[j])
 			score += d * d
 			mag += float64(x)*float64(x) + float64(q[j])*float64(q[j])
 		}
 		return score, mag
-	case engine.Cosine:
+	case umbra.Cosine:
 		var dot, nn float64
 		for j, x := range row {
 			p := float64(x) * float64(q[j])
@@ -133,7 +133,7 @@ func (r *Reference) TopK(k int) []int {
 // with k = N, in any order) with the reference and returns the largest
 // absolute difference. It fails when the hits do not name every row
 // exactly once.
-func (r *Reference) MaxAbsDiff(all []engine.Hit) (float64, error) {
+func (r *Reference) MaxAbsDiff(all []umbra.Hit) (float64, error) {
 	if len(all) != len(r.Scores) {
 		return 0, fmt.Errorf("search with k=%d returned %d hits for %d rows", len(r.Scores), len(all), len(r.Scores))
 	}
@@ -157,7 +157,7 @@ func (r *Reference) MaxAbsDiff(all []engine.Hit) (float64, error) {
 
 // HitsDiff returns the largest |hit score − reference score| over hits
 // (+Inf for an ID out of range or a NaN score).
-func (r *Reference) HitsDiff(hits []engine.Hit) float64 {
+func (r *Reference) HitsDiff(hits []umbra.Hit) float64 {
 	var worst float64
 	for _, h := range hits {
 		if h.ID >= uint64(len(r.Scores)) {
@@ -187,7 +187,7 @@ type TopKResult struct {
 }
 
 // CompareTopK checks a path's top-k hits against the reference's.
-func (r *Reference) CompareTopK(hits []engine.Hit, k int) TopKResult {
+func (r *Reference) CompareTopK(hits []umbra.Hit, k int) TopKResult {
 	want := r.TopK(k)
 	res := TopKResult{Exact: len(hits) == len(want), Match: len(hits) == len(want), Rank: -1}
 	seen := map[uint64]bool{}

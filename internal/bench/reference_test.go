@@ -6,8 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra"
 )
 
 // Three 2-D rows, worked by hand for q = (1, 0).
@@ -20,14 +19,14 @@ var refRows = []float32{
 func TestReferenceScores(t *testing.T) {
 	q := []float32{1, 0}
 	cases := []struct {
-		m    engine.Metric
+		m    umbra.Metric
 		want []float64
 		top  []int
 		mag  float64 // largest sum of absolute terms
 	}{
-		{engine.Cosine, []float64{0.6, 1, 0}, []int{1, 0, 2}, 1},
-		{engine.Dot, []float64{3, 1, 0}, []int{0, 1, 2}, 3},
-		{engine.L2, []float64{20, 0, 5}, []int{1, 2, 0}, 26}, // 9+16+1
+		{umbra.Cosine, []float64{0.6, 1, 0}, []int{1, 0, 2}, 1},
+		{umbra.Dot, []float64{3, 1, 0}, []int{0, 1, 2}, 3},
+		{umbra.L2, []float64{20, 0, 5}, []int{1, 2, 0}, 26}, // 9+16+1
 	}
 	for _, c := range cases {
 		t.Run(c.m.String(), func(t *testing.T) {
@@ -41,47 +40,47 @@ func TestReferenceScores(t *testing.T) {
 }
 
 func TestReferenceTiesByID(t *testing.T) {
-	ref := NewReference([]float32{1, 0, 2, 0, 1, 0}, 2, []float32{1, 0}, engine.Cosine)
+	ref := NewReference([]float32{1, 0, 2, 0, 1, 0}, 2, []float32{1, 0}, umbra.Cosine)
 	assert.Equal(t, []int{0, 1, 2}, ref.TopK(3), "equal cosines rank by lower ID")
 }
 
 func TestMaxAbsDiff(t *testing.T) {
-	ref := &Reference{Metric: engine.Dot, Scores: []float64{3, 1, 0}, Threshold: 1e-6}
-	d, err := ref.MaxAbsDiff([]engine.Hit{{ID: 0, Score: 3}, {ID: 2, Score: 0.25}, {ID: 1, Score: 1}})
+	ref := &Reference{Metric: umbra.Dot, Scores: []float64{3, 1, 0}, Threshold: 1e-6}
+	d, err := ref.MaxAbsDiff([]umbra.Hit{{ID: 0, Score: 3}, {ID: 2, Score: 0.25}, {ID: 1, Score: 1}})
 	require.NoError(t, err)
 	assert.Equal(t, 0.25, d)
 
-	_, err = ref.MaxAbsDiff([]engine.Hit{{ID: 0, Score: 3}, {ID: 0, Score: 3}, {ID: 1, Score: 1}})
+	_, err = ref.MaxAbsDiff([]umbra.Hit{{ID: 0, Score: 3}, {ID: 0, Score: 3}, {ID: 1, Score: 1}})
 	assert.ErrorContains(t, err, "twice")
-	_, err = ref.MaxAbsDiff([]engine.Hit{{ID: 0, Score: 3}})
+	_, err = ref.MaxAbsDiff([]umbra.Hit{{ID: 0, Score: 3}})
 	assert.ErrorContains(t, err, "returned 1 hits for 3 rows")
 
-	d, err = ref.MaxAbsDiff([]engine.Hit{{ID: 0, Score: float32(math.NaN())}, {ID: 1, Score: 1}, {ID: 2}})
+	d, err = ref.MaxAbsDiff([]umbra.Hit{{ID: 0, Score: float32(math.NaN())}, {ID: 1, Score: 1}, {ID: 2}})
 	require.NoError(t, err)
 	assert.True(t, math.IsInf(d, 1), "a NaN score is the worst difference")
 }
 
 func TestHitsDiff(t *testing.T) {
-	ref := &Reference{Metric: engine.Dot, Scores: []float64{3, 1, 0}}
-	assert.Equal(t, 0.5, ref.HitsDiff([]engine.Hit{{ID: 1, Score: 1.5}, {ID: 0, Score: 3}}))
+	ref := &Reference{Metric: umbra.Dot, Scores: []float64{3, 1, 0}}
+	assert.Equal(t, 0.5, ref.HitsDiff([]umbra.Hit{{ID: 1, Score: 1.5}, {ID: 0, Score: 3}}))
 	assert.Equal(t, 0.0, ref.HitsDiff(nil))
-	assert.True(t, math.IsInf(ref.HitsDiff([]engine.Hit{{ID: 3}}), 1))
-	assert.True(t, math.IsInf(ref.HitsDiff([]engine.Hit{{ID: 0, Score: float32(math.NaN())}}), 1))
+	assert.True(t, math.IsInf(ref.HitsDiff([]umbra.Hit{{ID: 3}}), 1))
+	assert.True(t, math.IsInf(ref.HitsDiff([]umbra.Hit{{ID: 0, Score: float32(math.NaN())}}), 1))
 }
 
 func TestCompareTopK(t *testing.T) {
 	// Rows 1 and 2 are a near-tie (within the threshold); row 3 is not.
-	ref := &Reference{Metric: engine.Dot, Scores: []float64{0.9, 0.5, 0.5 - 1e-7, 0.1}, Threshold: 1e-6}
-	hits := func(ids ...uint64) []engine.Hit {
-		h := make([]engine.Hit, len(ids))
+	ref := &Reference{Metric: umbra.Dot, Scores: []float64{0.9, 0.5, 0.5 - 1e-7, 0.1}, Threshold: 1e-6}
+	hits := func(ids ...uint64) []umbra.Hit {
+		h := make([]umbra.Hit, len(ids))
 		for i, id := range ids {
-			h[i] = engine.Hit{ID: id}
+			h[i] = umbra.Hit{ID: id}
 		}
 		return h
 	}
 	cases := []struct {
 		name  string
-		hits  []engine.Hit
+		hits  []umbra.Hit
 		k     int
 		exact bool
 		match bool

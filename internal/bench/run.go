@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/gpu"
@@ -23,7 +24,7 @@ type Options struct {
 	Warmup int // untimed calls per tier before the first group
 	Tiers  []Tier
 
-	Metric  engine.Metric
+	Metric  umbra.Metric
 	Device  engine.Device // Auto: GPU tiers run on a hardware adapter only; GPU: any adapter; CPU: none
 	Adapter engine.AdapterSelect
 	Workers int // fallback goroutines; 0 is GOMAXPROCS
@@ -214,9 +215,18 @@ func (h *harness) close() {
 	}
 }
 
+// adapterFor is the Adapters of an index on device d that the run's
+// adapter selection a applies to: none on the CPU, which refuses one.
+func adapterFor(d engine.Device, a engine.AdapterSelect) []engine.AdapterSelect {
+	if d == engine.CPU {
+		return nil
+	}
+	return []engine.AdapterSelect{a}
+}
+
 // config is the index configuration for device d with the run's metric.
 func (h *harness) config(d engine.Device) engine.Config {
-	return engine.Config{Dim: h.w.Dim, Metric: h.opt.Metric, Device: d, Adapters: []engine.AdapterSelect{h.opt.Adapter},
+	return engine.Config{Dim: h.w.Dim, Metric: h.opt.Metric, Device: d, Adapters: adapterFor(d, h.opt.Adapter),
 		Workers: h.opt.Workers}
 }
 
@@ -275,7 +285,7 @@ func (h *harness) admit(ctx context.Context) error {
 		return refused("queries", err)
 	}
 	h.progress("packing %d×%d into the fallback's slab", h.w.N(), h.w.Dim)
-	if _, err := ix.Add(ctx, engine.Flat(h.w.Data, ix.Dim())); err != nil {
+	if _, err := ix.Add(ctx, umbra.Flat(h.w.Data, ix.Dim())); err != nil {
 		return refused("data", err)
 	}
 	return nil
@@ -284,7 +294,7 @@ func (h *harness) admit(ctx context.Context) error {
 // refused wraps err in an InputError when the engine refused a vector of
 // what, and returns any other error (cancellation, too many rows) as is.
 func refused(what string, err error) error {
-	for _, e := range []error{engine.ErrNonFinite, engine.ErrZeroVector, engine.ErrDimMismatch} {
+	for _, e := range []error{umbra.ErrNonFinite, umbra.ErrZeroVector, umbra.ErrDimMismatch} {
 		if errors.Is(err, e) {
 			return &InputError{What: what, Err: err}
 		}
@@ -354,7 +364,7 @@ func (h *harness) openResident(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := ix.Add(ctx, engine.Flat(h.w.Data, ix.Dim())); err != nil {
+	if _, err := ix.Add(ctx, umbra.Flat(h.w.Data, ix.Dim())); err != nil {
 		ix.Close()
 		return fmt.Errorf("uploading the data: %w", err)
 	}

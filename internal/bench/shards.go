@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 )
 
@@ -17,7 +18,7 @@ type ShardOptions struct {
 	N, Dim, K int
 	Batches   []int // queries per SearchBatch call, e.g. 1, 8, 64
 	Shards    []engine.AdapterSelect
-	Metric    engine.Metric
+	Metric    umbra.Metric
 	Runs      int // groups; each keeps the minimum of Repeat calls
 	Repeat    int
 	Seed      uint64
@@ -82,7 +83,7 @@ func RunShards(ctx context.Context, o ShardOptions) (*ShardReport, error) {
 		if err != nil {
 			return fmt.Errorf("%s: %w", name, err)
 		}
-		if _, err := ix.Add(ctx, engine.Flat(data, ix.Dim())); err != nil {
+		if _, err := ix.Add(ctx, umbra.Flat(data, ix.Dim())); err != nil {
 			ix.Close()
 			return fmt.Errorf("%s: %w", name, err)
 		}
@@ -111,7 +112,7 @@ func RunShards(ctx context.Context, o ShardOptions) (*ShardReport, error) {
 		return nil, err
 	}
 	defer cpu.Close()
-	if _, err := cpu.Add(ctx, engine.Flat(data, cpu.Dim())); err != nil {
+	if _, err := cpu.Add(ctx, umbra.Flat(data, cpu.Dim())); err != nil {
 		return nil, err
 	}
 	want, err := cpu.SearchBatch(ctx, qs, o.K)

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 )
 
@@ -69,12 +70,12 @@ func RunSoak(ctx context.Context, o SoakOptions) (*SoakReport, error) {
 	if o.SampleEach <= 0 {
 		o.SampleEach = max(o.Duration/10, time.Second)
 	}
-	ix, err := engine.New(ctx, engine.Config{Dim: o.Dim, Metric: engine.Dot, Device: o.Device, Adapters: []engine.AdapterSelect{o.Adapter}})
+	ix, err := engine.New(ctx, engine.Config{Dim: o.Dim, Metric: umbra.Dot, Device: o.Device, Adapters: adapterFor(o.Device, o.Adapter)})
 	if err != nil {
 		return nil, err
 	}
 	defer ix.Close()
-	ref, err := engine.New(ctx, engine.Config{Dim: o.Dim, Metric: engine.Dot, Device: engine.CPU, Coalesce: engine.Coalesce{MaxQueries: 1}})
+	ref, err := engine.New(ctx, engine.Config{Dim: o.Dim, Metric: umbra.Dot, Device: engine.CPU, Coalesce: engine.Coalesce{MaxQueries: 1}})
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +90,7 @@ func RunSoak(ctx context.Context, o SoakOptions) (*SoakReport, error) {
 		rows[i] = stable[i*o.Dim : (i+1)*o.Dim]
 	}
 	for _, x := range []*engine.Index{ix, ref} {
-		if _, err := x.Add(ctx, engine.Vectors(rows), engine.WithIDs(ids...)); err != nil {
+		if _, err := x.Add(ctx, umbra.Vectors(rows), umbra.WithIDs(ids...)); err != nil {
 			ref.Close()
 			return nil, err
 		}
@@ -101,7 +102,7 @@ func RunSoak(ctx context.Context, o SoakOptions) (*SoakReport, error) {
 		ref.Close()
 		return nil, err
 	}
-	filtered, err := ref.SearchBatch(ctx, queries, o.K, engine.Allow(subset...))
+	filtered, err := ref.SearchBatch(ctx, queries, o.K, umbra.Allow(subset...))
 	ref.Close()
 	if err != nil {
 		return nil, err
@@ -118,13 +119,13 @@ func RunSoak(ctx context.Context, o SoakOptions) (*SoakReport, error) {
 		}
 		pmu.Unlock()
 	}
-	stablePrefix := func(qi int, hits []engine.Hit) bool {
+	stablePrefix := func(qi int, hits []umbra.Hit) bool {
 		j := 0
 		for _, h := range hits {
 			if h.ID >= uint64(o.N) {
 				continue
 			}
-			if j >= len(top[qi]) || !sameAnswer(top[qi][j:j+1], []engine.Hit{h}, 1e-4) {
+			if j >= len(top[qi]) || !sameAnswer(top[qi][j:j+1], []umbra.Hit{h}, 1e-4) {
 				return false
 			}
 			j++
@@ -144,18 +145,18 @@ func RunSoak(ctx context.Context, o SoakOptions) (*SoakReport, error) {
 				var err error
 				switch s % 3 {
 				case 0:
-					var hits []engine.Hit
+					var hits []umbra.Hit
 					if hits, err = ix.Search(ctx, queries[qi], o.K); err == nil && !stablePrefix(qi, hits) {
 						problem(&wrong, "search, query %d: the stable hits are not the best stable rows", qi)
 					}
 				case 1:
-					var hits []engine.Hit
-					if hits, err = ix.Search(ctx, queries[qi], o.K, engine.Allow(subset...)); err == nil && !sameAnswer(filtered[qi], hits, 1e-4) {
+					var hits []umbra.Hit
+					if hits, err = ix.Search(ctx, queries[qi], o.K, umbra.Allow(subset...)); err == nil && !sameAnswer(filtered[qi], hits, 1e-4) {
 						problem(&wrong, "filtered search, query %d: not the exact answer", qi)
 					}
 				default:
 					qj := r.IntN(len(queries))
-					var all [][]engine.Hit
+					var all [][]umbra.Hit
 					if all, err = ix.SearchBatch(ctx, [][]float32{queries[qi], queries[qj]}, o.K); err == nil &&
 						(!stablePrefix(qi, all[0]) || !stablePrefix(qj, all[1])) {
 						problem(&wrong, "batch search, queries %d and %d: the stable hits are not the best stable rows", qi, qj)
@@ -183,21 +184,21 @@ func RunSoak(ctx context.Context, o SoakOptions) (*SoakReport, error) {
 				switch op := r.IntN(3); {
 				case len(mine) > keep || (op == 0 && len(mine) > 0):
 					n := min(len(mine), 1+r.IntN(32))
-					err = ix.Delete(ctx, engine.WithIDs(mine[:n]...))
+					err = ix.Delete(ctx, umbra.WithIDs(mine[:n]...))
 					if err == nil {
 						mine = mine[n:]
 					}
 				case op == 1 && len(mine) > 0:
 					n := min(len(mine), 1+r.IntN(8))
 					vs := RandomRows(n, o.Dim, r.Uint64(), 4)
-					_, err = ix.Upsert(ctx, engine.Vectors(vs), engine.WithIDs(mine[len(mine)-n:]...))
+					_, err = ix.Upsert(ctx, umbra.Vectors(vs), umbra.WithIDs(mine[len(mine)-n:]...))
 				default:
 					n := 1 + r.IntN(32)
 					add := make([]uint64, n)
 					for i := range add {
 						add[i] = next + uint64(i)
 					}
-					_, err = ix.Add(ctx, engine.Vectors(RandomRows(n, o.Dim, r.Uint64(), 5)), engine.WithIDs(add...))
+					_, err = ix.Add(ctx, umbra.Vectors(RandomRows(n, o.Dim, r.Uint64(), 5)), umbra.WithIDs(add...))
 					if err == nil {
 						mine, next = append(mine, add...), next+uint64(n)
 					}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
 )
@@ -121,11 +122,11 @@ func RunStore(ctx context.Context, o StoreOptions) (*StoreReport, error) {
 			return f(ix)
 		}
 	}
-	if err := add("Add (Flat)", "copy", ingest(func(ix *engine.Index) error { _, err := ix.Add(ctx, engine.Flat(flat, ix.Dim())); return err }), plainCopy,
+	if err := add("Add (Flat)", "copy", ingest(func(ix *engine.Index) error { _, err := ix.Add(ctx, umbra.Flat(flat, ix.Dim())); return err }), plainCopy,
 		fmt.Sprintf("%s of vectors", mib(bytes))); err != nil {
 		return nil, err
 	}
-	if err := add("Add (Vectors)", "copy", ingest(func(ix *engine.Index) error { _, err := ix.Add(ctx, engine.Vectors(vectors)); return err }), plainCopy, ""); err != nil {
+	if err := add("Add (Vectors)", "copy", ingest(func(ix *engine.Index) error { _, err := ix.Add(ctx, umbra.Vectors(vectors)); return err }), plainCopy, ""); err != nil {
 		return nil, err
 	}
 
@@ -134,7 +135,7 @@ func RunStore(ctx context.Context, o StoreOptions) (*StoreReport, error) {
 		ids[i] = uint64(i)
 	}
 	if err := add("Upsert, every ID new", "copy", ingest(func(ix *engine.Index) error {
-		_, err := ix.Upsert(ctx, engine.Vectors(vectors), engine.WithIDs(ids...))
+		_, err := ix.Upsert(ctx, umbra.Vectors(vectors), umbra.WithIDs(ids...))
 		return err
 	}), plainCopy, ""); err != nil {
 		return nil, err
@@ -144,10 +145,10 @@ func RunStore(ctx context.Context, o StoreOptions) (*StoreReport, error) {
 		return nil, err
 	}
 	defer ix.Close()
-	if _, err := ix.Add(ctx, engine.Flat(flat, ix.Dim())); err != nil {
+	if _, err := ix.Add(ctx, umbra.Flat(flat, ix.Dim())); err != nil {
 		return nil, err
 	}
-	if err := add("Upsert, replacing every row", "copy", func() error { _, err := ix.Upsert(ctx, engine.Vectors(vectors), engine.WithIDs(ids...)); return err }, plainCopy,
+	if err := add("Upsert, replacing every row", "copy", func() error { _, err := ix.Upsert(ctx, umbra.Vectors(vectors), umbra.WithIDs(ids...)); return err }, plainCopy,
 		"in place, checked first (with a store or a device the old rows are kept aside to undo)"); err != nil {
 		return nil, err
 	}
@@ -160,7 +161,7 @@ func RunStore(ctx context.Context, o StoreOptions) (*StoreReport, error) {
 		if err != nil {
 			return err
 		}
-		_, err = ix.Add(ctx, engine.Flat(m.Data, ix.Dim()))
+		_, err = ix.Add(ctx, umbra.Flat(m.Data, ix.Dim()))
 		return err
 	})
 	streamNPY := ingest(func(ix *engine.Index) error {
@@ -262,7 +263,7 @@ func RunStore(ctx context.Context, o StoreOptions) (*StoreReport, error) {
 		sync time.Duration
 	}{{"Add 1 vector, log fsync per call", 0}, {"Add 1 vector, log fsync within 1s", time.Second}} {
 		spath := filepath.Join(dir, fmt.Sprintf("log%d.umbra", c.sync))
-		s, err := engine.Open(ctx, spath, engine.Config{Dim: o.Dim, Device: engine.CPU}, engine.LogSync(c.sync))
+		s, err := engine.Open(ctx, spath, engine.Config{Dim: o.Dim, Device: engine.CPU, LogSync: c.sync})
 		if err != nil {
 			return nil, err
 		}
@@ -271,8 +272,8 @@ func RunStore(ctx context.Context, o StoreOptions) (*StoreReport, error) {
 			s.Close()
 			return nil, err
 		}
-		err = add(c.name, "in memory", func() error { _, err := s.Add(ctx, engine.Vectors(one)); return err },
-			func() error { _, err := mem.Add(ctx, engine.Vectors(one)); return err }, "")
+		err = add(c.name, "in memory", func() error { _, err := s.Add(ctx, umbra.Vectors(one)); return err },
+			func() error { _, err := mem.Add(ctx, umbra.Vectors(one)); return err }, "")
 		s.Close()
 		mem.Close()
 		if err != nil {
@@ -281,12 +282,12 @@ func RunStore(ctx context.Context, o StoreOptions) (*StoreReport, error) {
 	}
 
 	// Filtered searches against the unfiltered one, on the chosen device.
-	sx, err := engine.New(ctx, engine.Config{Dim: o.Dim, Device: o.Device, Adapters: []engine.AdapterSelect{o.Adapter}})
+	sx, err := engine.New(ctx, engine.Config{Dim: o.Dim, Device: o.Device, Adapters: adapterFor(o.Device, o.Adapter)})
 	if err != nil {
 		return nil, err
 	}
 	defer sx.Close()
-	if _, err := sx.Add(ctx, engine.Flat(flat, sx.Dim())); err != nil {
+	if _, err := sx.Add(ctx, umbra.Flat(flat, sx.Dim())); err != nil {
 		return nil, err
 	}
 	q := vectors[o.N/2]
@@ -299,7 +300,7 @@ func RunStore(ctx context.Context, o StoreOptions) (*StoreReport, error) {
 			}
 		}
 		name := fmt.Sprintf("Search k=10, %s of rows allowed", strconv.FormatFloat(frac*100, 'g', -1, 64)+"%")
-		if err := add(name, "unfiltered", func() error { _, err := sx.Search(ctx, q, 10, engine.Allow(allow...)); return err },
+		if err := add(name, "unfiltered", func() error { _, err := sx.Search(ctx, q, 10, umbra.Allow(allow...)); return err },
 			func() error { _, err := sx.Search(ctx, q, 10); return err }, fmt.Sprintf("%d rows allowed, on %s", len(allow), where)); err != nil {
 			return nil, err
 		}

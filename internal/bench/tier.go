@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 )
@@ -107,10 +108,10 @@ func tierNames() string {
 type runner interface {
 	// call runs the operation once for q and returns the time it is
 	// charged and the hits it found.
-	call(ctx context.Context, q []float32, k int) (time.Duration, []engine.Hit, error)
+	call(ctx context.Context, q []float32, k int) (time.Duration, []umbra.Hit, error)
 	// check builds (or reuses) an index the way the tier does and returns
 	// its top-k for q and its scores of all rows (k = N), outside timing.
-	check(ctx context.Context, q []float32, k int) (top, all []engine.Hit, err error)
+	check(ctx context.Context, q []float32, k int) (top, all []umbra.Hit, err error)
 	close()
 }
 
@@ -123,7 +124,7 @@ type residentRunner struct {
 	clock      string // KernelClock of the last traced call
 }
 
-func (r *residentRunner) call(ctx context.Context, q []float32, k int) (time.Duration, []engine.Hit, error) {
+func (r *residentRunner) call(ctx context.Context, q []float32, k int) (time.Duration, []umbra.Hit, error) {
 	if r.kernelOnly {
 		var tr diag.Trace
 		hits, err := r.ix.Search(diag.WithTrace(ctx, &tr), q, k)
@@ -135,7 +136,7 @@ func (r *residentRunner) call(ctx context.Context, q []float32, k int) (time.Dur
 	return time.Since(start), hits, err
 }
 
-func (r *residentRunner) check(ctx context.Context, q []float32, k int) (top, all []engine.Hit, err error) {
+func (r *residentRunner) check(ctx context.Context, q []float32, k int) (top, all []umbra.Hit, err error) {
 	if top, err = r.ix.Search(ctx, q, k); err != nil {
 		return nil, nil, err
 	}
@@ -165,9 +166,9 @@ func (r *rebuildRunner) once(ctx context.Context, search func(*engine.Index) err
 	}
 	defer ix.Close()
 	if r.flat {
-		_, err = ix.Add(ctx, engine.Flat(r.w.Data, ix.Dim()))
+		_, err = ix.Add(ctx, umbra.Flat(r.w.Data, ix.Dim()))
 	} else {
-		_, err = ix.Add(ctx, engine.Vectors(r.w.Rows()))
+		_, err = ix.Add(ctx, umbra.Vectors(r.w.Rows()))
 	}
 	if err != nil {
 		return err
@@ -178,8 +179,8 @@ func (r *rebuildRunner) once(ctx context.Context, search func(*engine.Index) err
 	return search(ix)
 }
 
-func (r *rebuildRunner) call(ctx context.Context, q []float32, k int) (time.Duration, []engine.Hit, error) {
-	var hits []engine.Hit
+func (r *rebuildRunner) call(ctx context.Context, q []float32, k int) (time.Duration, []umbra.Hit, error) {
+	var hits []umbra.Hit
 	start := time.Now()
 	err := r.once(ctx, func(ix *engine.Index) (err error) {
 		hits, err = ix.Search(ctx, q, k)
@@ -188,7 +189,7 @@ func (r *rebuildRunner) call(ctx context.Context, q []float32, k int) (time.Dura
 	return time.Since(start), hits, err
 }
 
-func (r *rebuildRunner) check(ctx context.Context, q []float32, k int) (top, all []engine.Hit, err error) {
+func (r *rebuildRunner) check(ctx context.Context, q []float32, k int) (top, all []umbra.Hit, err error) {
 	err = r.once(ctx, func(ix *engine.Index) (err error) {
 		if top, err = ix.Search(ctx, q, k); err != nil {
 			return err

@@ -6,25 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
-
-func TestParseNamesRoundTrip(t *testing.T) {
-	for _, m := range []Metric{Cosine, Dot, L2} {
-		got, ok := ParseMetric(m.String())
-		require.True(t, ok, m.String())
-		assert.Equal(t, m, got)
-	}
-	for _, p := range []Precision{F32, F16, Int8} {
-		got, ok := ParsePrecision(p.String())
-		require.True(t, ok, p.String())
-		assert.Equal(t, p, got)
-	}
-	_, ok := ParseMetric("hamming")
-	assert.False(t, ok)
-	_, ok = ParsePrecision("f8")
-	assert.False(t, ok)
-}
 
 // TestStagesAddEveryField: Add reaches every field of Stages, so a field
 // added to Stages but not to Totals fails here rather than being dropped.

@@ -1,12 +1,13 @@
-// Package core declares, once, the concepts every layer of umbra names:
-// the metric an index ranks by, the precision its scanned copy is held
-// in, one search hit, what an adapter is, and the stages a traced call
-// spends its time in. Package engine re-exports the public ones as
-// aliases (engine.Metric is core.Metric), fallback, internal/gpu and
-// shaders use them directly, so no layer keeps a twin type and no
-// converter sits between two.
+// Package core names, for the layers below package engine (the CPU
+// kernels, the GPU backends, the shaders' templates), the concepts they
+// share: the metric an index ranks by and the precision its scanned copy
+// is held in (umbra.Metric and umbra.Precision, the public vocabulary),
+// what an adapter is (diag.AdapterInfo), one backend search hit (a row and
+// a score, turned into an ID by the engine) and the stages a traced call
+// spends its time in. The public types are declared once, in their public
+// packages; the names here let the internal layers use them without a twin
+// type or a converter between two.
 //
-// The package has no dependencies beyond the standard library and holds
-// no policy: which adapter to use, how to fall back, how to rank ties —
-// those live in the rooms that own them.
+// The package holds no policy: which adapter to use, how to fall back, how
+// to rank ties — those live in the rooms that own them.
 package core

@@ -6,8 +6,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
-
-	"github.com/umbravec/umbra/internal/kernelset"
 )
 
 // forEachQuantKernel runs f once per compressed kernel set this CPU runs,
@@ -15,10 +13,12 @@ import (
 // generic sets are tested too.
 func forEachQuantKernel(t *testing.T, f func(t *testing.T)) {
 	t.Helper()
-	for _, name := range kernelset.Sets(kernelset.Compressed) {
+	for _, name := range QuantKernelSets() {
 		t.Run(name, func(t *testing.T) {
-			restore, err := kernelset.Force(kernelset.Compressed, name)
-			noErr(t, err)
+			restore, ok := ForceQuantKernels(name)
+			if !ok {
+				t.Fatalf("no set %q", name)
+			}
 			defer restore()
 			if QuantKernel() != name {
 				t.Fatalf("forced %q, QuantKernel says %q", name, QuantKernel())
@@ -31,14 +31,16 @@ func forEachQuantKernel(t *testing.T, f func(t *testing.T)) {
 // The sets are listed best first, the first is the one chosen at init,
 // generic is last, and forcing one is undone by restore.
 func TestQuantKernelSetsForce(t *testing.T) {
-	names := kernelset.Sets(kernelset.Compressed)
+	names := QuantKernelSets()
 	t.Logf("compressed kernel sets on this CPU: %v", names)
 	if len(names) == 0 || names[len(names)-1] != "generic" || names[0] != QuantKernel() {
 		t.Fatalf("sets %v, active %q", names, QuantKernel())
 	}
 	for _, name := range names {
-		restore, err := kernelset.Force(kernelset.Compressed, name)
-		noErr(t, err)
+		restore, ok := ForceQuantKernels(name)
+		if !ok {
+			t.Fatalf("no set %q", name)
+		}
 		if QuantKernel() != name {
 			t.Fatalf("forced %q, active %q", name, QuantKernel())
 		}
@@ -47,7 +49,7 @@ func TestQuantKernelSetsForce(t *testing.T) {
 			t.Fatalf("restored to %q, want %q", QuantKernel(), names[0])
 		}
 	}
-	if _, err := kernelset.Force(kernelset.Compressed, "avx1024"); err == nil {
+	if _, ok := ForceQuantKernels("avx1024"); ok {
 		t.Fatal("forced a set this CPU does not run")
 	}
 }
@@ -192,7 +194,7 @@ func TestQuantKernelSetNames(t *testing.T) {
 	for _, ks := range quantKernelSets() {
 		names = append(names, ks.name)
 	}
-	if !slices.Equal(names, kernelset.Sets(kernelset.Compressed)) {
-		t.Fatalf("%v vs %v", names, kernelset.Sets(kernelset.Compressed))
+	if !slices.Equal(names, QuantKernelSets()) {
+		t.Fatalf("%v vs %v", names, QuantKernelSets())
 	}
 }

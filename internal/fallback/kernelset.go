@@ -1,31 +1,26 @@
 package fallback
 
-import (
-	"slices"
+import "slices"
 
-	"github.com/umbravec/umbra/internal/kernelset"
-)
-
-// The float32 kernel sets, for umbra's tests and cmd/bench to force one
-// (internal/kernelset); the library never does.
-func init() {
-	kernelset.Register(kernelset.Float32, func() []string {
-		var names []string
-		for _, ks := range runnableKernels() {
-			names = append(names, ks.name)
-		}
-		return names
-	}, forceKernels)
+// KernelSets names the float32 kernel sets this CPU runs, best first (the
+// one in use unless one was forced) and "generic" last: for umbra's tests
+// and cmd/bench to force one (internal/kernelset); the library never does.
+func KernelSets() []string {
+	var names []string
+	for _, ks := range runnableKernels() {
+		names = append(names, ks.name)
+	}
+	return names
 }
 
 // runnableKernels is every float32 kernel set this CPU runs, best first,
 // generic last.
 func runnableKernels() []kernelSet { return append(asmKernels(), genericKernels) }
 
-// forceKernels makes the set called name active. active is a plain
+// ForceKernels makes the set called name active. active is a plain
 // variable read by every search: kernelset.Force says to call this only
 // while no search runs.
-func forceKernels(name string) (restore func(), ok bool) {
+func ForceKernels(name string) (restore func(), ok bool) {
 	sets := runnableKernels()
 	i := slices.IndexFunc(sets, func(ks kernelSet) bool { return ks.name == name })
 	if i < 0 {

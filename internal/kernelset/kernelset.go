@@ -1,19 +1,22 @@
 // Package kernelset lets umbra's own tests and cmd/bench run the CPU
-// kernels with a set other than the one chosen at init: on a CPU with
+// kernels with a set other than the one chosen at start: on a CPU with
 // AVX-512, the AVX2 and generic sets too, so that every set a machine can
 // run is tested and measured there.
 //
-// The packages that own kernels (fallback for float32 scoring,
-// internal/exact for compressed rows) register their sets at init; the
-// library itself never forces a set and reads no environment variable, so
-// a program's kernels change only when umbra's tests or cmd/bench say so.
-// Info.CPUKernel and Info.QuantKernel name the set in use, forced or not.
+// It imports the packages that own kernels (fallback for float32 scoring,
+// internal/exact for compressed rows) and asks them; nothing registers at
+// init. The library itself never forces a set and reads no environment
+// variable, so a program's kernels change only when umbra's tests or
+// cmd/bench say so. Info.CPUKernel and Info.QuantKernel name the set in
+// use, forced or not.
 package kernelset
 
 import (
 	"fmt"
 	"strings"
-	"sync"
+
+	"github.com/umbravec/umbra/internal/exact"
+	"github.com/umbravec/umbra/internal/fallback"
 )
 
 // Family is one kind of CPU kernel.
@@ -28,36 +31,16 @@ const (
 	Compressed Family = "compressed"
 )
 
-type family struct {
-	sets func() []string
-	use  func(name string) (restore func(), ok bool)
-}
-
-var (
-	mu       sync.Mutex
-	families = map[Family]family{}
-)
-
-// Register is called at init by the package that owns f's kernels: sets
-// names the sets this CPU runs, best first and "generic" last; use makes
-// the named one active and returns what restores the one before, or
-// reports false for a name it does not run.
-func Register(f Family, sets func() []string, use func(name string) (restore func(), ok bool)) {
-	mu.Lock()
-	defer mu.Unlock()
-	families[f] = family{sets, use}
-}
-
 // Sets names the kernel sets of f this CPU runs, best first (the one
-// chosen at init) and "generic" last; nil if no package registered f.
+// chosen at start) and "generic" last; nil for an unknown family.
 func Sets(f Family) []string {
-	mu.Lock()
-	fam, ok := families[f]
-	mu.Unlock()
-	if !ok {
-		return nil
+	switch f {
+	case Float32:
+		return fallback.KernelSets()
+	case Compressed:
+		return exact.QuantKernelSets()
 	}
-	return fam.sets()
+	return nil
 }
 
 // Force makes the set called name f's active one for the whole process
@@ -67,15 +50,17 @@ func Sets(f Family) []string {
 // a benchmark), never while one runs. Compressed's is read once per
 // search, atomically.
 func Force(f Family, name string) (restore func(), err error) {
-	mu.Lock()
-	fam, ok := families[f]
-	mu.Unlock()
-	if !ok {
-		return nil, fmt.Errorf("kernelset: no %s kernels registered", f)
+	var ok bool
+	switch f {
+	case Float32:
+		restore, ok = fallback.ForceKernels(name)
+	case Compressed:
+		restore, ok = exact.ForceQuantKernels(name)
+	default:
+		return nil, fmt.Errorf("kernelset: no %s kernels", f)
 	}
-	restore, ok = fam.use(name)
 	if !ok {
-		return nil, fmt.Errorf("kernelset: no %s kernel set %q on this CPU (it runs %s)", f, name, strings.Join(fam.sets(), ", "))
+		return nil, fmt.Errorf("kernelset: no %s kernel set %q on this CPU (it runs %s)", f, name, strings.Join(Sets(f), ", "))
 	}
 	return restore, nil
 }

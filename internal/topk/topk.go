@@ -285,3 +285,10 @@ func RankAll(hits []core.Hit, m core.Metric, ids []uint64) []core.Hit {
 	t := Heap{k: len(hits), heap: true, h: hits, ids: ids}
 	return t.Result(m)
 }
+
+// Before reports whether a hit of score as and ID aid ranks before one of
+// score bs and ID bid under m: Worse's rule, for hits that carry their IDs
+// (a merge of shards' answers).
+func Before(m core.Metric, as float32, aid uint64, bs float32, bid uint64) bool {
+	return Worse(core.Hit{Row: 1, Score: bs}, core.Hit{Row: 0, Score: as}, m, []uint64{aid, bid})
+}

@@ -40,6 +40,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/cmd/demo/internal/webapi"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/core"
@@ -225,7 +226,7 @@ func (a *app) load() error {
 		return err
 	}
 	ctx := context.Background()
-	cfg := engine.Config{Dim: l.dim, Metric: engine.Cosine}
+	cfg := engine.Config{Dim: l.dim, Metric: umbra.Cosine}
 	switch param("device") {
 	case "cpu":
 		cfg.Device = engine.CPU
@@ -258,7 +259,7 @@ func (a *app) load() error {
 		return err
 	}
 	a.report("upload", fmt.Sprintf("%d rows on the %s", l.rows, strings.ToUpper(l.ix.Info().Device.String())))
-	if _, err := l.ix.Add(ctx, engine.Flat(l.data, l.dim)); err != nil {
+	if _, err := l.ix.Add(ctx, umbra.Flat(l.data, l.dim)); err != nil {
 		return err
 	}
 	k := min(10, l.rows)

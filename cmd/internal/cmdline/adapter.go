@@ -1,6 +1,10 @@
 package cmdline
 
-import "github.com/umbravec/umbra/engine"
+import (
+	"fmt"
+
+	"github.com/umbravec/umbra/engine"
+)
 
 // Adapter is the adapter-selection flags, the same in every command that
 // opens a GPU: embed it with `embed:""`. The values are checked as they
@@ -18,4 +22,23 @@ func (a Adapter) Select() engine.AdapterSelect {
 		s.Power = engine.LowPower
 	}
 	return s
+}
+
+// CheckDevice refuses adapter flags under --device cpu, which uses no
+// adapter, rather than ignoring them.
+func (a Adapter) CheckDevice(d engine.Device) error {
+	var flag, value string
+	switch {
+	case d != engine.CPU:
+		return nil
+	case a.Backend != "":
+		flag, value = "--backend", string(a.Backend)
+	case a.Name != "":
+		flag, value = "--adapter", a.Name
+	case a.Power == "low":
+		flag, value = "--power", string(a.Power)
+	default:
+		return nil
+	}
+	return fmt.Errorf("%s %s: --device cpu uses no GPU adapter (leave %s out, or pick --device gpu or auto)", flag, value, flag)
 }

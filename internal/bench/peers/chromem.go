@@ -9,8 +9,7 @@ import (
 	"strconv"
 
 	"github.com/philippgille/chromem-go"
-
-	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra"
 )
 
 const chromemModule = "github.com/philippgille/chromem-go"
@@ -73,25 +72,25 @@ func NewChromem(ctx context.Context, data []float32, dim int) (*Chromem, error) 
 
 // Search returns chromem-go's top k for q, best first, as hits whose IDs
 // are row numbers and whose scores are chromem-go's cosine similarities.
-func (c *Chromem) Search(ctx context.Context, q []float32, k int) ([]engine.Hit, error) {
+func (c *Chromem) Search(ctx context.Context, q []float32, k int) ([]umbra.Hit, error) {
 	res, err := c.col.QueryEmbedding(ctx, q, k, nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("chromem-go: %w", err)
 	}
-	hits := make([]engine.Hit, len(res))
+	hits := make([]umbra.Hit, len(res))
 	for i, r := range res {
 		id, err := strconv.ParseUint(r.ID, 10, 64)
 		if err != nil {
 			return nil, fmt.Errorf("chromem-go returned document %q, not one of ours", r.ID)
 		}
-		hits[i] = engine.Hit{ID: id, Score: r.Similarity}
+		hits[i] = umbra.Hit{ID: id, Score: r.Similarity}
 	}
 	return hits, nil
 }
 
 // SearchBatch answers each query in turn: chromem-go has no batch query.
-func (c *Chromem) SearchBatch(ctx context.Context, qs [][]float32, k int) ([][]engine.Hit, error) {
-	all := make([][]engine.Hit, len(qs))
+func (c *Chromem) SearchBatch(ctx context.Context, qs [][]float32, k int) ([][]umbra.Hit, error) {
+	all := make([][]umbra.Hit, len(qs))
 	for i, q := range qs {
 		hits, err := c.Search(ctx, q, k)
 		if err != nil {

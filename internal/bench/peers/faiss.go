@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/host"
 )
 
@@ -34,9 +34,9 @@ const FAISSInstall = "apt-get install python3-faiss python3-numpy libopenblas0-p
 var DefaultPythons = []string{"/usr/bin/python3", "python3"}
 
 // FAISSPremise says what one timed FAISS call includes.
-func FAISSPremise(index string, threads int, m engine.Metric) string {
+func FAISSPremise(index string, threads int, m umbra.Metric) string {
 	query, stored := "then index.search", "the index built outside timing"
-	if m == engine.Cosine {
+	if m == umbra.Cosine {
 		query, stored = "normalised (faiss.normalize_L2), then index.search", "the stored vectors normalised and the index built outside timing"
 	}
 	th := "as installed"
@@ -107,7 +107,7 @@ func lastLine(out string, err error) string {
 type FAISSRun struct {
 	Python string // interpreter, from FindFAISS
 	Dir    string // where the .npy files and the script go (a fresh temporary directory when empty)
-	Metric engine.Metric
+	Metric umbra.Metric
 	K      int
 	Repeat int
 	Runs   int
@@ -132,8 +132,8 @@ type FAISSResult struct {
 	Index         string   // IndexFlatIP or IndexFlatL2
 	GroupsMS      []float64
 	BatchGroupsMS []float64
-	Top           []engine.Hit   // for queries[0]
-	BatchTop      [][]engine.Hit // for each batch query
+	Top           []umbra.Hit   // for queries[0]
+	BatchTop      [][]umbra.Hit // for each batch query
 }
 
 // faissJSON is the script's output.
@@ -156,17 +156,17 @@ type topJSON struct {
 	Scores []float32 `json:"scores"`
 }
 
-func (t *topJSON) hits(n int) ([]engine.Hit, error) {
+func (t *topJSON) hits(n int) ([]umbra.Hit, error) {
 	if len(t.IDs) != len(t.Scores) {
 		return nil, fmt.Errorf("%d ids but %d scores", len(t.IDs), len(t.Scores))
 	}
-	hits := make([]engine.Hit, len(t.IDs))
+	hits := make([]umbra.Hit, len(t.IDs))
 	for i, id := range t.IDs {
 		// FAISS pads with -1 when it has fewer than k results.
 		if id < 0 || id >= int64(n) {
 			return nil, fmt.Errorf("id %d out of range 0..%d", id, n-1)
 		}
-		hits[i] = engine.Hit{ID: uint64(id), Score: t.Scores[i]}
+		hits[i] = umbra.Hit{ID: uint64(id), Score: t.Scores[i]}
 	}
 	return hits, nil
 }
@@ -245,7 +245,7 @@ func RunFAISS(ctx context.Context, r FAISSRun, data []float32, dim int, queries,
 			return nil, fmt.Errorf("faiss_flat.py reported %d batch groups (want %d) and %d batch answers (want %d)",
 				len(out.BatchGroupsMS), r.BatchRuns, len(out.BatchTop), len(batch))
 		}
-		res.BatchTop = make([][]engine.Hit, len(batch))
+		res.BatchTop = make([][]umbra.Hit, len(batch))
 		for i := range out.BatchTop {
 			if res.BatchTop[i], err = out.BatchTop[i].hits(n); err != nil {
 				return nil, fmt.Errorf("faiss_flat.py batch query %d: %w", i, err)

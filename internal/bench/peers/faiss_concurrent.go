@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/host"
 )
 
@@ -42,7 +42,7 @@ type FAISSConcurrent struct {
 // RunFAISSConcurrent times FAISS's flat index searched by as many Python
 // threads as each level says, one query per call, for d per level.
 func RunFAISSConcurrent(ctx context.Context, python string, data []float32, dim int, queries [][]float32,
-	m engine.Metric, k int, levels []int, d time.Duration) (*FAISSConcurrent, error) {
+	m umbra.Metric, k int, levels []int, d time.Duration) (*FAISSConcurrent, error) {
 	dir, err := os.MkdirTemp("", "umbra-faiss-")
 	if err != nil {
 		return nil, err

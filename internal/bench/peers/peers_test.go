@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
 )
@@ -26,12 +27,12 @@ func randomRows(r *rand.Rand, n, dim int) []float32 {
 }
 
 // umbraTop is the engine's exact answer on the CPU path.
-func umbraTop(t *testing.T, data []float32, dim int, m engine.Metric, qs [][]float32, k int) [][]engine.Hit {
+func umbraTop(t *testing.T, data []float32, dim int, m umbra.Metric, qs [][]float32, k int) [][]umbra.Hit {
 	t.Helper()
 	ix, err := engine.New(context.Background(), engine.Config{Dim: dim, Metric: m, Device: engine.CPU})
 	require.NoError(t, err)
 	defer ix.Close()
-	_, err = ix.Add(context.Background(), engine.Flat(data, ix.Dim()))
+	_, err = ix.Add(context.Background(), umbra.Flat(data, ix.Dim()))
 	require.NoError(t, err)
 	all, err := ix.SearchBatch(context.Background(), qs, k)
 	require.NoError(t, err)
@@ -43,10 +44,10 @@ func umbraTop(t *testing.T, data []float32, dim int, m engine.Metric, qs [][]flo
 // the rows' float64 scores, and every score within tol of the float64 one
 // (or testkit's tolerance, where larger). A peer's own summation (BLAS, an
 // expanded L2) may round differently from umbra's, hence its tol.
-func assertSameTop(t *testing.T, m engine.Metric, data []float32, dim int, q []float32, want, got []engine.Hit, tol float64) {
+func assertSameTop(t *testing.T, m umbra.Metric, data []float32, dim int, q []float32, want, got []umbra.Hit, tol float64) {
 	t.Helper()
-	kit := map[engine.Metric]testkit.Metric{engine.Cosine: testkit.Cosine, engine.Dot: testkit.Dot, engine.L2: testkit.L2}[m]
-	hits := func(hs []engine.Hit) []testkit.Hit {
+	kit := map[umbra.Metric]testkit.Metric{umbra.Cosine: testkit.Cosine, umbra.Dot: testkit.Dot, umbra.L2: testkit.L2}[m]
+	hits := func(hs []umbra.Hit) []testkit.Hit {
 		out := make([]testkit.Hit, len(hs))
 		for i, h := range hs {
 			out[i] = testkit.Hit{ID: h.ID, Score: h.Score}
@@ -80,11 +81,11 @@ func TestChromemAgreesWithUmbra(t *testing.T) {
 	col, err := NewChromem(context.Background(), data, dim)
 	require.NoError(t, err)
 	assert.Equal(t, orig, data, "chromem-go must not change the caller's rows")
-	want := umbraTop(t, data, dim, engine.Cosine, qs, k)
+	want := umbraTop(t, data, dim, umbra.Cosine, qs, k)
 	got, err := col.SearchBatch(context.Background(), qs, k)
 	require.NoError(t, err)
 	for i := range qs {
-		assertSameTop(t, engine.Cosine, data, dim, qs[i], want[i], got[i], 1e-5)
+		assertSameTop(t, umbra.Cosine, data, dim, qs[i], want[i], got[i], 1e-5)
 	}
 	_, err = col.Search(context.Background(), qs[0], n+1)
 	assert.ErrorContains(t, err, "chromem-go")
@@ -125,7 +126,7 @@ func TestFAISSAgreesWithUmbra(t *testing.T) {
 	data := randomRows(r, n, dim)
 	qs := queries(r, 3, dim)
 	batch := queries(r, 5, dim)
-	for _, m := range []engine.Metric{engine.Cosine, engine.Dot, engine.L2} {
+	for _, m := range []umbra.Metric{umbra.Cosine, umbra.Dot, umbra.L2} {
 		t.Run(m.String(), func(t *testing.T) {
 			res, err := RunFAISS(context.Background(), FAISSRun{Python: py, Metric: m, K: k, Repeat: 2, Runs: 3, Warmup: 1,
 				BatchRepeat: 1, BatchRuns: 2}, data, dim, qs, batch)
@@ -135,14 +136,14 @@ func TestFAISSAgreesWithUmbra(t *testing.T) {
 			if runtime.GOOS == "linux" {
 				assert.NotEmpty(t, res.BLAS, "the BLAS FAISS loaded, from /proc/self/maps")
 			}
-			assert.Equal(t, map[bool]string{true: "IndexFlatL2", false: "IndexFlatIP"}[m == engine.L2], res.Index)
+			assert.Equal(t, map[bool]string{true: "IndexFlatL2", false: "IndexFlatIP"}[m == umbra.L2], res.Index)
 			assert.Len(t, res.GroupsMS, 3)
 			assert.Len(t, res.BatchGroupsMS, 2)
 			for _, g := range append(slices.Clone(res.GroupsMS), res.BatchGroupsMS...) {
 				assert.True(t, g > 0 && !math.IsInf(g, 0), "group time %v", g)
 			}
 			tol := 1e-5
-			if m != engine.Cosine {
+			if m != umbra.Cosine {
 				tol = 1e-4 // unnormalised scores up to ~dim
 			}
 			assertSameTop(t, m, data, dim, qs[0], umbraTop(t, data, dim, m, qs[:1], k)[0], res.Top, tol)
@@ -153,11 +154,11 @@ func TestFAISSAgreesWithUmbra(t *testing.T) {
 			}
 		})
 	}
-	res, err := RunFAISS(context.Background(), FAISSRun{Python: py, Metric: engine.Cosine, K: k, Repeat: 1, Runs: 1},
+	res, err := RunFAISS(context.Background(), FAISSRun{Python: py, Metric: umbra.Cosine, K: k, Repeat: 1, Runs: 1},
 		data, dim, qs, nil)
 	require.NoError(t, err, "no batch")
 	assert.Empty(t, res.BatchGroupsMS)
-	_, err = RunFAISS(context.Background(), FAISSRun{Python: py, Metric: engine.Cosine, K: n + 1, Repeat: 1, Runs: 1},
+	_, err = RunFAISS(context.Background(), FAISSRun{Python: py, Metric: umbra.Cosine, K: n + 1, Repeat: 1, Runs: 1},
 		data, dim, qs, nil)
 	assert.ErrorContains(t, err, "out of range", "FAISS pads k > n with -1")
 }

@@ -1,0 +1,7 @@
+package protocol
+
+func Wipe(b []byte) {
+	for i := range b {
+		b[i] = 'x'
+	}
+}
