@@ -190,6 +190,7 @@ type serveCmd struct {
 	natsFlags `embed:""`
 
 	serveLimitFlags `embed:""` // serve_wait.go
+	httpFlags       `embed:""` // serve_http.go
 }
 
 func (*serveCmd) Help() string {
@@ -221,6 +222,12 @@ func (s *serveCmd) Run(ctx context.Context, e *env) error {
 	device, err := engine.ParseDevice(string(s.Device))
 	if err != nil {
 		return usagef("%s", err)
+	}
+	if s.HTTP != "" {
+		return s.runHTTP(ctx, e, device)
+	}
+	if g := s.httpFlags.httpOnly(); g != "" {
+		return usagef("%s needs --http", g)
 	}
 	if err := s.validateAuth(); err != nil {
 		return err
