@@ -87,4 +87,6 @@ func (b *Stores) Keep(ctx context.Context, ids []string) error {
 	return nil
 }
 
-func (b *Stores) Describe() string { return "one umbra store per collection under " + filepath.Join(b.Dir, "collections") }
+func (b *Stores) Describe() string {
+	return "one umbra store per collection under " + filepath.Join(b.Dir, "collections")
+}

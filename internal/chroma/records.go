@@ -99,10 +99,10 @@ func (e *embeddings) UnmarshalJSON(b []byte) error {
 }
 
 type writeRequest struct {
-	IDs        []string                     `json:"ids"`
-	Embeddings *embeddings                  `json:"embeddings"`
-	Documents  *[]*string                   `json:"documents"`
-	URIs       *[]*string                   `json:"uris"`
+	IDs        []string                      `json:"ids"`
+	Embeddings *embeddings                   `json:"embeddings"`
+	Documents  *[]*string                    `json:"documents"`
+	URIs       *[]*string                    `json:"uris"`
 	Metadatas  *[]map[string]json.RawMessage `json:"metadatas"`
 }
 
@@ -440,9 +440,15 @@ func (s *Server) write(r *http.Request, mode byte) (int, any, error) {
 	return status, struct{}{}, nil
 }
 
-func (s *Server) add(w http.ResponseWriter, r *http.Request) (int, any, error)    { return s.write(r, 'a') }
-func (s *Server) upsert(w http.ResponseWriter, r *http.Request) (int, any, error) { return s.write(r, 'u') }
-func (s *Server) update(w http.ResponseWriter, r *http.Request) (int, any, error) { return s.write(r, 'p') }
+func (s *Server) add(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	return s.write(r, 'a')
+}
+func (s *Server) upsert(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	return s.write(r, 'u')
+}
+func (s *Server) update(w http.ResponseWriter, r *http.Request) (int, any, error) {
+	return s.write(r, 'p')
+}
 
 // ---- selecting records
 
