@@ -528,3 +528,26 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// TestNumberComparison holds umbra's side of the table in docs/chroma.md:
+// an int field compared with a float operand as numbers (Chroma
+// truncates the operand).
+func TestNumberComparison(t *testing.T) {
+	ts := newTestServer(t, t.TempDir(), nil)
+	col := base + "/collections/" + ts.create(`{"name":"numbers"}`)
+	ts.ok(201, "POST", col+"/add", `{"ids":["i1","i2","f15","f2"],"embeddings":[[1],[2],[3],[4]],"metadatas":[{"x":1},{"x":2},{"x":1.5},{"x":2.0}]}`)
+	for _, c := range []struct{ where, ids string }{
+		{`{"x":{"$gte":1.5}}`, `["i2","f15","f2"]`},
+		{`{"x":{"$lt":1.5}}`, `["i1"]`},
+		{`{"x":{"$eq":1.5}}`, `["f15"]`},
+		{`{"x":{"$in":[1.5,2]}}`, `["i2","f15","f2"]`},
+		{`{"x":{"$gt":1.5}}`, `["i2","f2"]`},
+		{`{"x":{"$lte":1.5}}`, `["i1","f15"]`},
+		{`{"x":{"$gt":1}}`, `["i2","f15","f2"]`},
+		{`{"x":{"$ne":2}}`, `["i1","f15"]`},
+	} {
+		var g struct{ IDs []string }
+		require.NoError(t, json.Unmarshal([]byte(ts.ok(200, "POST", col+"/get", `{"include":[],"where":`+c.where+`}`)), &g))
+		requireJSON(t, c.ids, string(must(json.Marshal(nonNil(g.IDs)))), "where %s", c.where)
+	}
+}
