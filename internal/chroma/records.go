@@ -391,7 +391,7 @@ func (s *Server) write(r *http.Request, mode byte) (int, any, error) {
 	}
 	defer unlock()
 	ctx := r.Context()
-	if req.Embeddings != nil && len(*req.Embeddings) > 0 {
+	if req.Embeddings != nil && len(*req.Embeddings) > 0 && (mode != 'p' || st.c != nil) {
 		if err := s.ensure(ctx, st, len((*req.Embeddings)[0])); err != nil {
 			return 0, nil, err
 		}
@@ -821,7 +821,13 @@ func (s *Server) search(ctx context.Context, st *collState, req *readRequest, qs
 	if err != nil {
 		return err
 	}
-	opts := []umbra.SearchOption{umbra.Where(f)}
+	// A search with no filter at all goes through umbra's coalescing
+	// (concurrent single queries share one pass); one with a Where, even
+	// an empty one, is run on its own.
+	var opts []umbra.SearchOption
+	if f != (meta.Filter{}) {
+		opts = append(opts, umbra.Where(f))
+	}
 	hasDoc := len(req.WhereDocument) > 0 && !isNull(req.WhereDocument)
 	var allow []uint64
 	restrict := false

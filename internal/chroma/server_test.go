@@ -19,6 +19,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/testkit"
 )
@@ -550,4 +551,59 @@ func TestNumberComparison(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(ts.ok(200, "POST", col+"/get", `{"include":[],"where":`+c.where+`}`)), &g))
 		requireJSON(t, c.ids, string(must(json.Marshal(nonNil(g.IDs)))), "where %s", c.where)
 	}
+}
+
+// countingBackend wraps Stores, recording the options of every Search.
+type countingBackend struct {
+	Stores
+	opts *[]int
+}
+
+type countingCollection struct {
+	umbra.Collection
+	opts *[]int
+}
+
+func (c countingCollection) Search(ctx context.Context, q []float32, k int, opts ...umbra.SearchOption) ([]umbra.Hit, error) {
+	*c.opts = append(*c.opts, len(opts))
+	return c.Collection.Search(ctx, q, k, opts...)
+}
+
+func (b *countingBackend) Create(ctx context.Context, id string, dim int, m umbra.Metric) (umbra.Collection, error) {
+	c, err := b.Stores.Create(ctx, id, dim, m)
+	if err != nil {
+		return nil, err
+	}
+	return countingCollection{c, b.opts}, nil
+}
+
+// TestUnfilteredQueriesCoalesce: a query with no where, where_document or
+// ids calls Search with no option at all, which is what lets the engine
+// answer concurrent queries in one shared pass (a Where, even an empty
+// one, runs a search on its own).
+func TestUnfilteredQueriesCoalesce(t *testing.T) {
+	var opts []int
+	dir := t.TempDir()
+	ts := newTestServer(t, dir, func(c *Config) {
+		c.Backend = &countingBackend{Stores: Stores{Dir: dir, Config: engine.Config{Device: engine.CPU}}, opts: &opts}
+	})
+	col := base + "/collections/" + ts.create(`{"name":"coalesce"}`)
+	ts.ok(201, "POST", col+"/add", `{"ids":["a","b"],"embeddings":[[1,0],[0,1]],"metadatas":[{"x":1},null]}`)
+	ts.ok(200, "POST", col+"/query", `{"query_embeddings":[[1,0]],"n_results":1}`)
+	ts.ok(200, "POST", col+"/query", `{"query_embeddings":[[1,0]],"n_results":1,"where":{"x":1}}`)
+	require.Equal(t, []int{0, 1}, opts)
+}
+
+// TestUpdateOfEmptyCollectionFixesNothing: an update names stored records
+// only, so on a collection without records it stores nothing and does not
+// fix the collection's dimension.
+func TestUpdateOfEmptyCollectionFixesNothing(t *testing.T) {
+	ts := newTestServer(t, t.TempDir(), nil)
+	col := base + "/collections/" + ts.create(`{"name":"fresh"}`)
+	ts.ok(200, "POST", col+"/update", `{"ids":["a"],"embeddings":[[1,2,3]]}`)
+	var desc map[string]json.RawMessage
+	json.Unmarshal([]byte(ts.ok(200, "GET", base+"/collections/fresh", nil)), &desc)
+	requireJSON(t, `null`, string(desc["dimension"]))
+	ts.ok(201, "POST", col+"/add", `{"ids":["a"],"embeddings":[[1,2]]}`)
+	requireJSON(t, `1`, ts.ok(200, "GET", col+"/count", nil))
 }
