@@ -194,49 +194,89 @@ func minus(a, b []uint64) []uint64 {
 	return out
 }
 
+// docSet is the rows a where_document clause selects: ids, or (not) every
+// row of the collection but ids. A negation selects the rows whose
+// document does not match and the rows without a document, as Chroma's
+// does; the index knows only the rows with one, so it answers the
+// complement.
+type docSet struct {
+	ids []uint64
+	not bool
+}
+
+func (a docSet) and(b docSet) docSet {
+	switch {
+	case !a.not && !b.not:
+		return docSet{ids: intersect(a.ids, b.ids)}
+	case !a.not:
+		return docSet{ids: minus(a.ids, b.ids)}
+	case !b.not:
+		return docSet{ids: minus(b.ids, a.ids)}
+	}
+	return docSet{ids: union(a.ids, b.ids), not: true}
+}
+
+func (a docSet) or(b docSet) docSet {
+	switch {
+	case !a.not && !b.not:
+		return docSet{ids: union(a.ids, b.ids)}
+	case !a.not:
+		return docSet{ids: minus(b.ids, a.ids), not: true}
+	case !b.not:
+		return docSet{ids: minus(a.ids, b.ids), not: true}
+	}
+	return docSet{ids: intersect(a.ids, b.ids), not: true}
+}
+
+// resolve is the set as sorted IDs, given every row's (sorted).
+func (a docSet) resolve(all []uint64) []uint64 {
+	if !a.not {
+		return a.ids
+	}
+	return minus(all, a.ids)
+}
+
 // eval compiles a where_document clause ({"$contains": s},
 // {"$not_contains": s}, {"$regex": re}, {"$not_regex": re}, {"$and": […]},
-// {"$or": […]}) into the sorted rows it selects. A negation selects the
-// rows with a document that does not match (a row without a document
-// matches neither, as in Chroma).
-func (x *docIndex) eval(raw json.RawMessage, depth int) ([]uint64, error) {
+// {"$or": […]}) into the rows it selects.
+func (x *docIndex) eval(raw json.RawMessage, depth int) (docSet, error) {
 	if depth > maxWhereDepth {
-		return nil, whereErr("Invalid where_document clause: nested more than %d deep", maxWhereDepth)
+		return docSet{}, whereErr("Invalid where_document clause: nested more than %d deep", maxWhereDepth)
 	}
 	keys, m, err := object(raw)
 	if err != nil {
-		return nil, whereErr("Invalid where_document clause: expected an object")
+		return docSet{}, whereErr("Invalid where_document clause: expected an object")
 	}
 	if len(keys) != 1 {
-		return nil, whereErr("Invalid where_document clause: expected exactly one operator, got %d", len(keys))
+		return docSet{}, whereErr("Invalid where_document clause: expected exactly one operator, got %d", len(keys))
 	}
 	k, v := keys[0], bytes.TrimSpace(m[keys[0]])
 	switch k {
 	case "$and", "$or":
 		var list []json.RawMessage
 		if err := json.Unmarshal(v, &list); err != nil || len(list) == 0 {
-			return nil, whereErr("Invalid where_document clause: %s takes a non-empty list of clauses", k)
+			return docSet{}, whereErr("Invalid where_document clause: %s takes a non-empty list of clauses", k)
 		}
-		var acc []uint64
+		var acc docSet
 		for i, s := range list {
 			r, err := x.eval(s, depth+1)
 			if err != nil {
-				return nil, err
+				return docSet{}, err
 			}
 			switch {
 			case i == 0:
 				acc = r
 			case k == "$and":
-				acc = intersect(acc, r)
+				acc = acc.and(r)
 			default:
-				acc = union(acc, r)
+				acc = acc.or(r)
 			}
 		}
 		return acc, nil
 	case "$contains", "$not_contains", "$regex", "$not_regex":
 		var s string
 		if err := json.Unmarshal(v, &s); err != nil {
-			return nil, whereErr("Invalid where_document clause: %s takes a string", k)
+			return docSet{}, whereErr("Invalid where_document clause: %s takes a string", k)
 		}
 		var hit []uint64
 		if k == "$contains" || k == "$not_contains" {
@@ -244,14 +284,11 @@ func (x *docIndex) eval(raw json.RawMessage, depth int) ([]uint64, error) {
 		} else {
 			re, err := regexp.Compile(s)
 			if err != nil {
-				return nil, whereErr("Invalid where_document clause: %s: %v", k, err)
+				return docSet{}, whereErr("Invalid where_document clause: %s: %v", k, err)
 			}
 			hit = x.scan(re.MatchString)
 		}
-		if strings.HasPrefix(k, "$not_") {
-			return minus(x.all(), hit), nil
-		}
-		return hit, nil
+		return docSet{ids: hit, not: strings.HasPrefix(k, "$not_")}, nil
 	}
-	return nil, whereErr("Invalid where_document clause: unknown operator %s", k)
+	return docSet{}, whereErr("Invalid where_document clause: unknown operator %s", k)
 }

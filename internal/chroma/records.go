@@ -487,10 +487,10 @@ func (s *Server) selectRows(ctx context.Context, st *collState, req *readRequest
 	if err != nil {
 		return sel, err
 	}
-	var docIDs []uint64
+	var docs docSet
 	hasDoc := len(req.WhereDocument) > 0 && !isNull(req.WhereDocument)
 	if hasDoc {
-		if docIDs, err = st.docs.eval(req.WhereDocument, 0); err != nil {
+		if docs, err = st.docs.eval(req.WhereDocument, 0); err != nil {
 			return sel, err
 		}
 	}
@@ -501,8 +501,8 @@ func (s *Server) selectRows(ctx context.Context, st *collState, req *readRequest
 	switch {
 	case req.IDs != nil:
 		us.Keys = req.IDs
-	case hasDoc:
-		us.IDs = docIDs
+	case hasDoc && !docs.not:
+		us.IDs = docs.ids
 		if us.IDs == nil {
 			us.IDs = []uint64{}
 		}
@@ -515,8 +515,8 @@ func (s *Server) selectRows(ctx context.Context, st *collState, req *readRequest
 		sel.ids = append(sel.ids, r.ID)
 		sel.keys[r.ID] = r.Key
 	}
-	if hasDoc && req.IDs != nil {
-		sel.ids = intersect(sel.ids, docIDs)
+	if hasDoc && (req.IDs != nil || docs.not) {
+		sel.ids = docs.and(docSet{ids: sel.ids}).ids
 	}
 	return sel, nil
 }
@@ -859,10 +859,21 @@ func (s *Server) search(ctx context.Context, st *collState, req *readRequest, qs
 		if err != nil {
 			return err
 		}
+		if d.not && !restrict {
+			// A negation: every row but those the index names.
+			recs, err := st.c.Get(ctx, umbra.Selection{})
+			if err != nil {
+				return err
+			}
+			for _, r := range recs {
+				allow = append(allow, r.ID)
+			}
+			restrict = true
+		}
 		if restrict {
-			allow = intersect(allow, d)
+			allow = d.and(docSet{ids: allow}).ids
 		} else {
-			allow = d
+			allow = d.ids
 		}
 		restrict = true
 	}

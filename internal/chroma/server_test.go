@@ -361,6 +361,10 @@ func TestWhereDocumentIndex(t *testing.T) {
 	rng := testkit.Rand(t)
 	x := newDocIndex()
 	docs := map[uint64]string{}
+	var all []uint64 // every row of the collection, with a document or not
+	for id := range uint64(400) {
+		all = append(all, id)
+	}
 	alphabet := "abcde "
 	word := func(n int) string {
 		b := make([]byte, n)
@@ -387,27 +391,38 @@ func TestWhereDocumentIndex(t *testing.T) {
 			s := word(rng.IntN(6))
 			re := regexp.QuoteMeta(s[:len(s)/2]) + "." + regexp.QuoteMeta(s[len(s)/2:])
 			s2 := word(rng.IntN(4) + 1)
+			pos := func(f func(string) bool) func(string, bool) bool {
+				return func(d string, has bool) bool { return has && f(d) }
+			}
+			neg := func(f func(string) bool) func(string, bool) bool {
+				return func(d string, has bool) bool { return !has || !f(d) }
+			}
+			has := func(s string) func(string) bool { return func(d string) bool { return strings.Contains(d, s) } }
+			rx := regexp.MustCompile(re).MatchString
 			for _, c := range []struct {
 				clause string
-				keep   func(d string) bool
+				keep   func(d string, has bool) bool
 			}{
-				{fmt.Sprintf(`{"$contains":%q}`, s), func(d string) bool { return strings.Contains(d, s) }},
-				{fmt.Sprintf(`{"$not_contains":%q}`, s), func(d string) bool { return !strings.Contains(d, s) }},
-				{fmt.Sprintf(`{"$regex":%q}`, re), regexp.MustCompile(re).MatchString},
-				{fmt.Sprintf(`{"$not_regex":%q}`, re), func(d string) bool { return !regexp.MustCompile(re).MatchString(d) }},
-				{fmt.Sprintf(`{"$and":[{"$contains":%q},{"$not_contains":%q}]}`, s, s2), func(d string) bool { return strings.Contains(d, s) && !strings.Contains(d, s2) }},
-				{fmt.Sprintf(`{"$or":[{"$contains":%q},{"$contains":%q}]}`, s, s2), func(d string) bool { return strings.Contains(d, s) || strings.Contains(d, s2) }},
+				{fmt.Sprintf(`{"$contains":%q}`, s), pos(has(s))},
+				{fmt.Sprintf(`{"$not_contains":%q}`, s), neg(has(s))},
+				{fmt.Sprintf(`{"$regex":%q}`, re), pos(rx)},
+				{fmt.Sprintf(`{"$not_regex":%q}`, re), neg(rx)},
+				{fmt.Sprintf(`{"$and":[{"$contains":%q},{"$not_contains":%q}]}`, s, s2), func(d string, h bool) bool { return pos(has(s))(d, h) && neg(has(s2))(d, h) }},
+				{fmt.Sprintf(`{"$or":[{"$contains":%q},{"$contains":%q}]}`, s, s2), func(d string, h bool) bool { return pos(has(s))(d, h) || pos(has(s2))(d, h) }},
+				{fmt.Sprintf(`{"$or":[{"$not_contains":%q},{"$regex":%q}]}`, s, re), func(d string, h bool) bool { return neg(has(s))(d, h) || pos(rx)(d, h) }},
+				{fmt.Sprintf(`{"$and":[{"$not_contains":%q},{"$not_regex":%q}]}`, s2, re), func(d string, h bool) bool { return neg(has(s2))(d, h) && neg(rx)(d, h) }},
+				{fmt.Sprintf(`{"$or":[{"$not_contains":%q},{"$not_regex":%q}]}`, s2, re), func(d string, h bool) bool { return neg(has(s2))(d, h) || neg(rx)(d, h) }},
 			} {
 				got, err := x.eval(json.RawMessage(c.clause), 0)
 				require.NoError(t, err)
 				var want []uint64
-				for id, d := range docs {
-					if c.keep(d) {
+				for id := range uint64(400) {
+					d, ok := docs[id]
+					if c.keep(d, ok) {
 						want = append(want, id)
 					}
 				}
-				slices.Sort(want)
-				require.Equal(t, fmt.Sprint(want), fmt.Sprint(got), "%s", c.clause)
+				require.Equal(t, fmt.Sprint(want), fmt.Sprint(got.resolve(all)), "%s", c.clause)
 			}
 		}
 	}
@@ -606,4 +621,37 @@ func TestUpdateOfEmptyCollectionFixesNothing(t *testing.T) {
 	requireJSON(t, `null`, string(desc["dimension"]))
 	ts.ok(201, "POST", col+"/add", `{"ids":["a"],"embeddings":[[1,2]]}`)
 	requireJSON(t, `1`, ts.ok(200, "GET", col+"/count", nil))
+}
+
+// TestNegationsAdmitMissing holds answers read from Chroma's server: a
+// where_document negation admits records without a document, a metadata
+// $not_contains records whose key is no array (or absent), and an empty
+// array is a value.
+func TestNegationsAdmitMissing(t *testing.T) {
+	ts := newTestServer(t, t.TempDir(), nil)
+	col := base + "/collections/" + ts.create(`{"name":"negations"}`)
+	ts.ok(201, "POST", col+"/add", `{"ids":["d","n","e"],"embeddings":[[1],[2],[3]],"documents":["has cat",null,""],"metadatas":[{"x":[1,2]},{"x":"s"},{"x":[]}]}`)
+	for _, c := range []struct{ body, ids string }{
+		{`"where_document":{"$not_contains":"cat"}`, `["n","e"]`},
+		{`"where_document":{"$not_regex":"cat"}`, `["n","e"]`},
+		{`"where_document":{"$contains":""}`, `["d","e"]`},
+		{`"where_document":{"$regex":".*"}`, `["d","e"]`},
+		{`"where_document":{"$not_contains":"zz"}`, `["d","n","e"]`},
+		{`"where":{"x":{"$not_contains":1}}`, `["n","e"]`},
+		{`"where":{"x":{"$contains":1}}`, `["d"]`},
+		{`"where":{"x":{"$contains":"s"}}`, `[]`},
+	} {
+		requireJSON(t, `{"ids":`+c.ids+`,"embeddings":null,"documents":null,"uris":null,"metadatas":null,"include":[]}`,
+			ts.ok(200, "POST", col+"/get", `{"include":[],`+c.body+`}`), c.body)
+	}
+	var q struct{ IDs [][]string }
+	require.NoError(t, json.Unmarshal([]byte(ts.ok(200, "POST", col+"/query", `{"query_embeddings":[[0]],"n_results":3,"where_document":{"$not_contains":"cat"}}`)), &q))
+	require.ElementsMatch(t, []string{"n", "e"}, q.IDs[0])
+	requireJSON(t, `[{"x":[1,2]},{"x":"s"},{"x":[]}]`, string(must(json.Marshal(must(getMetas(ts, col))))))
+}
+
+func getMetas(ts *testServer, col string) ([]any, error) {
+	var g struct{ Metadatas []any }
+	err := json.Unmarshal([]byte(ts.ok(200, "POST", col+"/get", `{"include":["metadatas"]}`)), &g)
+	return g.Metadatas, err
 }

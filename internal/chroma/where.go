@@ -59,9 +59,6 @@ func parseMetaValue(key string, raw json.RawMessage, allowArray bool) (metaValue
 		if err := json.Unmarshal(raw, &elems); err != nil {
 			return v, fmt.Errorf("metadata key %q: %v", key, err)
 		}
-		if len(elems) == 0 {
-			return v, fmt.Errorf("Expected metadata list value for key '%s' to be non-empty", key)
-		}
 		v.kind = 'a'
 		for _, e := range elems {
 			ev, err := parseMetaValue(key, e, false)
@@ -180,7 +177,11 @@ func fieldsOf(m map[string]json.RawMessage) (meta.Fields, error) {
 			for i, e := range v.arr {
 				tags[i] = e.tagText()
 			}
-			f[arrayPrefix(v.arr[0].kind)+k] = meta.TagsOf(tags...)
+			elem := byte('s') // an empty array: a tag set like any other, holding nothing
+			if len(v.arr) > 0 {
+				elem = v.arr[0].kind
+			}
+			f[arrayPrefix(elem)+k] = meta.TagsOf(tags...)
 		}
 	}
 	return f, nil
