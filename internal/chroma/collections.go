@@ -670,6 +670,10 @@ func (s *Server) updateCollection(w http.ResponseWriter, r *http.Request) (int, 
 		next.Metadata = md
 	}
 	if len(req.NewConfiguration) > 0 {
+		var c configRequest
+		if json.Unmarshal(req.NewConfiguration, &c) == nil && c.HNSW != nil && c.HNSW.Space != nil {
+			return 0, nil, undecodable("new_configuration.hnsw.space: unknown field `space`, expected one of `ef_search`, `max_neighbors`, `num_threads`, `resize_factor`, `sync_threshold`, `batch_size`")
+		}
 		old := next.Space
 		if err := applyConfig(&next, req.NewConfiguration, "new_configuration"); err != nil {
 			return 0, nil, err

@@ -89,8 +89,16 @@ func (e *embeddings) UnmarshalJSON(b []byte) error {
 		case isNull(r):
 			out[i] = nil
 		default:
-			if err := json.Unmarshal(r, &out[i]); err != nil {
-				return fmt.Errorf("embeddings[%d]: expected a list of numbers: %v", i, err)
+			var v []*float32
+			if err := json.Unmarshal(r, &v); err != nil {
+				return undecodable("embeddings[%d]: expected a list of numbers: %v", i, err)
+			}
+			out[i] = make([]float32, len(v))
+			for j, x := range v {
+				if x == nil {
+					return undecodable("embeddings[%d][%d]: null: data did not match any variant of untagged enum Embeddings", i, j)
+				}
+				out[i][j] = *x
 			}
 		}
 	}
@@ -218,8 +226,11 @@ func (s *Server) checkWrite(req *writeRequest, needEmbeddings bool) error {
 	if req.Metadatas != nil {
 		for i, m := range *req.Metadatas {
 			for k, v := range m {
+				if k == "" {
+					return invalid("Validation error: metadatas: Invalid metadata at index %d (a key is empty)", i)
+				}
 				if _, err := parseMetaValue(k, v, true); err != nil {
-					return invalid("metadatas[%d] (id %q): %v", i, req.IDs[i], err)
+					return undecodable("metadatas[%d].%s: data did not match any variant of untagged enum MetadataValue (%v)", i, k, err)
 				}
 			}
 		}
@@ -619,8 +630,10 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	if (req.Limit != nil && *req.Limit < 0) || (req.Offset != nil && *req.Offset < 0) {
-		return 0, nil, invalid("limit and offset: 0 or more")
+	for name, v := range map[string]*int{"limit": req.Limit, "offset": req.Offset} {
+		if v != nil && *v < 0 {
+			return 0, nil, undecodable("%s: invalid value: integer `%d`, expected u32", name, *v)
+		}
 	}
 	st, unlock, err := s.state(r, false)
 	if err != nil {
@@ -767,8 +780,11 @@ func (s *Server) query(w http.ResponseWriter, r *http.Request) (int, any, error)
 	if req.NResults != nil {
 		k = *req.NResults
 	}
-	if k < 1 {
-		return 0, nil, invalid("Expected n_results to be a positive integer, got %d", k)
+	if k < 0 {
+		return 0, nil, undecodable("n_results: invalid value: integer `%d`, expected u32", k)
+	}
+	if k == 0 {
+		return 0, nil, invalid("Expected n_results to be a positive integer, got 0")
 	}
 	st, unlock, err := s.state(r, false)
 	if err != nil {

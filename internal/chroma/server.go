@@ -173,6 +173,12 @@ func invalid(format string, a ...any) *apiError {
 	return errf(http.StatusBadRequest, "InvalidArgumentError", format, a...)
 }
 
+// undecodable is Chroma's answer to a body its types cannot hold (a
+// negative count, a null in an embedding, a nested metadata value): 422.
+func undecodable(format string, a ...any) *apiError {
+	return errf(http.StatusUnprocessableEntity, "ChromaError", "Failed to deserialize the JSON body into the target type: "+format, a...)
+}
+
 func notFound(format string, a ...any) *apiError {
 	return errf(http.StatusNotFound, "NotFoundError", format, a...)
 }
@@ -275,6 +281,10 @@ func decode(r *http.Request, v any) error {
 		return nil
 	}
 	if err := json.Unmarshal(b, v); err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) {
+			return ae
+		}
 		return invalid("Failed to parse the request body as JSON: %v", err)
 	}
 	return nil

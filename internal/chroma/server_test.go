@@ -647,11 +647,41 @@ func TestNegationsAdmitMissing(t *testing.T) {
 	var q struct{ IDs [][]string }
 	require.NoError(t, json.Unmarshal([]byte(ts.ok(200, "POST", col+"/query", `{"query_embeddings":[[0]],"n_results":3,"where_document":{"$not_contains":"cat"}}`)), &q))
 	require.ElementsMatch(t, []string{"n", "e"}, q.IDs[0])
-	requireJSON(t, `[{"x":[1,2]},{"x":"s"},{"x":[]}]`, string(must(json.Marshal(must(getMetas(ts, col))))))
+	requireJSON(t, `[{"x":[1,2]},{"x":"s"},null]`, string(must(json.Marshal(must(getMetas(ts, col))))))
 }
 
 func getMetas(ts *testServer, col string) ([]any, error) {
 	var g struct{ Metadatas []any }
 	err := json.Unmarshal([]byte(ts.ok(200, "POST", col+"/get", `{"include":["metadatas"]}`)), &g)
 	return g.Metadatas, err
+}
+
+// TestUndecodableBodies: what Chroma's server cannot deserialize is 422
+// ChromaError there and here, storing nothing; an empty metadata key 400.
+func TestUndecodableBodies(t *testing.T) {
+	ts := newTestServer(t, t.TempDir(), nil)
+	id := ts.create(`{"name":"bodies"}`)
+	col := base + "/collections/" + id
+	ts.ok(201, "POST", col+"/add", `{"ids":["a"],"embeddings":[[1,2]]}`)
+	for _, c := range []struct {
+		path, body string
+		status     int
+	}{
+		{"/add", `{"ids":["b"],"embeddings":[[null,1]]}`, 422},
+		{"/add", `{"ids":["b"],"embeddings":[[1,2]],"metadatas":[{"a":{"b":1}}]}`, 422},
+		{"/add", `{"ids":["b"],"embeddings":[[1,2]],"metadatas":[{"a":[1,"x"]}]}`, 422},
+		{"/add", `{"ids":["b"],"embeddings":[[1,2]],"metadatas":[{"":1}]}`, 400},
+		{"/query", `{"query_embeddings":[[1,2]],"n_results":-1}`, 422},
+		{"/get", `{"limit":-1}`, 422},
+		{"/get", `{"offset":-2}`, 422},
+	} {
+		code, got := ts.call("POST", col+c.path, c.body)
+		require.Equal(t, c.status, code, "%s %s: %s", c.path, c.body, got)
+		if c.status == 422 {
+			require.Contains(t, got, `"error":"ChromaError","message":"Failed to deserialize the JSON body into the target type: `)
+		}
+	}
+	code, got := ts.call("PUT", base+"/collections/"+id, `{"new_configuration":{"hnsw":{"space":"ip"}}}`)
+	require.Equal(t, 422, code, got)
+	requireJSON(t, `1`, ts.ok(200, "GET", col+"/count", nil))
 }

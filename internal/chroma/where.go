@@ -417,7 +417,9 @@ func mergeMeta(old, upd map[string]json.RawMessage) map[string]json.RawMessage {
 		out[k] = v
 	}
 	for k, v := range upd {
-		if isNull(v) {
+		// Chroma keeps no empty array: the key is dropped, as a null
+		// drops it.
+		if isNull(v) || isEmptyArray(v) {
 			delete(out, k)
 		} else {
 			out[k] = v
@@ -427,6 +429,11 @@ func mergeMeta(old, upd map[string]json.RawMessage) map[string]json.RawMessage {
 		return nil
 	}
 	return out
+}
+
+func isEmptyArray(v json.RawMessage) bool {
+	b := bytes.TrimSpace(v)
+	return len(b) >= 2 && b[0] == '[' && len(bytes.TrimSpace(b[1:len(b)-1])) == 0
 }
 
 func isNull(v json.RawMessage) bool { return string(bytes.TrimSpace(v)) == "null" }
