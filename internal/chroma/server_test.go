@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -684,4 +685,18 @@ func TestUndecodableBodies(t *testing.T) {
 	code, got := ts.call("PUT", base+"/collections/"+id, `{"new_configuration":{"hnsw":{"space":"ip"}}}`)
 	require.Equal(t, 422, code, got)
 	requireJSON(t, `1`, ts.ok(200, "GET", col+"/count", nil))
+}
+
+// TestRequestTimeout: a request that outlives the server's time per
+// request is answered 504 in Chroma's error shape.
+func TestRequestTimeout(t *testing.T) {
+	dir := t.TempDir()
+	ts := newTestServer(t, dir, nil)
+	col := base + "/collections/" + ts.create(`{"name":"slow"}`)
+	ts.ok(201, "POST", col+"/add", `{"ids":["a","b"],"embeddings":[[1,0],[0,1]]}`)
+	ts.close()
+	ts = newTestServer(t, dir, func(c *Config) { c.RequestTimeout = time.Nanosecond })
+	code, got := ts.call("POST", col+"/query", `{"query_embeddings":[[1,0]],"n_results":1}`)
+	require.Equal(t, 504, code, got)
+	require.Contains(t, got, `"error":"TimeoutError"`)
 }
