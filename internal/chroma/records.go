@@ -800,6 +800,16 @@ func (s *Server) query(w http.ResponseWriter, r *http.Request) (int, any, error)
 			return 0, nil, invalid("Collection expecting embedding with dimension of %d, got %d", st.dim, len(q))
 		}
 	}
+	if st.c != nil && int64(len(qs))*int64(k) > maxQueryHits {
+		// Bound the answer: k past the collection's rows adds nothing.
+		rows, err := st.c.Count(ctx, meta.Filter{})
+		if err != nil {
+			return 0, nil, err
+		}
+		if n := int64(len(qs)) * int64(min(k, rows)); n > maxQueryHits {
+			return 0, nil, invalid("A query of %d embeddings with n_results %d would answer %d results; this server answers at most %d per request (query fewer embeddings at once, or ask fewer results)", len(qs), k, n, maxQueryHits)
+		}
+	}
 	perQuery := make([]columns, len(qs))
 	if st.c != nil {
 		if err := s.search(ctx, st, &req, qs, k, inc, perQuery); err != nil {
@@ -827,6 +837,11 @@ func (s *Server) query(w http.ResponseWriter, r *http.Request) (int, any, error)
 	}
 	return 200, out, nil
 }
+
+// maxQueryHits bounds the results one query request answers (embeddings
+// times n_results, n_results capped at the collection's rows), so that no
+// request makes the server hold an unbounded answer.
+const maxQueryHits = 1 << 20
 
 // errFindingID is Chroma's answer to a query whose ids name a record that
 // does not exist.

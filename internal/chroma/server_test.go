@@ -700,3 +700,28 @@ func TestRequestTimeout(t *testing.T) {
 	require.Equal(t, 504, code, got)
 	require.Contains(t, got, `"error":"TimeoutError"`)
 }
+
+// TestQueryAnswerBounded: n_results beyond the rows is fine (Chroma
+// answers every row), but an answer of more than maxQueryHits results is
+// refused before it is built.
+func TestQueryAnswerBounded(t *testing.T) {
+	ts := newTestServer(t, t.TempDir(), func(c *Config) { c.MaxBatchSize = 100000 })
+	col := base + "/collections/" + ts.create(`{"name":"bounded"}`)
+	var ids []string
+	var embs [][]float32
+	for i := range 20 {
+		ids = append(ids, fmt.Sprint(i))
+		embs = append(embs, []float32{float32(i), 1})
+	}
+	ts.ok(201, "POST", col+"/add", map[string]any{"ids": ids, "embeddings": embs})
+	var q queryAnswer
+	require.NoError(t, json.Unmarshal([]byte(ts.ok(200, "POST", col+"/query", `{"query_embeddings":[[1,0]],"n_results":2000000000}`)), &q))
+	require.Len(t, q.IDs[0], 20)
+	qs := make([][]float32, maxQueryHits/20+1)
+	for i := range qs {
+		qs[i] = []float32{1, 0}
+	}
+	code, got := ts.call("POST", col+"/query", map[string]any{"query_embeddings": qs, "n_results": 20})
+	require.Equal(t, 400, code, firstN(got, 300))
+	require.Contains(t, got, "at most 1048576")
+}
