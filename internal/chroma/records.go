@@ -61,6 +61,10 @@ func (p payload) metaJSON() json.RawMessage {
 type embeddings [][]float32
 
 func (e *embeddings) UnmarshalJSON(b []byte) error {
+	if out, ok := base64List(b); ok {
+		*e = out
+		return nil
+	}
 	var raw []json.RawMessage
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return fmt.Errorf("embeddings: expected a list of embeddings: %v", err)
@@ -104,6 +108,67 @@ func (e *embeddings) UnmarshalJSON(b []byte) error {
 	}
 	*e = out
 	return nil
+}
+
+// base64List reads a JSON list of base64 strings (what the JS client sends
+// for a write's embeddings) without a second pass of the JSON decoder;
+// ok is false for anything else (numbers, nulls, escapes, a bad string),
+// which the general path then reads and judges.
+func base64List(b []byte) (out [][]float32, ok bool) {
+	i := 0
+	skip := func() {
+		for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\t' || b[i] == '\r') {
+			i++
+		}
+	}
+	skip()
+	if i >= len(b) || b[i] != '[' {
+		return nil, false
+	}
+	i++
+	skip()
+	if i < len(b) && b[i] == ']' {
+		return [][]float32{}, true
+	}
+	for {
+		skip()
+		if i >= len(b) || b[i] != '"' {
+			return nil, false
+		}
+		end := bytes.IndexByte(b[i+1:], '"')
+		if end < 0 {
+			return nil, false
+		}
+		s := b[i+1 : i+1+end]
+		if bytes.IndexByte(s, '\\') >= 0 {
+			return nil, false
+		}
+		raw := make([]byte, base64.StdEncoding.DecodedLen(len(s)))
+		n, err := base64.StdEncoding.Decode(raw, s)
+		if err != nil || n%4 != 0 {
+			return nil, false
+		}
+		v := make([]float32, n/4)
+		for j := range v {
+			v[j] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*j:]))
+		}
+		out = append(out, v)
+		i += end + 2
+		skip()
+		if i >= len(b) {
+			return nil, false
+		}
+		switch b[i] {
+		case ',':
+			i++
+		case ']':
+			i++
+			skip()
+			return out, i == len(b)
+		default:
+			return nil, false
+		}
+	}
 }
 
 type writeRequest struct {

@@ -29,13 +29,13 @@ const base = "/api/v2/tenants/default_tenant/databases/default_database"
 
 // testServer is a Server over stores in dir, behind httptest.
 type testServer struct {
-	t   *testing.T
+	t   testing.TB
 	srv *Server
 	hs  *httptest.Server
 	dir string
 }
 
-func newTestServer(t *testing.T, dir string, mod func(*Config)) *testServer {
+func newTestServer(t testing.TB, dir string, mod func(*Config)) *testServer {
 	t.Helper()
 	cfg := Config{Dir: dir, Backend: &Stores{Dir: dir, Config: engine.Config{Device: engine.CPU}}}
 	if mod != nil {
@@ -724,4 +724,30 @@ func TestQueryAnswerBounded(t *testing.T) {
 	code, got := ts.call("POST", col+"/query", map[string]any{"query_embeddings": qs, "n_results": 20})
 	require.Equal(t, 400, code, firstN(got, 300))
 	require.Contains(t, got, "at most 1048576")
+}
+
+// TestBase64List: the fast reader of base64 embeddings reads what the
+// general one reads, and leaves everything else to it.
+func TestBase64List(t *testing.T) {
+	rng := testkit.Rand(t)
+	for range 50 {
+		n := rng.IntN(5)
+		vs := testkit.Vectors(rng, n, 1+rng.IntN(9))
+		var parts []string
+		for _, v := range vs {
+			parts = append(parts, `"`+b64(v)+`"`)
+		}
+		sp := strings.Repeat(" \n", rng.IntN(2))
+		text := "[" + sp + strings.Join(parts, sp+","+sp) + sp + "]"
+		got, ok := base64List([]byte(text))
+		require.True(t, ok, text)
+		require.Equal(t, fmt.Sprint(vs), fmt.Sprint(got))
+		var e embeddings
+		require.NoError(t, json.Unmarshal([]byte(text), &e))
+		require.Equal(t, fmt.Sprint(vs), fmt.Sprint([][]float32(e)))
+	}
+	for _, other := range []string{`[[1,2]]`, `["AAAAPw=="x]`, `["AAAAPw==",null]`, `["AAA\u0041Pw=="]`, `["AAAA"]`, `["!!!!"]`, `[`, `["AAAAPw==",]`, `"AAAAPw=="`} {
+		_, ok := base64List([]byte(other))
+		require.False(t, ok, other)
+	}
 }
