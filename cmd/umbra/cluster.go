@@ -206,7 +206,12 @@ the same --dir resumes from the last message its stores applied. Started
 while its NATS cluster is still forming, it waits for it (up to --wait),
 saying so. The --max-… flags bound what requests can make it hold: a
 request over them is refused at once, naming the limit ('umbra info
---cluster URL' counts the refusals). Stop it with Ctrl-C.`
+--cluster URL' counts the refusals). Stop it with Ctrl-C.
+
+With --http ADDR it serves Chroma's v2 HTTP API instead (what the chromadb
+clients speak; docs/chroma.md): one umbra store per collection under
+--dir, or with --cluster URL the collections of that cluster. Without
+--token-file it listens on loopback only.`
 }
 
 func (*serveCmd) Examples() []string {
@@ -215,6 +220,8 @@ func (*serveCmd) Examples() []string {
 		"umbra build --cluster nats://127.0.0.1:4222 --creds node1/creds/client.nk --collection docs --data docs.npy --shards 4",
 		"umbra search --cluster nats://127.0.0.1:4222 --creds node1/creds/client.nk --collection docs --queries q.npy --k 10 --json",
 		"umbra serve --nats tls://nats1:4222 --creds /etc/umbra/node.nk --tls-ca /etc/umbra/ca.pem --dir node2",
+		"umbra serve --http 127.0.0.1:8000 --dir chroma-data",
+		"umbra serve --http 0.0.0.0:8000 --token-file token.txt --dir chroma-data",
 	}
 }
 
