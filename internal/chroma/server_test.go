@@ -751,3 +751,43 @@ func TestBase64List(t *testing.T) {
 		require.False(t, ok, other)
 	}
 }
+
+// TestConcurrentClients: queries, gets and writes from many clients at
+// once on one collection (run under -race) all succeed, and every query
+// answers exactly over the records present.
+func TestConcurrentClients(t *testing.T) {
+	rng := testkit.Rand(t)
+	ts := newTestServer(t, t.TempDir(), nil)
+	col := base + "/collections/" + ts.create(`{"name":"busy"}`)
+	const dim = 8
+	vecs := testkit.Vectors(rng, 200, dim)
+	ids := make([]string, len(vecs))
+	for i := range ids {
+		ids[i] = fmt.Sprint("r", i)
+	}
+	ts.ok(201, "POST", col+"/add", map[string]any{"ids": ids[:100], "embeddings": vecs[:100]})
+	queries := testkit.Vectors(rng, 16, dim)
+	done := make(chan error, 32)
+	for w := range 16 {
+		go func() {
+			defer func() { done <- nil }()
+			for j := range 10 {
+				if w%4 == 0 {
+					i := 100 + w/4*25 + j
+					ts.ok(201, "POST", col+"/add", map[string]any{"ids": []string{ids[i]}, "embeddings": [][]float32{vecs[i]}, "documents": []string{"doc"}})
+					continue
+				}
+				var q queryAnswer
+				require.NoError(t, json.Unmarshal([]byte(ts.ok(200, "POST", col+"/query", map[string]any{"query_embeddings": [][]float32{queries[w]}, "n_results": 3, "include": []string{"distances"}})), &q))
+				require.Len(t, q.IDs[0], 3)
+				for h := 1; h < 3; h++ {
+					require.LessOrEqual(t, q.Distances[0][h-1], q.Distances[0][h])
+				}
+			}
+		}()
+	}
+	for range 16 {
+		<-done
+	}
+	requireJSON(t, `140`, ts.ok(200, "GET", col+"/count", nil))
+}
