@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -135,16 +134,7 @@ func (s *serveCmd) runHTTP(ctx context.Context, e *env, device engine.Device) er
 	if err != nil {
 		return fmt.Errorf("--http %s: %w", f.HTTP, err)
 	}
-	hs := &http.Server{
-		Handler:           srv,
-		ReadHeaderTimeout: 10 * time.Second,
-		// A body of --max-body-mib at a slow client's pace: the read is
-		// bounded, so a slow client cannot hold a request forever.
-		ReadTimeout:    2 * time.Minute,
-		WriteTimeout:   f.RequestTimeout + 2*time.Minute,
-		IdleTimeout:    2 * time.Minute,
-		MaxHeaderBytes: 1 << 20,
-	}
+	hs := srv.HTTPServer()
 	auth := "no token (loopback only)"
 	if token != "" {
 		auth = "token from " + f.TokenFile

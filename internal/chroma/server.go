@@ -75,6 +75,11 @@ type Config struct {
 	MaxBodyBytes   int64
 	RequestTimeout time.Duration
 	MaxInFlight    int
+	// ReadHeaderTimeout, ReadTimeout and IdleTimeout bound how long a
+	// client may take to send a request's headers, its whole request, and
+	// how long an idle connection is kept (HTTPServer's; 0: 10 s, 2 min,
+	// 2 min), so a slow client cannot hold the server.
+	ReadHeaderTimeout, ReadTimeout, IdleTimeout time.Duration
 	// Logf, when set, logs what the server does at start and its
 	// internal errors.
 	Logf func(format string, args ...any)
@@ -108,6 +113,15 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = DefaultMaxInFlight
 	}
+	if cfg.ReadHeaderTimeout <= 0 {
+		cfg.ReadHeaderTimeout = 10 * time.Second
+	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = 2 * time.Minute
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 2 * time.Minute
+	}
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
@@ -133,6 +147,22 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.routes()
 	return s, nil
+}
+
+// HTTPServer is an http.Server for s with its timeouts: a client gets
+// ReadHeaderTimeout to send its headers and ReadTimeout its whole request
+// (a body of MaxBodyBytes at a slow pace included), an answer may take
+// RequestTimeout and two more minutes to be written, and an idle
+// connection is closed after IdleTimeout.
+func (s *Server) HTTPServer() *http.Server {
+	return &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		ReadTimeout:       s.cfg.ReadTimeout,
+		WriteTimeout:      s.cfg.RequestTimeout + 2*time.Minute,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		MaxHeaderBytes:    1 << 20,
+	}
 }
 
 // Close closes every collection.

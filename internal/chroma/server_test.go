@@ -9,8 +9,11 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -790,4 +793,55 @@ func TestConcurrentClients(t *testing.T) {
 		<-done
 	}
 	requireJSON(t, `140`, ts.ok(200, "GET", col+"/count", nil))
+}
+
+// TestSlowClientsAreCut: a client that sends its headers, or its body,
+// too slowly has its connection closed by the server, which answers
+// others meanwhile.
+func TestSlowClientsAreCut(t *testing.T) {
+	dir := t.TempDir()
+	srv, err := New(context.Background(), Config{Dir: dir, Backend: &Stores{Dir: dir, Config: engine.Config{Device: engine.CPU}},
+		ReadHeaderTimeout: 100 * time.Millisecond, ReadTimeout: 300 * time.Millisecond})
+	require.NoError(t, err)
+	defer srv.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	hs := srv.HTTPServer()
+	go hs.Serve(ln)
+	defer hs.Close()
+	for _, partial := range []string{
+		"GET /api/v2/heartbeat HTTP/1.1\r\nHost: x\r\n",                                               // headers never end
+		"POST " + base + "/collections HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"name\":", // body never ends
+	} {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		require.NoError(t, err)
+		_, err = c.Write([]byte(partial))
+		require.NoError(t, err)
+		// A generous deadline: the server must close well before it.
+		c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		_, err = io.ReadAll(c)
+		require.NoError(t, err, "the server kept a slow client's connection open: %q", partial)
+		c.Close()
+	}
+	resp, err := http.Get("http://" + ln.Addr().String() + "/api/v2/heartbeat")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+}
+
+// TestLeftoverStoresRemoved: a collection's store that the registry no
+// longer names (a crash between the registry's change and the store's
+// removal) is removed at start; the others are kept.
+func TestLeftoverStoresRemoved(t *testing.T) {
+	dir := t.TempDir()
+	ts := newTestServer(t, dir, nil)
+	col := base + "/collections/" + ts.create(`{"name":"kept"}`)
+	ts.ok(201, "POST", col+"/add", `{"ids":["a"],"embeddings":[[1]]}`)
+	ts.close()
+	orphan := filepath.Join(dir, "collections", newUUID())
+	require.NoError(t, os.MkdirAll(orphan, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(orphan, "store"), []byte("left over"), 0o644))
+	ts = newTestServer(t, dir, nil)
+	require.NoDirExists(t, orphan)
+	requireJSON(t, `1`, ts.ok(200, "GET", col+"/count", nil))
 }
