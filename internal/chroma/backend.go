@@ -55,9 +55,13 @@ func (b *Stores) Create(ctx context.Context, id string, dim int, m umbra.Metric)
 		ix.Close()
 		return nil, fmt.Errorf("creating the store of collection %s: %w", id, err)
 	}
-	if err := syncDir(dir); err != nil {
-		ix.Close()
-		return nil, err
+	// The new directories' entries, up to DIR, are made durable too: a
+	// crash must not lose the store of a write already acknowledged.
+	for _, d := range []string{dir, filepath.Dir(dir), b.Dir} {
+		if err := syncDir(d); err != nil {
+			ix.Close()
+			return nil, err
+		}
 	}
 	return ix, nil
 }
