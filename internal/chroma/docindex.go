@@ -126,6 +126,24 @@ func (x *docIndex) contains(s string) []uint64 {
 	return out
 }
 
+// matching is the sorted rows whose document re matches: when every match
+// begins with a literal of three bytes or more, only the documents the
+// trigram index says contain it are read; otherwise every one is.
+func (x *docIndex) matching(re *regexp.Regexp) []uint64 {
+	prefix, _ := re.LiteralPrefix()
+	if len(prefix) < 3 {
+		return x.scan(re.MatchString)
+	}
+	cand := x.contains(prefix)
+	out := cand[:0]
+	for _, id := range cand {
+		if re.MatchString(x.docs[id]) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
 // scan is the sorted rows whose document keep accepts, reading every one.
 func (x *docIndex) scan(keep func(string) bool) []uint64 {
 	var out []uint64
@@ -286,7 +304,7 @@ func (x *docIndex) eval(raw json.RawMessage, depth int) (docSet, error) {
 			if err != nil {
 				return docSet{}, whereErr("Invalid where_document clause: %s: %v", k, err)
 			}
-			hit = x.scan(re.MatchString)
+			hit = x.matching(re)
 		}
 		return docSet{ids: hit, not: strings.HasPrefix(k, "$not_")}, nil
 	}

@@ -403,6 +403,10 @@ func TestWhereDocumentIndex(t *testing.T) {
 			}
 			has := func(s string) func(string) bool { return func(d string) bool { return strings.Contains(d, s) } }
 			rx := regexp.MustCompile(re).MatchString
+			// A regex every match of which begins with a literal of three
+			// bytes or more: read through the trigram index.
+			long := regexp.QuoteMeta(word(3+rng.IntN(3))) + "[a-c]*" + regexp.QuoteMeta(s2)
+			rxLong := regexp.MustCompile(long).MatchString
 			for _, c := range []struct {
 				clause string
 				keep   func(d string, has bool) bool
@@ -411,6 +415,8 @@ func TestWhereDocumentIndex(t *testing.T) {
 				{fmt.Sprintf(`{"$not_contains":%q}`, s), neg(has(s))},
 				{fmt.Sprintf(`{"$regex":%q}`, re), pos(rx)},
 				{fmt.Sprintf(`{"$not_regex":%q}`, re), neg(rx)},
+				{fmt.Sprintf(`{"$regex":%q}`, long), pos(rxLong)},
+				{fmt.Sprintf(`{"$not_regex":%q}`, long), neg(rxLong)},
 				{fmt.Sprintf(`{"$and":[{"$contains":%q},{"$not_contains":%q}]}`, s, s2), func(d string, h bool) bool { return pos(has(s))(d, h) && neg(has(s2))(d, h) }},
 				{fmt.Sprintf(`{"$or":[{"$contains":%q},{"$contains":%q}]}`, s, s2), func(d string, h bool) bool { return pos(has(s))(d, h) || pos(has(s2))(d, h) }},
 				{fmt.Sprintf(`{"$or":[{"$not_contains":%q},{"$regex":%q}]}`, s, re), func(d string, h bool) bool { return neg(has(s))(d, h) || pos(rx)(d, h) }},
