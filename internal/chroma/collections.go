@@ -31,7 +31,7 @@ type collState struct {
 // nameRule is Chroma's rule for tenant, database and collection names.
 var nameRule = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]{1,510}[a-zA-Z0-9]$`)
 
-func checkName(what, name string) error {
+func checkName(name string) error {
 	if !nameRule.MatchString(name) {
 		return invalid("Validation error: name: Expected a name containing 3-512 characters from [a-zA-Z0-9._-], starting and ending with a character in [a-zA-Z0-9]. Got: %s", name)
 	}
@@ -108,7 +108,7 @@ func (s *Server) createTenant(w http.ResponseWriter, r *http.Request) (int, any,
 	if err := decode(r, &req); err != nil {
 		return 0, nil, err
 	}
-	if err := checkName("tenant", req.Name); err != nil {
+	if err := checkName(req.Name); err != nil {
 		return 0, nil, err
 	}
 	s.mu.Lock()
@@ -532,7 +532,7 @@ func (s *Server) createCollection(w http.ResponseWriter, r *http.Request) (int, 
 	if err := decode(r, &req); err != nil {
 		return 0, nil, err
 	}
-	if err := checkName("collection", req.Name); err != nil {
+	if err := checkName(req.Name); err != nil {
 		return 0, nil, err
 	}
 	md, err := collectionMetadata(req.Metadata)
@@ -654,7 +654,7 @@ func (s *Server) updateCollection(w http.ResponseWriter, r *http.Request) (int, 
 	}
 	next := *rec
 	if req.NewName != nil {
-		if err := checkName("collection", *req.NewName); err != nil {
+		if err := checkName(*req.NewName); err != nil {
 			return 0, nil, err
 		}
 		if o := s.reg.byName(rec.Tenant, rec.Database, *req.NewName); o != nil && o.ID != rec.ID {

@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -910,7 +909,7 @@ const maxQueryHits = 1 << 20
 
 // errFindingID is Chroma's answer to a query whose ids name a record that
 // does not exist.
-var errFindingID = errors.New("Error executing plan: Internal error: Error finding id")
+const errFindingID = "Error executing plan: Internal error: Error finding id"
 
 func (s *Server) search(ctx context.Context, st *collState, req *readRequest, qs [][]float32, k int, inc map[string]bool, perQuery []columns) error {
 	f, err := st.filter(ctx, req.Where)
@@ -939,7 +938,7 @@ func (s *Server) search(ctx context.Context, st *collState, req *readRequest, qs
 			}
 			for _, id := range req.IDs {
 				if !have[id] {
-					return errf(http.StatusInternalServerError, "InternalError", "%v: record %q does not exist", errFindingID, id)
+					return errf(http.StatusInternalServerError, "InternalError", "%s: record %q does not exist", errFindingID, id)
 				}
 			}
 		}
