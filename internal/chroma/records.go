@@ -467,10 +467,16 @@ func (s *Server) write(r *http.Request, mode byte) (int, any, error) {
 	defer unlock()
 	ctx := r.Context()
 	if req.Embeddings != nil && len(*req.Embeddings) > 0 && (mode != 'p' || st.c != nil) {
-		if err := s.ensure(ctx, st, len((*req.Embeddings)[0])); err != nil {
+		es := *req.Embeddings
+		for _, e := range es {
+			if len(e) != len(es[0]) {
+				return 0, nil, invalid("Expected every embedding to have the dimension of the first, %d; got one of %d", len(es[0]), len(e))
+			}
+		}
+		if err := s.ensure(ctx, st, len(es[0])); err != nil {
 			return 0, nil, err
 		}
-		if err := st.checkDims(*req.Embeddings); err != nil {
+		if err := st.checkDims(es); err != nil {
 			return 0, nil, err
 		}
 	}
@@ -485,7 +491,10 @@ func (s *Server) write(r *http.Request, mode byte) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	var fresh, replace []row
+	// Every row is built (and judged) first, then written in one call —
+	// an Add of the new ones, or an Upsert of them all — so a write is
+	// stored whole or not at all.
+	var rows []row
 	for i, id := range req.IDs {
 		o, ok := old[id]
 		switch {
@@ -500,16 +509,9 @@ func (s *Server) write(r *http.Request, mode byte) (int, any, error) {
 		if err != nil {
 			return 0, nil, err
 		}
-		if ok {
-			replace = append(replace, rw)
-		} else {
-			fresh = append(fresh, rw)
-		}
+		rows = append(rows, rw)
 	}
-	if err := s.put(ctx, st, fresh, true); err != nil {
-		return 0, nil, err
-	}
-	if err := s.put(ctx, st, replace, false); err != nil {
+	if err := s.put(ctx, st, rows, mode == 'a'); err != nil {
 		return 0, nil, err
 	}
 	return status, struct{}{}, nil

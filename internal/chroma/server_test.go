@@ -851,3 +851,22 @@ func TestLeftoverStoresRemoved(t *testing.T) {
 	require.NoDirExists(t, orphan)
 	requireJSON(t, `1`, ts.ok(200, "GET", col+"/count", nil))
 }
+
+// TestWriteAllOrNothing: a write refused for one of its records stores
+// none of them — an upsert of a new record and a stored one whose
+// replacement is refused leaves both as they were, and a first add with
+// embeddings of two dimensions fixes no dimension.
+func TestWriteAllOrNothing(t *testing.T) {
+	ts := newTestServer(t, t.TempDir(), nil)
+	col := base + "/collections/" + ts.create(`{"name":"whole","configuration":{"hnsw":{"space":"cosine"}}}`)
+	ts.ok(201, "POST", col+"/add", `{"ids":["a"],"embeddings":[[1,1]],"documents":["kept"]}`)
+	code, got := ts.call("POST", col+"/upsert", `{"ids":["new","a"],"embeddings":[[1,0],[0,0]],"documents":["n","changed"]}`)
+	require.Equal(t, 400, code, got)
+	requireJSON(t, `{"ids":["a"],"embeddings":null,"documents":["kept"],"uris":null,"metadatas":null,"include":["documents"]}`,
+		ts.ok(200, "POST", col+"/get", `{"include":["documents"]}`))
+
+	col2 := base + "/collections/" + ts.create(`{"name":"nodim"}`)
+	code, got = ts.call("POST", col2+"/add", `{"ids":["a","b"],"embeddings":[[1,2],[1]]}`)
+	require.Equal(t, 400, code, got)
+	ts.ok(201, "POST", col2+"/add", `{"ids":["a"],"embeddings":[[1]]}`)
+}
