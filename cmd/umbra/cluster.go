@@ -190,6 +190,7 @@ type serveCmd struct {
 	natsFlags `embed:""`
 
 	serveLimitFlags `embed:""` // serve_wait.go
+	httpFlags       `embed:""` // serve_http.go
 }
 
 func (*serveCmd) Help() string {
@@ -205,7 +206,12 @@ the same --dir resumes from the last message its stores applied. Started
 while its NATS cluster is still forming, it waits for it (up to --wait),
 saying so. The --max-… flags bound what requests can make it hold: a
 request over them is refused at once, naming the limit ('umbra info
---cluster URL' counts the refusals). Stop it with Ctrl-C.`
+--cluster URL' counts the refusals). Stop it with Ctrl-C.
+
+With --http ADDR it serves Chroma's v2 HTTP API instead (what the chromadb
+clients speak; docs/chroma.md): one umbra store per collection under
+--dir, or with --cluster URL the collections of that cluster. Without
+--token-file it listens on loopback only.`
 }
 
 func (*serveCmd) Examples() []string {
@@ -214,6 +220,8 @@ func (*serveCmd) Examples() []string {
 		"umbra build --cluster nats://127.0.0.1:4222 --creds node1/creds/client.nk --collection docs --data docs.npy --shards 4",
 		"umbra search --cluster nats://127.0.0.1:4222 --creds node1/creds/client.nk --collection docs --queries q.npy --k 10 --json",
 		"umbra serve --nats tls://nats1:4222 --creds /etc/umbra/node.nk --tls-ca /etc/umbra/ca.pem --dir node2",
+		"umbra serve --http 127.0.0.1:8000 --dir chroma-data",
+		"umbra serve --http 0.0.0.0:8000 --token-file token.txt --dir chroma-data",
 	}
 }
 
@@ -221,6 +229,12 @@ func (s *serveCmd) Run(ctx context.Context, e *env) error {
 	device, err := engine.ParseDevice(string(s.Device))
 	if err != nil {
 		return usagef("%s", err)
+	}
+	if s.HTTP != "" {
+		return s.runHTTP(ctx, e, device)
+	}
+	if g := s.httpFlags.httpOnly(); g != "" {
+		return usagef("%s needs --http", g)
 	}
 	if err := s.validateAuth(); err != nil {
 		return err
