@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"github.com/umbravec/umbra/internal/metaindex"
 	"math"
 	"net/http"
 	"slices"
@@ -547,7 +548,7 @@ func (st *collState) filter(ctx context.Context, where json.RawMessage) (meta.Fi
 	if err != nil {
 		return meta.Filter{}, err
 	}
-	return f.Absent(func(field string) bool { _, ok := sum.Fields[field]; return ok }), nil
+	return metaindex.Absent(f, func(field string) bool { _, ok := sum.Fields[field]; return ok }), nil
 }
 
 // selection is the rows a request's ids, where and where_document select,
