@@ -200,7 +200,7 @@ func TestSubmissionsCutByWork(t *testing.T) {
 	s := randomSlab(r, rows, dim)
 	// One tile's scan (batchQT queries over the slab) is estimated at
 	// twice the budget.
-	slow := &Device{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim,
+	slow := &Device{api: d.api, info: d.info, lim: d.lim, hasSubgroups: d.hasSubgroups,
 		subgroups: d.subgroups, team: d.team, staged: d.staged,
 		scanRate: float64(s.Bytes()) / (2 * submitBudget.Seconds())}
 	qs := paddedQueries(r, s, nq)

@@ -1,5 +1,3 @@
-//go:build cgo && !nogpu
-
 package gpu
 
 import (
@@ -84,6 +82,7 @@ func (d *Device) tune(passed []variant) {
 			if err != nil {
 				continue
 			}
+			d.timed(team, took)
 			if best == 0 || took < bestTime {
 				best, bestTime = team, took
 			}
@@ -95,9 +94,15 @@ func (d *Device) tune(passed []variant) {
 	if best == 0 {
 		// Nothing could be timed: the first variant that passed.
 		d.team, d.staged = passed[0].Team, passed[0].Staged
+		d.choose(d.Variant(), "the first variant to pass (no timing succeeded)", "not timed")
 		return
 	}
 	d.team = best
+	defer func() {
+		d.choose(d.Variant(), fmt.Sprintf("the fastest team on one query (%v), %s", bestTime, map[bool]string{
+			true: "queries staged in workgroup memory (faster on a batch)", false: "queries read through the cache"}[d.staged]),
+			"slower than the chosen one")
+	}()
 	if bestTime > 0 {
 		d.scanRate = float64(s.Bytes()) / bestTime.Seconds()
 	}
@@ -122,6 +127,17 @@ func (d *Device) tune(passed []variant) {
 	d.staged = true
 	if stagedTime, err := d.timeScores(s, batch); err != nil || stagedTime >= directTime {
 		d.staged = false
+	}
+}
+
+// timed notes the time of team's direct variant with the reduction in
+// use in its check.
+func (d *Device) timed(team uint32, took time.Duration) {
+	name := Variant{Variant: variant{Team: team}, Subgroups: d.subgroups}.brief()
+	for i := range d.checks {
+		if d.checks[i].Kernel == "scores" && d.checks[i].Variant == name {
+			d.checks[i].Time = took
+		}
 	}
 }
 
@@ -153,30 +169,30 @@ func (d *Device) timeScores(s *packed.Slab, q [][]float32) (time.Duration, error
 	return best, nil
 }
 
-// tuneGemm reports whether a batch of gemmTuneQueries searches (k = 10,
-// selected on the device) faster through gemm.wgsl and the radix select
-// than through scores.wgsl's tiles, or the fused scan where the device
-// passed it: the best of three after a warm-up each, timed whole (the same
+// tuneGemm times a batch of gemmTuneQueries searches (k = 10, selected on
+// the device) through gemm.wgsl and the radix select, and through
+// scores.wgsl's tiles, or the fused scan where the device passed it: the
+// best of three after a warm-up each, timed whole (the same
 // queries go up and the same hits come back either way), on the slab tune
 // times the teams on (a quarter of it, and one gemm tile of queries, on a
 // software adapter, whose scan is arithmetic on the CPU: the ratio is the
-// same, and every test process probes). A failed timing keeps the tiles.
-func (d *Device) tuneGemm() bool {
+// same, and every test process probes).
+func (d *Device) tuneGemm() (gemm, tile time.Duration, err error) {
 	rows, nq := d.timingRows(tuneDim, tuneRows/4), gemmTuneQueries
 	if d.info.Software() {
 		nq = GemmTile
 	}
 	if d.failTiming != nil && d.failTiming(rows) {
-		return false
+		return 0, 0, fmt.Errorf("%w: no memory for %d rows (test)", ErrFailed, rows)
 	}
 	s := packed.Synthetic(rows, tuneDim)
 	g, err := newIndex(d, s.Stride, core.Dot, 0)
 	if err != nil {
-		return false
+		return 0, 0, err
 	}
 	defer g.Release()
 	if err := g.Upload(context.Background(), s, 0, nil, nil); err != nil {
-		return false
+		return 0, 0, err
 	}
 	qs := make([][]float32, nq)
 	for i := range qs {
@@ -196,12 +212,11 @@ func (d *Device) tuneGemm() bool {
 		}
 		return best, nil
 	}
-	tile, err := timeOf(BatchTile)
-	if err != nil {
-		return false
+	if tile, err = timeOf(BatchTile); err != nil {
+		return 0, 0, err
 	}
-	gemm, err := timeOf(BatchGemm)
-	return err == nil && gemm < tile
+	gemm, err = timeOf(BatchGemm)
+	return gemm, tile, err
 }
 
 // gemmTuneQueries is the batch tuneGemm times on hardware: two of

@@ -19,7 +19,7 @@ import (
 func TestTimingSlabsPastTheCache(t *testing.T) {
 	d := softwareDevice(t)
 	like := func(typ string) *Device {
-		c := &Device{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim, subgroups: d.subgroups}
+		c := &Device{api: d.api, info: d.info, lim: d.lim, hasSubgroups: d.hasSubgroups, subgroups: d.subgroups}
 		c.info.Type = typ
 		return c
 	}
@@ -76,7 +76,7 @@ func TestTimingSlabsPastTheCache(t *testing.T) {
 func TestTuneGemm(t *testing.T) {
 	d := softwareDevice(t)
 	like := func(typ string) *Device {
-		c := &Device{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim,
+		c := &Device{api: d.api, info: d.info, lim: d.lim, hasSubgroups: d.hasSubgroups,
 			subgroups: d.subgroups, team: d.team}
 		c.info.Type = typ
 		return c
@@ -90,14 +90,14 @@ func TestTuneGemm(t *testing.T) {
 				timed = append(timed, rows)
 				return fail
 			}
-			chosen := c.tuneGemm()
+			_, _, err := c.tuneGemm()
 			want := tuneRows / 4
 			if typ != "cpu" {
 				want = (16 << 20) / (tuneDim * 4)
 			}
 			require.Equal(t, []int{want}, timed, "%s, fail %v", typ, fail)
 			if fail {
-				require.False(t, chosen, "a failed timing keeps the tiles")
+				require.Error(t, err, "a failed timing keeps the tiles")
 			}
 		}
 	}
