@@ -61,7 +61,7 @@ func candidates(sel AdapterSelect) ([]*gpu.Adapter, error) {
 func report(a *gpu.Adapter, r gpu.Report) diag.AdapterReport {
 	info := a.Info
 	return diag.AdapterReport{Adapter: info, Limits: r.Limits, Features: r.Features, Works: r.Works,
-		Error: r.Error, Eligible: r.Works && !info.Software(), Elapsed: r.Elapsed}
+		Error: r.Error, Eligible: r.Works && !info.Software(), Elapsed: r.Elapsed, Checks: r.Checks}
 }
 
 func probe(ctx context.Context, sel AdapterSelect) diag.ProbeReport {

@@ -118,7 +118,12 @@ func (d *Device) Limits() Limits {
 	l := d.lim
 	l.Subgroups, l.Timestamps, l.Team, l.StagedQueries = d.subgroups, d.timestamps, d.team, d.staged
 	l.Gemm = d.gemm
-	l.DeviceBudget = d.mem.budget
+	// What an index of the common width gets on this device: the fused
+	// limits and gemm.wgsl's queries a pass (Index.Limits has its own).
+	if g, err := d.planIndex(768, core.Dot, core.F32, 0); err == nil {
+		l.FusedK, l.FusedBatchK = gpuplan.MaxK(g.topkSingle), gpuplan.MaxK(g.topkBatch)
+		l.GemmQueries = g.gemm.QT
+	}
 	return l
 }
 

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/exact"
@@ -501,9 +502,9 @@ func (d *Device) verifyGemm() {
 		c.Why = "not used: its timing failed: " + err.Error()
 	case gemm < tile:
 		d.gemm = true
-		c.Chosen, c.Why = true, fmt.Sprintf("a batch searched in %v with it, %v with scores.wgsl's tiles", gemm, tile)
+		c.Chosen, c.Why = true, fmt.Sprintf("a batch searched in %v with it, %v with scores.wgsl's tiles", gemm.Round(time.Microsecond), tile.Round(time.Microsecond))
 	default:
-		c.Why = fmt.Sprintf("not used: a batch searched in %v with it, %v with scores.wgsl's tiles", gemm, tile)
+		c.Why = fmt.Sprintf("not used: a batch searched in %v with it, %v with scores.wgsl's tiles", gemm.Round(time.Microsecond), tile.Round(time.Microsecond))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/umbravec/umbra/internal/core"
@@ -94,14 +95,34 @@ func (d *Device) tune(passed []variant) {
 	if best == 0 {
 		// Nothing could be timed: the first variant that passed.
 		d.team, d.staged = passed[0].Team, passed[0].Staged
-		d.choose(d.Variant(), "the first variant to pass (no timing succeeded)", "not timed")
+		d.choose(d.Variant(), "the first variant to pass (no timing succeeded)", "not timed: no timing succeeded")
 		return
 	}
 	d.team = best
+	var batchTimes [2]time.Duration // direct, staged: 0 when not timed
 	defer func() {
-		d.choose(d.Variant(), fmt.Sprintf("the fastest team on one query (%v), %s", bestTime, map[bool]string{
-			true: "queries staged in workgroup memory (faster on a batch)", false: "queries read through the cache"}[d.staged]),
-			"slower than the chosen one")
+		staging := "queries read through the cache"
+		if d.staged {
+			staging = "queries staged in workgroup memory"
+		}
+		if batchTimes[0] > 0 && batchTimes[1] > 0 {
+			staging += fmt.Sprintf(" (a batch: direct %v, staged %v)", batchTimes[0].Round(time.Microsecond), batchTimes[1].Round(time.Microsecond))
+		}
+		d.choose(d.Variant(), fmt.Sprintf("the fastest team on one query (%v), %s", bestTime.Round(time.Microsecond), staging), "")
+		for i := range d.checks {
+			c := &d.checks[i]
+			if c.Kernel != "scores" || !c.Passed || c.Chosen || c.Why != "" {
+				continue
+			}
+			switch {
+			case strings.HasPrefix(c.Variant, fmt.Sprintf("team %d,", best)):
+				c.Why = "slower on a batch than the chosen staging"
+			case c.Time > 0:
+				c.Why = fmt.Sprintf("slower on one query (%v) than the chosen team", c.Time.Round(time.Microsecond))
+			default:
+				c.Why = "not timed: staging is timed for the fastest team only"
+			}
+		}
 	}()
 	if bestTime > 0 {
 		d.scanRate = float64(s.Bytes()) / bestTime.Seconds()
@@ -125,8 +146,12 @@ func (d *Device) tune(passed []variant) {
 		return
 	}
 	d.staged = true
-	if stagedTime, err := d.timeScores(s, batch); err != nil || stagedTime >= directTime {
+	stagedTime, err := d.timeScores(s, batch)
+	if err != nil || stagedTime >= directTime {
 		d.staged = false
+	}
+	if err == nil {
+		batchTimes = [2]time.Duration{directTime, stagedTime}
 	}
 }
 

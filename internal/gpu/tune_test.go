@@ -111,4 +111,14 @@ func TestTuneGemm(t *testing.T) {
 	require.Error(t, c.gemmErr)
 	require.False(t, c.gemm)
 	t.Log(c.gemmErr)
+	// The failure is recorded where umbra probe --json shows it: gemm's
+	// check, refused, with the self-test's error (before, the error was
+	// kept in the device and shown nowhere).
+	require.Len(t, c.checks, 1)
+	got := c.checks[0]
+	require.Equal(t, "gemm", got.Kernel)
+	require.False(t, got.Passed)
+	require.False(t, got.Chosen)
+	require.Contains(t, got.Error, "gemm gave score")
+	require.Contains(t, got.Why, "scores.wgsl's tiles")
 }
