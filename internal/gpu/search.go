@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"math/bits"
 	"slices"
 	"time"
 
@@ -605,10 +604,9 @@ func (g *Index) Search(ctx context.Context, qs [][]float32, k, rows int, mask []
 		if len(mask)*64 < rows {
 			return nil, fmt.Errorf("%w: an allow bitmap of %d words for %d rows", ErrFailed, len(mask), rows)
 		}
-		allowed = 0
-		for _, w := range mask[:(rows+63)/64] {
-			allowed += bits.OnesCount64(w)
-		}
+		// Bits past rows do not count: no search returns those rows, and
+		// a k past the rows it can return would leave hit slots unfilled.
+		allowed = gpuplan.Allowed(mask, rows)
 	} else {
 		g.dev.mu.Lock()
 		if dead := g.deadIn(rows); dead > 0 {

@@ -2,6 +2,7 @@ package gpuplan
 
 import (
 	"fmt"
+	"math/bits"
 
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/topk"
@@ -94,6 +95,21 @@ func LiveMask(rows int, dead []uint64) []uint64 {
 		out[len(out)-1] &= 1<<(uint(rows)&63) - 1
 	}
 	return out
+}
+
+// Allowed is how many of the first rows rows mask allows (bit r of word
+// r/64); bits past rows, in mask's last word or past it, do not count:
+// no search can return those rows.
+func Allowed(mask []uint64, rows int) int {
+	n := 0
+	for i := 0; i < len(mask) && i*64 < rows; i++ {
+		w := mask[i]
+		if rest := rows - i*64; rest < 64 {
+			w &= 1<<uint(rest) - 1
+		}
+		n += bits.OnesCount64(w)
+	}
+	return n
 }
 
 // HostSelect selects each of sub.NQ queries' sub.K best of its sub.Rows

@@ -167,3 +167,25 @@ func TestLiveMask(t *testing.T) {
 		}
 	}
 }
+
+// TestAllowedCountsRowsOnly: a mask's bits past rows, in its last word or
+// in words past it, are not counted.
+func TestAllowedCountsRowsOnly(t *testing.T) {
+	r := testkit.Rand(t)
+	for range 200 {
+		rows := r.IntN(400)
+		mask := make([]uint64, (rows+63)/64+r.IntN(3))
+		for i := range mask {
+			mask[i] = r.Uint64()
+		}
+		want := 0
+		for row := 0; row < rows; row++ {
+			if mask[row/64]>>(row%64)&1 == 1 {
+				want++
+			}
+		}
+		require.Equal(t, want, Allowed(mask, rows), "rows %d, %d words", rows, len(mask))
+	}
+	require.Equal(t, 0, Allowed(nil, 10))
+	require.Equal(t, 3, Allowed([]uint64{^uint64(0)}, 3))
+}
