@@ -67,7 +67,7 @@ func (g *Index) SelectSums(ctx context.Context, r QuantSelect, st *core.Stages) 
 	// scores, and the candidate lists in one binding and one readback.
 	per := g.perSubmission(submission{Rows: r.Rows}, false)
 	per = min(per, int(g.bind/(uint64(r.Rows)*4)), int(g.bind/(uint64(r.Cap+1)*8)), int(g.staging.limit/(uint64(r.Cap+1)*8)))
-	per = max(per, 1)
+	per = gpuplan.WholeTiles(per, int(g.batch.QT))
 	cands = make([][]exact.DeviceCand, 0, nq)
 	counts = make([]int, 0, nq)
 	for lo := 0; lo < nq; lo += per {

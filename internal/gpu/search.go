@@ -200,8 +200,11 @@ func (g *Index) workLimit(sub submission, qt int) int {
 // perSubmission is how many queries of this shape one submission takes:
 // what its buffers hold (batchLimit, sized as the radix select's, which
 // holds the fused path's too) and its estimated work allows (workLimit,
-// the fused path's where a batch would take it, in whole tiles of the
-// batch kernel: gemm.wgsl's when gemm).
+// the fused path's where a batch would take it), in whole tiles of the
+// batch kernel (gemm.wgsl's when gemm) wherever one tile fits: a
+// submission's last tile partly filled does a whole tile's work for
+// fewer queries (134 queries fit one 2 GiB binding at 4,000,000 rows: 4
+// tiles of 32 and 6 queries in a fifth).
 func (g *Index) perSubmission(sub submission, gemm bool) int {
 	n := g.batchLimit(sub)
 	qt := g.batch.QT
@@ -210,7 +213,7 @@ func (g *Index) perSubmission(sub submission, gemm bool) int {
 	} else if sub.DeviceSelect {
 		_, sub.Fused = g.fusedPlan(sub.K, batchQT, sub.Radix)
 	}
-	return max(min(n, g.workLimit(sub, int(qt))), 1)
+	return gpuplan.WholeTiles(min(n, g.workLimit(sub, int(qt))), int(qt))
 }
 
 // gemmFor reports whether a submission of nq queries is scored by

@@ -97,6 +97,15 @@ func LiveMask(rows int, dead []uint64) []uint64 {
 	return out
 }
 
+// WholeTiles is n queries rounded down to whole tiles of qt, where n holds
+// one tile; at least 1.
+func WholeTiles(n, qt int) int {
+	if qt > 1 && n >= qt {
+		return n / qt * qt
+	}
+	return max(n, 1)
+}
+
 // Allowed is how many of the first rows rows mask allows (bit r of word
 // r/64); bits past rows, in mask's last word or past it, do not count:
 // no search can return those rows.
