@@ -27,6 +27,60 @@ func (m *memLedger) left() uint64 {
 	return m.budget - min(m.used, m.budget)
 }
 
+// The scratch cap: without a budget an index's scratch buffers (queries,
+// scores, select state, hits, candidates, the read back...) together take
+// at most an eighth of its rows' bytes, within [scratchFloor,
+// scratchCeil]; a batch whose buffers would pass it is cut into more
+// submissions, each still whole tiles where one fits. With a budget of
+// rows, the cap is that of those rows, and the rows and the scratch
+// together stay within the two.
+const (
+	scratchFloor = 16 << 20
+	scratchCeil  = 1 << 30
+)
+
+// scratchCapFor is the scratch cap of rows bytes of rows.
+func scratchCapFor(rows uint64) uint64 { return min(max(rows/8, scratchFloor), scratchCeil) }
+
+// scratchCap is the most bytes the index's scratch may take now: the
+// budget's when one is set, else that of the rows it holds.
+func (g *Index) scratchCap() uint64 {
+	if g.rowBudget > 0 {
+		return scratchCapFor(g.rowBudget)
+	}
+	return scratchCapFor(g.rowCapBytes())
+}
+
+// rowCapBytes is the device memory the resident chunks' buffers take.
+func (g *Index) rowCapBytes() uint64 {
+	var n uint64
+	for _, ch := range g.chunks {
+		if ch.data != nil {
+			n += ch.data.Bytes()
+		}
+		if ch.params != nil {
+			n += ch.params.Bytes()
+		}
+	}
+	return n
+}
+
+// SetBudget sets the most bytes of rows the index may hold on the device
+// (the engine's MaxDeviceBytes; 0 or less: no budget). Everything the
+// index allocates then stays within it plus its scratch cap: rows past it
+// are ErrTooLarge, a chunk grows only as far as it allows, and searches
+// are cut into submissions whose buffers fit. On a device that pages to
+// host memory instead of failing (Windows' WDDM), it is the only bound.
+func (g *Index) SetBudget(rows int64) {
+	g.dev.mu.Lock()
+	defer g.dev.mu.Unlock()
+	g.rowBudget, g.mem.budget = 0, 0
+	if rows > 0 {
+		g.rowBudget = uint64(rows)
+		g.mem.budget = g.rowBudget + scratchCapFor(g.rowBudget)
+	}
+}
+
 // alloc creates a buffer for the index, counted in its ledger and the
 // device's; past the index's budget it is ErrTooLarge, before the API is
 // asked. The caller holds the device mutex.

@@ -2,6 +2,7 @@ package gpu
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
@@ -92,8 +93,13 @@ type Index struct {
 	// steps of rows and cut its lists many times).
 	fusedGroups int
 	// mem is the ledger of the device memory this index holds, and its
-	// budget (budget.go).
-	mem memLedger
+	// budget (budget.go): rowBudget of rows plus their scratch cap.
+	mem       memLedger
+	rowBudget uint64
+	// lost, when set, is why the resident rows are gone: a chunk's growth
+	// had to send them again and failed midway. Every search fails until
+	// Truncate(0) and an upload from row 0.
+	lost error
 	// bind is the most bytes one storage binding may hold on this device.
 	bind uint64
 	// maxChunkRows is the cap the index was created with (0: none).
@@ -287,6 +293,9 @@ func (g *Index) Limits() Limits {
 	l.StagedQueries = g.batch.Slice > 0
 	l.FusedK, l.FusedBatchK = gpuplan.MaxK(g.topkSingle), gpuplan.MaxK(g.topkBatch)
 	l.GemmQueries, l.Gemm = g.gemm.QT, g.dev.gemm && g.gemm.RM != 0
+	g.dev.mu.Lock()
+	l.DeviceBudget = g.mem.budget
+	g.dev.mu.Unlock()
 	return l
 }
 
@@ -304,7 +313,7 @@ func (g *Index) api() gpuplan.API   { return g.dev.api }
 // the host. Capacity doubles so a run of small Adds costs amortised O(1)
 // copies. The chunk changes only once every step has succeeded: on error it
 // is exactly as it was.
-func (g *Index) grow(c, need int, tally *core.Stages) error {
+func (g *Index) grow(s *packed.Slab, c, need int, tally *core.Stages) error {
 	for len(g.chunks) <= c {
 		g.chunks = append(g.chunks, &gpuChunk{})
 	}
@@ -313,12 +322,39 @@ func (g *Index) grow(c, need int, tally *core.Stages) error {
 		return nil
 	}
 	capRows := min(max(need, 2*ch.capRows, 256), g.plan.RowsPerChunk)
+	if g.rowBudget > 0 {
+		// The rows' buffers stay within the budget: grow only as far as
+		// it allows, and refuse rows past it.
+		var other uint64 // the other chunks' rows
+		for _, o := range g.chunks {
+			if o != ch && o.data != nil {
+				other += o.data.Bytes()
+			}
+		}
+		room := g.rowBudget - min(other, g.rowBudget)
+		fit := int(min(room/g.rowBytes(), uint64(g.plan.RowsPerChunk)))
+		if need > fit {
+			start := c * g.plan.RowsPerChunk
+			return fmt.Errorf("%w: %d rows need %d bytes of device memory, past the budget of %d bytes of rows",
+				ErrTooLarge, start+need, other+uint64(need)*g.rowBytes(), g.rowBudget)
+		}
+		capRows = min(capRows, fit)
+	}
+	bytes := uint64(capRows) * g.rowBytes()
 	return g.dev.scoped("grow device buffers", func() error {
+		if ch.rows > 0 && bytes > g.mem.left() {
+			// The old buffer and the new one at once pass the budget:
+			// the scratch goes first, and if that is not enough the rows
+			// are sent again instead of copied.
+			g.resetScratch()
+			if bytes > g.mem.left() {
+				return g.regrow(s, c, capRows, tally)
+			}
+		}
 		if err := g.step("create rows buffer"); err != nil {
 			return err
 		}
-		data, err := g.alloc(fmt.Sprintf("umbra rows %d", c), uint64(capRows)*g.rowBytes(),
-			gpuplan.Storage|gpuplan.CopyDst|gpuplan.CopySrc)
+		data, err := g.alloc(fmt.Sprintf("umbra rows %d", c), bytes, gpuplan.Storage|gpuplan.CopyDst|gpuplan.CopySrc)
 		if err != nil {
 			return err
 		}
@@ -353,6 +389,71 @@ func (g *Index) grow(c, need int, tally *core.Stages) error {
 		ch.data, ch.params, ch.capRows = data, params, capRows
 		return nil
 	})
+}
+
+// ErrRowsLost: a chunk's growth had to send its resident rows again (the
+// old and the new buffer together passed the budget) and failed midway,
+// so the device no longer holds them: every search fails until
+// Truncate(0) and an upload from row 0 (the engine's stale rows).
+var ErrRowsLost = errors.New("the device's resident rows were lost in a failed growth")
+
+// regrow gives chunk c capRows rows of room where its old buffer and the
+// new one cannot both be held: the old one is freed first and its
+// resident rows are written again from s (the slab they came from). The
+// caller holds the device mutex, inside a scope; searches cannot run
+// meanwhile. A failure after the old buffer is gone loses the rows
+// (lost, ErrRowsLost).
+func (g *Index) regrow(s *packed.Slab, c, capRows int, tally *core.Stages) (err error) {
+	ch := g.chunks[c]
+	start := c * g.plan.RowsPerChunk
+	if s == nil || s.Rows < start+ch.rows {
+		return fmt.Errorf("%w: chunk %d must grow past what the budget holds twice, and its rows are not at hand to send again", ErrTooLarge, c)
+	}
+	defer func() {
+		if err != nil && !errors.Is(err, ErrTooLarge) {
+			err = fmt.Errorf("%w: %w", ErrRowsLost, err)
+			g.lost = err
+		}
+	}()
+	rows := ch.rows
+	g.qselectStale(start)
+	g.free(ch.data)
+	ch.data, ch.capRows, ch.rows = nil, 0, 0
+	if err := g.step("create rows buffer"); err != nil {
+		return err
+	}
+	data, err := g.alloc(fmt.Sprintf("umbra rows %d", c), uint64(capRows)*g.rowBytes(), gpuplan.Storage|gpuplan.CopyDst|gpuplan.CopySrc)
+	if err != nil {
+		return err
+	}
+	ch.data, ch.capRows = data, capRows
+	piece, flush := g.uploadSizes()
+	rest := s.Data[start*s.Stride : (start+rows)*s.Stride]
+	var off uint64
+	pending := 0
+	for len(rest) > 0 {
+		part := rest[:min(len(rest), piece/4)]
+		if err := g.step("write rows"); err != nil {
+			return err
+		}
+		if err := g.api().Write(data, off, bytesOf(part)); err != nil {
+			return err
+		}
+		tally.BytesUp += int64(len(part)) * 4
+		off += uint64(len(part)) * 4
+		rest = rest[len(part):]
+		if pending += len(part) * 4; pending+piece > flush {
+			if err := g.step("flush upload"); err != nil {
+				return err
+			}
+			if err := g.dev.flush(tally); err != nil {
+				return err
+			}
+			pending = 0
+		}
+	}
+	ch.rows = rows
+	return nil
 }
 
 // Upload makes rows [from, s.Rows) resident, sending only those rows. On
@@ -424,7 +525,7 @@ func (g *Index) Stage(ctx context.Context, s *packed.Slab, from int, st *core.St
 		if err := func() error {
 			g.dev.mu.Lock()
 			defer g.dev.mu.Unlock()
-			return g.grow(c, n, &tally)
+			return g.grow(s, c, n, &tally)
 		}(); err != nil {
 			return nil, err
 		}
@@ -537,6 +638,7 @@ func (g *Index) Truncate(rows int) {
 	defer g.dev.mu.Unlock()
 	if rows == 0 {
 		g.dead, g.deadValid = nil, 0
+		g.lost = nil
 	}
 	g.qselectStale(rows)
 	for c, ch := range g.chunks {

@@ -150,6 +150,9 @@ func (g *Index) runSelect(ctx context.Context, r QuantSelect, lo, hi int, t *cor
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
+	if g.lost != nil {
+		return nil, nil, g.lost
+	}
 	qs := r.Queries[lo:hi]
 	nq := len(qs)
 	sub := submission{NQ: nq, Rows: r.Rows, K: r.K, DeviceSelect: true, Mask: r.Mask}

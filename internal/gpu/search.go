@@ -39,7 +39,11 @@ func (b *growBuffer) ensure(g *Index, size uint64) (bool, error) {
 		// device reject a binding it cannot hold.
 		return false, fmt.Errorf("%w: %s needs %d bytes, the device allows %d in one binding", ErrTooLarge, b.label, size, b.limit)
 	}
-	size = max(size, min(max(2*b.size, 256), b.limit))
+	// Doubling amortises a run of growing requests, but not past the
+	// scratch cap: there the buffer is made just as large as asked.
+	if grown := max(size, min(max(2*b.size, 256), b.limit)); grown == size || g.scratchHeld()-b.size+grown <= g.scratchCap() {
+		size = grown
+	}
 	// The old buffer goes first: its contents are scratch, and the two
 	// together could pass the budget where the new one alone does not.
 	g.free(b.buf)
@@ -111,6 +115,30 @@ func (g *Index) prepare(sub submission) error {
 		needs = []need{{&g.query, nq * g.queryBytes()}, {&g.scoresB, nq * uint64(sub.Rows) * 4},
 			{&g.state, nq * shaders.StateBytes}, {&g.hits, nq * uint64(sub.HitsPerQuery()) * shaders.HitBytes}, allow}
 	}
+	// Scratch this submission does not use, or holds larger than it
+	// needs, goes first where keeping it would pass the scratch cap
+	// (another shape of search made it).
+	readback := sub.ReadbackBytes()
+	if g.dev.timestamps {
+		readback = gpuplan.StampAt(readback) + gpuplan.StampRoom
+	}
+	wants := map[*growBuffer]uint64{&g.staging: readback}
+	var want uint64
+	for _, r := range append(needs, need{&g.staging, readback}) {
+		wants[r.b] = r.size
+		want += r.size
+	}
+	if g.scratchHeld()+want > g.scratchCap() {
+		for _, b := range g.scratch() {
+			if w, ok := wants[b]; !ok || b.size > w {
+				b.drop(g)
+				if b == &g.allow {
+					g.deadValid = 0
+				}
+			}
+		}
+		g.qsel.dropScratch(g)
+	}
 	for _, r := range needs {
 		if err := g.step("create " + r.b.label); err != nil {
 			return err
@@ -132,10 +160,27 @@ func (g *Index) prepare(sub submission) error {
 // bind group naming it not, a readback buffer left mapped). The resident
 // rows are untouched. The caller holds the device mutex.
 func (g *Index) resetScratch() {
-	for _, b := range []*growBuffer{&g.query, &g.scoresB, &g.state, &g.hits, &g.allow, &g.staging, &g.cands, &g.mparams} {
+	for _, b := range g.scratch() {
 		b.drop(g)
 	}
 	g.deadValid = 0
+}
+
+// scratchHeld is the bytes the index's scratch buffers hold now.
+func (g *Index) scratchHeld() uint64 {
+	var n uint64
+	for _, b := range g.scratch() {
+		n += b.size
+	}
+	if q := g.qsel; q != nil {
+		n += q.keys.size + q.coef.size + q.cands.size
+	}
+	return n
+}
+
+// scratch lists the index's scratch buffers a search writes.
+func (g *Index) scratch() []*growBuffer {
+	return []*growBuffer{&g.query, &g.scoresB, &g.state, &g.hits, &g.allow, &g.staging, &g.cands, &g.mparams}
 }
 
 // submission is one pass of a search (gpuplan.Submission).
@@ -158,7 +203,42 @@ func (g *Index) batchLimit(sub submission) int {
 	n := g.bind / perQuery
 	sub.NQ = 1
 	n = min(n, g.staging.limit/max(sub.ReadbackBytes(), 1))
+	// Every scratch buffer together within the scratch cap (and what the
+	// budget leaves beside the rows).
+	g.dev.mu.Lock()
+	room := min(g.scratchCap(), g.mem.budget-min(g.rowCapBytes(), g.mem.budget))
+	if g.mem.budget == 0 {
+		room = g.scratchCap()
+	}
+	g.dev.mu.Unlock()
+	fixed := g.allowBytes(sub) + shaders.MergeParamsBytes + 2*gpuplan.StampRoom
+	n = min(n, (room-min(fixed, room))/max(scratchPerQuery(sub, g.queryBytes()), 1))
 	return int(max(min(n, g.maxGroups(), 1024), 1))
+}
+
+// scratchPerQuery is the scratch one query of sub takes: its query, then
+// the fused path's candidate lists and hits, or the scores, select state
+// and hits, and its share of the read back.
+func scratchPerQuery(sub submission, queryBytes uint64) uint64 {
+	sub.NQ = 1
+	if sub.Fused {
+		return queryBytes + uint64(sub.Lists)*uint64(sub.K)*shaders.HitBytes + uint64(sub.K)*shaders.HitBytes + sub.ReadbackBytes()
+	}
+	return queryBytes + uint64(sub.Rows)*4 + shaders.StateBytes + uint64(sub.HitsPerQuery())*shaders.HitBytes + sub.ReadbackBytes()
+}
+
+// allowBytes is the allow buffer a submission needs: its bitmap, or, with
+// the tombstones, room for a bitmap of every row and the tombstones
+// past it.
+func (g *Index) allowBytes(sub submission) uint64 {
+	if !sub.Tombs {
+		return max(uint64(len(sub.Mask))*8, 16)
+	}
+	room := uint64(2)
+	for room < 2*uint64((sub.Rows+63)/64) {
+		room *= 2
+	}
+	return (max(room, g.deadAt) + 2*uint64((sub.Rows+63)/64)) * 4
 }
 
 // submitBudget is about how long one submission may keep the device busy,
@@ -441,6 +521,9 @@ func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *core
 	defer g.dev.mu.Unlock()
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
+	}
+	if g.lost != nil {
+		return nil, nil, g.lost
 	}
 	sub.NQ = len(qs)
 	qs, scale, err := g.flushScale(qs)

@@ -79,6 +79,9 @@ func (g *Index) scoreInto(ctx context.Context, q []float32) (gpuplan.Buffer, int
 	if err := ctx.Err(); err != nil {
 		return nil, 0, err
 	}
+	if g.lost != nil {
+		return nil, 0, g.lost
+	}
 	if len(q) != g.plan.Stride {
 		return nil, 0, fmt.Errorf("query has %d values, the index's rows have stride %d", len(q), g.plan.Stride)
 	}
