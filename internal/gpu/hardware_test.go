@@ -321,7 +321,8 @@ func nvidiaLike(scanRate float64) *Device {
 // tiles and a sixth of one (about 19% of the tile work wasted), the last
 // of 86. Every submission is now whole tiles of the kernel it runs
 // (gemm.wgsl's 32 queries, scores.wgsl's 8), whatever the device's scan
-// rate allows, and never fewer queries than one tile where a tile fits.
+// rate and the scratch cap (that of the rows resident) allow, and never
+// fewer queries than one tile where a tile fits.
 func TestSubmissionsAreWholeTiles(t *testing.T) {
 	for _, rate := range []float64{0, 3e11, 4e12} { // not measured, a laptop's, an H200's
 		d := nvidiaLike(rate)
@@ -333,6 +334,9 @@ func TestSubmissionsAreWholeTiles(t *testing.T) {
 			gemm    bool
 		}{{4_000_000, 10, true}, {4_000_000, 1000, true}, {4_000_000, 10, false}, {1_000_000, 100, true}, {699_050, 10, true}} {
 			sub := submission{K: c.k, Rows: c.rows, DeviceSelect: 2*c.k < c.rows}
+			// The scratch cap is that of the rows resident: as if they
+			// were (this device allocates nothing).
+			g.rowBudget = uint64(c.rows) * uint64(g.plan.Stride) * 4
 			per := g.perSubmission(sub, c.gemm)
 			qt := int(g.batch.QT)
 			if c.gemm {
@@ -343,6 +347,7 @@ func TestSubmissionsAreWholeTiles(t *testing.T) {
 			require.GreaterOrEqual(t, per, qt, what)
 			require.Zero(t, per%qt, what)
 			require.LessOrEqual(t, uint64(per)*uint64(c.rows)*4, g.bind, what)
+			require.LessOrEqual(t, uint64(per)*scratchPerQuery(sub, g.queryBytes()), g.scratchCap(), what)
 		}
 	}
 }
