@@ -60,6 +60,9 @@ type DeviceCheckOptions struct {
 	// probe with no ICD must refuse): "ok", or "FAIL: why"; "" when none
 	// ran.
 	Negative string
+	// editQueries, when set (the tests), changes the generated queries
+	// before any step uses them.
+	editQueries func([][]float32)
 }
 
 // CheckStep is one step of the run: ok, FAIL or skipped, and why.
@@ -359,6 +362,9 @@ func (r *checkRun) makeData(ctx context.Context) (string, error) {
 			q[j] = float32(qr.NormFloat64())
 		}
 		r.queries[i] = q
+	}
+	if r.o.editQueries != nil {
+		r.o.editQueries(r.queries)
 	}
 	took := time.Since(start)
 	r.rates.host = float64(len(r.data)*4) / max(took.Seconds(), 1e-3)
