@@ -10,3 +10,8 @@ import "github.com/umbravec/umbra/internal/gpu"
 // (FusedK for one query, FusedBatchK for a batch; 0 when the device did
 // not pass its fused self-test).
 type Limits = gpu.Limits
+
+// VariantCheck is what the probe found for one variant of the kernels
+// (AdapterReport.Checks): its self-test, and, where it passed, whether the
+// probe's timings chose it and why.
+type VariantCheck = gpu.VariantCheck
