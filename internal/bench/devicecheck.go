@@ -132,6 +132,7 @@ type DeviceCheckReport struct {
 	Busy      []BusySample        `json:"busy"`
 	BusyPeak  map[string]float64  `json:"busy_peak"` // during the float32 searches: util_pct, mem_mib
 	Soak      *SoakReport         `json:"soak,omitempty"`
+	Filter    *FilterReport       `json:"filter,omitempty"`
 	Asserts   map[string]string   `json:"asserts"` // each assertion: ok, or why not
 	Passed    bool                `json:"passed"`
 	Failures  []string            `json:"failures"`
@@ -216,6 +217,7 @@ func RunDeviceCheck(ctx context.Context, o DeviceCheckOptions) (*DeviceCheckRepo
 		{"int8", []string{"data", "reference"}, func() float64 { return r.quantEstimate(rowBytes) }, func(ctx context.Context) (string, error) { return r.quant(ctx, engine.Int8) }},
 		{"f16", []string{"data", "reference"}, func() float64 { return r.quantEstimate(rowBytes) }, func(ctx context.Context) (string, error) { return r.quant(ctx, engine.F16) }},
 		{"f32 kernels", []string{"f32 upload", "reference"}, func() float64 { return r.kernelsEstimate(rowBytes) }, r.f32Kernels},
+		{"filtered", []string{"data", "f32 upload"}, r.filterEstimate, r.filtered},
 		{"soak", []string{"probe"}, func() float64 { return min(o.Soak.Seconds(), 30) + 15 }, r.soak},
 	}
 	status := map[string]string{}
@@ -286,7 +288,7 @@ func RunDeviceCheck(ctx context.Context, o DeviceCheckOptions) (*DeviceCheckRepo
 
 // requiredSteps are the steps a passing run must have completed; the
 // soak is extra.
-var requiredSteps = []string{"probe", "data", "reference", "f32 upload", "f32 batches", "bandwidth", "int8", "f16", "f32 kernels"}
+var requiredSteps = []string{"probe", "data", "reference", "f32 upload", "f32 batches", "bandwidth", "int8", "f16", "f32 kernels", "filtered"}
 
 func cmpOr(s, def string) string {
 	if s == "" {
@@ -719,6 +721,56 @@ func (r *checkRun) f32Kernels(ctx context.Context) (string, error) {
 		parts = append(parts, fmt.Sprintf("%s %d×k%d: %.1f ms", c.kernel, c.nq, c.k, cs.MS))
 	}
 	return strings.Join(parts, "; "), nil
+}
+
+// filterRows is how many of the rows the filtered step indexes: the
+// first million (issue 34's size), or all of them where there are fewer.
+func (r *checkRun) filterRows() int { return min(r.o.Rows, 1_000_000) }
+
+// filterEstimate is the filtered step's time: packing those rows (and the
+// tenth and more of them the subset indexes hold) with their metadata on
+// the host, sending them, and about 120 searches of at most a scan each.
+func (r *checkRun) filterEstimate() float64 {
+	n := float64(r.filterRows())
+	b := n * float64(r.o.Dim) * 4
+	return 3*b/r.rates.host + 1.2*b/r.rates.upload + 120*(b/r.rates.scan+0.005) + n*1e-6 + 5
+}
+
+// filtered is cmd/bench --filter on the GPU over the check's own rows: a
+// Where admitting 0.1%, 1% and 10% of them, each beside the unfiltered
+// search and an index of that share alone, every filtered answer (8
+// queries a share) checked against the subset index's, IDs and score
+// bits, and every one run on the GPU (gather.wgsl or the scan, as the
+// device's measured costs choose).
+func (r *checkRun) filtered(ctx context.Context) (string, error) {
+	n := r.filterRows()
+	rep, err := RunFilter(ctx, FilterOptions{Device: engine.GPU, Adapter: r.sel, N: n, Dim: r.o.Dim, K: r.o.K,
+		Fractions: []float64{0.001, 0.01, 0.1}, Metric: engine.Cosine, Precision: engine.F32, Runs: 3, Repeat: 3,
+		Seed: r.o.Seed, Data: r.data[:n*r.o.Dim]})
+	if err != nil {
+		return "", err
+	}
+	r.rep.Filter = rep
+	parts := []string{fmt.Sprintf("%d rows, unfiltered %.2f ms", n, *rep.Unfiltered.MedianMS)}
+	var bad []string
+	checked := 0
+	for _, row := range rep.Rows {
+		checked += row.Checked
+		parts = append(parts, fmt.Sprintf("%.3g%% (%d rows): %s %.2f ms, subset-only %.2f ms, %.1f× faster than unfiltered",
+			100*row.Fraction, row.Admitted, row.Path, *row.Filtered.MedianMS, *row.Subset.MedianMS, row.Speedup.Median))
+		if !row.Exact {
+			bad = append(bad, fmt.Sprintf("%.3g%%: a filtered answer differs from the subset index's", 100*row.Fraction))
+		}
+		if row.Device != "gpu" {
+			bad = append(bad, fmt.Sprintf("%.3g%%: the filtered search ran on %q, not the GPU", 100*row.Fraction, row.Device))
+		}
+	}
+	detail := strings.Join(parts, "; ")
+	if len(bad) > 0 {
+		return detail, r.fail("filtered on gpu", "%s", strings.Join(bad, "; "))
+	}
+	r.check("filtered on gpu", fmt.Sprintf("%d filtered answers, each the subset index's, on the GPU", checked))
+	return detail, nil
 }
 
 // soak runs the mixed-load soak on the GPU for what time is left, up to
