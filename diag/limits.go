@@ -1,5 +1,7 @@
 package diag
 
+import "time"
+
 // Limits are the adapter limits and measured tuning an index's device side
 // was planned against (engine.Info.Limits), or that the probe found on an
 // adapter (AdapterReport.Limits).
@@ -39,4 +41,26 @@ type Limits struct {
 	// self-test and the probe measured it faster on a batch.
 	GemmQueries uint32
 	Gemm        bool
+	// DeviceBudget is the most bytes of device memory the index's device
+	// may allocate, its rows and every scratch buffer counted (0: no
+	// budget; engine's Limits.MaxDeviceBytes sets it).
+	DeviceBudget uint64
+}
+
+// VariantCheck is what the probe found for one variant of the kernels
+// (AdapterReport.Checks): its self-test, and, where it passed, whether the
+// probe's timings chose it and why.
+type VariantCheck struct {
+	// Kernel is "scores", "fused" or "gemm"; Variant names the
+	// configuration ("team 32, subgroup reduction, direct batches").
+	Kernel, Variant string
+	// Passed: its self-test passed; Error says why not.
+	Passed bool
+	Error  string
+	// Chosen: the device uses it. Why says why it was chosen or, having
+	// passed, not (timings, or the probe stopped at a first pass).
+	Chosen bool
+	Why    string
+	// Time is what the probe timed it at (0: not timed).
+	Time time.Duration
 }

@@ -22,6 +22,11 @@ type AdapterReport struct {
 	// not a software (CPU-type) adapter.
 	Eligible bool
 	Elapsed  time.Duration
+	// Checks are the probe's self-tests and timings, one per variant it
+	// tried (scores.wgsl's teams and reductions, the fused top-k,
+	// gemm.wgsl): which passed, which the device uses, and why the others
+	// are not used.
+	Checks []VariantCheck
 }
 
 // ProbeReport is the result of probing every adapter that matches a

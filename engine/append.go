@@ -2,11 +2,13 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/gpu"
 	"github.com/umbravec/umbra/internal/packed"
 	"github.com/umbravec/umbra/internal/storefile"
 )
@@ -198,6 +200,9 @@ func (ix *Index) stageAppend(ctx context.Context, start time.Time, ids []uint64,
 		}
 		staged, err := ix.dev.Stage(ctx, ix.deviceView(&p.slab, p.quant.codes()), from, st, func(done, total int) { report("upload", done, total) })
 		addStages(t, st)
+		if errors.Is(err, gpu.ErrRowsLost) {
+			ix.stale = true // a growth lost the resident rows: the next write sends them all
+		}
 		if err = gpuError(err); err != nil {
 			// A cancelled call and, under Device GPU, a failed upload
 			// store nothing; under Auto the CPU takes the rows.

@@ -55,7 +55,7 @@ func candidates(sel AdapterSelect) ([]*gpu.Adapter, error) {
 func report(a *gpu.Adapter, r gpu.Report) diag.AdapterReport {
 	info := a.Info
 	return diag.AdapterReport{Adapter: info, Limits: diag.Limits(r.Limits), Features: r.Features, Works: r.Works,
-		Error: r.Error, Eligible: r.Works && !info.Software(), Elapsed: r.Elapsed}
+		Error: r.Error, Eligible: r.Works && !info.Software(), Elapsed: r.Elapsed, Checks: variantChecks(r.Checks)}
 }
 
 func probe(ctx context.Context, sel AdapterSelect) diag.ProbeReport {
@@ -146,7 +146,7 @@ func openDevice(ctx context.Context, cfg Config, test *testHooks) (device, strin
 		return nil, reasonNoCgo, noGPUSupport, &AdapterError{Reason: reasonNoCgo, Hint: noGPUSupport, kind: ErrNoGPUSupport}
 	}
 	c, err := startChild(ctx, childHello{Dim: cfg.Dim, Metric: int(cfg.Metric), Precision: cfg.Precision, Adapter: cfg.adapter(), AllowSoftware: allowSoftware,
-		MaxChunkRows: test.chunkRows(), ProbeTimeout: cfg.ProbeTimeout}, childGreetingTimeout)
+		MaxChunkRows: test.chunkRows(), ProbeTimeout: cfg.ProbeTimeout, MaxDeviceBytes: cfg.Limits.MaxDeviceBytes}, childGreetingTimeout)
 	if err != nil {
 		var ae *AdapterError
 		if errors.As(err, &ae) {
@@ -206,10 +206,20 @@ func openGPU(ctx context.Context, cfg Config, maxChunkRows int, allowSoftware bo
 // newDeviceIndex returns an index's device side on d for cfg: float32
 // rows, or the codes of a compressed precision (precision.go).
 func newDeviceIndex(d *gpu.Device, cfg Config, maxChunkRows int) (*gpu.Index, error) {
+	var g *gpu.Index
+	var err error
 	if cfg.Precision == umbra.F32 {
-		return d.NewIndex(packed.StrideFor(cfg.Dim), cfg.Metric, maxChunkRows)
+		g, err = d.NewIndex(packed.StrideFor(cfg.Dim), cfg.Metric, maxChunkRows)
+	} else {
+		g, err = d.NewCompressedIndex(codeWords(cfg.Precision, cfg.Dim), cfg.Precision, cfg.Metric, maxChunkRows)
 	}
-	return d.NewCompressedIndex(codeWords(cfg.Precision, cfg.Dim), cfg.Precision, cfg.Metric, maxChunkRows)
+	if err != nil {
+		return nil, err
+	}
+	// The device side keeps its rows within MaxDeviceBytes and its
+	// scratch within its cap beside them (gpu.Index.SetBudget).
+	g.SetBudget(cfg.Limits.MaxDeviceBytes)
+	return g, nil
 }
 
 // newOnDevice is ondevice.New after the device was adopted: an index whose
@@ -260,4 +270,13 @@ func withDevice(ix *Index, f devices.VisitFunc) error {
 		return devices.ErrNoDevice // an isolated index's device is in another process
 	}
 	return f(l.Index, ix.rid.ids, ix.rid.isDead)
+}
+
+// variantChecks is the probe's findings in diag's words.
+func variantChecks(cs []gpu.VariantCheck) []diag.VariantCheck {
+	out := make([]diag.VariantCheck, len(cs))
+	for i, c := range cs {
+		out[i] = diag.VariantCheck(c)
+	}
+	return out
 }

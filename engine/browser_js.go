@@ -4,11 +4,8 @@ package engine
 
 import (
 	"context"
-	"time"
 
 	"github.com/umbravec/umbra"
-	"github.com/umbravec/umbra/internal/core"
-	"github.com/umbravec/umbra/internal/packed"
 	"github.com/umbravec/umbra/internal/webgpu"
 )
 
@@ -34,43 +31,12 @@ func openBrowser(ctx context.Context, cfg Config, maxChunkRows int, allowSoftwar
 		h := hintFor(umbra.HintSoftwareOnly, cfg.adapter())
 		return nil, reason, h, &AdapterError{Reason: reason, Hint: h, kind: ErrNoAdapter}
 	}
-	var g *webgpu.Index
-	var err error
-	if cfg.Precision == umbra.F32 {
-		g, err = d.NewIndex(packed.StrideFor(cfg.Dim), cfg.Metric, maxChunkRows)
-	} else {
-		g, err = d.NewCompressedIndex(codeWords(cfg.Precision, cfg.Dim), cfg.Precision, cfg.Metric, maxChunkRows)
-	}
+	g, err := newDeviceIndex(d, cfg, maxChunkRows)
 	if err != nil {
 		err = gpuError(err)
 		return nil, err.Error(), hintFor(umbra.HintProbeFailed, cfg.adapter()), err
 	}
-	return browser{g}, "", umbra.Hint{}, nil
-}
-
-// browser is the WebGPU backend's index as the engine's device.
-type browser struct{ *webgpu.Index }
-
-func (b browser) Stage(ctx context.Context, s *packed.Slab, from int, st *core.Stages, progress func(done, total int)) (func(), error) {
-	staged, err := b.Index.Stage(ctx, s, from, st, progress)
-	if err != nil {
-		return nil, err
-	}
-	return func() { b.Index.Publish(staged) }, nil
-}
-
-func (b browser) Sibling() (device, error) {
-	g, err := b.Index.Sibling()
-	if err != nil {
-		return nil, err
-	}
-	return browser{g}, nil
-}
-
-func (b browser) Renew(ctx context.Context, timeout time.Duration) (device, error) {
-	g, err := b.Index.Renew(ctx, timeout)
-	if err != nil {
-		return nil, err
-	}
-	return browser{g}, nil
+	// The browser's device runs internal/gpu's driver over WebGPU: its
+	// index is the one a wgpu device gives.
+	return local{g}, "", umbra.Hint{}, nil
 }

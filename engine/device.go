@@ -9,10 +9,11 @@ import (
 	"github.com/umbravec/umbra/internal/packed"
 )
 
-// device is an index's device side: the wgpu backend in this process
-// (local), or in a child process whose crash cannot end this one
-// (isolate.go). Every method is the backend's (internal/gpu) of the same
-// name, except that Stage returns the call that publishes what it staged.
+// device is an index's device side: internal/gpu's driver in this
+// process (local: on wgpu-native, or in a browser on WebGPU), or in a
+// child process whose crash cannot end this one (isolate.go). Every
+// method is the driver's of the same name, except that Stage returns the
+// call that publishes what it staged.
 type device interface {
 	Adapter() core.AdapterInfo
 	Limits() gpu.Limits
@@ -40,7 +41,7 @@ type device interface {
 	Release()
 }
 
-// local is the wgpu backend in this process.
+// local is internal/gpu's driver in this process.
 type local struct{ *gpu.Index }
 
 func (l local) Stage(ctx context.Context, s *packed.Slab, from int, st *core.Stages, progress func(done, total int)) (func(), error) {

@@ -150,7 +150,7 @@ func TestEveryGPUFailureThenExactSearches(t *testing.T) {
 				check(t, p, "no fault")
 				require.Greater(t, len(steps), 20, "the calls went through the device")
 				if sw.qsel {
-					require.Contains(t, steps, "bind qselect", "the candidates were selected on the device")
+					require.Contains(t, steps, "write qselect coefs", "the candidates were selected on the device")
 				}
 
 				seen := map[string]int{}

@@ -330,8 +330,9 @@ func TestGatherUnderConcurrentWrites(t *testing.T) {
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
 			var writes atomic.Int64
+			// The writer's stream is seeded here: r is the searches'.
+			wr := rand.New(rand.NewPCG(r.Uint64(), 1))
 			wg.Go(func() {
-				wr := rand.New(rand.NewPCG(r.Uint64(), 1))
 				for {
 					select {
 					case <-stop:

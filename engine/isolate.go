@@ -104,6 +104,8 @@ type childHello struct {
 	AllowSoftware bool
 	MaxChunkRows  int
 	ProbeTimeout  time.Duration
+	// MaxDeviceBytes is the device side's budget of rows.
+	MaxDeviceBytes int64
 }
 
 // childRequest is one call; Op names it.
@@ -123,6 +125,7 @@ type childReply struct {
 	Err       string
 	TooLarge  bool
 	Subnormal bool // the error is gpu.ErrSubnormal: the CPU scores the search
+	RowsLost  bool // the error is gpu.ErrRowsLost: the next write sends every row
 	Adapter   core.AdapterInfo
 	Limits    gpu.Limits
 	ChunkRows int
@@ -326,6 +329,9 @@ func (c *childDevice) call(req childRequest) (childReply, error) {
 		if rep.Subnormal {
 			return rep, fmt.Errorf("%w: %w", ErrGPU, gpu.ErrSubnormal)
 		}
+		if rep.RowsLost {
+			return rep, fmt.Errorf("%w: %w: %s", ErrGPU, gpu.ErrRowsLost, rep.Err)
+		}
 		return rep, fmt.Errorf("%w: %s", ErrGPU, rep.Err)
 	}
 	return rep, nil
@@ -501,7 +507,8 @@ func serveChild(in io.Reader, out io.Writer) int {
 	if err := dec.Decode(&h); err != nil {
 		return 2
 	}
-	cfg := Config{Dim: h.Dim, Metric: umbra.Metric(h.Metric), Device: GPU, Adapters: []AdapterSelect{h.Adapter}, ProbeTimeout: h.ProbeTimeout, Precision: h.Precision}
+	cfg := Config{Dim: h.Dim, Metric: umbra.Metric(h.Metric), Device: GPU, Adapters: []AdapterSelect{h.Adapter}, ProbeTimeout: h.ProbeTimeout, Precision: h.Precision,
+		Limits: Limits{MaxDeviceBytes: h.MaxDeviceBytes}}
 	dev, reason, _, err := openGPU(context.Background(), cfg, h.MaxChunkRows, h.AllowSoftware)
 	if err != nil {
 		if reason == "" {
@@ -526,7 +533,7 @@ func serveChild(in io.Reader, out io.Writer) int {
 	ctx := context.Background()
 	fail := func(err error) childReply {
 		return childReply{Err: err.Error(), TooLarge: errors.Is(err, gpu.ErrTooLarge) || errors.Is(err, umbra.ErrTooLarge),
-			Subnormal: errors.Is(err, gpu.ErrSubnormal)}
+			Subnormal: errors.Is(err, gpu.ErrSubnormal), RowsLost: errors.Is(err, gpu.ErrRowsLost)}
 	}
 	take := func(from, total int, rows []byte) {
 		mirror.Data = append(mirror.Data[:from*mirror.Stride], floatsOf(rows)...)

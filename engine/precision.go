@@ -54,6 +54,7 @@ func newQuantRows(cfg Config) quantRows {
 	if err != nil {
 		panic(err) // validate has refused such a Config
 	}
+	c.Workers = cfg.Workers // a large write compresses on as many goroutines as it packs on
 	return quantRows{c: c}
 }
 
@@ -129,6 +130,7 @@ func (q *quantRows) forSlab(s *packed.Slab) quantRows {
 		return quantRows{}
 	}
 	c, _ := exact.NewCompressed(q.c.Prec, s.Dim)
+	c.Workers = q.c.Workers
 	c.AppendSlab(fallback.Slab{Data: s.Data, Rows: s.Rows, Dim: s.Dim, Stride: s.Stride}, 0)
 	return quantRows{c: c}
 }

@@ -28,7 +28,9 @@ import (
 	"io"
 	"math"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -126,6 +128,15 @@ type flags struct {
 	CPUKernel    string          `name:"cpu-kernel" placeholder:"SET" help:"run the float32 CPU kernels (Info.CPUKernel: search, read floor, rescore) with SET instead of the best this CPU runs, to measure another CPU's code path here; this CPU runs ${cpu_kernels}"`
 	QuantKernel  string          `name:"quant-kernel" placeholder:"SET" help:"run the compressed-row kernels (Info.QuantKernel) with SET instead of the best this CPU runs; this CPU runs ${quant_kernels}"`
 	Threshold    float64         `name:"threshold" default:"0" help:"consistency threshold on |score − float64 reference| (0: 8·√dim·2⁻²⁴·scale, see bench/SCHEMA.md)"`
+	DeviceCheck  string          `name:"device-check" placeholder:"DIR" help:"run the device check (bench/DEVICE-CHECK.md) and write DIR/report.json and DIR/summary.txt: one deadline, steps by value, every answer checked, every search on the GPU; exit 1 when it fails (uses --seed, --adapter and the --check-* flags)"`
+	CheckRows    int             `name:"check-rows" default:"4000000" help:"rows of the device check"`
+	CheckDim     int             `name:"check-dim" default:"768" help:"dimension of the device check"`
+	CheckBatches string          `name:"check-batches" default:"1,64,256,1024" placeholder:"LIST" help:"batch sizes of the device check's float32 searches"`
+	CheckTime    time.Duration   `name:"check-deadline" default:"7m" help:"the device check's deadline for the whole run"`
+	CheckSmoke   bool            `name:"check-smoke" help:"device check on a software adapter, without the NVIDIA assertions (CI); never on a GPU machine"`
+	CheckPeak    float64         `name:"check-peak-gbps" default:"0" help:"the card's memory bandwidth in GB/s for the device check's percentages (0: by its name, from a table)"`
+	CheckSoak    time.Duration   `name:"check-soak" default:"30s" help:"the device check's soak, when time is left"`
+	CheckNeg     string          `name:"check-negative" placeholder:"VERDICT" help:"the verdict of bench/device-check.sh's negative control (ok, or FAIL: why), recorded with the device check's assertions"`
 	// Args catches stray arguments, to say that bench takes flags only.
 	Args []string `arg:"" optional:"" hidden:""`
 
@@ -441,6 +452,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	defer restore()
+	if f.DeviceCheck != "" {
+		return runDeviceCheck(ctx, f, opt, stdout, stderr)
+	}
 	if f.Store {
 		return runStore(ctx, f, opt, stdout, stderr)
 	}
@@ -726,6 +740,54 @@ func runShards(ctx context.Context, f *flags, opt bench.Options, stdout, stderr 
 			fmt.Fprintf(stderr, "bench: %s did not return the fallback's IDs\n", r.Name)
 			return 1
 		}
+	}
+	return 0
+}
+
+// runDeviceCheck is --device-check: bench/DEVICE-CHECK.md.
+func runDeviceCheck(ctx context.Context, f *flags, opt bench.Options, stdout, stderr io.Writer) int {
+	o := bench.DeviceCheckOptions{Deadline: f.CheckTime, Smoke: f.CheckSmoke, Rows: f.CheckRows, Dim: f.CheckDim,
+		Seed: f.runSeed(), Adapter: opt.Adapter, PeakBytesPerSec: f.CheckPeak * 1e9, Soak: f.CheckSoak, Log: stderr, Negative: f.CheckNeg}
+	if err := inRange("check-dim", f.CheckDim, 1, maxDim); err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 2
+	}
+	if err := inRange("check-rows", f.CheckRows, 1, maxValues/f.CheckDim); err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 2
+	}
+	for _, part := range strings.Split(f.CheckBatches, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(part))
+		if err != nil || n < 1 || n > 1<<16 {
+			fmt.Fprintf(stderr, "bench: --check-batches: %q is not a batch size in 1..65536\n", part)
+			return 2
+		}
+		o.Batches = append(o.Batches, n)
+	}
+	if f.CheckTime <= 0 || f.CheckPeak < 0 || f.CheckSoak < 0 {
+		fmt.Fprintln(stderr, "bench: --check-deadline must be positive, --check-peak-gbps and --check-soak not negative")
+		return 2
+	}
+	if err := os.MkdirAll(f.DeviceCheck, 0o755); err != nil {
+		fmt.Fprintln(stderr, "bench: --device-check:", err)
+		return 2
+	}
+	if p, err := exec.LookPath("nvidia-smi"); err == nil && !f.CheckSmoke {
+		o.SMI = p
+	}
+	rep, err := bench.RunDeviceCheck(ctx, o)
+	if err != nil {
+		fmt.Fprintln(stderr, "bench: device check:", err)
+		return 1
+	}
+	if err := bench.WriteDeviceCheck(f.DeviceCheck, rep); err != nil {
+		fmt.Fprintln(stderr, "bench: device check:", err)
+		return 1
+	}
+	summary, _ := os.ReadFile(filepath.Join(f.DeviceCheck, "summary.txt"))
+	stdout.Write(summary)
+	if !rep.Passed {
+		return 1
 	}
 	return 0
 }

@@ -109,6 +109,41 @@ type probedAdapterJSON struct {
 	Error        string     `json:"error"`
 	AutoEligible bool       `json:"auto_eligible"`
 	ProbeMS      float64    `json:"probe_ms"`
+	// Chosen is the variant the device uses (empty when the probe
+	// failed), Variants every self-test and timing behind the choice.
+	Chosen   chosenJSON    `json:"chosen"`
+	Variants []variantJSON `json:"variants"`
+}
+
+// chosenJSON is the variant of the kernels a probed device uses.
+type chosenJSON struct {
+	Team          uint32 `json:"team"`
+	Subgroups     bool   `json:"subgroups"`
+	StagedQueries bool   `json:"staged_queries"`
+	FusedK        uint32 `json:"fused_k"`
+	FusedBatchK   uint32 `json:"fused_batch_k"`
+	Gemm          bool   `json:"gemm"`
+	Timestamps    bool   `json:"timestamps"`
+}
+
+// variantJSON is one self-test (and timing) of the probe.
+type variantJSON struct {
+	Kernel  string  `json:"kernel"`
+	Variant string  `json:"variant"`
+	Passed  bool    `json:"passed"`
+	Error   string  `json:"error"`
+	Chosen  bool    `json:"chosen"`
+	Why     string  `json:"why"`
+	TimeMS  float64 `json:"time_ms"`
+}
+
+func variantsOf(cs []diag.VariantCheck) []variantJSON {
+	out := []variantJSON{}
+	for _, c := range cs {
+		out = append(out, variantJSON{Kernel: c.Kernel, Variant: c.Variant, Passed: c.Passed, Error: oneLine(c.Error),
+			Chosen: c.Chosen, Why: oneLine(c.Why), TimeMS: math.Round(c.Time.Seconds()*1e6) / 1e3})
+	}
+	return out
 }
 
 type selectionJSON struct {
@@ -160,7 +195,13 @@ func probeReport(rep diag.ProbeReport, sel engine.AdapterSelect, sys system) pro
 			Error:        oneLine(r.Error),
 			AutoEligible: r.Eligible,
 			ProbeMS:      math.Round(r.Elapsed.Seconds()*1e4) / 10,
+			Variants:     variantsOf(r.Checks),
 		})
+		if r.Works {
+			l := r.Limits
+			out.Adapters[len(out.Adapters)-1].Chosen = chosenJSON{Team: l.Team, Subgroups: l.Subgroups, StagedQueries: l.StagedQueries,
+				FusedK: l.FusedK, FusedBatchK: l.FusedBatchK, Gemm: l.Gemm, Timestamps: l.Timestamps}
+		}
 	}
 	if rep.Auto >= 0 && rep.Auto < len(rep.Adapters) {
 		i := rep.Auto
@@ -233,6 +274,20 @@ func writeProbeText(w io.Writer, r probeJSON) {
 			field("probe", fmt.Sprintf("works: the search shader ran and gave the right answer (%s ms)", strconv.FormatFloat(a.ProbeMS, 'f', -1, 64)))
 		} else {
 			field("probe", "FAILED: "+a.Error)
+		}
+		for _, v := range a.Variants {
+			verdict := "passed"
+			switch {
+			case !v.Passed && v.Error != "":
+				verdict = "FAILED: " + v.Error
+			case !v.Passed:
+				verdict = v.Why
+			case v.Chosen:
+				verdict = "passed, chosen: " + v.Why
+			case v.Why != "":
+				verdict = "passed, " + v.Why
+			}
+			field(v.Kernel, wrap(v.Variant+": "+verdict, 84, strings.Repeat(" ", 14)))
 		}
 		field("auto", autoVerdict(r, i))
 	}

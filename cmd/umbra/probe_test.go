@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"path"
 	"runtime"
 	"slices"
@@ -41,9 +42,31 @@ func TestProbeJSON(t *testing.T) {
 		if a.Works {
 			assert.NotZero(t, a.Limits.MaxStorageBindingBytes, a.Name)
 			assert.Empty(t, a.Error)
+			// Every variant the probe tried is listed with its
+			// verdict: exactly one scores variant chosen (the one in
+			// "chosen"), the fused top-k's and gemm.wgsl's outcomes.
+			kernels := map[string]int{}
+			chosen := 0
+			for _, v := range a.Variants {
+				kernels[v.Kernel]++
+				assert.Equal(t, v.Passed, v.Error == "", "%s %s: an error exactly when it failed", v.Kernel, v.Variant)
+				if v.Kernel == "scores" && v.Chosen {
+					chosen++
+					assert.True(t, strings.HasPrefix(v.Variant, fmt.Sprintf("team %d, ", a.Chosen.Team)), "%s: %+v", v.Variant, a.Chosen)
+				}
+				if v.Passed && !v.Chosen {
+					assert.NotEmpty(t, v.Why, "%s %s: passed but not chosen, and no reason", v.Kernel, v.Variant)
+				}
+			}
+			assert.Equal(t, 1, chosen, "%s: one scores variant chosen", a.Name)
+			assert.Positive(t, kernels["scores"], a.Name)
+			assert.Equal(t, 1, kernels["fused"], a.Name)
+			assert.Equal(t, 1, kernels["gemm"], a.Name)
+			assert.Positive(t, a.Chosen.Team, a.Name)
 		} else {
 			assert.NotEmpty(t, a.Error)
 		}
+		assert.NotNil(t, a.Variants, "variants is a list, [] when none ran")
 	}
 	eligible := slices.IndexFunc(p.Adapters, func(a probedAdapterJSON) bool { return a.AutoEligible })
 	if eligible < 0 {

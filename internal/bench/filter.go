@@ -37,6 +37,9 @@ type FilterOptions struct {
 	Seed         uint64
 	Workers      int
 	Progress     func(string)
+	// Data, when not nil, is the N × Dim rows (row by row) to index
+	// instead of generated ones: the device check's, made once.
+	Data []float32
 }
 
 // FilterRow is one filter: the rows it admits and its searches' times
@@ -59,8 +62,9 @@ type FilterRow struct {
 	Path     string  `json:"path"`
 	Device   string  `json:"device"`
 	// Exact: every filtered answer equalled the subset index's (IDs and
-	// score bits).
-	Exact bool `json:"exact"`
+	// score bits); Checked is how many were compared.
+	Exact   bool `json:"exact"`
+	Checked int  `json:"checked"`
 }
 
 // FilterReport is --filter's result.
@@ -96,6 +100,9 @@ func RunFilter(ctx context.Context, o FilterOptions) (*FilterReport, error) {
 			return nil, fmt.Errorf("filter bench: fraction %g out of range (0, 1]", f)
 		}
 		total += f
+	}
+	if o.Data != nil && len(o.Data) != o.N*o.Dim {
+		return nil, fmt.Errorf("filter bench: %d values of data for %d × %d rows", len(o.Data), o.N, o.Dim)
 	}
 	if total > 1 {
 		return nil, fmt.Errorf("filter bench: the fractions add up to %g, more than every row", total)
@@ -151,7 +158,12 @@ func RunFilter(ctx context.Context, o FilterOptions) (*FilterReport, error) {
 	for i := range ids {
 		ids[i] = uint64(i)
 	}
-	rowsOf := func(lo, hi int) []float32 { return RandomMatrix(hi-lo, o.Dim, o.Seed, uint64(1000+lo/piece)) }
+	rowsOf := func(lo, hi int) []float32 {
+		if o.Data != nil {
+			return o.Data[lo*o.Dim : hi*o.Dim]
+		}
+		return RandomMatrix(hi-lo, o.Dim, o.Seed, uint64(1000+lo/piece))
+	}
 	for lo := 0; lo < o.N; lo += piece {
 		hi := min(lo+piece, o.N)
 		progress("adding rows %d–%d of %d", lo, hi, o.N)
@@ -212,9 +224,13 @@ func RunFilter(ctx context.Context, o FilterOptions) (*FilterReport, error) {
 			if err != nil {
 				return nil, err
 			}
+			rep.Rows[g].Checked++
 			if !sameHits(got, want) {
 				rep.Rows[g].Exact = false
 				progress("share %d query %d: the filtered answer differs from the subset index's", g, qi)
+			}
+			if qi > 0 && rep.Rows[g].Device != tr.Device {
+				tr.Device = "mixed: " + rep.Rows[g].Device + ", " + tr.Device
 			}
 			rep.Rows[g].Path, rep.Rows[g].Device = tr.Subset, tr.Device
 		}

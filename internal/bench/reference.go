@@ -24,6 +24,9 @@ type Reference struct {
 	// (a lost row, a stale chunk, a bad stride) is orders of magnitude
 	// above it.
 	Threshold float64
+	// top is the best rows TopK selected, best first.
+	top   []int
+	topMu sync.Mutex
 }
 
 // NewReference scores every row of data (row-major, dim values per row)
@@ -108,16 +111,54 @@ func (r *Reference) better(a, b int) bool {
 	return a < b
 }
 
-// TopK returns the IDs of the k best rows, best first.
+// TopK returns the IDs of the k best rows, best first. The best rows are
+// selected once, by a bounded heap (O(N log k)), and kept: a later call
+// for as many or fewer takes their prefix (the device check asks for the
+// same queries' top k many times over 4,000,000 rows).
 func (r *Reference) TopK(k int) []int {
-	ids := make([]int, len(r.Scores))
-	for i := range ids {
-		ids[i] = i
+	k = min(k, len(r.Scores))
+	r.topMu.Lock()
+	defer r.topMu.Unlock()
+	if len(r.top) >= k {
+		return r.top[:k:k]
 	}
-	k = min(k, len(ids))
-	// A partial selection would do; a full sort of N indices is well
-	// under the cost of computing the scores.
-	slices.SortFunc(ids, func(a, b int) int {
+	// A max-heap of the k best so far, the worst at the root.
+	h := make([]int, 0, k)
+	worse := func(a, b int) bool { return r.better(b, a) }
+	down := func(i int) {
+		for {
+			c := 2*i + 1
+			if c >= len(h) {
+				return
+			}
+			if c+1 < len(h) && worse(h[c+1], h[c]) {
+				c++
+			}
+			if !worse(h[c], h[i]) {
+				return
+			}
+			h[i], h[c] = h[c], h[i]
+			i = c
+		}
+	}
+	for id := range r.Scores {
+		switch {
+		case len(h) < k:
+			h = append(h, id)
+			for i := len(h) - 1; i > 0; {
+				p := (i - 1) / 2
+				if !worse(h[i], h[p]) {
+					break
+				}
+				h[i], h[p] = h[p], h[i]
+				i = p
+			}
+		case k > 0 && r.better(id, h[0]):
+			h[0] = id
+			down(0)
+		}
+	}
+	slices.SortFunc(h, func(a, b int) int {
 		switch {
 		case r.better(a, b):
 			return -1
@@ -126,7 +167,8 @@ func (r *Reference) TopK(k int) []int {
 		}
 		return 0
 	})
-	return ids[:k]
+	r.top = h
+	return h[:k:k]
 }
 
 // MaxAbsDiff compares a path's scores for all N rows (hits from a search

@@ -2,11 +2,14 @@ package bench
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/umbravec/umbra"
+
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // Three 2-D rows, worked by hand for q = (1, 0).
@@ -99,5 +102,34 @@ func TestCompareTopK(t *testing.T) {
 			r := ref.CompareTopK(c.hits, c.k)
 			assert.Equal(t, TopKResult{Exact: c.exact, Match: c.match, Rank: c.rank}, r)
 		})
+	}
+}
+
+// TestTopKSelectsLikeASort: the heap selection gives the first k of a
+// full sort (better score first, equal scores by lower ID) for every k,
+// asked in any order, on scores with many ties.
+func TestTopKSelectsLikeASort(t *testing.T) {
+	r := testkit.Rand(t)
+	for _, m := range []umbra.Metric{umbra.Dot, umbra.L2} {
+		ref := &Reference{Metric: m, Scores: make([]float64, 3000)}
+		for i := range ref.Scores {
+			ref.Scores[i] = float64(r.IntN(40))
+		}
+		all := make([]int, len(ref.Scores))
+		for i := range all {
+			all[i] = i
+		}
+		slices.SortFunc(all, func(a, b int) int {
+			if ref.better(a, b) {
+				return -1
+			}
+			if ref.better(b, a) {
+				return 1
+			}
+			return 0
+		})
+		for _, k := range []int{5, 1, 700, 3000, 10, 4000, 0} {
+			require.Equal(t, all[:min(k, len(all))], ref.TopK(k), "metric %v k %d", m, k)
+		}
 	}
 }

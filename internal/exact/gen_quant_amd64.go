@@ -495,6 +495,140 @@ func i8PanelYmm(vnni bool) {
 	ins("RET")
 }
 
+// i8PanelWide: func i8Panel4x3AVX2(dst *int32, ldd int, qs *int16, qstride
+// int, rows *uint8, rstride, n, groups int): the AVX2 int8 batch panel,
+// shaped like a matrix product. The queries come already widened to
+// int16 (once a batch, by the caller), so a step spends nothing on them:
+// each 16 bytes of three rows are zero-extended to words (VPMOVZXBW from
+// memory, three instructions), and every (row, query) pair takes one
+// VPMADDWD with the query's words straight from memory and one VPADDD
+// into its accumulator: 27 instructions for 192 products, where the
+// 2 × 4 panel that split both sides every step spent 52 for 256. Twelve
+// accumulators (query j, row r in Y(4r+j)), three widened rows, one
+// product: the sixteen Y registers. The four queries stay put (6 KiB at
+// dimension 768, in L1) while the groups of three rows stream past:
+// dst[j*ldd+r] for j < 4, r < 3*groups; qstride in int16 elements, n in
+// bytes (a multiple of 64). A VPMADDWD pair is at most 2·255·127, and a
+// row of at most 65,536 bytes sums within int32: the sums are exact, the
+// generic kernel's.
+func i8PanelWide() {
+	name := "i8Panel4x3AVX2"
+	emit("")
+	emit("// func %s(dst *int32, ldd int, qs *int16, qstride int, rows *uint8, rstride, n, groups int)", name)
+	emit("TEXT ·%s(SB), NOSPLIT, $8-64", name)
+	ins("MOVQ dst+0(FP), DI")
+	ins("MOVQ qs+16(FP), SI")
+	ins("MOVQ qstride+24(FP), R8")
+	ins("SHLQ $1, R8") // bytes a query
+	ins("LEAQ (SI)(R8*1), R9")
+	ins("LEAQ (R9)(R8*1), R10")
+	ins("LEAQ (R10)(R8*1), R11")
+	ins("MOVQ rows+32(FP), DX")
+	ins("MOVQ rstride+40(FP), R8") // from here on the rows' stride
+	ins("MOVQ n+48(FP), R12")
+	ins("SHRQ $6, R12")
+	ins("MOVQ groups+56(FP), CX")
+	ins("MOVQ CX, left-8(SP)")
+	rowRegs := []string{"DX", "BX", "R13"}
+	qRegs := []string{"SI", "R9", "R10", "R11"}
+	emit("group_%s:", name)
+	ins("LEAQ (DX)(R8*1), BX")
+	ins("LEAQ (BX)(R8*1), R13")
+	for a := 0; a < 12; a++ {
+		ins("VPXOR Y%d, Y%d, Y%d", a, a, a)
+	}
+	ins("XORQ AX, AX")
+	ins("MOVQ R12, CX")
+	ins("TESTQ CX, CX")
+	ins("JZ reduce_%s", name)
+	emit("chunk_%s:", name)
+	for off := 0; off < 64; off += 16 {
+		for r, rr := range rowRegs {
+			ins("VPMOVZXBW %d(%s)(AX*1), Y%d", off, rr, 12+r)
+		}
+		for j, qr := range qRegs {
+			for r := range rowRegs {
+				ins("VPMADDWD %d(%s)(AX*2), Y%d, Y15", 2*off, qr, 12+r)
+				ins("VPADDD Y15, Y%d, Y%d", 4*r+j, 4*r+j)
+			}
+		}
+	}
+	ins("ADDQ $64, AX")
+	ins("DECQ CX")
+	ins("JNZ chunk_%s", name)
+	emit("reduce_%s:", name)
+	ins("MOVQ ldd+8(FP), CX")
+	ins("SHLQ $2, CX") // bytes a query's row of dst
+	ins("LEAQ (DI)(CX*2), R14")
+	for r := 0; r < 3; r++ {
+		reduce4Y(4*r, true) // X(4r) = the four queries' sums for row r
+		ins("VMOVD X%d, %d(DI)", 4*r, 4*r)
+		ins("VPEXTRD $1, X%d, %d(DI)(CX*1)", 4*r, 4*r)
+		ins("VPEXTRD $2, X%d, %d(R14)", 4*r, 4*r)
+		ins("VPEXTRD $3, X%d, %d(R14)(CX*1)", 4*r, 4*r)
+	}
+	ins("ADDQ $12, DI")
+	ins("LEAQ (R13)(R8*1), DX") // the next three rows
+	ins("DECQ left-8(SP)")
+	ins("JNZ group_%s", name)
+	ins("VZEROUPPER")
+	ins("RET")
+}
+
+// i8Pass: func i8PassAVX2(scale *float32, raw *int32, n int, off int32,
+// theta float64) int: the first i < n, a multiple of 8 rows on, at which
+// float64(scale[i])·float64(raw[i]−off) is not below theta, or where
+// fewer than 8 rows are left (the caller checks from there), eight rows
+// at a time: scanI8Dot's first test, which rejects nearly every row of a
+// batch's sums. The products are the scalar test's to the bit (both
+// conversions exact, one rounding each), and NLT keeps what the scalar
+// comparison keeps.
+func i8Pass() {
+	name := "i8PassAVX2"
+	emit("")
+	emit("// func %s(scale *float32, raw *int32, n int, off int32, theta float64) int", name)
+	emit("TEXT ·%s(SB), NOSPLIT, $0-48", name)
+	ins("MOVQ scale+0(FP), SI")
+	ins("MOVQ raw+8(FP), DI")
+	ins("MOVQ n+16(FP), CX")
+	ins("MOVL off+24(FP), BX")
+	ins("VMOVD BX, X5")
+	ins("VPBROADCASTD X5, Y5")
+	ins("VBROADCASTSD theta+32(FP), Y6")
+	ins("XORQ AX, AX")
+	emit("loop_%s:", name)
+	ins("MOVQ CX, DX")
+	ins("SUBQ AX, DX")
+	ins("CMPQ DX, $8")
+	ins("JLT done_%s", name)
+	ins("VMOVDQU (DI)(AX*4), Y0")
+	ins("VPSUBD Y5, Y0, Y0")
+	ins("VCVTDQ2PD X0, Y1")
+	ins("VEXTRACTI128 $1, Y0, X2")
+	ins("VCVTDQ2PD X2, Y2")
+	ins("VCVTPS2PD (SI)(AX*4), Y3")
+	ins("VCVTPS2PD 16(SI)(AX*4), Y4")
+	ins("VMULPD Y3, Y1, Y1")
+	ins("VMULPD Y4, Y2, Y2")
+	ins("VCMPPD $5, Y6, Y1, Y1") // NLT: not below theta
+	ins("VCMPPD $5, Y6, Y2, Y2")
+	ins("VMOVMSKPD Y1, BX")
+	ins("VMOVMSKPD Y2, R8")
+	ins("SHLQ $4, R8")
+	ins("ORQ R8, BX")
+	ins("TESTQ BX, BX")
+	ins("JNZ found_%s", name)
+	ins("ADDQ $8, AX")
+	ins("JMP loop_%s", name)
+	emit("found_%s:", name)
+	ins("BSFQ BX, BX")
+	ins("ADDQ BX, AX")
+	emit("done_%s:", name)
+	ins("MOVQ AX, ret+40(FP)")
+	ins("VZEROUPPER")
+	ins("RET")
+}
+
 // f16RowsAVX2: func f16RowsAVX2(dst, q *float32, rows *uint16, stride, n,
 // groups int): f16Rows with eight-lane accumulators (VCVTPH2PS from F16C
 // widens eight halves exactly, VFMADD231PS from FMA), n a multiple of 16.
@@ -625,11 +759,12 @@ func main() {
 	f16Rows()
 	f16Panel()
 	i8RowsYmm(false)
-	i8PanelYmm(false)
+	i8PanelWide()
 	i8RowsYmm(true)
 	i8PanelYmm(true)
 	f16RowsAVX2()
 	f16PanelAVX2(3)
+	i8Pass()
 	if err := os.WriteFile("quant_amd64.s", out.Bytes(), 0o644); err != nil {
 		log.Fatal(err)
 	}

@@ -1,12 +1,15 @@
 package exact
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/fallback"
+	"github.com/umbravec/umbra/internal/parallel"
 )
 
 // Compressed rows: the same vectors as a float32 Slab, held in fewer bytes
@@ -69,6 +72,9 @@ type Compressed struct {
 	// MaxHat ≥ Norm[i]+Err[i] for every row ever stored: with the query's
 	// norm it tells a scan whether any row's bound could overflow.
 	MaxHat float64
+	// Workers is how many goroutines AppendSlab compresses a large slab
+	// on (0: GOMAXPROCS; the engine gives its Config.Workers).
+	Workers int
 }
 
 // NewCompressed returns an empty compressed slab for rows of dimension dim.
@@ -108,21 +114,37 @@ func (c *Compressed) Append(rows [][]float32) {
 	base := c.Rows
 	c.grow(len(rows))
 	for i, r := range rows {
-		c.set(base+i, r[:c.Dim])
+		c.MaxHat = max(c.MaxHat, c.set(base+i, r[:c.Dim]))
 	}
 }
 
-// AppendSlab compresses rows [from, s.Rows) of s after the existing ones.
+// AppendSlab compresses rows [from, s.Rows) of s after the existing ones,
+// on Workers goroutines when the slab is large: each row's codes and
+// bounds depend on that row alone, so the result is the same bits
+// however the rows are shared out.
 func (c *Compressed) AppendSlab(s fallback.Slab, from int) {
 	base := c.Rows
-	c.grow(s.Rows - from)
-	for i := from; i < s.Rows; i++ {
-		c.set(base+i-from, s.Data[i*s.Stride:i*s.Stride+s.Dim])
+	n := s.Rows - from
+	c.grow(n)
+	const block = 4096
+	w := parallel.Workers(c.Workers, (n+block-1)/block, n*s.Dim)
+	if w <= 1 {
+		for i := from; i < s.Rows; i++ {
+			c.MaxHat = max(c.MaxHat, c.set(base+i-from, s.Data[i*s.Stride:i*s.Stride+s.Dim]))
+		}
+		return
 	}
+	hats := make([]float64, w)
+	_ = parallel.Run(context.Background(), w, (n+block-1)/block, func(worker, b int) {
+		for i := from + b*block; i < min(from+(b+1)*block, s.Rows); i++ {
+			hats[worker] = max(hats[worker], c.set(base+i-from, s.Data[i*s.Stride:i*s.Stride+s.Dim]))
+		}
+	})
+	c.MaxHat = max(c.MaxHat, slices.Max(hats))
 }
 
 // Set replaces row i with the compression of x (Dim long).
-func (c *Compressed) Set(i int, x []float32) { c.set(i, x[:c.Dim]) }
+func (c *Compressed) Set(i int, x []float32) { c.MaxHat = max(c.MaxHat, c.set(i, x[:c.Dim])) }
 
 // Truncate drops every row from row n on.
 func (c *Compressed) Truncate(n int) {
@@ -162,7 +184,7 @@ func growTo[T any](s []T, n int) []T {
 }
 
 // set compresses x into row i and records its error bound.
-func (c *Compressed) set(i int, x []float32) {
+func (c *Compressed) set(i int, x []float32) (hat float64) {
 	var maxAbs float32
 	var norm2 float64
 	for _, v := range x {
@@ -216,7 +238,7 @@ func (c *Compressed) set(i int, x []float32) {
 	c.Err[i] = up32(math.Sqrt(err2) * (1 + 0x1p-30))
 	c.Norm[i] = up32(math.Sqrt(norm2) * (1 + 0x1p-30))
 	c.HatSq[i] = float32(hat2)
-	c.MaxHat = max(c.MaxHat, float64(c.Norm[i])+float64(c.Err[i]))
+	return float64(c.Norm[i]) + float64(c.Err[i])
 }
 
 func abs32(v float32) float32 { return math.Float32frombits(math.Float32bits(v) &^ (1 << 31)) }

@@ -10,9 +10,10 @@ import "golang.org/x/sys/cpu"
 // gen_quant_amd64.go). Strides and n are in bytes (int8) or halves
 // (float16) and n is a whole number of 64-byte chunks, as CodeStride
 // guarantees. Rows kernels score groups of four rows against one query;
-// panel kernels hold four rows against groups of four (AVX-512), three
-// (AVX-VNNI int8, AVX2 float16) or two (AVX2 int8) queries: as many as
-// the registers hold.
+// panel kernels hold four rows against groups of four (AVX-512) or three
+// (AVX-VNNI int8, AVX2 float16) queries, and AVX2's int8 panel four
+// queries widened to int16 once a batch (i8Tile16) against groups of
+// three rows: as many as the registers hold.
 
 //go:noescape
 func i8RowsVNNI(dst *int32, q *int8, rows *uint8, stride, n, groups int)
@@ -30,7 +31,7 @@ func f16Panel4x4AVX512(dst *float32, ldd int, qs *float32, qstride int, rows *ui
 func i8RowsAVX2(dst *int32, q *int8, rows *uint8, stride, n, groups int)
 
 //go:noescape
-func i8Panel2x4AVX2(dst *int32, ldd int, qs *int8, qstride int, rows *uint8, rstride, n, groups int)
+func i8Panel4x3AVX2(dst *int32, ldd int, qs *int16, qstride int, rows *uint8, rstride, n, groups int)
 
 //go:noescape
 func i8RowsAVXVNNI(dst *int32, q *int8, rows *uint8, stride, n, groups int)
@@ -40,6 +41,21 @@ func i8Panel3x4AVXVNNI(dst *int32, ldd int, qs *int8, qstride int, rows *uint8, 
 
 //go:noescape
 func f16RowsAVX2(dst, q *float32, rows *uint16, stride, n, groups int)
+
+//go:noescape
+func i8PassAVX2(scale *float32, raw *int32, n int, off int32, theta float64) int
+
+// i8Pass is the first i ≥ from at which scanI8Dot's first test,
+// float64(scale[i])·float64(raw[i]−off) < theta, does not reject the row
+// (or a row the caller must test itself), eight rows at a time on AVX2.
+func i8Pass(scale []float32, raw []int32, from int, off int32, theta float64) int {
+	n := len(raw) - from
+	if !cpu.X86.HasAVX2 || n < 8 {
+		return from
+	}
+	_ = scale[len(raw)-1]
+	return from + i8PassAVX2(&scale[from], &raw[from], n, off, theta)
+}
 
 //go:noescape
 func f16Panel3x4AVX2(dst *float32, ldd int, qs *float32, qstride int, rows *uint16, rstride, n, groups int)
@@ -70,9 +86,9 @@ func asmQuantKernels() []quantKernelSet {
 	var (
 		avx512F16 = f16Kernels{wrapF16Rows(f16RowsAVX512, 16), wrapF16Tile(f16Panel4x4AVX512, f16RowsAVX512, 4, 16)}
 		avx2F16   = f16Kernels{wrapF16Rows(f16RowsAVX2, 16), wrapF16Tile(f16Panel3x4AVX2, f16RowsAVX2, 3, 16)}
-		vnni      = i8Kernels{wrapI8Rows(i8RowsVNNI), wrapI8Tile(i8Panel4x4VNNI, i8RowsVNNI, 4)}
-		avxVNNI   = i8Kernels{wrapI8Rows(i8RowsAVXVNNI), wrapI8Tile(i8Panel3x4AVXVNNI, i8RowsAVXVNNI, 3)}
-		avx2I8    = i8Kernels{wrapI8Rows(i8RowsAVX2), wrapI8Tile(i8Panel2x4AVX2, i8RowsAVX2, 2)}
+		vnni      = i8Kernels{rows: wrapI8Rows(i8RowsVNNI), tile: wrapI8Tile(i8Panel4x4VNNI, i8RowsVNNI, 4)}
+		avxVNNI   = i8Kernels{rows: wrapI8Rows(i8RowsAVXVNNI), tile: wrapI8Tile(i8Panel3x4AVXVNNI, i8RowsAVXVNNI, 3)}
+		avx2I8    = wideI8Kernels(i8Panel4x3AVX2, i8RowsAVX2)
 	)
 	var ks []quantKernelSet
 	if hasVNNI {
@@ -82,7 +98,7 @@ func asmQuantKernels() []quantKernelSet {
 	case hasF16AVX512 && hasAVX2F16C:
 		ks = append(ks, avx2I8.with(avx512F16, "avx512 (int8 avx2)"))
 	case hasF16AVX512:
-		ks = append(ks, i8Kernels{i8RowsGo, i8TileGo}.with(avx512F16, "avx512 (int8 generic)"))
+		ks = append(ks, i8Kernels{rows: i8RowsGo, tile: i8TileGo}.with(avx512F16, "avx512 (int8 generic)"))
 	}
 	if hasAVXVNNI {
 		ks = append(ks, avxVNNI.with(avx2F16, "avxvnni+f16c"))
@@ -94,8 +110,9 @@ func asmQuantKernels() []quantKernelSet {
 }
 
 type i8Kernels struct {
-	rows i8RowsKernel
-	tile i8TileKernel
+	rows   i8RowsKernel
+	tile   i8TileKernel
+	tile16 i8Tile16Kernel
 }
 
 type f16Kernels struct {
@@ -104,7 +121,51 @@ type f16Kernels struct {
 }
 
 func (k i8Kernels) with(f f16Kernels, name string) quantKernelSet {
-	return quantKernelSet{name: name, i8Rows: k.rows, i8Tile: k.tile, f16Rows: f.rows, f16Tile: f.tile}
+	return quantKernelSet{name: name, i8Rows: k.rows, i8Tile: k.tile, i8Tile16: k.tile16, f16Rows: f.rows, f16Tile: f.tile}
+}
+
+// wideI8Kernels are AVX2's int8 kernels: the rows kernel, and the 4 × 3
+// panel over queries widened to int16 (i8Tile16, which a batch calls
+// with queries it widened once); its i8Tile widens on every call, for
+// the callers that hold only int8 queries.
+func wideI8Kernels(k func(dst *int32, ldd int, qs *int16, qstride int, rows *uint8, rstride, n, groups int), rk i8RowsAsm) i8Kernels {
+	rows1 := wrapI8Rows(rk)
+	wide := func(dst []int32, qs []int8, qs16 []int16, nqs int, rows []uint8, nr, stride int) {
+		if nr == 0 || nqs == 0 {
+			return
+		}
+		if stride == 0 || stride%64 != 0 {
+			i8TileGo(dst, qs, nqs, rows, nr, stride)
+			return
+		}
+		_ = rows[nr*stride-1]
+		_ = qs[nqs*stride-1]
+		_ = qs16[nqs*stride-1]
+		_ = dst[nqs*nr-1]
+		gq := nqs / 4
+		full := nr / 3 * 3
+		if full > 0 {
+			// Each group of four queries (in L1) over every group of
+			// three rows.
+			for j := 0; j < gq*4; j += 4 {
+				k(&dst[j*nr], nr, &qs16[j*stride], stride, &rows[0], stride, stride, full/3)
+			}
+		}
+		// The queries after the last group of four, and the rows after
+		// the last group of three, through the rows kernel: the same
+		// exact integer sums.
+		for j := range nqs {
+			q := qs[j*stride : (j+1)*stride]
+			if j >= gq*4 {
+				rows1(dst[j*nr:(j+1)*nr], q, rows, stride)
+			} else if full < nr {
+				rows1(dst[j*nr+full:(j+1)*nr], q, rows[full*stride:], stride)
+			}
+		}
+	}
+	return i8Kernels{rows: rows1, tile16: wide, tile: func(dst []int32, qs []int8, nqs int, rows []uint8, nr, stride int) {
+		wide(dst, qs, widenI8(qs[:nqs*stride]), nqs, rows, nr, stride)
+	}}
 }
 
 // wrapI8Rows and wrapI8Tile are wrapRows and wrapTile (quant_asm.go) of

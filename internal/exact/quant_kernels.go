@@ -17,6 +17,20 @@ type i8RowsKernel func(dst []int32, q []int8, rows []uint8, stride int)
 // j < nq, i < nr.
 type i8TileKernel func(dst []int32, qs []int8, nq int, rows []uint8, nr, stride int)
 
+// i8Tile16Kernel is i8TileKernel for a kernel that reads the queries
+// widened to int16 (qs16, widenI8 of qs: both given, so the queries a
+// panel leaves go through the rows kernel).
+type i8Tile16Kernel func(dst []int32, qs []int8, qs16 []int16, nq int, rows []uint8, nr, stride int)
+
+// widenI8 is qs as int16s.
+func widenI8(qs []int8) []int16 {
+	out := make([]int16, len(qs))
+	for i, v := range qs {
+		out[i] = int16(v)
+	}
+	return out
+}
+
 // f16RowsKernel writes dst[i] = Σ_j q[j]·half(rows[i*stride+j]) in float32.
 type f16RowsKernel func(dst, q []float32, rows []uint16, stride int)
 
@@ -25,11 +39,15 @@ type f16RowsKernel func(dst, q []float32, rows []uint16, stride int)
 type f16TileKernel func(dst, qs []float32, nq int, rows []uint16, nr, stride int)
 
 type quantKernelSet struct {
-	name    string
-	i8Rows  i8RowsKernel
-	i8Tile  i8TileKernel
-	f16Rows f16RowsKernel
-	f16Tile f16TileKernel
+	name   string
+	i8Rows i8RowsKernel
+	i8Tile i8TileKernel
+	// i8Tile16, when not nil, is the batch panel a search calls with its
+	// queries widened to int16 once (AVX2's): i8Tile widens them on every
+	// call.
+	i8Tile16 i8Tile16Kernel
+	f16Rows  f16RowsKernel
+	f16Tile  f16TileKernel
 }
 
 var genericQuantKernels = quantKernelSet{

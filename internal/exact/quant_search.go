@@ -104,12 +104,17 @@ func ExactSearchBatch(ctx context.Context, s fallback.Slab, c *Compressed, qs []
 	nq := len(qs)
 	// The panels read the queries from one packed slice.
 	var packedQ []int8
+	var packed16 []int16
 	var packedF []float32
+	ks := activeQuant.Load()
 	if c.Prec == core.Int8 {
 		packedQ = make([]int8, nq*c.Stride)
 		for j, qq := range qqs {
 			copy(packedQ[j*c.Stride:], qq.q8)
 			qq.q8 = packedQ[j*c.Stride : (j+1)*c.Stride]
+		}
+		if ks.i8Tile16 != nil && nq > 1 {
+			packed16 = widenI8(packedQ) // once a batch, for AVX2's panel
 		}
 	} else {
 		packedF = make([]float32, nq*c.Stride)
@@ -165,7 +170,6 @@ func ExactSearchBatch(ctx context.Context, s fallback.Slab, c *Compressed, qs []
 			tops[i][j] = topk.New(k, s.Rows/w+blockRows, s.IDs)
 		}
 	}
-	ks := activeQuant.Load()
 	err = parallel.Run(ctx, w, items, func(wk, it int) {
 		q0 := it / nblocks * qb
 		nqi := min(qb, nq-q0)
@@ -183,7 +187,11 @@ func ExactSearchBatch(ctx context.Context, s fallback.Slab, c *Compressed, qs []
 			var amax, hmax float64
 			if nqi > 1 {
 				tile = sc.tile[:nqi*n]
-				ks.i8Tile(tile, packedQ[q0*c.Stride:(q0+nqi)*c.Stride], nqi, rows, n, c.Stride)
+				if packed16 != nil {
+					ks.i8Tile16(tile, packedQ[q0*c.Stride:(q0+nqi)*c.Stride], packed16[q0*c.Stride:(q0+nqi)*c.Stride], nqi, rows, n, c.Stride)
+				} else {
+					ks.i8Tile(tile, packedQ[q0*c.Stride:(q0+nqi)*c.Stride], nqi, rows, n, c.Stride)
+				}
 			}
 			for j := range nqi {
 				src := buf
@@ -334,7 +342,15 @@ func scanI8Dot(qq *quantQuery, c *Compressed, raw []int32, base int, allow []uin
 	if t.Full() && safe {
 		setTau()
 	}
-	for i, r := range raw {
+	for i := 0; i < n; i++ {
+		if safe {
+			// Most rows fail the first test: skip them, eight at a time
+			// where the CPU can (the same products, so the same rows).
+			if i = i8Pass(scale, raw, i, off, theta); i >= n {
+				break
+			}
+		}
+		r := raw[i]
 		if safe {
 			u := float64(r - off) // exact: |Σ c_q c_x| < 2^31
 			if float64(scale[i])*u < theta {

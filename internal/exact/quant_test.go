@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/fallback"
 	"github.com/umbravec/umbra/internal/testkit"
@@ -511,6 +513,36 @@ func exactSearchResidualQueries(t *testing.T) {
 					sameBits(t, got[0], want, "%v/%v trial %d target %d k %d", p, m, trial, target, k)
 				}
 			}
+		}
+	}
+}
+
+// TestAppendSlabInParallel: a large slab compressed on several goroutines
+// gives the same codes, scales, bounds and MaxHat, bit for bit, as on one,
+// appended in one piece or after rows already there.
+func TestAppendSlabInParallel(t *testing.T) {
+	r := testkit.Rand(t)
+	const rows, dim = 20000, 40
+	data := make([]float32, rows*dim)
+	for i := range data {
+		data[i] = float32(r.NormFloat64()) * float32(1+r.IntN(100))
+	}
+	s := fallback.Slab{Data: data, Rows: rows, Dim: dim, Stride: dim}
+	for _, p := range []core.Precision{core.Int8, core.F16} {
+		one, err := NewCompressed(p, dim)
+		require.NoError(t, err)
+		one.Workers = 1
+		one.AppendSlab(s, 0)
+		for _, from := range []int{0, 7777} {
+			many, err := NewCompressed(p, dim)
+			require.NoError(t, err)
+			many.Workers = 4
+			if from > 0 {
+				many.AppendSlab(fallback.Slab{Data: data[:from*dim], Rows: from, Dim: dim, Stride: dim}, 0)
+			}
+			many.AppendSlab(s, from)
+			many.Workers = 1
+			require.Equal(t, one, many, "%v from %d", p, from)
 		}
 	}
 }

@@ -1,5 +1,3 @@
-//go:build cgo && !nogpu
-
 package gpu
 
 import (

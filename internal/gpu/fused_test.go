@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/fallback"
 	"github.com/umbravec/umbra/internal/packed"
 	"github.com/umbravec/umbra/internal/shaders"
 	"github.com/umbravec/umbra/internal/testkit"
@@ -209,5 +210,51 @@ func TestRadixSortLimit(t *testing.T) {
 			}
 		}
 		g.Release()
+	}
+}
+
+// TestMaskBitsPastRows: an allow bitmap with bits set past the rows
+// searched (in its last word, and in a word past them) is refused
+// nothing and counts only the rows below: k beyond the rows it allows
+// returns those rows, never more. Before, the bits past rows counted, k
+// passed the admissible rows, the device's selection found no threshold
+// and the unfilled hit slots came back as hits (stale or past rows). No
+// caller in the engine passes such a bitmap (its masks end at the rows,
+// shard and overflow splits fall on words), but the device side no longer
+// relies on that.
+func TestMaskBitsPastRows(t *testing.T) {
+	d := softwareDevice(t)
+	r := testkit.Rand(t)
+	const n, dim = 300, 16
+	s, qs := fusedSlab(r, n, dim, 3)
+	g, err := d.NewIndex(s.Stride, core.Dot, 0)
+	require.NoError(t, err)
+	defer g.Release()
+	require.NoError(t, g.Upload(context.Background(), s, 0, nil, nil))
+	mask := make([]uint64, 6) // rows 0..383: a word past the rows, too
+	for row := 250; row < 6*64; row++ {
+		mask[row/64] |= 1 << (row % 64)
+	}
+	allowed := make([]uint64, len(mask))
+	copy(allowed, mask)
+	allowed[n/64] &= 1<<(n%64) - 1
+	allowed[5] = 0
+	view := fallback.Slab{Data: s.Data, Rows: s.Rows, Dim: s.Dim, Stride: s.Stride, Allow: allowed}
+	for _, path := range []SelectPath{SelectAuto, SelectRadix} {
+		for _, k := range []int{50, 60, 200} {
+			for _, batch := range [][][]float32{qs[:1], qs} {
+				got, err := g.Search(WithSelectPath(context.Background(), path), batch, k, n, mask, nil)
+				require.NoError(t, err)
+				for qi, q := range batch {
+					want, err := fallback.Search(context.Background(), view, q, k, fallback.Dot, 1)
+					require.NoError(t, err)
+					require.Len(t, got[qi], 50, "path %v, k %d, %d queries: the 50 rows allowed below %d", path, k, len(batch), n)
+					for i, h := range got[qi] {
+						require.Less(t, h.Row, n, "a row past the rows searched")
+						require.Equal(t, want[i].Row, h.Row, "path %v, k %d, query %d, rank %d", path, k, qi, i)
+					}
+				}
+			}
+		}
 	}
 }

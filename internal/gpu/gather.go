@@ -1,16 +1,12 @@
-//go:build cgo && !nogpu
-
 package gpu
 
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
-	"github.com/oliverbestmann/webgpu/wgpu"
-
 	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/gpuplan"
 	"github.com/umbravec/umbra/internal/packed"
 	"github.com/umbravec/umbra/internal/shaders"
 )
@@ -19,19 +15,11 @@ import (
 // rows' indices go up, gather.wgsl scores only those rows (each with the
 // bits the scan gives it) and their scores come back, 4 bytes a row a
 // query, for the host's selection. The device reads the listed rows, not
-// the slab.
-
-// gatherPipes is a device's compiled gather.wgsl, by layout, and its bind
-// group layout.
-type gatherPipes struct {
-	bgl   *wgpu.BindGroupLayout
-	pipes map[shaders.ScoresLayout]*wgpu.ComputePipeline
-	// What a gather costs on the device (GatherCosts), measured once.
-	once    sync.Once
-	fixed   time.Duration
-	perByte float64
-	err     error
-}
+// the slab. Like every other kernel it runs through the API
+// (gpuplan.API), so wgpu-native and a browser's WebGPU both gather; its
+// buffers are the index's scratch (the queries' and the scores' of a
+// search, and the list: gatherRows), counted in the device-memory budget
+// and freed with the rest of the scratch.
 
 // GatherCosts is what a gather costs on this device, measured once per
 // device on CalibrationSlab: a fixed cost a call (writing the list,
@@ -40,10 +28,10 @@ type gatherPipes struct {
 // slope between them). With Calibrate's latency and scan rate it tells
 // the engine whether a filtered search should gather or scan.
 func (d *Device) GatherCosts() (fixed time.Duration, perByte float64, err error) {
-	d.gather.once.Do(func() {
-		d.gather.fixed, d.gather.perByte, d.gather.err = d.measureGather(CalibrationSlab())
+	d.gatherOnce.Do(func() {
+		d.gatherFixed, d.gatherPerByte, d.gatherErr = d.measureGather(CalibrationSlab())
 	})
-	return d.gather.fixed, d.gather.perByte, d.gather.err
+	return d.gatherFixed, d.gatherPerByte, d.gatherErr
 }
 
 // GatherCosts is the device's GatherCosts (see there).
@@ -86,79 +74,6 @@ func (d *Device) measureGather(s *packed.Slab) (time.Duration, float64, error) {
 	return fixed, perByte, nil
 }
 
-// gatherPipeline returns gather.wgsl compiled for l, compiling it on first
-// use. The caller holds d.mu.
-func (d *Device) gatherPipeline(l shaders.ScoresLayout) (*wgpu.ComputePipeline, error) {
-	if d.gather.bgl == nil {
-		err := gpuCall("create gather bind group layout", func() error {
-			bgl, err := d.device.TryCreateBindGroupLayout(&wgpu.BindGroupLayoutDescriptor{Label: "umbra gather",
-				Entries: layoutEntries(shaders.GatherBindings)})
-			d.gather.bgl = bgl
-			return err
-		})
-		if err != nil {
-			return nil, err
-		}
-		d.gather.pipes = map[shaders.ScoresLayout]*wgpu.ComputePipeline{}
-	}
-	if p, ok := d.gather.pipes[l]; ok {
-		return p, nil
-	}
-	src, err := shaders.Gather(l)
-	if err != nil {
-		return nil, err
-	}
-	ps, err := d.compile("gather.wgsl", src, d.gather.bgl, shaders.ScoresEntry)
-	if err != nil {
-		return nil, err
-	}
-	d.gather.pipes[l] = ps[0]
-	return ps[0], nil
-}
-
-// gatherScratch is an index's buffers for gathers: the queries, the
-// listed rows and their scores, and each chunk's bind group naming them.
-type gatherScratch struct {
-	query, list, scores growBuffer
-	binds               map[*gpuChunk]gatherBind
-}
-
-// gatherBind is a chunk's gather bind group and the chunk's buffers it
-// names: a chunk that grew has new ones, and its old group is not used.
-type gatherBind struct {
-	bg           *wgpu.BindGroup
-	data, params *wgpu.Buffer
-}
-
-func (g *Index) gatherState() *gatherScratch {
-	if g.gth == nil {
-		storage := wgpu.BufferUsageStorage | wgpu.BufferUsageCopyDst
-		g.gth = &gatherScratch{
-			query:  growBuffer{label: "umbra gather queries", usage: storage, limit: g.bind},
-			list:   growBuffer{label: "umbra gather rows", usage: storage, limit: g.bind},
-			scores: growBuffer{label: "umbra gather scores", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc, limit: g.bind},
-			binds:  map[*gpuChunk]gatherBind{},
-		}
-	}
-	return g.gth
-}
-
-// release frees the gather buffers and bind groups. The caller holds the
-// device mutex.
-func (s *gatherScratch) release() {
-	if s == nil {
-		return
-	}
-	for _, b := range s.binds {
-		b.bg.Release()
-	}
-	clear(s.binds)
-	for _, b := range []*growBuffer{&s.query, &s.list, &s.scores} {
-		b.buf.Release()
-		b.buf, b.size = nil, 0
-	}
-}
-
 // Gather returns the scores of the listed rows (strictly increasing,
 // each below the rows resident) for every query: query j's score of
 // rows[i] at j*len(rows)+i, each the bits a scan of the whole index gives
@@ -173,27 +88,37 @@ func (g *Index) Gather(ctx context.Context, qs [][]float32, rows []uint32, st *c
 	if n == 0 || len(qs) == 0 {
 		return []float32{}, nil
 	}
+	g.dev.mu.Lock()
 	resident := 0
 	for c, ch := range g.chunks {
 		if ch.rows > 0 {
 			resident = c*g.plan.RowsPerChunk + ch.rows
 		}
 	}
+	room := g.scratchRoom()
+	g.dev.mu.Unlock()
 	for i, r := range rows {
 		if int(r) >= resident || i > 0 && r <= rows[i-1] {
 			return nil, fmt.Errorf("%w: listed row %d (entry %d) is not a resident row in order", ErrFailed, r, i)
 		}
 	}
-	// Each submission holds as many queries as its scores buffer and the
-	// readback allow, and as a grid's z dimension takes.
+	// One query's scores (and the list, as long) must fit one binding and
+	// the readback one buffer.
 	perQuery := uint64(n) * 4
-	per := int(max(min(g.bind/perQuery, g.staging.limit/perQuery, g.maxGroups()), 1))
 	if perQuery > g.bind || perQuery > g.staging.limit {
 		return nil, fmt.Errorf("%w: the scores of %d listed rows need %d bytes, the device binds %d", ErrTooLarge, n, perQuery, g.bind)
 	}
+	// Each submission holds as many queries as its scores and queries
+	// bindings and the readback allow, as a grid's z dimension takes, and
+	// as the scratch cap (and the budget beside the rows) leaves room for:
+	// each query's copy, scores and share of the read back beside the
+	// list.
+	per := min(g.bind/perQuery, g.staging.limit/perQuery, g.bind/g.queryBytes(), g.maxGroups())
+	fixed := perQuery + 2*gpuplan.StampRoom
+	per = max(min(per, (room-min(fixed, room))/(g.queryBytes()+2*perQuery)), 1)
 	out := make([]float32, 0, n*len(qs))
-	for lo := 0; lo < len(qs); lo += per {
-		part, err := g.gather(ctx, qs[lo:min(lo+per, len(qs))], rows, st)
+	for lo := 0; lo < len(qs); lo += int(per) {
+		part, err := g.gather(ctx, qs[lo:min(lo+int(per), len(qs))], rows, st)
 		if err != nil {
 			return nil, err
 		}
@@ -202,12 +127,16 @@ func (g *Index) Gather(ctx context.Context, qs [][]float32, rows []uint32, st *c
 	return out, nil
 }
 
-// gather is Gather for one submission's queries.
+// gather is Gather for one submission's queries. Any failure resets the
+// scratch state, as a search's does.
 func (g *Index) gather(ctx context.Context, qs [][]float32, rows []uint32, t *core.Stages) (scores []float32, err error) {
 	g.dev.mu.Lock()
 	defer g.dev.mu.Unlock()
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if g.lost != nil {
+		return nil, g.lost
 	}
 	qs, scale, err := g.flushScale(qs)
 	if err != nil {
@@ -216,9 +145,7 @@ func (g *Index) gather(ctx context.Context, qs [][]float32, rows []uint32, t *co
 	nq, n := len(qs), len(rows)
 	layout := shaders.GatherLayout(g.single)
 	c := core.Stages{Path: "gather"}
-	dev := g.device()
 	start := time.Now()
-	s := g.gatherState()
 	// The listed rows, chunk-local, chunk by chunk: each resident chunk's
 	// share of the list starts where the previous one's ends.
 	type span struct {
@@ -239,29 +166,39 @@ func (g *Index) gather(ctx context.Context, qs [][]float32, rows []uint32, t *co
 			spans = append(spans, span{ch, lo, i - lo})
 		}
 	}
+	if i < n {
+		// A chunk truncated between Gather's check and this submission.
+		return nil, fmt.Errorf("%w: listed row %d is no longer resident", ErrFailed, rows[i])
+	}
 	size := uint64(nq) * uint64(n) * 4
 	var raw []byte
-	err = scoped(dev, "gather", func() error {
+	err = g.dev.scoped("gather", func() error {
+		if err := g.step("compile gather"); err != nil {
+			return err
+		}
 		pipe, err := g.dev.gatherPipeline(layout)
 		if err != nil {
 			return err
 		}
-		for _, r := range []struct {
+		readback := size
+		if g.dev.timestamps {
+			readback = gpuplan.StampAt(readback) + gpuplan.StampRoom
+		}
+		needs := []struct {
 			b    *growBuffer
 			size uint64
-		}{{&s.query, uint64(nq) * g.queryBytes()}, {&s.list, uint64(n) * 4}, {&s.scores, size}} {
+		}{{&g.query, uint64(nq) * g.queryBytes()}, {&g.gatherRows, uint64(n) * 4}, {&g.scoresB, size}}
+		wants := map[*growBuffer]uint64{&g.staging: readback}
+		for _, r := range needs {
+			wants[r.b] = r.size
+		}
+		g.makeRoom(wants)
+		for _, r := range needs {
 			if err := g.step("create " + r.b.label); err != nil {
 				return err
 			}
-			replaced, err := r.b.ensure(dev, r.size)
-			if err != nil {
+			if _, err := r.b.ensure(g, r.size); err != nil {
 				return err
-			}
-			if replaced {
-				for _, b := range s.binds {
-					b.bg.Release()
-				}
-				clear(s.binds)
 			}
 		}
 		flat := qs[0]
@@ -271,40 +208,20 @@ func (g *Index) gather(ctx context.Context, qs [][]float32, rows []uint32, t *co
 				flat = append(flat, q...)
 			}
 		}
-		if err := g.write(&c, "write queries", s.query.buf, wgpu.ToBytes(flat)); err != nil {
+		if err := g.write(&c, "write queries", g.query.buf, bytesOf(flat)); err != nil {
 			return err
 		}
-		if err := g.write(&c, "write gather rows", s.list.buf, wgpu.ToBytes(local)); err != nil {
+		if err := g.write(&c, "write gather rows", g.gatherRows.buf, bytesOf(local)); err != nil {
 			return err
 		}
+		// The chunks' params are every search's: each writes its own
+		// before it dispatches.
 		for _, sp := range spans {
 			x, _ := g.grid(sp.rows, layout)
 			p := shaders.Params{Rows: uint32(sp.rows), GroupsX: x, Base: uint32(sp.base), Total: uint32(n),
 				Queries: uint32(nq), ListBase: uint32(sp.base)}
 			if err := g.write(&c, "write params", sp.ch.params, p.Encode()); err != nil {
 				return err
-			}
-			if b, ok := s.binds[sp.ch]; !ok || b.data != sp.ch.data || b.params != sp.ch.params {
-				b.bg.Release()
-				delete(s.binds, sp.ch)
-				if err := g.step("bind gather"); err != nil {
-					return err
-				}
-				bg, err := dev.TryCreateBindGroup(&wgpu.BindGroupDescriptor{
-					Label:  "umbra gather",
-					Layout: g.dev.gather.bgl,
-					Entries: []wgpu.BindGroupEntry{
-						{Binding: 0, Buffer: sp.ch.data, Size: wgpu.WholeSize},
-						{Binding: 1, Buffer: s.query.buf, Size: wgpu.WholeSize},
-						{Binding: 2, Buffer: s.scores.buf, Size: wgpu.WholeSize},
-						{Binding: 3, Buffer: sp.ch.params, Size: wgpu.WholeSize},
-						{Binding: 4, Buffer: s.list.buf, Size: wgpu.WholeSize},
-					},
-				})
-				if err != nil {
-					return err
-				}
-				s.binds[sp.ch] = gatherBind{bg, sp.ch.data, sp.ch.params}
 			}
 		}
 		if t != nil {
@@ -313,44 +230,20 @@ func (g *Index) gather(ctx context.Context, qs [][]float32, rows []uint32, t *co
 		if err := g.step("encode"); err != nil {
 			return err
 		}
-		enc, err := dev.TryCreateCommandEncoder(nil)
-		if err != nil {
-			return err
-		}
-		defer enc.Release()
-		pass := enc.BeginComputePass(nil)
-		pass.SetPipeline(pipe)
+		ps := &pass{c: &c}
 		for _, sp := range spans {
 			x, y := g.grid(sp.rows, layout)
-			pass.SetBindGroup(0, s.binds[sp.ch].bg, nil)
-			dispatch(pass, &c, x, y, uint32(nq))
+			ps.dispatch(pipe, x, y, uint32(nq), sp.ch.data, g.query.buf, g.scoresB.buf, sp.ch.params, g.gatherRows.buf)
 			c.BytesRead += int64(sp.rows) * int64(g.rowBytes()) * int64(nq)
 		}
-		err = pass.TryEnd()
-		pass.Release()
-		if err != nil {
-			return err
-		}
-		if err := g.step("create " + g.staging.label); err != nil {
-			return err
-		}
-		if _, err := g.staging.ensure(dev, size); err != nil {
-			return err
-		}
-		if err := g.step("copy to readback"); err != nil {
-			return err
-		}
-		if err := enc.TryCopyBufferToBuffer(s.scores.buf, 0, g.staging.buf, 0, size); err != nil {
-			return err
-		}
-		raw, err = g.submitAndRead(&c, enc, size, t != nil, &start)
+		raw, err = g.submitAndRead(&c, ps.list, g.scoresB.buf, size, t != nil, &start)
 		return err
 	})
 	if err != nil {
 		g.resetScratch()
 		return nil, err
 	}
-	scores = wgpu.FromBytes[float32](raw)
+	scores = floatsOf(raw)
 	unscaleScores(scores, n, scale)
 	t.Add(&c)
 	return scores, nil

@@ -78,3 +78,69 @@ func TestGatherScoresAreTheScans(t *testing.T) {
 		}
 	}
 }
+
+// TestGatherWithinTheBudget: a gather's buffers are the index's scratch:
+// counted in its device memory, bounded by the scratch cap and the budget
+// (a batch whose scores would pass them is cut into more submissions,
+// each answer still the scan's bits), and freed with the rest of the
+// scratch when a gather fails, after which the next one starts clean.
+func TestGatherWithinTheBudget(t *testing.T) {
+	d := softwareDevice(t)
+	r := testkit.Rand(t)
+	ctx := context.Background()
+	const dim, n = 16, 40000 // 64 bytes a row: 2.4 MiB, a 16 MiB scratch cap
+	s := randomSlab(r, n, dim)
+	qs := make([][]float32, 120)
+	for i := range qs {
+		qs[i] = s.PaddedRow(r.IntN(n))
+	}
+	rowBytes := uint64(n) * uint64(s.Stride) * 4
+	g, err := newIndex(d, s.Stride, core.Dot, 0)
+	require.NoError(t, err)
+	defer g.Release()
+	g.SetBudget(int64(rowBytes))
+	limit := g.Limits().DeviceBudget
+	require.NoError(t, g.Upload(ctx, s, 0, nil, nil))
+	resident, _ := g.DeviceBytes()
+	// Every other row: 120 queries' scores are 9.6 MB, as much again
+	// read back, past the cap at once.
+	var rows []uint32
+	for i := 0; i < n; i += 2 {
+		rows = append(rows, uint32(i))
+	}
+	var st core.Stages
+	got, err := g.Gather(ctx, qs, rows, &st)
+	require.NoError(t, err)
+	now, peak := g.DeviceBytes()
+	t.Logf("%d submissions; %d bytes resident, %d now, peak %d, limit %d", st.Submissions, resident, now, peak, limit)
+	require.Greater(t, st.Submissions, int64(1), "the batch was cut to fit the scratch cap")
+	require.LessOrEqual(t, peak, limit)
+	require.LessOrEqual(t, peak-resident, g.scratchCap())
+	require.Positive(t, g.gatherRows.size, "the list is scratch")
+	require.Equal(t, now-resident, g.scratchHeld(), "every gather buffer is counted")
+	for _, qi := range []int{0, 61, len(qs) - 1} {
+		all, err := g.Scores(ctx, qs[qi], n)
+		require.NoError(t, err)
+		for i, row := range rows {
+			require.Equal(t, math.Float32bits(all[row]), math.Float32bits(got[qi*len(rows)+i]), "query %d row %d", qi, row)
+		}
+	}
+	// A failure midway frees the scratch, the list included.
+	_, err = g.Gather(ctx, qs[:2], rows, nil)
+	require.NoError(t, err)
+	g.SetFault(func(step string) error {
+		if step == "write gather rows" {
+			return fmt.Errorf("injected")
+		}
+		return nil
+	})
+	_, err = g.Gather(ctx, qs[:2], rows, nil)
+	g.SetFault(nil)
+	require.ErrorIs(t, err, ErrFailed)
+	now, _ = g.DeviceBytes()
+	require.Equal(t, resident, now, "a failed gather leaves no scratch")
+	require.Zero(t, g.gatherRows.size)
+	again, err := g.Gather(ctx, qs[:2], rows, nil)
+	require.NoError(t, err)
+	require.Equal(t, got[:2*len(rows)], again)
+}

@@ -5,7 +5,6 @@ package gpu
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -20,6 +19,8 @@ import (
 
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/fallback"
+	"github.com/umbravec/umbra/internal/gpu/native"
+	"github.com/umbravec/umbra/internal/gpuplan"
 	"github.com/umbravec/umbra/internal/packed"
 	"github.com/umbravec/umbra/internal/testkit"
 )
@@ -87,9 +88,9 @@ func hardwareLimits(l *wgpu.Limits) {
 func mimicDevice(t testing.TB, a *Adapter) *Device {
 	t.Helper()
 	mimic.Do(func() {
-		mimic.d, mimic.err = openDeviceWith(a.a, hardwareLimits)
+		mimic.d, mimic.err = openDeviceWith(a, hardwareLimits)
 		if mimic.err == nil {
-			mimic.err = gpuCall("self-test", mimic.d.verify)
+			mimic.err = mimic.d.Verify()
 		}
 	})
 	require.NoError(t, mimic.err, "a device with hardware-like limits")
@@ -97,66 +98,12 @@ func mimicDevice(t testing.TB, a *Adapter) *Device {
 	return mimic.d
 }
 
-// The binding recycles error-capture objects without clearing them: after a
-// failed Try* call, a later good call could report the old error. gpuCall
-// flushes the pool after a failure; this is the test that it works.
-func TestErrorPoolFlushedAfterFailure(t *testing.T) {
-	d := softwareDevice(t)
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for i := 0; i < 3; i++ {
-		err := gpuCall("oversized buffer", func() error {
-			_, err := d.device.TryCreateBuffer(&wgpu.BufferDescriptor{
-				Size:  d.lim.MaxBufferBytes + 1<<20,
-				Usage: wgpu.BufferUsageStorage,
-			})
-			return err
-		})
-		require.Error(t, err, "a buffer over maxBufferSize must fail")
-		assert.ErrorIs(t, err, ErrFailed)
-		err = gpuCall("small buffer", func() error {
-			b, err := d.device.TryCreateBuffer(&wgpu.BufferDescriptor{Size: 64, Usage: wgpu.BufferUsageStorage})
-			b.Release()
-			return err
-		})
-		require.NoError(t, err, "a good call after a failed one must not report the old error")
-	}
-}
-
-func TestGPUCallRecoversPanics(t *testing.T) {
-	err := gpuCall("boom", func() error { panic("validation failed") })
-	require.Error(t, err)
-	assert.ErrorIs(t, err, ErrFailed)
-	assert.Contains(t, err.Error(), "boom: validation failed")
-	wrapped := gpuCall("wrap", func() error { return errors.New("inner") })
-	assert.ErrorIs(t, wrapped, ErrFailed)
-}
-
-// The device is created with the adapter's own limits, so a buffer larger
-// than WebGPU's default 256 MiB maxBufferSize can be created when the
-// adapter allows it.
-func TestDeviceHasAdapterLimits(t *testing.T) {
-	d := softwareDevice(t)
-	const size = 300 << 20
-	if d.lim.MaxBufferBytes < size {
-		t.Skipf("adapter maxBufferSize is %d", d.lim.MaxBufferBytes)
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	err := gpuCall("300 MiB buffer", func() error {
-		b, err := d.device.TryCreateBuffer(&wgpu.BufferDescriptor{Size: size, Usage: wgpu.BufferUsageStorage})
-		b.Release()
-		return err
-	})
-	require.NoError(t, err)
-}
-
 // TestTwoDimensionalGrid caps workgroups per dimension far below the
 // device's limit so one chunk needs a 2-D grid with a ragged last row.
 func TestTwoDimensionalGrid(t *testing.T) {
 	d := softwareDevice(t)
 	r := testkit.Rand(t)
-	capped := &Device{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim}
+	capped := &Device{api: d.api, info: d.info, lim: d.lim, hasSubgroups: d.hasSubgroups}
 	capped.lim.MaxWorkgroupsPerDim = 7
 	const dim, rows = 64, 3001
 	slab := packed.NewSlab(dim)
@@ -218,10 +165,10 @@ func TestReductionVariantsAgree(t *testing.T) {
 		t.Skipf("%s (%s) has no subgroup feature; the tree variant is covered by every other test", d.info.Name, d.info.API)
 	}
 	r := testkit.Rand(t)
-	tree := &Device{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim, team: d.team}
+	tree := &Device{api: d.api, info: d.info, lim: d.lim, hasSubgroups: d.hasSubgroups, team: d.team}
 	// The subgroup variant on a device whose subgroup layout it does not
 	// trust: every workgroup must take its own tree reduction instead.
-	distrust := &Device{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim, subgroups: true,
+	distrust := &Device{api: d.api, info: d.info, lim: d.lim, hasSubgroups: d.hasSubgroups, subgroups: true,
 		team: d.team, staged: d.staged, // the same variant as d's but for the layout check
 		editScores: func(src string) string {
 			const check = "var ok = w > 0u"
@@ -266,31 +213,12 @@ func TestReductionVariantsAgree(t *testing.T) {
 	}
 }
 
-// TestScopedCatchesWhatTheBindingMisses provokes a validation error outside
-// any scope of the binding's; only scoped's own error scopes can catch it
-// (unscoped, wgpu-native would abort the process). It proves the C
-// declarations in gpu_scope.go match the library's.
-func TestScopedCatchesWhatTheBindingMisses(t *testing.T) {
-	d := softwareDevice(t)
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	err := scoped(d.device, "oversized buffer", func() error {
-		provokeValidationError(d.device, d.lim.MaxBufferBytes+4096)
-		return nil
-	})
-	require.Error(t, err)
-	assert.ErrorIs(t, err, ErrFailed)
-	assert.Contains(t, err.Error(), "oversized buffer: validation:")
-	assert.Contains(t, err.Error(), "greater than the maximum buffer size")
-	require.NoError(t, scoped(d.device, "nothing", func() error { return nil }), "a clean scope reports no error")
-}
-
 // TestAdoptDefaultLimits: with nil limits an index on a caller's
 // device plans with WebGPU's guaranteed defaults, so a slab larger than the
 // 128 MiB default binding is split into chunks.
 func TestAdoptDefaultLimits(t *testing.T) {
 	d := softwareDevice(t)
-	adopted, err := Adopt(d.adapter, d.device, nil)
+	adopted, err := Adopt(nativeOf(d).Adapter(), nativeOf(d).Raw(), nil)
 	require.NoError(t, err)
 	g, err := adopted.NewIndex(384, core.Dot, 0)
 	require.NoError(t, err)
@@ -325,28 +253,7 @@ func TestSelectSettlesEarly(t *testing.T) {
 	radix := WithSelectPath(context.Background(), SelectRadix) // the radix select's state is read here
 	r := testkit.Rand(t)
 	rounds := func(g *Index) uint32 {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		var raw []byte
-		require.NoError(t, scoped(d.device, "read state", func() error {
-			enc, err := d.device.TryCreateCommandEncoder(nil)
-			if err != nil {
-				return err
-			}
-			defer enc.Release()
-			if _, err := g.staging.ensure(d.device, 32); err != nil {
-				return err
-			}
-			if err := enc.TryCopyBufferToBuffer(g.state.buf, 0, g.staging.buf, 0, 32); err != nil {
-				return err
-			}
-			if err := d.submit(enc, true); err != nil {
-				return err
-			}
-			raw, err = g.readback(32, nil)
-			return err
-		}))
-		return binary.LittleEndian.Uint32(raw[28:])
+		return binary.LittleEndian.Uint32(readBuffer(t, g, g.state.buf, 32)[28:])
 	}
 	for _, tc := range []struct {
 		name  string
@@ -419,7 +326,7 @@ func TestStagedQueriesAgree(t *testing.T) {
 		want, err := fallback.SearchBatch(context.Background(), view, qs, 7, fallback.L2, 0)
 		require.NoError(t, err)
 		for _, staged := range []bool{false, true} {
-			dev := &Device{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim,
+			dev := &Device{api: d.api, info: d.info, lim: d.lim, hasSubgroups: d.hasSubgroups,
 				subgroups: d.subgroups, team: d.team, staged: staged}
 			g, err := newIndex(dev, slab.Stride, core.L2, 500)
 			require.NoError(t, err)
@@ -493,19 +400,38 @@ func TestSplitsOnASmallBinding(t *testing.T) {
 func (ad *Adapter) openLimited(binding uint64) (d *Device, release func(), err error) {
 	var dev *wgpu.Device
 	var lim wgpu.Limits
-	err = gpuCall("open a limited device", func() error {
-		lim = ad.a.GetLimits()
+	err = native.Call("open a limited device", func() error {
+		lim = ad.a.Raw.GetLimits()
 		lim.MaxStorageBufferBindingSize = binding
 		var err error
-		dev, err = ad.a.RequestDevice(&wgpu.DeviceDescriptor{Label: "umbra limited", RequiredLimits: &lim})
+		dev, err = ad.a.Raw.RequestDevice(&wgpu.DeviceDescriptor{Label: "umbra limited", RequiredLimits: &lim})
 		return err
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	if d, err = Adopt(ad.a, dev, &lim); err != nil {
+	if d, err = Adopt(ad.a.Raw, dev, &lim); err != nil {
 		dev.Release()
 		return nil, nil, err
 	}
 	return d, dev.Release, nil
+}
+
+// readBuffer reads the first size bytes of a buffer of g's on the device
+// (through g's readback buffer).
+func readBuffer(t testing.TB, g *Index, src gpuplan.Buffer, size uint64) []byte {
+	t.Helper()
+	g.dev.mu.Lock()
+	defer g.dev.mu.Unlock()
+	var raw []byte
+	require.NoError(t, g.dev.scoped("test readback", func() error {
+		if _, err := g.staging.ensure(g, size); err != nil {
+			return err
+		}
+		done, err := g.api().Submit(gpuplan.Work{Copies: []gpuplan.Copy{{Src: src, Dst: g.staging.buf, Size: size}},
+			Map: g.staging.buf, MapBytes: size}, false)
+		raw = done.Data
+		return err
+	}))
+	return raw
 }

@@ -200,7 +200,7 @@ func TestSubmissionsCutByWork(t *testing.T) {
 	s := randomSlab(r, rows, dim)
 	// One tile's scan (batchQT queries over the slab) is estimated at
 	// twice the budget.
-	slow := &Device{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim,
+	slow := &Device{api: d.api, info: d.info, lim: d.lim, hasSubgroups: d.hasSubgroups,
 		subgroups: d.subgroups, team: d.team, staged: d.staged,
 		scanRate: float64(s.Bytes()) / (2 * submitBudget.Seconds())}
 	qs := paddedQueries(r, s, nq)
@@ -302,4 +302,52 @@ func TestUploadPeakHostMemory(t *testing.T) {
 	upload := int64(s.Bytes())
 	t.Logf("upload of %d MiB: peak resident set grew %d MiB", upload>>20, grew>>20)
 	assert.Less(t, grew, upload+upload/2, "staged copies of the upload held at once")
+}
+
+// nvidiaLike is a device that is never opened, with an H100's or H200's
+// limits as wgpu reports them on NVIDIA (a 2^31 - 1 byte binding, buffers
+// of 2^40 and more, 65,535 workgroups a dimension, 1,024 invocations and
+// 48 KiB of workgroup memory) and the variant a probe there would likely
+// choose (teams of 32, gemm.wgsl, the fused top-k): planning alone, for
+// the sizes no software adapter can hold.
+func nvidiaLike(scanRate float64) *Device {
+	return &Device{lim: Limits{MaxStorageBindingBytes: 1<<31 - 1, MaxBufferBytes: 1 << 42, MaxWorkgroupsPerDim: 65535,
+		MaxInvocations: 1024, MaxWorkgroupBytes: 48 << 10}, team: 32, gemm: true, fused: true, scanRate: scanRate}
+}
+
+// TestSubmissionsAreWholeTiles: at 4,000,000 × 768 under NVIDIA's binding
+// limit, 134 queries' scores fit one binding (4 × 32 + 6): a batch of
+// 1,024 cut into submissions of 134 ran 8 submissions of 4 full gemm
+// tiles and a sixth of one (about 19% of the tile work wasted), the last
+// of 86. Every submission is now whole tiles of the kernel it runs
+// (gemm.wgsl's 32 queries, scores.wgsl's 8), whatever the device's scan
+// rate and the scratch cap (that of the rows resident) allow, and never
+// fewer queries than one tile where a tile fits.
+func TestSubmissionsAreWholeTiles(t *testing.T) {
+	for _, rate := range []float64{0, 3e11, 4e12} { // not measured, a laptop's, an H200's
+		d := nvidiaLike(rate)
+		g, err := d.planIndex(768, core.Dot, core.F32, 0)
+		require.NoError(t, err)
+		require.Equal(t, uint32(32), g.gemm.QT)
+		for _, c := range []struct {
+			rows, k int
+			gemm    bool
+		}{{4_000_000, 10, true}, {4_000_000, 1000, true}, {4_000_000, 10, false}, {1_000_000, 100, true}, {699_050, 10, true}} {
+			sub := submission{K: c.k, Rows: c.rows, DeviceSelect: 2*c.k < c.rows}
+			// The scratch cap is that of the rows resident: as if they
+			// were (this device allocates nothing).
+			g.rowBudget = uint64(c.rows) * uint64(g.plan.Stride) * 4
+			per := g.perSubmission(sub, c.gemm)
+			qt := int(g.batch.QT)
+			if c.gemm {
+				qt = int(g.gemm.QT)
+			}
+			what := fmt.Sprintf("scan rate %g, %d rows, k %d, gemm %v: %d queries a submission", rate, c.rows, c.k, c.gemm, per)
+			t.Log(what)
+			require.GreaterOrEqual(t, per, qt, what)
+			require.Zero(t, per%qt, what)
+			require.LessOrEqual(t, uint64(per)*uint64(c.rows)*4, g.bind, what)
+			require.LessOrEqual(t, uint64(per)*scratchPerQuery(sub, g.queryBytes()), g.scratchCap(), what)
+		}
+	}
 }

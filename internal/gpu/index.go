@@ -1,16 +1,13 @@
-//go:build cgo && !nogpu
-
 package gpu
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
 	"slices"
 	"time"
-
-	"github.com/oliverbestmann/webgpu/wgpu"
 
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/gpuplan"
@@ -39,14 +36,12 @@ const (
 )
 
 // gpuChunk is one resident run of rows: a storage buffer of at most
-// plan.RowsPerChunk rows, its dispatch parameters and its bind group.
+// plan.RowsPerChunk rows and its dispatch parameters.
 type gpuChunk struct {
 	capRows int
 	rows    int // rows resident and valid
-	data    *wgpu.Buffer
-	params  *wgpu.Buffer
-	bind    *wgpu.BindGroup // nil when a buffer it names was replaced
-	fbind   *wgpu.BindGroup // the fused scan's; nil likewise
+	data    gpuplan.Buffer
+	params  gpuplan.Buffer
 }
 
 // Index is the device side of one Index: the resident chunks, and the
@@ -81,15 +76,15 @@ type Index struct {
 	deadAt    uint64
 	deadValid int
 	staging   growBuffer
-	selBind   *wgpu.BindGroup
-	gth       *gatherScratch // gather.go's buffers, made on first use
+	// gatherRows is the list of rows a gather scores (gather.go); its
+	// queries and scores use query and scoresB.
+	gatherRows growBuffer
 	// The fused path's: its plans (smallest first, empty when the device
 	// has not passed the fused self-test), the per-workgroup candidate
-	// lists, the merge's parameters and bind group.
+	// lists and the merge's parameters.
 	topkSingle, topkBatch []shaders.TopKLayout
 	cands                 growBuffer
 	mparams               growBuffer
-	mergeBind             *wgpu.BindGroup
 	// selfTest: the index belongs to a self-test, which checks the fused
 	// path whatever WithSelectPath says.
 	selfTest bool
@@ -100,10 +95,14 @@ type Index struct {
 	// (self-tests and tests: few workgroups make each one loop over many
 	// steps of rows and cut its lists many times).
 	fusedGroups int
-	// stamps and resolved time a traced search's kernels on the GPU clock
-	// where the device allows timestamps inside passes.
-	stamps   *wgpu.QuerySet
-	resolved *wgpu.Buffer
+	// mem is the ledger of the device memory this index holds, and its
+	// budget (budget.go): rowBudget of rows plus their scratch cap.
+	mem       memLedger
+	rowBudget uint64
+	// lost, when set, is why the resident rows are gone: a chunk's growth
+	// had to send them again and failed midway. Every search fails until
+	// Truncate(0) and an upload from row 0.
+	lost error
 	// bind is the most bytes one storage binding may hold on this device.
 	bind uint64
 	// maxChunkRows is the cap the index was created with (0: none).
@@ -140,6 +139,9 @@ func (g *Index) step(name string) error {
 // when non-zero, caps the rows in one device buffer (tests use it to cross
 // chunk boundaries with small data).
 func (d *Device) NewIndex(stride int, metric core.Metric, maxChunkRows int) (*Index, error) {
+	if err := d.checkScope(metric); err != nil {
+		return nil, err
+	}
 	return newIndex(d, stride, metric, maxChunkRows)
 }
 
@@ -160,6 +162,22 @@ func newIndex(dev *Device, stride int, metric core.Metric, maxChunkRows int) (*I
 }
 
 func newIndexPrec(dev *Device, stride int, metric core.Metric, prec core.Precision, maxChunkRows int) (*Index, error) {
+	g, err := dev.planIndex(stride, metric, prec, maxChunkRows)
+	if err != nil {
+		return nil, err
+	}
+	dev.mu.Lock()
+	defer dev.mu.Unlock()
+	// Compile everything now, all at once, so a broken shader fails New,
+	// not a search.
+	if err := g.compile(); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// planIndex lays out an index for the variant in use, compiling nothing.
+func (dev *Device) planIndex(stride int, metric core.Metric, prec core.Precision, maxChunkRows int) (*Index, error) {
 	ip, err := gpuplan.PlanIndex(stride, metric, prec, maxChunkRows, gpuplan.Chip{
 		MaxStorageBindingBytes: dev.lim.MaxStorageBindingBytes, MaxBufferBytes: dev.lim.MaxBufferBytes,
 		MaxWorkgroupsPerDim: dev.lim.MaxWorkgroupsPerDim, MaxInvocations: dev.lim.MaxInvocations,
@@ -173,43 +191,94 @@ func newIndexPrec(dev *Device, stride int, metric core.Metric, prec core.Precisi
 	bind := alignDown(min(dev.lim.MaxStorageBindingBytes, dev.lim.MaxBufferBytes))
 	g := &Index{
 		dev: dev, metric: metric, prec: prec, single: single, batch: batch, plan: plan, bind: bind, maxChunkRows: maxChunkRows,
-		query:   growBuffer{label: "umbra queries", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopyDst, limit: bind},
-		scoresB: growBuffer{label: "umbra scores", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc, limit: bind},
-		state:   growBuffer{label: "umbra select state", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopyDst | wgpu.BufferUsageCopySrc, limit: bind},
-		hits:    growBuffer{label: "umbra hits", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc, limit: bind},
-		allow:   growBuffer{label: "umbra allow", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopyDst, limit: bind},
-		staging: growBuffer{label: "umbra readback", usage: wgpu.BufferUsageMapRead | wgpu.BufferUsageCopyDst, limit: alignDown(dev.lim.MaxBufferBytes)},
-		cands:   growBuffer{label: "umbra candidates", usage: wgpu.BufferUsageStorage, limit: bind},
-		mparams: growBuffer{label: "umbra merge params", usage: wgpu.BufferUsageUniform | wgpu.BufferUsageCopyDst, limit: bind},
+		query:      growBuffer{label: "umbra queries", usage: gpuplan.Storage | gpuplan.CopyDst, limit: bind},
+		scoresB:    growBuffer{label: "umbra scores", usage: gpuplan.Storage | gpuplan.CopySrc, limit: bind},
+		state:      growBuffer{label: "umbra select state", usage: gpuplan.Storage | gpuplan.CopyDst | gpuplan.CopySrc, limit: bind},
+		hits:       growBuffer{label: "umbra hits", usage: gpuplan.Storage | gpuplan.CopySrc, limit: bind},
+		allow:      growBuffer{label: "umbra allow", usage: gpuplan.Storage | gpuplan.CopyDst, limit: bind},
+		staging:    growBuffer{label: "umbra readback", usage: gpuplan.MapRead | gpuplan.CopyDst, limit: alignDown(dev.lim.MaxBufferBytes)},
+		cands:      growBuffer{label: "umbra candidates", usage: gpuplan.Storage, limit: bind},
+		mparams:    growBuffer{label: "umbra merge params", usage: gpuplan.Uniform | gpuplan.CopyDst, limit: bind},
+		gatherRows: growBuffer{label: "umbra gather rows", usage: gpuplan.Storage | gpuplan.CopyDst, limit: bind},
 	}
 	g.topkSingle, g.topkBatch = ip.TopKSingle, ip.TopKBatch
 	g.gemm = ip.Gemm
-	dev.mu.Lock()
-	defer dev.mu.Unlock()
-	// Compile everything now so a broken shader fails New, not a search.
-	layouts := []shaders.ScoresLayout{single, batch}
-	if dev.gemm && g.gemm.RM != 0 {
+	return g, nil
+}
+
+// specs lists every pipeline the index's searches may use: both scores
+// layouts (gemm.wgsl's too where the device chose it), the radix select,
+// and the fused top-k plans with their merge where the device passed the
+// fused self-test.
+func (g *Index) specs() ([]gpuplan.PipeSpec, error) {
+	var out []gpuplan.PipeSpec
+	layouts := []shaders.ScoresLayout{g.single, g.batch}
+	if g.dev.gemm && g.gemm.RM != 0 {
 		layouts = append(layouts, g.gemm)
 	}
 	for _, l := range layouts {
-		if _, err := dev.scoresPipeline(l); err != nil {
+		sp, err := g.dev.scoresSpec(l)
+		if err != nil {
 			return nil, err
 		}
+		out = append(out, sp)
 	}
-	if _, err := dev.selectPipeline(metric == core.L2); err != nil {
+	sel, err := selectSpecs(g.metric == core.L2)
+	if err != nil {
 		return nil, err
 	}
+	out = append(out, sel...)
 	for _, l := range append(slices.Clone(g.topkSingle), g.topkBatch...) {
-		if _, err := dev.fusedPipeline(l); err != nil {
+		sp, err := fusedSpec(l)
+		if err != nil {
 			return nil, err
 		}
+		out = append(out, sp)
 	}
-	if dev.fused && prec == core.F32 {
-		if _, err := dev.mergePipeline(metric == core.L2); err != nil {
+	if g.dev.fused && g.prec == core.F32 {
+		sp, err := mergeSpec(g.metric == core.L2)
+		if err != nil {
 			return nil, err
 		}
+		out = append(out, sp)
 	}
-	return g, nil
+	return out, nil
+}
+
+// compile builds every pipeline of specs at once (an API that can builds
+// them in parallel) and files them in the device's cache. The caller
+// holds the device mutex.
+func (g *Index) compile() error {
+	specs, err := g.specs()
+	if err != nil {
+		return err
+	}
+	if _, err := g.dev.build(specs...); err != nil {
+		return err
+	}
+	layouts := []shaders.ScoresLayout{g.single, g.batch}
+	if g.dev.gemm && g.gemm.RM != 0 {
+		layouts = append(layouts, g.gemm)
+	}
+	for _, l := range layouts {
+		if _, err := g.dev.scoresPipeline(l); err != nil {
+			return err
+		}
+	}
+	if _, err := g.dev.selectPipeline(g.metric == core.L2); err != nil {
+		return err
+	}
+	for _, l := range append(slices.Clone(g.topkSingle), g.topkBatch...) {
+		if _, err := g.dev.fusedPipeline(l); err != nil {
+			return err
+		}
+	}
+	if g.dev.fused && g.prec == core.F32 {
+		if _, err := g.dev.mergePipeline(g.metric == core.L2); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // alignDown rounds a device limit down to a multiple of bindAlign.
@@ -228,6 +297,9 @@ func (g *Index) Limits() Limits {
 	l.StagedQueries = g.batch.Slice > 0
 	l.FusedK, l.FusedBatchK = gpuplan.MaxK(g.topkSingle), gpuplan.MaxK(g.topkBatch)
 	l.GemmQueries, l.Gemm = g.gemm.QT, g.dev.gemm && g.gemm.RM != 0
+	g.dev.mu.Lock()
+	l.DeviceBudget = g.mem.budget
+	g.dev.mu.Unlock()
 	return l
 }
 
@@ -237,16 +309,15 @@ func (g *Index) rowBytes() uint64 { return uint64(g.plan.Stride) * 4 }
 
 // queryBytes is the size of one query in the query binding: a row's, or
 // twice that for float16 codes (the query stays float32).
-func (g *Index) queryBytes() uint64   { return uint64(g.single.QueryVec4()) * 16 }
-func (g *Index) device() *wgpu.Device { return g.dev.device }
-func (g *Index) queue() *wgpu.Queue   { return g.dev.queue }
+func (g *Index) queryBytes() uint64 { return uint64(g.single.QueryVec4()) * 16 }
+func (g *Index) api() gpuplan.API   { return g.dev.api }
 
 // grow gives chunk c room for need rows. A grown chunk gets a new buffer;
 // the rows already resident are copied device to device, never re-sent from
 // the host. Capacity doubles so a run of small Adds costs amortised O(1)
 // copies. The chunk changes only once every step has succeeded: on error it
 // is exactly as it was.
-func (g *Index) grow(c, need int, tally *core.Stages) error {
+func (g *Index) grow(s *packed.Slab, c, need int, tally *core.Stages) error {
 	for len(g.chunks) <= c {
 		g.chunks = append(g.chunks, &gpuChunk{})
 	}
@@ -255,63 +326,138 @@ func (g *Index) grow(c, need int, tally *core.Stages) error {
 		return nil
 	}
 	capRows := min(max(need, 2*ch.capRows, 256), g.plan.RowsPerChunk)
-	dev := g.device()
-	return scoped(dev, "grow device buffers", func() error {
+	if g.rowBudget > 0 {
+		// The rows' buffers stay within the budget: grow only as far as
+		// it allows, and refuse rows past it.
+		var other uint64 // the other chunks' rows
+		for _, o := range g.chunks {
+			if o != ch && o.data != nil {
+				other += o.data.Bytes()
+			}
+		}
+		room := g.rowBudget - min(other, g.rowBudget)
+		fit := int(min(room/g.rowBytes(), uint64(g.plan.RowsPerChunk)))
+		if need > fit {
+			start := c * g.plan.RowsPerChunk
+			return fmt.Errorf("%w: %d rows need %d bytes of device memory, past the budget of %d bytes of rows",
+				ErrTooLarge, start+need, other+uint64(need)*g.rowBytes(), g.rowBudget)
+		}
+		capRows = min(capRows, fit)
+	}
+	bytes := uint64(capRows) * g.rowBytes()
+	return g.dev.scoped("grow device buffers", func() error {
+		if ch.rows > 0 && bytes > g.mem.left() {
+			// The old buffer and the new one at once pass the budget:
+			// the scratch goes first, and if that is not enough the rows
+			// are sent again instead of copied.
+			g.resetScratch()
+			if bytes > g.mem.left() {
+				return g.regrow(s, c, capRows, tally)
+			}
+		}
 		if err := g.step("create rows buffer"); err != nil {
 			return err
 		}
-		data, err := dev.TryCreateBuffer(&wgpu.BufferDescriptor{
-			Label: fmt.Sprintf("umbra rows %d", c),
-			Size:  uint64(capRows) * g.rowBytes(),
-			Usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopyDst | wgpu.BufferUsageCopySrc,
-		})
+		data, err := g.alloc(fmt.Sprintf("umbra rows %d", c), bytes, gpuplan.Storage|gpuplan.CopyDst|gpuplan.CopySrc)
 		if err != nil {
 			return err
 		}
 		params := ch.params
 		if params == nil {
 			if err := g.step("create params buffer"); err != nil {
-				data.Release()
+				g.free(data)
 				return err
 			}
-			if params, err = dev.TryCreateBuffer(&wgpu.BufferDescriptor{
-				Label: fmt.Sprintf("umbra params %d", c),
-				Size:  shaders.ParamsBytes,
-				Usage: wgpu.BufferUsageUniform | wgpu.BufferUsageCopyDst,
-			}); err != nil {
-				data.Release()
+			if params, err = g.alloc(fmt.Sprintf("umbra params %d", c), shaders.ParamsBytes, gpuplan.Uniform|gpuplan.CopyDst); err != nil {
+				g.free(data)
 				return err
 			}
 		}
 		fail := func(err error) error {
-			data.Release()
+			g.free(data)
 			if params != ch.params {
-				params.Release()
+				g.free(params)
 			}
 			return err
 		}
 		if ch.rows > 0 {
-			enc, err := dev.TryCreateCommandEncoder(nil)
-			if err != nil {
-				return fail(err)
-			}
-			defer enc.Release()
 			if err := g.step("copy rows"); err != nil {
 				return fail(err)
 			}
-			if err := enc.TryCopyBufferToBuffer(ch.data, 0, data, 0, uint64(ch.rows)*g.rowBytes()); err != nil {
-				return fail(err)
-			}
-			if err := g.submit(tally, enc, false); err != nil {
+			copyRows := gpuplan.Copy{Src: ch.data, Dst: data, Size: uint64(ch.rows) * g.rowBytes()}
+			if err := g.dev.submit(tally, gpuplan.Work{Copies: []gpuplan.Copy{copyRows}}); err != nil {
 				return fail(err)
 			}
 		}
-		ch.data.Release()
-		ch.bind.Release()
-		ch.fbind.Release()
-		ch.data, ch.params, ch.bind, ch.fbind, ch.capRows = data, params, nil, nil, capRows
+		g.free(ch.data)
+		ch.data, ch.params, ch.capRows = data, params, capRows
 		return nil
 	})
+}
+
+// ErrRowsLost: a chunk's growth had to send its resident rows again (the
+// old and the new buffer together passed the budget) and failed midway,
+// so the device no longer holds them: every search fails until
+// Truncate(0) and an upload from row 0 (the engine's stale rows).
+var ErrRowsLost = errors.New("the device's resident rows were lost in a failed growth")
+
+// regrow gives chunk c capRows rows of room where its old buffer and the
+// new one cannot both be held: the old one is freed first and its
+// resident rows are written again from s (the slab they came from). The
+// caller holds the device mutex, inside a scope; searches cannot run
+// meanwhile. A failure after the old buffer is gone loses the rows
+// (lost, ErrRowsLost).
+func (g *Index) regrow(s *packed.Slab, c, capRows int, tally *core.Stages) (err error) {
+	ch := g.chunks[c]
+	start := c * g.plan.RowsPerChunk
+	if s == nil || s.Rows < start+ch.rows {
+		return fmt.Errorf("%w: chunk %d must grow past what the budget holds twice, and its rows are not at hand to send again", ErrTooLarge, c)
+	}
+	defer func() {
+		if err != nil && !errors.Is(err, ErrTooLarge) {
+			err = fmt.Errorf("%w: %w", ErrRowsLost, err)
+			g.lost = err
+		}
+	}()
+	rows := ch.rows
+	g.qselectStale(start)
+	g.free(ch.data)
+	ch.data, ch.capRows, ch.rows = nil, 0, 0
+	if err := g.step("create rows buffer"); err != nil {
+		return err
+	}
+	data, err := g.alloc(fmt.Sprintf("umbra rows %d", c), uint64(capRows)*g.rowBytes(), gpuplan.Storage|gpuplan.CopyDst|gpuplan.CopySrc)
+	if err != nil {
+		return err
+	}
+	ch.data, ch.capRows = data, capRows
+	piece, flush := g.uploadSizes()
+	rest := s.Data[start*s.Stride : (start+rows)*s.Stride]
+	var off uint64
+	pending := 0
+	for len(rest) > 0 {
+		part := rest[:min(len(rest), piece/4)]
+		if err := g.step("write rows"); err != nil {
+			return err
+		}
+		if err := g.api().Write(data, off, bytesOf(part)); err != nil {
+			return err
+		}
+		tally.BytesUp += int64(len(part)) * 4
+		off += uint64(len(part)) * 4
+		rest = rest[len(part):]
+		if pending += len(part) * 4; pending+piece > flush {
+			if err := g.step("flush upload"); err != nil {
+				return err
+			}
+			if err := g.dev.flush(tally); err != nil {
+				return err
+			}
+			pending = 0
+		}
+	}
+	ch.rows = rows
+	return nil
 }
 
 // Upload makes rows [from, s.Rows) resident, sending only those rows. On
@@ -371,7 +517,7 @@ func (g *Index) Stage(ctx context.Context, s *packed.Slab, from int, st *core.St
 	held := func(what string, f func() error) error {
 		g.dev.mu.Lock()
 		defer g.dev.mu.Unlock()
-		return scoped(g.device(), what, f)
+		return g.dev.scoped(what, f)
 	}
 	var tally core.Stages // what the upload issued, added to st once it succeeds
 	pieceBytes, flushBytes := g.uploadSizes()
@@ -383,7 +529,7 @@ func (g *Index) Stage(ctx context.Context, s *packed.Slab, from int, st *core.St
 		if err := func() error {
 			g.dev.mu.Lock()
 			defer g.dev.mu.Unlock()
-			return g.grow(c, n, &tally)
+			return g.grow(s, c, n, &tally)
 		}(); err != nil {
 			return nil, err
 		}
@@ -399,7 +545,7 @@ func (g *Index) Stage(ctx context.Context, s *packed.Slab, from int, st *core.St
 				if err := g.step("write rows"); err != nil {
 					return err
 				}
-				return g.queue().TryWriteBuffer(g.chunks[c].data, off, wgpu.ToBytes(piece))
+				return g.api().Write(g.chunks[c].data, off, bytesOf(piece))
 			})
 			if err != nil {
 				return nil, err
@@ -415,7 +561,7 @@ func (g *Index) Stage(ctx context.Context, s *packed.Slab, from int, st *core.St
 					if err := g.step("flush upload"); err != nil {
 						return err
 					}
-					return g.submit(&tally, nil, true)
+					return g.dev.flush(&tally)
 				}); err != nil {
 					return nil, err
 				}
@@ -430,7 +576,7 @@ func (g *Index) Stage(ctx context.Context, s *packed.Slab, from int, st *core.St
 		if err := g.step("finish upload"); err != nil {
 			return err
 		}
-		return g.submit(&tally, nil, true)
+		return g.dev.flush(&tally)
 	})
 	if err != nil {
 		return nil, err
@@ -476,17 +622,12 @@ func (g *Index) Release() {
 	defer g.dev.mu.Unlock()
 	g.resetScratch()
 	g.releaseShared()
-	g.qsel.release()
-	_ = gpuCall("release", func() error {
-		for _, ch := range g.chunks {
-			ch.data.Release()
-			ch.params.Release()
-		}
-		g.chunks = nil
-		g.stamps.Release()
-		g.resolved.Release()
-		return nil
-	})
+	g.qsel.release(g)
+	for _, ch := range g.chunks {
+		g.free(ch.data)
+		g.free(ch.params)
+	}
+	g.chunks = nil
 }
 
 // Calibrate is the device's Calibrate (see there).
@@ -501,6 +642,7 @@ func (g *Index) Truncate(rows int) {
 	defer g.dev.mu.Unlock()
 	if rows == 0 {
 		g.dead, g.deadValid = nil, 0
+		g.lost = nil
 	}
 	g.qselectStale(rows)
 	for c, ch := range g.chunks {
@@ -524,7 +666,7 @@ func (g *Index) Rewrite(ctx context.Context, s *packed.Slab, rows []int) error {
 	for _, r := range rows {
 		g.qselectStale(r) // its bound data goes up again with the next search
 	}
-	return scoped(g.device(), "rewrite rows", func() error {
+	return g.dev.scoped("rewrite rows", func() error {
 		for _, r := range rows {
 			c := r / g.plan.RowsPerChunk
 			if c >= len(g.chunks) || r-c*g.plan.RowsPerChunk >= g.chunks[c].rows {
@@ -535,7 +677,7 @@ func (g *Index) Rewrite(ctx context.Context, s *packed.Slab, rows []int) error {
 				if err := g.step("flush upload"); err != nil {
 					return err
 				}
-				if err := g.dev.submit(nil, true); err != nil {
+				if err := g.dev.flush(nil); err != nil {
 					return err
 				}
 				pending = 0
@@ -547,7 +689,7 @@ func (g *Index) Rewrite(ctx context.Context, s *packed.Slab, rows []int) error {
 			if g.prec == core.F32 {
 				g.rows.note(s.PaddedRow(r))
 			}
-			if err := g.queue().TryWriteBuffer(g.chunks[c].data, off, wgpu.ToBytes(s.PaddedRow(r))); err != nil {
+			if err := g.api().Write(g.chunks[c].data, off, bytesOf(s.PaddedRow(r))); err != nil {
 				return err
 			}
 			pending += int(g.rowBytes())
@@ -555,7 +697,7 @@ func (g *Index) Rewrite(ctx context.Context, s *packed.Slab, rows []int) error {
 		if err := g.step("finish upload"); err != nil {
 			return err
 		}
-		return g.dev.submit(nil, true)
+		return g.dev.flush(nil)
 	})
 }
 
@@ -600,7 +742,7 @@ func (g *Index) MarkDead(rows []int) {
 	if g.allow.buf == nil || changed[0] >= g.deadValid {
 		return
 	}
-	err := scoped(g.device(), "write tombstones", func() error {
+	err := g.dev.scoped("write tombstones", func() error {
 		for i := 0; i < len(changed) && changed[i] < g.deadValid; {
 			j := i
 			for j+1 < len(changed) && changed[j+1] == changed[j]+1 && changed[j+1] < g.deadValid {
@@ -610,7 +752,7 @@ func (g *Index) MarkDead(rows []int) {
 				return err
 			}
 			a, b := changed[i], changed[j]+1
-			if err := g.queue().TryWriteBuffer(g.allow.buf, (g.deadAt+2*uint64(a))*4, wgpu.ToBytes(g.dead[a:b])); err != nil {
+			if err := g.api().Write(g.allow.buf, (g.deadAt+2*uint64(a))*4, bytesOf(g.dead[a:b])); err != nil {
 				return err
 			}
 			i = j + 1

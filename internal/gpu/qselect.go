@@ -1,5 +1,3 @@
-//go:build cgo && !nogpu
-
 package gpu
 
 import (
@@ -8,8 +6,6 @@ import (
 	"fmt"
 	"math"
 	"time"
-
-	"github.com/oliverbestmann/webgpu/wgpu"
 
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/exact"
@@ -23,16 +19,10 @@ import (
 // and Rewrite lower that, so the next search writes them again), and its
 // scratch buffers and bind groups.
 type quantSelect struct {
-	bgl                    *wgpu.BindGroupLayout
-	bounds, compact, count *wgpu.ComputePipeline
-	rows                   growBuffer
-	valid                  int
-	keys, coef, cands      growBuffer
-	bind, selBind          *wgpu.BindGroup
-	// named is what the bind groups name; a replaced buffer (this
-	// index's scratch is replaced or reset by other searches too) makes
-	// them be built again.
-	named [8]*wgpu.Buffer
+	pipes             *qboundsPipes
+	rows              growBuffer
+	valid             int
+	keys, coef, cands growBuffer
 }
 
 // SelectSums selects, for an index of compressed rows, each query's
@@ -77,7 +67,7 @@ func (g *Index) SelectSums(ctx context.Context, r QuantSelect, st *core.Stages) 
 	// scores, and the candidate lists in one binding and one readback.
 	per := g.perSubmission(submission{Rows: r.Rows}, false)
 	per = min(per, int(g.bind/(uint64(r.Rows)*4)), int(g.bind/(uint64(r.Cap+1)*8)), int(g.staging.limit/(uint64(r.Cap+1)*8)))
-	per = max(per, 1)
+	per = gpuplan.WholeTiles(per, int(g.batch.QT))
 	cands = make([][]exact.DeviceCand, 0, nq)
 	counts = make([]int, 0, nq)
 	for lo := 0; lo < nq; lo += per {
@@ -102,76 +92,46 @@ func (g *Index) SelectSums(ctx context.Context, r QuantSelect, st *core.Stages) 
 func (g *Index) selectPipes() (*quantSelect, error) {
 	if g.qsel == nil {
 		g.qsel = &quantSelect{
-			rows:  growBuffer{label: "umbra qselect rows", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopyDst, limit: g.bind},
-			keys:  growBuffer{label: "umbra qselect keys", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc, limit: g.bind},
-			coef:  growBuffer{label: "umbra qselect coefs", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopyDst, limit: g.bind},
-			cands: growBuffer{label: "umbra qselect cands", usage: wgpu.BufferUsageStorage | wgpu.BufferUsageCopySrc, limit: g.bind},
+			rows:  growBuffer{label: "umbra qselect rows", usage: gpuplan.Storage | gpuplan.CopyDst, limit: g.bind},
+			keys:  growBuffer{label: "umbra qselect keys", usage: gpuplan.Storage | gpuplan.CopySrc, limit: g.bind},
+			coef:  growBuffer{label: "umbra qselect coefs", usage: gpuplan.Storage | gpuplan.CopyDst, limit: g.bind},
+			cands: growBuffer{label: "umbra qselect cands", usage: gpuplan.Storage | gpuplan.CopySrc, limit: g.bind},
 		}
 	}
 	q := g.qsel
-	if q.count != nil {
+	if q.pipes != nil {
 		return q, nil
 	}
 	if err := g.step("compile qbounds"); err != nil {
 		return nil, err
 	}
-	src, err := shaders.QBounds(g.prec, g.metric)
+	ps, err := g.dev.qboundsPipeline(g.prec, g.metric)
 	if err != nil {
 		return nil, err
 	}
-	if q.bgl == nil {
-		err := gpuCall("create qbounds layout", func() error {
-			bgl, err := g.device().TryCreateBindGroupLayout(&wgpu.BindGroupLayoutDescriptor{Label: "umbra qbounds", Entries: layoutEntries(shaders.QBoundsBindings)})
-			q.bgl = bgl
-			return err
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	ps, err := g.dev.compile("qbounds.wgsl", src, q.bgl, shaders.QBoundsEntries...)
-	if err != nil {
-		return nil, err
-	}
-	q.bounds, q.compact, q.count = ps[0], ps[1], ps[2]
+	q.pipes = ps
 	return q, nil
 }
 
-// dropScratch releases the selection's scratch buffers and bind groups
-// (not the resident row data) after a failure, as resetScratch does.
-func (q *quantSelect) dropScratch() {
+// dropScratch releases the selection's scratch buffers (not the resident
+// row data) after a failure, as resetScratch does.
+func (q *quantSelect) dropScratch(g *Index) {
 	if q == nil {
 		return
 	}
-	_ = gpuCall("reset qselect scratch", func() error {
-		q.bind.Release()
-		q.selBind.Release()
-		q.bind, q.selBind, q.named = nil, nil, [8]*wgpu.Buffer{}
-		for _, b := range []*growBuffer{&q.keys, &q.coef, &q.cands} {
-			b.buf.Release()
-			b.buf, b.size = nil, 0
-		}
-		return nil
-	})
+	for _, b := range []*growBuffer{&q.keys, &q.coef, &q.cands} {
+		b.drop(g)
+	}
 }
 
 // release frees everything the selection holds (Index.Release).
-func (q *quantSelect) release() {
+func (q *quantSelect) release(g *Index) {
 	if q == nil {
 		return
 	}
-	q.dropScratch()
-	_ = gpuCall("release qselect", func() error {
-		q.rows.buf.Release()
-		q.rows.buf, q.rows.size, q.valid = nil, 0, 0
-		for _, p := range []*wgpu.ComputePipeline{q.bounds, q.compact, q.count} {
-			p.Release()
-		}
-		q.bounds, q.compact, q.count = nil, nil, nil
-		q.bgl.Release()
-		q.bgl = nil
-		return nil
-	})
+	q.dropScratch(g)
+	q.rows.drop(g)
+	q.valid = 0
 }
 
 // qselectStale marks the resident bound data stale from row from on (the
@@ -190,6 +150,9 @@ func (g *Index) runSelect(ctx context.Context, r QuantSelect, lo, hi int, t *cor
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
+	if g.lost != nil {
+		return nil, nil, g.lost
+	}
 	qs := r.Queries[lo:hi]
 	nq := len(qs)
 	sub := submission{NQ: nq, Rows: r.Rows, K: r.K, DeviceSelect: true, Mask: r.Mask}
@@ -198,11 +161,10 @@ func (g *Index) runSelect(ctx context.Context, r QuantSelect, lo, hi int, t *cor
 		layout = g.batch
 	}
 	c := core.Stages{Path: "qselect"}
-	dev := g.device()
 	start := time.Now()
 	var raw []byte
 	size := uint64(nq+nq*r.Cap) * 8
-	err = scoped(dev, "qselect", func() error {
+	err = g.dev.scoped("qselect", func() error {
 		q, err := g.selectPipes()
 		if err != nil {
 			return err
@@ -225,7 +187,7 @@ func (g *Index) runSelect(ctx context.Context, r QuantSelect, lo, hi int, t *cor
 			coefs = append(coefs, w[:exact.QCoefWords-2]...)
 			coefs = append(coefs, math.Float32frombits(uint32(r.Cap)), math.Float32frombits(uint32(nq)))
 		}
-		if err := g.write(&c, "write qselect coefs", q.coef.buf, wgpu.ToBytes(coefs)); err != nil {
+		if err := g.write(&c, "write qselect coefs", q.coef.buf, bytesOf(coefs)); err != nil {
 			return err
 		}
 		if r.Range {
@@ -249,55 +211,29 @@ func (g *Index) runSelect(ctx context.Context, r QuantSelect, lo, hi int, t *cor
 		if err := g.step("encode"); err != nil {
 			return err
 		}
-		enc, err := dev.TryCreateCommandEncoder(nil)
-		if err != nil {
-			return err
-		}
-		defer enc.Release()
-		pass := enc.BeginComputePass(nil)
-		g.encodeSearch(pass, layout, submission{NQ: nq, Rows: r.Rows}, &c)
+		ps := &pass{c: &c}
+		g.encodeScores(ps, layout, nq, g.query.buf, g.scoresB.buf)
 		gx := gpuplan.SelectGroups(r.Rows)
-		pass.SetPipeline(q.bounds)
-		pass.SetBindGroup(0, q.bind, nil)
-		dispatch(pass, &c, gx, uint32(nq), 1)
-		pass.SetBindGroup(0, q.selBind, nil)
+		bounds := []gpuplan.Buffer{g.scoresB.buf, q.rows.buf, q.coef.buf, q.keys.buf, g.state.buf, q.cands.buf, g.allow.buf}
+		// select.wgsl's rounds over the lo' keys: its out binding is
+		// never written by hist and scan.
+		keys := []gpuplan.Buffer{q.keys.buf, g.state.buf, q.cands.buf, g.allow.buf}
+		ps.dispatch(q.pipes.bounds, gx, uint32(nq), 1, bounds...)
 		// τ' is the high word of the k-th best key (the lo' key; the low
 		// word only orders rows within it), settled by the first four
 		// rounds: the last four are not run.
 		for round := 0; round < 4 && !r.Range; round++ {
-			pass.SetPipeline(sp.hist)
-			dispatch(pass, &c, gx, uint32(nq), 1)
-			pass.SetPipeline(sp.scan)
-			dispatch(pass, &c, uint32(nq), 1, 1)
+			ps.dispatch(sp.hist, gx, uint32(nq), 1, keys...)
+			ps.dispatch(sp.scan, uint32(nq), 1, 1, keys...)
 		}
-		pass.SetPipeline(q.compact)
-		pass.SetBindGroup(0, q.bind, nil)
-		dispatch(pass, &c, gx, uint32(nq), 1)
-		pass.SetPipeline(q.count)
-		dispatch(pass, &c, uint32((nq+63)/64), 1, 1)
-		err = pass.TryEnd()
-		pass.Release()
-		if err != nil {
-			return err
-		}
-		if err := g.step("create " + g.staging.label); err != nil {
-			return err
-		}
-		if _, err := g.staging.ensure(dev, size); err != nil {
-			return err
-		}
-		if err := g.step("copy to readback"); err != nil {
-			return err
-		}
-		if err := enc.TryCopyBufferToBuffer(q.cands.buf, 0, g.staging.buf, 0, size); err != nil {
-			return err
-		}
-		raw, err = g.submitAndRead(&c, enc, size, t != nil, &start)
+		ps.dispatch(q.pipes.compact, gx, uint32(nq), 1, bounds...)
+		ps.dispatch(q.pipes.count, uint32((nq+63)/64), 1, 1, bounds...)
+		raw, err = g.submitAndRead(&c, ps.list, q.cands.buf, size, t != nil, &start)
 		return err
 	})
 	if err != nil {
 		g.resetScratch()
-		g.qsel.dropScratch()
+		g.qsel.dropScratch(g)
 		return nil, nil, err
 	}
 	cands, counts, err = decodeCands(raw, nq, r.Cap, r.Rows)
@@ -341,25 +277,24 @@ func decodeCands(raw []byte, nq, capacity, rows int) ([][]exact.DeviceCand, []in
 // per-row bound data the device lacks, and builds the bind groups that
 // name a buffer replaced since.
 func (g *Index) prepareSelect(q *quantSelect, r QuantSelect, nq int, c *core.Stages) error {
-	dev := g.device()
 	// The resident bound data: grown (and then written again whole) or
 	// extended to r.Rows.
 	if err := g.step("create " + q.rows.label); err != nil {
 		return err
 	}
-	replaced, err := q.rows.ensure(dev, uint64(r.Rows)*16)
-	if err != nil {
-		return err
-	}
+	replaced, err := q.rows.ensure(g, uint64(r.Rows)*16)
 	if replaced {
 		q.valid = 0
+	}
+	if err != nil {
+		return err
 	}
 	if q.valid < r.Rows {
 		data := r.RowData(q.valid, r.Rows)
 		if len(data) != exact.QRowWords*(r.Rows-q.valid) {
 			return fmt.Errorf("%w: %d words of row data for rows %d to %d", ErrFailed, len(data), q.valid, r.Rows)
 		}
-		if err := g.writeAt(c, "write qselect rows", q.rows.buf, uint64(q.valid)*16, wgpu.ToBytes(data)); err != nil {
+		if err := g.writeAt(c, "write qselect rows", q.rows.buf, uint64(q.valid)*16, bytesOf(data)); err != nil {
 			return err
 		}
 		q.valid = r.Rows
@@ -372,48 +307,9 @@ func (g *Index) prepareSelect(q *quantSelect, r QuantSelect, nq int, c *core.Sta
 		if err := g.step("create " + n.b.label); err != nil {
 			return err
 		}
-		if _, err := n.b.ensure(dev, n.size); err != nil {
+		if _, err := n.b.ensure(g, n.size); err != nil {
 			return err
 		}
 	}
-	named := [8]*wgpu.Buffer{g.scoresB.buf, q.rows.buf, q.coef.buf, q.keys.buf, g.state.buf, q.cands.buf, g.allow.buf}
-	if q.bind != nil && q.selBind != nil && named == q.named {
-		return nil
-	}
-	q.bind.Release()
-	q.selBind.Release()
-	q.bind, q.selBind, q.named = nil, nil, [8]*wgpu.Buffer{}
-	if err := g.step("bind qselect"); err != nil {
-		return err
-	}
-	entries := make([]wgpu.BindGroupEntry, 7)
-	for i := range entries {
-		entries[i] = wgpu.BindGroupEntry{Binding: uint32(i), Buffer: named[i], Size: wgpu.WholeSize}
-	}
-	bg, err := dev.TryCreateBindGroup(&wgpu.BindGroupDescriptor{Label: "umbra qbounds", Layout: q.bgl, Entries: entries})
-	if err != nil {
-		return err
-	}
-	q.bind = bg
-	if err := g.step("bind qselect keys"); err != nil {
-		return err
-	}
-	// select.wgsl's rounds over the lo' keys: its out binding is never
-	// written by hist and scan.
-	sg, err := dev.TryCreateBindGroup(&wgpu.BindGroupDescriptor{
-		Label:  "umbra qselect select",
-		Layout: g.dev.pipelines.selectBGL,
-		Entries: []wgpu.BindGroupEntry{
-			{Binding: 0, Buffer: q.keys.buf, Size: wgpu.WholeSize},
-			{Binding: 1, Buffer: g.state.buf, Size: wgpu.WholeSize},
-			{Binding: 2, Buffer: q.cands.buf, Size: wgpu.WholeSize},
-			{Binding: 3, Buffer: g.allow.buf, Size: wgpu.WholeSize},
-		},
-	})
-	if err != nil {
-		return err
-	}
-	q.selBind = sg
-	q.named = named
 	return nil
 }

@@ -526,18 +526,7 @@ func TestSelectSumsRangeFaults(t *testing.T) {
 // submission of g wrote, queries × rows.
 func deviceLo(t *testing.T, g *Index, n int) []float32 {
 	t.Helper()
-	g.dev.mu.Lock()
-	defer g.dev.mu.Unlock()
-	size := uint64(n) * 4
-	_, err := g.staging.ensure(g.device(), size)
-	require.NoError(t, err)
-	enc, err := g.device().TryCreateCommandEncoder(nil)
-	require.NoError(t, err)
-	defer enc.Release()
-	require.NoError(t, enc.TryCopyBufferToBuffer(g.qsel.keys.buf, 0, g.staging.buf, 0, size))
-	require.NoError(t, g.dev.submit(enc, true))
-	raw, err := g.readback(size, nil)
-	require.NoError(t, err)
+	raw := readBuffer(t, g, g.qsel.keys.buf, uint64(n)*4)
 	out := make([]float32, n)
 	for i := range out {
 		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))

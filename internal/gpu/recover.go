@@ -1,5 +1,3 @@
-//go:build cgo && !nogpu
-
 package gpu
 
 import (
@@ -14,39 +12,30 @@ import (
 // same adapter, whose probe then runs again (the verdict cached for the
 // lost device is dropped). It is how an index comes back after its device
 // failed; g itself is left as it is. A device the caller owns (Adopt) is
-// never replaced.
+// never replaced, nor one no API can open again (a browser's).
 func (g *Index) Renew(ctx context.Context, timeout time.Duration) (*Index, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := g.recheck(ctx, timeout); err == nil {
+	err := g.recheck(ctx, timeout)
+	switch {
+	case err == nil:
 		return g.dev.newLike(g)
-	} else if g.dev.owned {
+	case g.dev.owned:
 		return nil, fmt.Errorf("%w: the caller's device fails its self-test: %v", ErrFailed, err)
+	case g.dev.reopen == nil:
+		return nil, fmt.Errorf("%w: the device fails its self-test and cannot be opened again: %v", ErrFailed, err)
 	}
-	key := adapterKey(g.dev.info)
-	verdictMu.Lock()
-	if v, ok := verdicts[key]; ok {
-		select {
-		case <-v.done:
-			if v.dev == g.dev || v.dev == nil {
-				delete(verdicts, key)
-			}
-		default: // a probe is running: wait for its verdict below
-		}
-	}
-	verdictMu.Unlock()
-	ad := &Adapter{a: g.dev.adapter, Info: g.dev.info}
-	dev, r := ad.Probe(ctx, timeout)
-	if dev == nil {
-		return nil, fmt.Errorf("%w: %s", ErrFailed, r.Error)
+	dev, err := g.dev.reopen()
+	if err != nil {
+		return nil, err
 	}
 	return dev.newLike(g)
 }
 
 // recheck runs the device's self-test with its current variant, as the
 // probe did, within timeout: a device that hangs counts as failed (its
-// goroutine is left to finish on its own; a wgpu call cannot be
+// goroutine is left to finish on its own; a GPU call cannot be
 // interrupted).
 func (g *Index) recheck(ctx context.Context, timeout time.Duration) error {
 	if recheckFault != nil {
@@ -55,7 +44,7 @@ func (g *Index) recheck(ctx context.Context, timeout time.Duration) error {
 		}
 	}
 	done := make(chan error, 1)
-	go func() { done <- gpuCall("self-test", g.dev.selfTest) }()
+	go func() { done <- g.dev.selfTest() }()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {

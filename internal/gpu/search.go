@@ -1,17 +1,11 @@
-//go:build cgo && !nogpu
-
 package gpu
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"math"
-	"math/bits"
 	"slices"
 	"time"
-
-	"github.com/oliverbestmann/webgpu/wgpu"
 
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/gpuplan"
@@ -21,10 +15,10 @@ import (
 // growBuffer is a device buffer that is replaced by a larger one when a
 // request outgrows it; its contents are scratch, never carried over.
 type growBuffer struct {
-	buf   *wgpu.Buffer
+	buf   gpuplan.Buffer
 	size  uint64
 	label string
-	usage wgpu.BufferUsage
+	usage gpuplan.Usage
 	// limit caps growth: a buffer bound whole must stay within the
 	// device's storage binding size, a staging buffer within its buffer
 	// size. A request above it is the caller's to avoid.
@@ -35,7 +29,7 @@ type growBuffer struct {
 // replaced (so bind groups naming it must be rebuilt). Growth doubles, so a
 // run of growing requests costs amortised O(1) reallocations, but never
 // past the limit.
-func (b *growBuffer) ensure(dev *wgpu.Device, size uint64) (bool, error) {
+func (b *growBuffer) ensure(g *Index, size uint64) (bool, error) {
 	if size <= b.size && b.buf != nil {
 		return false, nil
 	}
@@ -45,14 +39,27 @@ func (b *growBuffer) ensure(dev *wgpu.Device, size uint64) (bool, error) {
 		// device reject a binding it cannot hold.
 		return false, fmt.Errorf("%w: %s needs %d bytes, the device allows %d in one binding", ErrTooLarge, b.label, size, b.limit)
 	}
-	size = max(size, min(max(2*b.size, 256), b.limit))
-	nb, err := dev.TryCreateBuffer(&wgpu.BufferDescriptor{Label: b.label, Size: size, Usage: b.usage})
-	if err != nil {
-		return false, err
+	// Doubling amortises a run of growing requests, but not past the
+	// scratch cap: there the buffer is made just as large as asked.
+	if grown := max(size, min(max(2*b.size, 256), b.limit)); grown == size || g.scratchHeld()-b.size+grown <= g.scratchCap() {
+		size = grown
 	}
-	b.buf.Release()
+	// The old buffer goes first: its contents are scratch, and the two
+	// together could pass the budget where the new one alone does not.
+	g.free(b.buf)
+	b.buf, b.size = nil, 0
+	nb, err := g.alloc(b.label, size, b.usage)
+	if err != nil {
+		return true, err
+	}
 	b.buf, b.size = nb, size
 	return true, nil
+}
+
+// drop frees the buffer; the next ensure makes a new one.
+func (b *growBuffer) drop(g *Index) {
+	g.free(b.buf)
+	b.buf, b.size = nil, 0
 }
 
 // grid returns the 2-D dispatch for a chunk of rows rows.
@@ -78,7 +85,6 @@ func (g *Index) resident() []*gpuChunk {
 // rebuilt here as a path needs them. The caller resets the scratch state
 // if it fails, so a half-done prepare is never used.
 func (g *Index) prepare(sub submission) error {
-	dev := g.device()
 	nq := uint64(sub.NQ)
 	type need struct {
 		b    *growBuffer
@@ -109,133 +115,54 @@ func (g *Index) prepare(sub submission) error {
 		needs = []need{{&g.query, nq * g.queryBytes()}, {&g.scoresB, nq * uint64(sub.Rows) * 4},
 			{&g.state, nq * shaders.StateBytes}, {&g.hits, nq * uint64(sub.HitsPerQuery()) * shaders.HitBytes}, allow}
 	}
+	// Scratch this submission does not use, or holds larger than it
+	// needs, goes first where keeping it would pass the scratch cap
+	// (another shape of search made it).
+	readback := sub.ReadbackBytes()
+	if g.dev.timestamps {
+		readback = gpuplan.StampAt(readback) + gpuplan.StampRoom
+	}
+	wants := map[*growBuffer]uint64{&g.staging: readback}
+	for _, r := range needs {
+		wants[r.b] = r.size
+	}
+	g.makeRoom(wants)
 	for _, r := range needs {
 		if err := g.step("create " + r.b.label); err != nil {
 			return err
 		}
-		replaced, err := r.b.ensure(dev, r.size)
+		replaced, err := r.b.ensure(g, r.size)
+		if replaced && r.b == &g.allow {
+			g.deadValid = 0 // a new buffer holds no tombstones
+		}
 		if err != nil {
 			return err
 		}
-		if replaced {
-			g.dropBinds()
-			if r.b == &g.allow {
-				g.deadValid = 0 // a new buffer holds no tombstones
+	}
+	return nil
+}
+
+// makeRoom frees, where the scratch held now and the sizes wants asks
+// for together would pass the scratch cap, every scratch buffer wants
+// does not name or that holds more than it asks (another shape of search
+// made it). The caller holds the device mutex.
+func (g *Index) makeRoom(wants map[*growBuffer]uint64) {
+	var want uint64
+	for _, w := range wants {
+		want += w
+	}
+	if g.scratchHeld()+want <= g.scratchCap() {
+		return
+	}
+	for _, b := range g.scratch() {
+		if w, ok := wants[b]; !ok || b.size > w {
+			b.drop(g)
+			if b == &g.allow {
+				g.deadValid = 0
 			}
 		}
 	}
-	if sub.Fused {
-		return g.bindFused()
-	}
-	if g.selBind == nil {
-		if err := g.step("bind select"); err != nil {
-			return err
-		}
-		bg, err := dev.TryCreateBindGroup(&wgpu.BindGroupDescriptor{
-			Label:  "umbra select",
-			Layout: g.dev.pipelines.selectBGL,
-			Entries: []wgpu.BindGroupEntry{
-				{Binding: 0, Buffer: g.scoresB.buf, Size: wgpu.WholeSize},
-				{Binding: 1, Buffer: g.state.buf, Size: wgpu.WholeSize},
-				{Binding: 2, Buffer: g.hits.buf, Size: wgpu.WholeSize},
-				{Binding: 3, Buffer: g.allow.buf, Size: wgpu.WholeSize},
-			},
-		})
-		if err != nil {
-			return err
-		}
-		g.selBind = bg
-	}
-	for c, ch := range g.chunks {
-		if ch.rows == 0 || ch.bind != nil {
-			continue
-		}
-		if err := g.step("bind scores"); err != nil {
-			return err
-		}
-		bg, err := g.scoresBindGroup(fmt.Sprintf("umbra scores %d", c), ch, g.query.buf, g.scoresB.buf)
-		if err != nil {
-			return err
-		}
-		ch.bind = bg
-	}
-	return nil
-}
-
-// bindFused builds the fused path's bind groups that are missing: each
-// resident chunk's scan group and the merge group.
-func (g *Index) bindFused() error {
-	dev := g.device()
-	if g.mergeBind == nil {
-		if err := g.step("bind merge"); err != nil {
-			return err
-		}
-		bg, err := dev.TryCreateBindGroup(&wgpu.BindGroupDescriptor{
-			Label:  "umbra merge",
-			Layout: g.dev.pipelines.mergeBGL,
-			Entries: []wgpu.BindGroupEntry{
-				{Binding: 0, Buffer: g.cands.buf, Size: wgpu.WholeSize},
-				{Binding: 1, Buffer: g.hits.buf, Size: wgpu.WholeSize},
-				{Binding: 2, Buffer: g.mparams.buf, Size: wgpu.WholeSize},
-			},
-		})
-		if err != nil {
-			return err
-		}
-		g.mergeBind = bg
-	}
-	for c, ch := range g.chunks {
-		if ch.rows == 0 || ch.fbind != nil {
-			continue
-		}
-		if err := g.step("bind fused scan"); err != nil {
-			return err
-		}
-		bg, err := dev.TryCreateBindGroup(&wgpu.BindGroupDescriptor{
-			Label:  fmt.Sprintf("umbra fused scan %d", c),
-			Layout: g.dev.pipelines.fusedBGL,
-			Entries: []wgpu.BindGroupEntry{
-				{Binding: 0, Buffer: ch.data, Size: wgpu.WholeSize},
-				{Binding: 1, Buffer: g.query.buf, Size: wgpu.WholeSize},
-				{Binding: 2, Buffer: g.cands.buf, Size: wgpu.WholeSize},
-				{Binding: 3, Buffer: ch.params, Size: wgpu.WholeSize},
-				{Binding: 4, Buffer: g.allow.buf, Size: wgpu.WholeSize},
-			},
-		})
-		if err != nil {
-			return err
-		}
-		ch.fbind = bg
-	}
-	return nil
-}
-
-// dropBinds releases every scratch bind group; the next prepare rebuilds
-// those its path needs.
-func (g *Index) dropBinds() {
-	for _, ch := range g.chunks {
-		ch.bind.Release()
-		ch.fbind.Release()
-		ch.bind, ch.fbind = nil, nil
-	}
-	g.selBind.Release()
-	g.mergeBind.Release()
-	g.selBind, g.mergeBind = nil, nil
-}
-
-// scoresBindGroup binds chunk ch's rows and parameters with a query buffer
-// and the scores buffer scores.wgsl writes, in its binding order.
-func (g *Index) scoresBindGroup(label string, ch *gpuChunk, query, scores *wgpu.Buffer) (*wgpu.BindGroup, error) {
-	return g.device().TryCreateBindGroup(&wgpu.BindGroupDescriptor{
-		Label:  label,
-		Layout: g.dev.pipelines.scoresBGL,
-		Entries: []wgpu.BindGroupEntry{
-			{Binding: 0, Buffer: ch.data, Size: wgpu.WholeSize},
-			{Binding: 1, Buffer: query, Size: wgpu.WholeSize},
-			{Binding: 2, Buffer: scores, Size: wgpu.WholeSize},
-			{Binding: 3, Buffer: ch.params, Size: wgpu.WholeSize},
-		},
-	})
+	g.qsel.dropScratch(g)
 }
 
 // resetScratch drops every scratch buffer and bind group after a failed
@@ -244,16 +171,27 @@ func (g *Index) scoresBindGroup(label string, ch *gpuChunk, query, scores *wgpu.
 // bind group naming it not, a readback buffer left mapped). The resident
 // rows are untouched. The caller holds the device mutex.
 func (g *Index) resetScratch() {
-	_ = gpuCall("reset scratch", func() error {
-		g.dropBinds()
-		g.gth.release()
-		for _, b := range []*growBuffer{&g.query, &g.scoresB, &g.state, &g.hits, &g.allow, &g.staging, &g.cands, &g.mparams} {
-			b.buf.Release()
-			b.buf, b.size = nil, 0
-		}
-		g.deadValid = 0
-		return nil
-	})
+	for _, b := range g.scratch() {
+		b.drop(g)
+	}
+	g.deadValid = 0
+}
+
+// scratchHeld is the bytes the index's scratch buffers hold now.
+func (g *Index) scratchHeld() uint64 {
+	var n uint64
+	for _, b := range g.scratch() {
+		n += b.size
+	}
+	if q := g.qsel; q != nil {
+		n += q.keys.size + q.coef.size + q.cands.size
+	}
+	return n
+}
+
+// scratch lists the index's scratch buffers a search writes.
+func (g *Index) scratch() []*growBuffer {
+	return []*growBuffer{&g.query, &g.scoresB, &g.state, &g.hits, &g.allow, &g.staging, &g.cands, &g.mparams, &g.gatherRows}
 }
 
 // submission is one pass of a search (gpuplan.Submission).
@@ -276,7 +214,49 @@ func (g *Index) batchLimit(sub submission) int {
 	n := g.bind / perQuery
 	sub.NQ = 1
 	n = min(n, g.staging.limit/max(sub.ReadbackBytes(), 1))
+	// Every scratch buffer together within the scratch cap (and what the
+	// budget leaves beside the rows).
+	g.dev.mu.Lock()
+	room := g.scratchRoom()
+	g.dev.mu.Unlock()
+	fixed := g.allowBytes(sub) + shaders.MergeParamsBytes + 2*gpuplan.StampRoom
+	n = min(n, (room-min(fixed, room))/max(scratchPerQuery(sub, g.queryBytes()), 1))
 	return int(max(min(n, g.maxGroups(), 1024), 1))
+}
+
+// scratchRoom is the most bytes the index's scratch may hold: the scratch
+// cap, within what the budget leaves beside the rows. The caller holds
+// the device mutex.
+func (g *Index) scratchRoom() uint64 {
+	if g.mem.budget == 0 {
+		return g.scratchCap()
+	}
+	return min(g.scratchCap(), g.mem.budget-min(g.rowCapBytes(), g.mem.budget))
+}
+
+// scratchPerQuery is the scratch one query of sub takes: its query, then
+// the fused path's candidate lists and hits, or the scores, select state
+// and hits, and its share of the read back.
+func scratchPerQuery(sub submission, queryBytes uint64) uint64 {
+	sub.NQ = 1
+	if sub.Fused {
+		return queryBytes + uint64(sub.Lists)*uint64(sub.K)*shaders.HitBytes + uint64(sub.K)*shaders.HitBytes + sub.ReadbackBytes()
+	}
+	return queryBytes + uint64(sub.Rows)*4 + shaders.StateBytes + uint64(sub.HitsPerQuery())*shaders.HitBytes + sub.ReadbackBytes()
+}
+
+// allowBytes is the allow buffer a submission needs: its bitmap, or, with
+// the tombstones, room for a bitmap of every row and the tombstones
+// past it.
+func (g *Index) allowBytes(sub submission) uint64 {
+	if !sub.Tombs {
+		return max(uint64(len(sub.Mask))*8, 16)
+	}
+	room := uint64(2)
+	for room < 2*uint64((sub.Rows+63)/64) {
+		room *= 2
+	}
+	return (max(room, g.deadAt) + 2*uint64((sub.Rows+63)/64)) * 4
 }
 
 // submitBudget is about how long one submission may keep the device busy,
@@ -318,8 +298,11 @@ func (g *Index) workLimit(sub submission, qt int) int {
 // perSubmission is how many queries of this shape one submission takes:
 // what its buffers hold (batchLimit, sized as the radix select's, which
 // holds the fused path's too) and its estimated work allows (workLimit,
-// the fused path's where a batch would take it, in whole tiles of the
-// batch kernel: gemm.wgsl's when gemm).
+// the fused path's where a batch would take it), in whole tiles of the
+// batch kernel (gemm.wgsl's when gemm) wherever one tile fits: a
+// submission's last tile partly filled does a whole tile's work for
+// fewer queries (134 queries fit one 2 GiB binding at 4,000,000 rows: 4
+// tiles of 32 and 6 queries in a fifth).
 func (g *Index) perSubmission(sub submission, gemm bool) int {
 	n := g.batchLimit(sub)
 	qt := g.batch.QT
@@ -328,7 +311,7 @@ func (g *Index) perSubmission(sub submission, gemm bool) int {
 	} else if sub.DeviceSelect {
 		_, sub.Fused = g.fusedPlan(sub.K, batchQT, sub.Radix)
 	}
-	return max(min(n, g.workLimit(sub, int(qt))), 1)
+	return gpuplan.WholeTiles(min(n, g.workLimit(sub, int(qt))), int(qt))
 }
 
 // gemmFor reports whether a submission of nq queries is scored by
@@ -364,7 +347,7 @@ func (g *Index) writeInputs(qs [][]float32, sub submission, layout shaders.Score
 			flat = append(flat, q...)
 		}
 	}
-	if err := g.write(c, "write queries", g.query.buf, wgpu.ToBytes(flat)); err != nil {
+	if err := g.write(c, "write queries", g.query.buf, bytesOf(flat)); err != nil {
 		return err
 	}
 	if sub.Tombs {
@@ -377,7 +360,7 @@ func (g *Index) writeInputs(qs [][]float32, sub submission, layout shaders.Score
 			if g.deadValid < len(g.dead) {
 				copy(b, g.dead[g.deadValid:min(words, len(g.dead))])
 			}
-			if err := g.writeAt(c, "write tombstones", g.allow.buf, (g.deadAt+2*uint64(g.deadValid))*4, wgpu.ToBytes(b)); err != nil {
+			if err := g.writeAt(c, "write tombstones", g.allow.buf, (g.deadAt+2*uint64(g.deadValid))*4, bytesOf(b)); err != nil {
 				return err
 			}
 			g.deadValid = words
@@ -414,7 +397,7 @@ func (g *Index) writeInputs(qs [][]float32, sub submission, layout shaders.Score
 		}
 	}
 	if sub.DeviceSelect && sub.Mask != nil {
-		if err := g.write(c, "write allow", g.allow.buf, wgpu.ToBytes(sub.Mask)); err != nil {
+		if err := g.write(c, "write allow", g.allow.buf, bytesOf(sub.Mask)); err != nil {
 			return err
 		}
 	}
@@ -423,35 +406,32 @@ func (g *Index) writeInputs(qs [][]float32, sub submission, layout shaders.Score
 
 // write queues b into buf at offset 0 and counts its bytes into c: every
 // byte a search sends goes through here (or writeAt).
-func (g *Index) write(c *core.Stages, step string, buf *wgpu.Buffer, b []byte) error {
+func (g *Index) write(c *core.Stages, step string, buf gpuplan.Buffer, b []byte) error {
 	return g.writeAt(c, step, buf, 0, b)
 }
 
 // writeAt is write at byte offset off.
-func (g *Index) writeAt(c *core.Stages, step string, buf *wgpu.Buffer, off uint64, b []byte) error {
+func (g *Index) writeAt(c *core.Stages, step string, buf gpuplan.Buffer, off uint64, b []byte) error {
 	if err := g.step(step); err != nil {
 		return err
 	}
-	if err := g.queue().TryWriteBuffer(buf, off, b); err != nil {
+	if err := g.api().Write(buf, off, b); err != nil {
 		return err
 	}
 	c.BytesUp += int64(len(b))
 	return nil
 }
 
-// dispatch records one dispatch and counts it into c.
-func dispatch(pass *wgpu.ComputePassEncoder, c *core.Stages, x, y, z uint32) {
-	pass.DispatchWorkgroups(x, y, z)
-	c.Dispatches++
+// pass is a compute pass being recorded: its dispatches, counted into c.
+type pass struct {
+	list []gpuplan.Dispatch
+	c    *core.Stages
 }
 
-// submit submits enc (see Device.submit) and counts the submission into c.
-func (g *Index) submit(c *core.Stages, enc *wgpu.CommandEncoder, wait bool) error {
-	if err := g.dev.submit(enc, wait); err != nil {
-		return err
-	}
-	c.Submissions++
-	return nil
+// dispatch records one dispatch of p over bufs and counts it.
+func (ps *pass) dispatch(p gpuplan.Pipeline, x, y, z uint32, bufs ...gpuplan.Buffer) {
+	ps.list = append(ps.list, gpuplan.Dispatch{Pipe: p, Buffers: bufs, X: x, Y: y, Z: z})
+	ps.c.Dispatches++
 }
 
 // fusedPlan returns the plan a device selection of k for nq queries
@@ -496,45 +476,44 @@ func (g *Index) planSelect(sub *submission, gemm bool) {
 // tile of queries, then, when selecting on the device, the eight
 // radix-select rounds (hist, scan) and the compaction of the k hits. c
 // counts the dispatches.
-func (g *Index) encodeSearch(pass *wgpu.ComputePassEncoder, layout shaders.ScoresLayout, sub submission, c *core.Stages) {
+func (g *Index) encodeSearch(ps *pass, layout shaders.ScoresLayout, sub submission) {
+	c := ps.c
 	if sub.Fused {
-		pass.SetPipeline(g.dev.pipelines.fused[sub.Plan])
+		scan := g.dev.pipes.fused[sub.Plan]
 		tiles := uint32((sub.NQ + int(sub.Plan.Scores.QT) - 1) / int(sub.Plan.Scores.QT))
 		for _, ch := range g.resident() {
-			pass.SetBindGroup(0, ch.fbind, nil)
-			dispatch(pass, c, uint32(sub.Groups), 1, tiles)
+			ps.dispatch(scan, uint32(sub.Groups), 1, tiles, ch.data, g.query.buf, g.cands.buf, ch.params, g.allow.buf)
 			g.countRead(c, ch.rows, tiles)
 		}
-		pass.SetPipeline(g.dev.pipelines.merges[g.metric == core.L2])
-		pass.SetBindGroup(0, g.mergeBind, nil)
-		dispatch(pass, c, uint32(sub.NQ), 1, 1)
+		ps.dispatch(g.dev.pipes.merges[g.metric == core.L2], uint32(sub.NQ), 1, 1, g.cands.buf, g.hits.buf, g.mparams.buf)
 		return
 	}
-	pass.SetPipeline(g.dev.pipelines.scores[layout])
-	tiles := uint32((sub.NQ + int(layout.QT) - 1) / int(layout.QT))
-	for _, ch := range g.resident() {
-		x, y := g.grid(ch.rows, layout)
-		pass.SetBindGroup(0, ch.bind, nil)
-		dispatch(pass, c, x, y, tiles)
-		g.countRead(c, ch.rows, tiles)
-	}
+	g.encodeScores(ps, layout, sub.NQ, g.query.buf, g.scoresB.buf)
 	if !sub.DeviceSelect {
 		return
 	}
-	sp := g.dev.pipelines.selects[g.metric == core.L2]
+	sp := g.dev.pipes.selects[g.metric == core.L2]
 	gx := gpuplan.SelectGroups(sub.Rows)
-	pass.SetBindGroup(0, g.selBind, nil)
+	sel := []gpuplan.Buffer{g.scoresB.buf, g.state.buf, g.hits.buf, g.allow.buf}
 	for round := 0; round < 8; round++ {
-		pass.SetPipeline(sp.hist)
-		dispatch(pass, c, gx, uint32(sub.NQ), 1)
-		pass.SetPipeline(sp.scan)
-		dispatch(pass, c, uint32(sub.NQ), 1, 1)
+		ps.dispatch(sp.hist, gx, uint32(sub.NQ), 1, sel...)
+		ps.dispatch(sp.scan, uint32(sub.NQ), 1, 1, sel...)
 	}
-	pass.SetPipeline(sp.compact)
-	dispatch(pass, c, gx, uint32(sub.NQ), 1)
+	ps.dispatch(sp.compact, gx, uint32(sub.NQ), 1, sel...)
 	if sub.DeviceSorted() {
-		pass.SetPipeline(sp.sort)
-		dispatch(pass, c, uint32(sub.NQ), 1, 1)
+		ps.dispatch(sp.sort, uint32(sub.NQ), 1, 1, sel...)
+	}
+}
+
+// encodeScores records the scores pass of layout over every resident
+// chunk for nq queries in query, into scores.
+func (g *Index) encodeScores(ps *pass, layout shaders.ScoresLayout, nq int, query, scores gpuplan.Buffer) {
+	p := g.dev.pipes.scores[layout]
+	tiles := uint32((nq + int(layout.QT) - 1) / int(layout.QT))
+	for _, ch := range g.resident() {
+		x, y := g.grid(ch.rows, layout)
+		ps.dispatch(p, x, y, tiles, ch.data, query, scores, ch.params)
+		g.countRead(ps.c, ch.rows, tiles)
 	}
 }
 
@@ -561,6 +540,9 @@ func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *core
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
+	if g.lost != nil {
+		return nil, nil, g.lost
+	}
 	sub.NQ = len(qs)
 	qs, scale, err := g.flushScale(qs)
 	if err != nil {
@@ -576,12 +558,10 @@ func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *core
 	}
 	g.planSelect(&sub, gemm)
 	c := core.Stages{Path: sub.Path()}
-	dev := g.device()
 	start := time.Now()
 	var raw []byte
 	size := sub.ReadbackBytes()
-	stampAt, timed := uint64(0), false
-	err = scoped(dev, "search", func() error {
+	err = g.dev.scoped("search", func() error {
 		if gemm {
 			// Compiled here on first use when the probe did not choose
 			// it (a caller forced BatchGemm).
@@ -598,74 +578,23 @@ func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *core
 		}
 		if t != nil {
 			start = lap(&c.Upload, start)
-			timed = g.dev.timestamps && g.ensureStamps() == nil
 		}
 		if err := g.step("encode"); err != nil {
 			return err
 		}
-		enc, err := dev.TryCreateCommandEncoder(nil)
-		if err != nil {
-			return err
-		}
-		defer enc.Release()
-		pass := enc.BeginComputePass(nil)
-		if timed {
-			writeTimestamp(pass, g.stamps, 0)
-		}
-		g.encodeSearch(pass, layout, sub, &c)
-		if timed {
-			writeTimestamp(pass, g.stamps, 1)
-		}
-		err = pass.TryEnd()
-		pass.Release()
-		if err != nil {
-			return err
-		}
+		ps := &pass{c: &c}
+		g.encodeSearch(ps, layout, sub)
 		src := g.hits.buf
 		if !sub.DeviceSelect {
 			src = g.scoresB.buf
 		}
-		total := size
-		if timed {
-			// The two timestamps ride in the same staging buffer and map.
-			stampAt = (size + 7) &^ 7
-			total = stampAt + 16
-		}
-		if err := g.step("create " + g.staging.label); err != nil {
-			return err
-		}
-		if _, err := g.staging.ensure(dev, total); err != nil {
-			return err
-		}
-		if err := g.step("copy to readback"); err != nil {
-			return err
-		}
-		if err := enc.TryCopyBufferToBuffer(src, 0, g.staging.buf, 0, size); err != nil {
-			return err
-		}
-		if timed {
-			if err := enc.TryResolveQuerySet(g.stamps, 0, 2, g.resolved, 0); err != nil {
-				return err
-			}
-			if err := enc.TryCopyBufferToBuffer(g.resolved, 0, g.staging.buf, stampAt, 16); err != nil {
-				return err
-			}
-		}
-		raw, err = g.submitAndRead(&c, enc, total, t != nil, &start)
+		raw, err = g.submitAndRead(&c, ps.list, src, size, t != nil, &start)
 		return err
 	})
 	if err != nil {
 		g.resetScratch()
 		return nil, nil, err
 	}
-	if timed {
-		t0, t1 := binary.LittleEndian.Uint64(raw[stampAt:]), binary.LittleEndian.Uint64(raw[stampAt+8:])
-		if d := time.Duration(float64(t1-t0) * timestampPeriod(g.queue())); t1 >= t0 && d > 0 && d <= c.Kernel {
-			c.Readback += c.Kernel - d
-			c.Kernel, c.KernelClock = d, "gpu"
-		}
-	}
-	raw = raw[:size]
 	switch {
 	case sub.DeviceSelect:
 		hits = gpuplan.Decode(raw, sub.NQ, sub.K, !sub.Fused && !sub.DeviceSorted(), g.metric)
@@ -674,11 +603,11 @@ func (g *Index) run(ctx context.Context, qs [][]float32, sub submission, t *core
 		}
 	case sub.K == 0:
 		t.Add(&c)
-		scores := wgpu.FromBytes[float32](raw)
+		scores := floatsOf(raw)
 		unscaleScores(scores, sub.Rows, scale)
 		return nil, scores, nil
 	default:
-		scores := wgpu.FromBytes[float32](raw)
+		scores := floatsOf(raw)
 		unscaleScores(scores, sub.Rows, scale)
 		hits = gpuplan.HostSelect(scores, sub, g.metric)
 	}
@@ -760,29 +689,6 @@ func unscaleHits(hits [][]core.Hit, scale []int) error {
 	return nil
 }
 
-// readback maps the first size bytes of the staging buffer and returns a
-// copy of them; c (may be nil) counts the map and the bytes.
-func (g *Index) readback(size uint64, c *core.Stages) ([]byte, error) {
-	if err := g.step("map readback"); err != nil {
-		return nil, err
-	}
-	status := wgpu.MapAsyncStatus(0)
-	if err := g.staging.buf.TryMapAsync(wgpu.MapModeRead, 0, size, func(s wgpu.MapAsyncStatus) { status = s }); err != nil {
-		return nil, err
-	}
-	g.device().Poll(true, nil)
-	if status != wgpu.MapAsyncStatusSuccess {
-		return nil, fmt.Errorf("%w: mapping the readback buffer failed: %v", ErrFailed, status)
-	}
-	out := make([]byte, size)
-	copy(out, g.staging.buf.GetMappedRange(0, uint(size)))
-	if c != nil {
-		c.Maps++
-		c.BytesDown += int64(size)
-	}
-	return out, g.staging.buf.TryUnmap()
-}
-
 // Search returns each query's top k (k at most rows, the rows resident),
 // best first, in as few submissions as the device's bindings allow; st
 // (may be nil) records where the time went. The device selects the k best where that reads back
@@ -802,10 +708,9 @@ func (g *Index) Search(ctx context.Context, qs [][]float32, k, rows int, mask []
 		if len(mask)*64 < rows {
 			return nil, fmt.Errorf("%w: an allow bitmap of %d words for %d rows", ErrFailed, len(mask), rows)
 		}
-		allowed = 0
-		for _, w := range mask[:(rows+63)/64] {
-			allowed += bits.OnesCount64(w)
-		}
+		// Bits past rows do not count: no search returns those rows, and
+		// a k past the rows it can return would leave hit slots unfilled.
+		allowed = gpuplan.Allowed(mask, rows)
 	} else {
 		g.dev.mu.Lock()
 		if dead := g.deadIn(rows); dead > 0 {
@@ -877,28 +782,53 @@ func (g *Index) Scores(ctx context.Context, q []float32, rows int) ([]float32, e
 	return g.scores(ctx, q, rows)
 }
 
-// submitAndRead submits enc and maps the first size bytes of the readback
-// buffer, counting both into c. Untraced, the map is the one wait: it
+// submitAndRead submits the dispatches of list, copies the first size
+// bytes of src into the readback buffer and reads them back, counting the
+// submission and the map into c. Untraced, the map is the one wait: it
 // returns once the submission is done. Traced, the device is waited for
-// at the submission so Kernel (from *start, on the wall clock) ends when
-// the work does, and Readback covers the map; *start moves on with them.
-func (g *Index) submitAndRead(c *core.Stages, enc *wgpu.CommandEncoder, size uint64, traced bool, start *time.Time) ([]byte, error) {
+// at the submission so Kernel (from *start, on the wall clock, or the
+// GPU's own clock for the dispatches where it has timestamps, the rest of
+// that wait then counting as Readback) ends when the work does, and
+// Readback covers the map; *start moves on with them.
+func (g *Index) submitAndRead(c *core.Stages, list []gpuplan.Dispatch, src gpuplan.Buffer, size uint64, traced bool, start *time.Time) ([]byte, error) {
+	timed := traced && g.dev.timestamps
+	room := size
+	if timed {
+		room = gpuplan.StampAt(size) + gpuplan.StampRoom
+	}
+	if err := g.step("create " + g.staging.label); err != nil {
+		return nil, err
+	}
+	if _, err := g.staging.ensure(g, room); err != nil {
+		return nil, err
+	}
 	if err := g.step("submit"); err != nil {
 		return nil, err
 	}
-	if err := g.submit(c, enc, traced); err != nil {
+	if err := g.step("map readback"); err != nil {
 		return nil, err
 	}
-	if traced {
-		*start = lap(&c.Kernel, *start)
-		c.KernelClock = "wall"
-	}
-	raw, err := g.readback(size, c)
+	done, err := g.api().Submit(gpuplan.Work{Pass: list, Copies: []gpuplan.Copy{{Src: src, Dst: g.staging.buf, Size: size}},
+		Map: g.staging.buf, MapBytes: size, Time: timed}, traced)
 	if err != nil {
 		return nil, err
 	}
+	c.Submissions++
+	c.Maps++
+	c.BytesDown += int64(room) // a traced search's timestamps ride in the same map
 	if traced {
-		*start = lap(&c.Readback, *start)
+		// Kernel runs from the end of the writes to the end of the work
+		// (encoding and submitting included), Readback is the map.
+		now := time.Now()
+		kernel := max(now.Sub(*start)-done.Readback, 0)
+		c.KernelClock = "wall"
+		if d := done.GPU; d > 0 && d <= kernel {
+			c.Readback += kernel - d
+			kernel, c.KernelClock = d, "gpu"
+		}
+		c.Kernel += kernel
+		c.Readback += done.Readback
+		*start = now
 	}
-	return raw, nil
+	return done.Data, nil
 }

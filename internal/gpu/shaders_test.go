@@ -4,11 +4,13 @@ package gpu
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/gpuplan"
 	"github.com/umbravec/umbra/internal/shaders"
 )
 
@@ -27,6 +29,7 @@ func TestEveryShaderCompiles(t *testing.T) {
 	type variant struct {
 		name    string
 		src     string
+		bs      []shaders.Binding
 		entries []string
 	}
 	var vs []variant
@@ -34,9 +37,20 @@ func TestEveryShaderCompiles(t *testing.T) {
 	add := func(name string, src string, err error, entries ...string) {
 		t.Helper()
 		require.NoError(t, err, name)
+		bs := shaders.ScoresBindings
+		switch {
+		case strings.HasPrefix(name, "select"):
+			bs = shaders.SelectBindings
+		case strings.HasPrefix(name, "merge"):
+			bs = shaders.MergeBindings
+		case strings.HasPrefix(name, "fused"):
+			bs = shaders.FusedBindings
+		case name == "read":
+			bs = shaders.ReadBindings
+		}
 		if !seen[src] {
 			seen[src] = true
-			vs = append(vs, variant{name, src, entries})
+			vs = append(vs, variant{name, src, bs, entries})
 		}
 	}
 	target := shaders.Target{MaxInvocations: d.lim.MaxInvocations, MaxWorkgroupBytes: d.lim.MaxWorkgroupBytes}
@@ -85,10 +99,9 @@ func TestEveryShaderCompiles(t *testing.T) {
 	}
 	add("read", shaders.Read, nil, "main")
 	for _, v := range vs {
-		ps, err := d.compile(v.name, v.src, nil, v.entries...)
-		require.NoError(t, err, "%s does not compile", v.name)
-		for _, p := range ps {
-			p.Release()
+		for _, e := range v.entries {
+			_, err := d.api.Pipelines(gpuplan.PipeSpec{Label: v.name, Source: v.src, Entry: e, Layout: "test " + v.name, Bindings: v.bs})
+			require.NoError(t, err, "%s does not compile", v.name)
 		}
 	}
 	t.Logf("%d distinct shader variants compiled", len(vs))

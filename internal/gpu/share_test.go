@@ -31,7 +31,7 @@ func ownedDevice(t *testing.T) *Device {
 	adopted.Lock()
 	defer adopted.Unlock()
 	if adopted.of != d {
-		owned, err := Adopt(d.adapter, d.device, nil)
+		owned, err := Adopt(nativeOf(d).Adapter(), nativeOf(d).Raw(), nil)
 		require.NoError(t, err)
 		adopted.of, adopted.d = d, owned
 	}
@@ -62,15 +62,16 @@ func readDevice(t *testing.T, d *Device, src *wgpu.Buffer, size uint64) []byte {
 	t.Helper()
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	n := nativeOf(d)
 	var out []byte
-	err := scoped(d.device, "test readback", func() error {
-		staging, err := d.device.TryCreateBuffer(&wgpu.BufferDescriptor{Label: "test readback", Size: size,
+	err := n.Scope("test readback", func() error {
+		staging, err := n.Raw().TryCreateBuffer(&wgpu.BufferDescriptor{Label: "test readback", Size: size,
 			Usage: wgpu.BufferUsageMapRead | wgpu.BufferUsageCopyDst})
 		if err != nil {
 			return err
 		}
 		defer staging.Release()
-		enc, err := d.device.TryCreateCommandEncoder(nil)
+		enc, err := n.Raw().TryCreateCommandEncoder(nil)
 		if err != nil {
 			return err
 		}
@@ -78,14 +79,17 @@ func readDevice(t *testing.T, d *Device, src *wgpu.Buffer, size uint64) []byte {
 		if err := enc.TryCopyBufferToBuffer(src, 0, staging, 0, size); err != nil {
 			return err
 		}
-		if err := d.submit(enc, true); err != nil {
+		cmd, err := enc.TryFinish(nil)
+		if err != nil {
 			return err
 		}
+		n.Raw().GetQueue().Submit(cmd)
+		cmd.Release()
 		status := wgpu.MapAsyncStatus(0)
 		if err := staging.TryMapAsync(wgpu.MapModeRead, 0, size, func(s wgpu.MapAsyncStatus) { status = s }); err != nil {
 			return err
 		}
-		d.device.Poll(true, nil)
+		n.Raw().Poll(true, nil)
 		if status != wgpu.MapAsyncStatusSuccess {
 			return fmt.Errorf("map: %v", status)
 		}
@@ -241,7 +245,7 @@ func TestScoreIntoRecoversFromFaults(t *testing.T) {
 	q := randomSlab(r, 1, dim).PaddedRow(0)
 	want, err := g.scores(context.Background(), q, rows)
 	require.NoError(t, err)
-	for _, step := range []string{"create umbra shared query", "create umbra shared scores", "bind shared scores",
+	for _, step := range []string{"create umbra shared query", "create umbra shared scores",
 		"write queries", "write params", "encode", "submit"} {
 		t.Run(step, func(t *testing.T) {
 			// From nothing, so that every step is taken.

@@ -17,33 +17,6 @@ import (
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
-// fma32 is a*b + c rounded once to float32, as WGSL's fma is where the
-// device fuses it: the product is exact in float64, the sum's rounding
-// error is recovered exactly (TwoSum), and a float64 sum that lands on a
-// float32 midpoint is rounded the way the exact sum lies, so the double
-// rounding never shows.
-func fma32(a, b, c float32) float32 {
-	p := float64(a) * float64(b)
-	s := p + float64(c)
-	bb := s - p
-	e := (p - (s - bb)) + (float64(c) - bb)
-	r := float32(s)
-	if e == 0 || float64(r) == s {
-		return r
-	}
-	nb := math.Nextafter32(r, float32(math.Inf(1)))
-	if float64(r) > s {
-		nb = math.Nextafter32(r, float32(math.Inf(-1)))
-	}
-	if (float64(r)+float64(nb))/2 != s {
-		return r
-	}
-	if (e > 0) == (nb > r) {
-		return nb
-	}
-	return r
-}
-
 // teamScore is a row's score summed as every GPU path sums it (common.wgsl's
 // team_sum): lane l of a team of team lanes adds vec4 words l, l+team, ...
 // by component with fma (fused; or, for a device that does not fuse fma,
@@ -154,7 +127,7 @@ func TestScoreBitsOnEveryPath(t *testing.T) {
 	checked, fusedChecks, fusedScores := 0, 0, 0
 	for _, c := range cases {
 		base := func() *Device {
-			return &Device{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim, team: c.team}
+			return &Device{api: d.api, info: d.info, lim: d.lim, hasSubgroups: d.hasSubgroups, team: c.team}
 		}
 		// The tree with the fused scan; the subgroup variant (where the
 		// device has it) with staged batch queries; the subgroup variant

@@ -1,11 +1,10 @@
-//go:build cgo && !nogpu
-
 package gpu
 
 import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/umbravec/umbra/internal/core"
@@ -84,6 +83,7 @@ func (d *Device) tune(passed []variant) {
 			if err != nil {
 				continue
 			}
+			d.timed(team, took)
 			if best == 0 || took < bestTime {
 				best, bestTime = team, took
 			}
@@ -95,9 +95,35 @@ func (d *Device) tune(passed []variant) {
 	if best == 0 {
 		// Nothing could be timed: the first variant that passed.
 		d.team, d.staged = passed[0].Team, passed[0].Staged
+		d.choose(d.Variant(), "the first variant to pass (no timing succeeded)", "not timed: no timing succeeded")
 		return
 	}
 	d.team = best
+	var batchTimes [2]time.Duration // direct, staged: 0 when not timed
+	defer func() {
+		staging := "queries read through the cache"
+		if d.staged {
+			staging = "queries staged in workgroup memory"
+		}
+		if batchTimes[0] > 0 && batchTimes[1] > 0 {
+			staging += fmt.Sprintf(" (a batch: direct %v, staged %v)", batchTimes[0].Round(time.Microsecond), batchTimes[1].Round(time.Microsecond))
+		}
+		d.choose(d.Variant(), fmt.Sprintf("the fastest team on one query (%v), %s", bestTime.Round(time.Microsecond), staging), "")
+		for i := range d.checks {
+			c := &d.checks[i]
+			if c.Kernel != "scores" || !c.Passed || c.Chosen || c.Why != "" {
+				continue
+			}
+			switch {
+			case strings.HasPrefix(c.Variant, fmt.Sprintf("team %d,", best)):
+				c.Why = "slower on a batch than the chosen staging"
+			case c.Time > 0:
+				c.Why = fmt.Sprintf("slower on one query (%v) than the chosen team", c.Time.Round(time.Microsecond))
+			default:
+				c.Why = "not timed: staging is timed for the fastest team only"
+			}
+		}
+	}()
 	if bestTime > 0 {
 		d.scanRate = float64(s.Bytes()) / bestTime.Seconds()
 	}
@@ -120,8 +146,23 @@ func (d *Device) tune(passed []variant) {
 		return
 	}
 	d.staged = true
-	if stagedTime, err := d.timeScores(s, batch); err != nil || stagedTime >= directTime {
+	stagedTime, err := d.timeScores(s, batch)
+	if err != nil || stagedTime >= directTime {
 		d.staged = false
+	}
+	if err == nil {
+		batchTimes = [2]time.Duration{directTime, stagedTime}
+	}
+}
+
+// timed notes the time of team's direct variant with the reduction in
+// use in its check.
+func (d *Device) timed(team uint32, took time.Duration) {
+	name := Variant{Variant: variant{Team: team}, Subgroups: d.subgroups}.brief()
+	for i := range d.checks {
+		if d.checks[i].Kernel == "scores" && d.checks[i].Variant == name {
+			d.checks[i].Time = took
+		}
 	}
 }
 
@@ -153,30 +194,30 @@ func (d *Device) timeScores(s *packed.Slab, q [][]float32) (time.Duration, error
 	return best, nil
 }
 
-// tuneGemm reports whether a batch of gemmTuneQueries searches (k = 10,
-// selected on the device) faster through gemm.wgsl and the radix select
-// than through scores.wgsl's tiles, or the fused scan where the device
-// passed it: the best of three after a warm-up each, timed whole (the same
+// tuneGemm times a batch of gemmTuneQueries searches (k = 10, selected on
+// the device) through gemm.wgsl and the radix select, and through
+// scores.wgsl's tiles, or the fused scan where the device passed it: the
+// best of three after a warm-up each, timed whole (the same
 // queries go up and the same hits come back either way), on the slab tune
 // times the teams on (a quarter of it, and one gemm tile of queries, on a
 // software adapter, whose scan is arithmetic on the CPU: the ratio is the
-// same, and every test process probes). A failed timing keeps the tiles.
-func (d *Device) tuneGemm() bool {
+// same, and every test process probes).
+func (d *Device) tuneGemm() (gemm, tile time.Duration, err error) {
 	rows, nq := d.timingRows(tuneDim, tuneRows/4), gemmTuneQueries
 	if d.info.Software() {
 		nq = GemmTile
 	}
 	if d.failTiming != nil && d.failTiming(rows) {
-		return false
+		return 0, 0, fmt.Errorf("%w: no memory for %d rows (test)", ErrFailed, rows)
 	}
 	s := packed.Synthetic(rows, tuneDim)
 	g, err := newIndex(d, s.Stride, core.Dot, 0)
 	if err != nil {
-		return false
+		return 0, 0, err
 	}
 	defer g.Release()
 	if err := g.Upload(context.Background(), s, 0, nil, nil); err != nil {
-		return false
+		return 0, 0, err
 	}
 	qs := make([][]float32, nq)
 	for i := range qs {
@@ -196,12 +237,11 @@ func (d *Device) tuneGemm() bool {
 		}
 		return best, nil
 	}
-	tile, err := timeOf(BatchTile)
-	if err != nil {
-		return false
+	if tile, err = timeOf(BatchTile); err != nil {
+		return 0, 0, err
 	}
-	gemm, err := timeOf(BatchGemm)
-	return err == nil && gemm < tile
+	gemm, err = timeOf(BatchGemm)
+	return gemm, tile, err
 }
 
 // gemmTuneQueries is the batch tuneGemm times on hardware: two of

@@ -19,7 +19,7 @@ import (
 func TestTimingSlabsPastTheCache(t *testing.T) {
 	d := softwareDevice(t)
 	like := func(typ string) *Device {
-		c := &Device{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim, subgroups: d.subgroups}
+		c := &Device{api: d.api, info: d.info, lim: d.lim, hasSubgroups: d.hasSubgroups, subgroups: d.subgroups}
 		c.info.Type = typ
 		return c
 	}
@@ -76,7 +76,7 @@ func TestTimingSlabsPastTheCache(t *testing.T) {
 func TestTuneGemm(t *testing.T) {
 	d := softwareDevice(t)
 	like := func(typ string) *Device {
-		c := &Device{adapter: d.adapter, device: d.device, queue: d.queue, info: d.info, lim: d.lim,
+		c := &Device{api: d.api, info: d.info, lim: d.lim, hasSubgroups: d.hasSubgroups,
 			subgroups: d.subgroups, team: d.team}
 		c.info.Type = typ
 		return c
@@ -90,14 +90,14 @@ func TestTuneGemm(t *testing.T) {
 				timed = append(timed, rows)
 				return fail
 			}
-			chosen := c.tuneGemm()
+			_, _, err := c.tuneGemm()
 			want := tuneRows / 4
 			if typ != "cpu" {
 				want = (16 << 20) / (tuneDim * 4)
 			}
 			require.Equal(t, []int{want}, timed, "%s, fail %v", typ, fail)
 			if fail {
-				require.False(t, chosen, "a failed timing keeps the tiles")
+				require.Error(t, err, "a failed timing keeps the tiles")
 			}
 		}
 	}
@@ -111,4 +111,14 @@ func TestTuneGemm(t *testing.T) {
 	require.Error(t, c.gemmErr)
 	require.False(t, c.gemm)
 	t.Log(c.gemmErr)
+	// The failure is recorded where umbra probe --json shows it: gemm's
+	// check, refused, with the self-test's error (before, the error was
+	// kept in the device and shown nowhere).
+	require.Len(t, c.checks, 1)
+	got := c.checks[0]
+	require.Equal(t, "gemm", got.Kernel)
+	require.False(t, got.Passed)
+	require.False(t, got.Chosen)
+	require.Contains(t, got.Error, "gemm gave score")
+	require.Contains(t, got.Why, "scores.wgsl's tiles")
 }

@@ -9,18 +9,19 @@ import (
 	"time"
 
 	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/gpuplan"
 	"github.com/umbravec/umbra/internal/packed"
 	"github.com/umbravec/umbra/internal/shaders"
 )
 
 // Sentinels the backend's errors wrap; engine maps them to its own.
 var (
-	// ErrFailed: a wgpu call failed (validation, out of memory, a lost
+	// ErrFailed: a GPU call failed (validation, out of memory, a lost
 	// device, a panic in the binding).
-	ErrFailed = errors.New("wgpu")
+	ErrFailed = gpuplan.ErrFailed
 	// ErrTooLarge: the data or the request does not fit the device's
-	// limits.
-	ErrTooLarge = errors.New("device limits")
+	// limits or its memory budget.
+	ErrTooLarge = gpuplan.ErrTooLarge
 	// ErrNotBuilt: this binary has no wgpu backend.
 	ErrNotBuilt = errors.New("built without GPU support")
 )
@@ -68,6 +69,10 @@ type Limits struct {
 	// a batch than the tiles of BatchQueries (and the fused scan).
 	GemmQueries uint32
 	Gemm        bool
+	// DeviceBudget is the most bytes of device memory the driver lets an
+	// index's device allocate, its rows and every scratch buffer counted
+	// (0: no budget; SetBudget).
+	DeviceBudget uint64
 }
 
 // Report is what probing one adapter found.
@@ -77,6 +82,28 @@ type Report struct {
 	Works    bool
 	Elapsed  time.Duration
 	Error    string
+	// Checks are the probe's self-tests and timings, one per variant it
+	// tried: chosen, refused and why.
+	Checks []VariantCheck
+}
+
+// VariantCheck is what the probe found for one variant of the kernels:
+// its self-test (every score against float64, every ranking, or, for
+// gemm.wgsl, every score the same bits as scores.wgsl's), then, where it
+// passed, whether the timings chose it.
+type VariantCheck struct {
+	// Kernel is "scores", "fused" or "gemm"; Variant names the
+	// configuration ("team 32, subgroup reduction, direct batches").
+	Kernel, Variant string
+	// Passed: its self-test passed; Error says why not.
+	Passed bool
+	Error  string
+	// Chosen: the device uses it. Why says why it was chosen or, having
+	// passed, not (timings, or the probe stopped at a first pass).
+	Chosen bool
+	Why    string
+	// Time is what the probe timed it at (0: not timed).
+	Time time.Duration
 }
 
 // SelectPath chooses how a search that selects on the device does it.

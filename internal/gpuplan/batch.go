@@ -2,6 +2,7 @@ package gpuplan
 
 import (
 	"fmt"
+	"math/bits"
 
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/topk"
@@ -94,6 +95,30 @@ func LiveMask(rows int, dead []uint64) []uint64 {
 		out[len(out)-1] &= 1<<(uint(rows)&63) - 1
 	}
 	return out
+}
+
+// WholeTiles is n queries rounded down to whole tiles of qt, where n holds
+// one tile; at least 1.
+func WholeTiles(n, qt int) int {
+	if qt > 1 && n >= qt {
+		return n / qt * qt
+	}
+	return max(n, 1)
+}
+
+// Allowed is how many of the first rows rows mask allows (bit r of word
+// r/64); bits past rows, in mask's last word or past it, do not count:
+// no search can return those rows.
+func Allowed(mask []uint64, rows int) int {
+	n := 0
+	for i := 0; i < len(mask) && i*64 < rows; i++ {
+		w := mask[i]
+		if rest := rows - i*64; rest < 64 {
+			w &= 1<<uint(rest) - 1
+		}
+		n += bits.OnesCount64(w)
+	}
+	return n
 }
 
 // HostSelect selects each of sub.NQ queries' sub.K best of its sub.Rows

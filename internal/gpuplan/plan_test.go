@@ -64,8 +64,30 @@ func TestGridCoversEveryRow(t *testing.T) {
 		require.LessOrEqual(t, uint64(x), most)
 		require.GreaterOrEqual(t, uint64(x)*uint64(y), need, "rows %d tile %d", rows, l.Rows)
 		require.Less(t, uint64(x)*uint64(y-1), need, "rows %d: a whole spare row of workgroups", rows)
+		require.Less(t, uint64(x)*uint64(y)-need, uint64(y), "rows %d tile %d: %d×%d workgroups for %d", rows, l.Rows, x, y, need)
 	}
 	assert.Equal(t, uint64(65535), MaxGroups(0))
+}
+
+// TestGridTailAtNVIDIALimits: the case the issue measured. At NVIDIA's
+// binding limit (2^31 - 1 bytes: 699,050 rows of 768 a chunk) gemm.wgsl's
+// workgroups (4 rows for teams of 32 and 64 lanes, 8 for teams of 16,
+// 16 for teams of 8) fill a grid with fewer than three spare workgroups,
+// where a grid of full rows of 65,535 left 12.5% (50% for teams of 16)
+// of the work past the chunk's end.
+func TestGridTailAtNVIDIALimits(t *testing.T) {
+	const rows = (1<<31 - 1) / (768 * 4)
+	require.Equal(t, 699050, rows)
+	for _, team := range shaders.TeamCandidates {
+		l, err := shaders.PlanGemm(768, core.Dot, shaders.Target{MaxInvocations: 1024, MaxWorkgroupBytes: 48 << 10, MaxTeam: team})
+		require.NoError(t, err)
+		x, y := Grid(rows, l, 65535)
+		need := (rows + int(l.Rows) - 1) / int(l.Rows)
+		spare := int(x)*int(y) - need
+		t.Logf("team %d: %d rows a workgroup, grid %d × %d for %d workgroups: %d spare", team, l.Rows, x, y, need, spare)
+		require.Less(t, spare, int(y), "team %d", team)
+		require.Less(t, float64(spare)/float64(need), 1e-4, "team %d", team)
+	}
 }
 
 // TestBatchesKeepOrder: the batch helpers cut qs into parts of at most the
@@ -166,4 +188,26 @@ func TestLiveMask(t *testing.T) {
 			require.Equal(t, want, m[row/64]>>(row%64)&1 == 1, "rows %d row %d", rows, row)
 		}
 	}
+}
+
+// TestAllowedCountsRowsOnly: a mask's bits past rows, in its last word or
+// in words past it, are not counted.
+func TestAllowedCountsRowsOnly(t *testing.T) {
+	r := testkit.Rand(t)
+	for range 200 {
+		rows := r.IntN(400)
+		mask := make([]uint64, (rows+63)/64+r.IntN(3))
+		for i := range mask {
+			mask[i] = r.Uint64()
+		}
+		want := 0
+		for row := 0; row < rows; row++ {
+			if mask[row/64]>>(row%64)&1 == 1 {
+				want++
+			}
+		}
+		require.Equal(t, want, Allowed(mask, rows), "rows %d, %d words", rows, len(mask))
+	}
+	require.Equal(t, 0, Allowed(nil, 10))
+	require.Equal(t, 3, Allowed([]uint64{^uint64(0)}, 3))
 }

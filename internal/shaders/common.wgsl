@@ -56,7 +56,7 @@ struct Params {
     masked: u32,    // bit 0: only rows set in allow take part; >> 1: the tombstones' first word (0: none)
     list_base: u32, // this chunk's first candidate list (the fused scan)
     lists: u32,     // candidate lists per query, over every chunk (the fused scan)
-    _pad0: u32,     // 0 (gemm.wgsl starts its accumulators from it: a zero no compiler can fold)
+    _pad0: u32,     // 0 (every float32 accumulator starts from it: a zero no compiler can fold)
     _pad1: u32,
     _pad2: u32,
 }

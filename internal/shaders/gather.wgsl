@@ -41,7 +41,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let lane = li % TEAM;
     let i = group * ROWS + li / TEAM;
     let q = wg.z;
-    var acc = vec4<f32>(0.0);
+    // The accumulator starts from zero read from the uniform, never from
+    // a constant a compiler could fold (scores.wgsl says why): a gathered
+    // row scores the bits the scan gives it.
+    let zero = vec4<f32>(f32(params._pad0));
+    var acc = zero;
     if (i < params.rows && q < params.nq) {
         let base = list[params.list_base + i] * DIM4;
         for (var v = lane; v < DIM4; v += TEAM) {

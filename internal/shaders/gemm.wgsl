@@ -48,10 +48,19 @@ var<workgroup> partial: array<f32, {{.Partial}}>;
 @compute @workgroup_size({{.Workgroup}})
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) li: u32) {
     let group = wg.y * params.groups_x + wg.x;
+    // A workgroup wholly past the chunk's end (the grid's last row may
+    // hold a few) does nothing. The test is the same for the whole
+    // workgroup, so no barrier below is left to part of it.
+    if (group * ROWS >= params.rows) {
+        return;
+    }
     let lane = li % TEAM;
     let team = li / TEAM;
     let row0 = group * ROWS + (team % TR) * RM;
     let qa = wg.z * QT + (team / TR) * QM;
+    // A team whose rows all lie past the chunk's end, or whose queries
+    // past the batch's, loads and sums nothing (it writes nothing either).
+    let end = select(0u, DIM4, row0 < params.rows && qa < params.nq);
     // Rows and queries past the ends are read clamped (and never written).
     let last = max(params.rows, 1u) - 1u;
 {{- range .Ms}}
@@ -68,7 +77,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
 {{- range .Accs}}
     var a{{.M}}_{{.J}} = zero;
 {{- end}}
-    for (var i = lane; i < DIM4; i += TEAM) {
+    for (var i = lane; i < end; i += TEAM) {
 {{- range .Ms}}
         let x{{.}} = rows[rb{{.}} + i];
 {{- end}}

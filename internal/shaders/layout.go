@@ -29,7 +29,7 @@ type Params struct {
 }
 
 // Encode returns p as the uniform's bytes; the padding is zero, which
-// gemm.wgsl reads as its accumulators' start.
+// every float32 kernel reads as its accumulators' start.
 func (p Params) Encode() []byte {
 	b := make([]byte, ParamsBytes)
 	for i, v := range []uint32{p.Rows, p.GroupsX, p.Base, p.Total, p.Queries, p.K, p.Masked, p.ListBase, p.Lists} {

@@ -59,7 +59,18 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let row = group * ROWS + li / TEAM;
     let q0 = wg.z * QT;
 
+    // Every accumulator starts from zero read from the uniform, as
+    // gemm.wgsl's do: from a constant zero (an array's implicit
+    // initialiser included), a compiler may fold the first fma into a
+    // product and contract it with the lane sum into an fma of its own
+    // (Vulkan allows both), and then a row of one fma a lane (dimension 7)
+    // would score other bits here than in gemm.wgsl, whose self-test
+    // compares them bit for bit.
+    let zero = vec4<f32>(f32(params._pad0));
     var acc: array<vec4<f32>, QT>;
+    for (var j = 0u; j < QT; j++) {
+        acc[j] = zero;
+    }
 {{if .Slice}}
     // Batch variant: the tile's queries are staged in workgroup memory SLICE
     // vec4 at a time, loaded once per workgroup instead of once per team,

@@ -209,6 +209,9 @@ fn scan(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
     let r = li / TEAM;
     let q0 = wg.z * QT;
     let k = params.k;
+    // Zero read from the uniform: the accumulators start from it, never
+    // from a constant a compiler could fold (scores.wgsl says why).
+    let zero = vec4<f32>(f32(params._pad0));
     init_lists(li);
     let steps = (params.rows + STEP - 1u) / STEP;
     for (var g = wg.x; g < steps; g += nwg.x) {
@@ -225,7 +228,7 @@ fn scan(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
 {{- end}}
         for (var j = 0u; j < QT; j++) {
 {{- range .Ms}}
-            acc{{.}}[j] = vec4<f32>(0.0);
+            acc{{.}}[j] = zero;
 {{- end}}
         }
         for (var i = lane; i < DIM4; i += TEAM) {

@@ -1,12 +1,11 @@
-// Package webgpu is umbra's backend for a browser's WebGPU (GOOS=js
-// GOARCH=wasm), reached through syscall/js on navigator.gpu. It runs the
-// very shaders internal/gpu runs through wgpu — the sources, variants, bind
-// group layouts and binary layouts of package shaders — and keeps the same
-// contract: every answer is the exact top k (checked by a self-test of the
-// variant it uses before any search), ties by lower row, and any failure an
-// error, never a wrong answer. It speaks internal/gpu's neutral types
-// (Limits, Report, its error sentinels), so package engine wraps its Index
-// as it wraps gpu.Index.
+// Package webgpu is a browser's WebGPU (GOOS=js GOARCH=wasm), reached
+// through syscall/js on navigator.gpu, as an API internal/gpu's driver
+// runs on (gpuplan.API: buffers, queue writes, pipelines, one submission
+// and its read back, error scopes), and the page's probe. Everything a
+// search decides — its submissions, the scaling that keeps a device that
+// flushes subnormals exact, masks, batch sizes, decoding, the self-tests
+// — is the driver's, the same code the wgpu backend runs, so package
+// engine uses the browser's device as it uses wgpu's.
 //
 // WebGPU's asynchronous calls (requesting the adapter and device, error
 // scopes, mapping a buffer) are awaited inside ordinary Go calls, which

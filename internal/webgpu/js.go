@@ -7,18 +7,12 @@ import (
 	"fmt"
 	"syscall/js"
 	"time"
-	"unsafe"
 
 	"github.com/umbravec/umbra/internal/gpu"
 )
 
-// WebGPU's buffer usage and map mode flags (GPUBufferUsage, GPUMapMode).
+// WebGPU's map mode flag (GPUMapMode) and what one call may move.
 const (
-	usageMapRead  = 0x1
-	usageCopySrc  = 0x4
-	usageCopyDst  = 0x8
-	usageUniform  = 0x40
-	usageStorage  = 0x80
 	mapModeRead   = 0x1
 	writePiece    = 16 << 20 // one queue write's most bytes
 	minBindingLen = 16       // the smallest buffer bound (an empty allow bitmap)
@@ -83,23 +77,6 @@ func try(what string, f func() error) (err error) {
 		err = fmt.Errorf("%w: %s: %w", gpu.ErrFailed, what, err)
 	}
 	return err
-}
-
-// bytesOf views a slice of 4- or 8-byte numbers as its bytes (wasm is
-// little-endian, as WGSL's storage is).
-func bytesOf[T float32 | uint32 | uint64](s []T) []byte {
-	if len(s) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(s[0])))
-}
-
-// floatsOf views b (a multiple of 4 bytes, from make) as float32s.
-func floatsOf(b []byte) []float32 {
-	if len(b) == 0 {
-		return []float32{}
-	}
-	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/4)
 }
 
 func obj(kv ...any) js.Value {

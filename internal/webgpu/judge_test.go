@@ -49,7 +49,8 @@ type judgeReport struct {
 // variant's checks run on small data (tails, several chunks and
 // workgroups). Chromium runs with Dawn's workgroup zero-initialisation
 // off (browsertest.NoWorkgroupInit): on SwiftShader it makes the
-// pipelines build about 15 times faster.
+// pipelines build about 15 times faster. The page also runs the driver's
+// subnormal guard (CheckSubnormal), as wgpu's TestFlushFreeOnDevice does.
 func TestSecondJudge(t *testing.T) {
 	chromium := browsertest.Require(t)
 	r := testkit.Rand(t)
@@ -104,7 +105,7 @@ func TestSecondJudge(t *testing.T) {
 		t.Errorf("the adapter %s offers no subgroups: the subgroup variants were not judged", rep.Adapter)
 	}
 	teams := len(shaders.TeamCandidates)
-	want := reductions*(teams*2*2+2*2) + teams*(2+2) + 2 + 2
+	want := reductions*(teams*2*2+2*2) + teams*(2+2) + 2 + 2 + 1 // the last: the subnormal guard
 	if len(rep.Results) != want {
 		t.Errorf("%d variants judged, want %d", len(rep.Results), want)
 	}

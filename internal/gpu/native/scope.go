@@ -1,6 +1,6 @@
 //go:build cgo && !nogpu
 
-package gpu
+package native
 
 /*
 #include <stdint.h>
@@ -124,18 +124,18 @@ func rawDevice(d *wgpu.Device) C.umbra_device {
 	return *(*C.umbra_device)(unsafe.Pointer(d))
 }
 
-// scoped runs f inside validation and out-of-memory error scopes
-// of the device. Errors the binding does not capture itself — an allocation
+// Scope runs f inside validation and out-of-memory error scopes of the
+// device. Errors the binding does not capture itself — an allocation
 // beyond the device's memory, a failed submit — would otherwise reach
 // wgpu-native's default handler, which aborts the process; here they
-// become an ErrFailed value. The caller holds the device's mutex.
-func scoped(d *wgpu.Device, what string, f func() error) error {
-	raw := rawDevice(d)
+// become an ErrFailed value. The caller holds the driver's device lock.
+func (d *Device) Scope(what string, f func() error) error {
+	raw := rawDevice(d.device)
 	if raw == nil {
-		return fmt.Errorf("%w: %s: device is released", ErrFailed, what)
+		return fmt.Errorf("%w: %s: device is released", errFailed, what)
 	}
 	C.umbra_push(raw)
-	err := gpuCall(what, f)
+	err := call(what, f)
 	var r C.umbra_scope_result
 	C.umbra_pop(raw, &r)
 	if err != nil {
@@ -147,16 +147,17 @@ func scoped(d *wgpu.Device, what string, f func() error) error {
 		if kind == "" {
 			kind = fmt.Sprintf("error type %d", uint32(r._type))
 		}
-		return fmt.Errorf("%w: %s: %s: %s", ErrFailed, what, kind, C.GoString(&r.message[0]))
+		return fmt.Errorf("%w: %s: %s: %s", errFailed, what, kind, C.GoString(&r.message[0]))
 	}
 	return nil
 }
 
-// provokeValidationError creates, through the C API directly, a buffer
-// larger than maxBufferSize: a validation error only the caller's scope can
-// catch. Tests use it to prove scoped's declarations match wgpu-native's.
-func provokeValidationError(d *wgpu.Device, size uint64) {
-	C.umbra_oversized_buffer(rawDevice(d), C.uint64_t(size))
+// ProvokeValidationError creates, through the C API directly, a buffer
+// of size bytes: past maxBufferSize, a validation error only the caller's
+// scope can catch. Tests use it to prove Scope's declarations match
+// wgpu-native's.
+func (d *Device) ProvokeValidationError(size uint64) {
+	C.umbra_oversized_buffer(rawDevice(d.device), C.uint64_t(size))
 }
 
 // writeTimestamp records the GPU clock into query index of set, at this
