@@ -115,6 +115,7 @@ func (s shyRows) ReadRows(dst []float32) (int, error) {
 // holds rows, with one worker or several, whether the source tells its
 // row count or not.
 func TestAddFromEqualsAddFlat(t *testing.T) {
+	raceDeferred(t)
 	r := testkit.Rand(t)
 	ctx := context.Background()
 	dir := t.TempDir()
