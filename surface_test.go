@@ -23,8 +23,8 @@ import (
 // identifiers and 380 with fields; raise the ratchet only with a reason a
 // user would accept.
 const (
-	maxIdentifiers          = 290
-	maxIdentifiersAndFields = 463
+	maxIdentifiers          = 288
+	maxIdentifiersAndFields = 461
 
 	targetIdentifiers          = 260
 	targetIdentifiersAndFields = 380
