@@ -191,3 +191,18 @@ func refuse(given Option, why string, names []string) error {
 	}
 	return nil
 }
+
+// Selection refuses an umbra.Selection no implementation can honour,
+// naming the field: IDs with Keys (both given: non-nil), a negative Offset
+// or Limit (ErrInvalidOption). Every Get calls it first.
+func Selection(ids []uint64, keys []string, offset, limit int) error {
+	switch {
+	case ids != nil && keys != nil:
+		return fmt.Errorf("%w: Selection.IDs and Selection.Keys together: select by one or the other", ErrInvalidOption)
+	case offset < 0:
+		return fmt.Errorf("%w: Selection.Offset %d: 0 or more", ErrInvalidOption, offset)
+	case limit < 0:
+		return fmt.Errorf("%w: Selection.Limit %d: 0 for every row, or more", ErrInvalidOption, limit)
+	}
+	return nil
+}

@@ -114,3 +114,27 @@ func TestRefuseNamesTheOption(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, errors.Is(w.Refuse("local", "NoWait"), umbra.ErrInvalidOption))
 }
+
+// TestSelectionRules: a Selection of IDs and keys together, or with a
+// negative Offset or Limit, is ErrInvalidOption naming the field; empty
+// lists (non-nil) of one kind are a selection of no rows, not a fault.
+func TestSelectionRules(t *testing.T) {
+	assert.NoError(t, resolve.Selection(nil, nil, 0, 0))
+	assert.NoError(t, resolve.Selection([]uint64{}, nil, 3, 5))
+	for _, tc := range []struct {
+		name          string
+		ids           []uint64
+		keys          []string
+		offset, limit int
+		want          string
+	}{
+		{"IDs and Keys", []uint64{1}, []string{"a"}, 0, 0, "Selection.IDs and Selection.Keys"},
+		{"empty IDs and Keys", []uint64{}, []string{}, 0, 0, "Selection.IDs and Selection.Keys"},
+		{"negative Offset", nil, nil, -1, 0, "Selection.Offset -1"},
+		{"negative Limit", nil, nil, 0, -2, "Selection.Limit -2"},
+	} {
+		err := resolve.Selection(tc.ids, tc.keys, tc.offset, tc.limit)
+		require.ErrorIs(t, err, umbra.ErrInvalidOption, tc.name)
+		assert.Contains(t, err.Error(), tc.want, tc.name)
+	}
+}
