@@ -308,8 +308,8 @@ func (col *Collection) checkRows(data []float32) error {
 func checkIDs(ids []uint64) error {
 	seen := make(map[uint64]int, len(ids))
 	for i, id := range ids {
-		if id >= ReservedIDs {
-			return fmt.Errorf("%w: ID %d (argument %d): IDs from %d up are the cluster's", ErrReservedID, id, i, ReservedIDs)
+		if id >= protocol.ReservedIDs {
+			return fmt.Errorf("%w: ID %d (argument %d): IDs from %d up are the cluster's", ErrReservedID, id, i, protocol.ReservedIDs)
 		}
 		if j, ok := seen[id]; ok {
 			return fmt.Errorf("%w: ID %d (arguments %d and %d)", umbra.ErrDuplicateID, id, j, i)

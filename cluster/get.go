@@ -120,7 +120,7 @@ func (col *Collection) getNamed(ctx context.Context, tok Token, ids []uint64, ke
 	}
 	byShard := make([]names, S)
 	for _, id := range ids {
-		if id < ReservedIDs {
+		if id < protocol.ReservedIDs {
 			s := protocol.ShardOfID(id, S)
 			byShard[s].ids = append(byShard[s].ids, id)
 		}
