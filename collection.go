@@ -2,7 +2,6 @@ package umbra
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/umbravec/umbra/meta"
 )
@@ -65,19 +64,8 @@ type Selection struct {
 	Vectors, Meta, Payloads bool
 }
 
-// Check refuses a Selection no implementation can honour, naming the
-// field: IDs with Keys, a negative Offset or Limit (ErrInvalidOption).
-func (s Selection) Check() error {
-	switch {
-	case s.IDs != nil && s.Keys != nil:
-		return fmt.Errorf("%w: Selection.IDs and Selection.Keys together: select by one or the other", ErrInvalidOption)
-	case s.Offset < 0:
-		return fmt.Errorf("%w: Selection.Offset %d: 0 or more", ErrInvalidOption, s.Offset)
-	case s.Limit < 0:
-		return fmt.Errorf("%w: Selection.Limit %d: 0 for every row, or more", ErrInvalidOption, s.Limit)
-	}
-	return nil
-}
+// A Selection no implementation can honour (IDs with Keys, a negative
+// Offset or Limit) makes Get fail with ErrInvalidOption naming the field.
 
 // Record is one stored row, as Get returns it.
 type Record struct {

@@ -10,7 +10,7 @@
 // option means the same thing on every implementation; an option that an
 // implementation cannot honour (Approximate on a cluster collection,
 // Eventual on a local index) is refused with ErrInvalidOption naming it,
-// never ignored. Options are resolved by ResolveSearch and ResolveWrite,
-// the one place where an option given twice, a nil option and a bad value
-// are judged.
+// never ignored. Every implementation resolves options through one
+// internal resolver, the one place where an option given twice, a nil
+// option and a bad value are judged.
 package umbra

@@ -1,6 +1,10 @@
 package umbra
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/umbravec/umbra/internal/resolve"
+)
 
 // Errors that every Collection returns, an engine.Index and a cluster
 // collection alike. Each error wraps one of these (check with errors.Is)
@@ -16,7 +20,7 @@ var (
 	// option for another kind of call, or one this implementation does
 	// not have (Approximate on a cluster collection, Eventual on a local
 	// index). The error names the option.
-	ErrInvalidOption = errors.New("invalid option")
+	ErrInvalidOption = resolve.ErrInvalidOption
 	// ErrDimMismatch: a vector or query of another dimension than the
 	// collection's.
 	ErrDimMismatch = errors.New("dimension mismatch")

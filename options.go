@@ -3,182 +3,30 @@ package umbra
 import (
 	"fmt"
 	"regexp"
-	"slices"
 	"strings"
 
+	"github.com/umbravec/umbra/internal/resolve"
 	"github.com/umbravec/umbra/meta"
 )
 
-// Options are values, made by the functions below and read by an
-// implementation through ResolveSearch and ResolveWrite: every rule about
-// them (given twice, a nil option, a bad value, an option for another
-// kind of call) is judged there, once, so it is the same everywhere.
-// What an implementation cannot honour it refuses itself, naming the
-// option: ErrInvalidOption, never ignored.
+// Options are values, made by the functions below and read by each
+// implementation of Collection through one internal resolver: every rule
+// about them (given twice, a nil option, a bad value, an option for
+// another kind of call) is judged there, once, so it is the same
+// everywhere. What an implementation cannot honour it refuses itself,
+// naming the option: ErrInvalidOption, never ignored.
 
 // SearchOption is an option of a search (Search, SearchBatch,
-// SearchRange) on any Collection. A nil SearchOption is skipped.
-type SearchOption func(*SearchParams)
-
-// SearchParams are a search's options, resolved by ResolveSearch: what an
-// implementation of Collection reads. A program makes them only through
-// the options.
-type SearchParams struct {
-	// Allow holds Allow's IDs: non-nil (empty included) when it was
-	// given. AllowFunc is AllowFunc's predicate. At most one of them is
-	// set.
-	Allow     []uint64
-	AllowFunc func(id uint64) bool
-	// Where is Where's filter; the zero Filter (not given) matches every
-	// row.
-	Where meta.Filter
-	// MaxHits is MaxHits' cap (SearchRange only; 0: none).
-	MaxHits int
-	// Approximate, Payload and Eventual are Approximate, WithPayload and
-	// Eventual given.
-	Approximate, Payload, Eventual bool
-	// After is AfterToken's token, nil when it was not given.
-	After []uint64
-
-	given  optionSet
-	reject error // the first option's own fault (MaxHits(-1)), or one given twice
-}
+// SearchRange) on any Collection, made by Allow, AllowFunc, Where,
+// MaxHits, Approximate, WithPayload, Eventual and AfterToken. A nil
+// SearchOption is skipped.
+type SearchOption func(*resolve.SearchParams)
 
 // WriteOption is an option of a write (Add, Upsert, Delete) on any
-// Collection: how its rows are named and what they carry. A nil
+// Collection, made by WithIDs, WithKeys, WithMeta, WithPayloads, NoWait
+// and IdempotencyKey: how its rows are named and what they carry. A nil
 // WriteOption is skipped.
-type WriteOption func(*WriteParams)
-
-// WriteParams are a write's options, resolved by ResolveWrite: what an
-// implementation of Collection reads. A program makes them only through
-// the options.
-type WriteParams struct {
-	// IDs, Keys, Meta and Payloads are what WithIDs, WithKeys, WithMeta
-	// and WithPayloads gave: non-nil (empty included) when given, nil
-	// otherwise.
-	IDs      []uint64
-	Keys     []string
-	Meta     []meta.Fields
-	Payloads [][]byte
-	// NoWait is NoWait given; IdempotencyKey is IdempotencyKey's key (""
-	// when not given).
-	NoWait         bool
-	IdempotencyKey string
-
-	given  optionSet
-	reject error
-}
-
-// optionSet records which options a call was given, one bit each, to
-// find one given twice and to name them.
-type optionSet uint32
-
-const (
-	optAllow optionSet = 1 << iota
-	optAllowFunc
-	optWhere
-	optMaxHits
-	optApproximate
-	optPayload
-	optEventual
-	optAfter
-	optIDs
-	optKeys
-	optMeta
-	optPayloads
-	optNoWait
-	optIdempotency
-)
-
-var optionNames = map[optionSet]string{
-	optAllow: "Allow", optAllowFunc: "AllowFunc", optWhere: "Where", optMaxHits: "MaxHits",
-	optApproximate: "Approximate", optPayload: "WithPayload", optEventual: "Eventual", optAfter: "AfterToken",
-	optIDs: "WithIDs", optKeys: "WithKeys", optMeta: "WithMeta", optPayloads: "WithPayloads",
-	optNoWait: "NoWait", optIdempotency: "IdempotencyKey",
-}
-
-// mark records o as given in *set, and reports (into *reject, if it is
-// the first fault) an option given twice.
-func mark(set *optionSet, reject *error, o optionSet) {
-	if *set&o != 0 && *reject == nil {
-		*reject = fmt.Errorf("%w: %s given twice (give it once, with every value)", ErrInvalidOption, optionNames[o])
-	}
-	*set |= o
-}
-
-func (p *SearchParams) mark(o optionSet) { mark(&p.given, &p.reject, o) }
-func (p *WriteParams) mark(o optionSet)  { mark(&p.given, &p.reject, o) }
-
-// ResolveSearch applies opts, in order, for the search named verb
-// ("Search", "SearchBatch" or "SearchRange"), skipping nil ones. It
-// refuses, with ErrInvalidOption naming the option, an option given
-// twice, Allow together with AllowFunc, a negative MaxHits, MaxHits
-// outside SearchRange and Approximate in it. Every implementation calls
-// it first, then refuses what it cannot honour itself.
-func ResolveSearch(verb string, opts []SearchOption) (SearchParams, error) {
-	var p SearchParams
-	for _, o := range opts {
-		if o != nil {
-			o(&p)
-		}
-	}
-	switch {
-	case p.reject != nil:
-		return p, p.reject
-	case p.given&optAllow != 0 && p.given&optAllowFunc != 0:
-		return p, fmt.Errorf("%w: Allow and AllowFunc together (give one ID filter)", ErrInvalidOption)
-	case p.given&optMaxHits != 0 && verb != "SearchRange":
-		return p, fmt.Errorf("%w: MaxHits bounds SearchRange; %s takes k", ErrInvalidOption, verb)
-	case p.Approximate && verb == "SearchRange":
-		return p, fmt.Errorf("%w: Approximate with SearchRange, which is always exact", ErrInvalidOption)
-	}
-	return p, nil
-}
-
-// ResolveWrite applies opts, in order, for the write named verb ("Add",
-// "Upsert" or "Delete"), skipping nil ones. It refuses, with
-// ErrInvalidOption naming the option, an option given twice, WithIDs
-// together with WithKeys outside Add, WithMeta or WithPayloads in a
-// Delete, and an IdempotencyKey that breaks its rule. Every
-// implementation calls it first, then refuses what it cannot honour
-// itself.
-func ResolveWrite(verb string, opts []WriteOption) (WriteParams, error) {
-	var p WriteParams
-	for _, o := range opts {
-		if o != nil {
-			o(&p)
-		}
-	}
-	switch {
-	case p.reject != nil:
-		return p, p.reject
-	case p.IDs != nil && p.Keys != nil && verb != "Add":
-		return p, fmt.Errorf("%w: %s takes one WithIDs or one WithKeys, not both (both together name new rows, in Add)", ErrInvalidOption, verb)
-	case (p.Meta != nil || p.Payloads != nil) && verb == "Delete":
-		return p, fmt.Errorf("%w: Delete takes no WithMeta or WithPayloads", ErrInvalidOption)
-	}
-	return p, nil
-}
-
-// Refuse returns ErrInvalidOption naming the first option given of those
-// in names (as the option functions are called: "Approximate",
-// "Eventual", …), with why, the implementation's reason; nil when none of
-// them was given. An implementation calls it for the options it cannot
-// honour.
-func (p SearchParams) Refuse(why string, names ...string) error { return refuse(p.given, why, names) }
-
-// Refuse is SearchParams.Refuse for a write's options ("NoWait",
-// "IdempotencyKey", …).
-func (p WriteParams) Refuse(why string, names ...string) error { return refuse(p.given, why, names) }
-
-func refuse(given optionSet, why string, names []string) error {
-	for o := optAllow; o <= optIdempotency; o <<= 1 {
-		if given&o != 0 && slices.Contains(names, optionNames[o]) {
-			return fmt.Errorf("%w: %s: %s", ErrInvalidOption, optionNames[o], why)
-		}
-	}
-	return nil
-}
+type WriteOption func(*resolve.WriteParams)
 
 // Allow restricts a search to the stored vectors with these IDs: the
 // result is the true top k among them, however few they are (the filter is
@@ -188,7 +36,7 @@ func Allow(ids ...uint64) SearchOption {
 	if ids == nil {
 		ids = []uint64{}
 	}
-	return func(p *SearchParams) { p.mark(optAllow); p.Allow = ids }
+	return func(p *resolve.SearchParams) { p.Mark(resolve.Allow); p.Allow = ids }
 }
 
 // AllowFunc restricts a search to the stored vectors whose ID keep accepts:
@@ -196,7 +44,7 @@ func Allow(ids ...uint64) SearchOption {
 // evaluated once per stored vector per call, before the scan. A cluster
 // collection refuses it: its rows are searched where they are held.
 func AllowFunc(keep func(id uint64) bool) SearchOption {
-	return func(p *SearchParams) { p.mark(optAllowFunc); p.AllowFunc = keep }
+	return func(p *resolve.SearchParams) { p.Mark(resolve.AllowFunc); p.AllowFunc = keep }
 }
 
 // Where restricts a search to the rows whose metadata matches f (see
@@ -207,17 +55,17 @@ func AllowFunc(keep func(id uint64) bool) SearchOption {
 // collection does not know, or a value of another kind than the field's,
 // is ErrInvalidFilter naming it.
 func Where(f meta.Filter) SearchOption {
-	return func(p *SearchParams) { p.mark(optWhere); p.Where = f }
+	return func(p *resolve.SearchParams) { p.Mark(resolve.Where); p.Where = f }
 }
 
 // MaxHits caps how many hits SearchRange returns (the best ones); 0 means
 // no cap, and a negative n is ErrInvalidOption. Search and SearchBatch
 // refuse it (ErrInvalidOption): their k is the cap.
 func MaxHits(n int) SearchOption {
-	return func(p *SearchParams) {
-		p.mark(optMaxHits)
-		if n < 0 && p.reject == nil {
-			p.reject = fmt.Errorf("%w: MaxHits(%d): a cap of at least 1, or 0 for none", ErrInvalidOption, n)
+	return func(p *resolve.SearchParams) {
+		p.Mark(resolve.MaxHits)
+		if n < 0 {
+			p.Reject(fmt.Errorf("%w: MaxHits(%d): a cap of at least 1, or 0 for none", ErrInvalidOption, n))
 		}
 		p.MaxHits = n
 	}
@@ -231,12 +79,12 @@ func MaxHits(n int) SearchOption {
 // which is always exact, and a cluster collection, whose answers are
 // always exact, refuse it (ErrInvalidOption).
 func Approximate() SearchOption {
-	return func(p *SearchParams) { p.mark(optApproximate); p.Approximate = true }
+	return func(p *resolve.SearchParams) { p.Mark(resolve.Approximate); p.Approximate = true }
 }
 
 // WithPayload makes a search return each hit's payload (Hit.Payload).
 func WithPayload() SearchOption {
-	return func(p *SearchParams) { p.mark(optPayload); p.Payload = true }
+	return func(p *resolve.SearchParams) { p.Mark(resolve.Payload); p.Payload = true }
 }
 
 // Eventual lets any replica of a cluster collection answer, however far
@@ -244,7 +92,7 @@ func WithPayload() SearchOption {
 // answer is still exact for the rows that replica holds. A local index,
 // which always reads its own writes, refuses it (ErrInvalidOption).
 func Eventual() SearchOption {
-	return func(p *SearchParams) { p.mark(optEventual); p.Eventual = true }
+	return func(p *resolve.SearchParams) { p.Mark(resolve.Eventual); p.Eventual = true }
 }
 
 // AfterToken makes a search of a cluster collection see every write tok
@@ -255,7 +103,7 @@ func AfterToken(tok []uint64) SearchOption {
 	if tok == nil {
 		tok = []uint64{}
 	}
-	return func(p *SearchParams) { p.mark(optAfter); p.After = tok }
+	return func(p *resolve.SearchParams) { p.Mark(resolve.After); p.After = tok }
 }
 
 // WithIDs names the rows by the caller's IDs, one per row in order (for
@@ -265,7 +113,7 @@ func WithIDs(ids ...uint64) WriteOption {
 	if ids == nil {
 		ids = []uint64{}
 	}
-	return func(p *WriteParams) { p.mark(optIDs); p.IDs = ids }
+	return func(p *resolve.WriteParams) { p.Mark(resolve.IDs); p.IDs = ids }
 }
 
 // WithKeys names the rows by string keys, one per row in order: each new
@@ -288,7 +136,7 @@ func WithKeys(keys ...string) WriteOption {
 	if keys == nil {
 		keys = []string{}
 	}
-	return func(p *WriteParams) { p.mark(optKeys); p.Keys = keys }
+	return func(p *resolve.WriteParams) { p.Mark(resolve.Keys); p.Keys = keys }
 }
 
 // WithMeta gives each row of an Add or Upsert its metadata, one Fields per
@@ -302,7 +150,7 @@ func WithMeta(rows ...meta.Fields) WriteOption {
 	if rows == nil {
 		rows = []meta.Fields{}
 	}
-	return func(p *WriteParams) { p.mark(optMeta); p.Meta = rows }
+	return func(p *resolve.WriteParams) { p.Mark(resolve.Meta); p.Meta = rows }
 }
 
 // WithPayloads gives each row of an Add or Upsert an opaque payload, one
@@ -316,7 +164,7 @@ func WithPayloads(payloads ...[]byte) WriteOption {
 	if payloads == nil {
 		payloads = [][]byte{}
 	}
-	return func(p *WriteParams) { p.mark(optPayloads); p.Payloads = payloads }
+	return func(p *resolve.WriteParams) { p.Mark(resolve.Payloads); p.Payloads = payloads }
 }
 
 // NoWait makes a write to a cluster collection return once JetStream has
@@ -327,7 +175,7 @@ func WithPayloads(payloads ...[]byte) WriteOption {
 // index, whose writes are applied before they return, refuses it
 // (ErrInvalidOption).
 func NoWait() WriteOption {
-	return func(p *WriteParams) { p.mark(optNoWait); p.NoWait = true }
+	return func(p *resolve.WriteParams) { p.Mark(resolve.NoWait); p.NoWait = true }
 }
 
 // idempotencyRule is what an idempotency key may hold: it becomes part of
@@ -342,10 +190,10 @@ var idempotencyRule = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 // local index, whose writes are acknowledged or not before they return,
 // refuses it (ErrInvalidOption).
 func IdempotencyKey(key string) WriteOption {
-	return func(p *WriteParams) {
-		p.mark(optIdempotency)
-		if !idempotencyRule.MatchString(key) && p.reject == nil {
-			p.reject = fmt.Errorf("%w: idempotency key %s: 1 to 128 letters, digits, '-' or '_'", ErrInvalidOption, quote(key))
+	return func(p *resolve.WriteParams) {
+		p.Mark(resolve.Idempotency)
+		if !idempotencyRule.MatchString(key) {
+			p.Reject(fmt.Errorf("%w: idempotency key %s: 1 to 128 letters, digits, '-' or '_'", ErrInvalidOption, quote(key)))
 		}
 		p.IdempotencyKey = key
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/umbravec/umbra/internal/cluster/protocol"
 	"github.com/umbravec/umbra/internal/keyrule"
 	"github.com/umbravec/umbra/internal/metaindex"
+	"github.com/umbravec/umbra/internal/resolve"
 	"github.com/umbravec/umbra/meta"
 )
 
@@ -307,8 +308,8 @@ func (col *Collection) checkRows(data []float32) error {
 func checkIDs(ids []uint64) error {
 	seen := make(map[uint64]int, len(ids))
 	for i, id := range ids {
-		if id >= ReservedIDs {
-			return fmt.Errorf("%w: ID %d (argument %d): IDs from %d up are the cluster's", ErrReservedID, id, i, ReservedIDs)
+		if id >= protocol.ReservedIDs {
+			return fmt.Errorf("%w: ID %d (argument %d): IDs from %d up are the cluster's", ErrReservedID, id, i, protocol.ReservedIDs)
 		}
 		if j, ok := seen[id]; ok {
 			return fmt.Errorf("%w: ID %d (arguments %d and %d)", umbra.ErrDuplicateID, id, j, i)
@@ -363,7 +364,7 @@ func (col *Collection) Delete(ctx context.Context, opts ...umbra.WriteOption) er
 }
 
 // writeOptions are a write's options as the collection reads them, from
-// umbra.WriteParams.
+// the resolved umbra.WriteOptions.
 type writeOptions struct {
 	ids      []uint64
 	keys     []string
@@ -381,10 +382,10 @@ type writeOptions struct {
 // verbs name the write operations as the API calls them.
 var verbs = map[byte]string{protocol.OpAdd: "Add", protocol.OpUpsert: "Upsert", protocol.OpDelete: "Delete"}
 
-// collectWrite resolves opts for the write op (umbra.ResolveWrite's
-// rules); a cluster names a write's rows by IDs or by keys, not both.
+// collectWrite resolves opts for the write op (the rules of every
+// collection); a cluster names a write's rows by IDs or by keys, not both.
 func collectWrite(op byte, opts []umbra.WriteOption) (writeOptions, error) {
-	p, err := umbra.ResolveWrite(verbs[op], opts)
+	p, err := resolve.Write(verbs[op], opts)
 	if err != nil {
 		return writeOptions{}, err
 	}

@@ -234,7 +234,7 @@ func TestClusterMatchesReference(t *testing.T) {
 				if err := col.Delete(ctx, umbra.WithIDs(ids[50])); !errors.Is(err, umbra.ErrNotFound) {
 					t.Fatalf("Delete of a deleted ID: %v, want ErrNotFound", err)
 				}
-				if _, err := col.Add(ctx, umbra.Vectors(grid(1)), umbra.WithIDs(ReservedIDs+3)); !errors.Is(err, ErrReservedID) {
+				if _, err := col.Add(ctx, umbra.Vectors(grid(1)), umbra.WithIDs(protocol.ReservedIDs+3)); !errors.Is(err, ErrReservedID) {
 					t.Fatalf("Add of a reserved ID: %v", err)
 				}
 

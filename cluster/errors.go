@@ -16,7 +16,11 @@ var (
 	// ErrCollectionExists: Create of a name already taken with another
 	// configuration.
 	ErrCollectionExists = protocol.ErrCollectionExists
-	// ErrReservedID: IDs from ReservedIDs up are the cluster's own.
+	// ErrReservedID: IDs from 0xFFFF<<48 up are the cluster's own: each
+	// replica records the stream sequence it has applied as a row with
+	// ID 0xFFFF<<48 + sequence, inside the same atomic store write that
+	// applies the message. A write naming one is refused; reads never
+	// return one.
 	ErrReservedID = protocol.ErrReservedID
 	// ErrOutcomeUnknown: the write is durable in its shard's stream (it
 	// will be applied, exactly once, by every replica), but no replica
@@ -34,10 +38,3 @@ var (
 	// whose shards stopped so wraps it besides ErrShardsUnavailable.
 	ErrShardStopped = protocol.ErrShardStopped
 )
-
-// ReservedIDs is the first ID the cluster keeps for itself: each replica
-// records the stream sequence it has applied as a row with ID
-// ReservedIDs+sequence inside the same atomic store write that applies the
-// message. Writes naming an ID at or above it are refused
-// (ErrReservedID); reads never return one.
-const ReservedIDs = protocol.ReservedIDs

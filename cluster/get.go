@@ -9,6 +9,7 @@ import (
 	"github.com/umbravec/umbra/internal/cluster/protocol"
 	"github.com/umbravec/umbra/internal/keyrule"
 	"github.com/umbravec/umbra/internal/metaindex"
+	"github.com/umbravec/umbra/internal/resolve"
 	"github.com/umbravec/umbra/meta"
 )
 
@@ -35,7 +36,7 @@ func (col *Collection) Get(ctx context.Context, sel umbra.Selection) ([]umbra.Re
 	if err := col.live(); err != nil {
 		return nil, err
 	}
-	if err := sel.Check(); err != nil {
+	if err := resolve.Selection(sel.IDs, sel.Keys, sel.Offset, sel.Limit); err != nil {
 		return nil, err
 	}
 	for i, k := range sel.Keys {
@@ -119,7 +120,7 @@ func (col *Collection) getNamed(ctx context.Context, tok Token, ids []uint64, ke
 	}
 	byShard := make([]names, S)
 	for _, id := range ids {
-		if id < ReservedIDs {
+		if id < protocol.ReservedIDs {
 			s := protocol.ShardOfID(id, S)
 			byShard[s].ids = append(byShard[s].ids, id)
 		}

@@ -170,7 +170,7 @@ func (col *Collection) assign(ctx context.Context, n uint64) (uint64, error) {
 	_, err = col.c.moveCounter(ctx, col.meta.Name, func(cur uint64) (uint64, error) {
 		first = max(cur, floor)
 		next := first + size
-		if next >= ReservedIDs || next < first {
+		if next >= protocol.ReservedIDs || next < first {
 			return cur, fmt.Errorf("%w: the collection's IDs are spent", ErrReservedID)
 		}
 		return next, nil

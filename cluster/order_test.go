@@ -31,10 +31,10 @@ func TestMergeOrderIsTheEngines(t *testing.T) {
 }
 
 // TestCollectionOptionsAsTheIndexs: a collection judges its options by
-// the same rules as an engine.Index (umbra.ResolveSearch and
-// ResolveWrite): nil skipped, one given twice refused, MaxHits(-1)
-// ErrInvalidOption; and it refuses, naming them, the options only a local
-// index honours (Approximate, AllowFunc) instead of ignoring them.
+// the same rules as an engine.Index (internal/resolve): nil skipped, one
+// given twice refused, MaxHits(-1) ErrInvalidOption; and it refuses,
+// naming them, the options only a local index honours (Approximate,
+// AllowFunc) instead of ignoring them.
 func TestCollectionOptionsAsTheIndexs(t *testing.T) {
 	h := newHarness(t, nil)
 	r := testkit.Rand(t)

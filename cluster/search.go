@@ -9,12 +9,13 @@ import (
 	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/internal/cluster/protocol"
 	"github.com/umbravec/umbra/internal/keyrule"
+	"github.com/umbravec/umbra/internal/resolve"
 	"github.com/umbravec/umbra/internal/topk"
 	"github.com/umbravec/umbra/meta"
 )
 
 // searchOptions are a search's options as the collection reads them, from
-// umbra.SearchParams.
+// the resolved umbra.SearchOptions.
 type searchOptions struct {
 	allow    []uint64
 	allowSet bool
@@ -26,8 +27,8 @@ type searchOptions struct {
 	payload  bool
 }
 
-// collectSearch resolves opts for a search of kind (umbra.ResolveSearch's
-// rules), refusing what a collection cannot honour: Approximate (its
+// collectSearch resolves opts for a search of kind (the rules of every
+// collection), refusing what a collection cannot honour: Approximate (its
 // answers are always exact: its replicas hold float32 rows) and AllowFunc
 // (a predicate cannot travel to the nodes that hold the rows).
 func collectSearch(kind byte, opts []umbra.SearchOption) (searchOptions, error) {
@@ -35,7 +36,7 @@ func collectSearch(kind byte, opts []umbra.SearchOption) (searchOptions, error) 
 	if kind == protocol.KindRange {
 		verb = "SearchRange"
 	}
-	p, err := umbra.ResolveSearch(verb, opts)
+	p, err := resolve.Search(verb, opts)
 	if err != nil {
 		return searchOptions{}, err
 	}

@@ -2,7 +2,12 @@ package engine
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"time"
+
+	"github.com/umbravec/umbra"
+	"github.com/umbravec/umbra/meta"
 
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/internal/storefile"
@@ -182,3 +187,88 @@ func Recovering(ix *Index) bool { return ix.recovering.Load() }
 
 // ListShift is how many times ix's compressed candidate lists are doubled.
 func ListShift(ix *Index) int { return int(ix.listShift.Load()) }
+
+// Per-ID accessors for the tests: a program reads rows through Get (one
+// call for many rows, with their keys, vectors, metadata and payloads).
+
+// Vector returns a copy of the vector stored under id (under Cosine, the
+// unit vector the index stores), or ErrNotFound. Get returns many rows'
+// vectors at once, with their metadata and payloads.
+func (ix *Index) Vector(id uint64) (v []float32, err error) {
+	defer ix.recoverInto(&err, ix.watchFaults())
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if ix.closed {
+		return nil, umbra.ErrClosed
+	}
+	if err := ix.mapped.check(); err != nil {
+		return nil, err
+	}
+	row, ok := ix.rid.rowOf[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: ID %d", umbra.ErrNotFound, id)
+	}
+	v = append([]float32(nil), ix.slab.Row(row)...)
+	if err := ix.mapped.check(); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// IDs returns every stored ID in ascending order.
+func (ix *Index) IDs() []uint64 {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.rid.liveIDs()
+}
+
+// KeyOf returns the key of the vector stored under id, if it has one.
+func (ix *Index) KeyOf(id uint64) (string, bool) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	key, ok := ix.keys.key[id]
+	return key, ok
+}
+
+// Meta returns the metadata stored with id (nil when the row has none), or
+// ErrNotFound.
+func (ix *Index) Meta(id uint64) (meta.Fields, error) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	row, err := ix.liveRow(id)
+	if err != nil {
+		return nil, err
+	}
+	if ix.attrs.meta == nil || row >= ix.attrs.meta.Len() {
+		return nil, nil
+	}
+	return ix.attrs.meta.Row(row), nil
+}
+
+// Payload returns a copy of the payload stored with id (nil when the row
+// has none), or ErrNotFound.
+func (ix *Index) Payload(id uint64) ([]byte, error) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	row, err := ix.liveRow(id)
+	if err != nil {
+		return nil, err
+	}
+	if row >= len(ix.attrs.payloads) {
+		return nil, nil
+	}
+	return slices.Clone(ix.attrs.payloads[row]), nil
+}
+
+// liveRow is the row of a stored id: ErrClosed, or ErrNotFound naming it.
+// The caller holds ix.mu.
+func (ix *Index) liveRow(id uint64) (int, error) {
+	if ix.closed {
+		return 0, umbra.ErrClosed
+	}
+	row, ok := ix.rid.rowOf[id]
+	if !ok {
+		return 0, fmt.Errorf("%w: ID %d", umbra.ErrNotFound, id)
+	}
+	return row, nil
+}

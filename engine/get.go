@@ -8,6 +8,7 @@ import (
 
 	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/internal/keyrule"
+	"github.com/umbravec/umbra/internal/resolve"
 	"github.com/umbravec/umbra/meta"
 )
 
@@ -24,7 +25,7 @@ var _ umbra.Collection = (*Index)(nil)
 // ErrInvalidFilter.
 func (ix *Index) Get(ctx context.Context, sel umbra.Selection) (recs []umbra.Record, err error) {
 	defer ix.recoverInto(&err, ix.watchFaults())
-	if err := sel.Check(); err != nil {
+	if err := resolve.Selection(sel.IDs, sel.Keys, sel.Offset, sel.Limit); err != nil {
 		return nil, err
 	}
 	for i, k := range sel.Keys {

@@ -134,14 +134,6 @@ func (ix *Index) Lookup(key string) (uint64, bool) {
 	return id, ok
 }
 
-// KeyOf returns the key of the vector stored under id, if it has one.
-func (ix *Index) KeyOf(id uint64) (string, bool) {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	key, ok := ix.keys.key[id]
-	return key, ok
-}
-
 // checkKeys refuses keys that a write cannot store: one that breaks the
 // key rule (ErrInvalidKey) or one given twice (ErrDuplicateID), naming the
 // vectors they belong to. With unnamed, an empty key is a row without one

@@ -498,36 +498,6 @@ func (ix *Index) withPayloads(all [][]umbra.Hit) {
 	}
 }
 
-// Meta returns the metadata stored with id (nil when the row has none), or
-// ErrNotFound.
-func (ix *Index) Meta(id uint64) (meta.Fields, error) {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	row, err := ix.liveRow(id)
-	if err != nil {
-		return nil, err
-	}
-	if ix.attrs.meta == nil || row >= ix.attrs.meta.Len() {
-		return nil, nil
-	}
-	return ix.attrs.meta.Row(row), nil
-}
-
-// Payload returns a copy of the payload stored with id (nil when the row
-// has none), or ErrNotFound.
-func (ix *Index) Payload(id uint64) ([]byte, error) {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	row, err := ix.liveRow(id)
-	if err != nil {
-		return nil, err
-	}
-	if row >= len(ix.attrs.payloads) {
-		return nil, nil
-	}
-	return slices.Clone(ix.attrs.payloads[row]), nil
-}
-
 // Schema returns the metadata fields the index knows and their kinds.
 func (ix *Index) Schema() map[string]meta.Kind {
 	ix.mu.RLock()
@@ -586,17 +556,4 @@ func (ix *Index) loggedAttrs(r storefile.Record) (*callAttrs, error) {
 		}
 	}
 	return a, nil
-}
-
-// liveRow is the row of a stored id: ErrClosed, or ErrNotFound naming it.
-// The caller holds ix.mu.
-func (ix *Index) liveRow(id uint64) (int, error) {
-	if ix.closed {
-		return 0, umbra.ErrClosed
-	}
-	row, ok := ix.rid.rowOf[id]
-	if !ok {
-		return 0, fmt.Errorf("%w: ID %d", umbra.ErrNotFound, id)
-	}
-	return row, nil
 }

@@ -2,11 +2,12 @@ package engine
 
 import (
 	"github.com/umbravec/umbra"
+	"github.com/umbravec/umbra/internal/resolve"
 	"github.com/umbravec/umbra/meta"
 )
 
 // searchOptions are a search's options as the index reads them, from
-// umbra.SearchParams.
+// the resolved umbra.SearchOptions.
 type searchOptions struct {
 	allowIDs []uint64
 	allowFn  func(id uint64) bool
@@ -25,10 +26,10 @@ func (o *searchOptions) filtered() bool { return o.allowIDs != nil || o.allowFn 
 // localOnly is why an index refuses a cluster collection's options.
 const localOnly = "a cluster collection's option; a local index always reads its own writes, and applies a write before it returns"
 
-// collect resolves opts for the search named verb (umbra.ResolveSearch's
-// rules), refusing the options of a cluster collection.
+// collect resolves opts for the search named verb (the rules of
+// every collection), refusing the options of a cluster collection.
 func collect(verb string, opts []umbra.SearchOption) (searchOptions, error) {
-	p, err := umbra.ResolveSearch(verb, opts)
+	p, err := resolve.Search(verb, opts)
 	if err != nil {
 		return searchOptions{}, err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/umbravec/umbra"
+	"github.com/umbravec/umbra/internal/resolve"
 )
 
 // The write API is two verbs and one delete:
@@ -66,7 +67,7 @@ func (ix *Index) inMemory(src umbra.RowSource) (m memRows, ok bool, err error) {
 }
 
 // writeOptions are a write's options as the index reads them, from
-// umbra.WriteParams.
+// the resolved umbra.WriteOptions.
 type writeOptions struct {
 	ids     []uint64
 	keys    []string
@@ -76,10 +77,10 @@ type writeOptions struct {
 }
 
 // collectWrite resolves opts for the write named verb
-// (umbra.ResolveWrite's rules), refusing the options of a cluster
+// (the rules of every collection), refusing the options of a cluster
 // collection.
 func collectWrite(verb string, opts []umbra.WriteOption) (writeOptions, error) {
-	p, err := umbra.ResolveWrite(verb, opts)
+	p, err := resolve.Write(verb, opts)
 	if err != nil {
 		return writeOptions{}, err
 	}

@@ -356,43 +356,12 @@ func (ix *Index) deleteLocked(ctx context.Context, ids []uint64) error {
 // compactMinDead is the fewest dead rows automatic compaction bothers with.
 const compactMinDead = 1024
 
-// Vector returns a copy of the vector stored under id (under Cosine, the
-// unit vector the index stores), or ErrNotFound. Get returns many rows'
-// vectors at once, with their metadata and payloads.
-func (ix *Index) Vector(id uint64) (v []float32, err error) {
-	defer ix.recoverInto(&err, ix.watchFaults())
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	if ix.closed {
-		return nil, umbra.ErrClosed
-	}
-	if err := ix.mapped.check(); err != nil {
-		return nil, err
-	}
-	row, ok := ix.rid.rowOf[id]
-	if !ok {
-		return nil, fmt.Errorf("%w: ID %d", umbra.ErrNotFound, id)
-	}
-	v = append([]float32(nil), ix.slab.Row(row)...)
-	if err := ix.mapped.check(); err != nil {
-		return nil, err
-	}
-	return v, nil
-}
-
 // Has reports whether a vector is stored under id.
 func (ix *Index) Has(id uint64) bool {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	_, ok := ix.rid.rowOf[id]
 	return ok
-}
-
-// IDs returns every stored ID in ascending order.
-func (ix *Index) IDs() []uint64 {
-	ix.mu.RLock()
-	defer ix.mu.RUnlock()
-	return ix.rid.liveIDs()
 }
 
 // Compact drops deleted rows for good, so they cost neither memory nor

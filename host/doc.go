@@ -1,7 +1,7 @@
 // Package host reads and writes the vector files users bring to umbra, as
-// one row-major Matrix (its Data ready for engine.Flat), or a piece at a
-// time (OpenMatrixFile, a MatrixReader, itself an engine.RowSource), and
-// converts float16 values.
+// one row-major Matrix (its Data ready for umbra.Flat), or a piece at a
+// time (OpenMatrixFile, a MatrixReader, itself an umbra.RowSource); float16
+// files are widened to float32 exactly as they are read.
 //
 // What each reader accepts, chosen by ReadMatrixFile and ReadIDsFile from the
 // extension (case-insensitive):

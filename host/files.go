@@ -81,7 +81,7 @@ func ReadMatrixFile(ctx context.Context, path string, opts ...Option) (*Matrix, 
 
 // MatrixReader reads the rows of a .npy, .fvecs or .bvecs file a piece at
 // a time, as float32, for a caller that stores them as they come instead of
-// holding the whole file first (it is an engine.RowSource for Index.Add).
+// holding the whole file first (it is an umbra.RowSource for Index.Add).
 // It checks what ReadMatrixFile checks, with the same errors: the header
 // when it is opened, every row as it is read, and, at the end, that
 // nothing follows the data. It is not safe for concurrent use.

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra/internal/float16"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -128,7 +129,7 @@ func TestMatrixFileRoundTrip(t *testing.T) {
 			if tc.float16 {
 				want = make([]float32, len(m.Data))
 				for i, v := range m.Data {
-					want[i] = Float16ToFloat32(Float16Bits(v))
+					want[i] = float16.ToFloat32(float16.Bits(v))
 				}
 			}
 			assertSameBits(t, want, got.Data)
@@ -339,7 +340,7 @@ func le32(vals []float32) []byte {
 func le16(vals []float32) []byte {
 	var b []byte
 	for _, f := range vals {
-		b = binary.LittleEndian.AppendUint16(b, Float16Bits(f))
+		b = binary.LittleEndian.AppendUint16(b, float16.Bits(f))
 	}
 	return b
 }

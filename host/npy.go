@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/umbravec/umbra/internal/float16"
 )
 
 // The .npy format (numpy/lib/format.py): the magic "\x93NUMPY", a major and
@@ -106,7 +108,7 @@ func openNPYMatrix(s *source) (*npyValues[float32], error) {
 	if h.elem == 2 {
 		decode = func(dst []float32, b []byte) {
 			for i := range dst {
-				dst[i] = Float16ToFloat32(binary.LittleEndian.Uint16(b[2*i:]))
+				dst[i] = float16.ToFloat32(binary.LittleEndian.Uint16(b[2*i:]))
 			}
 		}
 	}
@@ -376,7 +378,7 @@ func clipList(names []string) string {
 
 // WriteNPY writes m as a version 1.0 .npy array of dtype "<f4" (float32) or
 // "<f2" (float16, rounded to nearest even with overflow to ±Inf, as
-// Float16Bits does). The header is byte-for-byte what numpy.save writes for
+// numpy does). The header is byte-for-byte what numpy.save writes for
 // the same array, so numpy.load reads it back with no surprise.
 func WriteNPY(w io.Writer, m *Matrix, dtype string) error {
 	var elemSize int
@@ -400,7 +402,7 @@ func WriteNPY(w io.Writer, m *Matrix, dtype string) error {
 		buf = buf[:0]
 		for _, f := range m.Data[lo:min(lo+chunk, len(m.Data))] {
 			if elemSize == 2 {
-				buf = binary.LittleEndian.AppendUint16(buf, Float16Bits(f))
+				buf = binary.LittleEndian.AppendUint16(buf, float16.Bits(f))
 			} else {
 				buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(f))
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra/internal/float16"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -69,7 +70,7 @@ func TestNPYRoundTrip(t *testing.T) {
 			if tc.dtype == "<f2" {
 				want = make([]float32, len(m.Data))
 				for i, v := range m.Data {
-					want[i] = Float16ToFloat32(float16RoundRef(v))
+					want[i] = float16.ToFloat32(float16.Bits(v))
 				}
 			}
 			for kind, r := range readers(buf.Bytes()) {
@@ -149,7 +150,7 @@ func TestNPYHeaderVariants(t *testing.T) {
 			if tc.float16 {
 				want = make([]float32, len(m.Data))
 				for i, v := range m.Data {
-					want[i] = Float16ToFloat32(Float16Bits(v))
+					want[i] = float16.ToFloat32(float16.Bits(v))
 				}
 			}
 			for kind, r := range readers(tc.file) {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/umbravec/umbra/host"
+	"github.com/umbravec/umbra/internal/float16"
 )
 
 func (*convertCmd) Help() string {
@@ -108,7 +109,7 @@ func checkFloat16Range(m *host.Matrix) error {
 		if math.IsInf(f, 0) || math.IsNaN(f) {
 			continue
 		}
-		if h := host.Float16Bits(x); h&0x7fff == 0x7c00 {
+		if h := float16.Bits(x); h&0x7fff == 0x7c00 {
 			return fmt.Errorf("row %d, column %d: %g is beyond float16's range (±65504); keep --dtype f32", i/m.Dim, i%m.Dim, x)
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra/host"
+	"github.com/umbravec/umbra/internal/float16"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -58,7 +59,7 @@ func TestConvertRoundTrips(t *testing.T) {
 	// keeps exactly those values.
 	rounded := make([]float32, len(m.Data))
 	for i, x := range m.Data {
-		rounded[i] = host.Float16ToFloat32(host.Float16Bits(x))
+		rounded[i] = float16.ToFloat32(float16.Bits(x))
 	}
 	sameBits := func(t *testing.T, want, got []float32) {
 		t.Helper()

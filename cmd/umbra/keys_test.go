@@ -297,13 +297,10 @@ func TestExportKeysRoundTrip(t *testing.T) {
 			again := filepath.Join(dir, "again.umbra")
 			ok(t, runUmbra(t, "build", "--data", out, "--ids", idsOut, "--keys", keysOut, "--metric", metric, "--out", again))
 			a, b := openReadOnly(t, store), openReadOnly(t, again)
-			require.Equal(t, a.IDs(), b.IDs())
-			for i, id := range a.IDs() {
-				ka, oka := a.KeyOf(id)
-				kb, okb := b.KeyOf(id)
-				require.Equal(t, oka, okb, "ID %d", id)
-				require.Equal(t, ka, kb, "ID %d", id)
-				require.Equal(t, ka, lines[i], "line %d of the key file", i+1)
+			ra, rb := stored(t, a, umbra.Selection{}), stored(t, b, umbra.Selection{})
+			require.Equal(t, ra, rb, "the same IDs, each under the same key")
+			for i, rec := range ra {
+				require.Equal(t, rec.Key, lines[i], "line %d of the key file", i+1)
 			}
 			assert.Equal(t, decodeInfo(t, runUmbra(t, "info", store, "--json")).Keys, decodeInfo(t, runUmbra(t, "info", again, "--json")).Keys)
 
@@ -351,10 +348,10 @@ func TestKeyFilesFollowTheRule(t *testing.T) {
 	store := filepath.Join(dir, "s.umbra")
 	ok(t, runUmbra(t, "build", "--data", data, "--keys", writeKeys(t, dir, "k.txt", "a", "", "c"), "--out", store))
 	ix := openReadOnly(t, store)
-	_, found := ix.KeyOf(1)
-	assert.False(t, found, "an empty line is a vector without a key")
-	k, _ := ix.KeyOf(2)
-	assert.Equal(t, "c", k)
+	recs := stored(t, ix, umbra.Selection{IDs: []uint64{1, 2}})
+	require.Len(t, recs, 2)
+	assert.Empty(t, recs[0].Key, "an empty line is a vector without a key")
+	assert.Equal(t, "c", recs[1].Key)
 	require.NoError(t, ix.Close())
 	before := readStoreFiles(t, store)
 	tests := []struct {
@@ -418,4 +415,13 @@ func TestExportRefusesKeysBeforeTheRule(t *testing.T) {
 	assert.Equal(t, "two\nlines", s.Results[0].Hits[0].Key, "JSON carries any key")
 	text := ok(t, runUmbra(t, "search", "--store", store, "--queries", q, "--k", "1", "--device", "cpu"))
 	assert.Regexp(t, `\n0 +1 +7 +0 +"two\\nlines"\n$`, text.stdout, "the text table quotes it")
+}
+
+// stored returns the rows of ix that sel selects (its Get), failing the
+// test on an error.
+func stored(t *testing.T, ix *engine.Index, sel umbra.Selection) []umbra.Record {
+	t.Helper()
+	recs, err := ix.Get(context.Background(), sel)
+	require.NoError(t, err)
+	return recs
 }

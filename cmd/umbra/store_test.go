@@ -364,8 +364,9 @@ func TestBuildWithKeysAndDefaults(t *testing.T) {
 	require.NoError(t, err)
 	id, found := ix.Lookup("doc-7")
 	assert.True(t, found, "keys are stored without their line ends")
-	key, _ := ix.KeyOf(id)
-	assert.Equal(t, "doc-7", key)
+	recs := stored(t, ix, umbra.Selection{IDs: []uint64{id}})
+	require.Len(t, recs, 1)
+	assert.Equal(t, "doc-7", recs[0].Key)
 	require.NoError(t, ix.Close())
 
 	plain := filepath.Join(dir, "plain.umbra")
@@ -622,8 +623,9 @@ func TestAddWithKeys(t *testing.T) {
 	id, found := ix.Lookup("a/y.md")
 	require.True(t, found)
 	assert.Equal(t, uint64(11), id, "an upsert by key keeps the key's ID")
-	got, err := ix.Vector(id)
-	require.NoError(t, err)
+	recs := stored(t, ix, umbra.Selection{IDs: []uint64{id}, Vectors: true})
+	require.Len(t, recs, 1)
+	got := recs[0].Vector
 	want := up.Row(0)
 	var n float64
 	for _, x := range want {

@@ -83,9 +83,14 @@ func openReplica(ctx context.Context, coll string, shard int, path string, cfg e
 // loadSentinels reads the applied sequence from the store and deletes the
 // stale sentinels a crash may have left.
 func (r *replica) loadSentinels(ctx context.Context) error {
-	ids := r.ix.IDs()
-	i, _ := slices.BinarySearch(ids, protocol.ReservedIDs)
-	r.live = append([]uint64(nil), ids[i:]...)
+	sentinels, err := r.ix.Get(ctx, umbra.Selection{From: protocol.ReservedIDs})
+	if err != nil {
+		return err
+	}
+	r.live = make([]uint64, len(sentinels))
+	for i, rec := range sentinels {
+		r.live[i] = rec.ID
+	}
 	if len(r.live) > 0 {
 		r.applied.Store(r.live[len(r.live)-1] - protocol.ReservedIDs)
 	}
@@ -454,7 +459,7 @@ func (r *replica) searchWithPayloads(ctx context.Context, q *protocol.Request, t
 		}
 		if p.Status != protocol.StatusOK || r.applied.Load() == applied && r.ix == ix {
 			if p.Status == protocol.StatusOK {
-				p = r.fillPayloads(ix, p, t)
+				p = r.fillPayloads(ctx, ix, p, t)
 			}
 			r.mu.Unlock()
 			return p
@@ -465,16 +470,20 @@ func (r *replica) searchWithPayloads(ctx context.Context, q *protocol.Request, t
 
 // fillPayloads copies the payloads of p's hits from ix, charging each to
 // t first (mu held, so no write changes them meanwhile).
-func (r *replica) fillPayloads(ix *engine.Index, p *protocol.Reply, t *ticket) *protocol.Reply {
+func (r *replica) fillPayloads(ctx context.Context, ix *engine.Index, p *protocol.Reply, t *ticket) *protocol.Reply {
 	if err := t.setAnswer(p); err != nil {
 		return &protocol.Reply{Status: protocol.StatusError, Applied: p.Applied, Msg: err.Error()}
 	}
 	for _, hs := range p.Hits {
 		for i := range hs {
-			b, err := ix.Payload(hs[i].ID)
+			recs, err := ix.Get(ctx, umbra.Selection{IDs: []uint64{hs[i].ID}, Payloads: true})
+			if err == nil && len(recs) == 0 {
+				err = fmt.Errorf("%w: ID %d", umbra.ErrNotFound, hs[i].ID)
+			}
 			if err != nil {
 				return &protocol.Reply{Status: protocol.StatusError, Applied: p.Applied, Msg: fmt.Sprintf("payload of ID %d: %v", hs[i].ID, err)}
 			}
+			b := recs[0].Payload
 			if err := t.add(2 * int64(len(b))); err != nil {
 				return &protocol.Reply{Status: protocol.StatusError, Applied: p.Applied, Msg: err.Error()}
 			}

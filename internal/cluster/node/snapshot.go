@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/cluster/protocol"
 )
@@ -341,11 +342,15 @@ func (n *Node) recover(r *replica, meta *protocol.CollectionRecord, next uint64)
 	if err != nil {
 		return err
 	}
+	sentinels, err := ix.Get(ctx, umbra.Selection{From: protocol.ReservedIDs})
+	if err != nil {
+		ix.Close()
+		return err
+	}
 	r.ix = ix
 	r.live = nil
-	ids := ix.IDs()
-	for i := len(ids) - 1; i >= 0 && ids[i] >= protocol.ReservedIDs; i-- {
-		r.live = append([]uint64{ids[i]}, r.live...)
+	for _, rec := range sentinels {
+		r.live = append(r.live, rec.ID)
 	}
 	r.applied.Store(got)
 	r.cond.Broadcast()

@@ -1,13 +1,16 @@
-package host
+// Package float16 converts between float32 and IEEE 754 binary16, the
+// encoding of float16 .npy files (package host reads and writes them) and
+// of the umbra command's float16 conversions.
+package float16
 
 import "math"
 
-// Float16Bits returns the IEEE 754 binary16 encoding of f, rounded to the
+// Bits returns the IEEE 754 binary16 encoding of f, rounded to the
 // nearest representable value with ties to even; magnitudes that round past
 // 65504 become ±Inf, values below half the smallest subnormal (2^-25) become
 // ±0, and a NaN stays a NaN (its top payload bits kept). The GPU path uses the
 // same encoding for f16 slabs.
-func Float16Bits(f float32) uint16 {
+func Bits(f float32) uint16 {
 	b := math.Float32bits(f)
 	sign := uint16(b>>16) & 0x8000
 	exp := int32(b>>23) & 0xff
@@ -49,10 +52,10 @@ func Float16Bits(f float32) uint16 {
 	return sign | uint16(h)
 }
 
-// Float16ToFloat32 widens the IEEE 754 binary16 value h to float32 exactly
+// ToFloat32 widens the IEEE 754 binary16 value h to float32 exactly
 // (every binary16 value, subnormals included, is a float32); NaN payloads are
-// kept, so Float16Bits(Float16ToFloat32(h)) == h for every h.
-func Float16ToFloat32(h uint16) float32 {
+// kept, so Bits(ToFloat32(h)) == h for every h.
+func ToFloat32(h uint16) float32 {
 	sign := uint32(h&0x8000) << 16
 	exp := uint32(h>>10) & 0x1f
 	man := uint32(h & 0x3ff)

@@ -1,4 +1,4 @@
-package umbra_test
+package resolve_test
 
 import (
 	"errors"
@@ -8,14 +8,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/umbravec/umbra"
+	"github.com/umbravec/umbra/internal/resolve"
 	"github.com/umbravec/umbra/meta"
 )
 
-// TestResolveSearchRules: the rules every implementation shares — an
+// TestSearchRules: the rules every implementation shares — an
 // option given twice, Allow with AllowFunc, a negative MaxHits, MaxHits
 // outside SearchRange and Approximate in it are ErrInvalidOption naming
 // the option; nil options are skipped.
-func TestResolveSearchRules(t *testing.T) {
+func TestSearchRules(t *testing.T) {
 	tests := []struct {
 		name string
 		verb string
@@ -35,7 +36,7 @@ func TestResolveSearchRules(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := umbra.ResolveSearch(tc.verb, tc.opts)
+			_, err := resolve.Search(tc.verb, tc.opts)
 			if tc.want == "" {
 				require.NoError(t, err)
 				return
@@ -46,11 +47,11 @@ func TestResolveSearchRules(t *testing.T) {
 	}
 }
 
-// TestResolveSearchValues: each option's value reaches the params; Allow
+// TestSearchValues: each option's value reaches the params; Allow
 // with no IDs allows nothing (non-nil, empty), and the zero Where is none.
-func TestResolveSearchValues(t *testing.T) {
+func TestSearchValues(t *testing.T) {
 	f := meta.Eq("user", meta.KeywordOf("alice"))
-	p, err := umbra.ResolveSearch("SearchRange", []umbra.SearchOption{umbra.Allow(), umbra.Where(f), umbra.MaxHits(7),
+	p, err := resolve.Search("SearchRange", []umbra.SearchOption{umbra.Allow(), umbra.Where(f), umbra.MaxHits(7),
 		umbra.WithPayload(), umbra.Eventual(), umbra.AfterToken([]uint64{3, 4})})
 	require.NoError(t, err)
 	assert.NotNil(t, p.Allow)
@@ -61,14 +62,14 @@ func TestResolveSearchValues(t *testing.T) {
 	assert.True(t, p.Eventual)
 	assert.Equal(t, []uint64{3, 4}, p.After)
 
-	p, err = umbra.ResolveSearch("Search", nil)
+	p, err = resolve.Search("Search", []umbra.SearchOption(nil))
 	require.NoError(t, err)
 	assert.Nil(t, p.Allow)
 	assert.Equal(t, meta.Filter{}, p.Where)
 }
 
-// TestResolveWriteRules: the write options' shared rules.
-func TestResolveWriteRules(t *testing.T) {
+// TestWriteRules: the write options' shared rules.
+func TestWriteRules(t *testing.T) {
 	tests := []struct {
 		name string
 		verb string
@@ -88,7 +89,7 @@ func TestResolveWriteRules(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := umbra.ResolveWrite(tc.verb, tc.opts)
+			_, err := resolve.Write(tc.verb, tc.opts)
 			if tc.want == "" {
 				require.NoError(t, err)
 				return
@@ -102,33 +103,38 @@ func TestResolveWriteRules(t *testing.T) {
 // TestRefuseNamesTheOption: an implementation's refusal names the option
 // given, and is nil when none of the named ones was.
 func TestRefuseNamesTheOption(t *testing.T) {
-	p, err := umbra.ResolveSearch("Search", []umbra.SearchOption{umbra.Eventual()})
+	p, err := resolve.Search("Search", []umbra.SearchOption{umbra.Eventual()})
 	require.NoError(t, err)
 	err = p.Refuse("local", "Eventual", "AfterToken")
 	require.ErrorIs(t, err, umbra.ErrInvalidOption)
 	assert.Contains(t, err.Error(), "Eventual: local")
 	assert.NoError(t, p.Refuse("x", "Approximate"))
 
-	w, err := umbra.ResolveWrite("Add", []umbra.WriteOption{umbra.NoWait()})
+	w, err := resolve.Write("Add", []umbra.WriteOption{umbra.NoWait()})
 	require.NoError(t, err)
 	assert.True(t, errors.Is(w.Refuse("local", "NoWait"), umbra.ErrInvalidOption))
 }
 
-// TestParseNamesRoundTrip: String and Parse agree for every metric and
-// precision; an unknown name is ErrInvalidConfig.
-func TestParseNamesRoundTrip(t *testing.T) {
-	for _, m := range []umbra.Metric{umbra.Cosine, umbra.Dot, umbra.L2} {
-		got, err := umbra.ParseMetric(m.String())
-		require.NoError(t, err)
-		assert.Equal(t, m, got)
+// TestSelectionRules: a Selection of IDs and keys together, or with a
+// negative Offset or Limit, is ErrInvalidOption naming the field; empty
+// lists (non-nil) of one kind are a selection of no rows, not a fault.
+func TestSelectionRules(t *testing.T) {
+	assert.NoError(t, resolve.Selection(nil, nil, 0, 0))
+	assert.NoError(t, resolve.Selection([]uint64{}, nil, 3, 5))
+	for _, tc := range []struct {
+		name          string
+		ids           []uint64
+		keys          []string
+		offset, limit int
+		want          string
+	}{
+		{"IDs and Keys", []uint64{1}, []string{"a"}, 0, 0, "Selection.IDs and Selection.Keys"},
+		{"empty IDs and Keys", []uint64{}, []string{}, 0, 0, "Selection.IDs and Selection.Keys"},
+		{"negative Offset", nil, nil, -1, 0, "Selection.Offset -1"},
+		{"negative Limit", nil, nil, 0, -2, "Selection.Limit -2"},
+	} {
+		err := resolve.Selection(tc.ids, tc.keys, tc.offset, tc.limit)
+		require.ErrorIs(t, err, umbra.ErrInvalidOption, tc.name)
+		assert.Contains(t, err.Error(), tc.want, tc.name)
 	}
-	for _, p := range []umbra.Precision{umbra.F32, umbra.F16, umbra.Int8} {
-		got, err := umbra.ParsePrecision(p.String())
-		require.NoError(t, err)
-		assert.Equal(t, p, got)
-	}
-	_, err := umbra.ParseMetric("hamming")
-	assert.ErrorIs(t, err, umbra.ErrInvalidConfig)
-	_, err = umbra.ParsePrecision("f8")
-	assert.ErrorIs(t, err, umbra.ErrInvalidConfig)
 }

@@ -1,4 +1,4 @@
-package host
+package float16
 
 import (
 	"math"
@@ -12,7 +12,7 @@ import (
 
 // float16Values lists every finite non-negative binary16 value in order of
 // its bits, which is also numeric order; computed with float64 arithmetic,
-// independently of Float16ToFloat32.
+// independently of ToFloat32.
 func float16Values() []float64 {
 	vals := make([]float64, 0x7c00)
 	for h := range vals {
@@ -28,7 +28,7 @@ func float16Values() []float64 {
 
 var float16Table = float16Values()
 
-// float16RoundRef is a slow reference for Float16Bits on non-NaN input:
+// float16RoundRef is a slow reference for Bits on non-NaN input:
 // nearest binary16 by search, ties to the even encoding, at or beyond 65520
 // (the midpoint between 65504 and 2^16) to Inf.
 func float16RoundRef(f float32) uint16 {
@@ -61,13 +61,13 @@ func float16RoundRef(f float32) uint16 {
 
 func TestFloat16Exhaustive(t *testing.T) {
 	for h := 0; h <= 0xffff; h++ {
-		f := Float16ToFloat32(uint16(h))
+		f := ToFloat32(uint16(h))
 		exp, man := h>>10&0x1f, h&0x3ff
 		isNaN := exp == 0x1f && man != 0
 		if isNaN != math.IsNaN(float64(f)) {
 			t.Fatalf("%#04x: NaN-ness lost, got %v", h, f)
 		}
-		if back := Float16Bits(f); back != uint16(h) {
+		if back := Bits(f); back != uint16(h) {
 			t.Fatalf("%#04x -> %v (%#08x) -> %#04x", h, f, math.Float32bits(f), back)
 		}
 		if isNaN {
@@ -118,25 +118,25 @@ func TestFloat16KnownValues(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.bits, Float16Bits(tc.f), "Float16Bits(%v)", tc.f)
+			assert.Equal(t, tc.bits, Bits(tc.f), "Bits(%v)", tc.f)
 			assert.Equal(t, tc.bits, float16RoundRef(tc.f), "reference disagrees with the table")
 		})
 	}
 	for _, nan := range []uint32{0x7fc00000, 0xffc00000, 0x7f800001, 0x7fa00000, 0xff800001} {
-		h := Float16Bits(math.Float32frombits(nan))
+		h := Bits(math.Float32frombits(nan))
 		assert.True(t, h&0x7c00 == 0x7c00 && h&0x3ff != 0, "NaN %#08x became %#04x", nan, h)
 		assert.Equal(t, uint16(nan>>16)&0x8000, h&0x8000, "NaN %#08x lost its sign", nan)
 	}
 }
 
-// TestFloat16Rounding checks Float16Bits against the search reference at
+// TestFloat16Rounding checks Bits against the search reference at
 // every midpoint between neighbouring binary16 values (and one float32 step
 // either side), and at random float32 inputs over the whole range.
 func TestFloat16Rounding(t *testing.T) {
 	rng := testkit.Rand(t)
 	check := func(f float32) {
-		if got, want := Float16Bits(f), float16RoundRef(f); got != want {
-			t.Fatalf("Float16Bits(%v = %#08x) = %#04x, want %#04x", f, math.Float32bits(f), got, want)
+		if got, want := Bits(f), float16RoundRef(f); got != want {
+			t.Fatalf("Bits(%v = %#08x) = %#04x, want %#04x", f, math.Float32bits(f), got, want)
 		}
 	}
 	for i := 0; i+1 < len(float16Table); i++ {
