@@ -466,9 +466,19 @@ func (c *childDevice) Calibrate() (time.Duration, float64, error) {
 }
 
 // Sibling and Renew start a new child: a fresh process is the only device
-// side that cannot have been hurt by what happened to this one.
+// side that cannot have been hurt by what happened to this one. As the
+// local driver's, a Sibling keeps the test's fault hook and Renew's child
+// has none.
 func (c *childDevice) Sibling() (device, error) {
-	return startChild(context.Background(), c.hello, childGreetingTimeout)
+	s, err := startChild(context.Background(), c.hello, childGreetingTimeout)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	f := c.fault
+	c.mu.Unlock()
+	s.SetFault(f)
+	return s, nil
 }
 
 func (c *childDevice) Renew(ctx context.Context, timeout time.Duration) (device, error) {

@@ -122,7 +122,8 @@ type Index struct {
 
 // SetFault makes every wgpu call of the index that can fail ask f first, by
 // the name of its step; an error from f fails that call as if the device
-// had. nil removes it. Tests use it to reach every failure path.
+// had. nil removes it. Tests use it to reach every failure path. A
+// Sibling asks the same f.
 func (g *Index) SetFault(f func(step string) error) {
 	g.dev.mu.Lock()
 	defer g.dev.mu.Unlock()
@@ -703,8 +704,18 @@ func (g *Index) Rewrite(ctx context.Context, s *packed.Slab, rows []int) error {
 
 // Sibling returns a new, empty index on the same device with the same
 // layout: compaction uploads into it while searches still use this one.
+// It asks g's fault hook (SetFault) too: it is the same index's device
+// side once compaction swaps it in, so a test's fault follows it there.
+// (Renew's index has none: a recovery brings a device side back clean.)
 func (g *Index) Sibling() (*Index, error) {
-	return g.dev.newLike(g)
+	s, err := g.dev.newLike(g)
+	if err != nil {
+		return nil, err
+	}
+	g.dev.mu.Lock()
+	s.fault = g.fault
+	g.dev.mu.Unlock()
+	return s, nil
 }
 
 // newLike returns a new, empty index on d laid out like g.
