@@ -78,6 +78,15 @@ func SetBeforePublish(ix *Index, f func()) {
 	hooks(ix).beforePublish = f
 }
 
+// SetBeforeRewrite makes every Upsert of ix that replaces rows on its
+// device call f just before it writes them there, with the writer and
+// search locks held.
+func SetBeforeRewrite(ix *Index, f func()) {
+	ix.wmu.Lock()
+	defer ix.wmu.Unlock()
+	hooks(ix).beforeRewrite = f
+}
+
 // SetBeforeBatch makes every coalesced batch of ix call f with its size
 // before it runs. Set it before searches start.
 func SetBeforeBatch(ix *Index, f func(n int)) { hooks(ix).beforeBatch = f }
