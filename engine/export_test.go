@@ -59,7 +59,10 @@ func CPUTime(r diag.Routing, bytes int64, nq int) time.Duration { return cpuTime
 
 // SetGPUFault makes every wgpu call of ix's device side that can fail ask f
 // first, by the name of its step; a non-nil error from f fails that call as
-// if the device had. nil removes the hook. ix must have a GPU side.
+// if the device had. nil removes the hook. ix must have a GPU side. The
+// hook stays through a compaction (the device side it swaps in asks f
+// too) and goes with a recovery (the device side that brings back has
+// none).
 func SetGPUFault(ix *Index, f func(step string) error) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
@@ -73,6 +76,15 @@ func SetBeforePublish(ix *Index, f func()) {
 	ix.wmu.Lock()
 	defer ix.wmu.Unlock()
 	hooks(ix).beforePublish = f
+}
+
+// SetBeforeRewrite makes every Upsert of ix that replaces rows on its
+// device call f just before it writes them there, with the writer and
+// search locks held.
+func SetBeforeRewrite(ix *Index, f func()) {
+	ix.wmu.Lock()
+	defer ix.wmu.Unlock()
+	hooks(ix).beforeRewrite = f
 }
 
 // SetBeforeBatch makes every coalesced batch of ix call f with its size

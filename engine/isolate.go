@@ -154,7 +154,7 @@ type childDevice struct {
 	hello  childHello
 	info   childReply
 	stride int
-	fault  func(step string) error
+	fault  *childFault
 	exited chan struct{}
 }
 
@@ -204,7 +204,7 @@ func startChild(ctx context.Context, h childHello, greet time.Duration) (*childD
 	stdin, stdout := reqW, repR
 	out := bufio.NewWriterSize(stdin, 1<<20)
 	in := bufio.NewReaderSize(stdout, 1<<20)
-	c := &childDevice{cmd: cmd, enc: gob.NewEncoder(out), dec: gob.NewDecoder(in),
+	c := &childDevice{cmd: cmd, fault: &childFault{}, enc: gob.NewEncoder(out), dec: gob.NewDecoder(in),
 		out: out, hello: h, stride: childStride(h), exited: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
@@ -304,8 +304,8 @@ func (c *childDevice) call(req childRequest) (childReply, error) {
 	if c.broken != nil {
 		return childReply{}, c.broken
 	}
-	if c.fault != nil {
-		if err := c.fault(req.Op); err != nil {
+	if f := c.fault.get(); f != nil {
+		if err := f(req.Op); err != nil {
 			return childReply{}, err
 		}
 	}
@@ -466,9 +466,16 @@ func (c *childDevice) Calibrate() (time.Duration, float64, error) {
 }
 
 // Sibling and Renew start a new child: a fresh process is the only device
-// side that cannot have been hurt by what happened to this one.
+// side that cannot have been hurt by what happened to this one. As the
+// local driver's, a Sibling shares the test's fault hook and Renew's child
+// has none.
 func (c *childDevice) Sibling() (device, error) {
-	return startChild(context.Background(), c.hello, childGreetingTimeout)
+	s, err := startChild(context.Background(), c.hello, childGreetingTimeout)
+	if err != nil {
+		return nil, err
+	}
+	s.fault = c.fault
+	return s, nil
 }
 
 func (c *childDevice) Renew(ctx context.Context, timeout time.Duration) (device, error) {
@@ -478,9 +485,26 @@ func (c *childDevice) Renew(ctx context.Context, timeout time.Duration) (device,
 }
 
 func (c *childDevice) SetFault(f func(step string) error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.fault = f
+	c.fault.set(f)
+}
+
+// childFault is a test's fault hook (SetFault), shared by a child device
+// and its siblings.
+type childFault struct {
+	mu sync.Mutex
+	f  func(step string) error
+}
+
+func (h *childFault) get() func(step string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.f
+}
+
+func (h *childFault) set(f func(step string) error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.f = f
 }
 
 // Release ends the child.

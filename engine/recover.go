@@ -137,6 +137,15 @@ func (ix *Index) afterGPUFailure(ctx context.Context, err error) error {
 	return nil
 }
 
+// cancelled reports whether err is ctx's own end: a call its caller gave
+// up on, which says nothing of the device. Only a failure of the device
+// moves an index off it (demote): a cancelled write that did would cost a
+// recovery, a full upload of every row, and count as a GPU failure.
+func cancelled(ctx context.Context, err error) bool {
+	cerr := ctx.Err()
+	return cerr != nil && errors.Is(err, cerr)
+}
+
 // demote moves an Auto index to the fallback after a GPU failure. The slab
 // is kept on the host, so nothing is lost.
 func (ix *Index) demote(err error) {

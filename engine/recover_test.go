@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -150,3 +151,106 @@ func TestCloseStopsRecovery(t *testing.T) {
 }
 
 var errDeviceGone = errors.New("device lost (injected)")
+
+// TestCancelledWriteKeepsGPU cancels an Upsert just before it writes the
+// rows it replaces to the device, and a Compact while it uploads the
+// compacted rows. Each returns the context's error and changes nothing,
+// and the GPU, which did not fail, keeps the searches: under Device Auto
+// no move to the CPU, no recovery and no LastFailure (a cancelled write
+// once counted as a GPU failure, which cost a recovery and every row's
+// upload), under Device GPU no rows left stale for the searches to refuse.
+func TestCancelledWriteKeepsGPU(t *testing.T) {
+	for _, b := range backends[1:] {
+		for _, dev := range []engine.Device{engine.Auto, engine.GPU} {
+			t.Run(fmt.Sprintf("%s/%v", b.name, dev), func(t *testing.T) {
+				r := testkit.Rand(t)
+				const dim = 12
+				ctx := context.Background()
+				cfg := engine.Config{Dim: dim, Metric: umbra.L2}
+				var ix *engine.Index
+				if dev == engine.Auto {
+					c := cfg
+					c.Adapters = []engine.AdapterSelect{b.adapter}
+					var err error
+					ix, err = engine.NewSoftwareAuto(ctx, c, 256, 20*time.Millisecond, nil)
+					if err != nil || ix.Info().Device != engine.GPU {
+						if requireGPU() {
+							t.Fatalf("UMBRA_REQUIRE_GPU=1 but no %s adapter works: %v", b.name, err)
+						}
+						t.Skipf("no %s adapter: %v", b.name, err)
+					}
+					t.Cleanup(func() { ix.Close() })
+				} else {
+					ix = open(t, b, cfg, 256)
+				}
+				ref := open(t, backends[0], cfg)
+				data := testkit.Vectors(r, 700, dim)
+				for _, x := range []*engine.Index{ix, ref} {
+					_, err := x.Add(ctx, umbra.Vectors(data))
+					require.NoError(t, err)
+				}
+				qs := testkit.Vectors(r, 5, dim)
+				onGPU := func(what string) {
+					t.Helper()
+					info := ix.Info()
+					require.Equal(t, engine.GPU, info.Device, "%s: %s", what, info.Reason)
+					require.Zero(t, info.Recoveries, what)
+					require.Empty(t, info.LastFailure, "%s: a cancelled call is no GPU failure", what)
+					require.Equal(t, ref.Len(), ix.Len(), what)
+					for i, q := range qs {
+						want, err := ref.Search(ctx, q, 9)
+						require.NoError(t, err)
+						var tr diag.Trace
+						got, err := ix.Search(diag.WithTrace(ctx, &tr), q, 9)
+						require.NoError(t, err, "%s: query %d", what, i)
+						require.Equal(t, "gpu", tr.Device, "%s: query %d", what, i)
+						requireSameHits(t, umbra.L2, ref.Vector, q, want, got, fmt.Sprintf("%s: query %d", what, i))
+					}
+				}
+				onGPU("before")
+
+				// The upsert replaces two rows and adds one; it is
+				// cancelled once its new row is staged and published.
+				cctx, cancel := context.WithCancel(ctx)
+				engine.SetBeforeRewrite(ix, cancel)
+				_, err := ix.Upsert(cctx, umbra.Vectors(testkit.Vectors(r, 3, dim)), umbra.WithIDs(3, 17, 1<<40))
+				require.ErrorIs(t, err, context.Canceled)
+				engine.SetBeforeRewrite(ix, nil)
+				for _, id := range []uint64{3, 17} {
+					got, err := ix.Vector(id)
+					require.NoError(t, err)
+					want, err := ref.Vector(id)
+					require.NoError(t, err)
+					require.Equal(t, want, got, "the cancelled upsert changed row %d", id)
+				}
+				require.False(t, ix.Has(1<<40), "the cancelled upsert added a row")
+				onGPU("after a cancelled upsert")
+
+				// The compaction is cancelled at its upload's first step.
+				for _, x := range []*engine.Index{ix, ref} {
+					require.NoError(t, x.Delete(ctx, umbra.WithIDs(1, 2, 50, 400)))
+				}
+				cctx, cancel = context.WithCancel(ctx)
+				var steps atomic.Int32
+				engine.SetGPUFault(ix, func(string) error {
+					steps.Add(1)
+					cancel()
+					return nil
+				})
+				require.ErrorIs(t, ix.Compact(cctx), context.Canceled)
+				engine.SetGPUFault(ix, nil)
+				require.Positive(t, steps.Load(), "the compaction's upload asked the fault hook")
+				onGPU("after a cancelled compaction")
+
+				// Uncancelled, both go through, on the GPU still.
+				vs := testkit.Vectors(r, 3, dim)
+				for _, x := range []*engine.Index{ix, ref} {
+					_, err := x.Upsert(ctx, umbra.Vectors(vs), umbra.WithIDs(3, 17, 1<<40))
+					require.NoError(t, err)
+					require.NoError(t, x.Compact(ctx))
+				}
+				onGPU("after the same calls uncancelled")
+			})
+		}
+	}
+}

@@ -345,7 +345,9 @@ func (ix *Index) load(ctx context.Context, s *storefile.Snapshot) error {
 	}
 	if ix.onGPU() && ix.slab.Rows > 0 {
 		if err := ix.upload(ctx, 0, nil, progressUpload(ctx)); err != nil {
-			if ix.cfg.Device == GPU {
+			// A cancelled Open opens nothing; it is no failure of the
+			// device.
+			if cancelled(ctx, err) || ix.cfg.Device == GPU {
 				return err
 			}
 			ix.demote(err)

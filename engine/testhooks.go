@@ -27,6 +27,9 @@ type testHooks struct {
 	// beforePublish runs in a write just before its staged rows are
 	// published, with wmu held and ix.mu not.
 	beforePublish func()
+	// beforeRewrite runs in an Upsert just before the rows it replaces
+	// are written to the device, with wmu and ix.mu held.
+	beforeRewrite func()
 	// beforeBatch runs at the start of every coalesced batch, with its
 	// size.
 	beforeBatch func(n int)

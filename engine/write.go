@@ -125,29 +125,43 @@ func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]flo
 	swapRows()
 	lapWrite(t, stagePublish, &mark)
 	// undo restores the replaced rows and drops the appended ones, on the
-	// host and on the device; if a device write fails on the way, every
-	// row is uploaded again, and if even that fails the rows stay marked
-	// stale and GPU searches say so.
+	// host and on the device, whatever ctx says by now (a call cancelled
+	// midway must leave no row half-written). A failed rewrite of this call
+	// wrote none but the replaced rows, so those are written again; rows
+	// already stale before it are all uploaded again. If even that fails
+	// the rows stay marked stale: under Device GPU searches say so, under
+	// Auto the CPU takes over.
+	staleBefore := ix.stale
 	undo := func() {
 		swapRows()
 		undoAttrs()
 		if p != nil {
 			ix.unpublish(p)
 		}
-		if ix.onGPU() && len(rows) > 0 && !ix.stale {
-			_ = ix.rewrite(ctx, rows)
+		if !ix.onGPU() {
+			return
 		}
-		if ix.onGPU() && ix.stale {
-			_ = ix.upload(ctx, 0, nil, nil)
+		if !staleBefore {
+			ix.stale = false
+		}
+		if err := ix.rewrite(context.WithoutCancel(ctx), rows); err != nil && ix.cfg.Device != GPU {
+			ix.demote(err)
 		}
 	}
 	if len(rows) > 0 && ix.onGPU() {
+		if ix.test != nil && ix.test.beforeRewrite != nil {
+			ix.test.beforeRewrite()
+		}
 		if err := ix.rewrite(ctx, rows); err != nil {
-			if ix.cfg.Device == GPU {
+			// A cancelled call stores nothing, as a cancelled Add does:
+			// the caller gave up, the device did not fail and keeps the
+			// searches. A failed write under Device GPU is undone too;
+			// under Auto the host rows hold the upsert and the CPU serves.
+			if cancelled(ctx, err) || ix.cfg.Device == GPU {
 				undo()
 				return err
 			}
-			ix.demote(err) // the host rows hold the upsert; the CPU serves
+			ix.demote(err)
 		}
 		if t != nil {
 			mark = lap(&t.Upload, mark)
@@ -348,7 +362,11 @@ func (ix *Index) deleteLocked(ctx context.Context, ids []uint64) error {
 		return err
 	}
 	if ix.rid.nDead >= compactMinDead && ix.rid.nDead*4 >= len(ix.rid.ids) {
-		return ix.compactLocked(ctx)
+		// The delete is applied and logged: a compaction its caller
+		// cancelled is left to a later one.
+		if err := ix.compactLocked(ctx); err != nil && !cancelled(ctx, err) {
+			return err
+		}
 	}
 	return nil
 }
@@ -428,7 +446,9 @@ func (ix *Index) compactLocked(ctx context.Context) error {
 			}
 		}
 		if err = gpuError(err); err != nil {
-			if ix.cfg.Device == GPU {
+			// A cancelled compaction changes nothing and says nothing
+			// of the device, which keeps the searches.
+			if cancelled(ctx, err) || ix.cfg.Device == GPU {
 				return err
 			}
 			ix.demote(err)

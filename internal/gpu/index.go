@@ -111,9 +111,10 @@ type Index struct {
 	// uploadFlush for this index (tests: many pieces and flushes with
 	// little data).
 	writePiece, flushBytes int
-	// fault, when set (by tests only), is asked before every wgpu call
-	// that can fail and may fail it, so tests reach every failure path.
-	fault func(step string) error
+	// fault holds the hook that, when set (by tests only), is asked
+	// before every wgpu call that can fail and may fail it, so tests
+	// reach every failure path. An index and its siblings share it.
+	fault *faultHook
 	// shared is what ScoreInto keeps for the device's owner (share.go).
 	shared sharedScores
 	// qsel is SelectSums' state (qselect.go); nil until first used.
@@ -122,16 +123,21 @@ type Index struct {
 
 // SetFault makes every wgpu call of the index that can fail ask f first, by
 // the name of its step; an error from f fails that call as if the device
-// had. nil removes it. Tests use it to reach every failure path.
+// had. nil removes it. Tests use it to reach every failure path. The
+// index's siblings share it.
 func (g *Index) SetFault(f func(step string) error) {
 	g.dev.mu.Lock()
 	defer g.dev.mu.Unlock()
-	g.fault = f
+	g.fault.f = f
 }
+
+// faultHook is a test's fault hook (SetFault), guarded by the device's mu
+// and shared by an index and its siblings.
+type faultHook struct{ f func(step string) error }
 
 // step gives an injected fault at the named step, if a test asked for one.
 func (g *Index) step(name string) error {
-	return gpuplan.Step(g.fault, name, ErrFailed)
+	return gpuplan.Step(g.fault.f, name, ErrFailed)
 }
 
 // NewIndex returns an empty index on the device for rows of stride
@@ -190,7 +196,7 @@ func (dev *Device) planIndex(stride int, metric core.Metric, prec core.Precision
 	plan, single, batch := ip.Chunks, ip.Single, ip.Batch
 	bind := alignDown(min(dev.lim.MaxStorageBindingBytes, dev.lim.MaxBufferBytes))
 	g := &Index{
-		dev: dev, metric: metric, prec: prec, single: single, batch: batch, plan: plan, bind: bind, maxChunkRows: maxChunkRows,
+		dev: dev, fault: &faultHook{}, metric: metric, prec: prec, single: single, batch: batch, plan: plan, bind: bind, maxChunkRows: maxChunkRows,
 		query:      growBuffer{label: "umbra queries", usage: gpuplan.Storage | gpuplan.CopyDst, limit: bind},
 		scoresB:    growBuffer{label: "umbra scores", usage: gpuplan.Storage | gpuplan.CopySrc, limit: bind},
 		state:      growBuffer{label: "umbra select state", usage: gpuplan.Storage | gpuplan.CopyDst | gpuplan.CopySrc, limit: bind},
@@ -703,8 +709,18 @@ func (g *Index) Rewrite(ctx context.Context, s *packed.Slab, rows []int) error {
 
 // Sibling returns a new, empty index on the same device with the same
 // layout: compaction uploads into it while searches still use this one.
+// It shares g's fault hook (SetFault), the one set now and any set later:
+// it is the same index's device side once compaction swaps it in, so a
+// test's fault follows it there, even one armed while the compaction
+// runs. (Renew's index has none: a recovery brings a device side back
+// clean.)
 func (g *Index) Sibling() (*Index, error) {
-	return g.dev.newLike(g)
+	s, err := g.dev.newLike(g)
+	if err != nil {
+		return nil, err
+	}
+	s.fault = g.fault // the same device: its mu guards both
+	return s, nil
 }
 
 // newLike returns a new, empty index on d laid out like g.
