@@ -127,3 +127,13 @@ func TestQueryDecodeAllocs(t *testing.T) {
 	require.Equal(t, [][]float32{q}, [][]float32(*got.QueryEmbeddings))
 	require.Less(t, allocs, 100.0, "allocations to decode one query of 768 numbers")
 }
+
+// FuzzFastDecode: on any body, the fast path reads what encoding/json
+// reads and fails as it fails.
+func FuzzFastDecode(f *testing.F) {
+	for _, s := range []string{`{"query_embeddings":[[1,2.5e-3,-0]],"n_results":3}`, `{"ids":["a"],"embeddings":["AACAPw=="],"metadatas":[{"k":"]"}]}`,
+		`{"embeddings":[[1],[2]],"documents":["x\"y"]}`, `{"query_embeddings":[[1e39]]}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) { decodeBoth(t, b) })
+}
