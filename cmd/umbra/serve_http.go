@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/chroma"
 )
@@ -24,6 +25,7 @@ type httpFlags struct {
 	MaxBodyMiB     int64         `name:"max-body-mib" default:"128" placeholder:"MIB" help:"with --http: the largest request body, in MiB (413 beyond)"`
 	MaxBatchSize   int           `name:"max-batch-size" default:"5461" placeholder:"N" help:"with --http: the most records one add, upsert, update or delete by ids may carry, reported as pre-flight-checks' max_batch_size"`
 	RequestTimeout time.Duration `name:"request-timeout" default:"60s" placeholder:"D" help:"with --http: the longest one request may work (504 beyond)"`
+	Precision      choice        `name:"precision" choices:"f32,f16,int8" default:"int8" placeholder:"P" help:"with --http: the copy of the vectors that a new collection's searches scan (f32, f16 or int8); every answer is the exact float32 one at each (rows the compressed scan cannot rule out are scored again in float32), int8 reading about 4x fewer bytes per query for a quarter more memory. A collection keeps the precision it was created with"`
 	MaxRequests    int           `name:"max-requests" default:"64" placeholder:"N" help:"with --http: the requests handled at once; more are answered 429"`
 }
 
@@ -120,7 +122,11 @@ func (s *serveCmd) runHTTP(ctx context.Context, e *env, device engine.Device) er
 		defer c.Close()
 		backend = chroma.NewClusterBackend(c)
 	} else {
-		backend = &chroma.Stores{Dir: s.Dir, Config: engine.Config{Device: device}}
+		prec, err := umbra.ParsePrecision(string(f.Precision))
+		if err != nil {
+			return usagef("--precision %s: %v", f.Precision, err)
+		}
+		backend = &chroma.Stores{Dir: s.Dir, Config: engine.Config{Device: device, Precision: prec}}
 	}
 	logf := func(format string, args ...any) { fmt.Fprintf(e.stderr, "umbra serve: "+format+"\n", args...) }
 	srv, err := chroma.New(ctx, chroma.Config{Dir: s.Dir, Backend: backend, Token: token, AllowReset: f.AllowReset,

@@ -18,7 +18,8 @@ import (
 type Stores struct {
 	Dir string
 	// Config is every store's engine configuration but its Dim and
-	// Metric (Device, Workers, Limits, Coalesce).
+	// Metric (Device, Workers, Limits, Coalesce). Its Precision is that
+	// of the stores Create makes; a store Open opens keeps its own.
 	Config engine.Config
 }
 
@@ -30,7 +31,7 @@ func (b *Stores) Open(ctx context.Context, id string) (umbra.Collection, error) 
 		return nil, nil
 	}
 	cfg := b.Config
-	cfg.Dim, cfg.Metric = 0, 0
+	cfg.Dim, cfg.Metric, cfg.Precision = 0, 0, 0
 	ix, err := engine.Open(ctx, p, cfg)
 	if err != nil {
 		return nil, err

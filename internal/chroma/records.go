@@ -455,7 +455,7 @@ func scaled(v []float32, by float32) []float32 {
 // updates the stored ones only.
 func (s *Server) write(r *http.Request, mode byte) (int, any, error) {
 	var req writeRequest
-	if err := decode(r, &req); err != nil {
+	if err := decodeLifting(r, &req, "embeddings", &req.Embeddings); err != nil {
 		return 0, nil, err
 	}
 	if err := s.checkWrite(&req, mode != 'p'); err != nil {
@@ -829,7 +829,7 @@ func distance(m umbra.Metric, score float32) float32 {
 
 func (s *Server) query(w http.ResponseWriter, r *http.Request) (int, any, error) {
 	var req readRequest
-	if err := decode(r, &req); err != nil {
+	if err := decodeLifting(r, &req, "query_embeddings", &req.QueryEmbeddings); err != nil {
 		return 0, nil, err
 	}
 	incList, inc, err := include(req.Include, true)

@@ -6,12 +6,12 @@
 package chroma
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -303,12 +303,24 @@ func (s *Server) authorized(r *http.Request) bool {
 // decode reads a JSON request body into v; an empty body leaves v as it
 // is.
 func decode(r *http.Request, v any) error {
-	b, err := io.ReadAll(r.Body)
+	return decodeLifting(r, v, "", nil)
+}
+
+// decodeLifting is decode, but the embeddings in the top-level field key
+// go into *dst by the fast path where it applies (fastjson.go).
+func decodeLifting(r *http.Request, v any, key string, dst **embeddings) error {
+	b, err := readBody(r)
 	if err != nil {
 		return err
 	}
-	if len(strings.TrimSpace(string(b))) == 0 {
+	if len(bytes.TrimSpace(b)) == 0 {
 		return nil
+	}
+	if dst != nil {
+		if rest, e, ok := liftEmbeddings(b, key); ok && json.Unmarshal(rest, v) == nil {
+			*dst = &e
+			return nil
+		}
 	}
 	if err := json.Unmarshal(b, v); err != nil {
 		var ae *apiError
