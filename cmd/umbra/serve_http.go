@@ -25,7 +25,7 @@ type httpFlags struct {
 	MaxBodyMiB     int64         `name:"max-body-mib" default:"128" placeholder:"MIB" help:"with --http: the largest request body, in MiB (413 beyond)"`
 	MaxBatchSize   int           `name:"max-batch-size" default:"5461" placeholder:"N" help:"with --http: the most records one add, upsert, update or delete by ids may carry, reported as pre-flight-checks' max_batch_size"`
 	RequestTimeout time.Duration `name:"request-timeout" default:"60s" placeholder:"D" help:"with --http: the longest one request may work (504 beyond)"`
-	Precision      choice        `name:"precision" choices:"f32,f16,int8" default:"int8" placeholder:"P" help:"with --http: the copy of the vectors that a new collection's searches scan (f32, f16 or int8); every answer is the exact float32 one at each (rows the compressed scan cannot rule out are scored again in float32), int8 reading about 4x fewer bytes per query for a quarter more memory. A collection keeps the precision it was created with"`
+	Precision      string        `name:"precision" placeholder:"P" help:"with --http and --dir (default int8; a cluster's replicas scan float32, and --cluster refuses it): the copy of the vectors that a new collection's searches scan (f32, f16 or int8); every answer is the exact float32 one at each (rows the compressed scan cannot rule out are scored again in float32), int8 reading about 4x fewer bytes per query for a quarter more memory. A collection keeps the precision it was created with"`
 	MaxRequests    int           `name:"max-requests" default:"64" placeholder:"N" help:"with --http: the requests handled at once; more are answered 429"`
 }
 
@@ -38,6 +38,8 @@ func (f *httpFlags) httpOnly() string {
 		return "--allow-reset"
 	case f.ClusterURL != "":
 		return "--cluster"
+	case f.Precision != "":
+		return "--precision"
 	}
 	return ""
 }
@@ -115,6 +117,9 @@ func (s *serveCmd) runHTTP(ctx context.Context, e *env, device engine.Device) er
 	}
 	var backend chroma.Backend
 	if f.ClusterURL != "" {
+		if f.Precision != "" {
+			return usagef("--precision %s: a cluster's replicas scan float32; --precision applies to the stores of --dir alone", f.Precision)
+		}
 		c, err := s.natsFlags.connect(ctx, f.ClusterURL, false)
 		if err != nil {
 			return err
@@ -122,6 +127,9 @@ func (s *serveCmd) runHTTP(ctx context.Context, e *env, device engine.Device) er
 		defer c.Close()
 		backend = chroma.NewClusterBackend(c)
 	} else {
+		if f.Precision == "" {
+			f.Precision = "int8"
+		}
 		prec, err := umbra.ParsePrecision(string(f.Precision))
 		if err != nil {
 			return usagef("--precision %s: %v", f.Precision, err)

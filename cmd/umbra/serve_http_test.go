@@ -166,3 +166,21 @@ func TestServeHTTPRefusesOpenListenWithoutToken(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, 200, resp.StatusCode)
 }
+
+// TestServeHTTPPrecisionRefusedWhereUnread: --precision chooses the copy a
+// store's searches scan; a cluster's replicas and a cluster node read no
+// such flag, so there it is refused by name rather than ignored.
+func TestServeHTTPPrecisionRefusedWhereUnread(t *testing.T) {
+	dir := t.TempDir()
+	r := runUmbra(t, "serve", "--precision", "f16", "--dir", dir)
+	require.Equal(t, exitUsage, r.code, "%s", r)
+	require.Contains(t, requireErrorLine(t, r), "--precision needs --http")
+
+	r = runUmbra(t, "serve", "--http", "127.0.0.1:0", "--cluster", "nats://127.0.0.1:1", "--precision", "int8", "--dir", dir)
+	require.Equal(t, exitUsage, r.code, "%s", r)
+	require.Contains(t, requireErrorLine(t, r), "--precision int8: a cluster's replicas scan float32")
+
+	r = runUmbra(t, "serve", "--http", "127.0.0.1:0", "--precision", "f64", "--dir", dir)
+	require.Equal(t, exitUsage, r.code, "%s", r)
+	require.Contains(t, requireErrorLine(t, r), "--precision f64")
+}
