@@ -264,6 +264,12 @@ async function dropCollections() {
   for (const name of created.splice(0)) await client.deleteCollection({ name }).catch(() => {});
 }
 
+// modify(configuration): the one HNSW parameter a user tunes at run time.
+async function modifyEfSearch(col) {
+  await col.modify({ configuration: { hnsw: { ef_search: 200 } } });
+  checkEq(JSON.parse(last.reqBody), { new_configuration: { hnsw: { ef_search: 200 } } }, "the client's modify(configuration) request");
+}
+
 // ---- the suite ----
 const client = new ChromaClient({ host, port, ssl, headers: authHeaders });
 const admin = new AdminClient({ host, port, ssl, headers: authHeaders });
@@ -382,8 +388,10 @@ async function main() {
     const tmp = await client.createCollection({ name: tmpName, embeddingFunction: null, metadata: { a: 1 } });
     created.push(`${tmpName}-2`);
     await tmp.modify({ name: `${tmpName}-2`, metadata: { b: "two" } });
+    await modifyEfSearch(tmp);
     const renamed = await client.getCollection({ name: `${tmpName}-2` });
     checkEq([renamed.id, renamed.metadata], [tmp.id, { b: "two" }], "getCollection after modify(name, metadata)");
+    checkEq(renamed.configuration?.hnsw?.ef_search, 200, "configuration_json.hnsw.ef_search after modify(configuration)");
     await expectError("getCollection of the old name after a rename", ChromaNotFoundError, () => client.getCollection({ name: tmpName }));
     await client.deleteCollection({ name: `${tmpName}-2` });
     await expectError("getCollection after deleteCollection", ChromaNotFoundError, () => client.getCollection({ name: `${tmpName}-2` }));
