@@ -516,6 +516,23 @@ async function main() {
     });
   }
 
+  await run("concurrent queries", async () => {
+    // 48 queries in flight at once from 6 clients, each answer exact.
+    const { col, model } = cols.l2;
+    const clients = Array.from({ length: 6 }, () => new ChromaClient({ host, port, ssl, headers: authHeaders }));
+    const handles = await Promise.all(clients.map((c) => c.getCollectionById(col.id)));
+    const jobs = Array.from({ length: 48 }, (_, i) => {
+      const q = gaussVec(R, 16);
+      const where = i % 3 === 0 ? WHERES[i % WHERES.length] : undefined;
+      return { q, where, p: handles[i % handles.length].query({ queryEmbeddings: [q], nResults: 5, include: ["distances"], ...(where ? { where } : {}) }) };
+    });
+    for (const [i, j] of jobs.entries()) {
+      const res = await j.p;
+      const err = exactCheck("l2", j.q, model.filter(j.where), 5, res.ids[0], res.distances[0]);
+      check(err === null, () => `concurrent query ${i} (where ${JSON.stringify(j.where)}) not exact: ${err}`);
+    }
+  });
+
   await run("raw REST shapes", async () => {
     const { col, model } = cols.l2;
     const p = `/tenants/default_tenant/databases/default_database/collections/${col.id}`;

@@ -262,6 +262,17 @@ for (const [space] of spaces) {
   await step(`${space}: get bad where`, "POST", `${c}/get`, { where: { n: { $bad: 1 } } });
   await step(`${space}: get bad where_document`, "POST", `${c}/get`, { where_document: { $nope: "x" } });
   await step(`${space}: get bad include`, "POST", `${c}/get`, { include: ["bogus"] });
+  // bad input: Chroma's status and error type for each
+  await step(`${space}: add with an empty metadata key`, "POST", `${c}/add`, { ids: ["bad1"], embeddings: [qs[0]], metadatas: [{ "": 1 }] });
+  await step(`${space}: add with an empty id`, "POST", `${c}/add`, { ids: [""], embeddings: [qs[0]] });
+  await step(`${space}: add with fewer embeddings than ids`, "POST", `${c}/add`, { ids: ["bad2", "bad3"], embeddings: [qs[0]] });
+  await step(`${space}: add with a null component`, "POST", `${c}/add`, { ids: ["bad4"], embeddings: [[null, ...qs[0].slice(1)]] });
+  await step(`${space}: query n_results -1`, "POST", `${c}/query`, { query_embeddings: [qs[0]], n_results: -1 });
+  await step(`${space}: get limit -1`, "POST", `${c}/get`, { limit: -1 });
+  await step(`${space}: count after the bad input`, "GET", `${c}/count`);
+  // Whatever a server wrongly took goes, so that one difference does not
+  // cascade into every later answer (not compared).
+  for (const s of [0, 1]) await send(s, "POST", `${c}/delete`, { ids: ["bad1", "bad2", "bad3", "bad4"] });
   // writes
   const up = rows(110, 20);
   up.metadatas = up.metadatas.map((m) => ({ ...m, upserted: true }));
@@ -282,6 +293,28 @@ for (const [space] of spaces) {
   await step(`${space}: add the same id twice in a batch`, "POST", `${c}/add`, { ids: ["twice", "twice"], embeddings: [toBase64F32(gaussVec(R, DIM)), toBase64F32(gaussVec(R, DIM))] }, { informational: true });
   await step(`${space}: get after the corners`, "POST", `${c}/get`, { include: ALL }, { informational: true });
   await step(`${space}: delete with no filter`, "POST", `${c}/delete`, {}, { informational: true });
+}
+// A body that is not JSON.
+{
+  steps++;
+  const r = await Promise.all([0, 1].map(async (s) => {
+    const res = await fetch(`${urls[s]}/api/v2${DB}/collections`, { method: "POST", headers: { "content-type": "application/json", ...(s === 0 && token ? { "x-chroma-token": token } : {}) }, body: "{not json" });
+    let j; try { j = await res.json(); } catch { j = null; }
+    return { status: res.status, error: j?.error };
+  }));
+  if (r[0].status !== r[1].status || r[0].error !== r[1].error) {
+    failing++;
+    console.log(`DIFF a body that is not JSON: POST ${DB}/collections\n     ${JSON.stringify(r[0])} vs ${JSON.stringify(r[1])}   (umbra vs chroma)`);
+  }
+}
+// Chroma does not hold a batch to the max_batch_size it reports; umbra does.
+{
+  const big = `diff-big-${tag}`;
+  await step("create for a batch beyond max_batch_size", "POST", `${DB}/collections`, { name: big, configuration: {}, get_or_create: false }, { learn: big });
+  const pf = await send(0, "GET", "/pre-flight-checks");
+  const n = (pf.json?.max_batch_size ?? 5461) + 1;
+  await step(`add ${n} records (max_batch_size + 1)`, "POST", `${DB}/collections/{${big}}/add`,
+    { ids: Array.from({ length: n }, (_, i) => `b${i}`), embeddings: Array.from({ length: n }, () => toBase64F32([1, 2])) }, { informational: true });
 }
 const missing = "00000000-0000-4000-8000-000000000000";
 await step("count of a missing collection id", "GET", `${DB}/collections/${missing}/count`);
