@@ -168,6 +168,7 @@ function makeRows(start, n, dim, withUris) {
       f: Math.round(R.float() * 1e6) / 1e6,
       flag: R.float() < 0.5,
       ...(R.float() < 0.3 ? { tags: [R.int(4), R.int(4) + 4] } : {}),
+      ...(R.float() < 0.3 ? { labels: words.length ? words : ["none"] } : {}),
     });
     docs.push(`doc ${i} ${words.join(" ")}`.trim());
     uris.push(`https://example.org/rec/${i}`);
@@ -187,6 +188,7 @@ const WHERES = [
   { $and: [{ cat: { $in: ["c1", "c2"] } }, { flag: false }] },
   { $or: [{ n: { $lt: 20 } }, { cat: "c4" }] },
   { tags: { $contains: 5 } },
+  { labels: { $contains: "beta" } },
   { n: 42 },
 ];
 const WHERE_DOCS = [

@@ -156,7 +156,11 @@ function rows(start, n, { uris = true } = {}) {
   for (let i = start; i < start + n; i++) {
     o.ids.push(`d${i}`);
     o.embeddings.push(gaussVec(R, DIM));
-    o.metadatas.push({ cat: `c${R.int(4)}`, n: i, f: Math.round(R.float() * 1000) / 1000, flag: R.float() < 0.5, ...(R.float() < 0.3 ? { tags: [R.int(3), 3 + R.int(3)] } : {}) });
+    o.metadatas.push({
+      cat: `c${R.int(4)}`, n: i, f: Math.round(R.float() * 1000) / 1000, flag: R.float() < 0.5,
+      ...(R.float() < 0.3 ? { tags: [R.int(3), 3 + R.int(3)] } : {}),
+      ...(R.float() < 0.3 ? { words: WORDS.filter(() => R.float() < 0.5) } : {}),
+    });
     o.documents.push(`doc ${i} ${WORDS.filter(() => R.float() < 0.4).join(" ")}`.trim());
     o.uris.push(`https://example.org/${i}`);
   }
@@ -227,6 +231,7 @@ const WHERES = [
   { cat: "c1" }, { cat: { $ne: "c2" } }, { n: { $gte: 60 } }, { f: { $lt: 0.3 } }, { flag: false },
   { cat: { $in: ["c0", "c3"] } }, { cat: { $nin: ["c0"] } }, { $and: [{ cat: "c2" }, { flag: true }] },
   { $or: [{ n: { $lt: 10 } }, { cat: "c3" }] }, { tags: { $contains: 4 } }, { tags: { $not_contains: 1 } }, { n: { $in: [3, 5, 7] } },
+  { words: { $contains: "gamma" } }, { f: { $gte: 0.5 } }, { f: { $in: [0.5, 0.25] } },
 ];
 const WDOCS = [
   { $contains: "alpha" }, { $not_contains: "beta" }, { $and: [{ $contains: "gamma" }, { $contains: "delta" }] },
@@ -247,6 +252,9 @@ for (const [space] of spaces) {
   for (const inc of ALL) await step(`${space}: get include [${inc}]`, "POST", `${c}/get`, { ids: ["d1", "d2"], include: [inc] });
   for (const where of WHERES) await step(`${space}: get where`, "POST", `${c}/get`, { where, include: ["metadatas"] });
   for (const wd of WDOCS) await step(`${space}: get where_document`, "POST", `${c}/get`, { where_document: wd, include: ["documents"] });
+  // A float compared with an int field: Chroma truncates the float (n > 2.5
+  // reads as n > 2); umbra compares exactly (docs/chroma.md).
+  await step(`${space}: get where an int field > a float`, "POST", `${c}/get`, { where: { n: { $gt: 2.5 } }, include: [] }, { informational: true });
   await step(`${space}: get where + where_document + limit + offset`, "POST", `${c}/get`, { where: { cat: { $ne: "c1" } }, where_document: { $not_contains: "omega" }, limit: 7, offset: 3, include: [] });
   for (const [limit, offset] of [[10, 0], [10, 115], [5, 200]]) await step(`${space}: get limit ${limit} offset ${offset}`, "POST", `${c}/get`, { limit, offset, include: [] });
   const qs = Array.from({ length: 3 }, () => gaussVec(R, DIM));
