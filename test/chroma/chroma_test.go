@@ -307,14 +307,35 @@ func TestChromaWriteSurvivesKill(t *testing.T) {
 	s.must(t, http.MethodPost, db+"/collections/"+col.ID+"/add", map[string]any{"ids": ids[200:], "embeddings": embs[200:], "metadatas": metas[200:], "documents": docs[200:]}, nil)
 	docs[7] = "rewritten just before the kill"
 	s.must(t, http.MethodPost, db+"/collections/"+col.ID+"/update", map[string]any{"ids": []string{ids[7]}, "documents": []string{docs[7]}}, nil)
+	// Deletes acknowledged before the kill stay deleted: ids, and a where.
+	gone := map[string]bool{}
+	var del struct {
+		Deleted int `json:"deleted"`
+	}
+	s.must(t, http.MethodPost, db+"/collections/"+col.ID+"/delete", map[string]any{"ids": ids[10:15]}, &del)
+	for _, id := range ids[10:15] {
+		gone[id] = true
+	}
+	s.must(t, http.MethodPost, db+"/collections/"+col.ID+"/delete", map[string]any{"where": map[string]any{"i": map[string]any{"$gte": 290}}}, &del)
+	for _, id := range ids[290:] {
+		gone[id] = true
+	}
+	// A collection created and one deleted before the kill.
+	s.must(t, http.MethodPost, db+"/collections", map[string]any{"name": "short-lived"}, nil)
+	s.must(t, http.MethodDelete, db+"/collections/short-lived", nil, nil)
+	s.must(t, http.MethodPost, db+"/collections", map[string]any{"name": "created-last"}, nil)
 	s.kill()
 
 	s2 := startServer(t, dir, "")
 	var count int
 	s2.must(t, http.MethodGet, db+"/collections/"+col.ID+"/count", nil, &count)
-	if count != n {
-		t.Fatalf("after SIGKILL and restart: count %d, want %d\n%s", count, n, s2.out.String())
+	if count != n-len(gone) {
+		t.Fatalf("after SIGKILL and restart: count %d, want %d\n%s", count, n-len(gone), s2.out.String())
 	}
+	if st, b, _ := s2.do(http.MethodGet, db+"/collections/short-lived", nil); st != http.StatusNotFound {
+		t.Fatalf("after restart: the collection deleted before the kill answers %d %s, want 404", st, b)
+	}
+	s2.must(t, http.MethodGet, db+"/collections/created-last", nil, nil)
 	var got struct {
 		IDs        []string         `json:"ids"`
 		Embeddings [][]float32      `json:"embeddings"`
@@ -322,13 +343,13 @@ func TestChromaWriteSurvivesKill(t *testing.T) {
 		Documents  []string         `json:"documents"`
 	}
 	s2.must(t, http.MethodPost, db+"/collections/"+col.ID+"/get", map[string]any{"include": []string{"embeddings", "metadatas", "documents"}}, &got)
-	if len(got.IDs) != n {
-		t.Fatalf("after restart: get returned %d records, want %d", len(got.IDs), n)
+	if len(got.IDs) != n-len(gone) {
+		t.Fatalf("after restart: get returned %d records, want %d", len(got.IDs), n-len(gone))
 	}
 	for k, id := range got.IDs {
 		var i int
-		if _, err := fmt.Sscanf(id, "k%d", &i); err != nil || i < 0 || i >= n {
-			t.Fatalf("after restart: unexpected id %q", id)
+		if _, err := fmt.Sscanf(id, "k%d", &i); err != nil || i < 0 || i >= n || gone[id] {
+			t.Fatalf("after restart: unexpected id %q (deleted before the kill: %v)", id, gone[id])
 		}
 		for j := range dim {
 			if got.Embeddings[k][j] != embs[i][j] {
