@@ -169,6 +169,7 @@ function makeRows(start, n, dim, withUris) {
       flag: R.float() < 0.5,
       ...(R.float() < 0.3 ? { tags: [R.int(4), R.int(4) + 4] } : {}),
       ...(R.float() < 0.3 ? { labels: words.length ? words : ["none"] } : {}),
+      ...(R.float() < 0.5 ? { opt: R.int(4) } : {}),
     });
     docs.push(`doc ${i} ${words.join(" ")}`.trim());
     uris.push(`https://example.org/rec/${i}`);
@@ -189,6 +190,10 @@ const WHERES = [
   { $or: [{ n: { $lt: 20 } }, { cat: "c4" }] },
   { tags: { $contains: 5 } },
   { labels: { $contains: "beta" } },
+  // negations admit the records that lack the key, as in Chroma
+  { opt: { $ne: 2 } },
+  { opt: { $nin: [0, 1] } },
+  { labels: { $not_contains: "alpha" } },
   { n: 42 },
 ];
 const WHERE_DOCS = [

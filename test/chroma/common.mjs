@@ -89,19 +89,24 @@ export function tolerance(space, a, b) {
 
 // ---- where / where_document, as Chroma 3.5 defines them ----
 
+// Chroma's negations ($ne, $nin, $not_contains) are the complements of
+// their positives: a record without the key matches them (checked against
+// chromadb 3.5.0's server: {s: {$ne: "x"}} admits a record with no s).
 function cmp(op, have, want) {
+  switch (op) {
+    case "$ne": return !cmp("$eq", have, want);
+    case "$nin": return !cmp("$in", have, want);
+    case "$not_contains": return !cmp("$contains", have, want);
+  }
   if (have === undefined || have === null) return false;
   switch (op) {
     case "$eq": return Array.isArray(have) ? false : have === want;
-    case "$ne": return Array.isArray(have) ? false : have !== want;
     case "$gt": return typeof have === "number" && have > want;
     case "$gte": return typeof have === "number" && have >= want;
     case "$lt": return typeof have === "number" && have < want;
     case "$lte": return typeof have === "number" && have <= want;
-    case "$in": return want.includes(have);
-    case "$nin": return !want.includes(have);
+    case "$in": return !Array.isArray(have) && want.includes(have);
     case "$contains": return Array.isArray(have) && have.includes(want);
-    case "$not_contains": return Array.isArray(have) && !have.includes(want);
   }
   throw new Error(`model: unsupported operator ${op}`);
 }

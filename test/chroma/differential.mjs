@@ -159,7 +159,8 @@ function rows(start, n, { uris = true } = {}) {
     o.metadatas.push({
       cat: `c${R.int(4)}`, n: i, f: Math.round(R.float() * 1000) / 1000, flag: R.float() < 0.5,
       ...(R.float() < 0.3 ? { tags: [R.int(3), 3 + R.int(3)] } : {}),
-      ...(R.float() < 0.3 ? { words: WORDS.filter(() => R.float() < 0.5) } : {}),
+      ...(R.float() < 0.3 ? { words: [WORDS[R.int(5)], ...WORDS.filter(() => R.float() < 0.3)] } : {}),
+      ...(R.float() < 0.5 ? { opt: R.int(4) } : {}),
     });
     o.documents.push(`doc ${i} ${WORDS.filter(() => R.float() < 0.4).join(" ")}`.trim());
     o.uris.push(`https://example.org/${i}`);
@@ -232,6 +233,7 @@ const WHERES = [
   { cat: { $in: ["c0", "c3"] } }, { cat: { $nin: ["c0"] } }, { $and: [{ cat: "c2" }, { flag: true }] },
   { $or: [{ n: { $lt: 10 } }, { cat: "c3" }] }, { tags: { $contains: 4 } }, { tags: { $not_contains: 1 } }, { n: { $in: [3, 5, 7] } },
   { words: { $contains: "gamma" } }, { f: { $gte: 0.5 } }, { f: { $in: [0.5, 0.25] } },
+  { opt: { $ne: 2 } }, { opt: { $nin: [0, 1] } }, { words: { $not_contains: "alpha" } }, { $and: [{ opt: { $ne: 1 } }, { cat: { $ne: "c0" } }] },
 ];
 const WDOCS = [
   { $contains: "alpha" }, { $not_contains: "beta" }, { $and: [{ $contains: "gamma" }, { $contains: "delta" }] },
@@ -244,6 +246,9 @@ for (const [space] of spaces) {
   const first = rows(0, 80);
   await step(`${space}: add (base64)`, "POST", `${c}/add`, b64(first));
   await step(`${space}: add (JSON numbers, no uris)`, "POST", `${c}/add`, rows(80, 40, { uris: false }));
+  // records without a document, and one without metadata: negated
+  // where_document clauses and negated where clauses admit them in Chroma
+  await step(`${space}: add without documents`, "POST", `${c}/add`, { ids: ["nodoc1", "nodoc2"], embeddings: [gaussVec(R, DIM), gaussVec(R, DIM)], metadatas: [{ cat: "c1", n: 1000 }, null] });
   await step(`${space}: count`, "GET", `${c}/count`);
   await step(`${space}: get all`, "POST", `${c}/get`, { include: ALL });
   await step(`${space}: get default include`, "POST", `${c}/get`, {});
@@ -261,7 +266,7 @@ for (const [space] of spaces) {
   await step(`${space}: query`, "POST", `${c}/query`, { query_embeddings: qs, n_results: 8, include: QALL }, { query: true });
   await step(`${space}: query default include`, "POST", `${c}/query`, { query_embeddings: qs.slice(0, 1), n_results: 4 }, { query: true });
   await step(`${space}: query n_results > rows`, "POST", `${c}/query`, { query_embeddings: qs.slice(0, 1), n_results: 500, include: ["distances"] }, { query: true });
-  for (const where of WHERES.slice(0, 6)) await step(`${space}: query where`, "POST", `${c}/query`, { query_embeddings: qs.slice(0, 2), n_results: 5, where, include: ["distances", "metadatas"] }, { query: true });
+  for (const where of [...WHERES.slice(0, 6), { opt: { $ne: 2 } }]) await step(`${space}: query where`, "POST", `${c}/query`, { query_embeddings: qs.slice(0, 2), n_results: 5, where, include: ["distances", "metadatas"] }, { query: true });
   for (const wd of WDOCS.slice(0, 4)) await step(`${space}: query where_document`, "POST", `${c}/query`, { query_embeddings: qs.slice(0, 2), n_results: 5, where_document: wd, include: ["distances", "documents"] }, { query: true });
   await step(`${space}: query ids`, "POST", `${c}/query`, { query_embeddings: qs.slice(0, 2), n_results: 3, ids: ["d1", "d5", "d9", "d30", "d77", "d100"], include: ["distances"] }, { query: true });
   await step(`${space}: query ids naming a missing record`, "POST", `${c}/query`, { query_embeddings: qs.slice(0, 1), n_results: 3, ids: ["d1", "nope"] });
@@ -277,10 +282,13 @@ for (const [space] of spaces) {
   await step(`${space}: add with a null component`, "POST", `${c}/add`, { ids: ["bad4"], embeddings: [[null, ...qs[0].slice(1)]] });
   await step(`${space}: query n_results -1`, "POST", `${c}/query`, { query_embeddings: [qs[0]], n_results: -1 });
   await step(`${space}: get limit -1`, "POST", `${c}/get`, { limit: -1 });
+  // Chroma takes an empty array and drops its key.
+  await step(`${space}: add with an empty array value`, "POST", `${c}/add`, { ids: ["bad5"], embeddings: [qs[0]], metadatas: [{ empty: [], cat: "c1" }] });
+  await step(`${space}: get it`, "POST", `${c}/get`, { ids: ["bad5"], include: ["metadatas"] });
   await step(`${space}: count after the bad input`, "GET", `${c}/count`);
   // Whatever a server wrongly took goes, so that one difference does not
   // cascade into every later answer (not compared).
-  for (const s of [0, 1]) await send(s, "POST", `${c}/delete`, { ids: ["bad1", "bad2", "bad3", "bad4"] });
+  for (const s of [0, 1]) await send(s, "POST", `${c}/delete`, { ids: ["bad1", "bad2", "bad3", "bad4", "bad5"] });
   // writes
   const up = rows(110, 20);
   up.metadatas = up.metadatas.map((m) => ({ ...m, upserted: true }));
