@@ -324,6 +324,10 @@ func TestChromaWriteSurvivesKill(t *testing.T) {
 	s.must(t, http.MethodPost, db+"/collections", map[string]any{"name": "short-lived"}, nil)
 	s.must(t, http.MethodDelete, db+"/collections/short-lived", nil, nil)
 	s.must(t, http.MethodPost, db+"/collections", map[string]any{"name": "created-last"}, nil)
+	// A tenant and a database in it, with a collection.
+	s.must(t, http.MethodPost, "/api/v2/tenants", map[string]any{"name": "acme"}, nil)
+	s.must(t, http.MethodPost, "/api/v2/tenants/acme/databases", map[string]any{"name": "notes"}, nil)
+	s.must(t, http.MethodPost, "/api/v2/tenants/acme/databases/notes/collections", map[string]any{"name": "inner"}, nil)
 	s.kill()
 
 	s2 := startServer(t, dir, "")
@@ -336,6 +340,9 @@ func TestChromaWriteSurvivesKill(t *testing.T) {
 		t.Fatalf("after restart: the collection deleted before the kill answers %d %s, want 404", st, b)
 	}
 	s2.must(t, http.MethodGet, db+"/collections/created-last", nil, nil)
+	s2.must(t, http.MethodGet, "/api/v2/tenants/acme", nil, nil)
+	s2.must(t, http.MethodGet, "/api/v2/tenants/acme/databases/notes", nil, nil)
+	s2.must(t, http.MethodGet, "/api/v2/tenants/acme/databases/notes/collections/inner", nil, nil)
 	var got struct {
 		IDs        []string         `json:"ids"`
 		Embeddings [][]float32      `json:"embeddings"`
