@@ -165,7 +165,7 @@ function makeRows(start, n, dim, withUris) {
     metas.push({
       cat: `c${R.int(5)}`,
       n: i,
-      f: Math.round(R.float() * 1e6) / 1e6,
+      f: (Math.round(R.float() * 1e6) + 0.5) / 1e6, // never integral, short decimal form (see differential.mjs)
       flag: R.float() < 0.5,
       ...(R.float() < 0.3 ? { tags: [R.int(4), R.int(4) + 4] } : {}),
       ...(R.float() < 0.3 ? { labels: words.length ? words : ["none"] } : {}),

@@ -157,7 +157,12 @@ function rows(start, n, { uris = true } = {}) {
     o.ids.push(`d${i}`);
     o.embeddings.push(gaussVec(R, DIM));
     o.metadatas.push({
-      cat: `c${R.int(4)}`, n: i, f: Math.round(R.float() * 1000) / 1000, flag: R.float() < 0.5,
+      // f is never integral: JSON would send 0 or 1 as an int, and a float
+      // operand against an int value is where Chroma truncates (informational
+      // step "an int field > a float" covers that on purpose).
+      // and it has a short decimal form (Chroma hands back 0.9734999999999999
+      // as 0.9735; informational step "a float with 17 digits").
+      cat: `c${R.int(4)}`, n: i, f: (Math.round(R.float() * 1000) + 0.5) / 1000, flag: R.float() < 0.5,
       ...(R.float() < 0.3 ? { tags: [R.int(3), 3 + R.int(3)] } : {}),
       ...(R.float() < 0.3 ? { words: [WORDS[R.int(5)], ...WORDS.filter(() => R.float() < 0.3)] } : {}),
       ...(R.float() < 0.5 ? { opt: R.int(4) } : {}),
@@ -232,7 +237,7 @@ const WHERES = [
   { cat: "c1" }, { cat: { $ne: "c2" } }, { n: { $gte: 60 } }, { f: { $lt: 0.3 } }, { flag: false },
   { cat: { $in: ["c0", "c3"] } }, { cat: { $nin: ["c0"] } }, { $and: [{ cat: "c2" }, { flag: true }] },
   { $or: [{ n: { $lt: 10 } }, { cat: "c3" }] }, { tags: { $contains: 4 } }, { tags: { $not_contains: 1 } }, { n: { $in: [3, 5, 7] } },
-  { words: { $contains: "gamma" } }, { f: { $gte: 0.5 } }, { f: { $in: [0.5, 0.25] } },
+  { words: { $contains: "gamma" } }, { f: { $gte: 0.5 } }, { f: { $in: [0.5005, 0.2505] } },
   { opt: { $ne: 2 } }, { opt: { $nin: [0, 1] } }, { words: { $not_contains: "alpha" } }, { $and: [{ opt: { $ne: 1 } }, { cat: { $ne: "c0" } }] },
 ];
 const WDOCS = [
@@ -285,10 +290,12 @@ for (const [space] of spaces) {
   // Chroma takes an empty array and drops its key.
   await step(`${space}: add with an empty array value`, "POST", `${c}/add`, { ids: ["bad5"], embeddings: [qs[0]], metadatas: [{ empty: [], cat: "c1" }] });
   await step(`${space}: get it`, "POST", `${c}/get`, { ids: ["bad5"], include: ["metadatas"] });
-  await step(`${space}: count after the bad input`, "GET", `${c}/count`);
+  await step(`${space}: add a float with 17 digits`, "POST", `${c}/add`, { ids: ["bad6"], embeddings: [qs[0]], metadatas: [{ x: 0.1 + 0.2 }] }, { informational: true });
+  await step(`${space}: get it`, "POST", `${c}/get`, { ids: ["bad6"], include: ["metadatas"] }, { informational: true });
+  await step(`${space}: count after the bad input`, "GET", `${c}/count`, undefined, { informational: true });
   // Whatever a server wrongly took goes, so that one difference does not
   // cascade into every later answer (not compared).
-  for (const s of [0, 1]) await send(s, "POST", `${c}/delete`, { ids: ["bad1", "bad2", "bad3", "bad4", "bad5"] });
+  for (const s of [0, 1]) await send(s, "POST", `${c}/delete`, { ids: ["bad1", "bad2", "bad3", "bad4", "bad5", "bad6"] });
   // writes
   const up = rows(110, 20);
   up.metadatas = up.metadatas.map((m) => ({ ...m, upserted: true }));
