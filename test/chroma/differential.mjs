@@ -262,9 +262,9 @@ for (const [space] of spaces) {
   for (const inc of ALL) await step(`${space}: get include [${inc}]`, "POST", `${c}/get`, { ids: ["d1", "d2"], include: [inc] });
   for (const where of WHERES) await step(`${space}: get where`, "POST", `${c}/get`, { where, include: ["metadatas"] });
   for (const wd of WDOCS) await step(`${space}: get where_document`, "POST", `${c}/get`, { where_document: wd, include: ["documents"] });
-  // A float compared with an int field: Chroma truncates the float (n > 2.5
-  // reads as n > 2); umbra compares exactly (docs/chroma.md).
-  await step(`${space}: get where an int field > a float`, "POST", `${c}/get`, { where: { n: { $gt: 2.5 } }, include: [] }, { informational: true });
+  // A float compared with an int field: Chroma truncates the float (n >= 2.5
+  // reads as n >= 2, admitting n = 2); umbra compares exactly (docs/chroma.md).
+  await step(`${space}: get where an int field >= a float`, "POST", `${c}/get`, { where: { n: { $gte: 2.5 } }, include: [] }, { informational: true });
   await step(`${space}: get where + where_document + limit + offset`, "POST", `${c}/get`, { where: { cat: { $ne: "c1" } }, where_document: { $not_contains: "omega" }, limit: 7, offset: 3, include: [] });
   for (const [limit, offset] of [[10, 0], [10, 115], [5, 200]]) await step(`${space}: get limit ${limit} offset ${offset}`, "POST", `${c}/get`, { limit, offset, include: [] });
   const qs = Array.from({ length: 3 }, () => gaussVec(R, DIM));
