@@ -505,7 +505,7 @@ func (g *Index) Stage(ctx context.Context, s *packed.Slab, from int, st *core.St
 	g.qselectStale(from) // rows from here on may be written anew
 	g.dev.mu.Unlock()
 	// The select shader sees every query's scores in one binding.
-	if uint64(s.Rows)*4 > g.bind || s.Rows >= math.MaxUint32 {
+	if uint64(s.Rows)*4 > g.bind || uint64(s.Rows) >= math.MaxUint32 {
 		return nil, fmt.Errorf("%w: %d rows need a %d-byte scores binding, the device allows %d",
 			ErrTooLarge, s.Rows, uint64(s.Rows)*4, g.bind)
 	}
