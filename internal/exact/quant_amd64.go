@@ -57,6 +57,9 @@ func i8Pass(scale []float32, raw []int32, from int, off int32, theta float64) in
 	return from + i8PassAVX2(&scale[from], &raw[from], n, off, theta)
 }
 
+// i8PassRuns says whether i8Pass skips anything on this CPU (AVX2).
+func i8PassRuns() bool { return cpu.X86.HasAVX2 }
+
 //go:noescape
 func f16Panel3x4AVX2(dst *float32, ldd int, qs *float32, qstride int, rows *uint16, rstride, n, groups int)
 

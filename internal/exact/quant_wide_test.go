@@ -122,7 +122,10 @@ func TestI8PassSkipsOnlyRejected(t *testing.T) {
 				t.Fatalf("trial %d: skipped row %d (of %d, from %d, to %d), which the scalar test keeps", trial, i, n, from, got)
 			}
 		}
-		if got < n && n-got >= 8 && rejects(scale, raw, got, off, theta) {
+		// Where the pass runs (AVX2), it stops only at a row the scalar
+		// test keeps, or within the last group of eight; elsewhere it
+		// skips nothing and the scalar test does the work.
+		if i8PassRuns() && got < n && n-got >= 8 && rejects(scale, raw, got, off, theta) {
 			t.Fatalf("trial %d: stopped at row %d (of %d, from %d), which the scalar test rejects", trial, got, n, from)
 		}
 	}
