@@ -27,6 +27,7 @@ type httpFlags struct {
 	RequestTimeout time.Duration `name:"request-timeout" default:"60s" placeholder:"D" help:"with --http: the longest one request may work (504 beyond)"`
 	Precision      string        `name:"precision" placeholder:"P" help:"with --http and --dir (default int8; a cluster's replicas scan float32, and --cluster refuses it): the copy of the vectors that a new collection's searches scan (f32, f16 or int8); every answer is the exact float32 one at each (rows the compressed scan cannot rule out are scored again in float32), int8 reading about 4x fewer bytes per query for a quarter more memory. A collection keeps the precision it was created with"`
 	MaxRequests    int           `name:"max-requests" default:"64" placeholder:"N" help:"with --http: the requests handled at once; more are answered 429"`
+	ServerTiming   bool          `name:"server-timing" help:"with --http: every answer carries a Server-Timing header with the time each stage of the request took inside the server (reading, decoding, the search and its engine stages, encoding), to tell the server's share of a client's latency from the rest"`
 }
 
 // given names the first --http-only flag given without --http.
@@ -40,6 +41,8 @@ func (f *httpFlags) httpOnly() string {
 		return "--cluster"
 	case f.Precision != "":
 		return "--precision"
+	case f.ServerTiming:
+		return "--server-timing"
 	}
 	return ""
 }
@@ -139,7 +142,7 @@ func (s *serveCmd) runHTTP(ctx context.Context, e *env, device engine.Device) er
 	logf := func(format string, args ...any) { fmt.Fprintf(e.stderr, "umbra serve: "+format+"\n", args...) }
 	srv, err := chroma.New(ctx, chroma.Config{Dir: s.Dir, Backend: backend, Token: token, AllowReset: f.AllowReset,
 		MaxBatchSize: f.MaxBatchSize, MaxBodyBytes: f.MaxBodyMiB << 20, RequestTimeout: f.RequestTimeout,
-		MaxInFlight: f.MaxRequests, Logf: logf})
+		MaxInFlight: f.MaxRequests, ServerTiming: f.ServerTiming, Logf: logf})
 	if err != nil {
 		return err
 	}

@@ -184,3 +184,32 @@ func TestServeHTTPPrecisionRefusedWhereUnread(t *testing.T) {
 	require.Equal(t, exitUsage, r.code, "%s", r)
 	require.Contains(t, requireErrorLine(t, r), "--precision f64")
 }
+
+// TestServeHTTPServerTiming: --server-timing makes the server's answers
+// carry a Server-Timing header with its stages; without --http it is
+// refused by name.
+func TestServeHTTPServerTiming(t *testing.T) {
+	dir := t.TempDir()
+	r := runUmbra(t, "serve", "--server-timing", "--dir", dir)
+	require.Equal(t, exitUsage, r.code, "%s", r)
+	require.Contains(t, requireErrorLine(t, r), "--server-timing needs --http")
+
+	for _, on := range []bool{false, true} {
+		args := []string{"--dir", t.TempDir()}
+		if on {
+			args = append(args, "--server-timing")
+		}
+		s := startHTTP(t, args...)
+		resp, err := http.Get(s.url + "/api/v2/heartbeat")
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, 200, resp.StatusCode)
+		h := resp.Header.Get("Server-Timing")
+		if on {
+			require.Regexp(t, `^encode;dur=[0-9.]+, total;dur=[0-9.]+$`, h)
+		} else {
+			require.Empty(t, h)
+		}
+		s.kill()
+	}
+}

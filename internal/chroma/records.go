@@ -859,6 +859,8 @@ func (s *Server) query(w http.ResponseWriter, r *http.Request) (int, any, error)
 	}
 	defer unlock()
 	ctx := r.Context()
+	tm := timingOf(ctx)
+	tm.mark("lookup")
 	for i, q := range qs {
 		if q == nil {
 			return 0, nil, invalid("query_embeddings[%d]: null", i)
@@ -902,6 +904,7 @@ func (s *Server) query(w http.ResponseWriter, r *http.Request) (int, any, error)
 	for name, v := range lists {
 		out[name] = v
 	}
+	tm.mark("assemble")
 	return 200, out, nil
 }
 
@@ -978,16 +981,20 @@ func (s *Server) search(ctx context.Context, st *collState, req *readRequest, qs
 	if restrict {
 		opts = append(opts, umbra.Allow(allow...))
 	}
+	tm := timingOf(ctx)
+	tm.mark("filter")
+	sctx := tm.traced(ctx)
 	var hits [][]umbra.Hit
 	if len(qs) == 1 {
-		h, err := st.c.Search(ctx, qs[0], k, opts...)
+		h, err := st.c.Search(sctx, qs[0], k, opts...)
 		if err != nil {
 			return err
 		}
 		hits = [][]umbra.Hit{h}
-	} else if hits, err = st.c.SearchBatch(ctx, qs, k, opts...); err != nil {
+	} else if hits, err = st.c.SearchBatch(sctx, qs, k, opts...); err != nil {
 		return err
 	}
+	tm.mark("search")
 	var all []uint64
 	for _, hs := range hits {
 		for _, h := range hs {
@@ -998,6 +1005,7 @@ func (s *Server) search(ctx context.Context, st *collState, req *readRequest, qs
 	if err != nil {
 		return err
 	}
+	tm.mark("fetch")
 	for i, hs := range hits {
 		c := &perQuery[i]
 		for _, h := range hs {

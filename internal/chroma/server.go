@@ -75,6 +75,9 @@ type Config struct {
 	MaxBodyBytes   int64
 	RequestTimeout time.Duration
 	MaxInFlight    int
+	// ServerTiming makes every answer carry a Server-Timing header: the
+	// time each stage of the request took inside the server (timing.go).
+	ServerTiming bool
 	// ReadHeaderTimeout, ReadTimeout and IdleTimeout bound how long a
 	// client may take to send a request's headers, its whole request, and
 	// how long an idle connection is kept (HTTPServer's; 0: 10 s, 2 min,
@@ -224,15 +227,23 @@ func (s *Server) handle(pattern string, h handler) {
 			s.writeError(w, r, err)
 			return
 		}
-		writeJSON(w, status, v)
+		writeJSONTimed(w, status, v, timingOf(r.Context()))
 	})
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
+func writeJSON(w http.ResponseWriter, status int, v any) { writeJSONTimed(w, status, v, nil) }
+
+// writeJSONTimed is writeJSON, with tm's stages (the encoding included) in
+// a Server-Timing header when tm is not nil.
+func writeJSONTimed(w http.ResponseWriter, status int, v any, tm *timing) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError
 		b, _ = json.Marshal(map[string]string{"error": "InternalError", "message": err.Error()})
+	}
+	if tm != nil {
+		tm.mark("encode")
+		w.Header().Set("Server-Timing", tm.header())
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -283,6 +294,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
 	defer cancel()
+	if s.cfg.ServerTiming {
+		ctx, _ = withTiming(ctx)
+	}
 	r = r.WithContext(ctx)
 	if r.Body != nil {
 		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
@@ -313,6 +327,9 @@ func decodeLifting(r *http.Request, v any, key string, dst **embeddings) error {
 	if err != nil {
 		return err
 	}
+	tm := timingOf(r.Context())
+	tm.mark("read")
+	defer tm.mark("decode")
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil
 	}

@@ -51,11 +51,25 @@ const coll = `${api}/tenants/default_tenant/databases/default_database/collectio
 const headers = { "content-type": "application/json", ...(opt.token ? { "x-chroma-token": opt.token } : {}) };
 const seed = seedFromEnv();
 
+// lastTiming is the Server-Timing header of the last answer (a server
+// started with umbra serve --server-timing sends one), as {stage: ms}.
+let lastTiming = null;
 async function req(method, u, body) {
   const res = await fetch(u, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
   const text = await res.text();
   if (!res.ok) throw new Error(`${method} ${u}: ${res.status} ${text.slice(0, 300)}`);
+  lastTiming = parseServerTiming(res.headers.get("server-timing"));
   return text ? JSON.parse(text) : null;
+}
+function parseServerTiming(h) {
+  if (!h) return null;
+  const out = {};
+  for (const part of h.split(",")) {
+    const [name, ...params] = part.trim().split(";");
+    const dur = params.find((p) => p.trim().startsWith("dur="));
+    if (dur) out[name.trim()] = Number(dur.trim().slice(4));
+  }
+  return out;
 }
 
 function makeData(kind, r) {
@@ -150,6 +164,7 @@ async function runOne(kind) {
 
   for (const filtered of [false, true]) {
     const lat = [];
+    const stages = {}; // stage: [ms per query], where the server reports them
     let rec = 0;
     // warm-up, not measured
     for (let w = 0; w < 5; w++) {
@@ -162,6 +177,10 @@ async function runOne(kind) {
       const t = performance.now();
       const res = await req("POST", `${coll}/${c.id}/query`, body);
       lat.push(performance.now() - t);
+      if (lastTiming) {
+        for (const [name, v] of Object.entries(lastTiming)) (stages[name] ??= []).push(v);
+        (stages["client-minus-server"] ??= []).push(lat[lat.length - 1] - (lastTiming.total ?? 0));
+      }
       const want = exactTopK(data, norms, q, dim, k, filtered ? (i) => i % 100 === bucket : null);
       const kth = want[want.length - 1].d;
       let hits = 0;
@@ -176,6 +195,10 @@ async function runOne(kind) {
     const key = filtered ? "where_1pct" : "all";
     out[key] = { p50_ms: pct(lat, 50), p99_ms: pct(lat, 99), mean_ms: lat.reduce((a, b) => a + b, 0) / lat.length, recall: rec };
     console.log(`  query k=${k}${filtered ? ", where {bucket: b} (1% of rows)" : ""}: ${opt.queries} single queries p50 ${ms(pct(lat, 50))} ms, p99 ${ms(pct(lat, 99))} ms, recall ${rec.toFixed(3)}`);
+    if (Object.keys(stages).length) {
+      out[key].server_timing_p50_ms = Object.fromEntries(Object.entries(stages).map(([n, v]) => [n, pct(v, 50)]));
+      console.log(`    server stages p50 ms (Server-Timing): ${Object.entries(stages).map(([n, v]) => `${n} ${pct(v, 50).toFixed(3)}`).join(", ")}`);
+    }
   }
   if (!opt.keep) await req("DELETE", `${coll}/${name}`);
   return out;
