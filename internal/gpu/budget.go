@@ -79,6 +79,7 @@ func (g *Index) SetBudget(rows int64) {
 		g.rowBudget = uint64(rows)
 		g.mem.budget = g.rowBudget + scratchCapFor(g.rowBudget)
 	}
+	g.budgetShown.Store(g.mem.budget)
 }
 
 // alloc creates a buffer for the index, counted in its ledger and the

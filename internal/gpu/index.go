@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/umbravec/umbra/internal/core"
@@ -99,6 +100,11 @@ type Index struct {
 	// budget (budget.go): rowBudget of rows plus their scratch cap.
 	mem       memLedger
 	rowBudget uint64
+	// budgetShown is mem.budget for Limits, which must not wait for the
+	// device mutex: a browser calls it from a synchronous JS callback,
+	// where waiting for a search that holds the mutex (itself waiting on
+	// a GPU promise the callback keeps from resolving) is a deadlock.
+	budgetShown atomic.Uint64
 	// lost, when set, is why the resident rows are gone: a chunk's growth
 	// had to send them again and failed midway. Every search fails until
 	// Truncate(0) and an upload from row 0.
@@ -303,9 +309,7 @@ func (g *Index) Limits() Limits {
 	l.StagedQueries = g.batch.Slice > 0
 	l.FusedK, l.FusedBatchK = gpuplan.MaxK(g.topkSingle), gpuplan.MaxK(g.topkBatch)
 	l.GemmQueries, l.Gemm = g.gemm.QT, g.dev.gemm && g.gemm.RM != 0
-	g.dev.mu.Lock()
-	l.DeviceBudget = g.mem.budget
-	g.dev.mu.Unlock()
+	l.DeviceBudget = g.budgetShown.Load()
 	return l
 }
 
