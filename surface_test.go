@@ -23,8 +23,8 @@ import (
 // identifiers and 380 with fields; raise the ratchet only with a reason a
 // user would accept.
 const (
-	maxIdentifiers          = 280
-	maxIdentifiersAndFields = 459
+	maxIdentifiers          = 278
+	maxIdentifiersAndFields = 430
 
 	targetIdentifiers          = 260
 	targetIdentifiersAndFields = 380

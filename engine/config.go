@@ -8,6 +8,7 @@ import (
 
 	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/internal/metaindex"
+	"github.com/umbravec/umbra/internal/probe"
 	"github.com/umbravec/umbra/meta"
 )
 
@@ -231,7 +232,7 @@ func (c Config) shards() []AdapterSelect {
 // defaultBatchQueries is Coalesce.MaxQueries' default (see Coalesce).
 const defaultBatchQueries = 256
 
-const defaultProbeTimeout = 30 * time.Second
+const defaultProbeTimeout = probe.DefaultTimeout
 
 func (c Config) validate() error {
 	if c.Dim <= 0 || c.Dim > umbra.MaxDim {

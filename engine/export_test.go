@@ -10,8 +10,20 @@ import (
 	"github.com/umbravec/umbra/meta"
 
 	"github.com/umbravec/umbra/diag"
+	"github.com/umbravec/umbra/internal/gpu"
 	"github.com/umbravec/umbra/internal/storefile"
 )
+
+// DeviceLimits are the limits and tuning ix's device side was planned
+// against (zero without one).
+func DeviceLimits(ix *Index) gpu.Limits {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if ix.dev == nil {
+		return gpu.Limits{}
+	}
+	return ix.dev.Limits()
+}
 
 // OpenOption is a test hook for OpenWith.
 type OpenOption = openOption

@@ -112,7 +112,7 @@ func TestReadFloor(t *testing.T) {
 			want, clock := "cpu", "cpu"
 			if b.device == engine.GPU {
 				want, clock = "gpu", "wall"
-				if ix.Info().Limits.Timestamps {
+				if engine.DeviceLimits(ix).Timestamps {
 					clock = "gpu"
 				}
 			}
@@ -139,7 +139,7 @@ func TestTraceRecordsBackend(t *testing.T) {
 			if b.device == engine.GPU {
 				want = "gpu"
 				clock, stamps := "wall", int64(0)
-				if ix.Info().Limits.Timestamps {
+				if engine.DeviceLimits(ix).Timestamps {
 					clock, stamps = "gpu", 16 // two timestamps mapped with the hits
 				}
 				assert.Equal(t, 3*8+stamps, tr.BytesDown, "the device returns k (score, row) pairs")
