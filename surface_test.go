@@ -23,8 +23,8 @@ import (
 // identifiers and 380 with fields; raise the ratchet only with a reason a
 // user would accept.
 const (
-	maxIdentifiers          = 278
-	maxIdentifiersAndFields = 430
+	maxIdentifiers          = 276
+	maxIdentifiersAndFields = 424
 
 	targetIdentifiers          = 260
 	targetIdentifiersAndFields = 380

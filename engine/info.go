@@ -43,10 +43,12 @@ type Info struct {
 	// failure that moved searches to the CPU last, kept after a recovery.
 	Recoveries  int
 	LastFailure string
-	// Routing is set under Device Auto on a GPU: what was measured to send
-	// each search to the faster path for its shape (its String says it in
-	// words).
-	Routing *diag.Routing
+	// Routing is set under Device Auto on a GPU: what was measured, once
+	// per process, to send each search to the faster path for its shape,
+	// in words: where one query starts going to the GPU, the GPU's
+	// latency and scan rate, the CPU's scan rate and what each further
+	// query of a batch costs it.
+	Routing string
 	// Shards, of a sharded index (several Config.Adapters), says where the rows are: each shard's
 	// adapter and the rows it holds (Adapter is then the first shard's, Chunks and DeviceRows those of all together).
 	Shards []ShardInfo
@@ -96,7 +98,7 @@ func (i Info) String() string {
 	if i.Hint.Code != "" {
 		fmt.Fprintf(&b, "\nfix: %s", i.Hint)
 	}
-	if i.Routing != nil {
+	if i.Routing != "" {
 		fmt.Fprintf(&b, "\nrouting: %s", i.Routing)
 	}
 	return b.String()
@@ -131,7 +133,7 @@ func (ix *Index) Info() Info {
 			info.Device = GPU
 		}
 		if ix.route != nil {
-			info.Routing = ix.route
+			info.Routing = ix.route.String()
 		}
 	}
 	ix.whyMu.Lock()

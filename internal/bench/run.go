@@ -250,9 +250,7 @@ func (h *harness) openGPU(ctx context.Context) {
 	ix.Close()
 	// Under Auto on a hardware adapter the engine calibrated both paths;
 	// the GPU tiers below are pinned to the GPU whatever it decided.
-	if info.Routing != nil {
-		h.rep.Route = info.Routing.String()
-	}
+	h.rep.Route = info.Routing
 	if info.Device != engine.GPU {
 		h.rep.GPUReason, h.rep.GPUHint = info.Reason, info.Hint.String()
 		if h.rep.GPUReason == "" {
