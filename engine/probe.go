@@ -11,7 +11,7 @@ import (
 
 // plain is the selection in internal/probe's terms.
 func (s AdapterSelect) plain() probe.Select {
-	return probe.Select{LowPower: s.Power == LowPower, Name: s.Name, Backend: s.Backend}
+	return probe.Select{LowPower: s.LowPower, Name: s.Name, Backend: s.Backend}
 }
 
 func (s AdapterSelect) describe() string { return s.plain().Describe() }

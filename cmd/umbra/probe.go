@@ -68,7 +68,7 @@ func (p *probeCmd) Run(ctx context.Context, e *env) error {
 
 // probeSelect is sel in internal/probe's terms.
 func probeSelect(sel engine.AdapterSelect) probe.Select {
-	return probe.Select{LowPower: sel.Power == engine.LowPower, Name: sel.Name, Backend: sel.Backend}
+	return probe.Select{LowPower: sel.LowPower, Name: sel.Name, Backend: sel.Backend}
 }
 
 // noArguments refuses positional arguments to a command that takes none.
@@ -176,7 +176,7 @@ type probeJSON struct {
 
 func probeReport(rep probe.Report, sel engine.AdapterSelect, sys system) probeJSON {
 	power := "high"
-	if sel.Power == engine.LowPower {
+	if sel.LowPower {
 		power = "low"
 	}
 	out := probeJSON{
@@ -215,7 +215,7 @@ func probeReport(rep probe.Report, sel engine.AdapterSelect, sys system) probeJS
 		out.Auto = &i
 		a := rep.Adapters[i].Adapter
 		out.Why = fmt.Sprintf("%s (%s, %s) is the first adapter in preference order (%s) that passed its probe and is not a software adapter",
-			a.Name, a.API, a.Type, preferenceOrder(sel.Power))
+			a.Name, a.API, a.Type, preferenceOrder(sel.LowPower))
 		out.Hint = ""
 		return out
 	}
@@ -223,8 +223,8 @@ func probeReport(rep probe.Report, sel engine.AdapterSelect, sys system) probeJS
 	return out
 }
 
-func preferenceOrder(p engine.Power) string {
-	if p == engine.LowPower {
+func preferenceOrder(lowPower bool) string {
+	if lowPower {
 		return "integrated, discrete, unknown, software; native APIs before GL"
 	}
 	return "discrete, integrated, unknown, software; native APIs before GL"

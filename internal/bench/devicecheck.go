@@ -314,7 +314,7 @@ func (r *checkRun) check(name, detail string) { r.rep.Asserts[name] = "ok: " + d
 // (vendor 0x10de), discrete, on Vulkan, and not a software adapter.
 func (r *checkRun) probe(ctx context.Context) (string, error) {
 	sel := r.o.Adapter
-	p := probe.Run(ctx, probe.Select{LowPower: sel.Power == engine.LowPower, Name: sel.Name, Backend: sel.Backend}, probe.DefaultTimeout)
+	p := probe.Run(ctx, probe.Select{LowPower: sel.LowPower, Name: sel.Name, Backend: sel.Backend}, probe.DefaultTimeout)
 	var seen []string
 	for _, a := range p.Adapters {
 		info := a.Adapter
