@@ -23,8 +23,8 @@ import (
 // identifiers and 380 with fields; raise the ratchet only with a reason a
 // user would accept.
 const (
-	maxIdentifiers          = 273
-	maxIdentifiersAndFields = 424
+	maxIdentifiers          = 265
+	maxIdentifiersAndFields = 409
 
 	targetIdentifiers          = 260
 	targetIdentifiersAndFields = 380
