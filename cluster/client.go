@@ -45,20 +45,9 @@ func Timeout(d time.Duration) ClientOption { return func(c *Client) { c.timeout 
 func AttemptTimeout(d time.Duration) ClientOption { return func(c *Client) { c.attemptTimeout = d } }
 
 // ErrUnauthorized: the NATS server refused the connection's credentials
-// (none given, or not keys it knows). Connect returns it as an
-// *AuthError.
+// (none given, or not keys it knows). Connect's error wraps it beside
+// NATS's own, and names the server and the credentials file given.
 var ErrUnauthorized = protocol.ErrUnauthorized
-
-// AuthError is Connect's error when the server refused the credentials.
-type AuthError struct {
-	URL   string
-	Creds string // the credentials file given ("": none)
-	Err   error  // NATS's
-}
-
-func (e *AuthError) Error() string { return protocol.AuthMessage(e.URL, e.Creds, e.Err) }
-
-func (e *AuthError) Unwrap() []error { return []error{ErrUnauthorized, e.Err} }
 
 func newClientValue(opts []ClientOption) *Client {
 	c := &Client{timeout: 10 * time.Second, attemptTimeout: 3 * time.Second, idBlock: defaultIDBlock}
@@ -77,7 +66,7 @@ func Connect(ctx context.Context, url string, opts ...ClientOption) (*Client, er
 	x, err := protocol.Dial(ctx, url, protocol.DialConfig{Creds: c.conn.creds, Options: c.conn.nats, Node: c.conn.node})
 	var auth *protocol.AuthError
 	if errors.As(err, &auth) {
-		return nil, &AuthError{URL: auth.URL, Creds: auth.Creds, Err: auth.Err}
+		return nil, auth
 	}
 	if err != nil {
 		return nil, err
