@@ -1,3 +1,7 @@
+// Package atomicfile replaces a file so that it holds either its old
+// content or all of the new, even if the process or the machine stops
+// mid-way: package host's writers and the command's outputs (export's ID
+// and key files, metadata and payload files) go through Write.
 package atomicfile
 
 import (
