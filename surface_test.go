@@ -23,8 +23,8 @@ import (
 // identifiers and 380 with fields; raise the ratchet only with a reason a
 // user would accept.
 const (
-	maxIdentifiers          = 287
-	maxIdentifiersAndFields = 469
+	maxIdentifiers          = 260
+	maxIdentifiersAndFields = 401
 
 	targetIdentifiers          = 260
 	targetIdentifiersAndFields = 380

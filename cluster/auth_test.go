@@ -402,7 +402,7 @@ func TestClusterClientRole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again, err := c.Create(ctx, "app", CollectionConfig{Dim: dim, Shards: 2}); err != nil || again.Shards() != 2 {
+	if again, err := c.Create(ctx, "app", CollectionConfig{Dim: dim, Shards: 2}); err != nil || again.meta.Shards != 2 {
 		t.Fatalf("Create again: %v", err)
 	}
 	if _, err := c.Create(ctx, "app", CollectionConfig{Dim: dim, Shards: 3}); !errors.Is(err, ErrCollectionExists) {
@@ -589,7 +589,7 @@ func TestClusterConcurrentCreates(t *testing.T) {
 		for i, err := range errs {
 			switch {
 			case err == nil:
-				won = append(won, cols[i].Shards())
+				won = append(won, cols[i].meta.Shards)
 			case !errors.Is(err, ErrCollectionExists):
 				t.Fatalf("%s: client %d: %v", name, i, err)
 			}
@@ -598,7 +598,7 @@ func TestClusterConcurrentCreates(t *testing.T) {
 			t.Fatalf("%s: the creates that succeeded have shards %v", name, won)
 		}
 		stored, err := h.c.Open(ctx, name)
-		if err != nil || stored.Shards() != won[0] {
+		if err != nil || stored.meta.Shards != won[0] {
 			t.Fatalf("%s: stored %v, %v; the winners have %d shards", name, stored, err, won[0])
 		}
 		for i, s := range shards {

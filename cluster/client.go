@@ -45,20 +45,9 @@ func Timeout(d time.Duration) ClientOption { return func(c *Client) { c.timeout 
 func AttemptTimeout(d time.Duration) ClientOption { return func(c *Client) { c.attemptTimeout = d } }
 
 // ErrUnauthorized: the NATS server refused the connection's credentials
-// (none given, or not keys it knows). Connect returns it as an
-// *AuthError.
+// (none given, or not keys it knows). Connect's error wraps it beside
+// NATS's own, and names the server and the credentials file given.
 var ErrUnauthorized = protocol.ErrUnauthorized
-
-// AuthError is Connect's error when the server refused the credentials.
-type AuthError struct {
-	URL   string
-	Creds string // the credentials file given ("": none)
-	Err   error  // NATS's
-}
-
-func (e *AuthError) Error() string { return protocol.AuthMessage(e.URL, e.Creds, e.Err) }
-
-func (e *AuthError) Unwrap() []error { return []error{ErrUnauthorized, e.Err} }
 
 func newClientValue(opts []ClientOption) *Client {
 	c := &Client{timeout: 10 * time.Second, attemptTimeout: 3 * time.Second, idBlock: defaultIDBlock}
@@ -77,7 +66,7 @@ func Connect(ctx context.Context, url string, opts ...ClientOption) (*Client, er
 	x, err := protocol.Dial(ctx, url, protocol.DialConfig{Creds: c.conn.creds, Options: c.conn.nats, Node: c.conn.node})
 	var auth *protocol.AuthError
 	if errors.As(err, &auth) {
-		return nil, &AuthError{URL: auth.URL, Creds: auth.Creds, Err: auth.Err}
+		return nil, auth
 	}
 	if err != nil {
 		return nil, err
@@ -214,13 +203,12 @@ func (c *Client) open(meta *protocol.CollectionRecord) (*Collection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Collection{c: c, meta: meta, metric: metric, token: make(Token, meta.Shards), fields: fields}, nil
+	return &Collection{c: c, meta: meta, metric: metric, token: make(token, meta.Shards), fields: fields}, nil
 }
 
-// Token is how far a client's writes reached: the stream sequence of its
-// last write to each shard. A search given a token is answered only by
-// replicas that have applied that far (read-your-writes).
-type Token []uint64
+// token is how far a client's writes reached: the stream sequence of its
+// last write to each shard (Collection.Token).
+type token = []uint64
 
 // Collection is a handle on one collection: the same calls as an
 // engine.Index, answered by the cluster. A handle remembers the token of
@@ -230,24 +218,21 @@ type Collection struct {
 	meta   *protocol.CollectionRecord
 	metric umbra.Metric
 	mu     sync.Mutex
-	token  Token
+	token  token
 	fields map[string]meta.Kind // the schema as last read; a field's kind never changes
 	ids    idAlloc              // the handle's block of IDs (ids.go)
 	closed atomic.Bool          // Close was called (get.go)
 }
 
-// Name, Dim, Metric and Shards describe the collection.
-func (col *Collection) Name() string         { return col.meta.Name }
-func (col *Collection) Dim() int             { return col.meta.Dim }
-func (col *Collection) Metric() umbra.Metric { return col.metric }
-func (col *Collection) Shards() int          { return col.meta.Shards }
-
 // NodeReplicas is how many nodes hold each shard under placement, as the
 // collection was created with (0: the default, 3).
 func (col *Collection) NodeReplicas() int { return col.meta.NodeReplicas }
 
-// Token returns a copy of the handle's token.
-func (col *Collection) Token() Token {
+// Token returns how far the handle's writes reached: the stream sequence
+// of its last write to each shard, a copy. A search given it (AfterToken)
+// is answered only by replicas that have applied that far: another
+// handle, or another process, reads this one's writes (read-your-writes).
+func (col *Collection) Token() []uint64 {
 	col.mu.Lock()
 	defer col.mu.Unlock()
 	return slices.Clone(col.token)

@@ -334,7 +334,7 @@ func TestClusterMissingShardFails(t *testing.T) {
 	tctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
 	defer cancel()
 	hits, err := col.Search(tctx, []float32{1, 0, 0, 0}, 5)
-	var se *ShardsError
+	var se *shardsError
 	if !errors.As(err, &se) || !errors.Is(err, ErrShardsUnavailable) || hits != nil {
 		t.Fatalf("search: %v, %v; want ErrShardsUnavailable", hits, err)
 	}

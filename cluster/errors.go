@@ -8,8 +8,8 @@ var (
 	// ErrShardsUnavailable: some shard gave no answer by the deadline (no
 	// replica serves it, every replica was behind, failed, stopped at a
 	// message it cannot apply (ErrShardStopped), or gave replies that do
-	// not verify). The error (a *ShardsError) names the shards and, for
-	// each, the last thing heard; no partial answer is returned.
+	// not verify). The error names the shards and, for each, the last
+	// thing heard; no partial answer is returned.
 	ErrShardsUnavailable = protocol.ErrShardsUnavailable
 	// ErrNoCollection: no collection of that name.
 	ErrNoCollection = protocol.ErrNoCollection
@@ -34,7 +34,7 @@ var (
 	// ErrShardStopped: a shard's replica stopped at a stream message it
 	// cannot apply (its checksum holds, its format version is newer than
 	// the build's). The error names the message and the way out: upgrade
-	// the node, or skip the message with 'umbra repair'. A ShardsError
-	// whose shards stopped so wraps it besides ErrShardsUnavailable.
+	// the node, or skip the message with 'umbra repair'. The error of a
+	// search whose shards stopped so wraps it besides ErrShardsUnavailable.
 	ErrShardStopped = protocol.ErrShardStopped
 )

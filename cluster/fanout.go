@@ -12,9 +12,9 @@ import (
 	"github.com/umbravec/umbra/internal/cluster/protocol"
 )
 
-// ShardsError is ErrShardsUnavailable with the shards that gave no
+// shardsError is ErrShardsUnavailable with the shards that gave no
 // answer and, for each, the last thing heard.
-type ShardsError struct {
+type shardsError struct {
 	Collection string
 	Shards     []int
 	Reasons    []string // one per shard
@@ -24,7 +24,7 @@ type ShardsError struct {
 	Stopped []int
 }
 
-func (e *ShardsError) Error() string {
+func (e *shardsError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%v: collection %q: no answer by the deadline from shard", ErrShardsUnavailable, e.Collection)
 	if len(e.Shards) > 1 {
@@ -39,7 +39,7 @@ func (e *ShardsError) Error() string {
 	return b.String()
 }
 
-func (e *ShardsError) Unwrap() []error {
+func (e *shardsError) Unwrap() []error {
 	if len(e.Stopped) > 0 {
 		return []error{ErrShardsUnavailable, ErrShardStopped}
 	}
@@ -209,7 +209,7 @@ func (c *Client) fanout(ctx context.Context, coll string, kind byte, reqs map[in
 		}
 		return out, nil
 	}
-	e := &ShardsError{Collection: coll}
+	e := &shardsError{Collection: coll}
 	for shard, st := range states {
 		if st.reply == nil {
 			e.Shards = append(e.Shards, shard)

@@ -372,7 +372,7 @@ func TestClusterLeaderServerKilledMidWrite(t *testing.T) {
 	}
 	q := testkit.Grid(r, dim)
 	q[1] += 1.0 / 64
-	got, err := col.Search(ctx, q, len(rows)*rowsPerCall+10, umbra.AfterToken(Token{sinfo.State.LastSeq}))
+	got, err := col.Search(ctx, q, len(rows)*rowsPerCall+10, umbra.AfterToken([]uint64{sinfo.State.LastSeq}))
 	if err != nil {
 		t.Fatal(err)
 	}

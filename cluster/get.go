@@ -112,7 +112,7 @@ func (col *Collection) whereBytes(ctx context.Context, f meta.Filter) ([]byte, e
 // asked of its shard, in requests of at most getPage names under the max
 // payload, again from past the last row a replica returned when it cut its
 // answer short.
-func (col *Collection) getNamed(ctx context.Context, tok Token, ids []uint64, keys []string, from uint64, where []byte, include byte) ([]protocol.Row, error) {
+func (col *Collection) getNamed(ctx context.Context, tok token, ids []uint64, keys []string, from uint64, where []byte, include byte) ([]protocol.Row, error) {
 	S := col.meta.Shards
 	type names struct {
 		ids  []uint64
@@ -197,7 +197,7 @@ func (col *Collection) getNamed(ctx context.Context, tok Token, ids []uint64, ke
 // every one): each shard is read a page at a time in ID order and the
 // pages merged, a shard asked for its next page only once the merge has
 // used up the one before.
-func (col *Collection) scan(ctx context.Context, tok Token, from uint64, offset, limit int, where []byte) ([]protocol.Row, error) {
+func (col *Collection) scan(ctx context.Context, tok token, from uint64, offset, limit int, where []byte) ([]protocol.Row, error) {
 	S := col.meta.Shards
 	next := make([]uint64, S)
 	for s := range next {

@@ -81,12 +81,12 @@ func TestClusterIdempotentRetry(t *testing.T) {
 			t.Fatalf("first call: %v, want the acknowledgement lost", err)
 		}
 		loseAcks(t, nil)
-		stored := streamMsgs(t, h, col.Name(), col.Shards())
+		stored := streamMsgs(t, h, col.meta.Name, col.meta.Shards)
 		ids, err := col.Add(ctx, umbra.Vectors(vs), umbra.IdempotencyKey("add-1"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := streamMsgs(t, h, col.Name(), col.Shards()); n != stored {
+		if n := streamMsgs(t, h, col.meta.Name, col.meta.Shards); n != stored {
 			t.Fatalf("the retry stored %d messages more", n-stored)
 		}
 		if held := allIDs(t, col, q); !slices.Equal(held, ids) || len(held) != 30 {
@@ -111,7 +111,7 @@ func TestClusterIdempotentRetry(t *testing.T) {
 		}
 		// The key with other rows, or for a delete, is refused before
 		// anything is published.
-		stored = streamMsgs(t, h, col.Name(), col.Shards())
+		stored = streamMsgs(t, h, col.meta.Name, col.meta.Shards)
 		if _, err := col.Add(ctx, umbra.Vectors(vs[1:]), umbra.IdempotencyKey("add-1")); !errors.Is(err, ErrIdempotencyConflict) {
 			t.Fatalf("the key with other rows: %v", err)
 		}
@@ -120,7 +120,7 @@ func TestClusterIdempotentRetry(t *testing.T) {
 		} else {
 			t.Log(err)
 		}
-		if n := streamMsgs(t, h, col.Name(), col.Shards()); n != stored {
+		if n := streamMsgs(t, h, col.meta.Name, col.meta.Shards); n != stored {
 			t.Fatalf("a refused call stored %d messages", n-stored)
 		}
 		for _, bad := range []string{"", "a b", "ü", "a.b", strings.Repeat("k", 129)} {
@@ -147,14 +147,14 @@ func TestClusterIdempotentRetry(t *testing.T) {
 			t.Fatalf("first call: %v", err)
 		}
 		loseAcks(t, nil)
-		if n := streamMsgs(t, h, col.Name(), col.Shards()); n != 1 {
+		if n := streamMsgs(t, h, col.meta.Name, col.meta.Shards); n != 1 {
 			t.Fatalf("%d messages stored by the first call, want 1 of several", n)
 		}
 		ids, err := col.Add(ctx, umbra.Vectors(vs), umbra.WithPayloads(pays...), umbra.IdempotencyKey("big"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := streamMsgs(t, h, col.Name(), col.Shards()); n < 2 {
+		if n := streamMsgs(t, h, col.meta.Name, col.meta.Shards); n < 2 {
 			t.Fatalf("%d messages after the retry", n)
 		}
 		if held := allIDs(t, col, q); !slices.Equal(held, ids) || len(held) != 12 || ids[11] != ids[0]+11 {
@@ -245,7 +245,7 @@ func TestClusterIdempotentRetry(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, err := h.c.x.JS.Stream(ctx, protocol.StreamName(col.Name(), 0))
+		st, err := h.c.x.JS.Stream(ctx, protocol.StreamName(col.meta.Name, 0))
 		if err != nil {
 			t.Fatal(err)
 		}

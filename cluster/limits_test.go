@@ -73,7 +73,7 @@ func rawRequest(t *testing.T, c *Client, coll string, body []byte) *protocol.Rep
 func TestNodeClampsWait(t *testing.T) {
 	c, col, n := boundedNode(t, protocol.Limits{MaxWait: 300 * time.Millisecond}, 10)
 	body := (&protocol.Request{Kind: protocol.KindSearch, MinSeq: 1 << 62, WaitMs: math.MaxUint32, K: 3, Dim: 4, Queries: []float32{1, 0, 0, 0}}).Encode()
-	p := rawRequest(t, c, col.Name(), body)
+	p := rawRequest(t, c, col.meta.Name, body)
 	if p.Status != protocol.StatusBehind {
 		t.Fatalf("status %d (%s), want behind", p.Status, p.Msg)
 	}
@@ -161,7 +161,7 @@ func TestNodeRefusesOverLimits(t *testing.T) {
 	for n.Stats().InFlight == 0 {
 		time.Sleep(time.Millisecond)
 	}
-	p := rawRequest(t, c, col.Name(), (&protocol.Request{Kind: protocol.KindSearch, K: 5, Dim: 4, Queries: q, WaitMs: 500}).Encode())
+	p := rawRequest(t, c, col.meta.Name, (&protocol.Request{Kind: protocol.KindSearch, K: 5, Dim: 4, Queries: q, WaitMs: 500}).Encode())
 	node.TestHooks.Serve.Store(nil)
 	close(release)
 	if p.Status != protocol.StatusError || p.Msg != "node busy: 1 requests in flight (limit 1, Limits.MaxInFlight)" {

@@ -116,7 +116,7 @@ func (col *Collection) search(ctx context.Context, kind byte, queries [][]float3
 	}
 	tok := col.Token()
 	if o.eventual {
-		tok = make(Token, col.meta.Shards)
+		tok = make(token, col.meta.Shards)
 	}
 	for s := range min(len(tok), len(o.token)) {
 		tok[s] = max(tok[s], o.token[s])

@@ -1,36 +1,25 @@
 package diag
 
-import (
-	"time"
-
-	"github.com/umbravec/umbra"
-)
+import "github.com/umbravec/umbra"
 
 // AdapterReport is what the probe (engine.Probe) found out about one
-// adapter.
+// adapter: whether it works and whether Device Auto may choose it.
 type AdapterReport struct {
-	Adapter  AdapterInfo
-	Limits   Limits
-	Features []string
+	Adapter AdapterInfo
 	// Works is true when a device was created on the adapter and the real
-	// search shader compiled, ran on a small input and gave the right
-	// answer.
+	// search shaders compiled, ran on a small input and gave the right
+	// answer; Error says why not.
 	Works bool
-	// Error says why Works is false.
 	Error string
 	// Eligible is true when Auto may choose the adapter: it works and it is
 	// not a software (CPU-type) adapter.
 	Eligible bool
-	Elapsed  time.Duration
-	// Checks are the probe's self-tests and timings, one per variant it
-	// tried (scores.wgsl's teams and reductions, the fused top-k,
-	// gemm.wgsl): which passed, which the device uses, and why the others
-	// are not used.
-	Checks []VariantCheck
 }
 
 // ProbeReport is the result of probing every adapter that matches a
-// selection.
+// selection. What the probe measured on each adapter (its limits and
+// features, every kernel variant's self-test and timing, how long it
+// took) is in `umbra probe --json`, the report to attach to a bug.
 type ProbeReport struct {
 	Adapters []AdapterReport
 	// Auto is the index in Adapters of the adapter Device Auto would use,

@@ -33,7 +33,8 @@ type Trace struct {
 	// (zero on the CPU path): compute dispatches, queue submissions, buffer
 	// maps (each a round trip that waits for the device), bytes written to
 	// the device (queries, parameters, rows at Add) and bytes read back.
-	// A search whose k is within Limits.FusedK issues one scan dispatch
+	// A search whose k is within the fused top-k's limit (`umbra probe
+	// --json`'s chosen.fused_k) issues one scan dispatch
 	// per device chunk plus one merge, one submission and one map.
 	Dispatches, Submissions, Maps int64
 	BytesUp, BytesDown            int64

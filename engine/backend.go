@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/umbravec/umbra"
-	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine/internal/devices"
 	"github.com/umbravec/umbra/internal/gpu"
 	"github.com/umbravec/umbra/internal/packed"
+	"github.com/umbravec/umbra/internal/probe"
 )
 
 // This file is the engine's policy over the wgpu backend (internal/gpu):
@@ -33,105 +32,6 @@ func gpuError(err error) error {
 	return fmt.Errorf("%w: %w", ErrGPU, err)
 }
 
-// candidates lists the adapters matching sel, best first.
-func candidates(sel AdapterSelect) ([]*gpu.Adapter, error) {
-	list, err := gpu.Adapters(strings.ToLower(sel.Backend))
-	if err != nil {
-		return nil, err
-	}
-	infos := make([]diag.AdapterInfo, len(list))
-	for i, a := range list {
-		infos[i] = a.Info
-	}
-	order := rankAdapters(infos, sel)
-	out := make([]*gpu.Adapter, len(order))
-	for i, j := range order {
-		out[i] = list[j]
-	}
-	return out, nil
-}
-
-// report converts the backend's probe report for adapter a.
-func report(a *gpu.Adapter, r gpu.Report) diag.AdapterReport {
-	info := a.Info
-	return diag.AdapterReport{Adapter: info, Limits: diag.Limits(r.Limits), Features: r.Features, Works: r.Works,
-		Error: r.Error, Eligible: r.Works && !info.Software(), Elapsed: r.Elapsed, Checks: variantChecks(r.Checks)}
-}
-
-func probe(ctx context.Context, sel AdapterSelect) diag.ProbeReport {
-	rep := diag.ProbeReport{Auto: -1}
-	if !gpu.Built {
-		rep.Reason, rep.Hint = reasonNoCgo, noGPUSupport
-		return rep
-	}
-	if err := sel.validate(); err != nil {
-		rep.Reason, rep.Hint = err.Error(), hintFor(umbra.HintNoMatch, sel)
-		return rep
-	}
-	as, err := candidates(sel)
-	if err != nil {
-		rep.Reason, rep.Hint = err.Error(), hintFor(umbra.HintNoAdapter, sel)
-		return rep
-	}
-	for i, a := range as {
-		_, r := a.Probe(ctx, defaultProbeTimeout)
-		rep.Adapters = append(rep.Adapters, report(a, r))
-		if rep.Auto < 0 && rep.Adapters[i].Eligible {
-			rep.Auto = i
-		}
-	}
-	if rep.Auto < 0 {
-		// Auto never probes a software adapter, so explain the choice
-		// the way Auto would.
-		view := make([]diag.AdapterReport, len(rep.Adapters))
-		for i, r := range rep.Adapters {
-			view[i] = r
-			if r.Adapter.Software() {
-				view[i].Works, view[i].Error = true, ""
-			}
-		}
-		rep.Reason, rep.Hint = fallbackReason(sel, view, false)
-	}
-	return rep
-}
-
-const reasonNoCgo = "built without GPU support (no cgo, or the nogpu tag)"
-
-var noGPUSupport = umbra.Hint{Code: umbra.HintNoGPUSupport}
-
-// fallbackReason explains, from the probe reports, why no adapter was
-// chosen.
-func fallbackReason(sel AdapterSelect, reports []diag.AdapterReport, allowSoftware bool) (string, umbra.Hint) {
-	if len(reports) == 0 {
-		if sel.Backend != "" && sel.Name == "" {
-			return fmt.Sprintf("no %s adapter found (no %s driver answered)", sel.Backend, sel.Backend), hintFor(umbra.HintNoAdapter, sel)
-		}
-		if sel.Name != "" || sel.Backend != "" {
-			if all, _ := candidates(AdapterSelect{}); len(all) > 0 {
-				return fmt.Sprintf("no adapter matches %s", sel.describe()), hintFor(umbra.HintNoMatch, sel)
-			}
-		}
-		return "no GPU adapter found (no Vulkan, Metal, DX12 or GL driver answered)", hintFor(umbra.HintNoAdapter, sel)
-	}
-	var failed, soft []string
-	for _, r := range reports {
-		name := r.Adapter.String()
-		switch {
-		case !r.Works:
-			failed = append(failed, name+": "+r.Error)
-		case r.Adapter.Software() && !allowSoftware:
-			soft = append(soft, name)
-		}
-	}
-	if len(failed) > 0 && len(soft) == 0 {
-		return "every adapter failed its probe: " + strings.Join(failed, "; "), hintFor(umbra.HintProbeFailed, sel)
-	}
-	if len(failed) > 0 {
-		return "only software adapters work (" + strings.Join(soft, ", ") + "); failed: " + strings.Join(failed, "; "), hintFor(umbra.HintSoftwareOnly, sel)
-	}
-	return "only software adapters found: " + strings.Join(soft, ", "), hintFor(umbra.HintSoftwareOnly, sel)
-}
-
 // openDevice opens an index's device side for cfg: in this process, or
 // under Isolate in a child process.
 func openDevice(ctx context.Context, cfg Config, test *testHooks) (device, string, umbra.Hint, error) {
@@ -143,7 +43,7 @@ func openDevice(ctx context.Context, cfg Config, test *testHooks) (device, strin
 		return openGPU(ctx, cfg, test.chunkRows(), allowSoftware)
 	}
 	if !gpu.Built {
-		return nil, reasonNoCgo, noGPUSupport, &AdapterError{Reason: reasonNoCgo, Hint: noGPUSupport, kind: ErrNoGPUSupport}
+		return nil, probe.ReasonNoCgo, probe.NoGPUSupport, &AdapterError{Reason: probe.ReasonNoCgo, Hint: probe.NoGPUSupport, kind: ErrNoGPUSupport}
 	}
 	c, err := startChild(ctx, childHello{Dim: cfg.Dim, Metric: int(cfg.Metric), Precision: cfg.Precision, Adapter: cfg.adapter(), AllowSoftware: allowSoftware,
 		MaxChunkRows: test.chunkRows(), ProbeTimeout: cfg.ProbeTimeout, MaxDeviceBytes: cfg.Limits.MaxDeviceBytes}, childGreetingTimeout)
@@ -166,29 +66,29 @@ func openGPU(ctx context.Context, cfg Config, maxChunkRows int, allowSoftware bo
 		return openBrowser(ctx, cfg, maxChunkRows, allowSoftware) // browser_js.go
 	}
 	if !gpu.Built {
-		return nil, reasonNoCgo, noGPUSupport, &AdapterError{Reason: reasonNoCgo, Hint: noGPUSupport, kind: ErrNoGPUSupport}
+		return nil, probe.ReasonNoCgo, probe.NoGPUSupport, &AdapterError{Reason: probe.ReasonNoCgo, Hint: probe.NoGPUSupport, kind: ErrNoGPUSupport}
 	}
 	timeout := cfg.ProbeTimeout
 	if timeout == 0 {
 		timeout = defaultProbeTimeout
 	}
-	as, err := candidates(cfg.adapter())
+	as, err := probe.Candidates(cfg.adapter().plain())
 	if err != nil {
 		h := hintFor(umbra.HintNoAdapter, cfg.adapter())
 		return nil, err.Error(), h, &AdapterError{Reason: err.Error(), Hint: h, kind: ErrNoAdapter}
 	}
-	var reports []diag.AdapterReport
+	var reports []probe.Adapter
 	for _, a := range as {
 		info := a.Info
 		if info.Software() && !allowSoftware {
-			reports = append(reports, diag.AdapterReport{Adapter: info, Works: true})
+			reports = append(reports, probe.Adapter{Adapter: info, Works: true})
 			continue
 		}
 		dev, r := a.Probe(ctx, timeout)
 		if err := ctx.Err(); err != nil {
 			return nil, "", umbra.Hint{}, fmt.Errorf("probing %s: %w", info, err)
 		}
-		reports = append(reports, report(a, r))
+		reports = append(reports, probe.Of(a, r))
 		if dev == nil {
 			continue
 		}
@@ -199,7 +99,7 @@ func openGPU(ctx context.Context, cfg Config, maxChunkRows int, allowSoftware bo
 		}
 		return local{g}, "", umbra.Hint{}, nil
 	}
-	reason, h := fallbackReason(cfg.adapter(), reports, allowSoftware)
+	reason, h := probe.FallbackReason(cfg.adapter().plain(), reports, allowSoftware)
 	return nil, reason, h, &AdapterError{Reason: reason, Hint: h, kind: ErrNoAdapter}
 }
 
@@ -270,13 +170,4 @@ func withDevice(ix *Index, f devices.VisitFunc) error {
 		return devices.ErrNoDevice // an isolated index's device is in another process
 	}
 	return f(l.Index, ix.rid.ids, ix.rid.isDead)
-}
-
-// variantChecks is the probe's findings in diag's words.
-func variantChecks(cs []gpu.VariantCheck) []diag.VariantCheck {
-	out := make([]diag.VariantCheck, len(cs))
-	for i, c := range cs {
-		out[i] = diag.VariantCheck(c)
-	}
-	return out
 }

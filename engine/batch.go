@@ -74,7 +74,7 @@ func (ix *Index) coalesce(ctx context.Context, o *searchOptions) bool {
 	if traceFrom(ctx) != nil {
 		return false
 	}
-	if p, ok := ctx.Value(progressKey{}).(Progress); ok && p != nil {
+	if p, ok := ctx.Value(progressKey{}).(progress); ok && p != nil {
 		return false
 	}
 	return true

@@ -8,6 +8,7 @@ import (
 
 	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/internal/metaindex"
+	"github.com/umbravec/umbra/internal/probe"
 	"github.com/umbravec/umbra/meta"
 )
 
@@ -51,20 +52,12 @@ func ParseDevice(s string) (Device, error) {
 	return 0, fmt.Errorf("%w: unknown device %q (want auto, gpu or cpu)", umbra.ErrInvalidConfig, s)
 }
 
-// Power is the adapter power preference.
-type Power int
-
-const (
-	// HighPerformance prefers a discrete GPU: on a hybrid laptop, the
-	// NVIDIA card rather than the integrated one.
-	HighPerformance Power = iota
-	// LowPower prefers an integrated GPU.
-	LowPower
-)
-
 // AdapterSelect narrows which adapters the GPU path may use.
 type AdapterSelect struct {
-	Power Power
+	// LowPower puts integrated GPUs first; by default discrete GPUs come
+	// first (on a hybrid laptop, the NVIDIA card rather than the
+	// integrated one).
+	LowPower bool
 	// Name, when set, keeps only adapters whose name, vendor or driver
 	// description contains it (case-insensitive).
 	Name string
@@ -78,9 +71,6 @@ func (s AdapterSelect) validate() error {
 	case "", "vulkan", "metal", "dx12", "gl":
 	default:
 		return fmt.Errorf("%w: unknown backend %q (want vulkan, metal, dx12 or gl)", umbra.ErrInvalidConfig, s.Backend)
-	}
-	if s.Power != HighPerformance && s.Power != LowPower {
-		return fmt.Errorf("%w: unknown power preference %d", umbra.ErrInvalidConfig, s.Power)
 	}
 	return nil
 }
@@ -231,7 +221,7 @@ func (c Config) shards() []AdapterSelect {
 // defaultBatchQueries is Coalesce.MaxQueries' default (see Coalesce).
 const defaultBatchQueries = 256
 
-const defaultProbeTimeout = 30 * time.Second
+const defaultProbeTimeout = probe.DefaultTimeout
 
 func (c Config) validate() error {
 	if c.Dim <= 0 || c.Dim > umbra.MaxDim {

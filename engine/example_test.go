@@ -148,7 +148,7 @@ func ExampleWithProgress() {
 }
 
 // Probe lists every adapter with its verdict and says which one Auto would
-// use; `umbra probe` prints the same report.
+// use; `umbra probe` prints the same verdicts with what was measured.
 func ExampleProbe() {
 	rep := engine.Probe(context.Background(), engine.AdapterSelect{})
 	for i, a := range rep.Adapters {

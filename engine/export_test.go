@@ -9,9 +9,20 @@ import (
 	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/meta"
 
-	"github.com/umbravec/umbra/diag"
+	"github.com/umbravec/umbra/internal/gpu"
 	"github.com/umbravec/umbra/internal/storefile"
 )
+
+// DeviceLimits are the limits and tuning ix's device side was planned
+// against (zero without one).
+func DeviceLimits(ix *Index) gpu.Limits {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if ix.dev == nil {
+		return gpu.Limits{}
+	}
+	return ix.dev.Limits()
+}
 
 // OpenOption is a test hook for OpenWith.
 type OpenOption = openOption
@@ -52,10 +63,13 @@ func withHooks(set func(*testHooks)) OpenOption {
 	}
 }
 
+// Routing is the routing model, for its tests.
+type Routing = routing
+
 // The routing model's parts, for its tests.
-func PreferGPU(r diag.Routing, bytes int64, nq int) bool        { return preferGPU(&r, bytes, nq) }
-func GPUTime(r diag.Routing, bytes int64, nq int) time.Duration { return gpuTime(&r, bytes, nq) }
-func CPUTime(r diag.Routing, bytes int64, nq int) time.Duration { return cpuTime(&r, bytes, nq) }
+func PreferGPU(r Routing, bytes int64, nq int) bool        { return preferGPU(&r, bytes, nq) }
+func GPUTime(r Routing, bytes int64, nq int) time.Duration { return gpuTime(&r, bytes, nq) }
+func CPUTime(r Routing, bytes int64, nq int) time.Duration { return cpuTime(&r, bytes, nq) }
 
 // SetGPUFault makes every wgpu call of ix's device side that can fail ask f
 // first, by the name of its step; a non-nil error from f fails that call as

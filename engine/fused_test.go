@@ -95,8 +95,8 @@ func TestFusedTraceCounts(t *testing.T) {
 				ix := open(t, b, engine.Config{Dim: dim, Metric: umbra.Dot}, chunk)
 				_, err := ix.Add(context.Background(), umbra.Vectors(data))
 				require.NoError(t, err)
-				if ix.Info().Limits.FusedK < k {
-					t.Fatalf("the adapter's fused limit %d is below k = %d", ix.Info().Limits.FusedK, k)
+				if engine.DeviceLimits(ix).FusedK < k {
+					t.Fatalf("the adapter's fused limit %d is below k = %d", engine.DeviceLimits(ix).FusedK, k)
 				}
 				chunks := int64(1)
 				if chunk > 0 {
@@ -157,7 +157,7 @@ func TestTraceBytesRead(t *testing.T) {
 					case b.device == engine.CPU:
 						tile = fallback.QueryBlock(dim)
 					case kernel == gpu.BatchGemm:
-						tile = int(ix.Info().Limits.GemmQueries)
+						tile = int(engine.DeviceLimits(ix).GemmQueries)
 					}
 					for _, k := range ks {
 						for _, nq := range []int{1, 13, 64} {

@@ -3,13 +3,14 @@ package engine
 import (
 	"context"
 	"fmt"
-	"github.com/umbravec/umbra"
 	"math/rand/v2"
 	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/umbravec/umbra"
 
 	"github.com/stretchr/testify/require"
 

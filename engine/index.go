@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 
 	"github.com/umbravec/umbra"
-	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine/internal/devices"
 	"github.com/umbravec/umbra/internal/packed"
 )
@@ -46,7 +45,7 @@ type Index struct {
 	// dev is nil on the CPU path. gpuDown is set when a GPU failure under
 	// Device Auto moved searches to the fallback for good; reason says why.
 	dev     device
-	route   *diag.Routing // non-nil under Auto on a GPU
+	route   *routing // non-nil under Auto on a GPU
 	gpuDown atomic.Bool
 	whyMu   sync.Mutex
 	reason  string

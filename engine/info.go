@@ -15,11 +15,12 @@ import (
 type Info struct {
 	// Device is the path that serves searches: GPU or CPU (never Auto).
 	Device Device
-	// Adapter and Limits describe the GPU the index was created on; they
-	// stay set after a GPU failure moved it to the CPU (Device CPU,
-	// Reason says why), and are zero when it never had one.
+	// Adapter is the GPU the index was created on; it stays set after a
+	// GPU failure moved it to the CPU (Device CPU, Reason says why), and
+	// is zero when it never had one. The limits and kernel variants its
+	// device side was planned with are what `umbra probe --json` reports
+	// for that adapter.
 	Adapter diag.AdapterInfo
-	Limits  diag.Limits
 	Chunks  int // device buffers the slab occupies
 	// DeviceRows is how many rows the device holds: all of them, unless
 	// Limits.Overflow keeps the rows past Limits.MaxDeviceBytes on the CPU.
@@ -42,13 +43,14 @@ type Info struct {
 	// failure that moved searches to the CPU last, kept after a recovery.
 	Recoveries  int
 	LastFailure string
-	// Routing is set under Device Auto on a GPU: what was measured to send
-	// each search to the faster path for its shape (its String says it in
-	// words).
-	Routing *diag.Routing
+	// Routing is set under Device Auto on a GPU: what was measured, once
+	// per process, to send each search to the faster path for its shape,
+	// in words: where one query starts going to the GPU, the GPU's
+	// latency and scan rate, the CPU's scan rate and what each further
+	// query of a batch costs it.
+	Routing string
 	// Shards, of a sharded index (several Config.Adapters), says where the rows are: each shard's
-	// adapter and the rows it holds (Adapter and Limits are then the first
-	// shard's, Chunks and DeviceRows those of all together).
+	// adapter and the rows it holds (Adapter is then the first shard's, Chunks and DeviceRows those of all together).
 	Shards []ShardInfo
 	// DeadRows is how many deleted rows the index still holds: a delete
 	// only marks its rows, which keep their memory and scan time (and
@@ -96,7 +98,7 @@ func (i Info) String() string {
 	if i.Hint.Code != "" {
 		fmt.Fprintf(&b, "\nfix: %s", i.Hint)
 	}
-	if i.Routing != nil {
+	if i.Routing != "" {
 		fmt.Fprintf(&b, "\nrouting: %s", i.Routing)
 	}
 	return b.String()
@@ -117,7 +119,6 @@ func (ix *Index) Info() Info {
 	}
 	if ix.dev != nil {
 		info.Adapter = ix.dev.Adapter()
-		info.Limits = diag.Limits(ix.dev.Limits())
 		info.ChunkRows = ix.dev.ChunkRows()
 		info.DeviceRows = ix.deviceRows(ix.slab.Rows)
 		info.Chunks = (info.DeviceRows + info.ChunkRows - 1) / info.ChunkRows
@@ -132,7 +133,7 @@ func (ix *Index) Info() Info {
 			info.Device = GPU
 		}
 		if ix.route != nil {
-			info.Routing = ix.route
+			info.Routing = ix.route.String()
 		}
 	}
 	ix.whyMu.Lock()

@@ -50,8 +50,8 @@ func TestSeedWorkload(t *testing.T) {
 			require.Len(t, ids, n)
 			if b.device == engine.GPU {
 				info := ix.Info()
-				t.Logf("%s: %d chunks of %d rows, binding limit %d bytes", info.Adapter.Name, info.Chunks, info.ChunkRows, info.Limits.MaxStorageBindingBytes)
-				if uint64(n)*dim*4 > info.Limits.MaxStorageBindingBytes {
+				t.Logf("%s: %d chunks of %d rows, binding limit %d bytes", info.Adapter.Name, info.Chunks, info.ChunkRows, engine.DeviceLimits(ix).MaxStorageBindingBytes)
+				if uint64(n)*dim*4 > engine.DeviceLimits(ix).MaxStorageBindingBytes {
 					require.Greater(t, info.Chunks, 1)
 				}
 			}

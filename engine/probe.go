@@ -2,40 +2,32 @@ package engine
 
 import (
 	"context"
-	"fmt"
-	"strings"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/diag"
-	"github.com/umbravec/umbra/engine/internal/devices"
 	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/probe"
 )
 
-// rankAdapters returns the indices of the adapters in infos that pass sel's
-// name and backend filters, best first for sel.Power: the order in which
-// Auto and Probe try them.
-func rankAdapters(infos []diag.AdapterInfo, sel AdapterSelect) []int {
-	return devices.Rank(infos, sel.Power == LowPower, sel.Name, sel.Backend)
+// plain is the selection in internal/probe's terms.
+func (s AdapterSelect) plain() probe.Select {
+	return probe.Select{LowPower: s.LowPower, Name: s.Name, Backend: s.Backend}
 }
 
-func (s AdapterSelect) describe() string {
-	var parts []string
-	if s.Backend != "" {
-		parts = append(parts, "backend "+s.Backend)
-	}
-	if s.Name != "" {
-		parts = append(parts, fmt.Sprintf("name containing %q", s.Name))
-	}
-	if len(parts) == 0 {
-		return "any adapter"
-	}
-	return strings.Join(parts, " and ")
-}
+func (s AdapterSelect) describe() string { return s.plain().Describe() }
 
 // Probe probes every adapter matching sel (each at most once per process)
-// and says which one Device Auto would use. It never panics; with no GPU
-// stack at all, or in a build without the wgpu backend, it returns an empty
-// Adapters list and a reason with a hint.
-func Probe(ctx context.Context, sel AdapterSelect) diag.ProbeReport { return probe(ctx, sel) }
+// and says which one Device Auto would use, and otherwise why not and what
+// to do. It never panics; with no GPU stack at all, or in a build without
+// the wgpu backend, it returns an empty Adapters list and a reason with a
+// hint. What the probe measured on each adapter (its limits, features and
+// every kernel variant's self-test) is `umbra probe --json`'s.
+func Probe(ctx context.Context, sel AdapterSelect) diag.ProbeReport {
+	if err := sel.validate(); err != nil && gpu.Built {
+		return diag.ProbeReport{Auto: -1, Reason: err.Error(), Hint: hintFor(umbra.HintNoMatch, sel)}
+	}
+	return probe.Run(ctx, sel.plain(), defaultProbeTimeout).Public()
+}
 
 // GPUSupport reports whether this binary contains the wgpu backend (built
 // with cgo and not with the nogpu tag). Without it every index runs on the

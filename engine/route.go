@@ -41,7 +41,7 @@ const gpuBatchQueries = gpu.BatchQueries
 
 // preferGPU reports whether a search of nq queries over bytes of slab is
 // expected to finish sooner on the GPU.
-func preferGPU(r *diag.Routing, bytes int64, nq int) bool {
+func preferGPU(r *routing, bytes int64, nq int) bool {
 	if r == nil || r.GPUBytesPerSec <= 0 || r.CPUBytesPerSec <= 0 {
 		return true
 	}
@@ -50,7 +50,7 @@ func preferGPU(r *diag.Routing, bytes int64, nq int) bool {
 
 // gpuTime is the model's time for nq queries over bytes of slab on the
 // GPU: the latency plus one scan per tile of queries.
-func gpuTime(r *diag.Routing, bytes int64, nq int) time.Duration {
+func gpuTime(r *routing, bytes int64, nq int) time.Duration {
 	passes := float64((max(nq, 1) + gpuBatchQueries - 1) / gpuBatchQueries)
 	return seconds(r.GPULatency.Seconds() + passes*float64(bytes)/r.GPUBytesPerSec)
 }
@@ -62,7 +62,7 @@ func gpuTime(r *diag.Routing, bytes int64, nq int) time.Duration {
 // than a block reads the slab again per block; the model leaves those
 // reads out because it is not told the row stride, and at a block of 128
 // they are under a tenth of the time (see BenchmarkRoutingModel).
-func cpuTime(r *diag.Routing, bytes int64, nq int) time.Duration {
+func cpuTime(r *routing, bytes int64, nq int) time.Duration {
 	perQuery := r.CPUQueryBytesPerSec
 	if perQuery <= 0 && nq > 1 {
 		perQuery, _ = cpuQueryRate()
@@ -126,7 +126,7 @@ var cpuRate = sync.OnceValues(func() (float64, error) {
 
 // routingFor measures what Auto routes by: the device's latency and scan
 // rate (once per device) beside the fallback's rates (once per process).
-func routingFor(g device) (*diag.Routing, error) {
+func routingFor(g device) (*routing, error) {
 	latency, gpuRate, err := g.Calibrate()
 	if err != nil {
 		return nil, gpuError(err)
@@ -136,5 +136,5 @@ func routingFor(g device) (*diag.Routing, error) {
 		return nil, err
 	}
 	perQuery, _ := cpuQueryRate() // 0 (price every query as a read) if it failed
-	return &diag.Routing{GPULatency: latency, GPUBytesPerSec: gpuRate, CPUBytesPerSec: cpu, CPUQueryBytesPerSec: perQuery}, nil
+	return &routing{GPULatency: latency, GPUBytesPerSec: gpuRate, CPUBytesPerSec: cpu, CPUQueryBytesPerSec: perQuery}, nil
 }

@@ -21,7 +21,7 @@ func TestRoutingChoosesByShape(t *testing.T) {
 	// A GPU with 0.2 ms of latency and 500 GB/s against a CPU at 20 GB/s
 	// for one query and 400 GB/s for each further query of a batch: one
 	// query breaks even at 0.2e-3 / (1/20e9 - 1/500e9) ≈ 4.17 MB.
-	r := diag.Routing{GPULatency: 200 * time.Microsecond, GPUBytesPerSec: 500e9, CPUBytesPerSec: 20e9, CPUQueryBytesPerSec: 400e9}
+	r := engine.Routing{GPULatency: 200 * time.Microsecond, GPUBytesPerSec: 500e9, CPUBytesPerSec: 20e9, CPUQueryBytesPerSec: 400e9}
 	assert.False(t, engine.PreferGPU(r, 1e6, 1), "1 MB: the dispatch latency dominates")
 	assert.True(t, engine.PreferGPU(r, 10e6, 1), "10 MB: the GPU's bandwidth wins")
 	assert.Contains(t, r.String(), "above 4.2 MB")
@@ -37,12 +37,12 @@ func TestRoutingChoosesByShape(t *testing.T) {
 	assert.False(t, engine.PreferGPU(r, 1e6, 64), "64 queries over 1 MB: one read and cheap arithmetic on the CPU")
 	assert.True(t, engine.PreferGPU(r, 10e6, 64), "64 queries over 10 MB: 2.08 ms on the CPU, 0.36 ms on the GPU")
 
-	slow := diag.Routing{GPULatency: time.Millisecond, GPUBytesPerSec: 10e9, CPUBytesPerSec: 20e9, CPUQueryBytesPerSec: 400e9}
+	slow := engine.Routing{GPULatency: time.Millisecond, GPUBytesPerSec: 10e9, CPUBytesPerSec: 20e9, CPUQueryBytesPerSec: 400e9}
 	assert.False(t, engine.PreferGPU(slow, 1e9, 1), "a GPU slower than the CPU never wins one query")
 	assert.Contains(t, slow.String(), "never")
 
-	assert.True(t, engine.PreferGPU(diag.Routing{}, 1, 1), "without measurements the GPU keeps the call")
-	assert.Equal(t, time.Duration(math.MaxInt64), engine.GPUTime(diag.Routing{GPULatency: time.Millisecond}, 1, 1),
+	assert.True(t, engine.PreferGPU(engine.Routing{}, 1, 1), "without measurements the GPU keeps the call")
+	assert.Equal(t, time.Duration(math.MaxInt64), engine.GPUTime(engine.Routing{GPULatency: time.Millisecond}, 1, 1),
 		"an unmeasured GPU costs forever, without overflow")
 }
 
@@ -50,7 +50,7 @@ func TestRoutingChoosesByShape(t *testing.T) {
 // model measures the fallback's once per process and prices every further
 // query of a batch at it.
 func TestRoutingMeasuresBatchArithmetic(t *testing.T) {
-	r := diag.Routing{CPUBytesPerSec: 20e9}
+	r := engine.Routing{CPUBytesPerSec: 20e9}
 	one, two, batch := engine.CPUTime(r, 1e8, 1), engine.CPUTime(r, 1e8, 2), engine.CPUTime(r, 1e8, 64)
 	assert.Equal(t, 5*time.Millisecond, one, "one query is one read")
 	require.Greater(t, two, one, "a second query costs its arithmetic")
@@ -83,7 +83,7 @@ func BenchmarkRoutingModel(b *testing.B) {
 		times[i] = time.Since(start)
 	}
 	slices.Sort(times)
-	model := diag.Routing{CPUBytesPerSec: float64(bytes) / times[len(times)/2].Seconds()}
+	model := engine.Routing{CPUBytesPerSec: float64(bytes) / times[len(times)/2].Seconds()}
 	for _, nq := range []int{1, 8, 64} {
 		b.Run(fmt.Sprintf("queries=%d", nq), func(b *testing.B) {
 			for b.Loop() {
@@ -112,7 +112,7 @@ func TestReadFloor(t *testing.T) {
 			want, clock := "cpu", "cpu"
 			if b.device == engine.GPU {
 				want, clock = "gpu", "wall"
-				if ix.Info().Limits.Timestamps {
+				if engine.DeviceLimits(ix).Timestamps {
 					clock = "gpu"
 				}
 			}
@@ -139,7 +139,7 @@ func TestTraceRecordsBackend(t *testing.T) {
 			if b.device == engine.GPU {
 				want = "gpu"
 				clock, stamps := "wall", int64(0)
-				if ix.Info().Limits.Timestamps {
+				if engine.DeviceLimits(ix).Timestamps {
 					clock, stamps = "gpu", 16 // two timestamps mapped with the hits
 				}
 				assert.Equal(t, 3*8+stamps, tr.BytesDown, "the device returns k (score, row) pairs")

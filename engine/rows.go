@@ -115,7 +115,7 @@ func collectWrite(verb string, opts []umbra.WriteOption) (writeOptions, error) {
 // and keys of a streamed source are judged once it is read to its end (or
 // to its first bad row).
 //
-// ctx may carry a Trace (WithTrace) and a Progress (WithProgress).
+// ctx may carry a Trace (WithTrace) and a progress function (WithProgress).
 func (ix *Index) Add(ctx context.Context, rows umbra.RowSource, opts ...umbra.WriteOption) (ids []uint64, err error) {
 	defer ix.recoverInto(&err, ix.watchFaults())
 	o, err := collectWrite("Add", opts)

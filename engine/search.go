@@ -135,7 +135,7 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int, mask []u
 		return all, nil
 	}
 	if len(qs) > progressQueries {
-		if p, ok := ctx.Value(progressKey{}).(Progress); ok && p != nil {
+		if p, ok := ctx.Value(progressKey{}).(progress); ok && p != nil {
 			return ix.searchInPieces(ctx, qs, k, mask, filtered)
 		}
 	}
@@ -214,7 +214,7 @@ func (ix *Index) searchMany(ctx context.Context, qs [][]float32, k int, mask []u
 // The caller holds ix.mu.
 func (ix *Index) searchInPieces(ctx context.Context, qs [][]float32, k int, mask []uint64, filtered bool) ([][]umbra.Hit, error) {
 	report := progressFrom(ctx)
-	quiet := context.WithValue(ctx, progressKey{}, Progress(nil))
+	quiet := context.WithValue(ctx, progressKey{}, progress(nil))
 	all := make([][]umbra.Hit, 0, len(qs))
 	for lo := 0; lo < len(qs); lo += progressQueries {
 		part, err := ix.searchMany(quiet, qs[lo:min(lo+progressQueries, len(qs))], k, mask, filtered)

@@ -97,8 +97,8 @@ func TestMatrixReaderFIFO(t *testing.T) {
 	dir := t.TempDir()
 	m := wideMatrix(rng, 300, 9)
 	var npy bytes.Buffer
-	require.NoError(t, WriteNPY(&npy, m, "<f2"))
-	want, err := ReadNPY(context.Background(), bytes.NewReader(npy.Bytes()))
+	require.NoError(t, writeNPY(&npy, m, "<f2"))
+	want, err := readNPYFrom(context.Background(), bytes.NewReader(npy.Bytes()))
 	require.NoError(t, err)
 	for name, b := range map[string][]byte{"p.npy": npy.Bytes(), "p.fvecs": fvecsBytes(9, m.Data)} {
 		path := filepath.Join(dir, name)

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/umbravec/umbra/internal/atomicfile"
 )
 
 // fileFormat is the file format chosen by extension.
@@ -61,7 +63,7 @@ func openSource(ctx context.Context, path string, opts []Option) (*source, func(
 // an .npy payload are an error; a FIFO or other stream is read in bounded
 // pieces up to the stream cap (see MaxStreamBytes). .ivecs holds integers
 // that float32 cannot all represent, so it is refused here: read it with
-// ReadIvecs or ReadIDsFile. An unknown extension wraps ErrFormat; every error
+// ReadIDsFile. An unknown extension wraps ErrFormat; every error
 // names the path. ctx is checked between pieces of at most 1 MiB, so a
 // cancelled load stops promptly and returns ctx's error, wrapped.
 //
@@ -77,6 +79,45 @@ func ReadMatrixFile(ctx context.Context, path string, opts ...Option) (*Matrix, 
 		return nil, err
 	}
 	return &Matrix{Rows: len(data) / r.dim, Dim: r.dim, Data: data}, nil
+}
+
+// ReadMatrix reads a whole .npy, .fvecs or .bvecs matrix from r, as float32:
+// format is the extension a file of it would have (".npy", ".fvecs" or
+// ".bvecs", case-insensitive, the dot optional). It accepts and refuses what
+// ReadMatrixFile does for that format (the package doc lists both), with the
+// same errors, named after r (a file's path, or the format). When r is an
+// *os.File (regular), *bytes.Reader, *strings.Reader, *bytes.Buffer or
+// *io.SectionReader, a header's claims are checked against the bytes left
+// before anything is allocated for them; from any other reader memory grows
+// only as bytes arrive, and past the stream cap (MaxStreamBytes) the read
+// fails with ErrTooLarge. An .npy payload must end the stream. ctx is
+// checked between pieces of at most 1 MiB.
+func ReadMatrix(ctx context.Context, r io.Reader, format string, opts ...Option) (*Matrix, error) {
+	f, err := formatNamed(format)
+	if err != nil {
+		return nil, err
+	}
+	switch f {
+	case formatNPY:
+		return readNPYFrom(ctx, r, opts...)
+	case formatFvecs:
+		return readFvecsFrom(ctx, r, opts...)
+	case formatBvecs:
+		return readBvecsFrom(ctx, r, opts...)
+	}
+	return nil, formatErrorf(format, ".ivecs holds int32 values, not vectors to search: read IDs with ReadIDsFile")
+}
+
+// formatNamed is the format a ReadMatrix or WriteMatrix caller names by
+// its extension, with or without the dot.
+func formatNamed(format string) (fileFormat, error) {
+	if format == "" {
+		return 0, formatErrorf("matrix", "no format: want .npy, .fvecs or .bvecs")
+	}
+	if !strings.HasPrefix(format, ".") {
+		format = "." + format
+	}
+	return formatOf("matrix" + format)
 }
 
 // MatrixReader reads the rows of a .npy, .fvecs or .bvecs file a piece at
@@ -109,7 +150,7 @@ func OpenMatrixFile(ctx context.Context, path string, opts ...Option) (*MatrixRe
 	}
 	if format == formatIvecs {
 		return nil, formatErrorf(fmt.Sprintf("%q", path),
-			".ivecs holds int32 values, not vectors to search: read it with ReadIvecs (ground truth) or ReadIDsFile (IDs)")
+			".ivecs holds int32 values, not vectors to search: read IDs with ReadIDsFile")
 	}
 	s, closeFile, err := openSource(ctx, path, opts)
 	if err != nil {
@@ -265,10 +306,35 @@ func atLeast(n, limit int64) string {
 	return fmt.Sprint(n)
 }
 
+// WriteMatrix writes m to w in format (".npy" or ".fvecs", the dot
+// optional): an .npy of dtype "<f4" (float32, also for "") or "<f2"
+// (float16, rounded to nearest even with overflow to ±Inf, as numpy does),
+// its header byte for byte what numpy.save writes; or .fvecs records,
+// float32 only ("" or "<f4"), refused for a matrix with no rows (an empty
+// .fvecs file has no dim to report) or a dim past the format's int32 field.
+func WriteMatrix(w io.Writer, m *Matrix, format, dtype string) error {
+	f, err := formatNamed(format)
+	if err != nil {
+		return err
+	}
+	if dtype == "" {
+		dtype = npyFloat32
+	}
+	switch {
+	case f == formatNPY:
+		return writeNPY(w, m, dtype)
+	case f != formatFvecs:
+		return fmt.Errorf("write: %s is not supported for writing: write .npy or .fvecs", format)
+	case dtype != npyFloat32:
+		return fmt.Errorf("write fvecs: fvecs stores float32 only, cannot write dtype %q", dtype)
+	}
+	return writeFvecs(w, m)
+}
+
 // WriteMatrixFile writes m to path in the format its extension names (.npy or
 // .fvecs). dtype applies to .npy only ("<f4", "<f2", or "" for "<f4"); .fvecs
 // always stores float32 and accepts only "" or "<f4". The file is written
-// with WriteFileAtomic: a failed write never leaves a truncated file at path,
+// atomically (a temporary file renamed over path): a failed write never leaves a truncated file at path,
 // an existing file keeps its permissions, and a symlink at path is written
 // through.
 func WriteMatrixFile(path string, m *Matrix, dtype string) error {
@@ -290,11 +356,11 @@ func WriteMatrixFile(path string, m *Matrix, dtype string) error {
 	if err := m.validate(); err != nil {
 		return fmt.Errorf("write %q: %w", path, err)
 	}
-	err = WriteFileAtomic(path, 0o644, func(w io.Writer) error {
+	err = atomicfile.Write(path, 0o644, func(w io.Writer) error {
 		if format == formatNPY {
-			return WriteNPY(w, m, dtype)
+			return writeNPY(w, m, dtype)
 		}
-		return WriteFvecs(w, m)
+		return writeFvecs(w, m)
 	})
 	if err != nil {
 		return fmt.Errorf("write %q: %w", path, err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra/internal/atomicfile"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -58,7 +60,7 @@ func TestBvecsRoundTrip(t *testing.T) {
 				if kind == "onebyte" && len(vals) > 10000 {
 					continue
 				}
-				m, err := ReadBvecs(t.Context(), r)
+				m, err := readBvecsFrom(t.Context(), r)
 				require.NoError(t, err, kind)
 				require.Equal(t, tc.rows, m.Rows, kind)
 				require.Equal(t, tc.dim, m.Dim, kind)
@@ -90,7 +92,7 @@ func TestIvecsRoundTrip(t *testing.T) {
 				if kind == "onebyte" && len(vals) > 10000 {
 					continue
 				}
-				m, err := ReadIvecs(t.Context(), r)
+				m, err := readIvecsFrom(t.Context(), r)
 				require.NoError(t, err, kind)
 				assert.Equal(t, tc.rows, m.Rows, kind)
 				assert.Equal(t, tc.dim, m.Dim, kind)
@@ -134,7 +136,7 @@ func TestVecsMalformed(t *testing.T) {
 func TestNPYReadAsFvecs(t *testing.T) {
 	file := append(numpyNPYBytes(1, "<f4", []int64{4, 3}), le32(fixtureValues(12))...)
 	for kind, r := range readers(file) {
-		_, err := ReadFvecs(t.Context(), r)
+		_, err := readFvecsFrom(t.Context(), r)
 		require.Error(t, err, kind)
 		if kind == "sized" {
 			assert.ErrorIs(t, err, ErrFormat)
@@ -146,8 +148,8 @@ func TestNPYReadAsFvecs(t *testing.T) {
 	}
 }
 
-func ivecsErr(r io.Reader) error { _, err := ReadIvecs(context.Background(), r); return err }
-func bvecsErr(r io.Reader) error { _, err := ReadBvecs(context.Background(), r); return err }
+func ivecsErr(r io.Reader) error { _, err := readIvecsFrom(context.Background(), r); return err }
+func bvecsErr(r io.Reader) error { _, err := readBvecsFrom(context.Background(), r); return err }
 
 func TestReadIDs(t *testing.T) {
 	rng := testkit.Rand(t)
@@ -213,7 +215,7 @@ func TestReadIDsFileIvecs(t *testing.T) {
 	// Ground truth is not a matrix of vectors: ReadMatrixFile says where to go.
 	_, err = ReadMatrixFile(t.Context(), path)
 	assert.ErrorIs(t, err, ErrFormat)
-	assert.Contains(t, err.Error(), "ReadIvecs")
+	assert.Contains(t, err.Error(), "ReadIDsFile")
 }
 
 func TestReadIDsMalformed(t *testing.T) {
@@ -254,27 +256,27 @@ func TestStreamCap(t *testing.T) {
 	m := wideMatrix(rng, 50, 20)
 	fvecs := fvecsBytes(20, m.Data)
 	var npy bytes.Buffer
-	require.NoError(t, WriteNPY(&npy, m, "<f4"))
+	require.NoError(t, writeNPY(&npy, m, "<f4"))
 	size := int64(len(fvecs))
 
-	got, err := ReadFvecs(t.Context(), streamOnly{bytes.NewReader(fvecs)}, MaxStreamBytes(size))
+	got, err := readFvecsFrom(t.Context(), streamOnly{bytes.NewReader(fvecs)}, MaxStreamBytes(size))
 	require.NoError(t, err, "a stream of exactly the cap")
 	assertSameBits(t, m.Data, got.Data)
 
-	_, err = ReadFvecs(t.Context(), streamOnly{bytes.NewReader(fvecs)}, MaxStreamBytes(size-1))
+	_, err = readFvecsFrom(t.Context(), streamOnly{bytes.NewReader(fvecs)}, MaxStreamBytes(size-1))
 	require.Error(t, err)
 	assert.ErrorIs(t, err, ErrTooLarge)
 	assert.NotErrorIs(t, err, ErrFormat)
 	assert.Contains(t, err.Error(), fmt.Sprintf("over the %d-byte cap", size-1))
 
-	_, err = ReadFvecs(t.Context(), bytes.NewReader(fvecs), MaxStreamBytes(10))
+	_, err = readFvecsFrom(t.Context(), bytes.NewReader(fvecs), MaxStreamBytes(10))
 	require.NoError(t, err, "a sized reader is checked against its size, not capped")
 
 	// An npy header's claim is judged before its payload is read.
-	_, err = ReadNPY(t.Context(), streamOnly{bytes.NewReader(npy.Bytes())}, MaxStreamBytes(int64(npy.Len()-1)))
+	_, err = readNPYFrom(t.Context(), streamOnly{bytes.NewReader(npy.Bytes())}, MaxStreamBytes(int64(npy.Len()-1)))
 	assert.ErrorIs(t, err, ErrTooLarge)
 	assert.Contains(t, err.Error(), "shape (50, 20) of float32 needs 4000 bytes")
-	got, err = ReadNPY(t.Context(), streamOnly{bytes.NewReader(npy.Bytes())}, MaxStreamBytes(int64(npy.Len())))
+	got, err = readNPYFrom(t.Context(), streamOnly{bytes.NewReader(npy.Bytes())}, MaxStreamBytes(int64(npy.Len())))
 	require.NoError(t, err)
 	assertSameBits(t, m.Data, got.Data)
 }
@@ -302,9 +304,9 @@ func TestEndlessStream(t *testing.T) {
 		widen uint64 // bytes of result per byte read
 		read  func(io.Reader) error
 	}{
-		"fvecs": {1, func(r io.Reader) error { _, err := ReadFvecs(t.Context(), r, MaxStreamBytes(limit)); return err }},
-		"bvecs": {4, func(r io.Reader) error { _, err := ReadBvecs(t.Context(), r, MaxStreamBytes(limit)); return err }},
-		"ivecs": {1, func(r io.Reader) error { _, err := ReadIvecs(t.Context(), r, MaxStreamBytes(limit)); return err }},
+		"fvecs": {1, func(r io.Reader) error { _, err := readFvecsFrom(t.Context(), r, MaxStreamBytes(limit)); return err }},
+		"bvecs": {4, func(r io.Reader) error { _, err := readBvecsFrom(t.Context(), r, MaxStreamBytes(limit)); return err }},
+		"ivecs": {1, func(r io.Reader) error { _, err := readIvecsFrom(t.Context(), r, MaxStreamBytes(limit)); return err }},
 	}
 	for name, tc := range readers {
 		// A small positive dim first, so that the reader has to keep going.
@@ -341,15 +343,15 @@ func TestReadCancellation(t *testing.T) {
 	rng := testkit.Rand(t)
 	m := wideMatrix(rng, 2000, 500) // 4 MB
 	var npy bytes.Buffer
-	require.NoError(t, WriteNPY(&npy, m, "<f4"))
+	require.NoError(t, writeNPY(&npy, m, "<f4"))
 	fvecs := fvecsBytes(500, m.Data)
 
 	for name, tc := range map[string]struct {
 		file []byte
 		read func(context.Context, io.Reader) error
 	}{
-		"npy":   {npy.Bytes(), func(ctx context.Context, r io.Reader) error { _, err := ReadNPY(ctx, r); return err }},
-		"fvecs": {fvecs, func(ctx context.Context, r io.Reader) error { _, err := ReadFvecs(ctx, r); return err }},
+		"npy":   {npy.Bytes(), func(ctx context.Context, r io.Reader) error { _, err := readNPYFrom(ctx, r); return err }},
+		"fvecs": {fvecs, func(ctx context.Context, r io.Reader) error { _, err := readFvecsFrom(ctx, r); return err }},
 	} {
 		ctx, cancel := context.WithCancel(t.Context())
 		cr := &cancelAfter{r: streamOnly{bytes.NewReader(tc.file)}, n: 1 << 20, cancel: cancel}
@@ -384,9 +386,63 @@ func TestHostileHeaderQuotedBriefly(t *testing.T) {
 		"long integer": "{'descr': '<f4', 'fortran_order': False, 'shape': (" + strings.Repeat("9", 100000) + ", 1), }",
 		"not a dict":   long,
 	} {
-		_, err := ReadNPY(t.Context(), bytes.NewReader(buildNPY(2, 0, header, nil)))
+		_, err := readNPYFrom(t.Context(), bytes.NewReader(buildNPY(2, 0, header, nil)))
 		require.Error(t, err, name)
 		assert.ErrorIs(t, err, ErrFormat, name)
 		assert.Less(t, len(err.Error()), 400, "%s: %d-byte message", name, len(err.Error()))
 	}
+}
+
+// TestLeftoverTempIsNotOutput: what a writer killed mid-way leaves behind is
+// recognisable and no reader takes it for a vector file.
+func TestLeftoverTempIsNotOutput(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "v.npy")
+	var tmp string
+	err := atomicfile.Write(path, 0o644, func(w io.Writer) error {
+		entries, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		require.Len(t, entries, 1)
+		tmp = filepath.Join(dir, entries[0].Name())
+		return errors.New("killed")
+	})
+	require.Error(t, err)
+	assert.Regexp(t, `^\.v\.npy\.tmp-[0-9a-f]{16}$`, filepath.Base(tmp), "temporary name")
+
+	// Play the killed process: the same name, with the whole payload in it.
+	rng := testkit.Rand(t)
+	m := wideMatrix(rng, 3, 4)
+	f, err := os.Create(tmp)
+	require.NoError(t, err)
+	require.NoError(t, writeNPY(f, m, "<f4"))
+	require.NoError(t, f.Close())
+	_, err = ReadMatrixFile(t.Context(), tmp)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, ErrFormat)
+	assert.Contains(t, err.Error(), "unknown file extension")
+	_, err = ReadIDsFile(t.Context(), tmp)
+	assert.ErrorIs(t, err, ErrFormat)
+}
+
+// TestStreamFormats: ReadMatrix and WriteMatrix take the format a file of
+// the stream would have, with or without its dot, and refuse one they do
+// not read or write, naming it.
+func TestStreamFormats(t *testing.T) {
+	m := &Matrix{Rows: 2, Dim: 3, Data: []float32{1, 2, 3, 4, 5, 6}}
+	for _, format := range []string{".npy", "NPY", "fvecs", ".FVECS"} {
+		var buf bytes.Buffer
+		require.NoError(t, WriteMatrix(&buf, m, format, ""), format)
+		back, err := ReadMatrix(t.Context(), &buf, format)
+		require.NoError(t, err, format)
+		assert.Equal(t, m, back, format)
+	}
+	for _, format := range []string{"", ".txt", "ivecs"} {
+		_, err := ReadMatrix(t.Context(), strings.NewReader("x"), format)
+		assert.ErrorIs(t, err, ErrFormat, "%q", format)
+	}
+	var buf bytes.Buffer
+	assert.ErrorContains(t, WriteMatrix(&buf, m, ".bvecs", ""), ".bvecs")
+	assert.ErrorContains(t, WriteMatrix(&buf, m, ".fvecs", "<f2"), "float32 only")
+	assert.ErrorContains(t, WriteMatrix(&buf, m, ".npy", "<f8"), "<f8")
+	assert.Zero(t, buf.Len(), "a refused write writes nothing")
 }

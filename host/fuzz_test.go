@@ -74,7 +74,9 @@ func FuzzReadNPY(f *testing.F) {
 	f.Add(append(numpyNPYBytes(1, "<f4", []int64{2, 3}), le32(fixtureValues(6))...))
 	f.Add(append(numpyNPYBytes(3, "<f2", []int64{1, 4}), le16(fixtureValues(4))...))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		read := func(r io.Reader) (*Matrix, error) { return ReadNPY(context.Background(), r, MaxStreamBytes(fuzzCap)) }
+		read := func(r io.Reader) (*Matrix, error) {
+			return readNPYFrom(context.Background(), r, MaxStreamBytes(fuzzCap))
+		}
 		m, err := readBoth(t, b, read, sameMatrix)
 		if err != nil {
 			return
@@ -83,10 +85,10 @@ func FuzzReadNPY(f *testing.F) {
 			t.Fatalf("%d bytes gave %dx%d with %d values", len(b), m.Rows, m.Dim, len(m.Data))
 		}
 		var w bytes.Buffer
-		if err := WriteNPY(&w, m, "<f4"); err != nil {
+		if err := writeNPY(&w, m, "<f4"); err != nil {
 			t.Fatal(err)
 		}
-		back, err := ReadNPY(context.Background(), &w)
+		back, err := readNPYFrom(context.Background(), &w)
 		if err != nil || !sameMatrix(m, back) {
 			t.Fatalf("write then read is not the identity: %v", err)
 		}
@@ -106,17 +108,17 @@ func FuzzReadVecs(f *testing.F) {
 		var rows int
 		switch kind % 3 {
 		case 0:
-			m, err := readBoth(t, b, func(r io.Reader) (*Matrix, error) { return ReadFvecs(context.Background(), r, opt) }, sameMatrix)
+			m, err := readBoth(t, b, func(r io.Reader) (*Matrix, error) { return readFvecsFrom(context.Background(), r, opt) }, sameMatrix)
 			if err != nil {
 				return
 			}
 			var w bytes.Buffer
-			if err := WriteFvecs(&w, m); err != nil {
+			if err := writeFvecs(&w, m); err != nil {
 				t.Fatal(err)
 			}
 			encoded, rows = w.Bytes(), m.Rows
 		case 1:
-			m, err := readBoth(t, b, func(r io.Reader) (*Matrix, error) { return ReadBvecs(context.Background(), r, opt) }, sameMatrix)
+			m, err := readBoth(t, b, func(r io.Reader) (*Matrix, error) { return readBvecsFrom(context.Background(), r, opt) }, sameMatrix)
 			if err != nil {
 				return
 			}
@@ -129,8 +131,8 @@ func FuzzReadVecs(f *testing.F) {
 			}
 			encoded, rows = vecsRecords(m.Dim, vals, appendU8), m.Rows
 		case 2:
-			m, err := readBoth(t, b, func(r io.Reader) (*IntMatrix, error) { return ReadIvecs(context.Background(), r, opt) },
-				func(a, b *IntMatrix) bool { return a.Rows == b.Rows && a.Dim == b.Dim && slicesEqual(a.Data, b.Data) })
+			m, err := readBoth(t, b, func(r io.Reader) (*intMatrix, error) { return readIvecsFrom(context.Background(), r, opt) },
+				func(a, b *intMatrix) bool { return a.Rows == b.Rows && a.Dim == b.Dim && slicesEqual(a.Data, b.Data) })
 			if err != nil {
 				return
 			}

@@ -76,19 +76,19 @@ func formatErrorf(file, format string, args ...any) error {
 	return &dataFileError{file: file, problem: fmt.Sprintf(format, args...)}
 }
 
-// IntMatrix is a dense row-major int32 matrix as read from an .ivecs file:
+// intMatrix is a dense row-major int32 matrix as read from an .ivecs file:
 // ground-truth lists (row i holds the IDs of query i's nearest neighbours,
 // best first) or any other integer vectors. Row i is Data[i*Dim:(i+1)*Dim].
-type IntMatrix struct {
+type intMatrix struct {
 	Rows, Dim int
 	Data      []int32
 }
 
 // Row returns row i as a slice into m.Data, capped at the row's end. It
 // panics if i is out of range, like a slice index would.
-func (m *IntMatrix) Row(i int) []int32 {
+func (m *intMatrix) Row(i int) []int32 {
 	if i < 0 || i >= m.Rows {
-		panic(fmt.Sprintf("host: IntMatrix.Row(%d) out of range [0, %d)", i, m.Rows))
+		panic(fmt.Sprintf("host: intMatrix.Row(%d) out of range [0, %d)", i, m.Rows))
 	}
 	lo, hi := i*m.Dim, (i+1)*m.Dim
 	return m.Data[lo:hi:hi]

@@ -210,8 +210,8 @@ func TestReadMatrixFileErrors(t *testing.T) {
 	rng := testkit.Rand(t)
 	m := wideMatrix(rng, 5, 7)
 	var npy, fvecs bytes.Buffer
-	require.NoError(t, WriteNPY(&npy, m, "<f4"))
-	require.NoError(t, WriteFvecs(&fvecs, m))
+	require.NoError(t, writeNPY(&npy, m, "<f4"))
+	require.NoError(t, writeFvecs(&fvecs, m))
 	cases := []struct {
 		name     string
 		file     string
@@ -359,7 +359,7 @@ type matrixFixture struct {
 	build     func() []byte
 	want      *Matrix // nil: reading must fail
 	wantErr   string
-	numpyLike bool // WriteNPY must reproduce the file exactly
+	numpyLike bool // WriteMatrix must reproduce the file exactly
 	dtype     string
 }
 
@@ -424,8 +424,8 @@ func TestMatrixFixtures(t *testing.T) {
 
 			if fx.numpyLike {
 				var buf bytes.Buffer
-				require.NoError(t, WriteNPY(&buf, fx.want, fx.dtype))
-				assert.Equal(t, raw, buf.Bytes(), "WriteNPY differs from numpy's layout")
+				require.NoError(t, writeNPY(&buf, fx.want, fx.dtype))
+				assert.Equal(t, raw, buf.Bytes(), "WriteMatrix differs from numpy's layout")
 			}
 		})
 	}
@@ -460,24 +460,24 @@ func ExampleReadMatrixFile() {
 	// true
 }
 
-// TestReadersNameOpenFiles: given an *os.File, ReadNPY and ReadFvecs name it
+// TestReadersNameOpenFiles: given an *os.File, ReadMatrix names it
 // in their errors and check its size before allocating.
 func TestReadersNameOpenFiles(t *testing.T) {
 	for _, tc := range []struct {
-		file string
-		read func(context.Context, io.Reader, ...Option) (*Matrix, error)
-		want string
+		file   string
+		format string
+		want   string
 	}{
-		{"bad_1d_3.npy", ReadNPY, "shape (3,) is 1-D"},
-		{"bad_truncated.fvecs", ReadFvecs, "vector 1 truncated"},
-		{"bad_f8_2x2.npy", ReadNPY, "dtype '<f8'"},
+		{"bad_1d_3.npy", ".npy", "shape (3,) is 1-D"},
+		{"bad_truncated.fvecs", ".fvecs", "vector 1 truncated"},
+		{"bad_f8_2x2.npy", ".npy", "dtype '<f8'"},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			path := filepath.Join("testdata", tc.file)
 			f, err := os.Open(path)
 			require.NoError(t, err)
 			defer f.Close()
-			_, err = tc.read(context.Background(), f)
+			_, err = ReadMatrix(context.Background(), f, tc.format)
 			require.Error(t, err)
 			assert.True(t, errorIsFormat(err), "%v", err)
 			assert.Contains(t, err.Error(), strconv.Quote(path))

@@ -31,7 +31,7 @@ const (
 	npyMaxDepth  = 32
 )
 
-// ReadNPY reads a 2-D, C-order, little-endian .npy array of dtype '<f4'
+// readNPYFrom reads a 2-D, C-order, little-endian .npy array of dtype '<f4'
 // (float32) or '<f2' (float16, widened to float32 exactly), in format version
 // 1.0, 2.0 or 3.0. It consumes exactly the header and the payload, so several
 // arrays may follow each other in one stream. Values are kept as stored, NaN
@@ -45,14 +45,14 @@ const (
 // allocated; from any other reader memory grows only as bytes arrive, and a
 // claim beyond the stream cap fails with ErrTooLarge. ctx is checked between
 // pieces of at most 1 MiB; its error is returned as it is, wrapped.
-func ReadNPY(ctx context.Context, r io.Reader, opts ...Option) (*Matrix, error) {
+func readNPYFrom(ctx context.Context, r io.Reader, opts ...Option) (*Matrix, error) {
 	s := newSource(ctx, r, sourceName(r, "npy stream"), remainingBytes(r), opts)
 	return readNPY(s)
 }
 
 // ReadIDs reads a 1-D, little-endian .npy array of dtype '<i8' (int64) or
 // '<u8' (uint64) as IDs, one per element. A negative int64 is an error
-// naming its index. Sizes, errors and ctx are treated as by ReadNPY.
+// naming its index. Sizes, errors and ctx are treated as by ReadMatrix for an .npy.
 func ReadIDs(ctx context.Context, r io.Reader, opts ...Option) ([]uint64, error) {
 	s := newSource(ctx, r, sourceName(r, "npy stream"), remainingBytes(r), opts)
 	return readNPYIDs(s)
@@ -376,11 +376,11 @@ func clipList(names []string) string {
 	return s
 }
 
-// WriteNPY writes m as a version 1.0 .npy array of dtype "<f4" (float32) or
+// writeNPY writes m as a version 1.0 .npy array of dtype "<f4" (float32) or
 // "<f2" (float16, rounded to nearest even with overflow to ±Inf, as
 // numpy does). The header is byte-for-byte what numpy.save writes for
 // the same array, so numpy.load reads it back with no surprise.
-func WriteNPY(w io.Writer, m *Matrix, dtype string) error {
+func writeNPY(w io.Writer, m *Matrix, dtype string) error {
 	var elemSize int
 	switch dtype {
 	case npyFloat32:

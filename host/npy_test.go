@@ -61,7 +61,7 @@ func TestNPYRoundTrip(t *testing.T) {
 		t.Run(fmt.Sprintf("%s/%dx%d", tc.dtype, tc.rows, tc.dim), func(t *testing.T) {
 			m := wideMatrix(rng, tc.rows, tc.dim)
 			var buf bytes.Buffer
-			require.NoError(t, WriteNPY(&buf, m, tc.dtype))
+			require.NoError(t, writeNPY(&buf, m, tc.dtype))
 			hlen := int(binary.LittleEndian.Uint16(buf.Bytes()[8:10]))
 			assert.Zero(t, (10+hlen)%64, "payload must start 64-byte aligned")
 			assert.Equal(t, byte('\n'), buf.Bytes()[10+hlen-1])
@@ -77,7 +77,7 @@ func TestNPYRoundTrip(t *testing.T) {
 				if kind == "onebyte" && tc.rows*tc.dim > 10000 {
 					continue
 				}
-				got, err := ReadNPY(context.Background(), r)
+				got, err := readNPYFrom(context.Background(), r)
 				require.NoError(t, err, kind)
 				assert.Equal(t, tc.rows, got.Rows, kind)
 				assert.Equal(t, tc.dim, got.Dim, kind)
@@ -106,17 +106,17 @@ func TestNPYSequential(t *testing.T) {
 	rng := testkit.Rand(t)
 	a, b := wideMatrix(rng, 3, 4), wideMatrix(rng, 2, 9)
 	var buf bytes.Buffer
-	require.NoError(t, WriteNPY(&buf, a, "<f4"))
-	require.NoError(t, WriteNPY(&buf, b, "<f2"))
+	require.NoError(t, writeNPY(&buf, a, "<f4"))
+	require.NoError(t, writeNPY(&buf, b, "<f2"))
 	r := streamOnly{&buf}
-	got, err := ReadNPY(context.Background(), r)
+	got, err := readNPYFrom(context.Background(), r)
 	require.NoError(t, err)
 	assertSameBits(t, a.Data, got.Data)
-	got, err = ReadNPY(context.Background(), r)
+	got, err = readNPYFrom(context.Background(), r)
 	require.NoError(t, err)
 	assert.Equal(t, 2, got.Rows)
 	assert.Equal(t, 9, got.Dim)
-	_, err = ReadNPY(context.Background(), r)
+	_, err = readNPYFrom(context.Background(), r)
 	assert.ErrorIs(t, err, ErrFormat)
 }
 
@@ -154,7 +154,7 @@ func TestNPYHeaderVariants(t *testing.T) {
 				}
 			}
 			for kind, r := range readers(tc.file) {
-				got, err := ReadNPY(context.Background(), r)
+				got, err := readNPYFrom(context.Background(), r)
 				require.NoError(t, err, kind)
 				assert.Equal(t, 5, got.Rows, kind)
 				assert.Equal(t, 7, got.Dim, kind)
@@ -225,7 +225,7 @@ func TestNPYMalformed(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			for kind, r := range readers(tc.file) {
-				got, err := ReadNPY(context.Background(), r)
+				got, err := readNPYFrom(context.Background(), r)
 				assert.Nil(t, got)
 				requireFormatError(t, kind, err, append([]string{"npy stream"}, tc.want...)...)
 			}
@@ -252,7 +252,7 @@ func TestNPYLyingHeader(t *testing.T) {
 	file := append(numpyNPYBytes(2, "<f4", []int64{1 << 30, 1 << 10}), make([]byte, 4000)...)
 	for kind, r := range readers(file) {
 		var err error
-		alloc := allocatedDuring(func() { _, err = ReadNPY(context.Background(), r) })
+		alloc := allocatedDuring(func() { _, err = readNPYFrom(context.Background(), r) })
 		require.Error(t, err, kind)
 		assert.Contains(t, err.Error(), "4398046511104 bytes", kind)
 		if kind == "sized" {
@@ -271,10 +271,10 @@ func TestNPYLyingHeader(t *testing.T) {
 func TestNPYReaderErrors(t *testing.T) {
 	rng := testkit.Rand(t)
 	var buf bytes.Buffer
-	require.NoError(t, WriteNPY(&buf, wideMatrix(rng, 4, 4), "<f4"))
+	require.NoError(t, writeNPY(&buf, wideMatrix(rng, 4, 4), "<f4"))
 	for _, cut := range []int{0, 4, 9, 50, buf.Len() - 1} {
 		r := io.MultiReader(bytes.NewReader(buf.Bytes()[:cut]), iotest.ErrReader(iotest.ErrTimeout))
-		_, err := ReadNPY(context.Background(), r)
+		_, err := readNPYFrom(context.Background(), r)
 		require.Error(t, err, "cut %d", cut)
 		assert.ErrorIs(t, err, iotest.ErrTimeout, "cut %d", cut)
 		assert.NotErrorIs(t, err, ErrFormat, "cut %d", cut)
@@ -299,14 +299,14 @@ func TestWriteNPYErrors(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			err := WriteNPY(&buf, tc.m, tc.dtype)
+			err := writeNPY(&buf, tc.m, tc.dtype)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
 			assert.Zero(t, buf.Len(), "nothing may be written for a bad matrix")
 		})
 	}
 	w := &failingWriter{after: 200}
-	err := WriteNPY(w, wideMatrix(rng, 100, 10), "<f4")
+	err := writeNPY(w, wideMatrix(rng, 100, 10), "<f4")
 	assert.ErrorIs(t, err, errWriteFailed)
 }
 

@@ -51,8 +51,8 @@ func TestMatrixReaderMatchesReadMatrixFile(t *testing.T) {
 			m := wideMatrix(rng, rows, dim)
 			files := map[string][]byte{}
 			var npy, npy16 bytes.Buffer
-			require.NoError(t, WriteNPY(&npy, m, "<f4"))
-			require.NoError(t, WriteNPY(&npy16, m, "<f2"))
+			require.NoError(t, writeNPY(&npy, m, "<f4"))
+			require.NoError(t, writeNPY(&npy16, m, "<f2"))
 			files["f32.npy"], files["f16.npy"] = npy.Bytes(), npy16.Bytes()
 			if rows > 0 {
 				files["x.fvecs"] = fvecsBytes(dim, m.Data)
@@ -96,7 +96,7 @@ func TestMatrixReaderErrors(t *testing.T) {
 	dir := t.TempDir()
 	m := wideMatrix(rng, 40, 5)
 	var npy bytes.Buffer
-	require.NoError(t, WriteNPY(&npy, m, "<f4"))
+	require.NoError(t, writeNPY(&npy, m, "<f4"))
 	good := npy.Bytes()
 	vecs := fvecsBytes(5, m.Data)
 	for _, c := range []struct {

@@ -15,7 +15,7 @@ import (
 // uint8 in .bvecs, int32 in .ivecs, all little-endian. There is no file
 // header, so a file with no vectors carries no dim either.
 
-// ReadFvecs reads .fvecs records from r until EOF. All vectors must share one
+// readFvecsFrom reads .fvecs records from r until EOF. All vectors must share one
 // dim, which must be positive; an empty stream is an error ("no vectors")
 // because it has no dim to report. Values are kept as stored.
 //
@@ -26,7 +26,7 @@ import (
 // by the bytes left), so a lying dim field cannot force a huge allocation; a
 // source of unknown size that needs more than the stream cap fails with
 // ErrTooLarge. ctx is checked between pieces of at most 1 MiB.
-func ReadFvecs(ctx context.Context, r io.Reader, opts ...Option) (*Matrix, error) {
+func readFvecsFrom(ctx context.Context, r io.Reader, opts ...Option) (*Matrix, error) {
 	return readFvecs(vecsSource(ctx, r, "fvecs", opts))
 }
 
@@ -38,10 +38,10 @@ func readFvecs(s *source) (*Matrix, error) {
 	return &Matrix{Rows: rows, Dim: dim, Data: data}, nil
 }
 
-// ReadBvecs reads .bvecs records (uint8 components) from r until EOF, each
+// readBvecsFrom reads .bvecs records (uint8 components) from r until EOF, each
 // component widened to float32 exactly (0 to 255). Errors, sizes and ctx are
-// treated as by ReadFvecs.
-func ReadBvecs(ctx context.Context, r io.Reader, opts ...Option) (*Matrix, error) {
+// treated as by readFvecsFrom.
+func readBvecsFrom(ctx context.Context, r io.Reader, opts ...Option) (*Matrix, error) {
 	return readBvecs(vecsSource(ctx, r, "bvecs", opts))
 }
 
@@ -57,19 +57,19 @@ func readBvecs(s *source) (*Matrix, error) {
 	return &Matrix{Rows: rows, Dim: dim, Data: data}, nil
 }
 
-// ReadIvecs reads .ivecs records (int32 components) from r until EOF: most
+// readIvecsFrom reads .ivecs records (int32 components) from r until EOF: most
 // often ground-truth lists, one row of neighbour IDs per query. Errors, sizes
-// and ctx are treated as by ReadFvecs.
-func ReadIvecs(ctx context.Context, r io.Reader, opts ...Option) (*IntMatrix, error) {
+// and ctx are treated as by readFvecsFrom.
+func readIvecsFrom(ctx context.Context, r io.Reader, opts ...Option) (*intMatrix, error) {
 	return readIvecs(vecsSource(ctx, r, "ivecs", opts))
 }
 
-func readIvecs(s *source) (*IntMatrix, error) {
+func readIvecs(s *source) (*intMatrix, error) {
 	rows, dim, data, err := readVecs(s, "ivecs", 4, decodeInt32s)
 	if err != nil {
 		return nil, err
 	}
-	return &IntMatrix{Rows: rows, Dim: dim, Data: data}, nil
+	return &intMatrix{Rows: rows, Dim: dim, Data: data}, nil
 }
 
 func vecsSource(ctx context.Context, r io.Reader, kind string, opts []Option) *source {
@@ -247,10 +247,10 @@ func (v *vecsValues[T]) read(dst []T) (int, error) {
 	}
 }
 
-// WriteFvecs writes every row of m as one .fvecs record. It refuses a matrix
+// writeFvecs writes every row of m as one .fvecs record. It refuses a matrix
 // with no rows, since the result could not be read back (no dim to report),
 // and a dim that does not fit the format's int32 field.
-func WriteFvecs(w io.Writer, m *Matrix) error {
+func writeFvecs(w io.Writer, m *Matrix) error {
 	if err := m.validate(); err != nil {
 		return fmt.Errorf("write fvecs: %w", err)
 	}

@@ -29,14 +29,14 @@ func TestFvecsRoundTrip(t *testing.T) {
 		t.Run(fmt.Sprintf("%dx%d", tc.rows, tc.dim), func(t *testing.T) {
 			m := wideMatrix(rng, tc.rows, tc.dim)
 			var buf bytes.Buffer
-			require.NoError(t, WriteFvecs(&buf, m))
+			require.NoError(t, writeFvecs(&buf, m))
 			require.Equal(t, tc.rows*(4+4*tc.dim), buf.Len())
 			assert.Equal(t, fvecsBytes(tc.dim, m.Data), buf.Bytes(), "layout: int32 dim, then dim float32, per vector")
 			for kind, r := range readers(buf.Bytes()) {
 				if kind == "onebyte" && tc.rows*tc.dim > 10000 {
 					continue
 				}
-				got, err := ReadFvecs(context.Background(), r)
+				got, err := readFvecsFrom(context.Background(), r)
 				require.NoError(t, err, kind)
 				assert.Equal(t, tc.rows, got.Rows, kind)
 				assert.Equal(t, tc.dim, got.Dim, kind)
@@ -53,14 +53,14 @@ func TestFvecsKeepsSpecialValues(t *testing.T) {
 		float32(math.Copysign(0, -1)), math.MaxFloat32, math.SmallestNonzeroFloat32}
 	m := &Matrix{Rows: 2, Dim: 3, Data: vals}
 	var buf bytes.Buffer
-	require.NoError(t, WriteFvecs(&buf, m))
-	got, err := ReadFvecs(context.Background(), &buf)
+	require.NoError(t, writeFvecs(&buf, m))
+	got, err := readFvecsFrom(context.Background(), &buf)
 	require.NoError(t, err)
 	assertSameBits(t, vals, got.Data)
 
 	buf.Reset()
-	require.NoError(t, WriteNPY(&buf, m, "<f4"))
-	got, err = ReadNPY(context.Background(), &buf)
+	require.NoError(t, writeNPY(&buf, m, "<f4"))
+	got, err = readNPYFrom(context.Background(), &buf)
 	require.NoError(t, err)
 	assertSameBits(t, vals, got.Data)
 }
@@ -89,7 +89,7 @@ func TestFvecsMalformed(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			for kind, r := range readers(tc.file) {
-				got, err := ReadFvecs(context.Background(), r)
+				got, err := readFvecsFrom(context.Background(), r)
 				assert.Nil(t, got)
 				requireFormatError(t, kind, err, append([]string{"fvecs stream"}, tc.want...)...)
 			}
@@ -104,7 +104,7 @@ func TestFvecsLyingDim(t *testing.T) {
 	file := append(binary.LittleEndian.AppendUint32(nil, math.MaxInt32), make([]byte, 4096)...)
 	for kind, r := range readers(file) {
 		var err error
-		alloc := allocatedDuring(func() { _, err = ReadFvecs(context.Background(), r) })
+		alloc := allocatedDuring(func() { _, err = readFvecsFrom(context.Background(), r) })
 		require.Error(t, err, kind)
 		if kind == "sized" {
 			assert.ErrorIs(t, err, ErrFormat)
@@ -123,7 +123,7 @@ func TestFvecsReaderErrors(t *testing.T) {
 	good := fvecsBytes(5, wideMatrix(rng, 3, 5).Data)
 	for _, cut := range []int{0, 2, 4, 10, 24, len(good) - 1, len(good)} {
 		r := io.MultiReader(bytes.NewReader(good[:cut]), iotest.ErrReader(iotest.ErrTimeout))
-		_, err := ReadFvecs(context.Background(), r)
+		_, err := readFvecsFrom(context.Background(), r)
 		require.Error(t, err, "cut %d", cut)
 		assert.ErrorIs(t, err, iotest.ErrTimeout, "cut %d", cut)
 		assert.NotErrorIs(t, err, ErrFormat, "cut %d", cut)
@@ -145,23 +145,23 @@ func TestWriteFvecsErrors(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			err := WriteFvecs(&buf, tc.m)
+			err := writeFvecs(&buf, tc.m)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
 			assert.Zero(t, buf.Len())
 		})
 	}
-	err := WriteFvecs(&failingWriter{after: 1000}, wideMatrix(rng, 200, 100))
+	err := writeFvecs(&failingWriter{after: 1000}, wideMatrix(rng, 200, 100))
 	assert.ErrorIs(t, err, errWriteFailed)
 }
 
-func ExampleReadFvecs() {
+func ExampleReadMatrix() {
 	var buf bytes.Buffer
 	m := &Matrix{Rows: 2, Dim: 2, Data: []float32{1, -1, 0.5, 2}}
-	if err := WriteFvecs(&buf, m); err != nil {
+	if err := WriteMatrix(&buf, m, ".fvecs", ""); err != nil {
 		panic(err)
 	}
-	back, err := ReadFvecs(context.Background(), &buf)
+	back, err := ReadMatrix(context.Background(), &buf, ".fvecs")
 	if err != nil {
 		panic(err)
 	}
@@ -169,13 +169,13 @@ func ExampleReadFvecs() {
 	// Output: 2 2 [1 -1] [0.5 2]
 }
 
-func ExampleReadNPY() {
+func ExampleWriteMatrix() {
 	var buf bytes.Buffer
 	m := &Matrix{Rows: 1, Dim: 3, Data: []float32{0.1, 1, 65519}}
-	if err := WriteNPY(&buf, m, "<f2"); err != nil {
+	if err := WriteMatrix(&buf, m, "npy", "<f2"); err != nil {
 		panic(err)
 	}
-	back, err := ReadNPY(context.Background(), &buf)
+	back, err := ReadMatrix(context.Background(), &buf, "npy")
 	if err != nil {
 		panic(err)
 	}

@@ -90,10 +90,9 @@
 // than the input itself.
 //
 // A where document holds at most MaxWhereTerms (65,536) terms and nests at
-// most 32 objects; ParseWhere allocates at most WhereAllocPerByte (32)
-// bytes per byte of it, whatever its shape, by a JSON reader of this
-// package's own (scan.go) that borrows the input's bytes instead of boxing
-// each token.
+// most 32 objects; ParseWhere allocates at most 32 bytes per byte of it,
+// whatever its shape, by a JSON reader of this package's own (scan.go)
+// that borrows the input's bytes instead of boxing each token.
 //
 // Strings read from JSON are Unicode text: a \u escape of a lone UTF-16
 // surrogate ("\ud800", "\udc00", "\ud800\u0041") or a byte that is not

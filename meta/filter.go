@@ -230,8 +230,8 @@ const maxWhereDepth = 32
 // of IDs or keys belongs in a search's allow list instead.
 const MaxWhereTerms = 1 << 16
 
-// WhereAllocPerByte bounds ParseWhere's allocation: reading a document of
-// n bytes allocates at most WhereAllocPerByte*n bytes (and, when it is
+// whereAllocPerByte bounds ParseWhere's allocation: reading a document of
+// n bytes allocates at most whereAllocPerByte*n bytes (and, when it is
 // refused, its error message besides), whatever its shape. The shapes
 // that come nearest are the most compact: an $or of two-key objects
 // ({"a":1,"b":1}, 14 bytes, is two conditions and their AND, 332 bytes)
@@ -240,7 +240,7 @@ const MaxWhereTerms = 1 << 16
 // times their size, and MaxWhereTerms caps any one at about 8 MiB besides
 // its strings. TestParseWhereAllocation holds ParseWhere to it over
 // generated filters of each shape.
-const WhereAllocPerByte = 32
+const whereAllocPerByte = 32
 
 // ParseWhere reads a filter written in the where syntax of Chroma (see the
 // package doc, "Filters"). Values are typed as in ParseFields. An unknown
@@ -250,7 +250,7 @@ const WhereAllocPerByte = 32
 // errors naming the field and operator. Whether the fields exist and their
 // kinds fit is checked where the filter is evaluated, against the index's
 // schema. Parsing
-// allocates at most WhereAllocPerByte bytes per byte of b.
+// allocates at most whereAllocPerByte bytes per byte of b.
 func ParseWhere(b []byte) (Filter, error) {
 	p := &whereParser{sc: newScanner(b)}
 	tok, err := p.sc.next()
@@ -272,7 +272,7 @@ func ParseWhere(b []byte) (Filter, error) {
 
 // whereParser reads a where document. It allocates only what the filter
 // keeps, each slice at its final size (scanner.count), so that what a
-// document costs is bounded by its size (WhereAllocPerByte).
+// document costs is bounded by its size (whereAllocPerByte).
 type whereParser struct {
 	sc    *scanner
 	terms int

@@ -139,7 +139,7 @@ func allocated(f func()) uint64 {
 }
 
 // TestParseWhereAllocation: reading a filter allocates at most
-// WhereAllocPerByte bytes per byte of it, for generated filters of every
+// whereAllocPerByte bytes per byte of it, for generated filters of every
 // shape that is cheap to write and costly to hold: long lists of short
 // values, $or of many small objects, objects of many keys, deep nesting —
 // and for the same documents when they are refused, over the term limit
@@ -217,9 +217,9 @@ func TestParseWhereAllocation(t *testing.T) {
 			} else {
 				require.Error(t, err, "%s, %s", what, variant.name)
 			}
-			limit := uint64(WhereAllocPerByte*len(b) + whereErrorBytes)
-			require.LessOrEqual(t, got, limit, "%s %s: %d bytes of filter allocated %d bytes, %.1f per byte (WhereAllocPerByte is %d)",
-				what, variant.name, len(b), got, float64(got)/float64(len(b)), WhereAllocPerByte)
+			limit := uint64(whereAllocPerByte*len(b) + whereErrorBytes)
+			require.LessOrEqual(t, got, limit, "%s %s: %d bytes of filter allocated %d bytes, %.1f per byte (whereAllocPerByte is %d)",
+				what, variant.name, len(b), got, float64(got)/float64(len(b)), whereAllocPerByte)
 			if variant.ok {
 				t.Logf("%-26s %8d bytes, %5.1f bytes allocated per byte", what, len(b), float64(got)/float64(len(b)))
 			}
@@ -231,5 +231,5 @@ func TestParseWhereAllocation(t *testing.T) {
 	var err error
 	got := allocated(func() { _, err = ParseWhere(over) })
 	require.ErrorIs(t, err, ErrTooLarge)
-	require.LessOrEqual(t, got, uint64(WhereAllocPerByte*len(over)+whereErrorBytes))
+	require.LessOrEqual(t, got, uint64(whereAllocPerByte*len(over)+whereErrorBytes))
 }

@@ -174,7 +174,7 @@ func TestFlagsKeepTheirMeaning(t *testing.T) {
 	assert.False(t, f.set["runs"], "a default is not set")
 	o, err := f.options()
 	require.NoError(t, err)
-	assert.Equal(t, engine.AdapterSelect{Backend: "gl", Name: "llvmpipe", Power: engine.LowPower}, o.Adapter)
+	assert.Equal(t, engine.AdapterSelect{Backend: "gl", Name: "llvmpipe", LowPower: true}, o.Adapter)
 	assert.Equal(t, []int{1, 8, 64}, o.Paths)
 
 	f, _, err = parse(nil, nil)
@@ -184,7 +184,7 @@ func TestFlagsKeepTheirMeaning(t *testing.T) {
 		CheckRows: 4_000_000, CheckDim: 768, CheckBatches: "1,64,256,1024", CheckTime: 7 * time.Minute, CheckSoak: 30 * time.Second, set: f.set}, *f)
 	o, err = f.options()
 	require.NoError(t, err)
-	assert.Equal(t, engine.AdapterSelect{Power: engine.HighPerformance}, o.Adapter)
+	assert.Equal(t, engine.AdapterSelect{}, o.Adapter)
 }
 
 // tierJSON is the documented shape of one tier (bench/SCHEMA.md).

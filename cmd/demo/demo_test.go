@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
 	"github.com/umbravec/umbra/internal/testkit"
 )
@@ -128,7 +127,7 @@ func TestFlags(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "gl", o.backend)
 	assert.Equal(t, "llvmpipe", o.adapter)
-	assert.Equal(t, engine.LowPower, o.power)
+	assert.True(t, o.lowPower)
 	assert.True(t, o.verbose)
 	assert.Equal(t, 3, o.frames)
 	o, err = parseFlags([]string{"--check", "a.png", "b.png"}, &bytes.Buffer{})

@@ -76,7 +76,7 @@ func openSession(inst *wgpu.Instance, o options, surface *wgpu.Surface) (*sessio
 			infos = append(infos, info)
 		}
 		// The same filter and order as the engine's Auto and probe.
-		order := ondevice.Rank(infos, engine.AdapterSelect{Name: o.adapter, Power: o.power})
+		order := ondevice.Rank(infos, engine.AdapterSelect{Name: o.adapter, LowPower: o.lowPower})
 		if len(order) == 0 {
 			what := "no adapter"
 			if o.backend != "" {

@@ -34,7 +34,7 @@ type options struct {
 	data          string
 	adapter       string
 	backend       string
-	power         engine.Power
+	lowPower      bool
 	png           string
 	screenshot    string
 	check         []string
@@ -124,7 +124,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		return options{}, fmt.Errorf("%w: %v", errUsage, err)
 	}
 	sel := g.Adapter.Select()
-	o := options{n: g.N, dim: g.Dim, k: g.K, data: g.Data, adapter: sel.Name, backend: sel.Backend, power: sel.Power,
+	o := options{n: g.N, dim: g.Dim, k: g.K, data: g.Data, adapter: sel.Name, backend: sel.Backend, lowPower: sel.LowPower,
 		png: g.PNG, screenshot: g.Screenshot, frames: g.Frames, seed: g.Seed, width: g.Width, height: g.Height,
 		iters: g.Iters, hold: g.Hold, verbose: g.Verbose, web: g.Web, listen: g.Listen, wasm: g.Wasm,
 		explicitDim: cmdline.Given(kctx, "dim"), explicitFrames: cmdline.Given(kctx, "frames")}

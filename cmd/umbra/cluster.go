@@ -103,13 +103,9 @@ func (f *natsFlags) connError(url string, node bool, err error) error {
 		which = "D/creds/node.nk for nodes"
 	}
 	var auth *protocol.AuthError
-	var cauth *cluster.AuthError
 	var refused error
-	switch {
-	case errors.As(err, &auth):
+	if errors.As(err, &auth) {
 		refused = auth.Err
-	case errors.As(err, &cauth):
-		refused = cauth.Err
 	}
 	switch {
 	case refused != nil && f.Creds == "":

@@ -9,8 +9,9 @@ import (
 	"strings"
 
 	"github.com/umbravec/umbra"
-	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/probe"
 )
 
 // finding is one likely reason --device auto would not use a GPU, with the
@@ -77,11 +78,11 @@ const (
 // combines the report with what the machine shows (loader, driver
 // manifests, device nodes), since an adapter that never appeared left no
 // error to report.
-func diagnose(rep diag.ProbeReport, sel engine.AdapterSelect, sys system) []finding {
+func diagnose(rep probe.Report, sel engine.AdapterSelect, sys system) []finding {
 	return diagnoseBuild(rep, sel, sys, engine.GPUSupport())
 }
 
-func diagnoseBuild(rep diag.ProbeReport, sel engine.AdapterSelect, sys system, gpu bool) []finding {
+func diagnoseBuild(rep probe.Report, sel engine.AdapterSelect, sys system, gpu bool) []finding {
 	if !gpu {
 		return []finding{{causeNoGPUSupport, rep.Reason,
 			"rebuild with cgo enabled (CGO_ENABLED=1 and a C compiler) and without the nogpu tag"}}
@@ -147,8 +148,8 @@ func diagnoseBuild(rep diag.ProbeReport, sel engine.AdapterSelect, sys system, g
 	return out
 }
 
-func smallLimits(l diag.Limits) string {
-	if l == (diag.Limits{}) {
+func smallLimits(l gpu.Limits) string {
+	if l == (gpu.Limits{}) {
 		return "" // never read: the probe failed before
 	}
 	var s []string

@@ -13,6 +13,7 @@ import (
 	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/host"
+	"github.com/umbravec/umbra/internal/atomicfile"
 	"github.com/umbravec/umbra/internal/keyrule"
 	"github.com/umbravec/umbra/meta"
 )
@@ -162,13 +163,13 @@ func (c *exportCmd) Run(ctx context.Context, e *env) (err error) {
 		return fmt.Errorf("--out: %s", cause(err))
 	}
 	if c.IDsOut != "" {
-		err := host.WriteFileAtomic(c.IDsOut, 0o644, func(w io.Writer) error { return writeIDsNPY(w, ids) })
+		err := atomicfile.Write(c.IDsOut, 0o644, func(w io.Writer) error { return writeIDsNPY(w, ids) })
 		if err != nil {
 			return fmt.Errorf("--ids-out: %s", cause(err))
 		}
 	}
 	if c.KeysOut != "" {
-		err := host.WriteFileAtomic(c.KeysOut, 0o644, func(w io.Writer) error {
+		err := atomicfile.Write(c.KeysOut, 0o644, func(w io.Writer) error {
 			bw := bufio.NewWriter(w)
 			for _, key := range keys {
 				bw.WriteString(key)

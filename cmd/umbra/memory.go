@@ -13,7 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/umbravec/umbra"
-	"github.com/umbravec/umbra/host"
+	"github.com/umbravec/umbra/internal/atomicfile"
 	"github.com/umbravec/umbra/meta"
 )
 
@@ -190,7 +190,7 @@ func payloadJSON(p []byte) json.RawMessage {
 
 // writeJSONLines writes one line per entry to path, atomically.
 func writeJSONLines(path string, n int, line func(i int, dst []byte) []byte) error {
-	return host.WriteFileAtomic(path, 0o644, func(w io.Writer) error {
+	return atomicfile.Write(path, 0o644, func(w io.Writer) error {
 		bw := bufio.NewWriter(w)
 		var buf []byte
 		for i := range n {

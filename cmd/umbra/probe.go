@@ -13,6 +13,8 @@ import (
 	"github.com/umbravec/umbra/cmd/internal/cmdline"
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/probe"
 )
 
 type probeCmd struct {
@@ -45,7 +47,7 @@ func (p *probeCmd) Validate() error { return noArguments(p.Args) }
 func (p *probeCmd) Run(ctx context.Context, e *env) error {
 	as := p.Selection.Select()
 	done := e.progress.step("probing adapters")
-	rep := engine.Probe(ctx, as)
+	rep := probe.Run(ctx, probeSelect(as), probe.DefaultTimeout)
 	done()
 	if err := ctx.Err(); err != nil {
 		return err
@@ -62,6 +64,11 @@ func (p *probeCmd) Run(ctx context.Context, e *env) error {
 		return errors.New("no adapter that --device auto would use: " + out.Why)
 	}
 	return nil
+}
+
+// probeSelect is sel in internal/probe's terms.
+func probeSelect(sel engine.AdapterSelect) probe.Select {
+	return probe.Select{LowPower: sel.LowPower, Name: sel.Name, Backend: sel.Backend}
 }
 
 // noArguments refuses positional arguments to a command that takes none.
@@ -95,7 +102,7 @@ type limitsJSON struct {
 	MaxInvocations         uint32 `json:"max_invocations_per_workgroup"`
 }
 
-func limitsOf(l diag.Limits) limitsJSON {
+func limitsOf(l gpu.Limits) limitsJSON {
 	return limitsJSON{MaxStorageBindingBytes: l.MaxStorageBindingBytes, MaxBufferBytes: l.MaxBufferBytes,
 		MaxWorkgroupsPerDim: l.MaxWorkgroupsPerDim, MaxInvocations: l.MaxInvocations}
 }
@@ -137,7 +144,7 @@ type variantJSON struct {
 	TimeMS  float64 `json:"time_ms"`
 }
 
-func variantsOf(cs []diag.VariantCheck) []variantJSON {
+func variantsOf(cs []gpu.VariantCheck) []variantJSON {
 	out := []variantJSON{}
 	for _, c := range cs {
 		out = append(out, variantJSON{Kernel: c.Kernel, Variant: c.Variant, Passed: c.Passed, Error: oneLine(c.Error),
@@ -167,9 +174,9 @@ type probeJSON struct {
 	CPUKernel string `json:"cpu_kernel"`
 }
 
-func probeReport(rep diag.ProbeReport, sel engine.AdapterSelect, sys system) probeJSON {
+func probeReport(rep probe.Report, sel engine.AdapterSelect, sys system) probeJSON {
 	power := "high"
-	if sel.Power == engine.LowPower {
+	if sel.LowPower {
 		power = "low"
 	}
 	out := probeJSON{
@@ -208,7 +215,7 @@ func probeReport(rep diag.ProbeReport, sel engine.AdapterSelect, sys system) pro
 		out.Auto = &i
 		a := rep.Adapters[i].Adapter
 		out.Why = fmt.Sprintf("%s (%s, %s) is the first adapter in preference order (%s) that passed its probe and is not a software adapter",
-			a.Name, a.API, a.Type, preferenceOrder(sel.Power))
+			a.Name, a.API, a.Type, preferenceOrder(sel.LowPower))
 		out.Hint = ""
 		return out
 	}
@@ -216,8 +223,8 @@ func probeReport(rep diag.ProbeReport, sel engine.AdapterSelect, sys system) pro
 	return out
 }
 
-func preferenceOrder(p engine.Power) string {
-	if p == engine.LowPower {
+func preferenceOrder(lowPower bool) string {
+	if lowPower {
 		return "integrated, discrete, unknown, software; native APIs before GL"
 	}
 	return "discrete, integrated, unknown, software; native APIs before GL"

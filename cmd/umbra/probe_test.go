@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -15,6 +16,8 @@ import (
 	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
+	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/probe"
 	"github.com/umbravec/umbra/internal/testkit"
 )
 
@@ -177,14 +180,14 @@ func causes(fs []finding) []string {
 }
 
 func TestDiagnose(t *testing.T) {
-	lavapipe := diag.AdapterReport{
+	lavapipe := probe.Adapter{
 		Adapter: diag.AdapterInfo{Name: "llvmpipe (LLVM 15.0.6, 256 bits)", API: "vulkan", Type: "cpu"},
-		Limits:  diag.Limits{MaxStorageBindingBytes: 128 << 20, MaxBufferBytes: 2 << 30, MaxWorkgroupsPerDim: 65535, MaxInvocations: 1024},
+		Limits:  gpu.Limits{MaxStorageBindingBytes: 128 << 20, MaxBufferBytes: 2 << 30, MaxWorkgroupsPerDim: 65535, MaxInvocations: 1024},
 		Works:   true,
 	}
-	broken := diag.AdapterReport{
+	broken := probe.Adapter{
 		Adapter: diag.AdapterInfo{Name: "NVIDIA GeForce RTX 3050", API: "vulkan", Type: "discrete"},
-		Limits:  diag.Limits{MaxStorageBindingBytes: 64 << 20, MaxBufferBytes: 2 << 30, MaxWorkgroupsPerDim: 65535, MaxInvocations: 1024},
+		Limits:  gpu.Limits{MaxStorageBindingBytes: 64 << 20, MaxBufferBytes: 2 << 30, MaxWorkgroupsPerDim: 65535, MaxInvocations: 1024},
 		Error:   "GPU failure: compile scores shader: boom",
 	}
 	machine := fakeSystem{os: "linux", env: map[string]string{"HOME": "/home/u"}, files: []string{
@@ -201,29 +204,29 @@ func TestDiagnose(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		rep  diag.ProbeReport
+		rep  probe.Report
 		sel  engine.AdapterSelect
 		sys  fakeSystem
 		gpu  bool
 		want []string
 		in   string // in some finding's detail
 	}{
-		{"built without gpu", diag.ProbeReport{Reason: "built without GPU support"}, engine.AdapterSelect{}, machine, false,
+		{"built without gpu", probe.Report{Reason: "built without GPU support"}, engine.AdapterSelect{}, machine, false,
 			[]string{causeNoGPUSupport}, "built without"},
-		{"bare container", diag.ProbeReport{Reason: "no GPU adapter found"}, engine.AdapterSelect{}, fakeSystem{os: "linux"}, true,
+		{"bare container", probe.Report{Reason: "no GPU adapter found"}, engine.AdapterSelect{}, fakeSystem{os: "linux"}, true,
 			[]string{causeNoLoader, causeNoDriver, causeNoDevice}, "libvulkan.so.1"},
-		{"only lavapipe installed, no GPU", diag.ProbeReport{Adapters: []diag.AdapterReport{lavapipe}}, engine.AdapterSelect{},
+		{"only lavapipe installed, no GPU", probe.Report{Adapters: []probe.Adapter{lavapipe}}, engine.AdapterSelect{},
 			without(machine, "radeon", "renderD"), true, []string{causeNoDriver, causeNoDevice, causeSoftwareOnly}, "lvp_icd"},
-		{"GPU node not openable", diag.ProbeReport{Adapters: []diag.AdapterReport{lavapipe}}, engine.AdapterSelect{},
+		{"GPU node not openable", probe.Report{Adapters: []probe.Adapter{lavapipe}}, engine.AdapterSelect{},
 			fakeSystem{os: "linux", files: machine.files}, true, []string{causeDevicePerm, causeSoftwareOnly}, "renderD128"},
-		{"driver override", diag.ProbeReport{Adapters: []diag.AdapterReport{lavapipe}}, engine.AdapterSelect{},
+		{"driver override", probe.Report{Adapters: []probe.Adapter{lavapipe}}, engine.AdapterSelect{},
 			fakeSystem{os: "linux", env: map[string]string{"VK_ICD_FILENAMES": "/opt/x.json"}, files: machine.files, open: machine.open}, true,
 			[]string{causeNoDriver, causeSoftwareOnly}, "VK_ICD_FILENAMES=/opt/x.json"},
-		{"hardware adapter failed", diag.ProbeReport{Adapters: []diag.AdapterReport{broken, lavapipe}}, engine.AdapterSelect{},
+		{"hardware adapter failed", probe.Report{Adapters: []probe.Adapter{broken, lavapipe}}, engine.AdapterSelect{},
 			without(machine, "libvulkan", "icd.d"), true, []string{causeSoftwareOnly, causeProbeFailed, causeLimitsTooSmall}, "64 MiB < 128 MiB"},
-		{"selection matches nothing", diag.ProbeReport{Reason: "no adapter matches backend dx12"}, engine.AdapterSelect{Backend: "dx12"},
+		{"selection matches nothing", probe.Report{Reason: "no adapter matches backend dx12"}, engine.AdapterSelect{Backend: "dx12"},
 			machine, true, []string{causeNoMatch}, "dx12"},
-		{"other OS: report only", diag.ProbeReport{Reason: "no GPU adapter found", Hint: umbra.Hint{Code: umbra.HintNoAdapter}}, engine.AdapterSelect{},
+		{"other OS: report only", probe.Report{Reason: "no GPU adapter found", Hint: umbra.Hint{Code: umbra.HintNoAdapter}}, engine.AdapterSelect{},
 			fakeSystem{os: "windows"}, true, []string{causeNoAdapter}, "no GPU adapter found"},
 	}
 	for _, tc := range tests {
@@ -238,4 +241,33 @@ func TestDiagnose(t *testing.T) {
 			assert.True(t, found, "no finding mentions %q: %+v", tc.in, got)
 		})
 	}
+}
+
+// TestProbeJSONShape pins the bytes `umbra probe --json` prints for a
+// machine with one working adapter, every key in its documented order
+// (cmd/umbra/README.md), whether or not this machine has an adapter: the
+// full report comes from internal/probe, not from the public
+// diag.ProbeReport, and must not lose a field on the way.
+func TestProbeJSONShape(t *testing.T) {
+	rep := probe.Report{Auto: 0, Adapters: []probe.Adapter{{
+		Adapter: diag.AdapterInfo{Name: "GPU", Vendor: "V", VendorID: 0x10de, DeviceID: 7, API: "vulkan", Type: "discrete", Driver: "D"},
+		Limits: gpu.Limits{MaxStorageBindingBytes: 128 << 20, MaxBufferBytes: 256 << 20, MaxWorkgroupsPerDim: 65535, MaxInvocations: 1024,
+			Team: 8, Subgroups: true, FusedK: 256, FusedBatchK: 224, Gemm: true, Timestamps: true},
+		Features: []string{"timestamp-query"},
+		Works:    true, Eligible: true, Elapsed: 12345 * time.Microsecond,
+		Checks: []gpu.VariantCheck{{Kernel: "scores", Variant: "team 8", Passed: true, Chosen: true, Why: "fastest", Time: 1200 * time.Microsecond}},
+	}}}
+	out := probeReport(rep, engine.AdapterSelect{}, fakeSystem{os: "linux"})
+	out.CPUKernel = "k" // the machine's own
+	b, err := json.Marshal(out)
+	require.NoError(t, err)
+	want := `{"gpu_support":` + fmt.Sprint(engine.GPUSupport()) + `,"selection":{"backend":"","adapter":"","power":"high"},` +
+		`"adapters":[{"name":"GPU","vendor":"V","vendor_id":4318,"device_id":7,"backend":"vulkan","type":"discrete","driver":"D",` +
+		`"software":false,"limits":{"max_storage_binding_bytes":134217728,"max_buffer_bytes":268435456,"max_workgroups_per_dim":65535,"max_invocations_per_workgroup":1024},` +
+		`"features":["timestamp-query"],"works":true,"error":"","auto_eligible":true,"probe_ms":12.3,` +
+		`"chosen":{"team":8,"subgroups":true,"staged_queries":false,"fused_k":256,"fused_batch_k":224,"gemm":true,"timestamps":true},` +
+		`"variants":[{"kernel":"scores","variant":"team 8","passed":true,"error":"","chosen":true,"why":"fastest","time_ms":1.2}]}],` +
+		`"auto":0,"why":"GPU (vulkan, discrete) is the first adapter in preference order (discrete, integrated, unknown, software; native APIs before GL) that passed its probe and is not a software adapter",` +
+		`"hint":"","findings":[],"cpu_kernel":"k"}`
+	assert.Equal(t, want, string(b))
 }

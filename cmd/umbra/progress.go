@@ -49,7 +49,7 @@ func (p *progress) step(label string) (done func()) {
 }
 
 // engineStep is step for an engine call that reports its own progress: the
-// returned context carries an engine.Progress, and the line shows the
+// returned context carries a progress function (engine.WithProgress), and the line shows the
 // stage and how much of it is done beside the elapsed time.
 func (p *progress) engineStep(ctx context.Context, label string) (context.Context, func()) {
 	var at atomic.Pointer[string]

@@ -32,7 +32,7 @@ func TestBuildShowsProgress(t *testing.T) {
 	const rows, dim = 150_000, 8 // several 1 MiB pieces
 	m := randomMatrix(rng, rows, dim)
 	var file bytes.Buffer
-	require.NoError(t, host.WriteNPY(&file, m, "<f4"))
+	require.NoError(t, host.WriteMatrix(&file, m, ".npy", "<f4"))
 	all := file.Bytes()
 	data := filepath.Join(dir, "rows.npy")
 	require.NoError(t, syscall.Mkfifo(data, 0o600))

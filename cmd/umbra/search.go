@@ -719,9 +719,4 @@ func writeSearchText(w io.Writer, r searchJSON) error {
 
 // routeOf says in words how Auto routes searches, or nothing when it does
 // not route (CPU, or Device GPU).
-func routeOf(info engine.Info) string {
-	if info.Routing == nil {
-		return ""
-	}
-	return info.Routing.String()
-}
+func routeOf(info engine.Info) string { return info.Routing }

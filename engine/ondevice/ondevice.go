@@ -13,6 +13,7 @@ import (
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/engine/internal/devices"
 	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/probe"
 )
 
 // Index is an engine index whose GPU side lives on a device the caller
@@ -88,10 +89,10 @@ func DescribeAdapter(a *wgpu.Adapter) (diag.AdapterInfo, error) {
 func Backends(name string) wgpu.InstanceBackend { return gpu.BackendMask(name) }
 
 // Rank returns the indices of the adapters in infos that pass sel's name
-// and backend filters, best first for sel.Power: the order in which the
+// and backend filters, best first for sel.LowPower: the order in which the
 // engine's Device Auto and Probe try them.
 func Rank(infos []diag.AdapterInfo, sel engine.AdapterSelect) []int {
-	return devices.Rank(infos, sel.Power == engine.LowPower, sel.Name, sel.Backend)
+	return probe.Rank(infos, probe.Select{LowPower: sel.LowPower, Name: sel.Name, Backend: sel.Backend})
 }
 
 // DefaultLimits are the limits WebGPU guarantees on a device requested

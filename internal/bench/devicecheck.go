@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/umbravec/umbra"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -19,9 +18,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/umbravec/umbra"
+
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/probe"
 )
 
 // The device check: what a lent GPU machine must show in one short loan,
@@ -114,29 +116,29 @@ type BusySample struct {
 
 // DeviceCheckReport is everything the run found.
 type DeviceCheckReport struct {
-	Date      string              `json:"date"`
-	Host      string              `json:"host"`
-	CPU       CPUInfo             `json:"cpu"`
-	GoVersion string              `json:"go"`
-	Smoke     bool                `json:"smoke"`
-	Rows      int                 `json:"rows"`
-	Dim       int                 `json:"dim"`
-	Deadline  float64             `json:"deadline_seconds"`
-	Adapter   diag.AdapterInfo    `json:"adapter"`
-	Limits    diag.Limits         `json:"limits"`
-	Variants  []diag.VariantCheck `json:"variants"`
-	ProbeMS   float64             `json:"probe_ms"`
-	Steps     []CheckStep         `json:"steps"`
-	Searches  []CheckSearch       `json:"searches"`
-	Upload    map[string]float64  `json:"upload"`    // per precision: bytes a second sent to the device
-	Bandwidth map[string]float64  `json:"bandwidth"` // floor_gb_per_s, peak_gb_per_s, floor_pct
-	Busy      []BusySample        `json:"busy"`
-	BusyPeak  map[string]float64  `json:"busy_peak"` // during the float32 searches: util_pct, mem_mib
-	Soak      *SoakReport         `json:"soak,omitempty"`
-	Filter    *FilterReport       `json:"filter,omitempty"`
-	Asserts   map[string]string   `json:"asserts"` // each assertion: ok, or why not
-	Passed    bool                `json:"passed"`
-	Failures  []string            `json:"failures"`
+	Date      string             `json:"date"`
+	Host      string             `json:"host"`
+	CPU       CPUInfo            `json:"cpu"`
+	GoVersion string             `json:"go"`
+	Smoke     bool               `json:"smoke"`
+	Rows      int                `json:"rows"`
+	Dim       int                `json:"dim"`
+	Deadline  float64            `json:"deadline_seconds"`
+	Adapter   diag.AdapterInfo   `json:"adapter"`
+	Limits    gpu.Limits         `json:"limits"`
+	Variants  []gpu.VariantCheck `json:"variants"`
+	ProbeMS   float64            `json:"probe_ms"`
+	Steps     []CheckStep        `json:"steps"`
+	Searches  []CheckSearch      `json:"searches"`
+	Upload    map[string]float64 `json:"upload"`    // per precision: bytes a second sent to the device
+	Bandwidth map[string]float64 `json:"bandwidth"` // floor_gb_per_s, peak_gb_per_s, floor_pct
+	Busy      []BusySample       `json:"busy"`
+	BusyPeak  map[string]float64 `json:"busy_peak"` // during the float32 searches: util_pct, mem_mib
+	Soak      *SoakReport        `json:"soak,omitempty"`
+	Filter    *FilterReport      `json:"filter,omitempty"`
+	Asserts   map[string]string  `json:"asserts"` // each assertion: ok, or why not
+	Passed    bool               `json:"passed"`
+	Failures  []string           `json:"failures"`
 	mu        sync.Mutex
 }
 
@@ -311,7 +313,8 @@ func (r *checkRun) check(name, detail string) { r.rep.Asserts[name] = "ok: " + d
 // and takes the first that works: on a GPU machine it must be NVIDIA's
 // (vendor 0x10de), discrete, on Vulkan, and not a software adapter.
 func (r *checkRun) probe(ctx context.Context) (string, error) {
-	p := engine.Probe(ctx, r.o.Adapter)
+	sel := r.o.Adapter
+	p := probe.Run(ctx, probe.Select{LowPower: sel.LowPower, Name: sel.Name, Backend: sel.Backend}, probe.DefaultTimeout)
 	var seen []string
 	for _, a := range p.Adapters {
 		info := a.Adapter

@@ -14,6 +14,7 @@ import (
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/internal/gpu"
+	"github.com/umbravec/umbra/internal/probe"
 )
 
 // Options say what a run measures and how.
@@ -249,9 +250,7 @@ func (h *harness) openGPU(ctx context.Context) {
 	ix.Close()
 	// Under Auto on a hardware adapter the engine calibrated both paths;
 	// the GPU tiers below are pinned to the GPU whatever it decided.
-	if info.Routing != nil {
-		h.rep.Route = info.Routing.String()
-	}
+	h.rep.Route = info.Routing
 	if info.Device != engine.GPU {
 		h.rep.GPUReason, h.rep.GPUHint = info.Reason, info.Hint.String()
 		if h.rep.GPUReason == "" {
@@ -264,9 +263,15 @@ func (h *harness) openGPU(ctx context.Context) {
 	h.gpu = &cfg
 	a := info.Adapter
 	h.rep.Adapter = &Adapter{Name: a.Name, Vendor: a.Vendor, API: a.API, Type: a.Type, Driver: a.Driver}
-	l := info.Limits
-	h.rep.Limits = &Limits{MaxStorageBindingBytes: l.MaxStorageBindingBytes, MaxBufferBytes: l.MaxBufferBytes,
-		MaxWorkgroupsPerDim: l.MaxWorkgroupsPerDim, MaxInvocations: l.MaxInvocations}
+	// The adapter's limits, from its probe (done once per process: the
+	// engine's own probe of it is reused).
+	for _, p := range probe.Run(ctx, probe.Select{Name: a.Name, Backend: a.API}, probe.DefaultTimeout).Adapters {
+		if l := p.Limits; p.Adapter == a {
+			h.rep.Limits = &Limits{MaxStorageBindingBytes: l.MaxStorageBindingBytes, MaxBufferBytes: l.MaxBufferBytes,
+				MaxWorkgroupsPerDim: l.MaxWorkgroupsPerDim, MaxInvocations: l.MaxInvocations}
+			break
+		}
+	}
 }
 
 // admit gives the workload to the engine on the CPU before anything uses

@@ -32,8 +32,8 @@ func adapterKey(a core.AdapterInfo) string {
 }
 
 // Limits are the adapter limits a device was planned against, and what
-// its probe measured and proved there. It is the one definition: the
-// public API names it diag.Limits.
+// its probe measured and proved there: `umbra probe --json` and the
+// device check report it.
 type Limits struct {
 	MaxStorageBindingBytes uint64
 	MaxBufferBytes         uint64

@@ -17,11 +17,7 @@ type Adapter struct {
 
 // Select is the engine's adapter selection these flags ask for.
 func (a Adapter) Select() engine.AdapterSelect {
-	s := engine.AdapterSelect{Backend: string(a.Backend), Name: a.Name, Power: engine.HighPerformance}
-	if a.Power == "low" {
-		s.Power = engine.LowPower
-	}
-	return s
+	return engine.AdapterSelect{Backend: string(a.Backend), Name: a.Name, LowPower: a.Power == "low"}
 }
 
 // CheckDevice refuses adapter flags under --device cpu, which uses no

@@ -40,10 +40,10 @@ func TestAdapterFlags(t *testing.T) {
 		args []string
 		want engine.AdapterSelect
 	}{
-		{nil, engine.AdapterSelect{Power: engine.HighPerformance}},
-		{[]string{"--backend", "VULKAN", "--adapter", "Radeon", "--power", "low"}, engine.AdapterSelect{Backend: "vulkan", Name: "Radeon", Power: engine.LowPower}},
-		{[]string{"-backend=gl", "-adapter", "llvmpipe", "-power=HIGH"}, engine.AdapterSelect{Backend: "gl", Name: "llvmpipe", Power: engine.HighPerformance}},
-		{[]string{"--backend="}, engine.AdapterSelect{Power: engine.HighPerformance}},
+		{nil, engine.AdapterSelect{}},
+		{[]string{"--backend", "VULKAN", "--adapter", "Radeon", "--power", "low"}, engine.AdapterSelect{Backend: "vulkan", Name: "Radeon", LowPower: true}},
+		{[]string{"-backend=gl", "-adapter", "llvmpipe", "-power=HIGH"}, engine.AdapterSelect{Backend: "gl", Name: "llvmpipe"}},
+		{[]string{"--backend="}, engine.AdapterSelect{}},
 	}
 	for _, tc := range tests {
 		g, err := parseTool(t, tc.args...)

@@ -39,8 +39,9 @@ var (
 	// ErrShardStopped: a shard's replica stopped at a stream message it
 	// cannot apply (its checksum holds, its format version is newer than
 	// the build's). The error names the message and the way out: upgrade
-	// the node, or skip the message with 'umbra repair'. A ShardsError
-	// whose shards stopped so wraps it besides ErrShardsUnavailable.
+	// the node, or skip the message with 'umbra repair'. The cluster client's
+	// error of a search whose shards stopped so wraps it besides
+	// ErrShardsUnavailable.
 	ErrShardStopped = errors.New("shard stopped")
 )
 

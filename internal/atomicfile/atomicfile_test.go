@@ -1,4 +1,4 @@
-package host
+package atomicfile
 
 import (
 	"errors"
@@ -55,7 +55,7 @@ func TestWriteFileAtomicPermissions(t *testing.T) {
 		path := filepath.Join(dir, "secret.npy")
 		require.NoError(t, os.WriteFile(path, []byte("old"), 0o600))
 		require.NoError(t, os.Chmod(path, 0o600))
-		require.NoError(t, WriteFileAtomic(path, 0o644, writeBytes(content)))
+		require.NoError(t, Write(path, 0o644, writeBytes(content)))
 		fi, err := os.Stat(path)
 		require.NoError(t, err)
 		assert.Equal(t, fs.FileMode(0o600), fi.Mode().Perm())
@@ -67,7 +67,7 @@ func TestWriteFileAtomicPermissions(t *testing.T) {
 		path := filepath.Join(dir, "shared.npy")
 		require.NoError(t, os.WriteFile(path, []byte("old"), 0o600))
 		require.NoError(t, os.Chmod(path, 0o664)) // chmod ignores the umask
-		require.NoError(t, WriteFileAtomic(path, 0o600, writeBytes(content)))
+		require.NoError(t, Write(path, 0o600, writeBytes(content)))
 		fi, err := os.Stat(path)
 		require.NoError(t, err)
 		assert.Equal(t, fs.FileMode(0o664), fi.Mode().Perm())
@@ -83,7 +83,7 @@ func TestWriteFileAtomicPermissions(t *testing.T) {
 		require.NoError(t, err)
 
 		path := filepath.Join(dir, "new.fvecs")
-		require.NoError(t, WriteFileAtomic(path, 0o644, writeBytes(content)))
+		require.NoError(t, Write(path, 0o644, writeBytes(content)))
 		fi, err := os.Stat(path)
 		require.NoError(t, err)
 		assert.Equal(t, want.Mode().Perm(), fi.Mode().Perm())
@@ -116,7 +116,7 @@ func TestWriteFileAtomicOrder(t *testing.T) {
 		steps = append(steps, step)
 		return nil
 	})
-	require.NoError(t, writeFileAtomic(fsys, path, 0o644, writeBytes(randomBytes(t, 100))))
+	require.NoError(t, writeFS(fsys, path, 0o644, writeBytes(randomBytes(t, 100))))
 	assert.Equal(t, faultfs.Steps(), steps)
 	assert.Regexp(t, `^\.v\.npy\.tmp-[0-9a-f]{16}$`, tmp, "temporary name")
 }
@@ -157,7 +157,7 @@ func TestWriteFileAtomicFailures(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "v.npy")
 			require.NoError(t, os.WriteFile(path, old, 0o644))
-			err := writeFileAtomic(faultfs.New(nil, tc.fail), path, 0o644, tc.write)
+			err := writeFS(faultfs.New(nil, tc.fail), path, 0o644, tc.write)
 			assert.ErrorIs(t, err, errBoom)
 			got, rerr := os.ReadFile(path)
 			require.NoError(t, rerr)
@@ -169,7 +169,7 @@ func TestWriteFileAtomicFailures(t *testing.T) {
 		dir := t.TempDir()
 		path := filepath.Join(dir, "v.npy")
 		assert.Panics(t, func() {
-			_ = WriteFileAtomic(path, 0o644, func(io.Writer) error { panic("boom") })
+			_ = Write(path, 0o644, func(io.Writer) error { panic("boom") })
 		})
 		assertOnly(t, dir)
 	})
@@ -177,7 +177,7 @@ func TestWriteFileAtomicFailures(t *testing.T) {
 		dir := t.TempDir()
 		path := filepath.Join(dir, "v.npy")
 		fsys := faultfs.New(nil, faultfs.FailAt(faultfs.StepSyncDir, errBoom))
-		err := writeFileAtomic(fsys, path, 0o644, writeBytes([]byte("new")))
+		err := writeFS(fsys, path, 0o644, writeBytes([]byte("new")))
 		assert.ErrorIs(t, err, errBoom)
 		assert.Contains(t, err.Error(), "after renaming")
 		assertOnly(t, dir, "v.npy") // in place, but its durability is not promised
@@ -186,7 +186,7 @@ func TestWriteFileAtomicFailures(t *testing.T) {
 		dir := t.TempDir()
 		path := filepath.Join(dir, "d.npy")
 		require.NoError(t, os.Mkdir(path, 0o755))
-		err := WriteFileAtomic(path, 0o644, writeBytes([]byte("new")))
+		err := Write(path, 0o644, writeBytes([]byte("new")))
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "not a regular file")
 		assertOnly(t, dir, "d.npy")
@@ -207,7 +207,7 @@ func TestWriteFileAtomicSymlink(t *testing.T) {
 		link := filepath.Join(root, "links", "v.npy")
 		require.NoError(t, os.Symlink("../data/real.npy", link))
 
-		require.NoError(t, WriteFileAtomic(link, 0o644, writeBytes(content)))
+		require.NoError(t, Write(link, 0o644, writeBytes(content)))
 		fi, err := os.Lstat(link)
 		require.NoError(t, err)
 		assert.NotZero(t, fi.Mode()&fs.ModeSymlink, "the link was replaced by a regular file")
@@ -226,7 +226,7 @@ func TestWriteFileAtomicSymlink(t *testing.T) {
 		require.NoError(t, os.WriteFile(target, []byte("old"), 0o644))
 		require.NoError(t, os.Symlink(target, filepath.Join(dir, "b.npy")))
 		require.NoError(t, os.Symlink("b.npy", filepath.Join(dir, "a.npy")))
-		require.NoError(t, WriteFileAtomic(filepath.Join(dir, "a.npy"), 0o644, writeBytes(content)))
+		require.NoError(t, Write(filepath.Join(dir, "a.npy"), 0o644, writeBytes(content)))
 		got, err := os.ReadFile(target)
 		require.NoError(t, err)
 		assert.Equal(t, content, got)
@@ -240,7 +240,7 @@ func TestWriteFileAtomicSymlink(t *testing.T) {
 		dir := t.TempDir()
 		link := filepath.Join(dir, "v.npy")
 		require.NoError(t, os.Symlink("made.npy", link))
-		require.NoError(t, WriteFileAtomic(link, 0o644, writeBytes(content)))
+		require.NoError(t, Write(link, 0o644, writeBytes(content)))
 		got, err := os.ReadFile(filepath.Join(dir, "made.npy"))
 		require.NoError(t, err)
 		assert.Equal(t, content, got)
@@ -249,51 +249,20 @@ func TestWriteFileAtomicSymlink(t *testing.T) {
 		dir := t.TempDir()
 		require.NoError(t, os.Symlink("b.npy", filepath.Join(dir, "a.npy")))
 		require.NoError(t, os.Symlink("a.npy", filepath.Join(dir, "b.npy")))
-		err := WriteFileAtomic(filepath.Join(dir, "a.npy"), 0o644, writeBytes(content))
+		err := Write(filepath.Join(dir, "a.npy"), 0o644, writeBytes(content))
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "too many levels of symbolic links")
 	})
 }
 
-// TestLeftoverTempIsNotOutput: what a writer killed mid-way leaves behind is
-// recognisable and no reader takes it for a vector file.
-func TestLeftoverTempIsNotOutput(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "v.npy")
-	var tmp string
-	err := WriteFileAtomic(path, 0o644, func(w io.Writer) error {
-		entries, err := os.ReadDir(dir)
-		require.NoError(t, err)
-		require.Len(t, entries, 1)
-		tmp = filepath.Join(dir, entries[0].Name())
-		return errors.New("killed")
-	})
-	require.Error(t, err)
-	assert.Regexp(t, `^\.v\.npy\.tmp-[0-9a-f]{16}$`, filepath.Base(tmp), "temporary name")
-
-	// Play the killed process: the same name, with the whole payload in it.
-	rng := testkit.Rand(t)
-	m := wideMatrix(rng, 3, 4)
-	f, err := os.Create(tmp)
-	require.NoError(t, err)
-	require.NoError(t, WriteNPY(f, m, "<f4"))
-	require.NoError(t, f.Close())
-	_, err = ReadMatrixFile(t.Context(), tmp)
-	require.Error(t, err)
-	assert.ErrorIs(t, err, ErrFormat)
-	assert.Contains(t, err.Error(), "unknown file extension")
-	_, err = ReadIDsFile(t.Context(), tmp)
-	assert.ErrorIs(t, err, ErrFormat)
-}
-
-func ExampleWriteFileAtomic() {
+func ExampleWrite() {
 	dir, err := os.MkdirTemp("", "umbra-example")
 	if err != nil {
 		panic(err)
 	}
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "notes.txt")
-	err = WriteFileAtomic(path, 0o644, func(w io.Writer) error {
+	err = Write(path, 0o644, func(w io.Writer) error {
 		_, err := io.WriteString(w, "all or nothing\n")
 		return err
 	})

@@ -1,4 +1,4 @@
-package diag
+package engine
 
 import (
 	"math"
@@ -11,18 +11,13 @@ import (
 func TestRoutingCrossover(t *testing.T) {
 	// A GPU with 0.2 ms of latency and 500 GB/s against a CPU at 20 GB/s:
 	// one query breaks even at 0.2e-3 / (1/20e9 - 1/500e9) ≈ 4.17 MB.
-	r := Routing{GPULatency: 200 * time.Microsecond, GPUBytesPerSec: 500e9, CPUBytesPerSec: 20e9}
+	r := routing{GPULatency: 200 * time.Microsecond, GPUBytesPerSec: 500e9, CPUBytesPerSec: 20e9}
 	assert.InDelta(t, 4.1667e6, float64(r.crossoverBytes()), 1e3)
 	assert.Contains(t, r.String(), "above 4.2 MB")
 	assert.NotContains(t, r.String(), "per further query", "no per-query rate measured")
 
 	// A GPU slower than the CPU never takes one query.
-	slow := Routing{GPULatency: time.Millisecond, GPUBytesPerSec: 10e9, CPUBytesPerSec: 20e9}
+	slow := routing{GPULatency: time.Millisecond, GPUBytesPerSec: 10e9, CPUBytesPerSec: 20e9}
 	assert.Equal(t, int64(math.MaxInt64), slow.crossoverBytes())
 	assert.Contains(t, slow.String(), "never")
-}
-
-func TestFloorBytesPerSecond(t *testing.T) {
-	assert.Equal(t, 2e9, Floor{Bytes: 1e9, Time: 500 * time.Millisecond}.BytesPerSecond())
-	assert.Zero(t, Floor{Bytes: 1e9}.BytesPerSecond(), "an untimed floor has no rate, not an infinite one")
 }

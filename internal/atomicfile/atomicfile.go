@@ -1,4 +1,8 @@
-package host
+// Package atomicfile replaces a file so that it holds either its old
+// content or all of the new, even if the process or the machine stops
+// mid-way: package host's writers and the command's outputs (export's ID
+// and key files, metadata and payload files) go through Write.
+package atomicfile
 
 import (
 	"bufio"
@@ -12,7 +16,7 @@ import (
 	"github.com/umbravec/umbra/internal/storefile"
 )
 
-// WriteFileAtomic writes a file at path with what write produces, so that
+// Write writes a file at path with what write produces, so that
 // path holds either its old content or all of the new, even if the process
 // or the machine stops mid-way. It is the store's own atomic write
 // (storefile.WriteFile), with symbolic links resolved first:
@@ -34,12 +38,12 @@ import (
 // A path that exists but is not a regular file (a directory, a device, a
 // FIFO) is refused. Owner, group and extended attributes are not carried
 // over.
-func WriteFileAtomic(path string, perm fs.FileMode, write func(io.Writer) error) error {
-	return writeFileAtomic(storefile.OS, path, perm, write)
+func Write(path string, perm fs.FileMode, write func(io.Writer) error) error {
+	return writeFS(storefile.OS, path, perm, write)
 }
 
-// writeFileAtomic is WriteFileAtomic through fsys, which tests make fail.
-func writeFileAtomic(fsys storefile.FS, path string, perm fs.FileMode, write func(io.Writer) error) error {
+// writeFS is Write through fsys, which tests make fail.
+func writeFS(fsys storefile.FS, path string, perm fs.FileMode, write func(io.Writer) error) error {
 	target, err := resolveLinks(path)
 	if err != nil {
 		return err

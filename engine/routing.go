@@ -1,4 +1,4 @@
-package diag
+package engine
 
 import (
 	"fmt"
@@ -6,13 +6,13 @@ import (
 	"time"
 )
 
-// Routing is what Device Auto measured once per process to send each
+// routing is what Device Auto measured once per process to send each
 // search to the faster path for its shape: a GPU search costs a fixed
 // dispatch and readback latency plus the stored vectors at the GPU's scan
 // rate, per tile of queries; the CPU costs one read of them, which also
 // scores the first query, plus the arithmetic of every further query.
 // Small indexes (or a slow link to a GPU) go to the CPU.
-type Routing struct {
+type routing struct {
 	GPULatency     time.Duration // a search of a one-row index, end to end
 	GPUBytesPerSec float64       // scan rate of a real search, latency removed
 	CPUBytesPerSec float64       // scan rate of the fallback's one-query search
@@ -26,7 +26,7 @@ type Routing struct {
 
 // crossoverBytes is the size of the stored vectors above which one query
 // goes to the GPU (math.MaxInt64 when the GPU never wins).
-func (r Routing) crossoverBytes() int64 {
+func (r routing) crossoverBytes() int64 {
 	perByte := 1/r.CPUBytesPerSec - 1/r.GPUBytesPerSec
 	if perByte <= 0 {
 		return math.MaxInt64
@@ -34,9 +34,9 @@ func (r Routing) crossoverBytes() int64 {
 	return int64(r.GPULatency.Seconds() / perByte)
 }
 
-// String says the model in words: where one query starts going to the
+// String says the model in words (Info.Routing): where one query starts going to the
 // GPU, and the rates it was measured at.
-func (r Routing) String() string {
+func (r routing) String() string {
 	cross := "never"
 	if c := r.crossoverBytes(); c != math.MaxInt64 {
 		cross = fmt.Sprintf("above %.1f MB of vectors", float64(c)/1e6)
