@@ -512,9 +512,12 @@ func (s *Server) write(r *http.Request, mode byte) (int, any, error) {
 		}
 		rows = append(rows, rw)
 	}
-	if err := s.put(ctx, st, rows, mode == 'a'); err != nil {
+	tm := timingOf(ctx)
+	tm.mark("rows")
+	if err := s.put(tm.traced(ctx), st, rows, mode == 'a'); err != nil {
 		return 0, nil, err
 	}
+	tm.mark("write")
 	return status, struct{}{}, nil
 }
 

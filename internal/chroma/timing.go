@@ -92,6 +92,13 @@ func (t *timing) header() string {
 		add("engine-filter", tr.Filter, "")
 		add("engine-kernel", tr.Kernel, fmt.Sprintf("%s (%s clock) %d rows rescored", tr.Device, tr.KernelClock, tr.Rescored))
 		add("engine-select", tr.Select, "")
+	} else if tr != nil && tr.Marshal+tr.Log+tr.Publish > 0 {
+		add("engine-pack", tr.Pack, "")
+		add("engine-assign", tr.Assign, "")
+		add("engine-compress", tr.Compress, "")
+		add("engine-upload", tr.Upload, "")
+		add("engine-log", tr.Log, "")
+		add("engine-publish", tr.Publish, "")
 	}
 	return b.String()
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/fallback"
+	"github.com/umbravec/umbra/internal/growbuf"
 	"github.com/umbravec/umbra/internal/parallel"
 )
 
@@ -178,9 +179,7 @@ func growTo[T any](s []T, n int) []T {
 	if n <= cap(s) {
 		return s[:n]
 	}
-	g := make([]T, n, max(n, 2*cap(s)))
-	copy(g, s)
-	return g
+	return growbuf.Grow(s, n, max(n, 2*cap(s)))
 }
 
 // set compresses x into row i and records its error bound.

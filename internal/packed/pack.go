@@ -3,6 +3,8 @@ package packed
 import (
 	"fmt"
 	"math"
+
+	"github.com/umbravec/umbra/internal/growbuf"
 )
 
 // Mode says how rows are packed and what a row must be to be accepted.
@@ -38,26 +40,21 @@ func (b *BadRow) Error() string {
 	return fmt.Sprintf("row %d, component %d is %v", b.Row, b.Col, b.Value)
 }
 
-// growHeadroom bounds the spare rows Reserve adds past what a call needs:
-// at most a quarter of what is stored, and never more than this many bytes
-// (one chunk), so many small appends stay amortised while a large one
-// allocates only what it fills.
-const growHeadroom = 64 << 20
-
 // Reserve makes room for n more rows without changing Rows: after it,
 // appending up to n rows allocates nothing. A slab that must grow is
-// reallocated once, to exactly what is needed plus bounded headroom (none
-// for an empty slab), never doubled.
+// reallocated once, to what is needed plus a quarter of what is stored
+// (none for an empty slab), never doubled: appends of any size cost an
+// amortised constant per row (each row is copied about four times over
+// the slab's life) while the headroom stays within a quarter of the slab.
+// The copy is growbuf's: preemptible, onto huge pages where it can be.
 func (s *Slab) Reserve(n int) {
 	need := (s.Rows + n) * s.Stride
 	if need <= cap(s.Data) {
 		return
 	}
-	extra := min(len(s.Data)/4, growHeadroom/4)
+	extra := len(s.Data) / 4
 	extra -= extra % s.Stride
-	grown := make([]float32, len(s.Data), need+extra)
-	copy(grown, s.Data)
-	s.Data = grown
+	s.Data = growbuf.Grow(s.Data, len(s.Data), need+extra)
 }
 
 // Spare returns the storage of the n rows after the last one, reserving it

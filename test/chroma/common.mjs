@@ -207,7 +207,10 @@ export function canon(v) {
 // Little-endian float32 base64, as the official client sends embeddings
 // once pre-flight-checks reports supports_base64_encoding.
 export function toBase64F32(vec) {
-  const b = Buffer.alloc(vec.length * 4);
-  vec.forEach((x, i) => b.writeFloatLE(x, i * 4));
+  const f = vec instanceof Float32Array ? vec : Float32Array.from(vec);
+  if (littleEndian) return Buffer.from(f.buffer, f.byteOffset, f.byteLength).toString("base64");
+  const b = Buffer.alloc(f.length * 4);
+  f.forEach((x, i) => b.writeFloatLE(x, i * 4));
   return b.toString("base64");
 }
+const littleEndian = new Uint8Array(Float32Array.of(1).buffer)[3] === 0x3f;
