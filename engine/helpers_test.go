@@ -130,16 +130,11 @@ func orderError(m umbra.Metric, hits []umbra.Hit) error {
 	return nil
 }
 
-// fullTests reports whether UMBRA_FULL=1 (set by CI) asks for the long
-// sweeps and matrices; without it a test runs a representative part, so
-// the README's test command stays within a few minutes on two cores.
-func fullTests() bool { return os.Getenv("UMBRA_FULL") == "1" }
-
 // fullSweeps reports whether the fault sweeps (a fresh index, or a fresh
 // GPU child, per failed step) run whole: under UMBRA_FULL=1, but not under
 // the race detector, where they would be the race run's long pole; CI runs
 // them whole in a step of their own without it (.ci/run).
-func fullSweeps() bool { return fullTests() && !raceBuild }
+func fullSweeps() bool { return testkit.Full() && !raceBuild }
 
 // raceDeferred skips t in CI's race run, where UMBRA_RACE_DEFERRED=1:
 // the long, single-goroutine matrices (every path, precision and metric

@@ -88,7 +88,7 @@ func tiePaths() []tiePath {
 		{"overflow/f32", umbra.F32, false, overflow, false},
 		{"overflow/int8", umbra.Int8, false, overflow, false},
 	}
-	if !fullTests() {
+	if !testkit.Full() {
 		// The isolated path starts a child process per index, most of these
 		// tests' time; the README's test command leaves it to CI
 		// (UMBRA_FULL=1), and TestIsolatedGPUCrashLeavesTheCallerStanding

@@ -65,7 +65,7 @@ func tinyVector(r *rand.Rand, n int) []float32 {
 func TestFlushPlanEmulated(t *testing.T) {
 	r := testkit.Rand(t)
 	trials := 20000
-	if fullTests() {
+	if testkit.Full() {
 		trials = 200000
 	}
 	var accepted, scaled, identical, faulty, refused, l2Faulty, fixed int
