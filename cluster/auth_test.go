@@ -115,6 +115,7 @@ func clientNATS(t *testing.T, creds string) nats.Option {
 // Every server umbra starts refuses an anonymous client, and a key it
 // does not know, at connect; the node's and the client's keys get in.
 func TestEmbeddedRefusesAnonymous(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts NATS servers (skipped under -short)")
 	}
@@ -196,6 +197,7 @@ func routedPair(t *testing.T) []*node.Embedded {
 // A route connection that does not give the route secret is refused: a
 // local user cannot join an embedded cluster as a server.
 func TestEmbeddedRouteNeedsSecret(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts NATS servers (skipped under -short)")
 	}
@@ -243,6 +245,7 @@ func TestEmbeddedRouteNeedsSecret(t *testing.T) {
 // The credentials files are 0600 in a 0700 directory, kept across
 // restarts; a file or directory others may read is refused, naming it.
 func TestCredsFiles(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "creds")
 	a, err := node.LoadCreds(dir)
 	if err != nil {
@@ -301,6 +304,7 @@ func TestCredsFiles(t *testing.T) {
 // A server restarted on the same directory takes the same keys: a client
 // file read before the restart still gets in.
 func TestEmbeddedCredsKeptAcrossRestarts(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts NATS servers (skipped under -short)")
 	}
@@ -335,6 +339,7 @@ func TestEmbeddedCredsKeptAcrossRestarts(t *testing.T) {
 
 // Rotating makes new keys; a server started after refuses the old ones.
 func TestEmbeddedRotateCreds(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts NATS servers (skipped under -short)")
 	}
@@ -388,6 +393,7 @@ func TestEmbeddedRotateCreds(t *testing.T) {
 // every attempt to reach the streams or buckets around umbra's
 // operations is refused by the server.
 func TestClusterClientRole(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	ctx := context.Background()
 	c, err := Connect(ctx, h.srv.URL(), Credentials(h.srv.ClientCreds()), Timeout(20*time.Second))
@@ -526,6 +532,7 @@ func TestClusterClientRole(t *testing.T) {
 // themselves, and say so; the node's can (the direct path, as before
 // nodes answered creates).
 func TestClusterClientCreateNeedsANode(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a NATS server (skipped under -short)")
 	}
@@ -562,6 +569,7 @@ func TestClusterClientCreateNeedsANode(t *testing.T) {
 // layout stands, the same record for all that asked it, the others
 // ErrCollectionExists.
 func TestClusterConcurrentCreates(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	ctx := context.Background()
 	var clients []*Client

@@ -95,6 +95,7 @@ func sameHits(t *testing.T, what string, want, got []umbra.Hit) {
 }
 
 func TestClusterMatchesReference(t *testing.T) {
+	t.Parallel()
 	for _, shards := range []int{1, 3, 7} {
 		for _, metric := range []umbra.Metric{umbra.Cosine, umbra.L2} {
 			t.Run(fmt.Sprintf("S%d/%v", shards, metric), func(t *testing.T) {
@@ -284,6 +285,7 @@ func TestClusterMatchesReference(t *testing.T) {
 // A message published twice under its ID (a client's retry after a lost
 // acknowledgement) is stored and applied once.
 func TestClusterRetriedWriteAppliesOnce(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	ctx := context.Background()
 	col, err := h.c.Create(ctx, "r", CollectionConfig{Dim: 3, Shards: 1})
@@ -325,6 +327,7 @@ func TestClusterRetriedWriteAppliesOnce(t *testing.T) {
 // With no replica of some shards, a search fails naming exactly those
 // shards, and returns nothing.
 func TestClusterMissingShardFails(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(_ string, s int) bool { return s != 1 && s != 3 })
 	ctx := context.Background()
 	col, err := h.c.Create(ctx, "m", CollectionConfig{Dim: 4, Shards: 4})
@@ -348,6 +351,7 @@ func TestClusterMissingShardFails(t *testing.T) {
 // follower unable to see new writes in time, the search fails rather than
 // miss them.
 func TestClusterReadYourWrites(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	ctx := context.Background()
 	col, err := h.c.Create(ctx, "w", CollectionConfig{Dim: 2, Shards: 2})

@@ -249,6 +249,7 @@ func streamCalls(t *testing.T, ctx context.Context, c *Client, stream string, ro
 // reference holding exactly the stored calls), and no call is stored
 // twice (retries after the lost leader go under the same message ID).
 func TestClusterLeaderServerKilledMidWrite(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts NATS server processes (skipped under -short)")
 	}
@@ -385,6 +386,7 @@ func TestClusterLeaderServerKilledMidWrite(t *testing.T) {
 // answers exactly or fails, never short; with no replica left, searches
 // fail with ErrShardsUnavailable.
 func TestClusterReplicaKilledMidSearch(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts node processes (skipped under -short)")
 	}

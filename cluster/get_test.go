@@ -23,6 +23,7 @@ import (
 // selection, merged by ID over the shards; Count; Search; SearchRange;
 // Summary's rows and fields) as one engine index given the same writes.
 func TestCollectionAnswersAsTheReference(t *testing.T) {
+	t.Parallel()
 	for _, shards := range []int{1, 4} {
 		t.Run(fmt.Sprint("S", shards), func(t *testing.T) {
 			h := newHarness(t, nil)
@@ -39,6 +40,7 @@ func TestCollectionAnswersAsTheReference(t *testing.T) {
 // short (and the client asks on from the last row), never refused and
 // never short: every row comes back, in ID order, with its payload.
 func TestCollectionGetPagesBoundedAnswers(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("cluster tests start a NATS server (skipped under -short)")
 	}

@@ -18,6 +18,7 @@ import (
 // past every ID a caller named in an earlier call (also one inside
 // another handle's block), and the counter moves once a block.
 func TestClusterAssignedIDBlocks(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	ctx := context.Background()
 	r := testkit.Rand(t)

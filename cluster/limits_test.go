@@ -71,6 +71,7 @@ func rawRequest(t *testing.T, c *Client, coll string, body []byte) *protocol.Rep
 // answered "behind" after the node's MaxWait: it is answered at all
 // before the test's deadline, and counted as a clamped wait.
 func TestNodeClampsWait(t *testing.T) {
+	t.Parallel()
 	c, col, n := boundedNode(t, protocol.Limits{MaxWait: 300 * time.Millisecond}, 10)
 	body := (&protocol.Request{Kind: protocol.KindSearch, MinSeq: 1 << 62, WaitMs: math.MaxUint32, K: 3, Dim: 4, Queries: []float32{1, 0, 0, 0}}).Encode()
 	p := rawRequest(t, c, col.meta.Name, body)
@@ -188,6 +189,7 @@ func TestNodeRefusesOverLimits(t *testing.T) {
 // default MaxHits: a batch of 40 queries with k 10,000 (400,000 hits) is
 // answered, not refused.
 func TestClusterSplitsBatchesUnderMaxHits(t *testing.T) {
+	t.Parallel()
 	_, col, n := boundedNode(t, protocol.Limits{}, 50)
 	qs := make([][]float32, 40)
 	for i := range qs {
@@ -209,6 +211,7 @@ func TestClusterSplitsBatchesUnderMaxHits(t *testing.T) {
 
 // peekRequest reads what decodeRequest reads of the fixed fields.
 func TestPeekRequest(t *testing.T) {
+	t.Parallel()
 	for _, q := range []*protocol.Request{
 		{Kind: protocol.KindSearch, MinSeq: 5, WaitMs: 7, K: 9, Dim: 2, Queries: []float32{1, 2, 3, 4}, Allow: []uint64{1, 2, 3}},
 		{Kind: protocol.KindRange, WaitMs: 1, MaxHits: 4, Dim: 1, Queries: []float32{1}, Where: []byte(`{"a":1}`)},
@@ -259,6 +262,7 @@ func TestPeekRequest(t *testing.T) {
 // payload, every hit's payload is the one stored with the vector that
 // scored it.
 func TestClusterPayloadsMatchTheirRows(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	ctx := context.Background()
 	col, err := h.c.Create(ctx, "pay", CollectionConfig{Dim: 2, Metric: umbra.L2})

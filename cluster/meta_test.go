@@ -30,6 +30,7 @@ func pick[T any](xs []T, idx []int) []T {
 // filtered search, with and without payloads, exactly as one local engine
 // index given the same writes: the same hits, scores, keys and payloads.
 func TestClusterMetaMatchesReference(t *testing.T) {
+	t.Parallel()
 	for _, shards := range []int{1, 3} {
 		t.Run(fmt.Sprintf("S%d", shards), func(t *testing.T) {
 			h := newHarness(t, nil)
@@ -273,6 +274,7 @@ func streamMsgs(t *testing.T, h *harness, coll string, shards int) uint64 {
 // Rows with payloads of the engine's largest (1 MiB) go, one or more to a
 // message as their bytes allow, and come back whole.
 func TestClusterLargePayloads(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	r := testkit.Rand(t)
 	ctx := context.Background()

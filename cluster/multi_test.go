@@ -72,6 +72,7 @@ func threeServers(t *testing.T) ([]*node.Embedded, *Client) {
 // Three NATS servers in one cluster on loopback, R3 streams: a server
 // shut down mid-writes loses no acknowledged write, and answers stay exact.
 func TestClusterThreeServers(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts three NATS servers (skipped under -short)")
 	}

@@ -155,6 +155,7 @@ func checkDocUsers(t *testing.T, path string, o *server.Options, nodeKey, client
 // with a 1 MiB payload, the three routes of one cluster with their
 // password over verified TLS, TLS for clients, and umbra's two users.
 func TestDocumentedNATSConfigs(t *testing.T) {
+	t.Parallel()
 	for i := 1; i <= 3; i++ {
 		path, dir := docConfig(t, fmt.Sprintf("nats-%d.conf", i), docNodeKey, docClientKey)
 		o, err := server.ProcessConfigFile(path)
@@ -209,6 +210,7 @@ func fencedBlocks(md string) []string {
 // refuses an anonymous client, a client without TLS, and the client's
 // attempt to purge a stream.
 func TestSecureNATSConfig(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a NATS server (skipped under -short)")
 	}

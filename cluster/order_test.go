@@ -17,6 +17,7 @@ import (
 // engine path does — NaN after every number, -0 and +0 one score, equal
 // scores by lower ID — under each metric.
 func TestMergeOrderIsTheEngines(t *testing.T) {
+	t.Parallel()
 	nan := float32(math.NaN())
 	negZero := float32(math.Copysign(0, -1))
 	for _, m := range []umbra.Metric{umbra.Cosine, umbra.Dot, umbra.L2} {
@@ -36,6 +37,7 @@ func TestMergeOrderIsTheEngines(t *testing.T) {
 // naming them, the options only a local index honours (Approximate,
 // AllowFunc) instead of ignoring them.
 func TestCollectionOptionsAsTheIndexs(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	r := testkit.Rand(t)
 	ctx := context.Background()

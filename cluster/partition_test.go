@@ -28,6 +28,7 @@ import (
 // one once the server answers again (node.go, follow). With jetstream's
 // ordered consumer it stayed behind for 13 s or more after SIGCONT.
 func TestClusterPartitionedServerConverges(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts NATS server processes (skipped under -short)")
 	}

@@ -90,6 +90,7 @@ func startChildNode(t *testing.T, srv *node.Embedded, dir string, env ...string)
 // every acknowledged write is there exactly once, the answers equal the
 // reference's.
 func TestClusterNodeKilledMidApplyResumes(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a NATS server and node processes (skipped under -short)")
 	}

@@ -152,6 +152,7 @@ func sameAsReference(t *testing.T, col *Collection, ref *mirror, dim int, what s
 // moves past it with no row changed and the same rows on both, and later
 // writes and searches work, also after both nodes restart.
 func TestClusterUnreadableMessageSkipped(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	ctx := context.Background()
 	b, _ := startNodeAt(t, h.c, t.TempDir(), "b")
@@ -229,6 +230,7 @@ func TestClusterUnreadableMessageSkipped(t *testing.T) {
 // reference that never saw them, and the shard keeps answering exactly.
 // The message itself, published last, is applied.
 func TestClusterMutatedMessagesNeverApplied(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	ctx := context.Background()
 	r := testkit.Rand(t)
@@ -350,6 +352,7 @@ func futureMsg() []byte {
 // the one stopped there, and one that was down and reaches the message
 // later, which consults the record and never stops.
 func TestClusterNewerVersionStopsUntilSkipped(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	ctx := context.Background()
 	// Node a is the harness's; its log is the test's. Node b stops before
@@ -492,6 +495,7 @@ func TestClusterNewerVersionStopsUntilSkipped(t *testing.T) {
 // attempt and asks again, never returning its hits; replies that never
 // verify fail the search naming the checksum.
 func TestClusterCorruptRequestsAndReplies(t *testing.T) {
+	t.Parallel()
 	// Shard 0 of "r" has no replica but the test's own responder.
 	h := newHarness(t, func(coll string, _ int) bool { return coll != "r" })
 	ctx := context.Background()

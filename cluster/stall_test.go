@@ -133,6 +133,7 @@ func (p *lossyProxy) pump(dst io.Writer, src io.Reader, msgVerbs ...string) {
 // came again, the lost messages counted as delivered) and the node stayed
 // behind until the next write.
 func TestClusterNodeResumesAfterLostDeliveries(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a NATS server (skipped under -short)")
 	}

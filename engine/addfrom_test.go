@@ -115,7 +115,7 @@ func (s shyRows) ReadRows(dst []float32) (int, error) {
 // holds rows, with one worker or several, whether the source tells its
 // row count or not.
 func TestAddFromEqualsAddFlat(t *testing.T) {
-	raceDeferred(t)
+	testkit.RaceDeferred(t)
 	r := testkit.Rand(t)
 	ctx := context.Background()
 	dir := t.TempDir()

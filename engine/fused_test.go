@@ -32,7 +32,7 @@ func TestFusedTopK(t *testing.T) {
 		queries := append(testkit.Vectors(r, 9, dim), data[n-1])
 		keep := func(id uint64) bool { return id%5 != 2 }
 		for mi, m := range metrics {
-			if !fullTests() && (mi+ni)%len(metrics) != 0 {
+			if !testkit.Full() && (mi+ni)%len(metrics) != 0 {
 				// The README's test command takes one metric per size, in
 				// turn; CI (UMBRA_FULL=1) takes every metric at every size.
 				continue
@@ -144,7 +144,7 @@ func TestTraceBytesRead(t *testing.T) {
 	for _, b := range backends[:2] {
 		t.Run(b.name, func(t *testing.T) {
 			chunks, ks := []int{700}, []int{10, 300}
-			if fullTests() {
+			if testkit.Full() {
 				chunks, ks = []int{0, 700}, []int{10, 300, n / 2}
 			}
 			for _, chunk := range chunks {

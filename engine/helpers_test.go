@@ -130,30 +130,11 @@ func orderError(m umbra.Metric, hits []umbra.Hit) error {
 	return nil
 }
 
-// fullTests reports whether UMBRA_FULL=1 (set by CI) asks for the long
-// sweeps and matrices; without it a test runs a representative part, so
-// the README's test command stays within a few minutes on two cores.
-func fullTests() bool { return os.Getenv("UMBRA_FULL") == "1" }
-
 // fullSweeps reports whether the fault sweeps (a fresh index, or a fresh
 // GPU child, per failed step) run whole: under UMBRA_FULL=1, but not under
 // the race detector, where they would be the race run's long pole; CI runs
 // them whole in a step of their own without it (.ci/run).
-func fullSweeps() bool { return fullTests() && !raceBuild }
-
-// raceDeferred skips t in CI's race run, where UMBRA_RACE_DEFERRED=1:
-// the long, single-goroutine matrices (every path, precision and metric
-// against a reference) find no race the concurrent tests would not, and
-// were a third of the engine's time under -race. CI runs them whole
-// without the race detector in the step after (.ci/run's race_deferred,
-// which TestRaceDeferredListed keeps equal to the tests that call this).
-// Everywhere else, the README's test command included, they run.
-func raceDeferred(t *testing.T) {
-	t.Helper()
-	if raceBuild && os.Getenv("UMBRA_RACE_DEFERRED") == "1" {
-		t.Skip("CI runs this matrix without -race, in the step after the race run (.ci/run race_deferred)")
-	}
-}
+func fullSweeps() bool { return testkit.Full() && !raceBuild }
 
 // requireGPU reports whether UMBRA_REQUIRE_GPU=1 turns a missing adapter
 // into a failure rather than a skip.

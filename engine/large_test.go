@@ -18,8 +18,8 @@ import (
 // binding of lavapipe and many GPUs, so the real limit splits it. Set
 // UMBRA_LARGE_N (e.g. 1000000) to run a larger N where memory allows.
 func TestSeedWorkload(t *testing.T) {
-	raceDeferred(t)
-	if testing.Short() || !fullTests() {
+	testkit.RaceDeferred(t)
+	if testing.Short() || !testkit.Full() {
 		// Long: CI runs it (UMBRA_FULL=1); the README's test command
 		// must stay inside go test's 10 minutes a package on a loaded
 		// machine.

@@ -116,7 +116,7 @@ func memFilterOf(r *rand.Rand, depth int) memFilter {
 // keep a row without the field, the comparisons do not.
 func TestWhereIsTheExactTopKOfTheSubset(t *testing.T) {
 	bs := backends[:2]
-	if fullTests() {
+	if testkit.Full() {
 		bs = backends
 	}
 	for _, b := range bs {

@@ -122,7 +122,7 @@ func compareTwins(t *testing.T, gpu bool, m umbra.Metric, f32, cmp *engine.Index
 // batches across the device's query tiles and chunks, then deletes and
 // compaction. Every answer must be the float32 search's, bit for bit.
 func TestPrecisionGPUAdversarial(t *testing.T) {
-	raceDeferred(t)
+	testkit.RaceDeferred(t)
 	r := testkit.Rand(t)
 	ctx := context.Background()
 	for _, b := range backends[1:] {

@@ -88,7 +88,7 @@ func tiePaths() []tiePath {
 		{"overflow/f32", umbra.F32, false, overflow, false},
 		{"overflow/int8", umbra.Int8, false, overflow, false},
 	}
-	if !fullTests() {
+	if !testkit.Full() {
 		// The isolated path starts a child process per index, most of these
 		// tests' time; the README's test command leaves it to CI
 		// (UMBRA_FULL=1), and TestIsolatedGPUCrashLeavesTheCallerStanding
@@ -104,7 +104,7 @@ func tiePaths() []tiePath {
 // (compressed) approximate searches — with the pair alone, among other
 // rows, and (overflow) with 10 on the device and 5 on the host.
 func TestTieGoesToLowerID(t *testing.T) {
-	raceDeferred(t)
+	testkit.RaceDeferred(t)
 	r := testkit.Rand(t)
 	ctx := context.Background()
 	v := []float32{0.5, 0.5, 0.5, 0.5, 0, 0, 0, 0}
@@ -227,7 +227,7 @@ func tieRef(m umbra.Metric, data map[uint64][]float32, q []float32, keep func(ui
 // batched, coalesced, filtered by Allow and AllowFunc, range — equals the
 // brute-force reference sorted by score, then ID, exactly.
 func TestTiesProperty(t *testing.T) {
-	raceDeferred(t)
+	testkit.RaceDeferred(t)
 	r := testkit.Rand(t)
 	ctx := context.Background()
 	for _, p := range tiePaths() {

@@ -18,6 +18,7 @@ import (
 // checkpoints (the base shrinks); each says what it did, and the store
 // answers every search as before.
 func TestCheckpointAndCompact(t *testing.T) {
+	t.Parallel()
 	rng := testkit.Rand(t)
 	dir := t.TempDir()
 	const dim = 8

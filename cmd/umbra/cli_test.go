@@ -22,6 +22,7 @@ import (
 )
 
 func TestFlagsGoAnywhere(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		args        []string
 		wantIn      string
@@ -57,6 +58,7 @@ func TestFlagsGoAnywhere(t *testing.T) {
 }
 
 func TestOneLine(t *testing.T) {
+	t.Parallel()
 	assert.Equal(t, "a; b c", oneLine("a\nb  c\n"))
 	assert.Equal(t, "umbra: value is NaN", oneLine("umbra: value is NaN"), "a message is folded, never cut")
 }
@@ -65,6 +67,7 @@ func TestOneLine(t *testing.T) {
 // failed, not their package, so the command embeds them as they are and its
 // error line names umbra once.
 func TestLibraryErrorsReadEmbedded(t *testing.T) {
+	t.Parallel()
 	ix, err := engine.New(context.Background(), engine.Config{Dim: 2, Device: engine.CPU})
 	require.NoError(t, err)
 	defer ix.Close()
@@ -136,6 +139,7 @@ func withClock(w *bytes.Buffer, enabled bool, c *fakeClock) *progress {
 }
 
 func TestProgress(t *testing.T) {
+	t.Parallel()
 	t.Run("off when stderr is not a terminal", func(t *testing.T) {
 		var b bytes.Buffer
 		clock := newFakeClock()

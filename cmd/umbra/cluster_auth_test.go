@@ -82,6 +82,7 @@ func startServe(t *testing.T, args ...string) (served, func()) {
 // the file; with it they work; the files are 0600 and stay the same
 // across restarts; --rotate-creds makes the old ones refused.
 func TestClusterCredsFromTheCommandLine(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts umbra serve (skipped under -short)")
 	}

@@ -23,6 +23,7 @@ import (
 // store built from the same files (IDs differ: the cluster chooses a key's
 // ID in its shard; keys, scores and payloads agree), --allow-keys included.
 func TestClusterMemoryFromTheCommandLine(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a NATS server (skipped under -short)")
 	}

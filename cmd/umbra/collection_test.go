@@ -20,6 +20,7 @@ import (
 // search on a collection report its real rows and its backend; --near
 // and --vector give a search its query without a file, alike on both.
 func TestCommandsOnACollectionAsOnAStore(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a NATS server (skipped under -short)")
 	}
@@ -107,6 +108,7 @@ func TestCommandsOnACollectionAsOnAStore(t *testing.T) {
 // --near KEY searches with the vector stored under KEY: it finds itself
 // first, on a store and on a collection; a key not stored is named.
 func TestSearchNearAKey(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a NATS server (skipped under -short)")
 	}

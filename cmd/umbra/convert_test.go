@@ -34,6 +34,7 @@ func convert(t *testing.T, args ...string) {
 }
 
 func TestConvertRoundTrips(t *testing.T) {
+	t.Parallel()
 	rng := testkit.Rand(t)
 	dir := t.TempDir()
 	m := randomMatrix(rng, 53, 11)
@@ -99,6 +100,7 @@ func TestConvertRoundTrips(t *testing.T) {
 }
 
 func TestConvertFailures(t *testing.T) {
+	t.Parallel()
 	rng := testkit.Rand(t)
 	dir := t.TempDir()
 	m := randomMatrix(rng, 10, 4)
@@ -126,6 +128,7 @@ func TestConvertFailures(t *testing.T) {
 // TestConvertOutput: bvecs comes in; OUT keeps a 0600 mode, a symlink OUT
 // keeps being a link to the new data, and no temporary file is left.
 func TestConvertOutput(t *testing.T) {
+	t.Parallel()
 	if runtime.GOOS == "windows" {
 		t.Skip("Unix modes and symlinks")
 	}

@@ -16,6 +16,7 @@ import (
 // read as no filter and the unfiltered top k came back under a header
 // that said "only IDs in" the file.
 func TestSearchEmptyAllowFileAdmitsNothing(t *testing.T) {
+	t.Parallel()
 	rng := testkit.Rand(t)
 	dir := t.TempDir()
 	data := writeMatrix(t, dir, "data.npy", randomMatrix(rng, 30, 8), "")
@@ -39,6 +40,7 @@ func TestSearchEmptyAllowFileAdmitsNothing(t *testing.T) {
 // file (a store may be named *.npy), directly or through a link, is
 // refused, and the store is left as it was.
 func TestExportRefusesTheStoreItself(t *testing.T) {
+	t.Parallel()
 	rng := testkit.Rand(t)
 	dir := t.TempDir()
 	data := writeMatrix(t, dir, "data.npy", randomMatrix(rng, 10, 4), "")
@@ -62,6 +64,7 @@ func TestExportRefusesTheStoreItself(t *testing.T) {
 // --data has vectors is refused after reading one past the count, naming
 // the line, not after reading it whole.
 func TestTooManyIDsRefusedEarly(t *testing.T) {
+	t.Parallel()
 	rng := testkit.Rand(t)
 	dir := t.TempDir()
 	data := writeMatrix(t, dir, "data.npy", randomMatrix(rng, 20, 4), "")

@@ -19,6 +19,7 @@ import (
 // asked for, in their order, as text and JSON; an unknown or repeated one
 // is an error naming it; it reads beside a writer.
 func TestGet(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	const n, dim = 12, 3
 	store, m, keys := keyedStore(t, dir, n, dim, func(i int) bool { return i%2 == 1 })

@@ -17,6 +17,7 @@ var libraryWording = regexp.MustCompile(`Config\.|AdapterSelect|\bDevice:|\bDevi
 // words here, and none of them names the Go API, with or without the
 // selection's arguments.
 func TestEveryHintHasCLIWords(t *testing.T) {
+	t.Parallel()
 	args := []map[string]string{nil, {"backend": "vulkan"}, {"name": "Radeon"}, {"backend": "gl", "name": "llvmpipe"}}
 	for _, code := range testkit.HintCodes(t) {
 		assert.Contains(t, hintWords, code, "hint code %q has no words on the command line", code)
@@ -31,6 +32,7 @@ func TestEveryHintHasCLIWords(t *testing.T) {
 }
 
 func TestCLIHintSaysFlags(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		h    umbra.Hint
 		want string

@@ -16,6 +16,7 @@ import (
 // delete's rerun is not refused as not found; the key with other rows is
 // refused, naming it.
 func TestClusterWriteRetriedFromTheCommandLine(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a NATS server (skipped under -short)")
 	}

@@ -84,6 +84,7 @@ func keyedStore(t *testing.T, dir string, n, dim int, keyed func(i int) bool) (s
 // left out for a row without one) and in the text table, which agree; a
 // query with no hits has a line of its own in the text.
 func TestSearchShowsKeys(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	const n, dim, nq = 40, 6, 4
 	store, _, keys := keyedStore(t, dir, n, dim, func(i int) bool { return i%4 != 0 })
@@ -138,6 +139,7 @@ func TestSearchShowsKeys(t *testing.T) {
 // harmless); a key the store does not hold, a line breaking the key rule,
 // --data, and --allow beside it are errors.
 func TestAllowKeys(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	const n, dim = 60, 5
 	store, _, keys := keyedStore(t, dir, n, dim, func(i int) bool { return i%5 != 0 })
@@ -203,6 +205,7 @@ func TestAllowKeys(t *testing.T) {
 // entry, and --keys beside --ids are refused naming the problem, and leave
 // the store's files as they were.
 func TestDeleteByKeys(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	const n, dim = 30, 4
 	store, _, keys := keyedStore(t, dir, n, dim, func(i int) bool { return i != 7 })
@@ -261,6 +264,7 @@ func TestDeleteByKeys(t *testing.T) {
 // reads them back into a store that has the same IDs and keys and answers
 // every search identically, for each metric.
 func TestExportKeysRoundTrip(t *testing.T) {
+	t.Parallel()
 	rng := testkit.Rand(t)
 	const dim, nq = 7, 5
 	for _, metric := range []string{"cosine", "dot", "l2"} {
@@ -342,6 +346,7 @@ func openReadOnly(t *testing.T, store string) *engine.Index {
 // add refuses an empty line (every vector it adds by key needs one), build
 // takes it as a vector without a key.
 func TestKeyFilesFollowTheRule(t *testing.T) {
+	t.Parallel()
 	rng := testkit.Rand(t)
 	dir := t.TempDir()
 	data := writeMatrix(t, dir, "d.npy", randomMatrix(rng, 3, 4), "")
@@ -391,6 +396,7 @@ func TestKeyFilesFollowTheRule(t *testing.T) {
 // --keys-out refuses it, naming the ID, and writes no file at all, while
 // export without --keys-out and search still work.
 func TestExportRefusesKeysBeforeTheRule(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	store := filepath.Join(dir, "old.umbra")
 	_, err := storefile.WriteBase(storefile.OS, store, &storefile.Snapshot{

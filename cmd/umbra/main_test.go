@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -133,6 +134,37 @@ func runBinary(t *testing.T, bin string, args ...string) result {
 	return result{stdout: out.Stdout, stderr: out.Stderr, code: out.Code}
 }
 
+// startUmbra starts umbra with args and returns what waits for its result,
+// for a test that runs another command meanwhile. The wait must be called
+// from the test's goroutine.
+func startUmbra(t *testing.T, args ...string) (wait func() result) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	cmd := exec.CommandContext(ctx, umbraBin, args...)
+	cmd.Env = childEnv
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatalf("starting umbra %s: %v", strings.Join(args, " "), err)
+	}
+	return func() result {
+		t.Helper()
+		defer cancel()
+		err := cmd.Wait()
+		r := result{stdout: stdout.String(), stderr: stderr.String()}
+		var exit *exec.ExitError
+		switch {
+		case err == nil:
+		case errors.As(err, &exit):
+			r.code = exit.ExitCode()
+		default:
+			t.Fatalf("running umbra %s: %v", strings.Join(args, " "), err)
+		}
+		return r
+	}
+}
+
 // requireErrorLine checks that a failed run explained itself in exactly one
 // line on stderr starting with "umbra: ", and returns that line. Lines a
 // graphics driver prints on its own are not ours to judge.
@@ -181,6 +213,7 @@ func writeFile(t *testing.T, dir, name string, b []byte) string {
 }
 
 func TestUsageErrorsExitTwo(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	rng := testkit.Rand(t)
 	data := writeMatrix(t, dir, "data.npy", randomMatrix(rng, 10, 4), "")
@@ -243,6 +276,7 @@ func TestUsageErrorsExitTwo(t *testing.T) {
 }
 
 func TestHelpPrintsUsageAndExample(t *testing.T) {
+	t.Parallel()
 	calls := [][]string{{"--help"}, {"-h"}, {"help"}}
 	for _, name := range commandNames() {
 		calls = append(calls, []string{"help", name}, []string{name, "--help"}, []string{name, "-h"})
@@ -262,6 +296,7 @@ func TestHelpPrintsUsageAndExample(t *testing.T) {
 // and examples, and its help names every flag and argument the command
 // really declares, each with help of its own.
 func TestHelpNamesEveryFlag(t *testing.T) {
+	t.Parallel()
 	parser, err := kong.New(&grammar{})
 	require.NoError(t, err)
 	var inGrammar []string
@@ -298,6 +333,7 @@ func TestHelpNamesEveryFlag(t *testing.T) {
 // shared adapter flags where the command opens a GPU, and no other
 // command's flags.
 func TestCommandHelpIsItsOwn(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		command  string
 		want     []string
@@ -334,6 +370,7 @@ func TestCommandHelpIsItsOwn(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	r := runUmbra(t, "version")
 	require.Equal(t, exitOK, r.code, "%s", r)
 	assert.Contains(t, r.stdout, runtime.Version())
@@ -356,6 +393,7 @@ func TestVersion(t *testing.T) {
 }
 
 func TestNoGPUBuild(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds a second binary")
 	}

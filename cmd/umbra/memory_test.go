@@ -63,6 +63,7 @@ func memoryFiles(t *testing.T, dir string, n int) (keys, metaF, payF string, row
 // --meta-out and --payload-out and rebuild a store that answers every
 // search identically.
 func TestMemoryFromTheCommandLine(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	rng := testkit.Rand(t)
 	const n, dim, nq = 300, 8, 3
@@ -136,6 +137,7 @@ func exportAgain(t *testing.T, store, dir string) string {
 // refused by flag, file and line, and nothing is written; a --where that
 // does not parse or names an unknown field is refused by name.
 func TestMemoryFlagErrors(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	rng := testkit.Rand(t)
 	data := writeMatrix(t, dir, "v.npy", randomMatrix(rng, 3, 4), "")
@@ -179,6 +181,7 @@ func TestMemoryFlagErrors(t *testing.T) {
 // matched as U+FFFD; a surrogate pair is its character. A --payload line
 // is opaque and kept byte for byte, escapes included, but must be UTF-8.
 func TestNonUnicodeInputs(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	rng := testkit.Rand(t)
 	data := writeMatrix(t, dir, "v.npy", randomMatrix(rng, 3, 4), "")

@@ -22,7 +22,13 @@ import (
 )
 
 func TestProbeJSON(t *testing.T) {
+	t.Parallel()
+	// The text report runs beside the JSON one: each probes every
+	// adapter (seconds of CPU on a software adapter) and neither waits
+	// on the other.
+	waitText := startUmbra(t, "probe")
 	r := runUmbra(t, "probe", "--json")
+	text := waitText()
 	var doc map[string]any
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &doc), "%s", r)
 	for _, key := range []string{"gpu_support", "selection", "adapters", "auto", "why", "hint", "findings", "cpu_kernel"} {
@@ -92,7 +98,6 @@ func TestProbeJSON(t *testing.T) {
 	}
 
 	// The text report says the same.
-	text := runUmbra(t, "probe")
 	assert.Equal(t, r.code, text.code, "%s", text)
 	assert.Contains(t, text.stdout, "Auto would use: ")
 	for _, a := range p.Adapters {
@@ -107,6 +112,7 @@ func TestProbeJSON(t *testing.T) {
 }
 
 func TestProbeSelectionMatchingNothing(t *testing.T) {
+	t.Parallel()
 	if !engine.GPUSupport() {
 		t.Skip("built without the wgpu backend")
 	}
@@ -180,6 +186,7 @@ func causes(fs []finding) []string {
 }
 
 func TestDiagnose(t *testing.T) {
+	t.Parallel()
 	lavapipe := probe.Adapter{
 		Adapter: diag.AdapterInfo{Name: "llvmpipe (LLVM 15.0.6, 256 bits)", API: "vulkan", Type: "cpu"},
 		Limits:  gpu.Limits{MaxStorageBindingBytes: 128 << 20, MaxBufferBytes: 2 << 30, MaxWorkgroupsPerDim: 65535, MaxInvocations: 1024},

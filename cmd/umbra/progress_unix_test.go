@@ -27,6 +27,7 @@ import (
 // arriving (a FIFO, so the count is not known before the end: "validate
 // N"), then how long indexing took; the store holds every row.
 func TestBuildShowsProgress(t *testing.T) {
+	t.Parallel()
 	rng := testkit.Rand(t)
 	dir := t.TempDir()
 	const rows, dim = 150_000, 8 // several 1 MiB pieces
@@ -108,6 +109,7 @@ func TestBuildShowsProgress(t *testing.T) {
 // or only at the end of a pipe, and IDs already stored fail naming --ids,
 // and leave no store (build) or the store as it was (add).
 func TestStreamWithIDs(t *testing.T) {
+	t.Parallel()
 	rng := testkit.Rand(t)
 	dir := t.TempDir()
 	const rows, dim = 900, 12

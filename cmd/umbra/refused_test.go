@@ -17,6 +17,7 @@ import (
 // empty STORE.log appears beside a store that had none. The store still
 // opens and answers, and takes the next good add.
 func TestRefusedAddLeavesTheStore(t *testing.T) {
+	t.Parallel()
 	rng := testkit.Rand(t)
 	dir := t.TempDir()
 	const n, dim = 12, 4

@@ -25,6 +25,7 @@ import (
 // move on to the same sequence, the searches answering as a store built from the same file (the same
 // scores; the cluster assigns IDs of its own).
 func TestRepairFromTheCommandLine(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a NATS server (skipped under -short)")
 	}

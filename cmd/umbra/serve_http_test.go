@@ -94,6 +94,7 @@ const chromaDB = "/api/v2/tenants/default_tenant/databases/default_database"
 // deleted — is there after the server is killed with SIGKILL and started
 // again on the same directory.
 func TestServeHTTPWriteSurvivesKill(t *testing.T) {
+	t.Parallel()
 	rng := testkit.Rand(t)
 	dir := t.TempDir()
 	s := startHTTP(t, "--dir", dir)
@@ -142,6 +143,7 @@ func TestServeHTTPWriteSurvivesKill(t *testing.T) {
 // server refuses, at start, to listen beyond loopback; with one it
 // starts, and requests without the token are 401.
 func TestServeHTTPRefusesOpenListenWithoutToken(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, addr := range []string{"0.0.0.0:0", ":0", "[::]:0"} {
 		r := runUmbra(t, "serve", "--http", addr, "--dir", dir)
@@ -171,6 +173,7 @@ func TestServeHTTPRefusesOpenListenWithoutToken(t *testing.T) {
 // store's searches scan; a cluster's replicas and a cluster node read no
 // such flag, so there it is refused by name rather than ignored.
 func TestServeHTTPPrecisionRefusedWhereUnread(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	r := runUmbra(t, "serve", "--precision", "f16", "--dir", dir)
 	require.Equal(t, exitUsage, r.code, "%s", r)
@@ -189,6 +192,7 @@ func TestServeHTTPPrecisionRefusedWhereUnread(t *testing.T) {
 // carry a Server-Timing header with its stages; without --http it is
 // refused by name.
 func TestServeHTTPServerTiming(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	r := runUmbra(t, "serve", "--server-timing", "--dir", dir)
 	require.Equal(t, exitUsage, r.code, "%s", r)

@@ -70,6 +70,7 @@ func startServeLines(t *testing.T, args ...string) (stdout, stderr chan string, 
 // answers searches. Before, it exited with "bucket …: context deadline
 // exceeded".
 func TestServeWaitsForItsCluster(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts three NATS servers and a node (skipped under -short)")
 	}
@@ -181,6 +182,7 @@ func TestServeWaitsForItsCluster(t *testing.T) {
 // A failure waiting does not change is not waited on; a cluster that
 // never forms is given up after --wait, naming it.
 func TestServeGivesUp(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a NATS server (skipped under -short)")
 	}

@@ -124,6 +124,7 @@ func ok(t *testing.T, r result) result {
 // TestStoreLifecycle drives every store command over one store and checks
 // each answer against a model of what the store must hold.
 func TestStoreLifecycle(t *testing.T) {
+	t.Parallel()
 	rng := testkit.Rand(t)
 	const dim, n, nq, k = 12, 150, 5, 6
 	for _, metric := range []string{"cosine", "l2"} {
@@ -346,6 +347,7 @@ func TestStoreLifecycle(t *testing.T) {
 }
 
 func TestBuildWithKeysAndDefaults(t *testing.T) {
+	t.Parallel()
 	rng := testkit.Rand(t)
 	dir := t.TempDir()
 	const n, dim = 25, 7
@@ -377,6 +379,7 @@ func TestBuildWithKeysAndDefaults(t *testing.T) {
 }
 
 func TestBuildReplacesAStore(t *testing.T) {
+	t.Parallel()
 	rng := testkit.Rand(t)
 	dir := t.TempDir()
 	store := filepath.Join(dir, "s.umbra")
@@ -400,6 +403,7 @@ func TestBuildReplacesAStore(t *testing.T) {
 // A compressed store keeps its precision, and searching it gives the
 // float32 store's answers exactly.
 func TestBuildPrecision(t *testing.T) {
+	t.Parallel()
 	rng := testkit.Rand(t)
 	dir := t.TempDir()
 	data := writeMatrix(t, dir, "a.npy", randomMatrix(rng, 300, 24), "")
@@ -422,6 +426,7 @@ func TestBuildPrecision(t *testing.T) {
 }
 
 func TestStoreErrors(t *testing.T) {
+	t.Parallel()
 	rng := testkit.Rand(t)
 	dir := t.TempDir()
 	const n, dim = 30, 6
@@ -541,6 +546,7 @@ func TestStoreErrors(t *testing.T) {
 // search, export) open it read-only and see what the writer has
 // acknowledged, including a write made after it opened the store.
 func TestLockedStore(t *testing.T) {
+	t.Parallel()
 	rng := testkit.Rand(t)
 	dir := t.TempDir()
 	data := writeMatrix(t, dir, "data.npy", randomMatrix(rng, 20, 4), "")
@@ -586,6 +592,7 @@ func TestLockedStore(t *testing.T) {
 // nothing, and with --upsert replaces a stored key's vector in place and
 // adds the new keys.
 func TestAddWithKeys(t *testing.T) {
+	t.Parallel()
 	rng := testkit.Rand(t)
 	dir := t.TempDir()
 	const dim = 5

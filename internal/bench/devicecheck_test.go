@@ -62,10 +62,6 @@ func TestParallelMatrix(t *testing.T) {
 	require.Greater(t, hi, float32(0.99))
 }
 
-// fullTests reports whether UMBRA_FULL=1 (set by CI) asks for the long
-// tests the README's test command leaves out.
-func fullTests() bool { return os.Getenv("UMBRA_FULL") == "1" }
-
 // smokeCheck runs the device check's smoke mode (a software adapter
 // admitted, the NVIDIA assertions not made) at a size that fits its
 // two-minute deadline on lavapipe with room to spare. Without a
@@ -110,7 +106,7 @@ func TestDeviceCheckSmoke(t *testing.T) {
 		require.True(t, rep.Smoke, "%s is not a smoke run's report", path)
 		require.True(t, strings.HasPrefix(rep.Asserts["negative control"], "ok"), "negative control: %s", rep.Asserts["negative control"])
 	} else {
-		if !fullTests() {
+		if !testkit.Full() {
 			t.Skip("the device check's smoke run takes 25–45 s: UMBRA_FULL=1 runs it (CI checks its device-check step's report)")
 		}
 		rep = smokeCheck(t, nil)
@@ -147,7 +143,7 @@ func TestDeviceCheckSmoke(t *testing.T) {
 // It runs under UMBRA_FULL=1 only, as TestDeviceCheckSmoke does (CI's
 // shell step cannot make a query subnormal, so CI runs this one here).
 func TestDeviceCheckFailsWhenTheCPUAnswers(t *testing.T) {
-	if !fullTests() {
+	if !testkit.Full() {
 		t.Skip("a whole smoke run of the device check: UMBRA_FULL=1 runs it")
 	}
 	rep := smokeCheck(t, func(qs [][]float32) {

@@ -62,10 +62,14 @@ func tinyVector(r *rand.Rand, n int) []float32 {
 //     back its bits exactly;
 //   - flushing does change many unscaled scores (the fault is real here),
 //     and every L2 case that would change is among those refused.
+//
+// Host arithmetic on one goroutine, no device: CI runs it without -race
+// (testkit.RaceDeferred), where it takes a third of its time under it.
 func TestFlushPlanEmulated(t *testing.T) {
+	testkit.RaceDeferred(t)
 	r := testkit.Rand(t)
 	trials := 20000
-	if fullTests() {
+	if testkit.Full() {
 		trials = 200000
 	}
 	var accepted, scaled, identical, faulty, refused, l2Faulty, fixed int

@@ -29,7 +29,7 @@ func TestGemmMatchesTheTiles(t *testing.T) {
 	r := testkit.Rand(t)
 	const n, chunk = 333, 100
 	nqs, dims := []int{2, 17, 40}, []int{5, 768}
-	if fullTests() {
+	if testkit.Full() {
 		nqs, dims = []int{2, 17, 33, 70}, []int{5, 130, 768}
 	}
 	ctx := context.Background()

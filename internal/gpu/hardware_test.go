@@ -247,10 +247,6 @@ func TestSubmissionsCutByWork(t *testing.T) {
 	assert.Equal(t, int64(1), st.Submissions)
 }
 
-// fullTests reports whether UMBRA_FULL=1 (set by CI) asks for the long
-// tests the README's test command leaves out.
-func fullTests() bool { return os.Getenv("UMBRA_FULL") == "1" }
-
 // peakRSS resets the process's peak resident set (Linux: clear_refs 5)
 // when reset, and returns it in bytes (VmHWM).
 func peakRSS(t *testing.T, reset bool) int64 {
@@ -281,7 +277,7 @@ func TestUploadPeakHostMemory(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("reads /proc/self")
 	}
-	if !fullTests() {
+	if !testkit.Full() {
 		t.Skip("256 MiB upload: UMBRA_FULL=1")
 	}
 	d := softwareDevice(t)

@@ -65,7 +65,7 @@ func half(h uint16) float64 {
 func TestCompressedSums(t *testing.T) {
 	seed := testkit.Seed(t) // both backends get the same data
 	backends := []string{"vulkan", "gl"}
-	if !fullTests() {
+	if !testkit.Full() {
 		// GL's probe costs seconds on llvmpipe; CI (UMBRA_FULL=1) runs it.
 		backends = backends[:1]
 	}

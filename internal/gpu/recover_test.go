@@ -13,6 +13,7 @@ import (
 	"github.com/umbravec/umbra/internal/core"
 	"github.com/umbravec/umbra/internal/fallback"
 	"github.com/umbravec/umbra/internal/packed"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // TestRenewReplacesALostDevice makes a device fail its self-test, as a
@@ -20,7 +21,7 @@ import (
 // probe a new device, and return an index on it that searches exactly;
 // while the device still passes, Renew keeps it.
 func TestRenewReplacesALostDevice(t *testing.T) {
-	if !fullTests() {
+	if !testkit.Full() {
 		t.Skip("a second probe of the adapter, seconds on a software one, whatever its subgroup size: UMBRA_FULL=1 (CI)")
 	}
 	_, dev := WorkingAdapter(t)

@@ -104,7 +104,7 @@ func TestScoreBitsOnEveryPath(t *testing.T) {
 		dim  int
 		team uint32 // the device's widest team; the row caps it
 	}{{24, 8}, {130, 64}, {768, 8}, {768, 64}}
-	if fullTests() {
+	if testkit.Full() {
 		cases = append(cases, []struct {
 			dim  int
 			team uint32

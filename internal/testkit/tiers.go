@@ -1,0 +1,40 @@
+package testkit
+
+import (
+	"os"
+	"testing"
+)
+
+// The tests come in tiers, chosen by two variables:
+//
+//   - the README's test command (neither set) runs every test, each
+//     long matrix or sweep trimmed to a representative part, so the
+//     whole module stays within a few minutes on two cores;
+//   - UMBRA_FULL=1 (Full; CI sets it) runs them whole;
+//   - UMBRA_RACE_DEFERRED=1 (RaceDeferred; CI's race run sets it) skips,
+//     under -race only, the single-goroutine matrices that .ci/run's
+//     race_deferred list runs whole without -race in the step after.
+const (
+	FullEnv         = "UMBRA_FULL"
+	RaceDeferredEnv = "UMBRA_RACE_DEFERRED"
+)
+
+// Full reports whether UMBRA_FULL=1 asks for the long sweeps and matrices
+// the README's test command trims.
+func Full() bool { return os.Getenv(FullEnv) == "1" }
+
+// RaceDeferred skips t in CI's race run (a -race build with
+// UMBRA_RACE_DEFERRED=1). It is for the long matrices whose code under
+// test runs on one goroutine (every path, precision, metric or rounding
+// case against a reference): the race detector finds nothing in them the
+// concurrent tests would not, and makes them several times slower. CI
+// runs each such test whole without -race in the step after the race run
+// (.ci/run's race_deferred, which TestRaceDeferredListed keeps equal to
+// the tests that call this). Everywhere else, the README's test command
+// and a plain go test -race included, they run.
+func RaceDeferred(t testing.TB) {
+	t.Helper()
+	if Race && os.Getenv(RaceDeferredEnv) == "1" {
+		t.Skip("CI runs this matrix without -race, in the step after the race run (.ci/run race_deferred)")
+	}
+}
