@@ -292,6 +292,12 @@ func (ix *Index) subsetRows(ctx context.Context, m rowMask, filtered bool, nq in
 	if t != nil {
 		t.Subset = "gather"
 	}
+	if rows := m.rows; rows != nil {
+		for len(rows) > 0 && int(rows[len(rows)-1]) >= ix.slab.Rows {
+			rows = rows[:len(rows)-1]
+		}
+		return rows, at
+	}
 	return maskRows(mask, m.words, admitted, ix.slab.Rows), at
 }
 

@@ -414,3 +414,59 @@ func TestGatherCostsMeasured(t *testing.T) {
 	require.False(t, c.pays(250_001, 1_000_000, 512, 1, 0), "a gather of just over a quarter")
 	require.True(t, c.pays(250_000, 1_000_000, 512, 1, 0), "a gather of a quarter")
 }
+
+// TestListMaskEqualsBitmap: a selective equality's rows come straight
+// from its posting list (listMask), skipping deleted rows, and make the
+// mask the bitmap evaluation makes — the same bits, count and words —
+// while a filter Rows does not answer goes the bitmap way.
+func TestListMaskEqualsBitmap(t *testing.T) {
+	r := testkit.Rand(t)
+	ctx := context.Background()
+	ix := newSubsetIndex(t, Config{Dim: 4, Metric: umbra.Dot}, subsetMeasured)
+	n := 3000 + r.IntN(3000)
+	users := make([]meta.Fields, n)
+	for i := range users {
+		u := "many"
+		if r.IntN(50) == 0 {
+			u = fmt.Sprint("rare", r.IntN(3))
+		}
+		users[i] = meta.Fields{"user": meta.KeywordOf(u)}
+	}
+	_, err := ix.Add(ctx, umbra.Vectors(testkit.Vectors(r, n, 4)), umbra.WithMeta(users...))
+	require.NoError(t, err)
+	var del []uint64
+	for range n / 10 {
+		del = append(del, uint64(r.IntN(n)))
+	}
+	slices.Sort(del)
+	require.NoError(t, ix.Delete(ctx, umbra.WithIDs(slices.Compact(del)...)))
+	maskOf := func(f meta.Filter) rowMask {
+		o, err := collect("Search", []umbra.SearchOption{umbra.Where(f)})
+		require.NoError(t, err)
+		ix.mu.RLock()
+		defer ix.mu.RUnlock()
+		m, err := ix.mask(&o)
+		require.NoError(t, err)
+		c := rowMask{bits: slices.Clone(m.bits), n: m.n, words: slices.Clone(m.words), rows: slices.Clone(m.rows)}
+		m.release()
+		return c
+	}
+	for _, u := range []string{"rare0", "rare1", "rare2", "nobody"} {
+		eq := meta.Eq("user", meta.KeywordOf(u))
+		list := maskOf(eq)
+		require.NotNil(t, list.rows, "%s: listed", u)
+		bitmap := maskOf(meta.Or(eq, meta.Eq("user", meta.KeywordOf("absent too"))))
+		require.Nil(t, bitmap.rows, "%s: an Or is evaluated as a bitmap", u)
+		require.Equal(t, bitmap.bits, list.bits, u)
+		require.Equal(t, bitmap.n, list.n, u)
+		require.Equal(t, len(list.rows), list.n, u)
+		require.Equal(t, maskRows(bitmap.bits, bitmap.words, bitmap.n, n), list.rows, u)
+		if bitmap.n > 0 {
+			require.Equal(t, bitmap.words, list.words, u)
+		}
+		for _, row := range list.rows {
+			require.False(t, ix.rid.isDead(int(row)), "%s: deleted row %d listed", u, row)
+		}
+	}
+	require.Nil(t, maskOf(meta.Eq("user", meta.KeywordOf("many"))).rows, "a bitmap posting is evaluated")
+}

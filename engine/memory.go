@@ -367,6 +367,7 @@ type rowMask struct {
 	bits    []uint64
 	n       int
 	words   []uint32
+	rows    []uint32 // the admitted rows in order, where mask listed them already (listMask)
 	release func()
 }
 
@@ -392,6 +393,17 @@ func (ix *Index) mask(o *searchOptions) (rowMask, error) {
 		mi = ix.newMetaIndex() // knows only declared fields: the filter is refused or matches nothing
 		if err := mi.Append(make([]meta.Fields, rows)); err != nil {
 			return rowMask{release: none}, err
+		}
+	}
+	if o.allowIDs == nil && o.allowFn == nil {
+		// A filter Rows answers with a list (a selective equality) needs
+		// no bitmap evaluated over every row.
+		list, ok, err := mi.Rows(o.where)
+		if err != nil {
+			return rowMask{release: none}, fmt.Errorf("%w: %w", umbra.ErrInvalidFilter, err)
+		}
+		if ok {
+			return ix.listMask(list, rows), nil
 		}
 	}
 	selBuf := ix.bitmaps.get(max(words, (mi.Len()+63)/64))
@@ -422,6 +434,36 @@ func (ix *Index) mask(o *searchOptions) (rowMask, error) {
 		ix.bitmaps.put(selBuf)
 		ix.wordLists.put(nz)
 	}}, nil
+}
+
+// listMask is mask's answer for a filter whose rows come as an ascending
+// list: the live ones below rows, their bitmap and its words with any
+// rows, built from the list alone (the bitmap is cleared, not evaluated).
+// The caller holds ix.mu.
+func (ix *Index) listMask(list []uint32, rows int) rowMask {
+	words := (rows + 63) / 64
+	buf := ix.bitmaps.get(words)
+	mask := (*buf)[:words]
+	clear(mask)
+	nz := ix.wordLists.get(words)
+	wl := (*nz)[:0]
+	admitted := make([]uint32, 0, len(list))
+	for _, r := range list {
+		if int(r) >= rows || ix.rid.isDead(int(r)) {
+			continue
+		}
+		w := r >> 6
+		if mask[w] == 0 {
+			wl = append(wl, w)
+		}
+		mask[w] |= 1 << (r & 63)
+		admitted = append(admitted, r)
+	}
+	*nz = wl
+	return rowMask{bits: mask, n: len(admitted), words: wl, rows: admitted, release: func() {
+		ix.bitmaps.put(buf)
+		ix.wordLists.put(nz)
+	}}
 }
 
 // narrow keeps in mask the rows allow admits (when not nil) or else the

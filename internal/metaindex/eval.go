@@ -29,6 +29,40 @@ func (x *Index) Eval(f meta.Filter, out []uint64) error {
 	return nil
 }
 
+// Rows is Eval's answer as the ascending list of matching rows, where f
+// is one equality on a keyword field or one $contains on a tags field,
+// whose value's rows are kept
+// as a list (a value of at most 1/32 of the rows; see bitmapMin): then
+// ok is true and rows is that list, read-only and valid until the index
+// next changes. A selective filter's rows are read this way without a
+// bitmap over every row. For any other f ok is false and Eval is the way;
+// err is Eval's error for an f Eval refuses.
+func (x *Index) Rows(f meta.Filter) (rows []uint32, ok bool, err error) {
+	n, err := compile(f, 0)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := x.validate(n); err != nil {
+		return nil, false, err
+	}
+	if n == nil || len(n.vals) != 1 {
+		return nil, false, nil
+	}
+	c := x.cols[n.field]
+	if !(n.op == opEq && c.kind == meta.Keyword || n.op == opContains && c.kind == meta.Tags) {
+		return nil, false, nil
+	}
+	code, found := c.dict[n.vals[0].Str()]
+	if !found {
+		return []uint32{}, true, nil
+	}
+	p := &c.posts[code]
+	if p.bits != nil {
+		return nil, false, nil
+	}
+	return p.rows, true, nil
+}
+
 // Validate checks f against the index's schema as Eval does, without
 // evaluating it.
 func (x *Index) Validate(f meta.Filter) error {

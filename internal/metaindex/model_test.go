@@ -268,8 +268,32 @@ func checkModel(t *testing.T, g *gen, x *Index, model []meta.Fields, step string
 	}
 	slices.Sort(names)
 	out := make([]uint64, words(len(model)))
+	filters := make([]meta.Filter, 0, 12+len(names))
 	for range 12 {
-		f := g.filter(3, names)
+		filters = append(filters, g.filter(3, names))
+	}
+	// One equality per keyword field and one $contains per tags field,
+	// the shapes Rows answers.
+	for _, name := range names {
+		switch g.kinds[name] {
+		case meta.Keyword:
+			filters = append(filters, meta.Eq(name, g.operand(meta.Keyword)))
+		case meta.Tags:
+			filters = append(filters, meta.Contains(name, g.operand(meta.Keyword).Str()))
+		}
+	}
+	for _, f := range filters {
+		rows, ok, err := x.Rows(f)
+		require.NoError(t, err, "%s: Rows(%s)", step, f)
+		if ok {
+			want := []uint32{}
+			for i, row := range model {
+				if match(f, row) {
+					want = append(want, uint32(i))
+				}
+			}
+			require.Equal(t, want, append([]uint32{}, rows...), "%s: Rows(%s)", step, f)
+		}
 		for i := range out { // garbage the Eval must overwrite
 			out[i] = g.r.Uint64()
 		}
@@ -482,6 +506,30 @@ func TestIndexBitmapPostings(t *testing.T) {
 	require.NoError(t, x.Append(model))
 	c := x.cols["kw"]
 	require.NotNil(t, c.posts[c.dict["v0"]].bits, "a third of the rows: a bitmap")
+	// Rows lists a rare value's rows, an absent one's (none), and leaves a
+	// bitmap's to Eval.
+	var rare []uint32
+	for i, f := range model {
+		if f["kw"].Str() == "rare" {
+			rare = append(rare, uint32(i))
+		}
+	}
+	rows, ok, err := x.Rows(meta.Eq("kw", meta.KeywordOf("rare")))
+	require.NoError(t, err)
+	require.True(t, ok, "a list posting")
+	require.Equal(t, rare, append([]uint32(nil), rows...))
+	rows, ok, err = x.Rows(meta.Eq("kw", meta.KeywordOf("absent")))
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Empty(t, rows)
+	_, ok, err = x.Rows(meta.Eq("kw", meta.KeywordOf("v0")))
+	require.NoError(t, err)
+	require.False(t, ok, "a bitmap posting")
+	_, ok, err = x.Rows(meta.Ne("kw", meta.KeywordOf("rare")))
+	require.NoError(t, err)
+	require.False(t, ok, "not an equality")
+	_, _, err = x.Rows(meta.Eq("nofield", meta.KeywordOf("rare")))
+	require.Error(t, err, "Eval's error")
 	// Move nearly all of v0 away: its bitmap must turn back into a list.
 	for i, f := range model {
 		if f["kw"].Str() == "v0" && r.IntN(100) != 0 {
