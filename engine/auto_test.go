@@ -29,7 +29,7 @@ func TestAutoMatchesProbe(t *testing.T) {
 			assert.Equal(t, !a.Adapter.Software(), a.Eligible, "a working adapter is eligible unless it is software")
 		}
 	}
-	if requireGPU() {
+	if testkit.RequireGPU() {
 		require.NotEmpty(t, rep.Adapters, "UMBRA_REQUIRE_GPU=1 but the probe found no adapter")
 	}
 	ix, err := engine.New(context.Background(), engine.Config{Dim: 8})

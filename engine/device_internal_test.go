@@ -5,7 +5,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"os"
 	"testing"
 	"time"
 
@@ -74,10 +73,7 @@ func workingAdapter(t *testing.T) (*gpu.Adapter, *gpu.Device) {
 			}
 		}
 	}
-	if os.Getenv("UMBRA_REQUIRE_GPU") == "1" {
-		t.Fatal("UMBRA_REQUIRE_GPU=1 but no adapter works")
-	}
-	t.Skip("no working adapter")
+	testkit.NoGPU(t, "no adapter works")
 	return nil, nil
 }
 

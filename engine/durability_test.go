@@ -83,10 +83,7 @@ func newModelStore(t *testing.T, r *rand.Rand, dir string, n, dim int, b backend
 	path := filepath.Join(dir, "s.umbra")
 	ix, err := engine.OpenWith(ctx, path, engine.Config{Dim: dim, Metric: umbra.Dot, Device: b.device, Adapters: []engine.AdapterSelect{b.adapter}}, opts...)
 	if err != nil && b.device == engine.GPU {
-		if requireGPU() {
-			t.Fatalf("UMBRA_REQUIRE_GPU=1 but no %s adapter works: %v", b.name, err)
-		}
-		t.Skipf("no %s adapter: %v", b.name, err)
+		testkit.NoGPU(t, "no %s adapter works: %v", b.name, err)
 	}
 	require.NoError(t, err)
 	m := storeModel{}

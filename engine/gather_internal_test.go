@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -39,10 +38,7 @@ func newSubsetIndexOn(t *testing.T, cfg Config, path subsetPath) *Index {
 	}
 	ix, err := newIndex(context.Background(), cfg, hooks)
 	if err != nil && cfg.Device == GPU {
-		if os.Getenv("UMBRA_REQUIRE_GPU") == "1" {
-			t.Fatalf("UMBRA_REQUIRE_GPU=1 but no Vulkan adapter works: %v", err)
-		}
-		t.Skipf("no Vulkan adapter: %v", err)
+		testkit.NoGPU(t, "no Vulkan adapter works: %v", err)
 	}
 	require.NoError(t, err)
 	t.Cleanup(func() { ix.Close() })

@@ -3,7 +3,6 @@ package engine_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"sort"
 	"testing"
 
@@ -136,10 +135,6 @@ func orderError(m umbra.Metric, hits []umbra.Hit) error {
 // them whole in a step of their own without it (.ci/run).
 func fullSweeps() bool { return testkit.Full() && !raceBuild }
 
-// requireGPU reports whether UMBRA_REQUIRE_GPU=1 turns a missing adapter
-// into a failure rather than a skip.
-func requireGPU() bool { return os.Getenv("UMBRA_REQUIRE_GPU") == "1" }
-
 // backend is one way to run an index in the cross-backend tests.
 type backend struct {
 	name    string
@@ -166,10 +161,7 @@ func open(t *testing.T, b backend, cfg engine.Config, chunkRows ...int) *engine.
 	}
 	ix, err := engine.NewWithChunkRows(context.Background(), cfg, rows)
 	if err != nil && b.device == engine.GPU {
-		if requireGPU() {
-			t.Fatalf("UMBRA_REQUIRE_GPU=1 but no %s adapter works: %v", b.name, err)
-		}
-		t.Skipf("no %s adapter: %v", b.name, err)
+		testkit.NoGPU(t, "no %s adapter works: %v", b.name, err)
 	}
 	require.NoError(t, err)
 	t.Cleanup(func() { ix.Close() })

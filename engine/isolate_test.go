@@ -22,10 +22,7 @@ func openIsolated(t *testing.T, b backend, cfg engine.Config) *engine.Index {
 	cfg.Adapters, cfg.Isolate = []engine.AdapterSelect{b.adapter}, true
 	ix, err := engine.NewSoftwareAuto(context.Background(), cfg, 256, 20*time.Millisecond, nil)
 	if err != nil || ix.Info().Device != engine.GPU {
-		if requireGPU() {
-			t.Fatalf("UMBRA_REQUIRE_GPU=1 but no %s adapter works in a child process: %v", b.name, err)
-		}
-		t.Skipf("no %s adapter: %v", b.name, err)
+		testkit.NoGPU(t, "no %s adapter works in a child process: %v", b.name, err)
 	}
 	t.Cleanup(func() { ix.Close() })
 	require.NotZero(t, engine.GPUChildPID(ix))

@@ -49,8 +49,8 @@ func TestStoreSurvivesReopen(t *testing.T) {
 				path := filepath.Join(dir, "mem.umbra")
 				cfg := engine.Config{Dim: dim, Metric: m, Device: b.device, Adapters: []engine.AdapterSelect{b.adapter}}
 				st, err := engine.Open(ctx, path, cfg)
-				if err != nil && b.device == engine.GPU && !requireGPU() {
-					t.Skipf("no %s adapter: %v", b.name, err)
+				if err != nil && b.device == engine.GPU {
+					testkit.NoGPU(t, "no %s adapter works: %v", b.name, err)
 				}
 				require.NoError(t, err)
 				// The reference: an in-memory index given the same calls.

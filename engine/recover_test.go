@@ -36,10 +36,7 @@ func TestGPUComesBack(t *testing.T) {
 				return nil
 			})
 			if err != nil || ix.Info().Device != engine.GPU {
-				if requireGPU() {
-					t.Fatalf("UMBRA_REQUIRE_GPU=1 but no %s adapter works: %v", b.name, err)
-				}
-				t.Skipf("no %s adapter: %v", b.name, err)
+				testkit.NoGPU(t, "no %s adapter works: %v", b.name, err)
 			}
 			t.Cleanup(func() { ix.Close() })
 			ref := open(t, backends[0], engine.Config{Dim: dim, Metric: umbra.L2})
@@ -118,10 +115,7 @@ func TestCloseStopsRecovery(t *testing.T) {
 		return errors.New("gone for good")
 	})
 	if err != nil || ix.Info().Device != engine.GPU {
-		if requireGPU() {
-			t.Fatalf("UMBRA_REQUIRE_GPU=1 but no %s adapter works: %v", b.name, err)
-		}
-		t.Skipf("no %s adapter: %v", b.name, err)
+		testkit.NoGPU(t, "no %s adapter works: %v", b.name, err)
 	}
 	_, err = ix.Add(context.Background(), umbra.Vectors([][]float32{{1, 2, 3, 4, 5, 6, 7, 8}}))
 	require.NoError(t, err)
@@ -174,10 +168,7 @@ func TestCancelledWriteKeepsGPU(t *testing.T) {
 					var err error
 					ix, err = engine.NewSoftwareAuto(ctx, c, 256, 20*time.Millisecond, nil)
 					if err != nil || ix.Info().Device != engine.GPU {
-						if requireGPU() {
-							t.Fatalf("UMBRA_REQUIRE_GPU=1 but no %s adapter works: %v", b.name, err)
-						}
-						t.Skipf("no %s adapter: %v", b.name, err)
+						testkit.NoGPU(t, "no %s adapter works: %v", b.name, err)
 					}
 					t.Cleanup(func() { ix.Close() })
 				} else {

@@ -43,10 +43,7 @@ func openSharded(t *testing.T, set shardSet, cfg engine.Config, chunkRows int, a
 		err = fmt.Errorf("fell back: %s", ix.Info().Reason)
 	}
 	if err != nil {
-		if requireGPU() {
-			t.Fatalf("UMBRA_REQUIRE_GPU=1 but the %s shards do not work: %v", set.name, err)
-		}
-		t.Skipf("no %s shards: %v", set.name, err)
+		testkit.NoGPU(t, "the %s shards do not work: %v", set.name, err)
 	}
 	t.Cleanup(func() { ix.Close() })
 	info := ix.Info()

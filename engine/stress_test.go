@@ -82,10 +82,7 @@ func stress(t *testing.T, b backend, scale int) {
 		var err error
 		ix, err = engine.NewSoftwareAuto(ctx, cfg, 512, 5*time.Millisecond, nil)
 		if err != nil || ix.Info().Device != engine.GPU {
-			if requireGPU() {
-				t.Fatalf("UMBRA_REQUIRE_GPU=1 but no %s adapter works: %v", b.name, err)
-			}
-			t.Skipf("no %s adapter: %v", b.name, err)
+			testkit.NoGPU(t, "no %s adapter works: %v", b.name, err)
 		}
 		t.Cleanup(func() { ix.Close() })
 	} else {

@@ -405,10 +405,7 @@ func BenchmarkTiesByID(b *testing.B) {
 			for i := range ixs {
 				ix, err := engine.New(ctx, engine.Config{Dim: dim, Metric: umbra.Dot, Device: be.device, Adapters: []engine.AdapterSelect{be.adapter}})
 				if err != nil {
-					if requireGPU() {
-						b.Fatalf("UMBRA_REQUIRE_GPU=1 but no %s adapter works: %v", be.name, err)
-					}
-					b.Skipf("no %s adapter: %v", be.name, err)
+					testkit.NoGPU(b, "no %s adapter works: %v", be.name, err)
 				}
 				b.Cleanup(func() { ix.Close() })
 				if i == 0 {

@@ -374,10 +374,7 @@ func TestGPUTiers(t *testing.T) {
 	require.NoError(t, err, stderr)
 	r := decode(t, string(b))
 	if r.Adapter == nil {
-		if os.Getenv("UMBRA_REQUIRE_GPU") == "1" {
-			t.Fatal("UMBRA_REQUIRE_GPU=1 but no usable GPU adapter: " + r.GPUReason)
-		}
-		t.Skip("no usable GPU adapter: " + r.GPUReason)
+		testkit.NoGPU(t, "no usable GPU adapter: %s", r.GPUReason)
 	}
 	require.Equal(t, 0, code, stdout+stderr)
 	for _, tr := range r.Tiers {
@@ -533,7 +530,7 @@ func TestShardsFlag(t *testing.T) {
 		assert.Contains(t, stderr, "--shards", bad)
 	}
 	code, out, stderr := runBench(t, "--shards", "vulkan,gl", "--n", "300", "--dim", "16", "--runs", "1", "--repeat", "1", "--paths", "1,4")
-	if code != 0 && os.Getenv("UMBRA_REQUIRE_GPU") != "1" && (!engine.GPUSupport() || strings.Contains(stderr, "adapter")) {
+	if code != 0 && !testkit.RequireGPU() && (!engine.GPUSupport() || strings.Contains(stderr, "adapter")) {
 		t.Skipf("no software adapters: %s", stderr)
 	}
 	require.Equal(t, 0, code, stderr)
@@ -547,7 +544,7 @@ func TestShardsFlag(t *testing.T) {
 func TestPrecisionTableGPU(t *testing.T) {
 	code, out, stderr := runBench(t, "--precision", "f32,f16,int8", "--device", "gpu", "--n", "700", "--dim", "40",
 		"--runs", "2", "--repeat", "1", "--batch", "9", "--batch-runs", "1", "--seed", "5", "--breakdown")
-	if code == 1 && (strings.Contains(stderr, "adapter") || strings.Contains(stderr, "GPU support")) && os.Getenv("UMBRA_REQUIRE_GPU") != "1" {
+	if code == 1 && (strings.Contains(stderr, "adapter") || strings.Contains(stderr, "GPU support")) && !testkit.RequireGPU() {
 		t.Skip("no usable GPU adapter: " + stderr)
 	}
 	require.Equal(t, 0, code, "stderr: %s", stderr)

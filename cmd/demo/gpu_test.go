@@ -22,6 +22,7 @@ import (
 	"github.com/umbravec/umbra/engine"
 	"github.com/umbravec/umbra/engine/ondevice"
 	"github.com/umbravec/umbra/host"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 // The GPU tests run on each backend with an adapter here: lavapipe
@@ -36,10 +37,7 @@ func openTestSession(t *testing.T, backend string) *session {
 	require.NoError(t, err)
 	s, err := openSession(inst, options{backend: backend}, nil)
 	if err != nil {
-		if os.Getenv("UMBRA_REQUIRE_GPU") == "1" {
-			t.Fatalf("no %s adapter (UMBRA_REQUIRE_GPU=1): %v", backend, err)
-		}
-		t.Skipf("no %s adapter: %v", backend, err)
+		testkit.NoGPU(t, "no %s adapter works: %v", backend, err)
 	}
 	t.Cleanup(s.release)
 	t.Logf("adapter %s", s.info.String())

@@ -481,10 +481,7 @@ func skipWithoutAdapter(t *testing.T, backend string, r result) {
 			t.Fatalf("a %s adapter works (%s) but search --device gpu failed: %s", backend, a.Name, r)
 		}
 	}
-	if os.Getenv("UMBRA_REQUIRE_GPU") == "1" {
-		t.Fatalf("UMBRA_REQUIRE_GPU=1 but no working %s adapter: %s", backend, p.Why)
-	}
-	t.Skipf("no working %s adapter here: %s", backend, p.Why)
+	testkit.NoGPU(t, "no working %s adapter: %s", backend, p.Why)
 }
 
 func TestServedByFollowsTheTrace(t *testing.T) {

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"os"
 	"slices"
 	"testing"
 	"time"
@@ -44,10 +43,7 @@ func ownDevice(t *testing.T) (*wgpu.Adapter, *wgpu.Device) {
 		t.Logf("adapter %s", infos[i])
 		return keep[i], dev
 	}
-	if os.Getenv("UMBRA_REQUIRE_GPU") == "1" {
-		t.Fatal("UMBRA_REQUIRE_GPU=1 but no adapter gives a device")
-	}
-	t.Skip("no adapter gives a device")
+	testkit.NoGPU(t, "no adapter gives a device")
 	return nil, nil
 }
 

@@ -57,10 +57,7 @@ func WorkingAdapter(t testing.TB) (*Adapter, *Device) {
 			}
 		}
 	}
-	if os.Getenv("UMBRA_REQUIRE_GPU") == "1" {
-		t.Fatal("UMBRA_REQUIRE_GPU=1 but no adapter works")
-	}
-	t.Skip("no working adapter")
+	testkit.NoGPU(t, "no adapter works")
 	return nil, nil
 }
 

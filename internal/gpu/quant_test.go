@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"testing"
 	"time"
 
@@ -32,10 +31,7 @@ func backendDevice(t *testing.T, backend string) *Device {
 			return dev
 		}
 	}
-	if os.Getenv("UMBRA_REQUIRE_GPU") == "1" {
-		t.Fatalf("UMBRA_REQUIRE_GPU=1 but no %s adapter works", backend)
-	}
-	t.Skipf("no working %s adapter", backend)
+	testkit.NoGPU(t, "no %s adapter works", backend)
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"fmt"
 	"os"
 	"testing"
 )
@@ -37,4 +38,25 @@ func RaceDeferred(t testing.TB) {
 	if Race && os.Getenv(RaceDeferredEnv) == "1" {
 		t.Skip("CI runs this matrix without -race, in the step after the race run (.ci/run race_deferred)")
 	}
+}
+
+// RequireGPUEnv set to "1" makes a GPU test that finds no working adapter
+// fail instead of skip: CI sets it, where the software adapters must work.
+const RequireGPUEnv = "UMBRA_REQUIRE_GPU"
+
+// RequireGPU reports whether UMBRA_REQUIRE_GPU=1 asks for every GPU test
+// to run.
+func RequireGPU() bool { return os.Getenv(RequireGPUEnv) == "1" }
+
+// NoGPU ends a GPU test that found no working adapter, the message saying
+// what was missing: a failure under UMBRA_REQUIRE_GPU=1, a skip elsewhere.
+// Every GPU test goes through it, so a CI that lost its adapters fails
+// instead of passing on skips.
+func NoGPU(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if RequireGPU() {
+		t.Fatalf("%s=1 but %s", RequireGPUEnv, msg)
+	}
+	t.Skip(msg + " (" + RequireGPUEnv + "=1 makes this a failure)")
 }

@@ -4,7 +4,6 @@ package native
 
 import (
 	"errors"
-	"os"
 	"sync"
 	"testing"
 
@@ -13,6 +12,7 @@ import (
 
 	"github.com/umbravec/umbra/internal/gpuplan"
 	"github.com/umbravec/umbra/internal/shaders"
+	"github.com/umbravec/umbra/internal/testkit"
 )
 
 var opened struct {
@@ -41,10 +41,7 @@ func testDevice(t *testing.T) *Device {
 		}
 	})
 	if opened.err != nil {
-		if os.Getenv("UMBRA_REQUIRE_GPU") == "1" {
-			t.Fatalf("UMBRA_REQUIRE_GPU=1 but no adapter opens: %v", opened.err)
-		}
-		t.Skipf("no adapter opens: %v", opened.err)
+		testkit.NoGPU(t, "no adapter opens: %v", opened.err)
 	}
 	return opened.d
 }
