@@ -27,7 +27,6 @@ type timing struct {
 type timingPart struct {
 	name string
 	dur  time.Duration
-	desc string
 }
 
 type timingKey struct{}
@@ -84,7 +83,7 @@ func (t *timing) header() string {
 	}
 	var total time.Duration
 	for _, p := range t.parts {
-		add(p.name, p.dur, p.desc)
+		add(p.name, p.dur, "")
 		total += p.dur
 	}
 	add("total", total, "")
