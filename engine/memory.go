@@ -395,20 +395,20 @@ func (ix *Index) mask(o *searchOptions) (rowMask, error) {
 			return rowMask{release: none}, err
 		}
 	}
+	where, err := mi.Prepare(o.where)
+	if err != nil {
+		return rowMask{release: none}, fmt.Errorf("%w: %w", umbra.ErrInvalidFilter, err)
+	}
 	if o.allowIDs == nil && o.allowFn == nil {
-		// A filter Rows answers with a list (a selective equality) needs
-		// no bitmap evaluated over every row.
-		list, ok, err := mi.Rows(o.where)
-		if err != nil {
-			return rowMask{release: none}, fmt.Errorf("%w: %w", umbra.ErrInvalidFilter, err)
-		}
-		if ok {
+		// A filter answered with a list (a selective equality) needs no
+		// bitmap evaluated over every row.
+		if list, ok := where.Rows(); ok {
 			return ix.listMask(list, rows), nil
 		}
 	}
 	selBuf := ix.bitmaps.get(max(words, (mi.Len()+63)/64))
 	sel := (*selBuf)[:(mi.Len()+63)/64]
-	if err := mi.Eval(o.where, sel); err != nil {
+	if err := where.Eval(sel); err != nil {
 		ix.bitmaps.put(selBuf)
 		return rowMask{release: none}, fmt.Errorf("%w: %w", umbra.ErrInvalidFilter, err)
 	}

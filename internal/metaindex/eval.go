@@ -18,49 +18,70 @@ func (x *Index) Eval(f meta.Filter, out []uint64) error {
 	if len(out) != words(x.n) {
 		return invalidf("filter: the bitmap has %d words, but %d rows take %d", len(out), x.n, words(x.n))
 	}
-	n, err := compile(f, 0)
+	p, err := x.Prepare(f)
 	if err != nil {
 		return err
 	}
-	if err := x.validate(n); err != nil {
-		return err
-	}
-	x.eval(n, out)
-	return nil
+	return p.Eval(out)
 }
 
-// Rows is Eval's answer as the ascending list of matching rows, where f
-// is one equality on a keyword field or one $contains on a tags field,
-// whose value's rows are kept
-// as a list (a value of at most 1/32 of the rows; see bitmapMin): then
-// ok is true and rows is that list, read-only and valid until the index
-// next changes. A selective filter's rows are read this way without a
-// bitmap over every row. For any other f ok is false and Eval is the way;
-// err is Eval's error for an f Eval refuses.
-func (x *Index) Rows(f meta.Filter) (rows []uint32, ok bool, err error) {
+// Prepared is a filter compiled and checked against an index's schema,
+// to be answered as a list of rows (Rows) or a bitmap (Eval) without
+// compiling it again.
+type Prepared struct {
+	x *Index
+	n *node
+}
+
+// Prepare compiles f and checks it as Eval does: a filter naming a field
+// the index does not know, an operator that does not apply to a field's
+// kind, or a value of a kind the field cannot be compared with is an
+// error naming them.
+func (x *Index) Prepare(f meta.Filter) (Prepared, error) {
 	n, err := compile(f, 0)
 	if err != nil {
-		return nil, false, err
+		return Prepared{}, err
 	}
 	if err := x.validate(n); err != nil {
-		return nil, false, err
+		return Prepared{}, err
 	}
+	return Prepared{x: x, n: n}, nil
+}
+
+// Rows is Eval's answer as the ascending list of matching rows, where
+// the filter is one equality on a keyword field or one $contains on a
+// tags field, whose value's rows are kept as a list (a value of at most
+// 1/32 of the rows; see bitmapMin): then ok is true and rows is that
+// list, read-only and valid until the index next changes. A selective
+// filter's rows are read this way without a bitmap over every row. For
+// any other filter ok is false and Eval is the way.
+func (p Prepared) Rows() (rows []uint32, ok bool) {
+	n := p.n
 	if n == nil || len(n.vals) != 1 {
-		return nil, false, nil
+		return nil, false
 	}
-	c := x.cols[n.field]
+	c := p.x.cols[n.field]
 	if !(n.op == opEq && c.kind == meta.Keyword || n.op == opContains && c.kind == meta.Tags) {
-		return nil, false, nil
+		return nil, false
 	}
 	code, found := c.dict[n.vals[0].Str()]
 	if !found {
-		return []uint32{}, true, nil
+		return []uint32{}, true
 	}
-	p := &c.posts[code]
-	if p.bits != nil {
-		return nil, false, nil
+	post := &c.posts[code]
+	if post.bits != nil {
+		return nil, false
 	}
-	return p.rows, true, nil
+	return post.rows, true
+}
+
+// Eval is Index.Eval of the prepared filter.
+func (p Prepared) Eval(out []uint64) error {
+	if len(out) != words(p.x.n) {
+		return invalidf("filter: the bitmap has %d words, but %d rows take %d", len(out), p.x.n, words(p.x.n))
+	}
+	p.x.eval(p.n, out)
+	return nil
 }
 
 // Validate checks f against the index's schema as Eval does, without

@@ -283,9 +283,9 @@ func checkModel(t *testing.T, g *gen, x *Index, model []meta.Fields, step string
 		}
 	}
 	for _, f := range filters {
-		rows, ok, err := x.Rows(f)
-		require.NoError(t, err, "%s: Rows(%s)", step, f)
-		if ok {
+		p, err := x.Prepare(f)
+		require.NoError(t, err, "%s: Prepare(%s)", step, f)
+		if rows, ok := p.Rows(); ok {
 			want := []uint32{}
 			for i, row := range model {
 				if match(f, row) {
@@ -514,21 +514,29 @@ func TestIndexBitmapPostings(t *testing.T) {
 			rare = append(rare, uint32(i))
 		}
 	}
-	rows, ok, err := x.Rows(meta.Eq("kw", meta.KeywordOf("rare")))
+	rowsOf := func(f meta.Filter) ([]uint32, bool, error) {
+		p, err := x.Prepare(f)
+		if err != nil {
+			return nil, false, err
+		}
+		rows, ok := p.Rows()
+		return rows, ok, nil
+	}
+	rows, ok, err := rowsOf(meta.Eq("kw", meta.KeywordOf("rare")))
 	require.NoError(t, err)
 	require.True(t, ok, "a list posting")
 	require.Equal(t, rare, append([]uint32(nil), rows...))
-	rows, ok, err = x.Rows(meta.Eq("kw", meta.KeywordOf("absent")))
+	rows, ok, err = rowsOf(meta.Eq("kw", meta.KeywordOf("absent")))
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.Empty(t, rows)
-	_, ok, err = x.Rows(meta.Eq("kw", meta.KeywordOf("v0")))
+	_, ok, err = rowsOf(meta.Eq("kw", meta.KeywordOf("v0")))
 	require.NoError(t, err)
 	require.False(t, ok, "a bitmap posting")
-	_, ok, err = x.Rows(meta.Ne("kw", meta.KeywordOf("rare")))
+	_, ok, err = rowsOf(meta.Ne("kw", meta.KeywordOf("rare")))
 	require.NoError(t, err)
 	require.False(t, ok, "not an equality")
-	_, _, err = x.Rows(meta.Eq("nofield", meta.KeywordOf("rare")))
+	_, _, err = rowsOf(meta.Eq("nofield", meta.KeywordOf("rare")))
 	require.Error(t, err, "Eval's error")
 	// Move nearly all of v0 away: its bitmap must turn back into a list.
 	for i, f := range model {
