@@ -72,6 +72,21 @@ function parseServerTiming(h) {
   return out;
 }
 
+// noteStages adds the last answer's Server-Timing stages (and the
+// client's latency less the server's total) to stages, {stage: [ms]}.
+function noteStages(stages, tookMs) {
+  if (!lastTiming) return;
+  for (const [name, v] of Object.entries(lastTiming)) (stages[name] ??= []).push(v);
+  (stages["client-minus-server"] ??= []).push(tookMs - (lastTiming.total ?? 0));
+}
+// stagesP50 is each stage's p50, printed and returned (null when the
+// server sent no Server-Timing).
+function stagesP50(stages) {
+  if (!Object.keys(stages).length) return null;
+  console.log(`    server stages p50 ms (Server-Timing): ${Object.entries(stages).map(([n, v]) => `${n} ${pct(v, 50).toFixed(3)}`).join(", ")}`);
+  return Object.fromEntries(Object.entries(stages).map(([n, v]) => [n, pct(v, 50)]));
+}
+
 function makeData(kind, r) {
   const { n, dim } = opt;
   const data = new Float32Array(n * dim);
@@ -165,20 +180,15 @@ async function runOne(kind) {
     const took = performance.now() - t;
     addMs += took;
     addLat.push(took);
-    if (lastTiming) {
-      for (const [name, v] of Object.entries(lastTiming)) (addStages[name] ??= []).push(v);
-      (addStages["client-minus-server"] ??= []).push(took - (lastTiming.total ?? 0));
-    }
+    noteStages(addStages, took);
   }
   const addS = addMs / 1000;
   const count = await req("GET", `${coll}/${c.id}/count`);
   if (count !== n) throw new Error(`count after add: ${count}, want ${n}`);
   const out = { kind, n, dim, add_rows_per_s: n / addS, add_s: addS };
   console.log(`  add: ${n} rows in ${addS.toFixed(1)} s of requests = ${(n / addS).toFixed(0)} rows/s (batches of ${opt.batch}, bodies built before each request is timed; p50 ${ms(pct(addLat, 50))} ms, p99 ${ms(pct(addLat, 99))} ms a request)`);
-  if (Object.keys(addStages).length) {
-    out.add_server_timing_p50_ms = Object.fromEntries(Object.entries(addStages).map(([n, v]) => [n, pct(v, 50)]));
-    console.log(`    server stages p50 ms (Server-Timing): ${Object.entries(addStages).map(([n, v]) => `${n} ${pct(v, 50).toFixed(3)}`).join(", ")}`);
-  }
+  const addP50 = stagesP50(addStages);
+  if (addP50) out.add_server_timing_p50_ms = addP50;
 
   for (const filtered of [false, true]) {
     const lat = [];
@@ -195,10 +205,7 @@ async function runOne(kind) {
       const t = performance.now();
       const res = await req("POST", `${coll}/${c.id}/query`, body);
       lat.push(performance.now() - t);
-      if (lastTiming) {
-        for (const [name, v] of Object.entries(lastTiming)) (stages[name] ??= []).push(v);
-        (stages["client-minus-server"] ??= []).push(lat[lat.length - 1] - (lastTiming.total ?? 0));
-      }
+      noteStages(stages, lat[lat.length - 1]);
       const want = exactTopK(data, norms, q, dim, k, filtered ? (i) => i % 100 === bucket : null);
       const kth = want[want.length - 1].d;
       let hits = 0;
@@ -213,10 +220,8 @@ async function runOne(kind) {
     const key = filtered ? "where_1pct" : "all";
     out[key] = { p50_ms: pct(lat, 50), p99_ms: pct(lat, 99), mean_ms: lat.reduce((a, b) => a + b, 0) / lat.length, recall: rec };
     console.log(`  query k=${k}${filtered ? ", where {bucket: b} (1% of rows)" : ""}: ${opt.queries} single queries p50 ${ms(pct(lat, 50))} ms, p99 ${ms(pct(lat, 99))} ms, recall ${rec.toFixed(3)}`);
-    if (Object.keys(stages).length) {
-      out[key].server_timing_p50_ms = Object.fromEntries(Object.entries(stages).map(([n, v]) => [n, pct(v, 50)]));
-      console.log(`    server stages p50 ms (Server-Timing): ${Object.entries(stages).map(([n, v]) => `${n} ${pct(v, 50).toFixed(3)}`).join(", ")}`);
-    }
+    const p50 = stagesP50(stages);
+    if (p50) out[key].server_timing_p50_ms = p50;
   }
   if (!opt.keep) await req("DELETE", `${coll}/${name}`);
   return out;
