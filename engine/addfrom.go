@@ -232,9 +232,7 @@ func (st *stream) grow(want int, wait func() error) error {
 	}
 	extra := min(used/4, streamHeadroom/4)
 	extra -= extra % s.Stride
-	grown := make([]float32, len(s.Data), need+extra)
-	copy(grown[:used], s.Data[:used])
-	s.Data = grown
+	s.Realloc(used, need+extra)
 	return nil
 }
 

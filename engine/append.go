@@ -242,7 +242,11 @@ func (ix *Index) publish(p *appended) {
 	if p.slab.Rows == p.old {
 		return
 	}
+	old := *ix.slab
 	*ix.slab = p.slab
+	// ix.mu is held for writing and wmu by the writer: nothing reads the
+	// rows' old storage any more.
+	packed.Release(&old, ix.slab)
 	ix.mapped.drop(ix.slab)
 	ix.quant.publish(p.quant)
 	if p.staged != nil && ix.dev != nil {

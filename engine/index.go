@@ -9,6 +9,7 @@ import (
 
 	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine/internal/devices"
+	"github.com/umbravec/umbra/internal/exact"
 	"github.com/umbravec/umbra/internal/packed"
 )
 
@@ -202,7 +203,10 @@ func (ix *Index) close() error {
 		ix.dev.Release()
 		ix.dev = nil // Info then says cpu: nothing is on a device any more
 	}
-	ix.slab, ix.rid, ix.keys = packed.NewSlab(ix.cfg.Dim), newRowIDs(), keyMap{}
+	empty := packed.NewSlab(ix.cfg.Dim)
+	packed.Release(ix.slab, empty)
+	ix.slab, ix.rid, ix.keys = empty, newRowIDs(), keyMap{}
+	exact.ReleaseCodes(ix.quant.c, nil)
 	ix.quant = newQuantRows(ix.cfg)
 	return err
 }

@@ -58,7 +58,8 @@ func newQuantRows(cfg Config) quantRows {
 	return quantRows{c: c}
 }
 
-// sync compresses the slab rows the compressed copy lacks.
+// sync compresses the slab rows the compressed copy lacks. The caller
+// holds wmu and ix.mu, or has the index to itself (Open).
 func (q *quantRows) sync(s *packed.Slab) {
 	if q.c == nil {
 		return
@@ -67,7 +68,9 @@ func (q *quantRows) sync(s *packed.Slab) {
 		q.c.Truncate(s.Rows)
 	}
 	if q.c.Rows < s.Rows {
+		old := *q.c
 		q.c.AppendSlab(fallback.Slab{Data: s.Data, Rows: s.Rows, Dim: s.Dim, Stride: s.Stride}, q.c.Rows)
+		exact.ReleaseCodes(&old, q.c)
 	}
 }
 
@@ -104,7 +107,9 @@ func (st *quantStage) codes() *exact.Compressed {
 // publish makes a staged append visible; the caller holds ix.mu.
 func (q *quantRows) publish(st quantStage) {
 	if q.c != nil && st.ok {
+		old := *q.c
 		*q.c = st.c
+		exact.ReleaseCodes(&old, q.c) // the caller holds wmu and ix.mu: nothing reads them
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/umbravec/umbra"
+	"github.com/umbravec/umbra/internal/exact"
 	"github.com/umbravec/umbra/internal/packed"
 	"github.com/umbravec/umbra/internal/storefile"
 )
@@ -456,6 +457,8 @@ func (ix *Index) compactLocked(ctx context.Context) error {
 		}
 	}
 	ix.mu.Lock()
+	packed.Release(ix.slab, slab)
+	exact.ReleaseCodes(ix.quant.c, quant.c)
 	ix.slab, ix.rid, ix.quant = slab, rid, quant
 	ix.keepAttrs(kept)
 	ix.mapped.drop(ix.slab)

@@ -76,6 +76,24 @@ type Compressed struct {
 	// Workers is how many goroutines AppendSlab compresses a large slab
 	// on (0: GOMAXPROCS; the engine gives its Config.Workers).
 	Workers int
+
+	// mem is the reserved region the codes lie in once they grew into
+	// one (growbuf.Make), shared by copies of the header, as
+	// packed.Slab's rows; nil for heap memory.
+	mem *growbuf.Region
+}
+
+// Region is the reserved region the codes lie in, nil when they are heap
+// memory.
+func (c *Compressed) Region() *growbuf.Region { return c.mem }
+
+// ReleaseCodes frees old's codes' region when c does not use it: c
+// replaced old and, the caller guarantees, nothing reads old's codes any
+// more (packed.Release says the same of a slab's rows).
+func ReleaseCodes(old, c *Compressed) {
+	if old != nil && (c == nil || old.mem != c.mem) {
+		old.mem.Free()
+	}
 }
 
 // NewCompressed returns an empty compressed slab for rows of dimension dim.
@@ -165,14 +183,27 @@ func (c *Compressed) grow(n int) {
 	c.Rows += n
 	codes := c.Rows * c.Stride
 	if c.Prec == core.Int8 {
-		c.U8 = growTo(c.U8, codes)
+		c.U8 = growCodes(c.U8, codes, &c.mem)
 	} else {
-		c.F16 = growTo(c.F16, codes)
+		c.F16 = growCodes(c.F16, codes, &c.mem)
 	}
 	c.Scale = growTo(c.Scale, c.Rows)
 	c.Err = growTo(c.Err, c.Rows)
 	c.Norm = growTo(c.Norm, c.Rows)
 	c.HatSq = growTo(c.HatSq, c.Rows)
+}
+
+// growCodes is growTo for the codes, which move into a reserved region
+// (mem) once large: a region grows in place, touching only the codes
+// written, where a heap slice doubles into new memory.
+func growCodes[T growbuf.Number](s []T, n int, mem **growbuf.Region) []T {
+	if n <= cap(s) {
+		return s[:n]
+	}
+	g, r := growbuf.Make[T](n, max(n, 2*cap(s)))
+	growbuf.Copy(g, s)
+	*mem = r
+	return g
 }
 
 func growTo[T any](s []T, n int) []T {

@@ -1,6 +1,7 @@
-// Package growbuf reallocates the large buffers an index grows (the
-// packed rows, their compressed copy) without stalling the rest of the
-// process.
+// Package growbuf holds the large buffers an index grows (the packed
+// rows, their compressed copy): in a region of reserved address space
+// where it can (region.go), so that they grow in place, and otherwise on
+// the heap, reallocated without stalling the rest of the process.
 //
 // The copy of a buffer of hundreds of megabytes is, written as copy, one
 // call of the runtime's memmove, which cannot be preempted: a garbage

@@ -42,11 +42,13 @@ func (b *BadRow) Error() string {
 
 // Reserve makes room for n more rows without changing Rows: after it,
 // appending up to n rows allocates nothing. A slab that must grow is
-// reallocated once, to what is needed plus a quarter of what is stored
-// (none for an empty slab), never doubled: appends of any size cost an
-// amortised constant per row (each row is copied about four times over
-// the slab's life) while the headroom stays within a quarter of the slab.
-// The copy is growbuf's: preemptible, onto huge pages where it can be.
+// reallocated once (Realloc), to what is needed plus a quarter of what is
+// stored (none for an empty slab), never doubled: on the heap, appends of
+// any size cost an amortised constant per row (each row is copied about
+// four times over the slab's life) while the headroom stays within a
+// quarter of the slab. A large slab moves into a reserved region, which
+// it then fills in place, copying itself only each time it grows
+// fourfold, and no memory is touched but the rows written (growbuf).
 func (s *Slab) Reserve(n int) {
 	need := (s.Rows + n) * s.Stride
 	if need <= cap(s.Data) {
@@ -54,7 +56,17 @@ func (s *Slab) Reserve(n int) {
 	}
 	extra := len(s.Data) / 4
 	extra -= extra % s.Stride
-	s.Data = growbuf.Grow(s.Data, len(s.Data), need+extra)
+	s.Realloc(len(s.Data), need+extra)
+}
+
+// Realloc moves the rows to new storage with room for at least capacity
+// values, keeping the first used values of the old (len(Data) <= used <=
+// cap(Data): rows packed past Rows and not yet committed move too);
+// len(Data) is unchanged. The old storage is not freed (see Region).
+func (s *Slab) Realloc(used, capacity int) {
+	data, r := growbuf.Floats(len(s.Data), capacity)
+	growbuf.Copy(data[:used], s.Data[:used])
+	s.Data, s.mem = data, r
 }
 
 // Spare returns the storage of the n rows after the last one, reserving it
@@ -112,7 +124,7 @@ func (s *Slab) CanAdopt() bool { return s.Rows == 0 && s.Stride == s.Dim }
 // copied; the caller gives data up.
 func (s *Slab) Adopt(data []float32) {
 	n := len(data) / s.Stride
-	s.Data, s.Rows = data[:n*s.Stride:n*s.Stride], n
+	s.Data, s.Rows, s.mem = data[:n*s.Stride:n*s.Stride], n, nil
 }
 
 // PackRows packs n rows, row(i) for i < n, into dst (n*Stride values) as m

@@ -2,6 +2,8 @@ package packed
 
 import (
 	"math"
+
+	"github.com/umbravec/umbra/internal/growbuf"
 )
 
 // StrideFor returns the row stride, in float32 elements, used for vectors of
@@ -24,6 +26,27 @@ type Slab struct {
 	Stride int
 	Rows   int
 	Data   []float32 // len(Data) == Rows*Stride; cap may be larger
+
+	// mem is the reserved region Data lies in when the slab grew into
+	// one (growbuf.Floats); nil for heap memory, a caller's (Adopt) or a
+	// view (Part).
+	mem *growbuf.Region
+}
+
+// Region is the reserved region the rows lie in, nil when they are Go heap
+// memory or someone else's. Slab values copied from one another share it.
+// Nothing frees it when the slab moves its rows (Reserve, Realloc): the
+// slab's owner frees the old one once nothing reads it (Release).
+func (s *Slab) Region() *growbuf.Region { return s.mem }
+
+// Release frees old's region when s does not use it: old's rows were
+// replaced by s's and, the caller guarantees, nothing reads them any
+// more. A region left unfreed is freed by the garbage collector once no
+// Slab refers to it.
+func Release(old, s *Slab) {
+	if old.mem != s.mem {
+		old.mem.Free()
+	}
 }
 
 // NewSlab returns an empty slab for vectors of dimension dim (dim >= 1).
