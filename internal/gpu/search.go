@@ -216,10 +216,12 @@ func (g *Index) batchLimit(sub submission) int {
 	n = min(n, g.staging.limit/max(sub.ReadbackBytes(), 1))
 	// Every scratch buffer together within the scratch cap (and what the
 	// budget leaves beside the rows).
+	// Under the device mutex: a search under way moves the tombstones
+	// (prepare sets deadAt) while this one plans.
 	g.dev.mu.Lock()
 	room := g.scratchRoom()
-	g.dev.mu.Unlock()
 	fixed := g.allowBytes(sub) + shaders.MergeParamsBytes + 2*gpuplan.StampRoom
+	g.dev.mu.Unlock()
 	n = min(n, (room-min(fixed, room))/max(scratchPerQuery(sub, g.queryBytes()), 1))
 	return int(max(min(n, g.maxGroups(), 1024), 1))
 }
@@ -247,7 +249,7 @@ func scratchPerQuery(sub submission, queryBytes uint64) uint64 {
 
 // allowBytes is the allow buffer a submission needs: its bitmap, or, with
 // the tombstones, room for a bitmap of every row and the tombstones
-// past it.
+// past it. The caller holds the device mutex (deadAt).
 func (g *Index) allowBytes(sub submission) uint64 {
 	if !sub.Tombs {
 		return max(uint64(len(sub.Mask))*8, 16)
