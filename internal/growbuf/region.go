@@ -78,6 +78,10 @@ type regionState struct {
 // mapped counts the regions mapped and not yet freed (Mapped).
 var mapped atomic.Int64
 
+// Available reports whether Make puts large buffers in regions here:
+// 64-bit Linux, unless the kernel accounts overcommit strictly.
+func Available() bool { return haveRegions && !strictOvercommit() }
+
 // Mapped is how many regions are mapped and not freed, for tests.
 func Mapped() int64 { return mapped.Load() }
 

@@ -7,6 +7,8 @@ import "errors"
 // Elsewhere every buffer is Go heap memory.
 const haveRegions = false
 
+func strictOvercommit() bool { return false }
+
 func mapRegion(int) ([]byte, error) { return nil, errors.New("no regions on this platform") }
 
 func unmapRegion([]byte) error { return nil }

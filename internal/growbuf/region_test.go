@@ -31,9 +31,7 @@ func TestFloatsSmallIsHeap(t *testing.T) {
 // regionGrowth times its capacity, zero past its length, writable to its
 // capacity; Free unmaps it once, however often it is called.
 func TestFloatsRegion(t *testing.T) {
-	if !haveRegions {
-		t.Skipf("no regions on %s/%s: every buffer is heap memory (TestFloatsSmallIsHeap)", runtime.GOOS, runtime.GOARCH)
-	}
+	skipWithoutRegions(t)
 	r := testkit.Rand(t)
 	capacity := regionMin/4 + r.IntN(1<<20)
 	length := r.IntN(capacity)
@@ -64,9 +62,7 @@ func TestFloatsRegion(t *testing.T) {
 // transparent huge pages (its smaps entry says THPeligible 1) wherever
 // they are enabled for advised memory.
 func TestRegionOnHugePages(t *testing.T) {
-	if !haveRegions {
-		t.Skipf("no regions on %s/%s", runtime.GOOS, runtime.GOARCH)
-	}
+	skipWithoutRegions(t)
 	mode, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
 	if err != nil || strings.Contains(string(mode), "[never]") {
 		t.Skipf("transparent huge pages are off here (%q, %v): a region uses small pages", strings.TrimSpace(string(mode)), err)
@@ -106,9 +102,7 @@ func TestRegionOnHugePages(t *testing.T) {
 // TestUnreachableRegionIsFreed: a region dropped without Free (a buffer
 // abandoned on an error path) is unmapped by the garbage collector.
 func TestUnreachableRegionIsFreed(t *testing.T) {
-	if !haveRegions {
-		t.Skipf("no regions on %s/%s", runtime.GOOS, runtime.GOARCH)
-	}
+	skipWithoutRegions(t)
 	_, reg := Floats(0, regionMin/4)
 	st := reg.st
 	reg = nil
@@ -116,4 +110,13 @@ func TestUnreachableRegionIsFreed(t *testing.T) {
 		runtime.GC()
 		return st.freed.Load()
 	}, 10*time.Second, 10*time.Millisecond, "an unreachable region is still mapped")
+}
+
+// skipWithoutRegions skips where every buffer is heap memory: another
+// system, a 32-bit one, or strict overcommit accounting.
+func skipWithoutRegions(t *testing.T) {
+	t.Helper()
+	if !Available() {
+		t.Skipf("no regions on %s/%s (strict overcommit: %v): every buffer is heap memory (TestFloatsSmallIsHeap)", runtime.GOOS, runtime.GOARCH, strictOvercommit())
+	}
 }
