@@ -149,10 +149,12 @@ func testRegionsFreed(t *testing.T, prec umbra.Precision) {
 	}
 }
 
-// prefixTopK checks that hits are the exact L2 top k of the first n rows
-// of data for some n in [lo, hi] that is a multiple of the batch... any n:
-// every hit is below hi, and the hits are the top k of the rows below the
-// largest hit's prefix.
+// prefixTopK checks that hits are the exact L2 top k of a prefix of
+// data that was published during the search: at least lo rows (published
+// before it began), at most hi (an Add may publish meanwhile). It checks
+// the first n rows, n just past the largest hit's ID (or lo): the top k
+// of a longer prefix whose hits all lie below n are the top k of the
+// first n rows too.
 func prefixTopK(data []float32, dim int, q []float32, k int, hits []umbra.Hit, lo, hi int) error {
 	n := lo
 	for _, h := range hits {
