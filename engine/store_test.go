@@ -119,9 +119,15 @@ func TestStoreOperationsMatchAModel(t *testing.T) {
 							md.vecs[id] = vs[i]
 						}
 					case op == 4: // upsert: some stored, some new
-						ids := []uint64{pick(), pick() ^ 1<<30, pick()}
-						if ids[0] == ids[2] {
-							ids = ids[:2]
+						// Each ID once: the first and third may be one pick,
+						// and the second (x^1<<30) names a stored ID, even
+						// one of the others, when x came from an earlier
+						// upsert's second.
+						var ids []uint64
+						for _, id := range []uint64{pick(), pick() ^ 1<<30, pick()} {
+							if !slices.Contains(ids, id) {
+								ids = append(ids, id)
+							}
 						}
 						vs := testkit.Vectors(r, len(ids), dim)
 						require.NoError(t, testkit.ErrOf(ix.Upsert(ctx, umbra.Vectors(vs), umbra.WithIDs(ids...))), what)
