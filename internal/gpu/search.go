@@ -215,9 +215,8 @@ func (g *Index) batchLimit(sub submission) int {
 	sub.NQ = 1
 	n = min(n, g.staging.limit/max(sub.ReadbackBytes(), 1))
 	// Every scratch buffer together within the scratch cap (and what the
-	// budget leaves beside the rows).
-	// Under the device mutex: a search under way moves the tombstones
-	// (prepare sets deadAt) while this one plans.
+	// budget leaves beside the rows), read under the device mutex: a
+	// search under way moves the tombstones (prepare sets deadAt).
 	g.dev.mu.Lock()
 	room := g.scratchRoom()
 	fixed := g.allowBytes(sub) + shaders.MergeParamsBytes + 2*gpuplan.StampRoom

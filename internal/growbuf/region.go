@@ -60,7 +60,7 @@ const regionGrowth = 4
 // transparent huge page).
 const hugePage = 2 << 20
 
-// A Region is the reserved mapping a buffer from Floats lies in. Its owner
+// A Region is the reserved mapping a buffer from Make lies in. Its owner
 // frees it with Free once nothing reads the buffer; a Region that becomes
 // unreachable unfreed is freed by the garbage collector, so a buffer
 // dropped on an error path is not leaked. Reading the buffer after Free
@@ -93,9 +93,10 @@ type Number interface {
 
 // Make returns a []T of length length and capacity at least capacity
 // (length <= capacity), zero past length. A buffer of regionMin bytes or
-// more lies in a region of its own, reserving regionGrowth times
-// capacity or regionReserve, whichever is larger, returned with it; a smaller one, or one the platform cannot
-// map, is Go heap memory and the region is nil.
+// more lies in a region of its own, returned with it, reserving
+// regionGrowth times capacity or regionReserve, whichever is larger; a
+// smaller one, or one the platform cannot map, is Go heap memory and the
+// region is nil.
 func Make[T Number](length, capacity int) ([]T, *Region) {
 	size := int(unsafe.Sizeof(T(0)))
 	if haveRegions && capacity >= regionMin/size && capacity <= (math.MaxInt-hugePage)/(regionGrowth*size) {
