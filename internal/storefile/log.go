@@ -220,21 +220,27 @@ func (l *Log) Append(rec Record) error {
 			return err
 		}
 	}
-	b := appendFrame(l.buf[:0], &rec, l.version, l.gen, l.off, l.synced)
+	b, mid, rows := frame(l.buf[:0], &rec, l.version, l.gen, l.off, l.synced)
 	if cap(b) <= 1<<20 {
 		l.buf = b[:0]
 	} else {
 		l.buf = nil // one huge record should not pin its buffer
 	}
-
-	if _, err := l.f.WriteAt(b, l.off); err != nil {
-		// Take back what may have been written; a reader would treat it
-		// as a torn tail anyway, as nothing valid follows it.
-		_ = l.f.Truncate(l.off)
-		l.err = fmt.Errorf("%w: %s: write failed: %v", ErrClosed, l.path, err)
-		return l.err
+	at := l.off
+	for _, piece := range [][]byte{b[:mid], rows, b[mid:]} {
+		if len(piece) == 0 {
+			continue
+		}
+		if _, err := l.f.WriteAt(piece, at); err != nil {
+			// Take back what may have been written; a reader would treat
+			// it as a torn tail anyway, as nothing valid follows it.
+			_ = l.f.Truncate(l.off)
+			l.err = fmt.Errorf("%w: %s: write failed: %v", ErrClosed, l.path, err)
+			return l.err
+		}
+		at += int64(len(piece))
 	}
-	l.off += int64(len(b))
+	l.off = at
 	if l.policy.interval == 0 {
 		return l.syncLocked()
 	}
@@ -311,21 +317,54 @@ func (l *Log) Close() error {
 // position tag pos XOR gen, a CRC-32C of those bytes, a CRC-32C of the
 // payload, then the payload.
 func appendFrame(dst []byte, rec *Record, version uint32, gen uint64, pos, synced int64) []byte {
+	buf, mid, rows := frame(dst, rec, version, gen, pos, synced)
+	if rows == nil {
+		return buf
+	}
+	tail := slices.Clone(buf[mid:])
+	return append(append(buf[:mid], rows...), tail...)
+}
+
+// frame encodes rec's frame, for byte pos of a log of version and
+// generation gen, after dst as up to three pieces that follow each other
+// in the file: buf[len(dst):mid], rows, buf[mid:]. On a little-endian
+// host rows is the record's rows as they lie in memory, which is their
+// encoding, so that a write's megabytes of rows are written from the
+// caller's memory rather than copied into a frame first; elsewhere rows is
+// nil and buf holds them. The payload's checksum covers the pieces in
+// turn.
+func frame(dst []byte, rec *Record, version uint32, gen uint64, pos, synced int64) (buf []byte, mid int, rows []byte) {
 	fl := frameLenOf(version)
 	start := len(dst)
-	dst = slices.Grow(dst, fl+int(rec.payloadSize()))
+	size := rec.payloadSize()
+	inline := !littleEndianHost
+	if inline {
+		dst = slices.Grow(dst, fl+int(size))
+	} else {
+		dst = slices.Grow(dst, fl+int(size)-4*len(rec.Rows))
+	}
 	dst = dst[:start+fl]
-	dst = rec.appendPayload(dst)
+	dst = rec.appendPayloadHead(dst)
+	if inline {
+		dst = appendFloatsLE(dst, rec.Rows)
+	} else {
+		rows = floatBytes(rec.Rows)
+	}
+	mid = len(dst)
+	dst = rec.appendPayloadTail(dst)
 	b := dst[start:]
 	le := binary.LittleEndian
-	le.PutUint32(b[0:], uint32(len(b)-fl))
+	le.PutUint32(b[0:], uint32(size))
 	le.PutUint64(b[4:], uint64(synced))
 	if version >= 2 {
 		le.PutUint64(b[12:], positionTag(pos, gen))
 	}
 	le.PutUint32(b[fl-8:], crc32.Checksum(b[:fl-8], castagnoli))
-	le.PutUint32(b[fl-4:], crc32.Checksum(b[fl:], castagnoli))
-	return dst
+	crc := crc32.Update(0, castagnoli, dst[start+fl:mid])
+	crc = crc32.Update(crc, castagnoli, rows)
+	crc = crc32.Update(crc, castagnoli, dst[mid:])
+	le.PutUint32(b[fl-4:], crc)
+	return dst, mid, rows
 }
 
 // frameLenOf is the length of a frame header in a log of version.

@@ -167,13 +167,22 @@ func (r *Record) flags() byte {
 // then n × (len u32, bytes) for each of the keys (set-key, upsert-keys,
 // write), meta and payloads (write) the record carries.
 func (r *Record) appendPayload(b []byte) []byte {
+	return r.appendPayloadTail(appendFloatsLE(r.appendPayloadHead(b), r.Rows))
+}
+
+// appendPayloadHead encodes the payload's fields before the rows.
+func (r *Record) appendPayloadHead(b []byte) []byte {
 	b = append(b, byte(r.Op))
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(r.IDs)))
 	b = appendU64sLE(b, r.IDs)
 	if r.Op == OpWrite {
 		b = append(b, r.flags())
 	}
-	b = appendFloatsLE(b, r.Rows)
+	return b
+}
+
+// appendPayloadTail encodes the payload's fields after the rows.
+func (r *Record) appendPayloadTail(b []byte) []byte {
 	for _, k := range r.Keys {
 		b = binary.LittleEndian.AppendUint32(b, uint32(len(k)))
 		b = append(b, k...)
