@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"github.com/umbravec/umbra"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/umbravec/umbra"
 
 	"github.com/umbravec/umbra/diag"
 	"github.com/umbravec/umbra/engine"

@@ -3,11 +3,11 @@ package bench
 import (
 	"bytes"
 	"context"
-	"github.com/umbravec/umbra"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/engine"
 )
 

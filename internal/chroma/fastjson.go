@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"strconv"
+	"sync"
 	"unsafe"
 )
 
@@ -19,17 +20,33 @@ import (
 // of float32's range, a malformed body) goes the general way, so answers
 // and errors are those of encoding/json alone.
 
-// readBody reads a request body, growing its buffer once where the
-// client says how long the body is (the body's limit still bounds what is
-// read; the presize is capped so a false Content-Length costs little).
-func readBody(r *http.Request) ([]byte, error) {
-	var buf bytes.Buffer
+// readBody reads a request body into a buffer from bodies, growing it
+// once where the client says how long the body is (the body's limit
+// still bounds what is read; the presize is capped so a false
+// Content-Length costs little). done gives the buffer back: the caller
+// calls it once nothing it decoded points into the body (encoding/json
+// and the fast path copy what they keep). Reusing the buffers spares each
+// write its megabytes of fresh memory, which this server's host faulted
+// in at about 3 ms a megabyte (docs/benchmarks.md).
+func readBody(r *http.Request) (b []byte, done func(), err error) {
+	buf := bodies.Get().(*bytes.Buffer)
+	buf.Reset()
 	if n := r.ContentLength; n > 0 {
 		buf.Grow(int(min(n, 16<<20)) + bytes.MinRead)
 	}
-	_, err := buf.ReadFrom(r.Body)
-	return buf.Bytes(), err
+	_, err = buf.ReadFrom(r.Body)
+	return buf.Bytes(), func() {
+		if buf.Cap() <= maxPooledBody {
+			bodies.Put(buf)
+		}
+	}, err
 }
+
+// bodies holds request body buffers for reuse; one past maxPooledBody is
+// left to the collector.
+var bodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+const maxPooledBody = 32 << 20
 
 // liftEmbeddings reads the top-level field key of the JSON object b by
 // the fast path: rest is b with that field's value replaced by null (for

@@ -323,7 +323,8 @@ func decode(r *http.Request, v any) error {
 // decodeLifting is decode, but the embeddings in the top-level field key
 // go into *dst by the fast path where it applies (fastjson.go).
 func decodeLifting(r *http.Request, v any, key string, dst **embeddings) error {
-	b, err := readBody(r)
+	b, done, err := readBody(r)
+	defer done()
 	if err != nil {
 		return err
 	}
