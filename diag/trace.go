@@ -89,8 +89,10 @@ type Trace struct {
 	// it would be in a plain copy); Assign assigns or checks the IDs;
 	// Compress is the compressed copy of the new rows (F16, Int8); Log
 	// writes the store's log record and syncs it as the store's log sync
-	// says; Publish is the swap that makes the rows visible. Rows counts
-	// the vectors the traced writes stored.
+	// says (an Add of 256 rows or more to a store on the CPU compresses
+	// beside its log write, so there the two overlap and the call takes
+	// the longer, not both); Publish is the swap that makes the rows
+	// visible. Rows counts the vectors the traced writes stored.
 	Pack, Assign, Compress, Log, Publish time.Duration
 	Rows                                 int64
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/internal/core"
+	"github.com/umbravec/umbra/internal/exact"
 	"github.com/umbravec/umbra/internal/gpu"
 	"github.com/umbravec/umbra/internal/packed"
 	"github.com/umbravec/umbra/internal/storefile"
@@ -59,10 +60,11 @@ func (ix *Index) addLocked(ctx context.Context, start time.Time, ids []uint64, n
 			return nil, err
 		}
 	}
-	p, err := ix.stageAppend(ctx, start, ids, namesChecked, n, pack)
+	p, err := ix.stageAppend(ctx, start, ids, namesChecked, n, pack, ix.store != nil)
 	if err != nil {
 		return nil, err
 	}
+	defer p.compressed()                       // on every return: no goroutine outlives the call
 	if err := a.fits(len(p.ids)); err != nil { // a streamed source's count is known now
 		return nil, err
 	}
@@ -107,9 +109,15 @@ func (ix *Index) addLocked(ctx context.Context, start time.Time, ids []uint64, n
 	if ix.test != nil && ix.test.beforePublish != nil {
 		ix.test.beforePublish()
 	}
+	p.compressed()
+	if t != nil && p.compressTook > 0 {
+		t.Compress += p.compressTook
+		t.Marshal += p.compressTook
+	}
 	ix.mu.Lock()
 	ix.publish(p)
 	ix.mu.Unlock()
+	ix.prefaultNext(len(p.ids))
 	if keys != nil {
 		ix.nameIDs(keys, p.ids)
 	}
@@ -131,7 +139,51 @@ type appended struct {
 	quant  quantStage // the compressed rows of slab (precision.go)
 	staged func()     // publishes the device copy; nil off the GPU
 	fresh  bool       // the upload rewrote every row (they were stale)
+
+	// compressing, when not nil, is closed when a goroutine of the
+	// write's own has staged quant, which took compressTook; compressed
+	// waits for it.
+	compressing  chan struct{}
+	compressTook time.Duration
 }
+
+// compressed waits until quant is staged. The write that staged p calls
+// it before anything reads quant, and before it returns, whatever it
+// returns: the goroutine writes into the compressed rows' spare room,
+// which the next write stages into.
+func (p *appended) compressed() {
+	if p.compressing != nil {
+		<-p.compressing
+		p.compressing = nil
+	}
+}
+
+// prefaultNext makes the memory the next append of n rows will write
+// present, on a goroutine of its own, where the rows (and their compressed
+// copy) lie in reserved regions: a client that adds in batches finds the
+// pages there, not faulted in one by one as it packs (docs/benchmarks.md
+// measured this VM at up to 3 ms a megabyte). It works from copies of the
+// headers, taken here under wmu; a region freed meanwhile waits for it
+// (growbuf.Prefault). Appends of fewer than compressBeside rows leave it.
+func (ix *Index) prefaultNext(n int) {
+	if n < compressBeside || (ix.slab.Region() == nil && (ix.quant.c == nil || ix.quant.c.Region() == nil)) {
+		return
+	}
+	slab := *ix.slab
+	var codes exact.Compressed
+	if ix.quant.c != nil {
+		codes = *ix.quant.c
+	}
+	go func() {
+		slab.Prefault(n)
+		codes.Prefault(n)
+	}()
+}
+
+// compressBeside is the fewest rows an append compresses on a goroutine
+// of its own, beside the write of its log record; fewer are compressed in
+// turn.
+const compressBeside = 256
 
 // stageAppend checks and packs n rows with pack under ids (nil: assigned;
 // checked new after the rows, unless idsChecked says the caller did) after
@@ -141,7 +193,12 @@ type appended struct {
 // the published count, in the slab and on the device. The caller holds
 // wmu. On error nothing changed; under Auto a failed upload moves the
 // index to the CPU and the append goes on there.
-func (ix *Index) stageAppend(ctx context.Context, start time.Time, ids []uint64, idsChecked bool, n int, pack func(*packed.Slab) error) (*appended, error) {
+//
+// beside, on the CPU path, lets the new rows' compressed copy (F16, Int8)
+// be made on a goroutine of its own while the caller logs them: the
+// caller then calls p.compressed before it publishes p, and before it
+// returns (the compression's time is p.compressTook, not in the trace).
+func (ix *Index) stageAppend(ctx context.Context, start time.Time, ids []uint64, idsChecked bool, n int, pack func(*packed.Slab) error, beside bool) (*appended, error) {
 	old := ix.slab.Rows
 	if n >= 0 {
 		if err := ix.checkAppend(n); err != nil {
@@ -177,11 +234,26 @@ func (ix *Index) stageAppend(ctx context.Context, start time.Time, ids []uint64,
 	if n == 0 {
 		return p, nil
 	}
-	p.quant = ix.quant.stage(&p.slab, old)
-	if ix.cfg.Precision != umbra.F32 {
-		lapWrite(t, stageCompress, &start)
+	if beside && ix.quant.c != nil && n >= compressBeside && !ix.onGPU() {
+		// The log write that follows reads the same rows and waits for
+		// the disk; the compression is arithmetic: side by side, a write
+		// takes the longer of the two, not both.
+		done := make(chan struct{})
+		p.compressing = done
+		go func() {
+			defer close(done)
+			t0 := time.Now()
+			p.quant = ix.quant.stage(&p.slab, old)
+			p.compressTook = time.Since(t0)
+		}()
+	} else {
+		p.quant = ix.quant.stage(&p.slab, old)
+		if ix.cfg.Precision != umbra.F32 {
+			lapWrite(t, stageCompress, &start)
+		}
 	}
 	if err := ctx.Err(); err != nil {
+		p.compressed()
 		return nil, err
 	}
 	if ix.onGPU() {

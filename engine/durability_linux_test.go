@@ -112,3 +112,81 @@ func TestRefusedWriteFixesNoField(t *testing.T) {
 	require.Equal(t, map[string]meta.Kind{"user": meta.Keyword, "n": meta.Int, "m": meta.Float}, ix.Schema())
 	require.Equal(t, 3, ix.Len())
 }
+
+// TestCompressedAddBesideItsLogIsAtomic: an Add of enough rows that its
+// compressed copy is made beside its log write (Int8 and F16, under keys,
+// on a store on the CPU) is stored whole when the log takes it and not at
+// all when the disk is full: the rows, their compressed copies and their
+// keys stay as they were (every search exact over the acknowledged rows,
+// the refused keys free), the next Add after space returns is stored
+// where the refused one would have been, and a reopen finds the
+// acknowledged rows alone.
+func TestCompressedAddBesideItsLogIsAtomic(t *testing.T) {
+	for _, prec := range []umbra.Precision{umbra.Int8, umbra.F16} {
+		t.Run(prec.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=4m"); err != nil {
+				if os.Getenv("UMBRA_REQUIRE_MOUNT") == "1" {
+					t.Fatalf("UMBRA_REQUIRE_MOUNT=1 but a tmpfs cannot be mounted: %v", err)
+				}
+				t.Skipf("cannot mount a tmpfs (needs root): %v", err)
+			}
+			t.Cleanup(func() { require.NoError(t, syscall.Unmount(dir, syscall.MNT_DETACH)) })
+			r := testkit.Rand(t)
+			ctx := context.Background()
+			const dim, n = 32, 300 // n past the rows an Add compresses beside its log
+			path := dir + "/c.umbra"
+			ix, err := engine.Open(ctx, path, engine.Config{Dim: dim, Device: engine.CPU, Precision: prec})
+			require.NoError(t, err)
+			defer func() { ix.Close() }()
+			var data [][]float32
+			add := func(tag string) error {
+				vs := testkit.Vectors(r, n, dim)
+				keys := make([]string, n)
+				for i := range keys {
+					keys[i] = fmt.Sprintf("%s-%d", tag, i)
+				}
+				ids, err := ix.Add(ctx, umbra.Vectors(vs), umbra.WithKeys(keys...))
+				if err != nil {
+					return err
+				}
+				for i, id := range ids {
+					require.Equal(t, uint64(len(data)+i), id, "IDs follow the acknowledged rows")
+				}
+				data = append(data, vs...)
+				return nil
+			}
+			check := func(what string) {
+				t.Helper()
+				require.Equal(t, len(data), ix.Len(), what)
+				for range 5 {
+					q := testkit.Vector(r, dim)
+					hits, err := ix.Search(ctx, q, 10)
+					require.NoError(t, err, what)
+					checkHits(t, umbra.Cosine, data, q, 10, hits)
+				}
+			}
+			require.NoError(t, add("a"))
+			check("after the first add")
+
+			filler, err := os.Create(dir + "/filler")
+			require.NoError(t, err)
+			for {
+				if _, err := filler.Write(make([]byte, 16<<10)); err != nil {
+					break
+				}
+			}
+			require.ErrorContains(t, add("b"), "no space left")
+			check("after the refused add")
+			require.NoError(t, filler.Close())
+			require.NoError(t, os.Remove(dir+"/filler"))
+
+			require.NoError(t, add("b"), "the refused add's keys are free")
+			check("after space returned")
+			require.NoError(t, ix.Close())
+			ix, err = engine.Open(ctx, path, engine.Config{Device: engine.CPU})
+			require.NoError(t, err)
+			check("reopened")
+		})
+	}
+}

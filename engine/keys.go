@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/umbravec/umbra"
 	"github.com/umbravec/umbra/internal/keyrule"
@@ -82,6 +83,12 @@ func (ix *Index) keyed(ctx context.Context, keys []string, vectors [][]float32, 
 	}
 	for j, i := range fresh {
 		ids[i] = next[j]
+	}
+	if !upsert {
+		// Every key is new (a stored one was refused above): an append,
+		// as an Add under IDs is, which logs its rows before it publishes
+		// them, so that searches never wait for its log write.
+		return ix.addLocked(ctx, time.Now(), ids, true, keys, a, len(vectors), ix.packer(ctx, len(vectors), false, func(i int) []float32 { return vectors[i] }))
 	}
 	if err := ix.upsertLocked(ctx, ids, vectors, keys, a, false); err != nil {
 		return nil, err

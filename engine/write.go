@@ -94,7 +94,7 @@ func (ix *Index) upsertLocked(ctx context.Context, ids []uint64, vectors [][]flo
 	if len(newIDs) > 0 {
 		var err error
 		// newIDs passed checkNew above and none is stored.
-		if p, err = ix.stageAppend(ctx, start, newIDs, true, len(added), ix.packer(ctx, len(added), raw, newRow)); err != nil {
+		if p, err = ix.stageAppend(ctx, start, newIDs, true, len(added), ix.packer(ctx, len(added), raw, newRow), false); err != nil {
 			return ix.firstBad(vectors, err)
 		}
 	}
@@ -212,7 +212,7 @@ func (ix *Index) upsertInMemory(ctx context.Context, start time.Time, newIDs []u
 	var p *appended
 	if len(newIDs) > 0 {
 		var err error
-		if p, err = ix.stageAppend(ctx, start, newIDs, true, len(newIDs), ix.packer(ctx, len(newIDs), raw, newRow)); err != nil {
+		if p, err = ix.stageAppend(ctx, start, newIDs, true, len(newIDs), ix.packer(ctx, len(newIDs), raw, newRow), false); err != nil {
 			return ix.firstBad(vectors, err)
 		}
 	}

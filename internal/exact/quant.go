@@ -87,6 +87,18 @@ type Compressed struct {
 // memory.
 func (c *Compressed) Region() *growbuf.Region { return c.mem }
 
+// Prefault makes the memory of the codes of the n rows after the last
+// one present, where they lie in a region (packed.Slab.Prefault says
+// why). It reads only the header it is given.
+func (c Compressed) Prefault(n int) {
+	switch {
+	case c.U8 != nil:
+		growbuf.Prefault(c.mem, c.U8[:cap(c.U8)], c.Rows*c.Stride, (c.Rows+n)*c.Stride)
+	case c.F16 != nil:
+		growbuf.Prefault(c.mem, c.F16[:cap(c.F16)], c.Rows*c.Stride, (c.Rows+n)*c.Stride)
+	}
+}
+
 // ReleaseCodes frees old's codes' region when c does not use it: c
 // replaced old and, the caller guarantees, nothing reads old's codes any
 // more (packed.Release says the same of a slab's rows).

@@ -48,3 +48,7 @@ func mapRegion(bytes int) ([]byte, error) {
 }
 
 func unmapRegion(mem []byte) error { return unix.Munmap(mem) }
+
+// populate faults mem's pages in for writing (MADV_POPULATE_WRITE); a
+// kernel before 5.14 refuses the advice, and nothing happens.
+func populate(mem []byte) { _ = unix.Madvise(mem, unix.MADV_POPULATE_WRITE) }

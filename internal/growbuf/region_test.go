@@ -67,14 +67,7 @@ func TestRegionOnHugePages(t *testing.T) {
 	if err != nil || strings.Contains(string(mode), "[never]") {
 		t.Skipf("transparent huge pages are off here (%q, %v): a region uses small pages", strings.TrimSpace(string(mode)), err)
 	}
-	// Under a user-mode emulator (qemu-aarch64 in CI) the advice never
-	// reaches the kernel: the kernel's own architecture names it.
-	if arch, err := os.ReadFile("/proc/sys/kernel/arch"); err == nil {
-		native := map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[runtime.GOARCH]
-		if k := strings.TrimSpace(string(arch)); native != "" && k != native {
-			t.Skipf("this %s binary runs emulated on the %s kernel: its madvise never reaches the kernel", runtime.GOARCH, k)
-		}
-	}
+	skipEmulated(t)
 	s, reg := Floats(0, regionMin/4)
 	defer reg.Free()
 	start := uintptr(unsafe.Pointer(unsafe.SliceData(s)))
@@ -97,6 +90,19 @@ func TestRegionOnHugePages(t *testing.T) {
 	}
 	require.NoError(t, sc.Err())
 	require.True(t, found, "no smaps entry with THPeligible for the region at %#x", start)
+}
+
+// skipEmulated skips t under a user-mode emulator (qemu-aarch64 in CI),
+// where madvise never reaches the kernel: the kernel's own architecture
+// names it.
+func skipEmulated(t *testing.T) {
+	t.Helper()
+	if arch, err := os.ReadFile("/proc/sys/kernel/arch"); err == nil {
+		native := map[string]string{"amd64": "x86_64", "arm64": "aarch64"}[runtime.GOARCH]
+		if k := strings.TrimSpace(string(arch)); native != "" && k != native {
+			t.Skipf("this %s binary runs emulated on the %s kernel: its madvise never reaches the kernel", runtime.GOARCH, k)
+		}
+	}
 }
 
 // TestUnreachableRegionIsFreed: a region dropped without Free (a buffer

@@ -39,6 +39,14 @@ type Slab struct {
 // slab's owner frees the old one once nothing reads it (Release).
 func (s *Slab) Region() *growbuf.Region { return s.mem }
 
+// Prefault makes the memory of the n rows after the last one present,
+// where the slab's rows lie in a region (growbuf.Prefault): called on a
+// goroutine of its own after an append, it moves the next append's page
+// faults out of its way. It reads only the slab header it is given.
+func (s Slab) Prefault(n int) {
+	growbuf.Prefault(s.mem, s.Data[:cap(s.Data)], s.Rows*s.Stride, (s.Rows+n)*s.Stride)
+}
+
 // Release frees old's region when s does not use it: old's rows were
 // replaced by s's and, the caller guarantees, nothing reads them any
 // more. A region left unfreed is freed by the garbage collector once no
