@@ -50,7 +50,7 @@ func TestEveryGPUFailureThenExactSearches(t *testing.T) {
 			{umbra.L2, umbra.F16, true}},
 		"gl": {{umbra.Dot, umbra.F32, false}, {umbra.L2, umbra.F16, false}, {umbra.Dot, umbra.Int8, true}},
 	}
-	if !fullSweeps() {
+	if !testkit.Whole() {
 		// The README's test command (and CI's race run) sweeps one metric
 		// and precision on Vulkan (a fresh index per failed step is most
 		// of its time); CI (UMBRA_FULL=1, without -race) sweeps them all,

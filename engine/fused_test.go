@@ -32,7 +32,7 @@ func TestFusedTopK(t *testing.T) {
 		queries := append(testkit.Vectors(r, 9, dim), data[n-1])
 		keep := func(id uint64) bool { return id%5 != 2 }
 		for mi, m := range metrics {
-			if !testkit.Full() && (mi+ni)%len(metrics) != 0 {
+			if !testkit.Whole() && (mi+ni)%len(metrics) != 0 {
 				// The README's test command takes one metric per size, in
 				// turn; CI (UMBRA_FULL=1) takes every metric at every size.
 				continue

@@ -129,12 +129,6 @@ func orderError(m umbra.Metric, hits []umbra.Hit) error {
 	return nil
 }
 
-// fullSweeps reports whether the fault sweeps (a fresh index, or a fresh
-// GPU child, per failed step) run whole: under UMBRA_FULL=1, but not under
-// the race detector, where they would be the race run's long pole; CI runs
-// them whole in a step of their own without it (.ci/run).
-func fullSweeps() bool { return testkit.Full() && !raceBuild }
-
 // backend is one way to run an index in the cross-backend tests.
 type backend struct {
 	name    string

@@ -40,17 +40,15 @@ func openIsolated(t *testing.T, b backend, cfg engine.Config) *engine.Index {
 // answers must be the same.
 func TestIsolatedGPUCrashLeavesTheCallerStanding(t *testing.T) {
 	precs := map[string][]umbra.Precision{"vulkan": {umbra.F32, umbra.Int8}, "gl": {umbra.F32, umbra.F16}}
-	if !fullSweeps() {
-		// CI without -race (UMBRA_FULL=1) kills every pairing; its race
-		// run one child per adapter, float32 on Vulkan and a compressed
-		// index on GL; the README's command one child, on the adapter the
-		// seed picks (each child probes its adapter: the package's longest
-		// test under load).
+	if !testkit.Whole() {
+		// CI without -race (UMBRA_FULL=1) kills every pairing; the
+		// README's command and CI's race run one child, on the adapter the
+		// seed picks, float32 on Vulkan or a compressed index on GL (each
+		// child probes its adapter: the package's longest test under
+		// load).
 		precs = map[string][]umbra.Precision{"vulkan": {umbra.F32}, "gl": {umbra.F16}}
-		if !testkit.Full() {
-			keep := []string{"vulkan", "gl"}[testkit.Rand(t).IntN(2)]
-			precs = map[string][]umbra.Precision{keep: precs[keep]}
-		}
+		keep := []string{"vulkan", "gl"}[testkit.Rand(t).IntN(2)]
+		precs = map[string][]umbra.Precision{keep: precs[keep]}
 	}
 	for _, b := range backends[1:] {
 		for _, prec := range precs[b.name] {

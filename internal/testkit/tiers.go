@@ -14,7 +14,10 @@ import (
 //   - UMBRA_FULL=1 (Full; CI sets it) runs them whole;
 //   - UMBRA_RACE_DEFERRED=1 (RaceDeferred; CI's race run sets it) skips,
 //     under -race only, the single-goroutine matrices that .ci/run's
-//     race_deferred list runs whole without -race in the step after.
+//     race_deferred list runs whole without -race in the step after, and
+//     trims the matrices that start goroutines, or children, to the
+//     README's part (Whole), which .ci/run's race_trimmed list runs whole
+//     without -race in that step.
 const (
 	FullEnv         = "UMBRA_FULL"
 	RaceDeferredEnv = "UMBRA_RACE_DEFERRED"
@@ -23,6 +26,15 @@ const (
 // Full reports whether UMBRA_FULL=1 asks for the long sweeps and matrices
 // the README's test command trims.
 func Full() bool { return os.Getenv(FullEnv) == "1" }
+
+// Whole is Full for a matrix whose every part starts the same goroutines
+// (or child processes): it runs whole under UMBRA_FULL=1, except in CI's
+// race run (a -race build with UMBRA_RACE_DEFERRED=1), where the README's
+// part gives the race detector all it can see and the step after runs
+// the whole without -race, where it costs a fraction (.ci/run's
+// race_trimmed, which TestRaceDeferredListed keeps equal to the tests
+// that call this).
+func Whole() bool { return Full() && !(Race && os.Getenv(RaceDeferredEnv) == "1") }
 
 // RaceDeferred skips t in CI's race run (a -race build with
 // UMBRA_RACE_DEFERRED=1). It is for the long matrices whose code under

@@ -1,5 +1,0 @@
-//go:build !race
-
-package engine_test
-
-const raceBuild = false
