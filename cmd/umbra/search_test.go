@@ -429,7 +429,7 @@ func TestSearchOnSoftwareAdapters(t *testing.T) {
 	metrics := []string{"cosine", "dot", "l2"}
 	for _, backend := range []string{"vulkan", "gl"} {
 		run := metrics
-		if !testkit.Whole() {
+		if !testkit.Full() {
 			run = []string{metrics[rng.IntN(len(metrics))]}
 		}
 		t.Run(backend, func(t *testing.T) {
