@@ -404,8 +404,12 @@ func (s *Server) put(ctx context.Context, st *collState, rows []row, add bool) e
 	keys := make([]string, len(rows))
 	fields := make([]meta.Fields, len(rows))
 	pls := make([][]byte, len(rows))
-	for i, r := range rows {
+	w := parallel.Workers(0, len(rows), len(rows)*len(rows[0].vec))
+	if err := parallel.Run(ctx, w, len(rows), func(_, i int) {
+		r := &rows[i]
 		vecs[i], keys[i], fields[i], pls[i] = r.vec, r.key, r.fields, r.p.encode()
+	}); err != nil {
+		return err
 	}
 	opts := []umbra.WriteOption{umbra.WithKeys(keys...), umbra.WithMeta(fields...), umbra.WithPayloads(pls...)}
 	var ids []uint64
@@ -535,23 +539,35 @@ func (s *Server) write(r *http.Request, mode byte) (int, any, error) {
 	}
 	// Every row is built (and judged) first, then written in one call —
 	// an Add of the new ones, or an Upsert of them all — so a write is
-	// stored whole or not at all.
-	var rows []row
+	// stored whole or not at all. The rows are independent: they are
+	// built on every core, and the error is the first bad row's in the
+	// call's order, as one pass would give.
+	var picks []int // the records that make a row
 	for i, id := range req.IDs {
-		o, ok := old[id]
+		_, ok := old[id]
 		switch {
 		case mode == 'a' && ok, mode == 'p' && !ok:
 			continue
 		}
+		picks = append(picks, i)
+	}
+	rows := make([]row, len(picks))
+	errs := make([]error, len(picks))
+	w := parallel.Workers(0, len(picks), len(picks)*max(st.dim, 1))
+	if err := parallel.Run(ctx, w, len(picks), func(_, j int) {
+		i := picks[j]
 		var op *umbra.Record
-		if ok {
+		if o, ok := old[req.IDs[i]]; ok {
 			op = &o
 		}
-		rw, err := st.newRow(&req, i, op)
+		rows[j], errs[j] = st.newRow(&req, i, op)
+	}); err != nil {
+		return 0, nil, err
+	}
+	for _, err := range errs {
 		if err != nil {
 			return 0, nil, err
 		}
-		rows = append(rows, rw)
 	}
 	tm := timingOf(ctx)
 	tm.mark("rows")
