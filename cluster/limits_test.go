@@ -178,8 +178,13 @@ func TestNodeRefusesOverLimits(t *testing.T) {
 	}
 	// A request's charge is given back just after its reply is sent.
 	waitFor(t, "every charge given back", func() bool { s := n.Stats(); return s.InFlight == 0 && s.InFlightBytes == 0 })
+	// Refused.InFlight counts the busy refusal above, and may count more:
+	// a request's charge is given back just after its reply is sent, so
+	// on a loaded machine the client's next request can arrive first, be
+	// refused as busy and be asked again (fanout's retry), answered all
+	// the same. (It was 3 once in CI's race run, beside the engine.)
 	s := n.Stats()
-	if s.Refused.Hits < 2 || s.Refused.RequestBytes < 1 || s.Refused.InFlight != 1 || s.InFlight != 0 || s.InFlightBytes != 0 {
+	if s.Refused.Hits < 2 || s.Refused.RequestBytes < 1 || s.Refused.InFlight < 1 || s.InFlight != 0 || s.InFlightBytes != 0 {
 		t.Fatalf("stats %+v", s)
 	}
 	t.Logf("stats: %+v", s)
