@@ -23,14 +23,7 @@ import (
 // reopen. Mounting needs root: UMBRA_REQUIRE_MOUNT=1 (CI sets it) makes a
 // machine where mounting fails fail the test rather than skip it.
 func TestCheckpointOutOfInodes(t *testing.T) {
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=8m,nr_inodes=64"); err != nil {
-		if os.Getenv("UMBRA_REQUIRE_MOUNT") == "1" {
-			t.Fatalf("UMBRA_REQUIRE_MOUNT=1 but a tmpfs cannot be mounted: %v", err)
-		}
-		t.Skipf("cannot mount a tmpfs (needs root): %v", err)
-	}
-	t.Cleanup(func() { require.NoError(t, syscall.Unmount(dir, syscall.MNT_DETACH)) })
+	dir := mountTmpfs(t, "size=8m,nr_inodes=64")
 	r := testkit.Rand(t)
 	const dim = 16
 	ctx := context.Background()
@@ -66,14 +59,7 @@ func TestCheckpointOutOfInodes(t *testing.T) {
 // written, leave no trace: not the rows, not their payloads, and not the
 // new field's kind, so that once space returns the field takes another.
 func TestRefusedWriteFixesNoField(t *testing.T) {
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
-		if os.Getenv("UMBRA_REQUIRE_MOUNT") == "1" {
-			t.Fatalf("UMBRA_REQUIRE_MOUNT=1 but a tmpfs cannot be mounted: %v", err)
-		}
-		t.Skipf("cannot mount a tmpfs (needs root): %v", err)
-	}
-	t.Cleanup(func() { require.NoError(t, syscall.Unmount(dir, syscall.MNT_DETACH)) })
+	dir := mountTmpfs(t, "size=1m")
 	r := testkit.Rand(t)
 	ctx := context.Background()
 	path := dir + "/m.umbra"
@@ -84,13 +70,7 @@ func TestRefusedWriteFixesNoField(t *testing.T) {
 	require.NoError(t, err)
 
 	// Fill the disk, then write records that cannot fit.
-	filler, err := os.Create(dir + "/filler")
-	require.NoError(t, err)
-	for {
-		if _, err := filler.Write(make([]byte, 64<<10)); err != nil {
-			break
-		}
-	}
+	filler := fillDisk(t, dir)
 	big := make([]byte, 200<<10)
 	_, err = ix.Add(ctx, umbra.Vectors(testkit.Vectors(r, 1, 4)), umbra.WithMeta(meta.Fields{"n": meta.KeywordOf("x")}), umbra.WithPayloads(big))
 	require.ErrorContains(t, err, "no space left")
@@ -124,14 +104,7 @@ func TestRefusedWriteFixesNoField(t *testing.T) {
 func TestCompressedAddBesideItsLogIsAtomic(t *testing.T) {
 	for _, prec := range []umbra.Precision{umbra.Int8, umbra.F16} {
 		t.Run(prec.String(), func(t *testing.T) {
-			dir := t.TempDir()
-			if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=4m"); err != nil {
-				if os.Getenv("UMBRA_REQUIRE_MOUNT") == "1" {
-					t.Fatalf("UMBRA_REQUIRE_MOUNT=1 but a tmpfs cannot be mounted: %v", err)
-				}
-				t.Skipf("cannot mount a tmpfs (needs root): %v", err)
-			}
-			t.Cleanup(func() { require.NoError(t, syscall.Unmount(dir, syscall.MNT_DETACH)) })
+			dir := mountTmpfs(t, "size=4m")
 			r := testkit.Rand(t)
 			ctx := context.Background()
 			const dim, n = 32, 300 // n past the rows an Add compresses beside its log
@@ -169,13 +142,7 @@ func TestCompressedAddBesideItsLogIsAtomic(t *testing.T) {
 			require.NoError(t, add("a"))
 			check("after the first add")
 
-			filler, err := os.Create(dir + "/filler")
-			require.NoError(t, err)
-			for {
-				if _, err := filler.Write(make([]byte, 16<<10)); err != nil {
-					break
-				}
-			}
+			filler := fillDisk(t, dir)
 			require.ErrorContains(t, add("b"), "no space left")
 			check("after the refused add")
 			require.NoError(t, filler.Close())
@@ -188,5 +155,35 @@ func TestCompressedAddBesideItsLogIsAtomic(t *testing.T) {
 			require.NoError(t, err)
 			check("reopened")
 		})
+	}
+}
+
+// mountTmpfs mounts a tmpfs with opts on a fresh directory, unmounted at
+// the test's end, and returns it. Mounting needs root: without it the
+// test skips, unless UMBRA_REQUIRE_MOUNT=1 (CI sets it) makes that a
+// failure.
+func mountTmpfs(t *testing.T, opts string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, opts); err != nil {
+		if os.Getenv("UMBRA_REQUIRE_MOUNT") == "1" {
+			t.Fatalf("UMBRA_REQUIRE_MOUNT=1 but a tmpfs cannot be mounted: %v", err)
+		}
+		t.Skipf("cannot mount a tmpfs (needs root): %v", err)
+	}
+	t.Cleanup(func() { require.NoError(t, syscall.Unmount(dir, syscall.MNT_DETACH)) })
+	return dir
+}
+
+// fillDisk writes dir/filler until the file system under dir is full,
+// and returns it open: closing and removing it gives the space back.
+func fillDisk(t *testing.T, dir string) *os.File {
+	t.Helper()
+	filler, err := os.Create(dir + "/filler")
+	require.NoError(t, err)
+	for {
+		if _, err := filler.Write(make([]byte, 16<<10)); err != nil {
+			return filler
+		}
 	}
 }
