@@ -111,8 +111,7 @@ func (ix *Index) addLocked(ctx context.Context, start time.Time, ids []uint64, n
 	}
 	p.compressed()
 	if t != nil && p.compressTook > 0 {
-		t.Compress += p.compressTook
-		t.Marshal += p.compressTook
+		addWrite(t, stageCompress, p.compressTook)
 	}
 	ix.mu.Lock()
 	ix.publish(p)
@@ -164,9 +163,9 @@ func (p *appended) compressed() {
 // pages there, not faulted in one by one as it packs (docs/benchmarks.md
 // measured this VM at up to 3 ms a megabyte). It works from copies of the
 // headers, taken here under wmu; a region freed meanwhile waits for it
-// (growbuf.Prefault). Appends of fewer than compressBeside rows leave it.
+// (growbuf.Prefault). Appends of fewer than besideRows rows leave it.
 func (ix *Index) prefaultNext(n int) {
-	if n < compressBeside || (ix.slab.Region() == nil && (ix.quant.c == nil || ix.quant.c.Region() == nil)) {
+	if n < besideRows || (ix.slab.Region() == nil && (ix.quant.c == nil || ix.quant.c.Region() == nil)) {
 		return
 	}
 	slab := *ix.slab
@@ -180,10 +179,11 @@ func (ix *Index) prefaultNext(n int) {
 	}()
 }
 
-// compressBeside is the fewest rows an append compresses on a goroutine
-// of its own, beside the write of its log record; fewer are compressed in
-// turn.
-const compressBeside = 256
+// besideRows is the fewest rows for which an append does work on a
+// goroutine of its own: compressing them beside the write of its log
+// record, and faulting in the memory of the next append's; for fewer, a
+// goroutine costs more than it saves.
+const besideRows = 256
 
 // stageAppend checks and packs n rows with pack under ids (nil: assigned;
 // checked new after the rows, unless idsChecked says the caller did) after
@@ -234,7 +234,7 @@ func (ix *Index) stageAppend(ctx context.Context, start time.Time, ids []uint64,
 	if n == 0 {
 		return p, nil
 	}
-	if beside && ix.quant.c != nil && n >= compressBeside && !ix.onGPU() {
+	if beside && ix.quant.c != nil && n >= besideRows && !ix.onGPU() {
 		// The log write that follows reads the same rows and waits for
 		// the disk; the compression is arithmetic: side by side, a write
 		// takes the longer of the two, not both.

@@ -19,16 +19,20 @@ const (
 	stagePublish
 )
 
-// lapWrite adds the time since *mark to stage s of t (and to Marshal for
-// the stages that make it up) and moves *mark to now; nothing when t is
-// nil.
+// lapWrite adds the time since *mark to stage s of t (addWrite) and moves
+// *mark to now; nothing when t is nil.
 func lapWrite(t *diag.Trace, s writeStage, mark *time.Time) {
 	if t == nil {
 		return
 	}
 	now := time.Now()
-	d := now.Sub(*mark)
+	addWrite(t, s, now.Sub(*mark))
 	*mark = now
+}
+
+// addWrite adds d to stage s of t, and to Marshal for the stages that make
+// it up. t is not nil.
+func addWrite(t *diag.Trace, s writeStage, d time.Duration) {
 	switch s {
 	case stagePack:
 		t.Pack += d
