@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math"
 	"net/http/httptest"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -138,53 +136,4 @@ func FuzzFastDecode(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) { decodeBoth(t, b) })
-}
-
-// TestBase64ListDecodesEveryString: the list reader gives each string's
-// float32s, exactly, whatever its padding ("==", "=", none: dims 1, 2 and
-// 3 mod 3), for lists of one to many embeddings of mixed widths, each
-// result its own slice (appending to one leaves the next intact); it
-// declines (ok false, for the general path to judge) a string whose bytes
-// are not whole float32s, an escape, and anything after the list.
-func TestBase64ListDecodesEveryString(t *testing.T) {
-	rng := testkit.Rand(t)
-	for range 200 {
-		n := 1 + rng.IntN(20)
-		want := make([][]float32, n)
-		parts := make([]string, n)
-		for i := range want {
-			want[i] = testkit.Vector(rng, rng.IntN(40))
-			parts[i] = strconv.Quote(b64(want[i]))
-		}
-		body := "[" + strings.Join(parts, ", ") + "]"
-		got, ok := base64List([]byte(body))
-		require.True(t, ok, "body %.200q", body)
-		require.Len(t, got, n)
-		for i := range want {
-			require.Equal(t, len(want[i]), len(got[i]))
-			for j := range want[i] {
-				require.Equal(t, math.Float32bits(want[i][j]), math.Float32bits(got[i][j]), "embedding %d, value %d", i, j)
-			}
-		}
-		if n > 1 {
-			before := slices.Clone(got[1])
-			_ = append(got[0], 1)
-			require.Equal(t, before, got[1], "an embedding's slice reaches into the next")
-		}
-	}
-	got, ok := base64List([]byte(" [ ] "))
-	require.True(t, ok)
-	require.Empty(t, got)
-	for _, bad := range []string{
-		`["AAAAAAA="]`,      // 5 bytes
-		`["AAAA"]`,          // 3 bytes
-		`["AAAA\u0041AAA"]`, // an escape
-		`["AAAAAA=="] x`,    // trailing bytes
-		`["AAAAAA==",]`,     // a trailing comma
-		`["AAAAAA==" "AAAAAA=="]`,
-		`["AA=AAA=="]`,
-	} {
-		_, ok := base64List([]byte(bad))
-		require.False(t, ok, "%s", bad)
-	}
 }

@@ -739,25 +739,55 @@ func TestQueryAnswerBounded(t *testing.T) {
 // general one reads, and leaves everything else to it.
 func TestBase64List(t *testing.T) {
 	rng := testkit.Rand(t)
-	for range 50 {
-		n := rng.IntN(5)
-		vs := testkit.Vectors(rng, n, 1+rng.IntN(9))
-		var parts []string
-		for _, v := range vs {
-			parts = append(parts, `"`+b64(v)+`"`)
-		}
-		sp := strings.Repeat(" \n", rng.IntN(2))
-		text := "[" + sp + strings.Join(parts, sp+","+sp) + sp + "]"
+	check := func(vs [][]float32, text string) {
+		t.Helper()
 		got, ok := base64List([]byte(text))
-		require.True(t, ok, text)
-		require.Equal(t, fmt.Sprint(vs), fmt.Sprint(got))
+		require.True(t, ok, "%.200s", text)
+		require.Len(t, got, len(vs))
+		for i := range vs {
+			require.Len(t, got[i], len(vs[i]))
+			for j := range vs[i] {
+				require.Equal(t, math.Float32bits(vs[i][j]), math.Float32bits(got[i][j]), "embedding %d, value %d", i, j)
+			}
+		}
+		if len(got) > 1 && len(got[0]) > 0 {
+			// Each embedding is its own slice of the block.
+			next := slices.Clone(got[1])
+			_ = append(got[0], 1)
+			require.Equal(t, next, got[1], "an embedding's slice reaches into the next")
+		}
 		var e embeddings
 		require.NoError(t, json.Unmarshal([]byte(text), &e))
 		require.Equal(t, fmt.Sprint(vs), fmt.Sprint([][]float32(e)))
 	}
-	for _, other := range []string{`[[1,2]]`, `["AAAAPw=="x]`, `["AAAAPw==",null]`, `["AAA\u0041Pw=="]`, `["AAAA"]`, `["!!!!"]`, `[`, `["AAAAPw==",]`, `"AAAAPw=="`} {
+	list := func(vs [][]float32, sp string) string {
+		var parts []string
+		for _, v := range vs {
+			parts = append(parts, `"`+b64(v)+`"`)
+		}
+		return "[" + sp + strings.Join(parts, sp+","+sp) + sp + "]"
+	}
+	// Small lists of mixed widths: every padding ("==", "=", none: widths
+	// 1, 2 and 3 mod 3), empty embeddings, white space.
+	for range 50 {
+		vs := make([][]float32, rng.IntN(6))
+		for i := range vs {
+			vs[i] = testkit.Vector(rng, rng.IntN(10))
+		}
+		check(vs, list(vs, strings.Repeat(" \n", rng.IntN(2))))
+	}
+	// A write's worth, decoded on every core.
+	vs := testkit.Vectors(rng, 300, 768)
+	big := list(vs, "")
+	check(vs, big)
+	parts := strings.Split(big, `","`)
+	k := 1 + rng.IntN(len(parts)-1)
+	parts[k] = "!!!!" + parts[k] // one string, somewhere, not base64
+	bad := strings.Join(parts, `","`)
+	for _, other := range []string{`[[1,2]]`, `["AAAAPw=="x]`, `["AAAAPw==",null]`, `["AAA\u0041Pw=="]`, `["AAAA"]`, `["!!!!"]`, `[`,
+		`["AAAAPw==",]`, `"AAAAPw=="`, `["AAAAAAA="]`, `["AA=AAA=="]`, `["AAAAPw==" "AAAAPw=="]`, bad} {
 		_, ok := base64List([]byte(other))
-		require.False(t, ok, other)
+		require.False(t, ok, "%.200s", other)
 	}
 }
 
@@ -856,6 +886,38 @@ func TestLeftoverStoresRemoved(t *testing.T) {
 // none of them — an upsert of a new record and a stored one whose
 // replacement is refused leaves both as they were, and a first add with
 // embeddings of two dimensions fixes no dimension.
+// TestWideWriteKeepsEachRecordsOwn: a write big enough that its records'
+// rows and payloads are built on every core stores each record with its
+// own embedding, metadata and document, whatever worker built it.
+func TestWideWriteKeepsEachRecordsOwn(t *testing.T) {
+	ts := newTestServer(t, t.TempDir(), nil)
+	col := base + "/collections/" + ts.create(`{"name":"wide","configuration":{"hnsw":{"space":"l2"}}}`)
+	rng := testkit.Rand(t)
+	const n, dim = 300, 768
+	ids, embs, docs, metas := make([]string, n), make([]string, n), make([]string, n), make([]map[string]any, n)
+	vs := testkit.Vectors(rng, n, dim)
+	for i := range ids {
+		ids[i], embs[i], docs[i], metas[i] = fmt.Sprintf("r%d", i), b64(vs[i]), fmt.Sprintf("doc %d", i), map[string]any{"n": i}
+	}
+	ts.ok(201, "POST", col+"/add", map[string]any{"ids": ids, "embeddings": embs, "documents": docs, "metadatas": metas})
+	var got struct {
+		IDs        []string
+		Embeddings [][]float32
+		Documents  []string
+		Metadatas  []map[string]int
+	}
+	require.NoError(t, json.Unmarshal([]byte(ts.ok(200, "POST", col+"/get", `{"include":["embeddings","documents","metadatas"]}`)), &got))
+	require.Len(t, got.IDs, n)
+	for j, id := range got.IDs {
+		var i int
+		_, err := fmt.Sscanf(id, "r%d", &i)
+		require.NoError(t, err)
+		require.Equal(t, docs[i], got.Documents[j], id)
+		require.Equal(t, map[string]int{"n": i}, got.Metadatas[j], id)
+		require.Equal(t, vs[i], got.Embeddings[j], id)
+	}
+}
+
 func TestWriteAllOrNothing(t *testing.T) {
 	ts := newTestServer(t, t.TempDir(), nil)
 	col := base + "/collections/" + ts.create(`{"name":"whole","configuration":{"hnsw":{"space":"cosine"}}}`)
