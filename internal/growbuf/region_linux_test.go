@@ -43,9 +43,10 @@ func resident(t *testing.T, mem []byte) []bool {
 // TestPrefaultMakesPagesPresent: Prefault faults in the pages of the
 // elements it names (mincore says they were absent before and present
 // after), leaves a page 2 MiB beyond them absent, changes no value, and
-// does nothing on a nil or freed region; a Free beside running prefaults
-// waits for them (no prefault advises unmapped memory: under -race and
-// without, no fault).
+// does nothing on a nil or freed region; and a Free beside running
+// prefaults neither deadlocks nor faults (that it waits for them, so no
+// advice reaches memory mapped there next, is the lock's doing: an
+// advice on unmapped memory only fails, and no test here could tell).
 func TestPrefaultMakesPagesPresent(t *testing.T) {
 	skipWithoutRegions(t)
 	skipEmulated(t)
