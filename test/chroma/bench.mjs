@@ -5,13 +5,21 @@
 //
 //   node bench.mjs URL [--n 50000] [--dim 768] [--centres 200] [--noise 0.25]
 //                      [--queries 200] [--k 10] [--batch 1000] [--token T]
-//                      [--no-uniform] [--keep]
+//                      [--no-uniform] [--keep] [--transport http|fetch]
 //
-// Requests are raw REST (Node's fetch, one keep-alive connection at a time),
-// shaped as the official chromadb@3.5.0 client sends them: add embeddings
-// as base64 little-endian float32 (the server reports
+// Requests are raw REST, shaped as the official chromadb@3.5.0 client sends
+// them: add embeddings as base64 little-endian float32 (the server reports
 // supports_base64_encoding), query embeddings as JSON numbers. One request
 // in flight at a time: latency is the client's wall time per request.
+//
+// Transport: --transport http (the default) sends each request with
+// node:http over one keep-alive connection, its body encoded to bytes before
+// the clock starts, so that what is timed is the server and the wire.
+// --transport fetch sends it as the official client does, with Node's fetch
+// (undici) and a string body: on a 2-core VM fetch spends 13-18 ms of its
+// own on a 4 MB add before the server sees the request (node:http about
+// 1 ms against a server that reads the body and answers {}), the same for
+// every server, which weighs on a fast server's ratio and not on a slow one's.
 //
 // Data (UMBRA_SEED replays): clustered = --centres centres drawn from
 // N(0, 1) per component, each row a random centre plus N(0, noise²) per
@@ -21,10 +29,11 @@
 // admits 1% of the rows. Space cosine, distances "1 - cos" as Chroma defines
 // them. Recall: the share of the exact top k (float64 brute force here;
 // ties within 1e-6 of the k-th distance count) that the server returned.
+import http from "node:http";
 import { f32, rng, seedFromEnv, toBase64F32 } from "./common.mjs";
 
 const argv = process.argv.slice(2);
-const opt = { n: 50000, dim: 768, centres: 200, noise: 0.25, queries: 200, k: 10, batch: 1000, token: null, uniform: true, keep: false };
+const opt = { n: 50000, dim: 768, centres: 200, noise: 0.25, queries: 200, k: 10, batch: 1000, token: null, uniform: true, keep: false, transport: "http" };
 let url = null;
 for (let i = 0; i < argv.length; i++) {
   const a = argv[i];
@@ -40,6 +49,10 @@ for (let i = 0; i < argv.length; i++) {
     case "--token": opt.token = argv[++i]; break;
     case "--no-uniform": opt.uniform = false; break;
     case "--keep": opt.keep = true; break;
+    case "--transport":
+      opt.transport = argv[++i];
+      if (opt.transport !== "http" && opt.transport !== "fetch") { console.error(`bench.mjs: --transport ${opt.transport}: want http or fetch`); process.exit(2); }
+      break;
     default:
       if (a.startsWith("--") || url) { console.error(`bench.mjs: unknown argument ${a}`); process.exit(2); }
       url = a;
@@ -54,12 +67,34 @@ const seed = seedFromEnv();
 // lastTiming is the Server-Timing header of the last answer (a server
 // started with umbra serve --server-timing sends one), as {stage: ms}.
 let lastTiming = null;
-async function req(method, u, body) {
-  const res = await fetch(u, { method, headers, body: body === undefined || typeof body === "string" ? body : JSON.stringify(body) });
-  const text = await res.text();
-  if (!res.ok) throw new Error(`${method} ${u}: ${res.status} ${text.slice(0, 300)}`);
-  lastTiming = parseServerTiming(res.headers.get("server-timing"));
+// req sends one request and returns its parsed answer; body is undefined,
+// an object (sent as JSON), a string or bytes. An answer other than 2xx
+// throws unless its status is in okStatus.
+async function req(method, u, body, okStatus = []) {
+  if (body !== undefined && typeof body !== "string" && !(body instanceof Uint8Array)) body = JSON.stringify(body);
+  const { status, text, timing } = opt.transport === "fetch" ? await viaFetch(method, u, body) : await viaHTTP(method, u, body);
+  if ((status < 200 || status > 299) && !okStatus.includes(status)) throw new Error(`${method} ${u}: ${status} ${text.slice(0, 300)}`);
+  lastTiming = parseServerTiming(timing);
   return text ? JSON.parse(text) : null;
+}
+async function viaFetch(method, u, body) {
+  const res = await fetch(u, { method, headers, body });
+  return { status: res.status, text: await res.text(), timing: res.headers.get("server-timing") };
+}
+const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+function viaHTTP(method, u, body) {
+  const bytes = body === undefined ? null : typeof body === "string" ? Buffer.from(body) : body;
+  return new Promise((resolve, reject) => {
+    const h = { ...headers, ...(bytes ? { "content-length": bytes.length } : {}) };
+    const r = http.request(u, { method, agent, headers: h }, (res) => {
+      const chunks = [];
+      res.on("data", (c) => chunks.push(c));
+      res.on("end", () => resolve({ status: res.statusCode, text: Buffer.concat(chunks).toString(), timing: res.headers["server-timing"] ?? null }));
+      res.on("error", reject);
+    });
+    r.on("error", reject);
+    r.end(bytes ?? undefined);
+  });
 }
 function parseServerTiming(h) {
   if (!h) return null;
@@ -155,13 +190,14 @@ async function runOne(kind) {
   const { data, queries } = makeData(kind, r);
   const norms = normsOf(data, n, dim);
   const name = `bench-${kind}-${n}x${dim}-${seed.toString(16)}`;
-  await fetch(`${coll}/${name}`, { method: "DELETE", headers });
+  await req("DELETE", `${coll}/${name}`, undefined, [404]);
   const c = await req("POST", coll, { name, configuration: { hnsw: { space: "cosine" } }, metadata: null, get_or_create: false });
   console.log(`${kind}: ${n} x ${dim}, data ready in ${((performance.now() - t0) / 1000).toFixed(1)} s; collection ${name} (${c.id})`);
 
   // add, batches of opt.batch, one at a time. Each request's body is
-  // built (base64, JSON) before its clock starts: what is timed is the
-  // request, from fetch to the parsed answer, so the client's own
+  // built (base64, JSON; bytes for --transport http, a string as the
+  // official client hands fetch) before its clock starts: what is timed is
+  // the request, from sending it to the parsed answer, so the client's own
   // encoding (the same for every server) is not counted as the server's.
   let addMs = 0;
   const addLat = [];
@@ -174,7 +210,8 @@ async function runOne(kind) {
       embs.push(toBase64F32(data.subarray(i * dim, (i + 1) * dim)));
       metas.push({ bucket: i % 100 });
     }
-    const body = JSON.stringify({ ids, embeddings: embs, metadatas: metas });
+    const json = JSON.stringify({ ids, embeddings: embs, metadatas: metas });
+    const body = opt.transport === "fetch" ? json : Buffer.from(json);
     const t = performance.now();
     await req("POST", `${coll}/${c.id}/add`, body);
     const took = performance.now() - t;
@@ -201,7 +238,8 @@ async function runOne(kind) {
     for (let qi = 0; qi < opt.queries; qi++) {
       const q = queries.subarray(qi * dim, (qi + 1) * dim);
       const bucket = qi % 100;
-      const body = { query_embeddings: [Array.from(q)], n_results: k, include: ["distances"], ...(filtered ? { where: { bucket } } : {}) };
+      const json = JSON.stringify({ query_embeddings: [Array.from(q)], n_results: k, include: ["distances"], ...(filtered ? { where: { bucket } } : {}) });
+      const body = opt.transport === "fetch" ? json : Buffer.from(json);
       const t = performance.now();
       const res = await req("POST", `${coll}/${c.id}/query`, body);
       lat.push(performance.now() - t);
@@ -228,7 +266,7 @@ async function runOne(kind) {
 }
 
 const version = await req("GET", `${api}/version`);
-console.log(`bench.mjs: ${url} (version ${JSON.stringify(version)}), seed ${seed}, node ${process.version}, raw REST via fetch, sequential`);
+console.log(`bench.mjs: ${url} (version ${JSON.stringify(version)}), seed ${seed}, node ${process.version}, raw REST via ${opt.transport === "fetch" ? "Node's fetch" : "node:http"}, sequential`);
 console.log(`  options ${JSON.stringify(opt)}`);
 const results = [await runOne("clustered")];
 if (opt.uniform) results.push(await runOne("uniform"));
