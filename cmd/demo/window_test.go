@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestNoDisplay runs the windowed demo with no display: it must stop with
+// TestWindowWithoutADisplay runs the windowed demo with no display: it must stop with
 // the message, before glfw.Init, instead of crashing or hanging.
-func TestNoDisplay(t *testing.T) {
+func TestWindowWithoutADisplay(t *testing.T) {
 	stdout, stderr, code := runDemo(t, map[string]string{"DISPLAY": "", "WAYLAND_DISPLAY": ""}, "--frames", "1")
 	assert.Equal(t, 1, code, "stdout: %s", stdout)
 	assert.Contains(t, stderr, "no display: DISPLAY and WAYLAND_DISPLAY are both unset")
