@@ -199,14 +199,10 @@ func stress(t *testing.T, b backend, scale int) {
 	var faultMu sync.Mutex
 	armedAt := int64(-1) // the recoveries when the last fault was armed
 	fr := rand.New(rand.NewPCG(seed, 99))
-	armFault := func() {
-		faultMu.Lock()
-		defer faultMu.Unlock()
-		back := int64(ix.Info().Recoveries)
-		if back == armedAt || armed.Load() == int64(stressFaults*scale) {
-			return
-		}
-		armedAt = back
+	// setFault makes one of the next 30 wgpu calls of ix's device side
+	// fail (the seed picks which), counted in injected. The caller holds
+	// faultMu or runs alone.
+	setFault := func() {
 		n := int64(1 + fr.IntN(30))
 		var calls atomic.Int64
 		engine.SetGPUFault(ix, func(step string) error {
@@ -216,6 +212,16 @@ func stress(t *testing.T, b backend, scale int) {
 			}
 			return nil
 		})
+	}
+	armFault := func() {
+		faultMu.Lock()
+		defer faultMu.Unlock()
+		back := int64(ix.Info().Recoveries)
+		if back == armedAt || armed.Load() == int64(stressFaults*scale) {
+			return
+		}
+		armedAt = back
+		setFault()
 		armed.Add(1)
 	}
 	if faults {
@@ -386,15 +392,7 @@ func stress(t *testing.T, b backend, scale int) {
 			if i == 0 || injected.Load() > fired {
 				fired = injected.Load()
 				back()
-				n := int64(1 + fr.IntN(30))
-				var calls atomic.Int64
-				engine.SetGPUFault(ix, func(step string) error {
-					if calls.Add(1) == n {
-						injected.Add(1)
-						return fmt.Errorf("injected fault at %q", step)
-					}
-					return nil
-				})
+				setFault()
 			}
 			qi := i % len(queries)
 			hits, err := ix.Search(ctx, queries[qi], stressK)
