@@ -16,10 +16,11 @@
 // node:http over one keep-alive connection, its body encoded to bytes before
 // the clock starts, so that what is timed is the server and the wire.
 // --transport fetch sends it as the official client does, with Node's fetch
-// (undici) and a string body: on a 2-core VM fetch spends 13-18 ms of its
-// own on a 4 MB add before the server sees the request (node:http about
-// 1 ms against a server that reads the body and answers {}), the same for
-// every server, which weighs on a fast server's ratio and not on a slow one's.
+// (undici) and a string body. Against a server that only reads a 4 MB add
+// body and answers {}, on a 2-core VM: fetch 22.7 ms a request, 16.8 ms of
+// it before the server's handler started; node:http 1.9 ms (0.5 ms). That
+// cost is the same for every server, so it weighs on a fast server's ratio
+// and hardly on a slow one's (docs/benchmarks.md).
 //
 // Data (UMBRA_SEED replays): clustered = --centres centres drawn from
 // N(0, 1) per component, each row a random centre plus N(0, noise²) per
