@@ -882,10 +882,6 @@ func TestLeftoverStoresRemoved(t *testing.T) {
 	requireJSON(t, `1`, ts.ok(200, "GET", col+"/count", nil))
 }
 
-// TestWriteAllOrNothing: a write refused for one of its records stores
-// none of them — an upsert of a new record and a stored one whose
-// replacement is refused leaves both as they were, and a first add with
-// embeddings of two dimensions fixes no dimension.
 // TestWideWriteKeepsEachRecordsOwn: a write big enough that its records'
 // rows and payloads are built on every core stores each record with its
 // own embedding, metadata and document, whatever worker built it.
@@ -918,6 +914,10 @@ func TestWideWriteKeepsEachRecordsOwn(t *testing.T) {
 	}
 }
 
+// TestWriteAllOrNothing: a write refused for one of its records stores
+// none of them — an upsert of a new record and a stored one whose
+// replacement is refused leaves both as they were, and a first add with
+// embeddings of two dimensions fixes no dimension.
 func TestWriteAllOrNothing(t *testing.T) {
 	ts := newTestServer(t, t.TempDir(), nil)
 	col := base + "/collections/" + ts.create(`{"name":"whole","configuration":{"hnsw":{"space":"cosine"}}}`)
