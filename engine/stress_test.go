@@ -386,7 +386,7 @@ func stress(t *testing.T, b backend, scale int) {
 		}
 		back()
 		recovered0, injected0 := ix.Info().Recoveries, injected.Load()
-		fired := injected.Load()
+		fired := injected0
 		for i := 0; injected.Load() < stressFaults*int64(scale); i++ {
 			require.Less(t, i, 10_000, "%d searches and the armed fault did not fire", i)
 			if i == 0 || injected.Load() > fired {
