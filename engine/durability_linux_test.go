@@ -181,8 +181,9 @@ func fillDisk(t *testing.T, dir string) *os.File {
 	t.Helper()
 	filler, err := os.Create(dir + "/filler")
 	require.NoError(t, err)
+	chunk := make([]byte, 16<<10)
 	for {
-		if _, err := filler.Write(make([]byte, 16<<10)); err != nil {
+		if _, err := filler.Write(chunk); err != nil {
 			return filler
 		}
 	}
