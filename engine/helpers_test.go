@@ -108,7 +108,12 @@ func checkHits(t *testing.T, m umbra.Metric, data [][]float32, q []float32, k in
 // every reported score within tolerance (sameHitsError). It returns instead
 // of failing so that goroutines can use it.
 func topKError(m umbra.Metric, data [][]float32, q []float32, k int, hits []umbra.Hit) error {
-	ref := reference(m, data, q)
+	return rankedError(m, data, q, reference(m, data, q), k, hits)
+}
+
+// rankedError is topKError against ref, reference(m, data, q) computed
+// once for every search of the same rows and query.
+func rankedError(m umbra.Metric, data [][]float32, q []float32, ref []ranked, k int, hits []umbra.Hit) error {
 	want := make([]umbra.Hit, min(k, len(data)))
 	for i := range want {
 		want[i] = umbra.Hit{ID: ref[i].id, Score: float32(ref[i].score)}
