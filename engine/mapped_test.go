@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -46,13 +45,32 @@ func mappedStore(t *testing.T, n int, m umbra.Metric, p umbra.Precision) (string
 	require.NoError(t, err)
 	require.NoError(t, w.Checkpoint(ctx))
 	require.NoError(t, w.Close())
-	// The file's time goes back an hour, so a rewrite in place within the
-	// same clock tick as the write still changes it.
-	old := time.Now().Add(-time.Hour)
-	require.NoError(t, os.Chtimes(path, old, old))
+	backdate(t, path)
 	return path, mem
 }
 
+// backdate sets path's times an hour back, so that a rewrite in place
+// within the same clock tick as the write still changes them.
+func backdate(t *testing.T, path string) {
+	t.Helper()
+	old := time.Now().Add(-time.Hour)
+	require.NoError(t, os.Chtimes(path, old, old))
+}
+
+// writeStore writes a store's base file, and its log when log is not nil,
+// at a new path, and returns the path.
+func writeStore(t *testing.T, base, log []byte) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "copy.umbra")
+	require.NoError(t, os.WriteFile(path, base, 0o644))
+	if log != nil {
+		require.NoError(t, os.WriteFile(path+".log", log, 0o644))
+	}
+	return path
+}
+
+// sameSearches asserts want and got answer the same batches at several k
+// and the same range search.
 func sameSearches(t *testing.T, want, got *engine.Index, dim int, what string) {
 	t.Helper()
 	r := testkit.Rand(t)
@@ -63,22 +81,17 @@ func sameSearches(t *testing.T, want, got *engine.Index, dim int, what string) {
 		require.NoError(t, err, what)
 		b, err := got.SearchBatch(ctx, qs, k)
 		require.NoError(t, err, what)
-		if !slices.EqualFunc(a, b, slices.Equal) {
-			require.Equal(t, a, b, "%s: k=%d", what, k)
+		require.Len(t, b, len(a), "%s: k=%d", what, k)
+		for i := range a {
+			requireEqualSlices(t, a[i], b[i], "%s: k=%d query %d", what, k, i)
 		}
 	}
 	a, err := want.SearchRange(ctx, qs[0], 0.1)
 	require.NoError(t, err, what)
 	b, err := got.SearchRange(ctx, qs[0], 0.1)
 	require.NoError(t, err, what)
-	if !slices.Equal(a, b) {
-		require.Equal(t, a, b, "%s: range", what)
-	}
+	requireEqualSlices(t, a, b, "%s: range", what)
 }
-
-// (sameSearches compares with slices.Equal and calls require.Equal only to
-// report a difference: reflect.DeepEqual over thousands of hits was most
-// of the mapped-store tests' time under -race.)
 
 // TestOpenMapsOnCPU: a store opened on the CPU path reads its rows from a
 // private mapping of the base file and answers exactly as an in-memory
@@ -156,9 +169,7 @@ func TestOpenMapsOnCPU(t *testing.T) {
 // returns its index: what a reader that mapped those bytes must answer.
 func mustOpenMem(t *testing.T, base []byte, p umbra.Precision) *engine.Index {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "copy.umbra")
-	require.NoError(t, os.WriteFile(path, base, 0o644))
-	ix, err := engine.Open(context.Background(), path, engine.Config{Device: engine.CPU})
+	ix, err := engine.Open(context.Background(), writeStore(t, base, nil), engine.Config{Device: engine.CPU})
 	require.NoError(t, err)
 	t.Cleanup(func() { ix.Close() })
 	return ix
@@ -218,11 +229,8 @@ func TestMappedStoreChangedUnderneath(t *testing.T) {
 			for first, call := range calls {
 				for _, workers := range []int{1, 4} {
 					t.Run(fmt.Sprintf("%s/%s/%s/workers=%d", p, c.name, first, workers), func(t *testing.T) {
-						path := filepath.Join(t.TempDir(), "mem.umbra")
-						require.NoError(t, os.WriteFile(path, base, 0o644))
-						require.NoError(t, os.WriteFile(path+".log", log, 0o644))
-						old := time.Now().Add(-time.Hour) // as mappedStore leaves it
-						require.NoError(t, os.Chtimes(path, old, old))
+						path := writeStore(t, base, log)
+						backdate(t, path) // as mappedStore leaves it
 						var opts []engine.OpenOption
 						if c.noStat {
 							opts = append(opts, engine.SkipMappedStat())

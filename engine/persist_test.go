@@ -18,21 +18,16 @@ import (
 // sameContents asserts two indexes hold the same IDs, vectors and keys.
 func sameContents(t *testing.T, want, got *engine.Index, what string) {
 	t.Helper()
-	// slices.Equal first, require.Equal only to report a difference:
-	// reflect.DeepEqual a row was most of the callers' time under -race.
-	if ids := want.IDs(); !slices.Equal(ids, got.IDs()) {
-		require.Equal(t, ids, got.IDs(), what)
-	}
+	ids := want.IDs()
+	requireEqualSlices(t, ids, got.IDs(), what)
 	require.Equal(t, want.Dim(), got.Dim(), what)
 	require.Equal(t, want.Metric(), got.Metric(), what)
-	for _, id := range want.IDs() {
+	for _, id := range ids {
 		a, err := want.Vector(id)
 		require.NoError(t, err)
 		b, err := got.Vector(id)
 		require.NoError(t, err)
-		if !slices.Equal(a, b) {
-			require.Equal(t, a, b, "%s: ID %d", what, id)
-		}
+		requireEqualSlices(t, a, b, "%s: ID %d", what, id)
 		ka, oka := want.KeyOf(id)
 		kb, okb := got.KeyOf(id)
 		if oka != okb || ka != kb {
